@@ -1,0 +1,70 @@
+"""``acl.util``: host pointers for Python buffers, as pyACL's helpers give them.
+
+Pointers handed out here are remembered by the runtime (the newest 4096), so that copies to and from
+them are checked; a copy from an address nobody handed out is refused instead of crashing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from acl_core.acl._call import runtime
+from acl_core.errors import AclError, AclErrorCode
+from acl_core.runtime import RangeKind
+
+
+def bytes_to_ptr(data: bytes | bytearray) -> int:
+    """The address of a bytes/bytearray object's buffer (keep the object alive while it is used)."""
+    if isinstance(data, bytearray):
+        address = ctypes.addressof((ctypes.c_char * len(data)).from_buffer(data)) if data else 0
+    elif isinstance(data, bytes):
+        address = ctypes.cast(ctypes.c_char_p(data), ctypes.c_void_p).value or 0
+    else:
+        raise TypeError(f"bytes_to_ptr takes bytes or bytearray, not {type(data).__name__}")
+    if address:
+        runtime().register_host(address, len(data), data)
+    return address
+
+
+def numpy_to_ptr(array: np.ndarray) -> int:
+    """The address of a C-contiguous NumPy array's data (deprecated in pyACL; kept for ported code)."""
+    if not array.flags.c_contiguous:
+        raise ValueError("numpy_to_ptr needs a C-contiguous array; use numpy_contiguous_to_ptr")
+    address = int(array.ctypes.data)
+    if array.nbytes:
+        runtime().register_host(address, array.nbytes, array)
+    return address
+
+
+def numpy_contiguous_to_ptr(array: np.ndarray) -> int:
+    """Like numpy_to_ptr, for an array made contiguous first (the copy is kept alive by the runtime)."""
+    return numpy_to_ptr(np.ascontiguousarray(array))
+
+
+def _host_range(address: int, size: int) -> None:
+    rng = runtime().memory.resolve(address, size, "ptr")
+    if rng.kind.on_device:
+        raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{address:#x} is device memory; copy it to the host first")
+    if rng.kind not in (RangeKind.HOST, RangeKind.HOST_PINNED):
+        raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{address:#x} is not host memory")
+
+
+def ptr_to_bytes(ptr: int, size: int) -> bytes:
+    """A copy of ``size`` bytes of host memory at ``ptr`` (raises AclError for unknown or device pointers)."""
+    if size == 0:
+        return b""
+    _host_range(ptr, size)
+    return ctypes.string_at(ptr, size)
+
+
+def ptr_to_numpy(ptr: int, shape: tuple[int, ...], npy_type: int) -> np.ndarray:
+    """A NumPy array viewing host memory at ``ptr``; ``npy_type`` is NumPy's type number (NPY_FLOAT=11...)."""
+    dtype = next((np.dtype(t) for t in np.sctypeDict.values() if np.dtype(t).num == npy_type), None)
+    if dtype is None:
+        raise ValueError(f"unknown NumPy type number {npy_type}")
+    count = int(np.prod(shape)) if shape else 1
+    _host_range(ptr, count * dtype.itemsize)
+    buffer = (ctypes.c_char * (count * dtype.itemsize)).from_address(ptr)
+    return np.frombuffer(buffer, dtype=dtype, count=count).reshape(shape)

@@ -1,0 +1,401 @@
+"""The C-shaped aclnn front end: ``aclCreateTensor``, ``aclnnXxxGetWorkspaceSize``, ``aclnnXxx``...
+
+pyACL's convention: C out-parameters come back first and the status code last
+(``workspace_size, executor, ret = aclnnAddGetWorkspaceSize(a, b, alpha, out)``); functions whose C
+form returns a pointer return the handle or None; errors are returned, never raised; the message of
+the last error is ``aclGetRecentErrMsg()``. Every ``aclnnXxxGetWorkspaceSize`` / ``aclnnXxx`` pair is
+generated from the operator registry on first access.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from acl_core.backend import Backend, Launch
+from acl_core.errors import AclCoreError, AclError, AclnnError, AclnnStatus
+from acl_core.plugin import get_backend
+from acl_core.spec.opspec import Call, OpSpec
+from acl_core.spec.ops import all_specs, get_spec
+from acl_core.spec.validate import bind, validate
+from acl_core.tensor import (
+    AclBoolArray,
+    AclFloatArray,
+    AclIntArray,
+    AclScalar,
+    AclScalarList,
+    AclTensor,
+    AclTensorList,
+)
+
+ACLNN_SUCCESS = 0
+_local = threading.local()
+
+
+def _fail(exc: AclCoreError) -> int:
+    _local.message = exc.message
+    return exc.code
+
+
+def _guard(fn: Callable[[], Any], null_result: bool = False) -> Any:
+    """Run ``fn``; return its result, or (None | code) with the message recorded, never raising."""
+    try:
+        return fn()
+    except AclCoreError as exc:
+        code = _fail(exc)
+        return None if null_result else code
+    except Exception as exc:  # never let a defect escape as a crash of the caller's program
+        code = _fail(AclnnError(AclnnStatus.ACLNN_ERR_INNER, f"internal error: {type(exc).__name__}: {exc}"))
+        return None if null_result else code
+
+
+def aclGetRecentErrMsg() -> str:
+    """The message of the last failed call on this thread ('' if none)."""
+    return getattr(_local, "message", "")
+
+
+# ----------------------------------------------------------------------------- tensors and friends
+def aclCreateTensor(
+    view_dims: Sequence[int],
+    data_type: int,
+    strides: Sequence[int] | None,
+    offset: int,
+    format: int,
+    storage_dims: Sequence[int] | None,
+    data: int | None,
+) -> AclTensor | None:
+    """aclCreateTensor: a view over device memory at ``data``; None when the arguments are invalid."""
+    return _guard(lambda: AclTensor.create(view_dims, data_type, strides, offset, format, storage_dims, data), True)
+
+
+def aclCreateScalar(value: object, data_type: int) -> AclScalar | None:
+    """aclCreateScalar: ``value`` converted to ``data_type``; None on failure."""
+    return _guard(lambda: AclScalar.create(value, data_type), True)
+
+
+def aclCreateIntArray(values: Sequence[int]) -> AclIntArray | None:
+    """aclCreateIntArray."""
+    return _guard(lambda: AclIntArray.create(values), True)
+
+
+def aclCreateFloatArray(values: Sequence[float]) -> AclFloatArray | None:
+    """aclCreateFloatArray."""
+    return _guard(lambda: AclFloatArray.create(values), True)
+
+
+def aclCreateBoolArray(values: Sequence[bool]) -> AclBoolArray | None:
+    """aclCreateBoolArray."""
+    return _guard(lambda: AclBoolArray.create(values), True)
+
+
+def aclCreateTensorList(tensors: Sequence[AclTensor]) -> AclTensorList | None:
+    """aclCreateTensorList: the list owns its tensors."""
+    return _guard(lambda: AclTensorList.create(tensors), True)
+
+
+def aclCreateScalarList(scalars: Sequence[AclScalar]) -> AclScalarList | None:
+    """aclCreateScalarList: the list owns its scalars."""
+    return _guard(lambda: AclScalarList.create(scalars), True)
+
+
+def _destroy(handle: Any, kind: type, what: str) -> int:
+    def run() -> int:
+        if handle is None or handle == 0:
+            raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_NULLPTR, f"{what} is null")
+        if not isinstance(handle, kind):
+            raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"expected an {what}, got {type(handle).__name__}")
+        handle.check_alive(what)
+        handle.destroyed = True
+        for member in getattr(handle, "tensors", ()) + getattr(handle, "scalars", ()):
+            member.destroyed = True
+        return ACLNN_SUCCESS
+
+    return int(_guard(run))
+
+
+def aclDestroyTensor(tensor: AclTensor | None) -> int:
+    """aclDestroyTensor."""
+    return _destroy(tensor, AclTensor, "aclTensor")
+
+
+def aclDestroyScalar(scalar: AclScalar | None) -> int:
+    """aclDestroyScalar."""
+    return _destroy(scalar, AclScalar, "aclScalar")
+
+
+def aclDestroyIntArray(array: AclIntArray | None) -> int:
+    """aclDestroyIntArray."""
+    return _destroy(array, AclIntArray, "aclIntArray")
+
+
+def aclDestroyFloatArray(array: AclFloatArray | None) -> int:
+    """aclDestroyFloatArray."""
+    return _destroy(array, AclFloatArray, "aclFloatArray")
+
+
+def aclDestroyBoolArray(array: AclBoolArray | None) -> int:
+    """aclDestroyBoolArray."""
+    return _destroy(array, AclBoolArray, "aclBoolArray")
+
+
+def aclDestroyTensorList(tensors: AclTensorList | None) -> int:
+    """aclDestroyTensorList (destroys the member tensors too)."""
+    return _destroy(tensors, AclTensorList, "aclTensorList")
+
+
+def aclDestroyScalarList(scalars: AclScalarList | None) -> int:
+    """aclDestroyScalarList (destroys the member scalars too)."""
+    return _destroy(scalars, AclScalarList, "aclScalarList")
+
+
+def _size_of(handle: Any, kind: type, what: str) -> tuple[int, int]:
+    def run() -> tuple[int, int]:
+        if not isinstance(handle, kind):
+            raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_NULLPTR, f"{what} is null or of the wrong kind")
+        handle.check_alive(what)
+        return len(handle), ACLNN_SUCCESS
+
+    result = _guard(run)
+    return (0, result) if isinstance(result, int) else result
+
+
+def aclGetIntArraySize(array: AclIntArray) -> tuple[int, int]:
+    """aclGetIntArraySize: (size, ret)."""
+    return _size_of(array, AclIntArray, "aclIntArray")
+
+
+def aclGetFloatArraySize(array: AclFloatArray) -> tuple[int, int]:
+    """aclGetFloatArraySize: (size, ret)."""
+    return _size_of(array, AclFloatArray, "aclFloatArray")
+
+
+def aclGetBoolArraySize(array: AclBoolArray) -> tuple[int, int]:
+    """aclGetBoolArraySize: (size, ret)."""
+    return _size_of(array, AclBoolArray, "aclBoolArray")
+
+
+def aclGetTensorListSize(tensors: AclTensorList) -> tuple[int, int]:
+    """aclGetTensorListSize: (size, ret)."""
+    return _size_of(tensors, AclTensorList, "aclTensorList")
+
+
+def aclGetScalarListSize(scalars: AclScalarList) -> tuple[int, int]:
+    """aclGetScalarListSize: (size, ret)."""
+    return _size_of(scalars, AclScalarList, "aclScalarList")
+
+
+def _tensor_attr(tensor: AclTensor | None, getter: Callable[[AclTensor], Any]) -> tuple[Any, int]:
+    def run() -> tuple[Any, int]:
+        if not isinstance(tensor, AclTensor):
+            raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_NULLPTR, "tensor is null")
+        tensor.check_alive("aclTensor")
+        return getter(tensor), ACLNN_SUCCESS
+
+    result = _guard(run)
+    return (None, result) if isinstance(result, int) else result
+
+
+def aclGetViewShape(tensor: AclTensor) -> tuple[list[int] | None, int]:
+    """aclGetViewShape: (dims, ret)."""
+    return _tensor_attr(tensor, lambda t: list(t.view_dims))
+
+
+def aclGetStorageShape(tensor: AclTensor) -> tuple[list[int] | None, int]:
+    """aclGetStorageShape: (dims, ret)."""
+    return _tensor_attr(tensor, lambda t: list(t.storage_dims))
+
+
+def aclGetViewStrides(tensor: AclTensor) -> tuple[list[int] | None, int]:
+    """aclGetViewStrides: (strides, ret)."""
+    return _tensor_attr(tensor, lambda t: list(t.strides))
+
+
+def aclGetViewOffset(tensor: AclTensor) -> tuple[int | None, int]:
+    """aclGetViewOffset: (offset, ret)."""
+    return _tensor_attr(tensor, lambda t: t.offset)
+
+
+def aclGetFormat(tensor: AclTensor) -> tuple[int | None, int]:
+    """aclGetFormat: (aclFormat, ret)."""
+    return _tensor_attr(tensor, lambda t: int(t.format))
+
+
+def aclGetDataType(tensor: AclTensor) -> tuple[int | None, int]:
+    """aclGetDataType: (aclDataType, ret)."""
+    return _tensor_attr(tensor, lambda t: int(t.dtype))
+
+
+def aclGetRawTensorAddr(tensor: AclTensor) -> tuple[int | None, int]:
+    """aclGetRawTensorAddr: (address, ret)."""
+    return _tensor_attr(tensor, lambda t: t.data)
+
+
+def aclSetRawTensorAddr(tensor: AclTensor, address: int) -> int:
+    """aclSetRawTensorAddr: points the tensor at other storage."""
+
+    def setter(t: AclTensor) -> None:
+        t.data = int(address or 0)
+
+    return _tensor_attr(tensor, setter)[1]
+
+
+# ----------------------------------------------------------------------------- executors
+class AclOpExecutor:
+    """aclOpExecutor: one validated call, ready for phase 2 (single use unless made repeatable)."""
+
+    def __init__(self, spec: OpSpec, call: Call, backend: Backend, workspace_size: int) -> None:
+        self.spec = spec
+        self.call = call
+        self.backend = backend
+        self.workspace_size = workspace_size
+        self.repeatable = False
+        self.used = False
+        self.destroyed = False
+
+    def __repr__(self) -> str:
+        return f"<aclOpExecutor {self.spec.name} ws={self.workspace_size}{' repeatable' if self.repeatable else ''}>"
+
+
+def aclSetAclOpExecutorRepeatable(executor: AclOpExecutor | None) -> int:
+    """aclSetAclOpExecutorRepeatable: phase 2 may then run many times; release with aclDestroyAclOpExecutor."""
+
+    def run() -> int:
+        if not isinstance(executor, AclOpExecutor):
+            raise AclnnError(AclnnStatus.ACLNN_ERR_INNER_NULLPTR, "executor is null")
+        if executor.destroyed or executor.used:
+            raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, "executor was already released")
+        executor.repeatable = True
+        return ACLNN_SUCCESS
+
+    return int(_guard(run))
+
+
+def aclDestroyAclOpExecutor(executor: AclOpExecutor | None) -> int:
+    """aclDestroyAclOpExecutor: releases a repeatable executor."""
+
+    def run() -> int:
+        if not isinstance(executor, AclOpExecutor):
+            raise AclnnError(AclnnStatus.ACLNN_ERR_INNER_NULLPTR, "executor is null")
+        if executor.destroyed:
+            raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, "executor was already destroyed")
+        executor.destroyed = True
+        return ACLNN_SUCCESS
+
+    return int(_guard(run))
+
+
+def get_workspace_size(
+    spec: OpSpec, args: Sequence[Any], kwargs: dict[str, Any] | None = None, backend: Backend | None = None
+) -> tuple[int, AclOpExecutor]:
+    """Phase 1 for ``spec`` on ``backend`` (default: the process's), raising :class:`AclnnError`."""
+    bound = bind(spec, args, kwargs)
+    backend = backend or get_backend()
+    call = validate(spec, bound, backend.runtime)
+    if spec.kernel_name not in backend.kernels:
+        raise AclnnError(
+            AclnnStatus.ACLNN_ERR_INNER_FIND_KERNEL_ERROR,
+            f"backend {backend.name!r} has no kernel for {spec.kernel_name}",
+        )
+    size = int(spec.workspace(call))
+    return size, AclOpExecutor(spec, call, backend, size)
+
+
+def execute(spec: OpSpec, workspace: int | None, workspace_size: int, executor: AclOpExecutor | None, stream: int | None) -> None:
+    """Phase 2 for ``spec``, raising :class:`AclnnError`."""
+    if not isinstance(executor, AclOpExecutor):
+        raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_NULLPTR, "executor is null")
+    if executor.spec is not spec:
+        raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"executor belongs to aclnn{executor.spec.name}, not aclnn{spec.name}")
+    if executor.destroyed or (executor.used and not executor.repeatable):
+        raise AclnnError(
+            AclnnStatus.ACLNN_ERR_PARAM_INVALID,
+            "executor was already used (executors are single-use unless aclSetAclOpExecutorRepeatable was called)",
+        )
+    runtime = executor.backend.runtime
+    if int(workspace_size or 0) < executor.workspace_size:
+        raise AclnnError(
+            AclnnStatus.ACLNN_ERR_PARAM_INVALID,
+            f"workspaceSize {workspace_size} is smaller than the {executor.workspace_size} bytes phase 1 asked for",
+        )
+    if executor.workspace_size:
+        if not workspace:
+            raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_NULLPTR, "workspace is null but the operator needs one")
+        try:
+            runtime.device_range(int(workspace), executor.workspace_size, "workspace")
+        except AclError as exc:
+            raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, exc.message) from None
+    try:
+        driver_stream = runtime.stream(stream)
+    except AclError as exc:
+        raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, exc.message) from None
+    call = validate(spec, executor.call.args, runtime)  # the memory behind tensors may have been freed since phase 1
+    base = get_spec(spec.kernel_name)
+    args = spec.base_args(call.args) if spec.base_args else call.args
+    executor.used = True
+    executor.backend.launch(Launch(base, args, call.plan, int(workspace or 0), executor.workspace_size, driver_stream))
+
+
+# ----------------------------------------------------------------------------- generated operator entry points
+_PHASE1 = re.compile(r"^aclnn(\w+)GetWorkspaceSize$")
+_PHASE2 = re.compile(r"^aclnn(\w+)$")
+
+
+def _phase1(spec: OpSpec) -> Callable[..., tuple[int, AclOpExecutor | None, int]]:
+    def phase1(*args: Any, **kwargs: Any) -> tuple[int, AclOpExecutor | None, int]:
+        result = _guard(lambda: get_workspace_size(spec, args, kwargs))
+        if isinstance(result, int):
+            return 0, None, result
+        size, executor = result
+        return size, executor, ACLNN_SUCCESS
+
+    phase1.__name__ = phase1.__qualname__ = f"aclnn{spec.name}GetWorkspaceSize"
+    phase1.__doc__ = f"aclnn{spec.name}GetWorkspaceSize({', '.join(p.name for p in spec.params)}) -> (workspace_size, executor, ret)."
+    return phase1
+
+
+def _phase2(spec: OpSpec) -> Callable[[int | None, int, AclOpExecutor | None, int | None], int]:
+    def phase2(workspace: int | None, workspace_size: int, executor: AclOpExecutor | None, stream: int | None = None) -> int:
+        result = _guard(lambda: execute(spec, workspace, workspace_size, executor, stream))
+        return ACLNN_SUCCESS if result is None else int(result)
+
+    phase2.__name__ = phase2.__qualname__ = f"aclnn{spec.name}"
+    phase2.__doc__ = f"aclnn{spec.name}(workspace, workspace_size, executor, stream) -> ret."
+    return phase2
+
+
+def aclnnInit(config_path: str | None = None) -> int:
+    """aclnnInit: nothing to do beyond aclInit here; returns 0."""
+    return ACLNN_SUCCESS
+
+
+def aclnnFinalize() -> int:
+    """aclnnFinalize: returns 0."""
+    return ACLNN_SUCCESS
+
+
+def __getattr__(name: str) -> Any:
+    match = _PHASE1.match(name)
+    if match:
+        try:
+            fn: Any = _phase1(get_spec(match.group(1)))
+        except KeyError:
+            raise AttributeError(f"{name}: no aclnn operator {match.group(1)} is declared") from None
+    else:
+        match = _PHASE2.match(name)
+        if not match:
+            raise AttributeError(name)
+        try:
+            fn = _phase2(get_spec(match.group(1)))
+        except KeyError:
+            raise AttributeError(f"{name}: no aclnn operator {match.group(1)} is declared") from None
+    globals()[name] = fn
+    return fn
+
+
+def __dir__() -> list[str]:
+    names = [n for n in globals() if n.startswith("acl")]
+    for op in all_specs():
+        names += [f"aclnn{op}GetWorkspaceSize", f"aclnn{op}"]
+    return sorted(set(names))

@@ -1,0 +1,85 @@
+"""The typed Backend object a plugin hands to acl-core, and the registration record that finds it."""
+
+from __future__ import annotations
+
+import functools
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from acl_core.capabilities import Capabilities
+    from acl_core.runtime import Runtime
+    from acl_core.spec.opspec import OpSpec
+    from acl_core.spec.runtime import Driver
+
+
+@dataclass
+class Launch:
+    """One validated operator call, as a backend kernel receives it.
+
+    ``args`` maps each official parameter name to its value: :class:`~acl_core.tensor.AclTensor`
+    (or None for an absent optional), a tensor or scalar list, a Python number, bool, str or
+    tuple for host attributes. ``plan`` holds what validation derived (promoted dtype, broadcast
+    shape...), keyed by name.
+    """
+
+    spec: OpSpec
+    args: dict[str, Any]
+    plan: dict[str, Any]
+    workspace: int
+    workspace_size: int
+    stream: object
+
+
+Kernel = Callable[[Launch], None]
+"""A backend's implementation of one operator."""
+
+
+class Backend(ABC):
+    """A backend: one device driver, kernels for aclnn operators, and measured capabilities."""
+
+    name: str
+
+    @property
+    @abstractmethod
+    def driver(self) -> Driver:
+        """The device primitives the shared runtime drives."""
+
+    @property
+    @abstractmethod
+    def kernels(self) -> Mapping[str, Kernel]:
+        """Operator name (without the aclnn prefix) to kernel."""
+
+    @abstractmethod
+    def capabilities(self) -> Capabilities:
+        """Facts measured from the device (cached by the backend; frozen)."""
+
+    @functools.cached_property
+    def runtime(self) -> Runtime:
+        """The acl runtime of this backend (one per process)."""
+        from acl_core.runtime import Runtime
+
+        return Runtime(self.name, self.driver)
+
+    def launch(self, call: Launch) -> None:
+        """Enqueue one validated operator call on its stream (the default runs the kernel at once)."""
+        self.kernels[call.spec.name](call)
+
+
+@dataclass(frozen=True)
+class BackendRegistration:
+    """What a plugin's ``acl_core_backends`` hook returns for each backend it offers.
+
+    ``probe`` must be cheap and must not import vendor libraries: it returns None when the backend
+    can start here, otherwise the reason it cannot (with the remedy). ``factory`` builds the
+    backend and is called at most once per process, only after ``probe`` returned None.
+    """
+
+    name: str
+    factory: Callable[[], Backend]
+    probe: Callable[[], str | None] = lambda: None
+    priority: int = 0
+    summary: str = ""
+    extra: Mapping[str, str] = field(default_factory=dict)

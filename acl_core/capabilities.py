@@ -1,0 +1,85 @@
+"""The capability model: what a backend's device can do, measured at run time."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from acl_core.dtypes import DataType
+from acl_core.formats import Format
+
+
+class Platform(str, Enum):
+    """Where a backend computes."""
+
+    CPU = "cpu"
+    AMD = "amd"
+    NVIDIA = "nvidia"
+    OTHER = "other"
+
+
+class Capabilities(BaseModel):
+    """A frozen record of one backend's device, derived from the device when the backend starts.
+
+    The conformance suite decides what to run from these fields, never from the backend's name.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
+
+    backend: str = Field(description="backend name as registered under acl_core.backends")
+    backend_version: str = Field(description="version of the distribution that provides the backend")
+    platform: Platform
+    device_name: str = Field(description="the device's marketing or driver name")
+    architecture: str = Field(description="gfx…, sm_…, or the host CPU architecture")
+    device_count: int = Field(ge=0)
+    compute_units: int = Field(ge=0, description="CUs, SMs or CPU cores")
+    memory_bytes: int = Field(ge=0, description="device memory the runtime reports as total")
+    warp_size: int = Field(ge=1, description="wavefront or warp width; 1 on a CPU")
+    unified_memory: bool = Field(description="host and device share one address space")
+    dtypes: tuple[DataType, ...] = Field(description="element types the backend computes with")
+    formats: tuple[Format, ...] = Field(description="tensor formats the backend accepts")
+    ops: tuple[str, ...] = Field(description="aclnn operators implemented (names without the aclnn prefix)")
+    mx_use_hw: bool = Field(description="native microscaling (MX) GEMM in hardware is used")
+    fp8_matmul_hw: bool = Field(description="fp8 GEMM runs on fp8 matrix hardware")
+    tf32_hw: bool = Field(description="the hardware has a TF32-class fp32 GEMM mode")
+    tf32_enabled: bool = Field(description="TF32 is used for fp32 GEMM (CANN_FAST_TF32=1 and tf32_hw)")
+    attention_path: str = Field(description="how FlashAttentionScore runs, e.g. 'fused', 'blas', 'numpy'")
+    nz_fidelity: Literal["none", "structural", "bit-exact"] = Field(
+        description="how faithfully FRACTAL_NZ storage is reproduced"
+    )
+    collective_engine: str | None = Field(description="engine under HCCL (mpi, nccl, rccl) or None")
+    collective_max_ranks: int = Field(ge=0, description="largest communicator the engine supports here")
+    notes: dict[str, str] = Field(default_factory=dict, description="free-form facts, one line each")
+
+    def supports_op(self, op: str) -> bool:
+        """True when ``op`` (e.g. ``"Add"``) is implemented."""
+        return op in self.ops
+
+    def supports_dtype(self, dtype: DataType) -> bool:
+        """True when the backend computes with ``dtype``."""
+        return dtype in self.dtypes
+
+    def to_json(self) -> str:
+        """JSON with enum members written by name (the form ``acl-core caps --json`` prints)."""
+        return json.dumps(self.to_jsonable(), indent=2, sort_keys=True)
+
+    def to_jsonable(self) -> dict[str, Any]:
+        """A plain dict of JSON types, enums by name."""
+        data = self.model_dump(mode="json")
+        data["dtypes"] = [DataType(d).name for d in self.dtypes]
+        data["formats"] = [Format(f).name for f in self.formats]
+        return data
+
+
+def capabilities_json_schema() -> dict[str, Any]:
+    """The JSON schema that ``acl-core caps NAME --json`` output validates against."""
+    schema = Capabilities.model_json_schema()
+    props = schema["properties"]
+    props["dtypes"] = {"type": "array", "items": {"enum": [d.name for d in DataType]}}
+    props["formats"] = {"type": "array", "items": {"enum": [f.name for f in Format]}}
+    schema.pop("$defs", None)
+    props["platform"] = {"enum": [p.value for p in Platform]}
+    return schema

@@ -1,0 +1,321 @@
+"""The Pythonic layer: NumPy in, NumPy out, one call per operator, typed exceptions.
+
+``eager.run("Add", self=a, other=b, alpha=1.0)`` copies the arrays to the backend's device, allocates
+the outputs from the operator's output rule, runs both aclnn phases on a stream, waits, and returns
+the outputs as NumPy arrays keyed by their official names. Errors raise
+:class:`~acl_core.errors.AclnnError` / :class:`~acl_core.errors.AclError` with the CANN code.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from acl_core.aclnn import execute, get_workspace_size
+from acl_core.backend import Backend
+from acl_core.dtypes import DataType, from_numpy, storage_nbytes
+from acl_core.formats import Format
+from acl_core.plugin import get_backend
+from acl_core.spec.opspec import Kind, OpSpec, OutInfo, Role
+from acl_core.spec.ops import get_spec
+from acl_core.spec.runtime import MemcpyKind
+from acl_core.spec.validate import check_inputs
+from acl_core.tensor import (
+    AclBoolArray,
+    AclFloatArray,
+    AclIntArray,
+    AclScalar,
+    AclScalarList,
+    AclTensor,
+    AclTensorList,
+    contiguous_strides,
+)
+
+LAYOUTS = ("contiguous", "padded", "transposed")
+"""How :func:`to_device` lays a tensor out: packed, with gaps and an offset, or with reversed dims."""
+
+
+def _backend(backend: Backend | str | None) -> Backend:
+    b = backend if isinstance(backend, Backend) else get_backend(backend)
+    b.runtime.ensure_device()
+    return b
+
+
+class DeviceArray:
+    """A tensor in a backend's device memory that Python owns: freed by :meth:`free` or garbage collection."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        shape: Sequence[int],
+        dtype: DataType,
+        storage_elems: int,
+        strides: Sequence[int] | None = None,
+        offset: int = 0,
+        format: Format = Format.ACL_FORMAT_ND,
+        storage_dims: Sequence[int] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = dtype
+        self.strides = tuple(strides) if strides is not None else contiguous_strides(self.shape)
+        self.offset = offset
+        self.storage_elems = storage_elems
+        self.storage_dims = tuple(storage_dims) if storage_dims is not None else (storage_elems,)
+        self.format = format
+        self.nbytes = max(storage_nbytes(dtype, storage_elems), 1)
+        self.address = backend.runtime.malloc(self.nbytes)
+        self._tensor: AclTensor | None = None
+
+    def tensor(self) -> AclTensor:
+        """The aclTensor describing this array (made once)."""
+        if self._tensor is None:
+            self._tensor = AclTensor.create(
+                self.shape, self.dtype, self.strides, self.offset, self.format, self.storage_dims, self.address
+            )
+        return self._tensor
+
+    def storage_bytes(self) -> np.ndarray:
+        """A host copy of the whole storage as bytes."""
+        host = np.empty(self.nbytes, dtype=np.uint8)
+        rt = self.backend.runtime
+        rt.register_host(host.ctypes.data, host.nbytes, host)
+        try:
+            rt.memcpy(host.ctypes.data, host.nbytes, self.address, self.nbytes, MemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST)
+        finally:
+            rt.unregister(host.ctypes.data)
+        return host
+
+    def numpy(self) -> np.ndarray:
+        """A host copy of the view (sub-byte types unpacked, one element per array item)."""
+        np_dtype = self.dtype.numpy
+        if np_dtype is None:
+            raise TypeError(f"{self.dtype.name} has no NumPy dtype; use storage_bytes()")
+        raw = self.storage_bytes()
+        if self.dtype.is_packed:
+            elems = _unpack4(raw, self.dtype)[: self.storage_elems]
+        else:
+            elems = raw[: self.storage_elems * np_dtype.itemsize].view(np_dtype)
+        if math.prod(self.shape) == 0:
+            return np.empty(self.shape, dtype=np_dtype)
+        item = elems.itemsize
+        view = np.lib.stride_tricks.as_strided(elems[self.offset :], self.shape, tuple(s * item for s in self.strides))
+        return view.copy()
+
+    def free(self) -> None:
+        """Release the device memory now (idempotent)."""
+        if self.address:
+            self.backend.runtime.free(self.address)
+            self.address = 0
+
+    def __del__(self) -> None:
+        try:
+            self.free()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"DeviceArray({list(self.shape)}, {self.dtype.short}, backend={self.backend.name!r}, at {self.address:#x})"
+
+
+def _unpack4(raw: np.ndarray, dtype: DataType) -> np.ndarray:
+    nibbles = np.empty(raw.size * 2, dtype=np.uint8)
+    nibbles[0::2], nibbles[1::2] = raw & 0x0F, raw >> 4
+    np_dtype = dtype.numpy
+    assert np_dtype is not None
+    if dtype == DataType.ACL_INT4:
+        return ((nibbles.astype(np.int8) ^ 8) - 8).astype(np_dtype)
+    return nibbles.view(np_dtype)
+
+
+def _pack4(values: np.ndarray, dtype: DataType) -> np.ndarray:
+    codes = (values.astype(np.int8).view(np.uint8) if dtype == DataType.ACL_INT4 else values.view(np.uint8)) & 0x0F
+    if codes.size % 2:
+        codes = np.concatenate([codes, np.zeros(1, np.uint8)])
+    return (codes[0::2] | (codes[1::2] << 4)).astype(np.uint8)
+
+
+def empty(shape: Sequence[int], dtype: DataType | int, backend: Backend | str | None = None) -> DeviceArray:
+    """An uninitialised contiguous device array."""
+    dtype = DataType(int(dtype))
+    return DeviceArray(_backend(backend), shape, dtype, max(math.prod(shape), 1), storage_dims=tuple(shape) or (1,))
+
+
+def to_device(
+    value: np.ndarray, backend: Backend | str | None = None, *, dtype: DataType | None = None, layout: str = "contiguous"
+) -> DeviceArray:
+    """Copy a NumPy array to the backend's device, laid out as ``layout`` (see :data:`LAYOUTS`)."""
+    b = _backend(backend)
+    arr = np.asarray(value)
+    acl_dtype = dtype or from_numpy(arr.dtype)
+    np_dtype = acl_dtype.numpy
+    assert np_dtype is not None
+    arr = arr.astype(np_dtype, copy=False)
+    shape = arr.shape
+    if layout == "contiguous" or arr.ndim == 0 or acl_dtype.is_packed or arr.size == 0:
+        storage = np.ascontiguousarray(arr).reshape(-1)
+        da = DeviceArray(b, shape, acl_dtype, max(storage.size, 1), storage_dims=shape if arr.ndim else (1,))
+    elif layout == "padded":
+        padded = (*shape[:-1], shape[-1] * 2 + 1)
+        offset = 3
+        strides = contiguous_strides(padded)
+        storage = np.zeros(offset + math.prod(padded), dtype=np_dtype)
+        np.lib.stride_tricks.as_strided(storage[offset:], shape, tuple(s * storage.itemsize for s in strides))[...] = arr
+        da = DeviceArray(b, shape, acl_dtype, storage.size, strides, offset)
+    elif layout == "transposed":
+        storage = np.ascontiguousarray(np.transpose(arr)).reshape(-1)
+        rev = contiguous_strides(shape[::-1])[::-1]
+        da = DeviceArray(b, shape, acl_dtype, storage.size, rev, 0, storage_dims=shape[::-1])
+    else:
+        raise ValueError(f"unknown layout {layout!r}; expected one of {LAYOUTS}")
+    raw = _pack4(storage, acl_dtype) if acl_dtype.is_packed else storage.view(np.uint8)
+    rt = b.runtime
+    host = np.ascontiguousarray(raw)
+    if host.nbytes:
+        rt.register_host(host.ctypes.data, host.nbytes, host)
+        try:
+            rt.memcpy(da.address, da.nbytes, host.ctypes.data, host.nbytes, MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
+        finally:
+            rt.unregister(host.ctypes.data)
+    return da
+
+
+def _scalar(value: Any) -> AclScalar:
+    if isinstance(value, AclScalar):
+        return value
+    if isinstance(value, tuple) and len(value) == 2:
+        return AclScalar.create(value[0], value[1])
+    if isinstance(value, (bool, np.bool_)):
+        return AclScalar.create(bool(value), DataType.ACL_BOOL)
+    if isinstance(value, (int, np.integer)):
+        return AclScalar.create(int(value), DataType.ACL_INT64)
+    if isinstance(value, complex):
+        return AclScalar.create(value, DataType.ACL_COMPLEX128)
+    if isinstance(value, np.generic):
+        return AclScalar.create(value.item(), from_numpy(value.dtype))
+    return AclScalar.create(float(value), DataType.ACL_DOUBLE)
+
+
+class _Arguments:
+    """Converts Python values to aclnn arguments and remembers the device arrays it made."""
+
+    def __init__(self, backend: Backend, layout: str) -> None:
+        self.backend = backend
+        self.layout = layout
+        self.arrays: dict[str, DeviceArray | list[DeviceArray]] = {}
+
+    def tensor(self, name: str, value: Any) -> AclTensor | None:
+        if value is None:
+            return None
+        if isinstance(value, AclTensor):
+            return value
+        if isinstance(value, DeviceArray):
+            return value.tensor()
+        da = to_device(np.asarray(value), self.backend, layout=self.layout)
+        self.arrays[name] = da
+        return da.tensor()
+
+    def convert(self, spec: OpSpec, kwargs: dict[str, Any]) -> dict[str, Any]:
+        args: dict[str, Any] = {}
+        for p in spec.params:
+            value = kwargs.get(p.name, p.default)
+            if value is None:
+                args[p.name] = None
+            elif p.kind is Kind.TENSOR:
+                args[p.name] = self.tensor(p.name, value)
+            elif p.kind is Kind.TENSOR_LIST:
+                if isinstance(value, AclTensorList):
+                    args[p.name] = value
+                    continue
+                arrays = [v if isinstance(v, DeviceArray) else to_device(np.asarray(v), self.backend, layout=self.layout) for v in value]
+                self.arrays[p.name] = arrays
+                args[p.name] = AclTensorList.create([a.tensor() for a in arrays])
+            elif p.kind is Kind.SCALAR:
+                args[p.name] = _scalar(value)
+            elif p.kind is Kind.SCALAR_LIST:
+                args[p.name] = value if isinstance(value, AclScalarList) else AclScalarList.create([_scalar(v) for v in value])
+            elif p.kind is Kind.INT_ARRAY:
+                args[p.name] = value if isinstance(value, AclIntArray) else AclIntArray.create(value)
+            elif p.kind is Kind.FLOAT_ARRAY:
+                args[p.name] = value if isinstance(value, AclFloatArray) else AclFloatArray.create(value)
+            elif p.kind is Kind.BOOL_ARRAY:
+                args[p.name] = value if isinstance(value, AclBoolArray) else AclBoolArray.create(value)
+            else:
+                args[p.name] = value
+        return args
+
+    def free(self) -> None:
+        for item in self.arrays.values():
+            for da in item if isinstance(item, list) else [item]:
+                da.free()
+
+
+def run(
+    op: str,
+    backend: Backend | str | None = None,
+    *,
+    layout: str = "contiguous",
+    out_dtypes: dict[str, DataType] | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """Run operator ``op`` on NumPy inputs; return every output (and in-out) as NumPy, by official name.
+
+    Outputs not given are allocated from the output rule (``out_dtypes`` overrides their dtype);
+    in-out tensors (``selfRef``) are copied in and their new value returned.
+    """
+    spec = get_spec(op)
+    b = _backend(backend)
+    conv = _Arguments(b, layout)
+    try:
+        args = conv.convert(spec, kwargs)
+        plan = check_inputs(spec, args, b.runtime, outputs_required=False)
+        infos = plan.plan["outputs"]
+        for p in spec.params:
+            if p.role is not Role.OUT or args[p.name] is not None or infos.get(p.name) is None:
+                continue
+            info = infos[p.name]
+            override = (out_dtypes or {}).get(p.name)
+            if isinstance(info, list):
+                arrays = [empty(i.shape, override or i.dtype, b) for i in info]
+                conv.arrays[p.name] = arrays
+                args[p.name] = AclTensorList.create([a.tensor() for a in arrays])
+            else:
+                assert isinstance(info, OutInfo)
+                da = empty(info.shape, override or info.dtype, b)
+                conv.arrays[p.name] = da
+                args[p.name] = da.tensor()
+        size, executor = get_workspace_size(spec, [], args, backend=b)
+        workspace = b.runtime.malloc(size) if size else 0
+        try:
+            stream = b.runtime.create_stream()
+            try:
+                execute(spec, workspace, size, executor, stream)
+                b.runtime.synchronize_stream(stream)
+            finally:
+                b.runtime.destroy_stream(stream)
+        finally:
+            if workspace:
+                b.runtime.free(workspace)
+        return _collect(spec, conv)
+    finally:
+        conv.free()
+
+
+def _collect(spec: OpSpec, conv: _Arguments) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for p in spec.outputs:
+        item = conv.arrays.get(p.name)
+        if item is None:
+            continue
+        results[p.name] = [a.numpy() for a in item] if isinstance(item, list) else item.numpy()
+    return results
+
+
+def ops() -> Iterable[str]:
+    """Names of every declared operator."""
+    from acl_core.spec.ops import all_specs
+
+    return sorted(all_specs())

@@ -1,0 +1,542 @@
+"""The acl runtime's semantics, shared by every backend, over one backend :class:`Driver`.
+
+Methods raise :class:`AclError` carrying the CANN code; the pyACL-shaped front end
+(:mod:`acl_core.acl`) turns those into returned codes. Error codes chosen where CANN's headers leave
+the case open are listed in docs/RUNTIME.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from acl_core.errors import AclError, AclErrorCode, RtErrorCode
+from acl_core.runtime.memory_map import MemoryMap, Range, RangeKind
+from acl_core.spec.runtime import (
+    MALLOC_POLICY_FLAGS,
+    CopyDirection,
+    Driver,
+    EventRecordedStatus,
+    EventStatus,
+    MemAttr,
+    MemcpyKind,
+    MemMallocPolicy,
+    StreamStatus,
+)
+
+_T = TypeVar("_T")
+
+ALLOC_ALIGN = 32
+"""aclrtMalloc rounds sizes up to a multiple of this and then adds one more such block."""
+
+_REGISTERED_HOST_LIMIT = 4096
+_DIRECTIONS = {
+    (False, False): CopyDirection.HOST_TO_HOST,
+    (False, True): CopyDirection.HOST_TO_DEVICE,
+    (True, False): CopyDirection.DEVICE_TO_HOST,
+    (True, True): CopyDirection.DEVICE_TO_DEVICE,
+}
+_KIND_DIRECTION = {
+    MemcpyKind.ACL_MEMCPY_HOST_TO_HOST: CopyDirection.HOST_TO_HOST,
+    MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE: CopyDirection.HOST_TO_DEVICE,
+    MemcpyKind.ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE: CopyDirection.HOST_TO_DEVICE,
+    MemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST: CopyDirection.DEVICE_TO_HOST,
+    MemcpyKind.ACL_MEMCPY_DEVICE_TO_DEVICE: CopyDirection.DEVICE_TO_DEVICE,
+    MemcpyKind.ACL_MEMCPY_INNER_DEVICE_TO_DEVICE: CopyDirection.DEVICE_TO_DEVICE,
+    MemcpyKind.ACL_MEMCPY_INTER_DEVICE_TO_DEVICE: CopyDirection.DEVICE_TO_DEVICE,
+}
+
+
+def malloc_capacity(size: int) -> int:
+    """Bytes aclrtMalloc reserves for ``size``: rounded up to 32, plus 32."""
+    return (size + ALLOC_ALIGN - 1) // ALLOC_ALIGN * ALLOC_ALIGN + ALLOC_ALIGN
+
+
+def _invalid(message: str) -> AclError:
+    return AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, message)
+
+
+@dataclass
+class _Stream:
+    handle: int
+    device: int
+    driver_stream: object
+
+
+@dataclass
+class _Event:
+    handle: int
+    device: int
+    driver_event: object
+    recorded: bool = False
+
+
+@dataclass
+class _Context:
+    handle: int
+    device: int
+    default: bool
+
+
+@dataclass
+class _ThreadState:
+    device: int | None = None
+    context: int | None = None
+
+
+@dataclass
+class _DeviceState:
+    refcount: int = 0
+    default_context: int = 0
+    contexts: set[int] = field(default_factory=set)
+
+
+class Runtime:
+    """One process's acl runtime on one backend."""
+
+    def __init__(self, backend_name: str, driver: Driver) -> None:
+        self.backend_name = backend_name
+        self.driver = driver
+        self.memory = MemoryMap()
+        self._lock = threading.RLock()
+        self._initialized = False
+        self._finalized = False
+        self._handles = itertools.count(0x1000)
+        self._streams: dict[int, _Stream] = {}
+        self._events: dict[int, _Event] = {}
+        self._contexts: dict[int, _Context] = {}
+        self._devices: dict[int, _DeviceState] = {}
+        self._registered_host: OrderedDict[int, None] = OrderedDict()
+        self._local = threading.local()
+
+    # ----------------------------------------------------------------- lifecycle
+    def init(self, config_path: str | None = None) -> None:
+        """aclInit: once per process; a second call raises ACL_ERROR_REPEAT_INITIALIZE."""
+        with self._lock:
+            if self._initialized:
+                raise AclError(AclErrorCode.ACL_ERROR_REPEAT_INITIALIZE, "aclInit was already called")
+            if config_path:
+                try:
+                    with open(config_path, encoding="utf-8") as fh:
+                        fh.read()
+                except OSError as exc:
+                    raise AclError(AclErrorCode.ACL_ERROR_INVALID_FILE, f"cannot read {config_path}: {exc}") from None
+            self._initialized = True
+            self._finalized = False
+
+    def finalize(self) -> None:
+        """aclFinalize: releases every device; a call without aclInit raises REPEAT_FINALIZE."""
+        with self._lock:
+            if not self._initialized:
+                code = AclErrorCode.ACL_ERROR_REPEAT_FINALIZE if self._finalized else AclErrorCode.ACL_ERROR_UNINITIALIZE
+                raise AclError(code, "aclFinalize without a matching aclInit")
+            for device in list(self._devices):
+                self._release_device(device)
+            self._initialized = False
+            self._finalized = True
+
+    @property
+    def initialized(self) -> bool:
+        """True between aclInit and aclFinalize."""
+        return self._initialized
+
+    # ----------------------------------------------------------------- devices and contexts
+    def _state(self) -> _ThreadState:
+        state = getattr(self._local, "state", None)
+        if state is None:
+            state = self._local.state = _ThreadState()
+        return state
+
+    def device_count(self) -> int:
+        """aclrtGetDeviceCount."""
+        return self.driver.device_count()
+
+    def _check_device_id(self, device_id: int) -> int:
+        count = self.driver.device_count()
+        if not isinstance(device_id, int) or not 0 <= device_id < count:
+            raise AclError(RtErrorCode.ACL_ERROR_RT_INVALID_DEVICEID, f"device {device_id} does not exist ({count} present)")
+        return device_id
+
+    def set_device(self, device_id: int) -> None:
+        """aclrtSetDevice: opens the device and makes its default context current for this thread."""
+        with self._lock:
+            self._check_device_id(device_id)
+            state = self._devices.get(device_id)
+            if state is None:
+                self.driver.open_device(device_id)
+                ctx = self._new_context(device_id, default=True)
+                state = self._devices[device_id] = _DeviceState(default_context=ctx)
+            else:
+                self.driver.open_device(device_id)
+            state.refcount += 1
+            ts = self._state()
+            ts.device, ts.context = device_id, state.default_context
+
+    def get_device(self) -> int:
+        """aclrtGetDevice: the calling thread's current device."""
+        ts = self._state()
+        if ts.device is None:
+            raise AclError(RtErrorCode.ACL_ERROR_RT_CONTEXT_NULL, "no device is set on this thread (call set_device)")
+        return ts.device
+
+    def reset_device(self, device_id: int) -> None:
+        """aclrtResetDevice: drops one reference; the last one releases every resource of the device."""
+        with self._lock:
+            self._check_device_id(device_id)
+            state = self._devices.get(device_id)
+            if state is None:
+                raise AclError(RtErrorCode.ACL_ERROR_RT_INVALID_DEVICEID, f"device {device_id} was never set")
+            state.refcount -= 1
+            if state.refcount <= 0:
+                self._release_device(device_id)
+
+    def _release_device(self, device_id: int) -> None:
+        self.driver.open_device(device_id)
+        self.driver.synchronize_device()
+        for h in [h for h, s in self._streams.items() if s.device == device_id]:
+            self.driver.destroy_stream(self._streams.pop(h).driver_stream)
+        for h in [h for h, e in self._events.items() if e.device == device_id]:
+            self.driver.destroy_event(self._events.pop(h).driver_event)
+        for rng in self.memory.live(RangeKind.DEVICE, device_id):
+            self.memory.remove(rng.start)
+            self.driver.free(rng.start)
+        state = self._devices.pop(device_id)
+        for ctx in (state.default_context, *state.contexts):
+            self._contexts.pop(ctx, None)
+        self.driver.reset_device(device_id)
+        ts = self._state()
+        if ts.device == device_id:
+            ts.device = ts.context = None
+
+    def synchronize_device(self) -> None:
+        """aclrtSynchronizeDevice."""
+        self._require_device()
+        self.driver.synchronize_device()
+
+    def _new_context(self, device_id: int, default: bool) -> int:
+        handle = next(self._handles)
+        self._contexts[handle] = _Context(handle, device_id, default)
+        return handle
+
+    def create_context(self, device_id: int) -> int:
+        """aclrtCreateContext: a new context on ``device_id``, made current for this thread."""
+        with self._lock:
+            self._check_device_id(device_id)
+            if device_id not in self._devices:
+                self.set_device(device_id)
+            handle = self._new_context(device_id, default=False)
+            self._devices[device_id].contexts.add(handle)
+            ts = self._state()
+            ts.device, ts.context = device_id, handle
+            self.driver.open_device(device_id)
+            return handle
+
+    def _context(self, handle: int | None) -> _Context:
+        ctx = self._contexts.get(int(handle or 0))
+        if ctx is None:
+            raise AclError(RtErrorCode.ACL_ERROR_RT_CONTEXT_NULL, f"context {handle!r} does not exist or was destroyed")
+        return ctx
+
+    def destroy_context(self, handle: int) -> None:
+        """aclrtDestroyContext (the default context of a device cannot be destroyed)."""
+        with self._lock:
+            ctx = self._context(handle)
+            if ctx.default:
+                raise _invalid("the default context is released by reset_device, not destroy_context")
+            del self._contexts[ctx.handle]
+            self._devices[ctx.device].contexts.discard(ctx.handle)
+            ts = self._state()
+            if ts.context == ctx.handle:
+                ts.context = self._devices[ctx.device].default_context
+
+    def set_context(self, handle: int) -> None:
+        """aclrtSetCurrentContext: switches the thread's current context (and device)."""
+        with self._lock:
+            ctx = self._context(handle)
+            self.driver.open_device(ctx.device)
+            ts = self._state()
+            ts.device, ts.context = ctx.device, ctx.handle
+
+    def get_context(self) -> int:
+        """aclrtGetCurrentContext."""
+        ts = self._state()
+        if ts.context is None:
+            raise AclError(RtErrorCode.ACL_ERROR_RT_CONTEXT_NULL, "no current context on this thread")
+        return ts.context
+
+    def ensure_device(self, device_id: int = 0) -> int:
+        """The thread's current device, setting ``device_id`` first if none is set (for the Pythonic layer)."""
+        if self._state().device is None:
+            self.set_device(device_id)
+        return self.get_device()
+
+    def _require_device(self) -> int:
+        device = self._state().device
+        if device is None:
+            raise AclError(RtErrorCode.ACL_ERROR_RT_CONTEXT_NULL, "no device is set on this thread (call set_device)")
+        return device
+
+    # ----------------------------------------------------------------- memory
+    def malloc(self, size: int, policy: int = MemMallocPolicy.ACL_MEM_MALLOC_HUGE_FIRST) -> int:
+        """aclrtMalloc: 64-byte aligned device memory, uninitialised; size 0 is refused."""
+        device = self._require_device()
+        if not isinstance(size, int) or size <= 0:
+            raise _invalid(f"malloc size must be a positive integer, not {size!r}")
+        base = int(policy) & ~MALLOC_POLICY_FLAGS
+        if base not in MemMallocPolicy.__members__.values() and base > 0xFF:
+            raise _invalid(f"unknown malloc policy {policy:#x}")
+        with self._lock:
+            address = self.driver.alloc(malloc_capacity(size))
+            self.memory.add(Range(address, size, RangeKind.DEVICE, device))
+            return address
+
+    def malloc_host(self, size: int) -> int:
+        """aclrtMallocHost: page-locked host memory, required for async copies."""
+        if not isinstance(size, int) or size <= 0:
+            raise _invalid(f"malloc_host size must be a positive integer, not {size!r}")
+        with self._lock:
+            address = self.driver.alloc_host(size)
+            self.memory.add(Range(address, size, RangeKind.HOST_PINNED, -1))
+            return address
+
+    def _free(self, address: int, kind: RangeKind, call: str) -> Range:
+        rng = self.memory.exact(int(address or 0))
+        if rng is None or rng.kind is not kind:
+            freed = bool(address) and self.memory.was_freed(int(address))
+            why = "was already freed" if freed else f"is not the start of memory from {call.replace('free', 'malloc')}"
+            raise AclError(RtErrorCode.ACL_ERROR_RT_MEMORY_FREE, f"{call}({int(address or 0):#x}): the pointer {why}")
+        return self.memory.remove(rng.start)
+
+    def free(self, address: int) -> None:
+        """aclrtFree: double free and foreign pointers raise ACL_ERROR_RT_MEMORY_FREE."""
+        with self._lock:
+            self._free(address, RangeKind.DEVICE, "free")
+            self.driver.free(int(address))
+
+    def free_host(self, address: int) -> None:
+        """aclrtFreeHost."""
+        with self._lock:
+            self._free(address, RangeKind.HOST_PINNED, "free_host")
+            self.driver.free_host(int(address))
+
+    def register_host(self, address: int, nbytes: int, keepalive: object) -> None:
+        """Record pageable host memory handed out by acl.util (the most recent 4096 are kept)."""
+        with self._lock:
+            if address in self._registered_host:
+                self._registered_host.move_to_end(address)
+            self._registered_host[address] = None
+            self.memory.add(Range(address, nbytes, RangeKind.HOST, -1, keepalive))
+            while len(self._registered_host) > _REGISTERED_HOST_LIMIT:
+                old, _ = self._registered_host.popitem(last=False)
+                if (rng := self.memory.exact(old)) is not None and rng.kind is RangeKind.HOST:
+                    self.memory.remove(old)
+
+    def register_device(self, address: int, nbytes: int, keepalive: object) -> None:
+        """Record device memory owned by another framework (DLPack import)."""
+        with self._lock:
+            self.memory.add(Range(address, nbytes, RangeKind.EXTERNAL_DEVICE, self._require_device(), keepalive))
+
+    def unregister(self, address: int) -> None:
+        """Forget a registered range."""
+        with self._lock:
+            if self.memory.exact(address) is not None:
+                self.memory.remove(address)
+            self._registered_host.pop(address, None)
+
+    def device_range(self, address: int, nbytes: int, what: str) -> Range:
+        """Check that [address, address + nbytes) is live device memory; used to vet tensor data."""
+        rng = self.memory.resolve(address, max(nbytes, 1), what)
+        if not rng.kind.on_device:
+            raise _invalid(f"{what} {address:#x} is host memory, not device memory")
+        return rng
+
+    def _direction(self, dst: int, dest_max: int, src: int, count: int, kind: int, *, pinned_only: bool) -> CopyDirection:
+        if not isinstance(count, int) or count < 0 or not isinstance(dest_max, int) or dest_max < 0:
+            raise _invalid(f"count ({count!r}) and destMax ({dest_max!r}) must be non-negative integers")
+        if count > dest_max:
+            raise _invalid(f"count {count} exceeds destMax {dest_max}")
+        try:
+            kind = MemcpyKind(kind)
+        except ValueError:
+            raise _invalid(f"unknown memcpy kind {kind!r}") from None
+        d = self.memory.resolve(int(dst or 0), count, "dst")
+        s = self.memory.resolve(int(src or 0), count, "src")
+        actual = _DIRECTIONS[(s.kind.on_device, d.kind.on_device)]
+        if kind is not MemcpyKind.ACL_MEMCPY_DEFAULT and _KIND_DIRECTION[kind] is not actual:
+            raise AclError(
+                RtErrorCode.ACL_ERROR_RT_INVALID_MEMORY_TYPE,
+                f"memcpy kind {kind.name} contradicts the addresses: src is {s.kind.value} memory, dst is {d.kind.value} memory",
+            )
+        if pinned_only:
+            if actual is CopyDirection.HOST_TO_HOST:
+                raise AclError(RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "host-to-host copies cannot be asynchronous")
+            for rng, name in ((s, "src"), (d, "dst")):
+                if rng.kind is RangeKind.HOST:
+                    raise _invalid(f"{name} of an async copy must be page-locked memory from malloc_host")
+        return actual
+
+    def memcpy(self, dst: int, dest_max: int, src: int, count: int, kind: int) -> None:
+        """aclrtMemcpy: synchronous; kind must agree with the addresses unless it is DEFAULT."""
+        with self._lock:
+            direction = self._direction(dst, dest_max, src, count, kind, pinned_only=False)
+            if count:
+                self.driver.copy(int(dst), int(src), count, direction, None)
+
+    def memcpy_async(self, dst: int, dest_max: int, src: int, count: int, kind: int, stream: int | None) -> None:
+        """aclrtMemcpyAsync: enqueued on ``stream``; host memory must come from malloc_host."""
+        with self._lock:
+            direction = self._direction(dst, dest_max, src, count, kind, pinned_only=True)
+            s = self.stream(stream)
+            if count:
+                self.driver.copy(int(dst), int(src), count, direction, s)
+
+    def memcpy2d(self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, kind: int) -> None:
+        """aclrtMemcpy2d: ``height`` rows of ``width`` bytes between pitched buffers."""
+        for name, v in (("dpitch", dpitch), ("spitch", spitch), ("width", width), ("height", height)):
+            if not isinstance(v, int) or v < 0:
+                raise _invalid(f"{name} must be a non-negative integer, not {v!r}")
+        if width > dpitch or width > spitch:
+            raise _invalid(f"width {width} exceeds a pitch (dpitch {dpitch}, spitch {spitch})")
+        if height == 0 or width == 0:
+            return
+        with self._lock:
+            d_extent = dpitch * (height - 1) + width
+            s_extent = spitch * (height - 1) + width
+            direction = self._direction(dst, d_extent, src, d_extent, kind, pinned_only=False)
+            self.memory.resolve(int(src), s_extent, "src")
+            for row in range(height):
+                self.driver.copy(int(dst) + row * dpitch, int(src) + row * spitch, width, direction, None)
+
+    def _memset_target(self, address: int, max_count: int, count: int) -> None:
+        if not isinstance(count, int) or count < 0 or not isinstance(max_count, int) or count > max_count:
+            raise _invalid(f"count {count!r} must be a non-negative integer no larger than maxCount {max_count!r}")
+        rng = self.memory.resolve(int(address or 0), count, "devPtr")
+        if not rng.kind.on_device and rng.kind is not RangeKind.HOST_PINNED:
+            raise _invalid("memset needs device memory or page-locked host memory")
+
+    def memset(self, address: int, max_count: int, value: int, count: int) -> None:
+        """aclrtMemset: fills ``count`` bytes with the low byte of ``value``."""
+        with self._lock:
+            self._memset_target(address, max_count, count)
+            if count:
+                self.driver.memset(int(address), int(value) & 0xFF, count, None)
+
+    def memset_async(self, address: int, max_count: int, value: int, count: int, stream: int | None) -> None:
+        """aclrtMemsetAsync."""
+        with self._lock:
+            self._memset_target(address, max_count, count)
+            s = self.stream(stream)
+            if count:
+                self.driver.memset(int(address), int(value) & 0xFF, count, s)
+
+    def get_mem_info(self, attr: int) -> tuple[int, int]:
+        """aclrtGetMemInfo: (free, total) of the current device for any aclrtMemAttr."""
+        self._require_device()
+        try:
+            MemAttr(attr)
+        except ValueError:
+            raise _invalid(f"unknown memory attribute {attr!r}") from None
+        return self.driver.mem_info()
+
+    # ----------------------------------------------------------------- streams
+    def _lookup(self, table: dict[int, _T], handle: int | None, what: str) -> _T:
+        item = table.get(int(handle or 0))
+        if item is None:
+            raise AclError(RtErrorCode.ACL_ERROR_RT_INVALID_HANDLE, f"{what} {handle!r} does not exist or was destroyed")
+        return item
+
+    def create_stream(self) -> int:
+        """aclrtCreateStream on the current device."""
+        device = self._require_device()
+        with self._lock:
+            handle = next(self._handles)
+            self._streams[handle] = _Stream(handle, device, self.driver.create_stream())
+            return handle
+
+    def stream(self, handle: int | None) -> object:
+        """The driver stream behind a handle; None or 0 is the current device's default stream."""
+        if not handle:
+            self._require_device()
+            return self.driver.default_stream()
+        return self._lookup(self._streams, handle, "stream").driver_stream
+
+    def destroy_stream(self, handle: int) -> None:
+        """aclrtDestroyStream: waits for the stream's work, then releases it."""
+        with self._lock:
+            s = self._lookup(self._streams, handle, "stream")
+            self.driver.synchronize_stream(s.driver_stream)
+            self.driver.destroy_stream(s.driver_stream)
+            del self._streams[s.handle]
+
+    def synchronize_stream(self, handle: int | None) -> None:
+        """aclrtSynchronizeStream."""
+        self.driver.synchronize_stream(self.stream(handle))
+
+    def stream_query(self, handle: int | None) -> StreamStatus:
+        """aclrtStreamQuery."""
+        done = self.driver.stream_done(self.stream(handle))
+        return StreamStatus.ACL_STREAM_STATUS_COMPLETE if done else StreamStatus.ACL_STREAM_STATUS_NOT_READY
+
+    def stream_wait_event(self, stream: int | None, event: int) -> None:
+        """aclrtStreamWaitEvent: later work on ``stream`` waits for ``event``."""
+        e = self._lookup(self._events, event, "event")
+        self.driver.stream_wait_event(self.stream(stream), e.driver_event)
+
+    # ----------------------------------------------------------------- events
+    def create_event(self) -> int:
+        """aclrtCreateEvent on the current device."""
+        device = self._require_device()
+        with self._lock:
+            handle = next(self._handles)
+            self._events[handle] = _Event(handle, device, self.driver.create_event())
+            return handle
+
+    def destroy_event(self, handle: int) -> None:
+        """aclrtDestroyEvent."""
+        with self._lock:
+            e = self._lookup(self._events, handle, "event")
+            self.driver.destroy_event(e.driver_event)
+            del self._events[e.handle]
+
+    def record_event(self, event: int, stream: int | None) -> None:
+        """aclrtRecordEvent."""
+        e = self._lookup(self._events, event, "event")
+        self.driver.record_event(e.driver_event, self.stream(stream))
+        e.recorded = True
+
+    def reset_event(self, event: int, stream: int | None) -> None:
+        """aclrtResetEvent: the event counts as not recorded again."""
+        e = self._lookup(self._events, event, "event")
+        self.stream(stream)
+        e.recorded = False
+
+    def synchronize_event(self, event: int) -> None:
+        """aclrtSynchronizeEvent (an event never recorded completes at once)."""
+        e = self._lookup(self._events, event, "event")
+        if e.recorded:
+            self.driver.synchronize_event(e.driver_event)
+
+    def query_event(self, event: int) -> EventStatus:
+        """aclrtQueryEvent."""
+        e = self._lookup(self._events, event, "event")
+        done = not e.recorded or self.driver.event_done(e.driver_event)
+        return EventStatus.ACL_EVENT_STATUS_COMPLETE if done else EventStatus.ACL_EVENT_STATUS_NOT_READY
+
+    def query_event_status(self, event: int) -> EventRecordedStatus:
+        """aclrtQueryEventStatus (recorded-status order: NOT_READY=0, COMPLETE=1)."""
+        e = self._lookup(self._events, event, "event")
+        done = e.recorded and self.driver.event_done(e.driver_event)
+        return EventRecordedStatus.ACL_EVENT_RECORDED_STATUS_COMPLETE if done else EventRecordedStatus.ACL_EVENT_RECORDED_STATUS_NOT_READY
+
+    def event_elapsed_time(self, start: int, end: int) -> float:
+        """aclrtEventElapsedTime in milliseconds; both events must have been recorded."""
+        s = self._lookup(self._events, start, "start event")
+        e = self._lookup(self._events, end, "end event")
+        if not (s.recorded and e.recorded):
+            raise AclError(RtErrorCode.ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "both events must be recorded before timing")
+        if not (self.driver.event_done(s.driver_event) and self.driver.event_done(e.driver_event)):
+            raise AclError(RtErrorCode.ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "synchronize the events before timing them")
+        return self.driver.elapsed_ms(s.driver_event, e.driver_event)

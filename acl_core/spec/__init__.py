@@ -1,0 +1,1 @@
+"""The CANN contract declared once: the runtime seam, the operators, the collectives."""

@@ -1,0 +1,231 @@
+"""The one validator every operator call passes before any backend sees it.
+
+Order of checks, as CANN reports them: null required arguments (161001), argument kinds, destroyed
+handles, element types, formats and ranks, attribute ranges, device memory behind tensors (161002),
+then the op's own rule (``OpSpec.infer``), then output shapes and dtypes, then forbidden overlap of
+outputs with other arguments (161002).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from acl_core.dtypes import DataType
+from acl_core.errors import AclError
+from acl_core.formats import PLAIN_FORMATS
+from acl_core.spec.opspec import Call, Kind, OpSpec, OutInfo, Param, Role, invalid, nullptr
+from acl_core.spec.promotion import can_cast
+from acl_core.tensor import (
+    AclBoolArray,
+    AclFloatArray,
+    AclIntArray,
+    AclScalar,
+    AclScalarList,
+    AclTensor,
+    AclTensorList,
+)
+
+if TYPE_CHECKING:
+    from acl_core.runtime import Runtime
+
+_HANDLE_TYPES: dict[Kind, type] = {
+    Kind.TENSOR: AclTensor,
+    Kind.TENSOR_LIST: AclTensorList,
+    Kind.SCALAR: AclScalar,
+    Kind.SCALAR_LIST: AclScalarList,
+    Kind.INT_ARRAY: AclIntArray,
+    Kind.FLOAT_ARRAY: AclFloatArray,
+    Kind.BOOL_ARRAY: AclBoolArray,
+}
+
+
+def bind(spec: OpSpec, args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Map positional (official order) and keyword arguments to parameter names (TypeError on misuse)."""
+    kwargs = dict(kwargs or {})
+    if len(args) > len(spec.params):
+        raise TypeError(f"aclnn{spec.name}GetWorkspaceSize takes {len(spec.params)} arguments, got {len(args)}")
+    bound = {p.name: v for p, v in zip(spec.params, args)}
+    for name, value in kwargs.items():
+        if name in bound:
+            raise TypeError(f"aclnn{spec.name}GetWorkspaceSize got {name!r} twice")
+        spec.param(name)  # KeyError names unknown parameters
+        bound[name] = value
+    missing = [p.name for p in spec.params if p.name not in bound]
+    if missing:
+        raise TypeError(f"aclnn{spec.name}GetWorkspaceSize is missing {', '.join(missing)}")
+    return bound
+
+
+def _is_null(value: Any) -> bool:
+    return value is None or (type(value) is int and value == 0)
+
+
+def _normalise(param: Param, value: Any) -> Any:
+    """Check the Python type of one argument and return it in canonical form."""
+    kind = param.kind
+    if kind in _HANDLE_TYPES:
+        if not isinstance(value, _HANDLE_TYPES[kind]):
+            raise invalid(f"{param.name} must be an {kind.value}, not {type(value).__name__}")
+        value.check_alive(param.name)
+        return value
+    if kind is Kind.INT:
+        if isinstance(value, bool):
+            return int(value)
+        try:
+            return operator.index(value)
+        except TypeError:
+            raise invalid(f"{param.name} must be an integer, not {type(value).__name__}") from None
+    if kind is Kind.FLOAT:
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            try:
+                return float(value)
+            except (TypeError, ValueError):
+                raise invalid(f"{param.name} must be a number, not {type(value).__name__}") from None
+        return float(value)
+    if kind is Kind.BOOL:
+        if isinstance(value, (bool, int)) or type(value).__name__ == "bool_":
+            return bool(value)
+        raise invalid(f"{param.name} must be a bool, not {type(value).__name__}")
+    if kind is Kind.STRING:
+        if isinstance(value, bytes):
+            value = value.decode()
+        if not isinstance(value, str):
+            raise invalid(f"{param.name} must be a string, not {type(value).__name__}")
+        return value
+    if kind is Kind.DTYPE:
+        try:
+            return DataType(operator.index(value))
+        except (TypeError, ValueError):
+            raise invalid(f"{param.name}: {value!r} is not an aclDataType") from None
+    raise AssertionError(kind)
+
+
+def _tensors(param: Param, value: Any) -> Iterator[tuple[str, AclTensor]]:
+    if isinstance(value, AclTensor):
+        yield param.name, value
+    elif isinstance(value, AclTensorList):
+        for i, t in enumerate(value.tensors):
+            yield f"{param.name}[{i}]", t
+
+
+def _check_tensor(param: Param, label: str, t: AclTensor, runtime: Runtime | None) -> None:
+    t.check_alive(label)
+    if param.dtypes is not None and t.dtype not in param.dtypes:
+        allowed = ", ".join(sorted(d.short for d in param.dtypes))
+        raise invalid(f"{label} has dtype {t.dtype.short}; supported: {allowed}")
+    formats = param.formats if param.formats is not None else PLAIN_FORMATS
+    if t.format not in formats:
+        raise invalid(f"{label} has format {t.format.name}, which this operator does not accept")
+    if param.max_rank is not None and t.rank > param.max_rank:
+        raise invalid(f"{label} has rank {t.rank}; at most {param.max_rank} is supported")
+    if t.rank < param.min_rank:
+        raise invalid(f"{label} has rank {t.rank}; at least {param.min_rank} is required")
+    if t.numel == 0:
+        return
+    if not t.data:
+        raise nullptr(f"{label} has a null data address")
+    if runtime is not None:
+        start, end = t.byte_span()
+        try:
+            runtime.device_range(start, end - start, f"{label} data")
+        except AclError as exc:
+            raise invalid(exc.message) from None
+
+
+def _check_attr(param: Param, value: Any) -> None:
+    if param.choices is not None and value not in param.choices:
+        raise invalid(f"{param.name}={value!r} is not supported; expected one of {list(param.choices)}")
+    if param.bounds is not None:
+        lo, hi = param.bounds
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            raise invalid(f"{param.name}={value!r} is outside [{lo}, {hi}]")
+    if param.kind is Kind.DTYPE and param.dtypes is not None and value not in param.dtypes:
+        raise invalid(f"{param.name}={DataType(value).name} is not supported")
+
+
+def _same_view(a: AclTensor, b: AclTensor) -> bool:
+    return (a.data, a.offset, a.view_dims, a.strides, a.dtype) == (b.data, b.offset, b.view_dims, b.strides, b.dtype)
+
+
+def _overlaps(a: AclTensor, b: AclTensor) -> bool:
+    a0, a1 = a.byte_span()
+    b0, b1 = b.byte_span()
+    return a0 < b1 and b0 < a1
+
+
+def _check_out(param: Param, t: AclTensor, info: OutInfo, label: str) -> None:
+    if tuple(t.view_dims) != tuple(info.shape):
+        raise invalid(f"{label} has shape {list(t.view_dims)}; expected {list(info.shape)}")
+    if info.dtype_rule == "same" and t.dtype != info.dtype:
+        raise invalid(f"{label} has dtype {t.dtype.short}; expected {info.dtype.short}")
+    if info.dtype_rule == "castable" and not can_cast(info.dtype, t.dtype):
+        raise invalid(f"{label} has dtype {t.dtype.short}, which the result dtype {info.dtype.short} cannot be cast to")
+
+
+def check_inputs(spec: OpSpec, args: dict[str, Any], runtime: Runtime | None, *, outputs_required: bool = True) -> Call:
+    """Validate everything but the outputs and run the op's rule; ``call.plan["outputs"]`` holds its answer."""
+    canon: dict[str, Any] = {}
+    for p in spec.params:
+        value = args.get(p.name)
+        if _is_null(value) and p.kind.is_handle:
+            if not p.optional and (outputs_required or p.role is not Role.OUT):
+                raise nullptr(f"{p.name} is null")
+            canon[p.name] = None
+            continue
+        if value is None:
+            raise invalid(f"{p.name} is passed by value and cannot be None")
+        canon[p.name] = _normalise(p, value)
+    for p in spec.params:
+        value = canon[p.name]
+        if value is None:
+            continue
+        if p.kind in (Kind.TENSOR, Kind.TENSOR_LIST):
+            for label, t in _tensors(p, value):
+                _check_tensor(p, label, t, runtime)
+        elif p.kind is Kind.SCALAR and p.dtypes is not None and value.dtype not in p.dtypes:
+            raise invalid(f"{p.name} has dtype {value.dtype.short}, which this operator does not accept")
+        elif p.kind in (Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.STRING, Kind.DTYPE):
+            _check_attr(p, value)
+    call = Call(spec, canon)
+    call.plan["outputs"] = spec.infer(call)
+    return call
+
+
+def validate(spec: OpSpec, args: dict[str, Any], runtime: Runtime | None) -> Call:
+    """Run every check on one call; raise :class:`AclnnError` with CANN's code on the first failure."""
+    call = check_inputs(spec, args, runtime)
+    canon, infos = call.args, call.plan["outputs"]
+    for p in spec.outputs:
+        value = canon[p.name]
+        info = infos.get(p.name)
+        if value is None or info is None:
+            continue
+        if isinstance(value, AclTensorList):
+            if not isinstance(info, list) or len(info) != len(value):
+                expected = len(info) if isinstance(info, list) else 1
+                raise invalid(f"{p.name} holds {len(value)} tensors; expected {expected}")
+            for i, (t, inf) in enumerate(zip(value.tensors, info)):
+                _check_out(p, t, inf, f"{p.name}[{i}]")
+        else:
+            assert isinstance(info, OutInfo)
+            _check_out(p, value, info, p.name)
+    _check_overlap(spec, canon)
+    return call
+
+
+def _check_overlap(spec: OpSpec, canon: dict[str, Any]) -> None:
+    written = [(lbl, t, p) for p in spec.params if p.writes and canon[p.name] is not None for lbl, t in _tensors(p, canon[p.name])]
+    every = [(lbl, t, p) for p in spec.params if canon[p.name] is not None for lbl, t in _tensors(p, canon[p.name])]
+    for wl, w, wp in written:
+        for ol, o, op in every:
+            if o is w or ol == wl or o.numel == 0 or w.numel == 0:
+                continue
+            if not _overlaps(w, o):
+                continue
+            if spec.alias_ok and op.role is not Role.OUT and _same_view(w, o):
+                continue
+            if wp.role is Role.INOUT and op.role is Role.OUT and _same_view(w, o):
+                continue
+            raise invalid(f"{wl} overlaps {ol} in device memory, which this operator does not allow")

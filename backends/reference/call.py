@@ -1,0 +1,75 @@
+"""What a reference kernel sees: the validated call, with tensors readable and writable as NumPy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from acl_core.backend import Launch
+from acl_core.dtypes import DataType
+from acl_core.tensor import AclTensor, AclTensorList
+from acl_reference import tensor_io
+from acl_reference.driver import ReferenceDriver
+
+
+class RefCall:
+    """One operator call on the reference backend."""
+
+    def __init__(self, launch: Launch, driver: ReferenceDriver) -> None:
+        self.launch = launch
+        self.args = launch.args
+        self.plan = launch.plan
+        self.driver = driver
+
+    def __getitem__(self, name: str) -> Any:
+        """The argument ``name`` as the validator left it (tensors stay aclTensor objects)."""
+        return self.args[name]
+
+    def value(self, name: str) -> Any:
+        """A scalar argument's Python value (aclScalar unwrapped; arrays as tuples; None if absent)."""
+        arg = self.args[name]
+        if arg is None:
+            return None
+        if hasattr(arg, "value"):
+            return arg.value
+        if hasattr(arg, "values"):
+            return arg.values
+        if hasattr(arg, "scalars"):
+            return tuple(s.value for s in arg.scalars)
+        return arg
+
+    def read(self, name: str, dtype: np.dtype | type | None = None) -> np.ndarray:
+        """Tensor ``name`` as a NumPy array (optionally converted to ``dtype``, e.g. float64)."""
+        t = self.args[name]
+        assert isinstance(t, AclTensor), f"{name} is not a tensor"
+        arr = tensor_io.read(self.driver, t)
+        return arr if dtype is None else arr.astype(dtype)
+
+    def read_list(self, name: str, dtype: np.dtype | type | None = None) -> list[np.ndarray]:
+        """Every tensor of list ``name`` as NumPy arrays."""
+        tl = self.args[name]
+        assert isinstance(tl, AclTensorList), f"{name} is not a tensor list"
+        arrays = [tensor_io.read(self.driver, t) for t in tl.tensors]
+        return arrays if dtype is None else [a.astype(dtype) for a in arrays]
+
+    def write(self, name: str, value: np.ndarray | float | int | bool) -> None:
+        """Store ``value`` into output ``name`` (cast to its dtype; skipped when the output is absent)."""
+        t = self.args[name]
+        if t is None:
+            return
+        assert isinstance(t, AclTensor), f"{name} is not a tensor"
+        tensor_io.write(self.driver, t, np.asarray(value).copy() if isinstance(value, np.ndarray) else value)
+
+    def write_list(self, name: str, values: list[np.ndarray]) -> None:
+        """Store one array into each tensor of output list ``name``."""
+        tl = self.args[name]
+        assert isinstance(tl, AclTensorList), f"{name} is not a tensor list"
+        for t, v in zip(tl.tensors, values):
+            tensor_io.write(self.driver, t, np.asarray(v).copy())
+
+    def dtype(self, name: str) -> DataType:
+        """The aclDataType of tensor ``name``."""
+        t = self.args[name]
+        assert isinstance(t, AclTensor)
+        return t.dtype

@@ -1,0 +1,282 @@
+"""Reference kernels of the elementwise family: compute wide (float64/int64), then cast to the output."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from acl_core.dtypes import DataType
+from acl_reference.call import RefCall
+from acl_reference.kernels import kernel
+from acl_reference.tensor_io import wide
+
+Array = np.ndarray
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def erf(x: Array) -> Array:
+    """Elementwise erf in float64 (NumPy has none; math.erf is correctly rounded enough)."""
+    return np.asarray(_erf(np.asarray(x, dtype=np.float64)), dtype=np.float64)
+
+
+def sigmoid(x: Array) -> Array:
+    """Logistic function, stable for large |x|."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        return np.where(x >= 0, 1.0 / (1.0 + np.exp(-x)), np.exp(x) / (1.0 + np.exp(x)))
+
+
+def _inputs(k: RefCall, *names: str) -> list[Array]:
+    dt = wide(k.plan["compute"])
+    return [k.read(n, dt) for n in names]
+
+
+def _scalar(k: RefCall, name: str) -> object:
+    value = k.value(name)
+    return np.asarray(value, dtype=wide(k.plan["compute"])) if value is not None else None
+
+
+# ----------------------------------------------------------------------------- arithmetic
+@kernel("Add", "Sub")
+def add_sub(k: RefCall) -> None:
+    """out = self ± alpha·other."""
+    a, b = _inputs(k, "self", "other")
+    alpha = _scalar(k, "alpha")
+    with np.errstate(all="ignore"):
+        scaled = b * alpha if alpha is not None else b
+        if k.launch.spec.name == "Add":
+            k.write("out", a + scaled if a.dtype != np.bool_ else a | scaled)
+        else:
+            k.write("out", a - scaled)
+
+
+@kernel("Adds", "Subs")
+def adds_subs(k: RefCall) -> None:
+    """out = self ± alpha·other (other an aclScalar)."""
+    (a,) = _inputs(k, "self")
+    b, alpha = _scalar(k, "other"), _scalar(k, "alpha")
+    with np.errstate(all="ignore"):
+        scaled = b * alpha if alpha is not None else b
+        k.write("out", (a + scaled if a.dtype != np.bool_ else a | scaled) if k.launch.spec.name == "Adds" else a - scaled)
+
+
+@kernel("AddV3")
+def add_v3(k: RefCall) -> None:
+    """out = self (scalar) + alpha·other."""
+    (b,) = _inputs(k, "other")
+    a, alpha = _scalar(k, "self"), _scalar(k, "alpha")
+    with np.errstate(all="ignore"):
+        k.write("out", a + (b * alpha if alpha is not None else b))
+
+
+@kernel("Mul", "Muls")
+def mul(k: RefCall) -> None:
+    """out = self · other."""
+    (a,) = _inputs(k, "self")
+    b = _inputs(k, "other")[0] if k.launch.spec.name == "Mul" else _scalar(k, "other")
+    with np.errstate(all="ignore"):
+        k.write("out", a & b if a.dtype == np.bool_ else a * b)
+
+
+@kernel("Div", "Divs")
+def div(k: RefCall) -> None:
+    """True division in float64."""
+    a = k.read("self", np.float64) if not k.dtype("self").is_complex else k.read("self", np.complex128)
+    b = k.read("other", a.dtype) if k.launch.spec.name == "Div" else np.asarray(k.value("other"), dtype=a.dtype)
+    with np.errstate(all="ignore"):
+        k.write("out", a / b)
+
+
+@kernel("DivMod")
+def div_mod(k: RefCall) -> None:
+    """Division with rounding mode 0 (none), 1 (trunc) or 2 (floor)."""
+    mode = k.value("mode")
+    compute: DataType = k.plan["compute"]
+    a, b = _inputs(k, "self", "other")
+    with np.errstate(all="ignore"):
+        if mode == 0:
+            k.write("out", a.astype(np.float64) / b.astype(np.float64))
+        elif compute.is_integer:
+            q = np.floor_divide(a, b)
+            if mode == 1:
+                q = np.where((q < 0) & (q * b != a), q + 1, q)
+            k.write("out", q)
+        else:
+            q = a / b
+            k.write("out", np.trunc(q) if mode == 1 else np.floor(q))
+
+
+@kernel("PowTensorTensor", "PowTensorScalar", "PowScalarTensor")
+def power(k: RefCall) -> None:
+    """out = base ** exponent, computed wide."""
+    name = k.launch.spec.name
+    base = _scalar(k, "self") if name == "PowScalarTensor" else _inputs(k, "self")[0]
+    exponent = _scalar(k, "exponent") if name == "PowTensorScalar" else _inputs(k, "exponent")[0]
+    with np.errstate(all="ignore"):
+        if np.asarray(base).dtype.kind in "iu":
+            k.write("out", np.power(base, np.maximum(exponent, 0)) * (np.asarray(exponent) >= 0))
+        else:
+            k.write("out", np.power(base, exponent))
+
+
+@kernel("Maximum", "Minimum")
+def extremum(k: RefCall) -> None:
+    """Elementwise max / min, NaN-propagating."""
+    a, b = _inputs(k, "self", "other")
+    k.write("out", np.maximum(a, b) if k.launch.spec.name == "Maximum" else np.minimum(a, b))
+
+
+_COMPARE: dict[str, Callable[[Array, Array], Array]] = {
+    "Eq": np.equal, "Ne": np.not_equal, "Gt": np.greater, "Ge": np.greater_equal, "Lt": np.less, "Le": np.less_equal,
+}
+
+
+def _compare(k: RefCall) -> None:
+    name = k.launch.spec.name
+    fn = _COMPARE[name[:2]]
+    (a,) = _inputs(k, "self")
+    b = _inputs(k, "other")[0] if name.endswith("Tensor") else _scalar(k, "other")
+    k.write("out", fn(a, b))
+
+
+for _stem in _COMPARE:
+    kernel(f"{_stem}Tensor", f"{_stem}Scalar")(_compare)
+
+
+@kernel("LogicalAnd", "LogicalOr")
+def logical(k: RefCall) -> None:
+    """Truth of both / either input."""
+    a, b = (k.read(n) != 0 for n in ("self", "other"))
+    k.write("out", a & b if k.launch.spec.name == "LogicalAnd" else a | b)
+
+
+@kernel("LogicalNot")
+def logical_not(k: RefCall) -> None:
+    """Truth negated."""
+    k.write("out", k.read("self") == 0)
+
+
+# ----------------------------------------------------------------------------- unary math
+def _float_in(k: RefCall, name: str = "self") -> Array:
+    dt = k.dtype(name)
+    return k.read(name, np.complex128 if dt.is_complex else np.float64)
+
+
+_UNARY: dict[str, Callable[[Array], Array]] = {
+    "Exp": np.exp,
+    "Log": np.log,
+    "Sqrt": np.sqrt,
+    "Rsqrt": lambda x: 1.0 / np.sqrt(x),
+    "Reciprocal": lambda x: 1.0 / x,
+    "Sin": np.sin,
+    "Cos": np.cos,
+    "Tanh": np.tanh,
+    "Sigmoid": sigmoid,
+    "Erf": erf,
+    "Gelu": lambda x: 0.5 * x * (1.0 + erf(x / math.sqrt(2.0))),
+    "FastGelu": lambda x: x * sigmoid(1.702 * x),
+    "Silu": lambda x: x * sigmoid(x),
+}
+
+
+def _unary(k: RefCall) -> None:
+    name = k.launch.spec.name
+    x = _float_in(k, "input" if name == "Cos" else "self")
+    with np.errstate(all="ignore"):
+        k.write("out", _UNARY[name](x))
+
+
+for _name in _UNARY:
+    kernel(_name)(_unary)
+
+
+@kernel("GeluV2")
+def gelu_v2(k: RefCall) -> None:
+    """GELU, exact (approximate=0) or the tanh approximation (approximate=1)."""
+    x = k.read("x", np.float64)
+    if k.value("approximate") == 1:
+        with np.errstate(all="ignore"):
+            y = 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+        y = np.where(np.isinf(x), np.where(x > 0, x, 0.0), y)  # the cube overflows before tanh saturates
+    else:
+        y = 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+    k.write("y", y)
+
+
+@kernel("Abs", "Neg", "Relu", "Floor", "Ceil", "Round")
+def same_dtype_unary(k: RefCall) -> None:
+    """Unary ops whose result keeps the input dtype."""
+    x = k.read("self", wide(k.dtype("self")))
+    fn: dict[str, Callable[[Array], Array]] = {
+        "Abs": np.abs,
+        "Neg": np.negative,
+        "Relu": lambda v: np.where(v > 0, v, np.zeros_like(v)) if v.dtype.kind != "f" else np.where(np.isnan(v) | (v > 0), v, 0.0),
+        "Floor": lambda v: np.floor(v) if v.dtype.kind == "f" else v,
+        "Ceil": lambda v: np.ceil(v) if v.dtype.kind == "f" else v,
+        "Round": lambda v: np.round(v) if v.dtype.kind == "f" else v,
+    }
+    k.write("out", fn[k.launch.spec.name](x))
+
+
+@kernel("Sign")
+def sign(k: RefCall) -> None:
+    """-1, 0 or 1 (NaN stays NaN; bool stays bool)."""
+    x = k.read("self", wide(k.dtype("self")))
+    k.write("result", x if x.dtype == np.bool_ else np.sign(x))
+
+
+@kernel("Clamp")
+def clamp(k: RefCall) -> None:
+    """min(max(self, clipValueMin), clipValueMax); NaN propagates."""
+    (x,) = _inputs(k, "self")
+    lo, hi = _scalar(k, "clipValueMin"), _scalar(k, "clipValueMax")
+    if lo is not None:
+        x = np.maximum(x, lo)
+    if hi is not None:
+        x = np.minimum(x, hi)
+    k.write("out", x)
+
+
+@kernel("SWhere")
+def swhere(k: RefCall) -> None:
+    """condition ? self : other."""
+    a, b = _inputs(k, "self", "other")
+    k.write("out", np.where(k.read("condition") != 0, a, b))
+
+
+@kernel("InplaceMaskedFillScalar", "InplaceMaskedFillTensor")
+def masked_fill(k: RefCall) -> None:
+    """selfRef[mask] = value."""
+    x = k.read("selfRef").copy()
+    value = k.value("value") if k.launch.spec.name.endswith("Scalar") else k.read("value").reshape(-1)[0]
+    mask = np.broadcast_to(k.read("mask") != 0, x.shape)
+    x[mask] = value
+    k.write("selfRef", x)
+
+
+@kernel("Cast")
+def cast(k: RefCall) -> None:
+    """out = self converted to out's dtype."""
+    k.write("out", k.read("self"))
+
+
+@kernel("InplaceCopy")
+def inplace_copy(k: RefCall) -> None:
+    """selfRef = src, broadcast and converted."""
+    dst = k["selfRef"]
+    k.write("selfRef", np.broadcast_to(k.read("src"), dst.shape))
+
+
+@kernel("InplaceFillScalar")
+def fill(k: RefCall) -> None:
+    """Every element of selfRef = value."""
+    k.write("selfRef", k.value("value"))
+
+
+@kernel("InplaceZero")
+def zero(k: RefCall) -> None:
+    """Every element of selfRef = 0."""
+    k.write("selfRef", 0)

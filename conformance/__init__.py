@@ -1,0 +1,1 @@
+"""acl-core's conformance suite: proves any backend against the NumPy reference."""
