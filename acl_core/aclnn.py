@@ -17,8 +17,8 @@ from typing import Any
 from acl_core.backend import Backend, Launch
 from acl_core.errors import AclCoreError, AclError, AclnnError, AclnnStatus
 from acl_core.plugin import get_backend
-from acl_core.spec.opspec import Call, OpSpec
 from acl_core.spec.ops import all_specs, get_spec
+from acl_core.spec.opspec import Call, OpSpec
 from acl_core.spec.validate import bind, validate
 from acl_core.tensor import (
     AclBoolArray,
@@ -28,6 +28,7 @@ from acl_core.tensor import (
     AclScalarList,
     AclTensor,
     AclTensorList,
+    Handle,
 )
 
 ACLNN_SUCCESS = 0
@@ -100,14 +101,15 @@ def aclCreateScalarList(scalars: Sequence[AclScalar]) -> AclScalarList | None:
     return _guard(lambda: AclScalarList.create(scalars), True)
 
 
-def _destroy(handle: Any, kind: type, what: str) -> int:
+def _destroy(handle: Any, kind: type[Handle], what: str) -> int:
     def run() -> int:
         if handle is None or handle == 0:
             raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_NULLPTR, f"{what} is null")
         if not isinstance(handle, kind):
             raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"expected an {what}, got {type(handle).__name__}")
-        handle.check_alive(what)
-        handle.destroyed = True
+        h: Any = handle
+        h.check_alive(what)
+        h.destroyed = True
         for member in getattr(handle, "tensors", ()) + getattr(handle, "scalars", ()):
             member.destroyed = True
         return ACLNN_SUCCESS
@@ -150,12 +152,13 @@ def aclDestroyScalarList(scalars: AclScalarList | None) -> int:
     return _destroy(scalars, AclScalarList, "aclScalarList")
 
 
-def _size_of(handle: Any, kind: type, what: str) -> tuple[int, int]:
+def _size_of(handle: Any, kind: type[Handle], what: str) -> tuple[int, int]:
     def run() -> tuple[int, int]:
         if not isinstance(handle, kind):
             raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_NULLPTR, f"{what} is null or of the wrong kind")
-        handle.check_alive(what)
-        return len(handle), ACLNN_SUCCESS
+        h: Any = handle
+        h.check_alive(what)
+        return len(h), ACLNN_SUCCESS
 
     result = _guard(run)
     return (0, result) if isinstance(result, int) else result
@@ -302,12 +305,16 @@ def get_workspace_size(
     return size, AclOpExecutor(spec, call, backend, size)
 
 
-def execute(spec: OpSpec, workspace: int | None, workspace_size: int, executor: AclOpExecutor | None, stream: int | None) -> None:
+def execute(
+    spec: OpSpec, workspace: int | None, workspace_size: int, executor: AclOpExecutor | None, stream: int | None
+) -> None:
     """Phase 2 for ``spec``, raising :class:`AclnnError`."""
     if not isinstance(executor, AclOpExecutor):
         raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_NULLPTR, "executor is null")
     if executor.spec is not spec:
-        raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"executor belongs to aclnn{executor.spec.name}, not aclnn{spec.name}")
+        raise AclnnError(
+            AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"executor belongs to aclnn{executor.spec.name}, not aclnn{spec.name}"
+        )
     if executor.destroyed or (executor.used and not executor.repeatable):
         raise AclnnError(
             AclnnStatus.ACLNN_ERR_PARAM_INVALID,
@@ -351,12 +358,15 @@ def _phase1(spec: OpSpec) -> Callable[..., tuple[int, AclOpExecutor | None, int]
         return size, executor, ACLNN_SUCCESS
 
     phase1.__name__ = phase1.__qualname__ = f"aclnn{spec.name}GetWorkspaceSize"
-    phase1.__doc__ = f"aclnn{spec.name}GetWorkspaceSize({', '.join(p.name for p in spec.params)}) -> (workspace_size, executor, ret)."
+    params = ", ".join(p.name for p in spec.params)
+    phase1.__doc__ = f"aclnn{spec.name}GetWorkspaceSize({params}) -> (workspace_size, executor, ret)."
     return phase1
 
 
 def _phase2(spec: OpSpec) -> Callable[[int | None, int, AclOpExecutor | None, int | None], int]:
-    def phase2(workspace: int | None, workspace_size: int, executor: AclOpExecutor | None, stream: int | None = None) -> int:
+    def phase2(
+        workspace: int | None, workspace_size: int, executor: AclOpExecutor | None, stream: int | None = None
+    ) -> int:
         result = _guard(lambda: execute(spec, workspace, workspace_size, executor, stream))
         return ACLNN_SUCCESS if result is None else int(result)
 

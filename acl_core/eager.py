@@ -19,8 +19,8 @@ from acl_core.backend import Backend
 from acl_core.dtypes import DataType, from_numpy, storage_nbytes
 from acl_core.formats import Format
 from acl_core.plugin import get_backend
-from acl_core.spec.opspec import Kind, OpSpec, OutInfo, Role
 from acl_core.spec.ops import get_spec
+from acl_core.spec.opspec import Kind, OpSpec, OutInfo, Role
 from acl_core.spec.runtime import MemcpyKind
 from acl_core.spec.validate import check_inputs
 from acl_core.tensor import (
@@ -118,7 +118,9 @@ class DeviceArray:
             pass
 
     def __repr__(self) -> str:
-        return f"DeviceArray({list(self.shape)}, {self.dtype.short}, backend={self.backend.name!r}, at {self.address:#x})"
+        return (
+            f"DeviceArray({list(self.shape)}, {self.dtype.short}, backend={self.backend.name!r}, at {self.address:#x})"
+        )
 
 
 def _unpack4(raw: np.ndarray, dtype: DataType) -> np.ndarray:
@@ -145,7 +147,11 @@ def empty(shape: Sequence[int], dtype: DataType | int, backend: Backend | str | 
 
 
 def to_device(
-    value: np.ndarray, backend: Backend | str | None = None, *, dtype: DataType | None = None, layout: str = "contiguous"
+    value: np.ndarray,
+    backend: Backend | str | None = None,
+    *,
+    dtype: DataType | None = None,
+    layout: str = "contiguous",
 ) -> DeviceArray:
     """Copy a NumPy array to the backend's device, laid out as ``layout`` (see :data:`LAYOUTS`)."""
     b = _backend(backend)
@@ -163,7 +169,9 @@ def to_device(
         offset = 3
         strides = contiguous_strides(padded)
         storage = np.zeros(offset + math.prod(padded), dtype=np_dtype)
-        np.lib.stride_tricks.as_strided(storage[offset:], shape, tuple(s * storage.itemsize for s in strides))[...] = arr
+        np.lib.stride_tricks.as_strided(storage[offset:], shape, tuple(s * storage.itemsize for s in strides))[...] = (
+            arr
+        )
         da = DeviceArray(b, shape, acl_dtype, storage.size, strides, offset)
     elif layout == "transposed":
         storage = np.ascontiguousarray(np.transpose(arr)).reshape(-1)
@@ -230,13 +238,18 @@ class _Arguments:
                 if isinstance(value, AclTensorList):
                     args[p.name] = value
                     continue
-                arrays = [v if isinstance(v, DeviceArray) else to_device(np.asarray(v), self.backend, layout=self.layout) for v in value]
+                arrays = [
+                    v if isinstance(v, DeviceArray) else to_device(np.asarray(v), self.backend, layout=self.layout)
+                    for v in value
+                ]
                 self.arrays[p.name] = arrays
                 args[p.name] = AclTensorList.create([a.tensor() for a in arrays])
             elif p.kind is Kind.SCALAR:
                 args[p.name] = _scalar(value)
             elif p.kind is Kind.SCALAR_LIST:
-                args[p.name] = value if isinstance(value, AclScalarList) else AclScalarList.create([_scalar(v) for v in value])
+                args[p.name] = (
+                    value if isinstance(value, AclScalarList) else AclScalarList.create([_scalar(v) for v in value])
+                )
             elif p.kind is Kind.INT_ARRAY:
                 args[p.name] = value if isinstance(value, AclIntArray) else AclIntArray.create(value)
             elif p.kind is Kind.FLOAT_ARRAY:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+
 class AclErrorCode(IntEnum):
     """aclError values of acl_base_rt.h (1000xx usage, 2000xx resource, 5000xx internal)."""
 
@@ -294,9 +295,10 @@ class HcclResult(IntEnum):
 
 _CODE_ENUMS: tuple[type[IntEnum], ...] = (AclErrorCode, RtErrorCode, AclnnStatus)
 
-for _enum in (*_CODE_ENUMS, HcclResult):
-    for _member in _enum:
-        globals()[_member.name] = int(_member)
+_ALL_ENUMS: tuple[type[IntEnum], ...] = (*_CODE_ENUMS, HcclResult)
+for _enum in _ALL_ENUMS:
+    for _name, _member in _enum.__members__.items():
+        globals()[_name] = int(_member)
 ACL_ERROR_NONE = 0
 
 

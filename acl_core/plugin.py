@@ -12,6 +12,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
+from typing import Any
 
 import pluggy
 
@@ -79,7 +80,7 @@ class _Registry:
             self._pm.register(plugin, name=f"{name}@{id(plugin):x}")
             self._pm.check_pending()
             hook_impls = [impl for impl in self._pm.hook.acl_core_backends.get_hookimpls() if impl.plugin is plugin]
-            results = [impl.function() for impl in hook_impls]
+            results: list[Any] = [impl.function() for impl in hook_impls]
         except Exception as exc:
             if self._pm.is_registered(plugin):
                 self._pm.unregister(plugin)
@@ -97,7 +98,8 @@ class _Registry:
         """Register a plugin object directly (tests, notebooks); it wins over entry points of the same name."""
         with self._lock:
             self._ensure_loaded()
-            self._register(plugin, name or getattr(plugin, "__name__", type(plugin).__name__), "registered in-process")
+            label = name or str(getattr(plugin, "__name__", type(plugin).__name__))
+            self._register(plugin, label, "registered in-process")
 
     def unregister_backend(self, name: str) -> None:
         """Forget a backend (and its cached instance)."""

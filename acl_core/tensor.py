@@ -33,7 +33,7 @@ def _invalid(message: str) -> AclnnError:
     return AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, message)
 
 
-class _Handle:
+class Handle:
     """Identity-compared object that can be destroyed once, like a C handle."""
 
     destroyed: bool
@@ -45,7 +45,7 @@ class _Handle:
 
 
 @dataclass(eq=False)
-class AclTensor(_Handle):
+class AclTensor(Handle):
     """aclTensor: a strided view (in elements) over a storage at device address ``data``."""
 
     view_dims: tuple[int, ...]
@@ -155,7 +155,7 @@ _SCALAR_KINDS = ("bool", "int", "uint", "float", "complex")
 
 
 @dataclass(eq=False)
-class AclScalar(_Handle):
+class AclScalar(Handle):
     """aclScalar: one host value with its aclDataType (the value is copied at creation)."""
 
     value: bool | int | float | complex
@@ -180,7 +180,7 @@ class AclScalar(_Handle):
 
 
 @dataclass(eq=False)
-class AclIntArray(_Handle):
+class AclIntArray(Handle):
     """aclIntArray: int64 values on the host."""
 
     values: tuple[int, ...]
@@ -202,7 +202,7 @@ class AclIntArray(_Handle):
 
 
 @dataclass(eq=False)
-class AclFloatArray(_Handle):
+class AclFloatArray(Handle):
     """aclFloatArray: float32 values on the host."""
 
     values: tuple[float, ...]
@@ -218,7 +218,7 @@ class AclFloatArray(_Handle):
 
 
 @dataclass(eq=False)
-class AclBoolArray(_Handle):
+class AclBoolArray(Handle):
     """aclBoolArray: bool values on the host."""
 
     values: tuple[bool, ...]
@@ -234,7 +234,7 @@ class AclBoolArray(_Handle):
 
 
 @dataclass(eq=False)
-class AclTensorList(_Handle):
+class AclTensorList(Handle):
     """aclTensorList: owns its tensors (destroying the list destroys them)."""
 
     tensors: tuple[AclTensor, ...]
@@ -257,7 +257,7 @@ class AclTensorList(_Handle):
 
 
 @dataclass(eq=False)
-class AclScalarList(_Handle):
+class AclScalarList(Handle):
     """aclScalarList: owns its scalars."""
 
     scalars: tuple[AclScalar, ...]

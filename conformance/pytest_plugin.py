@@ -7,4 +7,6 @@ import pytest
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Add ``--acl-backend``."""
-    parser.addoption("--acl-backend", action="store", default=None, help="acl-core backend to prove against the reference")
+    parser.addoption(
+        "--acl-backend", action="store", default=None, help="acl-core backend to prove against the reference"
+    )

@@ -46,7 +46,9 @@ def numpy_contiguous_to_ptr(array: np.ndarray) -> int:
 def _host_range(address: int, size: int) -> None:
     rng = runtime().memory.resolve(address, size, "ptr")
     if rng.kind.on_device:
-        raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{address:#x} is device memory; copy it to the host first")
+        raise AclError(
+            AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{address:#x} is device memory; copy it to the host first"
+        )
     if rng.kind not in (RangeKind.HOST, RangeKind.HOST_PINNED):
         raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{address:#x} is not host memory")
 
@@ -66,5 +68,5 @@ def ptr_to_numpy(ptr: int, shape: tuple[int, ...], npy_type: int) -> np.ndarray:
         raise ValueError(f"unknown NumPy type number {npy_type}")
     count = int(np.prod(shape)) if shape else 1
     _host_range(ptr, count * dtype.itemsize)
-    buffer = (ctypes.c_char * (count * dtype.itemsize)).from_address(ptr)
-    return np.frombuffer(buffer, dtype=dtype, count=count).reshape(shape)
+    raw = np.ctypeslib.as_array((ctypes.c_uint8 * (count * dtype.itemsize)).from_address(ptr))
+    return raw.view(dtype).reshape(shape)

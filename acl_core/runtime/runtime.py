@@ -131,7 +131,9 @@ class Runtime:
         """aclFinalize: releases every device; a call without aclInit raises REPEAT_FINALIZE."""
         with self._lock:
             if not self._initialized:
-                code = AclErrorCode.ACL_ERROR_REPEAT_FINALIZE if self._finalized else AclErrorCode.ACL_ERROR_UNINITIALIZE
+                code = (
+                    AclErrorCode.ACL_ERROR_REPEAT_FINALIZE if self._finalized else AclErrorCode.ACL_ERROR_UNINITIALIZE
+                )
                 raise AclError(code, "aclFinalize without a matching aclInit")
             for device in list(self._devices):
                 self._release_device(device)
@@ -157,7 +159,9 @@ class Runtime:
     def _check_device_id(self, device_id: int) -> int:
         count = self.driver.device_count()
         if not isinstance(device_id, int) or not 0 <= device_id < count:
-            raise AclError(RtErrorCode.ACL_ERROR_RT_INVALID_DEVICEID, f"device {device_id} does not exist ({count} present)")
+            raise AclError(
+                RtErrorCode.ACL_ERROR_RT_INVALID_DEVICEID, f"device {device_id} does not exist ({count} present)"
+            )
         return device_id
 
     def set_device(self, device_id: int) -> None:
@@ -353,7 +357,9 @@ class Runtime:
             raise _invalid(f"{what} {address:#x} is host memory, not device memory")
         return rng
 
-    def _direction(self, dst: int, dest_max: int, src: int, count: int, kind: int, *, pinned_only: bool) -> CopyDirection:
+    def _direction(
+        self, dst: int, dest_max: int, src: int, count: int, kind: int, *, pinned_only: bool
+    ) -> CopyDirection:
         if not isinstance(count, int) or count < 0 or not isinstance(dest_max, int) or dest_max < 0:
             raise _invalid(f"count ({count!r}) and destMax ({dest_max!r}) must be non-negative integers")
         if count > dest_max:
@@ -368,11 +374,14 @@ class Runtime:
         if kind is not MemcpyKind.ACL_MEMCPY_DEFAULT and _KIND_DIRECTION[kind] is not actual:
             raise AclError(
                 RtErrorCode.ACL_ERROR_RT_INVALID_MEMORY_TYPE,
-                f"memcpy kind {kind.name} contradicts the addresses: src is {s.kind.value} memory, dst is {d.kind.value} memory",
+                f"memcpy kind {kind.name} contradicts the addresses: "
+                f"src is {s.kind.value} memory, dst is {d.kind.value} memory",
             )
         if pinned_only:
             if actual is CopyDirection.HOST_TO_HOST:
-                raise AclError(RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "host-to-host copies cannot be asynchronous")
+                raise AclError(
+                    RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "host-to-host copies cannot be asynchronous"
+                )
             for rng, name in ((s, "src"), (d, "dst")):
                 if rng.kind is RangeKind.HOST:
                     raise _invalid(f"{name} of an async copy must be page-locked memory from malloc_host")
@@ -445,7 +454,9 @@ class Runtime:
     def _lookup(self, table: dict[int, _T], handle: int | None, what: str) -> _T:
         item = table.get(int(handle or 0))
         if item is None:
-            raise AclError(RtErrorCode.ACL_ERROR_RT_INVALID_HANDLE, f"{what} {handle!r} does not exist or was destroyed")
+            raise AclError(
+                RtErrorCode.ACL_ERROR_RT_INVALID_HANDLE, f"{what} {handle!r} does not exist or was destroyed"
+            )
         return item
 
     def create_stream(self) -> int:
@@ -529,14 +540,22 @@ class Runtime:
         """aclrtQueryEventStatus (recorded-status order: NOT_READY=0, COMPLETE=1)."""
         e = self._lookup(self._events, event, "event")
         done = e.recorded and self.driver.event_done(e.driver_event)
-        return EventRecordedStatus.ACL_EVENT_RECORDED_STATUS_COMPLETE if done else EventRecordedStatus.ACL_EVENT_RECORDED_STATUS_NOT_READY
+        return (
+            EventRecordedStatus.ACL_EVENT_RECORDED_STATUS_COMPLETE
+            if done
+            else EventRecordedStatus.ACL_EVENT_RECORDED_STATUS_NOT_READY
+        )
 
     def event_elapsed_time(self, start: int, end: int) -> float:
         """aclrtEventElapsedTime in milliseconds; both events must have been recorded."""
         s = self._lookup(self._events, start, "start event")
         e = self._lookup(self._events, end, "end event")
         if not (s.recorded and e.recorded):
-            raise AclError(RtErrorCode.ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "both events must be recorded before timing")
+            raise AclError(
+                RtErrorCode.ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "both events must be recorded before timing"
+            )
         if not (self.driver.event_done(s.driver_event) and self.driver.event_done(e.driver_event)):
-            raise AclError(RtErrorCode.ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "synchronize the events before timing them")
+            raise AclError(
+                RtErrorCode.ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "synchronize the events before timing them"
+            )
         return self.driver.elapsed_ms(s.driver_event, e.driver_event)

@@ -43,7 +43,16 @@ class Kind(str, Enum):
 
 
 _HANDLE_KINDS = frozenset(
-    {Kind.TENSOR, Kind.TENSOR_LIST, Kind.SCALAR, Kind.SCALAR_LIST, Kind.INT_ARRAY, Kind.FLOAT_ARRAY, Kind.BOOL_ARRAY, Kind.STRING}
+    {
+        Kind.TENSOR,
+        Kind.TENSOR_LIST,
+        Kind.SCALAR,
+        Kind.SCALAR_LIST,
+        Kind.INT_ARRAY,
+        Kind.FLOAT_ARRAY,
+        Kind.BOOL_ARRAY,
+        Kind.STRING,
+    }
 )
 
 
@@ -90,9 +99,7 @@ def tensor(
     c_type: str = "const aclTensor*",
 ) -> Param:
     """An input tensor."""
-    return Param(
-        name, Kind.TENSOR, c_type, Role.IN, optional, _fs(dtypes), _fs(formats), max_rank, min_rank
-    )
+    return Param(name, Kind.TENSOR, c_type, Role.IN, optional, _fs(dtypes), _fs(formats), max_rank, min_rank)
 
 
 def out(
@@ -189,7 +196,11 @@ def bool_attr(name: str, *, default: bool | None = None, c_type: str = "bool") -
 
 
 def string_attr(
-    name: str, *, choices: Iterable[str] | None = None, optional: bool = False, default: str | None = None,
+    name: str,
+    *,
+    choices: Iterable[str] | None = None,
+    optional: bool = False,
+    default: str | None = None,
     c_type: str = "char*",
 ) -> Param:
     """A ``char*`` attribute (layouts, modes, group names)."""

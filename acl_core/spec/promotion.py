@@ -18,7 +18,9 @@ _LONE_UNSIGNED = {D.ACL_UINT16, D.ACL_UINT32, D.ACL_UINT64}
 
 
 def _refuse(a: D, b: D) -> AclnnError:
-    return AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{a.short} and {b.short} cannot be promoted to a common dtype")
+    return AclnnError(
+        AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{a.short} and {b.short} cannot be promoted to a common dtype"
+    )
 
 
 def promote_types(a: D, b: D) -> D:

@@ -55,7 +55,9 @@ def special_values(dtype: D) -> np.ndarray:
     return np.array(vals, dtype=np.float64).astype(np_dtype)
 
 
-def positive(rng: np.random.Generator, shape: Sequence[int], dtype: D, low: float = 0.1, high: float = 4.0) -> np.ndarray:
+def positive(
+    rng: np.random.Generator, shape: Sequence[int], dtype: D, low: float = 0.1, high: float = 4.0
+) -> np.ndarray:
     """Random strictly positive values (for log, sqrt, division...)."""
     return array(rng, shape, dtype, low=low, high=high)
 

@@ -25,12 +25,13 @@ from acl_core.tensor import (
     AclScalarList,
     AclTensor,
     AclTensorList,
+    Handle,
 )
 
 if TYPE_CHECKING:
     from acl_core.runtime import Runtime
 
-_HANDLE_TYPES: dict[Kind, type] = {
+_HANDLE_TYPES: dict[Kind, type[Handle]] = {
     Kind.TENSOR: AclTensor,
     Kind.TENSOR_LIST: AclTensorList,
     Kind.SCALAR: AclScalar,
@@ -68,8 +69,9 @@ def _normalise(param: Param, value: Any) -> Any:
     if kind in _HANDLE_TYPES:
         if not isinstance(value, _HANDLE_TYPES[kind]):
             raise invalid(f"{param.name} must be an {kind.value}, not {type(value).__name__}")
-        value.check_alive(param.name)
-        return value
+        handle: Handle = value
+        handle.check_alive(param.name)
+        return handle
     if kind is Kind.INT:
         if isinstance(value, bool):
             return int(value)
@@ -216,7 +218,12 @@ def validate(spec: OpSpec, args: dict[str, Any], runtime: Runtime | None) -> Cal
 
 
 def _check_overlap(spec: OpSpec, canon: dict[str, Any]) -> None:
-    written = [(lbl, t, p) for p in spec.params if p.writes and canon[p.name] is not None for lbl, t in _tensors(p, canon[p.name])]
+    written = [
+        (lbl, t, p)
+        for p in spec.params
+        if p.writes and canon[p.name] is not None
+        for lbl, t in _tensors(p, canon[p.name])
+    ]
     every = [(lbl, t, p) for p in spec.params if canon[p.name] is not None for lbl, t in _tensors(p, canon[p.name])]
     for wl, w, wp in written:
         for ol, o, op in every:

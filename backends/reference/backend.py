@@ -8,21 +8,18 @@ import platform
 from collections.abc import Mapping
 from importlib import metadata
 
+from acl_reference.call import RefCall
+from acl_reference.driver import ReferenceDriver
+from acl_reference.kernels import all_kernels
+
 from acl_core.backend import Backend, Kernel, Launch
 from acl_core.capabilities import Capabilities, Platform
 from acl_core.dtypes import DataType
 from acl_core.formats import PLAIN_FORMATS
 from acl_core.spec.ops import all_specs
-from acl_reference.call import RefCall
-from acl_reference.driver import ReferenceDriver
-from acl_reference.kernels import all_kernels
 
 COMPUTE_DTYPES: tuple[DataType, ...] = tuple(
-    sorted(
-        d
-        for d in DataType
-        if d.numpy is not None and d not in (DataType.ACL_UINT1,)
-    )
+    sorted(d for d in DataType if d.numpy is not None and d not in (DataType.ACL_UINT1,))
 )
 
 

@@ -96,7 +96,9 @@ class ReferenceDriver(Driver):
             try:
                 buffer = np.empty(nbytes, dtype=np.uint8)
             except MemoryError:
-                raise AclError(RtErrorCode.ACL_ERROR_RT_MEMORY_ALLOCATION, f"host memory exhausted for {nbytes} bytes") from None
+                raise AclError(
+                    RtErrorCode.ACL_ERROR_RT_MEMORY_ALLOCATION, f"host memory exhausted for {nbytes} bytes"
+                ) from None
             address = self._next
             self._next = (address + nbytes + GUARD + ALIGN - 1) // ALIGN * ALIGN
             bisect.insort(self._starts, address)

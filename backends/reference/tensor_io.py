@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+from acl_reference.driver import ReferenceDriver
 
 from acl_core.dtypes import DataType
 from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.tensor import AclTensor
-from acl_reference.driver import ReferenceDriver
 
 
 def _unsupported(t: AclTensor) -> AclnnError:
@@ -43,7 +43,7 @@ def _packed_storage(driver: ReferenceDriver, t: AclTensor) -> tuple[np.ndarray, 
     nibbles[0::2] = raw & 0x0F
     nibbles[1::2] = raw >> 4
     if t.dtype == DataType.ACL_INT4:
-        values = (((nibbles.astype(np.int8) ^ 8) - 8).astype(np_dtype))
+        values = ((nibbles.astype(np.int8) ^ 8) - 8).astype(np_dtype)
     else:
         values = nibbles.view(np_dtype)
     return raw, values
@@ -77,7 +77,9 @@ def write(driver: ReferenceDriver, t: AclTensor, value: np.ndarray | float | int
         return
     raw, values = _packed_storage(driver, t)
     item = values.itemsize
-    target = np.lib.stride_tricks.as_strided(values[t.offset :], shape=t.view_dims, strides=tuple(s * item for s in t.strides))
+    target = np.lib.stride_tricks.as_strided(
+        values[t.offset :], shape=t.view_dims, strides=tuple(s * item for s in t.strides)
+    )
     np.copyto(target, data, casting="unsafe")
     if t.dtype == DataType.ACL_INT4:
         codes = values.astype(np.int8).view(np.uint8) & 0x0F
@@ -104,7 +106,12 @@ def cast(data: np.ndarray, dtype: DataType) -> np.ndarray:
     if dtype == DataType.ACL_BOOL:
         return data.astype(np.float64 if data.dtype.kind in "fV" else data.dtype) != 0
     with np.errstate(over="ignore", invalid="ignore"):
-        if data.dtype.kind == "V" or target.kind == "V" or data.dtype.itemsize != target.itemsize or data.dtype != target:
+        if (
+            data.dtype.kind == "V"
+            or target.kind == "V"
+            or data.dtype.itemsize != target.itemsize
+            or data.dtype != target
+        ):
             return data.astype(target)
     return data
 

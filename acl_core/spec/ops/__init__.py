@@ -13,6 +13,13 @@ from acl_core.spec.opspec import OpSpec
 
 FAMILIES: tuple[str, ...] = (
     "elementwise",
+    "reduction",
+    "norm",
+    "matmul",
+    "convolution",
+    "attention",
+    "moe",
+    "movement",
 )
 
 _lock = threading.Lock()

@@ -16,10 +16,9 @@ from acl_core.spec.opspec import (
     OutInfo,
     Param,
     Sample,
-    bool_attr,
     dtype_attr,
-    int_attr,
     inplace_twin,
+    int_attr,
     invalid,
     out,
     ref,
@@ -48,6 +47,8 @@ FAMILY = "elementwise"
 INVALID = 161002
 SAMPLE_DTYPES = (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16, D.ACL_INT32, D.ACL_INT64, D.ACL_BOOL)
 Infos = Mapping[str, "OutInfo | list[OutInfo] | None"]
+SampleGen = Callable[[np.random.Generator], Iterable[Sample]]
+ErrorGen = Callable[[np.random.Generator], Iterable[ErrorSample]]
 
 
 def _scalar_dtype(call: Call, name: str) -> D | None:
@@ -77,32 +78,49 @@ def _bool(dt: D) -> D:
 
 
 # ----------------------------------------------------------------------------- sample builders
-def _tt_samples(a: str, b: str, dtypes: Iterable[D], *, positive_b: bool = False, extra: Mapping[str, object] | None = None):  # noqa: ANN202
+def _tt_samples(
+    a: str, b: str, dtypes: Iterable[D], *, positive_b: bool = False, extra: Mapping[str, object] | None = None
+) -> SampleGen:
     def gen(rng: np.random.Generator) -> Iterable[Sample]:
         for dt in dtypes:
             for sa, sb in S.BROADCAST_PAIRS:
                 va = S.array(rng, sa, dt, special=dt.is_float)
                 vb = S.positive(rng, sb, dt) if positive_b and not dt == D.ACL_BOOL else S.array(rng, sb, dt)
                 yield Sample({a: va, b: vb, **(extra or {})}, f"{dt.short} {list(sa)}⊕{list(sb)}")
-        yield Sample({a: S.array(rng, (3, 4), D.ACL_FLOAT), b: S.array(rng, (3, 4), D.ACL_INT32), **(extra or {})}, "mixed float32⊕int32")
+        yield Sample(
+            {a: S.array(rng, (3, 4), D.ACL_FLOAT), b: S.array(rng, (3, 4), D.ACL_INT32), **(extra or {})},
+            "mixed float32⊕int32",
+        )
 
     return gen
 
 
-def _ts_samples(t: str, s: str, dtypes: Iterable[D], *, scalar_values: Iterable[object] = (2.5, 3), extra: Mapping[str, object] | None = None, positive: bool = False):  # noqa: ANN202
+def _ts_samples(
+    t: str,
+    s: str,
+    dtypes: Iterable[D],
+    *,
+    scalar_values: Iterable[object] = (2.5, 3),
+    extra: Mapping[str, object] | None = None,
+    positive: bool = False,
+) -> SampleGen:
     def gen(rng: np.random.Generator) -> Iterable[Sample]:
         for dt in dtypes:
             for shape in S.ELEMENTWISE_SHAPES:
                 for v in scalar_values:
                     if isinstance(v, float) and dt.is_integer and "alpha" in (extra or {}):
                         continue
-                    arr = S.positive(rng, shape, dt) if positive and dt != D.ACL_BOOL else S.array(rng, shape, dt, special=dt.is_float)
+                    arr = (
+                        S.positive(rng, shape, dt)
+                        if positive and dt != D.ACL_BOOL
+                        else S.array(rng, shape, dt, special=dt.is_float)
+                    )
                     yield Sample({t: arr, s: v, **(extra or {})}, f"{dt.short} {list(shape)} with {v!r}")
 
     return gen
 
 
-def _broadcast_error(a: str, b: str, extra: Mapping[str, object] | None = None):  # noqa: ANN202
+def _broadcast_error(a: str, b: str, extra: Mapping[str, object] | None = None) -> ErrorGen:
     def gen(rng: np.random.Generator) -> Iterable[ErrorSample]:
         yield ErrorSample(
             {a: S.array(rng, (2, 3), D.ACL_FLOAT), b: S.array(rng, (4, 3), D.ACL_FLOAT), **(extra or {})},
@@ -110,7 +128,12 @@ def _broadcast_error(a: str, b: str, extra: Mapping[str, object] | None = None):
             "shapes that do not broadcast",
         )
         yield ErrorSample(
-            {a: S.array(rng, (2, 3), D.ACL_FLOAT), b: S.array(rng, (2, 3), D.ACL_FLOAT), "out": np.zeros((3, 3), np.float32), **(extra or {})},
+            {
+                a: S.array(rng, (2, 3), D.ACL_FLOAT),
+                b: S.array(rng, (2, 3), D.ACL_FLOAT),
+                "out": np.zeros((3, 3), np.float32),
+                **(extra or {}),
+            },
             INVALID,
             "out of the wrong shape",
         )
@@ -154,7 +177,11 @@ def tensor_tensor(
     if alpha:
         extra_args.setdefault(alpha, 1)
     return OpSpec(
-        name, FAMILY, tuple(params), infer, alias_ok=True,
+        name,
+        FAMILY,
+        tuple(params),
+        infer,
+        alias_ok=True,
         samples=_tt_samples(a, b, sd, positive_b=positive_b, extra=extra_args),
         error_samples=_broadcast_error(a, b, extra_args),
     )
@@ -192,12 +219,18 @@ def tensor_scalar(
     extra = {alpha: 1} if alpha else None
     sd = [d for d in sample_dtypes if d in dtypes]
     return OpSpec(
-        name, FAMILY, tuple(params), infer, alias_ok=True,
+        name,
+        FAMILY,
+        tuple(params),
+        infer,
+        alias_ok=True,
         samples=_ts_samples(t, s, sd, scalar_values=scalar_values, extra=extra, positive=positive),
     )
 
 
-def scalar_tensor(name: str, dtypes: frozenset[D], *, s: str = "self", t: str = "other", alpha: str | None = None) -> OpSpec:
+def scalar_tensor(
+    name: str, dtypes: frozenset[D], *, s: str = "self", t: str = "other", alpha: str | None = None
+) -> OpSpec:
     """An aclScalar ⊕ tensor op (AddV3, PowScalarTensor)."""
     params: list[Param] = [scalar(s), tensor(t, dtypes)]
     if alpha:
@@ -251,7 +284,10 @@ def unary(
             if dt not in dtypes:
                 continue
             for shape in S.ELEMENTWISE_SHAPES:
-                yield Sample({x: S.array(rng, shape, dt, low=low, high=high, special=dt.is_float), **(sample_extra or {})}, f"{dt.short} {list(shape)}")
+                yield Sample(
+                    {x: S.array(rng, shape, dt, low=low, high=high, special=dt.is_float), **(sample_extra or {})},
+                    f"{dt.short} {list(shape)}",
+                )
 
     return OpSpec(name, FAMILY, params, infer, alias_ok=True, samples=gen)
 
@@ -265,8 +301,12 @@ _Div = tensor_tensor("Div", ALL, result=float_result, positive_b=True)
 
 def _div_mod() -> OpSpec:
     base = tensor_tensor(
-        "DivMod", REAL, extra=(int_attr("mode", c_type="int", choices=(0, 1, 2)),), positive_b=True,
-        sample_extra={"mode": 2}, sample_dtypes=(D.ACL_FLOAT, D.ACL_INT32),
+        "DivMod",
+        REAL,
+        extra=(int_attr("mode", c_type="int", choices=(0, 1, 2)),),
+        positive_b=True,
+        sample_extra={"mode": 2},
+        sample_dtypes=(D.ACL_FLOAT, D.ACL_INT32),
     )
 
     def infer(call: Call) -> Infos:
@@ -296,7 +336,10 @@ _PowST = scalar_tensor("PowScalarTensor", REAL, t="exponent")
 
 _COMPARE = ("Eq", "Ne", "Gt", "Ge", "Lt", "Le")
 _compare_tensor = [tensor_tensor(f"{op}Tensor", REAL_BOOL, result=_bool, out_dtypes=REAL_BOOL) for op in _COMPARE]
-_compare_scalar = [tensor_scalar(f"{op}Scalar", REAL_BOOL, result=_bool, out_dtypes=REAL_BOOL, scalar_values=(0.5, 1)) for op in _COMPARE]
+_compare_scalar = [
+    tensor_scalar(f"{op}Scalar", REAL_BOOL, result=_bool, out_dtypes=REAL_BOOL, scalar_values=(0.5, 1))
+    for op in _COMPARE
+]
 _LogicalAnd = tensor_tensor("LogicalAnd", REAL_BOOL, result=_bool, out_dtypes=REAL_BOOL)
 _LogicalOr = tensor_tensor("LogicalOr", REAL_BOOL, result=_bool, out_dtypes=REAL_BOOL)
 _LogicalNot = unary("LogicalNot", REAL_BOOL, result=_bool)
@@ -317,7 +360,14 @@ _unaries = [
     unary("Sigmoid", FLOATS64, result=float_result),
     unary("Relu", REAL),
     unary("Gelu", FLOATS64),
-    unary("GeluV2", FLOATS, x="x", y="y", extra=(int_attr("approximate", choices=(0, 1)),), sample_extra={"approximate": 1}),
+    unary(
+        "GeluV2",
+        FLOATS,
+        x="x",
+        y="y",
+        extra=(int_attr("approximate", choices=(0, 1)),),
+        sample_extra={"approximate": 1},
+    ),
     unary("FastGelu", FLOATS64),
     unary("Silu", FLOATS64),
     unary("Erf", _FLOAT_IN, result=float_result),
@@ -329,7 +379,12 @@ _unaries = [
 
 
 def _clamp() -> OpSpec:
-    params = (tensor("self", REAL), scalar("clipValueMin", optional=True), scalar("clipValueMax", optional=True), out("out", REAL))
+    params = (
+        tensor("self", REAL),
+        scalar("clipValueMin", optional=True),
+        scalar("clipValueMax", optional=True),
+        out("out", REAL),
+    )
 
     def infer(call: Call) -> Infos:
         t = tensor_arg(call, "self")
@@ -354,7 +409,12 @@ def _clamp() -> OpSpec:
 
 
 def _swhere() -> OpSpec:
-    params = (tensor("condition", {D.ACL_BOOL, D.ACL_UINT8}), tensor("self", ALL), tensor("other", ALL), out("out", ALL))
+    params = (
+        tensor("condition", {D.ACL_BOOL, D.ACL_UINT8}),
+        tensor("self", ALL),
+        tensor("other", ALL),
+        out("out", ALL),
+    )
 
     def infer(call: Call) -> Infos:
         c, a, b = (tensor_arg(call, n) for n in ("condition", "self", "other"))
@@ -366,11 +426,34 @@ def _swhere() -> OpSpec:
     def gen(rng: np.random.Generator) -> Iterable[Sample]:
         for dt in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_INT64):
             for sa, sb in S.BROADCAST_PAIRS:
-                yield Sample({"condition": S.array(rng, sb, D.ACL_BOOL), "self": S.array(rng, sa, dt), "other": S.array(rng, sb, dt)}, f"{dt.short} {list(sa)}")
+                yield Sample(
+                    {
+                        "condition": S.array(rng, sb, D.ACL_BOOL),
+                        "self": S.array(rng, sa, dt),
+                        "other": S.array(rng, sb, dt),
+                    },
+                    f"{dt.short} {list(sa)}",
+                )
 
-    return OpSpec("SWhere", FAMILY, params, infer, alias_ok=True, samples=gen, error_samples=lambda rng: [
-        ErrorSample({"condition": S.array(rng, (3,), D.ACL_FLOAT), "self": S.array(rng, (3,), D.ACL_FLOAT), "other": S.array(rng, (3,), D.ACL_FLOAT)}, INVALID, "float condition"),
-    ])
+    return OpSpec(
+        "SWhere",
+        FAMILY,
+        params,
+        infer,
+        alias_ok=True,
+        samples=gen,
+        error_samples=lambda rng: [
+            ErrorSample(
+                {
+                    "condition": S.array(rng, (3,), D.ACL_FLOAT),
+                    "self": S.array(rng, (3,), D.ACL_FLOAT),
+                    "other": S.array(rng, (3,), D.ACL_FLOAT),
+                },
+                INVALID,
+                "float condition",
+            ),
+        ],
+    )
 
 
 def _masked_fill(name: str, value_param: Param) -> OpSpec:
@@ -387,8 +470,13 @@ def _masked_fill(name: str, value_param: Param) -> OpSpec:
     def gen(rng: np.random.Generator) -> Iterable[Sample]:
         for dt in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_INT32):
             value: object = 7 if value_param.kind.value == "aclScalar*" else np.array(7, dt.numpy)
-            yield Sample({"selfRef": S.array(rng, (4, 5), dt), "mask": S.array(rng, (5,), D.ACL_BOOL), "value": value}, dt.short)
-            yield Sample({"selfRef": S.array(rng, (0, 5), dt), "mask": S.array(rng, (0, 5), D.ACL_BOOL), "value": value}, f"{dt.short} empty")
+            yield Sample(
+                {"selfRef": S.array(rng, (4, 5), dt), "mask": S.array(rng, (5,), D.ACL_BOOL), "value": value}, dt.short
+            )
+            yield Sample(
+                {"selfRef": S.array(rng, (0, 5), dt), "mask": S.array(rng, (0, 5), D.ACL_BOOL), "value": value},
+                f"{dt.short} empty",
+            )
 
     return OpSpec(name, FAMILY, params, infer, samples=gen)
 
@@ -424,8 +512,13 @@ def _inplace_copy() -> OpSpec:
         return {"selfRef": same(s.shape, s.dtype)}
 
     def gen(rng: np.random.Generator) -> Iterable[Sample]:
-        yield Sample({"selfRef": S.array(rng, (3, 4), D.ACL_FLOAT), "src": S.array(rng, (4,), D.ACL_FLOAT16)}, "broadcast with cast")
-        yield Sample({"selfRef": S.array(rng, (2, 3), D.ACL_INT32), "src": S.array(rng, (2, 3), D.ACL_INT32)}, "same dtype")
+        yield Sample(
+            {"selfRef": S.array(rng, (3, 4), D.ACL_FLOAT), "src": S.array(rng, (4,), D.ACL_FLOAT16)},
+            "broadcast with cast",
+        )
+        yield Sample(
+            {"selfRef": S.array(rng, (2, 3), D.ACL_INT32), "src": S.array(rng, (2, 3), D.ACL_INT32)}, "same dtype"
+        )
 
     return OpSpec("InplaceCopy", FAMILY, params, infer, samples=gen)
 
@@ -459,25 +552,71 @@ def _inplace_zero() -> OpSpec:
 
 
 _base: list[OpSpec] = [
-    _Add, _Sub, _Mul, _Div, _DivMod, _PowTT, _Maximum, _Minimum,
-    _Adds, _Subs, _Muls, _Divs, _PowTS, _AddV3, _PowST,
-    *_compare_tensor, *_compare_scalar, _LogicalAnd, _LogicalOr, _LogicalNot,
-    *_unaries, _clamp(), _swhere(),
+    _Add,
+    _Sub,
+    _Mul,
+    _Div,
+    _DivMod,
+    _PowTT,
+    _Maximum,
+    _Minimum,
+    _Adds,
+    _Subs,
+    _Muls,
+    _Divs,
+    _PowTS,
+    _AddV3,
+    _PowST,
+    *_compare_tensor,
+    *_compare_scalar,
+    _LogicalAnd,
+    _LogicalOr,
+    _LogicalNot,
+    *_unaries,
+    _clamp(),
+    _swhere(),
     _masked_fill("InplaceMaskedFillScalar", scalar("value")),
     _masked_fill("InplaceMaskedFillTensor", tensor("value", ALL)),
-    _cast(), _inplace_copy(), _inplace_fill_scalar(), _inplace_zero(),
+    _cast(),
+    _inplace_copy(),
+    _inplace_fill_scalar(),
+    _inplace_zero(),
 ]
 _by_name = {s.name: s for s in _base}
 
 # In-place twins, with the official name of their in-out parameter.
 _TWINS: dict[str, str] = {
-    "Add": "selfRef", "Sub": "selfRef", "Mul": "selfRef", "Div": "selfRef", "DivMod": "selfRef",
-    "PowTensorTensor": "self", "Adds": "selfRef", "Subs": "selfRef", "Muls": "selfRef", "Divs": "selfRef",
-    "PowTensorScalar": "self", "LogicalAnd": "selfRef", "LogicalOr": "selfRef", "LogicalNot": "selfRef",
-    "Neg": "selfRef", "Exp": "selfRef", "Log": "selfRef", "Sqrt": "self", "Rsqrt": "selfRef",
-    "Reciprocal": "selfRef", "Sin": "selfRef", "Cos": "inputRef", "Tanh": "selfRef", "Sigmoid": "selfRef",
-    "Relu": "selfRef", "Erf": "selfRef", "Floor": "selfRef", "Ceil": "selfRef", "Round": "selfRef",
-    **{f"{op}Tensor": "selfRef" for op in _COMPARE}, **{f"{op}Scalar": "selfRef" for op in _COMPARE},
+    "Add": "selfRef",
+    "Sub": "selfRef",
+    "Mul": "selfRef",
+    "Div": "selfRef",
+    "DivMod": "selfRef",
+    "PowTensorTensor": "self",
+    "Adds": "selfRef",
+    "Subs": "selfRef",
+    "Muls": "selfRef",
+    "Divs": "selfRef",
+    "PowTensorScalar": "self",
+    "LogicalAnd": "selfRef",
+    "LogicalOr": "selfRef",
+    "LogicalNot": "selfRef",
+    "Neg": "selfRef",
+    "Exp": "selfRef",
+    "Log": "selfRef",
+    "Sqrt": "self",
+    "Rsqrt": "selfRef",
+    "Reciprocal": "selfRef",
+    "Sin": "selfRef",
+    "Cos": "inputRef",
+    "Tanh": "selfRef",
+    "Sigmoid": "selfRef",
+    "Relu": "selfRef",
+    "Erf": "selfRef",
+    "Floor": "selfRef",
+    "Ceil": "selfRef",
+    "Round": "selfRef",
+    **{f"{op}Tensor": "selfRef" for op in _COMPARE},
+    **{f"{op}Scalar": "selfRef" for op in _COMPARE},
 }
 _twins = [
     inplace_twin(

@@ -11,6 +11,13 @@ RefKernel = Callable[[RefCall], None]
 
 FAMILIES: tuple[str, ...] = (
     "elementwise",
+    "reduction",
+    "norm",
+    "matmul",
+    "convolution",
+    "attention",
+    "moe",
+    "movement",
 )
 
 _KERNELS: dict[str, RefKernel] = {}

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
-
-from acl_core.dtypes import DataType
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
 from acl_reference.tensor_io import wide
+
+from acl_core.dtypes import DataType
 
 Array = np.ndarray
 
@@ -34,7 +35,7 @@ def _inputs(k: RefCall, *names: str) -> list[Array]:
     return [k.read(n, dt) for n in names]
 
 
-def _scalar(k: RefCall, name: str) -> object:
+def _scalar(k: RefCall, name: str) -> Any:
     value = k.value(name)
     return np.asarray(value, dtype=wide(k.plan["compute"])) if value is not None else None
 
@@ -60,7 +61,9 @@ def adds_subs(k: RefCall) -> None:
     b, alpha = _scalar(k, "other"), _scalar(k, "alpha")
     with np.errstate(all="ignore"):
         scaled = b * alpha if alpha is not None else b
-        k.write("out", (a + scaled if a.dtype != np.bool_ else a | scaled) if k.launch.spec.name == "Adds" else a - scaled)
+        k.write(
+            "out", (a + scaled if a.dtype != np.bool_ else a | scaled) if k.launch.spec.name == "Adds" else a - scaled
+        )
 
 
 @kernel("AddV3")
@@ -130,7 +133,12 @@ def extremum(k: RefCall) -> None:
 
 
 _COMPARE: dict[str, Callable[[Array, Array], Array]] = {
-    "Eq": np.equal, "Ne": np.not_equal, "Gt": np.greater, "Ge": np.greater_equal, "Lt": np.less, "Le": np.less_equal,
+    "Eq": np.equal,
+    "Ne": np.not_equal,
+    "Gt": np.greater,
+    "Ge": np.greater_equal,
+    "Lt": np.less,
+    "Le": np.less_equal,
 }
 
 
@@ -213,7 +221,9 @@ def same_dtype_unary(k: RefCall) -> None:
     fn: dict[str, Callable[[Array], Array]] = {
         "Abs": np.abs,
         "Neg": np.negative,
-        "Relu": lambda v: np.where(v > 0, v, np.zeros_like(v)) if v.dtype.kind != "f" else np.where(np.isnan(v) | (v > 0), v, 0.0),
+        "Relu": lambda v: (
+            np.where(v > 0, v, np.zeros_like(v)) if v.dtype.kind != "f" else np.where(np.isnan(v) | (v > 0), v, 0.0)
+        ),
         "Floor": lambda v: np.floor(v) if v.dtype.kind == "f" else v,
         "Ceil": lambda v: np.ceil(v) if v.dtype.kind == "f" else v,
         "Round": lambda v: np.round(v) if v.dtype.kind == "f" else v,

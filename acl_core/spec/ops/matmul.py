@@ -1,0 +1,7 @@
+"""Operators of the matmul family (being declared)."""
+
+from __future__ import annotations
+
+from acl_core.spec.opspec import OpSpec
+
+SPECS: list[OpSpec] = []

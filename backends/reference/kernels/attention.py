@@ -1,0 +1,1 @@
+"""Reference kernels of the attention family (being written)."""

@@ -1,0 +1,1 @@
+"""Reference kernels of the convolution family (being written)."""

@@ -1,0 +1,50 @@
+"""Every declared operator's parameters match the official prototype in aclnn-signatures.tsv."""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import pytest
+
+from acl_core.spec.ops import all_specs
+
+
+def _official(reference_dir: Path) -> dict[str, list[tuple[str, str]]]:
+    table: dict[str, list[tuple[str, str]]] = {}
+    with open(reference_dir / "aclnn-signatures.tsv", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh, delimiter="\t"):
+            name = row["name"]
+            if not name.endswith("GetWorkspaceSize"):
+                continue
+            params = []
+            for raw in row["parameters"].split(","):
+                raw = raw.strip()
+                if not raw:
+                    continue
+                match = re.match(r"^(.*?)([A-Za-z_][A-Za-z0-9_]*)$", raw)
+                assert match, raw
+                c_type = normalise(match.group(1))
+                params.append((match.group(2), c_type))
+            table[name[len("aclnn") : -len("GetWorkspaceSize")]] = params[:-2]  # drop workspaceSize, executor
+    return table
+
+
+def normalise(c_type: str) -> str:
+    """A C type without const qualifiers and spaces: 'const aclTensor *' -> 'aclTensor*'."""
+    c_type = re.sub(r"\bconst\b", "", c_type)
+    return re.sub(r"\s+", "", c_type)
+
+
+@pytest.fixture(scope="module")
+def official(reference_dir: Path) -> dict[str, list[tuple[str, str]]]:
+    return _official(reference_dir)
+
+
+@pytest.mark.parametrize("name", sorted(all_specs()))
+def test_parameters_match_official_prototype(name: str, official: dict[str, list[tuple[str, str]]]) -> None:
+    spec = all_specs()[name]
+    assert name in official, f"aclnn{name} is not an official operator"
+    ours = [(p.name, normalise(p.c_type)) for p in spec.params]
+    assert ours == official[name], f"aclnn{name}: declared {ours}, official {official[name]}"
