@@ -1,0 +1,115 @@
+"""The ``acl-core`` command line: backends, capabilities, conformance, benchmarks, the Qwen3 runner."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Callable, Sequence
+
+from acl_core.errors import AclCoreError
+from acl_core.plugin import get_backend, list_backends
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _cmd_backends(args: argparse.Namespace) -> int:
+    rows = []
+    for status in list_backends():
+        platform = device = version = "-"
+        if status.available and args.probe:
+            try:
+                caps = get_backend(status.name).capabilities()
+                platform, device, version = caps.platform.value, caps.device_name, caps.backend_version
+            except AclCoreError as exc:
+                rows.append((status.name, f"unavailable: {exc.message}", "-", "-", "-"))
+                continue
+        state = "available" if status.available else f"unavailable: {status.reason}"
+        rows.append((status.name, state, platform, device, version))
+    if args.json:
+        keys = ("name", "status", "platform", "device", "version")
+        print(json.dumps([dict(zip(keys, r)) for r in rows], indent=2))
+        return 0
+    _table(("backend", "status", "platform", "device", "version"), rows)
+    return 0
+
+
+def _cmd_caps(args: argparse.Namespace) -> int:
+    try:
+        caps = get_backend(args.name).capabilities()
+    except AclCoreError as exc:
+        print(f"acl-core: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(caps.to_json())
+        return 0
+    data = caps.to_jsonable()
+    rows = []
+    for key, value in data.items():
+        if isinstance(value, list):
+            value = f"{len(value)}: " + ", ".join(str(v) for v in value[:12]) + (" …" if len(value) > 12 else "")
+        elif isinstance(value, dict):
+            value = "; ".join(f"{k}={v}" for k, v in value.items()) or "-"
+        rows.append((key, str(value)))
+    _table(("capability", "value"), rows)
+    return 0
+
+
+def _delegate(module: str, attr: str = "main") -> Handler:
+    def run(args: argparse.Namespace) -> int:
+        fn = getattr(importlib.import_module(module), attr)
+        return int(fn(args.rest))
+
+    return run
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+        for row in (header, *rows):
+            print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+        return
+    table = Table(*header)
+    for row in rows:
+        table.add_row(*(str(c) for c in row))
+    Console().print(table)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for the docs and tests)."""
+    parser = argparse.ArgumentParser(prog="acl-core", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("backends", help="list installed backends and whether they can run here")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--no-probe", dest="probe", action="store_false", help="do not start available backends")
+    p.set_defaults(handler=_cmd_backends)
+
+    p = sub.add_parser("caps", help="show a backend's measured capabilities")
+    p.add_argument("name", nargs="?", default=None, help="backend name (default: ACL_BACKEND or the best available)")
+    p.add_argument("--json", action="store_true", help="print the capability model as JSON")
+    p.set_defaults(handler=_cmd_caps)
+
+    for name, module, text in (
+        ("conformance", "acl_conformance.cli", "prove a backend against the reference (see --help)"),
+        ("bench", "acl_tools.bench", "benchmarks side by side with NumPy / PyTorch (see --help)"),
+        ("qwen3", "acl_tools.qwen3.cli", "run, check and make Qwen3 checkpoints (see --help)"),
+    ):
+        p = sub.add_parser(name, help=text, add_help=False)
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+        p.set_defaults(handler=_delegate(module))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``acl-core`` and ``python -m acl_core``."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except ModuleNotFoundError as exc:
+        print(f"acl-core {args.command}: {exc}", file=sys.stderr)
+        return 2
