@@ -11,9 +11,13 @@ import pytest
 from acl_core.spec.ops import all_specs
 
 
-def _official(reference_dir: Path) -> dict[str, list[tuple[str, str]]]:
+SUPPLEMENT = Path(__file__).parent / "data" / "signatures-from-notes.tsv"
+"""Prototypes absent from aclnn-signatures.tsv, transcribed from cann-contract-notes.md (source column cites it)."""
+
+
+def _official(reference_dir: Path, path: Path | None = None) -> dict[str, list[tuple[str, str]]]:
     table: dict[str, list[tuple[str, str]]] = {}
-    with open(reference_dir / "aclnn-signatures.tsv", encoding="utf-8") as fh:
+    with open(path or reference_dir / "aclnn-signatures.tsv", encoding="utf-8") as fh:
         for row in csv.DictReader(fh, delimiter="\t"):
             name = row["name"]
             if not name.endswith("GetWorkspaceSize"):
@@ -39,7 +43,17 @@ def normalise(c_type: str) -> str:
 
 @pytest.fixture(scope="module")
 def official(reference_dir: Path) -> dict[str, list[tuple[str, str]]]:
-    return _official(reference_dir)
+    table = _official(reference_dir)
+    table.update(_official(reference_dir, SUPPLEMENT))
+    return table
+
+
+def test_supplement_only_fills_gaps_of_the_official_table(reference_dir: Path) -> None:
+    official = _official(reference_dir)
+    level2 = set((reference_dir / "aclnn-level2-names.txt").read_text(encoding="utf-8").split())
+    for name in _official(reference_dir, SUPPLEMENT):
+        assert name not in official, f"{name} is in aclnn-signatures.tsv; drop it from the supplement"
+        assert f"aclnn{name}" in level2, f"aclnn{name} is not a CANN level-2 API"
 
 
 @pytest.mark.parametrize("name", sorted(all_specs()))
