@@ -358,7 +358,15 @@ class Runtime:
         return rng
 
     def _direction(
-        self, dst: int, dest_max: int, src: int, count: int, kind: int, *, pinned_only: bool
+        self,
+        dst: int,
+        dest_max: int,
+        src: int,
+        count: int,
+        kind: int,
+        *,
+        pinned_only: bool,
+        src_count: int | None = None,
     ) -> CopyDirection:
         if not isinstance(count, int) or count < 0 or not isinstance(dest_max, int) or dest_max < 0:
             raise _invalid(f"count ({count!r}) and destMax ({dest_max!r}) must be non-negative integers")
@@ -369,7 +377,7 @@ class Runtime:
         except ValueError:
             raise _invalid(f"unknown memcpy kind {kind!r}") from None
         d = self.memory.resolve(int(dst or 0), count, "dst")
-        s = self.memory.resolve(int(src or 0), count, "src")
+        s = self.memory.resolve(int(src or 0), count if src_count is None else src_count, "src")
         actual = _DIRECTIONS[(s.kind.on_device, d.kind.on_device)]
         if kind is not MemcpyKind.ACL_MEMCPY_DEFAULT and _KIND_DIRECTION[kind] is not actual:
             raise AclError(
@@ -414,8 +422,7 @@ class Runtime:
         with self._lock:
             d_extent = dpitch * (height - 1) + width
             s_extent = spitch * (height - 1) + width
-            direction = self._direction(dst, d_extent, src, d_extent, kind, pinned_only=False)
-            self.memory.resolve(int(src), s_extent, "src")
+            direction = self._direction(dst, d_extent, src, d_extent, kind, pinned_only=False, src_count=s_extent)
             for row in range(height):
                 self.driver.copy(int(dst) + row * dpitch, int(src) + row * spitch, width, direction, None)
 
