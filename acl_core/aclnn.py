@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,7 +20,7 @@ from acl_core.errors import AclCoreError, AclError, AclnnError, AclnnStatus
 from acl_core.plugin import get_backend
 from acl_core.spec.ops import all_specs, get_spec
 from acl_core.spec.opspec import Call, OpSpec
-from acl_core.spec.validate import bind, validate
+from acl_core.spec.validate import bind, handles, signature, validate
 from acl_core.tensor import (
     AclBoolArray,
     AclFloatArray,
@@ -248,7 +249,9 @@ def aclSetRawTensorAddr(tensor: AclTensor, address: int) -> int:
 class AclOpExecutor:
     """aclOpExecutor: one validated call, ready for phase 2 (single use unless made repeatable)."""
 
-    def __init__(self, spec: OpSpec, call: Call, backend: Backend, workspace_size: int) -> None:
+    def __init__(
+        self, spec: OpSpec, call: Call, backend: Backend, workspace_size: int, live: list[Handle] | None = None
+    ) -> None:
         self.spec = spec
         self.call = call
         self.backend = backend
@@ -256,6 +259,17 @@ class AclOpExecutor:
         self.repeatable = False
         self.used = False
         self.destroyed = False
+        self.generation = backend.runtime.memory.generation
+        self.tensors = [t for t in (handles(call.args) if live is None else live) if type(t) is AclTensor]
+        self.addresses = [t.data for t in self.tensors]
+        self.kernel_spec = get_spec(spec.kernel_name)
+        self.kernel_args = spec.base_args(call.args) if spec.base_args else call.args
+
+    def still_valid(self) -> bool:
+        """True when no memory changed and no tensor was re-pointed since validation."""
+        return self.generation == self.backend.runtime.memory.generation and self.addresses == [
+            t.data for t in self.tensors
+        ]
 
     def __repr__(self) -> str:
         return f"<aclOpExecutor {self.spec.name} ws={self.workspace_size}{' repeatable' if self.repeatable else ''}>"
@@ -289,19 +303,49 @@ def aclDestroyAclOpExecutor(executor: AclOpExecutor | None) -> int:
     return int(_guard(run))
 
 
+_CACHE_LIMIT = 1024
+_cache: OrderedDict[tuple[object, ...], tuple[int, Call, int]] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
 def get_workspace_size(
     spec: OpSpec, args: Sequence[Any], kwargs: dict[str, Any] | None = None, backend: Backend | None = None
 ) -> tuple[int, AclOpExecutor]:
-    """Phase 1 for ``spec`` on ``backend`` (default: the process's), raising :class:`AclnnError`."""
+    """Phase 1 for ``spec`` on ``backend`` (default: the process's), raising :class:`AclnnError`.
+
+    A call whose signature (layouts, addresses, attribute values) matches an earlier valid call under
+    the same memory-map generation reuses that validation: only handle liveness is re-checked.
+    """
     bound = bind(spec, args, kwargs)
     backend = backend or get_backend()
-    call = validate(spec, bound, backend.runtime)
+    runtime = backend.runtime
+    key = signature(spec, bound)
+    if key is not None:
+        key = (id(backend), *key)
+        hit = _cache.get(key)
+        if hit is not None and hit[0] == runtime.memory.generation:
+            _, cached, size = hit
+            live = handles(bound)
+            for h in live:
+                if h.destroyed:
+                    h.check_alive("argument")
+            args = dict(cached.args)
+            for name, value in bound.items():
+                if isinstance(value, Handle):
+                    args[name] = value
+            return size, AclOpExecutor(spec, Call(spec, args, cached.plan), backend, size, live)
+    call = validate(spec, bound, runtime)
     if spec.kernel_name not in backend.kernels:
         raise AclnnError(
             AclnnStatus.ACLNN_ERR_INNER_FIND_KERNEL_ERROR,
             f"backend {backend.name!r} has no kernel for {spec.kernel_name}",
         )
     size = int(spec.workspace(call))
+    if key is not None:
+        with _cache_lock:
+            _cache[key] = (runtime.memory.generation, call, size)
+            if len(_cache) > _CACHE_LIMIT:
+                _cache.popitem(last=False)
     return size, AclOpExecutor(spec, call, backend, size)
 
 
@@ -337,11 +381,19 @@ def execute(
         driver_stream = runtime.stream(stream)
     except AclError as exc:
         raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, exc.message) from None
-    call = validate(spec, executor.call.args, runtime)  # the memory behind tensors may have been freed since phase 1
-    base = get_spec(spec.kernel_name)
-    args = spec.base_args(call.args) if spec.base_args else call.args
+    if not executor.still_valid():  # memory behind the tensors may have been freed since phase 1
+        validate(spec, executor.call.args, runtime)
     executor.used = True
-    executor.backend.launch(Launch(base, args, call.plan, int(workspace or 0), executor.workspace_size, driver_stream))
+    executor.backend.launch(
+        Launch(
+            executor.kernel_spec,
+            executor.kernel_args,
+            executor.call.plan,
+            int(workspace or 0),
+            executor.workspace_size,
+            driver_stream,
+        )
+    )
 
 
 # ----------------------------------------------------------------------------- generated operator entry points

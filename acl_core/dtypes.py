@@ -75,7 +75,7 @@ class DataType(IntEnum):
     @property
     def is_packed(self) -> bool:
         """True where several elements share one byte of storage (4-bit and 1-bit types)."""
-        return self.info.storage_bits < 8
+        return self in _PACKED
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,9 @@ _INFO: dict[DataType, DataTypeInfo] = {
     DataType.ACL_FLOAT4_E2M1: _info("float4_e2m1", 4, "float", ml_dtypes.float4_e2m1fn),
     DataType.ACL_FLOAT4_E1M2: _info("float4_e1m2", 4, "float", None),
 }
+
+
+_PACKED = frozenset(d for d, info in _INFO.items() if 0 < info.storage_bits < 8)
 
 
 def storage_nbytes(dtype: DataType, count: int) -> int:

@@ -58,6 +58,7 @@ class _Registry:
         self._instances: dict[str, Backend] = {}
         self._probes: dict[str, str | None] = {}
         self.selected: str | None = None
+        self._default: Backend | None = None
 
     def _ensure_loaded(self) -> None:
         with self._lock:
@@ -98,6 +99,7 @@ class _Registry:
         """Register a plugin object directly (tests, notebooks); it wins over entry points of the same name."""
         with self._lock:
             self._ensure_loaded()
+            self._default = None
             label = name or str(getattr(plugin, "__name__", type(plugin).__name__))
             self._register(plugin, label, "registered in-process")
 
@@ -107,6 +109,7 @@ class _Registry:
             self._registrations.pop(name, None)
             self._instances.pop(name, None)
             self._probes.pop(name, None)
+            self._default = None
 
     def _probe(self, reg: BackendRegistration) -> str | None:
         if reg.name not in self._probes:
@@ -129,8 +132,11 @@ class _Registry:
             return sorted(rows, key=lambda r: (-r.priority, r.name))
 
     def get(self, name: str | None) -> Backend:
+        if name is None and self.selected is None and not os.environ.get(ENV_BACKEND) and self._default is not None:
+            return self._default  # the per-call fast path: the default is resolved once
         with self._lock:
             self._ensure_loaded()
+            by_default = name is None and self.selected is None and not os.environ.get(ENV_BACKEND)
             if name is None:
                 name = self.selected or os.environ.get(ENV_BACKEND) or None
             if name is None:
@@ -138,24 +144,28 @@ class _Registry:
                 if not available:
                     raise BackendUnavailableError("<default>", "no installed backend is available here")
                 name = available[0].name
-            if name in self._instances:
-                return self._instances[name]
-            if name not in self._registrations:
-                if name in self._broken:
-                    raise BackendUnavailableError(name, self._broken[name])
-                raise BackendNotFoundError(name, sorted(self._registrations))
-            reg, _ = self._registrations[name]
-            reason = self._probe(reg)
-            if reason is not None:
-                raise BackendUnavailableError(name, reason)
-            try:
-                backend = reg.factory()
-            except BackendUnavailableError:
-                raise
-            except Exception as exc:
-                raise BackendUnavailableError(name, f"backend failed to start: {type(exc).__name__}: {exc}") from exc
-            self._instances[name] = backend
+            backend = self._instances.get(name) or self._create(name)
+            if by_default:
+                self._default = backend
             return backend
+
+    def _create(self, name: str) -> Backend:
+        if name not in self._registrations:
+            if name in self._broken:
+                raise BackendUnavailableError(name, self._broken[name])
+            raise BackendNotFoundError(name, sorted(self._registrations))
+        reg, _ = self._registrations[name]
+        reason = self._probe(reg)
+        if reason is not None:
+            raise BackendUnavailableError(name, reason)
+        try:
+            backend = reg.factory()
+        except BackendUnavailableError:
+            raise
+        except Exception as exc:
+            raise BackendUnavailableError(name, f"backend failed to start: {type(exc).__name__}: {exc}") from exc
+        self._instances[name] = backend
+        return backend
 
     def reset(self) -> None:
         """Forget everything; the next call reloads entry points."""

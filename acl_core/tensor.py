@@ -7,6 +7,7 @@ the op specs.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -106,6 +107,11 @@ class AclTensor(Handle):
                 f"{_max_index(view, stride, offset)}, outside storage dims {storage}"
             )
         return tensor
+
+    @functools.cached_property
+    def layout(self) -> tuple[object, ...]:
+        """Everything but the data address, as one hashable value (for launch caches)."""
+        return (self.view_dims, self.dtype, self.strides, self.offset, self.format, self.storage_dims)
 
     @property
     def rank(self) -> int:

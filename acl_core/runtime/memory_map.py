@@ -50,9 +50,12 @@ class MemoryMap:
         self._starts: list[int] = []
         self._ranges: dict[int, Range] = {}
         self._freed: OrderedDict[int, int] = OrderedDict()
+        self.generation = 0
+        """Bumped on every change; validation cached under one generation stays true while it holds."""
 
     def add(self, rng: Range) -> None:
         """Record a live range (it must not overlap another live range of device memory)."""
+        self.generation += 1
         self._freed.pop(rng.start, None)
         if rng.start in self._ranges:
             self.remove(rng.start)
@@ -61,6 +64,7 @@ class MemoryMap:
 
     def remove(self, start: int) -> Range:
         """Forget the live range that starts at ``start`` and remember it as freed."""
+        self.generation += 1
         rng = self._ranges.pop(start)
         self._starts.pop(bisect.bisect_left(self._starts, start))
         self._freed[start] = rng.size

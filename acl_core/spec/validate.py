@@ -236,3 +236,48 @@ def _check_overlap(spec: OpSpec, canon: dict[str, Any]) -> None:
             if wp.role is Role.INOUT and op.role is Role.OUT and _same_view(w, o):
                 continue
             raise invalid(f"{wl} overlaps {ol} in device memory, which this operator does not allow")
+
+
+def signature(spec: OpSpec, args: dict[str, Any]) -> tuple[object, ...] | None:
+    """A hashable key of everything validation depends on, or None when an argument defies one.
+
+    Two calls with equal signatures under the same memory-map generation validate identically, so
+    phase 1 can reuse the first one's result (DESIGN.md §4.2: launch metadata cached per signature).
+    """
+    parts: list[object] = [spec.name]
+    for p in spec.params:
+        v = args.get(p.name)
+        kind = type(v)
+        if kind is AclTensor:
+            parts.append((v.layout, v.data))
+        elif kind is AclScalar:
+            parts.append((kind, v.dtype, v.value))
+        elif kind is AclTensorList:
+            parts.append(tuple((t.layout, t.data) for t in v.tensors))
+        elif kind in (AclIntArray, AclFloatArray, AclBoolArray):
+            parts.append((kind, v.values))
+        elif kind is AclScalarList:
+            parts.append(tuple((s.dtype, s.value) for s in v.scalars))
+        elif v is None or kind in (int, float, bool, str):
+            parts.append((kind, v))
+        else:
+            return None
+    return tuple(parts)
+
+
+def handles(args: dict[str, Any]) -> list[Handle]:
+    """Every handle among the arguments (tensor-list members included), to re-check liveness cheaply."""
+    found: list[Handle] = []
+    for v in args.values():
+        kind = type(v)
+        if kind is AclTensor or kind is AclScalar:
+            found.append(v)
+        elif kind is AclTensorList:
+            found.append(v)
+            found.extend(v.tensors)
+        elif kind is AclScalarList:
+            found.append(v)
+            found.extend(v.scalars)
+        elif isinstance(v, Handle):
+            found.append(v)
+    return found

@@ -64,6 +64,8 @@ class ReferenceDriver(Driver):
         self._host: dict[int, np.ndarray] = {}
         self._local = threading.local()
         self._default_streams = {d: ReferenceStream(d, default=True) for d in range(self.devices)}
+        self.views: dict[tuple[object, ...], np.ndarray] = {}
+        """NumPy views of tensors by (address, layout); cleared whenever memory is freed."""
 
     # ------------------------------------------------------------------ devices
     def device_count(self) -> int:
@@ -110,6 +112,7 @@ class ReferenceDriver(Driver):
     def free(self, address: int) -> None:
         """Drop the buffer at ``address``."""
         with self._lock:
+            self.views.clear()
             buffer = self._buffers.pop(address)
             self._starts.pop(bisect.bisect_left(self._starts, address))
             device = self._owner.pop(address)

@@ -21,15 +21,21 @@ def _storage_view(driver: ReferenceDriver, t: AclTensor) -> np.ndarray:
         raise _unsupported(t)
     if t.numel == 0:
         return np.empty(t.view_dims, dtype=np_dtype)
-    buffer, start = driver.device_buffer(t.data)
-    item = np_dtype.itemsize
-    return np.ndarray(
-        t.view_dims,
-        dtype=np_dtype,
-        buffer=buffer,
-        offset=start + t.offset * item,
-        strides=tuple(s * item for s in t.strides),
-    )
+    key = (t.data, t.layout)
+    view = driver.views.get(key)
+    if view is None:
+        buffer, start = driver.device_buffer(t.data)
+        item = np_dtype.itemsize
+        view = np.ndarray(
+            t.view_dims,
+            dtype=np_dtype,
+            buffer=buffer,
+            offset=start + t.offset * item,
+            strides=tuple(s * item for s in t.strides),
+        )
+        if len(driver.views) < 4096:
+            driver.views[key] = view
+    return view
 
 
 def _packed_storage(driver: ReferenceDriver, t: AclTensor) -> tuple[np.ndarray, np.ndarray]:

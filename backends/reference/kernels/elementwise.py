@@ -41,9 +41,28 @@ def _scalar(k: RefCall, name: str) -> Any:
 
 
 # ----------------------------------------------------------------------------- arithmetic
+_NATIVE = frozenset(
+    {
+        DataType.ACL_FLOAT,
+        DataType.ACL_DOUBLE,
+        DataType.ACL_INT8,
+        DataType.ACL_INT16,
+        DataType.ACL_INT32,
+        DataType.ACL_INT64,
+    }
+)
+"""Types whose native NumPy add/sub is already exact-rounded (one rounding, like the wide path)."""
+
+
 @kernel("Add", "Sub")
 def add_sub(k: RefCall) -> None:
     """out = self ± alpha·other."""
+    dtypes = {k.dtype("self"), k.dtype("other"), k.dtype("out")}
+    if len(dtypes) == 1 and dtypes <= _NATIVE and k.value("alpha") in (None, 1):
+        ufunc = np.add if k.launch.spec.name == "Add" else np.subtract
+        with np.errstate(all="ignore"):
+            ufunc(k.read("self"), k.read("other"), out=k.read("out"))
+        return
     a, b = _inputs(k, "self", "other")
     alpha = _scalar(k, "alpha")
     with np.errstate(all="ignore"):
