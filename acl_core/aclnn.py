@@ -329,11 +329,11 @@ def get_workspace_size(
             for h in live:
                 if h.destroyed:
                     h.check_alive("argument")
-            args = dict(cached.args)
+            fresh = dict(cached.args)
             for name, value in bound.items():
                 if isinstance(value, Handle):
-                    args[name] = value
-            return size, AclOpExecutor(spec, Call(spec, args, cached.plan), backend, size, live)
+                    fresh[name] = value
+            return size, AclOpExecutor(spec, Call(spec, fresh, cached.plan), backend, size, live)
     call = validate(spec, bound, runtime)
     if spec.kernel_name not in backend.kernels:
         raise AclnnError(

@@ -246,7 +246,7 @@ def signature(spec: OpSpec, args: dict[str, Any]) -> tuple[object, ...] | None:
     """
     parts: list[object] = [spec.name]
     for p in spec.params:
-        v = args.get(p.name)
+        v: Any = args.get(p.name)
         kind = type(v)
         if kind is AclTensor:
             parts.append((v.layout, v.data))

@@ -74,4 +74,5 @@ class RefCall:
 
     def dtype(self, name: str) -> DataType:
         """The aclDataType of tensor ``name``."""
-        return self.args[name].dtype  # type: ignore[no-any-return]
+        dtype: DataType = self.args[name].dtype
+        return dtype
