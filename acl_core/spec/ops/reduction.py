@@ -1,7 +1,790 @@
-"""Operators of the reduction family (being declared)."""
+"""Operators of the reduction family: softmax, reductions over dims, arg-extrema, scans, top-k and sorting.
+
+Dtype lists, null rules and error cases follow each operator's page in CANN's ops-math / ops-nn
+documentation and the checks its ``op_api`` performs. Reduction dims arrive as aclIntArray; an empty
+array means "every dim" (ReduceSum, Mean, Amax, Amin and the Var/Std family); only the Var/Std family
+also accepts a null ``dim`` for that. None of these operators has an ``aclnnInplaceXxx`` twin in the
+official prototype table.
+"""
 
 from __future__ import annotations
 
-from acl_core.spec.opspec import OpSpec
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-SPECS: list[OpSpec] = []
+import numpy as np
+
+from acl_core.dtypes import DataType as D
+from acl_core.spec import samples as S
+from acl_core.spec.opspec import (
+    Call,
+    ErrorSample,
+    OpSpec,
+    OutInfo,
+    Param,
+    Sample,
+    bool_attr,
+    dtype_attr,
+    int_array,
+    int_attr,
+    invalid,
+    out,
+    tensor,
+)
+from acl_core.spec.promotion import can_cast
+from acl_core.spec.rules import (
+    COMPLEX,
+    FLOATS,
+    FLOATS64,
+    INTEGERS,
+    REAL_BOOL,
+    castable,
+    listed,
+    normalize_dim,
+    normalize_dims,
+    reduced_shape,
+    same,
+    tensor_arg,
+)
+from acl_core.tensor import AclIntArray, AclTensor
+
+FAMILY = "reduction"
+INVALID = 161002
+NULLPTR = 161001
+Infos = Mapping[str, "OutInfo | list[OutInfo] | None"]
+SampleGen = Callable[[np.random.Generator], Iterable[Sample]]
+ErrorGen = Callable[[np.random.Generator], Iterable[ErrorSample]]
+
+_UNSIGNED_WIDE = frozenset({D.ACL_UINT16, D.ACL_UINT32, D.ACL_UINT64})
+SOFTMAX_DTYPES = FLOATS64
+SUM_DTYPES = REAL_BOOL | COMPLEX
+MEAN_DTYPES = FLOATS64 | INTEGERS | COMPLEX
+EXTREMA_DTYPES = REAL_BOOL
+"""Amax, Amin and Max."""
+MAX_DIM_DTYPES = frozenset({D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16, D.ACL_INT32, D.ACL_INT64, D.ACL_BOOL})
+ARG_DTYPES = FLOATS64 | INTEGERS
+PROD_DTYPES = REAL_BOOL | COMPLEX
+CUMSUM_DTYPES = FLOATS64 | INTEGERS | COMPLEX
+TOPK_DTYPES = FLOATS64 | INTEGERS | _UNSIGNED_WIDE
+SORT_DTYPES = FLOATS | INTEGERS | _UNSIGNED_WIDE | {D.ACL_BOOL}
+SORT_VALUES_DTYPES = SORT_DTYPES | {D.ACL_DOUBLE}
+ARGSORT_DTYPES = FLOATS | INTEGERS | _UNSIGNED_WIDE
+VAR_DTYPES = FLOATS
+INDEX_OUT = frozenset({D.ACL_INT32, D.ACL_INT64})
+INT64_ONLY = frozenset({D.ACL_INT64})
+
+
+# ----------------------------------------------------------------------------- rule helpers
+def _reduce_dims(call: Call, name: str, rank: int) -> tuple[int, ...]:
+    """Normalised reduction dims; an empty (or, where the param is optional, null) array means every dim."""
+    arr = call.args[name]
+    values = arr.values if isinstance(arr, AclIntArray) else ()
+    if not values:
+        return tuple(range(rank))
+    return normalize_dims(values, rank, name)
+
+
+def _no_empty_reduction(t: AclTensor, dims: Sequence[int], what: str) -> None:
+    """Extrema have no identity: refuse a reduction over a zero-size dim (or over every dim of an empty tensor)."""
+    if t.rank == 0:
+        return
+    if t.numel == 0 and any(t.shape[d] == 0 for d in dims):
+        raise invalid(f"{what}: cannot reduce over a dimension of size 0 (self shape {list(t.shape)})")
+
+
+def _scalar_out_shape(call: Call, name: str) -> tuple[int, ...]:
+    """A whole-tensor result: CANN documents its shape as (1), torch gives 0-d; either is accepted."""
+    o = call.args.get(name)
+    if isinstance(o, AclTensor) and tuple(o.view_dims) == (1,):
+        return (1,)
+    return ()
+
+
+def _check_castable(src: D, dst: D, what: str) -> None:
+    if not can_cast(src, dst):
+        raise invalid(f"{what}: {src.short} cannot be cast to {dst.short}")
+
+
+def _no_empty_complex(t: AclTensor, dtype: D) -> None:
+    if t.numel == 0 and dtype.is_complex:
+        raise invalid(f"an empty self cannot produce a complex result ({dtype.short})")
+
+
+def _dtype_arg(call: Call) -> D:
+    return D(call.args["dtype"])
+
+
+# ----------------------------------------------------------------------------- sample helpers
+def _x(rng: np.random.Generator, shape: Sequence[int], dt: D, *, low: float = -4.0, high: float = 4.0) -> np.ndarray:
+    return S.array(rng, shape, dt, low=low, high=high)
+
+
+def _with_nan_inf(x: np.ndarray) -> np.ndarray:
+    """A float array with NaN in its first element and +Inf in a later one (results stay defined: NaN / Inf)."""
+    x = x.copy()
+    flat = x.reshape(-1)
+    if flat.size >= 6:
+        flat[0] = np.nan
+        flat[5] = np.inf
+    return x
+
+
+def _distinct(rng: np.random.Generator, shape: Sequence[int], dt: D) -> np.ndarray:
+    """Values without ties (a permutation), so any correct sort gives the same indices."""
+    n = int(np.prod(shape)) if shape else 1
+    np_dtype = dt.numpy
+    assert np_dtype is not None
+    return rng.permutation(n).reshape(tuple(shape)).astype(np_dtype)
+
+
+_REDUCE_CASES: tuple[tuple[tuple[int, ...], list[int], bool], ...] = (
+    ((2, 3, 4), [1], False),
+    ((2, 3, 4), [-1, 0], True),
+    ((3, 5), [], False),
+    ((), [], True),
+    ((0, 3), [0], False),
+    ((0, 3), [1], True),
+)
+"""(shape, dims, keepdim): one dim, negative dims with keepdim, every dim, 0-d, over an empty dim, empty result."""
+_SHORT_CASES = (_REDUCE_CASES[1], _REDUCE_CASES[2])
+
+
+# ----------------------------------------------------------------------------- softmax
+def _softmax(name: str, min_rank: int) -> OpSpec:
+    params = (tensor("self", SOFTMAX_DTYPES, min_rank=min_rank), int_attr("dim"), out("out", SOFTMAX_DTYPES))
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, "self")
+        call.plan["dim"] = normalize_dim(call.args["dim"], t.rank)
+        return {"out": castable(t.shape, t.dtype)}
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        for dt in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16, D.ACL_DOUBLE):
+            yield Sample({"self": _x(rng, (3, 7), dt), "dim": -1}, f"{dt.short} [3, 7] dim -1")
+            yield Sample({"self": _x(rng, (2, 3, 4), dt), "dim": 1}, f"{dt.short} [2, 3, 4] dim 1")
+        special = np.array(
+            [[-np.inf, 1.0, 2.0, -1.0], [np.nan, 0.0, 1.0, 2.0], [np.inf, 0.0, 1.0, 2.0], [80.0, 90.0, -90.0, 0.0]],
+            np.float32,
+        )
+        yield Sample({"self": special, "dim": 1}, "float32 -Inf / NaN / +Inf / large rows")
+        yield Sample({"self": _x(rng, (0, 4), D.ACL_FLOAT), "dim": 1}, "float32 empty")
+        if min_rank == 0:
+            yield Sample({"self": _x(rng, (), D.ACL_FLOAT), "dim": 0}, "float32 0-d")
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        yield ErrorSample({"self": _x(rng, (2, 3), D.ACL_FLOAT), "dim": 2}, INVALID, "dim out of range")
+        yield ErrorSample({"self": _x(rng, (2, 3), D.ACL_FLOAT), "dim": -3}, INVALID, "negative dim out of range")
+        yield ErrorSample({"self": _x(rng, (2, 3), D.ACL_INT32), "dim": 1}, INVALID, "int32 self")
+        yield ErrorSample(
+            {"self": _x(rng, (2, 3), D.ACL_FLOAT), "dim": 1, "out": np.zeros((3, 2), np.float32)},
+            INVALID,
+            "out of the wrong shape",
+        )
+
+    return OpSpec(name, FAMILY, params, infer, samples=gen, error_samples=errors, summary=f"{name} along dim")
+
+
+# ----------------------------------------------------------------------------- sum / mean / extrema over dims
+def _reduce_sum() -> OpSpec:
+    params = (
+        tensor("self", SUM_DTYPES),
+        int_array("dims"),
+        bool_attr("keepDims"),
+        dtype_attr("dtype", dtypes=SUM_DTYPES),
+        out("out", SUM_DTYPES),
+    )
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, "self")
+        dtype = _dtype_arg(call)
+        dims = _reduce_dims(call, "dims", t.rank)
+        _no_empty_complex(t, dtype)
+        call.plan["dims"] = dims
+        return {"out": same(reduced_shape(t.shape, dims, call.args["keepDims"]), dtype)}
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        for shape, dims, keep in _REDUCE_CASES:
+            x = _x(rng, shape, D.ACL_FLOAT)
+            args = {"dims": dims, "keepDims": keep, "dtype": int(D.ACL_FLOAT)}
+            yield Sample({"self": x, **args}, f"float32 {list(shape)} dims {dims} keep={keep}")
+        yield Sample(
+            {"self": _with_nan_inf(_x(rng, (2, 3, 4), D.ACL_FLOAT)), "dims": [1], "keepDims": False, "dtype": 0},
+            "float32 with NaN and +Inf",
+        )
+        pairs = (
+            (D.ACL_FLOAT16, D.ACL_FLOAT16),
+            (D.ACL_BF16, D.ACL_BF16),
+            (D.ACL_DOUBLE, D.ACL_DOUBLE),
+            (D.ACL_FLOAT, D.ACL_FLOAT16),
+            (D.ACL_INT32, D.ACL_INT64),
+            (D.ACL_INT8, D.ACL_INT8),
+            (D.ACL_UINT8, D.ACL_INT32),
+            (D.ACL_BOOL, D.ACL_INT64),
+            (D.ACL_INT64, D.ACL_FLOAT),
+            (D.ACL_COMPLEX64, D.ACL_COMPLEX64),
+        )
+        for src, dst in pairs:
+            for shape, dims, keep in _SHORT_CASES:
+                yield Sample(
+                    {"self": _x(rng, shape, src), "dims": dims, "keepDims": keep, "dtype": int(dst)},
+                    f"{src.short}→{dst.short} {list(shape)} dims {dims}",
+                )
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        x = _x(rng, (2, 3), D.ACL_FLOAT)
+        base = {"self": x, "keepDims": False, "dtype": int(D.ACL_FLOAT)}
+        yield ErrorSample({**base, "dims": [2]}, INVALID, "dim out of range")
+        yield ErrorSample({**base, "dims": [0, -2]}, INVALID, "repeated dim")
+        yield ErrorSample({**base, "dims": None}, NULLPTR, "null dims")
+        yield ErrorSample({**base, "dims": [0], "out": np.zeros((3,), np.int32)}, INVALID, "out dtype differs")
+        yield ErrorSample({**base, "dims": [0], "out": np.zeros((2,), np.float32)}, INVALID, "out of the wrong shape")
+        yield ErrorSample(
+            {**base, "self": _x(rng, (0, 3), D.ACL_FLOAT), "dims": [0], "dtype": int(D.ACL_COMPLEX64)},
+            INVALID,
+            "empty self with a complex result",
+        )
+
+    return OpSpec("ReduceSum", FAMILY, params, infer, samples=gen, error_samples=errors, summary="sum over dims")
+
+
+def _mean() -> OpSpec:
+    params = (
+        tensor("self", MEAN_DTYPES),
+        int_array("dim"),
+        bool_attr("keepDim"),
+        dtype_attr("dtype", dtypes=MEAN_DTYPES),
+        out("out", MEAN_DTYPES),
+    )
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, "self")
+        dtype = _dtype_arg(call)
+        _check_castable(t.dtype, dtype, "self to dtype")
+        dims = _reduce_dims(call, "dim", t.rank)
+        _no_empty_complex(t, dtype)
+        call.plan["dims"] = dims
+        return {"out": castable(reduced_shape(t.shape, dims, call.args["keepDim"]), dtype)}
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        for shape, dims, keep in _REDUCE_CASES:
+            x = _x(rng, shape, D.ACL_FLOAT)
+            yield Sample(
+                {"self": x, "dim": dims, "keepDim": keep, "dtype": int(D.ACL_FLOAT)},
+                f"float32 {list(shape)} dims {dims} keep={keep}",
+            )
+        yield Sample(
+            {"self": _with_nan_inf(_x(rng, (2, 3, 4), D.ACL_FLOAT)), "dim": [1], "keepDim": True, "dtype": 0},
+            "float32 with NaN and +Inf",
+        )
+        pairs = (
+            (D.ACL_FLOAT16, D.ACL_FLOAT16),
+            (D.ACL_BF16, D.ACL_BF16),
+            (D.ACL_DOUBLE, D.ACL_DOUBLE),
+            (D.ACL_FLOAT16, D.ACL_FLOAT),
+            (D.ACL_INT32, D.ACL_FLOAT),
+            (D.ACL_UINT8, D.ACL_FLOAT16),
+            (D.ACL_INT64, D.ACL_INT64),
+            (D.ACL_COMPLEX64, D.ACL_COMPLEX64),
+        )
+        for src, dst in pairs:
+            for shape, dims, keep in _SHORT_CASES:
+                yield Sample(
+                    {"self": _x(rng, shape, src), "dim": dims, "keepDim": keep, "dtype": int(dst)},
+                    f"{src.short}→{dst.short} {list(shape)} dims {dims}",
+                )
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        base = {"self": _x(rng, (2, 3), D.ACL_FLOAT), "keepDim": False, "dtype": int(D.ACL_FLOAT)}
+        yield ErrorSample({**base, "dim": [-3]}, INVALID, "dim out of range")
+        yield ErrorSample({**base, "dim": [1, 1]}, INVALID, "repeated dim")
+        yield ErrorSample({**base, "dim": [0], "dtype": int(D.ACL_INT32)}, INVALID, "float self to int dtype")
+        yield ErrorSample({**base, "dim": [0], "out": np.zeros((3,), np.int32)}, INVALID, "float result to int out")
+        yield ErrorSample({**base, "self": _x(rng, (2, 3), D.ACL_BOOL), "dim": [0]}, INVALID, "bool self")
+
+    return OpSpec("Mean", FAMILY, params, infer, samples=gen, error_samples=errors, summary="mean over dims")
+
+
+def _amax_amin(name: str) -> OpSpec:
+    params = (
+        tensor("self", EXTREMA_DTYPES),
+        int_array("dim"),
+        bool_attr("keepDim"),
+        out("out", EXTREMA_DTYPES),
+    )
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, "self")
+        dims = _reduce_dims(call, "dim", t.rank)
+        _no_empty_reduction(t, dims, name)
+        call.plan["dims"] = dims
+        return {"out": same(reduced_shape(t.shape, dims, call.args["keepDim"]), t.dtype)}
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        for shape, dims, keep in _REDUCE_CASES:
+            if shape == (0, 3) and dims == [0]:
+                continue  # refused: no identity
+            x = _x(rng, shape, D.ACL_FLOAT)
+            yield Sample({"self": x, "dim": dims, "keepDim": keep}, f"float32 {list(shape)} dims {dims} keep={keep}")
+        yield Sample(
+            {"self": S.array(rng, (3, 8), D.ACL_FLOAT, special=True), "dim": [1], "keepDim": False},
+            "float32 NaN / ±Inf / ±0 / extremes",
+        )
+        for dt in (D.ACL_FLOAT16, D.ACL_BF16, D.ACL_DOUBLE, D.ACL_INT8, D.ACL_UINT8, D.ACL_INT32, D.ACL_INT64):
+            for shape, dims, keep in _SHORT_CASES:
+                yield Sample(
+                    {"self": S.array(rng, shape, dt, special=True), "dim": dims, "keepDim": keep},
+                    f"{dt.short} {list(shape)} dims {dims}",
+                )
+        yield Sample({"self": _x(rng, (4, 5), D.ACL_BOOL), "dim": [0], "keepDim": False}, "bool")
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        base = {"self": _x(rng, (2, 3), D.ACL_FLOAT), "keepDim": False}
+        yield ErrorSample({**base, "dim": [2]}, INVALID, "dim out of range")
+        yield ErrorSample({**base, "dim": [-1, 1]}, INVALID, "repeated dim")
+        yield ErrorSample({**base, "dim": [1], "out": np.zeros((2,), np.float16)}, INVALID, "out dtype differs")
+        yield ErrorSample({**base, "self": _x(rng, (0, 3), D.ACL_FLOAT), "dim": [0]}, INVALID, "reduce a size-0 dim")
+        yield ErrorSample({**base, "self": _x(rng, (0, 3), D.ACL_FLOAT), "dim": []}, INVALID, "reduce an empty tensor")
+
+    return OpSpec(name, FAMILY, params, infer, samples=gen, error_samples=errors, summary=f"{name} over dims")
+
+
+def _max() -> OpSpec:
+    params = (tensor("self", EXTREMA_DTYPES), out("out", EXTREMA_DTYPES))
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, "self")
+        return {"out": listed(_scalar_out_shape(call, "out"), t.dtype)}
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        for dt in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16, D.ACL_DOUBLE, D.ACL_INT8, D.ACL_UINT8, D.ACL_INT64):
+            yield Sample({"self": _x(rng, (3, 5), dt)}, f"{dt.short} [3, 5]")
+        yield Sample({"self": S.array(rng, (2, 3, 4), D.ACL_FLOAT, special=True)}, "float32 with NaN")
+        yield Sample({"self": np.array([-np.inf, 1.0, np.inf], np.float32)}, "float32 ±Inf")
+        yield Sample({"self": _x(rng, (), D.ACL_INT32)}, "int32 0-d")
+        yield Sample({"self": _x(rng, (6,), D.ACL_BOOL)}, "bool")
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        x = _x(rng, (2, 3), D.ACL_FLOAT)
+        yield ErrorSample({"self": x, "out": np.zeros((2,), np.float32)}, INVALID, "out of the wrong shape")
+        yield ErrorSample({"self": x, "out": np.zeros((), np.complex64)}, INVALID, "complex out")
+
+    return OpSpec("Max", FAMILY, params, infer, samples=gen, error_samples=errors, summary="max of every element")
+
+
+# ----------------------------------------------------------------------------- one-dim extrema and arg-extrema
+def _dim_cases(rng: np.random.Generator, dt: D, *, zero_d: bool) -> Iterable[Sample]:
+    yield Sample({"self": S.array(rng, (3, 5), dt, special=dt.is_float), "dim": 1, "keepdim": False}, f"{dt.short}")
+    yield Sample({"self": _x(rng, (2, 3, 4), dt, low=-2, high=2), "dim": -3, "keepdim": True}, f"{dt.short} ties")
+    if zero_d:
+        yield Sample({"self": _x(rng, (), dt), "dim": 0, "keepdim": False}, f"{dt.short} 0-d")
+    yield Sample({"self": _x(rng, (0, 4), dt), "dim": 1, "keepdim": True}, f"{dt.short} empty")
+
+
+def _dim_errors(rng: np.random.Generator, out_name: str, extra: Mapping[str, object]) -> Iterable[ErrorSample]:
+    x = _x(rng, (2, 3), D.ACL_FLOAT)
+    yield ErrorSample({"self": x, "dim": 2, "keepdim": False, **extra}, INVALID, "dim out of range")
+    yield ErrorSample({"self": x, "dim": -3, "keepdim": False, **extra}, INVALID, "negative dim out of range")
+    yield ErrorSample(
+        {"self": _x(rng, (3, 0), D.ACL_FLOAT), "dim": 1, "keepdim": False, **extra}, INVALID, "reduce a size-0 dim"
+    )
+    yield ErrorSample(
+        {"self": x, "dim": 1, "keepdim": False, out_name: np.zeros((2,), np.float32), **extra},
+        INVALID,
+        f"float {out_name}",
+    )
+
+
+def _max_dim() -> OpSpec:
+    params = (
+        tensor("self", MAX_DIM_DTYPES, min_rank=1),
+        int_attr("dim"),
+        bool_attr("keepdim"),
+        out("out", MAX_DIM_DTYPES),
+        out("indices", INDEX_OUT),
+    )
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, "self")
+        dim = normalize_dim(call.args["dim"], t.rank)
+        _no_empty_reduction(t, (dim,), "MaxDim")
+        call.plan["dim"] = dim
+        shape = reduced_shape(t.shape, (dim,), call.args["keepdim"])
+        return {"out": same(shape, t.dtype), "indices": listed(shape, D.ACL_INT64)}
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        for dt in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16, D.ACL_INT32, D.ACL_INT64):
+            yield from _dim_cases(rng, dt, zero_d=False)
+        yield Sample({"self": _x(rng, (4, 3), D.ACL_BOOL), "dim": 0, "keepdim": False}, "bool")
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        yield from _dim_errors(rng, "indices", {})
+        yield ErrorSample({"self": _x(rng, (), D.ACL_FLOAT), "dim": 0, "keepdim": False}, INVALID, "0-d self")
+
+    return OpSpec(
+        "MaxDim", FAMILY, params, infer, samples=gen, error_samples=errors, summary="max along dim with indices"
+    )
+
+
+def _arg_extremum(name: str) -> OpSpec:
+    params = (tensor("self", ARG_DTYPES), int_attr("dim"), bool_attr("keepdim"), out("out", INDEX_OUT))
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, "self")
+        dim = normalize_dim(call.args["dim"], t.rank)
+        _no_empty_reduction(t, (dim,), name)
+        call.plan["dim"] = dim
+        return {"out": listed(reduced_shape(t.shape, (dim,), call.args["keepdim"]), D.ACL_INT64)}
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        for dt in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16, D.ACL_DOUBLE, D.ACL_INT8, D.ACL_UINT8, D.ACL_INT64):
+            yield from _dim_cases(rng, dt, zero_d=dt == D.ACL_FLOAT)
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        yield from _dim_errors(rng, "out", {})
+        yield ErrorSample({"self": _x(rng, (2, 3), D.ACL_BOOL), "dim": 0, "keepdim": False}, INVALID, "bool self")
+
+    return OpSpec(name, FAMILY, params, infer, samples=gen, error_samples=errors, summary=f"{name} along dim")
+
+
+# ----------------------------------------------------------------------------- products and scans
+def _prod() -> OpSpec:
+    params = (tensor("self", PROD_DTYPES), dtype_attr("dtype", dtypes=PROD_DTYPES), out("out", PROD_DTYPES))
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, "self")
+        dtype = _dtype_arg(call)
+        _check_castable(t.dtype, dtype, "self to dtype")
+        _no_empty_complex(t, dtype)
+        return {"out": same(_scalar_out_shape(call, "out"), dtype)}
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        pairs = (
+            (D.ACL_FLOAT, D.ACL_FLOAT),
+            (D.ACL_FLOAT16, D.ACL_FLOAT16),
+            (D.ACL_BF16, D.ACL_FLOAT),
+            (D.ACL_DOUBLE, D.ACL_DOUBLE),
+            (D.ACL_INT32, D.ACL_INT64),
+            (D.ACL_INT8, D.ACL_INT8),
+            (D.ACL_BOOL, D.ACL_BOOL),
+            (D.ACL_COMPLEX64, D.ACL_COMPLEX64),
+        )
+        for src, dst in pairs:
+            yield Sample({"self": _x(rng, (2, 5), src, low=-2, high=2), "dtype": int(dst)}, f"{src.short}→{dst.short}")
+        yield Sample({"self": _x(rng, (0, 3), D.ACL_FLOAT), "dtype": 0}, "float32 empty (1)")
+        yield Sample({"self": _x(rng, (), D.ACL_INT64), "dtype": int(D.ACL_INT64)}, "int64 0-d")
+        yield Sample({"self": np.array([2.0, np.inf, 0.5], np.float32), "dtype": 0}, "float32 with +Inf")
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        x = _x(rng, (2, 3), D.ACL_FLOAT)
+        yield ErrorSample({"self": x, "dtype": int(D.ACL_INT32)}, INVALID, "float self to int dtype")
+        yield ErrorSample({"self": x, "dtype": 0, "out": np.zeros((), np.float16)}, INVALID, "out dtype differs")
+        yield ErrorSample({"self": x, "dtype": 0, "out": np.zeros((2,), np.float32)}, INVALID, "out of wrong shape")
+
+    return OpSpec("Prod", FAMILY, params, infer, samples=gen, error_samples=errors, summary="product of every element")
+
+
+def _prod_dim() -> OpSpec:
+    params = (
+        tensor("self", PROD_DTYPES),
+        int_attr("dim"),
+        bool_attr("keepDim"),
+        dtype_attr("dtype", dtypes=PROD_DTYPES),
+        out("out", PROD_DTYPES),
+    )
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, "self")
+        dtype = _dtype_arg(call)
+        _check_castable(t.dtype, dtype, "self to dtype")
+        dim = normalize_dim(call.args["dim"], t.rank)
+        _no_empty_complex(t, dtype)
+        call.plan["dims"] = (dim,)
+        return {"out": same(reduced_shape(t.shape, (dim,), call.args["keepDim"]), dtype)}
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        pairs = (
+            (D.ACL_FLOAT, D.ACL_FLOAT),
+            (D.ACL_FLOAT16, D.ACL_FLOAT16),
+            (D.ACL_BF16, D.ACL_BF16),
+            (D.ACL_INT32, D.ACL_INT32),
+            (D.ACL_UINT8, D.ACL_INT64),
+            (D.ACL_BOOL, D.ACL_INT64),
+        )
+        for src, dst in pairs:
+            x = _x(rng, (2, 3, 4), src, low=-2, high=2)
+            yield Sample({"self": x, "dim": -1, "keepDim": False, "dtype": int(dst)}, f"{src.short}→{dst.short} dim -1")
+            yield Sample({"self": x, "dim": 1, "keepDim": True, "dtype": int(dst)}, f"{src.short}→{dst.short} keep")
+        yield Sample({"self": _x(rng, (3, 0), D.ACL_FLOAT), "dim": 1, "keepDim": False, "dtype": 0}, "empty dim (1)")
+        yield Sample({"self": _x(rng, (), D.ACL_FLOAT), "dim": 0, "keepDim": False, "dtype": 0}, "float32 0-d")
+        special = _with_nan_inf(_x(rng, (2, 3, 4), D.ACL_FLOAT, low=0.5, high=2))
+        yield Sample({"self": special, "dim": 1, "keepDim": False, "dtype": 0}, "float32 with NaN and +Inf")
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        base = {"self": _x(rng, (2, 3), D.ACL_FLOAT), "keepDim": False, "dtype": 0}
+        yield ErrorSample({**base, "dim": 2}, INVALID, "dim out of range")
+        yield ErrorSample({**base, "dim": 0, "dtype": int(D.ACL_INT64)}, INVALID, "float self to int dtype")
+        yield ErrorSample({**base, "dim": 0, "out": np.zeros((3,), np.float64)}, INVALID, "out dtype differs")
+
+    return OpSpec("ProdDim", FAMILY, params, infer, samples=gen, error_samples=errors, summary="product along dim")
+
+
+def _cumsum() -> OpSpec:
+    params = (
+        tensor("self", CUMSUM_DTYPES),
+        int_attr("dim"),
+        dtype_attr("dtype", dtypes=CUMSUM_DTYPES),
+        out("out", CUMSUM_DTYPES),
+    )
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, "self")
+        dtype = _dtype_arg(call)
+        _check_castable(t.dtype, dtype, "self to dtype")
+        call.plan["dim"] = normalize_dim(call.args["dim"], t.rank)
+        return {"out": same(t.shape, dtype)}
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        pairs = (
+            (D.ACL_FLOAT, D.ACL_FLOAT),
+            (D.ACL_FLOAT16, D.ACL_FLOAT16),
+            (D.ACL_BF16, D.ACL_BF16),
+            (D.ACL_FLOAT16, D.ACL_FLOAT),
+            (D.ACL_DOUBLE, D.ACL_DOUBLE),
+            (D.ACL_INT32, D.ACL_INT64),
+            (D.ACL_INT8, D.ACL_INT8),
+            (D.ACL_UINT8, D.ACL_UINT8),
+            (D.ACL_COMPLEX64, D.ACL_COMPLEX64),
+        )
+        for src, dst in pairs:
+            x = _x(rng, (2, 3, 4), src)
+            yield Sample({"self": x, "dim": 1, "dtype": int(dst)}, f"{src.short}→{dst.short} dim 1")
+            yield Sample({"self": x, "dim": -1, "dtype": int(dst)}, f"{src.short}→{dst.short} dim -1")
+        yield Sample({"self": _with_nan_inf(_x(rng, (2, 8), D.ACL_FLOAT)), "dim": 1, "dtype": 0}, "NaN and +Inf")
+        yield Sample({"self": _x(rng, (), D.ACL_FLOAT), "dim": -1, "dtype": 0}, "float32 0-d")
+        yield Sample({"self": _x(rng, (0, 3), D.ACL_INT32), "dim": 0, "dtype": int(D.ACL_INT32)}, "int32 empty")
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        x = _x(rng, (2, 3), D.ACL_FLOAT)
+        yield ErrorSample({"self": x, "dim": 2, "dtype": 0}, INVALID, "dim out of range")
+        yield ErrorSample({"self": _x(rng, (), D.ACL_FLOAT), "dim": 1, "dtype": 0}, INVALID, "0-d dim out of [-1, 0]")
+        yield ErrorSample({"self": x, "dim": 0, "dtype": int(D.ACL_INT32)}, INVALID, "float self to int dtype")
+        yield ErrorSample(
+            {"self": x, "dim": 0, "dtype": 0, "out": np.zeros((2, 3), np.float16)}, INVALID, "out dtype differs"
+        )
+
+    return OpSpec("Cumsum", FAMILY, params, infer, samples=gen, error_samples=errors, summary="inclusive prefix sum")
+
+
+# ----------------------------------------------------------------------------- top-k and sorting
+def _topk() -> OpSpec:
+    params = (
+        tensor("self", TOPK_DTYPES, min_rank=1),
+        int_attr("k"),
+        int_attr("dim"),
+        bool_attr("largest"),
+        bool_attr("sorted"),
+        out("valuesOut", TOPK_DTYPES),
+        out("indicesOut", INT64_ONLY),
+    )
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, "self")
+        dim = normalize_dim(call.args["dim"], t.rank)
+        k = call.args["k"]
+        if not 0 <= k <= t.shape[dim]:
+            raise invalid(f"k={k} is outside [0, {t.shape[dim]}] (self.size({dim}))")
+        call.plan["dim"] = dim
+        shape = tuple(k if i == dim else d for i, d in enumerate(t.shape))
+        return {"valuesOut": same(shape, t.dtype), "indicesOut": same(shape, D.ACL_INT64)}
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        for dt in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16, D.ACL_DOUBLE, D.ACL_INT32, D.ACL_UINT8, D.ACL_INT64):
+            x = S.array(rng, (3, 7), dt, special=dt.is_float)
+            yield Sample({"self": x, "k": 3, "dim": -1, "largest": True, "sorted": True}, f"{dt.short} largest")
+            ties = _x(rng, (5, 4), dt, low=0, high=3)
+            args = {"self": ties, "k": 2, "dim": 0, "largest": False, "sorted": True}
+            yield Sample(args, f"{dt.short} ties smallest")
+        yield Sample({"self": _x(rng, (6,), D.ACL_FLOAT), "k": 6, "dim": 0, "largest": True, "sorted": True}, "k = n")
+        yield Sample({"self": _x(rng, (2, 5), D.ACL_FLOAT), "k": 0, "dim": 1, "largest": True, "sorted": True}, "k = 0")
+        yield Sample(
+            {"self": _x(rng, (0, 5), D.ACL_FLOAT), "k": 2, "dim": 1, "largest": True, "sorted": True}, "empty rows"
+        )
+        yield Sample(
+            {"self": _x(rng, (4, 4), D.ACL_UINT32, low=0, high=9), "k": 2, "dim": 1, "largest": True, "sorted": True},
+            "uint32",
+        )
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        base = {"self": _x(rng, (2, 5), D.ACL_FLOAT), "largest": True, "sorted": True}
+        yield ErrorSample({**base, "k": 6, "dim": 1}, INVALID, "k larger than the dim")
+        yield ErrorSample({**base, "k": -1, "dim": 1}, INVALID, "negative k")
+        yield ErrorSample({**base, "k": 1, "dim": 2}, INVALID, "dim out of range")
+        yield ErrorSample(
+            {**base, "k": 2, "dim": 1, "indicesOut": np.zeros((2, 2), np.int32)}, INVALID, "int32 indicesOut"
+        )
+        yield ErrorSample(
+            {**base, "k": 2, "dim": 1, "valuesOut": np.zeros((2, 3), np.float32)}, INVALID, "valuesOut of wrong shape"
+        )
+        yield ErrorSample({**base, "self": _x(rng, (), D.ACL_FLOAT), "k": 1, "dim": 0}, INVALID, "0-d self")
+
+    return OpSpec("Topk", FAMILY, params, infer, samples=gen, error_samples=errors, summary="k extreme values")
+
+
+def _sort() -> OpSpec:
+    params = (
+        tensor("self", SORT_DTYPES, min_rank=1),
+        bool_attr("stable"),
+        int_attr("dim"),
+        bool_attr("descending"),
+        out("valuesOut", SORT_VALUES_DTYPES),
+        out("indicesOut", INT64_ONLY),
+    )
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, "self")
+        call.plan["dim"] = normalize_dim(call.args["dim"], t.rank)
+        return {"valuesOut": same(t.shape, t.dtype), "indicesOut": same(t.shape, D.ACL_INT64)}
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        for dt in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16, D.ACL_INT8, D.ACL_INT32, D.ACL_INT64, D.ACL_UINT8):
+            x = S.array(rng, (3, 9), dt, special=dt.is_float)
+            yield Sample({"self": x, "stable": True, "dim": -1, "descending": False}, f"{dt.short} ascending")
+            ties = _x(rng, (6, 3), dt, low=0, high=3)
+            yield Sample({"self": ties, "stable": True, "dim": 0, "descending": True}, f"{dt.short} ties descending")
+        yield Sample({"self": _x(rng, (9,), D.ACL_BOOL), "stable": True, "dim": 0, "descending": True}, "bool")
+        yield Sample(
+            {"self": _distinct(rng, (4, 6), D.ACL_FLOAT), "stable": False, "dim": 1, "descending": False},
+            "unstable, no ties",
+        )
+        yield Sample({"self": _x(rng, (0, 4), D.ACL_FLOAT), "stable": True, "dim": 1, "descending": False}, "empty")
+        yield Sample(
+            {"self": _x(rng, (3, 4), D.ACL_UINT64, low=0, high=5), "stable": True, "dim": 1, "descending": True},
+            "uint64",
+        )
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        base = {"self": _x(rng, (2, 5), D.ACL_FLOAT), "stable": True, "descending": False}
+        yield ErrorSample({**base, "dim": 2}, INVALID, "dim out of range")
+        yield ErrorSample({**base, "dim": -3}, INVALID, "negative dim out of range")
+        yield ErrorSample({**base, "self": _x(rng, (), D.ACL_FLOAT), "dim": 0}, INVALID, "0-d self")
+        yield ErrorSample({**base, "self": _x(rng, (4,), D.ACL_DOUBLE), "dim": 0}, INVALID, "float64 self")
+        yield ErrorSample({**base, "dim": 1, "valuesOut": np.zeros((2, 5), np.float16)}, INVALID, "valuesOut dtype")
+        yield ErrorSample({**base, "dim": 1, "indicesOut": np.zeros((2, 5), np.int32)}, INVALID, "int32 indicesOut")
+
+    return OpSpec("Sort", FAMILY, params, infer, samples=gen, error_samples=errors, summary="sort along dim")
+
+
+def _argsort() -> OpSpec:
+    params = (tensor("self", ARGSORT_DTYPES), int_attr("dim"), bool_attr("descending"), out("out", INT64_ONLY))
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, "self")
+        call.plan["dim"] = normalize_dim(call.args["dim"], t.rank)
+        return {"out": same(t.shape, D.ACL_INT64)}
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        for dt in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16, D.ACL_INT16, D.ACL_INT64, D.ACL_UINT8):
+            x = S.array(rng, (4, 6), dt, special=dt.is_float)
+            yield Sample({"self": x, "dim": 1, "descending": True}, f"{dt.short} descending")
+            ties = _x(rng, (2, 5, 3), dt, low=0, high=2)
+            yield Sample({"self": ties, "dim": -2, "descending": False}, f"{dt.short} ties ascending")
+        yield Sample({"self": _x(rng, (), D.ACL_FLOAT), "dim": 0, "descending": False}, "0-d")
+        yield Sample({"self": _x(rng, (3, 0), D.ACL_INT32), "dim": 1, "descending": False}, "empty")
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        x = _x(rng, (2, 5), D.ACL_FLOAT)
+        yield ErrorSample({"self": x, "dim": 2, "descending": False}, INVALID, "dim out of range")
+        yield ErrorSample({"self": _x(rng, (5,), D.ACL_BOOL), "dim": 0, "descending": False}, INVALID, "bool self")
+        yield ErrorSample(
+            {"self": x, "dim": 0, "descending": False, "out": np.zeros((2, 5), np.int32)}, INVALID, "int32 out"
+        )
+
+    return OpSpec("Argsort", FAMILY, params, infer, samples=gen, error_samples=errors, summary="sorting permutation")
+
+
+# ----------------------------------------------------------------------------- variance and standard deviation
+_VarSpecKind = tuple[str, str, tuple[str, ...]]
+"""(op name, correction parameter: 'unbiased' or 'correction', output names)."""
+_VAR_OPS: tuple[_VarSpecKind, ...] = (
+    ("Var", "unbiased", ("out",)),
+    ("VarCorrection", "correction", ("out",)),
+    ("VarMean", "correction", ("varOut", "meanOut")),
+    ("Std", "correction", ("out",)),
+    ("StdMeanCorrection", "correction", ("stdOut", "meanOut")),
+)
+
+
+def _var_family(name: str, corr: str, outs: tuple[str, ...]) -> OpSpec:
+    corr_param: Param = bool_attr("unbiased") if corr == "unbiased" else int_attr("correction")
+    params = (
+        tensor("self", VAR_DTYPES),
+        int_array("dim", optional=True),
+        corr_param,
+        bool_attr("keepdim"),
+        *(out(o, VAR_DTYPES) for o in outs),
+    )
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, "self")
+        dims = _reduce_dims(call, "dim", t.rank)
+        call.plan["dims"] = dims
+        call.plan["correction"] = int(call.args[corr])
+        shape = reduced_shape(t.shape, dims, call.args["keepdim"])
+        return {o: castable(shape, t.dtype) for o in outs}
+
+    def corr_value(c: int) -> object:
+        return bool(c) if corr == "unbiased" else c
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        cases: tuple[tuple[tuple[int, ...], list[int] | None, int, bool], ...] = (
+            ((2, 3, 4), [1], 1, True),
+            ((2, 3, 4), [-1, 0], 0, False),
+            ((3, 5), None, 1, False),
+            ((3, 5), [], 0, True),
+        )
+        for dt in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16):
+            for shape, dims, c, keep in cases:
+                yield Sample(
+                    {"self": _x(rng, shape, dt), "dim": dims, corr: corr_value(c), "keepdim": keep},
+                    f"{dt.short} {list(shape)} dims {dims} {corr}={c} keep={keep}",
+                )
+        f32 = D.ACL_FLOAT
+        yield Sample(
+            {"self": _with_nan_inf(_x(rng, (2, 3, 4), f32)), "dim": [2], corr: corr_value(1), "keepdim": False},
+            "float32 with NaN and +Inf",
+        )
+        yield Sample({"self": _x(rng, (1, 4), f32), "dim": [0], corr: corr_value(1), "keepdim": False}, "N = 1 (NaN)")
+        yield Sample({"self": _x(rng, (0, 3), f32), "dim": [0], corr: corr_value(1), "keepdim": True}, "empty (NaN)")
+        yield Sample({"self": _x(rng, (), f32), "dim": None, corr: corr_value(0), "keepdim": False}, "0-d")
+        if corr == "correction":
+            yield Sample({"self": _x(rng, (2, 3), f32), "dim": [1], "correction": 3, "keepdim": False}, "N ≤ c (Inf)")
+            yield Sample({"self": _x(rng, (2, 6), f32), "dim": [1], "correction": 4, "keepdim": False}, "large c")
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        base = {"self": _x(rng, (2, 3), D.ACL_FLOAT), corr: corr_value(1), "keepdim": False}
+        yield ErrorSample({**base, "dim": [2]}, INVALID, "dim out of range")
+        yield ErrorSample({**base, "dim": [0, -2]}, INVALID, "repeated dim")
+        yield ErrorSample({**base, "self": _x(rng, (2, 3), D.ACL_INT32), "dim": [0]}, INVALID, "int32 self")
+        yield ErrorSample({**base, "dim": [0], outs[0]: np.zeros((2,), np.float32)}, INVALID, "out of the wrong shape")
+
+    return OpSpec(name, FAMILY, params, infer, samples=gen, error_samples=errors, summary=f"{name} over dims")
+
+
+SPECS: list[OpSpec] = [
+    _softmax("Softmax", 0),
+    _softmax("LogSoftmax", 1),
+    _reduce_sum(),
+    _mean(),
+    _amax_amin("Amax"),
+    _amax_amin("Amin"),
+    _max(),
+    _max_dim(),
+    _arg_extremum("ArgMax"),
+    _arg_extremum("ArgMin"),
+    _prod(),
+    _prod_dim(),
+    _cumsum(),
+    _topk(),
+    _sort(),
+    _argsort(),
+    *(_var_family(*op) for op in _VAR_OPS),
+]
