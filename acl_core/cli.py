@@ -6,12 +6,10 @@ import argparse
 import importlib
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from acl_core.errors import AclCoreError
 from acl_core.plugin import get_backend, list_backends
-
-Handler = Callable[[argparse.Namespace], int]
 
 
 def _cmd_backends(args: argparse.Namespace) -> int:
@@ -56,12 +54,17 @@ def _cmd_caps(args: argparse.Namespace) -> int:
     return 0
 
 
-def _delegate(module: str, attr: str = "main") -> Handler:
-    def run(args: argparse.Namespace) -> int:
-        fn = getattr(importlib.import_module(module), attr)
-        return int(fn(args.rest))
+DELEGATED = {
+    "conformance": ("acl_conformance.cli", "prove a backend against the reference (see --help)"),
+    "bench": ("acl_tools.bench", "benchmarks side by side with NumPy / PyTorch (see --help)"),
+    "qwen3": ("acl_tools.qwen3.cli", "run, check and make Qwen3 checkpoints (see --help)"),
+}
+"""Subcommands whose own parsers live with their packages; acl-core hands them the rest of argv."""
 
-    return run
+
+def _delegate(command: str, argv: list[str]) -> int:
+    module = importlib.import_module(DELEGATED[command][0])
+    return int(module.main(argv))
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
@@ -94,22 +97,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the capability model as JSON")
     p.set_defaults(handler=_cmd_caps)
 
-    for name, module, text in (
-        ("conformance", "acl_conformance.cli", "prove a backend against the reference (see --help)"),
-        ("bench", "acl_tools.bench", "benchmarks side by side with NumPy / PyTorch (see --help)"),
-        ("qwen3", "acl_tools.qwen3.cli", "run, check and make Qwen3 checkpoints (see --help)"),
-    ):
-        p = sub.add_parser(name, help=text, add_help=False)
-        p.add_argument("rest", nargs=argparse.REMAINDER)
-        p.set_defaults(handler=_delegate(module))
+    for name, (_, text) in DELEGATED.items():
+        sub.add_parser(name, help=text, add_help=False)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``acl-core`` and ``python -m acl_core``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in DELEGATED:
+        try:
+            return _delegate(argv[0], argv[1:])
+        except ModuleNotFoundError as exc:
+            print(f"acl-core {argv[0]}: {exc}", file=sys.stderr)
+            return 2
     args = build_parser().parse_args(argv)
-    try:
-        return int(args.handler(args))
-    except ModuleNotFoundError as exc:
-        print(f"acl-core {args.command}: {exc}", file=sys.stderr)
-        return 2
+    return int(args.handler(args))

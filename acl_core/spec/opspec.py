@@ -8,6 +8,7 @@ ranks, attribute ranges, device memory, output shapes and dtypes, aliasing) befo
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -306,6 +307,11 @@ class OpSpec:
     base: str | None = None
     base_args: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     summary: str = ""
+
+    @functools.cached_property
+    def param_names(self) -> tuple[str, ...]:
+        """Official parameter names in order."""
+        return tuple(p.name for p in self.params)
 
     @property
     def inputs(self) -> tuple[Param, ...]:

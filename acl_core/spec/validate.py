@@ -44,6 +44,8 @@ _HANDLE_TYPES: dict[Kind, type[Handle]] = {
 
 def bind(spec: OpSpec, args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
     """Map positional (official order) and keyword arguments to parameter names (TypeError on misuse)."""
+    if not kwargs and len(args) == len(spec.params):
+        return dict(zip(spec.param_names, args))
     kwargs = dict(kwargs or {})
     if len(args) > len(spec.params):
         raise TypeError(f"aclnn{spec.name}GetWorkspaceSize takes {len(spec.params)} arguments, got {len(args)}")
