@@ -78,6 +78,7 @@ def run(backend: Backend, sizes: tuple[int, ...] = SIZES, progress: Callable[[st
                 "two_phase_minus_numpy_us": ours.median_us - numpy_t.median_us,
             }
         progress(
-            f"  Add {nbytes:>10} B: acl {ours.median_us:10.1f} us   numpy {numpy_t.median_us:10.1f} us   x{row['ratio']:.2f}"
+            f"  Add {nbytes:>10} B: acl {ours.median_us:10.1f} us   "
+            f"numpy {numpy_t.median_us:10.1f} us   x{row['ratio']:.2f}"
         )
     return results
