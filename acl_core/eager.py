@@ -9,7 +9,7 @@ the outputs as NumPy arrays keyed by their official names. Errors raise
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -272,13 +272,18 @@ def run(
     *,
     layout: str = "contiguous",
     out_dtypes: dict[str, DataType] | None = None,
+    op_args: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
     """Run operator ``op`` on NumPy inputs; return every output (and in-out) as NumPy, by official name.
 
     Outputs not given are allocated from the output rule (``out_dtypes`` overrides their dtype);
-    in-out tensors (``selfRef``) are copied in and their new value returned.
+    in-out tensors (``selfRef``) are copied in and their new value returned. ``op_args`` carries
+    operator arguments by official name too, for names that clash with this function's own keywords
+    (ApplyRotaryPosEmb's ``layout``); its entries win over ``kwargs``.
     """
+    if op_args:
+        kwargs = {**kwargs, **op_args}
     spec = get_spec(op)
     b = _backend(backend)
     conv = _Arguments(b, layout)
