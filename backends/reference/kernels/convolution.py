@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Sequence
 
 import numpy as np
+
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
 

@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
 
