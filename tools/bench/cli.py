@@ -34,13 +34,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AclCoreError as exc:
         print(f"acl-core bench: {exc}", file=sys.stderr)
         return 2
-    from acl_tools.bench import host
+    from acl_tools.bench import host, startup
 
     backend.runtime.ensure_device()
     caps = backend.capabilities()
     sizes = tuple(s for s in host.SIZES if s <= args.max_bytes)
     print(f"acl-core bench: backend {backend.name} ({caps.device_name}); Add float32 beside NumPy")
     results = host.run(backend, sizes)
+    start = startup.measure_startup()
+    print(
+        f"import acl_core + list_backends(): {start['import_and_list_ms']:.0f} ms "
+        f"(vendor modules imported: {start['vendor_modules'] or 'none'})"
+    )
     report = {
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "command": "acl-core bench " + shlex.join(argv if argv is not None else sys.argv[1:]),
@@ -48,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "device": caps.device_name,
         "machine": {"python": platform.python_version(), "numpy": np.__version__, "cpus": os.cpu_count()},
         "host": results,
+        "startup": start,
     }
     out = args.out or Path("reports") / f"bench-{backend.name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
