@@ -39,7 +39,6 @@ from acl_core.tensor import AclIntArray, AclTensor
 
 FAMILY = "norm"
 INVALID = 161002
-NULLPTR = 161001
 Infos = Mapping[str, "OutInfo | list[OutInfo] | None"]
 SAMPLE_DTYPES = (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16)
 _F32 = D.ACL_FLOAT
