@@ -297,12 +297,12 @@ def run(
             info = infos[p.name]
             override = (out_dtypes or {}).get(p.name)
             if isinstance(info, list):
-                arrays = [empty(i.shape, override or i.dtype, b) for i in info]
+                arrays = [empty(i.shape, i.dtype if override is None else override, b) for i in info]
                 conv.arrays[p.name] = arrays
                 args[p.name] = AclTensorList.create([a.tensor() for a in arrays])
             else:
                 assert isinstance(info, OutInfo)
-                da = empty(info.shape, override or info.dtype, b)
+                da = empty(info.shape, info.dtype if override is None else override, b)
                 conv.arrays[p.name] = da
                 args[p.name] = da.tensor()
         size, executor = get_workspace_size(spec, [], args, backend=b)
