@@ -266,6 +266,57 @@ class _Arguments:
                 da.free()
 
 
+SENTINEL = 0xA5
+"""Byte value that fills guarded storage around outputs (see ``run(guard=True)``)."""
+
+
+class OutOfBoundsWrite(AssertionError):
+    """An operator changed device bytes it does not own: outside an output's view, or in an input."""
+
+
+def _guarded_empty(shape: Sequence[int], dtype: DataType, backend: Backend) -> DeviceArray:
+    """An output whose view sits inside sentinel-filled storage: gaps between rows, before and after."""
+    if dtype.is_packed or dtype.numpy is None:
+        return empty(shape, dtype, backend)  # sub-byte storage is not guarded (see _check_guards)
+    shape = tuple(shape)
+    padded = (*shape[:-1], shape[-1] * 2 + 1) if shape else (1,)
+    offset = 3
+    strides = contiguous_strides(padded)[: len(shape)] if shape else ()
+    elems = offset + math.prod(padded) + 3
+    da = DeviceArray(backend, shape, dtype, elems, strides, offset)
+    backend.runtime.memset(da.address, da.nbytes, SENTINEL, da.nbytes)
+    return da
+
+
+def _view_byte_mask(da: DeviceArray) -> np.ndarray:
+    """True for the storage bytes that belong to ``da``'s view."""
+    item = da.dtype.numpy.itemsize if da.dtype.numpy is not None else 1
+    mask = np.zeros(da.nbytes, dtype=bool)
+    if math.prod(da.shape) == 0:
+        return mask
+    index = np.arange(da.storage_elems)
+    elems = np.lib.stride_tricks.as_strided(
+        index[da.offset :], da.shape, tuple(s * index.itemsize for s in da.strides)
+    ).reshape(-1)
+    for k in range(item):
+        mask[elems * item + k] = True
+    return mask
+
+
+def _check_guards(op: str, guarded: dict[str, DeviceArray], inputs: dict[str, tuple[DeviceArray, np.ndarray]]) -> None:
+    for name, da in guarded.items():
+        if da.dtype.is_packed or da.dtype.numpy is None:
+            continue
+        raw = da.storage_bytes()
+        outside = ~_view_byte_mask(da)
+        changed = int(np.count_nonzero(raw[outside] != SENTINEL))
+        if changed:
+            raise OutOfBoundsWrite(f"{op} changed {changed} bytes of {name}'s storage outside its view")
+    for name, (da, before) in inputs.items():
+        if not np.array_equal(da.storage_bytes(), before):
+            raise OutOfBoundsWrite(f"{op} changed its input {name}")
+
+
 def run(
     op: str,
     backend: Backend | str | None = None,
@@ -273,6 +324,7 @@ def run(
     layout: str = "contiguous",
     out_dtypes: dict[str, DataType] | None = None,
     op_args: Mapping[str, Any] | None = None,
+    guard: bool = False,
     **kwargs: Any,
 ) -> dict[str, Any]:
     """Run operator ``op`` on NumPy inputs; return every output (and in-out) as NumPy, by official name.
@@ -280,13 +332,16 @@ def run(
     Outputs not given are allocated from the output rule (``out_dtypes`` overrides their dtype);
     in-out tensors (``selfRef``) are copied in and their new value returned. ``op_args`` carries
     operator arguments by official name too, for names that clash with this function's own keywords
-    (ApplyRotaryPosEmb's ``layout``); its entries win over ``kwargs``.
+    (ApplyRotaryPosEmb's ``layout``); its entries win over ``kwargs``. With ``guard``, outputs sit
+    in sentinel-filled storage and inputs are snapshotted: a write anywhere else raises
+    :class:`OutOfBoundsWrite`.
     """
     if op_args:
         kwargs = {**kwargs, **op_args}
     spec = get_spec(op)
     b = _backend(backend)
     conv = _Arguments(b, layout)
+    guarded: dict[str, DeviceArray] = {}
     try:
         args = conv.convert(spec, kwargs)
         plan = check_inputs(spec, args, b.runtime, outputs_required=False)
@@ -296,15 +351,26 @@ def run(
                 continue
             info = infos[p.name]
             override = (out_dtypes or {}).get(p.name)
+            make = _guarded_empty if guard else empty
             if isinstance(info, list):
-                arrays = [empty(i.shape, i.dtype if override is None else override, b) for i in info]
+                arrays = [make(i.shape, i.dtype if override is None else override, b) for i in info]
                 conv.arrays[p.name] = arrays
                 args[p.name] = AclTensorList.create([a.tensor() for a in arrays])
+                guarded.update({f"{p.name}[{i}]": a for i, a in enumerate(arrays)} if guard else {})
             else:
                 assert isinstance(info, OutInfo)
-                da = empty(info.shape, info.dtype if override is None else override, b)
+                da = make(info.shape, info.dtype if override is None else override, b)
                 conv.arrays[p.name] = da
                 args[p.name] = da.tensor()
+                if guard:
+                    guarded[p.name] = da
+        inputs = {}
+        if guard:
+            for p in spec.params:
+                item = conv.arrays.get(p.name)
+                if p.role is Role.IN and item is not None:
+                    for i, da in enumerate(item if isinstance(item, list) else [item]):
+                        inputs[f"{p.name}[{i}]" if isinstance(item, list) else p.name] = (da, da.storage_bytes())
         size, executor = get_workspace_size(spec, [], args, backend=b)
         workspace = b.runtime.malloc(size) if size else 0
         try:
@@ -317,6 +383,8 @@ def run(
         finally:
             if workspace:
                 b.runtime.free(workspace)
+        if guard:
+            _check_guards(op, guarded, inputs)
         return _collect(spec, conv)
     finally:
         conv.free()
