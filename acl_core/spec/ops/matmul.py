@@ -618,7 +618,7 @@ def _gmm_infer(call: Call) -> Infos:
                 raise invalid(f"inner dimensions disagree: x[{i}] {list(x.shape)}, weight[{i}] {list(w.shape)}")
             outs.append(same((*x.shape[:-1], w.shape[1]), dtype))
         _gmm_bias(call, dtype, [w.shape[1] for w in ws], False, len(ws))
-        tuning_limit = max(x.shape[0] for x in xs)
+        tuning_limit = max(math.prod(x.shape[:-1]) for x in xs)
     elif group_type == 0:
         if not single_out:
             raise invalid("groupType=0 needs splitItem 2 or 3 (one output tensor)")

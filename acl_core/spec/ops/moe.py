@@ -6,13 +6,14 @@ The three operators form one pipeline. With ``numRows`` tokens, ``E`` experts an
   probabilities per row in descending order (``yOut``), their expert numbers (``expertIdxOut``) and
   ``rowIdxOut[i][j] = j * numRows + i`` (rows of a 3-D ``x`` are flattened first). A row whose
   ``finishedOptional`` entry is true still gets its probabilities, but every expert number becomes
-  ``E``. Equal probabilities are ordered by the lower expert number.
-* MoeInitRouting: the flattened ``expertIdx`` is sorted stably (equal experts keep their row-major
-  order) carrying ``rowIdx`` along: ``expandedExpertIdxOut`` is the sorted experts,
-  ``expandedRowIdxOut[sortedRowIdx[p]] = p`` and ``expandedXOut[p] = x[sortedRowIdx[p] % numRows]`` for
-  the first ``min(numRows, activeNum) * k`` positions. ``rowIdx`` must be a permutation of
-  ``0 .. numRows*k - 1`` (as MoeGatingTopKSoftmax produces); it lives in device memory, so this is
-  checked when the operator runs (161002).
+  ``E``. Equal probabilities are ordered by the lower expert number (the reference's choice: CANN does
+  not document it, so the conformance samples avoid ties).
+* MoeInitRouting: the flattened ``expertIdx`` is sorted stably, carrying ``rowIdx`` along (equal
+  experts keep their row-major order, as AscendC's Sort32 orders equal keys by input position).
+  ``expandedExpertIdxOut`` is the sorted experts, ``expandedRowIdxOut[sortedRowIdx[p]] = p``, and
+  ``expandedXOut[p] = x[sortedRowIdx[p] % numRows]`` for the first ``min(numRows, activeNum) * k``
+  positions. ``rowIdx`` must be a permutation of ``0 .. numRows*k - 1`` (as MoeGatingTopKSoftmax makes
+  it); it lives in device memory, so this is checked when the operator runs (161002).
 * MoeFinalizeRouting: ``out[i] = x1[i] + x2Optional[i] + Σ_k scales[i, k] * (expandedX[expandedRowIdx[i +
   k * numRows]] + bias[expandedExpertIdx[i, k]])``. Index values out of range are refused when the
   operator runs (161002).
