@@ -1,1 +1,264 @@
-"""Reference kernels of the attention family (being written)."""
+"""Reference kernels of the attention family: softmax attention in float64, rotary embedding, SwiGlu.
+
+Every attention operator funnels into :func:`attend`, one batch at a time, after the layout is turned
+into [N, S, D] and the mask into a "keep" array (True = the query may look at that key). The rules
+that build the keep array are documented in :mod:`acl_core.spec.ops.attention`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from acl_core.tensor import AclTensorList
+from acl_reference.call import RefCall
+from acl_reference.kernels import kernel
+
+Array = np.ndarray
+F64 = np.float64
+
+
+# ----------------------------------------------------------------------------- layouts and masks
+def to_bnsd(x: Array, layout: str, heads: int) -> Array:
+    """A query/key/value tensor in ``layout`` as [B, N, S, D] (BSH/SBH split H into ``heads``)."""
+    if layout in ("BNSD", "BNSD_BSND"):
+        return x
+    if layout == "BSND":
+        return x.transpose(0, 2, 1, 3)
+    bsh = x if layout == "BSH" else x.transpose(1, 0, 2)
+    b, s, h = bsh.shape
+    return bsh.reshape(b, s, heads, h // heads).transpose(0, 2, 1, 3)
+
+
+def from_bnsd(x: Array, layout: str) -> Array:
+    """A [B, N, S, D] result laid out as ``layout`` (BNSD_BSND writes BSND)."""
+    if layout == "BNSD":
+        return x
+    bsnd = x.transpose(0, 2, 1, 3)
+    if layout in ("BSND", "BNSD_BSND"):
+        return bsnd
+    bsh = bsnd.reshape(bsnd.shape[0], bsnd.shape[1], -1)
+    return bsh if layout == "BSH" else bsh.transpose(1, 0, 2)
+
+
+def window(sq: int, skv: int, pre: int, nxt: int, shift: int) -> Array:
+    """Keep query i / key j when ``-pre <= j - i - shift <= nxt`` ([Sq, Skv] bool)."""
+    offset = np.arange(skv)[None, :] - np.arange(sq)[:, None] - shift
+    return (offset <= nxt) & (offset >= -pre)
+
+
+def sparse_keep(mode: int, sq: int, skv: int, pre: int, nxt: int, shift: int) -> Array | None:
+    """The geometric part of sparseMode (None for allMask, whose mask is all there is).
+
+    ``shift`` = Skv - Sq places the lower-right diagonal that modes 3 and 4 start from; mode 0's
+    window and mode 2's causal mask start from the upper-left corner.
+    """
+    if mode == 0:
+        return window(sq, skv, pre, nxt, 0)
+    if mode == 2:
+        return window(sq, skv, sq + skv, 0, 0)
+    if mode == 3:
+        return window(sq, skv, sq + skv, 0, shift)
+    if mode == 4:
+        return window(sq, skv, pre, nxt, shift)
+    return None
+
+
+def as_4d(mask: Array, *, decode: bool = False) -> Array:
+    """A mask as [B|1, N|1, Sq', Skv']: [X,Y] is [1,1,X,Y] ([B,1,1,S] for decode masks), [A,X,Y] is [A,1,X,Y]."""
+    if mask.ndim == 2:
+        return mask[:, None, None, :] if decode else mask[None, None]
+    if mask.ndim == 3:
+        return mask[:, None]
+    return mask
+
+
+def attend(q: Array, k: Array, v: Array, keep: Array, scale: float, bias: Array | None = None) -> tuple[Array, ...]:
+    """Masked softmax attention of one batch in float64.
+
+    ``q`` [Nq,Sq,D], ``k``/``v`` [Nkv,Skv,D], ``keep`` broadcastable to [Nq,Sq,Skv], ``bias`` (pse,
+    added before scaling) likewise. Returns (out [Nq,Sq,D], row max [Nq,Sq], row sum [Nq,Sq]) where
+    max and sum are those of the scaled masked scores; a row with nothing kept gives out 0, max -inf,
+    sum 0.
+    """
+    group = q.shape[0] // k.shape[0]
+    k = np.repeat(k, group, axis=0)  # query head h reads kv head h // group
+    v = np.repeat(v, group, axis=0)
+    scores = np.einsum("nqd,nkd->nqk", q, k)
+    if bias is not None:
+        scores = scores + bias
+    scores = scale * scores
+    keep = np.broadcast_to(keep, scores.shape)
+    with np.errstate(invalid="ignore", over="ignore"):
+        row_max = np.max(scores, axis=-1, initial=-np.inf, where=keep)
+        safe_max = np.where(np.isfinite(row_max), row_max, 0.0)
+        e = np.where(keep, np.exp(scores - safe_max[..., None]), 0.0)
+        row_sum = e.sum(axis=-1)
+        probs = e / np.where(row_sum > 0, row_sum, 1.0)[..., None]
+    return np.einsum("nqk,nkd->nqd", probs, v), row_max, row_sum
+
+
+def _stats(values: Array) -> Array:
+    """Softmax statistics [..., Sq] as CANN stores them: [..., Sq, 8], the value repeated 8 times."""
+    return np.repeat(values[..., None], 8, axis=-1)
+
+
+# ----------------------------------------------------------------------------- FlashAttentionScore
+@kernel("FlashAttentionScore")
+def flash_attention_score(k: RefCall) -> None:
+    """Training attention forward: outputs, softmax row max and row sum (softmaxOutOut is left untouched)."""
+    plan = k.plan
+    layout, nq, nkv, mode = plan["layout"], plan["nq"], plan["nkv"], plan["mode"]
+    q = to_bnsd(k.read("query", F64), layout, nq)
+    key = to_bnsd(k.read("key", F64), layout, nkv)
+    value = to_bnsd(k.read("value", F64), layout, nkv)
+    b, _, sq, _ = q.shape
+    skv = key.shape[2]
+    keep = np.ones((1, 1, sq, skv), dtype=bool)
+    if k["attenMaskOptional"] is not None:
+        if mode in (0, 1):
+            keep = ~as_4d(k.read("attenMaskOptional") != 0)
+        geo = sparse_keep(mode, sq, skv, plan["pre"], plan["next"], skv - sq)
+        if geo is not None:
+            keep = keep & geo
+    pse = None if k["realShiftOptional"] is None else k.read("realShiftOptional", F64)
+    results = [
+        attend(
+            q[i],
+            key[i],
+            value[i],
+            keep[min(i, keep.shape[0] - 1)],
+            k.value("scaleValue"),
+            None if pse is None else pse[min(i, pse.shape[0] - 1)],
+        )
+        for i in range(b)
+    ]
+    out, row_max, row_sum = (np.stack(parts) for parts in zip(*results))
+    k.write("softmaxMaxOut", _stats(row_max))
+    k.write("softmaxSumOut", _stats(row_sum))
+    k.write("attentionOutOut", from_bnsd(out, layout))
+
+
+@kernel("FlashAttentionVarLenScore")
+def flash_attention_varlen_score(k: RefCall) -> None:
+    """TND attention: each packed sequence attends to its own keys only."""
+    plan = k.plan
+    q, key, value = (k.read(n, F64) for n in ("query", "key", "value"))
+    tq, nq, _ = q.shape
+    out = np.zeros(q.shape)
+    row_max = np.full((nq, tq), -np.inf)
+    row_sum = np.zeros((nq, tq))
+    has_mask = k["attenMaskOptional"] is not None
+    q0 = kv0 = 0
+    for sq, skv in zip(plan["lq"], plan["lkv"]):
+        if sq:
+            keep = np.ones((sq, skv), dtype=bool)
+            if has_mask:
+                geo = sparse_keep(plan["mode"], sq, skv, plan["pre"], plan["next"], skv - sq)
+                if geo is not None:
+                    keep = geo
+            o, m, s = attend(
+                q[q0 : q0 + sq].transpose(1, 0, 2),
+                key[kv0 : kv0 + skv].transpose(1, 0, 2),
+                value[kv0 : kv0 + skv].transpose(1, 0, 2),
+                keep,
+                k.value("scaleValue"),
+            )
+            out[q0 : q0 + sq] = o.transpose(1, 0, 2)
+            row_max[:, q0 : q0 + sq] = m
+            row_sum[:, q0 : q0 + sq] = s
+        q0, kv0 = q0 + sq, kv0 + skv
+    k.write("softmaxMaxOut", _stats(row_max))
+    k.write("softmaxSumOut", _stats(row_sum))
+    k.write("attentionOutOut", out)
+
+
+# ----------------------------------------------------------------------------- inference attention
+def _kv_batches(k: RefCall, name: str, layout: str, heads: int) -> list[Array]:
+    """Per-batch [Nkv, Skv_b, D] arrays from a key/value tensor or tensor list."""
+    arrays = k.read_list(name, F64) if isinstance(k[name], AclTensorList) else [k.read(name, F64)]
+    in_layout = "BNSD" if layout == "BNSD_BSND" else layout
+    if len(arrays) == 1:
+        return list(to_bnsd(arrays[0], in_layout, heads))
+    return [to_bnsd(a, in_layout, heads)[0] for a in arrays]
+
+
+@kernel("PromptFlashAttention", "IncreFlashAttention", "FusedInferAttentionScore")
+def inference_attention(k: RefCall) -> None:
+    """Prefill / decode attention with actual lengths, masks and sparse modes as the spec planned."""
+    plan = k.plan
+    layout, nq, nkv, kind = plan["layout"], plan["nq"], plan["nkv"], plan["mask"]
+    q = to_bnsd(k.read("query", F64), "BNSD" if layout == "BNSD_BSND" else layout, nq)
+    keys = _kv_batches(k, "key", layout, nkv)
+    values = _kv_batches(k, "value", layout, nkv)
+    b, _, sq, d = q.shape
+    user = as_4d(k.read("attenMask") != 0, decode=kind == "decode") if kind in ("full", "decode") else None
+    out = np.zeros((b, nq, sq, d))
+    lse = np.full((b, nq, sq), np.inf)  # +inf marks rows that were not computed or had nothing to attend to
+    for i in range(b):
+        rows, valid_kv, skv = plan["act_q"][i], plan["act_kv"][i], keys[i].shape[1]
+        keep = np.ones((1, sq, skv), dtype=bool)
+        keep[..., valid_kv:] = False
+        if user is not None:
+            keep = keep & ~user[min(i, user.shape[0] - 1)][:, :sq, :skv]
+        if kind in ("full", "compressed"):
+            geo = sparse_keep(plan["mode"], sq, skv, plan["pre"], plan["next"], valid_kv - rows)
+            if geo is not None:
+                keep = keep & geo
+        o, m, s = attend(q[i], keys[i], values[i], keep, k.value("scaleValue"))
+        o[:, rows:] = 0.0
+        out[i] = o
+        with np.errstate(divide="ignore"):
+            lse[i, :, :rows] = np.where(s[:, :rows] > 0, m[:, :rows] + np.log(s[:, :rows]), np.inf)
+    k.write("attentionOut", from_bnsd(out, layout))
+    if plan["lse"]:
+        k.write("softmaxLse", lse[..., None])
+
+
+# ----------------------------------------------------------------------------- rotary embedding
+def rotate(x: Array, mode: int) -> tuple[Array, Array]:
+    """(the part multiplied by cos, the part multiplied by sin) of x for a RotaryPositionEmbedding mode."""
+    d = x.shape[-1]
+    if mode == 0:
+        x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+        return x, np.concatenate([-x2, x1], axis=-1)
+    if mode == 1:
+        turned = np.empty_like(x)
+        turned[..., 0::2] = -x[..., 1::2]
+        turned[..., 1::2] = x[..., 0::2]
+        return x, turned
+    if mode == 2:
+        x1, x2, x3, x4 = (x[..., i * d // 4 : (i + 1) * d // 4] for i in range(4))
+        return x, np.concatenate([-x2, x1, -x4, x3], axis=-1)
+    evens, odds = x[..., 0::2], x[..., 1::2]  # mode 3: de-interleave, then rotate by half
+    return np.concatenate([evens, odds], axis=-1), np.concatenate([-odds, evens], axis=-1)
+
+
+@kernel("RotaryPositionEmbedding")
+def rotary_position_embedding(k: RefCall) -> None:
+    """out = x1 * cos + x2 * sin with (x1, x2) from :func:`rotate`."""
+    x, cos, sin = (k.read(n, F64) for n in ("x", "cos", "sin"))
+    straight, turned = rotate(x, k.value("mode"))
+    k.write("out", straight * cos + turned * sin)
+
+
+@kernel("ApplyRotaryPosEmb")
+def apply_rotary_pos_emb(k: RefCall) -> None:
+    """queryRef and keyRef rotated by half (rotate_half), in place."""
+    cos, sin = k.read("cos", F64), k.read("sin", F64)
+    rotated = {}
+    for name in ("queryRef", "keyRef"):
+        straight, turned = rotate(k.read(name, F64), 0)
+        rotated[name] = straight * cos + turned * sin
+    for name, value in rotated.items():
+        k.write(name, value)
+
+
+# ----------------------------------------------------------------------------- SwiGlu
+@kernel("SwiGlu")
+def swiglu(k: RefCall) -> None:
+    """out = silu(A) * B, with A and B the halves of x along dim."""
+    x = k.read("x", F64)
+    a, b = np.split(x, 2, axis=k.plan["dim"])
+    with np.errstate(over="ignore"):
+        silu = a / (1.0 + np.exp(-a))  # exp overflow gives a / inf = -0, silu's limit
+    k.write("out", silu * b)
