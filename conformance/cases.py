@@ -1,0 +1,385 @@
+"""Conformance cases, generated from the operator specs: values, error parity, and the Hypothesis tier.
+
+Every declared operator yields
+
+* one **value** case per sample and layout: contiguous, plus the non-contiguous placements of
+  :data:`acl_core.eager.LAYOUTS` that change something for that sample (quick mode keeps one of
+  them per sample, alternating deterministically; full mode keeps all);
+* **error** cases: the spec's own ``error_samples`` and generic invalid calls derived from the
+  parameters (a required handle passed as null → 161001; a tensor of a dtype outside its declared
+  set → 161002; an output of the wrong shape → 161002; an input whose device allocation is too
+  short for its view → 161002);
+* in full mode, **hypothesis** cases: new values (and, for elementwise ops, new shapes) drawn
+  around a few representative samples.
+
+Samples are drawn from a generator seeded by the suite seed and the operator's name, so a case's
+data never depends on which other operators are declared or selected.
+"""
+
+from __future__ import annotations
+
+import functools
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from acl_core.dtypes import DataType as D
+from acl_core.dtypes import from_numpy
+from acl_core.errors import AclnnStatus
+from acl_core.spec.opspec import ErrorSample, Kind, OpSpec, Role, Sample
+
+if TYPE_CHECKING:
+    from acl_core.backend import Backend
+
+NULLPTR = int(AclnnStatus.ACLNN_ERR_PARAM_NULLPTR)
+INVALID = int(AclnnStatus.ACLNN_ERR_PARAM_INVALID)
+TILING = int(AclnnStatus.ACLNN_ERR_INNER_TILING_ERROR)
+SHAPE_CODES = (INVALID, TILING)
+"""CANN reports shape problems as 161002, or for many ops as 561002 (tiling); the reference decides which."""
+NON_CONTIGUOUS: tuple[str, ...] = ("padded", "transposed")
+"""The placements of :data:`acl_core.eager.LAYOUTS` besides contiguous."""
+HYPOTHESIS_SAMPLES_PER_OP = 4
+"""How many representative samples (distinct dtype/rank signatures) per op the Hypothesis tier grows."""
+HYPOTHESIS_EXAMPLES = 12
+"""Examples Hypothesis draws around each of them (full mode)."""
+BAD_DTYPES: tuple[D, ...] = (
+    D.ACL_COMPLEX128,
+    D.ACL_UINT64,
+    D.ACL_UINT32,
+    D.ACL_UINT16,
+    D.ACL_INT16,
+    D.ACL_DOUBLE,
+    D.ACL_UINT8,
+    D.ACL_INT8,
+    D.ACL_BOOL,
+    D.ACL_FLOAT16,
+    D.ACL_FLOAT,
+    D.ACL_INT32,
+    D.ACL_INT64,
+)
+"""Where a wrong dtype for a parameter is picked from: the first one its declared set lacks."""
+
+Args = dict[str, Any]
+Builder = Callable[["Backend", "dict[str, Any] | None"], tuple[Args, list[Any]]]
+"""Makes an error case's arguments on one backend, given the reference's outputs of the base sample."""
+
+
+@dataclass(frozen=True)
+class ErrorPlan:
+    """How to make one invalid call, and the codes it may fail with (empty: parity with the reference only)."""
+
+    build: Builder
+    expected: tuple[int, ...]
+    gate: tuple[D, ...]
+    via_c: bool = False
+    base_sample: int | None = None
+
+
+@dataclass(frozen=True)
+class Case:
+    """One conformance case: ``case_id`` is unique within ``op``; expectation patterns match it."""
+
+    op: str
+    family: str
+    kind: str
+    case_id: str
+    note: str
+    sample: int = -1
+    layout: str = "contiguous"
+    quick: bool = True
+    error: ErrorPlan | None = field(default=None, compare=False)
+
+    @property
+    def label(self) -> str:
+        """``Op[case]`` for messages."""
+        return f"{self.op}[{self.case_id}]"
+
+
+def _seed(seed: int, op: str) -> np.random.Generator:
+    return np.random.default_rng([seed, zlib.crc32(op.encode())])
+
+
+def tensor_arrays(spec: OpSpec, args: Args) -> Iterator[tuple[str, np.ndarray]]:
+    """(parameter, array) for every NumPy array a sample passes to a tensor or tensor-list parameter."""
+    for p in spec.params:
+        value = args.get(p.name)
+        if p.kind is Kind.TENSOR and isinstance(value, np.ndarray):
+            yield p.name, value
+        elif p.kind is Kind.TENSOR_LIST and isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                if isinstance(v, np.ndarray):
+                    yield f"{p.name}[{i}]", v
+
+
+def arg_dtypes(spec: OpSpec, args: Args) -> set[D]:
+    """The aclDataTypes a call's tensors (and dtype attributes) use."""
+    found: set[D] = set()
+    for _, arr in tensor_arrays(spec, args):
+        found.add(from_numpy(arr.dtype))
+    for p in spec.params:
+        if p.kind is Kind.DTYPE and args.get(p.name) is not None:
+            found.add(D(int(args[p.name])))
+    return found
+
+
+def _meaningful_layouts(spec: OpSpec, args: Args) -> list[str]:
+    """The non-contiguous layouts that place at least one input differently from contiguous."""
+    arrays = [a for _, a in tensor_arrays(spec, args) if a.size > 0 and not from_numpy(a.dtype).is_packed]
+    layouts = []
+    if any(a.ndim >= 1 for a in arrays):
+        layouts.append("padded")
+    if any(a.ndim >= 2 for a in arrays):
+        layouts.append("transposed")
+    return layouts
+
+
+def _signature(spec: OpSpec, args: Args) -> tuple[Any, ...]:
+    arrays = tuple((name, str(a.dtype), a.ndim) for name, a in tensor_arrays(spec, args))
+    others = tuple((k, type(v).__name__) for k, v in sorted(args.items()) if not isinstance(v, (np.ndarray, list)))
+    return arrays + others
+
+
+class OpCases:
+    """One operator's samples and error samples, generated once from a seeded generator."""
+
+    def __init__(self, spec: OpSpec, seed: int) -> None:
+        self.spec = spec
+        self.samples: list[Sample] = list(spec.samples(_seed(seed, spec.name))) if spec.samples else []
+        self.error_samples: list[ErrorSample] = (
+            list(spec.error_samples(_seed(seed + 1, spec.name))) if spec.error_samples else []
+        )
+
+    def cases(self) -> list[Case]:
+        """Every case of this op (full mode); ``quick`` marks the quick subset."""
+        spec = self.spec
+        found: list[Case] = []
+        seen: dict[str, int] = {}
+
+        def add(kind: str, note: str, suffix: str = "", **kw: Any) -> None:
+            base = f"{kind}:{note}" if kind != "value" else note
+            key = base + suffix
+            n = seen.get(key, 0) + 1
+            seen[key] = n
+            case_id = key if n == 1 else f"{base} #{n}{suffix}"
+            found.append(Case(spec.name, spec.family, kind, case_id, note, **kw))
+
+        notes = [s.note or f"sample {i}" for i, s in enumerate(self.samples)]
+        for i, (sample, note) in enumerate(zip(self.samples, notes)):
+            add("value", note, "@contiguous", sample=i)
+            layouts = _meaningful_layouts(spec, sample.args)
+            for j, layout in enumerate(layouts):
+                add("value", note, f"@{layout}", sample=i, layout=layout, quick=(j == i % len(layouts)))
+        for es in self.error_samples:
+            plan = ErrorPlan(_fixed(es.args), (es.code,), tuple(sorted(arg_dtypes(spec, es.args))))
+            add("error", es.note or "error sample", error=plan)
+        for note, plan in self._generic_errors():
+            add("error", note, error=plan)
+        for i in self._hypothesis_samples():
+            add("hypothesis", notes[i], sample=i, quick=False)
+        return found
+
+    # -------------------------------------------------------------------------------- generic errors
+    def _base_index(self) -> int | None:
+        for i, s in enumerate(self.samples):
+            arrays = [a for _, a in tensor_arrays(self.spec, s.args)]
+            if arrays and all(a.size >= 2 for a in arrays):
+                return i
+        return 0 if self.samples else None
+
+    def _generic_errors(self) -> Iterator[tuple[str, ErrorPlan]]:
+        index = self._base_index()
+        if index is None:
+            return
+        spec, base = self.spec, self.samples[index].args
+        gate = tuple(sorted(arg_dtypes(spec, base)))
+        for p in spec.params:
+            if not p.kind.is_handle or p.optional:
+                continue
+            if p.role is Role.OUT:
+                build = _out_replaced(spec, base, p.name, lambda v: None)
+                yield f"{p.name}=null", ErrorPlan(build, (NULLPTR,), gate, True, index)
+            else:
+                yield f"{p.name}=null", ErrorPlan(_replaced(base, p.name, None), (NULLPTR,), gate, False, index)
+        for p in spec.params:
+            if p.kind not in (Kind.TENSOR, Kind.TENSOR_LIST) or p.dtypes is None:
+                continue
+            bad = next((d for d in BAD_DTYPES if d not in p.dtypes), None)
+            if bad is None:
+                continue
+            note = f"{p.name} as {bad.short}"
+            if p.role is Role.OUT:
+                if not p.optional:
+                    build = _out_replaced(spec, base, p.name, functools.partial(_cast, dtype=bad))
+                    yield note, ErrorPlan(build, (INVALID,), gate, False, index)
+            elif isinstance(base.get(p.name), (np.ndarray, list)):
+                yield note, ErrorPlan(_replaced(base, p.name, _cast(base[p.name], bad)), (INVALID,), gate, False, index)
+        for p in spec.params:
+            if p.role is Role.OUT and p.kind is Kind.TENSOR and not p.optional:
+                build = _out_replaced(spec, base, p.name, _wrong_shape)
+                yield f"{p.name} of a wrong shape", ErrorPlan(build, SHAPE_CODES, gate, False, index)
+        for p in spec.params:
+            value = base.get(p.name)
+            if p.role is not Role.OUT and p.kind is Kind.TENSOR and isinstance(value, np.ndarray):
+                if value.size >= 2 and not from_numpy(value.dtype).is_packed:
+                    yield (
+                        f"{p.name} allocation too short",
+                        ErrorPlan(_short(base, p.name), (INVALID,), gate, False, index),
+                    )
+                    break
+
+    # -------------------------------------------------------------------------------- hypothesis
+    def _hypothesis_samples(self) -> list[int]:
+        chosen: list[int] = []
+        seen: set[tuple[Any, ...]] = set()
+        for i, s in enumerate(self.samples):
+            arrays = [a for _, a in tensor_arrays(self.spec, s.args)]
+            if not arrays or any(a.size == 0 for a in arrays):
+                continue
+            sig = _signature(self.spec, s.args)
+            if sig in seen:
+                continue
+            seen.add(sig)
+            chosen.append(i)
+            if len(chosen) == HYPOTHESIS_SAMPLES_PER_OP:
+                break
+        return chosen
+
+
+# ------------------------------------------------------------------------------------ builders
+def _fixed(args: Args) -> Builder:
+    def build(backend: Backend, ref: dict[str, Any] | None) -> tuple[Args, list[Any]]:
+        return dict(args), []
+
+    return build
+
+
+def _replaced(args: Args, name: str, value: Any) -> Builder:
+    def build(backend: Backend, ref: dict[str, Any] | None) -> tuple[Args, list[Any]]:
+        return {**args, name: value}, []
+
+    return build
+
+
+def _cast(value: Any, dtype: D) -> Any:
+    np_dtype = dtype.numpy
+    assert np_dtype is not None
+    with np.errstate(all="ignore"):
+        if isinstance(value, (list, tuple)):
+            return [np.asarray(v).astype(np_dtype) for v in value]
+        return np.asarray(value).astype(np_dtype)
+
+
+def sentinel_outputs(spec: OpSpec, outputs: dict[str, Any]) -> Args:
+    """Explicit output arrays shaped like ``outputs`` and filled with 77 (so unwritten elements show)."""
+
+    def fill(like: Any) -> np.ndarray:
+        like = np.asarray(like)
+        with np.errstate(all="ignore"):
+            return np.full(like.shape, 77).astype(like.dtype)
+
+    found: Args = {}
+    for p in spec.params:
+        if p.role is Role.OUT and p.name in outputs:
+            value = outputs[p.name]
+            found[p.name] = [fill(v) for v in value] if isinstance(value, list) else fill(value)
+    return found
+
+
+def _out_replaced(spec: OpSpec, args: Args, name: str, make: Callable[[Any], Any]) -> Builder:
+    """Every output given explicitly (from the reference's), output ``name`` replaced by ``make(its value)``."""
+
+    def build(backend: Backend, ref: dict[str, Any] | None) -> tuple[Args, list[Any]]:
+        assert ref is not None
+        outs = sentinel_outputs(spec, ref)
+        return {**args, **outs, name: make(outs.get(name))}, []
+
+    return build
+
+
+def _wrong_shape(value: Any) -> np.ndarray:
+    good = np.asarray(value)
+    shape = (good.shape[0] + 1, *good.shape[1:]) if good.ndim else (2,)
+    return np.zeros(shape, good.dtype)
+
+
+def _short(args: Args, name: str) -> Builder:
+    def build(backend: Backend, ref: dict[str, Any] | None) -> tuple[Args, list[Any]]:
+        from acl_core import eager
+        from acl_core.tensor import AclTensor
+
+        value = np.asarray(args[name])
+        dtype = from_numpy(value.dtype)
+        short = eager.to_device(value.reshape(-1)[: value.size // 2], backend)
+        tensor = AclTensor.create(value.shape, dtype, None, 0, short.format, value.shape, short.address)
+        return {**args, name: tensor}, [short]
+
+    return build
+
+
+class Catalog:
+    """Every case of the selected operators, generated once per process (cheap: no op runs here)."""
+
+    def __init__(self, specs: dict[str, OpSpec], *, seed: int = 0, ops: str | Sequence[str] | None = None) -> None:
+        self.seed = seed
+        self.all_specs = specs
+        self.patterns = _patterns(ops)
+        chosen = [s for s in specs.values() if selected(s, self.patterns)]
+        self.specs = {s.name: s for s in sorted(chosen, key=_family_order)}
+        self._ops: dict[str, OpCases] = {}
+        self._cases: list[Case] | None = None
+
+    def op(self, name: str) -> OpCases:
+        """The samples of operator ``name`` (generated on first use)."""
+        if name not in self._ops:
+            self._ops[name] = OpCases(self.specs[name], self.seed)
+        return self._ops[name]
+
+    def sample(self, op: str, index: int) -> Sample:
+        """Sample ``index`` of ``op``."""
+        return self.op(op).samples[index]
+
+    def all_cases(self) -> list[Case]:
+        """Every case of every selected op, full mode (quick cases are flagged)."""
+        if self._cases is None:
+            self._cases = [c for name in self.specs for c in self.op(name).cases()]
+        return self._cases
+
+    def cases(self, mode: str) -> list[Case]:
+        """The cases one mode runs: ``quick`` (the flagged subset) or ``full`` (all)."""
+        if mode not in ("quick", "full"):
+            raise ValueError(f"mode must be 'quick' or 'full', not {mode!r}")
+        return [c for c in self.all_cases() if mode == "full" or c.quick]
+
+    def ops_without_samples(self) -> list[str]:
+        """Selected operators whose spec declares no samples (nothing proves their values)."""
+        return [name for name in self.specs if not self.op(name).samples]
+
+    def filtered_out(self, op_pattern: str) -> bool:
+        """True when ``op_pattern`` names only declared ops that this run's --ops selection left out."""
+        hits = [s for n, s in self.all_specs.items() if fnmatchcase(n, op_pattern)]
+        return bool(hits) and not any(s.name in self.specs for s in hits)
+
+
+def _family_order(spec: OpSpec) -> tuple[int, str, str]:
+    from acl_core.spec.ops import FAMILIES
+
+    rank = FAMILIES.index(spec.family) if spec.family in FAMILIES else len(FAMILIES)
+    return rank, spec.family, spec.name
+
+
+def _patterns(ops: str | Sequence[str] | None) -> tuple[str, ...]:
+    if ops is None:
+        return ()
+    items: Iterable[str] = ops.split(",") if isinstance(ops, str) else ops
+    return tuple(p.strip() for p in items if p.strip())
+
+
+def selected(spec: OpSpec, patterns: Sequence[str]) -> bool:
+    """True when ``spec`` is chosen by ``patterns`` (fnmatch on the op name or its family; none: all)."""
+    if not patterns:
+        return True
+    return any(fnmatchcase(spec.name, p) or fnmatchcase(spec.family, p) for p in patterns)

@@ -1,0 +1,409 @@
+"""Running one case on the backend under test and on the reference, and judging the difference.
+
+The runner never looks at a backend's name to decide anything: an op missing from
+``capabilities().ops`` or a case using a dtype missing from ``capabilities().dtypes`` is skipped
+with that reason; a case the capabilities claim must then behave as on the reference.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from acl_conformance import tolerances
+from acl_conformance.cases import Case, Catalog, ErrorPlan, arg_dtypes, sentinel_outputs
+from acl_conformance.compare import Mismatch, compare_outputs
+from acl_conformance.expectations import Expectation
+from acl_core import eager
+from acl_core.backend import Backend
+from acl_core.dtypes import DataType as D
+from acl_core.dtypes import from_numpy
+from acl_core.errors import AclCoreError, AclnnStatus, code_name
+from acl_core.spec.opspec import Kind, OpSpec, Sample
+from acl_core.tensor import (
+    AclBoolArray,
+    AclFloatArray,
+    AclIntArray,
+    AclScalar,
+    AclScalarList,
+    AclTensor,
+    AclTensorList,
+)
+
+STATUSES = ("passed", "failed", "skipped", "xfailed", "xpassed")
+INNER = int(AclnnStatus.ACLNN_ERR_INNER)
+Outputs = dict[str, Any]
+
+
+@dataclass
+class Outcome:
+    """What happened to one case. ``failure`` classifies a failed case (value, dtype, shape, code...)."""
+
+    op: str
+    family: str
+    kind: str
+    case: str
+    status: str
+    message: str = ""
+    failure: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    expectation: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """A plain dict for the JSON report."""
+        data = {
+            "op": self.op,
+            "family": self.family,
+            "kind": self.kind,
+            "case": self.case,
+            "status": self.status,
+            "message": self.message,
+            "failure": self.failure,
+            "detail": self.detail,
+            "seconds": round(self.seconds, 6),
+        }
+        if self.expectation:
+            data["expectation"] = self.expectation
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Outcome:
+        """The inverse of :meth:`to_json`."""
+        return cls(
+            op=data["op"],
+            family=data["family"],
+            kind=data["kind"],
+            case=data["case"],
+            status=data["status"],
+            message=data.get("message", ""),
+            failure=data.get("failure", ""),
+            detail=dict(data.get("detail", {})),
+            seconds=float(data.get("seconds", 0.0)),
+            expectation=data.get("expectation", ""),
+        )
+
+
+def apply_expectation(outcome: Outcome, entry: Expectation | None) -> Outcome:
+    """The outcome seen through an expectation entry: a failure it expects becomes xfailed, a pass xpassed."""
+    if entry is None or entry.status != "xfail":
+        return outcome
+    if outcome.status == "failed":
+        return replace(outcome, status="xfailed", expectation=entry.reason)
+    if outcome.status == "passed":
+        return replace(
+            outcome,
+            status="xpassed",
+            message=f"expected to fail ({entry.reason}) but passed; the entry {entry.source} may be stale",
+            expectation=entry.reason,
+        )
+    return outcome
+
+
+@dataclass
+class _RefResult:
+    outputs: Outputs | None
+    error: AclCoreError | None
+
+
+def _attempt(fn: Callable[[], Any]) -> tuple[int, str]:
+    """(code, message) of a call: 0 on success, the CANN code of an AclCoreError, 561000 for a crash."""
+    try:
+        fn()
+    except AclCoreError as exc:
+        return exc.code, exc.message
+    except Exception as exc:
+        return INNER, f"crashed with {type(exc).__name__}: {exc}"
+    return 0, ""
+
+
+def _describe_code(code: int) -> str:
+    return "success (no error)" if code == 0 else f"{code_name(code)} ({code})"
+
+
+class Runner:
+    """Runs cases of a :class:`Catalog` on ``backend`` and compares with ``reference``."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        reference: Backend,
+        catalog: Catalog,
+        *,
+        op_overrides: Sequence[tolerances.Override] = tolerances.OP_OVERRIDES,
+        backend_overrides: Sequence[tolerances.Override] = tolerances.BACKEND_OVERRIDES,
+    ) -> None:
+        self.backend = backend
+        self.reference = reference
+        self.catalog = catalog
+        self.caps = backend.capabilities()
+        self._ops = frozenset(self.caps.ops)
+        self._dtypes = frozenset(self.caps.dtypes)
+        self._op_overrides = op_overrides
+        self._backend_overrides = backend_overrides
+        self._ref_cache: OrderedDict[tuple[str, int], _RefResult] = OrderedDict()
+
+    # ------------------------------------------------------------------------------------ public
+    def run(self, case: Case) -> Outcome:
+        """Run one case (expectations not applied) and time it."""
+        start = time.perf_counter()
+        try:
+            if case.op not in self._ops:
+                outcome = self._skip(case, f"not claimed: capabilities.ops lacks {case.op}")
+            elif case.kind == "value":
+                outcome = self._value(case)
+            elif case.kind == "error":
+                outcome = self._error(case)
+            elif case.kind == "hypothesis":
+                from acl_conformance.hypo import run_hypothesis
+
+                outcome = run_hypothesis(self, case)
+            else:
+                raise ValueError(f"unknown case kind {case.kind!r}")
+        except Exception as exc:  # a defect in the suite or the backend must not stop the run
+            outcome = self._fail(
+                case, "crash", f"the suite crashed: {type(exc).__name__}: {exc}", {"traceback": traceback.format_exc()}
+            )
+        outcome.seconds = time.perf_counter() - start
+        return outcome
+
+    def spec(self, op: str) -> OpSpec:
+        """The spec of ``op``."""
+        return self.catalog.specs[op]
+
+    def reference_outputs(self, op: str, index: int) -> _RefResult:
+        """The reference's outputs for sample ``index`` of ``op`` (contiguous; cached)."""
+        key = (op, index)
+        if key in self._ref_cache:
+            self._ref_cache.move_to_end(key)
+            return self._ref_cache[key]
+        sample = self.catalog.sample(op, index)
+        try:
+            result = _RefResult(eager.run(op, self.reference, op_args=sample.args), None)
+        except AclCoreError as exc:
+            result = _RefResult(None, exc)
+        self._ref_cache[key] = result
+        if len(self._ref_cache) > 256:
+            self._ref_cache.popitem(last=False)
+        return result
+
+    def unclaimed_dtypes(self, dtypes: set[D]) -> list[D]:
+        """The dtypes among ``dtypes`` that the capabilities do not claim."""
+        return sorted(d for d in dtypes if d not in self._dtypes)
+
+    def tolerance_for(self, op: str, sample: Sample) -> Callable[[D], tolerances.Tolerance]:
+        """The tolerance lookup for outputs of one sample of ``op`` on this backend."""
+
+        def lookup(dtype: D) -> tolerances.Tolerance:
+            return tolerances.lookup(
+                op,
+                dtype,
+                self.backend.name,
+                sample.tolerance,
+                op_overrides=self._op_overrides,
+                backend_overrides=self._backend_overrides,
+            )
+
+        return lookup
+
+    def gate(self, case: Case, dtypes: set[D]) -> Outcome | None:
+        """A skipped outcome when the case uses a dtype the capabilities do not claim."""
+        missing = self.unclaimed_dtypes(dtypes)
+        if missing:
+            names = ", ".join(d.short for d in missing)
+            return self._skip(case, f"not claimed: capabilities.dtypes lacks {names}")
+        return None
+
+    def run_on_backend(self, op: str, args: dict[str, Any], layout: str, expected: Outputs) -> Outputs:
+        """Run ``op`` on the backend under test, outputs placed with ``layout`` too (not contiguous)."""
+        if layout != "contiguous":
+            args = {**args, **sentinel_outputs(self.spec(op), expected)}
+        return eager.run(op, self.backend, layout=layout, op_args=args)
+
+    def judge(
+        self, case: Case, args: dict[str, Any], layout: str, expected: Outputs, sample: Sample
+    ) -> tuple[str, str, dict[str, Any]] | None:
+        """(failure kind, message, detail) when the backend's result differs from ``expected``; else None."""
+        try:
+            actual = self.run_on_backend(case.op, args, layout, expected)
+        except AclCoreError as exc:
+            return (
+                "claim",
+                f"the backend rejects a call its capabilities claim, with {_describe_code(exc.code)}: "
+                f"{exc.message}; the reference computes it",
+                {"backend_code": exc.code, "backend_message": exc.message},
+            )
+        except Exception as exc:
+            return ("crash", f"the backend crashed: {type(exc).__name__}: {exc}", {})
+        problems = compare_outputs(actual, expected, self.tolerance_for(case.op, sample))
+        if not problems:
+            return None
+        return (problems[0].kind, "; ".join(m.message for m in problems), _detail(problems))
+
+    # ------------------------------------------------------------------------------------ kinds
+    def _value(self, case: Case) -> Outcome:
+        sample = self.catalog.sample(case.op, case.sample)
+        ref = self.reference_outputs(case.op, case.sample)
+        if ref.outputs is None:
+            assert ref.error is not None
+            return self._fail(case, "reference", f"the reference rejects this sample: {ref.error}")
+        skipped = self.gate(case, arg_dtypes(self.spec(case.op), sample.args) | _output_dtypes(ref.outputs))
+        if skipped:
+            return skipped
+        verdict = self.judge(case, sample.args, case.layout, ref.outputs, sample)
+        if verdict is None:
+            return self._pass(case)
+        return self._fail(case, *verdict)
+
+    def _error(self, case: Case) -> Outcome:
+        plan = case.error
+        assert plan is not None
+        ref_outputs: Outputs | None = None
+        if plan.base_sample is not None:
+            ref = self.reference_outputs(case.op, plan.base_sample)
+            if ref.outputs is None:
+                return self._fail(
+                    case, "reference", f"the reference rejects the valid call this case alters: {ref.error}"
+                )
+            ref_outputs = ref.outputs
+        skipped = self.gate(case, set(plan.gate))
+        if skipped:
+            return skipped
+        ref_code, ref_msg = self._invalid_call(self.reference, case, plan, ref_outputs)
+        code, msg = self._invalid_call(self.backend, case, plan, ref_outputs)
+        detail = {
+            "expected_codes": list(plan.expected),
+            "reference_code": ref_code,
+            "backend_code": code,
+            "reference_message": ref_msg,
+            "backend_message": msg,
+        }
+        if plan.expected and ref_code not in plan.expected:
+            return self._fail(
+                case,
+                "reference",
+                f"the reference returns {_describe_code(ref_code)} where the case expects "
+                f"{' or '.join(_describe_code(c) for c in plan.expected)} ({ref_msg or 'it accepted the call'})",
+                detail,
+            )
+        if code != ref_code:
+            return self._fail(
+                case,
+                "code",
+                f"error code {_describe_code(code)} where the reference returns {_describe_code(ref_code)}"
+                + (f"; backend said: {msg}" if msg else ""),
+                detail,
+            )
+        return self._pass(case)
+
+    def _invalid_call(
+        self, backend: Backend, case: Case, plan: ErrorPlan, ref_outputs: Outputs | None
+    ) -> tuple[int, str]:
+        keep: list[Any] = []
+
+        def call() -> None:
+            args, made = plan.build(backend, ref_outputs)
+            keep.extend(made)
+            if plan.via_c:
+                invoke_c(self.spec(case.op), backend, args, keep)
+            else:
+                eager.run(case.op, backend, op_args=args)
+
+        try:
+            return _attempt(call)
+        finally:
+            for item in keep:
+                free = getattr(item, "free", None)
+                if free is not None:
+                    free()
+
+    # ------------------------------------------------------------------------------------ outcomes
+    def _pass(self, case: Case) -> Outcome:
+        return Outcome(case.op, case.family, case.kind, case.case_id, "passed")
+
+    def _skip(self, case: Case, reason: str) -> Outcome:
+        return Outcome(case.op, case.family, case.kind, case.case_id, "skipped", reason)
+
+    def _fail(self, case: Case, failure: str, message: str, detail: dict[str, Any] | None = None) -> Outcome:
+        return Outcome(case.op, case.family, case.kind, case.case_id, "failed", message, failure, detail or {})
+
+
+def _detail(problems: list[Mismatch]) -> dict[str, Any]:
+    first = problems[0]
+    return {"output": first.output, **first.detail, "outputs_differing": [m.output for m in problems]}
+
+
+def _output_dtypes(outputs: Outputs) -> set[D]:
+    found: set[D] = set()
+    for value in outputs.values():
+        for arr in value if isinstance(value, list) else [value]:
+            found.add(from_numpy(np.asarray(arr).dtype))
+    return found
+
+
+# ------------------------------------------------------------------------------------ the C path
+def _scalar_handle(value: Any) -> AclScalar:
+    if isinstance(value, AclScalar):
+        return value
+    if isinstance(value, tuple) and len(value) == 2:
+        return AclScalar.create(value[0], value[1])
+    if isinstance(value, (bool, np.bool_)):
+        return AclScalar.create(bool(value), D.ACL_BOOL)
+    if isinstance(value, int):
+        return AclScalar.create(int(value), D.ACL_INT64)
+    if isinstance(value, np.generic):
+        return AclScalar.create(value.item(), from_numpy(value.dtype))
+    if isinstance(value, complex):
+        return AclScalar.create(value, D.ACL_COMPLEX128)
+    return AclScalar.create(float(value), D.ACL_DOUBLE)
+
+
+def _handle(kind: Kind, value: Any, backend: Backend, keep: list[Any]) -> Any:
+    if value is None:
+        return None
+    if kind is Kind.TENSOR:
+        if isinstance(value, AclTensor):
+            return value
+        da = eager.to_device(np.asarray(value), backend)
+        keep.append(da)
+        return da.tensor()
+    if kind is Kind.TENSOR_LIST:
+        return AclTensorList.create([_handle(Kind.TENSOR, v, backend, keep) for v in value])
+    if kind is Kind.SCALAR:
+        return _scalar_handle(value)
+    if kind is Kind.SCALAR_LIST:
+        return AclScalarList.create([_scalar_handle(v) for v in value])
+    if kind is Kind.INT_ARRAY:
+        return AclIntArray.create(value)
+    if kind is Kind.FLOAT_ARRAY:
+        return AclFloatArray.create(value)
+    if kind is Kind.BOOL_ARRAY:
+        return AclBoolArray.create(value)
+    return value
+
+
+def invoke_c(spec: OpSpec, backend: Backend, args: dict[str, Any], keep: list[Any]) -> None:
+    """Both aclnn phases with exactly these arguments (None stays a null handle; outputs are not allocated)."""
+    from acl_core.aclnn import execute, get_workspace_size
+
+    backend.runtime.ensure_device()
+    handles = {p.name: _handle(p.kind, args.get(p.name, p.default), backend, keep) for p in spec.params}
+    size, executor = get_workspace_size(spec, [], handles, backend=backend)
+    runtime = backend.runtime
+    workspace = runtime.malloc(size) if size else 0
+    try:
+        stream = runtime.create_stream()
+        try:
+            execute(spec, workspace, size, executor, stream)
+            runtime.synchronize_stream(stream)
+        finally:
+            runtime.destroy_stream(stream)
+    finally:
+        if workspace:
+            runtime.free(workspace)

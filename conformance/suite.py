@@ -1,0 +1,145 @@
+"""The conformance suite as one object: which cases, which expectations, run them, report.
+
+``pytest --acl-backend NAME`` collects this very file (the plugin turns it into one item per case);
+``acl-core conformance NAME`` and :func:`run` drive a :class:`Session` directly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from acl_conformance import expectations as expect
+from acl_conformance import tolerances
+from acl_conformance.cases import Case, Catalog
+from acl_conformance.report import Report, versions
+from acl_conformance.runner import Outcome, Runner, apply_expectation
+from acl_core.backend import Backend
+from acl_core.plugin import get_backend
+from acl_core.spec.ops import all_specs
+
+REFERENCE = "reference"
+MODES = ("quick", "full")
+SUITE_FILE = Path(__file__).resolve()
+Progress = Callable[[Case, Outcome], None]
+
+
+class Session:
+    """One backend, one mode, one selection of ops: the cases, their expectations and their outcomes."""
+
+    def __init__(
+        self,
+        backend: str | Backend | None = None,
+        *,
+        mode: str = "quick",
+        ops: str | Sequence[str] | None = None,
+        expectations: Path | str | None = None,
+        seed: int = 0,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+        if mode == "full":
+            try:
+                import hypothesis  # noqa: F401
+            except ImportError:
+                raise RuntimeError("full mode needs Hypothesis: pip install hypothesis") from None
+        self.backend = backend if isinstance(backend, Backend) else get_backend(backend)
+        self.reference = get_backend(REFERENCE)
+        self.mode = mode
+        self.catalog = Catalog(all_specs(), seed=seed, ops=ops)
+        self.entries, self.expectations_file = expect.load_for(self.backend.name, expectations)
+        self.runner = Runner(self.backend, self.reference, self.catalog)
+        self.capabilities = self.runner.caps
+
+    def cases(self) -> list[Case]:
+        """The cases this mode runs, in a stable order (by op, then samples, errors, hypothesis)."""
+        return self.catalog.cases(self.mode)
+
+    def expectation(self, case: Case) -> expect.Expectation | None:
+        """The expectation entry that decides ``case``, if any."""
+        return expect.match(self.entries, case.op, case.case_id)
+
+    def run_case(self, case: Case) -> Outcome:
+        """Run one case with its expectation applied (a skip entry means it does not run)."""
+        entry = self.expectation(case)
+        if entry is not None and entry.status == "skip":
+            return Outcome(
+                case.op,
+                case.family,
+                case.kind,
+                case.case_id,
+                "skipped",
+                f"expectation: {entry.reason}",
+                expectation=entry.reason,
+            )
+        return apply_expectation(self.runner.run(case), entry)
+
+    def warnings(self) -> list[str]:
+        """Expectation entries matching no case, ops without samples, unsound tolerance entries."""
+        found = []
+        every = self.catalog.all_cases()
+        for entry in self.entries:
+            if any(entry.matches(c.op, c.case_id) for c in every):
+                continue
+            if self.catalog.filtered_out(entry.op):
+                continue
+            found.append(f"expectation matches no case: {entry.describe()}")
+        for op in self.catalog.ops_without_samples():
+            found.append(f"{op} declares no samples: only its error parity is checked")
+        unknown = sorted(set(self.capabilities.ops) - set(self.catalog.all_specs))
+        if unknown:
+            found.append(f"capabilities claim ops no spec declares: {', '.join(unknown)}")
+        found += tolerances.check_table([*tolerances.OP_OVERRIDES, *tolerances.BACKEND_OVERRIDES])
+        return found
+
+    def report(self, outcomes: list[Outcome], seconds: float = 0.0) -> Report:
+        """The report of ``outcomes`` (from :meth:`run` or from pytest items)."""
+        caps = self.capabilities
+        return Report(
+            backend=self.backend.name,
+            mode=self.mode,
+            capabilities=caps.to_jsonable(),
+            versions=versions(caps.backend_version, self.mode),
+            outcomes=outcomes,
+            declared={n: s.family for n, s in self.catalog.specs.items()},
+            claimed_ops=frozenset(caps.ops),
+            warnings=self.warnings(),
+            expectations_file=self.expectations_file,
+            selection=self.catalog.patterns,
+            seconds=seconds,
+        )
+
+    def run(self, progress: Progress | None = None, cases: list[Case] | None = None) -> Report:
+        """Run every case of the mode (or ``cases``), calling ``progress`` after each; return the report."""
+        start = time.perf_counter()
+        outcomes = []
+        for case in self.cases() if cases is None else cases:
+            outcome = self.run_case(case)
+            outcomes.append(outcome)
+            if progress is not None:
+                progress(case, outcome)
+        return self.report(outcomes, time.perf_counter() - start)
+
+
+def default_report_dir(backend: str) -> Path:
+    """``./reports/conformance-<backend>/``."""
+    return Path("reports") / f"conformance-{backend}"
+
+
+def run(
+    backend: str | Backend | None = None,
+    *,
+    mode: str = "quick",
+    ops: str | Sequence[str] | None = None,
+    expectations: Path | str | None = None,
+    report_dir: Path | str | None = None,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> Report:
+    """Prove ``backend`` against the reference; write the report to ``report_dir`` when given."""
+    session = Session(backend, mode=mode, ops=ops, expectations=expectations, seed=seed)
+    report = session.run(progress)
+    if report_dir is not None:
+        report.write(report_dir)
+    return report
