@@ -229,7 +229,7 @@ def _check_overlap(spec: OpSpec, canon: dict[str, Any]) -> None:
     every = [(lbl, t, p) for p in spec.params if canon[p.name] is not None for lbl, t in _tensors(p, canon[p.name])]
     for wl, w, wp in written:
         for ol, o, op in every:
-            if o is w or ol == wl or o.numel == 0 or w.numel == 0:
+            if ol == wl or o.numel == 0 or w.numel == 0:
                 continue
             if not _overlaps(w, o):
                 continue

@@ -7,11 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from acl_core.dtypes import DataType
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
 from acl_reference.tensor_io import wide
-
-from acl_core.dtypes import DataType
 
 Array = np.ndarray
 
