@@ -15,6 +15,8 @@ Conventions shared by every attention operator here (the reference kernels imple
   their softmax max is -inf and their sum is 0 (innerPrecise=2 behaviour, applied whatever
   innerPrecise says); FusedInferAttentionScore's softmaxLse marks them +inf ("invalid").
 * Query rows past ``actualSeqLengths`` (prefill / fused inference) are not computed: zeros.
+* Reserved outputs are accepted and left untouched: FlashAttentionScore's ``softmaxOutOut`` (may be
+  null) and FusedInferAttentionScore's ``softmaxLse`` when ``softmaxLseFlag`` is false.
 * Not implemented, refused with 161002 and a message saying so: dropout (keepProb < 1, dropMask),
   prefix / varlen-split sparse modes 5-8, quantisation, paged KV (blockTable), left padding,
   pseShift of the inference operators.
@@ -652,7 +654,7 @@ def _pfa_infer(call: Call) -> Infos:
     pre, nxt = call.args["preTokens"], call.args["nextTokens"]
     mask = call.args["attenMask"]
     if mask is not None:
-        _full_mask(mask, "attenMask", b, nq, sq, max(skv), padded=True)
+        _full_mask(mask, "attenMask", b, nq, sq, max(skv, default=0), padded=True)
         _check_band(0, pre, nxt)
     act_q = _seq_lengths(call, "actualSeqLengths", b, [sq] * b)
     call.plan.update(
@@ -682,7 +684,7 @@ def _ifa_infer(call: Call) -> Infos:
     mask = call.args["attenMask"]
     kind = "none"
     if mask is not None and mask.numel:
-        _decode_mask(mask, b, nq, max(skv))
+        _decode_mask(mask, b, nq, max(skv, default=0))
         kind = "decode"
     act_kv = _seq_lengths(call, "actualSeqLengths", b, skv)
     call.plan.update(
@@ -735,7 +737,7 @@ def _fia_infer(call: Call) -> Infos:
             raise invalid(f"antiquantMode={call.args['antiquantMode']} is not supported; expected 0 or 1")
         kind = "none"
         if mask is not None:
-            _decode_mask(mask, b, nq, max(skv))
+            _decode_mask(mask, b, nq, max(skv, default=0))
             kind = "decode"
         mode, act_q, pre, nxt = 0, [1] * b, UNBOUNDED, UNBOUNDED
     else:
@@ -749,7 +751,7 @@ def _fia_infer(call: Call) -> Infos:
                 _compressed_mask(mask, "attenMask", mode)
                 kind = "compressed"
             else:
-                _full_mask(mask, "attenMask", b, nq, sq, max(skv), padded=True)
+                _full_mask(mask, "attenMask", b, nq, sq, max(skv, default=0), padded=True)
                 kind = "full"
             _check_band(mode, pre, nxt)
     infos: dict[str, OutInfo | None] = {
