@@ -237,3 +237,9 @@ def test_bad_calls_return_cann_codes() -> None:
 def test_erf_is_exact_at_known_points() -> None:
     x = np.array([0.0, 0.5, 1.0, -2.0])
     assert_close(ref("Erf", self=x)["out"], np.array([math.erf(v) for v in x]))
+
+
+def test_inplace_add_v3_updates_its_tensor() -> None:
+    other = np.arange(4, dtype=np.float32)
+    got = ref("InplaceAddV3", selfRef=1.5, other=other, alpha=2)["other"]
+    assert_close(got, (torch.add(torch.tensor(1.5), torch.from_numpy(other), alpha=2)).numpy())

@@ -376,3 +376,16 @@ def test_specific_shape_errors() -> None:
         ref("AddRmsNorm", x1=x, x2=x, gamma=np.ones(4, np.float32), epsilon=-1.0)
     with pytest.raises(AclnnError, match="channel"):
         ref("BatchNorm", input=x, weight=np.ones(4, np.float32), training=False, momentum=0.1, eps=1e-5)
+
+
+def test_inplace_add_rms_norm_overwrites_both_inputs() -> None:
+    rng = np.random.default_rng(5)
+    x1, x2 = (rng.standard_normal((3, 8)).astype(np.float32) for _ in range(2))
+    gamma = rng.standard_normal(8).astype(np.float32)
+    got = eager.run("InplaceAddRmsNorm", "reference", x1Ref=x1, x2Ref=x2, gamma=gamma, epsilon=1e-6)
+    x = torch.from_numpy(x1) + torch.from_numpy(x2)
+    want_y = torch.rms_norm(x, [8], torch.from_numpy(gamma), 1e-6)
+    np.testing.assert_allclose(got["x1Ref"], want_y.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["x2Ref"], x.numpy(), rtol=0, atol=0)
+    rstd = 1 / np.sqrt((x.double() ** 2).mean(-1, keepdim=True) + 1e-6)
+    np.testing.assert_allclose(got["rstdOut"], rstd.numpy(), rtol=1e-6)

@@ -628,4 +628,42 @@ _twins = [
     for op, ref_name in _TWINS.items()
 ]
 
-SPECS: list[OpSpec] = [*_base, *_twins]
+
+def _inplace_add_v3(base: OpSpec) -> OpSpec:
+    """aclnnInplaceAddV3: the official prototype names the scalar ``selfRef``; the tensor ``other`` is updated.
+
+    other = selfRef + alpha * other, written back into ``other`` (its only tensor).
+    """
+    params = (scalar("selfRef"), ref("other", REAL, c_type="const aclTensor*"), scalar("alpha"))
+
+    def to_base(args: Mapping[str, object]) -> dict[str, object]:
+        return {"self": args["selfRef"], "other": args["other"], "alpha": args["alpha"], "out": args["other"]}
+
+    def infer(call: Call) -> Infos:
+        base_call = Call(base, to_base(call.args))
+        info = base.infer(base_call)["out"]
+        call.plan.update(base_call.plan)
+        assert isinstance(info, OutInfo)
+        return {"other": castable(info.shape, info.dtype)}
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        for dt in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16):
+            for shape in S.ELEMENTWISE_SHAPES:
+                yield Sample(
+                    {"selfRef": 1.5, "other": S.array(rng, shape, dt), "alpha": 2}, f"{dt.short} {list(shape)}"
+                )
+
+    return OpSpec(
+        "InplaceAddV3",
+        FAMILY,
+        params,
+        infer,
+        alias_ok=True,
+        samples=gen,
+        base="AddV3",
+        base_args=to_base,
+        summary="other = selfRef + alpha * other, in place on the tensor",
+    )
+
+
+SPECS: list[OpSpec] = [*_base, *_twins, _inplace_add_v3(_AddV3)]

@@ -631,4 +631,58 @@ def _batch_norm() -> OpSpec:
     )
 
 
-SPECS: list[OpSpec] = [_layer_norm(), _add_layer_norm(), _rms_norm(), _add_rms_norm(), _group_norm(), _batch_norm()]
+def _inplace_add_rms_norm(base: OpSpec) -> OpSpec:
+    """aclnnInplaceAddRmsNorm: y overwrites x1Ref and the residual sum x1 + x2 overwrites x2Ref."""
+    params = (
+        ref("x1Ref", FLOATS),
+        ref("x2Ref", FLOATS),
+        tensor("gamma", FLOATS, min_rank=1),
+        float_attr("epsilon", bounds=(0.0, None)),
+        out("rstdOut", {_F32}),
+    )
+
+    def to_base(args: Mapping[str, object]) -> dict[str, object]:
+        return {
+            "x1": args["x1Ref"],
+            "x2": args["x2Ref"],
+            "gamma": args["gamma"],
+            "epsilon": args["epsilon"],
+            "yOut": args["x1Ref"],
+            "rstdOut": args["rstdOut"],
+            "xOut": args["x2Ref"],
+        }
+
+    def infer(call: Call) -> Infos:
+        base_call = Call(base, to_base(call.args))
+        infos = base.infer(base_call)
+        call.plan.update(base_call.plan)
+        return {"x1Ref": infos["yOut"], "x2Ref": infos["xOut"], "rstdOut": infos["rstdOut"]}
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        for sample in base.samples(rng) if base.samples else ():
+            args = {k: v for k, v in sample.args.items() if k not in ("x1", "x2")}
+            yield replace(sample, args={"x1Ref": sample.args["x1"], "x2Ref": sample.args["x2"], **args})
+
+    return OpSpec(
+        "InplaceAddRmsNorm",
+        FAMILY,
+        params,
+        infer,
+        alias_ok=True,
+        samples=gen,
+        base="AddRmsNorm",
+        base_args=to_base,
+        summary="in-place AddRmsNorm: yOut into x1Ref, xOut into x2Ref",
+    )
+
+
+_ADD_RMS_NORM = _add_rms_norm()
+SPECS: list[OpSpec] = [
+    _layer_norm(),
+    _add_layer_norm(),
+    _rms_norm(),
+    _ADD_RMS_NORM,
+    _inplace_add_rms_norm(_ADD_RMS_NORM),
+    _group_norm(),
+    _batch_norm(),
+]
