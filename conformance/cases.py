@@ -44,7 +44,7 @@ NON_CONTIGUOUS: tuple[str, ...] = ("padded", "transposed")
 """The placements of :data:`acl_core.eager.LAYOUTS` besides contiguous."""
 HYPOTHESIS_SAMPLES_PER_OP = 4
 """How many representative samples (distinct dtype/rank signatures) per op the Hypothesis tier grows."""
-HYPOTHESIS_EXAMPLES = 12
+HYPOTHESIS_EXAMPLES = 25
 """Examples Hypothesis draws around each of them (full mode)."""
 BAD_DTYPES: tuple[D, ...] = (
     D.ACL_COMPLEX128,

@@ -177,6 +177,7 @@ def run_hypothesis(runner: Runner, case: Case) -> Outcome:
     """Draw bounded, derandomized examples around one sample and compare backend with reference on each."""
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
     from hypothesis import strategies as st
+    from hypothesis.errors import Flaky
 
     from acl_core import eager
 
@@ -233,9 +234,26 @@ def run_hypothesis(runner: Runner, case: Case) -> Outcome:
     except _Found as found:
         detail = {**found.detail, "examples_run": examples["run"]}
         return runner._fail(case, found.failure, found.message, detail)
+    except Flaky as exc:
+        first = _first_found(exc)
+        message = "the same inputs gave a disagreement once and agreement on replay (nondeterministic results)"
+        if first is not None:
+            message += f"; first: {first.message}"
+        return runner._fail(case, "flaky", message, {"examples_run": examples["run"]})
     outcome = runner._pass(case)
     outcome.detail = {"examples_run": examples["run"], "rejected_by_both": examples["rejected"]}
     return outcome
+
+
+def _first_found(exc: BaseException) -> _Found | None:
+    """The first disagreement inside an exception (group)."""
+    if isinstance(exc, _Found):
+        return exc
+    for inner in getattr(exc, "exceptions", ()):
+        found = _first_found(inner)
+        if found is not None:
+            return found
+    return None
 
 
 def _shapes(args: dict[str, Any]) -> dict[str, Any]:

@@ -221,10 +221,16 @@ class Runner:
         return None
 
     def run_on_backend(self, op: str, args: dict[str, Any], layout: str, expected: Outputs) -> Outputs:
-        """Run ``op`` on the backend under test, outputs placed with ``layout`` too (not contiguous)."""
-        if layout != "contiguous":
+        """Run ``op`` on the backend under test, guarded against writes to anything but its outputs.
+
+        Inputs are placed with ``layout``. Contiguous and transposed cases give the outputs that
+        layout too (filled with 77); padded cases let ``eager.run(guard=True)`` allocate outputs inside
+        sentinel-filled storage with gaps, so a write beside the view is caught. Inputs are always
+        snapshotted: changing one is caught as well.
+        """
+        if layout != "padded":
             args = {**args, **sentinel_outputs(self.spec(op), expected)}
-        return eager.run(op, self.backend, layout=layout, op_args=args)
+        return eager.run(op, self.backend, layout=layout, op_args=args, guard=True)
 
     def judge(
         self, case: Case, args: dict[str, Any], layout: str, expected: Outputs, sample: Sample
@@ -239,6 +245,8 @@ class Runner:
                 f"{exc.message}; the reference computes it",
                 {"backend_code": exc.code, "backend_message": exc.message},
             )
+        except eager.OutOfBoundsWrite as exc:
+            return ("write", f"the backend wrote to memory it does not own: {exc}", {})
         except Exception as exc:
             return ("crash", f"the backend crashed: {type(exc).__name__}: {exc}", {})
         problems = compare_outputs(actual, expected, self.tolerance_for(case.op, sample))

@@ -25,6 +25,9 @@ PERTURBATION = 1e-2
 REJECTING_OP = "Sin"
 REJECTED_DTYPE = DataType.ACL_FLOAT16
 UNCLAIMED_OP = "Cos"
+MISSING_OP = "Exp"
+SCRIBBLING_OP = "Abs"
+SPILLING_OP = "Neg"
 
 
 class PerturbingBackend(ReferenceBackend):
@@ -105,7 +108,90 @@ class HonestBackend(OverclaimingBackend):
         )
 
 
-BACKENDS = (PerturbingBackend, WrongCodeBackend, OverclaimingBackend, HonestBackend)
+class MissingKernelBackend(ReferenceBackend):
+    """Claims every op (the reference's capabilities) but has no kernel for one of them."""
+
+    name = "fault-missing"
+
+    def __init__(self) -> None:
+        super().__init__()
+        del self._kernels[MISSING_OP]
+
+    @functools.cache  # noqa: B019 - one backend object per process
+    def capabilities(self) -> Capabilities:
+        """Claims the op whose kernel is gone (a stale, hand-written op list)."""
+        caps = super().capabilities()
+        return caps.model_copy(update={"ops": tuple(sorted({*caps.ops, MISSING_OP}))})
+
+
+class FlakyBackend(ReferenceBackend):
+    """Perturbs one op's output on every other call: wrong once, right on replay."""
+
+    name = "fault-flaky"
+
+    def __init__(self) -> None:
+        super().__init__()
+        original = self._kernels[PERTURBED_OP]
+        driver = self.driver
+        calls = [0]
+
+        def sometimes(launch: Launch) -> None:
+            original(launch)
+            calls[0] += 1
+            if calls[0] % 2:
+                k = RefCall(launch, driver)
+                k.write("out", k.read("out", np.float64) + PERTURBATION)
+
+        self._kernels[PERTURBED_OP] = sometimes
+
+
+class ScribblingBackend(ReferenceBackend):
+    """Computes one op right, then zeroes its input ``self`` (a kernel using an input as scratch)."""
+
+    name = "fault-scribble"
+
+    def __init__(self) -> None:
+        super().__init__()
+        original = self._kernels[SCRIBBLING_OP]
+        driver = self.driver
+
+        def scribbling(launch: Launch) -> None:
+            original(launch)
+            RefCall(launch, driver).write("self", 0)
+
+        self._kernels[SCRIBBLING_OP] = scribbling
+
+
+class SpillingBackend(ReferenceBackend):
+    """Computes one op right, then flips the byte just before its output's view (when there is room)."""
+
+    name = "fault-spill"
+
+    def __init__(self) -> None:
+        super().__init__()
+        original = self._kernels[SPILLING_OP]
+        driver = self.driver
+
+        def spilling(launch: Launch) -> None:
+            original(launch)
+            out = launch.args["out"]
+            if out.offset > 0 and out.numel > 0:
+                buffer, start = driver.device_buffer(out.data)
+                buffer[start + out.offset * out.dtype.numpy.itemsize - 1] ^= 0xFF
+
+        self._kernels[SPILLING_OP] = spilling
+
+
+BACKENDS = (
+    SpillingBackend,
+    ScribblingBackend,
+    PerturbingBackend,
+    WrongCodeBackend,
+    OverclaimingBackend,
+    HonestBackend,
+    MissingKernelBackend,
+    FlakyBackend,
+)
 
 
 class FaultPlugin:

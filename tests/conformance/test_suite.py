@@ -116,6 +116,35 @@ def test_unclaimed_dtype_and_op_are_skipped_with_the_reason():
     assert any(o.op == faults.REJECTING_OP and o.status == "passed" for o in report.outcomes)
 
 
+def test_claimed_op_without_a_kernel_fails():
+    report = run("fault-missing", ops=faults.MISSING_OP)
+    value_failures = [o for o in report.failed if o.kind == "value"]
+    assert value_failures and all(o.failure == "claim" and "561003" in o.message for o in value_failures)
+    assert {o.op for o in report.failed} == {faults.MISSING_OP}
+
+
+def test_writing_to_an_input_fails():
+    report = run("fault-scribble", ops=f"{faults.SCRIBBLING_OP},Neg")
+    assert {(o.op, o.failure) for o in report.failed} == {(faults.SCRIBBLING_OP, "write")}
+    assert all("changed its input self" in o.message for o in report.failed)
+    nonempty = [o for o in report.outcomes if o.kind == "value" and "[0]" not in o.case and o.op == "Abs"]
+    assert nonempty and all(o.status == "failed" for o in nonempty), "every case with data is caught"
+
+
+def test_writing_beside_an_output_view_fails():
+    report = run("fault-spill", ops=faults.SPILLING_OP)
+    assert report.failed and {(o.op, o.failure) for o in report.failed} == {(faults.SPILLING_OP, "write")}
+    assert all(o.case.endswith("@padded") and "outside its view" in o.message for o in report.failed)
+    assert any(o.case.endswith("@contiguous") and o.status == "passed" for o in report.outcomes)
+
+
+def test_hypothesis_tier_reports_nondeterministic_results():
+    pytest.importorskip("hypothesis")
+    report = run("fault-flaky", mode="full", ops=faults.PERTURBED_OP)
+    drawn = [o for o in report.outcomes if o.kind == "hypothesis" and o.status == "failed"]
+    assert drawn and all(o.failure == "flaky" and "nondeterministic" in o.message for o in drawn)
+
+
 def test_hypothesis_tier_catches_a_perturbed_op():
     pytest.importorskip("hypothesis")
     report = run("fault-perturb", mode="full", ops=faults.PERTURBED_OP)
