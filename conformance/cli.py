@@ -112,6 +112,14 @@ def _rows(report: Report) -> list[list[str]]:
     return rows
 
 
+def _skip_lines(report: Report, limit: int = 6) -> list[str]:
+    groups = report.skip_reasons()
+    lines = [f"skipped {g['count']:>5}: {g['reason']}" for g in groups[:limit]]
+    if len(groups) > limit:
+        lines.append(f"skipped {sum(g['count'] for g in groups[limit:]):>5}: {len(groups) - limit} other reasons")
+    return lines
+
+
 def _verdict(report: Report) -> str:
     t = report.totals()
     word = "PASSED" if report.ok else "FAILED"
@@ -164,6 +172,8 @@ class _PlainView(_View):
         self._print("")
         for row in rows:
             self._print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+        for line in _skip_lines(report):
+            self._print(line)
         for w in report.warnings:
             self._print(f"warning: {w}")
         for o in report.outcomes:
@@ -242,6 +252,8 @@ class _RichView(_View):
             self.console.print(ft)
             if len(failures) > MAX_FAILURES_SHOWN:
                 self.console.print(f"… and {len(failures) - MAX_FAILURES_SHOWN} more in the report")
+        for line in _skip_lines(report):
+            self.console.print(line, style="dim", highlight=False, markup=False)
         for w in report.warnings:
             self.console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
         for o in report.outcomes:

@@ -66,7 +66,7 @@ def compare_array(name: str, actual: Any, expected: np.ndarray, tolerance_for: T
             name,
             "value",
             f"{name}: {count}/{actual.size} elements differ (exact comparison); "
-            f"first at {list(index)}: {actual[index]!r} vs {expected[index]!r}",
+            f"first at {list(index)}: {_fmt(actual[index])} vs {_fmt(expected[index])}",
             _jsonable(detail),
         )
     tol = tolerance_for(dtype)
@@ -76,7 +76,9 @@ def compare_array(name: str, actual: Any, expected: np.ndarray, tolerance_for: T
     finite = ~(a_nan | e_nan | a_inf | e_inf)
     with np.errstate(all="ignore"):
         abs_err = np.where(finite, np.abs(a - e), 0.0)
-        rel_err = np.where(finite & (e != 0), abs_err / np.abs(np.where(e == 0, 1, e)), 0.0)
+        # Relative error where it means something: |expected| above atol (tiny values are atol's domain).
+        significant = finite & (np.abs(e) > max(tol.atol, np.finfo(np.float64).tiny))
+        rel_err = np.where(significant, abs_err / np.abs(np.where(significant, e, 1)), 0.0)
         bad = (a_nan != e_nan) | ((a_inf | e_inf) & ~(a_nan | e_nan) & (a != e))
         bad |= finite & (abs_err > tol.atol + tol.rtol * np.abs(e))
     count = int(np.count_nonzero(bad))
@@ -102,9 +104,15 @@ def compare_array(name: str, actual: Any, expected: np.ndarray, tolerance_for: T
         name,
         "value",
         f"{name}: {count}/{actual.size} elements outside {tol.describe()}; max abs error {max_abs:.3g}, "
-        f"max rel error {max_rel:.3g}{extra}; first at {list(index)}: {a[index]!r} vs {e[index]!r}",
+        f"max rel error {max_rel:.3g}{extra}; first at {list(index)}: {_fmt(a[index])} vs {_fmt(e[index])}",
         _jsonable(detail),
     )
+
+
+def _fmt(value: Any) -> str:
+    """A NumPy scalar as plain text (``0.01``, ``-3``, ``True``, ``nan``)."""
+    item = np.asarray(value).item()
+    return repr(item) if isinstance(item, (float, complex)) else str(item)
 
 
 def _scalar(value: Any) -> Any:
