@@ -461,3 +461,9 @@ def __dir__() -> list[str]:
     for op in all_specs():
         names += [f"aclnn{op}GetWorkspaceSize", f"aclnn{op}"]
     return sorted(set(names))
+
+
+# issue 6: host helpers without two phases, kept with the FRACTAL_NZ layout in acl_core.nz
+from acl_core.nz import aclnnCalculateMatmulWeightSize as aclnnCalculateMatmulWeightSize  # noqa: E402
+from acl_core.nz import aclnnCalculateMatmulWeightSizeV2 as aclnnCalculateMatmulWeightSizeV2  # noqa: E402
+from acl_core.nz import aclnnNpuFormatCastCalculateSizeAndFormat as aclnnNpuFormatCastCalculateSizeAndFormat  # noqa: E402

@@ -102,8 +102,9 @@ class DeviceArray:
         if math.prod(self.shape) == 0:
             return np.empty(self.shape, dtype=np_dtype)
         item = elems.itemsize
-        view = np.lib.stride_tricks.as_strided(elems[self.offset :], self.shape, tuple(s * item for s in self.strides))
-        return view.copy()
+        bits = elems.view(np.uint8) if item == 1 else elems  # as_strided rejects float8_e5m2's typestr '<f1'
+        view = np.lib.stride_tricks.as_strided(bits[self.offset :], self.shape, tuple(s * item for s in self.strides))
+        return view.copy().view(np_dtype) if item == 1 else view.copy()
 
     def free(self) -> None:
         """Release the device memory now (idempotent)."""

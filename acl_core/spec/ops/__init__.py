@@ -20,6 +20,8 @@ FAMILIES: tuple[str, ...] = (
     "attention",
     "moe",
     "movement",
+    "quant",
+    "layout",
 )
 
 _lock = threading.Lock()

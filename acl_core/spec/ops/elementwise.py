@@ -481,13 +481,20 @@ def _masked_fill(name: str, value_param: Param) -> OpSpec:
     return OpSpec(name, FAMILY, params, infer, samples=gen)
 
 
+LOW_PRECISION = frozenset(
+    {D.ACL_FLOAT8_E4M3FN, D.ACL_FLOAT8_E5M2, D.ACL_FLOAT8_E8M0, D.ACL_HIFLOAT8, D.ACL_FLOAT4_E2M1, D.ACL_INT4}
+)
+"""The 8- and 4-bit types Cast converts to and from (issue 6; rounding rules in acl_core.lowp)."""
+CAST_TYPES = ANY_STORAGE | LOW_PRECISION
+
+
 def _cast() -> OpSpec:
-    params = (tensor("self", ANY_STORAGE), dtype_attr("dtype"), out("out", ANY_STORAGE))
+    params = (tensor("self", CAST_TYPES), dtype_attr("dtype"), out("out", CAST_TYPES))
 
     def infer(call: Call) -> Infos:
         t = tensor_arg(call, "self")
         target = D(call.args["dtype"])
-        if target.numpy is None and target not in ANY_STORAGE:
+        if target.numpy is None and target not in CAST_TYPES:
             raise invalid(f"cannot cast to {target.name}")
         return {"out": same(t.shape, target)}
 
@@ -498,6 +505,10 @@ def _cast() -> OpSpec:
                 x = S.array(rng, (3, 5), src, low=-100, high=100)
                 yield Sample({"self": x, "dtype": int(dst)}, f"{src.short}→{dst.short}")
         yield Sample({"self": S.array(rng, (0,), D.ACL_FLOAT), "dtype": int(D.ACL_INT32)}, "empty")
+        for low in sorted(LOW_PRECISION - {D.ACL_HIFLOAT8}):  # HiFloat8 has no NumPy type for samples
+            x = S.array(rng, (3, 6), D.ACL_FLOAT, low=-10, high=10 if low != D.ACL_FLOAT8_E8M0 else 300)
+            yield Sample({"self": x, "dtype": int(low)}, f"float32→{low.short}")
+            yield Sample({"self": x.astype(low.numpy), "dtype": int(D.ACL_BF16)}, f"{low.short}→bf16")
 
     return OpSpec("Cast", FAMILY, params, infer, samples=gen)
 

@@ -18,6 +18,8 @@ FAMILIES: tuple[str, ...] = (
     "attention",
     "moe",
     "movement",
+    "quant",
+    "layout",
 )
 
 _KERNELS: dict[str, RefKernel] = {}

@@ -9,8 +9,10 @@ from typing import Any
 import numpy as np
 
 from acl_core.dtypes import DataType
+from acl_core.spec.ops.elementwise import LOW_PRECISION
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
+from acl_reference.lowp_io import cast_low_precision
 from acl_reference.tensor_io import wide
 
 Array = np.ndarray
@@ -289,6 +291,9 @@ def masked_fill(k: RefCall) -> None:
 @kernel("Cast")
 def cast(k: RefCall) -> None:
     """out = self converted to out's dtype."""
+    if k.dtype("self") in LOW_PRECISION or k.dtype("out") in LOW_PRECISION:
+        cast_low_precision(k)  # 8- and 4-bit types (issue 6): acl_reference.lowp_io
+        return
     k.write("out", k.read("self"))
 
 
