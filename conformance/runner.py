@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from acl_conformance import tolerances
-from acl_conformance.cases import Case, Catalog, ErrorPlan, arg_dtypes, sentinel_outputs
+from acl_conformance.cases import PLACEMENT_DEPENDENT, Case, Catalog, ErrorPlan, arg_dtypes, sentinel_outputs
 from acl_conformance.compare import Mismatch, compare_outputs
 from acl_conformance.expectations import Expectation
 from acl_core import eager
@@ -220,25 +220,50 @@ class Runner:
             return self._skip(case, f"not claimed: capabilities.dtypes lacks {names}")
         return None
 
-    def run_on_backend(self, op: str, args: dict[str, Any], layout: str, expected: Outputs) -> Outputs:
-        """Run ``op`` on the backend under test, guarded against writes to anything but its outputs.
+    def placed_call(self, backend: Backend, op: str, args: dict[str, Any], layout: str, shapes: Outputs) -> Outputs:
+        """Run ``op`` on ``backend`` with inputs placed as ``layout``, guarded against writes it does not own.
 
-        Inputs are placed with ``layout``. Contiguous and transposed cases give the outputs that
-        layout too (filled with 77); padded cases let ``eager.run(guard=True)`` allocate outputs inside
-        sentinel-filled storage with gaps, so a write beside the view is caught. Inputs are always
-        snapshotted: changing one is caught as well.
+        Contiguous and transposed cases give the outputs that layout too (filled with 77, shaped like
+        ``shapes``); padded cases let ``eager.run(guard=True)`` allocate outputs inside sentinel-filled
+        storage with gaps, so a write beside the view is caught. Inputs are always snapshotted:
+        changing one is caught as well.
         """
         if layout != "padded":
-            args = {**args, **sentinel_outputs(self.spec(op), expected)}
-        return eager.run(op, self.backend, layout=layout, op_args=args, guard=True)
+            args = {**args, **sentinel_outputs(self.spec(op), shapes)}
+        return eager.run(op, backend, layout=layout, op_args=args, guard=True)
+
+    def run_on_backend(self, op: str, args: dict[str, Any], layout: str, expected: Outputs) -> Outputs:
+        """Run ``op`` on the backend under test (see :meth:`placed_call`)."""
+        return self.placed_call(self.backend, op, args, layout, expected)
 
     def judge(
         self, case: Case, args: dict[str, Any], layout: str, expected: Outputs, sample: Sample
     ) -> tuple[str, str, dict[str, Any]] | None:
-        """(failure kind, message, detail) when the backend's result differs from ``expected``; else None."""
+        """(failure kind, message, detail) when the backend's result differs from ``expected``; else None.
+
+        ``expected`` is the reference's contiguous result. For an operator in
+        :data:`~acl_conformance.cases.PLACEMENT_DEPENDENT`, a non-contiguous case is compared with the
+        reference run under the same placement instead. A non-contiguous call the backend refuses
+        passes when the reference refuses it under that placement with the same code.
+        """
+        if layout != "contiguous" and case.op in PLACEMENT_DEPENDENT:
+            try:
+                expected = self.placed_call(self.reference, case.op, args, layout, expected)
+            except AclCoreError as exc:
+                expected_error: AclCoreError | None = exc
+            else:
+                expected_error = None
+            if expected_error is not None:
+                return self._refusal_parity(case.op, args, layout, expected, expected_error)
         try:
             actual = self.run_on_backend(case.op, args, layout, expected)
         except AclCoreError as exc:
+            if layout != "contiguous":
+                try:
+                    self.placed_call(self.reference, case.op, args, layout, expected)
+                except AclCoreError as ref_exc:
+                    if ref_exc.code == exc.code:
+                        return None  # both refuse this placement, with the same code
             return (
                 "claim",
                 f"the backend rejects a call its capabilities claim, with {_describe_code(exc.code)}: "
@@ -253,6 +278,27 @@ class Runner:
         if not problems:
             return None
         return (problems[0].kind, "; ".join(m.message for m in problems), _detail(problems))
+
+    def _refusal_parity(
+        self, op: str, args: dict[str, Any], layout: str, shapes: Outputs, ref_exc: AclCoreError
+    ) -> tuple[str, str, dict[str, Any]] | None:
+        """The reference refuses this placement: the backend must refuse it with the same code."""
+        try:
+            self.run_on_backend(op, args, layout, shapes)
+        except AclCoreError as exc:
+            if exc.code == ref_exc.code:
+                return None
+            code = exc.code
+        except Exception as exc:
+            return ("crash", f"the backend crashed: {type(exc).__name__}: {exc}", {})
+        else:
+            code = 0
+        return (
+            "code",
+            f"{layout} placement: {_describe_code(code)} where the reference refuses it with "
+            f"{_describe_code(ref_exc.code)} ({ref_exc.message})",
+            {"backend_code": code, "reference_code": ref_exc.code},
+        )
 
     # ------------------------------------------------------------------------------------ kinds
     def _value(self, case: Case) -> Outcome:

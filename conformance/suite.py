@@ -12,7 +12,7 @@ from pathlib import Path
 
 from acl_conformance import expectations as expect
 from acl_conformance import tolerances
-from acl_conformance.cases import Case, Catalog
+from acl_conformance.cases import PLACEMENT_DEPENDENT, Case, Catalog
 from acl_conformance.report import Report, versions
 from acl_conformance.runner import Outcome, Runner, apply_expectation
 from acl_core.backend import Backend
@@ -90,6 +90,9 @@ class Session:
         unknown = sorted(set(self.capabilities.ops) - set(self.catalog.all_specs))
         if unknown:
             found.append(f"capabilities claim ops no spec declares: {', '.join(unknown)}")
+        stale = sorted(set(PLACEMENT_DEPENDENT) - set(self.catalog.all_specs))
+        if stale:
+            found.append(f"PLACEMENT_DEPENDENT names ops no spec declares: {', '.join(stale)}")
         found += tolerances.check_table([*tolerances.OP_OVERRIDES, *tolerances.BACKEND_OVERRIDES])
         return found
 

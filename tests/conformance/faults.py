@@ -17,6 +17,7 @@ from acl_core.dtypes import DataType
 from acl_core.errors import AclError, AclnnError, AclnnStatus
 from acl_core.plugin import hookimpl
 from acl_core.runtime import Runtime
+from acl_core.tensor import contiguous_strides
 from acl_reference.backend import ReferenceBackend
 from acl_reference.call import RefCall
 
@@ -28,6 +29,7 @@ UNCLAIMED_OP = "Cos"
 MISSING_OP = "Exp"
 SCRIBBLING_OP = "Abs"
 SPILLING_OP = "Neg"
+CONTIGUOUS_OP = "Sqrt"
 
 
 class PerturbingBackend(ReferenceBackend):
@@ -182,7 +184,26 @@ class SpillingBackend(ReferenceBackend):
         self._kernels[SPILLING_OP] = spilling
 
 
+class ContiguousOnlyBackend(ReferenceBackend):
+    """One kernel refuses non-contiguous inputs (161002) although the reference computes them."""
+
+    name = "fault-contiguous"
+
+    def __init__(self) -> None:
+        super().__init__()
+        original = self._kernels[CONTIGUOUS_OP]
+
+        def contiguous_only(launch: Launch) -> None:
+            t = launch.args["self"]
+            if t.strides != contiguous_strides(t.view_dims) or t.offset:
+                raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, "self must be contiguous")
+            original(launch)
+
+        self._kernels[CONTIGUOUS_OP] = contiguous_only
+
+
 BACKENDS = (
+    ContiguousOnlyBackend,
     SpillingBackend,
     ScribblingBackend,
     PerturbingBackend,

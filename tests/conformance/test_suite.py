@@ -123,6 +123,13 @@ def test_claimed_op_without_a_kernel_fails():
     assert {o.op for o in report.failed} == {faults.MISSING_OP}
 
 
+def test_refusing_a_placement_the_reference_computes_fails():
+    report = run("fault-contiguous", ops=faults.CONTIGUOUS_OP)
+    assert report.failed and {(o.op, o.failure) for o in report.failed} == {(faults.CONTIGUOUS_OP, "claim")}
+    assert all(not o.case.endswith("@contiguous") for o in report.failed)
+    assert all("self must be contiguous" in o.message for o in report.failed)
+
+
 def test_writing_to_an_input_fails():
     report = run("fault-scribble", ops=f"{faults.SCRIBBLING_OP},Neg")
     assert {(o.op, o.failure) for o in report.failed} == {(faults.SCRIBBLING_OP, "write")}
