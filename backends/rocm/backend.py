@@ -1,0 +1,172 @@
+"""The HIP Backend object: a provider, the acl driver over it, kernels, and capabilities measured on the device."""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from collections.abc import Mapping
+from importlib import metadata
+
+from acl_core.backend import Backend, Kernel
+from acl_core.capabilities import Capabilities, Platform
+from acl_core.errors import AclError, BackendUnavailableError
+from acl_core.formats import PLAIN_FORMATS
+from acl_core.spec.ops import all_specs
+from acl_rocm.arch import ArchPolicy, lookup, resolve_policy, with_warp_size
+from acl_rocm.compiler import KernelCache, cache_dir
+from acl_rocm.driver import RocmDriver
+from acl_rocm.kernels.ctypes_map import SUPPORTED
+from acl_rocm.kernels.elementwise import UNROLL
+from acl_rocm.kernels.prelude import compile_options
+from acl_rocm.launch import LaunchConfig, elementwise_config
+from acl_rocm.ops.elementwise import ElementwiseRunner
+from acl_rocm.platform import detect
+from acl_rocm.providers import open_provider
+from acl_rocm.providers.base import DeviceProperties, RuntimeProvider
+
+NAME = "rocm"
+
+
+class RocmBackend(Backend):
+    """HIP kernels on one platform (amd or nvidia), behind one :class:`RuntimeProvider`."""
+
+    name = NAME
+
+    def __init__(self, provider: RuntimeProvider, environ: Mapping[str, str] | None = None) -> None:
+        env = os.environ if environ is None else environ
+        self.provider = provider
+        self._driver = RocmDriver(provider)
+        count = provider.device_count()
+        if count <= 0:
+            raise BackendUnavailableError(
+                NAME, f"no {provider.platform} GPU is visible to the runtime (device count 0); check the driver"
+            )
+        self.device_count = count
+        provider.set_device(0)
+        self.properties: DeviceProperties = provider.device_properties(0)
+        arch = with_warp_size(lookup(self.properties.arch), self.properties.warp_size)
+        self.policy: ArchPolicy = resolve_policy(arch, env)
+        if self.policy.refusal:
+            raise BackendUnavailableError(NAME, self.policy.refusal)
+        self.options = compile_options(self.properties.warp_size)
+        self.cache = KernelCache(
+            compile_fn=provider.compile,
+            arch=self.properties.arch,
+            compiler_version=provider.compiler_version(),
+            platform=provider.platform,
+            directory=cache_dir(env),
+        )
+        self._functions: dict[tuple[int, str], object] = {}
+        self._modules: dict[tuple[int, str], object] = {}
+        self._lock = threading.Lock()
+        self.elementwise = ElementwiseRunner(self)
+        self._kernels: dict[str, Kernel] = dict(self.elementwise.kernels())
+
+    @classmethod
+    def start(cls) -> RocmBackend:
+        """Detect the platform, open its provider and the first device (BackendUnavailableError if none)."""
+        probe = detect()
+        if probe.platform is None:
+            raise BackendUnavailableError(NAME, probe.reason or "no HIP platform")
+        try:
+            provider = open_provider(probe.platform)
+        except ImportError as exc:
+            raise BackendUnavailableError(NAME, f"{probe.platform} bindings failed to import: {exc}") from exc
+        try:
+            return cls(provider)
+        except AclError as exc:
+            raise BackendUnavailableError(NAME, f"the {probe.platform} runtime failed to start: {exc}") from exc
+
+    # ------------------------------------------------------------------ Backend
+    @property
+    def driver(self) -> RocmDriver:
+        """The acl driver over the provider."""
+        return self._driver
+
+    @property
+    def kernels(self) -> Mapping[str, Kernel]:
+        """GPU kernels by operator name."""
+        return self._kernels
+
+    # ------------------------------------------------------------------ kernels
+    def elementwise_config(self, numel: int) -> LaunchConfig:
+        """The grid-stride launch for ``numel`` elements on this device."""
+        p = self.properties
+        return elementwise_config(
+            numel,
+            per_thread=UNROLL,
+            warp_size=p.warp_size,
+            compute_units=p.compute_units,
+            max_threads_per_block=p.max_threads_per_block,
+            max_grid=p.max_grid_x,
+        )
+
+    def function(self, source: str, name: str) -> object:
+        """The loaded kernel ``name`` of ``source`` on the current device (compiled or cached once)."""
+        device = self.provider.get_device()
+        found = self._functions.get((device, source))
+        if found is not None:
+            return found
+        key, image = self.cache.image(source, name, self.options)
+        with self._lock:
+            module = self._modules.get((device, key))
+            if module is None:
+                module = self._modules[(device, key)] = self.provider.module_load(image)
+            function = self.provider.module_function(module, name)
+            self._functions[(device, source)] = function
+        return function
+
+    # ------------------------------------------------------------------ capabilities
+    @functools.cache  # noqa: B019 - one backend object per process
+    def capabilities(self) -> Capabilities:
+        """What this device and these kernels do, read from the device and the kernel tables."""
+        p = self.properties
+        arch = self.policy.arch
+        _free, total = self.provider.mem_info()
+        specs = all_specs()
+        ops = tuple(sorted(n for n, s in specs.items() if s.kernel_name in self._kernels))
+        notes = {
+            "provider": f"{self.provider.platform} ({self.provider.compiler_name})",
+            "arch_family": arch.family,
+            "arch_known": str(arch.known).lower(),
+            "matrix_cores": str(arch.matrix_cores).lower(),
+            "fp8_format": arch.fp8_format,
+            "fp8_matrix_hw": f"{str(arch.fp8_matmul_hw).lower()} (hardware; no fp8 GEMM op is implemented yet)",
+            "mx_hw": f"{str(arch.mx_hw).lower()} (hardware; no MX GEMM op is implemented yet)",
+            "compute_units": str(p.compute_units),
+            "l2_cache_bytes": str(p.l2_cache_bytes),
+            "kernel_cache": str(self.cache.directory),
+            **{k: v for k, v in self.provider.versions().items()},
+        }
+        return Capabilities(
+            backend=NAME,
+            backend_version=_version(),
+            platform=Platform.NVIDIA if self.provider.platform == "nvidia" else Platform.AMD,
+            device_name=p.name,
+            architecture=arch.name,
+            device_count=self.device_count,
+            compute_units=p.compute_units,
+            memory_bytes=total or p.total_memory,
+            warp_size=p.warp_size,
+            unified_memory=p.integrated,
+            dtypes=tuple(sorted(SUPPORTED)),
+            formats=tuple(sorted(PLAIN_FORMATS)),
+            ops=ops,
+            mx_use_hw=False,
+            fp8_matmul_hw=False,
+            tf32_hw=arch.tf32_hw,
+            tf32_enabled=False,
+            attention_path="none",
+            nz_fidelity="none",
+            collective_engine=None,
+            collective_max_ranks=0,
+            notes=notes,
+        )
+
+
+def _version() -> str:
+    try:
+        return metadata.version("acl-core")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"

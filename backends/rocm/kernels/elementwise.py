@@ -1,0 +1,307 @@
+"""Elementwise kernels in CuPy's ufunc spirit: an op is one line of type signature and one line of body.
+
+A signature names the op's parameters (official names) with a type token, outputs after ``->``::
+
+    "self:T, other:T, alpha:T -> out:T"      T: the promoted compute dtype (plan["compute"])
+                                              F: float_result(T) (ints and bool compute in float32)
+                                              B: bool
+                                              O: the output tensor's own dtype
+
+A body is one C++ expression over those names (each variable already converted to its token's type),
+or statements that assign ``r`` when the result needs more than one expression. Attributes of the op
+(``mode``, ``approximate``) are compile-time constants with their official names, and every scalar
+``x`` comes with ``has_x`` (false when an optional scalar is absent).
+
+:func:`generate` turns one instantiation (dtypes, coalesced rank, index type) into a complete kernel:
+a grid-stride loop, the generic strided index computation (row-major unravel of the output index,
+one stride vector per operand, broadcast dimensions having stride 0), loads converted from each
+tensor's storage dtype, the body in the compute type (fp16/bf16 in fp32), and a converted store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from acl_core.dtypes import DataType as D
+from acl_rocm.kernels.ctypes_map import ctype, load, store
+from acl_rocm.kernels.prelude import PRELUDE
+
+TOKENS: Final = frozenset({"T", "F", "B", "O"})
+MAX_RANK: Final = 8
+BLOCK_THREADS: Final = 256
+UNROLL: Final = 4
+"""Elements each thread takes per trip of the grid-stride loop."""
+
+_PARAM = re.compile(r"^\s*([A-Za-z_]\w*)\s*:\s*([A-Z])\s*$")
+_ASSIGNS_R = re.compile(r"(?<![\w.])r\s*=(?!=)")
+
+
+@dataclass(frozen=True)
+class Ufunc:
+    """One elementwise op: its signature line and its body line."""
+
+    name: str
+    signature: str
+    body: str
+    inputs: tuple[tuple[str, str], ...] = field(init=False)
+    output: tuple[str, str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if "->" not in self.signature:
+            raise ValueError(f"{self.name}: signature {self.signature!r} has no '->'")
+        left, right = self.signature.split("->", 1)
+        inputs = tuple(_parse(self.name, p) for p in left.split(",") if p.strip())
+        outputs = [_parse(self.name, p) for p in right.split(",") if p.strip()]
+        if len(outputs) != 1:
+            raise ValueError(f"{self.name}: exactly one output, got {self.signature!r}")
+        object.__setattr__(self, "inputs", inputs)
+        object.__setattr__(self, "output", outputs[0])
+
+    @property
+    def statements(self) -> bool:
+        """True when the body assigns ``r`` itself (rather than being one expression)."""
+        return bool(_ASSIGNS_R.search(self.body))
+
+    def uses(self, name: str) -> bool:
+        """True when the body refers to ``name``."""
+        return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", self.body) is not None
+
+
+def _parse(op: str, text: str) -> tuple[str, str]:
+    m = _PARAM.match(text)
+    if not m or m.group(2) not in TOKENS:
+        raise ValueError(f"{op}: bad signature item {text!r} (expected name:T|F|B|O)")
+    return m.group(1), m.group(2)
+
+
+def ufunc(name: str, signature: str, body: str) -> Ufunc:
+    """Declare an elementwise op (see the module docstring for the two lines)."""
+    return Ufunc(name, signature, body)
+
+
+_BINARY = "self:T, other:T -> out:T"
+_ALPHA = "self:T, other:T, alpha:T -> out:T"
+_COMPARE = "self:T, other:T -> out:B"
+_FLOAT_UNARY = "self:F -> out:F"
+_SAME_UNARY = "self:T -> out:T"
+_GELU_ERF = "F(0.5) * self * (F(1) + acl_erf(self * F(0.70710678118654752440)))"
+_GELU_TANH = (
+    "acl_isinf(x) ? (x > F(0) ? x : F(0)) : "
+    "F(0.5) * x * (F(1) + acl_tanh(F(0.79788456080286535588) * (x + F(0.044715) * x * x * x)))"
+)
+
+UFUNCS: Final[dict[str, Ufunc]] = {
+    u.name: u
+    for u in (
+        ufunc("Add", _ALPHA, "self + alpha * other"),
+        ufunc("Sub", _ALPHA, "self - alpha * other"),
+        ufunc("Adds", _ALPHA, "self + alpha * other"),
+        ufunc("Subs", _ALPHA, "self - alpha * other"),
+        ufunc("AddV3", _ALPHA, "self + alpha * other"),
+        ufunc("Mul", _BINARY, "self * other"),
+        ufunc("Muls", _BINARY, "self * other"),
+        ufunc("Div", "self:F, other:F -> out:F", "self / other"),
+        ufunc("Divs", "self:F, other:F -> out:F", "self / other"),
+        ufunc("DivModTrue", "self:F, other:F -> out:F", "self / other"),
+        ufunc("DivMod", _BINARY, "mode == 1 ? acl_truncdiv(self, other) : acl_floordiv(self, other)"),
+        ufunc("PowTensorTensor", "self:T, exponent:T -> out:T", "acl_pow(self, exponent)"),
+        ufunc("PowTensorScalar", "self:T, exponent:T -> out:T", "acl_pow(self, exponent)"),
+        ufunc("PowScalarTensor", "self:T, exponent:T -> out:T", "acl_pow(self, exponent)"),
+        ufunc("Maximum", _BINARY, "acl_maximum(self, other)"),
+        ufunc("Minimum", _BINARY, "acl_minimum(self, other)"),
+        *(ufunc(f"Eq{k}", _COMPARE, "self == other") for k in ("Tensor", "Scalar")),
+        *(ufunc(f"Ne{k}", _COMPARE, "self != other") for k in ("Tensor", "Scalar")),
+        *(ufunc(f"Gt{k}", _COMPARE, "self > other") for k in ("Tensor", "Scalar")),
+        *(ufunc(f"Ge{k}", _COMPARE, "self >= other") for k in ("Tensor", "Scalar")),
+        *(ufunc(f"Lt{k}", _COMPARE, "self < other") for k in ("Tensor", "Scalar")),
+        *(ufunc(f"Le{k}", _COMPARE, "self <= other") for k in ("Tensor", "Scalar")),
+        ufunc("LogicalAnd", _COMPARE, "(self != 0) && (other != 0)"),
+        ufunc("LogicalOr", _COMPARE, "(self != 0) || (other != 0)"),
+        ufunc("LogicalNot", "self:T -> out:B", "self == 0"),
+        ufunc("Exp", _FLOAT_UNARY, "acl_exp(self)"),
+        ufunc("Log", _FLOAT_UNARY, "acl_log(self)"),
+        ufunc("Sqrt", _FLOAT_UNARY, "acl_sqrt(self)"),
+        ufunc("Rsqrt", _FLOAT_UNARY, "acl_rsqrt(self)"),
+        ufunc("Reciprocal", _FLOAT_UNARY, "F(1) / self"),
+        ufunc("Sin", _FLOAT_UNARY, "acl_sin(self)"),
+        ufunc("Cos", "input:F -> out:F", "acl_cos(input)"),
+        ufunc("Tanh", _FLOAT_UNARY, "acl_tanh(self)"),
+        ufunc("Sigmoid", _FLOAT_UNARY, "acl_sigmoid(self)"),
+        ufunc("Erf", _FLOAT_UNARY, "acl_erf(self)"),
+        ufunc("Gelu", _FLOAT_UNARY, _GELU_ERF),
+        ufunc("FastGelu", _FLOAT_UNARY, "self * acl_sigmoid(F(1.702) * self)"),
+        ufunc("Silu", _FLOAT_UNARY, "self * acl_sigmoid(self)"),
+        ufunc("GeluV2", "x:F -> y:F", f"approximate == 1 ? ({_GELU_TANH}) : ({_GELU_ERF.replace('self', 'x')})"),
+        ufunc("Abs", _SAME_UNARY, "acl_abs(self)"),
+        ufunc("Neg", _SAME_UNARY, "-self"),
+        ufunc("Relu", _SAME_UNARY, "(self > T(0) || self != self) ? self : T(0)"),
+        ufunc("Floor", _SAME_UNARY, "acl_floor(self)"),
+        ufunc("Ceil", _SAME_UNARY, "acl_ceil(self)"),
+        ufunc("Round", _SAME_UNARY, "acl_round(self)"),
+        ufunc("Sign", "self:T -> result:T", "acl_sign(self)"),
+        ufunc(
+            "Clamp",
+            "self:T, clipValueMin:T, clipValueMax:T -> out:T",
+            "r = self; if (has_clipValueMin) r = acl_maximum(r, clipValueMin); "
+            "if (has_clipValueMax) r = acl_minimum(r, clipValueMax);",
+        ),
+        ufunc("SWhere", "condition:B, self:T, other:T -> out:T", "condition ? self : other"),
+        ufunc("InplaceMaskedFillScalar", "selfRef:O, mask:B, value:O -> selfRef:O", "mask ? value : selfRef"),
+        ufunc("InplaceMaskedFillTensor", "selfRef:O, mask:B, value:O -> selfRef:O", "mask ? value : selfRef"),
+        ufunc("Cast", "self:O -> out:O", "self"),
+        ufunc("InplaceCopy", "src:O -> selfRef:O", "src"),
+        ufunc("InplaceFillScalar", "value:O -> selfRef:O", "value"),
+        ufunc("InplaceZero", "-> selfRef:O", "O(0)"),
+    )
+}
+"""Every elementwise op with a HIP kernel, by aclnn name (DivModTrue: DivMod with mode 0)."""
+
+
+# ----------------------------------------------------------------------------- instantiation
+@dataclass(frozen=True)
+class Operand:
+    """One tensor of a kernel: its parameter name, storage dtype, value dtype, and access."""
+
+    name: str
+    storage: D
+    value: D
+    read: bool
+    write: bool
+    stride_class: str = "any"  # "unit" (stride 1), "zero" (broadcast) or "any"; rank-1 kernels only
+
+
+@dataclass(frozen=True)
+class ScalarArg:
+    """One scalar argument: its name, value dtype and presence."""
+
+    name: str
+    value: D
+    present: bool = True
+
+
+@dataclass(frozen=True)
+class Instance:
+    """Everything that makes one compiled elementwise kernel distinct."""
+
+    ufunc: Ufunc
+    operands: tuple[Operand, ...]
+    scalars: tuple[ScalarArg, ...]
+    constants: tuple[tuple[str, int], ...]
+    result: D
+    ndim: int
+    index_type: str  # "int" or "long long"
+    restrict: bool = False
+    types: tuple[tuple[str, D], ...] = ()
+
+    @property
+    def kernel_name(self) -> str:
+        """A stable, unique ``extern "C"`` name for this instance."""
+        digest = hashlib.sha1(repr(self).encode()).hexdigest()[:12]
+        return f"acl_ew_{self.ufunc.name}_{digest}"
+
+
+def _offset_lines(inst: Instance, decl: str = "const ") -> list[str]:
+    idx = inst.index_type
+    names = [f"o{k}" for k in range(len(inst.operands))]
+    if inst.ndim == 1:
+        lines = []
+        for k, op in enumerate(inst.operands):
+            expr = {"unit": "i", "zero": f"({idx})0"}.get(op.stride_class, f"i * m.stride[{k}][0]")
+            lines.append(f"{decl}{idx} {names[k]} = {expr};")
+        return lines
+    lines = [f"{idx} {n} = 0;" for n in names]
+    lines.append(f"{idx} rest = i;")
+    for d in range(inst.ndim - 1, -1, -1):
+        if d > 0:
+            lines.append(f"{{ const {idx} c = rest % m.shape[{d}]; rest /= m.shape[{d}];")
+        else:
+            lines.append("{ const " + idx + " c = rest;")
+        lines.append("  " + " ".join(f"{n} += c * m.stride[{k}][{d}];" for k, n in enumerate(names)) + " }")
+    return lines
+
+
+def generate(inst: Instance) -> str:
+    """The complete source (prelude included) of one elementwise kernel instance.
+
+    Each thread takes ``UNROLL`` elements a block apart per trip of a grid-stride loop: it first
+    loads every input of all of them (so the loads are in flight together), then computes and stores.
+    """
+    u = inst.ufunc
+    idx = inst.index_type
+    nops = len(inst.operands)
+    params = ["const Meta m"]
+    restrict = " __restrict__" if inst.restrict else ""
+    for op in inst.operands:
+        c = ctype(op.storage)
+        const = "" if op.write else "const "
+        params.append(f"{const}{c.storage}*{restrict} p_{op.name}")
+    for s in inst.scalars:
+        params.append(f"const {ctype(s.value).value} {s.name}")
+    body: list[str] = []
+    for token, dtype in inst.types:
+        body.append(f"typedef {ctype(dtype).value} {token};")
+    for name, value in inst.constants:
+        body.append(f"[[maybe_unused]] const long long {name} = {int(value)}LL;")
+    for s in inst.scalars:
+        body.append(f"[[maybe_unused]] const bool has_{s.name} = {'true' if s.present else 'false'};")
+    loaded = [(k, op) for k, op in enumerate(inst.operands) if op.read and u.uses(op.name)]
+    written = [(k, op) for k, op in enumerate(inst.operands) if op.write]
+    result_c = ctype(inst.result)
+    body.append(f"const {idx} n = m.n;")
+    body.append(f"const {idx} step = ({idx})gridDim.x * ({idx})blockDim.x * {UNROLL};")
+    body.append(f"for ({idx} base = ({idx})blockIdx.x * ({idx})blockDim.x * {UNROLL} + ({idx})threadIdx.x; base < n;")
+    body.append("     base += step) {")
+    for _, op in loaded:
+        body.append(f"  {ctype(op.value).value} v_{op.name}[{UNROLL}];")
+    for k, _ in written:
+        body.append(f"  {idx} w{k}[{UNROLL}];")
+    body.append("  #pragma unroll")
+    body.append(f"  for (int u = 0; u < {UNROLL}; ++u) {{")
+    body.append(f"    const {idx} i = base + ({idx})u * ({idx})blockDim.x;")
+    body.append("    if (i < n) {")
+    gather = _offset_lines(inst)
+    for k, op in loaded:
+        value = load(f"p_{op.name}[o{k}]", ctype(op.storage), ctype(op.value))
+        gather.append(f"v_{op.name}[u] = {value};")
+    for k, _ in written:
+        gather.append(f"w{k}[u] = o{k};")
+    body.extend("      " + line for line in gather)
+    body.append("    }")
+    body.append("  }")
+    body.append("  #pragma unroll")
+    body.append(f"  for (int u = 0; u < {UNROLL}; ++u) {{")
+    body.append(f"    if (base + ({idx})u * ({idx})blockDim.x < n) {{")
+    compute = [f"const {ctype(op.value).value} {op.name} = v_{op.name}[u];" for _, op in loaded]
+    if u.statements:
+        compute.append(f"{result_c.value} r;")
+        compute.append("{ " + u.body + " }")
+    else:
+        compute.append(f"const {result_c.value} r = ({result_c.value})({u.body});")
+    for k, op in written:
+        compute.append(f"p_{op.name}[w{k}[u]] = {store('r', result_c, ctype(op.storage))};")
+    body.extend("      " + line for line in compute)
+    body.append("    }")
+    body.append("  }")
+    body.append("}")
+    meta = f"struct Meta {{ {idx} n; {idx} shape[{inst.ndim}]; {idx} stride[{max(nops, 1)}][{inst.ndim}]; }};"
+    lines = [
+        PRELUDE,
+        f"// elementwise {u.name}: {u.signature}",
+        f"// body: {u.body}",
+        meta,
+        f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {inst.kernel_name}(',
+        "    " + ",\n    ".join(params) + ") {",
+        *("  " + line for line in body),
+        "}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def token_dtypes(compute: D | None, output: D, float_result: D | None) -> Mapping[str, D | None]:
+    """What each type token stands for in one call."""
+    return {"T": compute, "F": float_result, "B": D.ACL_BOOL, "O": output}

@@ -1,0 +1,212 @@
+"""The C++ prelude every kernel starts with, and the compile options that configure it.
+
+The source is HIP/CUDA-common: it uses only what both hipRTC and NVRTC provide without headers
+(``__global__``, ``blockIdx``…, the device math library, ``__float_as_uint``…). The warp size and the
+lane-mask width come in as defines (``ACL_WARP_SIZE``, ``ACL_LANE_MASK_BITS``), never as constants.
+fp16 and bf16 are stored as raw 16-bit patterns and converted in software with round-to-nearest-even,
+so no vendor half-precision header is needed and both platforms round identically.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+PRELUDE: Final = r"""
+// ---- acl-core prelude (HIP/CUDA common) ----
+#ifndef ACL_WARP_SIZE
+#error "ACL_WARP_SIZE must be defined by the compile options"
+#endif
+#ifndef ACL_LANE_MASK_BITS
+#error "ACL_LANE_MASK_BITS must be defined by the compile options"
+#endif
+#if ACL_LANE_MASK_BITS == 64
+typedef unsigned long long acl_lane_mask_t;
+#else
+typedef unsigned int acl_lane_mask_t;
+#endif
+#define ACL_DEV __device__ __forceinline__
+
+// fp16 <-> fp32 in software, round to nearest even (overflow to inf, NaN stays NaN)
+ACL_DEV float acl_h2f_soft(unsigned short h) {
+  unsigned int sign = ((unsigned int)h & 0x8000u) << 16;
+  unsigned int exponent = ((unsigned int)h >> 10) & 0x1fu;
+  unsigned int mantissa = (unsigned int)h & 0x3ffu;
+  if (exponent == 0x1fu) return __uint_as_float(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent != 0u) return __uint_as_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  float magnitude = (float)mantissa * 5.9604644775390625e-8f;  // mantissa * 2^-24
+  return sign ? -magnitude : magnitude;
+}
+ACL_DEV unsigned short acl_f2h_soft(float f) {
+  unsigned int bits = __float_as_uint(f);
+  unsigned int sign = (bits >> 16) & 0x8000u;
+  unsigned int magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return (unsigned short)(sign | 0x7e00u);  // NaN (quiet)
+  if (magnitude >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);  // >= 65520 rounds to inf
+  unsigned int exponent = magnitude >> 23;
+  if (exponent >= 113u) {  // normal half: |f| >= 2^-14
+    unsigned int half = ((exponent - 112u) << 10) | ((magnitude >> 13) & 0x3ffu);
+    unsigned int rest = magnitude & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) half += 1u;
+    return (unsigned short)(sign | half);
+  }
+  if (exponent < 102u) return (unsigned short)sign;  // below half the smallest subnormal: +-0
+  unsigned int full = (magnitude & 0x7fffffu) | 0x800000u;
+  unsigned int shift = 126u - exponent;  // 14..24
+  unsigned int half = full >> shift;
+  unsigned int rest = full & ((1u << shift) - 1u);
+  unsigned int midpoint = 1u << (shift - 1u);
+  if (rest > midpoint || (rest == midpoint && (half & 1u))) half += 1u;
+  return (unsigned short)(sign | half);
+}
+
+// bf16 <-> fp32, round to nearest even
+ACL_DEV float acl_b2f(unsigned short b) { return __uint_as_float((unsigned int)b << 16); }
+ACL_DEV unsigned short acl_f2b_soft(float f) {
+  unsigned int bits = __float_as_uint(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((bits >> 16) | 0x40u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return (unsigned short)(bits >> 16);
+}
+
+// the hardware's own conversions where the platform has them (same rounding, fewer instructions)
+#if defined(__HIPCC_RTC__) || defined(__HIP_DEVICE_COMPILE__)
+ACL_DEV float acl_h2f(unsigned short h) { return (float)__builtin_bit_cast(_Float16, h); }
+ACL_DEV unsigned short acl_f2h(float f) { return __builtin_bit_cast(unsigned short, (_Float16)f); }
+ACL_DEV unsigned short acl_f2b(float f) { return acl_f2b_soft(f); }
+#elif defined(__CUDA_ARCH__)
+ACL_DEV float acl_h2f(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+ACL_DEV unsigned short acl_f2h(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+#if __CUDA_ARCH__ >= 800
+ACL_DEV unsigned short acl_f2b(float f) {
+  unsigned short b;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
+  return b;
+}
+#else
+ACL_DEV unsigned short acl_f2b(float f) { return acl_f2b_soft(f); }
+#endif
+#else
+ACL_DEV float acl_h2f(unsigned short h) { return acl_h2f_soft(h); }
+ACL_DEV unsigned short acl_f2h(float f) { return acl_f2h_soft(f); }
+ACL_DEV unsigned short acl_f2b(float f) { return acl_f2b_soft(f); }
+#endif
+
+// float -> integer as CANN's Cast does it: NaN -> 0, truncate toward zero, saturate to the range
+ACL_DEV long long acl_f2i(double v, double lo, double hi) {
+  if (v != v) return 0;
+  v = trunc(v);
+  v = v < lo ? lo : (v > hi ? hi : v);
+  return (long long)v;
+}
+ACL_DEV unsigned long long acl_f2u(double v, double hi) {
+  if (v != v || v <= 0.0) return 0ull;
+  v = trunc(v);
+  return v > hi ? (unsigned long long)hi : (unsigned long long)v;
+}
+
+// predicates
+ACL_DEV bool acl_isnan(float x) { return x != x; }
+ACL_DEV bool acl_isnan(double x) { return x != x; }
+ACL_DEV bool acl_isinf(float x) { return fabsf(x) > 3.40282346638528859812e+38f; }
+ACL_DEV bool acl_isinf(double x) { return fabs(x) > 1.79769313486231570815e+308; }
+
+// math, one name for float and double
+ACL_DEV float acl_exp(float x) { return expf(x); }
+ACL_DEV double acl_exp(double x) { return exp(x); }
+ACL_DEV float acl_log(float x) { return logf(x); }
+ACL_DEV double acl_log(double x) { return log(x); }
+ACL_DEV float acl_sqrt(float x) { return sqrtf(x); }
+ACL_DEV double acl_sqrt(double x) { return sqrt(x); }
+ACL_DEV float acl_rsqrt(float x) { return 1.0f / sqrtf(x); }
+ACL_DEV double acl_rsqrt(double x) { return 1.0 / sqrt(x); }
+ACL_DEV float acl_sin(float x) { return sinf(x); }
+ACL_DEV double acl_sin(double x) { return sin(x); }
+ACL_DEV float acl_cos(float x) { return cosf(x); }
+ACL_DEV double acl_cos(double x) { return cos(x); }
+ACL_DEV float acl_tanh(float x) { return tanhf(x); }
+ACL_DEV double acl_tanh(double x) { return tanh(x); }
+ACL_DEV float acl_erf(float x) { return erff(x); }
+ACL_DEV double acl_erf(double x) { return erf(x); }
+ACL_DEV float acl_pow(float x, float y) { return powf(x, y); }
+ACL_DEV double acl_pow(double x, double y) { return pow(x, y); }
+ACL_DEV float acl_sigmoid(float x) {
+  return x >= 0.0f ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x));
+}
+ACL_DEV double acl_sigmoid(double x) { return x >= 0.0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }
+
+// rounding: integers are already whole
+ACL_DEV float acl_floor(float x) { return floorf(x); }
+ACL_DEV double acl_floor(double x) { return floor(x); }
+ACL_DEV long long acl_floor(long long x) { return x; }
+ACL_DEV float acl_ceil(float x) { return ceilf(x); }
+ACL_DEV double acl_ceil(double x) { return ceil(x); }
+ACL_DEV long long acl_ceil(long long x) { return x; }
+ACL_DEV float acl_round(float x) { return rintf(x); }  // half to even, like numpy.round
+ACL_DEV double acl_round(double x) { return rint(x); }
+ACL_DEV long long acl_round(long long x) { return x; }
+
+// sign, magnitude, extrema (NaN propagates like numpy.maximum)
+ACL_DEV float acl_abs(float x) { return fabsf(x); }
+ACL_DEV double acl_abs(double x) { return fabs(x); }
+ACL_DEV long long acl_abs(long long x) { return x < 0 ? (long long)(0ull - (unsigned long long)x) : x; }
+ACL_DEV float acl_sign(float x) { return x != x ? x : (float)((x > 0.0f) - (x < 0.0f)); }
+ACL_DEV double acl_sign(double x) { return x != x ? x : (double)((x > 0.0) - (x < 0.0)); }
+ACL_DEV long long acl_sign(long long x) { return (long long)((x > 0) - (x < 0)); }
+ACL_DEV bool acl_sign(bool x) { return x; }
+ACL_DEV float acl_maximum(float a, float b) { return (a != a || a > b) ? a : b; }
+ACL_DEV double acl_maximum(double a, double b) { return (a != a || a > b) ? a : b; }
+ACL_DEV long long acl_maximum(long long a, long long b) { return a > b ? a : b; }
+ACL_DEV unsigned long long acl_maximum(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+ACL_DEV bool acl_maximum(bool a, bool b) { return a || b; }
+ACL_DEV float acl_minimum(float a, float b) { return (a != a || a < b) ? a : b; }
+ACL_DEV double acl_minimum(double a, double b) { return (a != a || a < b) ? a : b; }
+ACL_DEV long long acl_minimum(long long a, long long b) { return a < b ? a : b; }
+ACL_DEV unsigned long long acl_minimum(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+ACL_DEV bool acl_minimum(bool a, bool b) { return a && b; }
+
+// division with rounding (integer division by zero gives 0, like numpy)
+ACL_DEV float acl_truncdiv(float a, float b) { return truncf(a / b); }
+ACL_DEV double acl_truncdiv(double a, double b) { return trunc(a / b); }
+ACL_DEV long long acl_truncdiv(long long a, long long b) {
+  if (b == 0) return 0;
+  if (b == -1) return (long long)(0ull - (unsigned long long)a);
+  return a / b;
+}
+ACL_DEV float acl_floordiv(float a, float b) { return floorf(a / b); }
+ACL_DEV double acl_floordiv(double a, double b) { return floor(a / b); }
+ACL_DEV long long acl_floordiv(long long a, long long b) {
+  long long q = acl_truncdiv(a, b);
+  if (b != 0 && b != -1 && (a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
+  return q;
+}
+
+// powers: integers wrap like numpy's int64 power; a negative exponent gives 0
+ACL_DEV long long acl_pow(long long base, long long exponent) {
+  if (exponent < 0) return 0;
+  unsigned long long result = 1ull, b = (unsigned long long)base;
+  unsigned long long e = (unsigned long long)exponent;
+  while (e) {
+    if (e & 1ull) result *= b;
+    b *= b;
+    e >>= 1;
+  }
+  return (long long)result;
+}
+// ---- end of prelude ----
+"""
+
+
+def compile_options(warp_size: int, lane_mask_bits: int | None = None, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Options every kernel is compiled with: the prelude's defines, C++17, and ``extra``."""
+    if warp_size not in (32, 64):
+        raise ValueError(f"warp size must be 32 or 64, not {warp_size}")
+    bits = warp_size if lane_mask_bits is None else lane_mask_bits
+    return ("-std=c++17", f"-DACL_WARP_SIZE={warp_size}", f"-DACL_LANE_MASK_BITS={bits}", *extra)

@@ -1,0 +1,263 @@
+"""The amd provider: ROCm through hip-python (``hip.hip``, ``hip.hiprtc``; hipBLASLt when present).
+
+Thin by design: every primitive is one binding call. It supports the hip-python 7.2 line and the 10.x
+line by looking names up at run time (``hipGetDevicePropertiesR0600`` or ``hipGetDeviceProperties``;
+``hip.hipblaslt`` when that module exists). No AMD GPU was available while this was written, so this
+provider is untested on hardware: the shared code above the seam is proven on the nvidia provider.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from importlib import metadata
+from typing import Any, ClassVar
+
+from acl_core.spec.runtime import CopyDirection
+from acl_rocm.errors import error_name, unpack
+from acl_rocm.providers.base import DeviceProperties, RuntimeProvider
+
+_NOT_READY = "hipErrorNotReady"
+
+
+def _optional_module(name: str) -> Any:
+    try:
+        if importlib.util.find_spec(name) is None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    return importlib.import_module(name)
+
+
+class AmdProvider(RuntimeProvider):
+    """HIP runtime and hipRTC through hip-python."""
+
+    platform: ClassVar[str] = "amd"
+    compiler_name: ClassVar[str] = "hiprtc"
+
+    def __init__(self) -> None:
+        self.hip: Any = importlib.import_module("hip.hip")
+        self.hiprtc: Any = importlib.import_module("hip.hiprtc")
+        self.hipblaslt: Any = _optional_module("hip.hipblaslt")
+        kinds = self.hip.hipMemcpyKind
+        self._kinds = {
+            CopyDirection.HOST_TO_HOST: kinds.hipMemcpyHostToHost,
+            CopyDirection.HOST_TO_DEVICE: kinds.hipMemcpyHostToDevice,
+            CopyDirection.DEVICE_TO_HOST: kinds.hipMemcpyDeviceToHost,
+            CopyDirection.DEVICE_TO_DEVICE: kinds.hipMemcpyDeviceToDevice,
+        }
+
+    def _describe(self, error: object) -> str:
+        text = self.hip.hipGetErrorString(error)
+        if isinstance(text, tuple):
+            text = text[-1]
+        return text.decode() if isinstance(text, bytes) else str(text)
+
+    def _call(self, call: str, result: object) -> Any:
+        return unpack(call, result, self._describe)
+
+    # ------------------------------------------------------------------ devices
+    def device_count(self) -> int:
+        """hipGetDeviceCount (0 when none is usable)."""
+        result = self.hip.hipGetDeviceCount()
+        if error_name(result[0]) != "hipSuccess":
+            return 0
+        return int(result[1])
+
+    def set_device(self, index: int) -> None:
+        """hipSetDevice."""
+        self._call(f"hipSetDevice({index})", self.hip.hipSetDevice(index))
+
+    def get_device(self) -> int:
+        """hipGetDevice."""
+        return int(self._call("hipGetDevice", self.hip.hipGetDevice()))
+
+    def _attribute(self, name: str, index: int) -> int:
+        attr = getattr(self.hip.hipDeviceAttribute_t, name)
+        return int(self._call(f"hipDeviceGetAttribute({name})", self.hip.hipDeviceGetAttribute(attr, index)))
+
+    def device_properties(self, index: int) -> DeviceProperties:
+        """hipGetDeviceProperties; the architecture is ``gcnArchName`` (features stripped later)."""
+        props = self.hip.hipDeviceProp_t()
+        getter = getattr(self.hip, "hipGetDevicePropertiesR0600", None) or self.hip.hipGetDeviceProperties
+        self._call(f"hipGetDeviceProperties({index})", getter(props, index))
+
+        def text(value: object) -> str:
+            return value.split(b"\0", 1)[0].decode() if isinstance(value, bytes) else str(value)
+
+        return DeviceProperties(
+            index=index,
+            name=text(props.name),
+            arch=text(props.gcnArchName),
+            warp_size=int(props.warpSize),
+            compute_units=int(props.multiProcessorCount),
+            total_memory=int(props.totalGlobalMem),
+            integrated=bool(props.integrated),
+            max_threads_per_block=int(props.maxThreadsPerBlock),
+            max_grid_x=int(props.maxGridSize[0]),
+            shared_memory_per_block=int(props.sharedMemPerBlock),
+            l2_cache_bytes=int(props.l2CacheSize),
+        )
+
+    def synchronize_device(self) -> None:
+        """hipDeviceSynchronize."""
+        self._call("hipDeviceSynchronize", self.hip.hipDeviceSynchronize())
+
+    def versions(self) -> dict[str, str]:
+        """HIP runtime / driver / hipRTC / hip-python versions."""
+        out = {
+            "hip_runtime": str(self._call("hipRuntimeGetVersion", self.hip.hipRuntimeGetVersion())),
+            "hip_driver": str(self._call("hipDriverGetVersion", self.hip.hipDriverGetVersion())),
+            "hiprtc": self.compiler_version(),
+        }
+        try:
+            out["hip_python"] = metadata.version("hip-python")
+        except metadata.PackageNotFoundError:
+            pass
+        return out
+
+    # ------------------------------------------------------------------ memory
+    def malloc(self, nbytes: int) -> int:
+        """hipMalloc."""
+        return int(self._call(f"hipMalloc({nbytes} bytes)", self.hip.hipMalloc(nbytes)))
+
+    def free(self, address: int) -> None:
+        """hipFree."""
+        self._call(f"hipFree({address:#x})", self.hip.hipFree(address))
+
+    def malloc_host(self, nbytes: int) -> int:
+        """hipHostMalloc (page-locked)."""
+        return int(self._call(f"hipHostMalloc({nbytes} bytes)", self.hip.hipHostMalloc(nbytes, 0)))
+
+    def free_host(self, address: int) -> None:
+        """hipHostFree."""
+        self._call(f"hipHostFree({address:#x})", self.hip.hipHostFree(address))
+
+    def memcpy(self, dst: int, src: int, nbytes: int, direction: CopyDirection, stream: int | None) -> None:
+        """hipMemcpy, or hipMemcpyAsync on ``stream``."""
+        kind = self._kinds[direction]
+        if stream is None:
+            self._call(f"hipMemcpy({nbytes} bytes, {direction.name})", self.hip.hipMemcpy(dst, src, nbytes, kind))
+        else:
+            self._call(
+                f"hipMemcpyAsync({nbytes} bytes, {direction.name})",
+                self.hip.hipMemcpyAsync(dst, src, nbytes, kind, stream),
+            )
+
+    def memset(self, dst: int, value: int, nbytes: int, stream: int | None) -> None:
+        """hipMemset, or hipMemsetAsync on ``stream``."""
+        if stream is None:
+            self._call(f"hipMemset({nbytes} bytes)", self.hip.hipMemset(dst, value & 0xFF, nbytes))
+        else:
+            self._call(f"hipMemsetAsync({nbytes} bytes)", self.hip.hipMemsetAsync(dst, value & 0xFF, nbytes, stream))
+
+    def mem_info(self) -> tuple[int, int]:
+        """hipMemGetInfo."""
+        free, total = self._call("hipMemGetInfo", self.hip.hipMemGetInfo())
+        return int(free), int(total)
+
+    # ------------------------------------------------------------------ streams and events
+    def stream_create(self) -> int:
+        """hipStreamCreate."""
+        return int(self._call("hipStreamCreate", self.hip.hipStreamCreate()))
+
+    def stream_destroy(self, stream: int) -> None:
+        """hipStreamDestroy."""
+        self._call("hipStreamDestroy", self.hip.hipStreamDestroy(stream))
+
+    def stream_synchronize(self, stream: int) -> None:
+        """hipStreamSynchronize."""
+        self._call("hipStreamSynchronize", self.hip.hipStreamSynchronize(stream))
+
+    def stream_query(self, stream: int) -> bool:
+        """hipStreamQuery: hipErrorNotReady means pending work."""
+        result = self.hip.hipStreamQuery(stream)
+        error = result[0] if isinstance(result, tuple) else result
+        if error_name(error) == _NOT_READY:
+            return False
+        self._call("hipStreamQuery", result)
+        return True
+
+    def stream_wait_event(self, stream: int, event: int) -> None:
+        """hipStreamWaitEvent."""
+        self._call("hipStreamWaitEvent", self.hip.hipStreamWaitEvent(stream, event, 0))
+
+    def event_create(self) -> int:
+        """hipEventCreate."""
+        return int(self._call("hipEventCreate", self.hip.hipEventCreate()))
+
+    def event_destroy(self, event: int) -> None:
+        """hipEventDestroy."""
+        self._call("hipEventDestroy", self.hip.hipEventDestroy(event))
+
+    def event_record(self, event: int, stream: int) -> None:
+        """hipEventRecord."""
+        self._call("hipEventRecord", self.hip.hipEventRecord(event, stream))
+
+    def event_synchronize(self, event: int) -> None:
+        """hipEventSynchronize."""
+        self._call("hipEventSynchronize", self.hip.hipEventSynchronize(event))
+
+    def event_query(self, event: int) -> bool:
+        """hipEventQuery."""
+        result = self.hip.hipEventQuery(event)
+        error = result[0] if isinstance(result, tuple) else result
+        if error_name(error) == _NOT_READY:
+            return False
+        self._call("hipEventQuery", result)
+        return True
+
+    def event_elapsed_ms(self, start: int, end: int) -> float:
+        """hipEventElapsedTime."""
+        return float(self._call("hipEventElapsedTime", self.hip.hipEventElapsedTime(start, end)))
+
+    # ------------------------------------------------------------------ compilation and launch
+    def compiler_version(self) -> str:
+        """``hiprtc <major>.<minor>``."""
+        major, minor = self._call("hiprtcVersion", self.hiprtc.hiprtcVersion())
+        return f"hiprtc {major}.{minor}"
+
+    def compile(self, source: str, name: str, options: tuple[str, ...], arch: str) -> bytes:
+        """hipRTC to a code object for ``arch`` (e.g. gfx942)."""
+        rtc = self.hiprtc
+        prog = self._call(
+            "hiprtcCreateProgram", rtc.hiprtcCreateProgram(source.encode(), f"{name}.hip".encode(), 0, [], [])
+        )
+        try:
+            opts = [f"--offload-arch={arch}".encode(), *(o.encode() for o in options)]
+            result = rtc.hiprtcCompileProgram(prog, len(opts), opts)
+            error = result[0] if isinstance(result, tuple) else result
+            if error_name(error) != "HIPRTC_SUCCESS":
+                size = self._call("hiprtcGetProgramLogSize", rtc.hiprtcGetProgramLogSize(prog))
+                log = bytearray(int(size))
+                self._call("hiprtcGetProgramLog", rtc.hiprtcGetProgramLog(prog, log))
+                unpack(f"hiprtcCompileProgram({name})", result, lambda _e: bytes(log).decode(errors="replace")[-4000:])
+            size = self._call("hiprtcGetCodeSize", rtc.hiprtcGetCodeSize(prog))
+            code = bytearray(int(size))
+            self._call("hiprtcGetCode", rtc.hiprtcGetCode(prog, code))
+            return bytes(code)
+        finally:
+            rtc.hiprtcDestroyProgram(prog)
+
+    def module_load(self, image: bytes) -> object:
+        """hipModuleLoadData."""
+        return self._call("hipModuleLoadData", self.hip.hipModuleLoadData(image))
+
+    def module_function(self, module: object, name: str) -> object:
+        """hipModuleGetFunction."""
+        return self._call(f"hipModuleGetFunction({name})", self.hip.hipModuleGetFunction(module, name.encode()))
+
+    def launch(
+        self,
+        function: object,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        shared_bytes: int,
+        stream: int,
+        params: int,
+    ) -> None:
+        """hipModuleLaunchKernel with a ``void*[]`` of argument addresses."""
+        self._call(
+            "hipModuleLaunchKernel",
+            self.hip.hipModuleLaunchKernel(function, *grid, *block, shared_bytes, stream, params, None),
+        )

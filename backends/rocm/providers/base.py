@@ -1,0 +1,212 @@
+"""The one seam between the shared HIP backend and a vendor runtime: :class:`RuntimeProvider`.
+
+Like a tinygrad device, a provider is an allocator with a handful of primitives (allocate, copy,
+fill), streams and events, a compiler (hipRTC or NVRTC), a module loader and a kernel launcher, the
+device's properties, and a GEMM entry. Addresses, streams and events are plain ints (the vendor
+handle's value), so nothing above the seam touches a vendor type. Every failure raises
+:class:`~acl_core.errors.AclError` with the CANN code (see :mod:`acl_rocm.errors`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+from acl_core.errors import AclError, RtErrorCode
+from acl_core.spec.runtime import CopyDirection
+
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    """What the runtime reports about one device."""
+
+    index: int
+    name: str
+    arch: str
+    warp_size: int
+    compute_units: int
+    total_memory: int
+    integrated: bool
+    max_threads_per_block: int
+    max_grid_x: int
+    shared_memory_per_block: int
+    l2_cache_bytes: int
+
+
+@dataclass(frozen=True)
+class GemmCall:
+    """One (batched) GEMM in row-major terms: ``D[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b]``.
+
+    Leading dimensions and batch strides are in elements; dtypes are aclDataType numbers.
+    """
+
+    m: int
+    n: int
+    k: int
+    a: int
+    b: int
+    c: int
+    lda: int
+    ldb: int
+    ldc: int
+    a_dtype: int
+    b_dtype: int
+    c_dtype: int
+    transpose_a: bool = False
+    transpose_b: bool = False
+    batch: int = 1
+    stride_a: int = 0
+    stride_b: int = 0
+    stride_c: int = 0
+    alpha: float = 1.0
+    beta: float = 0.0
+    allow_tf32: bool = False
+
+
+class RuntimeProvider(ABC):
+    """Vendor runtime primitives for one platform (one instance per process)."""
+
+    platform: ClassVar[str]
+    compiler_name: ClassVar[str]
+
+    # ------------------------------------------------------------------ devices
+    @abstractmethod
+    def device_count(self) -> int:
+        """Devices visible to this process."""
+
+    @abstractmethod
+    def set_device(self, index: int) -> None:
+        """Make ``index`` the calling thread's current device (initialising its context)."""
+
+    @abstractmethod
+    def get_device(self) -> int:
+        """The calling thread's current device."""
+
+    @abstractmethod
+    def device_properties(self, index: int) -> DeviceProperties:
+        """Properties of device ``index``."""
+
+    @abstractmethod
+    def synchronize_device(self) -> None:
+        """Wait for all work on the current device."""
+
+    @abstractmethod
+    def versions(self) -> dict[str, str]:
+        """Runtime, driver and compiler versions, for capability notes and cache keys."""
+
+    # ------------------------------------------------------------------ memory
+    @abstractmethod
+    def malloc(self, nbytes: int) -> int:
+        """Device memory on the current device (at least 256-byte aligned)."""
+
+    @abstractmethod
+    def free(self, address: int) -> None:
+        """Release device memory."""
+
+    @abstractmethod
+    def malloc_host(self, nbytes: int) -> int:
+        """Page-locked host memory that async copies can use."""
+
+    @abstractmethod
+    def free_host(self, address: int) -> None:
+        """Release page-locked host memory."""
+
+    @abstractmethod
+    def memcpy(self, dst: int, src: int, nbytes: int, direction: CopyDirection, stream: int | None) -> None:
+        """Copy bytes; ``stream`` None copies synchronously, otherwise the copy is enqueued."""
+
+    @abstractmethod
+    def memset(self, dst: int, value: int, nbytes: int, stream: int | None) -> None:
+        """Fill bytes with ``value & 0xFF``; ``stream`` None is synchronous."""
+
+    @abstractmethod
+    def mem_info(self) -> tuple[int, int]:
+        """(free, total) bytes of the current device."""
+
+    # ------------------------------------------------------------------ streams and events
+    def default_stream(self) -> int:
+        """The current device's default (null) stream."""
+        return 0
+
+    @abstractmethod
+    def stream_create(self) -> int:
+        """A new stream on the current device."""
+
+    @abstractmethod
+    def stream_destroy(self, stream: int) -> None:
+        """Release a stream."""
+
+    @abstractmethod
+    def stream_synchronize(self, stream: int) -> None:
+        """Wait for the stream's work."""
+
+    @abstractmethod
+    def stream_query(self, stream: int) -> bool:
+        """True when the stream has no pending work."""
+
+    @abstractmethod
+    def stream_wait_event(self, stream: int, event: int) -> None:
+        """Later work on ``stream`` waits for ``event``."""
+
+    @abstractmethod
+    def event_create(self) -> int:
+        """A new event with timing enabled."""
+
+    @abstractmethod
+    def event_destroy(self, event: int) -> None:
+        """Release an event."""
+
+    @abstractmethod
+    def event_record(self, event: int, stream: int) -> None:
+        """Record ``event`` at the tail of ``stream``."""
+
+    @abstractmethod
+    def event_synchronize(self, event: int) -> None:
+        """Wait for the event's recording."""
+
+    @abstractmethod
+    def event_query(self, event: int) -> bool:
+        """True when the recording has completed."""
+
+    @abstractmethod
+    def event_elapsed_ms(self, start: int, end: int) -> float:
+        """Milliseconds between two completed recordings."""
+
+    # ------------------------------------------------------------------ compilation and launch
+    @abstractmethod
+    def compiler_version(self) -> str:
+        """The runtime compiler's version (part of every kernel cache key)."""
+
+    @abstractmethod
+    def compile(self, source: str, name: str, options: tuple[str, ...], arch: str) -> bytes:
+        """Compile ``source`` for ``arch`` with hipRTC / NVRTC; the loadable code object."""
+
+    @abstractmethod
+    def module_load(self, image: bytes) -> object:
+        """Load a code object into the current device's context."""
+
+    @abstractmethod
+    def module_function(self, module: object, name: str) -> object:
+        """The kernel ``name`` (an ``extern "C"`` symbol) of a loaded module."""
+
+    @abstractmethod
+    def launch(
+        self,
+        function: object,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        shared_bytes: int,
+        stream: int,
+        params: int,
+    ) -> None:
+        """Enqueue ``function``; ``params`` is the address of a ``void*[]`` of argument addresses."""
+
+    # ------------------------------------------------------------------ BLAS
+    def gemm_unavailable(self) -> str | None:
+        """None when :meth:`gemm` works here, else why not."""
+        return f"{self.platform} provider has no GEMM library binding"
+
+    def gemm(self, call: GemmCall, workspace: int, workspace_size: int, stream: int) -> None:
+        """Enqueue one (batched) GEMM through the vendor BLAS (hipBLASLt / cuBLASLt)."""
+        raise AclError(RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, self.gemm_unavailable() or "no GEMM")

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# One device call: install the carried wheels, check the GPU, run the GPU test tier of the rocm backend,
+# the conformance suite and the benchmarks; everything lands in $OUT (at most 8 files come back).
+# Usage (from the repository root, on the device machine): bash scripts/gpu_run.sh [pytest args...]
+set -uo pipefail
+OUT="${OUT:-$(pwd)/reports/gpu}"
+mkdir -p "$OUT"
+LOG="$OUT/gpu_run.log"
+exec > >(tee -a "$LOG") 2>&1
+export PYTHONUNBUFFERED=1
+export ACL_KERNEL_CACHE="${ACL_KERNEL_CACHE:-/tmp/acl-kernel-cache}"
+SITE=/tmp/acl-site
+step() { echo; echo "==== $* ($(date +%T))"; }
+
+step "wheels"
+if compgen -G ".whl/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl \
+    || { echo "wheel install failed"; exit 1; }
+  export PYTHONPATH="$SITE:$(pwd):$(pwd)/backends:${PYTHONPATH:-}"
+fi
+step "acl-core (editable, no deps)"
+python3 -m pip install -q --no-deps --no-build-isolation -e . || echo "editable install failed; relying on PYTHONPATH"
+export PATH="$HOME/.local/bin:$PATH"
+
+step "environment"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv 2>/dev/null || true
+python3 - <<'PY'
+import importlib, importlib.metadata as md
+for d in ("cuda-bindings", "cuda-core", "cuda-pathfinder", "nvmath-python", "numpy", "ml-dtypes", "pydantic", "pluggy", "torch"):
+    try:
+        print(f"{d:18} {md.version(d)}")
+    except md.PackageNotFoundError:
+        print(f"{d:18} MISSING")
+import acl_core
+for s in acl_core.list_backends():
+    print(f"backend {s.name}: available={s.available} {s.reason}")
+caps = acl_core.get_backend("rocm").capabilities()
+open(__import__("os").environ["OUT"] + "/caps.json", "w").write(caps.to_json())
+print(caps.to_json())
+PY
+
+step "GPU tests: pytest -m gpu tests/rocm"
+python3 -m pytest -m gpu tests/rocm -q -rs -n "${PYTEST_WORKERS:-8}" -p no:cacheprovider \
+  --junitxml="$OUT/pytest_gpu.xml" "$@"
+echo "pytest exit: $?"
+
+step "CPU tests of the rocm backend (on this machine too)"
+python3 -m pytest -m "not gpu" tests/rocm -q -n 4 -p no:cacheprovider 2>&1 | tail -5
+
+if python3 -c "import acl_conformance.cli" 2>/dev/null; then
+  step "conformance: acl-core conformance rocm"
+  timeout "${CONFORMANCE_TIMEOUT:-240}" python3 -m acl_core conformance rocm --quick --plain --report "$OUT/conformance" \
+    > "$OUT/conformance.log" 2>&1
+  echo "conformance exit: $? (log: conformance.log)"; tail -25 "$OUT/conformance.log"
+fi
+
+step "benchmarks"
+python3 scripts/rocm_bench.py --out "$OUT/bench_rocm.json" || echo "rocm_bench failed"
+if python3 -c "import acl_tools.bench" 2>/dev/null; then
+  timeout 120 python3 -m acl_core bench --backend rocm --out "$OUT/bench_tools.json" > /dev/null 2>&1 \
+    && echo "acl-core bench written" || echo "acl-core bench failed or absent"
+fi
+step "done"
