@@ -1,0 +1,137 @@
+"""``acl-core qwen3``: generate, parity (exit status follows the thresholds), bench, make-tiny."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from acl_core.cli import main as acl_core_main
+from acl_tools.qwen3 import hf
+from acl_tools.qwen3.cli import main
+from acl_tools.qwen3.config import Qwen3Config
+
+
+def test_parity_passes_in_fp32_and_writes_json(tiny_dir, reference_backend, tmp_path, capsys):
+    out = tmp_path / "parity.json"
+    rc = acl_core_main(
+        ["qwen3", "parity", "--model", str(tiny_dir), "--backend", "reference", "--out", str(out), "--quiet"]
+    )
+    report = json.loads(out.read_text())
+    assert rc == 0, capsys.readouterr()
+    assert report["passed"] is True
+    assert report["thresholds"] == {"max_abs_diff": 1e-4, "min_agree": 32, "tokens": 32}
+    assert report["prefill"]["max_abs_diff"] <= 1e-4
+    assert report["greedy"]["agree"] == 32 and report["greedy"]["acl"] == report["greedy"]["transformers"]
+    assert report["attention"] == {"prefill": "FlashAttentionScore", "decode": "FlashAttentionScore"}
+    assert "PASS" in capsys.readouterr().out
+
+
+def test_parity_exits_non_zero_when_a_threshold_fails(tiny_dir, reference_backend, tmp_path, capsys):
+    out = tmp_path / "parity.json"
+    argv = ["parity", "--model", str(tiny_dir), "--backend", "reference", "--tokens", "4", "--quiet"]
+    rc = main([*argv, "--atol", "1e-12", "--out", str(out)])
+    report = json.loads(out.read_text())
+    assert rc == 1
+    assert report["passed"] is False and report["prefill"]["max_abs_diff"] > 1e-12
+    assert report["greedy"]["agree"] == 4  # the tokens still agree: the logits bound alone failed
+    assert "FAIL" in capsys.readouterr().out
+
+
+def test_parity_refuses_to_loosen_a_threshold(tiny_dir, reference_backend, tmp_path, capsys):
+    rc = main(["parity", "--model", str(tiny_dir), "--atol", "0.5", "--out", str(tmp_path / "x.json")])
+    assert rc == 2
+    assert "only tighten" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_generate_greedy_and_sampled(tiny_dir, reference_backend, runner, prompt, tmp_path, capsys):
+    ids = ",".join(map(str, prompt))
+    base = ["generate", "--model", str(tiny_dir), "--backend", "reference", "--prompt-ids", ids, "--quiet"]
+    assert main([*base, "--max-new-tokens", "8", "--ignore-eos", "--json", str(tmp_path / "g.json")]) == 0
+    greedy = json.loads((tmp_path / "g.json").read_text())
+    assert greedy["tokens"] == runner("fp32").generate([prompt], 8).tokens.tolist()
+    assert "tok/s" in capsys.readouterr().out
+    sampled = [*base, "--max-new-tokens", "8", "--temperature", "0.9", "--top-k", "20", "--top-p", "0.95"]
+    runs = []
+    for seed in ("5", "5", "6"):
+        assert main([*sampled, "--seed", seed, "--ignore-eos", "--json", str(tmp_path / f"s{len(runs)}.json")]) == 0
+        runs.append(json.loads((tmp_path / f"s{len(runs)}.json").read_text())["tokens"])
+    assert runs[0] == runs[1] != runs[2]
+
+
+def test_generate_usage_errors(tiny_dir, reference_backend, capsys):
+    base = ["generate", "--model", str(tiny_dir), "--backend", "reference", "--quiet"]
+    assert main([*base, "--prompt", "hello"]) == 2
+    assert "no tokenizer" in capsys.readouterr().err
+    assert main([*base, "--prompt-ids", "1,2,x"]) == 2
+    assert main([*base, "--prompt-ids", "1,2", "--top-k", "5"]) == 2
+    assert main([*base, "--prompt-ids", "1,2;3"]) == 2
+    assert "same length" in capsys.readouterr().err
+
+
+def test_unknown_backend_fails_loudly(tiny_dir, capsys):
+    assert main(["generate", "--model", str(tiny_dir), "--backend", "nonesuch", "--prompt-ids", "1"]) == 2
+    assert "nonesuch" in capsys.readouterr().err
+
+
+def test_bench_reports_both_sides(tiny_dir, reference_backend, tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    argv = ["bench", "--model", str(tiny_dir), "--backend", "reference", "--batch", "1,2"]
+    assert main([*argv, "--prompt-len", "8", "--new-tokens", "4", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert [r["batch"] for r in report["rows"]] == [1, 2]
+    for row in report["rows"]:
+        for side in ("acl", "transformers"):
+            assert row[side]["prefill_tok_s"] > 0 and row[side]["decode_tok_s"] > 0
+        assert row["acl_over_transformers"]["decode_tok_s"] > 0
+    assert report["transformers_device"] == "cpu" and report["backend"] == "reference"
+    assert "decode tok/s" in capsys.readouterr().out
+
+
+def test_make_tiny_writes_the_issue_shape(tmp_path):
+    assert main(["make-tiny", str(tmp_path / "t"), "--seed", "4"]) == 0
+    cfg = Qwen3Config.from_dir(tmp_path / "t")
+    assert (cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads) == (2, 64, 4, 2)
+    assert (cfg.head_dim, cfg.intermediate_size, cfg.vocab_size, cfg.tie_word_embeddings) == (16, 128, 256, True)
+    assert list((tmp_path / "t").glob("*.safetensors"))
+
+
+def test_qwen3_0_6b_preset_is_the_published_configuration():
+    cfg = Qwen3Config.from_dict({**hf.QWEN3_0_6B, "model_type": "qwen3"})
+    assert (cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads) == (
+        28,
+        1024,
+        16,
+        8,
+    )
+    assert (cfg.head_dim, cfg.intermediate_size, cfg.vocab_size) == (128, 3072, 151936)
+    assert cfg.tie_word_embeddings and cfg.rope_theta == 1e6 and cfg.rms_norm_eps == 1e-6
+    assert hf.PRESETS["qwen3-0.6b"][1] == "bfloat16"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"use_sliding_window": True}, "sliding"),
+        ({"attention_bias": True}, "attention_bias"),
+        ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "yarn"),
+        ({"hidden_act": "gelu"}, "gelu"),
+        ({"model_type": "llama"}, "llama"),
+    ],
+)
+def test_unsupported_checkpoints_are_refused(tiny_dir, change, message):
+    from acl_tools.qwen3.config import UnsupportedCheckpoint
+
+    raw = json.loads((Path(tiny_dir) / "config.json").read_text())
+    with pytest.raises(UnsupportedCheckpoint, match=message):
+        Qwen3Config.from_dict({**raw, **change})
+
+
+def test_both_config_spellings_of_rope_theta(tiny_dir):
+    raw = json.loads((Path(tiny_dir) / "config.json").read_text())
+    v5 = Qwen3Config.from_dict(raw)
+    old = {k: v for k, v in raw.items() if k != "rope_parameters"}
+    v4 = Qwen3Config.from_dict({**old, "rope_theta": 1e6})
+    assert v5 == v4 and v5.rope_theta == 1e6

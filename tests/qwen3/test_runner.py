@@ -1,0 +1,135 @@
+"""The Qwen3 runner on the reference backend against transformers, and its KV cache against plain prefill."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from acl_tools.qwen3 import hf
+from acl_tools.qwen3.model import Qwen3Runner
+from acl_tools.qwen3.sampling import Sampling
+
+TOKENS = 32
+
+
+def test_fp32_prefill_logits_match_transformers(runner, hf_model, prompt):
+    ours = runner("fp32").forward_logits([prompt])
+    theirs = hf.prefill_logits(hf_model("fp32"), [prompt])
+    assert ours.shape == theirs.shape == (1, len(prompt), 256)
+    assert np.abs(ours - theirs).max() <= 1e-4
+    assert np.abs(theirs).max() > 0.1  # the comparison is not between two near-zero arrays
+
+
+def test_fp32_greedy_tokens_equal_transformers_generate(runner, hf_model, prompt):
+    ours = runner("fp32").generate([prompt], TOKENS)
+    theirs = hf.greedy_generate(hf_model("fp32"), [prompt], TOKENS)
+    assert ours.tokens.shape == (1, TOKENS)
+    assert ours.tokens.tolist() == theirs.tolist()
+    assert len(set(theirs[0].tolist())) > 3  # the model does not merely repeat one token
+
+
+def test_untied_lm_head_matches_transformers(tmp_path: Path, reference_backend, prompt):
+    model_dir = hf.make_checkpoint(tmp_path / "untied", seed=3, tied=False)
+    model = hf.load_model(model_dir, "fp32")
+    with Qwen3Runner(model_dir, backend=reference_backend) as r:
+        assert not r.config.tie_word_embeddings
+        assert r.weights.lm_head.buffer is not r.weights.embed
+        np.testing.assert_array_less(np.abs(r.forward_logits([prompt]) - hf.prefill_logits(model, [prompt])), 1e-4)
+        assert r.generate([prompt], 16).tokens.tolist() == hf.greedy_generate(model, [prompt], 16).tolist()
+
+
+def test_bf16_generation_completes_and_agrees_with_transformers_bf16(runner, hf_model, prompt):
+    r = runner("bf16")
+    assert r.weights.embed.dtype.short == "bf16"
+    out = r.generate([prompt], TOKENS)
+    assert out.tokens.shape == (1, TOKENS) and ((0 <= out.tokens) & (out.tokens < 256)).all()
+    model = hf_model("bf16")
+    theirs = hf.greedy_generate(model, [prompt], TOKENS)[0]
+    # Each next-token choice along transformers' own continuation (teacher forcing): a random model has
+    # near-ties that bf16 rounding flips, and free-running greedy decoding never re-joins after one flip.
+    followed = [*prompt, *theirs.tolist()[:-1]]
+    ours_next = r.forward_logits([followed])[0][len(prompt) - 1 :].argmax(-1)
+    theirs_next = hf.prefill_logits(model, [followed])[0][len(prompt) - 1 :].argmax(-1)
+    assert (ours_next == theirs_next).sum() >= 30
+    assert out.tokens[0, :2].tolist() == theirs[:2].tolist()
+
+
+@pytest.mark.parametrize(("prefill", "decode"), [("pfa", "ifa"), ("fa", "fa"), ("fia", "fia")])
+def test_fp16_attention_operators(runner, hf_model, prompt, prefill, decode):
+    r = runner("fp16", prefill_attention=prefill, decode_attention=decode)
+    ours = r.forward_logits([prompt])
+    theirs = hf.prefill_logits(hf_model("fp16"), [prompt])
+    assert np.abs(ours - theirs).max() <= 2e-2
+    baseline = runner("fp16").generate([prompt], 12).tokens
+    assert r.generate([prompt], 12).tokens.tolist() == baseline.tolist()
+
+
+def test_fp32_refuses_inference_attention_operators(tiny_dir, reference_backend):
+    with pytest.raises(ValueError, match="float16/bf16 only"):
+        Qwen3Runner(tiny_dir, backend=reference_backend, dtype="fp32", decode_attention="ifa")
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_kv_cache_decode_equals_prefill_of_the_longer_sequence(runner, dtype):
+    r = runner(dtype)
+    prompts = [[3, 14, 15, 92, 65, 35], [27, 18, 28, 18, 28, 45]]
+    out = r.generate(prompts, 10, keep_logits=True)
+    full = np.concatenate([np.array(prompts), out.tokens[:, :-1]], axis=1)
+    again = r.forward_logits(full.tolist())[:, len(prompts[0]) - 1 :]
+    stepped = np.stack(out.logits, axis=1)
+    assert stepped.shape == again.shape == (2, 10, 256)
+    tol = 1e-5 if dtype == "fp32" else 0.0  # bf16: both paths round the same float64 results once per op
+    np.testing.assert_allclose(stepped, again, atol=tol, rtol=0)
+    assert (stepped.argmax(-1) == out.tokens).all()
+
+
+def test_batched_rows_equal_single_runs(runner):
+    r = runner("fp32")
+    prompts = [[5, 6, 7, 8, 9], [200, 1, 77, 3, 42]]
+    both = r.generate(prompts, 8).tokens
+    for i, p in enumerate(prompts):
+        assert both[i].tolist() == r.generate([p], 8).tokens[0].tolist()
+
+
+def test_decode_reuses_repeatable_executors(runner, prompt):
+    r = runner("fp32")
+    layers = r.config.num_hidden_layers
+    out = r.generate([prompt], 9)
+    steps = out.decode_steps
+    assert steps == 8
+    fixed = 12 * layers + 4  # per layer 12 of 15 operators; embedding, final norm, lm_head, ArgMax
+    per_step = 3 * layers  # rope of k into the cache, copy of v into the cache, attention
+    assert out.decode_validations == fixed + per_step * steps
+    assert out.decode_launches == (fixed + per_step) * steps
+
+
+def test_sampling_is_reproducible_by_seed(runner, prompt):
+    r = runner("fp32")
+    params = Sampling(temperature=1.0, top_k=50, top_p=0.9, seed=7)
+    first = r.generate([prompt], 16, params).tokens
+    again = r.generate([prompt], 16, params).tokens
+    other = r.generate([prompt], 16, Sampling(temperature=1.0, top_k=50, top_p=0.9, seed=8)).tokens
+    assert first.tolist() == again.tolist()
+    assert first.tolist() != other.tolist()
+    greedy = r.generate([prompt], 16).tokens
+    assert r.generate([prompt], 16, Sampling(top_k=1, seed=1)).tokens.tolist() == greedy.tolist()
+
+
+def test_sampled_tokens_follow_the_filtered_distribution(runner, prompt):
+    r = runner("fp32")
+    out = r.generate([prompt] * 4, 6, Sampling(temperature=0.8, top_k=5, seed=3), keep_logits=True)
+    for step, logits in enumerate(out.logits):
+        top5 = np.argsort(-logits, axis=-1)[:, :5]
+        for row in range(4):
+            assert out.tokens[row, step] in top5[row]
+
+
+def test_stop_on_eos(runner, prompt):
+    r = runner("fp32")
+    greedy = r.generate([prompt], 12).tokens[0].tolist()
+    eos = greedy[5]
+    out = r.generate([prompt], 12, stop_on_eos=True, eos_token_ids=[eos])
+    assert out.tokens[0].tolist() == greedy[: greedy.index(eos) + 1]
+    assert r.generate([prompt], 12, eos_token_ids=[eos]).tokens[0].tolist() == greedy  # off unless asked

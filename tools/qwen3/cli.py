@@ -1,0 +1,306 @@
+"""``acl-core qwen3``: generate, parity (against transformers), bench, make-tiny.
+
+Exit status: 0 success; 1 parity thresholds not met; 2 bad arguments, a missing backend or checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from acl_core.errors import AclCoreError
+from acl_tools.qwen3.attention import DECODE_OPS, PREFILL_OPS
+from acl_tools.qwen3.config import DTYPES, UnsupportedCheckpoint
+from acl_tools.qwen3.device import DeviceError
+from acl_tools.qwen3.weights import CheckpointError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad arguments found after parsing: printed and turned into exit status 2."""
+
+
+def _ids(text: str) -> list[list[int]]:
+    """``1,2,3`` (one prompt) or ``1,2,3;4,5,6`` (a batch of equal-length prompts)."""
+    try:
+        rows = [[int(v) for v in part.split(",") if v.strip()] for part in text.split(";") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"comma-separated integers (';' between prompts) expected, not {text!r}"
+        ) from None
+    if not rows or not all(rows):
+        raise argparse.ArgumentTypeError("no token ids given")
+    return rows
+
+
+def _batches(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"comma-separated integers expected, not {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError("positive batch sizes expected")
+    return values
+
+
+def _common(p: argparse.ArgumentParser, *, dtype_default: str = "fp32") -> None:
+    p.add_argument("--model", required=True, type=Path, help="Hugging Face Qwen3 checkpoint directory")
+    p.add_argument("--backend", default=None, help="backend name (default: ACL_BACKEND or the best available)")
+    p.add_argument("--dtype", choices=list(DTYPES), default=dtype_default, help="compute dtype (weights cast at load)")
+
+
+def _attention(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prefill-attention", choices=PREFILL_OPS, default=None, help="fa | pfa | fia (default by dtype)")
+    p.add_argument("--decode-attention", choices=DECODE_OPS, default=None, help="fa | ifa | fia (default by dtype)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="acl-core qwen3", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    g = sub.add_parser("generate", help="generate tokens from a prompt")
+    _common(g)
+    _attention(g)
+    src = g.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompt-ids", type=_ids, help="token ids: 1,2,3 (';' separates equal-length prompts)")
+    src.add_argument("--prompt", help="text, tokenized with the checkpoint's tokenizer")
+    g.add_argument("--max-new-tokens", type=int, default=32)
+    mode = g.add_mutually_exclusive_group()
+    mode.add_argument("--greedy", action="store_true", help="pick the most probable token (the default)")
+    mode.add_argument("--temperature", type=float, default=None, help="sample at this temperature")
+    g.add_argument("--top-k", type=int, default=0, help="sample among the k most probable tokens (0: all)")
+    g.add_argument("--top-p", type=float, default=1.0, help="sample from the smallest set holding this mass")
+    g.add_argument("--seed", type=int, default=0, help="seed of the sampler")
+    g.add_argument("--ignore-eos", action="store_true", help="do not stop at the checkpoint's EOS token")
+    g.add_argument("--json", type=Path, default=None, help="also write the result as JSON")
+    g.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    p = sub.add_parser("parity", help="compare prefill logits and greedy tokens with transformers")
+    _common(p)
+    _attention(p)
+    p.add_argument("--tokens", type=int, default=32, help="greedy tokens to compare")
+    p.add_argument("--prompt-ids", type=_ids, default=None, help="prompt ids (default: 16 seeded random ids)")
+    p.add_argument("--atol", type=float, default=None, help="a tighter fp32 logits bound than the issue's")
+    p.add_argument("--hf-device", default=None, help="torch device for transformers (default: the backend's kind)")
+    p.add_argument("--out", type=Path, default=None, help="JSON report (default: reports/qwen3-parity-...json)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    b = sub.add_parser("bench", help="prefill/decode tokens/s beside transformers")
+    _common(b)
+    b.add_argument("--batch", type=_batches, default=[1, 8], help="batch sizes, e.g. 1,8")
+    b.add_argument("--prompt-len", type=int, default=32)
+    b.add_argument("--new-tokens", type=int, default=32)
+    b.add_argument("--no-transformers", dest="with_transformers", action="store_false", help="skip transformers")
+    b.add_argument("--hf-device", default=None, help="torch device for transformers (default: the backend's kind)")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--out", type=Path, default=None, help="JSON report (default: reports/qwen3-bench-...json)")
+
+    m = sub.add_parser("make-tiny", help="write a random Qwen3 checkpoint with transformers")
+    m.add_argument("dir", type=Path)
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--config", choices=["tiny", "qwen3-0.6b"], default="tiny", help="tiny, or Qwen3-0.6B's shape")
+    m.add_argument("--untied", action="store_true", help="a separate lm_head instead of the tied embedding")
+    m.add_argument("--dtype", choices=list(DTYPES), default=None, help="saved dtype (tiny: fp32, 0.6b: bf16)")
+    return parser
+
+
+def _write(path: Path, report: dict[str, Any], argv: Sequence[str]) -> None:
+    report = {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": "acl-core qwen3 " + shlex.join(argv),
+        **report,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2))
+    print(f"written to {path}")
+
+
+def _generate(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from acl_tools.qwen3 import hf
+    from acl_tools.qwen3.model import Qwen3Runner
+    from acl_tools.qwen3.progress import bar
+    from acl_tools.qwen3.sampling import Sampling
+
+    if args.max_new_tokens < 1:
+        raise UsageError("--max-new-tokens must be at least 1")
+    sampling = None
+    if args.temperature is not None:
+        try:
+            sampling = Sampling(args.temperature, args.top_k, args.top_p, args.seed)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    elif args.top_k or args.top_p != 1.0:
+        raise UsageError("--top-k / --top-p need --temperature (sampling); the default is greedy")
+    tok = None
+    if args.prompt is not None:
+        tok = hf.tokenizer(args.model)
+        if tok is None:
+            raise UsageError(f"{args.model} has no tokenizer; pass --prompt-ids")
+        prompts = [tok(args.prompt)["input_ids"]]
+    else:
+        prompts = args.prompt_ids
+    if len({len(p) for p in prompts}) != 1:
+        raise UsageError("prompts in one batch must have the same length (padding is not implemented)")
+    with bar("loading layers", not args.quiet) as report:
+        runner = Qwen3Runner(
+            args.model,
+            backend=args.backend,
+            dtype=args.dtype,
+            prefill_attention=args.prefill_attention,
+            decode_attention=args.decode_attention,
+            progress=report,
+        )
+    with runner, bar("decoding", not args.quiet) as report:
+        g = runner.generate(prompts, args.max_new_tokens, sampling, stop_on_eos=not args.ignore_eos, progress=report)
+        attention = runner.attention.describe()
+        backend = runner.backend_name
+    for i, row in enumerate(g.tokens.tolist()):
+        print(f"[{i}] ids: {','.join(str(t) for t in row)}")
+        if tok is not None:
+            print(f"[{i}] text: {tok.decode(row)}")
+    print(
+        f"{backend} {args.dtype}: prefill {g.prompt_tokens} tokens in {g.prefill_seconds * 1e3:.1f} ms "
+        f"({g.prefill_tokens_per_s:.1f} tok/s); decode {g.decode_steps * g.tokens.shape[0]} tokens in "
+        f"{g.decode_seconds * 1e3:.1f} ms ({g.decode_tokens_per_s:.1f} tok/s); attention {attention}"
+    )
+    if args.json is not None:
+        _write(
+            args.json,
+            {
+                "backend": backend,
+                "dtype": args.dtype,
+                "attention": attention,
+                "prompt_ids": [list(p) for p in prompts],
+                "tokens": g.tokens.tolist(),
+                "sampling": None if sampling is None else vars(sampling),
+                "prefill_s": g.prefill_seconds,
+                "decode_s": g.decode_seconds,
+                "prefill_tok_s": g.prefill_tokens_per_s,
+                "decode_tok_s": g.decode_tokens_per_s,
+            },
+            argv,
+        )
+    return EXIT_OK
+
+
+def _parity(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from acl_tools.qwen3 import parity
+    from acl_tools.qwen3.progress import bar
+
+    if args.tokens < 1:
+        raise UsageError("--tokens must be at least 1")
+    prompt = None
+    if args.prompt_ids is not None:
+        if len(args.prompt_ids) != 1:
+            raise UsageError("parity takes one prompt")
+        prompt = args.prompt_ids[0]
+    try:
+        parity.thresholds(args.dtype, False, args.tokens, args.atol)  # the loosest bound; run() applies the exact one
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    with bar("parity: decoding", not args.quiet) as report:
+        try:
+            result = parity.run(
+                args.model,
+                backend=args.backend,
+                dtype=args.dtype,
+                tokens=args.tokens,
+                prompt=prompt,
+                atol=args.atol,
+                hf_device=args.hf_device,
+                prefill_attention=args.prefill_attention,
+                decode_attention=args.decode_attention,
+                progress=report,
+            )
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    pre, greedy, lim = result["prefill"], result["greedy"], result["thresholds"]
+    bound = "not judged" if lim["max_abs_diff"] is None else f"<= {lim['max_abs_diff']:g}"
+    print(
+        f"{result['backend']} {args.dtype} vs transformers ({result['transformers_device']}): "
+        f"prefill logits max |diff| {pre['max_abs_diff']:.3g} ({bound}), "
+        f"greedy {greedy['agree']}/{greedy['tokens']} tokens equal (need {lim['min_agree']}; "
+        f"{greedy['teacher_forced_agree']}/{greedy['tokens']} teacher-forced) -> "
+        f"{'PASS' if result['passed'] else 'FAIL'}"
+    )
+    out = args.out or Path("reports") / f"qwen3-parity-{result['backend']}-{args.dtype}.json"
+    _write(out, result, argv)
+    return EXIT_OK if result["passed"] else EXIT_FAILED
+
+
+def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from acl_tools.qwen3 import bench
+
+    if args.prompt_len < 1 or args.new_tokens < 2:
+        raise UsageError("--prompt-len must be >= 1 and --new-tokens >= 2")
+    result = bench.run(
+        args.model,
+        backend=args.backend,
+        dtype=args.dtype,
+        batches=args.batch,
+        prompt_len=args.prompt_len,
+        new_tokens=args.new_tokens,
+        with_transformers=args.with_transformers,
+        hf_device=args.hf_device,
+        seed=args.seed,
+    )
+    header = ["batch", "acl prefill tok/s", "acl decode tok/s"]
+    if args.with_transformers:
+        header += ["hf prefill tok/s", "hf decode tok/s"]
+    rows = []
+    for r in result["rows"]:
+        row = [str(r["batch"]), f"{r['acl']['prefill_tok_s']:.1f}", f"{r['acl']['decode_tok_s']:.1f}"]
+        if "transformers" in r:
+            row += [f"{r['transformers']['prefill_tok_s']:.1f}", f"{r['transformers']['decode_tok_s']:.1f}"]
+        rows.append(row)
+    print(
+        f"qwen3 bench: {result['backend']} ({result['device']}) {args.dtype}, prompt {args.prompt_len}, "
+        f"{args.new_tokens} new tokens; transformers eager on {result['transformers_device']}"
+    )
+    _table(header, rows)
+    out = args.out or Path("reports") / f"qwen3-bench-{result['backend']}-{args.dtype}.json"
+    _write(out, result, argv)
+    return EXIT_OK
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    for row in (header, *rows):
+        print("  ".join(str(c).rjust(w) for c, w in zip(row, widths)))
+
+
+def _make_tiny(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from acl_tools.qwen3 import hf
+
+    out = hf.make_checkpoint(
+        args.dir, preset=args.config, seed=args.seed, tied=False if args.untied else None, dtype=args.dtype
+    )
+    print(f"wrote a random {args.config} Qwen3 checkpoint to {out}")
+    return EXIT_OK
+
+
+COMMANDS = {"generate": _generate, "parity": _parity, "bench": _bench, "make-tiny": _make_tiny}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``acl-core qwen3``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+        return int(exc.code or 0)
+    try:
+        return COMMANDS[args.command](args, argv)
+    except UsageError as exc:
+        print(f"acl-core qwen3 {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (AclCoreError, DeviceError, CheckpointError, UnsupportedCheckpoint, FileNotFoundError) as exc:
+        print(f"acl-core qwen3 {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE

@@ -1,0 +1,504 @@
+"""Qwen3 on the aclnn contract: prefill and KV-cached decode, every step an aclnn operator on a stream.
+
+One decoder layer, for B sequences of S new tokens starting at cache position ``start``::
+
+    xn   = RmsNorm(h, input_layernorm)                    aclnnRmsNorm
+    qkv  = xn @ [Wq; Wk; Wv]^T                             aclnnMm (transposed weight view)
+    q, k = RmsNorm over each head of qkv's q / k part      aclnnRmsNorm (q_norm, k_norm; strided views)
+    q    = rope(q);  cache.k[start:start+S] = rope(k)      aclnnRotaryPositionEmbedding mode 0 (rotate_half)
+    cache.v[start:start+S] = v                             aclnnInplaceCopy (strided views)
+    a    = causal GQA attention(q, cache.k, cache.v)       see attention.py
+    h   += a @ Wo^T                                        aclnnMm, aclnnInplaceAdd
+    g    = RmsNorm(h, post_attention_layernorm) @ [Wgate; Wup]^T     aclnnRmsNorm, aclnnMm
+    h   += SwiGlu(g) @ Wdown^T                             aclnnSwiGlu, aclnnMm, aclnnInplaceAdd
+
+then ``logits = RmsNorm(h, norm) @ lm_head^T`` (the embedding matrix when tied). Greedy decoding picks
+the next token with aclnnArgMax on the device and feeds it straight back to aclnnEmbedding; sampling
+copies the logits (aclnnCast to float32 first) to the host. Decode-step operators whose buffers never
+change are validated once and launched again through repeatable executors; the three that touch a
+new cache position (rope of k, the copy of v, attention) are validated per step. cos/sin are
+precomputed per position on the host at load time (float32, as transformers does) and copied to the
+device; nothing else is computed on the host.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from acl_core.dtypes import DataType
+from acl_tools.qwen3.attention import (
+    COMPRESSED_MASK,
+    AttentionCall,
+    AttentionChoice,
+    choose,
+    decode_args,
+    prefill_args,
+)
+from acl_tools.qwen3.config import Qwen3Config, parse_dtype
+from acl_tools.qwen3.device import (
+    ACL_MEMCPY_DEVICE_TO_DEVICE,
+    ACL_MEMCPY_DEVICE_TO_HOST,
+    ACL_MEMCPY_HOST_TO_DEVICE,
+    Buffer,
+    Prepared,
+    Session,
+    scalar,
+)
+from acl_tools.qwen3.sampling import Sampling, sample
+from acl_tools.qwen3.weights import Weights, load_weights
+
+F32 = DataType.ACL_FLOAT
+I64 = DataType.ACL_INT64
+BOOL = DataType.ACL_BOOL
+KEEP_DTYPE = 0
+"""cubeMathType 0: matrix products in the operands' own precision."""
+
+Args = Sequence[Any]
+StepFn = Callable[[int], tuple[str, Args]]
+
+
+def rope_tables(config: Qwen3Config, positions: int) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin [positions, head_dim] in float32: inv_freq = theta^(-2i/D), angles duplicated per half."""
+    d = config.head_dim
+    inv_freq = np.float32(1.0) / (
+        np.float32(config.rope_theta) ** (np.arange(0, d, 2, dtype=np.float32) / np.float32(d))
+    )
+    freqs = np.arange(positions, dtype=np.float32)[:, None] * inv_freq[None, :]
+    angles = np.concatenate([freqs, freqs], axis=-1)
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+class KVCache:
+    """Per-layer key and value caches [B, C, Nkv, D] (BSND), filled from position 0 up."""
+
+    def __init__(self, session: Session, config: Qwen3Config, batch: int, capacity: int, dtype: DataType) -> None:
+        self.batch, self.capacity = batch, capacity
+        self.nkv, self.d = config.num_key_value_heads, config.head_dim
+        shape = [batch, capacity, self.nkv, self.d]
+        self.k = [session.alloc(shape, dtype) for _ in range(config.num_hidden_layers)]
+        self.v = [session.alloc(shape, dtype) for _ in range(config.num_hidden_layers)]
+
+    def _view(self, buf: Buffer, start: int, count: int) -> Any:
+        row = self.nkv * self.d
+        return buf.view([self.batch, count, self.nkv, self.d], [self.capacity * row, row, self.d, 1], start * row)
+
+    def k_view(self, layer: int, start: int, count: int) -> Any:
+        """Positions [start, start + count) of layer ``layer``'s keys as a [B, count, Nkv, D] view."""
+        return self._view(self.k[layer], start, count)
+
+    def v_view(self, layer: int, start: int, count: int) -> Any:
+        """Positions [start, start + count) of layer ``layer``'s values."""
+        return self._view(self.v[layer], start, count)
+
+    def buffers(self) -> list[Buffer]:
+        """Every cache buffer."""
+        return [*self.k, *self.v]
+
+
+class Activations:
+    """The device buffers (and their aclTensor views) of one forward pass over B x S tokens."""
+
+    def __init__(
+        self,
+        runner: Qwen3Runner,
+        batch: int,
+        seq: int,
+        *,
+        all_logits: bool,
+        cos: Any = None,
+        sin: Any = None,
+    ) -> None:
+        s, c, dt = runner.session, runner.config, runner.dtype
+        b, t = batch, batch * seq
+        nq, nkv, d, h, w = c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.hidden_size, c.qkv_size
+        self.batch, self.seq = batch, seq
+        self.ids = s.alloc([b, seq], I64)
+        self.h = s.alloc([t, h], dt)
+        self.xn = s.alloc([t, h], dt)
+        self.rstd = s.alloc([t, 1], F32)
+        self.qkv = s.alloc([t, w], dt)
+        self.qn = s.alloc([b, seq, nq, d], dt)
+        self.kn = s.alloc([b, seq, nkv, d], dt)
+        self.rstd_q = s.alloc([b, seq, nq, 1], F32)
+        self.rstd_k = s.alloc([b, seq, nkv, 1], F32)
+        self.qr = s.alloc([b, seq, nq, d], dt)
+        self.attn = s.alloc([b, seq, nq, d], dt)
+        self.o = s.alloc([t, h], dt)
+        self.gu = s.alloc([t, 2 * c.intermediate_size], dt)
+        self.act = s.alloc([t, c.intermediate_size], dt)
+        self.stats = (s.alloc([b, nq, seq, 8], F32), s.alloc([b, nq, seq, 8], F32))
+        rows = t if all_logits else b
+        self.out_norm = s.alloc([rows, h], dt)
+        self.out_rstd = s.alloc([rows, 1], F32)
+        self.logits = s.alloc([rows, c.vocab_size], dt)
+        self.logits32 = self.logits if dt == F32 else s.alloc([rows, c.vocab_size], F32)
+        self.step_rope: tuple[Buffer, Buffer] | None = None
+        if cos is None:  # decode: one position, refilled from the tables before every step
+            self.step_rope = (s.alloc([1, 1, 1, d], dt), s.alloc([1, 1, 1, d], dt))
+            cos, sin = self.step_rope[0].tensor(), self.step_rope[1].tensor()
+        self.cos, self.sin = cos, sin
+        head = [b, seq, nq, d]
+        strides = [seq * w, w, d, 1]
+        self.q_part = self.qkv.view(head, strides, 0)
+        self.k_part = self.qkv.view([b, seq, nkv, d], strides, nq * d)
+        self.v_part = self.qkv.view([b, seq, nkv, d], strides, (nq + nkv) * d)
+        self.h_bsh = self.h.view([b, seq, h])
+        self.attn_flat = self.attn.view([t, nq * d])
+        self.h_rows = self.h.tensor() if all_logits else self.h.view([b, h], [seq * h, 1], (seq - 1) * h)
+        v = c.vocab_size
+        self.last_logits = self.logits.view([b, v], [seq * v, 1], (seq - 1) * v) if all_logits else self.logits.tensor()
+        self.last_logits32 = (
+            self.logits32.view([b, v], [seq * v, 1], (seq - 1) * v) if all_logits else self.logits32.tensor()
+        )
+        self.all_logits = all_logits
+
+    def buffers(self) -> list[Buffer]:
+        """Every buffer this pass allocated (to free them together)."""
+        found = [v for v in vars(self).values() if isinstance(v, Buffer)]
+        found += list(self.stats) + list(self.step_rope or ())
+        return list({id(b): b for b in found}.values())
+
+
+@dataclass
+class Generation:
+    """What :meth:`Qwen3Runner.generate` produced, with its timings."""
+
+    tokens: np.ndarray
+    """[B, N] generated ids (prompt excluded)."""
+    prefill_seconds: float
+    decode_seconds: float
+    prompt_tokens: int
+    decode_steps: int
+    logits: list[np.ndarray] = field(default_factory=list)
+    """Per generated token, the float32 logits [B, V] it was chosen from (when asked for)."""
+    decode_validations: int = 0
+    """aclnn phase-1 calls the decode steps made (repeatable executors are validated once)."""
+    decode_launches: int = 0
+    """aclnn phase-2 calls the decode steps made."""
+
+    @property
+    def prefill_tokens_per_s(self) -> float:
+        """Prompt tokens (all sequences) processed per second, up to the first new token."""
+        return self.prompt_tokens / self.prefill_seconds if self.prefill_seconds > 0 else float("inf")
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        """Tokens (all sequences) produced per second by the decode steps after the first token."""
+        made = self.decode_steps * self.tokens.shape[0]
+        return made / self.decode_seconds if self.decode_seconds > 0 else float("nan")
+
+
+class Qwen3Runner:
+    """A Qwen3 checkpoint resident on a backend's device, run through aclnn (see the module doc)."""
+
+    def __init__(
+        self,
+        model_dir: str | Path,
+        *,
+        backend: str | None = None,
+        dtype: str = "fp32",
+        prefill_attention: str | None = None,
+        decode_attention: str | None = None,
+        cube_math_type: int = KEEP_DTYPE,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.model_dir = Path(model_dir)
+        self.config = Qwen3Config.from_dir(self.model_dir)
+        self.dtype_name = dtype
+        self.dtype = parse_dtype(dtype)
+        self.attention: AttentionChoice = choose(self.dtype, prefill_attention, decode_attention)
+        self.cube_math_type = cube_math_type
+        self.session = Session(backend)
+        try:
+            t0 = time.perf_counter()
+            self.weights: Weights = load_weights(self.session, self.model_dir, self.config, self.dtype, progress)
+            self.session.synchronize()
+            self.load_seconds = time.perf_counter() - t0
+            self.one = scalar(1.0)
+            self.positions = 0
+            self.cos: Buffer | None = None
+            self.sin: Buffer | None = None
+            self.compressed_mask: Buffer | None = None
+            self.causal: Buffer | None = None
+        except BaseException:
+            self.session.close()
+            raise
+
+    @property
+    def backend_name(self) -> str:
+        """The backend the runner computes on."""
+        return str(self.session.backend.name)
+
+    def close(self) -> None:
+        """Free everything on the device."""
+        self.session.close()
+
+    def __enter__(self) -> Qwen3Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ tables
+    def _reserve(self, positions: int) -> None:
+        """cos/sin tables (and the causal masks the attention choice needs) for ``positions`` positions."""
+        s = self.session
+        if positions > self.positions:
+            cap = max(positions, 2 * self.positions, 64)
+            cos, sin = rope_tables(self.config, cap)
+            np_dtype = self.dtype.numpy
+            for old in (self.cos, self.sin):
+                if old is not None:
+                    s.release(old)
+            self.cos = s.alloc([cap, self.config.head_dim], self.dtype)
+            self.sin = s.alloc([cap, self.config.head_dim], self.dtype)
+            s.upload(self.cos, cos.astype(np_dtype))
+            s.upload(self.sin, sin.astype(np_dtype))
+            if self.attention.prefill == "pfa":
+                if self.causal is not None:
+                    s.release(self.causal)
+                self.causal = s.alloc([cap, cap], BOOL)
+                s.upload(self.causal, np.triu(np.ones((cap, cap), dtype=bool), k=1))
+            self.positions = cap
+        if self.attention.prefill in ("fa", "fia") and self.compressed_mask is None:
+            self.compressed_mask = s.alloc([COMPRESSED_MASK, COMPRESSED_MASK], BOOL)
+            s.upload(self.compressed_mask, np.triu(np.ones((COMPRESSED_MASK, COMPRESSED_MASK), dtype=bool), k=1))
+
+    def _rope_views(self, start: int, count: int) -> tuple[Any, Any]:
+        assert self.cos is not None and self.sin is not None
+        d = self.config.head_dim
+        shape = [1, count, 1, d]
+        strides = [count * d, d, d, 1]
+        return self.cos.view(shape, strides, start * d), self.sin.view(shape, strides, start * d)
+
+    # ------------------------------------------------------------------ the program
+    def _attention(self, layer: int, a: Activations, kv: KVCache, start: int, prefill: bool) -> tuple[str, Args]:
+        c = self.config
+        count = start + a.seq
+        call = AttentionCall(
+            query=a.qr.tensor(),
+            key=kv.k_view(layer, 0, count),
+            value=kv.v_view(layer, 0, count),
+            out=a.attn.tensor(),
+            heads=c.num_attention_heads,
+            kv_heads=c.num_key_value_heads,
+            scale=float(c.head_dim) ** -0.5,
+            start=start,
+            new=a.seq,
+            stats=(a.stats[0].tensor(), a.stats[1].tensor()),
+        )
+        if not prefill:
+            return decode_args(self.attention.decode, call)
+        if self.attention.prefill == "pfa":
+            assert self.causal is not None
+            side = self.positions
+            call.mask = (
+                self.causal.tensor() if start == 0 else self.causal.view([a.seq, count], [side, 1], start * side)
+            )
+        else:
+            assert self.compressed_mask is not None
+            call.mask = self.compressed_mask.tensor()
+        return prefill_args(self.attention.prefill, call)
+
+    def _layer(self, i: int, a: Activations, kv: KVCache, prefill: bool) -> list[tuple[str, Args] | StepFn]:
+        """Layer ``i``'s operators in order: fixed (name, args) pairs, or functions of the start position."""
+        c, lw = self.config, self.weights.layers[i]
+        eps, cube, one = c.rms_norm_eps, self.cube_math_type, self.one
+        seq = a.seq
+        return [
+            ("RmsNorm", (a.h.tensor(), lw.input_norm.tensor(), eps, a.xn.tensor(), a.rstd.tensor())),
+            ("Mm", (a.xn.tensor(), lw.qkv.t, a.qkv.tensor(), cube)),
+            ("RmsNorm", (a.q_part, lw.q_norm.tensor(), eps, a.qn.tensor(), a.rstd_q.tensor())),
+            ("RmsNorm", (a.k_part, lw.k_norm.tensor(), eps, a.kn.tensor(), a.rstd_k.tensor())),
+            ("RotaryPositionEmbedding", (a.qn.tensor(), a.cos, a.sin, 0, a.qr.tensor())),
+            lambda start: ("RotaryPositionEmbedding", (a.kn.tensor(), a.cos, a.sin, 0, kv.k_view(i, start, seq))),
+            lambda start: ("InplaceCopy", (kv.v_view(i, start, seq), a.v_part)),
+            lambda start: self._attention(i, a, kv, start, prefill),
+            ("Mm", (a.attn_flat, lw.o.t, a.o.tensor(), cube)),
+            ("InplaceAdd", (a.h.tensor(), a.o.tensor(), one)),
+            ("RmsNorm", (a.h.tensor(), lw.post_norm.tensor(), eps, a.xn.tensor(), a.rstd.tensor())),
+            ("Mm", (a.xn.tensor(), lw.gate_up.t, a.gu.tensor(), cube)),
+            ("SwiGlu", (a.gu.tensor(), -1, a.act.tensor())),
+            ("Mm", (a.act.tensor(), lw.down.t, a.o.tensor(), cube)),
+            ("InplaceAdd", (a.h.tensor(), a.o.tensor(), one)),
+        ]
+
+    def _program(self, a: Activations, kv: KVCache, prefill: bool) -> list[tuple[str, Args] | StepFn]:
+        """The whole forward pass: embedding, every layer, final norm and lm_head."""
+        w = self.weights
+        items: list[tuple[str, Args] | StepFn] = [("Embedding", (w.embed.tensor(), a.ids.tensor(), a.h_bsh))]
+        for i in range(self.config.num_hidden_layers):
+            items += self._layer(i, a, kv, prefill)
+        eps = self.config.rms_norm_eps
+        items.append(("RmsNorm", (a.h_rows, w.norm.tensor(), eps, a.out_norm.tensor(), a.out_rstd.tensor())))
+        items.append(("Mm", (a.out_norm.tensor(), w.lm_head.t, a.logits.tensor(), self.cube_math_type)))
+        return items
+
+    def _run_program(self, items: list[tuple[str, Args] | StepFn], start: int) -> None:
+        run = self.session.run
+        for item in items:
+            op, args = item(start) if callable(item) else item
+            run(op, *args)
+
+    # ------------------------------------------------------------------ public passes
+    def forward_logits(self, prompts: Sequence[Sequence[int]]) -> np.ndarray:
+        """Prefill logits [B, S, V] in float32 for equal-length prompts (a fresh cache, all positions)."""
+        ids = _as_ids(prompts)
+        b, seq = ids.shape
+        self._reserve(seq)
+        s = self.session
+        kv = KVCache(s, self.config, b, seq, self.dtype)
+        a = Activations(self, b, seq, all_logits=True, cos=self._rope_views(0, seq)[0], sin=self._rope_views(0, seq)[1])
+        try:
+            s.upload(a.ids, ids)
+            self._run_program(self._program(a, kv, prefill=True), 0)
+            if a.logits32 is not a.logits:
+                s.run("Cast", a.logits.tensor(), int(F32), a.logits32.tensor())
+            return s.download(a.logits32).reshape(b, seq, self.config.vocab_size)
+        finally:
+            s.release(*a.buffers(), *kv.buffers())
+
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        max_new_tokens: int,
+        sampling: Sampling | None = None,
+        *,
+        stop_on_eos: bool = False,
+        eos_token_ids: Sequence[int] | None = None,
+        keep_logits: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Generation:
+        """Generate ``max_new_tokens`` per prompt (greedy when ``sampling`` is None); prompts share one length.
+
+        With ``stop_on_eos`` generation ends once every sequence has produced an EOS id (the
+        checkpoint's, or ``eos_token_ids``); ``keep_logits`` keeps each step's float32 logits.
+        """
+        ids = _as_ids(prompts)
+        b, plen = ids.shape
+        if max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be at least 1")
+        c, s = self.config, self.session
+        capacity = plen + max_new_tokens
+        self._reserve(capacity)
+        rng = np.random.default_rng(sampling.seed) if sampling is not None else None
+        eos = np.array(c.eos_token_ids if eos_token_ids is None else list(eos_token_ids), dtype=np.int64)
+        # everything is allocated before the first executor is prepared: allocations invalidate executors
+        kv = KVCache(s, c, b, capacity, self.dtype)
+        dec = Activations(self, b, 1, all_logits=False)
+        cos, sin = self._rope_views(0, plen)
+        pre = Activations(self, b, plen, all_logits=False, cos=cos, sin=sin)
+        out = s.alloc([max_new_tokens, b], I64)
+        ids_ptr, ids_host = s.host("ids", b * 8)
+        tok_ptr, tok_host = s.host("tokens", max_new_tokens * b * 8)
+        log_ptr, log_host = s.host("logits", b * c.vocab_size * 4)
+        row_bytes = c.head_dim * self.dtype.info.storage_bits // 8
+        plan: list[Prepared | StepFn] = []
+        next_ids = dec.ids.view([b])
+        kept: list[np.ndarray] = []
+        done = np.zeros(b, dtype=bool)
+
+        def host_logits(a: Activations) -> np.ndarray:
+            if a.logits32 is not a.logits:
+                s.run("Cast", a.last_logits, int(F32), a.last_logits32)
+            s.copy_async(log_ptr, a.logits32.ptr, b * c.vocab_size * 4, ACL_MEMCPY_DEVICE_TO_HOST)
+            s.synchronize()
+            return log_host[: b * c.vocab_size * 4].view(np.float32).reshape(b, c.vocab_size).copy()
+
+        def choose_next(a: Activations, step: int) -> None:
+            """Put the next ids into dec.ids (greedy: the decode plan's own ArgMax did) and record them in out[step]."""
+            if sampling is None:
+                if a is pre:
+                    s.run("ArgMax", a.last_logits, -1, False, next_ids)
+                if keep_logits:
+                    kept.append(host_logits(a))
+            else:
+                logits = host_logits(a)
+                if keep_logits:
+                    kept.append(logits)
+                assert rng is not None
+                ids_host[: b * 8] = sample(logits, sampling, rng).view(np.uint8)
+                s.copy_async(dec.ids.ptr, ids_ptr, b * 8, ACL_MEMCPY_HOST_TO_DEVICE)
+            s.copy_async(out.ptr + step * b * 8, dec.ids.ptr, b * 8, ACL_MEMCPY_DEVICE_TO_DEVICE)
+
+        def build_plan() -> tuple[list[Prepared | StepFn], int]:
+            items = self._program(dec, kv, prefill=False)
+            if sampling is None:
+                items.append(("ArgMax", (dec.last_logits, -1, False, next_ids)))
+            while True:  # a workspace that grows while preparing makes the earlier executors stale
+                before = s.generation
+                made = [item if callable(item) else s.prepare(item[0], *item[1]) for item in items]
+                if s.generation == before:
+                    return made, before
+                release(made)
+
+        def release(items: list[Prepared | StepFn]) -> None:
+            for item in items:
+                if isinstance(item, Prepared):
+                    item.release()
+
+        def check_eos(step: int) -> bool:
+            if not (stop_on_eos and eos.size):
+                return False
+            s.copy_async(tok_ptr, out.ptr + step * b * 8, b * 8, ACL_MEMCPY_DEVICE_TO_HOST)
+            s.synchronize()
+            done[:] |= np.isin(tok_host[: b * 8].view(np.int64), eos)
+            return bool(done.all())
+
+        try:
+            t0 = time.perf_counter()
+            s.upload(pre.ids, ids)
+            self._run_program(self._program(pre, kv, prefill=True), 0)
+            choose_next(pre, 0)
+            stopped = check_eos(0)
+            s.synchronize()
+            t1 = time.perf_counter()
+            s.release(*pre.buffers())
+            steps = 0
+            v0, l0 = s.validations, s.launches
+            if not stopped and max_new_tokens > 1:
+                plan, generation = build_plan()
+                assert dec.step_rope is not None and self.cos is not None and self.sin is not None
+                cos_buf, sin_buf = dec.step_rope
+                for step in range(1, max_new_tokens):
+                    if s.generation != generation:  # memory changed under the executors: validate afresh
+                        release(plan)
+                        plan, generation = build_plan()
+                    pos = plen + step - 1
+                    s.copy_async(cos_buf.ptr, self.cos.ptr + pos * row_bytes, row_bytes, ACL_MEMCPY_DEVICE_TO_DEVICE)
+                    s.copy_async(sin_buf.ptr, self.sin.ptr + pos * row_bytes, row_bytes, ACL_MEMCPY_DEVICE_TO_DEVICE)
+                    for p in plan:
+                        if isinstance(p, Prepared):
+                            p()
+                        else:
+                            op, args = p(pos)
+                            s.run(op, *args)
+                    choose_next(dec, step)
+                    steps += 1
+                    if progress is not None:
+                        progress(step, max_new_tokens - 1)
+                    if check_eos(step):
+                        break
+            s.copy_async(tok_ptr, out.ptr, (steps + 1) * b * 8, ACL_MEMCPY_DEVICE_TO_HOST)
+            s.synchronize()
+            t2 = time.perf_counter()
+            tokens = tok_host[: (steps + 1) * b * 8].view(np.int64).reshape(steps + 1, b).T.copy()
+            return Generation(tokens, t1 - t0, t2 - t1, b * plen, steps, kept, s.validations - v0, s.launches - l0)
+        finally:
+            release(plan)
+            s.release(*[buf for buf in (*pre.buffers(), *dec.buffers(), *kv.buffers(), out) if buf.ptr])
+
+
+def _as_ids(prompts: Sequence[Sequence[int]]) -> np.ndarray:
+    rows = [list(p) for p in prompts]
+    if not rows or not rows[0]:
+        raise ValueError("at least one non-empty prompt is needed")
+    if any(len(r) != len(rows[0]) for r in rows):
+        raise ValueError("prompts in one batch must have the same length (padding is not implemented)")
+    return np.array(rows, dtype=np.int64)
