@@ -170,8 +170,10 @@ def to_device(
         offset = 3
         strides = contiguous_strides(padded)
         storage = np.zeros(offset + math.prod(padded), dtype=np_dtype)
-        np.lib.stride_tricks.as_strided(storage[offset:], shape, tuple(s * storage.itemsize for s in strides))[...] = (
-            arr
+        one_byte = storage.itemsize == 1  # as_strided rejects float8_e5m2's typestr '<f1': place bytes instead
+        target = storage.view(np.uint8) if one_byte else storage
+        np.lib.stride_tricks.as_strided(target[offset:], shape, tuple(s * storage.itemsize for s in strides))[...] = (
+            arr.view(np.uint8) if one_byte else arr
         )
         da = DeviceArray(b, shape, acl_dtype, storage.size, strides, offset)
     elif layout == "transposed":
@@ -223,7 +225,10 @@ class _Arguments:
             return value
         if isinstance(value, DeviceArray):
             return value.tensor()
-        da = to_device(np.asarray(value), self.backend, layout=self.layout)
+        place = getattr(value, "acl_to_device", None)  # values in a private format (acl_core.nz.NzArray)
+        da = (
+            place(self.backend) if place is not None else to_device(np.asarray(value), self.backend, layout=self.layout)
+        )
         self.arrays[name] = da
         return da.tensor()
 

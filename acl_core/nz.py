@@ -320,6 +320,29 @@ def to_device_nz(
     return da
 
 
+class NzArray(np.ndarray):
+    """ND values that go to the device as a FRACTAL_NZ tensor: how a conformance sample names an NZ input.
+
+    It is an ordinary array of the logical ND values (so sample tooling sees its dtype and shape);
+    ``acl_core.eager`` places it with :func:`to_device_nz` instead of as an ND tensor.
+    """
+
+    acl_format: Format
+
+    def __new__(cls, values: np.ndarray, format: Format = Format.ACL_FORMAT_FRACTAL_NZ) -> NzArray:
+        """Wrap ``values`` (rank >= 2) for placement in ``format``."""
+        obj = np.asarray(values).view(cls)
+        obj.acl_format = Format(int(format))
+        return obj
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self.acl_format = getattr(obj, "acl_format", Format.ACL_FORMAT_FRACTAL_NZ)
+
+    def acl_to_device(self, backend: Backend | str | None = None) -> DeviceArray:
+        """The NZ device tensor holding these values."""
+        return to_device_nz(np.asarray(self), backend, format=self.acl_format)
+
+
 def storage_array(da: DeviceArray) -> np.ndarray:
     """A device array's whole storage as NumPy (its storage dims; sub-byte types unpacked)."""
     np_dtype = da.dtype.numpy
@@ -349,6 +372,7 @@ def from_device_nz(da: DeviceArray) -> np.ndarray:
 __all__ = [
     "M0",
     "NZ_FORMATS",
+    "NzArray",
     "aclnnCalculateMatmulWeightSize",
     "aclnnCalculateMatmulWeightSizeV2",
     "aclnnNpuFormatCastCalculateSizeAndFormat",

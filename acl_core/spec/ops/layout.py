@@ -9,9 +9,10 @@ The NZ layout reproduced is the documented one (index formula, C0 per dtype, zer
 structural fidelity. Bit-exact agreement with Ascend's TransData kernels (what they leave in padding
 on every SoC, other private formats) needs Ascend hardware.
 
-Conformance samples: the sample format (NumPy arrays) cannot describe a tensor in a private format,
-so NpuFormatCast and MatmulWeightNz have error samples only and are proven in ``tests/ops/test_layout.py``
-through :func:`acl_core.nz.to_device_nz`. TransMatmulWeight takes an ND tensor and has samples.
+Conformance samples name an NZ input with :class:`acl_core.nz.NzArray` (ND values that ``eager`` places
+as FRACTAL_NZ). An NZ *output* cannot come from an output rule (the caller allocates it from
+``aclnnNpuFormatCastCalculateSizeAndFormat``), so NpuFormatCast's samples run NZ -> ND and its ND -> NZ
+direction is proven in ``tests/ops/test_layout.py``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 
 from acl_core.dtypes import DataType as D
 from acl_core.formats import Format
-from acl_core.nz import NZ_FORMATS, c0_for, check_nz_tensor, is_nz, nz_shape
+from acl_core.nz import NZ_FORMATS, NzArray, c0_for, check_nz_tensor, is_nz, nz_shape
 from acl_core.spec import samples as S
 from acl_core.spec.ops.matmul import CUBE_MATH_TYPES, matmul_dtype, operand_precision
 from acl_core.spec.opspec import Call, ErrorSample, OpSpec, OutInfo, Sample, int_attr, invalid, out, ref, tensor
@@ -85,6 +86,14 @@ def _npu_format_cast() -> OpSpec:
         call.plan["direction"] = "to_nz"
         return {"dstTensor": same(src.shape, src.dtype)}
 
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        # NZ -> ND only: an NZ destination must be allocated by the caller from CalculateSizeAndFormat
+        yield Sample({"srcTensor": NzArray(S.array(rng, (20, 37), D.ACL_FLOAT16))}, "float16 NZ to ND")
+        yield Sample({"srcTensor": NzArray(S.array(rng, (2, 5, 40), D.ACL_FLOAT))}, "float32 batched NZ to ND")
+        yield Sample({"srcTensor": NzArray(rng.integers(-9, 9, (17, 33)).astype(np.int8))}, "int8 NZ to ND")
+        e4 = rng.uniform(-9, 9, (16, 70)).astype(ml_dtypes.float8_e4m3fn)
+        yield Sample({"srcTensor": NzArray(e4)}, "float8_e4m3fn NZ to ND")
+
     def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
         x = S.array(rng, (4, 20), D.ACL_FLOAT16)
         yield ErrorSample({"srcTensor": x, "dstTensor": np.zeros((4, 20), np.float16)}, INVALID, "ND to ND")
@@ -96,6 +105,7 @@ def _npu_format_cast() -> OpSpec:
         FAMILY,
         params,
         infer,
+        samples=gen,
         error_samples=errors,
         summary="copy between ND and FRACTAL_NZ storage",
     )
@@ -122,12 +132,19 @@ def _matmul_weight_nz() -> OpSpec:
         )
         return {"out": castable((a.shape[0], b.shape[1]), compute)}
 
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        for dt in (D.ACL_FLOAT16, D.ACL_BF16, D.ACL_FLOAT):
+            a, b = S.array(rng, (5, 40), dt, low=-2, high=2), S.array(rng, (40, 23), dt, low=-2, high=2)
+            yield Sample({"self": a, "mat2": NzArray(b), "cubeMathType": 0}, f"{dt.short} (5, 40) @ NZ (40, 23)")
+
     def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
         a, b = S.array(rng, (3, 32), D.ACL_FLOAT16), S.array(rng, (32, 16), D.ACL_FLOAT16)
         yield ErrorSample({"self": a, "mat2": b, "cubeMathType": 0}, INVALID, "mat2 in ND")
         yield ErrorSample({"self": a, "mat2": b, "cubeMathType": 7}, INVALID, "undocumented cubeMathType")
 
-    return OpSpec("MatmulWeightNz", FAMILY, params, infer, error_samples=errors, summary="self @ mat2 (NZ)")
+    return OpSpec(
+        "MatmulWeightNz", FAMILY, params, infer, samples=gen, error_samples=errors, summary="self @ mat2 (NZ)"
+    )
 
 
 # ----------------------------------------------------------------------------- TransMatmulWeight
