@@ -663,6 +663,11 @@ def _inplace_add_rms_norm(base: OpSpec) -> OpSpec:
             args = {k: v for k, v in sample.args.items() if k not in ("x1", "x2")}
             yield replace(sample, args={"x1Ref": sample.args["x1"], "x2Ref": sample.args["x2"], **args})
 
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        for case in base.error_samples(rng) if base.error_samples else ():
+            args = {k: v for k, v in case.args.items() if k not in ("x1", "x2")}
+            yield replace(case, args={"x1Ref": case.args["x1"], "x2Ref": case.args["x2"], **args})
+
     return OpSpec(
         "InplaceAddRmsNorm",
         FAMILY,
@@ -670,6 +675,7 @@ def _inplace_add_rms_norm(base: OpSpec) -> OpSpec:
         infer,
         alias_ok=True,
         samples=gen,
+        error_samples=errors,
         base="AddRmsNorm",
         base_args=to_base,
         summary="in-place AddRmsNorm: yOut into x1Ref, xOut into x2Ref",
