@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import ml_dtypes
 import numpy as np
 
 from acl_conformance.cases import HYPOTHESIS_EXAMPLES, Case, arg_dtypes
@@ -62,7 +63,7 @@ def _domain(arr: np.ndarray) -> _Domain:
     if dtype == D.ACL_BOOL:
         return _Domain(dtype, 0, 1, ())
     if dtype.is_integer:
-        info = np.iinfo(arr.dtype)
+        info = ml_dtypes.iinfo(arr.dtype)  # NumPy's iinfo knows no int4
         flat = [int(v) for v in arr.reshape(-1)]
         ordinary = [v for v in flat if v not in (info.min, info.max)]
         lo, hi = (min(ordinary), max(ordinary)) if ordinary else (max(info.min, -4), min(info.max, 4))
@@ -149,7 +150,7 @@ def _varies_shape(spec: OpSpec, args: dict[str, Any]) -> tuple[int, ...] | None:
 def _structural(value: Any) -> bool:
     """True for integer tensors (and lists of them): outside elementwise ops they are indices, group sizes..."""
     arrays = value if isinstance(value, (list, tuple)) else [value]
-    return bool(arrays) and all(isinstance(a, np.ndarray) and a.dtype.kind in "iu" for a in arrays)
+    return bool(arrays) and all(isinstance(a, np.ndarray) and from_numpy(a.dtype).is_integer for a in arrays)
 
 
 def draw_args(draw: Any, spec: OpSpec, args: dict[str, Any]) -> dict[str, Any]:
