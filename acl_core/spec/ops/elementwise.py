@@ -506,7 +506,9 @@ def _cast() -> OpSpec:
                 yield Sample({"self": x, "dtype": int(dst)}, f"{src.short}→{dst.short}")
         yield Sample({"self": S.array(rng, (0,), D.ACL_FLOAT), "dtype": int(D.ACL_INT32)}, "empty")
         for low in sorted(LOW_PRECISION - {D.ACL_HIFLOAT8}):  # HiFloat8 has no NumPy type for samples
-            x = S.array(rng, (3, 6), D.ACL_FLOAT, low=-10, high=10 if low != D.ACL_FLOAT8_E8M0 else 300)
+            ranges = {D.ACL_FLOAT8_E8M0: (0.01, 300.0), D.ACL_INT4: (-8.0, 7.5)}  # E8M0: powers of two; INT4: [-8, 7]
+            lo, hi = ranges.get(low, (-10.0, 10.0))
+            x = S.array(rng, (3, 6), D.ACL_FLOAT, low=lo, high=hi)
             yield Sample({"self": x, "dtype": int(low)}, f"float32→{low.short}")
             yield Sample({"self": x.astype(low.numpy), "dtype": int(D.ACL_BF16)}, f"{low.short}→bf16")
 
