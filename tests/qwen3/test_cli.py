@@ -61,8 +61,21 @@ def test_generate_greedy_and_sampled(tiny_dir, reference_backend, runner, prompt
     assert runs[0] == runs[1] != runs[2]
 
 
-def test_generate_usage_errors(tiny_dir, reference_backend, capsys):
-    base = ["generate", "--model", str(tiny_dir), "--backend", "reference", "--quiet"]
+def test_generate_from_text(tiny_dir, reference_backend, runner, tmp_path, capsys):
+    argv = ["generate", "--model", str(tiny_dir), "--backend", "reference", "--prompt", "héllo", "--quiet"]
+    assert main([*argv, "--max-new-tokens", "6", "--ignore-eos", "--json", str(tmp_path / "t.json")]) == 0
+    report = json.loads((tmp_path / "t.json").read_text())
+    assert report["prompt_ids"] == [list("héllo".encode())]  # the tiny tokenizer's ids are UTF-8 bytes
+    assert report["tokens"] == runner("fp32").generate(report["prompt_ids"], 6).tokens.tolist()
+    assert "text:" in capsys.readouterr().out
+
+
+def test_generate_usage_errors(tiny_dir, reference_backend, tmp_path, capsys):
+    untokenized = tmp_path / "no-tokenizer"
+    untokenized.mkdir()
+    for f in ("config.json", "model.safetensors"):
+        (untokenized / f).write_bytes((Path(tiny_dir) / f).read_bytes())
+    base = ["generate", "--model", str(untokenized), "--backend", "reference", "--quiet"]
     assert main([*base, "--prompt", "hello"]) == 2
     assert "no tokenizer" in capsys.readouterr().err
     assert main([*base, "--prompt-ids", "1,2,x"]) == 2
@@ -79,9 +92,9 @@ def test_unknown_backend_fails_loudly(tiny_dir, capsys):
 def test_bench_reports_both_sides(tiny_dir, reference_backend, tmp_path, capsys):
     out = tmp_path / "bench.json"
     argv = ["bench", "--model", str(tiny_dir), "--backend", "reference", "--batch", "1,2"]
-    assert main([*argv, "--prompt-len", "8", "--new-tokens", "4", "--out", str(out)]) == 0
+    assert main([*argv, "--prompt-len", "8", "--new-tokens", "4", "--repeat", "2", "--quiet", "--out", str(out)]) == 0
     report = json.loads(out.read_text())
-    assert [r["batch"] for r in report["rows"]] == [1, 2]
+    assert [r["batch"] for r in report["rows"]] == [1, 2] and report["repeat"] == 2
     for row in report["rows"]:
         for side in ("acl", "transformers"):
             assert row[side]["prefill_tok_s"] > 0 and row[side]["decode_tok_s"] > 0

@@ -11,6 +11,7 @@ import numpy as np
 
 from acl_tools.qwen3 import hf
 from acl_tools.qwen3.model import Qwen3Runner
+from acl_tools.qwen3.progress import Report
 
 
 def _rates(batch: int, prompt_len: int, new_tokens: int, prefill_s: float, decode_s: float) -> dict[str, float]:
@@ -34,16 +35,29 @@ def run(
     with_transformers: bool = True,
     hf_device: str | None = None,
     seed: int = 0,
+    repeat: int = 3,
+    progress: Report | None = None,
 ) -> dict[str, Any]:
     """Time greedy generation per batch size on the runner, then on transformers; tokens/s side by side.
 
-    Decode tokens/s counts the tokens after the first (which prefill produces); each side runs a short
-    warm-up generation first.
+    Decode tokens/s counts the tokens after the first (which prefill produces). Each side runs a short
+    warm-up generation first, then ``repeat`` timed ones; the median prefill and decode times count.
     """
     if new_tokens < 2:
         raise ValueError("new_tokens must be at least 2 (decode needs a step after the prefill token)")
+    if repeat < 1:
+        raise ValueError("repeat must be at least 1")
     rng = np.random.default_rng(seed)
     rows: list[dict[str, Any]] = []
+    total = len(batches) * (repeat + 1) * (2 if with_transformers else 1)
+    done = 0
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
     t0 = time.perf_counter()
     with Qwen3Runner(model_dir, backend=backend, dtype=dtype) as runner:
         caps = runner.session.backend.capabilities()
@@ -51,13 +65,14 @@ def run(
         prompts = {b: rng.integers(0, vocab, size=(b, prompt_len)).tolist() for b in batches}
         for b in batches:
             runner.generate(prompts[b], 2)
-            g = runner.generate(prompts[b], new_tokens)
-            rows.append(
-                {
-                    "batch": b,
-                    "acl": _rates(b, prompt_len, new_tokens, g.prefill_seconds, g.decode_seconds),
-                }
-            )
+            tick()
+            runs = []
+            for _ in range(repeat):
+                runs.append(runner.generate(prompts[b], new_tokens))
+                tick()
+            prefill_s = float(np.median([g.prefill_seconds for g in runs]))
+            decode_s = float(np.median([g.decode_seconds for g in runs]))
+            rows.append({"batch": b, "acl": _rates(b, prompt_len, new_tokens, prefill_s, decode_s)})
         info = {
             "backend": runner.backend_name,
             "platform": caps.platform.value,
@@ -72,7 +87,13 @@ def run(
         for row in rows:
             b = row["batch"]
             hf.timed_generate(model, prompts[b], 2)
-            prefill_s, decode_s = hf.timed_generate(model, prompts[b], new_tokens)
+            tick()
+            times = []
+            for _ in range(repeat):
+                times.append(hf.timed_generate(model, prompts[b], new_tokens))
+                tick()
+            prefill_s = float(np.median([t[0] for t in times]))
+            decode_s = float(np.median([t[1] for t in times]))
             row["transformers"] = _rates(b, prompt_len, new_tokens, prefill_s, decode_s)
             row["acl_over_transformers"] = {
                 k: row["acl"][k] / row["transformers"][k] if row["transformers"][k] else float("nan")
@@ -83,6 +104,7 @@ def run(
         "dtype": dtype,
         "prompt_len": prompt_len,
         "new_tokens": new_tokens,
+        "repeat": repeat,
         **info,
         "transformers_device": device if with_transformers else None,
         "rows": rows,

@@ -100,7 +100,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--no-transformers", dest="with_transformers", action="store_false", help="skip transformers")
     b.add_argument("--hf-device", default=None, help="torch device for transformers (default: the backend's kind)")
     b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--repeat", type=int, default=3, help="timed runs per batch size (the median counts)")
     b.add_argument("--out", type=Path, default=None, help="JSON report (default: reports/qwen3-bench-...json)")
+    b.add_argument("--quiet", action="store_true", help="no progress bar")
 
     m = sub.add_parser("make-tiny", help="write a random Qwen3 checkpoint with transformers")
     m.add_argument("dir", type=Path)
@@ -237,20 +239,24 @@ def _parity(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from acl_tools.qwen3 import bench
+    from acl_tools.qwen3.progress import bar
 
-    if args.prompt_len < 1 or args.new_tokens < 2:
-        raise UsageError("--prompt-len must be >= 1 and --new-tokens >= 2")
-    result = bench.run(
-        args.model,
-        backend=args.backend,
-        dtype=args.dtype,
-        batches=args.batch,
-        prompt_len=args.prompt_len,
-        new_tokens=args.new_tokens,
-        with_transformers=args.with_transformers,
-        hf_device=args.hf_device,
-        seed=args.seed,
-    )
+    if args.prompt_len < 1 or args.new_tokens < 2 or args.repeat < 1:
+        raise UsageError("--prompt-len and --repeat must be >= 1 and --new-tokens >= 2")
+    with bar("bench runs", not args.quiet) as report:
+        result = bench.run(
+            args.model,
+            backend=args.backend,
+            dtype=args.dtype,
+            batches=args.batch,
+            prompt_len=args.prompt_len,
+            new_tokens=args.new_tokens,
+            with_transformers=args.with_transformers,
+            hf_device=args.hf_device,
+            seed=args.seed,
+            repeat=args.repeat,
+            progress=report,
+        )
     header = ["batch", "acl prefill tok/s", "acl decode tok/s"]
     if args.with_transformers:
         header += ["hf prefill tok/s", "hf decode tok/s"]
@@ -262,7 +268,7 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
         rows.append(row)
     print(
         f"qwen3 bench: {result['backend']} ({result['device']}) {args.dtype}, prompt {args.prompt_len}, "
-        f"{args.new_tokens} new tokens; transformers eager on {result['transformers_device']}"
+        f"{args.new_tokens} new tokens, median of {args.repeat}; transformers eager on {result['transformers_device']}"
     )
     _table(header, rows)
     out = args.out or Path("reports") / f"qwen3-bench-{result['backend']}-{args.dtype}.json"

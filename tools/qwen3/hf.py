@@ -83,6 +83,8 @@ def make_checkpoint(
 ) -> Path:
     """Write a random Qwen3 checkpoint (config.json + model.safetensors) with transformers.
 
+    The tiny preset also gets a byte-level tokenizer (ids = UTF-8 bytes), so ``--prompt`` text works.
+
     Every RMSNorm weight (input/post-attention/final, q_norm, k_norm) is set to 1 + ``norm_jitter`` * N(0, 1)
     instead of transformers' ones, so a runner that ignored one of them would fail parity.
     """
@@ -109,7 +111,31 @@ def make_checkpoint(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out))
+    if fields["vocab_size"] == 256:
+        byte_tokenizer().save_pretrained(str(out))
     return out
+
+
+def _byte_symbols() -> dict[int, str]:
+    """Byte -> the printable character byte-level BPE shows it as (printable bytes stand for themselves)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    symbols = {b: chr(b) for b in printable}
+    shifted = (b for b in range(256) if b not in symbols)
+    for n, b in enumerate(shifted):
+        symbols[b] = chr(256 + n)
+    return symbols
+
+
+def byte_tokenizer() -> Any:
+    """A tokenizer whose 256 ids are the UTF-8 bytes of the text (for the tiny checkpoint's ``--prompt``)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {sym: b for b, sym in _byte_symbols().items()}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(tokenizer_object=tok)
 
 
 def load_model(model_dir: str | Path, dtype: str, device: str = "cpu") -> Any:
@@ -186,7 +212,9 @@ def timed_generate(model: Any, prompts: Sequence[Sequence[int]], new_tokens: int
         sync()
         t1 = time.perf_counter()
         for _ in range(new_tokens - 1):
-            cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+            cache = getattr(out, "cache", None)  # transformers 5; 4 calls it past_key_values
+            if cache is None:
+                cache = out.past_key_values
             out = model(input_ids=nxt, use_cache=True, **{cache_kw: cache})
             nxt = out.logits[:, -1].argmax(-1, keepdim=True)
         sync()

@@ -226,6 +226,7 @@ class Qwen3Runner:
             self.sin: Buffer | None = None
             self.compressed_mask: Buffer | None = None
             self.causal: Buffer | None = None
+            self.causal_side = 0
         except BaseException:
             self.session.close()
             raise
@@ -246,26 +247,27 @@ class Qwen3Runner:
         self.close()
 
     # ------------------------------------------------------------------ tables
-    def _reserve(self, positions: int) -> None:
-        """cos/sin tables (and the causal masks the attention choice needs) for ``positions`` positions."""
+    def _reserve(self, positions: int, prefill: int) -> None:
+        """cos/sin tables for ``positions`` positions, and the causal mask a prefill of ``prefill`` keys needs."""
         s = self.session
         if positions > self.positions:
             cap = max(positions, 2 * self.positions, 64)
             cos, sin = rope_tables(self.config, cap)
-            np_dtype = self.dtype.numpy
             for old in (self.cos, self.sin):
                 if old is not None:
                     s.release(old)
             self.cos = s.alloc([cap, self.config.head_dim], self.dtype)
             self.sin = s.alloc([cap, self.config.head_dim], self.dtype)
-            s.upload(self.cos, cos.astype(np_dtype))
-            s.upload(self.sin, sin.astype(np_dtype))
-            if self.attention.prefill == "pfa":
-                if self.causal is not None:
-                    s.release(self.causal)
-                self.causal = s.alloc([cap, cap], BOOL)
-                s.upload(self.causal, np.triu(np.ones((cap, cap), dtype=bool), k=1))
+            s.upload(self.cos, cos.astype(self.dtype.numpy))
+            s.upload(self.sin, sin.astype(self.dtype.numpy))
             self.positions = cap
+        if self.attention.prefill == "pfa" and prefill > self.causal_side:
+            side = max(prefill, 2 * self.causal_side, 64)
+            if self.causal is not None:
+                s.release(self.causal)
+            self.causal = s.alloc([side, side], BOOL)  # True above the diagonal: key j > query i is masked
+            s.upload(self.causal, np.triu(np.ones((side, side), dtype=bool), k=1))
+            self.causal_side = side
         if self.attention.prefill in ("fa", "fia") and self.compressed_mask is None:
             self.compressed_mask = s.alloc([COMPRESSED_MASK, COMPRESSED_MASK], BOOL)
             s.upload(self.compressed_mask, np.triu(np.ones((COMPRESSED_MASK, COMPRESSED_MASK), dtype=bool), k=1))
@@ -297,8 +299,8 @@ class Qwen3Runner:
             return decode_args(self.attention.decode, call)
         if self.attention.prefill == "pfa":
             assert self.causal is not None
-            side = self.positions
-            call.mask = (
+            side = self.causal_side
+            call.mask = (  # a padded [side, side] mask may stand for [S, S]; later starts take rows start..
                 self.causal.tensor() if start == 0 else self.causal.view([a.seq, count], [side, 1], start * side)
             )
         else:
@@ -351,10 +353,11 @@ class Qwen3Runner:
         """Prefill logits [B, S, V] in float32 for equal-length prompts (a fresh cache, all positions)."""
         ids = _as_ids(prompts)
         b, seq = ids.shape
-        self._reserve(seq)
+        self._reserve(seq, seq)
         s = self.session
         kv = KVCache(s, self.config, b, seq, self.dtype)
-        a = Activations(self, b, seq, all_logits=True, cos=self._rope_views(0, seq)[0], sin=self._rope_views(0, seq)[1])
+        cos, sin = self._rope_views(0, seq)
+        a = Activations(self, b, seq, all_logits=True, cos=cos, sin=sin)
         try:
             s.upload(a.ids, ids)
             self._run_program(self._program(a, kv, prefill=True), 0)
@@ -386,7 +389,7 @@ class Qwen3Runner:
             raise ValueError("max_new_tokens must be at least 1")
         c, s = self.config, self.session
         capacity = plen + max_new_tokens
-        self._reserve(capacity)
+        self._reserve(capacity, plen)
         rng = np.random.default_rng(sampling.seed) if sampling is not None else None
         eos = np.array(c.eos_token_ids if eos_token_ids is None else list(eos_token_ids), dtype=np.int64)
         # everything is allocated before the first executor is prepared: allocations invalidate executors
