@@ -129,6 +129,26 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(row), flush=True)
     except ImportError:
         pass
+    if "Matmul" in backend.kernels:
+        for dtype in (D.ACL_BF16, D.ACL_FLOAT16, D.ACL_FLOAT):
+            size = 8192
+            a, b, out = (_tensor(rt, (size, size), dtype) for _ in range(3))
+
+            def mm(a: AclTensor = a, b: AclTensor = b, out: AclTensor = out) -> None:
+                _, ex, ret = aclnn.aclnnMmGetWorkspaceSize(a, b, out, 0)
+                assert ret == 0, aclnn.aclGetRecentErrMsg()
+                assert aclnn.aclnnMm(None, 0, ex, None) == 0, aclnn.aclGetRecentErrMsg()
+
+            ms = _time(rt, mm, 5)
+            row = {
+                "case": f"Mm {dtype.short} {size}^3",
+                "ms": round(ms, 3),
+                "TFLOP/s": round(2 * size**3 / ms / 1e9, 1),
+            }
+            results["cases"].append(row)
+            print(json.dumps(row), flush=True)
+            for t in (a, b, out):
+                rt.free(t.data)
     cache = backend.cache  # type: ignore[attr-defined]
     results["kernel_cache"] = vars(cache.stats)
     if args.out:

@@ -17,10 +17,10 @@ from acl_rocm.arch import ArchPolicy, lookup, resolve_policy, with_warp_size
 from acl_rocm.compiler import KernelCache, cache_dir
 from acl_rocm.driver import RocmDriver
 from acl_rocm.kernels.ctypes_map import SUPPORTED
-from acl_rocm.kernels.elementwise import UNROLL
 from acl_rocm.kernels.prelude import compile_options
 from acl_rocm.launch import LaunchConfig, elementwise_config
 from acl_rocm.ops.elementwise import ElementwiseRunner
+from acl_rocm.ops.matmul import MatmulRunner
 from acl_rocm.platform import detect
 from acl_rocm.providers import open_provider
 from acl_rocm.providers.base import DeviceProperties, RuntimeProvider
@@ -61,7 +61,8 @@ class RocmBackend(Backend):
         self._modules: dict[tuple[int, str], object] = {}
         self._lock = threading.Lock()
         self.elementwise = ElementwiseRunner(self)
-        self._kernels: dict[str, Kernel] = dict(self.elementwise.kernels())
+        self.matmul = MatmulRunner(self)
+        self._kernels: dict[str, Kernel] = {**self.elementwise.kernels(), **self.matmul.kernels()}
 
     @classmethod
     def start(cls) -> RocmBackend:
@@ -90,12 +91,12 @@ class RocmBackend(Backend):
         return self._kernels
 
     # ------------------------------------------------------------------ kernels
-    def elementwise_config(self, numel: int) -> LaunchConfig:
-        """The grid-stride launch for ``numel`` elements on this device."""
+    def elementwise_config(self, numel: int, per_thread: int = 4) -> LaunchConfig:
+        """The grid-stride launch for ``numel`` elements, ``per_thread`` per thread per trip, on this device."""
         p = self.properties
         return elementwise_config(
             numel,
-            per_thread=UNROLL,
+            per_thread=per_thread,
             warp_size=p.warp_size,
             compute_units=p.compute_units,
             max_threads_per_block=p.max_threads_per_block,
@@ -134,6 +135,7 @@ class RocmBackend(Backend):
             "fp8_format": arch.fp8_format,
             "fp8_matrix_hw": f"{str(arch.fp8_matmul_hw).lower()} (hardware; no fp8 GEMM op is implemented yet)",
             "mx_hw": f"{str(arch.mx_hw).lower()} (hardware; no MX GEMM op is implemented yet)",
+            "gemm": self.matmul.unavailable() or f"{self.provider.platform} BLAS (Matmul, Mm, BatchMatMul)",
             "compute_units": str(p.compute_units),
             "l2_cache_bytes": str(p.l2_cache_bytes),
             "kernel_cache": str(self.cache.directory),
@@ -156,7 +158,7 @@ class RocmBackend(Backend):
             mx_use_hw=False,
             fp8_matmul_hw=False,
             tf32_hw=arch.tf32_hw,
-            tf32_enabled=False,
+            tf32_enabled=self.policy.tf32_enabled and "Matmul" in self._kernels,
             attention_path="none",
             nz_fidelity="none",
             collective_engine=None,

@@ -12,9 +12,12 @@ import re
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+import numpy as np
+
+from acl_core.dtypes import DataType
 from acl_core.errors import AclError, RtErrorCode
 from acl_core.spec.runtime import CopyDirection
-from acl_rocm.providers.base import DeviceProperties, RuntimeProvider
+from acl_rocm.providers.base import DeviceProperties, GemmCall, Matrix, RuntimeProvider
 
 
 @dataclass
@@ -39,8 +42,10 @@ class FakeProvider(RuntimeProvider):
     warp_size: int = 32
     memory: int = 1 << 30
     devices: int = 1
+    blas: bool = False
     launches: list[Launched] = field(default_factory=list)
     compiled: list[str] = field(default_factory=list)
+    gemms: list[GemmCall] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._buffers: dict[int, ctypes.Array[ctypes.c_char]] = {}
@@ -157,6 +162,30 @@ class FakeProvider(RuntimeProvider):
         table = (ctypes.c_void_p * len(sizes)).from_address(params)
         args = [ctypes.string_at(table[i], size) for i, size in enumerate(sizes)]  # copied, as a real launch does
         self.launches.append(Launched(name, source, grid, block, stream, args))
+
+    def gemm_unavailable(self) -> str | None:
+        return None if self.blas else "the fake provider was made without BLAS"
+
+    def gemm(self, call: GemmCall, workspace: int, workspace_size: int, stream: int) -> None:
+        """Compute the column-major BLAS problem on the host in float64 (to check how op code maps views)."""
+        self.gemms.append(call)
+        for i in range(call.batch):
+            a, b = _matrix(call.a, i), _matrix(call.b, i)
+            a = a.T if call.a.transpose else a
+            b = b.T if call.b.transpose else b
+            d = _matrix(call.d, i)
+            d[...] = (a.astype(np.float64) @ b.astype(np.float64)).astype(d.dtype)
+
+
+def _matrix(m: Matrix, index: int) -> np.ndarray:
+    """A writable NumPy view of a stored column-major matrix (batch ``index``)."""
+    dtype = DataType(m.dtype).numpy
+    assert dtype is not None
+    item = dtype.itemsize
+    count = (m.cols - 1) * m.ld + m.rows
+    base = m.address + index * m.batch_stride * item
+    flat = np.frombuffer((ctypes.c_char * (count * item)).from_address(base), dtype=dtype)
+    return np.lib.stride_tricks.as_strided(flat, (m.rows, m.cols), (item, m.ld * item), writeable=True)
 
 
 _SIZES = {"float": 4, "double": 8, "long long": 8, "unsigned long long": 8, "bool": 1, "int": 4}

@@ -13,6 +13,7 @@ from acl_core.tensor import AclTensor
 from acl_rocm.compiler import KernelCache
 from acl_rocm.kernels.ctypes_map import SUPPORTED
 from acl_rocm.ops.elementwise import OPS
+from acl_rocm.ops.matmul import OPS as MATMUL_OPS
 
 pytestmark = pytest.mark.gpu
 
@@ -26,7 +27,9 @@ def test_capabilities_are_measured_from_the_device(rocm: Backend) -> None:
     assert caps.compute_units == props.compute_units > 0
     assert caps.device_count == provider.device_count() >= 1
     assert set(caps.dtypes) == set(SUPPORTED)
-    expected_ops = {n for n, s in all_specs().items() if s.kernel_name in OPS}
+    blas = rocm.matmul.unavailable() is None  # type: ignore[attr-defined]
+    kernels = set(OPS) | (set(MATMUL_OPS) if blas else set())
+    expected_ops = {n for n, s in all_specs().items() if s.kernel_name in kernels}
     assert set(caps.ops) == expected_ops
     assert not caps.mx_use_hw and not caps.fp8_matmul_hw and not caps.tf32_enabled
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -10,7 +11,17 @@ from acl_core.dtypes import DataType as D
 from acl_core.spec.ops import get_spec
 from acl_core.spec.opspec import Kind
 from acl_rocm.kernels.ctypes_map import C_TYPES, SUPPORTED, convert, ctype, load, store
-from acl_rocm.kernels.elementwise import UFUNCS, UNROLL, Instance, Operand, ScalarArg, Ufunc, generate, ufunc
+from acl_rocm.kernels.elementwise import (
+    UFUNCS,
+    UNROLL,
+    Instance,
+    Operand,
+    ScalarArg,
+    Ufunc,
+    generate,
+    ufunc,
+    unroll_for,
+)
 from acl_rocm.kernels.prelude import PRELUDE, compile_options
 
 
@@ -136,3 +147,9 @@ def test_statement_bodies_and_constants() -> None:
         )
     )
     assert "const long long mode = 2LL;" in src
+
+
+def test_unroll_takes_about_16_bytes_of_the_narrowest_operand() -> None:
+    assert unroll_for([4, 4]) == 4 and unroll_for([2, 4]) == 8 and unroll_for([1, 8]) == 16 and unroll_for([8]) == 4
+    src = generate(replace(_instance(), unroll=8))
+    assert "for (int u = 0; u < 8; ++u)" in src and "v_self[8]" in src and "blockDim.x * 8;" in src

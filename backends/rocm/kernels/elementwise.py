@@ -34,7 +34,14 @@ TOKENS: Final = frozenset({"T", "F", "B", "O"})
 MAX_RANK: Final = 8
 BLOCK_THREADS: Final = 256
 UNROLL: Final = 4
-"""Elements each thread takes per trip of the grid-stride loop."""
+"""Elements each thread takes per trip of the grid-stride loop (at least; see :func:`unroll_for`)."""
+
+
+def unroll_for(itemsizes: list[int] | tuple[int, ...]) -> int:
+    """Elements per thread per trip: about 16 bytes of the narrowest operand, between 4 and 16."""
+    narrowest = min(itemsizes, default=4)
+    return max(UNROLL, min(16, 16 // max(narrowest, 1)))
+
 
 _PARAM = re.compile(r"^\s*([A-Za-z_]\w*)\s*:\s*([A-Z])\s*$")
 _ASSIGNS_R = re.compile(r"(?<![\w.])r\s*=(?!=)")
@@ -160,6 +167,11 @@ UFUNCS: Final[dict[str, Ufunc]] = {
 }
 """Every elementwise op with a HIP kernel, by aclnn name (DivModTrue: DivMod with mode 0)."""
 
+INTERNAL: Final[dict[str, Ufunc]] = {
+    u.name: u for u in (ufunc("RoundHf32", "self:O -> out:O", "acl_round_hf32(self)"),)
+}
+"""Helpers other op families use on the device (not aclnn operators)."""
+
 
 # ----------------------------------------------------------------------------- instantiation
 @dataclass(frozen=True)
@@ -196,6 +208,7 @@ class Instance:
     index_type: str  # "int" or "long long"
     restrict: bool = False
     types: tuple[tuple[str, D], ...] = ()
+    unroll: int = UNROLL
 
     @property
     def kernel_name(self) -> str:
@@ -227,7 +240,7 @@ def _offset_lines(inst: Instance, decl: str = "const ") -> list[str]:
 def generate(inst: Instance) -> str:
     """The complete source (prelude included) of one elementwise kernel instance.
 
-    Each thread takes ``UNROLL`` elements a block apart per trip of a grid-stride loop: it first
+    Each thread takes ``inst.unroll`` elements a block apart per trip of a grid-stride loop: it first
     loads every input of all of them (so the loads are in flight together), then computes and stores.
     """
     u = inst.ufunc
@@ -252,15 +265,17 @@ def generate(inst: Instance) -> str:
     written = [(k, op) for k, op in enumerate(inst.operands) if op.write]
     result_c = ctype(inst.result)
     body.append(f"const {idx} n = m.n;")
-    body.append(f"const {idx} step = ({idx})gridDim.x * ({idx})blockDim.x * {UNROLL};")
-    body.append(f"for ({idx} base = ({idx})blockIdx.x * ({idx})blockDim.x * {UNROLL} + ({idx})threadIdx.x; base < n;")
+    body.append(f"const {idx} step = ({idx})gridDim.x * ({idx})blockDim.x * {inst.unroll};")
+    body.append(
+        f"for ({idx} base = ({idx})blockIdx.x * ({idx})blockDim.x * {inst.unroll} + ({idx})threadIdx.x; base < n;"
+    )
     body.append("     base += step) {")
     for _, op in loaded:
-        body.append(f"  {ctype(op.value).value} v_{op.name}[{UNROLL}];")
+        body.append(f"  {ctype(op.value).value} v_{op.name}[{inst.unroll}];")
     for k, _ in written:
-        body.append(f"  {idx} w{k}[{UNROLL}];")
+        body.append(f"  {idx} w{k}[{inst.unroll}];")
     body.append("  #pragma unroll")
-    body.append(f"  for (int u = 0; u < {UNROLL}; ++u) {{")
+    body.append(f"  for (int u = 0; u < {inst.unroll}; ++u) {{")
     body.append(f"    const {idx} i = base + ({idx})u * ({idx})blockDim.x;")
     body.append("    if (i < n) {")
     gather = _offset_lines(inst)
@@ -273,7 +288,7 @@ def generate(inst: Instance) -> str:
     body.append("    }")
     body.append("  }")
     body.append("  #pragma unroll")
-    body.append(f"  for (int u = 0; u < {UNROLL}; ++u) {{")
+    body.append(f"  for (int u = 0; u < {inst.unroll}; ++u) {{")
     body.append(f"    if (base + ({idx})u * ({idx})blockDim.x < n) {{")
     compute = [f"const {ctype(op.value).value} {op.name} = v_{op.name}[u];" for _, op in loaded]
     if u.statements:

@@ -99,6 +99,13 @@ ACL_DEV unsigned short acl_f2h(float f) { return acl_f2h_soft(f); }
 ACL_DEV unsigned short acl_f2b(float f) { return acl_f2b_soft(f); }
 #endif
 
+// FLOAT32 rounded to HF32 / TF32: 10 explicit mantissa bits, nearest even; inf and NaN unchanged
+ACL_DEV float acl_round_hf32(float x) {
+  unsigned int bits = __float_as_uint(x);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return x;
+  return __uint_as_float((bits + 0x0fffu + ((bits >> 13) & 1u)) & ~0x1fffu);
+}
+
 // float -> integer as CANN's Cast does it: NaN -> 0, truncate toward zero, saturate to the range
 ACL_DEV long long acl_f2i(double v, double lo, double hi) {
   if (v != v) return 0;

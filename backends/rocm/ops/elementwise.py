@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
@@ -19,8 +21,8 @@ from acl_core.spec.rules import float_result
 from acl_core.tensor import AclScalar, AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels.ctypes_map import SUPPORTED, ctype
-from acl_rocm.kernels.elementwise import UFUNCS, UNROLL, Instance, Operand, ScalarArg, Ufunc, generate
-from acl_rocm.launch import KernelArgs
+from acl_rocm.kernels.elementwise import INTERNAL, UFUNCS, Instance, Operand, ScalarArg, Ufunc, generate, unroll_for
+from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.views import broadcast_strides, coalesce, index_type
 
 if TYPE_CHECKING:
@@ -99,99 +101,133 @@ class ElementwiseRunner:
                 self._sources[inst] = src
         return src
 
-    def plan(self, op: str, launch: Launch) -> tuple[Instance, list[Any]] | None:
-        """The kernel instance and its argument values for one call (None when there is nothing to do)."""
+    def plan(self, op: str, launch: Launch) -> Planned | None:
+        """The kernel instance, launch and argument values for one call (None when there is nothing to do)."""
         u = _select(op, launch)
         args = launch.args
-        spec = launch.spec
-        out_name, out_token = u.output
+        out_name, _ = u.output
         out = args.get(out_name)
         if not isinstance(out, AclTensor):
             raise _refuse(op, f"no output tensor {out_name!r}")
         compute: D | None = launch.plan.get("compute")
-        tokens: dict[str, D | None] = {
-            "T": compute,
-            "F": float_result(compute) if compute is not None else None,
-            "B": D.ACL_BOOL,
-            "O": out.dtype,
-        }
+        tokens = _tokens(compute, out.dtype)
         inputs = dict(u.inputs)
-        used = set(inputs.values()) | {out_token}
-        for token in used:
-            dt = tokens.get(token)
-            if dt is None:
-                raise _refuse(op, f"no dtype for type {token}")
-            if dt not in SUPPORTED:
-                raise _refuse(op, f"{dt.short} computation")
         tensors: list[tuple[str, AclTensor]] = []
-        scalars: list[ScalarArg] = []
-        scalar_values: list[Any] = []
+        scalars: list[tuple[str, AclScalar | None]] = []
         constants: list[tuple[str, int]] = []
-        for p in spec.params:
+        for p in launch.spec.params:
             value = args.get(p.name)
             if p.kind is Kind.TENSOR:
                 if value is None or (p.name not in inputs and p.name != out_name):
                     continue
                 assert isinstance(value, AclTensor)
-                if value.dtype not in SUPPORTED:
-                    raise _refuse(op, f"{p.name} of dtype {value.dtype.short}")
                 tensors.append((p.name, value))
             elif p.kind is Kind.SCALAR and p.name in inputs:
-                dt = tokens[inputs[p.name]]
-                assert dt is not None
-                present = isinstance(value, AclScalar)
-                scalars.append(ScalarArg(p.name, dt, present))
-                raw = host_scalar(value.value, dt) if isinstance(value, AclScalar) else 0
-                scalar_values.append(ctype(dt).scalar_ctype(raw))
+                scalars.append((p.name, value if isinstance(value, AclScalar) else None))
             elif p.kind in (Kind.INT, Kind.BOOL) and u.uses(p.name):
                 constants.append((p.name, int(value or 0)))
+        return self.instantiate(op, u, tokens, tensors, scalars, constants)
+
+    def instantiate(
+        self,
+        op: str,
+        u: Ufunc,
+        tokens: dict[str, D | None],
+        tensors: list[tuple[str, AclTensor]],
+        scalars: Sequence[tuple[str, AclScalar | None]] = (),
+        constants: Sequence[tuple[str, int]] = (),
+    ) -> Planned | None:
+        """One kernel instance of ``u`` over ``tensors`` (the output among them, named as in ``u``)."""
+        out_name, out_token = u.output
+        inputs = dict(u.inputs)
+        out = dict(tensors)[out_name]
+        for token in set(inputs.values()) | {out_token}:
+            dt = tokens.get(token)
+            if dt is None:
+                raise _refuse(op, f"no dtype for type {token}")
+            if dt not in SUPPORTED:
+                raise _refuse(op, f"{dt.short} computation")
+        for name, t in tensors:
+            if t.dtype not in SUPPORTED:
+                raise _refuse(op, f"{name} of dtype {t.dtype.short}")
+        scalar_args: list[ScalarArg] = []
+        scalar_values: list[Any] = []
+        for name, scalar in scalars:
+            dt = tokens[inputs[name]]
+            assert dt is not None
+            scalar_args.append(ScalarArg(name, dt, scalar is not None))
+            raw = host_scalar(scalar.value, dt) if scalar is not None else 0
+            scalar_values.append(ctype(dt).scalar_ctype(raw))
         if out.numel == 0:
             return None
         out_shape = out.view_dims
         strides = [broadcast_strides(t.view_dims, t.strides, out_shape) for _, t in tensors]
         geometry = coalesce(out_shape, strides)
-        config = self.backend.elementwise_config(geometry.numel)
+        unroll = unroll_for([_itemsize(t.dtype) for _, t in tensors])
+        config = self.backend.elementwise_config(geometry.numel, unroll)
         operands = []
         for k, (name, t) in enumerate(tensors):
-            token = inputs.get(name, out_token)
-            dt = tokens[token]
+            dt = tokens[inputs.get(name, out_token)]
             assert dt is not None
             operands.append(Operand(name, t.dtype, dt, name in inputs, name == out_name, geometry.stride_class(k)))
-        out_start = out.data + out.offset * _itemsize(out.dtype)
         restrict = all(t.data != out.data for name, t in tensors if name != out_name)
-        types = tuple((tok, dt) for tok, dt in sorted(tokens.items()) if dt is not None)
         inst = Instance(
             ufunc=u,
             operands=tuple(operands),
-            scalars=tuple(scalars),
+            scalars=tuple(scalar_args),
             constants=tuple(constants),
             result=tokens[out_token] or out.dtype,
             ndim=geometry.ndim,
-            index_type=index_type(geometry, config.threads * UNROLL),
+            index_type=index_type(geometry, config.threads * unroll),
             restrict=restrict,
-            types=types,
+            types=tuple((tok, dt) for tok, dt in sorted(tokens.items()) if dt is not None),
+            unroll=unroll,
         )
         meta = [geometry.numel, *geometry.shape, *(s for st in geometry.strides for s in st)]
         values: list[Any] = [KernelArgs.index_array(meta, inst.index_type)]
-        for name, t in tensors:
-            start = out_start if name == out_name else t.data + t.offset * _itemsize(t.dtype)
-            values.append(KernelArgs.pointer(start))
+        for _, t in tensors:
+            values.append(KernelArgs.pointer(t.data + t.offset * _itemsize(t.dtype)))
         values.extend(scalar_values)
-        return inst, [config, *values]
+        return Planned(inst, config, values)
+
+    def enqueue(self, planned: Planned | None, stream: int) -> None:
+        """Launch a planned instance on ``stream`` (compiling or loading its kernel the first time)."""
+        if planned is None:
+            return
+        function = self.backend.function(self.source(planned.instance), planned.instance.kernel_name)
+        args = KernelArgs(planned.values)
+        cfg = planned.config
+        self.backend.provider.launch(function, cfg.grid, cfg.block, cfg.shared_bytes, stream, args.address)
 
     def run(self, op: str, launch: Launch) -> None:
         """Enqueue one elementwise call on its stream."""
-        planned = self.plan(op, launch)
-        if planned is None:
-            return
-        inst, (config, *values) = planned
-        function = self.backend.function(self.source(inst), inst.kernel_name)
-        args = KernelArgs(values)
-        self.backend.provider.launch(
-            function,
-            config.grid,
-            config.block,
-            config.shared_bytes,
-            handle(launch.stream),
-            args.address,
+        self.enqueue(self.plan(op, launch), handle(launch.stream))
+
+    def convert(self, src: AclTensor, dst: AclTensor, stream: int, ufunc: str = "Cast") -> None:
+        """``dst = ufunc(src)`` converted to dst's dtype, src broadcast to dst's view (device to device)."""
+        u = INTERNAL[ufunc] if ufunc in INTERNAL else UFUNCS[ufunc]
+        self.enqueue(self.instantiate(ufunc, u, _tokens(dst.dtype, dst.dtype), [("self", src), ("out", dst)]), stream)
+
+    def zero(self, dst: AclTensor, stream: int) -> None:
+        """Every element of the view ``dst`` = 0."""
+        self.enqueue(
+            self.instantiate("InplaceZero", UFUNCS["InplaceZero"], _tokens(None, dst.dtype), [("selfRef", dst)]), stream
         )
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A kernel instance with its launch configuration and argument values."""
+
+    instance: Instance
+    config: LaunchConfig
+    values: list[Any]
+
+
+def _tokens(compute: D | None, output: D) -> dict[str, D | None]:
+    return {
+        "T": compute,
+        "F": float_result(compute) if compute is not None else None,
+        "B": D.ACL_BOOL,
+        "O": output,
+    }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from acl_rocm.providers.base import DeviceProperties, GemmCall, RuntimeProvider
+from acl_rocm.providers.base import DeviceProperties, GemmCall, Matrix, RuntimeProvider
 
 
 def open_provider(platform: str) -> RuntimeProvider:
@@ -18,4 +18,4 @@ def open_provider(platform: str) -> RuntimeProvider:
     raise ValueError(f"unknown HIP platform {platform!r}")
 
 
-__all__ = ["DeviceProperties", "GemmCall", "RuntimeProvider", "open_provider"]
+__all__ = ["DeviceProperties", "GemmCall", "Matrix", "RuntimeProvider", "open_provider"]

@@ -35,33 +35,39 @@ class DeviceProperties:
 
 
 @dataclass(frozen=True)
-class GemmCall:
-    """One (batched) GEMM in row-major terms: ``D[b] = alpha * op(A[b]) @ op(B[b]) + beta * C[b]``.
+class Matrix:
+    """One GEMM operand as a column-major BLAS library sees it (before its optional transpose).
 
-    Leading dimensions and batch strides are in elements; dtypes are aclDataType numbers.
+    ``dtype`` is an aclDataType number; ``ld`` and ``batch_stride`` count elements; ``alignment`` is the
+    largest power of two (at most 256) dividing the address, in bytes.
     """
 
-    m: int
-    n: int
-    k: int
-    a: int
-    b: int
-    c: int
-    lda: int
-    ldb: int
-    ldc: int
-    a_dtype: int
-    b_dtype: int
-    c_dtype: int
-    transpose_a: bool = False
-    transpose_b: bool = False
+    address: int
+    dtype: int
+    rows: int
+    cols: int
+    ld: int
+    batch_stride: int = 0
+    transpose: bool = False
+
+    @property
+    def alignment(self) -> int:
+        """Bytes the address is aligned to (a power of two, at most 256)."""
+        return min(self.address & -self.address, 256) if self.address else 256
+
+
+@dataclass(frozen=True)
+class GemmCall:
+    """``D[i] = op(A[i]) @ op(B[i])`` for ``i < batch``, column-major (BLAS) terms, fp32 accumulation.
+
+    ``fast_tf32`` lets fp32 operands use TF32-class matrix hardware (only with CANN_FAST_TF32=1).
+    """
+
+    a: Matrix
+    b: Matrix
+    d: Matrix
     batch: int = 1
-    stride_a: int = 0
-    stride_b: int = 0
-    stride_c: int = 0
-    alpha: float = 1.0
-    beta: float = 0.0
-    allow_tf32: bool = False
+    fast_tf32: bool = False
 
 
 class RuntimeProvider(ABC):
@@ -123,6 +129,16 @@ class RuntimeProvider(ABC):
     @abstractmethod
     def mem_info(self) -> tuple[int, int]:
         """(free, total) bytes of the current device."""
+
+    def malloc_async(self, nbytes: int, stream: int) -> int:
+        """Stream-ordered device memory (for an op's temporaries); the default waits for the stream."""
+        self.stream_synchronize(stream)
+        return self.malloc(nbytes)
+
+    def free_async(self, address: int, stream: int) -> None:
+        """Stream-ordered release of :meth:`malloc_async` memory; the default waits for the stream."""
+        self.stream_synchronize(stream)
+        self.free(address)
 
     # ------------------------------------------------------------------ streams and events
     def default_stream(self) -> int:
@@ -208,5 +224,5 @@ class RuntimeProvider(ABC):
         return f"{self.platform} provider has no GEMM library binding"
 
     def gemm(self, call: GemmCall, workspace: int, workspace_size: int, stream: int) -> None:
-        """Enqueue one (batched) GEMM through the vendor BLAS (hipBLASLt / cuBLASLt)."""
+        """Enqueue one (batched) GEMM through the vendor BLAS (hipBLASLt / cuBLASLt) on ``stream``."""
         raise AclError(RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, self.gemm_unavailable() or "no GEMM")

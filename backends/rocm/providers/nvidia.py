@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from acl_core.spec.runtime import CopyDirection
 from acl_rocm.errors import error_name, is_success, vendor_error
-from acl_rocm.providers.base import DeviceProperties, RuntimeProvider
+from acl_rocm.providers.base import DeviceProperties, GemmCall, RuntimeProvider
 
 _NOT_READY = frozenset({"cudaErrorNotReady", "CUDA_ERROR_NOT_READY"})
 
@@ -276,3 +276,167 @@ class NvidiaProvider(RuntimeProvider):
             "cuLaunchKernel",
             self.drv.cuLaunchKernel(function, *grid, *block, shared_bytes, stream, params, 0),
         )
+
+    # ------------------------------------------------------------------ stream-ordered memory
+    def malloc_async(self, nbytes: int, stream: int) -> int:
+        """cudaMallocAsync (from the device's default memory pool, ordered on ``stream``)."""
+        return int(self._check(f"cudaMallocAsync({nbytes} bytes)", self.rt.cudaMallocAsync(nbytes, stream)))
+
+    def free_async(self, address: int, stream: int) -> None:
+        """cudaFreeAsync."""
+        self._check(f"cudaFreeAsync({address:#x})", self.rt.cudaFreeAsync(address, stream))
+
+    # ------------------------------------------------------------------ GEMM through cuBLASLt
+    @property
+    def lt(self) -> Any:
+        """nvmath-python's cuBLASLt bindings (imported at the first GEMM)."""
+        if self._blas is None:
+            self._blas = importlib.import_module("nvmath.bindings.cublasLt")
+        return self._blas
+
+    def gemm_unavailable(self) -> str | None:
+        """None when nvmath-python's cuBLASLt bindings import, else why not."""
+        try:
+            self.lt  # noqa: B018 - the import is the check
+        except Exception as exc:
+            return f"no cuBLASLt: nvmath-python failed to import ({exc}); pip install 'acl-core[nvidia]'"
+        return None
+
+    def _lt_handle(self) -> int:
+        device = self.get_device()
+        with self._lock:
+            handles: dict[int, int] = self.__dict__.setdefault("_lt_handles", {})
+            if device not in handles:
+                handles[device] = int(self._lt_call("cublasLtCreate", self.lt.create))
+            return handles[device]
+
+    def _lt_call(self, name: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:
+            status = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+            label = self.lt.get_status_name(status) if status is not None else type(exc).__name__
+            raise vendor_error(name, label, str(exc)) from None
+
+    def gemm(self, call: GemmCall, workspace: int, workspace_size: int, stream: int) -> None:
+        """cublasLtMatmul with the first heuristic algorithm (alignment and workspace declared)."""
+        import numpy as np
+
+        lt = self.lt
+        handle = self._lt_handle()
+        compute = _COMPUTE_32F_FAST_TF32 if call.fast_tf32 else _COMPUTE_32F
+        created: list[tuple[Any, int]] = []
+
+        def keep(destroy: Any, value: int) -> int:
+            created.append((destroy, value))
+            return value
+
+        def attr(setter: Any, obj: int, key: Any, value: Any) -> None:
+            buf = np.array([value], dtype=dtype_of(key))
+            self._lt_call(setter.__name__, setter, obj, key, buf.ctypes.data, buf.nbytes)
+
+        try:
+            desc = keep(
+                lt.matmul_desc_destroy,
+                self._lt_call("cublasLtMatmulDescCreate", lt.matmul_desc_create, compute, _R_32F),
+            )
+            dtype_of = lt.get_matmul_desc_attribute_dtype
+            attr(lt.matmul_desc_set_attribute, desc, lt.MatmulDescAttribute.TRANSA, 1 if call.a.transpose else 0)
+            attr(lt.matmul_desc_set_attribute, desc, lt.MatmulDescAttribute.TRANSB, 1 if call.b.transpose else 0)
+            layouts = []
+            dtype_of = lt.get_matrix_layout_attribute_dtype
+            for m in (call.a, call.b, call.d):
+                layout = keep(
+                    lt.matrix_layout_destroy,
+                    self._lt_call(
+                        "cublasLtMatrixLayoutCreate",
+                        lt.matrix_layout_create,
+                        _CUDA_TYPES[m.dtype],
+                        m.rows,
+                        m.cols,
+                        m.ld,
+                    ),
+                )
+                if call.batch > 1:
+                    attr(lt.matrix_layout_set_attribute, layout, lt.MatrixLayoutAttribute.BATCH_COUNT, call.batch)
+                    attr(
+                        lt.matrix_layout_set_attribute,
+                        layout,
+                        lt.MatrixLayoutAttribute.STRIDED_BATCH_OFFSET,
+                        m.batch_stride,
+                    )
+                layouts.append(layout)
+            pref = keep(
+                lt.matmul_preference_destroy,
+                self._lt_call("cublasLtMatmulPreferenceCreate", lt.matmul_preference_create),
+            )
+            dtype_of = lt.get_matmul_preference_attribute_dtype
+            attr(
+                lt.matmul_preference_set_attribute,
+                pref,
+                lt.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES,
+                workspace_size,
+            )
+            for key, m in (("A", call.a), ("B", call.b), ("C", call.d), ("D", call.d)):
+                attr(
+                    lt.matmul_preference_set_attribute,
+                    pref,
+                    getattr(lt.MatmulPreferenceAttribute, f"MIN_ALIGNMENT_{key}_BYTES"),
+                    m.alignment,
+                )
+            results = lt.MatmulHeuristicResult(1)
+            found = np.zeros(1, dtype=np.int32)
+            a_layout, b_layout, d_layout = layouts
+            self._lt_call(
+                "cublasLtMatmulAlgoGetHeuristic",
+                lt.matmul_algo_get_heuristic,
+                handle,
+                desc,
+                a_layout,
+                b_layout,
+                d_layout,
+                d_layout,
+                pref,
+                1,
+                results.ptr,
+                found.ctypes.data,
+            )
+            if int(found[0]) == 0:
+                raise vendor_error(
+                    "cublasLtMatmulAlgoGetHeuristic", "CUBLAS_STATUS_NOT_SUPPORTED", "no algorithm for this problem"
+                )
+            alpha = np.ones(1, dtype=np.float32)
+            beta = np.zeros(1, dtype=np.float32)
+            self._lt_call(
+                "cublasLtMatmul",
+                lt.matmul,
+                handle,
+                desc,
+                alpha.ctypes.data,
+                call.a.address,
+                a_layout,
+                call.b.address,
+                b_layout,
+                beta.ctypes.data,
+                call.d.address,
+                d_layout,
+                call.d.address,
+                d_layout,
+                results.ptr,
+                workspace,
+                workspace_size,
+                stream,
+            )
+        finally:
+            for destroy, value in reversed(created):
+                try:
+                    destroy(value)
+                except Exception:
+                    pass
+
+
+_R_32F = 0
+_COMPUTE_32F = 68
+_COMPUTE_32F_FAST_TF32 = 77
+_CUDA_TYPES = {0: 0, 1: 2, 27: 14, 11: 1}
+"""aclDataType → cudaDataType (float32, float16, bf16, float64); cublasComputeType_t 32F / 32F_FAST_TF32."""

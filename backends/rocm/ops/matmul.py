@@ -1,0 +1,229 @@
+"""Matmul, Mm and BatchMatMul through the vendor BLAS (cuBLASLt on nvidia, hipBLASLt on amd).
+
+The op code is shared: it maps each operand's (batched, strided) view onto a column-major BLAS
+matrix when it can (row-major or transposed, uniform batch stride) and otherwise first gathers it
+into a contiguous device temporary with the elementwise kernels, which also apply the conversions
+that ``cubeMathType`` and mixed fp16/fp32 inputs ask for (fp32 → HF32 rounding, fp32 → fp16).
+Products accumulate in fp32 and are rounded once to the output's dtype. Temporaries and the BLAS
+workspace are stream-ordered allocations; nothing passes through the host.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+from acl_core.backend import Kernel, Launch
+from acl_core.dtypes import DataType as D
+from acl_core.errors import AclError, RtErrorCode
+from acl_core.formats import Format
+from acl_core.spec.rules import broadcast_shapes
+from acl_core.tensor import AclTensor, contiguous_strides
+from acl_rocm.driver import handle
+from acl_rocm.providers.base import GemmCall, Matrix
+from acl_rocm.views import broadcast_strides, coalesce
+
+if TYPE_CHECKING:
+    from acl_rocm.backend import RocmBackend
+
+OPS: tuple[str, ...] = ("BatchMatMul", "Matmul", "Mm")
+WORKSPACE_BYTES = 32 << 20
+_D_TYPES = {
+    D.ACL_FLOAT: {D.ACL_FLOAT},
+    D.ACL_FLOAT16: {D.ACL_FLOAT16, D.ACL_FLOAT},
+    D.ACL_BF16: {D.ACL_BF16, D.ACL_FLOAT},
+}
+"""Output dtypes the BLAS writes directly for each operand dtype (fp32 accumulation)."""
+
+
+class BlasView(NamedTuple):
+    """How a row-major-logical R×C matrix is handed to a column-major BLAS to mean its transpose."""
+
+    rows: int
+    cols: int
+    ld: int
+    transpose: bool
+
+
+def blas_view(r: int, c: int, sr: int, sc: int) -> BlasView | None:
+    """The column-major description of X^T for X (r×c, strides sr, sc), or None when X must be gathered."""
+    if r == 1 and c == 1:
+        return BlasView(1, 1, 1, False)
+    if (sc == 1 or c == 1) and (r == 1 or sr >= max(c, 1)):
+        return BlasView(c, r, sr if r > 1 else c, False)
+    if (sr == 1 or r == 1) and (c == 1 or sc >= max(r, 1)):
+        return BlasView(r, c, sc if c > 1 else r, True)
+    return None
+
+
+def uniform_batch_stride(batch: Sequence[int], strides: Sequence[int]) -> int | None:
+    """The one stride that walks a row-major flattened ``batch`` index, or None when there is none."""
+    if math.prod(batch) <= 1:
+        return 0
+    g = coalesce(batch, [strides])
+    return g.strides[0][0] if g.ndim == 1 else None
+
+
+@dataclass
+class _Operand:
+    """A batched matrix operand: a view over device memory with full-batch-aligned strides."""
+
+    data: int
+    dtype: D
+    batch_strides: tuple[int, ...]
+    rows: int
+    cols: int
+    sr: int
+    sc: int
+    offset: int = 0
+
+    def tensor(self, batch: Sequence[int]) -> AclTensor:
+        """The view as an aclTensor of shape (*batch, rows, cols) (strides may be 0 on broadcast dims)."""
+        shape = (*batch, self.rows, self.cols)
+        strides = (*self.batch_strides, self.sr, self.sc)
+        return AclTensor(shape, self.dtype, strides, self.offset, Format.ACL_FORMAT_ND, shape, self.data)
+
+    @property
+    def start(self) -> int:
+        """Address of the first element."""
+        return self.data + self.offset * (self.dtype.info.storage_bits // 8)
+
+
+def _split(t: AclTensor, vector_as: str) -> tuple[tuple[int, ...], tuple[int, ...], int, int, int, int]:
+    """(batch dims, batch strides, rows, cols, row stride, col stride) of a matmul operand (1-D promoted)."""
+    if t.rank == 1:
+        if vector_as == "row":
+            return (), (), 1, t.view_dims[0], 0, t.strides[0]
+        return (), (), t.view_dims[0], 1, t.strides[0], 0
+    return t.view_dims[:-2], t.strides[:-2], t.view_dims[-2], t.view_dims[-1], t.strides[-2], t.strides[-1]
+
+
+class MatmulRunner:
+    """Turns Matmul / Mm / BatchMatMul Launches into one BLAS call (plus gathers where views need them)."""
+
+    def __init__(self, backend: RocmBackend) -> None:
+        self.backend = backend
+
+    def unavailable(self) -> str | None:
+        """None when the provider's GEMM works here, else why not."""
+        return self.backend.provider.gemm_unavailable()
+
+    def kernels(self) -> dict[str, Kernel]:
+        """A kernel per op, or none when the BLAS library is missing."""
+        if self.unavailable() is not None:
+            return {}
+        return {name: self.run for name in OPS}
+
+    def run(self, launch: Launch) -> None:
+        """Enqueue ``out = self @ mat2`` on the launch's stream (gathering every operand if the BLAS refuses a view)."""
+        try:
+            self._run(launch, dense=False)
+        except AclError as exc:
+            if exc.code != RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT:
+                raise
+            self._run(launch, dense=True)
+
+    def _run(self, launch: Launch, dense: bool) -> None:
+        args, plan = launch.args, launch.plan
+        a, b, out = args["self"], args["mat2"], args["out"]
+        assert isinstance(a, AclTensor) and isinstance(b, AclTensor) and isinstance(out, AclTensor)
+        stream = handle(launch.stream)
+        if out.numel == 0:
+            return
+        ew = self.backend.elementwise
+        a_batch, a_bs, m, k, a_sr, a_sc = _split(a, "row")
+        b_batch, b_bs, k2, n, b_sr, b_sc = _split(b, "col")
+        assert k == k2
+        batch = broadcast_shapes(a_batch, b_batch)
+        out_strides = list(out.strides)
+        o_bs = tuple(out_strides[: len(batch)])
+        tail = out_strides[len(batch) :]
+        o_sr = tail.pop(0) if a.rank > 1 else 0
+        o_sc = tail.pop(0) if b.rank > 1 else 0
+        d_view = _Operand(out.data, out.dtype, o_bs, m, n, o_sr, o_sc, out.offset)
+        if k == 0:
+            ew.zero(out, stream)
+            return
+        compute: D = plan["compute"]
+        precision = plan.get("precision")
+        gdt = D.ACL_FLOAT16 if precision == "fp16" else compute
+        rounding = "RoundHf32" if precision == "hf32" else None
+        temps: list[int] = []
+        provider = self.backend.provider
+        try:
+            ops = [
+                _Operand(a.data, a.dtype, broadcast_strides(a_batch, a_bs, batch), m, k, a_sr, a_sc, a.offset),
+                _Operand(b.data, b.dtype, broadcast_strides(b_batch, b_bs, batch), k, n, b_sr, b_sc, b.offset),
+            ]
+            for i, op in enumerate(ops):
+                if dense or not self._gemm_ready(op, batch, gdt, rounding):
+                    ops[i] = self._gather(op, batch, gdt, rounding, stream, temps)
+            count = math.prod(batch)
+            out_view = blas_view(m, n, o_sr, o_sc)
+            d_stride = uniform_batch_stride(batch, o_bs)
+            target = d_view
+            if dense or out.dtype not in _D_TYPES[gdt] or out_view is None or out_view.transpose or d_stride is None:
+                dt = gdt if out.dtype == gdt else D.ACL_FLOAT
+                address = provider.malloc_async(max(count * m * n, 1) * (dt.info.storage_bits // 8), stream)
+                temps.append(address)
+                target = _Operand(address, dt, contiguous_strides((*batch, m * n))[:-1], m, n, n, 1)
+                d_stride = m * n if count > 1 else 0
+            strides = [uniform_batch_stride(batch, op.batch_strides) for op in ops]
+            m_eff, count_eff = m, count
+            if count > 1 and strides[1] == 0 and _folds(ops[0], strides[0], m) and _folds(target, d_stride, m):
+                m_eff, count_eff = m * count, 1  # a broadcast weight: one taller GEMM instead of a batch
+            elif count > 1:
+                for i, op in enumerate(ops):
+                    if strides[i] == 0:  # a broadcast operand is repeated along the batch
+                        ops[i] = self._gather(op, batch, gdt, None, stream, temps)
+                        strides[i] = op.rows * op.cols
+            a_op, b_op = ops
+            a_stride, b_stride = strides
+            assert a_stride is not None and b_stride is not None and d_stride is not None
+            av = blas_view(m_eff, k, a_op.sr, a_op.sc)
+            bv = blas_view(k, n, b_op.sr, b_op.sc)
+            dv = blas_view(m_eff, n, target.sr, target.sc)
+            assert av is not None and bv is not None and dv is not None and not dv.transpose
+            call = GemmCall(
+                a=Matrix(b_op.start, int(b_op.dtype), bv.rows, bv.cols, bv.ld, b_stride, bv.transpose),
+                b=Matrix(a_op.start, int(a_op.dtype), av.rows, av.cols, av.ld, a_stride, av.transpose),
+                d=Matrix(target.start, int(target.dtype), dv.rows, dv.cols, dv.ld, d_stride),
+                batch=count_eff,
+                fast_tf32=self.backend.policy.tf32_enabled and gdt == D.ACL_FLOAT and precision is None,
+            )
+            workspace = provider.malloc_async(WORKSPACE_BYTES, stream)
+            temps.append(workspace)
+            provider.gemm(call, workspace, WORKSPACE_BYTES, stream)
+            if target is not d_view:
+                ew.convert(target.tensor(batch), d_view.tensor(batch), stream)
+        finally:
+            for address in temps:
+                provider.free_async(address, stream)
+
+    def _gemm_ready(self, op: _Operand, batch: Sequence[int], gdt: D, rounding: str | None) -> bool:
+        if op.dtype != gdt or rounding is not None:
+            return False
+        if blas_view(op.rows, op.cols, op.sr, op.sc) is None:
+            return False
+        return uniform_batch_stride(batch, op.batch_strides) is not None
+
+    def _gather(
+        self, op: _Operand, batch: Sequence[int], gdt: D, rounding: str | None, stream: int, temps: list[int]
+    ) -> _Operand:
+        count = math.prod(batch)
+        address = self.backend.provider.malloc_async(
+            max(count * op.rows * op.cols, 1) * (gdt.info.storage_bits // 8), stream
+        )
+        temps.append(address)
+        dense = _Operand(
+            address, gdt, contiguous_strides((*batch, op.rows * op.cols))[:-1], op.rows, op.cols, op.cols, 1
+        )
+        self.backend.elementwise.convert(op.tensor(batch), dense.tensor(batch), stream, rounding or "Cast")
+        return dense
+
+
+def _folds(op: _Operand, batch_stride: int | None, m: int) -> bool:
+    """True when the batch of a row-major operand continues its rows (batch stride = m * row stride)."""
+    return batch_stride is not None and op.sc == 1 and batch_stride == m * op.sr and op.sr >= op.cols
