@@ -70,6 +70,7 @@ def _delegate(command: str, argv: list[str]) -> int:
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     try:
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
     except ImportError:
         widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
@@ -78,7 +79,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         return
     table = Table(*header)
     for row in rows:
-        table.add_row(*(str(c) for c in row))
+        table.add_row(*(escape(str(c)) for c in row))  # reasons hold brackets: pip install 'acl-core[nvidia]'
     Console().print(table)
 
 

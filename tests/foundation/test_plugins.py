@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -13,6 +15,7 @@ import pytest
 
 import acl_core
 from acl_core.backend import Backend, BackendRegistration
+from acl_core.cli import main
 from acl_core.errors import BackendNotFoundError, BackendUnavailableError
 from acl_core.plugin import hookimpl
 
@@ -196,3 +199,13 @@ def test_a_separate_distribution_is_discovered_selected_and_explained(tmp_path: 
         check=True,
     )
     assert chosen.stdout.strip() == "demo"
+
+
+def test_backends_table_shows_reasons_verbatim() -> None:
+    acl_core.register_plugin(
+        _Plugin(BackendRegistration("bracket", _reference_factory, lambda: "pip install 'x[extra]'"))
+    )
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        assert main(["backends", "--no-probe"]) == 0
+    assert "x[extra]" in buffer.getvalue()
