@@ -149,7 +149,9 @@ def test_statement_bodies_and_constants() -> None:
     assert "const long long mode = 2LL;" in src
 
 
-def test_unroll_takes_about_16_bytes_of_the_narrowest_operand() -> None:
-    assert unroll_for([4, 4]) == 4 and unroll_for([2, 4]) == 8 and unroll_for([1, 8]) == 16 and unroll_for([8]) == 4
+def test_unroll_is_an_instance_parameter() -> None:
+    assert unroll_for([4, 4]) == unroll_for([2, 4]) == unroll_for([1, 8]) == UNROLL
+    with pytest.raises(ValueError):
+        unroll_for([0])
     src = generate(replace(_instance(), unroll=8))
     assert "for (int u = 0; u < 8; ++u)" in src and "v_self[8]" in src and "blockDim.x * 8;" in src

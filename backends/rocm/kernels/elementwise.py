@@ -20,6 +20,7 @@ tensor's storage dtype, the body in the compute type (fp16/bf16 in fp32), and a 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Mapping
@@ -38,9 +39,14 @@ UNROLL: Final = 4
 
 
 def unroll_for(itemsizes: list[int] | tuple[int, ...]) -> int:
-    """Elements per thread per trip: about 16 bytes of the narrowest operand, between 4 and 16."""
-    narrowest = min(itemsizes, default=4)
-    return max(UNROLL, min(16, 16 // max(narrowest, 1)))
+    """Elements per thread per trip for operands of these byte sizes (a tuning point; 4 for every size today).
+
+    Measured on an H200 (one run each, 2^26-element Add): 4 elements gave fp16 2544 GB/s, 8 gave 2143 GB/s,
+    so narrow types do not get a wider unroll until a better scheme (vector loads) proves itself.
+    """
+    if any(size <= 0 for size in itemsizes):
+        raise ValueError(f"element sizes must be positive, got {list(itemsizes)}")
+    return UNROLL
 
 
 _PARAM = re.compile(r"^\s*([A-Za-z_]\w*)\s*:\s*([A-Z])\s*$")
@@ -210,9 +216,9 @@ class Instance:
     types: tuple[tuple[str, D], ...] = ()
     unroll: int = UNROLL
 
-    @property
+    @functools.cached_property
     def kernel_name(self) -> str:
-        """A stable, unique ``extern "C"`` name for this instance."""
+        """A stable, unique ``extern "C"`` name for this instance (computed once per object)."""
         digest = hashlib.sha1(repr(self).encode()).hexdigest()[:12]
         return f"acl_ew_{self.ufunc.name}_{digest}"
 

@@ -80,6 +80,7 @@ class ElementwiseRunner:
         self.backend = backend
         self._lock = threading.Lock()
         self._sources: dict[Instance, str] = {}
+        self._interned: dict[Instance, Instance] = {}
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per supported op name."""
@@ -194,7 +195,8 @@ class ElementwiseRunner:
         """Launch a planned instance on ``stream`` (compiling or loading its kernel the first time)."""
         if planned is None:
             return
-        function = self.backend.function(self.source(planned.instance), planned.instance.kernel_name)
+        inst = self._interned.setdefault(planned.instance, planned.instance)  # one object: its name is computed once
+        function = self.backend.function(self.source(inst), inst.kernel_name)
         args = KernelArgs(planned.values)
         cfg = planned.config
         self.backend.provider.launch(function, cfg.grid, cfg.block, cfg.shared_bytes, stream, args.address)
