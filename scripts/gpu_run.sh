@@ -2,6 +2,12 @@
 # One device call: install the carried wheels, check the GPU, run the GPU test tier of the rocm backend,
 # the conformance suite and the benchmarks; everything lands in $OUT (at most 8 files come back).
 # Usage (from the repository root, on the device machine): bash scripts/gpu_run.sh [pytest args...]
+# The device machine has no registry: fetch the wheels it lacks here first, into the git-ignored .whl/, e.g.
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+#     --platform manylinux2014_x86_64 -d .whl pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 \
+#     typing-inspection==0.4.5 ml_dtypes==0.7.0 nvmath-python==1.0.0
+# (ml_dtypes 0.6 there cannot give numpy 2.5 a bfloat16 finfo; nvmath-python carries the cuBLASLt bindings.)
 set -uo pipefail
 OUT="${OUT:-$(pwd)/reports/gpu}"
 mkdir -p "$OUT"
