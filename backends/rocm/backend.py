@@ -19,6 +19,7 @@ from acl_rocm.driver import RocmDriver
 from acl_rocm.kernels.ctypes_map import SUPPORTED
 from acl_rocm.kernels.prelude import compile_options
 from acl_rocm.launch import LaunchConfig, elementwise_config
+from acl_rocm.ops import build_runners
 from acl_rocm.ops.elementwise import ElementwiseRunner
 from acl_rocm.ops.matmul import MatmulRunner
 from acl_rocm.platform import detect
@@ -60,9 +61,12 @@ class RocmBackend(Backend):
         self._functions: dict[tuple[int, str], object] = {}
         self._modules: dict[tuple[int, str], object] = {}
         self._lock = threading.Lock()
-        self.elementwise = ElementwiseRunner(self)
-        self.matmul = MatmulRunner(self)
-        self._kernels: dict[str, Kernel] = {**self.elementwise.kernels(), **self.matmul.kernels()}
+        self.runners = build_runners(self)
+        self.elementwise: ElementwiseRunner = self.runners["elementwise"]
+        self.matmul: MatmulRunner = self.runners["matmul"]
+        self._kernels: dict[str, Kernel] = {}
+        for runner in self.runners.values():
+            self._kernels.update(runner.kernels())
 
     @classmethod
     def start(cls) -> RocmBackend:

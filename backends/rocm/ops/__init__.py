@@ -1,3 +1,29 @@
-"""Operator code of the HIP backend, one module per family: from a validated Launch to kernel launches."""
+"""Operator code of the HIP backend, one module per family: from a validated Launch to kernel launches.
+
+Each family module defines ``RUNNER``, a class built with the backend whose ``kernels()`` maps
+operator names to kernels. The backend builds every family listed in ``FAMILIES``, in order, so a
+later family may use an earlier one (matmul uses elementwise for its gathers).
+"""
 
 from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from acl_rocm.backend import RocmBackend
+
+FAMILIES: tuple[str, ...] = (
+    "elementwise",
+    "matmul",
+)
+
+
+def build_runners(backend: RocmBackend) -> dict[str, Any]:
+    """One runner per family, by family name."""
+    runners: dict[str, Any] = {}
+    for family in FAMILIES:
+        module = importlib.import_module(f"{__name__}.{family}")
+        runners[family] = module.RUNNER(backend)
+        setattr(backend, family, runners[family])  # earlier families are reachable from later ones
+    return runners

@@ -233,3 +233,6 @@ def _tokens(compute: D | None, output: D) -> dict[str, D | None]:
         "B": D.ACL_BOOL,
         "O": output,
     }
+
+
+RUNNER = ElementwiseRunner

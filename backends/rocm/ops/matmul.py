@@ -227,3 +227,6 @@ class MatmulRunner:
 def _folds(op: _Operand, batch_stride: int | None, m: int) -> bool:
     """True when the batch of a row-major operand continues its rows (batch stride = m * row stride)."""
     return batch_stride is not None and op.sc == 1 and batch_stride == m * op.sr and op.sr >= op.cols
+
+
+RUNNER = MatmulRunner
