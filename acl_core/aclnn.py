@@ -333,7 +333,7 @@ def get_workspace_size(
             for name, value in bound.items():
                 if isinstance(value, Handle):
                     fresh[name] = value
-            return size, AclOpExecutor(spec, Call(spec, fresh, cached.plan), backend, size, live)
+            return size, AclOpExecutor(spec, Call(spec, fresh, cached.plan, cached.memo), backend, size, live)
     call = validate(spec, bound, runtime)
     if spec.kernel_name not in backend.kernels:
         raise AclnnError(
@@ -383,6 +383,10 @@ def execute(
         raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, exc.message) from None
     if not executor.still_valid():  # memory behind the tensors may have been freed since phase 1
         validate(spec, executor.call.args, runtime)
+        # a re-pointed tensor invalidates backend launch metadata; the shared cached call keeps its own
+        executor.call = Call(spec, executor.call.args, executor.call.plan)
+        executor.generation = runtime.memory.generation
+        executor.addresses = [t.data for t in executor.tensors]
     executor.used = True
     executor.backend.launch(
         Launch(
@@ -392,6 +396,7 @@ def execute(
             int(workspace or 0),
             executor.workspace_size,
             driver_stream,
+            executor.call.memo,
         )
     )
 

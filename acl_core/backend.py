@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from acl_core.capabilities import Capabilities
     from acl_core.runtime import Runtime
+    from acl_core.spec.collective import CollectiveEngine
     from acl_core.spec.opspec import OpSpec
     from acl_core.spec.runtime import Driver
 
@@ -31,6 +32,9 @@ class Launch:
     workspace: int
     workspace_size: int
     stream: object
+    memo: dict[str, Any] = field(default_factory=dict)
+    """Backend-private launch metadata for this exact signature (layouts, addresses, attributes): a
+    backend may store its launch plan here on the first call and reuse it on every later one."""
 
 
 Kernel = Callable[[Launch], None]
@@ -55,6 +59,11 @@ class Backend(ABC):
     @abstractmethod
     def capabilities(self) -> Capabilities:
         """Facts measured from the device (cached by the backend; frozen)."""
+
+    @property
+    def collectives(self) -> CollectiveEngine | None:
+        """The engine under ``from acl_core import hccl`` for this backend's devices, or None (the default)."""
+        return None
 
     @functools.cached_property
     def runtime(self) -> Runtime:

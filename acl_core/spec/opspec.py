@@ -246,6 +246,8 @@ class Call:
     spec: OpSpec
     args: dict[str, Any]
     plan: dict[str, Any] = field(default_factory=dict)
+    memo: dict[str, Any] = field(default_factory=dict)
+    """Backend-private launch metadata, kept as long as this validated signature is (DESIGN.md §4.2)."""
 
     def __getitem__(self, name: str) -> Any:
         return self.args[name]

@@ -191,19 +191,34 @@ class ElementwiseRunner:
         values.extend(scalar_values)
         return Planned(inst, config, values)
 
-    def enqueue(self, planned: Planned | None, stream: int) -> None:
-        """Launch a planned instance on ``stream`` (compiling or loading its kernel the first time)."""
+    def prepare(self, planned: Planned | None) -> Prepared | None:
+        """The loaded function, launch configuration and packed arguments of a planned instance."""
         if planned is None:
-            return
+            return None
         inst = self._interned.setdefault(planned.instance, planned.instance)  # one object: its name is computed once
         function = self.backend.function(self.source(inst), inst.kernel_name)
-        args = KernelArgs(planned.values)
-        cfg = planned.config
-        self.backend.provider.launch(function, cfg.grid, cfg.block, cfg.shared_bytes, stream, args.address)
+        return Prepared(function, planned.config, KernelArgs(planned.values))
+
+    def launch_prepared(self, prepared: Prepared | None, stream: int) -> None:
+        """Launch a prepared instance on ``stream``."""
+        if prepared is not None:
+            cfg = prepared.config
+            self.backend.provider.launch(
+                prepared.function, cfg.grid, cfg.block, cfg.shared_bytes, stream, prepared.args.address
+            )
+
+    def enqueue(self, planned: Planned | None, stream: int) -> None:
+        """Launch a planned instance on ``stream`` (compiling or loading its kernel the first time)."""
+        self.launch_prepared(self.prepare(planned), stream)
 
     def run(self, op: str, launch: Launch) -> None:
-        """Enqueue one elementwise call on its stream."""
-        self.enqueue(self.plan(op, launch), handle(launch.stream))
+        """Enqueue one elementwise call on its stream; a repeated signature reuses its prepared launch."""
+        key = f"rocm.elementwise@{self.backend.provider.get_device()}"
+        if key in launch.memo:
+            prepared = launch.memo[key]
+        else:
+            prepared = launch.memo[key] = self.prepare(self.plan(op, launch))
+        self.launch_prepared(prepared, handle(launch.stream))
 
     def convert(self, src: AclTensor, dst: AclTensor, stream: int, ufunc: str = "Cast") -> None:
         """``dst = ufunc(src)`` converted to dst's dtype, src broadcast to dst's view (device to device)."""
@@ -215,6 +230,15 @@ class ElementwiseRunner:
         self.enqueue(
             self.instantiate("InplaceZero", UFUNCS["InplaceZero"], _tokens(None, dst.dtype), [("selfRef", dst)]), stream
         )
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A kernel ready to launch: the loaded function, its configuration and its packed arguments."""
+
+    function: object
+    config: LaunchConfig
+    args: KernelArgs
 
 
 @dataclass(frozen=True)
