@@ -11,6 +11,7 @@ import bisect
 import ctypes
 import threading
 
+from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.spec.runtime import CopyDirection, Driver
 from acl_rocm.providers.base import RuntimeProvider
 
@@ -29,6 +30,7 @@ class RocmDriver(Driver):
         self._pinned_starts: list[int] = []
         self._pinned: dict[int, int] = {}
         self._count: int | None = None
+        self._checks: dict[int, list[tuple[int, str]]] = {}
 
     # ------------------------------------------------------------------ devices
     def device_count(self) -> int:
@@ -47,8 +49,10 @@ class RocmDriver(Driver):
         self.provider.synchronize_device()
 
     def synchronize_device(self) -> None:
-        """Wait for all work on the current device."""
+        """Wait for all work on the current device (then report what deferred checks found)."""
         self.provider.synchronize_device()
+        for stream in list(self._checks):
+            self._drain(stream, report=True)
 
     # ------------------------------------------------------------------ memory
     def alloc(self, nbytes: int) -> int:
@@ -112,12 +116,39 @@ class RocmDriver(Driver):
         return self.provider.default_stream()
 
     def destroy_stream(self, stream: object) -> None:
-        """Release a stream."""
+        """Release a stream (and the flags of checks nobody synchronised for)."""
+        if handle(stream) in self._checks:
+            self.provider.stream_synchronize(handle(stream))
+            self._drain(handle(stream), report=False)
         self.provider.stream_destroy(handle(stream))
 
     def synchronize_stream(self, stream: object) -> None:
-        """Wait for the stream's work."""
+        """Wait for the stream's work (then report what deferred checks on it found)."""
         self.provider.stream_synchronize(handle(stream))
+        self._drain(handle(stream), report=True)
+
+    # ------------------------------------------------------------------ deferred device checks
+    def defer_check(self, stream: int, flag: int, message: str) -> None:
+        """At ``stream``'s next synchronisation, raise 161002 with ``message`` if the device int at ``flag`` is set.
+
+        ``flag`` is 4 bytes from ``provider.malloc_async(4, stream)``; it is freed then. Ops whose
+        argument checks need device data (index values) use this instead of a host round trip.
+        """
+        with self._lock:
+            self._checks.setdefault(stream, []).append((flag, message))
+
+    def _drain(self, stream: int, report: bool) -> None:
+        with self._lock:
+            checks = self._checks.pop(stream, [])
+        failed: str | None = None
+        for flag, message in checks:
+            value = ctypes.c_int32(0)
+            self.provider.memcpy(ctypes.addressof(value), flag, 4, CopyDirection.DEVICE_TO_HOST, None)
+            self.provider.free_async(flag, stream)
+            if value.value and failed is None:
+                failed = message
+        if failed is not None and report:
+            raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, failed)
 
     def stream_done(self, stream: object) -> bool:
         """True when the stream has no pending work."""

@@ -1,0 +1,411 @@
+"""Kernel generators of the movement family: strided copies, index checks, gathers and scatters, arange.
+
+Every kernel walks one iteration space in row-major order with a grid-stride loop and finds each
+operand's element through one stride vector per operand (in elements, 0 on broadcast dimensions,
+negative where a view runs backwards), packed in the same ``Meta`` struct as the elementwise kernels:
+``n``, ``shape[ndim]`` and ``stride[rows][ndim]``. Copies move storage words of the element's byte
+size, so they are exact for every dtype. Kernels that take index tensors get a device flag: a check
+kernel sets it when an index value lies outside its range, and the gather or scatter that follows
+reads it first and writes nothing when it is set (the op reports 161002 when its stream is synchronised).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from typing import Final
+
+from acl_core.dtypes import DataType as D
+from acl_rocm.kernels.ctypes_map import ctype
+from acl_rocm.kernels.prelude import PRELUDE
+
+BLOCK_THREADS: Final = 256
+WORDS: Final[dict[int, str]] = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
+"""The storage word a copy moves for each element byte size (16 bytes: the ``acl_mv_word16`` struct)."""
+
+HELPERS: Final = r"""
+struct alignas(8) acl_mv_word16 { unsigned long long lo, hi; };
+// double -> float rounded to odd: a later round-to-nearest to fp16/bf16 then equals one direct rounding
+__device__ __forceinline__ float acl_mv_odd(double d) {
+  float f = (float)d;
+  if ((double)f != d && d == d) {
+    unsigned int b = __float_as_uint(f);
+    if (fabs((double)f) > fabs(d)) b -= 1u;  // rounded away from zero: step back toward zero
+    f = __uint_as_float(b | 1u);
+  }
+  return f;
+}
+"""
+
+
+def word(itemsize: int) -> str:
+    """The C type a copy moves for elements of ``itemsize`` bytes."""
+    if itemsize == 16:
+        return "acl_mv_word16"
+    try:
+        return WORDS[itemsize]
+    except KeyError:
+        raise ValueError(f"no storage word of {itemsize} bytes") from None
+
+
+def wide(dtype: D) -> str:
+    """The C type the reference computes ``dtype`` in (double, long long, unsigned long long, bool)."""
+    c = ctype(dtype)
+    return {"float": "double", "int": "long long", "uint64": "unsigned long long", "bool": "bool"}[c.kind]
+
+
+def load_wide(expr: str, dtype: D) -> str:
+    """C expression reading one stored ``dtype`` element ``expr`` as its wide type."""
+    c = ctype(dtype)
+    if c.kind == "bool":
+        return f"({expr} != 0)"
+    return f"(({wide(dtype)})({c.decode.format(x=expr)}))"
+
+
+def store_narrow(expr: str, dtype: D) -> str:
+    """C expression turning a wide value into ``dtype``'s storage (one rounding, integers wrap)."""
+    c = ctype(dtype)
+    if dtype == D.ACL_FLOAT16:
+        return f"acl_f2h(acl_mv_odd({expr}))"
+    if dtype == D.ACL_BF16:
+        return f"acl_f2b(acl_mv_odd({expr}))"
+    return f"(({c.storage})({expr}))"
+
+
+def _name(kind: str, key: object) -> str:
+    return f"acl_mv_{kind}_{hashlib.sha1(repr(key).encode()).hexdigest()[:12]}"
+
+
+def _meta(index_type: str, ndim: int, rows: int) -> str:
+    return f"struct Meta {{ {index_type} n; {index_type} shape[{ndim}]; {index_type} stride[{rows}][{ndim}]; }};"
+
+
+def _loop(index_type: str, ndim: int, rows: int, body: list[str], flag: bool = False) -> list[str]:
+    """The grid-stride loop with coordinates ``c[d]`` and offsets ``o0..o{rows-1}`` of element ``i``."""
+    idx = index_type
+    lines = ["if (*flag) return;"] if flag else []
+    lines += [
+        f"const {idx} grid_step = ({idx})gridDim.x * ({idx})blockDim.x;",
+        f"for ({idx} i = ({idx})blockIdx.x * ({idx})blockDim.x + ({idx})threadIdx.x; i < m.n; i += grid_step) {{",
+        f"  {idx} c[{ndim}];",
+        f"  {idx} rest = i;",
+        "  #pragma unroll",
+        f"  for (int d = {ndim - 1}; d > 0; --d) {{ c[d] = rest % m.shape[d]; rest /= m.shape[d]; }}",
+        "  c[0] = rest;",
+    ]
+    for r in range(rows):
+        lines.append(f"  {idx} o{r} = 0;")
+    lines.append("  #pragma unroll")
+    lines.append(
+        f"  for (int d = 0; d < {ndim}; ++d) {{ "
+        + " ".join(f"o{r} += c[d] * m.stride[{r}][d];" for r in range(rows))
+        + " }"
+    )
+    lines += ["  " + line for line in body]
+    lines.append("}")
+    return lines
+
+
+def _source(comment: str, meta: str, name: str, params: list[str], body: list[str]) -> str:
+    return "\n".join(
+        [
+            PRELUDE,
+            HELPERS,
+            f"// movement: {comment}",
+            meta,
+            f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {name}(',
+            "    " + ",\n    ".join(params) + ") {",
+            *("  " + line for line in body),
+            "}",
+            "",
+        ]
+    )
+
+
+# ----------------------------------------------------------------------------- copies
+@dataclass(frozen=True)
+class Copy:
+    """``dst = src`` over one view pair (rows 0 src, 1 dst); ``mode`` tril/triu keeps a triangle of the last 2 dims."""
+
+    itemsize: int
+    ndim: int
+    index_type: str
+    mode: str = "copy"
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return _name(self.mode, self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        w = word(self.itemsize)
+        params = ["const Meta m", f"const {w}* src", f"{w}* dst"]
+        if self.mode == "copy":
+            body = ["dst[o1] = src[o0];"]
+        else:
+            if self.ndim < 2:
+                raise ValueError("a triangle needs two dimensions")
+            params.append("const long long diagonal")
+            test = "<=" if self.mode == "tril" else ">="
+            body = [
+                f"const long long offset = (long long)c[{self.ndim - 1}] - (long long)c[{self.ndim - 2}];",
+                f"typedef {w} word_t;",
+                f"if (offset {test} diagonal) dst[o1] = src[o0]; else dst[o1] = word_t();",
+            ]
+        return _source(
+            f"{self.mode} of {self.itemsize}-byte elements",
+            _meta(self.index_type, self.ndim, 2),
+            self.kernel_name,
+            params,
+            _loop(self.index_type, self.ndim, 2, body),
+        )
+
+
+# ----------------------------------------------------------------------------- index checks
+@dataclass(frozen=True)
+class Check:
+    """``*flag = 1`` when a value of an index view (row 0) lies outside ``[low, high)``."""
+
+    index: D
+    ndim: int
+    index_type: str
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return _name("check", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = [
+            "const Meta m",
+            f"const {ctype(self.index).storage}* index",
+            "const long long low",
+            "const long long high",
+            "int* flag",
+        ]
+        body = ["const long long v = (long long)index[o0];", "if (v < low || v >= high) *flag = 1;"]
+        return _source(
+            f"range check of {self.index.short} indices",
+            _meta(self.index_type, self.ndim, 1),
+            self.kernel_name,
+            params,
+            _loop(self.index_type, self.ndim, 1, body),
+        )
+
+
+# ----------------------------------------------------------------------------- gathers
+@dataclass(frozen=True)
+class Take:
+    """``out[p] = self[base(p) + sum_k wrap(index_k[p]) * dim_stride_k]`` (rows: 0 self, 1 out, 2.. each index).
+
+    Covers Embedding, IndexSelect, GatherV2, Gather and Index: self's stride row is 0 on the output
+    dimensions an index replaces, each index's row is 0 on the dimensions it does not span. ``wrap``
+    counts negative values from the end (values were range-checked before).
+    """
+
+    itemsize: int
+    indices: tuple[D, ...]
+    ndim: int
+    index_type: str
+    wrap: bool
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return _name("take", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        w = word(self.itemsize)
+        k = len(self.indices)
+        params = ["const Meta m", f"const {w}* src", f"{w}* dst"]
+        params += [f"const {ctype(dt).storage}* index{j}" for j, dt in enumerate(self.indices)]
+        for j in range(k):
+            params += [f"const long long dim_stride{j}", f"const long long size{j}"]
+        params.append("const int* flag")
+        body = ["long long at = (long long)o0;", "bool ok = true;"]
+        for j in range(k):
+            body.append(f"{{ long long v = (long long)index{j}[o{2 + j}];")
+            if self.wrap:
+                body.append(f"  if (v < 0) v += size{j};")
+            body.append(f"  if (v < 0 || v >= size{j}) ok = false;")
+            body.append(f"  at += v * dim_stride{j}; }}")
+        body.append("if (ok) dst[o1] = src[at];")
+        return _source(
+            f"take through {k} index tensor(s), {self.itemsize}-byte elements",
+            _meta(self.index_type, self.ndim, 2 + k),
+            self.kernel_name,
+            params,
+            _loop(self.index_type, self.ndim, 2 + k, body, flag=True),
+        )
+
+
+# ----------------------------------------------------------------------------- scatters
+@dataclass(frozen=True)
+class Scatter:
+    """Scatter pulled per output element (rows: 0 self, 1 out, 2 index, 3 src, 4 index *extents*).
+
+    For out position p the candidates are the index positions q equal to p off ``dim`` (inside the
+    index's extents); those whose value is p[dim] apply in increasing q[dim] order, the order in which
+    the reference applies them: reduce 0 keeps the last, 1 adds, 2 multiplies, in the wide type, with
+    one rounding to the dtype at the end. Deterministic, and free of atomics.
+    """
+
+    dtype: D
+    index: D
+    ndim: int
+    index_type: str
+    dim: int
+    reduce: int
+    with_value: bool
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return _name("scatter", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        c = ctype(self.dtype)
+        wt = wide(self.dtype)
+        params = [
+            "const Meta m",
+            f"const {c.storage}* self",
+            f"{c.storage}* out",
+            f"const {ctype(self.index).storage}* index",
+        ]
+        params.append(f"const {wt} value" if self.with_value else f"const {c.storage}* src")
+        params.append("const int* flag")
+        dim = self.dim
+        combine = {0: "acc = v;", 1: "acc = acc || v;" if wt == "bool" else "acc = acc + v;"}
+        combine[2] = "acc = acc && v;" if wt == "bool" else "acc = acc * v;"
+        body = [
+            f"{wt} acc = {load_wide('self[o0]', self.dtype)};",
+            "bool inside = true;",
+            "#pragma unroll",
+            f"for (int d = 0; d < {self.ndim}; ++d) if (d != {dim} && c[d] >= m.stride[4][d]) inside = false;",
+            "if (inside) {",
+            f"  const long long base_index = (long long)o2 - (long long)c[{dim}] * m.stride[2][{dim}];",
+            f"  [[maybe_unused]] const long long base_src = (long long)o3 - (long long)c[{dim}] * m.stride[3][{dim}];",
+            f"  for (long long j = 0; j < (long long)m.stride[4][{dim}]; ++j) {{",
+            f"    if ((long long)index[base_index + j * m.stride[2][{dim}]] != (long long)c[{dim}]) continue;",
+            f"    const {wt} v = "
+            + ("value;" if self.with_value else f"{load_wide(f'src[base_src + j * m.stride[3][{dim}]]', self.dtype)};"),
+            f"    {combine[self.reduce]}",
+            "  }",
+            "}",
+            f"out[o1] = {store_narrow('acc', self.dtype)};",
+        ]
+        return _source(
+            f"scatter reduce {self.reduce} of {self.dtype.short} along dim {dim}",
+            _meta(self.index_type, self.ndim, 5),
+            self.kernel_name,
+            params,
+            _loop(self.index_type, self.ndim, 5, body, flag=True),
+        )
+
+
+@dataclass(frozen=True)
+class ScatterUpdate:
+    """InplaceScatterUpdate pulled per data element (rows: 0 data, 1 updates aligned to data).
+
+    Data element p takes ``updates[i, .., p[axis] - offset_i, ..]`` from the last batch i whose
+    batch is p[0] and whose run along ``axis`` covers p[axis]; other elements are left alone.
+    """
+
+    itemsize: int
+    index: D
+    ndim: int
+    index_type: str
+    axis: int
+    two_columns: bool
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return _name("scatter_update", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        w = word(self.itemsize)
+        params = [
+            "const Meta m",
+            f"{w}* data",
+            f"const {w}* updates",
+            f"const {ctype(self.index).storage}* indices",
+            "const long long batches",
+            "const long long row_stride",
+            "const long long column_stride",
+            "const long long length",
+            "const int* flag",
+        ]
+        axis = self.axis
+        batch = "(long long)indices[b * row_stride]" if self.two_columns else "b"
+        offset = (
+            "(long long)indices[b * row_stride + column_stride]"
+            if self.two_columns
+            else "(long long)indices[b * row_stride]"
+        )
+        body = [
+            "long long found = -1, start = 0;",
+            "for (long long b = 0; b < batches; ++b) {",
+            f"  const long long batch = {batch};",
+            f"  const long long offset = {offset};",
+            f"  const long long at = (long long)c[{axis}];",
+            "  if (batch == (long long)c[0] && at >= offset && at < offset + length) {",
+            "    found = b; start = offset;",
+            "  }",
+            "}",
+            "if (found >= 0) {",
+            f"  const long long at = (long long)o1 - (long long)c[0] * m.stride[1][0] + found * m.stride[1][0]"
+            f" - start * m.stride[1][{axis}];",
+            "  data[o0] = updates[at];",
+            "}",
+        ]
+        return _source(
+            f"scatter update along axis {axis}, {self.itemsize}-byte elements",
+            _meta(self.index_type, self.ndim, 2),
+            self.kernel_name,
+            params,
+            _loop(self.index_type, self.ndim, 2, body, flag=True),
+        )
+
+
+# ----------------------------------------------------------------------------- arange
+@dataclass(frozen=True)
+class Arange:
+    """``out[i] = start + i * step`` (row 0 out): in int64 when ``int64``, else in double rounded once."""
+
+    dtype: D
+    int64: bool
+    index_type: str
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return _name("arange", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        c = ctype(self.dtype)
+        if self.int64:
+            params = ["const Meta m", f"{c.storage}* out", "const long long start", "const long long step"]
+            body = [f"out[o0] = ({c.storage})(start + (long long)i * step);"]
+        else:
+            params = ["const Meta m", f"{c.storage}* out", "const double start", "const double step"]
+            value = "__dadd_rn(start, __dmul_rn((double)i, step))"  # no fused multiply-add: NumPy rounds twice
+            if c.kind == "int":
+                store = f"({c.storage})acl_f2i(r, {c.lo!r}, {c.hi!r})"
+            else:
+                store = store_narrow("r", self.dtype)
+            body = [f"const double r = {value};", f"out[o0] = {store};"]
+        return _source(
+            f"arange into {self.dtype.short}",
+            _meta(self.index_type, 1, 1),
+            self.kernel_name,
+            params,
+            _loop(self.index_type, 1, 1, body),
+        )
