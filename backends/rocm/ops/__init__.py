@@ -17,6 +17,8 @@ FAMILIES: tuple[str, ...] = (
     "elementwise",
     "matmul",
     "movement",
+    "reduction",
+    "norm",
 )
 
 

@@ -1,0 +1,437 @@
+"""Row kernels: one block per output row, a strided walk over the row, warp shuffles and one shared-memory step.
+
+Every reduction and norm kernel sees its operands in one iteration space ``outer × inner``: a row is
+one index of the (coalesced) outer dimensions, its elements the indices of the (coalesced) inner
+dimensions. Each operand has a stride vector over that whole space (0 where it does not vary: a
+per-row statistic has inner strides 0, a per-column weight outer strides 0), so permuted, padded
+and broadcast views need no gather. The ``Meta`` struct carries the row count, the shape (outer
+dimensions first) and one stride row per operand.
+
+Each thread of a block takes the row's elements ``threadIdx.x, + blockDim.x, …`` (adjacent threads
+read adjacent elements of a contiguous row), combines them in a private accumulator, and the block
+combines the threads' accumulators: warp shuffles down to lane 0, lane 0 of each warp to shared
+memory, thread 0 over the warps. Accumulation is in ``acc``: float64 for float32/float64 data (the
+reference computes in float64 and float32 results are compared to ~11 ulp), float32 for
+fp16/bf16-only data, 64-bit integers (wrapping like the reference's int64) for integers.
+
+This module holds the shared template and the reduction-family kinds; ``kernels/norm.py`` the norms.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from acl_core.dtypes import DataType as D
+from acl_rocm.kernels.ctypes_map import CType, convert, ctype, load, store
+from acl_rocm.kernels.prelude import PRELUDE
+
+BLOCK_THREADS: Final = 256
+"""The largest block a row kernel is launched with (its ``__launch_bounds__``)."""
+MAX_WARPS: Final = 32
+"""Shared-memory slots for per-warp partials (BLOCK_THREADS / the smallest warp size)."""
+
+FLOAT64_ACC: Final = frozenset({D.ACL_FLOAT, D.ACL_DOUBLE})
+
+
+@dataclass(frozen=True)
+class RowOperand:
+    """One tensor of a row kernel: its parameter name, storage dtype and access."""
+
+    name: str
+    dtype: D
+    write: bool = False
+
+
+@dataclass(frozen=True)
+class RowKernel:
+    """Everything that makes one compiled row kernel distinct (the generator's input)."""
+
+    kind: str
+    operands: tuple[RowOperand, ...]
+    outer_nd: int
+    inner_nd: int
+    index_type: str
+    acc: D
+    options: tuple[tuple[str, str | int | bool], ...] = ()
+    scalars: tuple[tuple[str, str], ...] = ()
+
+    def option(self, key: str, default: str | int | bool | None = None) -> str | int | bool | None:
+        """The value of kind-specific option ``key``."""
+        return dict(self.options).get(key, default)
+
+    def index(self, name: str) -> int:
+        """Position of operand ``name`` (its stride row in Meta)."""
+        for k, op in enumerate(self.operands):
+            if op.name == name:
+                return k
+        raise KeyError(name)
+
+    def has(self, name: str) -> bool:
+        """True when operand ``name`` is part of this kernel."""
+        return any(op.name == name for op in self.operands)
+
+    def operand(self, name: str) -> RowOperand:
+        """Operand ``name``."""
+        return self.operands[self.index(name)]
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """A stable, unique ``extern "C"`` name (computed once per object)."""
+        digest = hashlib.sha1(repr(self).encode()).hexdigest()[:12]
+        return f"acl_row_{self.kind}_{digest}"
+
+
+def acc_dtype(dtypes: Sequence[D]) -> D:
+    """The float accumulator for floats: float64 when any operand is float32/float64, else float32."""
+    return D.ACL_DOUBLE if any(d in FLOAT64_ACC for d in dtypes) else D.ACL_FLOAT
+
+
+def int_acc(dtype: D) -> D:
+    """The accumulator of a sum/product/scan in ``dtype``: float per :func:`acc_dtype`, else 64-bit integers."""
+    c = ctype(dtype)
+    if c.kind == "float":
+        return acc_dtype([dtype])
+    if c.kind == "uint64":
+        return D.ACL_UINT64
+    return D.ACL_INT64
+
+
+# ----------------------------------------------------------------------------- source helpers
+SHUFFLE: Final = r"""
+#ifndef ACL_SHFL_DOWN
+#if defined(__CUDA_ARCH__)
+#define ACL_SHFL_DOWN(v, o) __shfl_down_sync((acl_lane_mask_t)~(acl_lane_mask_t)0, (v), (o))
+#else
+#define ACL_SHFL_DOWN(v, o) __shfl_down((v), (o))
+#endif
+#endif
+"""
+
+ROW_HELPERS: Final = r"""
+// ---- row-kernel helpers ----
+ACL_DEV float acl_nan(float) { return __uint_as_float(0x7fc00000u); }
+ACL_DEV double acl_nan(double) { return __longlong_as_double(0x7ff8000000000000LL); }
+ACL_DEV float acl_inf(float) { return __uint_as_float(0x7f800000u); }
+ACL_DEV double acl_inf(double) { return __longlong_as_double(0x7ff0000000000000LL); }
+struct AclSum {
+  template <class T> ACL_DEV T operator()(T a, T b) const { return a + b; }
+  ACL_DEV long long operator()(long long a, long long b) const {
+    return (long long)((unsigned long long)a + (unsigned long long)b);
+  }
+};
+struct AclProd {
+  template <class T> ACL_DEV T operator()(T a, T b) const { return a * b; }
+  ACL_DEV long long operator()(long long a, long long b) const {
+    return (long long)((unsigned long long)a * (unsigned long long)b);
+  }
+};
+struct AclMax {
+  template <class T> ACL_DEV T operator()(T a, T b) const { return acl_maximum(a, b); }
+};
+struct AclMin {
+  template <class T> ACL_DEV T operator()(T a, T b) const { return acl_minimum(a, b); }
+};
+// the block's combination of every thread's v (all threads must call it; all get the result)
+template <class T, class Op> ACL_DEV T acl_block_reduce(T v, Op op) {
+  __shared__ T partial[32];
+  for (int offset = ACL_WARP_SIZE / 2; offset > 0; offset >>= 1) v = op(v, (T)ACL_SHFL_DOWN(v, offset));
+  const int lane = (int)(threadIdx.x % ACL_WARP_SIZE);
+  const int warp = (int)(threadIdx.x / ACL_WARP_SIZE);
+  const int warps = (int)((blockDim.x + ACL_WARP_SIZE - 1) / ACL_WARP_SIZE);
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    T r = partial[0];
+    for (int w = 1; w < warps; ++w) r = op(r, partial[w]);
+    partial[0] = r;
+  }
+  __syncthreads();
+  const T r = partial[0];
+  __syncthreads();  // nobody reuses partial before every thread has read it
+  return r;
+}
+"""
+
+
+def index_helpers(idx: str, nops: int, outer_nd: int, inner_nd: int) -> str:
+    """Meta and the offset function: adds the offsets of linear index ``i`` over dims [first, first+count)."""
+    nd = outer_nd + inner_nd
+    return "\n".join(
+        [
+            f"typedef {idx} idx_t;",
+            f"#define ACL_NOPS {nops}",
+            f"#define ACL_OUTER {outer_nd}",
+            f"#define ACL_INNER {inner_nd}",
+            f"struct Meta {{ {idx} n; {idx} shape[{nd}]; {idx} stride[{nops}][{nd}]; }};",
+            "ACL_DEV void acl_offsets(const Meta& m, idx_t i, int first, int count, idx_t* o) {",
+            "  for (int d = first + count - 1; d >= first; --d) {",
+            "    const idx_t c = d > first ? i % m.shape[d] : i;",
+            "    if (d > first) i /= m.shape[d];",
+            "    for (int k = 0; k < ACL_NOPS; ++k) o[k] += c * m.stride[k][d];",
+            "  }",
+            "}",
+        ]
+    )
+
+
+def value_type(dtype: D) -> str:
+    """The C type values of ``dtype`` are computed in."""
+    return ctype(dtype).value
+
+
+def load_as(kernel: RowKernel, name: str, offset: str, target: D, via: D | None = None) -> str:
+    """C expression: operand ``name`` at ``offset`` as a ``target`` value (first cast to ``via`` if given)."""
+    src = ctype(kernel.operand(name).dtype)
+    expr = load(f"p_{name}[{offset}]", src, src)
+    if via is not None and via != kernel.operand(name).dtype:
+        expr = round_to(expr, src, ctype(via))
+        src = ctype(via)
+    return convert(expr, src, ctype(target))
+
+
+def round_to(expr: str, src: CType, dst: CType) -> str:
+    """``expr`` (a ``src`` value) cast to ``dst`` as CANN's Cast does, back as a ``dst`` value."""
+    return dst.decode.format(x=store(expr, src, dst))
+
+
+def store_as(kernel: RowKernel, name: str, offset: str, value: str, source: D) -> str:
+    """C statement: store ``value`` (a ``source`` value) into operand ``name`` at ``offset``."""
+    return f"p_{name}[{offset}] = {store(value, ctype(source), ctype(kernel.operand(name).dtype))};"
+
+
+def assemble(kernel: RowKernel, body: Sequence[str], *, row_loop: bool = True) -> str:
+    """The complete source: prelude, helpers, Meta, and the kernel with ``body`` run once per row.
+
+    In the row loop, ``base[k]`` is operand k's offset of the row's first element and ``len`` the row length.
+    """
+    idx = kernel.index_type
+    params = ["const Meta m"]
+    for op in kernel.operands:
+        const = "" if op.write else "const "
+        params.append(f"{const}{ctype(op.dtype).storage}* p_{op.name}")
+    params.extend(f"const {ctype_name} {name}" for name, ctype_name in kernel.scalars)
+    lines = [
+        PRELUDE,
+        SHUFFLE,
+        ROW_HELPERS,
+        index_helpers(idx, len(kernel.operands), kernel.outer_nd, kernel.inner_nd),
+        f"// row kernel {kernel.kind}: " + ", ".join(f"{k}={v}" for k, v in kernel.options),
+        f"typedef {value_type(kernel.acc)} acc_t;",
+        f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {kernel.kernel_name}(',
+        "    " + ",\n    ".join(params) + ") {",
+        "  idx_t len = 1;",
+        "  for (int d = ACL_OUTER; d < ACL_OUTER + ACL_INNER; ++d) len *= m.shape[d];",
+    ]
+    if row_loop:
+        lines += [
+            "  for (idx_t row = (idx_t)blockIdx.x; row < m.n; row += (idx_t)gridDim.x) {",
+            "    idx_t base[ACL_NOPS];",
+            "    for (int k = 0; k < ACL_NOPS; ++k) base[k] = 0;",
+            "    acl_offsets(m, row, 0, ACL_OUTER, base);",
+            *("    " + line for line in body),
+            "  }",
+        ]
+    else:
+        lines += ["  " + line for line in body]
+    lines += ["}", ""]
+    return "\n".join(lines)
+
+
+def element_loop(
+    kernel: RowKernel, body: Sequence[str], *, start: str = "threadIdx.x", step: str = "blockDim.x"
+) -> list[str]:
+    """Lines walking the row's elements ``j``; in ``body``, ``o[k]`` is operand k's offset of element j."""
+    return [
+        f"for (idx_t j = (idx_t){start}; j < len; j += (idx_t){step}) {{",
+        "  idx_t o[ACL_NOPS];",
+        "  for (int k = 0; k < ACL_NOPS; ++k) o[k] = base[k];",
+        "  acl_offsets(m, j, ACL_OUTER, ACL_INNER, o);",
+        *("  " + line for line in body),
+        "}",
+    ]
+
+
+def at(kernel: RowKernel, name: str, where: str = "o") -> str:
+    """The offset expression of operand ``name`` (``o``: current element, ``base``: the row's first)."""
+    return f"{where}[{kernel.index(name)}]"
+
+
+# ----------------------------------------------------------------------------- reduction-family kinds
+REDUCE_OPS: Final = {"sum": "AclSum", "prod": "AclProd", "max": "AclMax", "min": "AclMin", "mean": "AclSum"}
+
+
+def identity(op: str, acc: D) -> str:
+    """The identity element of ``op`` as an ``acc`` C expression."""
+    c = ctype(acc)
+    v = c.value
+    if op in ("sum", "mean"):
+        return f"({v})0"
+    if op == "prod":
+        return f"({v})1"
+    if c.kind == "float":
+        return f"({'-' if op == 'max' else ''}acl_inf(({v})0))"
+    if c.kind == "bool":
+        return "false" if op == "max" else "true"
+    if c.kind == "uint64":
+        return "0ull" if op == "max" else "(~0ull)"
+    return "(-9223372036854775807LL - 1LL)" if op == "max" else "9223372036854775807LL"
+
+
+def _reduce(kernel: RowKernel) -> str:
+    """out[row] = op over the row of self (cast to ``dtype`` first); ``mean`` divides by the count."""
+    op = str(kernel.option("op"))
+    dtype = D(int(kernel.option("dtype", int(kernel.operand("self").dtype)) or 0))
+    acc = kernel.acc
+    value = load_as(kernel, "self", at(kernel, "self"), acc, via=dtype)
+    body = [f"acc_t a = {identity(op, acc)};", f"const {REDUCE_OPS[op]} op;"]
+    body += element_loop(kernel, [f"a = op(a, (acc_t)({value}));"])
+    body += ["a = acl_block_reduce(a, op);", "if (threadIdx.x == 0) {"]
+    result, source = "a", acc
+    if op == "mean":
+        body.append("  a = a / (acc_t)len;")
+    if kernel.option("round_to_dtype") and dtype != kernel.operand("out").dtype:
+        result = round_to("a", ctype(acc), ctype(dtype))
+        source = dtype
+    body.append("  " + store_as(kernel, "out", at(kernel, "out", "base"), result, source))
+    body.append("}")
+    return assemble(kernel, body)
+
+
+def _arg(kernel: RowKernel) -> str:
+    """The first maximum (or minimum) of the row and its index; a NaN beats every number (torch's rule)."""
+    largest = bool(kernel.option("largest"))
+    acc = kernel.acc
+    value = load_as(kernel, "self", at(kernel, "self"), acc)
+    better = ">" if largest else "<"
+    body = [
+        "acc_t best = (acc_t)0;",
+        "long long at = -1;",
+    ]
+    body += element_loop(
+        kernel,
+        [
+            f"const acc_t v = (acc_t)({value});",
+            "if (acl_arg_better(v, (long long)j, best, at)) { best = v; at = (long long)j; }",
+        ],
+    )
+    body += [
+        "for (int offset = ACL_WARP_SIZE / 2; offset > 0; offset >>= 1) {",
+        "  const acc_t v = (acc_t)ACL_SHFL_DOWN(best, offset);",
+        "  const long long i = (long long)ACL_SHFL_DOWN(at, offset);",
+        "  if (acl_arg_better(v, i, best, at)) { best = v; at = i; }",
+        "}",
+        "__shared__ acc_t s_best[32];",
+        "__shared__ long long s_at[32];",
+        "if (threadIdx.x % ACL_WARP_SIZE == 0) {",
+        "  s_best[threadIdx.x / ACL_WARP_SIZE] = best;",
+        "  s_at[threadIdx.x / ACL_WARP_SIZE] = at;",
+        "}",
+        "__syncthreads();",
+        "if (threadIdx.x == 0) {",
+        "  const int warps = (int)((blockDim.x + ACL_WARP_SIZE - 1) / ACL_WARP_SIZE);",
+        "  for (int w = 1; w < warps; ++w)",
+        "    if (acl_arg_better(s_best[w], s_at[w], best, at)) { best = s_best[w]; at = s_at[w]; }",
+    ]
+    if kernel.has("out"):
+        body.append("  " + store_as(kernel, "out", at(kernel, "out", "base"), "best", acc))
+    body.append("  " + store_as(kernel, "indices", at(kernel, "indices", "base"), "at", D.ACL_INT64))
+    body += ["}", "__syncthreads();"]
+    helper = [
+        "// true when (v, i) should replace (best, at): NaN first, then the larger (smaller), then the lower index",
+        "ACL_DEV bool acl_arg_better(acc_t v, long long i, acc_t best, long long at) {",
+        "  if (i < 0) return false;",
+        "  if (at < 0) return true;",
+        "  const bool vn = v != v, bn = best != best;",
+        "  if (vn || bn) return vn && (!bn || i < at);",
+        f"  if (v != best) return v {better} best;",
+        "  return i < at;",
+        "}",
+    ]
+    source = assemble(kernel, body)
+    marker = 'extern "C"'
+    return source.replace(marker, "\n".join(helper) + "\n" + marker, 1)
+
+
+def _moments(kernel: RowKernel) -> str:
+    """Variance (or std) with a correction, and optionally the mean, two passes over the row."""
+    value = load_as(kernel, "self", at(kernel, "self"), kernel.acc)
+    body = ["const AclSum add;", "acc_t s = (acc_t)0;"]
+    body += element_loop(kernel, [f"s += (acc_t)({value});"])
+    body += ["s = acl_block_reduce(s, add);", "const acc_t mean = s / (acc_t)len;", "acc_t q = (acc_t)0;"]
+    body += element_loop(kernel, [f"const acc_t d = (acc_t)({value}) - mean;", "q += d * d;"])
+    body += [
+        "q = acl_block_reduce(q, add);",
+        "if (threadIdx.x == 0) {",
+        "  acc_t var;",
+        "  if (len == 0 || (long long)len <= correction) var = len <= 1 ? acl_nan((acc_t)0) : acl_inf((acc_t)0);",
+        "  else var = q / (acc_t)((long long)len - correction);",
+    ]
+    result = "acl_sqrt(var)" if kernel.option("std") else "var"
+    body.append("  " + store_as(kernel, "out", at(kernel, "out", "base"), result, kernel.acc))
+    if kernel.has("mean"):
+        body.append("  " + store_as(kernel, "mean", at(kernel, "mean", "base"), "mean", kernel.acc))
+    body.append("}")
+    return assemble(kernel, body)
+
+
+def _softmax(kernel: RowKernel) -> str:
+    """(log-)softmax along the row: max, sum of exp(x - max), then each element."""
+    value = load_as(kernel, "self", at(kernel, "self"), kernel.acc)
+    body = ["const AclMax mx;", "const AclSum add;", "acc_t top = -acl_inf((acc_t)0);"]
+    body += element_loop(kernel, [f"top = mx(top, (acc_t)({value}));"])
+    body += ["top = acl_block_reduce(top, mx);", "acc_t s = (acc_t)0;"]
+    body += element_loop(kernel, [f"s += acl_exp((acc_t)({value}) - top);"])
+    body += ["s = acl_block_reduce(s, add);", "const acc_t log_s = acl_log(s);"]
+    if kernel.option("log"):
+        result = f"(acc_t)({value}) - top - log_s"
+    else:
+        result = f"acl_exp((acc_t)({value}) - top) / s"
+    body += element_loop(
+        kernel, [f"const acc_t r = {result};", store_as(kernel, "out", at(kernel, "out"), "r", kernel.acc)]
+    )
+    return assemble(kernel, body)
+
+
+def _cumsum(kernel: RowKernel) -> str:
+    """Inclusive prefix sums, one thread per row (rows of a non-last dim are read coalesced across threads)."""
+    dtype = D(int(kernel.option("dtype") or 0))
+    value = load_as(kernel, "self", at(kernel, "self"), kernel.acc, via=dtype)
+    body = [
+        "const AclSum add;",
+        "const idx_t threads = (idx_t)gridDim.x * (idx_t)blockDim.x;",
+        "for (idx_t row = (idx_t)blockIdx.x * (idx_t)blockDim.x + (idx_t)threadIdx.x; row < m.n; row += threads) {",
+        "  idx_t base[ACL_NOPS];",
+        "  for (int k = 0; k < ACL_NOPS; ++k) base[k] = 0;",
+        "  acl_offsets(m, row, 0, ACL_OUTER, base);",
+        "  acc_t a = (acc_t)0;",
+        *(
+            "  " + line
+            for line in element_loop(
+                kernel,
+                [f"a = add(a, (acc_t)({value}));", store_as(kernel, "out", at(kernel, "out"), "a", kernel.acc)],
+                start="0",
+                step="1",
+            )
+        ),
+        "}",
+    ]
+    return assemble(kernel, body, row_loop=False)
+
+
+GENERATORS: dict[str, Callable[[RowKernel], str]] = {
+    "reduce": _reduce,
+    "arg": _arg,
+    "moments": _moments,
+    "softmax": _softmax,
+    "cumsum": _cumsum,
+}
+"""Source generator of each row-kernel kind (kernels/norm.py adds the norms)."""
+
+
+def generate(kernel: RowKernel) -> str:
+    """The complete source (prelude included) of one row kernel."""
+    return GENERATORS[kernel.kind](kernel)

@@ -1,0 +1,357 @@
+"""The reduction family on the GPU: row kernels over an ``outer × inner`` view of each call.
+
+A reduction over ``dims`` makes the kept dimensions the rows and the reduced ones a row's elements;
+Softmax, LogSoftmax, Cumsum and the arg-extrema reduce along one ``dim``. Every operand keeps its own
+strides (views are read in place, never gathered), outputs take theirs from the kept positions
+(``keepdim``) or in order. Nothing passes through the host; dtypes the kernels lack (complex) are
+refused with 161002 before anything is enqueued.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from acl_core.backend import Kernel, Launch
+from acl_core.dtypes import DataType as D
+from acl_core.errors import AclnnError, AclnnStatus
+from acl_core.tensor import AclTensor
+from acl_rocm.driver import handle
+from acl_rocm.kernels.ctypes_map import SUPPORTED, ctype
+from acl_rocm.kernels.reduction import BLOCK_THREADS, RowKernel, RowOperand, acc_dtype, generate, int_acc
+from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.views import Geometry, coalesce, index_type
+
+if TYPE_CHECKING:
+    from acl_rocm.backend import RocmBackend
+
+OPS: tuple[str, ...] = (
+    "Amax",
+    "Amin",
+    "ArgMax",
+    "ArgMin",
+    "Cumsum",
+    "LogSoftmax",
+    "Max",
+    "MaxDim",
+    "Mean",
+    "Prod",
+    "ProdDim",
+    "ReduceSum",
+    "Softmax",
+    "Std",
+    "StdMeanCorrection",
+    "Var",
+    "VarCorrection",
+    "VarMean",
+)
+"""The aclnn operators this module runs."""
+
+BLOCKS_PER_UNIT = 8
+
+
+def refuse(op: str, what: str) -> AclnnError:
+    """161002 for a dtype the kernels lack."""
+    return AclnnError(
+        AclnnStatus.ACLNN_ERR_PARAM_INVALID,
+        f"the rocm backend cannot run {op} with {what} (kernels support: "
+        + ", ".join(sorted(d.short for d in SUPPORTED))
+        + ")",
+    )
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One operand of a call: the kernel operand, its tensor, and its strides over outer and inner dims."""
+
+    operand: RowOperand
+    tensor: AclTensor
+    outer: tuple[int, ...]
+    inner: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """A row kernel with its launch configuration and argument values."""
+
+    kernel: RowKernel
+    config: LaunchConfig
+    values: list[Any]
+
+
+def bind(name: str, t: AclTensor, outer: Sequence[int], inner: Sequence[int], *, write: bool = False) -> Bound:
+    """``t`` as kernel operand ``name`` with these strides."""
+    return Bound(RowOperand(name, t.dtype, write), t, tuple(outer), tuple(inner))
+
+
+def row_config(rows: int, length: int, warp: int, units: int, max_grid: int, per_thread_rows: bool) -> LaunchConfig:
+    """Block per row (whole warps, up to 256 threads, no wider than the row) or thread per row (scans)."""
+    if per_thread_rows:
+        block = min(BLOCK_THREADS, -(-rows // warp) * warp)
+        grid = min(-(-rows // block), units * BLOCKS_PER_UNIT, max_grid)
+    else:
+        block = min(BLOCK_THREADS, max(warp, -(-length // warp) * warp))
+        grid = min(rows, units * BLOCKS_PER_UNIT, max_grid)
+    return LaunchConfig((max(grid, 1), 1, 1), (block, 1, 1))
+
+
+def split(
+    t: AclTensor, inner_dims: Sequence[int]
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """(outer shape, inner shape, outer strides, inner strides) of ``t`` with ``inner_dims`` as a row."""
+    inner_set = set(inner_dims)
+    kept = [d for d in range(t.rank) if d not in inner_set]
+    dims, strides = t.view_dims, t.strides
+    return (
+        tuple(dims[d] for d in kept),
+        tuple(dims[d] for d in inner_dims),
+        tuple(strides[d] for d in kept),
+        tuple(strides[d] for d in inner_dims),
+    )
+
+
+def reduced_strides(out: AclTensor, rank: int, kept: Sequence[int]) -> tuple[int, ...]:
+    """Strides of a reduction's output over the kept dims (keepdim or not; a one-element out broadcasts)."""
+    if out.rank == len(kept):
+        return tuple(out.strides)
+    if out.rank == rank:
+        return tuple(out.strides[d] for d in kept)
+    if out.numel == 1:
+        return (0,) * len(kept)
+    raise ValueError(f"out of shape {list(out.view_dims)} does not hold the reduction over kept dims {list(kept)}")
+
+
+class RowRunner:
+    """Plans and launches row kernels on one backend (shared by the reduction and norm families)."""
+
+    def __init__(self, backend: RocmBackend) -> None:
+        self.backend = backend
+        self._lock = threading.Lock()
+        self._sources: dict[RowKernel, str] = {}
+        self._interned: dict[RowKernel, RowKernel] = {}
+
+    def source(self, kernel: RowKernel) -> str:
+        """The generated source of ``kernel`` (generated once per process)."""
+        src = self._sources.get(kernel)
+        if src is None:
+            src = generate(kernel)
+            with self._lock:
+                self._sources[kernel] = src
+        return src
+
+    def plan(
+        self,
+        op: str,
+        kind: str,
+        bound: Sequence[Bound],
+        outer_shape: Sequence[int],
+        inner_shape: Sequence[int],
+        acc: D,
+        options: Sequence[tuple[str, str | int | bool]] = (),
+        scalars: Sequence[tuple[str, str, Any]] = (),
+        per_thread_rows: bool = False,
+    ) -> RowPlan | None:
+        """The kernel, launch and argument values of one call (None when there are no rows)."""
+        for b in bound:
+            if b.tensor.dtype not in SUPPORTED:
+                raise refuse(op, f"{b.operand.name} of dtype {b.tensor.dtype.short}")
+        rows = math.prod(outer_shape)
+        if rows == 0:
+            return None
+        length = math.prod(inner_shape)
+        outer = coalesce(outer_shape, [b.outer for b in bound])
+        inner = coalesce(inner_shape, [b.inner for b in bound])
+        p = self.backend.properties
+        config = row_config(rows, length, p.warp_size, p.compute_units, p.max_grid_x, per_thread_rows)
+        full = Geometry(outer.shape + inner.shape, tuple(o + i for o, i in zip(outer.strides, inner.strides)))
+        kernel = RowKernel(
+            kind=kind,
+            operands=tuple(b.operand for b in bound),
+            outer_nd=outer.ndim,
+            inner_nd=inner.ndim,
+            index_type=index_type(full, config.threads + rows + length),
+            acc=acc,
+            options=tuple(options),
+            scalars=tuple((name, c) for name, c, _ in scalars),
+        )
+        meta = [rows, *full.shape, *(s for st in full.strides for s in st)]
+        values: list[Any] = [KernelArgs.index_array(meta, kernel.index_type)]
+        for b in bound:
+            values.append(KernelArgs.pointer(b.tensor.data + b.tensor.offset * (b.tensor.dtype.info.storage_bits // 8)))
+        for _, c, value in scalars:
+            values.append(_SCALAR[c](value))
+        return RowPlan(kernel, config, values)
+
+    def enqueue(self, planned: RowPlan | None, stream: int) -> None:
+        """Launch a planned row kernel on ``stream`` (compiling or loading it the first time)."""
+        if planned is None:
+            return
+        kernel = self._interned.setdefault(planned.kernel, planned.kernel)
+        function = self.backend.function(self.source(kernel), kernel.kernel_name)
+        args = KernelArgs(planned.values)
+        cfg = planned.config
+        self.backend.provider.launch(function, cfg.grid, cfg.block, cfg.shared_bytes, stream, args.address)
+
+
+_SCALAR: dict[str, type[ctypes._SimpleCData]] = {"double": ctypes.c_double, "long long": ctypes.c_longlong}
+
+
+def _tensor(launch: Launch, name: str) -> AclTensor:
+    t = launch.args.get(name)
+    assert isinstance(t, AclTensor), f"{launch.spec.name}: {name} is not a tensor"
+    return t
+
+
+def _optional(launch: Launch, name: str) -> AclTensor | None:
+    t = launch.args.get(name)
+    return t if isinstance(t, AclTensor) else None
+
+
+def _dims(x: AclTensor, dims: Sequence[int]) -> tuple[int, ...]:
+    """The reduced dims that exist (a 0-d tensor accepts dim 0 / -1 but has nothing to reduce), sorted."""
+    return tuple(sorted(d for d in dims if d < x.rank))
+
+
+def _supported(op: str, dtype: D) -> D:
+    if dtype not in SUPPORTED:
+        raise refuse(op, f"{dtype.short} computation")
+    return dtype
+
+
+def _compare_acc(dtype: D) -> D:
+    """The exact value type extrema compare in (bool and small integers as int64)."""
+    c = ctype(dtype)
+    if c.kind == "float":
+        return D.ACL_DOUBLE if dtype == D.ACL_DOUBLE else D.ACL_FLOAT
+    return D.ACL_UINT64 if c.kind == "uint64" else D.ACL_INT64
+
+
+class ReductionRunner(RowRunner):
+    """Turns reduction-family Launches into row-kernel launches."""
+
+    def kernels(self) -> dict[str, Kernel]:
+        """A kernel per supported op name."""
+        return {name: self._bind(name) for name in OPS}
+
+    def _bind(self, op: str) -> Kernel:
+        def kernel(launch: Launch) -> None:
+            self.enqueue(self.plan_call(op, launch), handle(launch.stream))
+
+        kernel.__name__ = f"rocm_{op}"
+        return kernel
+
+    def plan_call(self, op: str, launch: Launch) -> RowPlan | None:
+        """The row kernel of one call."""
+        if op in ("Softmax", "LogSoftmax", "Cumsum"):
+            return self._along(op, launch)
+        if op in ("MaxDim", "ArgMax", "ArgMin"):
+            return self._arg(op, launch)
+        if op in ("Var", "VarCorrection", "VarMean", "Std", "StdMeanCorrection"):
+            return self._moments(op, launch)
+        return self._reduce(op, launch)
+
+    # ------------------------------------------------------------------ over dims
+    def _reduce(self, op: str, launch: Launch) -> RowPlan | None:
+        x, out = _tensor(launch, "self"), _tensor(launch, "out")
+        args, plan = launch.args, launch.plan
+        dims = _dims(x, plan["dims"]) if "dims" in plan else tuple(range(x.rank))
+        reduce_op = {"ReduceSum": "sum", "Mean": "mean", "Amax": "max", "Amin": "min", "Max": "max"}.get(op, "prod")
+        if "dtype" in args and args["dtype"] is not None:
+            dtype = _supported(op, D(args["dtype"]))
+        else:
+            dtype = x.dtype
+        _supported(op, x.dtype)
+        if reduce_op in ("max", "min"):
+            acc = _compare_acc(dtype)
+        elif reduce_op == "mean":
+            acc = acc_dtype([dtype, out.dtype]) if ctype(dtype).kind == "float" else D.ACL_DOUBLE
+        else:
+            acc = int_acc(dtype)
+            if ctype(acc).kind == "float":
+                acc = acc_dtype([dtype, out.dtype])
+        if x.numel == 0 and reduce_op in ("max", "min"):
+            return None  # extrema of an empty tensor: the result is empty too (or, for Max, left untouched)
+        outer_shape, inner_shape, xo, xi = split(x, dims)
+        kept = [d for d in range(x.rank) if d not in set(dims)]
+        bound = [
+            bind("self", x, xo, xi),
+            bind("out", out, reduced_strides(out, x.rank, kept), (0,) * len(inner_shape), write=True),
+        ]
+        options: list[tuple[str, str | int | bool]] = [("op", reduce_op), ("dtype", int(dtype))]
+        if reduce_op == "mean":
+            options.append(("round_to_dtype", True))
+        return self.plan(op, "reduce", bound, outer_shape, inner_shape, acc, options)
+
+    def _moments(self, op: str, launch: Launch) -> RowPlan | None:
+        x = _tensor(launch, "self")
+        dims = _dims(x, launch.plan["dims"])
+        outer_shape, inner_shape, xo, xi = split(x, dims)
+        kept = [d for d in range(x.rank) if d not in set(dims)]
+        zeros = (0,) * len(inner_shape)
+        first = {"VarMean": "varOut", "StdMeanCorrection": "stdOut"}.get(op, "out")
+        out = _tensor(launch, first)
+        bound = [bind("self", x, xo, xi), bind("out", out, reduced_strides(out, x.rank, kept), zeros, write=True)]
+        mean = _optional(launch, "meanOut") if op in ("VarMean", "StdMeanCorrection") else None
+        if mean is not None:
+            bound.append(bind("mean", mean, reduced_strides(mean, x.rank, kept), zeros, write=True))
+        acc = acc_dtype([b.tensor.dtype for b in bound])
+        options = [("std", op in ("Std", "StdMeanCorrection"))]
+        scalars = [("correction", "long long", int(launch.plan["correction"]))]
+        return self.plan(op, "moments", bound, outer_shape, inner_shape, acc, options, scalars)
+
+    # ------------------------------------------------------------------ along one dim
+    def _along(self, op: str, launch: Launch) -> RowPlan | None:
+        x, out = _tensor(launch, "self"), _tensor(launch, "out")
+        dim = launch.plan["dim"]
+        if x.rank == 0:  # a 0-d tensor is one row of one element
+            x = _as_1d(x)
+            out = _as_1d(out)
+            dim = 0
+        outer_shape, inner_shape, xo, xi = split(x, (dim,))
+        _, _, oo, oi = split(out, (dim,))
+        bound = [bind("self", x, xo, xi), bind("out", out, oo, oi, write=True)]
+        if op == "Cumsum":
+            dtype = _supported(op, D(launch.args["dtype"]))
+            acc = int_acc(dtype)
+            if ctype(acc).kind == "float":
+                acc = acc_dtype([dtype, out.dtype])
+            return self.plan(
+                op, "cumsum", bound, outer_shape, inner_shape, acc, [("dtype", int(dtype))], per_thread_rows=True
+            )
+        acc = acc_dtype([x.dtype, out.dtype])
+        return self.plan(op, "softmax", bound, outer_shape, inner_shape, acc, [("log", op == "LogSoftmax")])
+
+    def _arg(self, op: str, launch: Launch) -> RowPlan | None:
+        x = _tensor(launch, "self")
+        if x.numel == 0:
+            return None
+        dim = launch.plan["dim"]
+        if x.rank == 0:
+            x = _as_1d(x)
+            dim = 0
+        outer_shape, inner_shape, xo, xi = split(x, (dim,))
+        kept = [d for d in range(x.rank) if d != dim]
+        index_name = "indices" if op == "MaxDim" else "out"
+        indices = _tensor(launch, index_name)
+        bound = [bind("self", x, xo, xi)]
+        if op == "MaxDim":
+            values = _tensor(launch, "out")
+            bound.append(bind("out", values, reduced_strides(values, x.rank, kept), (0,), write=True))
+        bound.append(bind("indices", indices, reduced_strides(indices, x.rank, kept), (0,), write=True))
+        return self.plan(
+            op, "arg", bound, outer_shape, inner_shape, _compare_acc(x.dtype), [("largest", op != "ArgMin")]
+        )
+
+
+def _as_1d(t: AclTensor) -> AclTensor:
+    """A 0-d tensor as shape (1,)."""
+    if t.rank:
+        return t
+    return AclTensor((1,), t.dtype, (1,), t.offset, t.format, t.storage_dims, t.data)
+
+
+RUNNER = ReductionRunner
