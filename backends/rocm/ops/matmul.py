@@ -19,9 +19,11 @@ from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclError, RtErrorCode
 from acl_core.formats import Format
+from acl_core.spec.ops.matmul import matmul_dtype
 from acl_core.spec.rules import broadcast_shapes
 from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.driver import handle
+from acl_rocm.kernels.elementwise import ufunc
 from acl_rocm.providers.base import GemmCall, Matrix
 from acl_rocm.views import broadcast_strides, coalesce
 
@@ -29,6 +31,14 @@ if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
 
 OPS: tuple[str, ...] = ("BatchMatMul", "Matmul", "Mm")
+SCALED_OPS: tuple[str, ...] = ("Addmm", "Baddbmm")
+"""out = beta*self + alpha*(m1 @ m2): one GEMM into an fp32 temporary, then :data:`SCALED_ADD` (in-place twins too)."""
+SCALED_ADD = ufunc(
+    "ScaledAdd",
+    "self:T, product:T, beta:T, alpha:T -> out:T",
+    "r = alpha * product; if (beta != T(0)) r = r + beta * self;",
+)
+"""The epilogue of Addmm/Baddbmm; beta == 0 ignores self entirely (NaN/Inf there do not propagate)."""
 WORKSPACE_BYTES = 32 << 20
 _D_TYPES = {
     D.ACL_FLOAT: {D.ACL_FLOAT},
@@ -114,7 +124,7 @@ class MatmulRunner:
         """A kernel per op, or none when the BLAS library is missing."""
         if self.unavailable() is not None:
             return {}
-        return {name: self.run for name in OPS}
+        return {**{name: self.run for name in OPS}, **{name: self.run_scaled for name in SCALED_OPS}}
 
     def run(self, launch: Launch) -> None:
         """Enqueue ``out = self @ mat2`` on the launch's stream (gathering every operand if the BLAS refuses a view)."""
@@ -124,6 +134,37 @@ class MatmulRunner:
             if exc.code != RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT:
                 raise
             self._run(launch, dense=True)
+
+    def run_scaled(self, launch: Launch) -> None:
+        """Enqueue ``out = beta*self + alpha*(m1 @ m2)`` (Addmm, Baddbmm and their in-place twins)."""
+        args, plan = launch.args, launch.plan
+        m1, m2 = ("mat1", "mat2") if "mat1" in args else ("batch1", "batch2")
+        s, a, b, out = args["self"], args[m1], args[m2], args["out"]
+        assert isinstance(s, AclTensor) and isinstance(a, AclTensor)
+        assert isinstance(b, AclTensor) and isinstance(out, AclTensor)
+        if out.numel == 0:
+            return
+        stream = handle(launch.stream)
+        provider = self.backend.provider
+        shape = tuple(out.view_dims)
+        address = provider.malloc_async(math.prod(shape) * 4, stream)
+        try:
+            product = AclTensor(shape, D.ACL_FLOAT, contiguous_strides(shape), 0, Format.ACL_FORMAT_ND, shape, address)
+            gemm_plan = {"compute": matmul_dtype(a.dtype, b.dtype, (m1, m2)), "precision": plan.get("precision")}
+            self.run(Launch(launch.spec, {"self": a, "mat2": b, "out": product}, gemm_plan, 0, 0, launch.stream))
+            compute: D = plan["compute"]
+            tokens: dict[str, D | None] = {"T": compute, "F": compute, "B": D.ACL_BOOL, "O": out.dtype}
+            ew = self.backend.elementwise
+            planned = ew.instantiate(
+                "ScaledAdd",
+                SCALED_ADD,
+                tokens,
+                [("self", s), ("product", product), ("out", out)],
+                [("beta", args["beta"]), ("alpha", args["alpha"])],
+            )
+            ew.enqueue(planned, stream)
+        finally:
+            provider.free_async(address, stream)
 
     def _run(self, launch: Launch, dense: bool) -> None:
         args, plan = launch.args, launch.plan

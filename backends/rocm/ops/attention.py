@@ -1,0 +1,394 @@
+"""The attention family on the GPU: flash / prefill / decode / fused-inference attention, rotary, SwiGlu.
+
+Attention runs one fused kernel (:func:`acl_rocm.kernels.attention.attention_source`, a tiled
+online softmax, one block per query row) for every size; there is no BLAS path yet. Layouts, masks
+and pse are described to it by strides (:func:`bnsd_strides`, :func:`mask_strides`), sparse modes
+by a key window relative to a shifted diagonal (:func:`window_bounds`), so no operand is copied.
+Inference calls whose batches differ (tensor-list caches, per-batch actual lengths) launch once per
+batch with that batch's pointers and lengths as kernel arguments: nothing is read back from the device.
+
+RotaryPositionEmbedding and ApplyRotaryPosEmb use the rotary-pair kernel; SwiGlu is an elementwise
+instance over the two halves of ``x`` (strided views, no copy).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from acl_core.backend import Kernel, Launch
+from acl_core.dtypes import DataType as D
+from acl_core.errors import AclnnError, AclnnStatus
+from acl_core.formats import Format
+from acl_core.tensor import AclTensor, AclTensorList
+from acl_rocm.driver import handle
+from acl_rocm.kernels.attention import (
+    ATTN_THREADS,
+    ROPE_THREADS,
+    AttentionInstance,
+    AttentionMeta,
+    RopeInstance,
+    RopeMeta,
+    Strides,
+    attention_source,
+    rope_source,
+)
+from acl_rocm.kernels.elementwise import ufunc
+from acl_rocm.launch import KernelArgs
+from acl_rocm.views import broadcast_strides
+
+if TYPE_CHECKING:
+    from acl_rocm.backend import RocmBackend
+
+OPS: tuple[str, ...] = (
+    "ApplyRotaryPosEmb",
+    "FlashAttentionScore",
+    "FusedInferAttentionScore",
+    "IncreFlashAttention",
+    "PromptFlashAttention",
+    "RotaryPositionEmbedding",
+    "SwiGlu",
+)
+ATTENTION_DTYPES = frozenset({D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16})
+MAX_GRID_YZ = 65535
+SWIGLU = ufunc("SwiGlu", "a:T, b:T -> out:T", "a * acl_sigmoid(a) * b")
+"""SwiGlu as one elementwise body over the two halves ``a`` and ``b`` of x."""
+
+
+def _refuse(op: str, what: str) -> AclnnError:
+    return AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"the rocm backend cannot run {op} with {what}")
+
+
+def _itemsize(dtype: D) -> int:
+    return dtype.info.storage_bits // 8
+
+
+def _address(t: AclTensor) -> int:
+    return t.data + t.offset * _itemsize(t.dtype)
+
+
+# ----------------------------------------------------------------------------- layout arithmetic
+def layout_dims(shape: Sequence[int], layout: str, heads: int) -> tuple[int, int, int, int]:
+    """(B, N, S, D) of a tensor in ``layout`` (BSH/SBH split H into ``heads``; BNSD_BSND reads as BNSD)."""
+    if layout in ("BSH", "SBH"):
+        b, s, h = (shape[0], shape[1], shape[2]) if layout == "BSH" else (shape[1], shape[0], shape[2])
+        return b, heads, s, h // heads
+    if layout == "BSND":
+        return shape[0], shape[2], shape[1], shape[3]
+    return shape[0], shape[1], shape[2], shape[3]
+
+
+def bnsd_strides(strides: Sequence[int], layout: str, head_dim: int) -> Strides:
+    """Element strides (batch, head, row, dim) of a tensor with ``strides`` in ``layout``."""
+    st = list(strides)
+    if layout in ("BNSD", "BNSD_BSND"):
+        return st[0], st[1], st[2], st[3]
+    if layout == "BSND":
+        return st[0], st[2], st[1], st[3]
+    if layout == "BSH":
+        return st[0], st[2] * head_dim, st[1], st[2]
+    if layout == "SBH":
+        return st[1], st[2] * head_dim, st[0], st[2]
+    raise ValueError(f"unknown layout {layout}")
+
+
+def broadcast4(shape: Sequence[int], strides: Sequence[int]) -> Strides:
+    """Strides of a rank-4 view with size-1 dimensions made stride 0 (they broadcast)."""
+    s = tuple(0 if n == 1 else st for n, st in zip(shape, strides))
+    return s[0], s[1], s[2], s[3]
+
+
+def mask_strides(shape: Sequence[int], strides: Sequence[int], *, decode: bool = False) -> Strides:
+    """(batch, head, row, column) strides of a mask as the reference's ``as_4d`` reads it (broadcast = 0).
+
+    [X,Y] is [1,1,X,Y] ([B,1,1,S] for decode masks); [A,X,Y] is [A,1,X,Y]; rank 4 is itself.
+    """
+    if len(shape) == 2:
+        if decode:
+            return broadcast4((shape[0], 1, 1, shape[1]), (strides[0], 0, 0, strides[1]))
+        return broadcast4((1, 1, shape[0], shape[1]), (0, 0, strides[0], strides[1]))
+    if len(shape) == 3:
+        return broadcast4((shape[0], 1, shape[1], shape[2]), (strides[0], 0, strides[1], strides[2]))
+    return broadcast4(shape, strides)
+
+
+def window_bounds(mode: int, sq: int, skv: int, pre: int, nxt: int, shift: int) -> tuple[int, int, int] | None:
+    """(lo, hi, shift): keep key j of row i when ``lo <= j - i - shift <= hi``; None when the mode has no window.
+
+    Mode 0's window and mode 2's causal mask start from the upper-left corner, modes 3 and 4 from the
+    diagonal shifted by ``shift`` (the reference's :func:`sparse_keep`).
+    """
+    if mode == 0:
+        return -pre, nxt, 0
+    if mode == 2:
+        return -(sq + skv), 0, 0
+    if mode == 3:
+        return -(sq + skv), 0, shift
+    if mode == 4:
+        return -pre, nxt, shift
+    return None
+
+
+def _groups(count: int, limit: int = MAX_GRID_YZ) -> list[tuple[int, int]]:
+    """(start, size) chunks of ``count`` batches, each at most ``limit`` (the grid's z limit)."""
+    return [(s, min(limit, count - s)) for s in range(0, count, limit)]
+
+
+class AttentionRunner:
+    """Turns attention-family Launches into kernel launches on one backend."""
+
+    def __init__(self, backend: RocmBackend) -> None:
+        self.backend = backend
+        self._lock = threading.Lock()
+        self._sources: dict[object, str] = {}
+
+    def kernels(self) -> dict[str, Kernel]:
+        """A kernel per op this family runs."""
+        return {
+            "FlashAttentionScore": self.flash_attention_score,
+            "PromptFlashAttention": self.inference_attention,
+            "IncreFlashAttention": self.inference_attention,
+            "FusedInferAttentionScore": self.inference_attention,
+            "RotaryPositionEmbedding": self.rotary_position_embedding,
+            "ApplyRotaryPosEmb": self.apply_rotary_pos_emb,
+            "SwiGlu": self.swiglu,
+        }
+
+    # ------------------------------------------------------------------ kernels and launches
+    def _function(self, inst: AttentionInstance | RopeInstance) -> object:
+        src = self._sources.get(inst)
+        if src is None:
+            src = attention_source(inst) if isinstance(inst, AttentionInstance) else rope_source(inst)
+            with self._lock:
+                self._sources[inst] = src
+        return self.backend.function(src, inst.kernel_name)
+
+    def _launch_attention(
+        self,
+        inst: AttentionInstance,
+        meta: AttentionMeta,
+        grid: tuple[int, int, int],
+        scale: float,
+        pointers: Sequence[int],
+        stream: int,
+    ) -> None:
+        if 0 in grid:
+            return
+        if grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ:
+            raise _refuse("attention", f"{grid[1]} heads (the grid's y limit is {MAX_GRID_YZ})")
+        values: list[Any] = [KernelArgs.index_array(meta.values(), "long long"), ctypes.c_double(scale)]
+        values.extend(KernelArgs.pointer(p) for p in pointers)
+        args = KernelArgs(values)
+        self.backend.provider.launch(self._function(inst), grid, (ATTN_THREADS, 1, 1), 0, stream, args.address)
+
+    # ------------------------------------------------------------------ FlashAttentionScore
+    def flash_attention_score(self, launch: Launch) -> None:
+        """Training attention forward: attentionOutOut and the [B,N,Sq,8] softmax max / sum."""
+        args, plan = launch.args, launch.plan
+        q, k, v = args["query"], args["key"], args["value"]
+        out, smax, ssum = args["attentionOutOut"], args["softmaxMaxOut"], args["softmaxSumOut"]
+        for t in (q, k, v, out, smax, ssum):
+            assert isinstance(t, AclTensor)
+        if q.dtype not in ATTENTION_DTYPES:
+            raise _refuse("FlashAttentionScore", f"{q.dtype.short} inputs")
+        layout, nq, nkv, mode = plan["layout"], plan["nq"], plan["nkv"], plan["mode"]
+        b, _, sq, d = layout_dims(q.view_dims, layout, nq)
+        skv = layout_dims(k.view_dims, layout, nkv)[2]
+        mask, pse = args["attenMaskOptional"], args["realShiftOptional"]
+        meta = AttentionMeta(
+            q=bnsd_strides(q.strides, layout, d),
+            k=bnsd_strides(k.strides, layout, d),
+            v=bnsd_strides(v.strides, layout, d),
+            o=bnsd_strides(out.strides, layout, d),
+            smax=broadcast4(smax.view_dims, smax.strides),
+            ssum=broadcast4(ssum.view_dims, ssum.strides),
+            group=nq // nkv,
+            rows=sq,
+            kv_len=skv,
+        )
+        if mask is not None:
+            assert isinstance(mask, AclTensor)
+            if mode in (0, 1):
+                meta = replace(meta, mask=mask_strides(mask.view_dims, mask.strides), has_mask=1)
+            bounds = window_bounds(mode, sq, skv, plan["pre"], plan["next"], skv - sq)
+            if bounds is not None:
+                meta = replace(meta, has_window=1, win_lo=bounds[0], win_hi=bounds[1], shift=bounds[2])
+        if pse is not None:
+            assert isinstance(pse, AclTensor)
+            meta = replace(meta, pse=broadcast4(pse.view_dims, pse.strides), has_pse=1)
+        inst = AttentionInstance(q.dtype, d)
+        stream = handle(launch.stream)
+        scale = float(args["scaleValue"])
+        for start, count in _groups(b):
+            pointers = [
+                _address(q) + start * meta.q[0] * _itemsize(q.dtype),
+                _address(k) + start * meta.k[0] * _itemsize(k.dtype),
+                _address(v) + start * meta.v[0] * _itemsize(v.dtype),
+                0 if pse is None else _address(pse) + start * meta.pse[0] * _itemsize(pse.dtype),
+                0 if not meta.has_mask else _address(mask) + start * meta.mask[0],
+                _address(out) + start * meta.o[0] * _itemsize(out.dtype),
+                _address(smax) + start * meta.smax[0] * 4,
+                _address(ssum) + start * meta.ssum[0] * 4,
+                0,
+            ]
+            self._launch_attention(inst, meta, (sq, nq, count), scale, pointers, stream)
+
+    # ------------------------------------------------------------------ Prompt / Incre / FusedInfer
+    def inference_attention(self, launch: Launch) -> None:
+        """Prefill / decode attention with actual lengths, masks and sparse modes as the spec planned."""
+        args, plan = launch.args, launch.plan
+        q, out = args["query"], args["attentionOut"]
+        assert isinstance(q, AclTensor) and isinstance(out, AclTensor)
+        if q.dtype not in ATTENTION_DTYPES:
+            raise _refuse(launch.spec.name, f"{q.dtype.short} inputs")
+        layout, nq, nkv, kind = plan["layout"], plan["nq"], plan["nkv"], plan["mask"]
+        in_layout = "BNSD" if layout == "BNSD_BSND" else layout
+        out_layout = "BSND" if layout == "BNSD_BSND" else layout
+        b, _, sq, d = layout_dims(q.view_dims, in_layout, nq)
+        keys, values = _tensors(args["key"]), _tensors(args["value"])
+        lse = args.get("softmaxLse") if plan["lse"] else None
+        mask = args["attenMask"] if kind in ("full", "decode") else None
+        act_q, act_kv = list(plan["act_q"]), list(plan["act_kv"])
+        base = AttentionMeta(
+            q=bnsd_strides(q.strides, in_layout, d),
+            o=bnsd_strides(out.strides, out_layout, d),
+            group=nq // nkv,
+        )
+        if mask is not None:
+            assert isinstance(mask, AclTensor)
+            base = replace(base, mask=mask_strides(mask.view_dims, mask.strides, decode=kind == "decode"), has_mask=1)
+        if lse is not None:
+            assert isinstance(lse, AclTensor)
+            base = replace(base, lse=broadcast4(lse.view_dims, lse.strides))
+        uniform = len(keys) == 1 and len(set(act_q)) <= 1 and len(set(act_kv)) <= 1
+        chunks = _groups(b) if uniform else [(i, 1) for i in range(b)]
+        inst = AttentionInstance(q.dtype, d)
+        stream = handle(launch.stream)
+        scale = float(args["scaleValue"])
+        item = _itemsize(q.dtype)
+        for start, count in chunks:
+            kt, vt = keys[min(start, len(keys) - 1)], values[min(start, len(values) - 1)]
+            within = start if len(keys) == 1 else 0  # batch index inside the cache tensor
+            skv = layout_dims(kt.view_dims, in_layout, nkv)[2]
+            rows, valid = act_q[start], act_kv[start]
+            meta = replace(
+                base,
+                k=bnsd_strides(kt.strides, in_layout, d),
+                v=bnsd_strides(vt.strides, in_layout, d),
+                rows=rows,
+                kv_len=valid,
+            )
+            if kind in ("full", "compressed"):
+                bounds = window_bounds(plan["mode"], sq, skv, plan["pre"], plan["next"], valid - rows)
+                if bounds is not None:
+                    meta = replace(meta, has_window=1, win_lo=bounds[0], win_hi=bounds[1], shift=bounds[2])
+            pointers = [
+                _address(q) + start * meta.q[0] * item,
+                _address(kt) + within * meta.k[0] * item,
+                _address(vt) + within * meta.v[0] * item,
+                0,
+                0 if mask is None else _address(mask) + start * meta.mask[0],
+                _address(out) + start * meta.o[0] * item,
+                0,
+                0,
+                0 if lse is None else _address(lse) + start * meta.lse[0] * 4,
+            ]
+            self._launch_attention(inst, meta, (sq, nq, count), scale, pointers, stream)
+
+    # ------------------------------------------------------------------ rotary embedding
+    def _rope(self, x: AclTensor, cos: AclTensor, sin: AclTensor, out: AclTensor, mode: int, stream: int) -> None:
+        if x.dtype not in ATTENTION_DTYPES or len({x.dtype, cos.dtype, sin.dtype, out.dtype}) != 1:
+            raise _refuse("rotary embedding", f"dtypes {x.dtype.short}/{cos.dtype.short}/{sin.dtype.short}")
+        meta = rope_meta(x, cos, sin, out, mode)
+        if meta is None:
+            return
+        config = self.backend.elementwise_config(meta.pairs)
+        values: list[Any] = [KernelArgs.index_array(meta.values(), "long long")]
+        values.extend(KernelArgs.pointer(_address(t)) for t in (x, cos, sin, out))
+        args = KernelArgs(values)
+        function = self._function(RopeInstance(x.dtype))
+        self.backend.provider.launch(function, config.grid, (ROPE_THREADS, 1, 1), 0, stream, args.address)
+
+    def rotary_position_embedding(self, launch: Launch) -> None:
+        """out = x*cos + rotate(x)*sin for modes 0 (half), 1 (interleave), 2 (quarter), 3 (interleave-half)."""
+        a = launch.args
+        x, cos, sin, out = a["x"], a["cos"], a["sin"], a["out"]
+        assert isinstance(x, AclTensor) and isinstance(cos, AclTensor)
+        assert isinstance(sin, AclTensor) and isinstance(out, AclTensor)
+        self._rope(x, cos, sin, out, int(a["mode"]), handle(launch.stream))
+
+    def apply_rotary_pos_emb(self, launch: Launch) -> None:
+        """queryRef and keyRef rotated by half in place, cos/sin broadcast over heads."""
+        a = launch.args
+        cos, sin = a["cos"], a["sin"]
+        assert isinstance(cos, AclTensor) and isinstance(sin, AclTensor)
+        stream = handle(launch.stream)
+        for name in ("queryRef", "keyRef"):
+            ref = a[name]
+            assert isinstance(ref, AclTensor)
+            self._rope(ref, cos, sin, ref, 0, stream)
+
+    # ------------------------------------------------------------------ SwiGlu
+    def swiglu(self, launch: Launch) -> None:
+        """out = silu(a) * b with a, b the halves of x along dim (strided views of x)."""
+        x, out = launch.args["x"], launch.args["out"]
+        assert isinstance(x, AclTensor) and isinstance(out, AclTensor)
+        if x.dtype not in ATTENTION_DTYPES:
+            raise _refuse("SwiGlu", f"{x.dtype.short} x")
+        first, second = halves(x, launch.plan["dim"])
+        ew = self.backend.elementwise
+        tokens: dict[str, D | None] = {"T": x.dtype, "F": x.dtype, "B": D.ACL_BOOL, "O": out.dtype}
+        planned = ew.instantiate("SwiGlu", SWIGLU, tokens, [("a", first), ("b", second), ("out", out)])
+        ew.enqueue(planned, handle(launch.stream))
+
+
+def _tensors(value: object) -> list[AclTensor]:
+    """The tensors of a key/value argument (one tensor, or a tensor list)."""
+    if isinstance(value, AclTensorList):
+        return list(value.tensors)
+    assert isinstance(value, AclTensor)
+    return [value]
+
+
+def halves(x: AclTensor, dim: int) -> tuple[AclTensor, AclTensor]:
+    """The two halves of ``x`` along ``dim`` as views over the same memory."""
+    shape = list(x.view_dims)
+    shape[dim] //= 2
+    second_offset = x.offset + shape[dim] * x.strides[dim]
+
+    def view(offset: int) -> AclTensor:
+        return AclTensor(tuple(shape), x.dtype, x.strides, offset, Format.ACL_FORMAT_ND, tuple(shape), x.data)
+
+    return view(x.offset), view(second_offset)
+
+
+def rope_meta(x: AclTensor, cos: AclTensor, sin: AclTensor, out: AclTensor, mode: int) -> RopeMeta | None:
+    """The rotary launch's meta: x padded to rank 4, cos/sin broadcast to x (None when x is empty)."""
+    shape = tuple(x.view_dims)
+    if math.prod(shape) == 0:
+        return None
+    pad = 4 - len(shape)
+
+    def strides4(t: AclTensor) -> Strides:
+        s = (0,) * pad + broadcast_strides(t.view_dims, t.strides, shape)
+        return s[0], s[1], s[2], s[3]
+
+    shape4 = (1,) * pad + shape
+    d = shape4[3]
+    return RopeMeta(
+        pairs=math.prod(shape) // 2,
+        shape=(shape4[0], shape4[1], shape4[2]),
+        x=strides4(x),
+        c=strides4(cos),
+        s=strides4(sin),
+        o=strides4(out),
+        half=d // 2,
+        mode=mode,
+    )
+
+
+RUNNER = AttentionRunner
