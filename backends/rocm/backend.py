@@ -131,6 +131,7 @@ class RocmBackend(Backend):
         _free, total = self.provider.mem_info()
         specs = all_specs()
         ops = tuple(sorted(n for n, s in specs.items() if s.kernel_name in self._kernels))
+        blas_ops = [n for n in ("Matmul", "Mm", "BatchMatMul", "Addmm", "Baddbmm") if n in self._kernels]
         notes = {
             "provider": f"{self.provider.platform} ({self.provider.compiler_name})",
             "arch_family": arch.family,
@@ -139,7 +140,7 @@ class RocmBackend(Backend):
             "fp8_format": arch.fp8_format,
             "fp8_matrix_hw": f"{str(arch.fp8_matmul_hw).lower()} (hardware; no fp8 GEMM op is implemented yet)",
             "mx_hw": f"{str(arch.mx_hw).lower()} (hardware; no MX GEMM op is implemented yet)",
-            "gemm": self.matmul.unavailable() or f"{self.provider.platform} BLAS (Matmul, Mm, BatchMatMul)",
+            "gemm": self.matmul.unavailable() or f"{self.provider.platform} BLAS ({', '.join(blas_ops)})",
             "compute_units": str(p.compute_units),
             "l2_cache_bytes": str(p.l2_cache_bytes),
             "kernel_cache": str(self.cache.directory),
@@ -163,7 +164,9 @@ class RocmBackend(Backend):
             fp8_matmul_hw=False,
             tf32_hw=arch.tf32_hw,
             tf32_enabled=self.policy.tf32_enabled and "Matmul" in self._kernels,
-            attention_path="none",
+            attention_path="fused (online-softmax kernel, every size)"
+            if "FlashAttentionScore" in self._kernels
+            else "none",
             nz_fidelity="none",
             collective_engine=None,
             collective_max_ranks=0,
