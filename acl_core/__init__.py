@@ -21,7 +21,7 @@ from acl_core.plugin import (
 )
 
 if TYPE_CHECKING:
-    from acl_core import acl, aclnn, eager
+    from acl_core import acl, aclnn, eager, hccl
     from acl_core.capabilities import Capabilities
     from acl_core.dtypes import DataType
     from acl_core.errors import AclCoreError, AclError, AclnnError, BackendUnavailableError, HcclError
@@ -33,6 +33,7 @@ _LAZY = {
     "acl": ("acl_core.acl", None),
     "aclnn": ("acl_core.aclnn", None),
     "eager": ("acl_core.eager", None),
+    "hccl": ("acl_core.hccl", None),
     "Capabilities": ("acl_core.capabilities", "Capabilities"),
     "DataType": ("acl_core.dtypes", "DataType"),
     "Format": ("acl_core.formats", "Format"),
@@ -70,6 +71,7 @@ __all__ = [
     "aclnn",
     "eager",
     "get_backend",
+    "hccl",
     "list_backends",
     "register_plugin",
     "reset_plugins",

@@ -8,15 +8,15 @@ import platform
 from collections.abc import Mapping
 from importlib import metadata
 
-from acl_reference.call import RefCall
-from acl_reference.driver import ReferenceDriver
-from acl_reference.kernels import all_kernels
-
 from acl_core.backend import Backend, Kernel, Launch
 from acl_core.capabilities import Capabilities, Platform
 from acl_core.dtypes import DataType
 from acl_core.formats import PLAIN_FORMATS
 from acl_core.spec.ops import all_specs
+from acl_reference.call import RefCall
+from acl_reference.collectives import MpiEngine, engine_for
+from acl_reference.driver import ReferenceDriver
+from acl_reference.kernels import all_kernels
 
 COMPUTE_DTYPES: tuple[DataType, ...] = tuple(
     sorted(d for d in DataType if d.numpy is not None and d not in (DataType.ACL_UINT1,))
@@ -44,6 +44,11 @@ class ReferenceBackend(Backend):
     def driver(self) -> ReferenceDriver:
         """The reference device driver."""
         return self._driver
+
+    @property
+    def collectives(self) -> MpiEngine:
+        """HCCL over MPI on reference device memory (mpi4py is imported only for communicators of 2+ ranks)."""
+        return engine_for(self._driver)
 
     @property
     def kernels(self) -> Mapping[str, Kernel]:
@@ -75,8 +80,8 @@ class ReferenceBackend(Backend):
             tf32_enabled=False,
             attention_path="numpy",
             nz_fidelity="none",
-            collective_engine=None,
-            collective_max_ranks=0,
+            collective_engine=self.collectives.name,
+            collective_max_ranks=self.collectives.max_ranks(),
             notes={"execution": "eager: work runs when enqueued; events stamp the host clock"},
         )
 
