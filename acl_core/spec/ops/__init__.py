@@ -22,6 +22,7 @@ FAMILIES: tuple[str, ...] = (
     "movement",
     "quant",
     "layout",
+    "mc2",
 )
 
 _lock = threading.Lock()

@@ -20,6 +20,7 @@ FAMILIES: tuple[str, ...] = (
     "movement",
     "quant",
     "layout",
+    "mc2",
 )
 
 _KERNELS: dict[str, RefKernel] = {}
