@@ -4,7 +4,8 @@ pyACL's convention: C out-parameters come back first and the HcclResult last
 (``root_info, ret = HcclGetRootInfo()``, ``comm, ret = HcclCommInitRootInfo(n, root_info, rank)``);
 errors are returned, never raised; a null pointer or handle may be passed as None or 0 (HCCL_E_PTR);
 ``stream=None`` is the current device's default stream. Root info is a 4108-byte ``bytes``.
-Enum arguments are HCCL's own integers (:class:`HcclDataType` differs from aclDataType: see
+Enum arguments are HCCL's own integers, also exported under their C names (``hccl.HCCL_DATA_TYPE_FP32``,
+``hccl.HCCL_REDUCE_SUM``, ``hccl.HCCL_E_TIMEOUT``); HcclDataType differs from aclDataType (see
 :data:`~acl_core.spec.collective.ACL_TO_HCCL`).
 
 Every argument is checked here, once, for every backend: buffers must be live device memory of the
@@ -109,6 +110,11 @@ class HcclSendRecvItem:
 
 HCCL_SEND = int(HcclSendRecvType.HCCL_SEND)
 HCCL_RECV = int(HcclSendRecvType.HCCL_RECV)
+for _enum in (HcclDataType, HcclReduceOp, HcclResult):
+    for _name, _member in _enum.__members__.items():
+        globals()[_name] = int(
+            _member
+        )  # the C names: hccl.HCCL_DATA_TYPE_FP32, hccl.HCCL_REDUCE_SUM, hccl.HCCL_E_PARA...
 
 
 # ----------------------------------------------------------------------------- the registry of live communicators

@@ -32,7 +32,7 @@ JOB_LIMIT_S = 120
 
 
 def launch(
-    script: str, n: int, report: Path, env: dict[str, str], flags: tuple[str, ...] = ()
+    script: str | Path, n: int, report: Path, env: dict[str, str], flags: tuple[str, ...] = ()
 ) -> tuple[subprocess.CompletedProcess[str], float]:
     """Run ``mpiexec [flags] -n n python ranks/script report`` in its own session; (result, seconds)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("HCCL_", "MPIR_CVAR_", "PMI_"))}
@@ -114,3 +114,10 @@ def test_ranks_that_never_join_or_disagree_when_forming_a_communicator(tmp_path:
         assert isinstance(timings, dict)
         waited = timings["absent_joiner" if r == 0 else "absent_maker"]
         assert 1.5 <= waited <= 2.5, timings
+
+
+def test_example_runs_on_two_ranks(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "hccl_allreduce.py"
+    result, _ = launch(example, 2, tmp_path, {"HCCL_EXEC_TIMEOUT": "30", "HCCL_CONNECT_TIMEOUT": "30"})
+    assert result.returncode == 0, result.stdout
+    assert "2 ranks on hccl_comm_" in result.stdout and "all-reduce 3," in result.stdout, result.stdout
