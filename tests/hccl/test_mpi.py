@@ -32,15 +32,30 @@ JOB_LIMIT_S = 120
 
 
 def launch(
-    script: str | Path, n: int, report: Path, env: dict[str, str], flags: tuple[str, ...] = ()
+    script: str | Path,
+    n: int,
+    report: Path,
+    env: dict[str, str],
+    flags: tuple[str, ...] = (),
+    python_args: tuple[str, ...] | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], float]:
-    """Run ``mpiexec [flags] -n n python ranks/script report`` in its own session; (result, seconds)."""
+    """Run ``mpiexec [flags] -n n python ranks/script report`` (or ``python python_args``) in its own session.
+
+    Returns the result and the wall time in seconds.
+    """
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("HCCL_", "MPIR_CVAR_", "PMI_"))}
     full_env.update({"ACL_BACKEND": "reference", "PYTHONUNBUFFERED": "1", **env})
-    command = [str(MPIEXEC), *flags, "-n", str(n), sys.executable, str(RANKS / script), str(report)]
+    args = python_args if python_args is not None else (str(RANKS / script), str(report))
+    command = [str(MPIEXEC), *flags, "-n", str(n), sys.executable, *args]
     began = time.monotonic()
     process = subprocess.Popen(
-        command, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        command,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        cwd=report,
     )
     try:
         out, _ = process.communicate(timeout=JOB_LIMIT_S)
@@ -121,3 +136,20 @@ def test_example_runs_on_two_ranks(tmp_path: Path) -> None:
     result, _ = launch(example, 2, tmp_path, {"HCCL_EXEC_TIMEOUT": "30", "HCCL_CONNECT_TIMEOUT": "30"})
     assert result.returncode == 0, result.stdout
     assert "2 ranks on hccl_comm_" in result.stdout and "all-reduce 3," in result.stdout, result.stdout
+
+
+def test_collective_bench_reports_nccl_tests_columns(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    env = {"HCCL_EXEC_TIMEOUT": "30", "HCCL_CONNECT_TIMEOUT": "30", "MPIR_CVAR_NO_COLLECTIVE_FINALIZE": "1"}
+    bench = ("-m", "acl_tools.bench.collectives", "--max-bytes", "4096", "--out", str(out))
+    result, _ = launch("", 2, tmp_path, env, python_args=bench)
+    assert result.returncode == 0, result.stdout
+    report = json.loads(out.read_text())
+    assert report["ranks"] == 2 and report["engine"] == "mpi"
+    factors = {"all_reduce": 1.0, "all_gather": 0.5, "reduce_scatter": 0.5, "all_to_all": 0.5, "broadcast": 1.0}
+    assert set(report["collectives"]) == set(factors)
+    for name, rows in report["collectives"].items():
+        assert [r["size"] for r in rows] == [8, 32, 128, 512, 2048], name
+        for r in rows:
+            assert r["wrong"] == 0, (name, r)
+            assert r["time_us"] > 0 and r["busbw_GBps"] == pytest.approx(r["algbw_GBps"] * factors[name]), (name, r)
