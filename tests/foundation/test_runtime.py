@@ -6,12 +6,12 @@ import ctypes
 
 import numpy as np
 import pytest
-from acl_reference.driver import DEVICE_BASE, ReferenceDriver
 
 from acl_core.errors import AclError
 from acl_core.runtime import Runtime, malloc_capacity
 from acl_core.spec.runtime import EventRecordedStatus, EventStatus, StreamStatus
 from acl_core.spec.runtime import MemcpyKind as K
+from acl_reference.driver import DEVICE_BASE, ReferenceDriver
 
 
 @pytest.fixture

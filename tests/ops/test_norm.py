@@ -387,5 +387,5 @@ def test_inplace_add_rms_norm_overwrites_both_inputs() -> None:
     want_y = torch.rms_norm(x, [8], torch.from_numpy(gamma), 1e-6)
     np.testing.assert_allclose(got["x1Ref"], want_y.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got["x2Ref"], x.numpy(), rtol=0, atol=0)
-    rstd = 1 / np.sqrt((x.double() ** 2).mean(-1, keepdim=True) + 1e-6)
+    rstd = 1 / torch.sqrt((x.double() ** 2).mean(-1, keepdim=True) + 1e-6)
     np.testing.assert_allclose(got["rstdOut"], rstd.numpy(), rtol=1e-6)
