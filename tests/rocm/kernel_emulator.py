@@ -1,0 +1,161 @@
+"""Run generated HIP/CUDA-common kernels on the CPU: g++ with a small shim, one std::thread per GPU thread.
+
+The shim maps ``__global__``/``__device__`` away, ``__shared__`` to ``static`` (blocks run one after
+another, so a static is exactly one block's shared memory), ``__syncthreads`` to a block barrier and
+``ACL_SHFL_DOWN`` to an exchange through per-warp slots between two warp barriers; the prelude then
+takes its portable (software fp16/bf16) path. A missing barrier on some thread deadlocks here as it
+would misbehave on a GPU, and a shuffle reads exactly the lane a GPU would. It checks what the kernels
+compute, not how the vendor compilers treat them (nvcc checks those where it is installed).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any, ClassVar
+
+from tests.rocm.fake_provider import FakeProvider
+
+SHIM = r"""
+#include <math.h>
+#include <string.h>
+#include <barrier>
+#include <thread>
+#include <vector>
+struct dim3 { unsigned x = 1, y = 1, z = 1; };
+thread_local dim3 threadIdx, blockIdx;
+static dim3 blockDim, gridDim;
+struct EmuBlock {
+  std::barrier<>* block;
+  std::vector<std::barrier<>*> warps;
+  unsigned long long slots[1024];
+};
+static EmuBlock* emu_block;
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __shared__ static
+#define __restrict__
+inline void __syncthreads() { emu_block->block->arrive_and_wait(); }
+template <class T> T emu_shfl_down(T v, int offset) {
+  const unsigned t = threadIdx.x, warp = t / ACL_WARP_SIZE, lane = t % ACL_WARP_SIZE;
+  memcpy(&emu_block->slots[t], &v, sizeof(T));
+  emu_block->warps[warp]->arrive_and_wait();
+  T r = v;
+  if (lane + (unsigned)offset < ACL_WARP_SIZE) memcpy(&r, &emu_block->slots[t + offset], sizeof(T));
+  emu_block->warps[warp]->arrive_and_wait();
+  return r;
+}
+#define ACL_SHFL_DOWN(v, o) emu_shfl_down((v), (o))
+inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+inline double __longlong_as_double(long long v) { double d; memcpy(&d, &v, 8); return d; }
+"""
+
+LAUNCHER = r"""
+extern "C" void emu_launch(unsigned grid, unsigned block, void** args) {
+  gridDim.x = grid;
+  blockDim.x = block;
+  for (unsigned b = 0; b < grid; ++b) {
+    std::barrier<> whole(block);
+    EmuBlock state;
+    state.block = &whole;
+    const unsigned warps = (block + ACL_WARP_SIZE - 1) / ACL_WARP_SIZE;
+    for (unsigned w = 0; w < warps; ++w) state.warps.push_back(new std::barrier<>(ACL_WARP_SIZE));
+    emu_block = &state;
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < block; ++t)
+      threads.emplace_back([=] {
+        threadIdx.x = t;
+        blockIdx.x = b;
+        KERNEL_CALL;
+      });
+    for (auto& th : threads) th.join();
+    for (auto* w : state.warps) delete w;
+  }
+}
+"""
+
+
+def available() -> str | None:
+    """None when g++ with C++20 <barrier> is here, else why not."""
+    if shutil.which("g++") is None:
+        return "no g++ to build emulated kernels"
+    return None
+
+
+def _call(source: str, name: str) -> str:
+    declaration = source.split(f"{name}(", 1)[1].split(") {", 1)[0]
+    params = [p.strip() for p in declaration.split(",")]
+    args = []
+    for i, param in enumerate(params):
+        ctype = param.rsplit(" ", 1)[0]
+        args.append(f"*({ctype}*)args[{i}]")
+    return f"{name}({', '.join(args)})"
+
+
+class EmulatedProvider(FakeProvider):
+    """The fake provider whose launches run: each kernel built with g++ against the shim and executed."""
+
+    compiler_name: ClassVar[str] = "g++-emulation"
+    build_dir: ClassVar[Path | None] = None
+
+    def module_function(self, module: object, name: str) -> object:
+        assert isinstance(module, str)
+        return (name, module, _library(module, name, self.options_for(module)))
+
+    def options_for(self, source: str) -> list[str]:
+        """The prelude's defines (as the backend passes them)."""
+        return [f"-DACL_WARP_SIZE={self.warp_size}", f"-DACL_LANE_MASK_BITS={self.warp_size}"]
+
+    def launch(
+        self,
+        function: object,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        shared_bytes: int,
+        stream: int,
+        params: int,
+    ) -> None:
+        name, source, library = function  # type: ignore[misc]
+        assert grid[1:] == (1, 1) and block[1:] == (1, 1)
+        super().launch((name, source), grid, block, shared_bytes, stream, params)
+        library.emu_launch(ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), ctypes.c_void_p(params))
+
+
+_LIBRARIES: dict[str, Any] = {}
+
+
+def _library(source: str, name: str, options: list[str]) -> Any:
+    text = SHIM + source + LAUNCHER.replace("KERNEL_CALL", _call(source, name))
+    key = hashlib.sha1((text + " ".join(options)).encode()).hexdigest()[:16]
+    if key in _LIBRARIES:
+        return _LIBRARIES[key]
+    directory = EmulatedProvider.build_dir
+    assert directory is not None, "set EmulatedProvider.build_dir"
+    so = directory / f"{key}.so"
+    if not so.exists():
+        src = directory / f"{key}.{os.getpid()}.cpp"
+        src.write_text(text)
+        tmp = directory / f"{key}.{os.getpid()}.so"
+        cmd = ["g++", "-std=c++20", "-O0", "-shared", "-fPIC", "-pthread", "-w", *options, str(src), "-o", str(tmp)]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        if result.returncode:
+            raise AssertionError(f"g++ failed on {name}:\n" + _excerpt(result.stderr))
+        tmp.rename(so)  # atomic: a parallel worker never loads a half-written library
+        src.unlink()
+    lib = ctypes.CDLL(str(so))
+    lib.emu_launch.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
+    _LIBRARIES[key] = lib
+    return lib
+
+
+def _excerpt(log: str) -> str:
+    lines = [line for line in log.splitlines() if re.search(r"error", line)]
+    return "\n".join(lines[:20]) or log[-3000:]

@@ -1,0 +1,135 @@
+"""Every reduction and norm op the rocm backend claims, run on the GPU and compared with the NumPy reference (GPU tier).
+
+Cases come from the op specs' own samples (every dtype, keepdim, 0-d, empty tensors and rows,
+NaN/Inf, ties), run contiguous and, every third sample, as padded and transposed views; then long
+rows (several warps per row, more rows than blocks, 64-bit sums) and a check that no op copies
+through the host.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from acl_core import aclnn, eager
+from acl_core.backend import Backend
+from acl_core.dtypes import DataType as D
+from acl_core.dtypes import from_numpy
+from acl_core.errors import AclnnError
+from acl_core.spec.ops import all_specs, get_spec
+from acl_core.tensor import AclIntArray, AclTensor
+from acl_rocm.ops import norm as norm_ops
+from acl_rocm.ops import reduction as reduction_ops
+from tests.conftest import assert_close
+
+pytestmark = pytest.mark.gpu
+
+CLAIMED = sorted(set(reduction_ops.OPS) | set(norm_ops.OPS))
+OPS = sorted(n for n, s in all_specs().items() if s.kernel_name in CLAIMED)
+
+
+def _compare(rocm: Backend, reference: Backend, op: str, args: dict, layout: str, note: str) -> None:
+    expected = eager.run(op, reference, layout="contiguous", **args)
+    actual = eager.run(op, rocm, layout=layout, **args)
+    assert actual.keys() == expected.keys()
+    for name, value in expected.items():
+        got = actual[name]
+        assert got.dtype == value.dtype, f"{op} {note}: {name} dtype {got.dtype} != {value.dtype}"
+        try:
+            assert_close(got, value)
+        except AssertionError as exc:
+            raise AssertionError(f"{op} [{note}] layout={layout}: {name}\n{exc}") from None
+
+
+def _dtypes(args: dict) -> set[D]:
+    found = {from_numpy(v.dtype) for v in args.values() if isinstance(v, np.ndarray)}
+    if "dtype" in args:
+        found.add(D(args["dtype"]))
+    return found
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_matches_reference(rocm: Backend, reference: Backend, op: str) -> None:
+    samples = list(get_spec(op).samples(np.random.default_rng(2024)))  # type: ignore[misc]
+    assert samples, f"{op} produced no samples"
+    claimed = set(rocm.capabilities().dtypes)
+    for i, sample in enumerate(samples):
+        if not _dtypes(sample.args) <= claimed:
+            with pytest.raises(AclnnError) as err:
+                eager.run(op, rocm, **sample.args)
+            assert err.value.code == 161002, sample.note
+            continue
+        _compare(rocm, reference, op, dict(sample.args), "contiguous", sample.note)
+        if i % 3 == 0:
+            for layout in ("padded", "transposed"):
+                _compare(rocm, reference, op, dict(sample.args), layout, sample.note)
+
+
+def test_claimed_ops_are_in_the_capabilities(rocm: Backend) -> None:
+    assert set(OPS) <= set(rocm.capabilities().ops)
+
+
+LONG: list[tuple[str, dict]] = [
+    ("Softmax", {"self": (3000, 1000), "dim": -1}),
+    ("LogSoftmax", {"self": (700, 33), "dim": 0}),
+    ("ReduceSum", {"self": (64, 100_000), "dims": [1], "keepDims": False, "dtype": 0}),
+    ("Mean", {"self": (50, 60, 70), "dim": [0, 2], "keepDim": True, "dtype": 0}),
+    ("ArgMax", {"self": (500, 2000), "dim": 1, "keepdim": False}),
+    ("MaxDim", {"self": (2000, 300), "dim": 0, "keepdim": True}),
+    ("VarMean", {"self": (100, 5000), "dim": [1], "correction": 1, "keepdim": False}),
+    ("Cumsum", {"self": (40, 3000), "dim": 1, "dtype": 0}),
+    ("LayerNorm", {"input": (4096, 1024), "normalizedShape": [1024], "eps": 1e-5}),
+    ("RmsNorm", {"x": (4096, 4096), "gamma": (4096,), "epsilon": 1e-6}),
+    ("GroupNorm", {"self": (8, 64, 32, 32), "N": 8, "C": 64, "HxW": 1024, "group": 8, "eps": 1e-5}),
+    ("BatchNorm", {"input": (16, 32, 28, 28), "training": True, "momentum": 0.1, "eps": 1e-5}),
+]
+
+
+@pytest.mark.parametrize(("op", "shapes"), LONG, ids=[op for op, _ in LONG])
+def test_long_rows(rocm: Backend, reference: Backend, op: str, shapes: dict) -> None:
+    rng = np.random.default_rng(11)
+    args = {k: rng.integers(-3, 4, v).astype(np.float32) if isinstance(v, tuple) else v for k, v in shapes.items()}
+    if op == "BatchNorm":
+        args["runningMean"] = np.zeros(32, np.float32)
+        args["runningVar"] = np.ones(32, np.float32)
+    _compare(rocm, reference, op, args, "contiguous", "long rows")
+
+
+def test_int64_sum_wraps_like_the_reference(rocm: Backend, reference: Backend) -> None:
+    x = np.full((3, 5000), 2**62, np.int64)
+    args = {"self": x, "dims": [1], "keepDims": False, "dtype": int(D.ACL_INT64)}
+    np.testing.assert_array_equal(
+        eager.run("ReduceSum", rocm, **args)["out"], eager.run("ReduceSum", reference, **args)["out"]
+    )
+
+
+def test_reductions_never_copy_through_the_host(rocm: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    rt = rocm.runtime  # type: ignore[attr-defined]
+    n = 4096
+    a = rt.malloc(n * 4)
+    out = rt.malloc(4 * 4)
+    ta = AclTensor.create((4, n // 4), D.ACL_FLOAT, (n // 4, 1), 0, 2, (4, n // 4), a)
+    tout = AclTensor.create((4,), D.ACL_FLOAT, (1,), 0, 2, (4,), out)
+    rt.memset(a, n * 4, 0x3F, n * 4)  # every float is 0x3F3F3F3F
+    provider = rocm.provider  # type: ignore[attr-defined]
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("an op copied memory through the runtime")
+
+    try:
+        dims = AclIntArray.create([1])
+        size, executor, ret = aclnn.aclnnReduceSumGetWorkspaceSize(ta, dims, False, int(D.ACL_FLOAT), tout)
+        assert ret == 0 and size == 0
+        monkeypatch.setattr(provider, "memcpy", forbidden)
+        assert aclnn.aclnnReduceSum(None, 0, executor, None) == 0
+        rt.synchronize_device()
+    finally:
+        monkeypatch.undo()
+        host = np.empty(4, np.float32)
+        rt.register_host(host.ctypes.data, host.nbytes, host)
+        rt.memcpy(host.ctypes.data, host.nbytes, out, 16, 2)
+        rt.unregister(host.ctypes.data)
+        rt.free(a)
+        rt.free(out)
+    value = float(np.frombuffer(b"\x3f" * 4, np.float32)[0])
+    np.testing.assert_allclose(host, np.full(4, value * (n // 4), np.float32), rtol=1e-6)

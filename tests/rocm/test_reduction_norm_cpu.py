@@ -1,0 +1,212 @@
+"""The reduction and norm families above the provider seam, on a CPU.
+
+The generated row kernels are built with g++ against a small shim (``kernel_emulator.py``: one
+std::thread per GPU thread, barriers for ``__syncthreads`` and warp shuffles) and run on host memory,
+so every sample of every claimed op is compared with the reference, contiguous and as padded /
+transposed views, without a GPU. The source structure, the launch shape and the accumulator choices
+are checked directly; the sources are compiled with nvcc where it is installed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from acl_core import eager
+from acl_core.backend import Backend
+from acl_core.dtypes import DataType as D
+from acl_core.dtypes import from_numpy
+from acl_core.errors import AclnnError
+from acl_core.spec.ops import all_specs, get_spec
+from acl_rocm.backend import RocmBackend
+from acl_rocm.kernels.ctypes_map import SUPPORTED
+from acl_rocm.kernels.reduction import RowKernel, RowOperand, acc_dtype, generate, int_acc
+from acl_rocm.ops import norm as norm_ops
+from acl_rocm.ops import reduction as reduction_ops
+from acl_rocm.ops.reduction import row_config
+from acl_rocm.providers.base import DeviceProperties
+from tests.conftest import assert_close
+from tests.rocm.fake_provider import FakeProvider
+from tests.rocm.kernel_emulator import EmulatedProvider, available
+
+CLAIMED = sorted(set(reduction_ops.OPS) | set(norm_ops.OPS))
+OPS = sorted(n for n, s in all_specs().items() if s.kernel_name in CLAIMED)
+
+
+@pytest.fixture(scope="module")
+def emulated(tmp_path_factory: pytest.TempPathFactory) -> RocmBackend:
+    """A backend whose kernels run on the CPU (builds kept in the temp dir across runs, keyed by source)."""
+    reason = available()
+    if reason:
+        pytest.skip(reason)
+    build = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-{os.getuid()}"
+    build.mkdir(exist_ok=True)
+    EmulatedProvider.build_dir = build
+    backend = RocmBackend(EmulatedProvider(), {"ACL_KERNEL_CACHE": str(tmp_path_factory.mktemp("kc"))})
+    backend.runtime.ensure_device(0)
+    return backend
+
+
+@pytest.fixture(scope="module")
+def fake(tmp_path_factory: pytest.TempPathFactory) -> tuple[RocmBackend, FakeProvider]:
+    provider = FakeProvider()
+    backend = RocmBackend(provider, {"ACL_KERNEL_CACHE": str(tmp_path_factory.mktemp("kc"))})
+    backend.runtime.ensure_device(0)
+    return backend, provider
+
+
+def _dtypes(args: dict) -> set[D]:
+    found = {from_numpy(v.dtype) for v in args.values() if isinstance(v, np.ndarray)}
+    if "dtype" in args:
+        found.add(D(args["dtype"]))
+    return found
+
+
+def _compare(backend: Backend, reference: Backend, op: str, args: dict, layout: str, note: str) -> None:
+    expected = eager.run(op, reference, layout="contiguous", **args)
+    actual = eager.run(op, backend, layout=layout, **args)
+    assert actual.keys() == expected.keys()
+    for name, value in expected.items():
+        got = actual[name]
+        assert got.dtype == value.dtype, f"{op} {note}: {name} dtype {got.dtype} != {value.dtype}"
+        try:
+            assert_close(got, value)
+        except AssertionError as exc:
+            raise AssertionError(f"{op} [{note}] layout={layout}: {name}\n{exc}") from None
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_every_sample_matches_the_reference_when_emulated(emulated: RocmBackend, reference: Backend, op: str) -> None:
+    samples = list(get_spec(op).samples(np.random.default_rng(2024)))  # type: ignore[misc]
+    assert samples
+    for i, sample in enumerate(samples):
+        if not _dtypes(sample.args) <= SUPPORTED:
+            with pytest.raises(AclnnError) as err:
+                eager.run(op, emulated, **sample.args)
+            assert err.value.code == 161002, sample.note
+            continue
+        _compare(emulated, reference, op, dict(sample.args), "contiguous", sample.note)
+        if i % 3 == 0:
+            for layout in ("padded", "transposed"):
+                _compare(emulated, reference, op, dict(sample.args), layout, sample.note)
+
+
+def test_claimed_ops_are_in_the_capabilities(fake: tuple[RocmBackend, FakeProvider]) -> None:
+    backend, _ = fake
+    ops = set(backend.capabilities().ops)
+    assert set(CLAIMED) <= ops and "InplaceAddRmsNorm" in ops
+    assert not {"Topk", "Sort", "Argsort"} & ops  # no sort kernel: not claimed
+
+
+def test_a_transposed_sum_is_one_launch_with_the_views_strides(fake: tuple[RocmBackend, FakeProvider]) -> None:
+    backend, provider = fake
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    provider.launches.clear()
+    eager.run("ReduceSum", backend, layout="transposed", self=x, dims=[1], keepDims=False, dtype=0)
+    launches = [launch for launch in provider.launches if "acl_row_reduce" in launch.name]
+    assert len(launches) == 1 and len(provider.launches) == 1  # no gather, no elementwise pass
+    launch = launches[0]
+    assert launch.block[0] % 32 == 0 and launch.grid[0] <= 8  # 8 rows of 3: a warp each
+    meta = np.frombuffer(launch.args[0], np.int32)
+    assert meta[0] == 8  # rows: the kept dims 2 × 4
+
+
+def test_launch_shape() -> None:
+    assert row_config(10, 3, 32, 132, 2**31 - 1, False).block == (32, 1, 1)
+    assert row_config(10, 1000, 32, 132, 2**31 - 1, False).block == (256, 1, 1)
+    assert row_config(10, 70, 64, 132, 2**31 - 1, False).block == (128, 1, 1)
+    assert row_config(10**6, 8, 32, 4, 2**31 - 1, False).grid == (32, 1, 1)
+    assert row_config(1, 0, 32, 4, 2**31 - 1, False).block == (32, 1, 1)
+    scan = row_config(100, 5, 32, 4, 2**31 - 1, True)
+    assert scan.block == (128, 1, 1) and scan.grid == (1, 1, 1)
+
+
+def test_accumulators() -> None:
+    assert acc_dtype([D.ACL_FLOAT16, D.ACL_BF16]) == D.ACL_FLOAT
+    assert acc_dtype([D.ACL_FLOAT16, D.ACL_FLOAT]) == D.ACL_DOUBLE
+    assert int_acc(D.ACL_INT8) == D.ACL_INT64 and int_acc(D.ACL_UINT64) == D.ACL_UINT64
+    assert int_acc(D.ACL_BOOL) == D.ACL_INT64 and int_acc(D.ACL_DOUBLE) == D.ACL_DOUBLE
+
+
+def _kernel(kind: str, **options: object) -> RowKernel:
+    operands = (RowOperand("self", D.ACL_FLOAT16), RowOperand("out", D.ACL_FLOAT16, True))
+    opts = tuple(sorted((k, v) for k, v in options.items()))
+    return RowKernel(kind, operands, 1, 1, "int", D.ACL_FLOAT, opts)  # type: ignore[arg-type]
+
+
+def test_source_structure() -> None:
+    src = generate(_kernel("reduce", op="sum", dtype=int(D.ACL_FLOAT16)))
+    assert "struct Meta { int n; int shape[2]; int stride[2][2]; };" in src
+    assert "__shfl_down_sync" in src and "__shfl_down(" in src and "ACL_WARP_SIZE / 2" in src
+    assert "typedef float acc_t;" in src and "acl_h2f(p_self[o[0]])" in src
+    assert "__launch_bounds__(256)" in src and "__restrict__" not in src  # in-place twins alias
+    operands = (RowOperand("self", D.ACL_INT32), RowOperand("indices", D.ACL_INT64, True))
+    arg = generate(RowKernel("arg", operands, 1, 1, "int", D.ACL_INT64, (("largest", True),)))
+    assert "acl_arg_better" in arg and "if (at < 0) return true;" in arg
+
+
+def test_in_place_add_rms_norm_reads_before_it_writes(fake: tuple[RocmBackend, FakeProvider]) -> None:
+    backend, provider = fake
+    x = np.ones((2, 8), np.float32)
+    provider.launches.clear()
+    eager.run("InplaceAddRmsNorm", backend, x1Ref=x, x2Ref=x, gamma=np.ones(8, np.float32), epsilon=1e-6)
+    source = provider.launches[-1].source
+    write_loop = source.rsplit("for (idx_t j", 1)[1]
+    assert write_loop.index("const acc_t v =") < write_loop.index("p_y[") < write_loop.index("p_xout[")
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_sources_compile_with_nvcc(fake: tuple[RocmBackend, FakeProvider], tmp_path: Path) -> None:
+    backend, provider = fake
+    provider.launches.clear()
+    rng = np.random.default_rng(0)
+    for op in ("Softmax", "ReduceSum", "ArgMin", "VarMean", "Cumsum", "AddLayerNorm", "AddRmsNorm", "BatchNorm"):
+        sample = next(iter(get_spec(op).samples(rng)))  # type: ignore[misc]
+        eager.run(op, backend, **sample.args)
+    sources = {launch.name: launch.source for launch in provider.launches}
+    assert len(sources) >= 8
+    for name, source in sources.items():
+        path = tmp_path / f"{name}.cu"
+        path.write_text(source)
+        cmd = ["nvcc", "-arch=sm_90", "--ptx", *backend.options, "-o", str(tmp_path / f"{name}.ptx"), str(path)]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        assert result.returncode == 0, f"{name}:\n{result.stderr[-3000:]}"
+
+
+class _SmallWave64(EmulatedProvider):
+    """An emulated wave64 device with one compute unit: rows outnumber blocks, rows span several warps."""
+
+    def device_properties(self, index: int) -> DeviceProperties:
+        return dataclasses.replace(super().device_properties(index), compute_units=1)
+
+
+LONG_ROWS: list[tuple[str, dict]] = [
+    ("Softmax", {"self": (20, 300), "dim": -1}),
+    ("LogSoftmax", {"self": (300, 20), "dim": 0}),
+    ("ReduceSum", {"self": (20, 300), "dims": [1], "keepDims": True, "dtype": 0}),
+    ("Amax", {"self": (20, 300), "dim": [1], "keepDim": False}),
+    ("ArgMin", {"self": (20, 300), "dim": 1, "keepdim": False}),
+    ("VarMean", {"self": (20, 300), "dim": [1], "correction": 1, "keepdim": False}),
+    ("Cumsum", {"self": (300, 20), "dim": 0, "dtype": 0}),
+    ("LayerNorm", {"input": (20, 300), "normalizedShape": [300], "eps": 1e-5}),
+    ("RmsNorm", {"x": (20, 300), "gamma": (300,), "epsilon": 1e-6}),
+]
+
+
+@pytest.mark.parametrize(("op", "shapes"), LONG_ROWS, ids=[op for op, _ in LONG_ROWS])
+def test_long_rows_on_a_wave64_device(
+    emulated: RocmBackend, reference: Backend, tmp_path: Path, op: str, shapes: dict
+) -> None:
+    backend = RocmBackend(_SmallWave64(arch="gfx942", warp_size=64), {"ACL_KERNEL_CACHE": str(tmp_path)})
+    backend.runtime.ensure_device(0)
+    assert "-DACL_WARP_SIZE=64" in backend.options
+    rng = np.random.default_rng(7)
+    args = {k: rng.integers(-3, 4, v).astype(np.float32) if isinstance(v, tuple) else v for k, v in shapes.items()}
+    _compare(backend, reference, op, args, "contiguous", "long rows, wave64")
