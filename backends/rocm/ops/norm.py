@@ -54,7 +54,12 @@ class NormRunner(RowRunner):
 
     def _bind(self, op: str) -> Kernel:
         def kernel(launch: Launch) -> None:
-            self.enqueue(self.plan_call(op, launch), handle(launch.stream))
+            key = f"rocm.norm@{self.backend.provider.get_device()}"
+            if key in launch.memo:  # a repeated signature: the plan and packed arguments are reused
+                prepared = launch.memo[key]
+            else:
+                prepared = launch.memo[key] = self.prepare(self.plan_call(op, launch))
+            self.launch_prepared(prepared, handle(launch.stream))
 
         kernel.__name__ = f"rocm_{op}"
         return kernel

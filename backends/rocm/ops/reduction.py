@@ -24,6 +24,7 @@ from acl_rocm.driver import handle
 from acl_rocm.kernels.ctypes_map import SUPPORTED, ctype
 from acl_rocm.kernels.reduction import BLOCK_THREADS, RowKernel, RowOperand, acc_dtype, generate, int_acc
 from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.views import Geometry, coalesce, index_type
 
 if TYPE_CHECKING:
@@ -186,15 +187,25 @@ class RowRunner:
             values.append(_SCALAR[c](value))
         return RowPlan(kernel, config, values)
 
-    def enqueue(self, planned: RowPlan | None, stream: int) -> None:
-        """Launch a planned row kernel on ``stream`` (compiling or loading it the first time)."""
+    def prepare(self, planned: RowPlan | None) -> Prepared | None:
+        """The loaded function, configuration and packed arguments of a planned row kernel."""
         if planned is None:
-            return
+            return None
         kernel = self._interned.setdefault(planned.kernel, planned.kernel)
         function = self.backend.function(self.source(kernel), kernel.kernel_name)
-        args = KernelArgs(planned.values)
-        cfg = planned.config
-        self.backend.provider.launch(function, cfg.grid, cfg.block, cfg.shared_bytes, stream, args.address)
+        return Prepared(function, planned.config, KernelArgs(planned.values))
+
+    def launch_prepared(self, prepared: Prepared | None, stream: int) -> None:
+        """Launch a prepared row kernel on ``stream``."""
+        if prepared is not None:
+            cfg = prepared.config
+            self.backend.provider.launch(
+                prepared.function, cfg.grid, cfg.block, cfg.shared_bytes, stream, prepared.args.address
+            )
+
+    def enqueue(self, planned: RowPlan | None, stream: int) -> None:
+        """Launch a planned row kernel on ``stream`` (compiling or loading it the first time)."""
+        self.launch_prepared(self.prepare(planned), stream)
 
 
 _SCALAR: dict[str, type[ctypes._SimpleCData]] = {"double": ctypes.c_double, "long long": ctypes.c_longlong}
@@ -239,7 +250,12 @@ class ReductionRunner(RowRunner):
 
     def _bind(self, op: str) -> Kernel:
         def kernel(launch: Launch) -> None:
-            self.enqueue(self.plan_call(op, launch), handle(launch.stream))
+            key = f"rocm.reduction@{self.backend.provider.get_device()}"
+            if key in launch.memo:  # a repeated signature: the plan and packed arguments are reused
+                prepared = launch.memo[key]
+            else:
+                prepared = launch.memo[key] = self.prepare(self.plan_call(op, launch))
+            self.launch_prepared(prepared, handle(launch.stream))
 
         kernel.__name__ = f"rocm_{op}"
         return kernel
