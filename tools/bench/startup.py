@@ -21,23 +21,16 @@ print(json.dumps({"seconds": elapsed, "vendor": vendor}))
 
 def measure_startup(runs: int = 5) -> dict[str, Any]:
     """Median over ``runs`` fresh interpreters of import + listing time, and the vendor modules they loaded."""
-    listing, bare, vendor = [], [], set()
+    listing: list[float] = []
+    vendor: set[str] = set()
     for _ in range(runs):
         out = json.loads(
             subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, check=True).stdout
         )
         listing.append(out["seconds"])
         vendor.update(out["vendor"])
-        timed = subprocess.run(
-            [sys.executable, "-c", "import time; t=time.perf_counter(); print(time.perf_counter()-t)"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        bare.append(float(timed.stdout))
     return {
         "import_and_list_ms": statistics.median(listing) * 1e3,
-        "bare_python_ms": statistics.median(bare) * 1e3,
         "runs": runs,
         "vendor_modules": sorted(vendor),
     }
