@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib
 import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, ClassVar
 
@@ -38,6 +40,9 @@ class NvidiaProvider(RuntimeProvider):
             CopyDirection.DEVICE_TO_DEVICE: self.rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice,
         }
         self._blas: Any = None
+        self._gemm_lock = threading.Lock()
+        self._gemm_plans: OrderedDict[tuple[object, ...], _GemmPlan] = OrderedDict()
+        self._scalars: Any = None
 
     # ------------------------------------------------------------------ helpers
     def _describe(self, error: object) -> str:
@@ -319,120 +324,153 @@ class NvidiaProvider(RuntimeProvider):
             raise vendor_error(name, label, str(exc)) from None
 
     def gemm(self, call: GemmCall, workspace: int, workspace_size: int, stream: int) -> None:
-        """cublasLtMatmul with the first heuristic algorithm (alignment and workspace declared)."""
+        """cublasLtMatmul with a plan (descriptors, layouts, heuristic algorithm) made once per GEMM shape."""
+        handle = self._lt_handle()
+        key = _gemm_key(call, workspace_size, self.get_device())
+        with self._gemm_lock:  # held across the matmul: an eviction never destroys a plan in use
+            plan = self._gemm_plans.get(key)
+            if plan is None:
+                plan = self._gemm_plan(handle, call, workspace_size)
+                self._gemm_plans[key] = plan
+                while len(self._gemm_plans) > GEMM_PLAN_LIMIT:
+                    _, evicted = self._gemm_plans.popitem(last=False)
+                    self._destroy_gemm_plan(evicted)
+            else:
+                self._gemm_plans.move_to_end(key)
+            a_layout, b_layout, d_layout = plan.layouts
+            alpha, beta = self._alpha_beta()
+            self._lt_call(
+                "cublasLtMatmul",
+                self.lt.matmul,
+                handle,
+                plan.desc,
+                alpha,
+                call.a.address,
+                a_layout,
+                call.b.address,
+                b_layout,
+                beta,
+                call.d.address,
+                d_layout,
+                call.d.address,
+                d_layout,
+                plan.algo.ptr,
+                workspace,
+                workspace_size,
+                stream,
+            )
+
+    def _alpha_beta(self) -> tuple[int, int]:
+        """Host addresses of the fp32 scalars alpha = 1 and beta = 0 (made once, kept with the provider)."""
+        if self._scalars is None:
+            import numpy as np
+
+            self._scalars = np.array([1.0, 0.0], dtype=np.float32)
+        base = int(self._scalars.ctypes.data)
+        return base, base + 4
+
+    def _gemm_plan(self, handle: int, call: GemmCall, workspace_size: int) -> _GemmPlan:
+        """Descriptor, layouts, preference and the first heuristic algorithm for ``call``'s shape."""
         import numpy as np
 
         lt = self.lt
-        handle = self._lt_handle()
         compute = _COMPUTE_32F_FAST_TF32 if call.fast_tf32 else _COMPUTE_32F
-        created: list[tuple[Any, int]] = []
+        plan = _GemmPlan()
 
-        def keep(destroy: Any, value: int) -> int:
-            created.append((destroy, value))
-            return value
-
-        def attr(setter: Any, obj: int, key: Any, value: Any) -> None:
+        def attr(setter: Any, dtype_of: Any, obj: int, key: Any, value: Any) -> None:
             buf = np.array([value], dtype=dtype_of(key))
             self._lt_call(setter.__name__, setter, obj, key, buf.ctypes.data, buf.nbytes)
 
         try:
-            desc = keep(
-                lt.matmul_desc_destroy,
-                self._lt_call("cublasLtMatmulDescCreate", lt.matmul_desc_create, compute, _R_32F),
-            )
-            dtype_of = lt.get_matmul_desc_attribute_dtype
-            attr(lt.matmul_desc_set_attribute, desc, lt.MatmulDescAttribute.TRANSA, 1 if call.a.transpose else 0)
-            attr(lt.matmul_desc_set_attribute, desc, lt.MatmulDescAttribute.TRANSB, 1 if call.b.transpose else 0)
-            layouts = []
-            dtype_of = lt.get_matrix_layout_attribute_dtype
+            plan.desc = self._lt_call("cublasLtMatmulDescCreate", lt.matmul_desc_create, compute, _R_32F)
+            desc_attr = lt.matmul_desc_set_attribute, lt.get_matmul_desc_attribute_dtype
+            attr(*desc_attr, plan.desc, lt.MatmulDescAttribute.TRANSA, 1 if call.a.transpose else 0)
+            attr(*desc_attr, plan.desc, lt.MatmulDescAttribute.TRANSB, 1 if call.b.transpose else 0)
+            layout_attr = lt.matrix_layout_set_attribute, lt.get_matrix_layout_attribute_dtype
             for m in (call.a, call.b, call.d):
-                layout = keep(
-                    lt.matrix_layout_destroy,
-                    self._lt_call(
-                        "cublasLtMatrixLayoutCreate",
-                        lt.matrix_layout_create,
-                        _CUDA_TYPES[m.dtype],
-                        m.rows,
-                        m.cols,
-                        m.ld,
-                    ),
+                layout = self._lt_call(
+                    "cublasLtMatrixLayoutCreate", lt.matrix_layout_create, _CUDA_TYPES[m.dtype], m.rows, m.cols, m.ld
                 )
+                plan.layouts.append(layout)
                 if call.batch > 1:
-                    attr(lt.matrix_layout_set_attribute, layout, lt.MatrixLayoutAttribute.BATCH_COUNT, call.batch)
-                    attr(
-                        lt.matrix_layout_set_attribute,
-                        layout,
-                        lt.MatrixLayoutAttribute.STRIDED_BATCH_OFFSET,
-                        m.batch_stride,
-                    )
-                layouts.append(layout)
-            pref = keep(
-                lt.matmul_preference_destroy,
-                self._lt_call("cublasLtMatmulPreferenceCreate", lt.matmul_preference_create),
-            )
-            dtype_of = lt.get_matmul_preference_attribute_dtype
-            attr(
-                lt.matmul_preference_set_attribute,
-                pref,
-                lt.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES,
-                workspace_size,
-            )
-            for key, m in (("A", call.a), ("B", call.b), ("C", call.d), ("D", call.d)):
-                attr(
-                    lt.matmul_preference_set_attribute,
-                    pref,
-                    getattr(lt.MatmulPreferenceAttribute, f"MIN_ALIGNMENT_{key}_BYTES"),
-                    m.alignment,
-                )
-            results = lt.MatmulHeuristicResult(1)
+                    attr(*layout_attr, layout, lt.MatrixLayoutAttribute.BATCH_COUNT, call.batch)
+                    attr(*layout_attr, layout, lt.MatrixLayoutAttribute.STRIDED_BATCH_OFFSET, m.batch_stride)
+            plan.pref = self._lt_call("cublasLtMatmulPreferenceCreate", lt.matmul_preference_create)
+            pref_attr = lt.matmul_preference_set_attribute, lt.get_matmul_preference_attribute_dtype
+            attr(*pref_attr, plan.pref, lt.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES, workspace_size)
+            for name, m in (("A", call.a), ("B", call.b), ("C", call.d), ("D", call.d)):
+                key = getattr(lt.MatmulPreferenceAttribute, f"MIN_ALIGNMENT_{name}_BYTES")
+                attr(*pref_attr, plan.pref, key, m.alignment)
+            plan.algo = lt.MatmulHeuristicResult(1)
             found = np.zeros(1, dtype=np.int32)
-            a_layout, b_layout, d_layout = layouts
+            a_layout, b_layout, d_layout = plan.layouts
             self._lt_call(
                 "cublasLtMatmulAlgoGetHeuristic",
                 lt.matmul_algo_get_heuristic,
                 handle,
-                desc,
+                plan.desc,
                 a_layout,
                 b_layout,
                 d_layout,
                 d_layout,
-                pref,
+                plan.pref,
                 1,
-                results.ptr,
+                plan.algo.ptr,
                 found.ctypes.data,
             )
             if int(found[0]) == 0:
                 raise vendor_error(
                     "cublasLtMatmulAlgoGetHeuristic", "CUBLAS_STATUS_NOT_SUPPORTED", "no algorithm for this problem"
                 )
-            alpha = np.ones(1, dtype=np.float32)
-            beta = np.zeros(1, dtype=np.float32)
-            self._lt_call(
-                "cublasLtMatmul",
-                lt.matmul,
-                handle,
-                desc,
-                alpha.ctypes.data,
-                call.a.address,
-                a_layout,
-                call.b.address,
-                b_layout,
-                beta.ctypes.data,
-                call.d.address,
-                d_layout,
-                call.d.address,
-                d_layout,
-                results.ptr,
-                workspace,
-                workspace_size,
-                stream,
-            )
-        finally:
-            for destroy, value in reversed(created):
-                try:
-                    destroy(value)
-                except Exception:
-                    pass
+        except BaseException:
+            self._destroy_gemm_plan(plan)
+            raise
+        return plan
+
+    def _destroy_gemm_plan(self, plan: _GemmPlan) -> None:
+        """Destroy what ``plan`` created (errors ignored: this runs on eviction and close)."""
+        lt = self.lt
+        steps = [(lt.matmul_preference_destroy, plan.pref)] if plan.pref is not None else []
+        steps += [(lt.matrix_layout_destroy, layout) for layout in reversed(plan.layouts)]
+        if plan.desc is not None:
+            steps.append((lt.matmul_desc_destroy, plan.desc))
+        for destroy, value in steps:
+            try:
+                destroy(value)
+            except Exception:
+                pass
+        plan.pref, plan.desc, plan.layouts = None, None, []
+
+    def close(self) -> None:
+        """Destroy every cached GEMM plan (a later GEMM makes its plan again)."""
+        if self._blas is None:
+            return
+        with self._gemm_lock:
+            while self._gemm_plans:
+                _, plan = self._gemm_plans.popitem(last=False)
+                self._destroy_gemm_plan(plan)
+
+
+GEMM_PLAN_LIMIT = 256
+"""GEMM shapes whose cuBLASLt plans are kept (least recently used destroyed first)."""
+
+
+@dataclass
+class _GemmPlan:
+    """The cuBLASLt objects of one GEMM shape: matmul descriptor, A/B/D layouts, preference, algorithm."""
+
+    desc: int | None = None
+    layouts: list[int] = field(default_factory=list)
+    pref: int | None = None
+    algo: Any = None
+
+
+def _gemm_key(call: GemmCall, workspace_size: int, device: int) -> tuple[object, ...]:
+    """Everything a cuBLASLt plan depends on: the call without addresses, plus alignments, workspace and device."""
+    shape = tuple(
+        (m.dtype, m.rows, m.cols, m.ld, m.batch_stride, m.transpose, m.alignment) for m in (call.a, call.b, call.d)
+    )
+    return (device, call.fast_tf32, call.batch, workspace_size, *shape)
 
 
 _R_32F = 0
