@@ -167,12 +167,32 @@ class MatmulRunner:
             provider.free_async(address, stream)
 
     def _run(self, launch: Launch, dense: bool) -> None:
+        stream = handle(launch.stream)
+        provider = self.backend.provider
+        key = f"rocm.matmul@{provider.get_device()}"
+        if not dense and isinstance(launch.memo.get(key), GemmCall):
+            self._gemm(launch.memo[key], stream)  # a repeated signature: one BLAS call straight on its operands
+            return
+        call = self._plan(launch, dense, stream)
+        if not dense:
+            launch.memo[key] = call  # None: temporaries or nothing to do, planned again per call
+
+    def _gemm(self, call: GemmCall, stream: int) -> None:
+        """One GEMM with its BLAS workspace, a stream-ordered temporary of this call only."""
+        provider = self.backend.provider
+        workspace = provider.malloc_async(WORKSPACE_BYTES, stream)
+        try:
+            provider.gemm(call, workspace, WORKSPACE_BYTES, stream)
+        finally:
+            provider.free_async(workspace, stream)
+
+    def _plan(self, launch: Launch, dense: bool, stream: int) -> GemmCall | None:
+        """Enqueue the call's gathers, GEMM and conversion; the GemmCall when it ran on the operands directly."""
         args, plan = launch.args, launch.plan
         a, b, out = args["self"], args["mat2"], args["out"]
         assert isinstance(a, AclTensor) and isinstance(b, AclTensor) and isinstance(out, AclTensor)
-        stream = handle(launch.stream)
         if out.numel == 0:
-            return
+            return None
         ew = self.backend.elementwise
         a_batch, a_bs, m, k, a_sr, a_sc = _split(a, "row")
         b_batch, b_bs, k2, n, b_sr, b_sc = _split(b, "col")
@@ -186,7 +206,7 @@ class MatmulRunner:
         d_view = _Operand(out.data, out.dtype, o_bs, m, n, o_sr, o_sc, out.offset)
         if k == 0:
             ew.zero(out, stream)
-            return
+            return None
         compute: D = plan["compute"]
         precision = plan.get("precision")
         gdt = D.ACL_FLOAT16 if precision == "fp16" else compute
@@ -234,11 +254,11 @@ class MatmulRunner:
                 batch=count_eff,
                 fast_tf32=self.backend.policy.tf32_enabled and gdt == D.ACL_FLOAT and precision is None,
             )
-            workspace = provider.malloc_async(WORKSPACE_BYTES, stream)
-            temps.append(workspace)
-            provider.gemm(call, workspace, WORKSPACE_BYTES, stream)
+            direct = not temps and target is d_view  # only then is the call a pure function of the signature
+            self._gemm(call, stream)
             if target is not d_view:
                 ew.convert(target.tensor(batch), d_view.tensor(batch), stream)
+            return call if direct else None
         finally:
             for address in temps:
                 provider.free_async(address, stream)

@@ -1,0 +1,86 @@
+"""Matmul, attention and movement reuse their launch plans per signature; per-call temporaries stay per call."""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from acl_core import aclnn
+from acl_core.aclnn import execute, get_workspace_size
+from acl_core.eager import to_device
+from acl_core.spec.ops import get_spec
+from acl_rocm.backend import RocmBackend
+from tests.rocm.fake_provider import FakeProvider
+
+
+class CountingProvider(FakeProvider):
+    """The fake provider, counting stream-ordered allocations and frees."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.allocated: list[int] = []
+        self.released: list[int] = []
+
+    def malloc_async(self, nbytes: int, stream: int) -> int:
+        address = super().malloc_async(nbytes, stream)
+        self.allocated.append(address)
+        return address
+
+    def free_async(self, address: int, stream: int) -> None:
+        self.released.append(address)
+        super().free_async(address, stream)
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> tuple[RocmBackend, CountingProvider]:
+    provider = CountingProvider(blas=True)
+    backend = RocmBackend(provider, {"ACL_KERNEL_CACHE": str(tmp_path)})
+    backend.runtime.ensure_device(0)
+    return backend, provider
+
+
+def _pointers(launch_args: list[bytes]) -> set[int]:
+    return {struct.unpack("<Q", a)[0] for a in launch_args if len(a) == 8}
+
+
+def _repeatable(op: str, args: list[Any], backend: RocmBackend) -> tuple[int, aclnn.AclOpExecutor]:
+    size, executor = get_workspace_size(get_spec(op), args, backend=backend)
+    assert aclnn.aclSetAclOpExecutorRepeatable(executor) == 0
+    return size, executor
+
+
+@pytest.mark.parametrize("gathered", [False, True])
+def test_matmul_reuses_its_gemm_call_and_keeps_temporaries_per_call(fake, gathered: bool) -> None:
+    backend, provider = fake
+    rng = np.random.default_rng(0)
+    a_host = rng.uniform(-1, 1, (4, 6)).astype(np.float32)
+    b_host = rng.uniform(-1, 1, (6, 3)).astype(np.float32)
+    a, b = to_device(a_host, backend), to_device(b_host, backend)
+    out, other = (to_device(np.zeros((4, 3), np.float32), backend) for _ in range(2))
+    cube = 3 if gathered else 0  # USE_HF32 on fp32: the operands are rounded into temporaries first
+    spec = get_spec("Mm")
+    size, executor = _repeatable("Mm", [a.tensor(), b.tensor(), out.tensor(), cube], backend)
+    for _ in range(2):
+        execute(spec, None, size, executor, None)
+    first, second = provider.gemms[-2:]
+    memo = executor.call.memo
+    assert [k for k in memo if k.startswith("rocm.matmul")], "the runner records its plan"
+    if gathered:
+        assert next(v for k, v in memo.items() if k.startswith("rocm.matmul")) is None  # planned per call
+    else:
+        assert first == second and first.d.address == out.address
+    assert len(provider.allocated) == 2 * (3 if gathered else 1), "workspace (and gathers) allocated per call"
+    assert sorted(provider.allocated) == sorted(provider.released), "every temporary is freed"
+    if not gathered:  # the fake BLAS computes; the fake kernels (the gathers) only record
+        got = np.frombuffer(ctypes.string_at(out.address, 48), np.float32).reshape(4, 3)
+        np.testing.assert_allclose(got, a_host @ b_host, rtol=1e-5, atol=1e-6)
+    assert aclnn.aclSetRawTensorAddr(out.tensor(), other.address) == 0
+    execute(spec, None, size, executor, None)
+    if not gathered:
+        assert provider.gemms[-1].d.address == other.address
+    assert executor.call.memo is not memo
