@@ -42,8 +42,9 @@ from acl_rocm.kernels.attention import (
     rope_source,
 )
 from acl_rocm.kernels.prelude import compile_options
+from acl_rocm.launch import KernelArgs
 from acl_rocm.ops.attention import OPS, bnsd_strides, layout_dims, mask_strides, window_bounds
-from acl_rocm.ops.elementwise import Planned
+from acl_rocm.ops.elementwise import Planned, Prepared
 from acl_rocm.ops.matmul import SCALED_OPS
 from acl_rocm.views import Geometry, offsets
 from tests.conftest import assert_close
@@ -241,6 +242,19 @@ def fake(tmp_path: Path) -> Iterator[tuple[RocmBackend, ExecutingFake]]:
     backend.runtime.ensure_device(0)
     ew = backend.elementwise
     ew.enqueue = lambda planned, stream: None if planned is None else _elementwise_model(planned)  # type: ignore[method-assign]
+    launch_prepared = ew.launch_prepared
+
+    def prepare(planned: Planned | None) -> Prepared | None:  # memoized launches carry their plan to the model
+        return None if planned is None else Prepared(("model", planned), planned.config, KernelArgs([]))
+
+    def launch(prepared: Prepared | None, stream: int) -> None:
+        if prepared is not None and isinstance(prepared.function, tuple) and prepared.function[0] == "model":
+            _elementwise_model(prepared.function[1])
+        else:
+            launch_prepared(prepared, stream)
+
+    ew.prepare = prepare  # type: ignore[method-assign]
+    ew.launch_prepared = launch  # type: ignore[method-assign]
     yield backend, provider
 
 

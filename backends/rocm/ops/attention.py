@@ -16,7 +16,7 @@ from __future__ import annotations
 import ctypes
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +38,8 @@ from acl_rocm.kernels.attention import (
     rope_source,
 )
 from acl_rocm.kernels.elementwise import ufunc
-from acl_rocm.launch import KernelArgs
+from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.views import broadcast_strides
 
 if TYPE_CHECKING:
@@ -148,7 +149,7 @@ class AttentionRunner:
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op this family runs."""
-        return {
+        builders: dict[str, Callable[[Launch], list[Prepared]]] = {
             "FlashAttentionScore": self.flash_attention_score,
             "PromptFlashAttention": self.inference_attention,
             "IncreFlashAttention": self.inference_attention,
@@ -157,6 +158,19 @@ class AttentionRunner:
             "ApplyRotaryPosEmb": self.apply_rotary_pos_emb,
             "SwiGlu": self.swiglu,
         }
+        return {name: self._bind(build) for name, build in builders.items()}
+
+    def _bind(self, build: Callable[[Launch], list[Prepared]]) -> Kernel:
+        def kernel(launch: Launch) -> None:
+            key = f"rocm.attention@{self.backend.provider.get_device()}"
+            steps = launch.memo.get(key)
+            if steps is None:  # nothing here is allocated per call: the launches are the signature's
+                steps = launch.memo[key] = build(launch)
+            for step in steps:
+                self.backend.elementwise.launch_prepared(step, handle(launch.stream))
+
+        kernel.__name__ = f"rocm_{build.__name__}"
+        return kernel
 
     # ------------------------------------------------------------------ kernels and launches
     def _function(self, inst: AttentionInstance | RopeInstance) -> object:
@@ -167,26 +181,24 @@ class AttentionRunner:
                 self._sources[inst] = src
         return self.backend.function(src, inst.kernel_name)
 
-    def _launch_attention(
+    def _prepare_attention(
         self,
         inst: AttentionInstance,
         meta: AttentionMeta,
         grid: tuple[int, int, int],
         scale: float,
         pointers: Sequence[int],
-        stream: int,
-    ) -> None:
+    ) -> list[Prepared]:
         if 0 in grid:
-            return
+            return []
         if grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ:
             raise _refuse("attention", f"{grid[1]} heads (the grid's y limit is {MAX_GRID_YZ})")
         values: list[Any] = [KernelArgs.index_array(meta.values(), "long long"), ctypes.c_double(scale)]
         values.extend(KernelArgs.pointer(p) for p in pointers)
-        args = KernelArgs(values)
-        self.backend.provider.launch(self._function(inst), grid, (ATTN_THREADS, 1, 1), 0, stream, args.address)
+        return [Prepared(self._function(inst), LaunchConfig(grid, (ATTN_THREADS, 1, 1)), KernelArgs(values))]
 
     # ------------------------------------------------------------------ FlashAttentionScore
-    def flash_attention_score(self, launch: Launch) -> None:
+    def flash_attention_score(self, launch: Launch) -> list[Prepared]:
         """Training attention forward: attentionOutOut and the [B,N,Sq,8] softmax max / sum."""
         args, plan = launch.args, launch.plan
         q, k, v = args["query"], args["key"], args["value"]
@@ -221,8 +233,8 @@ class AttentionRunner:
             assert isinstance(pse, AclTensor)
             meta = replace(meta, pse=broadcast4(pse.view_dims, pse.strides), has_pse=1)
         inst = AttentionInstance(q.dtype, d)
-        stream = handle(launch.stream)
         scale = float(args["scaleValue"])
+        steps: list[Prepared] = []
         for start, count in _groups(b):
             pointers = [
                 _address(q) + start * meta.q[0] * _itemsize(q.dtype),
@@ -235,10 +247,11 @@ class AttentionRunner:
                 _address(ssum) + start * meta.ssum[0] * 4,
                 0,
             ]
-            self._launch_attention(inst, meta, (sq, nq, count), scale, pointers, stream)
+            steps += self._prepare_attention(inst, meta, (sq, nq, count), scale, pointers)
+        return steps
 
     # ------------------------------------------------------------------ Prompt / Incre / FusedInfer
-    def inference_attention(self, launch: Launch) -> None:
+    def inference_attention(self, launch: Launch) -> list[Prepared]:
         """Prefill / decode attention with actual lengths, masks and sparse modes as the spec planned."""
         args, plan = launch.args, launch.plan
         q, out = args["query"], args["attentionOut"]
@@ -267,8 +280,8 @@ class AttentionRunner:
         uniform = len(keys) == 1 and len(set(act_q)) <= 1 and len(set(act_kv)) <= 1
         chunks = _groups(b) if uniform else [(i, 1) for i in range(b)]
         inst = AttentionInstance(q.dtype, d)
-        stream = handle(launch.stream)
         scale = float(args["scaleValue"])
+        steps: list[Prepared] = []
         item = _itemsize(q.dtype)
         for start, count in chunks:
             kt, vt = keys[min(start, len(keys) - 1)], values[min(start, len(values) - 1)]
@@ -297,43 +310,44 @@ class AttentionRunner:
                 0,
                 0 if lse is None else _address(lse) + start * meta.lse[0] * 4,
             ]
-            self._launch_attention(inst, meta, (sq, nq, count), scale, pointers, stream)
+            steps += self._prepare_attention(inst, meta, (sq, nq, count), scale, pointers)
+        return steps
 
     # ------------------------------------------------------------------ rotary embedding
-    def _rope(self, x: AclTensor, cos: AclTensor, sin: AclTensor, out: AclTensor, mode: int, stream: int) -> None:
+    def _rope(self, x: AclTensor, cos: AclTensor, sin: AclTensor, out: AclTensor, mode: int) -> list[Prepared]:
         if x.dtype not in ATTENTION_DTYPES or len({x.dtype, cos.dtype, sin.dtype, out.dtype}) != 1:
             raise _refuse("rotary embedding", f"dtypes {x.dtype.short}/{cos.dtype.short}/{sin.dtype.short}")
         meta = rope_meta(x, cos, sin, out, mode)
         if meta is None:
-            return
+            return []
         config = self.backend.elementwise_config(meta.pairs)
         values: list[Any] = [KernelArgs.index_array(meta.values(), "long long")]
         values.extend(KernelArgs.pointer(_address(t)) for t in (x, cos, sin, out))
-        args = KernelArgs(values)
         function = self._function(RopeInstance(x.dtype))
-        self.backend.provider.launch(function, config.grid, (ROPE_THREADS, 1, 1), 0, stream, args.address)
+        return [Prepared(function, LaunchConfig(config.grid, (ROPE_THREADS, 1, 1)), KernelArgs(values))]
 
-    def rotary_position_embedding(self, launch: Launch) -> None:
+    def rotary_position_embedding(self, launch: Launch) -> list[Prepared]:
         """out = x*cos + rotate(x)*sin for modes 0 (half), 1 (interleave), 2 (quarter), 3 (interleave-half)."""
         a = launch.args
         x, cos, sin, out = a["x"], a["cos"], a["sin"], a["out"]
         assert isinstance(x, AclTensor) and isinstance(cos, AclTensor)
         assert isinstance(sin, AclTensor) and isinstance(out, AclTensor)
-        self._rope(x, cos, sin, out, int(a["mode"]), handle(launch.stream))
+        return self._rope(x, cos, sin, out, int(a["mode"]))
 
-    def apply_rotary_pos_emb(self, launch: Launch) -> None:
+    def apply_rotary_pos_emb(self, launch: Launch) -> list[Prepared]:
         """queryRef and keyRef rotated by half in place, cos/sin broadcast over heads."""
         a = launch.args
         cos, sin = a["cos"], a["sin"]
         assert isinstance(cos, AclTensor) and isinstance(sin, AclTensor)
-        stream = handle(launch.stream)
+        steps: list[Prepared] = []
         for name in ("queryRef", "keyRef"):
             ref = a[name]
             assert isinstance(ref, AclTensor)
-            self._rope(ref, cos, sin, ref, 0, stream)
+            steps += self._rope(ref, cos, sin, ref, 0)
+        return steps
 
     # ------------------------------------------------------------------ SwiGlu
-    def swiglu(self, launch: Launch) -> None:
+    def swiglu(self, launch: Launch) -> list[Prepared]:
         """out = silu(a) * b with a, b the halves of x along dim (strided views of x)."""
         x, out = launch.args["x"], launch.args["out"]
         assert isinstance(x, AclTensor) and isinstance(out, AclTensor)
@@ -343,7 +357,8 @@ class AttentionRunner:
         ew = self.backend.elementwise
         tokens: dict[str, D | None] = {"T": x.dtype, "F": x.dtype, "B": D.ACL_BOOL, "O": out.dtype}
         planned = ew.instantiate("SwiGlu", SWIGLU, tokens, [("a", first), ("b", second), ("out", out)])
-        ew.enqueue(planned, handle(launch.stream))
+        prepared = ew.prepare(planned)
+        return [] if prepared is None else [prepared]
 
 
 def _tensors(value: object) -> list[AclTensor]:

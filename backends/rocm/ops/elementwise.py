@@ -222,8 +222,12 @@ class ElementwiseRunner:
 
     def convert(self, src: AclTensor, dst: AclTensor, stream: int, ufunc: str = "Cast") -> None:
         """``dst = ufunc(src)`` converted to dst's dtype, src broadcast to dst's view (device to device)."""
+        self.enqueue(self.plan_convert(src, dst, ufunc), stream)
+
+    def plan_convert(self, src: AclTensor, dst: AclTensor, ufunc: str = "Cast") -> Planned | None:
+        """The planned instance of :meth:`convert` (None when dst is empty)."""
         u = INTERNAL[ufunc] if ufunc in INTERNAL else UFUNCS[ufunc]
-        self.enqueue(self.instantiate(ufunc, u, _tokens(dst.dtype, dst.dtype), [("self", src), ("out", dst)]), stream)
+        return self.instantiate(ufunc, u, _tokens(dst.dtype, dst.dtype), [("self", src), ("out", dst)])
 
     def zero(self, dst: AclTensor, stream: int) -> None:
         """Every element of the view ``dst`` = 0."""

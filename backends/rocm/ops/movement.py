@@ -15,8 +15,9 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
@@ -31,6 +32,7 @@ from acl_rocm.kernels.ctypes_map import SUPPORTED
 from acl_rocm.kernels.elementwise import UFUNCS
 from acl_rocm.kernels.movement import Arange, Check, Copy, Scatter, ScatterUpdate, Take, wide
 from acl_rocm.launch import KernelArgs
+from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.views import Geometry, broadcast_strides, coalesce, index_type
 
 if TYPE_CHECKING:
@@ -179,24 +181,55 @@ class MovementRunner:
         method = getattr(self, f"_{op.lower()}")
 
         def kernel(launch: Launch) -> None:
-            method(op, launch, handle(launch.stream))
+            key = f"rocm.movement@{self.backend.provider.get_device()}"
+            prog = launch.memo.get(key)
+            if prog is None:
+                prog = _Program()
+                method(op, launch, prog)
+                launch.memo[key] = prog
+            self.run(prog, handle(launch.stream))
 
         kernel.__name__ = f"rocm_{op}"
         return kernel
 
     # ------------------------------------------------------------------ launching
+    def run(self, prog: _Program, stream: int) -> None:
+        """Launch a recorded program on ``stream``, with a fresh device check flag when it has one."""
+        provider = self.backend.provider
+        with prog.lock:  # the flag slot is shared by the program's packed arguments
+            flag = 0
+            if prog.flag is not None:
+                flag = provider.malloc_async(4, stream)
+                prog.flag.value = flag
+            try:
+                if flag:
+                    provider.memset(flag, 0, 4, stream)
+                for step in prog.steps:
+                    self.backend.elementwise.launch_prepared(step, stream)
+            except BaseException:
+                if flag:
+                    provider.free_async(flag, stream)
+                raise
+            finally:
+                if prog.flag is not None:
+                    prog.flag.value = 0  # the memo never holds this call's flag
+            if flag:
+                if prog.report is None:
+                    provider.free_async(flag, stream)
+                else:
+                    self.backend.driver.defer_check(stream, flag, prog.report)
+
     def _launch(
-        self, kernel: Any, meta: Sequence[int], idx: str, values: Sequence[Any], numel: int, stream: int
+        self, kernel: Any, meta: Sequence[int], idx: str, values: Sequence[Any], numel: int, prog: _Program
     ) -> None:
         function = self.backend.function(_source(kernel), kernel.kernel_name)
         args = KernelArgs([KernelArgs.index_array(list(meta), idx), *values])
-        cfg = self.backend.elementwise_config(numel, 1)
-        self.backend.provider.launch(function, cfg.grid, cfg.block, cfg.shared_bytes, stream, args.address)
+        prog.steps.append(Prepared(function, self.backend.elementwise_config(numel, 1), args))
 
     def _threads(self, numel: int) -> int:
         return self.backend.elementwise_config(max(numel, 1), 1).threads
 
-    def copy(self, src: View, dst: View, stream: int, mode: str = "copy", diagonal: int = 0) -> None:
+    def copy(self, src: View, dst: View, prog: _Program, mode: str = "copy", diagonal: int = 0) -> None:
         """``dst = src`` (broadcast to dst's shape); ``mode`` tril/triu zeroes outside a triangle of the last 2 dims."""
         if dst.numel == 0:
             return
@@ -211,33 +244,33 @@ class MovementRunner:
         values: list[Any] = [KernelArgs.pointer(src.address), KernelArgs.pointer(dst.address)]
         if mode != "copy":
             values.append(ctypes.c_longlong(diagonal))
-        self._launch(kernel, meta, idx, values, g.numel, stream)
+        self._launch(kernel, meta, idx, values, g.numel, prog)
 
-    def convert(self, op: str, src: AclTensor, dst: View, dtype: D, stream: int) -> None:
+    def convert(self, op: str, src: AclTensor, dst: View, dtype: D, prog: _Program) -> None:
         """``dst = src`` where src's dtype differs from dst's: CANN's Cast through the elementwise kernels."""
         if dst.numel == 0:
             return
         target = AclTensor(dst.shape, dtype, dst.strides, 0, Format.ACL_FORMAT_ND, dst.shape, dst.address)
-        self.backend.elementwise.convert(src, target, stream)
+        ew = self.backend.elementwise
+        prog.add(ew.prepare(ew.plan_convert(src, target)))
 
-    def place(self, op: str, src: AclTensor, dst: View, dtype: D, stream: int) -> None:
+    def place(self, op: str, src: AclTensor, dst: View, dtype: D, prog: _Program) -> None:
         """Copy src into the view dst of dtype ``dtype``, converting when the dtypes differ."""
         if src.dtype == dtype:
-            self.copy(view_of(op, src), dst, stream)
+            self.copy(view_of(op, src), dst, prog)
         else:
-            self.convert(op, src, dst, dtype, stream)
+            self.convert(op, src, dst, dtype, prog)
 
-    def _flag(self, stream: int) -> int:
-        provider = self.backend.provider
-        flag = provider.malloc_async(4, stream)
-        provider.memset(flag, 0, 4, stream)
-        return flag
+    def _flag(self, prog: _Program) -> ctypes.c_void_p:
+        assert prog.flag is None, "one check flag per call"
+        prog.flag = ctypes.c_void_p(0)  # set to a fresh 4-byte allocation by every run
+        return prog.flag
 
-    def check(self, op: str, index: AclTensor, low: int, high: int, flag: int, stream: int) -> None:
+    def check(self, op: str, index: AclTensor, low: int, high: int, flag: ctypes.c_void_p, prog: _Program) -> None:
         """Set ``flag`` on the device when a value of ``index`` lies outside [low, high)."""
         size = index.dtype.info.storage_bits // 8
         address = index.data + index.offset * size
-        self.check_view(index.dtype, address, index.view_dims, index.strides, low, high, flag, stream)
+        self.check_view(index.dtype, address, index.view_dims, index.strides, low, high, flag, prog)
 
     def check_view(
         self,
@@ -247,8 +280,8 @@ class MovementRunner:
         strides: Sequence[int],
         low: int,
         high: int,
-        flag: int,
-        stream: int,
+        flag: ctypes.c_void_p,
+        prog: _Program,
     ) -> None:
         """Set ``flag`` when a value of the index view at ``address`` lies outside [low, high)."""
         if math.prod(shape) == 0:
@@ -260,15 +293,15 @@ class MovementRunner:
             KernelArgs.pointer(address),
             ctypes.c_longlong(low),
             ctypes.c_longlong(high),
-            KernelArgs.pointer(flag),
+            flag,
         ]
-        self._launch(Check(dtype, g.ndim, idx), meta, idx, values, g.numel, stream)
+        self._launch(Check(dtype, g.ndim, idx), meta, idx, values, g.numel, prog)
 
-    def _report(self, op: str, flag: int, stream: int, what: str) -> None:
-        self.backend.driver.defer_check(stream, flag, f"{op}: {what} holds a value outside its valid range")
+    def _report(self, op: str, flag: ctypes.c_void_p, prog: _Program, what: str) -> None:
+        prog.report = f"{op}: {what} holds a value outside its valid range"
 
     # ------------------------------------------------------------------ joining and splitting
-    def _cat(self, op: str, launch: Launch, stream: int) -> None:
+    def _cat(self, op: str, launch: Launch, prog: _Program) -> None:
         tensors = launch.args["tensors"]
         out = launch.args["out"]
         assert isinstance(tensors, AclTensorList) and isinstance(out, AclTensor)
@@ -280,10 +313,10 @@ class MovementRunner:
         start = 0
         for t in used:
             n = t.view_dims[dim]
-            self.place(op, t, dst.narrow(dim, start, n), out.dtype, stream)
+            self.place(op, t, dst.narrow(dim, start, n), out.dtype, prog)
             start += n
 
-    def _stack(self, op: str, launch: Launch, stream: int) -> None:
+    def _stack(self, op: str, launch: Launch, prog: _Program) -> None:
         tensors = launch.args["tensors"]
         out = launch.args["out"]
         assert isinstance(tensors, AclTensorList) and isinstance(out, AclTensor)
@@ -292,9 +325,9 @@ class MovementRunner:
         dim: int = launch.plan["dim"]
         dst = view_of(op, out)
         for i, t in enumerate(tensors.tensors):
-            self.place(op, t, dst.select(dim, i), out.dtype, stream)
+            self.place(op, t, dst.select(dim, i), out.dtype, prog)
 
-    def _split(self, op: str, launch: Launch, stream: int) -> None:
+    def _split(self, op: str, launch: Launch, prog: _Program) -> None:
         t = launch.args["self"]
         outs = launch.args["out"]
         assert isinstance(t, AclTensor) and isinstance(outs, AclTensorList)
@@ -302,7 +335,7 @@ class MovementRunner:
         src = view_of(op, t)
         start = 0
         for piece, n in zip(outs.tensors, launch.plan["sizes"]):
-            self.copy(src.narrow(dim, start, n), view_of(op, piece), stream)
+            self.copy(src.narrow(dim, start, n), view_of(op, piece), prog)
             start += n
 
     _splittensor = _split
@@ -314,31 +347,31 @@ class MovementRunner:
         assert isinstance(t, AclTensor) and isinstance(out, AclTensor)
         return t, out
 
-    def _permute(self, op: str, launch: Launch, stream: int) -> None:
+    def _permute(self, op: str, launch: Launch, prog: _Program) -> None:
         t, out = self._io(op, launch)
-        self.copy(view_of(op, t).permute(launch.plan["dims"]), view_of(op, out), stream)
+        self.copy(view_of(op, t).permute(launch.plan["dims"]), view_of(op, out), prog)
 
-    def _slice(self, op: str, launch: Launch, stream: int) -> None:
+    def _slice(self, op: str, launch: Launch, prog: _Program) -> None:
         t, out = self._io(op, launch)
         src = view_of(op, t)
         for axis, (start, _end, step) in launch.plan["slices"].items():
             src = src.narrow(axis, start, out.view_dims[axis], step)
-        self.copy(src, view_of(op, out), stream)
+        self.copy(src, view_of(op, out), prog)
 
     _slicev2 = _slice
 
-    def _expand(self, op: str, launch: Launch, stream: int) -> None:
+    def _expand(self, op: str, launch: Launch, prog: _Program) -> None:
         t, out = self._io(op, launch)
-        self.copy(view_of(op, t), view_of(op, out), stream)
+        self.copy(view_of(op, t), view_of(op, out), prog)
 
-    def _repeat(self, op: str, launch: Launch, stream: int) -> None:
+    def _repeat(self, op: str, launch: Launch, prog: _Program) -> None:
         t, out = self._io(op, launch)
         if out.numel == 0:
             return
         src, dst = tile_views(view_of(op, t), view_of(op, out), tuple(launch.args["repeats"].values))
-        self.copy(src, dst, stream)
+        self.copy(src, dst, prog)
 
-    def _constantpadnd(self, op: str, launch: Launch, stream: int) -> None:
+    def _constantpadnd(self, op: str, launch: Launch, prog: _Program) -> None:
         t, out = self._io(op, launch)
         if out.numel == 0:
             return
@@ -346,37 +379,37 @@ class MovementRunner:
         if any(b > 0 or e > 0 for b, e in pairs):
             value = launch.args["value"]
             assert isinstance(value, AclScalar)
-            self.fill(op, out, value, stream)
+            self.fill(op, out, value, prog)
         src, dst = view_of(op, t), view_of(op, out)
         for d, (n, (before, after)) in enumerate(zip(t.view_dims, pairs)):
             lo, hi = max(-before, 0), n - max(-after, 0)
             keep = max(hi - lo, 0)
             src = src.narrow(d, lo, keep)
             dst = dst.narrow(d, max(before, 0), keep)
-        self.copy(src, dst, stream)
+        self.copy(src, dst, prog)
 
-    def fill(self, op: str, out: AclTensor, value: AclScalar, stream: int) -> None:
+    def fill(self, op: str, out: AclTensor, value: AclScalar, prog: _Program) -> None:
         """Every element of ``out`` = value (converted to out's dtype by the elementwise fill)."""
         if out.dtype not in SUPPORTED:
             raise _refuse(op, f"a {out.dtype.short} pad value")
         ew = self.backend.elementwise
         tokens: dict[str, D | None] = {"T": None, "F": None, "B": D.ACL_BOOL, "O": out.dtype}
         u = UFUNCS["InplaceFillScalar"]
-        ew.enqueue(ew.instantiate(op, u, tokens, [("selfRef", out)], [("value", value)]), stream)
+        prog.add(ew.prepare(ew.instantiate(op, u, tokens, [("selfRef", out)], [("value", value)])))
 
-    def _triangle(self, op: str, launch: Launch, stream: int) -> None:
+    def _triangle(self, op: str, launch: Launch, prog: _Program) -> None:
         t, out = self._io(op, launch)
         mode = "tril" if op == "Tril" else "triu"
-        self.copy(view_of(op, t), view_of(op, out), stream, mode, int(launch.args["diagonal"]))
+        self.copy(view_of(op, t), view_of(op, out), prog, mode, int(launch.args["diagonal"]))
 
     _tril = _triangle
     _triu = _triangle
 
-    def _flip(self, op: str, launch: Launch, stream: int) -> None:
+    def _flip(self, op: str, launch: Launch, prog: _Program) -> None:
         t, out = self._io(op, launch)
-        self.copy(view_of(op, t).flip(launch.plan["dims"]), view_of(op, out), stream)
+        self.copy(view_of(op, t).flip(launch.plan["dims"]), view_of(op, out), prog)
 
-    def _arange(self, op: str, launch: Launch, stream: int) -> None:
+    def _arange(self, op: str, launch: Launch, prog: _Program) -> None:
         out = launch.args["out"]
         assert isinstance(out, AclTensor)
         n = out.numel
@@ -395,7 +428,7 @@ class MovementRunner:
             values: list[Any] = [pointer, ctypes.c_longlong(int(start.value)), ctypes.c_longlong(int(step.value))]  # type: ignore[arg-type]
         else:
             values = [pointer, ctypes.c_double(float(start.value)), ctypes.c_double(float(step.value))]  # type: ignore[arg-type]
-        self._launch(Arange(out.dtype, int64, idx), [n, n, stride], idx, values, n, stream)
+        self._launch(Arange(out.dtype, int64, idx), [n, n, stride], idx, values, n, prog)
 
     # ------------------------------------------------------------------ gathers
     def take(
@@ -406,8 +439,8 @@ class MovementRunner:
         src_row: Sequence[int],
         indices: Sequence[tuple[AclTensor, Sequence[int], int, int]],
         wrap: bool,
-        flag: int,
-        stream: int,
+        flag: ctypes.c_void_p,
+        prog: _Program,
     ) -> None:
         """``out[p] = src[src_row . p + sum_k index_k[row_k . p] * dim_stride_k]`` for every out element p.
 
@@ -432,78 +465,78 @@ class MovementRunner:
             values.append(KernelArgs.pointer(t.data + t.offset * (t.dtype.info.storage_bits // 8)))
         for _, _, dim_stride, size in indices:
             values += [ctypes.c_longlong(dim_stride), ctypes.c_longlong(size)]
-        values.append(KernelArgs.pointer(flag))
-        self._launch(kernel, meta, idx, values, math.prod(shape), stream)
+        values.append(flag)
+        self._launch(kernel, meta, idx, values, math.prod(shape), prog)
 
-    def _embedding(self, op: str, launch: Launch, stream: int) -> None:
+    def _embedding(self, op: str, launch: Launch, prog: _Program) -> None:
         w, ids, out = (launch.args[n] for n in ("weight", "indices", "out"))
         assert isinstance(w, AclTensor) and isinstance(ids, AclTensor) and isinstance(out, AclTensor)
         if ids.numel == 0:
             return
         src = view_of(op, w)
-        flag = self._flag(stream)
-        self.check(op, ids, 0, w.view_dims[0], flag, stream)
+        flag = self._flag(prog)
+        self.check(op, ids, 0, w.view_dims[0], flag, prog)
         k = ids.rank
         src_row = (0,) * k + (w.strides[1],)
         idx_row = (*ids.strides, 0)
-        self.take(op, src, out, src_row, [(ids, idx_row, w.strides[0], w.view_dims[0])], False, flag, stream)
-        self._report(op, flag, stream, "indices")
+        self.take(op, src, out, src_row, [(ids, idx_row, w.strides[0], w.view_dims[0])], False, flag, prog)
+        self._report(op, flag, prog, "indices")
 
-    def _select(self, op: str, launch: Launch, stream: int) -> None:
+    def _select(self, op: str, launch: Launch, prog: _Program) -> None:
         t, index, out = (launch.args[n] for n in ("self", "index", "out"))
         assert isinstance(t, AclTensor) and isinstance(index, AclTensor) and isinstance(out, AclTensor)
         if index.numel == 0:
             return
         v2 = op == "GatherV2"
-        flag = self._flag(stream)
+        flag = self._flag(prog)
         src = view_of(op, t)
         if t.rank == 0:
-            self.check(op, index, 0, 1, flag, stream)
-            self.take(op, src, out, (0,), [(index, (0,), 0, 1)], False, flag, stream)
+            self.check(op, index, 0, 1, flag, prog)
+            self.take(op, src, out, (0,), [(index, (0,), 0, 1)], False, flag, prog)
         else:
             dim: int = launch.plan["dim"]
             size = t.view_dims[dim]
-            self.check(op, index, -size if v2 else 0, size, flag, stream)
+            self.check(op, index, -size if v2 else 0, size, flag, prog)
             pre, post = t.strides[:dim], t.strides[dim + 1 :]
             middle = tuple(index.strides) if v2 else ((index.strides[0],) if index.rank else (0,))
             src_row = (*pre, *(0,) * len(middle), *post)
             idx_row = (*(0,) * len(pre), *middle, *(0,) * len(post))
-            self.take(op, src, out, src_row, [(index, idx_row, t.strides[dim], size)], v2, flag, stream)
-        self._report(op, flag, stream, "index")
+            self.take(op, src, out, src_row, [(index, idx_row, t.strides[dim], size)], v2, flag, prog)
+        self._report(op, flag, prog, "index")
 
     _indexselect = _select
     _gatherv2 = _select
 
-    def _gather(self, op: str, launch: Launch, stream: int) -> None:
+    def _gather(self, op: str, launch: Launch, prog: _Program) -> None:
         t, index, out = (launch.args[n] for n in ("self", "index", "out"))
         assert isinstance(t, AclTensor) and isinstance(index, AclTensor) and isinstance(out, AclTensor)
         if index.numel == 0:
             return
-        flag = self._flag(stream)
+        flag = self._flag(prog)
         src = view_of(op, t)
         if t.rank == 0:
-            self.check(op, index, 0, 1, flag, stream)
-            self.take(op, src, out, (0,), [(index, (0,), 0, 1)], False, flag, stream)
+            self.check(op, index, 0, 1, flag, prog)
+            self.take(op, src, out, (0,), [(index, (0,), 0, 1)], False, flag, prog)
         else:
             dim: int = launch.plan["dim"]
             size = t.view_dims[dim]
-            self.check(op, index, 0, size, flag, stream)
+            self.check(op, index, 0, size, flag, prog)
             src_row = tuple(0 if d == dim else s for d, s in enumerate(t.strides))
-            self.take(op, src, out, src_row, [(index, tuple(index.strides), t.strides[dim], size)], False, flag, stream)
-        self._report(op, flag, stream, "index")
+            self.take(op, src, out, src_row, [(index, tuple(index.strides), t.strides[dim], size)], False, flag, prog)
+        self._report(op, flag, prog, "index")
 
-    def _index(self, op: str, launch: Launch, stream: int) -> None:
+    def _index(self, op: str, launch: Launch, prog: _Program) -> None:
         t, lst, out = (launch.args[n] for n in ("self", "indices", "out"))
         assert isinstance(t, AclTensor) and isinstance(lst, AclTensorList) and isinstance(out, AclTensor)
         entries = [(d, e) for d, e in enumerate(lst.tensors) if e.numel != 0]
         src = view_of(op, t)
         if not entries:
-            self.copy(src, view_of(op, out), stream)
+            self.copy(src, view_of(op, out), prog)
             return
-        flag = self._flag(stream)
+        flag = self._flag(prog)
         positions = [d for d, _ in entries]
         for d, e in entries:
-            self.check(op, e, -t.view_dims[d], t.view_dims[d], flag, stream)
+            self.check(op, e, -t.view_dims[d], t.view_dims[d], flag, prog)
         block = broadcast_shapes(*(tuple(e.view_dims) for _, e in entries), names=("indices",))
         shape, _ = advanced_index_shape(t.view_dims, [tuple(e.view_dims) if e.numel else None for e in lst.tensors])
         assert tuple(shape) == tuple(out.view_dims)
@@ -521,11 +554,11 @@ class MovementRunner:
             inner = broadcast_strides(e.view_dims, e.strides, block)
             row = (*(0,) * len(before), *inner, *(0,) * len(after))
             rows.append((e, row, t.strides[d], t.view_dims[d]))
-        self.take(op, src, out, src_row, rows, True, flag, stream)
-        self._report(op, flag, stream, "indices")
+        self.take(op, src, out, src_row, rows, True, flag, prog)
+        self._report(op, flag, prog, "indices")
 
     # ------------------------------------------------------------------ scatters
-    def _scatter(self, op: str, launch: Launch, stream: int) -> None:
+    def _scatter(self, op: str, launch: Launch, prog: _Program) -> None:
         t, index, out = (launch.args[n] for n in ("self", "index", "out"))
         assert isinstance(t, AclTensor) and isinstance(index, AclTensor) and isinstance(out, AclTensor)
         with_value = op == "ScatterValue"
@@ -534,15 +567,15 @@ class MovementRunner:
                 raise _refuse(op, f"{name} of dtype {dt.short}")
         if index.numel == 0:
             if out.data != t.data or out.offset != t.offset or out.strides != t.strides:
-                self.copy(view_of(op, t), view_of(op, out), stream)
+                self.copy(view_of(op, t), view_of(op, out), prog)
             return
         if out.numel == 0:
             return
         dim: int = launch.plan["dim"] if t.rank else 0
         shape = tuple(t.view_dims) or (1,)
         size = shape[dim]
-        flag = self._flag(stream)
-        self.check(op, index, 0, size, flag, stream)
+        flag = self._flag(prog)
+        self.check(op, index, 0, size, flag, prog)
 
         def row(x: AclTensor) -> tuple[int, ...]:
             return tuple(x.strides) or (0,)
@@ -566,29 +599,29 @@ class MovementRunner:
         else:
             assert isinstance(src_t, AclTensor)
             values.append(KernelArgs.pointer(view_of(op, src_t).address))
-        values.append(KernelArgs.pointer(flag))
-        self._launch(kernel, meta, idx, values, math.prod(shape), stream)
-        self._report(op, flag, stream, "index")
+        values.append(flag)
+        self._launch(kernel, meta, idx, values, math.prod(shape), prog)
+        self._report(op, flag, prog, "index")
 
     _scattervalue = _scatter
 
-    def _inplacescatterupdate(self, op: str, launch: Launch, stream: int) -> None:
+    def _inplacescatterupdate(self, op: str, launch: Launch, prog: _Program) -> None:
         data, indices, updates = (launch.args[n] for n in ("data", "indices", "updates"))
         assert isinstance(data, AclTensor) and isinstance(indices, AclTensor) and isinstance(updates, AclTensor)
         axis: int = launch.plan["axis"]
         length = updates.view_dims[axis]
         room = data.view_dims[axis] - length + 1
-        flag = self._flag(stream)
+        flag = self._flag(prog)
         size = indices.dtype.info.storage_bits // 8
         two = indices.rank == 2
         if two:
             rows, start = (indices.view_dims[0],), indices.data + indices.offset * size
             column = (indices.strides[0],)
-            self.check_view(indices.dtype, start, rows, column, 0, data.view_dims[0], flag, stream)
+            self.check_view(indices.dtype, start, rows, column, 0, data.view_dims[0], flag, prog)
             second = start + indices.strides[1] * size
-            self.check_view(indices.dtype, second, rows, column, 0, room, flag, stream)
+            self.check_view(indices.dtype, second, rows, column, 0, room, flag, prog)
         else:
-            self.check(op, indices, 0, room, flag, stream)
+            self.check(op, indices, 0, room, flag, prog)
         batches = indices.view_dims[0] if indices.rank else 1
         row_stride = indices.strides[0] if indices.rank else 0
         column_stride = indices.strides[1] if two else 0
@@ -606,10 +639,25 @@ class MovementRunner:
             ctypes.c_longlong(row_stride),
             ctypes.c_longlong(column_stride),
             ctypes.c_longlong(length),
-            KernelArgs.pointer(flag),
+            flag,
         ]
-        self._launch(kernel, meta, idx, values, d.numel, stream)
-        self._report(op, flag, stream, "indices")
+        self._launch(kernel, meta, idx, values, d.numel, prog)
+        self._report(op, flag, prog, "indices")
+
+
+@dataclass
+class _Program:
+    """One call's launches, recorded once per signature; the check flag is a slot each run fills."""
+
+    steps: list[Prepared] = field(default_factory=list)
+    flag: ctypes.c_void_p | None = None
+    report: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, prepared: Prepared | None) -> None:
+        """Append a prepared launch (None launches nothing)."""
+        if prepared is not None:
+            self.steps.append(prepared)
 
 
 def _wide_scalar(value: AclScalar, dtype: D) -> ctypes._SimpleCData:
