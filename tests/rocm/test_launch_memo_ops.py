@@ -84,3 +84,23 @@ def test_matmul_reuses_its_gemm_call_and_keeps_temporaries_per_call(fake, gather
     if not gathered:
         assert provider.gemms[-1].d.address == other.address
     assert executor.call.memo is not memo
+
+
+def test_an_index_op_reuses_its_launches_with_a_fresh_check_flag_per_call(fake) -> None:
+    backend, provider = fake
+    weight = to_device(np.ones((8, 4), np.float32), backend)
+    ids = to_device(np.array([1, 3, 5], np.int64), backend)
+    out = to_device(np.zeros((3, 4), np.float32), backend)
+    spec = get_spec("Embedding")
+    size, executor = _repeatable("Embedding", [weight.tensor(), ids.tensor(), out.tensor()], backend)
+    flags = []
+    for _ in range(2):
+        before = len(provider.launches)
+        execute(spec, None, size, executor, None)
+        flags.append(provider.allocated[-1])
+        backend.driver.synchronize_stream(backend.runtime.stream(None))
+        check, take = provider.launches[before:]
+        assert flags[-1] in _pointers(check.args) and flags[-1] in _pointers(take.args)
+        assert out.address in _pointers(take.args)
+    assert len(provider.allocated) == 2 and sorted(provider.allocated) == sorted(provider.released)
+    assert provider.launches[-3].args[:-1] == provider.launches[-1].args[:-1]  # same take, only the flag moves
