@@ -253,7 +253,9 @@ class Call:
         return self.args[name]
 
 
-InferFn = Callable[[Call], Mapping[str, "OutInfo | list[OutInfo] | None"]]
+Infos = Mapping[str, "OutInfo | list[OutInfo] | None"]
+"""What an operator's output rule returns: each output's OutInfo (a list for tensor-list outputs)."""
+InferFn = Callable[[Call], Infos]
 WorkspaceFn = Callable[[Call], int]
 
 
@@ -280,6 +282,15 @@ class ErrorSample:
 
 SampleFn = Callable[[np.random.Generator], Iterable[Sample]]
 ErrorSampleFn = Callable[[np.random.Generator], Iterable[ErrorSample]]
+SampleGen = SampleFn
+ErrorGen = ErrorSampleFn
+
+NULLPTR = int(AclnnStatus.ACLNN_ERR_PARAM_NULLPTR)
+"""161001, for error samples."""
+INVALID = int(AclnnStatus.ACLNN_ERR_PARAM_INVALID)
+"""161002, for error samples."""
+TILING = int(AclnnStatus.ACLNN_ERR_INNER_TILING_ERROR)
+"""561002: the code CANN's docs give for some ops' shape-relationship errors."""
 
 
 def _no_workspace(call: Call) -> int:

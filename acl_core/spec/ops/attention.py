@@ -24,7 +24,7 @@ Conventions shared by every attention operator here (the reference kernels imple
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,8 +33,12 @@ from acl_core.dtypes import DataType as D
 from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.spec import samples as S
 from acl_core.spec.opspec import (
+    INVALID,
+    NULLPTR,
+    TILING,
     Call,
     ErrorSample,
+    Infos,
     OpSpec,
     OutInfo,
     Sample,
@@ -54,9 +58,6 @@ from acl_core.spec.rules import FLOATS, normalize_dim, same, tensor_arg
 from acl_core.tensor import AclIntArray, AclTensor, AclTensorList
 
 FAMILY = "attention"
-INVALID = 161002
-NULLPTR = 161001
-TILING = 561002
 UNBOUNDED = 2147483647
 """preTokens / nextTokens value meaning "no window bound" (INT32_MAX, CANN's recommendation)."""
 COMPRESSED_MASK = 2048
@@ -78,7 +79,6 @@ SPARSE_NAMES = {
 INFER_SPARSE_NAMES = {**SPARSE_NAMES, 5: "prefix", 6: "global", 7: "dilated", 8: "block_local"}
 """The names FusedInferAttentionScore's documentation gives sparseMode 5-8."""
 IMPLEMENTED_SPARSE = (0, 1, 2, 3, 4)
-Infos = Mapping[str, "OutInfo | list[OutInfo] | None"]
 Dims = tuple[int, int, int, int]
 """(B, N, S, D) of a query/key/value tensor."""
 
@@ -1203,7 +1203,6 @@ def _swiglu_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
 
 
 # ----------------------------------------------------------------------------- declarations
-SampleGen = Callable[[np.random.Generator], Iterable[Sample]]
 
 SPECS: list[OpSpec] = [
     OpSpec(

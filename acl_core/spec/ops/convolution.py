@@ -8,7 +8,7 @@ transposed one, as in PyTorch. ``padding`` may also be asymmetric where CANN all
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -16,10 +16,11 @@ from acl_core.dtypes import DataType as D
 from acl_core.formats import Format
 from acl_core.spec import samples as S
 from acl_core.spec.opspec import (
+    INVALID,
     Call,
     ErrorSample,
+    Infos,
     OpSpec,
-    OutInfo,
     Sample,
     bool_attr,
     int_array,
@@ -34,8 +35,6 @@ from acl_core.spec.rules import FLOATS, listed, same, tensor_arg
 from acl_core.tensor import AclIntArray, AclTensor
 
 FAMILY = "convolution"
-INVALID = 161002
-Infos = Mapping[str, "OutInfo | list[OutInfo] | None"]
 _F32, _F16, _BF16 = D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16
 _LAYOUTS = frozenset({Format.ACL_FORMAT_ND, Format.ACL_FORMAT_NCL, Format.ACL_FORMAT_NCHW, Format.ACL_FORMAT_NCDHW})
 _RANK_FORMAT = {3: Format.ACL_FORMAT_NCL, 4: Format.ACL_FORMAT_NCHW, 5: Format.ACL_FORMAT_NCDHW}

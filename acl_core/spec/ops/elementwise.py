@@ -10,12 +10,16 @@ import numpy as np
 from acl_core.dtypes import DataType as D
 from acl_core.spec import samples as S
 from acl_core.spec.opspec import (
+    INVALID,
     Call,
+    ErrorGen,
     ErrorSample,
+    Infos,
     OpSpec,
     OutInfo,
     Param,
     Sample,
+    SampleGen,
     dtype_attr,
     inplace_twin,
     int_attr,
@@ -44,11 +48,7 @@ from acl_core.spec.rules import (
 from acl_core.tensor import AclScalar
 
 FAMILY = "elementwise"
-INVALID = 161002
 SAMPLE_DTYPES = (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16, D.ACL_INT32, D.ACL_INT64, D.ACL_BOOL)
-Infos = Mapping[str, "OutInfo | list[OutInfo] | None"]
-SampleGen = Callable[[np.random.Generator], Iterable[Sample]]
-ErrorGen = Callable[[np.random.Generator], Iterable[ErrorSample]]
 
 
 def _scalar_dtype(call: Call, name: str) -> D | None:

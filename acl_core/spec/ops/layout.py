@@ -17,7 +17,7 @@ direction is proven in ``tests/ops/test_layout.py``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 import ml_dtypes
 import numpy as np
@@ -27,13 +27,23 @@ from acl_core.formats import Format
 from acl_core.nz import NZ_FORMATS, NzArray, c0_for, check_nz_tensor, is_nz, nz_shape
 from acl_core.spec import samples as S
 from acl_core.spec.ops.matmul import CUBE_MATH_TYPES, matmul_dtype, operand_precision
-from acl_core.spec.opspec import Call, ErrorSample, OpSpec, OutInfo, Sample, int_attr, invalid, out, ref, tensor
+from acl_core.spec.opspec import (
+    INVALID,
+    Call,
+    ErrorSample,
+    Infos,
+    OpSpec,
+    Sample,
+    int_attr,
+    invalid,
+    out,
+    ref,
+    tensor,
+)
 from acl_core.spec.rules import castable, same, tensor_arg
 from acl_core.tensor import AclTensor
 
 FAMILY = "layout"
-INVALID = 161002
-Infos = Mapping[str, "OutInfo | list[OutInfo] | None"]
 
 FORMAT_CAST_DTYPES = frozenset(
     {

@@ -40,7 +40,7 @@ per groupType is not checked: every backend computes on the logical views.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -49,8 +49,11 @@ import numpy as np
 from acl_core.dtypes import DataType as D
 from acl_core.spec import samples as S
 from acl_core.spec.opspec import (
+    INVALID,
+    NULLPTR,
     Call,
     ErrorSample,
+    Infos,
     OpSpec,
     OutInfo,
     Param,
@@ -70,9 +73,6 @@ from acl_core.spec.rules import FLOATS, broadcast_shapes, castable, same, tensor
 from acl_core.tensor import AclIntArray, AclTensor, AclTensorList
 
 FAMILY = "matmul"
-INVALID = 161002
-NULLPTR = 161001
-Infos = Mapping[str, "OutInfo | list[OutInfo] | None"]
 Shape = tuple[int, ...]
 
 KEEP_DTYPE = 0

@@ -26,7 +26,7 @@ the topology ("hccs all mesh").
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -35,10 +35,11 @@ from acl_core.dtypes import DataType as D
 from acl_core.spec import samples as S
 from acl_core.spec.collective import COMM_NAME_MAX_LENGTH, SELF_GROUP_NAME
 from acl_core.spec.opspec import (
+    INVALID,
     Call,
     ErrorSample,
+    Infos,
     OpSpec,
-    OutInfo,
     Sample,
     int_attr,
     invalid,
@@ -49,11 +50,9 @@ from acl_core.spec.opspec import (
 from acl_core.spec.rules import same, tensor_arg
 
 FAMILY = "mc2"
-INVALID = 161002
 DTYPES = frozenset({D.ACL_FLOAT16, D.ACL_BF16})
 K_RANGE = (256, 65535)
 """AllGatherMatmul and MatmulReduceScatter need k in [256, 65535)."""
-Infos = Mapping[str, "OutInfo | list[OutInfo] | None"]
 
 
 def group_ranks(call: Call) -> int:

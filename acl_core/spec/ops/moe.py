@@ -26,7 +26,7 @@ shape problems as 161002.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -34,10 +34,12 @@ from acl_core.dtypes import DataType as D
 from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.spec import samples as S
 from acl_core.spec.opspec import (
+    INVALID,
+    TILING,
     Call,
     ErrorSample,
+    Infos,
     OpSpec,
-    OutInfo,
     Sample,
     int_attr,
     invalid,
@@ -48,10 +50,7 @@ from acl_core.spec.rules import FLOATS, same, tensor_arg
 from acl_core.tensor import AclTensor
 
 FAMILY = "moe"
-INVALID = 161002
-TILING = 561002
 MAX_K = 1024
-Infos = Mapping[str, "OutInfo | list[OutInfo] | None"]
 Shape = tuple[int, ...]
 I32 = frozenset({D.ACL_INT32})
 _DTYPES = (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16)

@@ -9,7 +9,7 @@ refuse an out-of-range index value at launch with 161002 without touching memory
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -18,12 +18,15 @@ import numpy as np
 from acl_core.dtypes import DataType as D
 from acl_core.spec import samples as S
 from acl_core.spec.opspec import (
+    INVALID,
     Call,
     ErrorSample,
+    Infos,
     OpSpec,
     OutInfo,
     Role,
     Sample,
+    SampleGen,
     bool_attr,
     inplace_twin,
     int_array,
@@ -52,11 +55,7 @@ from acl_core.spec.rules import (
 from acl_core.tensor import AclIntArray, AclScalar, AclTensor, AclTensorList
 
 FAMILY = "movement"
-INVALID = 161002
 MAX_RANK = 8
-Infos = Mapping[str, "OutInfo | list[OutInfo] | None"]
-SampleGen = Callable[[np.random.Generator], Iterable[Sample]]
-ErrorGen = Callable[[np.random.Generator], Iterable[ErrorSample]]
 Shape = tuple[int, ...]
 
 COPY_DTYPES = (D.ACL_FLOAT, D.ACL_BF16, D.ACL_INT64, D.ACL_BOOL)

@@ -18,8 +18,10 @@ from acl_core.dtypes import DataType as D
 from acl_core.formats import Format
 from acl_core.spec import samples as S
 from acl_core.spec.opspec import (
+    INVALID,
     Call,
     ErrorSample,
+    Infos,
     OpSpec,
     OutInfo,
     Param,
@@ -38,8 +40,6 @@ from acl_core.spec.rules import FLOATS, listed, same, tensor_arg
 from acl_core.tensor import AclIntArray, AclTensor
 
 FAMILY = "norm"
-INVALID = 161002
-Infos = Mapping[str, "OutInfo | list[OutInfo] | None"]
 SAMPLE_DTYPES = (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16)
 _F32 = D.ACL_FLOAT
 # Channel-first layouts only: the channel axis is dim 1 (channel-last NHWC/NDHWC is not modelled).

@@ -22,7 +22,7 @@ open are made here and listed in TODO.md (issue 6):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 import ml_dtypes
 import numpy as np
@@ -31,12 +31,16 @@ from acl_core import lowp
 from acl_core.dtypes import DataType as D
 from acl_core.spec import samples as S
 from acl_core.spec.opspec import (
+    INVALID,
     Call,
+    ErrorGen,
     ErrorSample,
+    Infos,
     OpSpec,
     OutInfo,
     Param,
     Sample,
+    SampleGen,
     bool_attr,
     int_attr,
     invalid,
@@ -48,11 +52,7 @@ from acl_core.spec.rules import FLOATS, broadcast_shapes, listed, normalize_dim,
 from acl_core.tensor import AclTensor
 
 FAMILY = "quant"
-INVALID = 161002
-Infos = Mapping[str, "OutInfo | list[OutInfo] | None"]
 Shape = tuple[int, ...]
-SampleGen = Callable[[np.random.Generator], Iterable[Sample]]
-ErrorGen = Callable[[np.random.Generator], Iterable[ErrorSample]]
 
 FP8 = frozenset({D.ACL_FLOAT8_E4M3FN, D.ACL_FLOAT8_E5M2})
 HIF8 = D.ACL_HIFLOAT8

@@ -9,17 +9,19 @@ official prototype table.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from acl_core.dtypes import DataType as D
 from acl_core.spec import samples as S
 from acl_core.spec.opspec import (
+    INVALID,
+    NULLPTR,
     Call,
     ErrorSample,
+    Infos,
     OpSpec,
-    OutInfo,
     Param,
     Sample,
     bool_attr,
@@ -48,11 +50,6 @@ from acl_core.spec.rules import (
 from acl_core.tensor import AclIntArray, AclTensor
 
 FAMILY = "reduction"
-INVALID = 161002
-NULLPTR = 161001
-Infos = Mapping[str, "OutInfo | list[OutInfo] | None"]
-SampleGen = Callable[[np.random.Generator], Iterable[Sample]]
-ErrorGen = Callable[[np.random.Generator], Iterable[ErrorSample]]
 
 _UNSIGNED_WIDE = frozenset({D.ACL_UINT16, D.ACL_UINT32, D.ACL_UINT64})
 SOFTMAX_DTYPES = FLOATS64
