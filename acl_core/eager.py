@@ -194,19 +194,21 @@ def to_device(
     return da
 
 
-def _scalar(value: Any) -> AclScalar:
+def to_scalar(value: Any) -> AclScalar:
+    """An aclScalar for a Python or NumPy value: bool, int64, float64 or complex128 for Python values,
+    the value's own dtype for NumPy scalars, ``(value, aclDataType)`` for an explicit type."""
     if isinstance(value, AclScalar):
         return value
     if isinstance(value, tuple) and len(value) == 2:
         return AclScalar.create(value[0], value[1])
     if isinstance(value, (bool, np.bool_)):
         return AclScalar.create(bool(value), DataType.ACL_BOOL)
-    if isinstance(value, (int, np.integer)):
-        return AclScalar.create(int(value), DataType.ACL_INT64)
-    if isinstance(value, complex):
-        return AclScalar.create(value, DataType.ACL_COMPLEX128)
+    if isinstance(value, int):
+        return AclScalar.create(value, DataType.ACL_INT64)
     if isinstance(value, np.generic):
         return AclScalar.create(value.item(), from_numpy(value.dtype))
+    if isinstance(value, complex):
+        return AclScalar.create(value, DataType.ACL_COMPLEX128)
     return AclScalar.create(float(value), DataType.ACL_DOUBLE)
 
 
@@ -251,10 +253,10 @@ class _Arguments:
                 self.arrays[p.name] = arrays
                 args[p.name] = AclTensorList.create([a.tensor() for a in arrays])
             elif p.kind is Kind.SCALAR:
-                args[p.name] = _scalar(value)
+                args[p.name] = to_scalar(value)
             elif p.kind is Kind.SCALAR_LIST:
                 args[p.name] = (
-                    value if isinstance(value, AclScalarList) else AclScalarList.create([_scalar(v) for v in value])
+                    value if isinstance(value, AclScalarList) else AclScalarList.create([to_scalar(v) for v in value])
                 )
             elif p.kind is Kind.INT_ARRAY:
                 args[p.name] = value if isinstance(value, AclIntArray) else AclIntArray.create(value)

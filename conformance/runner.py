@@ -24,13 +24,13 @@ from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
 from acl_core.dtypes import from_numpy
+from acl_core.eager import to_scalar
 from acl_core.errors import AclCoreError, AclnnStatus, code_name
 from acl_core.spec.opspec import Kind, OpSpec, Sample
 from acl_core.tensor import (
     AclBoolArray,
     AclFloatArray,
     AclIntArray,
-    AclScalar,
     AclScalarList,
     AclTensor,
     AclTensorList,
@@ -402,22 +402,6 @@ def _output_dtypes(outputs: Outputs) -> set[D]:
 
 
 # ------------------------------------------------------------------------------------ the C path
-def _scalar_handle(value: Any) -> AclScalar:
-    if isinstance(value, AclScalar):
-        return value
-    if isinstance(value, tuple) and len(value) == 2:
-        return AclScalar.create(value[0], value[1])
-    if isinstance(value, (bool, np.bool_)):
-        return AclScalar.create(bool(value), D.ACL_BOOL)
-    if isinstance(value, int):
-        return AclScalar.create(int(value), D.ACL_INT64)
-    if isinstance(value, np.generic):
-        return AclScalar.create(value.item(), from_numpy(value.dtype))
-    if isinstance(value, complex):
-        return AclScalar.create(value, D.ACL_COMPLEX128)
-    return AclScalar.create(float(value), D.ACL_DOUBLE)
-
-
 def _handle(kind: Kind, value: Any, backend: Backend, keep: list[Any]) -> Any:
     if value is None:
         return None
@@ -430,9 +414,9 @@ def _handle(kind: Kind, value: Any, backend: Backend, keep: list[Any]) -> Any:
     if kind is Kind.TENSOR_LIST:
         return AclTensorList.create([_handle(Kind.TENSOR, v, backend, keep) for v in value])
     if kind is Kind.SCALAR:
-        return _scalar_handle(value)
+        return to_scalar(value)
     if kind is Kind.SCALAR_LIST:
-        return AclScalarList.create([_scalar_handle(v) for v in value])
+        return AclScalarList.create([to_scalar(v) for v in value])
     if kind is Kind.INT_ARRAY:
         return AclIntArray.create(value)
     if kind is Kind.FLOAT_ARRAY:
