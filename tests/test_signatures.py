@@ -10,7 +10,6 @@ import pytest
 
 from acl_core.spec.ops import all_specs
 
-
 SUPPLEMENT = Path(__file__).parent / "data" / "signatures-from-notes.tsv"
 """Prototypes absent from aclnn-signatures.tsv, transcribed from cann-contract-notes.md (source column cites it)."""
 

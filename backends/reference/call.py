@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from acl_reference import tensor_io
-from acl_reference.driver import ReferenceDriver
 
 from acl_core.backend import Launch
 from acl_core.dtypes import DataType
 from acl_core.tensor import AclTensor, AclTensorList
+from acl_reference import tensor_io
+from acl_reference.driver import ReferenceDriver
 
 
 class RefCall:

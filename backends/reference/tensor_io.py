@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-from acl_reference.driver import ReferenceDriver
 
 from acl_core.dtypes import DataType
 from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.tensor import AclTensor
+from acl_reference.driver import ReferenceDriver
 
 
 def _unsupported(t: AclTensor) -> AclnnError:

@@ -8,11 +8,11 @@ follow torch: NaN is greater than every number, -0.0 equals 0.0, and ties keep t
 from __future__ import annotations
 
 import numpy as np
+
+from acl_core.dtypes import DataType
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
 from acl_reference.tensor_io import cast, wide
-
-from acl_core.dtypes import DataType
 
 Array = np.ndarray
 
