@@ -353,3 +353,20 @@ def test_capabilities_name_the_engine() -> None:
     caps = acl_core.get_backend("reference").capabilities()
     assert caps.collective_engine == "mpi" and caps.collective_max_ranks >= 1
     assert acl_core.get_backend("reference").collectives is not None
+
+
+@pytest.mark.slow
+def test_acl_core_bench_runs_the_collective_benchmark_on_two_ranks(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "acl_core", "bench", "--collectives", "2", "--max-bytes", "512", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    rows = [row for op in report["collectives"].values() for row in op]
+    assert report["backend"] == "reference" and report["ranks"] == 2 and "# all_reduce" in done.stdout
+    assert {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"} <= set(report["collectives"])
+    assert rows and all(row["wrong"] == 0 and row["busbw_GBps"] >= 0 for row in rows)

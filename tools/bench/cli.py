@@ -8,6 +8,8 @@ import json
 import os
 import platform
 import shlex
+import shutil
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,13 +24,39 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="acl-core bench", description="Benchmarks beside NumPy (CPU) or PyTorch (GPU).")
     p.add_argument("--backend", default=None, help="backend to measure (default: ACL_BACKEND or the best available)")
     p.add_argument("--out", type=Path, default=None, help="JSON file to write (default: reports/bench-<backend>.json)")
-    p.add_argument("--max-bytes", type=int, default=1 << 28, help="largest Add size in the throughput sweep")
+    p.add_argument("--max-bytes", type=int, default=1 << 28, help="largest message or Add size of the sweep")
+    p.add_argument(
+        "--collectives",
+        type=int,
+        metavar="RANKS",
+        default=None,
+        help="instead: HCCL collective bandwidth on RANKS MPI processes (nccl-tests' columns)",
+    )
     return p
+
+
+def _collectives(args: argparse.Namespace) -> int:
+    """Launch the collective benchmark under mpiexec, one process per rank, and return its status."""
+    mpiexec = shutil.which(
+        "mpiexec", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    )
+    if mpiexec is None:
+        print("acl-core bench --collectives: mpiexec not found; pip install 'acl-core[mpi]'", file=sys.stderr)
+        return 2
+    out = args.out or Path("reports") / f"bench-hccl-{args.collectives}ranks.json"
+    command = [mpiexec, "-n", str(args.collectives), sys.executable, "-m", "acl_tools.bench.collectives"]
+    command += ["--max-bytes", str(min(args.max_bytes, 1 << 26)), "--out", str(out)]
+    env = dict(os.environ)
+    if args.backend:
+        env["ACL_BACKEND"] = args.backend
+    return subprocess.run(command, env=env, check=False).returncode
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmarks of the chosen backend and write them to a JSON file."""
     args = _parser().parse_args(argv)
+    if args.collectives is not None:
+        return _collectives(args)
     try:
         backend = acl_core.get_backend(args.backend)
     except AclCoreError as exc:
