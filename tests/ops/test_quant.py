@@ -235,7 +235,9 @@ def test_quant_matmul_v3_matches_torch_int32_matmul(rng: np.random.Generator) ->
         transposeX2=False,
         out=np.zeros((5, 7), np.int8),
     )["out"]
-    truncated = lowp.decode_packed_scale(packed)
+    # TransQuantParam keeps the float32 scale's top 19 bits (sign, exponent, 10 mantissa bits): by hand, not
+    # through lowp.decode_packed_scale, which the reference itself uses to read the scale
+    truncated = (scale.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
     np.testing.assert_array_equal(out, np.clip(np.rint(_int_mm(a, b) * truncated + off), -128, 127))
 
 
