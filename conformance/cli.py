@@ -122,7 +122,7 @@ def _skip_lines(report: Report, limit: int = 6) -> list[str]:
 
 def _verdict(report: Report) -> str:
     t = report.totals()
-    word = "PASSED" if report.ok else "FAILED"
+    word = "PASSED" if report.ok else ("FAILED" if report.failed else "NOTHING PROVEN (every case skipped)")
     return (
         f"{word}: {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped, "
         f"{t['xfailed']} xfailed, {t['xpassed']} xpassed in {report.seconds:.1f} s"

@@ -241,7 +241,10 @@ def run_hypothesis(runner: Runner, case: Case) -> Outcome:
         if first is not None:
             message += f"; first: {first.message}"
         return runner._fail(case, "flaky", message, {"examples_run": examples["run"]})
-    outcome = runner._pass(case)
+    if examples["run"] == examples["rejected"]:  # nothing was compared: no evidence either way
+        outcome = runner._skip(case, f"all {examples['run']} drawn examples were invalid calls on both backends")
+    else:
+        outcome = runner._pass(case)
     outcome.detail = {"examples_run": examples["run"], "rejected_by_both": examples["rejected"]}
     return outcome
 

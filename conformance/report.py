@@ -72,8 +72,11 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        """True when nothing failed (the exit status is 0 exactly then)."""
-        return not self.failed
+        """True when nothing failed and something passed (the exit status is 0 exactly then).
+
+        A run in which every case was skipped proves nothing, so it does not pass.
+        """
+        return not self.failed and any(o.status in ("passed", "xfailed") for o in self.outcomes)
 
     def families(self) -> dict[str, dict[str, int]]:
         """Per family: ops declared (in scope) and claimed, and case counts by status."""

@@ -8,6 +8,7 @@ the case open are listed in docs/RUNTIME.md.
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -114,16 +115,24 @@ class Runtime:
 
     # ----------------------------------------------------------------- lifecycle
     def init(self, config_path: str | None = None) -> None:
-        """aclInit: once per process; a second call raises ACL_ERROR_REPEAT_INITIALIZE."""
+        """aclInit: once per process; a second call raises ACL_ERROR_REPEAT_INITIALIZE.
+
+        A config file must be readable JSON (ACL_ERROR_INVALID_FILE / ACL_ERROR_PARSE_FILE otherwise);
+        its options (dump, profiling, op-queue size) configure Ascend tooling and are not applied here.
+        """
         with self._lock:
             if self._initialized:
                 raise AclError(AclErrorCode.ACL_ERROR_REPEAT_INITIALIZE, "aclInit was already called")
             if config_path:
                 try:
                     with open(config_path, encoding="utf-8") as fh:
-                        fh.read()
+                        text = fh.read()
                 except OSError as exc:
                     raise AclError(AclErrorCode.ACL_ERROR_INVALID_FILE, f"cannot read {config_path}: {exc}") from None
+                try:
+                    json.loads(text or "{}")
+                except ValueError as exc:
+                    raise AclError(AclErrorCode.ACL_ERROR_PARSE_FILE, f"{config_path} is not JSON: {exc}") from None
             self._initialized = True
             self._finalized = False
 

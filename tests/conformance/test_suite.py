@@ -146,14 +146,12 @@ def test_writing_beside_an_output_view_fails():
 
 
 def test_hypothesis_tier_reports_nondeterministic_results():
-    pytest.importorskip("hypothesis")
     report = run("fault-flaky", mode="full", ops=faults.PERTURBED_OP)
     drawn = [o for o in report.outcomes if o.kind == "hypothesis" and o.status == "failed"]
     assert drawn and all(o.failure == "flaky" and "nondeterministic" in o.message for o in drawn)
 
 
 def test_hypothesis_tier_catches_a_perturbed_op():
-    pytest.importorskip("hypothesis")
     report = run("fault-perturb", mode="full", ops=faults.PERTURBED_OP)
     drawn = [o for o in report.outcomes if o.kind == "hypothesis"]
     assert drawn, "full mode grows Hypothesis cases from the samples"
@@ -162,7 +160,6 @@ def test_hypothesis_tier_catches_a_perturbed_op():
 
 
 def test_hypothesis_tier_passes_reference_against_itself():
-    pytest.importorskip("hypothesis")
     report = run("reference", mode="full", ops="Mul,Sin,Softmax,Clamp")
     drawn = [o for o in report.outcomes if o.kind == "hypothesis"]
     assert drawn and report.ok, [o.message for o in report.failed]

@@ -40,6 +40,18 @@ def test_init_twice_and_finalize_twice() -> None:
     assert _code(rt.finalize) == 100037
 
 
+def test_init_config_must_be_readable_json(tmp_path) -> None:
+    rt = Runtime("reference", ReferenceDriver())
+    assert _code(rt.init, str(tmp_path / "missing.json")) == 100003
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert _code(rt.init, str(bad)) == 100006
+    good = tmp_path / "acl.json"
+    good.write_text('{"dump": {"dump_list": []}}')
+    rt.init(str(good))
+    rt.finalize()
+
+
 def test_malloc_rules(rt: Runtime) -> None:
     assert malloc_capacity(1) == 64 and malloc_capacity(32) == 64 and malloc_capacity(33) == 96
     a = rt.malloc(100)

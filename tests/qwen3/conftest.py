@@ -7,11 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import transformers  # noqa: F401 - the Qwen3 tests compare with transformers (a dev dependency: never skipped)
 
 import acl_core
-
-pytest.importorskip("transformers", reason="the Qwen3 tests compare with transformers (pip install transformers)")
-
 from acl_tools.qwen3 import hf
 from acl_tools.qwen3.model import Qwen3Runner
 from acl_tools.qwen3.parity import default_prompt
