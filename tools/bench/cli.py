@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 
 import acl_core
+from acl_core.backend import Backend
+from acl_core.capabilities import Platform
 from acl_core.errors import AclCoreError
 
 
@@ -25,6 +27,22 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default=None, help="backend to measure (default: ACL_BACKEND or the best available)")
     p.add_argument("--out", type=Path, default=None, help="JSON file to write (default: reports/bench-<backend>.json)")
     p.add_argument("--max-bytes", type=int, default=1 << 28, help="largest message or Add size of the sweep")
+    p.add_argument(
+        "--suite",
+        choices=("host", "ops"),
+        default="host",
+        help="host: two-phase overhead and Add beside NumPy; ops: operators through aclnn beside PyTorch on the "
+        "same device (host overhead, D2D copy, Add/Mul/Silu, Softmax/LayerNorm/RmsNorm, Matmul, FlashAttentionScore)",
+    )
+    p.add_argument(
+        "--sizes",
+        choices=("small", "full"),
+        default="small",
+        help="ops suite shapes: small (seconds on a CPU) or full (issue 4's: 256 MiB elementwise, 8192^3 Matmul, "
+        "B=4 N=32 S=4096 D=128 attention; GPU only, refused on a CPU backend such as the reference)",
+    )
+    p.add_argument("--plot", type=Path, default=None, help="ops suite: PNG of acl/torch ratios (default: beside --out)")
+    p.add_argument("--only", default=None, help="ops suite: comma-separated ops to run (Add, Copy, Matmul, ...)")
     p.add_argument(
         "--collectives",
         type=int,
@@ -52,6 +70,43 @@ def _collectives(args: argparse.Namespace) -> int:
     return subprocess.run(command, env=env, check=False).returncode
 
 
+def _ops(args: argparse.Namespace, backend: Backend, argv: Sequence[str] | None) -> int:
+    """Run the ops suite beside PyTorch, write its JSON and PNG, and return the exit status."""
+    from acl_tools.bench import ops, plot, startup
+
+    caps = backend.capabilities()
+    if args.sizes == "full" and caps.platform is Platform.CPU:
+        print(
+            f"acl-core bench: --sizes full is for a GPU; {backend.name} computes on the CPU "
+            "(8192^3 Matmuls and S=4096 attention would take hours): use --sizes small",
+            file=sys.stderr,
+        )
+        return 2
+    print(f"acl-core bench: backend {backend.name} ({caps.device_name}); ops suite ({args.sizes}) beside PyTorch")
+    only = set(args.only.split(",")) if args.only else None
+    body = ops.run(backend, args.sizes, only=only)
+    cache = getattr(backend, "cache", None)
+    stats = getattr(cache, "stats", None)
+    report = {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": "acl-core bench " + shlex.join(argv if argv is not None else sys.argv[1:]),
+        "backend": backend.name,
+        "device": caps.device_name,
+        "platform": caps.platform.value,
+        "sizes": args.sizes,
+        "machine": {"python": platform.python_version(), "numpy": np.__version__, "cpus": os.cpu_count()},
+        **body,
+        "startup": startup.measure_startup(),
+        "kernel_cache": vars(stats) if stats is not None and hasattr(stats, "__dict__") else None,
+    }
+    out = args.out or Path("reports") / f"bench-ops-{backend.name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    png = plot.plot(report, args.plot or out.with_suffix(".png"))
+    print(f"written to {out} and {png}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmarks of the chosen backend and write them to a JSON file."""
     args = _parser().parse_args(argv)
@@ -66,6 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     backend.runtime.ensure_device()
     caps = backend.capabilities()
+    if args.suite == "ops":
+        return _ops(args, backend, argv)
     sizes = tuple(s for s in host.SIZES if s <= args.max_bytes)
     print(f"acl-core bench: backend {backend.name} ({caps.device_name}); Add float32 beside NumPy")
     results = host.run(backend, sizes)

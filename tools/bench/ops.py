@@ -1,0 +1,435 @@
+"""Operator benchmarks through the aclnn contract, side by side with PyTorch on the same device.
+
+Every case prepares the operator once (phase 1, ``aclSetAclOpExecutorRepeatable``, a workspace), times
+phase 2 alone on a stream with :func:`~acl_tools.bench.timing.measure` (the stream is synchronised in
+each timed round), and times the PyTorch equivalent the same way (``torch.cuda.synchronize`` on a GPU).
+The yardsticks are the device-to-device copy bandwidth and the host cost of a small Add.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import acl_core
+from acl_core import aclnn
+from acl_core.backend import Backend
+from acl_core.capabilities import Platform
+from acl_core.dtypes import DataType as D
+from acl_core.eager import DeviceArray, empty, to_device
+from acl_core.spec.ops import get_spec
+from acl_core.spec.ops.attention import compressed_mask
+from acl_core.spec.opspec import OutInfo, Role
+from acl_core.spec.runtime import MemcpyKind
+from acl_core.spec.validate import check_inputs
+from acl_tools.bench import host
+from acl_tools.bench.timing import measure
+
+DTYPES = (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16)
+TORCH_DTYPES = {D.ACL_FLOAT: "float32", D.ACL_FLOAT16: "float16", D.ACL_BF16: "bfloat16"}
+CUBE_KEEP_DTYPE, CUBE_ALLOW_FP32_DOWN_PRECISION = 0, 1
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Shapes and timing budget of one suite size."""
+
+    elementwise_bytes: int
+    norm: tuple[int, int]
+    matmul: int
+    attention: tuple[int, int, int, int]
+    host_bytes: int
+    min_time: float
+    rounds: int
+
+
+SIZES = {
+    "small": Sizes(1 << 20, (256, 1024), 256, (1, 2, 256, 64), 1024, 0.05, 5),
+    "full": Sizes(1 << 28, (8192, 8192), 8192, (4, 32, 4096, 128), 1024, 0.2, 7),
+}
+"""``small``: seconds on a CPU, for tests; ``full``: the shapes of issue 4, for a GPU."""
+
+
+@dataclass
+class Case:
+    """One measured row: the operator through aclnn and its PyTorch equivalent."""
+
+    op: str
+    shape: str
+    dtype: str
+    unit: str
+    work: float
+    status: str = "ok"
+    acl_ms: float | None = None
+    torch_ms: float | None = None
+    acl_first_ms: float | None = None
+    note: str = ""
+
+    def rate(self, ms: float | None) -> float | None:
+        """``work`` per second in ``unit`` (bytes as GB/s, flops as TFLOP/s, calls as us/call)."""
+        if ms is None or ms <= 0:
+            return None
+        if self.unit == "us/call":
+            return ms * 1e3
+        return self.work / (ms * 1e-3) / (1e9 if self.unit == "GB/s" else 1e12)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON row: times, the ratio acl/torch, and the metric on both sides."""
+        ratio = self.acl_ms / self.torch_ms if self.acl_ms and self.torch_ms else None
+        return {
+            "op": self.op,
+            "shape": self.shape,
+            "dtype": self.dtype,
+            "status": self.status,
+            "acl_ms": self.acl_ms,
+            "torch_ms": self.torch_ms,
+            "ratio": ratio,
+            "metric": {"unit": self.unit, "acl": self.rate(self.acl_ms), "torch": self.rate(self.torch_ms)},
+            "acl_first_ms": self.acl_first_ms,
+            "note": self.note,
+        }
+
+
+class Prepared:
+    """An aclnn operator after phase 1, its executor repeatable, its outputs and workspace allocated."""
+
+    def __init__(self, backend: Backend, stream: int, op: str, args: dict[str, Any], skip: Iterable[str] = ()) -> None:
+        spec = get_spec(op)
+        rt = backend.runtime
+        self.arrays = [v for v in args.values() if isinstance(v, DeviceArray)]
+        call = {k: v.tensor() if isinstance(v, DeviceArray) else v for k, v in args.items()}
+        plan = check_inputs(spec, call, rt, outputs_required=False).plan["outputs"]
+        for p in spec.params:
+            info = plan.get(p.name)
+            if p.role is Role.OUT and call.get(p.name) is None and p.name not in skip and isinstance(info, OutInfo):
+                out = empty(info.shape, info.dtype, backend)
+                self.arrays.append(out)
+                call[p.name] = out.tensor()
+        for p in spec.params:
+            call.setdefault(p.name, None)
+        phase1 = getattr(aclnn, f"aclnn{op}GetWorkspaceSize")
+        self.phase2 = getattr(aclnn, f"aclnn{op}")
+        size, executor, ret = phase1(**call)
+        if ret or aclnn.aclSetAclOpExecutorRepeatable(executor):
+            raise RuntimeError(f"aclnn{op}GetWorkspaceSize: {aclnn.aclGetRecentErrMsg()}")
+        self.size, self.executor, self.stream, self.rt = size, executor, stream, rt
+        self.workspace = rt.malloc(size) if size else 0
+
+    def __call__(self) -> None:
+        """Phase 2 on the stream."""
+        if self.phase2(self.workspace or None, self.size, self.executor, self.stream):
+            raise RuntimeError(aclnn.aclGetRecentErrMsg())
+
+    def free(self) -> None:
+        """Release the executor, the workspace and every device array."""
+        aclnn.aclDestroyAclOpExecutor(self.executor)
+        if self.workspace:
+            self.rt.free(self.workspace)
+        for a in self.arrays:
+            a.free()
+
+
+class Suite:
+    """Runs the cases of one size on one backend beside PyTorch on the matching device."""
+
+    def __init__(
+        self, backend: Backend, sizes: Sizes, progress: Callable[[str], None] = print, only: set[str] | None = None
+    ) -> None:
+        import torch
+
+        self.torch = torch
+        self.backend, self.sizes, self.progress, self.only = backend, sizes, progress, only
+        self.caps = backend.capabilities()
+        gpu = self.caps.platform in (Platform.NVIDIA, Platform.AMD)
+        if gpu and not torch.cuda.is_available():
+            raise RuntimeError(f"{backend.name} runs on a {self.caps.platform.value} GPU but torch has no CUDA/HIP")
+        self.device = torch.device("cuda" if gpu else "cpu")
+        self.tf32 = os.environ.get("CANN_FAST_TF32") == "1"
+        torch.set_float32_matmul_precision("high" if self.tf32 else "highest")
+        self.rt = backend.runtime
+        self.stream = self.rt.create_stream()
+        self.rng = np.random.default_rng(0)
+        self.cases: list[Case] = []
+
+    # ------------------------------------------------------------------ helpers
+    def torch_sync(self) -> None:
+        """Wait for the torch device."""
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize()
+
+    def acl_sync(self) -> None:
+        """Wait for the benchmark stream."""
+        self.rt.synchronize_stream(self.stream)
+
+    def time(self, fn: Callable[[], object], sync: Callable[[], object]) -> float:
+        """Median milliseconds per call."""
+        return measure(fn, sync, min_time=self.sizes.min_time, rounds=self.sizes.rounds).median_s * 1e3
+
+    def array(self, shape: tuple[int, ...], dtype: D) -> DeviceArray:
+        """A device array of uniform values in [-1, 1)."""
+        host_values = self.rng.random(shape, dtype=np.float32) * 2 - 1
+        return to_device(host_values, self.backend, dtype=dtype)
+
+    def tensor(self, shape: tuple[int, ...], dtype: D) -> Any:
+        """A torch tensor of uniform values in [-1, 1) on the torch device."""
+        t = self.torch.empty(shape, dtype=getattr(self.torch, TORCH_DTYPES[dtype]), device=self.device)
+        return t.uniform_(-1, 1)
+
+    def wanted(self, op: str) -> bool:
+        """True when ``--only`` lets ``op`` run."""
+        return self.only is None or op in self.only
+
+    def case(
+        self,
+        case: Case,
+        acl: Callable[[], tuple[Callable[[], None], Callable[[], None]]],
+        torch_fn: Callable[[], Callable[[], object]],
+        claim: str | None = None,
+    ) -> None:
+        """Run one case: ``acl`` returns (launch, cleanup); ``torch_fn`` returns the torch call."""
+        self.cases.append(case)
+        if claim is not None and not self.caps.supports_op(claim):
+            case.status = "not claimed"
+            case.note = f"{self.backend.name} does not claim {claim}"
+            self.progress(f"  {case.op:<28} {case.dtype:<9} {case.shape:<22} not claimed by {self.backend.name}")
+            return
+        try:
+            launch, cleanup = acl()
+            try:
+                start = time.perf_counter()
+                launch()
+                self.acl_sync()
+                case.acl_first_ms = (time.perf_counter() - start) * 1e3
+                case.acl_ms = self.time(launch, self.acl_sync)
+            finally:
+                cleanup()
+            call = torch_fn()
+            case.torch_ms = self.time(call, self.torch_sync)
+            del call
+        except Exception as exc:  # one failing case is reported, the suite goes on
+            case.status = f"failed: {type(exc).__name__}: {exc}"[:300]
+        if self.device.type == "cuda":
+            self.torch.cuda.empty_cache()
+        row = case.to_json()
+        ratio = f"x{row['ratio']:.2f}" if row["ratio"] else case.status
+        m = row["metric"]
+        self.progress(
+            f"  {case.op:<28} {case.dtype:<9} {case.shape:<22} acl {_num(m['acl'])} torch {_num(m['torch'])} "
+            f"{case.unit:<8} {ratio}"
+        )
+
+    def prepared(self, op: str, args: dict[str, Any], skip: Iterable[str] = ()) -> tuple[Callable[[], None], Any]:
+        """(launch, cleanup) of a prepared aclnn operator."""
+        p = Prepared(self.backend, self.stream, op, args, skip)
+        return p, p.free
+
+    # ------------------------------------------------------------------ cases
+    def host_overhead(self) -> None:
+        """Host cost per call of Add on a small float32 tensor: two-phase, phase 2 alone, torch eager add."""
+        nbytes = self.sizes.host_bytes
+        n = nbytes // 4
+        shape = _mib(nbytes)
+        for label, pick in (("Add host two-phase", 0), ("Add host phase 2 only", 1)):
+            if not self.wanted("Add"):
+                return
+
+            def acl(pick: int = pick) -> tuple[Callable[[], None], Callable[[], None]]:
+                full, launch_only, sync = host._two_phase_add(self.backend, nbytes)
+                return (full, launch_only)[pick], sync
+
+            def torch_add() -> Callable[[], object]:
+                a, b, o = (self.tensor((n,), D.ACL_FLOAT) for _ in range(3))
+                return lambda: self.torch.add(a, b, out=o)
+
+            self.case(Case(label, shape, "float32", "us/call", 1), acl, torch_add, "Add")
+
+    def copy(self) -> float | None:
+        """Device-to-device copy bandwidth: acl memcpyAsync D2D and torch ``copy_``; returns acl's GB/s."""
+        nbytes = self.sizes.elementwise_bytes
+        if not self.wanted("Copy"):
+            return None
+
+        def acl() -> tuple[Callable[[], None], Callable[[], None]]:
+            src, dst = empty((nbytes,), D.ACL_UINT8, self.backend), empty((nbytes,), D.ACL_UINT8, self.backend)
+            self.rt.memset(src.address, nbytes, 1, nbytes)
+            kind = MemcpyKind.ACL_MEMCPY_DEVICE_TO_DEVICE
+            launch = lambda: self.rt.memcpy_async(dst.address, nbytes, src.address, nbytes, kind, self.stream)
+
+            def cleanup() -> None:
+                src.free()
+                dst.free()
+
+            return launch, cleanup
+
+        def torch_copy() -> Callable[[], object]:
+            src = self.torch.ones(nbytes, dtype=self.torch.uint8, device=self.device)
+            dst = self.torch.empty_like(src)
+            return lambda: dst.copy_(src)
+
+        case = Case("Copy D2D", _mib(nbytes), "uint8", "GB/s", 2 * nbytes)
+        self.case(case, acl, torch_copy)
+        return case.rate(case.acl_ms)
+
+    def elementwise(self) -> None:
+        """Add, Mul and Silu bandwidth on tensors of ``elementwise_bytes`` each."""
+        F = self.torch.nn.functional
+        for op in ("Add", "Mul", "Silu"):
+            if not self.wanted(op):
+                continue
+            for dtype in DTYPES:
+                n = self.sizes.elementwise_bytes // dtype.info.storage_bits * 8
+                operands = 1 if op == "Silu" else 2
+
+                def acl(op: str = op, dtype: D = dtype, n: int = n) -> tuple[Callable[[], None], Any]:
+                    args: dict[str, Any] = {"self": self.array((n,), dtype), "out": empty((n,), dtype, self.backend)}
+                    if op != "Silu":
+                        args["other"] = self.array((n,), dtype)
+                    if op == "Add":
+                        args["alpha"] = aclnn.aclCreateScalar(1.0, int(D.ACL_FLOAT))
+                    return self.prepared(op, args)
+
+                def torch_fn(op: str = op, dtype: D = dtype, n: int = n) -> Callable[[], object]:
+                    a, b, o = (self.tensor((n,), dtype) for _ in range(3))
+                    if op == "Add":
+                        return lambda: self.torch.add(a, b, out=o)
+                    if op == "Mul":
+                        return lambda: self.torch.mul(a, b, out=o)
+                    return lambda: F.silu(a)
+
+                nbytes = (operands + 1) * n * dtype.info.storage_bits // 8
+                self.case(
+                    Case(op, _mib(n * dtype.info.storage_bits // 8), dtype.short, "GB/s", nbytes), acl, torch_fn, op
+                )
+
+    def norms(self) -> None:
+        """Softmax, LayerNorm and RmsNorm over the last dimension of rows x hidden."""
+        F = self.torch.nn.functional
+        rows, hidden = self.sizes.norm
+        eps = 1e-5
+        for op in ("Softmax", "LayerNorm", "RmsNorm"):
+            if not self.wanted(op):
+                continue
+            for dtype in DTYPES:
+
+                def acl(op: str = op, dtype: D = dtype) -> tuple[Callable[[], None], Any]:
+                    x = self.array((rows, hidden), dtype)
+                    if op == "Softmax":
+                        return self.prepared(op, {"self": x, "dim": -1})
+                    w = self.array((hidden,), dtype)
+                    if op == "LayerNorm":
+                        args: dict[str, Any] = {"input": x, "normalizedShape": aclnn.aclCreateIntArray([hidden])}
+                        args |= {"weightOptional": w, "biasOptional": self.array((hidden,), dtype), "eps": eps}
+                        return self.prepared(op, args, skip=("meanOutOptional", "rstdOutOptional"))
+                    return self.prepared(op, {"x": x, "gamma": w, "epsilon": eps})
+
+                def torch_fn(op: str = op, dtype: D = dtype) -> Callable[[], object]:
+                    x, w, b = (
+                        self.tensor((rows, hidden), dtype),
+                        self.tensor((hidden,), dtype),
+                        self.tensor((hidden,), dtype),
+                    )
+                    if op == "Softmax":
+                        return lambda: self.torch.softmax(x, -1)
+                    if op == "LayerNorm":
+                        return lambda: F.layer_norm(x, (hidden,), w, b, eps)
+                    return lambda: F.rms_norm(x, (hidden,), w, eps)
+
+                nbytes = 2 * rows * hidden * dtype.info.storage_bits // 8
+                self.case(Case(op, f"[{rows},{hidden}]", dtype.short, "GB/s", nbytes), acl, torch_fn, op)
+
+    def matmul(self) -> None:
+        """Square Matmul in bf16, fp16 and fp32 (fp32 without TF32 unless CANN_FAST_TF32=1)."""
+        if not self.wanted("Matmul"):
+            return
+        size = self.sizes.matmul
+        for dtype in (D.ACL_BF16, D.ACL_FLOAT16, D.ACL_FLOAT):
+            cube = CUBE_ALLOW_FP32_DOWN_PRECISION if self.tf32 else CUBE_KEEP_DTYPE
+
+            def acl(dtype: D = dtype, cube: int = cube) -> tuple[Callable[[], None], Any]:
+                a, b = self.array((size, size), dtype), self.array((size, size), dtype)
+                out = empty((size, size), dtype, self.backend)
+                return self.prepared("Matmul", {"self": a, "mat2": b, "out": out, "cubeMathType": cube})
+
+            def torch_fn(dtype: D = dtype) -> Callable[[], object]:
+                a, b, o = (self.tensor((size, size), dtype) for _ in range(3))
+                return lambda: self.torch.matmul(a, b, out=o)
+
+            note = "TF32 allowed on both sides" if self.tf32 and dtype == D.ACL_FLOAT else ""
+            case = Case("Matmul", f"{size}^3", dtype.short, "TFLOP/s", 2.0 * size**3, note=note)
+            self.case(case, acl, torch_fn, "Matmul")
+
+    def attention(self) -> None:
+        """Causal FlashAttentionScore forward (BNSD, sparseMode 3, bf16) vs scaled_dot_product_attention."""
+        if not self.wanted("FlashAttentionScore"):
+            return
+        b, n, s, d = self.sizes.attention
+        dtype = D.ACL_BF16
+
+        def acl() -> tuple[Callable[[], None], Any]:
+            q, k, v = (self.array((b, n, s, d), dtype) for _ in range(3))
+            args: dict[str, Any] = {
+                "query": q,
+                "key": k,
+                "value": v,
+                "attenMaskOptional": to_device(compressed_mask(), self.backend),
+            }
+            args |= {"scaleValue": 1 / math.sqrt(d), "keepProb": 1.0, "preTokens": 2147483647}
+            args |= {"nextTokens": 2147483647, "headNum": n, "inputLayout": "BNSD", "innerPrecise": 0}
+            args |= {"sparseMode": 3}
+            return self.prepared("FlashAttentionScore", args, skip=("softmaxOutOut",))
+
+        def torch_fn() -> Callable[[], object]:
+            q, k, v = (self.tensor((b, n, s, d), dtype) for _ in range(3))
+            sdpa = self.torch.nn.functional.scaled_dot_product_attention
+            return lambda: sdpa(q, k, v, is_causal=True)
+
+        flops = 4.0 * b * n * s * s * d / 2  # two GEMMs, half the score matrix under the causal mask
+        case = Case("FlashAttentionScore causal", f"B{b} N{n} S{s} D{d}", dtype.short, "TFLOP/s", flops)
+        self.case(case, acl, torch_fn, "FlashAttentionScore")
+
+    def run(self) -> dict[str, Any]:
+        """Every case; returns the ``cases`` list and the copy bandwidth the elementwise cases are set against."""
+        acl_core.use_backend(self.backend.name)
+        try:
+            self.host_overhead()
+            copy_gbps = self.copy()
+            self.elementwise()
+            self.norms()
+            self.matmul()
+            self.attention()
+        finally:
+            self.rt.destroy_stream(self.stream)
+        rows = [c.to_json() for c in self.cases]
+        for row in rows:
+            acl_gbps = row["metric"]["acl"]
+            if row["op"] in ("Add", "Mul", "Silu") and copy_gbps and acl_gbps:
+                row["fraction_of_copy"] = acl_gbps / copy_gbps
+        return {"copy_GBps": copy_gbps, "cases": rows}
+
+
+def _num(value: float | None) -> str:
+    """A metric value for the progress line."""
+    return f"{value:9.3g}" if value is not None else "        -"
+
+
+def _mib(nbytes: int) -> str:
+    """A byte count as MiB or KiB."""
+    return f"{nbytes / (1 << 20):g} MiB" if nbytes >= 1 << 20 else f"{nbytes / 1024:g} KiB"
+
+
+def run(
+    backend: Backend, size: str = "small", progress: Callable[[str], None] = print, only: set[str] | None = None
+) -> dict[str, Any]:
+    """Run the ops suite of ``size`` on ``backend`` beside PyTorch; returns the JSON body (no header)."""
+    suite = Suite(backend, SIZES[size], progress, only)
+    body = suite.run()
+    torch = suite.torch
+    name = torch.cuda.get_device_name() if suite.device.type == "cuda" else "cpu"
+    body["torch"] = {"version": torch.__version__, "device": f"{suite.device.type} ({name})", "tf32": suite.tf32}
+    return body
