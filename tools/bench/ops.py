@@ -394,7 +394,11 @@ class Suite:
         self.case(case, acl, torch_fn, "FlashAttentionScore")
 
     def run(self) -> dict[str, Any]:
-        """Every case; returns the ``cases`` list and the copy bandwidth the elementwise cases are set against."""
+        """Every case; returns the ``cases`` list and the copy bandwidth the elementwise cases are set against.
+
+        The C-shaped phase-1 calls run on the process's backend, so it is made this one for the run (and the
+        selection is cleared afterwards: a one-shot command's state).
+        """
         acl_core.use_backend(self.backend.name)
         try:
             self.host_overhead()
@@ -405,6 +409,7 @@ class Suite:
             self.attention()
         finally:
             self.rt.destroy_stream(self.stream)
+            acl_core.use_backend(None)
         rows = [c.to_json() for c in self.cases]
         for row in rows:
             acl_gbps = row["metric"]["acl"]
