@@ -102,7 +102,11 @@ def _ops(args: argparse.Namespace, backend: Backend, argv: Sequence[str] | None)
     out = args.out or Path("reports") / f"bench-ops-{backend.name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
-    png = plot.plot(report, args.plot or out.with_suffix(".png"))
+    try:
+        png = plot.plot(report, args.plot or out.with_suffix(".png"))
+    except ImportError as exc:  # a device machine without matplotlib still gets its JSON
+        print(f"written to {out}; no plot ({exc}: pip install 'acl-core[tools]')")
+        return 0
     print(f"written to {out} and {png}")
     return 0
 
