@@ -64,7 +64,7 @@ step "benchmarks: acl-core bench --suite ops --sizes full (beside torch on the s
 # bench_ops.json carries the host-overhead cases and the startup figure that bench_tools.json (host suite)
 # carried, so its PNG takes that slot: 8 files come back (gpu_run.log, pytest_gpu.xml, caps.json,
 # conformance.log, conformance/report.json, conformance/report.html, bench_ops.json, bench_ops.png).
-# Without matplotlib on the device machine the JSON is still written and the PNG skipped (plot it here later).
+# Without matplotlib on the device machine the JSON is still written and the PNG skipped (plot it here later: python -m acl_tools.bench.plot bench_ops.json).
 timeout "${BENCH_TIMEOUT:-420}" python3 -m acl_core bench --backend rocm --suite ops --sizes full \
   --out "$OUT/bench_ops.json" --plot "$OUT/bench_ops.png"
 echo "acl-core bench --suite ops exit: $?"

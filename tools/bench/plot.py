@@ -58,3 +58,11 @@ def plot(report: dict[str, Any], path: Path) -> Path:
 def _fmt(value: float | None) -> str:
     """A metric value with three significant digits."""
     return "-" if value is None else f"{value:.3g}"
+
+
+if __name__ == "__main__":  # python -m acl_tools.bench.plot REPORT.json [OUT.png]: re-plot a report written elsewhere
+    import json
+    import sys
+
+    source = Path(sys.argv[1])
+    print(plot(json.loads(source.read_text()), Path(sys.argv[2]) if len(sys.argv) > 2 else source.with_suffix(".png")))
