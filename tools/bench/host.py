@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+import acl_core
 from acl_core import aclnn
 from acl_core.backend import Backend
 from acl_core.eager import to_device
@@ -51,6 +52,14 @@ def _two_phase_add(backend: Backend, nbytes: int) -> tuple[Callable[[], None], C
 
 def run(backend: Backend, sizes: tuple[int, ...] = SIZES, progress: Callable[[str], None] = print) -> dict[str, Any]:
     """Overhead at 1 KiB and Add throughput per size, each beside NumPy's ``np.add(a, b, out=c)``."""
+    acl_core.use_backend(backend.name)  # the C-shaped phase 1 runs on the process's selected backend
+    try:
+        return _run(backend, sizes, progress)
+    finally:
+        acl_core.use_backend(None)
+
+
+def _run(backend: Backend, sizes: tuple[int, ...], progress: Callable[[str], None]) -> dict[str, Any]:
     results: dict[str, Any] = {"overhead": {}, "throughput": []}
     for nbytes in sizes:
         n = nbytes // 4
