@@ -12,8 +12,10 @@ from acl_core.backend import Backend, Kernel
 from acl_core.capabilities import Capabilities, Platform
 from acl_core.errors import AclError, BackendUnavailableError
 from acl_core.formats import PLAIN_FORMATS
+from acl_core.spec.collective import CollectiveEngine
 from acl_core.spec.ops import all_specs
 from acl_rocm.arch import ArchPolicy, lookup, resolve_policy, with_warp_size
+from acl_rocm.collectives import NcclEngine, open_engine
 from acl_rocm.compiler import KernelCache, cache_dir
 from acl_rocm.driver import RocmDriver
 from acl_rocm.kernels.ctypes_map import SUPPORTED
@@ -65,6 +67,7 @@ class RocmBackend(Backend):
         self.elementwise: ElementwiseRunner = self.runners["elementwise"]
         self.matmul: MatmulRunner = self.runners["matmul"]
         self._kernels: dict[str, Kernel] = {}
+        self._collectives: tuple[NcclEngine | None, str] | None = None
         for runner in self.runners.values():
             self._kernels.update(runner.kernels())
 
@@ -88,6 +91,14 @@ class RocmBackend(Backend):
     def driver(self) -> RocmDriver:
         """The acl driver over the provider."""
         return self._driver
+
+    @property
+    def collectives(self) -> CollectiveEngine | None:
+        """HCCL over NCCL (nvidia) / RCCL (amd), or None when the provider has no collective library."""
+        with self._lock:
+            if self._collectives is None:
+                self._collectives = open_engine(self.provider)
+        return self._collectives[0]
 
     @property
     def kernels(self) -> Mapping[str, Kernel]:
@@ -131,6 +142,7 @@ class RocmBackend(Backend):
         _free, total = self.provider.mem_info()
         specs = all_specs()
         ops = tuple(sorted(n for n, s in specs.items() if s.kernel_name in self._kernels))
+        engine = self.collectives
         blas_ops = [n for n in ("Matmul", "Mm", "BatchMatMul", "Addmm", "Baddbmm") if n in self._kernels]
         notes = {
             "provider": f"{self.provider.platform} ({self.provider.compiler_name})",
@@ -144,6 +156,7 @@ class RocmBackend(Backend):
             "compute_units": str(p.compute_units),
             "l2_cache_bytes": str(p.l2_cache_bytes),
             "kernel_cache": str(self.cache.directory),
+            "collectives": _collective_note(engine, self._collectives),
             **{k: v for k, v in self.provider.versions().items()},
         }
         return Capabilities(
@@ -168,10 +181,17 @@ class RocmBackend(Backend):
             if "FlashAttentionScore" in self._kernels
             else "none",
             nz_fidelity="none",
-            collective_engine=None,
-            collective_max_ranks=0,
+            collective_engine=engine.name if engine is not None else None,
+            collective_max_ranks=engine.max_ranks() if engine is not None else 0,
             notes=notes,
         )
+
+
+def _collective_note(engine: NcclEngine | None, opened: tuple[NcclEngine | None, str] | None) -> str:
+    if engine is None:
+        return f"none: {opened[1] if opened else 'not probed'}"
+    v = engine.nccl_version
+    return f"{engine.name} {v // 10000}.{v // 100 % 100}.{v % 100} via {engine.lib.binding}"
 
 
 def _version() -> str:

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from acl_core.spec.runtime import CopyDirection
 from acl_rocm.errors import error_name, unpack
 from acl_rocm.providers.base import DeviceProperties, RuntimeProvider
+from acl_rocm.providers.nccl import CollectiveLibrary, open_rccl
 
 _NOT_READY = "hipErrorNotReady"
 
@@ -261,3 +262,10 @@ class AmdProvider(RuntimeProvider):
             "hipModuleLaunchKernel",
             self.hip.hipModuleLaunchKernel(function, *grid, *block, shared_bytes, stream, params, None),
         )
+
+    # ------------------------------------------------------------------ collectives
+    def collective_library(self) -> tuple[CollectiveLibrary | None, str]:
+        """RCCL through ctypes on librccl.so.1 (same C API as NCCL; untested: no AMD GPU was available)."""
+        if not hasattr(self, "_rccl"):
+            self._rccl = open_rccl()
+        return self._rccl

@@ -15,6 +15,7 @@ from typing import ClassVar
 
 from acl_core.errors import AclError, RtErrorCode
 from acl_core.spec.runtime import CopyDirection
+from acl_rocm.providers.nccl import CollectiveLibrary
 
 
 @dataclass(frozen=True)
@@ -226,3 +227,8 @@ class RuntimeProvider(ABC):
     def gemm(self, call: GemmCall, workspace: int, workspace_size: int, stream: int) -> None:
         """Enqueue one (batched) GEMM through the vendor BLAS (hipBLASLt / cuBLASLt) on ``stream``."""
         raise AclError(RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, self.gemm_unavailable() or "no GEMM")
+
+    # ------------------------------------------------------------------ collectives
+    def collective_library(self) -> tuple[CollectiveLibrary | None, str]:
+        """(NCCL / RCCL entry points, "") for the HCCL engine, or (None, why there are none)."""
+        return None, f"{self.platform} provider has no collective library binding"

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from acl_core.spec.runtime import CopyDirection
 from acl_rocm.errors import error_name, is_success, vendor_error
 from acl_rocm.providers.base import DeviceProperties, GemmCall, RuntimeProvider
+from acl_rocm.providers.nccl import CollectiveLibrary, open_nccl
 
 _NOT_READY = frozenset({"cudaErrorNotReady", "CUDA_ERROR_NOT_READY"})
 
@@ -440,6 +441,14 @@ class NvidiaProvider(RuntimeProvider):
             except Exception:
                 pass
         plan.pref, plan.desc, plan.layouts = None, None, []
+
+    # ------------------------------------------------------------------ collectives
+    def collective_library(self) -> tuple[CollectiveLibrary | None, str]:
+        """NCCL: nccl4py's bindings, else ctypes on libnccl.so.2 (opened once; ACL_NCCL_BINDING forces one)."""
+        with self._lock:
+            if not hasattr(self, "_nccl"):
+                self._nccl = open_nccl()
+            return self._nccl
 
     def close(self) -> None:
         """Destroy every cached GEMM plan (a later GEMM makes its plan again)."""
