@@ -308,7 +308,7 @@ class Nccl4pyLibrary(CollectiveLibrary):
         config = self.n.Config()
         config.blocking = 1 if blocking else 0
         try:
-            comm = self.n.comm_init_rank_scalable(nranks, rank, 1, bytes(uid), config.ptr)
+            comm = self.n.comm_init_rank_scalable(nranks, rank, 1, bytearray(uid), config.ptr)  # a writable buffer
         except Exception as exc:
             status = getattr(exc, "status", exc.args[0] if exc.args and isinstance(exc.args[0], int) else 3)
             why = str(exc)
