@@ -5,12 +5,15 @@ with plain ints for communicators, device addresses and streams. Every method re
 ``ncclResult_t`` (0 = ncclSuccess, 7 = ncclInProgress on a non-blocking communicator) or raises
 :class:`NcclCallError` with it. Two implementations:
 
-* :class:`Nccl4pyLibrary` -- nccl4py's low-level ``nccl.bindings.nccl`` (the nvidia default when it
-  imports); only the binding layer is used, not ``nccl.core`` (which needs cuda-core 1.x).
 * :class:`CtypesLibrary` -- ctypes on ``libnccl.so.2`` (the ``nvidia-nccl-cu13`` wheel's copy, or the
-  system's) or ``librccl.so.1``; RCCL exports the same symbols and struct layouts.
+  system's) or ``librccl.so.1``; RCCL exports the same symbols and struct layouts. The default: on
+  the H200 (NCCL 2.28.9) it passed every GPU collective test.
+* :class:`Nccl4pyLibrary` -- nccl4py's low-level ``nccl.bindings.nccl``; only the binding layer is
+  used, not ``nccl.core`` (which needs cuda-core 1.x). Opt-in with ``ACL_NCCL_BINDING=nccl4py``: on
+  the H200 its ``comm_get_async_error`` refused the integer communicator handle this engine passes
+  ("Cannot convert int to nccl.bindings.nccl.Comm"), so it is not used until that is fixed.
 
-``ACL_NCCL_BINDING=nccl4py|ctypes`` forces one.
+``ACL_NCCL_BINDING=ctypes|nccl4py`` forces one.
 """
 
 from __future__ import annotations
@@ -382,21 +385,21 @@ def _wheel_library(package: str, filename: str) -> str | None:
 
 
 def open_nccl(environ: dict[str, str] | None = None) -> tuple[CollectiveLibrary | None, str]:
-    """(library, "") for NCCL, or (None, why not): nccl4py first, then ctypes on libnccl.so.2."""
+    """(library, "") for NCCL, or (None, why not): ctypes on libnccl.so.2; nccl4py only when forced."""
     env = os.environ if environ is None else environ
     forced = env.get("ACL_NCCL_BINDING", "").strip().lower()
     reasons: list[str] = []
-    if forced in ("", "nccl4py"):
-        try:
-            return Nccl4pyLibrary(), ""
-        except Exception as exc:
-            reasons.append(f"nccl4py: {type(exc).__name__}: {exc}")
     if forced in ("", "ctypes"):
         path = _wheel_library("nvidia.nccl", "libnccl.so.2") or "libnccl.so.2"
         try:
             return CtypesLibrary(path, "nccl"), ""
         except OSError as exc:
             reasons.append(f"ctypes {path}: {exc}")
+    if forced == "nccl4py":
+        try:
+            return Nccl4pyLibrary(), ""
+        except Exception as exc:
+            reasons.append(f"nccl4py: {type(exc).__name__}: {exc}")
     return None, "; ".join(reasons) or f"ACL_NCCL_BINDING={forced!r} names no binding"
 
 
