@@ -168,9 +168,21 @@ class _Registry:
         return backend
 
     def reset(self) -> None:
-        """Forget everything; the next call reloads entry points."""
+        """Forget plugins registered in-process and rediscover entry points on the next call.
+
+        Backends already started from entry points are kept: their runtimes own live device memory
+        and handles that the process may still use, and an entry point's backend is the same after
+        rediscovery.
+        """
         with self._lock:
+            self._ensure_loaded()  # a reset right after a reset must still know where backends came from
+            started = {
+                name: backend
+                for name, backend in self._instances.items()
+                if self._registrations.get(name, (None, ""))[1].startswith("entry point")
+            }
             self.__init__()  # type: ignore[misc]
+            self._instances.update(started)
 
 
 _registry = _Registry()
@@ -207,5 +219,5 @@ def unregister_backend(name: str) -> None:
 
 
 def reset_plugins() -> None:
-    """Forget loaded plugins and backend instances; the next call rediscovers entry points."""
+    """Forget plugins registered in-process (and their backends); the next call rediscovers entry points."""
     _registry.reset()

@@ -209,3 +209,14 @@ def test_backends_table_shows_reasons_verbatim() -> None:
     with contextlib.redirect_stdout(buffer):
         assert main(["backends", "--no-probe"]) == 0
     assert "x[extra]" in buffer.getvalue()
+
+
+def test_reset_keeps_started_entry_point_backends() -> None:
+    reference = acl_core.get_backend("reference")
+    acl_core.register_plugin(_Plugin(BackendRegistration("fake", _reference_factory, priority=10)))
+    fake = acl_core.get_backend("fake")
+    acl_core.reset_plugins()
+    assert acl_core.get_backend("reference") is reference  # its runtime may own live memory
+    with pytest.raises(BackendNotFoundError):
+        acl_core.get_backend("fake")
+    assert fake.name == "fake"
