@@ -517,17 +517,17 @@ class CollectiveEngine(ABC):
         displs = [p * count for p in range(n)]
         self.all_to_all_v(comm, send, [count] * n, displs, recv, [count] * n, displs, dtype, stream)
 
-    @abstractmethod
     def send(
         self, comm: EngineCommunicator, buf: int, count: int, dtype: HcclDataType, dest: int, stream: object
     ) -> None:
-        """Send ``count`` elements to rank ``dest`` (completes when the peer has received them)."""
+        """Send ``count`` elements to rank ``dest``: a batch of one send."""
+        self.batch_send_recv(comm, [SendRecvItem(HcclSendRecvType.HCCL_SEND, buf, count, dtype, dest)], stream)
 
-    @abstractmethod
     def recv(
         self, comm: EngineCommunicator, buf: int, count: int, dtype: HcclDataType, src: int, stream: object
     ) -> None:
-        """Receive ``count`` elements from rank ``src``."""
+        """Receive ``count`` elements from rank ``src``: a batch of one receive."""
+        self.batch_send_recv(comm, [SendRecvItem(HcclSendRecvType.HCCL_RECV, buf, count, dtype, src)], stream)
 
     @abstractmethod
     def batch_send_recv(self, comm: EngineCommunicator, items: Sequence[SendRecvItem], stream: object) -> None:

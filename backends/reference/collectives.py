@@ -545,18 +545,6 @@ class MpiEngine(CollectiveEngine):
         self._exchange(c, Op.BARRIER, lambda p: head, lambda p: b"", lambda p, h: "")
 
     # ------------------------------------------------------------------ point to point
-    def send(
-        self, comm: EngineCommunicator, buf: int, count: int, dtype: HcclDataType, dest: int, stream: object
-    ) -> None:
-        """Send to ``dest``; returns once ``dest`` acknowledged (HCCL_E_PARA if it expected another count or dtype)."""
-        self.batch_send_recv(comm, [SendRecvItem(HcclSendRecvType.HCCL_SEND, buf, count, dtype, dest)], stream)
-
-    def recv(
-        self, comm: EngineCommunicator, buf: int, count: int, dtype: HcclDataType, src: int, stream: object
-    ) -> None:
-        """Receive from ``src`` (HCCL_E_PARA if it sent another count or dtype)."""
-        self.batch_send_recv(comm, [SendRecvItem(HcclSendRecvType.HCCL_RECV, buf, count, dtype, src)], stream)
-
     def batch_send_recv(self, comm: EngineCommunicator, items: Sequence[SendRecvItem], stream: object) -> None:
         """Post every send, then take every receive (acknowledging each), then wait for the acknowledgements."""
         c = self._mine(comm)

@@ -458,18 +458,6 @@ class NcclEngine(CollectiveEngine):
             time.sleep(POLL_S)
 
     # ------------------------------------------------------------------ point to point
-    def send(
-        self, comm: EngineCommunicator, buf: int, count: int, dtype: HcclDataType, dest: int, stream: object
-    ) -> None:
-        """ncclSend (grouped, so a non-blocking communicator reports through ncclGroupEnd)."""
-        self.batch_send_recv(comm, [SendRecvItem(HcclSendRecvType.HCCL_SEND, buf, count, dtype, dest)], stream)
-
-    def recv(
-        self, comm: EngineCommunicator, buf: int, count: int, dtype: HcclDataType, src: int, stream: object
-    ) -> None:
-        """ncclRecv (grouped)."""
-        self.batch_send_recv(comm, [SendRecvItem(HcclSendRecvType.HCCL_RECV, buf, count, dtype, src)], stream)
-
     def batch_send_recv(self, comm: EngineCommunicator, items: Sequence[SendRecvItem], stream: object) -> None:
         """Every item inside one ncclGroupStart/ncclGroupEnd."""
         if not items:
