@@ -9,9 +9,9 @@ with plain ints for communicators, device addresses and streams. Every method re
   system's) or ``librccl.so.1``; RCCL exports the same symbols and struct layouts. The default: on
   the H200 (NCCL 2.28.9) it passed every GPU collective test.
 * :class:`Nccl4pyLibrary` -- nccl4py's low-level ``nccl.bindings.nccl``; only the binding layer is
-  used, not ``nccl.core`` (which needs cuda-core 1.x). Opt-in with ``ACL_NCCL_BINDING=nccl4py``: on
-  the H200 its ``comm_get_async_error`` refused the integer communicator handle this engine passes
-  ("Cannot convert int to nccl.bindings.nccl.Comm"), so it is not used until that is fixed.
+  used, not ``nccl.core`` (which needs cuda-core 1.x). Its functions take nccl4py's ``Comm``
+  object, which the class keeps per communicator address. Opt-in with ``ACL_NCCL_BINDING=nccl4py``
+  (its first H200 run passed integer handles, which nccl4py 0.6.0 refuses; fixed since).
 
 ``ACL_NCCL_BINDING=ctypes|nccl4py`` forces one.
 """
@@ -22,6 +22,7 @@ import ctypes
 import importlib
 import importlib.util
 import os
+import threading
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
@@ -272,36 +273,80 @@ class CtypesLibrary(CollectiveLibrary):
 
 # ----------------------------------------------------------------------------- nccl4py
 class Nccl4pyLibrary(CollectiveLibrary):
-    """NCCL through nccl4py's generated low-level bindings (``nccl.bindings.nccl``)."""
+    """NCCL through nccl4py's generated low-level bindings (``nccl.bindings.nccl``, checked against 0.6.0).
+
+    nccl4py's functions take its ``Comm`` wrapper, never an integer (an int is refused: "Cannot
+    convert int to nccl.bindings.nccl.Comm"); ``int(comm)`` is the ncclComm_t address. The engine
+    holds addresses, so this class keeps each ``Comm`` that ``comm_init_rank_scalable`` returned,
+    by address, and hands that object to every call; an address it did not make is refused
+    (ncclInvalidArgument) rather than wrapped blindly.
+
+    nccl4py's status check lets ncclInProgress through silently and its calls return nothing, so a
+    call's own ncclResult_t is not visible. For a non-blocking communicator the state NCCL documents
+    for that case is the communicator's (ncclCommGetAsyncError: ncclInProgress until the call has
+    been taken), so every call on a communicator returns that state; inside ncclGroupStart/End the
+    calls return ncclSuccess and ncclGroupEnd returns the combined state of the group's communicators.
+    """
 
     name = "nccl"
     binding = "nccl4py"
 
-    def __init__(self) -> None:
-        self.n: Any = importlib.import_module("nccl.bindings.nccl")
+    def __init__(self, module: Any = None) -> None:
+        self.n: Any = importlib.import_module("nccl.bindings.nccl") if module is None else module
+        self._comms: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        self._local = threading.local()
         self.version()  # loads libnccl: fail here, not at the first collective
 
-    def _call(self, fn: str, *args: Any) -> int:
-        try:
-            out = getattr(self.n, fn)(*args)
-        except Exception as exc:
-            status = getattr(exc, "status", None)
-            if status is None and exc.args and isinstance(exc.args[0], int):
-                status = exc.args[0]
-            code = int(status) if status is not None else 3
-            if code == NCCL_IN_PROGRESS:
-                return NCCL_IN_PROGRESS
-            raise NcclCallError(f"nccl4py {fn}", code, str(exc) if status is None else "") from None
-        del out
-        return NCCL_SUCCESS
+    # ------------------------------------------------------------------ plumbing
+    @staticmethod
+    def _error(fn: str, exc: Exception) -> NcclCallError:
+        status = getattr(exc, "status", None)
+        if status is None and exc.args and isinstance(exc.args[0], int):
+            status = exc.args[0]
+        if status is None:
+            return NcclCallError(f"nccl4py {fn}", 3, f"{type(exc).__name__}: {exc}")
+        return NcclCallError(f"nccl4py {fn}", int(status))
 
+    def _invoke(self, fn: str, *args: Any) -> Any:
+        try:
+            return getattr(self.n, fn)(*args)
+        except Exception as exc:
+            raise self._error(fn, exc) from None
+
+    def _comm(self, handle: int, fn: str) -> Any:
+        with self._lock:
+            comm = self._comms.get(int(handle))
+        if comm is None:
+            raise NcclCallError(f"nccl4py {fn}", 4, f"communicator {int(handle):#x} was not made by this binding")
+        return comm
+
+    def _state(self, comm: Any) -> int:
+        return int(self._invoke("comm_get_async_error", comm))
+
+    def _group_comms(self) -> list[Any] | None:
+        """The communicators used inside the current thread's open group, or None outside a group."""
+        return getattr(self._local, "group", None)
+
+    def _enqueue(self, fn: str, handle: int, *args: Any) -> int:
+        """Call ``fn(*args, comm, stream)``-shaped entry points; the communicator's state (see the class docstring)."""
+        comm = self._comm(handle, fn)
+        *head, stream = args
+        self._invoke(fn, *head, comm, int(stream))
+        group = self._group_comms()
+        if group is not None:
+            group.append(comm)
+            return NCCL_SUCCESS
+        return self._state(comm)
+
+    # ------------------------------------------------------------------ CollectiveLibrary
     def version(self) -> int:
         """get_version."""
-        return int(self.n.get_version())
+        return int(self._invoke("get_version"))
 
     def unique_id(self) -> bytes:
         """get_unique_id."""
-        raw = bytes(self.n.get_unique_id())
+        raw = bytes(self._invoke("get_unique_id"))
         if len(raw) != UNIQUE_ID_BYTES:
             raise NcclCallError("nccl4py get_unique_id", 3, f"{len(raw)} bytes, not {UNIQUE_ID_BYTES}")
         return raw
@@ -310,62 +355,82 @@ class Nccl4pyLibrary(CollectiveLibrary):
         """comm_init_rank_scalable with one id (nccl.core's own way) and a Config whose blocking is set."""
         config = self.n.Config()
         config.blocking = 1 if blocking else 0
-        try:
-            comm = self.n.comm_init_rank_scalable(nranks, rank, 1, bytearray(uid), config.ptr)  # a writable buffer
-        except Exception as exc:
-            status = getattr(exc, "status", exc.args[0] if exc.args and isinstance(exc.args[0], int) else 3)
-            why = str(exc)
-            if int(status) == NCCL_IN_PROGRESS:
-                why += " (nccl4py raised on ncclInProgress, losing the communicator handle)"
-            raise NcclCallError("nccl4py comm_init_rank_scalable", int(status), why) from None
-        return int(comm), NCCL_SUCCESS if blocking else NCCL_IN_PROGRESS
+        comm = self._invoke("comm_init_rank_scalable", nranks, rank, 1, bytearray(uid), config.ptr)
+        handle = int(comm)
+        if handle == 0:
+            return 0, NCCL_SUCCESS  # the engine refuses a null communicator
+        with self._lock:
+            self._comms[handle] = comm
+        return handle, NCCL_SUCCESS if blocking else self._state(comm)
 
     def async_error(self, comm: int) -> int:
-        """comm_get_async_error."""
+        """comm_get_async_error on the communicator's Comm."""
+        return self._state(self._comm(comm, "comm_get_async_error"))
+
+    def _release(self, fn: str, handle: int) -> None:
+        comm = self._comm(handle, fn)
         try:
-            return int(self.n.comm_get_async_error(comm))
-        except Exception as exc:
-            raise NcclCallError("nccl4py comm_get_async_error", int(getattr(exc, "status", 3)), str(exc)) from None
+            self._invoke(fn, comm)
+        finally:
+            with self._lock:
+                self._comms.pop(int(handle), None)
 
     def abort(self, comm: int) -> None:
-        """comm_abort."""
-        self._call("comm_abort", comm)
+        """comm_abort (the Comm is forgotten whatever the outcome)."""
+        self._release("comm_abort", comm)
 
     def destroy(self, comm: int) -> None:
-        """comm_destroy."""
-        self._call("comm_destroy", comm)
+        """comm_destroy (the Comm is forgotten whatever the outcome)."""
+        self._release("comm_destroy", comm)
 
     def all_reduce(self, send: int, recv: int, count: int, dtype: int, op: int, comm: int, stream: int) -> int:
         """all_reduce."""
-        return self._call("all_reduce", send, recv, count, dtype, op, comm, stream)
+        return self._enqueue("all_reduce", comm, send, recv, count, dtype, op, stream)
 
     def all_gather(self, send: int, recv: int, count: int, dtype: int, comm: int, stream: int) -> int:
         """all_gather."""
-        return self._call("all_gather", send, recv, count, dtype, comm, stream)
+        return self._enqueue("all_gather", comm, send, recv, count, dtype, stream)
 
     def broadcast(self, send: int, recv: int, count: int, dtype: int, root: int, comm: int, stream: int) -> int:
         """broadcast."""
-        return self._call("broadcast", send, recv, count, dtype, root, comm, stream)
+        return self._enqueue("broadcast", comm, send, recv, count, dtype, root, stream)
 
     def reduce_scatter(self, send: int, recv: int, count: int, dtype: int, op: int, comm: int, stream: int) -> int:
         """reduce_scatter."""
-        return self._call("reduce_scatter", send, recv, count, dtype, op, comm, stream)
+        return self._enqueue("reduce_scatter", comm, send, recv, count, dtype, op, stream)
 
     def send(self, buf: int, count: int, dtype: int, peer: int, comm: int, stream: int) -> int:
         """send."""
-        return self._call("send", buf, count, dtype, peer, comm, stream)
+        return self._enqueue("send", comm, buf, count, dtype, peer, stream)
 
     def recv(self, buf: int, count: int, dtype: int, peer: int, comm: int, stream: int) -> int:
         """recv."""
-        return self._call("recv", buf, count, dtype, peer, comm, stream)
+        return self._enqueue("recv", comm, buf, count, dtype, peer, stream)
 
     def group_start(self) -> int:
-        """group_start."""
-        return self._call("group_start")
+        """group_start; the calls up to group_end are collected to report their state there."""
+        self._invoke("group_start")
+        depth = getattr(self._local, "depth", 0)
+        if depth == 0:
+            self._local.group = []
+        self._local.depth = depth + 1
+        return NCCL_SUCCESS
 
     def group_end(self) -> int:
-        """group_end."""
-        return self._call("group_end")
+        """group_end; at the outermost one, the group's combined state (an error, else ncclInProgress, else 0)."""
+        depth = getattr(self._local, "depth", 0)
+        comms = self._group_comms() or []
+        self._local.depth = max(depth - 1, 0)
+        if self._local.depth == 0:
+            self._local.group = None
+        self._invoke("group_end")
+        if self._local.depth:
+            return NCCL_SUCCESS
+        states = [self._state(c) for c in {id(c): c for c in comms}.values()]
+        errors = [s for s in states if s not in (NCCL_SUCCESS, NCCL_IN_PROGRESS)]
+        if errors:
+            return errors[0]
+        return NCCL_IN_PROGRESS if NCCL_IN_PROGRESS in states else NCCL_SUCCESS
 
 
 # ----------------------------------------------------------------------------- finding the library
