@@ -24,6 +24,7 @@ from acl_rocm.launch import LaunchConfig, elementwise_config
 from acl_rocm.ops import build_runners
 from acl_rocm.ops.elementwise import ElementwiseRunner
 from acl_rocm.ops.matmul import MatmulRunner
+from acl_rocm.ops.quant_matmul import QuantMatmulRunner
 from acl_rocm.platform import detect
 from acl_rocm.providers import open_provider
 from acl_rocm.providers.base import DeviceProperties, RuntimeProvider
@@ -38,6 +39,7 @@ class RocmBackend(Backend):
 
     def __init__(self, provider: RuntimeProvider, environ: Mapping[str, str] | None = None) -> None:
         env = os.environ if environ is None else environ
+        self.environ: Mapping[str, str] = env
         self.provider = provider
         self._driver = RocmDriver(provider)
         count = provider.device_count()
@@ -66,6 +68,7 @@ class RocmBackend(Backend):
         self.runners = build_runners(self)
         self.elementwise: ElementwiseRunner = self.runners["elementwise"]
         self.matmul: MatmulRunner = self.runners["matmul"]
+        self.quant_matmul: QuantMatmulRunner = self.runners["quant_matmul"]
         self._kernels: dict[str, Kernel] = {}
         self._collectives: tuple[NcclEngine | None, str] | None = None
         for runner in self.runners.values():
@@ -150,8 +153,9 @@ class RocmBackend(Backend):
             "arch_known": str(arch.known).lower(),
             "matrix_cores": str(arch.matrix_cores).lower(),
             "fp8_format": arch.fp8_format,
-            "fp8_matrix_hw": f"{str(arch.fp8_matmul_hw).lower()} (hardware; no fp8 GEMM op is implemented yet)",
-            "mx_hw": f"{str(arch.mx_hw).lower()} (hardware; no MX GEMM op is implemented yet)",
+            "fp8_matrix_hw": f"{str(arch.fp8_matmul_hw).lower()} (hardware)",
+            "mx_hw": f"{str(arch.mx_hw).lower()} (hardware; the native MX GEMM is not implemented: MX dequantises)",
+            "quant_matmul": self.quant_matmul.unavailable() or self.quant_matmul.path_note(),
             "gemm": self.matmul.unavailable() or f"{self.provider.platform} BLAS ({', '.join(blas_ops)})",
             "compute_units": str(p.compute_units),
             "l2_cache_bytes": str(p.l2_cache_bytes),
@@ -173,8 +177,8 @@ class RocmBackend(Backend):
             dtypes=tuple(sorted(SUPPORTED)),
             formats=tuple(sorted(PLAIN_FORMATS)),
             ops=ops,
-            mx_use_hw=False,
-            fp8_matmul_hw=False,
+            mx_use_hw=False,  # no native MX GEMM yet, even where policy.mx_use_hw holds (gfx950, sm_100+)
+            fp8_matmul_hw=self.quant_matmul.fp8_hw and "QuantMatmulV5" in self._kernels,
             tf32_hw=arch.tf32_hw,
             tf32_enabled=self.policy.tf32_enabled and "Matmul" in self._kernels,
             attention_path="fused (online-softmax kernel, every size)"

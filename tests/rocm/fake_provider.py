@@ -174,7 +174,11 @@ class FakeProvider(RuntimeProvider):
             a = a.T if call.a.transpose else a
             b = b.T if call.b.transpose else b
             d = _matrix(call.d, i)
-            d[...] = (a.astype(np.float64) @ b.astype(np.float64)).astype(d.dtype)
+            scale = 1.0
+            for address in (call.a_scale, call.b_scale):  # per-tensor fp8 scales: one float32 each
+                if address:
+                    scale *= float(np.frombuffer((ctypes.c_char * 4).from_address(address), dtype=np.float32)[0])
+            d[...] = (scale * (a.astype(np.float64) @ b.astype(np.float64))).astype(d.dtype)
 
 
 def _matrix(m: Matrix, index: int) -> np.ndarray:

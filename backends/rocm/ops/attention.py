@@ -1,11 +1,17 @@
 """The attention family on the GPU: flash / prefill / decode / fused-inference attention, rotary, SwiGlu.
 
 Attention runs one fused kernel (:func:`acl_rocm.kernels.attention.attention_source`, a tiled
-online softmax, one block per query row) for every size; there is no BLAS path yet. Layouts, masks
+online softmax, one block per query row) for small calls and every case the faster paths do not take.
+Large FlashAttentionScore calls (:func:`acl_rocm.ops.attention_plan.choose_path`) run cuDNN's fused
+SDPA on NVIDIA where it computes the case exactly (:mod:`acl_rocm.ops.attention_cudnn`), else the BLAS
+path (:mod:`acl_rocm.ops.attention_blas`: two batched GEMMs around a row-softmax kernel, every mask,
+window and pse case); the path taken is logged at debug level once per signature. Layouts, masks
 and pse are described to it by strides (:func:`bnsd_strides`, :func:`mask_strides`), sparse modes
 by a key window relative to a shifted diagonal (:func:`window_bounds`), so no operand is copied.
 Inference calls whose batches differ (tensor-list caches, per-batch actual lengths) launch once per
 batch with that batch's pointers and lengths as kernel arguments: nothing is read back from the device.
+FlashAttentionVarLenScore launches the same kernel once per packed sequence, its token offsets taken
+from the host-side cumulative lengths the spec validated (aclIntArrays, never device memory).
 
 RotaryPositionEmbedding and ApplyRotaryPosEmb use the rotary-pair kernel; SwiGlu is an elementwise
 instance over the two halves of ``x`` (strided views, no copy).
@@ -14,7 +20,10 @@ instance over the two halves of ``x`` (strided views, no copy).
 from __future__ import annotations
 
 import ctypes
+import functools
+import logging
 import math
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -39,6 +48,9 @@ from acl_rocm.kernels.attention import (
 )
 from acl_rocm.kernels.elementwise import ufunc
 from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.ops.attention_blas import BlasAttention, BlasProblem, blas_refusal
+from acl_rocm.ops.attention_cudnn import CudnnSdpa, SdpaKey, refuse
+from acl_rocm.ops.attention_plan import LARGE_WORK, choose_path, cudnn_mask, cudnn_refusal, is_large
 from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.views import broadcast_strides
 
@@ -48,6 +60,7 @@ if TYPE_CHECKING:
 OPS: tuple[str, ...] = (
     "ApplyRotaryPosEmb",
     "FlashAttentionScore",
+    "FlashAttentionVarLenScore",
     "FusedInferAttentionScore",
     "IncreFlashAttention",
     "PromptFlashAttention",
@@ -56,6 +69,7 @@ OPS: tuple[str, ...] = (
 )
 ATTENTION_DTYPES = frozenset({D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16})
 MAX_GRID_YZ = 65535
+LOG = logging.getLogger("acl_rocm.attention")
 SWIGLU = ufunc("SwiGlu", "a:T, b:T -> out:T", "a * acl_sigmoid(a) * b")
 """SwiGlu as one elementwise body over the two halves ``a`` and ``b`` of x."""
 
@@ -146,11 +160,19 @@ class AttentionRunner:
         self.backend = backend
         self._lock = threading.Lock()
         self._sources: dict[object, str] = {}
+        self.blas = BlasAttention(backend)
+        self.cudnn = CudnnSdpa(backend)
+        self.path_override: str | None = os.environ.get("ACL_ATTENTION_PATH") or None
+        """Forces a FlashAttentionScore path ("kernel", "blas", "cudnn"; env ACL_ATTENTION_PATH); None: by size."""
+        self.large_work = LARGE_WORK
+        """B*N*Sq*Skv from which a call counts as large (see :func:`is_large`)."""
+        self.last_path: str | None = None
+        """The path the latest newly planned FlashAttentionScore signature took."""
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op this family runs."""
         builders: dict[str, Callable[[Launch], list[Prepared]]] = {
-            "FlashAttentionScore": self.flash_attention_score,
+            "FlashAttentionVarLenScore": self.flash_attention_varlen_score,
             "PromptFlashAttention": self.inference_attention,
             "IncreFlashAttention": self.inference_attention,
             "FusedInferAttentionScore": self.inference_attention,
@@ -158,7 +180,21 @@ class AttentionRunner:
             "ApplyRotaryPosEmb": self.apply_rotary_pos_emb,
             "SwiGlu": self.swiglu,
         }
-        return {name: self._bind(build) for name, build in builders.items()}
+        kernels = {name: self._bind(build) for name, build in builders.items()}
+        kernels["FlashAttentionScore"] = self._flash_kernel
+        return kernels
+
+    def describe_paths(self) -> str:
+        """The attention_path capability: which FlashAttentionScore paths this device offers, in preference order."""
+        paths = []
+        cudnn_why = self.cudnn.refusal()
+        if cudnn_why is None:
+            paths.append(f"cuDNN SDPA {self.cudnn.version()} (large fp16/bf16, no mask or causal)")
+        blas_why = self.backend.matmul.unavailable()
+        if blas_why is None:
+            paths.append("BLAS (large: GEMM, row softmax, GEMM; every mask/pse case)")
+        paths.append("fused online-softmax kernel (small calls and the rest)")
+        return " > ".join(paths)
 
     def _bind(self, build: Callable[[Launch], list[Prepared]]) -> Kernel:
         def kernel(launch: Launch) -> None:
@@ -248,6 +284,160 @@ class AttentionRunner:
                 0,
             ]
             steps += self._prepare_attention(inst, meta, (sq, nq, count), scale, pointers)
+        return steps
+
+    # ------------------------------------------------------------------ FlashAttentionScore paths
+    def _flash_kernel(self, launch: Launch) -> None:
+        """FlashAttentionScore: the signature's path is chosen once (memo), then run on the launch's stream."""
+        key = f"rocm.attention.fa@{self.backend.provider.get_device()}/{self.path_override}"
+        run = launch.memo.get(key)
+        if run is None:
+            run = launch.memo[key] = self._route(launch)
+        run(handle(launch.stream))
+
+    def _problem(self, launch: Launch) -> BlasProblem:
+        """The call's tensors, dims and strides in (batch, head, row, dim) terms."""
+        args, plan = launch.args, launch.plan
+        q, k, v = args["query"], args["key"], args["value"]
+        out, smax, ssum = args["attentionOutOut"], args["softmaxMaxOut"], args["softmaxSumOut"]
+        for t in (q, k, v, out, smax, ssum):
+            assert isinstance(t, AclTensor)
+        layout, nq, nkv, mode = plan["layout"], plan["nq"], plan["nkv"], plan["mode"]
+        b, _, sq, d = layout_dims(q.view_dims, layout, nq)
+        skv = layout_dims(k.view_dims, layout, nkv)[2]
+        mask, pse = args["attenMaskOptional"], args["realShiftOptional"]
+        full_mask = mask if mask is not None and mode in (0, 1) else None
+        bounds = None
+        if mask is not None:
+            bounds = window_bounds(mode, sq, skv, plan["pre"], plan["next"], skv - sq)
+        zero: Strides = (0, 0, 0, 0)
+        return BlasProblem(
+            q=q,
+            k=k,
+            v=v,
+            out=out,
+            smax=smax,
+            ssum=ssum,
+            mask=full_mask,
+            pse=pse,
+            qs=bnsd_strides(q.strides, layout, d),
+            ks=bnsd_strides(k.strides, layout, d),
+            vs=bnsd_strides(v.strides, layout, d),
+            os=bnsd_strides(out.strides, layout, d),
+            mask_strides=zero if full_mask is None else mask_strides(full_mask.view_dims, full_mask.strides),
+            pse_strides=zero if pse is None else broadcast4(pse.view_dims, pse.strides),
+            b=b,
+            nq=nq,
+            nkv=nkv,
+            sq=sq,
+            skv=skv,
+            d=d,
+            scale=float(args["scaleValue"]),
+            bounds=bounds,
+        )
+
+    def _route(self, launch: Launch) -> Callable[[int], None]:
+        """Pick the signature's path (cuDNN, BLAS, kernel) and return what enqueues it on a stream."""
+        p = self._problem(launch)
+        if p.q.dtype not in ATTENTION_DTYPES:
+            raise _refuse("FlashAttentionScore", f"{p.q.dtype.short} inputs")
+        mode = launch.plan["mode"]
+        has_mask = launch.args["attenMaskOptional"] is not None
+        cudnn_why = self.cudnn.refusal() or cudnn_refusal(
+            p.q.dtype,
+            p.d,
+            mode,
+            has_mask,
+            p.pse is not None,
+            p.sq,
+            p.skv,
+            {"query": p.qs, "key": p.ks, "value": p.vs, "attentionOutOut": p.os},
+            {n: _address(t) for n, t in (("query", p.q), ("key", p.k), ("value", p.v), ("out", p.out))},
+        )
+        blas_why = blas_refusal(p, self.backend.matmul.unavailable())
+        large = is_large(p.b, p.nq, p.sq, p.skv, self.large_work)
+        try:
+            path, why = choose_path(
+                large=large, blas_refusal=blas_why, cudnn_refusal_reason=cudnn_why, override=self.path_override
+            )
+        except ValueError as exc:
+            raise refuse(str(exc)) from None
+        run: Callable[[int], None]
+        if path == "cudnn":
+            key = SdpaKey(
+                self.backend.provider.get_device(), p.q.dtype, p.b, p.nq, p.nkv, p.sq, p.skv, p.d,
+                p.qs, p.ks, p.vs, p.os, cudnn_mask(mode, has_mask), p.scale,
+            )  # fmt: skip
+            built = self.cudnn.graph(key)
+            if isinstance(built, str):
+                if self.path_override is not None:
+                    raise refuse(built)
+                path, why = choose_path(large=large, blas_refusal=blas_why, cudnn_refusal_reason=built)
+            else:
+                tensors = {"q": p.q, "k": p.k, "v": p.v, "o": p.out, "smax": p.smax, "ssum": p.ssum}
+                run = functools.partial(self.cudnn.run, built, key, tensors)
+        if path == "blas":
+            run = functools.partial(self.blas.run, p)
+        elif path == "kernel":
+            steps = self.flash_attention_score(launch)
+            run = functools.partial(self._launch_steps, steps)
+        self.last_path = path
+        LOG.debug(
+            "FlashAttentionScore %s B=%d N=%d/%d Sq=%d Skv=%d D=%d sparse=%d: %s path (%s)",
+            p.q.dtype.short, p.b, p.nq, p.nkv, p.sq, p.skv, p.d, mode, path, why,
+        )  # fmt: skip
+        return run
+
+    def _launch_steps(self, steps: list[Prepared], stream: int) -> None:
+        for step in steps:
+            self.backend.elementwise.launch_prepared(step, stream)
+
+    # ------------------------------------------------------------------ FlashAttentionVarLenScore
+    def flash_attention_varlen_score(self, launch: Launch) -> list[Prepared]:
+        """TND attention: one kernel launch per packed sequence (offsets from the validated host lengths)."""
+        args, plan = launch.args, launch.plan
+        q, k, v = args["query"], args["key"], args["value"]
+        out, smax, ssum = args["attentionOutOut"], args["softmaxMaxOut"], args["softmaxSumOut"]
+        for t in (q, k, v, out, smax, ssum):
+            assert isinstance(t, AclTensor)
+        if q.dtype not in ATTENTION_DTYPES:
+            raise _refuse("FlashAttentionVarLenScore", f"{q.dtype.short} inputs")
+        nq, nkv, mode = plan["nq"], plan["nkv"], plan["mode"]
+        d = q.view_dims[2]
+
+        def tnd(t: AclTensor) -> Strides:  # [T, N, D] read as one batch of [N, T, D]
+            return 0, t.strides[1], t.strides[0], t.strides[2]
+
+        def stats(t: AclTensor) -> Strides:  # [N, T, 8]
+            return 0, t.strides[0], t.strides[1], t.strides[2]
+
+        base = AttentionMeta(
+            q=tnd(q), k=tnd(k), v=tnd(v), o=tnd(out), smax=stats(smax), ssum=stats(ssum), group=nq // nkv
+        )
+        has_mask = args["attenMaskOptional"] is not None
+        inst = AttentionInstance(q.dtype, d)
+        scale = float(args["scaleValue"])
+        item = _itemsize(q.dtype)
+        steps: list[Prepared] = []
+        q0 = kv0 = 0
+        for lq, lkv in zip(plan["lq"], plan["lkv"]):
+            meta = replace(base, rows=lq, kv_len=lkv)
+            bounds = window_bounds(mode, lq, lkv, plan["pre"], plan["next"], lkv - lq) if has_mask else None
+            if bounds is not None:
+                meta = replace(meta, has_window=1, win_lo=bounds[0], win_hi=bounds[1], shift=bounds[2])
+            pointers = [
+                _address(q) + q0 * meta.q[2] * item,
+                _address(k) + kv0 * meta.k[2] * item,
+                _address(v) + kv0 * meta.v[2] * item,
+                0,
+                0,
+                _address(out) + q0 * meta.o[2] * item,
+                _address(smax) + q0 * meta.smax[2] * 4,
+                _address(ssum) + q0 * meta.ssum[2] * 4,
+                0,
+            ]
+            steps += self._prepare_attention(inst, meta, (lq, nq, 1), scale, pointers)
+            q0, kv0 = q0 + lq, kv0 + lkv
         return steps
 
     # ------------------------------------------------------------------ Prompt / Incre / FusedInfer

@@ -59,9 +59,13 @@ class Matrix:
 
 @dataclass(frozen=True)
 class GemmCall:
-    """``D[i] = op(A[i]) @ op(B[i])`` for ``i < batch``, column-major (BLAS) terms, fp32 accumulation.
+    """``D[i] = a_scale * b_scale * op(A[i]) @ op(B[i])`` for ``i < batch``, column-major (BLAS) terms.
 
+    Floating operands accumulate in fp32; int8 operands accumulate exactly in int32 (D int32).
     ``fast_tf32`` lets fp32 operands use TF32-class matrix hardware (only with CANN_FAST_TF32=1).
+    ``a_scale`` / ``b_scale`` are device addresses of one float32 each (0: none), the per-tensor
+    scales of fp8 operands (cuBLASLt / hipBLASLt A and B scale pointers). fp8 and int8 operands need
+    the "TN" form: ``a.transpose`` true and ``b.transpose`` false, leading dimensions of 16 bytes.
     """
 
     a: Matrix
@@ -69,6 +73,8 @@ class GemmCall:
     d: Matrix
     batch: int = 1
     fast_tf32: bool = False
+    a_scale: int = 0
+    b_scale: int = 0
 
 
 class RuntimeProvider(ABC):

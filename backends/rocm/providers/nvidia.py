@@ -339,7 +339,8 @@ class NvidiaProvider(RuntimeProvider):
             else:
                 self._gemm_plans.move_to_end(key)
             a_layout, b_layout, d_layout = plan.layouts
-            alpha, beta = self._alpha_beta()
+            self._set_scale_pointers(plan, call)
+            alpha, beta = self._alpha_beta(_is_integer(call))
             self._lt_call(
                 "cublasLtMatmul",
                 self.lt.matmul,
@@ -361,21 +362,44 @@ class NvidiaProvider(RuntimeProvider):
                 stream,
             )
 
-    def _alpha_beta(self) -> tuple[int, int]:
-        """Host addresses of the fp32 scalars alpha = 1 and beta = 0 (made once, kept with the provider)."""
+    def _alpha_beta(self, integer: bool = False) -> tuple[int, int]:
+        """Host addresses of alpha = 1 and beta = 0: fp32, or int32 for int8 GEMMs (made once, kept)."""
         if self._scalars is None:
             import numpy as np
 
-            self._scalars = np.array([1.0, 0.0], dtype=np.float32)
-        base = int(self._scalars.ctypes.data)
+            self._scalars = (np.array([1.0, 0.0], dtype=np.float32), np.array([1, 0], dtype=np.int32))
+        base = int(self._scalars[1 if integer else 0].ctypes.data)
         return base, base + 4
+
+    def _set_scale_pointers(self, plan: _GemmPlan, call: GemmCall) -> None:
+        """Point the cached descriptor at this call's per-tensor fp8 scales (addresses change per call)."""
+        import numpy as np
+
+        lt = self.lt
+        for key, address in (
+            (lt.MatmulDescAttribute.A_SCALE_POINTER, call.a_scale),
+            (lt.MatmulDescAttribute.B_SCALE_POINTER, call.b_scale),
+        ):
+            if address:
+                buf = np.array([address], dtype=lt.get_matmul_desc_attribute_dtype(key))
+                self._lt_call(
+                    "cublasLtMatmulDescSetAttribute",
+                    lt.matmul_desc_set_attribute,
+                    plan.desc,
+                    key,
+                    buf.ctypes.data,
+                    buf.nbytes,
+                )
 
     def _gemm_plan(self, handle: int, call: GemmCall, workspace_size: int) -> _GemmPlan:
         """Descriptor, layouts, preference and the first heuristic algorithm for ``call``'s shape."""
         import numpy as np
 
         lt = self.lt
-        compute = _COMPUTE_32F_FAST_TF32 if call.fast_tf32 else _COMPUTE_32F
+        if _is_integer(call):
+            compute, scale_type = _COMPUTE_32I, _R_32I
+        else:
+            compute, scale_type = (_COMPUTE_32F_FAST_TF32 if call.fast_tf32 else _COMPUTE_32F), _R_32F
         plan = _GemmPlan()
 
         def attr(setter: Any, dtype_of: Any, obj: int, key: Any, value: Any) -> None:
@@ -383,10 +407,11 @@ class NvidiaProvider(RuntimeProvider):
             self._lt_call(setter.__name__, setter, obj, key, buf.ctypes.data, buf.nbytes)
 
         try:
-            plan.desc = self._lt_call("cublasLtMatmulDescCreate", lt.matmul_desc_create, compute, _R_32F)
+            plan.desc = self._lt_call("cublasLtMatmulDescCreate", lt.matmul_desc_create, compute, scale_type)
             desc_attr = lt.matmul_desc_set_attribute, lt.get_matmul_desc_attribute_dtype
             attr(*desc_attr, plan.desc, lt.MatmulDescAttribute.TRANSA, 1 if call.a.transpose else 0)
             attr(*desc_attr, plan.desc, lt.MatmulDescAttribute.TRANSB, 1 if call.b.transpose else 0)
+            self._set_scale_pointers(plan, call)  # the heuristic sees the scaled problem
             layout_attr = lt.matrix_layout_set_attribute, lt.get_matrix_layout_attribute_dtype
             for m in (call.a, call.b, call.d):
                 layout = self._lt_call(
@@ -479,11 +504,21 @@ def _gemm_key(call: GemmCall, workspace_size: int, device: int) -> tuple[object,
     shape = tuple(
         (m.dtype, m.rows, m.cols, m.ld, m.batch_stride, m.transpose, m.alignment) for m in (call.a, call.b, call.d)
     )
-    return (device, call.fast_tf32, call.batch, workspace_size, *shape)
+    scales = (bool(call.a_scale), bool(call.b_scale))
+    return (device, call.fast_tf32, call.batch, workspace_size, scales, *shape)
 
 
+def _is_integer(call: GemmCall) -> bool:
+    """True for an int8 x int8 -> int32 GEMM (compute and scale type 32I)."""
+    return call.a.dtype == _ACL_INT8
+
+
+_ACL_INT8 = 2
 _R_32F = 0
+_R_32I = 10
 _COMPUTE_32F = 68
 _COMPUTE_32F_FAST_TF32 = 77
-_CUDA_TYPES = {0: 0, 1: 2, 27: 14, 11: 1}
-"""aclDataType → cudaDataType (float32, float16, bf16, float64); cublasComputeType_t 32F / 32F_FAST_TF32."""
+_COMPUTE_32I = 72
+_CUDA_TYPES = {0: 0, 1: 2, 27: 14, 11: 1, 2: 3, 3: 10, 35: 29, 36: 28}
+"""aclDataType → cudaDataType (float32, float16, bf16, float64, int8, int32, fp8 E5M2, fp8 E4M3);
+cublasComputeType_t 32F / 32F_FAST_TF32 / 32I."""

@@ -1,0 +1,266 @@
+"""Kernel sources of the quantised GEMMs: an operand kernel and an epilogue kernel (HIP/CUDA common).
+
+``operand``: reads one matmul operand (logical ``(*batch, rows, k)``, any strides, sub-byte types by
+nibble) and writes it K-major and dense into a temporary ``(batch, rows_pad, k_pad)``, zero-filled past
+``rows`` and ``k``. It either copies the element's bytes unchanged (the fp8 / int8 hardware GEMM's
+gather into the "TN" layout) or decodes it to bf16 / fp32, optionally times an E8M0 block scale (MX,
+32 elements along k) or as ``(w + offset) * scale`` (weight antiquantisation, per channel or per group).
+
+8-bit and 4-bit codes decode through a 256-entry float table in device memory, built on the host from
+:mod:`acl_core.lowp` and ml_dtypes (the codecs the reference uses), so every code decodes exactly as
+the reference decodes it; the table is staged in shared memory per block.
+
+``epilogue``: ``out = ((acc [+ bias]) * scale [* token] [+ bias] [+ offset])`` in double precision from
+the GEMM's int32 / fp32 result, rounded once to the output dtype (integers half-to-even, saturated).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Final, Literal
+
+import ml_dtypes
+import numpy as np
+
+from acl_core import lowp
+from acl_core.dtypes import DataType as D
+from acl_rocm.kernels.prelude import PRELUDE
+
+THREADS: Final = 256
+BATCH_DIMS: Final = 4
+"""Batch dims the kernels index (QuantMatmul operands have rank <= 6)."""
+
+Load = Literal["lut8", "lut4", "f16", "bf16", "f32", "raw"]
+Store = Literal["raw", "bf16", "f32"]
+ScaleKind = Literal["none", "e8m0", "affine"]
+
+_LOAD_OF: Final[dict[D, Load]] = {
+    D.ACL_INT8: "lut8",
+    D.ACL_FLOAT8_E4M3FN: "lut8",
+    D.ACL_FLOAT8_E5M2: "lut8",
+    D.ACL_HIFLOAT8: "lut8",
+    D.ACL_INT4: "lut4",
+    D.ACL_FLOAT4_E2M1: "lut4",
+    D.ACL_FLOAT16: "f16",
+    D.ACL_BF16: "bf16",
+    D.ACL_FLOAT: "f32",
+}
+"""How an operand dtype is read: through a decode table (8/4-bit codes) or converted directly."""
+
+DECODABLE: Final = frozenset(_LOAD_OF)
+
+
+def load_kind(dtype: D) -> Load:
+    """The decode used for operand dtype ``dtype`` (KeyError when there is none)."""
+    return _LOAD_OF[dtype]
+
+
+@cache
+def decode_table(dtype: D) -> np.ndarray:
+    """float32[256]: the value of every code of ``dtype`` (4-bit types: codes 0..15, the rest 0)."""
+    codes = np.arange(256, dtype=np.uint8)
+    if dtype == D.ACL_INT8:
+        values = codes.view(np.int8).astype(np.float64)
+    elif dtype == D.ACL_FLOAT8_E4M3FN:
+        values = codes.view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    elif dtype == D.ACL_FLOAT8_E5M2:
+        values = codes.view(ml_dtypes.float8_e5m2).astype(np.float64)
+    elif dtype == D.ACL_HIFLOAT8:
+        values = lowp.hifloat8_decode(codes)
+    elif dtype == D.ACL_FLOAT8_E8M0:
+        values = lowp.e8m0_decode(codes)
+    elif dtype == D.ACL_INT4:
+        values = np.where(codes < 16, ((codes.astype(np.int64) + 8) % 16) - 8, 0).astype(np.float64)
+    elif dtype == D.ACL_FLOAT4_E2M1:
+        nibbles = np.where(codes < 16, codes, 0).astype(np.uint8)
+        values = np.where(codes < 16, nibbles.view(ml_dtypes.float4_e2m1fn).astype(np.float64), 0.0)
+    else:
+        raise KeyError(f"no decode table for {dtype.name}")
+    with np.errstate(over="ignore"):
+        return np.ascontiguousarray(values.astype(np.float32))
+
+
+_LOAD_EXPR: Final[dict[Load, str]] = {
+    "lut8": "table[x[xi]]",
+    "lut4": "table[(xi & 1) ? (x[xi >> 1] >> 4) : (x[xi >> 1] & 15)]",
+    "f16": "acl_h2f(((const unsigned short*)x)[xi])",
+    "bf16": "acl_b2f(((const unsigned short*)x)[xi])",
+    "f32": "((const float*)x)[xi]",
+    "raw": "x[xi]",
+}
+_STORE: Final[dict[Store, tuple[str, str, str]]] = {
+    "raw": ("unsigned char", "(unsigned char)0", "v"),
+    "bf16": ("unsigned short", "acl_f2b(0.0f)", "acl_f2b(v)"),
+    "f32": ("float", "0.0f", "v"),
+}
+_PARAM_LOAD: Final[dict[D, str]] = {
+    D.ACL_FLOAT: "((const float*){p})[{i}]",
+    D.ACL_FLOAT16: "acl_h2f(((const unsigned short*){p})[{i}])",
+    D.ACL_BF16: "acl_b2f(((const unsigned short*){p})[{i}])",
+    D.ACL_INT32: "(double)((const int*){p})[{i}]",
+    D.ACL_UINT64: "__uint_as_float((unsigned int)(((const unsigned long long*){p})[{i}] & 0xffffffffull))",
+    D.ACL_INT64: "__uint_as_float((unsigned int)(((const unsigned long long*){p})[{i}] & 0xffffffffull))",
+}
+"""Reading one scale / bias / offset element (packed UINT64/INT64 scales: the float32 in the low 32 bits)."""
+
+
+def param_load(dtype: D, pointer: str, index: str) -> str:
+    """C expression reading element ``index`` of a parameter tensor of ``dtype`` as a float / double."""
+    return _PARAM_LOAD[dtype].format(p=pointer, i=index)
+
+
+PARAM_DTYPES: Final = frozenset(_PARAM_LOAD)
+
+
+@dataclass(frozen=True)
+class OperandKernel:
+    """One specialisation of the operand kernel."""
+
+    load: Load
+    store: Store
+    scale: ScaleKind = "none"
+    scale_dtype: D | None = None
+    offset: bool = False
+
+    @property
+    def kernel_name(self) -> str:
+        """The kernel's ``extern "C"`` symbol."""
+        extra = f"_{self.scale_dtype.short}" if self.scale_dtype is not None else ""
+        return f"acl_qmm_operand_{self.load}_{self.store}_{self.scale}{extra}{'_off' if self.offset else ''}"
+
+
+def operand_source(k: OperandKernel) -> str:
+    """The operand kernel: Meta shape (b0..b3, rows, k, rows_pad, k_pad); strides of x, scale, offset."""
+    if k.load == "raw" and (k.store != "raw" or k.scale != "none"):
+        raise ValueError("a raw copy neither decodes nor scales")
+    if k.scale == "affine" and k.scale_dtype is None:
+        raise ValueError("an affine (antiquant) scale needs its dtype")
+    storage, zero, encode = _STORE[k.store]
+    lut = k.load in ("lut8", "lut4")
+    lines = []
+    if k.scale == "e8m0":
+        lines += [
+            "        const long long g = kk / 32;",
+            "        si += r * meta.stride[1][4] + (g >> 1) * meta.stride[1][5] + (g & 1) * meta.stride[1][6];",
+            "        v = v * stable[sc[si]];",
+        ]
+    elif k.scale == "affine":
+        assert k.scale_dtype is not None
+        lines.append("        const long long g = kk / group;")
+        lines.append("        si += r * meta.stride[1][4] + g * meta.stride[1][5];")
+        if k.offset:
+            lines.append("        oi += r * meta.stride[2][4] + g * meta.stride[2][5];")
+            lines.append(f"        v = v + (float)({param_load(k.scale_dtype, 'off', 'oi')});")
+        lines.append(f"        v = v * (float)({param_load(k.scale_dtype, 'sc', 'si')});")
+    value_type = "unsigned char" if k.load == "raw" else "float"
+    stage = ""
+    if lut or k.scale == "e8m0":
+        stage = "  __shared__ float table[256];\n  __shared__ float stable[256];\n"
+        stage += "  for (int i = threadIdx.x; i < 256; i += blockDim.x) {\n"
+        stage += (
+            "    table[i] = lut ? lut[i] : 0.0f;\n    stable[i] = slut ? slut[i] : 0.0f;\n  }\n  __syncthreads();\n"
+        )
+    return f"""{PRELUDE}
+struct Meta {{ long long n; long long shape[8]; long long stride[3][8]; }};
+extern "C" __global__ void __launch_bounds__({THREADS}) {k.kernel_name}(const Meta meta, const unsigned char* x,
+    const float* lut, const unsigned char* sc, const float* slut, const unsigned char* off, long long x_base,
+    long long group, {storage}* out) {{
+{stage}  const long long rows = meta.shape[4], k = meta.shape[5], rows_pad = meta.shape[6], k_pad = meta.shape[7];
+  const long long step = (long long)gridDim.x * blockDim.x;
+  for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < meta.n; o += step) {{
+    const long long kk = o % k_pad;
+    long long t = o / k_pad;
+    const long long r = t % rows_pad;
+    t = t / rows_pad;
+    long long xi = x_base, si = 0, oi = 0;
+    for (int d = {BATCH_DIMS - 1}; d >= 0; --d) {{
+      const long long b = t % meta.shape[d];
+      t = t / meta.shape[d];
+      xi += b * meta.stride[0][d];
+      si += b * meta.stride[1][d];
+      oi += b * meta.stride[2][d];
+    }}
+    if (r < rows && kk < k) {{
+      xi += r * meta.stride[0][4] + kk * meta.stride[0][5];
+      {value_type} v = {_LOAD_EXPR[k.load]};
+{chr(10).join(lines)}
+      out[o] = {encode};
+    }} else {{
+      out[o] = {zero};
+    }}
+  }}
+}}
+"""
+
+
+Acc = Literal["int32", "f32"]
+
+
+@dataclass(frozen=True)
+class EpilogueKernel:
+    """One specialisation of the epilogue: which parameters are present, their dtypes, the output dtype."""
+
+    acc: Acc
+    out: D
+    scale: D | None = None
+    token: bool = False
+    bias: D | None = None
+    bias_first: bool = False
+    offset: bool = False
+
+    @property
+    def kernel_name(self) -> str:
+        """The kernel's ``extern "C"`` symbol."""
+        parts = [self.acc, self.out.short, f"s{self.scale.short}" if self.scale else "s0"]
+        parts += ["t" if self.token else "t0", f"b{self.bias.short}" if self.bias else "b0"]
+        parts += ["first" if self.bias_first else "last", "o" if self.offset else "o0"]
+        return "acl_qmm_epilogue_" + "_".join(parts)
+
+
+_OUT_STORE: Final[dict[D, tuple[str, str]]] = {
+    D.ACL_FLOAT: ("float", "(float)v"),
+    D.ACL_FLOAT16: ("unsigned short", "acl_f2h((float)v)"),
+    D.ACL_BF16: ("unsigned short", "acl_f2b((float)v)"),
+    D.ACL_INT8: ("signed char", "(signed char)acl_f2i(rint(v), -128.0, 127.0)"),
+    D.ACL_INT32: ("int", "(int)acl_f2i(rint(v), -2147483648.0, 2147483647.0)"),
+}
+EPILOGUE_OUT: Final = frozenset(_OUT_STORE)
+
+
+def epilogue_source(k: EpilogueKernel) -> str:
+    """The epilogue: Meta shape (b0..b3, m, n); strides of acc, out, scale, token, bias, offset."""
+    storage, encode = _OUT_STORE[k.out]
+    acc_type = "int" if k.acc == "int32" else "float"
+    body = ["    double v = (double)acc[ai];"]
+    bias = param_load(k.bias, "bias", "pi[4]") if k.bias is not None else ""
+    if k.bias is not None and k.bias_first:
+        body.append(f"    v = v + (double)({bias});")
+    if k.scale is not None:
+        body.append(f"    v = v * (double)({param_load(k.scale, 'scale', 'pi[2]')});")
+    if k.token:
+        body.append(f"    v = v * (double)({param_load(D.ACL_FLOAT, 'token', 'pi[3]')});")
+    if k.bias is not None and not k.bias_first:
+        body.append(f"    v = v + (double)({bias});")
+    if k.offset:
+        body.append(f"    v = v + (double)({param_load(D.ACL_FLOAT, 'offset', 'pi[5]')});")
+    return f"""{PRELUDE}
+struct Meta {{ long long n; long long shape[6]; long long stride[6][6]; }};
+extern "C" __global__ void __launch_bounds__({THREADS}) {k.kernel_name}(const Meta meta, const {acc_type}* acc,
+    const unsigned char* scale, const unsigned char* token, const unsigned char* bias, const unsigned char* offset,
+    long long out_base, {storage}* out) {{
+  const long long step = (long long)gridDim.x * blockDim.x;
+  for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < meta.n; o += step) {{
+    long long t = o;
+    long long pi[6] = {{0, 0, 0, 0, 0, 0}};
+    for (int d = 5; d >= 0; --d) {{
+      const long long c = t % meta.shape[d];
+      t = t / meta.shape[d];
+      for (int a = 0; a < 6; ++a) pi[a] += c * meta.stride[a][d];
+    }}
+    const long long ai = pi[0];
+{chr(10).join(body)}
+    out[out_base + pi[1]] = {encode};
+  }}
+}}
+"""
