@@ -161,6 +161,7 @@ class RocmBackend(Backend):
             "l2_cache_bytes": str(p.l2_cache_bytes),
             "kernel_cache": str(self.cache.directory),
             "collectives": _collective_note(engine, self._collectives),
+            "mc2": self.runners["mc2"].note(),
             **{k: v for k, v in self.provider.versions().items()},
         }
         return Capabilities(
@@ -181,7 +182,7 @@ class RocmBackend(Backend):
             fp8_matmul_hw=self.quant_matmul.fp8_hw and "QuantMatmulV5" in self._kernels,
             tf32_hw=arch.tf32_hw,
             tf32_enabled=self.policy.tf32_enabled and "Matmul" in self._kernels,
-            attention_path="fused (online-softmax kernel, every size)"
+            attention_path=self.runners["attention"].describe_paths()
             if "FlashAttentionScore" in self._kernels
             else "none",
             nz_fidelity="none",
