@@ -21,6 +21,7 @@ FAMILIES: tuple[str, ...] = (
     "movement",
     "reduction",
     "norm",
+    "sort",
     "quant_matmul",
 )
 

@@ -1,0 +1,95 @@
+"""Recorded launch programs with stream-ordered temporaries and a deferred device check.
+
+An op that needs scratch memory (sort runs, routing tables) records its launches once per signature
+as :class:`Step` objects whose arguments may name a :class:`Temp` (a byte offset into a temporary
+allocated for each run) or :data:`FLAG` (a 4-byte device flag). :func:`run_program` allocates the
+temporaries on the stream, packs the arguments, launches, and frees them stream-ordered; when the
+program has a check, the flag is handed to the driver, which raises 161002 at synchronisation if a
+kernel set it (no host round trip inside the op).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from acl_rocm.launch import KernelArgs, LaunchConfig
+
+if TYPE_CHECKING:
+    from acl_rocm.backend import RocmBackend
+
+
+@dataclass(frozen=True)
+class Temp:
+    """Byte ``offset`` into the temporary ``slot`` of one run."""
+
+    slot: int
+    offset: int = 0
+
+
+class _Flag:
+    def __repr__(self) -> str:
+        return "FLAG"
+
+
+FLAG: Final = _Flag()
+"""Placeholder for the run's 4-byte device check flag."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One kernel launch: the loaded function, its configuration, its arguments (ctypes, Temp or FLAG)."""
+
+    function: object
+    config: LaunchConfig
+    values: tuple[Any, ...]
+
+
+@dataclass
+class Program:
+    """One call's launches with the temporaries they use and, optionally, a deferred check's message."""
+
+    steps: list[Step] = field(default_factory=list)
+    temps: list[int] = field(default_factory=list)
+    report: str | None = None
+
+    def temp(self, nbytes: int) -> Temp:
+        """A new temporary of ``nbytes`` (allocated for every run)."""
+        self.temps.append(max(int(nbytes), 1))
+        return Temp(len(self.temps) - 1)
+
+
+def _resolve(value: Any, bases: list[int], flag: int) -> Any:
+    if isinstance(value, Temp):
+        return ctypes.c_void_p(bases[value.slot] + value.offset)
+    if value is FLAG:
+        return ctypes.c_void_p(flag)
+    return value
+
+
+def run_program(backend: RocmBackend, prog: Program, stream: int) -> None:
+    """Launch ``prog`` on ``stream`` with fresh temporaries (freed stream-ordered) and a fresh flag."""
+    provider = backend.provider
+    bases: list[int] = []
+    flag = 0
+    try:
+        for size in prog.temps:
+            bases.append(provider.malloc_async(size, stream))
+        if prog.report is not None:
+            flag = provider.malloc_async(4, stream)
+            provider.memset(flag, 0, 4, stream)
+        for step in prog.steps:
+            args = KernelArgs([_resolve(v, bases, flag) for v in step.values])
+            cfg = step.config
+            provider.launch(step.function, cfg.grid, cfg.block, cfg.shared_bytes, stream, args.address)
+    except BaseException:
+        if flag:
+            provider.free_async(flag, stream)
+        raise
+    finally:
+        for base in bases:
+            provider.free_async(base, stream)
+    if flag:
+        assert prog.report is not None
+        backend.driver.defer_check(stream, flag, prog.report)
