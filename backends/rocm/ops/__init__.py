@@ -17,6 +17,7 @@ FAMILIES: tuple[str, ...] = (
     "elementwise",
     "matmul",
     "convolution",
+    "grouped_matmul",
     "attention",
     "movement",
     "reduction",

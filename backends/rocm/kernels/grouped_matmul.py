@@ -1,0 +1,272 @@
+"""Kernel generators of GroupedMatmulV5: a device descriptor table, its group-list pass, and the grouped GEMM.
+
+Every group is one row of an int64 descriptor table in device memory (:data:`FIELDS`): operand
+addresses, the row range ``[M0, M1)`` and inner range ``[K0, K1)`` it covers, N, element strides, and
+the index of its first output tile. The host fills what it knows with :class:`GmmFill` launches
+(the values travel as kernel arguments, :data:`FILL_GROUPS` groups per launch, so nothing is copied
+from the host); :class:`GmmPrep` (one thread) then reads the group list where there is one, writes
+the row or inner ranges it defines, checks it (non-negative, non-decreasing when cumulative, within
+the grouped axis, equal to the x list's rows when both are given; a bad list sets the device flag)
+and numbers every group's tiles. :class:`GmmKernel` is a tiled shared-memory GEMM: block ``b`` finds
+its group by binary search over the tiles' first indices, computes one
+``TILE_M`` × ``TILE_N`` output tile with fp32 accumulation over ``TILE_K`` slices, adds the bias and
+rounds once to the output's dtype. The grid is an upper bound of the tile count computed on the host;
+blocks past the device's count return at once, and nothing runs when the flag is set.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from typing import Final
+
+from acl_core.dtypes import DataType as D
+from acl_rocm.kernels.ctypes_map import ctype, load, store
+from acl_rocm.kernels.prelude import PRELUDE
+
+BLOCK_THREADS: Final = 256
+TILE_M: Final = 64
+TILE_N: Final = 64
+TILE_K: Final = 16
+FIELDS: Final = (
+    "X",
+    "W",
+    "BIAS",
+    "OUT",
+    "M0",
+    "M1",
+    "K0",
+    "K1",
+    "N",
+    "XSR",
+    "XSC",
+    "WSK",
+    "WSN",
+    "OSR",
+    "OSC",
+    "BSN",
+    "TILE",
+)
+"""One descriptor row: addresses (bytes), ranges, N, strides (elements), first tile."""
+FIELD: Final = {name: i for i, name in enumerate(FIELDS)}
+FILL_GROUPS: Final = 16
+"""Descriptor rows one fill launch carries as arguments (17 × 16 int64: 2 KiB of the 4 KiB argument space)."""
+PREP_SCALARS: Final = ("GROUPS", "MODE", "LIST_TYPE", "AXIS", "LIST_STRIDE", "HAS_LIST")
+MODE_HOST, MODE_M, MODE_K, MODE_CHECK = 0, 1, 2, 3
+"""Group-list modes: none; it sets the row ranges; it sets the inner ranges; it must equal the rows."""
+_F32 = ctype(D.ACL_FLOAT)
+
+
+def _name(kind: str, key: object) -> str:
+    return f"acl_gmm_{kind}_{hashlib.sha1(repr(key).encode()).hexdigest()[:12]}"
+
+
+def _fields() -> list[str]:
+    return [f"#define F_{name} {i}" for i, name in enumerate(FIELDS)] + [f"#define NFIELDS {len(FIELDS)}"]
+
+
+def _kernel(comment: str, meta: str, name: str, params: list[str], body: list[str]) -> str:
+    return "\n".join(
+        [
+            PRELUDE,
+            f"// grouped matmul: {comment}",
+            meta,
+            *_fields(),
+            f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {name}(',
+            "    " + ",\n    ".join(params) + ") {",
+            *("  " + line for line in body),
+            "}",
+            "",
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class GmmFill:
+    """``table[(shape[0] + j) * NFIELDS + f] = stride[f][j]`` for the ``shape[1]`` groups of one launch."""
+
+    index_type: str = "long long"
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return _name("fill", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        return _fill_source()
+
+
+@functools.cache
+def _fill_source() -> str:
+    meta = f"struct Meta {{ long long n; long long shape[2]; long long stride[{len(FIELDS)}][{FILL_GROUPS}]; }};"
+    body = [
+        "const long long step = (long long)gridDim.x * blockDim.x;",
+        "for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < m.n; i += step) {",
+        "  const long long f = i / m.shape[1], j = i % m.shape[1];",
+        "  table[(m.shape[0] + j) * NFIELDS + f] = m.stride[f][j];",
+        "}",
+    ]
+    return _kernel("descriptor fill", meta, GmmFill().kernel_name, ["const Meta m", "long long* table"], body)
+
+
+@dataclass(frozen=True)
+class GmmPrep:
+    """Group list → ranges, checks and tile numbering (one thread; at most 1024 groups)."""
+
+    index_type: str = "long long"
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return _name("prep", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        return _prep_source()
+
+
+@functools.cache
+def _prep_source() -> str:
+    meta = f"struct Meta {{ long long n; long long shape[{len(PREP_SCALARS)}]; long long stride[1][1]; }};"
+    defines = [f"#define {name} m.shape[{i}]" for i, name in enumerate(PREP_SCALARS)]
+    body = [
+        *defines,
+        "if (blockIdx.x != 0 || threadIdx.x != 0) return;",
+        "long long prev = 0, tiles = 0;",
+        "bool bad = false;",
+        "for (long long g = 0; g < GROUPS; ++g) {",
+        "  long long* e = table + g * NFIELDS;",
+        "  if (HAS_LIST) {",
+        "    const long long v = list[g * LIST_STRIDE];",
+        "    long long end = prev;",
+        "    if (v < 0 || v > AXIS) bad = true;",
+        "    else if (LIST_TYPE == 0) { if (v < prev) bad = true; else end = v; }",
+        "    else if (prev + v > AXIS) bad = true;",
+        "    else end = prev + v;",
+        f"    if (MODE == {MODE_M}) {{ e[F_M0] = prev; e[F_M1] = end; }}",
+        f"    if (MODE == {MODE_K}) {{ e[F_K0] = prev; e[F_K1] = end; }}",
+        f"    if (MODE == {MODE_CHECK} && end - prev != e[F_M1] - e[F_M0]) bad = true;",
+        "    prev = end;",
+        "  }",
+        "  const long long rows = e[F_M1] - e[F_M0];",
+        "  e[F_TILE] = tiles;",
+        f"  tiles += ((rows + {TILE_M - 1}) / {TILE_M}) * ((e[F_N] + {TILE_N - 1}) / {TILE_N});",
+        "}",
+        "table[GROUPS * NFIELDS + F_TILE] = bad ? 0 : tiles;",
+        "if (bad) *flag = 1;",
+    ]
+    params = ["const Meta m", "const long long* list", "long long* table", "int* flag"]
+    return _kernel("group list pass", meta, GmmPrep().kernel_name, params, body)
+
+
+@dataclass(frozen=True)
+class GmmKernel:
+    """The grouped GEMM over a descriptor table: x and weight of ``dtype``, bias of ``bias`` (None: none)."""
+
+    dtype: D
+    bias: D | None
+    index_type: str = "long long"
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return _name("gemm", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        return _gemm_source(self)
+
+
+@functools.lru_cache(maxsize=64)
+def _gemm_source(k: GmmKernel) -> str:
+    t = ctype(k.dtype)
+    s = t.storage
+    rows_per_thread = TILE_M * TILE_N // BLOCK_THREADS // 4  # 4 columns per thread
+    lanes_n = TILE_N // 4
+    lanes_m = BLOCK_THREADS // lanes_n
+    loads_a = TILE_M * TILE_K // BLOCK_THREADS
+    loads_b = TILE_K * TILE_N // BLOCK_THREADS
+    bias_line = []
+    if k.bias is not None:
+        b = ctype(k.bias)
+        bias_line = [
+            f"        const {b.storage}* bias = (const {b.storage}*)e[F_BIAS];",
+            f"        if (bias) v += {load('bias[col * e[F_BSN]]', b, _F32)};",
+        ]
+    meta = "struct Meta { long long n; long long shape[1]; long long stride[1][1]; };"
+    body = [
+        "if (*flag) return;",
+        "const long long groups = m.n;",
+        "const long long b = blockIdx.x;",
+        "if (b >= table[groups * NFIELDS + F_TILE]) return;",
+        "long long lo = 0, hi = groups - 1;",
+        "while (lo < hi) {",
+        "  const long long mid = (lo + hi + 1) / 2;",
+        "  if (table[mid * NFIELDS + F_TILE] <= b) lo = mid; else hi = mid - 1;",
+        "}",
+        "const long long* e = table + lo * NFIELDS;",
+        f"const {s}* x = (const {s}*)e[F_X];",
+        f"const {s}* w = (const {s}*)e[F_W];",
+        f"{s}* out = ({s}*)e[F_OUT];",
+        "const long long m1 = e[F_M1], k0 = e[F_K0], k1 = e[F_K1], n = e[F_N];",
+        "const long long xsr = e[F_XSR], xsc = e[F_XSC], wsk = e[F_WSK], wsn = e[F_WSN];",
+        f"const long long tiles_n = (n + {TILE_N - 1}) / {TILE_N};",
+        "const long long t = b - e[F_TILE];",
+        f"const long long row0 = e[F_M0] + (t / tiles_n) * {TILE_M};",
+        f"const long long col0 = (t % tiles_n) * {TILE_N};",
+        f"__shared__ float As[{TILE_K}][{TILE_M + 1}];",
+        f"__shared__ float Bs[{TILE_K}][{TILE_N + 1}];",
+        "const int tid = threadIdx.x;",
+        f"const int tx = tid % {lanes_n}, ty = tid / {lanes_n};",
+        f"float acc[{rows_per_thread}][4];",
+        "#pragma unroll",
+        f"for (int i = 0; i < {rows_per_thread}; ++i) {{ acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f; }}",
+        f"for (long long kb = k0; kb < k1; kb += {TILE_K}) {{",
+        "  #pragma unroll",
+        f"  for (int q = 0; q < {loads_a}; ++q) {{",
+        f"    const int at = tid + {BLOCK_THREADS} * q, r = at / {TILE_K}, kk = at % {TILE_K};",
+        "    const long long row = row0 + r, kc = kb + kk;",
+        f"    As[kk][r] = (row < m1 && kc < k1) ? {load('x[row * xsr + kc * xsc]', t, _F32)} : 0.0f;",
+        "  }",
+        "  #pragma unroll",
+        f"  for (int q = 0; q < {loads_b}; ++q) {{",
+        f"    const int at = tid + {BLOCK_THREADS} * q, kk = at / {TILE_N}, c = at % {TILE_N};",
+        "    const long long col = col0 + c, kc = kb + kk;",
+        f"    Bs[kk][c] = (col < n && kc < k1) ? {load('w[kc * wsk + col * wsn]', t, _F32)} : 0.0f;",
+        "  }",
+        "  __syncthreads();",
+        "  #pragma unroll",
+        f"  for (int kk = 0; kk < {TILE_K}; ++kk) {{",
+        "    float bv[4];",
+        "    #pragma unroll",
+        f"    for (int j = 0; j < 4; ++j) bv[j] = Bs[kk][tx + {lanes_n} * j];",
+        "    #pragma unroll",
+        f"    for (int i = 0; i < {rows_per_thread}; ++i) {{",
+        f"      const float av = As[kk][ty + {lanes_m} * i];",
+        "      #pragma unroll",
+        "      for (int j = 0; j < 4; ++j) acc[i][j] += av * bv[j];",
+        "    }",
+        "  }",
+        "  __syncthreads();",
+        "}",
+        "const long long osr = e[F_OSR], osc = e[F_OSC];",
+        "#pragma unroll",
+        f"for (int i = 0; i < {rows_per_thread}; ++i) {{",
+        f"  const long long row = row0 + ty + {lanes_m} * i;",
+        "  if (row >= m1) continue;",
+        "  #pragma unroll",
+        "  for (int j = 0; j < 4; ++j) {",
+        f"    const long long col = col0 + tx + {lanes_n} * j;",
+        "    if (col < n) {",
+        "      float v = acc[i][j];",
+        *(line[4:] for line in bias_line),
+        f"      out[row * osr + col * osc] = {store('v', _F32, t)};",
+        "    }",
+        "  }",
+        "}",
+    ]
+    params = ["const Meta m", "const long long* table", "const int* flag"]
+    bias = k.bias.short if k.bias is not None else "none"
+    return _kernel(f"tiled GEMM {k.dtype.short}, bias {bias}", meta, k.kernel_name, params, body)

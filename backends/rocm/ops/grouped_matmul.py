@@ -1,0 +1,351 @@
+"""GroupedMatmulV5 on the GPU (non-quantised paths): one grouped GEMM kernel over a device descriptor table.
+
+The host describes every group it can (addresses, strides, host-known sizes) and fills a descriptor
+table on the device through kernel arguments; a one-thread pass reads ``groupListOptional`` where the
+groups come from it, checks it and numbers the output tiles; one tiled GEMM launch (fp32
+accumulation, bias and one rounding in its epilogue) then computes every group
+(:mod:`acl_rocm.kernels.grouped_matmul`). A bad group list sets a device flag: nothing is written and
+the driver raises 161002 when the stream is synchronised, as the movement family's index checks do.
+Which paths exist (groupType -1, 0, 2; groupListType 0, 1; no quantisation, actType 0) is decided by
+the spec, which refuses the others with 161002 before anything is enqueued.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from acl_core.backend import Kernel, Launch
+from acl_core.dtypes import DataType as D
+from acl_core.formats import Format
+from acl_core.tensor import AclTensor, AclTensorList, contiguous_strides
+from acl_rocm.driver import handle
+from acl_rocm.kernels.grouped_matmul import (
+    FIELDS,
+    FILL_GROUPS,
+    MODE_CHECK,
+    MODE_HOST,
+    MODE_K,
+    MODE_M,
+    TILE_M,
+    TILE_N,
+    GmmFill,
+    GmmKernel,
+    GmmPrep,
+)
+from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.ops.elementwise import Prepared
+from acl_rocm.views import coalesce
+
+if TYPE_CHECKING:
+    from acl_rocm.backend import RocmBackend
+
+
+def _itemsize(dtype: D) -> int:
+    return dtype.info.storage_bits // 8
+
+
+def _address(t: AclTensor, *index: int) -> int:
+    """Byte address of element ``index`` (leading dimensions) of the view ``t``."""
+    offset = t.offset + sum(i * s for i, s in zip(index, t.strides))
+    return t.data + offset * _itemsize(t.dtype)
+
+
+def tiles(rows: int, cols: int) -> int:
+    """Output tiles of one rows × cols product."""
+    return -(-rows // TILE_M) * -(-cols // TILE_N)
+
+
+@dataclass
+class GroupPlan:
+    """What one call launches: descriptor rows, the group-list mode and the grid's upper bound."""
+
+    rows: list[dict[str, int]] = field(default_factory=list)
+    mode: int = MODE_HOST
+    axis: int = 0
+    grid: int = 0
+    copies: list[tuple[AclTensor, AclTensor]] = field(default_factory=list)
+    """(temporary, destination) pairs copied after the GEMM (outputs whose rows have no single stride)."""
+
+    def table(self) -> list[list[int]]:
+        """The descriptor rows as int lists in :data:`FIELDS` order."""
+        return [[row.get(name, 0) for name in FIELDS] for row in self.rows]
+
+
+def _members(value: Any) -> tuple[AclTensor, ...]:
+    return value.tensors if isinstance(value, AclTensorList) else ()
+
+
+def _row(x: int, w: int, out: int, bias: AclTensor | None, bias_index: Sequence[int], **rest: int) -> dict[str, int]:
+    row = {"X": x, "W": w, "OUT": out, **rest}
+    if bias is not None:
+        row["BIAS"] = _address(bias, *bias_index)
+        row["BSN"] = bias.strides[-1]
+    return row
+
+
+class GroupedMatmulRunner:
+    """Turns GroupedMatmulV5 Launches into descriptor fills, the group-list pass and one grouped GEMM."""
+
+    def __init__(self, backend: RocmBackend) -> None:
+        self.backend = backend
+
+    def kernels(self) -> dict[str, Kernel]:
+        """GroupedMatmulV5 (its own kernels: no BLAS needed)."""
+        return {"GroupedMatmulV5": self.run}
+
+    # ------------------------------------------------------------------ planning
+    def plan(self, launch: Launch, temps: list[int], stream: int) -> GroupPlan:
+        """The descriptor rows of one call (temporaries for outputs whose rows need a copy go to ``temps``)."""
+        args, gmm = launch.args, launch.plan["gmm"]
+        xs, ws = _members(args["x"]), _members(args["weight"])
+        bias = _members(args.get("biasOptional"))
+        outs = _members(args["out"])
+        gt = int(gmm["group_type"])
+        p = GroupPlan()
+        if gt == -1:
+            for i, (x, w, out) in enumerate(zip(xs, ws, outs)):
+                self._independent(p, x, w, out, bias[i] if bias else None, temps, stream)
+            return p
+        if gt == 0:
+            out = outs[0]
+            n = out.view_dims[1]
+            osr, osc = out.strides
+            if len(xs) > 1:
+                start = 0
+                p.mode = MODE_CHECK if args.get("groupListOptional") is not None else MODE_HOST
+                for i, (x, w) in enumerate(zip(xs, ws)):
+                    m, k = x.view_dims
+                    p.rows.append(
+                        _row(
+                            _address(x),
+                            _address(w),
+                            _address(out, start),
+                            bias[i] if bias else None,
+                            (),
+                            M1=m,
+                            K1=k,
+                            N=n,
+                            XSR=x.strides[0],
+                            XSC=x.strides[1],
+                            WSK=w.strides[0],
+                            WSN=w.strides[1],
+                            OSR=osr,
+                            OSC=osc,
+                        )
+                    )
+                    p.grid += tiles(m, n)
+                    start += m
+                p.axis = start
+                return p
+            x = xs[0]
+            m, k = x.view_dims
+            weights: list[tuple[AclTensor, tuple[int, ...]]]
+            biases: list[tuple[AclTensor, tuple[int, ...]]]
+            if gmm["weight_split"]:
+                weights = [(w, ()) for w in ws]
+                biases = [(b, ()) for b in bias] if bias else []
+            else:
+                weights = [(ws[0], (g,)) for g in range(ws[0].view_dims[0])]
+                biases = [(bias[0], (g,)) for g in range(len(weights))] if bias else []
+            for g, (w, at) in enumerate(weights):
+                b, b_at = biases[g] if biases else (None, ())
+                p.rows.append(
+                    _row(
+                        _address(x),
+                        _address(w, *at),
+                        _address(out),
+                        b,
+                        b_at,
+                        K1=k,
+                        N=n,
+                        XSR=x.strides[0],
+                        XSC=x.strides[1],
+                        WSK=w.strides[-2],
+                        WSN=w.strides[-1],
+                        OSR=osr,
+                        OSC=osc,
+                    )
+                )
+            p.mode, p.axis = MODE_M, m
+            p.grid = (-(-m // TILE_M) + len(weights)) * -(-n // TILE_N)  # a tile per group can be partial
+            return p
+        x = xs[0]
+        m, k = x.view_dims
+        if gmm["single_out"]:
+            out, w = outs[0], ws[0]
+            groups, _, n = out.view_dims
+            for g in range(groups):
+                p.rows.append(
+                    _row(
+                        _address(x),
+                        _address(w),
+                        _address(out, g),
+                        None,
+                        (),
+                        M1=m,
+                        N=n,
+                        XSR=x.strides[0],
+                        XSC=x.strides[1],
+                        WSK=w.strides[0],
+                        WSN=w.strides[1],
+                        OSR=out.strides[1],
+                        OSC=out.strides[2],
+                    )
+                )
+            p.mode, p.axis, p.grid = MODE_K, k, groups * tiles(m, n)
+            return p
+        start = 0
+        for w, out in zip(ws, outs):
+            kw, n = w.view_dims
+            p.rows.append(
+                _row(
+                    _address(x) + start * x.strides[1] * _itemsize(x.dtype),
+                    _address(w),
+                    _address(out),
+                    None,
+                    (),
+                    M1=m,
+                    K1=kw,
+                    N=n,
+                    XSR=x.strides[0],
+                    XSC=x.strides[1],
+                    WSK=w.strides[0],
+                    WSN=w.strides[1],
+                    OSR=out.strides[0],
+                    OSC=out.strides[1],
+                )
+            )
+            p.grid += tiles(m, n)
+            start += kw
+        return p
+
+    def _independent(
+        self,
+        p: GroupPlan,
+        x: AclTensor,
+        w: AclTensor,
+        out: AclTensor,
+        bias: AclTensor | None,
+        temps: list[int],
+        stream: int,
+    ) -> None:
+        """One groupType=-1 pair: x [..., K] @ w [K, N] as rows × K, the leading dims merged into rows."""
+        k, n = w.view_dims
+        lead = tuple(x.view_dims[:-1])
+        m = math.prod(lead)
+        g = coalesce(lead, [x.strides[:-1], out.strides[:-1]])
+        x_addr, out_addr = _address(x), _address(out)
+        if g.ndim == 1:
+            xsr, osr = g.strides[0][0], g.strides[1][0]
+            xsc, osc = x.strides[-1], out.strides[-1]
+        else:  # the leading dims have no single row stride: dense copies of x and of the result
+            x_addr = self._dense_copy(x, temps, stream)
+            shape = tuple(out.view_dims)
+            out_addr = self._temp(out.numel * _itemsize(out.dtype), temps, stream)
+            dense = AclTensor(shape, out.dtype, contiguous_strides(shape), 0, Format.ACL_FORMAT_ND, shape, out_addr)
+            p.copies.append((dense, out))
+            xsr, xsc, osr, osc = k, 1, n, 1
+        p.rows.append(
+            _row(
+                x_addr,
+                _address(w),
+                out_addr,
+                bias,
+                (),
+                M1=m,
+                K1=k,
+                N=n,
+                XSR=xsr,
+                XSC=xsc,
+                WSK=w.strides[0],
+                WSN=w.strides[1],
+                OSR=osr,
+                OSC=osc,
+            )
+        )
+        p.grid += tiles(m, n)
+
+    def _temp(self, nbytes: int, temps: list[int], stream: int) -> int:
+        address = self.backend.provider.malloc_async(max(nbytes, 1), stream)
+        temps.append(address)
+        return address
+
+    def _dense_copy(self, t: AclTensor, temps: list[int], stream: int) -> int:
+        shape = tuple(t.view_dims)
+        address = self._temp(t.numel * _itemsize(t.dtype), temps, stream)
+        dense = AclTensor(shape, t.dtype, contiguous_strides(shape), 0, Format.ACL_FORMAT_ND, shape, address)
+        self.backend.elementwise.convert(t, dense, stream)
+        return address
+
+    # ------------------------------------------------------------------ launching
+    def _launch(self, kernel: Any, config: LaunchConfig, values: Sequence[Any], stream: int) -> None:
+        function = self.backend.function(kernel.source(), kernel.kernel_name)
+        self.backend.elementwise.launch_prepared(Prepared(function, config, KernelArgs(values)), stream)
+
+    def run(self, launch: Launch) -> None:
+        """Enqueue one GroupedMatmulV5 call on the launch's stream."""
+        args = launch.args
+        stream = handle(launch.stream)
+        provider = self.backend.provider
+        group_list = args.get("groupListOptional")
+        assert group_list is None or isinstance(group_list, AclTensor)
+        bias = _members(args.get("biasOptional"))
+        dtype: D = launch.plan["compute"]
+        temps: list[int] = []
+        flag = provider.malloc_async(4, stream)
+        checked = False
+        try:
+            provider.memset(flag, 0, 4, stream)
+            p = self.plan(launch, temps, stream)
+            if not p.rows:
+                return
+            rows = p.table()
+            groups = len(rows)
+            table = self._temp((groups + 1) * len(FIELDS) * 8, temps, stream)
+            fill = GmmFill()
+            for g0 in range(0, groups, FILL_GROUPS):
+                chunk = rows[g0 : g0 + FILL_GROUPS]
+                meta = [len(chunk) * len(FIELDS), g0, len(chunk)]
+                for f in range(len(FIELDS)):
+                    meta += [r[f] for r in chunk] + [0] * (FILL_GROUPS - len(chunk))
+                config = self.backend.elementwise_config(meta[0], 1)
+                self._launch(
+                    fill, config, [KernelArgs.index_array(meta, "long long"), KernelArgs.pointer(table)], stream
+                )
+            has_list = group_list is not None and p.mode != MODE_HOST
+            list_address = _address(group_list) if has_list and group_list is not None else 0
+            list_stride = group_list.strides[0] if has_list and group_list is not None else 0
+            meta = [1, groups, p.mode, int(args["groupListType"]), p.axis, list_stride, int(has_list), 0]
+            values = [
+                KernelArgs.index_array(meta, "long long"),
+                KernelArgs.pointer(list_address),
+                KernelArgs.pointer(table),
+                KernelArgs.pointer(flag),
+            ]
+            self._launch(GmmPrep(), self.backend.elementwise_config(1, 1), values, stream)
+            if p.grid:
+                gemm = GmmKernel(dtype, bias[0].dtype if bias else None)
+                values = [
+                    KernelArgs.index_array([groups, 0, 0], "long long"),
+                    KernelArgs.pointer(table),
+                    KernelArgs.pointer(flag),
+                ]
+                self._launch(gemm, LaunchConfig((p.grid, 1, 1), (256, 1, 1)), values, stream)
+            for dense, out in p.copies:
+                self.backend.elementwise.convert(dense, out, stream)
+            if has_list:
+                self.backend.driver.defer_check(
+                    stream, flag, "GroupedMatmulV5: groupListOptional is inconsistent with the grouped axis"
+                )
+                checked = True
+        finally:
+            if not checked:
+                provider.free_async(flag, stream)
+            for address in temps:
+                provider.free_async(address, stream)
+
+
+RUNNER = GroupedMatmulRunner

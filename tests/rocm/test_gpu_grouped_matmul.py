@@ -1,0 +1,133 @@
+"""GroupedMatmulV5 on the GPU (descriptor table + tiled grouped GEMM kernel), compared with the reference."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from acl_core import eager
+from acl_core.backend import Backend
+from acl_core.errors import AclnnError
+from acl_core.spec.ops import get_spec
+from tests.conftest import assert_close
+
+pytestmark = pytest.mark.gpu
+OP = "GroupedMatmulV5"
+
+
+def _base(**extra: object) -> dict[str, object]:
+    return {"splitItem": 0, "groupType": -1, "groupListType": 0, "actType": 0, **extra}
+
+
+def _check(backend: Backend, reference: Backend, args: dict, layout: str = "contiguous", scale: float = 0.0) -> None:
+    expected = eager.run(OP, reference, **args)["out"]
+    got = eager.run(OP, backend, layout=layout, **args)["out"]
+    assert len(got) == len(expected)
+    for a, e in zip(got, expected):
+        assert a.dtype == e.dtype and a.shape == e.shape
+        if scale:
+            np.testing.assert_allclose(a.astype(np.float64), e.astype(np.float64), atol=scale, rtol=scale)
+        else:
+            assert_close(a, e)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "padded", "transposed"])
+def test_samples_match_reference(rocm: Backend, reference: Backend, layout: str) -> None:
+    for sample in get_spec(OP).samples(np.random.default_rng(7)):  # type: ignore[misc]
+        try:
+            _check(rocm, reference, dict(sample.args), layout)
+        except AssertionError as exc:
+            raise AssertionError(f"[{sample.note}] layout={layout}\n{exc}") from None
+
+
+def _arr(rng: np.random.Generator, shape: tuple[int, ...], dtype: object) -> np.ndarray:
+    return rng.uniform(-1, 1, shape).astype(dtype)
+
+
+def _scale(dtype: object, k: int) -> float:
+    return {np.dtype(np.float32): 2e-5, np.dtype(np.float16): 2e-3}.get(np.dtype(dtype), 2e-2) * float(np.sqrt(k))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
+def test_moe_shaped_m_groups(rocm: Backend, reference: Backend, dtype: object) -> None:
+    rng = np.random.default_rng(1)
+    counts = np.array([130, 0, 257, 1, 64, 300, 77, 71], np.int64)  # 900 of 1000 rows
+    bias_dt = np.float16 if dtype == np.float16 else np.float32
+    args = _base(
+        x=[_arr(rng, (1000, 256), dtype)],
+        weight=[_arr(rng, (8, 256, 320), dtype)],
+        biasOptional=[_arr(rng, (8, 320), bias_dt)],
+        groupListOptional=counts,
+        splitItem=3,
+        groupType=0,
+        groupListType=1,
+        out=[np.zeros((1000, 320), dtype)],
+    )
+    _check(rocm, reference, args, scale=_scale(dtype, 256))
+    args["groupListOptional"] = np.cumsum(counts)
+    args["groupListType"] = 0
+    _check(rocm, reference, args, scale=_scale(dtype, 256))
+
+
+def test_weight_list_x_list_and_independent_products(rocm: Backend, reference: Backend) -> None:
+    rng = np.random.default_rng(2)
+    dt = ml_dtypes.bfloat16
+    weights = [_arr(rng, (128, 96), dt) for _ in range(20)]
+    counts = rng.integers(0, 40, 20).astype(np.int64)
+    args = _base(
+        x=[_arr(rng, (int(counts.sum()) + 5, 128), dt)],
+        weight=weights,
+        groupListOptional=counts,
+        splitItem=2,
+        groupType=0,
+        groupListType=1,
+    )
+    _check(rocm, reference, args, scale=_scale(dt, 128))
+    xs = [_arr(rng, (int(c), 128), dt) for c in counts[:6]]
+    _check(rocm, reference, _base(x=xs, weight=weights[:6], splitItem=2, groupType=0), scale=_scale(dt, 128))
+    pairs = _base(
+        x=[_arr(rng, (3, 70, 200), np.float32), _arr(rng, (129, 33), np.float32)],
+        weight=[_arr(rng, (200, 65), np.float32), _arr(rng, (33, 300), np.float32)],
+        biasOptional=[_arr(rng, (65,), np.float32), _arr(rng, (300,), np.float32)],
+    )
+    _check(rocm, reference, pairs, scale=_scale(np.float32, 200))
+
+
+def test_k_groups(rocm: Backend, reference: Backend) -> None:
+    rng = np.random.default_rng(3)
+    args = _base(
+        x=[_arr(rng, (150, 512), np.float16)],
+        weight=[_arr(rng, (512, 130), np.float16)],
+        groupListOptional=np.array([100, 100, 400, 512], np.int64),
+        splitItem=2,
+        groupType=2,
+    )
+    _check(rocm, reference, args, scale=_scale(np.float16, 300))
+    split = _base(
+        x=[_arr(rng, (90, 300), np.float32)],
+        weight=[_arr(rng, (100, 40), np.float32), _arr(rng, (150, 70), np.float32)],
+        groupType=2,
+    )
+    _check(rocm, reference, split, scale=_scale(np.float32, 150))
+
+
+@pytest.mark.parametrize(
+    ("group_list", "list_type"),
+    [([3, 2, 6], 0), ([3, 6, 7], 0), ([3, -1, 4], 1), ([3, 3, 1], 1)],
+)
+def test_bad_group_lists_raise_161002(rocm: Backend, group_list: list[int], list_type: int) -> None:
+    rng = np.random.default_rng(0)
+    args = _base(
+        x=[_arr(rng, (6, 4), np.float32)],
+        weight=[_arr(rng, (3, 4, 2), np.float32)],
+        groupListOptional=np.array(group_list, np.int64),
+        splitItem=2,
+        groupType=0,
+        groupListType=list_type,
+    )
+    with pytest.raises(AclnnError) as err:
+        eager.run(OP, rocm, **args)
+    assert err.value.code == 161002
+    good = {**args, "groupListOptional": np.array([3, 3, 0] if list_type else [3, 6, 6], np.int64)}
+    eager.run(OP, rocm, **good)  # the stream is usable afterwards
