@@ -31,7 +31,9 @@ def test_capabilities_are_measured_from_the_device(rocm: Backend) -> None:
     assert set(OPS) <= set(rocm.kernels) and (set(MATMUL_OPS) <= set(rocm.kernels)) == blas
     expected_ops = {n for n, s in all_specs().items() if s.kernel_name in rocm.kernels}
     assert set(caps.ops) == expected_ops  # every family's registered kernels, nothing more
-    assert not caps.mx_use_hw and not caps.fp8_matmul_hw and not caps.tf32_enabled
+    arch = rocm.policy.arch  # type: ignore[attr-defined]
+    fp8 = blas and arch.fp8_matmul_hw and arch.fp8_format == "ocp"  # the quant_matmul fp8 path (issue 6)
+    assert not caps.mx_use_hw and caps.fp8_matmul_hw == fp8 and not caps.tf32_enabled
 
 
 def test_capabilities_agree_with_an_independent_reader(rocm: Backend) -> None:

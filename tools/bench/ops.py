@@ -28,7 +28,7 @@ from acl_core.spec.ops.attention import compressed_mask
 from acl_core.spec.opspec import OutInfo, Role
 from acl_core.spec.runtime import MemcpyKind
 from acl_core.spec.validate import check_inputs
-from acl_tools.bench import host
+from acl_tools.bench import host, quant_gemm
 from acl_tools.bench.timing import measure
 
 DTYPES = (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16)
@@ -413,6 +413,8 @@ class Suite:
             self.norms()
             self.matmul()
             self.attention()
+            if self.device.type == "cuda":  # fp8 / int8 / MX GEMMs: a GPU's matrix hardware (issue 6)
+                quant_gemm.run_cases(self)
         finally:
             self.rt.destroy_stream(self.stream)
             acl_core.use_backend(None)

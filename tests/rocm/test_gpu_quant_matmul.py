@@ -1,0 +1,134 @@
+"""QuantMatmulV3/V4/V5 and WeightQuantBatchMatmulV2 on the GPU against the reference (GPU tier)."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from acl_core import eager, lowp
+from acl_core.backend import Backend
+from acl_core.spec.ops import get_spec
+from acl_core.spec.ops.quant import MX_GROUP
+from acl_rocm.ops.quant_matmul import OPS
+from tests.conftest import assert_close
+
+pytestmark = pytest.mark.gpu
+NONE = {"yScale": None, "x1Offset": None, "x2Offset": None, "yOffset": None}
+
+
+def _needs_blas(rocm: Backend) -> None:
+    reason = rocm.quant_matmul.unavailable()  # type: ignore[attr-defined]
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def _out(op: str, outs: dict) -> np.ndarray:
+    return outs["y" if op == "WeightQuantBatchMatmulV2" else "out"]
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_matches_reference(rocm: Backend, reference: Backend, op: str, layout: str) -> None:
+    _needs_blas(rocm)
+    samples = list(get_spec(op).samples(np.random.default_rng(7)))  # type: ignore[misc]
+    assert samples
+    for sample in samples:
+        expected = _out(op, eager.run(op, reference, **sample.args))
+        got = _out(op, eager.run(op, rocm, layout=layout, **sample.args))
+        path = rocm.quant_matmul.last_path  # type: ignore[attr-defined]
+        assert got.dtype == expected.dtype and got.shape == expected.shape, sample.note
+        try:
+            assert_close(got, expected)
+        except AssertionError as exc:
+            raise AssertionError(f"{op} [{sample.note}] layout={layout} path={path}\n{exc}") from None
+
+
+def _fp8_args(rng: np.random.Generator, m: int, k: int, n: int, *, t2: bool) -> dict:
+    x1 = rng.uniform(-2, 2, (m, k)).astype(ml_dtypes.float8_e4m3fn)
+    x2 = rng.uniform(-2, 2, (n, k) if t2 else (k, n)).astype(ml_dtypes.float8_e4m3fn)
+    scale = lowp.encode_packed_scale([0.25]).view(np.int64)
+    return (
+        {"x1": x1, "x2": x2, "x1Scale": None, "x2Scale": scale, "bias": None, "groupSize": 0}
+        | NONE
+        | {
+            "transposeX1": False,
+            "transposeX2": t2,
+        }
+    )
+
+
+@pytest.mark.parametrize("t2", [True, False])
+def test_fp8_per_tensor_on_the_fp8_hardware(rocm: Backend, t2: bool) -> None:
+    _needs_blas(rocm)
+    args = _fp8_args(np.random.default_rng(1), 256, 512, 384, t2=t2)
+    got = eager.run("QuantMatmulV5", rocm, **args)["out"]
+    x1 = args["x1"].astype(np.float64)
+    x2 = args["x2"].astype(np.float64)
+    exact = 0.25 * (x1 @ (x2.T if t2 else x2))
+    np.testing.assert_allclose(got.astype(np.float64), exact, rtol=1.6e-2, atol=1e-2)
+    path = rocm.quant_matmul.last_path  # type: ignore[attr-defined]
+    if rocm.capabilities().fp8_matmul_hw:
+        assert path == ("fp8-blaslt-direct" if t2 else "fp8-blaslt"), path  # (k, n) x2 is gathered first
+
+
+def test_fp8_per_token_and_channel_scales_with_odd_shapes(rocm: Backend, reference: Backend) -> None:
+    _needs_blas(rocm)
+    rng = np.random.default_rng(2)
+    args = _fp8_args(rng, 37, 200, 50, t2=False)
+    args |= {
+        "x1Scale": rng.uniform(0.5, 2, 37).astype(np.float32),
+        "x2Scale": rng.uniform(0.5, 2, 50).astype(np.float32),
+    }
+    args |= {"bias": rng.standard_normal(50).astype(np.float32), "out": np.zeros((37, 50), np.float32)}
+    got = eager.run("QuantMatmulV5", rocm, **args)["out"]
+    expected = eager.run("QuantMatmulV5", reference, **args)["out"]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)  # fp32 out: fp32 accumulation of k=200
+
+
+def test_int8_large_k_is_exact(rocm: Backend, reference: Backend) -> None:
+    _needs_blas(rocm)
+    rng = np.random.default_rng(3)
+    args = {
+        "x1": rng.integers(-128, 128, (64, 4096)).astype(np.int8),
+        "x2": rng.integers(-128, 128, (4096, 96)).astype(np.int8),
+        "scale": np.full(96, 1.0, np.float32),
+        "offset": None,
+        "bias": rng.integers(-1000, 1000, 96).astype(np.int32),
+        "transposeX1": False,
+        "transposeX2": False,
+        "out": np.zeros((64, 96), np.int32),
+    }
+    got = eager.run("QuantMatmulV3", rocm, **args)["out"]
+    expected = eager.run("QuantMatmulV3", reference, **args)["out"]
+    np.testing.assert_array_equal(got, expected)
+    assert rocm.quant_matmul.last_path == "int8-blaslt"  # type: ignore[attr-defined]
+
+
+def test_mxfp8_fallback_matches_the_reference(rocm: Backend, reference: Backend) -> None:
+    _needs_blas(rocm)
+    rng = np.random.default_rng(4)
+    m, k, n = 64, 256, 80
+    args = {
+        "x1": rng.uniform(-4, 4, (m, k)).astype(ml_dtypes.float8_e4m3fn),
+        "x2": rng.uniform(-4, 4, (k, n)).astype(ml_dtypes.float8_e5m2),
+        "x1Scale": lowp.e8m0_array(rng.integers(120, 134, (m, k // 64, 2))),
+        "x2Scale": lowp.e8m0_array(rng.integers(120, 134, (k // 64, n, 2))),
+        "bias": None,
+        "groupSize": MX_GROUP,
+        "transposeX1": False,
+        "transposeX2": False,
+    } | NONE
+    got = eager.run("QuantMatmulV5", rocm, **args)["out"]
+    expected = eager.run("QuantMatmulV5", reference, **args)["out"]
+    assert_close(got, expected)
+    assert rocm.quant_matmul.last_path == "dequant"  # type: ignore[attr-defined]
+    assert not rocm.capabilities().mx_use_hw
+
+
+def test_capabilities(rocm: Backend) -> None:
+    caps = rocm.capabilities()
+    arch = rocm.policy.arch  # type: ignore[attr-defined]
+    assert set(OPS) <= set(caps.ops)
+    assert caps.fp8_matmul_hw == (arch.fp8_matmul_hw and arch.fp8_format == "ocp")
+    assert "quant_matmul" in caps.notes
