@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 FAMILIES: tuple[str, ...] = (
     "elementwise",
     "matmul",
+    "mc2",
     "convolution",
     "grouped_matmul",
     "attention",

@@ -1,0 +1,260 @@
+"""MC2 on the rocm backend: MatmulAllReduce(V2), AllGatherMatmul, MatmulReduceScatter as GEMM + NCCL.
+
+Each operator runs exactly the single operators its spec (:mod:`acl_core.spec.ops.mc2`) composes,
+through this backend's own kernels, so the result equals that composition bit for bit:
+
+* MatmulAllReduce: Mm (or Addmm with beta = alpha = 1 when there is a bias) on the 2-D view
+  (b·s, k) of x1, then ncclAllReduce(sum) in place; V2 adds x3 in place (Add with alpha 1, out =
+  self, as InplaceAdd runs) before the reduction.
+* AllGatherMatmul: ncclAllGather of x1 into gatherOut (rank order along dim 0), then Mm.
+* MatmulReduceScatter: Mm, then ncclReduceScatter(sum); rank r keeps row block r.
+
+Everything is enqueued on the caller's stream: the GEMM, then the collective (NCCL waits for the
+GEMM by stream order), with no host synchronisation. NCCL needs dense buffers, so a non-contiguous
+x1 (AllGatherMatmul) or output (all three) goes through a stream-ordered dense temporary and an
+on-device copy; an x1 whose leading dims do not fold into rows is copied the same way. ``group`` is
+a communicator name, resolved as the reference resolves it (:func:`acl_core.hccl.resolve_group`),
+so a communicator made with HcclCommInitRootInfo is found by its HcclGetCommName. The ops are
+claimed only when the BLAS and the collective engine (NCCL/RCCL) are both available.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from acl_core.backend import Kernel, Launch
+from acl_core.dtypes import DataType as D
+from acl_core.errors import AclnnError, AclnnStatus, HcclError
+from acl_core.formats import Format
+from acl_core.spec.collective import ACL_TO_HCCL, CollectiveEngine, EngineCommunicator, HcclReduceOp
+from acl_core.spec.ops import all_specs
+from acl_core.spec.validate import validate
+from acl_core.tensor import AclScalar, AclTensor, contiguous_strides
+from acl_rocm.driver import handle
+
+if TYPE_CHECKING:
+    from acl_rocm.backend import RocmBackend
+
+OPS: tuple[str, ...] = ("AllGatherMatmul", "MatmulAllReduce", "MatmulAllReduceV2", "MatmulReduceScatter")
+SUM = HcclReduceOp.HCCL_REDUCE_SUM
+
+
+def rows_view(t: AclTensor) -> AclTensor | None:
+    """``t`` (…, c) as a 2-D (rows, c) view of the same storage, or None when its leading dims do not fold."""
+    if t.rank == 2:
+        return t
+    dims, strides = t.view_dims, t.strides
+    rows = math.prod(dims[:-1])
+    row_stride = strides[-2]
+    for i in range(t.rank - 2):
+        if dims[i] != 1 and strides[i] != dims[i + 1] * strides[i + 1] and rows != 0:
+            return None
+    shape = (rows, dims[-1])
+    return AclTensor(shape, t.dtype, (row_stride, strides[-1]), t.offset, t.format, t.storage_dims, t.data)
+
+
+def dense(shape: tuple[int, ...], dtype: D, address: int) -> AclTensor:
+    """A contiguous tensor of ``shape`` at ``address``."""
+    return AclTensor(shape, dtype, contiguous_strides(shape), 0, Format.ACL_FORMAT_ND, shape, address)
+
+
+def reshaped(t: AclTensor, shape: tuple[int, ...]) -> AclTensor:
+    """The contiguous tensor ``t`` seen with another shape of the same element count."""
+    assert t.is_contiguous and math.prod(shape) == t.numel
+    return AclTensor(shape, t.dtype, contiguous_strides(shape), t.offset, t.format, t.storage_dims, t.data)
+
+
+def start(t: AclTensor) -> int:
+    """Device address of a tensor's first element."""
+    return t.data + t.offset * (t.dtype.info.storage_bits // 8)
+
+
+class _Scratch:
+    """Stream-ordered device temporaries of one call, freed on the same stream when the call's work is enqueued."""
+
+    def __init__(self, backend: RocmBackend, stream: int) -> None:
+        self.provider = backend.provider
+        self.stream = stream
+        self.addresses: list[int] = []
+
+    def tensor(self, shape: tuple[int, ...], dtype: D) -> AclTensor:
+        """A dense temporary tensor."""
+        nbytes = max(math.prod(shape), 1) * (dtype.info.storage_bits // 8)
+        address = self.provider.malloc_async(nbytes, self.stream)
+        self.addresses.append(address)
+        return dense(shape, dtype, address)
+
+    def free(self) -> None:
+        """Free every temporary after the work already enqueued on the stream."""
+        for address in self.addresses:
+            self.provider.free_async(address, self.stream)
+        self.addresses.clear()
+
+
+class Mc2Runner:
+    """The MC2 operators: this backend's GEMM kernels, then the collective engine, on the caller's stream."""
+
+    def __init__(self, backend: RocmBackend) -> None:
+        self.backend = backend
+        self._specs = all_specs()
+
+    def unavailable(self) -> str | None:
+        """None when GEMM and collectives both work here, else why the MC2 ops are not claimed."""
+        gemm = self.backend.matmul.unavailable()
+        if gemm is not None:
+            return f"no GEMM: {gemm}"
+        if self.backend.collectives is None:
+            opened = self.backend._collectives
+            return f"no collective engine: {opened[1] if opened else 'not probed'}"
+        return None
+
+    def note(self) -> str:
+        """The capabilities note: what runs the MC2 ops, or why they are not claimed."""
+        why = self.unavailable()
+        return f"not claimed: {why}" if why else "the single ops' GEMM kernels + the collective engine, one stream"
+
+    def kernels(self) -> dict[str, Kernel]:
+        """A kernel per MC2 op, or none when GEMM or collectives are missing."""
+        if self.unavailable() is not None:
+            return {}
+        return {
+            "MatmulAllReduce": self.matmul_all_reduce,
+            "MatmulAllReduceV2": self.matmul_all_reduce,
+            "AllGatherMatmul": self.all_gather_matmul,
+            "MatmulReduceScatter": self.matmul_reduce_scatter,
+        }
+
+    # ------------------------------------------------------------------ plumbing
+    def _single(self, op: str, stream: object, args: dict[str, Any]) -> None:
+        """Run single operator ``op`` as its aclnn call would: validated, then this backend's kernel."""
+        spec = self._specs[op]
+        call = validate(spec, args, None)
+        self.backend.kernels[spec.kernel_name](Launch(spec, call.args, call.plan, 0, 0, stream))
+
+    def _group(self, launch: Launch) -> tuple[CollectiveEngine, EngineCommunicator]:
+        from acl_core.hccl import resolve_group
+
+        engine = self.backend.collectives
+        name = launch.args["group"]
+        if engine is None:
+            raise AclnnError(AclnnStatus.ACLNN_ERR_RUNTIME_ERROR, "the rocm backend has no collective engine")
+        try:
+            return engine, resolve_group(name, engine, self.backend.runtime.get_device())
+        except HcclError as exc:
+            raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"group {name!r}: {exc.message}") from None
+
+    @staticmethod
+    def _collective(what: str, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except HcclError as exc:
+            raise AclnnError(AclnnStatus.ACLNN_ERR_RUNTIME_ERROR, f"{what} failed ({exc}): {exc.message}") from None
+
+    def _rows(self, t: AclTensor, scratch: _Scratch, stream: int) -> AclTensor:
+        """``t`` as (rows, c): a view when its dims fold, else a dense on-device copy."""
+        view = rows_view(t)
+        if view is not None:
+            return view
+        copy = scratch.tensor(t.view_dims, t.dtype)
+        self.backend.elementwise.convert(t, copy, stream)
+        return reshaped(copy, (math.prod(t.view_dims[:-1]), t.view_dims[-1]))
+
+    def _dense_target(self, out: AclTensor, scratch: _Scratch) -> AclTensor:
+        """``out`` itself when it is dense (NCCL writes it in place), else a dense temporary of its shape."""
+        return out if out.is_contiguous else scratch.tensor(out.view_dims, out.dtype)
+
+    # ------------------------------------------------------------------ operators
+    def matmul_all_reduce(self, launch: Launch) -> None:
+        """output = allreduce_sum(x1 @ x2 + bias [+ x3]): Mm/Addmm [+ Add in place], then ncclAllReduce in place."""
+        args = launch.args
+        x1, x2, bias, out = args["x1"], args["x2"], args.get("bias"), args["output"]
+        x3 = args.get("x3")
+        assert isinstance(x1, AclTensor) and isinstance(x2, AclTensor) and isinstance(out, AclTensor)
+        engine, comm = self._group(launch)
+        if out.numel == 0:
+            return
+        stream = handle(launch.stream)
+        scratch = _Scratch(self.backend, stream)
+        try:
+            a = self._rows(x1, scratch, stream)
+            target = self._dense_target(out, scratch)
+            product = reshaped(target, (a.view_dims[0], x2.view_dims[1]))
+            if bias is not None:
+                one = AclScalar.create(1, D.ACL_FLOAT)  # Addmm's scalars: no bf16; 1 is exact in any
+                addmm = {"self": bias, "mat1": a, "mat2": x2, "beta": one, "alpha": one, "out": product}
+                self._single("Addmm", launch.stream, {**addmm, "cubeMathType": 0})
+            else:
+                self._single("Mm", launch.stream, {"self": a, "mat2": x2, "out": product, "cubeMathType": 0})
+            if x3 is not None:
+                add = {"self": target, "other": x3, "alpha": AclScalar.create(1, out.dtype), "out": target}
+                self._single("Add", launch.stream, add)  # in place, as InplaceAdd runs it
+            address, count = start(target), target.numel
+            self._collective(
+                "ncclAllReduce",
+                lambda: engine.all_reduce(comm, address, address, count, ACL_TO_HCCL[out.dtype], SUM, launch.stream),
+            )
+            if target is not out:
+                self.backend.elementwise.convert(target, out, stream)
+        finally:
+            scratch.free()
+
+    def all_gather_matmul(self, launch: Launch) -> None:
+        """gatherOut = ncclAllGather(x1); output = Mm(gatherOut, x2)."""
+        args = launch.args
+        x1, x2, out, gather_out = args["x1"], args["x2"], args["output"], args.get("gatherOut")
+        assert isinstance(x1, AclTensor) and isinstance(x2, AclTensor) and isinstance(out, AclTensor)
+        engine, comm = self._group(launch)
+        if x1.numel == 0:
+            return  # nothing to gather: output and gatherOut are empty (m = 0)
+        stream = handle(launch.stream)
+        scratch = _Scratch(self.backend, stream)
+        try:
+            send = x1 if x1.is_contiguous else scratch.tensor(x1.view_dims, x1.dtype)
+            if send is not x1:
+                self.backend.elementwise.convert(x1, send, stream)
+            shape = (x1.view_dims[0] * comm.size, x1.view_dims[1])
+            gathered = (
+                gather_out
+                if isinstance(gather_out, AclTensor) and gather_out.is_contiguous
+                else scratch.tensor(shape, x1.dtype)
+            )
+            src, dst, count = start(send), start(gathered), send.numel
+            self._collective(
+                "ncclAllGather",
+                lambda: engine.all_gather(comm, src, dst, count, ACL_TO_HCCL[x1.dtype], launch.stream),
+            )
+            if out.numel:
+                self._single("Mm", launch.stream, {"self": gathered, "mat2": x2, "out": out, "cubeMathType": 0})
+            if isinstance(gather_out, AclTensor) and gathered is not gather_out:
+                self.backend.elementwise.convert(gathered, gather_out, stream)
+        finally:
+            scratch.free()
+
+    def matmul_reduce_scatter(self, launch: Launch) -> None:
+        """output = ncclReduceScatter_sum(Mm(x1, x2)): rank r keeps rows [r·m/N, (r+1)·m/N)."""
+        args = launch.args
+        x1, x2, out = args["x1"], args["x2"], args["output"]
+        assert isinstance(x1, AclTensor) and isinstance(x2, AclTensor) and isinstance(out, AclTensor)
+        engine, comm = self._group(launch)
+        if out.numel == 0:
+            return
+        stream = handle(launch.stream)
+        scratch = _Scratch(self.backend, stream)
+        try:
+            product = scratch.tensor((x1.view_dims[0], x2.view_dims[1]), out.dtype)
+            self._single("Mm", launch.stream, {"self": x1, "mat2": x2, "out": product, "cubeMathType": 0})
+            target = self._dense_target(out, scratch)
+            src, dst, count = start(product), start(target), target.numel
+            self._collective(
+                "ncclReduceScatter",
+                lambda: engine.reduce_scatter(comm, src, dst, count, ACL_TO_HCCL[out.dtype], SUM, launch.stream),
+            )
+            if target is not out:
+                self.backend.elementwise.convert(target, out, stream)
+        finally:
+            scratch.free()
+
+
+RUNNER = Mc2Runner

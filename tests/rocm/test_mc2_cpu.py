@@ -1,0 +1,368 @@
+"""The rocm MC2 ops without a GPU: composition order, argument mapping and claiming, over the fake provider.
+
+The fake provider computes GEMMs on the host in float64 (rounded once, as the reference does) and
+records kernel launches; :class:`HostNccl` stands in for NCCL as one rank on host memory (a
+collective of one rank copies its send buffer) and writes every call into the same event log, so
+the tests see what runs, in which order, on which stream, with which addresses and counts.
+:class:`~tests.rocm.kernel_emulator.EmulatedProvider` runs the elementwise kernels too, for the
+end-to-end cases (bias, x3, non-contiguous outputs).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import acl_core
+from acl_core import eager, hccl
+from acl_core.aclnn import execute, get_workspace_size
+from acl_core.backend import BackendRegistration
+from acl_core.dtypes import DataType as D
+from acl_core.errors import AclnnError
+from acl_core.formats import Format
+from acl_core.plugin import hookimpl
+from acl_core.spec.collective import SELF_GROUP_NAME
+from acl_core.spec.ops import get_spec
+from acl_core.tensor import AclTensor
+from acl_rocm.backend import RocmBackend
+from acl_rocm.ops.mc2 import rows_view
+from acl_rocm.providers.nccl import NCCL_SUCCESS, CollectiveLibrary
+from tests.rocm import kernel_emulator
+from tests.rocm.fake_provider import FakeProvider
+
+FP16, BF16, SUM = 6, 9, 0
+"""ncclFloat16, ncclBfloat16, ncclSum."""
+ITEM = {FP16: 2, BF16: 2, 1: 1}
+
+
+class HostNccl(CollectiveLibrary):
+    """NCCL as one rank on host memory, logging every call into ``events``."""
+
+    name = "nccl"
+    binding = "host"
+
+    def __init__(self, events: list[tuple[Any, ...]], fail: int = 0) -> None:
+        self.events = events
+        self.fail = fail
+        self.comms = 0
+
+    def version(self) -> int:
+        return 22809
+
+    def unique_id(self) -> bytes:
+        return bytes(128)
+
+    def comm_init(self, nranks: int, uid: bytes, rank: int, *, blocking: bool) -> tuple[int, int]:
+        self.comms += 1
+        return 0x5000 + self.comms, NCCL_SUCCESS
+
+    def async_error(self, comm: int) -> int:
+        return NCCL_SUCCESS
+
+    def abort(self, comm: int) -> None:
+        pass
+
+    def destroy(self, comm: int) -> None:
+        pass
+
+    def _move(self, name: str, send: int, recv: int, count: int, dtype: int, comm: int, stream: int) -> int:
+        self.events.append((name, send, recv, count, dtype, comm, stream))
+        if self.fail:
+            return self.fail
+        ctypes.memmove(recv, send, count * ITEM[dtype])
+        return NCCL_SUCCESS
+
+    def all_reduce(self, send: int, recv: int, count: int, dtype: int, op: int, comm: int, stream: int) -> int:
+        assert op == SUM
+        return self._move("all_reduce", send, recv, count, dtype, comm, stream)
+
+    def all_gather(self, send: int, recv: int, count: int, dtype: int, comm: int, stream: int) -> int:
+        return self._move("all_gather", send, recv, count, dtype, comm, stream)
+
+    def broadcast(self, send: int, recv: int, count: int, dtype: int, root: int, comm: int, stream: int) -> int:
+        return self._move("broadcast", send, recv, count, dtype, comm, stream)
+
+    def reduce_scatter(self, send: int, recv: int, count: int, dtype: int, op: int, comm: int, stream: int) -> int:
+        assert op == SUM
+        return self._move("reduce_scatter", send, recv, count, dtype, comm, stream)
+
+    def send(self, buf: int, count: int, dtype: int, peer: int, comm: int, stream: int) -> int:
+        raise AssertionError("MC2 ops do not send")
+
+    def recv(self, buf: int, count: int, dtype: int, peer: int, comm: int, stream: int) -> int:
+        raise AssertionError("MC2 ops do not receive")
+
+    def group_start(self) -> int:
+        return NCCL_SUCCESS
+
+    def group_end(self) -> int:
+        return NCCL_SUCCESS
+
+
+class _Logged:
+    """Provider mixin: GEMMs and kernel launches go into the shared event log; HostNccl is the collective library."""
+
+    events: list[tuple[Any, ...]]
+    nccl_fail: int
+
+    def gemm(self, call: Any, workspace: int, workspace_size: int, stream: int) -> None:
+        self.events.append(("gemm", call.d.address, stream))
+        super().gemm(call, workspace, workspace_size, stream)  # type: ignore[misc]
+
+    def launch(self, function: Any, grid: Any, block: Any, shared_bytes: int, stream: int, params: int) -> None:
+        super().launch(function, grid, block, shared_bytes, stream, params)  # type: ignore[misc]
+        self.events.append(("kernel", function[0].split("_")[2], stream))
+
+    def collective_library(self) -> tuple[CollectiveLibrary | None, str]:
+        return HostNccl(self.events, self.nccl_fail), ""
+
+
+@dataclass
+class LoggedProvider(_Logged, FakeProvider):
+    """Recorded launches, host GEMMs, HostNccl."""
+
+    events: list[tuple[Any, ...]] = field(default_factory=list)
+    nccl_fail: int = 0
+
+
+@dataclass
+class EmulatedLoggedProvider(_Logged, kernel_emulator.EmulatedProvider):
+    """Executed launches (g++ emulation), host GEMMs, HostNccl."""
+
+    events: list[tuple[Any, ...]] = field(default_factory=list)
+    nccl_fail: int = 0
+
+
+class _Plugin:
+    def __init__(self, backend: RocmBackend) -> None:
+        self.backend = backend
+
+    @hookimpl
+    def acl_core_backends(self) -> list[BackendRegistration]:
+        return [BackendRegistration("rocmfake", lambda: self.backend, priority=-100)]
+
+
+def _backend(provider: FakeProvider, tmp_path: Path) -> Iterator[RocmBackend]:
+    backend = RocmBackend(provider, {"ACL_KERNEL_CACHE": str(tmp_path)})
+    backend.runtime.ensure_device(0)
+    acl_core.reset_plugins()
+    acl_core.register_plugin(_Plugin(backend))
+    acl_core.use_backend("rocmfake")
+    yield backend
+    acl_core.use_backend(None)
+    acl_core.reset_plugins()
+
+
+@pytest.fixture
+def logged(tmp_path: Path) -> Iterator[tuple[RocmBackend, LoggedProvider]]:
+    provider = LoggedProvider(blas=True)
+    for backend in _backend(provider, tmp_path):
+        yield backend, provider
+
+
+def _product(x1: np.ndarray, x2: np.ndarray, dtype: Any) -> np.ndarray:
+    """x1 @ x2 in float64 on the 2-D view, rounded once (the reference's and the fake BLAS's rounding)."""
+    y = x1.reshape(-1, x1.shape[-1]).astype(np.float64) @ x2.astype(np.float64)
+    return y.astype(dtype).reshape(*x1.shape[:-1], x2.shape[1])
+
+
+def _args(rng: np.random.Generator, x1_shape: tuple[int, ...], n: int, dtype: Any = np.float16) -> dict[str, Any]:
+    k = x1_shape[-1]
+    return {
+        "x1": rng.uniform(-1, 1, x1_shape).astype(dtype),
+        "x2": rng.uniform(-1, 1, (k, n)).astype(dtype),
+        "bias": None,
+        "group": SELF_GROUP_NAME,
+        "commTurn": 0,
+        "streamMode": 1,
+    }
+
+
+def _ops(events: list[tuple[Any, ...]]) -> list[str]:
+    return [e[1] if e[0] == "kernel" else e[0] for e in events]
+
+
+# ----------------------------------------------------------------------------- claiming
+def test_without_a_collective_library_the_mc2_ops_are_not_claimed_and_the_note_says_why(tmp_path: Path) -> None:
+    backend = RocmBackend(FakeProvider(blas=True), {"ACL_KERNEL_CACHE": str(tmp_path)})
+    caps = backend.capabilities()
+    assert not {"MatmulAllReduce", "MatmulAllReduceV2", "AllGatherMatmul", "MatmulReduceScatter"} & set(caps.ops)
+    assert caps.notes["mc2"] == "not claimed: no collective engine: nvidia provider has no collective library binding"
+    assert "Mm" in caps.ops
+
+
+def test_without_blas_the_mc2_ops_are_not_claimed(tmp_path: Path) -> None:
+    backend = RocmBackend(LoggedProvider(blas=False), {"ACL_KERNEL_CACHE": str(tmp_path)})
+    assert "MatmulAllReduce" not in backend.capabilities().ops
+    assert backend.capabilities().notes["mc2"].startswith("not claimed: no GEMM: ")
+
+
+def test_with_blas_and_a_collective_engine_every_mc2_op_is_claimed(logged: tuple[RocmBackend, Any]) -> None:
+    backend, _ = logged
+    caps = backend.capabilities()
+    assert {"MatmulAllReduce", "MatmulAllReduceV2", "AllGatherMatmul", "MatmulReduceScatter"} <= set(caps.ops)
+    assert caps.notes["mc2"].startswith("the single ops' GEMM kernels")
+
+
+def test_rows_view_folds_leading_dims_or_refuses() -> None:
+    t = AclTensor((2, 3, 4), D.ACL_FLOAT16, (12, 4, 1), 5, Format.ACL_FORMAT_ND, (40,), 0x1000)
+    v = rows_view(t)
+    assert v is not None and (v.view_dims, v.strides, v.offset, v.data) == ((6, 4), (4, 1), 5, 0x1000)
+    padded = AclTensor((2, 3, 4), D.ACL_FLOAT16, (27, 9, 1), 0, Format.ACL_FORMAT_ND, (60,), 0x1000)
+    assert rows_view(padded) is not None and rows_view(padded).strides == (9, 1)  # type: ignore[union-attr]
+    transposed = AclTensor((2, 3, 4), D.ACL_FLOAT16, (1, 2, 6), 0, Format.ACL_FORMAT_ND, (24,), 0x1000)
+    assert rows_view(transposed) is None
+
+
+# ----------------------------------------------------------------------------- composition order and arguments
+def test_matmul_all_reduce_is_one_gemm_then_an_in_place_all_reduce_on_one_stream(logged: Any) -> None:
+    backend, provider = logged
+    args = _args(np.random.default_rng(1), (2, 3, 16), 8)
+    got = eager.run("MatmulAllReduce", backend, **args, reduceOp="sum")["output"]
+    ev = provider.events
+    assert _ops(ev) == ["gemm", "all_reduce"]
+    gemm, ar = ev
+    _, send, recv, count, dtype, _comm, stream = ar
+    assert send == recv == gemm[1]  # in place on the output the GEMM wrote
+    assert (count, dtype, stream) == (6 * 8, FP16, gemm[2])
+    np.testing.assert_array_equal(got, _product(args["x1"], args["x2"], np.float16))
+
+
+def test_matmul_reduce_scatter_runs_the_gemm_into_a_temporary_then_reduce_scatters_into_the_output(
+    logged: Any,
+) -> None:
+    backend, provider = logged
+    args = _args(np.random.default_rng(2), (8, 256), 6)
+    got = eager.run("MatmulReduceScatter", backend, **args, reduceOp="sum")["output"]
+    gemm, rs = provider.events
+    assert _ops(provider.events) == ["gemm", "reduce_scatter"]
+    assert rs[1] == gemm[1] and rs[2] != gemm[1] and rs[3] == 8 * 6 and rs[6] == gemm[2]
+    np.testing.assert_array_equal(got, _product(args["x1"], args["x2"], np.float16))
+
+
+def test_all_gather_matmul_gathers_x1_before_the_gemm_reads_it(logged: Any) -> None:
+    backend, provider = logged
+    args = _args(np.random.default_rng(3), (4, 256), 5, np.float32)
+    args["x1"], args["x2"] = args["x1"].astype(np.float16), args["x2"].astype(np.float16)
+    out = eager.run("AllGatherMatmul", backend, **args, gatherIndex=0)
+    ag, gemm = provider.events
+    assert _ops(provider.events) == ["all_gather", "gemm"]
+    assert ag[3] == 4 * 256 and ag[4] == FP16 and ag[6] == gemm[2]
+    np.testing.assert_array_equal(out["gatherOut"], args["x1"])
+    np.testing.assert_array_equal(out["output"], _product(args["x1"], args["x2"], np.float16))
+
+
+def test_all_gather_matmul_without_gather_out_gathers_into_a_temporary(logged: Any) -> None:
+    backend, provider = logged
+    args = _args(np.random.default_rng(4), (3, 256), 4)
+    x1, x2 = eager.to_device(args["x1"], backend), eager.to_device(args["x2"], backend)
+    out = eager.empty((3, 4), D.ACL_FLOAT16, backend)
+    spec = get_spec("AllGatherMatmul")
+    call = {"x1": x1.tensor(), "x2": x2.tensor(), "output": out.tensor(), "gatherOut": None, "gatherIndex": 0}
+    size, executor = get_workspace_size(spec, [], {**args, **call}, backend=backend)
+    stream = backend.runtime.create_stream()
+    execute(spec, 0, size, executor, stream)
+    backend.runtime.synchronize_stream(stream)
+    ag, _gemm = provider.events
+    assert _ops(provider.events) == ["all_gather", "gemm"]
+    assert ag[1] == x1.address and ag[2] not in (x1.address, out.address)  # gathered into a temporary...
+    np.testing.assert_array_equal(out.numpy(), _product(args["x1"], args["x2"], np.float16))  # ...that Mm read
+
+
+def test_empty_outputs_enqueue_nothing_but_an_empty_product_still_gathers(logged: Any) -> None:
+    backend, provider = logged
+    args = _args(np.random.default_rng(5), (0, 16), 4)
+    eager.run("MatmulAllReduce", backend, **args, reduceOp="sum")
+    assert provider.events == []
+    args = _args(np.random.default_rng(5), (3, 256), 0)
+    out = eager.run("AllGatherMatmul", backend, **args, gatherIndex=0)
+    assert _ops(provider.events) == ["all_gather"]
+    np.testing.assert_array_equal(out["gatherOut"], args["x1"])
+
+
+def test_a_named_communicator_is_resolved_through_the_hccl_registry(logged: Any) -> None:
+    backend, provider = logged
+    info, ret = hccl.HcclGetRootInfo()
+    assert ret == 0, hccl.last_error_message()
+    comm, ret = hccl.HcclCommInitRootInfo(1, info, 0)
+    assert ret == 0, hccl.last_error_message()
+    try:
+        name, ret = hccl.HcclGetCommName(comm)
+        assert ret == 0
+        args = {**_args(np.random.default_rng(6), (4, 16), 8), "group": name}
+        eager.run("MatmulAllReduce", backend, **args, reduceOp="sum")
+        (ar,) = [e for e in provider.events if e[0] == "all_reduce"]
+        assert ar[5] == comm.comm.comm  # the NCCL communicator that HcclCommInitRootInfo made
+    finally:
+        assert hccl.HcclCommDestroy(comm) == 0
+    with pytest.raises(AclnnError) as info_:
+        eager.run("MatmulAllReduce", backend, **args, reduceOp="sum")
+    assert info_.value.code == 161002  # the name no longer names a live communicator
+
+
+def test_a_failed_collective_is_a_runtime_error(tmp_path: Path) -> None:
+    provider = LoggedProvider(blas=True, nccl_fail=5)
+    for backend in _backend(provider, tmp_path):
+        with pytest.raises(AclnnError) as info:
+            eager.run("MatmulAllReduce", backend, **_args(np.random.default_rng(7), (4, 16), 8), reduceOp="sum")
+        assert info.value.code == 361001 and "ncclAllReduce" in str(info.value)
+
+
+# ----------------------------------------------------------------------------- end to end, kernels emulated
+@pytest.fixture
+def emulated(tmp_path: Path) -> Iterator[tuple[RocmBackend, EmulatedLoggedProvider]]:
+    why = kernel_emulator.available()
+    if why:
+        pytest.skip(why)
+    build = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-{os.getuid()}"
+    build.mkdir(exist_ok=True)
+    kernel_emulator.EmulatedProvider.build_dir = build
+    provider = EmulatedLoggedProvider(blas=True)
+    for backend in _backend(provider, tmp_path):
+        yield backend, provider
+
+
+@pytest.mark.parametrize("dtype", [D.ACL_FLOAT16, D.ACL_BF16])
+def test_v2_with_bias_and_x3_composes_addmm_add_then_all_reduce(emulated: Any, dtype: D) -> None:
+    backend, provider = emulated
+    rng = np.random.default_rng(8)
+    np_dtype = dtype.numpy
+    args = _args(rng, (2, 3, 16), 8, np_dtype)
+    args["bias"] = rng.uniform(-1, 1, 8).astype(np_dtype)
+    args["x3"] = rng.uniform(-1, 1, (2, 3, 8)).astype(np_dtype)
+    got = eager.run("MatmulAllReduceV2", backend, **args, reduceOp="sum", guard=True)["output"]
+    ops = _ops(provider.events)
+    assert ops.index("gemm") < ops.index("ScaledAdd") < ops.index("Add") < ops.index("all_reduce")
+    assert ops[-1] == "Cast"  # the guarded output is not dense: reduced in a temporary, then copied
+    (ar,) = [e for e in provider.events if e[0] == "all_reduce"]
+    assert ar[4] == (FP16 if dtype == D.ACL_FLOAT16 else BF16)
+    x1, x2 = args["x1"].astype(np.float64).reshape(-1, 16), args["x2"].astype(np.float64)
+    local = (x1 @ x2 + args["bias"].astype(np.float64)).astype(np_dtype)
+    expected = (local.astype(np.float64) + args["x3"].reshape(-1, 8)).astype(np_dtype).reshape(2, 3, 8)
+    tol = 2e-3 if dtype == D.ACL_FLOAT16 else 2e-2
+    np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64), rtol=tol, atol=tol)
+
+
+def test_transposed_x1_is_copied_dense_before_the_gemm_and_the_guarded_output_stays_intact(emulated: Any) -> None:
+    backend, provider = emulated
+    args = _args(np.random.default_rng(9), (2, 3, 16), 8)
+    got = eager.run("MatmulAllReduce", backend, layout="transposed", guard=True, **args, reduceOp="sum")["output"]
+    ops = _ops(provider.events)
+    assert ops.index("Cast") < ops.index("gemm") < ops.index("all_reduce")
+    np.testing.assert_array_equal(got, _product(args["x1"], args["x2"], np.float16))
+
+
+def test_reduce_scatter_into_a_guarded_output(emulated: Any) -> None:
+    backend, provider = emulated
+    args = _args(np.random.default_rng(10), (4, 256), 3)
+    got = eager.run("MatmulReduceScatter", backend, guard=True, **args, reduceOp="sum")["output"]
+    assert _ops(provider.events)[-3:] == ["gemm", "reduce_scatter", "Cast"]
+    np.testing.assert_array_equal(got, _product(args["x1"], args["x2"], np.float16))
