@@ -18,6 +18,7 @@ from typing import Any
 from acl_core.backend import Backend, Launch
 from acl_core.errors import AclCoreError, AclError, AclnnError, AclnnStatus
 from acl_core.plugin import get_backend
+from acl_core.runtime import Range, Runtime
 from acl_core.spec.ops import all_specs, get_spec
 from acl_core.spec.opspec import Call, OpSpec
 from acl_core.spec.validate import bind, handles, signature, validate
@@ -49,8 +50,13 @@ def _guard(fn: Callable[[], Any], null_result: bool = False) -> Any:
         code = _fail(exc)
         return None if null_result else code
     except Exception as exc:  # never let a defect escape as a crash of the caller's program
-        code = _fail(AclnnError(AclnnStatus.ACLNN_ERR_INNER, f"internal error: {type(exc).__name__}: {exc}"))
+        code = _internal(exc)
         return None if null_result else code
+
+
+def _internal(exc: Exception) -> int:
+    """Record a defect as ACLNN_ERR_INNER and return its code."""
+    return _fail(AclnnError(AclnnStatus.ACLNN_ERR_INNER, f"internal error: {type(exc).__name__}: {exc}"))
 
 
 def aclGetRecentErrMsg() -> str:
@@ -246,11 +252,53 @@ def aclSetRawTensorAddr(tensor: AclTensor, address: int) -> int:
 
 
 # ----------------------------------------------------------------------------- executors
+def _held(runtime: Runtime, tensors: Sequence[AclTensor]) -> tuple[Range, ...] | None:
+    """The live device ranges holding each non-empty tensor's bytes, or None when one is not held whole.
+
+    A :class:`Range` stands for one allocation and goes dead when it is freed, so "every range still
+    live" is exactly the memory condition under which a validation of these tensors stays true.
+    """
+    found: list[Range] = []
+    for t in tensors:
+        if t.numel == 0:
+            continue
+        start, end = t.byte_span()
+        try:
+            rng = runtime.memory.resolve(start, end - start, "tensor data")
+        except AclError:
+            return None
+        if not rng.kind.on_device:
+            return None
+        found.append(rng)
+    return tuple(found)
+
+
+def _all_live(ranges: tuple[Range, ...] | None) -> bool:
+    if ranges is None:
+        return False
+    for rng in ranges:
+        if not rng.live:
+            return False
+    return True
+
+
 class AclOpExecutor:
-    """aclOpExecutor: one validated call, ready for phase 2 (single use unless made repeatable)."""
+    """aclOpExecutor: one validated call, ready for phase 2 (single use unless made repeatable).
+
+    It stays valid while every device range its tensors lie in is live (no free, whatever else is
+    allocated or freed) and no tensor was re-pointed (aclSetRawTensorAddr); otherwise phase 2
+    validates again before launching.
+    """
 
     def __init__(
-        self, spec: OpSpec, call: Call, backend: Backend, workspace_size: int, live: list[Handle] | None = None
+        self,
+        spec: OpSpec,
+        call: Call,
+        backend: Backend,
+        workspace_size: int,
+        tensors: list[AclTensor],
+        ranges: tuple[Range, ...] | None,
+        kernel_spec: OpSpec,
     ) -> None:
         self.spec = spec
         self.call = call
@@ -259,17 +307,30 @@ class AclOpExecutor:
         self.repeatable = False
         self.used = False
         self.destroyed = False
-        self.generation = backend.runtime.memory.generation
-        self.tensors = [t for t in (handles(call.args) if live is None else live) if type(t) is AclTensor]
-        self.addresses = [t.data for t in self.tensors]
-        self.kernel_spec = get_spec(spec.kernel_name)
+        self.tensors = tensors
+        self.addresses = [t.data for t in tensors]
+        self.ranges = ranges
+        self.kernel_spec = kernel_spec
         self.kernel_args = spec.base_args(call.args) if spec.base_args else call.args
 
     def still_valid(self) -> bool:
-        """True when no memory changed and no tensor was re-pointed since validation."""
-        return self.generation == self.backend.runtime.memory.generation and self.addresses == [
-            t.data for t in self.tensors
-        ]
+        """True when the memory behind every tensor is still live and no tensor was re-pointed since validation."""
+        if not _all_live(self.ranges):
+            return False
+        addresses = self.addresses
+        for i, t in enumerate(self.tensors):
+            if t.data != addresses[i]:
+                return False
+        return True
+
+    def revalidate(self) -> None:
+        """Validate the call again against the memory as it is now (raises AclnnError), then re-arm."""
+        runtime = self.backend.runtime
+        validate(self.spec, self.call.args, runtime)
+        # a re-pointed tensor invalidates backend launch metadata; the shared cached call keeps its own
+        self.call = Call(self.spec, self.call.args, self.call.plan)
+        self.addresses = [t.data for t in self.tensors]
+        self.ranges = _held(runtime, self.tensors)
 
     def __repr__(self) -> str:
         return f"<aclOpExecutor {self.spec.name} ws={self.workspace_size}{' repeatable' if self.repeatable else ''}>"
@@ -303,8 +364,21 @@ def aclDestroyAclOpExecutor(executor: AclOpExecutor | None) -> int:
     return int(_guard(run))
 
 
+class _Validated:
+    """A phase-1 result kept per signature, sound while every range in ``ranges`` is live."""
+
+    __slots__ = ("call", "handle_names", "kernel_spec", "ranges", "size")
+
+    def __init__(self, call: Call, size: int, ranges: tuple[Range, ...], kernel_spec: OpSpec) -> None:
+        self.call = call
+        self.size = size
+        self.ranges = ranges
+        self.kernel_spec = kernel_spec
+        self.handle_names = tuple(n for n, v in call.args.items() if isinstance(v, Handle))
+
+
 _CACHE_LIMIT = 1024
-_cache: OrderedDict[tuple[object, ...], tuple[int, Call, int]] = OrderedDict()
+_cache: OrderedDict[tuple[object, ...], _Validated] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
@@ -313,8 +387,9 @@ def get_workspace_size(
 ) -> tuple[int, AclOpExecutor]:
     """Phase 1 for ``spec`` on ``backend`` (default: the process's), raising :class:`AclnnError`.
 
-    A call whose signature (layouts, addresses, attribute values) matches an earlier valid call under
-    the same memory-map generation reuses that validation: only handle liveness is re-checked.
+    A call whose signature (layouts, addresses, attribute values) matches an earlier valid call reuses
+    that validation while the device memory it checked is still the same live allocations (nothing
+    it lies in was freed): only handle liveness is re-checked. DESIGN.md §4.2.
     """
     bound = bind(spec, args, kwargs)
     backend = backend or get_backend()
@@ -323,17 +398,18 @@ def get_workspace_size(
     if key is not None:
         key = (id(backend), *key)
         hit = _cache.get(key)
-        if hit is not None and hit[0] == runtime.memory.generation:
-            _, cached, size = hit
+        if hit is not None and _all_live(hit.ranges):
             live = handles(bound)
             for h in live:
                 if h.destroyed:
                     h.check_alive("argument")
+            cached = hit.call
             fresh = dict(cached.args)
-            for name, value in bound.items():
-                if isinstance(value, Handle):
-                    fresh[name] = value
-            return size, AclOpExecutor(spec, Call(spec, fresh, cached.plan, cached.memo), backend, size, live)
+            for name in hit.handle_names:
+                fresh[name] = bound[name]
+            tensors = [t for t in live if type(t) is AclTensor]
+            call = Call(spec, fresh, cached.plan, cached.memo)
+            return hit.size, AclOpExecutor(spec, call, backend, hit.size, tensors, hit.ranges, hit.kernel_spec)
     call = validate(spec, bound, runtime)
     if spec.kernel_name not in backend.kernels:
         raise AclnnError(
@@ -341,19 +417,22 @@ def get_workspace_size(
             f"backend {backend.name!r} has no kernel for {spec.kernel_name}",
         )
     size = int(spec.workspace(call))
-    if key is not None:
+    tensors = [t for t in handles(call.args) if type(t) is AclTensor]
+    ranges = _held(runtime, tensors)
+    kernel_spec = get_spec(spec.kernel_name)
+    if key is not None and ranges is not None:
         with _cache_lock:
-            _cache[key] = (runtime.memory.generation, call, size)
+            _cache[key] = _Validated(call, size, ranges, kernel_spec)
             if len(_cache) > _CACHE_LIMIT:
                 _cache.popitem(last=False)
-    return size, AclOpExecutor(spec, call, backend, size)
+    return size, AclOpExecutor(spec, call, backend, size, tensors, ranges, kernel_spec)
 
 
 def execute(
     spec: OpSpec, workspace: int | None, workspace_size: int, executor: AclOpExecutor | None, stream: int | None
 ) -> None:
     """Phase 2 for ``spec``, raising :class:`AclnnError`."""
-    if not isinstance(executor, AclOpExecutor):
+    if type(executor) is not AclOpExecutor and not isinstance(executor, AclOpExecutor):
         raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_NULLPTR, "executor is null")
     if executor.spec is not spec:
         raise AclnnError(
@@ -364,17 +443,19 @@ def execute(
             AclnnStatus.ACLNN_ERR_PARAM_INVALID,
             "executor was already used (executors are single-use unless aclSetAclOpExecutorRepeatable was called)",
         )
-    runtime = executor.backend.runtime
-    if int(workspace_size or 0) < executor.workspace_size:
+    backend = executor.backend
+    runtime = backend.runtime
+    needed = executor.workspace_size
+    if int(workspace_size or 0) < needed:
         raise AclnnError(
             AclnnStatus.ACLNN_ERR_PARAM_INVALID,
-            f"workspaceSize {workspace_size} is smaller than the {executor.workspace_size} bytes phase 1 asked for",
+            f"workspaceSize {workspace_size} is smaller than the {needed} bytes phase 1 asked for",
         )
-    if executor.workspace_size:
+    if needed:
         if not workspace:
             raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_NULLPTR, "workspace is null but the operator needs one")
         try:
-            runtime.device_range(int(workspace), executor.workspace_size, "workspace")
+            runtime.device_range(int(workspace), needed, "workspace")
         except AclError as exc:
             raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, exc.message) from None
     try:
@@ -382,21 +463,18 @@ def execute(
     except AclError as exc:
         raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, exc.message) from None
     if not executor.still_valid():  # memory behind the tensors may have been freed since phase 1
-        validate(spec, executor.call.args, runtime)
-        # a re-pointed tensor invalidates backend launch metadata; the shared cached call keeps its own
-        executor.call = Call(spec, executor.call.args, executor.call.plan)
-        executor.generation = runtime.memory.generation
-        executor.addresses = [t.data for t in executor.tensors]
+        executor.revalidate()
     executor.used = True
-    executor.backend.launch(
+    call = executor.call
+    backend.launch(
         Launch(
             executor.kernel_spec,
             executor.kernel_args,
-            executor.call.plan,
+            call.plan,
             int(workspace or 0),
-            executor.workspace_size,
+            needed,
             driver_stream,
-            executor.call.memo,
+            call.memo,
         )
     )
 
@@ -408,10 +486,12 @@ _PHASE2 = re.compile(r"^aclnn(\w+)$")
 
 def _phase1(spec: OpSpec) -> Callable[..., tuple[int, AclOpExecutor | None, int]]:
     def phase1(*args: Any, **kwargs: Any) -> tuple[int, AclOpExecutor | None, int]:
-        result = _guard(lambda: get_workspace_size(spec, args, kwargs))
-        if isinstance(result, int):
-            return 0, None, result
-        size, executor = result
+        try:  # _guard's contract, inlined: this is the per-operator hot path
+            size, executor = get_workspace_size(spec, args, kwargs)
+        except AclCoreError as exc:
+            return 0, None, _fail(exc)
+        except Exception as exc:
+            return 0, None, _internal(exc)
         return size, executor, ACLNN_SUCCESS
 
     phase1.__name__ = phase1.__qualname__ = f"aclnn{spec.name}GetWorkspaceSize"
@@ -424,8 +504,13 @@ def _phase2(spec: OpSpec) -> Callable[[int | None, int, AclOpExecutor | None, in
     def phase2(
         workspace: int | None, workspace_size: int, executor: AclOpExecutor | None, stream: int | None = None
     ) -> int:
-        result = _guard(lambda: execute(spec, workspace, workspace_size, executor, stream))
-        return ACLNN_SUCCESS if result is None else int(result)
+        try:  # _guard's contract, inlined: this is the per-operator hot path
+            execute(spec, workspace, workspace_size, executor, stream)
+        except AclCoreError as exc:
+            return _fail(exc)
+        except Exception as exc:
+            return _internal(exc)
+        return ACLNN_SUCCESS
 
     phase2.__name__ = phase2.__qualname__ = f"aclnn{spec.name}"
     phase2.__doc__ = f"aclnn{spec.name}(workspace, workspace_size, executor, stream) -> ret."

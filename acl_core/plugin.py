@@ -132,7 +132,12 @@ class _Registry:
             return sorted(rows, key=lambda r: (-r.priority, r.name))
 
     def get(self, name: str | None) -> Backend:
-        if name is None and self.selected is None and not os.environ.get(ENV_BACKEND) and self._default is not None:
+        wanted = name if name is not None else self.selected
+        if wanted is not None:
+            started = self._instances.get(wanted)
+            if started is not None:
+                return started  # per-call fast path: a backend named or selected and already started
+        elif not os.environ.get(ENV_BACKEND) and self._default is not None:
             return self._default  # the per-call fast path: the default is resolved once
         with self._lock:
             self._ensure_loaded()

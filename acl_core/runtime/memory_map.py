@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from acl_core.errors import AclError, AclErrorCode
@@ -33,6 +33,8 @@ class Range:
     kind: RangeKind
     device: int
     keepalive: object = None
+    live: bool = field(default=True, compare=False)
+    """False once the range is removed from its map; a Range object stands for one allocation, never reused."""
 
     @property
     def end(self) -> int:
@@ -66,6 +68,7 @@ class MemoryMap:
         """Forget the live range that starts at ``start`` and remember it as freed."""
         self.generation += 1
         rng = self._ranges.pop(start)
+        rng.live = False
         self._starts.pop(bisect.bisect_left(self._starts, start))
         self._freed[start] = rng.size
         if len(self._freed) > _TOMBSTONES:

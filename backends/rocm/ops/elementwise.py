@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -81,6 +81,7 @@ class ElementwiseRunner:
         self._lock = threading.Lock()
         self._sources: dict[Instance, str] = {}
         self._interned: dict[Instance, Instance] = {}
+        self._memo_keys: dict[int, str] = {}
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per supported op name."""
@@ -211,14 +212,25 @@ class ElementwiseRunner:
         """Launch a planned instance on ``stream`` (compiling or loading its kernel the first time)."""
         self.launch_prepared(self.prepare(planned), stream)
 
+    def bind(self, prepared: Prepared | None) -> Callable[[int], None]:
+        """:meth:`launch_prepared` of ``prepared`` as one callable of the stream (the provider's bound launch)."""
+        if prepared is None:
+            return _nothing
+        cfg = prepared.config
+        return self.backend.provider.launcher(
+            prepared.function, cfg.grid, cfg.block, cfg.shared_bytes, prepared.args.address, prepared
+        )
+
     def run(self, op: str, launch: Launch) -> None:
-        """Enqueue one elementwise call on its stream; a repeated signature reuses its prepared launch."""
-        key = f"rocm.elementwise@{self.backend.provider.get_device()}"
-        if key in launch.memo:
-            prepared = launch.memo[key]
-        else:
-            prepared = launch.memo[key] = self.prepare(self.plan(op, launch))
-        self.launch_prepared(prepared, handle(launch.stream))
+        """Enqueue one elementwise call on its stream; a repeated signature reuses its bound launch."""
+        device = self.backend.provider.get_device()
+        key = self._memo_keys.get(device)
+        if key is None:
+            key = self._memo_keys.setdefault(device, f"rocm.elementwise@{device}")
+        enqueue = launch.memo.get(key)
+        if enqueue is None:
+            enqueue = launch.memo[key] = self.bind(self.prepare(self.plan(op, launch)))
+        enqueue(handle(launch.stream))
 
     def convert(self, src: AclTensor, dst: AclTensor, stream: int, ufunc: str = "Cast") -> None:
         """``dst = ufunc(src)`` converted to dst's dtype, src broadcast to dst's view (device to device)."""
@@ -252,6 +264,10 @@ class Planned:
     instance: Instance
     config: LaunchConfig
     values: list[Any]
+
+
+def _nothing(stream: int) -> None:
+    """The launch of an empty output: nothing to enqueue."""
 
 
 def _tokens(compute: D | None, output: D) -> dict[str, D | None]:

@@ -10,6 +10,7 @@ handle's value), so nothing above the seam touches a vendor type. Every failure 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -224,6 +225,27 @@ class RuntimeProvider(ABC):
         params: int,
     ) -> None:
         """Enqueue ``function``; ``params`` is the address of a ``void*[]`` of argument addresses."""
+
+    def launcher(
+        self,
+        function: object,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        shared_bytes: int,
+        params: int,
+        keepalive: object = None,
+    ) -> Callable[[int], None]:
+        """A callable enqueueing :meth:`launch` with everything but the stream fixed (a plan's repeated launch).
+
+        Providers override it to resolve the vendor entry point and unpack the configuration once: the
+        host time of a small op is mostly this path. The callable holds ``keepalive`` (the memory behind
+        ``params``) for as long as it lives.
+        """
+
+        def enqueue(stream: int, _keep: object = keepalive) -> None:
+            self.launch(function, grid, block, shared_bytes, stream, params)
+
+        return enqueue
 
     # ------------------------------------------------------------------ BLAS
     def gemm_unavailable(self) -> str | None:

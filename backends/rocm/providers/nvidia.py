@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, ClassVar
@@ -90,8 +91,11 @@ class NvidiaProvider(RuntimeProvider):
         self._check("cudaFree(0)", self.rt.cudaFree(0))
 
     def get_device(self) -> int:
-        """cudaGetDevice."""
-        return int(self._check("cudaGetDevice", self.rt.cudaGetDevice()))
+        """cudaGetDevice (asked on every launch: a success skips the general result check)."""
+        result = self.rt.cudaGetDevice()
+        if result[0] == 0:  # cudaError_t is an int enum; any other success type takes the full check
+            return int(result[1])
+        return int(self._check("cudaGetDevice", result))
 
     def _attribute(self, name: str, index: int) -> int:
         attr = getattr(self.rt.cudaDeviceAttr, name)
@@ -278,10 +282,31 @@ class NvidiaProvider(RuntimeProvider):
         params: int,
     ) -> None:
         """cuLaunchKernel with a ``void*[]`` of argument addresses."""
-        self._check(
-            "cuLaunchKernel",
-            self.drv.cuLaunchKernel(function, *grid, *block, shared_bytes, stream, params, 0),
-        )
+        result = self.drv.cuLaunchKernel(function, *grid, *block, shared_bytes, stream, params, 0)
+        if result[0] != 0:  # CUresult is an int enum; a success compares equal to 0
+            self._check("cuLaunchKernel", result)
+
+    def launcher(
+        self,
+        function: object,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        shared_bytes: int,
+        params: int,
+        keepalive: object = None,
+    ) -> Callable[[int], None]:
+        """cuLaunchKernel bound once: each call passes the stream and checks the result, nothing else."""
+        launch = self.drv.cuLaunchKernel
+        gx, gy, gz = grid
+        bx, by, bz = block
+        check = self._check
+
+        def enqueue(stream: int, _keep: object = keepalive) -> None:
+            result = launch(function, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, 0)
+            if result[0] != 0:
+                check("cuLaunchKernel", result)
+
+        return enqueue
 
     # ------------------------------------------------------------------ stream-ordered memory
     def malloc_async(self, nbytes: int, stream: int) -> int:

@@ -1,0 +1,118 @@
+"""The bound launch path of the HIP backend (issue 4): same launches as before, vendor calls bound once."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from acl_core import aclnn
+from acl_core.aclnn import execute, get_workspace_size
+from acl_core.eager import to_device
+from acl_core.errors import AclError
+from acl_core.spec.ops import get_spec
+from acl_rocm.backend import RocmBackend
+from acl_rocm.providers.nvidia import NvidiaProvider
+from tests.rocm.fake_provider import FakeProvider
+
+
+class _Status(int):
+    """A CUresult / cudaError_t stand-in: an int enum member with a name, as cuda-bindings returns."""
+
+    def __new__(cls, value: int, name: str) -> _Status:
+        obj = super().__new__(cls, value)
+        obj.name = name  # type: ignore[attr-defined]
+        return obj
+
+
+class _Bindings:
+    """Just enough of cuda.bindings.driver / runtime for launch and get_device."""
+
+    def __init__(self, launch_status: int = 0) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.status = _Status(launch_status, "CUDA_SUCCESS" if launch_status == 0 else "CUDA_ERROR_INVALID_VALUE")
+
+    def cuLaunchKernel(self, *args: Any) -> tuple[Any]:
+        self.calls.append(args)
+        return (self.status,)
+
+    def cudaGetDevice(self) -> tuple[Any, int]:
+        return (_Status(0, "cudaSuccess"), 3)
+
+    def cuGetErrorString(self, error: Any) -> tuple[Any, bytes]:
+        return (_Status(0, "CUDA_SUCCESS"), b"invalid argument")
+
+
+def _provider(bindings: _Bindings) -> NvidiaProvider:
+    provider = object.__new__(NvidiaProvider)  # no cuda-bindings here: the bindings are stand-ins
+    provider.drv = bindings
+    provider.rt = bindings
+    return provider
+
+
+def test_nvidia_launcher_passes_the_unpacked_configuration_and_the_stream() -> None:
+    bindings = _Bindings()
+    keep = object()
+    enqueue = _provider(bindings).launcher("fn", (4, 2, 1), (256, 1, 1), 64, 0x1000, keep)
+    enqueue(7)
+    enqueue(9)
+    assert bindings.calls == [
+        ("fn", 4, 2, 1, 256, 1, 1, 64, 7, 0x1000, 0),
+        ("fn", 4, 2, 1, 256, 1, 1, 64, 9, 0x1000, 0),
+    ]
+    assert keep in (enqueue.__defaults__ or ())  # the argument memory lives as long as the callable
+
+
+def test_nvidia_launch_failures_still_raise_the_cann_code() -> None:
+    provider = _provider(_Bindings(launch_status=1))
+    with pytest.raises(AclError, match="cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE"):
+        provider.launcher("fn", (1, 1, 1), (32, 1, 1), 0, 0x10)(0)
+    with pytest.raises(AclError, match="cuLaunchKernel failed"):
+        provider.launch("fn", (1, 1, 1), (32, 1, 1), 0, 0, 0x10)
+
+
+def test_nvidia_get_device_fast_path() -> None:
+    assert _provider(_Bindings()).get_device() == 3
+
+
+def test_the_default_launcher_goes_through_launch() -> None:
+    calls: list[tuple[Any, ...]] = []
+    provider = SimpleNamespace(launch=lambda *a: calls.append(a))
+    enqueue = FakeProvider.launcher(provider, "fn", (1, 1, 1), (64, 1, 1), 0, 0x20)  # type: ignore[arg-type]
+    enqueue(5)
+    assert calls == [("fn", (1, 1, 1), (64, 1, 1), 0, 5, 0x20)]
+
+
+def _pointers(args: list[bytes]) -> set[int]:
+    return {struct.unpack("<Q", a)[0] for a in args if len(a) == 8}
+
+
+def test_elementwise_binds_its_launch_once_per_signature_and_device(tmp_path: Path) -> None:
+    provider = FakeProvider()
+    backend = RocmBackend(provider, {"ACL_KERNEL_CACHE": str(tmp_path)})
+    backend.runtime.ensure_device(0)
+    a, b, out = (to_device(np.ones(32, np.float32), backend) for _ in range(3))
+    spec = get_spec("Add")
+    alpha = aclnn.aclCreateScalar(1.0, 0)
+    size, executor = get_workspace_size(spec, [a.tensor(), b.tensor(), alpha, out.tensor()], backend=backend)
+    assert aclnn.aclSetAclOpExecutorRepeatable(executor) == 0
+    stream = backend.runtime.create_stream()
+    bound = []
+    original = provider.launcher
+
+    def counting(*args: Any) -> Any:
+        bound.append(args)
+        return original(*args)
+
+    provider.launcher = counting  # type: ignore[method-assign]
+    for _ in range(3):
+        execute(spec, None, size, executor, stream)
+    assert len(bound) == 1, "the launch is bound once and reused"
+    launches = provider.launches[-3:]
+    assert all(x.args == launches[0].args for x in launches)
+    assert {a.address, b.address, out.address} <= _pointers(launches[0].args)
+    assert launches[-1].stream == int(backend.runtime.stream(stream))  # type: ignore[call-overload]
