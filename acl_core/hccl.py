@@ -285,6 +285,17 @@ def _moves(handle: HcclComm, dtype: HcclDataType, *, reduction: bool) -> None:
         raise HcclError(HcclResult.HCCL_E_NOT_SUPPORT, f"the {handle.engine.name} engine cannot {verb} {dtype.name}")
 
 
+def _typed(
+    comm: object, count: object, what: str, data_type: int, *, reduction: bool
+) -> tuple[HcclComm, int, HcclDataType]:
+    """The checks every typed collective starts with, in HCCL's order: comm, count, dtype, engine support."""
+    h = _comm(comm)
+    n = _integer(count, what)
+    dtype = hccl_dtype(data_type)
+    _moves(h, dtype, reduction=reduction)
+    return h, n, dtype
+
+
 def _overlap(a: int, a_bytes: int, b: int, b_bytes: int) -> bool:
     return a_bytes > 0 and b_bytes > 0 and a < b + b_bytes and b < a + a_bytes
 
@@ -412,10 +423,8 @@ def HcclAllReduce(
     """HcclAllReduce: recvBuf = op over ranks of sendBuf (``count`` elements; sum, prod, max, min)."""
 
     def run() -> None:
-        h = _comm(comm)
-        n = _integer(count, "count")
-        dtype, rop = hccl_dtype(dataType), reduce_op(op)
-        _moves(h, dtype, reduction=True)
+        h, n, dtype = _typed(comm, count, "count", dataType, reduction=True)
+        rop = reduce_op(op)
         send, recv = _buffer(h, sendBuf, n, dtype, "sendBuf"), _buffer(h, recvBuf, n, dtype, "recvBuf")
         h.engine.all_reduce(h.comm, send, recv, n, dtype, rop, _stream(h, stream))
 
@@ -433,10 +442,7 @@ def HcclAllGather(
     """HcclAllGather: recvBuf (sendCount × rankSize elements) = every rank's sendBuf in rank order."""
 
     def run() -> None:
-        h = _comm(comm)
-        n = _integer(sendCount, "sendCount")
-        dtype = hccl_dtype(dataType)
-        _moves(h, dtype, reduction=False)
+        h, n, dtype = _typed(comm, sendCount, "sendCount", dataType, reduction=False)
         send = _buffer(h, sendBuf, n, dtype, "sendBuf")
         recv = _buffer(h, recvBuf, n * h.comm.size, dtype, "recvBuf")
         h.engine.all_gather(h.comm, send, recv, n, dtype, _stream(h, stream))
@@ -455,10 +461,7 @@ def HcclBroadcast(
     """HcclBroadcast: buf = root's buf on every rank (in place)."""
 
     def run() -> None:
-        h = _comm(comm)
-        n = _integer(count, "count")
-        dtype = hccl_dtype(dataType)
-        _moves(h, dtype, reduction=False)
+        h, n, dtype = _typed(comm, count, "count", dataType, reduction=False)
         r = _integer(root, "root", 0, h.comm.size - 1)
         address = _buffer(h, buf, n, dtype, "buf")
         h.engine.broadcast(h.comm, address, n, dtype, r, _stream(h, stream))
@@ -478,10 +481,8 @@ def HcclReduceScatter(
     """HcclReduceScatter: recvBuf on rank r = op over ranks of block r of sendBuf (recvCount × rankSize elements)."""
 
     def run() -> None:
-        h = _comm(comm)
-        n = _integer(recvCount, "recvCount")
-        dtype, rop = hccl_dtype(dataType), reduce_op(op)
-        _moves(h, dtype, reduction=True)
+        h, n, dtype = _typed(comm, recvCount, "recvCount", dataType, reduction=True)
+        rop = reduce_op(op)
         send = _buffer(h, sendBuf, n * h.comm.size, dtype, "sendBuf")
         recv = _buffer(h, recvBuf, n, dtype, "recvBuf")
         h.engine.reduce_scatter(h.comm, send, recv, n, dtype, rop, _stream(h, stream))
@@ -587,10 +588,7 @@ def HcclSend(
     """HcclSend: pairs with an HcclRecv on destRank (HCCL_E_PARA on both when their counts or types differ)."""
 
     def run() -> None:
-        h = _comm(comm)
-        n = _integer(count, "count")
-        dtype = hccl_dtype(dataType)
-        _moves(h, dtype, reduction=False)
+        h, n, dtype = _typed(comm, count, "count", dataType, reduction=False)
         dest = _peer(h, destRank, "destRank")
         address = _buffer(h, sendBuf, n, dtype, "sendBuf")
         h.engine.send(h.comm, address, n, dtype, dest, _stream(h, stream))
@@ -609,10 +607,7 @@ def HcclRecv(
     """HcclRecv: receive ``count`` elements from srcRank."""
 
     def run() -> None:
-        h = _comm(comm)
-        n = _integer(count, "count")
-        dtype = hccl_dtype(dataType)
-        _moves(h, dtype, reduction=False)
+        h, n, dtype = _typed(comm, count, "count", dataType, reduction=False)
         src = _peer(h, srcRank, "srcRank")
         address = _buffer(h, recvBuf, n, dtype, "recvBuf")
         h.engine.recv(h.comm, address, n, dtype, src, _stream(h, stream))
