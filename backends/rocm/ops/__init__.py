@@ -24,6 +24,8 @@ FAMILIES: tuple[str, ...] = (
     "reduction",
     "norm",
     "sort",
+    "moe",
+    "index_put",
     "quant_matmul",
 )
 

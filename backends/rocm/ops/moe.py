@@ -1,0 +1,196 @@
+"""The MoE family on the GPU: MoeGatingTopKSoftmax, MoeInitRouting, MoeFinalizeRouting.
+
+Gating: a softmax kernel writes each row's probabilities in double to a temporary, the row sorter
+orders them descending (ties to the lower expert, NaN last, as ``argsort(-probs, stable)``), and an
+emitter writes the first k with the expert numbers (E for finished rows) and ``j * numRows + i``.
+Routing: the flattened expertIdx is sorted stably (equal experts keep their row-major order); rowIdx
+is sorted too, and a check kernel sets the device flag unless it is a permutation of 0..n-1, which
+the driver reports as 161002 at synchronisation (the table and gather kernels write nothing then).
+Finalize: one kernel per output element, in double, after range checks of both index tensors.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from typing import TYPE_CHECKING, Any
+
+from acl_core.backend import Kernel, Launch
+from acl_core.dtypes import DataType as D
+from acl_core.tensor import AclTensor
+from acl_rocm.driver import handle
+from acl_rocm.kernels.moe import Finalize, GatingEmit, GatingSoftmax, RoutingCheck, RoutingEmit, RoutingGather
+from acl_rocm.kernels.movement import Check
+from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.ops.program import FLAG, Program, run_program
+from acl_rocm.ops.sort import BLOCKS_PER_UNIT, Sorter, address
+
+if TYPE_CHECKING:
+    from acl_rocm.backend import RocmBackend
+
+OPS: tuple[str, ...] = ("MoeFinalizeRouting", "MoeGatingTopKSoftmax", "MoeInitRouting")
+"""The aclnn operators this module runs."""
+
+
+def _ll(*values: int) -> list[ctypes.c_longlong]:
+    return [ctypes.c_longlong(int(v)) for v in values]
+
+
+def _p(t: AclTensor) -> ctypes.c_void_p:
+    return KernelArgs.pointer(address(t))
+
+
+def _tensor(launch: Launch, name: str) -> AclTensor:
+    t = launch.args[name]
+    assert isinstance(t, AclTensor), name
+    return t
+
+
+class MoeRunner:
+    """The MoE routing ops on one backend."""
+
+    def __init__(self, backend: RocmBackend) -> None:
+        self.backend = backend
+        self.sorter = Sorter(backend)
+
+    def kernels(self) -> dict[str, Kernel]:
+        """A kernel per op name."""
+        plans = {
+            "MoeGatingTopKSoftmax": self._gating,
+            "MoeInitRouting": self._init_routing,
+            "MoeFinalizeRouting": self._finalize,
+        }
+        return {name: self._bind(name, plan) for name, plan in plans.items()}
+
+    def _bind(self, op: str, plan: Any) -> Kernel:
+        def kernel(launch: Launch) -> None:
+            key = f"rocm.moe@{self.backend.provider.get_device()}"
+            prog = launch.memo.get(key)
+            if prog is None:
+                prog = launch.memo[key] = plan(launch)
+            run_program(self.backend, prog, handle(launch.stream))
+
+        kernel.__name__ = f"rocm_{op}"
+        return kernel
+
+    def _row_block(self, rows: int) -> LaunchConfig:
+        p = self.backend.properties
+        block = 32 if p.warp_size <= 32 else 64
+        grid = min(max(rows, 1), p.compute_units * BLOCKS_PER_UNIT, p.max_grid_x)
+        return LaunchConfig((grid, 1, 1), (block * 4, 1, 1))
+
+    # ------------------------------------------------------------------ gating
+    def _gating(self, launch: Launch) -> Program:
+        x = _tensor(launch, "x")
+        y, expert, row_idx = (_tensor(launch, n) for n in ("yOut", "expertIdxOut", "rowIdxOut"))
+        finished = launch.args.get("finishedOptional")
+        k = int(launch.args["k"])
+        prog = Program()
+        experts = x.view_dims[-1]
+        outer = tuple(x.view_dims[:-1])
+        rows = math.prod(outer)
+        if rows == 0 or k == 0:
+            return prog
+        s = self.sorter
+        s.check_length("MoeGatingTopKSoftmax", experts)
+        probs = prog.temp(rows * experts * 8)
+        softmax = GatingSoftmax(x.dtype, len(outer))
+        args: list[Any] = [s.meta(rows, outer, [x.strides[:-1]]), _p(x), probs, *_ll(experts, x.strides[-1])]
+        s.step(prog, softmax, self._row_block(rows), args)
+        _, idx = s.sort_tensor(prog, D.ACL_DOUBLE, True, probs, rows, outer, _contiguous(outer, experts), experts)
+        with_finished = isinstance(finished, AclTensor)
+        fin_strides = tuple(finished.strides) if isinstance(finished, AclTensor) else (0,) * len(outer)
+        strides = [y.strides[:-1], expert.strides[:-1], row_idx.strides[:-1], fin_strides]
+        emit = GatingEmit(y.dtype, len(outer), with_finished)
+        args = [s.meta(rows, outer, strides), probs, idx, _p(y), _p(expert), _p(row_idx)]
+        if isinstance(finished, AclTensor):
+            args.append(_p(finished))
+        args += _ll(experts, k, y.strides[-1], expert.strides[-1], row_idx.strides[-1])
+        s.step(prog, emit, s.flat_config(rows * k), args)
+        return prog
+
+    # ------------------------------------------------------------------ init routing
+    def _init_routing(self, launch: Launch) -> Program:
+        x, row_idx, expert = (_tensor(launch, n) for n in ("x", "rowIdx", "expertIdx"))
+        out_x, out_row, out_expert = (
+            _tensor(launch, n) for n in ("expandedXOut", "expandedRowIdxOut", "expandedExpertIdxOut")
+        )
+        prog = Program()
+        rows, k = expert.view_dims
+        total = rows * k
+        if total == 0:
+            return prog
+        s = self.sorter
+        s.check_length("MoeInitRouting", total)
+        prog.report = f"MoeInitRouting: rowIdx must hold each of 0..{total - 1} exactly once"
+        one = ((1,), (0,))
+        e_keys, e_pos = s.sort_tensor(prog, D.ACL_INT32, False, address(expert), 1, *one, total, _inner(expert))
+        r_keys, _ = s.sort_tensor(prog, D.ACL_INT32, False, address(row_idx), 1, *one, total, _inner(row_idx))
+        flat = s.meta(total, (1,), [(0,)])
+        s.step(prog, RoutingCheck(), s.flat_config(total), [flat, r_keys, FLAG])
+        rs0, rs1 = row_idx.strides
+        args: list[Any] = [flat, e_keys, e_pos, _p(row_idx), _p(out_expert), _p(out_row), FLAG]
+        args += _ll(k, rs0, rs1, out_expert.strides[0], out_row.strides[0])
+        s.step(prog, RoutingEmit(), s.flat_config(total), args)
+        active, hidden = out_x.view_dims
+        if active * hidden:
+            gather = RoutingGather(x.dtype.info.storage_bits // 8)
+            args = [s.meta(active * hidden, (1,), [(0,)]), _p(x), e_pos, _p(row_idx), _p(out_x), FLAG]
+            args += _ll(hidden, rows, k, rs0, rs1, *x.strides, *out_x.strides)
+            s.step(prog, gather, s.flat_config(active * hidden), args)
+        return prog
+
+    # ------------------------------------------------------------------ finalize
+    def _finalize(self, launch: Launch) -> Program:
+        ex, x1, bias, scales = (_tensor(launch, n) for n in ("expandedX", "x1", "bias", "scales"))
+        dest, expert, out = (_tensor(launch, n) for n in ("expandedRowIdx", "expandedExpertIdx", "out"))
+        x2 = launch.args.get("x2Optional")
+        prog = Program()
+        rows, hidden = out.view_dims
+        k = scales.view_dims[1]
+        if rows * hidden == 0:
+            return prog
+        s = self.sorter
+        if rows * k:
+            prog.report = (
+                f"MoeFinalizeRouting: expandedRowIdx values must lie in [0, {ex.view_dims[0] - 1}] and"
+                f" expandedExpertIdx values in [0, {bias.view_dims[0] - 1}] (rows of bias)"
+            )
+            self._check(prog, dest, ex.view_dims[0])
+            self._check(prog, expert, bias.view_dims[0])
+        else:
+            prog.report = "MoeFinalizeRouting: no index to check"  # the flag stays clear
+        x2_strides = tuple(x2.strides) if isinstance(x2, AclTensor) else (0, 0)
+        meta = s.meta(rows * hidden, (rows, hidden), [x1.strides, x2_strides, out.strides])
+        args: list[Any] = [meta, _p(ex), _p(x1)]
+        if isinstance(x2, AclTensor):
+            args.append(_p(x2))
+        args += [_p(bias), _p(scales), _p(dest), _p(expert), _p(out), FLAG]
+        args += _ll(k, *ex.strides, *bias.strides, *scales.strides, dest.strides[0], *expert.strides)
+        s.step(prog, Finalize(out.dtype, isinstance(x2, AclTensor)), s.flat_config(rows * hidden), args)
+        return prog
+
+    def _check(self, prog: Program, index: AclTensor, high: int) -> None:
+        shape = tuple(index.view_dims)
+        meta = self.sorter.meta(math.prod(shape), shape, [index.strides])
+        kernel = Check(index.dtype, len(shape), "long long")
+        args = [meta, _p(index), *_ll(0, high), FLAG]
+        self.sorter.step(prog, kernel, self.sorter.flat_config(math.prod(shape)), args)
+
+
+def _contiguous(outer: tuple[int, ...], length: int) -> tuple[int, ...]:
+    """Row-major strides of the outer dims of a contiguous (outer..., length) buffer."""
+    strides = []
+    step = length
+    for n in reversed(outer):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+
+
+def _inner(t: AclTensor) -> tuple[int, int, int]:
+    """The (inner1, s0, s1) of a 2-D tensor read as one row in row-major order."""
+    return t.view_dims[1], t.strides[0], t.strides[1]
+
+
+RUNNER = MoeRunner
