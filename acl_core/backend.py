@@ -76,6 +76,14 @@ class Backend(ABC):
         """Enqueue one validated operator call on its stream (the default runs the kernel at once)."""
         self.kernels[call.spec.name](call)
 
+    def dlpack_device(self) -> tuple[int, int] | None:
+        """DLPack (DLDeviceType, device id) of device memory on the current device; None: not shareable (default)."""
+        return None
+
+    def dlpack_pointer(self, address: int, nbytes: int) -> int:
+        """The pointer a DLPack consumer reads for ``nbytes`` of device memory at ``address`` (the address itself)."""
+        return address
+
 
 @dataclass(frozen=True)
 class BackendRegistration:

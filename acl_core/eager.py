@@ -9,7 +9,7 @@ the outputs as NumPy arrays keyed by their official names. Errors raise
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -69,6 +69,69 @@ class DeviceArray:
         self.nbytes = max(storage_nbytes(dtype, storage_elems), 1)
         self.address = backend.runtime.malloc(self.nbytes)
         self._tensor: AclTensor | None = None
+        self._release: Callable[[], None] | None = None
+        self._exports = 0
+        self._free_pending = False
+
+    @classmethod
+    def adopt(
+        cls,
+        backend: Backend,
+        shape: Sequence[int],
+        dtype: DataType,
+        strides: Sequence[int],
+        storage_elems: int,
+        address: int,
+        release: Callable[[], None],
+    ) -> DeviceArray:
+        """An array over memory someone else owns (a DLPack import); ``release`` runs once, at free()."""
+        self = cls.__new__(cls)
+        self.backend = backend
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = dtype
+        self.strides = tuple(int(s) for s in strides)
+        self.offset = 0
+        self.storage_elems = storage_elems
+        self.storage_dims = (storage_elems,)
+        self.format = Format.ACL_FORMAT_ND
+        self.nbytes = max(storage_nbytes(dtype, storage_elems), 1)
+        self.address = address
+        self._tensor = None
+        self._release = release
+        self._exports = 0
+        self._free_pending = False
+        return self
+
+    def __dlpack__(
+        self,
+        *,
+        stream: int | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
+        """A DLPack capsule over this array's memory, no copy (see :func:`acl_core.dlpack.export`)."""
+        from acl_core import dlpack
+
+        if copy:
+            raise BufferError("acl-core exports its own memory only (copy=True is not supported)")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"the array lives on DLPack device {self.__dlpack_device__()}, not {tuple(dl_device)}")
+        return dlpack.export(self, stream)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """(DLDeviceType, device id) of this array's memory."""
+        from acl_core import dlpack
+
+        return dlpack.device_of(self.backend)
+
+    def _export_taken(self) -> None:
+        self._exports += 1
+
+    def _export_released(self) -> None:
+        self._exports -= 1
+        if self._exports == 0 and self._free_pending:
+            self.free()
 
     def tensor(self) -> AclTensor:
         """The aclTensor describing this array (made once)."""
@@ -107,8 +170,16 @@ class DeviceArray:
         return view.copy().view(np_dtype) if item == 1 else view.copy()
 
     def free(self) -> None:
-        """Release the device memory now (idempotent)."""
-        if self.address:
+        """Release the device memory now (idempotent), or when the last outstanding DLPack export is released."""
+        if self._exports:
+            self._free_pending = True
+            return
+        self._free_pending = False
+        release, self._release = self._release, None
+        if release is not None:
+            self.address = 0
+            release()
+        elif self.address:
             self.backend.runtime.free(self.address)
             self.address = 0
 

@@ -55,6 +55,14 @@ class ReferenceBackend(Backend):
         """Reference kernels by operator name."""
         return self._kernels
 
+    def dlpack_device(self) -> tuple[int, int]:
+        """Host memory: DLPack's kDLCPU."""
+        return (1, 0)
+
+    def dlpack_pointer(self, address: int, nbytes: int) -> int:
+        """The real host address of the NumPy buffer behind the simulated device address."""
+        return int(self._driver.device_bytes(address, nbytes).ctypes.data)
+
     @functools.cache  # noqa: B019 - one backend object per process
     def capabilities(self) -> Capabilities:
         """What the reference does: every declared op it has a kernel for, on the host CPU."""

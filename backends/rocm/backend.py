@@ -108,6 +108,10 @@ class RocmBackend(Backend):
         """GPU kernels by operator name."""
         return self._kernels
 
+    def dlpack_device(self) -> tuple[int, int]:
+        """DLPack's kDLCUDA (nvidia) or kDLROCM (amd) and the current device."""
+        return (2 if self.provider.platform == "nvidia" else 10, self.provider.get_device())
+
     # ------------------------------------------------------------------ kernels
     def elementwise_config(self, numel: int, per_thread: int = 4) -> LaunchConfig:
         """The grid-stride launch for ``numel`` elements, ``per_thread`` per thread per trip, on this device."""

@@ -1,0 +1,90 @@
+"""DLPack out of and into acl-core device arrays on the reference backend (host memory)."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+from acl_core import dlpack
+from acl_core.dtypes import DataType
+from acl_core.eager import DeviceArray, to_device
+
+
+def test_numpy_reads_a_reference_array_without_a_copy() -> None:
+    values = np.arange(12, dtype=np.float32).reshape(3, 4)
+    arr = to_device(values, "reference")
+    assert arr.__dlpack_device__() == (dlpack.KDL_CPU, 0)
+    view = np.from_dlpack(arr)
+    np.testing.assert_array_equal(view, values)
+    pointer = arr.backend.dlpack_pointer(arr.address, arr.nbytes)
+    assert view.ctypes.data == pointer  # the array's own memory
+    view_before = view.copy()
+    arr.backend.runtime.memset(arr.address, arr.nbytes, 0, arr.nbytes)
+    assert not view.any() and view_before.any()  # a write through acl-core is seen by the consumer
+
+
+def test_the_consumer_outlives_the_producer_object() -> None:
+    arr = to_device(np.arange(6, dtype=np.int32), "reference")
+    runtime = arr.backend.runtime
+    address = arr.address
+    before = dlpack.outstanding()
+    view = np.from_dlpack(arr)
+    assert dlpack.outstanding() == before + 1
+    arr.free()  # deferred: NumPy still holds the capsule
+    del arr
+    gc.collect()
+    assert runtime.memory.exact(address) is not None
+    np.testing.assert_array_equal(view, np.arange(6, dtype=np.int32))
+    del view
+    gc.collect()
+    assert dlpack.outstanding() == before
+    assert runtime.memory.exact(address) is None  # freed once the consumer let go
+
+
+def test_strided_and_offset_views_keep_their_layout() -> None:
+    values = np.arange(20, dtype=np.float64).reshape(4, 5)
+    for layout in ("padded", "transposed"):
+        arr = to_device(values, "reference", layout=layout)
+        np.testing.assert_array_equal(np.from_dlpack(arr), values)
+
+
+def test_an_unconsumed_capsule_releases_the_array() -> None:
+    arr = to_device(np.ones(4, np.float32), "reference")
+    before = dlpack.outstanding()
+    capsule = arr.__dlpack__()
+    assert dlpack.outstanding() == before + 1
+    del capsule
+    gc.collect()
+    assert dlpack.outstanding() == before
+
+
+def test_torch_reads_and_writes_a_reference_array() -> None:
+    torch = pytest.importorskip("torch")
+    arr = to_device(np.arange(8, dtype=np.float32), "reference")
+    t = torch.from_dlpack(arr)
+    t.mul_(2)
+    np.testing.assert_array_equal(arr.numpy(), 2 * np.arange(8, dtype=np.float32))
+    bf = to_device(np.ones(3, np.float32), "reference", dtype=DataType.ACL_BF16)
+    assert torch.from_dlpack(bf).dtype == torch.bfloat16
+
+
+def test_import_into_the_reference_copies_host_data() -> None:
+    host = np.arange(5, dtype=np.int64)
+    arr = dlpack.from_dlpack(host, "reference")
+    assert isinstance(arr, DeviceArray) and arr.dtype == DataType.ACL_INT64
+    np.testing.assert_array_equal(arr.numpy(), host)
+
+
+def test_unsupported_requests_are_buffer_errors() -> None:
+    arr = to_device(np.ones(4, np.float32), "reference")
+    with pytest.raises(BufferError):
+        arr.__dlpack__(stream=1)  # a CPU array takes stream=None
+    with pytest.raises(BufferError):
+        arr.__dlpack__(copy=True)
+    with pytest.raises(BufferError):
+        arr.__dlpack__(dl_device=(dlpack.KDL_CUDA, 0))
+    packed = to_device(np.zeros(4, np.int8), "reference", dtype=DataType.ACL_INT4)
+    with pytest.raises(BufferError):
+        packed.__dlpack__()
