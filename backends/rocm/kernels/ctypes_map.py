@@ -15,6 +15,7 @@ from typing import Final, Literal
 import numpy as np
 
 from acl_core.dtypes import DataType as D
+from acl_rocm.kernels.lowp import CAST_ENCODER, DECODER, LOW_PRECISION
 
 Kind = Literal["float", "int", "uint64", "bool"]
 
@@ -29,6 +30,12 @@ class CType:
     kind: Kind
     decode: str = "{x}"
     encode: str = "{v}"
+    lowp: bool = False
+    """An 8- or 4-bit type of :mod:`acl_rocm.kernels.lowp`: its encoder takes any value type as it is."""
+    packed: bool = False
+    """Two elements per byte (element 2k in the low nibble of byte k)."""
+    exact_decode: str | None = None
+    """A decode that keeps every bit (NaN signs included) where ``decode`` may use a vendor conversion."""
 
     @property
     def lo(self) -> float:
@@ -48,6 +55,17 @@ class CType:
         return _SCALAR_CTYPES[self.value]
 
 
+_EXACT_H2F: Final = "acl_h2f_soft({x})"
+"""fp16 to float keeping NaN signs (the vendor conversion may return a canonical NaN)."""
+
+
+def _lowp(dtype: D, value: str = "float", kind: Kind = "float") -> CType:
+    packed = dtype.info.storage_bits == 4
+    return CType(
+        dtype, "unsigned char", value, kind, f"{DECODER[dtype]}({{x}})", f"{CAST_ENCODER[dtype]}({{v}})", True, packed
+    )
+
+
 def _int(dtype: D, storage: str) -> CType:
     return CType(dtype, storage, "long long", "int", "((long long)({x}))", f"(({storage})({{v}}))")
 
@@ -55,7 +73,9 @@ def _int(dtype: D, storage: str) -> CType:
 C_TYPES: Final[dict[D, CType]] = {
     D.ACL_FLOAT: CType(D.ACL_FLOAT, "float", "float", "float"),
     D.ACL_DOUBLE: CType(D.ACL_DOUBLE, "double", "double", "float"),
-    D.ACL_FLOAT16: CType(D.ACL_FLOAT16, "unsigned short", "float", "float", "acl_h2f({x})", "acl_f2h({v})"),
+    D.ACL_FLOAT16: CType(
+        D.ACL_FLOAT16, "unsigned short", "float", "float", "acl_h2f({x})", "acl_f2h({v})", exact_decode=_EXACT_H2F
+    ),
     D.ACL_BF16: CType(D.ACL_BF16, "unsigned short", "float", "float", "acl_b2f({x})", "acl_f2b({v})"),
     D.ACL_INT8: _int(D.ACL_INT8, "signed char"),
     D.ACL_INT16: _int(D.ACL_INT16, "short"),
@@ -66,6 +86,8 @@ C_TYPES: Final[dict[D, CType]] = {
     D.ACL_UINT32: _int(D.ACL_UINT32, "unsigned int"),
     D.ACL_UINT64: CType(D.ACL_UINT64, "unsigned long long", "unsigned long long", "uint64"),
     D.ACL_BOOL: CType(D.ACL_BOOL, "unsigned char", "bool", "bool", "({x} != 0)", "((unsigned char)({v}))"),
+    **{dt: _lowp(dt) for dt in sorted(LOW_PRECISION - {D.ACL_INT4})},
+    D.ACL_INT4: _lowp(D.ACL_INT4, "long long", "int"),
 }
 """Every dtype the HIP kernels compute with."""
 
@@ -98,11 +120,17 @@ def convert(expr: str, src: CType, dst: CType) -> str:
     return f"(({dst.value})({expr}))"
 
 
-def load(pointer_expr: str, src: CType, dst: CType) -> str:
-    """C expression reading one ``src`` element at ``pointer_expr`` as a ``dst.value``."""
-    return convert(src.decode.format(x=pointer_expr), src, dst)
+def load(pointer_expr: str, src: CType, dst: CType, exact: bool = False) -> str:
+    """C expression reading one ``src`` element at ``pointer_expr`` as a ``dst.value`` (``exact``: keep NaN signs)."""
+    decode = src.exact_decode if exact and src.exact_decode else src.decode
+    return convert(decode.format(x=pointer_expr), src, dst)
 
 
 def store(value_expr: str, src: CType, dst: CType) -> str:
-    """C expression turning a ``src.value`` into the storage bits of a ``dst`` element."""
+    """C expression turning a ``src.value`` into the storage bits of a ``dst`` element.
+
+    A low-precision ``dst`` encodes the value in its own type (one rounding, from the source's bits).
+    """
+    if dst.lowp:
+        return dst.encode.format(v=value_expr)
     return dst.encode.format(v=convert(value_expr, src, dst))

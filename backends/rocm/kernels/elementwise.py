@@ -29,6 +29,7 @@ from typing import Final
 
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.ctypes_map import ctype, load, store
+from acl_rocm.kernels.lowp import LOWP_PRELUDE
 from acl_rocm.kernels.prelude import PRELUDE
 
 TOKENS: Final = frozenset({"T", "F", "B", "O"})
@@ -190,6 +191,7 @@ class Operand:
     read: bool
     write: bool
     stride_class: str = "any"  # "unit" (stride 1), "zero" (broadcast) or "any"; rank-1 kernels only
+    nibble: int = 0  # packed 4-bit storage: the view's first element is in the high nibble of its byte
 
 
 @dataclass(frozen=True)
@@ -215,6 +217,7 @@ class Instance:
     restrict: bool = False
     types: tuple[tuple[str, D], ...] = ()
     unroll: int = UNROLL
+    exact: bool = False  # loads keep every source bit (NaN signs), for encoders that read them
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -241,6 +244,13 @@ def _offset_lines(inst: Instance, decl: str = "const ") -> list[str]:
             lines.append("{ const " + idx + " c = rest;")
         lines.append("  " + " ".join(f"{n} += c * m.stride[{k}][{d}];" for k, n in enumerate(names)) + " }")
     return lines
+
+
+def _element(op: Operand, offset: str) -> str:
+    """C expression of one stored element of ``op`` at element offset ``offset`` (a 4-bit code when packed)."""
+    if ctype(op.storage).packed:
+        return f"acl_nib_get(p_{op.name}, (long long){offset} + {op.nibble})"
+    return f"p_{op.name}[{offset}]"
 
 
 def generate(inst: Instance) -> str:
@@ -286,7 +296,7 @@ def generate(inst: Instance) -> str:
     body.append("    if (i < n) {")
     gather = _offset_lines(inst)
     for k, op in loaded:
-        value = load(f"p_{op.name}[o{k}]", ctype(op.storage), ctype(op.value))
+        value = load(_element(op, f"o{k}"), ctype(op.storage), ctype(op.value), inst.exact)
         gather.append(f"v_{op.name}[u] = {value};")
     for k, _ in written:
         gather.append(f"w{k}[u] = o{k};")
@@ -303,14 +313,19 @@ def generate(inst: Instance) -> str:
     else:
         compute.append(f"const {result_c.value} r = ({result_c.value})({u.body});")
     for k, op in written:
-        compute.append(f"p_{op.name}[w{k}[u]] = {store('r', result_c, ctype(op.storage))};")
+        bits = store("r", result_c, ctype(op.storage))
+        if ctype(op.storage).packed:
+            compute.append(f"acl_nib_set(p_{op.name}, (long long)w{k}[u] + {op.nibble}, {bits});")
+        else:
+            compute.append(f"p_{op.name}[w{k}[u]] = {bits};")
     body.extend("      " + line for line in compute)
     body.append("    }")
     body.append("  }")
     body.append("}")
     meta = f"struct Meta {{ {idx} n; {idx} shape[{inst.ndim}]; {idx} stride[{max(nops, 1)}][{inst.ndim}]; }};"
+    lowp = any(ctype(op.storage).lowp for op in inst.operands)
     lines = [
-        PRELUDE,
+        PRELUDE + (LOWP_PRELUDE if lowp else ""),
         f"// elementwise {u.name}: {u.signature}",
         f"// body: {u.body}",
         meta,

@@ -22,6 +22,7 @@ from acl_core.tensor import AclScalar, AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels.ctypes_map import SUPPORTED, ctype
 from acl_rocm.kernels.elementwise import INTERNAL, UFUNCS, Instance, Operand, ScalarArg, Ufunc, generate, unroll_for
+from acl_rocm.kernels.lowp import LOW_PRECISION
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.views import broadcast_strides, coalesce, index_type
 
@@ -70,7 +71,12 @@ def _select(op: str, launch: Launch) -> Ufunc:
 
 
 def _itemsize(dtype: D) -> int:
-    return dtype.info.storage_bits // 8
+    return max(dtype.info.storage_bits // 8, 1)
+
+
+def _address(t: AclTensor) -> int:
+    """The byte address of a view's first element (the byte holding it, for packed 4-bit types)."""
+    return t.data + (t.offset * t.dtype.info.storage_bits) // 8
 
 
 class ElementwiseRunner:
@@ -113,6 +119,9 @@ class ElementwiseRunner:
             raise _refuse(op, f"no output tensor {out_name!r}")
         compute: D | None = launch.plan.get("compute")
         tokens = _tokens(compute, out.dtype)
+        source = args.get("self")
+        if op == "Cast" and out.dtype in LOW_PRECISION and isinstance(source, AclTensor) and source.dtype in SUPPORTED:
+            tokens = _tokens(compute, source.dtype)  # the encoder reads the source in its own type: one rounding
         inputs = dict(u.inputs)
         tensors: list[tuple[str, AclTensor]] = []
         scalars: list[tuple[str, AclScalar | None]] = []
@@ -171,24 +180,28 @@ class ElementwiseRunner:
         for k, (name, t) in enumerate(tensors):
             dt = tokens[inputs.get(name, out_token)]
             assert dt is not None
-            operands.append(Operand(name, t.dtype, dt, name in inputs, name == out_name, geometry.stride_class(k)))
+            nibble = t.offset % 2 if ctype(t.dtype).packed else 0
+            cls = geometry.stride_class(k)
+            operands.append(Operand(name, t.dtype, dt, name in inputs, name == out_name, cls, nibble))
+        lowp = any(ctype(t.dtype).lowp for _, t in tensors)  # bit-exact codecs: exact loads
         restrict = all(t.data != out.data for name, t in tensors if name != out_name)
         inst = Instance(
             ufunc=u,
             operands=tuple(operands),
             scalars=tuple(scalar_args),
             constants=tuple(constants),
-            result=tokens[out_token] or out.dtype,
+            result=out.dtype if tokens[out_token] is None else tokens[out_token],  # ACL_FLOAT is 0
             ndim=geometry.ndim,
             index_type=index_type(geometry, config.threads * unroll),
             restrict=restrict,
             types=tuple((tok, dt) for tok, dt in sorted(tokens.items()) if dt is not None),
             unroll=unroll,
+            exact=lowp,
         )
         meta = [geometry.numel, *geometry.shape, *(s for st in geometry.strides for s in st)]
         values: list[Any] = [KernelArgs.index_array(meta, inst.index_type)]
         for _, t in tensors:
-            values.append(KernelArgs.pointer(t.data + t.offset * _itemsize(t.dtype)))
+            values.append(KernelArgs.pointer(_address(t)))
         values.extend(scalar_values)
         return Planned(inst, config, values)
 
