@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
-# One device call: install the carried wheels, check the GPU, run the GPU test tier of the rocm backend,
-# the conformance suite and the benchmarks; everything lands in $OUT (at most 8 files come back).
-# Usage (from the repository root, on the device machine): bash scripts/gpu_run.sh [pytest args...]
-# The device machine has no registry: fetch the wheels it lacks here first, into the git-ignored .whl/, e.g.
+# One device call: install the carried wheels, run the rocm backend's GPU test tier, `acl-core conformance
+# rocm --full`, the operator benchmarks beside PyTorch, and Qwen3 parity and speed beside transformers.
+# Usage (repository root, on the GPU machine): bash scripts/gpu_run.sh [pytest args...]
+# Each step has its own time limit (seconds, overridable) so the whole run ends inside a 10-minute call;
+# CONFORMANCE_MODE=--quick and QWEN=short make a shorter run when device time is scarce.
+# The GPU machine has no registry: fetch the wheels it lacks here first, into the git-ignored .whl/:
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
 #     --platform manylinux2014_x86_64 -d .whl pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 \
-#     typing-inspection==0.4.5 ml_dtypes==0.7.0 nvmath-python==1.0.0
-# (ml_dtypes 0.6 there cannot give numpy 2.5 a bfloat16 finfo; nvmath-python carries the cuBLASLt bindings.)
+#     typing-inspection==0.4.5 ml_dtypes==0.7.0 nvmath-python==1.0.0 nccl4py==0.6.0 nvidia-cudnn-frontend==1.32.0
+# (ml_dtypes 0.6 there cannot give numpy 2.5 a bfloat16 finfo; nvmath-python carries the cuBLASLt bindings;
+# the cuDNN frontend drives cuDNN's fused attention.)
+# What comes back (the device tool returns at most 8 files): gpu_run.log, caps.json, conformance.json,
+# bench_ops.json, bench_ops.png, qwen3.json (parity and speed) and more.tar.gz (everything else).
 set -uo pipefail
 OUT="${OUT:-$(pwd)/reports/gpu}"
-mkdir -p "$OUT"
-LOG="$OUT/gpu_run.log"
-exec > >(tee -a "$LOG") 2>&1
+WORK="$OUT/work"
+mkdir -p "$WORK"
+exec > >(tee -a "$OUT/gpu_run.log") 2>&1
 export PYTHONUNBUFFERED=1
 export ACL_KERNEL_CACHE="${ACL_KERNEL_CACHE:-/tmp/acl-kernel-cache}"
 SITE=/tmp/acl-site
 step() { echo; echo "==== $* ($(date +%T))"; }
+pack() { tar -C "$WORK" -czf "$OUT/more.tar.gz" . 2>/dev/null; }
+trap pack EXIT
 
 step "wheels"
 if compgen -G ".whl/*.whl" > /dev/null; then
@@ -24,48 +31,58 @@ if compgen -G ".whl/*.whl" > /dev/null; then
     || { echo "wheel install failed"; exit 1; }
   export PYTHONPATH="$SITE:$(pwd):$(pwd)/backends:${PYTHONPATH:-}"
 fi
-step "acl-core (editable, no deps)"
 python3 -m pip install -q --no-deps --no-build-isolation -e . || echo "editable install failed; relying on PYTHONPATH"
 export PATH="$HOME/.local/bin:$PATH"
 
 step "environment"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv 2>/dev/null || true
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null || true
 python3 - <<'PY'
-import importlib, importlib.metadata as md
-for d in ("cuda-bindings", "cuda-core", "cuda-pathfinder", "nvmath-python", "numpy", "ml-dtypes", "pydantic", "pluggy", "torch"):
+import importlib.metadata as md, os
+for d in ("cuda-bindings", "nvmath-python", "nvidia-cudnn-frontend", "nccl4py", "numpy", "ml-dtypes", "pydantic",
+          "torch", "transformers"):
     try:
-        print(f"{d:18} {md.version(d)}")
+        print(f"{d:22} {md.version(d)}")
     except md.PackageNotFoundError:
-        print(f"{d:18} MISSING")
+        print(f"{d:22} MISSING")
 import acl_core
 for s in acl_core.list_backends():
     print(f"backend {s.name}: available={s.available} {s.reason}")
 caps = acl_core.get_backend("rocm").capabilities()
-open(__import__("os").environ["OUT"] + "/caps.json", "w").write(caps.to_json())
-print(caps.to_json())
+open(os.environ["OUT"] + "/caps.json", "w").write(caps.to_json())
+print(f"rocm claims {len(caps.ops)} operators; attention: {caps.attention_path}")
 PY
 
-step "GPU tests: pytest -m gpu tests/rocm"
-python3 -m pytest -m gpu tests/rocm -q -rs -n "${PYTEST_WORKERS:-8}" -p no:cacheprovider \
-  --junitxml="$OUT/pytest_gpu.xml" "$@"
-echo "pytest exit: $?"
+# The test tier and conformance share the GPU; both are correctness runs, so they go side by side.
+step "GPU test tier (pytest -m gpu tests/rocm) beside conformance rocm ${CONFORMANCE_MODE:---full}"
+timeout "${TESTS_TIMEOUT:-220}" python3 -m pytest -m gpu tests/rocm -q -rfEs -n "${PYTEST_WORKERS:-8}" \
+  -p no:cacheprovider --junitxml="$WORK/pytest_gpu.xml" "$@" > "$WORK/pytest_gpu.log" 2>&1 &
+tests=$!
+timeout "${CONFORMANCE_TIMEOUT:-220}" python3 -m acl_core conformance rocm "${CONFORMANCE_MODE:---full}" --plain \
+  --report "$WORK/conformance" > "$WORK/conformance.log" 2>&1 &
+conformance=$!
+wait $tests; echo "pytest exit: $?"; grep -E "^(FAILED|ERROR)|passed|failed" "$WORK/pytest_gpu.log" | tail -40
+wait $conformance; echo "conformance exit: $?"; tail -30 "$WORK/conformance.log"
+cp "$WORK/conformance/report.json" "$OUT/conformance.json" 2>/dev/null || true
 
-step "CPU tests of the rocm backend (on this machine too)"
-python3 -m pytest -m "not gpu" tests/rocm -q -n 4 -p no:cacheprovider 2>&1 | tail -5
-
-if python3 -c "import acl_conformance.cli" 2>/dev/null; then
-  step "conformance: acl-core conformance rocm"
-  timeout "${CONFORMANCE_TIMEOUT:-240}" python3 -m acl_core conformance rocm --quick --plain --report "$OUT/conformance" \
-    > "$OUT/conformance.log" 2>&1
-  echo "conformance exit: $? (log: conformance.log)"; tail -25 "$OUT/conformance.log"
-fi
-
-step "benchmarks: acl-core bench --suite ops --sizes full (beside torch on the same GPU)"
-# bench_ops.json carries the host-overhead cases and the startup figure that bench_tools.json (host suite)
-# carried, so its PNG takes that slot: 8 files come back (gpu_run.log, pytest_gpu.xml, caps.json,
-# conformance.log, conformance/report.json, conformance/report.html, bench_ops.json, bench_ops.png).
-# Without matplotlib on the device machine the JSON is still written and the PNG skipped (plot it here later: python -m acl_tools.bench.plot bench_ops.json).
-timeout "${BENCH_TIMEOUT:-420}" python3 -m acl_core bench --backend rocm --suite ops --sizes full \
+step "benchmarks: acl-core bench --backend rocm --suite ops --sizes full (beside torch on the same GPU)"
+timeout "${BENCH_TIMEOUT:-120}" python3 -m acl_core bench --backend rocm --suite ops --sizes full \
   --out "$OUT/bench_ops.json" --plot "$OUT/bench_ops.png"
-echo "acl-core bench --suite ops exit: $?"
+echo "bench exit: $?"
+
+step "Qwen3: parity and speed beside transformers on this GPU"
+Q="$WORK/qwen3"; mkdir -p "$Q"
+qwen() { timeout "${QWEN_STEP_TIMEOUT:-60}" python3 -m acl_core qwen3 "$@" --quiet; echo "qwen3 $1 exit: $?"; }
+python3 -m acl_core qwen3 make-tiny /tmp/q-tiny > /dev/null && python3 -m acl_core qwen3 make-tiny --config qwen3-0.6b /tmp/q06 > /dev/null
+if [ "${QWEN:-full}" = full ]; then  # QWEN=short skips the fp32 parity runs (proven in earlier runs) to save device time
+  qwen parity --model /tmp/q-tiny --backend rocm --dtype fp32 --out "$Q/parity-tiny-fp32.json"
+  qwen parity --model /tmp/q06 --backend rocm --dtype fp32 --out "$Q/parity-0.6b-fp32.json"
+fi
+qwen parity --model /tmp/q06 --backend rocm --dtype bf16 --out "$Q/parity-0.6b-bf16.json"
+qwen bench --model /tmp/q06 --backend rocm --dtype bf16 --batch 1,8 --prompt-len 64 --new-tokens 32 --repeat 2 \
+  --out "$Q/bench-0.6b-bf16.json"
+python3 - "$Q" "$OUT/qwen3.json" <<'PY'
+import json, pathlib, sys
+found = {p.stem: json.loads(p.read_text()) for p in sorted(pathlib.Path(sys.argv[1]).glob("*.json"))}
+pathlib.Path(sys.argv[2]).write_text(json.dumps(found, indent=1))
+PY
 step "done"
