@@ -100,3 +100,48 @@ def test_large_broadcast_uses_64_bit_indices(rocm: Backend, reference: Backend) 
     np.testing.assert_array_equal(out[:, 0], [1, 2, 3])
     np.testing.assert_array_equal(out[:, -1], [1, 2, 3])
     assert int(out.astype(np.int64).sum()) == 6 * b.shape[1]
+
+
+VECTOR_DTYPES = [np.float32, np.float16, np.dtype("bfloat16")]
+
+
+def _vector_values(n: int, dtype: object, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(n) * 4).astype(np.float32)
+    x[:8] = [np.inf, -np.inf, np.nan, 0.0, -90.0, 90.0, -1e-3, 1e-3]
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", VECTOR_DTYPES, ids=["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("offset", [0, 1, 2, 4])
+def test_vector_path_tail_and_misaligned_views(rocm: Backend, reference: Backend, dtype: object, offset: int) -> None:
+    """Offsets 0/4 take whole 16- or 8-byte vectors, 1/2 narrower ones or the scalar path; n leaves a tail."""
+    from tests.rocm.offset_views import empty_placed, placed
+
+    n = (1 << 21) + 13  # more vectors than one grid trip covers, then a tail
+    a, b = _vector_values(n, dtype, 1), _vector_values(n, dtype, 2)
+    for op, extra in (("Add", {"alpha": 1.5}), ("Mul", {}), ("Silu", {})):
+        inputs = {"self": a} if op == "Silu" else {"self": a, "other": b}
+        expected = eager.run(op, reference, **inputs, **extra)["out"]
+        on_device = {k: placed(rocm, v, offset) for k, v in inputs.items()}
+        out = empty_placed(rocm, (n,), expected.dtype, offset)
+        try:
+            eager.run(op, rocm, **on_device, **extra, out=out)
+            assert_close(out.numpy(), expected)
+        finally:
+            for arr in (*on_device.values(), out):
+                arr.free()
+
+
+def test_vector_path_with_a_broadcast_operand_and_mixed_widths(rocm: Backend, reference: Backend) -> None:
+    n = 100_003
+    a = _vector_values(n, np.float16, 3)
+    for args in ({"self": a, "other": np.array([2.5], np.float16)}, {"self": np.float16(0.5), "other": a}):
+        args = {k: np.asarray(v) for k, v in args.items()}
+        assert_close(eager.run("Mul", rocm, **args)["out"], eager.run("Mul", reference, **args)["out"])
+    x = _vector_values(n, np.float32, 4)
+    for target in (D.ACL_FLOAT16, D.ACL_BF16):
+        cast = {"self": x, "dtype": int(target)}
+        assert_close(eager.run("Cast", rocm, **cast)["out"], eager.run("Cast", reference, **cast)["out"])
+    for op in ("Sigmoid", "FastGelu"):
+        assert_close(eager.run(op, rocm, self=a)["out"], eager.run(op, reference, self=a)["out"])

@@ -37,6 +37,11 @@ MAX_RANK: Final = 8
 BLOCK_THREADS: Final = 256
 UNROLL: Final = 4
 """Elements each thread takes per trip of the grid-stride loop (at least; see :func:`unroll_for`)."""
+VECTOR_BYTES: Final = 16
+"""The widest access of the vector path: one 16-byte load or store per operand and vector."""
+VECTOR_UNROLL: Final = 2
+"""Vectors each thread takes per trip of the vector path's grid-stride loop."""
+LOWP: Final = frozenset({D.ACL_FLOAT16, D.ACL_BF16})
 
 
 def unroll_for(itemsizes: list[int] | tuple[int, ...]) -> int:
@@ -48,6 +53,13 @@ def unroll_for(itemsizes: list[int] | tuple[int, ...]) -> int:
     if any(size <= 0 for size in itemsizes):
         raise ValueError(f"element sizes must be positive, got {list(itemsizes)}")
     return UNROLL
+
+
+def vector_width(itemsizes: list[int] | tuple[int, ...]) -> int:
+    """Elements per vector for operands of these byte sizes: the widest operand moves 16 bytes at a time."""
+    if not itemsizes or any(size <= 0 for size in itemsizes):
+        raise ValueError(f"element sizes must be positive, got {list(itemsizes)}")
+    return max(1, VECTOR_BYTES // max(itemsizes))
 
 
 _PARAM = re.compile(r"^\s*([A-Za-z_]\w*)\s*:\s*([A-Z])\s*$")
@@ -218,6 +230,7 @@ class Instance:
     types: tuple[tuple[str, D], ...] = ()
     unroll: int = UNROLL
     exact: bool = False  # loads keep every source bit (NaN signs), for encoders that read them
+    vec: int = 1  # > 1: the vector path (rank 1, unit or zero strides, unit operands aligned to vec elements)
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -246,6 +259,116 @@ def _offset_lines(inst: Instance, decl: str = "const ") -> list[str]:
     return lines
 
 
+def vectorizable(inst: Instance) -> bool:
+    """True when ``inst`` may take the vector path: rank 1, every operand unit-stride or broadcast, one output."""
+    return (
+        inst.ndim == 1
+        and all(op.stride_class in ("unit", "zero") for op in inst.operands)
+        and all(op.stride_class == "unit" for op in inst.operands if op.write)
+    )
+
+
+def lowp_results(inst: Instance) -> bool:
+    """True when every result is computed in float and stored as fp16/bf16 (fast transcendentals suffice)."""
+    written = [op.storage for op in inst.operands if op.write]
+    return bool(written) and all(d in LOWP for d in written) and ctype(inst.result).value == "float"
+
+
+def _compute(inst: Instance, values: Mapping[str, str]) -> list[str]:
+    """Lines computing ``r`` (the result type) from each loaded operand's value expression."""
+    u = inst.ufunc
+    result_c = ctype(inst.result)
+    body = re.sub(r"\bacl_sigmoid\(", "acl_sigmoid_lowp(", u.body) if lowp_results(inst) else u.body
+    lines = [
+        f"const {ctype(op.value).value} {op.name} = {values[op.name]};" for op in inst.operands if op.name in values
+    ]
+    if u.statements:
+        lines.append(f"{result_c.value} r;")
+        lines.append("{ " + body + " }")
+    else:
+        lines.append(f"const {result_c.value} r = ({result_c.value})({body});")
+    return lines
+
+
+def _vector_body(inst: Instance) -> list[str]:
+    """The vector path: ``vec`` contiguous elements per access, ``unroll`` vectors per trip, then a scalar tail.
+
+    Unit-stride operands move as ``AclVec`` (one aligned access per vector); broadcast operands are read once.
+    Elements past the last whole vector are taken one per thread, exactly as the vector path computes them.
+    """
+    u, idx, vec, unroll = inst.ufunc, inst.index_type, inst.vec, inst.unroll
+    loaded = [op for op in inst.operands if op.read and u.uses(op.name)]
+    written = [op for op in inst.operands if op.write]
+    result_c = ctype(inst.result)
+    body = [
+        f"const {idx} n = m.n;",
+        f"const {idx} nvec = n / {vec};",
+        f"const {idx} threads = ({idx})gridDim.x * ({idx})blockDim.x;",
+    ]
+    for op in loaded:
+        if op.stride_class == "zero":
+            value = load(f"p_{op.name}[0]", ctype(op.storage), ctype(op.value))
+            body.append(f"const {ctype(op.value).value} b_{op.name} = {value};")
+    body.append(
+        f"for ({idx} base = ({idx})blockIdx.x * ({idx})blockDim.x * {unroll} + ({idx})threadIdx.x; base < nvec;"
+    )
+    body.append(f"     base += threads * {unroll}) {{")
+    for op in loaded:
+        if op.stride_class == "unit":
+            body.append(f"  AclVec<{ctype(op.storage).storage}, {vec}> q_{op.name}[{unroll}];")
+    body.append("  #pragma unroll")
+    body.append(f"  for (int u = 0; u < {unroll}; ++u) {{")
+    body.append(f"    const {idx} c = base + ({idx})u * ({idx})blockDim.x;")
+    body.append("    if (c < nvec) {")
+    for op in loaded:
+        if op.stride_class == "unit":
+            vt = f"AclVec<{ctype(op.storage).storage}, {vec}>"
+            body.append(f"      q_{op.name}[u] = *reinterpret_cast<const {vt}*>(p_{op.name} + c * {vec});")
+    body.append("    }")
+    body.append("  }")
+    body.append("  #pragma unroll")
+    body.append(f"  for (int u = 0; u < {unroll}; ++u) {{")
+    body.append(f"    const {idx} c = base + ({idx})u * ({idx})blockDim.x;")
+    body.append("    if (c < nvec) {")
+    for op in written:
+        body.append(f"      AclVec<{ctype(op.storage).storage}, {vec}> s_{op.name};")
+    body.append("      #pragma unroll")
+    body.append(f"      for (int e = 0; e < {vec}; ++e) {{")
+    values = {
+        op.name: (
+            f"b_{op.name}"
+            if op.stride_class == "zero"
+            else load(f"q_{op.name}[u].v[e]", ctype(op.storage), ctype(op.value))
+        )
+        for op in loaded
+    }
+    lines = _compute(inst, values)
+    lines += [f"s_{op.name}.v[e] = {store('r', result_c, ctype(op.storage))};" for op in written]
+    body.extend("        " + line for line in lines)
+    body.append("      }")
+    for op in written:
+        vt = f"AclVec<{ctype(op.storage).storage}, {vec}>"
+        body.append(f"      *reinterpret_cast<{vt}*>(p_{op.name} + c * {vec}) = s_{op.name};")
+    body.append("    }")
+    body.append("  }")
+    body.append("}")
+    body.append(
+        f"for ({idx} i = nvec * {vec} + ({idx})blockIdx.x * ({idx})blockDim.x + ({idx})threadIdx.x; i < n;"
+        " i += threads) {"
+    )
+    tail = {
+        op.name: (
+            f"b_{op.name}" if op.stride_class == "zero" else load(f"p_{op.name}[i]", ctype(op.storage), ctype(op.value))
+        )
+        for op in loaded
+    }
+    lines = _compute(inst, tail)
+    lines += [f"p_{op.name}[i] = {store('r', result_c, ctype(op.storage))};" for op in written]
+    body.extend("  " + line for line in lines)
+    body.append("}")
+    return body
+
+
 def _element(op: Operand, offset: str) -> str:
     """C expression of one stored element of ``op`` at element offset ``offset`` (a 4-bit code when packed)."""
     if ctype(op.storage).packed:
@@ -258,10 +381,12 @@ def generate(inst: Instance) -> str:
 
     Each thread takes ``inst.unroll`` elements a block apart per trip of a grid-stride loop: it first
     loads every input of all of them (so the loads are in flight together), then computes and stores.
+    With ``inst.vec > 1`` (see :func:`vectorizable`) it takes ``unroll`` vectors of ``vec`` elements instead.
     """
     u = inst.ufunc
     idx = inst.index_type
-    nops = len(inst.operands)
+    if inst.vec > 1 and not vectorizable(inst):
+        raise ValueError(f"{u.name}: the vector path needs rank 1 and unit or zero strides")
     params = ["const Meta m"]
     restrict = " __restrict__" if inst.restrict else ""
     for op in inst.operands:
@@ -280,6 +405,9 @@ def generate(inst: Instance) -> str:
     loaded = [(k, op) for k, op in enumerate(inst.operands) if op.read and u.uses(op.name)]
     written = [(k, op) for k, op in enumerate(inst.operands) if op.write]
     result_c = ctype(inst.result)
+    if inst.vec > 1:
+        body += _vector_body(inst)
+        return _assemble(inst, params, body)
     body.append(f"const {idx} n = m.n;")
     body.append(f"const {idx} step = ({idx})gridDim.x * ({idx})blockDim.x * {inst.unroll};")
     body.append(
@@ -306,12 +434,7 @@ def generate(inst: Instance) -> str:
     body.append("  #pragma unroll")
     body.append(f"  for (int u = 0; u < {inst.unroll}; ++u) {{")
     body.append(f"    if (base + ({idx})u * ({idx})blockDim.x < n) {{")
-    compute = [f"const {ctype(op.value).value} {op.name} = v_{op.name}[u];" for _, op in loaded]
-    if u.statements:
-        compute.append(f"{result_c.value} r;")
-        compute.append("{ " + u.body + " }")
-    else:
-        compute.append(f"const {result_c.value} r = ({result_c.value})({u.body});")
+    compute = _compute(inst, {op.name: f"v_{op.name}[u]" for _, op in loaded})
     for k, op in written:
         bits = store("r", result_c, ctype(op.storage))
         if ctype(op.storage).packed:
@@ -322,6 +445,13 @@ def generate(inst: Instance) -> str:
     body.append("    }")
     body.append("  }")
     body.append("}")
+    return _assemble(inst, params, body)
+
+
+def _assemble(inst: Instance, params: list[str], body: list[str]) -> str:
+    u = inst.ufunc
+    idx = inst.index_type
+    nops = len(inst.operands)
     meta = f"struct Meta {{ {idx} n; {idx} shape[{inst.ndim}]; {idx} stride[{max(nops, 1)}][{inst.ndim}]; }};"
     lowp = any(ctype(op.storage).lowp for op in inst.operands)
     lines = [

@@ -26,6 +26,11 @@ typedef unsigned int acl_lane_mask_t;
 #endif
 #define ACL_DEV __device__ __forceinline__
 
+// N elements of T as one aligned access (N * sizeof(T) bytes: a 16-byte load or store for N * sizeof(T) == 16)
+template <class T, int N> struct alignas(sizeof(T) * N) AclVec {
+  T v[N];
+};
+
 // fp16 <-> fp32 in software, round to nearest even (overflow to inf, NaN stays NaN)
 ACL_DEV float acl_h2f_soft(unsigned short h) {
   unsigned int sign = ((unsigned int)h & 0x8000u) << 16;
@@ -144,8 +149,17 @@ ACL_DEV float acl_erf(float x) { return erff(x); }
 ACL_DEV double acl_erf(double x) { return erf(x); }
 ACL_DEV float acl_pow(float x, float y) { return powf(x, y); }
 ACL_DEV double acl_pow(double x, double y) { return pow(x, y); }
-ACL_DEV float acl_sigmoid(float x) {
-  return x >= 0.0f ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x));
+// fp32: one exp and one correctly rounded division, no branch (a warp of mixed signs runs one path, and the
+// result is within a few ulp for every x)
+ACL_DEV float acl_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+// for results stored as fp16/bf16 only: the hardware exp2 and a fast reciprocal (~1e-6 relative error,
+// far below a 16-bit ulp; 1 / inf is 0 on both paths)
+ACL_DEV float acl_sigmoid_lowp(float x) {
+#if defined(__CUDA_ARCH__)
+  return __fdividef(1.0f, 1.0f + exp2f(x * -1.4426950408889634f));
+#else
+  return 1.0f / (1.0f + exp2f(x * -1.4426950408889634f));
+#endif
 }
 ACL_DEV double acl_sigmoid(double x) { return x >= 0.0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }
 

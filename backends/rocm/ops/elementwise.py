@@ -21,10 +21,21 @@ from acl_core.spec.rules import float_result
 from acl_core.tensor import AclScalar, AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels.ctypes_map import SUPPORTED, ctype
-from acl_rocm.kernels.elementwise import INTERNAL, UFUNCS, Instance, Operand, ScalarArg, Ufunc, generate, unroll_for
+from acl_rocm.kernels.elementwise import (
+    INTERNAL,
+    UFUNCS,
+    VECTOR_UNROLL,
+    Instance,
+    Operand,
+    ScalarArg,
+    Ufunc,
+    generate,
+    unroll_for,
+    vector_width,
+)
 from acl_rocm.kernels.lowp import LOW_PRECISION
 from acl_rocm.launch import KernelArgs, LaunchConfig
-from acl_rocm.views import broadcast_strides, coalesce, index_type
+from acl_rocm.views import Geometry, broadcast_strides, coalesce, index_type
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
@@ -174,8 +185,6 @@ class ElementwiseRunner:
         out_shape = out.view_dims
         strides = [broadcast_strides(t.view_dims, t.strides, out_shape) for _, t in tensors]
         geometry = coalesce(out_shape, strides)
-        unroll = unroll_for([_itemsize(t.dtype) for _, t in tensors])
-        config = self.backend.elementwise_config(geometry.numel, unroll)
         operands = []
         for k, (name, t) in enumerate(tensors):
             dt = tokens[inputs.get(name, out_token)]
@@ -183,7 +192,10 @@ class ElementwiseRunner:
             nibble = t.offset % 2 if ctype(t.dtype).packed else 0
             cls = geometry.stride_class(k)
             operands.append(Operand(name, t.dtype, dt, name in inputs, name == out_name, cls, nibble))
-        lowp = any(ctype(t.dtype).lowp for _, t in tensors)  # bit-exact codecs: exact loads
+        lowp = any(ctype(t.dtype).lowp for _, t in tensors)  # bit-exact codecs: scalar path, exact loads
+        vec = 1 if lowp else choose_vector(geometry, [t for _, t in tensors], operands)
+        unroll = VECTOR_UNROLL if vec > 1 else unroll_for([_itemsize(t.dtype) for _, t in tensors])
+        config = self.backend.elementwise_config(geometry.numel, unroll * vec)
         restrict = all(t.data != out.data for name, t in tensors if name != out_name)
         inst = Instance(
             ufunc=u,
@@ -192,11 +204,12 @@ class ElementwiseRunner:
             constants=tuple(constants),
             result=out.dtype if tokens[out_token] is None else tokens[out_token],  # ACL_FLOAT is 0
             ndim=geometry.ndim,
-            index_type=index_type(geometry, config.threads * unroll),
+            index_type=index_type(geometry, config.threads * unroll * vec),
             restrict=restrict,
             types=tuple((tok, dt) for tok, dt in sorted(tokens.items()) if dt is not None),
             unroll=unroll,
             exact=lowp,
+            vec=vec,
         )
         meta = [geometry.numel, *geometry.shape, *(s for st in geometry.strides for s in st)]
         values: list[Any] = [KernelArgs.index_array(meta, inst.index_type)]
@@ -277,6 +290,29 @@ class Planned:
     instance: Instance
     config: LaunchConfig
     values: list[Any]
+
+
+def choose_vector(geometry: Geometry, tensors: Sequence[AclTensor], operands: Sequence[Operand]) -> int:
+    """Elements per access of the vector path for this call, or 1 for the general strided path.
+
+    The vector path needs a rank-1 walk where every operand is unit-stride or broadcast (the output
+    unit-stride) and every unit-stride operand's first element aligned to a whole vector; the width
+    halves until the addresses allow it (an offset view of fp16 may still take 4-element vectors).
+    """
+    if geometry.ndim != 1 or geometry.numel < 2:
+        return 1
+    classes = [geometry.stride_class(k) for k in range(len(tensors))]
+    if any(c == "any" for c in classes) or any(c != "unit" for c, op in zip(classes, operands) if op.write):
+        return 1
+    unit = [t for t, c in zip(tensors, classes) if c == "unit"]
+    if not unit:
+        return 1
+    vec = vector_width([_itemsize(t.dtype) for t in tensors])
+    while vec > 1:
+        if all((t.data + t.offset * _itemsize(t.dtype)) % (vec * _itemsize(t.dtype)) == 0 for t in unit):
+            return vec
+        vec //= 2
+    return 1
 
 
 def _nothing(stream: int) -> None:
