@@ -133,3 +133,53 @@ def test_reductions_never_copy_through_the_host(rocm: Backend, monkeypatch: pyte
         rt.free(out)
     value = float(np.frombuffer(b"\x3f" * 4, np.float32)[0])
     np.testing.assert_allclose(host, np.full(4, value * (n // 4), np.float32), rtol=1e-6)
+
+
+ROW_DTYPES = [np.float32, np.float16, np.dtype("bfloat16")]
+ROW_SHAPES = [(64, 8192), (33, 8191), (16, 12288), (8, 20000), (7, 3), (5, 1)]
+"""Register-cached rows with whole vectors, an odd length (scalar chunks), 24 halves a thread, rows too long
+for the cache (the three-pass path), tiny rows and one-element rows."""
+
+
+def _row_args(op: str, shape: tuple[int, int], dtype: object, rng: np.random.Generator) -> dict:
+    x = (rng.standard_normal(shape) * 3).astype(np.float32).astype(dtype)
+    w = rng.standard_normal(shape[1]).astype(np.float32).astype(dtype)
+    if op in ("Softmax", "LogSoftmax"):
+        return {"self": x, "dim": -1}
+    if op == "LayerNorm":
+        b = rng.standard_normal(shape[1]).astype(np.float32).astype(dtype)
+        return {"input": x, "normalizedShape": [shape[1]], "weightOptional": w, "biasOptional": b, "eps": 1e-5}
+    if op == "AddRmsNorm":
+        return {"x1": x, "x2": x[::-1].copy(), "gamma": w, "epsilon": 1e-6}
+    return {"x": x, "gamma": w, "epsilon": 1e-6}
+
+
+@pytest.mark.parametrize("dtype", ROW_DTYPES, ids=["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "LayerNorm", "RmsNorm", "AddRmsNorm"])
+def test_cached_rows_every_length_and_layout(rocm: Backend, reference: Backend, op: str, dtype: object) -> None:
+    rng = np.random.default_rng(5)
+    for shape in ROW_SHAPES:
+        args = _row_args(op, shape, dtype, rng)
+        for layout in ("contiguous", "padded", "transposed"):
+            _compare(rocm, reference, op, dict(args), layout, f"rows {shape}")
+
+
+@pytest.mark.parametrize("offset", [1, 2, 4])
+@pytest.mark.parametrize("op", ["Softmax", "LayerNorm", "RmsNorm"])
+def test_cached_rows_on_misaligned_inputs(rocm: Backend, reference: Backend, op: str, offset: int) -> None:
+    """x starting 1, 2 or 4 elements into its allocation: narrower vectors or scalar chunks, same values."""
+    from tests.rocm.offset_views import placed
+
+    rng = np.random.default_rng(offset)
+    for dtype in ROW_DTYPES:
+        args = _row_args(op, (16, 4096), dtype, rng)
+        name = {"Softmax": "self", "LayerNorm": "input", "RmsNorm": "x"}[op]
+        expected = eager.run(op, reference, **args)
+        x = placed(rocm, args[name], offset)
+        try:
+            actual = eager.run(op, rocm, **{**args, name: x})
+        finally:
+            x.free()
+        for key, value in expected.items():
+            if key in actual:
+                assert_close(actual[key], value)

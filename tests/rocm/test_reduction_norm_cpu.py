@@ -157,8 +157,61 @@ def test_in_place_add_rms_norm_reads_before_it_writes(fake: tuple[RocmBackend, F
     provider.launches.clear()
     eager.run("InplaceAddRmsNorm", backend, x1Ref=x, x2Ref=x, gamma=np.ones(8, np.float32), epsilon=1e-6)
     source = provider.launches[-1].source
-    write_loop = source.rsplit("for (idx_t j", 1)[1]
-    assert write_loop.index("const acc_t v =") < write_loop.index("p_y[") < write_loop.index("p_xout[")
+    assert "cache_t cx[" in source  # a short row: kept in registers, so the row is read before any write
+    after_reads = source.rsplit("acl_block_reduce(", 1)[1]
+    assert "p_x[" not in after_reads and "p_x +" not in after_reads and "p_x2" not in after_reads
+    assert after_reads.index("p_y") < after_reads.index("p_xout")
+
+
+def test_long_rows_keep_the_three_pass_path(fake: tuple[RocmBackend, FakeProvider]) -> None:
+    backend, provider = fake
+    provider.launches.clear()
+    eager.run("RmsNorm", backend, x=np.ones((2, 20000), np.float32), gamma=np.ones(20000, np.float32), epsilon=1e-6)
+    source = provider.launches[-1].source
+    assert "cx[" not in source and "__launch_bounds__(256)" in source
+
+
+@pytest.mark.parametrize(
+    ("dtype", "length", "layout", "vec", "block"),
+    [
+        (np.float32, 8192, "contiguous", 4, 512),
+        (np.float16, 8192, "contiguous", 8, 512),
+        (np.float16, 8191, "contiguous", 1, 512),
+        (np.float16, 8192, "padded", 1, 512),  # rows 2 * 8192 + 1 apart: no aligned vectors
+        (np.float32, 5, "contiguous", 1, 32),
+    ],
+)
+def test_cached_rows_launch_shape_and_vectors(
+    fake: tuple[RocmBackend, FakeProvider], dtype: type, length: int, layout: str, vec: int, block: int
+) -> None:
+    backend, provider = fake
+    provider.launches.clear()
+    eager.run("Softmax", backend, layout=layout, self=np.ones((3, length), dtype), dim=-1)
+    launch = provider.launches[-1]
+    assert launch.block == (block, 1, 1) and f"__launch_bounds__({block})" in launch.source
+    storage = "float" if dtype == np.float32 else "unsigned short"
+    assert (f"AclVec<{storage}, {vec}>" in launch.source) == (vec > 1)
+    assert "acl_exp_row(cx[" in launch.source
+
+
+def test_float64_softmax_keeps_the_float64_exp(fake: tuple[RocmBackend, FakeProvider]) -> None:
+    backend, provider = fake
+    provider.launches.clear()
+    eager.run("Softmax", backend, self=np.ones((3, 64), np.float64), dim=-1)
+    source = provider.launches[-1].source
+    assert "cx[" in source and "acl_exp(cx[" in source and "acl_exp_row(cx[" not in source
+
+
+def test_16_bit_rows_normalise_in_float_even_with_float32_statistics() -> None:
+    from acl_rocm.kernels.reduction import cache_dtype
+
+    ops = (RowOperand("x", D.ACL_FLOAT16), RowOperand("y", D.ACL_FLOAT16, True), RowOperand("rstd", D.ACL_FLOAT, True))
+    kernel = RowKernel("rmsnorm", ops, 1, 1, "int", D.ACL_DOUBLE, (("block", 32), ("chunks", 1), ("vec", 1)))
+    assert cache_dtype(kernel) == D.ACL_FLOAT
+    src = generate(kernel)
+    assert "typedef float cache_t;" in src and "typedef double acc_t;" in src and "q += (acc_t)cx[" in src
+    wide = dataclasses.replace(kernel, operands=(RowOperand("x", D.ACL_FLOAT), *ops[1:]))
+    assert cache_dtype(wide) == D.ACL_DOUBLE
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")

@@ -12,7 +12,21 @@ from __future__ import annotations
 
 from typing import Final
 
-from acl_rocm.kernels.reduction import GENERATORS, RowKernel, assemble, at, element_loop, load_as, store_as
+from acl_rocm.kernels.reduction import (
+    GENERATORS,
+    RowKernel,
+    assemble,
+    at,
+    cache_decl,
+    cache_dtype,
+    chunk_loop,
+    chunk_store,
+    chunk_values,
+    element_loop,
+    load_as,
+    slot,
+    store_as,
+)
 
 NORM_KINDS: Final = ("layernorm", "rmsnorm", "batchnorm")
 
@@ -35,8 +49,76 @@ def _row_stat(kernel: RowKernel, name: str, value: str) -> list[str]:
     return [store_as(kernel, name, at(kernel, name, "base"), value, kernel.acc)] if kernel.has(name) else []
 
 
+def _cache_x(kernel: RowKernel, *names: str) -> list[str]:
+    """Chunk lines: ``cx`` slots = the sum of the present operands among ``names``; ``s`` and ``q`` accumulate
+    the slots and their squares when declared (the caller says which by the lines it adds)."""
+    lines: list[str] = []
+    terms: list[list[str]] = []
+    for n in names:
+        if kernel.has(n):
+            read, values = chunk_values(kernel, n, kernel.acc)
+            lines += read
+            terms.append([f"(acc_t)({v})" for v in values])
+    vec = len(terms[0])
+    lines += [f"{slot(kernel, e)} = (cache_t)({' + '.join(t[e] for t in terms)});" for e in range(vec)]
+    return lines
+
+
+def _cached_write(kernel: RowKernel, normalised: str) -> list[str]:
+    """Chunk lines: y = normalised(slot) (* weight) (+ shift); xout = the slot (when present)."""
+    vec = int(kernel.option("vec") or 1)
+    lines: list[str] = []
+    cache = cache_dtype(kernel)
+    results = [normalised.format(v=slot(kernel, e)) for e in range(vec)]
+    for name, combine in (("weight", "({r}) * {w}"), ("shift", "({r}) + {w}")):
+        if kernel.has(name):
+            read, values = chunk_values(kernel, name, cache)
+            lines += read
+            results = [combine.format(r=r, w=f"(cache_t)({w})") for r, w in zip(results, values)]
+    lines += chunk_store(kernel, "y", results, cache)
+    if kernel.has("xout"):
+        lines += chunk_store(kernel, "xout", [slot(kernel, e) for e in range(vec)], cache)
+    return lines
+
+
+def _layernorm_cached(kernel: RowKernel) -> str:
+    """LayerNorm with the row read once into registers: exact two-pass mean and variance over the cache."""
+    vec = int(kernel.option("vec") or 1)
+    body = [cache_decl(kernel), "const AclSum add;", "acc_t s = (acc_t)0;"]
+    sums = [f"s += (acc_t){slot(kernel, e)};" for e in range(vec)]
+    body += chunk_loop(kernel, _cache_x(kernel, "x", "x2", "addend") + sums)
+    body += ["s = acl_block_reduce(s, add);", "const acc_t mean = s / (acc_t)len;", "acc_t q = (acc_t)0;"]
+    squares = [f"{{ const acc_t d = (acc_t){slot(kernel, e)} - mean; q += d * d; }}" for e in range(vec)]
+    body += chunk_loop(kernel, squares)
+    body += ["q = acl_block_reduce(q, add);", "const acc_t rstd = acl_rsqrt(q / (acc_t)len + (acc_t)eps);"]
+    body += [
+        "if (threadIdx.x == 0) {",
+        *("  " + s for s in _row_stat(kernel, "mean", "mean")),
+        *("  " + s for s in _row_stat(kernel, "rstd", "rstd")),
+        "}",
+    ]
+    body += ["const cache_t mean_c = (cache_t)mean, rstd_c = (cache_t)rstd;"]
+    body += chunk_loop(kernel, _cached_write(kernel, "({v} - mean_c) * rstd_c"))
+    return assemble(kernel, body)
+
+
+def _rmsnorm_cached(kernel: RowKernel) -> str:
+    """RmsNorm with the row read once into registers (in-place twins: every read precedes the first write)."""
+    vec = int(kernel.option("vec") or 1)
+    body = [cache_decl(kernel), "const AclSum add;", "acc_t q = (acc_t)0;"]
+    squares = [f"q += (acc_t){slot(kernel, e)} * (acc_t){slot(kernel, e)};" for e in range(vec)]
+    body += chunk_loop(kernel, _cache_x(kernel, "x", "x2") + squares)
+    body += ["q = acl_block_reduce(q, add);", "const acc_t rstd = acl_rsqrt(q / (acc_t)len + (acc_t)eps);"]
+    body += ["if (threadIdx.x == 0) {", *("  " + s for s in _row_stat(kernel, "rstd", "rstd")), "}"]
+    body += ["const cache_t rstd_c = (cache_t)rstd;"]
+    body += chunk_loop(kernel, _cached_write(kernel, "{v} * rstd_c"))
+    return assemble(kernel, body)
+
+
 def _layernorm(kernel: RowKernel) -> str:
     """x = x (+ x2) (+ addend); mean and rstd over the row; y = (x - mean) * rstd (* weight) (+ shift)."""
+    if kernel.cached:
+        return _layernorm_cached(kernel)
     x = _x(kernel, "x", "x2", "addend")
     body = ["const AclSum add;", "acc_t s = (acc_t)0;"]
     body += element_loop(kernel, [f"s += {x};"])
@@ -60,6 +142,8 @@ def _layernorm(kernel: RowKernel) -> str:
 
 def _rmsnorm(kernel: RowKernel) -> str:
     """x = x (+ x2); rstd = 1 / sqrt(mean(x²) + eps); y = x * rstd * weight (xout = x, stored after reading)."""
+    if kernel.cached:
+        return _rmsnorm_cached(kernel)
     x = _x(kernel, "x", "x2")
     body = ["const AclSum add;", "acc_t q = (acc_t)0;"]
     body += element_loop(kernel, [f"const acc_t v = {x};", "q += v * v;"])

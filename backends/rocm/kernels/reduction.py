@@ -78,6 +78,16 @@ class RowKernel:
         """Operand ``name``."""
         return self.operands[self.index(name)]
 
+    @property
+    def block(self) -> int:
+        """Threads per block the kernel is built for (its ``__launch_bounds__``)."""
+        return int(self.option("block", BLOCK_THREADS) or BLOCK_THREADS)
+
+    @property
+    def cached(self) -> bool:
+        """True when the kernel keeps each thread's share of the row in registers (see :class:`RowCache`)."""
+        return self.option("chunks") is not None
+
     @functools.cached_property
     def kernel_name(self) -> str:
         """A stable, unique ``extern "C"`` name (computed once per object)."""
@@ -117,6 +127,15 @@ ACL_DEV float acl_nan(float) { return __uint_as_float(0x7fc00000u); }
 ACL_DEV double acl_nan(double) { return __longlong_as_double(0x7ff8000000000000LL); }
 ACL_DEV float acl_inf(float) { return __uint_as_float(0x7f800000u); }
 ACL_DEV double acl_inf(double) { return __longlong_as_double(0x7ff0000000000000LL); }
+// exp of a float64 argument through the float exp, corrected to first order for the argument's rounding
+// (|error| ~ 2e-7 relative: ample for float32 results, and 2-3x cheaper than the float64 exp); below
+// -104 the float result is 0, as is every float32 result there
+ACL_DEV double acl_exp_row(double d) {
+  const float f = (float)d;
+  if (!(f > -104.0f)) return d != d ? d : 0.0;
+  return (double)expf(f) * (1.0 + (d - (double)f));
+}
+ACL_DEV float acl_exp_row(float d) { return expf(d); }
 struct AclSum {
   template <class T> ACL_DEV T operator()(T a, T b) const { return a + b; }
   ACL_DEV long long operator()(long long a, long long b) const {
@@ -221,7 +240,7 @@ def assemble(kernel: RowKernel, body: Sequence[str], *, row_loop: bool = True) -
         index_helpers(idx, len(kernel.operands), kernel.outer_nd, kernel.inner_nd),
         f"// row kernel {kernel.kind}: " + ", ".join(f"{k}={v}" for k, v in kernel.options),
         f"typedef {value_type(kernel.acc)} acc_t;",
-        f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {kernel.kernel_name}(',
+        f'extern "C" __global__ void __launch_bounds__({kernel.block}) {kernel.kernel_name}(',
         "    " + ",\n    ".join(params) + ") {",
         "  idx_t len = 1;",
         "  for (int d = ACL_OUTER; d < ACL_OUTER + ACL_INNER; ++d) len *= m.shape[d];",
@@ -253,6 +272,125 @@ def element_loop(
         *("  " + line for line in body),
         "}",
     ]
+
+
+# ----------------------------------------------------------------------------- rows cached in registers
+CACHED_KINDS: Final = frozenset({"softmax", "layernorm", "rmsnorm"})
+"""Row kinds with a register-cached path: the row is read from memory once, kept, and written once."""
+CACHE_BLOCK: Final = 512
+"""The largest block of the cached path (its ``__launch_bounds__`` leaves 128 registers a thread)."""
+CACHE_TARGET: Final = 16
+"""Row elements per thread the cached path aims for (the block grows to keep to it)."""
+VECTOR_BYTES: Final = 16
+
+
+def cache_items(acc: D) -> int:
+    """The most row elements one thread keeps: 16 float64 or 32 float32 accumulators (32 registers)."""
+    return 16 if ctype(acc).value == "double" else 32
+
+
+@dataclass(frozen=True)
+class RowCache:
+    """The cached path's shape: ``block`` threads, each thread chunks ``threadIdx.x + k * block`` (k < chunks)
+    of ``vec`` contiguous elements; operands in ``vector`` move a chunk as one aligned ``AclVec`` access."""
+
+    block: int
+    vec: int
+    chunks: int
+    vector: tuple[str, ...]
+
+    def options(self) -> tuple[tuple[str, str | int | bool], ...]:
+        """The kernel options that select this path."""
+        return (("block", self.block), ("chunks", self.chunks), ("vec", self.vec), ("vector", ",".join(self.vector)))
+
+
+def row_cache(length: int, warp: int, acc: D, vec: int, vector: Sequence[str]) -> RowCache | None:
+    """The cached path for rows of ``length`` (``vec`` elements per chunk), or None when a row does not fit."""
+    if length < 1 or vec < 1 or length % vec:
+        return None
+    whole = length // vec  # chunks in the row
+
+    def warps(n: int) -> int:
+        return max(warp, -(-n // warp) * warp)
+
+    block = min(CACHE_BLOCK, warps(-(-length // CACHE_TARGET)), warps(whole))
+    chunks = -(-whole // block)
+    if chunks * vec > cache_items(acc):
+        return None
+    return RowCache(block, vec, chunks, tuple(vector) if vec > 1 else ())
+
+
+def chunk_loop(kernel: RowKernel, body: Sequence[str]) -> list[str]:
+    """Lines over this thread's chunks ``c`` (``k``: the chunk's slot); ``cx[k * vec + e]`` caches element e."""
+    vec, chunks, block = int(kernel.option("vec") or 1), int(kernel.option("chunks") or 1), kernel.block
+    return [
+        "#pragma unroll",
+        f"for (int k = 0; k < {chunks}; ++k) {{",
+        f"  const idx_t c = (idx_t)threadIdx.x + (idx_t)k * (idx_t){block};",
+        f"  if (c * {vec} < len) {{",
+        *("    " + line for line in body),
+        "  }",
+        "}",
+    ]
+
+
+def _vector_operand(kernel: RowKernel, name: str) -> bool:
+    return name in str(kernel.option("vector", "")).split(",")
+
+
+def chunk_values(kernel: RowKernel, name: str, target: D) -> tuple[list[str], list[str]]:
+    """(lines, one ``target`` expression per chunk element) reading operand ``name`` at chunk ``c``."""
+    vec, k = int(kernel.option("vec") or 1), kernel.index(name)
+    src = ctype(kernel.operand(name).dtype)
+    if _vector_operand(kernel, name):
+        vt = f"AclVec<{src.storage}, {vec}>"
+        lines = [f"const {vt} t_{name} = *reinterpret_cast<const {vt}*>(p_{name} + (base[{k}] + c * {vec}));"]
+        return lines, [convert(src.decode.format(x=f"t_{name}.v[{e}]"), src, ctype(target)) for e in range(vec)]
+    exprs = []
+    for e in range(vec):
+        offset = f"base[{k}] + (c * {vec} + {e}) * m.stride[{k}][ACL_OUTER]"
+        exprs.append(convert(src.decode.format(x=f"p_{name}[{offset}]"), src, ctype(target)))
+    return [], exprs
+
+
+def chunk_store(kernel: RowKernel, name: str, values: Sequence[str], source: D) -> list[str]:
+    """Lines storing ``values`` (``source`` values, one per chunk element) into operand ``name`` at chunk ``c``."""
+    vec, k = int(kernel.option("vec") or 1), kernel.index(name)
+    dst = ctype(kernel.operand(name).dtype)
+    if _vector_operand(kernel, name):
+        vt = f"AclVec<{dst.storage}, {vec}>"
+        lines = [f"{vt} t_{name};"]
+        lines += [f"t_{name}.v[{e}] = {store(v, ctype(source), dst)};" for e, v in enumerate(values)]
+        lines.append(f"*reinterpret_cast<{vt}*>(p_{name} + (base[{k}] + c * {vec})) = t_{name};")
+        return lines
+    return [
+        f"p_{name}[base[{k}] + (c * {vec} + {e}) * m.stride[{k}][ACL_OUTER]] = {store(v, ctype(source), dst)};"
+        for e, v in enumerate(values)
+    ]
+
+
+ROW_ELEMENTS: Final = frozenset({"self", "out", "x", "x2", "addend", "weight", "shift", "y", "xout"})
+"""Operands read or written per row element (the others are per-row statistics)."""
+
+
+def cache_dtype(kernel: RowKernel) -> D:
+    """The type the row is cached and normalised in: float when every row element is fp16/bf16 (statistics
+    still accumulate in ``acc``, float64 when a statistic is float32), else ``acc``."""
+    row = [op.dtype for op in kernel.operands if op.name in ROW_ELEMENTS]
+    if row and all(d in (D.ACL_FLOAT16, D.ACL_BF16) for d in row):
+        return D.ACL_FLOAT
+    return kernel.acc
+
+
+def cache_decl(kernel: RowKernel) -> str:
+    """The declaration of this thread's cached row elements (``cache_t``: see :func:`cache_dtype`)."""
+    n = int(kernel.option("chunks") or 1) * int(kernel.option("vec") or 1)
+    return f"typedef {value_type(cache_dtype(kernel))} cache_t;\ncache_t cx[{n}];"
+
+
+def slot(kernel: RowKernel, e: int) -> str:
+    """The cache slot of element ``e`` of the current chunk."""
+    return f"cx[k * {int(kernel.option('vec') or 1)} + {e}]"
 
 
 def at(kernel: RowKernel, name: str, where: str = "o") -> str:
@@ -378,8 +516,41 @@ def _moments(kernel: RowKernel) -> str:
     return assemble(kernel, body)
 
 
+def _softmax_cached(kernel: RowKernel) -> str:
+    """(log-)softmax of a row read once: max, exp(x - max) kept (softmax) and summed, then each element."""
+    vec = int(kernel.option("vec") or 1)
+    lines, values = chunk_values(kernel, "self", kernel.acc)
+    load = [*lines]
+    for e in range(vec):
+        load += [f"{slot(kernel, e)} = (acc_t)({values[e]});", f"top = mx(top, {slot(kernel, e)});"]
+    body = [cache_decl(kernel), "const AclMax mx;", "const AclSum add;", "acc_t top = -acl_inf((acc_t)0);"]
+    body += chunk_loop(kernel, load)
+    body += ["top = acl_block_reduce(top, mx);", "acc_t s = (acc_t)0;"]
+    log = bool(kernel.option("log"))
+    # float64 data keeps the float64 exp; float32 results take the float exp with its correction
+    exp = "acl_exp" if any(op.dtype == D.ACL_DOUBLE for op in kernel.operands) else "acl_exp_row"
+    if log:
+        body += chunk_loop(kernel, [f"s += {exp}({slot(kernel, e)} - top);" for e in range(vec)])
+    else:
+        exps = []
+        for e in range(vec):
+            exps += [f"{slot(kernel, e)} = {exp}({slot(kernel, e)} - top);", f"s += {slot(kernel, e)};"]
+        body += chunk_loop(kernel, exps)
+    body += ["s = acl_block_reduce(s, add);"]
+    if log:
+        body.append("const acc_t shift = top + acl_log(s);")
+        results = [f"{slot(kernel, e)} - shift" for e in range(vec)]
+    else:
+        body.append("const acc_t inv = (acc_t)1 / s;")
+        results = [f"{slot(kernel, e)} * inv" for e in range(vec)]
+    body += chunk_loop(kernel, chunk_store(kernel, "out", results, kernel.acc))
+    return assemble(kernel, body)
+
+
 def _softmax(kernel: RowKernel) -> str:
     """(log-)softmax along the row: max, sum of exp(x - max), then each element."""
+    if kernel.cached:
+        return _softmax_cached(kernel)
     value = load_as(kernel, "self", at(kernel, "self"), kernel.acc)
     body = ["const AclMax mx;", "const AclSum add;", "acc_t top = -acl_inf((acc_t)0);"]
     body += element_loop(kernel, [f"top = mx(top, (acc_t)({value}));"])

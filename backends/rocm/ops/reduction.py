@@ -22,7 +22,18 @@ from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels.ctypes_map import SUPPORTED, ctype
-from acl_rocm.kernels.reduction import BLOCK_THREADS, RowKernel, RowOperand, acc_dtype, generate, int_acc
+from acl_rocm.kernels.reduction import (
+    BLOCK_THREADS,
+    CACHED_KINDS,
+    VECTOR_BYTES,
+    RowCache,
+    RowKernel,
+    RowOperand,
+    acc_dtype,
+    generate,
+    int_acc,
+    row_cache,
+)
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.views import Geometry, coalesce, index_type
@@ -126,6 +137,32 @@ def reduced_strides(out: AclTensor, rank: int, kept: Sequence[int]) -> tuple[int
     raise ValueError(f"out of shape {list(out.view_dims)} does not hold the reduction over kept dims {list(kept)}")
 
 
+def plan_cache(
+    kind: str, length: int, bound: Sequence[Bound], outer: Geometry, inner: Geometry, acc: D, warp: int
+) -> RowCache | None:
+    """The register-cached path of a call, or None (another kind, rows too long, or a row not one strided run).
+
+    Operands whose row elements are unit-stride move a chunk of ``vec`` elements as one aligned access when
+    the row length is a multiple of ``vec`` and every row start is aligned (address and outer strides); the
+    width halves from 16 bytes of the widest such operand until the first operand qualifies, and the
+    others join only where they qualify too (the rest are read one element at a time).
+    """
+    if kind not in CACHED_KINDS or inner.ndim != 1 or length < 1:
+        return None
+    unit = [k for k, b in enumerate(bound) if inner.strides[k][0] == 1 and length > 1]
+
+    def aligned(k: int, vec: int) -> bool:
+        t = bound[k].tensor
+        size = t.dtype.info.storage_bits // 8
+        return (t.data + t.offset * size) % (vec * size) == 0 and all(st % vec == 0 for st in outer.strides[k])
+
+    vec = VECTOR_BYTES // max((bound[k].tensor.dtype.info.storage_bits // 8 for k in unit), default=VECTOR_BYTES)
+    while vec > 1 and not (length % vec == 0 and unit and aligned(unit[0], vec)):
+        vec //= 2
+    vector = [bound[k].operand.name for k in unit if aligned(k, vec)] if vec > 1 else []
+    return row_cache(length, warp, acc, vec, vector)
+
+
 class RowRunner:
     """Plans and launches row kernels on one backend (shared by the reduction and norm families)."""
 
@@ -168,6 +205,10 @@ class RowRunner:
         inner = coalesce(inner_shape, [b.inner for b in bound])
         p = self.backend.properties
         config = row_config(rows, length, p.warp_size, p.compute_units, p.max_grid_x, per_thread_rows)
+        cache = plan_cache(kind, length, bound, outer, inner, acc, p.warp_size)
+        if cache is not None:
+            config = LaunchConfig(config.grid, (cache.block, 1, 1))
+            options = (*options, *cache.options())
         full = Geometry(outer.shape + inner.shape, tuple(o + i for o, i in zip(outer.strides, inner.strides)))
         kernel = RowKernel(
             kind=kind,
