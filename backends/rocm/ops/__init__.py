@@ -27,6 +27,7 @@ FAMILIES: tuple[str, ...] = (
     "moe",
     "index_put",
     "quant_matmul",
+    "quant",
 )
 
 
