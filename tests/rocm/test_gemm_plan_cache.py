@@ -22,7 +22,7 @@ class FakeLt:
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
         self.live: set[int] = set()
         self.next = 1000
-        self.MatmulDescAttribute = SimpleNamespace(TRANSA=1, TRANSB=2)
+        self.MatmulDescAttribute = SimpleNamespace(TRANSA=1, TRANSB=2, A_SCALE_POINTER=11, B_SCALE_POINTER=12)
         self.MatrixLayoutAttribute = SimpleNamespace(BATCH_COUNT=3, STRIDED_BATCH_OFFSET=4)
         self.MatmulPreferenceAttribute = SimpleNamespace(
             MAX_WORKSPACE_BYTES=5,
@@ -30,7 +30,9 @@ class FakeLt:
             MIN_ALIGNMENT_B_BYTES=7,
             MIN_ALIGNMENT_C_BYTES=8,
             MIN_ALIGNMENT_D_BYTES=9,
+            REDUCTION_SCHEME_MASK=10,
         )
+        self.ReductionScheme = SimpleNamespace(NONE=0, INPLACE=1, COMPUTE_TYPE=2, OUTPUT_TYPE=4)
         for name in ("matmul_desc", "matrix_layout", "matmul_preference"):
             setattr(self, f"get_{name}_attribute_dtype", lambda key: "int64")
             setattr(self, f"{name}_set_attribute", self._recorder(f"{name}_set_attribute"))
@@ -115,6 +117,22 @@ def test_a_repeated_shape_reuses_its_plan_and_passes_each_calls_pointers() -> No
     assert lt.count("heuristic") == 4
     provider.close()
     assert not lt.live, "close destroys every descriptor, layout and preference"
+
+
+def test_split_k_may_reduce_only_in_the_compute_type() -> None:
+    lt = FakeLt()
+    masks: list[int] = []
+
+    def set_attribute(obj: int, key: int, address: int, size: int) -> None:
+        if key == lt.MatmulPreferenceAttribute.REDUCTION_SCHEME_MASK:
+            masks.append(ctypes.c_int64.from_address(address).value)  # read while the buffer is alive
+
+    set_attribute.__name__ = "matmul_preference_set_attribute"
+    lt.matmul_preference_set_attribute = set_attribute  # type: ignore[attr-defined]
+    provider = _provider(lt)
+    provider.gemm(_call(0x1000, 0x2000, 0x3000), 0x9000, 1 << 20, 7)
+    assert masks == [lt.ReductionScheme.COMPUTE_TYPE], "no reduction in the (16-bit) output type nor in place"
+    provider.close()
 
 
 def test_eviction_destroys_the_least_recently_used_plan(monkeypatch: pytest.MonkeyPatch) -> None:

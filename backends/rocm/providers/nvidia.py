@@ -449,6 +449,10 @@ class NvidiaProvider(RuntimeProvider):
             plan.pref = self._lt_call("cublasLtMatmulPreferenceCreate", lt.matmul_preference_create)
             pref_attr = lt.matmul_preference_set_attribute, lt.get_matmul_preference_attribute_dtype
             attr(*pref_attr, plan.pref, lt.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES, workspace_size)
+            # split-K partial sums may only be reduced in the compute type (fp32), never in a 16-bit output
+            # type: products accumulate in fp32 and round once (the default mask allows every scheme)
+            mask = lt.MatmulPreferenceAttribute.REDUCTION_SCHEME_MASK
+            attr(*pref_attr, plan.pref, mask, int(lt.ReductionScheme.COMPUTE_TYPE))
             for name, m in (("A", call.a), ("B", call.b), ("C", call.d), ("D", call.d)):
                 key = getattr(lt.MatmulPreferenceAttribute, f"MIN_ALIGNMENT_{name}_BYTES")
                 attr(*pref_attr, plan.pref, key, m.alignment)
