@@ -1,6 +1,15 @@
-"""Fixtures of the HIP backend's tests: the live backend (GPU tests skip, with the reason, without one)."""
+"""Fixtures of the HIP backend's tests: the live backend (GPU tests skip, with the reason, without one).
+
+``ACL_ROCM_EMULATE=1`` hands the GPU tier a backend whose kernels run on the CPU (``kernel_emulator.py``:
+g++, one thread per GPU thread, host BLAS): slow, but it checks what a GPU-tier test asserts, and the
+test itself, on a machine without a GPU.
+"""
 
 from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +21,8 @@ from acl_core.errors import BackendUnavailableError
 @pytest.fixture(scope="session")
 def rocm() -> Backend:
     """The rocm backend on this machine; GPU tests are skipped, with the probe's reason, where it cannot run."""
+    if os.environ.get("ACL_ROCM_EMULATE") == "1":
+        return _emulated()
     try:
         backend = acl_core.get_backend("rocm")
     except BackendUnavailableError as exc:
@@ -24,3 +35,19 @@ def rocm() -> Backend:
 def reference() -> Backend:
     """The NumPy oracle."""
     return acl_core.get_backend("reference")
+
+
+def _emulated() -> Backend:
+    from acl_rocm.backend import RocmBackend
+    from tests.rocm.kernel_emulator import EmulatedProvider, available
+
+    reason = available()
+    if reason:
+        pytest.skip(f"ACL_ROCM_EMULATE=1 but the kernel emulator is unavailable: {reason}")
+    build = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-{os.getuid()}"
+    build.mkdir(exist_ok=True)
+    EmulatedProvider.build_dir = build
+    cache = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-cache-{os.getuid()}"
+    backend = RocmBackend(EmulatedProvider(blas=True), {"ACL_KERNEL_CACHE": str(cache)})
+    backend.runtime.ensure_device(0)
+    return backend
