@@ -55,9 +55,13 @@ def same_bytes(got: dict[str, Any], want: dict[str, Any], note: str) -> None:
 
 
 def compare(emulated: Backend, reference: Backend, op: str, args: dict[str, Any], note: str) -> None:
-    """``op`` on both backends, contiguous and through padded and transposed inputs (guarded outputs)."""
-    want = eager.run(op, reference, **args)
+    """``op`` on both backends, contiguous and through padded and transposed inputs (guarded outputs).
+
+    The reference runs with the same placement: an in-place op that changes its tensor's format
+    (TransMatmulWeight) is read back through the placed view, so its result depends on the placement.
+    """
     for layout in ("contiguous", "padded", "transposed"):
+        want = eager.run(op, reference, layout=layout, **args)
         got = eager.run(op, emulated, layout=layout, guard=True, **args)
         same_bytes(got, want, f"{op} {note} @{layout}")
 

@@ -28,6 +28,7 @@ FAMILIES: tuple[str, ...] = (
     "index_put",
     "quant_matmul",
     "quant",
+    "layout",
 )
 
 
