@@ -25,6 +25,7 @@ from acl_core.spec.runtime import MemcpyKind
 from acl_core.tensor import AclTensor
 from tests.conftest import assert_close
 from tests.rocm.test_gpu_quant import check, same
+from tests.rocm.test_layout_cpu import _case_id
 
 pytestmark = pytest.mark.gpu
 
@@ -64,7 +65,7 @@ def _nz_storage(backend: Backend, nd: np.ndarray, fmt: Format) -> bytes:
         (ml_dtypes.float4_e2m1fn, (301, 257), Format.ACL_FORMAT_FRACTAL_NZ),
         (np.int32, (2, 50, 9), Format.ACL_FORMAT_FRACTAL_NZ_C0_16),
     ],
-    ids=lambda v: getattr(v, "name", str(v)),
+    ids=_case_id,
 )
 def test_nd_to_nz_and_back(
     rocm: Backend, reference: Backend, np_dtype: type, shape: tuple[int, ...], fmt: Format

@@ -66,6 +66,14 @@ def _nz_destination(
     return AclTensor.create(shape, dtype, None, 0, fmt, storage_shape, storage.address), storage
 
 
+def _case_id(v: object) -> str:
+    if isinstance(v, Format):
+        return v.name
+    if isinstance(v, tuple):
+        return "x".join(map(str, v))
+    return np.dtype(v).name  # type: ignore[call-overload]
+
+
 CASES = [
     (np.float16, (2, 20, 37), Format.ACL_FORMAT_FRACTAL_NZ),
     (np.float32, (17, 9), Format.ACL_FORMAT_FRACTAL_NZ),
@@ -75,7 +83,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("np_dtype,shape,fmt", CASES, ids=lambda v: getattr(v, "name", str(v)))
+@pytest.mark.parametrize("np_dtype,shape,fmt", CASES, ids=lambda v: _case_id(v))
 def test_nd_to_nz_writes_every_storage_byte(
     emulated: RocmBackend, reference: Backend, np_dtype: type, shape: tuple[int, ...], fmt: Format
 ) -> None:
