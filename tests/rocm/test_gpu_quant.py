@@ -108,6 +108,8 @@ def test_mx_quant_large_and_edges(rocm: Backend, reference: Backend, code: int) 
         for alg in algs:
             for mode in modes:
                 for axis, bs in ((-1, 32), (-1, 64), (0, 32)):
+                    if dt == np.float32 and bs != 32:  # float32 x supports blocksize 32 only
+                        continue
                     args = {"x": x, "axis": axis, "dstType": code, "blocksize": bs, "scaleAlg": alg}
                     args["roundModeOptional"] = mode
                     check(rocm, reference, "DynamicMxQuant", args, f"{np.dtype(dt).name} {alg} {mode} {axis} {bs}")
