@@ -37,17 +37,16 @@ def reference() -> Backend:
     return acl_core.get_backend("reference")
 
 
-def _emulated() -> Backend:
-    from acl_rocm.backend import RocmBackend
-    from tests.rocm.kernel_emulator import EmulatedProvider, available
+@pytest.fixture(scope="module")
+def emulated(tmp_path_factory: pytest.TempPathFactory) -> Backend:
+    """A rocm backend whose kernels run on the CPU (``kernel_emulator.py``); one per test module."""
+    from tests.rocm.kernel_emulator import emulated_backend
 
-    reason = available()
-    if reason:
-        pytest.skip(f"ACL_ROCM_EMULATE=1 but the kernel emulator is unavailable: {reason}")
-    build = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-{os.getuid()}"
-    build.mkdir(exist_ok=True)
-    EmulatedProvider.build_dir = build
+    return emulated_backend(tmp_path_factory.mktemp("kc"))
+
+
+def _emulated() -> Backend:
+    from tests.rocm.kernel_emulator import EmulatedProvider, emulated_backend
+
     cache = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-cache-{os.getuid()}"
-    backend = RocmBackend(EmulatedProvider(blas=True), {"ACL_KERNEL_CACHE": str(cache)})
-    backend.runtime.ensure_device(0)
-    return backend
+    return emulated_backend(cache, EmulatedProvider(blas=True))

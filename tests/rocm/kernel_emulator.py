@@ -130,6 +130,25 @@ class EmulatedProvider(FakeProvider):
         library.emu_launch(ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), ctypes.c_void_p(params))
 
 
+def emulated_backend(kernel_cache: Path, provider: EmulatedProvider | None = None) -> Any:
+    """A RocmBackend whose kernels run here (pytest-skipped without g++); g++ builds persist in the temp dir."""
+    import tempfile
+
+    import pytest
+
+    from acl_rocm.backend import RocmBackend
+
+    reason = available()
+    if reason:
+        pytest.skip(f"the kernel emulator is unavailable: {reason}")
+    build = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-{os.getuid()}"
+    build.mkdir(exist_ok=True)
+    EmulatedProvider.build_dir = build
+    backend = RocmBackend(provider or EmulatedProvider(), {"ACL_KERNEL_CACHE": str(kernel_cache)})
+    backend.runtime.ensure_device(0)
+    return backend
+
+
 _LIBRARIES: dict[str, Any] = {}
 
 

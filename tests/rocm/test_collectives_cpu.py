@@ -24,6 +24,7 @@ from acl_core.spec.collective import (
     unpack_root_info,
 )
 from acl_rocm.collectives import (
+    LAUNCHER_SIZE_ENVS,
     NcclEngine,
     NcclType,
     hccl_result,
@@ -302,8 +303,71 @@ def test_async_error_maps_to_hccl_code_and_destroy_frees_scratch() -> None:
     assert ("abort", 0x1234) in lib.calls and provider.freed == [0x9000]
 
 
-def test_max_ranks_is_the_visible_device_count() -> None:
+@pytest.fixture
+def no_launcher(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for variable in LAUNCHER_SIZE_ENVS:
+        monkeypatch.delenv(variable, raising=False)
+    return monkeypatch
+
+
+def test_max_ranks_is_the_visible_device_count(no_launcher: pytest.MonkeyPatch) -> None:
     assert _engine(ScriptedNccl(), devices=4).max_ranks() == 4
+
+
+@pytest.mark.parametrize("variable", LAUNCHER_SIZE_ENVS)
+def test_max_ranks_is_the_launchers_world_when_it_spans_more_than_the_visible_devices(
+    no_launcher: pytest.MonkeyPatch, variable: str
+) -> None:
+    no_launcher.setenv(variable, "16")
+    assert _engine(ScriptedNccl(), devices=8).max_ranks() == 16
+    no_launcher.setenv(variable, "2")
+    assert _engine(ScriptedNccl(), devices=8).max_ranks() == 8
+
+
+class DeviceLog(StubProvider):
+    """Records which device each engine call made current."""
+
+    def __init__(self, devices: int) -> None:
+        super().__init__(devices)
+        self.current: list[int] = []
+
+    def set_device(self, index: int) -> None:
+        self.current.append(index)
+
+
+def test_n_ranks_on_n_devices_join_one_unique_id_each_on_its_own_device() -> None:
+    """Two processes (two engines), rank r on device r: one ncclUniqueId, nRanks 2, rank r, device r current."""
+    maker = NcclEngine(DeviceLog(2), ScriptedNccl())  # type: ignore[arg-type]
+    info = unpack_root_info(maker.create_root_info())
+    comms = []
+    for rank in (0, 1):
+        provider, lib = DeviceLog(2), ScriptedNccl()
+        engine = NcclEngine(provider, lib)  # type: ignore[arg-type]
+        comm = engine.init_root_info(2, info, rank, rank, Timeouts(5.0, 5.0))
+        assert (comm.rank, comm.size, comm.device, comm.name) == (rank, 2, rank, info.comm_name)
+        assert lib.calls[0] == ("init", 2, bytes(range(128)), rank, False)
+        assert provider.current == [rank]
+        engine.all_reduce(comm, 0x100, 0x200, 4, D.HCCL_DATA_TYPE_FP32, HcclReduceOp.HCCL_REDUCE_SUM, 0)
+        assert provider.current == [rank, rank]  # every call runs on the communicator's device
+        comms.append(comm.name)
+    assert comms[0] == comms[1]
+
+
+def test_all_to_all_v_on_two_ranks_sends_and_receives_each_peers_block() -> None:
+    lib = ScriptedNccl()
+    engine = NcclEngine(DeviceLog(2), lib)  # type: ignore[arg-type]
+    comm = engine.init_root_info(2, unpack_root_info(engine.create_root_info()), 1, 1, Timeouts(5.0, 5.0))
+    lib.calls.clear()
+    engine.all_to_all_v(comm, 0x1000, [3, 2], [0, 4], 0x2000, [1, 2], [0, 2], D.HCCL_DATA_TYPE_FP32, 7)
+    f32 = NcclType.FLOAT32
+    assert lib.calls == [
+        ("group_start",),
+        ("send", 0x1000, 3, f32, 0, 7),
+        ("recv", 0x2000, 1, f32, 0, 7),
+        ("send", 0x1000 + 16, 2, f32, 1, 7),
+        ("recv", 0x2000 + 8, 2, f32, 1, 7),
+        ("group_end",),
+    ]
 
 
 def test_call_error_names_the_result() -> None:

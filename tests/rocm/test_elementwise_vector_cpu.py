@@ -7,8 +7,6 @@ fallback are all compared with the reference without a GPU.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +31,6 @@ from acl_rocm.ops.elementwise import choose_vector
 from acl_rocm.views import coalesce
 from tests.conftest import assert_close
 from tests.rocm.fake_provider import FakeProvider
-from tests.rocm.kernel_emulator import EmulatedProvider, available
 from tests.rocm.offset_views import empty_placed, placed
 
 BF16 = np.dtype("bfloat16")
@@ -116,19 +113,6 @@ def test_plan_takes_the_vector_path_for_contiguous_calls(tmp_path: Path) -> None
     assert len(sources) == 2
     assert "AclVec<unsigned short, 8>" in sources[0]
     assert "AclVec<unsigned short" not in sources[1]  # padded rows: the general strided path
-
-
-@pytest.fixture(scope="module")
-def emulated(tmp_path_factory: pytest.TempPathFactory) -> RocmBackend:
-    reason = available()
-    if reason:
-        pytest.skip(reason)
-    build = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-{os.getuid()}"
-    build.mkdir(exist_ok=True)
-    EmulatedProvider.build_dir = build
-    backend = RocmBackend(EmulatedProvider(), {"ACL_KERNEL_CACHE": str(tmp_path_factory.mktemp("kc"))})
-    backend.runtime.ensure_device(0)
-    return backend
 
 
 def _values(n: int, dtype: np.dtype, seed: int) -> np.ndarray:

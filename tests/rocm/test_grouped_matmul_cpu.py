@@ -8,8 +8,6 @@ checked against the reference without a GPU. Launch counts and grid bounds are c
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -25,23 +23,8 @@ from acl_rocm.kernels.grouped_matmul import FIELDS, FILL_GROUPS, GmmKernel, GmmP
 from acl_rocm.ops.grouped_matmul import tiles
 from tests.conftest import assert_close
 from tests.rocm.fake_provider import FakeProvider
-from tests.rocm.kernel_emulator import EmulatedProvider, available
 
 OP = "GroupedMatmulV5"
-
-
-@pytest.fixture(scope="module")
-def emulated(tmp_path_factory: pytest.TempPathFactory) -> RocmBackend:
-    """A backend whose kernels run on the CPU."""
-    reason = available()
-    if reason:
-        pytest.skip(reason)
-    build = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-{os.getuid()}"
-    build.mkdir(exist_ok=True)
-    EmulatedProvider.build_dir = build
-    backend = RocmBackend(EmulatedProvider(), {"ACL_KERNEL_CACHE": str(tmp_path_factory.mktemp("kc"))})
-    backend.runtime.ensure_device(0)
-    return backend
 
 
 def _base(**extra: object) -> dict[str, object]:

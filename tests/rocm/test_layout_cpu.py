@@ -11,10 +11,6 @@ float64; its GPU tier compares it with the backend's own Mm.
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
-
 import ml_dtypes
 import numpy as np
 import pytest
@@ -30,22 +26,14 @@ from acl_core.spec.runtime import MemcpyKind
 from acl_core.tensor import AclTensor
 from acl_rocm.backend import RocmBackend
 from acl_rocm.kernels.layout import NzCopy
-from tests.rocm.kernel_emulator import EmulatedProvider, available
+from tests.rocm.kernel_emulator import EmulatedProvider, emulated_backend
 from tests.rocm.test_quant_cpu import compare, same_bytes
 
 
 @pytest.fixture(scope="module")
 def emulated(tmp_path_factory: pytest.TempPathFactory) -> RocmBackend:
     """A backend whose kernels run on the CPU, with the fake provider's float64 host BLAS (for MatmulWeightNz)."""
-    reason = available()
-    if reason:
-        pytest.skip(reason)
-    build = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-{os.getuid()}"
-    build.mkdir(exist_ok=True)
-    EmulatedProvider.build_dir = build
-    backend = RocmBackend(EmulatedProvider(blas=True), {"ACL_KERNEL_CACHE": str(tmp_path_factory.mktemp("kc"))})
-    backend.runtime.ensure_device(0)
-    return backend
+    return emulated_backend(tmp_path_factory.mktemp("kc"), EmulatedProvider(blas=True))  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("op", ["NpuFormatCast", "TransMatmulWeight", "MatmulWeightNz"])

@@ -9,8 +9,6 @@ type, every sample of Cast's spec, and packed outputs written through padded vie
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import ml_dtypes
@@ -28,24 +26,9 @@ from acl_rocm.kernels.lowp import LOW_PRECISION
 from acl_rocm.ops.elementwise import Planned
 from tests.conftest import assert_close
 from tests.rocm.fake_provider import FakeProvider
-from tests.rocm.kernel_emulator import EmulatedProvider, available
 
 WIDE = (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16, D.ACL_INT32)
 CODES = {dt: 16 if dt in (D.ACL_FLOAT4_E2M1, D.ACL_INT4) else 256 for dt in LOW_PRECISION}
-
-
-@pytest.fixture(scope="module")
-def emulated(tmp_path_factory: pytest.TempPathFactory) -> RocmBackend:
-    """A backend whose kernels run on the CPU."""
-    reason = available()
-    if reason:
-        pytest.skip(reason)
-    build = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-{os.getuid()}"
-    build.mkdir(exist_ok=True)
-    EmulatedProvider.build_dir = build
-    backend = RocmBackend(EmulatedProvider(), {"ACL_KERNEL_CACHE": str(tmp_path_factory.mktemp("kc"))})
-    backend.runtime.ensure_device(0)
-    return backend
 
 
 def codes_on(backend: Backend, codes: np.ndarray, dtype: D) -> eager.DeviceArray:

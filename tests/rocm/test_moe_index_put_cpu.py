@@ -9,8 +9,6 @@ refuses surface as 161002 at synchronisation, as the reference's launch-time che
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,23 +28,8 @@ from acl_rocm.ops import index_put as index_put_ops
 from acl_rocm.ops import moe as moe_ops
 from tests.conftest import assert_close
 from tests.rocm.fake_provider import FakeProvider
-from tests.rocm.kernel_emulator import EmulatedProvider, available
 
 OPS = [*moe_ops.OPS, *index_put_ops.OPS]
-
-
-@pytest.fixture(scope="module")
-def emulated(tmp_path_factory: pytest.TempPathFactory) -> RocmBackend:
-    """A backend whose kernels run on the CPU (builds kept in the temp dir across runs, keyed by source)."""
-    reason = available()
-    if reason:
-        pytest.skip(reason)
-    build = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-{os.getuid()}"
-    build.mkdir(exist_ok=True)
-    EmulatedProvider.build_dir = build
-    backend = RocmBackend(EmulatedProvider(), {"ACL_KERNEL_CACHE": str(tmp_path_factory.mktemp("kc"))})
-    backend.runtime.ensure_device(0)
-    return backend
 
 
 @pytest.fixture()

@@ -8,8 +8,6 @@ overflow) the samples do not reach. Launch shapes are checked on the fake provid
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,21 +21,6 @@ from acl_core.spec.ops import get_spec
 from acl_rocm.backend import RocmBackend
 from acl_rocm.ops.quant import OPS
 from tests.rocm.fake_provider import FakeProvider
-from tests.rocm.kernel_emulator import EmulatedProvider, available
-
-
-@pytest.fixture(scope="module")
-def emulated(tmp_path_factory: pytest.TempPathFactory) -> RocmBackend:
-    """A backend whose kernels run on the CPU (builds kept in the temp dir across runs, keyed by source)."""
-    reason = available()
-    if reason:
-        pytest.skip(reason)
-    build = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-{os.getuid()}"
-    build.mkdir(exist_ok=True)
-    EmulatedProvider.build_dir = build
-    backend = RocmBackend(EmulatedProvider(), {"ACL_KERNEL_CACHE": str(tmp_path_factory.mktemp("kc"))})
-    backend.runtime.ensure_device(0)
-    return backend
 
 
 def same_bytes(got: dict[str, Any], want: dict[str, Any], note: str) -> None:

@@ -10,10 +10,8 @@ are checked directly; the sources are compiled with nvcc where it is installed.
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -34,24 +32,10 @@ from acl_rocm.ops.reduction import row_config
 from acl_rocm.providers.base import DeviceProperties
 from tests.conftest import assert_close
 from tests.rocm.fake_provider import FakeProvider
-from tests.rocm.kernel_emulator import EmulatedProvider, available
+from tests.rocm.kernel_emulator import EmulatedProvider
 
 CLAIMED = sorted(set(reduction_ops.OPS) | set(norm_ops.OPS))
 OPS = sorted(n for n, s in all_specs().items() if s.kernel_name in CLAIMED)
-
-
-@pytest.fixture(scope="module")
-def emulated(tmp_path_factory: pytest.TempPathFactory) -> RocmBackend:
-    """A backend whose kernels run on the CPU (builds kept in the temp dir across runs, keyed by source)."""
-    reason = available()
-    if reason:
-        pytest.skip(reason)
-    build = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-{os.getuid()}"
-    build.mkdir(exist_ok=True)
-    EmulatedProvider.build_dir = build
-    backend = RocmBackend(EmulatedProvider(), {"ACL_KERNEL_CACHE": str(tmp_path_factory.mktemp("kc"))})
-    backend.runtime.ensure_device(0)
-    return backend
 
 
 @pytest.fixture(scope="module")

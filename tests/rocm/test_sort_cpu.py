@@ -8,10 +8,6 @@ elements. Key order, launch plans and the sources' structure are checked directl
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -23,21 +19,6 @@ from acl_rocm.backend import RocmBackend
 from acl_rocm.kernels.sort import TILE, MergePass, TileSort, key_function, key_type
 from acl_rocm.ops import sort as sort_ops
 from tests.rocm.fake_provider import FakeProvider
-from tests.rocm.kernel_emulator import EmulatedProvider, available
-
-
-@pytest.fixture(scope="module")
-def emulated(tmp_path_factory: pytest.TempPathFactory) -> RocmBackend:
-    """A backend whose kernels run on the CPU (builds kept in the temp dir across runs, keyed by source)."""
-    reason = available()
-    if reason:
-        pytest.skip(reason)
-    build = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-{os.getuid()}"
-    build.mkdir(exist_ok=True)
-    EmulatedProvider.build_dir = build
-    backend = RocmBackend(EmulatedProvider(), {"ACL_KERNEL_CACHE": str(tmp_path_factory.mktemp("kc"))})
-    backend.runtime.ensure_device(0)
-    return backend
 
 
 @pytest.fixture()
