@@ -19,12 +19,11 @@ from acl_core.dtypes import DataType as D
 from acl_core.spec.ops.movement import advanced_index_shape
 from acl_core.spec.rules import broadcast_shapes
 from acl_core.tensor import AclTensor, AclTensorList
-from acl_rocm.driver import handle
 from acl_rocm.kernels.ctypes_map import SUPPORTED
 from acl_rocm.kernels.index_put import Apply, Positions
 from acl_rocm.kernels.movement import Check
 from acl_rocm.launch import KernelArgs
-from acl_rocm.ops.program import FLAG, Program, run_program
+from acl_rocm.ops.program import FLAG, Program, program_kernel
 from acl_rocm.ops.sort import Sorter, address, refuse
 from acl_rocm.views import broadcast_strides
 
@@ -48,16 +47,7 @@ class IndexPutRunner:
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""
-
-        def kernel(launch: Launch) -> None:
-            key = f"rocm.index_put@{self.backend.provider.get_device()}"
-            prog = launch.memo.get(key)
-            if prog is None:
-                prog = launch.memo[key] = self.plan(launch)
-            run_program(self.backend, prog, handle(launch.stream))
-
-        kernel.__name__ = "rocm_IndexPutImpl"
-        return {"IndexPutImpl": kernel}
+        return {"IndexPutImpl": program_kernel(self.backend, "index_put", "IndexPutImpl", self.plan)}
 
     def plan(self, launch: Launch) -> Program:
         """The launches of one call."""

@@ -24,7 +24,7 @@ from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.driver import handle
 from acl_rocm.kernels.layout import NzCopy
 from acl_rocm.launch import KernelArgs
-from acl_rocm.ops.program import Program, Step, run_program
+from acl_rocm.ops.program import Program, Step, program_kernel, run_program
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
@@ -51,7 +51,8 @@ class LayoutRunner:
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""
-        kernels: dict[str, Kernel] = {"NpuFormatCast": self._format_cast, "TransMatmulWeight": self._trans_weight}
+        cast = program_kernel(self.backend, "layout", "NpuFormatCast", self._plan_format_cast)
+        kernels: dict[str, Kernel] = {"NpuFormatCast": cast, "TransMatmulWeight": self._trans_weight}
         if self.backend.matmul.unavailable() is None:
             kernels["MatmulWeightNz"] = self._matmul_weight_nz
         return kernels
@@ -89,13 +90,6 @@ class LayoutRunner:
         prog.steps.append(Step(function, config, (meta, *pointers, *scalars)))
 
     # ------------------------------------------------------------------ ops
-    def _format_cast(self, launch: Launch) -> None:
-        key = f"rocm.layout@{self.backend.provider.get_device()}"
-        prog = launch.memo.get(key)
-        if prog is None:
-            prog = launch.memo[key] = self._plan_format_cast(launch)
-        run_program(self.backend, prog, handle(launch.stream))
-
     def _plan_format_cast(self, launch: Launch) -> Program:
         src, dst = _tensor(launch, "srcTensor"), _tensor(launch, "dstTensor")
         prog = Program()

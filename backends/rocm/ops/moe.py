@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING, Any
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
 from acl_core.tensor import AclTensor
-from acl_rocm.driver import handle
 from acl_rocm.kernels.moe import Finalize, GatingEmit, GatingSoftmax, RoutingCheck, RoutingEmit, RoutingGather
 from acl_rocm.kernels.movement import Check
 from acl_rocm.launch import KernelArgs, LaunchConfig
-from acl_rocm.ops.program import FLAG, Program, run_program
+from acl_rocm.ops.program import FLAG, Program, program_kernel
 from acl_rocm.ops.sort import BLOCKS_PER_UNIT, Sorter, address
 
 if TYPE_CHECKING:
@@ -63,15 +62,7 @@ class MoeRunner:
         return {name: self._bind(name, plan) for name, plan in plans.items()}
 
     def _bind(self, op: str, plan: Any) -> Kernel:
-        def kernel(launch: Launch) -> None:
-            key = f"rocm.moe@{self.backend.provider.get_device()}"
-            prog = launch.memo.get(key)
-            if prog is None:
-                prog = launch.memo[key] = plan(launch)
-            run_program(self.backend, prog, handle(launch.stream))
-
-        kernel.__name__ = f"rocm_{op}"
-        return kernel
+        return program_kernel(self.backend, "moe", op, plan)
 
     def _row_block(self, rows: int) -> LaunchConfig:
         p = self.backend.properties

@@ -11,9 +11,12 @@ kernel set it (no host round trip inside the op).
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from acl_core.backend import Kernel, Launch
+from acl_rocm.driver import handle
 from acl_rocm.launch import KernelArgs, LaunchConfig
 
 if TYPE_CHECKING:
@@ -93,3 +96,17 @@ def run_program(backend: RocmBackend, prog: Program, stream: int) -> None:
     if flag:
         assert prog.report is not None
         backend.driver.defer_check(stream, flag, prog.report)
+
+
+def program_kernel(backend: RocmBackend, family: str, op: str, plan: Callable[[Launch], Program]) -> Kernel:
+    """The Kernel of ``op``: its program planned once per signature and device (``launch.memo``), then run."""
+
+    def kernel(launch: Launch) -> None:
+        key = f"rocm.{family}@{backend.provider.get_device()}"
+        prog = launch.memo.get(key)
+        if prog is None:
+            prog = launch.memo[key] = plan(launch)
+        run_program(backend, prog, handle(launch.stream))
+
+    kernel.__name__ = f"rocm_{op}"
+    return kernel

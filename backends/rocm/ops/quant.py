@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
 from acl_core.tensor import AclTensor
-from acl_rocm.driver import handle
 from acl_rocm.kernels.quant import (
     ANTI_INPUTS,
     BLOCK_THREADS,
@@ -32,7 +31,7 @@ from acl_rocm.kernels.quant import (
     DynamicQuant,
 )
 from acl_rocm.launch import KernelArgs, LaunchConfig
-from acl_rocm.ops.program import Program, Step, run_program
+from acl_rocm.ops.program import Program, Step, program_kernel
 from acl_rocm.ops.sort import refuse
 from acl_rocm.views import broadcast_strides
 
@@ -100,15 +99,7 @@ class QuantRunner:
         return {name: self._bind(name) for name in OPS}
 
     def _bind(self, op: str) -> Kernel:
-        def kernel(launch: Launch) -> None:
-            key = f"rocm.quant@{self.backend.provider.get_device()}"
-            prog = launch.memo.get(key)
-            if prog is None:
-                prog = launch.memo[key] = self.plan(op, launch)
-            run_program(self.backend, prog, handle(launch.stream))
-
-        kernel.__name__ = f"rocm_{op}"
-        return kernel
+        return program_kernel(self.backend, "quant", op, lambda launch: self.plan(op, launch))
 
     # ------------------------------------------------------------------ helpers
     def _meta(self, n: int, shape: Shape, rows: list[list[int]], bases: list[int]) -> list[Any]:

@@ -19,11 +19,10 @@ from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.tensor import AclTensor
-from acl_rocm.driver import handle
 from acl_rocm.kernels.ctypes_map import SUPPORTED
 from acl_rocm.kernels.sort import BLOCK_THREADS, TILE, EmitSorted, MergePass, TileSort, key_type
 from acl_rocm.launch import KernelArgs, LaunchConfig
-from acl_rocm.ops.program import Program, Step, Temp, run_program
+from acl_rocm.ops.program import Program, Step, Temp, program_kernel
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
@@ -167,15 +166,7 @@ class SortRunner:
         return {name: self._bind(name) for name in OPS}
 
     def _bind(self, op: str) -> Kernel:
-        def kernel(launch: Launch) -> None:
-            key = f"rocm.sort@{self.backend.provider.get_device()}"
-            prog = launch.memo.get(key)
-            if prog is None:
-                prog = launch.memo[key] = self.plan(op, launch)
-            run_program(self.backend, prog, handle(launch.stream))
-
-        kernel.__name__ = f"rocm_{op}"
-        return kernel
+        return program_kernel(self.backend, "sort", op, lambda launch: self.plan(op, launch))
 
     def plan(self, op: str, launch: Launch) -> Program:
         """The launches of one call."""
