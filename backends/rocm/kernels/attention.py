@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Final
 
 from acl_core.dtypes import DataType as D
@@ -34,8 +34,33 @@ Strides = tuple[int, int, int, int]
 _ZERO4: Strides = (0, 0, 0, 0)
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
+class PackedMeta:
+    """A dataclass of ints and int tuples that a kernel receives as int64s in declaration order."""
+
+    def values(self) -> list[int]:
+        """The fields flattened in declaration order (the C struct's layout)."""
+        flat: list[int] = []
+        for name in _field_names(type(self)):
+            item = getattr(self, name)
+            if type(item) is tuple:
+                flat.extend(item)
+            else:
+                flat.append(item)
+        return [int(x) for x in flat]
+
+
 @dataclass(frozen=True)
-class AttentionMeta:
+class AttentionMeta(PackedMeta):
     """Everything one attention launch needs besides pointers and the scale (packed as int64s, in order).
 
     Stride quadruples are in elements: (batch, head, query row, key column or head dim).
@@ -60,16 +85,9 @@ class AttentionMeta:
     win_hi: int = 0
     shift: int = 0
 
-    def values(self) -> list[int]:
-        """The fields flattened in declaration order (the C struct's layout)."""
-        flat: list[int] = []
-        for item in astuple(self):
-            flat.extend(item if isinstance(item, tuple) else (item,))
-        return [int(x) for x in flat]
-
 
 @dataclass(frozen=True)
-class RopeMeta:
+class RopeMeta(PackedMeta):
     """One rotary launch: pairs, the three outer dims, strides of x/cos/sin/out (4 dims), D/2 and mode."""
 
     pairs: int
@@ -80,13 +98,6 @@ class RopeMeta:
     o: Strides
     half: int
     mode: int
-
-    def values(self) -> list[int]:
-        """The fields flattened in declaration order (the C struct's layout)."""
-        flat: list[int] = []
-        for item in astuple(self):
-            flat.extend(item if isinstance(item, tuple) else (item,))
-        return [int(x) for x in flat]
 
 
 def _struct(name: str, cls: type) -> str:

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Final
 
 from acl_core.dtypes import DataType as D
+from acl_rocm.kernels.attention import PackedMeta
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.prelude import PRELUDE
 
@@ -28,7 +29,7 @@ _ZERO4: Strides = (0, 0, 0, 0)
 
 
 @dataclass(frozen=True)
-class SoftmaxMeta:
+class SoftmaxMeta(PackedMeta):
     """One softmax launch (packed as int64s in declaration order; strides in elements)."""
 
     s_head: int = 0
@@ -52,13 +53,6 @@ class SoftmaxMeta:
     win_lo: int = 0
     win_hi: int = 0
     shift: int = 0
-
-    def values(self) -> list[int]:
-        """The fields flattened in declaration order (the C struct's layout)."""
-        flat: list[int] = []
-        for item in astuple(self):
-            flat.extend(item if isinstance(item, tuple) else (item,))
-        return [int(x) for x in flat]
 
 
 SOFTMAX_STRUCT: Final = (
