@@ -57,6 +57,8 @@ from acl_rocm.providers.nccl import (
 )
 
 _PAYLOAD = struct.Struct(f"<{UNIQUE_ID_BYTES}sII")
+LAUNCHER_SIZE_ENVS = ("ACL_LAUNCH_SIZE", "WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
+"""Where launchers put the number of ranks of the job (acl_tools.launch, torchrun, MPICH, Open MPI)."""
 POLL_S = 0.0005
 """How often a pending non-blocking call is polled."""
 
@@ -213,8 +215,19 @@ class NcclEngine(CollectiveEngine):
 
     # ------------------------------------------------------------------ facts
     def max_ranks(self) -> int:
-        """Devices visible to this process (one rank per device; more processes are not counted)."""
-        return max(self.provider.device_count(), 1)
+        """The job's rank count when a launcher says it (NCCL spans processes and hosts), else the visible devices.
+
+        One rank per device: NCCL refuses two ranks of one communicator on one GPU, so a job on one
+        host has at most its device count; a launcher's world (acl_tools.launch, torchrun, MPICH,
+        Open MPI) may span several hosts, and each of its processes sets its own device.
+        """
+        world = 0
+        for variable in LAUNCHER_SIZE_ENVS:
+            value = os.environ.get(variable, "")
+            if value.isdigit():
+                world = int(value)
+                break
+        return max(self.provider.device_count(), world, 1)
 
     def supports(self, dtype: HcclDataType, *, reduction: bool) -> bool:
         """Every HcclDataType moves; reductions need a native ncclDataType_t."""
@@ -492,6 +505,7 @@ def open_engine(provider: RuntimeProvider) -> tuple[NcclEngine | None, str]:
 
 __all__ = [
     "FP8_MIN_VERSION",
+    "LAUNCHER_SIZE_ENVS",
     "NATIVE",
     "REDUCE_OPS",
     "RESULT_TO_HCCL",
