@@ -34,7 +34,7 @@ from common import (
     start,
 )
 
-from acl_core import aclnn, eager, hccl
+from acl_core import aclnn, eager, get_backend, hccl
 from acl_core.dtypes import DataType
 from acl_core.errors import AclnnError
 from acl_core.spec.collective import (
@@ -45,13 +45,16 @@ from acl_core.spec.collective import (
     HcclReduceOp,
 )
 
+D = HcclDataType
 DTYPES = sorted(ELEMENT_BYTES)
-REDUCIBLE = [
-    d
-    for d in DTYPES
-    if d
-    not in (HcclDataType.HCCL_DATA_TYPE_HIF8, HcclDataType.HCCL_DATA_TYPE_FP8E8M0, HcclDataType.HCCL_DATA_TYPE_INT128)
-]
+ENGINE = get_backend().collectives
+assert ENGINE is not None, "the backend has no collective engine"
+NEVER_REDUCED = {D.HCCL_DATA_TYPE_HIF8, D.HCCL_DATA_TYPE_FP8E8M0, D.HCCL_DATA_TYPE_INT128}
+if ENGINE.name in ("nccl", "rccl"):  # NCCL reduces only its own types; fp8 from NCCL 2.24
+    NEVER_REDUCED |= {D.HCCL_DATA_TYPE_INT16, D.HCCL_DATA_TYPE_UINT16}
+    if getattr(ENGINE, "nccl_version", 0) < 22400:
+        NEVER_REDUCED |= {D.HCCL_DATA_TYPE_FP8E4M3, D.HCCL_DATA_TYPE_FP8E5M2}
+REDUCIBLE = [d for d in DTYPES if d not in NEVER_REDUCED]
 OPS = list(HcclReduceOp)[:4]
 PEERS = [p for p in range(SIZE) if p != RANK]
 
@@ -102,11 +105,7 @@ def all_reduce(comm: object) -> None:
                 got = host(recv, nbytes(dtype, count))
                 check(got == expected_reduction(parts, dtype, op), f"AllReduce {dtype.name} {op.name}: wrong result")
                 same_on_every_rank(got, f"AllReduce {dtype.name} {op.name}")
-    for dtype in (
-        HcclDataType.HCCL_DATA_TYPE_HIF8,
-        HcclDataType.HCCL_DATA_TYPE_FP8E8M0,
-        HcclDataType.HCCL_DATA_TYPE_INT128,
-    ):
+    for dtype in sorted(NEVER_REDUCED):
         buf = device(as_bytes(rank_values(RANK, dtype, 4, 2)))
         expect(hccl.HcclAllReduce(buf, buf, 4, int(dtype), 0, comm, None), 5, f"AllReduce {dtype.name} not supported")
     # in place, and zero elements
@@ -292,7 +291,7 @@ def rank_table(report: str) -> None:
         table = {"status": "completed", "version": "1.0", "server_count": str(len(servers)), "server_list": servers}
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(table, fh)
-    WORLD.Barrier()
+    WORLD.barrier()
     comm, ret = hccl.HcclCommInitClusterInfo(path, RANK)
     if not expect(ret, 0, "HcclCommInitClusterInfo"):
         return
@@ -304,6 +303,20 @@ def rank_table(report: str) -> None:
     ):
         check(np.frombuffer(host(out, 12), np.int32).tolist() == [SIZE - 1] * 3, "rank-table AllReduce MAX")
     expect(hccl.HcclCommDestroy(comm), 0, "HcclCommDestroy (rank table)")
+
+
+def rank_table_refused(report: str) -> None:
+    """An NCCL engine forms multi-rank communicators from root info only: a rank table has no ncclUniqueId."""
+    path = os.path.join(report, "rank_table_nccl.json")
+    if RANK == 0:
+        device_list = [{"device_id": str(r), "device_ip": f"192.168.0.{r}", "rank_id": str(r)} for r in range(SIZE)]
+        servers = [{"server_id": "10.0.0.0", "device": device_list}]
+        table = {"status": "completed", "version": "1.0", "server_count": "1", "server_list": servers}
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(table, fh)
+    WORLD.barrier()
+    _, ret = hccl.HcclCommInitClusterInfo(path, RANK)
+    expect(ret, 5, "HcclCommInitClusterInfo of several ranks on NCCL (HCCL_E_NOT_SUPPORT)")
 
 
 # ----------------------------------------------------------------------------- MC2 operators
@@ -454,9 +467,11 @@ def main() -> None:
     run_section("movement", lambda: movement(comm))
     run_section("barrier", lambda: barrier(comm))
     run_section("mc2", lambda: mc2(comm))
-    if SIZE > 1:
+    if SIZE > 1 and ENGINE.name == "mpi":  # NCCL cannot see that ranks disagree (they would hang)
         run_section("mismatches", lambda: mismatches(comm))
         run_section("rank_table", lambda: rank_table(report))
+    elif SIZE > 1:
+        run_section("rank_table", lambda: rank_table_refused(report))
     if SIZE == 4:
         run_section("sub_communicators", sub_communicators)
     expect(hccl.HcclCommDestroy(comm), 0, "HcclCommDestroy")

@@ -1,4 +1,4 @@
-"""Helpers every rank script shares: the MPI world, device buffers, a failure log, the communicator."""
+"""Helpers every rank script shares: the world (MPI, or acl_tools.launch's files), device buffers, a failure log."""
 
 from __future__ import annotations
 
@@ -11,20 +11,20 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from mpi4py import MPI
 
 from acl_core import acl, hccl
 from acl_core.spec.collective import ELEMENT_BYTES, NUMPY_DTYPES, HcclDataType
+from acl_tools.world import current
 
-WORLD = MPI.COMM_WORLD
-RANK = WORLD.Get_rank()
-SIZE = WORLD.Get_size()
+WORLD = current()  # MPI.COMM_WORLD under mpiexec, a shared directory under acl_tools.launch
+RANK = WORLD.rank
+SIZE = WORLD.size
 FAILURES: list[str] = []
 CHECKS = [0]
 
 
 def start() -> None:
-    """aclInit and a device per rank (reference devices wrap around at 8)."""
+    """aclInit and a device per rank (rank r on device r; reference devices wrap around at 8)."""
     assert acl.init() == 0
     assert acl.rt.set_device(RANK % 8) == 0
 
@@ -113,7 +113,7 @@ def as_bytes(values: np.ndarray | bytes) -> bytes:
 
 
 def same_on_every_rank(blob: bytes, what: str) -> None:
-    """Check that every rank got bit-identical bytes (by digest, gathered through mpi4py)."""
+    """Check that every rank got bit-identical bytes (by digest, gathered through the world)."""
     digests = WORLD.allgather(hashlib.sha256(blob).hexdigest())
     check(len(set(digests)) == 1, f"{what}: ranks got different bytes")
 

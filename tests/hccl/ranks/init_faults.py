@@ -43,20 +43,20 @@ def main() -> None:
         ret, timings["absent_joiner"] = timed_init(info, 0)
         expect(ret, 9, "the maker waiting for a rank that never joins")
         check(timings["absent_joiner"] <= LIMIT + 1.0, f"took {timings['absent_joiner']:.2f}s (limit {LIMIT}s)")
-    WORLD.Barrier()
+    WORLD.barrier()
 
     info = fresh_info()
     if RANK == 1:
         ret, timings["absent_maker"] = timed_init(info, 1)
         expect(ret, 9, "a rank joining a maker that never forms the communicator")
         check(timings["absent_maker"] <= LIMIT + 1.0, f"took {timings['absent_maker']:.2f}s (limit {LIMIT}s)")
-    WORLD.Barrier()
+    WORLD.barrier()
 
     info = fresh_info()
     ret, timings["duplicate_rank"] = timed_init(info, 0)
     expect(ret, 1, "two processes joining as rank 0")
     check(timings["duplicate_rank"] < LIMIT, "a duplicate rank is reported without waiting for the timeout")
-    WORLD.Barrier()
+    WORLD.barrier()
 
     info = fresh_info()
     comm, ret = hccl.HcclCommInitRootInfo(2, info, RANK)
