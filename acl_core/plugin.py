@@ -137,11 +137,11 @@ class _Registry:
             started = self._instances.get(wanted)
             if started is not None:
                 return started  # per-call fast path: a backend named or selected and already started
-        elif not os.environ.get(ENV_BACKEND) and self._default is not None:
-            return self._default  # the per-call fast path: the default is resolved once
+        elif self._default is not None:
+            return self._default  # per-call fast path: the default ($ACL_BACKEND or priority) is resolved once
         with self._lock:
             self._ensure_loaded()
-            by_default = name is None and self.selected is None and not os.environ.get(ENV_BACKEND)
+            by_default = name is None and self.selected is None
             if name is None:
                 name = self.selected or os.environ.get(ENV_BACKEND) or None
             if name is None:
@@ -153,6 +153,13 @@ class _Registry:
             if by_default:
                 self._default = backend
             return backend
+
+    def select(self, name: str | None) -> Backend | None:
+        """Make ``name`` the process default; None goes back to $ACL_BACKEND / priority, read afresh."""
+        with self._lock:
+            self.selected = name
+            self._default = None
+        return None if name is None else self.get(name)
 
     def _create(self, name: str) -> Backend:
         if name not in self._registrations:
@@ -199,18 +206,21 @@ def list_backends() -> list[BackendStatus]:
 
 
 def get_backend(name: str | None = None) -> Backend:
-    """The backend called ``name``; else ``$ACL_BACKEND``; else the highest-priority available one.
+    """The backend called ``name``; else the one :func:`use_backend` selected; else the default.
 
-    A backend asked for by name that cannot run raises :class:`BackendUnavailableError` with the
-    reason; nothing falls back to another backend.
+    The default is ``$ACL_BACKEND`` if set, else the highest-priority available backend. It is
+    resolved once, on the first call that needs it, and kept (per-operator calls must not read the
+    environment); ``use_backend``, ``register_plugin``, ``unregister_backend`` and ``reset_plugins``
+    forget it, so a changed ``ACL_BACKEND`` takes effect after one of them. A backend asked for that
+    cannot run raises :class:`BackendUnavailableError` with the reason (nothing is kept then);
+    nothing falls back to another backend.
     """
     return _registry.get(name)
 
 
 def use_backend(name: str | None) -> Backend | None:
-    """Make ``name`` the process default that the front ends use (None restores the env/priority rule)."""
-    _registry.selected = name
-    return None if name is None else _registry.get(name)
+    """Make ``name`` the process default that the front ends use (None: ``$ACL_BACKEND``/priority, read again)."""
+    return _registry.select(name)
 
 
 def register_plugin(plugin: object, name: str | None = None) -> None:

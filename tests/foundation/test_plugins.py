@@ -78,6 +78,26 @@ def test_acl_backend_env_selects_and_never_falls_back(monkeypatch: pytest.Monkey
         acl_core.get_backend()
 
 
+def test_acl_backend_is_read_when_the_default_is_resolved_not_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    acl_core.register_plugin(_Plugin(BackendRegistration("fake", _reference_factory, priority=-5)))
+    monkeypatch.delenv("ACL_BACKEND", raising=False)
+    assert acl_core.get_backend().name == "reference"
+    monkeypatch.setenv("ACL_BACKEND", "fake")
+    assert acl_core.get_backend().name == "reference"  # the resolved default is kept
+    assert acl_core.get_backend("fake").name == "fake"  # a name still wins
+    acl_core.use_backend(None)  # forgets the default: the environment is read again
+    assert acl_core.get_backend().name == "fake"
+    assert acl_core.use_backend("reference") is acl_core.get_backend() and acl_core.get_backend().name == "reference"
+    acl_core.use_backend(None)
+    monkeypatch.setenv("ACL_BACKEND", "nosuch")
+    acl_core.reset_plugins()
+    for _ in range(2):  # a failed resolution keeps nothing and fails again
+        with pytest.raises(BackendNotFoundError):
+            acl_core.get_backend()
+    monkeypatch.setenv("ACL_BACKEND", "reference")
+    assert acl_core.get_backend().name == "reference"
+
+
 def test_a_failing_probe_or_factory_is_a_reason_not_a_crash() -> None:
     def broken_probe() -> str | None:
         raise OSError("driver exploded")
