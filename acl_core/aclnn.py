@@ -21,7 +21,7 @@ from acl_core.plugin import get_backend
 from acl_core.runtime import Range, Runtime
 from acl_core.spec.ops import all_specs, get_spec
 from acl_core.spec.opspec import Call, OpSpec
-from acl_core.spec.validate import bind, handles, signature, validate
+from acl_core.spec.validate import bind_values, signature_of, validate
 from acl_core.tensor import (
     AclBoolArray,
     AclFloatArray,
@@ -290,15 +290,32 @@ class AclOpExecutor:
     validates again before launching.
     """
 
+    __slots__ = (
+        "addresses",
+        "backend",
+        "call",
+        "destroyed",
+        "kernel_args",
+        "kernel_spec",
+        "ranges",
+        "repeatable",
+        "spec",
+        "tensors",
+        "used",
+        "workspace_size",
+    )
+
     def __init__(
         self,
         spec: OpSpec,
         call: Call,
         backend: Backend,
         workspace_size: int,
-        tensors: list[AclTensor],
+        tensors: Sequence[AclTensor],
         ranges: tuple[Range, ...] | None,
         kernel_spec: OpSpec,
+        addresses: tuple[int, ...] | None = None,
+        kernel_args: dict[str, Any] | None = None,
     ) -> None:
         self.spec = spec
         self.call = call
@@ -308,18 +325,20 @@ class AclOpExecutor:
         self.used = False
         self.destroyed = False
         self.tensors = tensors
-        self.addresses = [t.data for t in tensors]
+        # ``addresses`` and ``kernel_args`` may be shared with the phase-1 cache: never mutate them
+        self.addresses = tuple([t.data for t in tensors]) if addresses is None else addresses
         self.ranges = ranges
         self.kernel_spec = kernel_spec
-        self.kernel_args = spec.base_args(call.args) if spec.base_args else call.args
+        if kernel_args is None:
+            kernel_args = spec.base_args(call.args) if spec.base_args else call.args
+        self.kernel_args = kernel_args
 
     def still_valid(self) -> bool:
         """True when the memory behind every tensor is still live and no tensor was re-pointed since validation."""
         if not _all_live(self.ranges):
             return False
-        addresses = self.addresses
-        for i, t in enumerate(self.tensors):
-            if t.data != addresses[i]:
+        for t, address in zip(self.tensors, self.addresses):
+            if t.data != address:
                 return False
         return True
 
@@ -329,7 +348,7 @@ class AclOpExecutor:
         validate(self.spec, self.call.args, runtime)
         # a re-pointed tensor invalidates backend launch metadata; the shared cached call keeps its own
         self.call = Call(self.spec, self.call.args, self.call.plan)
-        self.addresses = [t.data for t in self.tensors]
+        self.addresses = tuple([t.data for t in self.tensors])
         self.ranges = _held(runtime, self.tensors)
 
     def __repr__(self) -> str:
@@ -364,17 +383,82 @@ def aclDestroyAclOpExecutor(executor: AclOpExecutor | None) -> int:
     return int(_guard(run))
 
 
+def _tensors_in(values: Sequence[Any]) -> tuple[AclTensor, ...]:
+    """The tensors among the arguments, tensor-list members included, in argument order."""
+    found: list[AclTensor] = []
+    for v in values:
+        kind = type(v)
+        if kind is AclTensor:
+            found.append(v)
+        elif kind is AclTensorList:
+            found.extend(v.tensors)
+    return tuple(found)
+
+
 class _Validated:
-    """A phase-1 result kept per signature, sound while every range in ``ranges`` is live."""
+    """A phase-1 result kept per signature, sound while every range in ``ranges`` is live.
 
-    __slots__ = ("call", "handle_names", "kernel_spec", "ranges", "size")
+    ``values`` are the arguments it was validated with, in official order. A later call passing the
+    very same handles (tuple equality: handles compare by identity) shares ``call``, ``tensors``,
+    ``addresses`` and ``kernel_args`` as they are; a call with other, equal-signature handles gets
+    a copy of the arguments with its own handles bound in (``handle_slots``).
+    """
 
-    def __init__(self, call: Call, size: int, ranges: tuple[Range, ...], kernel_spec: OpSpec) -> None:
+    __slots__ = (
+        "addresses",
+        "call",
+        "handle_slots",
+        "has_lists",
+        "kernel_args",
+        "kernel_spec",
+        "ranges",
+        "size",
+        "tensors",
+        "values",
+    )
+
+    def __init__(
+        self,
+        call: Call,
+        values: tuple[Any, ...],
+        size: int,
+        tensors: tuple[AclTensor, ...],
+        ranges: tuple[Range, ...],
+        kernel_spec: OpSpec,
+        kernel_args: dict[str, Any],
+    ) -> None:
         self.call = call
+        self.values = values
         self.size = size
+        self.tensors = tensors
+        self.addresses = tuple([t.data for t in tensors])
         self.ranges = ranges
         self.kernel_spec = kernel_spec
-        self.handle_names = tuple(n for n, v in call.args.items() if isinstance(v, Handle))
+        self.kernel_args = kernel_args
+        names = call.spec.param_names
+        self.handle_slots = tuple((names[i], i) for i, v in enumerate(values) if isinstance(v, Handle))
+        self.has_lists = any(type(v) is AclTensorList for v in values)
+
+    def executor(self, spec: OpSpec, values: tuple[Any, ...], backend: Backend) -> AclOpExecutor:
+        """An executor for a call whose signature matched this one (its handles checked alive)."""
+        if values == self.values and not self.has_lists:
+            return AclOpExecutor(
+                spec,
+                self.call,
+                backend,
+                self.size,
+                self.tensors,
+                self.ranges,
+                self.kernel_spec,
+                self.addresses,
+                self.kernel_args,
+            )
+        cached = self.call
+        fresh = dict(cached.args)
+        for name, i in self.handle_slots:
+            fresh[name] = values[i]
+        call = Call(spec, fresh, cached.plan, cached.memo)
+        return AclOpExecutor(spec, call, backend, self.size, _tensors_in(values), self.ranges, self.kernel_spec)
 
 
 _CACHE_LIMIT = 1024
@@ -389,43 +473,36 @@ def get_workspace_size(
 
     A call whose signature (layouts, addresses, attribute values) matches an earlier valid call reuses
     that validation while the device memory it checked is still the same live allocations (nothing
-    it lies in was freed): only handle liveness is re-checked. DESIGN.md §4.2.
+    it lies in was freed) and every handle passed is alive. DESIGN.md §4.2.
     """
-    bound = bind(spec, args, kwargs)
-    backend = backend or get_backend()
-    runtime = backend.runtime
-    key = signature(spec, bound)
+    names = spec.param_names
+    values = args if type(args) is tuple and not kwargs and len(args) == len(names) else bind_values(spec, args, kwargs)
+    if backend is None:
+        backend = get_backend()
+    key = signature_of(spec, values, id(backend))
     if key is not None:
-        key = (id(backend), *key)
         hit = _cache.get(key)
         if hit is not None and _all_live(hit.ranges):
-            live = handles(bound)
-            for h in live:
-                if h.destroyed:
-                    h.check_alive("argument")
-            cached = hit.call
-            fresh = dict(cached.args)
-            for name in hit.handle_names:
-                fresh[name] = bound[name]
-            tensors = [t for t in live if type(t) is AclTensor]
-            call = Call(spec, fresh, cached.plan, cached.memo)
-            return hit.size, AclOpExecutor(spec, call, backend, hit.size, tensors, hit.ranges, hit.kernel_spec)
-    call = validate(spec, bound, runtime)
+            return hit.size, hit.executor(spec, values, backend)
+    runtime = backend.runtime
+    call = validate(spec, dict(zip(names, values)), runtime)
     if spec.kernel_name not in backend.kernels:
         raise AclnnError(
             AclnnStatus.ACLNN_ERR_INNER_FIND_KERNEL_ERROR,
             f"backend {backend.name!r} has no kernel for {spec.kernel_name}",
         )
     size = int(spec.workspace(call))
-    tensors = [t for t in handles(call.args) if type(t) is AclTensor]
+    tensors = _tensors_in([call.args[n] for n in names])
     ranges = _held(runtime, tensors)
     kernel_spec = get_spec(spec.kernel_name)
+    kernel_args = spec.base_args(call.args) if spec.base_args else call.args
     if key is not None and ranges is not None:
+        entry = _Validated(call, values, size, tensors, ranges, kernel_spec, kernel_args)
         with _cache_lock:
-            _cache[key] = _Validated(call, size, ranges, kernel_spec)
+            _cache[key] = entry
             if len(_cache) > _CACHE_LIMIT:
                 _cache.popitem(last=False)
-    return size, AclOpExecutor(spec, call, backend, size, tensors, ranges, kernel_spec)
+    return size, AclOpExecutor(spec, call, backend, size, tensors, ranges, kernel_spec, None, kernel_args)
 
 
 def execute(

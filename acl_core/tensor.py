@@ -8,6 +8,7 @@ the op specs.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -113,6 +114,11 @@ class AclTensor(Handle):
         """Everything but the data address, as one hashable value (for launch caches)."""
         return (self.view_dims, self.dtype, self.strides, self.offset, self.format, self.storage_dims)
 
+    @functools.cached_property
+    def layout_id(self) -> int:
+        """A small int naming :attr:`layout`: equal ids mean equal layouts (cheap to hash in cache keys)."""
+        return _layout_id(self.layout)
+
     @property
     def rank(self) -> int:
         """Number of view dimensions."""
@@ -149,6 +155,21 @@ class AclTensor(Handle):
         last = _max_index(self.view_dims, self.strides, self.offset)
         bits = self.dtype.info.storage_bits
         return self.data + (first * bits) // 8, self.data + ((last + 1) * bits + 7) // 8
+
+
+_LAYOUT_IDS: dict[tuple[object, ...], int] = {}
+_LAYOUT_IDS_LIMIT = 1 << 16
+_next_layout_id = itertools.count(1)
+
+
+def _layout_id(layout: tuple[object, ...]) -> int:
+    """The id of ``layout``; ids are never reused, so forgetting the table only costs cache misses."""
+    found = _LAYOUT_IDS.get(layout)
+    if found is None:
+        if len(_LAYOUT_IDS) >= _LAYOUT_IDS_LIMIT:
+            _LAYOUT_IDS.clear()  # bounded memory for processes that see ever new shapes
+        found = _LAYOUT_IDS.setdefault(layout, next(_next_layout_id))
+    return found
 
 
 def _max_index(view: Sequence[int], strides: Sequence[int], offset: int) -> int:

@@ -61,6 +61,22 @@ def bind(spec: OpSpec, args: Sequence[Any], kwargs: dict[str, Any] | None = None
     return bound
 
 
+def bind_values(spec: OpSpec, args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> tuple[Any, ...]:
+    """The arguments in official order, as :func:`bind` maps them (TypeError on misuse)."""
+    names = spec.param_names
+    if kwargs:
+        rest = names[len(args) :]
+        if len(kwargs) == len(rest):
+            try:  # the common keyword form: every remaining parameter named once, no dict built
+                return (*args, *[kwargs[n] for n in rest])
+            except KeyError:
+                pass
+    elif len(args) == len(names):
+        return tuple(args)
+    bound = bind(spec, args, kwargs)
+    return tuple([bound[n] for n in names])
+
+
 def _is_null(value: Any) -> bool:
     return value is None or (type(value) is int and value == 0)
 
@@ -240,28 +256,63 @@ def _check_overlap(spec: OpSpec, canon: dict[str, Any]) -> None:
             raise invalid(f"{wl} overlaps {ol} in device memory, which this operator does not allow")
 
 
+_PLAIN = (int, float, bool, str)
+
+
 def signature(spec: OpSpec, args: dict[str, Any]) -> tuple[object, ...] | None:
     """A hashable key of everything validation depends on, or None when an argument defies one.
 
     Two calls with equal signatures under the same memory-map generation validate identically, so
     phase 1 can reuse the first one's result (DESIGN.md §4.2: launch metadata cached per signature).
     """
-    parts: list[object] = [spec.name]
-    for p in spec.params:
-        v: Any = args.get(p.name)
+    return signature_of(spec, tuple([args.get(n) for n in spec.param_names]))
+
+
+def signature_of(spec: OpSpec, values: Sequence[Any], scope: object = None) -> tuple[object, ...] | None:
+    """:func:`signature` of the arguments in official order, led by ``scope``; None also for a destroyed handle.
+
+    Each argument adds entries whose first one tells its kind (an int: a tensor's layout id, then its
+    address; None; the AclScalar class, then dtype and value; a tuple for the rest), so the flat key
+    of one operator's argument list never equals that of another list. A destroyed handle gets no
+    key: the caller then validates, which names it.
+    """
+    parts: list[object] = [scope, spec.name]
+    append = parts.append
+    for v in values:
         kind = type(v)
         if kind is AclTensor:
-            parts.append((v.layout, v.data))
+            if v.destroyed:
+                return None
+            append(v.layout_id)
+            append(v.data)
         elif kind is AclScalar:
-            parts.append((kind, v.dtype, v.value))
+            if v.destroyed:
+                return None
+            append(AclScalar)
+            append(v.dtype)
+            append(v.value)
+        elif v is None:
+            append(None)
+        elif kind in _PLAIN:
+            append((kind, v))
         elif kind is AclTensorList:
-            parts.append(tuple((t.layout, t.data) for t in v.tensors))
-        elif kind in (AclIntArray, AclFloatArray, AclBoolArray):
-            parts.append((kind, v.values))
+            if v.destroyed:
+                return None
+            for t in v.tensors:
+                if t.destroyed:
+                    return None
+            append(tuple([(t.layout_id, t.data) for t in v.tensors]))
+        elif kind is AclIntArray or kind is AclFloatArray or kind is AclBoolArray:
+            if v.destroyed:
+                return None
+            append((kind, v.values))
         elif kind is AclScalarList:
-            parts.append(tuple((s.dtype, s.value) for s in v.scalars))
-        elif v is None or kind in (int, float, bool, str):
-            parts.append((kind, v))
+            if v.destroyed:
+                return None
+            for sc in v.scalars:
+                if sc.destroyed:
+                    return None
+            append((kind, tuple([(sc.dtype, sc.value) for sc in v.scalars])))
         else:
             return None
     return tuple(parts)
