@@ -124,6 +124,7 @@ def test_compare_joins_both_sides_and_judges_the_256_mib_all_reduce() -> None:
         compare(acl, {**torch, "ranks": 4})
 
 
+@pytest.mark.slow
 def test_multi_gpu_script_dry_run_on_the_cpu(tmp_path: Path) -> None:
     """The whole script: 2 reference ranks under mpiexec, torch.distributed over gloo, tiny sizes."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HCCL_", "MPIR_CVAR_", "PMI_", "ACL_LAUNCH_"))}
@@ -168,3 +169,40 @@ def test_multi_gpu_script_dry_run_on_the_cpu(tmp_path: Path) -> None:
         both["collectives"]["all_reduce"][1]["busbw_ratio"]
     )
     assert (tmp_path / "more.tar.gz").exists() and (tmp_path / "multi_gpu_run.log").exists()
+
+
+def _rank_script(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """tests/hccl/ranks/collectives.py as a module (one rank, the reference backend)."""
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(RANKS))
+    monkeypatch.setenv("ACL_BACKEND", "reference")
+    spec = importlib.util.spec_from_file_location("rank_collectives", RANKS / "collectives.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_stepwise_rounding_of_nccl_is_accepted_within_its_error_bound_and_nothing_else(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """fp8 e5m2 over 4 ranks: 1.5+1.5+1.5+0.5 rounded after each step is 4 (exact 5); 8 is wrong."""
+    import numpy as np
+    from ml_dtypes import float8_e5m2
+
+    from acl_core.spec.collective import HcclDataType, HcclReduceOp
+
+    script = _rank_script(monkeypatch)
+    dtype, total = HcclDataType.HCCL_DATA_TYPE_FP8E5M2, HcclReduceOp.HCCL_REDUCE_SUM
+    parts = [np.array([v], float8_e5m2) for v in (1.5, 1.5, 1.5, 0.5)]
+    stepwise = np.array([4.0], float8_e5m2).tobytes()
+    monkeypatch.setattr(script, "SIZE", 4)
+    assert script.reduction_matches(np.array([5.0], float8_e5m2).tobytes(), parts, dtype, total)
+    assert not script.reduction_matches(stepwise, parts, dtype, total)  # the reference engine rounds once
+    monkeypatch.setattr(script, "STEPWISE", True)
+    assert script.reduction_matches(stepwise, parts, dtype, total)
+    assert not script.reduction_matches(np.array([8.0], float8_e5m2).tobytes(), parts, dtype, total)
+    assert not script.reduction_matches(stepwise, parts, dtype, HcclReduceOp.HCCL_REDUCE_MAX)
+    monkeypatch.setattr(script, "SIZE", 2)
+    assert not script.reduction_matches(stepwise, parts, dtype, total)  # one addition: exact on 2 ranks
