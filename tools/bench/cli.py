@@ -54,15 +54,27 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _collectives(args: argparse.Namespace) -> int:
-    """Launch the collective benchmark under mpiexec, one process per rank, and return its status."""
-    mpiexec = shutil.which(
-        "mpiexec", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    )
-    if mpiexec is None:
-        print("acl-core bench --collectives: mpiexec not found; pip install 'acl-core[mpi]'", file=sys.stderr)
+    """Launch the collective benchmark, one process per rank, and return its status.
+
+    The reference engine moves data over MPI, so its ranks start under mpiexec; a GPU engine (NCCL)
+    needs no MPI, so its ranks are spawned by acl_tools.launch, one per device.
+    """
+    try:
+        engine = acl_core.get_backend(args.backend).collectives
+    except AclCoreError as exc:
+        print(f"acl-core bench --collectives: {exc}", file=sys.stderr)
         return 2
+    command = [sys.executable, "-m", "acl_tools.launch", "-n", str(args.collectives)]
+    if engine is not None and engine.name == "mpi":
+        mpiexec = shutil.which(
+            "mpiexec", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+        )
+        if mpiexec is None:
+            print("acl-core bench --collectives: mpiexec not found; pip install 'acl-core[mpi]'", file=sys.stderr)
+            return 2
+        command.append("--mpiexec")
     out = args.out or Path("reports") / f"bench-hccl-{args.collectives}ranks.json"
-    command = [mpiexec, "-n", str(args.collectives), sys.executable, "-m", "acl_tools.bench.collectives"]
+    command += ["--", sys.executable, "-m", "acl_tools.bench.collectives"]
     command += ["--max-bytes", str(min(args.max_bytes, 1 << 26)), "--out", str(out)]
     env = dict(os.environ)
     if args.backend:
