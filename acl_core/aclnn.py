@@ -21,7 +21,7 @@ from acl_core.plugin import get_backend
 from acl_core.runtime import Range, Runtime
 from acl_core.spec.ops import all_specs, get_spec
 from acl_core.spec.opspec import Call, OpSpec
-from acl_core.spec.validate import bind_values, signature_of, validate
+from acl_core.spec.validate import bind_values, signer, validate
 from acl_core.tensor import (
     AclBoolArray,
     AclFloatArray,
@@ -479,7 +479,7 @@ def get_workspace_size(
     values = args if type(args) is tuple and not kwargs and len(args) == len(names) else bind_values(spec, args, kwargs)
     if backend is None:
         backend = get_backend()
-    key = signature_of(spec, values, id(backend))
+    key = signer(spec)(values, id(backend))
     if key is not None:
         hit = _cache.get(key)
         if hit is not None and _all_live(hit.ranges):

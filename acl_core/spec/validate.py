@@ -9,7 +9,7 @@ outputs with other arguments (161002).
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from acl_core.dtypes import DataType
@@ -289,7 +289,7 @@ def signature_of(spec: OpSpec, values: Sequence[Any], scope: object = None) -> t
             if v.destroyed:
                 return None
             append(AclScalar)
-            append(v.dtype)
+            append(int(v.dtype))  # a plain int: an IntEnum member hashes in Python, an int in C
             append(v.value)
         elif v is None:
             append(None)
@@ -312,10 +312,61 @@ def signature_of(spec: OpSpec, values: Sequence[Any], scope: object = None) -> t
             for sc in v.scalars:
                 if sc.destroyed:
                     return None
-            append((kind, tuple([(sc.dtype, sc.value) for sc in v.scalars])))
+            append((kind, tuple([(int(sc.dtype), sc.value) for sc in v.scalars])))
         else:
             return None
     return tuple(parts)
+
+
+Signer = Callable[[Sequence[Any], object], "tuple[object, ...] | None"]
+_SIGNERS: dict[str, tuple[OpSpec, Signer]] = {}
+_GUARDS = {Kind.TENSOR: "type({a}) is T and not {a}.destroyed", Kind.SCALAR: "type({a}) is S and not {a}.destroyed"}
+_PARTS = {Kind.TENSOR: "{a}.layout_id, {a}.data", Kind.SCALAR: "S, int({a}.dtype), {a}.value"}
+_PLAIN_KINDS = (Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.STRING, Kind.DTYPE)
+
+
+def signer(spec: OpSpec) -> Signer:
+    """``spec``'s :func:`signature_of`, specialised for its parameter kinds (the phase-1 hot path).
+
+    When every argument is of the kind its parameter declares (a live aclTensor, a live aclScalar, a
+    plain int/float/bool/str) one generated expression builds the key; anything else (None for an
+    optional tensor, lists, arrays, a destroyed handle) goes to :func:`signature_of`, whose key the
+    expression equals entry for entry.
+    """
+    found = _SIGNERS.get(spec.name)
+    if found is not None and found[0] is spec:
+        return found[1]
+    fn = _make_signer(spec)
+    _SIGNERS[spec.name] = (spec, fn)
+    return fn
+
+
+def _make_signer(spec: OpSpec) -> Signer:
+    kinds = [p.kind for p in spec.params]
+    if not kinds or any(k not in _GUARDS and k not in _PLAIN_KINDS for k in kinds):
+        return lambda values, scope: signature_of(spec, values, scope)
+    names = [f"a{i}" for i in range(len(kinds))]
+    guards = [_GUARDS.get(k, "type({a}) in P").format(a=a) for k, a in zip(kinds, names)]
+    parts = [_PARTS.get(k, "(type({a}), {a})").format(a=a) for k, a in zip(kinds, names)]
+    # only generated identifiers reach the source; the operator's name and classes come in through the namespace
+    source = (
+        "def signed(values, scope):\n"
+        f"    {', '.join(names)}, = values\n"
+        f"    if {' and '.join(guards)}:\n"
+        f"        return (scope, NAME, {', '.join(parts)})\n"
+        "    return generic(spec, values, scope)\n"
+    )
+    namespace: dict[str, Any] = {
+        "T": AclTensor,
+        "S": AclScalar,
+        "P": _PLAIN,
+        "NAME": spec.name,
+        "generic": signature_of,
+        "spec": spec,
+    }
+    exec(source, namespace)
+    fn: Signer = namespace["signed"]
+    return fn
 
 
 def handles(args: dict[str, Any]) -> list[Handle]:

@@ -10,8 +10,9 @@ import pytest
 from acl_core import acl, aclnn
 from acl_core.aclnn import _cache
 from acl_core.plugin import get_backend
-from acl_core.spec.ops import get_spec
-from acl_core.spec.validate import signature, signature_of
+from acl_core.spec.ops import all_specs, get_spec
+from acl_core.spec.opspec import Kind
+from acl_core.spec.validate import signature, signature_of, signer
 
 N = 16
 
@@ -357,3 +358,37 @@ def test_each_backend_validates_for_itself(env: dict) -> None:
         acl_core.unregister_backend("second")
     _ws, ex, ret = aclnn.aclnnAddGetWorkspaceSize(t["a"], t["b"], alpha, t["out"])
     assert ret == 0 and ex.backend is reference
+
+
+def _value_of(kind: Kind, i: int) -> object:
+    if kind is Kind.TENSOR:
+        return aclnn.aclCreateTensor([i + 1, 2], 0, None, 0, 2, None, 0x1000 * (i + 1))
+    if kind is Kind.SCALAR:
+        return aclnn.aclCreateScalar(float(i), 0)
+    return {Kind.INT: i, Kind.FLOAT: i + 0.5, Kind.BOOL: bool(i % 2), Kind.STRING: f"s{i}", Kind.DTYPE: 0}[kind]
+
+
+@pytest.mark.parametrize("op", sorted(all_specs()))
+def test_the_specialised_signer_equals_the_generic_signature(op: str) -> None:
+    spec = get_spec(op)
+    sign = signer(spec)
+    if not all(p.kind in (Kind.TENSOR, Kind.SCALAR) or not p.kind.is_handle for p in spec.params):
+        values: list[object] = [None] * len(spec.params)
+        assert sign(tuple(values), 7) == signature_of(spec, tuple(values), 7)
+        return
+    assert sign.__name__ == "signed" and signer(spec) is sign  # the generated one, built once
+    values = [_value_of(p.kind, i) for i, p in enumerate(spec.params)]
+    key = sign(tuple(values), 7)
+    assert key is not None and key == signature_of(spec, tuple(values), 7)
+    assert sign(tuple(values), 8) != key
+    for i, p in enumerate(spec.params):
+        variants: list[object] = [None, np.int64(1), "x", 1.5, True]
+        if p.kind.is_handle:
+            dead = _value_of(p.kind, i)
+            dead.destroyed = True  # type: ignore[attr-defined]
+            variants.append(dead)
+        for v in variants:
+            changed = tuple([*values[:i], v, *values[i + 1 :]])
+            assert sign(changed, 7) == signature_of(spec, changed, 7)
+            if sign(changed, 7) is not None:
+                assert sign(changed, 7) != key or v == values[i]
