@@ -367,21 +367,3 @@ def _make_signer(spec: OpSpec) -> Signer:
     exec(source, namespace)
     fn: Signer = namespace["signed"]
     return fn
-
-
-def handles(args: dict[str, Any]) -> list[Handle]:
-    """Every handle among the arguments (tensor-list members included), to re-check liveness cheaply."""
-    found: list[Handle] = []
-    for v in args.values():
-        kind = type(v)
-        if kind is AclTensor or kind is AclScalar:
-            found.append(v)
-        elif kind is AclTensorList:
-            found.append(v)
-            found.extend(v.tensors)
-        elif kind is AclScalarList:
-            found.append(v)
-            found.extend(v.scalars)
-        elif isinstance(v, Handle):
-            found.append(v)
-    return found
