@@ -100,7 +100,7 @@ class RopeMeta(PackedMeta):
     mode: int
 
 
-def _struct(name: str, cls: type) -> str:
+def meta_struct(name: str, cls: type) -> str:
     """The C declaration of a meta dataclass: one ``long long`` (or array) per field, in order."""
     members = []
     for f in fields(cls):
@@ -110,8 +110,8 @@ def _struct(name: str, cls: type) -> str:
     return f"struct {name} {{ " + " ".join(members) + " };"
 
 
-ATTN_STRUCT: Final = _struct("AttnMeta", AttentionMeta)
-ROPE_STRUCT: Final = _struct("RopeMeta", RopeMeta)
+ATTN_STRUCT: Final = meta_struct("AttnMeta", AttentionMeta)
+ROPE_STRUCT: Final = meta_struct("RopeMeta", RopeMeta)
 ATTN_META_LEN: Final = len(AttentionMeta().values())
 ROPE_META_LEN: Final = 1 + 3 + 4 * 4 + 2
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Final
 
 from acl_core.dtypes import DataType as D
-from acl_rocm.kernels.attention import PackedMeta
+from acl_rocm.kernels.attention import PackedMeta, meta_struct
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.prelude import PRELUDE
 
@@ -55,13 +55,7 @@ class SoftmaxMeta(PackedMeta):
     shift: int = 0
 
 
-SOFTMAX_STRUCT: Final = (
-    "struct SmMeta { "
-    + " ".join(
-        f"long long {f.name}[4];" if str(f.type) == "Strides" else f"long long {f.name};" for f in fields(SoftmaxMeta)
-    )
-    + " };"
-)
+SOFTMAX_STRUCT: Final = meta_struct("SmMeta", SoftmaxMeta)
 SOFTMAX_META_LEN: Final = len(SoftmaxMeta().values())
 
 
