@@ -57,7 +57,7 @@ step "GPU test tier (pytest -m gpu tests/rocm) beside conformance rocm ${CONFORM
 timeout "${TESTS_TIMEOUT:-220}" python3 -m pytest -m gpu tests/rocm -q -rfEs -n "${PYTEST_WORKERS:-8}" \
   -p no:cacheprovider --junitxml="$WORK/pytest_gpu.xml" "$@" > "$WORK/pytest_gpu.log" 2>&1 &
 tests=$!
-timeout "${CONFORMANCE_TIMEOUT:-220}" python3 -m acl_core conformance rocm "${CONFORMANCE_MODE:---full}" --plain \
+timeout "${CONFORMANCE_TIMEOUT:-280}" python3 -m acl_core conformance rocm "${CONFORMANCE_MODE:---full}" --plain \
   --report "$WORK/conformance" > "$WORK/conformance.log" 2>&1 &
 conformance=$!
 wait $tests; echo "pytest exit: $?"; grep -E "^(FAILED|ERROR)|passed|failed" "$WORK/pytest_gpu.log" | tail -40
