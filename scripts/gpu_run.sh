@@ -77,7 +77,7 @@ if [ "${QWEN:-full}" = full ]; then  # QWEN=short skips the fp32 parity runs (pr
   qwen parity --model /tmp/q-tiny --backend rocm --dtype fp32 --out "$Q/parity-tiny-fp32.json"
   qwen parity --model /tmp/q06 --backend rocm --dtype fp32 --out "$Q/parity-0.6b-fp32.json"
 fi
-qwen parity --model /tmp/q06 --backend rocm --dtype bf16 --out "$Q/parity-0.6b-bf16.json"
+qwen parity --model /tmp/q06 --backend rocm --dtype bf16 --noise-floor --out "$Q/parity-0.6b-bf16.json"
 qwen bench --model /tmp/q06 --backend rocm --dtype bf16 --batch 1,8 --prompt-len 64 --new-tokens 32 --repeat 2 \
   --out "$Q/bench-0.6b-bf16.json"
 python3 - "$Q" "$OUT/qwen3.json" <<'PY'

@@ -39,6 +39,18 @@ def test_parity_exits_non_zero_when_a_threshold_fails(tiny_dir, reference_backen
     assert "FAIL" in capsys.readouterr().out
 
 
+def test_parity_reports_transformers_own_noise_floor_when_asked(tiny_dir, reference_backend, tmp_path, capsys):
+    out = tmp_path / "parity.json"
+    argv = ["parity", "--model", str(tiny_dir), "--backend", "reference", "--tokens", "8", "--quiet"]
+    assert main([*argv, "--noise-floor", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    # fp32 eager and sdpa attention differ by rounding only: on this prompt they pick the same 8 tokens
+    assert report["greedy"]["transformers_eager_vs_sdpa_agree"] == 8
+    assert "noise floor (not judged)" in capsys.readouterr().out
+    assert main([*argv, "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["greedy"]["transformers_eager_vs_sdpa_agree"] is None
+
+
 def test_parity_refuses_to_loosen_a_threshold(tiny_dir, reference_backend, tmp_path, capsys):
     rc = main(["parity", "--model", str(tiny_dir), "--atol", "0.5", "--out", str(tmp_path / "x.json")])
     assert rc == 2

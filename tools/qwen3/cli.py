@@ -89,6 +89,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt-ids", type=_ids, default=None, help="prompt ids (default: 16 seeded random ids)")
     p.add_argument("--atol", type=float, default=None, help="a tighter fp32 logits bound than the issue's")
     p.add_argument("--hf-device", default=None, help="torch device for transformers (default: the backend's kind)")
+    p.add_argument(
+        "--noise-floor",
+        action="store_true",
+        help="also report (not judged) how many greedy tokens transformers' eager and sdpa attention agree on",
+    )
     p.add_argument("--out", type=Path, default=None, help="JSON report (default: reports/qwen3-parity-...json)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -219,6 +224,7 @@ def _parity(args: argparse.Namespace, argv: Sequence[str]) -> int:
                 hf_device=args.hf_device,
                 prefill_attention=args.prefill_attention,
                 decode_attention=args.decode_attention,
+                noise_floor=args.noise_floor,
                 progress=report,
             )
         except ValueError as exc:
@@ -232,6 +238,11 @@ def _parity(args: argparse.Namespace, argv: Sequence[str]) -> int:
         f"{greedy['teacher_forced_agree']}/{greedy['tokens']} teacher-forced) -> "
         f"{'PASS' if result['passed'] else 'FAIL'}"
     )
+    if greedy["transformers_eager_vs_sdpa_agree"] is not None:
+        print(
+            f"noise floor (not judged): transformers eager vs sdpa agree on "
+            f"{greedy['transformers_eager_vs_sdpa_agree']}/{greedy['tokens']} greedy tokens"
+        )
     out = args.out or Path("reports") / f"qwen3-parity-{result['backend']}-{args.dtype}.json"
     _write(out, result, argv)
     return EXIT_OK if result["passed"] else EXIT_FAILED

@@ -138,8 +138,8 @@ def byte_tokenizer() -> Any:
     return PreTrainedTokenizerFast(tokenizer_object=tok)
 
 
-def load_model(model_dir: str | Path, dtype: str, device: str = "cpu") -> Any:
-    """transformers' Qwen3ForCausalLM for ``model_dir`` in ``dtype`` with eager attention, on ``device``."""
+def load_model(model_dir: str | Path, dtype: str, device: str = "cpu", attention: str = "eager") -> Any:
+    """transformers' Qwen3ForCausalLM for ``model_dir`` in ``dtype`` with ``attention`` (eager), on ``device``."""
     torch = _torch()
     from transformers import Qwen3ForCausalLM
 
@@ -149,7 +149,7 @@ def load_model(model_dir: str | Path, dtype: str, device: str = "cpu") -> Any:
     major, minor = (int(v) for v in transformers.__version__.split(".")[:2])
     key = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"  # renamed in transformers 4.56
     cls: Any = Qwen3ForCausalLM
-    model = cls.from_pretrained(str(model_dir), **{key: torch_dtype, "attn_implementation": "eager"})
+    model = cls.from_pretrained(str(model_dir), **{key: torch_dtype, "attn_implementation": attention})
     return model.to(device).eval()  # not .to(dtype): that would also round the float32 rope inv_freq buffer
 
 

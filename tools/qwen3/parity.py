@@ -69,9 +69,15 @@ def run(
     hf_device: str | None = None,
     prefill_attention: str | None = None,
     decode_attention: str | None = None,
+    noise_floor: bool = False,
     progress: Report | None = None,
 ) -> dict[str, Any]:
-    """Compare the runner with transformers on one prompt; the report says whether the thresholds hold."""
+    """Compare the runner with transformers on one prompt; the report says whether the thresholds hold.
+
+    ``noise_floor`` adds a diagnostic that is not judged: how many greedy tokens transformers' eager
+    attention and its sdpa attention agree on, i.e. how far two correct implementations drift apart on
+    this checkpoint and prompt (random checkpoints leave near-tied logits).
+    """
     t0 = time.perf_counter()
     with Qwen3Runner(
         model_dir,
@@ -97,6 +103,11 @@ def run(
         followed = [*ids, *theirs.tolist()[:-1]]
         forced_ours = runner.forward_logits([followed])[0][len(ids) - 1 :].argmax(-1)
         forced_theirs = hf.prefill_logits(model, [followed])[0][len(ids) - 1 :].argmax(-1)
+        floor = None
+        if noise_floor:
+            del model
+            sdpa = hf.load_model(model_dir, dtype, device, attention="sdpa")
+            floor = int((hf.greedy_generate(sdpa, [ids], tokens)[0] == theirs).sum())
         attention = runner.attention.describe()
         backend_name = runner.backend_name
     diff = np.abs(ours_logits.astype(np.float64) - theirs_logits.astype(np.float64))
@@ -127,6 +138,7 @@ def run(
             "agree": agree,
             "first_mismatch": int(mismatches[0]) if mismatches.size else None,
             "teacher_forced_agree": int((forced_ours == forced_theirs).sum()),
+            "transformers_eager_vs_sdpa_agree": floor,
             "acl": mine.tolist(),
             "transformers": theirs.tolist(),
         },
