@@ -158,6 +158,12 @@ class ConvolutionRunner:
         finally:
             provider.free_async(workspace, stream)
 
+    def _temp(self, nbytes: int, stream: int, temps: list[int]) -> int:
+        """A stream-ordered temporary, recorded in ``temps`` (freed by the caller, also when a later step fails)."""
+        address = self.backend.provider.malloc_async(nbytes, stream)
+        temps.append(address)
+        return address
+
     def _dense(self, t: AclTensor, dtype: D, rounding: str | None, stream: int, temps: list[int]) -> int:
         """Address of ``t`` as a contiguous ``dtype`` tensor, converted into a temporary when it is not one already."""
         if t.dtype == dtype and rounding is None and tuple(t.strides) == contiguous_strides(t.view_dims):
@@ -208,9 +214,10 @@ class ConvolutionRunner:
         out_base = c.out.data + c.out.offset * out_item
         for n0, imgs, p0, pc in chunking.chunks(c.batch, positions):
             cols = imgs * pc
-            col = provider.malloc_async(max(c.c_in * c.kprod * cols, 1) * _itemsize(gdt), stream)
-            acc = provider.malloc_async(c.c_out * cols * 4, stream)
+            chunk_temps: list[int] = []
             try:
+                col = self._temp(max(c.c_in * c.kprod * cols, 1) * _itemsize(gdt), stream, chunk_temps)
+                acc = self._temp(c.c_out * cols * 4, stream, chunk_temps)
                 if ck == 0:
                     provider.memset(acc, 0, c.c_out * cols * 4, stream)
                 else:
@@ -242,8 +249,8 @@ class ConvolutionRunner:
                     epilogue, meta, [KernelArgs.pointer(acc), *c.bias_arg, KernelArgs.pointer(out_chunk)], numel, stream
                 )
             finally:
-                provider.free_async(col, stream)
-                provider.free_async(acc, stream)
+                for address in chunk_temps:
+                    provider.free_async(address, stream)
 
     def _transposed(
         self,
@@ -267,9 +274,10 @@ class ConvolutionRunner:
         for n0, imgs, g0, gc, o0, occ in chunking.chunks(c.batch, c.groups, ocg):
             cols = imgs * lprod
             rows = occ * c.kprod
-            col = provider.malloc_async(max(gc * rows * cols, 1) * 4, stream)
-            xg = provider.malloc_async(max(gc * c.cg * cols, 1) * gsize, stream)
+            chunk_temps: list[int] = []
             try:
+                col = self._temp(max(gc * rows * cols, 1) * 4, stream, chunk_temps)
+                xg = self._temp(max(gc * c.cg * cols, 1) * gsize, stream, chunk_temps)
                 if c.cg == 0:
                     provider.memset(col, 0, gc * rows * cols * 4, stream)
                 else:
@@ -312,8 +320,8 @@ class ConvolutionRunner:
                     kernel, meta, [KernelArgs.pointer(col), *c.bias_arg, KernelArgs.pointer(out_chunk)], numel, stream
                 )
             finally:
-                provider.free_async(col, stream)
-                provider.free_async(xg, stream)
+                for address in chunk_temps:
+                    provider.free_async(address, stream)
 
 
 def _reach(t: AclTensor) -> int:
