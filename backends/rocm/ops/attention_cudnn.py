@@ -7,8 +7,10 @@ from wherever the NVIDIA wheels put it. A missing package or library makes :meth
 say why, and the op takes another path. One graph per :class:`SdpaKey` (dtype, dims, strides, mask
 kind, scale, device) is built once and kept in a small LRU; each call sets the backend's stream on
 the cuDNN handle, takes the workspace from stream-ordered allocation, and passes device pointers as
-ints. cuDNN writes the output in the caller's layout and the per-row max and sum of exponentials
-(its ``score_max`` / ``score_sum_exp``: the reference's softmaxMax / softmaxSum) into [B,N,Sq,1]
+ints. A cuDNN handle may not be used by two host threads at once (and its stream is state), so
+building a graph and setting the stream then executing hold one lock per backend. cuDNN writes
+the output in the caller's layout and the per-row max and sum of exponentials (its ``score_max`` /
+``score_sum_exp``: the reference's softmaxMax / softmaxSum) into [B,N,Sq,1]
 temporaries that one elementwise copy spreads over the eight columns of softmaxMaxOut / softmaxSumOut.
 Only python-engine-free backend plans are used (the frontend's python engines need torch).
 """
@@ -85,6 +87,8 @@ class CudnnSdpa:
         self._why: str | None = None
         self._loaded = False
         self._lock = threading.Lock()
+        self._use = threading.Lock()
+        """Held while a handle is used: a graph build, or set_stream then execute (the stream is handle state)."""
         self._handles: dict[int, Any] = {}
         self._graphs: OrderedDict[SdpaKey, _Built | str] = OrderedDict()
 
@@ -115,7 +119,8 @@ class CudnnSdpa:
                 self._graphs.move_to_end(key)
                 return found
         try:
-            built: _Built | str = self._build(key)
+            with self._use:
+                built: _Built | str = self._build(key)
         except Exception as exc:  # unsupported graphs surface as exceptions
             built = f"cuDNN refused the graph ({type(exc).__name__}: {exc})"
         with self._lock:
@@ -171,7 +176,6 @@ class CudnnSdpa:
         """Execute ``built`` on ``stream``: q/k/v in, out and the two [B,N,Sq,8] statistics out."""
         provider = self.backend.provider
         handle = self._handle()
-        self._module.set_stream(handle, stream)
         stat_bytes = key.b * key.nq * key.sq * 4
         temps: list[int] = []
         try:
@@ -182,7 +186,9 @@ class CudnnSdpa:
                 temps.append(workspace)
             pack = {built.tensors[name]: _address(tensors[name]) for name in ("q", "k", "v", "o")}
             pack[built.tensors["max"]], pack[built.tensors["sum"]] = temps[:2]
-            built.graph.execute(pack, workspace, handle=handle)
+            with self._use:  # another thread's set_stream must not land between these two
+                self._module.set_stream(handle, stream)
+                built.graph.execute(pack, workspace, handle=handle)
             for name, address in (("smax", temps[0]), ("ssum", temps[1])):
                 self._spread(address, tensors[name], stream)
         finally:
