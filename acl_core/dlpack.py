@@ -328,6 +328,12 @@ def from_dlpack(obj: Any, backend: Backend | str | None = None) -> DeviceArray:
     address = int(t.data or 0) + int(t.byte_offset)
     nbytes = max(_span_bytes(shape, strides, 0, item), 1)
     _api.PyCapsule_SetName(capsule_ptr, _USED)  # consumed: from now on the deleter is ours to call
-    registered = _register(b, address, nbytes, capsule) if address else None
-    owner = _Imported(capsule, managed, b, registered)
-    return DeviceArray.adopt(b, shape, dtype, strides, nbytes // item if nbytes >= item else 1, address, owner.release)
+    owner = _Imported(capsule, managed, b, None)
+    try:
+        if address:
+            owner.registered = _register(b, address, nbytes, capsule)
+        storage = nbytes // item if nbytes >= item else 1
+        return DeviceArray.adopt(b, shape, dtype, strides, storage, address, owner.release)
+    except BaseException:
+        owner.release()  # the tensor goes back to its producer; a registration made is forgotten
+        raise
