@@ -23,6 +23,7 @@ from acl_core.dtypes import DataType as D
 from acl_core.errors import AclError, RtErrorCode
 from acl_core.formats import Format
 from acl_core.spec.ops import get_spec
+from acl_core.spec.runtime import CopyDirection
 from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.backend import RocmBackend
 from acl_rocm.ops.attention_cudnn import CudnnSdpa, SdpaKey, _Built
@@ -226,3 +227,22 @@ def test_a_failed_dlpack_registration_hands_the_tensor_back(
         dlpack.from_dlpack(producer, backend)
     assert producer.deleted == 1  # the consumed capsule's deleter ran: the producer's tensor is not leaked
     assert backend.runtime.memory.find(producer.buffer.ctypes.data) is None
+
+
+# ----------------------------------------------------------------------------- quantised matmul decode tables
+def test_a_failed_decode_table_upload_frees_the_table(failing: tuple[RocmBackend, FailingProvider]) -> None:
+    backend, provider = failing
+    runner = backend.quant_matmul  # type: ignore[attr-defined]
+    copy = provider.memcpy
+
+    def refuse(dst: int, src: int, nbytes: int, direction: CopyDirection, stream: int | None) -> None:
+        raise AclError(RtErrorCode.ACL_ERROR_RT_MEMORY_ALLOCATION, "injected upload failure")
+
+    before = set(provider._buffers)
+    provider.memcpy = refuse  # type: ignore[method-assign]
+    with pytest.raises(AclError, match="injected upload failure"):
+        runner._table(D.ACL_INT4)
+    assert set(provider._buffers) == before  # the table's device memory went back
+    provider.memcpy = copy  # type: ignore[method-assign]
+    address = runner._table(D.ACL_INT4)
+    assert runner._table(D.ACL_INT4) == address and set(provider._buffers) == before | {address}

@@ -20,7 +20,8 @@ Three paths, chosen per call and reported (debug log line ``acl_rocm.quant_matmu
 The native MX block-scaled GEMM (gfx950, sm_100+) is not implemented: MX always takes ``dequant``,
 and ``MXFP8_FORCE_HW=1`` is refused (at backend start where the hardware has no MX instructions,
 e.g. sm_90; per call where it has them). fp8 on gfx942 (fnuz encodings) takes ``dequant`` too.
-Temporaries and the BLAS workspace are stream-ordered; nothing passes through the host.
+Temporaries and the BLAS workspace are stream-ordered; nothing is read back to the host. The only host
+data are the decode tables (LUT operands), uploaded once per device and dtype on first use.
 """
 
 from __future__ import annotations
@@ -419,7 +420,12 @@ class QuantMatmulRunner:
             if address is None:
                 values = decode_table(dtype)
                 address = provider.malloc(values.nbytes)
-                provider.memcpy(address, int(values.ctypes.data), values.nbytes, CopyDirection.HOST_TO_DEVICE, None)
+                try:
+                    data = int(values.ctypes.data)
+                    provider.memcpy(address, data, values.nbytes, CopyDirection.HOST_TO_DEVICE, None)
+                except BaseException:
+                    provider.free(address)  # not cached yet: nothing else would ever free it
+                    raise
                 self._tables[key] = address
         return address
 
