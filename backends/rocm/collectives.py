@@ -215,7 +215,7 @@ class NcclEngine(CollectiveEngine):
 
     # ------------------------------------------------------------------ facts
     def max_ranks(self) -> int:
-        """The job's rank count when a launcher says it (NCCL spans processes and hosts), else the visible devices.
+        """The larger of the launcher's world size (NCCL spans processes and hosts) and the visible devices.
 
         One rank per device: NCCL refuses two ranks of one communicator on one GPU, so a job on one
         host has at most its device count; a launcher's world (acl_tools.launch, torchrun, MPICH,
