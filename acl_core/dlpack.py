@@ -193,9 +193,15 @@ def export(array: DeviceArray, stream: int | None = None) -> Any:
     with _lock:
         _exports[key] = _Export(array, managed, shape, strides)
     array._export_taken()
-    return _api.PyCapsule_New(
-        key, ctypes.cast(_NAME, ctypes.c_char_p), ctypes.cast(_capsule_destructor, ctypes.c_void_p)
-    )
+    try:
+        return _api.PyCapsule_New(
+            key, ctypes.cast(_NAME, ctypes.c_char_p), ctypes.cast(_capsule_destructor, ctypes.c_void_p)
+        )
+    except BaseException:  # no capsule, so no deleter will ever run: undo the export
+        with _lock:
+            _exports.pop(key, None)
+        array._export_released()
+        raise
 
 
 def outstanding() -> int:

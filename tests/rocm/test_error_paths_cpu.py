@@ -9,6 +9,7 @@ DLPack import's cleanup after a failed registration are checked with stand-ins.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import time
 from collections.abc import Iterator
@@ -246,3 +247,28 @@ def test_a_failed_decode_table_upload_frees_the_table(failing: tuple[RocmBackend
     provider.memcpy = copy  # type: ignore[method-assign]
     address = runner._table(D.ACL_INT4)
     assert runner._table(D.ACL_INT4) == address and set(provider._buffers) == before | {address}
+
+
+class _NoCapsules:
+    """ctypes.pythonapi with PyCapsule_New failing, as it does when Python is out of memory."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(ctypes.pythonapi, name)
+
+    def PyCapsule_New(self, *args: Any) -> Any:
+        raise MemoryError("injected")
+
+
+def test_a_failed_dlpack_export_leaves_the_array_freeable(
+    failing: tuple[RocmBackend, FailingProvider], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend, _ = failing
+    arr = eager.to_device(np.arange(4, dtype=np.float32), backend)
+    before = dlpack.outstanding()
+    monkeypatch.setattr(dlpack, "_api", _NoCapsules())
+    with pytest.raises(MemoryError):
+        arr.__dlpack__()
+    assert dlpack.outstanding() == before  # no export record left waiting for a deleter that never comes
+    address = arr.address
+    arr.free()  # not deferred: nothing holds an export
+    assert backend.runtime.memory.exact(address) is None
