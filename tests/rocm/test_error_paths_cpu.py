@@ -233,7 +233,7 @@ def test_a_failed_dlpack_registration_hands_the_tensor_back(
 # ----------------------------------------------------------------------------- quantised matmul decode tables
 def test_a_failed_decode_table_upload_frees_the_table(failing: tuple[RocmBackend, FailingProvider]) -> None:
     backend, provider = failing
-    runner = backend.quant_matmul  # type: ignore[attr-defined]
+    runner = backend.quant_matmul
     copy = provider.memcpy
 
     def refuse(dst: int, src: int, nbytes: int, direction: CopyDirection, stream: int | None) -> None:
