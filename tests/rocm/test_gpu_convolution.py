@@ -12,6 +12,7 @@ from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.spec.ops import get_spec
 from tests.conftest import assert_close
+from tests.rocm.prefill import sentinel_outputs
 
 pytestmark = pytest.mark.gpu
 
@@ -27,8 +28,10 @@ def conv(rocm: Backend) -> Iterator[Backend]:
 
 
 def _check(backend: Backend, reference: Backend, args: dict, layout: str = "contiguous", scale: float = 0.0) -> None:
-    expected = eager.run("Convolution", reference, **args)["output"]
-    got = eager.run("Convolution", backend, layout=layout, **args)["output"]
+    want = eager.run("Convolution", reference, **args)
+    expected = want["output"]
+    outs = sentinel_outputs("Convolution", args, want)
+    got = eager.run("Convolution", backend, layout=layout, **args, **outs)["output"]
     assert got.dtype == expected.dtype and got.shape == expected.shape
     if scale:  # long fp32-accumulated sums: an absolute error growing with the reduction length
         np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64), atol=scale, rtol=scale)
