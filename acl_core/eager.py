@@ -356,7 +356,11 @@ class OutOfBoundsWrite(AssertionError):
 def _guarded_empty(shape: Sequence[int], dtype: DataType, backend: Backend) -> DeviceArray:
     """An output whose view sits inside sentinel-filled storage: gaps between rows, before and after."""
     if dtype.is_packed or dtype.numpy is None:
-        return empty(shape, dtype, backend)  # sub-byte storage is not guarded (see _check_guards)
+        # sub-byte storage has no guard bands (see _check_guards), but it is still filled: a freed block
+        # handed back with a previous run's result would otherwise pass for an operator that wrote nothing
+        da = empty(shape, dtype, backend)
+        backend.runtime.memset(da.address, da.nbytes, SENTINEL, da.nbytes)
+        return da
     shape = tuple(shape)
     padded = (*shape[:-1], shape[-1] * 2 + 1) if shape else (1,)
     offset = 3

@@ -46,6 +46,7 @@ def cast_bytes(backend: Backend, x: np.ndarray | eager.DeviceArray, dst: D) -> n
     """Cast ``x`` to ``dst`` on ``backend``; the output's raw storage (4-bit codes unpacked)."""
     shape = x.shape
     out = eager.empty(shape, dst, backend)
+    backend.runtime.memset(out.address, out.nbytes, eager.SENTINEL, out.nbytes)  # no stale result passes
     eager.run("Cast", backend, self=x, dtype=int(dst), out=out)
     raw = out.storage_bytes()
     count = int(np.prod(shape))
