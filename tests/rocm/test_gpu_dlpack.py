@@ -55,7 +55,7 @@ def test_a_torch_tensor_is_an_acl_operand_without_a_copy(rocm: Backend) -> None:
     torch = pytest.importorskip("torch")
     a = torch.arange(2048, dtype=torch.float32, device="cuda")
     b = torch.full((2048,), 0.5, dtype=torch.float32, device="cuda")
-    out = torch.empty_like(a)
+    out = torch.full_like(a, float("nan"))  # not empty_like: torch's cache could hand back a + b already
     da, db, dout = (dlpack.from_dlpack(x, rocm) for x in (a, b, out))
     assert (da.address, db.address, dout.address) == (a.data_ptr(), b.data_ptr(), out.data_ptr())
     _add(rocm, da, db, dout)
@@ -72,7 +72,12 @@ def test_an_imported_torch_view_keeps_its_strides(rocm: Backend) -> None:
     np.testing.assert_array_equal(arr.numpy(), view.cpu().numpy())
     del base, view
     gc.collect()
+    # torch's caching allocator keeps a freed block's bytes until it hands the block out again: claim a
+    # block of the same size, so a released base would now read -1
+    scratch = torch.full((8, 8), -1.0, dtype=torch.float32, device="cuda")
+    torch.cuda.synchronize()
     np.testing.assert_array_equal(arr.numpy()[0], np.arange(1, 64, 8, dtype=np.float32))  # memory kept alive
+    del scratch
     arr.free()
 
 
