@@ -12,6 +12,7 @@ from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.spec.ops import get_spec
 from tests.conftest import assert_close
+from tests.rocm.gemm_tolerance import gemm_tolerance
 from tests.rocm.prefill import sentinel_outputs
 
 pytestmark = pytest.mark.gpu
@@ -27,13 +28,19 @@ def conv(rocm: Backend) -> Iterator[Backend]:
     rocm.convolution.chunk_bytes = budget  # type: ignore[attr-defined]
 
 
-def _check(backend: Backend, reference: Backend, args: dict, layout: str = "contiguous", scale: float = 0.0) -> None:
+def _check(
+    backend: Backend, reference: Backend, args: dict, layout: str = "contiguous", k: int = 0, scale: float = 0.0
+) -> None:
+    """Against the reference: the conformance tolerance, that of a ``k``-term product sum, or ``scale``."""
     want = eager.run("Convolution", reference, **args)
     expected = want["output"]
     outs = sentinel_outputs("Convolution", args, want)
     got = eager.run("Convolution", backend, layout=layout, **args, **outs)["output"]
     assert got.dtype == expected.dtype and got.shape == expected.shape
-    if scale:  # long fp32-accumulated sums: an absolute error growing with the reduction length
+    if k:
+        atol, rtol = gemm_tolerance(expected, k)
+        np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64), atol=atol, rtol=rtol)
+    elif scale:
         np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64), atol=scale, rtol=scale)
     else:
         assert_close(got, expected)
@@ -97,8 +104,7 @@ def test_larger_convolutions(conv: Backend, reference: Backend, note, x_shape, w
     kw.setdefault("dilation", [1] * len(kw["stride"]))
     args = _args(np.random.default_rng(4), x_shape, w_shape, dtype, **kw)
     reduction = int(np.prod(w_shape[1:])) if not kw.get("transposed") else x_shape[1] * int(np.prod(w_shape[2:]))
-    scale = {np.dtype(np.float32): 2e-5, np.dtype(np.float16): 2e-3}.get(np.dtype(dtype), 2e-2) * np.sqrt(reduction)
-    _check(conv, reference, args, scale=scale)
+    _check(conv, reference, args, k=reduction)
 
 
 @pytest.mark.parametrize("cube", [1, 2, 3])
