@@ -51,6 +51,8 @@ caps = acl_core.get_backend("rocm").capabilities()
 open(os.environ["OUT"] + "/caps.json", "w").write(caps.to_json())
 print(f"rocm claims {len(caps.ops)} operators; attention: {caps.attention_path}")
 PY
+echo "MXFP8_FORCE_HW=1 acl-core caps rocm (must be refused where the GPU has no native MX GEMM):"
+MXFP8_FORCE_HW=1 python3 -m acl_core caps rocm; echo "exit: $?"
 
 # The test tier and conformance share the GPU; both are correctness runs, so they go side by side.
 step "GPU test tier (pytest -m gpu tests/rocm) beside conformance rocm ${CONFORMANCE_MODE:---full}"
