@@ -23,6 +23,7 @@ from acl_core.dtypes import DataType as D
 from acl_core.dtypes import from_numpy
 from acl_core.eager import LAYOUTS
 from acl_core.errors import AclCoreError
+from acl_core.nz import NzArray
 from acl_core.spec.opspec import Kind, OpSpec
 from acl_core.spec.samples import special_values
 
@@ -123,11 +124,14 @@ def _array(draw: Any, arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
             values[index] = value
     with np.errstate(all="ignore"):
         if dom.dtype == D.ACL_BOOL:
-            return values.astype(np.bool_).reshape(shape)
-        if dom.dtype.is_integer:
-            return values.astype(arr.dtype).reshape(shape)
-        wide = values.astype(np.complex128 if dom.dtype.is_complex else np.float64)
-        return wide.astype(arr.dtype).reshape(shape)
+            drawn = values.astype(np.bool_).reshape(shape)
+        elif dom.dtype.is_integer:
+            drawn = values.astype(arr.dtype).reshape(shape)
+        else:
+            wide = values.astype(np.complex128 if dom.dtype.is_complex else np.float64)
+            drawn = wide.astype(arr.dtype).reshape(shape)
+    # an NZ-placed sample stays NZ-placed: as a plain array it would be an ND tensor, a different call
+    return NzArray(drawn, arr.acl_format) if isinstance(arr, NzArray) else drawn
 
 
 def _varies_shape(spec: OpSpec, args: dict[str, Any]) -> tuple[int, ...] | None:

@@ -166,6 +166,14 @@ def test_hypothesis_tier_passes_reference_against_itself():
     assert all(o.detail["examples_run"] > 0 for o in drawn)
 
 
+def test_hypothesis_tier_keeps_nz_placed_inputs_nz():
+    # drawn as plain arrays, MatmulWeightNz's mat2 became an ND tensor: every example was an invalid call
+    report = run("reference", mode="full", ops="MatmulWeightNz,NpuFormatCast")
+    drawn = [o for o in report.outcomes if o.kind == "hypothesis"]
+    assert drawn and all(o.status == "passed" for o in drawn), [(o.case, o.message) for o in drawn]
+    assert all(o.detail["rejected_by_both"] < o.detail["examples_run"] for o in drawn)
+
+
 # ------------------------------------------------------------------------------------ expectations
 def _write(tmp_path, text):
     path = tmp_path / "expect.toml"

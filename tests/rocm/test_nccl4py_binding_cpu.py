@@ -225,3 +225,20 @@ def test_the_engine_maps_an_async_error_of_the_binding() -> None:
     with pytest.raises(HcclError) as info:
         engine.all_gather(comm, 0x10, 0x20, 4, HcclDataType.HCCL_DATA_TYPE_FP16, 0)
     assert info.value.code == HcclResult.HCCL_E_REMOTE
+
+
+def test_nccl4py_is_the_default_binding_and_ctypes_the_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    from acl_rocm.providers import nccl
+
+    monkeypatch.setattr(nccl, "Nccl4pyLibrary", lambda: "nccl4py")
+    monkeypatch.setattr(nccl, "CtypesLibrary", lambda path, name: f"ctypes {name}")
+    assert nccl.open_nccl({}) == ("nccl4py", "")
+    assert nccl.open_nccl({"ACL_NCCL_BINDING": "ctypes"}) == ("ctypes nccl", "")
+
+    def missing() -> None:
+        raise ModuleNotFoundError("No module named 'nccl'")
+
+    monkeypatch.setattr(nccl, "Nccl4pyLibrary", missing)
+    assert nccl.open_nccl({}) == ("ctypes nccl", "")
+    lib, why = nccl.open_nccl({"ACL_NCCL_BINDING": "nccl4py"})  # forced: no second choice
+    assert lib is None and "No module named 'nccl'" in why

@@ -5,14 +5,15 @@ with plain ints for communicators, device addresses and streams. Every method re
 ``ncclResult_t`` (0 = ncclSuccess, 7 = ncclInProgress on a non-blocking communicator) or raises
 :class:`NcclCallError` with it. Two implementations:
 
-* :class:`CtypesLibrary` -- ctypes on ``libnccl.so.2`` (the ``nvidia-nccl-cu13`` wheel's copy, or the
-  system's) or ``librccl.so.1``; RCCL exports the same symbols and struct layouts. The default: on
-  the H200 (NCCL 2.28.9) it passed every GPU collective test.
 * :class:`Nccl4pyLibrary` -- nccl4py's low-level ``nccl.bindings.nccl``; only the binding layer is
   used, not ``nccl.core`` (which needs cuda-core 1.x). Its functions take nccl4py's ``Comm``
-  object, which the class keeps per communicator address. Opt-in with ``ACL_NCCL_BINDING=nccl4py``
-  (its first H200 run passed integer handles, which nccl4py 0.6.0 refuses; fixed since).
+  object, which the class keeps per communicator address. The default for NCCL where nccl4py
+  imports.
+* :class:`CtypesLibrary` -- ctypes on ``libnccl.so.2`` (the ``nvidia-nccl-cu13`` wheel's copy, or the
+  system's) or ``librccl.so.1``; RCCL exports the same symbols and struct layouts. NCCL's binding
+  where nccl4py is not installed, and RCCL's always.
 
+Both pass the single-rank GPU collective tests on the H200 (NCCL 2.28.9).
 ``ACL_NCCL_BINDING=ctypes|nccl4py`` forces one.
 """
 
@@ -450,21 +451,21 @@ def _wheel_library(package: str, filename: str) -> str | None:
 
 
 def open_nccl(environ: dict[str, str] | None = None) -> tuple[CollectiveLibrary | None, str]:
-    """(library, "") for NCCL, or (None, why not): ctypes on libnccl.so.2; nccl4py only when forced."""
+    """(library, "") for NCCL, or (None, why not): nccl4py, else ctypes on libnccl.so.2 (ACL_NCCL_BINDING forces one)."""
     env = os.environ if environ is None else environ
     forced = env.get("ACL_NCCL_BINDING", "").strip().lower()
     reasons: list[str] = []
+    if forced in ("", "nccl4py"):
+        try:
+            return Nccl4pyLibrary(), ""
+        except Exception as exc:
+            reasons.append(f"nccl4py: {type(exc).__name__}: {exc}")
     if forced in ("", "ctypes"):
         path = _wheel_library("nvidia.nccl", "libnccl.so.2") or "libnccl.so.2"
         try:
             return CtypesLibrary(path, "nccl"), ""
         except OSError as exc:
             reasons.append(f"ctypes {path}: {exc}")
-    if forced == "nccl4py":
-        try:
-            return Nccl4pyLibrary(), ""
-        except Exception as exc:
-            reasons.append(f"nccl4py: {type(exc).__name__}: {exc}")
     return None, "; ".join(reasons) or f"ACL_NCCL_BINDING={forced!r} names no binding"
 
 
