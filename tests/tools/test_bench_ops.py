@@ -107,3 +107,22 @@ def test_an_op_the_backend_does_not_claim_is_reported_not_run(nosilu: str, tmp_p
     (copy,) = [c for c in report["cases"] if c["op"] == "Copy D2D"]
     assert copy["status"] == "ok" and copy["ratio"] > 0
     assert png.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_host_cases_are_timed_in_alternating_rounds(small: tuple[dict[str, Any], Path]) -> None:
+    report, _ = small
+    host = [c for c in report["cases"] if c["op"].startswith("Add host")]
+    assert len(host) == 2 and all(c["note"] == "timed in alternating rounds" for c in host)
+
+
+def test_interleaved_timing_alternates_which_side_goes_first() -> None:
+    from acl_tools.bench.timing import measure_interleaved
+
+    order: list[str] = []
+    a = (lambda: order.append("a"), lambda: order.append("|"))
+    b = (lambda: order.append("b"), lambda: order.append("|"))
+    ta, tb = measure_interleaved(a, b, min_time=0.0, rounds=3)
+    rounds = "".join(order).split("|")[:-1]
+    timed = [r[0] for r in rounds[-6:]]  # after each side's warm-up and calibration rounds
+    assert timed == ["a", "b", "b", "a", "a", "b"]
+    assert ta.rounds == tb.rounds == 3 and ta.calls >= 1 and tb.calls >= 1

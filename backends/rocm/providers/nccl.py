@@ -451,7 +451,7 @@ def _wheel_library(package: str, filename: str) -> str | None:
 
 
 def open_nccl(environ: dict[str, str] | None = None) -> tuple[CollectiveLibrary | None, str]:
-    """(library, "") for NCCL, or (None, why not): nccl4py, else ctypes on libnccl.so.2 (ACL_NCCL_BINDING forces one)."""
+    """(library, "") for NCCL, or (None, why not): nccl4py, else ctypes on libnccl.so.2; ACL_NCCL_BINDING forces one."""
     env = os.environ if environ is None else environ
     forced = env.get("ACL_NCCL_BINDING", "").strip().lower()
     reasons: list[str] = []
