@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from acl_core.backend import Backend, Launch
+from acl_core.backend import RELAUNCH, Backend, Launch
 from acl_core.errors import AclCoreError, AclError, AclnnError, AclnnStatus
 from acl_core.plugin import get_backend
 from acl_core.runtime import Range, Runtime
@@ -543,6 +543,10 @@ def execute(
         executor.revalidate()
     executor.used = True
     call = executor.call
+    if not needed:
+        relaunch = call.memo.get(RELAUNCH)
+        if relaunch is not None and relaunch(driver_stream):
+            return
     backend.launch(
         Launch(
             executor.kernel_spec,

@@ -34,7 +34,16 @@ class Launch:
     stream: object
     memo: dict[str, Any] = field(default_factory=dict)
     """Backend-private launch metadata for this exact signature (layouts, addresses, attributes): a
-    backend may store its launch plan here on the first call and reuse it on every later one."""
+    backend may store its launch plan here on the first call and reuse it on every later one.
+
+    Under :data:`RELAUNCH` a backend may store a callable of the driver stream that enqueues this
+    signature again and returns True, or returns False (having done nothing) when it cannot, say
+    because another device is current. Phase 2 of a call without workspace then calls it instead
+    of building a :class:`Launch` and dispatching through :meth:`Backend.launch`."""
+
+
+RELAUNCH = "acl_core.relaunch"
+"""The :attr:`Launch.memo` key of a backend's bound re-launch (the per-call host path of small ops)."""
 
 
 Kernel = Callable[[Launch], None]

@@ -9,6 +9,7 @@ import pytest
 
 from acl_core import acl, aclnn
 from acl_core.aclnn import _cache
+from acl_core.backend import RELAUNCH
 from acl_core.plugin import get_backend
 from acl_core.spec.ops import all_specs, get_spec
 from acl_core.spec.opspec import Kind
@@ -392,3 +393,30 @@ def test_the_specialised_signer_equals_the_generic_signature(op: str) -> None:
             assert sign(changed, 7) == signature_of(spec, changed, 7)
             if sign(changed, 7) is not None:
                 assert sign(changed, 7) != key or v == values[i]
+
+
+def test_phase_2_takes_a_backend_relaunch_and_the_full_path_when_it_declines(env: dict) -> None:
+    t, alpha, ptrs = env["t"], env["alpha"], env["ptrs"]
+    ws, ex, _ = aclnn.aclnnAddGetWorkspaceSize(t["a"], t["b"], alpha, t["out"])
+    asked: list[object] = []
+    answer = {"launched": False}
+
+    def relaunch(stream: object) -> bool:
+        asked.append(stream)
+        return answer["launched"]
+
+    memo = ex.call.memo  # shared by every executor of this signature: leave it as found
+    memo[RELAUNCH] = relaunch  # the reference sets none; a backend would after its first launch
+    try:
+        _run(ws, ex)  # declined: the reference's kernel runs
+        assert acl.rt.synchronize_device() == 0
+        np.testing.assert_array_equal(_read(ptrs["out"]), np.arange(N, dtype=np.float32) + 10)
+        _upload(ptrs["out"], np.zeros(N, np.float32))
+        answer["launched"] = True
+        ws, ex, _ = aclnn.aclnnAddGetWorkspaceSize(t["a"], t["b"], alpha, t["out"])
+        _run(ws, ex)  # taken: the front end trusts it and dispatches nothing
+        assert acl.rt.synchronize_device() == 0
+        np.testing.assert_array_equal(_read(ptrs["out"]), np.zeros(N, np.float32))
+        assert len(asked) == 2 and asked[0] is asked[1] is get_backend().runtime.stream(None)
+    finally:
+        del memo[RELAUNCH]

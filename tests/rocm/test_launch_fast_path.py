@@ -118,3 +118,34 @@ def test_elementwise_binds_its_launch_once_per_signature_and_device(tmp_path: Pa
     assert all(x.args == launches[0].args for x in launches)
     assert {a.address, b.address, out.address} <= _pointers(launches[0].args)
     assert launches[-1].stream == int(backend.runtime.stream(stream))  # type: ignore[call-overload]
+
+
+def test_phase_2_relaunches_the_bound_launch_on_its_device_only(tmp_path: Path) -> None:
+    provider = FakeProvider(devices=2)
+    backend = RocmBackend(provider, {"ACL_KERNEL_CACHE": str(tmp_path)})
+    backend.runtime.ensure_device(0)
+    a, b, out = (to_device(np.ones(32, np.float32), backend) for _ in range(3))
+    spec, alpha = get_spec("Add"), aclnn.aclCreateScalar(1.0, 0)
+    args = [a.tensor(), b.tensor(), alpha, out.tensor()]
+    dispatched: list[str] = []
+    full_path = backend.launch
+
+    def counting(call: Any) -> None:
+        dispatched.append(call.spec.name)
+        full_path(call)
+
+    backend.launch = counting  # type: ignore[method-assign]
+    stream = backend.runtime.create_stream()
+    before = len(provider.launches)
+    for _ in range(3):  # single-use executors of one signature, as a per-call caller makes them
+        size, executor = get_workspace_size(spec, args, backend=backend)
+        execute(spec, None, size, executor, stream)
+    assert dispatched == ["Add"], "only the first call takes the full path; the others relaunch"
+    launches = provider.launches[before:]
+    assert len(launches) == 3 and all(x.args == launches[0].args for x in launches)
+    assert launches[-1].stream == int(backend.runtime.stream(stream))  # type: ignore[call-overload]
+
+    relaunch = executor.call.memo["acl_core.relaunch"]
+    provider.set_device(1)  # another device is current: its module is not loaded there, so no relaunch
+    assert relaunch(backend.runtime.stream(stream)) is False
+    assert len(provider.launches) == before + 3

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from acl_core.backend import Kernel, Launch
+from acl_core.backend import RELAUNCH, Kernel, Launch
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.spec.opspec import Kind
@@ -257,6 +257,7 @@ class ElementwiseRunner:
         if enqueue is None:
             enqueue = launch.memo[key] = self.bind(self.prepare(self.plan(op, launch)))
         enqueue(handle(launch.stream))
+        launch.memo[RELAUNCH] = _relaunch(self.backend.provider.get_device, device, enqueue)
 
     def convert(self, src: AclTensor, dst: AclTensor, stream: int, ufunc: str = "Cast") -> None:
         """``dst = ufunc(src)`` converted to dst's dtype, src broadcast to dst's view (device to device)."""
@@ -272,6 +273,18 @@ class ElementwiseRunner:
         self.enqueue(
             self.instantiate("InplaceZero", UFUNCS["InplaceZero"], _tokens(None, dst.dtype), [("selfRef", dst)]), stream
         )
+
+
+def _relaunch(get_device: Callable[[], int], device: int, enqueue: Callable[[int], None]) -> Callable[[object], bool]:
+    """The signature's bound launch for phase 2's fast path (:data:`acl_core.backend.RELAUNCH`), on ``device`` only."""
+
+    def relaunch(stream: object) -> bool:
+        if get_device() != device:  # the loaded function belongs to the device it was planned on
+            return False
+        enqueue(handle(stream))
+        return True
+
+    return relaunch
 
 
 @dataclass(frozen=True)
