@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from acl_core import eager
+from acl_core import eager, lowp
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclnnError
+from acl_core.formats import Format
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.matmul import round_to_hf32
-from acl_core.tensor import AclTensor
+from acl_core.tensor import AclTensor, AclTensorList
 from tests.conftest import assert_close
 from tests.ops.torch_ref import ref, to_numpy, to_torch
 
@@ -466,3 +467,106 @@ def test_gmm_refuses_unimplemented_paths_clearly(rng: np.random.Generator) -> No
         gmm(**base, perTokenScaleOptional=[np.ones(4, np.float32)])
     assert exc.value.code == 161002 and "quantised" in exc.value.message
     assert code_of("GroupedMatmulV5", **base, splitItem=0, groupType=1, groupListType=0, actType=0) == 161002
+
+
+# ----------------------------------------------------------------------------- GroupedMatmulV5, MX mode
+E4M3, E5M2, FP4 = ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float4_e2m1fn
+
+
+def mx_by_blocks(call: dict, sizes: list[int]) -> np.ndarray:
+    """CANN's MX formula written out: per 32-wide K block, the block's partial product times both 2^(code-127)."""
+    x, w = call["x"][0], call["weight"][0]
+    token, scale = codes(call["perTokenScaleOptional"]), codes(call["scaleOptional"])
+    m, k = x.shape
+    y = np.zeros((m, w.shape[2]))
+    start = 0
+    for g, size in enumerate(sizes):
+        rows = slice(start, start + size)
+        for j in range(-(-k // 32)):
+            ks = slice(32 * j, min(32 * j + 32, k))
+            part = x[rows, ks].astype(np.float64) @ w[g, ks].astype(np.float64)
+            tok = 2.0 ** (token[rows, j // 2, j % 2].astype(np.float64) - 127)
+            wsc = 2.0 ** (scale[g, j // 2, :, j % 2].astype(np.float64) - 127)
+            y[rows] += part * tok[:, None] * wsc[None, :]
+        start += size
+    return y
+
+
+def mx_call(rng: np.random.Generator, x_dt: type, w_dt: type, m: int, k: int, n: int, sizes: list[int]) -> dict:
+    kb = -(-k // 64)
+    return {
+        "x": [rng.uniform(-6, 6, (m, k)).astype(x_dt)],
+        "weight": [rng.uniform(-6, 6, (len(sizes), k, n)).astype(w_dt)],
+        "scaleOptional": [lowp.e8m0_array(rng.integers(120, 134, (len(sizes), kb, n, 2)))],
+        "perTokenScaleOptional": [lowp.e8m0_array(rng.integers(120, 134, (m, kb, 2)))],
+        "groupListOptional": np.array(sizes, np.int64),
+        "splitItem": 2,
+        "groupType": 0,
+        "groupListType": 1,
+    }
+
+
+def codes(values: list[np.ndarray]) -> np.ndarray:
+    """The E8M0 codes of a one-tensor scale list."""
+    return values[0].view(np.uint8)
+
+
+@pytest.mark.parametrize(
+    ("x_dt", "w_dt", "k"), [(E4M3, E4M3, 96), (E5M2, E4M3, 64), (E4M3, E5M2, 200), (FP4, FP4, 128)]
+)
+def test_gmm_mx_is_the_block_scaled_product(x_dt: type, w_dt: type, k: int, rng: np.random.Generator) -> None:
+    sizes = [3, 0, 5, 2]
+    call = mx_call(rng, x_dt, w_dt, 10, k, 6, sizes)
+    want = mx_by_blocks(call, sizes)
+    got = gmm(**call, out=[np.zeros((10, 6), np.float32)])[0]
+    np.testing.assert_allclose(got, want.astype(np.float32), rtol=1e-6)
+    assert gmm(**call)[0].dtype == BF16  # bfloat16 is the default output
+
+
+def test_gmm_mx_fp4_bias_is_added_per_group(rng: np.random.Generator) -> None:
+    sizes = [2, 4]
+    call = mx_call(rng, FP4, FP4, 6, 64, 4, sizes)
+    bias = rng.standard_normal((2, 4)).astype(np.float32)
+    got = gmm(**call, biasOptional=[bias], out=[np.zeros((6, 4), np.float32)])[0]
+    want = mx_by_blocks(call, sizes)
+    want[:2] += bias[0]
+    want[2:] += bias[1]
+    np.testing.assert_allclose(got, want.astype(np.float32), rtol=1e-6)
+
+
+def test_gmm_mx_transposed_weight_takes_its_scales_n_major(rng: np.random.Generator) -> None:
+    """A weight view [g, K, N] stored as [g, N, K] (CANN's transposed weight) has scales [g, N, ceil(K/64), 2]."""
+    sizes = [3, 4]
+    call = mx_call(rng, E4M3, E4M3, 7, 96, 5, sizes)
+    w = call["weight"][0]
+    stored = eager.to_device(np.ascontiguousarray(np.swapaxes(w, 1, 2)), "reference")  # [g, N, K]
+    g, k, n = w.shape
+    view = AclTensor((g, k, n), stored.dtype, (n * k, 1, k), 0, Format.ACL_FORMAT_ND, (g, n, k), stored.address)
+    scale_nk = np.ascontiguousarray(np.swapaxes(call["scaleOptional"][0], 1, 2))  # [g, N, kb, 2]
+    got = gmm(
+        **{**call, "weight": AclTensorList.create([view]), "scaleOptional": [scale_nk]},
+        out=[np.zeros((7, 5), np.float32)],
+    )[0]
+    want = mx_by_blocks(call, sizes)
+    np.testing.assert_allclose(got, want.astype(np.float32), rtol=1e-6)
+    with pytest.raises(AclnnError) as exc:  # the untransposed scale layout does not fit a transposed weight
+        gmm(**{**call, "weight": AclTensorList.create([view])})
+    assert exc.value.code == 161002 and "scaleOptional [2, 5, 2, 2]" in exc.value.message
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"scaleOptional": None}, "MX mode only"),
+        ({"groupType": 2}, "groupType=0"),
+        ({"groupListType": 2}, "groupListType=2"),
+        ({"biasOptional": [np.zeros((2, 4), np.float32)]}, "bias must be null for FLOAT8"),
+        ({"out": [np.zeros((6, 4), np.int8)]}, "not int8"),
+        ({"perTokenScaleOptional": [lowp.e8m0_array(np.full((6, 2, 2), 127))]}, "perTokenScaleOptional [6, 1, 2]"),
+    ],
+)
+def test_gmm_mx_refuses_what_it_does_not_implement(change: dict, needle: str, rng: np.random.Generator) -> None:
+    call = {**mx_call(rng, E4M3, E4M3, 6, 64, 4, [2, 4]), **change}
+    with pytest.raises(AclnnError) as exc:
+        gmm(**call)
+    assert exc.value.code == 161002 and needle in exc.value.message

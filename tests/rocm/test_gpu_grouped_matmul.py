@@ -6,10 +6,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from acl_core import eager
+from acl_core import eager, lowp
 from acl_core.backend import Backend
 from acl_core.errors import AclnnError
+from acl_core.formats import Format
 from acl_core.spec.ops import get_spec
+from acl_core.tensor import AclTensor, AclTensorList
 from tests.conftest import assert_close
 from tests.rocm.gemm_tolerance import gemm_tolerance
 from tests.rocm.prefill import sentinel_outputs
@@ -133,3 +135,88 @@ def test_bad_group_lists_raise_161002(rocm: Backend, group_list: list[int], list
     assert err.value.code == 161002
     good = {**args, "groupListOptional": np.array([3, 3, 0] if list_type else [3, 6, 6], np.int64)}
     eager.run(OP, rocm, **good)  # the stream is usable afterwards
+
+
+# ----------------------------------------------------------------------------- MX mode
+def _mx_args(rng: np.random.Generator, x_dt: object, w_dt: object, counts: list[int], k: int, n: int) -> dict:
+    m, groups, kb = sum(counts) + 3, len(counts), -(-k // 64)  # 3 rows no group covers
+    return _base(
+        x=[rng.uniform(-6, 6, (m, k)).astype(x_dt)],
+        weight=[rng.uniform(-6, 6, (groups, k, n)).astype(w_dt)],
+        scaleOptional=[lowp.e8m0_array(rng.integers(118, 136, (groups, kb, n, 2)))],
+        perTokenScaleOptional=[lowp.e8m0_array(rng.integers(118, 136, (m, kb, 2)))],
+        groupListOptional=np.array(counts, np.int64),
+        splitItem=2,
+        groupType=0,
+        groupListType=1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("x_dt", "w_dt", "out_dt"),
+    [
+        (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fn, ml_dtypes.bfloat16),
+        (ml_dtypes.float8_e5m2, ml_dtypes.float8_e4m3fn, np.float32),
+        (ml_dtypes.float4_e2m1fn, ml_dtypes.float4_e2m1fn, np.float16),
+    ],
+    ids=["e4m3-bf16", "e5m2xe4m3-f32", "fp4-f16"],
+)
+def test_mx_moe_shaped_m_groups(rocm: Backend, reference: Backend, x_dt: object, w_dt: object, out_dt: object) -> None:
+    rng = np.random.default_rng(4)
+    args = _mx_args(rng, x_dt, w_dt, [70, 0, 129, 1, 96], 288, 160)  # K = 4.5 blocks of 64
+    if out_dt == np.float16:  # fp16 output: keep the products in range
+        args["scaleOptional"] = [lowp.e8m0_array(rng.integers(120, 125, (5, 5, 160, 2)))]
+        args["perTokenScaleOptional"] = [lowp.e8m0_array(rng.integers(120, 125, (299, 5, 2)))]
+        args["biasOptional"] = [rng.standard_normal((5, 160)).astype(np.float32)]
+    args["out"] = [np.full((299, 160), -7, out_dt)]  # the uncovered rows must keep it
+    _check_mx(rocm, reference, args)
+
+
+ROUNDING = {np.dtype(np.float32): 2.0**-24, np.dtype(np.float16): 2.0**-11, np.dtype(ml_dtypes.bfloat16): 2.0**-8}
+
+
+def _check_mx(backend: Backend, reference: Backend, args: dict) -> None:
+    """MX output within fp32 summation's error bound (k * 2^-24 * sum |x_i w_i|) plus one output rounding.
+
+    The bound's sums come from the reference run on |x| and |weight| with the same scales; with E8M0
+    scales spanning 2^±9 the terms of one sum differ by up to 2^36, so no fixed relative tolerance fits.
+    """
+    got, want = (eager.run(OP, b, **args)["out"][0] for b in (backend, reference))
+    _assert_mx_close(reference, args, got, want)
+
+
+def _assert_mx_close(reference: Backend, args: dict, got: np.ndarray, want: np.ndarray) -> None:
+    assert got.dtype == want.dtype and got.shape == want.shape
+    magnitudes = {"x": [np.abs(args["x"][0])], "weight": [np.abs(args["weight"][0])], "biasOptional": None}
+    zeros = [np.zeros(want.shape, np.float32)]
+    bound = eager.run(OP, reference, **{**args, **magnitudes, "out": zeros})["out"][0].astype(np.float64)
+    k = args["x"][0].shape[1]
+    expected = want.astype(np.float64)
+    tolerance = k * 2.0**-24 * bound + ROUNDING[np.dtype(want.dtype)] * np.abs(expected)
+    error = np.abs(got.astype(np.float64) - expected)
+    worst = np.unravel_index(np.argmax(error - tolerance), error.shape)
+    assert np.all(error <= tolerance), f"at {worst}: got {got[worst]}, want {want[worst]}, bound {tolerance[worst]}"
+
+
+def _transposed_weight(backend: Backend, w: np.ndarray) -> tuple[AclTensorList, eager.DeviceArray]:
+    """weight [g, K, N] as CANN's transposed view: stored [g, N, K]."""
+    stored = eager.to_device(np.ascontiguousarray(np.swapaxes(w, 1, 2)), backend)
+    g, k, n = w.shape
+    view = AclTensor((g, k, n), stored.dtype, (n * k, 1, k), 0, Format.ACL_FORMAT_ND, (g, n, k), stored.address)
+    return AclTensorList.create([view]), stored
+
+
+def test_mx_transposed_weight(rocm: Backend, reference: Backend) -> None:
+    rng = np.random.default_rng(5)
+    args = _mx_args(rng, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fn, [40, 25], 192, 48)
+    w = args["weight"][0]
+    plain = args["scaleOptional"]
+    args["scaleOptional"] = [np.ascontiguousarray(np.swapaxes(plain[0], 1, 2))]  # [g, N, kb, 2]
+    args["out"] = [np.zeros((68, 48), np.float32)]
+    ref_w, _ref_storage = _transposed_weight(reference, w)  # the storages live as long as these names
+    gpu_w, _gpu_storage = _transposed_weight(rocm, w)
+    want = eager.run(OP, reference, **{**args, "weight": ref_w})["out"][0]
+    got = eager.run(OP, rocm, **{**args, "weight": gpu_w})["out"][0]
+    plain_args = {**args, "weight": [w], "scaleOptional": plain}
+    np.testing.assert_array_equal(want, eager.run(OP, reference, **plain_args)["out"][0])
+    _assert_mx_close(reference, plain_args, got, want)

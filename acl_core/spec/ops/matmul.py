@@ -29,8 +29,13 @@ effect (its value is still checked).
 
 GroupedMatmulV5 implements the non-quantised float paths: groupType -1 (independent products,
 multi-tensor out), 0 (M-axis groups: single x with a 3-D weight or a weight list, or an x list; single
-out) and 2 (K-axis groups); groupListType 0 (cumulative) and 1 (counts); actType 0. Quantised and
-fake-quantised inputs, activations, groupListType 2 and N-axis grouping are refused with 161002. The
+out) and 2 (K-axis groups); groupListType 0 (cumulative) and 1 (counts); actType 0. Its one
+quantised path is the MX mode of Ascend 950 for M-axis groups: FLOAT8 (E4M3FN / E5M2) or FLOAT4_E2M1 x
+[M, K] and weight [g, K, N], FLOAT8_E8M0 block scales over 32 elements of K packed in pairs
+(``scaleOptional`` [g, ceil(K/64), N, 2], or [g, N, ceil(K/64), 2] for a transposed weight view;
+``perTokenScaleOptional`` [M, ceil(K/64), 2]), a float32 bias [g, N] for FLOAT4 only, and a float16,
+bfloat16 or float32 output. The other quantised and fake-quantised modes, MX with K-axis groups,
+activations, groupListType 2 and N-axis grouping are refused with 161002. The
 values inside ``groupListOptional`` live in device memory, which phase 1 cannot read: they are checked
 when the operator runs (non-negative, non-decreasing for cumulative lists, total within the grouped
 axis, equal to the x list's row counts when both are given). Which operand may be transposed (strided)
@@ -44,8 +49,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
+from acl_core import lowp
 from acl_core.dtypes import DataType as D
 from acl_core.spec import samples as S
 from acl_core.spec.opspec import (
@@ -476,6 +483,7 @@ GMM_X_DTYPES = frozenset(
         D.ACL_FLOAT8_E5M2,
         D.ACL_FLOAT8_E4M3FN,
         D.ACL_HIFLOAT8,
+        D.ACL_FLOAT4_E2M1,
     }
 )
 GMM_W_DTYPES = GMM_X_DTYPES | {D.ACL_INT32}
@@ -491,6 +499,9 @@ _QUANT_PARAMS = (
 )
 _ACTIVATION_PARAMS = ("activationInputOptional", "activationQuantScaleOptional", "activationQuantOffsetOptional")
 _ACT_NAMES = {1: "relu", 2: "gelu_tanh", 3: "gelu_erf", 4: "fast_gelu", 5: "silu"}
+MX_FP8 = frozenset({D.ACL_FLOAT8_E4M3FN, D.ACL_FLOAT8_E5M2})
+MX_OPERANDS = MX_FP8 | {D.ACL_FLOAT4_E2M1}
+"""x / weight dtypes that select GroupedMatmulV5's MX mode (its only quantised mode in acl-core)."""
 
 
 def _gmm_params() -> tuple[Param, ...]:
@@ -587,6 +598,67 @@ def _gmm_group_list(call: Call, groups: int, limit: int, required: bool) -> AclT
     return gl
 
 
+def gmm_weight_transposed(w: AclTensor) -> bool:
+    """Whether a [.., K, N] weight view is stored N-major (K contiguous): CANN's "transposed" weight."""
+    return w.rank >= 2 and w.strides[-2] == 1 and w.strides[-1] != 1
+
+
+def _gmm_mx_infer(call: Call, xs: Sequence[AclTensor], ws: Sequence[AclTensor]) -> Infos:
+    """MX mode (gsM = gsN = 1, gsK = 32, E8M0 scales): one x [M, K], one weight [g, K, N], M-axis groups."""
+    x_dt, w_dt = xs[0].dtype, ws[0].dtype
+    fp8 = x_dt in MX_FP8 and w_dt in MX_FP8
+    if not (fp8 or x_dt == w_dt == D.ACL_FLOAT4_E2M1):
+        raise invalid(f"MX GroupedMatmulV5 takes FLOAT8 or FLOAT4_E2M1 x and weight, not {x_dt.short} @ {w_dt.short}")
+    scales, tokens = _members(call, "scaleOptional"), _members(call, "perTokenScaleOptional")
+    if len(scales) != 1 or len(tokens) != 1 or {scales[0].dtype, tokens[0].dtype} != {D.ACL_FLOAT8_E8M0}:
+        raise invalid(
+            f"{x_dt.short} x takes the MX mode only: one FLOAT8_E8M0 scaleOptional (weight) and one FLOAT8_E8M0 "
+            "perTokenScaleOptional (x); per-tensor / per-channel fp8 GroupedMatmulV5 is not implemented"
+        )
+    if int(call.args["groupType"]) != 0:
+        raise invalid("MX GroupedMatmulV5 is implemented for groupType=0 (M-axis groups) only")
+    if int(call.args["splitItem"]) not in (2, 3):
+        raise invalid("MX GroupedMatmulV5 needs splitItem 2 or 3 (one output tensor)")
+    if len(xs) != 1 or xs[0].rank != 2 or len(ws) != 1 or ws[0].rank != 3:
+        raise invalid("MX GroupedMatmulV5 needs a single 2-D x [M, K] and a single 3-D weight [g, K, N]")
+    for name in ("offsetOptional", "antiquantScaleOptional", "antiquantOffsetOptional", *_ACTIVATION_PARAMS):
+        if call.args.get(name) is not None:
+            raise invalid(f"{name} must be null in MX mode")
+    if int(call.args["actType"]):
+        raise invalid("MX GroupedMatmulV5 takes actType=0 only")
+    if int(call.args["groupListType"]) == 2:
+        raise invalid("groupListType=2 ([E, 2] index/count pairs) is not implemented")
+    (m, k), (groups, k_w, n) = xs[0].shape, ws[0].shape
+    if k_w != k:
+        raise invalid(f"inner dimensions disagree: x[0] {list(xs[0].shape)}, weight[0] {list(ws[0].shape)}")
+    transposed = gmm_weight_transposed(ws[0])
+    if not fp8 and (k % 2 or k == 2 or (not transposed and n % 2)):
+        raise invalid(
+            f"FLOAT4 operands need an even K other than 2 and, unless weight is transposed, an even N (K={k}, N={n})"
+        )
+    _gmm_group_list(call, groups, GMM_MAX_GROUPS, required=True)
+    kb = -(-k // 64)
+    want_w = (groups, n, kb, 2) if transposed else (groups, kb, n, 2)
+    if tuple(scales[0].shape) != want_w or tuple(tokens[0].shape) != (m, kb, 2):
+        raise invalid(
+            f"MX scales must be scaleOptional {list(want_w)} and perTokenScaleOptional {[m, kb, 2]}, "
+            f"got {list(scales[0].shape)} and {list(tokens[0].shape)}"
+        )
+    bias = _members(call, "biasOptional")
+    if bias and (fp8 or len(bias) != 1 or bias[0].dtype != D.ACL_FLOAT or tuple(bias[0].shape) != (groups, n)):
+        raise invalid(f"MX bias must be null for FLOAT8 operands and one float32 [{groups}, {n}] for FLOAT4 ones")
+    given = _members(call, "out")
+    out_dtype = given[0].dtype if given else D.ACL_BF16
+    if out_dtype not in (D.ACL_FLOAT16, D.ACL_BF16, D.ACL_FLOAT):
+        raise invalid(f"MX GroupedMatmulV5 outputs float16, bfloat16 or float32, not {out_dtype.short}")
+    tuning = call.args.get("tuningConfigOptional")
+    if isinstance(tuning, AclIntArray) and len(tuning) and not 0 <= tuning.values[0] <= m:
+        raise invalid(f"tuningConfigOptional[0]={tuning.values[0]} must lie in [0, {m}] (rows of x)")
+    call.plan["gmm"] = {"group_type": 0, "single_out": True, "weight_split": False, "mx": True}
+    call.plan["compute"] = out_dtype
+    return {"out": [same((m, n), out_dtype)], "activationFeatureOutOptional": None, "dynQuantScaleOutOptional": None}
+
+
 def _gmm_infer(call: Call) -> Infos:
     xs, ws = _members(call, "x"), _members(call, "weight")
     if not xs or not ws:
@@ -594,6 +666,8 @@ def _gmm_infer(call: Call) -> Infos:
     for name, items in (("x", xs), ("weight", ws), ("out", _members(call, "out"))):
         if len(items) > GMM_MAX_LIST:
             raise invalid(f"{name} holds {len(items)} tensors; at most {GMM_MAX_LIST} are supported")
+    if xs[0].dtype in MX_OPERANDS or ws[0].dtype in MX_OPERANDS:
+        return _gmm_mx_infer(call, xs, ws)
     dtype = _gmm_refuse_unsupported(call, xs, ws)
     split, group_type = int(call.args["splitItem"]), int(call.args["groupType"])
     single_out = split in (2, 3)
@@ -765,6 +839,33 @@ def _gmm_samples(rng: np.random.Generator) -> Iterable[Sample]:
         ),
         "float16 groupType=2 weight list",
     )
+    yield from _gmm_mx_samples(rng)
+
+
+def _gmm_mx_base(rng: np.random.Generator, x_dt: Any, w_dt: Any, m: int, k: int, n: int, groups: int) -> dict[str, Any]:
+    """An MX call: x [m, k], weight [groups, k, n], E8M0 scales near 1, every row in some group."""
+    kb = -(-k // 64)
+    cuts = np.sort(rng.integers(0, m + 1, groups - 1))
+    return _gmm_base(
+        x=[rng.uniform(-6, 6, (m, k)).astype(x_dt)],
+        weight=[rng.uniform(-6, 6, (groups, k, n)).astype(w_dt)],
+        scaleOptional=[lowp.e8m0_array(rng.integers(123, 131, (groups, kb, n, 2)))],
+        perTokenScaleOptional=[lowp.e8m0_array(rng.integers(123, 131, (m, kb, 2)))],
+        groupListOptional=np.array([*cuts, m], np.int64),
+        splitItem=2,
+        groupType=0,
+    )
+
+
+def _gmm_mx_samples(rng: np.random.Generator) -> Iterable[Sample]:
+    e4, e5, fp4 = ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float4_e2m1fn
+    yield Sample(_gmm_mx_base(rng, e4, e4, 10, 96, 8, 3), "MX float8_e4m3fn, K not a multiple of 64, bf16 out")
+    counts = _gmm_mx_base(rng, e5, e4, 7, 64, 5, 2)
+    counts.update(groupListOptional=np.array([4, 3], np.int64), groupListType=1, out=[np.zeros((7, 5), np.float32)])
+    yield Sample(counts, "MX float8_e5m2 x float8_e4m3fn weight, counts, float32 out")
+    four = _gmm_mx_base(rng, fp4, fp4, 6, 128, 4, 2)
+    four.update(biasOptional=[rng.standard_normal((2, 4)).astype(np.float32)], out=[np.zeros((6, 4), np.float16)])
+    yield Sample(four, "MX float4_e2m1 with float32 bias, float16 out")
 
 
 def _gmm_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
@@ -806,6 +907,14 @@ def _gmm_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
     )
     kw = _gmm_base(x=[arr((3, 4))], weight=[arr((3, 2)), arr((3, 2))], groupType=2)
     yield ErrorSample(kw, INVALID, "K groups larger than x's K")
+    mx = _gmm_mx_base(rng, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fn, 6, 64, 4, 2)
+    yield ErrorSample({**mx, "scaleOptional": None}, INVALID, "fp8 without MX scales")
+    yield ErrorSample({**mx, "perTokenScaleOptional": [np.ones((6, 1), np.float32)]}, INVALID, "float32 token scale")
+    yield ErrorSample({**mx, "scaleOptional": [lowp.e8m0_array(np.full((2, 4, 1, 2), 127))]}, INVALID, "MX scale shape")
+    yield ErrorSample({**mx, "biasOptional": [arr((2, 4))]}, INVALID, "bias with fp8 MX operands")
+    yield ErrorSample({**mx, "groupType": 2}, INVALID, "MX with K-axis groups")
+    yield ErrorSample({**mx, "out": [np.zeros((6, 4), np.int32)]}, INVALID, "MX into int32")
+    yield ErrorSample({**mx, "actType": 5}, INVALID, "MX with silu")
 
 
 _GroupedMatmulV5 = OpSpec(
@@ -815,7 +924,7 @@ _GroupedMatmulV5 = OpSpec(
     _gmm_infer,
     samples=_gmm_samples,
     error_samples=_gmm_errors,
-    summary="grouped GEMM y_i = x_i @ weight_i (+ bias_i), non-quantised paths",
+    summary="grouped GEMM y_i = x_i @ weight_i (+ bias_i): float paths and the MX mode",
 )
 
 SPECS: list[OpSpec] = [

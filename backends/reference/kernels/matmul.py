@@ -12,9 +12,10 @@ import itertools
 import numpy as np
 
 from acl_core.errors import AclnnError, AclnnStatus
-from acl_core.spec.ops.matmul import round_to_hf32
+from acl_core.spec.ops.matmul import gmm_weight_transposed, round_to_hf32
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
+from acl_reference.kernels.quant import mx_expand
 
 Array = np.ndarray
 
@@ -102,6 +103,8 @@ def grouped_matmul(k: RefCall) -> None:
     plan = k.plan["gmm"]
     xs = [x.astype(np.float64) for x in k.read_list("x")]
     ws = [w.astype(np.float64) for w in k.read_list("weight")]
+    if plan.get("mx"):
+        xs, ws = _mx_dequantise(k, xs[0], ws[0])
     list_type = int(k.value("groupListType"))
     group_list = k.read("groupListOptional") if k["groupListOptional"] is not None else None
     gt = plan["group_type"]
@@ -123,6 +126,17 @@ def grouped_matmul(k: RefCall) -> None:
         else:
             starts = np.cumsum([0, *(w.shape[0] for w in ws)])
             k.write_list("out", [_product(x[:, s : s + w.shape[0]], w) for s, w in zip(starts, ws)])
+
+
+def _mx_dequantise(k: RefCall, x: Array, w: Array) -> tuple[list[Array], list[Array]]:
+    """MX mode: x [M, K] and weight [g, K, N] times their E8M0 block scales, exactly, in float64."""
+    token = k.read_list("perTokenScaleOptional")[0].view(np.uint8)
+    scale = k.read_list("scaleOptional")[0].view(np.uint8)
+    if not gmm_weight_transposed(k["weight"].tensors[0]):  # (g, kb, N, 2) -> (g, N, kb, 2)
+        scale = np.swapaxes(scale, 1, 2)
+    kk = x.shape[1]
+    with np.errstate(all="ignore"):
+        return [x * mx_expand(token, kk)], [w * np.swapaxes(mx_expand(scale, kk), -1, -2)]
 
 
 def _grouped_m(

@@ -210,7 +210,7 @@ def quant_matmul(k: RefCall) -> None:
     _dequantise_output(k, np.matmul(a, b), _scale(k, "scale"), token, offset)
 
 
-def _mx_expand(codes: Array, k_len: int) -> Array:
+def mx_expand(codes: Array, k_len: int) -> Array:
     """E8M0 scale codes (..., rows, kb, 2) to per-element float64 scales (..., rows, k)."""
     scales = lowp.e8m0_decode(codes).reshape(*codes.shape[:-2], codes.shape[-2] * 2)
     blocks = -(-k_len // 32)
@@ -231,8 +231,8 @@ def quant_matmul_v5(k: RefCall) -> None:
         if not t2:  # (..., kb, n, 2) -> (..., n, kb, 2)
             s2 = np.swapaxes(s2, -3, -2)
         with np.errstate(all="ignore"):
-            left = a * _mx_expand(s1, kk)
-            right = b * np.swapaxes(_mx_expand(s2, kk), -1, -2)
+            left = a * mx_expand(s1, kk)
+            right = b * np.swapaxes(mx_expand(s2, kk), -1, -2)
             value = np.matmul(left, right)
             if _present(k, "bias"):
                 value = value + k.read("bias", np.float64)

@@ -163,10 +163,12 @@ def _prep_source() -> str:
 
 @dataclass(frozen=True)
 class GmmKernel:
-    """The grouped GEMM over a descriptor table: x and weight of ``dtype``, bias of ``bias`` (None: none)."""
+    """The grouped GEMM over a descriptor table: x and weight of ``dtype``, bias of ``bias`` (None: none),
+    the output of ``out`` (None: ``dtype``)."""
 
     dtype: D
     bias: D | None
+    out: D | None = None
     index_type: str = "long long"
 
     @functools.cached_property
@@ -183,6 +185,7 @@ class GmmKernel:
 def _gemm_source(k: GmmKernel) -> str:
     t = ctype(k.dtype)
     s = t.storage
+    o = ctype(k.dtype if k.out is None else k.out)
     rows_per_thread = TILE_M * TILE_N // BLOCK_THREADS // 4  # 4 columns per thread
     lanes_n = TILE_N // 4
     lanes_m = BLOCK_THREADS // lanes_n
@@ -209,7 +212,7 @@ def _gemm_source(k: GmmKernel) -> str:
         "const long long* e = table + lo * NFIELDS;",
         f"const {s}* x = (const {s}*)e[F_X];",
         f"const {s}* w = (const {s}*)e[F_W];",
-        f"{s}* out = ({s}*)e[F_OUT];",
+        f"{o.storage}* out = ({o.storage}*)e[F_OUT];",
         "const long long m1 = e[F_M1], k0 = e[F_K0], k1 = e[F_K1], n = e[F_N];",
         "const long long xsr = e[F_XSR], xsc = e[F_XSC], wsk = e[F_WSK], wsn = e[F_WSN];",
         f"const long long tiles_n = (n + {TILE_N - 1}) / {TILE_N};",
@@ -262,11 +265,12 @@ def _gemm_source(k: GmmKernel) -> str:
         "    if (col < n) {",
         "      float v = acc[i][j];",
         *(line[4:] for line in bias_line),
-        f"      out[row * osr + col * osc] = {store('v', _F32, t)};",
+        f"      out[row * osr + col * osc] = {store('v', _F32, o)};",
         "    }",
         "  }",
         "}",
     ]
     params = ["const Meta m", "const long long* table", "const int* flag"]
     bias = k.bias.short if k.bias is not None else "none"
-    return _kernel(f"tiled GEMM {k.dtype.short}, bias {bias}", meta, k.kernel_name, params, body)
+    comment = f"tiled GEMM {k.dtype.short}, bias {bias}, out {(k.dtype if k.out is None else k.out).short}"
+    return _kernel(comment, meta, k.kernel_name, params, body)

@@ -1,4 +1,4 @@
-"""GroupedMatmulV5 on the GPU (non-quantised paths): one grouped GEMM kernel over a device descriptor table.
+"""GroupedMatmulV5 on the GPU (float paths and MX): one grouped GEMM kernel over a device descriptor table.
 
 The host describes every group it can (addresses, strides, host-known sizes) and fills a descriptor
 table on the device through kernel arguments; a one-thread pass reads ``groupListOptional`` where the
@@ -6,8 +6,11 @@ groups come from it, checks it and numbers the output tiles; one tiled GEMM laun
 accumulation, bias and one rounding in its epilogue) then computes every group
 (:mod:`acl_rocm.kernels.grouped_matmul`). A bad group list sets a device flag: nothing is written and
 the driver raises 161002 when the stream is synchronised, as the movement family's index checks do.
-Which paths exist (groupType -1, 0, 2; groupListType 0, 1; no quantisation, actType 0) is decided by
-the spec, which refuses the others with 161002 before anything is enqueued.
+Which paths exist (groupType -1, 0, 2; groupListType 0, 1; actType 0; of the quantised modes only MX
+with M-axis groups) is decided by the spec, which refuses the others with 161002 before anything is
+enqueued. MX operands are first decoded to bfloat16 with their block scales applied, by the quantised
+matmuls' operand kernel (:meth:`QuantMatmulRunner.enqueue_operand`); the same grouped GEMM then runs
+on them with its output in the caller's dtype.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
 from acl_core.formats import Format
+from acl_core.spec.ops.matmul import gmm_weight_transposed
 from acl_core.tensor import AclTensor, AclTensorList, contiguous_strides
 from acl_rocm.driver import handle
 from acl_rocm.kernels.grouped_matmul import (
@@ -37,6 +41,7 @@ from acl_rocm.kernels.grouped_matmul import (
 )
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.elementwise import Prepared
+from acl_rocm.ops.quant_matmul import k_operand, mx_scale_strides
 from acl_rocm.views import coalesce
 
 if TYPE_CHECKING:
@@ -101,6 +106,8 @@ class GroupedMatmulRunner:
         """The descriptor rows of one call (temporaries for outputs whose rows need a copy go to ``temps``)."""
         args, gmm = launch.args, launch.plan["gmm"]
         xs, ws = _members(args["x"]), _members(args["weight"])
+        if gmm.get("mx"):
+            xs, ws = self._mx_operands(launch, temps, stream)
         bias = _members(args.get("biasOptional"))
         outs = _members(args["out"])
         gt = int(gmm["group_type"])
@@ -268,6 +275,32 @@ class GroupedMatmulRunner:
         )
         p.grid += tiles(m, n)
 
+    def _mx_operands(self, launch: Launch, temps: list[int], stream: int) -> tuple[tuple[AclTensor], tuple[AclTensor]]:
+        """MX mode: x [M, K] and weight [g, K, N] decoded to bfloat16 with their E8M0 block scales applied.
+
+        The quantised matmuls' operand kernel writes both K-major (weight as [g, N, K]); every MX code
+        times a power of two is exact in bfloat16, so the grouped GEMM sees the exact dequantised values.
+        """
+        args = launch.args
+        x, w = _members(args["x"])[0], _members(args["weight"])[0]
+        token, scale = _members(args["perTokenScaleOptional"])[0], _members(args["scaleOptional"])[0]
+        (m, k), (groups, _, n) = x.view_dims, w.view_dims
+        a = k_operand(x, (), rows_last=False)
+        a.scale, a.scale_strides = token, mx_scale_strides(token, 0, rows_first=True)
+        b = k_operand(w, (groups,), rows_last=True)
+        b.scale, b.scale_strides = scale, mx_scale_strides(scale, 1, rows_first=gmm_weight_transposed(w))
+        decode = self.backend.quant_matmul.enqueue_operand
+        x_addr = self._temp(m * k * 2, temps, stream)
+        w_addr = self._temp(groups * n * k * 2, temps, stream)
+        if m * k:
+            decode(a, (), m, k, "bf16", x_addr, stream)
+        if groups * n * k:
+            decode(b, (groups,), n, k, "bf16", w_addr, stream)
+        bf16, nd = D.ACL_BF16, Format.ACL_FORMAT_ND
+        x_dense = AclTensor((m, k), bf16, (k, 1), 0, nd, (m, k), x_addr)
+        w_dense = AclTensor((groups, k, n), bf16, (n * k, 1, k), 0, nd, (groups, n, k), w_addr)
+        return (x_dense,), (w_dense,)
+
     def _temp(self, nbytes: int, temps: list[int], stream: int) -> int:
         address = self.backend.provider.malloc_async(max(nbytes, 1), stream)
         temps.append(address)
@@ -327,7 +360,8 @@ class GroupedMatmulRunner:
             ]
             self._launch(GmmPrep(), self.backend.elementwise_config(1, 1), values, stream)
             if p.grid:
-                gemm = GmmKernel(dtype, bias[0].dtype if bias else None)
+                operands = D.ACL_BF16 if launch.plan["gmm"].get("mx") else dtype  # MX: decoded to bf16
+                gemm = GmmKernel(operands, bias[0].dtype if bias else None, dtype)
                 values = [
                     KernelArgs.index_array([groups, 0, 0], "long long"),
                     KernelArgs.pointer(table),

@@ -275,8 +275,8 @@ class QuantMatmulRunner:
             assert s2 is not None
             if plan.get("mode") == "mx":
                 assert s1 is not None
-                a.scale, a.scale_strides = s1, _mx_scale_strides(s1, len(batch), rows_first=not t1)
-                b.scale, b.scale_strides = s2, _mx_scale_strides(s2, len(batch), rows_first=t2)
+                a.scale, a.scale_strides = s1, mx_scale_strides(s1, len(batch), rows_first=not t1)
+                b.scale, b.scale_strides = s2, mx_scale_strides(s2, len(batch), rows_first=t2)
                 epi = Epilogue(out, bias=t("bias"))
                 return Job(op, a, b, batch, m, k, n, epi, "mx")
             epi = Epilogue(out, scale=s2, token=s1, bias=t("bias"), offset=t("x2Offset"))
@@ -357,7 +357,7 @@ class QuantMatmulRunner:
             assert stride is not None
             return Matrix(start, int(t.dtype), op.k, op.rows, op.row_stride, stride if count > 1 else 0)
         address = temps.alloc(count * rows_pad * k_pad * _itemsize(t.dtype))
-        self._enqueue_operand(op, batch, rows_pad, k_pad, "raw", address, temps.stream)
+        self.enqueue_operand(op, batch, rows_pad, k_pad, "raw", address, temps.stream)
         return Matrix(address, int(t.dtype), k_pad, rows_pad, k_pad, rows_pad * k_pad if count > 1 else 0)
 
     def _direct_target(self, job: Job, n_pad: int, count: int) -> tuple[Matrix, int] | None:
@@ -391,7 +391,7 @@ class QuantMatmulRunner:
             mats = []
             for op, rows in ((job.x1, job.m), (job.x2, job.n)):
                 address = temps.alloc(count * rows * k_pad * _itemsize(decode))
-                self._enqueue_operand(op, job.batch, rows, k_pad, store, address, stream)
+                self.enqueue_operand(op, job.batch, rows, k_pad, store, address, stream)
                 mats.append(Matrix(address, int(decode), k_pad, rows, k_pad, rows * k_pad if count > 1 else 0))
             a_mat, b_mat = mats
             d_addr = temps.alloc(count * job.m * job.n * 4)
@@ -429,9 +429,10 @@ class QuantMatmulRunner:
                 self._tables[key] = address
         return address
 
-    def _enqueue_operand(
+    def enqueue_operand(
         self, op: KOperand, batch: Sequence[int], rows_pad: int, k_pad: int, store: Store, out: int, stream: int
     ) -> None:
+        """Decode ``op`` (scales applied) into [*batch, rows_pad, k_pad] at ``out``, K-major, zero-padded."""
         t = op.tensor
         raw = store == "raw"
         scale_kind: ScaleKind = "none"
@@ -539,7 +540,7 @@ def _uniform(batch: Sequence[int], strides: Sequence[int]) -> int | None:
     return g.strides[0][0] if g.ndim == 1 else None
 
 
-def _mx_scale_strides(s: AclTensor, nb: int, *, rows_first: bool) -> tuple[int, ...]:
+def mx_scale_strides(s: AclTensor, nb: int, *, rows_first: bool) -> tuple[int, ...]:
     """(batch strides, row, k-block pair, pair element) of an MX scale (*batch, rows | kb, kb | rows, 2)."""
     st = list(s.strides)
     assert s.rank == nb + 3, "the spec gives MX scales the output's batch dims"
