@@ -16,6 +16,7 @@ import numpy as np
 
 from acl_core.dtypes import DataType
 from acl_core.errors import AclError, RtErrorCode
+from acl_core.spec.ops.matmul import round_to_hf32
 from acl_core.spec.runtime import CopyDirection
 from acl_rocm.providers.base import DeviceProperties, GemmCall, Matrix, RuntimeProvider
 
@@ -173,6 +174,8 @@ class FakeProvider(RuntimeProvider):
             a, b = _matrix(call.a, i), _matrix(call.b, i)
             a = a.T if call.a.transpose else a
             b = b.T if call.b.transpose else b
+            if call.fast_tf32:  # TF32 keeps 10 explicit mantissa bits, as HF32 does
+                a, b = round_to_hf32(a), round_to_hf32(b)
             d = _matrix(call.d, i)
             scale = 1.0
             for address in (call.a_scale, call.b_scale):  # per-tensor fp8 scales: one float32 each

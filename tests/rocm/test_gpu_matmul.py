@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import os
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -9,6 +12,7 @@ import pytest
 from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.spec.ops import get_spec
+from acl_rocm.backend import RocmBackend
 from acl_rocm.ops.matmul import OPS
 from tests.conftest import assert_close
 
@@ -68,3 +72,24 @@ def test_hf32_cube_math_type_rounds_operands_exactly_like_the_reference(rocm: Ba
     plain = eager.run("Mm", rocm, self=a, mat2=b, cubeMathType=0)["out"]
     np.testing.assert_allclose(got, expected, rtol=2e-6, atol=2e-6)
     assert not np.allclose(plain, expected, rtol=2e-7, atol=0)  # the rounding is visible, and it is applied
+
+
+def test_cann_fast_tf32_runs_float32_gemms_on_tf32(rocm: Backend, caplog: pytest.LogCaptureFixture) -> None:
+    """CANN_FAST_TF32=1: fp32 Mm takes TF32 (error of 10-bit mantissas, well above fp32's), and says so in the log."""
+    _needs_blas(rocm)
+    if not rocm.capabilities().tf32_hw:
+        pytest.skip(f"{rocm.capabilities().architecture} has no TF32 matrix hardware")
+    fast = RocmBackend(rocm.provider, {**os.environ, "CANN_FAST_TF32": "1"})  # type: ignore[attr-defined]
+    assert fast.capabilities().tf32_enabled and not rocm.capabilities().tf32_enabled
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((192, 1024)).astype(np.float32), rng.standard_normal((1024, 160)).astype(np.float32)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    magnitude = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    plain = eager.run("Mm", rocm, self=a, mat2=b, cubeMathType=0)["out"]
+    with caplog.at_level(logging.DEBUG, logger="acl_rocm.matmul"):
+        tf32 = eager.run("Mm", fast, self=a, mat2=b, cubeMathType=0)["out"]
+    plain_error = np.abs(plain - exact).max()
+    tf32_error = np.abs(tf32 - exact)
+    assert np.all(tf32_error <= 2.0**-9 * magnitude), "beyond TF32's error bound"
+    assert tf32_error.max() > 8 * plain_error, "no TF32 rounding visible: the fp32 path ran"
+    assert "TF32 (CANN_FAST_TF32=1)" in caplog.text

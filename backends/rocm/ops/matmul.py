@@ -10,6 +10,7 @@ workspace are stream-ordered allocations; nothing passes through the host.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from acl_rocm.driver import handle
 from acl_rocm.kernels.elementwise import ufunc
 from acl_rocm.providers.base import GemmCall, Matrix
 from acl_rocm.views import broadcast_strides, coalesce
+
+LOG = logging.getLogger("acl_rocm.matmul")
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
@@ -254,6 +257,18 @@ class MatmulRunner:
                 batch=count_eff,
                 fast_tf32=self.backend.policy.tf32_enabled and gdt == D.ACL_FLOAT and precision is None,
             )
+            if LOG.isEnabledFor(logging.DEBUG):  # once per plan: a repeated signature reuses its GemmCall
+                tf32 = ", TF32 (CANN_FAST_TF32=1)" if call.fast_tf32 else ""
+                LOG.debug(
+                    "%s: BLAS GEMM %s m=%d k=%d n=%d batch=%d%s",
+                    launch.spec.name,
+                    gdt.short,
+                    m_eff,
+                    k,
+                    n,
+                    count_eff,
+                    tf32,
+                )
             direct = not temps and target is d_view  # only then is the call a pure function of the signature
             self._gemm(call, stream)
             if target is not d_view:
