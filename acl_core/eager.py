@@ -228,7 +228,7 @@ def to_device(
     """Copy a NumPy array to the backend's device, laid out as ``layout`` (see :data:`LAYOUTS`)."""
     b = _backend(backend)
     arr = np.asarray(value)
-    acl_dtype = dtype or from_numpy(arr.dtype)
+    acl_dtype = from_numpy(arr.dtype) if dtype is None else dtype
     np_dtype = acl_dtype.numpy
     assert np_dtype is not None
     arr = arr.astype(np_dtype, copy=False)

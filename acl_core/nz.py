@@ -297,7 +297,7 @@ def to_device_nz(
     from acl_core.dtypes import from_numpy
 
     arr = np.asarray(nd)
-    acl_dtype = dtype or from_numpy(arr.dtype)
+    acl_dtype = from_numpy(arr.dtype) if dtype is None else dtype
     np_dtype = acl_dtype.numpy
     assert np_dtype is not None
     arr = arr.astype(np_dtype, copy=False)

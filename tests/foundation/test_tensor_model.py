@@ -95,3 +95,12 @@ def test_arrays_and_lists() -> None:
     assert t1.destroyed and t2.destroyed  # the list owns its tensors
     s = aclnn.aclCreateScalarList([aclnn.aclCreateScalar(1, 9)])
     assert aclnn.aclGetScalarListSize(s) == (1, 0) and aclnn.aclDestroyScalarList(s) == 0
+
+
+def test_to_device_honours_an_explicit_float32_dtype() -> None:
+    """ACL_FLOAT is enum value 0: a falsy dtype must still win over the array's own (float64 here)."""
+    from acl_core import eager
+
+    da = eager.to_device(np.array([1.5, -2.0, 3.25]), "reference", dtype=D.ACL_FLOAT)
+    assert da.dtype == D.ACL_FLOAT
+    np.testing.assert_array_equal(da.numpy(), np.array([1.5, -2.0, 3.25], np.float32))
