@@ -169,23 +169,19 @@ def test_mx_moe_shaped_m_groups(rocm: Backend, reference: Backend, x_dt: object,
         args["perTokenScaleOptional"] = [lowp.e8m0_array(rng.integers(120, 125, (299, 5, 2)))]
         args["biasOptional"] = [rng.standard_normal((5, 160)).astype(np.float32)]
     args["out"] = [np.full((299, 160), -7, out_dt)]  # the uncovered rows must keep it
-    _check_mx(rocm, reference, args)
+    got, want = (eager.run(OP, b, **args)["out"][0] for b in (rocm, reference))
+    _assert_mx_close(reference, args, got, want)
 
 
 ROUNDING = {np.dtype(np.float32): 2.0**-24, np.dtype(np.float16): 2.0**-11, np.dtype(ml_dtypes.bfloat16): 2.0**-8}
 
 
-def _check_mx(backend: Backend, reference: Backend, args: dict) -> None:
+def _assert_mx_close(reference: Backend, args: dict, got: np.ndarray, want: np.ndarray) -> None:
     """MX output within fp32 summation's error bound (k * 2^-24 * sum |x_i w_i|) plus one output rounding.
 
     The bound's sums come from the reference run on |x| and |weight| with the same scales; with E8M0
     scales spanning 2^±9 the terms of one sum differ by up to 2^36, so no fixed relative tolerance fits.
     """
-    got, want = (eager.run(OP, b, **args)["out"][0] for b in (backend, reference))
-    _assert_mx_close(reference, args, got, want)
-
-
-def _assert_mx_close(reference: Backend, args: dict, got: np.ndarray, want: np.ndarray) -> None:
     assert got.dtype == want.dtype and got.shape == want.shape
     magnitudes = {"x": [np.abs(args["x"][0])], "weight": [np.abs(args["weight"][0])], "biasOptional": None}
     zeros = [np.zeros(want.shape, np.float32)]
