@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +9,8 @@ import pytest
 
 from acl_core.dtypes import DataType
 
-REFERENCE_DIR = Path(os.environ.get("ACL_CANN_REFERENCE", Path(__file__).resolve().parents[2] / "shared" / "reference"))
+CANN_FACTS_DIR = Path(__file__).resolve().parent / "data" / "cann"
+"""CANN facts copied into the repository (tests/data/cann/README.md says from where)."""
 
 # Absolute/relative tolerance by the dtype a result is stored in (the reference computes in float64).
 TOLERANCE = {
@@ -59,11 +59,9 @@ def rng() -> np.random.Generator:
 
 
 @pytest.fixture(scope="session")
-def reference_dir() -> Path:
-    """../shared/reference, the CANN facts the contract is checked against."""
-    if not REFERENCE_DIR.is_dir():
-        pytest.fail(f"CANN reference facts not found at {REFERENCE_DIR}; set ACL_CANN_REFERENCE")
-    return REFERENCE_DIR
+def cann_facts_dir() -> Path:
+    """tests/data/cann: the official prototypes and level-2 names the contract is checked against."""
+    return CANN_FACTS_DIR
 
 
 __all__ = ["DataType", "assert_close", "tolerance"]

@@ -14,9 +14,9 @@ SUPPLEMENT = Path(__file__).parent / "data" / "signatures-from-notes.tsv"
 """Prototypes absent from aclnn-signatures.tsv, transcribed from cann-contract-notes.md (source column cites it)."""
 
 
-def _official(reference_dir: Path, path: Path | None = None) -> dict[str, list[tuple[str, str]]]:
+def _official(cann_facts_dir: Path, path: Path | None = None) -> dict[str, list[tuple[str, str]]]:
     table: dict[str, list[tuple[str, str]]] = {}
-    with open(path or reference_dir / "aclnn-signatures.tsv", encoding="utf-8") as fh:
+    with open(path or cann_facts_dir / "aclnn-signatures.tsv", encoding="utf-8") as fh:
         for row in csv.DictReader(fh, delimiter="\t"):
             name = row["name"]
             if not name.endswith("GetWorkspaceSize"):
@@ -41,16 +41,16 @@ def normalise(c_type: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def official(reference_dir: Path) -> dict[str, list[tuple[str, str]]]:
-    table = _official(reference_dir)
-    table.update(_official(reference_dir, SUPPLEMENT))
+def official(cann_facts_dir: Path) -> dict[str, list[tuple[str, str]]]:
+    table = _official(cann_facts_dir)
+    table.update(_official(cann_facts_dir, SUPPLEMENT))
     return table
 
 
-def test_supplement_only_fills_gaps_of_the_official_table(reference_dir: Path) -> None:
-    official = _official(reference_dir)
-    level2 = set((reference_dir / "aclnn-level2-names.txt").read_text(encoding="utf-8").split())
-    for name in _official(reference_dir, SUPPLEMENT):
+def test_supplement_only_fills_gaps_of_the_official_table(cann_facts_dir: Path) -> None:
+    official = _official(cann_facts_dir)
+    level2 = set((cann_facts_dir / "aclnn-level2-names.txt").read_text(encoding="utf-8").split())
+    for name in _official(cann_facts_dir, SUPPLEMENT):
         assert name not in official, f"{name} is in aclnn-signatures.tsv; drop it from the supplement"
         assert f"aclnn{name}" in level2, f"aclnn{name} is not a CANN level-2 API"
 
