@@ -1,9 +1,12 @@
-"""``acl.rt``: devices, contexts, streams, events and memory, in pyACL's shape."""
+"""``acl.rt``: devices, contexts, streams, events and memory, in pyACL's shape.
+
+Arguments pass through unchanged: the runtime's entry points convert them to their C types
+(:mod:`acl_core.runtime.c_args`) and require aclInit, so every backend answers misuse alike.
+"""
 
 from __future__ import annotations
 
 from acl_core.acl._call import call_status, call_value, runtime
-from acl_core.spec.runtime import RunMode
 
 
 # ----------------------------------------------------------------- devices and contexts
@@ -29,7 +32,7 @@ def get_device_count() -> tuple[int, int]:
 
 def get_run_mode() -> tuple[int, int]:
     """aclrtGetRunMode: (ACL_HOST, ret): the program runs on a host driving devices."""
-    return int(RunMode.ACL_HOST), 0
+    return call_value(lambda: int(runtime().run_mode()), -1)
 
 
 def synchronize_device() -> int:
@@ -65,7 +68,7 @@ def create_stream() -> tuple[int, int]:
 
 def create_stream_with_config(priority: int, flag: int) -> tuple[int, int]:
     """aclrtCreateStreamWithConfig: priority and flags are accepted and have no effect here."""
-    return call_value(lambda: runtime().create_stream())
+    return call_value(lambda: runtime().create_stream(priority, flag))
 
 
 def destroy_stream(stream: int) -> int:
@@ -96,7 +99,7 @@ def create_event() -> tuple[int, int]:
 
 def create_event_with_flag(flag: int) -> tuple[int, int]:
     """aclrtCreateEventWithFlag: every event times here, whatever the flag."""
-    return call_value(lambda: runtime().create_event())
+    return call_value(lambda: runtime().create_event(flag))
 
 
 def destroy_event(event: int) -> int:

@@ -56,11 +56,20 @@ class MemoryMap:
         """Bumped on every change; validation cached under one generation stays true while it holds."""
 
     def add(self, rng: Range) -> None:
-        """Record a live range (it must not overlap another live range of device memory)."""
+        """Record a live range; one that starts where a live range starts is refused, never replaced.
+
+        Replacing would silently change what the older range is (page-locked memory would turn
+        pageable, an allocation would stop being freeable) while its owner still holds it.
+        """
+        held = self._ranges.get(rng.start)
+        if held is not None:
+            raise AclError(
+                AclErrorCode.ACL_ERROR_INTERNAL_ERROR,
+                f"{rng.kind.value} range at {rng.start:#x} would replace the live {held.size}-byte "
+                f"{held.kind.value} range there (remove it first)",
+            )
         self.generation += 1
         self._freed.pop(rng.start, None)
-        if rng.start in self._ranges:
-            self.remove(rng.start)
         bisect.insort(self._starts, rng.start)
         self._ranges[rng.start] = rng
 

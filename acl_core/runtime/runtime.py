@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from acl_core.errors import AclError, AclErrorCode, RtErrorCode
+from acl_core.runtime.c_args import HANDLE, CEnum, CStr, Handle, Int32, Ptr, SizeT, UInt32, acl_entry
 from acl_core.runtime.memory_map import MemoryMap, Range, RangeKind
 from acl_core.spec.runtime import (
     MALLOC_POLICY_FLAGS,
@@ -25,6 +28,7 @@ from acl_core.spec.runtime import (
     MemAttr,
     MemcpyKind,
     MemMallocPolicy,
+    RunMode,
     StreamStatus,
 )
 
@@ -49,6 +53,10 @@ _KIND_DIRECTION = {
     MemcpyKind.ACL_MEMCPY_INNER_DEVICE_TO_DEVICE: CopyDirection.DEVICE_TO_DEVICE,
     MemcpyKind.ACL_MEMCPY_INTER_DEVICE_TO_DEVICE: CopyDirection.DEVICE_TO_DEVICE,
 }
+
+
+MAX_ALLOCATION = sys.maxsize
+"""No allocation larger than a process's address space can hold is passed to a driver (ssize_t max)."""
 
 
 def malloc_capacity(size: int) -> int:
@@ -104,6 +112,7 @@ class Runtime:
         self.memory = MemoryMap()
         self._lock = threading.RLock()
         self._initialized = False
+        self._implicit = False
         self._finalized = False
         self._handles = itertools.count(0x1000)
         self._streams: dict[int, _Stream] = {}
@@ -114,14 +123,16 @@ class Runtime:
         self._local = threading.local()
 
     # ----------------------------------------------------------------- lifecycle
-    def init(self, config_path: str | None = None) -> None:
+    @acl_entry("aclInit", needs_init=False)
+    def init(self, config_path: CStr = None) -> None:
         """aclInit: once per process; a second call raises ACL_ERROR_REPEAT_INITIALIZE.
 
         A config file must be readable JSON (ACL_ERROR_INVALID_FILE / ACL_ERROR_PARSE_FILE otherwise);
         its options (dump, profiling, op-queue size) configure Ascend tooling and are not applied here.
+        The first explicit call succeeds even after the Pythonic layer initialised implicitly.
         """
         with self._lock:
-            if self._initialized:
+            if self._initialized and not self._implicit:
                 raise AclError(AclErrorCode.ACL_ERROR_REPEAT_INITIALIZE, "aclInit was already called")
             if config_path:
                 try:
@@ -134,8 +145,10 @@ class Runtime:
                 except ValueError as exc:
                     raise AclError(AclErrorCode.ACL_ERROR_PARSE_FILE, f"{config_path} is not JSON: {exc}") from None
             self._initialized = True
+            self._implicit = False
             self._finalized = False
 
+    @acl_entry("aclFinalize", needs_init=False)
     def finalize(self) -> None:
         """aclFinalize: releases every device; a call without aclInit raises REPEAT_FINALIZE."""
         with self._lock:
@@ -147,6 +160,7 @@ class Runtime:
             for device in list(self._devices):
                 self._release_device(device)
             self._initialized = False
+            self._implicit = False
             self._finalized = True
 
     @property
@@ -161,6 +175,12 @@ class Runtime:
             state = self._local.state = _ThreadState()
         return state
 
+    @acl_entry("aclrtGetRunMode")
+    def run_mode(self) -> RunMode:
+        """aclrtGetRunMode: ACL_HOST, a program on a host driving devices."""
+        return RunMode.ACL_HOST
+
+    @acl_entry("aclrtGetDeviceCount")
     def device_count(self) -> int:
         """aclrtGetDeviceCount."""
         return self.driver.device_count()
@@ -173,7 +193,8 @@ class Runtime:
             )
         return device_id
 
-    def set_device(self, device_id: int) -> None:
+    @acl_entry("aclrtSetDevice")
+    def set_device(self, device_id: Int32) -> None:
         """aclrtSetDevice: opens the device and makes its default context current for this thread."""
         with self._lock:
             self._check_device_id(device_id)
@@ -188,6 +209,7 @@ class Runtime:
             ts = self._state()
             ts.device, ts.context = device_id, state.default_context
 
+    @acl_entry("aclrtGetDevice")
     def get_device(self) -> int:
         """aclrtGetDevice: the calling thread's current device."""
         ts = self._state()
@@ -195,7 +217,8 @@ class Runtime:
             raise AclError(RtErrorCode.ACL_ERROR_RT_CONTEXT_NULL, "no device is set on this thread (call set_device)")
         return ts.device
 
-    def reset_device(self, device_id: int) -> None:
+    @acl_entry("aclrtResetDevice")
+    def reset_device(self, device_id: Int32) -> None:
         """aclrtResetDevice: drops one reference; the last one releases every resource of the device."""
         with self._lock:
             self._check_device_id(device_id)
@@ -224,6 +247,7 @@ class Runtime:
         if ts.device == device_id:
             ts.device = ts.context = None
 
+    @acl_entry("aclrtSynchronizeDevice")
     def synchronize_device(self) -> None:
         """aclrtSynchronizeDevice."""
         self._require_device()
@@ -234,7 +258,8 @@ class Runtime:
         self._contexts[handle] = _Context(handle, device_id, default)
         return handle
 
-    def create_context(self, device_id: int) -> int:
+    @acl_entry("aclrtCreateContext")
+    def create_context(self, device_id: Int32) -> int:
         """aclrtCreateContext: a new context on ``device_id``, made current for this thread."""
         with self._lock:
             self._check_device_id(device_id)
@@ -253,7 +278,8 @@ class Runtime:
             raise AclError(RtErrorCode.ACL_ERROR_RT_CONTEXT_NULL, f"context {handle!r} does not exist or was destroyed")
         return ctx
 
-    def destroy_context(self, handle: int) -> None:
+    @acl_entry("aclrtDestroyContext")
+    def destroy_context(self, handle: Handle) -> None:
         """aclrtDestroyContext (the default context of a device cannot be destroyed)."""
         with self._lock:
             ctx = self._context(handle)
@@ -265,7 +291,8 @@ class Runtime:
             if ts.context == ctx.handle:
                 ts.context = self._devices[ctx.device].default_context
 
-    def set_context(self, handle: int) -> None:
+    @acl_entry("aclrtSetCurrentContext")
+    def set_context(self, handle: Handle) -> None:
         """aclrtSetCurrentContext: switches the thread's current context (and device)."""
         with self._lock:
             ctx = self._context(handle)
@@ -273,6 +300,7 @@ class Runtime:
             ts = self._state()
             ts.device, ts.context = ctx.device, ctx.handle
 
+    @acl_entry("aclrtGetCurrentContext")
     def get_context(self) -> int:
         """aclrtGetCurrentContext."""
         ts = self._state()
@@ -281,7 +309,14 @@ class Runtime:
         return ts.context
 
     def ensure_device(self, device_id: int = 0) -> int:
-        """The thread's current device, setting ``device_id`` first if none is set (for the Pythonic layer)."""
+        """The thread's current device, setting ``device_id`` first if none is set (for the Pythonic layer).
+
+        The Pythonic layer needs no acl.init: this initialises the runtime implicitly when nobody has.
+        """
+        with self._lock:
+            if not self._initialized:
+                self.init()
+                self._implicit = True
         if self._state().device is None:
             self.set_device(device_id)
         return self.get_device()
@@ -293,54 +328,89 @@ class Runtime:
         return device
 
     # ----------------------------------------------------------------- memory
-    def malloc(self, size: int, policy: int = MemMallocPolicy.ACL_MEM_MALLOC_HUGE_FIRST) -> int:
+    @acl_entry("aclrtMalloc")
+    def malloc(self, size: SizeT, policy: CEnum = MemMallocPolicy.ACL_MEM_MALLOC_HUGE_FIRST) -> int:
         """aclrtMalloc: 64-byte aligned device memory, uninitialised; size 0 is refused."""
         device = self._require_device()
-        if not isinstance(size, int) or size <= 0:
-            raise _invalid(f"malloc size must be a positive integer, not {size!r}")
-        base = int(policy) & ~MALLOC_POLICY_FLAGS
+        if size <= 0:
+            raise _invalid(f"malloc size must be positive, not {size}")
+        base = policy & ~MALLOC_POLICY_FLAGS
         if base not in MemMallocPolicy.__members__.values() and base > 0xFF:
             raise _invalid(f"unknown malloc policy {policy:#x}")
         with self._lock:
-            address = self.driver.alloc(malloc_capacity(size))
+            address = self._allocate(self.driver.alloc, malloc_capacity(size), "device")
             self.memory.add(Range(address, size, RangeKind.DEVICE, device))
             return address
 
-    def malloc_host(self, size: int) -> int:
+    @acl_entry("aclrtMallocHost")
+    def malloc_host(self, size: SizeT) -> int:
         """aclrtMallocHost: page-locked host memory, required for async copies."""
-        if not isinstance(size, int) or size <= 0:
-            raise _invalid(f"malloc_host size must be a positive integer, not {size!r}")
+        if size <= 0:
+            raise _invalid(f"malloc_host size must be positive, not {size}")
         with self._lock:
-            address = self.driver.alloc_host(size)
+            address = self._allocate(self.driver.alloc_host, size, "page-locked host")
             self.memory.add(Range(address, size, RangeKind.HOST_PINNED, -1))
             return address
 
-    def _free(self, address: int, kind: RangeKind, call: str) -> Range:
-        rng = self.memory.exact(int(address or 0))
+    @staticmethod
+    def _allocate(alloc: Callable[[int], int], nbytes: int, what: str) -> int:
+        """Ask the driver for memory; a size no address space holds, or host exhaustion, is 207001."""
+        if nbytes > MAX_ALLOCATION:
+            raise AclError(
+                RtErrorCode.ACL_ERROR_RT_MEMORY_ALLOCATION,
+                f"cannot allocate {nbytes} bytes of {what} memory: more than an address space holds",
+            )
+        try:
+            return alloc(nbytes)
+        except MemoryError:
+            raise AclError(
+                RtErrorCode.ACL_ERROR_RT_MEMORY_ALLOCATION, f"out of memory allocating {nbytes} bytes of {what} memory"
+            ) from None
+
+    def _free(self, pointer: int | None, kind: RangeKind, call: str) -> Range:
+        address = pointer or 0
+        rng = self.memory.exact(address)
         if rng is None or rng.kind is not kind:
-            freed = bool(address) and self.memory.was_freed(int(address))
+            freed = bool(address) and self.memory.was_freed(address)
             why = "was already freed" if freed else f"is not the start of memory from {call.replace('free', 'malloc')}"
-            raise AclError(RtErrorCode.ACL_ERROR_RT_MEMORY_FREE, f"{call}({int(address or 0):#x}): the pointer {why}")
+            raise AclError(RtErrorCode.ACL_ERROR_RT_MEMORY_FREE, f"{call}({address:#x}): the pointer {why}")
         return self.memory.remove(rng.start)
 
-    def free(self, address: int) -> None:
+    @acl_entry("aclrtFree")
+    def free(self, address: Ptr) -> None:
         """aclrtFree: double free and foreign pointers raise ACL_ERROR_RT_MEMORY_FREE."""
         with self._lock:
             self._free(address, RangeKind.DEVICE, "free")
-            self.driver.free(int(address))
+            self.driver.free(address or 0)
 
-    def free_host(self, address: int) -> None:
+    @acl_entry("aclrtFreeHost")
+    def free_host(self, address: Ptr) -> None:
         """aclrtFreeHost."""
         with self._lock:
             self._free(address, RangeKind.HOST_PINNED, "free_host")
-            self.driver.free_host(int(address))
+            self.driver.free_host(address or 0)
 
     def register_host(self, address: int, nbytes: int, keepalive: object) -> None:
-        """Record pageable host memory handed out by acl.util (the most recent 4096 are kept)."""
+        """Record pageable host memory handed out by acl.util (the most recent 4096 are kept).
+
+        Memory the runtime already knows keeps its entry: a view of malloc_host memory stays
+        page-locked (and freeable by free_host), a view inside a registered buffer stays that buffer's.
+        """
         with self._lock:
-            if address in self._registered_host:
-                self._registered_host.move_to_end(address)
+            known = self.memory.find(address)
+            if known is not None and address + nbytes <= known.end:
+                if known.kind is RangeKind.HOST and known.start in self._registered_host:
+                    self._registered_host.move_to_end(known.start)
+                return
+            if known is not None and known.start == address:
+                if known.kind is not RangeKind.HOST:
+                    raise _invalid(
+                        f"host buffer {address:#x} + {nbytes} bytes runs past the end of the "
+                        f"{known.size}-byte {known.kind.value} allocation it starts"
+                    )
+                self.memory.remove(address)  # a larger buffer at the same start supersedes the smaller one
             self._registered_host[address] = None
+            self._registered_host.move_to_end(address)
             self.memory.add(Range(address, nbytes, RangeKind.HOST, -1, keepalive))
             while len(self._registered_host) > _REGISTERED_HOST_LIMIT:
                 old, _ = self._registered_host.popitem(last=False)
@@ -353,9 +423,10 @@ class Runtime:
             self.memory.add(Range(address, nbytes, RangeKind.EXTERNAL_DEVICE, self._require_device(), keepalive))
 
     def unregister(self, address: int) -> None:
-        """Forget a registered range."""
+        """Forget a registered range (never an allocation: those are released by free / free_host)."""
         with self._lock:
-            if self.memory.exact(address) is not None:
+            rng = self.memory.exact(address)
+            if rng is not None and rng.kind in (RangeKind.HOST, RangeKind.EXTERNAL_DEVICE):
                 self.memory.remove(address)
             self._registered_host.pop(address, None)
 
@@ -368,25 +439,23 @@ class Runtime:
 
     def _direction(
         self,
-        dst: int,
+        dst: int | None,
         dest_max: int,
-        src: int,
+        src: int | None,
         count: int,
         kind: int,
         *,
         pinned_only: bool,
         src_count: int | None = None,
     ) -> CopyDirection:
-        if not isinstance(count, int) or count < 0 or not isinstance(dest_max, int) or dest_max < 0:
-            raise _invalid(f"count ({count!r}) and destMax ({dest_max!r}) must be non-negative integers")
         if count > dest_max:
             raise _invalid(f"count {count} exceeds destMax {dest_max}")
         try:
             kind = MemcpyKind(kind)
         except ValueError:
             raise _invalid(f"unknown memcpy kind {kind!r}") from None
-        d = self.memory.resolve(int(dst or 0), count, "dst")
-        s = self.memory.resolve(int(src or 0), count if src_count is None else src_count, "src")
+        d = self.memory.resolve(dst or 0, count, "dst")
+        s = self.memory.resolve(src or 0, count if src_count is None else src_count, "src")
         actual = _DIRECTIONS[(s.kind.on_device, d.kind.on_device)]
         if kind is not MemcpyKind.ACL_MEMCPY_DEFAULT and _KIND_DIRECTION[kind] is not actual:
             raise AclError(
@@ -404,26 +473,28 @@ class Runtime:
                     raise _invalid(f"{name} of an async copy must be page-locked memory from malloc_host")
         return actual
 
-    def memcpy(self, dst: int, dest_max: int, src: int, count: int, kind: int) -> None:
+    @acl_entry("aclrtMemcpy")
+    def memcpy(self, dst: Ptr, dest_max: SizeT, src: Ptr, count: SizeT, kind: CEnum) -> None:
         """aclrtMemcpy: synchronous; kind must agree with the addresses unless it is DEFAULT."""
         with self._lock:
             direction = self._direction(dst, dest_max, src, count, kind, pinned_only=False)
             if count:
-                self.driver.copy(int(dst), int(src), count, direction, None)
+                self.driver.copy(dst or 0, src or 0, count, direction, None)
 
-    def memcpy_async(self, dst: int, dest_max: int, src: int, count: int, kind: int, stream: int | None) -> None:
+    @acl_entry("aclrtMemcpyAsync")
+    def memcpy_async(self, dst: Ptr, dest_max: SizeT, src: Ptr, count: SizeT, kind: CEnum, stream: Handle) -> None:
         """aclrtMemcpyAsync: enqueued on ``stream``; host memory must come from malloc_host."""
         with self._lock:
             direction = self._direction(dst, dest_max, src, count, kind, pinned_only=True)
             s = self.stream(stream)
             if count:
-                self.driver.copy(int(dst), int(src), count, direction, s)
+                self.driver.copy(dst or 0, src or 0, count, direction, s)
 
-    def memcpy2d(self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, kind: int) -> None:
+    @acl_entry("aclrtMemcpy2d")
+    def memcpy2d(
+        self, dst: Ptr, dpitch: SizeT, src: Ptr, spitch: SizeT, width: SizeT, height: SizeT, kind: CEnum
+    ) -> None:
         """aclrtMemcpy2d: ``height`` rows of ``width`` bytes between pitched buffers."""
-        for name, v in (("dpitch", dpitch), ("spitch", spitch), ("width", width), ("height", height)):
-            if not isinstance(v, int) or v < 0:
-                raise _invalid(f"{name} must be a non-negative integer, not {v!r}")
         if width > dpitch or width > spitch:
             raise _invalid(f"width {width} exceeds a pitch (dpitch {dpitch}, spitch {spitch})")
         if height == 0 or width == 0:
@@ -433,31 +504,34 @@ class Runtime:
             s_extent = spitch * (height - 1) + width
             direction = self._direction(dst, d_extent, src, d_extent, kind, pinned_only=False, src_count=s_extent)
             for row in range(height):
-                self.driver.copy(int(dst) + row * dpitch, int(src) + row * spitch, width, direction, None)
+                self.driver.copy((dst or 0) + row * dpitch, (src or 0) + row * spitch, width, direction, None)
 
-    def _memset_target(self, address: int, max_count: int, count: int) -> None:
-        if not isinstance(count, int) or count < 0 or not isinstance(max_count, int) or count > max_count:
-            raise _invalid(f"count {count!r} must be a non-negative integer no larger than maxCount {max_count!r}")
-        rng = self.memory.resolve(int(address or 0), count, "devPtr")
+    def _memset_target(self, address: int | None, max_count: int, count: int) -> None:
+        if count > max_count:
+            raise _invalid(f"count {count} exceeds maxCount {max_count}")
+        rng = self.memory.resolve(address or 0, count, "devPtr")
         if not rng.kind.on_device and rng.kind is not RangeKind.HOST_PINNED:
             raise _invalid("memset needs device memory or page-locked host memory")
 
-    def memset(self, address: int, max_count: int, value: int, count: int) -> None:
+    @acl_entry("aclrtMemset")
+    def memset(self, address: Ptr, max_count: SizeT, value: Int32, count: SizeT) -> None:
         """aclrtMemset: fills ``count`` bytes with the low byte of ``value``."""
         with self._lock:
             self._memset_target(address, max_count, count)
             if count:
-                self.driver.memset(int(address), int(value) & 0xFF, count, None)
+                self.driver.memset(address or 0, value & 0xFF, count, None)
 
-    def memset_async(self, address: int, max_count: int, value: int, count: int, stream: int | None) -> None:
+    @acl_entry("aclrtMemsetAsync")
+    def memset_async(self, address: Ptr, max_count: SizeT, value: Int32, count: SizeT, stream: Handle) -> None:
         """aclrtMemsetAsync."""
         with self._lock:
             self._memset_target(address, max_count, count)
             s = self.stream(stream)
             if count:
-                self.driver.memset(int(address), int(value) & 0xFF, count, s)
+                self.driver.memset(address or 0, value & 0xFF, count, s)
 
-    def get_mem_info(self, attr: int) -> tuple[int, int]:
+    @acl_entry("aclrtGetMemInfo")
+    def get_mem_info(self, attr: CEnum) -> tuple[int, int]:
         """aclrtGetMemInfo: (free, total) of the current device for any aclrtMemAttr."""
         self._require_device()
         try:
@@ -475,8 +549,9 @@ class Runtime:
             )
         return item
 
-    def create_stream(self) -> int:
-        """aclrtCreateStream on the current device."""
+    @acl_entry("aclrtCreateStream")
+    def create_stream(self, priority: UInt32 = 0, flag: UInt32 = 0) -> int:
+        """aclrtCreateStream(WithConfig) on the current device; priority and flags have no effect here."""
         device = self._require_device()
         with self._lock:
             handle = next(self._handles)
@@ -484,13 +559,18 @@ class Runtime:
             return handle
 
     def stream(self, handle: int | None) -> object:
-        """The driver stream behind a handle; None or 0 is the current device's default stream."""
+        """The driver stream behind a handle; None or 0 is the current device's default stream.
+
+        Other front ends (aclnn, HCCL) pass their callers' stream through here, so it is converted too.
+        """
+        handle = HANDLE.convert("stream", handle)
         if not handle:
             self._require_device()
             return self.driver.default_stream()
         return self._lookup(self._streams, handle, "stream").driver_stream
 
-    def destroy_stream(self, handle: int) -> None:
+    @acl_entry("aclrtDestroyStream")
+    def destroy_stream(self, handle: Handle) -> None:
         """aclrtDestroyStream: waits for the stream's work, then releases it."""
         with self._lock:
             s = self._lookup(self._streams, handle, "stream")
@@ -498,61 +578,71 @@ class Runtime:
             self.driver.destroy_stream(s.driver_stream)
             del self._streams[s.handle]
 
-    def synchronize_stream(self, handle: int | None) -> None:
+    @acl_entry("aclrtSynchronizeStream")
+    def synchronize_stream(self, handle: Handle) -> None:
         """aclrtSynchronizeStream."""
         self.driver.synchronize_stream(self.stream(handle))
 
-    def stream_query(self, handle: int | None) -> StreamStatus:
+    @acl_entry("aclrtStreamQuery")
+    def stream_query(self, handle: Handle) -> StreamStatus:
         """aclrtStreamQuery."""
         done = self.driver.stream_done(self.stream(handle))
         return StreamStatus.ACL_STREAM_STATUS_COMPLETE if done else StreamStatus.ACL_STREAM_STATUS_NOT_READY
 
-    def stream_wait_event(self, stream: int | None, event: int) -> None:
+    @acl_entry("aclrtStreamWaitEvent")
+    def stream_wait_event(self, stream: Handle, event: Handle) -> None:
         """aclrtStreamWaitEvent: later work on ``stream`` waits for ``event``."""
         e = self._lookup(self._events, event, "event")
         self.driver.stream_wait_event(self.stream(stream), e.driver_event)
 
     # ----------------------------------------------------------------- events
-    def create_event(self) -> int:
-        """aclrtCreateEvent on the current device."""
+    @acl_entry("aclrtCreateEvent")
+    def create_event(self, flag: UInt32 = 0) -> int:
+        """aclrtCreateEvent(WithFlag) on the current device; every event times here, whatever the flag."""
         device = self._require_device()
         with self._lock:
             handle = next(self._handles)
             self._events[handle] = _Event(handle, device, self.driver.create_event())
             return handle
 
-    def destroy_event(self, handle: int) -> None:
+    @acl_entry("aclrtDestroyEvent")
+    def destroy_event(self, handle: Handle) -> None:
         """aclrtDestroyEvent."""
         with self._lock:
             e = self._lookup(self._events, handle, "event")
             self.driver.destroy_event(e.driver_event)
             del self._events[e.handle]
 
-    def record_event(self, event: int, stream: int | None) -> None:
+    @acl_entry("aclrtRecordEvent")
+    def record_event(self, event: Handle, stream: Handle) -> None:
         """aclrtRecordEvent."""
         e = self._lookup(self._events, event, "event")
         self.driver.record_event(e.driver_event, self.stream(stream))
         e.recorded = True
 
-    def reset_event(self, event: int, stream: int | None) -> None:
+    @acl_entry("aclrtResetEvent")
+    def reset_event(self, event: Handle, stream: Handle) -> None:
         """aclrtResetEvent: the event counts as not recorded again."""
         e = self._lookup(self._events, event, "event")
         self.stream(stream)
         e.recorded = False
 
-    def synchronize_event(self, event: int) -> None:
+    @acl_entry("aclrtSynchronizeEvent")
+    def synchronize_event(self, event: Handle) -> None:
         """aclrtSynchronizeEvent (an event never recorded completes at once)."""
         e = self._lookup(self._events, event, "event")
         if e.recorded:
             self.driver.synchronize_event(e.driver_event)
 
-    def query_event(self, event: int) -> EventStatus:
+    @acl_entry("aclrtQueryEvent")
+    def query_event(self, event: Handle) -> EventStatus:
         """aclrtQueryEvent."""
         e = self._lookup(self._events, event, "event")
         done = not e.recorded or self.driver.event_done(e.driver_event)
         return EventStatus.ACL_EVENT_STATUS_COMPLETE if done else EventStatus.ACL_EVENT_STATUS_NOT_READY
 
-    def query_event_status(self, event: int) -> EventRecordedStatus:
+    @acl_entry("aclrtQueryEventStatus")
+    def query_event_status(self, event: Handle) -> EventRecordedStatus:
         """aclrtQueryEventStatus (recorded-status order: NOT_READY=0, COMPLETE=1)."""
         e = self._lookup(self._events, event, "event")
         done = e.recorded and self.driver.event_done(e.driver_event)
@@ -562,7 +652,8 @@ class Runtime:
             else EventRecordedStatus.ACL_EVENT_RECORDED_STATUS_NOT_READY
         )
 
-    def event_elapsed_time(self, start: int, end: int) -> float:
+    @acl_entry("aclrtEventElapsedTime")
+    def event_elapsed_time(self, start: Handle, end: Handle) -> float:
         """aclrtEventElapsedTime in milliseconds; both events must have been recorded."""
         s = self._lookup(self._events, start, "start event")
         e = self._lookup(self._events, end, "end event")

@@ -36,7 +36,8 @@ def _read(ptr: int, n: int = N, dtype: type = np.float32) -> np.ndarray:
 
 @pytest.fixture
 def env() -> Iterator[dict]:
-    acl.rt.set_device(0)
+    assert acl.init() in (0, 100002)  # ACL_ERROR_REPEAT_INITIALIZE when an earlier test initialised
+    assert acl.rt.set_device(0) == 0
     ptrs = {name: _malloc(N * 4) for name in ("a", "b", "out")}
     _upload(ptrs["a"], np.arange(N, dtype=np.float32))
     _upload(ptrs["b"], np.full(N, 10, np.float32))

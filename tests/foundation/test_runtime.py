@@ -17,6 +17,7 @@ from acl_reference.driver import DEVICE_BASE, ReferenceDriver
 @pytest.fixture
 def rt() -> Runtime:
     runtime = Runtime("reference", ReferenceDriver())
+    runtime.init()
     runtime.set_device(0)
     return runtime
 
@@ -67,6 +68,7 @@ def test_out_of_memory_is_207001() -> None:
     driver = ReferenceDriver()
     driver.capacity = 1 << 20
     rt = Runtime("reference", driver)
+    rt.init()
     rt.set_device(0)
     assert _code(rt.malloc, 2 << 20) == 207001
 
@@ -162,6 +164,7 @@ def test_streams_and_events(rt: Runtime) -> None:
 
 def test_devices_and_contexts() -> None:
     rt = Runtime("reference", ReferenceDriver())
+    rt.init()
     assert _code(rt.get_device) == 107002
     assert _code(rt.malloc, 8) == 107002  # no device set
     assert _code(rt.set_device, 99) == 107001
