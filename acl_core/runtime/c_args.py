@@ -84,7 +84,6 @@ Ptr = Annotated[int | None, POINTER]
 Handle = Annotated[int | None, HANDLE]
 CStr = Annotated[str | None, C_STRING]
 
-_Converter = Callable[[str, object], Any]
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -103,36 +102,44 @@ def c_converters(fn: Callable[..., Any]) -> dict[str, CType | CString | None]:
     return result
 
 
-def _plan(fn: Callable[..., Any]) -> tuple[list[tuple[str, _Converter | None]], dict[str, _Converter]]:
-    by_position: list[tuple[str, _Converter | None]] = [
-        (name, None if c is None else c.convert) for name, c in c_converters(fn).items()
-    ]
-    return by_position, {name: c for name, c in by_position if c is not None}
+_Step = tuple[str, "CType | CString | None"]
+
+
+def _plan(fn: Callable[..., Any], api: str) -> tuple[list[_Step], dict[str, _Step]]:
+    """Per parameter: the label its errors carry ("aclrtMalloc: size") and its C type."""
+    types = c_converters(fn)
+    by_position: list[_Step] = [(f"{api}: {name}", c) for name, c in types.items()]
+    return by_position, dict(zip(types, by_position))
+
+
+def _convert(step: _Step, value: object) -> object:
+    label, ctype = step
+    if ctype is None:
+        return value
+    if type(value) is int and isinstance(ctype, CType) and ctype.low <= value <= ctype.high:
+        return value  # the common case, without the general checks
+    return ctype.convert(label, value)
 
 
 def acl_entry(api: str, *, needs_init: bool = True) -> Callable[[_F], _F]:
     """Mark a Runtime method as the acl entry point ``api``: C-typed arguments, aclInit required."""
 
     def decorate(fn: _F) -> _F:
-        plan: list[tuple[list[tuple[str, _Converter | None]], dict[str, _Converter]]] = []
+        plan: list[tuple[list[_Step], dict[str, _Step]]] = []
 
         @functools.wraps(fn)
         def wrapper(self: _Lifecycle, *args: Any, **kwargs: Any) -> Any:
             if needs_init and not self.initialized:
                 raise AclError(AclErrorCode.ACL_ERROR_UNINITIALIZE, f"{api}: call acl.init (aclInit) first")
             if not plan:  # annotations resolve once, at the first call, when every name exists
-                plan.append(_plan(fn))
+                plan.append(_plan(fn, api))
             by_position, by_name = plan[0]
             if len(args) > len(by_position):
                 raise TypeError(f"{api} takes {len(by_position)} arguments, {len(args)} given")
-            converted = [
-                arg if convert is None else convert(f"{api}: {name}", arg)
-                for (name, convert), arg in zip(by_position, args)
-            ]
+            converted = [_convert(step, arg) for step, arg in zip(by_position, args)]
             for name, value in kwargs.items():
-                convert = by_name.get(name)
-                if convert is not None:
-                    kwargs[name] = convert(f"{api}: {name}", value)
+                if name in by_name:
+                    kwargs[name] = _convert(by_name[name], value)
             return fn(self, *converted, **kwargs)
 
         wrapper.acl_api = api  # type: ignore[attr-defined]
