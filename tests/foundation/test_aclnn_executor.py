@@ -65,6 +65,10 @@ def test_executor_belongs_to_its_operator_and_stream_must_exist(env: dict) -> No
     assert aclnn.aclnnMul(None, ws, ex, None) == 161002
     assert aclnn.aclnnAdd(None, ws, ex, 987654) == 161002
     assert "stream" in aclnn.aclGetRecentErrMsg()
+    for not_a_stream in ("x", 1.5, True, -1):  # the runtime's handle conversion, not an internal error
+        assert aclnn.aclnnAdd(None, ws, ex, not_a_stream) == 161002
+        assert "stream" in aclnn.aclGetRecentErrMsg()
+    assert aclnn.aclnnAdd(None, ws, ex, env["stream"]) == 0  # the refused launches did not use it up
 
 
 def test_memory_freed_between_the_phases_is_caught(env: dict) -> None:
