@@ -244,6 +244,13 @@ def test_phase_1_with_arguments_c_cannot_pass_is_a_parameter_error(backend: Back
     assert aclnn.aclnnAddGetWorkspaceSize(None, x, alpha, x)[2] == NULLPTR
 
 
+def test_eager_refuses_a_misspelt_argument_instead_of_defaulting_it() -> None:
+    x = np.ones(3, np.float32)
+    with pytest.raises(AclnnError) as exc:
+        eager.run("Add", "reference", self=x, other=x, alpah=2.0)
+    assert exc.value.code == INVALID and "no parameter 'alpah'" in exc.value.message
+
+
 def test_phase_2_with_arguments_c_cannot_pass_is_a_parameter_error(backend: Backend) -> None:
     _keep, x = _device(backend, np.ones(3, np.float32))
     _out_keep, out = _device(backend, np.zeros(3, np.float32))
