@@ -9,6 +9,7 @@ generated from the operator registry on first access.
 
 from __future__ import annotations
 
+import operator
 import re
 import threading
 from collections import OrderedDict
@@ -246,7 +247,7 @@ def aclSetRawTensorAddr(tensor: AclTensor, address: int) -> int:
     """aclSetRawTensorAddr: points the tensor at other storage."""
 
     def setter(t: AclTensor) -> None:
-        t.data = int(address or 0)
+        t.data = _handle_value(address, "address")
 
     return _tensor_attr(tensor, setter)[1]
 
@@ -505,6 +506,21 @@ def get_workspace_size(
     return size, AclOpExecutor(spec, call, backend, size, tensors, ranges, kernel_spec, None, kernel_args)
 
 
+def _handle_value(value: object, what: str) -> int:
+    """A pointer, size or handle argument of phase 2 as the integer C passes (None is 0; 161002 otherwise)."""
+    if value is None:
+        return 0
+    try:
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise AclnnError(
+            AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{what} must be an integer, not {type(value).__name__}"
+        ) from None
+    if not 0 <= number < 2**64:
+        raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{what}={number} is not a 64-bit unsigned value")
+    return number
+
+
 def execute(
     spec: OpSpec, workspace: int | None, workspace_size: int, executor: AclOpExecutor | None, stream: int | None
 ) -> None:
@@ -523,7 +539,14 @@ def execute(
     backend = executor.backend
     runtime = backend.runtime
     needed = executor.workspace_size
-    if int(workspace_size or 0) < needed:
+    # the phase-2 hot path: plain ints pass untouched, anything else is checked (None is 0)
+    if type(workspace) is not int:
+        workspace = _handle_value(workspace, "workspace")
+    if type(workspace_size) is not int:
+        workspace_size = _handle_value(workspace_size, "workspaceSize")
+    if type(stream) is not int:
+        stream = _handle_value(stream, "stream")
+    if workspace_size < needed:
         raise AclnnError(
             AclnnStatus.ACLNN_ERR_PARAM_INVALID,
             f"workspaceSize {workspace_size} is smaller than the {needed} bytes phase 1 asked for",
@@ -532,7 +555,7 @@ def execute(
         if not workspace:
             raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_NULLPTR, "workspace is null but the operator needs one")
         try:
-            runtime.device_range(int(workspace), needed, "workspace")
+            runtime.device_range(workspace, needed, "workspace")
         except AclError as exc:
             raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, exc.message) from None
     try:
@@ -552,7 +575,7 @@ def execute(
             executor.kernel_spec,
             executor.kernel_args,
             call.plan,
-            int(workspace or 0),
+            workspace,
             needed,
             driver_stream,
             call.memo,

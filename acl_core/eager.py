@@ -20,7 +20,7 @@ from acl_core.dtypes import DataType, from_numpy, storage_nbytes
 from acl_core.formats import Format
 from acl_core.plugin import get_backend
 from acl_core.spec.ops import get_spec
-from acl_core.spec.opspec import Kind, OpSpec, OutInfo, Role
+from acl_core.spec.opspec import Kind, OpSpec, OutInfo, Role, invalid
 from acl_core.spec.runtime import MemcpyKind
 from acl_core.spec.validate import check_inputs
 from acl_core.tensor import (
@@ -415,13 +415,17 @@ def run(
     Outputs not given are allocated from the output rule (``out_dtypes`` overrides their dtype);
     in-out tensors (``selfRef``) are copied in and their new value returned. ``op_args`` carries
     operator arguments by official name too, for names that clash with this function's own keywords
-    (ApplyRotaryPosEmb's ``layout``); its entries win over ``kwargs``. With ``guard``, outputs sit
+    (ApplyRotaryPosEmb's ``layout``); its entries win over ``kwargs``; a name the operator does not
+    have raises AclnnError 161002. With ``guard``, outputs sit
     in sentinel-filled storage and inputs are snapshotted: a write anywhere else raises
     :class:`OutOfBoundsWrite`.
     """
     if op_args:
         kwargs = {**kwargs, **op_args}
     spec = get_spec(op)
+    unknown = [name for name in kwargs if name not in spec.param_names]
+    if unknown:  # a misspelt argument would otherwise fall back to its default without a word
+        raise invalid(f"{op} has no parameter {unknown[0]!r}; its parameters are {', '.join(spec.param_names)}")
     b = _backend(backend)
     conv = _Arguments(b, layout)
     guarded: dict[str, DeviceArray] = {}

@@ -6,7 +6,8 @@ from collections.abc import Iterable, Sequence
 
 from acl_core.dtypes import DataType as D
 from acl_core.spec.opspec import Call, OutInfo, invalid
-from acl_core.tensor import AclTensor
+from acl_core.spec.validate import check_out
+from acl_core.tensor import AclTensor, AclTensorList
 
 FLOATS = frozenset({D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16})
 """The floating types CANN kernels commonly take (fp32, fp16, bf16)."""
@@ -88,3 +89,20 @@ def listed(info_shape: Sequence[int], dtype: D) -> OutInfo:
 def float_result(dtype: D) -> D:
     """The dtype a float-valued op returns: floats keep theirs, ints and bool become float32."""
     return dtype if dtype.is_float or dtype.is_complex else D.ACL_FLOAT
+
+
+# Phase 1 stays bounded (issue 17): a rule about to build something per section, per batch or per
+# row of an output first checks that the caller's output can hold that many, so an input whose
+# dims are huge (a stride-0 view over a few bytes is legal input) is refused before the work.
+def expect_count(call: Call, name: str, count: int) -> None:
+    """Refuse (161002) an output tensor list ``name``, when given, whose length is not ``count``."""
+    value = call.args.get(name)
+    if isinstance(value, AclTensorList) and len(value) != count:
+        raise invalid(f"{name} holds {len(value)} tensors; expected {count}")
+
+
+def expect_output(call: Call, name: str, info: OutInfo) -> None:
+    """Check output tensor ``name``, when given, against ``info`` now rather than after the rule."""
+    value = call.args.get(name)
+    if isinstance(value, AclTensor):
+        check_out(call.spec.param(name), value, info, name)

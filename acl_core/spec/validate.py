@@ -8,6 +8,7 @@ outputs with other arguments (161002).
 
 from __future__ import annotations
 
+import numbers
 import operator
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from acl_core.formats import PLAIN_FORMATS
 from acl_core.spec.opspec import Call, Kind, OpSpec, OutInfo, Param, Role, invalid, nullptr
 from acl_core.spec.promotion import can_cast
 from acl_core.tensor import (
+    INT64_MAX,
     AclBoolArray,
     AclFloatArray,
     AclIntArray,
@@ -43,26 +45,32 @@ _HANDLE_TYPES: dict[Kind, type[Handle]] = {
 
 
 def bind(spec: OpSpec, args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Map positional (official order) and keyword arguments to parameter names (TypeError on misuse)."""
+    """Map positional (official order) and keyword arguments to parameter names.
+
+    A call C could not have compiled (too many or too few arguments, an unknown or repeated
+    keyword) is a parameter error, 161002 naming what is wrong, not a defect of the library.
+    """
     if not kwargs and len(args) == len(spec.params):
         return dict(zip(spec.param_names, args))
     kwargs = dict(kwargs or {})
+    what = f"aclnn{spec.name}GetWorkspaceSize"
     if len(args) > len(spec.params):
-        raise TypeError(f"aclnn{spec.name}GetWorkspaceSize takes {len(spec.params)} arguments, got {len(args)}")
+        raise invalid(f"{what} takes {len(spec.params)} arguments, got {len(args)}")
     bound = {p.name: v for p, v in zip(spec.params, args)}
     for name, value in kwargs.items():
         if name in bound:
-            raise TypeError(f"aclnn{spec.name}GetWorkspaceSize got {name!r} twice")
-        spec.param(name)  # KeyError names unknown parameters
+            raise invalid(f"{what} got {name!r} twice")
+        if name not in spec.param_names:
+            raise invalid(f"{what} has no parameter {name!r}; its parameters are {', '.join(spec.param_names)}")
         bound[name] = value
     missing = [p.name for p in spec.params if p.name not in bound]
     if missing:
-        raise TypeError(f"aclnn{spec.name}GetWorkspaceSize is missing {', '.join(missing)}")
+        raise invalid(f"{what} is missing {', '.join(missing)}")
     return bound
 
 
 def bind_values(spec: OpSpec, args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> tuple[Any, ...]:
-    """The arguments in official order, as :func:`bind` maps them (TypeError on misuse)."""
+    """The arguments in official order, as :func:`bind` maps them (161002 on misuse)."""
     names = spec.param_names
     if kwargs:
         rest = names[len(args) :]
@@ -81,6 +89,25 @@ def _is_null(value: Any) -> bool:
     return value is None or (type(value) is int and value == 0)
 
 
+_C_INT_RANGES = {
+    "int8_t": (-(2**7), 2**7 - 1),
+    "int16_t": (-(2**15), 2**15 - 1),
+    "int32_t": (-(2**31), 2**31 - 1),
+    "int": (-(2**31), 2**31 - 1),
+    "int64_t": (-(2**63), 2**63 - 1),
+    "uint8_t": (0, 2**8 - 1),
+    "uint16_t": (0, 2**16 - 1),
+    "uint32_t": (0, 2**32 - 1),
+    "uint64_t": (0, 2**64 - 1),
+}
+"""The values each C integer type of an attribute can carry."""
+
+
+def c_int_range(c_type: str) -> tuple[int, int]:
+    """[lo, hi] of the C integer type ``c_type`` (``const`` ignored); KeyError for a type not listed."""
+    return _C_INT_RANGES[c_type.removeprefix("const ").strip()]
+
+
 def _normalise(param: Param, value: Any) -> Any:
     """Check the Python type of one argument and return it in canonical form."""
     kind = param.kind
@@ -91,26 +118,35 @@ def _normalise(param: Param, value: Any) -> Any:
         handle.check_alive(param.name)
         return handle
     if kind is Kind.INT:
-        if isinstance(value, bool):
-            return int(value)
         try:
-            return operator.index(value)
+            number = operator.index(value)
         except TypeError:
             raise invalid(f"{param.name} must be an integer, not {type(value).__name__}") from None
+        lo, hi = c_int_range(param.c_type)
+        if not lo <= number <= hi:
+            raise invalid(f"{param.name}={number} does not fit {param.c_type} (range [{lo}, {hi}])")
+        return int(number)
     if kind is Kind.FLOAT:
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            try:
-                return float(value)
-            except (TypeError, ValueError):
-                raise invalid(f"{param.name} must be a number, not {type(value).__name__}") from None
-        return float(value)
+        if isinstance(value, (str, bytes)) or (
+            isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real)
+        ):
+            raise invalid(f"{param.name} must be a real number, not {type(value).__name__}")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise invalid(f"{param.name} must be a real number, not {type(value).__name__}") from None
+        except OverflowError:
+            raise invalid(f"{param.name}={value} does not fit {param.c_type}") from None
     if kind is Kind.BOOL:
         if isinstance(value, (bool, int)) or type(value).__name__ == "bool_":
             return bool(value)
         raise invalid(f"{param.name} must be a bool, not {type(value).__name__}")
     if kind is Kind.STRING:
         if isinstance(value, bytes):
-            value = value.decode()
+            try:
+                value = value.decode()
+            except UnicodeDecodeError:
+                raise invalid(f"{param.name} is not a UTF-8 string") from None
         if not isinstance(value, str):
             raise invalid(f"{param.name} must be a string, not {type(value).__name__}")
         return value
@@ -142,8 +178,13 @@ def _check_tensor(param: Param, label: str, t: AclTensor, runtime: Runtime | Non
         raise invalid(f"{label} has rank {t.rank}; at most {param.max_rank} is supported")
     if t.rank < param.min_rank:
         raise invalid(f"{label} has rank {t.rank}; at least {param.min_rank} is required")
-    if t.numel == 0:
+    numel = t.numel
+    if numel == 0:
         return
+    if numel > INT64_MAX:
+        raise invalid(
+            f"{label} has {numel} elements (view dims {list(t.view_dims)}); an int64_t counts at most {INT64_MAX}"
+        )
     if not t.data:
         raise nullptr(f"{label} has a null data address")
     if runtime is not None:
@@ -152,6 +193,11 @@ def _check_tensor(param: Param, label: str, t: AclTensor, runtime: Runtime | Non
             runtime.device_range(start, end - start, f"{label} data")
         except AclError as exc:
             raise invalid(exc.message) from None
+    if param.writes and numel > 1 and t.overlaps_itself:
+        raise invalid(
+            f"{label} is written, but elements of its view share storage (view dims {list(t.view_dims)}, "
+            f"strides {list(t.strides)}): each written element needs its own location"
+        )
 
 
 def _check_attr(param: Param, value: Any) -> None:
@@ -175,7 +221,8 @@ def _overlaps(a: AclTensor, b: AclTensor) -> bool:
     return a0 < b1 and b0 < a1
 
 
-def _check_out(param: Param, t: AclTensor, info: OutInfo, label: str) -> None:
+def check_out(param: Param, t: AclTensor, info: OutInfo, label: str) -> None:
+    """Refuse (161002) output ``t`` when its shape or dtype does not match the output rule's ``info``."""
     if tuple(t.view_dims) != tuple(info.shape):
         raise invalid(f"{label} has shape {list(t.view_dims)}; expected {list(info.shape)}")
     if info.dtype_rule == "same" and t.dtype != info.dtype:
@@ -209,8 +256,40 @@ def check_inputs(spec: OpSpec, args: dict[str, Any], runtime: Runtime | None, *,
         elif p.kind in (Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.STRING, Kind.DTYPE):
             _check_attr(p, value)
     call = Call(spec, canon)
-    call.plan["outputs"] = spec.infer(call)
+    infos = spec.infer(call)
+    call.plan["outputs"] = infos
+    _check_complex_scalars(spec, canon, infos)
     return call
+
+
+def _is_complex_info(info: Any) -> bool:
+    if isinstance(info, list):
+        return any(_is_complex_info(i) for i in info)
+    return isinstance(info, OutInfo) and info.dtype.is_complex
+
+
+def _check_complex_scalars(spec: OpSpec, canon: dict[str, Any], infos: Any) -> None:
+    """Refuse a complex aclScalar in a call where nothing is complex: no real tensor can hold its value."""
+    complex_scalars = [
+        (p.name, s)
+        for p in spec.params
+        if p.kind in (Kind.SCALAR, Kind.SCALAR_LIST) and canon[p.name] is not None
+        for s in (canon[p.name].scalars if p.kind is Kind.SCALAR_LIST else (canon[p.name],))
+        if s.dtype.is_complex
+    ]
+    if not complex_scalars:
+        return
+    for p in spec.params:
+        value = canon[p.name]
+        if value is not None and any(t.dtype.is_complex for _, t in _tensors(p, value)):
+            return
+    if any(_is_complex_info(i) for i in infos.values()):
+        return
+    name, s = complex_scalars[0]
+    raise invalid(
+        f"{name} is a complex scalar ({s.dtype.short}), but every tensor of this call is real: "
+        "a complex value needs a complex computation"
+    )
 
 
 def validate(spec: OpSpec, args: dict[str, Any], runtime: Runtime | None) -> Call:
@@ -227,10 +306,10 @@ def validate(spec: OpSpec, args: dict[str, Any], runtime: Runtime | None) -> Cal
                 expected = len(info) if isinstance(info, list) else 1
                 raise invalid(f"{p.name} holds {len(value)} tensors; expected {expected}")
             for i, (t, inf) in enumerate(zip(value.tensors, info)):
-                _check_out(p, t, inf, f"{p.name}[{i}]")
+                check_out(p, t, inf, f"{p.name}[{i}]")
         else:
             assert isinstance(info, OutInfo)
-            _check_out(p, value, info, p.name)
+            check_out(p, value, info, p.name)
     _check_overlap(spec, canon)
     return call
 

@@ -54,7 +54,7 @@ from acl_core.spec.opspec import (
     tensor,
     tensor_list,
 )
-from acl_core.spec.rules import FLOATS, normalize_dim, same, tensor_arg
+from acl_core.spec.rules import FLOATS, expect_output, normalize_dim, same, tensor_arg
 from acl_core.tensor import AclIntArray, AclTensor, AclTensorList
 
 FAMILY = "attention"
@@ -644,11 +644,19 @@ def _out_shape(q: AclTensor, layout: str) -> tuple[int, ...]:
     return tuple(q.shape)
 
 
+def _attention_out(call: Call, layout: str, dtype: D) -> OutInfo:
+    """attentionOut's info, checked against the caller's output before anything is built per batch."""
+    info = same(_out_shape(tensor_arg(call, "query"), layout), dtype)
+    expect_output(call, "attentionOut", info)
+    return info
+
+
 def _pfa_infer(call: Call) -> Infos:
     dtype = _same_dtype(call, ("query", "key", "value"))
     layout = call.args["inputLayout"]
     nkv = _kv_heads(call)
     b, nq, sq, d = _query_dims(call, layout)
+    out_info = _attention_out(call, layout, dtype)
     skv = _kv_tensors(call, layout, b, nkv, d)
     _refuse(call, ["pseShift"], "CANN reserves it for PromptFlashAttention")
     pre, nxt = call.args["preTokens"], call.args["nextTokens"]
@@ -669,7 +677,7 @@ def _pfa_infer(call: Call) -> Infos:
         mask="none" if mask is None else "full",
         lse=False,
     )
-    return {"attentionOut": same(_out_shape(tensor_arg(call, "query"), layout), dtype)}
+    return {"attentionOut": out_info}
 
 
 def _ifa_infer(call: Call) -> Infos:
@@ -679,6 +687,8 @@ def _ifa_infer(call: Call) -> Infos:
     b, nq, sq, d = _query_dims(call, layout)
     if sq != 1:
         raise invalid(f"IncreFlashAttention decodes one token: the S of query must be 1, got {sq}")
+    out_info = same(tensor_arg(call, "query").shape, dtype)
+    expect_output(call, "attentionOut", out_info)  # before anything is built per batch
     skv = _kv_tensors(call, layout, b, nkv, d)
     _refuse(call, ["pseShift"], "pseShift is not implemented")
     mask = call.args["attenMask"]
@@ -699,7 +709,7 @@ def _ifa_infer(call: Call) -> Infos:
         mask=kind,
         lse=False,
     )
-    return {"attentionOut": same(tensor_arg(call, "query").shape, dtype)}
+    return {"attentionOut": out_info}
 
 
 FIA_UNSUPPORTED = (
@@ -724,6 +734,7 @@ def _fia_infer(call: Call) -> Infos:
     layout = call.args["inputLayout"]
     nkv = _kv_heads(call)
     b, nq, sq, d = _query_dims(call, layout)
+    out_info = _attention_out(call, layout, dtype)
     skv = _kv_tensors(call, layout, b, nkv, d)
     if call.args["innerPrecise"] not in (0, 1, 2, 3):
         raise invalid(f"innerPrecise={call.args['innerPrecise']} is not supported; expected 0-3")
@@ -754,10 +765,7 @@ def _fia_infer(call: Call) -> Infos:
                 _full_mask(mask, "attenMask", b, nq, sq, max(skv, default=0), padded=True)
                 kind = "full"
             _check_band(mode, pre, nxt)
-    infos: dict[str, OutInfo | None] = {
-        "attentionOut": same(_out_shape(tensor_arg(call, "query"), layout), dtype),
-        "softmaxLse": None,
-    }
+    infos: dict[str, OutInfo | None] = {"attentionOut": out_info, "softmaxLse": None}
     if call.args["softmaxLseFlag"]:
         # attentionOut is only null here while eager.run is still allocating outputs from this answer
         if call.args["softmaxLse"] is None and call.args.get("attentionOut") is not None:
@@ -976,6 +984,8 @@ def _fia_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
     yield ErrorSample({**base, "blockTable": np.zeros((2, 1), np.int32)}, INVALID, "paged KV not implemented")
     yield ErrorSample({**base, "antiquantScale": np.ones(2, np.float16)}, INVALID, "antiquant not implemented")
     yield ErrorSample({**base, "sparseMode": 6}, INVALID, "global sparse mode")
+    decode = _infer_case(rng, f16, "BNSD", 2, 2, 2, 1, 6, 8, listed=True, **FIA_DEFAULTS)
+    yield ErrorSample({**decode, "sparseMode": 9}, INVALID, "sparseMode out of range on the decode branch")
     yield ErrorSample({**base, "sparseMode": 2}, NULLPTR, "causal without the mask")
     yield ErrorSample(
         {**base, "sparseMode": 3, "attenMask": np.zeros((4, 6), bool)}, INVALID, "causal with a full mask"
@@ -1035,7 +1045,7 @@ def _inference_params(kind: str) -> tuple[Any, ...]:
         int_attr("nextTokens", default=UNBOUNDED),
         string_attr("inputLayout", choices=PFA_LAYOUTS, default="BSH"),
         int_attr("numKeyValueHeads", default=0),
-        int_attr("sparseMode", default=0),
+        int_attr("sparseMode", default=0, choices=tuple(INFER_SPARSE_NAMES)),  # on both branches
         int_attr("innerPrecise", default=0),
         int_attr("blockSize", default=0),
         int_attr("antiquantMode", default=0),

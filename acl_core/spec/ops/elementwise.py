@@ -64,6 +64,8 @@ def _check_alpha(call: Call, compute: D, alpha: str | None) -> None:
         raise invalid(f"a bool {alpha} is only supported for bool results")
     if (compute.is_integer or compute == D.ACL_BOOL) and (dt.is_float or dt.is_complex):
         raise invalid(f"{alpha} must be integral for integer inputs, not {dt.short}")
+    if dt.is_complex and not compute.is_complex:
+        raise invalid(f"{alpha} must be real for real inputs (they compute in {compute.short}), not {dt.short}")
 
 
 Result = Callable[[D], D]

@@ -46,6 +46,7 @@ from acl_core.spec.rules import (
     REAL_BOOL,
     broadcast_shapes,
     castable,
+    expect_count,
     listed,
     normalize_dim,
     normalize_dims,
@@ -695,6 +696,7 @@ def _split_tensor() -> OpSpec:
         elif step == 0:
             raise invalid(f"splitSections=0 cannot split a dimension of size {size}")
         else:
+            expect_count(call, "out", -(-size // step))  # before one size per section is built
             sizes = [min(step, size - start) for start in range(0, size, step)]
         call.plan["dim"], call.plan["sizes"] = dim, sizes
         return {"out": _split_infos(t, dim, sizes)}
