@@ -184,7 +184,8 @@ def _generate(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print(
         f"{backend} {args.dtype}: prefill {g.prompt_tokens} tokens in {g.prefill_seconds * 1e3:.1f} ms "
         f"({g.prefill_tokens_per_s:.1f} tok/s); decode {g.decode_steps * g.tokens.shape[0]} tokens in "
-        f"{g.decode_seconds * 1e3:.1f} ms ({g.decode_tokens_per_s:.1f} tok/s); attention {attention}"
+        f"{g.decode_seconds * 1e3:.1f} ms ({g.decode_tokens_per_s:.1f} tok/s); attention: "
+        + ", ".join(f"{phase} {op}" for phase, op in attention.items())
     )
     if args.json is not None:
         _write(
