@@ -45,3 +45,15 @@ def test_collectives_table_is_nccl_tests_shaped(capsys: pytest.CaptureFixture[st
     assert "# Avg bus bandwidth    : 4.000 GB/s (broadcast)" in lines
     assert lines[-1] == "# Out of bounds values : 3 WRONG"
     assert collectives.average_busbw([]) == 0.0
+
+
+def test_collectives_comparison_has_a_units_row(capsys: pytest.CaptureFixture[str]) -> None:
+    from acl_tools.bench import compare_collectives
+
+    row = {"size": 8, "acl_busbw_GBps": 1.0, "torch_busbw_GBps": 2.0, "busbw_ratio": 0.5}
+    report = {"ranks": 2, "acl": {"side": "acl"}, "torch": {"side": "torch"}, "collectives": {"all_reduce": [row]}}
+    compare_collectives._print(report | {"all_reduce_target": None})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split() == ["#", "size", "acl", "torch", "ratio"]
+    assert lines[2].split() == ["#", "(B)", "(GB/s)", "(GB/s)", "acl/torch"]
+    assert lines[-1].split() == ["8", "1.000", "2.000", "0.50"]

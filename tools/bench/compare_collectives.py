@@ -68,6 +68,7 @@ def compare(acl: dict[str, Any], torch: dict[str, Any], target_bytes: int = TARG
 def _print(report: dict[str, Any]) -> None:
     print(f"# {report['ranks']} ranks: {report['acl']['side']} against {report['torch']['side']} (bus bandwidth, GB/s)")
     print(f"# {'size':>12} {'acl':>9} {'torch':>9} {'ratio':>6}")
+    print(f"# {'(B)':>12} {'(GB/s)':>9} {'(GB/s)':>9} {'acl/torch':>6}")
     for name, rows in report["collectives"].items():
         print(f"# {name}")
         for r in rows:
