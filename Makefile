@@ -25,7 +25,7 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy acl_core backends conformance tools
 
-## bench: host-overhead and throughput benchmarks of the reference backend, beside raw NumPy
+## bench: host-overhead and throughput benchmarks of the reference backend beside raw NumPy (JSON and PNG)
 bench: $(VENV)/.installed-tools
 	$(BIN)/acl-core bench --backend reference
 

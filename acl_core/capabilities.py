@@ -6,7 +6,7 @@ import json
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from acl_core.dtypes import DataType
 from acl_core.formats import Format
@@ -53,6 +53,17 @@ class Capabilities(BaseModel):
     collective_engine: str | None = Field(description="engine under HCCL (mpi, nccl, rccl) or None")
     collective_max_ranks: int = Field(ge=0, description="largest communicator the engine supports here")
     notes: dict[str, str] = Field(default_factory=dict, description="free-form facts, one line each")
+    nominal: dict[str, str] = Field(
+        default_factory=dict,
+        description="fields whose value is a configured figure rather than one measured on hardware, and why",
+    )
+
+    @model_validator(mode="after")
+    def _nominal_names_fields(self) -> Capabilities:
+        unknown = sorted(set(self.nominal) - set(type(self).model_fields))
+        if unknown:
+            raise ValueError(f"nominal names no capability field: {', '.join(unknown)}")
+        return self
 
     def supports_op(self, op: str) -> bool:
         """True when ``op`` (e.g. ``"Add"``) is implemented."""

@@ -7,9 +7,16 @@ import importlib
 import json
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 from acl_core.errors import AclCoreError
+from acl_core.extras import missing_extra
 from acl_core.plugin import get_backend, list_backends
+
+DESCRIPTION = (
+    "Ascend CANN's acl runtime, aclnn operators and HCCL on pluggable backends: list the backends, show what a "
+    "device can do, prove a backend against the reference, benchmark it, run Qwen3 on it."
+)
 
 
 def _cmd_backends(args: argparse.Namespace) -> int:
@@ -43,13 +50,18 @@ def _cmd_caps(args: argparse.Namespace) -> int:
         print(caps.to_json())
         return 0
     data = caps.to_jsonable()
+    nominal = data.pop("nominal")
+    notes = data.pop("notes")
     rows = []
     for key, value in data.items():
         if isinstance(value, list):
             value = f"{len(value)}: " + ", ".join(str(v) for v in value[:12]) + (" …" if len(value) > 12 else "")
-        elif isinstance(value, dict):
-            value = "; ".join(f"{k}={v}" for k, v in value.items()) or "-"
+        elif key == "memory_bytes":
+            value = f"{value} ({value / (1 << 30):.1f} GiB)"
+        if key in nominal:
+            value = f"{value} (nominal: {nominal[key]})"
         rows.append((key, str(value)))
+    rows += [(f"note: {key}", text) for key, text in notes.items()]
     _table(("capability", "value"), rows)
     return 0
 
@@ -63,8 +75,19 @@ DELEGATED = {
 
 
 def _delegate(command: str, argv: list[str]) -> int:
-    module = importlib.import_module(DELEGATED[command][0])
-    return int(module.main(argv))
+    """Run a delegated subcommand; a missing optional module is one line naming its extra (status 2)."""
+    prog = f"acl-core {command}"
+    if command == "qwen3" and argv and not argv[0].startswith("-"):
+        prog += f" {argv[0]}"
+    try:
+        module = importlib.import_module(DELEGATED[command][0])
+        return int(module.main(argv))
+    except ImportError as exc:
+        missing = missing_extra(exc, prog)
+        if missing is None:
+            raise
+        print(missing, file=sys.stderr)
+        return 2
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
@@ -85,15 +108,16 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for the docs and tests)."""
-    parser = argparse.ArgumentParser(prog="acl-core", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="acl-core", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"acl-core {_version()}", help="print the version")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do (COMMAND --help)")
 
     p = sub.add_parser("backends", help="list installed backends and whether they can run here")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--no-probe", dest="probe", action="store_false", help="do not start available backends")
     p.set_defaults(handler=_cmd_backends)
 
-    p = sub.add_parser("caps", help="show a backend's measured capabilities")
+    p = sub.add_parser("caps", help="show what a backend's device can do (measured; configured figures say nominal)")
     p.add_argument("name", nargs="?", default=None, help="backend name (default: ACL_BACKEND or the best available)")
     p.add_argument("--json", action="store_true", help="print the capability model as JSON")
     p.set_defaults(handler=_cmd_caps)
@@ -107,10 +131,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``acl-core`` and ``python -m acl_core``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in DELEGATED:
-        try:
-            return _delegate(argv[0], argv[1:])
-        except ModuleNotFoundError as exc:
-            print(f"acl-core {argv[0]}: {exc}", file=sys.stderr)
-            return 2
+        return _delegate(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
     return int(args.handler(args))
+
+
+def _version() -> str:
+    """The installed distribution's version."""
+    try:
+        return metadata.version("acl-core")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"

@@ -1,5 +1,8 @@
 """``acl-core conformance [NAME] [--quick|--full] [--report DIR] [--ops PATTERN]``.
 
+``--ops`` takes fnmatch patterns on operator or family names, matched ignoring case; a pattern that
+matches nothing stops the run with the closest names (did you mean).
+
 Runs the suite on backend NAME (default: ``$ACL_BACKEND`` or the best available backend), shows
 progress (a live bar on a terminal, plain lines otherwise), prints a per-family summary and the
 failures, and writes ``report.json`` and ``report.html``. The exit status is 0 only when no case
@@ -20,6 +23,8 @@ from acl_conformance.report import Report
 from acl_conformance.runner import Outcome
 from acl_conformance.suite import Session, default_report_dir
 from acl_core.errors import AclCoreError
+from acl_core.names import resolve, split
+from acl_core.spec.ops import all_specs
 
 MAX_FAILURES_SHOWN = 25
 _COLUMNS = ("family", "ops", "claimed", "cases", "passed", "failed", "skipped", "xfailed", "xpassed")
@@ -47,7 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-report", action="store_true", help="write no report files")
     p.add_argument(
-        "--ops", metavar="PATTERN", help="only these ops: comma-separated fnmatch patterns on op or family names"
+        "--ops",
+        metavar="PATTERN",
+        help="only these ops: comma-separated op or family names or fnmatch patterns, any case (softmax,add*)",
     )
     p.add_argument(
         "--expectations", metavar="FILE", type=Path, help="expectation file (default: the packaged one for NAME)"
@@ -61,7 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point (``acl-core conformance`` delegates here)."""
     args = build_parser().parse_args(argv)
     try:
-        session = Session(args.name, mode=args.mode, ops=args.ops, expectations=args.expectations, seed=args.seed)
+        ops = None if args.ops is None else selected_names(args.ops)
+        session = Session(args.name, mode=args.mode, ops=ops, expectations=args.expectations, seed=args.seed)
     except (AclCoreError, ExpectationError, RuntimeError, ValueError) as exc:
         print(f"acl-core conformance: {exc}", file=sys.stderr)
         return 2
@@ -77,6 +85,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         paths = report.write(args.report or default_report_dir(session.backend.name))
     view.summary(report, paths)
     return 0 if report.ok else 1
+
+
+def selected_names(text: str) -> list[str]:
+    """The declared op and family names ``--ops`` picks, in their declared case; UnknownName when one picks none."""
+    specs = all_specs()
+    names = [*specs, *dict.fromkeys(s.family for s in specs.values())]
+    return resolve(split(text), names, what="declared operator or family")
 
 
 def _has_rich() -> bool:

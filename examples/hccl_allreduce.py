@@ -10,14 +10,21 @@ MPI_Finalize local, so a rank that outlives a dead peer can still exit (see docs
 """
 
 import os
+import sys
 
 os.environ.setdefault("MPIR_CVAR_NO_COLLECTIVE_FINALIZE", "1")  # before MPI starts
 
 import numpy as np
-from mpi4py import MPI
 
 from acl_core import acl, aclnn, eager, hccl
 from acl_core.dtypes import DataType
+from acl_core.extras import MissingExtra
+
+try:
+    from mpi4py import MPI
+except ModuleNotFoundError:
+    print(MissingExtra("mpi4py", "examples/hccl_allreduce.py"), file=sys.stderr)
+    sys.exit(2)
 
 ACL_MEM_MALLOC_HUGE_FIRST = 0
 ACL_MEMCPY_HOST_TO_DEVICE = 1

@@ -130,16 +130,25 @@ def launch(
             shutil.rmtree(work, ignore_errors=True)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``-n N [--mpiexec] [--timeout S] -- COMMAND...`` and run the job."""
-    p = argparse.ArgumentParser(prog="python -m acl_tools.launch", description=__doc__.splitlines()[0])
-    p.add_argument("-n", "--ranks", type=int, required=True)
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m acl_tools.launch``."""
+    p = argparse.ArgumentParser(
+        prog="python -m acl_tools.launch",
+        description="Start one process per rank and wait for them all: python -m acl_tools.launch -n N -- COMMAND...",
+    )
+    p.add_argument("-n", "--ranks", type=int, required=True, help="number of ranks (processes) to start")
     p.add_argument("--mpiexec", action="store_true", help="launch with mpiexec instead of spawning the ranks")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds before every rank is killed (status 124)")
     p.add_argument(
         "--dir", type=Path, default=None, help="the ranks' shared directory (default: a fresh temporary one)"
     )
-    p.add_argument("command", nargs=argparse.REMAINDER)
+    p.add_argument("command", nargs=argparse.REMAINDER, help="the command every rank runs, after --")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``-n N [--mpiexec] [--timeout S] -- COMMAND...`` and run the job."""
+    p = build_parser()
     args = p.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import platform
 from collections.abc import Mapping
@@ -15,7 +16,7 @@ from acl_core.formats import PLAIN_FORMATS
 from acl_core.spec.ops import all_specs
 from acl_reference.call import RefCall
 from acl_reference.collectives import MpiEngine, engine_for
-from acl_reference.driver import ReferenceDriver
+from acl_reference.driver import DEFAULT_DEVICES, DEFAULT_MEMORY, ReferenceDriver
 from acl_reference.kernels import all_kernels
 
 COMPUTE_DTYPES: tuple[DataType, ...] = tuple(
@@ -68,6 +69,16 @@ class ReferenceBackend(Backend):
         """What the reference does: every declared op it has a kernel for, on the host CPU."""
         specs = all_specs()
         ops = tuple(sorted(n for n, s in specs.items() if s.kernel_name in self._kernels))
+        notes = {"execution": "eager: work runs when enqueued; events stamp the host clock"}
+        ranks = self.collectives.max_ranks()
+        if ranks > 1 and not _importable("mpi4py"):  # a communicator of 2+ ranks moves its data over MPI
+            notes["collectives"] = (
+                f"an MPI world of {ranks} ranks, but without mpi4py only 1-rank communicators work: "
+                "pip install 'acl-core[mpi]'"
+            )
+            ranks = 1
+        else:
+            notes["collectives"] = "one rank per MPI process: the communicator spans the MPI world (1 outside mpiexec)"
         return Capabilities(
             backend=self.name,
             backend_version=_version(),
@@ -75,7 +86,7 @@ class ReferenceBackend(Backend):
             device_name=f"NumPy {__import__('numpy').__version__} on {platform.processor() or platform.machine()}",
             architecture=platform.machine(),
             device_count=self._driver.device_count(),
-            compute_units=os.cpu_count() or 1,
+            compute_units=_host_cores(),
             memory_bytes=self._driver.capacity,
             warp_size=1,
             unified_memory=True,
@@ -89,9 +100,44 @@ class ReferenceBackend(Backend):
             attention_path="numpy",
             nz_fidelity="none",
             collective_engine=self.collectives.name,
-            collective_max_ranks=self.collectives.max_ranks(),
-            notes={"execution": "eager: work runs when enqueued; events stamp the host clock"},
+            collective_max_ranks=ranks,
+            notes=notes,
+            nominal=self._nominal(),
         )
+
+    def _nominal(self) -> dict[str, str]:
+        """Why the device count and memory are configured figures: every virtual device is the host."""
+        host = _host_memory()
+        shared = f"the host's {host / (1 << 30):.1f} GiB of RAM" if host else "the host's RAM"
+        return {
+            "device_count": f"virtual devices (ACL_REFERENCE_DEVICES, default {DEFAULT_DEVICES}), all on the host CPU",
+            "memory_bytes": (
+                f"an allocation cap per device (ACL_REFERENCE_MEMORY, default {DEFAULT_MEMORY >> 30} GiB); "
+                f"every device allocates from {shared}"
+            ),
+        }
+
+
+def _importable(module: str) -> bool:
+    """True when ``module`` can be imported (found on the path and not blocked in sys.modules)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: sys.modules holds None for it
+        return False
+
+
+def _host_cores() -> int:
+    """CPU cores this process may run on."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
+
+
+def _host_memory() -> int | None:
+    """Physical memory of the host in bytes, where the OS says."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def _version() -> str:

@@ -64,7 +64,9 @@ def test_generate_greedy_and_sampled(tiny_dir, reference_backend, runner, prompt
     assert main([*base, "--max-new-tokens", "8", "--ignore-eos", "--json", str(tmp_path / "g.json")]) == 0
     greedy = json.loads((tmp_path / "g.json").read_text())
     assert greedy["tokens"] == runner("fp32").generate([prompt], 8).tokens.tolist()
-    assert "tok/s" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "tok/s" in out and "attention: prefill FlashAttentionScore, decode FlashAttentionScore" in out
+    assert "{" not in out  # the summary is prose, not a Python dict
     sampled = [*base, "--max-new-tokens", "8", "--temperature", "0.9", "--top-k", "20", "--top-p", "0.95"]
     runs = []
     for seed in ("5", "5", "6"):

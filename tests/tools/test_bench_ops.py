@@ -126,3 +126,15 @@ def test_interleaved_timing_alternates_which_side_goes_first() -> None:
     timed = [r[0] for r in rounds[-6:]]  # after each side's warm-up and calibration rounds
     assert timed == ["a", "b", "b", "a", "a", "b"]
     assert ta.rounds == tb.rounds == 3 and ta.calls >= 1 and tb.calls >= 1
+
+
+def test_table_starts_with_a_header_row_and_only_takes_names_in_any_case(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "copy.json"
+    assert main(["--backend", "reference", "--suite", "ops", "--ops", "copy", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split() == ["op", "dtype", "shape", "acl", "torch", "unit", "acl/torch", "time"]
+    (row,) = [line for line in lines[2:] if "Copy D2D" in line]
+    assert "GB/s" in row and row.split()[-1].startswith("x")
+    assert [c["op"] for c in json.loads(out.read_text())["cases"]] == ["Copy D2D"]

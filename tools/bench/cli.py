@@ -20,12 +20,26 @@ import acl_core
 from acl_core.backend import Backend
 from acl_core.capabilities import Platform
 from acl_core.errors import AclCoreError
+from acl_core.extras import MissingExtra, require
+from acl_core.names import UnknownName, resolve, split
+from acl_tools.bench.ops import OPS
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="acl-core bench", description="Benchmarks beside NumPy (CPU) or PyTorch (GPU).")
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``acl-core bench``."""
+    p = argparse.ArgumentParser(
+        prog="acl-core bench",
+        description="Benchmarks of one backend side by side with NumPy (host suite) or PyTorch on the same device "
+        "(ops suite), each written as JSON and a PNG plot; or HCCL bandwidth in nccl-tests' form (--collectives).",
+    )
     p.add_argument("--backend", default=None, help="backend to measure (default: ACL_BACKEND or the best available)")
-    p.add_argument("--out", type=Path, default=None, help="JSON file to write (default: reports/bench-<backend>.json)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="JSON file to write (default: reports/bench-BACKEND.json, bench-ops-BACKEND.json for the ops suite, "
+        "bench-hccl-RANKSranks.json for --collectives)",
+    )
     p.add_argument("--max-bytes", type=int, default=1 << 28, help="largest message or Add size of the sweep")
     p.add_argument(
         "--suite",
@@ -38,11 +52,19 @@ def _parser() -> argparse.ArgumentParser:
         "--sizes",
         choices=("small", "full"),
         default="small",
-        help="ops suite shapes: small (seconds on a CPU) or full (issue 4's: 256 MiB elementwise, 8192^3 Matmul, "
-        "B=4 N=32 S=4096 D=128 attention; GPU only, refused on a CPU backend such as the reference)",
+        help="ops suite shapes: small (seconds on a CPU) or full (the speed targets' shapes: 256 MiB elementwise, "
+        "8192^3 Matmul, B=4 N=32 S=4096 D=128 attention; GPU only, refused on a CPU backend such as the reference)",
     )
-    p.add_argument("--plot", type=Path, default=None, help="ops suite: PNG of acl/torch ratios (default: beside --out)")
-    p.add_argument("--only", default=None, help="ops suite: comma-separated ops to run (Add, Copy, Matmul, ...)")
+    p.add_argument("--plot", type=Path, default=None, help="PNG of the host or ops suite (default: --out with .png)")
+    p.add_argument(
+        "--only",
+        "--ops",
+        dest="only",
+        metavar="OPS",
+        default=None,
+        help=f"comma-separated ops to run, any case: the ops suite's ({', '.join(OPS)}) or, with --collectives, "
+        "all_reduce, all_gather, reduce_scatter, all_to_all, broadcast",
+    )
     p.add_argument(
         "--collectives",
         type=int,
@@ -59,13 +81,13 @@ def _collectives(args: argparse.Namespace) -> int:
     The reference engine moves data over MPI, so its ranks start under mpiexec; a GPU engine (NCCL)
     needs no MPI, so its ranks are spawned by acl_tools.launch, one per device.
     """
-    try:
-        engine = acl_core.get_backend(args.backend).collectives
-    except AclCoreError as exc:
-        print(f"acl-core bench --collectives: {exc}", file=sys.stderr)
-        return 2
+    from acl_tools.bench.collectives import COLLECTIVES
+
+    picked = resolve(split(args.only), COLLECTIVES, what="collective") if args.only else None
+    engine = acl_core.get_backend(args.backend).collectives
     command = [sys.executable, "-m", "acl_tools.launch", "-n", str(args.collectives)]
     if engine is not None and engine.name == "mpi":
+        require("mpi4py", purpose="acl-core bench --collectives on the reference (HCCL over MPI)")
         mpiexec = shutil.which(
             "mpiexec", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
         )
@@ -76,6 +98,8 @@ def _collectives(args: argparse.Namespace) -> int:
     out = args.out or Path("reports") / f"bench-hccl-{args.collectives}ranks.json"
     command += ["--", sys.executable, "-m", "acl_tools.bench.collectives"]
     command += ["--max-bytes", str(min(args.max_bytes, 1 << 26)), "--out", str(out)]
+    if picked:
+        command += ["--ops", ",".join(picked)]
     env = dict(os.environ)
     if args.backend:
         env["ACL_BACKEND"] = args.backend
@@ -84,7 +108,7 @@ def _collectives(args: argparse.Namespace) -> int:
 
 def _ops(args: argparse.Namespace, backend: Backend, argv: Sequence[str] | None) -> int:
     """Run the ops suite beside PyTorch, write its JSON and PNG, and return the exit status."""
-    from acl_tools.bench import ops, plot, startup
+    from acl_tools.bench import ops, startup
 
     caps = backend.capabilities()
     if args.sizes == "full" and caps.platform is Platform.CPU:
@@ -94,51 +118,28 @@ def _ops(args: argparse.Namespace, backend: Backend, argv: Sequence[str] | None)
             file=sys.stderr,
         )
         return 2
+    only = set(resolve(split(args.only), OPS)) if args.only else None
+    require("torch", purpose="acl-core bench --suite ops")
     print(f"acl-core bench: backend {backend.name} ({caps.device_name}); ops suite ({args.sizes}) beside PyTorch")
-    only = set(args.only.split(",")) if args.only else None
     body = ops.run(backend, args.sizes, only=only)
     cache = getattr(backend, "cache", None)
     stats = getattr(cache, "stats", None)
     report = {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": "acl-core bench " + shlex.join(argv if argv is not None else sys.argv[1:]),
-        "backend": backend.name,
-        "device": caps.device_name,
+        **_header(backend, argv),
         "platform": caps.platform.value,
         "sizes": args.sizes,
-        "machine": {"python": platform.python_version(), "numpy": np.__version__, "cpus": os.cpu_count()},
         **body,
         "startup": startup.measure_startup(),
         "kernel_cache": vars(stats) if stats is not None and hasattr(stats, "__dict__") else None,
     }
-    out = args.out or Path("reports") / f"bench-ops-{backend.name}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
-    try:
-        png = plot.plot(report, args.plot or out.with_suffix(".png"))
-    except ImportError as exc:  # a device machine without matplotlib still gets its JSON
-        print(f"written to {out}; no plot ({exc}: pip install 'acl-core[tools]')")
-        return 0
-    print(f"written to {out} and {png}")
-    return 0
+    return _write(report, args.out or Path("reports") / f"bench-ops-{backend.name}.json", args.plot, "ops")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmarks of the chosen backend and write them to a JSON file."""
-    args = _parser().parse_args(argv)
-    if args.collectives is not None:
-        return _collectives(args)
-    try:
-        backend = acl_core.get_backend(args.backend)
-    except AclCoreError as exc:
-        print(f"acl-core bench: {exc}", file=sys.stderr)
-        return 2
+def _host(args: argparse.Namespace, backend: Backend, argv: Sequence[str] | None) -> int:
+    """Run the host suite beside NumPy, print its table, write its JSON and PNG, and return the exit status."""
     from acl_tools.bench import host, startup
 
-    backend.runtime.ensure_device()
     caps = backend.capabilities()
-    if args.suite == "ops":
-        return _ops(args, backend, argv)
     sizes = tuple(s for s in host.SIZES if s <= args.max_bytes)
     print(f"acl-core bench: backend {backend.name} ({caps.device_name}); Add float32 beside NumPy")
     results = host.run(backend, sizes)
@@ -147,22 +148,53 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"import acl_core + list_backends(): {start['import_and_list_ms']:.0f} ms "
         f"(vendor modules imported: {start['vendor_modules'] or 'none'})"
     )
-    report = {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": "acl-core bench " + shlex.join(argv if argv is not None else sys.argv[1:]),
-        "backend": backend.name,
-        "device": caps.device_name,
-        "machine": {"python": platform.python_version(), "numpy": np.__version__, "cpus": os.cpu_count()},
-        "host": results,
-        "startup": start,
-    }
-    out = args.out or Path("reports") / f"bench-{backend.name}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
     o = results["overhead"]
     print(
         f"two-phase overhead at {o['bytes']} B: {o['two_phase_us']:.1f} us vs NumPy {o['numpy_us']:.1f} us "
         f"(+{o['two_phase_minus_numpy_us']:.1f} us; phase 2 alone {o['phase2_repeatable_us']:.1f} us)"
     )
-    print(f"written to {out}")
+    report = {**_header(backend, argv), "host": results, "startup": start}
+    return _write(report, args.out or Path("reports") / f"bench-{backend.name}.json", args.plot, "host")
+
+
+def _header(backend: Backend, argv: Sequence[str] | None) -> dict[str, object]:
+    """The fields every report starts with: when, the command, the backend and the machine."""
+    return {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": "acl-core bench " + shlex.join(argv if argv is not None else sys.argv[1:]),
+        "backend": backend.name,
+        "device": backend.capabilities().device_name,
+        "machine": {"python": platform.python_version(), "numpy": np.__version__, "cpus": os.cpu_count()},
+    }
+
+
+def _write(report: dict[str, object], out: Path, png: Path | None, suite: str) -> int:
+    """Write ``report`` as JSON to ``out`` and its plot to ``png`` (default: ``out`` with .png); status 0."""
+    from acl_tools.bench import plot
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    draw = plot.plot if suite == "ops" else plot.plot_host
+    try:
+        drawn = draw(report, png or out.with_suffix(".png"))
+    except ModuleNotFoundError as exc:  # a device machine without matplotlib still gets its JSON
+        if exc.name != "matplotlib":
+            raise
+        print(f"written to {out}; no plot: matplotlib is not installed (pip install 'acl-core[tools]')")
+        return 0
+    print(f"written to {out} and {drawn}")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmarks of the chosen backend and write them to a JSON file and a plot."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.collectives is not None:
+            return _collectives(args)
+        backend = acl_core.get_backend(args.backend)
+        backend.runtime.ensure_device()
+        return _ops(args, backend, argv) if args.suite == "ops" else _host(args, backend, argv)
+    except (AclCoreError, UnknownName, MissingExtra) as exc:
+        print(f"acl-core bench: {exc}" if not isinstance(exc, MissingExtra) else str(exc), file=sys.stderr)
+        return 2

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from acl_core import acl, get_backend, hccl
+from acl_core.names import UnknownName, resolve, split
 from acl_tools.world import DIR_ENV, World, current
 
 FP32 = int(hccl.HcclDataType.HCCL_DATA_TYPE_FP32)
@@ -256,39 +257,71 @@ def run(
     return {"ranks": n, "collectives": table}
 
 
+def average_busbw(rows: Sequence[dict[str, Any]]) -> float:
+    """nccl-tests' "Avg bus bandwidth": the mean busbw over the sizes measured."""
+    return sum(float(r["busbw_GBps"]) for r in rows) / len(rows) if rows else 0.0
+
+
+_WIDTHS = (12, 10, 6, 6, 5, 10, 8, 8, 6)
+
+
+def _row(cells: Sequence[object]) -> str:
+    return " ".join(f"{c!s:>{w}}" for c, w in zip(cells, _WIDTHS))
+
+
 def _print(results: dict[str, Any]) -> None:
+    """The table in nccl-tests' layout: the header and units rows, one block per collective, its average busbw."""
     print(f"# nranks {results['ranks']}")
-    head = ("size", 12), ("count", 10), ("type", 6), ("redop", 6), ("root", 5), ("time(us)", 10), ("algbw", 8)
-    print("# " + " ".join(f"{t:>{w}}" for t, w in head) + f" {'busbw':>8} {'#wrong':>6}")
+    print("# " + _row(("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong")))
+    print("# " + _row(("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "")))
+    wrong = 0
     for name, rows in results["collectives"].items():
         print(f"# {name}")
         for r in rows:
+            time_us, algbw, busbw = f"{r['time_us']:.1f}", f"{r['algbw_GBps']:.3f}", f"{r['busbw_GBps']:.3f}"
             print(
-                f"  {r['size']:>12} {r['count']:>10} {r['type']:>6} {r['redop']:>6} {r['root']:>5} "
-                f"{r['time_us']:>10.1f} {r['algbw_GBps']:>8.3f} {r['busbw_GBps']:>8.3f} {r['wrong']:>6}"
+                "  "
+                + _row((r["size"], r["count"], r["type"], r["redop"], r["root"], time_us, algbw, busbw, r["wrong"]))
             )
+            wrong += int(r["wrong"])
+        print(f"# Avg bus bandwidth    : {average_busbw(rows):.3f} GB/s ({name})")
+    print(f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'WRONG'}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m acl_tools.bench.collectives``."""
+    p = argparse.ArgumentParser(
+        prog="python -m acl_tools.bench.collectives",
+        description="HCCL collective bandwidth in nccl-tests' form; run one process per rank "
+        "(mpiexec -n N, or python -m acl_tools.launch -n N --).",
+    )
+    p.add_argument("--engine", choices=("acl", "torch"), default="acl", help="acl-core's HCCL or torch.distributed")
+    p.add_argument("--torch-backend", default=None, help="torch side: nccl or gloo (default: nccl when CUDA is there)")
+    p.add_argument("--min-bytes", type=int, default=8, help="smallest message size in bytes (default 8)")
+    p.add_argument("--max-bytes", type=int, default=1 << 22, help="largest message size in bytes (default 4 MiB)")
+    p.add_argument("--factor", type=int, default=4, help="size multiplier between steps (nccl-tests' -f)")
+    p.add_argument("--iters", type=int, default=None, help="timed calls per size (default: 3-50, fewer when larger)")
+    p.add_argument(
+        "--ops", default=",".join(COLLECTIVES), help=f"comma-separated subset of {', '.join(COLLECTIVES)}, any case"
+    )
+    p.add_argument(
+        "--out", type=Path, default=Path("reports") / "bench-hccl.json", help="JSON report, written by rank 0"
+    )
+    return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line, measure, and (on rank 0) print and write the JSON."""
-    p = argparse.ArgumentParser(prog="python -m acl_tools.bench.collectives", description=__doc__.splitlines()[0])
-    p.add_argument("--engine", choices=("acl", "torch"), default="acl", help="acl-core's HCCL or torch.distributed")
-    p.add_argument("--torch-backend", default=None, help="torch side: nccl or gloo (default: nccl when CUDA is there)")
-    p.add_argument("--min-bytes", type=int, default=8)
-    p.add_argument("--max-bytes", type=int, default=1 << 22)
-    p.add_argument("--factor", type=int, default=4, help="size multiplier between steps (nccl-tests' -f)")
-    p.add_argument("--iters", type=int, default=None, help="timed calls per size (default: 3-50, fewer when larger)")
-    p.add_argument("--ops", default=",".join(COLLECTIVES), help=f"comma-separated subset of {', '.join(COLLECTIVES)}")
-    p.add_argument("--out", type=Path, default=Path("reports") / "bench-hccl.json")
+    p = build_parser()
     args = p.parse_args(argv)
     sizes, size = [], args.min_bytes
     while size <= args.max_bytes:
         sizes.append(size)
         size *= max(args.factor, 2)
-    ops = [o for o in args.ops.split(",") if o]
-    unknown = set(ops) - set(COLLECTIVES)
-    if unknown:
-        p.error(f"unknown collectives: {', '.join(sorted(unknown))}")
+    try:
+        ops = resolve(split(args.ops), COLLECTIVES, what="collective")
+    except UnknownName as exc:
+        p.error(str(exc))
     world = current()
     side: AclSide | TorchSide = AclSide(world) if args.engine == "acl" else TorchSide(world, args.torch_backend)
     results = run(side, world, sizes, ops, iters=args.iters)
@@ -299,6 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             names = {"backend": "torch", "engine": f"torch.distributed/{side.backend}"}
         _print(results)
+        results["avg_busbw_GBps"] = {name: average_busbw(rows) for name, rows in results["collectives"].items()}
         report = {
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "command": "python -m acl_tools.bench.collectives " + " ".join(argv if argv is not None else sys.argv[1:]),

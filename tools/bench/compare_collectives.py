@@ -68,6 +68,7 @@ def compare(acl: dict[str, Any], torch: dict[str, Any], target_bytes: int = TARG
 def _print(report: dict[str, Any]) -> None:
     print(f"# {report['ranks']} ranks: {report['acl']['side']} against {report['torch']['side']} (bus bandwidth, GB/s)")
     print(f"# {'size':>12} {'acl':>9} {'torch':>9} {'ratio':>6}")
+    print(f"# {'(B)':>12} {'(GB/s)':>9} {'(GB/s)':>9} {'acl/torch':>6}")
     for name, rows in report["collectives"].items():
         print(f"# {name}")
         for r in rows:
@@ -79,16 +80,23 @@ def _print(report: dict[str, Any]) -> None:
         print(f"# all-reduce at {verdict['size']} bytes: {verdict['ratio']:.3f} of torch's bus bandwidth")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Read the two reports, print the comparison, write the joined JSON."""
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m acl_tools.bench.compare_collectives``."""
     p = argparse.ArgumentParser(
         prog="python -m acl_tools.bench.compare_collectives", description=__doc__.splitlines()[0]
     )
-    p.add_argument("acl", type=Path)
-    p.add_argument("torch", type=Path)
-    p.add_argument("--target-bytes", type=int, default=TARGET_BYTES)
-    p.add_argument("--out", type=Path, required=True)
-    args = p.parse_args(argv)
+    p.add_argument("acl", type=Path, help="JSON of python -m acl_tools.bench.collectives --engine acl")
+    p.add_argument("torch", type=Path, help="JSON of the same run with --engine torch")
+    p.add_argument(
+        "--target-bytes", type=int, default=TARGET_BYTES, help="all-reduce size the verdict is read at (256 MiB)"
+    )
+    p.add_argument("--out", type=Path, required=True, help="JSON file to write the joined report to")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Read the two reports, print the comparison, write the joined JSON."""
+    args = build_parser().parse_args(argv)
     report = compare(json.loads(args.acl.read_text()), json.loads(args.torch.read_text()), args.target_bytes)
     _print(report)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -59,8 +59,19 @@ def run(backend: Backend, sizes: tuple[int, ...] = SIZES, progress: Callable[[st
         acl_core.use_backend(None)
 
 
+COLUMNS = ("size", "acl", "numpy", "acl", "numpy", "acl/numpy")
+UNITS = ("(B)", "(us)", "(us)", "(GB/s)", "(GB/s)", "(time)")
+"""The table's header rows: Add's bytes per operand, the two-phase call and np.add, time and bandwidth."""
+
+
+def _line(cells: tuple[str, ...]) -> str:
+    return "  " + " ".join(f"{c:>{w}}" for c, w in zip(cells, (12, 10, 10, 9, 9, 10)))
+
+
 def _run(backend: Backend, sizes: tuple[int, ...], progress: Callable[[str], None]) -> dict[str, Any]:
     results: dict[str, Any] = {"overhead": {}, "throughput": []}
+    progress(_line(COLUMNS))
+    progress(_line(UNITS))
     for nbytes in sizes:
         n = nbytes // 4
         a, b, c = np.ones(n, np.float32), np.ones(n, np.float32), np.empty(n, np.float32)
@@ -86,8 +97,7 @@ def _run(backend: Backend, sizes: tuple[int, ...], progress: Callable[[str], Non
                 "phase2_repeatable_us": launch.median_us,
                 "two_phase_minus_numpy_us": ours.median_us - numpy_t.median_us,
             }
-        progress(
-            f"  Add {nbytes:>10} B: acl {ours.median_us:10.1f} us   "
-            f"numpy {numpy_t.median_us:10.1f} us   x{row['ratio']:.2f}"
-        )
+        times = (f"{ours.median_us:.1f}", f"{numpy_t.median_us:.1f}")
+        rates = (f"{row['acl_GBps']:.3g}", f"{row['numpy_GBps']:.3g}")
+        progress(_line((str(nbytes), *times, *rates, f"x{row['ratio']:.2f}")))
     return results

@@ -49,11 +49,17 @@ class Sizes:
     rounds: int
 
 
+OPS = (
+    *("Add", "Copy", "Mul", "Silu", "Softmax", "LayerNorm", "RmsNorm", "Matmul", "FlashAttentionScore"),
+    *("QuantMatmulV5", "QuantMatmulV3"),
+)
+"""The names ``--only`` picks from: the operators the suite times (Copy is the D2D memcpy)."""
+
 SIZES = {
     "small": Sizes(1 << 20, (256, 1024), 256, (1, 2, 256, 64), 1024, 0.05, 5),
     "full": Sizes(1 << 28, (8192, 8192), 8192, (4, 32, 4096, 128), 1024, 0.1, 5),
 }
-"""``small``: seconds on a CPU, for tests; ``full``: the shapes of issue 4, for a GPU."""
+"""``small``: seconds on a CPU, for tests; ``full``: the shapes of issue 4's targets, for a GPU."""
 
 
 @dataclass
@@ -203,7 +209,9 @@ class Suite:
         if claim is not None and not self.caps.supports_op(claim):
             case.status = "not claimed"
             case.note = f"{self.backend.name} does not claim {claim}"
-            self.progress(f"  {case.op:<28} {case.dtype:<9} {case.shape:<22} not claimed by {self.backend.name}")
+            self.progress(
+                _line(case.op, case.dtype, case.shape, "-", "-", case.unit, f"not claimed by {self.backend.name}")
+            )
             return
         if interleaved:
             self._interleaved(case, acl, torch_fn)
@@ -260,10 +268,7 @@ class Suite:
         row = case.to_json()
         ratio = f"x{row['ratio']:.2f}" if row["ratio"] else case.status
         m = row["metric"]
-        self.progress(
-            f"  {case.op:<28} {case.dtype:<9} {case.shape:<22} acl {_num(m['acl'])} torch {_num(m['torch'])} "
-            f"{case.unit:<8} {ratio}"
-        )
+        self.progress(_line(case.op, case.dtype, case.shape, _num(m["acl"]), _num(m["torch"]), case.unit, ratio))
 
     def prepared(self, op: str, args: dict[str, Any], skip: Iterable[str] = ()) -> tuple[Callable[[], None], Any]:
         """(launch, cleanup) of a prepared aclnn operator."""
@@ -441,6 +446,7 @@ class Suite:
         selection is cleared afterwards: a one-shot command's state).
         """
         acl_core.use_backend(self.backend.name)
+        self.progress(_line("op", "dtype", "shape", "acl", "torch", "unit", "acl/torch time"))
         try:
             self.host_overhead()
             copy_gbps = self.copy()
@@ -463,7 +469,12 @@ class Suite:
 
 def _num(value: float | None) -> str:
     """A metric value for the progress line."""
-    return f"{value:9.3g}" if value is not None else "        -"
+    return f"{value:.3g}" if value is not None else "-"
+
+
+def _line(op: str, dtype: str, shape: str, acl: str, torch: str, unit: str, ratio: str) -> str:
+    """One row of the suite's table (the header row too): both sides' metric in ``unit``, then the time ratio."""
+    return f"  {op:<28} {dtype:<9} {shape:<22} {acl:>9} {torch:>9}  {unit:<8} {ratio}"
 
 
 def _mib(nbytes: int) -> str:

@@ -1,4 +1,4 @@
-"""The ops suite's plot: time ratio acl/torch per case, as a horizontal bar chart in a PNG."""
+"""The benchmarks' plots: the ops suite's acl/torch time ratio per case, the host suite's Add beside NumPy."""
 
 from __future__ import annotations
 
@@ -55,6 +55,41 @@ def plot(report: dict[str, Any], path: Path) -> Path:
     return path
 
 
+def plot_host(report: dict[str, Any], path: Path) -> Path:
+    """Draw the host suite of ``report`` into the PNG ``path``: time per Add call and bandwidth, acl beside NumPy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = report["host"]["throughput"]
+    sizes = [r["bytes"] for r in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=110)
+    left.loglog(sizes, [r["acl_two_phase_us"] for r in rows], "o-", label="acl-core two-phase Add")
+    left.loglog(sizes, [r["numpy_us"] for r in rows], "s--", label="np.add(a, b, out=c)")
+    left.set_ylabel("time per call (us)")
+    right.semilogx(sizes, [r["acl_GBps"] for r in rows], "o-", label="acl-core two-phase Add")
+    right.semilogx(sizes, [r["numpy_GBps"] for r in rows], "s--", label="np.add(a, b, out=c)")
+    right.set_ylabel("bandwidth, 3 operands (GB/s)")
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("bytes per operand (float32)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    o = report["host"]["overhead"]
+    fig.suptitle(
+        f"acl-core {report.get('backend')} ({report.get('device')}) beside NumPy, {report.get('date', '')}\n"
+        f"host overhead at {o['bytes']} B: two-phase {o['two_phase_us']:.1f} us, phase 2 alone "
+        f"{o['phase2_repeatable_us']:.1f} us, NumPy {o['numpy_us']:.1f} us",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png")
+    plt.close(fig)
+    return path
+
+
 def _fmt(value: float | None) -> str:
     """A metric value with three significant digits."""
     return "-" if value is None else f"{value:.3g}"
@@ -65,4 +100,6 @@ if __name__ == "__main__":  # python -m acl_tools.bench.plot REPORT.json [OUT.pn
     import sys
 
     source = Path(sys.argv[1])
-    print(plot(json.loads(source.read_text()), Path(sys.argv[2]) if len(sys.argv) > 2 else source.with_suffix(".png")))
+    data = json.loads(source.read_text())
+    draw = plot_host if "host" in data else plot
+    print(draw(data, Path(sys.argv[2]) if len(sys.argv) > 2 else source.with_suffix(".png")))

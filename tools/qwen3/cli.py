@@ -15,12 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from acl_core.errors import AclCoreError
+from acl_core.extras import MissingExtra, require
 from acl_tools.qwen3.attention import DECODE_OPS, PREFILL_OPS
 from acl_tools.qwen3.config import DTYPES, UnsupportedCheckpoint
 from acl_tools.qwen3.device import DeviceError
 from acl_tools.qwen3.weights import CheckpointError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+HF = ("torch", "transformers")
+"""What make-tiny, parity and bench's transformers side need (the 'torch' extra)."""
 
 
 class UsageError(Exception):
@@ -62,8 +65,13 @@ def _attention(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="acl-core qwen3", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="acl-core qwen3",
+        description="Run Hugging Face Qwen3 checkpoints through aclnn calls on any backend: generate, parity "
+        "(against transformers), bench, make-tiny. Exit status: 0 success; 1 parity thresholds not met; 2 bad "
+        "arguments, a missing backend, checkpoint or optional dependency.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do (COMMAND --help)")
 
     g = sub.add_parser("generate", help="generate tokens from a prompt")
     _common(g)
@@ -71,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     src = g.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt-ids", type=_ids, help="token ids: 1,2,3 (';' separates equal-length prompts)")
     src.add_argument("--prompt", help="text, tokenized with the checkpoint's tokenizer")
-    g.add_argument("--max-new-tokens", type=int, default=32)
+    g.add_argument("--max-new-tokens", type=int, default=32, help="tokens to generate per prompt (default 32)")
     mode = g.add_mutually_exclusive_group()
     mode.add_argument("--greedy", action="store_true", help="pick the most probable token (the default)")
     mode.add_argument("--temperature", type=float, default=None, help="sample at this temperature")
@@ -87,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     _attention(p)
     p.add_argument("--tokens", type=int, default=32, help="greedy tokens to compare")
     p.add_argument("--prompt-ids", type=_ids, default=None, help="prompt ids (default: 16 seeded random ids)")
-    p.add_argument("--atol", type=float, default=None, help="a tighter fp32 logits bound than the issue's")
+    p.add_argument("--atol", type=float, default=None, help="a tighter fp32 logits bound than the default one")
     p.add_argument("--hf-device", default=None, help="torch device for transformers (default: the backend's kind)")
     p.add_argument(
         "--noise-floor",
@@ -100,18 +108,18 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="prefill/decode tokens/s beside transformers")
     _common(b)
     b.add_argument("--batch", type=_batches, default=[1, 8], help="batch sizes, e.g. 1,8")
-    b.add_argument("--prompt-len", type=int, default=32)
-    b.add_argument("--new-tokens", type=int, default=32)
+    b.add_argument("--prompt-len", type=int, default=32, help="prompt tokens per sequence (default 32)")
+    b.add_argument("--new-tokens", type=int, default=32, help="tokens generated per sequence (default 32)")
     b.add_argument("--no-transformers", dest="with_transformers", action="store_false", help="skip transformers")
     b.add_argument("--hf-device", default=None, help="torch device for transformers (default: the backend's kind)")
-    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--seed", type=int, default=0, help="seed of the random prompts (default 0)")
     b.add_argument("--repeat", type=int, default=3, help="timed runs per batch size (the median counts)")
     b.add_argument("--out", type=Path, default=None, help="JSON report (default: reports/qwen3-bench-...json)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
 
     m = sub.add_parser("make-tiny", help="write a random Qwen3 checkpoint with transformers")
-    m.add_argument("dir", type=Path)
-    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("dir", type=Path, help="directory to write config.json and model.safetensors to")
+    m.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")
     m.add_argument("--config", choices=["tiny", "qwen3-0.6b"], default="tiny", help="tiny, or Qwen3-0.6B's shape")
     m.add_argument("--untied", action="store_true", help="a separate lm_head instead of the tied embedding")
     m.add_argument("--dtype", choices=list(DTYPES), default=None, help="saved dtype (tiny: fp32, 0.6b: bf16)")
@@ -147,6 +155,7 @@ def _generate(args: argparse.Namespace, argv: Sequence[str]) -> int:
         raise UsageError("--top-k / --top-p need --temperature (sampling); the default is greedy")
     tok = None
     if args.prompt is not None:
+        require("transformers", purpose="acl-core qwen3 generate --prompt (the checkpoint's tokenizer)")
         tok = hf.tokenizer(args.model)
         if tok is None:
             raise UsageError(f"{args.model} has no tokenizer; pass --prompt-ids")
@@ -175,7 +184,8 @@ def _generate(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print(
         f"{backend} {args.dtype}: prefill {g.prompt_tokens} tokens in {g.prefill_seconds * 1e3:.1f} ms "
         f"({g.prefill_tokens_per_s:.1f} tok/s); decode {g.decode_steps * g.tokens.shape[0]} tokens in "
-        f"{g.decode_seconds * 1e3:.1f} ms ({g.decode_tokens_per_s:.1f} tok/s); attention {attention}"
+        f"{g.decode_seconds * 1e3:.1f} ms ({g.decode_tokens_per_s:.1f} tok/s); attention: "
+        + ", ".join(f"{phase} {op}" for phase, op in attention.items())
     )
     if args.json is not None:
         _write(
@@ -203,6 +213,7 @@ def _parity(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
     if args.tokens < 1:
         raise UsageError("--tokens must be at least 1")
+    require(*HF, purpose="acl-core qwen3 parity")
     prompt = None
     if args.prompt_ids is not None:
         if len(args.prompt_ids) != 1:
@@ -254,6 +265,8 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
     if args.prompt_len < 1 or args.new_tokens < 2 or args.repeat < 1:
         raise UsageError("--prompt-len and --repeat must be >= 1 and --new-tokens >= 2")
+    if args.with_transformers:
+        require(*HF, purpose="acl-core qwen3 bench (beside transformers; --no-transformers runs without)")
     with bar("bench runs", not args.quiet) as report:
         result = bench.run(
             args.model,
@@ -296,6 +309,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
 def _make_tiny(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from acl_tools.qwen3 import hf
 
+    require(*HF, purpose="acl-core qwen3 make-tiny")
     out = hf.make_checkpoint(
         args.dir, preset=args.config, seed=args.seed, tied=False if args.untied else None, dtype=args.dtype
     )
@@ -317,6 +331,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return COMMANDS[args.command](args, argv)
     except UsageError as exc:
         print(f"acl-core qwen3 {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except MissingExtra as exc:
+        print(exc, file=sys.stderr)
         return EXIT_USAGE
     except (AclCoreError, DeviceError, CheckpointError, UnsupportedCheckpoint, FileNotFoundError) as exc:
         print(f"acl-core qwen3 {args.command}: {exc}", file=sys.stderr)

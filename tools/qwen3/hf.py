@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from acl_core.extras import require
+
 TINY: dict[str, Any] = {
     "vocab_size": 256,
     "hidden_size": 64,
@@ -65,10 +67,10 @@ TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
 def _torch() -> Any:
-    try:
-        import torch
-    except ImportError as exc:  # pragma: no cover - torch is a dev dependency
-        raise RuntimeError("this command needs torch and transformers: pip install torch transformers") from exc
+    """torch, once torch and transformers are known to be installed (MissingExtra names the extra otherwise)."""
+    require("torch", "transformers", purpose="the transformers side of acl-core qwen3")
+    import torch
+
     return torch
 
 

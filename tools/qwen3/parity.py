@@ -44,7 +44,7 @@ def thresholds(dtype: str, on_cpu: bool, tokens: int, atol: float | None = None)
         bound = FP32_ATOL["cpu" if on_cpu else "gpu"]
         if atol is not None:
             if atol > bound:
-                raise ValueError(f"--atol {atol:g} would loosen the issue's fp32 bound {bound:g}; it may only tighten")
+                raise ValueError(f"--atol {atol:g} would loosen the fp32 parity bound {bound:g}; it may only tighten")
             bound = atol
         return Thresholds(bound, tokens, tokens)
     if atol is not None:
