@@ -210,7 +210,10 @@ def _table(header: Iterable[str], rows: Iterable[Iterable[Any]], numeric: Iterab
 def _failure_detail(f: Mapping[str, Any]) -> str:
     d = f.get("detail", {})
     if "max_abs_error" in d:
-        return f"max abs {d['max_abs_error']:.3g}, max rel {d['max_rel_error']:.3g} ({_e(d.get('tolerance', ''))})"
+        ulps = f"worst {d['max_ulp_error']} ulp, " if "max_ulp_error" in d else ""
+        return (
+            f"{ulps}max abs {d['max_abs_error']:.3g}, max rel {d['max_rel_error']:.3g} ({_e(d.get('tolerance', ''))})"
+        )
     if "backend_code" in d and "reference_code" in d:
         return f"code {d['backend_code']} vs reference {d['reference_code']}"
     if "backend_code" in d:

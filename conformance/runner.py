@@ -18,7 +18,7 @@ import numpy as np
 
 from acl_conformance import tolerances
 from acl_conformance.cases import PLACEMENT_DEPENDENT, Case, Catalog, ErrorPlan, arg_dtypes, sentinel_outputs
-from acl_conformance.compare import Mismatch, compare_outputs
+from acl_conformance.compare import Mismatch, compare_outputs, worst_ulps
 from acl_conformance.expectations import Expectation
 from acl_core import eager
 from acl_core.backend import Backend
@@ -26,6 +26,7 @@ from acl_core.dtypes import DataType as D
 from acl_core.dtypes import from_numpy
 from acl_core.eager import to_scalar
 from acl_core.errors import AclCoreError, AclnnStatus, code_name
+from acl_core.spec.accuracy import Accuracy, accuracy_of, elements_per_output
 from acl_core.spec.opspec import Kind, OpSpec, Sample
 from acl_core.tensor import (
     AclBoolArray,
@@ -148,6 +149,9 @@ class Runner:
         self._op_overrides = op_overrides
         self._backend_overrides = backend_overrides
         self._ref_cache: OrderedDict[tuple[str, int], _RefResult] = OrderedDict()
+        self.last_worst_ulps: dict[str, int] = {}
+        """The worst ulp error per float output of the last judged call that passed (for the report)."""
+        self._magnitude_cache: OrderedDict[tuple[str, int], tuple[dict[str, Any], Outputs | None]] = OrderedDict()
 
     # ------------------------------------------------------------------------------------ public
     def run(self, case: Case) -> Outcome:
@@ -197,8 +201,13 @@ class Runner:
         """The dtypes among ``dtypes`` that the capabilities do not claim."""
         return sorted(d for d in dtypes if d not in self._dtypes)
 
-    def tolerance_for(self, op: str, sample: Sample) -> Callable[[D], tolerances.Tolerance]:
-        """The tolerance lookup for outputs of one sample of ``op`` on this backend."""
+    def accuracy(self, op: str) -> Accuracy | None:
+        """The accuracy class of ``op`` (its spec's, its base's or its family's; None: the table)."""
+        return accuracy_of(self.spec(op))
+
+    def tolerance_for(self, op: str, sample: Sample, length: int = 1) -> Callable[[D], tolerances.Tolerance]:
+        """The tolerance lookup for outputs of one sample of ``op`` (reduction length ``length``) on this backend."""
+        accuracy = self.accuracy(op)
 
         def lookup(dtype: D) -> tolerances.Tolerance:
             return tolerances.lookup(
@@ -206,11 +215,41 @@ class Runner:
                 dtype,
                 self.backend.name,
                 sample.tolerance,
+                accuracy=accuracy,
+                length=length,
                 op_overrides=self._op_overrides,
                 backend_overrides=self._backend_overrides,
             )
 
         return lookup
+
+    def magnitudes(self, op: str, args: dict[str, Any]) -> Outputs | None:
+        """The reference's outputs for ``args`` with every float input replaced by its absolute value.
+
+        For a sum or a GEMM that is ``Σ|terms|`` per output, the ``M`` of the reduction class's bound.
+        None when the reference refuses those arguments (the bound then has no ``M`` term).
+        """
+        key = (op, id(args))
+        hit = self._magnitude_cache.get(key)
+        if hit is not None and hit[0] is args:
+            return hit[1]
+        absolute = {name: _absolute(value) for name, value in args.items()}
+        try:
+            result: Outputs | None = eager.run(op, self.reference, op_args=absolute)
+        except AclCoreError:
+            result = None
+        self._magnitude_cache[key] = (args, result)
+        if len(self._magnitude_cache) > 64:
+            self._magnitude_cache.popitem(last=False)
+        return result
+
+    def _bound_inputs(self, op: str, args: dict[str, Any], expected: Outputs) -> tuple[int, Outputs | None]:
+        """(reduction length, magnitudes) of one case under a reduction class; (1, None) otherwise."""
+        accuracy = self.accuracy(op)
+        if accuracy is None or accuracy.kind != "reduction":
+            return 1, None
+        length_of = accuracy.length_of or elements_per_output
+        return length_of(args, expected), self.magnitudes(op, args)
 
     def gate(self, case: Case, dtypes: set[D]) -> Outcome | None:
         """A skipped outcome when the case uses a dtype the capabilities do not claim."""
@@ -246,6 +285,7 @@ class Runner:
         reference run under the same placement instead. A non-contiguous call the backend refuses
         passes when the reference refuses it under that placement with the same code.
         """
+        self.last_worst_ulps = {}
         if layout != "contiguous" and case.op in PLACEMENT_DEPENDENT:
             try:
                 expected = self.placed_call(self.reference, case.op, args, layout, expected)
@@ -274,10 +314,14 @@ class Runner:
             return ("write", f"the backend wrote to memory it does not own: {exc}", {})
         except Exception as exc:
             return ("crash", f"the backend crashed: {type(exc).__name__}: {exc}", {})
-        problems = compare_outputs(actual, expected, self.tolerance_for(case.op, sample))
+        length, magnitudes = self._bound_inputs(case.op, args, expected)
+        problems = compare_outputs(actual, expected, self.tolerance_for(case.op, sample, length), magnitudes)
         if not problems:
+            self.last_worst_ulps = worst_ulps(actual, expected)
             return None
-        return (problems[0].kind, "; ".join(m.message for m in problems), _detail(problems))
+        detail = _detail(problems)
+        detail["worst_ulp"] = worst_ulps(actual, expected)
+        return (problems[0].kind, "; ".join(m.message for m in problems), detail)
 
     def _refusal_parity(
         self, op: str, args: dict[str, Any], layout: str, shapes: Outputs, ref_exc: AclCoreError
@@ -312,7 +356,10 @@ class Runner:
             return skipped
         verdict = self.judge(case, sample.args, case.layout, ref.outputs, sample)
         if verdict is None:
-            return self._pass(case)
+            passed = self._pass(case)
+            if self.last_worst_ulps:
+                passed.detail = {"worst_ulp": self.last_worst_ulps}
+            return passed
         return self._fail(case, *verdict)
 
     def _error(self, case: Case) -> Outcome:
@@ -391,6 +438,16 @@ class Runner:
 def _detail(problems: list[Mismatch]) -> dict[str, Any]:
     first = problems[0]
     return {"output": first.output, **first.detail, "outputs_differing": [m.output for m in problems]}
+
+
+def _absolute(value: Any) -> Any:
+    """A float array (or list of them) as its absolute values; anything else unchanged."""
+    if isinstance(value, list):
+        return [_absolute(v) for v in value]
+    if isinstance(value, np.ndarray) and value.dtype.kind in "fcV":
+        wide = np.complex128 if value.dtype.kind == "c" else np.float64
+        return np.abs(value.astype(wide)).astype(value.dtype)
+    return value
 
 
 def _output_dtypes(outputs: Outputs) -> set[D]:

@@ -1,10 +1,13 @@
-"""The one tolerance table of the conformance suite, and the lookup that reads it.
+"""The conformance suite's tolerances: the op's accuracy class first, then the table, and the lookup.
 
-A float output is compared as ``|actual - expected| <= atol + rtol * |expected|`` (in float64 or
-complex128; NaN must meet NaN and an infinity the same infinity). The pair is looked up in four
-steps, each later step replacing the earlier answer when it applies:
+A float output is compared in ulps of its dtype under the op's accuracy class
+(:mod:`acl_core.spec.accuracy`: ``exact``, ``ulp``, ``reduction``), or as
+``|actual - expected| <= atol + rtol * |expected|`` under the per-dtype table for ops without a
+class. Either way NaN positions must match (payload free) and an infinity must meet the same
+infinity; classes that define it compare the sign of zero. The tolerance is looked up in four steps,
+each later step replacing the earlier answer when it applies:
 
-1. :data:`DTYPE_DEFAULTS` — by the dtype the output is stored in;
+1. the op's accuracy class; else :data:`DTYPE_DEFAULTS`, by the dtype the output is stored in;
 2. the sample's own ``Sample.tolerance``, when the op's spec declares one for that case;
 3. :data:`OP_OVERRIDES` — by operator name (and optionally dtype);
 4. :data:`BACKEND_OVERRIDES` — by backend, operator and dtype.
@@ -20,19 +23,35 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from acl_core.dtypes import DataType as D
+from acl_core.spec.accuracy import Accuracy
 
 
 @dataclass(frozen=True)
 class Tolerance:
-    """An (atol, rtol) pair, where it came from, and why it is what it is."""
+    """What a float output may differ by, where it came from, and why it is what it is.
+
+    ``kind`` is ``table`` (``atol``/``rtol``), ``exact`` (0 ulp; 16-bit double rounding allowed),
+    ``ulp`` (at most ``ulps`` from the reference's result) or ``reduction`` (``gamma·M + ulps`` ulp).
+    """
 
     atol: float
     rtol: float
     source: str
     reason: str
+    kind: str = "table"
+    ulps: float = 0.0
+    gamma: float = 0.0
+    signed_zero: bool = False
 
     def describe(self) -> str:
-        """One line for reports: ``atol=…, rtol=… (source)``."""
+        """One line for reports, e.g. ``atol=…, rtol=… (source)`` or ``≤ 2 ulp (Exp ulp class)``."""
+        zero = ", signed zero" if self.signed_zero else ""
+        if self.kind == "exact":
+            return f"0 ulp{zero} ({self.source})"
+        if self.kind == "ulp":
+            return f"≤ {self.ulps:g} ulp{zero} ({self.source})"
+        if self.kind == "reduction":
+            return f"γ_n·M + {self.ulps:g} ulp with γ_n={self.gamma:.3g}{zero} ({self.source})"
         return f"atol={self.atol:g}, rtol={self.rtol:g} ({self.source})"
 
 
@@ -73,14 +92,15 @@ DTYPE_DEFAULTS: dict[D, Tolerance] = {
     D.ACL_FLOAT6_E2M3: Tolerance(0.125, 0.125, "float6_e2m3 default", _ULP),
     D.ACL_FLOAT4_E2M1: Tolerance(0.5, 0.5, "float4_e2m1 default", _ULP),
 }
-"""Per-dtype defaults. Dtypes absent here (integers, bool) compare exactly."""
+"""Per-dtype defaults: the fallback for ops whose accuracy class is ``table`` (or that have none).
+
+Dtypes absent here (integers, bool) compare exactly."""
 
 OP_OVERRIDES: tuple[Override, ...] = ()
 """Per-operator overrides, for every backend. Add ``Override(op, atol, rtol, reason, dtypes)``.
 
-None is needed yet: each elementwise result is one correctly-rounded operation away from the
-reference's float64 value, which the defaults cover. Reductions and matmul accumulate in another
-order on other hardware; their families add entries here with the reason (e.g. summation order).
+None is needed: how close an op must be is its accuracy class, declared in its spec. An entry here
+replaces the class with an atol/rtol pair, so it is for an op whose class cannot state its bound.
 """
 
 BACKEND_OVERRIDES: tuple[Override, ...] = ()
@@ -89,19 +109,44 @@ BACKEND_OVERRIDES: tuple[Override, ...] = ()
 EXACT = Tolerance(0.0, 0.0, "exact", "integer and bool results have one right answer")
 
 
+def from_class(op: str, dtype: D, accuracy: Accuracy, length: int = 1) -> Tolerance | None:
+    """The tolerance an accuracy class gives outputs of ``dtype`` (None for the ``table`` class).
+
+    The reference's result is itself rounded once (within 0.5 ulp of the true value), so a class's
+    bound against the true value allows that much more against the reference.
+    """
+    source = f"{op} {accuracy.kind} class"
+    if accuracy.kind == "exact":
+        return Tolerance(0.0, 0.0, source, accuracy.reason, "exact", signed_zero=accuracy.signed_zero)
+    if accuracy.kind == "ulp":
+        ulps = accuracy.bound_ulps(dtype) + 0.5
+        return Tolerance(0.0, 0.0, source, accuracy.reason, "ulp", ulps, signed_zero=accuracy.signed_zero)
+    if accuracy.kind == "reduction":
+        gamma = accuracy.gamma(length, dtype)
+        return Tolerance(0.0, 0.0, source, accuracy.reason, "reduction", 1.0, gamma, accuracy.signed_zero)
+    return None
+
+
 def lookup(
     op: str,
     dtype: D,
     backend: str,
     sample_tolerance: tuple[float, float] | None = None,
     *,
+    accuracy: Accuracy | None = None,
+    length: int = 1,
     op_overrides: Sequence[Override] = OP_OVERRIDES,
     backend_overrides: Sequence[Override] = BACKEND_OVERRIDES,
 ) -> Tolerance:
-    """The tolerance for one output: dtype default → sample's own → per-op → per-backend (last match wins)."""
+    """The tolerance for one output: class (else dtype default) → sample's own → per-op → per-backend.
+
+    ``length`` is the case's reduction length (for a ``reduction`` class). The last match wins.
+    """
     if not (dtype.is_float or dtype.is_complex):
         return EXACT
-    tol = DTYPE_DEFAULTS.get(dtype) or Tolerance(0.0, 0.0, f"{dtype.short} exact", "no default for this dtype")
+    tol = from_class(op, dtype, accuracy, length) if accuracy is not None else None
+    if tol is None:
+        tol = DTYPE_DEFAULTS.get(dtype) or Tolerance(0.0, 0.0, f"{dtype.short} exact", "no default for this dtype")
     if sample_tolerance is not None:
         atol, rtol = sample_tolerance
         tol = Tolerance(atol, rtol, f"{op} sample", "declared by the case in the op's spec")

@@ -19,6 +19,7 @@ import numpy as np
 from acl_core.dtypes import DataType
 from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.formats import Format
+from acl_core.spec.accuracy import Accuracy
 
 
 class Kind(str, Enum):
@@ -306,7 +307,8 @@ class OpSpec:
     in ``call.plan``. ``alias_ok`` names outputs that may be the very same view as an input
     (elementwise ops computing in place); any other overlap between an output and another argument
     is refused. ``base`` is set on generated in-place twins: the twin's call is turned into a call of
-    the base op, whose kernel does the work.
+    the base op, whose kernel does the work. ``accuracy`` is the op's accuracy class
+    (:mod:`acl_core.spec.accuracy`); None takes the base's or the family's default.
     """
 
     name: str
@@ -320,6 +322,7 @@ class OpSpec:
     base: str | None = None
     base_args: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     summary: str = ""
+    accuracy: Accuracy | None = None
 
     @functools.cached_property
     def param_names(self) -> tuple[str, ...]:

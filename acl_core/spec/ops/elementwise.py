@@ -9,6 +9,7 @@ import numpy as np
 
 from acl_core.dtypes import DataType as D
 from acl_core.spec import samples as S
+from acl_core.spec.accuracy import Accuracy, exact, table, ulp, with_accuracy
 from acl_core.spec.opspec import (
     INVALID,
     Call,
@@ -597,6 +598,29 @@ _base: list[OpSpec] = [
     _inplace_fill_scalar(),
     _inplace_zero(),
 ]
+_UNSIGNED_ZERO = exact(
+    "exactly rounded; the sign of a zero result is not specified (max/min/relu of ±0)", signed_zero=False
+)
+_CANCELS = "1 + erf/tanh(...) cancels for x < 0 in the float32 formula GPUs use; no ulp bound holds yet"
+ACCURACY: dict[str, Accuracy] = {
+    # CUDA C Programming Guide, float32 maximum ulp errors (float64 bounds are tighter; +1 for NumPy's libm)
+    "Exp": ulp(2),
+    "Log": ulp(1),
+    "Sin": ulp(2),
+    "Cos": ulp(2),
+    "Tanh": ulp(2),
+    "Erf": ulp(2),
+    "Rsqrt": ulp(2, reason="1/sqrt: two correctly rounded steps (CUDA's rsqrtf bound is 2 ulp)"),
+    **{op: ulp(4) for op in ("PowTensorTensor", "PowTensorScalar", "PowScalarTensor")},
+    "Sigmoid": ulp(4, reason="1/(1+exp(-x)): expf's 2 ulp, then an add and a division"),
+    "Silu": ulp(5, reason="x·sigmoid(x): sigmoid's 4 ulp and one multiplication"),
+    "Gelu": table(_CANCELS),
+    "GeluV2": table(_CANCELS),
+    "FastGelu": table("x·sigmoid(1.702x): the float32 constant and product shift sigmoid's argument by ~|x| ulp"),
+    **{op: _UNSIGNED_ZERO for op in ("Maximum", "Minimum", "Clamp", "Relu", "Sign")},
+}
+"""Ops whose class is not the family's default (exactly rounded)."""
+_base = with_accuracy(_base, ACCURACY)
 _by_name = {s.name: s for s in _base}
 
 # In-place twins, with the official name of their in-out parameter.

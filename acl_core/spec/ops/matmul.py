@@ -55,6 +55,7 @@ import numpy as np
 from acl_core import lowp
 from acl_core.dtypes import DataType as D
 from acl_core.spec import samples as S
+from acl_core.spec.accuracy import last_dim, reduction, with_accuracy
 from acl_core.spec.opspec import (
     INVALID,
     NULLPTR,
@@ -937,3 +938,11 @@ SPECS: list[OpSpec] = [
     _InplaceBaddbmm,
     _GroupedMatmulV5,
 ]
+_GEMM = "K products summed in float32 (or wider), then the epilogue: the standard γ_K·Σ|a·b| bound"
+ACCURACY = {
+    **{op: reduction(length_of=last_dim("self"), reason=_GEMM) for op in ("Matmul", "Mm", "BatchMatMul")},
+    **{op: reduction(length_of=last_dim("mat1", 2), reason=_GEMM) for op in ("Addmm", "InplaceAddmm")},
+    **{op: reduction(length_of=last_dim("batch1", 2), reason=_GEMM) for op in ("Baddbmm", "InplaceBaddbmm")},
+}
+"""GEMMs: γ_K·(|β||self| + |α||A|·|B|) plus 1 ulp (GroupedMatmulV5's quantised paths keep the table)."""
+SPECS = with_accuracy(SPECS, ACCURACY)

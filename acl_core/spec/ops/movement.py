@@ -17,6 +17,7 @@ import numpy as np
 
 from acl_core.dtypes import DataType as D
 from acl_core.spec import samples as S
+from acl_core.spec.accuracy import input_elements, reduction, with_accuracy
 from acl_core.spec.opspec import (
     INVALID,
     Call,
@@ -1117,6 +1118,10 @@ _ScatterValue = _scatter("ScatterValue")
 _Tril = _triangle("Tril")
 _Triu = _triangle("Triu")
 
+_ACCUMULATES = reduction(length_of=input_elements, reason="duplicate indices accumulate, in any order")
+ACCURACY = {op: _ACCUMULATES for op in ("IndexPutImpl", "Scatter", "ScatterValue")}
+"""Ops that add or multiply (the family's default is exact: every other element is a copy)."""
+
 SPECS: list[OpSpec] = [
     _embedding(),
     _select_like("IndexSelect"),
@@ -1146,3 +1151,4 @@ SPECS: list[OpSpec] = [
     _arange(),
     _flip(),
 ]
+SPECS = with_accuracy(SPECS, ACCURACY)

@@ -15,6 +15,7 @@ import numpy as np
 
 from acl_core.dtypes import DataType as D
 from acl_core.spec import samples as S
+from acl_core.spec.accuracy import Accuracy, dim_length, exact, reduction, with_accuracy
 from acl_core.spec.opspec import (
     INVALID,
     NULLPTR,
@@ -225,6 +226,9 @@ def _reduce_sum() -> OpSpec:
                     {"self": _x(rng, shape, src), "dims": dims, "keepDims": keep, "dtype": int(dst)},
                     f"{src.short}→{dst.short} {list(shape)} dims {dims}",
                 )
+        for dt in (D.ACL_FLOAT16, D.ACL_BF16):  # long enough that a 16-bit accumulator is always caught
+            x = _x(rng, (3, 1000), dt)
+            yield Sample({"self": x, "dims": [1], "keepDims": False, "dtype": int(dt)}, f"{dt.short} [3, 1000] rows")
 
     def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
         x = _x(rng, (2, 3), D.ACL_FLOAT)
@@ -766,6 +770,14 @@ def _var_family(name: str, corr: str, outs: tuple[str, ...]) -> OpSpec:
     return OpSpec(name, FAMILY, params, infer, samples=gen, error_samples=errors, summary=f"{name} over dims")
 
 
+_ORDER_FREE = exact("selection: the result is one of the inputs; ±0 tie unspecified", signed_zero=False)
+ACCURACY: dict[str, Accuracy] = {
+    **{op: reduction() for op in ("ReduceSum", "Mean", "Prod", "ProdDim")},
+    "Cumsum": reduction(length_of=dim_length()),
+    **{op: _ORDER_FREE for op in ("Amax", "Amin", "Max", "MaxDim", "ArgMax", "ArgMin", "Topk", "Sort", "Argsort")},
+}
+"""Accuracy classes (no family default: softmax and the variance family use the table)."""
+
 SPECS: list[OpSpec] = [
     _softmax("Softmax", 0),
     _softmax("LogSoftmax", 1),
@@ -785,3 +797,4 @@ SPECS: list[OpSpec] = [
     _argsort(),
     *(_var_family(*op) for op in _VAR_OPS),
 ]
+SPECS = with_accuracy(SPECS, ACCURACY)

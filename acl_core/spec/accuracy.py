@@ -1,0 +1,196 @@
+"""How accurate an operator's result must be: its accuracy class, declared in its spec.
+
+The conformance suite compares a backend's result with the reference's, which computes in float64
+(or exactly, for integers) and rounds once to the output dtype: for an exactly rounded operation the
+reference's result *is* the exactly rounded one. A class says how far from it a correct
+implementation may land, measured in units in the last place (ulps) of the output dtype:
+
+- :func:`exact` — add, sub, mul, div, sqrt, casts, copies, comparisons, selection, data movement,
+  integer ops: bit-exact (0 ulp), with one allowance: a 16-bit float result that a backend computes
+  in float32 and then rounds may land on the even neighbour of a float32 midpoint (double rounding).
+  Signed zero is compared where the operation defines it.
+- :func:`ulp` — transcendental and fused ops: within ``n`` ulps of the true value in float32 (CUDA's
+  published float32 bounds are the ceiling), ``f64`` ulps in float64; a 16-bit result computed in
+  float32 is allowed the float32 error plus its own rounding, in its own ulps.
+- :func:`reduction` — sums, means, products, GEMMs: ``|actual - expected| <= γ_n·M + 1 ulp`` where
+  ``γ_n = n·u / (1 - n·u)`` is the standard bound for ``n`` operations in the accumulation type
+  (unit roundoff ``u``; float32 at least, float64 for float64 results), ``M`` is the operator applied
+  to the absolute values of its float inputs (``Σ|x_i|`` for a sum, ``|A|·|B|`` for a GEMM) and the
+  1 ulp covers the output rounding of both sides. A backend that accumulates in a 16-bit type
+  exceeds it at every realistic length.
+- :func:`table` — no class yet: the per-dtype table of ``acl_conformance.tolerances`` applies.
+
+An op without an ``accuracy`` takes its in-place base's, else its family's default
+(:data:`FAMILY_DEFAULTS`); an op with neither is compared under the table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from acl_core.dtypes import DataType as D
+
+if TYPE_CHECKING:
+    from acl_core.spec.opspec import OpSpec
+
+KINDS = ("exact", "ulp", "reduction", "table")
+
+LengthFn = Callable[[Mapping[str, Any], Mapping[str, Any]], int]
+"""The reduction length of one case, from its arguments and the reference's outputs."""
+
+PRECISION: dict[D, int] = {
+    D.ACL_DOUBLE: 53,
+    D.ACL_FLOAT: 24,
+    D.ACL_FLOAT16: 11,
+    D.ACL_BF16: 8,
+    D.ACL_COMPLEX64: 24,
+    D.ACL_COMPLEX128: 53,
+}
+"""Significand bits (the implicit one included) of the float types an ulp bound is stated for."""
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """An operator's accuracy class (build one with :func:`exact`, :func:`ulp`, :func:`reduction`, :func:`table`)."""
+
+    kind: str
+    reason: str
+    float32_ulps: float = 0.0
+    float64_ulps: float = 0.0
+    signed_zero: bool = True
+    accumulate: D = D.ACL_FLOAT
+    length_of: LengthFn | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"accuracy kind must be one of {KINDS}, not {self.kind!r}")
+        if not self.reason.strip():
+            raise ValueError("an accuracy class needs a reason")
+        if self.float32_ulps < 0 or self.float64_ulps < 0:
+            raise ValueError("an ulp bound cannot be negative")
+
+    def bound_ulps(self, dtype: D) -> float:
+        """The largest error against the true value, in ulps of ``dtype``, for a ``ulp`` class."""
+        p = PRECISION.get(dtype)
+        if p is None:
+            return 0.5  # formats without a stated bound: the result must be the rounded one
+        if p >= 53:
+            return self.float64_ulps
+        if p >= 24:
+            return self.float32_ulps
+        # computed in float32, then rounded once to the 16-bit output
+        return 0.5 + self.float32_ulps * 2.0 ** (p - 24)
+
+    def unit_roundoff(self, dtype: D) -> float:
+        """``u`` of the accumulation for outputs of ``dtype``: the wider of ``accumulate`` and ``dtype``."""
+        p = max(PRECISION.get(self.accumulate, 24), PRECISION.get(dtype, 24))
+        return 2.0**-p
+
+    def gamma(self, n: int, dtype: D) -> float:
+        """γ_n = n·u / (1 - n·u) for ``n`` accumulations of outputs of ``dtype`` (inf when n·u ≥ 1)."""
+        nu = max(n, 1) * self.unit_roundoff(dtype)
+        return math.inf if nu >= 1 else nu / (1 - nu)
+
+    def describe(self) -> str:
+        """One line for reports."""
+        if self.kind == "ulp":
+            return f"ulp class ({self.float32_ulps:g} ulp float32, {self.float64_ulps:g} ulp float64)"
+        if self.kind == "reduction":
+            return f"reduction class (γ_n·M in ≥{self.accumulate.short} plus 1 ulp)"
+        return f"{self.kind} class"
+
+
+def exact(reason: str = "exactly rounded: one rounding of the exact result", *, signed_zero: bool = True) -> Accuracy:
+    """Bit-exact (16-bit double rounding through float32 allowed); ``signed_zero`` False where ±0 is unspecified."""
+    return Accuracy("exact", reason, signed_zero=signed_zero)
+
+
+def ulp(float32: float, *, float64: float | None = None, reason: str = "", signed_zero: bool = True) -> Accuracy:
+    """Within ``float32`` ulps in float32 (and ``float64`` ulps in float64, default the same) of the true value."""
+    why = reason or f"{float32:g} ulp in float32 (CUDA's published bound for the float32 function)"
+    return Accuracy("ulp", why, float(float32), float(float32 if float64 is None else float64), signed_zero=signed_zero)
+
+
+def reduction(
+    *, length_of: LengthFn | None = None, accumulate: D = D.ACL_FLOAT, reason: str = "", signed_zero: bool = False
+) -> Accuracy:
+    """γ_n·M plus 1 ulp, with ``n`` from ``length_of`` (default: input elements per output element)."""
+    why = reason or f"n roundings in at least {accumulate.short}: the standard γ_n·Σ|terms| bound"
+    return Accuracy("reduction", why, signed_zero=signed_zero, accumulate=accumulate, length_of=length_of)
+
+
+def table(reason: str) -> Accuracy:
+    """No class: the per-dtype table applies (``reason`` says why no class fits yet)."""
+    return Accuracy("table", reason, signed_zero=False)
+
+
+EXACT = exact()
+
+FAMILY_DEFAULTS: dict[str, Accuracy] = {
+    "elementwise": EXACT,
+    "movement": exact("data movement: every element is a copy of an input element"),
+}
+"""Family-wide classes; an op whose family's default is wrong declares its own ``accuracy``."""
+
+
+def accuracy_of(spec: OpSpec) -> Accuracy | None:
+    """The class of ``spec``: its own, else its in-place base's, else its family's default (None: the table)."""
+    if spec.accuracy is not None:
+        return spec.accuracy
+    if spec.base is not None:
+        from acl_core.spec.ops import get_spec
+
+        base = get_spec(spec.base)
+        if base.accuracy is not None:
+            return base.accuracy
+    return FAMILY_DEFAULTS.get(spec.family)
+
+
+def elements_per_output(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
+    """The default reduction length: the largest input's element count over the smallest output's."""
+    sizes_in = [int(getattr(v, "size", 1)) for v in args.values() if hasattr(v, "dtype") and hasattr(v, "shape")]
+    sizes_out = [int(getattr(v, "size", 1)) for v in outputs.values() if hasattr(v, "size")]
+    biggest = max(sizes_in, default=1)
+    smallest = max(min(sizes_out, default=1), 1)
+    return max(biggest // smallest, 1)
+
+
+def with_accuracy(specs: Iterable[OpSpec], classes: Mapping[str, Accuracy]) -> list[OpSpec]:
+    """``specs`` with each op named in ``classes`` given that class (a family's per-op entries)."""
+    from dataclasses import replace
+
+    found = list(specs)
+    unknown = set(classes) - {s.name for s in found}
+    if unknown:
+        raise KeyError(f"accuracy classes for undeclared ops: {sorted(unknown)}")
+    return [replace(s, accuracy=classes[s.name]) if s.name in classes else s for s in found]
+
+
+def dim_length(tensor: str = "self", dim: str = "dim") -> LengthFn:
+    """A reduction length: the size of ``tensor`` along the attribute ``dim`` (a scan's length)."""
+
+    def length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
+        shape = getattr(args.get(tensor), "shape", ())
+        if not shape:
+            return 1
+        return int(shape[int(args.get(dim, -1)) % len(shape)])
+
+    return length
+
+
+def input_elements(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
+    """A conservative reduction length: every input element (for scatters, where duplicates accumulate)."""
+    return max(sum(int(v.size) for v in args.values() if hasattr(v, "dtype") and hasattr(v, "size")), 1)
+
+
+def last_dim(tensor: str, extra: int = 0) -> LengthFn:
+    """A GEMM's reduction length: the last dim of its first operand ``tensor`` (K), plus ``extra`` epilogue steps."""
+
+    def length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
+        shape = getattr(args.get(tensor), "shape", ())
+        return (int(shape[-1]) if shape else 1) + extra
+
+    return length

@@ -1,0 +1,93 @@
+"""The accuracy classes are met by a correct float32 implementation, the way a GPU computes (issue 14 class 1).
+
+The mutants prove the classes are tight enough; this proves they are not too tight: a backend that
+rounds 16-bit results through float32 (double rounding), sums in float32 and runs GEMMs in float32
+(NumPy's sgemm), as rocm does, passes the same cases the reference does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from acl_conformance import run
+from acl_core import register_plugin
+from acl_core.backend import BackendRegistration, Launch
+from acl_core.dtypes import DataType as D
+from acl_core.plugin import hookimpl
+from acl_reference.backend import ReferenceBackend
+from acl_reference.call import RefCall
+
+_F32 = (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16)
+
+
+class Float32Backend(ReferenceBackend):
+    """The reference, with Cast, ReduceSum and the GEMMs computed in float32 like a GPU kernel."""
+
+    name = "float32-like-gpu"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._replace("Cast", self._cast)
+        self._replace("ReduceSum", self._reduce_sum)
+        for op in ("Matmul", "Mm", "BatchMatMul"):
+            self._replace(op, self._gemm)
+
+    def _replace(self, op: str, fn: Callable[[RefCall], bool]) -> None:
+        original = self._kernels[op]
+        driver = self.driver
+
+        def kernel(launch: Launch) -> None:
+            if not fn(RefCall(launch, driver)):
+                original(launch)
+
+        self._kernels[op] = kernel
+
+    @staticmethod
+    def _cast(k: RefCall) -> bool:
+        if k.dtype("self") != D.ACL_DOUBLE or k.dtype("out") not in (D.ACL_FLOAT16, D.ACL_BF16):
+            return False
+        with np.errstate(all="ignore"):
+            k.write("out", k.read("self").astype(np.float32).astype(k["out"].dtype.numpy))  # rounds twice
+        return True
+
+    @staticmethod
+    def _reduce_sum(k: RefCall) -> bool:
+        if k.dtype("self") not in _F32 or k.dtype("out") not in _F32 or not k.plan["dims"] or not k["self"].numel:
+            return False
+        x = k.read("self").astype(k["out"].dtype.numpy).astype(np.float32)  # CANN casts self to dtype first
+        axes = tuple(d for d in k.plan["dims"] if d < x.ndim)
+        rows = np.moveaxis(x, axes, tuple(range(len(axes)))).reshape(-1, *np.delete(x.shape, axes))
+        total = np.zeros(rows.shape[1:], np.float32)
+        for term in rows:  # one float32 rounding per element, in order: the worst order a kernel has
+            total = total + term
+        k.write("out", total.reshape(k["out"].shape))
+        return True
+
+    @staticmethod
+    def _gemm(k: RefCall) -> bool:
+        names = [n for n in ("self", "mat2") if n in k.launch.args]
+        if k.value("cubeMathType") != 0 or any(k.dtype(n) not in _F32 for n in names):
+            return False
+        a, b = (k.read(n).astype(np.float32) for n in names)
+        k.write("out", np.matmul(a, b))
+        return True
+
+
+class _Plugin:
+    @hookimpl
+    def acl_core_backends(self) -> list[BackendRegistration]:
+        return [BackendRegistration(name=Float32Backend.name, factory=Float32Backend, summary="float32 like a GPU")]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _registered() -> None:
+    register_plugin(_Plugin(), "float32-like-gpu")
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_float32_implementation_meets_the_classes(seed: int) -> None:
+    report = run(Float32Backend.name, ops="Cast,ReduceSum,Matmul,Mm,BatchMatMul", seed=seed)
+    assert report.ok, [f"{o.op}[{o.case}]: {o.message}" for o in report.failed][:5]
