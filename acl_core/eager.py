@@ -17,10 +17,11 @@ import numpy as np
 from acl_core.aclnn import execute, get_workspace_size
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType, from_numpy, storage_nbytes
+from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.formats import Format
 from acl_core.plugin import get_backend
 from acl_core.spec.ops import get_spec
-from acl_core.spec.opspec import Kind, OpSpec, OutInfo, Role, invalid
+from acl_core.spec.opspec import Kind, OpSpec, OutInfo, Param, Role, invalid
 from acl_core.spec.runtime import MemcpyKind
 from acl_core.spec.validate import check_inputs
 from acl_core.tensor import (
@@ -280,7 +281,15 @@ def to_scalar(value: Any) -> AclScalar:
         return AclScalar.create(value.item(), from_numpy(value.dtype))
     if isinstance(value, complex):
         return AclScalar.create(value, DataType.ACL_COMPLEX128)
-    return AclScalar.create(float(value), DataType.ACL_DOUBLE)
+    if isinstance(value, (str, bytes)):  # float("1") would parse it: a string is no number here
+        raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"a scalar must be a number, not {type(value).__name__}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise AclnnError(
+            AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"a scalar must be a number, not {type(value).__name__}"
+        ) from None
+    return AclScalar.create(number, DataType.ACL_DOUBLE)
 
 
 class _Arguments:
@@ -308,36 +317,46 @@ class _Arguments:
     def convert(self, spec: OpSpec, kwargs: dict[str, Any]) -> dict[str, Any]:
         args: dict[str, Any] = {}
         for p in spec.params:
-            value = kwargs.get(p.name, p.default)
-            if value is None:
-                args[p.name] = None
-            elif p.kind is Kind.TENSOR:
-                args[p.name] = self.tensor(p.name, value)
-            elif p.kind is Kind.TENSOR_LIST:
-                if isinstance(value, AclTensorList):
-                    args[p.name] = value
-                    continue
-                arrays = [
-                    v if isinstance(v, DeviceArray) else to_device(np.asarray(v), self.backend, layout=self.layout)
-                    for v in value
-                ]
-                self.arrays[p.name] = arrays
-                args[p.name] = AclTensorList.create([a.tensor() for a in arrays])
-            elif p.kind is Kind.SCALAR:
-                args[p.name] = to_scalar(value)
-            elif p.kind is Kind.SCALAR_LIST:
-                args[p.name] = (
-                    value if isinstance(value, AclScalarList) else AclScalarList.create([to_scalar(v) for v in value])
-                )
-            elif p.kind is Kind.INT_ARRAY:
-                args[p.name] = value if isinstance(value, AclIntArray) else AclIntArray.create(value)
-            elif p.kind is Kind.FLOAT_ARRAY:
-                args[p.name] = value if isinstance(value, AclFloatArray) else AclFloatArray.create(value)
-            elif p.kind is Kind.BOOL_ARRAY:
-                args[p.name] = value if isinstance(value, AclBoolArray) else AclBoolArray.create(value)
-            else:
-                args[p.name] = value
+            try:
+                self._convert_one(p, kwargs.get(p.name, p.default), args)
+            except (TypeError, ValueError, OverflowError) as exc:  # a value no aclnn argument can carry
+                raise AclnnError(
+                    AclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                    f"{p.name}: {type(exc).__name__}: {exc} (cannot pass it as {p.kind.value})",
+                ) from None
         return args
+
+    def _convert_one(self, p: Param, value: Any, args: dict[str, Any]) -> None:
+        """Put the aclnn form of ``value`` for ``p`` into ``args`` (TypeError/ValueError for what cannot be one)."""
+        if value is None:
+            args[p.name] = None
+        elif p.kind is Kind.TENSOR:
+            args[p.name] = self.tensor(p.name, value)
+        elif p.kind is Kind.TENSOR_LIST:
+            if isinstance(value, AclTensorList):
+                args[p.name] = value
+                return
+            arrays: list[DeviceArray] = []
+            self.arrays[p.name] = arrays  # filled as it goes, so a member that fails leaves none unfreed
+            for v in value:
+                arrays.append(
+                    v if isinstance(v, DeviceArray) else to_device(np.asarray(v), self.backend, layout=self.layout)
+                )
+            args[p.name] = AclTensorList.create([a.tensor() for a in arrays])
+        elif p.kind is Kind.SCALAR:
+            args[p.name] = to_scalar(value)
+        elif p.kind is Kind.SCALAR_LIST:
+            args[p.name] = (
+                value if isinstance(value, AclScalarList) else AclScalarList.create([to_scalar(v) for v in value])
+            )
+        elif p.kind is Kind.INT_ARRAY:
+            args[p.name] = value if isinstance(value, AclIntArray) else AclIntArray.create(value)
+        elif p.kind is Kind.FLOAT_ARRAY:
+            args[p.name] = value if isinstance(value, AclFloatArray) else AclFloatArray.create(value)
+        elif p.kind is Kind.BOOL_ARRAY:
+            args[p.name] = value if isinstance(value, AclBoolArray) else AclBoolArray.create(value)
+        else:
+            args[p.name] = value
 
     def free(self) -> None:
         for item in self.arrays.values():
