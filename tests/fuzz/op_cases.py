@@ -39,6 +39,8 @@ from .verdict import ACLNN_PARAM_CODES, ANYTHING, Expect, Outcome, Verdict, clas
 NULLPTR = int(AclnnStatus.ACLNN_ERR_PARAM_NULLPTR)
 REFUSE = Expect.refusal(ACLNN_PARAM_CODES)
 """A corrupted argument an aclnn call must refuse, with an aclnn parameter code."""
+VALID = Expect(frozenset({0}))
+"""The sample's own call: it must succeed."""
 INT64 = (-(2**63), 2**63 - 1)
 SAMPLE_POOL = 4
 """A case starts from one of an op's this-many smallest samples (the fuzz is about arguments, not sizes)."""
@@ -196,10 +198,28 @@ def pick_sample(spec: OpSpec, rng: np.random.Generator, seed: int) -> tuple[int,
     samples = list(spec.samples(np.random.default_rng([seed, *spec.name.encode()]))) if spec.samples else []
     if not samples:
         raise LookupError(f"{spec.name} declares no samples")
-    sizes = [sum(np.asarray(v).size for v in s.args.values() if isinstance(v, np.ndarray)) for s in samples]
-    pool = sorted(range(len(samples)), key=lambda i: (sizes[i], i))[:SAMPLE_POOL]
+    sizes = [_elements(s) for s in samples]
+    empty = [i for i in range(len(samples)) if sizes[i] == 0]
+    filled = sorted((i for i in range(len(samples)) if sizes[i]), key=lambda i: (sizes[i], i))[:SAMPLE_POOL]
+    pool = empty if empty and (not filled or rng.integers(5) == 0) else filled  # empty tensors one case in five
     index = int(pool[int(rng.integers(len(pool)))])
     return index, samples[index]
+
+
+def _elements(sample: Sample) -> int:
+    """Elements of the sample's smallest tensor (0 when one is empty), or 1 when it has no arrays."""
+    counts = [np.asarray(v).size for v in _arrays(sample.args)]
+    return min(counts) * sum(counts) if counts else 1
+
+
+def _arrays(args: dict[str, Any]) -> list[np.ndarray]:
+    found: list[np.ndarray] = []
+    for v in args.values():
+        if isinstance(v, np.ndarray):
+            found.append(v)
+        elif isinstance(v, (list, tuple)):
+            found.extend(x for x in v if isinstance(x, np.ndarray))
+    return found
 
 
 # ----------------------------------------------------------------------------- corrupting one argument
@@ -394,6 +414,8 @@ def t_create(b: Built, p: Param, t: AclTensor, rng: np.random.Generator) -> tupl
     """aclCreateTensor given what C cannot express or CANN refuses; the call then gets whatever came back."""
     data = t.data
     dims, strides, storage = list(t.view_dims), list(t.strides), list(t.storage_dims)
+    if not dims:  # a 0-d tensor: corrupt a one-element view instead, or "[x] * rank" would be a valid []
+        dims, strides, storage = [1], [1], [1]
     dtype, fmt, offset = int(t.dtype), int(t.format), t.offset
     variants: list[tuple[Any, ...]] = [
         ([-1, *dims], dtype, None, 0, fmt, None, data),  # negative dim
@@ -657,6 +679,7 @@ MUTATIONS: dict[Kind, tuple[Mutation, ...]] = {
 }
 
 CALL_MUTATIONS = (
+    "unchanged",
     "missing-arg",
     "extra-arg",
     "unknown-keyword",
@@ -770,6 +793,8 @@ def run_aclnn(
                 built.notes.append(f"{target} (absent in the sample) given as {describe(valid)} before corruption")
             value, expect = _BY_NAME[mutation](built, p, valid, rng)
             args[spec.param_names.index(target)] = value
+        elif mutation == "unchanged":  # the valid call itself: both phases must succeed
+            expect = VALID
         elif mutation == "missing-arg":
             args, expect = args[:-1], REFUSE
         elif mutation == "extra-arg":
@@ -832,7 +857,9 @@ def _phase2(spec: OpSpec, built: Built, size: int, executor: Any, misuse: str, o
     expect = ANYTHING
     stream_arg: Any = stream
     try:
-        if misuse == "null-executor":
+        if misuse == "unchanged":
+            expect = VALID
+        elif misuse == "null-executor":
             executor, expect = None, REFUSE
         elif misuse == "executor-of-another-op":
             other = "Mul" if spec.name != "Mul" else "Add"
@@ -951,7 +978,7 @@ def _np_corrupt(p: Param, value: Any, rng: np.random.Generator) -> tuple[Any, st
 def _expect_for_value(fn: Mutation, p: Param, value: Any) -> Expect:
     class _Fixed:
         def integers(self, n: int) -> int:
-            return pool.index(value)
+            return next(i for i, v in enumerate(pool) if v is value)  # by identity: 2**64 == np.int64 overflows
 
     pool = {
         i_value: INT_VALUES,

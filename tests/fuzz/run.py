@@ -21,7 +21,7 @@ import numpy as np
 
 from acl_core import acl
 from acl_core.backend import Backend
-from acl_core.plugin import get_backend
+from acl_core.plugin import use_backend
 from acl_core.spec.ops import all_specs
 
 from . import op_cases, runtime_cases
@@ -40,6 +40,7 @@ class Report:
     """Every outcome of one run, and what the summary says about them."""
 
     seed: int
+    ops: list[str] | None = None
     outcomes: list[Outcome] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -59,7 +60,7 @@ class Report:
         codes = Counter(o.code for o in self.outcomes if o.verdict is Verdict.REFUSED and o.code)
         lines.append("  refusal codes: " + ", ".join(f"{c} x{n}" for c, n in codes.most_common()))
         subjects = {o.subject for o in self.outcomes if o.area == "aclnn"}
-        lines.append(f"  operators reached through aclnn: {len(subjects)} of {len(all_specs())}")
+        lines.append(f"  operators reached through aclnn: {len(subjects)} of {len(self.ops or all_specs())}")
         groups: dict[tuple[str, str, str, str], list[Outcome]] = {}
         for o in self.failures:
             kind = o.subject if o.area == "runtime" else o.mutation.split(":")[-1]
@@ -106,20 +107,23 @@ def schedule(seed: int, index: int) -> tuple[str, int]:
     return "runtime", cycle * (PERIOD - ACLNN_SLOTS - EAGER_SLOTS) + slot - ACLNN_SLOTS - EAGER_SLOTS
 
 
-def prepare() -> Backend:
-    """The process's backend, initialised, with device 0 current (what every case starts from)."""
-    backend = get_backend()
+def prepare(name: str = "reference") -> Backend:
+    """Backend ``name`` made the process default, initialised, with device 0 current (what every case starts from)."""
+    backend = use_backend(name)
+    assert backend is not None
     if not backend.runtime.initialized:
         acl.init()
     acl.rt.set_device(0)
     return backend
 
 
-def run_case(seed: int, index: int, backend: Backend, limit: float = DEFAULT_DEADLINE) -> Outcome:
-    """Run case ``index`` of ``seed`` and classify it (leaks included)."""
+def run_case(
+    seed: int, index: int, backend: Backend, limit: float = DEFAULT_DEADLINE, ops: list[str] | None = None
+) -> Outcome:
+    """Run case ``index`` of ``seed`` (operators from ``ops``, default all) and classify it (leaks included)."""
     area, turn = schedule(seed, index)
     rng = np.random.default_rng([seed, index])
-    ops = sorted(all_specs())
+    ops = sorted(ops or all_specs())
     start = time.perf_counter()
     rt = backend.runtime
     before = tables(rt)
@@ -167,15 +171,17 @@ def fuzz(
     limit: float = DEFAULT_DEADLINE,
     progress: Path | None = None,
     budget: float | None = None,
+    backend: str = "reference",
+    ops: list[str] | None = None,
 ) -> Report:
-    """Run cases 0..calls-1 of ``seed`` (stopping early once ``budget`` seconds are spent)."""
-    backend = prepare()
-    report = Report(seed)
+    """Run cases 0..calls-1 of ``seed`` on ``backend`` (stopping early once ``budget`` seconds are spent)."""
+    chosen = prepare(backend)
+    report = Report(seed, ops)
     start = time.perf_counter()
     for index in range(calls):
         if progress is not None:
             progress.write_text(f"{index}\n")
-        report.outcomes.append(run_case(seed, index, backend, limit))
+        report.outcomes.append(run_case(seed, index, chosen, limit, ops))
         if budget is not None and time.perf_counter() - start > budget:
             break
     report.seconds = time.perf_counter() - start

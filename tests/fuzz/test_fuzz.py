@@ -74,6 +74,13 @@ def test_fuzz(tmp_path: Path) -> None:
         assert reached[0] == reached[2], result.stdout
 
 
+def test_planted_defects_are_caught() -> None:
+    """A kernel that writes past its output, crashes, never returns or leaks memory is reported as such."""
+    result = _fuzz("--prove", timeout=300)
+    assert result.returncode == 0, f"{result.stdout}\n{result.stderr[-3000:]}"
+    assert result.stdout.count("planted ") == 4, result.stdout
+
+
 def test_replay_is_deterministic() -> None:
     """Replaying a case gives the same case: same subject, corruption, calls and verdict."""
     first, second = (_without_addresses(_fuzz("--seed", "3", "--case", "4", timeout=120).stdout) for _ in range(2))
