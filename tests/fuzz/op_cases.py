@@ -807,9 +807,10 @@ def run_aclnn(
             order = rng.permutation(len(args))
             kwargs = {spec.param_names[i]: args[i] for i in order}
             args = []
-    except CreationEscaped as exc:
-        out.repro = exc.call
-        out.worse(Verdict.HANG if isinstance(exc.exc, Hang) else Verdict.ESCAPED, "aclCreate*", 0, str(exc))
+    except CreationEscaped as escaped:
+        out.repro = escaped.call
+        verdict = Verdict.HANG if isinstance(escaped.exc, Hang) else Verdict.ESCAPED
+        out.worse(verdict, "aclCreate*", 0, str(escaped))
         return built
     values = dict(zip(spec.param_names, args)) if not kwargs else {**dict(zip(spec.param_names, args)), **kwargs}
     out.repro = _repro(spec, args, kwargs, built.notes)

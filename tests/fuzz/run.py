@@ -68,8 +68,8 @@ class Report:
         if groups:
             lines.append(f"  {len(self.failures)} failures in {len(groups)} classes (first of each):")
             for members in groups.values():
-                subjects = sorted({m.subject for m in members})
-                shown = ", ".join(subjects[:6]) + (f" and {len(subjects) - 6} more" if len(subjects) > 6 else "")
+                names = sorted({m.subject for m in members})
+                shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
                 lines.append(f"  x{len(members)} ({shown}) " + members[0].line(self.seed))
         return "\n".join(lines)
 
@@ -125,6 +125,7 @@ def run_case(
     rng = np.random.default_rng([seed, index])
     ops = sorted(ops or all_specs())
     start = time.perf_counter()
+    use_backend(backend.name)  # the front ends' default: a runtime case may have switched it
     rt = backend.runtime
     before = tables(rt)
     release: Callable[[], None] = lambda: None

@@ -181,7 +181,7 @@ def fresh_backend() -> Iterator[Backend]:
         assert backend is not None
         yield backend
     finally:
-        acl_core.use_backend(None)
+        acl_core.use_backend(None)  # the fuzz loop selects its backend again before each case
         acl_core.unregister_backend(name)
 
 
