@@ -256,14 +256,26 @@ def _retensor(t: AclTensor, **changes: Any) -> AclTensor:
     return AclTensor.create(**fields)
 
 
-def _create(built: Built, *args: Any) -> Any:
-    """aclCreateTensor through the front end, noted for the reproduction (it must return a tensor or None)."""
-    result, exc, _ = timed(lambda: aclnn.aclCreateTensor(*args), 5.0)
-    call = f"aclCreateTensor({', '.join(describe(a) for a in args)})"
+def _made(built: Built, call: str, fn: Callable[[], Any]) -> Any:
+    """An aclCreate* call through the front end, noted for the reproduction: a handle, or None and a parameter error.
+
+    It must neither raise nor fail with an internal error (it returns None then too, so the message says which).
+    """
+    result, exc, _ = timed(fn, 5.0)
     if exc is not None:
         raise CreationEscaped(call, exc)
+    message = aclnn.aclGetRecentErrMsg() if result is None else ""
     built.notes.append(f"{call} -> {describe(result)}")
+    if "internal error" in message.lower():
+        raise CreationInternal(call, message)
     return result
+
+
+def _create(built: Built, *args: Any) -> Any:
+    """aclCreateTensor with ``args`` (see :func:`_made`)."""
+    return _made(
+        built, f"aclCreateTensor({', '.join(describe(a) for a in args)})", lambda: aclnn.aclCreateTensor(*args)
+    )
 
 
 class CreationEscaped(Exception):
@@ -273,6 +285,15 @@ class CreationEscaped(Exception):
         super().__init__(f"{call} raised {type(exc).__name__}: {exc}")
         self.call = call
         self.exc = exc
+
+
+class CreationInternal(Exception):
+    """An aclCreate* call returned None with an internal error for a parameter fault."""
+
+    def __init__(self, call: str, message: str) -> None:
+        super().__init__(f"{call} -> None: {message}")
+        self.call = call
+        self.message = message
 
 
 def t_null(b: Built, p: Param, t: Any, rng: np.random.Generator) -> tuple[Any, Expect]:
@@ -517,11 +538,8 @@ def s_create(b: Built, p: Param, v: AclScalar, rng: np.random.Generator) -> tupl
         (10**400, DataType.ACL_DOUBLE),
     ]
     value, dtype = variants[int(rng.integers(len(variants)))]
-    result, exc, _ = timed(lambda: aclnn.aclCreateScalar(value, dtype), 5.0)
     call = f"aclCreateScalar({describe(value)}, {describe(dtype)})"
-    if exc is not None:
-        raise CreationEscaped(call, exc)
-    b.notes.append(f"{call} -> {describe(result)}")
+    result = _made(b, call, lambda: aclnn.aclCreateScalar(value, dtype))
     return result, _refuse_null(p) if result is None else ANYTHING
 
 
@@ -616,11 +634,7 @@ def a_value(b: Built, p: Param, v: Any, rng: np.random.Generator) -> tuple[Any, 
         variants: list[Any] = [[], [-1] * n, [2**62] * n, [0] * 1000, [1] * (n + 1), [-(2**63)] * max(n, 1)]
         if rng.integers(3) == 0:  # values aclCreateIntArray cannot store: it must return None
             values: Any = [2**64] * max(n, 1) if rng.integers(2) else ["x"]
-            result, exc, _ = timed(lambda: aclnn.aclCreateIntArray(values), 5.0)
-            call = f"aclCreateIntArray({describe(values)})"
-            if exc is not None:
-                raise CreationEscaped(call, exc)
-            b.notes.append(f"{call} -> {describe(result)}")
+            result = _made(b, f"aclCreateIntArray({describe(values)})", lambda: aclnn.aclCreateIntArray(values))
             return result, (_refuse_null(p) if result is None else Expect.refusal(()))
         return AclIntArray.create(variants[int(rng.integers(len(variants)))]), ANYTHING
     if p.kind is Kind.FLOAT_ARRAY:
@@ -655,11 +669,8 @@ def l_value(b: Built, p: Param, v: Any, rng: np.random.Generator) -> tuple[Any, 
         return AclTensorList.create([member, *tensors[1:]]), expect
     # a null, destroyed or non-tensor member: aclCreateTensorList must refuse it (and the call gets null)
     members = [member, *tensors[1:]]
-    result, exc, _ = timed(lambda: aclnn.aclCreateTensorList(members), 5.0)
     call = f"aclCreateTensorList([{', '.join(describe(m) for m in members[:4])}])"
-    if exc is not None:
-        raise CreationEscaped(call, exc)
-    b.notes.append(f"{call} -> {describe(result)}")
+    result = _made(b, call, lambda: aclnn.aclCreateTensorList(members))
     return result, _refuse_null(p) if result is None else REFUSE
 
 
@@ -808,9 +819,13 @@ def run_aclnn(
             kwargs = {spec.param_names[i]: args[i] for i in order}
             args = []
     except CreationEscaped as escaped:
-        out.repro = escaped.call
+        out.repro = "; ".join([*built.notes, escaped.call])
         verdict = Verdict.HANG if isinstance(escaped.exc, Hang) else Verdict.ESCAPED
         out.worse(verdict, "aclCreate*", 0, str(escaped))
+        return built
+    except CreationInternal as internal:
+        out.repro = "; ".join(built.notes)
+        out.worse(Verdict.INTERNAL, "aclCreate*", 0, internal.message)
         return built
     values = dict(zip(spec.param_names, args)) if not kwargs else {**dict(zip(spec.param_names, args)), **kwargs}
     out.repro = _repro(spec, args, kwargs, built.notes)
