@@ -119,8 +119,11 @@ class ReferenceDriver(Driver):
             self._used[device] -= buffer.nbytes
 
     def alloc_host(self, nbytes: int) -> int:
-        """Host memory at a 64-byte aligned real address (kept alive until free_host)."""
-        raw = np.empty(nbytes + ALIGN, dtype=np.uint8)
+        """Host memory at a 64-byte aligned real address (kept alive until free_host); MemoryError when none fits."""
+        try:
+            raw = np.empty(nbytes + ALIGN, dtype=np.uint8)
+        except ValueError:  # NumPy's "Maximum allowed dimension exceeded": a size no host buffer can have
+            raise MemoryError(f"no host buffer holds {nbytes} bytes") from None
         shift = (-raw.ctypes.data) % ALIGN
         address = raw.ctypes.data + shift
         self._host[address] = raw

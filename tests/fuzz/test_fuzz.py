@@ -139,3 +139,13 @@ def test_canaries_and_leak_tables_see_defects() -> None:
         assert "memory +1" in (leaked(before, tables(rt)) or "")
         assert acl.rt.free(stray) == 0
         assert acl.finalize() == 0
+
+
+def test_impossible_host_sizes_are_out_of_memory_like_device_ones() -> None:
+    """malloc_host(2**63 - 1) was 500000 (NumPy's ValueError from the reference driver); malloc says 207001."""
+    with fresh_backend():
+        assert acl.init() == 0
+        assert acl.rt.set_device(0) == 0
+        for size in (2**63 - 1, 2**64 - 1):
+            assert acl.rt.malloc_host(size)[1] == acl.rt.malloc(size, 0)[1] == 207001
+        assert acl.finalize() == 0
