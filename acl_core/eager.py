@@ -35,8 +35,14 @@ from acl_core.tensor import (
     contiguous_strides,
 )
 
-LAYOUTS = ("contiguous", "padded", "transposed")
-"""How :func:`to_device` lays a tensor out: packed, with gaps and an offset, or with reversed dims."""
+LAYOUTS = ("contiguous", "padded", "transposed", "offset", "expanded")
+"""How :func:`to_device` lays a tensor out: packed; with gaps between rows and an offset; with reversed
+dims; packed but starting :data:`VIEW_OFFSET` elements into a larger allocation; or, for an array that
+NumPy holds as a broadcast view (zero strides, ``np.broadcast_to``), with those strides 0 over storage
+of the smaller array (any other array is placed contiguous). Stride 0 is for inputs only: an output
+with a zero stride would write one element many times."""
+VIEW_OFFSET = 37
+"""Elements before the view in the ``offset`` layout: odd, so no itemsize keeps the view 16-byte aligned."""
 
 
 def _backend(backend: Backend | str | None) -> Backend:
@@ -234,7 +240,7 @@ def to_device(
     assert np_dtype is not None
     arr = arr.astype(np_dtype, copy=False)
     shape = arr.shape
-    if layout == "contiguous" or arr.ndim == 0 or acl_dtype.is_packed or arr.size == 0:
+    if layout == "contiguous" or (arr.ndim == 0 and layout != "offset") or acl_dtype.is_packed or arr.size == 0:
         storage = np.ascontiguousarray(arr).reshape(-1)
         da = DeviceArray(b, shape, acl_dtype, max(storage.size, 1), storage_dims=shape if arr.ndim else (1,))
     elif layout == "padded":
@@ -252,6 +258,18 @@ def to_device(
         storage = np.ascontiguousarray(np.transpose(arr)).reshape(-1)
         rev = contiguous_strides(shape[::-1])[::-1]
         da = DeviceArray(b, shape, acl_dtype, storage.size, rev, 0, storage_dims=shape[::-1])
+    elif layout == "offset":
+        # the elements around the view hold other values, so a kernel that ignores the offset reads wrong data
+        flat = np.ascontiguousarray(arr).reshape(-1)
+        storage = np.resize(flat[::-1], VIEW_OFFSET + flat.size + 5)
+        storage[VIEW_OFFSET : VIEW_OFFSET + flat.size] = flat
+        da = DeviceArray(b, shape, acl_dtype, storage.size, contiguous_strides(shape), VIEW_OFFSET)
+    elif layout == "expanded":
+        zero = tuple(st == 0 and n > 1 for st, n in zip(arr.strides, shape))
+        base = np.ascontiguousarray(arr[tuple(slice(0, 1) if z else slice(None) for z in zero)])
+        strides = tuple(0 if z else st for z, st in zip(zero, contiguous_strides(base.shape)))
+        storage = base.reshape(-1)
+        da = DeviceArray(b, shape, acl_dtype, storage.size, strides, 0, storage_dims=base.shape)
     else:
         raise ValueError(f"unknown layout {layout!r}; expected one of {LAYOUTS}")
     raw = _pack4(storage, acl_dtype) if acl_dtype.is_packed else storage.view(np.uint8)

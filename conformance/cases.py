@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from acl_conformance import derived
 from acl_core.dtypes import DataType as D
 from acl_core.dtypes import from_numpy
 from acl_core.errors import AclnnStatus
@@ -40,7 +41,7 @@ INVALID = int(AclnnStatus.ACLNN_ERR_PARAM_INVALID)
 TILING = int(AclnnStatus.ACLNN_ERR_INNER_TILING_ERROR)
 SHAPE_CODES = (INVALID, TILING)
 """CANN reports shape problems as 161002, or for many ops as 561002 (tiling); the reference decides which."""
-NON_CONTIGUOUS: tuple[str, ...] = ("padded", "transposed")
+NON_CONTIGUOUS: tuple[str, ...] = ("padded", "transposed", "offset", "expanded")
 """The placements of :data:`acl_core.eager.LAYOUTS` besides contiguous."""
 HYPOTHESIS_SAMPLES_PER_OP = 4
 """How many representative samples (distinct dtype/rank signatures) per op the Hypothesis tier grows."""
@@ -143,6 +144,8 @@ def _meaningful_layouts(spec: OpSpec, args: Args) -> list[str]:
         layouts.append("padded")
     if any(a.ndim >= 2 for a in arrays):
         layouts.append("transposed")
+    if arrays:
+        layouts.append("offset")
     return layouts
 
 
@@ -161,6 +164,25 @@ class OpCases:
         self.error_samples: list[ErrorSample] = (
             list(spec.error_samples(_seed(seed + 1, spec.name))) if spec.error_samples else []
         )
+        key = [seed + 2, zlib.crc32(spec.name.encode())]
+        self.derived: list[derived.Derived] = derived.accepted(
+            spec, derived.derive(spec, self.samples, lambda n: np.random.default_rng([*key, n % 2**32]))
+        )
+        """Samples derived from the spec's (size tiers, values, dims, attributes): indices after ``samples``."""
+        self.expanded: dict[int, Sample] = {}
+        """Each sample's stride-0 twin (its ``expanded`` case), by sample index."""
+        for i, s in enumerate(self.samples):
+            twin = derived.expanded(spec, s)
+            if twin is not None:
+                self.expanded[i] = twin
+
+    def sample(self, index: int, layout: str = "contiguous") -> Sample:
+        """Sample ``index``: the spec's own, then the derived ones (made afresh), or a stride-0 twin."""
+        if layout == "expanded" and index in self.expanded:
+            return self.expanded[index]
+        if index < len(self.samples):
+            return self.samples[index]
+        return self.derived[index - len(self.samples)].make()
 
     def cases(self) -> list[Case]:
         """Every case of this op (full mode); ``quick`` marks the quick subset."""
@@ -179,9 +201,11 @@ class OpCases:
         notes = [s.note or f"sample {i}" for i, s in enumerate(self.samples)]
         for i, (sample, note) in enumerate(zip(self.samples, notes)):
             add("value", note, "@contiguous", sample=i)
-            layouts = _meaningful_layouts(spec, sample.args)
+            layouts = _meaningful_layouts(spec, sample.args) + (["expanded"] if i in self.expanded else [])
             for j, layout in enumerate(layouts):
                 add("value", note, f"@{layout}", sample=i, layout=layout, quick=(j == i % len(layouts)))
+        for i, d in enumerate(self.derived, len(self.samples)):
+            add("value", d.note, "@contiguous", sample=i, quick=d.quick)
         for es in self.error_samples:
             plan = ErrorPlan(_fixed(es.args), (es.code,), tuple(sorted(arg_dtypes(spec, es.args))))
             add("error", es.note or "error sample", error=plan)
@@ -347,9 +371,9 @@ class Catalog:
             self._ops[name] = OpCases(self.specs[name], self.seed)
         return self._ops[name]
 
-    def sample(self, op: str, index: int) -> Sample:
-        """Sample ``index`` of ``op``."""
-        return self.op(op).samples[index]
+    def sample(self, op: str, index: int, layout: str = "contiguous") -> Sample:
+        """Sample ``index`` of ``op`` (see :meth:`OpCases.sample`)."""
+        return self.op(op).sample(index, layout)
 
     def all_cases(self) -> list[Case]:
         """Every case of every selected op, full mode (quick cases are flagged)."""

@@ -181,17 +181,22 @@ class Runner:
         """The spec of ``op``."""
         return self.catalog.specs[op]
 
-    def reference_outputs(self, op: str, index: int) -> _RefResult:
-        """The reference's outputs for sample ``index`` of ``op`` (contiguous; cached)."""
+    def reference_outputs(self, op: str, index: int, sample: Sample | None = None) -> _RefResult:
+        """The reference's outputs for sample ``index`` of ``op`` (contiguous; cached for the spec's own
+        samples, which error and Hypothesis cases reuse). ``sample`` is given for a derived sample or a
+        stride-0 twin: run, never cached (a size tier's outputs are large)."""
         key = (op, index)
-        if key in self._ref_cache:
+        if sample is None and key in self._ref_cache:
             self._ref_cache.move_to_end(key)
             return self._ref_cache[key]
-        sample = self.catalog.sample(op, index)
+        cache = sample is None
+        sample = sample or self.catalog.sample(op, index)
         try:
             result = _RefResult(eager.run(op, self.reference, op_args=sample.args), None)
         except AclCoreError as exc:
             result = _RefResult(None, exc)
+        if not cache:
+            return result
         self._ref_cache[key] = result
         if len(self._ref_cache) > 256:
             self._ref_cache.popitem(last=False)
@@ -346,8 +351,9 @@ class Runner:
 
     # ------------------------------------------------------------------------------------ kinds
     def _value(self, case: Case) -> Outcome:
-        sample = self.catalog.sample(case.op, case.sample)
-        ref = self.reference_outputs(case.op, case.sample)
+        own = case.sample < len(self.catalog.op(case.op).samples) and case.layout != "expanded"
+        sample = self.catalog.sample(case.op, case.sample, case.layout)
+        ref = self.reference_outputs(case.op, case.sample, None if own else sample)
         if ref.outputs is None:
             assert ref.error is not None
             return self._fail(case, "reference", f"the reference rejects this sample: {ref.error}")
