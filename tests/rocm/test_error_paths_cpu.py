@@ -137,7 +137,7 @@ def test_the_attention_blas_path_frees_its_temporaries_on_failure(tmp_path: Path
         "dropMaskOptional": None,
         "paddingMaskOptional": None,
         "attenMaskOptional": None,
-        "prefix": None,
+        "prefixOptional": None,
         "scaleValue": 0.25,
         "keepProb": 1.0,
         "preTokens": 65536,
