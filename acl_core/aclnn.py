@@ -511,6 +511,8 @@ def _handle_value(value: object, what: str) -> int:
     if value is None:
         return 0
     try:
+        if isinstance(value, bool):
+            raise TypeError  # a bool is no pointer, size or handle, though Python counts it an int
         number = operator.index(value)  # type: ignore[arg-type]
     except TypeError:
         raise AclnnError(

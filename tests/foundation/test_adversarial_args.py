@@ -254,7 +254,7 @@ def test_eager_refuses_a_misspelt_argument_instead_of_defaulting_it() -> None:
 def test_phase_2_with_arguments_c_cannot_pass_is_a_parameter_error(backend: Backend) -> None:
     _keep, x = _device(backend, np.ones(3, np.float32))
     _out_keep, out = _device(backend, np.zeros(3, np.float32))
-    for workspace, size, stream in [(None, 0, "x"), ("x", 0, None), (None, "x", None), (None, 0, 1.5)]:
+    for workspace, size, stream in [(None, 0, "x"), ("x", 0, None), (None, "x", None), (None, 0, 1.5), (True, 0, None)]:
         _ws, executor, ret = aclnn.aclnnAddGetWorkspaceSize(x, x, aclnn.aclCreateScalar(1.0, 0), out)
         assert ret == 0
         assert aclnn.aclnnAdd(workspace, size, executor, stream) == INVALID, (workspace, size, stream)
