@@ -3,7 +3,8 @@
 # rocm --full`, the operator benchmarks beside PyTorch, and Qwen3 parity and speed beside transformers.
 # Usage (repository root, on the GPU machine): bash scripts/gpu_run.sh [pytest args...]
 # Each step has its own time limit (seconds, overridable) so the whole run ends inside a 10-minute call;
-# CONFORMANCE_MODE=--quick and QWEN=short make a shorter run when device time is scarce.
+# CONFORMANCE_MODE=--quick and QWEN=short make a shorter run when device time is scarce; BENCH=0 and
+# QWEN=none leave out the benchmarks and Qwen3 (a correctness-only run).
 # The GPU machine has no registry: fetch the wheels it lacks here first, into the git-ignored .whl/:
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
@@ -66,11 +67,14 @@ wait $tests; echo "pytest exit: $?"; grep -E "^(FAILED|ERROR)|passed|failed" "$W
 wait $conformance; echo "conformance exit: $?"; tail -30 "$WORK/conformance.log"
 cp "$WORK/conformance/report.json" "$OUT/conformance.json" 2>/dev/null || true
 
+if [ "${BENCH:-1}" = 1 ]; then  # BENCH=0 skips the benchmarks (a correctness-only run)
 step "benchmarks: acl-core bench --backend rocm --suite ops --sizes full (beside torch on the same GPU)"
 timeout "${BENCH_TIMEOUT:-120}" python3 -m acl_core bench --backend rocm --suite ops --sizes full \
   --out "$OUT/bench_ops.json" --plot "$OUT/bench_ops.png"
 echo "bench exit: $?"
+fi
 
+if [ "${QWEN:-full}" != none ]; then  # QWEN=none skips Qwen3
 step "Qwen3: parity and speed beside transformers on this GPU"
 Q="$WORK/qwen3"; mkdir -p "$Q"
 qwen() { timeout "${QWEN_STEP_TIMEOUT:-60}" python3 -m acl_core qwen3 "$@" --quiet; echo "qwen3 $1 exit: $?"; }
@@ -87,4 +91,5 @@ import json, pathlib, sys
 found = {p.stem: json.loads(p.read_text()) for p in sorted(pathlib.Path(sys.argv[1]).glob("*.json"))}
 pathlib.Path(sys.argv[2]).write_text(json.dumps(found, indent=1))
 PY
+fi
 step "done"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import jsonschema
 import numpy as np
@@ -24,24 +23,22 @@ def _fault_backends() -> None:
 def reference_run(tmp_path_factory):
     """The whole quick suite, reference against reference, with its report written."""
     out = tmp_path_factory.mktemp("report")
-    start = time.perf_counter()
     report = run("reference", mode="quick", report_dir=out)
-    return report, out, time.perf_counter() - start
+    return report, out
 
 
 def test_reference_passes_against_itself(reference_run):
-    report, _, seconds = reference_run
+    report, _ = reference_run
     totals = report.totals()
     assert report.ok, [f"{o.op}[{o.case}] {o.message}" for o in report.failed[:5]]
     assert totals["passed"] == totals["cases"] > 1000
     assert totals["skipped"] == 0, "the reference claims every op and dtype it computes"
     kinds = {o.kind for o in report.outcomes}
     assert kinds == {"value", "error"}, "quick mode runs values and error parity, no Hypothesis"
-    assert seconds < 180, f"quick mode took {seconds:.0f} s"
 
 
 def test_reference_report_is_consistent_and_self_contained(reference_run):
-    _, out, _ = reference_run
+    _, out = reference_run
     data = json.loads((out / "report.json").read_text())
     jsonschema.validate(data, json.loads(SCHEMA_PATH.read_text()))
     assert validate_report(data) == []
@@ -55,7 +52,7 @@ def test_reference_report_is_consistent_and_self_contained(reference_run):
 
 
 def test_report_validation_catches_counts_that_do_not_add_up(reference_run):
-    report, _, _ = reference_run
+    report, _ = reference_run
     data = report.to_json()
     family = next(iter(data["families"]))
     data["families"][family]["passed"] += 1
