@@ -26,7 +26,7 @@ N = 4096
 def rt(monkeypatch: pytest.MonkeyPatch) -> Runtime:
     monkeypatch.delenv(EAGER_ENV, raising=False)
     runtime = Runtime("reference", ReferenceDriver())
-    runtime.set_device(0)
+    runtime.ensure_device(0)
     return runtime
 
 
@@ -158,7 +158,7 @@ def test_free_and_destroy_stream_run_pending_work_first(rt: Runtime) -> None:
 def test_eager_switch_runs_work_when_enqueued(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(EAGER_ENV, "1")
     rt = Runtime("reference", ReferenceDriver())
-    rt.set_device(0)
+    rt.ensure_device(0)
     dev = _filled(rt, 0)
     s = rt.create_stream()
     rt.memset_async(dev, N, 3, N, s)
@@ -176,7 +176,7 @@ def _code(fn, *args) -> int:  # type: ignore[no-untyped-def]
 def backend(monkeypatch: pytest.MonkeyPatch) -> ReferenceBackend:
     monkeypatch.delenv(EAGER_ENV, raising=False)
     b = ReferenceBackend()
-    b.runtime.set_device(0)
+    b.runtime.ensure_device(0)
     return b
 
 
