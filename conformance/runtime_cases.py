@@ -558,6 +558,11 @@ def selected_cases(patterns: tuple[str, ...]) -> Iterator[RuntimeCase]:
             yield rc
 
 
+def runtime_names() -> list[str]:
+    """The family name and every ``runtime.<group>`` pseudo-operator, for ``--ops`` name checks."""
+    return [FAMILY, *dict.fromkeys(rc.op for rc in all_runtime_cases())]
+
+
 _BY_KEY = {(rc.op, rc.case_id): rc for rc in all_runtime_cases()}
 
 
