@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from acl_conformance import derived
+from acl_conformance.runtime_cases import catalog_cases, selected_cases
 from acl_core.dtypes import DataType as D
 from acl_core.dtypes import from_numpy
 from acl_core.errors import AclnnStatus
@@ -379,6 +380,7 @@ class Catalog:
         """Every case of every selected op, full mode (quick cases are flagged)."""
         if self._cases is None:
             self._cases = [c for name in self.specs for c in self.op(name).cases()]
+            self._cases += catalog_cases(self.patterns, Case)
         return self._cases
 
     def cases(self, mode: str) -> list[Case]:
@@ -393,6 +395,8 @@ class Catalog:
 
     def filtered_out(self, op_pattern: str) -> bool:
         """True when ``op_pattern`` names only declared ops that this run's --ops selection left out."""
+        if op_pattern.startswith("runtime"):
+            return not any(selected_cases(self.patterns)) and any(selected_cases((op_pattern,)))
         hits = [s for n, s in self.all_specs.items() if fnmatchcase(n, op_pattern)]
         return bool(hits) and not any(s.name in self.specs for s in hits)
 

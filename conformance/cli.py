@@ -21,6 +21,7 @@ from acl_conformance.cases import Case
 from acl_conformance.expectations import ExpectationError
 from acl_conformance.report import Report
 from acl_conformance.runner import Outcome
+from acl_conformance.runtime_cases import runtime_names
 from acl_conformance.suite import Session, default_report_dir
 from acl_core.errors import AclCoreError
 from acl_core.names import resolve, split
@@ -90,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def selected_names(text: str) -> list[str]:
     """The declared op and family names ``--ops`` picks, in their declared case; UnknownName when one picks none."""
     specs = all_specs()
-    names = [*specs, *dict.fromkeys(s.family for s in specs.values())]
+    names = [*specs, *dict.fromkeys(s.family for s in specs.values()), *runtime_names()]
     return resolve(split(text), names, what="declared operator or family")
 
 

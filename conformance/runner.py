@@ -20,6 +20,7 @@ from acl_conformance import tolerances
 from acl_conformance.cases import PLACEMENT_DEPENDENT, Case, Catalog, ErrorPlan, arg_dtypes, sentinel_outputs
 from acl_conformance.compare import Mismatch, compare_outputs, worst_ulps
 from acl_conformance.expectations import Expectation
+from acl_conformance.runtime_cases import run_case as run_runtime_case
 from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
@@ -158,7 +159,9 @@ class Runner:
         """Run one case (expectations not applied) and time it."""
         start = time.perf_counter()
         try:
-            if case.op not in self._ops:
+            if case.kind == "runtime":
+                outcome = run_runtime_case(self, case)
+            elif case.op not in self._ops:
                 outcome = self._skip(case, f"not claimed: capabilities.ops lacks {case.op}")
             elif case.kind == "value":
                 outcome = self._value(case)

@@ -29,8 +29,8 @@ class ReferenceBackend(Backend):
 
     name = "reference"
 
-    def __init__(self) -> None:
-        self._driver = ReferenceDriver()
+    def __init__(self, driver: ReferenceDriver | None = None) -> None:
+        self._driver = driver or ReferenceDriver()
         self._kernels: dict[str, Kernel] = {name: self._bind(fn) for name, fn in all_kernels().items()}
 
     def _bind(self, fn: object) -> Kernel:
@@ -40,6 +40,11 @@ class ReferenceBackend(Backend):
             fn(RefCall(launch, driver))  # type: ignore[operator]
 
         return run
+
+    def launch(self, call: Launch) -> None:
+        """Enqueue the kernel on the call's stream: it runs when the stream is synchronised."""
+        kernel = self.kernels[call.spec.name]
+        self._driver.enqueue(call.stream, lambda: kernel(call), f"aclnn{call.spec.name}")
 
     @property
     def driver(self) -> ReferenceDriver:
@@ -69,7 +74,7 @@ class ReferenceBackend(Backend):
         """What the reference does: every declared op it has a kernel for, on the host CPU."""
         specs = all_specs()
         ops = tuple(sorted(n for n, s in specs.items() if s.kernel_name in self._kernels))
-        notes = {"execution": "eager: work runs when enqueued; events stamp the host clock"}
+        notes = {"execution": self._execution()}
         ranks = self.collectives.max_ranks()
         if ranks > 1 and not _importable("mpi4py"):  # a communicator of 2+ ranks moves its data over MPI
             notes["collectives"] = (
@@ -104,6 +109,11 @@ class ReferenceBackend(Backend):
             notes=notes,
             nominal=self._nominal(),
         )
+
+    def _execution(self) -> str:
+        if self._driver.eager:
+            return "eager (ACL_REFERENCE_EAGER=1): work runs when enqueued"
+        return "deferred: stream work runs at synchronisation; events stamp the host clock when they run"
 
     def _nominal(self) -> dict[str, str]:
         """Why the device count and memory are configured figures: every virtual device is the host."""

@@ -188,13 +188,22 @@ class MpiEngine(CollectiveEngine):
         return dtype in ELEMENT_BYTES and not (reduction and dtype in NOT_REDUCIBLE)
 
     # ------------------------------------------------------------------ memory
-    def _read(self, address: int, nbytes: int) -> bytes:
+    def _read(self, address: int, nbytes: int, stream: object) -> bytes:
+        """Bytes of device memory once the work queued before the collective on ``stream`` has run."""
+        self.driver.run_pending(stream)
         return self.driver.device_bytes(address, nbytes).tobytes()
 
-    def _write(self, address: int, data: bytes | bytearray | memoryview | np.ndarray) -> None:
+    def _write(self, address: int, data: bytes | bytearray | memoryview | np.ndarray, stream: object) -> None:
+        """Enqueue the store of a collective's result on ``stream``: it lands when the stream is synchronised."""
         raw = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data.view(np.uint8)
         if raw.size:
-            self.driver.device_bytes(address, raw.size)[:] = raw.reshape(-1)
+            target = self.driver.device_bytes(address, raw.size)
+            flat = raw.reshape(-1).copy()
+
+            def store() -> None:
+                target[:] = flat
+
+            self.driver.enqueue(stream, store, "collective result")
 
     # ------------------------------------------------------------------ communicators
     def create_root_info(self) -> bytes:
@@ -462,15 +471,15 @@ class MpiEngine(CollectiveEngine):
         stream: object,
     ) -> None:
         """recv = rank-order reduction of every rank's send."""
-        values = _typed(self._read(send, count * ELEMENT_BYTES[dtype]), dtype)
-        self._write(recv, self.all_reduce_values(comm, values, dtype, op))
+        values = _typed(self._read(send, count * ELEMENT_BYTES[dtype], stream), dtype)
+        self._write(recv, self.all_reduce_values(comm, values, dtype, op), stream)
 
     def all_gather(
         self, comm: EngineCommunicator, send: int, recv: int, send_count: int, dtype: HcclDataType, stream: object
     ) -> None:
         """recv = every rank's send in rank order."""
-        raw = self._read(send, send_count * ELEMENT_BYTES[dtype])
-        self._write(recv, b"".join(self.all_gather_values(comm, raw, send_count, dtype)))
+        raw = self._read(send, send_count * ELEMENT_BYTES[dtype], stream)
+        self._write(recv, b"".join(self.all_gather_values(comm, raw, send_count, dtype)), stream)
 
     def broadcast(
         self, comm: EngineCommunicator, buf: int, count: int, dtype: HcclDataType, root: int, stream: object
@@ -478,7 +487,7 @@ class MpiEngine(CollectiveEngine):
         """buf = root's buf."""
         c = self._mine(comm)
         nbytes = count * ELEMENT_BYTES[dtype]
-        raw = self._read(buf, nbytes) if c.rank == root else b""
+        raw = self._read(buf, nbytes, stream) if c.rank == root else b""
         head = self._head(c, Op.BROADCAST, dtype=dtype, count=count, aux=root)
 
         def check(p: int, h: Header) -> str:
@@ -486,7 +495,7 @@ class MpiEngine(CollectiveEngine):
 
         messages = self._exchange(c, Op.BROADCAST, lambda p: head, lambda p: raw, check)
         if c.rank != root:
-            self._write(buf, messages[root].payload)
+            self._write(buf, messages[root].payload, stream)
 
     def reduce_scatter(
         self,
@@ -499,8 +508,8 @@ class MpiEngine(CollectiveEngine):
         stream: object,
     ) -> None:
         """recv = block ``rank`` of the rank-order reduction of every rank's send."""
-        values = _typed(self._read(send, recv_count * comm.size * ELEMENT_BYTES[dtype]), dtype)
-        self._write(recv, self.reduce_scatter_values(comm, values, dtype, op))
+        values = _typed(self._read(send, recv_count * comm.size * ELEMENT_BYTES[dtype], stream), dtype)
+        self._write(recv, self.reduce_scatter_values(comm, values, dtype, op), stream)
 
     def all_to_all_v(
         self,
@@ -520,7 +529,7 @@ class MpiEngine(CollectiveEngine):
         me = c.rank
         if send_counts[me] != recv_counts[me]:
             raise _para(f"this rank sends itself {send_counts[me]} elements but expects {recv_counts[me]}")
-        blocks = [self._read(send + send_displs[p] * size, send_counts[p] * size) for p in range(c.size)]
+        blocks = [self._read(send + send_displs[p] * size, send_counts[p] * size, stream) for p in range(c.size)]
 
         def head(p: int) -> Header:
             return self._head(c, Op.ALL_TO_ALL_V, dtype=dtype, count=send_counts[p], aux=recv_counts[p])
@@ -536,7 +545,7 @@ class MpiEngine(CollectiveEngine):
 
         messages = self._exchange(c, Op.ALL_TO_ALL_V, head, lambda p: blocks[p], check)
         for p in range(c.size):
-            self._write(recv + recv_displs[p] * size, blocks[me] if p == me else messages[p].payload)
+            self._write(recv + recv_displs[p] * size, blocks[me] if p == me else messages[p].payload, stream)
 
     def barrier(self, comm: EngineCommunicator, stream: object) -> None:
         """Every rank has entered once this returns."""
@@ -563,7 +572,7 @@ class MpiEngine(CollectiveEngine):
                     if item.kind is HcclSendRecvType.HCCL_SEND:
                         seq = c.sent[item.peer]
                         c.sent[item.peer] += 1
-                        raw = self._read(item.buf, item.count * ELEMENT_BYTES[item.dtype])
+                        raw = self._read(item.buf, item.count * ELEMENT_BYTES[item.dtype], stream)
                         head = Header(c.uid, Kind.P2P, seq=seq, dtype=item.dtype, count=item.count, rank=c.rank)
                         sends.append(world.post(c.world_ranks[item.peer], head, raw))
                         acks.append((c.uid, Kind.ACK, seq, c.world_ranks[item.peer]))
@@ -578,7 +587,7 @@ class MpiEngine(CollectiveEngine):
                     reply = Header(c.uid, Kind.ACK, seq=seq, dtype=item.dtype, count=item.count, aux=0 if ok else 1)
                     sends.append(world.post(c.world_ranks[item.peer], reply))
                     if ok:
-                        self._write(item.buf, m.payload)
+                        self._write(item.buf, m.payload, stream)
                     else:
                         problems.append(
                             f"rank {item.peer} sent {m.header.count} elements of {HcclDataType(m.header.dtype).name}, "

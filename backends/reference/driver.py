@@ -1,20 +1,31 @@
-"""The reference device: a private address space of NumPy buffers, and streams that run eagerly.
+"""The reference device: a private address space of NumPy buffers, and streams with deferred queues.
 
 Device addresses live at and above ``DEVICE_BASE`` (2**62), a range no x86-64 or AArch64 process can
 map, so a device pointer can never be mistaken for host memory. Addresses are never reused, and
-allocations are separated by guard gaps, so stale and stray pointers stay detectable. Work enqueued
-on a stream runs at once; events record the host clock, which keeps every ordering guarantee of the
-acl contract.
+allocations are separated by guard gaps, so stale and stray pointers stay detectable.
+
+Work enqueued on a stream (async copies and memsets, operator launches, event recordings, waits) is
+kept in that stream's queue and runs, in order, only when the host synchronises: at
+``synchronize_stream``, ``synchronize_event`` or ``synchronize_device``, when a query finds it
+pending, when memory is freed, or when a stream waits on an event of a stream whose recording has
+not run. A program that reads results without synchronising therefore sees the stale bytes a GPU or
+an NPU would show it. Synchronous copies and memsets run at once and wait for no stream (CANN:
+aclrtMemcpy has no implicit stream synchronisation). Events stamp the host clock when their
+recording runs, so elapsed times measure the work between them. ``ACL_REFERENCE_EAGER=1`` runs every
+task when it is enqueued instead (the old behaviour). docs/RUNTIME.md has the whole model.
 """
 
 from __future__ import annotations
 
 import bisect
 import ctypes
+import itertools
 import os
 import threading
 import time
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,22 +37,44 @@ ALIGN = 64
 GUARD = 4096
 DEFAULT_DEVICES = 8
 DEFAULT_MEMORY = 64 << 30
+EAGER_ENV = "ACL_REFERENCE_EAGER"
+"""Set to 1 to run stream work when it is enqueued (no deferred queues)."""
 
 
-@dataclass
+@dataclass(eq=False)
+class Task:
+    """One unit of stream work; ``timestamp_ns`` is when it ran (what an event recording reports)."""
+
+    stream: ReferenceStream
+    run: Callable[[], None]
+    what: str
+    seq: int = 0
+    """Global enqueue order: synchronize_device runs the tasks of several streams in this order."""
+    done: bool = False
+    timestamp_ns: int | None = None
+
+
+@dataclass(eq=False)
 class ReferenceStream:
-    """A reference stream: work runs eagerly; only its identity matters."""
+    """A reference stream: a FIFO of tasks that run at synchronisation, and the first error one raised."""
 
     device: int
     default: bool = False
+    queue: deque[Task] = field(default_factory=deque)
+    error: BaseException | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class ReferenceEvent:
-    """A reference event: the host time (ns) of its last recording."""
+    """A reference event: the task of its latest recording (None: never recorded)."""
 
     device: int
-    timestamp_ns: int | None = None
+    latest: Task | None = None
+
+    @property
+    def timestamp_ns(self) -> int | None:
+        """Host time (ns) at which the latest recording ran, None while it has not."""
+        return None if self.latest is None else self.latest.timestamp_ns
 
 
 def _env_int(name: str, default: int) -> int:
@@ -64,6 +97,11 @@ class ReferenceDriver(Driver):
         self._host: dict[int, np.ndarray] = {}
         self._local = threading.local()
         self._default_streams = {d: ReferenceStream(d, default=True) for d in range(self.devices)}
+        self._streams: list[ReferenceStream] = list(self._default_streams.values())
+        self._queue_lock = threading.RLock()
+        self._seq = itertools.count()
+        self.eager = os.environ.get(EAGER_ENV, "") not in ("", "0")
+        """True when tasks run as they are enqueued (``ACL_REFERENCE_EAGER=1``)."""
         self.views: dict[tuple[object, ...], np.ndarray] = {}
         """NumPy views of tensors by (address, layout); cleared whenever memory is freed."""
 
@@ -110,7 +148,10 @@ class ReferenceDriver(Driver):
             return address
 
     def free(self, address: int) -> None:
-        """Drop the buffer at ``address``."""
+        """Drop the buffer at ``address``, after running the pending work of its device (like cudaFree)."""
+        owner = self._owner.get(address)
+        if owner is not None:
+            self._drain_device(owner)
         with self._lock:
             self.views.clear()
             buffer = self._buffers.pop(address)
@@ -162,64 +203,181 @@ class ReferenceDriver(Driver):
         return self.device_bytes(address, nbytes) if on_device else self.host_bytes(address, nbytes)
 
     def copy(self, dst: int, src: int, nbytes: int, direction: CopyDirection, stream: object | None) -> None:
-        """Copy at once (streams are eager)."""
+        """Copy now (``stream`` None: waits for no stream) or enqueue the copy on ``stream``."""
         src_dev = direction in (CopyDirection.DEVICE_TO_HOST, CopyDirection.DEVICE_TO_DEVICE)
         dst_dev = direction in (CopyDirection.HOST_TO_DEVICE, CopyDirection.DEVICE_TO_DEVICE)
-        np.copyto(self._bytes(dst, nbytes, dst_dev), self._bytes(src, nbytes, src_dev))
+
+        def run() -> None:
+            np.copyto(self._bytes(dst, nbytes, dst_dev), self._bytes(src, nbytes, src_dev))
+
+        self.enqueue(stream, run, f"copy of {nbytes} bytes {direction.name}")
 
     def memset(self, dst: int, value: int, nbytes: int, stream: object | None) -> None:
-        """Fill bytes at once."""
-        target = self.device_bytes(dst, nbytes) if dst >= DEVICE_BASE else self.host_bytes(dst, nbytes)
-        target.fill(value & 0xFF)
+        """Fill bytes now (``stream`` None) or enqueue the fill on ``stream``."""
+
+        def run() -> None:
+            target = self.device_bytes(dst, nbytes) if dst >= DEVICE_BASE else self.host_bytes(dst, nbytes)
+            target.fill(value & 0xFF)
+
+        self.enqueue(stream, run, f"memset of {nbytes} bytes")
 
     def mem_info(self) -> tuple[int, int]:
         """(free, total) of the current device's budget (``ACL_REFERENCE_MEMORY``, default 64 GiB)."""
         return self.capacity - self._used.get(self.current, 0), self.capacity
 
+    # ------------------------------------------------------------------ the deferred queues
+    def enqueue(self, stream: object | None, run: Callable[[], None], what: str) -> Task:
+        """Append ``run`` to ``stream``'s queue; run it now when ``stream`` is None, in eager mode, or inside a task.
+
+        Run now, its error propagates to the caller; queued, the first error of a stream is raised
+        by the stream's (or the device's) next synchronisation, after the rest of its work has run.
+        """
+        s = None if stream is None else _stream(stream)
+        task = Task(s or self._default_streams[self.current], run, what, next(self._seq))
+        if s is None or self.eager or getattr(self._local, "in_task", False):
+            task.timestamp_ns = time.perf_counter_ns()
+            run()
+            task.done = True
+            return task
+        with self._queue_lock:
+            s.queue.append(task)
+        return task
+
+    def _run_task(self, task: Task) -> None:
+        self._local.in_task = True
+        try:
+            task.timestamp_ns = time.perf_counter_ns()
+            task.run()
+        except Exception as exc:  # a kernel's failure surfaces at synchronisation, as on a device
+            if task.stream.error is None:
+                task.stream.error = exc
+        finally:
+            task.done = True
+
+    def _run(self, stream: ReferenceStream, until: Task | None = None) -> None:
+        """Run ``stream``'s tasks in order, all of them or up to and including ``until``."""
+        with self._queue_lock:
+            nested = getattr(self._local, "in_task", False)
+            try:
+                while stream.queue and not (until is not None and until.done):
+                    self._run_task(stream.queue.popleft())
+            finally:
+                self._local.in_task = nested
+
+    def run_pending(self, stream: object) -> None:
+        """Run every task queued on ``stream`` (for engines that must read what earlier work wrote)."""
+        self._run(_stream(stream))
+
+    @staticmethod
+    def _raise_error(stream: ReferenceStream) -> None:
+        error, stream.error = stream.error, None
+        if error is not None:
+            raise error
+
+    def _drain_device(self, device: int) -> list[ReferenceStream]:
+        """Run every queued task of ``device``'s streams in global enqueue order (as a device would roughly)."""
+        with self._queue_lock:
+            streams = [s for s in self._streams if s.device == device]
+            while pending := [s for s in streams if s.queue]:
+                first = min(pending, key=lambda s: s.queue[0].seq)
+                self._run(first, until=first.queue[0])
+        return streams
+
     # ------------------------------------------------------------------ streams and events
     def create_stream(self) -> object:
-        """A new eager stream."""
-        return ReferenceStream(self.current)
+        """A new stream with an empty queue."""
+        stream = ReferenceStream(self.current)
+        with self._queue_lock:
+            self._streams.append(stream)
+        return stream
 
     def default_stream(self) -> object:
         """The current device's default stream."""
         return self._default_streams[self.current]
 
     def destroy_stream(self, stream: object) -> None:
-        """Nothing to release."""
+        """Forget the stream (the shared runtime synchronised it first)."""
+        s = _stream(stream)
+        with self._queue_lock:
+            self._run(s)
+            self._streams.remove(s)
 
     def synchronize_stream(self, stream: object) -> None:
-        """Work already ran."""
+        """Run the stream's queue; raise the first error one of its tasks raised."""
+        s = _stream(stream)
+        self._run(s)
+        self._raise_error(s)
+
+    def synchronize_device(self) -> None:
+        """Run the queue of every stream of the current device; raise the first error found."""
+        for s in self._drain_device(self.current):
+            self._raise_error(s)
 
     def stream_done(self, stream: object) -> bool:
-        """Always complete: work runs when enqueued."""
-        return True
+        """False while work is queued (that work then runs, so it completes "later", as on a device)."""
+        s = _stream(stream)
+        if not s.queue:
+            return True
+        self._run(s)
+        return False
 
     def stream_wait_event(self, stream: object, event: object) -> None:
-        """Already satisfied: the recorded work has run."""
+        """Later work on ``stream`` runs only after ``event``'s latest recording has run."""
+        recording = _event(event).latest
+        if recording is None or recording.done:
+            return
+
+        def wait() -> None:
+            self._run(recording.stream, until=recording)
+
+        self.enqueue(stream, wait, "stream wait on an event")
 
     def create_event(self) -> object:
         """A new event."""
         return ReferenceEvent(self.current)
 
     def destroy_event(self, event: object) -> None:
-        """Nothing to release."""
+        """Nothing to release (a pending recording still runs with its stream)."""
 
     def record_event(self, event: object, stream: object) -> None:
-        """Stamp the host clock."""
-        assert isinstance(event, ReferenceEvent)
-        event.timestamp_ns = time.perf_counter_ns()
+        """Enqueue a recording; it stamps the host clock when it runs."""
+        _event(event).latest = self.enqueue(_stream(stream), _nothing, "event record")
 
     def synchronize_event(self, event: object) -> None:
-        """Recorded work already ran."""
+        """Run the recording's stream up to the recording; raise an error of that stream's earlier work."""
+        recording = _event(event).latest
+        if recording is None:
+            return
+        self._run(recording.stream, until=recording)
+        self._raise_error(recording.stream)
 
     def event_done(self, event: object) -> bool:
-        """Complete once recorded."""
-        return True
+        """True once the latest recording has run; a pending one runs now and reports False this once."""
+        recording = _event(event).latest
+        if recording is None or recording.done:
+            return True
+        self._run(recording.stream, until=recording)
+        return False
 
     def elapsed_ms(self, start: object, end: object) -> float:
-        """Milliseconds between two host timestamps."""
-        assert isinstance(start, ReferenceEvent) and isinstance(end, ReferenceEvent)
-        if start.timestamp_ns is None or end.timestamp_ns is None:
-            raise AclError(RtErrorCode.ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "event was never recorded")
-        return (end.timestamp_ns - start.timestamp_ns) / 1e6
+        """Milliseconds between the host times at which two recordings ran."""
+        t0, t1 = _event(start).timestamp_ns, _event(end).timestamp_ns
+        if t0 is None or t1 is None:
+            raise AclError(RtErrorCode.ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "event was never recorded or has not run")
+        return (t1 - t0) / 1e6
+
+
+def _nothing() -> None:
+    """An event recording's work: none beyond its timestamp."""
+
+
+def _stream(stream: object) -> ReferenceStream:
+    if not isinstance(stream, ReferenceStream):
+        raise AclError(RtErrorCode.ACL_ERROR_RT_PARAM_INVALID, f"{stream!r} is not a reference stream")
+    return stream
+
+
+def _event(event: object) -> ReferenceEvent:
+    if not isinstance(event, ReferenceEvent):
+        raise AclError(RtErrorCode.ACL_ERROR_RT_PARAM_INVALID, f"{event!r} is not a reference event")
+    return event

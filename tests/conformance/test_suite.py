@@ -34,7 +34,7 @@ def test_reference_passes_against_itself(reference_run):
     assert totals["passed"] == totals["cases"] > 1000
     assert totals["skipped"] == 0, "the reference claims every op and dtype it computes"
     kinds = {o.kind for o in report.outcomes}
-    assert kinds == {"value", "error"}, "quick mode runs values and error parity, no Hypothesis"
+    assert kinds == {"value", "error", "runtime"}, "quick mode runs values, error parity and the runtime, no Hypothesis"
 
 
 def test_reference_report_is_consistent_and_self_contained(reference_run):

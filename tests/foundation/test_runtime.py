@@ -152,6 +152,7 @@ def test_streams_and_events(rt: Runtime) -> None:
     rt.record_event(e1, s)
     rt.record_event(e2, None)  # the default stream
     rt.stream_wait_event(s, e2)
+    rt.synchronize_stream(s)  # e1's recording, then the wait for e2's
     rt.synchronize_event(e2)
     assert rt.query_event(e2) is EventStatus.ACL_EVENT_STATUS_COMPLETE
     assert rt.event_elapsed_time(e1, e2) >= 0.0

@@ -71,7 +71,8 @@ def to_device(data: np.ndarray | bytes) -> int:
 
 
 def from_device(address: int, size: int) -> bytes:
-    """``size`` bytes at a device address."""
+    """``size`` bytes at a device address, once the default stream's collectives have run (as a program must)."""
+    assert acl.rt.synchronize_stream(None) == OK
     out = np.zeros(max(size, 1), np.uint8)
     assert acl.rt.memcpy(acl.util.numpy_to_ptr(out), out.size, address, size, 2) == OK
     return out[:size].tobytes()
