@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -101,6 +102,11 @@ class BackendRegistration:
     ``probe`` must be cheap and must not import vendor libraries: it returns None when the backend
     can start here, otherwise the reason it cannot (with the remedy). ``factory`` builds the
     backend and is called at most once per process, only after ``probe`` returned None.
+
+    ``expectations`` and ``tolerance_overrides`` are what the plugin ships for the conformance
+    suite: the path of its expectations file (TOML, the format of ``acl_conformance.expectations``;
+    ``--expectations`` still wins) and ``acl_conformance.tolerances.Override`` entries for its
+    documented accuracy, each with its reason. acl-core's own files never need to know the plugin.
     """
 
     name: str
@@ -109,3 +115,5 @@ class BackendRegistration:
     priority: int = 0
     summary: str = ""
     extra: Mapping[str, str] = field(default_factory=dict)
+    expectations: str | os.PathLike[str] | None = None
+    tolerance_overrides: Sequence[Any] = ()

@@ -10,9 +10,8 @@ from collections.abc import Mapping
 from importlib import metadata
 
 from acl_core.backend import Backend, Kernel, Launch
-from acl_core.capabilities import Capabilities, Platform
+from acl_core.capabilities import Capabilities, Platform, declared_formats, derive_op_dtypes
 from acl_core.dtypes import DataType
-from acl_core.formats import PLAIN_FORMATS
 from acl_core.spec.ops import all_specs
 from acl_reference.call import RefCall
 from acl_reference.collectives import MpiEngine, engine_for
@@ -66,7 +65,7 @@ class ReferenceBackend(Backend):
 
     @functools.cache  # noqa: B019 - one backend object per process
     def capabilities(self) -> Capabilities:
-        """What the reference does: every declared op it has a kernel for, on the host CPU."""
+        """What the reference does: every declared op it has a kernel for, in every dtype and format it declares."""
         specs = all_specs()
         ops = tuple(sorted(n for n, s in specs.items() if s.kernel_name in self._kernels))
         notes = {"execution": "eager: work runs when enqueued; events stamp the host clock"}
@@ -79,6 +78,7 @@ class ReferenceBackend(Backend):
             ranks = 1
         else:
             notes["collectives"] = "one rank per MPI process: the communicator spans the MPI world (1 outside mpiexec)"
+        claimed = [specs[n] for n in ops]
         return Capabilities(
             backend=self.name,
             backend_version=_version(),
@@ -91,8 +91,9 @@ class ReferenceBackend(Backend):
             warp_size=1,
             unified_memory=True,
             dtypes=COMPUTE_DTYPES,
-            formats=tuple(sorted(PLAIN_FORMATS)),
+            formats=declared_formats(claimed),
             ops=ops,
+            op_dtypes=derive_op_dtypes(claimed, COMPUTE_DTYPES),
             mx_use_hw=False,
             fp8_matmul_hw=False,
             tf32_hw=False,

@@ -9,9 +9,8 @@ from collections.abc import Mapping
 from importlib import metadata
 
 from acl_core.backend import Backend, Kernel
-from acl_core.capabilities import Capabilities, Platform
+from acl_core.capabilities import Capabilities, Platform, declared_formats, derive_op_dtypes
 from acl_core.errors import AclError, BackendUnavailableError
-from acl_core.formats import PLAIN_FORMATS
 from acl_core.spec.collective import CollectiveEngine
 from acl_core.spec.ops import all_specs
 from acl_rocm.arch import ArchPolicy, lookup, resolve_policy, with_warp_size
@@ -149,6 +148,7 @@ class RocmBackend(Backend):
         _free, total = self.provider.mem_info()
         specs = all_specs()
         ops = tuple(sorted(n for n, s in specs.items() if s.kernel_name in self._kernels))
+        claimed = [specs[n] for n in ops]
         engine = self.collectives
         blas_ops = [n for n in ("Matmul", "Mm", "BatchMatMul", "Addmm", "Baddbmm") if n in self._kernels]
         notes = {
@@ -180,8 +180,9 @@ class RocmBackend(Backend):
             warp_size=p.warp_size,
             unified_memory=p.integrated,
             dtypes=tuple(sorted(SUPPORTED)),
-            formats=tuple(sorted(PLAIN_FORMATS)),
+            formats=declared_formats(claimed),
             ops=ops,
+            op_dtypes=derive_op_dtypes(claimed, SUPPORTED),
             mx_use_hw=False,  # no native MX GEMM yet, even where policy.mx_use_hw holds (gfx950, sm_100+)
             fp8_matmul_hw=self.quant_matmul.fp8_hw and "QuantMatmulV5" in self._kernels,
             tf32_hw=arch.tf32_hw,

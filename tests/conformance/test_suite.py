@@ -36,7 +36,9 @@ def test_reference_passes_against_itself(reference_run):
     assert totals["passed"] == totals["cases"] > 1000
     assert totals["skipped"] == 0, "the reference claims every op and dtype it computes"
     kinds = {o.kind for o in report.outcomes}
-    assert kinds == {"value", "error"}, "quick mode runs values and error parity, no Hypothesis"
+    assert kinds == {"value", "error", "claim", "flag"}, "quick mode runs values, error parity, claims; no Hypothesis"
+    claims = [o for o in report.outcomes if o.kind == "claim"]
+    assert len(claims) == len(report.declared), "one claimed-dtypes case per op"
     assert seconds < 180, f"quick mode took {seconds:.0f} s"
 
 
