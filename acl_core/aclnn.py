@@ -473,15 +473,15 @@ _claims: weakref.WeakKeyDictionary[Backend, dict[str, _Claim]] = weakref.WeakKey
 
 
 def _claim(spec: OpSpec, backend: Backend) -> _Claim:
-    """(dtypes, formats, tensor parameter names) ``spec`` claims on ``backend``, from its capabilities, cached."""
+    """(dtypes, formats, tensor parameter names) ``spec`` claims on ``backend`` (:meth:`Backend.claim`), cached."""
     per_op = _claims.get(backend)
     if per_op is None:
         per_op = _claims.setdefault(backend, {})
     found = per_op.get(spec.name)
     if found is None:
-        caps = backend.capabilities()
+        dtypes, formats = backend.claim(spec.name)
         names = tuple(p.name for p in spec.params if p.kind in (Kind.TENSOR, Kind.TENSOR_LIST))
-        found = per_op[spec.name] = (caps.op_claim(spec.name), frozenset(caps.formats), names)
+        found = per_op[spec.name] = (dtypes, formats, names)
     return found
 
 

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from acl_core.capabilities import Capabilities
+    from acl_core.dtypes import DataType
+    from acl_core.formats import Format
     from acl_core.runtime import Runtime
     from acl_core.spec.collective import CollectiveEngine
     from acl_core.spec.opspec import OpSpec
@@ -81,6 +83,14 @@ class Backend(ABC):
         from acl_core.runtime import Runtime
 
         return Runtime(self.name, self.driver)
+
+    def claim(self, op: str) -> tuple[frozenset[DataType], frozenset[Format]]:
+        """The tensor dtypes and formats ``op`` accepts here; phase 1 refuses any other (default: capabilities()).
+
+        Override only to answer without measuring the device (the answer must equal the capabilities').
+        """
+        caps = self.capabilities()
+        return caps.op_claim(op), frozenset(caps.formats)
 
     def launch(self, call: Launch) -> None:
         """Enqueue one validated operator call on its stream (the default runs the kernel at once)."""

@@ -25,8 +25,8 @@ from acl_core.dtypes import from_numpy
 from acl_core.errors import AclCoreError
 from acl_core.spec.opspec import Kind, OpSpec, OutInfo, Role, Sample
 
-DERIVED = "(derived)"
-"""The suffix of a derived sample's note: ``"<base note> as int8 (derived)"``."""
+DERIVED = "derived from"
+"""Marks a derived sample's note: ``"int8 self, derived from <base note>"`` (its dtype comes first)."""
 
 OPT_OUTS: dict[str, dict[str, str]] = {
     "TransMatmulWeight": {
@@ -270,7 +270,7 @@ def _first_valid(spec: OpSpec, samples: Sequence[Sample], name: str, dtype: D, w
             refusal, _ = _check(spec, args)
             if refusal is None:
                 note = sample.note or "sample"
-                return replace(sample, args=args, note=f"{note} {name} as {dtype.short} {DERIVED}")
+                return replace(sample, args=args, note=f"{dtype.short} {name}, {DERIVED} {note}")
             why.setdefault(dtype, f"the op's validation refuses every call derived from its samples: {refusal}")
     return None
 
@@ -287,7 +287,7 @@ def _explicit_out(
         args = {**sample.args, name: np.zeros(info.shape, np_dtype)}
         refusal, _ = _check(spec, args)
         if refusal is None:
-            return replace(sample, args=args, note=f"{sample.note or 'sample'} {name} as {dtype.short} {DERIVED}")
+            return replace(sample, args=args, note=f"{dtype.short} {name}, {DERIVED} {sample.note or 'sample'}")
         why.setdefault(dtype, f"the op's validation refuses every derived output dtype: {refusal}")
     why.setdefault(dtype, f"the output rule fixes {name}'s dtype from the inputs, and no input derivation reaches it")
     return None

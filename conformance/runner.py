@@ -36,8 +36,8 @@ from acl_core.dtypes import DataType as D
 from acl_core.dtypes import from_numpy
 from acl_core.eager import to_scalar
 from acl_core.errors import AclCoreError, AclnnStatus, code_name
-from acl_core.spec.accuracy import Accuracy, accuracy_of, elements_per_output
 from acl_core.formats import Format
+from acl_core.spec.accuracy import Accuracy, accuracy_of, elements_per_output
 from acl_core.spec.opspec import Kind, OpSpec, Sample
 from acl_core.tensor import (
     AclBoolArray,
@@ -163,6 +163,7 @@ class Runner:
         self.last_worst_ulps: dict[str, int] = {}
         """The worst ulp error per float output of the last judged call that passed (for the report)."""
         self._magnitude_cache: OrderedDict[tuple[str, int], tuple[dict[str, Any], Outputs | None]] = OrderedDict()
+        self._by_op: dict[str, list[Case]] | None = None
         self.not_run: Callable[[Case], bool] = lambda case: False
         """True for a case that will not run whatever the capabilities say (the session's skip expectations)."""
 
@@ -405,8 +406,12 @@ class Runner:
         """Every dtype some quick value case of ``op`` runs with on this backend (inputs and outputs, all claimed)."""
         spec = self.spec(op)
         proven: set[D] = set()
-        for c in self.catalog.all_cases():
-            if c.op != op or c.kind != "value" or not c.quick or self.not_run(c):
+        if self._by_op is None:
+            self._by_op = {}
+            for c in self.catalog.all_cases():
+                self._by_op.setdefault(c.op, []).append(c)
+        for c in self._by_op.get(op, []):
+            if c.kind != "value" or not c.quick or self.not_run(c):
                 continue
             sample = self.catalog.sample(op, c.sample)
             ref = self.reference_outputs(op, c.sample)
