@@ -19,8 +19,11 @@ from acl_reference.driver import DEFAULT_DEVICES, DEFAULT_MEMORY, ReferenceDrive
 from acl_reference.kernels import all_kernels
 
 COMPUTE_DTYPES: tuple[DataType, ...] = tuple(
-    sorted(d for d in DataType if d.numpy is not None and d not in (DataType.ACL_UINT1,))
+    sorted(
+        d for d in DataType if (d.numpy is not None or d is DataType.ACL_HIFLOAT8) and d not in (DataType.ACL_UINT1,)
+    )
 )
+"""Every dtype the reference kernels read and write (HiFloat8, which has no NumPy type, through lowp_io)."""
 
 
 class ReferenceBackend(Backend):
