@@ -12,6 +12,7 @@ from __future__ import annotations
 import operator
 import re
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,7 +22,7 @@ from acl_core.errors import AclCoreError, AclError, AclnnError, AclnnStatus
 from acl_core.plugin import get_backend
 from acl_core.runtime import Range, Runtime
 from acl_core.spec.ops import all_specs, get_spec
-from acl_core.spec.opspec import Call, OpSpec
+from acl_core.spec.opspec import Call, Kind, OpSpec
 from acl_core.spec.validate import bind_values, signer, validate
 from acl_core.tensor import (
     AclBoolArray,
@@ -467,6 +468,47 @@ _cache: OrderedDict[tuple[object, ...], _Validated] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
+_Claim = tuple[frozenset[Any], frozenset[Any], tuple[str, ...]]
+_claims: weakref.WeakKeyDictionary[Backend, dict[str, _Claim]] = weakref.WeakKeyDictionary()
+
+
+def _claim(spec: OpSpec, backend: Backend) -> _Claim:
+    """(dtypes, formats, tensor parameter names) ``spec`` claims on ``backend`` (:meth:`Backend.claim`), cached."""
+    per_op = _claims.get(backend)
+    if per_op is None:
+        per_op = _claims.setdefault(backend, {})
+    found = per_op.get(spec.name)
+    if found is None:
+        dtypes, formats = backend.claim(spec.name)
+        names = tuple(p.name for p in spec.params if p.kind in (Kind.TENSOR, Kind.TENSOR_LIST))
+        found = per_op[spec.name] = (dtypes, formats, names)
+    return found
+
+
+def _refuse_unclaimed(spec: OpSpec, backend: Backend, call: Call) -> None:
+    """161002 for a tensor whose dtype or format the backend's capabilities do not claim for this operator.
+
+    Runs on phase 1's validating path only (a signature-cache hit was checked when it was cached), so
+    a kernel never sees a call its backend does not claim.
+    """
+    dtypes, formats, names = _claim(spec, backend)
+    for name in names:
+        value = call.args.get(name)
+        members = value.tensors if type(value) is AclTensorList else (value,) if value is not None else ()
+        for t in members:
+            if t.dtype not in dtypes:
+                raise AclnnError(
+                    AclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                    f"aclnn{spec.name}: backend {backend.name} does not claim dtype {t.dtype.short} for {name} "
+                    f"(it claims {', '.join(sorted(d.short for d in dtypes)) or 'none'})",
+                )
+            if t.format not in formats:
+                raise AclnnError(
+                    AclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                    f"aclnn{spec.name}: backend {backend.name} does not claim format {t.format.name} for {name}",
+                )
+
+
 def get_workspace_size(
     spec: OpSpec, args: Sequence[Any], kwargs: dict[str, Any] | None = None, backend: Backend | None = None
 ) -> tuple[int, AclOpExecutor]:
@@ -487,6 +529,7 @@ def get_workspace_size(
             return hit.size, hit.executor(spec, values, backend)
     runtime = backend.runtime
     call = validate(spec, dict(zip(names, values)), runtime)
+    _refuse_unclaimed(spec, backend, call)
     if spec.kernel_name not in backend.kernels:
         raise AclnnError(
             AclnnStatus.ACLNN_ERR_INNER_FIND_KERNEL_ERROR,

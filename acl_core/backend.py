@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import functools
+import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from acl_core.capabilities import Capabilities
+    from acl_core.dtypes import DataType
+    from acl_core.formats import Format
     from acl_core.runtime import Runtime
     from acl_core.spec.collective import CollectiveEngine
     from acl_core.spec.opspec import OpSpec
@@ -81,6 +84,14 @@ class Backend(ABC):
 
         return Runtime(self.name, self.driver)
 
+    def claim(self, op: str) -> tuple[frozenset[DataType], frozenset[Format]]:
+        """The tensor dtypes and formats ``op`` accepts here; phase 1 refuses any other (default: capabilities()).
+
+        Override only to answer without measuring the device (the answer must equal the capabilities').
+        """
+        caps = self.capabilities()
+        return caps.op_claim(op), frozenset(caps.formats)
+
     def launch(self, call: Launch) -> None:
         """Enqueue one validated operator call on its stream (the default runs the kernel at once)."""
         self.kernels[call.spec.name](call)
@@ -101,6 +112,11 @@ class BackendRegistration:
     ``probe`` must be cheap and must not import vendor libraries: it returns None when the backend
     can start here, otherwise the reason it cannot (with the remedy). ``factory`` builds the
     backend and is called at most once per process, only after ``probe`` returned None.
+
+    ``expectations`` and ``tolerance_overrides`` are what the plugin ships for the conformance
+    suite: the path of its expectations file (TOML, the format of ``acl_conformance.expectations``;
+    ``--expectations`` still wins) and ``acl_conformance.tolerances.Override`` entries for its
+    documented accuracy, each with its reason. acl-core's own files never need to know the plugin.
     """
 
     name: str
@@ -109,3 +125,5 @@ class BackendRegistration:
     priority: int = 0
     summary: str = ""
     extra: Mapping[str, str] = field(default_factory=dict)
+    expectations: str | os.PathLike[str] | None = None
+    tolerance_overrides: Sequence[Any] = ()

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from enum import Enum
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from acl_core.dtypes import DataType
-from acl_core.formats import Format
+from acl_core.formats import PLAIN_FORMATS, Format
+
+if TYPE_CHECKING:
+    from acl_core.spec.opspec import OpSpec
 
 
 class Platform(str, Enum):
@@ -42,6 +46,11 @@ class Capabilities(BaseModel):
     dtypes: tuple[DataType, ...] = Field(description="element types the backend computes with")
     formats: tuple[Format, ...] = Field(description="tensor formats the backend accepts")
     ops: tuple[str, ...] = Field(description="aclnn operators implemented (names without the aclnn prefix)")
+    op_dtypes: dict[str, tuple[DataType, ...]] = Field(
+        default_factory=dict,
+        description="per operator, the tensor dtypes it computes with (within 'dtypes'); an op absent here claims "
+        "every dtype of 'dtypes'. Phase 1 refuses any other dtype (161002); conformance proves every claimed pair",
+    )
     mx_use_hw: bool = Field(description="native microscaling (MX) GEMM in hardware is used")
     fp8_matmul_hw: bool = Field(description="fp8 GEMM runs on fp8 matrix hardware")
     tf32_hw: bool = Field(description="the hardware has a TF32-class fp32 GEMM mode")
@@ -73,6 +82,11 @@ class Capabilities(BaseModel):
         """True when the backend computes with ``dtype``."""
         return dtype in self.dtypes
 
+    def op_claim(self, op: str) -> frozenset[DataType]:
+        """The tensor dtypes ``op`` claims: its ``op_dtypes`` entry (else every dtype) within ``dtypes``."""
+        found = self.op_dtypes.get(op)
+        return frozenset(self.dtypes if found is None else set(found) & set(self.dtypes))
+
     def to_json(self) -> str:
         """JSON with enum members written by name (the form ``acl-core caps --json`` prints)."""
         return json.dumps(self.to_jsonable(), indent=2, sort_keys=True)
@@ -82,7 +96,41 @@ class Capabilities(BaseModel):
         data = self.model_dump(mode="json")
         data["dtypes"] = [DataType(d).name for d in self.dtypes]
         data["formats"] = [Format(f).name for f in self.formats]
+        data["op_dtypes"] = {op: [DataType(d).name for d in ds] for op, ds in self.op_dtypes.items()}
         return data
+
+
+def declared_dtypes(spec: OpSpec) -> frozenset[DataType] | None:
+    """Every dtype a tensor parameter of ``spec`` declares; None when one declares no set (any dtype)."""
+    from acl_core.spec.opspec import Kind
+
+    found: set[DataType] = set()
+    for p in spec.params:
+        if p.kind in (Kind.TENSOR, Kind.TENSOR_LIST):
+            if p.dtypes is None:
+                return None
+            found |= p.dtypes
+    return frozenset(found)
+
+
+def derive_op_dtypes(specs: Iterable[OpSpec], computes: Iterable[DataType]) -> dict[str, tuple[DataType, ...]]:
+    """Per-op claims for a backend whose kernels compute every declared dtype among ``computes``."""
+    have = frozenset(computes)
+    claims: dict[str, tuple[DataType, ...]] = {}
+    for spec in specs:
+        declared = declared_dtypes(spec)
+        claims[spec.name] = tuple(sorted(have if declared is None else declared & have))
+    return claims
+
+
+def declared_formats(specs: Iterable[OpSpec]) -> tuple[Format, ...]:
+    """The plain formats plus every private format a parameter of ``specs`` declares (FRACTAL_NZ...)."""
+    found = set(PLAIN_FORMATS)
+    for spec in specs:
+        for p in spec.params:
+            if p.formats is not None:
+                found |= p.formats
+    return tuple(sorted(found))
 
 
 def capabilities_json_schema() -> dict[str, Any]:
@@ -91,6 +139,10 @@ def capabilities_json_schema() -> dict[str, Any]:
     props = schema["properties"]
     props["dtypes"] = {"type": "array", "items": {"enum": [d.name for d in DataType]}}
     props["formats"] = {"type": "array", "items": {"enum": [f.name for f in Format]}}
+    props["op_dtypes"] = {
+        "type": "object",
+        "additionalProperties": {"type": "array", "items": {"enum": [d.name for d in DataType]}},
+    }
     schema.pop("$defs", None)
     props["platform"] = {"enum": [p.value for p in Platform]}
     return schema

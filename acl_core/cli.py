@@ -56,6 +56,8 @@ def _cmd_caps(args: argparse.Namespace) -> int:
     for key, value in data.items():
         if isinstance(value, list):
             value = f"{len(value)}: " + ", ".join(str(v) for v in value[:12]) + (" …" if len(value) > 12 else "")
+        elif key == "op_dtypes":
+            value = f"{len(value)} ops, each with its own dtypes (--json lists them)"
         elif key == "memory_bytes":
             value = f"{value} ({value / (1 << 30):.1f} GiB)"
         if key in nominal:

@@ -95,6 +95,12 @@ class _Registry:
                 self._registrations[reg.name] = (reg, source)
                 self._broken.pop(reg.name, None)
 
+    def registration(self, name: str) -> BackendRegistration | None:
+        with self._lock:
+            self._ensure_loaded()
+            found = self._registrations.get(name)
+            return found[0] if found is not None else None
+
     def register(self, plugin: object, name: str | None = None) -> None:
         """Register a plugin object directly (tests, notebooks); it wins over entry points of the same name."""
         with self._lock:
@@ -216,6 +222,11 @@ def get_backend(name: str | None = None) -> Backend:
     nothing falls back to another backend.
     """
     return _registry.get(name)
+
+
+def get_registration(name: str) -> BackendRegistration | None:
+    """The registration that offers backend ``name`` (its conformance files among its fields), or None."""
+    return _registry.registration(name)
 
 
 def use_backend(name: str | None) -> Backend | None:

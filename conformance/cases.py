@@ -9,6 +9,12 @@ Every declared operator yields
   parameters (a required handle passed as null → 161001; a tensor of a dtype outside its declared
   set → 161002; an output of the wrong shape → 161002; an input whose device allocation is too
   short for its view → 161002);
+* one **claim** case: every dtype the backend claims for the op (among those the op declares) is
+  used by at least one quick value case that runs; a claimed pair without one fails as
+  "claimed, unproven" (value cases for uncovered declared dtypes are derived by
+  :mod:`acl_conformance.dtype_cover`, so the reference proves every pair it claims);
+* a **flag** case for a GEMM (:mod:`acl_conformance.flags`): its fp32 error class follows
+  ``tf32_enabled``;
 * in full mode, **hypothesis** cases: new values (and, for elementwise ops, new shapes) drawn
   around a few representative samples.
 
@@ -27,11 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from acl_conformance import derived
+from acl_conformance import derived, dtype_cover, flags
 from acl_conformance.runtime_cases import catalog_cases, selected_cases
 from acl_core.dtypes import DataType as D
 from acl_core.dtypes import from_numpy
 from acl_core.errors import AclnnStatus
+from acl_core.formats import Format
 from acl_core.spec.opspec import ErrorSample, Kind, OpSpec, Role, Sample
 
 if TYPE_CHECKING:
@@ -74,6 +81,9 @@ BAD_DTYPES: tuple[D, ...] = (
 )
 """Where a wrong dtype for a parameter is picked from: the first one its declared set lacks."""
 
+CLAIM_NOTE = "claimed dtypes proven"
+"""The note of each op's claim case (its id is ``claim:claimed dtypes proven``)."""
+
 Args = dict[str, Any]
 Builder = Callable[["Backend", "dict[str, Any] | None"], tuple[Args, list[Any]]]
 """Makes an error case's arguments on one backend, given the reference's outputs of the base sample."""
@@ -114,16 +124,37 @@ def _seed(seed: int, op: str) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(op.encode())])
 
 
+def _as_array(value: Any) -> np.ndarray | None:
+    """The array a tensor argument becomes: NumPy arrays as they are, NumPy and Python scalars as 0-d arrays."""
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, (np.generic, bool, int, float, complex)):
+        return np.asarray(value)  # what acl_core.eager places for it
+    return None
+
+
 def tensor_arrays(spec: OpSpec, args: Args) -> Iterator[tuple[str, np.ndarray]]:
-    """(parameter, array) for every NumPy array a sample passes to a tensor or tensor-list parameter."""
+    """(parameter, array) for every value a sample passes to a tensor or tensor-list parameter.
+
+    0-d NumPy scalars and Python numbers count as the 0-d arrays they are placed as, so they are
+    gated by dtype like any tensor (a ``bool`` scalar is a bool tensor).
+    """
     for p in spec.params:
         value = args.get(p.name)
-        if p.kind is Kind.TENSOR and isinstance(value, np.ndarray):
-            yield p.name, value
+        if p.kind is Kind.TENSOR:
+            arr = _as_array(value)
+            if arr is not None:
+                yield p.name, arr
         elif p.kind is Kind.TENSOR_LIST and isinstance(value, (list, tuple)):
             for i, v in enumerate(value):
-                if isinstance(v, np.ndarray):
-                    yield f"{p.name}[{i}]", v
+                arr = _as_array(v)
+                if arr is not None:
+                    yield f"{p.name}[{i}]", arr
+
+
+def arg_formats(spec: OpSpec, args: Args) -> set[Format]:
+    """The aclFormats a call's tensors are placed in: ND unless a value names its own (NzArray)."""
+    return {Format(int(getattr(arr, "acl_format", Format.ACL_FORMAT_ND))) for _, arr in tensor_arrays(spec, args)}
 
 
 def arg_dtypes(spec: OpSpec, args: Args) -> set[D]:
@@ -162,17 +193,22 @@ class OpCases:
     def __init__(self, spec: OpSpec, seed: int) -> None:
         self.spec = spec
         self.samples: list[Sample] = list(spec.samples(_seed(seed, spec.name))) if spec.samples else []
+        self.written = len(self.samples)
+        """Samples from the spec; those after them are derived for uncovered dtypes (contiguous cases only)."""
+        covering, self.underivable = dtype_cover.derive(spec, self.samples)
+        """Declared dtypes no sample covers and none could be derived for, with the reason."""
+        self.samples += covering
         self.error_samples: list[ErrorSample] = (
             list(spec.error_samples(_seed(seed + 1, spec.name))) if spec.error_samples else []
         )
         key = [seed + 2, zlib.crc32(spec.name.encode())]
         self.derived: list[derived.Derived] = derived.accepted(
-            spec, derived.derive(spec, self.samples, lambda n: np.random.default_rng([*key, n % 2**32]))
+            spec, derived.derive(spec, self.samples[: self.written], lambda n: np.random.default_rng([*key, n % 2**32]))
         )
         """Samples derived from the spec's (size tiers, values, dims, attributes): indices after ``samples``."""
         self.expanded: dict[int, Sample] = {}
         """Each sample's stride-0 twin (its ``expanded`` case), by sample index."""
-        for i, s in enumerate(self.samples):
+        for i, s in enumerate(self.samples[: self.written]):
             twin = derived.expanded(spec, s)
             if twin is not None:
                 self.expanded[i] = twin
@@ -202,7 +238,11 @@ class OpCases:
         notes = [s.note or f"sample {i}" for i, s in enumerate(self.samples)]
         for i, (sample, note) in enumerate(zip(self.samples, notes)):
             add("value", note, "@contiguous", sample=i)
-            layouts = _meaningful_layouts(spec, sample.args) + (["expanded"] if i in self.expanded else [])
+            layouts = (
+                _meaningful_layouts(spec, sample.args) + (["expanded"] if i in self.expanded else [])
+                if i < self.written
+                else []
+            )
             for j, layout in enumerate(layouts):
                 add("value", note, f"@{layout}", sample=i, layout=layout, quick=(j == i % len(layouts)))
         for i, d in enumerate(self.derived, len(self.samples)):
@@ -214,6 +254,9 @@ class OpCases:
             add("error", note, error=plan)
         for i in self._hypothesis_samples():
             add("hypothesis", notes[i], sample=i, quick=False)
+        if spec.name in flags.TF32_OPS:
+            add("flag", flags.TF32_NOTE)
+        add("claim", CLAIM_NOTE)
         return found
 
     # -------------------------------------------------------------------------------- generic errors
@@ -269,7 +312,7 @@ class OpCases:
     def _hypothesis_samples(self) -> list[int]:
         chosen: list[int] = []
         seen: set[tuple[Any, ...]] = set()
-        for i, s in enumerate(self.samples):
+        for i, s in enumerate(self.samples[: self.written]):
             arrays = [a for _, a in tensor_arrays(self.spec, s.args)]
             if not arrays or any(a.size == 0 for a in arrays):
                 continue

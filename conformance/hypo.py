@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import ml_dtypes
 import numpy as np
 
-from acl_conformance.cases import HYPOTHESIS_EXAMPLES, Case, arg_dtypes
+from acl_conformance.cases import HYPOTHESIS_EXAMPLES, Case, arg_dtypes, arg_formats
 from acl_core.dtypes import DataType as D
 from acl_core.dtypes import from_numpy
 from acl_core.eager import LAYOUTS
@@ -193,7 +193,9 @@ def run_hypothesis(runner: Runner, case: Case) -> Outcome:
         return runner._fail(case, "reference", f"the reference rejects this sample: {ref.error}")
     from acl_conformance.runner import _output_dtypes
 
-    skipped = runner.gate(case, arg_dtypes(spec, sample.args) | _output_dtypes(ref.outputs))
+    skipped = runner.gate(
+        case, arg_dtypes(spec, sample.args) | _output_dtypes(ref.outputs), arg_formats(spec, sample.args)
+    )
     if skipped:
         return skipped
     examples = {"run": 0, "rejected": 0}

@@ -294,6 +294,8 @@ def render_html(data: Mapping[str, Any]) -> str:
     for k, v in data["capabilities"].items():
         if isinstance(v, list):
             v = f"{len(v)}: " + ", ".join(str(x) for x in v)
+        elif isinstance(v, dict) and k == "op_dtypes":
+            v = "; ".join(f"{a}: {', '.join(b)}" for a, b in v.items()) or "-"
         elif isinstance(v, dict):
             v = "; ".join(f"{a}={b}" for a, b in v.items()) or "-"
         caps_rows.append([f"<code>{_e(k)}</code>", f'<span class="mono">{_e(v)}</span>'])

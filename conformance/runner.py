@@ -1,8 +1,9 @@
 """Running one case on the backend under test and on the reference, and judging the difference.
 
 The runner never looks at a backend's name to decide anything: an op missing from
-``capabilities().ops`` or a case using a dtype missing from ``capabilities().dtypes`` is skipped
-with that reason; a case the capabilities claim must then behave as on the reference.
+``capabilities().ops``, a case using a dtype the op does not claim (``capabilities().op_claim``)
+or a tensor format missing from ``capabilities().formats`` is skipped with that reason; a case the
+capabilities claim must then behave as on the reference.
 """
 
 from __future__ import annotations
@@ -16,17 +17,27 @@ from typing import Any
 
 import numpy as np
 
-from acl_conformance import tolerances
-from acl_conformance.cases import PLACEMENT_DEPENDENT, Case, Catalog, ErrorPlan, arg_dtypes, sentinel_outputs
+from acl_conformance import flags, tolerances
+from acl_conformance.cases import (
+    PLACEMENT_DEPENDENT,
+    Case,
+    Catalog,
+    ErrorPlan,
+    arg_dtypes,
+    arg_formats,
+    sentinel_outputs,
+)
 from acl_conformance.compare import Mismatch, compare_outputs, worst_ulps
 from acl_conformance.expectations import Expectation
 from acl_conformance.runtime_cases import run_case as run_runtime_case
 from acl_core import eager
 from acl_core.backend import Backend
+from acl_core.capabilities import declared_dtypes
 from acl_core.dtypes import DataType as D
 from acl_core.dtypes import from_numpy
 from acl_core.eager import to_scalar
 from acl_core.errors import AclCoreError, AclnnStatus, code_name
+from acl_core.formats import Format
 from acl_core.spec.accuracy import Accuracy, accuracy_of, elements_per_output
 from acl_core.spec.opspec import Kind, OpSpec, Sample
 from acl_core.tensor import (
@@ -146,13 +157,16 @@ class Runner:
         self.catalog = catalog
         self.caps = backend.capabilities()
         self._ops = frozenset(self.caps.ops)
-        self._dtypes = frozenset(self.caps.dtypes)
+        self._formats = frozenset(self.caps.formats)
         self._op_overrides = op_overrides
         self._backend_overrides = backend_overrides
         self._ref_cache: OrderedDict[tuple[str, int], _RefResult] = OrderedDict()
         self.last_worst_ulps: dict[str, int] = {}
         """The worst ulp error per float output of the last judged call that passed (for the report)."""
         self._magnitude_cache: OrderedDict[tuple[str, int], tuple[dict[str, Any], Outputs | None]] = OrderedDict()
+        self._by_op: dict[str, list[Case]] | None = None
+        self.not_run: Callable[[Case], bool] = lambda case: False
+        """True for a case that will not run whatever the capabilities say (the session's skip expectations)."""
 
     # ------------------------------------------------------------------------------------ public
     def run(self, case: Case) -> Outcome:
@@ -167,6 +181,10 @@ class Runner:
                 outcome = self._value(case)
             elif case.kind == "error":
                 outcome = self._error(case)
+            elif case.kind == "flag":
+                outcome = flags.run_tf32(self, case)
+            elif case.kind == "claim":
+                outcome = self._claim(case)
             elif case.kind == "hypothesis":
                 from acl_conformance.hypo import run_hypothesis
 
@@ -205,9 +223,10 @@ class Runner:
             self._ref_cache.popitem(last=False)
         return result
 
-    def unclaimed_dtypes(self, dtypes: set[D]) -> list[D]:
-        """The dtypes among ``dtypes`` that the capabilities do not claim."""
-        return sorted(d for d in dtypes if d not in self._dtypes)
+    def unclaimed_dtypes(self, op: str, dtypes: set[D]) -> list[D]:
+        """The dtypes among ``dtypes`` that the capabilities do not claim for ``op``."""
+        claim = self.caps.op_claim(op)
+        return sorted(d for d in dtypes if d not in claim)
 
     def accuracy(self, op: str) -> Accuracy | None:
         """The accuracy class of ``op`` (its spec's, its base's or its family's; None: the table)."""
@@ -259,12 +278,27 @@ class Runner:
         length_of = accuracy.length_of or elements_per_output
         return length_of(args, expected), self.magnitudes(op, args)
 
-    def gate(self, case: Case, dtypes: set[D]) -> Outcome | None:
-        """A skipped outcome when the case uses a dtype the capabilities do not claim."""
-        missing = self.unclaimed_dtypes(dtypes)
+    def gate(self, case: Case, dtypes: set[D], formats: set[Format] | None = None) -> Outcome | None:
+        """A skipped outcome when the case uses a dtype the op does not claim or a format the backend does not.
+
+        An error case may use a dtype the op does not declare at all (the shared validator refuses it
+        before any claim matters): such a dtype needs only the backend-wide claim.
+        """
+        if case.kind == "error":
+            declared = declared_dtypes(self.spec(case.op))
+            if declared is not None:
+                dtypes = {d for d in dtypes if d in declared or d not in self.caps.dtypes}
+        missing = self.unclaimed_dtypes(case.op, dtypes)
         if missing:
-            names = ", ".join(d.short for d in missing)
-            return self._skip(case, f"not claimed: capabilities.dtypes lacks {names}")
+            wide = [d.short for d in missing if d not in self.caps.dtypes]
+            where = f"dtypes lacks {', '.join(wide)}" if wide else ""
+            narrow = [d.short for d in missing if d in self.caps.dtypes]
+            if narrow:
+                where += ("; " if where else "") + f"op_dtypes[{case.op}] lacks {', '.join(narrow)}"
+            return self._skip(case, f"not claimed: capabilities.{where}")
+        lacking = sorted(f for f in formats or () if f not in self._formats)
+        if lacking:
+            return self._skip(case, f"not claimed: capabilities.formats lacks {', '.join(f.name for f in lacking)}")
         return None
 
     def placed_call(self, backend: Backend, op: str, args: dict[str, Any], layout: str, shapes: Outputs) -> Outputs:
@@ -360,16 +394,65 @@ class Runner:
         if ref.outputs is None:
             assert ref.error is not None
             return self._fail(case, "reference", f"the reference rejects this sample: {ref.error}")
-        skipped = self.gate(case, arg_dtypes(self.spec(case.op), sample.args) | _output_dtypes(ref.outputs))
+        spec = self.spec(case.op)
+        skipped = self.gate(
+            case, arg_dtypes(spec, sample.args) | _output_dtypes(ref.outputs), arg_formats(spec, sample.args)
+        )
         if skipped:
             return skipped
-        verdict = self.judge(case, sample.args, case.layout, ref.outputs, sample)
+        expected = ref.outputs
+        if self.caps.tf32_enabled and (hf32 := flags.tf32_args(spec, sample.args)) is not None:
+            expected = eager.run(case.op, self.reference, op_args=hf32)  # TF32 claimed: TF32's result is right
+        verdict = self.judge(case, sample.args, case.layout, expected, sample)
         if verdict is None:
             passed = self._pass(case)
             if self.last_worst_ulps:
                 passed.detail = {"worst_ulp": self.last_worst_ulps}
             return passed
         return self._fail(case, *verdict)
+
+    def proven_dtypes(self, op: str) -> set[D]:
+        """Every dtype some quick value case of ``op`` runs with on this backend (inputs and outputs, all claimed)."""
+        spec = self.spec(op)
+        proven: set[D] = set()
+        if self._by_op is None:
+            self._by_op = {}
+            for c in self.catalog.all_cases():
+                self._by_op.setdefault(c.op, []).append(c)
+        for c in self._by_op.get(op, []):
+            if c.kind != "value" or not c.quick or self.not_run(c):
+                continue
+            sample = self.catalog.sample(op, c.sample)
+            ref = self.reference_outputs(op, c.sample)
+            if ref.outputs is None:
+                continue
+            dtypes = arg_dtypes(spec, sample.args) | _output_dtypes(ref.outputs)
+            if self.unclaimed_dtypes(op, dtypes) or not arg_formats(spec, sample.args) <= self._formats:
+                continue
+            proven |= dtypes
+        return proven
+
+    def _claim(self, case: Case) -> Outcome:
+        """Fail "claimed, unproven" when a dtype the op claims (and declares) runs in no value case."""
+        spec = self.spec(case.op)
+        declared = {d for p in spec.params if p.kind in (Kind.TENSOR, Kind.TENSOR_LIST) for d in p.dtypes or ()}
+        required = self.caps.op_claim(case.op) & declared
+        missing = sorted(required - self.proven_dtypes(case.op))
+        underivable = self.catalog.op(case.op).underivable
+        opted = {d.short: underivable[d] for d in missing if d in underivable}
+        unproven = [d.short for d in missing if d.short not in opted]
+        if unproven:
+            return self._fail(
+                case,
+                "unproven",
+                f"claimed, unproven: {case.op} claims {', '.join(unproven)} but no value case runs "
+                f"{'it' if len(unproven) == 1 else 'them'} (claims: capabilities.op_claim)",
+                {"unproven": unproven, "opted_out": opted},
+            )
+        outcome = self._pass(case)
+        if opted:
+            outcome.message = "no case can exist: " + "; ".join(f"{d}: {r}" for d, r in opted.items())
+        return outcome
 
     def _error(self, case: Case) -> Outcome:
         plan = case.error

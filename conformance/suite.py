@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from acl_conformance import expectations as expect
@@ -15,8 +16,8 @@ from acl_conformance import tolerances
 from acl_conformance.cases import PLACEMENT_DEPENDENT, Case, Catalog
 from acl_conformance.report import Report, versions
 from acl_conformance.runner import Outcome, Runner, apply_expectation
-from acl_core.backend import Backend
-from acl_core.plugin import get_backend
+from acl_core.backend import Backend, BackendRegistration
+from acl_core.plugin import get_backend, get_registration
 from acl_core.spec.ops import all_specs
 
 REFERENCE = "reference"
@@ -48,8 +49,14 @@ class Session:
         self.reference = get_backend(REFERENCE)
         self.mode = mode
         self.catalog = Catalog(all_specs(), seed=seed, ops=ops)
+        registration = get_registration(self.backend.name)
+        if expectations is None and registration is not None and registration.expectations is not None:
+            expectations = Path(registration.expectations)  # the plugin's own file (--expectations wins)
         self.entries, self.expectations_file = expect.load_for(self.backend.name, expectations)
-        self.runner = Runner(self.backend, self.reference, self.catalog)
+        self.plugin_overrides = plugin_overrides(self.backend.name, registration)
+        self.backend_overrides = (*tolerances.BACKEND_OVERRIDES, *self.plugin_overrides)
+        self.runner = Runner(self.backend, self.reference, self.catalog, backend_overrides=self.backend_overrides)
+        self.runner.not_run = self._skipped_by_expectation
         self.capabilities = self.runner.caps
 
     def cases(self) -> list[Case]:
@@ -59,6 +66,10 @@ class Session:
     def expectation(self, case: Case) -> expect.Expectation | None:
         """The expectation entry that decides ``case``, if any."""
         return expect.match(self.entries, case.op, case.case_id)
+
+    def _skipped_by_expectation(self, case: Case) -> bool:
+        entry = self.expectation(case)
+        return entry is not None and entry.status == "skip"
 
     def run_case(self, case: Case) -> Outcome:
         """Run one case with its expectation applied (a skip entry means it does not run)."""
@@ -93,7 +104,7 @@ class Session:
         stale = sorted(set(PLACEMENT_DEPENDENT) - set(self.catalog.all_specs))
         if stale:
             found.append(f"PLACEMENT_DEPENDENT names ops no spec declares: {', '.join(stale)}")
-        found += tolerances.check_table([*tolerances.OP_OVERRIDES, *tolerances.BACKEND_OVERRIDES])
+        found += tolerances.check_table([*tolerances.OP_OVERRIDES, *self.backend_overrides])
         return found
 
     def report(self, outcomes: list[Outcome], seconds: float = 0.0) -> Report:
@@ -123,6 +134,21 @@ class Session:
             if progress is not None:
                 progress(case, outcome)
         return self.report(outcomes, time.perf_counter() - start)
+
+
+def plugin_overrides(backend: str, registration: BackendRegistration | None) -> tuple[tolerances.Override, ...]:
+    """The tolerance overrides a backend's plugin ships, pinned to that backend (ValueError for a wrong entry)."""
+    if registration is None:
+        return ()
+    found = []
+    for entry in registration.tolerance_overrides:
+        if not isinstance(entry, tolerances.Override):
+            raise ValueError(
+                f"backend {backend}: tolerance_overrides holds {type(entry).__name__}, "
+                "not acl_conformance.tolerances.Override"
+            )
+        found.append(replace(entry, backend=backend))
+    return tuple(found)
 
 
 def default_report_dir(backend: str) -> Path:

@@ -10,9 +10,8 @@ from collections.abc import Mapping
 from importlib import metadata
 
 from acl_core.backend import Backend, Kernel, Launch
-from acl_core.capabilities import Capabilities, Platform
+from acl_core.capabilities import Capabilities, Platform, declared_formats, derive_op_dtypes
 from acl_core.dtypes import DataType
-from acl_core.formats import PLAIN_FORMATS
 from acl_core.spec.ops import all_specs
 from acl_reference.call import RefCall
 from acl_reference.collectives import MpiEngine, engine_for
@@ -20,8 +19,11 @@ from acl_reference.driver import DEFAULT_DEVICES, DEFAULT_MEMORY, ReferenceDrive
 from acl_reference.kernels import all_kernels
 
 COMPUTE_DTYPES: tuple[DataType, ...] = tuple(
-    sorted(d for d in DataType if d.numpy is not None and d not in (DataType.ACL_UINT1,))
+    sorted(
+        d for d in DataType if (d.numpy is not None or d is DataType.ACL_HIFLOAT8) and d not in (DataType.ACL_UINT1,)
+    )
 )
+"""Every dtype the reference kernels read and write (HiFloat8, which has no NumPy type, through lowp_io)."""
 
 
 class ReferenceBackend(Backend):
@@ -71,7 +73,7 @@ class ReferenceBackend(Backend):
 
     @functools.cache  # noqa: B019 - one backend object per process
     def capabilities(self) -> Capabilities:
-        """What the reference does: every declared op it has a kernel for, on the host CPU."""
+        """What the reference does: every declared op it has a kernel for, in every dtype and format it declares."""
         specs = all_specs()
         ops = tuple(sorted(n for n, s in specs.items() if s.kernel_name in self._kernels))
         notes = {"execution": self._execution()}
@@ -84,6 +86,7 @@ class ReferenceBackend(Backend):
             ranks = 1
         else:
             notes["collectives"] = "one rank per MPI process: the communicator spans the MPI world (1 outside mpiexec)"
+        claimed = [specs[n] for n in ops]
         return Capabilities(
             backend=self.name,
             backend_version=_version(),
@@ -96,8 +99,9 @@ class ReferenceBackend(Backend):
             warp_size=1,
             unified_memory=True,
             dtypes=COMPUTE_DTYPES,
-            formats=tuple(sorted(PLAIN_FORMATS)),
+            formats=declared_formats(claimed),
             ops=ops,
+            op_dtypes=derive_op_dtypes(claimed, COMPUTE_DTYPES),
             mx_use_hw=False,
             fp8_matmul_hw=False,
             tf32_hw=False,

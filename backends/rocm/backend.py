@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from importlib import metadata
 
 from acl_core.backend import Backend, Kernel
-from acl_core.capabilities import Capabilities, Platform
+from acl_core.capabilities import Capabilities, Platform, declared_formats, derive_op_dtypes
+from acl_core.dtypes import DataType as D
 from acl_core.errors import AclError, BackendUnavailableError
-from acl_core.formats import PLAIN_FORMATS
+from acl_core.formats import Format
 from acl_core.spec.collective import CollectiveEngine
 from acl_core.spec.ops import all_specs
 from acl_rocm.arch import ArchPolicy, lookup, resolve_policy, with_warp_size
@@ -141,6 +142,18 @@ class RocmBackend(Backend):
         return function
 
     # ------------------------------------------------------------------ capabilities
+    @functools.cached_property
+    def _claims(self) -> tuple[dict[str, tuple[D, ...]], tuple[Format, ...]]:
+        """Per-op dtypes and the formats, from the kernel tables alone (no device query, no collectives)."""
+        specs = all_specs()
+        claimed = [s for s in specs.values() if s.kernel_name in self._kernels]
+        return derive_op_dtypes(claimed, SUPPORTED), declared_formats(claimed)
+
+    def claim(self, op: str) -> tuple[frozenset[D], frozenset[Format]]:
+        """What phase 1 lets through for ``op``: the same sets :meth:`capabilities` reports, without opening engines."""
+        op_dtypes, formats = self._claims
+        return frozenset(op_dtypes.get(op, SUPPORTED)), frozenset(formats)
+
     @functools.cache  # noqa: B019 - one backend object per process
     def capabilities(self) -> Capabilities:
         """What this device and these kernels do, read from the device and the kernel tables."""
@@ -149,6 +162,7 @@ class RocmBackend(Backend):
         _free, total = self.provider.mem_info()
         specs = all_specs()
         ops = tuple(sorted(n for n, s in specs.items() if s.kernel_name in self._kernels))
+        op_dtypes, formats = self._claims
         engine = self.collectives
         blas_ops = [n for n in ("Matmul", "Mm", "BatchMatMul", "Addmm", "Baddbmm") if n in self._kernels]
         notes = {
@@ -180,8 +194,9 @@ class RocmBackend(Backend):
             warp_size=p.warp_size,
             unified_memory=p.integrated,
             dtypes=tuple(sorted(SUPPORTED)),
-            formats=tuple(sorted(PLAIN_FORMATS)),
+            formats=formats,
             ops=ops,
+            op_dtypes=op_dtypes,
             mx_use_hw=False,  # no native MX GEMM yet, even where policy.mx_use_hw holds (gfx950, sm_100+)
             fp8_matmul_hw=self.quant_matmul.fp8_hw and "QuantMatmulV5" in self._kernels,
             tf32_hw=arch.tf32_hw,

@@ -34,7 +34,9 @@ def test_reference_passes_against_itself(reference_run):
     assert totals["passed"] == totals["cases"] > 1000
     assert totals["skipped"] == 0, "the reference claims every op and dtype it computes"
     kinds = {o.kind for o in report.outcomes}
-    assert kinds == {"value", "error", "runtime"}, "quick mode runs values, error parity and the runtime, no Hypothesis"
+    assert kinds == {"value", "error", "runtime", "claim", "flag"}, "quick mode: values, errors, runtime, claims; no Hypothesis"
+    claims = [o for o in report.outcomes if o.kind == "claim"]
+    assert len(claims) == len(report.declared), "one claimed-dtypes case per op"
 
 
 def test_reference_report_is_consistent_and_self_contained(reference_run):
@@ -69,7 +71,7 @@ def test_perturbed_output_fails_and_the_report_names_the_op(tmp_path):
     for o in report.failed:
         assert o.kind == "value" and o.failure == "value"
         assert o.detail["output"] == "out" and "out:" in o.message
-        if o.case.startswith(("int", "bool")):  # the cast toward zero moves negatives; bools all become True
+        if o.case.startswith(("int", "uint", "bool")):  # the cast toward zero moves negatives; bools all become True
             assert o.detail["tolerance"] == "exact"
         else:
             assert 0 < o.detail["max_abs_error"] <= 0.2, "a 1e-2 shift, rounded to the output dtype"

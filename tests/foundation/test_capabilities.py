@@ -24,7 +24,10 @@ def test_reference_capabilities_are_frozen_and_honest() -> None:
     assert caps.platform.value == "cpu" and caps.warp_size == 1
     assert not caps.mx_use_hw and not caps.fp8_matmul_hw and not caps.tf32_enabled
     assert caps.supports_op("Add") and caps.supports_dtype(DataType.ACL_BF16)
-    assert not caps.supports_dtype(DataType.ACL_HIFLOAT8)  # no NumPy type: the reference cannot compute with it
+    # HiFloat8 has no NumPy type, but the reference reads and writes it (lowp_io): its ops claim it
+    assert caps.supports_dtype(DataType.ACL_HIFLOAT8) and DataType.ACL_HIFLOAT8 in caps.op_claim("Cast")
+    assert DataType.ACL_HIFLOAT8 not in caps.op_claim("Add")  # per-op claims: Add does not declare it
+    assert not caps.supports_dtype(DataType.ACL_UINT1)
     backend = acl_core.get_backend("reference")
     specs = all_specs()
     # The oracle computes every declared operator, and each claim is backed by a kernel (an expectation

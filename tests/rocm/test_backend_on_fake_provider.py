@@ -13,6 +13,7 @@ from acl_core import aclnn
 from acl_core.aclnn import execute, get_workspace_size
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclError, AclnnError, BackendUnavailableError
+from acl_core.formats import Format
 from acl_core.spec.ops import get_spec
 from acl_core.spec.runtime import MemcpyKind
 from acl_core.tensor import AclTensor
@@ -40,6 +41,16 @@ def test_capabilities_come_from_the_provider_and_the_kernel_tables(fake: tuple[R
     assert all(caps.supports_op(op) for op in OPS)
     assert caps.tf32_hw and not caps.tf32_enabled and not caps.mx_use_hw and not caps.fp8_matmul_hw
     assert caps.notes["arch_family"] == "Hopper"
+
+
+def test_phase_one_claims_equal_the_capabilities_and_open_no_engine(fake: tuple[RocmBackend, FakeProvider]) -> None:
+    backend, _ = fake
+    for op in ("Add", "Abs", "Gather", "Cast"):
+        dtypes, formats = backend.claim(op)
+        assert backend._collectives is None, "phase 1 must not open the collective engine"
+        assert dtypes and dtypes <= SUPPORTED and Format.ACL_FORMAT_ND in formats
+    caps = backend.capabilities()
+    assert all(backend.claim(op) == (caps.op_claim(op), frozenset(caps.formats)) for op in caps.ops)
 
 
 def test_a_gfx1151_device_reports_wave32_and_no_tf32(tmp_path: Path) -> None:
