@@ -61,6 +61,16 @@ def test_int_input_to_float_ops_gives_float32(rng: np.random.Generator) -> None:
     assert_close(got, torch.sqrt(torch.from_numpy(x)).numpy())
 
 
+@pytest.mark.parametrize("op", ["Sin", "Cos", "Exp", "Sqrt"])
+def test_int_extremes_compute_on_their_float32_value(op: str) -> None:
+    """An integer input is cast to the float output type first (as torch and CANN do), not computed exactly."""
+    x = np.array([2**31 - 1, -(2**31), 2**24 + 1, 16777217 * 3], dtype=np.int32)
+    name = "input" if op == "Cos" else "self"
+    got = ref(op, **{name: x})["out"]
+    expected = to_numpy(getattr(torch, op.lower())(to_torch(x)))
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_fast_gelu_matches_its_formula(rng: np.random.Generator) -> None:
     x = rng.uniform(-6, 6, size=(64,))
     got = ref("FastGelu", self=x)["out"]

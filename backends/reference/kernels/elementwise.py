@@ -190,8 +190,15 @@ def logical_not(k: RefCall) -> None:
 
 # ----------------------------------------------------------------------------- unary math
 def _float_in(k: RefCall, name: str = "self") -> Array:
+    """A float op's input, widened; integer and bool inputs first become the output's float type, as
+    CANN casts them before computing (sin of int32 2**31-1 is the sine of float32 2**31)."""
     dt = k.dtype(name)
-    return k.read(name, np.complex128 if dt.is_complex else np.float64)
+    if dt.is_complex:
+        return k.read(name, np.complex128)
+    x = k.read(name)
+    if not dt.is_float:
+        x = x.astype(k.dtype("out").numpy)
+    return x.astype(np.float64)
 
 
 _UNARY: dict[str, Callable[[Array], Array]] = {
