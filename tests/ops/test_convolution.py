@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from acl_core.errors import AclnnError
 from acl_core.spec.ops import get_spec
 from tests.conftest import assert_close
+from tests.ops.test_matmul import hf32_by_frexp
 from tests.ops.torch_ref import ref, to_numpy, to_torch
 
 BF16 = ml_dtypes.bfloat16
@@ -160,12 +161,25 @@ def test_mixed_dtypes_promote_and_plain_output_may_be_wider(rng: np.random.Gener
     assert_close(got, F.conv2d(_f64(x), _f64(w)).numpy())
 
 
+OPERAND_ROUNDING: dict[int, Callable[[np.ndarray], np.ndarray]] = {
+    0: lambda a: a.astype(np.float64),
+    1: hf32_by_frexp,  # ALLOW_FP32_DOWN_PRECISION: HF32, as for Matmul
+    2: lambda a: a.astype(np.float16).astype(np.float64),  # USE_FP16
+    3: hf32_by_frexp,  # USE_HF32
+}
+
+
 @pytest.mark.parametrize("cube", [0, 1, 2, 3])
-def test_cube_math_type_is_accepted_and_never_lowers_precision(cube: int, rng: np.random.Generator) -> None:
+def test_cube_math_type_rounds_fp32_operands_as_for_matmul(cube: int, rng: np.random.Generator) -> None:
     x = rng.uniform(-2, 2, (1, 3, 6, 6)).astype(np.float32)
     w = rng.uniform(-1, 1, (4, 3, 3, 3)).astype(np.float32)
     got = _conv(x, w, stride=[1, 1], padding=[1, 1], dilation=[1, 1], cube=cube)
-    assert_close(got, F.conv2d(_f64(x), _f64(w), padding=1).numpy(), atol=1e-6, rtol=1e-6)
+    rounded = OPERAND_ROUNDING[cube]
+    expected = F.conv2d(torch.from_numpy(rounded(x)), torch.from_numpy(rounded(w)), padding=1).numpy()
+    assert_close(got, expected, atol=1e-6, rtol=1e-6)
+    if cube:  # the rounding is visible: the exact product of the unrounded operands differs
+        exact = F.conv2d(_f64(x), _f64(w), padding=1).numpy()
+        assert np.abs(got - exact).max() > 1e-5
 
 
 def test_empty_batch_and_views(rng: np.random.Generator) -> None:

@@ -3,8 +3,9 @@
 A convolution sums, for every kernel offset, the weight slice at that offset times the input window
 it meets (a strided slice of the padded input). A transposed convolution does the reverse: each input
 position scatters ``input · weight`` to ``position·stride + offset·dilation``, and the padding is
-then cropped from the edges. Everything runs in float64; ``cubeMathType`` never lowers the precision
-here (the reference is the exact answer that down-precision modes are measured against).
+then cropped from the edges. Everything runs in float64, on operands rounded as ``cubeMathType``
+asks (fp32 inputs: 1 and 3 HF32, 2 fp16), exactly as the matmul family's reference does: the mode is
+a contract about the operands, so a backend honouring it gives the same products.
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from acl_core.spec.ops.matmul import operand_precision
+from acl_core.spec.promotion import promote_types
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
+from acl_reference.kernels.matmul import reduce_precision
 
 Array = np.ndarray
 _ALL3: tuple[slice, ...] = (slice(None),) * 3  # batch, group, channel-in-group
@@ -82,7 +86,10 @@ def convolve_transposed(
 def convolution(k: RefCall) -> None:
     """output = conv(input, weight) + bias, or its transposed form, per the validated plan."""
     p = k.plan
-    x, w = k.read("input", np.float64), k.read("weight", np.float64)
+    x, w = k.read("input"), k.read("weight")
+    compute = promote_types(k["input"].dtype, k["weight"].dtype)
+    precision = operand_precision(compute, int(k["cubeMathType"]), "Convolution", strict=False)
+    x, w = reduce_precision(x, precision), reduce_precision(w, precision)
     fn = convolve_transposed if p["transposed"] else convolve
     with np.errstate(invalid="ignore", over="ignore"):
         y = fn(x, w, p["stride"], p["pads"], p["dilation"], p["groups"], p["sizes"])
