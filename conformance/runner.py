@@ -533,12 +533,17 @@ def _detail(problems: list[Mismatch]) -> dict[str, Any]:
 
 
 def _absolute(value: Any) -> Any:
-    """A float array (or list of them) as its absolute values; anything else unchanged."""
+    """A float array (or list of them) as its absolute values, NaN and ±Inf as 0; anything else unchanged.
+
+    Non-finite inputs are left out of ``M``: where the reference's result is finite none took part,
+    and an ``M`` that is still infinite then says the finite terms alone overflow the format.
+    """
     if isinstance(value, list):
         return [_absolute(v) for v in value]
     if isinstance(value, np.ndarray) and value.dtype.kind in "fcV":
         wide = np.complex128 if value.dtype.kind == "c" else np.float64
-        return np.abs(value.astype(wide)).astype(value.dtype)
+        magnitude = np.abs(value.astype(wide))
+        return np.where(np.isfinite(magnitude), magnitude, 0.0).astype(value.dtype)
     return value
 
 

@@ -203,6 +203,20 @@ def test_reduction_class_bound_grows_with_length_and_magnitude():
     assert m is not None and "γ_n·M" in m.message
 
 
+def test_reduction_whose_finite_terms_overflow_is_left_uncompared_and_counted():
+    acc = A.reduction(accumulate=D.ACL_DOUBLE)
+    big = np.finfo(np.float64).max
+    # rows [max, max, -max] and [-inf, max, max]: summed in another order, inf / max and -inf / NaN
+    expected = np.array([big, -np.inf, 3.0])
+    magnitude = np.array([np.inf, np.inf, 3.0])  # Σ|finite terms|: the first two overflow, the third does not
+    actual = np.array([np.inf, np.nan, 3.0])
+    assert compare_array("out", actual, expected, _class(acc, 3), magnitude) is None
+    wrong = np.array([np.inf, np.nan, np.nan])  # a NaN where the finite terms stay in range is still a failure
+    m = compare_array("out", wrong, expected, _class(acc, 3), magnitude)
+    assert m is not None and m.detail["mismatched"] == 1 and m.detail["overflowing"] == 2
+    assert compare_array("out", actual, expected, _class(acc, 3), np.full(3, 3.0)) is not None
+
+
 def test_lookup_order_class_then_sample_then_op_then_backend():
     exp = A.ulp(2)
     assert lookup("Exp", D.ACL_FLOAT, "cpu", accuracy=exp).kind == "ulp"

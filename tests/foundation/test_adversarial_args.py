@@ -20,7 +20,7 @@ from acl_core import aclnn, eager
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclnnError
-from acl_core.plugin import get_backend
+from acl_core.plugin import get_backend, use_backend
 from acl_core.spec.ops import all_specs, get_spec
 from acl_core.spec.opspec import Kind
 from acl_core.spec.validate import c_int_range
@@ -29,6 +29,12 @@ from tests.foundation.adversarial import INTERNAL, Baseline, Overrun, baseline, 
 
 NULLPTR, INVALID = 161001, 161002
 DEADLINE = 2.0
+
+
+@pytest.fixture(autouse=True)
+def _reference_is_the_default() -> None:
+    """The C front end calls the default backend; a test elsewhere in this worker may have changed it."""
+    use_backend("reference")
 
 
 @pytest.fixture(scope="module")

@@ -915,8 +915,13 @@ def _phase2(spec: OpSpec, built: Built, size: int, executor: Any, misuse: str, o
                 return
             ret, expect = int(result), REFUSE
         message = aclnn.aclGetRecentErrMsg() if ret else "accepted"
-        out.worse(classify_code(ret, message if ret else "", expect), "phase 2", ret, message)
-        rt.synchronize_stream(stream)
+        stage = "phase 2"
+        if ret == 0:
+            try:
+                rt.synchronize_stream(stream)
+            except AclCoreError as exc:  # a data-dependent kernel error surfaces here, as on a GPU
+                ret, message, stage = exc.code, exc.message, "synchronize"
+        out.worse(classify_code(ret, message if ret else "", expect), stage, ret, message)
     finally:
         rt.destroy_stream(stream)
 
