@@ -149,9 +149,14 @@ class DeviceArray:
         return self._tensor
 
     def storage_bytes(self) -> np.ndarray:
-        """A host copy of the whole storage as bytes."""
+        """A host copy of the whole storage as bytes, once the device's queued work has run.
+
+        Like torch's ``.cpu()``, reading waits for the device (aclrtMemcpy alone waits for no stream), so
+        a result read here is never stale; a deferred kernel error surfaces here as its typed error.
+        """
         host = np.empty(self.nbytes, dtype=np.uint8)
         rt = self.backend.runtime
+        rt.synchronize_device()
         rt.register_host(host.ctypes.data, host.nbytes, host)
         try:
             rt.memcpy(host.ctypes.data, host.nbytes, self.address, self.nbytes, MemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST)

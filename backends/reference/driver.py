@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from acl_core.errors import AclError, RtErrorCode
+from acl_core.errors import AclCoreError, AclError, AclnnError, AclnnStatus, RtErrorCode
 from acl_core.spec.runtime import CopyDirection, Driver
 
 DEVICE_BASE = 1 << 62
@@ -250,6 +250,10 @@ class ReferenceDriver(Driver):
             task.run()
         except Exception as exc:  # a kernel's failure surfaces at synchronisation, as on a device
             if task.stream.error is None:
+                if not isinstance(exc, AclCoreError):  # a broken kernel: an internal error, never a raw exception
+                    wrapped = AclnnError(AclnnStatus.ACLNN_ERR_INNER, f"a task raised {type(exc).__name__}: {exc}")
+                    wrapped.__cause__ = exc
+                    exc = wrapped
                 task.stream.error = exc
         finally:
             task.done = True

@@ -916,11 +916,12 @@ def _phase2(spec: OpSpec, built: Built, size: int, executor: Any, misuse: str, o
             ret, expect = int(result), REFUSE
         message = aclnn.aclGetRecentErrMsg() if ret else "accepted"
         stage = "phase 2"
-        if ret == 0:
-            try:
-                rt.synchronize_stream(stream)
-            except AclCoreError as exc:  # a data-dependent kernel error surfaces here, as on a GPU
+        if ret == 0:  # the queued work runs here (and can hang here); a kernel's error surfaces here, as on a GPU
+            _, exc, seconds = timed(lambda: rt.synchronize_stream(stream), limit)
+            if isinstance(exc, AclCoreError):
                 ret, message, stage = exc.code, exc.message, "synchronize"
+            elif _judge_exception(out, exc, seconds, limit, "synchronize"):
+                return
         out.worse(classify_code(ret, message if ret else "", expect), stage, ret, message)
     finally:
         rt.destroy_stream(stream)

@@ -82,7 +82,11 @@ def empty(size: int) -> int:
 
 
 def host(address: int, size: int) -> bytes:
-    """The first ``size`` bytes at a device address."""
+    """The first ``size`` bytes at a device address, once the device's queued work has run.
+
+    aclrtMemcpy waits for no stream: a collective enqueued on a stream is only seen after a synchronisation.
+    """
+    assert acl.rt.synchronize_device() == 0
     out = np.zeros(max(size, 1), np.uint8)
     assert acl.rt.memcpy(acl.util.numpy_to_ptr(out), out.size, address, size, 2) == 0
     return out[:size].tobytes()
