@@ -198,9 +198,10 @@ def _launch_add(backend: ReferenceBackend, stream: int) -> tuple[eager.DeviceArr
 def test_an_operator_launch_runs_at_synchronisation(backend: ReferenceBackend) -> None:
     s = backend.runtime.create_stream()
     out, keep = _launch_add(backend, s)
-    assert (out.numpy() == 0).all()  # read without synchronising: the kernel has not run
+    raw = _read(backend.runtime, out.address, out.nbytes)  # aclrtMemcpy without synchronising: not run yet
+    assert (raw == 0).all()
+    np.testing.assert_array_equal(out.numpy(), np.arange(6, dtype=np.float32) + 10)  # numpy() waits, as .cpu() does
     backend.runtime.synchronize_stream(s)
-    np.testing.assert_array_equal(out.numpy(), np.arange(6, dtype=np.float32) + 10)
     assert keep
 
 
