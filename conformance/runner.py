@@ -38,7 +38,7 @@ from acl_core.dtypes import from_numpy
 from acl_core.eager import to_scalar
 from acl_core.errors import AclCoreError, AclnnStatus, code_name
 from acl_core.formats import Format
-from acl_core.spec.accuracy import Accuracy, accuracy_of, elements_per_output
+from acl_core.spec.accuracy import Accuracy, accuracy_of, elements_per_output, relative_scale
 from acl_core.spec.opspec import Kind, OpSpec, Sample
 from acl_core.tensor import (
     AclBoolArray,
@@ -271,11 +271,14 @@ class Runner:
         return result
 
     def _bound_inputs(self, op: str, args: dict[str, Any], expected: Outputs) -> tuple[int, Outputs | None]:
-        """(reduction length, magnitudes) of one case under a reduction class; (1, None) otherwise."""
+        """(reduction length, magnitudes; a composite: its scale S) of one case under a bound class; else (1, None)."""
         accuracy = self.accuracy(op)
-        if accuracy is None or accuracy.kind != "reduction":
+        if accuracy is None or accuracy.kind not in ("reduction", "composite"):
             return 1, None
         length_of = accuracy.length_of or elements_per_output
+        if accuracy.kind == "composite":
+            scale_of = accuracy.scale_of or relative_scale
+            return length_of(args, expected), scale_of(args, expected)
         return length_of(args, expected), self.magnitudes(op, args)
 
     def gate(self, case: Case, dtypes: set[D], formats: set[Format] | None = None) -> Outcome | None:

@@ -1,7 +1,7 @@
 """The conformance suite's tolerances: the op's accuracy class first, then the table, and the lookup.
 
 A float output is compared in ulps of its dtype under the op's accuracy class
-(:mod:`acl_core.spec.accuracy`: ``exact``, ``ulp``, ``reduction``), or as
+(:mod:`acl_core.spec.accuracy`: ``exact``, ``ulp``, ``reduction``, ``composite``), or as
 ``|actual - expected| <= atol + rtol * |expected|`` under the per-dtype table for ops without a
 class. Either way NaN positions must match (payload free) and an infinity must meet the same
 infinity; classes that define it compare the sign of zero. The tolerance is looked up in four steps,
@@ -124,6 +124,10 @@ def from_class(op: str, dtype: D, accuracy: Accuracy, length: int = 1) -> Tolera
     if accuracy.kind == "reduction":
         gamma = accuracy.gamma(length, dtype)
         return Tolerance(0.0, 0.0, source, accuracy.reason, "reduction", 1.0, gamma, accuracy.signed_zero)
+    if accuracy.kind == "composite":
+        # the reduction's formula, over the row and the elementwise steps after it; M is the op's scale S
+        gamma = accuracy.gamma(length + accuracy.steps, dtype)
+        return Tolerance(0.0, 0.0, source, accuracy.reason, "reduction", 1.0, gamma, accuracy.signed_zero)
     return None
 
 
@@ -140,7 +144,7 @@ def lookup(
 ) -> Tolerance:
     """The tolerance for one output: class (else dtype default) → sample's own → per-op → per-backend.
 
-    ``length`` is the case's reduction length (for a ``reduction`` class). The last match wins.
+    ``length`` is the case's reduction length (for a ``reduction`` or ``composite`` class). The last match wins.
     """
     if not (dtype.is_float or dtype.is_complex):
         return EXACT

@@ -18,6 +18,12 @@ implementation may land, measured in units in the last place (ulps) of the outpu
   to the absolute values of its float inputs (``Σ|x_i|`` for a sum, ``|A|·|B|`` for a GEMM) and the
   1 ulp covers the output rounding of both sides. A backend that accumulates in a 16-bit type
   exceeds it at every realistic length.
+- :func:`composite` — row ops built from a reduction and elementwise steps (softmax, norms): the
+  reduction bound with ``n`` the row length plus ``steps`` elementwise roundings, ``γ_{n+steps}·S +
+  1 ulp``, where ``S`` is the op's first-order error scale per output element (:data:`ScaleFn`):
+  ``|y|`` where every term is positive (softmax's sum of exponentials, RmsNorm's sum of squares),
+  more where a subtraction amplifies the statistics' error (LayerNorm's ``x - mean``, softmax's
+  ``x - max`` fed to ``exp``). 16-bit accumulation exceeds it for the same reason as a reduction's.
 - :func:`table` — no class yet: the per-dtype table of ``acl_conformance.tolerances`` applies.
 
 An op without an ``accuracy`` takes its in-place base's, else its family's default
@@ -31,15 +37,20 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from acl_core.dtypes import DataType as D
 
 if TYPE_CHECKING:
     from acl_core.spec.opspec import OpSpec
 
-KINDS = ("exact", "ulp", "reduction", "table")
+KINDS = ("exact", "ulp", "reduction", "composite", "table")
 
 LengthFn = Callable[[Mapping[str, Any], Mapping[str, Any]], int]
 """The reduction length of one case, from its arguments and the reference's outputs."""
+
+ScaleFn = Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
+"""A composite op's error scale ``S``: per output name, an array of its shape (from arguments and reference outputs)."""
 
 PRECISION: dict[D, int] = {
     D.ACL_DOUBLE: 53,
@@ -63,6 +74,8 @@ class Accuracy:
     signed_zero: bool = True
     accumulate: D = D.ACL_FLOAT
     length_of: LengthFn | None = None
+    scale_of: ScaleFn | None = None
+    steps: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -71,6 +84,8 @@ class Accuracy:
             raise ValueError("an accuracy class needs a reason")
         if self.float32_ulps < 0 or self.float64_ulps < 0:
             raise ValueError("an ulp bound cannot be negative")
+        if self.steps < 0:
+            raise ValueError("a composite class cannot have a negative number of steps")
 
     def bound_ulps(self, dtype: D) -> float:
         """The largest error against the true value, in ulps of ``dtype``, for a ``ulp`` class."""
@@ -100,6 +115,8 @@ class Accuracy:
             return f"ulp class ({self.float32_ulps:g} ulp float32, {self.float64_ulps:g} ulp float64)"
         if self.kind == "reduction":
             return f"reduction class (γ_n·M in ≥{self.accumulate.short} plus 1 ulp)"
+        if self.kind == "composite":
+            return f"composite class (γ_(n+{self.steps})·S in ≥{self.accumulate.short} plus 1 ulp)"
         return f"{self.kind} class"
 
 
@@ -120,6 +137,32 @@ def reduction(
     """γ_n·M plus 1 ulp, with ``n`` from ``length_of`` (default: input elements per output element)."""
     why = reason or f"n roundings in at least {accumulate.short}: the standard γ_n·Σ|terms| bound"
     return Accuracy("reduction", why, signed_zero=signed_zero, accumulate=accumulate, length_of=length_of)
+
+
+def composite(
+    *,
+    steps: int,
+    length_of: LengthFn | None = None,
+    scale_of: ScaleFn | None = None,
+    accumulate: D = D.ACL_FLOAT,
+    reason: str = "",
+    signed_zero: bool = False,
+) -> Accuracy:
+    """γ_(n+steps)·S plus 1 ulp: a row reduction of length ``n`` then ``steps`` roundings, ``S`` from ``scale_of``.
+
+    ``scale_of`` defaults to :func:`relative_scale` (``S = |y|``), right where every reduced term
+    has one sign and no subtraction follows.
+    """
+    why = reason or f"a row reduction in at least {accumulate.short}, then {steps} elementwise roundings"
+    return Accuracy(
+        "composite",
+        why,
+        signed_zero=signed_zero,
+        accumulate=accumulate,
+        length_of=length_of,
+        scale_of=scale_of,
+        steps=steps,
+    )
 
 
 def table(reason: str) -> Accuracy:
@@ -192,5 +235,91 @@ def last_dim(tensor: str, extra: int = 0) -> LengthFn:
     def length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
         shape = getattr(args.get(tensor), "shape", ())
         return (int(shape[-1]) if shape else 1) + extra
+
+    return length
+
+
+def relative_scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """``S = |y|`` for every output: a relative bound (sums of one-signed terms, products, roots)."""
+    return {name: np.abs(_wide(value)) for name, value in outputs.items() if _is_float_array(value)}
+
+
+def _wide(value: Any) -> np.ndarray:
+    return np.asarray(value).astype(np.float64)
+
+
+def _is_float_array(value: Any) -> bool:
+    return hasattr(value, "dtype") and np.asarray(value).dtype.kind in "fV"
+
+
+def softmax_scale(log: bool) -> ScaleFn:
+    """Softmax's ``S = |y|·(1 + |x - max|)``; LogSoftmax's ``S = 1 + |x - max| + |y|`` (along ``dim``).
+
+    ``exp`` turns the rounding of ``x - max`` (``u·|x - max|``) into a relative error of ``y``;
+    the sum's relative error γ_n becomes LogSoftmax's absolute error through the log.
+    """
+
+    def scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
+        x = _wide(args["self"])
+        y = np.abs(_wide(outputs["out"]))
+        if x.ndim == 0 or x.size == 0:
+            shifted = np.zeros(x.shape)
+        else:
+            with np.errstate(all="ignore"):
+                shifted = np.abs(x - np.max(x, axis=int(args["dim"]) % x.ndim, keepdims=True))
+        with np.errstate(all="ignore"):
+            return {"out": 1.0 + shifted + y if log else y * (1.0 + shifted)}
+
+    return scale
+
+
+def layer_norm_scale(
+    x_name: str, axes_of: Callable[[Mapping[str, Any]], int], weight: str, bias: str, out_name: str
+) -> ScaleFn:
+    """LayerNorm's error scale, with ``c = E[x²] / (var + eps)`` the variance's condition number.
+
+    ``out``: ``|y - b|·c + |b| + |w|·rstd·E|x|`` (the mean's error ``γ_n·E|x|`` passes through
+    ``x - mean`` scaled by ``|w|·rstd``; the variance's, relative ``γ_n·c``, through rstd);
+    a mean output ``E|x|``; an rstd output ``rstd·c``. ``axes_of`` gives the number of trailing
+    normalised dims; ``eps`` is read from the ``eps`` or ``epsilon`` argument.
+    """
+
+    def scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
+        x = _wide(args[x_name])
+        k = axes_of(args)
+        axes = tuple(range(x.ndim - k, x.ndim))
+        eps = float(args.get("eps", args.get("epsilon", 0.0)))
+        found: dict[str, Any] = {}
+        with np.errstate(all="ignore"):
+            mean_abs = np.mean(np.abs(x), axis=axes, keepdims=True) if x.size else np.zeros(x.shape)
+            var = np.var(x, axis=axes, keepdims=True) if x.size else np.zeros(x.shape)
+            square = np.mean(x * x, axis=axes, keepdims=True) if x.size else np.zeros(x.shape)
+            cond = np.maximum(square / (var + eps), 1.0)
+            rstd = 1.0 / np.sqrt(var + eps)
+            w = np.abs(_wide(args[weight])) if args.get(weight) is not None else 1.0
+            b = _wide(args[bias]) if args.get(bias) is not None else 0.0
+            for name, value in outputs.items():
+                if not _is_float_array(value):
+                    continue
+                y = _wide(value)
+                if name == out_name:
+                    s = np.abs(y - b) * cond + np.abs(b) + w * rstd * mean_abs
+                elif "mean" in name.lower():
+                    s = mean_abs
+                elif "rstd" in name.lower():
+                    s = rstd * cond
+                else:
+                    s = np.abs(y)
+                found[name] = np.broadcast_to(s, y.shape) if s.size else np.zeros(y.shape)
+        return found
+
+    return scale
+
+
+def trailing_elements(tensor: str) -> LengthFn:
+    """A norm's row length: the element count of ``tensor`` (gamma's shape is the normalised trailing dims)."""
+
+    def length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
+        return max(int(getattr(args.get(tensor), "size", 1)), 1)
 
     return length

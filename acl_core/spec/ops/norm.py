@@ -11,12 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from acl_core.dtypes import DataType as D
 from acl_core.formats import Format
 from acl_core.spec import samples as S
+from acl_core.spec.accuracy import Accuracy, composite, layer_norm_scale, trailing_elements, with_accuracy
 from acl_core.spec.opspec import (
     INVALID,
     Call,
@@ -151,6 +153,9 @@ def _layer_norm() -> OpSpec:
             "float32 normalised over [4, 5]",
         )
         yield Sample({"input": S.array(rng, (3, 6), D.ACL_FLOAT16), "normalizedShape": [6], "eps": 1e-5}, "no affine")
+        for dt in (D.ACL_FLOAT16, D.ACL_BF16):  # a row long enough that a 16-bit row sum is off by ulps
+            x = S.array(rng, (2, 512), dt, low=1.0, high=3.0)  # mean ≠ 0: the sum has magnitude
+            yield Sample({"input": x, "normalizedShape": [512], "eps": 1e-5}, f"{dt.short} long row")
         yield Sample(
             {
                 "input": S.array(rng, (2, 16), D.ACL_BF16),
@@ -363,6 +368,9 @@ def _rms_norm() -> OpSpec:
             {"x": S.array(rng, (2, 3, 4, 8), _F32), "gamma": S.array(rng, (4, 8), _F32), "epsilon": 1e-5},
             "normalised over [4, 8]",
         )
+        for dt in (D.ACL_FLOAT16, D.ACL_BF16):  # a row long enough that a 16-bit row sum is off by ulps
+            x, gamma = S.array(rng, (2, 512), dt), np.ones(512, dt.numpy)
+            yield Sample({"x": x, "gamma": gamma, "epsilon": 1e-6}, f"{dt.short} long row")
         yield Sample(
             {"x": S.array(rng, (0, 16), _F32), "gamma": np.ones(16, np.float32), "epsilon": 1e-6}, "empty batch"
         )
@@ -682,6 +690,29 @@ def _inplace_add_rms_norm(base: OpSpec) -> OpSpec:
     )
 
 
+def _normalised_rank(args: Mapping[str, Any]) -> int:
+    """LayerNorm's count of trailing normalised dims (the length of normalizedShape)."""
+    return len(args["normalizedShape"])
+
+
+def _normalised_size(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
+    """LayerNorm's row length: the product of normalizedShape."""
+    return max(math.prod(int(v) for v in args["normalizedShape"]), 1)
+
+
+# square (or x - mean), the row sum, /n, + eps, rsqrt (2 ulp), × x, × gamma (+ beta)
+_RMS = composite(steps=8, length_of=trailing_elements("gamma"))
+ACCURACY: dict[str, Accuracy] = {
+    "RmsNorm": _RMS,
+    "AddRmsNorm": _RMS,
+    "LayerNorm": composite(
+        steps=8,
+        length_of=_normalised_size,
+        scale_of=layer_norm_scale("input", _normalised_rank, "weightOptional", "biasOptional", "out"),
+    ),
+}
+"""Accuracy classes (InplaceAddRmsNorm takes AddRmsNorm's; AddLayerNorm, GroupNorm, BatchNorm use the table)."""
+
 _ADD_RMS_NORM = _add_rms_norm()
 SPECS: list[OpSpec] = [
     _layer_norm(),
@@ -692,3 +723,4 @@ SPECS: list[OpSpec] = [
     _group_norm(),
     _batch_norm(),
 ]
+SPECS = with_accuracy(SPECS, ACCURACY)

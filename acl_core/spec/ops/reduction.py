@@ -15,7 +15,7 @@ import numpy as np
 
 from acl_core.dtypes import DataType as D
 from acl_core.spec import samples as S
-from acl_core.spec.accuracy import Accuracy, dim_length, exact, reduction, with_accuracy
+from acl_core.spec.accuracy import Accuracy, composite, dim_length, exact, reduction, softmax_scale, with_accuracy
 from acl_core.spec.opspec import (
     INVALID,
     NULLPTR,
@@ -159,6 +159,8 @@ def _softmax(name: str, min_rank: int) -> OpSpec:
         for dt in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16, D.ACL_DOUBLE):
             yield Sample({"self": _x(rng, (3, 7), dt), "dim": -1}, f"{dt.short} [3, 7] dim -1")
             yield Sample({"self": _x(rng, (2, 3, 4), dt), "dim": 1}, f"{dt.short} [2, 3, 4] dim 1")
+        for dt in (D.ACL_FLOAT16, D.ACL_BF16):  # a row long enough that a 16-bit row sum is off by ulps
+            yield Sample({"self": _x(rng, (2, 512), dt), "dim": -1}, f"{dt.short} [2, 512] dim -1 (long row)")
         special = np.array(
             [[-np.inf, 1.0, 2.0, -1.0], [np.nan, 0.0, 1.0, 2.0], [np.inf, 0.0, 1.0, 2.0], [80.0, 90.0, -90.0, 0.0]],
             np.float32,
@@ -775,8 +777,11 @@ ACCURACY: dict[str, Accuracy] = {
     **{op: reduction() for op in ("ReduceSum", "Mean", "Prod", "ProdDim")},
     "Cumsum": reduction(length_of=dim_length()),
     **{op: _ORDER_FREE for op in ("Amax", "Amin", "Max", "MaxDim", "ArgMax", "ArgMin", "Topk", "Sort", "Argsort")},
+    # x - max, exp (2 ulp), the row sum, the division (Softmax) or the log and a subtraction (LogSoftmax)
+    "Softmax": composite(steps=4, length_of=dim_length(), scale_of=softmax_scale(log=False)),
+    "LogSoftmax": composite(steps=4, length_of=dim_length(), scale_of=softmax_scale(log=True)),
 }
-"""Accuracy classes (no family default: softmax and the variance family use the table)."""
+"""Accuracy classes (no family default: the variance family uses the table)."""
 
 SPECS: list[OpSpec] = [
     _softmax("Softmax", 0),

@@ -114,7 +114,7 @@ _ALPHA = "self:T, other:T, alpha:T -> out:T"
 _COMPARE = "self:T, other:T -> out:B"
 _FLOAT_UNARY = "self:F -> out:F"
 _SAME_UNARY = "self:T -> out:T"
-_GELU_ERF = "F(0.5) * self * (F(1) + acl_erf(self * F(0.70710678118654752440)))"
+_GELU_ERF = "acl_gelu_erf(self)"  # 0.5·x·erfc(-x/√2): see the prelude (1 + erf cancels for x < 0)
 _GELU_TANH = (
     "acl_isinf(x) ? (x > F(0) ? x : F(0)) : "
     "F(0.5) * x * (F(1) + acl_tanh(F(0.79788456080286535588) * (x + F(0.044715) * x * x * x)))"

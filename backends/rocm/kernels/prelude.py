@@ -147,6 +147,22 @@ ACL_DEV float acl_tanh(float x) { return tanhf(x); }
 ACL_DEV double acl_tanh(double x) { return tanh(x); }
 ACL_DEV float acl_erf(float x) { return erff(x); }
 ACL_DEV double acl_erf(double x) { return erf(x); }
+// GELU's erf form as 0.5·x·erfc(-x/√2): 0.5·x·(1 + erf(x/√2)) cancels for x < 0 (hundreds of ulps off
+// at x = -4 in float32), erfc does not. float (and fp16/bf16, computed in float) evaluates it in double:
+// x is exact there, and the double rounding of x/√2, which erfc's steep tail amplifies by 2t², is far
+// below a float ulp; the result rounds once. double carries the rounding of t = -x/√2 as t_lo and
+// applies it through erfc'(t) = -2/√π·e^(-t²).
+ACL_DEV float acl_gelu_erf(float x) {
+  double d = (double)x;
+  return (float)(0.5 * d * erfc(d * -0.70710678118654752440));
+}
+ACL_DEV double acl_gelu_erf(double x) {
+  const double c = 0.70710678118654752440, c_lo = -4.833646656726457e-17;  // c + c_lo = 1/√2
+  double t = -x * c;
+  double t_lo = acl_isinf(x) ? 0.0 : fma(-x, c, -t) - x * c_lo;
+  double r = fma(-1.1283791670955126 * exp(-t * t), t_lo, erfc(t));
+  return 0.5 * x * r;
+}
 ACL_DEV float acl_pow(float x, float y) { return powf(x, y); }
 ACL_DEV double acl_pow(double x, double y) { return pow(x, y); }
 // fp32: one exp and one correctly rounded division, no branch (a warp of mixed signs runs one path, and the
