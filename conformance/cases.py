@@ -39,7 +39,7 @@ from acl_core.dtypes import DataType as D
 from acl_core.dtypes import from_numpy
 from acl_core.errors import AclnnStatus
 from acl_core.formats import Format
-from acl_core.spec.opspec import ErrorSample, Kind, OpSpec, Role, Sample
+from acl_core.spec.opspec import ErrorSample, IndexOf, Kind, OpSpec, Role, Sample
 
 if TYPE_CHECKING:
     from acl_core.backend import Backend
@@ -298,6 +298,7 @@ class OpCases:
             if p.role is Role.OUT and p.kind is Kind.TENSOR and not p.optional:
                 build = _out_replaced(spec, base, p.name, _wrong_shape)
                 yield f"{p.name} of a wrong shape", ErrorPlan(build, SHAPE_CODES, gate, False, index)
+        yield from self._index_errors()
         for p in spec.params:
             value = base.get(p.name)
             if p.role is not Role.OUT and p.kind is Kind.TENSOR and isinstance(value, np.ndarray):
@@ -307,6 +308,29 @@ class OpCases:
                         ErrorPlan(_short(base, p.name), (INVALID,), gate, False, index),
                     )
                     break
+
+    def _index_errors(self) -> Iterator[tuple[str, ErrorPlan]]:
+        """Index values only a kernel sees: one past the end, and below the accepted start.
+
+        Generated for every parameter marked ``index_of`` from the first sample whose index is not
+        empty and whose indexed tensor has the indexed dimension; one element of the index changes.
+        """
+        for p in self.spec.params:
+            mark = p.index_of
+            if mark is None:
+                continue
+            for i, sample in enumerate(self.samples):
+                size = _indexed_size(sample.args, p.name, mark)
+                if size is None:
+                    continue
+                low = -size - 1 if mark.negative == "wrap" else -1
+                gate = tuple(sorted(arg_dtypes(self.spec, sample.args)))
+                for what, value in (("past the end", size), ("below the start", low)):
+                    changed = np.array(sample.args[p.name], copy=True)
+                    changed.reshape(-1)[-1] = value
+                    plan = ErrorPlan(_replaced(sample.args, p.name, changed), (INVALID,), gate, False, i)
+                    yield f"{p.name} value {value} {what}", plan
+                break
 
     # -------------------------------------------------------------------------------- hypothesis
     def _hypothesis_samples(self) -> list[int]:
@@ -324,6 +348,19 @@ class OpCases:
             if len(chosen) == HYPOTHESIS_SAMPLES_PER_OP:
                 break
         return chosen
+
+
+def _indexed_size(args: Args, name: str, mark: IndexOf) -> int | None:
+    """The length of the dimension that ``args[name]`` indexes; None when the sample cannot show it."""
+    index, target = args.get(name), args.get(mark.of)
+    if not isinstance(index, np.ndarray) or index.size == 0 or not isinstance(target, np.ndarray):
+        return None
+    if target.ndim == 0 or target.size == 0:
+        return None
+    dim = int(args.get(mark.dim, 0)) if mark.dim else 0
+    if not -target.ndim <= dim < target.ndim:
+        return None
+    return int(target.shape[dim])
 
 
 # ------------------------------------------------------------------------------------ builders

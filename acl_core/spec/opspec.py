@@ -67,6 +67,21 @@ class Role(str, Enum):
 
 
 @dataclass(frozen=True)
+class IndexOf:
+    """Marks a tensor parameter whose values are positions along one dimension of another tensor.
+
+    Only a kernel sees those values (they live in device memory), so the conformance suite generates
+    the out-of-range cases from this mark: ``of`` names the indexed tensor, ``dim`` the int attribute
+    choosing its dimension (None: dimension 0), ``negative`` whether negative values count from the end
+    (``"wrap"``, accepted down to ``-size``) or are refused (``"refuse"``).
+    """
+
+    of: str
+    dim: str | None = None
+    negative: str = "refuse"
+
+
+@dataclass(frozen=True)
 class Param:
     """One official parameter of ``aclnnXxxGetWorkspaceSize`` (workspaceSize and executor excluded)."""
 
@@ -82,6 +97,7 @@ class Param:
     choices: tuple[Any, ...] | None = None
     bounds: tuple[float | None, float | None] | None = None
     default: Any = None
+    index_of: IndexOf | None = None
 
     @property
     def writes(self) -> bool:
@@ -99,9 +115,12 @@ def tensor(
     max_rank: int | None = 8,
     min_rank: int = 0,
     c_type: str = "const aclTensor*",
+    index_of: IndexOf | None = None,
 ) -> Param:
-    """An input tensor."""
-    return Param(name, Kind.TENSOR, c_type, Role.IN, optional, _fs(dtypes), _fs(formats), max_rank, min_rank)
+    """An input tensor (``index_of``: its values are positions into another tensor)."""
+    return Param(
+        name, Kind.TENSOR, c_type, Role.IN, optional, _fs(dtypes), _fs(formats), max_rank, min_rank, index_of=index_of
+    )
 
 
 def out(

@@ -22,6 +22,7 @@ from acl_core.spec.opspec import (
     INVALID,
     Call,
     ErrorSample,
+    IndexOf,
     Infos,
     OpSpec,
     OutInfo,
@@ -140,7 +141,7 @@ def _index_entries(call: Call, self_t: AclTensor, name: str = "indices") -> list
 def _embedding() -> OpSpec:
     params = (
         tensor("weight", ANY_STORAGE, min_rank=2, max_rank=2),
-        tensor("indices", INDEX),
+        tensor("indices", INDEX, index_of=IndexOf("weight")),
         out("out", ANY_STORAGE),
     )
 
@@ -173,7 +174,13 @@ def _select_like(name: str) -> OpSpec:
     params = (
         tensor("self", ANY_STORAGE, min_rank=1 if v2 else 0),
         int_attr("dim"),
-        tensor("index", INDEX, min_rank=1 if v2 else 0, max_rank=MAX_RANK if v2 else 1),
+        tensor(
+            "index",
+            INDEX,
+            min_rank=1 if v2 else 0,
+            max_rank=MAX_RANK if v2 else 1,
+            index_of=IndexOf("self", "dim", "wrap" if v2 else "refuse"),
+        ),
         out("out", ANY_STORAGE),
     )
 
@@ -219,7 +226,12 @@ def _select_like(name: str) -> OpSpec:
 
 
 def _gather() -> OpSpec:
-    params = (tensor("self", ANY_STORAGE), int_attr("dim"), tensor("index", INDEX), out("out", ANY_STORAGE))
+    params = (
+        tensor("self", ANY_STORAGE),
+        int_attr("dim"),
+        tensor("index", INDEX, index_of=IndexOf("self", "dim")),
+        out("out", ANY_STORAGE),
+    )
 
     def infer(call: Call) -> Infos:
         t, idx = tensor_arg(call, "self"), tensor_arg(call, "index")

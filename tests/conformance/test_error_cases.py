@@ -1,0 +1,29 @@
+"""Error cases only a kernel can see, generated from the spec's index marks (issue 14 class 4)."""
+
+from __future__ import annotations
+
+from acl_conformance.cases import Catalog
+from acl_core.spec.ops import all_specs
+
+
+def _index_cases(op: str) -> list[str]:
+    catalog = Catalog(all_specs(), ops=op)
+    return [c.case_id for c in catalog.all_cases() if c.kind == "error" and " value " in c.case_id]
+
+
+def test_every_index_parameter_gets_past_the_end_and_below_the_start_cases() -> None:
+    marked = {s.name: p for s in all_specs().values() for p in s.params if p.index_of is not None}
+    assert {"Gather", "GatherV2", "IndexSelect", "Embedding"} <= set(marked)
+    for op, param in marked.items():
+        ids = _index_cases(op)
+        assert any(i.startswith(f"error:{param.name} value") and "past the end" in i for i in ids), (op, ids)
+        assert any(i.startswith(f"error:{param.name} value") and "below the start" in i for i in ids), (op, ids)
+
+
+def test_negative_values_follow_the_ops_semantics() -> None:
+    # Gather refuses -1; GatherV2 wraps negatives, so only -size-1 lies below its start
+    assert "error:index value -1 below the start" in _index_cases("Gather")
+    assert any(
+        i.startswith("error:index value -") and i != "error:index value -1 below the start"
+        for i in _index_cases("GatherV2")
+    )
