@@ -5,8 +5,10 @@ matches nothing stops the run with the closest names (did you mean).
 
 Runs the suite on backend NAME (default: ``$ACL_BACKEND`` or the best available backend), shows
 progress (a live bar on a terminal, plain lines otherwise), prints a per-family summary and the
-failures, and writes ``report.json`` and ``report.html``. The exit status is 0 only when no case
-failed; 1 when some did; 2 when the run could not start (unknown backend, bad expectation file).
+failures (grouped by operator, each with the command that reruns it: ``--case ID``), and writes
+``report.json`` and ``report.html``. The exit status is 0 only when no case failed and some case
+proved something (a passed contract case does not); 1 otherwise; 2 when the run could not start
+(unknown backend, bad expectation file); 130 after Ctrl-C, with the partial report written.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from acl_core.names import resolve, split
 from acl_core.spec.ops import all_specs
 
 MAX_FAILURES_SHOWN = 25
-_COLUMNS = ("family", "ops", "claimed", "cases", "passed", "failed", "skipped", "xfailed", "xpassed")
+EXIT_INTERRUPTED = 130
+"""The exit status after Ctrl-C (128 + SIGINT), once the partial report is written."""
+_COLUMNS = ("family", "ops", "claimed", "cases", "passed", "contract", "failed", "skipped", "xfailed", "xpassed")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--expectations", metavar="FILE", type=Path, help="expectation file (default: the packaged one for NAME)"
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the sample generators (default 0)")
+    p.add_argument(
+        "--case",
+        metavar="ID",
+        help="only the case with this id (as a report prints it), or the ids this fnmatch pattern matches",
+    )
     p.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
     return p
 
@@ -70,13 +79,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         ops = None if args.ops is None else selected_names(args.ops)
-        session = Session(args.name, mode=args.mode, ops=ops, expectations=args.expectations, seed=args.seed)
+        session = Session(
+            args.name, mode=args.mode, ops=ops, expectations=args.expectations, seed=args.seed, case=args.case
+        )
     except (AclCoreError, ExpectationError, RuntimeError, ValueError) as exc:
         print(f"acl-core conformance: {exc}", file=sys.stderr)
         return 2
     cases = session.cases()
     if not cases:
-        print(f"acl-core conformance: no declared operator matches --ops {args.ops!r}", file=sys.stderr)
+        what = f"--case {args.case!r}" if args.case is not None else f"--ops {args.ops!r}"
+        print(f"acl-core conformance: no case matches {what}", file=sys.stderr)
         return 2
     fancy = sys.stdout.isatty() and not args.plain and _has_rich()
     view: _View = _RichView(session, cases) if fancy else _PlainView(session, cases, sys.stdout)
@@ -85,6 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_report:
         paths = report.write(args.report or default_report_dir(session.backend.name))
     view.summary(report, paths)
+    if report.interrupted:
+        return EXIT_INTERRUPTED
     return 0 if report.ok else 1
 
 
@@ -136,11 +150,36 @@ def _skip_lines(report: Report, limit: int = 6) -> list[str]:
     return lines
 
 
+def _failure_groups(report: Report, limit: int = MAX_FAILURES_SHOWN) -> list[str]:
+    """Failures grouped by operator (with counts), each followed by the command that reruns it."""
+    lines: list[str] = []
+    shown = 0
+    for op, count in report.failures_by_op().items():
+        lines.append(f"{op}: {count} failed")
+        for o in (f for f in report.failed if f.op == op):
+            if shown == limit:
+                break
+            shown += 1
+            lines.append(f"  {o.case} ({o.failure}): {o.message.splitlines()[0] if o.message else ''}")
+            lines.append(f"    rerun: {report.rerun_command(o)}")
+            tb = o.detail.get("traceback")
+            if tb:
+                lines.extend("    " + line for line in str(tb).rstrip().splitlines())
+    if len(report.failed) > shown:
+        lines.append(f"… and {len(report.failed) - shown} more in the report")
+    return lines
+
+
 def _verdict(report: Report) -> str:
     t = report.totals()
-    word = "PASSED" if report.ok else ("FAILED" if report.failed else "NOTHING PROVEN (every case skipped)")
+    if report.interrupted:
+        word = "INTERRUPTED"
+    elif report.ok:
+        word = "PASSED"
+    else:
+        word = "FAILED" if report.failed else "NOTHING PROVEN (every case skipped or decided by the shared validator)"
     return (
-        f"{word}: {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped, "
+        f"{word}: {t['passed']} passed, {t['contract']} contract, {t['failed']} failed, {t['skipped']} skipped, "
         f"{t['xfailed']} xfailed, {t['xpassed']} xpassed in {report.seconds:.1f} s"
     )
 
@@ -188,6 +227,8 @@ class _PlainView(_View):
         self._print("")
         for row in rows:
             self._print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+        for line in _failure_groups(report):
+            self._print(line)
         for line in _skip_lines(report):
             self._print(line)
         for w in report.warnings:
@@ -197,6 +238,8 @@ class _PlainView(_View):
                 self._print(f"warning: {o.op}[{o.case}] {o.message}")
         if paths:
             self._print(f"report: {paths[0]} and {paths[1]}")
+        if report.interrupted:
+            self._print(f"interrupted after {len(report.outcomes)} of {len(self.cases)} cases")
         self._print(_verdict(report))
 
 
@@ -256,18 +299,10 @@ class _RichView(_View):
                 cells[5] = f"[bold red]{row[5]}[/bold red]"
             table.add_row(*cells, end_section=(i == len(rows) - 2))
         self.console.print(table)
-        failures = report.failed
-        if failures:
-            ft = Table(title=f"Failures ({len(failures)})", title_justify="left", show_lines=False)
-            ft.add_column("op", style="bold")
-            ft.add_column("case")
-            ft.add_column("kind")
-            ft.add_column("what differed", overflow="fold")
-            for o in failures[:MAX_FAILURES_SHOWN]:
-                ft.add_row(o.op, o.case, o.failure, o.message)
-            self.console.print(ft)
-            if len(failures) > MAX_FAILURES_SHOWN:
-                self.console.print(f"… and {len(failures) - MAX_FAILURES_SHOWN} more in the report")
+        for line in _failure_groups(report):
+            self.console.print(
+                line, style="red" if not line.startswith("    ") else None, highlight=False, markup=False
+            )
         for line in _skip_lines(report):
             self.console.print(line, style="dim", highlight=False, markup=False)
         for w in report.warnings:

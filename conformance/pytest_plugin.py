@@ -9,6 +9,7 @@ operator and the case. ``--acl-report DIR`` writes the same JSON and HTML report
 from __future__ import annotations
 
 import json
+import shlex
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -90,6 +91,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(state, "acl-conformance-state")
     if config.args_source is not pytest.Config.ArgsSource.ARGS:
         config.args = [str(SUITE_FILE)]
+    else:  # a node id pasted back from a failure ("acl-conformance::Op::case") reruns that case
+        config.args = [_node_arg(a, SUITE_FILE) for a in config.args]
+
+
+NODE_PREFIX = "acl-conformance"
+"""The node id of the suite file: items are ``acl-conformance::<Op>::<case id>``."""
+
+
+def _node_arg(arg: str, suite_file: Path) -> str:
+    """A command-line argument with the suite's node-id prefix turned into the suite file's path."""
+    if arg == NODE_PREFIX or arg.startswith(NODE_PREFIX + "::"):
+        return str(suite_file) + arg[len(NODE_PREFIX) :]
+    return arg
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -101,7 +115,7 @@ def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> 
 
     if module_path.resolve() != SUITE_FILE:
         return None
-    return SuiteFile.from_parent(parent, path=module_path, nodeid="acl-conformance")
+    return SuiteFile.from_parent(parent, path=module_path, nodeid=NODE_PREFIX)
 
 
 class SuiteFile(pytest.File):
@@ -165,7 +179,18 @@ class CaseItem(pytest.Item):
             o = excinfo.value.outcome
             text = f"{o.op}[{o.case}] {o.failure}: {o.message}"
             trace = o.detail.get("traceback")
-            return f"{text}\n{trace}" if trace else text
+            text = f"{text}\n{trace}" if trace else text
+            state = _state(self.config)
+            rerun = ""
+            if state is not None:
+                rerun = "\n".join(
+                    [
+                        f"rerun: pytest --acl-backend {shlex.quote(state.session.backend.name)} "
+                        f"--acl-mode {state.session.mode} --acl-seed {state.session.seed} {shlex.quote(self.nodeid)}",
+                        f"   or: {state.session.report([o]).rerun_command(o)}",
+                    ]
+                )
+            return f"{text}\n{rerun}" if rerun else text
         return str(super().repr_failure(excinfo))
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
@@ -180,7 +205,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     directory = session.config.getoption("acl_report")
     if directory:
-        report = state.session.report(state.outcomes, time.perf_counter() - state.started)
+        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        report = state.session.report(state.outcomes, time.perf_counter() - state.started, interrupted=interrupted)
         state.paths = report.write(directory)
 
 

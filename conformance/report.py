@@ -6,6 +6,7 @@ import datetime as _dt
 import html
 import json
 import platform
+import shlex
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
@@ -15,6 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from acl_conformance.runner import STATUSES, Outcome
+
+COUNTS = ("passed", "contract", *STATUSES[1:])
+"""The columns cases are counted in: a passed ``contract`` case (decided by the shared validator) is not a pass."""
+
+
+def bucket(outcome: Outcome) -> str:
+    """The column ``outcome`` is counted in: its status, except that a passed contract case counts as ``contract``."""
+    return "contract" if outcome.kind == "contract" and outcome.status == "passed" else outcome.status
+
 
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).resolve().parent / "report.schema.json"
@@ -58,12 +68,15 @@ class Report:
     selection: tuple[str, ...] = ()
     started: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     seconds: float = 0.0
+    seed: int = 0
+    interrupted: bool = False
+    """True when the run was stopped (Ctrl-C) before every case ran: the outcomes are the ones that did."""
 
     # ------------------------------------------------------------------------------------ counts
     def totals(self) -> dict[str, int]:
         """Case counts by status, and ``cases``."""
-        counts = Counter(o.status for o in self.outcomes)
-        return {**{s: counts.get(s, 0) for s in STATUSES}, "cases": len(self.outcomes)}
+        counts = Counter(bucket(o) for o in self.outcomes)
+        return {**{s: counts.get(s, 0) for s in COUNTS}, "cases": len(self.outcomes)}
 
     @property
     def failed(self) -> list[Outcome]:
@@ -74,32 +87,34 @@ class Report:
     def ok(self) -> bool:
         """True when nothing failed and something passed (the exit status is 0 exactly then).
 
-        A run in which every case was skipped proves nothing, so it does not pass.
+        A run in which every case was skipped, or only contract cases passed, proves nothing, so it does
+        not pass; neither does an interrupted run.
         """
-        return not self.failed and any(o.status in ("passed", "xfailed") for o in self.outcomes)
+        proven = any(bucket(o) in ("passed", "xfailed") for o in self.outcomes)
+        return not self.failed and proven and not self.interrupted
 
     def families(self) -> dict[str, dict[str, int]]:
         """Per family: ops declared (in scope) and claimed, and case counts by status."""
         rows: dict[str, dict[str, int]] = {}
         for op, family in self.declared.items():
-            row = rows.setdefault(family, {"ops": 0, "claimed": 0, **{s: 0 for s in STATUSES}, "cases": 0})
+            row = rows.setdefault(family, {"ops": 0, "claimed": 0, **{s: 0 for s in COUNTS}, "cases": 0})
             row["ops"] += 1
             row["claimed"] += op in self.claimed_ops
         for o in self.outcomes:
-            row = rows.setdefault(o.family, {"ops": 0, "claimed": 0, **{s: 0 for s in STATUSES}, "cases": 0})
-            row[o.status] += 1
+            row = rows.setdefault(o.family, {"ops": 0, "claimed": 0, **{s: 0 for s in COUNTS}, "cases": 0})
+            row[bucket(o)] += 1
             row["cases"] += 1
         return rows
 
     def ops(self) -> dict[str, dict[str, Any]]:
         """Per operator: family, whether claimed, case counts by status."""
         rows: dict[str, dict[str, Any]] = {
-            op: {"family": fam, "claimed": op in self.claimed_ops, **{s: 0 for s in STATUSES}}
+            op: {"family": fam, "claimed": op in self.claimed_ops, **{s: 0 for s in COUNTS}}
             for op, fam in sorted(self.declared.items())
         }
         for o in self.outcomes:
             row = rows.setdefault(o.op, {"family": o.family, "claimed": o.op in self.claimed_ops})
-            row[o.status] = row.get(o.status, 0) + 1
+            row[bucket(o)] = row.get(bucket(o), 0) + 1
         return rows
 
     def skip_reasons(self) -> list[dict[str, Any]]:
@@ -113,6 +128,19 @@ class Report:
             for reason, items in sorted(groups.items(), key=lambda kv: -len(kv[1]))
         ]
 
+    def failures_by_op(self) -> dict[str, int]:
+        """Failed cases per operator, most first."""
+        counts = Counter(o.op for o in self.failed)
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def rerun_command(self, outcome: Outcome) -> str:
+        """The command line that runs exactly ``outcome``'s case again, same backend, mode and seed."""
+        mode = " --full" if self.mode == "full" else ""
+        return (
+            f"acl-core conformance {shlex.quote(self.backend)}{mode} --ops {shlex.quote(outcome.op)} "
+            f"--case {shlex.quote(outcome.case)} --seed {self.seed}"
+        )
+
     # ------------------------------------------------------------------------------------ output
     def to_json(self) -> dict[str, Any]:
         """The JSON document (see ``report.schema.json``)."""
@@ -123,6 +151,8 @@ class Report:
             "started": self.started,
             "seconds": round(self.seconds, 3),
             "result": "passed" if self.ok else "failed",
+            "seed": self.seed,
+            "interrupted": self.interrupted,
             "selection": list(self.selection),
             "versions": self.versions,
             "capabilities": self.capabilities,
@@ -130,7 +160,8 @@ class Report:
             "totals": self.totals(),
             "families": self.families(),
             "ops": self.ops(),
-            "failures": [o.to_json() for o in self.failed],
+            "failures": [{**o.to_json(), "rerun": self.rerun_command(o)} for o in self.failed],
+            "failures_by_op": self.failures_by_op(),
             "xfailed": [o.to_json() for o in self.outcomes if o.status == "xfailed"],
             "xpassed": [o.to_json() for o in self.outcomes if o.status == "xpassed"],
             "skips": self.skip_reasons(),
@@ -152,7 +183,7 @@ def validate_report(data: Mapping[str, Any]) -> list[str]:
     """Problems with a report document's counts (families and ops add up to the totals); empty when sound."""
     problems: list[str] = []
     totals = data["totals"]
-    statuses = [s for s in STATUSES]
+    statuses = [s for s in COUNTS if s in totals]
     for name, row in data["families"].items():
         parts = sum(row[s] for s in statuses)
         if parts != row["cases"]:
@@ -171,7 +202,9 @@ def validate_report(data: Mapping[str, Any]) -> list[str]:
         problems.append(f"{len(data['failures'])} failures listed, the totals say {totals['failed']}")
     if sum(g["count"] for g in data["skips"]) != totals["skipped"]:
         problems.append("skip reasons do not add up to the skipped total")
-    if (data["result"] == "passed") != (totals["failed"] == 0):
+    if sum(data.get("failures_by_op", {}).values()) != totals["failed"] and "failures_by_op" in data:
+        problems.append("failures by operator do not add up to the failed total")
+    if data["result"] == "passed" and totals["failed"]:
         problems.append(f"result {data['result']!r} disagrees with {totals['failed']} failures")
     return problems
 
@@ -230,13 +263,18 @@ def render_html(data: Mapping[str, Any]) -> str:
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
         f"<title>acl-core conformance: {_e(data['backend'])}</title><style>{_CSS}</style></head><body>",
         f"<h1>acl-core conformance — {_e(data['backend'])} {badge}</h1>",
-        f'<p class="muted">{_e(data["mode"])} mode · started {_e(data["started"])} · {data["seconds"]:.1f} s · '
+        f'<p class="muted">{_e(data["mode"])} mode · seed {data.get("seed", 0)} · started {_e(data["started"])} · '
+        f"{data['seconds']:.1f} s · "
         f"{t['cases']} cases: <span class=good>{t['passed']} passed</span>, "
-        f"<span class={'bad' if t['failed'] else 'muted'}>{t['failed']} failed</span>, {t['skipped']} skipped, "
+        f"<span class={'bad' if t['failed'] else 'muted'}>{t['failed']} failed</span>, "
+        f"{t.get('contract', 0)} contract (decided by the shared validator, not counted as passes), "
+        f"{t['skipped']} skipped, "
         f"{t['xfailed']} xfailed, {t['xpassed']} xpassed"
         + (f" · ops selected: <code>{_e(', '.join(data['selection']))}</code>" if data["selection"] else "")
         + "</p>",
     ]
+    if data.get("interrupted"):
+        parts.append('<div class="warn">Interrupted: only the cases that ran before the stop are counted.</div>')
     for w in data["warnings"]:
         parts.append(f'<div class="warn">{_e(w)}</div>')
     rows = []
@@ -248,6 +286,7 @@ def render_html(data: Mapping[str, Any]) -> str:
                 r["claimed"],
                 r["cases"],
                 r["passed"],
+                r.get("contract", 0),
                 f'<span class="{"bad" if r["failed"] else ""}">{r["failed"]}</span>',
                 r["skipped"],
                 r["xfailed"],
@@ -257,24 +296,29 @@ def render_html(data: Mapping[str, Any]) -> str:
     parts.append("<h2>By family</h2>")
     parts.append(
         _table(
-            ["family", "ops", "claimed", "cases", "passed", "failed", "skipped", "xfailed", "xpassed"],
+            ["family", "ops", "claimed", "cases", "passed", "contract", "failed", "skipped", "xfailed", "xpassed"],
             rows,
-            numeric=(1, 2, 3, 4, 6, 7, 8),
+            numeric=(1, 2, 3, 4, 5, 7, 8, 9),
         )
     )
     parts.append(f"<h2>Failures ({len(data['failures'])})</h2>")
     if data["failures"]:
+        by_op = data.get("failures_by_op", {})
+        if by_op:
+            parts.append(_table(["op", "failed cases"], [[_e(op), n] for op, n in by_op.items()], numeric=(1,)))
         frows = [
             [
                 f"<b>{_e(f['op'])}</b>",
                 f'<span class="mono">{_e(f["case"])}</span>',
                 _e(f["failure"]),
                 _failure_detail(f),
-                f'<span class="mono">{_e(f["message"])}</span>',
+                f'<span class="mono">{_e(f["message"])}</span>'
+                + (f"<pre>{_e(f['detail']['traceback'])}</pre>" if "traceback" in f.get("detail", {}) else ""),
+                f"<code>{_e(f.get('rerun', ''))}</code>",
             ]
             for f in data["failures"]
         ]
-        parts.append(_table(["op", "case", "kind", "what differed", "message"], frows))
+        parts.append(_table(["op", "case", "kind", "what differed", "message", "rerun"], frows))
     else:
         parts.append('<p class="good">None.</p>')
     for key, title in (("xpassed", "Expected failures that passed"), ("xfailed", "Expected failures")):

@@ -132,8 +132,47 @@ def _attempt(fn: Callable[[], Any]) -> tuple[int, str]:
     except AclCoreError as exc:
         return exc.code, exc.message
     except Exception as exc:
-        return INNER, f"crashed with {type(exc).__name__}: {exc}"
+        return INNER, f"crashed with {type(exc).__name__}: {exc}\n{traceback.format_exc()}"
     return 0, ""
+
+
+class ValidatorOnly(Backend):
+    """The reference with every kernel a no-op: a call it refuses was refused by the shared validator.
+
+    Used to classify error cases mechanically: a refusal decided in phase 1 (acl_core's validator,
+    the same code for every backend) is a ``contract`` case and proves nothing about a backend.
+    """
+
+    def __init__(self, reference: Backend) -> None:
+        self._reference = reference
+        self.name = f"{reference.name}-validator"
+        self._kernels: dict[str, Any] = {name: _no_kernel for name in reference.kernels}
+
+    @property
+    def driver(self) -> Any:
+        """The reference's driver."""
+        return self._reference.driver
+
+    @property
+    def runtime(self) -> Any:
+        """The reference's runtime (so its allocations are valid here)."""
+        return self._reference.runtime
+
+    @property
+    def kernels(self) -> Mapping[str, Any]:
+        """A no-op for every reference kernel."""
+        return self._kernels
+
+    def capabilities(self) -> Any:
+        """The reference's."""
+        return self._reference.capabilities()
+
+    def launch(self, call: Any) -> None:
+        """Nothing runs: only phase 1 decides."""
+
+
+def _no_kernel(call: Any) -> None:
+    """A kernel that does nothing."""
 
 
 def _describe_code(code: int) -> str:
@@ -167,6 +206,7 @@ class Runner:
         self._by_op: dict[str, list[Case]] | None = None
         self.not_run: Callable[[Case], bool] = lambda case: False
         """True for a case that will not run whatever the capabilities say (the session's skip expectations)."""
+        self._validator: ValidatorOnly | None = None
 
     # ------------------------------------------------------------------------------------ public
     def run(self, case: Case) -> Outcome:
@@ -358,7 +398,7 @@ class Runner:
         except eager.OutOfBoundsWrite as exc:
             return ("write", f"the backend wrote to memory it does not own: {exc}", {})
         except Exception as exc:
-            return ("crash", f"the backend crashed: {type(exc).__name__}: {exc}", {})
+            return ("crash", f"the backend crashed: {type(exc).__name__}: {exc}", {"traceback": traceback.format_exc()})
         length, magnitudes = self._bound_inputs(case.op, args, expected)
         problems = compare_outputs(actual, expected, self.tolerance_for(case.op, sample, length), magnitudes)
         if not problems:
@@ -379,7 +419,7 @@ class Runner:
                 return None
             code = exc.code
         except Exception as exc:
-            return ("crash", f"the backend crashed: {type(exc).__name__}: {exc}", {})
+            return ("crash", f"the backend crashed: {type(exc).__name__}: {exc}", {"traceback": traceback.format_exc()})
         else:
             code = 0
         return (
@@ -488,6 +528,8 @@ class Runner:
                 f"{' or '.join(_describe_code(c) for c in plan.expected)} ({ref_msg or 'it accepted the call'})",
                 detail,
             )
+        if ref_code and self._decided_by_validator(case, plan, ref_outputs, ref_code):
+            case = replace(case, kind="contract")
         if code != ref_code:
             return self._fail(
                 case,
@@ -497,6 +539,13 @@ class Runner:
                 detail,
             )
         return self._pass(case)
+
+    def _decided_by_validator(self, case: Case, plan: ErrorPlan, ref_outputs: Outputs | None, ref_code: int) -> bool:
+        """True when the reference's refusal comes from phase 1 alone (the shared validator)."""
+        if self._validator is None:
+            self._validator = ValidatorOnly(self.reference)
+        code, _ = self._invalid_call(self._validator, case, plan, ref_outputs)
+        return code == ref_code
 
     def _invalid_call(
         self, backend: Backend, case: Case, plan: ErrorPlan, ref_outputs: Outputs | None

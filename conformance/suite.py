@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from acl_conformance import expectations as expect
@@ -37,6 +38,7 @@ class Session:
         ops: str | Sequence[str] | None = None,
         expectations: Path | str | None = None,
         seed: int = 0,
+        case: str | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
@@ -48,6 +50,8 @@ class Session:
         self.backend = backend if isinstance(backend, Backend) else get_backend(backend)
         self.reference = get_backend(REFERENCE)
         self.mode = mode
+        self.seed = seed
+        self.case_pattern = case
         self.catalog = Catalog(all_specs(), seed=seed, ops=ops)
         registration = get_registration(self.backend.name)
         if expectations is None and registration is not None and registration.expectations is not None:
@@ -60,8 +64,17 @@ class Session:
         self.capabilities = self.runner.caps
 
     def cases(self) -> list[Case]:
-        """The cases this mode runs, in a stable order (by op, then samples, errors, hypothesis)."""
-        return self.catalog.cases(self.mode)
+        """The cases this mode runs, in a stable order (by op, then samples, errors, hypothesis).
+
+        With a case pattern (``--case``), only the cases whose id it matches (exactly or as an fnmatch
+        pattern), in either mode: a case named in a report reruns even when it is not a quick one.
+        """
+        if self.case_pattern is None:
+            return self.catalog.cases(self.mode)
+        pattern = self.case_pattern
+        every = self.catalog.all_cases()
+        exact = [c for c in every if c.case_id == pattern]
+        return exact or [c for c in every if fnmatchcase(c.case_id, pattern)]
 
     def expectation(self, case: Case) -> expect.Expectation | None:
         """The expectation entry that decides ``case``, if any."""
@@ -107,8 +120,8 @@ class Session:
         found += tolerances.check_table([*tolerances.OP_OVERRIDES, *self.backend_overrides])
         return found
 
-    def report(self, outcomes: list[Outcome], seconds: float = 0.0) -> Report:
-        """The report of ``outcomes`` (from :meth:`run` or from pytest items)."""
+    def report(self, outcomes: list[Outcome], seconds: float = 0.0, *, interrupted: bool = False) -> Report:
+        """The report of ``outcomes`` (from :meth:`run` or from pytest items); ``interrupted``: a partial run."""
         caps = self.capabilities
         return Report(
             backend=self.backend.name,
@@ -122,17 +135,26 @@ class Session:
             expectations_file=self.expectations_file,
             selection=self.catalog.patterns,
             seconds=seconds,
+            seed=self.seed,
+            interrupted=interrupted,
         )
 
     def run(self, progress: Progress | None = None, cases: list[Case] | None = None) -> Report:
-        """Run every case of the mode (or ``cases``), calling ``progress`` after each; return the report."""
+        """Run every case of the mode (or ``cases``), calling ``progress`` after each; return the report.
+
+        Ctrl-C (KeyboardInterrupt) stops the run: the report of the cases that ran comes back marked
+        ``interrupted`` (the CLI writes it and exits 130).
+        """
         start = time.perf_counter()
-        outcomes = []
-        for case in self.cases() if cases is None else cases:
-            outcome = self.run_case(case)
-            outcomes.append(outcome)
-            if progress is not None:
-                progress(case, outcome)
+        outcomes: list[Outcome] = []
+        try:
+            for case in self.cases() if cases is None else cases:
+                outcome = self.run_case(case)
+                outcomes.append(outcome)
+                if progress is not None:
+                    progress(case, outcome)
+        except KeyboardInterrupt:
+            return self.report(outcomes, time.perf_counter() - start, interrupted=True)
         return self.report(outcomes, time.perf_counter() - start)
 
 

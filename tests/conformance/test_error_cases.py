@@ -27,3 +27,15 @@ def test_negative_values_follow_the_ops_semantics() -> None:
         i.startswith("error:index value -") and i != "error:index value -1 below the start"
         for i in _index_cases("GatherV2")
     )
+
+
+def test_importing_one_kernel_family_first_leaves_every_kernel_registered() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import acl_reference.kernels.movement\n"
+        "from acl_reference.kernels import all_kernels\n"
+        "assert 'Add' in all_kernels() and 'Gather' in all_kernels()\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -31,10 +31,11 @@ def test_reference_passes_against_itself(reference_run):
     report, _ = reference_run
     totals = report.totals()
     assert report.ok, [f"{o.op}[{o.case}] {o.message}" for o in report.failed[:5]]
-    assert totals["passed"] == totals["cases"] > 1000
+    assert totals["passed"] + totals["contract"] == totals["cases"] > 1000
+    assert totals["contract"] > 0  # error cases the shared validator decides are reported apart
     assert totals["skipped"] == 0, "the reference claims every op and dtype it computes"
     kinds = {o.kind for o in report.outcomes}
-    assert kinds == {"value", "error", "runtime", "claim", "flag"}, "quick mode has no Hypothesis"
+    assert kinds == {"value", "error", "contract", "runtime", "claim", "flag"}, "quick mode has no Hypothesis"
     claims = [o for o in report.outcomes if o.kind == "claim"]
     assert len(claims) == len(report.declared), "one claimed-dtypes case per op"
 
@@ -88,7 +89,8 @@ def test_perturbed_output_fails_and_the_report_names_the_op(tmp_path):
 def test_wrong_error_code_fails_error_parity():
     report = run("fault-code", ops="Mul")
     assert not report.ok
-    assert {(o.op, o.kind, o.failure) for o in report.failed} == {("Mul", "error", "code")}
+    # decided in phase 1 (the runtime's range check), so a contract case; its failure still fails the run
+    assert {(o.op, o.kind, o.failure) for o in report.failed} == {("Mul", "contract", "code")}
     (failure,) = report.failed
     assert failure.detail["backend_code"] == 161001
     assert failure.detail["reference_code"] == 161002

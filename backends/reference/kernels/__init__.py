@@ -41,7 +41,8 @@ def kernel(*names: str) -> Callable[[RefKernel], RefKernel]:
 
 def all_kernels() -> dict[str, RefKernel]:
     """Every reference kernel by operator name (imports the family modules once)."""
-    if not _KERNELS:
-        for family in FAMILIES:
-            importlib.import_module(f"{__name__}.{family}")
+    # every family, every time (imports are cached): one family imported directly beforehand must not
+    # make the registry look complete
+    for family in FAMILIES:
+        importlib.import_module(f"{__name__}.{family}")
     return dict(_KERNELS)
