@@ -331,6 +331,22 @@ class OpCases:
                     plan = ErrorPlan(_replaced(sample.args, p.name, changed), (INVALID,), gate, False, i)
                     yield f"{p.name} value {value} {what}", plan
                 break
+        for p in self.spec.params:
+            if p.group_list_type is None:
+                continue
+            layouts_done: set[int] = set()  # one base sample per layout
+            for i, sample in enumerate(self.samples):
+                values = sample.args.get(p.name)
+                layout = sample.args.get(p.group_list_type)
+                if not isinstance(values, np.ndarray) or values.ndim != 1 or values.size < 2 or layout not in (0, 1):
+                    continue
+                if layout in layouts_done:
+                    continue
+                layouts_done.add(int(layout))
+                gate = tuple(sorted(arg_dtypes(self.spec, sample.args)))
+                for what, bad in _bad_group_lists(values, int(layout)):
+                    plan = ErrorPlan(_replaced(sample.args, p.name, bad), (INVALID,), gate, False, i)
+                    yield f"{p.name} {what} (groupListType {layout})", plan
 
     # -------------------------------------------------------------------------------- hypothesis
     def _hypothesis_samples(self) -> list[int]:
@@ -348,6 +364,20 @@ class OpCases:
             if len(chosen) == HYPOTHESIS_SAMPLES_PER_OP:
                 break
         return chosen
+
+
+def _bad_group_lists(values: np.ndarray, layout: int) -> Iterator[tuple[str, np.ndarray]]:
+    """Group lists a kernel must refuse: a negative entry, past the grouped axis, and (cumulative) decreasing."""
+    negative = values.copy()
+    negative[0] = -1
+    yield "with a negative entry", negative
+    past = values.copy()
+    past[-1] += 1 << 20  # far past any axis a sample has: the groups cover more rows than exist
+    yield "covering more than the axis", past
+    if layout == 0:
+        decreasing = values.copy()
+        decreasing[0] = values[-1] + 1
+        yield "not monotone", decreasing
 
 
 def _indexed_size(args: Args, name: str, mark: IndexOf) -> int | None:

@@ -98,6 +98,8 @@ class Param:
     bounds: tuple[float | None, float | None] | None = None
     default: Any = None
     index_of: IndexOf | None = None
+    group_list_type: str | None = None
+    """For a group-list tensor: the int attribute saying its layout (0 cumulative ends, 1 per-group counts)."""
 
     @property
     def writes(self) -> bool:
@@ -116,10 +118,21 @@ def tensor(
     min_rank: int = 0,
     c_type: str = "const aclTensor*",
     index_of: IndexOf | None = None,
+    group_list_type: str | None = None,
 ) -> Param:
-    """An input tensor (``index_of``: its values are positions into another tensor)."""
+    """An input tensor (``index_of``: its values are positions; ``group_list_type``: it is a group list)."""
     return Param(
-        name, Kind.TENSOR, c_type, Role.IN, optional, _fs(dtypes), _fs(formats), max_rank, min_rank, index_of=index_of
+        name,
+        Kind.TENSOR,
+        c_type,
+        Role.IN,
+        optional,
+        _fs(dtypes),
+        _fs(formats),
+        max_rank,
+        min_rank,
+        index_of=index_of,
+        group_list_type=group_list_type,
     )
 
 

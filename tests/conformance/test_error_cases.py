@@ -39,3 +39,13 @@ def test_importing_one_kernel_family_first_leaves_every_kernel_registered() -> N
         "assert 'Add' in all_kernels() and 'Gather' in all_kernels()\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_group_lists_get_negative_oversized_and_non_monotone_cases_for_each_layout() -> None:
+    marked = [s.name for s in all_specs().values() for p in s.params if p.group_list_type is not None]
+    assert "GroupedMatmulV5" in marked
+    ids = [c.case_id for c in Catalog(all_specs(), ops="GroupedMatmulV5").all_cases() if c.kind == "error"]
+    for layout in (0, 1):
+        assert f"error:groupListOptional with a negative entry (groupListType {layout})" in ids
+        assert f"error:groupListOptional covering more than the axis (groupListType {layout})" in ids
+    assert "error:groupListOptional not monotone (groupListType 0)" in ids  # counts have no order to break

@@ -515,7 +515,7 @@ def _gmm_params() -> tuple[Param, ...]:
         tensor_list("antiquantScaleOptional", optional=True),
         tensor_list("antiquantOffsetOptional", optional=True),
         tensor_list("perTokenScaleOptional", optional=True),
-        tensor("groupListOptional", {D.ACL_INT64}, optional=True, max_rank=2),
+        tensor("groupListOptional", {D.ACL_INT64}, optional=True, max_rank=2, group_list_type="groupListType"),
         tensor_list("activationInputOptional", optional=True),
         tensor_list("activationQuantScaleOptional", optional=True),
         tensor_list("activationQuantOffsetOptional", optional=True),

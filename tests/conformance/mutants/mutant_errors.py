@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from acl_core.backend import Launch
+from acl_core.errors import AclnnError
 from acl_reference.backend import ReferenceBackend
 from acl_reference.call import RefCall
 from acl_reference.kernels.movement import checked_index
@@ -40,6 +41,24 @@ class GatherWrapsNegativeBackend(ReferenceBackend):
         self._kernels["Gather"] = gather
 
 
+class GroupedMatmulIgnoresBadGroupListBackend(ReferenceBackend):
+    """GroupedMatmulV5 never checks its group list's values: a bad list leaves the output unwritten, no error."""
+
+    name = "mutant-gmm-ignores-group-list"
+
+    def __init__(self) -> None:
+        super().__init__()
+        original = self._kernels["GroupedMatmulV5"]
+
+        def unchecked(launch: Launch) -> None:
+            try:
+                original(launch)
+            except AclnnError:
+                pass  # the defect: the device kernel has no check, so nothing reports the bad list
+
+        self._kernels["GroupedMatmulV5"] = unchecked
+
+
 MUTANTS = [
     Mutant(
         "gather-wraps-negative",
@@ -47,5 +66,12 @@ MUTANTS = [
         "Gather accepts negative index values (wrapping them) where the contract refuses them",
         GatherWrapsNegativeBackend,
         ops="Gather",
+    ),
+    Mutant(
+        "gmm-ignores-group-list",
+        "kernel errors",
+        "GroupedMatmulV5 accepts negative, decreasing or oversized group lists without an error",
+        GroupedMatmulIgnoresBadGroupListBackend,
+        ops="GroupedMatmulV5",
     ),
 ]
