@@ -175,6 +175,14 @@ def _no_kernel(call: Any) -> None:
     """A kernel that does nothing."""
 
 
+def _cause_traceback(exc: BaseException) -> dict[str, str]:
+    """``{"traceback": ...}`` of the Python exception behind an acl error (a crashed kernel's, wrapped as 561000)."""
+    cause = exc.__cause__
+    if cause is None or isinstance(cause, AclCoreError):
+        return {}
+    return {"traceback": "".join(traceback.format_exception(type(cause), cause, cause.__traceback__))}
+
+
 def _describe_code(code: int) -> str:
     return "success (no error)" if code == 0 else f"{code_name(code)} ({code})"
 
@@ -393,7 +401,7 @@ class Runner:
                 "claim",
                 f"the backend rejects a call its capabilities claim, with {_describe_code(exc.code)}: "
                 f"{exc.message}; the reference computes it",
-                {"backend_code": exc.code, "backend_message": exc.message},
+                {"backend_code": exc.code, "backend_message": exc.message, **_cause_traceback(exc)},
             )
         except eager.OutOfBoundsWrite as exc:
             return ("write", f"the backend wrote to memory it does not own: {exc}", {})
