@@ -69,3 +69,9 @@ def test_the_reference_keeps_the_limits() -> None:
     y = gelu_erf(np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 1e308, -1e308]))
     assert y[0] == np.inf and np.isnan(y[1]) and np.isnan(y[2])  # -inf·erfc(inf) = -inf·0, as before
     assert y[3] == 0 and y[5] == 1e308 and y[6] == 0
+
+
+def test_importing_one_kernel_module_first_leaves_every_kernel_registered() -> None:
+    from acl_reference.kernels import all_kernels
+
+    assert {"Gelu", "Softmax", "RmsNorm", "Matmul"} <= set(all_kernels())
