@@ -55,6 +55,12 @@ class Capabilities(BaseModel):
     fp8_matmul_hw: bool = Field(description="fp8 GEMM runs on fp8 matrix hardware")
     tf32_hw: bool = Field(description="the hardware has a TF32-class fp32 GEMM mode")
     tf32_enabled: bool = Field(description="TF32 is used for fp32 GEMM (CANN_FAST_TF32=1 and tf32_hw)")
+    stream_capture: bool = Field(
+        default=False, description="the driver records and replays streams (aclmdlRICapture*, aclmdlRIExecuteAsync)"
+    )
+    capture_refused_ops: tuple[str, ...] = Field(
+        default=(), description="operators whose phase 2 needs the host and so refuses a capturing stream"
+    )
     attention_path: str = Field(description="how FlashAttentionScore runs, e.g. 'fused', 'blas', 'numpy'")
     nz_fidelity: Literal["none", "structural", "bit-exact"] = Field(
         description="how faithfully FRACTAL_NZ storage is reproduced"

@@ -95,6 +95,22 @@ class RunMode(IntEnum):
     ACL_HOST = 1
 
 
+class CaptureMode(IntEnum):
+    """aclmdlRICaptureMode: which threads may make capture-unsafe calls while a stream captures."""
+
+    ACL_MODEL_RI_CAPTURE_MODE_GLOBAL = 0
+    ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL = 1
+    ACL_MODEL_RI_CAPTURE_MODE_RELAXED = 2
+
+
+class CaptureStatus(IntEnum):
+    """aclmdlRICaptureStatus (aclmdlRICaptureGetInfo)."""
+
+    ACL_MODEL_RI_CAPTURE_STATUS_NONE = 0
+    ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE = 1
+    ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED = 2
+
+
 class CopyDirection(IntEnum):
     """A resolved copy direction, as a driver receives it (never DEFAULT)."""
 
@@ -203,3 +219,31 @@ class Driver(ABC):
     def synchronize_device(self) -> None:
         """Block until all work on the current device has finished."""
         self.synchronize_stream(self.default_stream())
+
+    # ------------------------------------------------------------------ stream capture (optional)
+    # The shared runtime keeps every aclmdlRI rule (capture state per stream, modes, task groups,
+    # rejoin checks, refused calls); a driver only records and replays. A driver that cannot capture
+    # keeps these defaults and the runtime answers ACL_ERROR_RT_FEATURE_NOT_SUPPORT (207000).
+
+    def capture_begin(self, stream: object, mode: CaptureMode) -> None:
+        """Start recording, not running, what is enqueued on ``stream`` (and on streams that join it through events)."""
+        raise _not_supported("stream capture")
+
+    def capture_end(self, stream: object) -> object:
+        """Stop recording on ``stream``; returns an executable graph of the recorded work, in stream order."""
+        raise _not_supported("stream capture")
+
+    def graph_launch(self, graph: object, stream: object) -> None:
+        """Enqueue one replay of a graph from :meth:`capture_end` on ``stream`` (asynchronously)."""
+        raise _not_supported("stream capture")
+
+    def graph_destroy(self, graph: object) -> None:
+        """Release a graph from :meth:`capture_end` (the runtime has checked no replay still needs it)."""
+        raise _not_supported("stream capture")
+
+
+def _not_supported(what: str) -> Exception:
+    """The error a driver without ``what`` raises (ACL_ERROR_RT_FEATURE_NOT_SUPPORT)."""
+    from acl_core.errors import AclError, RtErrorCode
+
+    return AclError(RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, f"this backend's driver has no {what}")
