@@ -21,6 +21,7 @@ from acl_core.backend import RELAUNCH, Backend, Launch
 from acl_core.errors import AclCoreError, AclError, AclnnError, AclnnStatus
 from acl_core.plugin import get_backend
 from acl_core.runtime import Range, Runtime
+from acl_core.spec.kernel_args import kernel_args as normalised_args
 from acl_core.spec.ops import all_specs, get_spec
 from acl_core.spec.opspec import Call, Kind, OpSpec
 from acl_core.spec.validate import bind_values, signer, validate
@@ -332,7 +333,7 @@ class AclOpExecutor:
         self.ranges = ranges
         self.kernel_spec = kernel_spec
         if kernel_args is None:
-            kernel_args = spec.base_args(call.args) if spec.base_args else call.args
+            kernel_args = normalised_args(spec, call.args)
         self.kernel_args = kernel_args
 
     def still_valid(self) -> bool:
@@ -539,7 +540,7 @@ def get_workspace_size(
     tensors = _tensors_in([call.args[n] for n in names])
     ranges = _held(runtime, tensors)
     kernel_spec = get_spec(spec.kernel_name)
-    kernel_args = spec.base_args(call.args) if spec.base_args else call.args
+    kernel_args = normalised_args(spec, call.args)  # once per validated signature: kernels get plain values
     if key is not None and ranges is not None:
         entry = _Validated(call, values, size, tensors, ranges, kernel_spec, kernel_args)
         with _cache_lock:

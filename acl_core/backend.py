@@ -23,10 +23,13 @@ if TYPE_CHECKING:
 class Launch:
     """One validated operator call, as a backend kernel receives it.
 
-    ``args`` maps each official parameter name to its value: :class:`~acl_core.tensor.AclTensor`
-    (or None for an absent optional), a tensor or scalar list, a Python number, bool, str or
-    tuple for host attributes. ``plan`` holds what validation derived (promoted dtype, broadcast
-    shape...), keyed by name.
+    ``args`` maps each parameter name of the kernel's operator to its value in one normalised form
+    (:mod:`acl_core.spec.kernel_args`): :class:`~acl_core.tensor.AclTensor` (None for an absent
+    optional), ``tuple[AclTensor, ...]`` for a tensor list, :class:`~acl_core.spec.kernel_args.Scalar`
+    (and tuples of them) for scalars, ``tuple[int | float | bool, ...]`` for host arrays, and int,
+    float, bool, str or DataType for attributes. ``plan`` holds what validation derived (promoted
+    dtype, broadcast shape, precision...), under the keys :mod:`acl_core.spec.plan` declares.
+    docs/KERNELS.md lists both per operator.
     """
 
     spec: OpSpec

@@ -8,7 +8,8 @@ import numpy as np
 
 from acl_core.backend import Launch
 from acl_core.dtypes import DataType
-from acl_core.tensor import AclTensor, AclTensorList
+from acl_core.spec.kernel_args import Scalar
+from acl_core.tensor import AclTensor
 from acl_reference import tensor_io
 from acl_reference.driver import ReferenceDriver
 
@@ -29,16 +30,12 @@ class RefCall:
         return self.args[name]
 
     def value(self, name: str) -> Any:
-        """A scalar argument's Python value (aclScalar unwrapped; arrays as tuples; None if absent)."""
+        """A host argument's Python value (a scalar's value; arrays and scalar lists as tuples; None if absent)."""
         arg = self.args[name]
-        if arg is None:
-            return None
-        if hasattr(arg, "value"):
+        if type(arg) is Scalar:
             return arg.value
-        if hasattr(arg, "values"):
-            return arg.values
-        if hasattr(arg, "scalars"):
-            return tuple(s.value for s in arg.scalars)
+        if type(arg) is tuple and arg and type(arg[0]) is Scalar:
+            return tuple([s.value for s in arg])
         return arg
 
     def read(self, name: str, dtype: np.dtype | type | None = None) -> np.ndarray:
@@ -53,8 +50,8 @@ class RefCall:
     def read_list(self, name: str, dtype: np.dtype | type | None = None) -> list[np.ndarray]:
         """Every tensor of list ``name`` as NumPy arrays."""
         tl = self.args[name]
-        assert isinstance(tl, AclTensorList), f"{name} is not a tensor list"
-        arrays = [tensor_io.read(self.driver, t) for t in tl.tensors]
+        assert isinstance(tl, tuple), f"{name} is not a tensor list"
+        arrays = [tensor_io.read(self.driver, t) for t in tl]
         return arrays if dtype is None else [a.astype(dtype) for a in arrays]
 
     def write(self, name: str, value: np.ndarray | float | int | bool) -> None:
@@ -68,8 +65,8 @@ class RefCall:
     def write_list(self, name: str, values: list[np.ndarray]) -> None:
         """Store one array into each tensor of output list ``name``."""
         tl = self.args[name]
-        assert isinstance(tl, AclTensorList), f"{name} is not a tensor list"
-        for t, v in zip(tl.tensors, values):
+        assert isinstance(tl, tuple), f"{name} is not a tensor list"
+        for t, v in zip(tl, values):
             tensor_io.write(self.driver, t, np.asarray(v).copy())
 
     def dtype(self, name: str) -> DataType:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from acl_core.tensor import AclTensorList
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
 
@@ -175,7 +174,7 @@ def flash_attention_varlen_score(k: RefCall) -> None:
 # ----------------------------------------------------------------------------- inference attention
 def _kv_batches(k: RefCall, name: str, layout: str, heads: int) -> list[Array]:
     """Per-batch [Nkv, Skv_b, D] arrays from a key/value tensor or tensor list."""
-    arrays = k.read_list(name, F64) if isinstance(k[name], AclTensorList) else [k.read(name, F64)]
+    arrays = k.read_list(name, F64) if isinstance(k[name], tuple) else [k.read(name, F64)]
     in_layout = "BNSD" if layout == "BNSD_BSND" else layout
     if len(arrays) == 1:
         return list(to_bnsd(arrays[0], in_layout, heads))

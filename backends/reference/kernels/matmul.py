@@ -132,7 +132,7 @@ def _mx_dequantise(k: RefCall, x: Array, w: Array) -> tuple[list[Array], list[Ar
     """MX mode: x [M, K] and weight [g, K, N] times their E8M0 block scales, exactly, in float64."""
     token = k.read_list("perTokenScaleOptional")[0].view(np.uint8)
     scale = k.read_list("scaleOptional")[0].view(np.uint8)
-    if not gmm_weight_transposed(k["weight"].tensors[0]):  # (g, kb, N, 2) -> (g, N, kb, 2)
+    if not gmm_weight_transposed(k["weight"][0]):  # (g, kb, N, 2) -> (g, N, kb, 2)
         scale = np.swapaxes(scale, 1, 2)
     kk = x.shape[1]
     with np.errstate(all="ignore"):

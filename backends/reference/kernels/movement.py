@@ -178,7 +178,7 @@ def scatter(k: RefCall) -> None:
 @kernel("Cat")
 def cat(k: RefCall) -> None:
     """Concatenation along dim in the promoted dtype (1-d empty members are skipped, as torch does)."""
-    arrays = k.read_list("tensors", wide(k.plan.get("compute", k["tensors"].tensors[0].dtype)))
+    arrays = k.read_list("tensors", wide(k.plan.get("compute", k["tensors"][0].dtype)))
     used = [a for a in arrays if a.shape != (0,)]
     if not used:
         return  # the output is the empty [0]

@@ -33,7 +33,7 @@ from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.formats import Format
-from acl_core.tensor import AclTensor, AclTensorList
+from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels.attention import (
     ATTN_THREADS,
@@ -553,8 +553,8 @@ class AttentionRunner:
 
 def _tensors(value: object) -> list[AclTensor]:
     """The tensors of a key/value argument (one tensor, or a tensor list)."""
-    if isinstance(value, AclTensorList):
-        return list(value.tensors)
+    if isinstance(value, tuple):
+        return list(value)
     assert isinstance(value, AclTensor)
     return [value]
 

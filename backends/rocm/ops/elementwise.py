@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 from acl_core.backend import RELAUNCH, Kernel, Launch
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclnnError, AclnnStatus
+from acl_core.spec.kernel_args import Scalar
 from acl_core.spec.opspec import Kind
 from acl_core.spec.rules import float_result
-from acl_core.tensor import AclScalar, AclTensor
+from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels.ctypes_map import SUPPORTED, ctype
 from acl_rocm.kernels.elementwise import (
@@ -135,7 +136,7 @@ class ElementwiseRunner:
             tokens = _tokens(compute, source.dtype)  # the encoder reads the source in its own type: one rounding
         inputs = dict(u.inputs)
         tensors: list[tuple[str, AclTensor]] = []
-        scalars: list[tuple[str, AclScalar | None]] = []
+        scalars: list[tuple[str, Scalar | None]] = []
         constants: list[tuple[str, int]] = []
         for p in launch.spec.params:
             value = args.get(p.name)
@@ -145,7 +146,7 @@ class ElementwiseRunner:
                 assert isinstance(value, AclTensor)
                 tensors.append((p.name, value))
             elif p.kind is Kind.SCALAR and p.name in inputs:
-                scalars.append((p.name, value if isinstance(value, AclScalar) else None))
+                scalars.append((p.name, value if isinstance(value, Scalar) else None))
             elif p.kind in (Kind.INT, Kind.BOOL) and u.uses(p.name):
                 constants.append((p.name, int(value or 0)))
         return self.instantiate(op, u, tokens, tensors, scalars, constants)
@@ -156,7 +157,7 @@ class ElementwiseRunner:
         u: Ufunc,
         tokens: dict[str, D | None],
         tensors: list[tuple[str, AclTensor]],
-        scalars: Sequence[tuple[str, AclScalar | None]] = (),
+        scalars: Sequence[tuple[str, Scalar | None]] = (),
         constants: Sequence[tuple[str, int]] = (),
     ) -> Planned | None:
         """One kernel instance of ``u`` over ``tensors`` (the output among them, named as in ``u``)."""

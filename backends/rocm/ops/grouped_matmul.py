@@ -24,7 +24,7 @@ from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
 from acl_core.formats import Format
 from acl_core.spec.ops.matmul import gmm_weight_transposed
-from acl_core.tensor import AclTensor, AclTensorList, contiguous_strides
+from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.driver import handle
 from acl_rocm.kernels.grouped_matmul import (
     FIELDS,
@@ -80,7 +80,7 @@ class GroupPlan:
 
 
 def _members(value: Any) -> tuple[AclTensor, ...]:
-    return value.tensors if isinstance(value, AclTensorList) else ()
+    return value if isinstance(value, tuple) else ()
 
 
 def _row(x: int, w: int, out: int, bias: AclTensor | None, bias_index: Sequence[int], **rest: int) -> dict[str, int]:

@@ -18,7 +18,7 @@ from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
 from acl_core.spec.ops.movement import advanced_index_shape
 from acl_core.spec.rules import broadcast_shapes
-from acl_core.tensor import AclTensor, AclTensorList
+from acl_core.tensor import AclTensor
 from acl_rocm.kernels.ctypes_map import SUPPORTED
 from acl_rocm.kernels.index_put import Apply, Positions
 from acl_rocm.kernels.movement import Check
@@ -53,13 +53,13 @@ class IndexPutRunner:
         """The launches of one call."""
         op = "IndexPutImpl"
         t, lst, v = launch.args["selfRef"], launch.args["indices"], launch.args["values"]
-        assert isinstance(t, AclTensor) and isinstance(lst, AclTensorList) and isinstance(v, AclTensor)
+        assert isinstance(t, AclTensor) and isinstance(lst, tuple) and isinstance(v, AclTensor)
         if t.dtype not in SUPPORTED:
             raise refuse(op, f"a {t.dtype.short} selfRef")
         accumulate = bool(launch.args["accumulate"])
         prog = Program()
-        entries = [(d, e) for d, e in enumerate(lst.tensors) if e.numel != 0]
-        shape, _ = advanced_index_shape(t.view_dims, [tuple(e.view_dims) if e.numel else None for e in lst.tensors])
+        entries = [(d, e) for d, e in enumerate(lst) if e.numel != 0]
+        shape, _ = advanced_index_shape(t.view_dims, [tuple(e.view_dims) if e.numel else None for e in lst])
         total = math.prod(shape)
         if total == 0 or t.numel == 0:
             return prog

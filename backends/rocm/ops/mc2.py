@@ -29,6 +29,7 @@ from acl_core.dtypes import DataType as D
 from acl_core.errors import AclnnError, AclnnStatus, HcclError
 from acl_core.formats import Format
 from acl_core.spec.collective import ACL_TO_HCCL, CollectiveEngine, EngineCommunicator, HcclReduceOp
+from acl_core.spec.kernel_args import kernel_args
 from acl_core.spec.ops import all_specs
 from acl_core.spec.validate import validate
 from acl_core.tensor import AclScalar, AclTensor, contiguous_strides
@@ -131,7 +132,7 @@ class Mc2Runner:
         """Run single operator ``op`` as its aclnn call would: validated, then this backend's kernel."""
         spec = self._specs[op]
         call = validate(spec, args, None)
-        self.backend.kernels[spec.kernel_name](Launch(spec, call.args, call.plan, 0, 0, stream))
+        self.backend.kernels[spec.kernel_name](Launch(spec, kernel_args(spec, call.args), call.plan, 0, 0, stream))
 
     def _group(self, launch: Launch) -> tuple[CollectiveEngine, EngineCommunicator]:
         from acl_core.hccl import resolve_group

@@ -24,9 +24,10 @@ from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.formats import Format
+from acl_core.spec.kernel_args import Scalar
 from acl_core.spec.ops.movement import advanced_index_shape
 from acl_core.spec.rules import broadcast_shapes
-from acl_core.tensor import AclScalar, AclTensor, AclTensorList
+from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels.ctypes_map import SUPPORTED
 from acl_rocm.kernels.elementwise import UFUNCS
@@ -304,8 +305,8 @@ class MovementRunner:
     def _cat(self, op: str, launch: Launch, prog: _Program) -> None:
         tensors = launch.args["tensors"]
         out = launch.args["out"]
-        assert isinstance(tensors, AclTensorList) and isinstance(out, AclTensor)
-        used = [t for t in tensors.tensors if tuple(t.view_dims) != (0,)]
+        assert isinstance(tensors, tuple) and isinstance(out, AclTensor)
+        used = [t for t in tensors if tuple(t.view_dims) != (0,)]
         if not used or out.numel == 0:
             return
         dim: int = launch.plan["dim"]
@@ -319,22 +320,22 @@ class MovementRunner:
     def _stack(self, op: str, launch: Launch, prog: _Program) -> None:
         tensors = launch.args["tensors"]
         out = launch.args["out"]
-        assert isinstance(tensors, AclTensorList) and isinstance(out, AclTensor)
+        assert isinstance(tensors, tuple) and isinstance(out, AclTensor)
         if out.numel == 0:
             return
         dim: int = launch.plan["dim"]
         dst = view_of(op, out)
-        for i, t in enumerate(tensors.tensors):
+        for i, t in enumerate(tensors):
             self.place(op, t, dst.select(dim, i), out.dtype, prog)
 
     def _split(self, op: str, launch: Launch, prog: _Program) -> None:
         t = launch.args["self"]
         outs = launch.args["out"]
-        assert isinstance(t, AclTensor) and isinstance(outs, AclTensorList)
+        assert isinstance(t, AclTensor) and isinstance(outs, tuple)
         dim: int = launch.plan["dim"]
         src = view_of(op, t)
         start = 0
-        for piece, n in zip(outs.tensors, launch.plan["sizes"]):
+        for piece, n in zip(outs, launch.plan["sizes"]):
             self.copy(src.narrow(dim, start, n), view_of(op, piece), prog)
             start += n
 
@@ -368,7 +369,7 @@ class MovementRunner:
         t, out = self._io(op, launch)
         if out.numel == 0:
             return
-        src, dst = tile_views(view_of(op, t), view_of(op, out), tuple(launch.args["repeats"].values))
+        src, dst = tile_views(view_of(op, t), view_of(op, out), launch.args["repeats"])
         self.copy(src, dst, prog)
 
     def _constantpadnd(self, op: str, launch: Launch, prog: _Program) -> None:
@@ -378,7 +379,7 @@ class MovementRunner:
         pairs: list[tuple[int, int]] = launch.plan["pairs"]
         if any(b > 0 or e > 0 for b, e in pairs):
             value = launch.args["value"]
-            assert isinstance(value, AclScalar)
+            assert isinstance(value, Scalar)
             self.fill(op, out, value, prog)
         src, dst = view_of(op, t), view_of(op, out)
         for d, (n, (before, after)) in enumerate(zip(t.view_dims, pairs)):
@@ -388,7 +389,7 @@ class MovementRunner:
             dst = dst.narrow(d, max(before, 0), keep)
         self.copy(src, dst, prog)
 
-    def fill(self, op: str, out: AclTensor, value: AclScalar, prog: _Program) -> None:
+    def fill(self, op: str, out: AclTensor, value: Scalar, prog: _Program) -> None:
         """Every element of ``out`` = value (converted to out's dtype by the elementwise fill)."""
         if out.dtype not in SUPPORTED:
             raise _refuse(op, f"a {out.dtype.short} pad value")
@@ -418,7 +419,7 @@ class MovementRunner:
         if out.dtype not in SUPPORTED:
             raise _refuse(op, f"a {out.dtype.short} out")
         start, step = (launch.args[name] for name in ("start", "step"))
-        assert isinstance(start, AclScalar) and isinstance(step, AclScalar)
+        assert isinstance(start, Scalar) and isinstance(step, Scalar)
         int64 = bool(launch.plan["int64"])
         stride = out.strides[0]
         idx = _geometry_index_type((n,), [(stride,)], self._threads(n))
@@ -527,8 +528,8 @@ class MovementRunner:
 
     def _index(self, op: str, launch: Launch, prog: _Program) -> None:
         t, lst, out = (launch.args[n] for n in ("self", "indices", "out"))
-        assert isinstance(t, AclTensor) and isinstance(lst, AclTensorList) and isinstance(out, AclTensor)
-        entries = [(d, e) for d, e in enumerate(lst.tensors) if e.numel != 0]
+        assert isinstance(t, AclTensor) and isinstance(lst, tuple) and isinstance(out, AclTensor)
+        entries = [(d, e) for d, e in enumerate(lst) if e.numel != 0]
         src = view_of(op, t)
         if not entries:
             self.copy(src, view_of(op, out), prog)
@@ -538,7 +539,7 @@ class MovementRunner:
         for d, e in entries:
             self.check(op, e, -t.view_dims[d], t.view_dims[d], flag, prog)
         block = broadcast_shapes(*(tuple(e.view_dims) for _, e in entries), names=("indices",))
-        shape, _ = advanced_index_shape(t.view_dims, [tuple(e.view_dims) if e.numel else None for e in lst.tensors])
+        shape, _ = advanced_index_shape(t.view_dims, [tuple(e.view_dims) if e.numel else None for e in lst])
         assert tuple(shape) == tuple(out.view_dims)
         kept = [d for d in range(t.rank) if d not in positions]
         adjacent = positions == list(range(positions[0], positions[-1] + 1))
@@ -594,7 +595,7 @@ class MovementRunner:
         ]
         if src_t is None:
             value = launch.args["value"]
-            assert isinstance(value, AclScalar)
+            assert isinstance(value, Scalar)
             values.append(_wide_scalar(value, t.dtype))
         else:
             assert isinstance(src_t, AclTensor)
@@ -660,7 +661,7 @@ class _Program:
             self.steps.append(prepared)
 
 
-def _wide_scalar(value: AclScalar, dtype: D) -> ctypes._SimpleCData:
+def _wide_scalar(value: Scalar, dtype: D) -> ctypes._SimpleCData:
     """The scalar in the wide type the reference scatters ``dtype`` in (NumPy's astype of the value)."""
     kind = wide(dtype)
     v = value.value
