@@ -610,6 +610,8 @@ def execute(
         raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, exc.message) from None
     if not executor.still_valid():  # memory behind the tensors may have been freed since phase 1
         executor.revalidate()
+    if runtime.capture.recording:  # a capture logs the task, or refuses an op whose phase 2 needs the host
+        runtime.capture.log(stream, f"aclnn{spec.name}", spec.name)
     executor.used = True
     call = executor.call
     if not needed:

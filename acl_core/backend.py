@@ -85,7 +85,9 @@ class Backend(ABC):
         """The acl runtime of this backend (one per process)."""
         from acl_core.runtime import Runtime
 
-        return Runtime(self.name, self.driver)
+        runtime = Runtime(self.name, self.driver)
+        runtime.capture.refused_ops = lambda: self.capabilities().capture_refused_ops
+        return runtime
 
     def claim(self, op: str) -> tuple[frozenset[DataType], frozenset[Format]]:
         """The tensor dtypes and formats ``op`` accepts here; phase 1 refuses any other (default: capabilities()).

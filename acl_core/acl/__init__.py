@@ -7,7 +7,7 @@ not raised. ``acl.get_recent_err_msg()`` tells what the last failure was about.
 
 from __future__ import annotations
 
-from acl_core.acl import rt, util
+from acl_core.acl import mdl, rt, util
 from acl_core.acl._call import ACL_SUCCESS, call_status, recent_error, runtime
 
 
@@ -26,4 +26,4 @@ def get_recent_err_msg() -> str:
     return recent_error()
 
 
-__all__ = ["ACL_SUCCESS", "finalize", "get_recent_err_msg", "init", "rt", "util"]
+__all__ = ["ACL_SUCCESS", "finalize", "get_recent_err_msg", "init", "mdl", "rt", "util"]

@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from acl_core.errors import AclError, AclErrorCode, RtErrorCode
 from acl_core.runtime.c_args import HANDLE, CEnum, CStr, Handle, Int32, Ptr, SizeT, UInt32, acl_entry
+from acl_core.runtime.capture import CaptureRules, ModelRI
 from acl_core.runtime.memory_map import MemoryMap, Range, RangeKind
 from acl_core.spec.runtime import (
     MALLOC_POLICY_FLAGS,
@@ -103,8 +104,8 @@ class _DeviceState:
     contexts: set[int] = field(default_factory=set)
 
 
-class Runtime:
-    """One process's acl runtime on one backend."""
+class Runtime(ModelRI):
+    """One process's acl runtime on one backend (the aclmdlRI* capture entry points: :class:`ModelRI`)."""
 
     def __init__(self, backend_name: str, driver: Driver) -> None:
         self.backend_name = backend_name
@@ -121,6 +122,7 @@ class Runtime:
         self._devices: dict[int, _DeviceState] = {}
         self._registered_host: OrderedDict[int, None] = OrderedDict()
         self._local = threading.local()
+        self.capture = CaptureRules(self)
 
     # ----------------------------------------------------------------- lifecycle
     @acl_entry("aclInit", needs_init=False)
@@ -249,8 +251,10 @@ class Runtime:
 
     @acl_entry("aclrtSynchronizeDevice")
     def synchronize_device(self) -> None:
-        """aclrtSynchronizeDevice."""
-        self._require_device()
+        """aclrtSynchronizeDevice (refused while a stream of the device captures)."""
+        device = self._require_device()
+        if self.capture.recording:
+            self.capture.check_device_blocking(device, "aclrtSynchronizeDevice")
         self.driver.synchronize_device()
 
     def _new_context(self, device_id: int, default: bool) -> int:
@@ -470,12 +474,14 @@ class Runtime:
                 )
             for rng, name in ((s, "src"), (d, "dst")):
                 if rng.kind is RangeKind.HOST:
+                    self.capture.check_unsafe(f"an async copy with pageable {name} memory")
                     raise _invalid(f"{name} of an async copy must be page-locked memory from malloc_host")
         return actual
 
     @acl_entry("aclrtMemcpy")
     def memcpy(self, dst: Ptr, dest_max: SizeT, src: Ptr, count: SizeT, kind: CEnum) -> None:
         """aclrtMemcpy: synchronous; kind must agree with the addresses unless it is DEFAULT."""
+        self.capture.check_unsafe("aclrtMemcpy")
         with self._lock:
             direction = self._direction(dst, dest_max, src, count, kind, pinned_only=False)
             if count:
@@ -487,6 +493,8 @@ class Runtime:
         with self._lock:
             direction = self._direction(dst, dest_max, src, count, kind, pinned_only=True)
             s = self.stream(stream)
+            if self.capture.recording:
+                self.capture.log(stream, "aclrtMemcpyAsync")
             if count:
                 self.driver.copy(dst or 0, src or 0, count, direction, s)
 
@@ -495,6 +503,7 @@ class Runtime:
         self, dst: Ptr, dpitch: SizeT, src: Ptr, spitch: SizeT, width: SizeT, height: SizeT, kind: CEnum
     ) -> None:
         """aclrtMemcpy2d: ``height`` rows of ``width`` bytes between pitched buffers."""
+        self.capture.check_unsafe("aclrtMemcpy2d")
         if width > dpitch or width > spitch:
             raise _invalid(f"width {width} exceeds a pitch (dpitch {dpitch}, spitch {spitch})")
         if height == 0 or width == 0:
@@ -516,6 +525,7 @@ class Runtime:
     @acl_entry("aclrtMemset")
     def memset(self, address: Ptr, max_count: SizeT, value: Int32, count: SizeT) -> None:
         """aclrtMemset: fills ``count`` bytes with the low byte of ``value``."""
+        self.capture.check_unsafe("aclrtMemset")
         with self._lock:
             self._memset_target(address, max_count, count)
             if count:
@@ -527,6 +537,8 @@ class Runtime:
         with self._lock:
             self._memset_target(address, max_count, count)
             s = self.stream(stream)
+            if self.capture.recording:
+                self.capture.log(stream, "aclrtMemsetAsync")
             if count:
                 self.driver.memset(address or 0, value & 0xFF, count, s)
 
@@ -574,26 +586,36 @@ class Runtime:
         """aclrtDestroyStream: waits for the stream's work, then releases it."""
         with self._lock:
             s = self._lookup(self._streams, handle, "stream")
+            self.capture.check_destroy_stream(s.handle)
             self.driver.synchronize_stream(s.driver_stream)
             self.driver.destroy_stream(s.driver_stream)
             del self._streams[s.handle]
 
     @acl_entry("aclrtSynchronizeStream")
     def synchronize_stream(self, handle: Handle) -> None:
-        """aclrtSynchronizeStream."""
-        self.driver.synchronize_stream(self.stream(handle))
+        """aclrtSynchronizeStream (107041 on a capturing stream, whose capture is then invalidated)."""
+        s = self.stream(handle)
+        if self.capture.recording:
+            self.capture.check_blocking(handle, "aclrtSynchronizeStream")
+        self.driver.synchronize_stream(s)
 
     @acl_entry("aclrtStreamQuery")
     def stream_query(self, handle: Handle) -> StreamStatus:
-        """aclrtStreamQuery."""
-        done = self.driver.stream_done(self.stream(handle))
+        """aclrtStreamQuery (107041 on a capturing stream, whose capture is then invalidated)."""
+        s = self.stream(handle)
+        if self.capture.recording:
+            self.capture.check_blocking(handle, "aclrtStreamQuery")
+        done = self.driver.stream_done(s)
         return StreamStatus.ACL_STREAM_STATUS_COMPLETE if done else StreamStatus.ACL_STREAM_STATUS_NOT_READY
 
     @acl_entry("aclrtStreamWaitEvent")
     def stream_wait_event(self, stream: Handle, event: Handle) -> None:
         """aclrtStreamWaitEvent: later work on ``stream`` waits for ``event``."""
         e = self._lookup(self._events, event, "event")
-        self.driver.stream_wait_event(self.stream(stream), e.driver_event)
+        s = self.stream(stream)
+        with self._lock:
+            self.capture.on_wait(stream, e.handle, e.recorded)
+            self.driver.stream_wait_event(s, e.driver_event)
 
     # ----------------------------------------------------------------- events
     @acl_entry("aclrtCreateEvent")
@@ -617,8 +639,11 @@ class Runtime:
     def record_event(self, event: Handle, stream: Handle) -> None:
         """aclrtRecordEvent."""
         e = self._lookup(self._events, event, "event")
-        self.driver.record_event(e.driver_event, self.stream(stream))
-        e.recorded = True
+        s = self.stream(stream)
+        with self._lock:
+            self.capture.on_record(e.handle, stream)
+            self.driver.record_event(e.driver_event, s)
+            e.recorded = True
 
     @acl_entry("aclrtResetEvent")
     def reset_event(self, event: Handle, stream: Handle) -> None:
@@ -631,6 +656,7 @@ class Runtime:
     def synchronize_event(self, event: Handle) -> None:
         """aclrtSynchronizeEvent (an event never recorded completes at once)."""
         e = self._lookup(self._events, event, "event")
+        self.capture.check_event_usable(e.handle, "aclrtSynchronizeEvent")
         if e.recorded:
             self.driver.synchronize_event(e.driver_event)
 
@@ -638,6 +664,7 @@ class Runtime:
     def query_event(self, event: Handle) -> EventStatus:
         """aclrtQueryEvent."""
         e = self._lookup(self._events, event, "event")
+        self.capture.check_event_usable(e.handle, "aclrtQueryEvent")
         done = not e.recorded or self.driver.event_done(e.driver_event)
         return EventStatus.ACL_EVENT_STATUS_COMPLETE if done else EventStatus.ACL_EVENT_STATUS_NOT_READY
 
@@ -645,6 +672,7 @@ class Runtime:
     def query_event_status(self, event: Handle) -> EventRecordedStatus:
         """aclrtQueryEventStatus (recorded-status order: NOT_READY=0, COMPLETE=1)."""
         e = self._lookup(self._events, event, "event")
+        self.capture.check_event_usable(e.handle, "aclrtQueryEventStatus")
         done = e.recorded and self.driver.event_done(e.driver_event)
         return (
             EventRecordedStatus.ACL_EVENT_RECORDED_STATUS_COMPLETE
@@ -657,6 +685,8 @@ class Runtime:
         """aclrtEventElapsedTime in milliseconds; both events must have been recorded."""
         s = self._lookup(self._events, start, "start event")
         e = self._lookup(self._events, end, "end event")
+        self.capture.check_event_usable(s.handle, "aclrtEventElapsedTime")
+        self.capture.check_event_usable(e.handle, "aclrtEventElapsedTime")
         if not (s.recorded and e.recorded):
             raise AclError(
                 RtErrorCode.ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "both events must be recorded before timing"

@@ -106,6 +106,7 @@ class ReferenceBackend(Backend):
             fp8_matmul_hw=False,
             tf32_hw=False,
             tf32_enabled=False,
+            stream_capture=True,
             attention_path="numpy",
             nz_fidelity="none",
             collective_engine=self.collectives.name,

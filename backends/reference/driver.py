@@ -52,6 +52,22 @@ class Task:
     """Global enqueue order: synchronize_device runs the tasks of several streams in this order."""
     done: bool = False
     timestamp_ns: int | None = None
+    event: ReferenceEvent | None = None
+    """For an event recording: its event (a replay of a captured recording re-records it)."""
+
+
+@dataclass(eq=False)
+class Recording:
+    """A capture in progress: the tasks enqueued on its streams, in enqueue order, none of them run."""
+
+    tasks: list[Task] = field(default_factory=list)
+
+
+@dataclass(frozen=True, eq=False)
+class ReferenceGraph:
+    """What capture_end returns: the captured tasks, replayed in order by graph_launch."""
+
+    tasks: tuple[Task, ...]
 
 
 @dataclass(eq=False)
@@ -62,6 +78,8 @@ class ReferenceStream:
     default: bool = False
     queue: deque[Task] = field(default_factory=deque)
     error: BaseException | None = None
+    recording: Recording | None = None
+    """While capturing (or joined to a capture through an event): where enqueued tasks go instead."""
 
 
 @dataclass(eq=False)
@@ -234,6 +252,9 @@ class ReferenceDriver(Driver):
         """
         s = None if stream is None else _stream(stream)
         task = Task(s or self._default_streams[self.current], run, what, next(self._seq))
+        if s is not None and s.recording is not None:  # captured: kept for replay, never run now
+            s.recording.tasks.append(task)
+            return task
         if s is None or self.eager or getattr(self._local, "in_task", False):
             task.timestamp_ns = time.perf_counter_ns()
             run()
@@ -330,6 +351,12 @@ class ReferenceDriver(Driver):
         recording = _event(event).latest
         if recording is None or recording.done:
             return
+        waiter = _stream(stream)
+        if recording.stream.recording is not None and any(t is recording for t in recording.stream.recording.tasks):
+            # an event recorded inside a capture: the waiting stream joins it (its tasks are replayed
+            # in one enqueue order with the capture's, which keeps every dependency)
+            waiter.recording = recording.stream.recording
+            return
 
         def wait() -> None:
             self._run(recording.stream, until=recording)
@@ -345,7 +372,9 @@ class ReferenceDriver(Driver):
 
     def record_event(self, event: object, stream: object) -> None:
         """Enqueue a recording; it stamps the host clock when it runs."""
-        _event(event).latest = self.enqueue(_stream(stream), _nothing, "event record")
+        e = _event(event)
+        e.latest = self.enqueue(_stream(stream), _nothing, "event record")
+        e.latest.event = e
 
     def synchronize_event(self, event: object) -> None:
         """Run the recording's stream up to the recording; raise an error of that stream's earlier work."""
@@ -362,6 +391,40 @@ class ReferenceDriver(Driver):
             return True
         self._run(recording.stream, until=recording)
         return False
+
+    # ------------------------------------------------------------------ stream capture
+    def capture_begin(self, stream: object, mode: object) -> None:
+        """From now on ``stream``'s tasks (and those of streams that join through its events) are recorded."""
+        s = _stream(stream)
+        if s.recording is not None:
+            raise AclError(RtErrorCode.ACL_ERROR_RT_STREAM_CAPTURED, "the reference stream is already capturing")
+        s.recording = Recording()
+
+    def capture_end(self, stream: object) -> object:
+        """Stop recording on ``stream`` and every stream that joined it; the recorded tasks, in order."""
+        s = _stream(stream)
+        recording = s.recording
+        if recording is None:
+            raise AclError(RtErrorCode.ACL_ERROR_RT_STREAM_NOT_CAPTURED, "the reference stream is not capturing")
+        with self._queue_lock:
+            for other in self._streams:
+                if other.recording is recording:
+                    other.recording = None
+        s.recording = None
+        return ReferenceGraph(tuple(recording.tasks))
+
+    def graph_launch(self, graph: object, stream: object) -> None:
+        """Enqueue the graph's tasks on ``stream``, in capture order; each reads device memory when it runs."""
+        if not isinstance(graph, ReferenceGraph):
+            raise AclError(RtErrorCode.ACL_ERROR_RT_PARAM_INVALID, f"{graph!r} is not a reference graph")
+        for captured in graph.tasks:
+            task = self.enqueue(stream, captured.run, captured.what)
+            if captured.event is not None:
+                captured.event.latest = task
+                task.event = captured.event
+
+    def graph_destroy(self, graph: object) -> None:
+        """Nothing to release: replays already enqueued hold their own tasks."""
 
     def elapsed_ms(self, start: object, end: object) -> float:
         """Milliseconds between the host times at which two recordings ran."""
