@@ -238,7 +238,7 @@ class Driver(ABC):
         raise _not_supported("stream capture")
 
     def graph_destroy(self, graph: object) -> None:
-        """Release a graph from :meth:`capture_end` (the runtime has checked no replay still needs it)."""
+        """Release a graph from :meth:`capture_end`; replays already enqueued still complete (cudaGraphExecDestroy)."""
         raise _not_supported("stream capture")
 
 
