@@ -17,6 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from acl_core import rebinding
 from acl_core.backend import RELAUNCH, Backend, Launch
 from acl_core.errors import AclCoreError, AclError, AclnnError, AclnnStatus
 from acl_core.plugin import get_backend
@@ -384,6 +385,48 @@ def aclDestroyAclOpExecutor(executor: AclOpExecutor | None) -> int:
         return ACLNN_SUCCESS
 
     return int(_guard(run))
+
+
+def aclSetInputTensorAddr(executor: AclOpExecutor | None, index: int, tensor: AclTensor | None, addr: int) -> int:
+    """aclSetInputTensorAddr: point input tensor ``index`` of a repeatable executor at ``addr`` (acl_core.rebinding)."""
+    return int(_guard(lambda: rebinding.set_tensor_addr(executor, "input", index, tensor, addr)))
+
+
+def aclSetOutputTensorAddr(executor: AclOpExecutor | None, index: int, tensor: AclTensor | None, addr: int) -> int:
+    """aclSetOutputTensorAddr: point output tensor ``index`` of a repeatable executor at ``addr``."""
+    return int(_guard(lambda: rebinding.set_tensor_addr(executor, "output", index, tensor, addr)))
+
+
+def aclSetTensorAddr(executor: AclOpExecutor | None, index: int, tensor: AclTensor | None, addr: int) -> int:
+    """aclSetTensorAddr: point tensor ``index`` (all tensor parameters, prototype order) at ``addr``."""
+    return int(_guard(lambda: rebinding.set_tensor_addr(executor, "any", index, tensor, addr)))
+
+
+def aclSetDynamicInputTensorAddr(
+    executor: AclOpExecutor | None, ir_index: int, relative_index: int, tensors: AclTensorList | None, addr: int
+) -> int:
+    """aclSetDynamicInputTensorAddr: point member ``relative_index`` of input list ``ir_index`` at ``addr``."""
+    return int(
+        _guard(lambda: rebinding.set_dynamic_tensor_addr(executor, "input", ir_index, relative_index, tensors, addr))
+    )
+
+
+def aclSetDynamicOutputTensorAddr(
+    executor: AclOpExecutor | None, ir_index: int, relative_index: int, tensors: AclTensorList | None, addr: int
+) -> int:
+    """aclSetDynamicOutputTensorAddr: point member ``relative_index`` of output list ``ir_index`` at ``addr``."""
+    return int(
+        _guard(lambda: rebinding.set_dynamic_tensor_addr(executor, "output", ir_index, relative_index, tensors, addr))
+    )
+
+
+def aclSetDynamicTensorAddr(
+    executor: AclOpExecutor | None, ir_index: int, relative_index: int, tensors: AclTensorList | None, addr: int
+) -> int:
+    """aclSetDynamicTensorAddr: point member ``relative_index`` of list ``ir_index`` (any role) at ``addr``."""
+    return int(
+        _guard(lambda: rebinding.set_dynamic_tensor_addr(executor, "any", ir_index, relative_index, tensors, addr))
+    )
 
 
 def _tensors_in(values: Sequence[Any]) -> tuple[AclTensor, ...]:

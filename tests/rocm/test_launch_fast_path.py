@@ -149,3 +149,27 @@ def test_phase_2_relaunches_the_bound_launch_on_its_device_only(tmp_path: Path) 
     provider.set_device(1)  # another device is current: its module is not loaded there, so no relaunch
     assert relaunch(backend.runtime.stream(stream)) is False
     assert len(provider.launches) == before + 3
+
+
+def test_rebinding_an_executor_drops_what_rocm_memoised_for_the_old_addresses(tmp_path: Path) -> None:
+    """The rebinding contract (docs/PLUGINS.md): after aclSet*TensorAddr the next launch uses the new address."""
+    provider = FakeProvider()
+    backend = RocmBackend(provider, {"ACL_KERNEL_CACHE": str(tmp_path)})
+    backend.runtime.ensure_device(0)
+    a, b, out, out2 = (to_device(np.ones(32, np.float32), backend) for _ in range(4))
+    spec = get_spec("Add")
+    t_out = out.tensor()
+    args = [a.tensor(), b.tensor(), aclnn.aclCreateScalar(1.0, 0), t_out]
+    size, executor = get_workspace_size(spec, args, backend=backend)
+    assert aclnn.aclSetAclOpExecutorRepeatable(executor) == 0
+    stream = backend.runtime.create_stream()
+    execute(spec, None, size, executor, stream)
+    first = provider.launches[-1]
+    old_memo = executor.call.memo
+    assert "acl_core.relaunch" in old_memo and out.address in _pointers(first.args)
+    assert aclnn.aclSetOutputTensorAddr(executor, 0, t_out, out2.address) == 0
+    execute(spec, None, size, executor, stream)
+    execute(spec, None, size, executor, stream)  # and the relaunch bound after the rebinding uses it too
+    for launch in provider.launches[-2:]:
+        assert out2.address in _pointers(launch.args) and out.address not in _pointers(launch.args)
+    assert executor.call.memo is not old_memo
