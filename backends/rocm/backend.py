@@ -5,20 +5,20 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import metadata
 
-from acl_core.backend import Backend, Kernel
+from acl_core.backend import RELAUNCH, Backend, Kernel, Launch
 from acl_core.capabilities import Capabilities, Platform, declared_formats, derive_op_dtypes
 from acl_core.dtypes import DataType as D
-from acl_core.errors import AclError, BackendUnavailableError
+from acl_core.errors import AclError, BackendUnavailableError, RtErrorCode
 from acl_core.formats import Format
 from acl_core.spec.collective import CollectiveEngine
 from acl_core.spec.ops import all_specs
 from acl_rocm.arch import ArchPolicy, lookup, resolve_policy, with_warp_size
 from acl_rocm.collectives import NcclEngine, open_engine
 from acl_rocm.compiler import KernelCache, cache_dir
-from acl_rocm.driver import RocmDriver
+from acl_rocm.driver import RocmDriver, handle
 from acl_rocm.kernels.ctypes_map import SUPPORTED
 from acl_rocm.kernels.prelude import compile_options
 from acl_rocm.launch import LaunchConfig, elementwise_config
@@ -74,6 +74,14 @@ class RocmBackend(Backend):
         self._collectives: tuple[NcclEngine | None, str] | None = None
         for runner in self.runners.values():
             self._kernels.update(runner.kernels())
+        self.capture_refused: dict[str, str] = capture_refusals(self.runners)
+        for op, why in self.capture_refused.items():
+            if op in self._kernels:
+                self._kernels[op] = _refusing_capture(self._driver, op, why, self._kernels[op])
+        for runner in self.runners.values():
+            prepare = getattr(runner, "prepare_capture", None)
+            if prepare is not None:
+                self._driver.before_capture.append(prepare)
 
     @classmethod
     def start(cls) -> RocmBackend:
@@ -180,6 +188,8 @@ class RocmBackend(Backend):
             "kernel_cache": str(self.cache.directory),
             "collectives": _collective_note(engine, self._collectives),
             "mc2": self.runners["mc2"].note(),
+            "stream_capture": self._driver.capture_unavailable()
+            or f"{self.provider.platform} graphs (relaxed capture mode; see backends/rocm/README.md)",
             **{k: v for k, v in self.provider.versions().items()},
         }
         return Capabilities(
@@ -205,10 +215,46 @@ class RocmBackend(Backend):
             if "FlashAttentionScore" in self._kernels
             else "none",
             nz_fidelity="none",
+            stream_capture=self._driver.capture_unavailable() is None,
+            capture_refused_ops=tuple(sorted(op for op in self.capture_refused if op in self._kernels)),
             collective_engine=engine.name if engine is not None else None,
             collective_max_ranks=engine.max_ranks() if engine is not None else 0,
             notes=notes,
         )
+
+
+def capture_refusals(runners: Mapping[str, object]) -> dict[str, str]:
+    """Operator → why its phase 2 needs the host, from each family runner's ``capture_refused`` mapping."""
+    out: dict[str, str] = {}
+    for runner in runners.values():
+        out.update(getattr(runner, "capture_refused", {}))
+    return out
+
+
+def _refusing_capture(driver: RocmDriver, op: str, why: str, kernel: Kernel) -> Kernel:
+    """``kernel``, refusing a capturing stream with 107027 (what cudaErrorStreamCaptureUnsupported maps to)."""
+
+    def run(launch: Launch) -> None:
+        if driver.capturing(handle(launch.stream)):
+            raise AclError(
+                RtErrorCode.ACL_ERROR_RT_STREAM_CAPTURED, f"{op} cannot run on a capturing stream on rocm: {why}"
+            )
+        kernel(launch)
+        fast = launch.memo.get(RELAUNCH)
+        if fast is not None and not getattr(fast, "refuses_capture", False):
+            launch.memo[RELAUNCH] = _relaunch_outside_capture(driver, fast)
+
+    return run
+
+
+def _relaunch_outside_capture(driver: RocmDriver, fast: Callable[[object], bool]) -> Callable[[object], bool]:
+    """A memoised fast path that declines a capturing stream, so the call reaches the refusing kernel."""
+
+    def relaunch(stream: object) -> bool:
+        return not driver.capturing(handle(stream)) and fast(stream)
+
+    relaunch.refuses_capture = True  # type: ignore[attr-defined]
+    return relaunch
 
 
 def _collective_note(engine: NcclEngine | None, opened: tuple[NcclEngine | None, str] | None) -> str:

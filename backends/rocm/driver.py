@@ -3,6 +3,12 @@
 Async copies need page-locked host memory (``alloc_host`` → cudaMallocHost / hipHostMalloc); the
 shared runtime refuses pageable memory for them before the driver sees the call. Streams and events
 are the provider's integer handles; a null acl stream is the device's default stream.
+
+Stream capture records into the platform's graphs (CUDA / HIP graphs, relaxed mode). The shared
+runtime keeps every aclmdlRI rule; the driver keeps only what the platform needs: which streams a
+capture spans (the origin and the streams that joined it through events), the deferred device checks
+a graph arms at each replay, and a side stream for its own synchronous copies while a capture runs
+(a legacy-stream copy would break the capture of a blocking stream).
 """
 
 from __future__ import annotations
@@ -10,15 +16,39 @@ from __future__ import annotations
 import bisect
 import ctypes
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from acl_core.errors import AclnnError, AclnnStatus
-from acl_core.spec.runtime import CopyDirection, Driver
+from acl_core.errors import AclError, AclnnError, AclnnStatus, RtErrorCode
+from acl_core.spec.runtime import CaptureMode, CopyDirection, Driver
 from acl_rocm.providers.base import RuntimeProvider
 
 
 def handle(obj: object) -> int:
     """The integer value of a provider handle (stream or event) the shared runtime passed back."""
     return int(obj)  # type: ignore[call-overload]
+
+
+@dataclass
+class _Capture:
+    """One capture in progress: its origin stream, the streams it spans, the checks its graph will arm."""
+
+    origin: int
+    streams: set[int] = field(default_factory=set)
+    checks: list[tuple[int, str]] = field(default_factory=list)
+
+
+@dataclass
+class RocmGraph:
+    """A captured, instantiated platform graph and the deferred checks each replay arms.
+
+    ``checks`` are (slot, message): ``slot`` is 4 bytes of persistent device memory the graph copies
+    its check flag into at every replay, read at the replay stream's next synchronisation.
+    """
+
+    vendor: object
+    checks: tuple[tuple[int, str], ...]
+    origin: int
 
 
 class RocmDriver(Driver):
@@ -30,7 +60,12 @@ class RocmDriver(Driver):
         self._pinned_starts: list[int] = []
         self._pinned: dict[int, int] = {}
         self._count: int | None = None
-        self._checks: dict[int, list[tuple[int, str]]] = {}
+        self._checks: dict[int, list[tuple[int, str, bool]]] = {}
+        self._capture_of: dict[int, _Capture] = {}
+        self._event_capture: dict[int, _Capture] = {}
+        self._side: int | None = None
+        self.before_capture: list[Callable[[], None]] = []
+        """Run at each capture_begin: host-side set-up (uploads) that must not happen inside a capture."""
 
     # ------------------------------------------------------------------ devices
     def device_count(self) -> int:
@@ -91,16 +126,46 @@ class RocmDriver(Driver):
 
     def copy(self, dst: int, src: int, nbytes: int, direction: CopyDirection, stream: object | None) -> None:
         """Synchronous copy, or one enqueued on ``stream``."""
-        self.provider.memcpy(dst, src, nbytes, direction, None if stream is None else handle(stream))
+        if stream is None:
+            self._sync_copy(dst, src, nbytes, direction)
+        else:
+            self.provider.memcpy(dst, src, nbytes, direction, handle(stream))
 
     def memset(self, dst: int, value: int, nbytes: int, stream: object | None) -> None:
         """Fill device bytes (or page-locked host bytes) with ``value & 0xFF``."""
         if self.is_pinned(dst):
             if stream is not None:
+                if handle(stream) in self._capture_of:
+                    raise AclError(
+                        RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                        "an asynchronous memset of page-locked host memory cannot be captured on rocm "
+                        "(it is a host write); fill device memory, or set the host memory outside the capture",
+                    )
                 self.provider.stream_synchronize(handle(stream))
             ctypes.memset(dst, value & 0xFF, nbytes)
             return
+        if stream is None and self._capture_of:
+            side = self._side_stream()
+            self.provider.memset(dst, value, nbytes, side)
+            self.provider.stream_synchronize(side)
+            return
         self.provider.memset(dst, value, nbytes, None if stream is None else handle(stream))
+
+    def _sync_copy(self, dst: int, src: int, nbytes: int, direction: CopyDirection) -> None:
+        """A synchronous copy; while a capture runs, on the side stream (never the legacy stream)."""
+        if self._capture_of:
+            side = self._side_stream()
+            self.provider.memcpy(dst, src, nbytes, direction, side)
+            self.provider.stream_synchronize(side)
+        else:
+            self.provider.memcpy(dst, src, nbytes, direction, None)
+
+    def _side_stream(self) -> int:
+        """The driver's non-blocking stream (made at first use, kept)."""
+        with self._lock:
+            if self._side is None:
+                self._side = self.provider.stream_create_nonblocking()
+            return self._side
 
     def mem_info(self) -> tuple[int, int]:
         """(free, total) bytes of the current device."""
@@ -133,30 +198,122 @@ class RocmDriver(Driver):
 
         ``flag`` is 4 bytes from ``provider.malloc_async(4, stream)``; it is freed then. Ops whose
         argument checks need device data (index values) use this instead of a host round trip.
+        On a capturing stream the flag is graph memory: the graph copies it into a persistent slot and
+        frees it, and the check belongs to the graph, armed again by every :meth:`graph_launch`.
         """
-        with self._lock:
-            self._checks.setdefault(stream, []).append((flag, message))
+        capture = self._capture_of.get(stream)
+        if capture is None:
+            with self._lock:
+                self._checks.setdefault(stream, []).append((flag, message, True))
+            return
+        slot = self.provider.malloc(4)  # persistent: relaxed capture mode allows an allocation here
+        try:
+            self.provider.memcpy(slot, flag, 4, CopyDirection.DEVICE_TO_DEVICE, stream)
+            self.provider.free_async(flag, stream)
+        except BaseException:
+            self.provider.free(slot)
+            raise
+        capture.checks.append((slot, message))
 
     def _drain(self, stream: int, report: bool) -> None:
         with self._lock:
             checks = self._checks.pop(stream, [])
         failed: str | None = None
-        for flag, message in checks:
+        for flag, message, owned in checks:
             value = ctypes.c_int32(0)
-            self.provider.memcpy(ctypes.addressof(value), flag, 4, CopyDirection.DEVICE_TO_HOST, None)
-            self.provider.free_async(flag, stream)
+            self._sync_copy(ctypes.addressof(value), flag, 4, CopyDirection.DEVICE_TO_HOST)
+            if owned:
+                self.provider.free_async(flag, stream)
             if value.value and failed is None:
                 failed = message
         if failed is not None and report:
             raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, failed)
+
+    # ------------------------------------------------------------------ stream capture
+    def capture_unavailable(self) -> str | None:
+        """None when the provider captures streams into graphs, else why not."""
+        return self.provider.capture_unavailable()
+
+    def capturing(self, stream: int) -> bool:
+        """True while ``stream`` records into a capture (its origin or a stream that joined it)."""
+        return stream in self._capture_of
+
+    def capture_begin(self, stream: object, mode: CaptureMode) -> None:
+        """Run the set-up hooks, then record ``stream`` into a platform graph (relaxed mode: see README)."""
+        s = handle(stream)
+        for hook in self.before_capture:
+            hook()
+        self.provider.capture_begin(s)
+        with self._lock:
+            self._capture_of[s] = _Capture(origin=s, streams={s})
+
+    def capture_end(self, stream: object) -> RocmGraph:
+        """End the capture begun on ``stream``; its instantiated graph with the checks it arms."""
+        s = handle(stream)
+        with self._lock:
+            capture = self._capture_of.get(s)
+            if capture is None or capture.origin != s:
+                raise AclError(
+                    RtErrorCode.ACL_ERROR_RT_STREAM_NOT_CAPTURED, f"stream {s:#x} is not the origin of a capture"
+                )
+            for joined in capture.streams:
+                self._capture_of.pop(joined, None)
+            for event in [e for e, c in self._event_capture.items() if c is capture]:
+                del self._event_capture[event]
+        try:
+            vendor = self.provider.capture_end(s)
+        except BaseException:
+            self._free_slots(capture.checks)
+            raise
+        return RocmGraph(vendor, tuple(capture.checks), s)
+
+    def graph_launch(self, graph: object, stream: object) -> None:
+        """Enqueue one replay; its deferred checks are armed on ``stream`` for its next synchronisation."""
+        assert isinstance(graph, RocmGraph)
+        s = handle(stream)
+        if graph.checks:
+            self._settle_pending(graph)
+        self.provider.graph_launch(graph.vendor, s)
+        if graph.checks:
+            with self._lock:
+                self._checks.setdefault(s, []).extend((slot, message, False) for slot, message in graph.checks)
+
+    def _settle_pending(self, graph: RocmGraph) -> None:
+        """Report an earlier, unsynchronised replay's checks before a new replay overwrites their slots."""
+        slots = {slot for slot, _ in graph.checks}
+        with self._lock:
+            pending = [s for s, checks in self._checks.items() if any(c[0] in slots for c in checks)]
+        for s in pending:
+            self.provider.stream_synchronize(s)
+            self._drain(s, report=True)
+
+    def graph_destroy(self, graph: object) -> None:
+        """Release the platform graph and its check slots (pending checks of its replays are dropped)."""
+        assert isinstance(graph, RocmGraph)
+        slots = {slot for slot, _ in graph.checks}
+        if slots:
+            with self._lock:
+                for s in list(self._checks):
+                    self._checks[s] = [c for c in self._checks[s] if c[0] not in slots]
+        self.provider.graph_destroy(graph.vendor)
+        self._free_slots(graph.checks)
+
+    def _free_slots(self, checks: list[tuple[int, str]] | tuple[tuple[int, str], ...]) -> None:
+        for slot, _message in checks:
+            self.provider.free(slot)
 
     def stream_done(self, stream: object) -> bool:
         """True when the stream has no pending work."""
         return self.provider.stream_query(handle(stream))
 
     def stream_wait_event(self, stream: object, event: object) -> None:
-        """Later work on ``stream`` waits for ``event``."""
+        """Later work on ``stream`` waits for ``event`` (a capture's event makes ``stream`` join that capture)."""
         self.provider.stream_wait_event(handle(stream), handle(event))
+        capture = self._event_capture.get(handle(event))
+        if capture is not None:
+            with self._lock:
+                capture.streams.add(handle(stream))
+                self._capture_of[handle(stream)] = capture
 
     def create_event(self) -> object:
         """A new timing event."""
@@ -165,10 +322,18 @@ class RocmDriver(Driver):
     def destroy_event(self, event: object) -> None:
         """Release an event."""
         self.provider.event_destroy(handle(event))
+        with self._lock:
+            self._event_capture.pop(handle(event), None)
 
     def record_event(self, event: object, stream: object) -> None:
-        """Record ``event`` on ``stream``."""
+        """Record ``event`` on ``stream`` (on a capturing stream, the event carries the capture)."""
         self.provider.event_record(handle(event), handle(stream))
+        with self._lock:
+            capture = self._capture_of.get(handle(stream))
+            if capture is not None:
+                self._event_capture[handle(event)] = capture
+            else:
+                self._event_capture.pop(handle(event), None)
 
     def synchronize_event(self, event: object) -> None:
         """Wait for the event's recording."""

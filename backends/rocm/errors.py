@@ -143,6 +143,16 @@ VENDOR_ERRORS: Final[Mapping[str, RtErrorCode]] = {
     "hipErrorCapturedEvent": _R.ACL_ERROR_RT_EVENT_CAPTURED,
     "cudaErrorStreamCaptureWrongThread": _R.ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD,
     "hipErrorStreamCaptureWrongThread": _R.ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD,
+    "cudaErrorStreamCaptureInvalidated": _R.ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED,
+    "hipErrorStreamCaptureInvalidated": _R.ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED,
+    "cudaErrorStreamCaptureUnmatched": _R.ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED,
+    "hipErrorStreamCaptureUnmatched": _R.ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED,
+    "cudaErrorStreamCaptureUnjoined": _R.ACL_ERROR_RT_STREAM_UNJOINED,
+    "hipErrorStreamCaptureUnjoined": _R.ACL_ERROR_RT_STREAM_UNJOINED,
+    "cudaErrorStreamCaptureIsolation": _R.ACL_ERROR_RT_CAPTURE_DEPENDENCY,
+    "hipErrorStreamCaptureIsolation": _R.ACL_ERROR_RT_CAPTURE_DEPENDENCY,
+    "cudaErrorStreamCaptureMerge": _R.ACL_ERROR_RT_CAPTURE_DEPENDENCY,
+    "hipErrorStreamCaptureMerge": _R.ACL_ERROR_RT_CAPTURE_DEPENDENCY,
 }
 """Vendor error name → CANN runtime code. Names missing here map to ACL_ERROR_RT_INTERNAL_ERROR."""
 

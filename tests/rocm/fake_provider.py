@@ -2,6 +2,13 @@
 
 Memory is real host memory (so copies and memsets are real), streams and events are counters, the
 "compiler" returns the source text, and launches are recorded instead of executed.
+
+Stream capture behaves as CUDA's relaxed mode does: work enqueued on a capturing stream (or a stream
+that joined it by waiting on one of its events) is kept, not run, with kernel arguments copied at
+enqueue time; ``graph_launch`` runs it. What breaks a real capture raises here too: synchronising a
+capturing stream or the device (107027, as cudaErrorStreamCaptureUnsupported maps), and a synchronous
+copy or memset on the legacy stream while a capture runs (107031, cudaErrorStreamCaptureImplicit).
+Memory freed stream-ordered inside a capture is the graph's, released when the graph is destroyed.
 """
 
 from __future__ import annotations
@@ -9,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -34,6 +42,15 @@ class Launched:
 
 
 @dataclass
+class FakeCapture:
+    """Work recorded by one capture, to be run by each replay on the replay stream."""
+
+    origin: int
+    work: list[Callable[[int], object]] = field(default_factory=list)
+    owned: list[int] = field(default_factory=list)
+
+
+@dataclass
 class FakeProvider(RuntimeProvider):
     """Host memory and recorded launches behind the provider interface (device: an 'sm_90' with 132 units)."""
 
@@ -47,11 +64,17 @@ class FakeProvider(RuntimeProvider):
     launches: list[Launched] = field(default_factory=list)
     compiled: list[str] = field(default_factory=list)
     gemms: list[GemmCall] = field(default_factory=list)
+    capture: bool = True
+    graph_launches: int = 0
 
     def __post_init__(self) -> None:
         self._buffers: dict[int, ctypes.Array[ctypes.c_char]] = {}
         self._device = 0
         self._next_handle = 100
+        self._capture_of: dict[int, FakeCapture] = {}
+        self._event_capture: dict[int, FakeCapture] = {}
+        self._nonblocking: set[int] = set()
+        self.graphs: dict[int, FakeCapture] = {}
 
     def _handle(self) -> int:
         self._next_handle += 1
@@ -74,7 +97,8 @@ class FakeProvider(RuntimeProvider):
         )
 
     def synchronize_device(self) -> None:
-        pass
+        if self._capture_of:
+            raise AclError(RtErrorCode.ACL_ERROR_RT_STREAM_CAPTURED, "fakeDeviceSynchronize during a capture")
 
     def versions(self) -> dict[str, str]:
         return {"fake_runtime": "1.0"}
@@ -94,10 +118,36 @@ class FakeProvider(RuntimeProvider):
     free_host = free
 
     def memcpy(self, dst: int, src: int, nbytes: int, direction: CopyDirection, stream: int | None) -> None:
-        ctypes.memmove(dst, src, nbytes)
+        if not self._recorded(stream, lambda _s: ctypes.memmove(dst, src, nbytes), "fakeMemcpy"):
+            ctypes.memmove(dst, src, nbytes)
 
     def memset(self, dst: int, value: int, nbytes: int, stream: int | None) -> None:
-        ctypes.memset(dst, value & 0xFF, nbytes)
+        if not self._recorded(stream, lambda _s: ctypes.memset(dst, value & 0xFF, nbytes), "fakeMemset"):
+            ctypes.memset(dst, value & 0xFF, nbytes)
+
+    def malloc_async(self, nbytes: int, stream: int) -> int:
+        return self.malloc(nbytes)
+
+    def free_async(self, address: int, stream: int) -> None:
+        capture = self._capture_of.get(stream)
+        if capture is not None:  # graph memory: its nodes still use it at every replay
+            capture.owned.append(address)
+        else:
+            self.free(address)
+
+    def _recorded(self, stream: int | None, work: Callable[[int], object], call: str) -> bool:
+        """Keep ``work`` when ``stream`` captures (True); refuse a legacy-stream call during a capture."""
+        if stream is None or stream == 0:
+            if self._capture_of:
+                raise AclError(
+                    RtErrorCode.ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT, f"{call} on the legacy stream during a capture"
+                )
+            return False
+        capture = self._capture_of.get(stream)
+        if capture is None:
+            return False
+        capture.work.append(work)
+        return True
 
     def mem_info(self) -> tuple[int, int]:
         return self.memory // 2, self.memory
@@ -108,14 +158,22 @@ class FakeProvider(RuntimeProvider):
     def stream_destroy(self, stream: int) -> None:
         pass
 
+    def stream_create_nonblocking(self) -> int:
+        stream = self._handle()
+        self._nonblocking.add(stream)
+        return stream
+
     def stream_synchronize(self, stream: int) -> None:
-        pass
+        if stream in self._capture_of or (stream == 0 and self._capture_of):
+            raise AclError(RtErrorCode.ACL_ERROR_RT_STREAM_CAPTURED, f"fakeStreamSynchronize({stream}) while capturing")
 
     def stream_query(self, stream: int) -> bool:
         return True
 
     def stream_wait_event(self, stream: int, event: int) -> None:
-        pass
+        capture = self._event_capture.get(event)
+        if capture is not None:
+            self._capture_of[stream] = capture
 
     def event_create(self) -> int:
         return self._handle()
@@ -124,7 +182,52 @@ class FakeProvider(RuntimeProvider):
         pass
 
     def event_record(self, event: int, stream: int) -> None:
-        pass
+        capture = self._capture_of.get(stream)
+        if capture is not None:
+            self._event_capture[event] = capture
+        else:
+            self._event_capture.pop(event, None)
+
+    # ------------------------------------------------------------------ capture
+    def capture_unavailable(self) -> str | None:
+        return None if self.capture else "the fake provider was made without capture"
+
+    def capture_begin(self, stream: int) -> None:
+        if not self.capture:
+            raise AclError(RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "no capture")
+        if stream == 0:
+            raise AclError(RtErrorCode.ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT, "fakeStreamBeginCapture(legacy stream)")
+        if stream in self._capture_of:
+            raise AclError(RtErrorCode.ACL_ERROR_RT_STREAM_CAPTURED, f"stream {stream} already captures")
+        self._capture_of[stream] = FakeCapture(stream)
+
+    def capture_end(self, stream: int) -> object:
+        capture = self._capture_of.get(stream)
+        if capture is None or capture.origin != stream:
+            raise AclError(RtErrorCode.ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED, f"stream {stream} began no capture")
+        for s in [s for s, c in self._capture_of.items() if c is capture]:
+            del self._capture_of[s]
+        for e in [e for e, c in self._event_capture.items() if c is capture]:
+            del self._event_capture[e]
+        graph = self._handle()
+        self.graphs[graph] = capture
+        return graph
+
+    def graph_launch(self, graph: object, stream: int) -> None:
+        capture = self.graphs[graph]  # type: ignore[index]
+        if self._recorded(stream, lambda s: self._replay(capture, s), "fakeGraphLaunch"):
+            return
+        self._replay(capture, stream)
+
+    def _replay(self, capture: FakeCapture, stream: int) -> None:
+        self.graph_launches += 1
+        for work in capture.work:
+            work(stream)
+
+    def graph_destroy(self, graph: object) -> None:
+        capture = self.graphs.pop(graph)  # type: ignore[call-overload]
+        for address in capture.owned:
+            self.free(address)
 
     def event_synchronize(self, event: int) -> None:
         pass
@@ -158,6 +261,31 @@ class FakeProvider(RuntimeProvider):
         stream: int,
         params: int,
     ) -> None:
+        if stream in self._capture_of:
+            name, source = function[0], function[1]  # type: ignore[index]
+            sizes = _parameter_sizes(source, name)
+            table = (ctypes.c_void_p * len(sizes)).from_address(params)
+            # a kernel node keeps a copy of its arguments, as cudaStreamBeginCapture's graph does
+            kept = [ctypes.create_string_buffer(ctypes.string_at(table[i], n), n) for i, n in enumerate(sizes)]
+            copy = (ctypes.c_void_p * max(len(kept), 1))(*[ctypes.addressof(b) for b in kept])
+
+            def node(s: int, _keep: object = kept) -> None:
+                self._run(function, grid, block, shared_bytes, s, ctypes.addressof(copy))
+
+            self._capture_of[stream].work.append(node)
+            return
+        self._run(function, grid, block, shared_bytes, stream, params)
+
+    def _run(
+        self,
+        function: object,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        shared_bytes: int,
+        stream: int,
+        params: int,
+    ) -> None:
+        """Execute (here: record) one launch."""
         name, source = function  # type: ignore[misc]
         sizes = _parameter_sizes(source, name)
         table = (ctypes.c_void_p * len(sizes)).from_address(params)
@@ -169,6 +297,12 @@ class FakeProvider(RuntimeProvider):
 
     def gemm(self, call: GemmCall, workspace: int, workspace_size: int, stream: int) -> None:
         """Compute the column-major BLAS problem on the host in float64 (to check how op code maps views)."""
+        if stream in self._capture_of:
+            self._capture_of[stream].work.append(lambda s: self._gemm_now(call))
+            return
+        self._gemm_now(call)
+
+    def _gemm_now(self, call: GemmCall) -> None:
         self.gemms.append(call)
         for i in range(call.batch):
             a, b = _matrix(call.a, i), _matrix(call.b, i)

@@ -115,7 +115,7 @@ class EmulatedProvider(FakeProvider):
         """The prelude's defines (as the backend passes them)."""
         return [f"-DACL_WARP_SIZE={self.warp_size}", f"-DACL_LANE_MASK_BITS={self.warp_size}"]
 
-    def launch(
+    def _run(
         self,
         function: object,
         grid: tuple[int, int, int],
@@ -126,7 +126,7 @@ class EmulatedProvider(FakeProvider):
     ) -> None:
         name, source, library = function  # type: ignore[misc]
         assert grid[1:] == (1, 1) and block[1:] == (1, 1)
-        super().launch((name, source), grid, block, shared_bytes, stream, params)
+        super()._run((name, source), grid, block, shared_bytes, stream, params)
         library.emu_launch(ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), ctypes.c_void_p(params))
 
 

@@ -43,6 +43,7 @@ from acl_rocm.arch import ENV_MX_FORCE
 from acl_rocm.driver import handle
 from acl_rocm.kernels.quant_matmul import (
     BATCH_DIMS,
+    DECODABLE,
     THREADS,
     EpilogueKernel,
     OperandKernel,
@@ -410,6 +411,12 @@ class QuantMatmulRunner:
             provider.gemm(call, workspace, WORKSPACE_BYTES, stream)
         finally:
             provider.free_async(workspace, stream)
+
+    def prepare_capture(self) -> None:
+        """Upload every decode table for the current device: the upload is a host copy a capture cannot hold."""
+        tabled = [d for d in sorted(DECODABLE) if load_kind(d) in ("lut8", "lut4")]
+        for dtype in (*tabled, D.ACL_FLOAT8_E8M0):
+            self._table(dtype)
 
     def _table(self, dtype: D) -> int:
         """Device address of ``dtype``'s decode table (uploaded once per device)."""

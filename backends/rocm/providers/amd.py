@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, ClassVar
 
@@ -162,6 +163,11 @@ class AmdProvider(RuntimeProvider):
         """hipStreamCreate."""
         return int(self._call("hipStreamCreate", self.hip.hipStreamCreate()))
 
+    def stream_create_nonblocking(self) -> int:
+        """hipStreamCreateWithFlags(hipStreamNonBlocking): no implicit order with the null stream."""
+        flags = int(getattr(self.hip, "hipStreamNonBlocking", 1))
+        return int(self._call("hipStreamCreateWithFlags", self.hip.hipStreamCreateWithFlags(flags)))
+
     def stream_destroy(self, stream: int) -> None:
         """hipStreamDestroy."""
         self._call("hipStreamDestroy", self.hip.hipStreamDestroy(stream))
@@ -211,6 +217,40 @@ class AmdProvider(RuntimeProvider):
     def event_elapsed_ms(self, start: int, end: int) -> float:
         """hipEventElapsedTime."""
         return float(self._call("hipEventElapsedTime", self.hip.hipEventElapsedTime(start, end)))
+
+    # ------------------------------------------------------------------ stream capture (HIP graphs)
+    def capture_unavailable(self) -> str | None:
+        """None when hip-python exposes the HIP graph API (untested on hardware: no AMD GPU was available)."""
+        names = ("hipStreamBeginCapture", "hipStreamEndCapture", "hipGraphInstantiateWithFlags", "hipGraphLaunch")
+        missing = [n for n in names if not hasattr(self.hip, n)]
+        return f"hip-python lacks {', '.join(missing)}" if missing else None
+
+    def capture_begin(self, stream: int) -> None:
+        """hipStreamBeginCapture in hipStreamCaptureModeRelaxed (the shared runtime enforces CANN's modes)."""
+        mode = self.hip.hipStreamCaptureMode.hipStreamCaptureModeRelaxed
+        self._call("hipStreamBeginCapture", self.hip.hipStreamBeginCapture(stream, mode))
+
+    def capture_end(self, stream: int) -> object:
+        """hipStreamEndCapture, then hipGraphInstantiateWithFlags (AutoFreeOnLaunch)."""
+        graph = self._call("hipStreamEndCapture", self.hip.hipStreamEndCapture(stream))
+        flags = int(getattr(self.hip, "hipGraphInstantiateFlagAutoFreeOnLaunch", 1))
+        try:
+            exec_ = self._call("hipGraphInstantiateWithFlags", self.hip.hipGraphInstantiateWithFlags(graph, flags))
+        except BaseException:
+            self.hip.hipGraphDestroy(graph)
+            raise
+        return _Graph(graph, exec_)
+
+    def graph_launch(self, graph: object, stream: int) -> None:
+        """hipGraphLaunch."""
+        assert isinstance(graph, _Graph)
+        self._call("hipGraphLaunch", self.hip.hipGraphLaunch(graph.exec, stream))
+
+    def graph_destroy(self, graph: object) -> None:
+        """hipGraphExecDestroy, then hipGraphDestroy."""
+        assert isinstance(graph, _Graph)
+        self._call("hipGraphExecDestroy", self.hip.hipGraphExecDestroy(graph.exec))
+        self._call("hipGraphDestroy", self.hip.hipGraphDestroy(graph.graph))
 
     # ------------------------------------------------------------------ compilation and launch
     def compiler_version(self) -> str:
@@ -269,3 +309,11 @@ class AmdProvider(RuntimeProvider):
         if not hasattr(self, "_rccl"):
             self._rccl = open_rccl()
         return self._rccl
+
+
+@dataclass(frozen=True)
+class _Graph:
+    """A captured hipGraph_t and its instantiation."""
+
+    graph: Any
+    exec: Any

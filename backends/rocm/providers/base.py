@@ -173,6 +173,10 @@ class RuntimeProvider(ABC):
     def stream_wait_event(self, stream: int, event: int) -> None:
         """Later work on ``stream`` waits for ``event``."""
 
+    def stream_create_nonblocking(self) -> int:
+        """A stream that never orders with the legacy default stream (the driver's side copies during a capture)."""
+        return self.stream_create()
+
     @abstractmethod
     def event_create(self) -> int:
         """A new event with timing enabled."""
@@ -196,6 +200,31 @@ class RuntimeProvider(ABC):
     @abstractmethod
     def event_elapsed_ms(self, start: int, end: int) -> float:
         """Milliseconds between two completed recordings."""
+
+    # ------------------------------------------------------------------ stream capture (graphs)
+    # Capture runs in the vendor's *relaxed* mode: the shared runtime enforces CANN's capture modes, and
+    # the driver allocates persistent memory (deferred-check slots) while a stream captures, which the
+    # vendor's global and thread-local modes refuse (backends/rocm/README.md, "Stream capture").
+
+    def capture_unavailable(self) -> str | None:
+        """None when this provider records streams into graphs, else why not."""
+        return f"{self.platform} provider has no stream capture binding"
+
+    def capture_begin(self, stream: int) -> None:
+        """Begin recording ``stream`` (relaxed mode): what is enqueued on it is kept in a graph, not run."""
+        raise AclError(RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, self.capture_unavailable() or "no capture")
+
+    def capture_end(self, stream: int) -> object:
+        """End recording ``stream``; the instantiated (launchable) graph of what it recorded."""
+        raise AclError(RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, self.capture_unavailable() or "no capture")
+
+    def graph_launch(self, graph: object, stream: int) -> None:
+        """Enqueue one replay of ``graph`` on ``stream``."""
+        raise AclError(RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, self.capture_unavailable() or "no capture")
+
+    def graph_destroy(self, graph: object) -> None:
+        """Release an instantiated graph and the graph it came from."""
+        raise AclError(RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, self.capture_unavailable() or "no capture")
 
     # ------------------------------------------------------------------ compilation and launch
     @abstractmethod

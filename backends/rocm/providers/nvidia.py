@@ -188,6 +188,11 @@ class NvidiaProvider(RuntimeProvider):
         """cudaStreamCreate (a blocking stream: it orders with the legacy default stream)."""
         return int(self._check("cudaStreamCreate", self.rt.cudaStreamCreate()))
 
+    def stream_create_nonblocking(self) -> int:
+        """cudaStreamCreateWithFlags(cudaStreamNonBlocking): no implicit order with the legacy stream."""
+        flags = int(getattr(self.rt, "cudaStreamNonBlocking", 1))
+        return int(self._check("cudaStreamCreateWithFlags", self.rt.cudaStreamCreateWithFlags(flags)))
+
     def stream_destroy(self, stream: int) -> None:
         """cudaStreamDestroy."""
         self._check("cudaStreamDestroy", self.rt.cudaStreamDestroy(stream))
@@ -235,6 +240,38 @@ class NvidiaProvider(RuntimeProvider):
     def event_elapsed_ms(self, start: int, end: int) -> float:
         """cudaEventElapsedTime."""
         return float(self._check("cudaEventElapsedTime", self.rt.cudaEventElapsedTime(start, end)))
+
+    # ------------------------------------------------------------------ stream capture (CUDA graphs)
+    def capture_unavailable(self) -> str | None:
+        """None: CUDA graphs are part of every CUDA runtime cuda-bindings supports."""
+        return None
+
+    def capture_begin(self, stream: int) -> None:
+        """cudaStreamBeginCapture in cudaStreamCaptureModeRelaxed (the shared runtime enforces CANN's modes)."""
+        mode = self.rt.cudaStreamCaptureMode.cudaStreamCaptureModeRelaxed
+        self._check("cudaStreamBeginCapture", self.rt.cudaStreamBeginCapture(stream, mode))
+
+    def capture_end(self, stream: int) -> object:
+        """cudaStreamEndCapture, then cudaGraphInstantiateWithFlags (AutoFreeOnLaunch)."""
+        graph = self._check("cudaStreamEndCapture", self.rt.cudaStreamEndCapture(stream))
+        flags = int(self.rt.cudaGraphInstantiateFlags.cudaGraphInstantiateFlagAutoFreeOnLaunch)
+        try:
+            exec_ = self._check("cudaGraphInstantiateWithFlags", self.rt.cudaGraphInstantiateWithFlags(graph, flags))
+        except BaseException:
+            self.rt.cudaGraphDestroy(graph)
+            raise
+        return _Graph(graph, exec_)
+
+    def graph_launch(self, graph: object, stream: int) -> None:
+        """cudaGraphLaunch."""
+        assert isinstance(graph, _Graph)
+        self._check("cudaGraphLaunch", self.rt.cudaGraphLaunch(graph.exec, stream))
+
+    def graph_destroy(self, graph: object) -> None:
+        """cudaGraphExecDestroy, then cudaGraphDestroy."""
+        assert isinstance(graph, _Graph)
+        self._check("cudaGraphExecDestroy", self.rt.cudaGraphExecDestroy(graph.exec))
+        self._check("cudaGraphDestroy", self.rt.cudaGraphDestroy(graph.graph))
 
     # ------------------------------------------------------------------ compilation and launch
     def compiler_version(self) -> str:
@@ -512,6 +549,14 @@ class NvidiaProvider(RuntimeProvider):
             while self._gemm_plans:
                 _, plan = self._gemm_plans.popitem(last=False)
                 self._destroy_gemm_plan(plan)
+
+
+@dataclass(frozen=True)
+class _Graph:
+    """A captured cudaGraph_t and its instantiation (a vendor graph handle pair)."""
+
+    graph: Any
+    exec: Any
 
 
 GEMM_PLAN_LIMIT = 256
