@@ -39,7 +39,14 @@ def test_small_suite_writes_a_well_formed_report(small: tuple[dict[str, Any], Pa
     ops = {c["op"] for c in report["cases"]}
     expected = {"Copy D2D", "Add", "Mul", "Silu", "Softmax", "LayerNorm", "RmsNorm", "Matmul"}
     assert expected | {"FlashAttentionScore causal", "Add host two-phase", "Add host phase 2 only"} <= ops
+    chains = [c for c in report["cases"] if c["op"].startswith("Chain of")]
+    assert [c["op"] for c in chains] == ["Chain of 16 eager", "Chain of 16 replayed"]
+    assert set(chains[0]["extra"]) == {"host_us", "gpu_us"} and chains[0]["extra"]["host_us"] > 0
+    captures = acl_core.get_backend("reference").capabilities().stream_capture
     for case in report["cases"]:
+        if case is chains[1] and not captures:  # the replay row needs a backend that captures
+            assert case["status"] == "not supported", case
+            continue
         assert case["status"] == "ok", case
         assert {"op", "shape", "dtype", "acl_ms", "torch_ms", "ratio", "metric"} <= set(case)
         assert case["acl_ms"] > 0 and case["torch_ms"] > 0 and case["ratio"] > 0

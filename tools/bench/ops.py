@@ -12,7 +12,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ from acl_core.spec.ops.attention import compressed_mask
 from acl_core.spec.opspec import OutInfo, Role
 from acl_core.spec.runtime import MemcpyKind
 from acl_core.spec.validate import check_inputs
-from acl_tools.bench import host, quant_gemm
+from acl_tools.bench import host, quant_gemm, replay
 from acl_tools.bench.timing import measure, measure_interleaved
 
 DTYPES = (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16)
@@ -51,9 +51,10 @@ class Sizes:
 
 OPS = (
     *("Add", "Copy", "Mul", "Silu", "Softmax", "LayerNorm", "RmsNorm", "Matmul", "FlashAttentionScore"),
-    *("QuantMatmulV5", "QuantMatmulV3"),
+    *("QuantMatmulV5", "QuantMatmulV3", "Replay"),
 )
-"""The names ``--only`` picks from: the operators the suite times (Copy is the D2D memcpy)."""
+"""The names ``--only`` picks from: the operators the suite times (Copy is the D2D memcpy; Replay is a
+captured chain of small Adds replayed beside the same chain launched eagerly, :mod:`acl_tools.bench.replay`)."""
 
 SIZES = {
     "small": Sizes(1 << 20, (256, 1024), 256, (1, 2, 256, 64), 1024, 0.05, 5),
@@ -76,6 +77,8 @@ class Case:
     torch_ms: float | None = None
     acl_first_ms: float | None = None
     note: str = ""
+    extra: dict[str, float] = field(default_factory=dict)
+    """Further figures of the acl side (the replay rows: host_us and gpu_us per iteration)."""
 
     def rate(self, ms: float | None) -> float | None:
         """``work`` per second in ``unit`` (bytes as GB/s, flops as TFLOP/s, calls as us/call)."""
@@ -98,6 +101,7 @@ class Case:
             "ratio": ratio,
             "metric": {"unit": self.unit, "acl": self.rate(self.acl_ms), "torch": self.rate(self.torch_ms)},
             "acl_first_ms": self.acl_first_ms,
+            **({"extra": self.extra} if self.extra else {}),
             "note": self.note,
         }
 
@@ -449,6 +453,7 @@ class Suite:
         self.progress(_line("op", "dtype", "shape", "acl", "torch", "unit", "acl/torch time"))
         try:
             self.host_overhead()
+            replay.run_cases(self)
             copy_gbps = self.copy()
             self.elementwise()
             self.norms()
