@@ -330,3 +330,67 @@ def test_compare_replay_helper_on_the_fake(fake: tuple[RocmBackend, FakeProvider
     backend.driver.graph_destroy(graph)
     calls[0].free()
     backend.runtime.destroy_stream(stream)
+
+
+# ----------------------------------------------------------------------------- vendor providers, bindings stubbed
+def _stub_runtime(prefix: str, calls: list[tuple[str, tuple[object, ...]]]) -> object:
+    """A binding module whose every function records its call and succeeds (returning a handle)."""
+    import enum
+    import types
+
+    ok = enum.IntEnum(f"{prefix}Error_t", {f"{prefix}Success": 0})(0)
+    mode = enum.IntEnum(f"{prefix}StreamCaptureMode", {f"{prefix}StreamCaptureModeRelaxed": 2})
+    flags = enum.IntEnum(f"{prefix}GraphInstantiateFlags", {f"{prefix}GraphInstantiateFlagAutoFreeOnLaunch": 1})
+
+    def fn(name: str) -> object:
+        def call(*args: object) -> tuple[object, ...]:
+            calls.append((name, args))
+            if "Create" in name:
+                return (ok, 77)
+            return (ok, f"{name}-handle") if "End" in name or "Instantiate" in name else (ok,)
+
+        return call
+
+    module = types.SimpleNamespace(
+        **{f"{prefix}StreamCaptureMode": mode, f"{prefix}GraphInstantiateFlags": flags, f"{prefix}StreamNonBlocking": 1}
+    )
+    names = ("StreamBeginCapture", "StreamEndCapture", "GraphInstantiateWithFlags", "GraphLaunch")
+    for name in (*names, "GraphExecDestroy", "GraphDestroy", "StreamCreateWithFlags"):
+        setattr(module, prefix + name, fn(prefix + name))
+    setattr(module, f"{prefix}GetErrorString", lambda e: (ok, b""))
+    return module
+
+
+@pytest.mark.parametrize("platform", ["nvidia", "amd"])
+def test_vendor_providers_capture_relaxed_and_instantiate_auto_free(platform: str) -> None:
+    from acl_rocm.providers.amd import AmdProvider
+    from acl_rocm.providers.nvidia import NvidiaProvider
+
+    calls: list[tuple[str, tuple[object, ...]]] = []
+    prefix = "cuda" if platform == "nvidia" else "hip"
+    provider: NvidiaProvider | AmdProvider
+    if platform == "nvidia":
+        provider = NvidiaProvider.__new__(NvidiaProvider)
+        provider.rt = _stub_runtime(prefix, calls)
+    else:
+        provider = AmdProvider.__new__(AmdProvider)
+        provider.hip = _stub_runtime(prefix, calls)
+    assert provider.capture_unavailable() is None
+    provider.capture_begin(7)
+    graph = provider.capture_end(7)
+    provider.graph_launch(graph, 9)
+    provider.graph_destroy(graph)
+    assert provider.stream_create_nonblocking() == 77
+    names = [n.removeprefix(prefix) for n, _ in calls]
+    assert names[:6] == [
+        "StreamBeginCapture",
+        "StreamEndCapture",
+        "GraphInstantiateWithFlags",
+        "GraphLaunch",
+        "GraphExecDestroy",
+        "GraphDestroy",
+    ]
+    assert calls[0][1] == (7, 2), "begin on the stream in relaxed mode (2)"
+    assert calls[2][1] == (f"{prefix}StreamEndCapture-handle", 1), "instantiated with AutoFreeOnLaunch"
+    assert calls[3][1] == (f"{prefix}GraphInstantiateWithFlags-handle", 9)
+    assert calls[6] == (f"{prefix}StreamCreateWithFlags", (1,)), "the side stream is non-blocking"

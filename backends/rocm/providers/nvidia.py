@@ -254,7 +254,8 @@ class NvidiaProvider(RuntimeProvider):
     def capture_end(self, stream: int) -> object:
         """cudaStreamEndCapture, then cudaGraphInstantiateWithFlags (AutoFreeOnLaunch)."""
         graph = self._check("cudaStreamEndCapture", self.rt.cudaStreamEndCapture(stream))
-        flags = int(self.rt.cudaGraphInstantiateFlags.cudaGraphInstantiateFlagAutoFreeOnLaunch)
+        kinds = getattr(self.rt, "cudaGraphInstantiateFlags", None)
+        flags = int(getattr(kinds, "cudaGraphInstantiateFlagAutoFreeOnLaunch", 1))
         try:
             exec_ = self._check("cudaGraphInstantiateWithFlags", self.rt.cudaGraphInstantiateWithFlags(graph, flags))
         except BaseException:
