@@ -49,6 +49,16 @@ class RocmGraph:
     vendor: object
     checks: tuple[tuple[int, str], ...]
     origin: int
+    destroyed: bool = False
+
+
+def _live(graph: object) -> RocmGraph:
+    """``graph`` as a graph of this driver not yet destroyed (107000 otherwise: a vendor call would crash)."""
+    if not isinstance(graph, RocmGraph):
+        raise AclError(RtErrorCode.ACL_ERROR_RT_PARAM_INVALID, f"not a graph of the rocm driver: {graph!r}")
+    if graph.destroyed:
+        raise AclError(RtErrorCode.ACL_ERROR_RT_PARAM_INVALID, "the rocm graph was destroyed")
+    return graph
 
 
 class RocmDriver(Driver):
@@ -269,7 +279,7 @@ class RocmDriver(Driver):
 
     def graph_launch(self, graph: object, stream: object) -> None:
         """Enqueue one replay; its deferred checks are armed on ``stream`` for its next synchronisation."""
-        assert isinstance(graph, RocmGraph)
+        graph = _live(graph)
         s = handle(stream)
         if graph.checks:
             self._settle_pending(graph)
@@ -289,7 +299,8 @@ class RocmDriver(Driver):
 
     def graph_destroy(self, graph: object) -> None:
         """Release the platform graph and its check slots (pending checks of its replays are dropped)."""
-        assert isinstance(graph, RocmGraph)
+        graph = _live(graph)
+        graph.destroyed = True  # first: a vendor failure below must not let a second destroy free twice
         slots = {slot for slot, _ in graph.checks}
         if slots:
             with self._lock:

@@ -297,6 +297,24 @@ def test_capture_begin_runs_the_set_up_hooks_first(fake: tuple[RocmBackend, Fake
     backend.runtime.destroy_stream(stream)
 
 
+def test_a_destroyed_or_foreign_graph_is_refused_with_107000_not_a_crash(
+    fake: tuple[RocmBackend, FakeProvider],
+) -> None:
+    backend, _ = fake
+    driver, rt = backend.driver, backend.runtime
+    stream = rt.create_stream()
+    s = rt.stream(stream)
+    driver.capture_begin(s, RELAXED)
+    graph = driver.capture_end(s)
+    driver.graph_destroy(graph)
+    for bad in (graph, object()):
+        for call in (lambda g: driver.graph_launch(g, s), driver.graph_destroy):
+            with pytest.raises(AclError) as info:
+                call(bad)
+            assert info.value.code == RtErrorCode.ACL_ERROR_RT_PARAM_INVALID
+    rt.destroy_stream(stream)
+
+
 def test_capture_end_on_a_stream_that_began_none_is_107029(fake: tuple[RocmBackend, FakeProvider]) -> None:
     backend, _ = fake
     stream = backend.runtime.create_stream()
