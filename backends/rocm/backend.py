@@ -232,12 +232,17 @@ def capture_refusals(runners: Mapping[str, object]) -> dict[str, str]:
 
 
 def _refusing_capture(driver: RocmDriver, op: str, why: str, kernel: Kernel) -> Kernel:
-    """``kernel``, refusing a capturing stream with 107027 (what cudaErrorStreamCaptureUnsupported maps to)."""
+    """``kernel``, refusing a capturing stream with 107041, the shared runtime's code for an op that refuses capture.
+
+    The runtime refuses such an op before phase 2 reaches the backend; this covers a driver-level
+    capture (``driver.capture_begin`` without the aclmdlRI front end) too.
+    """
 
     def run(launch: Launch) -> None:
         if driver.capturing(handle(launch.stream)):
             raise AclError(
-                RtErrorCode.ACL_ERROR_RT_STREAM_CAPTURED, f"{op} cannot run on a capturing stream on rocm: {why}"
+                RtErrorCode.ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC,
+                f"{op} needs the host in phase 2 on rocm and cannot be captured: {why}",
             )
         kernel(launch)
         fast = launch.memo.get(RELAUNCH)

@@ -6,7 +6,7 @@ runs bit for bit with inputs changed in place between them, kernel arguments are
 copy, streams that join a capture through events are captured, a replaced task-group segment runs
 instead of the old one, deferred device checks are armed again by every replay, the driver's own
 synchronous copies stay legal during a capture, the set-up hooks run before a capture, and refused
-operators are refused on a capturing stream with 107027.
+operators are refused on a capturing stream with 107041 (the shared runtime's code for them).
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ def test_a_provider_without_capture_says_so_and_refuses_with_207000(tmp_path: Pa
     backend.runtime.destroy_stream(stream)
 
 
-def test_an_op_marked_as_needing_the_host_refuses_a_capturing_stream_with_107027(
+def test_an_op_marked_as_needing_the_host_refuses_a_capturing_stream_with_107041(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
@@ -233,7 +233,7 @@ def test_an_op_marked_as_needing_the_host_refuses_a_capturing_stream_with_107027
         run_eager([call], stream, 0)  # eager runs
         with pytest.raises(AclError) as info:
             capture([call], stream)
-        assert info.value.code == RtErrorCode.ACL_ERROR_RT_STREAM_CAPTURED and "Abs" in info.value.message
+        assert info.value.code == RtErrorCode.ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC and "Abs" in info.value.message
         assert not backend.driver.capturing(int(backend.runtime.stream(stream)))  # type: ignore[call-overload]
     finally:
         call.free()
