@@ -5,8 +5,8 @@ Memory is real host memory (so copies and memsets are real), streams and events 
 
 Stream capture behaves as CUDA's relaxed mode does: work enqueued on a capturing stream (or a stream
 that joined it by waiting on one of its events) is kept, not run, with kernel arguments copied at
-enqueue time; ``graph_launch`` runs it. What breaks a real capture raises here too: synchronising a
-capturing stream or the device (107027, as cudaErrorStreamCaptureUnsupported maps), and a synchronous
+enqueue time; ``graph_launch`` runs it. What breaks a real capture raises here too: synchronising or
+querying a capturing stream, or the device (107027, as cudaErrorStreamCaptureUnsupported maps), and a synchronous
 copy or memset on the legacy stream while a capture runs (107031, cudaErrorStreamCaptureImplicit).
 Memory freed stream-ordered inside a capture is the graph's, released when the graph is destroyed.
 """
@@ -168,6 +168,8 @@ class FakeProvider(RuntimeProvider):
             raise AclError(RtErrorCode.ACL_ERROR_RT_STREAM_CAPTURED, f"fakeStreamSynchronize({stream}) while capturing")
 
     def stream_query(self, stream: int) -> bool:
+        if stream in self._capture_of:  # cudaStreamQuery on a capturing stream: cudaErrorStreamCaptureUnsupported
+            raise AclError(RtErrorCode.ACL_ERROR_RT_STREAM_CAPTURED, f"fakeStreamQuery({stream}) while capturing")
         return True
 
     def stream_wait_event(self, stream: int, event: int) -> None:
