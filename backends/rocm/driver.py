@@ -52,6 +52,10 @@ class RocmGraph:
     destroyed: bool = False
 
 
+_FREE_ASYNC, _KEEP, _FREE = 0, 1, 2
+"""A read check flag: an op's stream-ordered flag (free_async), a graph's slot (kept), an orphaned slot (free)."""
+
+
 def _live(graph: object) -> RocmGraph:
     """``graph`` as a graph of this driver not yet destroyed (107000 otherwise: a vendor call would crash)."""
     if not isinstance(graph, RocmGraph):
@@ -70,7 +74,8 @@ class RocmDriver(Driver):
         self._pinned_starts: list[int] = []
         self._pinned: dict[int, int] = {}
         self._count: int | None = None
-        self._checks: dict[int, list[tuple[int, str, bool]]] = {}
+        self._checks: dict[int, list[tuple[int, str, int]]] = {}
+        """Per stream: (flag address, message, what to do with the flag once read: _FREE_ASYNC, _KEEP, _FREE)."""
         self._capture_of: dict[int, _Capture] = {}
         self._event_capture: dict[int, _Capture] = {}
         self._side: int | None = None
@@ -214,7 +219,7 @@ class RocmDriver(Driver):
         capture = self._capture_of.get(stream)
         if capture is None:
             with self._lock:
-                self._checks.setdefault(stream, []).append((flag, message, True))
+                self._checks.setdefault(stream, []).append((flag, message, _FREE_ASYNC))
             return
         slot = self.provider.malloc(4)  # persistent: relaxed capture mode allows an allocation here
         try:
@@ -229,11 +234,13 @@ class RocmDriver(Driver):
         with self._lock:
             checks = self._checks.pop(stream, [])
         failed: str | None = None
-        for flag, message, owned in checks:
+        for flag, message, release in checks:
             value = ctypes.c_int32(0)
             self._sync_copy(ctypes.addressof(value), flag, 4, CopyDirection.DEVICE_TO_HOST)
-            if owned:
+            if release == _FREE_ASYNC:
                 self.provider.free_async(flag, stream)
+            elif release == _FREE:
+                self.provider.free(flag)
             if value.value and failed is None:
                 failed = message
         if failed is not None and report:
@@ -286,7 +293,7 @@ class RocmDriver(Driver):
         self.provider.graph_launch(graph.vendor, s)
         if graph.checks:
             with self._lock:
-                self._checks.setdefault(s, []).extend((slot, message, False) for slot, message in graph.checks)
+                self._checks.setdefault(s, []).extend((slot, message, _KEEP) for slot, message in graph.checks)
 
     def _settle_pending(self, graph: RocmGraph) -> None:
         """Report an earlier, unsynchronised replay's checks before a new replay overwrites their slots."""
@@ -298,16 +305,25 @@ class RocmDriver(Driver):
             self._drain(s, report=True)
 
     def graph_destroy(self, graph: object) -> None:
-        """Release the platform graph and its check slots (pending checks of its replays are dropped)."""
+        """Release the platform graph and its check slots.
+
+        Replays already enqueued still complete (the Driver contract): a slot one of them will write is
+        handed to that stream's pending checks, read and freed at its synchronisation, so its error
+        is still reported.
+        """
         graph = _live(graph)
         graph.destroyed = True  # first: a vendor failure below must not let a second destroy free twice
         slots = {slot for slot, _ in graph.checks}
+        handed: set[int] = set()  # at most one pending read per slot: graph_launch settles earlier ones
         if slots:
             with self._lock:
-                for s in list(self._checks):
-                    self._checks[s] = [c for c in self._checks[s] if c[0] not in slots]
+                for checks in self._checks.values():
+                    for i, (flag, message, release) in enumerate(checks):
+                        if flag in slots and release == _KEEP:
+                            checks[i] = (flag, message, _FREE)
+                            handed.add(flag)
         self.provider.graph_destroy(graph.vendor)
-        self._free_slots(graph.checks)
+        self._free_slots([c for c in graph.checks if c[0] not in handed])
 
     def _free_slots(self, checks: list[tuple[int, str]] | tuple[tuple[int, str], ...]) -> None:
         for slot, _message in checks:

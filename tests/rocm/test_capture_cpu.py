@@ -111,6 +111,30 @@ def test_deferred_index_checks_are_armed_again_by_every_replay(emulated: RocmBac
         emulated.runtime.destroy_stream(stream)
 
 
+def test_a_graph_destroyed_before_its_replay_is_synchronised_still_reports_its_check(emulated: RocmBackend) -> None:
+    """The runtime destroys swapped task-group graphs without waiting; the replay's check must survive."""
+    table = np.arange(24, dtype=np.float32).reshape(6, 4)
+    call = OpCall(emulated, "IndexSelect", {"self": table, "dim": 0, "index": np.array([1, 2], dtype=np.int64)})
+    provider = emulated.provider
+    assert isinstance(provider, FakeProvider)
+    stream = emulated.runtime.create_stream()
+    try:
+        call.fill(0)
+        graph = capture([call], stream)
+        write(call.conv.arrays["index"], np.array([1, 9], np.int64).view(np.uint8))  # type: ignore[arg-type]
+        emulated.driver.graph_launch(graph, emulated.runtime.stream(stream))
+        emulated.driver.graph_destroy(graph)
+        ((slot, _message),) = graph.checks
+        assert slot in provider._buffers, "the slot outlives the graph until the replay's check is read"
+        with pytest.raises(AclnnError) as info:
+            emulated.runtime.synchronize_stream(stream)
+        assert int(info.value.code) == 161002
+        assert slot not in provider._buffers, "the handed-over slot is freed once read"
+    finally:
+        call.free()
+        emulated.runtime.destroy_stream(stream)
+
+
 def test_a_replaced_task_group_segment_runs_instead_of_the_old_one(emulated: RocmBackend) -> None:
     """The runtime's task groups are driver graphs in sequence; an update captures a replacement segment."""
     x = np.arange(8, dtype=np.float32)
