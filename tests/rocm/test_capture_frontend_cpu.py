@@ -3,9 +3,6 @@
 The runtime keeps the rules (:mod:`acl_core.runtime.capture`); the rocm driver records. Captures a
 chain, replays it twice with inputs changed in place (bit-for-bit equal to eager), replaces a task
 group's launch, and has a deferred index check fire at a replay's synchronisation.
-
-The module needs the shared runtime's capture (``acl_core.runtime.capture``, branch cap15): until that
-is merged it is skipped as a whole; afterwards it runs with the rest of tests/rocm.
 """
 
 from __future__ import annotations
@@ -17,8 +14,6 @@ from acl_core.errors import AclError, AclnnError
 from acl_core.spec.runtime import CaptureMode, CaptureStatus
 from acl_rocm.backend import RocmBackend
 from tests.rocm.capture_harness import OpCall, assert_bitwise, run_eager, write
-
-pytest.importorskip("acl_core.runtime.capture", reason="the aclmdlRI front end (cap15) is not merged yet")
 
 RELAXED = int(CaptureMode.ACL_MODEL_RI_CAPTURE_MODE_RELAXED)
 GLOBAL = int(CaptureMode.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL)

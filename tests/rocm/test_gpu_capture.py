@@ -270,8 +270,7 @@ def test_deferred_index_checks_fire_at_each_replay(b: Backend) -> None:
 
 
 def test_the_aclmdlri_front_end_replays_a_chain_bit_for_bit(b: Backend) -> None:
-    """aclmdlRICaptureBegin/End and aclmdlRIExecuteAsync over the rocm driver (needs cap15's runtime)."""
-    pytest.importorskip("acl_core.runtime.capture", reason="the aclmdlRI front end (cap15) is not merged yet")
+    """aclmdlRICaptureBegin/End and aclmdlRIExecuteAsync: the shared runtime's rules over the rocm driver."""
     rt = b.runtime
     rng = np.random.default_rng(11)
     x, y = rng.standard_normal((8, 128)).astype(np.float16), rng.standard_normal((8, 128)).astype(np.float16)
