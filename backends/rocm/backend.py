@@ -110,6 +110,8 @@ class RocmBackend(Backend):
         with self._lock:
             if self._collectives is None:
                 self._collectives = open_engine(self.provider)
+                if self._collectives[0] is not None:
+                    self._collectives[0].capturing = self._driver.capturing
         return self._collectives[0]
 
     @property

@@ -212,6 +212,8 @@ class NcclEngine(CollectiveEngine):
         self.nccl_version = library.version()
         self._lock = threading.RLock()
         self._table_uses: dict[bytes, int] = {}
+        self.capturing: Callable[[int], bool] = lambda stream: False
+        """Whether a driver stream captures (the backend sets the driver's): a barrier's host wait refuses one."""
 
     # ------------------------------------------------------------------ facts
     def max_ranks(self) -> int:
@@ -449,6 +451,11 @@ class NcclEngine(CollectiveEngine):
     def barrier(self, comm: EngineCommunicator, stream: object) -> None:
         """A one-element ncclAllReduce on a scratch word, then the stream is waited for (HCCL_EXEC_TIMEOUT)."""
         s = handle(stream)
+        if self.capturing(s):  # refused before anything is enqueued: the capture stays valid
+            raise HcclError(
+                HcclResult.HCCL_E_NOT_SUPPORT,
+                f"{self.name}: HcclBarrier waits for its stream on the host, which a capturing stream cannot do",
+            )
         self._enqueue(
             comm, "barrier (ncclAllReduce)", lambda c: self.lib.all_reduce(c.scratch, c.scratch, 1, 2, 0, c.comm, s)
         )

@@ -290,6 +290,19 @@ def test_exec_timeout_aborts_and_poisons_the_communicator() -> None:
     assert err.value.code == HcclResult.HCCL_E_IN_STATUS
 
 
+def test_a_barrier_on_a_capturing_stream_is_refused_before_it_enqueues() -> None:
+    lib = ScriptedNccl()
+    engine = _engine(lib)
+    comm = _comm(engine)
+    engine.capturing = lambda stream: stream == 0x77
+    before = len(lib.calls)
+    with pytest.raises(HcclError) as err:
+        engine.barrier(comm, 0x77)
+    assert err.value.code == HcclResult.HCCL_E_NOT_SUPPORT and "capturing" in str(err.value)
+    assert len(lib.calls) == before, "nothing was enqueued into the capture"
+    engine.barrier(comm, 0)
+
+
 def test_async_error_maps_to_hccl_code_and_destroy_frees_scratch() -> None:
     lib = ScriptedNccl()
     provider = StubProvider()
