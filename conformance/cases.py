@@ -13,8 +13,9 @@ Every declared operator yields
   used by at least one quick value case that runs; a claimed pair without one fails as
   "claimed, unproven" (value cases for uncovered declared dtypes are derived by
   :mod:`acl_conformance.dtype_cover`, so the reference proves every pair it claims);
-* a **flag** case for a GEMM (:mod:`acl_conformance.flags`): its fp32 error class follows
-  ``tf32_enabled``;
+* **flag** cases (:mod:`acl_conformance.flags`): Mm's fp32 error class follows ``tf32_enabled``,
+  QuantMatmulV5's fp8 GEMM accumulates in float32 (``fp8_matmul_hw``'s path), and the MX ops check
+  ``mx_use_hw`` against the reported architecture;
 * in full mode, **hypothesis** cases: new values (and, for elementwise ops, new shapes) drawn
   around a few representative samples.
 
@@ -254,8 +255,8 @@ class OpCases:
             add("error", note, error=plan)
         for i in self._hypothesis_samples():
             add("hypothesis", notes[i], sample=i, quick=False)
-        if spec.name in flags.TF32_OPS:
-            add("flag", flags.TF32_NOTE)
+        for note in flags.notes(spec.name):
+            add("flag", note)
         add("claim", CLAIM_NOTE)
         return found
 
@@ -320,16 +321,22 @@ class OpCases:
             if mark is None:
                 continue
             for i, sample in enumerate(self.samples):
-                size = _indexed_size(sample.args, p.name, mark)
-                if size is None:
+                found = _indexed_entry(sample.args, p.name, mark)
+                if found is None:
                     continue
+                entry, size = found
                 low = -size - 1 if mark.negative == "wrap" else -1
                 gate = tuple(sorted(arg_dtypes(self.spec, sample.args)))
+                label = p.name if entry is None else f"{p.name}[{entry}]"
                 for what, value in (("past the end", size), ("below the start", low)):
-                    changed = np.array(sample.args[p.name], copy=True)
-                    changed.reshape(-1)[-1] = value
-                    plan = ErrorPlan(_replaced(sample.args, p.name, changed), (INVALID,), gate, False, i)
-                    yield f"{p.name} value {value} {what}", plan
+                    plan = ErrorPlan(
+                        _replaced(sample.args, p.name, _with_last(sample.args[p.name], entry, value)),
+                        (INVALID,),
+                        gate,
+                        False,
+                        i,
+                    )
+                    yield f"{label} value {value} {what}", plan
                 break
         for p in self.spec.params:
             if p.group_list_type is None:
@@ -378,6 +385,32 @@ def _bad_group_lists(values: np.ndarray, layout: int) -> Iterator[tuple[str, np.
         decreasing = values.copy()
         decreasing[0] = values[-1] + 1
         yield "not monotone", decreasing
+
+
+def _indexed_entry(args: Args, name: str, mark: IndexOf) -> tuple[int | None, int] | None:
+    """(entry, size): which list entry (None: the tensor itself) to change, and the length it indexes."""
+    if not mark.each:
+        size = _indexed_size(args, name, mark)
+        return None if size is None else (None, size)
+    entries, target = args.get(name), args.get(mark.of)
+    if not isinstance(entries, (list, tuple)) or not isinstance(target, np.ndarray):
+        return None
+    for j, e in enumerate(entries):
+        if isinstance(e, np.ndarray) and e.dtype.kind in "iu" and e.size and j < target.ndim:
+            return j, int(target.shape[j])
+    return None
+
+
+def _with_last(value: Any, entry: int | None, new: int) -> Any:
+    """``value`` (a tensor, or a list with ``entry`` changed) with its last element set to ``new``."""
+    if entry is None:
+        changed = np.array(value, copy=True)
+        changed.reshape(-1)[-1] = new
+        return changed
+    items = list(value)
+    items[entry] = np.array(items[entry], copy=True)
+    items[entry].reshape(-1)[-1] = new
+    return items
 
 
 def _indexed_size(args: Args, name: str, mark: IndexOf) -> int | None:

@@ -230,7 +230,7 @@ class Runner:
             elif case.kind == "error":
                 outcome = self._error(case)
             elif case.kind == "flag":
-                outcome = flags.run_tf32(self, case)
+                outcome = flags.run(self, case)
             elif case.kind == "claim":
                 outcome = self._claim(case)
             elif case.kind == "hypothesis":

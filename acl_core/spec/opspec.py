@@ -73,12 +73,15 @@ class IndexOf:
     Only a kernel sees those values (they live in device memory), so the conformance suite generates
     the out-of-range cases from this mark: ``of`` names the indexed tensor, ``dim`` the int attribute
     choosing its dimension (None: dimension 0), ``negative`` whether negative values count from the end
-    (``"wrap"``, accepted down to ``-size``) or are refused (``"refuse"``).
+    (``"wrap"``, accepted down to ``-size``) or are refused (``"refuse"``). ``each`` marks a tensor
+    list whose entry ``i`` indexes dimension ``i`` of ``of`` (advanced indexing: Index, IndexPutImpl;
+    bool entries are masks, not positions).
     """
 
     of: str
     dim: str | None = None
     negative: str = "refuse"
+    each: bool = False
 
 
 @dataclass(frozen=True)
@@ -168,10 +171,11 @@ def tensor_list(
     role: Role = Role.IN,
     optional: bool = False,
     c_type: str | None = None,
+    index_of: IndexOf | None = None,
 ) -> Param:
-    """A tensor list (input, or output when ``role`` is OUT)."""
+    """A tensor list (input, or output when ``role`` is OUT; ``index_of``: its entries are positions)."""
     default_c = "const aclTensorList*" if role is Role.IN else "aclTensorList*"
-    return Param(name, Kind.TENSOR_LIST, c_type or default_c, role, optional, _fs(dtypes))
+    return replace(Param(name, Kind.TENSOR_LIST, c_type or default_c, role, optional, _fs(dtypes)), index_of=index_of)
 
 
 def scalar(
@@ -400,6 +404,8 @@ def inplace_twin(
             continue
         if p.name == self_name:
             params.append(replace(p, name=ref_name, role=Role.INOUT, c_type="aclTensor*", optional=False))
+        elif p.index_of is not None and p.index_of.of == self_name:  # an index into self indexes selfRef
+            params.append(replace(p, index_of=replace(p.index_of, of=ref_name)))
         else:
             params.append(p)
 

@@ -203,3 +203,61 @@ def test_tf32_claimed_compares_fp32_gemm_values_with_tf32_results() -> None:
     assert all("float32" in o.case for o in values)
     (flag,) = [o for o in report.failed if o.kind == "flag"]
     assert "no TF32 rounding shows" in flag.message
+
+
+class _ArchBackend(ReferenceBackend):
+    """The reference reporting another architecture, with mx_use_hw claimed."""
+
+    name = "claims-arch"
+    architecture = "gfx950"
+
+    def capabilities(self) -> Capabilities:
+        """The reference's capabilities on ``architecture`` with mx_use_hw claimed."""
+        return super().capabilities().model_copy(update={"mx_use_hw": True, "architecture": self.architecture})
+
+
+def _mx_flag(backend: ReferenceBackend) -> list[str]:
+    report = Session(backend, ops="GroupedMatmulV5", case="flag:*").run()
+    assert report.totals()["passed"] + len(report.failed) >= 1, "the MX claim case must run"
+    return [o.message for o in report.failed if o.kind == "flag"]
+
+
+def test_mx_use_hw_is_accepted_where_the_architecture_has_mx_instructions() -> None:
+    assert _mx_flag(_ArchBackend()) == []
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "sm_90", "x86_64", "gfx9999"])
+def test_mx_use_hw_is_refused_without_mx_instructions(arch: str) -> None:
+    backend = _ArchBackend()
+    backend.architecture = arch
+    (message,) = _mx_flag(backend)
+    assert f"'{arch}'" in message and "MX matrix instructions" in message
+    assert ("not known to have" in message) is (arch == "gfx9999")
+
+
+def test_fp8_flag_case_requires_float32_accumulation() -> None:
+    from tests.conformance.mutants.mutant_claims import Fp8HalfAccumulatorBackend
+
+    report = Session(Fp8HalfAccumulatorBackend(), ops="QuantMatmulV5", case="flag:*").run()
+    (flag,) = [o for o in report.failed if o.kind == "flag"]
+    assert "float32 accumulation's bound" in flag.message and flag.detail["fp8_matmul_hw"] is True
+
+
+def test_fp8_matmul_hw_without_an_fp8_claim_fails() -> None:
+    class _NoFp8(ReferenceBackend):
+        name = "claims-fp8-no-dtype"
+
+        def capabilities(self) -> Capabilities:
+            caps = super().capabilities()
+            narrowed = {**caps.op_dtypes, "QuantMatmulV5": (D.ACL_INT8, D.ACL_FLOAT16, D.ACL_BF16, D.ACL_FLOAT)}
+            return caps.model_copy(update={"fp8_matmul_hw": True, "op_dtypes": narrowed})
+
+    report = Session(_NoFp8(), ops="QuantMatmulV5", case="flag:*").run()
+    assert any("claims no FLOAT8 dtype" in o.message for o in report.failed)
+
+
+def test_the_claims_table_names_every_capabilities_field() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "conformance.md").read_text(encoding="utf-8")
+    table = doc[doc.index("**Flags.**") : doc.index("## Tolerances")]
+    missing = [f for f in Capabilities.model_fields if f"`{f}`" not in table]
+    assert not missing, f"docs/conformance.md's claims table lacks {missing}"

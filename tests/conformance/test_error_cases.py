@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from acl_conformance.cases import Catalog
 from acl_core.spec.ops import all_specs
 
@@ -12,12 +14,24 @@ def _index_cases(op: str) -> list[str]:
 
 
 def test_every_index_parameter_gets_past_the_end_and_below_the_start_cases() -> None:
-    marked = {s.name: p for s in all_specs().values() for p in s.params if p.index_of is not None}
-    assert {"Gather", "GatherV2", "IndexSelect", "Embedding"} <= set(marked)
-    for op, param in marked.items():
-        ids = _index_cases(op)
-        assert any(i.startswith(f"error:{param.name} value") and "past the end" in i for i in ids), (op, ids)
-        assert any(i.startswith(f"error:{param.name} value") and "below the start" in i for i in ids), (op, ids)
+    marked = [(s.name, p) for s in all_specs().values() for p in s.params if p.index_of is not None]
+    every = {"Gather", "GatherV2", "IndexSelect", "Embedding", "Scatter", "ScatterValue", "InplaceScatter"}
+    every |= {"InplaceScatterValue", "InplaceScatterUpdate", "MoeFinalizeRouting", "Index", "IndexPutImpl"}
+    assert every <= {op for op, _ in marked}
+    for op, param in marked:
+        ids = [i for i in _index_cases(op) if re.match(rf"error:{param.name}(\[\d+\])? value -?\d+ ", i)]
+        assert any("past the end" in i for i in ids), (op, param.name, ids)
+        assert any("below the start" in i for i in ids), (op, param.name, ids)
+
+
+def test_a_list_of_indices_gets_cases_for_its_first_integer_entry() -> None:
+    ids = _index_cases("IndexPutImpl")
+    assert any(i.startswith("error:indices[0] value -") and i.endswith("below the start") for i in ids), ids
+
+
+def test_an_in_place_twin_indexes_selfref() -> None:
+    (param,) = [p for p in all_specs()["InplaceScatter"].params if p.index_of is not None]
+    assert param.index_of is not None and param.index_of.of == "selfRef"
 
 
 def test_negative_values_follow_the_ops_semantics() -> None:

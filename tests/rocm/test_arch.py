@@ -87,3 +87,14 @@ def test_the_measured_warp_size_wins() -> None:
     assert with_warp_size(lookup("sm_90"), 32) is lookup("sm_90") or with_warp_size(lookup("sm_90"), 32) == lookup(
         "sm_90"
     )
+
+
+def test_the_mx_table_agrees_with_acl_cores_hardware_facts() -> None:
+    """Conformance checks ``mx_use_hw`` against acl_core.hardware; the backend's table must say the same."""
+    from acl_core.hardware import has_mx_instructions
+    from acl_rocm.arch import KNOWN_AMD
+
+    for name, info in KNOWN_AMD.items():
+        assert has_mx_instructions(name) is info.mx_hw, name
+    for major, minor in ((7, 0), (8, 0), (8, 9), (9, 0), (10, 0), (12, 0)):
+        assert has_mx_instructions(f"sm_{major}{minor}") is nvidia_arch(major, minor).mx_hw

@@ -265,7 +265,11 @@ def _gather() -> OpSpec:
 
 
 def _index() -> OpSpec:
-    params = (tensor("self", ANY_STORAGE, min_rank=1), tensor_list("indices"), out("out", ANY_STORAGE))
+    params = (
+        tensor("self", ANY_STORAGE, min_rank=1),
+        tensor_list("indices", index_of=IndexOf("self", negative="wrap", each=True)),
+        out("out", ANY_STORAGE),
+    )
 
     def infer(call: Call) -> Infos:
         t = tensor_arg(call, "self")
@@ -303,7 +307,7 @@ def _index() -> OpSpec:
 def _index_put_impl() -> OpSpec:
     params = (
         ref("selfRef", REAL_BOOL),
-        tensor_list("indices"),
+        tensor_list("indices", index_of=IndexOf("selfRef", negative="wrap", each=True)),
         tensor("values", REAL_BOOL),
         bool_attr("accumulate", c_type="const bool"),
         bool_attr("unsafe", c_type="const bool"),
@@ -381,7 +385,7 @@ def _index_put_impl() -> OpSpec:
 def _scatter_update() -> OpSpec:
     params = (
         ref("data", ANY_STORAGE),
-        tensor("indices", INDEX, max_rank=2),
+        tensor("indices", INDEX, max_rank=2, index_of=IndexOf("data", "axis")),
         tensor("updates", ANY_STORAGE),
         int_attr("axis"),
     )
@@ -474,7 +478,7 @@ def _scatter(name: str) -> OpSpec:
     params = (
         tensor("self", ALL),
         int_attr("dim"),
-        tensor("index", INDEX),
+        tensor("index", INDEX, index_of=IndexOf("self", "dim")),
         source,
         int_attr("reduce", choices=(0, 1, 2)),
         out("out", ALL),

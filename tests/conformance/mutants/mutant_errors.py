@@ -59,6 +59,35 @@ class GroupedMatmulIgnoresBadGroupListBackend(ReferenceBackend):
         self._kernels["GroupedMatmulV5"] = unchecked
 
 
+class MoeFinalizeTrustsIndicesBackend(ReferenceBackend):
+    """MoeFinalizeRouting trusts its routing indices: no range check, so NumPy wraps negatives silently.
+
+    The suite on main let it through: MoeFinalizeRouting's indices had no ``index_of`` mark, and its
+    written error samples hold no out-of-range index value.
+    """
+
+    name = "mutant-moe-finalize-trusts-indices"
+
+    def __init__(self) -> None:
+        super().__init__()
+        driver = self.driver
+
+        def finalize(launch: Launch) -> None:
+            k = RefCall(launch, driver)
+            expanded, bias = k.read("expandedX", np.float64), k.read("bias", np.float64)
+            scales = k.read("scales", np.float64)
+            dest = k.read("expandedRowIdx").astype(np.int64)
+            experts = k.read("expandedExpertIdx").astype(np.int64)
+            rows, top = scales.shape
+            gathered = expanded[dest.reshape(top, rows).T]
+            result = k.read("x1", np.float64) + np.einsum("rk,rkh->rh", scales, gathered + bias[experts])
+            if k["x2Optional"] is not None:
+                result = result + k.read("x2Optional", np.float64)
+            k.write("out", result)
+
+        self._kernels["MoeFinalizeRouting"] = finalize
+
+
 MUTANTS = [
     Mutant(
         "gather-wraps-negative",
@@ -73,5 +102,12 @@ MUTANTS = [
         "GroupedMatmulV5 accepts negative, decreasing or oversized group lists without an error",
         GroupedMatmulIgnoresBadGroupListBackend,
         ops="GroupedMatmulV5",
+    ),
+    Mutant(
+        "moe-finalize-trusts-indices",
+        "kernel errors",
+        "MoeFinalizeRouting reads expandedRowIdx / expandedExpertIdx without a range check",
+        MoeFinalizeTrustsIndicesBackend,
+        ops="MoeFinalizeRouting",
     ),
 ]
