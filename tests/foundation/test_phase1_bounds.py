@@ -22,39 +22,20 @@ from acl_core import aclnn, eager
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
 from acl_core.formats import Format as F
-from acl_core.plugin import get_backend
 from acl_core.spec.ops import all_specs, get_spec
 from acl_core.spec.opspec import Role
 from acl_core.tensor import AclTensor
-from tests.foundation.adversarial import INTERNAL, Baseline, Overrun, baseline, memory_cap, phase1, view
+from tests.foundation.adversarial import (
+    DEADLINE,
+    INTERNAL,
+    Baseline,
+    memory_cap,
+    phase1,
+    run_phase1,
+    view,
+)
 
 INVALID = 161002
-DEADLINE = 2.0
-"""Seconds one phase-1 call may take; a valid one takes milliseconds."""
-
-
-@pytest.fixture(scope="module")
-def backend() -> Backend:
-    b = get_backend("reference")
-    b.runtime.ensure_device()
-    return b
-
-
-@pytest.fixture(scope="module")
-def baselines(backend: Backend) -> dict[str, Baseline]:
-    found = {}
-    for name, spec in sorted(all_specs().items()):
-        base = baseline(spec, backend)
-        if base is not None:
-            found[name] = base
-    return found
-
-
-def _run(base: Baseline, args: dict[str, Any]) -> tuple[int | str, str]:
-    try:
-        return phase1(base.spec, args, DEADLINE)
-    except Overrun as exc:
-        return "overrun", str(exc)
 
 
 def _float_tensor(backend: Backend, shape: tuple[int, ...]) -> tuple[eager.DeviceArray, AclTensor]:
@@ -94,7 +75,7 @@ def test_attention_on_a_huge_batch_is_refused_before_per_batch_lists(op: str, ba
             strides[0] = 0
             args = _replaced(base, args, p.name, index, view(t, [2**32, *t.view_dims[1:]], strides))
     with memory_cap():
-        ret, message = _run(base, args)
+        ret, message = run_phase1(base, args)
     assert ret == INVALID and "attentionOut has shape" in message, (ret, message)
 
 
@@ -202,7 +183,7 @@ def test_phase1_is_bounded_on_huge_broadcast_inputs(baselines: dict[str, Baselin
         for name, base in baselines.items():
             for label, args in _huge_inputs(base):
                 calls += 1
-                ret, message = _run(base, args)
+                ret, message = run_phase1(base, args)
                 if ret == "overrun" or ret in INTERNAL:
                     problems.append(f"{name} ({label}): {ret} {message}")
     assert calls > 1000 and not problems, "\n".join(problems)
@@ -217,7 +198,7 @@ def test_overlapping_outputs_are_refused_for_every_operator(baselines: dict[str,
                     continue
                 calls += 1
                 broadcast = view(t, list(t.view_dims), [0] * t.rank)
-                ret, message = _run(base, base.with_tensor(p.name, index, broadcast))
+                ret, message = run_phase1(base, base.with_tensor(p.name, index, broadcast))
                 if ret != INVALID or "share storage" not in message:
                     problems.append(f"{name} ({label} with stride 0): {ret} {message}")
     assert calls > 200 and not problems, "\n".join(problems)
@@ -232,7 +213,7 @@ def test_inputs_of_2_64_elements_are_refused_for_every_operator(baselines: dict[
                     continue
                 calls += 1
                 dims = [2**32, 2**32, *t.view_dims[2:]]  # a rank-1 input becomes rank 2: no rank-1 view is that big
-                ret, message = _run(base, base.with_tensor(p.name, index, view(t, dims, [0] * len(dims))))
+                ret, message = run_phase1(base, base.with_tensor(p.name, index, view(t, dims, [0] * len(dims))))
                 if ret != INVALID or "an int64_t counts at most" not in message:
                     problems.append(f"{name} ({label} of {dims}): {ret} {message}")
     assert calls > 250 and not problems, "\n".join(problems)
