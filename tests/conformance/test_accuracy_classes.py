@@ -7,18 +7,17 @@ rounds 16-bit results through float32 (double rounding), sums in float32 and run
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import pytest
 
 from acl_conformance import run
 from acl_core import register_plugin
-from acl_core.backend import BackendRegistration, Launch
+from acl_core.backend import BackendRegistration
 from acl_core.dtypes import DataType as D
 from acl_core.plugin import hookimpl
 from acl_reference.backend import ReferenceBackend
 from acl_reference.call import RefCall
+from tests.conformance.planted import compute_when
 
 _F32 = (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16)
 
@@ -30,20 +29,10 @@ class Float32Backend(ReferenceBackend):
 
     def __init__(self) -> None:
         super().__init__()
-        self._replace("Cast", self._cast)
-        self._replace("ReduceSum", self._reduce_sum)
+        compute_when(self, "Cast", self._cast)
+        compute_when(self, "ReduceSum", self._reduce_sum)
         for op in ("Matmul", "Mm", "BatchMatMul"):
-            self._replace(op, self._gemm)
-
-    def _replace(self, op: str, fn: Callable[[RefCall], bool]) -> None:
-        original = self._kernels[op]
-        driver = self.driver
-
-        def kernel(launch: Launch) -> None:
-            if not fn(RefCall(launch, driver)):
-                original(launch)
-
-        self._kernels[op] = kernel
+            compute_when(self, op, self._gemm)
 
     @staticmethod
     def _cast(k: RefCall) -> bool:

@@ -8,7 +8,7 @@ correct formula, the one the variance's condition number in the scale is for).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -16,13 +16,14 @@ import pytest
 from acl_conformance import run
 from acl_conformance.tolerances import from_class
 from acl_core import register_plugin
-from acl_core.backend import BackendRegistration, Launch
+from acl_core.backend import BackendRegistration
 from acl_core.dtypes import DataType as D
 from acl_core.plugin import hookimpl
 from acl_core.spec.accuracy import accuracy_of, composite, layer_norm_scale, softmax_scale
 from acl_core.spec.ops import get_spec
 from acl_reference.backend import ReferenceBackend
 from acl_reference.call import RefCall
+from tests.conformance.planted import compute_when
 
 _F32 = np.float32
 
@@ -52,17 +53,7 @@ class Float32RowOpsBackend(ReferenceBackend):
             ("RmsNorm", self._rms_norm),
             ("LayerNorm", self._layer_norm),
         ):
-            self._replace(op, fn)
-
-    def _replace(self, op: str, fn: Callable[[RefCall], bool]) -> None:
-        original = self._kernels[op]
-        driver = self.driver
-
-        def kernel(launch: Launch) -> None:
-            if not fn(RefCall(launch, driver)):
-                original(launch)
-
-        self._kernels[op] = kernel
+            compute_when(self, op, fn)
 
     @staticmethod
     def _float32_input(k: RefCall, name: str) -> np.ndarray | None:

@@ -18,8 +18,7 @@ from acl_core.tensor import AclTensor, contiguous_strides
 from acl_reference.backend import ReferenceBackend
 from acl_reference.call import RefCall
 from tests.conformance.mutants import Mutant
-
-Kernel = Callable[[Launch], None]
+from tests.conformance.planted import Kernel, replace_kernel
 
 
 class _Patched(ReferenceBackend):
@@ -29,7 +28,7 @@ class _Patched(ReferenceBackend):
 
     def __init__(self) -> None:
         super().__init__()
-        self._kernels[self.op] = self.patch(self._kernels[self.op])
+        replace_kernel(self, self.op, self.patch)
 
     def patch(self, original: Kernel) -> Kernel:
         """The defective kernel."""

@@ -12,23 +12,24 @@ from acl_core.dtypes import DataType
 from acl_reference.backend import ReferenceBackend
 from acl_reference.call import RefCall
 from tests.conformance.mutants import Mutant
-
-Kernel = Callable[[Launch], None]
+from tests.conformance.planted import Kernel, replace_kernel
 
 
 def _after(backend: ReferenceBackend, op: str, change: Callable[[RefCall, np.ndarray], np.ndarray | None]) -> None:
     """Run ``op``'s reference kernel, then let ``change`` rewrite its ``out`` (None leaves it)."""
-    original: Kernel = backend._kernels[op]
     driver = backend.driver
 
-    def mutated(launch: Launch) -> None:
-        original(launch)
-        k = RefCall(launch, driver)
-        new = change(k, k.read("out"))
-        if new is not None:
-            k.write("out", new)
+    def make(original: Kernel) -> Kernel:
+        def mutated(launch: Launch) -> None:
+            original(launch)
+            k = RefCall(launch, driver)
+            new = change(k, k.read("out"))
+            if new is not None:
+                k.write("out", new)
 
-    backend._kernels[op] = mutated
+        return mutated
+
+    replace_kernel(backend, op, make)
 
 
 class ThreeUlpAddBackend(ReferenceBackend):
