@@ -241,14 +241,24 @@ def _parity(args: argparse.Namespace, argv: Sequence[str]) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     pre, greedy, lim = result["prefill"], result["greedy"], result["thresholds"]
-    bound = "not judged" if lim["max_abs_diff"] is None else f"<= {lim['max_abs_diff']:g}"
-    print(
-        f"{result['backend']} {args.dtype} vs transformers ({result['transformers_device']}): "
-        f"prefill logits max |diff| {pre['max_abs_diff']:.3g} ({bound}), "
-        f"greedy {greedy['agree']}/{greedy['tokens']} tokens equal (need {lim['min_agree']}; "
-        f"{greedy['teacher_forced_agree']}/{greedy['tokens']} teacher-forced) -> "
-        f"{'PASS' if result['passed'] else 'FAIL'}"
-    )
+    verdict = "PASS" if result["passed"] else "FAIL"
+    head = f"{result['backend']} {args.dtype} vs transformers ({result['transformers_device']}): "
+    truth = result["against_fp32"]
+    if truth is None:
+        print(
+            f"{head}prefill logits max |diff| {pre['max_abs_diff']:.3g} (<= {lim['max_abs_diff']:g}), "
+            f"greedy {greedy['agree']}/{greedy['tokens']} tokens equal (need {lim['min_agree']}; "
+            f"{greedy['teacher_forced_agree']}/{greedy['tokens']} teacher-forced) -> {verdict}"
+        )
+    else:
+        ours, theirs, ratio = truth["acl"], truth["transformers"], truth["ratio"]
+        print(
+            f"{head}against the fp32 truth, |error| max {ours['max_abs_err']:.3g} vs {theirs['max_abs_err']:.3g} "
+            f"(x{ratio['max']:.2f}), mean {ours['mean_abs_err']:.3g} vs {theirs['mean_abs_err']:.3g} "
+            f"(x{ratio['mean']:.2f}; need <= x{lim['error_ratio']:g}); teacher-forced top-1 "
+            f"{ours['top1_agree']} vs {theirs['top1_agree']} of {truth['top1_positions']} (need >= "
+            f"{truth['min_top1_agree']}); greedy {greedy['agree']}/{greedy['tokens']} equal (not judged) -> {verdict}"
+        )
     if greedy["transformers_eager_vs_sdpa_agree"] is not None:
         print(
             f"noise floor (not judged): transformers eager vs sdpa agree on "
