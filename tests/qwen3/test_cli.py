@@ -172,15 +172,21 @@ def test_unknown_backend_fails_loudly(tiny_dir, capsys):
 def test_bench_reports_both_sides(tiny_dir, reference_backend, tmp_path, capsys):
     out = tmp_path / "bench.json"
     argv = ["bench", "--model", str(tiny_dir), "--backend", "reference", "--batch", "1,2"]
-    assert main([*argv, "--prompt-len", "8", "--new-tokens", "4", "--repeat", "2", "--quiet", "--out", str(out)]) == 0
+    argv += ["--prompt-len", "8", "--new-tokens", "4", "--repeat", "2", "--prefill-len", "24"]
+    assert main([*argv, "--quiet", "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     assert [r["batch"] for r in report["rows"]] == [1, 2] and report["repeat"] == 2
     for row in report["rows"]:
-        for side in ("acl", "transformers"):
+        for side in ("acl", "transformers", "torch_graph"):
             assert row[side]["prefill_tok_s"] > 0 and row[side]["decode_tok_s"] > 0
-        assert row["acl_over_transformers"]["decode_tok_s"] > 0
+        assert row["acl_over_transformers"]["decode_tok_s"] > 0 and row["acl_over_torch_graph"]["decode_tok_s"] > 0
     assert report["transformers_device"] == "cpu" and report["backend"] == "reference"
-    assert "decode tok/s" in capsys.readouterr().out
+    assert report["torch_graph_device"] == "cpu" and report["torch_graph_cuda_graph"] is False  # no CUDA here
+    assert report["prefill"]["prompt_len"] == 24
+    assert all(report["prefill"][f"{side}_tok_s"] > 0 for side in ("acl", "transformers", "torch_graph"))
+    assert report["acl_decode_kernels_batch1"] is None  # a CPU backend has no GPU kernels to profile
+    printed = capsys.readouterr().out
+    assert "torch graph decode tok/s" in printed and "prefill of 24 tokens" in printed
 
 
 def test_make_tiny_writes_the_issue_shape(tmp_path):

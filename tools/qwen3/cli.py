@@ -110,7 +110,11 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--batch", type=_batches, default=[1, 8], help="batch sizes, e.g. 1,8")
     b.add_argument("--prompt-len", type=int, default=32, help="prompt tokens per sequence (default 32)")
     b.add_argument("--new-tokens", type=int, default=32, help="tokens generated per sequence (default 32)")
+    b.add_argument("--prefill-len", type=int, default=512, help="batch-1 prefill prompt timed on each side (0: none)")
     b.add_argument("--no-transformers", dest="with_transformers", action="store_false", help="skip transformers")
+    b.add_argument(
+        "--no-torch-graph", dest="with_torch_graph", action="store_false", help="skip the PyTorch CUDA-graph runner"
+    )
     b.add_argument("--hf-device", default=None, help="torch device for transformers (default: the backend's kind)")
     b.add_argument("--seed", type=int, default=0, help="seed of the random prompts (default 0)")
     b.add_argument("--repeat", type=int, default=3, help="timed runs per batch size (the median counts)")
@@ -273,10 +277,14 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from acl_tools.qwen3 import bench
     from acl_tools.qwen3.progress import bar
 
-    if args.prompt_len < 1 or args.new_tokens < 2 or args.repeat < 1:
-        raise UsageError("--prompt-len and --repeat must be >= 1 and --new-tokens >= 2")
-    if args.with_transformers:
-        require(*HF, purpose="acl-core qwen3 bench (beside transformers; --no-transformers runs without)")
+    if args.prompt_len < 1 or args.new_tokens < 2 or args.repeat < 1 or args.prefill_len < 0:
+        raise UsageError("--prompt-len and --repeat must be >= 1, --new-tokens >= 2 and --prefill-len >= 0")
+    if args.with_transformers or args.with_torch_graph:
+        require(
+            *HF,
+            purpose="acl-core qwen3 bench (beside transformers and the PyTorch graph runner; "
+            "--no-transformers --no-torch-graph runs without)",
+        )
     with bar("bench runs", not args.quiet) as report:
         result = bench.run(
             args.model,
@@ -285,26 +293,39 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
             batches=args.batch,
             prompt_len=args.prompt_len,
             new_tokens=args.new_tokens,
+            prefill_len=args.prefill_len,
             with_transformers=args.with_transformers,
+            with_torch_graph=args.with_torch_graph,
             hf_device=args.hf_device,
             seed=args.seed,
             repeat=args.repeat,
             progress=report,
         )
-    header = ["batch", "acl prefill tok/s", "acl decode tok/s"]
-    if args.with_transformers:
-        header += ["hf prefill tok/s", "hf decode tok/s"]
+    sides = [("acl", "acl"), ("transformers", "hf"), ("torch_graph", "torch graph")]
+    sides = [(key, label) for key, label in sides if key in result["rows"][0]]
+    header = ["batch"] + [f"{label} {phase} tok/s" for _, label in sides for phase in ("prefill", "decode")]
     rows = []
     for r in result["rows"]:
-        row = [str(r["batch"]), f"{r['acl']['prefill_tok_s']:.1f}", f"{r['acl']['decode_tok_s']:.1f}"]
-        if "transformers" in r:
-            row += [f"{r['transformers']['prefill_tok_s']:.1f}", f"{r['transformers']['decode_tok_s']:.1f}"]
-        rows.append(row)
+        rows.append([str(r["batch"])] + [f"{r[k][p + '_tok_s']:.1f}" for k, _ in sides for p in ("prefill", "decode")])
+    graph = {True: "CUDA graph", False: "eager, no CUDA device", None: "not run"}[result["torch_graph_cuda_graph"]]
     print(
         f"qwen3 bench: {result['backend']} ({result['device']}) {args.dtype}, prompt {args.prompt_len}, "
-        f"{args.new_tokens} new tokens, median of {args.repeat}; transformers eager on {result['transformers_device']}"
+        f"{args.new_tokens} new tokens, median of {args.repeat}; transformers eager on "
+        f"{result['transformers_device']}; PyTorch static-cache runner on {result['torch_graph_device']} ({graph})"
     )
     _table(header, rows)
+    if result["prefill"]:
+        pre = result["prefill"]
+        print(
+            f"prefill of {pre['prompt_len']} tokens (batch 1), tok/s: "
+            + ", ".join(f"{label} {pre[k + '_tok_s']:.1f}" for k, label in sides if k + "_tok_s" in pre)
+        )
+    kern = result["acl_decode_kernels_batch1"]
+    if kern is not None:
+        print(
+            f"acl decode at batch 1 (torch.profiler): {kern['kernel_ms_per_token']:.3f} ms of GPU kernels, "
+            f"{kern['kernels_per_token']:.0f} kernels per token"
+        )
     out = args.out or Path("reports") / f"qwen3-bench-{result['backend']}-{args.dtype}.json"
     _write(out, result, argv)
     return EXIT_OK
