@@ -51,3 +51,21 @@ def test_profiler_sees_acl_cores_decode_kernels(cuda_tiny: Path) -> None:
     # every aclnn launch of the decode step runs at least one kernel on the device (copies aside)
     assert found["kernels_per_token"] >= 0.5 * per_token_launches, (found, per_token_launches)
     assert 0 < found["kernel_ms_per_token"] < 50
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_device_position_decode_equals_prefill_on_rocm(cuda_tiny: Path, dtype: str) -> None:
+    """The decode step that reads its cache position on the device (scatter into the cache, masked attention
+    over the whole capacity) computes what a prefill of the longer sequence computes, on the GPU too."""
+    from acl_tools.qwen3.model import Qwen3Runner
+
+    prompts = [[3, 14, 15, 92, 65, 35], [27, 18, 28, 18, 28, 45]]
+    with Qwen3Runner(cuda_tiny, backend="rocm", dtype=dtype) as runner:
+        out = runner.generate(prompts, 10, keep_logits=True)
+        full = np.concatenate([np.array(prompts), out.tokens[:, :-1]], axis=1)
+        again = runner.forward_logits(full.tolist())[:, len(prompts[0]) - 1 :]
+    stepped = np.stack(out.logits, axis=1)
+    assert np.isfinite(stepped).all()  # masked cache rows are zeroed, never NaN garbage
+    tol = 1e-4 if dtype == "fp32" else 0.1  # different kernels (decode vs prefill attention) round differently
+    np.testing.assert_allclose(stepped, again, atol=tol, rtol=0)
+    assert out.decode_validations == 16 * runner.config.num_hidden_layers + 8  # no phase 1 per token
