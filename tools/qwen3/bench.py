@@ -62,10 +62,12 @@ def kernel_time(work: Callable[[], Any]) -> dict[str, float] | None:
     return {"kernels": float(len(kernels)), "kernel_s": sum(float(e.get("dur", 0.0)) for e in kernels) * 1e-6}
 
 
-def decode_kernel_time(runner: Qwen3Runner, prompt: Sequence[int], new_tokens: int) -> dict[str, Any] | None:
+def decode_kernel_time(
+    runner: Qwen3Runner, prompt: Sequence[int], new_tokens: int, replay: bool | None = None
+) -> dict[str, Any] | None:
     """acl-core's GPU kernel time and kernel count per decode token at batch 1: a generation of
     ``new_tokens`` less a prefill-only one (same prompt), divided by the ``new_tokens - 1`` decode steps."""
-    full = kernel_time(lambda: runner.generate([prompt], new_tokens))
+    full = kernel_time(lambda: runner.generate([prompt], new_tokens, replay=replay))
     if full is None:
         return None
     prefill = kernel_time(lambda: runner.generate([prompt], 1))
@@ -92,12 +94,14 @@ def run(
     hf_device: str | None = None,
     seed: int = 0,
     repeat: int = 3,
+    replay: bool | None = None,
     progress: Report | None = None,
 ) -> dict[str, Any]:
     """Time greedy generation per batch size on the runner, then transformers, then the PyTorch graph runner.
 
     Decode tokens/s counts the tokens after the first (which prefill produces). Each side runs a short
     warm-up generation first, then ``repeat`` timed ones; the median prefill and decode times count.
+    ``replay`` is the runner's (default: replay the captured decode step where the backend captures).
     ``prefill_len`` > 0 adds a batch-1 prefill of that many tokens on each side (``prefill`` in the report).
     """
     if new_tokens < 2:
@@ -144,8 +148,11 @@ def run(
         prompts = {b: rng.integers(0, vocab, size=(b, prompt_len)).tolist() for b in batches}
         long_prompt = rng.integers(0, vocab, size=(1, prefill_len)).tolist() if prefill_len else []
 
+        replayed: list[bool] = []
+
         def acl(p: Sequence[Sequence[int]], n: int) -> tuple[float, float]:
-            g = runner.generate(p, n)
+            g = runner.generate(p, n, replay=replay)
+            replayed.append(g.replayed)
             return g.prefill_seconds, g.decode_seconds
 
         for b in batches:
@@ -155,7 +162,7 @@ def run(
         platform = caps.platform.value
         profiled = None
         if platform != "cpu":  # a GPU backend: its kernels, as CUPTI records them
-            profiled = decode_kernel_time(runner, prompts[batches[0]][0], new_tokens)
+            profiled = decode_kernel_time(runner, prompts[batches[0]][0], new_tokens, replay)
         info = {
             "backend": runner.backend_name,
             "platform": platform,
@@ -164,6 +171,7 @@ def run(
             "load_s": runner.load_seconds,
             "weights_bytes": runner.weights.nbytes(),
             "acl_decode_kernels_batch1": profiled,
+            "acl_decode_replayed": all(replayed),
         }
     device = hf_device or ("cpu" if platform == "cpu" else "cuda")
     if with_transformers:

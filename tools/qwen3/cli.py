@@ -87,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--top-p", type=float, default=1.0, help="sample from the smallest set holding this mass")
     g.add_argument("--seed", type=int, default=0, help="seed of the sampler")
     g.add_argument("--ignore-eos", action="store_true", help="do not stop at the checkpoint's EOS token")
+    g.add_argument("--eager", action="store_true", help="launch the decode step op by op instead of replaying it")
     g.add_argument("--json", type=Path, default=None, help="also write the result as JSON")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -110,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--batch", type=_batches, default=[1, 8], help="batch sizes, e.g. 1,8")
     b.add_argument("--prompt-len", type=int, default=32, help="prompt tokens per sequence (default 32)")
     b.add_argument("--new-tokens", type=int, default=32, help="tokens generated per sequence (default 32)")
+    b.add_argument("--eager", action="store_true", help="acl-core launches the decode step op by op (no replay)")
     b.add_argument("--prefill-len", type=int, default=512, help="batch-1 prefill prompt timed on each side (0: none)")
     b.add_argument("--no-transformers", dest="with_transformers", action="store_false", help="skip transformers")
     b.add_argument(
@@ -178,7 +180,14 @@ def _generate(args: argparse.Namespace, argv: Sequence[str]) -> int:
             progress=report,
         )
     with runner, bar("decoding", not args.quiet) as report:
-        g = runner.generate(prompts, args.max_new_tokens, sampling, stop_on_eos=not args.ignore_eos, progress=report)
+        g = runner.generate(
+            prompts,
+            args.max_new_tokens,
+            sampling,
+            stop_on_eos=not args.ignore_eos,
+            replay=False if args.eager else None,
+            progress=report,
+        )
         attention = runner.attention.describe()
         backend = runner.backend_name
     for i, row in enumerate(g.tokens.tolist()):
@@ -188,7 +197,8 @@ def _generate(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print(
         f"{backend} {args.dtype}: prefill {g.prompt_tokens} tokens in {g.prefill_seconds * 1e3:.1f} ms "
         f"({g.prefill_tokens_per_s:.1f} tok/s); decode {g.decode_steps * g.tokens.shape[0]} tokens in "
-        f"{g.decode_seconds * 1e3:.1f} ms ({g.decode_tokens_per_s:.1f} tok/s); attention: "
+        f"{g.decode_seconds * 1e3:.1f} ms ({g.decode_tokens_per_s:.1f} tok/s, "
+        f"{'replayed' if g.replayed else 'eager'}); attention: "
         + ", ".join(f"{phase} {op}" for phase, op in attention.items())
     )
     if args.json is not None:
@@ -205,6 +215,7 @@ def _generate(args: argparse.Namespace, argv: Sequence[str]) -> int:
                 "decode_s": g.decode_seconds,
                 "prefill_tok_s": g.prefill_tokens_per_s,
                 "decode_tok_s": g.decode_tokens_per_s,
+                "decode_replayed": g.replayed,
             },
             argv,
         )
@@ -294,6 +305,7 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
             prompt_len=args.prompt_len,
             new_tokens=args.new_tokens,
             prefill_len=args.prefill_len,
+            replay=False if args.eager else None,
             with_transformers=args.with_transformers,
             with_torch_graph=args.with_torch_graph,
             hf_device=args.hf_device,
@@ -311,7 +323,8 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print(
         f"qwen3 bench: {result['backend']} ({result['device']}) {args.dtype}, prompt {args.prompt_len}, "
         f"{args.new_tokens} new tokens, median of {args.repeat}; transformers eager on "
-        f"{result['transformers_device']}; PyTorch static-cache runner on {result['torch_graph_device']} ({graph})"
+        f"{result['transformers_device']}; PyTorch static-cache runner on {result['torch_graph_device']} ({graph}); "
+        f"acl decode {'replayed' if result['acl_decode_replayed'] else 'eager'}"
     )
     _table(header, rows)
     if result["prefill"]:

@@ -43,6 +43,7 @@ from acl_tools.qwen3.attention import (
     decode_args,
     prefill_args,
 )
+from acl_tools.qwen3.capture import CapturedStep, can_capture
 from acl_tools.qwen3.config import Qwen3Config, parse_dtype
 from acl_tools.qwen3.device import (
     ACL_MEMCPY_DEVICE_TO_DEVICE,
@@ -192,7 +193,11 @@ class Generation:
     decode_validations: int = 0
     """aclnn phase-1 calls the decode steps made (repeatable executors are validated once)."""
     decode_launches: int = 0
-    """aclnn phase-2 calls the decode steps made."""
+    """aclnn phase-2 calls the decode steps made (replayed: the ones made while capturing the step)."""
+    replayed: bool = False
+    """Whether the decode steps were replays of one captured step (aclmdlRIExecuteAsync)."""
+    decode_replays: int = 0
+    """aclmdlRIExecuteAsync calls the decode steps made."""
 
     @property
     def prefill_tokens_per_s(self) -> float:
@@ -413,18 +418,23 @@ class Qwen3Runner:
         stop_on_eos: bool = False,
         eos_token_ids: Sequence[int] | None = None,
         keep_logits: bool = False,
+        replay: bool | None = None,
         progress: Callable[[int, int], None] | None = None,
     ) -> Generation:
         """Generate ``max_new_tokens`` per prompt (greedy when ``sampling`` is None); prompts share one length.
 
         With ``stop_on_eos`` generation ends once every sequence has produced an EOS id (the
         checkpoint's, or ``eos_token_ids``); ``keep_logits`` keeps each step's float32 logits.
+        ``replay`` (default: where the backend captures streams) captures the decode step once with
+        ``acl.mdl`` and replays it per token; False launches its executors one by one (eager).
         """
         ids = _as_ids(prompts)
         b, plen = ids.shape
         if max_new_tokens < 1:
             raise ValueError("max_new_tokens must be at least 1")
         c, s = self.config, self.session
+        if replay is None:
+            replay = can_capture(s)
         capacity = plen + max_new_tokens
         self._reserve(capacity, plen)
         rng = np.random.default_rng(sampling.seed) if sampling is not None else None
@@ -440,6 +450,7 @@ class Qwen3Runner:
         log_ptr, log_host = s.host("logits", b * c.vocab_size * 4)
         step_one = scalar(1, I64)
         plan: list[Prepared | StepFn] = []
+        captured: CapturedStep | None = None
         next_ids = dec.ids.view([b])
         kept: list[np.ndarray] = []
         done = np.zeros(b, dtype=bool)
@@ -511,13 +522,25 @@ class Qwen3Runner:
             v0, l0 = s.validations, s.launches
             if not stopped and max_new_tokens > 1:
                 plan, generation = build_plan()
+
+                def enqueue() -> None:
+                    for p in plan:  # the decode program has no position-dependent step: all repeatable executors
+                        assert isinstance(p, Prepared)
+                        p()
+
+                if replay:  # recorded, not run: the replays run it
+                    captured = CapturedStep(s, enqueue)
                 for step in range(1, max_new_tokens):
                     if s.generation != generation:  # memory changed under the executors: validate afresh
                         release(plan)
                         plan, generation = build_plan()
-                    for p in plan:  # the decode program has no position-dependent step: all repeatable executors
-                        assert isinstance(p, Prepared)
-                        p()
+                        if captured is not None:  # and capture the fresh executors again
+                            captured.destroy()
+                            captured = CapturedStep(s, enqueue)
+                    if captured is not None:
+                        captured.replay()
+                    else:
+                        enqueue()
                     choose_next(dec, step)
                     steps += 1
                     if progress is not None:
@@ -528,8 +551,21 @@ class Qwen3Runner:
             s.synchronize()
             t2 = time.perf_counter()
             tokens = tok_host[: (steps + 1) * b * 8].view(np.int64).reshape(steps + 1, b).T.copy()
-            return Generation(tokens, t1 - t0, t2 - t1, b * plen, steps, kept, s.validations - v0, s.launches - l0)
+            return Generation(
+                tokens,
+                t1 - t0,
+                t2 - t1,
+                b * plen,
+                steps,
+                kept,
+                s.validations - v0,
+                s.launches - l0,
+                captured is not None,
+                captured.replays if captured is not None else 0,
+            )
         finally:
+            if captured is not None:
+                captured.destroy()
             release(plan)
             s.release(*[buf for buf in (*pre.buffers(), *dec.buffers(), *kv.buffers(), out) if buf.ptr])
 
