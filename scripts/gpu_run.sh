@@ -90,6 +90,10 @@ QWEN_STEP_TIMEOUT="${QWEN_PARITY_TIMEOUT:-90}" qwen parity --model /tmp/q06 --ba
 # prompt; acl-core's GPU kernel time per decode token at batch 1 (torch.profiler)
 QWEN_STEP_TIMEOUT="${QWEN_BENCH_TIMEOUT:-180}" qwen bench --model /tmp/q06 --backend rocm --dtype bf16 --batch 1,8 \
   --prompt-len 64 --new-tokens 32 --prefill-len 512 --repeat 2 --out "$Q/bench-0.6b-bf16.json"
+if [ "${QWEN:-full}" = full ]; then  # acl-core's eager decode at batch 1, to set beside the replayed one
+  qwen bench --model /tmp/q06 --backend rocm --dtype bf16 --batch 1 --prompt-len 64 --new-tokens 32 --prefill-len 0 \
+    --repeat 2 --eager --no-transformers --no-torch-graph --out "$Q/bench-0.6b-bf16-eager.json"
+fi
 python3 - "$Q" "$OUT/qwen3.json" <<'PY'
 import json, pathlib, sys
 found = {p.stem: json.loads(p.read_text()) for p in sorted(pathlib.Path(sys.argv[1]).glob("*.json"))}

@@ -9,6 +9,7 @@ import pytest
 
 import acl_core
 from acl_tools.qwen3.cli import main
+from acl_tools.qwen3.device import DeviceError
 from acl_tools.qwen3.sampling import Sampling
 
 
@@ -61,3 +62,15 @@ def test_generate_and_bench_replay_by_default_and_eager_on_request(tiny_dir, pro
     for extra, want in (([], True), (["--eager"], False)):
         assert main([*bench, *extra, "--quiet", "--out", str(tmp_path / "b.json")]) == 0
         assert json.loads((tmp_path / "b.json").read_text())["acl_decode_replayed"] is want
+
+
+def test_an_operator_the_backend_refuses_to_capture(runner, prompt, monkeypatch):
+    r = runner("fp32")
+    backend = r.session.backend
+    caps = backend.capabilities()
+    monkeypatch.setattr(backend, "capabilities", lambda: caps.model_copy(update={"capture_refused_ops": ("GtTensor",)}))
+    default = r.generate([prompt], 4)
+    assert default.replayed is False and default.decode_replays == 0  # the default decodes eagerly, and says so
+    assert default.tokens.tolist() == r.generate([prompt], 4, replay=False).tokens.tolist()
+    with pytest.raises(DeviceError, match="refuses to capture GtTensor"):
+        r.generate([prompt], 4, replay=True)

@@ -7,7 +7,7 @@ module is imported when a capture is made, so a tree whose backends cannot captu
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from acl_core.spec.runtime import CaptureMode
@@ -21,6 +21,12 @@ def _mdl() -> Any:
 def can_capture(session: Session) -> bool:
     """Whether the session's backend says it captures streams (``Capabilities.stream_capture``)."""
     return bool(session.backend.capabilities().stream_capture)
+
+
+def refused(session: Session, ops: Iterable[str]) -> list[str]:
+    """The operators among ``ops`` that the backend refuses to capture (``Capabilities.capture_refused_ops``)."""
+    no = set(session.backend.capabilities().capture_refused_ops)
+    return sorted({op for op in ops if op in no})
 
 
 class CapturedStep:

@@ -43,13 +43,14 @@ from acl_tools.qwen3.attention import (
     decode_args,
     prefill_args,
 )
-from acl_tools.qwen3.capture import CapturedStep, can_capture
+from acl_tools.qwen3.capture import CapturedStep, can_capture, refused
 from acl_tools.qwen3.config import Qwen3Config, parse_dtype
 from acl_tools.qwen3.device import (
     ACL_MEMCPY_DEVICE_TO_DEVICE,
     ACL_MEMCPY_DEVICE_TO_HOST,
     ACL_MEMCPY_HOST_TO_DEVICE,
     Buffer,
+    DeviceError,
     Prepared,
     Session,
     scalar,
@@ -433,6 +434,7 @@ class Qwen3Runner:
         if max_new_tokens < 1:
             raise ValueError("max_new_tokens must be at least 1")
         c, s = self.config, self.session
+        replay_asked = bool(replay)
         if replay is None:
             replay = can_capture(s)
         capacity = plen + max_new_tokens
@@ -528,6 +530,14 @@ class Qwen3Runner:
                         assert isinstance(p, Prepared)
                         p()
 
+                names = [p.name for p in plan if isinstance(p, Prepared)]
+                if replay and refused(s, names):
+                    if replay_asked:  # asked for: say which operator stops it
+                        raise DeviceError(
+                            f"backend {self.backend_name} refuses to capture {', '.join(refused(s, names))} "
+                            "(capabilities().capture_refused_ops); pass --eager"
+                        )
+                    replay = False  # the default: eager, and Generation.replayed says so
                 if replay:  # recorded, not run: the replays run it
                     captured = CapturedStep(s, enqueue)
                 for step in range(1, max_new_tokens):
