@@ -546,7 +546,9 @@ class Qwen3Runner:
                         plan, generation = build_plan()
                         if captured is not None:  # and capture the fresh executors again
                             captured.destroy()
+                            done_before = captured.replays
                             captured = CapturedStep(s, enqueue)
+                            captured.replays = done_before
                     if captured is not None:
                         captured.replay()
                     else:
