@@ -83,9 +83,17 @@ if [ "${QWEN:-full}" = full ]; then  # QWEN=short skips the fp32 parity runs (pr
   qwen parity --model /tmp/q-tiny --backend rocm --dtype fp32 --out "$Q/parity-tiny-fp32.json"
   qwen parity --model /tmp/q06 --backend rocm --dtype fp32 --out "$Q/parity-0.6b-fp32.json"
 fi
-qwen parity --model /tmp/q06 --backend rocm --dtype bf16 --noise-floor --out "$Q/parity-0.6b-bf16.json"
-qwen bench --model /tmp/q06 --backend rocm --dtype bf16 --batch 1,8 --prompt-len 64 --new-tokens 32 --repeat 2 \
-  --out "$Q/bench-0.6b-bf16.json"
+# bf16 parity: acl-core's error against transformers' fp32 truth beside transformers' bf16 error (issue 15 item 8)
+QWEN_STEP_TIMEOUT="${QWEN_PARITY_TIMEOUT:-90}" qwen parity --model /tmp/q06 --backend rocm --dtype bf16 --noise-floor \
+  --out "$Q/parity-0.6b-bf16.json"
+# bench: acl-core, transformers eager and the PyTorch CUDA-graph runner in one process; prefill of a 512-token
+# prompt; acl-core's GPU kernel time per decode token at batch 1 (torch.profiler)
+QWEN_STEP_TIMEOUT="${QWEN_BENCH_TIMEOUT:-180}" qwen bench --model /tmp/q06 --backend rocm --dtype bf16 --batch 1,8 \
+  --prompt-len 64 --new-tokens 32 --prefill-len 512 --repeat 2 --out "$Q/bench-0.6b-bf16.json"
+if [ "${QWEN:-full}" = full ]; then  # acl-core's eager decode at batch 1, to set beside the replayed one
+  qwen bench --model /tmp/q06 --backend rocm --dtype bf16 --batch 1 --prompt-len 64 --new-tokens 32 --prefill-len 0 \
+    --repeat 2 --eager --no-transformers --no-torch-graph --out "$Q/bench-0.6b-bf16-eager.json"
+fi
 python3 - "$Q" "$OUT/qwen3.json" <<'PY'
 import json, pathlib, sys
 found = {p.stem: json.loads(p.read_text()) for p in sorted(pathlib.Path(sys.argv[1]).glob("*.json"))}

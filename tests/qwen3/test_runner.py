@@ -93,16 +93,21 @@ def test_batched_rows_equal_single_runs(runner):
         assert both[i].tolist() == r.generate([p], 8).tokens[0].tolist()
 
 
-def test_decode_reuses_repeatable_executors(runner, prompt):
+def test_decode_has_no_per_token_phase_one(runner, prompt):
     r = runner("fp32")
     layers = r.config.num_hidden_layers
-    out = r.generate([prompt], 9)
+    out = r.generate([prompt], 9, replay=False)  # eager: every step launches the executors itself
     steps = out.decode_steps
     assert steps == 8
-    fixed = 12 * layers + 4  # per layer 12 of 15 operators; embedding, final norm, lm_head, ArgMax
-    per_step = 3 * layers  # rope of k into the cache, copy of v into the cache, attention
-    assert out.decode_validations == fixed + per_step * steps
-    assert out.decode_launches == (fixed + per_step) * steps
+    # per layer 16 operators (rope of k into a buffer, InplaceScatterUpdate of k and v at the device-held
+    # position, attention over the whole cache under a mask); per step 8 more: embedding, the cos and sin
+    # rows gathered at the position, the mask (GtTensor), final norm, lm_head, ArgMax, position += 1
+    program = 16 * layers + 8
+    assert out.decode_validations == program  # every executor is made once, before the first step
+    assert out.decode_launches == program * steps
+    longer = r.generate([prompt], 17, replay=False)
+    assert longer.decode_validations == program and longer.decode_launches == program * 16
+    assert longer.tokens[0, :9].tolist() == out.tokens[0].tolist()
 
 
 def test_sampling_is_reproducible_by_seed(runner, prompt):

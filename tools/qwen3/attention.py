@@ -80,7 +80,9 @@ class AttentionCall:
     new: int
     stats: tuple[Any, Any] | None = None
     mask: Any = None
-    """Prefill only: the compressed mask (fa, fia) or the causal view for rows start.. (pfa)."""
+    """Prefill: the compressed mask (fa, fia) or the causal view for rows start.. (pfa). Decode: None, or a
+    [B, 1, 1, C] mask of the cache positions not yet written (True = masked) when the key/value views span
+    the whole capacity C, so that the call's shapes do not move with the position."""
 
 
 def prefill_args(op: str, c: AttentionCall) -> tuple[str, Sequence[Any]]:
@@ -101,20 +103,20 @@ def prefill_args(op: str, c: AttentionCall) -> tuple[str, Sequence[Any]]:
 
 
 def decode_args(op: str, c: AttentionCall) -> tuple[str, Sequence[Any]]:
-    """(operator name, arguments) of one decode step: one query row that sees every cached key."""
+    """(operator name, arguments) of one decode step: one query row that sees every cached key ``c.mask`` leaves."""
     if op == "fa":
         assert c.stats is not None
         return OP_NAMES[op], (
-            c.query, c.key, c.value, None, None, None, None, None,
+            c.query, c.key, c.value, None, None, None, c.mask, None,
             c.scale, 1.0, UNBOUNDED, UNBOUNDED, c.heads, "BSND", 0, 0,
             c.stats[0], c.stats[1], None, c.out,
         )  # fmt: skip
     if op == "ifa":
         return OP_NAMES[op], (
-            c.query, tensor_list([c.key]), tensor_list([c.value]), None, None, None,
+            c.query, tensor_list([c.key]), tensor_list([c.value]), None, c.mask, None,
             c.heads, c.scale, "BSND", c.kv_heads, c.out,
         )  # fmt: skip
-    return OP_NAMES["fia"], _fia(c, None, 0)
+    return OP_NAMES["fia"], _fia(c, c.mask, 0)
 
 
 def _fia(c: AttentionCall, mask: Any, sparse_mode: int) -> tuple[Any, ...]:

@@ -1,9 +1,20 @@
-"""Prefill and decode throughput of the runner beside transformers (eager attention) on the same device."""
+"""Prefill and decode throughput of the runner beside transformers (eager) and a PyTorch CUDA-graph runner.
+
+The three run one after another in one process on the same device and the same prompts: acl-core,
+transformers eager attention with its own KV cache, and :mod:`acl_tools.qwen3.torch_graph` (a static
+KV cache whose decode step is replayed from a ``torch.cuda.CUDAGraph``; eager on the CPU). A prefill
+of one ``prefill_len``-token prompt is timed on each side, and on a CUDA device the GPU kernel time per
+decode token of acl-core at batch 1 is measured with torch.profiler (CUPTI sees every kernel of the
+process, whoever launched it).
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +23,8 @@ import numpy as np
 from acl_tools.qwen3 import hf
 from acl_tools.qwen3.model import Qwen3Runner
 from acl_tools.qwen3.progress import Report
+
+SIDES = ("acl", "transformers", "torch_graph")
 
 
 def _rates(batch: int, prompt_len: int, new_tokens: int, prefill_s: float, decode_s: float) -> dict[str, float]:
@@ -24,6 +37,49 @@ def _rates(batch: int, prompt_len: int, new_tokens: int, prefill_s: float, decod
     }
 
 
+def _median(runs: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    return float(np.median([r[0] for r in runs])), float(np.median([r[1] for r in runs]))
+
+
+def kernel_time(work: Callable[[], Any]) -> dict[str, float] | None:
+    """GPU kernels ``work()`` ran, per torch.profiler's CUDA activity: {'kernels', 'kernel_s'}; None without CUDA."""
+    if importlib.util.find_spec("torch") is None:
+        return None
+    torch = hf._torch()
+    if not torch.cuda.is_available():
+        return None
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        work()
+        torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(trace))
+        events = json.loads(trace.read_text()).get("traceEvents", [])
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    return {"kernels": float(len(kernels)), "kernel_s": sum(float(e.get("dur", 0.0)) for e in kernels) * 1e-6}
+
+
+def decode_kernel_time(
+    runner: Qwen3Runner, prompt: Sequence[int], new_tokens: int, replay: bool | None = None
+) -> dict[str, Any] | None:
+    """acl-core's GPU kernel time and kernel count per decode token at batch 1: a generation of
+    ``new_tokens`` less a prefill-only one (same prompt), divided by the ``new_tokens - 1`` decode steps."""
+    full = kernel_time(lambda: runner.generate([prompt], new_tokens, replay=replay))
+    if full is None:
+        return None
+    prefill = kernel_time(lambda: runner.generate([prompt], 1))
+    assert prefill is not None
+    steps = new_tokens - 1
+    return {
+        "decode_steps": steps,
+        "kernel_ms_per_token": (full["kernel_s"] - prefill["kernel_s"]) / steps * 1e3,
+        "kernels_per_token": (full["kernels"] - prefill["kernels"]) / steps,
+    }
+
+
 def run(
     model_dir: str | Path,
     *,
@@ -32,24 +88,32 @@ def run(
     batches: Sequence[int] = (1, 8),
     prompt_len: int = 32,
     new_tokens: int = 32,
+    prefill_len: int = 512,
     with_transformers: bool = True,
+    with_torch_graph: bool = True,
     hf_device: str | None = None,
     seed: int = 0,
     repeat: int = 3,
+    replay: bool | None = None,
     progress: Report | None = None,
 ) -> dict[str, Any]:
-    """Time greedy generation per batch size on the runner, then on transformers; tokens/s side by side.
+    """Time greedy generation per batch size on the runner, then transformers, then the PyTorch graph runner.
 
     Decode tokens/s counts the tokens after the first (which prefill produces). Each side runs a short
     warm-up generation first, then ``repeat`` timed ones; the median prefill and decode times count.
+    ``replay`` is the runner's (default: replay the captured decode step where the backend captures).
+    ``prefill_len`` > 0 adds a batch-1 prefill of that many tokens on each side (``prefill`` in the report).
     """
     if new_tokens < 2:
         raise ValueError("new_tokens must be at least 2 (decode needs a step after the prefill token)")
     if repeat < 1:
         raise ValueError("repeat must be at least 1")
+    if prefill_len < 0:
+        raise ValueError("prefill_len must be >= 0 (0: no long-prefill timing)")
     rng = np.random.default_rng(seed)
     rows: list[dict[str, Any]] = []
-    total = len(batches) * (repeat + 1) * (2 if with_transformers else 1)
+    sides = 1 + int(with_transformers) + int(with_torch_graph)
+    total = (len(batches) * (repeat + 1) + (repeat + 1 if prefill_len else 0)) * sides
     done = 0
 
     def tick() -> None:
@@ -58,47 +122,92 @@ def run(
         if progress is not None:
             progress(done, total)
 
+    def timed(gen: Callable[[Sequence[Sequence[int]], int], tuple[float, float]], b: int) -> tuple[float, float]:
+        gen(prompts[b], 2)
+        tick()
+        runs = []
+        for _ in range(repeat):
+            runs.append(gen(prompts[b], new_tokens))
+            tick()
+        return _median(runs)
+
+    def timed_prefill(gen: Callable[[Sequence[Sequence[int]], int], tuple[float, float]]) -> float:
+        gen(long_prompt, 1)
+        tick()
+        runs = []
+        for _ in range(repeat):
+            runs.append(gen(long_prompt, 1))
+            tick()
+        return _median(runs)[0]
+
     t0 = time.perf_counter()
+    prefill: dict[str, Any] = {"prompt_len": prefill_len} if prefill_len else {}
     with Qwen3Runner(model_dir, backend=backend, dtype=dtype) as runner:
         caps = runner.session.backend.capabilities()
         vocab = runner.config.vocab_size
         prompts = {b: rng.integers(0, vocab, size=(b, prompt_len)).tolist() for b in batches}
+        long_prompt = rng.integers(0, vocab, size=(1, prefill_len)).tolist() if prefill_len else []
+
+        replayed: list[bool] = []
+
+        def acl(p: Sequence[Sequence[int]], n: int) -> tuple[float, float]:
+            g = runner.generate(p, n, replay=replay)
+            replayed.append(g.replayed)
+            return g.prefill_seconds, g.decode_seconds
+
         for b in batches:
-            runner.generate(prompts[b], 2)
-            tick()
-            runs = []
-            for _ in range(repeat):
-                runs.append(runner.generate(prompts[b], new_tokens))
-                tick()
-            prefill_s = float(np.median([g.prefill_seconds for g in runs]))
-            decode_s = float(np.median([g.decode_seconds for g in runs]))
-            rows.append({"batch": b, "acl": _rates(b, prompt_len, new_tokens, prefill_s, decode_s)})
+            rows.append({"batch": b, "acl": _rates(b, prompt_len, new_tokens, *timed(acl, b))})
+        if prefill_len:
+            prefill["acl_tok_s"] = prefill_len / timed_prefill(acl)
+        platform = caps.platform.value
+        profiled = None
+        if platform != "cpu":  # a GPU backend: its kernels, as CUPTI records them
+            profiled = decode_kernel_time(runner, prompts[batches[0]][0], new_tokens, replay)
         info = {
             "backend": runner.backend_name,
-            "platform": caps.platform.value,
+            "platform": platform,
             "device": caps.device_name,
             "attention": runner.attention.describe(),
             "load_s": runner.load_seconds,
             "weights_bytes": runner.weights.nbytes(),
+            "acl_decode_kernels_batch1": profiled,
+            "acl_decode_replayed": all(replayed),
         }
-    device = hf_device or ("cpu" if info["platform"] == "cpu" else "cuda")
+    device = hf_device or ("cpu" if platform == "cpu" else "cuda")
     if with_transformers:
         model = hf.load_model(model_dir, dtype, device)
+
+        def transformers(p: Sequence[Sequence[int]], n: int) -> tuple[float, float]:
+            return hf.timed_generate(model, p, n)
+
         for row in rows:
-            b = row["batch"]
-            hf.timed_generate(model, prompts[b], 2)
-            tick()
-            times = []
-            for _ in range(repeat):
-                times.append(hf.timed_generate(model, prompts[b], new_tokens))
-                tick()
-            prefill_s = float(np.median([t[0] for t in times]))
-            decode_s = float(np.median([t[1] for t in times]))
-            row["transformers"] = _rates(b, prompt_len, new_tokens, prefill_s, decode_s)
-            row["acl_over_transformers"] = {
-                k: row["acl"][k] / row["transformers"][k] if row["transformers"][k] else float("nan")
-                for k in ("prefill_tok_s", "decode_tok_s")
-            }
+            row["transformers"] = _rates(row["batch"], prompt_len, new_tokens, *timed(transformers, row["batch"]))
+        if prefill_len:
+            prefill["transformers_tok_s"] = prefill_len / timed_prefill(transformers)
+        del model
+    graph_used = None
+    if with_torch_graph:
+        from acl_tools.qwen3.torch_graph import TorchGraphRunner
+
+        competitor = TorchGraphRunner(model_dir, dtype, device)
+        graph_used = competitor.use_graph
+
+        def torch_graph(p: Sequence[Sequence[int]], n: int) -> tuple[float, float]:
+            g = competitor.generate(p, n)
+            return g.prefill_seconds, g.decode_seconds
+
+        for row in rows:
+            row["torch_graph"] = _rates(row["batch"], prompt_len, new_tokens, *timed(torch_graph, row["batch"]))
+        if prefill_len:
+            prefill["torch_graph_tok_s"] = prefill_len / timed_prefill(torch_graph)
+        del competitor
+    for row in rows:
+        for other in SIDES[1:]:
+            if other in row:
+                row[f"acl_over_{other}"] = {
+                    k: row["acl"][k] / row[other][k] if row[other][k] else float("nan")
+                    for k in ("prefill_tok_s", "decode_tok_s")
+                }
     return {
         "model": str(model_dir),
         "dtype": dtype,
@@ -107,6 +216,9 @@ def run(
         "repeat": repeat,
         **info,
         "transformers_device": device if with_transformers else None,
+        "torch_graph_device": device if with_torch_graph else None,
+        "torch_graph_cuda_graph": graph_used,
         "rows": rows,
+        "prefill": prefill or None,
         "seconds": time.perf_counter() - t0,
     }

@@ -87,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--top-p", type=float, default=1.0, help="sample from the smallest set holding this mass")
     g.add_argument("--seed", type=int, default=0, help="seed of the sampler")
     g.add_argument("--ignore-eos", action="store_true", help="do not stop at the checkpoint's EOS token")
+    g.add_argument("--eager", action="store_true", help="launch the decode step op by op instead of replaying it")
     g.add_argument("--json", type=Path, default=None, help="also write the result as JSON")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -110,7 +111,12 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--batch", type=_batches, default=[1, 8], help="batch sizes, e.g. 1,8")
     b.add_argument("--prompt-len", type=int, default=32, help="prompt tokens per sequence (default 32)")
     b.add_argument("--new-tokens", type=int, default=32, help="tokens generated per sequence (default 32)")
+    b.add_argument("--eager", action="store_true", help="acl-core launches the decode step op by op (no replay)")
+    b.add_argument("--prefill-len", type=int, default=512, help="batch-1 prefill prompt timed on each side (0: none)")
     b.add_argument("--no-transformers", dest="with_transformers", action="store_false", help="skip transformers")
+    b.add_argument(
+        "--no-torch-graph", dest="with_torch_graph", action="store_false", help="skip the PyTorch CUDA-graph runner"
+    )
     b.add_argument("--hf-device", default=None, help="torch device for transformers (default: the backend's kind)")
     b.add_argument("--seed", type=int, default=0, help="seed of the random prompts (default 0)")
     b.add_argument("--repeat", type=int, default=3, help="timed runs per batch size (the median counts)")
@@ -174,7 +180,14 @@ def _generate(args: argparse.Namespace, argv: Sequence[str]) -> int:
             progress=report,
         )
     with runner, bar("decoding", not args.quiet) as report:
-        g = runner.generate(prompts, args.max_new_tokens, sampling, stop_on_eos=not args.ignore_eos, progress=report)
+        g = runner.generate(
+            prompts,
+            args.max_new_tokens,
+            sampling,
+            stop_on_eos=not args.ignore_eos,
+            replay=False if args.eager else None,
+            progress=report,
+        )
         attention = runner.attention.describe()
         backend = runner.backend_name
     for i, row in enumerate(g.tokens.tolist()):
@@ -184,7 +197,8 @@ def _generate(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print(
         f"{backend} {args.dtype}: prefill {g.prompt_tokens} tokens in {g.prefill_seconds * 1e3:.1f} ms "
         f"({g.prefill_tokens_per_s:.1f} tok/s); decode {g.decode_steps * g.tokens.shape[0]} tokens in "
-        f"{g.decode_seconds * 1e3:.1f} ms ({g.decode_tokens_per_s:.1f} tok/s); attention: "
+        f"{g.decode_seconds * 1e3:.1f} ms ({g.decode_tokens_per_s:.1f} tok/s, "
+        f"{'replayed' if g.replayed else 'eager'}); attention: "
         + ", ".join(f"{phase} {op}" for phase, op in attention.items())
     )
     if args.json is not None:
@@ -201,6 +215,7 @@ def _generate(args: argparse.Namespace, argv: Sequence[str]) -> int:
                 "decode_s": g.decode_seconds,
                 "prefill_tok_s": g.prefill_tokens_per_s,
                 "decode_tok_s": g.decode_tokens_per_s,
+                "decode_replayed": g.replayed,
             },
             argv,
         )
@@ -241,14 +256,24 @@ def _parity(args: argparse.Namespace, argv: Sequence[str]) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     pre, greedy, lim = result["prefill"], result["greedy"], result["thresholds"]
-    bound = "not judged" if lim["max_abs_diff"] is None else f"<= {lim['max_abs_diff']:g}"
-    print(
-        f"{result['backend']} {args.dtype} vs transformers ({result['transformers_device']}): "
-        f"prefill logits max |diff| {pre['max_abs_diff']:.3g} ({bound}), "
-        f"greedy {greedy['agree']}/{greedy['tokens']} tokens equal (need {lim['min_agree']}; "
-        f"{greedy['teacher_forced_agree']}/{greedy['tokens']} teacher-forced) -> "
-        f"{'PASS' if result['passed'] else 'FAIL'}"
-    )
+    verdict = "PASS" if result["passed"] else "FAIL"
+    head = f"{result['backend']} {args.dtype} vs transformers ({result['transformers_device']}): "
+    truth = result["against_fp32"]
+    if truth is None:
+        print(
+            f"{head}prefill logits max |diff| {pre['max_abs_diff']:.3g} (<= {lim['max_abs_diff']:g}), "
+            f"greedy {greedy['agree']}/{greedy['tokens']} tokens equal (need {lim['min_agree']}; "
+            f"{greedy['teacher_forced_agree']}/{greedy['tokens']} teacher-forced) -> {verdict}"
+        )
+    else:
+        ours, theirs, ratio = truth["acl"], truth["transformers"], truth["ratio"]
+        print(
+            f"{head}against the fp32 truth, |error| max {ours['max_abs_err']:.3g} vs {theirs['max_abs_err']:.3g} "
+            f"(x{ratio['max']:.2f}), mean {ours['mean_abs_err']:.3g} vs {theirs['mean_abs_err']:.3g} "
+            f"(x{ratio['mean']:.2f}; need <= x{lim['error_ratio']:g}); teacher-forced top-1 "
+            f"{ours['top1_agree']} vs {theirs['top1_agree']} of {truth['top1_positions']} (need >= "
+            f"{truth['min_top1_agree']}); greedy {greedy['agree']}/{greedy['tokens']} equal (not judged) -> {verdict}"
+        )
     if greedy["transformers_eager_vs_sdpa_agree"] is not None:
         print(
             f"noise floor (not judged): transformers eager vs sdpa agree on "
@@ -263,10 +288,14 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from acl_tools.qwen3 import bench
     from acl_tools.qwen3.progress import bar
 
-    if args.prompt_len < 1 or args.new_tokens < 2 or args.repeat < 1:
-        raise UsageError("--prompt-len and --repeat must be >= 1 and --new-tokens >= 2")
-    if args.with_transformers:
-        require(*HF, purpose="acl-core qwen3 bench (beside transformers; --no-transformers runs without)")
+    if args.prompt_len < 1 or args.new_tokens < 2 or args.repeat < 1 or args.prefill_len < 0:
+        raise UsageError("--prompt-len and --repeat must be >= 1, --new-tokens >= 2 and --prefill-len >= 0")
+    if args.with_transformers or args.with_torch_graph:
+        require(
+            *HF,
+            purpose="acl-core qwen3 bench (beside transformers and the PyTorch graph runner; "
+            "--no-transformers --no-torch-graph runs without)",
+        )
     with bar("bench runs", not args.quiet) as report:
         result = bench.run(
             args.model,
@@ -275,26 +304,41 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
             batches=args.batch,
             prompt_len=args.prompt_len,
             new_tokens=args.new_tokens,
+            prefill_len=args.prefill_len,
+            replay=False if args.eager else None,
             with_transformers=args.with_transformers,
+            with_torch_graph=args.with_torch_graph,
             hf_device=args.hf_device,
             seed=args.seed,
             repeat=args.repeat,
             progress=report,
         )
-    header = ["batch", "acl prefill tok/s", "acl decode tok/s"]
-    if args.with_transformers:
-        header += ["hf prefill tok/s", "hf decode tok/s"]
+    sides = [("acl", "acl"), ("transformers", "hf"), ("torch_graph", "torch graph")]
+    sides = [(key, label) for key, label in sides if key in result["rows"][0]]
+    header = ["batch"] + [f"{label} {phase} tok/s" for _, label in sides for phase in ("prefill", "decode")]
     rows = []
     for r in result["rows"]:
-        row = [str(r["batch"]), f"{r['acl']['prefill_tok_s']:.1f}", f"{r['acl']['decode_tok_s']:.1f}"]
-        if "transformers" in r:
-            row += [f"{r['transformers']['prefill_tok_s']:.1f}", f"{r['transformers']['decode_tok_s']:.1f}"]
-        rows.append(row)
+        rows.append([str(r["batch"])] + [f"{r[k][p + '_tok_s']:.1f}" for k, _ in sides for p in ("prefill", "decode")])
+    graph = {True: "CUDA graph", False: "eager, no CUDA device", None: "not run"}[result["torch_graph_cuda_graph"]]
     print(
         f"qwen3 bench: {result['backend']} ({result['device']}) {args.dtype}, prompt {args.prompt_len}, "
-        f"{args.new_tokens} new tokens, median of {args.repeat}; transformers eager on {result['transformers_device']}"
+        f"{args.new_tokens} new tokens, median of {args.repeat}; transformers eager on "
+        f"{result['transformers_device']}; PyTorch static-cache runner on {result['torch_graph_device']} ({graph}); "
+        f"acl decode {'replayed' if result['acl_decode_replayed'] else 'eager'}"
     )
     _table(header, rows)
+    if result["prefill"]:
+        pre = result["prefill"]
+        print(
+            f"prefill of {pre['prompt_len']} tokens (batch 1), tok/s: "
+            + ", ".join(f"{label} {pre[k + '_tok_s']:.1f}" for k, label in sides if k + "_tok_s" in pre)
+        )
+    kern = result["acl_decode_kernels_batch1"]
+    if kern is not None:
+        print(
+            f"acl decode at batch 1 (torch.profiler): {kern['kernel_ms_per_token']:.3f} ms of GPU kernels, "
+            f"{kern['kernels_per_token']:.0f} kernels per token"
+        )
     out = args.out or Path("reports") / f"qwen3-bench-{result['backend']}-{args.dtype}.json"
     _write(out, result, argv)
     return EXIT_OK

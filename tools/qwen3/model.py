@@ -14,11 +14,14 @@ One decoder layer, for B sequences of S new tokens starting at cache position ``
 
 then ``logits = RmsNorm(h, norm) @ lm_head^T`` (the embedding matrix when tied). Greedy decoding picks
 the next token with aclnnArgMax on the device and feeds it straight back to aclnnEmbedding; sampling
-copies the logits (aclnnCast to float32 first) to the host. Decode-step operators whose buffers never
-change are validated once and launched again through repeatable executors; the three that touch a
-new cache position (rope of k, the copy of v, attention) are validated per step. cos/sin are
-precomputed per position on the host at load time (float32, as transformers does) and copied to the
-device; nothing else is computed on the host.
+copies the logits (aclnnCast to float32 first) to the host. The decode step never moves a buffer: the
+cache position is an int64 tensor on the device (one per sequence) that the step reads and advances
+(aclnnInplaceAdds); the cos/sin rows are gathered at it (aclnnEmbedding on the tables), k and v are put
+at it in the cache (aclnnInplaceScatterUpdate), and attention reads the whole (zeroed) cache under a
+mask of the positions past it (aclnnGtTensor against 0..C-1). So every decode operator is a repeatable
+executor made once per generation and a token costs no phase 1 — the step a stream capture can record.
+cos/sin are precomputed per position on the host at load time (float32, as transformers does) and
+copied to the device; nothing else is computed on the host.
 """
 
 from __future__ import annotations
@@ -40,12 +43,14 @@ from acl_tools.qwen3.attention import (
     decode_args,
     prefill_args,
 )
+from acl_tools.qwen3.capture import CapturedStep, can_capture, refused
 from acl_tools.qwen3.config import Qwen3Config, parse_dtype
 from acl_tools.qwen3.device import (
     ACL_MEMCPY_DEVICE_TO_DEVICE,
     ACL_MEMCPY_DEVICE_TO_HOST,
     ACL_MEMCPY_HOST_TO_DEVICE,
     Buffer,
+    DeviceError,
     Prepared,
     Session,
     scalar,
@@ -113,6 +118,7 @@ class Activations:
         all_logits: bool,
         cos: Any = None,
         sin: Any = None,
+        capacity: int = 0,
     ) -> None:
         s, c, dt = runner.session, runner.config, runner.dtype
         b, t = batch, batch * seq
@@ -139,9 +145,17 @@ class Activations:
         self.logits = s.alloc([rows, c.vocab_size], dt)
         self.logits32 = self.logits if dt == F32 else s.alloc([rows, c.vocab_size], F32)
         self.step_rope: tuple[Buffer, Buffer] | None = None
-        if cos is None:  # decode: one position, refilled from the tables before every step
+        self.pos: Buffer | None = None
+        if cos is None:  # decode: the position lives on the device; cos/sin rows and the mask are gathered from it
             self.step_rope = (s.alloc([1, 1, 1, d], dt), s.alloc([1, 1, 1, d], dt))
             cos, sin = self.step_rope[0].tensor(), self.step_rope[1].tensor()
+            self.pos = s.alloc([b], I64)
+            """Each sequence's cache position of the token fed in (all equal: prompts share one length)."""
+            self.keys = s.alloc([capacity], I64)
+            """0 .. capacity-1, compared with pos to mask the cache positions not yet written."""
+            self.mask = s.alloc([b, capacity], BOOL)
+            self.kr = s.alloc([b, 1, nkv, d], dt)
+            """rope(k) of the new token, before InplaceScatterUpdate puts it at pos in the cache."""
         self.cos, self.sin = cos, sin
         head = [b, seq, nq, d]
         strides = [seq * w, w, d, 1]
@@ -180,7 +194,11 @@ class Generation:
     decode_validations: int = 0
     """aclnn phase-1 calls the decode steps made (repeatable executors are validated once)."""
     decode_launches: int = 0
-    """aclnn phase-2 calls the decode steps made."""
+    """aclnn phase-2 calls the decode steps made (replayed: the ones made while capturing the step)."""
+    replayed: bool = False
+    """Whether the decode steps were replays of one captured step (aclmdlRIExecuteAsync)."""
+    decode_replays: int = 0
+    """aclmdlRIExecuteAsync calls the decode steps made."""
 
     @property
     def prefill_tokens_per_s(self) -> float:
@@ -296,6 +314,11 @@ class Qwen3Runner:
             stats=(a.stats[0].tensor(), a.stats[1].tensor()),
         )
         if not prefill:
+            assert a.pos is not None
+            cap = kv.capacity
+            call.key, call.value = kv.k_view(layer, 0, cap), kv.v_view(layer, 0, cap)
+            call.start = cap - 1
+            call.mask = a.mask.view([a.batch, 1, 1, cap])
             return decode_args(self.attention.decode, call)
         if self.attention.prefill == "pfa":
             assert self.causal is not None
@@ -313,15 +336,28 @@ class Qwen3Runner:
         c, lw = self.config, self.weights.layers[i]
         eps, cube, one = c.rms_norm_eps, self.cube_math_type, self.one
         seq = a.seq
+        if prefill:
+            cache: list[tuple[str, Args] | StepFn] = [
+                lambda start: ("RotaryPositionEmbedding", (a.kn.tensor(), a.cos, a.sin, 0, kv.k_view(i, start, seq))),
+                lambda start: ("InplaceCopy", (kv.v_view(i, start, seq), a.v_part)),
+                lambda start: self._attention(i, a, kv, start, prefill),
+            ]
+        else:  # every buffer fixed, the position read on the device: one executor per operator, made once
+            assert a.pos is not None
+            pos = a.pos.tensor()
+            cache = [
+                ("RotaryPositionEmbedding", (a.kn.tensor(), a.cos, a.sin, 0, a.kr.tensor())),
+                ("InplaceScatterUpdate", (kv.k[i].tensor(), pos, a.kr.tensor(), 1)),
+                ("InplaceScatterUpdate", (kv.v[i].tensor(), pos, a.v_part, 1)),
+                self._attention(i, a, kv, 0, prefill),
+            ]
         return [
             ("RmsNorm", (a.h.tensor(), lw.input_norm.tensor(), eps, a.xn.tensor(), a.rstd.tensor())),
             ("Mm", (a.xn.tensor(), lw.qkv.t, a.qkv.tensor(), cube)),
             ("RmsNorm", (a.q_part, lw.q_norm.tensor(), eps, a.qn.tensor(), a.rstd_q.tensor())),
             ("RmsNorm", (a.k_part, lw.k_norm.tensor(), eps, a.kn.tensor(), a.rstd_k.tensor())),
             ("RotaryPositionEmbedding", (a.qn.tensor(), a.cos, a.sin, 0, a.qr.tensor())),
-            lambda start: ("RotaryPositionEmbedding", (a.kn.tensor(), a.cos, a.sin, 0, kv.k_view(i, start, seq))),
-            lambda start: ("InplaceCopy", (kv.v_view(i, start, seq), a.v_part)),
-            lambda start: self._attention(i, a, kv, start, prefill),
+            *cache,
             ("Mm", (a.attn_flat, lw.o.t, a.o.tensor(), cube)),
             ("InplaceAdd", (a.h.tensor(), a.o.tensor(), one)),
             ("RmsNorm", (a.h.tensor(), lw.post_norm.tensor(), eps, a.xn.tensor(), a.rstd.tensor())),
@@ -335,6 +371,13 @@ class Qwen3Runner:
         """The whole forward pass: embedding, every layer, final norm and lm_head."""
         w = self.weights
         items: list[tuple[str, Args] | StepFn] = [("Embedding", (w.embed.tensor(), a.ids.tensor(), a.h_bsh))]
+        if not prefill:  # this step's cos/sin rows and the mask of the unwritten cache positions, from pos
+            assert a.pos is not None and a.step_rope is not None and self.cos is not None and self.sin is not None
+            first = a.pos.view([1, 1], [1, 1], 0)
+            d = self.config.head_dim
+            for table, row in ((self.cos, a.step_rope[0]), (self.sin, a.step_rope[1])):
+                items.append(("Embedding", (table.tensor(), first, row.view([1, 1, d]))))
+            items.append(("GtTensor", (a.keys.tensor(), a.pos.view([a.batch, 1]), a.mask.tensor())))
         for i in range(self.config.num_hidden_layers):
             items += self._layer(i, a, kv, prefill)
         eps = self.config.rms_norm_eps
@@ -376,33 +419,40 @@ class Qwen3Runner:
         stop_on_eos: bool = False,
         eos_token_ids: Sequence[int] | None = None,
         keep_logits: bool = False,
+        replay: bool | None = None,
         progress: Callable[[int, int], None] | None = None,
     ) -> Generation:
         """Generate ``max_new_tokens`` per prompt (greedy when ``sampling`` is None); prompts share one length.
 
         With ``stop_on_eos`` generation ends once every sequence has produced an EOS id (the
         checkpoint's, or ``eos_token_ids``); ``keep_logits`` keeps each step's float32 logits.
+        ``replay`` (default: where the backend captures streams) captures the decode step once with
+        ``acl.mdl`` and replays it per token; False launches its executors one by one (eager).
         """
         ids = _as_ids(prompts)
         b, plen = ids.shape
         if max_new_tokens < 1:
             raise ValueError("max_new_tokens must be at least 1")
         c, s = self.config, self.session
+        replay_asked = bool(replay)
+        if replay is None:
+            replay = can_capture(s)
         capacity = plen + max_new_tokens
         self._reserve(capacity, plen)
         rng = np.random.default_rng(sampling.seed) if sampling is not None else None
         eos = np.array(c.eos_token_ids if eos_token_ids is None else list(eos_token_ids), dtype=np.int64)
         # everything is allocated before the first executor is prepared: allocations invalidate executors
         kv = KVCache(s, c, b, capacity, self.dtype)
-        dec = Activations(self, b, 1, all_logits=False)
+        dec = Activations(self, b, 1, all_logits=False, capacity=capacity)
         cos, sin = self._rope_views(0, plen)
         pre = Activations(self, b, plen, all_logits=False, cos=cos, sin=sin)
         out = s.alloc([max_new_tokens, b], I64)
         ids_ptr, ids_host = s.host("ids", b * 8)
         tok_ptr, tok_host = s.host("tokens", max_new_tokens * b * 8)
         log_ptr, log_host = s.host("logits", b * c.vocab_size * 4)
-        row_bytes = c.head_dim * self.dtype.info.storage_bits // 8
+        step_one = scalar(1, I64)
         plan: list[Prepared | StepFn] = []
+        captured: CapturedStep | None = None
         next_ids = dec.ids.view([b])
         kept: list[np.ndarray] = []
         done = np.zeros(b, dtype=bool)
@@ -434,6 +484,8 @@ class Qwen3Runner:
             items = self._program(dec, kv, prefill=False)
             if sampling is None:
                 items.append(("ArgMax", (dec.last_logits, -1, False, next_ids)))
+            assert dec.pos is not None
+            items.append(("InplaceAdds", (dec.pos.tensor(), step_one, step_one)))  # the next step's position
             while True:  # a workspace that grows while preparing makes the earlier executors stale
                 before = s.generation
                 made = [item if callable(item) else s.prepare(item[0], *item[1]) for item in items]
@@ -455,6 +507,11 @@ class Qwen3Runner:
             return bool(done.all())
 
         try:
+            assert dec.pos is not None
+            for buf in kv.buffers():  # decode attention spans the whole capacity: masked rows must not be NaN garbage
+                s.run("InplaceZero", buf.tensor())
+            s.upload(dec.keys, np.arange(capacity, dtype=np.int64))
+            s.upload(dec.pos, np.full(b, plen, dtype=np.int64))  # the first decode step feeds position plen
             t0 = time.perf_counter()
             s.upload(pre.ids, ids)
             self._run_program(self._program(pre, kv, prefill=True), 0)
@@ -467,21 +524,35 @@ class Qwen3Runner:
             v0, l0 = s.validations, s.launches
             if not stopped and max_new_tokens > 1:
                 plan, generation = build_plan()
-                assert dec.step_rope is not None and self.cos is not None and self.sin is not None
-                cos_buf, sin_buf = dec.step_rope
+
+                def enqueue() -> None:
+                    for p in plan:  # the decode program has no position-dependent step: all repeatable executors
+                        assert isinstance(p, Prepared)
+                        p()
+
+                names = [p.name for p in plan if isinstance(p, Prepared)]
+                if replay and refused(s, names):
+                    if replay_asked:  # asked for: say which operator stops it
+                        raise DeviceError(
+                            f"backend {self.backend_name} refuses to capture {', '.join(refused(s, names))} "
+                            "(capabilities().capture_refused_ops); pass --eager"
+                        )
+                    replay = False  # the default: eager, and Generation.replayed says so
+                if replay:  # recorded, not run: the replays run it
+                    captured = CapturedStep(s, enqueue)
                 for step in range(1, max_new_tokens):
                     if s.generation != generation:  # memory changed under the executors: validate afresh
                         release(plan)
                         plan, generation = build_plan()
-                    pos = plen + step - 1
-                    s.copy_async(cos_buf.ptr, self.cos.ptr + pos * row_bytes, row_bytes, ACL_MEMCPY_DEVICE_TO_DEVICE)
-                    s.copy_async(sin_buf.ptr, self.sin.ptr + pos * row_bytes, row_bytes, ACL_MEMCPY_DEVICE_TO_DEVICE)
-                    for p in plan:
-                        if isinstance(p, Prepared):
-                            p()
-                        else:
-                            op, args = p(pos)
-                            s.run(op, *args)
+                        if captured is not None:  # and capture the fresh executors again
+                            captured.destroy()
+                            done_before = captured.replays
+                            captured = CapturedStep(s, enqueue)
+                            captured.replays = done_before
+                    if captured is not None:
+                        captured.replay()
+                    else:
+                        enqueue()
                     choose_next(dec, step)
                     steps += 1
                     if progress is not None:
@@ -492,8 +563,21 @@ class Qwen3Runner:
             s.synchronize()
             t2 = time.perf_counter()
             tokens = tok_host[: (steps + 1) * b * 8].view(np.int64).reshape(steps + 1, b).T.copy()
-            return Generation(tokens, t1 - t0, t2 - t1, b * plen, steps, kept, s.validations - v0, s.launches - l0)
+            return Generation(
+                tokens,
+                t1 - t0,
+                t2 - t1,
+                b * plen,
+                steps,
+                kept,
+                s.validations - v0,
+                s.launches - l0,
+                captured is not None,
+                captured.replays if captured is not None else 0,
+            )
         finally:
+            if captured is not None:
+                captured.destroy()
             release(plan)
             s.release(*[buf for buf in (*pre.buffers(), *dec.buffers(), *kv.buffers(), out) if buf.ptr])
 
