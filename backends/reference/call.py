@@ -62,6 +62,20 @@ class RefCall:
         assert isinstance(t, AclTensor), f"{name} is not a tensor"
         tensor_io.write(self.driver, t, np.asarray(value).copy() if isinstance(value, np.ndarray) else value)
 
+    def write_computed(self, name: str, value: np.ndarray | float | int | bool) -> None:
+        """Store a wide result into output ``name`` as CANN does: rounded to the computation dtype, then cast.
+
+        The reference computes in float64 / int64; CANN's kernel computes in ``plan["compute"]`` (a
+        float result of an integer computation in float32) and a wider output only widens that
+        result, so a float32 sum written to a float64 output keeps its float32 rounding (and an
+        int32 sum its wrap-around).
+        """
+        target = computed_dtype(self.plan.get("compute"), np.asarray(value))
+        t = self.args[name]
+        if target is not None and isinstance(t, AclTensor) and target != t.dtype:
+            value = tensor_io.cast(np.asarray(value), target)
+        RefCall.write(self, name, value)
+
     def write_list(self, name: str, values: list[np.ndarray]) -> None:
         """Store one array into each tensor of output list ``name``."""
         tl = self.args[name]
@@ -73,3 +87,29 @@ class RefCall:
         """The aclDataType of tensor ``name``."""
         dtype: DataType = self.args[name].dtype
         return dtype
+
+
+class ComputedCall(RefCall):
+    """A call whose every write goes through :meth:`RefCall.write_computed` (a family's kernels that compute wide)."""
+
+    __slots__ = ()
+
+    def write(self, name: str, value: np.ndarray | float | int | bool) -> None:
+        """Store ``value`` rounded to the computation dtype first (see :meth:`RefCall.write_computed`)."""
+        self.write_computed(name, value)
+
+
+def computed_dtype(compute: DataType | None, value: np.ndarray) -> DataType | None:
+    """The dtype a CANN kernel computing in ``compute`` produces ``value`` in (None: no rounding applies).
+
+    A float (or complex) value of a float computation is in ``compute``; of an integer or bool
+    computation in float32 (``float_result``); an integer value of an integer computation in
+    ``compute``; bool values and calls without a computation dtype are left alone.
+    """
+    if compute is None or value.dtype.kind == "b":
+        return None
+    if value.dtype.kind in "fcV":
+        return compute if compute.is_float or compute.is_complex else DataType.ACL_FLOAT
+    if value.dtype.kind in "iu" and compute.is_integer:
+        return compute
+    return None

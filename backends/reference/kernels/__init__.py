@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from acl_reference.call import RefCall
+from acl_reference.call import ComputedCall, RefCall
 
 RefKernel = Callable[[RefCall], None]
 
@@ -26,14 +26,27 @@ FAMILIES: tuple[str, ...] = (
 _KERNELS: dict[str, RefKernel] = {}
 
 
-def kernel(*names: str) -> Callable[[RefKernel], RefKernel]:
-    """Register a function as the reference kernel of the operators ``names``."""
+def kernel(*names: str, computed: bool = False) -> Callable[[RefKernel], RefKernel]:
+    """Register a function as the reference kernel of the operators ``names``.
+
+    ``computed``: the kernel computes wide (float64 / int64) what CANN computes in
+    ``plan["compute"]``; its writes then round to that dtype before the output's (a float32 sum
+    written to a float64 output keeps its float32 rounding), see :meth:`RefCall.write_computed`.
+    """
 
     def register(fn: RefKernel) -> RefKernel:
+        entry = fn
+        if computed:
+
+            def entry(k: RefCall) -> None:
+                fn(ComputedCall(k.launch, k.driver))
+
+            entry.__name__ = entry.__qualname__ = fn.__name__
+            entry.__doc__ = fn.__doc__
         for name in names:
             if name in _KERNELS:
                 raise RuntimeError(f"reference kernel {name} registered twice")
-            _KERNELS[name] = fn
+            _KERNELS[name] = entry
         return fn
 
     return register

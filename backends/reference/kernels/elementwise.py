@@ -11,7 +11,8 @@ import numpy as np
 from acl_core.dtypes import DataType
 from acl_core.spec.ops.elementwise import LOW_PRECISION
 from acl_reference.call import RefCall
-from acl_reference.kernels import kernel
+from acl_reference.kernels import RefKernel
+from acl_reference.kernels import kernel as _register
 from acl_reference.lowp_io import cast_low_precision
 from acl_reference.tensor_io import wide
 
@@ -59,6 +60,11 @@ def sigmoid(x: Array) -> Array:
     x = np.asarray(x, dtype=np.float64)
     with np.errstate(over="ignore"):
         return np.where(x >= 0, 1.0 / (1.0 + np.exp(-x)), np.exp(x) / (1.0 + np.exp(x)))
+
+
+def kernel(*names: str) -> Callable[[RefKernel], RefKernel]:
+    """Register an elementwise kernel: it computes wide, so its writes round to ``plan["compute"]`` first."""
+    return _register(*names, computed=True)
 
 
 def _inputs(k: RefCall, *names: str) -> list[Array]:

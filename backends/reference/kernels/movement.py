@@ -175,7 +175,7 @@ def scatter(k: RefCall) -> None:
 
 
 # ----------------------------------------------------------------------------- joining and splitting
-@kernel("Cat")
+@kernel("Cat", computed=True)
 def cat(k: RefCall) -> None:
     """Concatenation along dim in the promoted dtype (1-d empty members are skipped, as torch does)."""
     arrays = k.read_list("tensors", wide(k.plan.get("compute", k["tensors"][0].dtype)))
@@ -185,7 +185,7 @@ def cat(k: RefCall) -> None:
     k.write("out", np.concatenate(used, axis=k.plan["dim"]))
 
 
-@kernel("Stack")
+@kernel("Stack", computed=True)
 def stack(k: RefCall) -> None:
     """The tensors joined along a new dimension dim."""
     arrays = k.read_list("tensors", wide(k.plan["compute"]))
