@@ -323,3 +323,55 @@ def trailing_elements(tensor: str) -> LengthFn:
         return max(int(getattr(args.get(tensor), "size", 1)), 1)
 
     return length
+
+
+def _accumulation_max(value: Any, accumulate: D) -> float:
+    """The largest finite value of the type an output of ``value``'s dtype accumulates in (the wider one)."""
+    wide = np.asarray(value).dtype == np.float64 or PRECISION.get(accumulate, 24) >= 53
+    return float(np.finfo(np.float64 if wide else np.float32).max)
+
+
+def variance_scale(*, root: bool, correction: str = "correction", accumulate: D = D.ACL_FLOAT) -> ScaleFn:
+    """Var/Std's error scale over ``self`` reduced along ``dim``, with ``N`` the reduced count, ``c`` the correction.
+
+    A variance (one- or two-pass) is within ``γ_n·v`` of the true one, ``v = Σx²/(N-c) =
+    var·cond`` (``cond`` the variance's condition number, which covers ``x - mean``'s cancellation);
+    a standard deviation (``root``) has half its variance's relative error plus the root's rounding,
+    ``S = std·(cond/2 + 1)``; a mean output has ``E|x|``. Rows whose squared deviations (the terms of
+    the sum) add up past the accumulation type (float32 for 16-bit and float32 results) get ``S =
+    inf``: as under the reduction class's overflow rule they are uncompared and counted as
+    overflowing. Non-finite inputs take no part (their rows are compared as NaN / Inf positions).
+    ``correction`` names the argument holding ``c`` (a bool for ``unbiased``).
+    """
+
+    def scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
+        x = _wide(args["self"])
+        x = np.where(np.isfinite(x), x, 0.0)
+        dims = args.get("dim")
+        axes = tuple(range(x.ndim)) if not dims or x.ndim == 0 else tuple(sorted({int(d) % x.ndim for d in dims}))
+        count = math.prod(x.shape[a] for a in axes)
+        divisor = max(count - int(args.get(correction, 0) or 0), 1)
+        with np.errstate(all="ignore"):
+            if x.size:
+                mean = np.mean(x, axis=axes, keepdims=True)
+                deviations = np.sum((x - mean) ** 2, axis=axes, keepdims=True)
+                v = np.sum(x * x, axis=axes, keepdims=True) / divisor
+                mean_abs = np.mean(np.abs(x), axis=axes, keepdims=True)
+            else:
+                deviations = v = mean_abs = np.zeros(tuple(1 if i in axes else n for i, n in enumerate(x.shape)))
+            var = deviations / divisor
+            cond = np.maximum(v / np.where(var > 0, var, 1.0), 1.0)
+            found: dict[str, Any] = {}
+            for name, value in outputs.items():
+                if not _is_float_array(value):
+                    continue
+                y = np.asarray(value)
+                if "mean" in name.lower():
+                    s = mean_abs
+                else:
+                    s = np.sqrt(var) * (cond / 2 + 1) if root else v
+                    s = np.where(deviations > _accumulation_max(y, accumulate), np.inf, s)
+                found[name] = np.reshape(s, y.shape) if s.size == y.size else np.zeros(y.shape)
+        return found
+
+    return scale

@@ -15,7 +15,16 @@ import numpy as np
 
 from acl_core.dtypes import DataType as D
 from acl_core.spec import samples as S
-from acl_core.spec.accuracy import Accuracy, composite, dim_length, exact, reduction, softmax_scale, with_accuracy
+from acl_core.spec.accuracy import (
+    Accuracy,
+    composite,
+    dim_length,
+    exact,
+    reduction,
+    softmax_scale,
+    variance_scale,
+    with_accuracy,
+)
 from acl_core.spec.opspec import (
     INVALID,
     NULLPTR,
@@ -750,6 +759,12 @@ def _var_family(name: str, corr: str, outs: tuple[str, ...]) -> OpSpec:
                     {"self": _x(rng, shape, dt), "dim": dims, corr: corr_value(c), "keepdim": keep},
                     f"{dt.short} {list(shape)} dims {dims} {corr}={c} keep={keep}",
                 )
+        for dt in (D.ACL_FLOAT16, D.ACL_BF16):
+            # rows long enough that a 16-bit accumulator fails the class at every seed, not by luck
+            yield Sample(
+                {"self": _x(rng, (4, 2048), dt, low=0.0), "dim": [1], corr: corr_value(1), "keepdim": False},
+                f"{dt.short} [4, 2048] dims [1] long rows",
+            )
         f32 = D.ACL_FLOAT
         yield Sample(
             {"self": _with_nan_inf(_x(rng, (2, 3, 4), f32)), "dim": [2], corr: corr_value(1), "keepdim": False},
@@ -780,8 +795,17 @@ ACCURACY: dict[str, Accuracy] = {
     # x - max, exp (2 ulp), the row sum, the division (Softmax) or the log and a subtraction (LogSoftmax)
     "Softmax": composite(steps=4, length_of=dim_length(), scale_of=softmax_scale(log=False)),
     "LogSoftmax": composite(steps=4, length_of=dim_length(), scale_of=softmax_scale(log=True)),
+    # the mean (a sum and a division), x - mean, the square, the row sum, / (N - c), and the root
+    **{
+        op: composite(
+            steps=6,
+            scale_of=variance_scale(root=op.startswith("Std"), correction="unbiased" if op == "Var" else "correction"),
+            reason="a row variance in at least float32: γ_n·Σx²/(N-c), squares overflowing the accumulator uncompared",
+        )
+        for op, _, _ in _VAR_OPS
+    },
 }
-"""Accuracy classes (no family default: the variance family uses the table)."""
+"""Accuracy classes (no family default)."""
 
 SPECS: list[OpSpec] = [
     _softmax("Softmax", 0),
