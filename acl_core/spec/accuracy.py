@@ -175,6 +175,7 @@ EXACT = exact()
 FAMILY_DEFAULTS: dict[str, Accuracy] = {
     "elementwise": EXACT,
     "movement": exact("data movement: every element is a copy of an input element"),
+    "layout": exact("a storage-format change: every element is a copy of an input element"),
 }
 """Family-wide classes; an op whose family's default is wrong declares its own ``accuracy``."""
 
@@ -373,5 +374,90 @@ def variance_scale(*, root: bool, correction: str = "correction", accumulate: D 
                     s = np.where(deviations > _accumulation_max(y, accumulate), np.inf, s)
                 found[name] = np.reshape(s, y.shape) if s.size == y.size else np.zeros(y.shape)
         return found
+
+    return scale
+
+
+def conv_length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
+    """A convolution's reduction length: input channels per group times the kernel's taps, plus the bias."""
+    shape = tuple(int(n) for n in getattr(args.get("weight"), "shape", ()))
+    if len(shape) < 2:
+        return 1
+    taps = math.prod(shape[2:])
+    groups = max(int(args.get("groups", 1) or 1), 1)
+    channels = shape[0] // groups if args.get("transposed") else shape[1]
+    return max(channels * taps, 1) + 1
+
+
+def top_k_softmax_scale(x_name: str, y_name: str) -> ScaleFn:
+    """A softmax-then-top-k's ``S = |y|·(1 + range(x))`` along the last axis (``range`` = max - min of the row).
+
+    As :func:`softmax_scale`, with ``|x - max|`` of the chosen elements bounded by the row's range
+    (the chosen experts are not needed to state the bound).
+    """
+
+    def scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
+        x = _wide(args[x_name])
+        y = np.abs(_wide(outputs[y_name]))
+        if x.size == 0 or y.size == 0:
+            return {y_name: np.zeros(y.shape)}
+        finite = np.isfinite(x)
+        with np.errstate(all="ignore"):
+            high = np.max(np.where(finite, x, -np.inf), axis=-1, keepdims=True)
+            spread = high - np.min(np.where(finite, x, np.inf), axis=-1, keepdims=True)
+        spread = np.where(np.isfinite(spread), spread, 0.0)
+        if spread.size * y.shape[-1] == y.size:
+            spread = spread.reshape(*y.shape[:-1], 1)
+        return {y_name: y * (1.0 + spread)}
+
+    return scale
+
+
+def summed_input(scale: ScaleFn, terms: tuple[str, ...], name: str = "x") -> ScaleFn:
+    """``scale`` with an extra argument ``name``: the sum of the tensor arguments ``terms`` (absent ones skipped).
+
+    For fused ops that normalise a sum (AddLayerNorm's ``x1 + x2 + bias``): the sum's own rounding is
+    one more elementwise step of the composite class.
+    """
+
+    def summed(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
+        present = [_wide(args[t]) for t in terms if args.get(t) is not None]
+        with np.errstate(all="ignore"):
+            total = sum(present[1:], present[0]) if present else np.zeros(())
+        return scale({**args, name: total}, outputs)
+
+    return summed
+
+
+def group_norm_scale() -> ScaleFn:
+    """GroupNorm's error scale: :func:`layer_norm_scale` over each (sample, group) row of ``self`` [N, C, *].
+
+    A row is the group's ``C/group`` channels times their spatial elements; ``gamma`` and ``beta``
+    are per channel, spread over the row; ``meanOut`` and ``rstdOut`` are [N, group].
+    """
+    inner = layer_norm_scale("x", lambda args: 1, "w", "b", "out")
+
+    def scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
+        x = _wide(args["self"])
+        groups = max(int(args.get("group", 1)), 1)
+        if x.ndim < 2 or x.size == 0 or x.shape[1] % groups:
+            return {n: np.zeros(np.shape(v)) for n, v in outputs.items() if _is_float_array(v)}
+        n, c = x.shape[0], x.shape[1]
+        spatial = x.size // (n * c)
+
+        def per_channel(name: str) -> np.ndarray | None:
+            value = args.get(name)
+            if value is None:
+                return None
+            return np.broadcast_to(_wide(value).reshape(c, 1), (c, spatial)).reshape(groups, -1)
+
+        rows = {"x": x.reshape(n, groups, -1), "w": per_channel("gamma"), "b": per_channel("beta"), "eps": args["eps"]}
+        shaped = {
+            name: np.asarray(v).reshape(n, groups, -1)
+            for name, v in outputs.items()
+            if _is_float_array(v) and np.size(v) % (n * groups) == 0
+        }
+        found = inner(rows, shaped)
+        return {name: np.reshape(s, np.shape(outputs[name])) for name, s in found.items()}
 
     return scale

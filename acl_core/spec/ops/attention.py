@@ -32,6 +32,7 @@ import numpy as np
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.spec import samples as S
+from acl_core.spec.accuracy import table, ulp, with_accuracy
 from acl_core.spec.opspec import (
     INVALID,
     NULLPTR,
@@ -1298,5 +1299,32 @@ SPECS: list[OpSpec] = [
         samples=_swiglu_samples,
         error_samples=_swiglu_errors,
         summary="silu(first half) * second half along dim",
+        accuracy=ulp(6, reason="silu(a)·b: Silu's 5 ulp and one multiplication"),
     ),
 ]
+
+_ATTENTION_TABLE = table(
+    "softmax(QKᵀ)·V's bound needs Σ_j p_j·|v_j| with p from the unchanged Q and K: the magnitudes run takes"
+    " the absolute value of every float input (Q and K too), so it cannot form M; needs a per-input selection"
+)
+_ROPE_TABLE = table(
+    "x·cos + rotate(x)·sin: rotate negates half of x, so the magnitudes run (|inputs|) gives |x||cos| - |x'||sin|,"
+    " not Σ|terms|; needs its own scale"
+)
+SPECS = with_accuracy(
+    SPECS,
+    {
+        **{
+            op: _ATTENTION_TABLE
+            for op in (
+                "FlashAttentionScore",
+                "FlashAttentionVarLenScore",
+                "PromptFlashAttention",
+                "IncreFlashAttention",
+                "FusedInferAttentionScore",
+            )
+        },
+        "RotaryPositionEmbedding": _ROPE_TABLE,
+        "ApplyRotaryPosEmb": _ROPE_TABLE,
+    },
+)

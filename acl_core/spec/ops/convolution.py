@@ -15,6 +15,7 @@ import numpy as np
 from acl_core.dtypes import DataType as D
 from acl_core.formats import Format
 from acl_core.spec import samples as S
+from acl_core.spec.accuracy import conv_length, reduction
 from acl_core.spec.opspec import (
     INVALID,
     Call,
@@ -318,5 +319,9 @@ SPECS: list[OpSpec] = [
         samples=_samples,
         error_samples=_errors,
         summary="N-D convolution or transposed convolution with stride, padding, dilation and groups",
+        accuracy=reduction(
+            length_of=conv_length,
+            reason="a sum of Cin/groups·taps products (and the bias) in at least float32: γ_n·(|x|∗|w| + |b|)",
+        ),
     )
 ]

@@ -33,6 +33,7 @@ import numpy as np
 
 from acl_core.dtypes import DataType as D
 from acl_core.spec import samples as S
+from acl_core.spec.accuracy import last_dim, reduction, with_accuracy
 from acl_core.spec.collective import COMM_NAME_MAX_LENGTH, SELF_GROUP_NAME
 from acl_core.spec.opspec import (
     INVALID,
@@ -345,4 +346,12 @@ _MatmulReduceScatter = OpSpec(
 )
 
 
-SPECS: list[OpSpec] = [_all_reduce(False), _all_reduce(True), _AllGatherMatmul, _MatmulReduceScatter]
+_MC2_GEMM = reduction(
+    length_of=last_dim("x1", 3),
+    reason="the GEMM's K products, the bias (and x3) adds, then the collective's sum: γ_(K+3)·(|x1|·|x2| + |b|)"
+    " (conformance runs a communicator of one; a wider one adds its rank count to n)",
+)
+SPECS: list[OpSpec] = with_accuracy(
+    [_all_reduce(False), _all_reduce(True), _AllGatherMatmul, _MatmulReduceScatter],
+    {op: _MC2_GEMM for op in ("MatmulAllReduce", "MatmulAllReduceV2", "AllGatherMatmul", "MatmulReduceScatter")},
+)

@@ -26,13 +26,15 @@ shape problems as 161002.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.spec import samples as S
+from acl_core.spec.accuracy import Accuracy, composite, exact, last_dim, reduction, top_k_softmax_scale, with_accuracy
 from acl_core.spec.opspec import (
     INVALID,
     TILING,
@@ -303,4 +305,24 @@ _MoeFinalizeRouting = OpSpec(
     summary="combine the experts' outputs back into token order, weighted by scales",
 )
 
-SPECS: list[OpSpec] = [_MoeGatingTopKSoftmax, _MoeInitRouting, _MoeFinalizeRouting]
+
+def _finalize_length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
+    """MoeFinalizeRouting's roundings per output: x1 + x2, then per expert a bias add, a product and a sum."""
+    shape = getattr(args.get("scales"), "shape", ())
+    return 3 * (int(shape[-1]) if shape else 1) + 2
+
+
+ACCURACY: dict[str, Accuracy] = {
+    # x - max, exp (2 ulp), the row sum over the experts, the division; top-k selects without rounding
+    "MoeGatingTopKSoftmax": composite(
+        steps=4, length_of=last_dim("x"), scale_of=top_k_softmax_scale("x", "yOut"), reason="a row softmax, then top-k"
+    ),
+    "MoeInitRouting": exact("routing: every expandedXOut element is a copy of an x element"),
+    "MoeFinalizeRouting": reduction(
+        length_of=_finalize_length,
+        reason="x1 + x2 + Σ_k scales·(expandedX + bias): γ_n·(|x1| + |x2| + Σ|s|(|x| + |b|))",
+    ),
+}
+"""Accuracy classes of the MoE pipeline."""
+
+SPECS: list[OpSpec] = with_accuracy([_MoeGatingTopKSoftmax, _MoeInitRouting, _MoeFinalizeRouting], ACCURACY)

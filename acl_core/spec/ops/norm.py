@@ -18,7 +18,16 @@ import numpy as np
 from acl_core.dtypes import DataType as D
 from acl_core.formats import Format
 from acl_core.spec import samples as S
-from acl_core.spec.accuracy import Accuracy, composite, layer_norm_scale, trailing_elements, with_accuracy
+from acl_core.spec.accuracy import (
+    Accuracy,
+    composite,
+    group_norm_scale,
+    layer_norm_scale,
+    summed_input,
+    table,
+    trailing_elements,
+    with_accuracy,
+)
 from acl_core.spec.opspec import (
     INVALID,
     Call,
@@ -710,8 +719,29 @@ ACCURACY: dict[str, Accuracy] = {
         length_of=_normalised_size,
         scale_of=layer_norm_scale("input", _normalised_rank, "weightOptional", "biasOptional", "out"),
     ),
+    # LayerNorm's steps after x1 + x2 (+ bias), over gamma's trailing dims
+    "AddLayerNorm": composite(
+        steps=10,
+        length_of=trailing_elements("gamma"),
+        scale_of=summed_input(
+            layer_norm_scale("x", lambda args: np.ndim(args["gamma"]), "gamma", "beta", "yOut"),
+            ("x1", "x2", "biasOptional"),
+        ),
+    ),
+    # LayerNorm's steps over each (sample, group) row of C/group channels
+    "GroupNorm": composite(
+        steps=8,
+        length_of=lambda args, outputs: max(
+            int(np.size(args["self"])) // max(int(args["N"]) * int(args["group"]), 1), 1
+        ),
+        scale_of=group_norm_scale(),
+    ),
+    "BatchNorm": table(
+        "training normalises each channel over N and the spatial dims (a GroupNorm-like row across the batch),"
+        " inference is an elementwise chain on the running statistics: two scales, not built yet"
+    ),
 }
-"""Accuracy classes (InplaceAddRmsNorm takes AddRmsNorm's; AddLayerNorm, GroupNorm, BatchNorm use the table)."""
+"""Accuracy classes (InplaceAddRmsNorm takes AddRmsNorm's; BatchNorm keeps the table)."""
 
 _ADD_RMS_NORM = _add_rms_norm()
 SPECS: list[OpSpec] = [

@@ -30,6 +30,7 @@ import numpy as np
 from acl_core import lowp
 from acl_core.dtypes import DataType as D
 from acl_core.spec import samples as S
+from acl_core.spec.accuracy import Accuracy, table, with_accuracy
 from acl_core.spec.opspec import (
     INVALID,
     Call,
@@ -1042,3 +1043,30 @@ SPECS: list[OpSpec] = [
     _quant_matmul_v5(),
     _weight_quant_batch_matmul_v2(),
 ]
+
+_SIGNED_INTEGER_OPERANDS = (
+    "int8 / int4 operands with dequantisation scales: the magnitudes run (absolute values of float inputs"
+    " only) leaves integer operands signed, so it cannot form the GEMM's M = |x|·|w|·|scale|"
+)
+_QUANT_TABLE: dict[str, Accuracy] = {
+    **{
+        op: table(
+            "integer outputs compare exactly under any class; its 8-bit float outputs round x·scale + offset in"
+            " float32 and then to the 8-bit format, a double rounding the exact class allows only for 16-bit types"
+        )
+        for op in ("AscendQuant", "AscendQuantV3")
+    },
+    "AscendAntiQuant": table("(x + offset)·scale with an integer x: " + _SIGNED_INTEGER_OPERANDS),
+    **{
+        op: table(
+            "quantised outputs with a float scale from the row's absolute maximum: how CANN rounds the scale"
+            " (max/127 or max·(1/127)) is not documented, and the quantised values follow it"
+        )
+        for op in ("DynamicQuant", "DynamicQuantV2", "DynamicMxQuant")
+    },
+    **{
+        op: table(_SIGNED_INTEGER_OPERANDS)
+        for op in ("QuantMatmulV3", "QuantMatmulV4", "QuantMatmulV5", "WeightQuantBatchMatmulV2")
+    },
+}
+SPECS = with_accuracy(SPECS, _QUANT_TABLE)
