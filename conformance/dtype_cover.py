@@ -143,7 +143,13 @@ def _placeholder(value: Any, slot: list[int]) -> Any:
 
 
 def _check(spec: OpSpec, args: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
-    """(refusal message or None, output infos): the op's shared validation and output rule on ``args``.
+    """(refusal message or None, output infos): the op's shared validation and output rule on ``args``."""
+    refusal, infos, _ = checked_sample(spec, args)
+    return refusal, infos
+
+
+def checked_sample(spec: OpSpec, args: dict[str, Any]) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
+    """(refusal message or None, output infos, the validated call's plan): :func:`_check` with the plan.
 
     Tensors are described at fake addresses and validated without a runtime, so no memory is touched;
     missing outputs are described from the output rule, as ``eager.run`` allocates them.
@@ -165,6 +171,7 @@ def _check(spec: OpSpec, args: dict[str, Any]) -> tuple[str | None, dict[str, An
             placed[p.name] = value
     conv = eager._Arguments(get_backend("reference"), "contiguous")
     infos: dict[str, Any] = {}
+    plan: dict[str, Any] = {}
     try:
         converted = conv.convert(spec, placed)
         infos = dict(check_inputs(spec, converted, None, outputs_required=False).plan["outputs"])
@@ -176,12 +183,12 @@ def _check(spec: OpSpec, args: dict[str, Any]) -> tuple[str | None, dict[str, An
                 converted[p.name] = AclTensorList.create([_empty(i.shape, i.dtype, slot) for i in info])
             else:
                 converted[p.name] = _empty(info.shape, info.dtype, slot)
-        validate(spec, converted, None)
+        plan = validate(spec, converted, None).plan
     except AclCoreError as exc:
-        return exc.message, infos
+        return exc.message, infos, plan
     finally:
         conv.free()
-    return None, infos
+    return None, infos, plan
 
 
 def _empty(shape: tuple[int, ...], dtype: D, slot: list[int]) -> Any:

@@ -8,6 +8,9 @@ import numpy as np
 import pytest
 
 from acl_core.dtypes import DataType
+from acl_core.spec import plan as plan_schema
+
+plan_schema.CHECKING = True  # every validation in the tests checks its plan against the declared schema
 
 CANN_FACTS_DIR = Path(__file__).resolve().parent / "data" / "cann"
 """CANN facts copied into the repository (tests/data/cann/README.md says from where)."""

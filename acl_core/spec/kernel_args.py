@@ -16,7 +16,7 @@ Any absent optional argument is None.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,24 +66,34 @@ def scalar(handle: AclScalar) -> Scalar:
     return Scalar(handle.value, handle.dtype)
 
 
+def _scalar_list(value: AclScalarList) -> tuple[Scalar, ...]:
+    return tuple([Scalar(s.value, s.dtype) for s in value.scalars])
+
+
+_CONVERT: dict[type, Callable[[Any], Any]] = {
+    AclScalar: scalar,
+    AclTensorList: lambda v: tuple(v.tensors),
+    AclIntArray: lambda v: tuple(v.values),
+    AclFloatArray: lambda v: tuple(v.values),
+    AclBoolArray: lambda v: tuple(v.values),
+    AclScalarList: _scalar_list,
+}
+"""How each handle type becomes its kernel form (anything else passes unchanged)."""
+
+
 def kernel_value(value: Any) -> Any:
     """One validated argument in its kernel form (a tensor, a plain value or None passes unchanged)."""
-    kind = type(value)
-    if kind is AclScalar:
-        return Scalar(value.value, value.dtype)
-    if kind is AclTensorList:
-        return tuple(value.tensors)
-    if kind is AclIntArray or kind is AclFloatArray or kind is AclBoolArray:
-        return tuple(value.values)
-    if kind is AclScalarList:
-        return tuple([Scalar(s.value, s.dtype) for s in value.scalars])
-    return value
-
-
-_WRAPPED = (AclScalar, AclTensorList, AclIntArray, AclFloatArray, AclBoolArray, AclScalarList)
+    convert = _CONVERT.get(type(value))
+    return value if convert is None else convert(value)
 
 
 def kernel_args(spec: OpSpec, args: Mapping[str, Any]) -> dict[str, Any]:
     """The arguments of a call validated against ``spec`` as its kernel receives them (mapped to the base op first)."""
     mapped = spec.base_args(dict(args)) if spec.base_args else args
-    return {name: kernel_value(v) if isinstance(v, _WRAPPED) else v for name, v in mapped.items()}
+    get = _CONVERT.get
+    out = dict(mapped)
+    for name, v in out.items():
+        convert = get(type(v))
+        if convert is not None:
+            out[name] = convert(v)
+    return out

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from acl_core.dtypes import DataType
 from acl_core.errors import AclError
 from acl_core.formats import PLAIN_FORMATS
+from acl_core.spec import plan as plan_schema
 from acl_core.spec.opspec import Call, Kind, OpSpec, OutInfo, Param, Role, invalid, nullptr
 from acl_core.spec.promotion import can_cast
 from acl_core.tensor import (
@@ -258,6 +259,8 @@ def check_inputs(spec: OpSpec, args: dict[str, Any], runtime: Runtime | None, *,
     call = Call(spec, canon)
     infos = spec.infer(call)
     call.plan["outputs"] = infos
+    if plan_schema.CHECKING:  # a debug check (tests): every key the rule wrote is declared, with its type
+        plan_schema.check_plan(spec.name, call.plan)
     _check_complex_scalars(spec, canon, infos)
     return call
 

@@ -55,8 +55,29 @@ from acl_core.spec.opspec import (
     tensor,
     tensor_list,
 )
+from acl_core.spec.plan import declare as declare_plan
 from acl_core.spec.rules import FLOATS, expect_output, normalize_dim, same, tensor_arg
 from acl_core.tensor import AclIntArray, AclTensor, AclTensorList
+
+# the plan keys this family's rules write (acl_core.spec.plan; docs/KERNELS.md)
+declare_plan("layout", "str", "the query/key/value layout ('BSH', 'BSND', 'BNSD', 'SBH', 'TND')", str)
+declare_plan("nq", "int", "query heads", int)
+declare_plan("nkv", "int", "key/value heads (a divisor of nq: grouped-query attention)", int)
+declare_plan("pre", "int", "preTokens: how many keys before the diagonal a query sees (sparse band)", int)
+declare_plan("next", "int", "nextTokens: how many keys after the diagonal a query sees (sparse band)", int)
+declare_plan("lq", "list[int]", "each sequence's query length (varlen: from the cumulative actualSeqQLen)", list)
+declare_plan("lkv", "list[int]", "each sequence's key/value length (varlen: from the cumulative actualSeqKvLen)", list)
+declare_plan("act_q", "list[int]", "each batch's valid query rows", list)
+declare_plan("act_kv", "list[int]", "each batch's valid key/value rows", list)
+declare_plan(
+    "mask",
+    "'none' | 'full' | 'compressed' | 'decode'",
+    "the attenMask given: none; full (batch, heads, query by key, padded); compressed (the 2048x2048 lower-triangular "
+    "mask of sparseMode 2-4); decode (one query row per batch, incremental attention)",
+    str,
+    ("none", "full", "compressed", "decode"),
+)
+declare_plan("lse", "bool", "whether the op also returns the softmax log-sum-exp", bool)
 
 FAMILY = "attention"
 UNBOUNDED = 2147483647

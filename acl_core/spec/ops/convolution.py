@@ -31,9 +31,18 @@ from acl_core.spec.opspec import (
     out,
     tensor,
 )
+from acl_core.spec.plan import declare as declare_plan
 from acl_core.spec.promotion import promote_types
 from acl_core.spec.rules import FLOATS, listed, same, tensor_arg
 from acl_core.tensor import AclIntArray, AclTensor
+
+# the plan keys this family's rules write (acl_core.spec.plan; docs/KERNELS.md)
+declare_plan("stride", "tuple[int, ...]", "the stride per spatial dim", tuple)
+declare_plan("dilation", "tuple[int, ...]", "the dilation per spatial dim", tuple)
+declare_plan("pads", "tuple[tuple[int, int], ...]", "the (before, after) padding per spatial dim", tuple)
+declare_plan("groups", "int", "the channel groups", int)
+declare_plan("transposed", "bool", "whether the convolution is transposed", bool)
+declare_plan("output_padding", "tuple[int, ...]", "a transposed convolution's extra output size per spatial dim", tuple)
 
 FAMILY = "convolution"
 _F32, _F16, _BF16 = D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16

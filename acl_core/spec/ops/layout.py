@@ -40,8 +40,14 @@ from acl_core.spec.opspec import (
     ref,
     tensor,
 )
+from acl_core.spec.plan import declare as declare_plan
 from acl_core.spec.rules import castable, same, tensor_arg
 from acl_core.tensor import AclTensor
+
+# the plan keys this family's rules write (acl_core.spec.plan; docs/KERNELS.md)
+declare_plan("c0", "int", "the NZ format's inner block width for the weight's dtype (16 for 16-bit types)", int)
+declare_plan("nz_shape", "tuple[int, ...]", "the weight's storage shape in FRACTAL_NZ", tuple)
+declare_plan("direction", "'to_nd' | 'to_nz'", "which way NpuFormatCast converts", str, ("to_nd", "to_nz"))
 
 FAMILY = "layout"
 

@@ -77,8 +77,14 @@ from acl_core.spec.opspec import (
     tensor,
     tensor_list,
 )
+from acl_core.spec.plan import declare as declare_plan
 from acl_core.spec.rules import FLOATS, broadcast_shapes, castable, same, tensor_arg
 from acl_core.tensor import AclIntArray, AclTensor, AclTensorList
+
+# the plan keys this family's rules write (acl_core.spec.plan; docs/KERNELS.md)
+declare_plan(
+    "gmm", "dict[str, object]", "GroupedMatmul's decoded grouping: group_type, single_out, weight_split, mx", dict
+)
 
 FAMILY = "matmul"
 Shape = tuple[int, ...]

@@ -48,7 +48,11 @@ from acl_core.spec.opspec import (
     string_attr,
     tensor,
 )
+from acl_core.spec.plan import declare as declare_plan
 from acl_core.spec.rules import same, tensor_arg
+
+# the plan keys this family's rules write (acl_core.spec.plan; docs/KERNELS.md)
+declare_plan("group_size", "int", "the ranks of the communication group", int)
 
 FAMILY = "mc2"
 DTYPES = frozenset({D.ACL_FLOAT16, D.ACL_BF16})

@@ -40,6 +40,7 @@ from acl_core.spec.opspec import (
     tensor,
     tensor_list,
 )
+from acl_core.spec.plan import declare as declare_plan
 from acl_core.spec.promotion import promote_types
 from acl_core.spec.rules import (
     ALL,
@@ -56,6 +57,13 @@ from acl_core.spec.rules import (
     tensor_arg,
 )
 from acl_core.tensor import AclIntArray, AclScalar, AclTensor, AclTensorList
+
+# the plan keys this family's rules write (acl_core.spec.plan; docs/KERNELS.md)
+declare_plan("int64", "bool", "whether Arange counts in int64 (else in float64)", bool)
+declare_plan("pairs", "list[tuple[int, int]]", "ConstantPadNd's (before, after) padding per dim, first dim first", list)
+declare_plan(
+    "slices", "dict[int, tuple[int, int, int]]", "each sliced axis's (start, end, step), clamped to its size", dict
+)
 
 FAMILY = "movement"
 MAX_RANK = 8

@@ -49,8 +49,16 @@ from acl_core.spec.opspec import (
     string_attr,
     tensor,
 )
+from acl_core.spec.plan import declare as declare_plan
 from acl_core.spec.rules import FLOATS, broadcast_shapes, listed, normalize_dim, same, tensor_arg
 from acl_core.tensor import AclTensor
+
+# the plan keys this family's rules write (acl_core.spec.plan; docs/KERNELS.md)
+declare_plan("dst", "DataType", "the quantised output dtype", D)
+declare_plan("symmetric", "bool", "whether dynamic quantisation is symmetric (no offset output)", bool)
+declare_plan("blocksize", "int", "the MX block size along `axis`", int)
+declare_plan("alg", "int", "scaleAlg: how an MX block's shared exponent is chosen", int)
+declare_plan("group", "int", "the weight's per-group quantisation size along K (0: per-channel)", int)
 
 FAMILY = "quant"
 Shape = tuple[int, ...]

@@ -42,6 +42,7 @@ from acl_core.spec.opspec import (
     out,
     tensor,
 )
+from acl_core.spec.plan import declare as declare_plan
 from acl_core.spec.promotion import can_cast
 from acl_core.spec.rules import (
     COMPLEX,
@@ -58,6 +59,9 @@ from acl_core.spec.rules import (
     tensor_arg,
 )
 from acl_core.tensor import AclIntArray, AclTensor
+
+# the plan keys this family's rules write (acl_core.spec.plan; docs/KERNELS.md)
+declare_plan("correction", "int", "the variance's degrees-of-freedom correction (1: unbiased)", int)
 
 FAMILY = "reduction"
 
