@@ -7,21 +7,22 @@ payload vary with a CPU's SIMD path), what the same backend computes eagerly for
 The first replay gets the sample's inputs, the second the same with every float input reversed.
 A replay that read its inputs when it was captured, or that wrote somewhere else, fails. An
 operator in ``capabilities().capture_refused_ops`` is reported as refusing capture (a skip whose
-reason starts "refuses capture"), and a backend that cannot capture skips these cases.
+reason starts "refuses capture"); a backend that cannot capture skips these cases. The call is
+placed as ``acl_core.eager.run`` places it (0-d, packed and tensor-list arguments alike).
 """
 
 from __future__ import annotations
 
-import ctypes
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from acl_conformance.cases import Case, sentinel_outputs
+from acl_conformance.cases import Case
 from acl_core import eager
 from acl_core.errors import AclCoreError
 from acl_core.spec.opspec import Kind, Role
 from acl_core.spec.runtime import CaptureMode, MemcpyKind
+from acl_core.tensor import AclTensorList
 
 if TYPE_CHECKING:
     from acl_conformance.runner import Outcome, Runner
@@ -71,49 +72,49 @@ def run_capture_case(runner: Runner, case: Case) -> Outcome:
         expected = [eager.run(case.op, backend, op_args=args) for args in inputs]
     except AclCoreError as exc:
         return runner._skip(case, f"the backend refuses the eager call ({exc.code}); its value case reports it")
-    tensors = [p for p in spec.params if p.kind is Kind.TENSOR]
-    for p in spec.params:
-        if p.kind is Kind.TENSOR_LIST or (
-            p.kind is Kind.TENSOR
-            and not isinstance(
-                {**inputs[0], **sentinel_outputs(spec, expected[0])}.get(p.name), (np.ndarray, type(None))
-            )
-        ):
-            return runner._skip(case, "capture cases place plain NumPy tensors only")
-    return _captured(runner, case, spec, inputs, expected, tensors)
+    return _captured(runner, case, spec, inputs, expected)
+
+
+def _zeroed(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return np.zeros_like(value)
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, np.ndarray) for v in value):
+        return [np.zeros_like(v) for v in value]
+    return value
 
 
 def _captured(
-    runner: Runner,
-    case: Case,
-    spec: Any,
-    inputs: list[dict[str, Any]],
-    expected: list[dict[str, Any]],
-    tensors: list[Any],
+    runner: Runner, case: Case, spec: Any, inputs: list[dict[str, Any]], expected: list[dict[str, Any]]
 ) -> Outcome:
-    from acl_conformance.runner import _handle
+    """Place the call as eager.run does (inputs zeroed, outputs by the output rule), capture, replay, compare."""
     from acl_core.aclnn import execute, get_workspace_size
+    from acl_core.eager import _Arguments, _collect, check_inputs, empty
 
     backend = runner.backend
     rt = backend.runtime
     rt.ensure_device()
-    args = {**inputs[0], **sentinel_outputs(spec, expected[0])}
-    placed: dict[str, eager.DeviceArray] = {}
-    keep: list[Any] = []
-    handles: dict[str, Any] = {}
-    for p in spec.params:
-        value = args.get(p.name, p.default)
-        if p.kind is Kind.TENSOR and isinstance(value, np.ndarray):
-            start = value if p.role is Role.OUT else np.zeros_like(value)  # inputs hold zeros while captured
-            placed[p.name] = eager.to_device(np.ascontiguousarray(start), backend)
-            handles[p.name] = placed[p.name].tensor()
-        else:
-            handles[p.name] = _handle(p.kind, value, backend, keep)
+    readable = [p for p in spec.params if p.role is not Role.OUT and p.kind in (Kind.TENSOR, Kind.TENSOR_LIST)]
+    conv = _Arguments(backend, "contiguous")
+    sources: list[eager.DeviceArray] = []
     stream = rt.create_stream()
-    host: list[int] = []
-    model = 0
+    model = workspace = 0
     try:
-        size, executor = get_workspace_size(spec, [], handles, backend=backend)
+        args = conv.convert(
+            spec, {k: _zeroed(v) if any(p.name == k for p in readable) else v for k, v in inputs[0].items()}
+        )
+        infos = check_inputs(spec, args, rt, outputs_required=False).plan["outputs"]
+        for p in spec.params:
+            info = infos.get(p.name)
+            if p.role is not Role.OUT or args[p.name] is not None or info is None:
+                continue
+            if isinstance(info, list):
+                arrays = [empty(i.shape, i.dtype, backend) for i in info]
+                conv.arrays[p.name] = arrays
+                args[p.name] = AclTensorList.create([a.tensor() for a in arrays])
+            else:
+                conv.arrays[p.name] = empty(info.shape, info.dtype, backend)
+                args[p.name] = conv.arrays[p.name].tensor()  # type: ignore[union-attr]
+        size, executor = get_workspace_size(spec, [], args, backend=backend)
         workspace = rt.malloc(size) if size else 0
         rt.ri_capture_begin(stream, CaptureMode.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL)
         try:
@@ -121,26 +122,28 @@ def _captured(
         finally:
             model = rt.ri_capture_end(stream)
         for round_, (values, want) in enumerate(zip(inputs, expected)):
-            for p in tensors:
-                if p.role is Role.OUT or p.name not in placed:
+            for p in readable:  # the new inputs, written in place by async copies on the replay's stream
+                placed = conv.arrays.get(p.name)
+                if placed is None:
                     continue
-                data = np.ascontiguousarray(values[p.name])
-                if data.nbytes == 0:
-                    continue
-                pinned = rt.malloc_host(data.nbytes)
-                host.append(pinned)
-                ctypes.memmove(pinned, data.ctypes.data, data.nbytes)
-                dev = placed[p.name]
-                rt.memcpy_async(
-                    dev.address, dev.nbytes, pinned, data.nbytes, MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE, stream
-                )
+                targets = placed if isinstance(placed, list) else [placed]
+                news = values[p.name] if isinstance(placed, list) else [values[p.name]]
+                for target, new in zip(targets, news):
+                    src = eager.to_device(np.asarray(new), backend, dtype=target.dtype)
+                    sources.append(src)
+                    rt.memcpy_async(
+                        target.address,
+                        target.nbytes,
+                        src.address,
+                        min(src.nbytes, target.nbytes),
+                        MemcpyKind.ACL_MEMCPY_DEVICE_TO_DEVICE,
+                        stream,
+                    )
             rt.ri_execute_async(model, stream)
             rt.synchronize_stream(stream)
+            got = _collect(spec, conv)
             for name, value in want.items():
-                if name not in placed:
-                    continue
-                got = placed[name].numpy()
-                if not _same_bits(got, value):
+                if name in got and not _same_bits(got[name], value):
                     return runner._fail(
                         case,
                         "capture",
@@ -148,16 +151,15 @@ def _captured(
                         "(a replay must read its inputs when it runs and write its outputs)",
                         {"output": name, "replay": round_ + 1},
                     )
-        if workspace:
-            rt.free(workspace)
     except AclCoreError as exc:
         return runner._fail(case, "capture", f"capturing or replaying failed with {exc.code}: {exc.message}")
     finally:
         if model:
             rt.ri_destroy(model)
         rt.destroy_stream(stream)
-        for pinned in host:
-            rt.free_host(pinned)
-        for dev in placed.values():
-            dev.free()
+        if workspace:
+            rt.free(workspace)
+        for src in sources:
+            src.free()
+        conv.free()
     return runner._pass(case)
