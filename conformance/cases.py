@@ -121,6 +121,10 @@ class Case:
         return f"{self.op}[{self.case_id}]"
 
 
+CAPTURE_QUICK_SHARE = 5
+"""Quick mode keeps the first capture case of one operator in this many (by a hash of its name)."""
+
+
 def _seed(seed: int, op: str) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(op.encode())])
 
@@ -248,6 +252,11 @@ class OpCases:
                 add("value", note, f"@{layout}", sample=i, layout=layout, quick=(j == i % len(layouts)))
         for i, d in enumerate(self.derived, len(self.samples)):
             add("value", d.note, "@contiguous", sample=i, quick=d.quick)
+        # captured and replayed twice with new inputs (acl_conformance.capture_cases): quick keeps a sample
+        quick_capture = zlib.crc32(spec.name.encode()) % CAPTURE_QUICK_SHARE == 0
+        for i in range(len(self.samples) + len(self.derived)):
+            note = notes[i] if i < len(self.samples) else self.derived[i - len(self.samples)].note
+            add("capture", note, sample=i, quick=quick_capture and i == 0)
         for es in self.error_samples:
             plan = ErrorPlan(_fixed(es.args), (es.code,), tuple(sorted(arg_dtypes(spec, es.args))))
             add("error", es.note or "error sample", error=plan)

@@ -233,6 +233,10 @@ class Runner:
                 outcome = flags.run(self, case)
             elif case.kind == "claim":
                 outcome = self._claim(case)
+            elif case.kind == "capture":
+                from acl_conformance.capture_cases import run_capture_case
+
+                outcome = run_capture_case(self, case)
             elif case.kind == "hypothesis":
                 from acl_conformance.hypo import run_hypothesis
 

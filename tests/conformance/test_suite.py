@@ -35,7 +35,9 @@ def test_reference_passes_against_itself(reference_run):
     assert totals["contract"] > 0  # error cases the shared validator decides are reported apart
     assert totals["skipped"] == 0, "the reference claims every op and dtype it computes"
     kinds = {o.kind for o in report.outcomes}
-    assert kinds == {"value", "error", "contract", "runtime", "claim", "flag"}, "quick mode has no Hypothesis"
+    assert kinds == {"value", "error", "contract", "runtime", "claim", "flag", "capture"}, "quick has no Hypothesis"
+    captured = [o for o in report.outcomes if o.kind == "capture"]
+    assert captured and all(o.status == "passed" for o in captured), "the reference replays what it captures"
     claims = [o for o in report.outcomes if o.kind == "claim"]
     assert len(claims) == len(report.declared), "one claimed-dtypes case per op"
 

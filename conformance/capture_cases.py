@@ -1,0 +1,165 @@
+"""Conformance under capture: a value case captured on a stream, replayed twice with new inputs.
+
+The call is captured once (aclmdlRICaptureBegin/End) over device inputs that hold zeros; before
+each of two replays new input values are written in place with async copies on the replay's
+stream, and each replay's outputs must equal, bit for bit (any NaN equals any NaN: its sign and
+payload vary with a CPU's SIMD path), what the same backend computes eagerly for those inputs.
+The first replay gets the sample's inputs, the second the same with every float input reversed.
+A replay that read its inputs when it was captured, or that wrote somewhere else, fails. An
+operator in ``capabilities().capture_refused_ops`` is reported as refusing capture (a skip whose
+reason starts "refuses capture"); a backend that cannot capture skips these cases. The call is
+placed as ``acl_core.eager.run`` places it (0-d, packed and tensor-list arguments alike).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from acl_conformance.cases import Case
+from acl_core import eager
+from acl_core.errors import AclCoreError
+from acl_core.spec.opspec import Kind, Role
+from acl_core.spec.runtime import CaptureMode, MemcpyKind
+from acl_core.tensor import AclTensorList
+
+if TYPE_CHECKING:
+    from acl_conformance.runner import Outcome, Runner
+
+REFUSES = "refuses capture"
+"""The reason a case of an operator in capture_refused_ops carries (neither passed nor failed)."""
+
+
+def _changed(spec: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """The second replay's inputs: every float input tensor reversed (domains and index ranges stay valid)."""
+    out = dict(args)
+    for p in spec.params:
+        value = args.get(p.name)
+        if p.kind is Kind.TENSOR and p.role is not Role.OUT and isinstance(value, np.ndarray):
+            if value.dtype.kind == "f" or "float" in str(value.dtype):
+                out[p.name] = np.ascontiguousarray(value.reshape(-1)[::-1].reshape(value.shape))
+    return out
+
+
+def _same_bits(actual: Any, expected: Any) -> bool:
+    if isinstance(expected, list):
+        return isinstance(actual, list) and len(actual) == len(expected) and all(map(_same_bits, actual, expected))
+    a, e = np.asarray(actual), np.asarray(expected)
+    if a.size == e.size:
+        a = a.reshape(e.shape)  # a 0-d result is placed as one element
+    if a.shape != e.shape or a.dtype != e.dtype:
+        return False
+    if a.dtype.kind in "fc" or "float" in str(a.dtype):  # NaN's sign and payload carry no meaning (SIMD paths differ)
+        nan_a, nan_e = np.isnan(a), np.isnan(e)
+        if not np.array_equal(nan_a, nan_e):
+            return False
+        a, e = np.where(nan_a, 0, a).astype(a.dtype), np.where(nan_e, 0, e).astype(e.dtype)
+    return a.tobytes() == e.tobytes()
+
+
+def run_capture_case(runner: Runner, case: Case) -> Outcome:
+    """Capture the case's call once, replay it twice with inputs rewritten in place, compare with eager."""
+    backend, caps = runner.backend, runner.caps
+    if not caps.stream_capture:
+        return runner._skip(case, f"backend {backend.name} does not capture streams (stream_capture false)")
+    if case.op in caps.capture_refused_ops:
+        return runner._skip(case, f"{REFUSES}: {case.op} is in capture_refused_ops")
+    spec = runner.spec(case.op)
+    sample = runner.catalog.sample(case.op, case.sample)
+    inputs = [dict(sample.args), _changed(spec, dict(sample.args))]
+    try:
+        expected = [eager.run(case.op, backend, op_args=args) for args in inputs]
+    except AclCoreError as exc:
+        return runner._skip(case, f"the backend refuses the eager call ({exc.code}); its value case reports it")
+    return _captured(runner, case, spec, inputs, expected)
+
+
+def _zeroed(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return np.zeros_like(value)
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, np.ndarray) for v in value):
+        return [np.zeros_like(v) for v in value]
+    return value
+
+
+def _captured(
+    runner: Runner, case: Case, spec: Any, inputs: list[dict[str, Any]], expected: list[dict[str, Any]]
+) -> Outcome:
+    """Place the call as eager.run does (inputs zeroed, outputs by the output rule), capture, replay, compare."""
+    from acl_core.aclnn import execute, get_workspace_size
+    from acl_core.eager import _Arguments, _collect, check_inputs, empty
+
+    backend = runner.backend
+    rt = backend.runtime
+    rt.ensure_device()
+    readable = [p for p in spec.params if p.role is not Role.OUT and p.kind in (Kind.TENSOR, Kind.TENSOR_LIST)]
+    conv = _Arguments(backend, "contiguous")
+    sources: list[eager.DeviceArray] = []
+    stream = rt.create_stream()
+    model = workspace = 0
+    try:
+        args = conv.convert(
+            spec, {k: _zeroed(v) if any(p.name == k for p in readable) else v for k, v in inputs[0].items()}
+        )
+        infos = check_inputs(spec, args, rt, outputs_required=False).plan["outputs"]
+        for p in spec.params:
+            info = infos.get(p.name)
+            if p.role is not Role.OUT or args[p.name] is not None or info is None:
+                continue
+            if isinstance(info, list):
+                arrays = [empty(i.shape, i.dtype, backend) for i in info]
+                conv.arrays[p.name] = arrays
+                args[p.name] = AclTensorList.create([a.tensor() for a in arrays])
+            else:
+                conv.arrays[p.name] = empty(info.shape, info.dtype, backend)
+                args[p.name] = conv.arrays[p.name].tensor()  # type: ignore[union-attr]
+        size, executor = get_workspace_size(spec, [], args, backend=backend)
+        workspace = rt.malloc(size) if size else 0
+        rt.ri_capture_begin(stream, CaptureMode.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL)
+        try:
+            execute(spec, workspace, size, executor, stream)
+        finally:
+            model = rt.ri_capture_end(stream)
+        for round_, (values, want) in enumerate(zip(inputs, expected)):
+            for p in readable:  # the new inputs, written in place by async copies on the replay's stream
+                placed = conv.arrays.get(p.name)
+                if placed is None:
+                    continue
+                targets = placed if isinstance(placed, list) else [placed]
+                news = values[p.name] if isinstance(placed, list) else [values[p.name]]
+                for target, new in zip(targets, news):
+                    src = eager.to_device(np.asarray(new), backend, dtype=target.dtype)
+                    sources.append(src)
+                    rt.memcpy_async(
+                        target.address,
+                        target.nbytes,
+                        src.address,
+                        min(src.nbytes, target.nbytes),
+                        MemcpyKind.ACL_MEMCPY_DEVICE_TO_DEVICE,
+                        stream,
+                    )
+            rt.ri_execute_async(model, stream)
+            rt.synchronize_stream(stream)
+            got = _collect(spec, conv)
+            for name, value in want.items():
+                if name in got and not _same_bits(got[name], value):
+                    return runner._fail(
+                        case,
+                        "capture",
+                        f"replay {round_ + 1} of the captured call differs from the eager result for {name} "
+                        "(a replay must read its inputs when it runs and write its outputs)",
+                        {"output": name, "replay": round_ + 1},
+                    )
+    except AclCoreError as exc:
+        return runner._fail(case, "capture", f"capturing or replaying failed with {exc.code}: {exc.message}")
+    finally:
+        if model:
+            rt.ri_destroy(model)
+        rt.destroy_stream(stream)
+        if workspace:
+            rt.free(workspace)
+        for src in sources:
+            src.free()
+        conv.free()
+    return runner._pass(case)
