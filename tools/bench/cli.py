@@ -43,10 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-bytes", type=int, default=1 << 28, help="largest message or Add size of the sweep")
     p.add_argument(
         "--suite",
-        choices=("host", "ops"),
+        choices=("host", "ops", "decode"),
         default="host",
         help="host: two-phase overhead and Add beside NumPy; ops: operators through aclnn beside PyTorch on the "
-        "same device (host overhead, D2D copy, Add/Mul/Silu, Softmax/LayerNorm/RmsNorm, Matmul, FlashAttentionScore)",
+        "same device (host overhead, D2D copy, Add/Mul/Silu, Softmax/LayerNorm/RmsNorm, Matmul, FlashAttentionScore); "
+        "decode: one decode token's kernels (ArgMax over the vocabulary, IncreFlashAttention, small-M Matmul, "
+        "AddRmsNorm, ApplyRotaryPosEmb) beside PyTorch in alternating rounds, in us and as a fraction of HBM speed",
     )
     p.add_argument(
         "--sizes",
@@ -135,6 +137,25 @@ def _ops(args: argparse.Namespace, backend: Backend, argv: Sequence[str] | None)
     return _write(report, args.out or Path("reports") / f"bench-ops-{backend.name}.json", args.plot, "ops")
 
 
+def _decode(args: argparse.Namespace, backend: Backend, argv: Sequence[str] | None) -> int:
+    """Run the decode suite beside PyTorch, write its JSON and PNG, and return the exit status."""
+    from acl_tools.bench import decode
+
+    caps = backend.capabilities()
+    if args.sizes == "full" and caps.platform is Platform.CPU:
+        print(
+            f"acl-core bench: --sizes full is for a GPU; {backend.name} computes on the CPU: use --sizes small",
+            file=sys.stderr,
+        )
+        return 2
+    only = set(resolve(split(args.only), decode.OPS)) if args.only else None
+    require("torch", purpose="acl-core bench --suite decode")
+    print(f"acl-core bench: backend {backend.name} ({caps.device_name}); decode suite ({args.sizes}) beside PyTorch")
+    body = decode.run(backend, args.sizes, only=only)
+    report = {**_header(backend, argv), "platform": caps.platform.value, "sizes": args.sizes, **body}
+    return _write(report, args.out or Path("reports") / f"bench-decode-{backend.name}.json", args.plot, "ops")
+
+
 def _host(args: argparse.Namespace, backend: Backend, argv: Sequence[str] | None) -> int:
     """Run the host suite beside NumPy, print its table, write its JSON and PNG, and return the exit status."""
     from acl_tools.bench import host, startup
@@ -194,6 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _collectives(args)
         backend = acl_core.get_backend(args.backend)
         backend.runtime.ensure_device()
+        if args.suite == "decode":
+            return _decode(args, backend, argv)
         return _ops(args, backend, argv) if args.suite == "ops" else _host(args, backend, argv)
     except (AclCoreError, UnknownName, MissingExtra) as exc:
         print(f"acl-core bench: {exc}" if not isinstance(exc, MissingExtra) else str(exc), file=sys.stderr)

@@ -261,11 +261,16 @@ def assemble(kernel: RowKernel, body: Sequence[str], *, row_loop: bool = True) -
 
 
 def element_loop(
-    kernel: RowKernel, body: Sequence[str], *, start: str = "threadIdx.x", step: str = "blockDim.x"
+    kernel: RowKernel,
+    body: Sequence[str],
+    *,
+    start: str = "threadIdx.x",
+    step: str = "blockDim.x",
+    stop: str = "len",
 ) -> list[str]:
-    """Lines walking the row's elements ``j``; in ``body``, ``o[k]`` is operand k's offset of element j."""
+    """Lines walking the row's elements ``j`` up to ``stop``; in ``body``, ``o[k]`` is operand k's offset of j."""
     return [
-        f"for (idx_t j = (idx_t){start}; j < len; j += (idx_t){step}) {{",
+        f"for (idx_t j = (idx_t)({start}); j < {stop}; j += (idx_t){step}) {{",
         "  idx_t o[ACL_NOPS];",
         "  for (int k = 0; k < ACL_NOPS; ++k) o[k] = base[k];",
         "  acl_offsets(m, j, ACL_OUTER, ACL_INNER, o);",
@@ -439,46 +444,10 @@ def _reduce(kernel: RowKernel) -> str:
     return assemble(kernel, body)
 
 
-def _arg(kernel: RowKernel) -> str:
-    """The first maximum (or minimum) of the row and its index; a NaN beats every number (torch's rule)."""
-    largest = bool(kernel.option("largest"))
-    acc = kernel.acc
-    value = load_as(kernel, "self", at(kernel, "self"), acc)
+def _arg_helper(largest: bool) -> list[str]:
+    """The ordering of (value, index) candidates every arg kernel shares: NaN first, then value, then index."""
     better = ">" if largest else "<"
-    body = [
-        "acc_t best = (acc_t)0;",
-        "long long at = -1;",
-    ]
-    body += element_loop(
-        kernel,
-        [
-            f"const acc_t v = (acc_t)({value});",
-            "if (acl_arg_better(v, (long long)j, best, at)) { best = v; at = (long long)j; }",
-        ],
-    )
-    body += [
-        "for (int offset = ACL_WARP_SIZE / 2; offset > 0; offset >>= 1) {",
-        "  const acc_t v = (acc_t)ACL_SHFL_DOWN(best, offset);",
-        "  const long long i = (long long)ACL_SHFL_DOWN(at, offset);",
-        "  if (acl_arg_better(v, i, best, at)) { best = v; at = i; }",
-        "}",
-        "__shared__ acc_t s_best[32];",
-        "__shared__ long long s_at[32];",
-        "if (threadIdx.x % ACL_WARP_SIZE == 0) {",
-        "  s_best[threadIdx.x / ACL_WARP_SIZE] = best;",
-        "  s_at[threadIdx.x / ACL_WARP_SIZE] = at;",
-        "}",
-        "__syncthreads();",
-        "if (threadIdx.x == 0) {",
-        "  const int warps = (int)((blockDim.x + ACL_WARP_SIZE - 1) / ACL_WARP_SIZE);",
-        "  for (int w = 1; w < warps; ++w)",
-        "    if (acl_arg_better(s_best[w], s_at[w], best, at)) { best = s_best[w]; at = s_at[w]; }",
-    ]
-    if kernel.has("out"):
-        body.append("  " + store_as(kernel, "out", at(kernel, "out", "base"), "best", acc))
-    body.append("  " + store_as(kernel, "indices", at(kernel, "indices", "base"), "at", D.ACL_INT64))
-    body += ["}", "__syncthreads();"]
-    helper = [
+    return [
         "// true when (v, i) should replace (best, at): NaN first, then the larger (smaller), then the lower index",
         "ACL_DEV bool acl_arg_better(acc_t v, long long i, acc_t best, long long at) {",
         "  if (i < 0) return false;",
@@ -489,9 +458,89 @@ def _arg(kernel: RowKernel) -> str:
         "  return i < at;",
         "}",
     ]
-    source = assemble(kernel, body)
+
+
+# the block's best (best, at) candidate, left in thread 0's registers (every thread must reach it)
+_ARG_COMBINE: Final = [
+    "for (int offset = ACL_WARP_SIZE / 2; offset > 0; offset >>= 1) {",
+    "  const acc_t v = (acc_t)ACL_SHFL_DOWN(best, offset);",
+    "  const long long i = (long long)ACL_SHFL_DOWN(at, offset);",
+    "  if (acl_arg_better(v, i, best, at)) { best = v; at = i; }",
+    "}",
+    "__shared__ acc_t s_best[32];",
+    "__shared__ long long s_at[32];",
+    "if (threadIdx.x % ACL_WARP_SIZE == 0) {",
+    "  s_best[threadIdx.x / ACL_WARP_SIZE] = best;",
+    "  s_at[threadIdx.x / ACL_WARP_SIZE] = at;",
+    "}",
+    "__syncthreads();",
+    "if (threadIdx.x == 0) {",
+    "  const int warps = (int)((blockDim.x + ACL_WARP_SIZE - 1) / ACL_WARP_SIZE);",
+    "  for (int w = 1; w < warps; ++w)",
+    "    if (acl_arg_better(s_best[w], s_at[w], best, at)) { best = s_best[w]; at = s_at[w]; }",
+    "}",
+]
+
+
+def _with_helper(kernel: RowKernel, source: str) -> str:
     marker = 'extern "C"'
-    return source.replace(marker, "\n".join(helper) + "\n" + marker, 1)
+    return source.replace(marker, "\n".join(_arg_helper(bool(kernel.option("largest")))) + "\n" + marker, 1)
+
+
+def _arg_store(kernel: RowKernel) -> list[str]:
+    """Thread 0 stores the row's result (the value for MaxDim, the index always)."""
+    lines = ["if (threadIdx.x == 0) {"]
+    if kernel.has("out"):
+        lines.append("  " + store_as(kernel, "out", at(kernel, "out", "base"), "best", kernel.acc))
+    lines.append("  " + store_as(kernel, "indices", at(kernel, "indices", "base"), "at", D.ACL_INT64))
+    return [*lines, "}", "__syncthreads();"]
+
+
+def _arg(kernel: RowKernel) -> str:
+    """The first maximum (or minimum) of the row and its index; a NaN beats every number (torch's rule).
+
+    With option ``slices`` (S > 1) this is the first pass of the split path for few long rows (decode's
+    ArgMax over the vocabulary): block ``b`` takes slice ``b % S`` of row ``b / S`` and writes its
+    candidate to ``part_v[b]`` / ``part_i[b]`` (-1 for an empty slice); ``arg_final`` then combines them.
+    """
+    slices = int(kernel.option("slices", 0) or 0)
+    value = load_as(kernel, "self", at(kernel, "self"), kernel.acc)
+    scan = ["acc_t best = (acc_t)0;", "long long at = -1;"]
+    step = [
+        f"const acc_t v = (acc_t)({value});",
+        "if (acl_arg_better(v, (long long)j, best, at)) { best = v; at = (long long)j; }",
+    ]
+    if slices < 2:
+        body = scan + element_loop(kernel, step) + _ARG_COMBINE + _arg_store(kernel)
+        return _with_helper(kernel, assemble(kernel, body))
+    body = [
+        f"const idx_t slices = (idx_t){slices};",
+        "const idx_t span = (len + slices - 1) / slices;",
+        "for (idx_t b = (idx_t)blockIdx.x; b < m.n * slices; b += (idx_t)gridDim.x) {",
+        "  const idx_t row = b / slices;",
+        "  const idx_t lo = (b % slices) * span;",
+        "  const idx_t hi = lo + span < len ? lo + span : len;",
+        "  idx_t base[ACL_NOPS];",
+        "  for (int k = 0; k < ACL_NOPS; ++k) base[k] = 0;",
+        "  acl_offsets(m, row, 0, ACL_OUTER, base);",
+        *("  " + line for line in scan + element_loop(kernel, step, start="lo + threadIdx.x", stop="hi")),
+        *("  " + line for line in _ARG_COMBINE),
+        "  if (threadIdx.x == 0) { p_part_v[b] = best; p_part_i[b] = at; }",
+        "  __syncthreads();",
+        "}",
+    ]
+    return _with_helper(kernel, assemble(kernel, body, row_loop=False))
+
+
+def _arg_final(kernel: RowKernel) -> str:
+    """The split path's second pass: one block per row combines the row's S slice candidates."""
+    step = [
+        "const acc_t v = p_part_v[row * len + j];",
+        "const long long i = p_part_i[row * len + j];",
+        "if (acl_arg_better(v, i, best, at)) { best = v; at = i; }",
+    ]
+    body = ["acc_t best = (acc_t)0;", "long long at = -1;", *element_loop(kernel, step)]
+    return _with_helper(kernel, assemble(kernel, body + _ARG_COMBINE + _arg_store(kernel)))
 
 
 def _moments(kernel: RowKernel) -> str:
@@ -596,6 +645,7 @@ def _cumsum(kernel: RowKernel) -> str:
 GENERATORS: dict[str, Callable[[RowKernel], str]] = {
     "reduce": _reduce,
     "arg": _arg,
+    "arg_final": _arg_final,
     "moments": _moments,
     "softmax": _softmax,
     "cumsum": _cumsum,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclnnError, AclnnStatus
+from acl_core.formats import Format
 from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels.ctypes_map import SUPPORTED, ctype
@@ -36,6 +37,7 @@ from acl_rocm.kernels.reduction import (
 )
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.elementwise import Prepared
+from acl_rocm.ops.program import Program, Step, Temp, run_program
 from acl_rocm.views import Geometry, coalesce, index_type
 
 if TYPE_CHECKING:
@@ -64,6 +66,20 @@ OPS: tuple[str, ...] = (
 """The aclnn operators this module runs."""
 
 BLOCKS_PER_UNIT = 8
+SPLIT_MIN_LENGTH = 8192
+"""Rows at least this long, when there are fewer rows than compute units, take the split arg path."""
+SLICE_ELEMENTS = 1024
+"""Row elements per block of the split path's first pass (four per thread of a 256-thread block)."""
+MAX_SLICES = 1024
+"""The most slices of one row (the second pass reduces them with one block)."""
+
+
+def arg_slices(rows: int, length: int, units: int) -> int:
+    """Slices per row of an arg-extremum call: 1 (a block per row) unless few rows are long (decode's
+    ArgMax over a 151,936-entry vocabulary), then enough blocks to fill the device."""
+    if rows >= units or length < SPLIT_MIN_LENGTH:
+        return 1
+    return max(1, min(MAX_SLICES, -(-length // SLICE_ELEMENTS), (units * BLOCKS_PER_UNIT) // rows))
 
 
 def refuse(op: str, what: str) -> AclnnError:
@@ -295,14 +311,19 @@ class ReductionRunner(RowRunner):
             if key in launch.memo:  # a repeated signature: the plan and packed arguments are reused
                 prepared = launch.memo[key]
             else:
-                prepared = launch.memo[key] = self.prepare(self.plan_call(op, launch))
-            self.launch_prepared(prepared, handle(launch.stream))
+                planned = self.plan_call(op, launch)
+                prepared = planned if isinstance(planned, Program) else self.prepare(planned)
+                launch.memo[key] = prepared
+            if isinstance(prepared, Program):
+                run_program(self.backend, prepared, handle(launch.stream))
+            else:
+                self.launch_prepared(prepared, handle(launch.stream))
 
         kernel.__name__ = f"rocm_{op}"
         return kernel
 
-    def plan_call(self, op: str, launch: Launch) -> RowPlan | None:
-        """The row kernel of one call."""
+    def plan_call(self, op: str, launch: Launch) -> RowPlan | Program | None:
+        """The row kernel of one call (a two-pass program for the split arg path)."""
         if op in ("Softmax", "LogSoftmax", "Cumsum"):
             return self._along(op, launch)
         if op in ("MaxDim", "ArgMax", "ArgMin"):
@@ -382,7 +403,7 @@ class ReductionRunner(RowRunner):
         acc = acc_dtype([x.dtype, out.dtype])
         return self.plan(op, "softmax", bound, outer_shape, inner_shape, acc, [("log", op == "LogSoftmax")])
 
-    def _arg(self, op: str, launch: Launch) -> RowPlan | None:
+    def _arg(self, op: str, launch: Launch) -> RowPlan | Program | None:
         x = _tensor(launch, "self")
         if x.numel == 0:
             return None
@@ -399,9 +420,68 @@ class ReductionRunner(RowRunner):
             values = _tensor(launch, "out")
             bound.append(bind("out", values, reduced_strides(values, x.rank, kept), (0,), write=True))
         bound.append(bind("indices", indices, reduced_strides(indices, x.rank, kept), (0,), write=True))
-        return self.plan(
-            op, "arg", bound, outer_shape, inner_shape, _compare_acc(x.dtype), [("largest", op != "ArgMin")]
+        acc = _compare_acc(x.dtype)
+        options: list[tuple[str, str | int | bool]] = [("largest", op != "ArgMin")]
+        rows, length = math.prod(outer_shape), math.prod(inner_shape)
+        slices = arg_slices(rows, length, self.backend.properties.compute_units)
+        if slices < 2:
+            return self.plan(op, "arg", bound, outer_shape, inner_shape, acc, options)
+        return self._split_arg(op, bound, outer_shape, inner_shape, acc, options, slices)
+
+    def _split_arg(
+        self,
+        op: str,
+        bound: list[Bound],
+        outer_shape: Sequence[int],
+        inner_shape: Sequence[int],
+        acc: D,
+        options: list[tuple[str, str | int | bool]],
+        slices: int,
+    ) -> Program:
+        """Two launches: each block finds its slice's candidate, then a block per row combines the slices.
+
+        The candidates live in one stream-ordered temporary (no host synchronisation: capturable).
+        """
+        rows = math.prod(outer_shape)
+        parts = rows * slices
+        prog = Program()
+        values_at = prog.temp(parts * 16)  # 8-byte candidates first, then their int64 indices
+        index_at = Temp(values_at.slot, parts * 8)
+        flat = (0,) * len(outer_shape)
+
+        def part(name: str, dtype: D) -> Bound:
+            # a placeholder tensor: the kernel indexes candidates itself; its address is the temporary's
+            placeholder = AclTensor((parts,), dtype, (1,), 0, Format.ACL_FORMAT_ND, (parts,), 0)
+            return bind(name, placeholder, flat, (0,), write=True)
+
+        first = self.plan(
+            op,
+            "arg",
+            [bound[0], part("part_v", acc), part("part_i", D.ACL_INT64)],
+            outer_shape,
+            inner_shape,
+            acc,
+            [*options, ("slices", slices)],
         )
+        second = self.plan(
+            op,
+            "arg_final",
+            [part("part_v", acc), part("part_i", D.ACL_INT64), *bound[1:]],
+            outer_shape,
+            (slices,),
+            acc,
+            options,
+        )
+        assert first is not None and second is not None  # rows > 0 here
+        p = self.backend.properties
+        grid = LaunchConfig((min(parts, p.max_grid_x), 1, 1), (BLOCK_THREADS, 1, 1))
+        for planned, config, temps in ((first, grid, (2, 3)), (second, second.config, (1, 2))):
+            values: list[Any] = list(planned.values)
+            values[temps[0]], values[temps[1]] = values_at, index_at
+            kernel = self._interned.setdefault(planned.kernel, planned.kernel)
+            function = self.backend.function(self.source(kernel), kernel.kernel_name)
+            prog.steps.append(Step(function, config, tuple(values)))
+        return prog
 
 
 def _as_1d(t: AclTensor) -> AclTensor:

@@ -1,0 +1,140 @@
+"""Decode-shape kernels on the GPU, compared with the NumPy reference (GPU tier; issue 15 item 7).
+
+ArgMax / ArgMin / MaxDim over a few long rows take the split path (a block per slice of a row, then a
+block per row over the slices' candidates): the first index wins ties, a NaN beats every number, and
+the result must not depend on where the slice boundaries fall. ``SMALL`` crosses those boundaries at
+sizes the CPU kernel emulator runs in seconds (``ACL_ROCM_EMULATE=1``); ``REAL`` is decode's own shape
+(Qwen3's 151,936-entry vocabulary, batch 1 and 8) for the GPU.
+"""
+
+from __future__ import annotations
+
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from acl_core import eager
+from acl_core.backend import Backend
+from acl_rocm.ops import reduction as reduction_ops
+
+pytestmark = pytest.mark.gpu
+
+EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
+VOCAB = 151_936
+
+SMALL = [(1, 8192), (1, 8193), (1, 12_345), (3, 9000)]
+"""(rows, length): the shortest split row, one element past a slice, a ragged last slice, several rows."""
+REAL = [(1, VOCAB), (8, VOCAB)]
+
+
+def _slices(rocm: Backend, rows: int, length: int) -> int:
+    return reduction_ops.arg_slices(rows, length, rocm.properties.compute_units)  # type: ignore[attr-defined]
+
+
+def _row(rng: np.random.Generator, shape: tuple[int, int], dtype: type, plant: str) -> np.ndarray:
+    """Values with many ties (small integers) and, per ``plant``, the extreme placed where slices meet."""
+    x = rng.integers(-50, 50, shape).astype(np.float32)
+    length = shape[1]
+    if plant == "ties":  # the same maximum at both ends of a slice boundary and at the row's end
+        span = -(-length // max(2, length // reduction_ops.SLICE_ELEMENTS))
+        for at in (span - 1, span, length - 1):
+            x[:, min(at, length - 1)] = 99
+    elif plant == "nan":  # NaN beats the maximum; the first NaN wins
+        x[:, length // 2] = 99
+        x[:, length - 3] = np.nan
+        x[:, length - 1] = np.nan
+    return x.astype(dtype)
+
+
+def _check(rocm: Backend, reference: Backend, op: str, x: np.ndarray) -> None:
+    args = {"self": x, "dim": -1, "keepdim": False}
+    expected = eager.run(op, reference, **args)
+    actual = eager.run(op, rocm, **args)
+    assert actual.keys() == expected.keys()
+    for name, value in expected.items():
+        np.testing.assert_array_equal(actual[name], value, err_msg=f"{op} {name} rows x length {x.shape}")
+
+
+def _sizes() -> list[tuple[int, int]]:
+    return SMALL if EMULATED else SMALL + REAL
+
+
+@pytest.mark.parametrize("shape", _sizes(), ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("plant", ["ties", "nan", "random"])
+def test_split_argmax_matches_reference(rocm: Backend, reference: Backend, shape: tuple[int, int], plant: str) -> None:
+    assert _slices(rocm, *shape) > 1, "these shapes are meant to take the split path"
+    rng = np.random.default_rng(7)
+    for dtype in (ml_dtypes.bfloat16, np.float16, np.float32):
+        _check(rocm, reference, "ArgMax", _row(rng, shape, dtype, plant))
+
+
+@pytest.mark.parametrize("op", ["ArgMin", "MaxDim"])
+def test_split_argmin_and_maxdim(rocm: Backend, reference: Backend, op: str) -> None:
+    rng = np.random.default_rng(3)
+    for plant in ("ties", "nan"):
+        x = _row(rng, (2, 10_000), np.float32, plant)
+        _check(rocm, reference, op, -x if op == "ArgMin" else x)
+
+
+def test_split_argmax_integers(rocm: Backend, reference: Backend) -> None:
+    x = np.random.default_rng(5).integers(-(2**40), 2**40, (1, 9001)).astype(np.int64)
+    x[0, [100, 4000, 9000]] = 2**41  # ties at three slices
+    _check(rocm, reference, "ArgMax", x)
+
+
+def test_split_path_is_two_launches_and_no_host_work_between(rocm: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A split ArgMax is two launches with nothing but stream-ordered allocation between them: no copy, no
+    synchronisation (so nothing stops stream capture), and its temporary is freed on the stream."""
+    provider = rocm.provider  # type: ignore[attr-defined]
+    log: list[str] = []
+    depth = [0]  # a provider method calling another (the base malloc_async) logs only the outer call
+    watched = [n for n in dir(provider) if not n.startswith("_") and callable(getattr(provider, n))]
+    for name in watched:
+        real = getattr(provider, name)
+
+        def logged(*args: object, _name: str = name, _real: object = real, **kwargs: object) -> object:
+            if not depth[0]:
+                log.append(_name)
+            depth[0] += 1
+            try:
+                return _real(*args, **kwargs)  # type: ignore[operator]
+            finally:
+                depth[0] -= 1
+
+        monkeypatch.setattr(provider, name, logged)
+    values = np.arange(20_000, dtype=np.float32)
+    values[[777, 15_000]] = 20_000  # the first of two maxima, in different slices
+    got = eager.run("ArgMax", rocm, self=values[None, :], dim=-1, keepdim=False)
+    monkeypatch.undo()
+    assert int(got["out"][0]) == 777
+    launches = [i for i, name in enumerate(log) if name == "launch"]
+    assert len(launches) == 2, log
+    first = log.index("malloc_async")
+    between = set(log[first : launches[-1] + 1]) - {"launch", "malloc_async", "get_device"}
+    assert not between, f"host work inside the op: {sorted(between)}"
+    assert "free_async" in log[launches[-1] :]
+
+
+def test_split_argmax_captures_and_replays_bit_for_bit(rocm: Backend) -> None:
+    """The split path (two launches and a stream-ordered temporary) inside a captured graph, replayed with
+    its logits changed in place, equals its eager runs; batch 1 and several rows."""
+    from tests.rocm.capture_harness import OpCall, compare_replay
+
+    if not rocm.capabilities().stream_capture:
+        pytest.fail(f"rocm does not capture here: {rocm.capabilities().notes.get('stream_capture')}")
+    rng = np.random.default_rng(9)
+    calls = [
+        OpCall(
+            rocm, "ArgMax", {"self": _row(rng, (1, 12_345), ml_dtypes.bfloat16, "ties"), "dim": -1, "keepdim": False}
+        ),
+        OpCall(rocm, "MaxDim", {"self": _row(rng, (3, 9000), np.float32, "nan"), "dim": 1, "keepdim": True}),
+    ]
+    stream = rocm.runtime.create_stream()  # type: ignore[attr-defined]
+    try:
+        rocm.driver.graph_destroy(compare_replay(calls, stream))  # type: ignore[attr-defined]
+    finally:
+        for c in calls:
+            c.free()
+        rocm.runtime.destroy_stream(stream)  # type: ignore[attr-defined]

@@ -1,0 +1,257 @@
+"""``acl-core bench --suite decode``: the kernels of one decode token, beside PyTorch, against HBM speed.
+
+Issue 15 item 7's shapes (a Qwen3-0.6B-shaped bf16 model): ArgMax over the 151,936-entry vocabulary,
+IncreFlashAttention with one query token against a KV cache of up to 32k (16 query heads, 8 KV heads,
+D 128), the small-M GEMMs of the layers and the LM head (M 1, 8, 16), AddRmsNorm of the residual and
+ApplyRotaryPosEmb of q and k. Every case times phase 2 of a prepared aclnn call and the PyTorch
+equivalent in alternating rounds (:func:`~acl_tools.bench.timing.measure_interleaved`), and reports
+microseconds and the bytes it must move per call as GB/s and as a fraction of the device's HBM figure
+(:data:`HBM_GBPS`; ``ACL_BENCH_HBM_GBPS`` overrides it). The targets: ArgMax <= 10 us, decode attention
+and the GEMMs near HBM speed (the GEMMs >= 70%).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from typing import Any
+
+from acl_core import aclnn
+from acl_core.backend import Backend
+from acl_core.dtypes import DataType as D
+from acl_core.eager import DeviceArray, empty
+from acl_tools.bench.ops import SIZES, Case, Sizes, Suite
+
+VOCAB = 151_936
+HIDDEN, INTERMEDIATE, HEADS, KV_HEADS, HEAD_DIM = 1024, 3072, 16, 8, 128
+"""Qwen3-0.6B's shape."""
+
+HBM_GBPS: dict[str, float] = {"H200": 4800.0, "H100": 3350.0, "MI300X": 5300.0, "MI325X": 6000.0}
+"""Peak HBM bandwidth by device-name fragment (vendor figures, GB/s)."""
+
+OPS = ("ArgMax", "IncreFlashAttention", "Matmul", "AddRmsNorm", "ApplyRotaryPosEmb")
+"""The names ``--only`` picks from in the decode suite."""
+
+FULL_SHAPES: dict[str, Any] = {
+    "argmax_rows": (1, 8),
+    "kv_lengths": (1024, 4096, 32_768),
+    "gemm_m": (1, 8, 16),
+    "gemm_kn": ((HIDDEN, INTERMEDIATE), (INTERMEDIATE, HIDDEN), (HIDDEN, 2 * HIDDEN), (HIDDEN, VOCAB)),
+    "rows": (1, 8),
+    "vocab": VOCAB,
+    "hidden": HIDDEN,
+}
+SMALL_SHAPES: dict[str, Any] = {
+    "argmax_rows": (1,),
+    "kv_lengths": (64,),
+    "gemm_m": (1,),
+    "gemm_kn": ((64, 96),),
+    "rows": (1,),
+    "vocab": 10_000,
+    "hidden": 64,
+}
+"""Seconds on a CPU (the reference beside torch on the CPU), for tests."""
+
+
+def hbm_gbps(device_name: str) -> float | None:
+    """The device's HBM figure in GB/s (``ACL_BENCH_HBM_GBPS`` first, then :data:`HBM_GBPS`), or None."""
+    forced = os.environ.get("ACL_BENCH_HBM_GBPS")
+    if forced:
+        return float(forced)
+    for fragment, gbps in HBM_GBPS.items():
+        if fragment.lower() in device_name.lower():
+            return gbps
+    return None
+
+
+class DecodeSuite(Suite):
+    """The decode cases of one size on one backend beside PyTorch (every case in alternating rounds)."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        sizes: Sizes,
+        shapes: dict[str, Any],
+        progress: Callable[[str], None] = print,
+        only: set[str] | None = None,
+    ) -> None:
+        super().__init__(backend, sizes, progress, only)
+        self.shapes = shapes
+
+    def _run(self, case: Case, acl: Callable[[], tuple[Callable[[], None], Any]], torch_fn: Any, op: str) -> None:
+        self.case(case, acl, torch_fn, op, interleaved=True)
+
+    def argmax(self) -> None:
+        """ArgMax over the vocabulary (bf16 logits), batch 1 and 8, beside ``torch.argmax``."""
+        if not self.wanted("ArgMax"):
+            return
+        vocab = self.shapes["vocab"]
+        for rows in self.shapes["argmax_rows"]:
+
+            def acl(rows: int = rows) -> tuple[Callable[[], None], Any]:
+                return self.prepared(
+                    "ArgMax", {"self": self.array((rows, vocab), D.ACL_BF16), "dim": -1, "keepdim": False}
+                )
+
+            def torch_fn(rows: int = rows) -> Callable[[], object]:
+                x = self.tensor((rows, vocab), D.ACL_BF16)
+                return lambda: self.torch.argmax(x, dim=-1)
+
+            case = Case("ArgMax", f"[{rows},{vocab}]", "bf16", "GB/s", rows * vocab * 2)
+            self._run(case, acl, torch_fn, "ArgMax")
+
+    def attention(self) -> None:
+        """IncreFlashAttention (BSND, one query token, GQA 16/8, D 128) beside SDPA with ``enable_gqa``."""
+        if not self.wanted("IncreFlashAttention"):
+            return
+        for skv in self.shapes["kv_lengths"]:
+
+            def acl(skv: int = skv) -> tuple[Callable[[], None], Any]:
+                q = self.array((1, 1, HEADS, HEAD_DIM), D.ACL_BF16)
+                k, v = (self.array((1, skv, KV_HEADS, HEAD_DIM), D.ACL_BF16) for _ in range(2))
+                lists = [aclnn.aclCreateTensorList([t.tensor()]) for t in (k, v)]
+                args: dict[str, Any] = {"query": q, "key": lists[0], "value": lists[1], "numHeads": HEADS}
+                args |= {"scaleValue": 1 / math.sqrt(HEAD_DIM), "inputLayout": "BSND", "numKeyValueHeads": KV_HEADS}
+                launch, free = self.prepared("IncreFlashAttention", args)
+                return launch, _also_free(free, k, v)
+
+            def torch_fn(skv: int = skv) -> Callable[[], object]:
+                q = self.tensor((1, HEADS, 1, HEAD_DIM), D.ACL_BF16)
+                k, v = (self.tensor((1, KV_HEADS, skv, HEAD_DIM), D.ACL_BF16) for _ in range(2))
+                sdpa = self.torch.nn.functional.scaled_dot_product_attention
+                return lambda: sdpa(q, k, v, enable_gqa=True)
+
+            nbytes = 2 * skv * KV_HEADS * HEAD_DIM * 2  # K and V are read once; q and the output are noise
+            case = Case(
+                "IncreFlashAttention decode", f"Skv{skv} N{HEADS}/{KV_HEADS} D{HEAD_DIM}", "bf16", "GB/s", nbytes
+            )
+            self._run(case, acl, torch_fn, "IncreFlashAttention")
+
+    def gemms(self) -> None:
+        """Matmul [M,K] x [K,N] in bf16 for decode's M, beside ``torch.matmul``; the weight read dominates."""
+        if not self.wanted("Matmul"):
+            return
+        for k, n in self.shapes["gemm_kn"]:
+            for m in self.shapes["gemm_m"]:
+
+                def acl(m: int = m, k: int = k, n: int = n) -> tuple[Callable[[], None], Any]:
+                    a, b = self.array((m, k), D.ACL_BF16), self.array((k, n), D.ACL_BF16)
+                    out = empty((m, n), D.ACL_BF16, self.backend)
+                    return self.prepared("Matmul", {"self": a, "mat2": b, "out": out, "cubeMathType": 0})
+
+                def torch_fn(m: int = m, k: int = k, n: int = n) -> Callable[[], object]:
+                    a, b, o = (
+                        self.tensor((m, k), D.ACL_BF16),
+                        self.tensor((k, n), D.ACL_BF16),
+                        self.tensor((m, n), D.ACL_BF16),
+                    )
+                    return lambda: self.torch.matmul(a, b, out=o)
+
+                nbytes = 2 * (k * n + m * k + m * n)
+                self._run(Case("Matmul small-M", f"M{m} K{k} N{n}", "bf16", "GB/s", nbytes), acl, torch_fn, "Matmul")
+
+    def add_rms_norm(self) -> None:
+        """AddRmsNorm of the residual (one launch on rocm) beside torch's add then ``rms_norm``."""
+        if not self.wanted("AddRmsNorm"):
+            return
+        hidden = self.shapes["hidden"]
+        for rows in self.shapes["rows"]:
+
+            def acl(rows: int = rows) -> tuple[Callable[[], None], Any]:
+                x1, x2 = self.array((rows, hidden), D.ACL_BF16), self.array((rows, hidden), D.ACL_BF16)
+                args = {"x1": x1, "x2": x2, "gamma": self.array((hidden,), D.ACL_BF16), "epsilon": 1e-6}
+                return self.prepared("AddRmsNorm", args)
+
+            def torch_fn(rows: int = rows) -> Callable[[], object]:
+                x1, x2 = self.tensor((rows, hidden), D.ACL_BF16), self.tensor((rows, hidden), D.ACL_BF16)
+                w = self.tensor((hidden,), D.ACL_BF16)
+                rms_norm = self.torch.nn.functional.rms_norm
+                return lambda: rms_norm(x1 + x2, (hidden,), w, 1e-6)
+
+            nbytes = 2 * (4 * rows * hidden + hidden)  # x1, x2 in; y and x1 + x2 out; gamma
+            self._run(Case("AddRmsNorm", f"[{rows},{hidden}]", "bf16", "GB/s", nbytes), acl, torch_fn, "AddRmsNorm")
+
+    def rope(self) -> None:
+        """ApplyRotaryPosEmb of q and k in place (BSND, one token) beside torch's rotate-half on both."""
+        if not self.wanted("ApplyRotaryPosEmb"):
+            return
+        for rows in self.shapes["rows"]:
+
+            def acl(rows: int = rows) -> tuple[Callable[[], None], Any]:
+                q = self.array((rows, 1, HEADS, HEAD_DIM), D.ACL_BF16)
+                k = self.array((rows, 1, KV_HEADS, HEAD_DIM), D.ACL_BF16)
+                cos, sin = (self.array((rows, 1, 1, HEAD_DIM), D.ACL_BF16) for _ in range(2))
+                return self.prepared(
+                    "ApplyRotaryPosEmb", {"queryRef": q, "keyRef": k, "cos": cos, "sin": sin, "layout": 1}
+                )
+
+            def torch_fn(rows: int = rows) -> Callable[[], object]:
+                q = self.tensor((rows, 1, HEADS, HEAD_DIM), D.ACL_BF16)
+                k = self.tensor((rows, 1, KV_HEADS, HEAD_DIM), D.ACL_BF16)
+                cos, sin = (self.tensor((rows, 1, 1, HEAD_DIM), D.ACL_BF16) for _ in range(2))
+                half = HEAD_DIM // 2
+
+                def rotate(x: Any) -> Any:
+                    return self.torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+                def call() -> None:
+                    q.copy_(q * cos + rotate(q) * sin)
+                    k.copy_(k * cos + rotate(k) * sin)
+
+                return call
+
+            nbytes = 2 * (2 * rows * (HEADS + KV_HEADS) * HEAD_DIM + 2 * rows * HEAD_DIM)
+            case = Case("ApplyRotaryPosEmb q+k", f"B{rows} N{HEADS}/{KV_HEADS} D{HEAD_DIM}", "bf16", "GB/s", nbytes)
+            self._run(case, acl, torch_fn, "ApplyRotaryPosEmb")
+
+    def run_decode(self) -> dict[str, Any]:
+        """Every decode case; rows gain ``acl_us``, ``torch_us`` and the fraction of HBM each side reaches."""
+        import acl_core
+
+        acl_core.use_backend(self.backend.name)
+        try:
+            self.argmax()
+            self.attention()
+            self.gemms()
+            self.add_rms_norm()
+            self.rope()
+        finally:
+            self.rt.destroy_stream(self.stream)
+            acl_core.use_backend(None)
+        hbm = hbm_gbps(self.caps.device_name)
+        rows = []
+        for c in self.cases:
+            row = c.to_json()
+            row["acl_us"] = c.acl_ms * 1e3 if c.acl_ms else None
+            row["torch_us"] = c.torch_ms * 1e3 if c.torch_ms else None
+            if hbm:
+                for side in ("acl", "torch"):
+                    gbps = row["metric"][side]
+                    row[f"{side}_fraction_of_hbm"] = gbps / hbm if gbps else None
+            rows.append(row)
+        return {"hbm_GBps": hbm, "cases": rows}
+
+
+def _also_free(free: Callable[[], None], *arrays: DeviceArray) -> Callable[[], None]:
+    """``free`` followed by freeing ``arrays`` (tensors passed inside tensor lists)."""
+
+    def cleanup() -> None:
+        free()
+        for a in arrays:
+            a.free()
+
+    return cleanup
+
+
+def run(
+    backend: Backend, size: str = "small", progress: Callable[[str], None] = print, only: set[str] | None = None
+) -> dict[str, Any]:
+    """Run the decode suite of ``size`` on ``backend`` beside PyTorch; returns the JSON body (no header)."""
+    shapes = FULL_SHAPES if size == "full" else SMALL_SHAPES
+    suite = DecodeSuite(backend, SIZES[size], shapes, progress, only)
+    body = suite.run_decode()
+    torch = suite.torch
+    name = torch.cuda.get_device_name() if suite.device.type == "cuda" else "cpu"
+    body["torch"] = {"version": torch.__version__, "device": f"{suite.device.type} ({name})"}
+    return body
