@@ -4,7 +4,8 @@
 # Usage (repository root, on the GPU machine): bash scripts/gpu_run.sh [pytest args...]
 # Each step has its own time limit (seconds, overridable) so the whole run ends inside a 10-minute call;
 # CONFORMANCE_MODE=--quick and QWEN=short make a shorter run when device time is scarce; BENCH=0 and
-# QWEN=none leave out the benchmarks and Qwen3 (a correctness-only run).
+# QWEN=none leave out the benchmarks and Qwen3 (a correctness-only run); TESTS=0 leaves out the test tier and
+# conformance (the second call of a run split in two: correctness first, then speed).
 # The GPU machine has no registry: fetch the wheels it lacks here first, into the git-ignored .whl/:
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
@@ -55,6 +56,7 @@ PY
 echo "MXFP8_FORCE_HW=1 acl-core caps rocm (must be refused where the GPU has no native MX GEMM):"
 MXFP8_FORCE_HW=1 python3 -m acl_core caps rocm; echo "exit: $?"
 
+if [ "${TESTS:-1}" = 1 ]; then  # TESTS=0 skips the test tier and conformance
 # The test tier and conformance share the GPU; both are correctness runs, so they go side by side.
 step "GPU test tier (pytest -m gpu tests/rocm) beside conformance rocm ${CONFORMANCE_MODE:---full}"
 timeout "${TESTS_TIMEOUT:-220}" python3 -m pytest -m gpu tests/rocm -q -rfEs -n "${PYTEST_WORKERS:-8}" \
@@ -66,12 +68,17 @@ conformance=$!
 wait $tests; echo "pytest exit: $?"; grep -E "^(FAILED|ERROR)|passed|failed" "$WORK/pytest_gpu.log" | tail -40
 wait $conformance; echo "conformance exit: $?"; tail -30 "$WORK/conformance.log"
 cp "$WORK/conformance/report.json" "$OUT/conformance.json" 2>/dev/null || true
+fi
 
 if [ "${BENCH:-1}" = 1 ]; then  # BENCH=0 skips the benchmarks (a correctness-only run)
 step "benchmarks: acl-core bench --backend rocm --suite ops --sizes full (beside torch on the same GPU)"
 timeout "${BENCH_TIMEOUT:-120}" python3 -m acl_core bench --backend rocm --suite ops --sizes full \
   --out "$OUT/bench_ops.json" --plot "$OUT/bench_ops.png"
 echo "bench exit: $?"
+step "benchmarks: acl-core bench --backend rocm --suite decode --sizes full (decode shapes beside torch)"
+timeout "${DECODE_BENCH_TIMEOUT:-90}" python3 -m acl_core bench --backend rocm --suite decode --sizes full \
+  --out "$WORK/bench_decode.json"
+echo "decode bench exit: $?"
 fi
 
 if [ "${QWEN:-full}" != none ]; then  # QWEN=none skips Qwen3
