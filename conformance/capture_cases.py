@@ -95,7 +95,7 @@ def _captured(
     rt.ensure_device()
     readable = [p for p in spec.params if p.role is not Role.OUT and p.kind in (Kind.TENSOR, Kind.TENSOR_LIST)]
     conv = _Arguments(backend, "contiguous")
-    sources: list[eager.DeviceArray] = []
+    staged: list[Any] = []
     stream = rt.create_stream()
     model = workspace = 0
     try:
@@ -122,15 +122,19 @@ def _captured(
         finally:
             model = rt.ri_capture_end(stream)
         for round_, (values, want) in enumerate(zip(inputs, expected)):
-            for p in readable:  # the new inputs, written in place by async copies on the replay's stream
+            # The new inputs, placed exactly as eager.run places them (packed private formats included),
+            # then written in place over the captured call's inputs by async copies on the replay's stream.
+            placed_new = _Arguments(backend, "contiguous")
+            staged.append(placed_new)
+            placed_new.convert(spec, values)
+            for p in readable:
                 placed = conv.arrays.get(p.name)
-                if placed is None:
+                fresh = placed_new.arrays.get(p.name)
+                if placed is None or fresh is None:
                     continue
                 targets = placed if isinstance(placed, list) else [placed]
-                news = values[p.name] if isinstance(placed, list) else [values[p.name]]
-                for target, new in zip(targets, news):
-                    src = eager.to_device(np.asarray(new), backend, dtype=target.dtype)
-                    sources.append(src)
+                news = fresh if isinstance(fresh, list) else [fresh]
+                for target, src in zip(targets, news):
                     rt.memcpy_async(
                         target.address,
                         target.nbytes,
@@ -159,7 +163,7 @@ def _captured(
         rt.destroy_stream(stream)
         if workspace:
             rt.free(workspace)
-        for src in sources:
-            src.free()
+        for placed_new in staged:
+            placed_new.free()
         conv.free()
     return runner._pass(case)
