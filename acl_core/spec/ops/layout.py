@@ -26,7 +26,8 @@ from acl_core.dtypes import DataType as D
 from acl_core.formats import Format
 from acl_core.nz import NZ_FORMATS, NzArray, c0_for, check_nz_tensor, is_nz, nz_shape
 from acl_core.spec import samples as S
-from acl_core.spec.ops.matmul import CUBE_MATH_TYPES, matmul_dtype, operand_precision
+from acl_core.spec.accuracy import last_dim, reduction
+from acl_core.spec.ops.matmul import CUBE_MATH_TYPES, GEMM_REASON, matmul_dtype, operand_precision
 from acl_core.spec.opspec import (
     INVALID,
     Call,
@@ -159,7 +160,14 @@ def _matmul_weight_nz() -> OpSpec:
         yield ErrorSample({"self": a, "mat2": b, "cubeMathType": 7}, INVALID, "undocumented cubeMathType")
 
     return OpSpec(
-        "MatmulWeightNz", FAMILY, params, infer, samples=gen, error_samples=errors, summary="self @ mat2 (NZ)"
+        "MatmulWeightNz",
+        FAMILY,
+        params,
+        infer,
+        samples=gen,
+        error_samples=errors,
+        summary="self @ mat2 (NZ)",
+        accuracy=reduction(length_of=last_dim("self"), reason=GEMM_REASON),  # a GEMM, not the family's copy class
     )
 
 

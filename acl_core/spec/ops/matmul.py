@@ -944,11 +944,11 @@ SPECS: list[OpSpec] = [
     _InplaceBaddbmm,
     _GroupedMatmulV5,
 ]
-_GEMM = "K products summed in float32 (or wider), then the epilogue: the standard γ_K·Σ|a·b| bound"
+GEMM_REASON = "K products summed in float32 (or wider), then the epilogue: the standard γ_K·Σ|a·b| bound"
 ACCURACY = {
-    **{op: reduction(length_of=last_dim("self"), reason=_GEMM) for op in ("Matmul", "Mm", "BatchMatMul")},
-    **{op: reduction(length_of=last_dim("mat1", 2), reason=_GEMM) for op in ("Addmm", "InplaceAddmm")},
-    **{op: reduction(length_of=last_dim("batch1", 2), reason=_GEMM) for op in ("Baddbmm", "InplaceBaddbmm")},
+    **{op: reduction(length_of=last_dim("self"), reason=GEMM_REASON) for op in ("Matmul", "Mm", "BatchMatMul")},
+    **{op: reduction(length_of=last_dim("mat1", 2), reason=GEMM_REASON) for op in ("Addmm", "InplaceAddmm")},
+    **{op: reduction(length_of=last_dim("batch1", 2), reason=GEMM_REASON) for op in ("Baddbmm", "InplaceBaddbmm")},
     "GroupedMatmulV5": table(
         "its float path is a GEMM, but its quantised paths take int8 operands with per-channel scales, whose"
         " M = |x|·|w|·|scale| the magnitudes run (absolute values of float inputs only) cannot form"
