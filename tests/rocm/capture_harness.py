@@ -128,6 +128,31 @@ def run_eager(calls: Sequence[OpCall], stream: int, variant: int) -> list[dict[s
     return [c.outputs() for c in calls]
 
 
+def front_end_replays(calls: Sequence[OpCall], stream: int, mode: int) -> int:
+    """Capture ``calls`` through aclmdlRICapture*, replay both variants with ri_execute_async, each equal to eager.
+
+    Returns the model running instance (the caller destroys it).
+    """
+    from acl_core.spec.runtime import CaptureStatus
+
+    rt = calls[0].backend.runtime
+    want = [run_eager(calls, stream, v) for v in (0, 1)]
+    prepared = [c.prepare() for c in calls]
+    rt.ri_capture_begin(stream, mode)
+    status, _model = rt.ri_capture_get_info(stream)
+    assert status == CaptureStatus.ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE
+    for c, p in zip(calls, prepared):
+        c.enqueue(p, stream)
+    model = rt.ri_capture_end(stream)
+    for variant in (0, 1):
+        for c in calls:
+            c.fill(variant)
+        rt.ri_execute_async(model, stream)
+        rt.synchronize_stream(stream)
+        assert_bitwise([c.outputs() for c in calls], want[variant], f"replay {variant}")
+    return int(model)
+
+
 def capture(calls: Iterable[OpCall], stream: int) -> Any:
     """Phase 1 of every call, then their phase 2 captured on ``stream``; the driver's graph."""
     calls = list(calls)

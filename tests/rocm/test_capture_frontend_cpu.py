@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from acl_core.errors import AclError, AclnnError
-from acl_core.spec.runtime import CaptureMode, CaptureStatus
+from acl_core.spec.runtime import CaptureMode
 from acl_rocm.backend import RocmBackend
-from tests.rocm.capture_harness import OpCall, assert_bitwise, run_eager, write
+from tests.rocm.capture_harness import OpCall, front_end_replays, write
 
 RELAXED = int(CaptureMode.ACL_MODEL_RI_CAPTURE_MODE_RELAXED)
 GLOBAL = int(CaptureMode.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL)
@@ -29,20 +29,7 @@ def test_a_captured_chain_replays_through_execute_async_bit_for_bit(emulated: Ro
     ]
     stream = rt.create_stream()
     try:
-        want = [run_eager(calls, stream, v) for v in (0, 1)]
-        prepared = [c.prepare() for c in calls]
-        rt.ri_capture_begin(stream, GLOBAL)
-        status, _model = rt.ri_capture_get_info(stream)
-        assert status == CaptureStatus.ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE
-        for c, p in zip(calls, prepared):
-            c.enqueue(p, stream)
-        model = rt.ri_capture_end(stream)
-        for variant in (0, 1):
-            for c in calls:
-                c.fill(variant)
-            rt.ri_execute_async(model, stream)
-            rt.synchronize_stream(stream)
-            assert_bitwise([c.outputs() for c in calls], want[variant], f"replay {variant}")
+        model = front_end_replays(calls, stream, GLOBAL)
         rt.ri_destroy(model)
         with pytest.raises(AclError):
             rt.ri_execute_async(model, stream)

@@ -22,7 +22,13 @@ from acl_core.errors import AclnnError
 from acl_core.spec.collective import HcclDataType, HcclReduceOp
 from acl_core.spec.ops import all_specs
 from acl_core.spec.runtime import CaptureMode, MemcpyKind
-from tests.rocm.capture_harness import OpCall, assert_bitwise, capture, compare_replay, run_eager, write
+from tests.rocm.capture_harness import (
+    OpCall,
+    capture,
+    compare_replay,
+    front_end_replays,
+    write,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -281,18 +287,7 @@ def test_the_aclmdlri_front_end_replays_a_chain_bit_for_bit(b: Backend) -> None:
     ]
     stream = rt.create_stream()
     try:
-        want = [run_eager(calls, stream, v) for v in (0, 1)]
-        prepared = [c.prepare() for c in calls]
-        rt.ri_capture_begin(stream, int(CaptureMode.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL))
-        for c, p in zip(calls, prepared):
-            c.enqueue(p, stream)
-        model = rt.ri_capture_end(stream)
-        for variant in (0, 1):
-            for c in calls:
-                c.fill(variant)
-            rt.ri_execute_async(model, stream)
-            rt.synchronize_stream(stream)
-            assert_bitwise([c.outputs() for c in calls], want[variant], f"replay {variant}")
+        model = front_end_replays(calls, stream, int(CaptureMode.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL))
         rt.ri_destroy(model)
     finally:
         for c in calls:
