@@ -11,6 +11,7 @@ import numpy as np
 
 from acl_conformance.tolerances import Tolerance
 from acl_core.dtypes import DataType, from_numpy
+from acl_core.spec.accuracy import PRECISION
 
 ToleranceFor = Callable[[DataType], Tolerance]
 Detail = dict[str, Any]
@@ -81,6 +82,19 @@ def ulp_size(expected: np.ndarray, dtype: DataType) -> np.ndarray:
     return np.maximum(np.exp2(exponent - int(info.nmant)), step)
 
 
+def fractional_ulps(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    """``|actual - expected|`` in ulps of ``expected``'s (narrower) dtype at each element; complex: the worse part.
+
+    Fractional, since ``actual`` (in a wider dtype) may hold bits ``expected``'s dtype lacks: an exact
+    class still needs 0, so a float32 op computed in float64 into a float64 output fails it.
+    """
+    parts = _real_parts(np.asarray(expected))
+    step = ulp_size(parts, DataType.ACL_FLOAT)  # the step comes from ``parts``' own dtype
+    wide = _real_parts(np.asarray(actual)).astype(np.float64)
+    dist = np.abs(wide - parts.astype(np.float64)) / step
+    return dist.max(axis=-1) if np.asarray(expected).dtype.kind == "c" else dist
+
+
 def _even(arr: np.ndarray) -> np.ndarray:
     """True where a 16-bit float's last significand bit is 0."""
     return (arr.view(np.uint16) & 1) == 0
@@ -97,17 +111,36 @@ def worst_ulp(actual: np.ndarray, expected: np.ndarray) -> int:
     return int(ulp_distance(a, e)[both].max())
 
 
+def measured_dtype(output: DataType, compute: DataType | None) -> DataType:
+    """The dtype a float output's error is measured in: ``compute`` where it is the narrower float, else ``output``.
+
+    An op that rounds once in its computation dtype and writes a wider output only widens that
+    result (a float32 Pow into a float64 ``out`` holds a float32 value), so its error is one of
+    ``compute``: measured in ``output``'s ulps one float32 ulp reads 2^29. A computation as wide as
+    the output (float64 Pow) is measured in the output's ulps, so computing it narrower still fails.
+    """
+    if compute is None or output.is_complex != compute.is_complex:
+        return output
+    narrow, wide = PRECISION.get(compute), PRECISION.get(output)
+    if narrow is None or wide is None or narrow >= wide or compute.numpy is None:
+        return output
+    return compute
+
+
 def compare_array(
     name: str,
     actual: Any,
     expected: np.ndarray,
     tolerance_for: ToleranceFor,
     magnitude: np.ndarray | None = None,
+    compute: DataType | None = None,
 ) -> Mismatch | None:
     """None when ``actual`` matches ``expected``: same dtype and shape, values within tolerance, NaN for NaN.
 
     ``magnitude`` is the reference's result on the absolute values of the inputs (the ``M`` of a
-    reduction class); float outputs report their worst ulp error.
+    reduction class); float outputs report their worst ulp error. ``compute``, the dtype a
+    single-rounding op computes in, makes a wider output's error measured in its ulps
+    (:func:`measured_dtype`, :func:`fractional_ulps`).
     """
     actual = np.asarray(actual)
     if actual.dtype != expected.dtype:
@@ -140,19 +173,27 @@ def compare_array(
             f"first at {list(index)}: {_fmt(actual[index])} vs {_fmt(expected[index])}",
             _jsonable(detail),
         )
-    tol = tolerance_for(dtype)
+    measured = measured_dtype(dtype, compute)
+    tol = tolerance_for(measured)
     a, e = _wide(actual), _wide(expected)
     a_nan, e_nan = np.isnan(a), np.isnan(e)
     a_inf, e_inf = np.isinf(a), np.isinf(e)
     finite = ~(a_nan | e_nan | a_inf | e_inf)
-    dist = np.where(finite, ulp_distance(actual, expected), 0)
+    widened = ""
     with np.errstate(all="ignore"):
+        if measured == dtype:
+            in_actual, in_expected = actual, expected
+            dist = np.where(finite, ulp_distance(actual, expected), 0)
+        else:
+            in_actual, in_expected = actual.astype(measured.numpy), expected.astype(measured.numpy)
+            dist = np.where(finite, fractional_ulps(actual, in_expected), 0.0)
+            widened = f" (measured in {measured.short} ulps, the dtype the op computes in)"
         abs_err = np.where(finite, np.abs(a - e), 0.0)
         # Relative error where it means something: |expected| above atol (tiny values are atol's domain).
         significant = finite & (np.abs(e) > max(tol.atol, np.finfo(np.float64).tiny))
         rel_err = np.where(significant, abs_err / np.abs(np.where(significant, e, 1)), 0.0)
         bad = (a_nan != e_nan) | ((a_inf | e_inf) & ~(a_nan | e_nan) & (a != e))
-        bad |= finite & _outside(tol, actual, expected, dist, abs_err, e, dtype, magnitude)
+        bad |= finite & _outside(tol, in_actual, in_expected, dist, abs_err, e, measured, magnitude)
         unbounded = _overflowing(tol, magnitude, e.shape)
         bad &= ~unbounded
         zero_sign = np.zeros(actual.shape, bool)
@@ -165,7 +206,7 @@ def compare_array(
     index = tuple(int(i) for i in np.argwhere(bad)[0])
     max_abs = float(abs_err.max()) if abs_err.size else 0.0
     max_rel = float(rel_err.max()) if rel_err.size else 0.0
-    max_ulp = int(dist.max()) if dist.size else 0
+    max_ulp = int(np.ceil(dist.max())) if dist.size else 0
     nan_mismatch = int(np.count_nonzero(a_nan != e_nan))
     sign_mismatch = int(np.count_nonzero(zero_sign))
     detail = {
@@ -181,13 +222,14 @@ def compare_array(
         "expected": _scalar(e[index]),
         "tolerance": tol.describe(),
         "overflowing": int(np.count_nonzero(unbounded)),
+        "measured_in": measured.short,
     }
     extra = f", {nan_mismatch} NaN where the other is not" if nan_mismatch else ""
     extra += f", {sign_mismatch} zeros of the wrong sign" if sign_mismatch else ""
     return Mismatch(
         name,
         "value",
-        f"{name}: {count}/{actual.size} elements outside {tol.describe()}; worst error {max_ulp} ulp, "
+        f"{name}: {count}/{actual.size} elements outside {tol.describe()}{widened}; worst error {max_ulp} ulp, "
         f"max abs error {max_abs:.3g}, max rel error {max_rel:.3g}{extra}; first at {list(index)}: "
         f"{_fmt_signed(a[index])} vs {_fmt_signed(e[index])}",
         _jsonable(detail),
@@ -278,10 +320,12 @@ def compare_outputs(
     expected: dict[str, Any],
     tolerance_for: ToleranceFor,
     magnitudes: dict[str, Any] | None = None,
+    compute: DataType | None = None,
 ) -> list[Mismatch]:
     """Every difference between two ``eager.run`` results (outputs by official name; lists element-wise).
 
-    ``magnitudes`` (same structure as ``expected``) are the reduction class's ``M`` per output.
+    ``magnitudes`` (same structure as ``expected``) are the reduction class's ``M`` per output;
+    ``compute`` as for :func:`compare_array`.
     """
     problems: list[Mismatch] = []
     mags = magnitudes or {}
@@ -297,11 +341,11 @@ def compare_outputs(
                 continue
             mag = mags.get(name)
             for i, (a, e) in enumerate(zip(act, exp)):
-                m = compare_array(f"{name}[{i}]", a, e, tolerance_for, _nth(mag, i))
+                m = compare_array(f"{name}[{i}]", a, e, tolerance_for, _nth(mag, i), compute)
                 if m:
                     problems.append(m)
         else:
-            m = compare_array(name, act, exp, tolerance_for, _shaped(mags.get(name), exp))
+            m = compare_array(name, act, exp, tolerance_for, _shaped(mags.get(name), exp), compute)
             if m:
                 problems.append(m)
     for name in actual:
@@ -324,8 +368,8 @@ def _shaped(mag: Any, exp: Any) -> np.ndarray | None:
     return mag if mag.shape == np.asarray(exp).shape else None
 
 
-def worst_ulps(actual: dict[str, Any], expected: dict[str, Any]) -> dict[str, int]:
-    """The worst ulp error of each float output (list outputs as ``name[i]``), for reports."""
+def worst_ulps(actual: dict[str, Any], expected: dict[str, Any], compute: DataType | None = None) -> dict[str, int]:
+    """The worst ulp error of each float output (list outputs as ``name[i]``; see :func:`measured_dtype`)."""
     found: dict[str, int] = {}
     for name, exp in expected.items():
         act = actual.get(name)
@@ -338,5 +382,17 @@ def worst_ulps(actual: dict[str, Any], expected: dict[str, Any]) -> dict[str, in
             if a is not None and np.asarray(e).dtype.kind in "fcV" and _acl_dtype(np.asarray(e)) is not None:
                 dt = _acl_dtype(np.asarray(e))
                 if dt is not None and (dt.is_float or dt.is_complex):
-                    found[label] = worst_ulp(np.asarray(a), np.asarray(e))
+                    found[label] = _worst_measured(np.asarray(a), np.asarray(e), measured_dtype(dt, compute))
     return found
+
+
+def _worst_measured(actual: np.ndarray, expected: np.ndarray, measured: DataType) -> int:
+    """:func:`worst_ulp`, in ulps of ``measured`` where that is narrower than their dtype (rounded up)."""
+    if actual.dtype != expected.dtype or measured.numpy is None or np.dtype(measured.numpy) == expected.dtype:
+        return worst_ulp(actual, expected)
+    both = np.isfinite(_wide(actual)) & np.isfinite(_wide(expected))
+    if actual.shape != expected.shape or not both.any():
+        return 0
+    with np.errstate(all="ignore"):
+        dist = fractional_ulps(actual, expected.astype(measured.numpy))
+    return int(np.ceil(dist[both].max()))

@@ -38,7 +38,7 @@ from acl_core.dtypes import from_numpy
 from acl_core.eager import to_scalar
 from acl_core.errors import AclCoreError, AclnnStatus, code_name
 from acl_core.formats import Format
-from acl_core.spec.accuracy import Accuracy, accuracy_of, elements_per_output, relative_scale
+from acl_core.spec.accuracy import PRECISION, Accuracy, accuracy_of, elements_per_output, relative_scale
 from acl_core.spec.opspec import Kind, OpSpec, Sample
 from acl_core.tensor import (
     AclBoolArray,
@@ -333,6 +333,24 @@ class Runner:
             return length_of(args, expected), scale_of(args, expected)
         return length_of(args, expected), self.magnitudes(op, args)
 
+    def rounding_dtype(self, op: str, args: dict[str, Any], expected: Outputs) -> D | None:
+        """The dtype a single-rounding op (exact or ulp class) rounds its result in, where an output may be wider.
+
+        That is ``plan["compute"]`` (float32 for an integer computation with a float result): CANN's
+        kernel computes there and a wider output only widens the result. None for other classes
+        (a GEMM's ``compute`` is its operands' dtype, not where it accumulates) and where no float
+        output is wider than every float input.
+        """
+        accuracy = self.accuracy(op)
+        if accuracy is None or accuracy.kind not in ("exact", "ulp") or not _may_widen(args, expected):
+            return None
+        from acl_conformance.dtype_cover import checked_sample
+        from acl_core.spec.rules import float_result
+
+        refusal, _, plan = checked_sample(self.spec(op), args)
+        compute = plan.get("compute")
+        return float_result(compute) if refusal is None and isinstance(compute, D) else None
+
     def gate(self, case: Case, dtypes: set[D], formats: set[Format] | None = None) -> Outcome | None:
         """A skipped outcome when the case uses a dtype the op does not claim or a format the backend does not.
 
@@ -412,12 +430,14 @@ class Runner:
         except Exception as exc:
             return ("crash", f"the backend crashed: {type(exc).__name__}: {exc}", {"traceback": traceback.format_exc()})
         length, magnitudes = self._bound_inputs(case.op, args, expected)
-        problems = compare_outputs(actual, expected, self.tolerance_for(case.op, sample, length), magnitudes)
+        compute = self.rounding_dtype(case.op, args, expected)
+        tolerance = self.tolerance_for(case.op, sample, length)
+        problems = compare_outputs(actual, expected, tolerance, magnitudes, compute)
         if not problems:
-            self.last_worst_ulps = worst_ulps(actual, expected)
+            self.last_worst_ulps = worst_ulps(actual, expected, compute)
             return None
         detail = _detail(problems)
-        detail["worst_ulp"] = worst_ulps(actual, expected)
+        detail["worst_ulp"] = worst_ulps(actual, expected, compute)
         return (problems[0].kind, "; ".join(m.message for m in problems), detail)
 
     def _refusal_parity(
@@ -663,3 +683,22 @@ def invoke_c(spec: OpSpec, backend: Backend, args: dict[str, Any], keep: list[An
     finally:
         if workspace:
             runtime.free(workspace)
+
+
+def _float_precisions(values: Any) -> list[int]:
+    """Significand bits of every float or complex array among ``values`` (lists searched; 0 for formats without one)."""
+    found: list[int] = []
+    for value in values:
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, np.ndarray) and item.dtype.kind in "fcV":
+                try:
+                    found.append(PRECISION.get(from_numpy(item.dtype), 0))
+                except ValueError:
+                    continue
+    return found
+
+
+def _may_widen(args: Mapping[str, Any], expected: Outputs) -> bool:
+    """True when some float output is wider than every float input (or there is no float input)."""
+    outs = _float_precisions(expected.values())
+    return bool(outs) and max(outs) > min(_float_precisions(args.values()), default=0)
