@@ -275,14 +275,23 @@ def softmax_scale(log: bool) -> ScaleFn:
 
 
 def layer_norm_scale(
-    x_name: str, axes_of: Callable[[Mapping[str, Any]], int], weight: str, bias: str, out_name: str
+    x_name: str,
+    axes_of: Callable[[Mapping[str, Any]], int],
+    weight: str,
+    bias: str,
+    out_name: str,
+    *,
+    accumulate: D = D.ACL_FLOAT,
 ) -> ScaleFn:
     """LayerNorm's error scale, with ``c = E[x²] / (var + eps)`` the variance's condition number.
 
     ``out``: ``|y - b|·c + |b| + |w|·rstd·E|x|`` (the mean's error ``γ_n·E|x|`` passes through
     ``x - mean`` scaled by ``|w|·rstd``; the variance's, relative ``γ_n·c``, through rstd);
     a mean output ``E|x|``; an rstd output ``rstd·c``. ``axes_of`` gives the number of trailing
-    normalised dims; ``eps`` is read from the ``eps`` or ``epsilon`` argument.
+    normalised dims; ``eps`` is read from the ``eps`` or ``epsilon`` argument. The variance
+    family's overflow rule (:func:`variance_scale`) applies: a row whose squared deviations add up
+    past the accumulation type (float32 for 16-bit and float32 results) gets ``S = inf`` in ``out``
+    and rstd (its variance is infinite there, rstd 0), so they are uncompared and counted as overflowing.
     """
 
     def scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -297,6 +306,12 @@ def layer_norm_scale(
             square = np.mean(x * x, axis=axes, keepdims=True) if x.size else np.zeros(x.shape)
             cond = np.maximum(square / (var + eps), 1.0)
             rstd = 1.0 / np.sqrt(var + eps)
+            ordinary = np.where(np.isfinite(x), x, 0.0)
+            if x.size:
+                centred = ordinary - np.mean(ordinary, axis=axes, keepdims=True)
+                deviations = np.sum(centred * centred, axis=axes, keepdims=True)
+            else:
+                deviations = np.zeros(x.shape)
             w = np.abs(_wide(args[weight])) if args.get(weight) is not None else 1.0
             b = _wide(args[bias]) if args.get(bias) is not None else 0.0
             for name, value in outputs.items():
@@ -311,6 +326,8 @@ def layer_norm_scale(
                     s = rstd * cond
                 else:
                     s = np.abs(y)
+                if name == out_name or "rstd" in name.lower():
+                    s = np.where(deviations > _accumulation_max(value, accumulate), np.inf, s)
                 found[name] = np.broadcast_to(s, y.shape) if s.size else np.zeros(y.shape)
         return found
 
@@ -433,7 +450,8 @@ def group_norm_scale() -> ScaleFn:
     """GroupNorm's error scale: :func:`layer_norm_scale` over each (sample, group) row of ``self`` [N, C, *].
 
     A row is the group's ``C/group`` channels times their spatial elements; ``gamma`` and ``beta``
-    are per channel, spread over the row; ``meanOut`` and ``rstdOut`` are [N, group].
+    are per channel, spread over the row; ``meanOut`` and ``rstdOut`` are [N, group]. A group whose
+    squared deviations overflow float32 is uncompared in ``out`` and ``rstdOut`` (the variance rule).
     """
     inner = layer_norm_scale("x", lambda args: 1, "w", "b", "out")
 
