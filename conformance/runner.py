@@ -626,8 +626,10 @@ def _absolute(value: Any) -> Any:
         return [_absolute(v) for v in value]
     if isinstance(value, np.ndarray) and value.dtype.kind in "fcV":
         wide = np.complex128 if value.dtype.kind == "c" else np.float64
-        magnitude = np.abs(value.astype(wide))
-        return np.where(np.isfinite(magnitude), magnitude, 0.0).astype(value.dtype)
+        magnitude = np.empty_like(value, dtype=np.float64)  # keeps a subclass: an NzArray keeps its placement
+        np.abs(value.astype(wide), out=magnitude)
+        magnitude[~np.isfinite(magnitude)] = 0.0
+        return magnitude.astype(value.dtype)
     return value
 
 
