@@ -121,7 +121,10 @@ class BackendRegistration:
     ``expectations`` and ``tolerance_overrides`` are what the plugin ships for the conformance
     suite: the path of its expectations file (TOML, the format of ``acl_conformance.expectations``;
     ``--expectations`` still wins) and ``acl_conformance.tolerances.Override`` entries for its
-    documented accuracy, each with its reason. acl-core's own files never need to know the plugin.
+    documented accuracy, each with its reason, beside ``acl_conformance.tolerances.FlagAllowance``
+    entries (a flag case's bound loosened by a bounded factor on one architecture, a hardware limit
+    with its measured ratio). ``tolerance_overrides`` may be a callable returning them, so the plugin
+    imports ``acl_conformance`` only when the suite runs. acl-core's own files never need to know the plugin.
     """
 
     name: str
@@ -131,4 +134,4 @@ class BackendRegistration:
     summary: str = ""
     extra: Mapping[str, str] = field(default_factory=dict)
     expectations: str | os.PathLike[str] | None = None
-    tolerance_overrides: Sequence[Any] = ()
+    tolerance_overrides: Sequence[Any] | Callable[[], Sequence[Any]] = ()

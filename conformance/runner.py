@@ -198,8 +198,10 @@ class Runner:
         *,
         op_overrides: Sequence[tolerances.Override] = tolerances.OP_OVERRIDES,
         backend_overrides: Sequence[tolerances.Override] = tolerances.BACKEND_OVERRIDES,
+        flag_allowances: Sequence[tolerances.FlagAllowance] = (),
     ) -> None:
         self.backend = backend
+        self.flag_allowances = tuple(flag_allowances)
         self.reference = reference
         self.catalog = catalog
         self.caps = backend.capabilities()
@@ -350,6 +352,13 @@ class Runner:
         refusal, _, plan = checked_sample(self.spec(op), args)
         compute = plan.get("compute")
         return float_result(compute) if refusal is None and isinstance(compute, D) else None
+
+    def flag_allowance(self, case: Case) -> tolerances.FlagAllowance | None:
+        """The plugin's allowance for flag case ``case`` on the architecture the capabilities report, if any."""
+        for entry in self.flag_allowances:
+            if entry.matches(case.op, case.note, self.backend.name, self.caps.architecture or ""):
+                return entry
+        return None
 
     def gate(self, case: Case, dtypes: set[D], formats: set[Format] | None = None) -> Outcome | None:
         """A skipped outcome when the case uses a dtype the op does not claim or a format the backend does not.

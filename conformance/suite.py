@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import TypeAlias
 
 from acl_conformance import expectations as expect
 from acl_conformance import tolerances
@@ -58,8 +59,15 @@ class Session:
             expectations = Path(registration.expectations)  # the plugin's own file (--expectations wins)
         self.entries, self.expectations_file = expect.load_for(self.backend.name, expectations)
         self.plugin_overrides = plugin_overrides(self.backend.name, registration)
+        self.plugin_allowances = plugin_allowances(self.backend.name, registration)
         self.backend_overrides = (*tolerances.BACKEND_OVERRIDES, *self.plugin_overrides)
-        self.runner = Runner(self.backend, self.reference, self.catalog, backend_overrides=self.backend_overrides)
+        self.runner = Runner(
+            self.backend,
+            self.reference,
+            self.catalog,
+            backend_overrides=self.backend_overrides,
+            flag_allowances=self.plugin_allowances,
+        )
         self.runner.not_run = self._skipped_by_expectation
         self.capabilities = self.runner.caps
 
@@ -131,7 +139,7 @@ class Session:
             outcomes=outcomes,
             declared={n: s.family for n, s in self.catalog.specs.items()},
             claimed_ops=frozenset(caps.ops),
-            warnings=self.warnings(),
+            warnings=[*self.warnings(), *_allowances_used(outcomes)],
             expectations_file=self.expectations_file,
             selection=self.catalog.patterns,
             seconds=seconds,
@@ -158,19 +166,52 @@ class Session:
         return self.report(outcomes, time.perf_counter() - start)
 
 
-def plugin_overrides(backend: str, registration: BackendRegistration | None) -> tuple[tolerances.Override, ...]:
-    """The tolerance overrides a backend's plugin ships, pinned to that backend (ValueError for a wrong entry)."""
+PluginEntry: TypeAlias = "tolerances.Override | tolerances.FlagAllowance"
+
+
+def plugin_entries(backend: str, registration: BackendRegistration | None) -> tuple[PluginEntry, ...]:
+    """What a backend's plugin ships in ``tolerance_overrides`` (a sequence, or a callable returning one).
+
+    A callable lets the plugin import ``acl_conformance`` only when the suite runs. Each entry is
+    pinned to ``backend``; anything but an :class:`~acl_conformance.tolerances.Override` or a
+    :class:`~acl_conformance.tolerances.FlagAllowance` is a ValueError.
+    """
     if registration is None:
         return ()
-    found = []
-    for entry in registration.tolerance_overrides:
-        if not isinstance(entry, tolerances.Override):
+    shipped = registration.tolerance_overrides
+    found: list[PluginEntry] = []
+    for entry in shipped() if callable(shipped) else shipped:
+        if not isinstance(entry, (tolerances.Override, tolerances.FlagAllowance)):
             raise ValueError(
                 f"backend {backend}: tolerance_overrides holds {type(entry).__name__}, "
-                "not acl_conformance.tolerances.Override"
+                "not acl_conformance.tolerances.Override or FlagAllowance"
             )
         found.append(replace(entry, backend=backend))
     return tuple(found)
+
+
+def plugin_overrides(backend: str, registration: BackendRegistration | None) -> tuple[tolerances.Override, ...]:
+    """The tolerance overrides a backend's plugin ships, pinned to that backend (ValueError for a wrong entry)."""
+    return tuple(e for e in plugin_entries(backend, registration) if isinstance(e, tolerances.Override))
+
+
+def plugin_allowances(backend: str, registration: BackendRegistration | None) -> tuple[tolerances.FlagAllowance, ...]:
+    """The flag allowances a backend's plugin ships, pinned to that backend (ValueError for an unbounded one)."""
+    found = tuple(e for e in plugin_entries(backend, registration) if isinstance(e, tolerances.FlagAllowance))
+    problems = tolerances.check_allowances(found)
+    if problems:
+        raise ValueError(f"backend {backend}: {'; '.join(problems)}")
+    return found
+
+
+def _allowances_used(outcomes: Sequence[Outcome]) -> list[str]:
+    """A line for every case that passed only under a plugin's flag allowance (never silent)."""
+    return [
+        f"{o.op}[{o.case}] passed under a flag allowance, at {o.detail['worst_error_over_bound']:.3g}x the bound: "
+        f"{o.detail['allowance']}"
+        for o in outcomes
+        if o.status == "passed" and "allowance" in o.detail
+    ]
 
 
 def default_report_dir(backend: str) -> Path:

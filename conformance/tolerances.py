@@ -75,6 +75,63 @@ class Override:
         )
 
 
+MAX_FLAG_FACTOR = 4.0
+"""The most a :class:`FlagAllowance` may loosen a flag case's bound: past it, the path is not the one claimed."""
+
+
+@dataclass(frozen=True)
+class FlagAllowance:
+    """A plugin's bounded loosening of one flag case's error bound on one architecture: a hardware limit.
+
+    The case passes when its worst error is at most ``factor`` times the bound, on a backend whose
+    ``Capabilities.architecture`` matches ``architecture`` (fnmatch; it must name one, a bare ``*``
+    is refused). ``measured`` is the ratio seen on that hardware and ``reason`` says why the limit
+    is the hardware's; both go into the report whenever the allowance lets a case pass.
+    ``op`` and ``case`` (the flag case's note) are fnmatch patterns.
+    """
+
+    op: str
+    case: str
+    architecture: str
+    factor: float
+    measured: float
+    reason: str
+    backend: str = "*"
+
+    def matches(self, op: str, note: str, backend: str, architecture: str) -> bool:
+        """True when it applies to flag case ``note`` of ``op`` on ``backend`` reporting ``architecture``."""
+        return (
+            fnmatchcase(op, self.op)
+            and fnmatchcase(note, self.case)
+            and fnmatchcase(backend, self.backend)
+            and bool(architecture)
+            and fnmatchcase(architecture, self.architecture)
+        )
+
+    def describe(self) -> str:
+        """One line for reports: where it applies, how far, what was measured, why."""
+        return (
+            f"{self.backend}/{self.op} [{self.case}] on {self.architecture}: up to {self.factor:g}x the bound "
+            f"(measured {self.measured:g}x): {self.reason}"
+        )
+
+
+def check_allowances(entries: Sequence[FlagAllowance]) -> list[str]:
+    """Problems with flag allowances (no reason, no architecture, a factor past :data:`MAX_FLAG_FACTOR`)."""
+    problems = []
+    for entry in entries:
+        where = f"flag allowance {entry.backend}/{entry.op} [{entry.case}]"
+        if not entry.reason.strip():
+            problems.append(f"{where} has no reason")
+        if not entry.architecture.strip("*? "):
+            problems.append(f"{where} names no architecture ({entry.architecture!r} matches every device)")
+        if not 1.0 < entry.factor <= MAX_FLAG_FACTOR:
+            problems.append(f"{where} has factor {entry.factor:g}; it must be above 1 and at most {MAX_FLAG_FACTOR:g}")
+        if not 0.0 < entry.measured <= entry.factor:
+            problems.append(f"{where} records measured {entry.measured:g}x, outside (0, factor {entry.factor:g}]")
+    return problems
+
+
 _ULP = "one unit in the last place of the format (eps) relative, its smallest subnormal absolute"
 DTYPE_DEFAULTS: dict[D, Tolerance] = {
     # PyTorch's torch.testing defaults, used across PyTorch for CPU-vs-accelerator comparisons.
