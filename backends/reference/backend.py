@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib.util
 import os
 import platform
 from collections.abc import Mapping
+from dataclasses import replace
 from importlib import metadata
+from typing import Any
 
 from acl_core.backend import Backend, Kernel, Launch
 from acl_core.capabilities import Capabilities, Platform, declared_formats, derive_op_dtypes
 from acl_core.dtypes import DataType
+from acl_core.formats import Format
 from acl_core.spec.ops import all_specs
+from acl_core.tensor import AclTensor
 from acl_reference.call import RefCall
 from acl_reference.collectives import MpiEngine, engine_for
 from acl_reference.driver import DEFAULT_DEVICES, DEFAULT_MEMORY, ReferenceDriver
@@ -44,9 +49,20 @@ class ReferenceBackend(Backend):
         return run
 
     def launch(self, call: Launch) -> None:
-        """Enqueue the kernel on the call's stream: it runs when the stream is synchronised."""
+        """Enqueue the kernel on the call's stream: it runs when the stream is synchronised.
+
+        The kernel gets the tensors as they are now (:func:`snapshot`): a GPU launch holds the
+        addresses it was given, so re-pointing a tensor (``aclSetRawTensorAddr``, executor
+        rebinding) before the work runs must not move it, and a captured launch replays them too.
+        """
         kernel = self.kernels[call.spec.name]
-        self._driver.enqueue(call.stream, lambda: kernel(call), f"aclnn{call.spec.name}")
+        frozen, pairs = snapshot(call)
+
+        def run() -> None:
+            kernel(frozen)
+            _keep_rewrites(pairs)
+
+        self._driver.enqueue(call.stream, run, f"aclnn{call.spec.name}")
 
     @property
     def driver(self) -> ReferenceDriver:
@@ -160,3 +176,37 @@ def _version() -> str:
         return metadata.version("acl-core")
     except metadata.PackageNotFoundError:
         return "0+unknown"
+
+
+_Pairs = list[tuple[AclTensor, AclTensor, tuple[Format, tuple[int, ...]]]]
+
+
+def snapshot(call: Launch) -> tuple[Launch, _Pairs]:
+    """``call`` with every tensor (lists' members too) copied as it is now; (caller's, copy, descriptor) pairs.
+
+    One tensor passed twice stays one copy, so aliasing between arguments is kept.
+    """
+    copies: dict[int, AclTensor] = {}
+    pairs: _Pairs = []
+
+    def frozen(value: Any) -> Any:
+        if isinstance(value, AclTensor):
+            found = copies.get(id(value))
+            if found is None:
+                found = copies[id(value)] = copy.copy(value)
+                pairs.append((value, found, (value.format, value.storage_dims)))
+            return found
+        if isinstance(value, tuple) and any(isinstance(v, AclTensor) for v in value):
+            return tuple(frozen(v) for v in value)
+        return value
+
+    args = {name: frozen(value) for name, value in call.args.items()}
+    return (replace(call, args=args) if pairs else call), pairs
+
+
+def _keep_rewrites(pairs: _Pairs) -> None:
+    """A kernel that rewrote a tensor's storage descriptor (TransMatmulWeight marks it NZ) rewrote the caller's."""
+    for original, used, (fmt, dims) in pairs:
+        if (used.format, used.storage_dims) != (fmt, dims):
+            original.format, original.storage_dims = used.format, used.storage_dims
+            original.__dict__.pop("layout", None)  # the cached layout key describes the old storage

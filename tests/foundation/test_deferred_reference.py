@@ -226,3 +226,53 @@ def test_a_kernel_error_surfaces_at_synchronisation(backend: ReferenceBackend) -
 def test_eager_run_still_synchronises(backend: ReferenceBackend) -> None:
     got = eager.run("Add", backend, self=np.ones(3, np.float32), other=np.ones(3, np.float32), alpha=2.0)
     np.testing.assert_array_equal(got["out"], np.full(3, 3, np.float32))
+
+
+def _pending_add(backend: ReferenceBackend, stream: int) -> tuple[dict, object, list[eager.DeviceArray]]:
+    """An Add enqueued on ``stream`` (not run yet): its tensors, its repeatable executor, the arrays behind them."""
+    from acl_core.aclnn import aclSetAclOpExecutorRepeatable, execute, get_workspace_size
+    from acl_core.spec.ops import get_spec
+
+    x = eager.to_device(np.arange(6, dtype=np.float32), backend)
+    y = eager.to_device(np.full(6, 10, dtype=np.float32), backend)
+    out = eager.to_device(np.zeros(6, dtype=np.float32), backend)
+    spec = get_spec("Add")
+    args = {"self": x.tensor(), "other": y.tensor(), "alpha": eager.to_scalar(1.0), "out": out.tensor()}
+    _, executor = get_workspace_size(spec, [], args, backend=backend)
+    assert aclSetAclOpExecutorRepeatable(executor) == 0
+    execute(spec, 0, 0, executor, stream)
+    return args, executor, [x, y, out]
+
+
+def test_a_tensor_re_pointed_after_enqueue_leaves_the_pending_launch_on_the_old_memory(
+    backend: ReferenceBackend,
+) -> None:
+    from acl_core.aclnn import aclGetRawTensorAddr, aclSetRawTensorAddr
+
+    s = backend.runtime.create_stream()
+    args, _, (x, y, out) = _pending_add(backend, s)
+    other_in = eager.to_device(np.full(6, 100, dtype=np.float32), backend)
+    other_out = eager.to_device(np.zeros(6, dtype=np.float32), backend)
+    assert aclSetRawTensorAddr(args["self"], other_in.address) == 0  # before the work ran: a GPU keeps the old
+    assert aclSetRawTensorAddr(args["out"], other_out.address) == 0
+    backend.runtime.synchronize_stream(s)
+    np.testing.assert_array_equal(out.numpy(), np.arange(6, dtype=np.float32) + 10)
+    np.testing.assert_array_equal(other_out.numpy(), np.zeros(6, np.float32))
+    assert aclGetRawTensorAddr(args["out"]) == (other_out.address, 0)  # the caller's tensor did move
+    assert x is not None and y is not None
+
+
+def test_executor_rebinding_after_enqueue_applies_to_the_next_launch_only(backend: ReferenceBackend) -> None:
+    from acl_core.aclnn import aclSetOutputTensorAddr, execute
+    from acl_core.spec.ops import get_spec
+
+    s = backend.runtime.create_stream()
+    args, executor, arrays = _pending_add(backend, s)
+    out = arrays[2]
+    second = eager.to_device(np.zeros(6, dtype=np.float32), backend)
+    assert aclSetOutputTensorAddr(executor, 0, args["out"], second.address) == 0
+    execute(get_spec("Add"), 0, 0, executor, s)  # the rebound launch, queued behind the first
+    backend.runtime.synchronize_stream(s)
+    expected = np.arange(6, dtype=np.float32) + 10
+    np.testing.assert_array_equal(out.numpy(), expected)  # the first launch wrote where it was pointed
+    np.testing.assert_array_equal(second.numpy(), expected)
