@@ -265,11 +265,16 @@ def _buffer(handle: HcclComm, address: object, count: int, dtype: HcclDataType, 
     return addr
 
 
-def _stream(handle: HcclComm, stream: object) -> object:
+def _stream(handle: HcclComm, stream: object, kind: str) -> object:
+    """The driver stream of ``stream``; on a capturing stream the collective ``kind`` joins the capture's task log."""
+    runtime = handle.backend.runtime
     try:
-        return handle.backend.runtime.stream(stream)  # type: ignore[arg-type]
+        driver_stream = runtime.stream(stream)  # type: ignore[arg-type]
     except AclError as exc:
         raise _para(f"stream: {exc.message}") from None
+    if runtime.capture.recording:  # as aclnn launches and async copies are (an invalidated capture refuses it)
+        runtime.capture.log(stream, kind)
+    return driver_stream
 
 
 def _peer(handle: HcclComm, value: object, what: str) -> int:
@@ -426,7 +431,7 @@ def HcclAllReduce(
         h, n, dtype = _typed(comm, count, "count", dataType, reduction=True)
         rop = reduce_op(op)
         send, recv = _buffer(h, sendBuf, n, dtype, "sendBuf"), _buffer(h, recvBuf, n, dtype, "recvBuf")
-        h.engine.all_reduce(h.comm, send, recv, n, dtype, rop, _stream(h, stream))
+        h.engine.all_reduce(h.comm, send, recv, n, dtype, rop, _stream(h, stream, "HcclAllReduce"))
 
     return _status(run)
 
@@ -445,7 +450,7 @@ def HcclAllGather(
         h, n, dtype = _typed(comm, sendCount, "sendCount", dataType, reduction=False)
         send = _buffer(h, sendBuf, n, dtype, "sendBuf")
         recv = _buffer(h, recvBuf, n * h.comm.size, dtype, "recvBuf")
-        h.engine.all_gather(h.comm, send, recv, n, dtype, _stream(h, stream))
+        h.engine.all_gather(h.comm, send, recv, n, dtype, _stream(h, stream, "HcclAllGather"))
 
     return _status(run)
 
@@ -464,7 +469,7 @@ def HcclBroadcast(
         h, n, dtype = _typed(comm, count, "count", dataType, reduction=False)
         r = _integer(root, "root", 0, h.comm.size - 1)
         address = _buffer(h, buf, n, dtype, "buf")
-        h.engine.broadcast(h.comm, address, n, dtype, r, _stream(h, stream))
+        h.engine.broadcast(h.comm, address, n, dtype, r, _stream(h, stream, "HcclBroadcast"))
 
     return _status(run)
 
@@ -485,7 +490,7 @@ def HcclReduceScatter(
         rop = reduce_op(op)
         send = _buffer(h, sendBuf, n * h.comm.size, dtype, "sendBuf")
         recv = _buffer(h, recvBuf, n, dtype, "recvBuf")
-        h.engine.reduce_scatter(h.comm, send, recv, n, dtype, rop, _stream(h, stream))
+        h.engine.reduce_scatter(h.comm, send, recv, n, dtype, rop, _stream(h, stream, "HcclReduceScatter"))
 
     return _status(run)
 
@@ -515,7 +520,7 @@ def HcclAlltoAll(
         nbytes = total * ELEMENT_BYTES[st]
         if _overlap(send, nbytes, recv, nbytes):
             raise _para("sendBuf and recvBuf of an all-to-all must not overlap")
-        h.engine.all_to_all(h.comm, send, recv, n, st, _stream(h, stream))
+        h.engine.all_to_all(h.comm, send, recv, n, st, _stream(h, stream, "HcclAlltoAll"))
 
     return _status(run)
 
@@ -561,7 +566,9 @@ def HcclAlltoAllV(
         size = ELEMENT_BYTES[st]
         if _overlap(send, send_extent * size, recv, recv_extent * size):
             raise _para("sendBuf and recvBuf of an all-to-all must not overlap")
-        h.engine.all_to_all_v(h.comm, send, scounts, sdisp, recv, rcounts, rdisp, st, _stream(h, stream))
+        h.engine.all_to_all_v(
+            h.comm, send, scounts, sdisp, recv, rcounts, rdisp, st, _stream(h, stream, "HcclAlltoAllV")
+        )
 
     return _status(run)
 
@@ -571,7 +578,7 @@ def HcclBarrier(comm: HcclComm | None, stream: int | None = None) -> int:
 
     def run() -> None:
         h = _comm(comm)
-        h.engine.barrier(h.comm, _stream(h, stream))
+        h.engine.barrier(h.comm, _stream(h, stream, "HcclBarrier"))
 
     return _status(run)
 
@@ -591,7 +598,7 @@ def HcclSend(
         h, n, dtype = _typed(comm, count, "count", dataType, reduction=False)
         dest = _peer(h, destRank, "destRank")
         address = _buffer(h, sendBuf, n, dtype, "sendBuf")
-        h.engine.send(h.comm, address, n, dtype, dest, _stream(h, stream))
+        h.engine.send(h.comm, address, n, dtype, dest, _stream(h, stream, "HcclSend"))
 
     return _status(run)
 
@@ -610,7 +617,7 @@ def HcclRecv(
         h, n, dtype = _typed(comm, count, "count", dataType, reduction=False)
         src = _peer(h, srcRank, "srcRank")
         address = _buffer(h, recvBuf, n, dtype, "recvBuf")
-        h.engine.recv(h.comm, address, n, dtype, src, _stream(h, stream))
+        h.engine.recv(h.comm, address, n, dtype, src, _stream(h, stream, "HcclRecv"))
 
     return _status(run)
 
@@ -640,7 +647,7 @@ def HcclBatchSendRecv(
             peer = _peer(h, entry.remoteRank, f"sendRecvInfo[{i}].remoteRank")
             address = _buffer(h, entry.buf, count, dtype, f"sendRecvInfo[{i}].buf")
             items.append(SendRecvItem(HcclSendRecvType(kind), address, count, dtype, peer))
-        h.engine.batch_send_recv(h.comm, items, _stream(h, stream))
+        h.engine.batch_send_recv(h.comm, items, _stream(h, stream, "HcclBatchSendRecv"))
 
     return _status(run)
 

@@ -34,6 +34,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -167,6 +168,26 @@ class MpiCommunicator(EngineCommunicator):
 
 
 # ----------------------------------------------------------------------------- the engine
+def _stream_ordered(method: Callable[..., None]) -> Callable[..., None]:
+    """A collective that, on a capturing stream, is recorded whole (read, exchange, write) as one task.
+
+    Outside a capture it runs at the call: it reads its inputs once the stream's earlier work has
+    run and enqueues its result. Captured, reading then would take the bytes of capture time, so
+    the whole collective becomes a task of the capture and each replay reads its inputs afresh.
+    """
+
+    def collective(self: MpiEngine, *args: Any) -> None:
+        stream = args[-1]
+        if not self.driver.capturing(stream):
+            method(self, *args)
+            return
+        self.driver.enqueue(stream, lambda: method(self, *args), f"collective {method.__name__}")
+
+    collective.__name__ = collective.__qualname__ = method.__name__
+    collective.__doc__ = method.__doc__
+    return collective
+
+
 class MpiEngine(CollectiveEngine):
     """HCCL on the reference backend: MPI between processes, reference device memory within one."""
 
@@ -460,6 +481,7 @@ class MpiEngine(CollectiveEngine):
         return comm
 
     # ------------------------------------------------------------------ collectives on device memory
+    @_stream_ordered
     def all_reduce(
         self,
         comm: EngineCommunicator,
@@ -474,6 +496,7 @@ class MpiEngine(CollectiveEngine):
         values = _typed(self._read(send, count * ELEMENT_BYTES[dtype], stream), dtype)
         self._write(recv, self.all_reduce_values(comm, values, dtype, op), stream)
 
+    @_stream_ordered
     def all_gather(
         self, comm: EngineCommunicator, send: int, recv: int, send_count: int, dtype: HcclDataType, stream: object
     ) -> None:
@@ -481,6 +504,7 @@ class MpiEngine(CollectiveEngine):
         raw = self._read(send, send_count * ELEMENT_BYTES[dtype], stream)
         self._write(recv, b"".join(self.all_gather_values(comm, raw, send_count, dtype)), stream)
 
+    @_stream_ordered
     def broadcast(
         self, comm: EngineCommunicator, buf: int, count: int, dtype: HcclDataType, root: int, stream: object
     ) -> None:
@@ -497,6 +521,7 @@ class MpiEngine(CollectiveEngine):
         if c.rank != root:
             self._write(buf, messages[root].payload, stream)
 
+    @_stream_ordered
     def reduce_scatter(
         self,
         comm: EngineCommunicator,
@@ -511,6 +536,7 @@ class MpiEngine(CollectiveEngine):
         values = _typed(self._read(send, recv_count * comm.size * ELEMENT_BYTES[dtype], stream), dtype)
         self._write(recv, self.reduce_scatter_values(comm, values, dtype, op), stream)
 
+    @_stream_ordered
     def all_to_all_v(
         self,
         comm: EngineCommunicator,
@@ -547,6 +573,7 @@ class MpiEngine(CollectiveEngine):
         for p in range(c.size):
             self._write(recv + recv_displs[p] * size, blocks[me] if p == me else messages[p].payload, stream)
 
+    @_stream_ordered
     def barrier(self, comm: EngineCommunicator, stream: object) -> None:
         """Every rank has entered once this returns."""
         c = self._mine(comm)
@@ -554,6 +581,7 @@ class MpiEngine(CollectiveEngine):
         self._exchange(c, Op.BARRIER, lambda p: head, lambda p: b"", lambda p, h: "")
 
     # ------------------------------------------------------------------ point to point
+    @_stream_ordered
     def batch_send_recv(self, comm: EngineCommunicator, items: Sequence[SendRecvItem], stream: object) -> None:
         """Post every send, then take every receive (acknowledging each), then wait for the acknowledgements."""
         c = self._mine(comm)

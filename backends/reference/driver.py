@@ -290,8 +290,18 @@ class ReferenceDriver(Driver):
                 self._local.in_task = nested
 
     def run_pending(self, stream: object) -> None:
-        """Run every task queued on ``stream`` (for engines that must read what earlier work wrote)."""
+        """Run every task queued on ``stream`` (for engines that must read what earlier work wrote).
+
+        Inside a task (a replayed or deferred collective) the work before it has already run, and
+        what is queued comes after it: nothing runs.
+        """
+        if getattr(self._local, "in_task", False):
+            return
         self._run(_stream(stream))
+
+    def capturing(self, stream: object | None) -> bool:
+        """True when ``stream`` records into a capture (what is enqueued there runs only when replayed)."""
+        return stream is not None and _stream(stream).recording is not None
 
     @staticmethod
     def _raise_error(stream: ReferenceStream) -> None:
