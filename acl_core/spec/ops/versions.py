@@ -1,0 +1,273 @@
+"""Later versions of declared operators that vllm-ascend reaches, mapped onto their base ops (issue 16).
+
+Each version runs its base's rules and kernels (:func:`acl_core.spec.version.version_of`); what it adds
+is listed beside it with the values that keep the base's behaviour. Choices recorded here:
+
+* PromptFlashAttentionV2/V3 run on FusedInferAttentionScore's rules (CANN: FIA is PFA and IFA fused),
+  which give them sparseMode 0-4, actualSeqLengthsKv and innerPrecise; key/value stay plain tensors.
+  A query of S=1 takes FIA's decode branch (its masks are [B,S], [B,1,S] or [B|1,N|1,1,S]).
+* IncreFlashAttentionV2/V3/V4 run on IncreFlashAttention's: quantisation (dequantScale1 …
+  quantOffset2), KV antiquantisation, paged KV (blocktable, so blockSize must stay 0) and left
+  padding (kvPaddingSize) are refused with 161002; innerPrecise 0 (high precision) and 1 (high
+  performance) compute the same here, other values are refused.
+* FusedInferAttentionScoreV2/V3/V4 run on FusedInferAttentionScore's: per-key/value antiquantisation
+  (key/valueAntiquantScale/Offset, their modes other than 0), the shared prefix
+  (key/valueSharedPrefix, actualSharedPrefixLen), MLA's split rope (queryRope, keyRope,
+  keyRopeAntiquantScale) and query quantisation (dequantScaleQuery, queryQuantMode other than 0) are
+  refused with 161002; V3's extra layouts (BNSD_NBSD, BSND_NBSD, BSH_NBSD, TND, TND_NTD, NTD_TND)
+  are refused by inputLayout's choices (the base's BSH, BSND, BNSD, BNSD_BSND).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from acl_core.dtypes import DataType as D
+from acl_core.spec.ops import attention as A
+from acl_core.spec.opspec import OpSpec, Sample, int_array, int_attr, tensor
+from acl_core.spec.version import Added, version_of
+
+_BY_NAME = {s.name: s for s in A.SPECS}
+_FIA, _IFA = _BY_NAME["FusedInferAttentionScore"], _BY_NAME["IncreFlashAttention"]
+
+_QUANT = "quantisation is not implemented"
+_ANTIQUANT = "KV antiquantisation is not implemented"
+
+
+def _absent(name: str, why: str, make: Any = tensor) -> Added:
+    """An added optional handle that must stay null."""
+    return Added(make(name, None, optional=True) if make is tensor else make(name, optional=True), why)
+
+
+def _mode(name: str, why: str) -> Added:
+    """An added int mode whose only value here is 0 (its documented default)."""
+    return Added(int_attr(name, default=0), why, neutral=(0,))
+
+
+# ----------------------------------------------------------------------------- FusedInferAttentionScore V2-V4
+_FIA_HEAD = (
+    "query",
+    "key",
+    "value",
+    "pseShiftOptional",
+    "attenMaskOptional",
+    "actualSeqLengthsOptional",
+    "actualSeqLengthsKvOptional",
+    "deqScale1Optional",
+    "quantScale1Optional",
+    "deqScale2Optional",
+    "quantScale2Optional",
+    "quantOffset2Optional",
+    "antiquantScaleOptional",
+    "antiquantOffsetOptional",
+    "blockTableOptional",
+    "queryPaddingSizeOptional",
+    "kvPaddingSizeOptional",
+    "keyAntiquantScaleOptional",
+    "keyAntiquantOffsetOptional",
+    "valueAntiquantScaleOptional",
+    "valueAntiquantOffsetOptional",
+    "keySharedPrefixOptional",
+    "valueSharedPrefixOptional",
+    "actualSharedPrefixLenOptional",
+)
+_FIA_ATTRS = (
+    "numHeads",
+    "scaleValue",
+    "preTokens",
+    "nextTokens",
+    "inputLayout",
+    "numKeyValueHeads",
+    "sparseMode",
+    "innerPrecise",
+    "blockSize",
+    "antiquantMode",
+    "softmaxLseFlag",
+    "keyAntiquantMode",
+    "valueAntiquantMode",
+)
+_FIA_OUTS = ("attentionOut", "softmaxLse")
+_PREFIX = "a shared-prefix KV is not implemented"
+_ROPE = "MLA's split rope (queryRope/keyRope) is not implemented"
+_FIA_V2_ADDED = {
+    **{
+        f"{kv}Antiquant{part}Optional": _absent(f"{kv}Antiquant{part}Optional", _ANTIQUANT)
+        for kv in ("key", "value")
+        for part in ("Scale", "Offset")
+    },
+    "keySharedPrefixOptional": _absent("keySharedPrefixOptional", _PREFIX),
+    "valueSharedPrefixOptional": _absent("valueSharedPrefixOptional", _PREFIX),
+    "actualSharedPrefixLenOptional": _absent("actualSharedPrefixLenOptional", _PREFIX, int_array),
+    "keyAntiquantMode": _mode("keyAntiquantMode", f"other than 0: {_ANTIQUANT}"),
+    "valueAntiquantMode": _mode("valueAntiquantMode", f"other than 0: {_ANTIQUANT}"),
+}
+_FIA_V3_ADDED = {
+    **_FIA_V2_ADDED,
+    "queryRopeOptional": _absent("queryRopeOptional", _ROPE),
+    "keyRopeOptional": _absent("keyRopeOptional", _ROPE),
+    "keyRopeAntiquantScaleOptional": _absent("keyRopeAntiquantScaleOptional", _ROPE),
+}
+_FIA_V4_ADDED = {
+    **_FIA_V3_ADDED,
+    "dequantScaleQueryOptional": _absent("dequantScaleQueryOptional", "query quantisation is not implemented"),
+    "queryQuantMode": _mode("queryQuantMode", "other than 0: query quantisation is not implemented"),
+}
+_ROPE_NAMES = ("queryRopeOptional", "keyRopeOptional", "keyRopeAntiquantScaleOptional")
+
+
+def _fia_version(name: str, tensors: tuple[str, ...], attrs: tuple[str, ...], added: dict[str, Added]) -> OpSpec:
+    return version_of(
+        _FIA,
+        name,
+        (*_FIA_HEAD, *tensors, *attrs, *_FIA_OUTS),
+        added=added,
+        summary=f"FusedInferAttentionScore with {name[-2:]}'s parameters (only their base-preserving values)",
+    )
+
+
+_FIA_VERSIONS = [
+    _fia_version("FusedInferAttentionScoreV2", (), _FIA_ATTRS, _FIA_V2_ADDED),
+    _fia_version("FusedInferAttentionScoreV3", _ROPE_NAMES, _FIA_ATTRS, _FIA_V3_ADDED),
+    _fia_version(
+        "FusedInferAttentionScoreV4",
+        (*_ROPE_NAMES, "dequantScaleQueryOptional"),
+        (*_FIA_ATTRS, "queryQuantMode"),
+        _FIA_V4_ADDED,
+    ),
+]
+
+# ----------------------------------------------------------------------------- PromptFlashAttention V2, V3
+_PFA_FIXED: dict[str, Any] = {
+    "antiquantScale": None,
+    "antiquantOffset": None,
+    "blockTable": None,
+    "queryPaddingSize": None,
+    "kvPaddingSize": None,
+    "blockSize": 0,
+    "antiquantMode": 0,
+    "softmaxLseFlag": False,
+    "softmaxLse": None,
+}
+
+
+def _pfa_samples(rng: np.random.Generator) -> Iterable[Sample]:
+    """Prefill cases over plain key/value tensors: every layout, GQA, the sparse modes and actual lengths."""
+    plain: dict[str, Any] = {"preTokens": A.UNBOUNDED, "nextTokens": A.UNBOUNDED, "sparseMode": 0}
+    for dt in (D.ACL_FLOAT16, D.ACL_BF16):
+        for layout in A.PFA_LAYOUTS:
+            yield Sample(A._infer_case(rng, dt, layout, 2, 4, 2, 5, 7, 8, **plain), f"{dt.short} {layout} GQA no mask")
+    f16 = D.ACL_FLOAT16
+    for mode, sq, skv, extra in ((2, 5, 8, {}), (3, 7, 5, {"nextTokens": 0}), (4, 6, 6, {"preTokens": 1})):
+        args = A._infer_case(rng, f16, "BSH", 1, 2, 2, sq, skv, 8, **{**plain, **extra})
+        yield Sample({**args, "attenMask": A.compressed_mask(), "sparseMode": mode}, f"sparse {mode} Sq={sq} Skv={skv}")
+    args = A._infer_case(rng, f16, "BNSD", 2, 2, 2, 4, 6, 8, **plain)
+    causal = np.triu(np.ones((4, 6), bool), k=3)
+    yield Sample(
+        {**args, "attenMask": causal, "actualSeqLengths": [4, 2], "actualSeqLengthsKv": [6, 3]},
+        "full mask, actual query and key lengths",
+    )
+
+
+def _plain_kv(args: dict[str, Any]) -> dict[str, Any] | None:
+    """A FusedInferAttentionScore case with one cache tensor, its key/value unwrapped (PFA takes tensors)."""
+    for name in ("key", "value"):
+        if isinstance(args[name], list):
+            if len(args[name]) != 1:
+                return None
+            args = {**args, name: args[name][0]}
+    return args
+
+
+def _pfa_version(name: str, inner_precise: bool) -> OpSpec:
+    head = (
+        "query",
+        tensor("key", A.HALF),
+        tensor("value", A.HALF),
+        "pseShift",
+        "attenMask",
+        "actualSeqLengths",
+        "actualSeqLengthsKv",
+        "deqScale1",
+        "quantScale1",
+        "deqScale2",
+        "quantScale2",
+        "quantOffset2",
+        "numHeads",
+        "scaleValue",
+        "preTokens",
+        int_attr("nextTokens", default=0),
+        "inputLayout",
+        "numKeyValueHeads",
+        "sparseMode",
+    )
+    return version_of(
+        _FIA,
+        name,
+        (*head, *(("innerPrecise",) if inner_precise else ()), "attentionOut"),
+        fixed=_PFA_FIXED if inner_precise else {**_PFA_FIXED, "innerPrecise": 0},
+        adapt=_plain_kv,
+        samples=_pfa_samples,
+        summary="inference prefill attention on FusedInferAttentionScore's rules (sparse modes 0-4, KV lengths)",
+    )
+
+
+# ----------------------------------------------------------------------------- IncreFlashAttention V2-V4
+_IFA_QUANT = {
+    n: _absent(n, _QUANT) for n in ("dequantScale1", "quantScale1", "dequantScale2", "quantScale2", "quantOffset2")
+}
+_IFA_V3_ADDED = {
+    **_IFA_QUANT,
+    "antiquantScale": _absent("antiquantScale", _ANTIQUANT),
+    "antiquantOffset": _absent("antiquantOffset", _ANTIQUANT),
+    "blocktable": _absent("blocktable", "paged KV (page attention) is not implemented"),
+    "blockSize": _mode("blockSize", "other than 0: it sizes blocktable's pages, and paged KV is not implemented"),
+    "innerPrecise": Added(
+        int_attr("innerPrecise", default=1),
+        "must be 0 (high precision) or 1 (high performance)",
+        neutral=(0, 1),
+        refused=2,
+    ),
+}
+_IFA_V4_ADDED = {**_IFA_V3_ADDED, "kvPaddingSize": _absent("kvPaddingSize", "left padding is not implemented")}
+_IFA_HEAD = ("query", "key", "value", "pseShift", "attenMask", "actualSeqLengths")
+_IFA_ATTRS = ("numHeads", "scaleValue", "inputLayout", "numKeyValueHeads")
+_QUANT_NAMES = tuple(_IFA_QUANT)
+_ANTI_NAMES = ("antiquantScale", "antiquantOffset", "blocktable")
+
+
+_IFA_VERSIONS = [
+    version_of(
+        _IFA, "IncreFlashAttentionV2", (*_IFA_HEAD, *_QUANT_NAMES, *_IFA_ATTRS, "attentionOut"), added=_IFA_QUANT
+    ),
+    version_of(
+        _IFA,
+        "IncreFlashAttentionV3",
+        (*_IFA_HEAD, *_QUANT_NAMES, *_ANTI_NAMES, *_IFA_ATTRS, "blockSize", "innerPrecise", "attentionOut"),
+        added=_IFA_V3_ADDED,
+    ),
+    version_of(
+        _IFA,
+        "IncreFlashAttentionV4",
+        (
+            *_IFA_HEAD,
+            *_QUANT_NAMES,
+            *_ANTI_NAMES,
+            "kvPaddingSize",
+            *_IFA_ATTRS,
+            "blockSize",
+            "innerPrecise",
+            "attentionOut",
+        ),
+        added=_IFA_V4_ADDED,
+    ),
+]
+
+SPECS: list[OpSpec] = [
+    *_FIA_VERSIONS,
+    _pfa_version("PromptFlashAttentionV2", inner_precise=False),
+    _pfa_version("PromptFlashAttentionV3", inner_precise=True),
+    *_IFA_VERSIONS,
+]

@@ -1,0 +1,136 @@
+"""Operator versions (acl_core/spec/ops/versions.py) against their base ops and independent oracles.
+
+A version must give bit for bit its base's result on equivalent arguments, refuse what it adds beyond
+the base's behaviour with 161002 naming the parameter, and its own semantics (where it has any beyond
+the renaming) must match PyTorch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from acl_core import eager
+from acl_core.errors import AclnnError
+from acl_core.spec.ops import get_spec
+from acl_core.spec.ops.versions import SPECS
+from acl_core.spec.opspec import Kind
+from acl_core.spec.version import ADDED
+from tests.ops.torch_ref import to_numpy, to_torch
+
+VERSIONS = [s.name for s in SPECS]
+
+
+def _base_call(op: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    spec = get_spec(op)
+    assert spec.base is not None and spec.base_args is not None
+    mapped = spec.base_args(dict(args))
+    base = get_spec(spec.base)
+    outputs = {p.name for p in base.outputs}
+    lists = {p.name for p in base.params if p.kind is Kind.TENSOR_LIST}
+    mapped = {k: [v] if k in lists and isinstance(v, np.ndarray) else v for k, v in mapped.items()}
+    return spec.base, {k: v for k, v in mapped.items() if not (k in outputs and v is None)}
+
+
+@pytest.mark.parametrize("op", VERSIONS)
+def test_version_equals_its_base(op: str) -> None:
+    spec = get_spec(op)
+    assert spec.samples is not None
+    samples = list(spec.samples(np.random.default_rng(7)))
+    assert samples, op
+    for sample in samples:
+        got = eager.run(op, "reference", op_args=sample.args)
+        base, args = _base_call(op, sample.args)
+        want = eager.run(base, "reference", op_args=args)
+        renamed = spec.base_args({k: k for k in got}) if spec.base_args else {}
+        for name, value in got.items():
+            expected = want[renamed.get(name, name)]
+            assert value.dtype == expected.dtype and value.shape == expected.shape, f"{op} [{sample.note}] {name}"
+            np.testing.assert_array_equal(value, expected, err_msg=f"{op} [{sample.note}] {name}")
+
+
+@pytest.mark.parametrize("op", VERSIONS)
+def test_added_parameters_are_refused_beyond_the_base(op: str) -> None:
+    spec = get_spec(op)
+    assert spec.samples is not None and spec.error_samples is not None
+    sample = next(iter(spec.samples(np.random.default_rng(3))))
+    refusals = {e.note.split(":")[0]: e for e in spec.error_samples(np.random.default_rng(3))}
+    for name in ADDED[op]:
+        case = refusals[name]
+        with pytest.raises(AclnnError) as err:
+            eager.run(op, "reference", op_args={**sample.args, name: case.args[name]})
+        assert err.value.code == 161002 and name in str(err.value), (op, name)
+
+
+def _sdpa(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """torch's attention on BNSD float32 copies (``mask``: True = attend)."""
+    qt, kt, vt = (to_torch(x).float() for x in (q, k, v))
+    out = torch.nn.functional.scaled_dot_product_attention(
+        qt, kt, vt, attn_mask=None if mask is None else to_torch(mask)
+    )
+    return to_numpy(out)
+
+
+def test_prompt_flash_attention_v3_causal_modes_match_torch() -> None:
+    rng = np.random.default_rng(11)
+    b, n, sq, skv, d = 2, 2, 5, 8, 16
+    q, k, v = (rng.standard_normal((b, n, s, d)).astype(np.float16) for s in (sq, skv, skv))
+    from acl_core.spec.ops.attention import compressed_mask
+
+    i, j = np.arange(sq)[:, None], np.arange(skv)[None, :]
+    for mode, keep in ((2, j <= i), (3, j <= i + skv - sq)):
+        got = eager.run(
+            "PromptFlashAttentionV3",
+            "reference",
+            query=q,
+            key=k,
+            value=v,
+            attenMask=compressed_mask(),
+            numHeads=n,
+            scaleValue=1 / np.sqrt(d),
+            preTokens=2147483647,
+            nextTokens=2147483647,
+            inputLayout="BNSD",
+            sparseMode=mode,
+            innerPrecise=0,
+        )["attentionOut"]
+        want = _sdpa(q, k, v, np.array(np.broadcast_to(keep, (sq, skv))))
+        np.testing.assert_allclose(got.astype(np.float32), want, atol=2e-3, rtol=2e-3, err_msg=f"sparseMode {mode}")
+
+
+def test_prompt_flash_attention_v3_key_lengths_match_torch() -> None:
+    rng = np.random.default_rng(12)
+    q, k, v = (rng.standard_normal((1, 2, s, 8)).astype(np.float16) for s in (3, 6, 6))
+    got = eager.run(
+        "PromptFlashAttentionV3",
+        "reference",
+        query=q,
+        key=k,
+        value=v,
+        actualSeqLengthsKv=[4],
+        numHeads=2,
+        scaleValue=1 / np.sqrt(8),
+        preTokens=2147483647,
+        nextTokens=2147483647,
+        inputLayout="BNSD",
+    )["attentionOut"]
+    want = _sdpa(q, k[:, :, :4], v[:, :, :4], None)
+    np.testing.assert_allclose(got.astype(np.float32), want, atol=2e-3, rtol=2e-3)
+
+
+def test_incre_flash_attention_v4_inner_precise_choices() -> None:
+    rng = np.random.default_rng(13)
+    q = rng.standard_normal((2, 2, 1, 8)).astype(np.float16)
+    kv = [rng.standard_normal((2, 2, 5, 8)).astype(np.float16)]
+    args = {"query": q, "key": kv, "value": kv, "numHeads": 2, "inputLayout": "BNSD", "scaleValue": 1 / np.sqrt(8)}
+    results = [eager.run("IncreFlashAttentionV4", "reference", innerPrecise=p, **args)["attentionOut"] for p in (0, 1)]
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_array_equal(results[0], eager.run("IncreFlashAttention", "reference", **args)["attentionOut"])
+    want = _sdpa(q, kv[0], kv[0], None)
+    np.testing.assert_allclose(results[0].astype(np.float32), want, atol=2e-3, rtol=2e-3)
+    with pytest.raises(AclnnError) as err:
+        eager.run("IncreFlashAttentionV4", "reference", innerPrecise=2, **args)
+    assert err.value.code == 161002 and "innerPrecise" in str(err.value)

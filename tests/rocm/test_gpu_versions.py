@@ -1,0 +1,55 @@
+"""Operator versions (acl_core/spec/ops/versions.py) on the GPU, compared with the NumPy reference (GPU tier).
+
+A version runs its base's GPU kernel through the argument mapping, so rocm claims it exactly when it
+claims the base; every sample must agree with the reference's result for the version within the
+conformance tolerances, and with rocm's own result for the base on the mapped arguments bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from acl_core import eager
+from acl_core.backend import Backend
+from acl_core.dtypes import from_numpy
+from acl_core.spec.ops import get_spec
+from acl_core.spec.ops.versions import SPECS
+from acl_core.spec.opspec import Kind
+from conformance.tolerances import lookup
+from tests.conftest import assert_close
+
+pytestmark = pytest.mark.gpu
+
+VERSIONS = [s.name for s in SPECS]
+
+
+def _base_args(op: str, args: dict) -> tuple[str, dict]:
+    spec = get_spec(op)
+    assert spec.base is not None and spec.base_args is not None
+    base = get_spec(spec.base)
+    outputs = {p.name for p in base.outputs}
+    lists = {p.name for p in base.params if p.kind is Kind.TENSOR_LIST}
+    mapped = {k: [v] if k in lists and isinstance(v, np.ndarray) else v for k, v in spec.base_args(dict(args)).items()}
+    return spec.base, {k: v for k, v in mapped.items() if not (k in outputs and v is None)}
+
+
+@pytest.mark.parametrize("op", VERSIONS)
+def test_version_matches_reference_and_its_base(rocm: Backend, reference: Backend, op: str) -> None:
+    spec = get_spec(op)
+    assert spec.base is not None and spec.base_args is not None
+    assert (op in rocm.capabilities().ops) == (spec.base in rocm.capabilities().ops)
+    if op not in rocm.capabilities().ops:
+        pytest.skip(f"{op}'s base {spec.base} is not claimed here")
+    assert spec.samples is not None
+    renamed = spec.base_args({p.name: p.name for p in spec.outputs})
+    for sample in spec.samples(np.random.default_rng(2024)):
+        expected = eager.run(op, reference, op_args=sample.args)
+        got = eager.run(op, rocm, guard=True, op_args=sample.args)
+        base, args = _base_args(op, sample.args)
+        via_base = eager.run(base, rocm, op_args=args)
+        assert got.keys() == expected.keys(), sample.note
+        for name, value in expected.items():
+            tol = lookup(op, from_numpy(value.dtype), "rocm", sample.tolerance)
+            assert_close(got[name], value, atol=tol.atol, rtol=tol.rtol)
+            np.testing.assert_array_equal(got[name], via_base[renamed[name]], err_msg=f"{op} [{sample.note}] {name}")
