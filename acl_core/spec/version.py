@@ -38,7 +38,8 @@ class Added:
 
     param: Param
     why: str
-    neutral: tuple[Any, ...] = (None,)
+    neutral: tuple[Any, ...] | None = (None,)
+    """None: every value is accepted (the version's ``check`` gives the parameter its meaning)."""
     refused: Any = None
     """A value the error samples pass to show the refusal (None: one is made from the parameter's kind)."""
 
@@ -47,8 +48,10 @@ ADDED: dict[str, Mapping[str, Added]] = {}
 """What each declared version adds over its base, by version name."""
 
 
-def _is_neutral(value: Any, neutral: tuple[Any, ...]) -> bool:
+def _is_neutral(value: Any, neutral: tuple[Any, ...] | None) -> bool:
     """Whether ``value`` (a handle, a plain value or a NumPy array) is one of the base-preserving values."""
+    if neutral is None:
+        return True
     if value is None or isinstance(value, (bool, int, float, str)):
         return any(value is n if n is None or isinstance(n, bool) else value == n for n in neutral)
     return False  # a tensor / array handle: only null keeps the base's behaviour
@@ -161,6 +164,8 @@ def version_of(
                 yield replace(case, args=args)
         if valid is not None:
             for pname, extra in added.items():
+                if extra.neutral is None:
+                    continue
                 value = extra.refused if extra.refused is not None else _refusal_value(extra.param)
                 yield ErrorSample({**valid, pname: value}, INVALID, f"{pname}: {extra.why}")
 

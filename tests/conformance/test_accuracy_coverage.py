@@ -31,6 +31,8 @@ STILL_ON_THE_TABLE = {
     *(f"FusedInferAttentionScoreV{v}" for v in (2, 3, 4)),
     *(f"PromptFlashAttentionV{v}" for v in (2, 3)),
     *(f"IncreFlashAttentionV{v}" for v in (2, 3, 4)),
+    "DynamicQuantV3",
+    "DynamicQuantV4",
 }
 """TODO.md's issue-14 section lists these with their reasons (each spec's ``table(reason)``)."""
 

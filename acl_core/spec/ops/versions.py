@@ -16,18 +16,37 @@ is listed beside it with the values that keep the base's behaviour. Choices reco
   keyRopeAntiquantScale) and query quantisation (dequantScaleQuery, queryQuantMode other than 0) are
   refused with 161002; V3's extra layouts (BNSD_NBSD, BSND_NBSD, BSH_NBSD, TND, TND_NTD, NTD_TND)
   are refused by inputLayout's choices (the base's BSH, BSND, BNSD, BNSD_BSND).
+* DynamicQuantV3/V4 run on DynamicQuantV2's: ``isSymmetrical`` must agree with ``offsetOut`` (true:
+  offsetOut null, 161002 otherwise; false: offsetOut given, 161001 otherwise; asymmetric is integer
+  outputs only, as in V2); ``quantMode`` is 'pertoken' only (per-tensor / per-channel are refused);
+  V4's ``dstTypeMax`` is 0 only, meaning the output dtype's own maximum (a custom range is refused).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from acl_core.dtypes import DataType as D
+from acl_core.spec import samples as S
 from acl_core.spec.ops import attention as A
-from acl_core.spec.opspec import OpSpec, Sample, int_array, int_attr, tensor
+from acl_core.spec.ops import quant as Q
+from acl_core.spec.opspec import (
+    Call,
+    OpSpec,
+    Sample,
+    bool_attr,
+    float_attr,
+    int_array,
+    int_attr,
+    invalid,
+    nullptr,
+    string_attr,
+    tensor,
+)
 from acl_core.spec.version import Added, version_of
 
 _BY_NAME = {s.name: s for s in A.SPECS}
@@ -265,7 +284,79 @@ _IFA_VERSIONS = [
     ),
 ]
 
+# ----------------------------------------------------------------------------- DynamicQuant V3, V4
+_DQ2 = next(s for s in Q.SPECS if s.name == "DynamicQuantV2")
+
+
+def _symmetry(call: Call) -> None:
+    """isSymmetrical says what DynamicQuantV2 reads from whether offsetOut is given: they must agree."""
+    offset = call.args.get("offsetOut")
+    if call.args["isSymmetrical"] and offset is not None:
+        raise invalid(f"{call.spec.name}: offsetOut is only written when isSymmetrical is false")
+    # outputs are null only while eager.run is still allocating them from this answer
+    if not call.args["isSymmetrical"] and offset is None and call.args.get("yOut") is not None:
+        raise nullptr(f"{call.spec.name}: isSymmetrical is false but offsetOut is null")
+
+
+def _symmetric_flag(args: dict[str, Any]) -> dict[str, Any]:
+    """A DynamicQuantV2 case says asymmetric by passing offsetOut; V3 says it with isSymmetrical."""
+    return {**args, "isSymmetrical": args.get("offsetOut") is None}
+
+
+def _dq_samples(rng: np.random.Generator) -> Iterable[Sample]:
+    for sample in _DQ2.samples(rng) if _DQ2.samples else ():
+        yield replace(sample, args=_symmetric_flag(sample.args))
+    x = S.array(rng, (4, 16), D.ACL_BF16, low=-4, high=4)
+    yield Sample(
+        {"x": x, "dstType": 2, "isSymmetrical": False, "offsetOut": np.zeros(4, np.float32)}, "asymmetric bf16"
+    )
+
+
+_DQ_ADDED = {
+    "isSymmetrical": Added(bool_attr("isSymmetrical", default=True), "", neutral=None),
+    "quantMode": Added(
+        string_attr("quantMode", default="pertoken", c_type="const char*"),
+        "other than 'pertoken': the per-tensor and per-channel modes are not implemented",
+        neutral=("pertoken",),
+        refused="pertensor",
+    ),
+}
+_DQ_V4_ADDED = {
+    **_DQ_ADDED,
+    "dstTypeMax": Added(
+        float_attr("dstTypeMax", c_type="float", default=0.0),
+        "other than 0 (the output dtype's own maximum): a custom quantisation range is not implemented",
+        neutral=(0.0,),
+        refused=100.0,
+    ),
+}
+_DQ_HEAD = ("x", "smoothScalesOptional", "groupIndexOptional", "dstType", "isSymmetrical", "quantMode")
+_DQ_OUTS = ("yOut", "scaleOut", "offsetOut")
+_DQ_VERSIONS = [
+    version_of(
+        _DQ2,
+        "DynamicQuantV3",
+        (*_DQ_HEAD, *_DQ_OUTS),
+        added=_DQ_ADDED,
+        check=_symmetry,
+        adapt=_symmetric_flag,
+        samples=_dq_samples,
+        summary="per-token dynamic quantisation, symmetric or asymmetric as isSymmetrical says",
+    ),
+    version_of(
+        _DQ2,
+        "DynamicQuantV4",
+        (*_DQ_HEAD, "dstTypeMax", *_DQ_OUTS),
+        added=_DQ_V4_ADDED,
+        check=_symmetry,
+        adapt=_symmetric_flag,
+        samples=_dq_samples,
+        summary="DynamicQuantV3 with dstTypeMax (0: the output dtype's maximum)",
+    ),
+]
+
 SPECS: list[OpSpec] = [
+    *_DQ_VERSIONS,
     *_FIA_VERSIONS,
     _pfa_version("PromptFlashAttentionV2", inner_precise=False),
     _pfa_version("PromptFlashAttentionV3", inner_precise=True),
