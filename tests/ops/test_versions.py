@@ -45,11 +45,13 @@ def test_version_equals_its_base(op: str) -> None:
         got = eager.run(op, "reference", op_args=sample.args)
         base, args = _base_call(op, sample.args)
         want = eager.run(base, "reference", op_args=args)
-        renamed = spec.base_args({k: k for k in got}) if spec.base_args else {}
+        base_name = {v: k for k, v in spec.base_args({k: k for k in got}).items() if v in got}
         for name, value in got.items():
-            expected = want[renamed.get(name, name)]
-            assert value.dtype == expected.dtype and value.shape == expected.shape, f"{op} [{sample.note}] {name}"
-            np.testing.assert_array_equal(value, expected, err_msg=f"{op} [{sample.note}] {name}")
+            expected = want[base_name[name]]
+            pairs = zip(value, expected, strict=True) if isinstance(value, list) else [(value, expected)]
+            for g, w in pairs:
+                assert g.dtype == w.dtype and g.shape == w.shape, f"{op} [{sample.note}] {name}"
+                np.testing.assert_array_equal(g, w, err_msg=f"{op} [{sample.note}] {name}")
 
 
 @pytest.mark.parametrize("op", VERSIONS)
@@ -152,3 +154,15 @@ def test_dynamic_quant_v3_symmetry_must_agree_with_offset_out() -> None:
     # asymmetric int8 spans [-128, 127]: y * scale + offset gives x back within half a step
     recon = (asym["yOut"].astype(np.float32) - asym["offsetOut"][:, None]) * asym["scaleOut"][:, None]
     assert np.all(np.abs(recon - x.astype(np.float32)) <= asym["scaleOut"][:, None] * 0.51 + 1e-3)
+
+
+def test_grouped_matmul_v4_refuses_the_mx_mode_v5_added() -> None:
+    v5 = get_spec("GroupedMatmulV5")
+    assert v5.samples is not None
+    mx = [s for s in v5.samples(np.random.default_rng(5)) if s.args["x"][0].dtype.itemsize == 1]
+    assert mx
+    args = {k: v for k, v in mx[0].args.items() if k != "tuningConfigOptional"}
+    eager.run("GroupedMatmulV5", "reference", op_args=mx[0].args)  # V5 takes it
+    with pytest.raises(AclnnError) as err:
+        eager.run("GroupedMatmulV4", "reference", op_args=args)
+    assert err.value.code == 161002 and "MX" in str(err.value)

@@ -20,6 +20,10 @@ is listed beside it with the values that keep the base's behaviour. Choices reco
   offsetOut null, 161002 otherwise; false: offsetOut given, 161001 otherwise; asymmetric is integer
   outputs only, as in V2); ``quantMode`` is 'pertoken' only (per-tensor / per-channel are refused);
   V4's ``dstTypeMax`` is 0 only, meaning the output dtype's own maximum (a custom range is refused).
+* GroupedMatmulV4 is GroupedMatmulV5 without ``tuningConfigOptional`` and without the MX mode V5
+  added (FLOAT8 / FLOAT4 x or weight are refused with 161002).
+* ApplyRotaryPosEmbV2 adds ``rotaryMode``: 'half' (the base's rotate-half) only; 'interleave' and
+  'quarter' are refused with 161002.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import numpy as np
 from acl_core.dtypes import DataType as D
 from acl_core.spec import samples as S
 from acl_core.spec.ops import attention as A
+from acl_core.spec.ops import matmul as M
 from acl_core.spec.ops import quant as Q
 from acl_core.spec.opspec import (
     Call,
@@ -48,6 +53,7 @@ from acl_core.spec.opspec import (
     tensor,
 )
 from acl_core.spec.version import Added, version_of
+from acl_core.tensor import AclTensorList
 
 _BY_NAME = {s.name: s for s in A.SPECS}
 _FIA, _IFA = _BY_NAME["FusedInferAttentionScore"], _BY_NAME["IncreFlashAttention"]
@@ -355,8 +361,65 @@ _DQ_VERSIONS = [
     ),
 ]
 
+# ----------------------------------------------------------------------------- GroupedMatmulV4
+_GMM5 = next(s for s in M.SPECS if s.name == "GroupedMatmulV5")
+
+
+def _tensors_of(value: Any) -> list[Any]:
+    """The tensors of a tensor-list argument (validated handles or a case's NumPy arrays)."""
+    if value is None:
+        return []
+    return list(value.tensors) if isinstance(value, AclTensorList) else list(value)
+
+
+def _no_mx(call: Call) -> None:
+    """GroupedMatmulV5 added the MX mode: V4 refuses its operands."""
+    for name in ("x", "weight"):
+        for t in _tensors_of(call.args[name]):
+            if t.dtype in M.MX_OPERANDS:
+                raise invalid(
+                    f"GroupedMatmulV4: {name} of {t.dtype.short} selects the MX mode, which GroupedMatmulV5 added"
+                )
+
+
+def _float_case(args: dict[str, Any]) -> dict[str, Any] | None:
+    """A GroupedMatmulV5 case V4 can take (not the MX mode)."""
+    mx = {d.numpy for d in M.MX_OPERANDS}
+    return None if any(a.dtype in mx for n in ("x", "weight") for a in _tensors_of(args.get(n))) else args
+
+
+_GMM_VERSIONS = [
+    version_of(
+        _GMM5,
+        "GroupedMatmulV4",
+        tuple(n for n in _GMM5.param_names if n != "tuningConfigOptional"),
+        fixed={"tuningConfigOptional": None},
+        check=_no_mx,
+        adapt=_float_case,
+        summary="grouped GEMM y_i = x_i @ weight_i (+ bias_i), float paths (V5 less tuningConfig and the MX mode)",
+    )
+]
+
+# ----------------------------------------------------------------------------- ApplyRotaryPosEmbV2
+_ROPE_V2 = version_of(
+    _BY_NAME["ApplyRotaryPosEmb"],
+    "ApplyRotaryPosEmbV2",
+    ("queryRef", "keyRef", "cos", "sin", "layout", "rotaryMode"),
+    added={
+        "rotaryMode": Added(
+            string_attr("rotaryMode", default="half"),
+            "other than 'half': ApplyRotaryPosEmb's rotate-half is the only rotation implemented for it",
+            neutral=("half",),
+            refused="interleave",
+        )
+    },
+    summary="ApplyRotaryPosEmb with rotaryMode ('half' only)",
+)
+
 SPECS: list[OpSpec] = [
     *_DQ_VERSIONS,
+    *_GMM_VERSIONS,
+    _ROPE_V2,
     *_FIA_VERSIONS,
     _pfa_version("PromptFlashAttentionV2", inner_precise=False),
     _pfa_version("PromptFlashAttentionV3", inner_precise=True),
