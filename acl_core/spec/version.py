@@ -30,6 +30,7 @@ from acl_core.spec.opspec import (
     SampleFn,
     invalid,
 )
+from acl_core.tensor import AclTensor
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ def version_of(
     fixed: Mapping[str, Any] | None = None,
     check: Callable[[Call], None] | None = None,
     adapt: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
+    as_list: Sequence[str] = (),
     samples: SampleFn | None = None,
     error_samples: ErrorSampleFn | None = None,
     summary: str = "",
@@ -94,7 +96,8 @@ def version_of(
     name, or of that name less an ``Optional`` suffix, or ``rename[name]``, renamed; or an ``added``
     one) or a :class:`Param` (declared anew, mapped to the base by the same rule). ``check`` runs the
     version's own rules before the base's; ``adapt`` turns a base case's renamed arguments into the
-    version's (None: the case does not apply).
+    version's (None: the case does not apply). ``as_list`` names plain tensors whose base parameter
+    is a tensor list: the base's rules take the tensor as it is, its kernel gets a one-entry list.
     """
     added = dict(added or {})
     rename = dict(rename or {})
@@ -122,6 +125,16 @@ def version_of(
     def to_base(args: dict[str, Any]) -> dict[str, Any]:
         mapped = {to_base_name[k]: v for k, v in args.items() if k in to_base_name}
         mapped.update(fixed)
+        return mapped
+
+    def to_kernel(args: dict[str, Any]) -> dict[str, Any]:
+        mapped = to_base(args)
+        for pname in as_list:
+            value = mapped.get(to_base_name[pname])
+            if isinstance(value, AclTensor):
+                mapped[to_base_name[pname]] = (value,)
+            elif isinstance(value, np.ndarray):
+                mapped[to_base_name[pname]] = [value]
         return mapped
 
     def infer(call: Call) -> Infos:
@@ -180,7 +193,7 @@ def version_of(
         samples=samples or derived,
         error_samples=error_samples or derived_errors,
         base=base.kernel_name,
-        base_args=to_base if base.base_args is None else _chain(base.base_args, to_base),
+        base_args=to_kernel if base.base_args is None else _chain(base.base_args, to_kernel),
         summary=summary or f"{name}: {base.name} with {', '.join(added) or 'renamed parameters'}",
     )
 

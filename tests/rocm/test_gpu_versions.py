@@ -3,6 +3,9 @@
 A version runs its base's GPU kernel through the argument mapping, so rocm claims it exactly when it
 claims the base; every sample must agree with the reference's result for the version within the
 conformance tolerances, and with rocm's own result for the base on the mapped arguments bit for bit.
+The attention-family versions need a real GPU: the CPU kernel emulator runs 1-D blocks and generated
+Meta structs only, which the attention and rotary kernels are not (their op code is checked above the
+provider seam by tests/rocm/test_attention_cpu.py instead).
 """
 
 from __future__ import annotations

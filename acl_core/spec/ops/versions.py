@@ -234,6 +234,7 @@ def _pfa_version(name: str, inner_precise: bool) -> OpSpec:
         (*head, *(("innerPrecise",) if inner_precise else ()), "attentionOut"),
         fixed=_PFA_FIXED if inner_precise else {**_PFA_FIXED, "innerPrecise": 0},
         adapt=_plain_kv,
+        as_list=("key", "value"),
         samples=_pfa_samples,
         summary="inference prefill attention on FusedInferAttentionScore's rules (sparse modes 0-4, KV lengths)",
     )
