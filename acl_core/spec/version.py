@@ -88,6 +88,7 @@ def version_of(
     as_list: Sequence[str] = (),
     samples: SampleFn | None = None,
     error_samples: ErrorSampleFn | None = None,
+    more_errors: ErrorSampleFn | None = None,
     summary: str = "",
 ) -> OpSpec:
     """Declare ``name`` as a version of ``base``.
@@ -98,6 +99,7 @@ def version_of(
     version's own rules before the base's; ``adapt`` turns a base case's renamed arguments into the
     version's (None: the case does not apply). ``as_list`` names plain tensors whose base parameter
     is a tensor list: the base's rules take the tensor as it is, its kernel gets a one-entry list.
+    ``more_errors`` adds error cases for ``check``'s rules to the derived ones.
     """
     added = dict(added or {})
     rename = dict(rename or {})
@@ -181,6 +183,8 @@ def version_of(
                     continue
                 value = extra.refused if extra.refused is not None else _refusal_value(extra.param)
                 yield ErrorSample({**valid, pname: value}, INVALID, f"{pname}: {extra.why}")
+        if more_errors is not None:
+            yield from more_errors(rng)
 
     ADDED[name] = added
     return OpSpec(

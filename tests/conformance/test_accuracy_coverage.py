@@ -34,6 +34,8 @@ STILL_ON_THE_TABLE = {
     "DynamicQuantV3",
     "DynamicQuantV4",
     "GroupedMatmulV4",
+    "FlashAttentionScoreV2",
+    "FlashAttentionVarLenScoreV2",
     "ApplyRotaryPosEmbV2",
 }
 """TODO.md's issue-14 section lists these with their reasons (each spec's ``table(reason)``)."""

@@ -166,3 +166,23 @@ def test_grouped_matmul_v4_refuses_the_mx_mode_v5_added() -> None:
     with pytest.raises(AclnnError) as err:
         eager.run("GroupedMatmulV4", "reference", op_args=args)
     assert err.value.code == 161002 and "MX" in str(err.value)
+
+
+def test_flash_attention_score_v2_pse_types() -> None:
+    spec = get_spec("FlashAttentionScoreV2")
+    assert spec.samples is not None
+    samples = list(spec.samples(np.random.default_rng(9)))
+    with_pse = next(s for s in samples if s.args.get("realShiftOptional") is not None)
+    plain = next(s for s in samples if s.args.get("realShiftOptional") is None)
+    # pseType 1 (the default) adds the pse before the scale, exactly as FlashAttentionScore
+    v1 = eager.run("FlashAttentionScore", "reference", op_args=with_pse.args)
+    v2 = eager.run("FlashAttentionScoreV2", "reference", op_args={**with_pse.args, "pseType": 1})
+    np.testing.assert_array_equal(v2["attentionOutOut"], v1["attentionOutOut"])
+    # without a pse, pseType 0 has nothing to add after the scale: the same result
+    a = eager.run("FlashAttentionScoreV2", "reference", op_args={**plain.args, "pseType": 0})
+    b = eager.run("FlashAttentionScoreV2", "reference", op_args={**plain.args, "pseType": 1})
+    np.testing.assert_array_equal(a["attentionOutOut"], b["attentionOutOut"])
+    for args in ({**with_pse.args, "pseType": 0}, {**plain.args, "pseType": 3}):
+        with pytest.raises(AclnnError) as err:
+            eager.run("FlashAttentionScoreV2", "reference", op_args=args)
+        assert err.value.code == 161002 and "pseType" in str(err.value)

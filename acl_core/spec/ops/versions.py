@@ -16,6 +16,10 @@ is listed beside it with the values that keep the base's behaviour. Choices reco
   keyRopeAntiquantScale) and query quantisation (dequantScaleQuery, queryQuantMode other than 0) are
   refused with 161002; V3's extra layouts (BNSD_NBSD, BSND_NBSD, BSH_NBSD, TND, TND_NTD, NTD_TND)
   are refused by inputLayout's choices (the base's BSH, BSND, BNSD, BNSD_BSND).
+* FlashAttentionScoreV2 / FlashAttentionVarLenScoreV2 add ``pseType`` (CANN: 1, the default, is the
+  base's pse before the scale; other values add it after the scale; 2/3 generate ALiBi inside the op)
+  and the ALiBi start indices: pseType 1 runs as the base, 0 only without realShiftOptional (nothing
+  to add, so the same), 2/3 and qStartIdx/kvStartIdx are refused with 161002.
 * DynamicQuantV3/V4 run on DynamicQuantV2's: ``isSymmetrical`` must agree with ``offsetOut`` (true:
   offsetOut null, 161002 otherwise; false: offsetOut given, 161001 otherwise; asymmetric is integer
   outputs only, as in V2); ``quantMode`` is 'pertoken' only (per-tensor / per-channel are refused);
@@ -40,7 +44,9 @@ from acl_core.spec.ops import attention as A
 from acl_core.spec.ops import matmul as M
 from acl_core.spec.ops import quant as Q
 from acl_core.spec.opspec import (
+    INVALID,
     Call,
+    ErrorSample,
     OpSpec,
     Sample,
     bool_attr,
@@ -291,6 +297,61 @@ _IFA_VERSIONS = [
     ),
 ]
 
+# ----------------------------------------------------------------------------- FlashAttentionScoreV2, VarLenV2
+_ALIBI = "(it positions the ALiBi bias generated inside the op, pseType 2/3) is not implemented"
+
+
+def _pse_type(call: Call) -> None:
+    """pseType 1 adds realShift before the scale, as the base does; 0 adds it after; 2/3 generate ALiBi."""
+    kind = call.args["pseType"]
+    if kind not in (0, 1):
+        raise invalid(f"{call.spec.name}: pseType={kind} (ALiBi generated inside the op) is not implemented")
+    if kind == 0 and call.args["realShiftOptional"] is not None:
+        raise invalid(f"{call.spec.name}: pseType=0 adds realShiftOptional after the scale, which is not implemented")
+
+
+def _pse_errors(base: OpSpec) -> Any:
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        for s in base.samples(rng) if base.samples else ():
+            if s.args.get("realShiftOptional") is not None:
+                yield ErrorSample({**s.args, "pseType": 0}, INVALID, "pseType 0 with realShiftOptional")
+                break
+        for s in base.samples(rng) if base.samples else ():
+            yield ErrorSample({**s.args, "pseType": 2}, INVALID, "pseType 2: generated ALiBi")
+            break
+
+    return errors
+
+
+def _fa_v2(base: OpSpec, name: str, lengths: tuple[str, ...]) -> OpSpec:
+    head = ("query", "key", "value", "realShiftOptional", "dropMaskOptional", "paddingMaskOptional")
+    attrs = ("scaleValue", "keepProb", "preTokens", "nextTokens", "headNum", "inputLayout", "innerPrecise")
+    outs = ("softmaxMaxOut", "softmaxSumOut", "softmaxOutOut", "attentionOutOut")
+    starts = ("qStartIdxOptional", "kvStartIdxOptional")
+    return version_of(
+        base,
+        name,
+        (*head, "attenMaskOptional", "prefixOptional", *lengths, *starts, *attrs, "sparseMode", "pseType", *outs),
+        added={
+            "qStartIdxOptional": _absent("qStartIdxOptional", _ALIBI, int_array),
+            "kvStartIdxOptional": _absent("kvStartIdxOptional", _ALIBI, int_array),
+            "pseType": Added(int_attr("pseType", default=1), "", neutral=None),
+        },
+        check=_pse_type,
+        more_errors=_pse_errors(base),
+        summary=f"{base.name} with pseType 1 (pse before the scale, the base's) or 0 without realShiftOptional",
+    )
+
+
+_FA_VERSIONS = [
+    _fa_v2(_BY_NAME["FlashAttentionScore"], "FlashAttentionScoreV2", ()),
+    _fa_v2(
+        _BY_NAME["FlashAttentionVarLenScore"],
+        "FlashAttentionVarLenScoreV2",
+        ("actualSeqQLenOptional", "actualSeqKvLenOptional"),
+    ),
+]
+
 # ----------------------------------------------------------------------------- DynamicQuant V3, V4
 _DQ2 = next(s for s in Q.SPECS if s.name == "DynamicQuantV2")
 
@@ -418,6 +479,7 @@ _ROPE_V2 = version_of(
 )
 
 SPECS: list[OpSpec] = [
+    *_FA_VERSIONS,
     *_DQ_VERSIONS,
     *_GMM_VERSIONS,
     _ROPE_V2,
