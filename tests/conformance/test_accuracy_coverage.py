@@ -36,6 +36,8 @@ STILL_ON_THE_TABLE = {
     "GroupedMatmulV4",
     "FlashAttentionScoreV2",
     "FlashAttentionVarLenScoreV2",
+    "DynamicMxQuantV2",
+    "WeightQuantBatchMatmulV3",
     "ApplyRotaryPosEmbV2",
 }
 """TODO.md's issue-14 section lists these with their reasons (each spec's ``table(reason)``)."""

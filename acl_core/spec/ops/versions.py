@@ -20,6 +20,10 @@ is listed beside it with the values that keep the base's behaviour. Choices reco
   base's pse before the scale; other values add it after the scale; 2/3 generate ALiBi inside the op)
   and the ALiBi start indices: pseType 1 runs as the base, 0 only without realShiftOptional (nothing
   to add, so the same), 2/3 and qStartIdx/kvStartIdx are refused with 161002.
+* DivV3 is DivMod with an int64_t ``mode`` (0 true division, 1 toward zero, 2 toward -inf).
+* DynamicMxQuantV2 adds ``dstTypeMax``: 0 only (the output dtype's own maximum); a custom range is
+  refused. WeightQuantBatchMatmulV3 adds ``innerPrecise``: 0 (high precision) and 1 (high
+  performance) compute the same here, other values are refused.
 * DynamicQuantV3/V4 run on DynamicQuantV2's: ``isSymmetrical`` must agree with ``offsetOut`` (true:
   offsetOut null, 161002 otherwise; false: offsetOut given, 161001 otherwise; asymmetric is integer
   outputs only, as in V2); ``quantMode`` is 'pertoken' only (per-tensor / per-channel are refused);
@@ -41,6 +45,7 @@ import numpy as np
 from acl_core.dtypes import DataType as D
 from acl_core.spec import samples as S
 from acl_core.spec.ops import attention as A
+from acl_core.spec.ops import elementwise as E
 from acl_core.spec.ops import matmul as M
 from acl_core.spec.ops import quant as Q
 from acl_core.spec.opspec import (
@@ -478,7 +483,48 @@ _ROPE_V2 = version_of(
     summary="ApplyRotaryPosEmb with rotaryMode ('half' only)",
 )
 
+# ----------------------------------------------------------------------------- DivV3, DynamicMxQuantV2, WQBMM V3
+_DIV_MOD = next(s for s in E.SPECS if s.name == "DivMod")
+_MX = next(s for s in Q.SPECS if s.name == "DynamicMxQuant")
+_WQBMM = next(s for s in Q.SPECS if s.name == "WeightQuantBatchMatmulV2")
+
+_SMALL_VERSIONS = [
+    version_of(
+        _DIV_MOD,
+        "DivV3",
+        ("self", "other", int_attr("mode", choices=(0, 1, 2)), "out"),
+        summary="self / other rounded as mode says: 0 true division, 1 toward zero, 2 toward -inf (DivMod's rules)",
+    ),
+    version_of(
+        _MX,
+        "DynamicMxQuantV2",
+        (*_MX.param_names[:-2], "dstTypeMax", *_MX.param_names[-2:]),
+        added={
+            "dstTypeMax": Added(
+                float_attr("dstTypeMax", default=0.0),
+                "other than 0 (the output dtype's own maximum): a custom range is not implemented",
+                neutral=(0.0,),
+                refused=100.0,
+            )
+        },
+    ),
+    version_of(
+        _WQBMM,
+        "WeightQuantBatchMatmulV3",
+        (*_WQBMM.param_names[:-1], "innerPrecise", _WQBMM.param_names[-1]),
+        added={
+            "innerPrecise": Added(
+                int_attr("innerPrecise", c_type="int", default=0),
+                "must be 0 (high precision) or 1 (high performance): both compute the same here",
+                neutral=(0, 1),
+                refused=2,
+            )
+        },
+    ),
+]
+
 SPECS: list[OpSpec] = [
+    *_SMALL_VERSIONS,
     *_FA_VERSIONS,
     *_DQ_VERSIONS,
     *_GMM_VERSIONS,
