@@ -50,7 +50,7 @@ def compare(emulated: Backend, reference: Backend, op: str, args: dict[str, Any]
         same_bytes(got, want, f"{op} {note} @{layout}")
 
 
-VERSIONS = tuple(s.name for s in VERSION_SPECS if s.family == "quant")  # they run their base's kernels
+VERSIONS = tuple(s.name for s in VERSION_SPECS if s.base in OPS)  # they run their base's kernels
 
 
 @pytest.mark.parametrize("op", (*OPS, *VERSIONS))
