@@ -389,3 +389,23 @@ def test_inplace_add_rms_norm_overwrites_both_inputs() -> None:
     np.testing.assert_allclose(got["x2Ref"], x.numpy(), rtol=0, atol=0)
     rstd = 1 / torch.sqrt((x.double() ** 2).mean(-1, keepdim=True) + 1e-6)
     np.testing.assert_allclose(got["rstdOut"], rstd.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
+def test_gemma_rms_norm_matches_torch(dtype: object) -> None:
+    """yOut = x * rsqrt(mean(x²) + eps) * (1 + gamma), torch in float64 on the same rounded inputs."""
+    rng = np.random.default_rng(21)
+    x = rng.uniform(-3, 3, (3, 4, 32)).astype(np.dtype(dtype))
+    gamma = rng.uniform(-1, 1, (32,)).astype(np.dtype(dtype))
+    got = ref("GemmaRmsNorm", x=x, gamma=gamma, epsilon=1e-6)
+    xt, gt = to_torch(x).double(), to_torch(gamma).double()
+    rstd = torch.rsqrt(xt.pow(2).mean(-1, keepdim=True) + 1e-6)
+    want = (xt * rstd * (1 + gt)).to(to_torch(x).dtype)
+    tol = 1e-6 if dtype == np.float32 else 1e-2
+    np.testing.assert_allclose(got["yOut"].astype(np.float64), to_numpy(want).astype(np.float64), rtol=tol, atol=tol)
+    np.testing.assert_allclose(got["rstdOut"], rstd.numpy().astype(np.float32), rtol=1e-6)
+    plain = ref(
+        "RmsNorm", x=x, gamma=(gamma.astype(np.float64) + 1).astype(np.float32).astype(np.dtype(dtype)), epsilon=1e-6
+    )
+    if dtype == np.float32:  # 1 + gamma is exact in float32 only up to its rounding: compare to RmsNorm loosely
+        np.testing.assert_allclose(got["yOut"], plain["yOut"], rtol=1e-6, atol=1e-6)

@@ -28,6 +28,7 @@ from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.matmul import round_to_hf32
+from acl_core.spec.ops.versions import SPECS as VERSION_SPECS
 from acl_rocm.backend import RocmBackend
 from acl_rocm.kernels.attention import (
     ATTN_META_LEN,
@@ -356,7 +357,8 @@ def test_sources_compile_with_nvcc(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- ops on the fake
-CLAIMED = (*OPS, *SCALED_OPS, "InplaceAddmm", "InplaceBaddbmm")
+VERSIONS = tuple(s.name for s in VERSION_SPECS if s.family == "attention")  # they run their base's launches
+CLAIMED = (*OPS, *SCALED_OPS, "InplaceAddmm", "InplaceBaddbmm", *VERSIONS)
 
 
 def test_claims(fake: tuple[RocmBackend, ExecutingFake]) -> None:

@@ -18,6 +18,7 @@ import pytest
 from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.spec.ops import get_spec
+from acl_core.spec.ops.versions import SPECS as VERSION_SPECS
 from acl_rocm.backend import RocmBackend
 from acl_rocm.ops.quant import OPS
 from tests.rocm.fake_provider import FakeProvider
@@ -49,7 +50,10 @@ def compare(emulated: Backend, reference: Backend, op: str, args: dict[str, Any]
         same_bytes(got, want, f"{op} {note} @{layout}")
 
 
-@pytest.mark.parametrize("op", OPS)
+VERSIONS = tuple(s.name for s in VERSION_SPECS if s.base in OPS)  # they run their base's kernels
+
+
+@pytest.mark.parametrize("op", (*OPS, *VERSIONS))
 def test_every_sample_matches_the_reference(emulated: RocmBackend, reference: Backend, op: str) -> None:
     spec = get_spec(op)
     assert spec.samples is not None

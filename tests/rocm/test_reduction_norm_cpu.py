@@ -233,6 +233,7 @@ LONG_ROWS: list[tuple[str, dict]] = [
     ("Cumsum", {"self": (300, 20), "dim": 0, "dtype": 0}),
     ("LayerNorm", {"input": (20, 300), "normalizedShape": [300], "eps": 1e-5}),
     ("RmsNorm", {"x": (20, 300), "gamma": (300,), "epsilon": 1e-6}),
+    ("GemmaRmsNorm", {"x": (20, 300), "gamma": (300,), "epsilon": 1e-6}),
 ]
 
 

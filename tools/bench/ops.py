@@ -51,7 +51,7 @@ class Sizes:
 
 OPS = (
     *("Add", "Copy", "Mul", "Silu", "Softmax", "LayerNorm", "RmsNorm", "Matmul", "FlashAttentionScore"),
-    *("QuantMatmulV5", "QuantMatmulV3", "Replay"),
+    *("QuantMatmulV5", "QuantMatmulV3", "Replay", "GemmaRmsNorm"),
 )
 """The names ``--only`` picks from: the operators the suite times (Copy is the D2D memcpy; Replay is a
 captured chain of small Adds replayed beside the same chain launched eagerly, :mod:`acl_tools.bench.replay`)."""
@@ -358,11 +358,11 @@ class Suite:
                 )
 
     def norms(self) -> None:
-        """Softmax, LayerNorm and RmsNorm over the last dimension of rows x hidden."""
+        """Softmax, LayerNorm, RmsNorm and GemmaRmsNorm over the last dimension of rows x hidden."""
         F = self.torch.nn.functional
         rows, hidden = self.sizes.norm
         eps = 1e-5
-        for op in ("Softmax", "LayerNorm", "RmsNorm"):
+        for op in ("Softmax", "LayerNorm", "RmsNorm", "GemmaRmsNorm"):
             if not self.wanted(op):
                 continue
             for dtype in DTYPES:
@@ -388,6 +388,8 @@ class Suite:
                         return lambda: self.torch.softmax(x, -1)
                     if op == "LayerNorm":
                         return lambda: F.layer_norm(x, (hidden,), w, b, eps)
+                    if op == "GemmaRmsNorm":  # torch has no fused form: Gemma's (1 + weight) per call
+                        return lambda: F.rms_norm(x, (hidden,), 1 + w, eps)
                     return lambda: F.rms_norm(x, (hidden,), w, eps)
 
                 nbytes = 2 * rows * hidden * dtype.info.storage_bits // 8

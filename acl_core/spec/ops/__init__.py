@@ -23,6 +23,7 @@ FAMILIES: tuple[str, ...] = (
     "quant",
     "layout",
     "mc2",
+    "versions",
 )
 
 _lock = threading.Lock()

@@ -1,4 +1,7 @@
-"""Normalisation operators: LayerNorm, AddLayerNorm, RmsNorm, AddRmsNorm, GroupNorm, BatchNorm.
+"""Normalisation operators: LayerNorm, AddLayerNorm, RmsNorm, GemmaRmsNorm, AddRmsNorm, GroupNorm, BatchNorm.
+
+GemmaRmsNorm is RmsNorm with Gemma's zero-centred weight: yOut = x * rstd * (1 + gamma), the same
+parameters, rules and rstdOut (1 + gamma is formed in the compute precision, float32 or wider).
 
 Shapes follow the CANN documents: statistics of the row-wise norms keep the input's rank with the
 normalised dimensions set to 1; GroupNorm's statistics are ``[N, group]``; BatchNorm's are ``[C]``.
@@ -714,6 +717,7 @@ _RMS = composite(steps=8, length_of=trailing_elements("gamma"))
 ACCURACY: dict[str, Accuracy] = {
     "RmsNorm": _RMS,
     "AddRmsNorm": _RMS,
+    "GemmaRmsNorm": composite(steps=9, length_of=trailing_elements("gamma")),  # RmsNorm's and 1 + gamma
     "LayerNorm": composite(
         steps=8,
         length_of=_normalised_size,
@@ -744,10 +748,12 @@ ACCURACY: dict[str, Accuracy] = {
 """Accuracy classes (InplaceAddRmsNorm takes AddRmsNorm's; BatchNorm keeps the table)."""
 
 _ADD_RMS_NORM = _add_rms_norm()
+_RMS_NORM = _rms_norm()
 SPECS: list[OpSpec] = [
     _layer_norm(),
     _add_layer_norm(),
-    _rms_norm(),
+    _RMS_NORM,
+    replace(_RMS_NORM, name="GemmaRmsNorm", summary="RmsNorm scaled by (1 + gamma): Gemma's zero-centred weight"),
     _ADD_RMS_NORM,
     _inplace_add_rms_norm(_ADD_RMS_NORM),
     _group_norm(),

@@ -97,6 +97,16 @@ def rms_norm(k: RefCall) -> None:
     k.write("rstdOut", rstd)
 
 
+@kernel("GemmaRmsNorm")
+def gemma_rms_norm(k: RefCall) -> None:
+    """yOut = x * rstd * (1 + gamma): RmsNorm with Gemma's zero-centred weight."""
+    x = k.read("x", np.float64)
+    rstd = rms_rstd(x, k.plan["axes"], k.value("epsilon"))
+    with np.errstate(invalid="ignore", over="ignore"):
+        k.write("yOut", x * rstd * (1.0 + k.read("gamma", np.float64)))
+    k.write("rstdOut", rstd)
+
+
 @kernel("AddRmsNorm")
 def add_rms_norm(k: RefCall) -> None:
     """x = x1 + x2 (kept exact, not rounded to x1's dtype); yOut = RmsNorm(x); rstdOut; xOut = x."""

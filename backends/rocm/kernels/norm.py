@@ -39,7 +39,8 @@ def _x(kernel: RowKernel, *names: str) -> str:
 
 def _affine(kernel: RowKernel, expr: str) -> str:
     if kernel.has("weight"):
-        expr = f"({expr}) * (acc_t)({load_as(kernel, 'weight', at(kernel, 'weight'), kernel.acc)})"
+        w = f"(acc_t)({load_as(kernel, 'weight', at(kernel, 'weight'), kernel.acc)})"
+        expr = f"({expr}) * ({'(acc_t)1 + ' if kernel.option('gemma') else ''}{w})"
     if kernel.has("shift"):
         expr = f"({expr}) + (acc_t)({load_as(kernel, 'shift', at(kernel, 'shift'), kernel.acc)})"
     return expr
@@ -70,11 +71,12 @@ def _cached_write(kernel: RowKernel, normalised: str) -> list[str]:
     lines: list[str] = []
     cache = cache_dtype(kernel)
     results = [normalised.format(v=slot(kernel, e)) for e in range(vec)]
-    for name, combine in (("weight", "({r}) * {w}"), ("shift", "({r}) + {w}")):
+    weight = "({r}) * (cache_t)((acc_t)1 + (acc_t)({w}))" if kernel.option("gemma") else "({r}) * (cache_t)({w})"
+    for name, combine in (("weight", weight), ("shift", "({r}) + (cache_t)({w})")):
         if kernel.has(name):
             read, values = chunk_values(kernel, name, cache)
             lines += read
-            results = [combine.format(r=r, w=f"(cache_t)({w})") for r, w in zip(results, values)]
+            results = [combine.format(r=r, w=w) for r, w in zip(results, values)]
     lines += chunk_store(kernel, "y", results, cache)
     if kernel.has("xout"):
         lines += chunk_store(kernel, "xout", [slot(kernel, e) for e in range(vec)], cache)

@@ -22,7 +22,7 @@ from acl_rocm.ops.reduction import Bound, RowPlan, RowRunner, bind
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
 
-OPS: tuple[str, ...] = ("AddLayerNorm", "AddRmsNorm", "BatchNorm", "GroupNorm", "LayerNorm", "RmsNorm")
+OPS: tuple[str, ...] = ("AddLayerNorm", "AddRmsNorm", "BatchNorm", "GemmaRmsNorm", "GroupNorm", "LayerNorm", "RmsNorm")
 """The aclnn operators this module runs (InplaceAddRmsNorm runs AddRmsNorm's kernel)."""
 
 
@@ -80,9 +80,10 @@ class NormRunner(RowRunner):
         outer: Sequence[int],
         inner: Sequence[int],
         scalars: list[tuple[str, str, Any]],
+        options: Sequence[tuple[str, str | int | bool]] = (),
     ) -> RowPlan | None:
         acc = acc_dtype([b.tensor.dtype for b in bound])
-        return self.plan(op, kind, bound, outer, inner, acc, (), scalars)
+        return self.plan(op, kind, bound, outer, inner, acc, options, scalars)
 
     def _row_norm(self, op: str, launch: Launch) -> RowPlan | None:
         """LayerNorm, AddLayerNorm, RmsNorm, AddRmsNorm: rows are the dims before the normalised ones."""
@@ -100,6 +101,7 @@ class NormRunner(RowRunner):
             ),
             "AddLayerNorm": ("x1", "x2", "gamma", "beta", "yOut", "meanOut", "rstdOut", "xOut", "epsilon"),
             "RmsNorm": ("x", None, "gamma", None, "yOut", None, "rstdOut", None, "epsilon"),
+            "GemmaRmsNorm": ("x", None, "gamma", None, "yOut", None, "rstdOut", None, "epsilon"),
             "AddRmsNorm": ("x1", "x2", "gamma", None, "yOut", None, "rstdOut", "xOut", "epsilon"),
         }[op]
         x_name, x2_name, w_name, b_name, y_name, mean_name, rstd_name, xout_name, eps_name = names
@@ -130,7 +132,8 @@ class NormRunner(RowRunner):
         if xout is not None and (op != "AddLayerNorm" or launch.args.get("additionalOutput")):
             bound.append(bind("xout", xout, *_lead(xout, lead), write=True))
         kind = "rmsnorm" if "Rms" in op else "layernorm"
-        return self._finish(op, kind, bound, outer, inner, [("eps", "double", float(launch.args[eps_name]))])
+        scalars: list[tuple[str, str, Any]] = [("eps", "double", float(launch.args[eps_name]))]
+        return self._finish(op, kind, bound, outer, inner, scalars, (("gemma", True),) if op == "GemmaRmsNorm" else ())
 
     def _group_norm(self, launch: Launch) -> RowPlan | None:
         """Rows (N, group), a row (C/group, spatial…); gamma/beta by channel; stats [N, group]."""

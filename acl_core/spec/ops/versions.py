@@ -1,0 +1,536 @@
+"""Later versions of declared operators that vllm-ascend reaches, mapped onto their base ops (issue 16).
+
+Each version runs its base's rules and kernels (:func:`acl_core.spec.version.version_of`); what it adds
+is listed beside it with the values that keep the base's behaviour. Choices recorded here:
+
+* PromptFlashAttentionV2/V3 run on FusedInferAttentionScore's rules (CANN: FIA is PFA and IFA fused),
+  which give them sparseMode 0-4, actualSeqLengthsKv and innerPrecise; key/value stay plain tensors.
+  A query of S=1 takes FIA's decode branch (its masks are [B,S], [B,1,S] or [B|1,N|1,1,S]).
+* IncreFlashAttentionV2/V3/V4 run on IncreFlashAttention's: quantisation (dequantScale1 …
+  quantOffset2), KV antiquantisation, paged KV (blocktable, so blockSize must stay 0) and left
+  padding (kvPaddingSize) are refused with 161002; innerPrecise 0 (high precision) and 1 (high
+  performance) compute the same here, other values are refused.
+* FusedInferAttentionScoreV2/V3/V4 run on FusedInferAttentionScore's: per-key/value antiquantisation
+  (key/valueAntiquantScale/Offset, their modes other than 0), the shared prefix
+  (key/valueSharedPrefix, actualSharedPrefixLen), MLA's split rope (queryRope, keyRope,
+  keyRopeAntiquantScale) and query quantisation (dequantScaleQuery, queryQuantMode other than 0) are
+  refused with 161002; V3's extra layouts (BNSD_NBSD, BSND_NBSD, BSH_NBSD, TND, TND_NTD, NTD_TND)
+  are refused by inputLayout's choices (the base's BSH, BSND, BNSD, BNSD_BSND).
+* FlashAttentionScoreV2 / FlashAttentionVarLenScoreV2 add ``pseType`` (CANN: 1, the default, is the
+  base's pse before the scale; other values add it after the scale; 2/3 generate ALiBi inside the op)
+  and the ALiBi start indices: pseType 1 runs as the base, 0 only without realShiftOptional (nothing
+  to add, so the same), 2/3 and qStartIdx/kvStartIdx are refused with 161002.
+* DivV3 is DivMod with an int64_t ``mode`` (0 true division, 1 toward zero, 2 toward -inf).
+* DynamicMxQuantV2 adds ``dstTypeMax``: 0 only (the output dtype's own maximum); a custom range is
+  refused. WeightQuantBatchMatmulV3 adds ``innerPrecise``: 0 (high precision) and 1 (high
+  performance) compute the same here, other values are refused.
+* DynamicQuantV3/V4 run on DynamicQuantV2's: ``isSymmetrical`` must agree with ``offsetOut`` (true:
+  offsetOut null, 161002 otherwise; false: offsetOut given, 161001 otherwise; asymmetric is integer
+  outputs only, as in V2); ``quantMode`` is 'pertoken' only (per-tensor / per-channel are refused);
+  V4's ``dstTypeMax`` is 0 only, meaning the output dtype's own maximum (a custom range is refused).
+* GroupedMatmulV4 is GroupedMatmulV5 without ``tuningConfigOptional`` and without the MX mode V5
+  added (FLOAT8 / FLOAT4 x or weight are refused with 161002).
+* ApplyRotaryPosEmbV2 adds ``rotaryMode``: 'half' (the base's rotate-half) only; 'interleave' and
+  'quarter' are refused with 161002.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from acl_core.dtypes import DataType as D
+from acl_core.spec import samples as S
+from acl_core.spec.ops import attention as A
+from acl_core.spec.ops import elementwise as E
+from acl_core.spec.ops import matmul as M
+from acl_core.spec.ops import quant as Q
+from acl_core.spec.opspec import (
+    INVALID,
+    Call,
+    ErrorSample,
+    OpSpec,
+    Sample,
+    bool_attr,
+    float_attr,
+    int_array,
+    int_attr,
+    invalid,
+    nullptr,
+    string_attr,
+    tensor,
+)
+from acl_core.spec.version import Added, version_of
+from acl_core.tensor import AclTensorList
+
+_BY_NAME = {s.name: s for s in A.SPECS}
+_FIA, _IFA = _BY_NAME["FusedInferAttentionScore"], _BY_NAME["IncreFlashAttention"]
+
+_QUANT = "quantisation is not implemented"
+_ANTIQUANT = "KV antiquantisation is not implemented"
+
+
+def _absent(name: str, why: str, make: Any = tensor) -> Added:
+    """An added optional handle that must stay null."""
+    return Added(make(name, None, optional=True) if make is tensor else make(name, optional=True), why)
+
+
+def _mode(name: str, why: str) -> Added:
+    """An added int mode whose only value here is 0 (its documented default)."""
+    return Added(int_attr(name, default=0), why, neutral=(0,))
+
+
+# ----------------------------------------------------------------------------- FusedInferAttentionScore V2-V4
+_FIA_HEAD = (
+    "query",
+    "key",
+    "value",
+    "pseShiftOptional",
+    "attenMaskOptional",
+    "actualSeqLengthsOptional",
+    "actualSeqLengthsKvOptional",
+    "deqScale1Optional",
+    "quantScale1Optional",
+    "deqScale2Optional",
+    "quantScale2Optional",
+    "quantOffset2Optional",
+    "antiquantScaleOptional",
+    "antiquantOffsetOptional",
+    "blockTableOptional",
+    "queryPaddingSizeOptional",
+    "kvPaddingSizeOptional",
+    "keyAntiquantScaleOptional",
+    "keyAntiquantOffsetOptional",
+    "valueAntiquantScaleOptional",
+    "valueAntiquantOffsetOptional",
+    "keySharedPrefixOptional",
+    "valueSharedPrefixOptional",
+    "actualSharedPrefixLenOptional",
+)
+_FIA_ATTRS = (
+    "numHeads",
+    "scaleValue",
+    "preTokens",
+    "nextTokens",
+    "inputLayout",
+    "numKeyValueHeads",
+    "sparseMode",
+    "innerPrecise",
+    "blockSize",
+    "antiquantMode",
+    "softmaxLseFlag",
+    "keyAntiquantMode",
+    "valueAntiquantMode",
+)
+_FIA_OUTS = ("attentionOut", "softmaxLse")
+_PREFIX = "a shared-prefix KV is not implemented"
+_ROPE = "MLA's split rope (queryRope/keyRope) is not implemented"
+_FIA_V2_ADDED = {
+    **{
+        f"{kv}Antiquant{part}Optional": _absent(f"{kv}Antiquant{part}Optional", _ANTIQUANT)
+        for kv in ("key", "value")
+        for part in ("Scale", "Offset")
+    },
+    "keySharedPrefixOptional": _absent("keySharedPrefixOptional", _PREFIX),
+    "valueSharedPrefixOptional": _absent("valueSharedPrefixOptional", _PREFIX),
+    "actualSharedPrefixLenOptional": _absent("actualSharedPrefixLenOptional", _PREFIX, int_array),
+    "keyAntiquantMode": _mode("keyAntiquantMode", f"other than 0: {_ANTIQUANT}"),
+    "valueAntiquantMode": _mode("valueAntiquantMode", f"other than 0: {_ANTIQUANT}"),
+}
+_FIA_V3_ADDED = {
+    **_FIA_V2_ADDED,
+    "queryRopeOptional": _absent("queryRopeOptional", _ROPE),
+    "keyRopeOptional": _absent("keyRopeOptional", _ROPE),
+    "keyRopeAntiquantScaleOptional": _absent("keyRopeAntiquantScaleOptional", _ROPE),
+}
+_FIA_V4_ADDED = {
+    **_FIA_V3_ADDED,
+    "dequantScaleQueryOptional": _absent("dequantScaleQueryOptional", "query quantisation is not implemented"),
+    "queryQuantMode": _mode("queryQuantMode", "other than 0: query quantisation is not implemented"),
+}
+_ROPE_NAMES = ("queryRopeOptional", "keyRopeOptional", "keyRopeAntiquantScaleOptional")
+
+
+def _fia_version(name: str, tensors: tuple[str, ...], attrs: tuple[str, ...], added: dict[str, Added]) -> OpSpec:
+    return version_of(
+        _FIA,
+        name,
+        (*_FIA_HEAD, *tensors, *attrs, *_FIA_OUTS),
+        added=added,
+        summary=f"FusedInferAttentionScore with {name[-2:]}'s parameters (only their base-preserving values)",
+    )
+
+
+_FIA_VERSIONS = [
+    _fia_version("FusedInferAttentionScoreV2", (), _FIA_ATTRS, _FIA_V2_ADDED),
+    _fia_version("FusedInferAttentionScoreV3", _ROPE_NAMES, _FIA_ATTRS, _FIA_V3_ADDED),
+    _fia_version(
+        "FusedInferAttentionScoreV4",
+        (*_ROPE_NAMES, "dequantScaleQueryOptional"),
+        (*_FIA_ATTRS, "queryQuantMode"),
+        _FIA_V4_ADDED,
+    ),
+]
+
+# ----------------------------------------------------------------------------- PromptFlashAttention V2, V3
+_PFA_FIXED: dict[str, Any] = {
+    "antiquantScale": None,
+    "antiquantOffset": None,
+    "blockTable": None,
+    "queryPaddingSize": None,
+    "kvPaddingSize": None,
+    "blockSize": 0,
+    "antiquantMode": 0,
+    "softmaxLseFlag": False,
+    "softmaxLse": None,
+}
+
+
+def _pfa_samples(rng: np.random.Generator) -> Iterable[Sample]:
+    """Prefill cases over plain key/value tensors: every layout, GQA, the sparse modes and actual lengths."""
+    plain: dict[str, Any] = {"preTokens": A.UNBOUNDED, "nextTokens": A.UNBOUNDED, "sparseMode": 0}
+    for dt in (D.ACL_FLOAT16, D.ACL_BF16):
+        for layout in A.PFA_LAYOUTS:
+            yield Sample(A._infer_case(rng, dt, layout, 2, 4, 2, 5, 7, 8, **plain), f"{dt.short} {layout} GQA no mask")
+    f16 = D.ACL_FLOAT16
+    for mode, sq, skv, extra in ((2, 5, 8, {}), (3, 7, 5, {"nextTokens": 0}), (4, 6, 6, {"preTokens": 1})):
+        args = A._infer_case(rng, f16, "BSH", 1, 2, 2, sq, skv, 8, **{**plain, **extra})
+        yield Sample({**args, "attenMask": A.compressed_mask(), "sparseMode": mode}, f"sparse {mode} Sq={sq} Skv={skv}")
+    args = A._infer_case(rng, f16, "BNSD", 2, 2, 2, 4, 6, 8, **plain)
+    causal = np.triu(np.ones((4, 6), bool), k=3)
+    yield Sample(
+        {**args, "attenMask": causal, "actualSeqLengths": [4, 2], "actualSeqLengthsKv": [6, 3]},
+        "full mask, actual query and key lengths",
+    )
+
+
+def _plain_kv(args: dict[str, Any]) -> dict[str, Any] | None:
+    """A FusedInferAttentionScore case with one cache tensor, its key/value unwrapped (PFA takes tensors)."""
+    for name in ("key", "value"):
+        if isinstance(args[name], list):
+            if len(args[name]) != 1:
+                return None
+            args = {**args, name: args[name][0]}
+    return args
+
+
+def _pfa_version(name: str, inner_precise: bool) -> OpSpec:
+    head = (
+        "query",
+        tensor("key", A.HALF),
+        tensor("value", A.HALF),
+        "pseShift",
+        "attenMask",
+        "actualSeqLengths",
+        "actualSeqLengthsKv",
+        "deqScale1",
+        "quantScale1",
+        "deqScale2",
+        "quantScale2",
+        "quantOffset2",
+        "numHeads",
+        "scaleValue",
+        "preTokens",
+        int_attr("nextTokens", default=0),
+        "inputLayout",
+        "numKeyValueHeads",
+        "sparseMode",
+    )
+    return version_of(
+        _FIA,
+        name,
+        (*head, *(("innerPrecise",) if inner_precise else ()), "attentionOut"),
+        fixed=_PFA_FIXED if inner_precise else {**_PFA_FIXED, "innerPrecise": 0},
+        adapt=_plain_kv,
+        as_list=("key", "value"),
+        samples=_pfa_samples,
+        summary="inference prefill attention on FusedInferAttentionScore's rules (sparse modes 0-4, KV lengths)",
+    )
+
+
+# ----------------------------------------------------------------------------- IncreFlashAttention V2-V4
+_IFA_QUANT = {
+    n: _absent(n, _QUANT) for n in ("dequantScale1", "quantScale1", "dequantScale2", "quantScale2", "quantOffset2")
+}
+_IFA_V3_ADDED = {
+    **_IFA_QUANT,
+    "antiquantScale": _absent("antiquantScale", _ANTIQUANT),
+    "antiquantOffset": _absent("antiquantOffset", _ANTIQUANT),
+    "blocktable": _absent("blocktable", "paged KV (page attention) is not implemented"),
+    "blockSize": _mode("blockSize", "other than 0: it sizes blocktable's pages, and paged KV is not implemented"),
+    "innerPrecise": Added(
+        int_attr("innerPrecise", default=1),
+        "must be 0 (high precision) or 1 (high performance)",
+        neutral=(0, 1),
+        refused=2,
+    ),
+}
+_IFA_V4_ADDED = {**_IFA_V3_ADDED, "kvPaddingSize": _absent("kvPaddingSize", "left padding is not implemented")}
+_IFA_HEAD = ("query", "key", "value", "pseShift", "attenMask", "actualSeqLengths")
+_IFA_ATTRS = ("numHeads", "scaleValue", "inputLayout", "numKeyValueHeads")
+_QUANT_NAMES = tuple(_IFA_QUANT)
+_ANTI_NAMES = ("antiquantScale", "antiquantOffset", "blocktable")
+
+
+_IFA_VERSIONS = [
+    version_of(
+        _IFA, "IncreFlashAttentionV2", (*_IFA_HEAD, *_QUANT_NAMES, *_IFA_ATTRS, "attentionOut"), added=_IFA_QUANT
+    ),
+    version_of(
+        _IFA,
+        "IncreFlashAttentionV3",
+        (*_IFA_HEAD, *_QUANT_NAMES, *_ANTI_NAMES, *_IFA_ATTRS, "blockSize", "innerPrecise", "attentionOut"),
+        added=_IFA_V3_ADDED,
+    ),
+    version_of(
+        _IFA,
+        "IncreFlashAttentionV4",
+        (
+            *_IFA_HEAD,
+            *_QUANT_NAMES,
+            *_ANTI_NAMES,
+            "kvPaddingSize",
+            *_IFA_ATTRS,
+            "blockSize",
+            "innerPrecise",
+            "attentionOut",
+        ),
+        added=_IFA_V4_ADDED,
+    ),
+]
+
+# ----------------------------------------------------------------------------- FlashAttentionScoreV2, VarLenV2
+_ALIBI = "(it positions the ALiBi bias generated inside the op, pseType 2/3) is not implemented"
+
+
+def _pse_type(call: Call) -> None:
+    """pseType 1 adds realShift before the scale, as the base does; 0 adds it after; 2/3 generate ALiBi."""
+    kind = call.args["pseType"]
+    if kind not in (0, 1):
+        raise invalid(f"{call.spec.name}: pseType={kind} (ALiBi generated inside the op) is not implemented")
+    if kind == 0 and call.args["realShiftOptional"] is not None:
+        raise invalid(f"{call.spec.name}: pseType=0 adds realShiftOptional after the scale, which is not implemented")
+
+
+def _pse_errors(base: OpSpec) -> Any:
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        for s in base.samples(rng) if base.samples else ():
+            if s.args.get("realShiftOptional") is not None:
+                yield ErrorSample({**s.args, "pseType": 0}, INVALID, "pseType 0 with realShiftOptional")
+                break
+        for s in base.samples(rng) if base.samples else ():
+            yield ErrorSample({**s.args, "pseType": 2}, INVALID, "pseType 2: generated ALiBi")
+            break
+
+    return errors
+
+
+def _fa_v2(base: OpSpec, name: str, lengths: tuple[str, ...]) -> OpSpec:
+    head = ("query", "key", "value", "realShiftOptional", "dropMaskOptional", "paddingMaskOptional")
+    attrs = ("scaleValue", "keepProb", "preTokens", "nextTokens", "headNum", "inputLayout", "innerPrecise")
+    outs = ("softmaxMaxOut", "softmaxSumOut", "softmaxOutOut", "attentionOutOut")
+    starts = ("qStartIdxOptional", "kvStartIdxOptional")
+    return version_of(
+        base,
+        name,
+        (*head, "attenMaskOptional", "prefixOptional", *lengths, *starts, *attrs, "sparseMode", "pseType", *outs),
+        added={
+            "qStartIdxOptional": _absent("qStartIdxOptional", _ALIBI, int_array),
+            "kvStartIdxOptional": _absent("kvStartIdxOptional", _ALIBI, int_array),
+            "pseType": Added(int_attr("pseType", default=1), "", neutral=None),
+        },
+        check=_pse_type,
+        more_errors=_pse_errors(base),
+        summary=f"{base.name} with pseType 1 (pse before the scale, the base's) or 0 without realShiftOptional",
+    )
+
+
+_FA_VERSIONS = [
+    _fa_v2(_BY_NAME["FlashAttentionScore"], "FlashAttentionScoreV2", ()),
+    _fa_v2(
+        _BY_NAME["FlashAttentionVarLenScore"],
+        "FlashAttentionVarLenScoreV2",
+        ("actualSeqQLenOptional", "actualSeqKvLenOptional"),
+    ),
+]
+
+# ----------------------------------------------------------------------------- DynamicQuant V3, V4
+_DQ2 = next(s for s in Q.SPECS if s.name == "DynamicQuantV2")
+
+
+def _symmetry(call: Call) -> None:
+    """isSymmetrical says what DynamicQuantV2 reads from whether offsetOut is given: they must agree."""
+    offset = call.args.get("offsetOut")
+    if call.args["isSymmetrical"] and offset is not None:
+        raise invalid(f"{call.spec.name}: offsetOut is only written when isSymmetrical is false")
+    # outputs are null only while eager.run is still allocating them from this answer
+    if not call.args["isSymmetrical"] and offset is None and call.args.get("yOut") is not None:
+        raise nullptr(f"{call.spec.name}: isSymmetrical is false but offsetOut is null")
+
+
+def _symmetric_flag(args: dict[str, Any]) -> dict[str, Any]:
+    """A DynamicQuantV2 case says asymmetric by passing offsetOut; V3 says it with isSymmetrical."""
+    return {**args, "isSymmetrical": args.get("offsetOut") is None}
+
+
+def _dq_samples(rng: np.random.Generator) -> Iterable[Sample]:
+    for sample in _DQ2.samples(rng) if _DQ2.samples else ():
+        yield replace(sample, args=_symmetric_flag(sample.args))
+    x = S.array(rng, (4, 16), D.ACL_BF16, low=-4, high=4)
+    yield Sample(
+        {"x": x, "dstType": 2, "isSymmetrical": False, "offsetOut": np.zeros(4, np.float32)}, "asymmetric bf16"
+    )
+
+
+_DQ_ADDED = {
+    "isSymmetrical": Added(bool_attr("isSymmetrical", default=True), "", neutral=None),
+    "quantMode": Added(
+        string_attr("quantMode", default="pertoken", c_type="const char*"),
+        "other than 'pertoken': the per-tensor and per-channel modes are not implemented",
+        neutral=("pertoken",),
+        refused="pertensor",
+    ),
+}
+_DQ_V4_ADDED = {
+    **_DQ_ADDED,
+    "dstTypeMax": Added(
+        float_attr("dstTypeMax", c_type="float", default=0.0),
+        "other than 0 (the output dtype's own maximum): a custom quantisation range is not implemented",
+        neutral=(0.0,),
+        refused=100.0,
+    ),
+}
+_DQ_HEAD = ("x", "smoothScalesOptional", "groupIndexOptional", "dstType", "isSymmetrical", "quantMode")
+_DQ_OUTS = ("yOut", "scaleOut", "offsetOut")
+_DQ_VERSIONS = [
+    version_of(
+        _DQ2,
+        "DynamicQuantV3",
+        (*_DQ_HEAD, *_DQ_OUTS),
+        added=_DQ_ADDED,
+        check=_symmetry,
+        adapt=_symmetric_flag,
+        samples=_dq_samples,
+        summary="per-token dynamic quantisation, symmetric or asymmetric as isSymmetrical says",
+    ),
+    version_of(
+        _DQ2,
+        "DynamicQuantV4",
+        (*_DQ_HEAD, "dstTypeMax", *_DQ_OUTS),
+        added=_DQ_V4_ADDED,
+        check=_symmetry,
+        adapt=_symmetric_flag,
+        samples=_dq_samples,
+        summary="DynamicQuantV3 with dstTypeMax (0: the output dtype's maximum)",
+    ),
+]
+
+# ----------------------------------------------------------------------------- GroupedMatmulV4
+_GMM5 = next(s for s in M.SPECS if s.name == "GroupedMatmulV5")
+
+
+def _tensors_of(value: Any) -> list[Any]:
+    """The tensors of a tensor-list argument (validated handles or a case's NumPy arrays)."""
+    if value is None:
+        return []
+    return list(value.tensors) if isinstance(value, AclTensorList) else list(value)
+
+
+def _no_mx(call: Call) -> None:
+    """GroupedMatmulV5 added the MX mode: V4 refuses its operands."""
+    for name in ("x", "weight"):
+        for t in _tensors_of(call.args[name]):
+            if t.dtype in M.MX_OPERANDS:
+                raise invalid(
+                    f"GroupedMatmulV4: {name} of {t.dtype.short} selects the MX mode, which GroupedMatmulV5 added"
+                )
+
+
+def _float_case(args: dict[str, Any]) -> dict[str, Any] | None:
+    """A GroupedMatmulV5 case V4 can take (not the MX mode)."""
+    mx = {d.numpy for d in M.MX_OPERANDS}
+    return None if any(a.dtype in mx for n in ("x", "weight") for a in _tensors_of(args.get(n))) else args
+
+
+_GMM_VERSIONS = [
+    version_of(
+        _GMM5,
+        "GroupedMatmulV4",
+        tuple(n for n in _GMM5.param_names if n != "tuningConfigOptional"),
+        fixed={"tuningConfigOptional": None},
+        check=_no_mx,
+        adapt=_float_case,
+        summary="grouped GEMM y_i = x_i @ weight_i (+ bias_i), float paths (V5 less tuningConfig and the MX mode)",
+    )
+]
+
+# ----------------------------------------------------------------------------- ApplyRotaryPosEmbV2
+_ROPE_V2 = version_of(
+    _BY_NAME["ApplyRotaryPosEmb"],
+    "ApplyRotaryPosEmbV2",
+    ("queryRef", "keyRef", "cos", "sin", "layout", "rotaryMode"),
+    added={
+        "rotaryMode": Added(
+            string_attr("rotaryMode", default="half"),
+            "other than 'half': ApplyRotaryPosEmb's rotate-half is the only rotation implemented for it",
+            neutral=("half",),
+            refused="interleave",
+        )
+    },
+    summary="ApplyRotaryPosEmb with rotaryMode ('half' only)",
+)
+
+# ----------------------------------------------------------------------------- DivV3, DynamicMxQuantV2, WQBMM V3
+_DIV_MOD = next(s for s in E.SPECS if s.name == "DivMod")
+_MX = next(s for s in Q.SPECS if s.name == "DynamicMxQuant")
+_WQBMM = next(s for s in Q.SPECS if s.name == "WeightQuantBatchMatmulV2")
+
+_SMALL_VERSIONS = [
+    version_of(
+        _DIV_MOD,
+        "DivV3",
+        ("self", "other", int_attr("mode", choices=(0, 1, 2)), "out"),
+        summary="self / other rounded as mode says: 0 true division, 1 toward zero, 2 toward -inf (DivMod's rules)",
+    ),
+    version_of(
+        _MX,
+        "DynamicMxQuantV2",
+        (*_MX.param_names[:-2], "dstTypeMax", *_MX.param_names[-2:]),
+        added={
+            "dstTypeMax": Added(
+                float_attr("dstTypeMax", default=0.0),
+                "other than 0 (the output dtype's own maximum): a custom range is not implemented",
+                neutral=(0.0,),
+                refused=100.0,
+            )
+        },
+    ),
+    version_of(
+        _WQBMM,
+        "WeightQuantBatchMatmulV3",
+        (*_WQBMM.param_names[:-1], "innerPrecise", _WQBMM.param_names[-1]),
+        added={
+            "innerPrecise": Added(
+                int_attr("innerPrecise", c_type="int", default=0),
+                "must be 0 (high precision) or 1 (high performance): both compute the same here",
+                neutral=(0, 1),
+                refused=2,
+            )
+        },
+    ),
+]
+
+SPECS: list[OpSpec] = [
+    *_SMALL_VERSIONS,
+    *_FA_VERSIONS,
+    *_DQ_VERSIONS,
+    *_GMM_VERSIONS,
+    _ROPE_V2,
+    *_FIA_VERSIONS,
+    _pfa_version("PromptFlashAttentionV2", inner_precise=False),
+    _pfa_version("PromptFlashAttentionV3", inner_precise=True),
+    *_IFA_VERSIONS,
+]
