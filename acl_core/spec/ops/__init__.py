@@ -23,6 +23,7 @@ FAMILIES: tuple[str, ...] = (
     "quant",
     "layout",
     "mc2",
+    "activation",
 )
 
 _lock = threading.Lock()
