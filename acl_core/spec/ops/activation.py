@@ -14,6 +14,7 @@ Choices where the CANN docs are silent or not transcribed here:
 * scalars are converted to float32 before computing (the compute type of 16- and 32-bit floats);
 * NaN: Hardshrink, Hardtanh, Threshold, Softshrink and every backward op keep torch's NaN behaviour (the
   comparisons written as torch writes them, so a NaN input goes down the same branch);
+* HardswishBackward's branch points follow current torch: 0 for x <= -3, gradOutput for x >= 3;
 * EluBackward with ``isResult`` true refuses a negative ``alpha`` (161002), as torch does: the result
   does not determine the input when alpha < 0. LeakyReluBackward's ``selfIsResult`` does not change the
   result (the sign of the result is the sign of the input for a non-negative slope).

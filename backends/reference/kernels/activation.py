@@ -119,7 +119,7 @@ FUNCTIONS: dict[str, Callable[[V], Array]] = {
         v["result"] <= 0.0, v["gradOutput"] * (v["result"] + SELU_ALPHA * SELU_SCALE), v["gradOutput"] * SELU_SCALE
     ),
     "HardswishBackward": lambda v: np.where(
-        v["self"] < -3.0, 0.0, np.where(v["self"] <= 3.0, v["gradOutput"] * (v["self"] / 3.0 + 0.5), v["gradOutput"])
+        v["self"] <= -3.0, 0.0, np.where(v["self"] < 3.0, v["gradOutput"] * (v["self"] / 3.0 + 0.5), v["gradOutput"])
     ),
     "HardsigmoidBackward": lambda v: np.where((v["self"] > -3.0) & (v["self"] < 3.0), v["gradOutput"] / 6.0, 0.0),
     "HardtanhBackward": lambda v: np.where((v["self"] <= v["min"]) | (v["self"] >= v["max"]), 0.0, v["gradOutput"]),

@@ -103,7 +103,7 @@ ROWS: Final[tuple[tuple[str, str, str], ...]] = (
     (
         "HardswishBackward",
         "gradOutput:T, self:T -> out:T",
-        _GX + "r = x < -3.0 ? 0.0 : (x <= 3.0 ? g * (x / 3.0 + 0.5) : g);",
+        _GX + "r = x <= -3.0 ? 0.0 : (x < 3.0 ? g * (x / 3.0 + 0.5) : g);",
     ),
     ("HardsigmoidBackward", "gradOutput:T, self:T -> out:T", _GX + "r = (x > -3.0 && x < 3.0) ? g / 6.0 : 0.0;"),
     (
