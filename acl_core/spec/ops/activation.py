@@ -7,8 +7,8 @@
 
 Choices where the CANN docs are silent or not transcribed here:
 
-* dtypes: FLOAT, FLOAT16 and BFLOAT16 (the float types every one of these ops lists for Atlas A2/A3);
-  DOUBLE and integer inputs are not declared.
+* dtypes: FLOAT, FLOAT16 and BFLOAT16. The doc pages' dtype tables are not transcribed in
+  tests/data/cann, so DOUBLE and integer inputs that some pages may list are not declared yet.
 * the two inputs of a backward op broadcast (torch's rule), compute in their promoted type, and the
   result may be written to any dtype the compute type casts to;
 * scalars are converted to float32 before computing (the compute type of 16- and 32-bit floats);
