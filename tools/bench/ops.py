@@ -52,9 +52,16 @@ class Sizes:
 OPS = (
     *("Add", "Copy", "Mul", "Silu", "Softmax", "LayerNorm", "RmsNorm", "Matmul", "FlashAttentionScore"),
     *("QuantMatmulV5", "QuantMatmulV3", "Replay", "GemmaRmsNorm"),
+    *("Mish", "SiluBackward"),
 )
 """The names ``--only`` picks from: the operators the suite times (Copy is the D2D memcpy; Replay is a
 captured chain of small Adds replayed beside the same chain launched eagerly, :mod:`acl_tools.bench.replay`)."""
+
+ACTIVATIONS: dict[str, tuple[tuple[str, ...], str]] = {
+    "Mish": (("self",), "mish"),
+    "SiluBackward": (("gradOutput", "self"), "silu_backward"),
+}
+"""Activation rows: aclnn op → (its input tensors in order, the torch aten op taking the same inputs)."""
 
 SIZES = {
     "small": Sizes(1 << 20, (256, 1024), 256, (1, 2, 256, 64), 1024, 0.05, 5),
@@ -357,6 +364,34 @@ class Suite:
                     Case(op, _mib(n * dtype.info.storage_bits // 8), dtype.short, "GB/s", nbytes), acl, torch_fn, op
                 )
 
+    def activations(self) -> None:
+        """One forward activation and one backward op (:data:`ACTIVATIONS`) at the elementwise size."""
+        for op, (inputs, torch_name) in ACTIVATIONS.items():
+            if not self.wanted(op):
+                continue
+            for dtype in DTYPES:
+                n = self.sizes.elementwise_bytes // dtype.info.storage_bits * 8
+                result = get_spec(op).outputs[0].name
+
+                def acl(
+                    op: str = op, dtype: D = dtype, n: int = n, inputs: tuple[str, ...] = inputs, result: str = result
+                ) -> tuple[Callable[[], None], Any]:
+                    args: dict[str, Any] = {name: self.array((n,), dtype) for name in inputs}
+                    args[result] = empty((n,), dtype, self.backend)
+                    return self.prepared(op, args)
+
+                def torch_fn(
+                    dtype: D = dtype, n: int = n, inputs: tuple[str, ...] = inputs, torch_name: str = torch_name
+                ) -> Callable[[], object]:
+                    fn = getattr(self.torch.ops.aten, torch_name)
+                    tensors = [self.tensor((n,), dtype) for _ in inputs]
+                    return lambda: fn(*tensors)
+
+                nbytes = (len(inputs) + 1) * n * dtype.info.storage_bits // 8
+                self.case(
+                    Case(op, _mib(n * dtype.info.storage_bits // 8), dtype.short, "GB/s", nbytes), acl, torch_fn, op
+                )
+
     def norms(self) -> None:
         """Softmax, LayerNorm, RmsNorm and GemmaRmsNorm over the last dimension of rows x hidden."""
         F = self.torch.nn.functional
@@ -458,6 +493,7 @@ class Suite:
             replay.run_cases(self)
             copy_gbps = self.copy()
             self.elementwise()
+            self.activations()
             self.norms()
             self.matmul()
             self.attention()
@@ -469,7 +505,7 @@ class Suite:
         rows = [c.to_json() for c in self.cases]
         for row in rows:
             acl_gbps = row["metric"]["acl"]
-            if row["op"] in ("Add", "Mul", "Silu") and copy_gbps and acl_gbps:
+            if row["op"] in ("Add", "Mul", "Silu", *ACTIVATIONS) and copy_gbps and acl_gbps:
                 row["fraction_of_copy"] = acl_gbps / copy_gbps
         return {"copy_GBps": copy_gbps, "cases": rows}
 

@@ -24,6 +24,7 @@ FAMILIES: tuple[str, ...] = (
     "layout",
     "mc2",
     "versions",
+    "activation",
 )
 
 _lock = threading.Lock()

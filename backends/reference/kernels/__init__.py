@@ -21,6 +21,7 @@ FAMILIES: tuple[str, ...] = (
     "quant",
     "layout",
     "mc2",
+    "activation",
 )
 
 _KERNELS: dict[str, RefKernel] = {}

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from acl_core.dtypes import DataType as D
+from acl_rocm.kernels.activation import ROWS as ACTIVATION_ROWS
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.lowp import LOWP_PRELUDE
 from acl_rocm.kernels.prelude import PRELUDE
@@ -182,6 +183,7 @@ UFUNCS: Final[dict[str, Ufunc]] = {
         ufunc("InplaceCopy", "src:O -> selfRef:O", "src"),
         ufunc("InplaceFillScalar", "value:O -> selfRef:O", "value"),
         ufunc("InplaceZero", "-> selfRef:O", "O(0)"),
+        *(ufunc(*row) for row in ACTIVATION_ROWS),
     )
 }
 """Every elementwise op with a HIP kernel, by aclnn name (DivModTrue: DivMod with mode 0)."""

@@ -1,0 +1,148 @@
+"""Elementwise bodies of the activations and their backward ops (acl_core.spec.ops.activation).
+
+Rows of (name, signature, body) in the ufunc language of :mod:`acl_rocm.kernels.elementwise` (which
+turns them into kernels; kept free of imports so that module can include them). Every body evaluates
+in double — x and the scalars are exact there — and rounds once to the compute type, as the
+reference does in float64: the +, −, ×, ÷ and comparison bodies then agree with it bit for bit, the
+libm ones within a float32 ulp.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+_X = "const double x = self; "
+_GX = "const double g = gradOutput, x = self; "
+_HARD = "const double c = x + 3.0 < 0.0 ? 0.0 : (x + 3.0 > 6.0 ? 6.0 : x + 3.0); "
+_SELU_ALPHA = "1.6732632423543772848170429916717"
+_SELU_SCALE = "1.0507009873554804934193349852946"
+_SIG = "self:T -> out:T"
+_GRAD = "gradOutput:T, self:T -> gradInput:T"
+
+ROWS: Final[tuple[tuple[str, str, str], ...]] = (
+    (
+        "Elu",
+        "self:T, alpha:T, scale:T, inputScale:T -> out:T",
+        _X + "r = x > 0.0 ? x * (double)scale : expm1(x * (double)inputScale) * (double)alpha * (double)scale;",
+    ),
+    ("Celu", "self:T, alpha:T -> out:T", _X + "r = x > 0.0 ? x : (double)alpha * expm1(x / (double)alpha);"),
+    ("Selu", _SIG, _X + f"r = x > 0.0 ? {_SELU_SCALE} * x : {_SELU_SCALE} * ({_SELU_ALPHA} * expm1(x));"),
+    ("Hardswish", _SIG, _X + _HARD + "r = x * c / 6.0;"),
+    ("Hardsigmoid", _SIG, _X + _HARD + "r = c / 6.0;"),
+    (
+        "Hardtanh",
+        "self:T, clipValueMin:T, clipValueMax:T -> out:T",
+        _X
+        + "const double lo = clipValueMin, hi = clipValueMax; const double m = x < lo ? lo : x; r = m > hi ? hi : m;",
+    ),
+    ("Hardshrink", "self:T, lambd:T -> out:T", _X + "const double l = lambd; r = (x >= -l && x <= l) ? 0.0 : x;"),
+    (
+        "Softshrink",
+        "self:T, lambd:T -> out:T",
+        _X + "const double l = lambd; r = x > l ? x - l : (x < -l ? x + l : (x != x ? x : 0.0));",
+    ),
+    (
+        "Softplus",
+        "self:T, beta:T, threshold:T -> out:T",
+        _X + "const double b = beta; r = x * b > (double)threshold ? x : log1p(exp(x * b)) / b;",
+    ),
+    ("Softsign", _SIG, _X + "r = x / (1.0 + fabs(x));"),
+    ("LeakyRelu", "self:T, negativeSlope:T -> out:T", _X + "r = x > 0.0 ? x : x * (double)negativeSlope;"),
+    ("Mish", _SIG, _X + "r = x * tanh(log1p(exp(x)));"),
+    ("LogSigmoid", _SIG, _X + "r = (x < 0.0 ? x : 0.0) - log1p(exp(-fabs(x)));"),
+    (
+        "Threshold",
+        "self:T, threshold:T, value:T -> out:T",
+        _X + "r = x <= (double)threshold ? (double)value : x;",
+    ),
+    (
+        "Swish",
+        "self:T, betaOptional:T -> out:T",
+        _X + "const double b = has_betaOptional ? (double)betaOptional : 1.0; r = x / (1.0 + exp(-b * x));",
+    ),
+    (
+        "SigmoidBackward",
+        "gradOutput:T, output:T -> gradInput:T",
+        "const double g = gradOutput, y = output; r = g * y * (1.0 - y);",
+    ),
+    (
+        "TanhBackward",
+        "gradOutput:T, output:T -> gradInput:T",
+        "const double g = gradOutput, y = output; r = g * (1.0 - y * y);",
+    ),
+    ("SiluBackward", _GRAD, _GX + "const double s = 1.0 / (1.0 + exp(-x)); r = g * s * (1.0 + x * (1.0 - s));"),
+    (
+        "GeluBackward",
+        _GRAD,
+        _GX + "r = g * (0.5 * erfc(-x * 0.70710678118654752440) + x * (exp(-0.5 * x * x) * 0.39894228040143267794));",
+    ),
+    (
+        "FastGeluBackward",
+        _GRAD,
+        _GX + "const double s = 1.0 / (1.0 + exp(-1.702 * x)); r = g * (s + 1.702 * x * s * (1.0 - s));",
+    ),
+    (
+        "SwishBackward",
+        "gradOutput:T, self:T, betaOptional:T -> gradInput:T",
+        _GX + "const double b = has_betaOptional ? (double)betaOptional : 1.0; "
+        "const double s = 1.0 / (1.0 + exp(-b * x)); r = g * (s + b * x * s * (1.0 - s));",
+    ),
+    (
+        "EluBackward",
+        "gradOutput:T, alpha:T, scale:T, inputScale:T, selfOrResult:T -> gradInput:T",
+        "const double g = gradOutput, x = selfOrResult, a = alpha, sc = scale, is = inputScale; "
+        "if (isResult) r = x <= 0.0 ? g * is * (x + a * sc) : g * sc; "
+        "else r = x <= 0.0 ? g * is * a * sc * exp(x * is) : g * sc;",
+    ),
+    (
+        "SeluBackward",
+        "gradOutput:T, result:T -> gradInput:T",
+        f"const double g = gradOutput, y = result; r = y <= 0.0 ? g * (y + {_SELU_ALPHA} * {_SELU_SCALE}) "
+        f": g * {_SELU_SCALE};",
+    ),
+    (
+        "HardswishBackward",
+        "gradOutput:T, self:T -> out:T",
+        _GX + "r = x <= -3.0 ? 0.0 : (x < 3.0 ? g * (x / 3.0 + 0.5) : g);",
+    ),
+    ("HardsigmoidBackward", "gradOutput:T, self:T -> out:T", _GX + "r = (x > -3.0 && x < 3.0) ? g / 6.0 : 0.0;"),
+    (
+        "HardtanhBackward",
+        "gradOutput:T, self:T, min:T, max:T -> out:T",
+        _GX + "r = (x <= (double)min || x >= (double)max) ? 0.0 : g;",
+    ),
+    (
+        "HardshrinkBackward",
+        "gradOutput:T, self:T, lambd:T -> gradInput:T",
+        _GX + "const double l = lambd; r = (x >= -l && x <= l) ? 0.0 : g;",
+    ),
+    (
+        "SoftshrinkBackward",
+        "gradOutput:T, self:T, lambda:T -> gradInput:T",
+        _GX + "const double l = lambda; r = (x >= -l && x <= l) ? 0.0 : g;",
+    ),
+    (
+        "SoftplusBackward",
+        "gradOutput:T, self:T, beta:T, threshold:T -> gradInput:T",
+        _GX
+        + "const double b = beta; const double z = exp(x * b); r = x * b > (double)threshold ? g : g * z / (z + 1.0);",
+    ),
+    (
+        "SoftsignBackward",
+        "gradients:T, features:T -> output:T",
+        "const double g = gradients, d = 1.0 + fabs((double)features); r = g / (d * d);",
+    ),
+    (
+        "LeakyReluBackward",
+        "gradOutput:T, self:T, negativeSlope:T -> out:T",
+        _GX + "r = x > 0.0 ? g : g * (double)negativeSlope;",
+    ),
+    (
+        "MishBackward",
+        _GRAD,
+        _GX + "const double t = tanh(log1p(exp(x))); const double s = 1.0 / (1.0 + exp(-x)); "
+        "r = g * (t + x * s * (1.0 - t * t));",
+    ),
+    ("ThresholdBackward", "gradOutput:T, self:T, threshold:T -> out:T", _GX + "r = x <= (double)threshold ? 0.0 : g;"),
+)
+"""(aclnn name, signature, body) of every activation op with a HIP kernel."""
