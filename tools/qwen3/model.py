@@ -1,17 +1,21 @@
 """Qwen3 on the aclnn contract: prefill and KV-cached decode, every step an aclnn operator on a stream.
 
-One decoder layer, for B sequences of S new tokens starting at cache position ``start``::
+One decoder layer, for B sequences of S new tokens starting at cache position ``start``; ``n`` holds the
+layer's normalised input, left there by the previous layer's last operator (layer 0: aclnnRmsNorm)::
 
-    xn   = RmsNorm(h, input_layernorm)                    aclnnRmsNorm
-    qkv  = xn @ [Wq; Wk; Wv]^T                             aclnnMm (transposed weight view)
+    qkv  = n @ [Wq; Wk; Wv]^T                              aclnnMm (one GEMM, weights concatenated at load)
     q, k = RmsNorm over each head of qkv's q / k part      aclnnRmsNorm (q_norm, k_norm; strided views)
     q    = rope(q);  cache.k[start:start+S] = rope(k)      aclnnRotaryPositionEmbedding mode 0 (rotate_half)
     cache.v[start:start+S] = v                             aclnnInplaceCopy (strided views)
     a    = causal GQA attention(q, cache.k, cache.v)       see attention.py
-    h   += a @ Wo^T                                        aclnnMm, aclnnInplaceAdd
-    g    = RmsNorm(h, post_attention_layernorm) @ [Wgate; Wup]^T     aclnnRmsNorm, aclnnMm
-    h   += SwiGlu(g) @ Wdown^T                             aclnnSwiGlu, aclnnMm, aclnnInplaceAdd
+    h   += a @ Wo^T;  n = RmsNorm(h, post_attention_layernorm)       aclnnMm, aclnnInplaceAddRmsNorm
+    g    = n @ [Wgate; Wup]^T                              aclnnMm (one GEMM)
+    h   += SwiGlu(g) @ Wdown^T;  n = RmsNorm(h, next norm)           aclnnSwiGlu, aclnnMm, aclnnInplaceAddRmsNorm
 
+where the next norm is the next layer's input_layernorm, or after the last layer the final ``norm``;
+``logits = n @ lm_head^T`` (the embedding matrix when tied; a prefill that keeps one row per sequence
+reads a strided view of the last rows). The residual sum InplaceAddRmsNorm normalises is its exact one
+(CANN's AddRmsNorm), not h rounded to the model dtype first.
 then ``logits = RmsNorm(h, norm) @ lm_head^T`` (the embedding matrix when tied). Greedy decoding picks
 the next token with aclnnArgMax on the device and feeds it straight back to aclnnEmbedding; sampling
 copies the logits (aclnnCast to float32 first) to the host. The decode step never moves a buffer: the
@@ -126,7 +130,6 @@ class Activations:
         self.batch, self.seq = batch, seq
         self.ids = s.alloc([b, seq], I64)
         self.h = s.alloc([t, h], dt)
-        self.xn = s.alloc([t, h], dt)
         self.rstd = s.alloc([t, 1], F32)
         self.qkv = s.alloc([t, w], dt)
         self.qn = s.alloc([b, seq, nq, d], dt)
@@ -136,12 +139,11 @@ class Activations:
         self.qr = s.alloc([b, seq, nq, d], dt)
         self.attn = s.alloc([b, seq, nq, d], dt)
         self.o = s.alloc([t, h], dt)
+        """Each GEMM's output that joins the residual, then (InplaceAddRmsNorm) the next normalised input."""
         self.gu = s.alloc([t, 2 * c.intermediate_size], dt)
         self.act = s.alloc([t, c.intermediate_size], dt)
         self.stats = (s.alloc([b, nq, seq, 8], F32), s.alloc([b, nq, seq, 8], F32))
         rows = t if all_logits else b
-        self.out_norm = s.alloc([rows, h], dt)
-        self.out_rstd = s.alloc([rows, 1], F32)
         self.logits = s.alloc([rows, c.vocab_size], dt)
         self.logits32 = self.logits if dt == F32 else s.alloc([rows, c.vocab_size], F32)
         self.step_rope: tuple[Buffer, Buffer] | None = None
@@ -164,7 +166,8 @@ class Activations:
         self.v_part = self.qkv.view([b, seq, nkv, d], strides, (nq + nkv) * d)
         self.h_bsh = self.h.view([b, seq, h])
         self.attn_flat = self.attn.view([t, nq * d])
-        self.h_rows = self.h.tensor() if all_logits else self.h.view([b, h], [seq * h, 1], (seq - 1) * h)
+        self.n_rows = self.o.tensor() if all_logits else self.o.view([b, h], [seq * h, 1], (seq - 1) * h)
+        """The final norm's rows lm_head reads: every token's, or each sequence's last."""
         v = c.vocab_size
         self.last_logits = self.logits.view([b, v], [seq * v, 1], (seq - 1) * v) if all_logits else self.logits.tensor()
         self.last_logits32 = (
@@ -199,6 +202,8 @@ class Generation:
     """Whether the decode steps were replays of one captured step (aclmdlRIExecuteAsync)."""
     decode_replays: int = 0
     """aclmdlRIExecuteAsync calls the decode steps made."""
+    decode_ops: dict[str, int] = field(default_factory=dict)
+    """:attr:`decode_launches` per operator name."""
 
     @property
     def prefill_tokens_per_s(self) -> float:
@@ -238,7 +243,6 @@ class Qwen3Runner:
             self.weights: Weights = load_weights(self.session, self.model_dir, self.config, self.dtype, progress)
             self.session.synchronize()
             self.load_seconds = time.perf_counter() - t0
-            self.one = scalar(1.0)
             self.positions = 0
             self.cos: Buffer | None = None
             self.sin: Buffer | None = None
@@ -334,7 +338,7 @@ class Qwen3Runner:
     def _layer(self, i: int, a: Activations, kv: KVCache, prefill: bool) -> list[tuple[str, Args] | StepFn]:
         """Layer ``i``'s operators in order: fixed (name, args) pairs, or functions of the start position."""
         c, lw = self.config, self.weights.layers[i]
-        eps, cube, one = c.rms_norm_eps, self.cube_math_type, self.one
+        eps, cube = c.rms_norm_eps, self.cube_math_type
         seq = a.seq
         if prefill:
             cache: list[tuple[str, Args] | StepFn] = [
@@ -351,25 +355,23 @@ class Qwen3Runner:
                 ("InplaceScatterUpdate", (kv.v[i].tensor(), pos, a.v_part, 1)),
                 self._attention(i, a, kv, 0, prefill),
             ]
+        n = a.o.tensor()
         return [
-            ("RmsNorm", (a.h.tensor(), lw.input_norm.tensor(), eps, a.xn.tensor(), a.rstd.tensor())),
-            ("Mm", (a.xn.tensor(), lw.qkv.t, a.qkv.tensor(), cube)),
+            ("Mm", (n, lw.qkv.t, a.qkv.tensor(), cube)),
             ("RmsNorm", (a.q_part, lw.q_norm.tensor(), eps, a.qn.tensor(), a.rstd_q.tensor())),
             ("RmsNorm", (a.k_part, lw.k_norm.tensor(), eps, a.kn.tensor(), a.rstd_k.tensor())),
             ("RotaryPositionEmbedding", (a.qn.tensor(), a.cos, a.sin, 0, a.qr.tensor())),
             *cache,
             ("Mm", (a.attn_flat, lw.o.t, a.o.tensor(), cube)),
-            ("InplaceAdd", (a.h.tensor(), a.o.tensor(), one)),
-            ("RmsNorm", (a.h.tensor(), lw.post_norm.tensor(), eps, a.xn.tensor(), a.rstd.tensor())),
-            ("Mm", (a.xn.tensor(), lw.gate_up.t, a.gu.tensor(), cube)),
+            ("InplaceAddRmsNorm", (a.o.tensor(), a.h.tensor(), lw.post_norm.tensor(), eps, a.rstd.tensor())),
+            ("Mm", (n, lw.gate_up.t, a.gu.tensor(), cube)),
             ("SwiGlu", (a.gu.tensor(), -1, a.act.tensor())),
             ("Mm", (a.act.tensor(), lw.down.t, a.o.tensor(), cube)),
-            ("InplaceAdd", (a.h.tensor(), a.o.tensor(), one)),
         ]
 
     def _program(self, a: Activations, kv: KVCache, prefill: bool) -> list[tuple[str, Args] | StepFn]:
         """The whole forward pass: embedding, every layer, final norm and lm_head."""
-        w = self.weights
+        w, eps = self.weights, self.config.rms_norm_eps
         items: list[tuple[str, Args] | StepFn] = [("Embedding", (w.embed.tensor(), a.ids.tensor(), a.h_bsh))]
         if not prefill:  # this step's cos/sin rows and the mask of the unwritten cache positions, from pos
             assert a.pos is not None and a.step_rope is not None and self.cos is not None and self.sin is not None
@@ -378,11 +380,13 @@ class Qwen3Runner:
             for table, row in ((self.cos, a.step_rope[0]), (self.sin, a.step_rope[1])):
                 items.append(("Embedding", (table.tensor(), first, row.view([1, 1, d]))))
             items.append(("GtTensor", (a.keys.tensor(), a.pos.view([a.batch, 1]), a.mask.tensor())))
-        for i in range(self.config.num_hidden_layers):
+        layers = self.weights.layers
+        items.append(("RmsNorm", (a.h.tensor(), layers[0].input_norm.tensor(), eps, a.o.tensor(), a.rstd.tensor())))
+        for i in range(len(layers)):
             items += self._layer(i, a, kv, prefill)
-        eps = self.config.rms_norm_eps
-        items.append(("RmsNorm", (a.h_rows, w.norm.tensor(), eps, a.out_norm.tensor(), a.out_rstd.tensor())))
-        items.append(("Mm", (a.out_norm.tensor(), w.lm_head.t, a.logits.tensor(), self.cube_math_type)))
+            gamma = layers[i + 1].input_norm if i + 1 < len(layers) else w.norm
+            items.append(("InplaceAddRmsNorm", (a.o.tensor(), a.h.tensor(), gamma.tensor(), eps, a.rstd.tensor())))
+        items.append(("Mm", (a.n_rows, w.lm_head.t, a.logits.tensor(), self.cube_math_type)))
         return items
 
     def _run_program(self, items: list[tuple[str, Args] | StepFn], start: int) -> None:
@@ -521,7 +525,7 @@ class Qwen3Runner:
             t1 = time.perf_counter()
             s.release(*pre.buffers())
             steps = 0
-            v0, l0 = s.validations, s.launches
+            v0, l0, ops0 = s.validations, s.launches, s.launched.copy()
             if not stopped and max_new_tokens > 1:
                 plan, generation = build_plan()
 
@@ -574,6 +578,7 @@ class Qwen3Runner:
                 s.launches - l0,
                 captured is not None,
                 captured.replays if captured is not None else 0,
+                dict(s.launched - ops0),
             )
         finally:
             if captured is not None:
