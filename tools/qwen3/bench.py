@@ -123,7 +123,7 @@ def run(
             progress(done, total)
 
     def timed(gen: Callable[[Sequence[Sequence[int]], int], tuple[float, float]], b: int) -> tuple[float, float]:
-        gen(prompts[b], 2)
+        gen(prompts[b], new_tokens)  # the timed runs' shape: a runner that keeps its decode capture reuses it
         tick()
         runs = []
         for _ in range(repeat):

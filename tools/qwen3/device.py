@@ -163,6 +163,8 @@ class Session:
         """Phase-2 calls made per operator name (the launch-counting hook of the tests and reports)."""
         self.generation = 0
         """Counts this session's allocations and frees; repeatable executors made before a change are stale."""
+        self.workspace_moves = 0
+        """Times the workspace was reallocated: a captured launch holds the old address, so it is stale."""
         self._host: dict[str, tuple[int, int]] = {}
 
     # ------------------------------------------------------------------ memory
@@ -234,6 +236,7 @@ class Session:
             check_acl(ret, f"aclrtMalloc(workspace {size})")
             self.workspace, self.workspace_size = ptr, size
             self.generation += 1
+            self.workspace_moves += 1
 
     # ------------------------------------------------------------------ operators
     def run(self, op: str, *args: Any) -> None:

@@ -31,6 +31,7 @@ copied to the device; nothing else is computed on the host.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -204,6 +205,8 @@ class Generation:
     """aclmdlRIExecuteAsync calls the decode steps made."""
     decode_ops: dict[str, int] = field(default_factory=dict)
     """:attr:`decode_launches` per operator name."""
+    decode_captures: int = 0
+    """Captures this generation made (0 when it replayed the capture a previous one of its shape left)."""
 
     @property
     def prefill_tokens_per_s(self) -> float:
@@ -230,6 +233,7 @@ class Qwen3Runner:
         decode_attention: str | None = None,
         cube_math_type: int = KEEP_DTYPE,
         progress: Callable[[int, int], None] | None = None,
+        decode_cache_size: int = 4,
     ) -> None:
         self.model_dir = Path(model_dir)
         self.config = Qwen3Config.from_dir(self.model_dir)
@@ -249,6 +253,9 @@ class Qwen3Runner:
             self.compressed_mask: Buffer | None = None
             self.causal: Buffer | None = None
             self.causal_side = 0
+            self.decode_cache_size = decode_cache_size
+            """Decode states (KV cache, executors, capture) kept for later generations of the same shape."""
+            self._decode: OrderedDict[tuple[int, int, DataType, bool], DecodeState] = OrderedDict()
         except BaseException:
             self.session.close()
             raise
@@ -260,7 +267,10 @@ class Qwen3Runner:
 
     def close(self) -> None:
         """Free everything on the device."""
-        self.session.close()
+        try:
+            self.clear_decode_cache()
+        finally:
+            self.session.close()
 
     def __enter__(self) -> Qwen3Runner:
         return self
@@ -414,6 +424,55 @@ class Qwen3Runner:
         finally:
             s.release(*a.buffers(), *kv.buffers())
 
+    def clear_decode_cache(self) -> None:
+        """Free every cached decode state (KV cache, executors, capture)."""
+        while self._decode:
+            _, state = self._decode.popitem()
+            state.release(self.session)
+
+    def _decode_state(self, batch: int, capacity: int, greedy: bool) -> DecodeState:
+        """The decode state of (batch, capacity, dtype, greedy), made (and the oldest evicted) when missing.
+
+        A state whose cos/sin tables were reallocated since (a larger capacity came) is made afresh: its
+        executors read the old tables.
+        """
+        key = (batch, capacity, self.dtype, greedy)
+        state = self._decode.pop(key, None)
+        if state is not None and state.tables != (self.cos, self.sin):
+            state.release(self.session)
+            state = None
+        if state is None:
+            while self._decode and len(self._decode) >= max(self.decode_cache_size, 1):
+                _, old = self._decode.popitem(last=False)
+                old.release(self.session)
+            s = self.session
+            kv = KVCache(s, self.config, batch, capacity, self.dtype)
+            dec = Activations(self, batch, 1, all_logits=False, capacity=capacity)
+            state = DecodeState(key, kv, dec, (self.cos, self.sin), scalar(1, I64))
+        self._decode[key] = state  # most recently used last
+        return state
+
+    def _build_plan(self, state: DecodeState) -> None:
+        """Validate the decode step's executors (every buffer fixed; the position read on the device)."""
+        s, dec = self.session, state.dec
+        state.drop_plan()
+        items = self._program(dec, state.kv, prefill=False)
+        if state.key[3]:  # greedy: the next ids straight into the ids the next step's Embedding reads
+            items.append(("ArgMax", (dec.last_logits, -1, False, dec.ids.view([dec.batch]))))
+        assert dec.pos is not None
+        items.append(("InplaceAdds", (dec.pos.tensor(), state.step_one, state.step_one)))  # the next position
+        while True:  # a workspace that grows while preparing leaves the earlier executors' captures stale
+            before = s.workspace_moves
+            made: list[Prepared] = []
+            for item in items:
+                assert not callable(item)  # the decode program has no position-dependent step
+                made.append(s.prepare(item[0], *item[1]))
+            if s.workspace_moves == before:
+                state.plan, state.workspace = made, before
+                return
+            for p in made:
+                p.release()
+
     def generate(
         self,
         prompts: Sequence[Sequence[int]],
@@ -431,7 +490,9 @@ class Qwen3Runner:
         With ``stop_on_eos`` generation ends once every sequence has produced an EOS id (the
         checkpoint's, or ``eos_token_ids``); ``keep_logits`` keeps each step's float32 logits.
         ``replay`` (default: where the backend captures streams) captures the decode step once with
-        ``acl.mdl`` and replays it per token; False launches its executors one by one (eager).
+        ``acl.mdl`` and replays it per token; False launches its executors one by one (eager). The KV
+        cache, the decode executors and the capture are kept per (batch, capacity = prompt + new
+        tokens, dtype, greedy or not) for the next call of the same shape (:meth:`clear_decode_cache`).
         """
         ids = _as_ids(prompts)
         b, plen = ids.shape
@@ -445,21 +506,18 @@ class Qwen3Runner:
         self._reserve(capacity, plen)
         rng = np.random.default_rng(sampling.seed) if sampling is not None else None
         eos = np.array(c.eos_token_ids if eos_token_ids is None else list(eos_token_ids), dtype=np.int64)
-        # everything is allocated before the first executor is prepared: allocations invalidate executors
-        kv = KVCache(s, c, b, capacity, self.dtype)
-        dec = Activations(self, b, 1, all_logits=False, capacity=capacity)
+        state = self._decode_state(b, capacity, sampling is None)
+        kv, dec = state.kv, state.dec
         cos, sin = self._rope_views(0, plen)
         pre = Activations(self, b, plen, all_logits=False, cos=cos, sin=sin)
         out = s.alloc([max_new_tokens, b], I64)
         ids_ptr, ids_host = s.host("ids", b * 8)
         tok_ptr, tok_host = s.host("tokens", max_new_tokens * b * 8)
         log_ptr, log_host = s.host("logits", b * c.vocab_size * 4)
-        step_one = scalar(1, I64)
-        plan: list[Prepared | StepFn] = []
-        captured: CapturedStep | None = None
         next_ids = dec.ids.view([b])
         kept: list[np.ndarray] = []
         done = np.zeros(b, dtype=bool)
+        captures = 0
 
         def host_logits(a: Activations) -> np.ndarray:
             if a.logits32 is not a.logits:
@@ -484,23 +542,18 @@ class Qwen3Runner:
                 s.copy_async(dec.ids.ptr, ids_ptr, b * 8, ACL_MEMCPY_HOST_TO_DEVICE)
             s.copy_async(out.ptr + step * b * 8, dec.ids.ptr, b * 8, ACL_MEMCPY_DEVICE_TO_DEVICE)
 
-        def build_plan() -> tuple[list[Prepared | StepFn], int]:
-            items = self._program(dec, kv, prefill=False)
-            if sampling is None:
-                items.append(("ArgMax", (dec.last_logits, -1, False, next_ids)))
-            assert dec.pos is not None
-            items.append(("InplaceAdds", (dec.pos.tensor(), step_one, step_one)))  # the next step's position
-            while True:  # a workspace that grows while preparing makes the earlier executors stale
-                before = s.generation
-                made = [item if callable(item) else s.prepare(item[0], *item[1]) for item in items]
-                if s.generation == before:
-                    return made, before
-                release(made)
+        def enqueue() -> None:
+            for p in state.plan or ():  # all repeatable executors
+                p()
 
-        def release(items: list[Prepared | StepFn]) -> None:
-            for item in items:
-                if isinstance(item, Prepared):
-                    item.release()
+        def ready(replaying: bool) -> None:
+            """A plan validated since the workspace last moved, and captured when replaying."""
+            nonlocal captures
+            if state.plan is None or state.workspace != s.workspace_moves:
+                self._build_plan(state)
+            if replaying and state.captured is None:
+                state.captured = CapturedStep(s, enqueue)
+                captures += 1
 
         def check_eos(step: int) -> bool:
             if not (stop_on_eos and eos.size):
@@ -524,17 +577,12 @@ class Qwen3Runner:
             s.synchronize()
             t1 = time.perf_counter()
             s.release(*pre.buffers())
-            steps = 0
+            steps, replays = 0, 0
             v0, l0, ops0 = s.validations, s.launches, s.launched.copy()
             if not stopped and max_new_tokens > 1:
-                plan, generation = build_plan()
-
-                def enqueue() -> None:
-                    for p in plan:  # the decode program has no position-dependent step: all repeatable executors
-                        assert isinstance(p, Prepared)
-                        p()
-
-                names = [p.name for p in plan if isinstance(p, Prepared)]
+                ready(False)
+                assert state.plan is not None
+                names = [p.name for p in state.plan]
                 if replay and refused(s, names):
                     if replay_asked:  # asked for: say which operator stops it
                         raise DeviceError(
@@ -542,19 +590,12 @@ class Qwen3Runner:
                             "(capabilities().capture_refused_ops); pass --eager"
                         )
                     replay = False  # the default: eager, and Generation.replayed says so
-                if replay:  # recorded, not run: the replays run it
-                    captured = CapturedStep(s, enqueue)
                 for step in range(1, max_new_tokens):
-                    if s.generation != generation:  # memory changed under the executors: validate afresh
-                        release(plan)
-                        plan, generation = build_plan()
-                        if captured is not None:  # and capture the fresh executors again
-                            captured.destroy()
-                            done_before = captured.replays
-                            captured = CapturedStep(s, enqueue)
-                            captured.replays = done_before
-                    if captured is not None:
-                        captured.replay()
+                    ready(replay)  # memory changed under the executors: validated (and captured) afresh
+                    if replay:
+                        assert state.captured is not None
+                        state.captured.replay()
+                        replays += 1
                     else:
                         enqueue()
                     choose_next(dec, step)
@@ -576,15 +617,47 @@ class Qwen3Runner:
                 kept,
                 s.validations - v0,
                 s.launches - l0,
-                captured is not None,
-                captured.replays if captured is not None else 0,
+                bool(replay) and steps > 0,
+                replays,
                 dict(s.launched - ops0),
+                captures,
             )
+        except BaseException:  # a failed step may leave the state half made: drop it
+            self._decode.pop(state.key, None)
+            state.release(s)
+            raise
         finally:
-            if captured is not None:
-                captured.destroy()
-            release(plan)
-            s.release(*[buf for buf in (*pre.buffers(), *dec.buffers(), *kv.buffers(), out) if buf.ptr])
+            s.release(*[buf for buf in (*pre.buffers(), out) if buf.ptr])
+
+
+@dataclass
+class DecodeState:
+    """What the decode steps of one (batch, capacity, dtype, greedy) reuse across generations."""
+
+    key: tuple[int, int, DataType, bool]
+    kv: KVCache
+    dec: Activations
+    tables: tuple[Buffer | None, Buffer | None]
+    """The cos/sin tables the executors read (made afresh when the runner reallocates them)."""
+    step_one: Any
+    plan: list[Prepared] | None = None
+    workspace: int = -1
+    """Session.workspace_moves when the plan was validated."""
+    captured: CapturedStep | None = None
+
+    def drop_plan(self) -> None:
+        """Destroy the capture and the executors (the buffers stay)."""
+        if self.captured is not None:
+            self.captured.destroy()
+            self.captured = None
+        for p in self.plan or ():
+            p.release()
+        self.plan = None
+
+    def release(self, session: Session) -> None:
+        """Destroy the plan and free the buffers."""
+        self.drop_plan()
+        session.release(*[buf for buf in (*self.dec.buffers(), *self.kv.buffers()) if buf.ptr])
 
 
 def _as_ids(prompts: Sequence[Sequence[int]]) -> np.ndarray:
