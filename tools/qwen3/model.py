@@ -207,6 +207,9 @@ class Generation:
     """:attr:`decode_launches` per operator name."""
     decode_captures: int = 0
     """Captures this generation made (0 when it replayed the capture a previous one of its shape left)."""
+    prefill_enqueue_seconds: float = 0.0
+    """The part of :attr:`prefill_seconds` spent enqueuing the prefill's operators (both phases on the host);
+    close to prefill_seconds when the prefill is host-bound, small beside it when the device is the bound."""
 
     @property
     def prefill_tokens_per_s(self) -> float:
@@ -572,6 +575,7 @@ class Qwen3Runner:
             t0 = time.perf_counter()
             s.upload(pre.ids, ids)
             self._run_program(self._program(pre, kv, prefill=True), 0)
+            t_enq = time.perf_counter()
             choose_next(pre, 0)
             stopped = check_eos(0)
             s.synchronize()
@@ -621,6 +625,7 @@ class Qwen3Runner:
                 replays,
                 dict(s.launched - ops0),
                 captures,
+                t_enq - t0,
             )
         except BaseException:  # a failed step may leave the state half made: drop it
             self._decode.pop(state.key, None)
