@@ -132,6 +132,22 @@ def test_decode_launches_per_token_by_operator(runner, prompt):
     assert sum(per_step.values()) == 14 * layers + 8
 
 
+def test_prefill_launches_by_operator(runner, prompt):
+    r = runner("fp32")
+    before = r.session.launched.copy()
+    r.forward_logits([prompt])
+    layers = r.config.num_hidden_layers
+    # per layer 13: qkv, o, gate-up and down GEMMs; q/k norm; rope of q and of k (k's straight into the
+    # cache view); v copied into the cache; attention; two InplaceAddRmsNorm; SwiGlu. Once: the embedding,
+    # layer 0's input norm, lm_head
+    per_layer = {"Mm": 4, "RmsNorm": 2, "RotaryPositionEmbedding": 2, "InplaceCopy": 1, "FlashAttentionScore": 1}
+    per_layer |= {"InplaceAddRmsNorm": 2, "SwiGlu": 1}
+    want = {op: n * layers for op, n in per_layer.items()}
+    want["Embedding"], want["RmsNorm"], want["Mm"] = 1, want["RmsNorm"] + 1, want["Mm"] + 1
+    assert dict(r.session.launched - before) == want
+    assert sum(want.values()) == 13 * layers + 3
+
+
 def test_decode_has_no_per_token_phase_one(runner, prompt):
     r = runner("fp32")
     out = r.generate([prompt], 9, replay=False)  # eager: every step launches the executors itself
