@@ -184,9 +184,21 @@ def test_bench_reports_both_sides(tiny_dir, reference_backend, tmp_path, capsys)
     assert report["torch_graph_device"] == "cpu" and report["torch_graph_cuda_graph"] is False  # no CUDA here
     assert report["prefill"]["prompt_len"] == 24
     assert all(report["prefill"][f"{side}_tok_s"] > 0 for side in ("acl", "transformers", "torch_graph"))
+    assert 0 < report["prefill"]["acl_enqueue_share"] <= 1  # the reference computes while enqueuing: near 1
+    assert report["acl_decode_replayed"] is True  # the prefill-only generations do not count as eager decodes
     assert report["acl_decode_kernels_batch1"] is None  # a CPU backend has no GPU kernels to profile
     printed = capsys.readouterr().out
-    assert "torch graph decode tok/s" in printed and "prefill of 24 tokens" in printed
+    assert "torch graph decode tok/s" in printed and "prefill of 24 tokens" in printed and "acl enqueue" in printed
+
+
+def test_bench_takes_the_attention_operators(tiny_dir, reference_backend, tmp_path):
+    out = tmp_path / "bench.json"
+    argv = ["bench", "--model", str(tiny_dir), "--backend", "reference", "--batch", "1", "--dtype", "bf16"]
+    argv += ["--prompt-len", "4", "--new-tokens", "2", "--repeat", "1", "--prefill-len", "8"]
+    argv += ["--no-transformers", "--no-torch-graph", "--prefill-attention", "fa", "--decode-attention", "fia"]
+    assert main([*argv, "--quiet", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["attention"] == {"prefill": "FlashAttentionScore", "decode": "FusedInferAttentionScore"}
 
 
 def test_make_tiny_writes_the_issue_shape(tmp_path):

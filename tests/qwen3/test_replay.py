@@ -22,6 +22,7 @@ def _captures(reference_backend):
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_replay_equals_eager_exactly(runner, prompt, dtype):
     r = runner(dtype)
+    r.clear_decode_cache()
     prompts = [prompt, prompt[::-1]]
     eager = r.generate(prompts, 10, replay=False, keep_logits=True)
     replayed = r.generate(prompts, 10, keep_logits=True)  # the default where the backend captures
@@ -29,11 +30,50 @@ def test_replay_equals_eager_exactly(runner, prompt, dtype):
     np.testing.assert_array_equal(replayed.tokens, eager.tokens)
     for a, b in zip(replayed.logits, eager.logits, strict=True):
         np.testing.assert_array_equal(a, b)
-    program = 16 * r.config.num_hidden_layers + 8
+    program = 14 * r.config.num_hidden_layers + 8  # tests/qwen3/test_runner.py decode_program says which
     casts = 0 if dtype == "fp32" else 9  # keep_logits: a one-shot Cast of the bf16 logits per step, outside the step
-    # captured once: each executor validated once and launched once (into the capture), then 9 replays
-    assert replayed.decode_validations == program + casts and replayed.decode_launches == program + casts
-    assert replayed.decode_replays == 9 and eager.decode_replays == 0
+    # eager validated the step's executors once; the replayed generation of the same shape reuses them and
+    # launches each once, into the capture, then replays it 9 times
+    assert eager.decode_validations == program + casts and eager.decode_captures == 0
+    assert replayed.decode_validations == casts and replayed.decode_launches == program + casts
+    assert replayed.decode_captures == 1 and replayed.decode_replays == 9 and eager.decode_replays == 0
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_the_capture_is_kept_across_generations_of_one_shape(runner, prompt, dtype):
+    r = runner(dtype)
+    r.clear_decode_cache()
+    first = r.generate([prompt], 8)
+    assert first.decode_captures == 1 and first.decode_validations == 14 * r.config.num_hidden_layers + 8
+    other = [7, 1, 200, 3, *prompt[4:]]  # another prompt of the same length: the same (batch, capacity)
+    again = r.generate([other], 8)
+    assert again.replayed and again.decode_captures == 0  # nothing validated, launched or captured anew
+    assert again.decode_validations == 0 and again.decode_launches == 0 and again.decode_replays == 7
+    assert again.tokens.tolist() == r.generate([other], 8, replay=False).tokens.tolist()
+    assert r.generate([prompt], 8).tokens.tolist() == first.tokens.tolist()  # the KV cache was zeroed between
+    longer = r.generate([prompt], 12)  # another capacity: a state of its own, the first one kept
+    assert longer.decode_captures == 1 and longer.tokens[0, :8].tolist() == first.tokens[0].tolist()
+    assert r.generate([prompt], 8).decode_captures == 0
+
+
+def test_the_decode_cache_evicts_the_oldest_shape(tiny_dir, reference_backend, prompt):
+    from acl_tools.qwen3.model import Qwen3Runner
+
+    with Qwen3Runner(tiny_dir, backend=reference_backend, decode_cache_size=2) as r:
+        base = r.generate([prompt], 4)
+        assert r.generate([prompt], 5).decode_captures == 1  # two shapes: both kept
+        assert r.generate([prompt], 4).decode_captures == 0
+        assert r.generate([prompt], 6).decode_captures == 1  # a third evicts the least recently used (5)
+        assert r.generate([prompt], 4).decode_captures == 0
+        assert r.generate([prompt], 5).decode_captures == 1
+        assert len(r._decode) == 2
+        r.clear_decode_cache()
+        assert not r._decode and r.generate([prompt], 4).tokens.tolist() == base.tokens.tolist()
+        tables = r.cos
+        assert r.generate([prompt], r.positions).decode_captures == 1  # a capacity past the cos/sin tables
+        assert r.cos is not tables  # reallocated: the kept states read the old tables and are made afresh
+        again = r.generate([prompt], 4)
+        assert again.decode_captures == 1 and again.tokens.tolist() == base.tokens.tolist()
 
 
 def test_replay_with_sampling_and_eos(runner, prompt):

@@ -93,16 +93,67 @@ def test_batched_rows_equal_single_runs(runner):
         assert both[i].tolist() == r.generate([p], 8).tokens[0].tolist()
 
 
-def test_decode_has_no_per_token_phase_one(runner, prompt):
+DECODE_LAYER_OPS = {
+    "Mm": 4,  # the fused q/k/v projection, o, the fused gate-up projection, down
+    "RmsNorm": 2,  # q_norm and k_norm over each head
+    "RotaryPositionEmbedding": 2,  # rope of q, rope of k into a buffer
+    "InplaceScatterUpdate": 2,  # k and v put at the device-held position
+    "FlashAttentionScore": 1,  # fp32 decode attention over the whole cache under a mask
+    "InplaceAddRmsNorm": 2,  # residual add + post_attention_layernorm; + the next layer's input norm (final norm)
+    "SwiGlu": 1,  # on the gate-up output, split in halves
+}
+DECODE_STEP_OPS = {
+    "Embedding": 3,  # the token ids, and the cos and sin rows gathered at the position
+    "GtTensor": 1,  # the mask of the cache positions not yet written
+    "RmsNorm": 1,  # layer 0's input norm (every later norm is fused into an InplaceAddRmsNorm)
+    "Mm": 1,  # lm_head
+    "ArgMax": 1,  # the greedy token, fed back on the device
+    "InplaceAdds": 1,  # position += 1
+}
+
+
+def decode_program(layers: int) -> dict[str, int]:
+    """The aclnn launches of one greedy fp32 decode step, per operator (see the tables above)."""
+    ops = {op: n * layers for op, n in DECODE_LAYER_OPS.items()}
+    for op, n in DECODE_STEP_OPS.items():
+        ops[op] = ops.get(op, 0) + n
+    return ops
+
+
+def test_decode_launches_per_token_by_operator(runner, prompt):
     r = runner("fp32")
     layers = r.config.num_hidden_layers
+    out = r.generate([prompt], 5, replay=False)
+    per_step = {op: n // out.decode_steps for op, n in out.decode_ops.items()}
+    assert all(n % out.decode_steps == 0 for n in out.decode_ops.values())
+    assert per_step == decode_program(layers)
+    # 14 per layer + 8: Qwen3-0.6B's 28 layers take 400 launches a token (16 per layer, 456, before the
+    # residual adds were fused into InplaceAddRmsNorm with the norms that follow them)
+    assert sum(per_step.values()) == 14 * layers + 8
+
+
+def test_prefill_launches_by_operator(runner, prompt):
+    r = runner("fp32")
+    before = r.session.launched.copy()
+    r.forward_logits([prompt])
+    layers = r.config.num_hidden_layers
+    # per layer 13: qkv, o, gate-up and down GEMMs; q/k norm; rope of q and of k (k's straight into the
+    # cache view); v copied into the cache; attention; two InplaceAddRmsNorm; SwiGlu. Once: the embedding,
+    # layer 0's input norm, lm_head
+    per_layer = {"Mm": 4, "RmsNorm": 2, "RotaryPositionEmbedding": 2, "InplaceCopy": 1, "FlashAttentionScore": 1}
+    per_layer |= {"InplaceAddRmsNorm": 2, "SwiGlu": 1}
+    want = {op: n * layers for op, n in per_layer.items()}
+    want["Embedding"], want["RmsNorm"], want["Mm"] = 1, want["RmsNorm"] + 1, want["Mm"] + 1
+    assert dict(r.session.launched - before) == want
+    assert sum(want.values()) == 13 * layers + 3
+
+
+def test_decode_has_no_per_token_phase_one(runner, prompt):
+    r = runner("fp32")
     out = r.generate([prompt], 9, replay=False)  # eager: every step launches the executors itself
     steps = out.decode_steps
     assert steps == 8
-    # per layer 16 operators (rope of k into a buffer, InplaceScatterUpdate of k and v at the device-held
-    # position, attention over the whole cache under a mask); per step 8 more: embedding, the cos and sin
-    # rows gathered at the position, the mask (GtTensor), final norm, lm_head, ArgMax, position += 1
-    program = 16 * layers + 8
+    program = sum(decode_program(r.config.num_hidden_layers).values())
     assert out.decode_validations == program  # every executor is made once, before the first step
     assert out.decode_launches == program * steps
     longer = r.generate([prompt], 17, replay=False)

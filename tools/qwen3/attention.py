@@ -48,9 +48,14 @@ class AttentionChoice:
 
 
 def choose(dtype: DataType, prefill: str | None = None, decode: str | None = None) -> AttentionChoice:
-    """The default operators for ``dtype`` (half: PFA + IFA; fp32: FA + FA), checked against the specs."""
+    """The default operators for ``dtype`` (half: FA + IFA; fp32: FA + FA), checked against the specs.
+
+    Prefill is FlashAttentionScore in every dtype (torch_npu's npu_fusion_attention, the prefill call of
+    vllm-ascend): on rocm a large causal FA call runs cuDNN's fused SDPA, where PromptFlashAttention runs
+    the one-block-per-query-row kernel (the 512-token prefill measured at 0.49x transformers ran PFA).
+    """
     half = dtype in HALF
-    p = prefill or ("pfa" if half else "fa")
+    p = prefill or "fa"
     d = decode or ("ifa" if half else "fa")
     if p not in PREFILL_OPS:
         raise ValueError(f"prefill attention {p!r} is not one of {PREFILL_OPS}")

@@ -95,6 +95,8 @@ def run(
     seed: int = 0,
     repeat: int = 3,
     replay: bool | None = None,
+    prefill_attention: str | None = None,
+    decode_attention: str | None = None,
     progress: Report | None = None,
 ) -> dict[str, Any]:
     """Time greedy generation per batch size on the runner, then transformers, then the PyTorch graph runner.
@@ -102,7 +104,9 @@ def run(
     Decode tokens/s counts the tokens after the first (which prefill produces). Each side runs a short
     warm-up generation first, then ``repeat`` timed ones; the median prefill and decode times count.
     ``replay`` is the runner's (default: replay the captured decode step where the backend captures).
-    ``prefill_len`` > 0 adds a batch-1 prefill of that many tokens on each side (``prefill`` in the report).
+    ``prefill_len`` > 0 adds a batch-1 prefill of that many tokens on each side (``prefill`` in the report),
+    with the share of acl-core's prefill time spent enqueuing on the host (``acl_enqueue_share``).
+    ``prefill_attention`` / ``decode_attention`` pick the runner's attention operators (default by dtype).
     """
     if new_tokens < 2:
         raise ValueError("new_tokens must be at least 2 (decode needs a step after the prefill token)")
@@ -123,7 +127,7 @@ def run(
             progress(done, total)
 
     def timed(gen: Callable[[Sequence[Sequence[int]], int], tuple[float, float]], b: int) -> tuple[float, float]:
-        gen(prompts[b], 2)
+        gen(prompts[b], new_tokens)  # the timed runs' shape: a runner that keeps its decode capture reuses it
         tick()
         runs = []
         for _ in range(repeat):
@@ -142,23 +146,30 @@ def run(
 
     t0 = time.perf_counter()
     prefill: dict[str, Any] = {"prompt_len": prefill_len} if prefill_len else {}
-    with Qwen3Runner(model_dir, backend=backend, dtype=dtype) as runner:
+    with Qwen3Runner(
+        model_dir, backend=backend, dtype=dtype, prefill_attention=prefill_attention, decode_attention=decode_attention
+    ) as runner:
         caps = runner.session.backend.capabilities()
         vocab = runner.config.vocab_size
         prompts = {b: rng.integers(0, vocab, size=(b, prompt_len)).tolist() for b in batches}
         long_prompt = rng.integers(0, vocab, size=(1, prefill_len)).tolist() if prefill_len else []
 
         replayed: list[bool] = []
+        enqueue_share: list[float] = []
 
         def acl(p: Sequence[Sequence[int]], n: int) -> tuple[float, float]:
             g = runner.generate(p, n, replay=replay)
-            replayed.append(g.replayed)
+            if n > 1:
+                replayed.append(g.replayed)
+            enqueue_share.append(g.prefill_enqueue_seconds / g.prefill_seconds if g.prefill_seconds > 0 else 0.0)
             return g.prefill_seconds, g.decode_seconds
 
         for b in batches:
             rows.append({"batch": b, "acl": _rates(b, prompt_len, new_tokens, *timed(acl, b))})
         if prefill_len:
+            enqueue_share.clear()
             prefill["acl_tok_s"] = prefill_len / timed_prefill(acl)
+            prefill["acl_enqueue_share"] = float(np.median(enqueue_share))
         platform = caps.platform.value
         profiled = None
         if platform != "cpu":  # a GPU backend: its kernels, as CUPTI records them

@@ -112,6 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--prompt-len", type=int, default=32, help="prompt tokens per sequence (default 32)")
     b.add_argument("--new-tokens", type=int, default=32, help="tokens generated per sequence (default 32)")
     b.add_argument("--eager", action="store_true", help="acl-core launches the decode step op by op (no replay)")
+    _attention(b)
     b.add_argument("--prefill-len", type=int, default=512, help="batch-1 prefill prompt timed on each side (0: none)")
     b.add_argument("--no-transformers", dest="with_transformers", action="store_false", help="skip transformers")
     b.add_argument(
@@ -306,6 +307,8 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
             new_tokens=args.new_tokens,
             prefill_len=args.prefill_len,
             replay=False if args.eager else None,
+            prefill_attention=args.prefill_attention,
+            decode_attention=args.decode_attention,
             with_transformers=args.with_transformers,
             with_torch_graph=args.with_torch_graph,
             hf_device=args.hf_device,
@@ -332,6 +335,7 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
         print(
             f"prefill of {pre['prompt_len']} tokens (batch 1), tok/s: "
             + ", ".join(f"{label} {pre[k + '_tok_s']:.1f}" for k, label in sides if k + "_tok_s" in pre)
+            + f" (acl enqueue {100 * pre['acl_enqueue_share']:.0f}% of its prefill time)"
         )
     kern = result["acl_decode_kernels_batch1"]
     if kern is not None:

@@ -10,6 +10,7 @@ can be launched again and again on the same buffers.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -125,6 +126,7 @@ class Prepared:
         s = self.session
         ret = self.phase2(s.workspace, s.workspace_size, self.executor, s.stream)
         s.launches += 1
+        s.launched[self.name] += 1
         if ret != ACL_SUCCESS:
             check_aclnn(ret, f"aclnn{self.name}")
 
@@ -157,8 +159,12 @@ class Session:
         """Phase-1 calls made (one per :meth:`run`, one per :meth:`prepare`)."""
         self.launches = 0
         """Phase-2 calls made (one-shot and repeated)."""
+        self.launched: Counter[str] = Counter()
+        """Phase-2 calls made per operator name (the launch-counting hook of the tests and reports)."""
         self.generation = 0
         """Counts this session's allocations and frees; repeatable executors made before a change are stale."""
+        self.workspace_moves = 0
+        """Times the workspace was reallocated: a captured launch holds the old address, so it is stale."""
         self._host: dict[str, tuple[int, int]] = {}
 
     # ------------------------------------------------------------------ memory
@@ -230,6 +236,7 @@ class Session:
             check_acl(ret, f"aclrtMalloc(workspace {size})")
             self.workspace, self.workspace_size = ptr, size
             self.generation += 1
+            self.workspace_moves += 1
 
     # ------------------------------------------------------------------ operators
     def run(self, op: str, *args: Any) -> None:
@@ -243,6 +250,7 @@ class Session:
             self._ensure_workspace(size)
         ret = phase2(self.workspace, self.workspace_size, executor, self.stream)
         self.launches += 1
+        self.launched[op] += 1
         if ret != ACL_SUCCESS:
             check_aclnn(ret, f"aclnn{op}")
 

@@ -1,17 +1,21 @@
 """Qwen3 on the aclnn contract: prefill and KV-cached decode, every step an aclnn operator on a stream.
 
-One decoder layer, for B sequences of S new tokens starting at cache position ``start``::
+One decoder layer, for B sequences of S new tokens starting at cache position ``start``; ``n`` holds the
+layer's normalised input, left there by the previous layer's last operator (layer 0: aclnnRmsNorm)::
 
-    xn   = RmsNorm(h, input_layernorm)                    aclnnRmsNorm
-    qkv  = xn @ [Wq; Wk; Wv]^T                             aclnnMm (transposed weight view)
+    qkv  = n @ [Wq; Wk; Wv]^T                              aclnnMm (one GEMM, weights concatenated at load)
     q, k = RmsNorm over each head of qkv's q / k part      aclnnRmsNorm (q_norm, k_norm; strided views)
     q    = rope(q);  cache.k[start:start+S] = rope(k)      aclnnRotaryPositionEmbedding mode 0 (rotate_half)
     cache.v[start:start+S] = v                             aclnnInplaceCopy (strided views)
     a    = causal GQA attention(q, cache.k, cache.v)       see attention.py
-    h   += a @ Wo^T                                        aclnnMm, aclnnInplaceAdd
-    g    = RmsNorm(h, post_attention_layernorm) @ [Wgate; Wup]^T     aclnnRmsNorm, aclnnMm
-    h   += SwiGlu(g) @ Wdown^T                             aclnnSwiGlu, aclnnMm, aclnnInplaceAdd
+    h   += a @ Wo^T;  n = RmsNorm(h, post_attention_layernorm)       aclnnMm, aclnnInplaceAddRmsNorm
+    g    = n @ [Wgate; Wup]^T                              aclnnMm (one GEMM)
+    h   += SwiGlu(g) @ Wdown^T;  n = RmsNorm(h, next norm)           aclnnSwiGlu, aclnnMm, aclnnInplaceAddRmsNorm
 
+where the next norm is the next layer's input_layernorm, or after the last layer the final ``norm``;
+``logits = n @ lm_head^T`` (the embedding matrix when tied; a prefill that keeps one row per sequence
+reads a strided view of the last rows). The residual sum InplaceAddRmsNorm normalises is its exact one
+(CANN's AddRmsNorm), not h rounded to the model dtype first.
 then ``logits = RmsNorm(h, norm) @ lm_head^T`` (the embedding matrix when tied). Greedy decoding picks
 the next token with aclnnArgMax on the device and feeds it straight back to aclnnEmbedding; sampling
 copies the logits (aclnnCast to float32 first) to the host. The decode step never moves a buffer: the
@@ -27,6 +31,7 @@ copied to the device; nothing else is computed on the host.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,7 +131,6 @@ class Activations:
         self.batch, self.seq = batch, seq
         self.ids = s.alloc([b, seq], I64)
         self.h = s.alloc([t, h], dt)
-        self.xn = s.alloc([t, h], dt)
         self.rstd = s.alloc([t, 1], F32)
         self.qkv = s.alloc([t, w], dt)
         self.qn = s.alloc([b, seq, nq, d], dt)
@@ -136,12 +140,11 @@ class Activations:
         self.qr = s.alloc([b, seq, nq, d], dt)
         self.attn = s.alloc([b, seq, nq, d], dt)
         self.o = s.alloc([t, h], dt)
+        """Each GEMM's output that joins the residual, then (InplaceAddRmsNorm) the next normalised input."""
         self.gu = s.alloc([t, 2 * c.intermediate_size], dt)
         self.act = s.alloc([t, c.intermediate_size], dt)
         self.stats = (s.alloc([b, nq, seq, 8], F32), s.alloc([b, nq, seq, 8], F32))
         rows = t if all_logits else b
-        self.out_norm = s.alloc([rows, h], dt)
-        self.out_rstd = s.alloc([rows, 1], F32)
         self.logits = s.alloc([rows, c.vocab_size], dt)
         self.logits32 = self.logits if dt == F32 else s.alloc([rows, c.vocab_size], F32)
         self.step_rope: tuple[Buffer, Buffer] | None = None
@@ -164,7 +167,8 @@ class Activations:
         self.v_part = self.qkv.view([b, seq, nkv, d], strides, (nq + nkv) * d)
         self.h_bsh = self.h.view([b, seq, h])
         self.attn_flat = self.attn.view([t, nq * d])
-        self.h_rows = self.h.tensor() if all_logits else self.h.view([b, h], [seq * h, 1], (seq - 1) * h)
+        self.n_rows = self.o.tensor() if all_logits else self.o.view([b, h], [seq * h, 1], (seq - 1) * h)
+        """The final norm's rows lm_head reads: every token's, or each sequence's last."""
         v = c.vocab_size
         self.last_logits = self.logits.view([b, v], [seq * v, 1], (seq - 1) * v) if all_logits else self.logits.tensor()
         self.last_logits32 = (
@@ -199,6 +203,13 @@ class Generation:
     """Whether the decode steps were replays of one captured step (aclmdlRIExecuteAsync)."""
     decode_replays: int = 0
     """aclmdlRIExecuteAsync calls the decode steps made."""
+    decode_ops: dict[str, int] = field(default_factory=dict)
+    """:attr:`decode_launches` per operator name."""
+    decode_captures: int = 0
+    """Captures this generation made (0 when it replayed the capture a previous one of its shape left)."""
+    prefill_enqueue_seconds: float = 0.0
+    """The part of :attr:`prefill_seconds` spent enqueuing the prefill's operators (both phases on the host);
+    close to prefill_seconds when the prefill is host-bound, small beside it when the device is the bound."""
 
     @property
     def prefill_tokens_per_s(self) -> float:
@@ -225,6 +236,7 @@ class Qwen3Runner:
         decode_attention: str | None = None,
         cube_math_type: int = KEEP_DTYPE,
         progress: Callable[[int, int], None] | None = None,
+        decode_cache_size: int = 4,
     ) -> None:
         self.model_dir = Path(model_dir)
         self.config = Qwen3Config.from_dir(self.model_dir)
@@ -238,13 +250,15 @@ class Qwen3Runner:
             self.weights: Weights = load_weights(self.session, self.model_dir, self.config, self.dtype, progress)
             self.session.synchronize()
             self.load_seconds = time.perf_counter() - t0
-            self.one = scalar(1.0)
             self.positions = 0
             self.cos: Buffer | None = None
             self.sin: Buffer | None = None
             self.compressed_mask: Buffer | None = None
             self.causal: Buffer | None = None
             self.causal_side = 0
+            self.decode_cache_size = decode_cache_size
+            """Decode states (KV cache, executors, capture) kept for later generations of the same shape."""
+            self._decode: OrderedDict[tuple[int, int, DataType, bool], DecodeState] = OrderedDict()
         except BaseException:
             self.session.close()
             raise
@@ -256,7 +270,10 @@ class Qwen3Runner:
 
     def close(self) -> None:
         """Free everything on the device."""
-        self.session.close()
+        try:
+            self.clear_decode_cache()
+        finally:
+            self.session.close()
 
     def __enter__(self) -> Qwen3Runner:
         return self
@@ -334,7 +351,7 @@ class Qwen3Runner:
     def _layer(self, i: int, a: Activations, kv: KVCache, prefill: bool) -> list[tuple[str, Args] | StepFn]:
         """Layer ``i``'s operators in order: fixed (name, args) pairs, or functions of the start position."""
         c, lw = self.config, self.weights.layers[i]
-        eps, cube, one = c.rms_norm_eps, self.cube_math_type, self.one
+        eps, cube = c.rms_norm_eps, self.cube_math_type
         seq = a.seq
         if prefill:
             cache: list[tuple[str, Args] | StepFn] = [
@@ -351,25 +368,23 @@ class Qwen3Runner:
                 ("InplaceScatterUpdate", (kv.v[i].tensor(), pos, a.v_part, 1)),
                 self._attention(i, a, kv, 0, prefill),
             ]
+        n = a.o.tensor()
         return [
-            ("RmsNorm", (a.h.tensor(), lw.input_norm.tensor(), eps, a.xn.tensor(), a.rstd.tensor())),
-            ("Mm", (a.xn.tensor(), lw.qkv.t, a.qkv.tensor(), cube)),
+            ("Mm", (n, lw.qkv.t, a.qkv.tensor(), cube)),
             ("RmsNorm", (a.q_part, lw.q_norm.tensor(), eps, a.qn.tensor(), a.rstd_q.tensor())),
             ("RmsNorm", (a.k_part, lw.k_norm.tensor(), eps, a.kn.tensor(), a.rstd_k.tensor())),
             ("RotaryPositionEmbedding", (a.qn.tensor(), a.cos, a.sin, 0, a.qr.tensor())),
             *cache,
             ("Mm", (a.attn_flat, lw.o.t, a.o.tensor(), cube)),
-            ("InplaceAdd", (a.h.tensor(), a.o.tensor(), one)),
-            ("RmsNorm", (a.h.tensor(), lw.post_norm.tensor(), eps, a.xn.tensor(), a.rstd.tensor())),
-            ("Mm", (a.xn.tensor(), lw.gate_up.t, a.gu.tensor(), cube)),
+            ("InplaceAddRmsNorm", (a.o.tensor(), a.h.tensor(), lw.post_norm.tensor(), eps, a.rstd.tensor())),
+            ("Mm", (n, lw.gate_up.t, a.gu.tensor(), cube)),
             ("SwiGlu", (a.gu.tensor(), -1, a.act.tensor())),
             ("Mm", (a.act.tensor(), lw.down.t, a.o.tensor(), cube)),
-            ("InplaceAdd", (a.h.tensor(), a.o.tensor(), one)),
         ]
 
     def _program(self, a: Activations, kv: KVCache, prefill: bool) -> list[tuple[str, Args] | StepFn]:
         """The whole forward pass: embedding, every layer, final norm and lm_head."""
-        w = self.weights
+        w, eps = self.weights, self.config.rms_norm_eps
         items: list[tuple[str, Args] | StepFn] = [("Embedding", (w.embed.tensor(), a.ids.tensor(), a.h_bsh))]
         if not prefill:  # this step's cos/sin rows and the mask of the unwritten cache positions, from pos
             assert a.pos is not None and a.step_rope is not None and self.cos is not None and self.sin is not None
@@ -378,11 +393,13 @@ class Qwen3Runner:
             for table, row in ((self.cos, a.step_rope[0]), (self.sin, a.step_rope[1])):
                 items.append(("Embedding", (table.tensor(), first, row.view([1, 1, d]))))
             items.append(("GtTensor", (a.keys.tensor(), a.pos.view([a.batch, 1]), a.mask.tensor())))
-        for i in range(self.config.num_hidden_layers):
+        layers = self.weights.layers
+        items.append(("RmsNorm", (a.h.tensor(), layers[0].input_norm.tensor(), eps, a.o.tensor(), a.rstd.tensor())))
+        for i in range(len(layers)):
             items += self._layer(i, a, kv, prefill)
-        eps = self.config.rms_norm_eps
-        items.append(("RmsNorm", (a.h_rows, w.norm.tensor(), eps, a.out_norm.tensor(), a.out_rstd.tensor())))
-        items.append(("Mm", (a.out_norm.tensor(), w.lm_head.t, a.logits.tensor(), self.cube_math_type)))
+            gamma = layers[i + 1].input_norm if i + 1 < len(layers) else w.norm
+            items.append(("InplaceAddRmsNorm", (a.o.tensor(), a.h.tensor(), gamma.tensor(), eps, a.rstd.tensor())))
+        items.append(("Mm", (a.n_rows, w.lm_head.t, a.logits.tensor(), self.cube_math_type)))
         return items
 
     def _run_program(self, items: list[tuple[str, Args] | StepFn], start: int) -> None:
@@ -410,6 +427,55 @@ class Qwen3Runner:
         finally:
             s.release(*a.buffers(), *kv.buffers())
 
+    def clear_decode_cache(self) -> None:
+        """Free every cached decode state (KV cache, executors, capture)."""
+        while self._decode:
+            _, state = self._decode.popitem()
+            state.release(self.session)
+
+    def _decode_state(self, batch: int, capacity: int, greedy: bool) -> DecodeState:
+        """The decode state of (batch, capacity, dtype, greedy), made (and the oldest evicted) when missing.
+
+        A state whose cos/sin tables were reallocated since (a larger capacity came) is made afresh: its
+        executors read the old tables.
+        """
+        key = (batch, capacity, self.dtype, greedy)
+        state = self._decode.pop(key, None)
+        if state is not None and state.tables != (self.cos, self.sin):
+            state.release(self.session)
+            state = None
+        if state is None:
+            while self._decode and len(self._decode) >= max(self.decode_cache_size, 1):
+                _, old = self._decode.popitem(last=False)
+                old.release(self.session)
+            s = self.session
+            kv = KVCache(s, self.config, batch, capacity, self.dtype)
+            dec = Activations(self, batch, 1, all_logits=False, capacity=capacity)
+            state = DecodeState(key, kv, dec, (self.cos, self.sin), scalar(1, I64))
+        self._decode[key] = state  # most recently used last
+        return state
+
+    def _build_plan(self, state: DecodeState) -> None:
+        """Validate the decode step's executors (every buffer fixed; the position read on the device)."""
+        s, dec = self.session, state.dec
+        state.drop_plan()
+        items = self._program(dec, state.kv, prefill=False)
+        if state.key[3]:  # greedy: the next ids straight into the ids the next step's Embedding reads
+            items.append(("ArgMax", (dec.last_logits, -1, False, dec.ids.view([dec.batch]))))
+        assert dec.pos is not None
+        items.append(("InplaceAdds", (dec.pos.tensor(), state.step_one, state.step_one)))  # the next position
+        while True:  # a workspace that grows while preparing leaves the earlier executors' captures stale
+            before = s.workspace_moves
+            made: list[Prepared] = []
+            for item in items:
+                assert not callable(item)  # the decode program has no position-dependent step
+                made.append(s.prepare(item[0], *item[1]))
+            if s.workspace_moves == before:
+                state.plan, state.workspace = made, before
+                return
+            for p in made:
+                p.release()
+
     def generate(
         self,
         prompts: Sequence[Sequence[int]],
@@ -427,7 +493,9 @@ class Qwen3Runner:
         With ``stop_on_eos`` generation ends once every sequence has produced an EOS id (the
         checkpoint's, or ``eos_token_ids``); ``keep_logits`` keeps each step's float32 logits.
         ``replay`` (default: where the backend captures streams) captures the decode step once with
-        ``acl.mdl`` and replays it per token; False launches its executors one by one (eager).
+        ``acl.mdl`` and replays it per token; False launches its executors one by one (eager). The KV
+        cache, the decode executors and the capture are kept per (batch, capacity = prompt + new
+        tokens, dtype, greedy or not) for the next call of the same shape (:meth:`clear_decode_cache`).
         """
         ids = _as_ids(prompts)
         b, plen = ids.shape
@@ -441,21 +509,18 @@ class Qwen3Runner:
         self._reserve(capacity, plen)
         rng = np.random.default_rng(sampling.seed) if sampling is not None else None
         eos = np.array(c.eos_token_ids if eos_token_ids is None else list(eos_token_ids), dtype=np.int64)
-        # everything is allocated before the first executor is prepared: allocations invalidate executors
-        kv = KVCache(s, c, b, capacity, self.dtype)
-        dec = Activations(self, b, 1, all_logits=False, capacity=capacity)
+        state = self._decode_state(b, capacity, sampling is None)
+        kv, dec = state.kv, state.dec
         cos, sin = self._rope_views(0, plen)
         pre = Activations(self, b, plen, all_logits=False, cos=cos, sin=sin)
         out = s.alloc([max_new_tokens, b], I64)
         ids_ptr, ids_host = s.host("ids", b * 8)
         tok_ptr, tok_host = s.host("tokens", max_new_tokens * b * 8)
         log_ptr, log_host = s.host("logits", b * c.vocab_size * 4)
-        step_one = scalar(1, I64)
-        plan: list[Prepared | StepFn] = []
-        captured: CapturedStep | None = None
         next_ids = dec.ids.view([b])
         kept: list[np.ndarray] = []
         done = np.zeros(b, dtype=bool)
+        captures = 0
 
         def host_logits(a: Activations) -> np.ndarray:
             if a.logits32 is not a.logits:
@@ -480,23 +545,18 @@ class Qwen3Runner:
                 s.copy_async(dec.ids.ptr, ids_ptr, b * 8, ACL_MEMCPY_HOST_TO_DEVICE)
             s.copy_async(out.ptr + step * b * 8, dec.ids.ptr, b * 8, ACL_MEMCPY_DEVICE_TO_DEVICE)
 
-        def build_plan() -> tuple[list[Prepared | StepFn], int]:
-            items = self._program(dec, kv, prefill=False)
-            if sampling is None:
-                items.append(("ArgMax", (dec.last_logits, -1, False, next_ids)))
-            assert dec.pos is not None
-            items.append(("InplaceAdds", (dec.pos.tensor(), step_one, step_one)))  # the next step's position
-            while True:  # a workspace that grows while preparing makes the earlier executors stale
-                before = s.generation
-                made = [item if callable(item) else s.prepare(item[0], *item[1]) for item in items]
-                if s.generation == before:
-                    return made, before
-                release(made)
+        def enqueue() -> None:
+            for p in state.plan or ():  # all repeatable executors
+                p()
 
-        def release(items: list[Prepared | StepFn]) -> None:
-            for item in items:
-                if isinstance(item, Prepared):
-                    item.release()
+        def ready(replaying: bool) -> None:
+            """A plan validated since the workspace last moved, and captured when replaying."""
+            nonlocal captures
+            if state.plan is None or state.workspace != s.workspace_moves:
+                self._build_plan(state)
+            if replaying and state.captured is None:
+                state.captured = CapturedStep(s, enqueue)
+                captures += 1
 
         def check_eos(step: int) -> bool:
             if not (stop_on_eos and eos.size):
@@ -515,22 +575,18 @@ class Qwen3Runner:
             t0 = time.perf_counter()
             s.upload(pre.ids, ids)
             self._run_program(self._program(pre, kv, prefill=True), 0)
+            t_enq = time.perf_counter()
             choose_next(pre, 0)
             stopped = check_eos(0)
             s.synchronize()
             t1 = time.perf_counter()
             s.release(*pre.buffers())
-            steps = 0
-            v0, l0 = s.validations, s.launches
+            steps, replays = 0, 0
+            v0, l0, ops0 = s.validations, s.launches, s.launched.copy()
             if not stopped and max_new_tokens > 1:
-                plan, generation = build_plan()
-
-                def enqueue() -> None:
-                    for p in plan:  # the decode program has no position-dependent step: all repeatable executors
-                        assert isinstance(p, Prepared)
-                        p()
-
-                names = [p.name for p in plan if isinstance(p, Prepared)]
+                ready(False)
+                assert state.plan is not None
+                names = [p.name for p in state.plan]
                 if replay and refused(s, names):
                     if replay_asked:  # asked for: say which operator stops it
                         raise DeviceError(
@@ -538,19 +594,12 @@ class Qwen3Runner:
                             "(capabilities().capture_refused_ops); pass --eager"
                         )
                     replay = False  # the default: eager, and Generation.replayed says so
-                if replay:  # recorded, not run: the replays run it
-                    captured = CapturedStep(s, enqueue)
                 for step in range(1, max_new_tokens):
-                    if s.generation != generation:  # memory changed under the executors: validate afresh
-                        release(plan)
-                        plan, generation = build_plan()
-                        if captured is not None:  # and capture the fresh executors again
-                            captured.destroy()
-                            done_before = captured.replays
-                            captured = CapturedStep(s, enqueue)
-                            captured.replays = done_before
-                    if captured is not None:
-                        captured.replay()
+                    ready(replay)  # memory changed under the executors: validated (and captured) afresh
+                    if replay:
+                        assert state.captured is not None
+                        state.captured.replay()
+                        replays += 1
                     else:
                         enqueue()
                     choose_next(dec, step)
@@ -572,14 +621,48 @@ class Qwen3Runner:
                 kept,
                 s.validations - v0,
                 s.launches - l0,
-                captured is not None,
-                captured.replays if captured is not None else 0,
+                bool(replay) and steps > 0,
+                replays,
+                dict(s.launched - ops0),
+                captures,
+                t_enq - t0,
             )
+        except BaseException:  # a failed step may leave the state half made: drop it
+            self._decode.pop(state.key, None)
+            state.release(s)
+            raise
         finally:
-            if captured is not None:
-                captured.destroy()
-            release(plan)
-            s.release(*[buf for buf in (*pre.buffers(), *dec.buffers(), *kv.buffers(), out) if buf.ptr])
+            s.release(*[buf for buf in (*pre.buffers(), out) if buf.ptr])
+
+
+@dataclass
+class DecodeState:
+    """What the decode steps of one (batch, capacity, dtype, greedy) reuse across generations."""
+
+    key: tuple[int, int, DataType, bool]
+    kv: KVCache
+    dec: Activations
+    tables: tuple[Buffer | None, Buffer | None]
+    """The cos/sin tables the executors read (made afresh when the runner reallocates them)."""
+    step_one: Any
+    plan: list[Prepared] | None = None
+    workspace: int = -1
+    """Session.workspace_moves when the plan was validated."""
+    captured: CapturedStep | None = None
+
+    def drop_plan(self) -> None:
+        """Destroy the capture and the executors (the buffers stay)."""
+        if self.captured is not None:
+            self.captured.destroy()
+            self.captured = None
+        for p in self.plan or ():
+            p.release()
+        self.plan = None
+
+    def release(self, session: Session) -> None:
+        """Destroy the plan and free the buffers."""
+        self.drop_plan()
+        session.release(*[buf for buf in (*self.dec.buffers(), *self.kv.buffers()) if buf.ptr])
 
 
 def _as_ids(prompts: Sequence[Sequence[int]]) -> np.ndarray:
