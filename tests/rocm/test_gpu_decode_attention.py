@@ -16,6 +16,7 @@ import pytest
 
 from acl_core import eager
 from acl_core.backend import Backend
+from acl_core.errors import AclnnError
 from acl_core.spec.ops.attention import _to_layout
 from acl_rocm.kernels.attention_decode import decode_splits
 from tests.conftest import assert_close
@@ -121,10 +122,9 @@ def test_the_path_switch(rocm: Backend, reference: Backend) -> None:
         runner.path_override = "decode"
         _check(rocm, reference, "IncreFlashAttention", args, "forced decode")
         per_batch = _args(np.random.default_rng(6), "bfloat16", "BSND", 2, 4, 2, 40, 48)
-        from acl_core.errors import AclError
-
-        with pytest.raises(AclError, match="head dim 48"):
+        with pytest.raises(AclnnError, match="head dim 48") as info:
             eager.run("IncreFlashAttention", rocm, **per_batch)
+        assert int(info.value.code) == 161002
     finally:
         runner.path_override = None
 
@@ -147,3 +147,45 @@ def test_decode_captures_and_replays_with_a_changed_mask(rocm: Backend) -> None:
     finally:
         call.free()
         rocm.runtime.destroy_stream(stream)  # type: ignore[attr-defined]
+
+
+def test_a_task_group_update_swaps_in_new_actual_lengths(rocm: Backend, reference: Backend) -> None:
+    """vllm-ascend's way: the decode call captured in a task group, then re-issued with new actualSeqLengths
+    through aclmdlRICaptureTaskUpdate*; the replay runs the new lengths (same launches, new arguments)."""
+    from acl_core.spec.runtime import CaptureMode
+    from tests.rocm.capture_harness import OpCall, write
+
+    rt = rocm.runtime  # type: ignore[attr-defined]
+    skv = 140 if EMULATED else 4096
+    base = _args(np.random.default_rng(11), "float16", "BSND", 2, 4, 2, skv, 64)
+    old, new = [skv // 2, 3], [skv, skv - 37]
+    group = OpCall(rocm, "IncreFlashAttention", {**base, "actualSeqLengths": old})
+    update = OpCall(rocm, "IncreFlashAttention", {**base, "actualSeqLengths": new})
+    stream, other = rt.create_stream(), rt.create_stream()
+    try:
+        for c in (group, update):
+            c.fill(0)
+        p_group = group.prepare()
+        rt.ri_capture_begin(stream, int(CaptureMode.ACL_MODEL_RI_CAPTURE_MODE_RELAXED))
+        rt.ri_capture_task_grp_begin(stream)
+        group.enqueue(p_group, stream)
+        handle = rt.ri_capture_task_grp_end(stream)
+        model = rt.ri_capture_end(stream)
+        p_update = update.prepare()
+        rt.ri_capture_task_update_begin(other, handle)
+        update.enqueue(p_update, other)
+        rt.ri_capture_task_update_end(other)
+        for c in (group, update):
+            out = c.conv.arrays["attentionOut"]
+            write(out, np.zeros(out.nbytes, np.uint8))  # type: ignore[arg-type]
+        rt.ri_execute_async(model, stream)
+        rt.synchronize_stream(stream)
+        expected = eager.run("IncreFlashAttention", reference, **{**base, "actualSeqLengths": new})
+        assert_close(update.outputs()["attentionOut[0]"], expected["attentionOut"], atol=2e-3, rtol=2e-3)
+        assert not group.outputs()["attentionOut[0]"].any(), "the replaced launches must not run"
+        rt.ri_destroy(model)
+    finally:
+        for c in (group, update):
+            c.free()
+        rt.destroy_stream(stream)
+        rt.destroy_stream(other)

@@ -124,9 +124,8 @@ def decode_source(inst: DecodeInstance, which: str) -> str:
 #define VEC (HEAD_DIM / WARP)
 #define KPW {KEYS_PER_WARP}
 #define VECTOR_LOADS {vec_load}
-#define MAX_BATCH {MAX_DECODE_BATCH}
 {DECODE_STRUCT}
-struct DecodeLens {{ int n[MAX_BATCH]; }};
+struct DecodeLens {{ int n[{MAX_DECODE_BATCH}]; }};
 typedef {s} st;
 
 ACL_DEV float dec_inf() {{ return __uint_as_float(0x7f800000u); }}
