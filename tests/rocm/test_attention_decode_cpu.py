@@ -37,7 +37,7 @@ def test_refusals_name_the_reason() -> None:
         "compressed mask": (*ok[:3], "compressed", *ok[4:]),
         "2 cache tensors": (*ok[:4], 2, *ok[5:]),
         "batch 300": (*ok[:5], 300, *ok[6:]),
-        "head dim 48": (*ok[:8], 48, 32),
+        "head dim 320": (*ok[:8], 320, 32),
         "GQA group 16": (*ok[:6], 16, 1, 256, 32),
     }
     for want, args in cases.items():

@@ -122,7 +122,9 @@ def test_the_path_switch(rocm: Backend, reference: Backend) -> None:
         runner.path_override = "decode"
         _check(rocm, reference, "IncreFlashAttention", args, "forced decode")
         per_batch = _args(np.random.default_rng(6), "bfloat16", "BSND", 2, 4, 2, 40, 48)
-        with pytest.raises(AclnnError, match="head dim 48") as info:
+        per_batch["key"] = [per_batch["key"][0][i : i + 1] for i in range(2)]  # a cache tensor per batch
+        per_batch["value"] = [per_batch["value"][0][i : i + 1] for i in range(2)]
+        with pytest.raises(AclnnError, match="2 cache tensors") as info:
             eager.run("IncreFlashAttention", rocm, **per_batch)
         assert int(info.value.code) == 161002
     finally:
@@ -189,3 +191,36 @@ def test_a_task_group_update_swaps_in_new_actual_lengths(rocm: Backend, referenc
             c.free()
         rt.destroy_stream(stream)
         rt.destroy_stream(other)
+
+
+def test_every_decode_sample_of_the_spec(rocm: Backend, reference: Backend) -> None:
+    """IncreFlashAttention's own samples that the decode path takes (one cache tensor; D 8, so lanes past D
+    hold zeros), contiguous, padded and transposed (strided loads). FusedInferAttentionScore's decode
+    samples hold a cache tensor per batch (the row kernel's case); test_decode_mask_and_fused_infer_lse
+    covers it."""
+    from acl_core.dtypes import from_numpy
+    from acl_core.spec.ops import get_spec
+    from conformance.tolerances import lookup
+
+    op = "IncreFlashAttention"
+    runner = rocm.attention  # type: ignore[attr-defined]
+    spec = get_spec(op)
+    assert spec.samples is not None
+    ran = 0
+    runner.path_override = "decode"
+    try:
+        for sample in spec.samples(np.random.default_rng(2024)):
+            expected = eager.run(op, reference, op_args=sample.args)
+            for layout in ("contiguous", "padded", "transposed"):
+                try:
+                    got = eager.run(op, rocm, layout=layout, guard=True, op_args=sample.args)
+                except AclnnError as exc:
+                    assert "decode attention path forced" in str(exc), exc
+                    break
+                ran += 1
+                for name, value in expected.items():
+                    tol = lookup(op, from_numpy(value.dtype), "rocm", sample.tolerance)
+                    assert_close(got[name], value, atol=tol.atol, rtol=tol.rtol)
+    finally:
+        runner.path_override = None
+    assert ran, f"no sample of {op} took the decode path"

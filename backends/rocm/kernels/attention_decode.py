@@ -7,7 +7,7 @@ cache capacity and the device's compute units, never from the actual lengths: th
 signature do not change with them, so a task-group update can swap in new lengths).
 
 The split kernel: one block per (batch, kv head, split), grid flattened to x. Each warp walks its
-share of the chunk :data:`KEYS_PER_WARP` keys at a time: every lane holds ``D / warp`` dims of each
+share of the chunk :data:`KEYS_PER_WARP` keys at a time: every lane holds ``ceil(D / warp)`` dims of each
 of the group's query rows and of each key (16-byte vector loads where the layout allows), a warp
 all-reduce (xor shuffles) forms the scores, and the warp keeps its own fp32 online softmax (running
 max, sum and output accumulator per query head). The warps merge through shared memory; the block
@@ -59,9 +59,9 @@ def decode_splits(batch: int, kv_heads: int, capacity: int, units: int) -> tuple
     return -(-capacity // chunk), chunk
 
 
-def lanes_per_dim(head_dim: int, warp: int) -> int | None:
-    """Dims each lane owns (``D / warp``), or None when D is not a multiple of the warp size."""
-    return head_dim // warp if head_dim % warp == 0 and head_dim >= warp else None
+def lanes_per_dim(head_dim: int, warp: int) -> int:
+    """Dims each lane owns (``ceil(D / warp)``; lanes past D hold zeros)."""
+    return -(-head_dim // warp)
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ def decode_source(inst: DecodeInstance, which: str) -> str:
 #define THREADS {DECODE_THREADS}
 #define WARP ACL_WARP_SIZE
 #define NWARPS (THREADS / WARP)
-#define VEC (HEAD_DIM / WARP)
+#define VEC ((HEAD_DIM + WARP - 1) / WARP)
 #define KPW {KEYS_PER_WARP}
 #define VECTOR_LOADS {vec_load}
 {DECODE_STRUCT}
@@ -146,7 +146,10 @@ ACL_DEV void dec_row(const st* row, long long stride, int lane, float* out) {{
   for (int e = 0; e < VEC; ++e) out[e] = {load("raw.v[e]", c, f32)};
 #else
   #pragma unroll
-  for (int e = 0; e < VEC; ++e) out[e] = {load("row[(long long)(e * WARP + lane) * stride]", c, f32)};
+  for (int e = 0; e < VEC; ++e) {{
+    const int d = e * WARP + lane;
+    out[e] = d < HEAD_DIM ? {load("row[(long long)d * stride]", c, f32)} : 0.0f;
+  }}
 #endif
 }}
 
@@ -178,7 +181,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
     const st* q_row = q + b * m.q[0] + (hk * GROUP + g) * m.q[1];
     #pragma unroll
     for (int e = 0; e < VEC; ++e) {{
-      qr[g][e] = {load("q_row[(long long)dec_dim(lane, e) * m.q[3]]", c, f32)};
+      const int d = dec_dim(lane, e);
+      qr[g][e] = d < HEAD_DIM ? {load("q_row[(long long)d * m.q[3]]", c, f32)} : 0.0f;
       acc[g][e] = 0.0f;
     }}
     mx[g] = -inf;
@@ -260,7 +264,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
       sm_l[warp][g] = sum[g];
     }}
     #pragma unroll
-    for (int e = 0; e < VEC; ++e) sm_o[warp][g][dec_dim(lane, e)] = acc[g][e];
+    for (int e = 0; e < VEC; ++e) {{
+      if (dec_dim(lane, e) < HEAD_DIM) sm_o[warp][g][dec_dim(lane, e)] = acc[g][e];
+    }}
   }}
   __syncthreads();
   for (int idx = tid; idx < GROUP * HEAD_DIM; idx += THREADS) {{

@@ -3,7 +3,7 @@
 :func:`decode_refusal` says why a call cannot take it (None when it can): fp16/bf16, query S of 1,
 one cache tensor for every batch (a tensor list of one), no mask or a decode mask ([B,S], [B,1,S],
 [B|1,N|1,1,S]: read on the device per key, so a captured step replays with a mask changed in place),
-head dim a multiple of the warp size up to 256, a GQA group small enough for each lane's registers,
+head dim up to 256, a GQA group small enough for each lane's registers,
 at most :data:`MAX_DECODE_BATCH` batches. :class:`DecodeAttention` plans such a call once per
 signature as a :class:`~acl_rocm.ops.program.Program`: the split kernel, then, when there is more
 than one split, the combine kernel over a stream-ordered temporary of partials. Each batch's actual
@@ -83,9 +83,9 @@ def decode_refusal(
         return f"{cache_tensors} cache tensors (one per batch)"
     if b > MAX_DECODE_BATCH:
         return f"batch {b} (actual lengths travel as kernel arguments for up to {MAX_DECODE_BATCH})"
+    if not 0 < d <= MAX_HEAD_DIM:
+        return f"head dim {d} (the decode kernel runs up to {MAX_HEAD_DIM})"
     per_lane = lanes_per_dim(d, warp)
-    if per_lane is None or d > MAX_HEAD_DIM:
-        return f"head dim {d} (needs a multiple of the warp size {warp} up to {MAX_HEAD_DIM})"
     group = nq // nkv
     if group * per_lane > MAX_LANE_VALUES:
         return f"GQA group {group} at head dim {d} ({group * per_lane} values per lane, at most {MAX_LANE_VALUES})"
@@ -94,6 +94,8 @@ def decode_refusal(
 
 def vector_loads(call: DecodeCall, warp: int) -> bool:
     """Whether K and V rows take aligned vector loads (unit dim stride, strides and addresses whole vectors)."""
+    if call.d % warp:
+        return False
     vec = call.d // warp
     item = call.k.dtype.info.storage_bits // 8
     for t, st in ((call.k, call.ks), (call.v, call.vs)):
