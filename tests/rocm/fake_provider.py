@@ -334,17 +334,36 @@ def _matrix(m: Matrix, index: int) -> np.ndarray:
 _SIZES = {"float": 4, "double": 8, "long long": 8, "unsigned long long": 8, "bool": 1, "int": 4}
 
 
+def _struct_size(source: str, kind: str) -> int:
+    """Bytes of a by-value struct parameter whose members are scalars or arrays of one int type each."""
+    found = re.search(rf"struct {re.escape(kind)} \{{ (.*?) \}};", source)
+    assert found, f"no struct {kind}"
+    total = 0
+    for member in found.group(1).split(";"):
+        member = member.strip()
+        if not member:
+            continue
+        ctype, rest = member.rsplit(" ", 1)
+        count = math.prod(int(n) for n in re.findall(r"\[(\d+)\]", rest))
+        total += _SIZES[ctype] * count
+    return total
+
+
 def _parameter_sizes(source: str, name: str) -> list[int]:
     """Byte size of each parameter of kernel ``name``, read from its generated declaration."""
     meta = re.search(r"struct Meta \{ (int|long long) n; \1 shape\[(\d+)\]; \1 stride\[(\d+)\]\[(\d+)\]; \};", source)
-    assert meta, "no Meta struct"
-    item = _SIZES[meta.group(1)]
-    meta_size = item * (1 + int(meta.group(2)) + math.prod(int(g) for g in meta.group(3, 4)))
+    meta_size = 0
+    if meta:
+        item = _SIZES[meta.group(1)]
+        meta_size = item * (1 + int(meta.group(2)) + math.prod(int(g) for g in meta.group(3, 4)))
     declaration = source.split(f"{name}(", 1)[1].split(") {", 1)[0]
     sizes = []
     for param in (p.strip() for p in declaration.split(",")):
+        kind = param.removeprefix("const ").rsplit(" ", 1)[0]
         if param.startswith("const Meta"):
             sizes.append(meta_size)
+        elif "*" not in param and kind not in _SIZES:
+            sizes.append(_struct_size(source, kind))
         elif "*" in param:
             sizes.append(8)
         else:

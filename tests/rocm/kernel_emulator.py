@@ -2,7 +2,7 @@
 
 The shim maps ``__global__``/``__device__`` away, ``__shared__`` to ``static`` (blocks run one after
 another, so a static is exactly one block's shared memory), ``__syncthreads`` to a block barrier and
-``ACL_SHFL_DOWN`` to an exchange through per-warp slots between two warp barriers; the prelude then
+``ACL_SHFL_DOWN`` / ``ACL_SHFL_XOR`` to an exchange through per-warp slots between two warp barriers; the prelude then
 takes its portable (software fp16/bf16) path. A missing barrier on some thread deadlocks here as it
 would misbehave on a GPU, and a shuffle reads exactly the lane a GPU would. It checks what the kernels
 compute, not how the vendor compilers treat them (nvcc checks those where it is installed).
@@ -53,6 +53,17 @@ template <class T> T emu_shfl_down(T v, int offset) {
   return r;
 }
 #define ACL_SHFL_DOWN(v, o) emu_shfl_down((v), (o))
+template <class T> T emu_shfl_xor(T v, int mask) {
+  const unsigned t = threadIdx.x, warp = t / ACL_WARP_SIZE, lane = t % ACL_WARP_SIZE;
+  memcpy(&emu_block->slots[t], &v, sizeof(T));
+  emu_block->warps[warp]->arrive_and_wait();
+  T r = v;
+  const unsigned other = lane ^ (unsigned)mask;
+  if (other < ACL_WARP_SIZE) memcpy(&r, &emu_block->slots[t - lane + other], sizeof(T));
+  emu_block->warps[warp]->arrive_and_wait();
+  return r;
+}
+#define ACL_SHFL_XOR(v, o) emu_shfl_xor((v), (o))
 inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 inline double __longlong_as_double(long long v) { double d; memcpy(&d, &v, 8); return d; }

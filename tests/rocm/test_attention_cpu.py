@@ -241,6 +241,9 @@ def fake(tmp_path: Path) -> Iterator[tuple[RocmBackend, ExecutingFake]]:
     provider = ExecutingFake(blas=True)
     backend = RocmBackend(provider, {"ACL_KERNEL_CACHE": str(tmp_path)})
     backend.runtime.ensure_device(0)
+    # the row kernel is what this module models; the split-KV decode kernel runs on the emulator
+    # (tests/rocm/test_gpu_decode_attention.py, ACL_ROCM_EMULATE=1)
+    backend.attention.path_override = "kernel"
     ew = backend.elementwise
     ew.enqueue = lambda planned, stream: None if planned is None else _elementwise_model(planned)  # type: ignore[method-assign]
     launch_prepared = ew.launch_prepared

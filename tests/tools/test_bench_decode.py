@@ -38,7 +38,14 @@ def test_small_suite_on_the_reference(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert "--suite decode" in report["command"]
     ops = {c["op"] for c in report["cases"]}
-    assert ops == {"ArgMax", "IncreFlashAttention decode", "Matmul small-M", "AddRmsNorm", "ApplyRotaryPosEmb q+k"}
+    assert ops == {
+        "ArgMax",
+        "IncreFlashAttention decode",
+        "FusedInferAttentionScore decode",
+        "Matmul small-M",
+        "AddRmsNorm",
+        "ApplyRotaryPosEmb q+k",
+    }
     for case in report["cases"]:
         assert case["status"] == "ok", case
         assert case["acl_us"] > 0 and case["torch_us"] > 0

@@ -1,13 +1,14 @@
 """``acl-core bench --suite decode``: the kernels of one decode token, beside PyTorch, against HBM speed.
 
 Issue 15 item 7's shapes (a Qwen3-0.6B-shaped bf16 model): ArgMax over the 151,936-entry vocabulary,
-IncreFlashAttention with one query token against a KV cache of up to 32k (16 query heads, 8 KV heads,
-D 128), the small-M GEMMs of the layers and the LM head (M 1, 8, 16), AddRmsNorm of the residual and
-ApplyRotaryPosEmb of q and k. Every case times phase 2 of a prepared aclnn call and the PyTorch
-equivalent in alternating rounds (:func:`~acl_tools.bench.timing.measure_interleaved`), and reports
-microseconds and the bytes it must move per call as GB/s and as a fraction of the device's HBM figure
-(:data:`HBM_GBPS`; ``ACL_BENCH_HBM_GBPS`` overrides it). The targets: ArgMax <= 10 us, decode attention
-and the GEMMs near HBM speed (the GEMMs >= 70%).
+IncreFlashAttention and FusedInferAttentionScore with one query token against a KV cache of up to 32k
+(16 query heads, 8 KV heads, D 128; the split-KV decode kernel on rocm), the small-M GEMMs of the layers
+and the LM head (M 1, 8, 16), AddRmsNorm of the residual and ApplyRotaryPosEmb of q and k. Every case
+times phase 2 of a prepared aclnn call and the PyTorch equivalent in alternating rounds
+(:func:`~acl_tools.bench.timing.measure_interleaved`), and reports microseconds and the bytes it must
+move per call as GB/s and as a fraction of the device's HBM figure (:data:`HBM_GBPS`;
+``ACL_BENCH_HBM_GBPS`` overrides it). The targets: ArgMax <= 10 us, decode attention and the GEMMs
+near HBM speed (the GEMMs >= 70%).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ HIDDEN, INTERMEDIATE, HEADS, KV_HEADS, HEAD_DIM = 1024, 3072, 16, 8, 128
 HBM_GBPS: dict[str, float] = {"H200": 4800.0, "H100": 3350.0, "MI300X": 5300.0, "MI325X": 6000.0}
 """Peak HBM bandwidth by device-name fragment (vendor figures, GB/s)."""
 
-OPS = ("ArgMax", "IncreFlashAttention", "Matmul", "AddRmsNorm", "ApplyRotaryPosEmb")
+OPS = ("ArgMax", "IncreFlashAttention", "FusedInferAttentionScore", "Matmul", "AddRmsNorm", "ApplyRotaryPosEmb")
 """The names ``--only`` picks from in the decode suite."""
 
 FULL_SHAPES: dict[str, Any] = {
@@ -102,9 +103,15 @@ class DecodeSuite(Suite):
             self._run(case, acl, torch_fn, "ArgMax")
 
     def attention(self) -> None:
-        """IncreFlashAttention (BSND, one query token, GQA 16/8, D 128) beside SDPA with ``enable_gqa``."""
-        if not self.wanted("IncreFlashAttention"):
-            return
+        """IncreFlashAttention and FusedInferAttentionScore (BSND, one query token, GQA 16/8, D 128) beside SDPA.
+
+        On rocm both take the split-KV decode kernel (``ACL_ATTENTION_PATH=kernel`` times the row kernel).
+        """
+        for op in ("IncreFlashAttention", "FusedInferAttentionScore"):
+            if self.wanted(op):
+                self._decode_attention(op)
+
+    def _decode_attention(self, op: str) -> None:
         for skv in self.shapes["kv_lengths"]:
 
             def acl(skv: int = skv) -> tuple[Callable[[], None], Any]:
@@ -113,7 +120,10 @@ class DecodeSuite(Suite):
                 lists = [aclnn.aclCreateTensorList([t.tensor()]) for t in (k, v)]
                 args: dict[str, Any] = {"query": q, "key": lists[0], "value": lists[1], "numHeads": HEADS}
                 args |= {"scaleValue": 1 / math.sqrt(HEAD_DIM), "inputLayout": "BSND", "numKeyValueHeads": KV_HEADS}
-                launch, free = self.prepared("IncreFlashAttention", args)
+                if op == "FusedInferAttentionScore":
+                    args |= {"preTokens": 2**31 - 1, "nextTokens": 2**31 - 1, "sparseMode": 0, "innerPrecise": 0}
+                    args |= {"blockSize": 0, "antiquantMode": 0, "softmaxLseFlag": False}
+                launch, free = self.prepared(op, args)
                 return launch, _also_free(free, k, v)
 
             def torch_fn(skv: int = skv) -> Callable[[], object]:
@@ -123,10 +133,8 @@ class DecodeSuite(Suite):
                 return lambda: sdpa(q, k, v, enable_gqa=True)
 
             nbytes = 2 * skv * KV_HEADS * HEAD_DIM * 2  # K and V are read once; q and the output are noise
-            case = Case(
-                "IncreFlashAttention decode", f"Skv{skv} N{HEADS}/{KV_HEADS} D{HEAD_DIM}", "bf16", "GB/s", nbytes
-            )
-            self._run(case, acl, torch_fn, "IncreFlashAttention")
+            case = Case(f"{op} decode", f"Skv{skv} N{HEADS}/{KV_HEADS} D{HEAD_DIM}", "bf16", "GB/s", nbytes)
+            self._run(case, acl, torch_fn, op)
 
     def gemms(self) -> None:
         """Matmul [M,K] x [K,N] in bf16 for decode's M, beside ``torch.matmul``; the weight read dominates."""

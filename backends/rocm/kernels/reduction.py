@@ -121,6 +121,17 @@ SHUFFLE: Final = r"""
 #endif
 """
 
+SHUFFLE_XOR: Final = r"""
+#ifndef ACL_SHFL_XOR
+#if defined(__CUDA_ARCH__)
+#define ACL_SHFL_XOR(v, o) __shfl_xor_sync((acl_lane_mask_t)~(acl_lane_mask_t)0, (v), (o))
+#else
+#define ACL_SHFL_XOR(v, o) __shfl_xor((v), (o))
+#endif
+#endif
+"""
+"""``ACL_SHFL_XOR``: a butterfly exchange (every lane gets the result of a warp all-reduce)."""
+
 ROW_HELPERS: Final = r"""
 // ---- row-kernel helpers ----
 ACL_DEV float acl_nan(float) { return __uint_as_float(0x7fc00000u); }

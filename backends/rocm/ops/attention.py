@@ -50,8 +50,10 @@ from acl_rocm.kernels.elementwise import ufunc
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.attention_blas import BlasAttention, BlasProblem, blas_refusal
 from acl_rocm.ops.attention_cudnn import CudnnSdpa, SdpaKey, refuse
+from acl_rocm.ops.attention_decode import DecodeAttention, DecodeCall, decode_refusal
 from acl_rocm.ops.attention_plan import LARGE_WORK, choose_path, cudnn_mask, cudnn_refusal, is_large
 from acl_rocm.ops.elementwise import Prepared
+from acl_rocm.ops.program import run_program
 from acl_rocm.views import broadcast_strides
 
 if TYPE_CHECKING:
@@ -162,26 +164,31 @@ class AttentionRunner:
         self._sources: dict[object, str] = {}
         self.blas = BlasAttention(backend)
         self.cudnn = CudnnSdpa(backend)
+        self.decode = DecodeAttention(backend)
         self.path_override: str | None = os.environ.get("ACL_ATTENTION_PATH") or None
-        """Forces a FlashAttentionScore path ("kernel", "blas", "cudnn"; env ACL_ATTENTION_PATH); None: by size."""
+        """Forces a path (env ACL_ATTENTION_PATH); None: by size and shape.
+
+        FlashAttentionScore: "kernel", "blas" or "cudnn" ("decode" leaves it by size). IncreFlashAttention and
+        FusedInferAttentionScore: "decode" forces the split-KV decode kernel, "kernel" the row kernel (any other
+        value leaves them by shape: the decode kernel wherever it runs)."""
         self.large_work = LARGE_WORK
         """B*N*Sq*Skv from which a call counts as large (see :func:`is_large`)."""
         self.last_path: str | None = None
-        """The path the latest newly planned FlashAttentionScore signature took."""
+        """The path the latest newly planned FlashAttentionScore, IncreFlashAttention or FusedInferAttentionScore
+        signature took."""
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op this family runs."""
         builders: dict[str, Callable[[Launch], list[Prepared]]] = {
             "FlashAttentionVarLenScore": self.flash_attention_varlen_score,
             "PromptFlashAttention": self.inference_attention,
-            "IncreFlashAttention": self.inference_attention,
-            "FusedInferAttentionScore": self.inference_attention,
             "RotaryPositionEmbedding": self.rotary_position_embedding,
             "ApplyRotaryPosEmb": self.apply_rotary_pos_emb,
             "SwiGlu": self.swiglu,
         }
         kernels = {name: self._bind(build) for name, build in builders.items()}
         kernels["FlashAttentionScore"] = self._flash_kernel
+        kernels["IncreFlashAttention"] = kernels["FusedInferAttentionScore"] = self._inference_kernel
         return kernels
 
     def describe_paths(self) -> str:
@@ -194,7 +201,8 @@ class AttentionRunner:
         if blas_why is None:
             paths.append("BLAS (large: GEMM, row softmax, GEMM; every mask/pse case)")
         paths.append("fused online-softmax kernel (small calls and the rest)")
-        return " > ".join(paths)
+        decode = "split-KV decode kernel (IncreFlashAttention / FusedInferAttentionScore, one query token)"
+        return " > ".join(paths) + "; " + decode
 
     def _bind(self, build: Callable[[Launch], list[Prepared]]) -> Kernel:
         def kernel(launch: Launch) -> None:
@@ -357,8 +365,9 @@ class AttentionRunner:
         blas_why = blas_refusal(p, self.backend.matmul.unavailable())
         large = is_large(p.b, p.nq, p.sq, p.skv, self.large_work)
         try:
+            override = None if self.path_override == "decode" else self.path_override
             path, why = choose_path(
-                large=large, blas_refusal=blas_why, cudnn_refusal_reason=cudnn_why, override=self.path_override
+                large=large, blas_refusal=blas_why, cudnn_refusal_reason=cudnn_why, override=override
             )
         except ValueError as exc:
             raise refuse(str(exc)) from None
@@ -439,6 +448,90 @@ class AttentionRunner:
             steps += self._prepare_attention(inst, meta, (lq, nq, 1), scale, pointers)
             q0, kv0 = q0 + lq, kv0 + lkv
         return steps
+
+    # ------------------------------------------------------------------ Incre / FusedInfer: the decode path
+    def _inference_kernel(self, launch: Launch) -> None:
+        """IncreFlashAttention / FusedInferAttentionScore: the path chosen once per signature (memo), then run."""
+        key = f"rocm.attention.infer@{self.backend.provider.get_device()}/{self.path_override}"
+        run = launch.memo.get(key)
+        if run is None:
+            run = launch.memo[key] = self._route_inference(launch)
+        run(handle(launch.stream))
+
+    def _decode_call(self, launch: Launch) -> tuple[DecodeCall | None, str | None]:
+        """The call as the decode path reads it, or (None, why it cannot take it)."""
+        args, plan = launch.args, launch.plan
+        q, out = args["query"], args["attentionOut"]
+        assert isinstance(q, AclTensor) and isinstance(out, AclTensor)
+        layout, nq, nkv, kind = plan["layout"], plan["nq"], plan["nkv"], plan["mask"]
+        b, _, sq, d = layout_dims(q.view_dims, layout, nq)
+        keys, values = _tensors(args["key"]), _tensors(args["value"])
+        why = decode_refusal(
+            launch.spec.name, q.dtype, sq, kind, len(keys), b, nq, nkv, d, self.backend.properties.warp_size
+        )
+        if why is not None:
+            return None, why
+        k, v = keys[0], values[0]
+        mask = args["attenMask"] if kind == "decode" else None
+        lse = args.get("softmaxLse") if plan["lse"] else None
+        zero: Strides = (0, 0, 0, 0)
+        if mask is not None:
+            assert isinstance(mask, AclTensor)
+        if lse is not None:
+            assert isinstance(lse, AclTensor)
+        call = DecodeCall(
+            q=q,
+            k=k,
+            v=v,
+            out=out,
+            mask=mask,
+            lse=lse,
+            qs=bnsd_strides(q.strides, layout, d),
+            ks=bnsd_strides(k.strides, layout, d),
+            vs=bnsd_strides(v.strides, layout, d),
+            os=bnsd_strides(out.strides, layout, d),
+            mask_strides=zero if mask is None else mask_strides(mask.view_dims, mask.strides, decode=True),
+            lse_strides=zero if lse is None else broadcast4(lse.view_dims, lse.strides),
+            b=b,
+            nq=nq,
+            nkv=nkv,
+            skv=layout_dims(k.view_dims, layout, nkv)[2],
+            d=d,
+            lengths=tuple(int(n) for n in plan["act_kv"]),
+            scale=float(args["scaleValue"]),
+        )
+        return call, None
+
+    def _route_inference(self, launch: Launch) -> Callable[[int], None]:
+        """Pick the decode kernel or the row kernel for this signature and return what enqueues it."""
+        q = launch.args["query"]
+        assert isinstance(q, AclTensor)
+        if q.dtype not in ATTENTION_DTYPES:
+            raise _refuse(launch.spec.name, f"{q.dtype.short} inputs")
+        name = launch.spec.name
+        call: DecodeCall | None = None
+        why: str | None = "forced"
+        if self.path_override == "kernel":
+            pass
+        else:
+            call, why = self._decode_call(launch)
+            if call is None and self.path_override == "decode":
+                raise _refuse(name, f"the decode attention path forced: {why}")
+        run: Callable[[int], None]
+        if call is not None:
+            prog = self.decode.plan(call)
+            splits, chunk = self.decode.splits(call)
+            run = functools.partial(run_program, self.backend, prog)
+            path, detail = "decode", f"{splits} splits of {chunk} keys"
+            shape = f"B={call.b} N={call.nq}/{call.nkv} Skv={call.skv} D={call.d}"
+        else:
+            steps = self.inference_attention(launch)
+            run = functools.partial(self._launch_steps, steps)
+            path, detail = "kernel", str(why)
+            shape = f"query {list(q.view_dims)} {launch.plan['layout']}"
+        self.last_path = path
+        LOG.debug("%s %s %s: %s path (%s)", name, q.dtype.short, shape, path, detail)
+        return run
 
     # ------------------------------------------------------------------ Prompt / Incre / FusedInfer
     def inference_attention(self, launch: Launch) -> list[Prepared]:

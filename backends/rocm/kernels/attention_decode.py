@@ -1,0 +1,337 @@
+"""Split-KV flash-decoding kernels: one query token against a long KV cache, GQA groups in one block.
+
+Decode attention reads every cached key and value once and does little arithmetic with them, so it
+is bound by memory bandwidth only when enough blocks stream the cache at once. The cache of each
+(batch, kv head) is cut into ``splits`` chunks of ``chunk`` keys (:func:`decode_splits`, from the
+cache capacity and the device's compute units, never from the actual lengths: the launches of one
+signature do not change with them, so a task-group update can swap in new lengths).
+
+The split kernel: one block per (batch, kv head, split), grid flattened to x. Each warp walks its
+share of the chunk :data:`KEYS_PER_WARP` keys at a time: every lane holds ``ceil(D / warp)`` dims of each
+of the group's query rows and of each key (16-byte vector loads where the layout allows), a warp
+all-reduce (xor shuffles) forms the scores, and the warp keeps its own fp32 online softmax (running
+max, sum and output accumulator per query head). The warps merge through shared memory; the block
+writes its partial (o, m, l) per query head, or, when there is a single split, the output itself.
+Keys past the batch's actual length (a kernel argument) and keys the mask sets are left out.
+
+The combine kernel: one block per (batch, query head) rescales the splits' partials by
+``exp(m_s - max m)`` (log-sum-exp) and writes the output in its dtype, and FusedInferAttentionScore's
+``softmaxLse`` (+inf where no key was kept, as the row kernel writes it).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from typing import Final
+
+from acl_core.dtypes import DataType as D
+from acl_rocm.kernels.attention import PackedMeta, Strides, meta_struct
+from acl_rocm.kernels.ctypes_map import ctype, load, store
+from acl_rocm.kernels.prelude import PRELUDE
+from acl_rocm.kernels.reduction import SHUFFLE_XOR
+
+DECODE_THREADS: Final = 128
+"""Threads per block of both kernels."""
+KEYS_PER_WARP: Final = 8
+"""Keys a warp loads before it reduces their scores (memory-level parallelism)."""
+MAX_DECODE_BATCH: Final = 256
+"""Batches whose actual lengths travel in the kernel arguments (4-byte each, inside the 4 KiB limit)."""
+MAX_SPLITS: Final = 128
+MIN_CHUNK: Final = 32
+"""Keys per split at least (and the granule chunks are rounded to)."""
+BLOCKS_PER_UNIT: Final = 4
+"""Split-kernel blocks wanted per compute unit (several resident blocks hide the load latency)."""
+MAX_LANE_VALUES: Final = 64
+"""Group size times dims per lane at most: each lane keeps that many query and accumulator registers."""
+
+
+def decode_splits(batch: int, kv_heads: int, capacity: int, units: int) -> tuple[int, int]:
+    """(splits, chunk): enough (batch, kv head, split) blocks to fill ``units`` compute units, chunks of >= 32 keys."""
+    if capacity <= 0:
+        return 1, MIN_CHUNK
+    work = max(1, batch * kv_heads)
+    want = max(1, -(-max(units, 1) * BLOCKS_PER_UNIT // work))
+    splits = max(1, min(want, -(-capacity // MIN_CHUNK), MAX_SPLITS))
+    chunk = -(-capacity // splits)
+    chunk = -(-chunk // MIN_CHUNK) * MIN_CHUNK
+    return -(-capacity // chunk), chunk
+
+
+def lanes_per_dim(head_dim: int, warp: int) -> int:
+    """Dims each lane owns (``ceil(D / warp)``; lanes past D hold zeros)."""
+    return -(-head_dim // warp)
+
+
+@dataclass(frozen=True)
+class DecodeMeta(PackedMeta):
+    """One decode call's geometry (int64s, in order); strides in elements, (batch, head, row, dim or key)."""
+
+    q: Strides
+    k: Strides
+    v: Strides
+    o: Strides
+    mask: Strides
+    lse: Strides
+    nq: int
+    nkv: int
+    splits: int
+    chunk: int
+    has_mask: int
+
+
+DECODE_STRUCT: Final = meta_struct("DecodeMeta", DecodeMeta)
+
+
+@dataclass(frozen=True)
+class DecodeInstance:
+    """One compiled pair of decode kernels: dtype, head dim, GQA group and whether K/V take vector loads."""
+
+    dtype: D
+    head_dim: int
+    group: int
+    vector: bool
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """A short hash of the instance and the struct layout (kernel names stay stable across runs)."""
+        return hashlib.sha1(repr((self, DECODE_STRUCT, MAX_DECODE_BATCH)).encode()).hexdigest()[:12]
+
+    @property
+    def split_name(self) -> str:
+        """The split kernel's ``extern "C"`` name."""
+        return f"acl_decode_split_{self.dtype.short}_d{self.head_dim}_g{self.group}_{self.digest}"
+
+    @property
+    def combine_name(self) -> str:
+        """The combine kernel's ``extern "C"`` name."""
+        return f"acl_decode_combine_{self.dtype.short}_d{self.head_dim}_{self.digest}"
+
+
+def decode_source(inst: DecodeInstance, which: str) -> str:
+    """The source (prelude included) of ``inst``'s "split" or "combine" kernel (one kernel per source)."""
+    c = ctype(inst.dtype)
+    f32 = ctype(D.ACL_FLOAT)
+    s = c.storage
+    vec_load = "1" if inst.vector else "0"
+    common = f"""
+#define HEAD_DIM {inst.head_dim}
+#define GROUP {inst.group}
+#define THREADS {DECODE_THREADS}
+#define WARP ACL_WARP_SIZE
+#define NWARPS (THREADS / WARP)
+#define VEC ((HEAD_DIM + WARP - 1) / WARP)
+#define KPW {KEYS_PER_WARP}
+#define VECTOR_LOADS {vec_load}
+{DECODE_STRUCT}
+struct DecodeLens {{ int n[{MAX_DECODE_BATCH}]; }};
+typedef {s} st;
+
+ACL_DEV float dec_inf() {{ return __uint_as_float(0x7f800000u); }}
+
+ACL_DEV float warp_sum(float x) {{
+  #pragma unroll
+  for (int o = WARP / 2; o > 0; o >>= 1) x += ACL_SHFL_XOR(x, o);
+  return x;
+}}
+
+// the dim lane ``lane`` holds in slot e: contiguous runs for vector loads, else interleaved (coalesced)
+ACL_DEV int dec_dim(int lane, int e) {{ return VECTOR_LOADS ? lane * VEC + e : e * WARP + lane; }}
+
+ACL_DEV void dec_row(const st* row, long long stride, int lane, float* out) {{
+#if VECTOR_LOADS
+  const AclVec<st, VEC> raw = *(const AclVec<st, VEC>*)(row + lane * VEC);
+  #pragma unroll
+  for (int e = 0; e < VEC; ++e) out[e] = {load("raw.v[e]", c, f32)};
+#else
+  #pragma unroll
+  for (int e = 0; e < VEC; ++e) {{
+    const int d = e * WARP + lane;
+    out[e] = d < HEAD_DIM ? {load("row[(long long)d * stride]", c, f32)} : 0.0f;
+  }}
+#endif
+}}
+
+"""
+    body = (
+        common
+        + f"""
+extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
+    const DecodeMeta m, const DecodeLens lens, const double scale_arg,
+    const st* __restrict__ q, const st* __restrict__ k, const st* __restrict__ v,
+    const unsigned char* __restrict__ mask, float* __restrict__ part, st* __restrict__ out,
+    float* __restrict__ lse) {{
+  __shared__ float sm_m[NWARPS][GROUP];
+  __shared__ float sm_l[NWARPS][GROUP];
+  __shared__ float sm_o[NWARPS][GROUP][HEAD_DIM];
+  const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
+  long long blk = blockIdx.x;
+  const long long split = blk % m.splits;
+  blk /= m.splits;
+  const long long hk = blk % m.nkv, b = blk / m.nkv;
+  const long long len = lens.n[b];
+  const long long lo = split * m.chunk;
+  const long long hi = lo + m.chunk < len ? lo + m.chunk : len;
+  const float scale = (float)scale_arg;
+  const float inf = dec_inf();
+  float qr[GROUP][VEC], acc[GROUP][VEC], mx[GROUP], sum[GROUP];
+  #pragma unroll
+  for (int g = 0; g < GROUP; ++g) {{
+    const st* q_row = q + b * m.q[0] + (hk * GROUP + g) * m.q[1];
+    #pragma unroll
+    for (int e = 0; e < VEC; ++e) {{
+      const int d = dec_dim(lane, e);
+      qr[g][e] = d < HEAD_DIM ? {load("q_row[(long long)d * m.q[3]]", c, f32)} : 0.0f;
+      acc[g][e] = 0.0f;
+    }}
+    mx[g] = -inf;
+    sum[g] = 0.0f;
+  }}
+  const st* k_head = k + b * m.k[0] + hk * m.k[1];
+  const st* v_head = v + b * m.v[0] + hk * m.v[1];
+  for (long long j0 = lo + warp * KPW; j0 < hi; j0 += NWARPS * KPW) {{
+    float kf[KPW][VEC], sc[GROUP][KPW];
+    #pragma unroll
+    for (int t = 0; t < KPW; ++t) {{
+      if (j0 + t < hi) dec_row(k_head + (j0 + t) * m.k[2], m.k[3], lane, kf[t]);
+      else {{
+        #pragma unroll
+        for (int e = 0; e < VEC; ++e) kf[t][e] = 0.0f;
+      }}
+    }}
+    #pragma unroll
+    for (int g = 0; g < GROUP; ++g) {{
+      #pragma unroll
+      for (int t = 0; t < KPW; ++t) {{
+        float dot = 0.0f;
+        #pragma unroll
+        for (int e = 0; e < VEC; ++e) dot += qr[g][e] * kf[t][e];
+        sc[g][t] = warp_sum(dot);
+      }}
+    }}
+    #pragma unroll
+    for (int g = 0; g < GROUP; ++g) {{
+      const unsigned char* mask_row = m.has_mask ? mask + b * m.mask[0] + (hk * GROUP + g) * m.mask[1] : nullptr;
+      float tile_max = -inf;
+      #pragma unroll
+      for (int t = 0; t < KPW; ++t) {{
+        const long long j = j0 + t;
+        bool keep = j < hi;
+        if (keep && m.has_mask) keep = mask_row[j * m.mask[3]] == 0;
+        sc[g][t] = keep ? scale * sc[g][t] : -inf;
+        tile_max = sc[g][t] > tile_max ? sc[g][t] : tile_max;
+      }}
+      const float new_max = mx[g] > tile_max ? mx[g] : tile_max;
+      if (new_max == -inf) {{  // nothing kept yet for this head (the same in every lane)
+        #pragma unroll
+        for (int t = 0; t < KPW; ++t) sc[g][t] = 0.0f;
+        continue;
+      }}
+      const float alpha = mx[g] == -inf ? 0.0f : acl_exp(mx[g] - new_max);
+      float add = 0.0f;
+      #pragma unroll
+      for (int t = 0; t < KPW; ++t) {{
+        sc[g][t] = sc[g][t] == -inf ? 0.0f : acl_exp(sc[g][t] - new_max);
+        add += sc[g][t];
+      }}
+      sum[g] = sum[g] * alpha + add;
+      mx[g] = new_max;
+      #pragma unroll
+      for (int e = 0; e < VEC; ++e) acc[g][e] *= alpha;
+    }}
+    #pragma unroll
+    for (int t = 0; t < KPW; ++t) {{
+      if (j0 + t < hi) dec_row(v_head + (j0 + t) * m.v[2], m.v[3], lane, kf[t]);
+      else {{
+        #pragma unroll
+        for (int e = 0; e < VEC; ++e) kf[t][e] = 0.0f;
+      }}
+    }}
+    #pragma unroll
+    for (int g = 0; g < GROUP; ++g) {{
+      #pragma unroll
+      for (int t = 0; t < KPW; ++t) {{
+        #pragma unroll
+        for (int e = 0; e < VEC; ++e) acc[g][e] += sc[g][t] * kf[t][e];
+      }}
+    }}
+  }}
+  #pragma unroll
+  for (int g = 0; g < GROUP; ++g) {{
+    if (lane == 0) {{
+      sm_m[warp][g] = mx[g];
+      sm_l[warp][g] = sum[g];
+    }}
+    #pragma unroll
+    for (int e = 0; e < VEC; ++e) {{
+      if (dec_dim(lane, e) < HEAD_DIM) sm_o[warp][g][dec_dim(lane, e)] = acc[g][e];
+    }}
+  }}
+  __syncthreads();
+  for (int idx = tid; idx < GROUP * HEAD_DIM; idx += THREADS) {{
+    const int g = idx / HEAD_DIM, d = idx % HEAD_DIM;
+    float best = -inf;
+    for (int w = 0; w < NWARPS; ++w) best = sm_m[w][g] > best ? sm_m[w][g] : best;
+    float o = 0.0f, l = 0.0f;
+    if (best != -inf) {{
+      for (int w = 0; w < NWARPS; ++w) {{
+        if (sm_m[w][g] == -inf) continue;
+        const float r = acl_exp(sm_m[w][g] - best);
+        o += sm_o[w][g][d] * r;
+        l += sm_l[w][g] * r;
+      }}
+    }}
+    const long long h = hk * GROUP + g;
+    if (m.splits == 1) {{  // the whole cache in one block: the output itself
+      const float r = l > 0.0f ? o / l : 0.0f;
+      out[b * m.o[0] + h * m.o[1] + d * m.o[3]] = {store("r", f32, c)};
+      if (lse != nullptr && d == 0) lse[b * m.lse[0] + h * m.lse[1]] = l > 0.0f ? best + acl_log(l) : inf;
+    }} else {{
+      float* rec = part + ((b * m.nq + h) * m.splits + split) * (HEAD_DIM + 2);
+      rec[d] = o;
+      if (d == 0) {{
+        rec[HEAD_DIM] = best;
+        rec[HEAD_DIM + 1] = l;
+      }}
+    }}
+  }}
+}}
+
+"""
+    )
+    combine = f"""
+extern "C" __global__ void __launch_bounds__(THREADS) {inst.combine_name}(
+    const DecodeMeta m, const float* __restrict__ part, st* __restrict__ out, float* __restrict__ lse) {{
+  const long long bh = blockIdx.x;
+  const long long b = bh / m.nq, h = bh % m.nq;
+  const float inf = dec_inf();
+  const float* rec = part + bh * m.splits * (HEAD_DIM + 2);
+  float best = -inf;
+  for (long long s = 0; s < m.splits; ++s) {{
+    const float ms = rec[s * (HEAD_DIM + 2) + HEAD_DIM];
+    best = ms > best ? ms : best;
+  }}
+  float l = 0.0f;
+  if (best != -inf) {{
+    for (long long s = 0; s < m.splits; ++s) {{
+      const float ms = rec[s * (HEAD_DIM + 2) + HEAD_DIM];
+      if (ms != -inf) l += rec[s * (HEAD_DIM + 2) + HEAD_DIM + 1] * acl_exp(ms - best);
+    }}
+  }}
+  for (int d = threadIdx.x; d < HEAD_DIM; d += THREADS) {{
+    float o = 0.0f;
+    if (l > 0.0f) {{
+      for (long long s = 0; s < m.splits; ++s) {{
+        const float ms = rec[s * (HEAD_DIM + 2) + HEAD_DIM];
+        if (ms != -inf) o += rec[s * (HEAD_DIM + 2) + d] * acl_exp(ms - best);
+      }}
+      o /= l;
+    }}
+    out[b * m.o[0] + h * m.o[1] + d * m.o[3]] = {store("o", f32, c)};
+  }}
+  if (lse != nullptr && threadIdx.x == 0) lse[b * m.lse[0] + h * m.lse[1]] = l > 0.0f ? best + acl_log(l) : inf;
+}}
+"""
+    header = f"// split-KV decode attention ({which}): {inst.dtype.short}, D={inst.head_dim}, group {inst.group}"
+    return "\n".join([PRELUDE, SHUFFLE_XOR, header, body if which == "split" else common + combine])

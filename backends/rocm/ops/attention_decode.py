@@ -1,0 +1,180 @@
+"""The split-KV decode path of IncreFlashAttention and FusedInferAttentionScore (one query token).
+
+:func:`decode_refusal` says why a call cannot take it (None when it can): fp16/bf16, query S of 1,
+one cache tensor for every batch (a tensor list of one), no mask or a decode mask ([B,S], [B,1,S],
+[B|1,N|1,1,S]: read on the device per key, so a captured step replays with a mask changed in place),
+head dim up to 256, a GQA group small enough for each lane's registers,
+at most :data:`MAX_DECODE_BATCH` batches. :class:`DecodeAttention` plans such a call once per
+signature as a :class:`~acl_rocm.ops.program.Program`: the split kernel, then, when there is more
+than one split, the combine kernel over a stream-ordered temporary of partials. Each batch's actual
+length is a kernel argument, so batches of different lengths share one launch, and the launches do
+not depend on the lengths (a task-group update re-planned with new lengths swaps in like for like).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from acl_core.dtypes import DataType as D
+from acl_core.tensor import AclTensor
+from acl_rocm.kernels.attention import Strides
+from acl_rocm.kernels.attention_decode import (
+    DECODE_THREADS,
+    MAX_DECODE_BATCH,
+    MAX_LANE_VALUES,
+    DecodeInstance,
+    DecodeMeta,
+    decode_source,
+    decode_splits,
+    lanes_per_dim,
+)
+from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.ops.program import Program, Step, Temp
+
+if TYPE_CHECKING:
+    from acl_rocm.backend import RocmBackend
+
+DECODE_DTYPES = frozenset({D.ACL_FLOAT16, D.ACL_BF16})
+DECODE_OPS = frozenset({"IncreFlashAttention", "FusedInferAttentionScore"})
+MAX_HEAD_DIM = 256
+
+
+@dataclass(frozen=True)
+class DecodeCall:
+    """One decode call in (batch, head, row, dim) terms, as the runner read it from the launch."""
+
+    q: AclTensor
+    k: AclTensor
+    v: AclTensor
+    out: AclTensor
+    mask: AclTensor | None
+    lse: AclTensor | None
+    qs: Strides
+    ks: Strides
+    vs: Strides
+    os: Strides
+    mask_strides: Strides
+    lse_strides: Strides
+    b: int
+    nq: int
+    nkv: int
+    skv: int
+    d: int
+    lengths: tuple[int, ...]
+    scale: float
+
+
+def decode_refusal(
+    op: str, dtype: D, sq: int, mask_kind: str, cache_tensors: int, b: int, nq: int, nkv: int, d: int, warp: int
+) -> str | None:
+    """Why the split-KV decode path cannot run this call (None when it can)."""
+    if op not in DECODE_OPS:
+        return f"{op} is not a decode operator"
+    if dtype not in DECODE_DTYPES:
+        return f"{dtype.short} inputs (the decode kernel runs fp16/bf16)"
+    if sq != 1:
+        return f"query S {sq} (decode is one token)"
+    if mask_kind not in ("none", "decode"):
+        return f"a {mask_kind} mask"
+    if cache_tensors != 1:
+        return f"{cache_tensors} cache tensors (one per batch)"
+    if b > MAX_DECODE_BATCH:
+        return f"batch {b} (actual lengths travel as kernel arguments for up to {MAX_DECODE_BATCH})"
+    if not 0 < d <= MAX_HEAD_DIM:
+        return f"head dim {d} (the decode kernel runs up to {MAX_HEAD_DIM})"
+    per_lane = lanes_per_dim(d, warp)
+    group = nq // nkv
+    if group * per_lane > MAX_LANE_VALUES:
+        return f"GQA group {group} at head dim {d} ({group * per_lane} values per lane, at most {MAX_LANE_VALUES})"
+    return None
+
+
+def vector_loads(call: DecodeCall, warp: int) -> bool:
+    """Whether K and V rows take aligned vector loads (unit dim stride, strides and addresses whole vectors)."""
+    if call.d % warp:
+        return False
+    vec = call.d // warp
+    item = call.k.dtype.info.storage_bits // 8
+    for t, st in ((call.k, call.ks), (call.v, call.vs)):
+        if st[3] != 1 or any(s % vec for s in st[:3]):
+            return False
+        if (t.data + t.offset * item) % (vec * item):
+            return False
+    return True
+
+
+class DecodeAttention:
+    """Plans split-KV decode calls on one backend (kernels compiled once per instance)."""
+
+    def __init__(self, backend: RocmBackend) -> None:
+        self.backend = backend
+        self._lock = threading.Lock()
+        self._sources: dict[tuple[DecodeInstance, str], str] = {}
+
+    def _function(self, inst: DecodeInstance, which: str) -> object:
+        src = self._sources.get((inst, which))
+        if src is None:
+            src = decode_source(inst, which)
+            with self._lock:
+                self._sources[(inst, which)] = src
+        return self.backend.function(src, inst.split_name if which == "split" else inst.combine_name)
+
+    def splits(self, call: DecodeCall) -> tuple[int, int]:
+        """(splits, chunk) of ``call`` on this device."""
+        return decode_splits(call.b, call.nkv, call.skv, self.backend.properties.compute_units)
+
+    def plan(self, call: DecodeCall) -> Program:
+        """The call's launches: split kernel, then (several splits) the combine kernel over the partials."""
+        prog = Program()
+        if call.b == 0 or call.nq == 0:
+            return prog
+        warp = self.backend.properties.warp_size
+        inst = DecodeInstance(call.q.dtype, call.d, call.nq // call.nkv, vector_loads(call, warp))
+        split_fn = self._function(inst, "split")
+        splits, chunk = self.splits(call)
+        meta = DecodeMeta(
+            q=call.qs,
+            k=call.ks,
+            v=call.vs,
+            o=call.os,
+            mask=call.mask_strides,
+            lse=call.lse_strides,
+            nq=call.nq,
+            nkv=call.nkv,
+            splits=splits,
+            chunk=chunk,
+            has_mask=int(call.mask is not None),
+        )
+        packed = KernelArgs.index_array(meta.values(), "long long")
+        lengths = list(call.lengths) + [0] * (MAX_DECODE_BATCH - len(call.lengths))
+        part: Any = ctypes.c_void_p(0)
+        if splits > 1:
+            part = prog.temp(call.b * call.nq * splits * (call.d + 2) * 4)
+        item = call.q.dtype.info.storage_bits // 8
+
+        def address(t: AclTensor | None, size: int = item) -> ctypes.c_void_p:
+            return ctypes.c_void_p(0 if t is None else t.data + t.offset * size)
+
+        out, lse = address(call.out), address(call.lse, 4)
+        split_values = (
+            packed,
+            KernelArgs.index_array(lengths, "int"),
+            ctypes.c_double(call.scale),
+            address(call.q),
+            address(call.k),
+            address(call.v),
+            address(call.mask, 1),
+            part,
+            out,
+            lse,
+        )
+        blocks = call.b * call.nkv * splits
+        prog.steps.append(Step(split_fn, LaunchConfig((blocks, 1, 1), (DECODE_THREADS, 1, 1)), split_values))
+        if splits > 1:
+            assert isinstance(part, Temp)
+            config = LaunchConfig((call.b * call.nq, 1, 1), (DECODE_THREADS, 1, 1))
+            prog.steps.append(Step(self._function(inst, "combine"), config, (packed, part, out, lse)))
+        return prog
