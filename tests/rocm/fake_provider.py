@@ -337,13 +337,15 @@ _SIZES = {"float": 4, "double": 8, "long long": 8, "unsigned long long": 8, "boo
 def _parameter_sizes(source: str, name: str) -> list[int]:
     """Byte size of each parameter of kernel ``name``, read from its generated declaration."""
     meta = re.search(r"struct Meta \{ (int|long long) n; \1 shape\[(\d+)\]; \1 stride\[(\d+)\]\[(\d+)\]; \};", source)
-    assert meta, "no Meta struct"
-    item = _SIZES[meta.group(1)]
-    meta_size = item * (1 + int(meta.group(2)) + math.prod(int(g) for g in meta.group(3, 4)))
+    meta_size = 0  # kernels without a Meta struct (GEMV) take plain pointers and scalars
+    if meta:
+        item = _SIZES[meta.group(1)]
+        meta_size = item * (1 + int(meta.group(2)) + math.prod(int(g) for g in meta.group(3, 4)))
     declaration = source.split(f"{name}(", 1)[1].split(") {", 1)[0]
     sizes = []
     for param in (p.strip() for p in declaration.split(",")):
         if param.startswith("const Meta"):
+            assert meta, "no Meta struct"
             sizes.append(meta_size)
         elif "*" in param:
             sizes.append(8)
