@@ -137,6 +137,8 @@ class MatmulRunner:
 
     def __init__(self, backend: RocmBackend) -> None:
         self.backend = backend
+        self.forced_gemv: str | None = None
+        """``on`` / ``off`` / ``auto`` over :data:`GEMV_ENV` for calls planned while set (the decode bench's A/B)."""
 
     def unavailable(self) -> str | None:
         """None when the provider's GEMM works here, else why not."""
@@ -308,7 +310,7 @@ class MatmulRunner:
 
     def gemv_mode(self) -> str:
         """``off``, ``on`` or ``auto``: the :data:`GEMV_ENV` switch of this backend."""
-        value = self.backend.environ.get(GEMV_ENV, "auto").strip().lower()
+        value = self.forced_gemv or self.backend.environ.get(GEMV_ENV, "auto").strip().lower()
         return {"0": "off", "off": "off", "1": "on", "on": "on"}.get(value, "auto")
 
     def _gemv(self, launch: Launch) -> GemvCall | None:
