@@ -2,9 +2,9 @@
 
 ArgMax / ArgMin / MaxDim over a few long rows take the split path (one launch: a block per slice of a
 row, and the row's last block to finish combines the slices' candidates): the first index wins ties,
-a NaN beats every number, and the result must not depend on where the slice boundaries fall. ``SMALL`` crosses those boundaries at
-sizes the CPU kernel emulator runs in seconds (``ACL_ROCM_EMULATE=1``); ``REAL`` is decode's own shape
-(Qwen3's 151,936-entry vocabulary, batch 1 and 8) for the GPU.
+a NaN beats every number, and the result must not depend on where the slice boundaries fall. ``SMALL``
+crosses those boundaries at sizes the CPU kernel emulator runs in seconds (``ACL_ROCM_EMULATE=1``);
+``REAL`` is decode's own shape (Qwen3's 151,936-entry vocabulary, batch 1 and 8) for the GPU.
 """
 
 from __future__ import annotations
