@@ -352,7 +352,7 @@ def _struct_size(source: str, kind: str) -> int:
 def _parameter_sizes(source: str, name: str) -> list[int]:
     """Byte size of each parameter of kernel ``name``, read from its generated declaration."""
     meta = re.search(r"struct Meta \{ (int|long long) n; \1 shape\[(\d+)\]; \1 stride\[(\d+)\]\[(\d+)\]; \};", source)
-    meta_size = 0
+    meta_size = 0  # kernels without a Meta struct (GEMV) take plain pointers and scalars
     if meta:
         item = _SIZES[meta.group(1)]
         meta_size = item * (1 + int(meta.group(2)) + math.prod(int(g) for g in meta.group(3, 4)))
@@ -361,6 +361,7 @@ def _parameter_sizes(source: str, name: str) -> list[int]:
     for param in (p.strip() for p in declaration.split(",")):
         kind = param.removeprefix("const ").rsplit(" ", 1)[0]
         if param.startswith("const Meta"):
+            assert meta, "no Meta struct"
             sizes.append(meta_size)
         elif "*" not in param and kind not in _SIZES:
             sizes.append(_struct_size(source, kind))

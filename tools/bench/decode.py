@@ -18,10 +18,12 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from acl_core import aclnn
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
-from acl_core.eager import DeviceArray, empty
+from acl_core.eager import DeviceArray, empty, to_device
 from acl_tools.bench.ops import SIZES, Case, Sizes, Suite
 
 VOCAB = 151_936
@@ -137,27 +139,58 @@ class DecodeSuite(Suite):
             self._run(case, acl, torch_fn, op)
 
     def gemms(self) -> None:
-        """Matmul [M,K] x [K,N] in bf16 for decode's M, beside ``torch.matmul``; the weight read dominates."""
+        """Matmul [M,K] x [K,N] in bf16 for decode's M, beside ``torch.matmul``; the weight read dominates.
+
+        On a backend with the GEMV switch (rocm), each shape also runs with the weight stored [N, K] (a
+        Linear layer's, used transposed) twice: the GEMV kernel forced on, and the vendor BLAS forced.
+        """
         if not self.wanted("Matmul"):
             return
+        runner = getattr(self.backend, "matmul", None)
+        switch = runner is not None and hasattr(runner, "forced_gemv")
         for k, n in self.shapes["gemm_kn"]:
             for m in self.shapes["gemm_m"]:
-
-                def acl(m: int = m, k: int = k, n: int = n) -> tuple[Callable[[], None], Any]:
-                    a, b = self.array((m, k), D.ACL_BF16), self.array((k, n), D.ACL_BF16)
-                    out = empty((m, n), D.ACL_BF16, self.backend)
-                    return self.prepared("Matmul", {"self": a, "mat2": b, "out": out, "cubeMathType": 0})
-
-                def torch_fn(m: int = m, k: int = k, n: int = n) -> Callable[[], object]:
-                    a, b, o = (
-                        self.tensor((m, k), D.ACL_BF16),
-                        self.tensor((k, n), D.ACL_BF16),
-                        self.tensor((m, n), D.ACL_BF16),
-                    )
-                    return lambda: self.torch.matmul(a, b, out=o)
-
                 nbytes = 2 * (k * n + m * k + m * n)
-                self._run(Case("Matmul small-M", f"M{m} K{k} N{n}", "bf16", "GB/s", nbytes), acl, torch_fn, "Matmul")
+                self._run(
+                    Case("Matmul small-M", f"M{m} K{k} N{n}", "bf16", "GB/s", nbytes),
+                    self._gemm(m, k, n, False),
+                    self._torch_gemm(m, k, n, False),
+                    "Matmul",
+                )
+                if not switch:
+                    continue
+                for path, mode in (("GEMV", "on"), ("BLAS", "off")):
+                    runner.forced_gemv = mode  # type: ignore[union-attr]
+                    try:
+                        self._run(
+                            Case(f"Matmul small-M {path}", f"M{m} K{k} N{n} weight[N,K]", "bf16", "GB/s", nbytes),
+                            self._gemm(m, k, n, True),
+                            self._torch_gemm(m, k, n, True),
+                            "Matmul",
+                        )
+                    finally:
+                        runner.forced_gemv = None  # type: ignore[union-attr]
+
+    def _gemm(self, m: int, k: int, n: int, linear: bool) -> Callable[[], tuple[Callable[[], None], Any]]:
+        def acl() -> tuple[Callable[[], None], Any]:
+            a = self.array((m, k), D.ACL_BF16)
+            if linear:  # the [N, K] weight seen as [K, N]: a transposed view
+                values = self.rng.random((k, n), dtype=np.float32) * 2 - 1
+                b = to_device(values, self.backend, dtype=D.ACL_BF16, layout="transposed")
+            else:
+                b = self.array((k, n), D.ACL_BF16)
+            out = empty((m, n), D.ACL_BF16, self.backend)
+            return self.prepared("Matmul", {"self": a, "mat2": b, "out": out, "cubeMathType": 0})
+
+        return acl
+
+    def _torch_gemm(self, m: int, k: int, n: int, linear: bool) -> Callable[[], Callable[[], object]]:
+        def torch_fn() -> Callable[[], object]:
+            a, o = self.tensor((m, k), D.ACL_BF16), self.tensor((m, n), D.ACL_BF16)
+            b = self.tensor((n, k), D.ACL_BF16).t() if linear else self.tensor((k, n), D.ACL_BF16)
+            return lambda: self.torch.matmul(a, b, out=o)
+
+        return torch_fn
 
     def add_rms_norm(self) -> None:
         """AddRmsNorm of the residual (one launch on rocm) beside torch's add then ``rms_norm``."""

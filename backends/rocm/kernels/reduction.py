@@ -510,9 +510,11 @@ def _arg_store(kernel: RowKernel) -> list[str]:
 def _arg(kernel: RowKernel) -> str:
     """The first maximum (or minimum) of the row and its index; a NaN beats every number (torch's rule).
 
-    With option ``slices`` (S > 1) this is the first pass of the split path for few long rows (decode's
-    ArgMax over the vocabulary): block ``b`` takes slice ``b % S`` of row ``b / S`` and writes its
-    candidate to ``part_v[b]`` / ``part_i[b]`` (-1 for an empty slice); ``arg_final`` then combines them.
+    With option ``slices`` (S > 1) this is the split path for few long rows (decode's ArgMax over the
+    vocabulary), one launch: block ``b`` takes slice ``b % S`` of row ``b / S``, writes its candidate to
+    ``part_v[b]`` / ``part_i[b]`` (-1 for an empty slice) and counts itself in ``part_c[row]`` (zeroed
+    before the launch, in the same stream order); the block that brings the count to S combines the row's
+    S candidates with the same ordering and stores the result.
     """
     slices = int(kernel.option("slices", 0) or 0)
     value = load_as(kernel, "self", at(kernel, "self"), kernel.acc)
@@ -536,22 +538,45 @@ def _arg(kernel: RowKernel) -> str:
         "  acl_offsets(m, row, 0, ACL_OUTER, base);",
         *("  " + line for line in scan + element_loop(kernel, step, start="lo + threadIdx.x", stop="hi")),
         *("  " + line for line in _ARG_COMBINE),
-        "  if (threadIdx.x == 0) { p_part_v[b] = best; p_part_i[b] = at; }",
+        "  __shared__ int s_last;",
+        "  if (threadIdx.x == 0) {",
+        "    p_part_v[b] = best;",
+        "    p_part_i[b] = at;",
+        "    ACL_FENCE();  // the candidate is visible device-wide before the count says so",
+        "    s_last = ACL_ATOMIC_INC(p_part_c + row) == (unsigned)(slices - 1);",
+        "  }",
+        "  __syncthreads();",
+        "  if (s_last) {  // the row's last block to finish combines every slice's candidate",
+        "    ACL_FENCE();",
+        *("    " + line for line in _FINAL_SCAN + _ARG_COMBINE + _arg_store(kernel)),
+        "  }",
         "  __syncthreads();",
         "}",
     ]
-    return _with_helper(kernel, assemble(kernel, body, row_loop=False))
+    return _with_helper(kernel, ATOMICS + assemble(kernel, body, row_loop=False))
 
 
-def _arg_final(kernel: RowKernel) -> str:
-    """The split path's second pass: one block per row combines the row's S slice candidates."""
-    step = [
-        "const acc_t v = p_part_v[row * len + j];",
-        "const long long i = p_part_i[row * len + j];",
-        "if (acl_arg_better(v, i, best, at)) { best = v; at = i; }",
-    ]
-    body = ["acc_t best = (acc_t)0;", "long long at = -1;", *element_loop(kernel, step)]
-    return _with_helper(kernel, assemble(kernel, body + _ARG_COMBINE + _arg_store(kernel)))
+ATOMICS: Final = r"""
+#if defined(__HIPCC_RTC__) || defined(__HIP_DEVICE_COMPILE__) || defined(__CUDA_ARCH__)
+#define ACL_FENCE() __threadfence()
+#define ACL_ATOMIC_INC(p) atomicAdd((p), 1u)
+#else
+#define ACL_FENCE() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#define ACL_ATOMIC_INC(p) __atomic_fetch_add((p), 1u, __ATOMIC_ACQ_REL)
+#endif
+"""
+"""Device-wide fence and counter increment (the emulator's host builtins where no GPU compiler runs)."""
+
+# the last block's scan over its row's slice candidates (volatile: written by other blocks during this launch)
+_FINAL_SCAN: Final = [
+    "acc_t best = (acc_t)0;",
+    "long long at = -1;",
+    "for (idx_t j = (idx_t)threadIdx.x; j < slices; j += (idx_t)blockDim.x) {",
+    "  const acc_t v = ((const volatile acc_t*)p_part_v)[row * slices + j];",
+    "  const long long i = ((const volatile long long*)p_part_i)[row * slices + j];",
+    "  if (acl_arg_better(v, i, best, at)) { best = v; at = i; }",
+    "}",
+]
 
 
 def _moments(kernel: RowKernel) -> str:
@@ -656,7 +681,6 @@ def _cumsum(kernel: RowKernel) -> str:
 GENERATORS: dict[str, Callable[[RowKernel], str]] = {
     "reduce": _reduce,
     "arg": _arg,
-    "arg_final": _arg_final,
     "moments": _moments,
     "softmax": _softmax,
     "cumsum": _cumsum,

@@ -10,6 +10,7 @@ workspace are stream-ordered allocations; nothing passes through the host.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import math
 from collections.abc import Sequence
@@ -24,7 +25,9 @@ from acl_core.spec.ops.matmul import matmul_dtype
 from acl_core.spec.rules import broadcast_shapes
 from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.driver import handle
+from acl_rocm.kernels import gemv
 from acl_rocm.kernels.elementwise import ufunc
+from acl_rocm.launch import KernelArgs
 from acl_rocm.providers.base import GemmCall, Matrix
 from acl_rocm.views import broadcast_strides, coalesce
 
@@ -49,6 +52,22 @@ _D_TYPES = {
     D.ACL_BF16: {D.ACL_BF16, D.ACL_FLOAT},
 }
 """Output dtypes the BLAS writes directly for each operand dtype (fp32 accumulation)."""
+
+
+GEMV_ENV = "ACL_GEMV"
+"""``0`` never takes the GEMV kernel, ``1`` takes it wherever it fits, unset / ``auto``: where it is faster."""
+GEMV_AUTO_MIN_WEIGHT = 1 << 18
+"""Auto mode: the smallest weight (elements) worth the GEMV kernel; below it either path is launch-bound."""
+
+
+@dataclass(frozen=True)
+class GemvCall:
+    """A planned GEMV launch: the loaded kernel, its grid and packed arguments (addresses of this call)."""
+
+    kernel: gemv.GemvKernel
+    function: object
+    grid: int
+    args: KernelArgs
 
 
 class BlasView(NamedTuple):
@@ -118,6 +137,8 @@ class MatmulRunner:
 
     def __init__(self, backend: RocmBackend) -> None:
         self.backend = backend
+        self.forced_gemv: str | None = None
+        """``on`` / ``off`` / ``auto`` over :data:`GEMV_ENV` for calls planned while set (the decode bench's A/B)."""
 
     def unavailable(self) -> str | None:
         """None when the provider's GEMM works here, else why not."""
@@ -176,6 +197,15 @@ class MatmulRunner:
         if not dense and isinstance(launch.memo.get(key), GemmCall):
             self._gemm(launch.memo[key], stream)  # a repeated signature: one BLAS call straight on its operands
             return
+        if not dense and isinstance(launch.memo.get(key), GemvCall):
+            self._gemv_launch(launch.memo[key], stream)
+            return
+        if not dense:
+            found = self._gemv(launch)
+            if found is not None:
+                launch.memo[key] = found
+                self._gemv_launch(found, stream)
+                return
         call = self._plan(launch, dense, stream)
         if not dense:
             launch.memo[key] = call  # None: temporaries or nothing to do, planned again per call
@@ -278,6 +308,45 @@ class MatmulRunner:
             for address in temps:
                 provider.free_async(address, stream)
 
+    def gemv_mode(self) -> str:
+        """``off``, ``on`` or ``auto``: the :data:`GEMV_ENV` switch of this backend."""
+        value = self.forced_gemv or self.backend.environ.get(GEMV_ENV, "auto").strip().lower()
+        return {"0": "off", "off": "off", "1": "on", "on": "on"}.get(value, "auto")
+
+    def _gemv(self, launch: Launch) -> GemvCall | None:
+        """The GEMV kernel's launch for this call when it fits and the switch allows it, else None."""
+        mode = self.gemv_mode()
+        if mode == "off":
+            return None
+        plan = gemv_plan(launch, self.backend.properties.warp_size, self.backend.properties.compute_units)
+        if plan is None:
+            return None
+        kernel, grid, values, (k, n) = plan
+        weight = k * n
+        if mode == "auto" and weight < GEMV_AUTO_MIN_WEIGHT:
+            return None
+        function = self.backend.function(gemv.generate(kernel), kernel.kernel_name)
+        if LOG.isEnabledFor(logging.DEBUG):
+            LOG.debug(
+                "%s: GEMV kernel %s %s m=%d k=%d n=%d vec=%d tile=%d splits=%d (%s=%s)",
+                launch.spec.name,
+                kernel.layout,
+                kernel.dtype.short,
+                kernel.rows,
+                k,
+                n,
+                kernel.vec,
+                kernel.tile,
+                kernel.splits,
+                GEMV_ENV,
+                mode,
+            )
+        return GemvCall(kernel, function, grid, KernelArgs(values))
+
+    def _gemv_launch(self, call: GemvCall, stream: int) -> None:
+        block = (gemv.GEMV_BLOCK, 1, 1)
+        self.backend.provider.launch(call.function, (call.grid, 1, 1), block, 0, stream, call.args.address)
+
     def _gemm_ready(self, op: _Operand, batch: Sequence[int], gdt: D, rounding: str | None) -> bool:
         if op.dtype != gdt or rounding is not None:
             return False
@@ -298,6 +367,87 @@ class MatmulRunner:
         )
         self.backend.elementwise.convert(op.tensor(batch), dense.tensor(batch), stream, rounding or "Cast")
         return dense
+
+
+def _vec(size: int, extents: Sequence[int], addresses: Sequence[int]) -> int:
+    """The widest vector (elements, at most 16 bytes) dividing every extent / stride and aligning every address."""
+    vec = 16 // size
+    while vec > 1 and not (all(e % vec == 0 for e in extents) and all(a % (vec * size) == 0 for a in addresses)):
+        vec //= 2
+    return vec
+
+
+def gemv_plan(
+    launch: Launch, warp: int, units: int
+) -> tuple[gemv.GemvKernel, int, list[object], tuple[int, int]] | None:
+    """(kernel, grid, argument values, (K, N)) of the GEMV path for a Matmul/Mm/BatchMatMul call,
+    or None when it does not fit: fp16/bf16 operands of one dtype computed in it, an fp32 or same-dtype
+    output, at most :data:`gemv.MAX_ROWS` rows (a batch only where the weight is broadcast and the batch
+    continues the rows), activation rows K-contiguous, and a weight with K or N contiguous."""
+    args, plan = launch.args, launch.plan
+    a, b, out = args["self"], args["mat2"], args["out"]
+    assert isinstance(a, AclTensor) and isinstance(b, AclTensor) and isinstance(out, AclTensor)
+    dtype = a.dtype
+    if dtype not in gemv.INPUTS or b.dtype != dtype or out.dtype not in (dtype, D.ACL_FLOAT) or out.numel == 0:
+        return None
+    if plan["compute"] != dtype or plan.get("precision") not in (None, "fp16"):
+        return None
+    a_batch, a_bs, m, k, a_sr, a_sc = _split(a, "row")
+    b_batch, b_bs, _, n, b_sr, b_sc = _split(b, "col")
+    if k == 0:
+        return None
+    batch = broadcast_shapes(a_batch, b_batch)
+    count = math.prod(batch)
+    out_strides = list(out.strides)
+    o_bs = tuple(out_strides[: len(batch)])
+    tail = out_strides[len(batch) :]
+    o_sr = tail.pop(0) if a.rank > 1 else 0
+    o_sc = tail.pop(0) if b.rank > 1 else 0
+    lda, ldo = a_sr, o_sr
+    if count > 1:  # the batch folds into rows only over one broadcast weight
+        if any(s for s, d in zip(broadcast_strides(b_batch, b_bs, batch), batch) if d > 1):
+            return None
+        sa = uniform_batch_stride(batch, broadcast_strides(a_batch, a_bs, batch))
+        so = uniform_batch_stride(batch, o_bs)
+        if sa is None or so is None or (m > 1 and (sa != m * a_sr or so != m * o_sr)):
+            return None
+        lda, ldo = (sa, so) if m == 1 else (a_sr, o_sr)
+    rows = m * count
+    if rows > gemv.MAX_ROWS or (a_sc != 1 and k > 1):
+        return None
+    size = dtype.info.storage_bits // 8
+    a_at = a.data + a.offset * size
+    w_at = b.data + b.offset * size
+    o_at = out.data + out.offset * (out.dtype.info.storage_bits // 8)
+    a_extents = [lda] if rows > 1 else []
+    if b_sr == 1 or k == 1:
+        ldw = b_sc
+        vec = _vec(size, [k, *a_extents, *([ldw] if n > 1 else [])], [a_at, w_at])
+        per_block = gemv.GEMV_BLOCK // warp
+        tile = 2 if -(-n // (2 * per_block)) >= 2 * units else 1
+        kernel = gemv.GemvKernel("nk", dtype, out.dtype, rows, vec, tile=tile)
+        grid = -(-n // (tile * per_block))
+    elif b_sc == 1 or n == 1:
+        ldw = b_sr
+        vec = _vec(size, [n, *([ldw] if k > 1 else [])], [w_at])
+        groups = next((g for g in (64, 32, 16, 8) if -(-n // (vec * g)) >= units), 4)
+        kernel = gemv.GemvKernel("kn", dtype, out.dtype, rows, vec, splits=gemv.GEMV_BLOCK // groups)
+        grid = -(-n // (vec * groups))
+    else:
+        return None
+    c = ctypes.c_longlong
+    values: list[object] = [
+        KernelArgs.pointer(a_at),
+        KernelArgs.pointer(w_at),
+        KernelArgs.pointer(o_at),
+        c(k),
+        c(n),
+        c(lda),
+        c(ldw),
+        c(ldo),
+        c(o_sc),
+    ]
+    return kernel, grid, values, (k, n)
 
 
 def _folds(op: _Operand, batch_stride: int | None, m: int) -> bool:

@@ -56,6 +56,8 @@ class Program:
     steps: list[Step] = field(default_factory=list)
     temps: list[int] = field(default_factory=list)
     report: str | None = None
+    zeroed: list[tuple[Temp, int]] = field(default_factory=list)
+    """(where, bytes) of temporaries set to zero on the stream before the first step (counters)."""
 
     def temp(self, nbytes: int) -> Temp:
         """A new temporary of ``nbytes`` (allocated for every run)."""
@@ -79,6 +81,8 @@ def run_program(backend: RocmBackend, prog: Program, stream: int) -> None:
     try:
         for size in prog.temps:
             bases.append(provider.malloc_async(size, stream))
+        for where, nbytes in prog.zeroed:
+            provider.memset(bases[where.slot] + where.offset, 0, nbytes, stream)
         if prog.report is not None:
             flag = provider.malloc_async(4, stream)
             provider.memset(flag, 0, 4, stream)

@@ -323,7 +323,7 @@ class ReductionRunner(RowRunner):
         return kernel
 
     def plan_call(self, op: str, launch: Launch) -> RowPlan | Program | None:
-        """The row kernel of one call (a two-pass program for the split arg path)."""
+        """The row kernel of one call (a one-launch program for the split arg path)."""
         if op in ("Softmax", "LogSoftmax", "Cumsum"):
             return self._along(op, launch)
         if op in ("MaxDim", "ArgMax", "ArgMin"):
@@ -438,15 +438,19 @@ class ReductionRunner(RowRunner):
         options: list[tuple[str, str | int | bool]],
         slices: int,
     ) -> Program:
-        """Two launches: each block finds its slice's candidate, then a block per row combines the slices.
+        """One launch: each block finds its slice's candidate; each row's last block combines them.
 
-        The candidates live in one stream-ordered temporary (no host synchronisation: capturable).
+        The candidates and the per-row block counters live in one stream-ordered temporary whose
+        counters are zeroed on the stream first (no host synchronisation: capturable, and every run or
+        replay starts from zero).
         """
         rows = math.prod(outer_shape)
         parts = rows * slices
         prog = Program()
-        values_at = prog.temp(parts * 16)  # 8-byte candidates first, then their int64 indices
+        values_at = prog.temp(parts * 16 + rows * 4)  # 8-byte candidates, their int64 indices, uint32 counters
         index_at = Temp(values_at.slot, parts * 8)
+        count_at = Temp(values_at.slot, parts * 16)
+        prog.zeroed.append((count_at, rows * 4))
         flat = (0,) * len(outer_shape)
 
         def part(name: str, dtype: D) -> Bound:
@@ -454,33 +458,23 @@ class ReductionRunner(RowRunner):
             placeholder = AclTensor((parts,), dtype, (1,), 0, Format.ACL_FORMAT_ND, (parts,), 0)
             return bind(name, placeholder, flat, (0,), write=True)
 
-        first = self.plan(
+        planned = self.plan(
             op,
             "arg",
-            [bound[0], part("part_v", acc), part("part_i", D.ACL_INT64)],
+            [bound[0], part("part_v", acc), part("part_i", D.ACL_INT64), part("part_c", D.ACL_UINT32), *bound[1:]],
             outer_shape,
             inner_shape,
             acc,
             [*options, ("slices", slices)],
         )
-        second = self.plan(
-            op,
-            "arg_final",
-            [part("part_v", acc), part("part_i", D.ACL_INT64), *bound[1:]],
-            outer_shape,
-            (slices,),
-            acc,
-            options,
-        )
-        assert first is not None and second is not None  # rows > 0 here
+        assert planned is not None  # rows > 0 here
         p = self.backend.properties
         grid = LaunchConfig((min(parts, p.max_grid_x), 1, 1), (BLOCK_THREADS, 1, 1))
-        for planned, config, temps in ((first, grid, (2, 3)), (second, second.config, (1, 2))):
-            values: list[Any] = list(planned.values)
-            values[temps[0]], values[temps[1]] = values_at, index_at
-            kernel = self._interned.setdefault(planned.kernel, planned.kernel)
-            function = self.backend.function(self.source(kernel), kernel.kernel_name)
-            prog.steps.append(Step(function, config, tuple(values)))
+        values: list[Any] = list(planned.values)
+        values[2], values[3], values[4] = values_at, index_at, count_at
+        kernel = self._interned.setdefault(planned.kernel, planned.kernel)
+        function = self.backend.function(self.source(kernel), kernel.kernel_name)
+        prog.steps.append(Step(function, grid, tuple(values)))
         return prog
 
 

@@ -1,0 +1,129 @@
+"""The small-M GEMM (GEMV) kernel against the reference (GPU tier; issue 15 item 7).
+
+Mm / Matmul with M ≤ 16 fp16 / bf16 rows take the GEMV kernel (``ACL_GEMV=1`` forces it here, so the
+test does not depend on the auto threshold); the debug log proves which path ran. Both weight layouts
+([N, K] used transposed — a Linear weight — and [K, N]), K and N odd (scalar loads) and powers of two
+(16-byte loads), padded activation rows, a 3-D activation folded into rows over a broadcast weight, and
+a captured GEMV replayed twice with its inputs changed in place. ``SMALL`` runs on the CPU kernel
+emulator (``ACL_ROCM_EMULATE=1``); ``DECODE`` are Qwen3-0.6B's decode products for the GPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from acl_core import eager
+from acl_core.backend import Backend
+from acl_rocm.backend import RocmBackend
+from tests.conftest import assert_close
+from tests.rocm.gemm_tolerance import gemm_tolerance
+
+pytestmark = pytest.mark.gpu
+
+EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
+ROWS = [1, 2, 7, 8, 16]
+SMALL = [(64, 32), (67, 33)]
+"""(K, N): powers of two (vectorised loads) and odd (one element at a time)."""
+DECODE = [(1024, 2048), (1024, 151_936), (3072, 1024)]
+DTYPES = [ml_dtypes.bfloat16, np.float16]
+
+
+@pytest.fixture(scope="module")
+def forced(rocm: Backend) -> RocmBackend:
+    """The same device with the GEMV kernel forced on wherever it fits."""
+    if rocm.matmul.unavailable() is not None:  # type: ignore[attr-defined]
+        pytest.skip(rocm.matmul.unavailable())  # type: ignore[attr-defined]
+    return RocmBackend(rocm.provider, {**os.environ, "ACL_GEMV": "1"})  # type: ignore[attr-defined]
+
+
+def _operands(rng: np.random.Generator, m: int, k: int, n: int, dtype: type) -> tuple[np.ndarray, np.ndarray]:
+    return rng.uniform(-1, 1, (m, k)).astype(dtype), rng.uniform(-1, 1, (k, n)).astype(dtype)
+
+
+def _run_gemv(
+    backend: RocmBackend, caplog: pytest.LogCaptureFixture, layout: str, op: str, a: np.ndarray, w: np.ndarray
+) -> np.ndarray:
+    """``a @ w`` on ``backend`` with the weight stored as [N, K] (``nk``) or [K, N] (``kn``); asserts the GEMV ran."""
+    weight = eager.to_device(w, backend, layout="transposed" if layout == "nk" else "contiguous")
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="acl_rocm.matmul"):
+        got = eager.run(op, backend, self=a, mat2=weight, cubeMathType=0)["out"]
+    assert f"GEMV kernel {layout}" in caplog.text, caplog.text
+    return got
+
+
+def _check(got: np.ndarray, a: np.ndarray, w: np.ndarray, reference: Backend) -> None:
+    expected = eager.run("Matmul", reference, self=a, mat2=w, cubeMathType=0)["out"]
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    atol, rtol = gemm_tolerance(expected, a.shape[-1])
+    assert_close(got, expected, atol=atol, rtol=rtol)
+
+
+def _shapes() -> list[tuple[int, int]]:
+    return SMALL if EMULATED else SMALL + DECODE
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("layout", ["nk", "kn"])
+@pytest.mark.parametrize("kn", _shapes(), ids=lambda s: f"k{s[0]}n{s[1]}")
+@pytest.mark.parametrize("m", ROWS)
+def test_gemv_matches_reference(forced, reference, caplog, m: int, kn: tuple[int, int], layout: str, dtype) -> None:
+    k, n = kn
+    a, w = _operands(np.random.default_rng(m * 7 + k), m, k, n, dtype)
+    _check(_run_gemv(forced, caplog, layout, "Mm", a, w), a, w, reference)
+
+
+@pytest.mark.parametrize("layout", ["nk", "kn"])
+def test_gemv_padded_rows_and_folded_batch(forced, reference, caplog, layout: str) -> None:
+    """Activation rows with an odd pitch (scalar loads) and a [2, 4, K] activation over a 2-D weight."""
+    rng = np.random.default_rng(11)
+    a, w = _operands(rng, 5, 64, 24, ml_dtypes.bfloat16)
+    padded = eager.to_device(a, forced, layout="padded")
+    weight = eager.to_device(w, forced, layout="transposed" if layout == "nk" else "contiguous")
+    with caplog.at_level(logging.DEBUG, logger="acl_rocm.matmul"):
+        got = eager.run("Mm", forced, self=padded, mat2=weight, cubeMathType=0)["out"]
+    vec = "vec=1" if layout == "nk" else "vec=8"  # nk loads activation rows as vectors too; kn reads them singly
+    assert f"GEMV kernel {layout} bf16 m=5 k=64 n=24 {vec}" in caplog.text, caplog.text
+    _check(got, a, w, reference)
+    x = rng.uniform(-1, 1, (2, 4, 64)).astype(np.float16)
+    w16 = w.astype(np.float16)
+    got = _run_gemv(forced, caplog, layout, "Matmul", x, w16)
+    assert "m=8 k=64" in caplog.text
+    _check(got, x, w16, reference)
+
+
+def test_gemv_switch_off_and_rows_above_sixteen_take_the_blas(rocm, forced, caplog) -> None:
+    """``ACL_GEMV=0`` and M = 17 run the vendor BLAS, and say so."""
+    off = RocmBackend(rocm.provider, {**os.environ, "ACL_GEMV": "0"})  # type: ignore[attr-defined]
+    rng = np.random.default_rng(2)
+    for backend, m in ((off, 4), (forced, 17)):
+        a, w = _operands(rng, m, 32, 16, ml_dtypes.bfloat16)
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="acl_rocm.matmul"):
+            got = eager.run("Mm", backend, self=a, mat2=w, cubeMathType=0)["out"]
+        assert "BLAS GEMM" in caplog.text and "GEMV" not in caplog.text, caplog.text
+        exact = a.astype(np.float64) @ w.astype(np.float64)
+        np.testing.assert_allclose(got.astype(np.float64), exact, atol=0.05, rtol=0.02)
+
+
+def test_gemv_captures_and_replays_bit_for_bit(forced) -> None:
+    """A GEMV Mm inside a captured graph, replayed twice with new inputs written in place, equals its eager runs."""
+    from tests.rocm.capture_harness import OpCall, compare_replay
+
+    if not forced.capabilities().stream_capture:
+        pytest.fail(f"rocm does not capture here: {forced.capabilities().notes.get('stream_capture')}")
+    rng = np.random.default_rng(4)
+    a, w = _operands(rng, 8, 64, 40, ml_dtypes.bfloat16)
+    calls = [OpCall(forced, "Mm", {"self": a, "mat2": w, "cubeMathType": 0})]
+    stream = forced.runtime.create_stream()  # type: ignore[attr-defined]
+    try:
+        forced.driver.graph_destroy(compare_replay(calls, stream))
+    finally:
+        for c in calls:
+            c.free()
+        forced.runtime.destroy_stream(stream)  # type: ignore[attr-defined]
