@@ -20,6 +20,7 @@ from acl_core.runtime import Runtime
 from acl_core.tensor import contiguous_strides
 from acl_reference.backend import ReferenceBackend
 from acl_reference.call import RefCall
+from tests.conformance.planted import PLANTED_PRIORITY
 
 PERTURBED_OP = "Mul"
 PERTURBATION = 1e-2
@@ -221,7 +222,10 @@ class FaultPlugin:
     @hookimpl
     def acl_core_backends(self) -> list[BackendRegistration]:
         """One registration per fault."""
-        return [BackendRegistration(name=cls.name, factory=cls, summary=cls.__doc__ or "") for cls in BACKENDS]
+        return [
+            BackendRegistration(name=cls.name, factory=cls, summary=cls.__doc__ or "", priority=PLANTED_PRIORITY)
+            for cls in BACKENDS
+        ]
 
 
 _PLUGIN = FaultPlugin()

@@ -10,6 +10,10 @@ from acl_reference.call import RefCall
 
 Kernel = Callable[[Launch], None]
 
+PLANTED_PRIORITY = -1
+"""Below the reference's 0: a test backend registered in-process must never become the process default
+(a front-end call in a later test on the same worker would otherwise reach it, not the reference)."""
+
 
 def replace_kernel(backend: ReferenceBackend, op: str, make: Callable[[Kernel], Kernel]) -> None:
     """Replace ``op``'s kernel on ``backend`` with ``make(original kernel)``."""

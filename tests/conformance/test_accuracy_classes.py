@@ -21,7 +21,7 @@ from acl_core.spec.ops.matmul import GEMM_REASON
 from acl_reference.backend import ReferenceBackend
 from acl_reference.call import RefCall
 from acl_reference.kernels.layout import read_nz
-from tests.conformance.planted import compute_when
+from tests.conformance.planted import PLANTED_PRIORITY, compute_when
 
 _F32 = (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16)
 
@@ -86,7 +86,14 @@ class Float32Backend(ReferenceBackend):
 class _Plugin:
     @hookimpl
     def acl_core_backends(self) -> list[BackendRegistration]:
-        return [BackendRegistration(name=Float32Backend.name, factory=Float32Backend, summary="float32 like a GPU")]
+        return [
+            BackendRegistration(
+                name=Float32Backend.name,
+                factory=Float32Backend,
+                summary="float32 like a GPU",
+                priority=PLANTED_PRIORITY,
+            )
+        ]
 
 
 @pytest.fixture(scope="module", autouse=True)

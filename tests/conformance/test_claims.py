@@ -22,6 +22,7 @@ from acl_core.plugin import hookimpl
 from acl_core.spec.ops import all_specs, get_spec
 from acl_core.spec.opspec import Sample
 from acl_reference.backend import ReferenceBackend
+from tests.conformance.planted import PLANTED_PRIORITY
 
 CLAIM = f"claim:{CLAIM_NOTE}"
 
@@ -161,6 +162,7 @@ class _ShippingPlugin:
                 factory=_Shipping,
                 expectations=self.path,
                 tolerance_overrides=(Override("Abs", 1e-3, 1e-3, "this device's abs is approximate"),),
+                priority=PLANTED_PRIORITY,
             )
         ]
 

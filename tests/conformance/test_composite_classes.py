@@ -23,7 +23,7 @@ from acl_core.spec.accuracy import accuracy_of, composite, layer_norm_scale, sof
 from acl_core.spec.ops import get_spec
 from acl_reference.backend import ReferenceBackend
 from acl_reference.call import RefCall
-from tests.conformance.planted import compute_when
+from tests.conformance.planted import PLANTED_PRIORITY, compute_when
 
 _F32 = np.float32
 
@@ -112,7 +112,10 @@ class _Plugin:
     def acl_core_backends(self) -> list[BackendRegistration]:
         return [
             BackendRegistration(
-                name=Float32RowOpsBackend.name, factory=Float32RowOpsBackend, summary="float32 row ops like a GPU"
+                name=Float32RowOpsBackend.name,
+                factory=Float32RowOpsBackend,
+                summary="float32 row ops like a GPU",
+                priority=PLANTED_PRIORITY,
             )
         ]
 

@@ -25,6 +25,7 @@ from acl_core.plugin import get_backend, get_registration, hookimpl
 from acl_reference.backend import ReferenceBackend
 from acl_reference.call import RefCall
 from acl_rocm.plugin import conformance_entries
+from tests.conformance.planted import PLANTED_PRIORITY
 
 
 class Fp8Accumulator(ReferenceBackend):
@@ -79,6 +80,7 @@ class _Plugin:
                 factory=_variant(name, arch),
                 summary=f"fp8 accumulator on {arch}",
                 tolerance_overrides=conformance_entries if ships else (),
+                priority=PLANTED_PRIORITY,
             )
             for name, (arch, ships) in VARIANTS.items()
         ]

@@ -21,7 +21,7 @@ from acl_core.plugin import hookimpl
 from acl_core.spec import accuracy as A
 from acl_reference.backend import ReferenceBackend
 from acl_reference.call import RefCall
-from tests.conformance.planted import compute_when
+from tests.conformance.planted import PLANTED_PRIORITY, compute_when
 
 POW = ("PowTensorTensor", "PowTensorScalar", "PowScalarTensor")
 
@@ -86,7 +86,10 @@ BACKENDS = (Powf2Ulp, Powf6Ulp, Float64PowInFloat32)
 class _Plugin:
     @hookimpl
     def acl_core_backends(self) -> list[BackendRegistration]:
-        return [BackendRegistration(name=b.name, factory=b, summary=b.__doc__ or b.name) for b in BACKENDS]
+        return [
+            BackendRegistration(name=b.name, factory=b, summary=b.__doc__ or b.name, priority=PLANTED_PRIORITY)
+            for b in BACKENDS
+        ]
 
 
 @pytest.fixture(scope="module", autouse=True)

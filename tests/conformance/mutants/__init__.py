@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from acl_core import register_plugin
 from acl_core.backend import Backend, BackendRegistration
 from acl_core.plugin import hookimpl
+from tests.conformance.planted import PLANTED_PRIORITY
 
 SEEDS: tuple[int, ...] = (0, 1, 2)
 """Every mutant must be caught at each of these suite seeds."""
@@ -65,7 +66,10 @@ class _MutantPlugin:
     def acl_core_backends(self) -> list[BackendRegistration]:
         """One registration per mutant."""
         return [
-            BackendRegistration(name=m.backend_name, factory=m.backend, summary=m.description) for m in all_mutants()
+            BackendRegistration(
+                name=m.backend_name, factory=m.backend, summary=m.description, priority=PLANTED_PRIORITY
+            )
+            for m in all_mutants()
         ]
 
 
