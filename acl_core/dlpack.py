@@ -87,7 +87,9 @@ DLManagedTensor._fields_ = [
     ("deleter", _Deleter),
 ]
 
-_api = ctypes.pythonapi
+# A private handle on the Python C API: ctypes.pythonapi's function objects are shared by every library in
+# the process, and one that sets its own argtypes on them (py_object for a capsule) would break these calls.
+_api = ctypes.PyDLL(None, handle=ctypes.pythonapi._handle)
 _api.PyCapsule_New.restype = ctypes.py_object
 _api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 _api.PyCapsule_IsValid.restype = ctypes.c_int

@@ -57,8 +57,9 @@ class _Producer:
 
     def __dlpack__(self, stream: Any = None) -> Any:
         self.streams.append(stream)
-        api = ctypes.pythonapi
-        return api.PyCapsule_New(ctypes.addressof(self._managed), ctypes.cast(dlpack._NAME, ctypes.c_char_p), None)
+        return dlpack._api.PyCapsule_New(
+            ctypes.addressof(self._managed), ctypes.cast(dlpack._NAME, ctypes.c_char_p), None
+        )
 
 
 def test_a_foreign_device_tensor_is_an_operand_without_a_copy(backend: RocmBackend) -> None:
@@ -81,6 +82,20 @@ def test_a_foreign_device_tensor_is_an_operand_without_a_copy(backend: RocmBacke
     assert not rng.live  # unregistered
     arr.free()
     assert producer.deleted == 1  # once
+
+
+def test_a_library_retyping_the_shared_c_api_does_not_reach_imports(
+    backend: RocmBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ctypes.pythonapi's functions are shared by the process: one typed for a py_object capsule broke the H200 tier."""
+    shared = ctypes.pythonapi.PyCapsule_GetPointer
+    monkeypatch.setattr(shared, "argtypes", [ctypes.py_object, ctypes.c_char_p])
+    monkeypatch.setattr(shared, "restype", ctypes.c_void_p)
+    producer = _Producer(np.arange(4, dtype=np.float32))
+    arr = dlpack.from_dlpack(producer, backend)
+    assert arr.address == producer.buffer.ctypes.data
+    arr.free()
+    assert producer.deleted == 1
 
 
 def test_two_imports_of_one_tensor_share_the_registration(backend: RocmBackend) -> None:

@@ -9,7 +9,6 @@ DLPack import's cleanup after a failed registration are checked with stand-ins.
 
 from __future__ import annotations
 
-import ctypes
 import threading
 import time
 from collections.abc import Iterator
@@ -249,11 +248,14 @@ def test_a_failed_decode_table_upload_frees_the_table(failing: tuple[RocmBackend
     assert runner._table(D.ACL_INT4) == address and set(provider._buffers) == before | {address}
 
 
+_C_API = dlpack._api
+
+
 class _NoCapsules:
-    """ctypes.pythonapi with PyCapsule_New failing, as it does when Python is out of memory."""
+    """The C API handle with PyCapsule_New failing, as it does when Python is out of memory."""
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(ctypes.pythonapi, name)
+        return getattr(_C_API, name)
 
     def PyCapsule_New(self, *args: Any) -> Any:
         raise MemoryError("injected")
