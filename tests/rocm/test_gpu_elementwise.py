@@ -86,6 +86,19 @@ def test_half_precision_casts_round_to_nearest_even(rocm: Backend, dtype: object
     assert np.isnan(got.astype(np.float32)[np.isnan(x)]).all()
 
 
+@pytest.mark.parametrize("mode", [1, 2])
+def test_rounded_division_rounds_the_exact_quotient(rocm: Backend, mode: int) -> None:
+    # a float32 quotient underflows to -0.0 (floor -1) or rounds onto an integer (16777217 / 1.0000001)
+    tiny = np.float32(1e-45)
+    self = np.array([-tiny, tiny, -1.0, 16777216.0, 7.0, -7.0, np.inf, -0.0], np.float32)
+    other = np.array([3e38, -3e38, 3e38, 1.0000001, 0.1, 0.1, 2.0, 5.0], np.float32)
+    got = eager.run("DivMod", rocm, self=self, other=other, mode=mode)["out"]
+    q = self.astype(np.float64) / other.astype(np.float64)
+    expected = (np.trunc(q) if mode == 1 else np.floor(q)).astype(np.float32)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(expected))
+
+
 def _acl(dtype: np.dtype) -> int:
     from acl_core.dtypes import from_numpy
 

@@ -210,14 +210,16 @@ ACL_DEV unsigned long long acl_minimum(unsigned long long a, unsigned long long 
 ACL_DEV bool acl_minimum(bool a, bool b) { return a && b; }
 
 // division with rounding (integer division by zero gives 0, like numpy)
-ACL_DEV float acl_truncdiv(float a, float b) { return truncf(a / b); }
+// 16/32-bit floats divide in double, as the reference does: a float32 quotient can round onto an integer or
+// underflow to -0.0 (a tiny negative quotient, whose floor is -1)
+ACL_DEV float acl_truncdiv(float a, float b) { return (float)trunc((double)a / (double)b); }
 ACL_DEV double acl_truncdiv(double a, double b) { return trunc(a / b); }
 ACL_DEV long long acl_truncdiv(long long a, long long b) {
   if (b == 0) return 0;
   if (b == -1) return (long long)(0ull - (unsigned long long)a);
   return a / b;
 }
-ACL_DEV float acl_floordiv(float a, float b) { return floorf(a / b); }
+ACL_DEV float acl_floordiv(float a, float b) { return (float)floor((double)a / (double)b); }
 ACL_DEV double acl_floordiv(double a, double b) { return floor(a / b); }
 ACL_DEV long long acl_floordiv(long long a, long long b) {
   long long q = acl_truncdiv(a, b);
