@@ -1,4 +1,4 @@
-"""Pointwise math (issue 16): trig, hyperbolic, log/exp variants, declared from tables.
+"""Pointwise math (issue 16): trig, hyperbolic, log/exp variants, rounding and predicates, from tables.
 
 Each row names one aclnn operator, its official tensor names (outputs last), the sample range and its
 accuracy class; the reference formulas live in ``acl_reference.kernels.pointwise_math`` and the device
@@ -16,6 +16,13 @@ Choices where the CANN docs are silent or not transcribed here (tests/data/cann 
 * Sinc is sin(πx)/(πx) with sinc(0) = 1, its argument reduced exactly (|x| mod 2, then folded into
   [0, 1/2]) so that sinc of a whole number is exactly 0 and large inputs do not lose the period.
 * Erfinv(±1) = ±inf and |x| > 1 gives NaN (torch's convention).
+* Logit: ``eps < 0`` means no clamping (torch's ``eps=None``); otherwise x is clamped to [eps, 1 - eps].
+* IsClose: |a - b| <= atol + rtol·|b| in double over the promoted values; equal infinities are close,
+  NaNs only with ``equalNan``. NanToNum: integers are not declared; its ``float`` replacements are
+  rounded to float32, then to the tensor's dtype (overflowing to ±inf in fp16).
+* RoundDecimals rounds half to even after scaling by 10^|decimals| in double (float32 too, where torch
+  scales in float32: a few ties such as -0.05·10 may round differently).
+* Float attributes (rtol, atol, eps) are rounded to float32 unless the call computes in float64.
 """
 
 from __future__ import annotations
