@@ -49,10 +49,16 @@ class Sizes:
     rounds: int
 
 
+POINTWISE: dict[str, tuple[tuple[str, ...], str]] = {
+    "Erfinv": (("self",), "erfinv"),
+}
+"""Pointwise math rows (acl_core.spec.ops.pointwise_math), one per group, declared like :data:`ACTIVATIONS`."""
+
 OPS = (
     *("Add", "Copy", "Mul", "Silu", "Softmax", "LayerNorm", "RmsNorm", "Matmul", "FlashAttentionScore"),
     *("QuantMatmulV5", "QuantMatmulV3", "Replay", "GemmaRmsNorm"),
     *("Mish", "SiluBackward"),
+    *POINTWISE,
 )
 """The names ``--only`` picks from: the operators the suite times (Copy is the D2D memcpy; Replay is a
 captured chain of small Adds replayed beside the same chain launched eagerly, :mod:`acl_tools.bench.replay`)."""
@@ -365,8 +371,8 @@ class Suite:
                 )
 
     def activations(self) -> None:
-        """One forward activation and one backward op (:data:`ACTIVATIONS`) at the elementwise size."""
-        for op, (inputs, torch_name) in ACTIVATIONS.items():
+        """The activation and pointwise rows (:data:`ACTIVATIONS`, :data:`POINTWISE`) at the elementwise size."""
+        for op, (inputs, torch_name) in {**ACTIVATIONS, **POINTWISE}.items():
             if not self.wanted(op):
                 continue
             for dtype in DTYPES:
@@ -505,7 +511,7 @@ class Suite:
         rows = [c.to_json() for c in self.cases]
         for row in rows:
             acl_gbps = row["metric"]["acl"]
-            if row["op"] in ("Add", "Mul", "Silu", *ACTIVATIONS) and copy_gbps and acl_gbps:
+            if row["op"] in ("Add", "Mul", "Silu", *ACTIVATIONS, *POINTWISE) and copy_gbps and acl_gbps:
                 row["fraction_of_copy"] = acl_gbps / copy_gbps
         return {"copy_GBps": copy_gbps, "cases": rows}
 

@@ -25,6 +25,7 @@ FAMILIES: tuple[str, ...] = (
     "mc2",
     "versions",
     "activation",
+    "pointwise_math",
 )
 
 _lock = threading.Lock()

@@ -22,6 +22,7 @@ FAMILIES: tuple[str, ...] = (
     "layout",
     "mc2",
     "activation",
+    "pointwise_math",
 )
 
 _KERNELS: dict[str, RefKernel] = {}

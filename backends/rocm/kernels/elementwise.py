@@ -31,6 +31,7 @@ from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.activation import ROWS as ACTIVATION_ROWS
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.lowp import LOWP_PRELUDE
+from acl_rocm.kernels.pointwise_math import ROWS as POINTWISE_MATH_ROWS
 from acl_rocm.kernels.prelude import PRELUDE
 
 TOKENS: Final = frozenset({"T", "F", "B", "O"})
@@ -184,6 +185,7 @@ UFUNCS: Final[dict[str, Ufunc]] = {
         ufunc("InplaceFillScalar", "value:O -> selfRef:O", "value"),
         ufunc("InplaceZero", "-> selfRef:O", "O(0)"),
         *(ufunc(*row) for row in ACTIVATION_ROWS),
+        *(ufunc(*row) for row in POINTWISE_MATH_ROWS),
     )
 }
 """Every elementwise op with a HIP kernel, by aclnn name (DivModTrue: DivMod with mode 0)."""

@@ -147,6 +147,8 @@ class ElementwiseRunner:
                 tensors.append((p.name, value))
             elif p.kind is Kind.SCALAR and p.name in inputs:
                 scalars.append((p.name, value if isinstance(value, Scalar) else None))
+            elif p.kind is Kind.FLOAT and p.name in inputs:  # a float attribute (rtol, eps) the body reads
+                scalars.append((p.name, Scalar(float(value or 0.0), D.ACL_DOUBLE)))
             elif p.kind in (Kind.INT, Kind.BOOL) and u.uses(p.name):
                 constants.append((p.name, int(value or 0)))
         return self.instantiate(op, u, tokens, tensors, scalars, constants)

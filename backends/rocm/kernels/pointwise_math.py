@@ -1,0 +1,100 @@
+"""Elementwise bodies of the pointwise math ops (acl_core.spec.ops.pointwise_math).
+
+Rows of (name, signature, body) in the ufunc language of :mod:`acl_rocm.kernels.elementwise` (kept
+free of imports so that module can include them). float32 and narrower evaluate in double and round
+once (x is exact in double, the double libm is within a few double ulps); float64 calls the double
+function directly.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+_X = "const double x = self; "
+
+# sin(pi*|x|) / (pi*|x|): |x| mod 2 is exact, folding into [0, 1/2] keeps sin's argument small
+_SINC = (
+    "const double a = fabs((double)self); double q = fmod(a, 2.0); double s = 1.0; "
+    "if (q >= 1.0) { q -= 1.0; s = -1.0; } if (q > 0.5) q = 1.0 - q; "
+    "r = a == 0.0 ? 1.0 : (s * sin(3.14159265358979323846 * q) + 0.0) / (3.14159265358979323846 * a);"
+)
+# Winitzki's approximation, then three Halley steps on erf (erfc near |x| = 1, where 1 - a is exact)
+_ERFINV = (
+    "const double x = self; const double a = fabs(x); const double lg = log((1.0 - a) * (1.0 + a)); "
+    "const double t = 2.0 / (3.14159265358979323846 * 0.147) + 0.5 * lg; "
+    "double y = sqrt(sqrt(t * t - lg / 0.147) - t); "
+    "if (a < 1.0) { for (int k = 0; k < 3; ++k) { "
+    "const double f = a < 0.5 ? erf(y) - a : (1.0 - a) - erfc(y); "
+    "y -= f / (1.1283791670955126 * exp(-y * y) + y * f); } } "
+    "r = copysign(y, x);"
+)
+
+
+def _unary(name: str, x: str, fn: str) -> tuple[str, str, str]:
+    return (name, f"{x}:F -> out:F", f"r = {fn}((double){x});")
+
+
+_MAX = "1.7976931348623157e308"
+_NAN_TO_NUM = (
+    f"const double x = self; r = x != x ? (double)(float)nan : (x > {_MAX} ? (double)(float)posinf "
+    f": (x < -{_MAX} ? (double)(float)neginf : x));"
+)
+_ISCLOSE = (
+    "const double a = self, b = other; "
+    "if (a == b) r = true; else if (a != a || b != b) r = equalNan && a != a && b != b; "
+    f"else if (fabs(a) > {_MAX} || fabs(b) > {_MAX}) r = false; "
+    "else r = fabs(a - b) <= (double)atol + (double)rtol * fabs(b);"
+)
+_LOGIT = (
+    "const double x = input, e = eps; const double c = e < 0.0 ? x : (x < e ? e : (x > 1.0 - e ? 1.0 - e : x)); "
+    "r = log(c / (1.0 - c));"
+)
+# the power of ten by exact multiplications (10^k is exact in double up to k = 22), as the reference builds it
+_ROUND_DECIMALS = (
+    "const double x = self; double p = 1.0; const long long n = decimals < 0 ? -decimals : decimals; "
+    "for (long long k = 0; k < n && k < 400; ++k) p *= 10.0; "
+    "r = decimals >= 0 ? rint(x * p) / p : rint(x / p) * p;"
+)
+
+
+def _logaddexp(exp: str, scale: str) -> str:
+    return (
+        "const double a = self, b = other; const double m = a > b ? a : b; "
+        f"r = (a == b && fabs(a) > {_MAX}) ? a : m + log1p({exp}(-fabs(a - b))){scale};"
+    )
+
+
+ROWS: Final[tuple[tuple[str, str, str], ...]] = (
+    _unary("Tan", "self", "tan"),
+    _unary("Asin", "self", "asin"),
+    _unary("Acos", "input", "acos"),
+    _unary("Atan", "input", "atan"),
+    _unary("Sinh", "self", "sinh"),
+    _unary("Cosh", "self", "cosh"),
+    _unary("Asinh", "input", "asinh"),
+    _unary("Acosh", "self", "acosh"),
+    _unary("Atanh", "input", "atanh"),
+    _unary("Erfc", "self", "erfc"),
+    ("Erfinv", "self:F -> out:F", _ERFINV),
+    _unary("Exp2", "self", "exp2"),
+    _unary("Expm1", "self", "expm1"),
+    _unary("Log10", "self", "log10"),
+    _unary("Log1p", "self", "log1p"),
+    _unary("Log2", "self", "log2"),
+    ("Sinc", "self:F -> out:F", _SINC),
+    ("Atan2", "self:F, other:F -> out:F", "r = atan2((double)self, (double)other);"),
+    ("Frac", "input:T -> out:T", "r = (double)input - trunc((double)input);"),
+    ("Trunc", "self:T -> out:T", "self >= T(0) ? acl_floor(self) : acl_ceil(self)"),
+    ("Signbit", "self:F -> out:B", "copysign(1.0, (double)self) < 0.0"),
+    ("Square", "self:T -> out:T", "self * self"),
+    ("IsFinite", "self:F -> out:B", f"(double)self == (double)self && fabs((double)self) <= {_MAX}"),
+    ("IsPosInf", "self:F -> out:B", f"(double)self > {_MAX}"),
+    ("IsNegInf", "self:F -> out:B", f"(double)self < -{_MAX}"),
+    ("IsClose", "self:T, other:T, rtol:F, atol:F -> out:B", _ISCLOSE),
+    ("NanToNum", "self:T, nan:T, posinf:T, neginf:T -> out:T", _NAN_TO_NUM),
+    ("Logit", "input:F, eps:F -> out:F", _LOGIT),
+    ("LogAddExp", "self:T, other:T -> out:T", _logaddexp("exp", "")),
+    ("LogAddExp2", "self:T, other:T -> out:T", _logaddexp("exp2", " / 0.69314718055994530942")),
+    ("RoundDecimals", "self:T -> out:T", _ROUND_DECIMALS),
+)
+"""(aclnn name, signature, body) of every pointwise math op with a HIP kernel."""
