@@ -25,6 +25,7 @@ FAMILIES: tuple[str, ...] = (
     "mc2",
     "versions",
     "activation",
+    "grad",
 )
 
 _lock = threading.Lock()
