@@ -285,6 +285,8 @@ class Call:
     plan: dict[str, Any] = field(default_factory=dict)
     memo: dict[str, Any] = field(default_factory=dict)
     """Backend-private launch metadata, kept as long as this validated signature is (DESIGN.md §4.2)."""
+    outputs_required: bool = True
+    """False in the Pythonic layer's first pass, whose outputs are not allocated yet (a null one is no error)."""
 
     def __getitem__(self, name: str) -> Any:
         return self.args[name]

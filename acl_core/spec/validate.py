@@ -256,7 +256,7 @@ def check_inputs(spec: OpSpec, args: dict[str, Any], runtime: Runtime | None, *,
             raise invalid(f"{p.name} has dtype {value.dtype.short}, which this operator does not accept")
         elif p.kind in (Kind.INT, Kind.FLOAT, Kind.BOOL, Kind.STRING, Kind.DTYPE):
             _check_attr(p, value)
-    call = Call(spec, canon)
+    call = Call(spec, canon, outputs_required=outputs_required)
     infos = spec.infer(call)
     call.plan["outputs"] = infos
     if plan_schema.CHECKING:  # a debug check (tests): every key the rule wrote is declared, with its type

@@ -26,6 +26,7 @@ FAMILIES: tuple[str, ...] = (
     "versions",
     "activation",
     "pointwise_math",
+    "grad",
 )
 
 _lock = threading.Lock()

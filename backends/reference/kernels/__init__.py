@@ -23,6 +23,7 @@ FAMILIES: tuple[str, ...] = (
     "mc2",
     "activation",
     "pointwise_math",
+    "grad",
 )
 
 _KERNELS: dict[str, RefKernel] = {}

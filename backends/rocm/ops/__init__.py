@@ -23,6 +23,7 @@ FAMILIES: tuple[str, ...] = (
     "movement",
     "reduction",
     "norm",
+    "grad",
     "sort",
     "moe",
     "index_put",
