@@ -25,6 +25,7 @@ FAMILIES: tuple[str, ...] = (
     "mc2",
     "versions",
     "activation",
+    "norm_quant",
 )
 
 _lock = threading.Lock()

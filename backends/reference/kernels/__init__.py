@@ -22,6 +22,7 @@ FAMILIES: tuple[str, ...] = (
     "layout",
     "mc2",
     "activation",
+    "norm_quant",
 )
 
 _KERNELS: dict[str, RefKernel] = {}
