@@ -59,6 +59,7 @@ OPS = (
     *("QuantMatmulV5", "QuantMatmulV3", "Replay", "GemmaRmsNorm"),
     *("Mish", "SiluBackward"),
     *POINTWISE,
+    "AddRmsNormQuant",
 )
 """The names ``--only`` picks from: the operators the suite times (Copy is the D2D memcpy; Replay is a
 captured chain of small Adds replayed beside the same chain launched eagerly, :mod:`acl_tools.bench.replay`)."""
@@ -436,6 +437,41 @@ class Suite:
                 nbytes = 2 * rows * hidden * dtype.info.storage_bits // 8
                 self.case(Case(op, f"[{rows},{hidden}]", dtype.short, "GB/s", nbytes), acl, torch_fn, op)
 
+    def norm_quant(self) -> None:
+        """AddRmsNormQuant (residual add, RmsNorm, int8 per-channel quant) vs torch's add + rms_norm + quantise."""
+        if not self.wanted("AddRmsNormQuant"):
+            return
+        F = self.torch.nn.functional
+        rows, hidden = self.sizes.norm
+        eps = 1e-6
+        for dtype in (D.ACL_FLOAT16, D.ACL_BF16):
+
+            def acl(dtype: D = dtype) -> tuple[Callable[[], None], Any]:
+                x1, x2, w = (
+                    self.array((rows, hidden), dtype),
+                    self.array((rows, hidden), dtype),
+                    self.array((hidden,), dtype),
+                )
+                args: dict[str, Any] = {"x1": x1, "x2": x2, "gamma": w, "scales1": self.array((hidden,), D.ACL_FLOAT)}
+                args |= {"axis": -1, "epsilon": eps, "divMode": False}
+                return self.prepared("AddRmsNormQuant", args)
+
+            def torch_fn(dtype: D = dtype) -> Callable[[], object]:
+                x1, x2 = self.tensor((rows, hidden), dtype), self.tensor((rows, hidden), dtype)
+                w, s = self.tensor((hidden,), dtype), self.tensor((hidden,), D.ACL_FLOAT)
+
+                def run() -> object:
+                    x = x1 + x2
+                    y = F.rms_norm(x, (hidden,), w, eps).float() * s
+                    return x, self.torch.round(y).clamp_(-128, 127).to(self.torch.int8)
+
+                return run
+
+            # read x1, x2; write xOut, y1Out and y2Out (int8)
+            nbytes = rows * hidden * (3 * dtype.info.storage_bits // 8 + 2)
+            case = Case("AddRmsNormQuant", f"[{rows},{hidden}]", dtype.short, "GB/s", nbytes)
+            self.case(case, acl, torch_fn, "AddRmsNormQuant")
+
     def matmul(self) -> None:
         """Square Matmul in bf16, fp16 and fp32 (fp32 without TF32 unless CANN_FAST_TF32=1)."""
         if not self.wanted("Matmul"):
@@ -501,6 +537,7 @@ class Suite:
             self.elementwise()
             self.activations()
             self.norms()
+            self.norm_quant()
             self.matmul()
             self.attention()
             if self.device.type == "cuda":  # fp8 / int8 / MX GEMMs: a GPU's matrix hardware (issue 6)

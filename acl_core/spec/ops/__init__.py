@@ -27,6 +27,7 @@ FAMILIES: tuple[str, ...] = (
     "activation",
     "pointwise_math",
     "grad",
+    "norm_quant",
 )
 
 _lock = threading.Lock()

@@ -24,6 +24,7 @@ FAMILIES: tuple[str, ...] = (
     "activation",
     "pointwise_math",
     "grad",
+    "norm_quant",
 )
 
 _KERNELS: dict[str, RefKernel] = {}

@@ -30,6 +30,7 @@ FAMILIES: tuple[str, ...] = (
     "quant_matmul",
     "quant",
     "layout",
+    "norm_quant",
 )
 
 
