@@ -25,6 +25,7 @@ FAMILIES: tuple[str, ...] = (
     "mc2",
     "versions",
     "activation",
+    "index_ops",
 )
 
 _lock = threading.Lock()
