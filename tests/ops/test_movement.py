@@ -93,8 +93,11 @@ NONE = np.zeros((0,), np.int64)  # CANN's marker for "this dimension is not inde
 
 
 def torch_key(indices: list[np.ndarray]) -> tuple[Any, ...]:
-    """The torch key for CANN-style indices: an empty entry is a whole-dimension slice."""
-    return tuple(slice(None) if i.size == 0 else torch.from_numpy(i).long() for i in indices)
+    """The torch key for CANN-style indices: an empty entry is a whole-dimension slice, a bool one a mask."""
+    return tuple(
+        slice(None) if i.size == 0 else torch.from_numpy(i) if i.dtype == np.bool_ else torch.from_numpy(i).long()
+        for i in indices
+    )
 
 
 INDEX_CASES = {
@@ -158,6 +161,47 @@ def test_index_put_with_whole_dims_and_slices(rng: np.random.Generator) -> None:
     want = torch.from_numpy(x.copy())
     want[torch_key(indices)] = 7
     same(got["selfRef"], want)
+
+
+MASK_CASES = {
+    "mask of rows": lambda r: [r.random(5) < 0.5],
+    "mask over two dims": lambda r: [r.random((5, 4)) < 0.5],
+    "whole dim, then a mask": lambda r: [NONE, r.random((4, 3)) < 0.5],
+    "int index, then a mask": lambda r: [r.integers(-5, 5, size=(1,)), r.random(4) < 0.5],
+    "mask, then an int index": lambda r: [r.random(5) < 0.5, NONE, r.integers(0, 3, size=(1,)).astype(np.int32)],
+    "all-false mask": lambda r: [np.zeros((5, 4), np.bool_)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(MASK_CASES))
+@pytest.mark.parametrize("accumulate", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, BF16, np.int64, np.bool_], ids=lambda d: np.dtype(d).name)
+def test_index_put_bool_masks_match_torch(case: str, accumulate: bool, dtype: type, rng: np.random.Generator) -> None:
+    x = data(rng, (5, 4, 3), dtype)
+    indices = [np.asarray(i) for i in MASK_CASES[case](rng)]
+    key = torch_key(indices)
+    block = to_torch(x)[key].shape  # torch's own reading of the mask: its true elements, in C order
+    for shape in (tuple(block), tuple(block[-1:])):  # a value per element, and one row broadcast
+        values = data(rng, shape, dtype)
+        got = ref("IndexPutImpl", selfRef=x, indices=indices, values=values, accumulate=accumulate, unsafe=False)
+        want = to_torch(x.copy())
+        if accumulate:
+            want[key] += to_torch(values)  # no duplicates: a mask names each element at most once
+        else:
+            want[key] = to_torch(values)
+        same(got["selfRef"], want)
+
+
+def test_index_put_mask_errors(rng: np.random.Generator) -> None:
+    x = data(rng, (3, 4), np.float32)
+    mask = np.array([True, False, True])  # two rows
+    for values in (data(rng, (3, 4), np.float32), data(rng, (1, 3), np.float32)):
+        fails(161002, "IndexPutImpl", selfRef=x, indices=[mask], values=values, accumulate=False, unsafe=True)
+    ones = np.ones((2, 4), np.float32)
+    ok = ref("IndexPutImpl", selfRef=x, indices=[mask], values=ones, accumulate=False, unsafe=True)
+    same(ok["selfRef"], np.where(mask[:, None], np.float32(1), x))
+    for bad in ([mask[:2]], [np.array(True)], [mask, np.ones((4, 1), np.bool_)], [np.ones((3, 4, 1), np.bool_)]):
+        fails(161002, "IndexPutImpl", selfRef=x, indices=bad, values=x[:1, :1], accumulate=False, unsafe=True)
 
 
 # ----------------------------------------------------------------------------- scatters

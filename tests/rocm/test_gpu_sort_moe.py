@@ -138,6 +138,17 @@ def test_index_put_two_indices(rocm: Backend, reference: Backend) -> None:
             _check(rocm, reference, "IndexPutImpl", {**args, "unsafe": True}, f"acc={accumulate}", eager.LAYOUTS)
 
 
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_bool_mask(rocm: Backend, reference: Backend, accumulate: bool) -> None:
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((3, 300, 40)).astype(np.float16)
+    mask = rng.random((300, 40)) < 0.3  # 12,000 mask elements: a multi-tile rank sort
+    none = np.zeros(0, np.int64)
+    for values in (rng.standard_normal((3, int(mask.sum()))), np.array([2.5])):
+        args = {"selfRef": x, "indices": [none, mask], "values": values.astype(np.float16), "accumulate": accumulate}
+        _check(rocm, reference, "IndexPutImpl", {**args, "unsafe": True}, f"mask acc={accumulate}", eager.LAYOUTS)
+
+
 def test_moe_pipeline_at_scale(rocm: Backend, reference: Backend) -> None:
     rng = np.random.default_rng(4)
     for rows, experts, k in ((300, 8, 2), (64, 128, 8), (16, 4096, 4), (5, 5000, 1)):

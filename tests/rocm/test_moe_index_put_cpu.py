@@ -141,3 +141,39 @@ def test_claimed_and_sources(tmp_path: Path) -> None:
     assert (
         "r = r + " in Finalize(D.ACL_FLOAT, True).source() and "r = r + " not in Finalize(D.ACL_FLOAT, False).source()
     )
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_bool_mask_ranks_through_the_merge_path(small_tile: RocmBackend, reference: Backend, accumulate: bool) -> None:
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((7, 6, 3)).astype(np.float32)
+    mask = rng.random((7, 6)) < 0.5  # 42 mask elements: 6 sort tiles of 8
+    count = int(mask.sum())
+    for values, note in ((rng.standard_normal((count, 3)), "a value per element"), (np.ones(3), "one row")):
+        args = {"selfRef": x, "indices": [mask], "values": values.astype(np.float32), "accumulate": accumulate}
+        for layout in ("contiguous", "transposed"):
+            _compare(small_tile, reference, "IndexPutImpl", {**args, "unsafe": True}, layout, note)
+
+
+def test_bool_mask_count_mismatch_is_refused_at_synchronisation(emulated: RocmBackend, reference: Backend) -> None:
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    mask = np.array([True, False, True])
+    for values in (np.ones((n, 4), np.float32) for n in (0, 3, 4)):  # the mask holds 2
+        args = {"selfRef": x, "indices": [mask], "values": values, "accumulate": False, "unsafe": True}
+        for backend in (reference, emulated):
+            with pytest.raises(AclnnError) as err:
+                eager.run("IndexPutImpl", backend, **args)
+            assert err.value.code == 161002, backend.name
+    none = np.zeros(0, np.int64)
+    args = {"selfRef": x, "indices": [none, np.zeros(4, np.bool_)], "values": np.ones((3, 2), np.float32)}
+    with pytest.raises(AclnnError) as err:  # an all-false mask has count 0, not 2
+        eager.run("IndexPutImpl", emulated, **args, accumulate=True, unsafe=True)
+    assert err.value.code == 161002
+
+
+def test_bool_mask_beside_an_int_index_is_refused_by_name(emulated: RocmBackend) -> None:
+    x = np.zeros((3, 4), np.float32)
+    args = {"selfRef": x, "indices": [np.array([0]), np.array([True, False, True, True])], "values": np.float32(1)}
+    with pytest.raises(AclnnError) as err:
+        eager.run("IndexPutImpl", emulated, **args, accumulate=False, unsafe=True)
+    assert err.value.code == 161002 and "bool mask" in err.value.message

@@ -28,6 +28,7 @@ FAMILIES: tuple[str, ...] = (
     "pointwise_math",
     "grad",
     "norm_quant",
+    "index_ops",
 )
 
 _lock = threading.Lock()

@@ -4,6 +4,12 @@ permutation, broadcasting, padding, triangles, arange and flip.
 Index tensors live in device memory, so whether their *values* are in range can only be known when the
 kernel runs: phase 1 checks everything about shapes, dtypes and attributes, and every backend must
 refuse an out-of-range index value at launch with 161002 without touching memory outside the outputs.
+
+IndexPutImpl also takes bool masks in ``indices`` (CANN lists BOOL beside INT32 / INT64): as in torch's
+``index_put_``, a mask of rank r covers the next r dims of selfRef, must match their sizes, and stands for
+the coordinates of its true elements in C order. How many there are is known only to the kernel, so
+phase 1 checks ``values`` against every size but that count, and the kernel refuses (161002) a values
+size along the count's dim that is neither 1 nor the count.
 """
 
 from __future__ import annotations
@@ -311,6 +317,64 @@ def _index() -> OpSpec:
     return OpSpec("Index", FAMILY, params, infer, samples=gen, error_samples=errors)
 
 
+# ----------------------------------------------------------------------------- bool masks
+COUNT = -1
+"""A size only the kernel knows: the number of true elements of a bool mask index."""
+
+
+def _broadcast_counted(*shapes: Sequence[int]) -> Shape:
+    """NumPy broadcasting where :data:`COUNT` matches any size (the kernel checks the real count)."""
+    rank = max((len(s) for s in shapes), default=0)
+    result: list[int] = []
+    for d in range(rank):
+        sizes = {s[len(s) - rank + d] for s in shapes if len(s) - rank + d >= 0} - {1}
+        fixed = sizes - {COUNT}
+        if len(fixed) > 1:
+            raise invalid(f"indices of shapes {[list(s) for s in shapes]} do not broadcast together")
+        result.append(fixed.pop() if fixed else (COUNT if COUNT in sizes else 1))
+    return tuple(result)
+
+
+def masked_index_entries(call: Call, self_t: AclTensor, name: str = "indices") -> list[Shape | None]:
+    """The entries of ``indices`` with each bool mask expanded, as torch does, into one entry per dim it covers.
+
+    A bool mask of rank r covers the next r dimensions of self and must match their sizes; it stands for
+    the r coordinate tensors of its true elements, each of shape ``(COUNT,)``.
+    """
+    tl = list_arg(call, name)
+    entries: list[Shape | None] = []
+    for i, t in enumerate(tl.tensors):
+        d = len(entries)
+        if t.numel == 0:
+            entries.append(None)
+        elif t.dtype is D.ACL_BOOL:
+            if t.rank == 0:
+                raise invalid(f"{name}[{i}] is a 0-d bool mask; a mask needs at least one dimension")
+            covered = tuple(self_t.shape[d : d + t.rank])
+            if tuple(t.shape) != covered:
+                raise invalid(f"{name}[{i}] is a mask of shape {list(t.shape)}; self's dims {d}.. are {list(covered)}")
+            entries += [(COUNT,)] * t.rank
+        else:
+            _check_index_dtype(t, f"{name}[{i}]")
+            if t.rank > MAX_RANK:
+                raise invalid(f"{name}[{i}] has rank {t.rank}; at most {MAX_RANK} is supported")
+            entries.append(tuple(t.shape))
+        if len(entries) > self_t.rank:
+            raise invalid(f"{name} indexes {len(entries)} dimensions but self has only {self_t.rank}")
+    return entries
+
+
+def masked_index_shape(self_shape: Sequence[int], entries: Sequence[Shape | None]) -> Shape:
+    """:func:`advanced_index_shape` where entries may hold :data:`COUNT` sizes."""
+    positions = [i for i, e in enumerate(entries) if e is not None]
+    if not positions:
+        return tuple(self_shape)
+    block = _broadcast_counted(*(e for e in entries if e is not None))
+    if positions == list(range(positions[0], positions[-1] + 1)):
+        return (*self_shape[: positions[0]], *block, *self_shape[positions[-1] + 1 :])
+    return (*block, *(d for i, d in enumerate(self_shape) if i not in positions))
+
+
 # ----------------------------------------------------------------------------- scatters
 def _index_put_impl() -> OpSpec:
     params = (
@@ -327,9 +391,12 @@ def _index_put_impl() -> OpSpec:
             raise invalid("selfRef must have at least one dimension")
         if v.dtype != t.dtype:
             raise invalid(f"values has dtype {v.dtype.short}; it must match selfRef's {t.dtype.short}")
-        shape, _ = advanced_index_shape(t.shape, _index_entries(call, t))
-        if broadcast_shapes(v.shape, shape, names=("values", "selfRef[indices]")) != shape:
-            raise invalid(f"values {list(v.shape)} does not broadcast to the indexed shape {list(shape)}")
+        shape = masked_index_shape(t.shape, masked_index_entries(call, t))
+        if len(v.shape) > len(shape) or any(
+            n not in (1, m) and m != COUNT for n, m in zip(v.shape[::-1], shape[::-1])
+        ):  # a size against a mask's COUNT is checked by the kernel
+            shown = ["count" if m == COUNT else m for m in shape]
+            raise invalid(f"values {list(v.shape)} does not broadcast to the indexed shape {shown}")
         return {"selfRef": same(t.shape, t.dtype)}
 
     def gen(rng: np.random.Generator) -> Iterable[Sample]:
@@ -360,6 +427,7 @@ def _index_put_impl() -> OpSpec:
             {"selfRef": x, "indices": [np.zeros((0,), np.int64)], "values": S.array(rng, (3, 4, 2), D.ACL_FLOAT16)},
             "whole tensor",
         )
+        yield from _mask_put_samples(rng)
 
     def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
         x = S.array(rng, (3, 4), D.ACL_FLOAT)
@@ -375,6 +443,14 @@ def _index_put_impl() -> OpSpec:
             INVALID,
             "values that do not broadcast",
         )
+        mask = np.array([True, False, True])
+        yield ErrorSample(
+            {"selfRef": x, "indices": [mask], "values": S.array(rng, (3, 4), D.ACL_FLOAT)},
+            INVALID,
+            "values longer than the mask's true count (known only to the kernel)",
+        )
+        yield ErrorSample({"selfRef": x, "indices": [mask[:2]], "values": v}, INVALID, "mask shorter than its dim")
+        yield ErrorSample({"selfRef": x, "indices": [np.array(True)], "values": v}, INVALID, "0-d mask")
 
     def with_flags(gen_fn: SampleGen) -> SampleGen:
         def wrapped(rng: np.random.Generator) -> Iterable[Sample]:
@@ -388,6 +464,33 @@ def _index_put_impl() -> OpSpec:
             yield replace(e, args={"accumulate": False, "unsafe": True, **e.args})
 
     return OpSpec("IndexPutImpl", FAMILY, params, infer, samples=with_flags(gen), error_samples=errors_with_flags)
+
+
+def _mask_put_samples(rng: np.random.Generator) -> Iterable[Sample]:
+    """IndexPutImpl with bool mask indices: every dtype family, masks over one and two dims, after a whole dim."""
+    none = np.zeros((0,), np.int64)
+    for dt in (D.ACL_FLOAT, D.ACL_BF16, D.ACL_INT32, D.ACL_BOOL):
+        x = S.array(rng, (5, 4), dt)
+        mask = rng.random(5) < 0.5
+        mask[1] = True  # at least one row is chosen
+        count = int(mask.sum())
+        yield Sample(
+            {"selfRef": x, "indices": [mask], "values": S.array(rng, (count, 4), dt)}, f"{dt.short} mask of rows"
+        )
+        yield Sample(
+            {"selfRef": x, "indices": [rng.random((5, 4)) < 0.4], "values": S.array(rng, (1,), dt), "accumulate": True},
+            f"{dt.short} 2-d mask, broadcast value, accumulate",
+        )
+    x = S.array(rng, (2, 3, 4), D.ACL_FLOAT16, special=True)
+    mask = np.array([[True, False, True, True]] * 2 + [[False] * 4])
+    yield Sample(
+        {"selfRef": x, "indices": [none, mask], "values": S.array(rng, (2, 6), D.ACL_FLOAT16), "accumulate": True},
+        "mask after a whole dim, accumulate",
+    )
+    yield Sample(
+        {"selfRef": x, "indices": [np.zeros((2, 3), np.bool_)], "values": S.array(rng, (4,), D.ACL_FLOAT16)},
+        "all-false mask",
+    )
 
 
 def _scatter_update() -> OpSpec:

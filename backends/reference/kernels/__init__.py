@@ -25,6 +25,7 @@ FAMILIES: tuple[str, ...] = (
     "pointwise_math",
     "grad",
     "norm_quant",
+    "index_ops",
 )
 
 _KERNELS: dict[str, RefKernel] = {}

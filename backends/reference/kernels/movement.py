@@ -85,13 +85,18 @@ def gather(k: RefCall) -> None:
 
 
 def advanced_key(k: RefCall, list_name: str, shape: tuple[int, ...]) -> tuple[slice | Array, ...]:
-    """The NumPy key for ``self[indices]``: an empty entry takes its whole dim, the others are checked."""
+    """The NumPy key for ``self[indices]``: an empty entry takes its whole dim, the others are checked.
+
+    A bool mask stands for the coordinates of its true elements (``np.nonzero``), one per dim it covers.
+    """
     key: list[slice | Array] = []
-    for d, raw in enumerate(k.read_list(list_name)):
+    for i, raw in enumerate(k.read_list(list_name)):
         if raw.size == 0:
             key.append(slice(None))
+        elif raw.dtype == np.bool_:
+            key += np.nonzero(raw)
         else:
-            key.append(checked_index(raw, shape[d], f"{list_name}[{d}]", negative=True))
+            key.append(checked_index(raw, shape[len(key)], f"{list_name}[{i}]", negative=True))
     return tuple(key)
 
 
@@ -110,8 +115,11 @@ def index_put(k: RefCall) -> None:
     # a private C-ordered copy (positions below count in C order); nothing is written until the end
     x = np.array(k.read("selfRef", wide(dtype)), order="C")
     key = advanced_key(k, "indices", x.shape)
-    positions = np.arange(x.size).reshape(x.shape)[key]
-    values = np.broadcast_to(k.read("values", wide(dtype)), positions.shape)
+    try:  # with bool masks, whether the shapes agree depends on how many elements are true
+        positions = np.arange(x.size).reshape(x.shape)[key]
+        values = np.broadcast_to(k.read("values", wide(dtype)), positions.shape)
+    except (IndexError, ValueError) as exc:
+        raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"values and indices disagree: {exc}") from None
     if k.value("accumulate"):
         np.add.at(x.reshape(-1), positions.reshape(-1), values.reshape(-1))
     else:

@@ -122,3 +122,116 @@ class Apply:
         return source(
             f"index put: {mode} {self.dtype.short}", meta(self.ndim, 1), self.kernel_name, params, body, HELPERS
         )
+
+
+# ----------------------------------------------------------------------------- bool masks
+@dataclass(frozen=True)
+class MaskKeys:
+    """keys[i] = i for a true mask element i (C order), n + i for a false one (sign bit flipped); pos[i] = i.
+
+    Sorted, the true elements come first in C order: a true element's sorted place is its rank.
+    """
+
+    ndim: int
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("mask_keys", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = ["const Meta m", "const unsigned char* mask", "unsigned long long* keys", "int* pos"]
+        body = [
+            "const long long step = (long long)gridDim.x * blockDim.x;",
+            "for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < m.n; q += step) {",
+            *("  " + line for line in row_offsets(self.ndim, 1, "q")),
+            "  const long long k = mask[o0] ? q : m.n + q;",
+            f"  keys[q] = (unsigned long long)k ^ {SIGN};",
+            "  pos[q] = (int)q;",
+            "}",
+        ]
+        return source("index put: mask compaction keys", meta(self.ndim, 1), self.kernel_name, params, body)
+
+
+@dataclass(frozen=True)
+class MaskRank:
+    """rank[i] = place of true element i among the true ones; ``*flag = 1`` when their count is not ``expect``."""
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("mask_rank", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = ["const long long n", "const unsigned long long* keys", "int* rank", "const long long expect"]
+        params.append("int* flag")
+        body = [
+            "const long long step = (long long)gridDim.x * blockDim.x;",
+            "for (long long s = (long long)blockIdx.x * blockDim.x + threadIdx.x; s < n; s += step) {",
+            f"  const long long k = (long long)(keys[s] ^ {SIGN});",
+            "  const bool last = s + 1 == n;",
+            f"  const bool next_false = last || (long long)(keys[s + 1 < n ? s + 1 : s] ^ {SIGN}) >= n;",
+            "  if (k < n) {",
+            "    rank[k] = (int)s;",
+            "    if (next_false && s + 1 != expect) *flag = 1;  // the last true element gives the count",
+            "  } else if (s == 0 && expect != 0) {",
+            "    *flag = 1;  // no true element at all",
+            "  }",
+            "}",
+        ]
+        return source("index put: mask ranks and count check", "", self.kernel_name, params, body)
+
+
+@dataclass(frozen=True)
+class MaskPut:
+    """selfRef[p] = (or +=) values[...] for every position p of selfRef whose mask element is true.
+
+    Meta rows over selfRef's shape: 0 selfRef, 1 the mask (0 off its dims), 2 values (0 on the mask's
+    dims), 3 the mask's C-order positions (for ``rank``). With ``ranked`` the value also moves by
+    ``rank[position] * count_stride`` and the count check's ``flag`` is read first (without, no check ran
+    and ``flag`` is null). A mask names each position at most once: no duplicates.
+    """
+
+    dtype: D
+    ndim: int
+    accumulate: bool
+    ranked: bool
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("mask_put", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        st = ctype(self.dtype).storage
+        params = ["const Meta m", "const unsigned char* mask", "const int* rank", "const long long count_stride"]
+        params += [f"const {st}* values", f"{st}* self", "const int* flag"]
+        body = [
+            *(["if (*flag) return;  // the count check failed: write nothing"] if self.ranked else []),
+            "const long long step = (long long)gridDim.x * blockDim.x;",
+            "for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < m.n; q += step) {",
+            *("  " + line for line in row_offsets(self.ndim, 4, "q")),
+            "  if (!mask[o1]) continue;",
+        ]
+        if self.ranked:
+            body.append("  o2 += (long long)rank[o3] * count_stride;")
+        if self.accumulate:
+            wt = wide(self.dtype)
+            add = "||" if wt == "bool" else "+"
+            total = f"{load_wide('self[o0]', self.dtype)} {add} {load_wide('values[o2]', self.dtype)}"
+            body.append(f"  self[o0] = {store_narrow(f'({wt})({total})', self.dtype)};")
+        else:
+            body.append("  self[o0] = values[o2];")
+        body.append("}")
+        mode = "accumulate" if self.accumulate else "assign"
+        return source(
+            f"index put through a bool mask: {mode} {self.dtype.short}",
+            meta(self.ndim, 4),
+            self.kernel_name,
+            params,
+            body,
+            HELPERS,
+        )

@@ -6,6 +6,12 @@ sorted with the row sorter, and each run of equal targets is applied by one thre
 in C order wins for plain assignment (the reference's rule for duplicate indices), and accumulate
 adds the whole run in C order in the wide type, rounding once, exactly as the reference's
 ``np.add.at``. A heavily repeated target is summed serially by one thread (correct, not fast).
+
+A bool mask (the other entries empty) needs no sort of targets, since it names each position once:
+one thread per selfRef position puts the value when its mask element is true. Values with one entry
+per true element first rank the mask on the device (the row sorter compacts true elements to the
+front, C order kept) and check the count against values' size there (161002 at synchronisation).
+A mask beside an int index, or two masks, are refused (161002 naming them).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from acl_core.spec.ops.movement import advanced_index_shape
 from acl_core.spec.rules import broadcast_shapes
 from acl_core.tensor import AclTensor
 from acl_rocm.kernels.ctypes_map import SUPPORTED
-from acl_rocm.kernels.index_put import Apply, Positions
+from acl_rocm.kernels.index_put import Apply, MaskKeys, MaskPut, MaskRank, Positions
 from acl_rocm.kernels.movement import Check
 from acl_rocm.launch import KernelArgs
 from acl_rocm.ops.program import FLAG, Program, program_kernel
@@ -57,6 +63,8 @@ class IndexPutRunner:
         if t.dtype not in SUPPORTED:
             raise refuse(op, f"a {t.dtype.short} selfRef")
         accumulate = bool(launch.args["accumulate"])
+        if any(e.dtype == D.ACL_BOOL and e.numel for e in lst):
+            return self._mask_plan(t, lst, v, accumulate)
         prog = Program()
         entries = [(d, e) for d, e in enumerate(lst) if e.numel != 0]
         shape, _ = advanced_index_shape(t.view_dims, [tuple(e.view_dims) if e.numel else None for e in lst])
@@ -102,6 +110,60 @@ class IndexPutRunner:
         args += [KernelArgs.pointer(address(t)), FLAG]
         s.step(prog, apply, s.flat_config(total), args)
         return prog
+
+    def _mask_plan(self, t: AclTensor, lst: tuple[AclTensor, ...], v: AclTensor, accumulate: bool) -> Program:
+        """One bool mask (the other entries whole dims): rank the true elements, then put through the mask."""
+        op = "IndexPutImpl"
+        masks = [(i, e) for i, e in enumerate(lst) if e.numel]
+        if len(masks) != 1:
+            raise refuse(op, "a bool mask beside other non-empty indices")
+        first, mask = masks[0]
+        r = mask.rank
+        covered = range(first, first + r)
+        prog = Program()
+        args: list[Any]
+        # the indexed shape: selfRef's with the mask's dims replaced by one dim of `count` elements
+        vdims, vstrides = list(v.view_dims), list(v.strides)
+        out_rank = t.rank - r + 1
+        lead = out_rank - len(vdims)
+        vdims, vstrides = [1] * lead + vdims, [0] * lead + vstrides
+        expect = vdims[first]
+        count_stride = vstrides[first] if expect != 1 else 0
+        ranked = expect != 1
+        rank = prog.temp(max(mask.numel, 1) * 4)
+        s = self.sorter
+        if ranked:
+            s.check_length(op, mask.numel)
+            prog.report = f"{op}: values has {expect} entries along the mask's dim, not its count of true elements"
+            keys, pos = prog.temp(mask.numel * 8), prog.temp(mask.numel * 4)
+            mdims = tuple(mask.view_dims)
+            args = [s.meta(mask.numel, mdims, [mask.strides]), _ptr(mask), keys, pos]
+            s.step(prog, MaskKeys(r), s.flat_config(mask.numel), args)
+            keys, _ = s.sort_temp(prog, D.ACL_INT64, keys, pos, 1, mask.numel)
+            args = [*_ll(mask.numel), keys, rank, *_ll(expect), FLAG]
+            s.step(prog, MaskRank(), s.flat_config(mask.numel), args)
+        if t.numel == 0:
+            return prog
+        contiguous = [math.prod(mask.view_dims[j + 1 :]) for j in range(r)]
+        rows: list[list[int]] = [list(t.strides), [], [], []]
+        for d in range(t.rank):
+            inside = d in covered
+            rows[1].append(mask.strides[d - first] if inside else 0)
+            rows[3].append(contiguous[d - first] if inside else 0)
+            if inside:
+                rows[2].append(0)
+            else:  # the values' dim for selfRef dim d: the count dim sits at `first`
+                j = d if d < first else d - r + 1
+                rows[2].append(vstrides[j] if vdims[j] != 1 else 0)
+        kernel = MaskPut(t.dtype, t.rank, accumulate, ranked)
+        args = [s.meta(t.numel, tuple(t.view_dims), rows), _ptr(mask), rank, *_ll(count_stride)]
+        args += [_ptr(v), _ptr(t), FLAG]
+        s.step(prog, kernel, s.flat_config(t.numel), args)
+        return prog
+
+
+def _ptr(t: AclTensor) -> Any:
+    return KernelArgs.pointer(address(t))
 
 
 RUNNER = IndexPutRunner
