@@ -22,6 +22,7 @@ FAMILIES: tuple[str, ...] = (
     "layout",
     "mc2",
     "activation",
+    "loss",
 )
 
 _KERNELS: dict[str, RefKernel] = {}
