@@ -29,6 +29,7 @@ FAMILIES: tuple[str, ...] = (
     "grad",
     "norm_quant",
     "index_ops",
+    "loss",
 )
 
 _lock = threading.Lock()

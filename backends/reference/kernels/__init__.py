@@ -26,6 +26,7 @@ FAMILIES: tuple[str, ...] = (
     "grad",
     "norm_quant",
     "index_ops",
+    "loss",
 )
 
 _KERNELS: dict[str, RefKernel] = {}
