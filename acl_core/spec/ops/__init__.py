@@ -26,6 +26,7 @@ FAMILIES: tuple[str, ...] = (
     "versions",
     "activation",
     "foreach",
+    "optim",
 )
 
 _lock = threading.Lock()

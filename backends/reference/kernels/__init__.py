@@ -23,6 +23,7 @@ FAMILIES: tuple[str, ...] = (
     "mc2",
     "activation",
     "foreach",
+    "optim",
 )
 
 _KERNELS: dict[str, RefKernel] = {}
