@@ -30,6 +30,8 @@ FAMILIES: tuple[str, ...] = (
     "norm_quant",
     "index_ops",
     "loss",
+    "foreach",
+    "optim",
 )
 
 _lock = threading.Lock()

@@ -27,6 +27,8 @@ FAMILIES: tuple[str, ...] = (
     "norm_quant",
     "index_ops",
     "loss",
+    "foreach",
+    "optim",
 )
 
 _KERNELS: dict[str, RefKernel] = {}
