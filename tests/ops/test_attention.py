@@ -617,8 +617,12 @@ def test_conformance_samples_run_and_error_samples_fail_as_declared(spec) -> Non
     for sample in spec.samples(rng):
         outputs = ref(spec.name, **sample.args)
         assert outputs, f"{spec.name} {sample.note}: no outputs"
+        finite_inputs = all(
+            np.isfinite(np.asarray(v, np.float64)).all() for v in sample.args.values() if isinstance(v, np.ndarray)
+        )
         for name, value in outputs.items():
-            assert not np.isnan(np.asarray(value, np.float64)).any(), f"{spec.name} {sample.note}: NaN in {name}"
+            if finite_inputs:
+                assert not np.isnan(np.asarray(value, np.float64)).any(), f"{spec.name} {sample.note}: NaN in {name}"
         notes.append(sample.note)
     assert len(notes) == len(set(notes)), f"{spec.name}: duplicate sample notes"
     for err in spec.error_samples(rng):
