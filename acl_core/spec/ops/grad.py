@@ -147,20 +147,53 @@ def softmax_grad_scale(log: bool) -> Callable[[Args, Args], dict[str, Any]]:
 
 
 def _row_norm_scale(
-    dy: np.ndarray, x: np.ndarray, mean: np.ndarray | None, rstd: np.ndarray, w: np.ndarray, axes: tuple[int, ...]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The magnitudes of a norm backward's terms: (dx, Σ-terms of dgamma, Σ-terms of dbeta), elementwise.
+    dy: np.ndarray,
+    x: np.ndarray,
+    mean: np.ndarray | None,
+    rstd: np.ndarray,
+    w: np.ndarray,
+    axes: tuple[int, ...],
+    limit: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A norm backward's term magnitudes: (dx, dgamma and dbeta Σ-terms, where a dgamma term overflows).
 
     ``dx``: ``rstd·(|g| + E|g| + |x̂|·E|g·x̂|)`` (E over the row); the others are ``|dy·x̂|`` and
-    ``|dy|``, summed over rows by the caller.
+    ``|dy|``, summed over rows by the caller. The overflow rule: a row where a term (``g``,
+    ``x - mean``, ``g·x̂``) or a row sum passes ``limit`` (the accumulation type's largest finite
+    value) gets ``inf`` — an accumulator of that type overflows there, so no single answer is right and
+    the element is uncompared (counted as overflowing); the dgamma terms that overflow are marked for
+    :func:`_summed`.
     """
     with np.errstate(all="ignore"):
-        xhat = np.abs((x - mean) * rstd if mean is not None else x * rstd)
+        centred = x - mean if mean is not None else x
+        xhat = np.abs(centred * rstd)
         g = np.abs(dy * w)
+        gx = g * xhat
         mean_g = np.mean(_finite(g), axis=axes, keepdims=True) if mean is not None else 0.0
-        mean_gx = np.mean(_finite(g * xhat), axis=axes, keepdims=True)
-        dx = np.abs(rstd) * (g + mean_g + xhat * mean_gx)
-        return dx, np.abs(dy) * xhat, np.abs(dy)
+        mean_gx = np.mean(_finite(gx), axis=axes, keepdims=True)
+        count = math.prod(x.shape[a] for a in axes)
+        past = (g > limit) | (np.abs(centred) > limit) | (gx > limit)
+        row_past = np.any(past & np.isfinite(g) & np.isfinite(centred), axis=axes, keepdims=True)
+        row_past |= (mean_g * count > limit) | (mean_gx * count > limit)
+        dx = np.where(row_past, np.inf, np.abs(rstd) * (g + mean_g + xhat * mean_gx))
+        dgamma = np.abs(dy) * xhat
+        dgamma_past = ((np.abs(centred) > limit) | (dgamma > limit)) & np.isfinite(centred) & np.isfinite(dy)
+        return dx, dgamma, np.abs(dy), dgamma_past
+
+
+def _summed(terms: np.ndarray, axis: tuple[int, ...], limit: float, past: np.ndarray | None = None) -> np.ndarray:
+    """Σ of the finite terms over ``axis``; ``inf`` where a ``past`` term overflowed or the sum passes ``limit``."""
+    with np.errstate(all="ignore"):
+        total = np.sum(_finite(terms), axis=axis)
+        over = total > limit
+        if past is not None:
+            over |= np.any(past, axis=axis)
+        return np.where(over, np.inf, total)
+
+
+def _limit(x: Any) -> float:
+    """The largest finite value of the type a norm backward of ``x`` accumulates in (float32 below float64)."""
+    return float(np.finfo(np.float64 if np.asarray(x).dtype == np.float64 else np.float32).max)
 
 
 def norm_grad_scale(
@@ -186,15 +219,16 @@ def norm_grad_scale(
         w = _w(gamma) if gamma is not None else np.ones(x.shape[lead:])
         rstd = stat("rstd")
         assert rstd is not None
-        dx, dgamma, dbeta = _row_norm_scale(_w(args[names["dy"]]), x, stat("mean") if centred else None, rstd, w, axes)
+        limit = _limit(args[names["x"]])
+        mean = stat("mean") if centred else None
+        dx, dgamma, dbeta, past = _row_norm_scale(_w(args[names["dy"]]), x, mean, rstd, w, axes, limit)
         rows = tuple(range(lead))
         found = {names["dx"]: dx}
         if names.get("dsum") and args.get(names["dsum"]) is not None:
             found[names["dx"]] = dx + np.abs(_w(args[names["dsum"]]))
-        with np.errstate(all="ignore"):
-            found[names["dgamma"]] = np.sum(_finite(dgamma), axis=rows)
-            if "dbeta" in names:
-                found[names["dbeta"]] = np.sum(_finite(dbeta), axis=rows)
+        found[names["dgamma"]] = _summed(dgamma, rows, limit, past)
+        if "dbeta" in names:
+            found[names["dbeta"]] = _summed(dbeta, rows, limit)
         return {n: np.broadcast_to(s, np.shape(outputs[n])) for n, s in found.items() if outputs.get(n) is not None}
 
     return scale
@@ -211,20 +245,24 @@ def group_norm_grad_scale(args: Args, outputs: Args) -> dict[str, Any]:
     shaped = (n, groups, per * spatial)
     w = np.broadcast_to(_w(args["gamma"]).reshape(groups, per, 1), (groups, per, spatial)).reshape(groups, -1)
     stats = (n, groups, 1)
-    dx, dgamma, dbeta = _row_norm_scale(
+    dx, dgamma, dbeta, past = _row_norm_scale(
         _w(args["gradOut"]).reshape(shaped),
         x.reshape(shaped),
         _w(args["mean"]).reshape(stats),
         _w(args["rstd"]).reshape(stats),
         w,
         (2,),
+        limit := _limit(args["input"]),
     )
 
-    def per_channel(a: np.ndarray) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            return np.sum(_finite(a.reshape(n, c, spatial)), axis=(0, 2))
+    def per_channel(a: np.ndarray, over: np.ndarray | None = None) -> np.ndarray:
+        return _summed(a.reshape(n, c, spatial), (0, 2), limit, None if over is None else over.reshape(n, c, spatial))
 
-    found = {"gradInput": dx.reshape(x.shape), "gradGammaOut": per_channel(dgamma), "gradBetaOut": per_channel(dbeta)}
+    found = {
+        "gradInput": dx.reshape(x.shape),
+        "gradGammaOut": per_channel(dgamma, past),
+        "gradBetaOut": per_channel(dbeta),
+    }
     return {k: np.reshape(s, np.shape(outputs[k])) for k, s in found.items() if outputs.get(k) is not None}
 
 
