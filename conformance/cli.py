@@ -1,7 +1,9 @@
-"""``acl-core conformance [NAME] [--quick|--full] [--report DIR] [--ops PATTERN]``.
+"""``acl-core conformance [NAME] [--quick|--full] [--report DIR] [--ops PATTERN] [--shard K/N]``.
 
 ``--ops`` takes fnmatch patterns on operator or family names, matched ignoring case; a pattern that
-matches nothing stops the run with the closest names (did you mean).
+matches nothing stops the run with the closest names (did you mean). ``--shard K/N`` runs the K-th of
+N parts of the selection (whole operators, balanced by case count), so a run too long for one
+machine slot is N shorter ones whose reports together are the whole run.
 
 Runs the suite on backend NAME (default: ``$ACL_BACKEND`` or the best available backend), shows
 progress (a live bar on a terminal, plain lines otherwise), prints a per-family summary and the
@@ -70,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID",
         help="only the case with this id (as a report prints it), or the ids this fnmatch pattern matches",
     )
+    p.add_argument(
+        "--shard",
+        metavar="K/N",
+        type=_shard,
+        help="only shard K of N (whole operators, balanced by case count): split a long run over N calls",
+    )
     p.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
     return p
 
@@ -80,7 +88,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         ops = None if args.ops is None else selected_names(args.ops)
         session = Session(
-            args.name, mode=args.mode, ops=ops, expectations=args.expectations, seed=args.seed, case=args.case
+            args.name,
+            mode=args.mode,
+            ops=ops,
+            expectations=args.expectations,
+            seed=args.seed,
+            case=args.case,
+            shard=args.shard,
         )
     except (AclCoreError, ExpectationError, RuntimeError, ValueError) as exc:
         print(f"acl-core conformance: {exc}", file=sys.stderr)
@@ -100,6 +114,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if report.interrupted:
         return EXIT_INTERRUPTED
     return 0 if report.ok else 1
+
+
+def _shard(text: str) -> tuple[int, int]:
+    """``K/N`` as (K, N), 1 <= K <= N."""
+    try:
+        k, n = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected K/N (e.g. 2/3), not {text!r}") from None
+    if not 1 <= k <= n:
+        raise argparse.ArgumentTypeError(f"shard {text!r}: K must be between 1 and N")
+    return k, n
 
 
 def selected_names(text: str) -> list[str]:

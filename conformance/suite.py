@@ -40,6 +40,7 @@ class Session:
         expectations: Path | str | None = None,
         seed: int = 0,
         case: str | None = None,
+        shard: tuple[int, int] | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
@@ -53,6 +54,9 @@ class Session:
         self.mode = mode
         self.seed = seed
         self.case_pattern = case
+        if shard is not None and not 1 <= shard[0] <= shard[1]:
+            raise ValueError(f"shard must be K/N with 1 <= K <= N, not {shard[0]}/{shard[1]}")
+        self.shard = shard
         self.catalog = Catalog(all_specs(), seed=seed, ops=ops)
         registration = get_registration(self.backend.name)
         if expectations is None and registration is not None and registration.expectations is not None:
@@ -78,11 +82,12 @@ class Session:
         pattern), in either mode: a case named in a report reruns even when it is not a quick one.
         """
         if self.case_pattern is None:
-            return self.catalog.cases(self.mode)
-        pattern = self.case_pattern
-        every = self.catalog.all_cases()
-        exact = [c for c in every if c.case_id == pattern]
-        return exact or [c for c in every if fnmatchcase(c.case_id, pattern)]
+            chosen = self.catalog.cases(self.mode)
+        else:
+            pattern = self.case_pattern
+            every = self.catalog.all_cases()
+            chosen = [c for c in every if c.case_id == pattern] or [c for c in every if fnmatchcase(c.case_id, pattern)]
+        return chosen if self.shard is None else shard_cases(chosen, *self.shard)
 
     def expectation(self, case: Case) -> expect.Expectation | None:
         """The expectation entry that decides ``case``, if any."""
@@ -141,7 +146,7 @@ class Session:
             claimed_ops=frozenset(caps.ops),
             warnings=[*self.warnings(), *_allowances_used(outcomes)],
             expectations_file=self.expectations_file,
-            selection=self.catalog.patterns,
+            selection=(*self.catalog.patterns, *([f"shard {self.shard[0]}/{self.shard[1]}"] if self.shard else [])),
             seconds=seconds,
             seed=self.seed,
             interrupted=interrupted,
@@ -217,6 +222,24 @@ def _allowances_used(outcomes: Sequence[Outcome]) -> list[str]:
 def default_report_dir(backend: str) -> Path:
     """``./reports/conformance-<backend>/``."""
     return Path("reports") / f"conformance-{backend}"
+
+
+def shard_cases(cases: list[Case], k: int, n: int) -> list[Case]:
+    """The cases of shard ``k`` of ``n``: whole operators, spread so each shard gets about as many cases.
+
+    Operators go, largest first, to the shard with the fewest cases so far (ties to the lowest
+    shard), so the split is the same on every machine and the ``n`` shards together are the run.
+    """
+    sizes: dict[str, int] = {}
+    for case in cases:
+        sizes[case.op] = sizes.get(case.op, 0) + 1
+    load = [0] * n
+    home: dict[str, int] = {}
+    for op in sorted(sizes, key=lambda o: (-sizes[o], o)):
+        target = min(range(n), key=lambda i: (load[i], i))
+        home[op] = target
+        load[target] += sizes[op]
+    return [c for c in cases if home[c.op] == k - 1]
 
 
 def run(

@@ -4,6 +4,7 @@
 # Usage (repository root, on the GPU machine): bash scripts/gpu_run.sh [pytest args...]
 # Each step has its own time limit (seconds, overridable) so the whole run ends inside a 10-minute call (conformance
 # is interrupted, not killed, at its limit, so its partial report still lands);
+# CONFORMANCE_SHARD=1/2 then 2/2 splits the full conformance run over two calls;
 # CONFORMANCE_MODE=--quick and QWEN=short make a shorter run when device time is scarce; BENCH=0 and
 # QWEN=none leave out the benchmarks and Qwen3 (a correctness-only run); TESTS=0 leaves out the test tier and
 # conformance (the second call of a run split in two: correctness first, then speed).
@@ -63,8 +64,11 @@ step "GPU test tier (pytest -m gpu tests/rocm) beside conformance rocm ${CONFORM
 timeout "${TESTS_TIMEOUT:-220}" python3 -m pytest -m gpu tests/rocm -q -rfEs -n "${PYTEST_WORKERS:-8}" \
   -p no:cacheprovider --junitxml="$WORK/pytest_gpu.xml" "$@" > "$WORK/pytest_gpu.log" 2>&1 &
 tests=$!
+select=()  # CONFORMANCE_SHARD=K/N runs one of N balanced parts (a full run is longer than one call); CONFORMANCE_OPS narrows
+[ -n "${CONFORMANCE_SHARD:-}" ] && select+=(--shard "$CONFORMANCE_SHARD")
+[ -n "${CONFORMANCE_OPS:-}" ] && select+=(--ops "$CONFORMANCE_OPS")
 timeout -s INT -k 20 "${CONFORMANCE_TIMEOUT:-280}" python3 -m acl_core conformance rocm "${CONFORMANCE_MODE:---full}" --plain \
-  --report "$WORK/conformance" > "$WORK/conformance.log" 2>&1 &
+  "${select[@]}" --report "$WORK/conformance" > "$WORK/conformance.log" 2>&1 &
 conformance=$!
 wait $tests; echo "pytest exit: $?"; grep -E "^(FAILED|ERROR)|passed|failed" "$WORK/pytest_gpu.log" | tail -40
 wait $conformance; echo "conformance exit: $?"; tail -30 "$WORK/conformance.log"

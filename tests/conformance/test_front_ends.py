@@ -120,3 +120,21 @@ def test_pytest_plugin_rejects_an_unknown_backend(tmp_path):
     result = _pytest(["--acl-backend", "no-such-backend", "-q"], tmp_path)
     assert result.returncode == 4
     assert "no-such-backend" in result.stderr
+
+
+def test_shards_split_whole_operators_and_together_are_the_run(tmp_path, capsys):
+    from acl_conformance.suite import Session
+
+    whole = Session("reference", ops="Mul,Add,Softmax,Abs").cases()
+    parts = [Session("reference", ops="Mul,Add,Softmax,Abs", shard=(k, 3)).cases() for k in (1, 2, 3)]
+    assert sorted(c.case_id + c.op for p in parts for c in p) == sorted(c.case_id + c.op for c in whole)
+    owners = [{c.op for c in p} for p in parts]
+    assert all(p for p in owners) and sum(len(o) for o in owners) == len(set().union(*owners)) == 4
+    status = main(["reference", "--ops", "Mul,Add", "--shard", "2/2", "--report", str(tmp_path)])
+    assert status == 0
+    data = json.loads((tmp_path / "report.json").read_text())
+    second = Session("reference", ops="Mul,Add", shard=(2, 2)).cases()
+    assert "shard 2/2" in data["selection"] and data["totals"]["cases"] == len(second) > 0
+    with pytest.raises(SystemExit):
+        main(["reference", "--shard", "3/2", "--no-report"])
+    assert "K must be between 1 and N" in capsys.readouterr().err
