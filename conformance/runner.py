@@ -282,13 +282,21 @@ class Runner:
         claim = self.caps.op_claim(op)
         return sorted(d for d in dtypes if d not in claim)
 
-    def accuracy(self, op: str) -> Accuracy | None:
-        """The accuracy class of ``op`` (its spec's, its base's or its family's; None: the table)."""
-        return accuracy_of(self.spec(op))
+    def accuracy(self, op: str, args: Mapping[str, Any] | None = None) -> Accuracy | None:
+        """The accuracy class of ``op`` (its spec's, its base's or its family's; None: the table).
 
-    def tolerance_for(self, op: str, sample: Sample, length: int = 1) -> Callable[[D], tolerances.Tolerance]:
-        """The tolerance lookup for outputs of one sample of ``op`` (reduction length ``length``) on this backend."""
-        accuracy = self.accuracy(op)
+        With ``args``, a ``by_call`` class is resolved to the one that call is compared under.
+        """
+        return accuracy_of(self.spec(op), args)
+
+    def tolerance_for(
+        self, op: str, sample: Sample, length: int = 1, args: Mapping[str, Any] | None = None
+    ) -> Callable[[D], tolerances.Tolerance]:
+        """The tolerance lookup for outputs of one call of ``op`` (reduction length ``length``) on this backend.
+
+        ``args`` are the call's arguments (default the sample's): they resolve a ``by_call`` class.
+        """
+        accuracy = self.accuracy(op, sample.args if args is None else args)
 
         def lookup(dtype: D) -> tolerances.Tolerance:
             return tolerances.lookup(
@@ -326,7 +334,7 @@ class Runner:
 
     def _bound_inputs(self, op: str, args: dict[str, Any], expected: Outputs) -> tuple[int, Outputs | None]:
         """(reduction length, magnitudes; a composite: its scale S) of one case under a bound class; else (1, None)."""
-        accuracy = self.accuracy(op)
+        accuracy = self.accuracy(op, args)
         if accuracy is None or accuracy.kind not in ("reduction", "composite"):
             return 1, None
         length_of = accuracy.length_of or elements_per_output
@@ -343,7 +351,7 @@ class Runner:
         (a GEMM's ``compute`` is its operands' dtype, not where it accumulates) and where no float
         output is wider than every float input.
         """
-        accuracy = self.accuracy(op)
+        accuracy = self.accuracy(op, args)
         if accuracy is None or accuracy.kind not in ("exact", "ulp") or not _may_widen(args, expected):
             return None
         from acl_conformance.dtype_cover import checked_sample
@@ -440,7 +448,7 @@ class Runner:
             return ("crash", f"the backend crashed: {type(exc).__name__}: {exc}", {"traceback": traceback.format_exc()})
         length, magnitudes = self._bound_inputs(case.op, args, expected)
         compute = self.rounding_dtype(case.op, args, expected)
-        tolerance = self.tolerance_for(case.op, sample, length)
+        tolerance = self.tolerance_for(case.op, sample, length, args)
         problems = compare_outputs(actual, expected, tolerance, magnitudes, compute)
         if not problems:
             self.last_worst_ulps = worst_ulps(actual, expected, compute)

@@ -172,6 +172,8 @@ def from_class(op: str, dtype: D, accuracy: Accuracy, length: int = 1) -> Tolera
     The reference's result is itself rounded once (within 0.5 ulp of the true value), so a class's
     bound against the true value allows that much more against the reference.
     """
+    if accuracy.kind == "by_call":
+        raise ValueError(f"{op}'s by_call class must be resolved with the call's arguments first")
     source = f"{op} {accuracy.kind} class"
     if accuracy.kind == "exact":
         return Tolerance(0.0, 0.0, source, accuracy.reason, "exact", signed_zero=accuracy.signed_zero)
