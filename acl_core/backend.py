@@ -123,7 +123,10 @@ class BackendRegistration:
     ``--expectations`` still wins) and ``acl_conformance.tolerances.Override`` entries for its
     documented accuracy, each with its reason, beside ``acl_conformance.tolerances.FlagAllowance``
     entries (a flag case's bound loosened by a bounded factor on one architecture, a hardware limit
-    with its measured ratio). ``tolerance_overrides`` may be a callable returning them, so the plugin
+    with its measured ratio) and ``acl_conformance.tolerances.AccumulationAllowance`` entries (a
+    reduction-class value case's bound plus a bounded ``extra·M`` on one architecture, for a matrix
+    instruction's short accumulator, with its measured ``|err|/M``). ``tolerance_overrides`` may be
+    a callable returning them, so the plugin
     imports ``acl_conformance`` only when the suite runs. acl-core's own files never need to know the plugin.
     """
 

@@ -260,7 +260,8 @@ def _outside(
         if m.dtype.kind == "c":
             m = np.abs(m)
         with np.errstate(all="ignore"):
-            allowed = tol.gamma * np.where(np.isfinite(m), m, np.inf) + tol.ulps * ulp_size(expected, dtype)
+            finite_m = np.where(np.isfinite(m), m, np.inf)
+            allowed = (tol.gamma + tol.extra) * finite_m + tol.ulps * ulp_size(expected, dtype)
         return abs_err > allowed
     return abs_err > tol.atol + tol.rtol * np.abs(e)
 
@@ -352,6 +353,42 @@ def compare_outputs(
         if name not in expected:
             problems.append(Mismatch(name, "missing", f"{name}: returned by the backend but not by the reference"))
     return problems
+
+
+def bound_ratio(
+    actual: dict[str, Any], expected: dict[str, Any], tolerance_for: ToleranceFor, magnitudes: dict[str, Any] | None
+) -> float:
+    """The worst ``|actual - expected| / (gamma·M + ulps·ulp)`` over float outputs under a reduction tolerance.
+
+    0 where no output has one (or no ``M``); elements that are not finite on either side are left out.
+    """
+    worst = 0.0
+    mags = magnitudes or {}
+    for name, exp in expected.items():
+        act = actual.get(name)
+        if isinstance(exp, list):
+            pairs = [(a, e, _nth(mags.get(name), i)) for i, (a, e) in enumerate(zip(act or [], exp))]
+        else:
+            pairs = [(act, exp, _shaped(mags.get(name), exp))]
+        for a, e, m in pairs:
+            worst = max(worst, _ratio(a, np.asarray(e), tolerance_for, m))
+    return worst
+
+
+def _ratio(actual: Any, expected: np.ndarray, tolerance_for: ToleranceFor, magnitude: np.ndarray | None) -> float:
+    dtype = _acl_dtype(expected)
+    if actual is None or magnitude is None or dtype is None or not dtype.is_float or expected.size == 0:
+        return 0.0
+    tol = tolerance_for(dtype)
+    if tol.kind != "reduction" or np.shape(actual) != expected.shape:
+        return 0.0
+    a, e, m = _wide(np.asarray(actual)), _wide(expected), np.abs(_wide(np.asarray(magnitude)))
+    finite = np.isfinite(a) & np.isfinite(e) & np.isfinite(m)
+    if not finite.any():
+        return 0.0
+    with np.errstate(all="ignore"):
+        bound = tol.gamma * m + tol.ulps * ulp_size(expected, dtype)
+        return float(np.max(np.abs(a - e)[finite] / bound[finite]))
 
 
 def _nth(mags: Any, i: int) -> np.ndarray | None:

@@ -64,6 +64,7 @@ class Session:
         self.entries, self.expectations_file = expect.load_for(self.backend.name, expectations)
         self.plugin_overrides = plugin_overrides(self.backend.name, registration)
         self.plugin_allowances = plugin_allowances(self.backend.name, registration)
+        self.plugin_accumulation_allowances = plugin_accumulation_allowances(self.backend.name, registration)
         self.backend_overrides = (*tolerances.BACKEND_OVERRIDES, *self.plugin_overrides)
         self.runner = Runner(
             self.backend,
@@ -71,6 +72,7 @@ class Session:
             self.catalog,
             backend_overrides=self.backend_overrides,
             flag_allowances=self.plugin_allowances,
+            accumulation_allowances=self.plugin_accumulation_allowances,
         )
         self.runner.not_run = self._skipped_by_expectation
         self.capabilities = self.runner.caps
@@ -171,25 +173,27 @@ class Session:
         return self.report(outcomes, time.perf_counter() - start)
 
 
-PluginEntry: TypeAlias = "tolerances.Override | tolerances.FlagAllowance"
+PluginEntry: TypeAlias = "tolerances.Override | tolerances.FlagAllowance | tolerances.AccumulationAllowance"
+_ENTRY_TYPES = (tolerances.Override, tolerances.FlagAllowance, tolerances.AccumulationAllowance)
 
 
 def plugin_entries(backend: str, registration: BackendRegistration | None) -> tuple[PluginEntry, ...]:
     """What a backend's plugin ships in ``tolerance_overrides`` (a sequence, or a callable returning one).
 
     A callable lets the plugin import ``acl_conformance`` only when the suite runs. Each entry is
-    pinned to ``backend``; anything but an :class:`~acl_conformance.tolerances.Override` or a
-    :class:`~acl_conformance.tolerances.FlagAllowance` is a ValueError.
+    pinned to ``backend``; anything but an :class:`~acl_conformance.tolerances.Override`, a
+    :class:`~acl_conformance.tolerances.FlagAllowance` or an
+    :class:`~acl_conformance.tolerances.AccumulationAllowance` is a ValueError.
     """
     if registration is None:
         return ()
     shipped = registration.tolerance_overrides
     found: list[PluginEntry] = []
     for entry in shipped() if callable(shipped) else shipped:
-        if not isinstance(entry, (tolerances.Override, tolerances.FlagAllowance)):
+        if not isinstance(entry, _ENTRY_TYPES):
             raise ValueError(
                 f"backend {backend}: tolerance_overrides holds {type(entry).__name__}, "
-                "not acl_conformance.tolerances.Override or FlagAllowance"
+                "not acl_conformance.tolerances.Override, FlagAllowance or AccumulationAllowance"
             )
         found.append(replace(entry, backend=backend))
     return tuple(found)
@@ -209,11 +213,22 @@ def plugin_allowances(backend: str, registration: BackendRegistration | None) ->
     return found
 
 
+def plugin_accumulation_allowances(
+    backend: str, registration: BackendRegistration | None
+) -> tuple[tolerances.AccumulationAllowance, ...]:
+    """The accumulation allowances a backend's plugin ships, pinned to it (ValueError for an unbounded one)."""
+    found = tuple(e for e in plugin_entries(backend, registration) if isinstance(e, tolerances.AccumulationAllowance))
+    problems = tolerances.check_accumulation_allowances(found)
+    if problems:
+        raise ValueError(f"backend {backend}: {'; '.join(problems)}")
+    return found
+
+
 def _allowances_used(outcomes: Sequence[Outcome]) -> list[str]:
-    """A line for every case that passed only under a plugin's flag allowance (never silent)."""
+    """A line for every case that passed only under a plugin's flag or accumulation allowance (never silent)."""
     return [
-        f"{o.op}[{o.case}] passed under a flag allowance, at {o.detail['worst_error_over_bound']:.3g}x the bound: "
-        f"{o.detail['allowance']}"
+        f"{o.op}[{o.case}] passed under {'an accumulation' if 'allowance_extra' in o.detail else 'a flag'} "
+        f"allowance, at {o.detail['worst_error_over_bound']:.3g}x the bound: {o.detail['allowance']}"
         for o in outcomes
         if o.status == "passed" and "allowance" in o.detail
     ]

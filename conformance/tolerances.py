@@ -14,6 +14,11 @@ each later step replacing the earlier answer when it applies:
 
 Integer and bool outputs are always compared exactly. Every entry carries the reason it exists:
 an override that loosens a comparison must say why it is right to accept that difference.
+
+Two bounded loosenings exist for hardware limits, each declared by a backend's plugin for one
+architecture and reported whenever it lets a case pass: :class:`FlagAllowance` (a flag case's bound
+times a factor) and :class:`AccumulationAllowance` (a reduction-class value case's bound plus
+``extra·M``: a matrix instruction's accumulator shorter than the class's).
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ class Tolerance:
     """What a float output may differ by, where it came from, and why it is what it is.
 
     ``kind`` is ``table`` (``atol``/``rtol``), ``exact`` (0 ulp; 16-bit double rounding allowed),
-    ``ulp`` (at most ``ulps`` from the reference's result) or ``reduction`` (``gamma·M + ulps`` ulp).
+    ``ulp`` (at most ``ulps`` from the reference's result) or ``reduction`` (``gamma·M + ulps`` ulp;
+    ``(gamma + extra)·M + ulps`` ulp under an :class:`AccumulationAllowance`).
     """
 
     atol: float
@@ -42,6 +48,7 @@ class Tolerance:
     ulps: float = 0.0
     gamma: float = 0.0
     signed_zero: bool = False
+    extra: float = 0.0
 
     def describe(self) -> str:
         """One line for reports, e.g. ``atol=…, rtol=… (source)`` or ``≤ 2 ulp (Exp ulp class)``."""
@@ -50,6 +57,11 @@ class Tolerance:
             return f"0 ulp{zero} ({self.source})"
         if self.kind == "ulp":
             return f"≤ {self.ulps:g} ulp{zero} ({self.source})"
+        if self.kind == "reduction" and self.extra:
+            return (
+                f"γ_n·M + {self.extra:.3g}·M + {self.ulps:g} ulp with γ_n={self.gamma:.3g}{zero} "
+                f"({self.source}, with an accumulation allowance)"
+            )
         if self.kind == "reduction":
             return f"γ_n·M + {self.ulps:g} ulp with γ_n={self.gamma:.3g}{zero} ({self.source})"
         return f"atol={self.atol:g}, rtol={self.rtol:g} ({self.source})"
@@ -132,6 +144,83 @@ def check_allowances(entries: Sequence[FlagAllowance]) -> list[str]:
     return problems
 
 
+MAX_ACCUMULATION_EXTRA = 2.0**-11
+"""The most an :class:`AccumulationAllowance` may add to a reduction bound, as a fraction of ``M``: 2^-11.
+
+That is fp16's unit roundoff: an allowance may hide no more than one fp16 rounding of the magnitude
+sum. Simulated round-to-nearest running sums of E4M3 products (operands uniform in ±8, K = 16 and 64,
+4096 outputs): a bf16 accumulator (u = 2^-8) errs by more than 2^-11·M at about two thirds of the
+outputs (median 2^-10.3), so it fails any case of a few outputs under any allowance; an fp16 one
+(u = 2^-11) at about 1% of signed outputs (a short signed case may miss it) and at a quarter to most
+one-signed ones (its error grows as K·u there); the flag case (one-signed, K = 4096, no accumulation
+allowance) catches it by orders. Hopper's fp8 MMA (rocm on the H200) measured 2^-12.6 of ``M`` on
+signed operands, inside the cap with room.
+"""
+
+
+@dataclass(frozen=True)
+class AccumulationAllowance:
+    """A plugin's bounded loosening of reduction-class value cases on one architecture: a short MMA accumulator.
+
+    A value or Hypothesis case of an op matching ``op`` (fnmatch) whose call's class resolves to
+    ``reduction`` and which reads an input tensor of one of ``dtypes`` passes, on a backend whose
+    ``Capabilities.architecture`` matches ``architecture`` (fnmatch; a bare ``*`` is refused), when
+    ``|actual - expected| ≤ γ_n·M + extra·M + 1 ulp``: the matrix instruction keeps fewer significand
+    bits than the class's accumulation type, an error proportional to ``M`` whatever ``n``.
+    ``extra`` is above 0 and at most :data:`MAX_ACCUMULATION_EXTRA`; ``measured`` is the worst
+    ``|err|/M`` seen on that hardware, in (0, ``extra``]; ``reason`` says why the limit is the
+    hardware's. A case within the plain bound passes as ever; one that passes only under the
+    allowance says so in its message, its detail and a report warning.
+    """
+
+    op: str
+    dtypes: frozenset[D]
+    architecture: str
+    extra: float
+    measured: float
+    reason: str
+    backend: str = "*"
+
+    def matches(self, op: str, operands: set[D] | frozenset[D], backend: str, architecture: str) -> bool:
+        """True when it applies to a call of ``op`` reading ``operands`` on ``backend`` reporting ``architecture``."""
+        return (
+            fnmatchcase(op, self.op)
+            and bool(self.dtypes & set(operands))
+            and fnmatchcase(backend, self.backend)
+            and bool(architecture)
+            and fnmatchcase(architecture, self.architecture)
+        )
+
+    def describe(self) -> str:
+        """One line for reports: where it applies, how far, what was measured, why."""
+        dtypes = ", ".join(sorted(d.short for d in self.dtypes))
+        return (
+            f"{self.backend}/{self.op} ({dtypes} operands) on {self.architecture}: γ_n·M + {self.extra:.3g}·M "
+            f"(measured {self.measured:.3g}·M): {self.reason}"
+        )
+
+
+def check_accumulation_allowances(entries: Sequence[AccumulationAllowance]) -> list[str]:
+    """Problems with accumulation allowances (no reason, dtype or architecture; ``extra`` past the cap...)."""
+    problems = []
+    for entry in entries:
+        where = f"accumulation allowance {entry.backend}/{entry.op}"
+        if not entry.reason.strip():
+            problems.append(f"{where} has no reason")
+        if not entry.dtypes:
+            problems.append(f"{where} names no operand dtype")
+        if not entry.architecture.strip("*? "):
+            problems.append(f"{where} names no architecture ({entry.architecture!r} matches every device)")
+        if not 0.0 < entry.extra <= MAX_ACCUMULATION_EXTRA:
+            problems.append(
+                f"{where} has extra {entry.extra:g}; it must be above 0 and at most 2^-11 "
+                f"({MAX_ACCUMULATION_EXTRA:g}) of M"
+            )
+        if not 0.0 < entry.measured <= entry.extra:
+            problems.append(f"{where} records measured {entry.measured:g}, outside (0, extra {entry.extra:g}]")
+    return problems
+
+
 _ULP = "one unit in the last place of the format (eps) relative, its smallest subnormal absolute"
 DTYPE_DEFAULTS: dict[D, Tolerance] = {
     # PyTorch's torch.testing defaults, used across PyTorch for CPU-vs-accelerator comparisons.
@@ -172,6 +261,8 @@ def from_class(op: str, dtype: D, accuracy: Accuracy, length: int = 1) -> Tolera
     The reference's result is itself rounded once (within 0.5 ulp of the true value), so a class's
     bound against the true value allows that much more against the reference.
     """
+    if accuracy.kind == "by_call":
+        raise ValueError(f"{op}'s by_call class must be resolved with the call's arguments first")
     source = f"{op} {accuracy.kind} class"
     if accuracy.kind == "exact":
         return Tolerance(0.0, 0.0, source, accuracy.reason, "exact", signed_zero=accuracy.signed_zero)

@@ -59,6 +59,10 @@ echo "MXFP8_FORCE_HW=1 acl-core caps rocm (must be refused where the GPU has no 
 MXFP8_FORCE_HW=1 python3 -m acl_core caps rocm; echo "exit: $?"
 
 if [ "${TESTS:-1}" = 1 ]; then  # TESTS=0 skips the test tier and conformance
+# The figure rocm's AccumulationAllowance records as `measured` (backends/rocm/plugin.py): worst |err|/M of
+# random fp8 QuantMatmulV5 calls at K = 16..4096, signed and one-signed operands, float32 out.
+step "fp8 accumulation: worst |err|/M of rocm's fp8 QuantMatmulV5 (python -m tests.rocm.fp8_accumulation)"
+timeout "${FP8_ACC_TIMEOUT:-90}" python3 -m tests.rocm.fp8_accumulation rocm | tee "$WORK/fp8_accumulation.jsonl"
 # The test tier and conformance share the GPU; both are correctness runs, so they go side by side.
 step "GPU test tier (pytest -m gpu tests/rocm) beside conformance rocm ${CONFORMANCE_MODE:---full}"
 timeout "${TESTS_TIMEOUT:-220}" python3 -m pytest -m gpu tests/rocm -q -rfEs -n "${PYTEST_WORKERS:-8}" \

@@ -25,6 +25,11 @@ implementation may land, measured in units in the last place (ulps) of the outpu
   more where a subtraction amplifies the statistics' error (LayerNorm's ``x - mean``, softmax's
   ``x - max`` fed to ``exp``). 16-bit accumulation exceeds it for the same reason as a reduction's.
 - :func:`table` — no class yet: the per-dtype table of ``acl_conformance.tolerances`` applies.
+- :func:`by_call` — the class depends on the call's operands (QuantMatmulV5: ``reduction`` for fp8
+  operands, ``table`` for integer ones): ``pick(args)`` chooses one of the declared ``choices`` (each
+  of the kinds above) per case. The suite resolves it wherever it has a call's arguments
+  (:meth:`Accuracy.resolve`, :func:`accuracy_of` with ``args``); :attr:`Accuracy.classes` lists
+  what it may resolve to.
 
 An op without an ``accuracy`` takes its in-place base's, else its family's default
 (:data:`FAMILY_DEFAULTS`); an op with neither is compared under the table.
@@ -44,13 +49,18 @@ from acl_core.dtypes import DataType as D
 if TYPE_CHECKING:
     from acl_core.spec.opspec import OpSpec
 
-KINDS = ("exact", "ulp", "reduction", "composite", "table")
+KINDS = ("exact", "ulp", "reduction", "composite", "table", "by_call")
+RESOLVED_KINDS = KINDS[:-1]
+"""The kinds a case is compared under: a ``by_call`` class resolves to one of them per call."""
 
 LengthFn = Callable[[Mapping[str, Any], Mapping[str, Any]], int]
 """The reduction length of one case, from its arguments and the reference's outputs."""
 
 ScaleFn = Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
 """A composite op's error scale ``S``: per output name, an array of its shape (from arguments and reference outputs)."""
+
+PickFn = Callable[[Mapping[str, Any]], "Accuracy"]
+"""A ``by_call`` class's choice for one call, from its arguments (one of the class's ``choices``)."""
 
 PRECISION: dict[D, int] = {
     D.ACL_DOUBLE: 53,
@@ -65,7 +75,8 @@ PRECISION: dict[D, int] = {
 
 @dataclass(frozen=True)
 class Accuracy:
-    """An operator's accuracy class (build one with :func:`exact`, :func:`ulp`, :func:`reduction`, :func:`table`)."""
+    """An operator's accuracy class (build one with :func:`exact`, :func:`ulp`, :func:`reduction`,
+    :func:`composite`, :func:`table` or :func:`by_call`)."""
 
     kind: str
     reason: str
@@ -76,16 +87,40 @@ class Accuracy:
     length_of: LengthFn | None = None
     scale_of: ScaleFn | None = None
     steps: int = 0
+    pick: PickFn | None = None
+    choices: tuple[Accuracy, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"accuracy kind must be one of {KINDS}, not {self.kind!r}")
         if not self.reason.strip():
             raise ValueError("an accuracy class needs a reason")
+        if self.kind == "by_call":
+            if self.pick is None or not self.choices:
+                raise ValueError("a by_call class needs a pick function and the classes it may choose")
+            if any(c.kind == "by_call" for c in self.choices):
+                raise ValueError("a by_call class chooses among resolved classes, not other by_call ones")
+        elif self.pick is not None or self.choices:
+            raise ValueError("only a by_call class has a pick function and choices")
         if self.float32_ulps < 0 or self.float64_ulps < 0:
             raise ValueError("an ulp bound cannot be negative")
         if self.steps < 0:
             raise ValueError("a composite class cannot have a negative number of steps")
+
+    @property
+    def classes(self) -> tuple[Accuracy, ...]:
+        """What this class may resolve to: its ``choices`` for a ``by_call`` class, else itself."""
+        return self.choices or (self,)
+
+    def resolve(self, args: Mapping[str, Any]) -> Accuracy:
+        """The class one call with ``args`` is compared under (``pick(args)`` for ``by_call``, else itself)."""
+        if self.kind != "by_call":
+            return self
+        assert self.pick is not None
+        chosen = self.pick(args)
+        if not any(chosen is c for c in self.choices):
+            raise ValueError(f"a by_call class picked {chosen.describe()}, which is not among its declared choices")
+        return chosen
 
     def bound_ulps(self, dtype: D) -> float:
         """The largest error against the true value, in ulps of ``dtype``, for a ``ulp`` class."""
@@ -117,6 +152,9 @@ class Accuracy:
             return f"reduction class (γ_n·M in ≥{self.accumulate.short} plus 1 ulp)"
         if self.kind == "composite":
             return f"composite class (γ_(n+{self.steps})·S in ≥{self.accumulate.short} plus 1 ulp)"
+        if self.kind == "by_call":
+            kinds = " or ".join(dict.fromkeys(c.kind for c in self.choices))
+            return f"by-call class ({kinds}, chosen by the call's operands)"
         return f"{self.kind} class"
 
 
@@ -170,6 +208,16 @@ def table(reason: str) -> Accuracy:
     return Accuracy("table", reason, signed_zero=False)
 
 
+def by_call(pick: PickFn, choices: Iterable[Accuracy], reason: str) -> Accuracy:
+    """A class chosen per call: ``pick(args)`` returns one of ``choices`` (resolved kinds only).
+
+    For an op whose accuracy depends on its operands' dtypes or mode (QuantMatmulV5: fp8 operands
+    accumulate in float32 and the magnitudes run forms ``M``; integer operands cannot form it). The
+    suite resolves it with each case's arguments; ``choices`` lets the coverage test see every kind.
+    """
+    return Accuracy("by_call", reason, signed_zero=False, pick=pick, choices=tuple(choices))
+
+
 EXACT = exact()
 
 FAMILY_DEFAULTS: dict[str, Accuracy] = {
@@ -180,8 +228,17 @@ FAMILY_DEFAULTS: dict[str, Accuracy] = {
 """Family-wide classes; an op whose family's default is wrong declares its own ``accuracy``."""
 
 
-def accuracy_of(spec: OpSpec) -> Accuracy | None:
-    """The class of ``spec``: its own, else its in-place base's, else its family's default (None: the table)."""
+def accuracy_of(spec: OpSpec, args: Mapping[str, Any] | None = None) -> Accuracy | None:
+    """The class of ``spec``: its own, else its in-place base's, else its family's default (None: the table).
+
+    With ``args`` (one call's arguments) a ``by_call`` class is resolved to the class that call is
+    compared under; without, it is returned as declared (see :attr:`Accuracy.classes`).
+    """
+    found = _declared(spec)
+    return found.resolve(args) if found is not None and args is not None else found
+
+
+def _declared(spec: OpSpec) -> Accuracy | None:
     if spec.accuracy is not None:
         return spec.accuracy
     if spec.base is not None:

@@ -8,10 +8,12 @@ import pytest
 
 from acl_core import eager, lowp
 from acl_core.backend import Backend
+from acl_core.dtypes import DataType as D
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.quant import MX_GROUP
 from acl_rocm.ops.quant_matmul import OPS
 from tests.conftest import assert_close
+from tests.rocm.fp8_accumulation import KS, measure
 from tests.rocm.prefill import sentinel_outputs
 
 pytestmark = pytest.mark.gpu
@@ -94,6 +96,32 @@ def test_fp8_per_token_and_channel_scales_with_odd_shapes(rocm: Backend, referen
     x1 = np.abs(args["x1"].astype(np.float64)) * args["x1Scale"][:, None]
     x2 = np.abs(args["x2"].astype(np.float64)) * args["x2Scale"][None, :]
     np.testing.assert_array_less(np.abs(got - expected), 2.0**-10 * (x1 @ x2) + 1e-4)
+
+
+@pytest.mark.parametrize("k", (*KS[:2], 128, *KS[2:]))
+def test_fp8_error_stays_within_the_declared_accumulation_allowance(rocm: Backend, k: int) -> None:
+    """Random signed fp8 calls stay within γ_(K+3)·M + extra·M + 1 ulp, ``extra`` the plugin's for this architecture.
+
+    Where the plugin declares no allowance (not sm_90) the plain reduction bound must hold. The measured
+    ``|err| / M`` is printed (``-s``) and recorded as a property; ``python -m tests.rocm.fp8_accumulation``
+    prints the whole table, one-signed operands included.
+    """
+    _needs_blas(rocm)
+    from acl_conformance.suite import plugin_accumulation_allowances
+    from acl_core.plugin import get_registration
+
+    caps = rocm.capabilities()
+    found = measure(rocm, k)
+    entries = [
+        e
+        for e in plugin_accumulation_allowances(rocm.name, get_registration(rocm.name))
+        if e.matches("QuantMatmulV5", {D.ACL_FLOAT8_E4M3FN}, rocm.name, caps.architecture or "")
+    ]
+    extra = entries[0].extra if entries else 0.0
+    print(f"{caps.architecture} fp8 K={k} path={found.path}: worst |err|/M {found.worst_err_over_m:.3g}")
+    assert found.worst_excess_over_m <= extra, (found, extra)
+    if entries:
+        assert found.worst_err_over_m <= extra, f"measured {found.worst_err_over_m:.3g} > declared {extra:.3g}"
 
 
 def test_int8_large_k_is_exact(rocm: Backend, reference: Backend) -> None:

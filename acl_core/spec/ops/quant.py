@@ -22,15 +22,17 @@ open are made here and listed in TODO.md (issue 6):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import ml_dtypes
 import numpy as np
 
 from acl_core import lowp
 from acl_core.dtypes import DataType as D
+from acl_core.dtypes import from_numpy
 from acl_core.spec import samples as S
-from acl_core.spec.accuracy import Accuracy, table, with_accuracy
+from acl_core.spec.accuracy import Accuracy, by_call, reduction, table, with_accuracy
 from acl_core.spec.opspec import (
     INVALID,
     Call,
@@ -1056,6 +1058,85 @@ _SIGNED_INTEGER_OPERANDS = (
     "int8 / int4 operands with dequantisation scales: the magnitudes run (absolute values of float inputs"
     " only) leaves integer operands signed, so it cannot form the GEMM's M = |x|·|w|·|scale|"
 )
+_WEIGHT_DEQUANTISED = (
+    "the weight is dequantised, (w + offset)·scale with a 16-bit antiquantScale, before the GEMM: where CANN"
+    " rounds that product (x's 16-bit dtype or float32) is not documented, and a 16-bit rounding of every"
+    " term is far beyond γ_K·M; integer weights are also signed, which the magnitudes run leaves as they are"
+)
+
+
+def _v5_length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
+    """QuantMatmulV5's reduction length: K (x1's last dim, or its second-to-last when transposed) + 3.
+
+    The three are the float32 epilogue's roundings: the x1Scale and x2Scale products and the bias add.
+    """
+    shape: tuple[int, ...] = tuple(getattr(args.get("x1"), "shape", ()))
+    if len(shape) < 2:
+        return 1
+    return int(shape[-2] if args.get("transposeX1") else shape[-1]) + 3
+
+
+V5_FP8_REDUCTION = reduction(
+    length_of=_v5_length,
+    reason=(
+        "FLOAT8 operands: each product of two fp8 values is exact in float32 and CANN's cube unit accumulates"
+        " in float32 (K additions), then the float32 epilogue applies the scales and the bias (3 roundings);"
+        " the magnitudes run takes the absolute value of the fp8 operands, the float32 / E8M0 scales and the"
+        " float32 bias, so M = |x1|·|x2|·|x1Scale|·|x2Scale| + |bias|"
+    ),
+)
+"""QuantMatmulV5's class for fp8 x fp8 calls (per-token / per-channel, per-tensor packed, MX)."""
+V5_INTEGER_TABLE = table(_SIGNED_INTEGER_OPERANDS)
+V5_FP4_TABLE = table(
+    "FLOAT4_E2M1 operands (MX mode) are packed two to a byte in device memory; no backend's fp4 path has been"
+    " measured against the reduction class, so fp4 calls stay on the per-dtype table"
+)
+V5_HIF8_TABLE = table(
+    "HiFloat8 operands have no NumPy float type: the host holds their codes as bytes, which the magnitudes"
+    " run leaves as they are, so it cannot form the GEMM's M"
+)
+V5_SIGNED_SCALE_TABLE = table(
+    "a packed INT64/UINT64 scale holding a negative float32: the magnitudes run leaves integer arrays as"
+    " they are, so M would take the scale's sign and a bias would cancel against it"
+)
+V5_OFFSET_TABLE = table(
+    "an offset tensor is given (the validator refuses each one with fp8 operands today): with x + offset as"
+    " the operand, the absolute values of x and offset taken apart are not the magnitudes of the GEMM's terms"
+)
+
+
+def _dtype(value: Any) -> D | None:
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return None
+    if isinstance(dtype, D):
+        return dtype
+    try:
+        return from_numpy(np.dtype(dtype))
+    except (TypeError, ValueError):
+        return None
+
+
+def _v5_class(args: Mapping[str, Any]) -> Accuracy:
+    """QuantMatmulV5's class for one call: ``reduction`` for fp8 x fp8 without offsets, else the table's reason."""
+    x1, x2 = _dtype(args.get("x1")), _dtype(args.get("x2"))
+    if x1 not in FP8 or x2 not in FP8:
+        if FP4 in (x1, x2):
+            return V5_FP4_TABLE
+        if HIF8 in (x1, x2) or x1 is None or x2 is None:
+            return V5_HIF8_TABLE
+        return V5_INTEGER_TABLE
+    if any(args.get(name) is not None for name in ("x1Offset", "x2Offset", "yOffset")):
+        return V5_OFFSET_TABLE
+    for name in ("x1Scale", "x2Scale"):
+        value = args.get(name)
+        if value is not None and _dtype(value) in PACKED_SCALE:
+            with np.errstate(invalid="ignore"):
+                if bool(np.any(lowp.decode_packed_scale(np.asarray(value)) < 0)):
+                    return V5_SIGNED_SCALE_TABLE
+    return V5_FP8_REDUCTION
+
+
 _QUANT_TABLE: dict[str, Accuracy] = {
     **{
         op: table(
@@ -1072,9 +1153,13 @@ _QUANT_TABLE: dict[str, Accuracy] = {
         )
         for op in ("DynamicQuant", "DynamicQuantV2", "DynamicMxQuant")
     },
-    **{
-        op: table(_SIGNED_INTEGER_OPERANDS)
-        for op in ("QuantMatmulV3", "QuantMatmulV4", "QuantMatmulV5", "WeightQuantBatchMatmulV2")
-    },
+    **{op: table(_SIGNED_INTEGER_OPERANDS) for op in ("QuantMatmulV3", "QuantMatmulV4")},  # int8 / int4 only
+    "QuantMatmulV5": by_call(
+        _v5_class,
+        (V5_FP8_REDUCTION, V5_INTEGER_TABLE, V5_FP4_TABLE, V5_HIF8_TABLE, V5_SIGNED_SCALE_TABLE, V5_OFFSET_TABLE),
+        "the reduction class for FLOAT8 x FLOAT8 calls (float32 accumulation, M from the magnitudes run); the"
+        " per-dtype table for integer, HiFloat8 and FLOAT4 operands, a negative packed scale or an offset",
+    ),
+    "WeightQuantBatchMatmulV2": table(_WEIGHT_DEQUANTISED),
 }
 SPECS = with_accuracy(SPECS, _QUANT_TABLE)
