@@ -31,6 +31,7 @@ from acl_core.spec.opspec import Kind
 from acl_core.tensor import AclTensor
 from acl_rocm.ops import loss as loss_ops
 from acl_rocm.ops.loss import SLICE
+from tests.rocm.capture_harness import OpCall, compare_replay
 from tests.rocm.prefill import sentinel_outputs
 
 pytestmark = pytest.mark.gpu
@@ -217,3 +218,19 @@ def test_losses_never_copy_through_the_host(front_end: Backend, monkeypatch: pyt
             rt.free(p)
     value = float(np.frombuffer(b"\x3f" * 4, np.float32)[0])
     np.testing.assert_allclose(host[0], np.float32(value * value * n), rtol=1e-6)
+
+
+@pytest.mark.parametrize("reduction", [MEAN, SUM], ids=["mean", "sum"])
+def test_a_reduced_loss_replays_bit_for_bit(rocm: Backend, reduction: int) -> None:
+    # the two-pass program (stream-ordered temporaries, a zeroed tail) under stream capture
+    if not rocm.capabilities().stream_capture:
+        pytest.skip(f"no stream capture: {rocm.capabilities().notes.get('stream_capture')}")
+    rng = np.random.default_rng(11)
+    args = _loss_args("BinaryCrossEntropyWithLogits", (2 * SLICE + 3,), np.float32, reduction, rng)
+    call = OpCall(rocm, "BinaryCrossEntropyWithLogits", args)
+    stream = rocm.runtime.create_stream()  # type: ignore[attr-defined]
+    try:
+        rocm.driver.graph_destroy(compare_replay([call], stream))  # type: ignore[attr-defined]
+    finally:
+        call.free()
+        rocm.runtime.destroy_stream(stream)  # type: ignore[attr-defined]
