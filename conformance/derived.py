@@ -3,13 +3,15 @@
 From an operator's declared samples (its values already respect the operator's domain) this module
 derives, by rule rather than by hand:
 
-* **size tiers** (:func:`size_tiers`): elementwise ops at the flat sizes of
+* **size tiers** (:func:`size_tiers`): elementwise ops and pointwise losses (:data:`FLAT_FAMILIES`; a
+  loss once per ``reduction``) at the flat sizes of
   :data:`acl_core.spec.samples.ELEMENTWISE_TIERS`, row-wise ops (the reduction and norm families)
   with rows of :data:`~acl_core.spec.samples.ROW_TIERS` and many rows, GEMMs (a ``self`` @ ``mat2``
   operator) at the (M, K, N) of :data:`~acl_core.spec.samples.GEMM_TIERS`. Values are resampled
   from the sample's own, so a tier stays in the operator's domain;
 * **values** (:func:`value_tiers`): every float input of an elementwise, reduction or norm op with
-  NaN, ±Inf, ±0, subnormals, the largest finite value and values near overflow; every integer input
+  NaN, ±Inf, ±0, subnormals, the largest finite value and values near overflow (a loss's inputs and
+  targets too); every integer input
   of an elementwise op with its dtype's extremes, so overflow happens (the reference defines it:
   NumPy's two's-complement wrap-around, as CANN's integer kernels do);
 * **dims** (:func:`dim_variants`): every negative dim −1 … −rank of an operator's ``dim``/``axis``
@@ -40,9 +42,12 @@ from acl_core.errors import AclCoreError
 from acl_core.spec import samples as S
 from acl_core.spec.opspec import Kind, OpSpec, Role, Sample
 
+FLAT_FAMILIES = frozenset({"elementwise", "loss"})
+"""Families whose ops work element by element over broadcast inputs (a loss then maybe sums the terms): they get
+flat size tiers, which cross every block, vector and grid boundary (and a reduced loss's slices)."""
 ROW_FAMILIES = frozenset({"reduction", "norm"})
 """Families whose kernels work a row at a time (a block per row): they get row tiers."""
-VALUE_FAMILIES = frozenset({"elementwise", "reduction", "norm"})
+VALUE_FAMILIES = frozenset({"elementwise", "reduction", "norm", "loss"})
 """Families whose every float input gets the special values (other families' float inputs are scales,
 weights or positions, where NaN tells nothing a value case checks)."""
 DIM_INTS = frozenset({"dim", "axis"})
@@ -173,7 +178,7 @@ def _jitter(rng: np.random.Generator, a: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------------------------------ size tiers
 def size_tiers(spec: OpSpec, samples: Sequence[Sample], rng: Rng) -> list[Derived]:
     """The tiers of :data:`~acl_core.spec.samples` that fit the operator's shape rule (by family)."""
-    if spec.family == "elementwise":
+    if spec.family in FLAT_FAMILIES:
         return _flat_tiers(spec, samples, rng)
     if spec.family in ROW_FAMILIES:
         return _row_tiers(spec, samples, rng)
@@ -184,24 +189,46 @@ def size_tiers(spec: OpSpec, samples: Sequence[Sample], rng: Rng) -> list[Derive
 
 
 def _flat_tiers(spec: OpSpec, samples: Sequence[Sample], rng: Rng) -> list[Derived]:
+    """Flat tiers of an elementwise op (from a sample whose arrays share one shape) or of a loss (any sample
+    without empty arrays: its tensors broadcast, so each one of rank ≥ 1 becomes the tier's length, a 0-d
+    gradOutput stays 0-d)."""
+    loss = spec.family != "elementwise"
+
     def ok(s: Sample) -> bool:
         arrays = [_get(s.args, k) for k in _arrays(spec, s.args)]
+        if loss:
+            return any(a.ndim >= 1 for a in arrays) and all(a.size >= 1 for a in arrays)
         return bool(arrays) and all(a.ndim >= 1 and a.size >= 2 and a.shape == arrays[0].shape for a in arrays)
 
-    base = _prefer_f32(spec, samples, ok)
-    if base is None:
-        return []
-    sample = base
+    found: list[Derived] = []
+    for k, group in enumerate(_by_reduction(spec, samples)):
+        base = _prefer_f32(spec, group, ok)
+        if base is None:
+            continue
 
-    def make(n: int, note: str) -> Sample:
-        g = rng(n)
-        args = dict(sample.args)
-        for key in _arrays(spec, args):
-            _put(args, key, _resample_flat(g, _get(args, key), n))
-        return Sample(args, note, sample.tolerance)
+        def make(n: int, note: str, sample: Sample = base, k: int = k) -> Sample:
+            g = rng(n + k * REDUCTION_SEEDS)
+            args = dict(sample.args)
+            for key in _arrays(spec, args):
+                if _get(args, key).ndim >= 1:
+                    _put(args, key, _resample_flat(g, _get(args, key), n))
+            return Sample(args, note, sample.tolerance)
 
-    notes = [(n, f"{base.note} tier [{n}]") for n in S.ELEMENTWISE_TIERS]
-    return [Derived(note, n in S.ELEMENTWISE_QUICK, functools.partial(make, n, note)) for n, note in notes]
+        notes = [(n, f"{base.note} tier [{n}]") for n in S.ELEMENTWISE_TIERS]
+        found += [Derived(note, n in S.ELEMENTWISE_QUICK, functools.partial(make, n, note)) for n, note in notes]
+    return found
+
+
+REDUCTION_SEEDS = 10_000_000
+"""Generator numbers per ``reduction`` value of the flat tiers (past the largest tier, so none repeats)."""
+
+
+def _by_reduction(spec: OpSpec, samples: Sequence[Sample]) -> list[list[Sample]]:
+    """``samples`` grouped by their ``reduction`` attribute in declared order (one group when the op has none)."""
+    param = next((p for p in spec.params if p.name == "reduction" and p.kind is Kind.INT and p.choices), None)
+    if param is None:
+        return [list(samples)]
+    return [[s for s in samples if s.args.get("reduction") == value] for value in param.choices or ()]
 
 
 def _reduces_last(spec: OpSpec, s: Sample, rank: int) -> bool:

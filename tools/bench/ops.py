@@ -60,6 +60,7 @@ OPS = (
     *("Mish", "SiluBackward"),
     *POINTWISE,
     "AddRmsNormQuant",
+    *("MseLoss", "SmoothL1Loss"),
 )
 """The names ``--only`` picks from: the operators the suite times (Copy is the D2D memcpy; Replay is a
 captured chain of small Adds replayed beside the same chain launched eagerly, :mod:`acl_tools.bench.replay`)."""
@@ -69,6 +70,12 @@ ACTIVATIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "SiluBackward": (("gradOutput", "self"), "silu_backward"),
 }
 """Activation rows: aclnn op → (its input tensors in order, the torch aten op taking the same inputs)."""
+
+LOSSES: dict[str, tuple[str, dict[str, Any]]] = {
+    "MseLoss": ("mse_loss", {}),
+    "SmoothL1Loss": ("smooth_l1_loss", {"beta": 1.0}),
+}
+"""Loss rows (reduction mean, one 0-d result): aclnn op → (the torch.nn.functional loss, its attributes)."""
 
 SIZES = {
     "small": Sizes(1 << 20, (256, 1024), 256, (1, 2, 256, 64), 1024, 0.05, 5),
@@ -399,6 +406,35 @@ class Suite:
                     Case(op, _mib(n * dtype.info.storage_bits // 8), dtype.short, "GB/s", nbytes), acl, torch_fn, op
                 )
 
+    def losses(self) -> None:
+        """Mean-reduced losses (:data:`LOSSES`) over two inputs of ``elementwise_bytes`` each: read bandwidth."""
+        F = self.torch.nn.functional
+        for op, (torch_name, attrs) in LOSSES.items():
+            if not self.wanted(op):
+                continue
+            for dtype in DTYPES:
+                n = self.sizes.elementwise_bytes // dtype.info.storage_bits * 8
+                result = get_spec(op).outputs[0].name
+
+                def acl(
+                    op: str = op, dtype: D = dtype, n: int = n, attrs: dict[str, Any] = attrs, result: str = result
+                ) -> tuple[Callable[[], None], Any]:
+                    args: dict[str, Any] = {"self": self.array((n,), dtype), "target": self.array((n,), dtype)}
+                    args |= {"reduction": 1, **attrs, result: empty((), dtype, self.backend)}
+                    return self.prepared(op, args)
+
+                def torch_fn(
+                    dtype: D = dtype, n: int = n, torch_name: str = torch_name, attrs: dict[str, Any] = attrs
+                ) -> Callable[[], object]:
+                    fn = getattr(F, torch_name)
+                    x, t = self.tensor((n,), dtype), self.tensor((n,), dtype)
+                    return lambda: fn(x, t, reduction="mean", **attrs)
+
+                nbytes = 2 * n * dtype.info.storage_bits // 8
+                note = "reduction mean"
+                case = Case(op, _mib(n * dtype.info.storage_bits // 8), dtype.short, "GB/s", nbytes, note=note)
+                self.case(case, acl, torch_fn, op)
+
     def norms(self) -> None:
         """Softmax, LayerNorm, RmsNorm and GemmaRmsNorm over the last dimension of rows x hidden."""
         F = self.torch.nn.functional
@@ -536,6 +572,7 @@ class Suite:
             copy_gbps = self.copy()
             self.elementwise()
             self.activations()
+            self.losses()
             self.norms()
             self.norm_quant()
             self.matmul()

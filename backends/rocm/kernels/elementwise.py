@@ -6,6 +6,8 @@ A signature names the op's parameters (official names) with a type token, output
                                               F: float_result(T) (ints and bool compute in float32)
                                               B: bool
                                               O: the output tensor's own dtype
+                                              W: float64 (a host value the body needs unrounded:
+                                                 a C float attribute, an element count)
 
 A body is one C++ expression over those names (each variable already converted to its token's type),
 or statements that assign ``r`` when the result needs more than one expression. Attributes of the op
@@ -34,7 +36,7 @@ from acl_rocm.kernels.lowp import LOWP_PRELUDE
 from acl_rocm.kernels.pointwise_math import ROWS as POINTWISE_MATH_ROWS
 from acl_rocm.kernels.prelude import PRELUDE
 
-TOKENS: Final = frozenset({"T", "F", "B", "O"})
+TOKENS: Final = frozenset({"T", "F", "B", "O", "W"})
 MAX_RANK: Final = 8
 BLOCK_THREADS: Final = 256
 UNROLL: Final = 4
@@ -102,7 +104,7 @@ class Ufunc:
 def _parse(op: str, text: str) -> tuple[str, str]:
     m = _PARAM.match(text)
     if not m or m.group(2) not in TOKENS:
-        raise ValueError(f"{op}: bad signature item {text!r} (expected name:T|F|B|O)")
+        raise ValueError(f"{op}: bad signature item {text!r} (expected name:T|F|B|O|W)")
     return m.group(1), m.group(2)
 
 
@@ -474,4 +476,4 @@ def _assemble(inst: Instance, params: list[str], body: list[str]) -> str:
 
 def token_dtypes(compute: D | None, output: D, float_result: D | None) -> Mapping[str, D | None]:
     """What each type token stands for in one call."""
-    return {"T": compute, "F": float_result, "B": D.ACL_BOOL, "O": output}
+    return {"T": compute, "F": float_result, "B": D.ACL_BOOL, "O": output, "W": D.ACL_DOUBLE}

@@ -436,7 +436,11 @@ def identity(op: str, acc: D) -> str:
 
 
 def _reduce(kernel: RowKernel) -> str:
-    """out[row] = op over the row of self (cast to ``dtype`` first); ``mean`` divides by the count."""
+    """out[row] = op over the row of self (cast to ``dtype`` first); ``mean`` divides by the count.
+
+    The count is the row's length, or the kernel's ``count`` scalar when it has one (a loss's mean over
+    terms that a first pass summed into partials).
+    """
     op = str(kernel.option("op"))
     dtype = D(int(kernel.option("dtype", int(kernel.operand("self").dtype)) or 0))
     acc = kernel.acc
@@ -446,7 +450,8 @@ def _reduce(kernel: RowKernel) -> str:
     body += ["a = acl_block_reduce(a, op);", "if (threadIdx.x == 0) {"]
     result, source = "a", acc
     if op == "mean":
-        body.append("  a = a / (acc_t)len;")
+        divisor = "count" if any(name == "count" for name, _ in kernel.scalars) else "len"
+        body.append(f"  a = a / (acc_t){divisor};")
     if kernel.option("round_to_dtype") and dtype != kernel.operand("out").dtype:
         result = round_to("a", ctype(acc), ctype(dtype))
         source = dtype

@@ -22,6 +22,7 @@ FAMILIES: tuple[str, ...] = (
     "attention",
     "movement",
     "reduction",
+    "loss",
     "norm",
     "grad",
     "sort",

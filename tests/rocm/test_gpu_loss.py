@@ -1,0 +1,236 @@
+"""Every loss op the rocm backend claims, run on the GPU and compared with the reference under its class (GPU tier).
+
+Cases: the op specs' own samples (every dtype, reduction none/mean/sum, broadcasting, 0-d and empty inputs,
+optional weights, NaN/Inf), contiguous and, every fourth sample, as padded, transposed and offset views;
+then long losses whose term counts cross the block, the slice (:data:`acl_rocm.ops.loss.SLICE`) and the
+two-pass boundary, broadcast (stride-0) inputs, a ``[1]`` result, the error cases, and a check that no
+loss copies through the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import acl_core
+from acl_conformance.compare import compare_outputs
+from acl_conformance.tolerances import from_class
+from acl_core import aclnn, eager
+from acl_core.backend import Backend, BackendRegistration
+from acl_core.dtypes import DataType as D
+from acl_core.errors import AclCoreError
+from acl_core.plugin import hookimpl
+from acl_core.spec.accuracy import accuracy_of, elements_per_output, relative_scale
+from acl_core.spec.ops import get_spec
+from acl_core.spec.ops.loss import MEAN, NONE, POINTWISE, ROW_OF, SUM
+from acl_core.spec.opspec import Kind
+from acl_core.tensor import AclTensor
+from acl_rocm.ops import loss as loss_ops
+from acl_rocm.ops.loss import SLICE
+from tests.rocm.capture_harness import OpCall, compare_replay
+from tests.rocm.prefill import sentinel_outputs
+
+pytestmark = pytest.mark.gpu
+
+OPS = sorted(loss_ops.OPS)
+BF16 = ml_dtypes.bfloat16
+
+
+def _problems(op: str, args: dict[str, Any], actual: dict[str, Any], expected: dict[str, Any]) -> list[Any]:
+    """The mismatches of ``actual`` against ``expected`` under ``op``'s accuracy class, as the suite computes them."""
+    accuracy = accuracy_of(get_spec(op))
+    assert accuracy is not None
+    length = (accuracy.length_of or elements_per_output)(args, expected)
+    scale = None
+    if accuracy.kind == "composite":
+        scale = (accuracy.scale_of or relative_scale)(args, expected)
+
+    def tolerance(dtype: D) -> Any:
+        return from_class(op, dtype, accuracy, length)
+
+    return compare_outputs(actual, expected, tolerance, scale)
+
+
+def _compare(rocm: Backend, reference: Backend, op: str, args: dict[str, Any], layout: str, note: str) -> None:
+    expected = eager.run(op, reference, layout="contiguous", **args)
+    outs = sentinel_outputs(op, args, expected)
+    actual = eager.run(op, rocm, layout=layout, **args, **outs)
+    assert actual.keys() == expected.keys()
+    for name, value in expected.items():
+        assert actual[name].dtype == value.dtype, f"{op} [{note}]: {name} dtype {actual[name].dtype} != {value.dtype}"
+        assert actual[name].shape == value.shape, f"{op} [{note}]: {name} shape {actual[name].shape}"
+    problems = _problems(op, args, actual, expected)
+    assert not problems, f"{op} [{note}] layout={layout}: " + "; ".join(p.message for p in problems)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_matches_reference(rocm: Backend, reference: Backend, op: str) -> None:
+    samples = list(get_spec(op).samples(np.random.default_rng(2024)))  # type: ignore[misc]
+    assert samples, f"{op} produced no samples"
+    for i, sample in enumerate(samples):
+        _compare(rocm, reference, op, dict(sample.args), "contiguous", sample.note)
+        if i % 4 == 0:
+            for layout in ("padded", "transposed", "offset"):
+                _compare(rocm, reference, op, dict(sample.args), layout, sample.note)
+
+
+def test_every_loss_is_claimed(rocm: Backend) -> None:
+    assert set(ROW_OF) == set(OPS)
+    assert set(OPS) <= set(rocm.capabilities().ops)
+
+
+def _loss_args(op: str, shape: tuple[int, ...], dtype: Any, reduction: int, rng: np.random.Generator) -> dict:
+    """Inputs of ``op`` at ``shape`` in its declared domain (weights over the last dim, gradOutput as required)."""
+    row, backward = ROW_OF[op]
+    params = row.backward if backward else row.forward
+    args: dict[str, Any] = {"reduction": reduction, **row.values[-1]}
+    for p in params:
+        if p.writes or p.kind is not Kind.TENSOR:
+            continue
+        if p.name in ("gradOutput", "gradOut"):
+            g_shape = shape if reduction == NONE else ()
+            args[p.name] = rng.uniform(-1.0, 2.0, g_shape).astype(np.float32).astype(dtype)
+            continue
+        low, high = row.ranges.get(p.name, (-4.0, 4.0))
+        at = shape[-1:] if p.name in ("weight", "weightOptional", "posWeightOptional") else shape
+        args[p.name] = rng.uniform(low, high, at).astype(np.float32).astype(dtype)
+    return args
+
+
+LONG = [3 * SLICE - 1, SLICE, SLICE + 1, 257, 33 * 1025]
+"""Term counts: a partial last slice, exactly one slice (one pass), one past it, a block ±1, many slices."""
+
+
+@pytest.mark.parametrize("reduction", [NONE, MEAN, SUM], ids=["none", "mean", "sum"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16], ids=["f32", "f16", "bf16"])
+def test_long_losses_cross_the_block_and_slice_boundaries(
+    rocm: Backend, reference: Backend, reduction: int, dtype: Any
+) -> None:
+    rng = np.random.default_rng(reduction * 10 + np.dtype(dtype).itemsize)
+    for k, row in enumerate(POINTWISE):
+        n = LONG[k % len(LONG)]
+        for op in (row.name, row.backward_name):
+            args = _loss_args(op, (n,), dtype, reduction, rng)
+            _compare(rocm, reference, op, args, "contiguous", f"[{n}] {np.dtype(dtype).name}")
+
+
+@pytest.mark.parametrize("op", [r.name for r in POINTWISE])
+def test_broadcast_inputs_and_stride0_views(rocm: Backend, reference: Backend, op: str) -> None:
+    rng = np.random.default_rng(5)
+    for reduction in (NONE, MEAN, SUM):
+        args = _loss_args(op, (3, 1, 1500), np.float32, reduction, rng)
+        target = "target"
+        args[target] = rng.uniform(*ROW_OF[op][0].ranges.get(target, (-4.0, 4.0)), (1, 4, 1500)).astype(np.float32)
+        for layout in ("contiguous", "expanded", "transposed"):
+            _compare(rocm, reference, op, args, layout, f"broadcast reduction {reduction}")
+
+
+@pytest.mark.parametrize("reduction", [MEAN, SUM], ids=["mean", "sum"])
+def test_a_one_element_result_and_an_empty_loss(rocm: Backend, reference: Backend, reduction: int) -> None:
+    rng = np.random.default_rng(9)
+    args = _loss_args("MseLoss", (5000,), np.float16, reduction, rng)
+    _compare(rocm, reference, "MseLoss", {**args, "out": np.zeros((1,), np.float16)}, "contiguous", "[1] out")
+    empty = {"self": np.zeros((0, 3), np.float32), "target": np.zeros((0, 3), np.float32), "reduction": reduction}
+    got = eager.run("SmoothL1Loss", rocm, **empty, beta=1.0)["result"]
+    assert got.shape == () and (np.isnan(got) if reduction == MEAN else got == 0.0)
+
+
+def test_a_16bit_accumulator_would_fail_the_class() -> None:
+    # the class tells a float32-summed reduced loss from a 16-bit-summed one (what the rocm path must not do)
+    rng = np.random.default_rng(3)
+    n = 3 * SLICE
+    x, t = (rng.uniform(-0.1, 0.1, n).astype(np.float16) for _ in range(2))
+    args = {"self": x, "target": t, "reduction": SUM}
+    expected = eager.run("MseLoss", "reference", **args)
+    total = np.float16(0)
+    for v in ((x.astype(np.float32) - t.astype(np.float32)) ** 2).astype(np.float16):
+        total = np.float16(total + v)
+    assert np.isfinite(total) and np.isfinite(expected["out"])
+    assert _problems("MseLoss", args, {"out": np.asarray(total)}, expected)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_errors_match_the_reference(rocm: Backend, reference: Backend, op: str) -> None:
+    spec = get_spec(op)
+    assert spec.error_samples is not None
+    for case in spec.error_samples(np.random.default_rng(1)):
+        codes = []
+        for backend in (reference, rocm):
+            with pytest.raises(AclCoreError) as err:
+                eager.run(op, backend, **case.args)
+            codes.append(getattr(err.value, "code", None))
+        assert codes[0] == codes[1] == int(case.code), f"{op} [{case.note}]: {codes}"
+
+
+class _Plugin:
+    """Registers the backend under test, so the C-shaped front end's calls reach it (the emulated one too)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    @hookimpl
+    def acl_core_backends(self) -> list[BackendRegistration]:
+        return [BackendRegistration("rocm-under-test", lambda: self.backend, priority=-100)]
+
+
+@pytest.fixture
+def front_end(rocm: Backend) -> Iterator[Backend]:
+    """``rocm`` as the process's backend for the front ends, for one test."""
+    acl_core.reset_plugins()
+    acl_core.register_plugin(_Plugin(rocm))
+    acl_core.use_backend("rocm-under-test")
+    yield rocm
+    acl_core.use_backend(None)
+    acl_core.reset_plugins()
+
+
+def test_losses_never_copy_through_the_host(front_end: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    rt = front_end.runtime  # type: ignore[attr-defined]
+    n = 3 * SLICE + 5  # the two-pass path
+    x, t, out = rt.malloc(n * 4), rt.malloc(n * 4), rt.malloc(4)
+    tx = AclTensor.create((n,), D.ACL_FLOAT, (1,), 0, 2, (n,), x)
+    tt = AclTensor.create((n,), D.ACL_FLOAT, (1,), 0, 2, (n,), t)
+    tout = AclTensor.create((), D.ACL_FLOAT, (), 0, 2, (), out)
+    rt.memset(x, n * 4, 0x3F, n * 4)  # every float is 0x3F3F3F3F (~0.748)
+    rt.memset(t, n * 4, 0, n * 4)
+    provider = front_end.provider  # type: ignore[attr-defined]
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a loss copied memory through the runtime")
+
+    try:
+        size, executor, ret = aclnn.aclnnMseLossGetWorkspaceSize(tx, tt, SUM, tout)
+        assert ret == 0, aclnn.aclGetRecentErrMsg()
+        monkeypatch.setattr(provider, "memcpy", forbidden)
+        assert aclnn.aclnnMseLoss(None, size, executor, None) == 0, aclnn.aclGetRecentErrMsg()
+        rt.synchronize_device()
+    finally:
+        monkeypatch.undo()
+        host = np.empty(1, np.float32)
+        rt.register_host(host.ctypes.data, host.nbytes, host)
+        rt.memcpy(host.ctypes.data, host.nbytes, out, 4, 2)
+        rt.unregister(host.ctypes.data)
+        for p in (x, t, out):
+            rt.free(p)
+    value = float(np.frombuffer(b"\x3f" * 4, np.float32)[0])
+    np.testing.assert_allclose(host[0], np.float32(value * value * n), rtol=1e-6)
+
+
+@pytest.mark.parametrize("reduction", [MEAN, SUM], ids=["mean", "sum"])
+def test_a_reduced_loss_replays_bit_for_bit(rocm: Backend, reduction: int) -> None:
+    # the two-pass program (stream-ordered temporaries, a zeroed tail) under stream capture
+    if not rocm.capabilities().stream_capture:
+        pytest.skip(f"no stream capture: {rocm.capabilities().notes.get('stream_capture')}")
+    rng = np.random.default_rng(11)
+    args = _loss_args("BinaryCrossEntropyWithLogits", (2 * SLICE + 3,), np.float32, reduction, rng)
+    call = OpCall(rocm, "BinaryCrossEntropyWithLogits", args)
+    stream = rocm.runtime.create_stream()  # type: ignore[attr-defined]
+    try:
+        rocm.driver.graph_destroy(compare_replay([call], stream))  # type: ignore[attr-defined]
+    finally:
+        call.free()
+        rocm.runtime.destroy_stream(stream)  # type: ignore[attr-defined]

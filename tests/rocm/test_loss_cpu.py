@@ -1,0 +1,75 @@
+"""The loss family above the provider seam, on a CPU: its generated kernels run in the kernel emulator.
+
+A few cases per loss (every reduction, forward and backward, the one- and two-pass sums, a 16-bit
+dtype, broadcast weights) compared with the reference under the op's accuracy class, and the generated
+bodies checked directly. ``tests/rocm/test_gpu_loss.py`` is the full GPU tier.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from acl_conformance.compare import compare_outputs
+from acl_conformance.tolerances import from_class
+from acl_core import eager
+from acl_core.backend import Backend
+from acl_core.dtypes import DataType as D
+from acl_core.spec.accuracy import accuracy_of, elements_per_output, relative_scale
+from acl_core.spec.ops import get_spec
+from acl_core.spec.ops.loss import MEAN, NONE, POINTWISE, SUM
+from acl_rocm.kernels.loss import BODIES, Variant, loss_ufunc
+from acl_rocm.ops.loss import SLICE, terms_dtype
+
+
+def _check(backend: Backend, op: str, args: dict[str, Any]) -> None:
+    expected = eager.run(op, "reference", **args)
+    actual = eager.run(op, backend, **args)
+    accuracy = accuracy_of(get_spec(op))
+    assert accuracy is not None
+    length = (accuracy.length_of or elements_per_output)(args, expected)
+    scale = (accuracy.scale_of or relative_scale)(args, expected) if accuracy.kind == "composite" else None
+    problems = compare_outputs(actual, expected, lambda dt: from_class(op, dt, accuracy, length), scale)
+    assert not problems, f"{op} {args.get('reduction')}: " + "; ".join(p.message for p in problems)
+
+
+def _args(row: Any, backward: bool, shape: tuple[int, ...], dtype: Any, reduction: int, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    params = row.backward if backward else row.forward
+    args: dict[str, Any] = {"reduction": reduction, **row.values[-1]}
+    for p in params:
+        if p.writes or p.kind.name != "TENSOR":
+            continue
+        if p.name in ("gradOutput", "gradOut"):
+            args[p.name] = rng.uniform(-1, 2, shape if reduction == NONE else ()).astype(dtype)
+            continue
+        low, high = row.ranges.get(p.name, (-4.0, 4.0))
+        weight = p.name in ("weight", "weightOptional", "posWeightOptional")
+        args[p.name] = rng.uniform(low, high, shape[-1:] if weight else shape).astype(dtype)
+    return args
+
+
+@pytest.mark.parametrize("row", POINTWISE, ids=lambda r: r.name)
+def test_every_loss_and_gradient_matches_the_reference(emulated: Backend, row: Any) -> None:
+    for reduction in (NONE, MEAN, SUM):
+        for backward in (False, True):
+            op = row.backward_name if backward else row.name
+            _check(emulated, op, _args(row, backward, (2, 3, 5), np.float32, reduction, reduction))
+
+
+@pytest.mark.parametrize("reduction", [MEAN, SUM], ids=["mean", "sum"])
+def test_the_two_pass_sum_with_a_partial_slice_in_float16(emulated: Backend, reduction: int) -> None:
+    for row in (POINTWISE[0], POINTWISE[-1]):  # a float32 temporary (MseLoss) and a float64 one (KlDiv)
+        _check(emulated, row.name, _args(row, False, (2 * SLICE + 7,), np.float16, reduction, 3))
+
+
+def test_bodies_read_by_role_and_take_float64_scalars() -> None:
+    assert set(BODIES) == {r.name for r in POINTWISE}
+    u = loss_ufunc(Variant("SmoothL1Loss", True, (("gradOut", "g"), ("self", "x"), ("target", "t")), "gradInput", True))
+    assert u.signature == "gradOut:T, self:T, target:T, beta:W, count:W -> gradInput:O"
+    assert "q = q * g;" in u.body and "q = q / count;" in u.body
+    bce = loss_ufunc(Variant("BinaryCrossEntropy", False, (("self", "x"), ("target", "t")), "out"))
+    assert "double w = 1.0;" in bce.body and "count" not in bce.signature and "beta" not in bce.signature
+    assert terms_dtype("MseLoss") == D.ACL_FLOAT and terms_dtype("KlDiv") == D.ACL_DOUBLE
