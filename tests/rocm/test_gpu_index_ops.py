@@ -182,6 +182,13 @@ def test_negative_dims(rocm: Backend, reference: Backend) -> None:
     _compare(rocm, reference, "OneHot", args, "axis -1")
 
 
+def test_gather_nd_one_index_vector_and_trailing_slices(rocm: Backend, reference: Backend) -> None:
+    x = np.random.default_rng(16).standard_normal((4, 5, 6)).astype(np.float32)
+    for idx in (np.array([3, -1, 2]), np.array([1, 4]), np.array([[[2], [0]], [[3], [1]]], np.int32)):
+        args = {"self": x, "indices": idx, "negativeIndexSupport": True}
+        _compare(rocm, reference, "GatherNd", args, f"indices {idx.shape}")
+
+
 # ----------------------------------------------------------------------------- bad index values
 BAD: list[tuple[str, dict[str, Any], str]] = [
     ("Take", {"index": np.array([[0, 12]])}, "past numel"),
