@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("host", "ops", "decode"),
         default="host",
         help="host: two-phase overhead and Add beside NumPy; ops: operators through aclnn beside PyTorch on the "
-        "same device (host overhead, D2D copy, Add/Mul/Silu, Softmax/LayerNorm/RmsNorm, Matmul, FlashAttentionScore); "
+        "same device (host overhead, D2D copy, Add/Mul/Silu, GatherNd/Take, Softmax/LayerNorm/RmsNorm, Matmul, "
+        "FlashAttentionScore); "
         "decode: one decode token's kernels (ArgMax over the vocabulary, IncreFlashAttention, small-M Matmul, "
         "AddRmsNorm, ApplyRotaryPosEmb) beside PyTorch in alternating rounds, in us and as a fraction of HBM speed",
     )

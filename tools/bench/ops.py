@@ -60,7 +60,7 @@ OPS = (
     *("Mish", "SiluBackward"),
     *POINTWISE,
     "AddRmsNormQuant",
-    *("MseLoss", "SmoothL1Loss"),
+    *("MseLoss", "SmoothL1Loss", "GatherNd", "Take"),
 )
 """The names ``--only`` picks from: the operators the suite times (Copy is the D2D memcpy; Replay is a
 captured chain of small Adds replayed beside the same chain launched eagerly, :mod:`acl_tools.bench.replay`)."""
@@ -76,6 +76,8 @@ LOSSES: dict[str, tuple[str, dict[str, Any]]] = {
     "SmoothL1Loss": ("smooth_l1_loss", {"beta": 1.0}),
 }
 """Loss rows (reduction mean, one 0-d result): aclnn op → (the torch.nn.functional loss, its attributes)."""
+GATHER_HIDDEN = 512
+"""Elements per gathered row of the GatherNd rows (a table of ``elementwise_bytes``, rows picked by (i, j) pairs)."""
 
 SIZES = {
     "small": Sizes(1 << 20, (256, 1024), 256, (1, 2, 256, 64), 1024, 0.05, 5),
@@ -434,6 +436,52 @@ class Suite:
                 note = "reduction mean"
                 case = Case(op, _mib(n * dtype.info.storage_bits // 8), dtype.short, "GB/s", nbytes, note=note)
                 self.case(case, acl, torch_fn, op)
+    def gathers(self) -> None:
+        """GatherNd (rows of an [R, C, H] table by (i, j) pairs) and Take (random elements) at the elementwise size.
+
+        Both sides get the same random int64 indices; the metric counts the bytes read and written,
+        indices included.
+        """
+        for op in ("GatherNd", "Take"):
+            if not self.wanted(op):
+                continue
+            for dtype in DTYPES:
+                item = dtype.info.storage_bits // 8
+                n = self.sizes.elementwise_bytes // item
+                if op == "GatherNd":
+                    rows = n // GATHER_HIDDEN
+                    r = 1 << (max(rows.bit_length() - 1, 0) // 2)
+                    shape: tuple[int, ...] = (r, rows // r, GATHER_HIDDEN)
+                    idx = np.stack([self.rng.integers(0, d, rows) for d in shape[:2]], axis=-1)
+                    label = f"[{r},{rows // r},{GATHER_HIDDEN}] by {rows} pairs"
+                    nbytes = 2 * rows * GATHER_HIDDEN * item + idx.size * 8
+                else:
+                    shape = (n,)
+                    idx = self.rng.integers(0, n, n)
+                    label = f"{_mib(n * item)}, {n} picks"
+                    nbytes = 2 * n * item + n * 8
+
+                def acl(
+                    op: str = op, dtype: D = dtype, shape: tuple[int, ...] = shape, idx: np.ndarray = idx
+                ) -> tuple[Callable[[], None], Any]:
+                    args: dict[str, Any] = {"self": self.array(shape, dtype)}
+                    if op == "GatherNd":
+                        args |= {"indices": to_device(idx, self.backend), "negativeIndexSupport": False}
+                    else:
+                        args["index"] = to_device(idx, self.backend)
+                    return self.prepared(op, args)
+
+                def torch_fn(
+                    op: str = op, dtype: D = dtype, shape: tuple[int, ...] = shape, idx: np.ndarray = idx
+                ) -> Callable[[], object]:
+                    x = self.tensor(shape, dtype)
+                    i = self.torch.from_numpy(idx).to(self.device)
+                    if op == "GatherNd":
+                        first, second = i[:, 0], i[:, 1]
+                        return lambda: x[first, second]
+                    return lambda: self.torch.take(x, i)
+
+                self.case(Case(op, label, dtype.short, "GB/s", nbytes), acl, torch_fn, op)
 
     def norms(self) -> None:
         """Softmax, LayerNorm, RmsNorm and GemmaRmsNorm over the last dimension of rows x hidden."""
@@ -573,6 +621,7 @@ class Suite:
             self.elementwise()
             self.activations()
             self.losses()
+            self.gathers()
             self.norms()
             self.norm_quant()
             self.matmul()

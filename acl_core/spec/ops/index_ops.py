@@ -8,7 +8,8 @@ Choices where the CANN docs are silent or not transcribed here (torch's behaviou
   out dtypes follow Arange (``start + i * step``, in int64 for an int64 out, else in double).
 * Linspace: the reference computes in double with torch's symmetric rule (the first half from
   ``start``, the second from ``end``, ``step = (end - start) / (steps - 1)``) and rounds once to out's
-  dtype (integer outs truncate toward zero); backends stepping in float32 land within 2 ulps.
+  dtype (integer outs truncate toward zero); backends stepping in float32 land within 2 ulps (rocm
+  computes the same double formula, without fused multiply-adds, and matches the reference exactly).
 * Eye refuses negative ``n`` / ``m``; out must be ``[n, m]``.
 * OneHot (doc: self UINT8 / INT32 / INT64, out FLOAT16 / FLOAT / INT8 / UINT8 / INT32 / INT64, axis in
   [-1, rank]): a self value outside [0, numClasses) gives a row of ``offValue`` (the doc's formula;

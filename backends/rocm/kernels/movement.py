@@ -73,15 +73,17 @@ def store_narrow(expr: str, dtype: D) -> str:
     return f"(({c.storage})({expr}))"
 
 
-def _name(kind: str, key: object) -> str:
+def unique_name(kind: str, key: object) -> str:
+    """A kernel name unique to ``key`` (a hash of its repr), prefixed ``acl_mv_<kind>``."""
     return f"acl_mv_{kind}_{hashlib.sha1(repr(key).encode()).hexdigest()[:12]}"
 
 
-def _meta(index_type: str, ndim: int, rows: int) -> str:
+def meta_struct(index_type: str, ndim: int, rows: int) -> str:
+    """The ``Meta`` struct: ``n``, ``shape[ndim]`` and ``stride[rows][ndim]`` in ``index_type``."""
     return f"struct Meta {{ {index_type} n; {index_type} shape[{ndim}]; {index_type} stride[{rows}][{ndim}]; }};"
 
 
-def _loop(index_type: str, ndim: int, rows: int, body: list[str], flag: bool = False) -> list[str]:
+def grid_loop(index_type: str, ndim: int, rows: int, body: list[str], flag: bool = False) -> list[str]:
     """The grid-stride loop with coordinates ``c[d]`` and offsets ``o0..o{rows-1}`` of element ``i``."""
     idx = index_type
     lines = ["if (*flag) return;"] if flag else []
@@ -107,7 +109,8 @@ def _loop(index_type: str, ndim: int, rows: int, body: list[str], flag: bool = F
     return lines
 
 
-def _source(comment: str, meta: str, name: str, params: list[str], body: list[str]) -> str:
+def kernel_source(comment: str, meta: str, name: str, params: list[str], body: list[str]) -> str:
+    """A complete kernel: prelude, helpers, ``meta``, and ``name(params)`` running ``body``."""
     return "\n".join(
         [
             PRELUDE,
@@ -136,7 +139,7 @@ class Copy:
     @functools.cached_property
     def kernel_name(self) -> str:
         """The kernel's extern "C" name."""
-        return _name(self.mode, self)
+        return unique_name(self.mode, self)
 
     def source(self) -> str:
         """The complete kernel source."""
@@ -154,12 +157,12 @@ class Copy:
                 f"typedef {w} word_t;",
                 f"if (offset {test} diagonal) dst[o1] = src[o0]; else dst[o1] = word_t();",
             ]
-        return _source(
+        return kernel_source(
             f"{self.mode} of {self.itemsize}-byte elements",
-            _meta(self.index_type, self.ndim, 2),
+            meta_struct(self.index_type, self.ndim, 2),
             self.kernel_name,
             params,
-            _loop(self.index_type, self.ndim, 2, body),
+            grid_loop(self.index_type, self.ndim, 2, body),
         )
 
 
@@ -175,7 +178,7 @@ class Check:
     @functools.cached_property
     def kernel_name(self) -> str:
         """The kernel's extern "C" name."""
-        return _name("check", self)
+        return unique_name("check", self)
 
     def source(self) -> str:
         """The complete kernel source."""
@@ -187,12 +190,12 @@ class Check:
             "int* flag",
         ]
         body = ["const long long v = (long long)index[o0];", "if (v < low || v >= high) *flag = 1;"]
-        return _source(
+        return kernel_source(
             f"range check of {self.index.short} indices",
-            _meta(self.index_type, self.ndim, 1),
+            meta_struct(self.index_type, self.ndim, 1),
             self.kernel_name,
             params,
-            _loop(self.index_type, self.ndim, 1, body),
+            grid_loop(self.index_type, self.ndim, 1, body),
         )
 
 
@@ -215,7 +218,7 @@ class Take:
     @functools.cached_property
     def kernel_name(self) -> str:
         """The kernel's extern "C" name."""
-        return _name("take", self)
+        return unique_name("take", self)
 
     def source(self) -> str:
         """The complete kernel source."""
@@ -234,12 +237,12 @@ class Take:
             body.append(f"  if (v < 0 || v >= size{j}) ok = false;")
             body.append(f"  at += v * dim_stride{j}; }}")
         body.append("if (ok) dst[o1] = src[at];")
-        return _source(
+        return kernel_source(
             f"take through {k} index tensor(s), {self.itemsize}-byte elements",
-            _meta(self.index_type, self.ndim, 2 + k),
+            meta_struct(self.index_type, self.ndim, 2 + k),
             self.kernel_name,
             params,
-            _loop(self.index_type, self.ndim, 2 + k, body, flag=True),
+            grid_loop(self.index_type, self.ndim, 2 + k, body, flag=True),
         )
 
 
@@ -265,7 +268,7 @@ class Scatter:
     @functools.cached_property
     def kernel_name(self) -> str:
         """The kernel's extern "C" name."""
-        return _name("scatter", self)
+        return unique_name("scatter", self)
 
     def source(self) -> str:
         """The complete kernel source."""
@@ -299,12 +302,12 @@ class Scatter:
             "}",
             f"out[o1] = {store_narrow('acc', self.dtype)};",
         ]
-        return _source(
+        return kernel_source(
             f"scatter reduce {self.reduce} of {self.dtype.short} along dim {dim}",
-            _meta(self.index_type, self.ndim, 5),
+            meta_struct(self.index_type, self.ndim, 5),
             self.kernel_name,
             params,
-            _loop(self.index_type, self.ndim, 5, body, flag=True),
+            grid_loop(self.index_type, self.ndim, 5, body, flag=True),
         )
 
 
@@ -326,7 +329,7 @@ class ScatterUpdate:
     @functools.cached_property
     def kernel_name(self) -> str:
         """The kernel's extern "C" name."""
-        return _name("scatter_update", self)
+        return unique_name("scatter_update", self)
 
     def source(self) -> str:
         """The complete kernel source."""
@@ -365,12 +368,12 @@ class ScatterUpdate:
             "  data[o0] = updates[at];",
             "}",
         ]
-        return _source(
+        return kernel_source(
             f"scatter update along axis {axis}, {self.itemsize}-byte elements",
-            _meta(self.index_type, self.ndim, 2),
+            meta_struct(self.index_type, self.ndim, 2),
             self.kernel_name,
             params,
-            _loop(self.index_type, self.ndim, 2, body, flag=True),
+            grid_loop(self.index_type, self.ndim, 2, body, flag=True),
         )
 
 
@@ -386,7 +389,7 @@ class Arange:
     @functools.cached_property
     def kernel_name(self) -> str:
         """The kernel's extern "C" name."""
-        return _name("arange", self)
+        return unique_name("arange", self)
 
     def source(self) -> str:
         """The complete kernel source."""
@@ -402,10 +405,10 @@ class Arange:
             else:
                 store = store_narrow("r", self.dtype)
             body = [f"const double r = {value};", f"out[o0] = {store};"]
-        return _source(
+        return kernel_source(
             f"arange into {self.dtype.short}",
-            _meta(self.index_type, 1, 1),
+            meta_struct(self.index_type, 1, 1),
             self.kernel_name,
             params,
-            _loop(self.index_type, 1, 1, body),
+            grid_loop(self.index_type, 1, 1, body),
         )

@@ -21,6 +21,7 @@ FAMILIES: tuple[str, ...] = (
     "grouped_matmul",
     "attention",
     "movement",
+    "index_ops",
     "reduction",
     "loss",
     "norm",

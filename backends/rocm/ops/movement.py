@@ -185,7 +185,7 @@ class MovementRunner:
             key = f"rocm.movement@{self.backend.provider.get_device()}"
             prog = launch.memo.get(key)
             if prog is None:
-                prog = _Program()
+                prog = MovementProgram()
                 method(op, launch, prog)
                 launch.memo[key] = prog
             self.run(prog, handle(launch.stream))
@@ -194,7 +194,7 @@ class MovementRunner:
         return kernel
 
     # ------------------------------------------------------------------ launching
-    def run(self, prog: _Program, stream: int) -> None:
+    def run(self, prog: MovementProgram, stream: int) -> None:
         """Launch a recorded program on ``stream``, with a fresh device check flag when it has one."""
         provider = self.backend.provider
         with prog.lock:  # the flag slot is shared by the program's packed arguments
@@ -221,7 +221,7 @@ class MovementRunner:
                     self.backend.driver.defer_check(stream, flag, prog.report)
 
     def _launch(
-        self, kernel: Any, meta: Sequence[int], idx: str, values: Sequence[Any], numel: int, prog: _Program
+        self, kernel: Any, meta: Sequence[int], idx: str, values: Sequence[Any], numel: int, prog: MovementProgram
     ) -> None:
         function = self.backend.function(_source(kernel), kernel.kernel_name)
         args = KernelArgs([KernelArgs.index_array(list(meta), idx), *values])
@@ -230,7 +230,7 @@ class MovementRunner:
     def _threads(self, numel: int) -> int:
         return self.backend.elementwise_config(max(numel, 1), 1).threads
 
-    def copy(self, src: View, dst: View, prog: _Program, mode: str = "copy", diagonal: int = 0) -> None:
+    def copy(self, src: View, dst: View, prog: MovementProgram, mode: str = "copy", diagonal: int = 0) -> None:
         """``dst = src`` (broadcast to dst's shape); ``mode`` tril/triu zeroes outside a triangle of the last 2 dims."""
         if dst.numel == 0:
             return
@@ -247,7 +247,7 @@ class MovementRunner:
             values.append(ctypes.c_longlong(diagonal))
         self._launch(kernel, meta, idx, values, g.numel, prog)
 
-    def convert(self, op: str, src: AclTensor, dst: View, dtype: D, prog: _Program) -> None:
+    def convert(self, op: str, src: AclTensor, dst: View, dtype: D, prog: MovementProgram) -> None:
         """``dst = src`` where src's dtype differs from dst's: CANN's Cast through the elementwise kernels."""
         if dst.numel == 0:
             return
@@ -255,19 +255,21 @@ class MovementRunner:
         ew = self.backend.elementwise
         prog.add(ew.prepare(ew.plan_convert(src, target)))
 
-    def place(self, op: str, src: AclTensor, dst: View, dtype: D, prog: _Program) -> None:
+    def place(self, op: str, src: AclTensor, dst: View, dtype: D, prog: MovementProgram) -> None:
         """Copy src into the view dst of dtype ``dtype``, converting when the dtypes differ."""
         if src.dtype == dtype:
             self.copy(view_of(op, src), dst, prog)
         else:
             self.convert(op, src, dst, dtype, prog)
 
-    def _flag(self, prog: _Program) -> ctypes.c_void_p:
+    def _flag(self, prog: MovementProgram) -> ctypes.c_void_p:
         assert prog.flag is None, "one check flag per call"
         prog.flag = ctypes.c_void_p(0)  # set to a fresh 4-byte allocation by every run
         return prog.flag
 
-    def check(self, op: str, index: AclTensor, low: int, high: int, flag: ctypes.c_void_p, prog: _Program) -> None:
+    def check(
+        self, op: str, index: AclTensor, low: int, high: int, flag: ctypes.c_void_p, prog: MovementProgram
+    ) -> None:
         """Set ``flag`` on the device when a value of ``index`` lies outside [low, high)."""
         size = index.dtype.info.storage_bits // 8
         address = index.data + index.offset * size
@@ -282,7 +284,7 @@ class MovementRunner:
         low: int,
         high: int,
         flag: ctypes.c_void_p,
-        prog: _Program,
+        prog: MovementProgram,
     ) -> None:
         """Set ``flag`` when a value of the index view at ``address`` lies outside [low, high)."""
         if math.prod(shape) == 0:
@@ -298,11 +300,11 @@ class MovementRunner:
         ]
         self._launch(Check(dtype, g.ndim, idx), meta, idx, values, g.numel, prog)
 
-    def _report(self, op: str, flag: ctypes.c_void_p, prog: _Program, what: str) -> None:
+    def _report(self, op: str, flag: ctypes.c_void_p, prog: MovementProgram, what: str) -> None:
         prog.report = f"{op}: {what} holds a value outside its valid range"
 
     # ------------------------------------------------------------------ joining and splitting
-    def _cat(self, op: str, launch: Launch, prog: _Program) -> None:
+    def _cat(self, op: str, launch: Launch, prog: MovementProgram) -> None:
         tensors = launch.args["tensors"]
         out = launch.args["out"]
         assert isinstance(tensors, tuple) and isinstance(out, AclTensor)
@@ -317,7 +319,7 @@ class MovementRunner:
             self.place(op, t, dst.narrow(dim, start, n), out.dtype, prog)
             start += n
 
-    def _stack(self, op: str, launch: Launch, prog: _Program) -> None:
+    def _stack(self, op: str, launch: Launch, prog: MovementProgram) -> None:
         tensors = launch.args["tensors"]
         out = launch.args["out"]
         assert isinstance(tensors, tuple) and isinstance(out, AclTensor)
@@ -328,7 +330,7 @@ class MovementRunner:
         for i, t in enumerate(tensors):
             self.place(op, t, dst.select(dim, i), out.dtype, prog)
 
-    def _split(self, op: str, launch: Launch, prog: _Program) -> None:
+    def _split(self, op: str, launch: Launch, prog: MovementProgram) -> None:
         t = launch.args["self"]
         outs = launch.args["out"]
         assert isinstance(t, AclTensor) and isinstance(outs, tuple)
@@ -348,11 +350,11 @@ class MovementRunner:
         assert isinstance(t, AclTensor) and isinstance(out, AclTensor)
         return t, out
 
-    def _permute(self, op: str, launch: Launch, prog: _Program) -> None:
+    def _permute(self, op: str, launch: Launch, prog: MovementProgram) -> None:
         t, out = self._io(op, launch)
         self.copy(view_of(op, t).permute(launch.plan["dims"]), view_of(op, out), prog)
 
-    def _slice(self, op: str, launch: Launch, prog: _Program) -> None:
+    def _slice(self, op: str, launch: Launch, prog: MovementProgram) -> None:
         t, out = self._io(op, launch)
         src = view_of(op, t)
         for axis, (start, _end, step) in launch.plan["slices"].items():
@@ -361,18 +363,18 @@ class MovementRunner:
 
     _slicev2 = _slice
 
-    def _expand(self, op: str, launch: Launch, prog: _Program) -> None:
+    def _expand(self, op: str, launch: Launch, prog: MovementProgram) -> None:
         t, out = self._io(op, launch)
         self.copy(view_of(op, t), view_of(op, out), prog)
 
-    def _repeat(self, op: str, launch: Launch, prog: _Program) -> None:
+    def _repeat(self, op: str, launch: Launch, prog: MovementProgram) -> None:
         t, out = self._io(op, launch)
         if out.numel == 0:
             return
         src, dst = tile_views(view_of(op, t), view_of(op, out), launch.args["repeats"])
         self.copy(src, dst, prog)
 
-    def _constantpadnd(self, op: str, launch: Launch, prog: _Program) -> None:
+    def _constantpadnd(self, op: str, launch: Launch, prog: MovementProgram) -> None:
         t, out = self._io(op, launch)
         if out.numel == 0:
             return
@@ -389,7 +391,7 @@ class MovementRunner:
             dst = dst.narrow(d, max(before, 0), keep)
         self.copy(src, dst, prog)
 
-    def fill(self, op: str, out: AclTensor, value: Scalar, prog: _Program) -> None:
+    def fill(self, op: str, out: AclTensor, value: Scalar, prog: MovementProgram) -> None:
         """Every element of ``out`` = value (converted to out's dtype by the elementwise fill)."""
         if out.dtype not in SUPPORTED:
             raise _refuse(op, f"a {out.dtype.short} pad value")
@@ -398,7 +400,7 @@ class MovementRunner:
         u = UFUNCS["InplaceFillScalar"]
         prog.add(ew.prepare(ew.instantiate(op, u, tokens, [("selfRef", out)], [("value", value)])))
 
-    def _triangle(self, op: str, launch: Launch, prog: _Program) -> None:
+    def _triangle(self, op: str, launch: Launch, prog: MovementProgram) -> None:
         t, out = self._io(op, launch)
         mode = "tril" if op == "Tril" else "triu"
         self.copy(view_of(op, t), view_of(op, out), prog, mode, int(launch.args["diagonal"]))
@@ -406,11 +408,11 @@ class MovementRunner:
     _tril = _triangle
     _triu = _triangle
 
-    def _flip(self, op: str, launch: Launch, prog: _Program) -> None:
+    def _flip(self, op: str, launch: Launch, prog: MovementProgram) -> None:
         t, out = self._io(op, launch)
         self.copy(view_of(op, t).flip(launch.plan["dims"]), view_of(op, out), prog)
 
-    def _arange(self, op: str, launch: Launch, prog: _Program) -> None:
+    def _arange(self, op: str, launch: Launch, prog: MovementProgram) -> None:
         out = launch.args["out"]
         assert isinstance(out, AclTensor)
         n = out.numel
@@ -441,7 +443,7 @@ class MovementRunner:
         indices: Sequence[tuple[AclTensor, Sequence[int], int, int]],
         wrap: bool,
         flag: ctypes.c_void_p,
-        prog: _Program,
+        prog: MovementProgram,
     ) -> None:
         """``out[p] = src[src_row . p + sum_k index_k[row_k . p] * dim_stride_k]`` for every out element p.
 
@@ -469,7 +471,7 @@ class MovementRunner:
         values.append(flag)
         self._launch(kernel, meta, idx, values, math.prod(shape), prog)
 
-    def _embedding(self, op: str, launch: Launch, prog: _Program) -> None:
+    def _embedding(self, op: str, launch: Launch, prog: MovementProgram) -> None:
         w, ids, out = (launch.args[n] for n in ("weight", "indices", "out"))
         assert isinstance(w, AclTensor) and isinstance(ids, AclTensor) and isinstance(out, AclTensor)
         if ids.numel == 0:
@@ -483,7 +485,7 @@ class MovementRunner:
         self.take(op, src, out, src_row, [(ids, idx_row, w.strides[0], w.view_dims[0])], False, flag, prog)
         self._report(op, flag, prog, "indices")
 
-    def _select(self, op: str, launch: Launch, prog: _Program) -> None:
+    def _select(self, op: str, launch: Launch, prog: MovementProgram) -> None:
         t, index, out = (launch.args[n] for n in ("self", "index", "out"))
         assert isinstance(t, AclTensor) and isinstance(index, AclTensor) and isinstance(out, AclTensor)
         if index.numel == 0:
@@ -508,7 +510,7 @@ class MovementRunner:
     _indexselect = _select
     _gatherv2 = _select
 
-    def _gather(self, op: str, launch: Launch, prog: _Program) -> None:
+    def _gather(self, op: str, launch: Launch, prog: MovementProgram) -> None:
         t, index, out = (launch.args[n] for n in ("self", "index", "out"))
         assert isinstance(t, AclTensor) and isinstance(index, AclTensor) and isinstance(out, AclTensor)
         if index.numel == 0:
@@ -526,7 +528,7 @@ class MovementRunner:
             self.take(op, src, out, src_row, [(index, tuple(index.strides), t.strides[dim], size)], False, flag, prog)
         self._report(op, flag, prog, "index")
 
-    def _index(self, op: str, launch: Launch, prog: _Program) -> None:
+    def _index(self, op: str, launch: Launch, prog: MovementProgram) -> None:
         t, lst, out = (launch.args[n] for n in ("self", "indices", "out"))
         assert isinstance(t, AclTensor) and isinstance(lst, tuple) and isinstance(out, AclTensor)
         entries = [(d, e) for d, e in enumerate(lst) if e.numel != 0]
@@ -559,7 +561,7 @@ class MovementRunner:
         self._report(op, flag, prog, "indices")
 
     # ------------------------------------------------------------------ scatters
-    def _scatter(self, op: str, launch: Launch, prog: _Program) -> None:
+    def _scatter(self, op: str, launch: Launch, prog: MovementProgram) -> None:
         t, index, out = (launch.args[n] for n in ("self", "index", "out"))
         assert isinstance(t, AclTensor) and isinstance(index, AclTensor) and isinstance(out, AclTensor)
         with_value = op == "ScatterValue"
@@ -606,7 +608,7 @@ class MovementRunner:
 
     _scattervalue = _scatter
 
-    def _inplacescatterupdate(self, op: str, launch: Launch, prog: _Program) -> None:
+    def _inplacescatterupdate(self, op: str, launch: Launch, prog: MovementProgram) -> None:
         data, indices, updates = (launch.args[n] for n in ("data", "indices", "updates"))
         assert isinstance(data, AclTensor) and isinstance(indices, AclTensor) and isinstance(updates, AclTensor)
         axis: int = launch.plan["axis"]
@@ -647,7 +649,7 @@ class MovementRunner:
 
 
 @dataclass
-class _Program:
+class MovementProgram:
     """One call's launches, recorded once per signature; the check flag is a slot each run fills."""
 
     steps: list[Prepared] = field(default_factory=list)
