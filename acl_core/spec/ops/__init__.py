@@ -25,6 +25,7 @@ FAMILIES: tuple[str, ...] = (
     "mc2",
     "versions",
     "activation",
+    "random",
 )
 
 _lock = threading.Lock()

@@ -22,6 +22,7 @@ FAMILIES: tuple[str, ...] = (
     "layout",
     "mc2",
     "activation",
+    "random",
 )
 
 _KERNELS: dict[str, RefKernel] = {}
