@@ -38,7 +38,7 @@ def test_small_suite_writes_a_well_formed_report(small: tuple[dict[str, Any], Pa
     assert "--suite ops" in report["command"]
     ops = {c["op"] for c in report["cases"]}
     expected = {"Copy D2D", "Add", "Mul", "Silu", "Mish", "SiluBackward", "Softmax", "LayerNorm", "RmsNorm"}
-    expected |= {"GemmaRmsNorm", "Matmul"}
+    expected |= {"GemmaRmsNorm", "Matmul", "InplaceNormal", "InplaceUniform"}
     assert expected | {"FlashAttentionScore causal", "Add host two-phase", "Add host phase 2 only"} <= ops
     chains = [c for c in report["cases"] if c["op"].startswith("Chain of")]
     assert [c["op"] for c in chains] == ["Chain of 16 eager", "Chain of 16 replayed"]

@@ -53,6 +53,7 @@ OPS = (
     *("Add", "Copy", "Mul", "Silu", "Softmax", "LayerNorm", "RmsNorm", "Matmul", "FlashAttentionScore"),
     *("QuantMatmulV5", "QuantMatmulV3", "Replay", "GemmaRmsNorm"),
     *("Mish", "SiluBackward"),
+    *("InplaceNormal", "InplaceUniform"),
 )
 """The names ``--only`` picks from: the operators the suite times (Copy is the D2D memcpy; Replay is a
 captured chain of small Adds replayed beside the same chain launched eagerly, :mod:`acl_tools.bench.replay`)."""
@@ -62,6 +63,12 @@ ACTIVATIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "SiluBackward": (("gradOutput", "self"), "silu_backward"),
 }
 """Activation rows: aclnn op → (its input tensors in order, the torch aten op taking the same inputs)."""
+
+RANDOM_FILLS: dict[str, tuple[dict[str, float], str, tuple[float, float]]] = {
+    "InplaceNormal": ({"mean": 0.0, "std": 1.0}, "normal_", (0.0, 1.0)),
+    "InplaceUniform": ({"from": 0.0, "to": 1.0}, "uniform_", (0.0, 1.0)),
+}
+"""Random fill rows: aclnn op → (its attributes, the torch.Tensor method, that method's two arguments)."""
 
 SIZES = {
     "small": Sizes(1 << 20, (256, 1024), 256, (1, 2, 256, 64), 1024, 0.05, 5),
@@ -392,6 +399,25 @@ class Suite:
                     Case(op, _mib(n * dtype.info.storage_bits // 8), dtype.short, "GB/s", nbytes), acl, torch_fn, op
                 )
 
+    def random_fills(self) -> None:
+        """InplaceNormal and InplaceUniform on float32 ``elementwise_bytes`` beside torch's normal_ / uniform_."""
+        dtype = D.ACL_FLOAT
+        n = self.sizes.elementwise_bytes // 4
+        for op, (attrs, method, torch_args) in RANDOM_FILLS.items():
+            if not self.wanted(op):
+                continue
+
+            def acl(op: str = op, attrs: dict[str, float] = attrs) -> tuple[Callable[[], None], Any]:
+                args: dict[str, Any] = {"selfRef": empty((n,), dtype, self.backend), **attrs, "seed": 1, "offset": 0}
+                return self.prepared(op, args)
+
+            def torch_fn(method: str = method, torch_args: tuple[float, float] = torch_args) -> Callable[[], object]:
+                t = self.tensor((n,), dtype)
+                fill = getattr(t, method)
+                return lambda: fill(*torch_args)
+
+            self.case(Case(op, _mib(n * 4), dtype.short, "GB/s", n * 4), acl, torch_fn, op)
+
     def norms(self) -> None:
         """Softmax, LayerNorm, RmsNorm and GemmaRmsNorm over the last dimension of rows x hidden."""
         F = self.torch.nn.functional
@@ -494,6 +520,7 @@ class Suite:
             copy_gbps = self.copy()
             self.elementwise()
             self.activations()
+            self.random_fills()
             self.norms()
             self.matmul()
             self.attention()
