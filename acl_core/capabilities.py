@@ -107,7 +107,7 @@ class Capabilities(BaseModel):
 
 
 def declared_dtypes(spec: OpSpec) -> frozenset[DataType] | None:
-    """Every dtype a tensor parameter of ``spec`` declares; None when one declares no set (any dtype)."""
+    """Every dtype a tensor parameter or dtype attribute of ``spec`` declares; None when a tensor declares no set."""
     from acl_core.spec.opspec import Kind
 
     found: set[DataType] = set()
@@ -115,6 +115,8 @@ def declared_dtypes(spec: OpSpec) -> frozenset[DataType] | None:
         if p.kind in (Kind.TENSOR, Kind.TENSOR_LIST):
             if p.dtypes is None:
                 return None
+            found |= p.dtypes
+        elif p.kind is Kind.DTYPE and p.dtypes is not None:  # DropoutGenMaskV2's probDataType
             found |= p.dtypes
     return frozenset(found)
 

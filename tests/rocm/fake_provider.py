@@ -331,7 +331,7 @@ def _matrix(m: Matrix, index: int) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(flat, (m.rows, m.cols), (item, m.ld * item), writeable=True)
 
 
-_SIZES = {"float": 4, "double": 8, "long long": 8, "unsigned long long": 8, "bool": 1, "int": 4}
+_SIZES = {"float": 4, "double": 8, "long long": 8, "unsigned long long": 8, "bool": 1, "int": 4, "unsigned int": 4}
 
 
 def _struct_size(source: str, kind: str) -> int:

@@ -61,6 +61,7 @@ OPS = (
     *POINTWISE,
     "AddRmsNormQuant",
     *("MseLoss", "SmoothL1Loss", "GatherNd", "Take"),
+    *("InplaceNormal", "InplaceUniform"),
 )
 """The names ``--only`` picks from: the operators the suite times (Copy is the D2D memcpy; Replay is a
 captured chain of small Adds replayed beside the same chain launched eagerly, :mod:`acl_tools.bench.replay`)."""
@@ -78,6 +79,11 @@ LOSSES: dict[str, tuple[str, dict[str, Any]]] = {
 """Loss rows (reduction mean, one 0-d result): aclnn op → (the torch.nn.functional loss, its attributes)."""
 GATHER_HIDDEN = 512
 """Elements per gathered row of the GatherNd rows (a table of ``elementwise_bytes``, rows picked by (i, j) pairs)."""
+RANDOM_FILLS: dict[str, tuple[dict[str, float], str, tuple[float, float]]] = {
+    "InplaceNormal": ({"mean": 0.0, "std": 1.0}, "normal_", (0.0, 1.0)),
+    "InplaceUniform": ({"from": 0.0, "to": 1.0}, "uniform_", (0.0, 1.0)),
+}
+"""Random fill rows: aclnn op → (its attributes, the torch.Tensor method, that method's two arguments)."""
 
 SIZES = {
     "small": Sizes(1 << 20, (256, 1024), 256, (1, 2, 256, 64), 1024, 0.05, 5),
@@ -436,6 +442,7 @@ class Suite:
                 note = "reduction mean"
                 case = Case(op, _mib(n * dtype.info.storage_bits // 8), dtype.short, "GB/s", nbytes, note=note)
                 self.case(case, acl, torch_fn, op)
+
     def gathers(self) -> None:
         """GatherNd (rows of an [R, C, H] table by (i, j) pairs) and Take (random elements) at the elementwise size.
 
@@ -482,6 +489,25 @@ class Suite:
                     return lambda: self.torch.take(x, i)
 
                 self.case(Case(op, label, dtype.short, "GB/s", nbytes), acl, torch_fn, op)
+
+    def random_fills(self) -> None:
+        """InplaceNormal and InplaceUniform on float32 ``elementwise_bytes`` beside torch's normal_ / uniform_."""
+        dtype = D.ACL_FLOAT
+        n = self.sizes.elementwise_bytes // 4
+        for op, (attrs, method, torch_args) in RANDOM_FILLS.items():
+            if not self.wanted(op):
+                continue
+
+            def acl(op: str = op, attrs: dict[str, float] = attrs) -> tuple[Callable[[], None], Any]:
+                args: dict[str, Any] = {"selfRef": empty((n,), dtype, self.backend), **attrs, "seed": 1, "offset": 0}
+                return self.prepared(op, args)
+
+            def torch_fn(method: str = method, torch_args: tuple[float, float] = torch_args) -> Callable[[], object]:
+                t = self.tensor((n,), dtype)
+                fill = getattr(t, method)
+                return lambda: fill(*torch_args)
+
+            self.case(Case(op, _mib(n * 4), dtype.short, "GB/s", n * 4), acl, torch_fn, op)
 
     def norms(self) -> None:
         """Softmax, LayerNorm, RmsNorm and GemmaRmsNorm over the last dimension of rows x hidden."""
@@ -622,6 +648,7 @@ class Suite:
             self.activations()
             self.losses()
             self.gathers()
+            self.random_fills()
             self.norms()
             self.norm_quant()
             self.matmul()

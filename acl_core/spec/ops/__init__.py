@@ -32,6 +32,7 @@ FAMILIES: tuple[str, ...] = (
     "loss",
     "foreach",
     "optim",
+    "random",
 )
 
 _lock = threading.Lock()

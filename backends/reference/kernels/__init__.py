@@ -29,6 +29,7 @@ FAMILIES: tuple[str, ...] = (
     "loss",
     "foreach",
     "optim",
+    "random",
 )
 
 _KERNELS: dict[str, RefKernel] = {}

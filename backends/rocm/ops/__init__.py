@@ -33,6 +33,7 @@ FAMILIES: tuple[str, ...] = (
     "quant",
     "layout",
     "norm_quant",
+    "random",
 )
 
 

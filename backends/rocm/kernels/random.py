@@ -1,0 +1,322 @@
+"""Kernel generators of the random family: Philox4x32-10 in HIP/CUDA-common C++, then the transforms.
+
+:data:`PHILOX` is the generator and the counter layout of :mod:`acl_core.spec.ops.random` (element
+index in the low 64 counter bits, offset in the high 64, key = seed), written once for every kernel
+here; :class:`PhiloxBlocks` exposes it raw so tests can check it against Random123's vectors. The
+float transforms call ``acl_rnd_mul`` / ``acl_rnd_add``: ``__dmul_rn`` / ``__dadd_rn`` on a device
+compiler, which are never fused into a multiply-add, so each step rounds once, as NumPy's do (the
+CPU emulator builds at -O0, where nothing is fused either). Every kernel walks its output in C order
+of the view (``Meta``: shape and strides), element ``q`` drawing from block ``q``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from typing import Final
+
+from acl_core.dtypes import DataType as D
+from acl_rocm.kernels.ctypes_map import ctype
+from acl_rocm.kernels.movement import HELPERS, load_wide, store_narrow
+from acl_rocm.kernels.prelude import PRELUDE
+
+BLOCK_THREADS: Final = 256
+DIGITS: Final[dict[D, int]] = {D.ACL_FLOAT: 24, D.ACL_FLOAT16: 11, D.ACL_BF16: 8, D.ACL_DOUBLE: 53}
+"""Significand digits of each float output: the bits a uniform value is made of (as the reference)."""
+
+PHILOX: Final = r"""
+// ---- Philox4x32-10 (Salmon et al. 2011, Random123) and the family's counter layout ----
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+__device__ __forceinline__ double acl_rnd_mul(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ double acl_rnd_add(double a, double b) { return __dadd_rn(a, b); }
+#else
+__device__ __forceinline__ double acl_rnd_mul(double a, double b) { return a * b; }
+__device__ __forceinline__ double acl_rnd_add(double a, double b) { return a + b; }
+#endif
+__device__ __forceinline__ void acl_philox4x32_10(unsigned int c[4], unsigned int k0, unsigned int k1) {
+  for (int r = 0; r < 10; ++r) {
+    if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+    const unsigned long long p0 = 0xD2511F53ull * (unsigned long long)c[0];
+    const unsigned long long p1 = 0xCD9E8D57ull * (unsigned long long)c[2];
+    const unsigned int n0 = (unsigned int)(p1 >> 32) ^ c[1] ^ k0;
+    const unsigned int n2 = (unsigned int)(p0 >> 32) ^ c[3] ^ k1;
+    c[0] = n0; c[1] = (unsigned int)p1; c[2] = n2; c[3] = (unsigned int)p0;
+  }
+}
+// the four words of element q: counter (lo q, hi q, lo offset, hi offset), key (lo seed, hi seed)
+struct AclRnd { unsigned int seed_lo; unsigned int seed_hi; unsigned int off_lo; unsigned int off_hi; };
+__device__ __forceinline__ void acl_rnd_block(const AclRnd g, unsigned long long q, unsigned int w[4]) {
+  w[0] = (unsigned int)q; w[1] = (unsigned int)(q >> 32); w[2] = g.off_lo; w[3] = g.off_hi;
+  acl_philox4x32_10(w, g.seed_lo, g.seed_hi);
+}
+// k * 2^-53 in [0, 1) from the top 53 bits of hi:lo
+__device__ __forceinline__ double acl_rnd_unit53(unsigned int lo, unsigned int hi) {
+  return (double)((((unsigned long long)hi << 32) | lo) >> 11) * 1.1102230246251565404e-16;
+}
+"""
+
+
+def _name(kind: str, key: object) -> str:
+    return f"acl_rnd_{kind}_{hashlib.sha1(repr(key).encode()).hexdigest()[:12]}"
+
+
+def _source(comment: str, meta: str, name: str, params: list[str], body: list[str]) -> str:
+    return "\n".join(
+        [
+            PRELUDE,
+            HELPERS,
+            PHILOX,
+            f"// random: {comment}",
+            meta,
+            f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {name}(',
+            "    " + ",\n    ".join(params) + ") {",
+            *("  " + line for line in body),
+            "}",
+            "",
+        ]
+    )
+
+
+def _meta(ndim: int, rows: int) -> str:
+    return f"struct Meta {{ long long n; long long shape[{ndim}]; long long stride[{rows}][{ndim}]; }};"
+
+
+def _offsets(ndim: int, rows: int) -> list[str]:
+    """C lines giving ``o0..`` of C-order position ``q`` through Meta."""
+    lines = ["long long rest = q;", *(f"long long o{r} = 0;" for r in range(rows))]
+    lines.append(f"for (int d = {ndim - 1}; d >= 0; --d) {{")
+    lines.append("  const long long c = rest % m.shape[d]; rest /= m.shape[d];")
+    lines.append("  " + " ".join(f"o{r} += c * m.stride[{r}][d];" for r in range(rows)))
+    lines.append("}")
+    return lines
+
+
+_LOOP: Final = [
+    "const long long step = (long long)gridDim.x * blockDim.x;",
+    "for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < m.n; q += step) {",
+]
+
+
+@dataclass(frozen=True)
+class PhiloxBlocks:
+    """Raw Philox4x32-10: ``out[4i..4i+3]`` = the block of counter ``ctr[4i..4i+3]`` under key ``key[2i..2i+1]``."""
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return _name("philox", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = ["const Meta m", "const unsigned int* ctr", "const unsigned int* key", "unsigned int* out"]
+        body = [
+            *_LOOP,
+            "  unsigned int c[4] = {ctr[4 * q], ctr[4 * q + 1], ctr[4 * q + 2], ctr[4 * q + 3]};",
+            "  acl_philox4x32_10(c, key[2 * q], key[2 * q + 1]);",
+            "  for (int j = 0; j < 4; ++j) out[4 * q + j] = c[j];",
+            "}",
+        ]
+        return _source("raw Philox4x32-10 blocks", _meta(1, 1), self.kernel_name, params, body)
+
+
+@dataclass(frozen=True)
+class Fill:
+    """selfRef / out filled by ``kind`` (uniform: a=from, b=to; normal: a=mean, b=std; bernoulli: a=p) over a view."""
+
+    kind: str
+    dtype: D
+    ndim: int
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return _name(f"fill_{self.kind}", self)
+
+    def _value(self) -> list[str]:
+        st = ctype(self.dtype).storage
+        if self.kind == "uniform":
+            digits = DIGITS[self.dtype]
+            bits = "(((unsigned long long)w[1] << 32) | w[0]) >> 11" if digits > 32 else f"w[0] >> {32 - digits}"
+            return [
+                f"const double u = (double)({bits}) * (1.0 / {float(2**digits)!r});",
+                "const double v = acl_rnd_add(a, acl_rnd_mul(u, b - a));",
+                f"{st} s = {store_narrow('v', self.dtype)};",
+                f"if ({load_wide('s', self.dtype)} >= b) s = {store_narrow('a', self.dtype)};",
+            ]
+        if self.kind == "normal":
+            return [
+                "const double u1 = acl_rnd_add(acl_rnd_unit53(w[0], w[1]), 1.1102230246251565404e-16);",
+                "const double u2 = acl_rnd_unit53(w[2], w[3]);",
+                "const double z = sqrt(-2.0 * log(u1)) * cos(acl_rnd_mul(6.283185307179586, u2));",
+                "const double v = acl_rnd_add(a, acl_rnd_mul(b, z));",
+                f"const {st} s = {store_narrow('v', self.dtype)};",
+            ]
+        if self.kind == "bernoulli":
+            return [
+                "const double v = (double)w[0] < a * 4294967296.0 ? 1.0 : 0.0;",
+                f"const {st} s = {store_narrow('v', self.dtype)};",
+            ]
+        raise ValueError(f"unknown fill {self.kind!r}")
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        st = ctype(self.dtype).storage
+        params = ["const Meta m", f"{st}* out", "const AclRnd g", "const double a", "const double b"]
+        body = [
+            *_LOOP,
+            *("  " + line for line in _offsets(self.ndim, 1)),
+            "  unsigned int w[4];",
+            "  acl_rnd_block(g, (unsigned long long)q, w);",
+            *("  " + line for line in self._value()),
+            "  out[o0] = s;",
+            "}",
+        ]
+        return _source(f"{self.kind} fill of {self.dtype.short}", _meta(self.ndim, 1), self.kernel_name, params, body)
+
+
+@dataclass(frozen=True)
+class GenMask:
+    """One mask byte per thread: bit j of byte b keeps element 8b + j (< numel) unless its word is below drop·2^32."""
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return _name("gen_mask", self)
+
+    def source(self) -> str:
+        """The complete kernel source (Meta: n = bytes, stride[0][0] = the mask's stride)."""
+        params = ["const Meta m", "unsigned char* out", "const AclRnd g", "const long long numel", "const double drop"]
+        body = [
+            *_LOOP,
+            "  unsigned int byte = 0;",
+            "  for (int j = 0; j < 8; ++j) {",
+            "    const long long i = q * 8 + j;",
+            "    if (i >= numel) break;",
+            "    unsigned int w[4];",
+            "    acl_rnd_block(g, (unsigned long long)i, w);",
+            "    if (!((double)w[0] < drop * 4294967296.0)) byte |= 1u << j;",
+            "  }",
+            "  out[q * m.stride[0][0]] = (unsigned char)byte;",
+            "}",
+        ]
+        return _source("dropout mask bits", _meta(1, 1), self.kernel_name, params, body)
+
+
+@dataclass(frozen=True)
+class DoMask:
+    """out = self · (mask bit ? scale : 0) in float32 (Meta rows: 0 self, 1 out; the mask by its stride)."""
+
+    dtype: D
+    ndim: int
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return _name("do_mask", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        c = ctype(self.dtype)
+        params = ["const Meta m", f"const {c.storage}* x", "const unsigned char* mask", "const long long ms"]
+        params += [f"{c.storage}* out", "const float scale"]
+        body = [
+            *_LOOP,
+            *("  " + line for line in _offsets(self.ndim, 2)),
+            "  const unsigned int bit = (mask[(q >> 3) * ms] >> (q & 7)) & 1u;",
+            f"  const float v = {c.decode.format(x='x[o0]')};",
+            "  const float r = v * (bit ? scale : 0.0f);",
+            f"  out[o1] = {c.encode.format(v='r')};",
+            "}",
+        ]
+        return _source(f"dropout apply to {self.dtype.short}", _meta(self.ndim, 2), self.kernel_name, params, body)
+
+
+@dataclass(frozen=True)
+class Multinomial:
+    """Inverse-CDF draws on running double sums: a thread per draw (with replacement) or per row (without).
+
+    Arguments: rows, categories n, draws k, self's row / column strides, out's row / draw strides;
+    without replacement a zeroed ``rows x n`` byte temporary of chosen flags. Invalid weights set the flag.
+    """
+
+    dtype: D
+    replacement: bool
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return _name("multinomial", self)
+
+    def _check(self, row: str) -> list[str]:
+        """C lines: ``total`` and ``positive`` of one row, the flag set (and return) when a weight is invalid."""
+        load = load_wide(f"{row}[j * cs]", self.dtype)
+        need = "positive < k" if not self.replacement else "false"
+        return [
+            "double total = 0.0; long long positive = 0;",
+            "for (long long j = 0; j < n; ++j) {",
+            f"  const double p = {load};",
+            "  if (!(p >= 0.0) || isinf(p)) { *flag = 1; return; }",
+            "  total += p; positive += p > 0.0;",
+            "}",
+            f"if (positive == 0 || {need}) {{ *flag = 1; return; }}",
+        ]
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        st = ctype(self.dtype).storage
+        load = load_wide("row[j * cs]", self.dtype)
+        params = ["const AclRnd g", f"const {st}* self", "long long* out", "int* flag"]
+        params += [f"const long long {v}" for v in ("rows", "n", "k", "rs", "cs", "os0", "os1")]
+        if self.replacement:
+            body = [
+                "const long long step = (long long)gridDim.x * blockDim.x;",
+                "for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < rows * k; e += step) {",
+                "  const long long r = e / k, s = e % k;",
+                f"  const {st}* row = self + r * rs;",
+                *("  " + line for line in self._check("row")),
+                "  unsigned int w[4];",
+                "  acl_rnd_block(g, (unsigned long long)e, w);",
+                "  const double target = acl_rnd_unit53(w[0], w[1]) * total;",
+                "  double acc = 0.0; long long pick = -1, last = 0;",
+                "  for (long long j = 0; j < n; ++j) {",
+                f"    const double p = {load};",
+                "    if (p > 0.0) last = j;",
+                "    acc += p;",
+                "    if (pick < 0 && target < acc) pick = j;",
+                "  }",
+                "  out[r * os0 + s * os1] = pick < 0 ? last : pick;",
+                "}",
+            ]
+        else:
+            params.append("unsigned char* chosen")
+            body = [
+                "const long long step = (long long)gridDim.x * blockDim.x;",
+                "for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += step) {",
+                f"  const {st}* row = self + r * rs;",
+                "  unsigned char* taken = chosen + r * n;",
+                *("  " + line for line in self._check("row")),
+                "  for (long long s = 0; s < k; ++s) {",
+                "    double live = 0.0;",
+                "    for (long long j = 0; j < n; ++j) {",
+                f"      if (!taken[j]) live += {load};",
+                "    }",
+                "    unsigned int w[4];",
+                "    acl_rnd_block(g, (unsigned long long)(r * k + s), w);",
+                "    const double target = acl_rnd_unit53(w[0], w[1]) * live;",
+                "    double acc = 0.0; long long pick = -1, last = 0;",
+                "    for (long long j = 0; j < n; ++j) {",
+                "      if (taken[j]) continue;",
+                f"      const double p = {load};",
+                "      if (p > 0.0) last = j;",
+                "      acc += p;",
+                "      if (target < acc) { pick = j; break; }",
+                "    }",
+                "    if (pick < 0) pick = last;",
+                "    taken[pick] = 1;",
+                "    out[r * os0 + s * os1] = pick;",
+                "  }",
+                "}",
+            ]
+        mode = "with" if self.replacement else "without"
+        return _source(f"multinomial {mode} replacement over {self.dtype.short}", "", self.kernel_name, params, body)

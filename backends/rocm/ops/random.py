@@ -1,0 +1,153 @@
+"""The random family on the GPU: one launch per call, drawing the reference's Philox stream bit for bit.
+
+Fills (InplaceUniform, InplaceNormal, Bernoulli and its in-place twin) and DropoutDoMask walk their
+view in C order; DropoutGenMask(V2) writes a byte per thread; Multinomial runs a thread per draw
+with replacement and a thread per row without (its chosen flags in a zeroed stream-ordered
+temporary). Multinomial's weights are checked on the device: a negative, infinite or NaN weight, a
+zero row, or too few positive weights without replacement set the flag reported as 161002 at
+synchronisation. Its serial scan of a row is correct, not fast, for very long rows.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from acl_core.backend import Kernel, Launch
+from acl_core.tensor import AclTensor
+from acl_rocm.kernels.random import DoMask, Fill, GenMask, Multinomial
+from acl_rocm.launch import KernelArgs
+from acl_rocm.ops.program import FLAG, Program, Step, program_kernel
+from acl_rocm.ops.sort import address
+
+if TYPE_CHECKING:
+    from acl_rocm.backend import RocmBackend
+
+OPS: tuple[str, ...] = ("InplaceUniform", "InplaceNormal", "Bernoulli", "DropoutGenMask", "DropoutGenMaskV2")
+OPS += ("DropoutDoMask", "Multinomial")
+"""The kernels this module runs (InplaceBernoulli runs Bernoulli's)."""
+REFUSED = "Multinomial: self holds a negative, infinite or NaN weight, a zero row, or too few positive weights"
+"""The 161002 message of Multinomial's device check."""
+
+
+class AclRnd(ctypes.Structure):
+    """The kernels' ``AclRnd``: the seed and offset as 32-bit halves."""
+
+    _fields_ = [("seed_lo", ctypes.c_uint32), ("seed_hi", ctypes.c_uint32)]
+    _fields_ += [("off_lo", ctypes.c_uint32), ("off_hi", ctypes.c_uint32)]
+
+
+def stream_args(seed: int, offset: int) -> AclRnd:
+    """The (seed, offset) argument of every kernel here (two's complement for negative int64 values)."""
+    s, o = int(seed) % 2**64, int(offset) % 2**64
+    return AclRnd(s & 0xFFFFFFFF, s >> 32, o & 0xFFFFFFFF, o >> 32)
+
+
+def _tensor(launch: Launch, name: str) -> AclTensor:
+    t = launch.args[name]
+    assert isinstance(t, AclTensor), name
+    return t
+
+
+def _ll(*values: int) -> list[ctypes.c_longlong]:
+    return [ctypes.c_longlong(int(v)) for v in values]
+
+
+class RandomRunner:
+    """The random family on one backend."""
+
+    def __init__(self, backend: RocmBackend) -> None:
+        self.backend = backend
+
+    def kernels(self) -> dict[str, Kernel]:
+        """A kernel per op name."""
+        plans = {
+            "InplaceUniform": self._uniform,
+            "InplaceNormal": self._normal,
+            "Bernoulli": self._bernoulli,
+            "DropoutGenMask": self._gen_mask,
+            "DropoutGenMaskV2": self._gen_mask,
+            "DropoutDoMask": self._do_mask,
+            "Multinomial": self._multinomial,
+        }
+        return {op: program_kernel(self.backend, "random", op, plan) for op, plan in plans.items()}
+
+    def _meta(self, t: AclTensor, *others: AclTensor) -> ctypes.Array[ctypes.c_longlong]:
+        shape = tuple(t.view_dims) or (1,)
+        rows = [tuple(v.strides) or (0,) for v in (t, *others)]
+        return KernelArgs.index_array([t.numel, *shape, *(s for row in rows for s in row)], "long long")
+
+    def _step(self, prog: Program, kernel: Fill | GenMask | DoMask | Multinomial, n: int, values: list[object]) -> None:
+        function = self.backend.function(kernel.source(), kernel.kernel_name)
+        prog.steps.append(Step(function, self.backend.elementwise_config(max(n, 1), 1), tuple(values)))
+
+    def _fill(self, launch: Launch, name: str, kind: str, a: float, b: float) -> Program:
+        t = _tensor(launch, name)
+        prog = Program()
+        if t.numel == 0:
+            return prog
+        g = stream_args(launch.args["seed"], launch.args["offset"])
+        values: list[object] = [self._meta(t), KernelArgs.pointer(address(t)), g, ctypes.c_double(a)]
+        values.append(ctypes.c_double(b))
+        self._step(prog, Fill(kind, t.dtype, max(t.rank, 1)), t.numel, values)
+        return prog
+
+    def _uniform(self, launch: Launch) -> Program:
+        return self._fill(launch, "selfRef", "uniform", float(launch.args["from"]), float(launch.args["to"]))
+
+    def _normal(self, launch: Launch) -> Program:
+        mean, std = float(np.float32(launch.args["mean"])), float(np.float32(launch.args["std"]))
+        return self._fill(launch, "selfRef", "normal", mean, std)
+
+    def _bernoulli(self, launch: Launch) -> Program:
+        prob = launch.args["prob"]
+        return self._fill(launch, "out", "bernoulli", float(prob.value), 0.0)
+
+    def _gen_mask(self, launch: Launch) -> Program:
+        out = _tensor(launch, "out")
+        prog = Program()
+        if out.numel == 0:
+            return prog
+        numel = int(np.prod(launch.args["shape"], dtype=np.int64))
+        g = stream_args(launch.args["seed"], launch.args["offset"])
+        meta = KernelArgs.index_array([out.numel, out.numel, out.strides[0]], "long long")
+        values: list[object] = [meta, KernelArgs.pointer(address(out)), g, *_ll(numel)]
+        values.append(ctypes.c_double(launch.plan["drop"]))
+        self._step(prog, GenMask(), out.numel, values)
+        return prog
+
+    def _do_mask(self, launch: Launch) -> Program:
+        x, mask, out = _tensor(launch, "self"), _tensor(launch, "mask"), _tensor(launch, "out")
+        prog = Program()
+        if x.numel == 0:
+            return prog
+        values: list[object] = [self._meta(x, out), KernelArgs.pointer(address(x)), KernelArgs.pointer(address(mask))]
+        values += [*_ll(mask.strides[0]), KernelArgs.pointer(address(out)), ctypes.c_float(launch.plan["scale"])]
+        self._step(prog, DoMask(x.dtype, max(x.rank, 1)), x.numel, values)
+        return prog
+
+    def _multinomial(self, launch: Launch) -> Program:
+        x, out = _tensor(launch, "self"), _tensor(launch, "out")
+        k, replacement = int(launch.args["numsamples"]), bool(launch.args["replacement"])
+        prog = Program()
+        n = x.view_dims[-1]
+        rows = x.view_dims[0] if x.rank == 2 else 1
+        if rows == 0:
+            return prog
+        rs, cs = (x.strides[0], x.strides[1]) if x.rank == 2 else (0, x.strides[0])
+        os0, os1 = (out.strides[0], out.strides[1]) if out.rank == 2 else (0, out.strides[0])
+        prog.report = REFUSED
+        g = stream_args(launch.args["seed"], launch.args["offset"])
+        values: list[object] = [g, KernelArgs.pointer(address(x)), KernelArgs.pointer(address(out)), FLAG]
+        values += _ll(rows, n, k, rs, cs, os0, os1)
+        if not replacement:
+            chosen = prog.temp(rows * n)
+            prog.zeroed.append((chosen, rows * n))
+            values.append(chosen)
+        self._step(prog, Multinomial(x.dtype, replacement), rows * k if replacement else rows, values)
+        return prog
+
+
+RUNNER = RandomRunner

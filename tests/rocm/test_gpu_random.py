@@ -1,0 +1,121 @@
+"""The random family on the GPU (GPU tier): the reference's Philox stream, bit for bit.
+
+The device Philox4x32-10 matches Random123's known-answer vectors; every spec sample of every op
+equals the reference's result byte for byte (InplaceNormal within its accuracy class: libm's and the
+device's log and cos may differ by a few double ulps), contiguous and through padded and transposed
+views, with guards against writes outside the outputs; the sizes cross a block (256 threads) and,
+with a grid of a few blocks, the grid-stride loop; Multinomial's device check refuses bad weights.
+Under ``ACL_ROCM_EMULATE=1`` these run on the CPU kernel emulator (slow: the sizes stay small).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from acl_core import eager
+from acl_core.backend import Backend
+from acl_core.errors import AclnnError
+from acl_core.spec.ops import get_spec
+from acl_rocm.kernels.random import PhiloxBlocks
+from acl_rocm.launch import KernelArgs
+from tests.ops.test_random import KATS
+from tests.rocm.test_gpu_quant import same
+
+pytestmark = pytest.mark.gpu
+
+EXACT_OPS = ["InplaceUniform", "InplaceBernoulli", "Bernoulli", "DropoutGenMask", "DropoutGenMaskV2"]
+EXACT_OPS += ["DropoutDoMask", "Multinomial"]
+
+
+def test_device_philox_matches_random123_known_answers(rocm: Backend) -> None:
+    counters = np.array([c for c, _, _ in KATS], np.uint32).reshape(-1)
+    keys = np.array([k for _, k, _ in KATS], np.uint32).reshape(-1)
+    ctr, key = eager.to_device(counters, rocm), eager.to_device(keys, rocm)
+    out = eager.to_device(np.zeros(4 * len(KATS), np.uint32), rocm)
+    kernel = PhiloxBlocks()
+    function = rocm.function(kernel.source(), kernel.kernel_name)  # type: ignore[attr-defined]
+    meta = KernelArgs.index_array([len(KATS), len(KATS), 1], "long long")
+    args = KernelArgs([meta, *(KernelArgs.pointer(a.address) for a in (ctr, key, out))])
+    rocm.provider.launch(function, (1, 1, 1), (32, 1, 1), 0, 0, args.address)  # type: ignore[attr-defined]
+    rocm.provider.synchronize_device()  # type: ignore[attr-defined]
+    got = out.numpy().reshape(len(KATS), 4)
+    assert [tuple(int(w) for w in row) for row in got] == [e for _, _, e in KATS]
+
+
+def _check(rocm: Backend, reference: Backend, op: str, args: dict[str, object], note: str) -> None:
+    for layout in ("contiguous", "padded", "transposed"):
+        want = eager.run(op, reference, layout=layout, op_args=args)
+        same(eager.run(op, rocm, layout=layout, guard=True, op_args=args), want, f"{op} {note} @{layout}")
+
+
+@pytest.mark.parametrize("op", EXACT_OPS)
+def test_every_sample_is_bit_identical(rocm: Backend, reference: Backend, op: str) -> None:
+    spec = get_spec(op)
+    assert spec.samples is not None
+    for sample in spec.samples(np.random.default_rng(31)):
+        _check(rocm, reference, op, sample.args, sample.note)
+
+
+def test_normal_samples_agree_to_the_rounding(rocm: Backend, reference: Backend) -> None:
+    spec = get_spec("InplaceNormal")
+    assert spec.samples is not None
+    for sample in spec.samples(np.random.default_rng(31)):
+        got = eager.run("InplaceNormal", rocm, op_args=sample.args)["selfRef"]
+        want = eager.run("InplaceNormal", reference, op_args=sample.args)["selfRef"]
+        if want.dtype == np.float64:
+            np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14, err_msg=sample.note)
+        else:  # in float32 and 16-bit results a few double ulps never moved a value across a rounding boundary
+            same({"selfRef": got}, {"selfRef": want}, sample.note)
+
+
+@pytest.mark.parametrize("n", [255, 1025, 3000])
+def test_fills_across_blocks_and_grid_trips(rocm: Backend, reference: Backend, n: int) -> None:
+    x = np.zeros(n, np.float32)
+    for op, extra in (
+        ("InplaceUniform", {"from": -1.0, "to": 2.0}),
+        ("InplaceNormal", {"mean": 1.0, "std": 2.0}),
+        ("InplaceBernoulli", {"prob": 0.3}),
+    ):
+        args = {"selfRef": x, "seed": 77, "offset": 5, **extra}
+        _check(rocm, reference, op, args, f"n={n}")
+    args = {"shape": [n], "prob": 0.4, "seed": -5, "offset": 2**33 + 1}
+    _check(rocm, reference, "DropoutGenMask", args, f"n={n}")
+
+
+def test_multinomial_on_a_long_row_and_many_rows(rocm: Backend, reference: Backend) -> None:
+    rng = np.random.default_rng(3)
+    for shape, k, replacement in (((2, 3000), 4, True), ((300, 9), 3, False), ((2, 500), 40, False)):
+        w = rng.uniform(0, 1, shape).astype(np.float32)
+        args = {"self": w, "numsamples": k, "replacement": replacement, "seed": 9, "offset": 1}
+        _check(rocm, reference, "Multinomial", args, f"{shape} k={k}")
+
+
+@pytest.mark.parametrize("bad", [-1.0, np.inf, np.nan])
+@pytest.mark.parametrize("replacement", [True, False])
+def test_multinomial_refuses_bad_weights_on_the_device(rocm: Backend, bad: float, replacement: bool) -> None:
+    w = np.ones((3, 4), np.float32)
+    w[2, 1] = bad
+    with pytest.raises(AclnnError) as info:
+        eager.run("Multinomial", rocm, self=w, numsamples=2, replacement=replacement, seed=0, offset=0)
+    assert info.value.code == 161002
+
+
+def test_multinomial_refuses_a_zero_row_and_too_few_positive_weights(rocm: Backend) -> None:
+    w = np.ones((2, 4), np.float32)
+    w[1] = 0
+    with pytest.raises(AclnnError):
+        eager.run("Multinomial", rocm, self=w, numsamples=1, replacement=True, seed=0, offset=0)
+    w = np.array([1.0, 0.0, 2.0, 0.0], np.float32)
+    with pytest.raises(AclnnError):
+        eager.run("Multinomial", rocm, self=w, numsamples=3, replacement=False, seed=0, offset=0)
+
+
+def test_the_stream_argument_splits_seed_and_offset() -> None:
+    from acl_rocm.ops.random import stream_args
+
+    g = stream_args(-1, 0x0370734413198A2E)
+    assert (g.seed_lo, g.seed_hi, g.off_lo, g.off_hi) == (0xFFFFFFFF, 0xFFFFFFFF, 0x13198A2E, 0x03707344)
+    assert ctypes.sizeof(g) == 16
