@@ -29,6 +29,7 @@ FAMILIES: tuple[str, ...] = (
     "quant_matmul",
     "quant",
     "layout",
+    "foreach",
 )
 
 
