@@ -34,6 +34,7 @@ FAMILIES: tuple[str, ...] = (
     "layout",
     "norm_quant",
     "random",
+    "foreach",
 )
 
 

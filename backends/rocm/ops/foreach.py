@@ -1,0 +1,235 @@
+"""The Foreach* operators on the GPU: every tensor of a list in one launch per :data:`SLOTS` tensors.
+
+The host fills a slot table (addresses, sizes, scalars) that travels as the kernel's parameter
+struct, so nothing but the launch crosses to the device. Non-contiguous views are gathered into
+dense temporaries (and results scattered back) by the elementwise family's device copy. A device
+``roundMode`` (ForeachRoundOffNumber) is checked by the kernel: a bad mode raises 161002 at the
+stream's next synchronisation and writes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from acl_core.backend import Kernel, Launch
+from acl_core.dtypes import DataType as D
+from acl_core.formats import Format
+from acl_core.spec.ops.foreach import INT_LISTS, ROWS, Carrier, Row
+from acl_core.tensor import AclScalarList, AclTensor, AclTensorList, contiguous_strides
+from acl_rocm.driver import handle
+from acl_rocm.kernels.foreach import BLOCK, FIELDS, NORM_MODES, SLOTS, ForeachKernel, NormKernel, Source
+from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.ops.elementwise import Prepared
+
+if TYPE_CHECKING:
+    from acl_rocm.backend import RocmBackend
+
+ROW_BY_NAME: dict[str, Row] = {r.name: r for r in ROWS}
+OPS: tuple[str, ...] = tuple(sorted(ROW_BY_NAME))
+"""The Foreach operators this module runs."""
+MAX_BLOCKS_PER_SLOT = 1024
+PER_THREAD = 4
+
+
+def _bits(value: float) -> int:
+    """The bits of a double as a signed 64-bit table field."""
+    return int(struct.unpack("<q", struct.pack("<d", value))[0])
+
+
+def _f32(value: Any) -> float:
+    real = complex(value).real
+    return float(struct.unpack("<f", struct.pack("<f", real))[0]) if math.isfinite(real) else real
+
+
+def _i32(value: Any) -> int:
+    real = complex(value).real
+    if not math.isfinite(real):
+        return 0
+    wrapped = math.trunc(real) & 0xFFFFFFFF
+    return wrapped - 2**32 if wrapped >= 2**31 else wrapped
+
+
+def _members(value: Any) -> list[AclTensor]:
+    """The tensors of a launch's list argument (a tuple, or an aclTensorList)."""
+    tensors = value.tensors if isinstance(value, AclTensorList) else value
+    return [t for t in tensors if isinstance(t, AclTensor)]
+
+
+def _address(t: AclTensor, index: int = 0) -> int:
+    item = max(t.dtype.info.storage_bits // 8, 1)
+    return t.data + (t.offset + index) * item
+
+
+class ForeachRunner:
+    """Turns Foreach Launches into multi-tensor kernel launches."""
+
+    def __init__(self, backend: RocmBackend) -> None:
+        self.backend = backend
+
+    def kernels(self) -> dict[str, Kernel]:
+        """A kernel per Foreach operator."""
+        return {name: self._bind(name) for name in OPS}
+
+    def _bind(self, op: str) -> Kernel:
+        def kernel(launch: Launch) -> None:
+            self.run(ROW_BY_NAME[op], launch)
+
+        kernel.__name__ = f"rocm_{op}"
+        return kernel
+
+    # ------------------------------------------------------------------ helpers
+    def _temp_like(self, t: AclTensor, temps: list[int], stream: int) -> AclTensor:
+        shape = tuple(t.view_dims)
+        item = max(t.dtype.info.storage_bits // 8, 1)
+        address = self.backend.provider.malloc_async(max(t.numel * item, 1), stream)
+        temps.append(address)
+        return AclTensor(shape, t.dtype, contiguous_strides(shape), 0, Format.ACL_FORMAT_ND, shape, address)
+
+    def _dense_in(self, t: AclTensor, temps: list[int], stream: int) -> AclTensor:
+        if t.is_contiguous:
+            return t
+        dense = self._temp_like(t, temps, stream)
+        self.backend.elementwise.convert(t, dense, stream)
+        return dense
+
+    def _launch(self, kernel: Any, grid: int, values: Sequence[Any], stream: int) -> None:
+        function = self.backend.function(kernel.source_text(), kernel.kernel_name)
+        config = LaunchConfig((grid, 1, 1), (BLOCK, 1, 1))
+        self.backend.elementwise.launch_prepared(Prepared(function, config, KernelArgs(values)), stream)
+
+    def _scalars(self, row: Row, launch: Launch, n: int, integer: bool) -> tuple[Source, D | None, list[int]]:
+        """Where the scalar-like operand comes from, its device dtype, and one table field per entry."""
+        name = row.scalar_param
+        if row.formula == "unscale":
+            inv = launch.args["invScale"]
+            assert isinstance(inv, AclTensor)
+            return "pointer", inv.dtype, [_address(inv)] * n
+        if name is None or row.carrier is Carrier.NONE:
+            return "none", None, [0] * n
+        value = launch.args[name]
+        if row.carrier is Carrier.SCALAR:
+            field = _i32(value.value) if integer or row.formula == "round" else _bits(_f32(value.value))
+            return "value", None, [field] * n
+        if row.carrier is Carrier.SCALAR_LIST:
+            items = value.scalars if isinstance(value, AclScalarList) else value
+            return "value", None, [_i32(s.value) if integer else _bits(_f32(s.value)) for s in items]
+        assert isinstance(value, AclTensor)
+        if row.carrier is Carrier.PER_ENTRY:
+            stride = value.strides[0] if value.rank else 0
+            return "pointer", value.dtype, [_address(value, i * stride) for i in range(n)]
+        return "pointer", value.dtype, [_address(value)] * n
+
+    # ------------------------------------------------------------------ running
+    def run(self, row: Row, launch: Launch) -> None:
+        """Enqueue one Foreach call on its stream."""
+        args = launch.args
+        stream = handle(launch.stream)
+        provider = self.backend.provider
+        inputs = []
+        for name in row.lists:
+            inputs.append(_members(args[name]))
+        outs = _members(args[row.out or row.lists[0]])
+        n = len(inputs[0])
+        dtype = inputs[0][0].dtype
+        integer = dtype in INT_LISTS
+        source, sdtype, sfields = self._scalars(row, launch, n, integer)
+        temps: list[int] = []
+        flag = 0
+        checked = False
+        try:
+            dense_in = [[self._dense_in(t, temps, stream) for t in lst] for lst in inputs]
+            dense_out: list[AclTensor] = []
+            scatter: list[tuple[AclTensor, AclTensor]] = []
+            for o in outs:
+                if o.is_contiguous:
+                    dense_out.append(o)
+                else:
+                    d = self._temp_like(o, temps, stream)
+                    dense_out.append(d)
+                    scatter.append((d, o))
+            check = row.formula == "round" and row.carrier is Carrier.TENSOR
+            if check:
+                flag = provider.malloc_async(4, stream)
+                provider.memset(flag, 0, 4, stream)
+            found = 0
+            if row.formula == "unscale":
+                fi = args["foundInf"]
+                assert isinstance(fi, AclTensor)
+                found = _address(fi)
+            entries = [i for i in range(n) if outs[i].numel > 0]
+            if row.formula == "norm":
+                self._norm(row, launch, dense_in[0], dense_out, entries, sfields, stream)
+            else:
+                kernel = ForeachKernel(row.formula, dtype, source, sdtype, check)
+                for k0 in range(0, len(entries), SLOTS):
+                    self._chunk(kernel, entries[k0 : k0 + SLOTS], dense_in, dense_out, sfields, flag, found, stream)
+            for d, o in scatter:
+                self.backend.elementwise.convert(d, o, stream)
+            if check:
+                mode = "ForeachRoundOffNumber: roundMode is not one of [1, 2, 3, 4, 5, 6]"
+                self.backend.driver.defer_check(stream, flag, mode)
+                checked = True
+        finally:
+            if flag and not checked:
+                provider.free_async(flag, stream)
+            for address in temps:
+                provider.free_async(address, stream)
+
+    def _table(self, slots: list[list[int]], total: int) -> Any:
+        values = [len(slots), total]
+        for f in range(len(FIELDS)):
+            values += [s[f] for s in slots] + [0] * (SLOTS - len(slots))
+        return KernelArgs.index_array(values, "long long")
+
+    def _chunk(
+        self,
+        kernel: ForeachKernel,
+        entries: list[int],
+        ins: list[list[AclTensor]],
+        outs: list[AclTensor],
+        sfields: list[int],
+        flag: int,
+        found: int,
+        stream: int,
+    ) -> None:
+        slots: list[list[int]] = []
+        first = 0
+        for i in entries:
+            numel = outs[i].numel
+            blocks = min(-(-numel // (BLOCK * PER_THREAD)), MAX_BLOCKS_PER_SLOT)
+            addr = [_address(lst[i]) for lst in ins] + [0] * (3 - len(ins))
+            slots.append([numel, first, addr[0], addr[1], addr[2], _address(outs[i]), sfields[i]])
+            first += blocks
+        if not slots:
+            return
+        values = [self._table(slots, first), KernelArgs.pointer(flag), KernelArgs.pointer(found)]
+        self._launch(kernel, first, values, stream)
+
+    def _norm(
+        self,
+        row: Row,
+        launch: Launch,
+        ins: list[AclTensor],
+        outs: list[AclTensor],
+        entries: list[int],
+        sfields: list[int],
+        stream: int,
+    ) -> None:
+        p = _f32(launch.args["scalar"].value)
+        if math.isinf(p):
+            mode = NORM_MODES["max"] if p > 0 else NORM_MODES["min"]
+        elif p == 0:
+            mode = NORM_MODES["count"]
+        else:
+            mode = NORM_MODES["l1"] if p == 1 else NORM_MODES["l2"] if p == 2 else NORM_MODES["pow"]
+        kernel = NormKernel(ins[0].dtype)
+        for k0 in range(0, len(entries), SLOTS):
+            chunk = entries[k0 : k0 + SLOTS]
+            slots = [[ins[i].numel, 0, _address(ins[i]), 0, mode, _address(outs[i]), _bits(p)] for i in chunk]
+            self._launch(kernel, len(slots), [self._table(slots, len(slots))], stream)
+
+
+RUNNER = ForeachRunner
