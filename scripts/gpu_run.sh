@@ -4,7 +4,8 @@
 # Usage (repository root, on the GPU machine): bash scripts/gpu_run.sh [pytest args...]
 # Each step has its own time limit (seconds, overridable) so the whole run ends inside a 10-minute call (conformance
 # is interrupted, not killed, at its limit, so its partial report still lands);
-# CONFORMANCE_SHARD=1/2 then 2/2 splits the full conformance run over two calls;
+# CONFORMANCE_SHARD=1/2 then 2/2 splits the full conformance run over two calls, CONFORMANCE_PARALLEL=P over P
+# processes of one call;
 # CONFORMANCE_MODE=--quick and QWEN=short make a shorter run when device time is scarce; BENCH=0 and
 # QWEN=none leave out the benchmarks and Qwen3 (a correctness-only run); TESTS=0 leaves out the test tier and
 # conformance (the second call of a run split in two: correctness first, then speed).
@@ -69,13 +70,31 @@ timeout "${TESTS_TIMEOUT:-220}" python3 -m pytest -m gpu tests/rocm -q -rfEs -n 
   -p no:cacheprovider --junitxml="$WORK/pytest_gpu.xml" "$@" > "$WORK/pytest_gpu.log" 2>&1 &
 tests=$!
 select=()  # CONFORMANCE_SHARD=K/N runs one of N balanced parts (a full run is longer than one call); CONFORMANCE_OPS narrows
-[ -n "${CONFORMANCE_SHARD:-}" ] && select+=(--shard "$CONFORMANCE_SHARD")
 [ -n "${CONFORMANCE_OPS:-}" ] && select+=(--ops "$CONFORMANCE_OPS")
-timeout -s INT -k 20 "${CONFORMANCE_TIMEOUT:-280}" python3 -m acl_core conformance rocm "${CONFORMANCE_MODE:---full}" --plain \
-  "${select[@]}" --report "$WORK/conformance" > "$WORK/conformance.log" 2>&1 &
-conformance=$!
+# CONFORMANCE_PARALLEL=P runs the whole selection as shards 1/P..P/P in P processes at once (the host side, the
+# reference oracle and the comparisons, is what takes the time) and joins their reports with acl_conformance.merge.
+parallel="${CONFORMANCE_PARALLEL:-1}"
+if [ "$parallel" -gt 1 ] && [ -n "${CONFORMANCE_SHARD:-}" ]; then
+  echo "CONFORMANCE_PARALLEL and CONFORMANCE_SHARD exclude each other"; exit 2
+fi
+pids=()
+for k in $(seq 1 "$parallel"); do
+  part=(); dir="$WORK/conformance"
+  [ -n "${CONFORMANCE_SHARD:-}" ] && part=(--shard "$CONFORMANCE_SHARD")
+  [ "$parallel" -gt 1 ] && { part=(--shard "$k/$parallel"); dir="$WORK/conformance-$k"; }
+  OMP_NUM_THREADS=1 timeout -s INT -k 20 "${CONFORMANCE_TIMEOUT:-280}" python3 -m acl_core conformance rocm \
+    "${CONFORMANCE_MODE:---full}" --plain "${select[@]}" "${part[@]}" --report "$dir" > "$dir.log" 2>&1 &
+  pids+=($!)
+done
 wait $tests; echo "pytest exit: $?"; grep -E "^(FAILED|ERROR)|passed|failed" "$WORK/pytest_gpu.log" | tail -40
-wait $conformance; echo "conformance exit: $?"; tail -30 "$WORK/conformance.log"
+for k in "${!pids[@]}"; do wait "${pids[$k]}"; echo "conformance process $((k + 1)) exit: $?"; done
+if [ "$parallel" -gt 1 ]; then
+  for k in $(seq 1 "$parallel"); do echo "-- shard $k/$parallel"; tail -4 "$WORK/conformance-$k.log"; done
+  python3 -m acl_conformance.merge "$WORK/conformance" "$WORK"/conformance-*/report.json; echo "merge exit: $?"
+  grep -h "^  FAIL \|^PASSED\|^FAILED" "$WORK"/conformance-*.log | cut -c1-400 | head -80
+else
+  tail -30 "$WORK/conformance.log"
+fi
 cp "$WORK/conformance/report.json" "$OUT/conformance.json" 2>/dev/null || true
 fi
 
