@@ -25,7 +25,7 @@ SLOTS: Final = 32
 BLOCK: Final = 256
 FIELDS: Final = ("N", "FIRST", "A", "B", "C", "OUT", "S")
 Source = Literal["none", "value", "pointer"]
-"""Where the scalar-like operand comes from: nowhere, the table (its bits), device memory (the table holds its address)."""
+"""Where the scalar-like operand comes from: nowhere, the table (its bits), or device memory (its address)."""
 
 EXPRESSIONS: Final[dict[str, str]] = {
     "abs": "acl_abs(a)",
