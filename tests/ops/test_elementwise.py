@@ -176,6 +176,19 @@ def test_pow_variants(rng: np.random.Generator) -> None:
     assert_close(ref("PowScalarTensor", self=2.0, exponent=e)["out"], torch.pow(2.0, torch.from_numpy(e)).numpy())
 
 
+def test_pow_follows_ieee_pow_at_exponent_one_half() -> None:
+    # NumPy would take sqrt for a scalar 0.5 (NaN and -0.0 here); the contract is C99 pow, as a GPU's powf gives
+    x = np.array([-np.inf, -0.0, 0.0, 4.0, -4.0, np.inf], np.float32)
+    want = np.array([np.inf, 0.0, 0.0, 2.0, np.nan, np.inf], np.float32)
+    for got in (
+        ref("PowTensorScalar", self=x, exponent=0.5)["out"],
+        ref("PowTensorTensor", self=x, exponent=np.full_like(x, 0.5))["out"],
+        ref("ForeachPowScalarV2", x=[x], scalar=0.5)["out"][0],
+    ):
+        np.testing.assert_array_equal(got, want)
+        assert not np.signbit(got[1]), "pow(-0.0, 0.5) is +0.0"
+
+
 def test_logical_ops_and_where(rng: np.random.Generator) -> None:
     a = rng.integers(0, 2, size=(8,)).astype(np.int32)
     b = rng.random(8) < 0.5

@@ -238,6 +238,13 @@ def test_round_mode_tensor_out_of_range_is_a_kernel_error() -> None:
     assert e.value.code == 161002
 
 
+def test_round_half_away_keeps_the_sign_of_zero() -> None:
+    x = np.array([-0.0, -0.3, 0.3, -2.5, 2.5, 0.0], np.float32)
+    got = ref("ForeachRoundOffNumberV2", x=[x], roundMode=4)["out"][0]
+    np.testing.assert_array_equal(got, [-0.0, -0.0, 0.0, -3.0, 3.0, 0.0])
+    assert list(np.signbit(got)) == [True, True, False, True, False, False]
+
+
 def test_bf16_rounds_once() -> None:
     """bf16 lists compute wide and round once: 1 + 2^-8 + 2^-16 rounds up to 1 + 2^-7 (half-ulp ties broken above)."""
     x = [np.array([1.0], BF16)]

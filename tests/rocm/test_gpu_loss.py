@@ -17,22 +17,19 @@ import numpy as np
 import pytest
 
 import acl_core
-from acl_conformance.compare import compare_outputs
-from acl_conformance.tolerances import from_class
 from acl_core import aclnn, eager
 from acl_core.backend import Backend, BackendRegistration
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclCoreError
 from acl_core.plugin import hookimpl
-from acl_core.spec.accuracy import accuracy_of, elements_per_output, relative_scale
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.loss import MEAN, NONE, POINTWISE, ROW_OF, SUM
 from acl_core.spec.opspec import Kind
 from acl_core.tensor import AclTensor
 from acl_rocm.ops import loss as loss_ops
 from acl_rocm.ops.loss import SLICE
+from tests.rocm.against_reference import assert_matches_reference, class_problems
 from tests.rocm.capture_harness import OpCall, compare_replay
-from tests.rocm.prefill import sentinel_outputs
 
 pytestmark = pytest.mark.gpu
 
@@ -40,42 +37,15 @@ OPS = sorted(loss_ops.OPS)
 BF16 = ml_dtypes.bfloat16
 
 
-def _problems(op: str, args: dict[str, Any], actual: dict[str, Any], expected: dict[str, Any]) -> list[Any]:
-    """The mismatches of ``actual`` against ``expected`` under ``op``'s accuracy class, as the suite computes them."""
-    accuracy = accuracy_of(get_spec(op))
-    assert accuracy is not None
-    length = (accuracy.length_of or elements_per_output)(args, expected)
-    scale = None
-    if accuracy.kind == "composite":
-        scale = (accuracy.scale_of or relative_scale)(args, expected)
-
-    def tolerance(dtype: D) -> Any:
-        return from_class(op, dtype, accuracy, length)
-
-    return compare_outputs(actual, expected, tolerance, scale)
-
-
-def _compare(rocm: Backend, reference: Backend, op: str, args: dict[str, Any], layout: str, note: str) -> None:
-    expected = eager.run(op, reference, layout="contiguous", **args)
-    outs = sentinel_outputs(op, args, expected)
-    actual = eager.run(op, rocm, layout=layout, **args, **outs)
-    assert actual.keys() == expected.keys()
-    for name, value in expected.items():
-        assert actual[name].dtype == value.dtype, f"{op} [{note}]: {name} dtype {actual[name].dtype} != {value.dtype}"
-        assert actual[name].shape == value.shape, f"{op} [{note}]: {name} shape {actual[name].shape}"
-    problems = _problems(op, args, actual, expected)
-    assert not problems, f"{op} [{note}] layout={layout}: " + "; ".join(p.message for p in problems)
-
-
 @pytest.mark.parametrize("op", OPS)
 def test_matches_reference(rocm: Backend, reference: Backend, op: str) -> None:
     samples = list(get_spec(op).samples(np.random.default_rng(2024)))  # type: ignore[misc]
     assert samples, f"{op} produced no samples"
     for i, sample in enumerate(samples):
-        _compare(rocm, reference, op, dict(sample.args), "contiguous", sample.note)
+        assert_matches_reference(rocm, reference, op, dict(sample.args), "contiguous", sample.note)
         if i % 4 == 0:
             for layout in ("padded", "transposed", "offset"):
-                _compare(rocm, reference, op, dict(sample.args), layout, sample.note)
+                assert_matches_reference(rocm, reference, op, dict(sample.args), layout, sample.note)
 
 
 def test_every_loss_is_claimed(rocm: Backend) -> None:
@@ -115,7 +85,7 @@ def test_long_losses_cross_the_block_and_slice_boundaries(
         n = LONG[k % len(LONG)]
         for op in (row.name, row.backward_name):
             args = _loss_args(op, (n,), dtype, reduction, rng)
-            _compare(rocm, reference, op, args, "contiguous", f"[{n}] {np.dtype(dtype).name}")
+            assert_matches_reference(rocm, reference, op, args, "contiguous", f"[{n}] {np.dtype(dtype).name}")
 
 
 @pytest.mark.parametrize("op", [r.name for r in POINTWISE])
@@ -126,14 +96,16 @@ def test_broadcast_inputs_and_stride0_views(rocm: Backend, reference: Backend, o
         target = "target"
         args[target] = rng.uniform(*ROW_OF[op][0].ranges.get(target, (-4.0, 4.0)), (1, 4, 1500)).astype(np.float32)
         for layout in ("contiguous", "expanded", "transposed"):
-            _compare(rocm, reference, op, args, layout, f"broadcast reduction {reduction}")
+            assert_matches_reference(rocm, reference, op, args, layout, f"broadcast reduction {reduction}")
 
 
 @pytest.mark.parametrize("reduction", [MEAN, SUM], ids=["mean", "sum"])
 def test_a_one_element_result_and_an_empty_loss(rocm: Backend, reference: Backend, reduction: int) -> None:
     rng = np.random.default_rng(9)
     args = _loss_args("MseLoss", (5000,), np.float16, reduction, rng)
-    _compare(rocm, reference, "MseLoss", {**args, "out": np.zeros((1,), np.float16)}, "contiguous", "[1] out")
+    assert_matches_reference(
+        rocm, reference, "MseLoss", {**args, "out": np.zeros((1,), np.float16)}, "contiguous", "[1] out"
+    )
     empty = {"self": np.zeros((0, 3), np.float32), "target": np.zeros((0, 3), np.float32), "reduction": reduction}
     got = eager.run("SmoothL1Loss", rocm, **empty, beta=1.0)["result"]
     assert got.shape == () and (np.isnan(got) if reduction == MEAN else got == 0.0)
@@ -150,7 +122,7 @@ def test_a_16bit_accumulator_would_fail_the_class() -> None:
     for v in ((x.astype(np.float32) - t.astype(np.float32)) ** 2).astype(np.float16):
         total = np.float16(total + v)
     assert np.isfinite(total) and np.isfinite(expected["out"])
-    assert _problems("MseLoss", args, {"out": np.asarray(total)}, expected)
+    assert class_problems("MseLoss", args, {"out": np.asarray(total)}, expected)
 
 
 @pytest.mark.parametrize("op", OPS)

@@ -28,6 +28,7 @@ from acl_core.spec.ops.attention import compressed_mask
 from acl_core.spec.opspec import OutInfo, Role
 from acl_core.spec.runtime import MemcpyKind
 from acl_core.spec.validate import check_inputs
+from acl_core.tensor import AclTensorList
 from acl_tools.bench import host, quant_gemm, replay
 from acl_tools.bench.timing import measure, measure_interleaved
 
@@ -60,7 +61,7 @@ OPS = (
     *("Mish", "SiluBackward"),
     *POINTWISE,
     "AddRmsNormQuant",
-    *("MseLoss", "SmoothL1Loss", "GatherNd", "Take"),
+    *("MseLoss", "SmoothL1Loss", "GatherNd", "Take", "ForeachAddList"),
     *("InplaceNormal", "InplaceUniform"),
 )
 """The names ``--only`` picks from: the operators the suite times (Copy is the D2D memcpy; Replay is a
@@ -77,6 +78,8 @@ LOSSES: dict[str, tuple[str, dict[str, Any]]] = {
     "SmoothL1Loss": ("smooth_l1_loss", {"beta": 1.0}),
 }
 """Loss rows (reduction mean, one 0-d result): aclnn op → (the torch.nn.functional loss, its attributes)."""
+FOREACH_MEMBERS = 64
+"""Tensors per list of the ForeachAddList rows (an optimizer step's parameter list)."""
 GATHER_HIDDEN = 512
 """Elements per gathered row of the GatherNd rows (a table of ``elementwise_bytes``, rows picked by (i, j) pairs)."""
 RANDOM_FILLS: dict[str, tuple[dict[str, float], str, tuple[float, float]]] = {
@@ -141,8 +144,17 @@ class Prepared:
     def __init__(self, backend: Backend, stream: int, op: str, args: dict[str, Any], skip: Iterable[str] = ()) -> None:
         spec = get_spec(op)
         rt = backend.runtime
-        self.arrays = [v for v in args.values() if isinstance(v, DeviceArray)]
-        call = {k: v.tensor() if isinstance(v, DeviceArray) else v for k, v in args.items()}
+        self.arrays: list[DeviceArray] = []
+        call: dict[str, Any] = {}
+        for k, v in args.items():
+            if isinstance(v, DeviceArray):
+                self.arrays.append(v)
+                call[k] = v.tensor()
+            elif isinstance(v, list) and v and all(isinstance(a, DeviceArray) for a in v):  # an aclTensorList
+                self.arrays += v
+                call[k] = AclTensorList.create([a.tensor() for a in v])
+            else:
+                call[k] = v
         plan = check_inputs(spec, call, rt, outputs_required=False).plan["outputs"]
         for p in spec.params:
             info = plan.get(p.name)
@@ -490,6 +502,32 @@ class Suite:
 
                 self.case(Case(op, label, dtype.short, "GB/s", nbytes), acl, torch_fn, op)
 
+    def foreach(self) -> None:
+        """ForeachAddList on lists of :data:`FOREACH_MEMBERS` tensors, ``elementwise_bytes`` a list.
+
+        torch's side is ``_foreach_add_`` in place: the same bytes read and written as acl's out-of-place call.
+        """
+        op = "ForeachAddList"
+        if not self.wanted(op):
+            return
+        for dtype in DTYPES:
+            item = dtype.info.storage_bits // 8
+            n = self.sizes.elementwise_bytes // item // FOREACH_MEMBERS
+
+            def acl(dtype: D = dtype, n: int = n) -> tuple[Callable[[], None], Any]:
+                lists = {name: [self.array((n,), dtype) for _ in range(FOREACH_MEMBERS)] for name in ("x1", "x2")}
+                out = [empty((n,), dtype, self.backend) for _ in range(FOREACH_MEMBERS)]
+                alpha = to_device(np.ones(1, np.float32), self.backend)
+                return self.prepared(op, {**lists, "alpha": alpha, "out": out})
+
+            def torch_fn(dtype: D = dtype, n: int = n) -> Callable[[], object]:
+                xs = [self.tensor((n,), dtype) for _ in range(FOREACH_MEMBERS)]
+                ys = [self.tensor((n,), dtype) for _ in range(FOREACH_MEMBERS)]
+                return lambda: self.torch._foreach_add_(xs, ys)
+
+            label = f"{FOREACH_MEMBERS} x {_mib(n * item)}"
+            self.case(Case(op, label, dtype.short, "GB/s", 3 * FOREACH_MEMBERS * n * item), acl, torch_fn, op)
+
     def random_fills(self) -> None:
         """InplaceNormal and InplaceUniform on float32 ``elementwise_bytes`` beside torch's normal_ / uniform_."""
         dtype = D.ACL_FLOAT
@@ -649,6 +687,7 @@ class Suite:
             self.losses()
             self.gathers()
             self.random_fills()
+            self.foreach()
             self.norms()
             self.norm_quant()
             self.matmul()

@@ -1,4 +1,8 @@
-"""Elementwise operators: arithmetic, comparisons, logic, unary math and activations, casts and fills."""
+"""Elementwise operators: arithmetic, comparisons, logic, unary math and activations, casts and fills.
+
+Where CANN's documents are silent: the Pow operators follow C99 / IEEE 754 ``pow`` at every exponent
+(an exponent of 0.5 is not ``sqrt``: pow(-inf, 0.5) is +inf and pow(-0.0, 0.5) is +0.0).
+"""
 
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ Choices where the CANN docs are silent or not transcribed in tests/data/cann:
 * the formula is evaluated in double (int64 for int32) and rounded once to the list's dtype, so the
   +, −, ×, ÷ formulas are exactly rounded; the ops whose elementwise twin has a HIP body reuse it, in
   float32, and take that twin's accuracy class;
+* the ForeachPow ops follow C99 / IEEE 754 ``pow`` like the elementwise Pow operators;
 * ForeachNorm: ``scalar`` is p (±inf: max/min of |x|, 0: the count of non-zeros, else the p-norm);
   ``out[i]`` is 0-d (torch's ``_foreach_norm``) or one-element 1-d, as the caller allocates it;
 * ForeachRoundOffNumber(V2): ``roundMode`` 1 rint (half to even), 2 floor, 3 ceil, 4 round (half away

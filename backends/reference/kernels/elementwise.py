@@ -168,6 +168,16 @@ def div_mod(k: RefCall) -> None:
             k.write("out", np.trunc(q) if mode == 1 else np.floor(q))
 
 
+def ieee_power(base: Any, exponent: Any) -> Array:
+    """C99 / IEEE 754 ``pow`` elementwise: pow(-inf, 0.5) is +inf and pow(-0.0, 0.5) is +0.0, as a GPU's pow gives.
+
+    NumPy evaluates a scalar exponent of 0.5 as ``sqrt`` (NaN and -0.0 there), so both operands are
+    broadcast to full arrays first, which keeps NumPy on its elementwise ``pow``.
+    """
+    b, e = np.broadcast_arrays(np.asarray(base), np.asarray(exponent))
+    return np.power(np.array(b), np.array(e))
+
+
 @kernel("PowTensorTensor", "PowTensorScalar", "PowScalarTensor")
 def power(k: RefCall) -> None:
     """out = base ** exponent, computed wide."""
@@ -178,7 +188,7 @@ def power(k: RefCall) -> None:
         if np.asarray(base).dtype.kind in "iu":
             k.write("out", np.power(base, np.maximum(exponent, 0)) * (np.asarray(exponent) >= 0))
         else:
-            k.write("out", np.power(base, exponent))
+            k.write("out", ieee_power(base, exponent))
 
 
 @kernel("Maximum", "Minimum")

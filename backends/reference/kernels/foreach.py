@@ -16,7 +16,7 @@ from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.spec.ops.foreach import INT_LISTS, ROUND_MODES, ROWS, Carrier, Row
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
-from acl_reference.kernels.elementwise import erf, sigmoid
+from acl_reference.kernels.elementwise import erf, ieee_power, sigmoid
 
 Array = np.ndarray
 Fn = Callable[[Array, Array, Array, Any], Array]
@@ -33,7 +33,7 @@ def _round(x: Array, mode: int) -> Array:
     if mode == 3:
         return np.ceil(x)
     if mode == 4:
-        return np.where(np.isfinite(x), np.sign(x) * np.floor(np.abs(x) + 0.5), x)
+        return np.where(np.isfinite(x), np.copysign(np.floor(np.abs(x) + 0.5), x), x)  # exact: x is at most float32
     if mode == 5:
         return np.trunc(x)
     return np.where(np.isinf(x), np.copysign(0.0, x), x - np.trunc(x))
@@ -84,15 +84,15 @@ FUNCTIONS: dict[str, Fn] = {
     "div_list": lambda a, b, c, s: a / b,
     "max_list": lambda a, b, c, s: np.maximum(a, b),
     "min_list": lambda a, b, c, s: np.minimum(a, b),
-    "pow_list": lambda a, b, c, s: np.power(a, b),
+    "pow_list": lambda a, b, c, s: ieee_power(a, b),
     "add_s": lambda a, b, c, s: a + s,
     "sub_s": lambda a, b, c, s: a - s,
     "mul_s": lambda a, b, c, s: a * s,
     "div_s": lambda a, b, c, s: a / s,
     "max_s": lambda a, b, c, s: np.maximum(a, s),
     "min_s": lambda a, b, c, s: np.minimum(a, s),
-    "pow_s": lambda a, b, c, s: np.power(a, s),
-    "pow_s_a": lambda a, b, c, s: np.power(s, a),
+    "pow_s": lambda a, b, c, s: ieee_power(a, s),
+    "pow_s_a": lambda a, b, c, s: ieee_power(s, a),
     "addcdiv": lambda a, b, c, s: a + s * (b / c),
     "addcmul": lambda a, b, c, s: a + s * (b * c),
     "lerp_list": lambda a, b, c, s: a + c * (b - a),

@@ -174,7 +174,7 @@ def _scalar_lines(k: ForeachKernel) -> list[str]:
     if k.source == "none":
         return [f"const {stype} s = 0;"]
     if k.source == "value":
-        if wide:
+        if wide and k.formula != "round":  # a roundMode travels as an integer field (ops/foreach.py _scalars)
             return ["const double s = __longlong_as_double(t.f[F_S][slot]);"]
         return ["const long long s = t.f[F_S][slot];"]
     assert k.scalar_dtype is not None

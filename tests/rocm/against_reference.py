@@ -1,0 +1,53 @@
+"""One GPU-tier check shared by the family tests: an op on rocm against the reference, under its accuracy class.
+
+The comparison is the suite's own (``compare_outputs`` with the op's declared class and reduction length), and
+rocm's outputs start as sentinels (``tests.rocm.prefill``) so a kernel that writes nothing cannot pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from acl_conformance.compare import compare_outputs
+from acl_conformance.tolerances import from_class
+from acl_core import eager
+from acl_core.backend import Backend
+from acl_core.dtypes import DataType as D
+from acl_core.spec.accuracy import accuracy_of, elements_per_output, relative_scale
+from acl_core.spec.ops import get_spec
+from tests.rocm.prefill import sentinel_outputs
+
+
+def class_problems(op: str, args: dict[str, Any], actual: dict[str, Any], expected: dict[str, Any]) -> list[Any]:
+    """The mismatches of ``actual`` against ``expected`` under ``op``'s accuracy class, as the suite computes them."""
+    accuracy = accuracy_of(get_spec(op))
+    assert accuracy is not None
+    length = (accuracy.length_of or elements_per_output)(args, expected)
+    scale = None
+    if accuracy.kind == "composite":
+        scale = (accuracy.scale_of or relative_scale)(args, expected)
+
+    def tolerance(dtype: D) -> Any:
+        return from_class(op, dtype, accuracy, length)
+
+    return compare_outputs(actual, expected, tolerance, scale)
+
+
+def assert_matches_reference(
+    rocm: Backend, reference: Backend, op: str, args: dict[str, Any], layout: str, note: str
+) -> None:
+    """Run ``op`` on both backends (rocm with ``layout``) and fail on any output outside the op's class."""
+    expected = eager.run(op, reference, layout="contiguous", **args)
+    outs = sentinel_outputs(op, args, expected)
+    actual = eager.run(op, rocm, layout=layout, **args, **outs)
+    assert actual.keys() == expected.keys()
+    for name, value in expected.items():
+        got = actual[name]
+        pairs = zip(got, value) if isinstance(value, list) else [(got, value)]
+        if isinstance(value, list):
+            assert isinstance(got, list) and len(got) == len(value), f"{op} [{note}]: {name} has {len(got)} tensors"
+        for a, e in pairs:
+            assert a.dtype == e.dtype, f"{op} [{note}]: {name} dtype {a.dtype} != {e.dtype}"
+            assert a.shape == e.shape, f"{op} [{note}]: {name} shape {a.shape} != {e.shape}"
+    problems = class_problems(op, args, actual, expected)
+    assert not problems, f"{op} [{note}] layout={layout}: " + "; ".join(p.message for p in problems)
