@@ -72,6 +72,16 @@ inline long long __double_as_longlong(double d) { long long v; memcpy(&v, &d, 8)
 inline double __dadd_rn(double a, double b) { return a + b; }
 inline double __dsub_rn(double a, double b) { return a - b; }
 inline double __dmul_rn(double a, double b) { return a * b; }
+// NVRTC compiles without the C library's headers: a kernel naming one of their macros fails there, so here too
+#undef HUGE_VAL
+#undef HUGE_VALF
+#undef HUGE_VALL
+#undef INFINITY
+#undef NAN
+#undef M_PI
+#undef M_E
+#undef M_LN2
+#undef M_SQRT2
 """
 
 LAUNCHER = r"""

@@ -12,26 +12,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from acl_conformance.compare import compare_outputs
-from acl_conformance.tolerances import from_class
 from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
-from acl_core.spec.accuracy import accuracy_of, elements_per_output, relative_scale
-from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.loss import MEAN, NONE, POINTWISE, SUM
 from acl_rocm.kernels.loss import BODIES, Variant, loss_ufunc
 from acl_rocm.ops.loss import SLICE, terms_dtype
+from tests.rocm.against_reference import class_problems
 
 
 def _check(backend: Backend, op: str, args: dict[str, Any]) -> None:
     expected = eager.run(op, "reference", **args)
-    actual = eager.run(op, backend, **args)
-    accuracy = accuracy_of(get_spec(op))
-    assert accuracy is not None
-    length = (accuracy.length_of or elements_per_output)(args, expected)
-    scale = (accuracy.scale_of or relative_scale)(args, expected) if accuracy.kind == "composite" else None
-    problems = compare_outputs(actual, expected, lambda dt: from_class(op, dt, accuracy, length), scale)
+    problems = class_problems(op, args, eager.run(op, backend, **args), expected)
     assert not problems, f"{op} {args.get('reduction')}: " + "; ".join(p.message for p in problems)
 
 
@@ -63,6 +55,20 @@ def test_every_loss_and_gradient_matches_the_reference(emulated: Backend, row: A
 def test_the_two_pass_sum_with_a_partial_slice_in_float16(emulated: Backend, reduction: int) -> None:
     for row in (POINTWISE[0], POINTWISE[-1]):  # a float32 temporary (MseLoss) and a float64 one (KlDiv)
         _check(emulated, row.name, _args(row, False, (2 * SLICE + 7,), np.float16, reduction, 3))
+
+
+@pytest.mark.parametrize("op", ["L1LossBackward", "SmoothL1LossBackward"])
+def test_the_gradient_at_a_tie_of_signed_zeros_is_signed_by_the_incoming_gradient(emulated: Backend, op: str) -> None:
+    # -0.0 - +0.0 is -0.0, whose sign is +0 (as NumPy's and torch's sign): the result's zero takes gradOutput's sign
+    x = np.array([-0.0, 0.0, -0.0, 0.0], np.float32)
+    t = np.array([0.0, -0.0, -0.0, 0.0], np.float32)
+    g = np.array([2.0, -2.0, -1.0, 1.0], np.float32)
+    args: dict[str, Any] = {"gradOutput": g, "self": x, "target": t, "reduction": NONE}
+    if op == "SmoothL1LossBackward":  # beta 0 is L1's gradient
+        args = {"gradOut": g, "self": x, "target": t, "reduction": NONE, "beta": 0.0}
+    got = eager.run(op, emulated, **args)["gradInput"]
+    assert list(np.signbit(got)) == [False, True, True, False] and not got.any()
+    _check(emulated, op, args)
 
 
 def test_bodies_read_by_role_and_take_float64_scalars() -> None:

@@ -274,7 +274,7 @@ def _norm_source(dtype: D) -> str:
         f"{st}* O = ({st}*)t.f[F_OUT][slot];",
         "const double p = __longlong_as_double(t.f[F_S][slot]);",
         "const int mode = (int)t.f[F_C][slot];",
-        "double acc = mode == 4 ? HUGE_VAL : 0.0;",
+        "double acc = mode == 4 ? __longlong_as_double(0x7ff0000000000000LL) : 0.0;  // +inf: NVRTC has no HUGE_VAL",
         "for (long long i = threadIdx.x; i < n; i += blockDim.x) {",
         f"  const double x = fabs({decode(dtype, 'A[i]')});",
         "  switch (mode) {",

@@ -24,11 +24,6 @@ def _sigmoid(z: str) -> str:
     return f"({z} >= 0.0 ? 1.0 / (1.0 + exp(-{z})) : exp({z}) / (1.0 + exp({z})))"
 
 
-def _sign(z: str) -> str:
-    """C: NumPy's sign of the double ``z`` (±0 and NaN are kept)."""
-    return f"({z} > 0.0 ? 1.0 : ({z} < 0.0 ? -1.0 : {z}))"
-
-
 def _at_least(z: str, low: str) -> str:
     """C: NumPy's maximum(z, low) for a constant ``low`` (NaN propagates, unlike fmax)."""
     return f"({z} < {low} ? {low} : {z})"
@@ -39,7 +34,7 @@ _SMOOTH = (
     "q = beta == 0.0 ? a : (a < beta ? 0.5 * d * d / beta : a - 0.5 * beta);"
 )
 _SMOOTH_GRAD = (
-    f"const double d = x - t; q = beta == 0.0 ? {_sign('d')} : (d <= -beta ? -1.0 : (d >= beta ? 1.0 : d / beta));"
+    "const double d = x - t; q = beta == 0.0 ? acl_sign(d) : (d <= -beta ? -1.0 : (d >= beta ? 1.0 : d / beta));"
 )
 _BCE = (
     "const double lx = log(x), l1x = log1p(-x); "
@@ -57,7 +52,7 @@ _NZ = "const double z = -t * x; "
 
 BODIES: Final[dict[str, tuple[str, str]]] = {
     "MseLoss": ("const double d = x - t; q = d * d;", "q = 2.0 * (x - t);"),
-    "L1Loss": ("q = fabs(x - t);", "const double d = x - t; q = " + _sign("d") + ";"),
+    "L1Loss": ("q = fabs(x - t);", "const double d = x - t; q = acl_sign(d);"),
     "SmoothL1Loss": (_SMOOTH, _SMOOTH_GRAD),
     "SoftMarginLoss": (_NZ + "q = log1p(exp(z));", _NZ + f"q = -t * {_sigmoid('z')};"),
     "BinaryCrossEntropy": (_BCE, _BCE_GRAD),
