@@ -235,7 +235,8 @@ def run_hypothesis(runner: Runner, case: Case) -> Outcome:
         verdict = runner.judge(case, args, layout, expected, sample)
         if verdict is not None:
             failure, message, detail = verdict
-            raise _Found(failure, f"{message} (drawn inputs {_shapes(args)}, layout {layout})", detail)
+            drawn = {"drawn": _values(args), "layout": layout}
+            raise _Found(failure, f"{message} (drawn inputs {_shapes(args)}, layout {layout})", {**detail, **drawn})
         if runner.last_allowance is not None:
             allowed.append(runner.last_allowance)
 
@@ -271,6 +272,35 @@ def _first_found(exc: BaseException) -> _Found | None:
         if found is not None:
             return found
     return None
+
+
+DRAWN_ELEMENTS = 512
+"""Failing examples whose inputs hold at most this many elements in all keep their values in the report."""
+
+
+def _values(args: dict[str, Any]) -> dict[str, Any] | None:
+    """A failing example's inputs, exactly (floats as ``float.hex``, so -0.0, NaN and Inf survive JSON), when small."""
+    arrays = {k: v for k, v in args.items() if isinstance(v, np.ndarray)}
+    if sum(v.size for v in arrays.values()) > DRAWN_ELEMENTS:
+        return None
+    out: dict[str, Any] = {}
+    for k, v in args.items():
+        if isinstance(v, np.ndarray):
+            flat = v.reshape(-1)
+            if v.dtype.kind == "c":
+                values: list[Any] = [repr(complex(x)) for x in flat]
+            elif v.dtype.kind in "fV":  # NumPy and ml_dtypes floats
+                values = [float(x).hex() for x in flat.astype(np.float64)]
+            else:
+                values = flat.tolist()
+            out[k] = {"dtype": str(v.dtype), "shape": list(v.shape), "values": values}
+        elif isinstance(v, (bool, int, str)) or v is None:
+            out[k] = v
+        elif isinstance(v, float):
+            out[k] = v.hex()
+        else:
+            out[k] = repr(v)
+    return out
 
 
 def _shapes(args: dict[str, Any]) -> dict[str, Any]:

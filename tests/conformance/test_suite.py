@@ -160,6 +160,13 @@ def test_hypothesis_tier_catches_a_perturbed_op():
     assert drawn, "full mode grows Hypothesis cases from the samples"
     assert any(o.status == "failed" and o.failure == "value" for o in drawn)
     assert all(o.op == faults.PERTURBED_OP for o in report.failed)
+    failed = [o for o in drawn if o.status == "failed"]
+    for o in failed:  # the failing example's exact inputs travel in the report: it reproduces on any machine
+        drawn_args = o.detail["drawn"]
+        assert drawn_args is not None and o.detail["layout"] in o.message
+        arrays = {k: v for k, v in drawn_args.items() if isinstance(v, dict)}
+        assert arrays and all(len(v["values"]) == int(np.prod(v["shape"])) for v in arrays.values())
+        json.dumps(o.detail, allow_nan=False)
 
 
 def test_hypothesis_tier_passes_reference_against_itself():
