@@ -22,6 +22,7 @@ from acl_core.spec.ops import get_spec
 from acl_core.spec.opspec import OutInfo, Role
 from acl_core.spec.runtime import CaptureMode, MemcpyKind
 from acl_core.spec.validate import check_inputs
+from acl_core.tensor import AclTensorList
 
 
 def write(da: DeviceArray, raw: np.ndarray) -> None:
@@ -61,7 +62,12 @@ class OpCall:
             info = plan.plan["outputs"].get(p.name)
             if p.role is not Role.OUT or self.args[p.name] is not None or info is None:
                 continue
-            assert isinstance(info, OutInfo), f"{self.op}: list outputs are not handled here"
+            if isinstance(info, list):  # an aclTensorList output (the Foreach family)
+                arrays = [empty(i.shape, i.dtype, self.backend) for i in info]
+                self.conv.arrays[p.name] = arrays
+                self.args[p.name] = AclTensorList.create([a.tensor() for a in arrays])
+                continue
+            assert isinstance(info, OutInfo)
             da = empty(info.shape, info.dtype, self.backend)
             self.conv.arrays[p.name] = da
             self.args[p.name] = da.tensor()

@@ -103,11 +103,12 @@ def _first_placeable(b: Backend, op: str, why: list[str]) -> OpCall | None:
     for sample in spec.samples(np.random.default_rng(7)):
         try:
             call = OpCall(b, op, dict(sample.args))
-        except Exception as exc:  # list outputs, a sample this harness cannot place
+        except Exception as exc:  # a sample this harness cannot place
             why.append(f"{op}: {type(exc).__name__}: {exc}")
             return None
         outs = [call.conv.arrays[p.name] for p in spec.outputs if p.name in call.conv.arrays]
-        if outs and all(not isinstance(o, list) and math.prod(o.shape) > 0 for o in outs):
+        members = [m for o in outs for m in (o if isinstance(o, list) else [o])]
+        if members and all(math.prod(m.shape) > 0 for m in members):
             return call
         call.free()  # an empty case replays nothing: it would prove nothing
     why.append(f"{op}: every sample has an empty output")
