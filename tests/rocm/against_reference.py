@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import pytest
+
 from acl_conformance.compare import compare_outputs
 from acl_conformance.tolerances import from_class
 from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
+from acl_core.errors import AclCoreError
 from acl_core.spec.accuracy import accuracy_of, elements_per_output, relative_scale
 from acl_core.spec.ops import get_spec
 from tests.rocm.prefill import sentinel_outputs
@@ -51,3 +55,16 @@ def assert_matches_reference(
             assert a.shape == e.shape, f"{op} [{note}]: {name} shape {a.shape} != {e.shape}"
     problems = class_problems(op, args, actual, expected)
     assert not problems, f"{op} [{note}] layout={layout}: " + "; ".join(p.message for p in problems)
+
+
+def assert_errors_match_reference(rocm: Backend, reference: Backend, op: str) -> None:
+    """Every error sample of ``op`` is refused by both backends with the code the sample states."""
+    spec = get_spec(op)
+    assert spec.error_samples is not None
+    for case in spec.error_samples(np.random.default_rng(1)):
+        codes = []
+        for backend in (reference, rocm):
+            with pytest.raises(AclCoreError) as err:
+                eager.run(op, backend, **case.args)
+            codes.append(getattr(err.value, "code", None))
+        assert codes[0] == codes[1] == int(case.code), f"{op} [{case.note}]: {codes}"

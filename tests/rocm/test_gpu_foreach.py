@@ -25,7 +25,7 @@ from acl_core.spec.ops.foreach import ROWS
 from acl_rocm.kernels.foreach import BLOCK, SLOTS
 from acl_rocm.ops import foreach as foreach_ops
 from acl_rocm.ops.foreach import MAX_BLOCKS_PER_SLOT, PER_THREAD
-from tests.rocm.against_reference import assert_matches_reference
+from tests.rocm.against_reference import assert_errors_match_reference, assert_matches_reference
 
 pytestmark = pytest.mark.gpu
 
@@ -109,12 +109,4 @@ def test_round_mode_outside_1_to_6_is_refused_on_the_device(rocm: Backend) -> No
 
 @pytest.mark.parametrize("op", OPS)
 def test_errors_match_the_reference(rocm: Backend, reference: Backend, op: str) -> None:
-    spec = get_spec(op)
-    assert spec.error_samples is not None
-    for case in spec.error_samples(np.random.default_rng(1)):
-        codes = []
-        for backend in (reference, rocm):
-            with pytest.raises(AclCoreError) as err:
-                eager.run(op, backend, **case.args)
-            codes.append(getattr(err.value, "code", None))
-        assert codes[0] == codes[1] == int(case.code), f"{op} [{case.note}]: {codes}"
+    assert_errors_match_reference(rocm, reference, op)
