@@ -87,6 +87,21 @@ class Override:
         )
 
 
+def _on_hardware(entry: FlagAllowance | AccumulationAllowance, backend: str, architecture: str) -> bool:
+    """True when an allowance's backend and architecture patterns match (an unreported architecture never does)."""
+    return fnmatchcase(backend, entry.backend) and bool(architecture) and fnmatchcase(architecture, entry.architecture)
+
+
+def _hardware_problems(where: str, entry: FlagAllowance | AccumulationAllowance) -> list[str]:
+    """What every allowance needs: a reason, and an architecture narrower than every device."""
+    problems = []
+    if not entry.reason.strip():
+        problems.append(f"{where} has no reason")
+    if not entry.architecture.strip("*? "):
+        problems.append(f"{where} names no architecture ({entry.architecture!r} matches every device)")
+    return problems
+
+
 MAX_FLAG_FACTOR = 4.0
 """The most a :class:`FlagAllowance` may loosen a flag case's bound: past it, the path is not the one claimed."""
 
@@ -112,13 +127,7 @@ class FlagAllowance:
 
     def matches(self, op: str, note: str, backend: str, architecture: str) -> bool:
         """True when it applies to flag case ``note`` of ``op`` on ``backend`` reporting ``architecture``."""
-        return (
-            fnmatchcase(op, self.op)
-            and fnmatchcase(note, self.case)
-            and fnmatchcase(backend, self.backend)
-            and bool(architecture)
-            and fnmatchcase(architecture, self.architecture)
-        )
+        return fnmatchcase(op, self.op) and fnmatchcase(note, self.case) and _on_hardware(self, backend, architecture)
 
     def describe(self) -> str:
         """One line for reports: where it applies, how far, what was measured, why."""
@@ -133,10 +142,7 @@ def check_allowances(entries: Sequence[FlagAllowance]) -> list[str]:
     problems = []
     for entry in entries:
         where = f"flag allowance {entry.backend}/{entry.op} [{entry.case}]"
-        if not entry.reason.strip():
-            problems.append(f"{where} has no reason")
-        if not entry.architecture.strip("*? "):
-            problems.append(f"{where} names no architecture ({entry.architecture!r} matches every device)")
+        problems += _hardware_problems(where, entry)
         if not 1.0 < entry.factor <= MAX_FLAG_FACTOR:
             problems.append(f"{where} has factor {entry.factor:g}; it must be above 1 and at most {MAX_FLAG_FACTOR:g}")
         if not 0.0 < entry.measured <= entry.factor:
@@ -184,11 +190,7 @@ class AccumulationAllowance:
     def matches(self, op: str, operands: set[D] | frozenset[D], backend: str, architecture: str) -> bool:
         """True when it applies to a call of ``op`` reading ``operands`` on ``backend`` reporting ``architecture``."""
         return (
-            fnmatchcase(op, self.op)
-            and bool(self.dtypes & set(operands))
-            and fnmatchcase(backend, self.backend)
-            and bool(architecture)
-            and fnmatchcase(architecture, self.architecture)
+            fnmatchcase(op, self.op) and bool(self.dtypes & set(operands)) and _on_hardware(self, backend, architecture)
         )
 
     def describe(self) -> str:
@@ -205,12 +207,9 @@ def check_accumulation_allowances(entries: Sequence[AccumulationAllowance]) -> l
     problems = []
     for entry in entries:
         where = f"accumulation allowance {entry.backend}/{entry.op}"
-        if not entry.reason.strip():
-            problems.append(f"{where} has no reason")
+        problems += _hardware_problems(where, entry)
         if not entry.dtypes:
             problems.append(f"{where} names no operand dtype")
-        if not entry.architecture.strip("*? "):
-            problems.append(f"{where} names no architecture ({entry.architecture!r} matches every device)")
         if not 0.0 < entry.extra <= MAX_ACCUMULATION_EXTRA:
             problems.append(
                 f"{where} has extra {entry.extra:g}; it must be above 0 and at most 2^-11 "
