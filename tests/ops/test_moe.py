@@ -79,6 +79,23 @@ def test_gating_ties_go_to_the_lower_expert() -> None:
     np.testing.assert_array_equal(got["expertIdxOut"], [[1, 2]])
 
 
+def test_gating_ranks_by_the_logits_where_exp_rounding_would_tie() -> None:
+    # 0 and 2**-52 below a maximum of 0.6722354: NumPy's exp rounds both probabilities to the same
+    # double, the exact ones differ, so the larger logit (expert 3) must come first.
+    x = np.zeros((1, 8), np.float32)
+    x[0, 3], x[0, 5] = 2.0**-52, 0.6722354
+    top = np.float64(x[0, 5])
+    assert np.exp(np.float64(x[0, 0]) - top) == np.exp(np.float64(x[0, 3]) - top)
+    np.testing.assert_array_equal(ref("MoeGatingTopKSoftmax", x=x, k=3)["expertIdxOut"], [[5, 3, 0]])
+
+
+def test_gating_rows_of_nan_probabilities_keep_expert_order() -> None:
+    x = np.float32([[0.5, np.nan, 2.0, 1.0], [1.0, np.inf, 3.0, 2.0], [-np.inf] * 4, [1.0, -np.inf, 3.0, -np.inf]])
+    out = ref("MoeGatingTopKSoftmax", x=x, k=3)
+    np.testing.assert_array_equal(out["expertIdxOut"], [[0, 1, 2], [0, 1, 2], [0, 1, 2], [2, 0, 1]])
+    assert np.isnan(out["yOut"][:3]).all() and not np.isnan(out["yOut"][3]).any()
+
+
 def test_gating_errors_use_the_documented_codes(rng: np.random.Generator) -> None:
     x = distinct_logits(rng, 4, 8).astype(np.float32)
     assert code_of("MoeGatingTopKSoftmax", x=x, k=9) == TILING

@@ -104,6 +104,16 @@ def test_long_gating_rows_and_routing(small_tile: RocmBackend, reference: Backen
     _compare(small_tile, reference, "MoeInitRouting", args, "transposed", "27 copies")
 
 
+def test_gating_ranks_by_the_logits_as_the_reference(emulated: RocmBackend, reference: Backend) -> None:
+    # rows where exp's rounding ties two close logits, ties, NaN / +Inf / -Inf rows (NaN probabilities)
+    x = np.zeros((6, 8), np.float32)
+    x[0, 3], x[0, 5] = 2.0**-52, 0.6722354
+    x[1, :] = [0.5, 0.5, -0.0, 0.0, 0.25, 0.5, -1.0, 0.0]
+    x[2, 1], x[3, 6], x[4, :], x[5, 2:4] = np.nan, np.inf, -np.inf, -np.inf
+    for k in (3, 8):
+        _compare(emulated, reference, "MoeGatingTopKSoftmax", {"x": x, "k": k}, "contiguous", f"near ties k={k}")
+
+
 def _refused(backend: Backend, op: str, args: dict) -> None:
     with pytest.raises(AclnnError) as err:
         eager.run(op, backend, **args)

@@ -6,8 +6,10 @@ The three operators form one pipeline. With ``numRows`` tokens, ``E`` experts an
   probabilities per row in descending order (``yOut``), their expert numbers (``expertIdxOut``) and
   ``rowIdxOut[i][j] = j * numRows + i`` (rows of a 3-D ``x`` are flattened first). A row whose
   ``finishedOptional`` entry is true still gets its probabilities, but every expert number becomes
-  ``E``. Equal probabilities are ordered by the lower expert number (the reference's choice: CANN does
-  not document it, so the conformance samples avoid ties).
+  ``E``. Experts are ranked by the exact probabilities, that is by ``x`` itself (softmax is strictly
+  increasing), so the order never hangs on how a backend rounds ``exp``; equal logits go to the lower
+  expert, and a row whose probabilities are NaN (a NaN or +Inf logit, or all -Inf) keeps expert order
+  (the reference's choices: CANN does not document ties, so the fixed samples avoid them).
 * MoeInitRouting: the flattened ``expertIdx`` is sorted stably, carrying ``rowIdx`` along (equal
   experts keep their row-major order, as AscendC's Sort32 orders equal keys by input position).
   ``expandedExpertIdxOut`` is the sorted experts, ``expandedRowIdxOut[sortedRowIdx[p]] = p``, and

@@ -19,11 +19,21 @@ def _launch_error(message: str) -> AclnnError:
 
 
 def softmax_top_k(logits: Array, k: int) -> tuple[Array, Array]:
-    """(probabilities, experts) of the k largest softmax values per row; ties go to the lower expert."""
+    """(probabilities, experts) of the k largest softmax values per row, in the order of the logits.
+
+    Softmax is strictly increasing in its input, so the exact probabilities rank as the logits do:
+    ranking by the logits is exact, where ranking by computed probabilities would let one ulp of
+    ``exp`` decide between two close logits. Equal logits go to the lower expert; a row whose
+    probabilities are all NaN (a NaN or +Inf logit, or every logit -Inf) keeps expert order.
+    """
+    if logits.shape[-1] == 0:  # no experts, so k is 0
+        return logits, np.zeros(logits.shape, np.int64)
     with np.errstate(all="ignore"):
-        e = np.exp(logits - logits.max(axis=-1, keepdims=True)) if logits.size else logits
-        probs = e / e.sum(axis=-1, keepdims=True) if logits.size else logits
-    order = np.argsort(-probs, axis=-1, kind="stable")[:, :k]
+        top = logits.max(axis=-1, keepdims=True)
+        e = np.exp(logits - top)
+        probs = e / e.sum(axis=-1, keepdims=True)
+    keys = np.where(np.isfinite(top), logits, 0.0)
+    order = np.argsort(-keys, axis=-1, kind="stable")[:, :k]
     return np.take_along_axis(probs, order, axis=-1), order
 
 

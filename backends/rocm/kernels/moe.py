@@ -1,8 +1,9 @@
 """Kernel generators of the MoE family: gating softmax, top-k emission, routing tables, and the combine.
 
 Gating computes the softmax of each row in double into a temporary (as the reference computes in
-float64); the row sorter (:mod:`acl_rocm.kernels.sort`) orders the probabilities descending with ties
-to the lower expert, and :class:`GatingEmit` writes the first k. Routing sorts the expert numbers
+float64) beside each row's ranking keys (the logits themselves, exact; zeros for a row whose
+probabilities are NaN); the row sorter (:mod:`acl_rocm.kernels.sort`) orders the keys descending with
+ties to the lower expert, and :class:`GatingEmit` writes the first k. Routing sorts the expert numbers
 stably (and the row indices, to check they are a permutation) and writes the tables; the kernels
 after a check read the device flag first and write nothing when it is set.
 """
@@ -32,8 +33,10 @@ def _as_double(expr: str, dtype: D) -> str:
 # ----------------------------------------------------------------------------- gating
 @dataclass(frozen=True)
 class GatingSoftmax:
-    """``probs[row][e] = softmax(x[row, :])[e]`` in double, one block per row (Meta row 0: x's outer offsets).
+    """``probs[row][e] = softmax(x[row, :])[e]`` in double and ``keys[row][e]``, one block per row (Meta row 0: x).
 
+    ``keys`` ranks the experts: the logit itself (softmax is increasing, so this is the exact order of the
+    probabilities), or 0 for every expert of a row whose maximum is not finite (its probabilities are NaN).
     The block size must be a power of two (tree reductions in shared memory).
     """
 
@@ -48,7 +51,8 @@ class GatingSoftmax:
     def source(self) -> str:
         """The complete kernel source."""
         st = ctype(self.dtype).storage
-        params = ["const Meta m", f"const {st}* x", "double* probs", "const long long experts", "const long long xs"]
+        params = ["const Meta m", f"const {st}* x", "double* probs", "double* keys", "const long long experts"]
+        params.append("const long long xs")
         value = _as_double("x[o0 + i * xs]", self.dtype)
         reduce_max = "red[threadIdx.x] = acl_maximum(red[threadIdx.x], red[threadIdx.x + s]);"
         body = [
@@ -75,8 +79,12 @@ class GatingSoftmax:
             "    __syncthreads();",
             "  }",
             "  const double total = red[0];",
-            "  for (long long i = threadIdx.x; i < experts; i += blockDim.x)",
-            f"    probs[row * experts + i] = exp({value} - top) / total;",
+            "  const bool ranked = isfinite(top);",
+            "  for (long long i = threadIdx.x; i < experts; i += blockDim.x) {",
+            f"    const double v = {value};",
+            "    probs[row * experts + i] = exp(v - top) / total;",
+            "    keys[row * experts + i] = ranked ? v : 0.0;",
+            "  }",
             "  __syncthreads();",
             "}",
         ]

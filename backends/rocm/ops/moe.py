@@ -1,8 +1,9 @@
 """The MoE family on the GPU: MoeGatingTopKSoftmax, MoeInitRouting, MoeFinalizeRouting.
 
-Gating: a softmax kernel writes each row's probabilities in double to a temporary, the row sorter
-orders them descending (ties to the lower expert, NaN last, as ``argsort(-probs, stable)``), and an
-emitter writes the first k with the expert numbers (E for finished rows) and ``j * numRows + i``.
+Gating: a softmax kernel writes each row's probabilities in double to a temporary beside its ranking
+keys (the logits, or zeros for a row of NaN probabilities), the row sorter orders the keys descending
+(ties to the lower expert, as the reference's ``argsort(-keys, stable)``), and an emitter writes the
+first k with the expert numbers (E for finished rows) and ``j * numRows + i``.
 Routing: the flattened expertIdx is sorted stably (equal experts keep their row-major order); rowIdx
 is sorted too, and a check kernel sets the device flag unless it is a permutation of 0..n-1, which
 the driver reports as 161002 at synchronisation (the table and gather kernels write nothing then).
@@ -84,11 +85,11 @@ class MoeRunner:
             return prog
         s = self.sorter
         s.check_length("MoeGatingTopKSoftmax", experts)
-        probs = prog.temp(rows * experts * 8)
+        probs, keys = prog.temp(rows * experts * 8), prog.temp(rows * experts * 8)
         softmax = GatingSoftmax(x.dtype, len(outer))
-        args: list[Any] = [s.meta(rows, outer, [x.strides[:-1]]), _p(x), probs, *_ll(experts, x.strides[-1])]
+        args: list[Any] = [s.meta(rows, outer, [x.strides[:-1]]), _p(x), probs, keys, *_ll(experts, x.strides[-1])]
         s.step(prog, softmax, self._row_block(rows), args)
-        _, idx = s.sort_tensor(prog, D.ACL_DOUBLE, True, probs, rows, outer, _contiguous(outer, experts), experts)
+        _, idx = s.sort_tensor(prog, D.ACL_DOUBLE, True, keys, rows, outer, _contiguous(outer, experts), experts)
         with_finished = isinstance(finished, AclTensor)
         fin_strides = tuple(finished.strides) if isinstance(finished, AclTensor) else (0,) * len(outer)
         strides = [y.strides[:-1], expert.strides[:-1], row_idx.strides[:-1], fin_strides]
