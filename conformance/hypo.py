@@ -7,11 +7,15 @@ integer tensors keep the sample's values: there they are indices, group sizes or
 constraints a random draw would break. For elementwise operators whose
 tensors all share one shape, the shape is drawn too (same rank, small dimensions). The layout is
 drawn from :data:`acl_core.eager.LAYOUTS`. Examples are bounded and derandomized, shrinking is off:
-a run takes the same, bounded time every time.
+a run takes the same, bounded time every time. Hypothesis also draws constants it finds in the
+project's imported modules, which would make a case's draws depend on what else the process ran (a
+lone rerun of a failing case would draw other inputs than the full run): :func:`_provider` names a
+provider that draws Hypothesis's own constants only, where the installed Hypothesis allows it.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -178,6 +182,38 @@ def draw_args(draw: Any, spec: OpSpec, args: dict[str, Any]) -> dict[str, Any]:
     return drawn
 
 
+PROVIDER = "acl-conformance"
+"""The name :func:`_provider` registers its Hypothesis backend under."""
+
+
+@functools.cache
+def _provider() -> str:
+    """The Hypothesis backend to draw with: one blind to the imported modules' constants, else Hypothesis's own."""
+    try:
+        from hypothesis.internal.conjecture import providers as hp
+        from hypothesis.internal.conjecture.choice import choice_constraints_key, choice_permitted
+
+        builtin: Any = hp.GLOBAL_CONSTANTS
+        base: Any = hp.HypothesisProvider
+    except (ImportError, AttributeError):  # a Hypothesis without module constants or alternative backends
+        return "hypothesis"
+    pools: dict[Any, tuple[Any, ...]] = {}
+
+    class ModuleBlindProvider(base):
+        """Hypothesis's provider, drawing its built-in constants only (never the imported modules')."""
+
+        def _maybe_draw_constant(self, choice_type: Any, constraints: Any, *, p: float = 0.05) -> Any:
+            if self._random.random() > p:
+                return None
+            key = (choice_type, choice_constraints_key(choice_type, constraints))
+            if key not in pools:
+                pools[key] = tuple(c for c in builtin.set_for_type(choice_type) if choice_permitted(c, constraints))
+            return self._random.choice(pools[key]) if pools[key] else None
+
+    hp.AVAILABLE_PROVIDERS[PROVIDER] = ModuleBlindProvider
+    return PROVIDER
+
+
 def run_hypothesis(runner: Runner, case: Case) -> Outcome:
     """Draw bounded, derandomized examples around one sample and compare backend with reference on each."""
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
@@ -208,6 +244,7 @@ def run_hypothesis(runner: Runner, case: Case) -> Outcome:
     @settings(
         max_examples=HYPOTHESIS_EXAMPLES,
         derandomize=True,
+        backend=_provider(),
         database=None,
         deadline=None,
         phases=(Phase.explicit, Phase.generate),

@@ -184,6 +184,49 @@ def test_hypothesis_tier_keeps_nz_placed_inputs_nz():
     assert all(o.detail["rejected_by_both"] < o.detail["examples_run"] for o in drawn)
 
 
+def _hypothesis_draws(monkeypatch, op: str) -> list[str]:
+    from acl_conformance.runner import Runner
+
+    seen: list[str] = []
+    judge = Runner.judge
+
+    def recording(self, case, args, *rest):
+        if case.kind == "hypothesis":
+            seen.append(repr({k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in args.items()}))
+        return judge(self, case, args, *rest)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Runner, "judge", recording)
+        assert run("reference", mode="full", ops=op).ok
+    return seen
+
+
+def test_hypothesis_draws_do_not_depend_on_the_imported_modules(monkeypatch, tmp_path):
+    # Hypothesis also draws constants from the project's imported modules: a lone rerun of a case
+    # would then draw other inputs than the full run in which it failed (issue 14's MoE case).
+    import importlib
+    import sys
+
+    from acl_conformance import hypo
+
+    before = _hypothesis_draws(monkeypatch, "MoeGatingTopKSoftmax")
+    constants = ", ".join(f"{0.375 + k * 2.0**-40!r}" for k in range(64))
+    (tmp_path / "acl_planted_constants.py").write_text(f"VALUES = [{constants}]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("acl_planted_constants")
+    try:
+        assert _hypothesis_draws(monkeypatch, "MoeGatingTopKSoftmax") == before
+        if hypo._provider() == hypo.PROVIDER:  # the control: Hypothesis's own provider does see the new module
+            monkeypatch.setattr(hypo, "_provider", lambda: "hypothesis")
+            plain = _hypothesis_draws(monkeypatch, "MoeGatingTopKSoftmax")
+            (tmp_path / "acl_more_constants.py").write_text("VALUES = [0.4375, 0.3125, -0.8125, 0.1875]\n")
+            importlib.import_module("acl_more_constants")
+            assert _hypothesis_draws(monkeypatch, "MoeGatingTopKSoftmax") != plain
+    finally:
+        sys.modules.pop("acl_planted_constants", None)
+        sys.modules.pop("acl_more_constants", None)
+
+
 # ------------------------------------------------------------------------------------ expectations
 def _write(tmp_path, text):
     path = tmp_path / "expect.toml"
