@@ -41,8 +41,12 @@ def _median(runs: Sequence[tuple[float, float]]) -> tuple[float, float]:
     return float(np.median([r[0] for r in runs])), float(np.median([r[1] for r in runs]))
 
 
-def kernel_time(work: Callable[[], Any]) -> dict[str, float] | None:
-    """GPU kernels ``work()`` ran, per torch.profiler's CUDA activity: {'kernels', 'kernel_s'}; None without CUDA."""
+GPU_ACTIVITY = ("kernel", "gpu_memcpy", "gpu_memset")
+"""The chrome-trace categories of device work (CUPTI records each)."""
+
+
+def _trace_events(work: Callable[[], Any]) -> list[dict[str, Any]] | None:
+    """torch.profiler's chrome-trace events of ``work()``; None without a CUDA device."""
     if importlib.util.find_spec("torch") is None:
         return None
     torch = hf._torch()
@@ -57,16 +61,72 @@ def kernel_time(work: Callable[[], Any]) -> dict[str, float] | None:
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(trace))
-        events = json.loads(trace.read_text()).get("traceEvents", [])
+        events: list[dict[str, Any]] = json.loads(trace.read_text()).get("traceEvents", [])
+    return events
+
+
+def device_timeline(events: list[dict[str, Any]], top: int = 8) -> dict[str, Any]:
+    """Where device time went: span, busy time (union of activity), the kernels taking most, the widest gaps.
+
+    A gap is idle device time between the end of one activity and the start of the next; it is charged
+    to the activity that follows it (the work the device waited for: a launch, a host synchronisation).
+    """
+    acts = sorted(
+        (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0)), str(e.get("name", "?")), str(e["cat"]))
+        for e in events
+        if e.get("cat") in GPU_ACTIVITY and "ts" in e
+    )
+    if not acts:
+        return {"span_s": 0.0, "busy_s": 0.0, "top_kernels": [], "gaps": [], "activities": {}}
+    busy, end = 0.0, acts[0][0]
+    gaps: list[tuple[float, str, str]] = []
+    previous = ""
+    for start, stop, name, _ in acts:
+        if start > end:
+            gaps.append((start - end, previous, name))
+        busy += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+        previous = name
+    by_name: dict[str, list[float]] = {}
+    for start, stop, name, cat in acts:
+        if cat == "kernel":
+            entry = by_name.setdefault(name, [0.0, 0.0])
+            entry[0] += stop - start
+            entry[1] += 1
+    ranked = sorted(by_name.items(), key=lambda item: -item[1][0])[:top]
+    counts: dict[str, int] = {}
+    for *_, cat in acts:
+        counts[cat] = counts.get(cat, 0) + 1
+    gap_total = sum(g[0] for g in gaps)
+    return {
+        "span_s": (end - acts[0][0]) * 1e-6,
+        "busy_s": busy * 1e-6,
+        "gap_s": gap_total * 1e-6,
+        "activities": counts,
+        "top_kernels": [{"name": n[:120], "total_us": t, "count": int(c)} for n, (t, c) in ranked],
+        "gaps": [{"us": g, "after": a[:120], "before": b[:120]} for g, a, b in sorted(gaps, key=lambda x: -x[0])[:top]],
+    }
+
+
+def kernel_time(work: Callable[[], Any]) -> dict[str, Any] | None:
+    """GPU kernels ``work()`` ran (torch.profiler's CUDA activity): count, seconds, timeline; None without CUDA."""
+    events = _trace_events(work)
+    if events is None:
+        return None
     kernels = [e for e in events if e.get("cat") == "kernel"]
-    return {"kernels": float(len(kernels)), "kernel_s": sum(float(e.get("dur", 0.0)) for e in kernels) * 1e-6}
+    return {
+        "kernels": float(len(kernels)),
+        "kernel_s": sum(float(e.get("dur", 0.0)) for e in kernels) * 1e-6,
+        "timeline": device_timeline(events),
+    }
 
 
 def decode_kernel_time(
     runner: Qwen3Runner, prompt: Sequence[int], new_tokens: int, replay: bool | None = None
 ) -> dict[str, Any] | None:
     """acl-core's GPU kernel time and kernel count per decode token at batch 1: a generation of
-    ``new_tokens`` less a prefill-only one (same prompt), divided by the ``new_tokens - 1`` decode steps."""
+    ``new_tokens`` less a prefill-only one (same prompt), divided by the ``new_tokens - 1`` decode steps;
+    ``timeline`` describes the whole generation (span, busy time, top kernels, widest gaps)."""
     full = kernel_time(lambda: runner.generate([prompt], new_tokens, replay=replay))
     if full is None:
         return None
@@ -77,6 +137,7 @@ def decode_kernel_time(
         "decode_steps": steps,
         "kernel_ms_per_token": (full["kernel_s"] - prefill["kernel_s"]) / steps * 1e3,
         "kernels_per_token": (full["kernels"] - prefill["kernels"]) / steps,
+        "timeline": full["timeline"],
     }
 
 

@@ -343,6 +343,14 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
             f"acl decode at batch 1 (torch.profiler): {kern['kernel_ms_per_token']:.3f} ms of GPU kernels, "
             f"{kern['kernels_per_token']:.0f} kernels per token"
         )
+        line = kern["timeline"]
+        if line["span_s"] > 0:
+            print(
+                f"  device timeline of that generation: {1e3 * line['span_s']:.2f} ms span, "
+                f"{100 * line['busy_s'] / line['span_s']:.0f}% busy, {1e3 * line['gap_s']:.2f} ms idle in gaps"
+            )
+            for gap in line["gaps"][:3]:
+                print(f"  gap {gap['us']:.0f} us after {gap['after'][:60]} before {gap['before'][:60]}")
     out = args.out or Path("reports") / f"qwen3-bench-{result['backend']}-{args.dtype}.json"
     _write(out, result, argv)
     return EXIT_OK
