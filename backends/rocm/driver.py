@@ -9,6 +9,14 @@ runtime keeps every aclmdlRI rule; the driver keeps only what the platform needs
 capture spans (the origin and the streams that joined it through events), the deferred device checks
 a graph arms at each replay, and a side stream for its own synchronous copies while a capture runs
 (a legacy-stream copy would break the capture of a blocking stream).
+
+A deferred device check is a 4-byte device flag that an op's kernels set when its device data is bad
+(:meth:`RocmDriver.check_flag`, :meth:`RocmDriver.defer_check`). Outside a capture each call gets a
+fresh stream-ordered flag, read at the next synchronisation. Inside a capture the flag is a slot of the
+capture's slab: persistent, zero when handed out, only ever set by kernels; the graph owns the slab,
+each replay arms it on its stream, and the next synchronisation reads the whole slab with one copy,
+reports the first set slot and zeroes the slab again. A replay therefore needs no flag allocation,
+zeroing or copy of its own, and never waits for an earlier replay: a failure stays set until it is read.
 """
 
 from __future__ import annotations
@@ -29,31 +37,44 @@ def handle(obj: object) -> int:
     return int(obj)  # type: ignore[call-overload]
 
 
+SLAB_SLOTS = 1024
+"""Check flags per slab (4 bytes each): a capture takes another slab when one is used up."""
+
+
+@dataclass
+class CheckSlab:
+    """Persistent, zeroed device flags a capture hands out: slot i at ``base + 4 i`` reports ``messages[i]``."""
+
+    base: int
+    messages: list[str] = field(default_factory=list)
+
+    def holds(self, flag: int) -> bool:
+        """True when ``flag`` is a slot of this slab that was handed out."""
+        return self.base <= flag < self.base + 4 * len(self.messages)
+
+
 @dataclass
 class _Capture:
-    """One capture in progress: its origin stream, the streams it spans, the checks its graph will arm."""
+    """One capture in progress: its origin stream, the streams it spans, the check slabs its graph will own."""
 
     origin: int
     streams: set[int] = field(default_factory=set)
-    checks: list[tuple[int, str]] = field(default_factory=list)
+    slabs: list[CheckSlab] = field(default_factory=list)
 
 
 @dataclass
 class RocmGraph:
-    """A captured, instantiated platform graph and the deferred checks each replay arms.
-
-    ``checks`` are (slot, message): ``slot`` is 4 bytes of persistent device memory the graph copies
-    its check flag into at every replay, read at the replay stream's next synchronisation.
-    """
+    """A captured, instantiated platform graph and the check slabs each replay arms on its stream."""
 
     vendor: object
-    checks: tuple[tuple[int, str], ...]
+    slabs: tuple[CheckSlab, ...]
     origin: int
     destroyed: bool = False
 
-
-_FREE_ASYNC, _KEEP, _FREE = 0, 1, 2
-"""A read check flag: an op's stream-ordered flag (free_async), a graph's slot (kept), an orphaned slot (free)."""
+    @property
+    def checks(self) -> tuple[tuple[int, str], ...]:
+        """(slot address, message) of every deferred check the graph's replays arm."""
+        return tuple((slab.base + 4 * i, m) for slab in self.slabs for i, m in enumerate(slab.messages) if m)
 
 
 def _live(graph: object) -> RocmGraph:
@@ -74,8 +95,10 @@ class RocmDriver(Driver):
         self._pinned_starts: list[int] = []
         self._pinned: dict[int, int] = {}
         self._count: int | None = None
-        self._checks: dict[int, list[tuple[int, str, int]]] = {}
-        """Per stream: (flag address, message, what to do with the flag once read: _FREE_ASYNC, _KEEP, _FREE)."""
+        self._checks: dict[int, list[tuple[int, str]]] = {}
+        """Per stream: (flag, message) of eager calls, each flag stream-ordered memory freed once read."""
+        self._armed: dict[int, list[RocmGraph]] = {}
+        """Per stream: the graphs replayed on it since its last synchronisation (their slabs are read then)."""
         self._capture_of: dict[int, _Capture] = {}
         self._event_capture: dict[int, _Capture] = {}
         self._side: int | None = None
@@ -101,7 +124,7 @@ class RocmDriver(Driver):
     def synchronize_device(self) -> None:
         """Wait for all work on the current device (then report what deferred checks found)."""
         self.provider.synchronize_device()
-        for stream in list(self._checks):
+        for stream in {*self._checks, *self._armed}:
             self._drain(stream, report=True)
 
     # ------------------------------------------------------------------ memory
@@ -197,7 +220,7 @@ class RocmDriver(Driver):
 
     def destroy_stream(self, stream: object) -> None:
         """Release a stream (and the flags of checks nobody synchronised for)."""
-        if handle(stream) in self._checks:
+        if handle(stream) in self._checks or handle(stream) in self._armed:
             self.provider.stream_synchronize(handle(stream))
             self._drain(handle(stream), report=False)
         self.provider.stream_destroy(handle(stream))
@@ -208,43 +231,94 @@ class RocmDriver(Driver):
         self._drain(handle(stream), report=True)
 
     # ------------------------------------------------------------------ deferred device checks
+    def check_flag(self, stream: int) -> int:
+        """A zeroed 4-byte device flag for one call's device checks, to pass to :meth:`defer_check` (or drop_check).
+
+        Outside a capture: stream-ordered memory zeroed on ``stream``. On a capturing stream: the next slot
+        of the capture's slab (already zero, persistent; nothing is recorded into the graph for it).
+        """
+        capture = self._capture_of.get(stream)
+        if capture is None:
+            flag = self.provider.malloc_async(4, stream)
+            try:
+                self.provider.memset(flag, 0, 4, stream)
+            except BaseException:
+                self.provider.free_async(flag, stream)
+                raise
+            return flag
+        if not capture.slabs or len(capture.slabs[-1].messages) == SLAB_SLOTS:
+            base = self.provider.malloc(4 * SLAB_SLOTS)  # persistent: relaxed capture mode allows it
+            try:
+                self._sync_memset(base, 4 * SLAB_SLOTS)
+            except BaseException:
+                self.provider.free(base)
+                raise
+            capture.slabs.append(CheckSlab(base))
+        slab = capture.slabs[-1]
+        slab.messages.append("")  # handed out; a slot whose call never defers its check reports nothing
+        return slab.base + 4 * (len(slab.messages) - 1)
+
     def defer_check(self, stream: int, flag: int, message: str) -> None:
         """At ``stream``'s next synchronisation, raise 161002 with ``message`` if the device int at ``flag`` is set.
 
-        ``flag`` is 4 bytes from ``provider.malloc_async(4, stream)``; it is freed then. Ops whose
-        argument checks need device data (index values) use this instead of a host round trip.
-        On a capturing stream the flag is graph memory: the graph copies it into a persistent slot and
-        frees it, and the check belongs to the graph, armed again by every :meth:`graph_launch`.
+        ``flag`` comes from :meth:`check_flag` on the same stream. Ops whose argument checks need device
+        data (index values) use this instead of a host round trip. On a capturing stream the check
+        belongs to the graph, armed again by every :meth:`graph_launch`.
         """
         capture = self._capture_of.get(stream)
         if capture is None:
             with self._lock:
-                self._checks.setdefault(stream, []).append((flag, message, _FREE_ASYNC))
+                self._checks.setdefault(stream, []).append((flag, message))
             return
-        slot = self.provider.malloc(4)  # persistent: relaxed capture mode allows an allocation here
-        try:
-            self.provider.memcpy(slot, flag, 4, CopyDirection.DEVICE_TO_DEVICE, stream)
+        for slab in capture.slabs:
+            if slab.holds(flag):
+                slab.messages[(flag - slab.base) // 4] = message
+                return
+        raise AclError(RtErrorCode.ACL_ERROR_RT_PARAM_INVALID, "a captured check's flag must come from check_flag")
+
+    def drop_check(self, stream: int, flag: int) -> None:
+        """Give back a flag from :meth:`check_flag` whose call failed before deferring its check."""
+        if stream not in self._capture_of:
             self.provider.free_async(flag, stream)
-        except BaseException:
-            self.provider.free(slot)
-            raise
-        capture.checks.append((slot, message))
+
+    def _sync_memset(self, address: int, nbytes: int) -> None:
+        """Zero device bytes now (on the side stream while a capture runs, never the legacy stream)."""
+        self.memset(address, 0, nbytes, None)
 
     def _drain(self, stream: int, report: bool) -> None:
+        """Read (and release) the checks armed on ``stream``, which the caller has synchronised."""
         with self._lock:
             checks = self._checks.pop(stream, [])
+            graphs = self._armed.pop(stream, [])
         failed: str | None = None
-        for flag, message, release in checks:
+        for flag, message in checks:
             value = ctypes.c_int32(0)
             self._sync_copy(ctypes.addressof(value), flag, 4, CopyDirection.DEVICE_TO_HOST)
-            if release == _FREE_ASYNC:
-                self.provider.free_async(flag, stream)
-            elif release == _FREE:
-                self.provider.free(flag)
+            self.provider.free_async(flag, stream)
             if value.value and failed is None:
                 failed = message
+        for graph in graphs:
+            for slab in graph.slabs:
+                n = len(slab.messages)
+                values = (ctypes.c_int32 * n)()
+                self._sync_copy(ctypes.addressof(values), slab.base, 4 * n, CopyDirection.DEVICE_TO_HOST)
+                hit = next((i for i in range(n) if values[i]), None)
+                if hit is not None:
+                    self._sync_memset(slab.base, 4 * n)
+                    if failed is None:
+                        failed = slab.messages[hit]
+            if graph.destroyed:
+                self._free_unarmed(graph)
         if failed is not None and report:
             raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, failed)
+
+    def _free_unarmed(self, graph: RocmGraph) -> None:
+        """Free a destroyed graph's slabs once no stream's next synchronisation still reads them."""
+        with self._lock:
+            if any(graph in armed for armed in self._armed.values()):
+                return
+        for slab in graph.slabs:
+            self.provider.free(slab.base)
 
     # ------------------------------------------------------------------ stream capture
     def capture_unavailable(self) -> str | None:
@@ -280,54 +354,32 @@ class RocmDriver(Driver):
         try:
             vendor = self.provider.capture_end(s)
         except BaseException:
-            self._free_slots(capture.checks)
+            for slab in capture.slabs:
+                self.provider.free(slab.base)
             raise
-        return RocmGraph(vendor, tuple(capture.checks), s)
+        return RocmGraph(vendor, tuple(capture.slabs), s)
 
     def graph_launch(self, graph: object, stream: object) -> None:
-        """Enqueue one replay; its deferred checks are armed on ``stream`` for its next synchronisation."""
+        """Enqueue one replay; its check slabs are armed on ``stream`` for its next synchronisation."""
         graph = _live(graph)
         s = handle(stream)
-        if graph.checks:
-            self._settle_pending(graph)
         self.provider.graph_launch(graph.vendor, s)
-        if graph.checks:
+        if graph.slabs:
             with self._lock:
-                self._checks.setdefault(s, []).extend((slot, message, _KEEP) for slot, message in graph.checks)
-
-    def _settle_pending(self, graph: RocmGraph) -> None:
-        """Report an earlier, unsynchronised replay's checks before a new replay overwrites their slots."""
-        slots = {slot for slot, _ in graph.checks}
-        with self._lock:
-            pending = [s for s, checks in self._checks.items() if any(c[0] in slots for c in checks)]
-        for s in pending:
-            self.provider.stream_synchronize(s)
-            self._drain(s, report=True)
+                armed = self._armed.setdefault(s, [])
+                if not any(g is graph for g in armed):
+                    armed.append(graph)
 
     def graph_destroy(self, graph: object) -> None:
-        """Release the platform graph and its check slots.
+        """Release the platform graph, and its check slabs once no pending synchronisation reads them.
 
-        Replays already enqueued still complete (the Driver contract): a slot one of them will write is
-        handed to that stream's pending checks, read and freed at its synchronisation, so its error
-        is still reported.
+        Replays already enqueued still complete (the Driver contract): a stream they run on still reads
+        the slabs at its next synchronisation, so their failures are still reported, and frees them then.
         """
         graph = _live(graph)
         graph.destroyed = True  # first: a vendor failure below must not let a second destroy free twice
-        slots = {slot for slot, _ in graph.checks}
-        handed: set[int] = set()  # at most one pending read per slot: graph_launch settles earlier ones
-        if slots:
-            with self._lock:
-                for checks in self._checks.values():
-                    for i, (flag, message, release) in enumerate(checks):
-                        if flag in slots and release == _KEEP:
-                            checks[i] = (flag, message, _FREE)
-                            handed.add(flag)
         self.provider.graph_destroy(graph.vendor)
-        self._free_slots([c for c in graph.checks if c[0] not in handed])
-
-    def _free_slots(self, checks: list[tuple[int, str]] | tuple[tuple[int, str], ...]) -> None:
-        for slot, _message in checks:
-            self.provider.free(slot)
+        self._free_unarmed(graph)
 
     def stream_done(self, stream: object) -> bool:
         """True when the stream has no pending work."""

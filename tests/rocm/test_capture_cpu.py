@@ -98,16 +98,68 @@ def test_deferred_index_checks_are_armed_again_by_every_replay(emulated: RocmBac
                 assert int(info.value.code) == 161002 and "IndexSelect" in str(info.value)
             else:
                 emulated.runtime.synchronize_stream(stream)
-        # a bad replay followed by a good one before any synchronisation still reports the bad one
+        # a bad replay followed by good ones before any synchronisation: replays never wait for each
+        # other, and the bad one is still reported at the synchronisation (its slot stays set until read)
         write(index, bad)  # type: ignore[arg-type]
         emulated.driver.graph_launch(graph, driver_stream)
+        emulated.provider.stream_synchronize(driver_stream)  # the bad replay has run (the runtime has not looked)
         write(index, good)  # type: ignore[arg-type]
+        emulated.driver.graph_launch(graph, driver_stream)
+        emulated.driver.graph_launch(graph, driver_stream)
         with pytest.raises(AclnnError):
-            emulated.driver.graph_launch(graph, driver_stream)
-        emulated.runtime.synchronize_stream(stream)
+            emulated.runtime.synchronize_stream(stream)
+        emulated.driver.graph_launch(graph, driver_stream)
+        emulated.runtime.synchronize_stream(stream)  # read and zeroed: the good replay reports nothing
         emulated.driver.graph_destroy(graph)
     finally:
         call.free()
+        emulated.runtime.destroy_stream(stream)
+
+
+def test_captured_checks_cost_a_replay_nothing_but_their_kernels(
+    emulated: RocmBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checks in a graph take slots of one slab: no flag allocation, zeroing or copy is recorded, replays never
+    wait for each other, and a synchronisation reads the slab with one device-to-host copy."""
+    provider = emulated.provider
+    assert isinstance(provider, FakeProvider)
+    table = np.arange(24, dtype=np.float32).reshape(6, 4)
+    calls = [
+        OpCall(emulated, "IndexSelect", {"self": table, "dim": 0, "index": np.array([k, 5 - k], dtype=np.int64)})
+        for k in range(3)
+    ]
+    stream = emulated.runtime.create_stream()
+    try:
+        launches = len(provider.launches)
+        for c in calls:
+            c.enqueue(c.prepare(), stream)
+        emulated.runtime.synchronize_stream(stream)
+        kernels_per_call = (len(provider.launches) - launches) // len(calls)
+        graph = capture(calls, stream)
+        assert isinstance(graph, RocmGraph) and len(graph.slabs) == 1 and len(graph.checks) == 3
+        recorded = provider.graphs[graph.vendor].work  # type: ignore[index]
+        assert len(recorded) == kernels_per_call * len(calls), "only the kernels are recorded"
+        reads: list[int] = []
+        copy, wait = provider.memcpy, provider.stream_synchronize
+        waits: list[int] = []
+
+        def counting_copy(dst: int, src: int, nbytes: int, direction: CopyDirection, s: int | None) -> None:
+            if direction == CopyDirection.DEVICE_TO_HOST:
+                reads.append(nbytes)
+            copy(dst, src, nbytes, direction, s)
+
+        monkeypatch.setattr(provider, "memcpy", counting_copy)
+        monkeypatch.setattr(provider, "stream_synchronize", lambda s: (waits.append(s), wait(s)))
+        driver_stream = emulated.runtime.stream(stream)
+        for _ in range(4):
+            emulated.driver.graph_launch(graph, driver_stream)
+        assert waits == [], "a replay does not wait for the one before it"
+        emulated.runtime.synchronize_stream(stream)
+        assert reads == [12], "one read of the slab's three slots, whatever the number of replays"
+        emulated.driver.graph_destroy(graph)
+    finally:
+        for c in calls:
+            c.free()
         emulated.runtime.destroy_stream(stream)
 
 

@@ -152,8 +152,7 @@ class ForeachRunner:
                     scatter.append((d, o))
             check = row.formula == "round" and row.carrier is Carrier.TENSOR
             if check:
-                flag = provider.malloc_async(4, stream)
-                provider.memset(flag, 0, 4, stream)
+                flag = self.backend.driver.check_flag(stream)
             found = 0
             if row.formula == "unscale":
                 fi = args["foundInf"]
@@ -174,7 +173,7 @@ class ForeachRunner:
                 checked = True
         finally:
             if flag and not checked:
-                provider.free_async(flag, stream)
+                self.backend.driver.drop_check(stream, flag)
             for address in temps:
                 provider.free_async(address, stream)
 

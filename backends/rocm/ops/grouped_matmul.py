@@ -328,10 +328,9 @@ class GroupedMatmulRunner:
         bias = _members(args.get("biasOptional"))
         dtype: D = launch.plan["compute"]
         temps: list[int] = []
-        flag = provider.malloc_async(4, stream)
+        flag = self.backend.driver.check_flag(stream)
         checked = False
         try:
-            provider.memset(flag, 0, 4, stream)
             p = self.plan(launch, temps, stream)
             if not p.rows:
                 return
@@ -377,7 +376,7 @@ class GroupedMatmulRunner:
                 checked = True
         finally:
             if not checked:
-                provider.free_async(flag, stream)
+                self.backend.driver.drop_check(stream, flag)
             for address in temps:
                 provider.free_async(address, stream)
 

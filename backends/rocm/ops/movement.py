@@ -196,27 +196,24 @@ class MovementRunner:
     # ------------------------------------------------------------------ launching
     def run(self, prog: MovementProgram, stream: int) -> None:
         """Launch a recorded program on ``stream``, with a fresh device check flag when it has one."""
-        provider = self.backend.provider
         with prog.lock:  # the flag slot is shared by the program's packed arguments
             flag = 0
             if prog.flag is not None:
-                flag = provider.malloc_async(4, stream)
+                flag = self.backend.driver.check_flag(stream)
                 prog.flag.value = flag
             try:
-                if flag:
-                    provider.memset(flag, 0, 4, stream)
                 for step in prog.steps:
                     self.backend.elementwise.launch_prepared(step, stream)
             except BaseException:
                 if flag:
-                    provider.free_async(flag, stream)
+                    self.backend.driver.drop_check(stream, flag)
                 raise
             finally:
                 if prog.flag is not None:
                     prog.flag.value = 0  # the memo never holds this call's flag
             if flag:
                 if prog.report is None:
-                    provider.free_async(flag, stream)
+                    self.backend.driver.drop_check(stream, flag)
                 else:
                     self.backend.driver.defer_check(stream, flag, prog.report)
 

@@ -84,15 +84,14 @@ def run_program(backend: RocmBackend, prog: Program, stream: int) -> None:
         for where, nbytes in prog.zeroed:
             provider.memset(bases[where.slot] + where.offset, 0, nbytes, stream)
         if prog.report is not None:
-            flag = provider.malloc_async(4, stream)
-            provider.memset(flag, 0, 4, stream)
+            flag = backend.driver.check_flag(stream)
         for step in prog.steps:
             args = KernelArgs([_resolve(v, bases, flag) for v in step.values])
             cfg = step.config
             provider.launch(step.function, cfg.grid, cfg.block, cfg.shared_bytes, stream, args.address)
     except BaseException:
         if flag:
-            provider.free_async(flag, stream)
+            backend.driver.drop_check(stream, flag)
         raise
     finally:
         for base in bases:
