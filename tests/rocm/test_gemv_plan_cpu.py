@@ -48,3 +48,17 @@ def test_off_and_auto(tmp_path: Path) -> None:
     auto, p_auto = _backend(tmp_path / "auto", "auto")
     assert _paths(auto, p_auto, 1, 64, 24, ml_dtypes.bfloat16, True) == ["blas"]  # too small to matter
     assert _paths(auto, p_auto, 1, 1024, 512, ml_dtypes.bfloat16, True) == ["gemv_nk"]
+
+
+def test_auto_weighs_the_gemv_kernels_arithmetic_against_the_blas(tmp_path: Path) -> None:
+    # the H200 decode bench's outcomes the cost model was fitted to (GEMV µs vs BLAS µs, weight [N, K])
+    from acl_rocm.ops.matmul import gemv_pays
+
+    assert gemv_pays(16, 1024, 3072, 2)  # 12.3 vs 26.1: a small model's layer weight
+    assert gemv_pays(16, 3072, 1024, 2)  # 25.6 vs 28.4
+    assert gemv_pays(1, 1024, 151936, 2)  # 73 vs 80: the vocabulary head at batch 1
+    assert not gemv_pays(8, 1024, 151936, 2)  # 168 vs 83
+    assert not gemv_pays(16, 1024, 151936, 2)  # 376 vs 84
+    auto, p_auto = _backend(tmp_path, "auto")
+    assert _paths(auto, p_auto, 1, 256, 151936, ml_dtypes.bfloat16, True) == ["gemv_nk"]
+    assert _paths(auto, p_auto, 8, 256, 151936, ml_dtypes.bfloat16, True) == ["blas"]

@@ -58,6 +58,26 @@ GEMV_ENV = "ACL_GEMV"
 """``0`` never takes the GEMV kernel, ``1`` takes it wherever it fits, unset / ``auto``: where it is faster."""
 GEMV_AUTO_MIN_WEIGHT = 1 << 18
 """Auto mode: the smallest weight (elements) worth the GEMV kernel; below it either path is launch-bound."""
+GEMV_FMA_PER_S = 6.5e12
+"""Auto mode's cost model: multiply-adds per second the GEMV kernel sustains once it is compute-bound (its fp32
+FMAs; H200, 2026-12-04 decode bench: M = 16 over a 1024 × 151,936 weight in 376 µs)."""
+BLAS_FLOOR_S = 25e-6
+"""Auto mode's cost model: the BLAS path's fixed cost at small M (H200, same bench: 24–38 µs for weights of 2–3 M
+elements, where both paths read the weight in a few µs)."""
+WEIGHT_BYTES_PER_S = 3.7e12
+"""Auto mode's cost model: the weight-streaming rate both paths reach on a large weight (same bench: 3.7–4.3 TB/s)."""
+
+
+def gemv_pays(rows: int, k: int, n: int, itemsize: int) -> bool:
+    """Auto mode: whether the GEMV kernel is expected to beat the BLAS GEMM for ``rows`` × [K, N].
+
+    Both stream the weight once; the GEMV kernel then does ``rows·K·N`` multiply-adds on CUDA cores, the
+    BLAS pays a fixed cost. At M = 1 the GEMV wins everywhere; at M = 8–16 it wins on the layer weights
+    of a small model and loses on a vocabulary head (measured 168–376 µs against 83 µs).
+    """
+    stream = k * n * itemsize / WEIGHT_BYTES_PER_S
+    gemv_s = max(stream, rows * k * n / GEMV_FMA_PER_S)
+    return gemv_s <= max(BLAS_FLOOR_S, stream)
 
 
 @dataclass(frozen=True)
@@ -323,7 +343,9 @@ class MatmulRunner:
             return None
         kernel, grid, values, (k, n) = plan
         weight = k * n
-        if mode == "auto" and weight < GEMV_AUTO_MIN_WEIGHT:
+        if mode == "auto" and (
+            weight < GEMV_AUTO_MIN_WEIGHT or not gemv_pays(kernel.rows, k, n, kernel.dtype.info.storage_bits // 8)
+        ):
             return None
         function = self.backend.function(gemv.generate(kernel), kernel.kernel_name)
         if LOG.isEnabledFor(logging.DEBUG):
