@@ -154,30 +154,31 @@ def run_model(kernel: Any, args: list[bytes]) -> None:
                     else:
                         acc = (acc and value) if isinstance(acc, np.bool_) else acc * value
             _write(out_p + int(row[1]) * dt.itemsize, acc, dt)
-    elif isinstance(kernel, mk.ScatterUpdate):
+    elif isinstance(kernel, mk.ScatterUpdate):  # pushed per updates element (row 0 updates, row 1 data)
         if _read(_ptr(args[8]), np.dtype(np.int32)):
             return
         coords, offs = _elements(kernel, args, 2, kernel.ndim)
         meta = np.frombuffer(args[0], np.int32 if kernel.index_type == "int" else np.int64).astype(np.int64)
         nd = kernel.ndim
-        ustrides = meta[1 + nd + nd : 1 + nd + 2 * nd]
+        dstrides = meta[1 + nd + nd : 1 + nd + 2 * nd]
         data, updates, indices = _ptr(args[1]), _ptr(args[2]), _ptr(args[3])
         batches, row_stride, column_stride, length = (_ll(a) for a in args[4:8])
         it, size, axis = _np(kernel.index), kernel.itemsize, kernel.axis
+
+        def target(b: int) -> tuple[int, int]:
+            first = int(_read(indices + b * row_stride * it.itemsize, it))
+            if not kernel.two_columns:
+                return b, first
+            return first, int(_read(indices + (b * row_stride + column_stride) * it.itemsize, it))
+
         for c, (o0, o1) in zip(coords, offs):
-            found, start = -1, 0
-            for b in range(batches):
-                first = int(_read(indices + b * row_stride * it.itemsize, it))
-                if kernel.two_columns:
-                    batch = first
-                    offset = int(_read(indices + (b * row_stride + column_stride) * it.itemsize, it))
-                else:
-                    batch, offset = b, first
-                if batch == c[0] and offset <= c[axis] < offset + length:
-                    found, start = b, offset
-            if found >= 0:
-                at = int(o1) - c[0] * int(ustrides[0]) + found * int(ustrides[0]) - start * int(ustrides[axis])
-                ctypes.memmove(data + int(o0) * size, ctypes.string_at(updates + at * size, size), size)
+            batch, offset = target(c[0])
+            at = offset + c[axis]
+            later = (target(j) for j in range(c[0] + 1, batches))
+            if any(b == batch and start <= at < start + length for b, start in later):
+                continue  # a later batch writes this element: the last one wins
+            to = int(o1) + (batch - c[0]) * int(dstrides[0]) + offset * int(dstrides[axis])
+            ctypes.memmove(data + to * size, ctypes.string_at(updates + int(o0) * size, size), size)
     elif isinstance(kernel, mk.Arange):
         _, offs = _elements(kernel, args, 1, 1)
         out, dt = _ptr(args[1]), _np(kernel.dtype)
@@ -384,3 +385,27 @@ def test_sources_compile_with_nvcc(tmp_path: Path) -> None:
             check=False,
         )
         assert done.returncode == 0, done.stderr
+
+
+def test_scatter_update_kernel_pushes_updates_and_the_last_batch_wins(emulated: RocmBackend) -> None:
+    """The generated InplaceScatterUpdate kernel itself (g++ emulator): a one-token write into a long cache,
+    and two-column indices whose runs overlap in one data batch (the later batch wins, as in the reference)."""
+    reference = __import__("acl_core").get_backend("reference")
+    rng = np.random.default_rng(11)
+    cache = rng.standard_normal((4, 300, 2, 8)).astype(np.float32)
+    token = rng.standard_normal((4, 1, 2, 8)).astype(np.float32)
+    overlapping = np.array([[1, 3], [0, 7], [1, 4], [1, 2]], np.int64)  # runs of 3 in batch 1: 3-5, 4-6, 2-4
+    cases = [
+        {"data": cache, "indices": np.array([299, 17, 0, 150], np.int64), "updates": token, "axis": 1},
+        {
+            "data": cache[:, :12],
+            "indices": overlapping,
+            "updates": rng.standard_normal((4, 3, 2, 8)).astype(np.float32),
+            "axis": 1,
+        },
+    ]
+    for args in cases:
+        want = eager.run("InplaceScatterUpdate", reference, **args)["data"]
+        for layout in ("contiguous", "transposed"):
+            got = eager.run("InplaceScatterUpdate", emulated, layout=layout, **args)["data"]
+            np.testing.assert_array_equal(got, want, err_msg=layout)

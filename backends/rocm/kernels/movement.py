@@ -313,10 +313,12 @@ class Scatter:
 
 @dataclass(frozen=True)
 class ScatterUpdate:
-    """InplaceScatterUpdate pulled per data element (rows: 0 data, 1 updates aligned to data).
+    """InplaceScatterUpdate pushed per updates element (rows: 0 updates, 1 data at the same coordinates).
 
-    Data element p takes ``updates[i, .., p[axis] - offset_i, ..]`` from the last batch i whose
-    batch is p[0] and whose run along ``axis`` covers p[axis]; other elements are left alone.
+    Updates element c of batch i = c[0] goes to data at batch ``b_i`` (indices' first column, or i) and
+    at ``offset_i + c[axis]`` along ``axis``, unless a later batch j > i writes that same data element
+    (the reference applies the batches in order, so the last one wins). Only the updated elements are
+    touched: a decode step's one-token write into a long KV cache costs its own size, not the cache's.
     """
 
     itemsize: int
@@ -346,26 +348,32 @@ class ScatterUpdate:
             "const int* flag",
         ]
         axis = self.axis
-        batch = "(long long)indices[b * row_stride]" if self.two_columns else "b"
-        offset = (
-            "(long long)indices[b * row_stride + column_stride]"
-            if self.two_columns
-            else "(long long)indices[b * row_stride]"
-        )
+
+        def batch(b: str) -> str:
+            return f"(long long)indices[{b} * row_stride]" if self.two_columns else b
+
+        def offset(b: str) -> str:
+            column = " + column_stride" if self.two_columns else ""
+            return f"(long long)indices[{b} * row_stride{column}]"
+
         body = [
-            "long long found = -1, start = 0;",
-            "for (long long b = 0; b < batches; ++b) {",
-            f"  const long long batch = {batch};",
-            f"  const long long offset = {offset};",
-            f"  const long long at = (long long)c[{axis}];",
-            "  if (batch == (long long)c[0] && at >= offset && at < offset + length) {",
-            "    found = b; start = offset;",
-            "  }",
-            "}",
-            "if (found >= 0) {",
-            f"  const long long at = (long long)o1 - (long long)c[0] * m.stride[1][0] + found * m.stride[1][0]"
-            f" - start * m.stride[1][{axis}];",
-            "  data[o0] = updates[at];",
+            "const long long own = (long long)c[0];",
+            f"const long long batch = {batch('own')};",
+            f"const long long at = {offset('own')} + (long long)c[{axis}];",
+            "bool last = true;",
+        ]
+        if self.two_columns:  # one-column indices give every batch its own data batch: no later writer
+            body += [
+                "for (long long j = own + 1; j < batches && last; ++j) {",
+                f"  const long long start = {offset('j')};",
+                f"  if ({batch('j')} == batch && at >= start && at < start + length) last = false;",
+                "}",
+            ]
+        body += [
+            "if (last) {",
+            f"  const long long to = (long long)o1 + (batch - own) * (long long)m.stride[1][0]"
+            f" + (at - (long long)c[{axis}]) * (long long)m.stride[1][{axis}];",
+            "  data[to] = updates[o0];",
             "}",
         ]
         return kernel_source(

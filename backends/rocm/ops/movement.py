@@ -626,11 +626,11 @@ class MovementRunner:
         row_stride = indices.strides[0] if indices.rank else 0
         column_stride = indices.strides[1] if two else 0
         d, u = view_of(op, data), view_of(op, updates)
-        shape = d.shape
-        reach = [d.strides, tuple(s for s in u.strides)]
-        idx = _geometry_index_type(shape, reach, self._threads(d.numel))
+        shape = u.shape  # pushed per updates element; data's offsets reach its whole extent
+        reach = [u.strides, d.strides]
+        idx = _geometry_index_type(d.shape, reach, self._threads(u.numel))
         kernel = ScatterUpdate(d.itemsize, indices.dtype, len(shape), idx, axis, two)
-        meta = [d.numel, *shape, *d.strides, *u.strides]
+        meta = [u.numel, *shape, *u.strides, *d.strides]
         values: list[Any] = [
             KernelArgs.pointer(d.address),
             KernelArgs.pointer(u.address),
@@ -641,7 +641,7 @@ class MovementRunner:
             ctypes.c_longlong(length),
             flag,
         ]
-        self._launch(kernel, meta, idx, values, d.numel, prog)
+        self._launch(kernel, meta, idx, values, u.numel, prog)
         self._report(op, flag, prog, "indices")
 
 
