@@ -132,6 +132,19 @@ def test_decode_launches_per_token_by_operator(runner, prompt):
     assert sum(per_step.values()) == 14 * layers + 8
 
 
+def test_head_dim_128_decode_rotates_q_and_k_in_one_launch(tmp_path: Path, reference_backend, prompt):
+    # ApplyRotaryPosEmb takes head dims 64 and 128 only (the tiny preset's 16 keeps two RoPE launches)
+    model_dir = hf.make_checkpoint(tmp_path / "d128", seed=4, overrides={"head_dim": 128})
+    model = hf.load_model(model_dir, "fp32")
+    with Qwen3Runner(model_dir, backend=reference_backend) as r:
+        out = r.generate([prompt], 8, replay=False)
+        assert out.tokens.tolist() == hf.greedy_generate(model, [prompt], 8).tolist()
+        per_step = {op: n // out.decode_steps for op, n in out.decode_ops.items()}
+        assert per_step["ApplyRotaryPosEmb"] == r.config.num_hidden_layers
+        assert "RotaryPositionEmbedding" not in per_step
+        assert sum(per_step.values()) == 13 * r.config.num_hidden_layers + 8  # one launch a layer fewer
+
+
 def test_prefill_launches_by_operator(runner, prompt):
     r = runner("fp32")
     before = r.session.launched.copy()

@@ -141,12 +141,20 @@ def _attention_model(name: str, grid: tuple[int, int, int], params: int) -> None
 
 
 def _rope_model(name: str, params: int) -> None:
-    """The rotary-pair kernel, mirrored in NumPy over every pair index at once."""
-    dt = _np(_BY_SHORT[name.split("_")[2]])
-    table = (ctypes.c_void_p * 5).from_address(params)
-    raw = list((ctypes.c_int64 * ROPE_META_LEN).from_address(table[0]))
+    """The rotary-pair kernel, mirrored in NumPy: its first tensor, then its second (x2 into out2) if any."""
+    table = (ctypes.c_void_p * 8).from_address(params)
     x, cs, sn, out = (ctypes.c_void_p.from_address(table[i]).value for i in range(1, 5))
+    x2, out2 = (ctypes.c_void_p.from_address(table[i]).value for i in (6, 7))
+    _rope_tensor(name, table[0], x, cs, sn, out)
+    _rope_tensor(name, table[5], x2, cs, sn, out2)
+
+
+def _rope_tensor(name: str, meta: int, x: int, cs: int, sn: int, out: int) -> None:
+    dt = _np(_BY_SHORT[name.split("_")[2]])
+    raw = list((ctypes.c_int64 * ROPE_META_LEN).from_address(meta))
     pairs, shape, strides, half, mode = raw[0], raw[1:4], raw[4:20], raw[20], raw[21]
+    if pairs == 0:
+        return
     sx, sc, ss, so = (strides[4 * n : 4 * n + 4] for n in range(4))
     idx = np.arange(pairs)
     p, rest = idx % half, idx // half
@@ -417,6 +425,28 @@ def test_inference_batches_with_different_caches_launch_per_batch(fake: tuple[Ro
     one = next(s for s in ifa if "BNSD one cache tensor" in s.note)
     eager.run("IncreFlashAttention", backend, **one.args)
     assert launches == [(1, 2, 2)]  # one launch: rows x heads x batches
+
+
+def test_apply_rotary_pos_emb_rotates_query_and_key_in_one_launch(fake: tuple[RocmBackend, ExecutingFake]) -> None:
+    backend, provider = fake
+    reference = __import__("acl_core").get_backend("reference")
+    rng = np.random.default_rng(9)
+    q, k = (rng.standard_normal((2, 3, n, 64)).astype(np.float16) for n in (4, 2))
+    cos, sin = (rng.standard_normal((2, 3, 1, 64)).astype(np.float16) for _ in range(2))
+    args = {"queryRef": q, "keyRef": k, "cos": cos, "sin": sin, "layout": 1}
+    launches: list[object] = []
+    real = provider.launch
+
+    def spy(function: object, *rest: Any) -> None:
+        launches.append(function)
+        real(function, *rest)
+
+    provider.launch = spy  # type: ignore[method-assign]
+    got = eager.run("ApplyRotaryPosEmb", backend, op_args=args)
+    assert len(launches) == 1
+    want = eager.run("ApplyRotaryPosEmb", reference, op_args=args)
+    for name in ("queryRef", "keyRef"):
+        assert_close(got[name], want[name])
 
 
 def test_addmm_runs_one_gemm_and_one_epilogue(fake: tuple[RocmBackend, ExecutingFake]) -> None:

@@ -82,6 +82,7 @@ def make_checkpoint(
     tied: bool | None = None,
     dtype: str | None = None,
     norm_jitter: float = 0.2,
+    overrides: dict[str, Any] | None = None,
 ) -> Path:
     """Write a random Qwen3 checkpoint (config.json + model.safetensors) with transformers.
 
@@ -99,6 +100,7 @@ def make_checkpoint(
     fields = dict(fields)
     if tied is not None:
         fields["tie_word_embeddings"] = tied
+    fields.update(overrides or {})  # e.g. another head_dim, for paths a preset's shape does not take
     torch_dtype = getattr(torch, TORCH_DTYPES.get(dtype or "", saved))
     torch.manual_seed(seed)
     config = Qwen3Config(**fields)

@@ -20,8 +20,9 @@ then ``logits = RmsNorm(h, norm) @ lm_head^T`` (the embedding matrix when tied).
 the next token with aclnnArgMax on the device and feeds it straight back to aclnnEmbedding; sampling
 copies the logits (aclnnCast to float32 first) to the host. The decode step never moves a buffer: the
 cache position is an int64 tensor on the device (one per sequence) that the step reads and advances
-(aclnnInplaceAdds); the cos/sin rows are gathered at it (aclnnEmbedding on the tables), k and v are put
-at it in the cache (aclnnInplaceScatterUpdate), and attention reads the whole (zeroed) cache under a
+(aclnnInplaceAdds); the cos/sin rows are gathered at it (aclnnEmbedding on the tables), q and k are
+rotated in place by one aclnnApplyRotaryPosEmb where the head dim is one it takes (64, 128), k and v
+are put at it in the cache (aclnnInplaceScatterUpdate), and attention reads the whole (zeroed) cache under a
 mask of the positions past it (aclnnGtTensor against 0..C-1). So every decode operator is a repeatable
 executor made once per generation and a token costs no phase 1 — the step a stream capture can record.
 cos/sin are precomputed per position on the host at load time (float32, as transformers does) and
@@ -319,7 +320,7 @@ class Qwen3Runner:
         c = self.config
         count = start + a.seq
         call = AttentionCall(
-            query=a.qr.tensor(),
+            query=(a.qn if not prefill and self._rope_pair() else a.qr).tensor(),
             key=kv.k_view(layer, 0, count),
             value=kv.v_view(layer, 0, count),
             out=a.attn.tensor(),
@@ -360,20 +361,34 @@ class Qwen3Runner:
                 lambda start: self._attention(i, a, kv, start, prefill),
             ]
         else:  # every buffer fixed, the position read on the device: one executor per operator, made once
-            assert a.pos is not None
+            assert a.pos is not None and a.step_rope is not None
             pos = a.pos.tensor()
+            if self._rope_pair():  # q and k rotated in place by one launch
+                d = c.head_dim
+                cos, sin = (row.view([a.batch, 1, 1, d], [0, d, d, 1]) for row in a.step_rope)
+                rope: list[tuple[str, Args] | StepFn] = [
+                    ("ApplyRotaryPosEmb", (a.qn.tensor(), a.kn.tensor(), cos, sin, 1))
+                ]
+                k_rot = a.kn
+            else:
+                rope = [
+                    ("RotaryPositionEmbedding", (a.qn.tensor(), a.cos, a.sin, 0, a.qr.tensor())),
+                    ("RotaryPositionEmbedding", (a.kn.tensor(), a.cos, a.sin, 0, a.kr.tensor())),
+                ]
+                k_rot = a.kr
             cache = [
-                ("RotaryPositionEmbedding", (a.kn.tensor(), a.cos, a.sin, 0, a.kr.tensor())),
-                ("InplaceScatterUpdate", (kv.k[i].tensor(), pos, a.kr.tensor(), 1)),
+                *rope,
+                ("InplaceScatterUpdate", (kv.k[i].tensor(), pos, k_rot.tensor(), 1)),
                 ("InplaceScatterUpdate", (kv.v[i].tensor(), pos, a.v_part, 1)),
                 self._attention(i, a, kv, 0, prefill),
             ]
+        if prefill:
+            cache.insert(0, ("RotaryPositionEmbedding", (a.qn.tensor(), a.cos, a.sin, 0, a.qr.tensor())))
         n = a.o.tensor()
         return [
             ("Mm", (n, lw.qkv.t, a.qkv.tensor(), cube)),
             ("RmsNorm", (a.q_part, lw.q_norm.tensor(), eps, a.qn.tensor(), a.rstd_q.tensor())),
             ("RmsNorm", (a.k_part, lw.k_norm.tensor(), eps, a.kn.tensor(), a.rstd_k.tensor())),
-            ("RotaryPositionEmbedding", (a.qn.tensor(), a.cos, a.sin, 0, a.qr.tensor())),
             *cache,
             ("Mm", (a.attn_flat, lw.o.t, a.o.tensor(), cube)),
             ("InplaceAddRmsNorm", (a.o.tensor(), a.h.tensor(), lw.post_norm.tensor(), eps, a.rstd.tensor())),
@@ -381,6 +396,10 @@ class Qwen3Runner:
             ("SwiGlu", (a.gu.tensor(), -1, a.act.tensor())),
             ("Mm", (a.act.tensor(), lw.down.t, a.o.tensor(), cube)),
         ]
+
+    def _rope_pair(self) -> bool:
+        """Whether decode rotates q and k with one ApplyRotaryPosEmb (CANN takes head dims 64 and 128 only)."""
+        return self.config.head_dim in (64, 128)
 
     def _program(self, a: Activations, kv: KVCache, prefill: bool) -> list[tuple[str, Args] | StepFn]:
         """The whole forward pass: embedding, every layer, final norm and lm_head."""

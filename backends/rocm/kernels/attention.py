@@ -268,7 +268,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.kernel_name}(
 
 
 def rope_source(inst: RopeInstance) -> str:
-    """The complete source (prelude included) of one rotary-pair kernel."""
+    """The complete source (prelude included) of one rotary-pair kernel.
+
+    One launch rotates two tensors with the same cos/sin (ApplyRotaryPosEmb's query and key): pairs
+    ``[0, m.pairs)`` are x's, the next ``m2.pairs`` are x2's (none when m2.pairs is 0).
+    """
     c = ctype(inst.dtype)
     s = c.storage
     val = c.value
@@ -279,38 +283,46 @@ def rope_source(inst: RopeInstance) -> str:
     body = f"""
 {ROPE_STRUCT}
 
-extern "C" __global__ void __launch_bounds__({ROPE_THREADS}) {inst.kernel_name}(
-    const RopeMeta m, const {s}* x, const {s}* __restrict__ cs, const {s}* __restrict__ sn, {s}* out) {{
+ACL_DEV void rope_pair(const RopeMeta& m, const long long idx, const {s}* x, const {s}* __restrict__ cs,
+                       const {s}* __restrict__ sn, {s}* out) {{
   typedef {val} T;
+  const long long p = idx % m.half;
+  long long rest = idx / m.half;
+  const long long a2 = rest % m.shape[2];
+  rest /= m.shape[2];
+  const long long a1 = rest % m.shape[1];
+  const long long a0 = rest / m.shape[1];
+  long long o1, o2, i1, i2;
+  if (m.mode == 1) {{  // interleave: (2p, 2p+1)
+    o1 = 2 * p; o2 = o1 + 1; i1 = o1; i2 = o2;
+  }} else if (m.mode == 2) {{  // quarter: (r, r+D/4) in each half
+    const long long quarter = m.half / 2;
+    o1 = (p / quarter) * m.half + p % quarter; o2 = o1 + quarter; i1 = o1; i2 = o2;
+  }} else if (m.mode == 3) {{  // interleave-half: x (2p, 2p+1) to out (p, p+D/2)
+    o1 = p; o2 = p + m.half; i1 = 2 * p; i2 = i1 + 1;
+  }} else {{  // half: (p, p+D/2)
+    o1 = p; o2 = p + m.half; i1 = o1; i2 = o2;
+  }}
+  const long long bx = a0 * m.x[0] + a1 * m.x[1] + a2 * m.x[2];
+  const long long bc = a0 * m.c[0] + a1 * m.c[1] + a2 * m.c[2];
+  const long long bs = a0 * m.s[0] + a1 * m.s[1] + a2 * m.s[2];
+  const long long bo = a0 * m.o[0] + a1 * m.o[1] + a2 * m.o[2];
+  const T x1 = {ld("x[bx + i1 * m.x[3]]")};
+  const T x2 = {ld("x[bx + i2 * m.x[3]]")};
+  const T r1 = x1 * {ld("cs[bc + o1 * m.c[3]]")} - x2 * {ld("sn[bs + o1 * m.s[3]]")};
+  const T r2 = x2 * {ld("cs[bc + o2 * m.c[3]]")} + x1 * {ld("sn[bs + o2 * m.s[3]]")};
+  out[bo + o1 * m.o[3]] = {store("r1", c, c)};
+  out[bo + o2 * m.o[3]] = {store("r2", c, c)};
+}}
+
+extern "C" __global__ void __launch_bounds__({ROPE_THREADS}) {inst.kernel_name}(
+    const RopeMeta m, const {s}* x, const {s}* __restrict__ cs, const {s}* __restrict__ sn, {s}* out,
+    const RopeMeta m2, const {s}* x2, {s}* out2) {{
   const long long step = (long long)gridDim.x * (long long)blockDim.x;
-  for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < m.pairs; idx += step) {{
-    const long long p = idx % m.half;
-    long long rest = idx / m.half;
-    const long long a2 = rest % m.shape[2];
-    rest /= m.shape[2];
-    const long long a1 = rest % m.shape[1];
-    const long long a0 = rest / m.shape[1];
-    long long o1, o2, i1, i2;
-    if (m.mode == 1) {{  // interleave: (2p, 2p+1)
-      o1 = 2 * p; o2 = o1 + 1; i1 = o1; i2 = o2;
-    }} else if (m.mode == 2) {{  // quarter: (r, r+D/4) in each half
-      const long long quarter = m.half / 2;
-      o1 = (p / quarter) * m.half + p % quarter; o2 = o1 + quarter; i1 = o1; i2 = o2;
-    }} else if (m.mode == 3) {{  // interleave-half: x (2p, 2p+1) to out (p, p+D/2)
-      o1 = p; o2 = p + m.half; i1 = 2 * p; i2 = i1 + 1;
-    }} else {{  // half: (p, p+D/2)
-      o1 = p; o2 = p + m.half; i1 = o1; i2 = o2;
-    }}
-    const long long bx = a0 * m.x[0] + a1 * m.x[1] + a2 * m.x[2];
-    const long long bc = a0 * m.c[0] + a1 * m.c[1] + a2 * m.c[2];
-    const long long bs = a0 * m.s[0] + a1 * m.s[1] + a2 * m.s[2];
-    const long long bo = a0 * m.o[0] + a1 * m.o[1] + a2 * m.o[2];
-    const T x1 = {ld("x[bx + i1 * m.x[3]]")};
-    const T x2 = {ld("x[bx + i2 * m.x[3]]")};
-    const T r1 = x1 * {ld("cs[bc + o1 * m.c[3]]")} - x2 * {ld("sn[bs + o1 * m.s[3]]")};
-    const T r2 = x2 * {ld("cs[bc + o2 * m.c[3]]")} + x1 * {ld("sn[bs + o2 * m.s[3]]")};
-    out[bo + o1 * m.o[3]] = {store("r1", c, c)};
-    out[bo + o2 * m.o[3]] = {store("r2", c, c)};
+  const long long total = m.pairs + m2.pairs;
+  for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += step) {{
+    if (idx < m.pairs) rope_pair(m, idx, x, cs, sn, out);
+    else rope_pair(m2, idx - m.pairs, x2, cs, sn, out2);
   }}
 }}
 """

@@ -597,15 +597,28 @@ class AttentionRunner:
         return steps
 
     # ------------------------------------------------------------------ rotary embedding
-    def _rope(self, x: AclTensor, cos: AclTensor, sin: AclTensor, out: AclTensor, mode: int) -> list[Prepared]:
-        if x.dtype not in ATTENTION_DTYPES or len({x.dtype, cos.dtype, sin.dtype, out.dtype}) != 1:
+    def _rope(
+        self,
+        x: AclTensor,
+        cos: AclTensor,
+        sin: AclTensor,
+        out: AclTensor,
+        mode: int,
+        second: tuple[AclTensor, AclTensor] | None = None,
+    ) -> list[Prepared]:
+        """One launch rotating x into out, and ``second`` = (x2, out2) with the same cos/sin when given."""
+        tensors = [x, out, *(second or ())]
+        if x.dtype not in ATTENTION_DTYPES or len({cos.dtype, sin.dtype, *(t.dtype for t in tensors)}) != 1:
             raise _refuse("rotary embedding", f"dtypes {x.dtype.short}/{cos.dtype.short}/{sin.dtype.short}")
-        meta = rope_meta(x, cos, sin, out, mode)
-        if meta is None:
+        first = rope_meta(x, cos, sin, out, mode) or EMPTY_ROPE
+        other = (rope_meta(second[0], cos, sin, second[1], mode) if second is not None else None) or EMPTY_ROPE
+        if first.pairs + other.pairs == 0:
             return []
-        config = self.backend.elementwise_config(meta.pairs)
-        values: list[Any] = [KernelArgs.index_array(meta.values(), "long long")]
+        config = self.backend.elementwise_config(first.pairs + other.pairs)
+        values: list[Any] = [KernelArgs.index_array(first.values(), "long long")]
         values.extend(KernelArgs.pointer(_address(t)) for t in (x, cos, sin, out))
+        values.append(KernelArgs.index_array(other.values(), "long long"))
+        values.extend(KernelArgs.pointer(_address(t) if other.pairs else 0) for t in (second or (x, out)))
         function = self._function(RopeInstance(x.dtype))
         return [Prepared(function, LaunchConfig(config.grid, (ROPE_THREADS, 1, 1)), KernelArgs(values))]
 
@@ -622,12 +635,9 @@ class AttentionRunner:
         a = launch.args
         cos, sin = a["cos"], a["sin"]
         assert isinstance(cos, AclTensor) and isinstance(sin, AclTensor)
-        steps: list[Prepared] = []
-        for name in ("queryRef", "keyRef"):
-            ref = a[name]
-            assert isinstance(ref, AclTensor)
-            steps += self._rope(ref, cos, sin, ref, 0)
-        return steps
+        q, k = a["queryRef"], a["keyRef"]
+        assert isinstance(q, AclTensor) and isinstance(k, AclTensor)
+        return self._rope(q, cos, sin, q, 0, (k, k))  # both in one launch
 
     # ------------------------------------------------------------------ SwiGlu
     def swiglu(self, launch: Launch) -> list[Prepared]:
@@ -662,6 +672,12 @@ def halves(x: AclTensor, dim: int) -> tuple[AclTensor, AclTensor]:
         return AclTensor(tuple(shape), x.dtype, x.strides, offset, Format.ACL_FORMAT_ND, tuple(shape), x.data)
 
     return view(x.offset), view(second_offset)
+
+
+EMPTY_ROPE = RopeMeta(
+    pairs=0, shape=(1, 1, 1), x=(0, 0, 0, 0), c=(0, 0, 0, 0), s=(0, 0, 0, 0), o=(0, 0, 0, 0), half=1, mode=0
+)
+"""The meta of a rotary launch's absent second tensor (no pairs)."""
 
 
 def rope_meta(x: AclTensor, cos: AclTensor, sin: AclTensor, out: AclTensor, mode: int) -> RopeMeta | None:
