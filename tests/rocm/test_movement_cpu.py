@@ -75,6 +75,20 @@ def _elements(kernel: Any, args: list[bytes], rows: int, ndim: int) -> tuple[lis
     return coords, offsets
 
 
+def _blocked(kernel: Any, args: list[bytes], flag_at: int) -> bool:
+    """The flag guard of a kernel that takes it: True when set, after running the kernel's inline checks
+    (args after the flag: per check pointer, count, stride, low, high), which set it on a bad value."""
+    flag = _ptr(args[flag_at])
+    checks = getattr(kernel, "checks", None)
+    for j, dtype in enumerate(checks.dtypes if checks is not None else ()):
+        base = flag_at + 1 + 5 * j
+        pointer, count, stride, low, high = _ptr(args[base]), *(_ll(a) for a in args[base + 1 : base + 5])
+        dt = _np(dtype)
+        if any(not low <= int(_read(pointer + q * stride * dt.itemsize, dt)) < high for q in range(count)):
+            _write(flag, 1, np.dtype(np.int32))
+    return bool(_read(flag, np.dtype(np.int32)))
+
+
 def run_model(kernel: Any, args: list[bytes]) -> None:
     """Execute one movement kernel launch on host memory."""
     if isinstance(kernel, mk.Copy):
@@ -98,8 +112,7 @@ def run_model(kernel: Any, args: list[bytes]) -> None:
                 _write(flag, 1, np.dtype(np.int32))
     elif isinstance(kernel, mk.Take):
         k = len(kernel.indices)
-        flag = _ptr(args[3 + 3 * k])
-        if _read(flag, np.dtype(np.int32)):
+        if _blocked(kernel, args, 3 + 3 * k):
             return
         _, offs = _elements(kernel, args, 2 + k, kernel.ndim)
         src, dst, size = _ptr(args[1]), _ptr(args[2]), kernel.itemsize
@@ -118,7 +131,7 @@ def run_model(kernel: Any, args: list[bytes]) -> None:
             if ok:
                 ctypes.memmove(dst + int(row[1]) * size, ctypes.string_at(src + at * size, size), size)
     elif isinstance(kernel, mk.Scatter):
-        if _read(_ptr(args[5]), np.dtype(np.int32)):
+        if _blocked(kernel, args, 5):
             return
         meta = np.frombuffer(args[0], np.int32 if kernel.index_type == "int" else np.int64).astype(np.int64)
         nd = kernel.ndim
@@ -155,7 +168,7 @@ def run_model(kernel: Any, args: list[bytes]) -> None:
                         acc = (acc and value) if isinstance(acc, np.bool_) else acc * value
             _write(out_p + int(row[1]) * dt.itemsize, acc, dt)
     elif isinstance(kernel, mk.ScatterUpdate):  # pushed per updates element (row 0 updates, row 1 data)
-        if _read(_ptr(args[8]), np.dtype(np.int32)):
+        if _blocked(kernel, args, 8):
             return
         coords, offs = _elements(kernel, args, 2, kernel.ndim)
         meta = np.frombuffer(args[0], np.int32 if kernel.index_type == "int" else np.int64).astype(np.int64)
@@ -409,3 +422,21 @@ def test_scatter_update_kernel_pushes_updates_and_the_last_batch_wins(emulated: 
         for layout in ("contiguous", "transposed"):
             got = eager.run("InplaceScatterUpdate", emulated, layout=layout, **args)["data"]
             np.testing.assert_array_equal(got, want, err_msg=layout)
+
+
+def test_small_index_checks_run_inside_the_kernel_and_large_ones_launch_first(model: RocmBackend) -> None:
+    provider = model.provider
+    table = np.arange(40, dtype=np.float32).reshape(10, 4)
+
+    def kernels(index: np.ndarray) -> list[str]:
+        before = len(provider.launches)
+        eager.run("Embedding", model, weight=table, indices=index)
+        return [x.name.split("_")[2] for x in provider.launches[before:]]
+
+    assert kernels(np.array([3, 9, 0], np.int64)) == ["take"]  # the check runs in the gather's blocks
+    large = np.arange(mv.INLINE_CHECK_MAX + 1, dtype=np.int64) % 10
+    assert kernels(large) == ["check", "take"]
+    for index in (np.array([3, 10], np.int64), np.full(mv.INLINE_CHECK_MAX + 1, 10, np.int64)):
+        with pytest.raises(AclnnError) as err:  # reported at synchronisation, nothing written
+            eager.run("Embedding", model, weight=table, indices=index)
+        assert err.value.code == 161002

@@ -83,10 +83,65 @@ def meta_struct(index_type: str, ndim: int, rows: int) -> str:
     return f"struct Meta {{ {index_type} n; {index_type} shape[{ndim}]; {index_type} stride[{rows}][{ndim}]; }};"
 
 
-def grid_loop(index_type: str, ndim: int, rows: int, body: list[str], flag: bool = False) -> list[str]:
-    """The grid-stride loop with coordinates ``c[d]`` and offsets ``o0..o{rows-1}`` of element ``i``."""
+@dataclass(frozen=True)
+class InlineChecks:
+    """Range checks of small 1-D index views that every block runs before its first write.
+
+    They replace :class:`Check` launches: a block that finds a value outside ``[low, high)`` (or a flag
+    already set) writes nothing, and block 0 sets the flag, so no element is written when any index is
+    bad, as with a Check launch before the kernel. Parameters, after the kernel's ``flag``: per check the
+    index pointer, its count and stride, and the bounds.
+    """
+
+    dtypes: tuple[D, ...]
+
+    def params(self) -> list[str]:
+        """The kernel parameters of the checks (the flag itself stays the kernel's)."""
+        found: list[str] = []
+        for j, dt in enumerate(self.dtypes):
+            found.append(f"const {ctype(dt).storage}* chk{j}")
+            found += [f"const long long chk{j}_{n}" for n in ("count", "stride", "low", "high")]
+        return found
+
+    def prologue(self) -> list[str]:
+        """C lines: every block scans every checked index; on a bad one it returns (block 0 sets the flag)."""
+        lines = ["__shared__ int acl_bad;", "if (threadIdx.x == 0) acl_bad = *flag;", "__syncthreads();"]
+        for j in range(len(self.dtypes)):
+            lines += [
+                f"for (long long q = threadIdx.x; q < chk{j}_count; q += blockDim.x) {{",
+                f"  const long long v = (long long)chk{j}[q * chk{j}_stride];",
+                f"  if (v < chk{j}_low || v >= chk{j}_high) acl_bad = 1;",
+                "}",
+            ]
+        lines += [
+            "__syncthreads();",
+            "if (acl_bad) {",
+            "  if (blockIdx.x == 0 && threadIdx.x == 0) *flag = 1;",
+            "  return;",
+            "}",
+        ]
+        return lines
+
+
+def flag_param(checks: InlineChecks | None) -> list[str]:
+    """The ``flag`` parameter (writable when the kernel runs inline checks) and the checks' own parameters."""
+    return ["const int* flag"] if checks is None else ["int* flag", *checks.params()]
+
+
+def grid_loop(
+    index_type: str,
+    ndim: int,
+    rows: int,
+    body: list[str],
+    flag: bool = False,
+    checks: InlineChecks | None = None,
+) -> list[str]:
+    """The grid-stride loop with coordinates ``c[d]`` and offsets ``o0..o{rows-1}`` of element ``i``.
+
+    With ``flag`` the kernel first returns when the check flag is set, or runs ``checks`` (which do that too).
+    """
     idx = index_type
-    lines = ["if (*flag) return;"] if flag else []
+    lines = (checks.prologue() if checks is not None else ["if (*flag) return;"]) if flag else []
     lines += [
         f"const {idx} grid_step = ({idx})gridDim.x * ({idx})blockDim.x;",
         f"for ({idx} i = ({idx})blockIdx.x * ({idx})blockDim.x + ({idx})threadIdx.x; i < m.n; i += grid_step) {{",
@@ -214,6 +269,7 @@ class Take:
     ndim: int
     index_type: str
     wrap: bool
+    checks: InlineChecks | None = None
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -228,7 +284,7 @@ class Take:
         params += [f"const {ctype(dt).storage}* index{j}" for j, dt in enumerate(self.indices)]
         for j in range(k):
             params += [f"const long long dim_stride{j}", f"const long long size{j}"]
-        params.append("const int* flag")
+        params += flag_param(self.checks)
         body = ["long long at = (long long)o0;", "bool ok = true;"]
         for j in range(k):
             body.append(f"{{ long long v = (long long)index{j}[o{2 + j}];")
@@ -242,7 +298,7 @@ class Take:
             meta_struct(self.index_type, self.ndim, 2 + k),
             self.kernel_name,
             params,
-            grid_loop(self.index_type, self.ndim, 2 + k, body, flag=True),
+            grid_loop(self.index_type, self.ndim, 2 + k, body, flag=True, checks=self.checks),
         )
 
 
@@ -264,6 +320,7 @@ class Scatter:
     dim: int
     reduce: int
     with_value: bool
+    checks: InlineChecks | None = None
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -281,7 +338,7 @@ class Scatter:
             f"const {ctype(self.index).storage}* index",
         ]
         params.append(f"const {wt} value" if self.with_value else f"const {c.storage}* src")
-        params.append("const int* flag")
+        params += flag_param(self.checks)
         dim = self.dim
         combine = {0: "acc = v;", 1: "acc = acc || v;" if wt == "bool" else "acc = acc + v;"}
         combine[2] = "acc = acc && v;" if wt == "bool" else "acc = acc * v;"
@@ -307,7 +364,7 @@ class Scatter:
             meta_struct(self.index_type, self.ndim, 5),
             self.kernel_name,
             params,
-            grid_loop(self.index_type, self.ndim, 5, body, flag=True),
+            grid_loop(self.index_type, self.ndim, 5, body, flag=True, checks=self.checks),
         )
 
 
@@ -327,6 +384,7 @@ class ScatterUpdate:
     index_type: str
     axis: int
     two_columns: bool
+    checks: InlineChecks | None = None
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -345,7 +403,7 @@ class ScatterUpdate:
             "const long long row_stride",
             "const long long column_stride",
             "const long long length",
-            "const int* flag",
+            *flag_param(self.checks),
         ]
         axis = self.axis
 
@@ -381,7 +439,7 @@ class ScatterUpdate:
             meta_struct(self.index_type, self.ndim, 2),
             self.kernel_name,
             params,
-            grid_loop(self.index_type, self.ndim, 2, body, flag=True),
+            grid_loop(self.index_type, self.ndim, 2, body, flag=True, checks=self.checks),
         )
 
 

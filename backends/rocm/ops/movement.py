@@ -3,16 +3,19 @@
 A :class:`View` is a byte address and a shape and strides in elements (negative where it runs
 backwards); slicing, selecting, permuting, flipping and tiling a view is arithmetic on the host, and
 one generated copy kernel moves the elements (storage words of the element size: exact for every
-dtype). Gathers (Embedding, IndexSelect, GatherV2, Gather, Index) are one ``Take`` kernel; Scatter and
-InplaceScatterUpdate are pulled per output element, deterministic and without atomics. Index values
-are checked on the device: a check kernel sets a flag that the gather or scatter reads first (it then
-writes nothing), and the driver raises 161002 when the stream is synchronised. Nothing passes through
-the host inside an op.
+dtype). Gathers (Embedding, IndexSelect, GatherV2, Gather, Index) are one ``Take`` kernel; Scatter is
+pulled per output element and InplaceScatterUpdate pushed per updates element, deterministic and without
+atomics. Index values are checked on the device before anything is written: a small one-dimensional
+index (up to :data:`INLINE_CHECK_MAX` values: a decode step's token ids and positions) is checked by every
+block of the gather or scatter itself, a larger one by a check kernel launched first; a bad value sets
+the flag, no element is written, and the driver raises 161002 when the stream is synchronised. Nothing
+passes through the host inside an op.
 """
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import math
 import threading
@@ -31,7 +34,7 @@ from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels.ctypes_map import SUPPORTED
 from acl_rocm.kernels.elementwise import UFUNCS
-from acl_rocm.kernels.movement import Arange, Check, Copy, Scatter, ScatterUpdate, Take, wide
+from acl_rocm.kernels.movement import Arange, Check, Copy, InlineChecks, Scatter, ScatterUpdate, Take, wide
 from acl_rocm.launch import KernelArgs
 from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.views import Geometry, broadcast_strides, coalesce, index_type
@@ -187,6 +190,7 @@ class MovementRunner:
             if prog is None:
                 prog = MovementProgram()
                 method(op, launch, prog)
+                self._flush_checks(prog)  # a check no kernel took still runs
                 launch.memo[key] = prog
             self.run(prog, handle(launch.stream))
 
@@ -220,6 +224,16 @@ class MovementRunner:
     def _launch(
         self, kernel: Any, meta: Sequence[int], idx: str, values: Sequence[Any], numel: int, prog: MovementProgram
     ) -> None:
+        if prog.pending:  # the range checks asked for before this kernel: inside it when it can, else launched first
+            inline = (
+                self._inline_checks(prog.pending) if "checks" in getattr(kernel, "__dataclass_fields__", {}) else None
+            )
+            if inline is None:
+                self._flush_checks(prog)
+            else:
+                kernel = dataclasses.replace(kernel, checks=InlineChecks(tuple(c.dtype for c in prog.pending)))
+                values = [*values, *inline]
+                prog.pending.clear()
         function = self.backend.function(_source(kernel), kernel.kernel_name)
         args = KernelArgs([KernelArgs.index_array(list(meta), idx), *values])
         prog.steps.append(Prepared(function, self.backend.elementwise_config(numel, 1), args))
@@ -283,19 +297,35 @@ class MovementRunner:
         flag: ctypes.c_void_p,
         prog: MovementProgram,
     ) -> None:
-        """Set ``flag`` when a value of the index view at ``address`` lies outside [low, high)."""
+        """Set ``flag`` when a value of the index view at ``address`` lies outside [low, high).
+
+        The check runs before the program's next kernel writes: inside that kernel when it takes inline
+        checks and the index is small and one-dimensional (no launch of its own), else as a Check launch.
+        """
         if math.prod(shape) == 0:
             return
-        g = coalesce(shape, [strides])
-        idx = index_type(g, self._threads(g.numel))
-        meta = [g.numel, *g.shape, *g.strides[0]]
-        values = [
-            KernelArgs.pointer(address),
-            ctypes.c_longlong(low),
-            ctypes.c_longlong(high),
-            flag,
-        ]
-        self._launch(Check(dtype, g.ndim, idx), meta, idx, values, g.numel, prog)
+        prog.pending.append(PendingCheck(dtype, address, coalesce(shape, [strides]), low, high, flag))
+
+    def _inline_checks(self, pending: Sequence[PendingCheck]) -> list[Any] | None:
+        """The kernel arguments of ``pending`` run inline, or None when one is too large or not 1-D."""
+        values: list[Any] = []
+        for c in pending:
+            if c.geometry.ndim != 1 or c.geometry.numel > INLINE_CHECK_MAX:
+                return None
+            values.append(KernelArgs.pointer(c.address))
+            count, stride = c.geometry.numel, c.geometry.strides[0][0]
+            values += [ctypes.c_longlong(v) for v in (count, stride, c.low, c.high)]
+        return values
+
+    def _flush_checks(self, prog: MovementProgram) -> None:
+        """Launch the pending range checks as Check kernels."""
+        pending, prog.pending = prog.pending, []
+        for c in pending:
+            g = c.geometry
+            idx = index_type(g, self._threads(g.numel))
+            meta = [g.numel, *g.shape, *g.strides[0]]
+            values = [KernelArgs.pointer(c.address), ctypes.c_longlong(c.low), ctypes.c_longlong(c.high), c.flag]
+            self._launch(Check(c.dtype, g.ndim, idx), meta, idx, values, g.numel, prog)
 
     def _report(self, op: str, flag: ctypes.c_void_p, prog: MovementProgram, what: str) -> None:
         prog.report = f"{op}: {what} holds a value outside its valid range"
@@ -645,6 +675,23 @@ class MovementRunner:
         self._report(op, flag, prog, "indices")
 
 
+INLINE_CHECK_MAX = 256
+"""Index views of at most this many values are range-checked inside the kernel that uses them (every block
+reads them all before it writes); larger ones by a Check launch of their own."""
+
+
+@dataclass(frozen=True)
+class PendingCheck:
+    """A range check asked for while a program is built, placed when the next kernel is launched."""
+
+    dtype: D
+    address: int
+    geometry: Geometry
+    low: int
+    high: int
+    flag: ctypes.c_void_p
+
+
 @dataclass
 class MovementProgram:
     """One call's launches, recorded once per signature; the check flag is a slot each run fills."""
@@ -653,6 +700,7 @@ class MovementProgram:
     flag: ctypes.c_void_p | None = None
     report: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    pending: list[PendingCheck] = field(default_factory=list)
 
     def add(self, prepared: Prepared | None) -> None:
         """Append a prepared launch (None launches nothing)."""
