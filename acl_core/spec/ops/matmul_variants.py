@@ -218,7 +218,8 @@ def _transpose_batch_matmul() -> OpSpec:
 
     def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
         x1, x2 = S.array(rng, (4, 2, 6), D.ACL_FLOAT16), S.array(rng, (2, 6, 3), D.ACL_FLOAT16)
-        base = {"x1": x1, "x2": x2, "bias": None, "scale": None, "permX1": [1, 0, 2], "permX2": [0, 1, 2]}
+        base: dict[str, Any] = {"x1": x1, "x2": x2, "bias": None, "scale": None, "permX1": [1, 0, 2]}
+        base["permX2"] = [0, 1, 2]
         base |= {"permY": [1, 0, 2], "cubeMathType": 0, "batchSplitFactor": 1}
         yield ErrorSample({**base, "permX1": [2, 1, 0]}, INVALID, "permX1 [2, 1, 0]")
         yield ErrorSample({**base, "permX2": [1, 0, 2]}, INVALID, "permX2 [1, 0, 2]")
@@ -409,7 +410,8 @@ def _qmm_nz_samples(rng: np.random.Generator) -> Iterable[Sample]:
 
 def _qmm_nz_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
     x1, x2 = rng.integers(-9, 9, (4, 32)).astype(np.int8), rng.integers(-9, 9, (32, 8)).astype(np.int8)
-    base = {"x1": x1, "x2": NzArray(x2), "x1Scale": None, "x2Scale": np.ones(8, np.float32), "yScale": None}
+    base: dict[str, Any] = {"x1": x1, "x2": NzArray(x2), "x1Scale": None, "x2Scale": np.ones(8, np.float32)}
+    base["yScale"] = None
     base |= {"x1Offset": None, "x2Offset": None, "yOffset": None, "bias": None, "transposeX1": False}
     base |= {"transposeX2": False, "groupSize": 0}
     yield ErrorSample({**base, "x2": x2}, INVALID, "x2 in ND")
@@ -460,7 +462,7 @@ def _wqbmm_nz_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
     x = S.array(rng, (3, 64), D.ACL_FLOAT16)
     w = rng.integers(-9, 9, (64, 32)).astype(np.int8)
     scale = S.array(rng, (32,), D.ACL_FLOAT16, low=0.01, high=0.1)
-    base = {"x": x, "weight": NzArray(w), "antiquantScale": scale, "antiquantOffsetOptional": None}
+    base: dict[str, Any] = {"x": x, "weight": NzArray(w), "antiquantScale": scale, "antiquantOffsetOptional": None}
     base |= {"quantScaleOptional": None, "quantOffsetOptional": None, "biasOptional": None, "antiquantGroupSize": 0}
     yield ErrorSample({**base, "weight": w}, INVALID, "weight in ND")
     grouped = S.array(rng, (2, 32), D.ACL_FLOAT16, low=0.01, high=0.1)
@@ -477,7 +479,9 @@ _WQBMM_NZ = _own_kernel(
         (
             "x",
             tensor("weight", {D.ACL_INT8}, formats=NZ_FORMATS, min_rank=2, max_rank=2),
-            *_WQBMM.param_names[2:-1],
+            *_WQBMM.param_names[2:4],
+            tensor("quantScaleOptional", None, optional=True, max_rank=2),
+            *_WQBMM.param_names[5:-1],
             out("y", {D.ACL_FLOAT16, D.ACL_BF16}, c_type="const aclTensor*"),
         ),
         check=_wqbmm_nz_rules,
@@ -519,7 +523,7 @@ def _gmm_nz_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
     def arr(shape: Shape, dt: D = D.ACL_FLOAT16) -> np.ndarray:
         return S.array(rng, shape, dt, low=-1, high=1)
 
-    base = {"splitItem": 2, "groupType": 0, "groupListType": 0, "actType": 0, "quantGroupSize": 0}
+    base: dict[str, Any] = {"splitItem": 2, "groupType": 0, "groupListType": 0, "actType": 0, "quantGroupSize": 0}
     base |= {"x": [arr((6, 32))], "weight": [NzArray(arr((2, 32, 16)))]}
     base |= {"groupListOptional": np.array([3, 6], np.int64)}
     yield ErrorSample({**base, "weight": [arr((2, 32, 16))]}, INVALID, "weight in ND")
@@ -539,9 +543,11 @@ _GMM_NZ = _own_kernel(
         (
             tensor_list("x", {D.ACL_FLOAT16, D.ACL_BF16}),
             replace(tensor_list("weight", {D.ACL_FLOAT16, D.ACL_BF16}), formats=frozenset(NZ_FORMATS)),
-            *_GMM5.param_names[2:17],
+            tensor_list("biasOptional", {D.ACL_FLOAT16, D.ACL_FLOAT}, optional=True),
+            *_GMM5.param_names[3:17],
             "quantGroupSize",
-            *_GMM5.param_names[17:],
+            tensor_list("out", {D.ACL_FLOAT16, D.ACL_BF16}, role=Role.OUT),
+            *_GMM5.param_names[18:],
         ),
         added={
             "quantGroupSize": Added(
@@ -592,7 +598,7 @@ def _v1_infer(call: Call) -> Infos:
         if len(_list(call, name)) > M.GMM_MAX_LIST:
             raise invalid(f"{name} holds more than {M.GMM_MAX_LIST} tensors")
     dtype = xs[0].dtype
-    for label, t in [*(("x", t) for t in xs), *(("weight", t) for t in ws)]:
+    for t in (*xs, *ws):
         if t.dtype != dtype:
             raise invalid(f"x and weight must share one dtype; found {dtype.short} and {t.dtype.short}")
     for name in ("scaleOptional", "offsetOptional", "antiquantScaleOptional", "antiquantOffsetOptional"):
@@ -751,7 +757,7 @@ _GroupedMatmul = OpSpec(
         tensor_list("x", FLOATS),
         tensor_list("weight", FLOATS),
         tensor_list("biasOptional", {D.ACL_FLOAT16, D.ACL_FLOAT}, optional=True),
-        tensor_list("scaleOptional", {D.ACL_UINT64}, optional=True),
+        tensor_list("scaleOptional", optional=True),
         tensor_list("offsetOptional", {D.ACL_FLOAT}, optional=True),
         tensor_list("antiquantScaleOptional", {D.ACL_FLOAT16, D.ACL_BF16}, optional=True),
         tensor_list("antiquantOffsetOptional", {D.ACL_FLOAT16, D.ACL_BF16}, optional=True),
