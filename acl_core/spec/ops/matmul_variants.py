@@ -42,6 +42,14 @@ silent are marked *choice*.
   outputs. Float16 x takes a float16 bias, bfloat16 a float32 one, float32 a float32 one. The
   quantisation (scaleOptional, offsetOptional) and fake-quantisation (antiquant*) modes are refused
   with 161002, as GroupedMatmulV5's are.
+
+Not declared yet (issue 16 reaches them too): MatmulCompressDequant, whose x2 and compressIndex are
+the output of msModelSlim's weight-compression tool; its document gives no decompression algorithm or
+index layout, so no implementation can be derived from public documents. QuantGroupedMatmulDequant
+(and its WeightNZ form) and GroupedMatmulSwigluQuantV2 / WeightNZ / WeightNzV2 quantise dynamically
+inside the op (row max / 127, then rounding): their INT8 outputs are compared exactly, and the
+SwiGLU variants round after a transcendental, so they need an implementation that reproduces the
+reference's float32 arithmetic step for step; they are left for a later change.
 """
 
 from __future__ import annotations
