@@ -362,9 +362,13 @@ class _Arguments:
             arrays: list[DeviceArray] = []
             self.arrays[p.name] = arrays  # filled as it goes, so a member that fails leaves none unfreed
             for v in value:
-                arrays.append(
-                    v if isinstance(v, DeviceArray) else to_device(np.asarray(v), self.backend, layout=self.layout)
-                )
+                place = getattr(v, "acl_to_device", None)  # a member in a private format (acl_core.nz.NzArray)
+                if isinstance(v, DeviceArray):
+                    arrays.append(v)
+                elif place is not None:
+                    arrays.append(place(self.backend))
+                else:
+                    arrays.append(to_device(np.asarray(v), self.backend, layout=self.layout))
             args[p.name] = AclTensorList.create([a.tensor() for a in arrays])
         elif p.kind is Kind.SCALAR:
             args[p.name] = to_scalar(value)

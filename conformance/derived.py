@@ -475,6 +475,8 @@ def expanded(spec: OpSpec, sample: Sample) -> Sample | None:
     for k in _arrays(spec, args, frozenset({Role.IN})):
         a = _get(args, k)
         dt = _dtype(a)
+        if hasattr(a, "acl_format"):  # a private format's storage is the format, never a broadcast view
+            continue
         if dt is None or dt.is_packed or a.size == 0 or not (dt.is_float or spec.family == "elementwise"):
             continue
         axis = next((i for i in reversed(range(a.ndim)) if a.shape[i] > 1), None)  # innermost: the fast axis

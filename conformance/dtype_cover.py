@@ -142,6 +142,11 @@ def _placeholder(value: Any, slot: list[int]) -> Any:
     )
 
 
+def _plain(value: Any) -> bool:
+    """An array placed in a plain format (not an NzArray)."""
+    return isinstance(value, np.ndarray) and not hasattr(value, "acl_format")
+
+
 def _check(spec: OpSpec, args: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """(refusal message or None, output infos): the op's shared validation and output rule on ``args``."""
     refusal, infos, _ = checked_sample(spec, args)
@@ -165,8 +170,8 @@ def checked_sample(spec: OpSpec, args: dict[str, Any]) -> tuple[str | None, dict
         value = args.get(p.name)
         if p.kind is Kind.TENSOR:
             value = _placeholder(value, slot)
-        elif p.kind is Kind.TENSOR_LIST and isinstance(value, list) and all(isinstance(v, np.ndarray) for v in value):
-            value = AclTensorList.create([_placeholder(v, slot) for v in value])
+        elif p.kind is Kind.TENSOR_LIST and isinstance(value, list) and all(_plain(v) for v in value):
+            value = AclTensorList.create([_placeholder(v, slot) for v in value])  # private formats: eager places them
         if p.name in args:
             placed[p.name] = value
     conv = eager._Arguments(get_backend("reference"), "contiguous")

@@ -734,7 +734,8 @@ def _handle(kind: Kind, value: Any, backend: Backend, keep: list[Any]) -> Any:
     if kind is Kind.TENSOR:
         if isinstance(value, AclTensor):
             return value
-        da = eager.to_device(np.asarray(value), backend)
+        place = getattr(value, "acl_to_device", None)  # a value in a private format (acl_core.nz.NzArray)
+        da = place(backend) if place is not None else eager.to_device(np.asarray(value), backend)
         keep.append(da)
         return da.tensor()
     if kind is Kind.TENSOR_LIST:

@@ -74,9 +74,13 @@ def _storage_bytes(driver: ReferenceDriver, t: AclTensor, count: int) -> np.ndar
 
 def read_storage(k: RefCall, name: str, count: int | None = None) -> np.ndarray:
     """The first ``count`` storage elements of tensor ``name`` (default: its storage dims), flat, as NumPy."""
-    t = _tensor(k, name)
+    return storage_values(k.driver, _tensor(k, name), count)
+
+
+def storage_values(driver: ReferenceDriver, t: AclTensor, count: int | None = None) -> np.ndarray:
+    """The first ``count`` storage elements of ``t`` (default: its storage dims), flat, as NumPy."""
     n = storage_count(t) if count is None else count
-    raw = _storage_bytes(k.driver, t, n)
+    raw = _storage_bytes(driver, t, n)
     if t.dtype == HIF8:
         return raw.copy()
     np_dtype = t.dtype.numpy

@@ -40,10 +40,11 @@ STILL_ON_THE_TABLE = {
     "DynamicMxQuantV2",
     "WeightQuantBatchMatmulV3",
     "ApplyRotaryPosEmbV2",
+    "WeightQuantBatchMatmulNz",  # WeightQuantBatchMatmulV2's class: its weight read from FRACTAL_NZ
 }
 """TODO.md's issue-14 section lists these with their reasons (each spec's ``table(reason)``)."""
 
-BY_CALL = {"QuantMatmulV5": {"reduction", "table"}}
+BY_CALL = {"QuantMatmulV5": {"reduction", "table"}, "QuantMatmulWeightNz": {"reduction", "table"}}
 """Ops whose class depends on the call (``by_call``), with the kinds it may resolve to."""
 
 

@@ -327,8 +327,9 @@ def _matrix(m: Matrix, index: int) -> np.ndarray:
     item = dtype.itemsize
     count = (m.cols - 1) * m.ld + m.rows
     base = m.address + index * m.batch_stride * item
-    flat = np.frombuffer((ctypes.c_char * (count * item)).from_address(base), dtype=dtype)
-    return np.lib.stride_tricks.as_strided(flat, (m.rows, m.cols), (item, m.ld * item), writeable=True)
+    raw = np.dtype(f"u{item}")  # as_strided rebuilds the dtype from its typestr, which ml_dtypes' E5M2 lacks
+    flat = np.frombuffer((ctypes.c_char * (count * item)).from_address(base), dtype=raw)
+    return np.lib.stride_tricks.as_strided(flat, (m.rows, m.cols), (item, m.ld * item), writeable=True).view(dtype)
 
 
 _SIZES = {"float": 4, "double": 8, "long long": 8, "unsigned long long": 8, "bool": 1, "int": 4, "unsigned int": 4}

@@ -33,6 +33,7 @@ FAMILIES: tuple[str, ...] = (
     "foreach",
     "optim",
     "random",
+    "matmul_variants",
 )
 
 _lock = threading.Lock()

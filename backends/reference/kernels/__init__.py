@@ -30,6 +30,7 @@ FAMILIES: tuple[str, ...] = (
     "foreach",
     "optim",
     "random",
+    "matmul_variants",
 )
 
 _KERNELS: dict[str, RefKernel] = {}

@@ -13,7 +13,7 @@ from acl_core.tensor import AclTensor
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
 from acl_reference.kernels.matmul import reduce_precision
-from acl_reference.lowp_io import bits_view, read_storage, write_storage
+from acl_reference.lowp_io import bits_view, storage_values, write_storage
 
 
 def _tensor(k: RefCall, name: str) -> AclTensor:
@@ -40,8 +40,12 @@ def _write_view(k: RefCall, name: str, values: np.ndarray) -> None:
 
 def read_nz(k: RefCall, name: str) -> np.ndarray:
     """The ND array an NZ tensor holds (its view's logical matrix; a transposed view is transposed back)."""
-    t = _tensor(k, name)
-    stored = read_storage(k, name).reshape(t.storage_dims)
+    return nz_values(k, _tensor(k, name))
+
+
+def nz_values(k: RefCall, t: AclTensor) -> np.ndarray:
+    """The ND array NZ tensor ``t`` holds (a tensor argument or a member of a tensor list)."""
+    stored = storage_values(k.driver, t).reshape(t.storage_dims)
     if nz.nz_transposed(t):
         shape = (*t.view_dims[:-2], t.view_dims[-1], t.view_dims[-2])
         return np.swapaxes(nz.nz_to_nd(stored, shape), -1, -2)

@@ -100,9 +100,14 @@ def _bias(k: RefCall, groups: int, single_weight: bool) -> list[Array | None]:
 @kernel("GroupedMatmulV5")
 def grouped_matmul(k: RefCall) -> None:
     """y_i = x_i @ weight_i (+ bias_i) over groups along M (groupType 0), K (2) or none (-1)."""
+    grouped_matmul_with(k, None)
+
+
+def grouped_matmul_with(k: RefCall, weights: list[Array] | None) -> None:
+    """GroupedMatmulV5 with the weights' values given (e.g. read from FRACTAL_NZ) or read."""
     plan = k.plan["gmm"]
     xs = [x.astype(np.float64) for x in k.read_list("x")]
-    ws = [w.astype(np.float64) for w in k.read_list("weight")]
+    ws = [w.astype(np.float64) for w in (k.read_list("weight") if weights is None else weights)]
     if plan.get("mx"):
         xs, ws = _mx_dequantise(k, xs[0], ws[0])
     list_type = int(k.value("groupListType"))

@@ -220,8 +220,18 @@ def mx_expand(codes: Array, k_len: int) -> Array:
 @kernel("QuantMatmulV5")
 def quant_matmul_v5(k: RefCall) -> None:
     """QuantMatmulV5's per-tensor / per-channel / per-token and MX modes."""
+    quant_matmul_v5_with(k, None)
+
+
+def quant_matmul_v5_with(k: RefCall, x2: Array | None) -> None:
+    """QuantMatmulV5 with x2's values given (as its view holds them, e.g. read from FRACTAL_NZ) or read."""
     t1, t2 = bool(k.value("transposeX1")), bool(k.value("transposeX2"))
-    a, b = _matrix(k, "x1", t1), _matrix(k, "x2", t2)
+    a = _matrix(k, "x1", t1)
+    if x2 is None:
+        b = _matrix(k, "x2", t2)
+    else:
+        wide = x2.astype(np.float64)
+        b = np.swapaxes(wide, -1, -2) if t2 else wide
     if k.plan["mode"] == "mx":
         kk = a.shape[-1]
         s1 = k.read("x1Scale").view(np.uint8)
@@ -248,8 +258,13 @@ def quant_matmul_v5(k: RefCall) -> None:
 @kernel("WeightQuantBatchMatmulV2")
 def weight_quant_batch_matmul_v2(k: RefCall) -> None:
     """y = x @ ((weight + antiquantOffset) * antiquantScale) + bias, optionally re-quantised to INT8."""
+    weight_quant_batch_matmul_with(k, None)
+
+
+def weight_quant_batch_matmul_with(k: RefCall, weight: Array | None) -> None:
+    """WeightQuantBatchMatmulV2 with the weight's values given (e.g. read from FRACTAL_NZ) or read."""
     x = k.read("x", np.float64)
-    w = read_float(k, "weight")
+    w = read_float(k, "weight") if weight is None else weight.astype(np.float64)
     rows = w.shape[0]
     group = int(k.plan["group"])
 

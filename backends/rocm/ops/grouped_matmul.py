@@ -16,7 +16,7 @@ on them with its output in the caller's dtype.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -114,7 +114,7 @@ class GroupedMatmulRunner:
         p = GroupPlan()
         if gt == -1:
             for i, (x, w, out) in enumerate(zip(xs, ws, outs)):
-                self._independent(p, x, w, out, bias[i] if bias else None, temps, stream)
+                self.independent(p, x, w, out, bias[i] if bias else None, temps, stream)
             return p
         if gt == 0:
             out = outs[0]
@@ -229,7 +229,7 @@ class GroupedMatmulRunner:
             start += kw
         return p
 
-    def _independent(
+    def independent(
         self,
         p: GroupPlan,
         x: AclTensor,
@@ -239,7 +239,7 @@ class GroupedMatmulRunner:
         temps: list[int],
         stream: int,
     ) -> None:
-        """One groupType=-1 pair: x [..., K] @ w [K, N] as rows × K, the leading dims merged into rows."""
+        """One independent pair (groupType=-1): x [..., K] @ w [K, N] as rows × K, the leading dims merged into rows."""
         k, n = w.view_dims
         lead = tuple(x.view_dims[:-1])
         m = math.prod(lead)
@@ -322,16 +322,40 @@ class GroupedMatmulRunner:
         """Enqueue one GroupedMatmulV5 call on the launch's stream."""
         args = launch.args
         stream = handle(launch.stream)
-        provider = self.backend.provider
         group_list = args.get("groupListOptional")
         assert group_list is None or isinstance(group_list, AclTensor)
         bias = _members(args.get("biasOptional"))
         dtype: D = launch.plan["compute"]
+        operands = D.ACL_BF16 if launch.plan["gmm"].get("mx") else dtype  # MX: decoded to bf16
+        self.execute(
+            stream,
+            lambda temps: self.plan(launch, temps, stream),
+            GmmKernel(operands, bias[0].dtype if bias else None, dtype),
+            group_list,
+            int(args["groupListType"]),
+            "GroupedMatmulV5: groupListOptional is inconsistent with the grouped axis",
+        )
+
+    def execute(
+        self,
+        stream: int,
+        planner: Callable[[list[int]], GroupPlan],
+        gemm: GmmKernel,
+        group_list: AclTensor | None,
+        list_type: int,
+        message: str,
+    ) -> None:
+        """Enqueue a planned grouped GEMM: descriptor fills, the group-list pass, ``gemm`` and the output copies.
+
+        ``planner`` gets the call's temporaries list (freed, stream-ordered, at the end) and returns the plan;
+        a device group list (``group_list``, read where the plan's mode says) is checked at synchronisation.
+        """
+        provider = self.backend.provider
         temps: list[int] = []
         flag = self.backend.driver.check_flag(stream)
         checked = False
         try:
-            p = self.plan(launch, temps, stream)
+            p = planner(temps)
             if not p.rows:
                 return
             rows = p.table()
@@ -350,7 +374,7 @@ class GroupedMatmulRunner:
             has_list = group_list is not None and p.mode != MODE_HOST
             list_address = _address(group_list) if has_list and group_list is not None else 0
             list_stride = group_list.strides[0] if has_list and group_list is not None else 0
-            meta = [1, groups, p.mode, int(args["groupListType"]), p.axis, list_stride, int(has_list), 0]
+            meta = [1, groups, p.mode, list_type, p.axis, list_stride, int(has_list), 0]
             values = [
                 KernelArgs.index_array(meta, "long long"),
                 KernelArgs.pointer(list_address),
@@ -359,8 +383,6 @@ class GroupedMatmulRunner:
             ]
             self._launch(GmmPrep(), self.backend.elementwise_config(1, 1), values, stream)
             if p.grid:
-                operands = D.ACL_BF16 if launch.plan["gmm"].get("mx") else dtype  # MX: decoded to bf16
-                gemm = GmmKernel(operands, bias[0].dtype if bias else None, dtype)
                 values = [
                     KernelArgs.index_array([groups, 0, 0], "long long"),
                     KernelArgs.pointer(table),
@@ -370,9 +392,7 @@ class GroupedMatmulRunner:
             for dense, out in p.copies:
                 self.backend.elementwise.convert(dense, out, stream)
             if has_list:
-                self.backend.driver.defer_check(
-                    stream, flag, "GroupedMatmulV5: groupListOptional is inconsistent with the grouped axis"
-                )
+                self.backend.driver.defer_check(stream, flag, message)
                 checked = True
         finally:
             if not checked:

@@ -107,10 +107,10 @@ class LayoutRunner:
                 c0=c0,
             )
             return prog
-        self._record_from_nz(prog, src, dst, dst.data)
+        self.record_from_nz(prog, src, dst, dst.data)
         return prog
 
-    def _record_from_nz(self, prog: Program, src: AclTensor, nd: AclTensor, nd_address: int) -> None:
+    def record_from_nz(self, prog: Program, src: AclTensor, nd: AclTensor, nd_address: int) -> None:
         """NZ tensor ``src`` (maybe a transposed view) into ND view ``nd``."""
         dims = tuple(src.view_dims)
         transposed = nz_transposed(src)
@@ -178,7 +178,7 @@ class LayoutRunner:
         try:
             dense = AclTensor(dims, b.dtype, contiguous_strides(dims), 0, Format.ACL_FORMAT_ND, dims, temp)
             prog = Program()
-            self._record_from_nz(prog, b, dense, temp)
+            self.record_from_nz(prog, b, dense, temp)
             run_program(self.backend, prog, stream)
             plan: dict[str, Any] = {"compute": matmul_dtype(a.dtype, b.dtype, ("self", "mat2"))}
             plan["precision"] = launch.plan.get("precision")

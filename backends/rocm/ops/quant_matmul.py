@@ -480,7 +480,21 @@ class QuantMatmulRunner:
         self._launch(function, count, values, stream)
 
     def _epilogue(self, job: Job, acc: int, acc_kind: str, ld: int, stream: int) -> None:
-        epi, out = job.epilogue, job.epilogue.out
+        self.enqueue_epilogue(job.epilogue, job.batch, job.m, job.n, acc, acc_kind, ld, stream)
+
+    def enqueue_epilogue(
+        self,
+        epi: Epilogue,
+        batch: tuple[int, ...],
+        m: int,
+        n: int,
+        acc: int,
+        acc_kind: str,
+        ld: int,
+        stream: int,
+    ) -> None:
+        """Apply ``epi`` to a dense accumulator [*batch, m, ld] ("f32" or "int32") at ``acc``, writing ``epi.out``."""
+        out = epi.out
         spec = EpilogueKernel(
             "int32" if acc_kind == "int32" else "f32",
             out.dtype,
@@ -490,9 +504,9 @@ class QuantMatmulRunner:
             epi.bias_first,
             epi.offset is not None,
         )
-        nb = len(job.batch)
-        shape = [*_pad_batch(job.batch, 1), job.m, job.n]
-        acc_strides = list(contiguous_strides((*_pad_batch(job.batch, 1), job.m, ld)))
+        nb = len(batch)
+        shape = [*_pad_batch(batch, 1), m, n]
+        acc_strides = list(contiguous_strides((*_pad_batch(batch, 1), m, ld)))
         out_strides = [*_pad_batch(list(out.strides[:nb]), 0), out.strides[-2], out.strides[-1]]
         rows = [acc_strides, out_strides]
         rows.append(_n_vector(epi.scale))

@@ -1,0 +1,156 @@
+"""GEMM-variant rows of the ops suite (issue 16), each beside torch's closest equivalent on the same shapes.
+
+* ``TransposeBatchMatMul``: DeepSeek MLA's per-head projection, x (M, B, K) with permX1 [1, 0, 2]
+  against w (B, K, N) into (M, B, N) (B = 128 heads, K = 512, N = 128; M = 32 tokens of decode and
+  2,048 of prefill), beside ``torch.matmul(x.transpose(0, 1), w).transpose(0, 1)`` (a bmm on the
+  strided view; torch's result stays a (B, M, N) buffer viewed as (M, B, N)).
+* ``GroupedMatmul``: a MoE expert layer, 64 groups of uneven M (8,192 tokens in all), K = 2,048,
+  N = 1,408, bf16, one x split by the host group list into one y, beside ``torch._grouped_mm`` where
+  torch has it (else one ``torch.matmul`` per group); ``GroupedMatmulWeightNz`` the same with the
+  weights in FRACTAL_NZ (its rows also pay the NZ gather).
+* ``QuantMatmulWeightNz``: W8A8 at 4096^3, int8 x1 and an int8 FRACTAL_NZ x2, per-token and
+  per-channel float32 scales, bf16 out, beside ``torch._int_mm`` plus the same scaling epilogue.
+
+The small size keeps the shapes' form at a few dozen rows (the reference on a CPU, for the tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from acl_core import aclnn, nz
+from acl_core.dtypes import DataType as D
+from acl_core.eager import empty, to_device
+
+if TYPE_CHECKING:
+    from acl_tools.bench.ops import Suite
+
+OPS: tuple[str, ...] = ("TransposeBatchMatMul", "GroupedMatmul", "GroupedMatmulWeightNz", "QuantMatmulWeightNz")
+
+
+def _full(suite: Suite) -> bool:
+    return suite.sizes.matmul >= 8192
+
+
+def run_cases(suite: Suite) -> None:
+    """Add the GEMM-variant rows (full shapes on a full run, their small forms otherwise)."""
+    full = _full(suite)
+    if suite.wanted("TransposeBatchMatMul"):
+        for m in (32, 2048) if full else (8,):
+            _transpose_batch_matmul(suite, *((128, m, 512, 128) if full else (4, m, 64, 32)))
+    groups, tokens, k, n = (64, 8192, 2048, 1408) if full else (4, 40, 64, 48)
+    for op in ("GroupedMatmul", "GroupedMatmulWeightNz"):
+        if suite.wanted(op):
+            _grouped(suite, op, groups, tokens, k, n)
+    if suite.wanted("QuantMatmulWeightNz"):
+        _quant_nz(suite, 4096 if full else 64)
+
+
+def _transpose_batch_matmul(suite: Suite, b: int, m: int, k: int, n: int) -> None:
+    from acl_tools.bench.ops import Case
+
+    torch = suite.torch
+    dtype = D.ACL_BF16
+
+    def acl() -> tuple[Callable[[], None], Any]:
+        args = {"x1": suite.array((m, b, k), dtype), "x2": suite.array((b, k, n), dtype)}
+        args |= {"bias": None, "scale": None, "cubeMathType": 0, "batchSplitFactor": 1}
+        args |= {name: aclnn.aclCreateIntArray(p) for name, p in (("permX1", [1, 0, 2]), ("permX2", [0, 1, 2]))}
+        args["permY"] = aclnn.aclCreateIntArray([1, 0, 2])
+        args["out"] = empty((m, b, n), dtype, suite.backend)
+        return suite.prepared("TransposeBatchMatMul", args)
+
+    def torch_fn() -> Callable[[], object]:
+        x, w = suite.tensor((m, b, k), dtype), suite.tensor((b, k, n), dtype)
+        return lambda: torch.matmul(x.transpose(0, 1), w).transpose(0, 1)
+
+    case = Case("TransposeBatchMatMul", f"M{m} B{b} K{k} N{n}", dtype.short, "TFLOP/s", 2.0 * b * m * k * n)
+    case.note = "MLA: (M, B, K) x (B, K, N) -> (M, B, N); torch: matmul on the transposed view"
+    suite.case(case, acl, torch_fn, "TransposeBatchMatMul")
+
+
+def _uneven(suite: Suite, groups: int, total: int) -> list[int]:
+    """Rows per group: a multinomial draw over uneven expert popularities (some experts get none)."""
+    weights = suite.rng.gamma(0.6, size=groups)
+    counts = suite.rng.multinomial(total, weights / weights.sum())
+    return [int(c) for c in counts]
+
+
+def _grouped(suite: Suite, op: str, groups: int, tokens: int, k: int, n: int) -> None:
+    from acl_tools.bench.ops import Case
+
+    torch = suite.torch
+    dtype = D.ACL_BF16
+    counts = _uneven(suite, groups, tokens)
+    ends = np.cumsum(counts).tolist()
+
+    def acl() -> tuple[Callable[[], None], Any]:
+        x = suite.array((tokens, k), dtype)
+        if op == "GroupedMatmul":
+            weights = [suite.array((k, n), dtype) for _ in range(groups)]
+            none = dict.fromkeys(("biasOptional", "scaleOptional", "offsetOptional", "antiquantScaleOptional"))
+            args = {"x": [x], "weight": weights, **none, "antiquantOffsetOptional": None, "splitItem": 2}
+            args["groupListOptional"] = aclnn.aclCreateIntArray(ends)
+            args["y"] = [empty((tokens, n), dtype, suite.backend)]
+            return suite.prepared(op, args)
+        host = (suite.rng.random((groups, k, n), dtype=np.float32) * 2 - 1).astype(dtype.numpy)
+        weight = nz.to_device_nz(host, suite.backend)
+        none = dict.fromkeys(("biasOptional", "scaleOptional", "offsetOptional", "antiquantScaleOptional"))
+        none |= dict.fromkeys(("antiquantOffsetOptional", "perTokenScaleOptional", "activationInputOptional"))
+        none |= dict.fromkeys(("activationQuantScaleOptional", "activationQuantOffsetOptional"))
+        none |= dict.fromkeys(("tuningConfigOptional", "activationFeatureOutOptional", "dynQuantScaleOutOptional"))
+        args = {"x": [x], "weight": [weight], **none, "splitItem": 3, "groupType": 0, "groupListType": 1}
+        args |= {"actType": 0, "quantGroupSize": 0}
+        args["groupListOptional"] = to_device(np.array(counts, np.int64), suite.backend)
+        args["out"] = [empty((tokens, n), dtype, suite.backend)]
+        return suite.prepared(op, args)
+
+    def torch_fn() -> Callable[[], object]:
+        x, w = suite.tensor((tokens, k), dtype), suite.tensor((groups, k, n), dtype)
+        offs = torch.tensor(ends, dtype=torch.int32, device=suite.device)
+        grouped = getattr(torch, "_grouped_mm", None)
+        if grouped is not None:
+            try:
+                grouped(x, w, offs=offs)
+                return lambda: grouped(x, w, offs=offs)
+            except (RuntimeError, TypeError):  # an architecture or build without it: the per-group loop
+                pass
+        starts = [0, *ends[:-1]]
+        return lambda: [torch.matmul(x[s:e], w[g]) for g, (s, e) in enumerate(zip(starts, ends))]
+
+    shape = f"G{groups} M{tokens} K{k} N{n}"
+    case = Case(op, shape, dtype.short, "TFLOP/s", 2.0 * tokens * k * n)
+    case.note = "uneven M groups; torch: _grouped_mm where present, else a matmul per group"
+    suite.case(case, acl, torch_fn, op)
+
+
+def _quant_nz(suite: Suite, size: int) -> None:
+    from acl_tools.bench.ops import Case
+
+    torch = suite.torch
+    n = size
+
+    def acl() -> tuple[Callable[[], None], Any]:
+        x1 = to_device(suite.rng.integers(-128, 128, (n, n), dtype=np.int8), suite.backend)
+        x2 = nz.to_device_nz(suite.rng.integers(-128, 128, (n, n), dtype=np.int8), suite.backend)
+        args: dict[str, Any] = {"x1": x1, "x2": x2}
+        args["x1Scale"] = to_device(suite.rng.uniform(0.5, 2, n).astype(np.float32), suite.backend)
+        args["x2Scale"] = to_device(suite.rng.uniform(1e-4, 1e-3, n).astype(np.float32), suite.backend)
+        args |= dict.fromkeys(("yScale", "x1Offset", "x2Offset", "yOffset", "bias"))
+        args |= {"transposeX1": False, "transposeX2": False, "groupSize": 0}
+        args["out"] = empty((n, n), D.ACL_BF16, suite.backend)
+        return suite.prepared("QuantMatmulWeightNz", args)
+
+    def torch_fn() -> Callable[[], object]:
+        a = torch.randint(-128, 128, (n, n), dtype=torch.int8, device=suite.device)
+        b = torch.randint(-128, 128, (n, n), dtype=torch.int8, device=suite.device).t()
+        s1 = torch.empty(n, 1, device=suite.device).uniform_(0.5, 2)
+        s2 = torch.empty(n, device=suite.device).uniform_(1e-4, 1e-3)
+        return lambda: (torch._int_mm(a, b).float() * s1 * s2).to(torch.bfloat16)
+
+    case = Case("QuantMatmulWeightNz int8", f"{n}^3", "int8", "TFLOP/s", 2.0 * n**3)
+    case.note = "W8A8, NZ x2, per-token x per-channel scales, bf16 out; torch: _int_mm + the same epilogue"
+    suite.case(case, acl, torch_fn, "QuantMatmulWeightNz")
