@@ -57,6 +57,7 @@ POINTWISE: dict[str, tuple[tuple[str, ...], str]] = {
 
 OPS = (
     *("Add", "Copy", "Mul", "Silu", "Softmax", "LayerNorm", "RmsNorm", "Matmul", "FlashAttentionScore"),
+    "FlashAttentionScoreV3",
     *("QuantMatmulV5", "QuantMatmulV3", "Replay", "GemmaRmsNorm"),
     *("Mish", "SiluBackward"),
     *POINTWISE,
@@ -670,6 +671,48 @@ class Suite:
         case = Case("FlashAttentionScore causal", f"B{b} N{n} S{s} D{d}", dtype.short, "TFLOP/s", flops)
         self.case(case, acl, torch_fn, "FlashAttentionScore")
 
+    def attention_sink(self) -> None:
+        """FlashAttentionScoreV3 (FlashAttentionScore's row with a per-head sink) vs torch's flash SDPA + its lse.
+
+        torch has no sink argument; its equivalent formulation takes the flash kernel's log-sum-exp and
+        scales the output by ``1 / (1 + exp(sink - lse))`` (the sink's share of the denominator).
+        """
+        if not self.wanted("FlashAttentionScoreV3"):
+            return
+        b, n, s, d = self.sizes.attention
+        dtype = D.ACL_BF16
+        sinks = self.rng.uniform(-2, 2, n).astype(np.float32)
+
+        def acl() -> tuple[Callable[[], None], Any]:
+            q, k, v = (self.array((b, n, s, d), dtype) for _ in range(3))
+            args: dict[str, Any] = {"query": q, "key": k, "value": v}
+            args |= {"attenMaskOptional": to_device(compressed_mask(), self.backend)}
+            args |= {"sinkOptional": to_device(sinks, self.backend), "scaleValue": 1 / math.sqrt(d)}
+            args |= {"keepProb": 1.0, "preTokens": 2147483647, "nextTokens": 2147483647, "headNum": n}
+            args |= {"inputLayout": "BNSD", "innerPrecise": 0, "sparseMode": 3, "pseType": 1}
+            return self.prepared("FlashAttentionScoreV3", args, skip=("softmaxOutOut",))
+
+        def torch_fn() -> Callable[[], object]:
+            q, k, v = (self.tensor((b, n, s, d), dtype) for _ in range(3))
+            sink = self.torch.from_numpy(sinks).to(self.device).view(1, n, 1)
+            aten = self.torch.ops.aten
+            scale = 1 / math.sqrt(d)
+
+            def flash() -> tuple[Any, Any]:  # (out, lse [B,N,S] fp32): the CUDA kernel, or its CPU twin
+                if self.device.type == "cuda":
+                    return tuple(aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True, False, scale=scale)[:2])
+                return tuple(aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, True, scale=scale))
+
+            def run() -> object:
+                out, lse = flash()
+                return out * self.torch.sigmoid(lse - sink).unsqueeze(-1).to(out.dtype)
+
+            return run
+
+        flops = 4.0 * b * n * s * s * d / 2
+        case = Case("FlashAttentionScoreV3 causal+sink", f"B{b} N{n} S{s} D{d}", dtype.short, "TFLOP/s", flops)
+        self.case(case, acl, torch_fn, "FlashAttentionScoreV3")
+
     def run(self) -> dict[str, Any]:
         """Every case; returns the ``cases`` list and the copy bandwidth the elementwise cases are set against.
 
@@ -692,6 +735,7 @@ class Suite:
             self.norm_quant()
             self.matmul()
             self.attention()
+            self.attention_sink()
             if self.device.type == "cuda":  # fp8 / int8 / MX GEMMs: a GPU's matrix hardware (issue 6)
                 quant_gemm.run_cases(self)
         finally:
