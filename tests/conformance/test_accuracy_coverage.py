@@ -19,6 +19,7 @@ STILL_ON_THE_TABLE = {
     "FusedInferAttentionScore",
     "RotaryPositionEmbedding",
     "ApplyRotaryPosEmb",
+    "RecurrentGatedDeltaRule",
     "AscendQuant",
     "AscendQuantV3",
     "AscendAntiQuant",

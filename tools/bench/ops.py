@@ -48,6 +48,8 @@ class Sizes:
     host_bytes: int
     min_time: float
     rounds: int
+    recurrent: tuple[int, int, int, int] = (64, 16, 32, 128)
+    """RecurrentGatedDeltaRule decode: (sequences of one token, key heads, value heads, Dk = Dv)."""
 
 
 POINTWISE: dict[str, tuple[tuple[str, ...], str]] = {
@@ -58,6 +60,7 @@ POINTWISE: dict[str, tuple[tuple[str, ...], str]] = {
 OPS = (
     *("Add", "Copy", "Mul", "Silu", "Softmax", "LayerNorm", "RmsNorm", "Matmul", "FlashAttentionScore"),
     "FlashAttentionScoreV3",
+    "RecurrentGatedDeltaRule",
     *("QuantMatmulV5", "QuantMatmulV3", "Replay", "GemmaRmsNorm"),
     *("Mish", "SiluBackward"),
     *POINTWISE,
@@ -90,7 +93,7 @@ RANDOM_FILLS: dict[str, tuple[dict[str, float], str, tuple[float, float]]] = {
 """Random fill rows: aclnn op → (its attributes, the torch.Tensor method, that method's two arguments)."""
 
 SIZES = {
-    "small": Sizes(1 << 20, (256, 1024), 256, (1, 2, 256, 64), 1024, 0.05, 5),
+    "small": Sizes(1 << 20, (256, 1024), 256, (1, 2, 256, 64), 1024, 0.05, 5, (4, 2, 4, 32)),
     "full": Sizes(1 << 28, (8192, 8192), 8192, (4, 32, 4096, 128), 1024, 0.1, 5),
 }
 """``small``: seconds on a CPU, for tests; ``full``: the shapes of issue 4's targets, for a GPU."""
@@ -713,6 +716,49 @@ class Suite:
         case = Case("FlashAttentionScoreV3 causal+sink", f"B{b} N{n} S{s} D{d}", dtype.short, "TFLOP/s", flops)
         self.case(case, acl, torch_fn, "FlashAttentionScoreV3")
 
+    def recurrent(self) -> None:
+        """RecurrentGatedDeltaRule decode step (one token per sequence, bf16 states of Dv x Dk per value head).
+
+        torch's equivalent: gather the sequences' states, one gated delta-rule step in float32 as batched
+        matrix-vector products, scatter the new states back (the same bytes moved as acl's call).
+        """
+        if not self.wanted("RecurrentGatedDeltaRule"):
+            return
+        from acl_core.spec.ops.linear_attention import rgdr_case
+
+        batch, nk, nv, d = self.sizes.recurrent
+        args = rgdr_case(self.rng, (1,) * batch, nk, nv, d, d, blocks=2 * batch)
+        scale = float(args["scaleValue"])
+
+        def acl() -> tuple[Callable[[], None], Any]:
+            device = {n: to_device(v, self.backend) if isinstance(v, np.ndarray) else v for n, v in args.items()}
+            device["out"] = empty((batch, nv, d), D.ACL_BF16, self.backend)
+            return self.prepared("RecurrentGatedDeltaRule", device)
+
+        def torch_fn() -> Callable[[], object]:
+            t = self.torch
+            dev = {n: t.from_numpy(np.asarray(v).astype(np.float32)).to(self.device) for n, v in args.items()
+                   if isinstance(v, np.ndarray)}  # fmt: skip
+            state = dev["stateRef"].to(t.bfloat16)
+            q, k, v = (dev[n].to(t.bfloat16) for n in ("query", "key", "value"))
+            beta, g = dev["beta"].to(t.bfloat16), dev["g"]
+            slots = dev["ssmStateIndices"].long()
+
+            def step() -> object:
+                s = state[slots].float() * g.exp()[..., None, None]  # [B, Nv, Dv, Dk]
+                kk = k.float().repeat_interleave(nv // nk, dim=1)
+                qq = q.float().repeat_interleave(nv // nk, dim=1) * scale
+                x = (s @ kk[..., None]).squeeze(-1)
+                s = s + (beta.float()[..., None] * (v.float() - x))[..., None] * kk[..., None, :]
+                state[slots] = s.to(t.bfloat16)
+                return (s @ qq[..., None]).squeeze(-1).to(t.bfloat16)
+
+            return step
+
+        nbytes = 2 * batch * nv * d * d * 2  # the states read and written dominate
+        case = Case("RecurrentGatedDeltaRule decode", f"B{batch} Nk{nk} Nv{nv} {d}x{d}", "bf16", "GB/s", nbytes)
+        self.case(case, acl, torch_fn, "RecurrentGatedDeltaRule")
+
     def run(self) -> dict[str, Any]:
         """Every case; returns the ``cases`` list and the copy bandwidth the elementwise cases are set against.
 
@@ -736,6 +782,7 @@ class Suite:
             self.matmul()
             self.attention()
             self.attention_sink()
+            self.recurrent()
             if self.device.type == "cuda":  # fp8 / int8 / MX GEMMs: a GPU's matrix hardware (issue 6)
                 quant_gemm.run_cases(self)
         finally:

@@ -18,6 +18,7 @@ FAMILIES: tuple[str, ...] = (
     "matmul",
     "convolution",
     "attention",
+    "linear_attention",
     "moe",
     "movement",
     "quant",

@@ -20,6 +20,7 @@ FAMILIES: tuple[str, ...] = (
     "convolution",
     "grouped_matmul",
     "attention",
+    "linear_attention",
     "movement",
     "index_ops",
     "reduction",
