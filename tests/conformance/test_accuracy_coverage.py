@@ -20,6 +20,7 @@ STILL_ON_THE_TABLE = {
     "RotaryPositionEmbedding",
     "ApplyRotaryPosEmb",
     "RecurrentGatedDeltaRule",
+    "SparseFlashAttention",
     "AscendQuant",
     "AscendQuantV3",
     "AscendAntiQuant",

@@ -50,6 +50,8 @@ class Sizes:
     rounds: int
     recurrent: tuple[int, int, int, int] = (64, 16, 32, 128)
     """RecurrentGatedDeltaRule decode: (sequences of one token, key heads, value heads, Dk = Dv)."""
+    sparse: tuple[int, int, int, int, int, int] = (4, 128, 512, 64, 32768, 2048)
+    """Sparse attention decode: (query tokens, query heads, D, rope Dr, context keys, selected keys)."""
 
 
 POINTWISE: dict[str, tuple[tuple[str, ...], str]] = {
@@ -61,6 +63,8 @@ OPS = (
     *("Add", "Copy", "Mul", "Silu", "Softmax", "LayerNorm", "RmsNorm", "Matmul", "FlashAttentionScore"),
     "FlashAttentionScoreV3",
     "RecurrentGatedDeltaRule",
+    "SparseFlashAttention",
+    "LightningIndexer",
     *("QuantMatmulV5", "QuantMatmulV3", "Replay", "GemmaRmsNorm"),
     *("Mish", "SiluBackward"),
     *POINTWISE,
@@ -93,7 +97,7 @@ RANDOM_FILLS: dict[str, tuple[dict[str, float], str, tuple[float, float]]] = {
 """Random fill rows: aclnn op → (its attributes, the torch.Tensor method, that method's two arguments)."""
 
 SIZES = {
-    "small": Sizes(1 << 20, (256, 1024), 256, (1, 2, 256, 64), 1024, 0.05, 5, (4, 2, 4, 32)),
+    "small": Sizes(1 << 20, (256, 1024), 256, (1, 2, 256, 64), 1024, 0.05, 5, (4, 2, 4, 32), (1, 4, 32, 16, 512, 64)),
     "full": Sizes(1 << 28, (8192, 8192), 8192, (4, 32, 4096, 128), 1024, 0.1, 5),
 }
 """``small``: seconds on a CPU, for tests; ``full``: the shapes of issue 4's targets, for a GPU."""
@@ -759,6 +763,72 @@ class Suite:
         case = Case("RecurrentGatedDeltaRule decode", f"B{batch} Nk{nk} Nv{nv} {d}x{d}", "bf16", "GB/s", nbytes)
         self.case(case, acl, torch_fn, "RecurrentGatedDeltaRule")
 
+    def sparse_attention(self) -> None:
+        """DeepSeek-V3.2 decode: SparseFlashAttention over ``selected`` keys of a ``context`` cache, and the
+        LightningIndexer choosing them (64 index heads of 128, fp32 weights).
+
+        torch's equivalents: gather the selected key rows, then two matmuls around a softmax; the
+        indexer as one einsum, ReLU, the weighted head sum and ``topk``.
+        """
+        tokens, heads, d, dr, context, selected = self.sizes.sparse
+        dtype = D.ACL_BF16
+        scale = 1 / math.sqrt(d + dr)
+        picks = np.stack([self.rng.permutation(context)[:selected] for _ in range(tokens)]).astype(np.int32)
+        if self.wanted("SparseFlashAttention"):
+
+            def acl() -> tuple[Callable[[], None], Any]:
+                key = self.array((tokens, context, 1, d), dtype)
+                args: dict[str, Any] = {"query": self.array((tokens, 1, heads, d), dtype), "key": key, "value": key}
+                args |= {"sparseIndices": to_device(picks.reshape(tokens, 1, 1, selected), self.backend)}
+                args |= {"queryRope": self.array((tokens, 1, heads, dr), dtype)}
+                args |= {"keyRope": self.array((tokens, context, 1, dr), dtype), "scaleValue": scale}
+                args |= {"sparseBlockSize": 1, "layoutQuery": "BSND", "layoutKv": "BSND", "sparseMode": 0}
+                args |= {"attentionMode": 2, "returnSoftmaxLse": False, "preTokens": 2**63 - 1, "nextTokens": 2**63 - 1}
+                return self.prepared("SparseFlashAttention", args, skip=("softmaxMaxOut", "softmaxSumOut"))
+
+            def torch_fn() -> Callable[[], object]:
+                q = self.tensor((tokens, heads, d + dr), dtype)
+                kv = self.tensor((tokens, context, d + dr), dtype)
+                idx = self.torch.from_numpy(picks.astype(np.int64)).to(self.device)
+
+                def run() -> object:
+                    chosen = self.torch.gather(kv, 1, idx[..., None].expand(-1, -1, d + dr))  # [T, selected, d+dr]
+                    probs = self.torch.softmax((q @ chosen.transpose(1, 2)).float() * scale, dim=-1).to(q.dtype)
+                    return probs @ chosen[..., :d]
+
+                return run
+
+            flops = 2.0 * tokens * heads * selected * (2 * d + dr)
+            label = f"T{tokens} N{heads} D{d}+{dr} {selected} of {context}"
+            case = Case("SparseFlashAttention decode", label, dtype.short, "TFLOP/s", flops)
+            self.case(case, acl, torch_fn, "SparseFlashAttention")
+        if self.wanted("LightningIndexer"):
+            index_heads, index_d = (64, 128) if heads >= 64 else (heads, d)
+
+            def acl_li() -> tuple[Callable[[], None], Any]:
+                args: dict[str, Any] = {"query": self.array((tokens, 1, index_heads, index_d), dtype)}
+                args |= {"key": self.array((tokens, context, 1, index_d), dtype)}
+                args |= {"weights": self.array((tokens, 1, index_heads), D.ACL_FLOAT)}
+                args |= {"layoutQueryOptional": "BSND", "layoutKeyOptional": "BSND", "sparseCount": selected}
+                args |= {"sparseMode": 0, "preTokens": 2**63 - 1, "nextTokens": 2**63 - 1, "returnValues": False}
+                return self.prepared("LightningIndexer", args, skip=("sparseValuesOut",))
+
+            def torch_li() -> Callable[[], object]:
+                q = self.tensor((tokens, index_heads, index_d), dtype)
+                k = self.tensor((tokens, context, index_d), dtype)
+                w = self.tensor((tokens, index_heads), D.ACL_FLOAT)
+
+                def run() -> object:
+                    scores = (self.torch.relu((q @ k.transpose(1, 2)).float()) * w[..., None]).sum(dim=1)
+                    return self.torch.topk(scores, selected, dim=-1).indices
+
+                return run
+
+            flops = 2.0 * tokens * index_heads * context * index_d
+            label = f"T{tokens} N{index_heads} D{index_d} top {selected} of {context}"
+            case = Case("LightningIndexer decode", label, dtype.short, "TFLOP/s", flops)
+            self.case(case, acl_li, torch_li, "LightningIndexer")
+
     def run(self) -> dict[str, Any]:
         """Every case; returns the ``cases`` list and the copy bandwidth the elementwise cases are set against.
 
@@ -783,6 +853,7 @@ class Suite:
             self.attention()
             self.attention_sink()
             self.recurrent()
+            self.sparse_attention()
             if self.device.type == "cuda":  # fp8 / int8 / MX GEMMs: a GPU's matrix hardware (issue 6)
                 quant_gemm.run_cases(self)
         finally:

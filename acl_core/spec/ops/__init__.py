@@ -19,6 +19,7 @@ FAMILIES: tuple[str, ...] = (
     "convolution",
     "attention",
     "linear_attention",
+    "sparse_attention",
     "moe",
     "movement",
     "quant",

@@ -21,6 +21,7 @@ FAMILIES: tuple[str, ...] = (
     "grouped_matmul",
     "attention",
     "linear_attention",
+    "sparse_attention",
     "movement",
     "index_ops",
     "reduction",
