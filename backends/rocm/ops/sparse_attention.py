@@ -145,10 +145,9 @@ class SparseAttentionRunner:
             assert isinstance(t, AclTensor)
         count = int(a["sparseCount"])
         m = self._geometry(launch, key, lq, lk, table, count)
-        if m.group * m.d > MAX_SHARED_FLOATS:
-            raise _refuse(
-                "LightningIndexer", f"{m.group} query heads per key head of D={m.d} (at most {MAX_SHARED_FLOATS})"
-            )
+        if m.group * m.d > MAX_SHARED_FLOATS or m.group > MAX_SHARED_FLOATS // 16:
+            why = f"{m.group} query heads per key head of D={m.d}"
+            raise _refuse("LightningIndexer", f"{why} (shared memory holds {MAX_SHARED_FLOATS} floats, 512 heads)")
         lead = 1 if m.q_tnd else 2
         packed_meta = replace(m, w=strides4(w, lead), o=strides4(out, lead))
         if isinstance(values, AclTensor):
