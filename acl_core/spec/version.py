@@ -48,6 +48,9 @@ class Added:
 ADDED: dict[str, Mapping[str, Added]] = {}
 """What each declared version adds over its base, by version name."""
 
+PASSTHROUGH: dict[str, Mapping[str, str]] = {}
+"""Added parameters a version implements, by version name: its parameter -> the name its base's kernels read."""
+
 
 def _is_neutral(value: Any, neutral: tuple[Any, ...] | None) -> bool:
     """Whether ``value`` (a handle, a plain value or a NumPy array) is one of the base-preserving values."""
@@ -86,6 +89,8 @@ def version_of(
     check: Callable[[Call], None] | None = None,
     adapt: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
     as_list: Sequence[str] = (),
+    passthrough: Mapping[str, str] | None = None,
+    outputs: Callable[[Call, Infos], Infos] | None = None,
     samples: SampleFn | None = None,
     error_samples: ErrorSampleFn | None = None,
     more_errors: ErrorSampleFn | None = None,
@@ -99,11 +104,19 @@ def version_of(
     version's own rules before the base's; ``adapt`` turns a base case's renamed arguments into the
     version's (None: the case does not apply). ``as_list`` names plain tensors whose base parameter
     is a tensor list: the base's rules take the tensor as it is, its kernel gets a one-entry list.
-    ``more_errors`` adds error cases for ``check``'s rules to the derived ones.
+    ``more_errors`` adds error cases for ``check``'s rules to the derived ones. ``passthrough`` maps
+    added parameters the version implements (``neutral=None``, given their meaning by ``check``) to
+    the name the base's kernels read them under (absent from a base call, so a kernel reads
+    ``args.get(name)``). ``outputs`` adjusts the output infos the base's rules gave (a version that
+    lays an output out otherwise), after ``check`` and the base's rules ran.
     """
     added = dict(added or {})
     rename = dict(rename or {})
     fixed = dict(fixed or {})
+    passthrough = dict(passthrough or {})
+    for pname in passthrough:
+        if pname not in added or added[pname].neutral is not None:
+            raise ValueError(f"{name}.{pname}: only an added parameter with neutral=None passes through")
     base_names = set(base.param_names)
     to_base_name: dict[str, str] = {}
     params: list[Param] = []
@@ -137,6 +150,8 @@ def version_of(
                 mapped[to_base_name[pname]] = (value,)
             elif isinstance(value, np.ndarray):
                 mapped[to_base_name[pname]] = [value]
+        for pname, kname in passthrough.items():
+            mapped[kname] = args.get(pname)
         return mapped
 
     def infer(call: Call) -> Infos:
@@ -148,7 +163,8 @@ def version_of(
         base_call = Call(base, to_base(call.args))
         infos = base.infer(base_call)
         call.plan.update(base_call.plan)
-        return {from_base_name[k]: v for k, v in infos.items() if k in from_base_name}
+        renamed = {from_base_name[k]: v for k, v in infos.items() if k in from_base_name}
+        return renamed if outputs is None else outputs(call, renamed)
 
     def workspace(call: Call) -> int:
         base_call = Call(base, to_base(call.args), dict(call.plan), call.memo)
@@ -187,6 +203,7 @@ def version_of(
             yield from more_errors(rng)
 
     ADDED[name] = added
+    PASSTHROUGH[name] = passthrough
     return OpSpec(
         name=name,
         family=base.family,
@@ -209,4 +226,4 @@ def _chain(
     return lambda args: outer(inner(args))
 
 
-__all__ = ["ADDED", "Added", "version_of"]
+__all__ = ["ADDED", "PASSTHROUGH", "Added", "version_of"]

@@ -83,13 +83,15 @@ def _np(dtype: D) -> np.dtype:
 # ----------------------------------------------------------------------------- kernel models
 def _attention_model(name: str, grid: tuple[int, int, int], params: int) -> None:
     """The attention row kernel, mirrored in NumPy: same strides, masks, window and online softmax tiles."""
-    short, head = name.split("_")[2], name.split("_")[3]
+    short, head, sink_short = name.split("_")[2], name.split("_")[3], name.split("_")[4]
     dt = _np(_BY_SHORT[short])
     d = int(head[1:])
-    table = (ctypes.c_void_p * 11).from_address(params)
+    table = (ctypes.c_void_p * 12).from_address(params)
     raw = list((ctypes.c_int64 * ATTN_META_LEN).from_address(table[0]))
     scale = ctypes.c_double.from_address(table[1]).value
-    q, k, v, pse, mask, out, smax, ssum, lse = (ctypes.c_void_p.from_address(table[i]).value for i in range(2, 11))
+    q, k, v, pse, mask, out, smax, ssum, lse, sink = (
+        ctypes.c_void_p.from_address(table[i]).value for i in range(2, 12)
+    )
     m = AttentionMeta(*(tuple(raw[4 * i : 4 * i + 4]) for i in range(9)), *raw[36:])  # type: ignore[arg-type]
     dims = np.arange(d)
     for b in range(grid[2]):
@@ -105,6 +107,9 @@ def _attention_model(name: str, grid: tuple[int, int, int], params: int) -> None
                 qrow = _gather(q, dt, b * m.q[0] + h * m.q[1] + i * m.q[2] + dims * m.q[3]).astype(np.float64)
                 hk = h // m.group
                 run_max, run_sum, acc = -np.inf, 0.0, np.zeros(d)
+                if m.has_sink:  # the sink starts the online softmax: max = sink, sum = 1
+                    sink_dt = _np(_BY_SHORT[sink_short])
+                    run_max, run_sum = float(_gather(sink, sink_dt, np.array([h * m.sink_step]))[0]), 1.0
                 for j0 in range(0, m.kv_len, ATTN_THREADS):
                     j = np.arange(j0, min(j0 + ATTN_THREADS, m.kv_len))
                     keep = np.ones(j.shape, bool)
@@ -339,7 +344,7 @@ def test_window_bounds_reproduce_sparse_keep(mode: int, sq: int, skv: int, pre: 
 
 # ----------------------------------------------------------------------------- generated sources
 def test_sources_declare_the_packed_meta() -> None:
-    assert ATTN_STRUCT.count("long long") == 18 and ATTN_META_LEN == 45
+    assert ATTN_STRUCT.count("long long") == 20 and ATTN_META_LEN == 47
     assert ROPE_STRUCT.count("long long") == 8 and ROPE_META_LEN == 22
     src = attention_source(AttentionInstance(D.ACL_BF16, 64))
     inst = AttentionInstance(D.ACL_BF16, 64)

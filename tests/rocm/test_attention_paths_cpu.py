@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,11 +62,11 @@ def _softmax_model(name: str, grid: tuple[int, int, int], params: int) -> None:
     """The row-softmax kernel mirrored in NumPy: same strides, mask, window, pse, stats."""
     short = name.split("_")[3]
     dt = _np(next(d for d in D if d.short == short))
-    table = (ctypes.c_void_p * 8).from_address(params)
+    table = (ctypes.c_void_p * 9).from_address(params)
     raw = list((ctypes.c_int64 * SOFTMAX_META_LEN).from_address(table[0]))
     m = SoftmaxMeta(*raw[:11], *(tuple(raw[11 + 4 * i : 15 + 4 * i]) for i in range(4)), *raw[27:])  # type: ignore[arg-type]
     scale = ctypes.c_double.from_address(table[1]).value
-    s, p, mask, pse, smax, ssum = (ctypes.c_void_p.from_address(table[i]).value or 0 for i in range(2, 8))
+    s, p, mask, pse, smax, ssum, sink = (ctypes.c_void_p.from_address(table[i]).value or 0 for i in range(2, 9))
     f32 = np.dtype(np.float32)
     cols = np.arange(m.cols)
     j = m.kv0 + cols
@@ -84,8 +85,10 @@ def _softmax_model(name: str, grid: tuple[int, int, int], params: int) -> None:
                 x = x + _gather(pse, dt, b * m.pse[0] + h * m.pse[1] + i * m.pse[2] + j * m.pse[3])
             x = x * scale
             row_max = float(x[keep].max()) if keep.any() else -np.inf
-            e = np.where(keep, np.exp(np.where(keep, x - (row_max if keep.any() else 0.0), 0.0)), 0.0)
-            total = float(e.sum())
+            logit = float(_gather(sink, f32, np.array([h * m.sink_step]))[0]) if m.has_sink else -np.inf
+            row_max = max(row_max, logit)
+            e = np.where(keep, np.exp(np.where(keep, x - (row_max if row_max > -np.inf else 0.0), 0.0)), 0.0)
+            total = float(e.sum()) + (math.exp(logit - row_max) if m.has_sink else 0.0)
             _scatter(p, dt, t * m.p_head + r * m.p_row + cols, e / total if total > 0 else e)
             eight = np.arange(8)
             _scatter(smax, f32, b * m.smax[0] + h * m.smax[1] + i * m.smax[2] + eight * m.smax[3], np.full(8, row_max))
@@ -226,18 +229,22 @@ def _bf16_tol(dtype: np.dtype) -> tuple[float, float]:
     return (1e-5, 1.3e-6) if eps is None else (4 * eps, 4 * eps)
 
 
+@pytest.mark.parametrize("op", ["FlashAttentionScore", "FlashAttentionScoreV3"])
 def test_blas_path_matches_the_reference_on_every_sample(
-    paths: tuple[RocmBackend, PathsFake], reference: Backend
+    paths: tuple[RocmBackend, PathsFake], reference: Backend, op: str
 ) -> None:
+    """Every sample through the BLAS path (V3's: the sink joins the row softmax after the GEMM)."""
     backend, provider = paths
     runner = backend.attention  # type: ignore[attr-defined]
     runner.path_override = "blas"
     runner.blas.budget = 6 * 16  # many chunks: a few scores each
-    spec = get_spec("FlashAttentionScore")
+    spec = get_spec(op)
     assert spec.samples is not None
+    sinks = 0
     for sample in spec.samples(np.random.default_rng(3)):
-        expected = eager.run("FlashAttentionScore", reference, op_args=sample.args)
-        got = eager.run("FlashAttentionScore", backend, op_args=sample.args)
+        sinks += sample.args.get("sinkOptional") is not None
+        expected = eager.run(op, reference, op_args=sample.args)
+        got = eager.run(op, backend, op_args=sample.args)
         assert runner.last_path == "blas", sample.note
         for name in ("attentionOutOut", "softmaxMaxOut", "softmaxSumOut"):
             atol, rtol = _bf16_tol(got[name].dtype) if name == "attentionOutOut" else (1e-5, 1.3e-6)
@@ -246,6 +253,7 @@ def test_blas_path_matches_the_reference_on_every_sample(
             except AssertionError as exc:
                 raise AssertionError(f"[{sample.note}] {name}\n{exc}") from None
     assert len(provider.gemms) > 100  # the tiny budget really split the calls
+    assert (sinks > 0) == (op == "FlashAttentionScoreV3")
 
 
 def test_blas_path_refuses_views_a_gemm_cannot_read(paths: tuple[RocmBackend, PathsFake]) -> None:
@@ -374,7 +382,7 @@ def test_route_builds_an_address_free_key_and_falls_back_when_cudnn_refuses(
 
 # ----------------------------------------------------------------------------- the kernel source
 def test_softmax_source_declares_its_meta() -> None:
-    assert SOFTMAX_STRUCT.count("long long") == 21 and SOFTMAX_META_LEN == 33
+    assert SOFTMAX_STRUCT.count("long long") == 23 and SOFTMAX_META_LEN == 35
     inst = SoftmaxInstance(D.ACL_FLOAT16)
     src = softmax_source(inst)
     assert f"__launch_bounds__(THREADS) {inst.kernel_name}(" in src and "acl_h2f(" in src

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -109,6 +110,29 @@ def test_decode_mask_and_fused_infer_lse(rocm: Backend, reference: Backend) -> N
         "softmaxLseFlag": True,
     }
     _check(rocm, reference, "FusedInferAttentionScore", fia, "FIA decode with lse")
+
+
+def test_fused_infer_v5_learnable_sink_on_the_decode_path(rocm: Backend, reference: Backend) -> None:
+    """The sink joins the combined (max, sum) where the output is written: one split and several."""
+    rng = np.random.default_rng(8)
+    for skv in (20, 150 if EMULATED else 6000):
+        args = _args(rng, "bfloat16", "BNSD", 2, 4, 2, skv, 64)
+        mask = rng.uniform(size=(2, skv)) < 0.2
+        mask[1] = True  # nothing kept in batch 1: zeros, and the sink alone gives lse = sink
+        fia = {
+            "query": args["query"],
+            "key": args["key"],
+            "value": args["value"],
+            "attenMaskOptional": mask,
+            "numHeads": 4,
+            "scaleValue": args["scaleValue"],
+            "inputLayout": "BNSD",
+            "numKeyValueHeads": 2,
+            "softmaxLseFlag": True,
+            "learnableSinkOptional": rng.uniform(-2, 2, 4).astype(ml_dtypes.bfloat16),
+        }
+        splits = decode_splits(2, 2, skv, rocm.properties.compute_units)[0]  # type: ignore[attr-defined]
+        _check(rocm, reference, "FusedInferAttentionScoreV5", fia, f"FIA V5 sink, Skv {skv}, {splits} splits")
 
 
 def test_the_path_switch(rocm: Backend, reference: Backend) -> None:

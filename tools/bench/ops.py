@@ -48,6 +48,10 @@ class Sizes:
     host_bytes: int
     min_time: float
     rounds: int
+    recurrent: tuple[int, int, int, int] = (64, 16, 32, 128)
+    """RecurrentGatedDeltaRule decode: (sequences of one token, key heads, value heads, Dk = Dv)."""
+    sparse: tuple[int, int, int, int, int, int] = (4, 128, 512, 64, 32768, 2048)
+    """Sparse attention decode: (query tokens, query heads, D, rope Dr, context keys, selected keys)."""
 
 
 POINTWISE: dict[str, tuple[tuple[str, ...], str]] = {
@@ -57,6 +61,10 @@ POINTWISE: dict[str, tuple[tuple[str, ...], str]] = {
 
 OPS = (
     *("Add", "Copy", "Mul", "Silu", "Softmax", "LayerNorm", "RmsNorm", "Matmul", "FlashAttentionScore"),
+    "FlashAttentionScoreV3",
+    "RecurrentGatedDeltaRule",
+    "SparseFlashAttention",
+    "LightningIndexer",
     *("QuantMatmulV5", "QuantMatmulV3", "Replay", "GemmaRmsNorm"),
     *("Mish", "SiluBackward"),
     *POINTWISE,
@@ -90,7 +98,7 @@ RANDOM_FILLS: dict[str, tuple[dict[str, float], str, tuple[float, float]]] = {
 """Random fill rows: aclnn op → (its attributes, the torch.Tensor method, that method's two arguments)."""
 
 SIZES = {
-    "small": Sizes(1 << 20, (256, 1024), 256, (1, 2, 256, 64), 1024, 0.05, 5),
+    "small": Sizes(1 << 20, (256, 1024), 256, (1, 2, 256, 64), 1024, 0.05, 5, (4, 2, 4, 32), (1, 4, 32, 16, 512, 64)),
     "full": Sizes(1 << 28, (8192, 8192), 8192, (4, 32, 4096, 128), 1024, 0.1, 5),
 }
 """``small``: seconds on a CPU, for tests; ``full``: the shapes of issue 4's targets, for a GPU."""
@@ -671,6 +679,157 @@ class Suite:
         case = Case("FlashAttentionScore causal", f"B{b} N{n} S{s} D{d}", dtype.short, "TFLOP/s", flops)
         self.case(case, acl, torch_fn, "FlashAttentionScore")
 
+    def attention_sink(self) -> None:
+        """FlashAttentionScoreV3 (FlashAttentionScore's row with a per-head sink) vs torch's flash SDPA + its lse.
+
+        torch has no sink argument; its equivalent formulation takes the flash kernel's log-sum-exp and
+        scales the output by ``1 / (1 + exp(sink - lse))`` (the sink's share of the denominator).
+        """
+        if not self.wanted("FlashAttentionScoreV3"):
+            return
+        b, n, s, d = self.sizes.attention
+        dtype = D.ACL_BF16
+        sinks = self.rng.uniform(-2, 2, n).astype(np.float32)
+
+        def acl() -> tuple[Callable[[], None], Any]:
+            q, k, v = (self.array((b, n, s, d), dtype) for _ in range(3))
+            args: dict[str, Any] = {"query": q, "key": k, "value": v}
+            args |= {"attenMaskOptional": to_device(compressed_mask(), self.backend)}
+            args |= {"sinkOptional": to_device(sinks, self.backend), "scaleValue": 1 / math.sqrt(d)}
+            args |= {"keepProb": 1.0, "preTokens": 2147483647, "nextTokens": 2147483647, "headNum": n}
+            args |= {"inputLayout": "BNSD", "innerPrecise": 0, "sparseMode": 3, "pseType": 1}
+            return self.prepared("FlashAttentionScoreV3", args, skip=("softmaxOutOut",))
+
+        def torch_fn() -> Callable[[], object]:
+            q, k, v = (self.tensor((b, n, s, d), dtype) for _ in range(3))
+            sink = self.torch.from_numpy(sinks).to(self.device).view(1, n, 1)
+            aten = self.torch.ops.aten
+            scale = 1 / math.sqrt(d)
+
+            def flash() -> tuple[Any, Any]:  # (out, lse [B,N,S] fp32): the CUDA kernel, or its CPU twin
+                if self.device.type == "cuda":
+                    return tuple(aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True, False, scale=scale)[:2])
+                return tuple(aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, True, scale=scale))
+
+            def run() -> object:
+                out, lse = flash()
+                return out * self.torch.sigmoid(lse - sink).unsqueeze(-1).to(out.dtype)
+
+            return run
+
+        flops = 4.0 * b * n * s * s * d / 2
+        case = Case("FlashAttentionScoreV3 causal+sink", f"B{b} N{n} S{s} D{d}", dtype.short, "TFLOP/s", flops)
+        self.case(case, acl, torch_fn, "FlashAttentionScoreV3")
+
+    def recurrent(self) -> None:
+        """RecurrentGatedDeltaRule decode step (one token per sequence, bf16 states of Dv x Dk per value head).
+
+        torch's equivalent: gather the sequences' states, one gated delta-rule step in float32 as batched
+        matrix-vector products, scatter the new states back (the same bytes moved as acl's call).
+        """
+        if not self.wanted("RecurrentGatedDeltaRule"):
+            return
+        from acl_core.spec.ops.linear_attention import rgdr_case
+
+        batch, nk, nv, d = self.sizes.recurrent
+        args = rgdr_case(self.rng, (1,) * batch, nk, nv, d, d, blocks=2 * batch)
+        scale = float(args["scaleValue"])
+
+        def acl() -> tuple[Callable[[], None], Any]:
+            device = {n: to_device(v, self.backend) if isinstance(v, np.ndarray) else v for n, v in args.items()}
+            device["out"] = empty((batch, nv, d), D.ACL_BF16, self.backend)
+            return self.prepared("RecurrentGatedDeltaRule", device)
+
+        def torch_fn() -> Callable[[], object]:
+            t = self.torch
+            dev = {n: t.from_numpy(np.asarray(v).astype(np.float32)).to(self.device) for n, v in args.items()
+                   if isinstance(v, np.ndarray)}  # fmt: skip
+            state = dev["stateRef"].to(t.bfloat16)
+            q, k, v = (dev[n].to(t.bfloat16) for n in ("query", "key", "value"))
+            beta, g = dev["beta"].to(t.bfloat16), dev["g"]
+            slots = dev["ssmStateIndices"].long()
+
+            def step() -> object:
+                s = state[slots].float() * g.exp()[..., None, None]  # [B, Nv, Dv, Dk]
+                kk = k.float().repeat_interleave(nv // nk, dim=1)
+                qq = q.float().repeat_interleave(nv // nk, dim=1) * scale
+                x = (s @ kk[..., None]).squeeze(-1)
+                s = s + (beta.float()[..., None] * (v.float() - x))[..., None] * kk[..., None, :]
+                state[slots] = s.to(t.bfloat16)
+                return (s @ qq[..., None]).squeeze(-1).to(t.bfloat16)
+
+            return step
+
+        nbytes = 2 * batch * nv * d * d * 2  # the states read and written dominate
+        case = Case("RecurrentGatedDeltaRule decode", f"B{batch} Nk{nk} Nv{nv} {d}x{d}", "bf16", "GB/s", nbytes)
+        self.case(case, acl, torch_fn, "RecurrentGatedDeltaRule")
+
+    def sparse_attention(self) -> None:
+        """DeepSeek-V3.2 decode: SparseFlashAttention over ``selected`` keys of a ``context`` cache, and the
+        LightningIndexer choosing them (64 index heads of 128, fp32 weights).
+
+        torch's equivalents: gather the selected key rows, then two matmuls around a softmax; the
+        indexer as one einsum, ReLU, the weighted head sum and ``topk``.
+        """
+        tokens, heads, d, dr, context, selected = self.sizes.sparse
+        dtype = D.ACL_BF16
+        scale = 1 / math.sqrt(d + dr)
+        picks = np.stack([self.rng.permutation(context)[:selected] for _ in range(tokens)]).astype(np.int32)
+        if self.wanted("SparseFlashAttention"):
+
+            def acl() -> tuple[Callable[[], None], Any]:
+                key = self.array((tokens, context, 1, d), dtype)
+                args: dict[str, Any] = {"query": self.array((tokens, 1, heads, d), dtype), "key": key, "value": key}
+                args |= {"sparseIndices": to_device(picks.reshape(tokens, 1, 1, selected), self.backend)}
+                args |= {"queryRope": self.array((tokens, 1, heads, dr), dtype)}
+                args |= {"keyRope": self.array((tokens, context, 1, dr), dtype), "scaleValue": scale}
+                args |= {"sparseBlockSize": 1, "layoutQuery": "BSND", "layoutKv": "BSND", "sparseMode": 0}
+                args |= {"attentionMode": 2, "returnSoftmaxLse": False, "preTokens": 2**63 - 1, "nextTokens": 2**63 - 1}
+                return self.prepared("SparseFlashAttention", args, skip=("softmaxMaxOut", "softmaxSumOut"))
+
+            def torch_fn() -> Callable[[], object]:
+                q = self.tensor((tokens, heads, d + dr), dtype)
+                kv = self.tensor((tokens, context, d + dr), dtype)
+                idx = self.torch.from_numpy(picks.astype(np.int64)).to(self.device)
+
+                def run() -> object:
+                    chosen = self.torch.gather(kv, 1, idx[..., None].expand(-1, -1, d + dr))  # [T, selected, d+dr]
+                    probs = self.torch.softmax((q @ chosen.transpose(1, 2)).float() * scale, dim=-1).to(q.dtype)
+                    return probs @ chosen[..., :d]
+
+                return run
+
+            flops = 2.0 * tokens * heads * selected * (2 * d + dr)
+            label = f"T{tokens} N{heads} D{d}+{dr} {selected} of {context}"
+            case = Case("SparseFlashAttention decode", label, dtype.short, "TFLOP/s", flops)
+            self.case(case, acl, torch_fn, "SparseFlashAttention")
+        if self.wanted("LightningIndexer"):
+            index_heads, index_d = (64, 128) if heads >= 64 else (heads, d)
+
+            def acl_li() -> tuple[Callable[[], None], Any]:
+                args: dict[str, Any] = {"query": self.array((tokens, 1, index_heads, index_d), dtype)}
+                args |= {"key": self.array((tokens, context, 1, index_d), dtype)}
+                args |= {"weights": self.array((tokens, 1, index_heads), D.ACL_FLOAT)}
+                args |= {"layoutQueryOptional": "BSND", "layoutKeyOptional": "BSND", "sparseCount": selected}
+                args |= {"sparseMode": 0, "preTokens": 2**63 - 1, "nextTokens": 2**63 - 1, "returnValues": False}
+                return self.prepared("LightningIndexer", args, skip=("sparseValuesOut",))
+
+            def torch_li() -> Callable[[], object]:
+                q = self.tensor((tokens, index_heads, index_d), dtype)
+                k = self.tensor((tokens, context, index_d), dtype)
+                w = self.tensor((tokens, index_heads), D.ACL_FLOAT)
+
+                def run() -> object:
+                    scores = (self.torch.relu((q @ k.transpose(1, 2)).float()) * w[..., None]).sum(dim=1)
+                    return self.torch.topk(scores, selected, dim=-1).indices
+
+                return run
+
+            flops = 2.0 * tokens * index_heads * context * index_d
+            label = f"T{tokens} N{index_heads} D{index_d} top {selected} of {context}"
+            case = Case("LightningIndexer decode", label, dtype.short, "TFLOP/s", flops)
+            self.case(case, acl_li, torch_li, "LightningIndexer")
+
     def run(self) -> dict[str, Any]:
         """Every case; returns the ``cases`` list and the copy bandwidth the elementwise cases are set against.
 
@@ -694,6 +853,9 @@ class Suite:
             self.matmul()
             self.attention()
             gemm_variants.run_cases(self)
+            self.attention_sink()
+            self.recurrent()
+            self.sparse_attention()
             if self.device.type == "cuda":  # fp8 / int8 / MX GEMMs: a GPU's matrix hardware (issue 6)
                 quant_gemm.run_cases(self)
         finally:

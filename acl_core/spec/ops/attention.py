@@ -15,6 +15,15 @@ Conventions shared by every attention operator here (the reference kernels imple
   their softmax max is -inf and their sum is 0 (innerPrecise=2 behaviour, applied whatever
   innerPrecise says); FusedInferAttentionScore's softmaxLse marks them +inf ("invalid").
 * Query rows past ``actualSeqLengths`` (prefill / fused inference) are not computed: zeros.
+* Sinks (FlashAttentionScoreV3 and FlashAttentionVarLenScoreV5's ``sinkOptional``, float32;
+  FusedInferAttentionScoreV5's ``learnableSinkOptional``, bf16; both [query heads]): CANN documents
+  ``m = max(sink, max(S))`` and ``out = Σ e^{S-m}·V / (Σ e^{S-m} + e^{sink-m})``. Choices where it is
+  silent: S is the scaled, pse-shifted and masked score (gpt-oss compares its sinks with the scaled
+  logits); softmaxMaxOut / softmaxSumOut and softmaxLse include the sink (they are that softmax's
+  max and denominator, so ``out = Σ e^{S-lse}·V`` still holds); a row with nothing kept writes zeros
+  with max = sink, sum = 1 (lse = sink); a sink of 0 elements is no sink (CANN treats it as null).
+* softmaxOutLayout (FlashAttentionVarLenScoreV4/V5): '' or null keeps [N,T,8] statistics;
+  'same_as_input' writes them [T,N,8]; any other value is refused.
 * Reserved outputs are accepted and left untouched: FlashAttentionScore's ``softmaxOutOut`` (may be
   null) and FusedInferAttentionScore's ``softmaxLse`` when ``softmaxLseFlag`` is false.
 * Not implemented, refused with 161002 and a message saying so: dropout (keepProb < 1, dropMask),
@@ -78,6 +87,14 @@ declare_plan(
     ("none", "full", "compressed", "decode"),
 )
 declare_plan("lse", "bool", "whether the op also returns the softmax log-sum-exp", bool)
+declare_plan(
+    "stats",
+    "'NTD' | 'TND'",
+    "where FlashAttentionVarLenScore's versions write softmaxMaxOut / softmaxSumOut: [N,T,8] (NTD, the base's) "
+    "or [T,N,8] (TND: softmaxOutLayout 'same_as_input')",
+    str,
+    ("NTD", "TND"),
+)
 
 FAMILY = "attention"
 UNBOUNDED = 2147483647
@@ -236,6 +253,15 @@ def _refuse(call: Call, names: Iterable[str], why: str) -> None:
     for n in names:
         if call.args.get(n) is not None:
             raise invalid(f"{n} is not supported: {why}; pass null")
+
+
+def check_sink(call: Call, name: str, heads: int) -> None:
+    """A sink (one logit per query head) must be [heads]; an empty one counts as absent (CANN's rule)."""
+    sink = call.args.get(name)
+    if sink is None or sink.numel == 0:
+        return
+    if tuple(sink.shape) != (heads,):
+        raise invalid(f"{name} has shape {list(sink.shape)}; expected [{heads}] (one logit per query head)")
 
 
 def _positive_dims(name: str, t: AclTensor) -> None:

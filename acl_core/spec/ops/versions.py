@@ -20,6 +20,16 @@ is listed beside it with the values that keep the base's behaviour. Choices reco
   base's pse before the scale; other values add it after the scale; 2/3 generate ALiBi inside the op)
   and the ALiBi start indices: pseType 1 runs as the base, 0 only without realShiftOptional (nothing
   to add, so the same), 2/3 and qStartIdx/kvStartIdx are refused with 161002.
+* FlashAttentionScoreV3 is V2 with ``sinkOptional`` (implemented: the attention family's docstring
+  says how a sink enters the softmax). FlashAttentionScoreV4 is V2's rules with V4's parameters:
+  queryRope/keyRope (MLA's split rope), dScaleQ/K/V (FP8), the TND lengths (actualSeqQLen/KvLen: the
+  TND layout is refused by inputLayout's choices) and sinkOptional (reserved in V4) must be null;
+  outDtype 0 or 1 (it names the FP8 mode's output); seed and offset only seed dropout, which must be
+  off (keepProb 1), so any value runs; softmaxOutLayout is reserved there and ignored.
+* FlashAttentionVarLenScoreV4 adds softmaxOutLayout ('same_as_input': [T,N,8] statistics);
+  VarLenV5 is V2 with sinkOptional and softmaxOutLayout; its queryRope/keyRope must be null.
+* FusedInferAttentionScoreV5 is V4 with learnableSinkOptional (implemented), qStartIdx/kvStartIdx
+  (refused: they position generated ALiBi) and pseType (0 only: 2/3 generate ALiBi inside the op).
 * DivV3 is DivMod with an int64_t ``mode`` (0 true division, 1 toward zero, 2 toward -inf).
 * DynamicMxQuantV2 adds ``dstTypeMax``: 0 only (the output dtype's own maximum); a custom range is
   refused. WeightQuantBatchMatmulV3 adds ``innerPrecise``: 0 (high precision) and 1 (high
@@ -40,6 +50,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from acl_core.dtypes import DataType as D
@@ -357,6 +368,285 @@ _FA_VERSIONS = [
     ),
 ]
 
+# ----------------------------------------------------------------------------- FlashAttentionScoreV3/V4, VarLenV4/V5
+_SINK_WHY = "the per-head sink logit (gpt-oss): implemented, see the attention family's docstring"
+
+
+def _sink_param(name: str, dtypes: frozenset[D]) -> Added:
+    """An added sink tensor the versions implement: passed to the base's kernels as ``sink``."""
+    return Added(tensor(name, dtypes, optional=True, max_rank=1), _SINK_WHY, neutral=None)
+
+
+def _heads(call: Call) -> int:
+    heads = call.args["headNum"] if "headNum" in call.args else call.args["numHeads"]
+    return int(heads)
+
+
+def _with_sink(name: str, extra: Any = None) -> Any:
+    """A check: ``extra``'s rules, then the sink's shape ([query heads])."""
+
+    def check(call: Call) -> None:
+        if extra is not None:
+            extra(call)
+        A.check_sink(call, name, _heads(call))
+
+    return check
+
+
+def _sinks(rng: np.random.Generator, heads: int, dtype: Any = np.float32) -> np.ndarray:
+    """Sink logits around the scaled scores' range (some dominate a row, some barely count)."""
+    return rng.uniform(-3.0, 3.0, size=heads).astype(dtype)
+
+
+def _sink_samples(base: OpSpec, name: str, heads_of: Any, dtype: Any = np.float32, every: int = 3) -> Any:
+    """``base``'s samples (the version's derived ones) plus every ``every``-th again with a sink."""
+
+    def samples(rng: np.random.Generator) -> Iterable[Sample]:
+        derived = list(base.samples(rng)) if base.samples else []
+        yield from derived
+        for i, s in enumerate(derived):
+            if i % every == 0:
+                yield Sample({**s.args, name: _sinks(rng, heads_of(s.args), dtype)}, f"{s.note}, sink")
+
+    return samples
+
+
+def _sink_errors(base: OpSpec, name: str, heads_of: Any, dtype: Any = np.float32) -> Any:
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        first = next(iter(base.samples(rng))) if base.samples else None
+        if first is not None:
+            wrong = _sinks(rng, heads_of(first.args) + 1, dtype)
+            yield ErrorSample({**first.args, name: wrong}, INVALID, f"{name} not [query heads]")
+
+    return errors
+
+
+def _fa_heads(args: dict[str, Any]) -> int:
+    return int(args["headNum"])
+
+
+_FA_HEAD = ("query", "key", "value", "realShiftOptional", "dropMaskOptional", "paddingMaskOptional")
+_FA_ATTRS = ("scaleValue", "keepProb", "preTokens", "nextTokens", "headNum", "inputLayout", "innerPrecise")
+_FA_OUTS = ("softmaxMaxOut", "softmaxSumOut", "softmaxOutOut", "attentionOutOut")
+_STARTS = {
+    "qStartIdxOptional": _absent("qStartIdxOptional", _ALIBI, int_array),
+    "kvStartIdxOptional": _absent("kvStartIdxOptional", _ALIBI, int_array),
+}
+_PSE_TYPE = Added(int_attr("pseType", default=1), "", neutral=None)
+_FA_FLOAT_SINK = frozenset({D.ACL_FLOAT})
+_FA_V2 = next(s for s in _FA_VERSIONS if s.name == "FlashAttentionScoreV2")
+_VARLEN_V2 = next(s for s in _FA_VERSIONS if s.name == "FlashAttentionVarLenScoreV2")
+
+
+def _fa_v3() -> OpSpec:
+    base = _BY_NAME["FlashAttentionScore"]
+    spec = version_of(
+        base,
+        "FlashAttentionScoreV3",
+        (*_FA_HEAD, "attenMaskOptional", "sinkOptional", "prefixOptional", *_STARTS, *_FA_ATTRS, "sparseMode",
+         "pseType", *_FA_OUTS),
+        added={**_STARTS, "pseType": _PSE_TYPE, "sinkOptional": _sink_param("sinkOptional", _FA_FLOAT_SINK)},
+        passthrough={"sinkOptional": "sink"},
+        check=_with_sink("sinkOptional", _pse_type),
+        more_errors=_chain_errors(_pse_errors(base), _sink_errors(_FA_V2, "sinkOptional", _fa_heads)),
+        summary="FlashAttentionScoreV2 with sinkOptional (gpt-oss attention sinks, one logit per head)",
+    )  # fmt: skip
+    return replace(spec, samples=_sink_samples(_FA_V2, "sinkOptional", _fa_heads))
+
+
+_QUANT_FA = "FP8 attention (dScaleQ/K/V) is not implemented"
+_FA_V4_ADDED = {
+    "queryRopeOptional": _absent("queryRopeOptional", _ROPE),
+    "keyRopeOptional": _absent("keyRopeOptional", _ROPE),
+    "dScaleQOptional": _absent("dScaleQOptional", _QUANT_FA),
+    "dScaleKOptional": _absent("dScaleKOptional", _QUANT_FA),
+    "dScaleVOptional": _absent("dScaleVOptional", _QUANT_FA),
+    "sinkOptional": _absent("sinkOptional", "is reserved in FlashAttentionScoreV4 (CANN: not used currently)"),
+    "actualSeqQLenOptional": _absent(
+        "actualSeqQLenOptional", "is for inputLayout TND, which FlashAttentionScoreV4 does not run here", int_array
+    ),
+    "actualSeqKvLenOptional": _absent(
+        "actualSeqKvLenOptional", "is for inputLayout TND, which FlashAttentionScoreV4 does not run here", int_array
+    ),
+    **_STARTS,
+    "outDtype": Added(
+        int_attr("outDtype", default=0),
+        "must be 0 (fp16) or 1 (bf16): it only names the output of the FP8 mode, which is not implemented",
+        neutral=(0, 1),
+        refused=2,
+    ),
+    "pseType": _PSE_TYPE,
+    "softmaxOutLayout": Added(string_attr("softmaxOutLayout", optional=True), "", neutral=None),
+    "seed": Added(int_attr("seed", default=0), "", neutral=None),
+    "offset": Added(int_attr("offset", default=0), "", neutral=None),
+}
+
+
+def _fa_v4() -> OpSpec:
+    return version_of(
+        _BY_NAME["FlashAttentionScore"],
+        "FlashAttentionScoreV4",
+        (*_FA_HEAD, "attenMaskOptional", "queryRopeOptional", "keyRopeOptional", "dScaleQOptional",
+         "dScaleKOptional", "dScaleVOptional", "sinkOptional", "prefixOptional", "actualSeqQLenOptional",
+         "actualSeqKvLenOptional", *_STARTS, *_FA_ATTRS, "sparseMode", "outDtype", "pseType", "softmaxOutLayout",
+         "seed", "offset", *_FA_OUTS),
+        added=_FA_V4_ADDED,
+        check=_pse_type,
+        more_errors=_pse_errors(_BY_NAME["FlashAttentionScore"]),
+        summary="FlashAttentionScoreV2's rules with V4's parameters (seed/offset only seed dropout, which must be off)",
+    )  # fmt: skip
+
+
+_STATS_LAYOUTS = ("", "same_as_input")
+
+
+def _stats_layout(call: Call) -> None:
+    """softmaxOutLayout: '' (or null) keeps [N,T,8]; 'same_as_input' writes [T,N,8]."""
+    layout = call.args.get("softmaxOutLayout")
+    if layout not in (None, *_STATS_LAYOUTS):
+        raise invalid(f"{call.spec.name}: softmaxOutLayout={layout!r} is not supported; expected '' or 'same_as_input'")
+    call.plan["stats"] = "TND" if layout == "same_as_input" else "NTD"
+
+
+def _stats_outputs(call: Call, infos: Any) -> Any:
+    """softmaxMaxOut / softmaxSumOut as [T,N,8] when softmaxOutLayout says 'same_as_input'."""
+    if call.plan.get("stats") != "TND":
+        return infos
+    n, t, eight = infos["softmaxMaxOut"].shape
+    stats = replace(infos["softmaxMaxOut"], shape=(t, n, eight))
+    return {**infos, "softmaxMaxOut": stats, "softmaxSumOut": stats}
+
+
+def _tnd_stats_samples(base_samples: Any) -> Any:
+    """The samples given, plus each third again with softmaxOutLayout 'same_as_input'."""
+
+    def samples(rng: np.random.Generator) -> Iterable[Sample]:
+        derived = list(base_samples(rng))
+        yield from derived
+        for i, s in enumerate(derived):
+            if i % 3 == 1:
+                yield Sample({**s.args, "softmaxOutLayout": "same_as_input"}, f"{s.note}, TND statistics")
+
+    return samples
+
+
+def _stats_errors(base: OpSpec) -> Any:
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        first = next(iter(base.samples(rng))) if base.samples else None
+        if first is not None:
+            yield ErrorSample({**first.args, "softmaxOutLayout": "NTD"}, INVALID, "softmaxOutLayout unknown")
+
+    return errors
+
+
+_VARLEN_LENGTHS = ("actualSeqQLenOptional", "actualSeqKvLenOptional")
+_STATS_ADDED = {"softmaxOutLayout": Added(string_attr("softmaxOutLayout", optional=True), "", neutral=None)}
+
+
+def _varlen_v4() -> OpSpec:
+    base = _BY_NAME["FlashAttentionVarLenScore"]
+    spec = version_of(
+        base,
+        "FlashAttentionVarLenScoreV4",
+        (*_FA_HEAD, "attenMaskOptional", "prefixOptional", *_VARLEN_LENGTHS, *_FA_ATTRS, "sparseMode",
+         "softmaxOutLayout", *_FA_OUTS),
+        added=_STATS_ADDED,
+        check=_stats_layout,
+        outputs=_stats_outputs,
+        more_errors=_stats_errors(base),
+        summary="FlashAttentionVarLenScore with softmaxOutLayout ('same_as_input': [T,N,8] statistics)",
+    )  # fmt: skip
+    assert spec.samples is not None
+    return replace(spec, samples=_tnd_stats_samples(spec.samples))
+
+
+def _varlen_v5() -> OpSpec:
+    base = _BY_NAME["FlashAttentionVarLenScore"]
+    ropes = {
+        "queryRope": _absent("queryRope", _ROPE),
+        "keyRope": _absent("keyRope", _ROPE),
+    }
+
+    def check(call: Call) -> None:
+        _pse_type(call)
+        _stats_layout(call)
+        A.check_sink(call, "sinkOptional", _heads(call))
+
+    spec = version_of(
+        base,
+        "FlashAttentionVarLenScoreV5",
+        ("query", "queryRope", "key", "keyRope", "value", "realShiftOptional", "dropMaskOptional",
+         "paddingMaskOptional", "attenMaskOptional", "sinkOptional", "prefixOptional", *_VARLEN_LENGTHS, *_STARTS,
+         *_FA_ATTRS, "sparseMode", "pseType", "softmaxOutLayout", *_FA_OUTS),
+        added={**ropes, **_STARTS, "pseType": _PSE_TYPE, **_STATS_ADDED,
+               "sinkOptional": _sink_param("sinkOptional", _FA_FLOAT_SINK)},
+        passthrough={"sinkOptional": "sink"},
+        check=check,
+        outputs=_stats_outputs,
+        more_errors=_chain_errors(
+            _pse_errors(base), _stats_errors(base), _sink_errors(_VARLEN_V2, "sinkOptional", _fa_heads)
+        ),
+        summary="FlashAttentionVarLenScoreV2 with sinkOptional and softmaxOutLayout (V4's)",
+    )  # fmt: skip
+    return replace(spec, samples=_tnd_stats_samples(_sink_samples(_VARLEN_V2, "sinkOptional", _fa_heads)))
+
+
+def _chain_errors(*makers: Any) -> Any:
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        for make in makers:
+            yield from make(rng)
+
+    return errors
+
+
+_FIA_V5_ADDED = {
+    **_FIA_V4_ADDED,
+    "learnableSinkOptional": Added(
+        tensor("learnableSinkOptional", {D.ACL_BF16}, optional=True, max_rank=1),
+        "the per-head sink logit: implemented, see the attention family's docstring",
+        neutral=None,
+    ),
+    "qStartIdxOptional": _absent(
+        "qStartIdxOptional",
+        "(it positions the ALiBi bias generated inside the op, pseType 2/3) is not implemented",
+        int_array,
+    ),
+    "kvStartIdxOptional": _absent(
+        "kvStartIdxOptional",
+        "(it positions the ALiBi bias generated inside the op, pseType 2/3) is not implemented",
+        int_array,
+    ),
+    "pseType": Added(
+        int_attr("pseType", default=0),
+        "other than 0: 2/3 generate ALiBi inside the op (not implemented), and no other value is documented",
+        neutral=(0,),
+        refused=2,
+    ),
+}
+
+
+def _fia_heads(args: dict[str, Any]) -> int:
+    return int(args["numHeads"])
+
+
+def _fia_v5() -> OpSpec:
+    v4 = _FIA_VERSIONS[-1]
+    spec = version_of(
+        _FIA,
+        "FusedInferAttentionScoreV5",
+        (*_FIA_HEAD, *_ROPE_NAMES, "dequantScaleQueryOptional", "learnableSinkOptional", "qStartIdxOptional",
+         "kvStartIdxOptional", *_FIA_ATTRS, "queryQuantMode", "pseType", *_FIA_OUTS),
+        added=_FIA_V5_ADDED,
+        passthrough={"learnableSinkOptional": "sink"},
+        check=_with_sink("learnableSinkOptional"),
+        more_errors=_sink_errors(v4, "learnableSinkOptional", _fia_heads, ml_dtypes.bfloat16),
+        summary="FusedInferAttentionScoreV4 with learnableSinkOptional (attention sinks), qStart/kvStartIdx, pseType",
+    )  # fmt: skip
+    return replace(spec, samples=_sink_samples(v4, "learnableSinkOptional", _fia_heads, ml_dtypes.bfloat16, every=2))
+
+
+_FA_NEW_VERSIONS = [_fa_v3(), _fa_v4(), _varlen_v4(), _varlen_v5()]
+
 # ----------------------------------------------------------------------------- DynamicQuant V3, V4
 _DQ2 = next(s for s in Q.SPECS if s.name == "DynamicQuantV2")
 
@@ -526,10 +816,12 @@ _SMALL_VERSIONS = [
 SPECS: list[OpSpec] = [
     *_SMALL_VERSIONS,
     *_FA_VERSIONS,
+    *_FA_NEW_VERSIONS,
     *_DQ_VERSIONS,
     *_GMM_VERSIONS,
     _ROPE_V2,
     *_FIA_VERSIONS,
+    _fia_v5(),
     _pfa_version("PromptFlashAttentionV2", inner_precise=False),
     _pfa_version("PromptFlashAttentionV3", inner_precise=True),
     *_IFA_VERSIONS,

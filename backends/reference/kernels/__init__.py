@@ -16,6 +16,8 @@ FAMILIES: tuple[str, ...] = (
     "matmul",
     "convolution",
     "attention",
+    "linear_attention",
+    "sparse_attention",
     "moe",
     "movement",
     "quant",

@@ -71,13 +71,22 @@ def as_4d(mask: Array, *, decode: bool = False) -> Array:
     return mask
 
 
-def attend(q: Array, k: Array, v: Array, keep: Array, scale: float, bias: Array | None = None) -> tuple[Array, ...]:
+def attend(
+    q: Array,
+    k: Array,
+    v: Array,
+    keep: Array,
+    scale: float,
+    bias: Array | None = None,
+    sink: Array | None = None,
+) -> tuple[Array, ...]:
     """Masked softmax attention of one batch in float64.
 
     ``q`` [Nq,Sq,D], ``k``/``v`` [Nkv,Skv,D], ``keep`` broadcastable to [Nq,Sq,Skv], ``bias`` (pse,
-    added before scaling) likewise. Returns (out [Nq,Sq,D], row max [Nq,Sq], row sum [Nq,Sq]) where
-    max and sum are those of the scaled masked scores; a row with nothing kept gives out 0, max -inf,
-    sum 0.
+    added before scaling) likewise, ``sink`` [Nq] one more logit per query head (compared with the
+    scaled scores; it has no value row). Returns (out [Nq,Sq,D], row max [Nq,Sq], row sum [Nq,Sq])
+    where max and sum are those of the scaled masked scores and the sink; a row with nothing kept
+    gives out 0 and, without a sink, max -inf and sum 0 (with one: the sink's max and sum 1).
     """
     group = q.shape[0] // k.shape[0]
     k = np.repeat(k, group, axis=0)  # query head h reads kv head h // group
@@ -89,9 +98,13 @@ def attend(q: Array, k: Array, v: Array, keep: Array, scale: float, bias: Array 
     keep = np.broadcast_to(keep, scores.shape)
     with np.errstate(invalid="ignore", over="ignore"):
         row_max = np.max(scores, axis=-1, initial=-np.inf, where=keep)
+        if sink is not None:
+            row_max = np.maximum(row_max, sink[:, None])
         safe_max = np.where(np.isfinite(row_max), row_max, 0.0)
         e = np.where(keep, np.exp(scores - safe_max[..., None]), 0.0)
         row_sum = e.sum(axis=-1)
+        if sink is not None:
+            row_sum = row_sum + np.exp(sink[:, None] - safe_max)
         probs = e / np.where(row_sum > 0, row_sum, 1.0)[..., None]
     return np.einsum("nqk,nkd->nqd", probs, v), row_max, row_sum
 
@@ -99,6 +112,12 @@ def attend(q: Array, k: Array, v: Array, keep: Array, scale: float, bias: Array 
 def _stats(values: Array) -> Array:
     """Softmax statistics [..., Sq] as CANN stores them: [..., Sq, 8], the value repeated 8 times."""
     return np.repeat(values[..., None], 8, axis=-1)
+
+
+def _sink(k: RefCall) -> Array | None:
+    """The per-query-head sink logits in float64 (FlashAttentionScoreV3 / VarLenV5, FusedInferV5), or None."""
+    sink = k.args.get("sink")
+    return None if sink is None or sink.numel == 0 else k.read("sink", F64)
 
 
 # ----------------------------------------------------------------------------- FlashAttentionScore
@@ -120,6 +139,7 @@ def flash_attention_score(k: RefCall) -> None:
         if geo is not None:
             keep = keep & geo
     pse = None if k["realShiftOptional"] is None else k.read("realShiftOptional", F64)
+    sink = _sink(k)
     results = [
         attend(
             q[i],
@@ -128,6 +148,7 @@ def flash_attention_score(k: RefCall) -> None:
             keep[min(i, keep.shape[0] - 1)],
             k.value("scaleValue"),
             None if pse is None else pse[min(i, pse.shape[0] - 1)],
+            sink,
         )
         for i in range(b)
     ]
@@ -147,6 +168,7 @@ def flash_attention_varlen_score(k: RefCall) -> None:
     row_max = np.full((nq, tq), -np.inf)
     row_sum = np.zeros((nq, tq))
     has_mask = k["attenMaskOptional"] is not None
+    sink = _sink(k)
     q0 = kv0 = 0
     for sq, skv in zip(plan["lq"], plan["lkv"]):
         if sq:
@@ -161,13 +183,15 @@ def flash_attention_varlen_score(k: RefCall) -> None:
                 value[kv0 : kv0 + skv].transpose(1, 0, 2),
                 keep,
                 k.value("scaleValue"),
+                sink=sink,
             )
             out[q0 : q0 + sq] = o.transpose(1, 0, 2)
             row_max[:, q0 : q0 + sq] = m
             row_sum[:, q0 : q0 + sq] = s
         q0, kv0 = q0 + sq, kv0 + skv
-    k.write("softmaxMaxOut", _stats(row_max))
-    k.write("softmaxSumOut", _stats(row_sum))
+    tnd = plan.get("stats") == "TND"  # softmaxOutLayout 'same_as_input': [T,N,8] instead of [N,T,8]
+    k.write("softmaxMaxOut", _stats(row_max.T if tnd else row_max))
+    k.write("softmaxSumOut", _stats(row_sum.T if tnd else row_sum))
     k.write("attentionOutOut", out)
 
 
@@ -193,6 +217,7 @@ def inference_attention(k: RefCall) -> None:
     user = as_4d(k.read("attenMask") != 0, decode=kind == "decode") if kind in ("full", "decode") else None
     out = np.zeros((b, nq, sq, d))
     lse = np.full((b, nq, sq), np.inf)  # +inf marks rows that were not computed or had nothing to attend to
+    sink = _sink(k)
     for i in range(b):
         rows, valid_kv, skv = plan["act_q"][i], plan["act_kv"][i], keys[i].shape[1]
         keep = np.ones((1, sq, skv), dtype=bool)
@@ -203,7 +228,7 @@ def inference_attention(k: RefCall) -> None:
             geo = sparse_keep(plan["mode"], sq, skv, plan["pre"], plan["next"], valid_kv - rows)
             if geo is not None:
                 keep = keep & geo
-        o, m, s = attend(q[i], keys[i], values[i], keep, k.value("scaleValue"))
+        o, m, s = attend(q[i], keys[i], values[i], keep, k.value("scaleValue"), sink=sink)
         o[:, rows:] = 0.0
         out[i] = o
         with np.errstate(divide="ignore"):

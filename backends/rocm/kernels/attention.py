@@ -1,14 +1,17 @@
 """Attention-family kernel sources: a tiled online-softmax attention row kernel and a rotary-pair kernel.
 
 Attention: one block of :data:`ATTN_THREADS` threads computes one query row of one head of one batch
-(grid x = query row, y = query head, z = batch). It walks the keys in tiles of one key per thread:
-each thread forms its key's score ``scale * (q . k + pse)`` (or -inf where the key is masked out),
-the block reduces the tile's maximum, rescales its running sum and output accumulator (the online
-softmax), and each thread then owns output dimensions ``d`` and adds ``p_j * v[j, d]`` over the tile.
-Fully masked rows end with max -inf and sum 0 and write zeros. Every tensor is addressed through
-four strides (batch, head, row, column) passed in :class:`AttentionMeta`, so any layout (BSH, SBH,
-BSND, BNSD, padded or transposed views) and any broadcast mask or pse needs no copy. fp16/bf16 inputs
-compute in fp32; fp32 inputs compute in fp64 (the reference is fp64, and the H200's fp64 is fast).
+(grid x = query row, y = query head, z = batch). It walks the keys in tiles of one key per thread: each
+thread forms its key's score ``scale * (q . k + pse)`` (or -inf where the key is masked out), the block
+reduces the tile's maximum, rescales its running sum and output accumulator (the online softmax), and
+each thread then owns output dimensions ``d`` and adds ``p_j * v[j, d]`` over the tile. Fully masked rows
+end with max -inf and sum 0 and write zeros. A sink (one value-less logit per query head:
+FlashAttentionScoreV3, FlashAttentionVarLenScoreV5, FusedInferAttentionScoreV5) starts the online softmax
+at max = sink, sum = 1 instead of -inf, 0, so it enters the max, the sum and every probability's
+denominator; a fully masked row then writes zeros with max = sink, sum = 1. Every tensor is addressed
+through four strides (batch, head, row, column) passed in :class:`AttentionMeta`, so any layout (BSH,
+SBH, BSND, BNSD, padded or transposed views) and any broadcast mask or pse needs no copy. fp16/bf16
+inputs compute in fp32; fp32 inputs compute in fp64 (the reference is fp64, and the H200's fp64 is fast).
 
 Rotary embedding: one thread per output *pair*. Every mode pairs two outputs (o1, o2) that read the
 same two inputs (i1, i2): ``out[o1] = x[i1]*cos[o1] - x[i2]*sin[o1]``, ``out[o2] = x[i2]*cos[o2] +
@@ -84,6 +87,9 @@ class AttentionMeta(PackedMeta):
     win_lo: int = 0
     win_hi: int = 0
     shift: int = 0
+    has_sink: int = 0
+    sink_step: int = 0
+    """Element stride between query heads' sinks."""
 
 
 @dataclass(frozen=True)
@@ -118,10 +124,12 @@ ROPE_META_LEN: Final = 1 + 3 + 4 * 4 + 2
 
 @dataclass(frozen=True)
 class AttentionInstance:
-    """What makes one compiled attention kernel distinct: the tensors' dtype and the head dim."""
+    """What makes one compiled attention kernel distinct: the tensors' dtype, the head dim, the sink's dtype."""
 
     dtype: D
     head_dim: int
+    sink: D | None = None
+    """The sink tensor's dtype (fp32: FlashAttentionScoreV3 / VarLenV5, bf16: FusedInferV5); None: no sink."""
 
     @property
     def acc(self) -> str:
@@ -132,7 +140,8 @@ class AttentionInstance:
     def kernel_name(self) -> str:
         """A stable ``extern "C"`` name for this instance."""
         digest = hashlib.sha1(repr((self, ATTN_STRUCT)).encode()).hexdigest()[:12]
-        return f"acl_attn_{self.dtype.short}_d{self.head_dim}_{digest}"
+        sink = self.sink.short if self.sink is not None else "nosink"
+        return f"acl_attn_{self.dtype.short}_d{self.head_dim}_{sink}_{digest}"
 
 
 @dataclass(frozen=True)
@@ -157,6 +166,9 @@ def attention_source(inst: AttentionInstance) -> str:
 
     def ld(expr: str) -> str:
         return f"(({acc})({load(expr, c, c)}))"
+
+    sink_c = ctype(inst.sink if inst.sink is not None else D.ACL_FLOAT)
+    sink_load = load("sink[h * m.sink_step]", sink_c, sink_c)
 
     body = f"""
 typedef {acc} acc_t;
@@ -187,7 +199,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.kernel_name}(
     const AttnMeta m, const double scale_arg,
     const {s}* __restrict__ q, const {s}* __restrict__ k, const {s}* __restrict__ v,
     const {s}* __restrict__ pse, const unsigned char* __restrict__ mask,
-    {s}* __restrict__ out, float* __restrict__ smax, float* __restrict__ ssum, float* __restrict__ lse) {{
+    {s}* __restrict__ out, float* __restrict__ smax, float* __restrict__ ssum, float* __restrict__ lse,
+    const {sink_c.storage}* __restrict__ sink) {{
   __shared__ acc_t q_row[HEAD_DIM];
   __shared__ acc_t acc[HEAD_DIM];
   __shared__ acc_t p_tile[THREADS];
@@ -214,6 +227,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.kernel_name}(
   const unsigned char* mask_row = m.has_mask ? mask + b * m.mask[0] + h * m.mask[1] + i * m.mask[2] : nullptr;
   const {s}* pse_row = m.has_pse ? pse + b * m.pse[0] + h * m.pse[1] + i * m.pse[2] : nullptr;
   acc_t run_max = -inf, run_sum = (acc_t)0;
+  if (m.has_sink) {{  // the sink: one more logit, with no value row
+    run_max = (acc_t)({sink_load});
+    run_sum = (acc_t)1;
+  }}
   for (long long j0 = 0; j0 < m.kv_len; j0 += THREADS) {{
     const long long j = j0 + tid;
     bool keep = j < m.kv_len;

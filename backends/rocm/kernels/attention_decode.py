@@ -16,7 +16,10 @@ Keys past the batch's actual length (a kernel argument) and keys the mask sets a
 
 The combine kernel: one block per (batch, query head) rescales the splits' partials by
 ``exp(m_s - max m)`` (log-sum-exp) and writes the output in its dtype, and FusedInferAttentionScore's
-``softmaxLse`` (+inf where no key was kept, as the row kernel writes it).
+``softmaxLse`` (+inf where no key was kept, as the row kernel writes it). A sink
+(FusedInferAttentionScoreV5's learnableSinkOptional: one value-less logit per query head) joins the
+combined (max, sum) last, where the output is written: in the combine kernel, or in the split kernel
+when there is a single split.
 """
 
 from __future__ import annotations
@@ -79,6 +82,8 @@ class DecodeMeta(PackedMeta):
     splits: int
     chunk: int
     has_mask: int
+    has_sink: int = 0
+    sink_step: int = 0
 
 
 DECODE_STRUCT: Final = meta_struct("DecodeMeta", DecodeMeta)
@@ -92,6 +97,8 @@ class DecodeInstance:
     head_dim: int
     group: int
     vector: bool
+    sink: D | None = None
+    """The sink's dtype (None: no sink)."""
 
     @functools.cached_property
     def digest(self) -> str:
@@ -115,6 +122,8 @@ def decode_source(inst: DecodeInstance, which: str) -> str:
     f32 = ctype(D.ACL_FLOAT)
     s = c.storage
     vec_load = "1" if inst.vector else "0"
+    sink_c = ctype(inst.sink if inst.sink is not None else D.ACL_FLOAT)
+    sink_logit = load("sink[h * m.sink_step]", sink_c, f32)
     common = f"""
 #define HEAD_DIM {inst.head_dim}
 #define GROUP {inst.group}
@@ -129,6 +138,16 @@ struct DecodeLens {{ int n[{MAX_DECODE_BATCH}]; }};
 typedef {s} st;
 
 ACL_DEV float dec_inf() {{ return __uint_as_float(0x7f800000u); }}
+typedef {sink_c.storage} sink_t;
+
+// the sink joins a finished (max, sum, output) as one more logit with no value: o and l rescaled
+ACL_DEV void dec_sink(float logit, float& best, float& l, float& o) {{
+  const float top = logit > best ? logit : best;
+  const float r = best == -dec_inf() ? 0.0f : acl_exp(best - top);
+  o *= r;
+  l = l * r + acl_exp(logit - top);
+  best = top;
+}}
 
 ACL_DEV float warp_sum(float x) {{
   #pragma unroll
@@ -161,7 +180,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
     const DecodeMeta m, const DecodeLens lens, const double scale_arg,
     const st* __restrict__ q, const st* __restrict__ k, const st* __restrict__ v,
     const unsigned char* __restrict__ mask, float* __restrict__ part, st* __restrict__ out,
-    float* __restrict__ lse) {{
+    float* __restrict__ lse, const sink_t* __restrict__ sink) {{
   __shared__ float sm_m[NWARPS][GROUP];
   __shared__ float sm_l[NWARPS][GROUP];
   __shared__ float sm_o[NWARPS][GROUP][HEAD_DIM];
@@ -284,6 +303,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
     }}
     const long long h = hk * GROUP + g;
     if (m.splits == 1) {{  // the whole cache in one block: the output itself
+      if (m.has_sink) dec_sink({sink_logit}, best, l, o);
       const float r = l > 0.0f ? o / l : 0.0f;
       out[b * m.o[0] + h * m.o[1] + d * m.o[3]] = {store("r", f32, c)};
       if (lse != nullptr && d == 0) lse[b * m.lse[0] + h * m.lse[1]] = l > 0.0f ? best + acl_log(l) : inf;
@@ -302,7 +322,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
     )
     combine = f"""
 extern "C" __global__ void __launch_bounds__(THREADS) {inst.combine_name}(
-    const DecodeMeta m, const float* __restrict__ part, st* __restrict__ out, float* __restrict__ lse) {{
+    const DecodeMeta m, const float* __restrict__ part, st* __restrict__ out, float* __restrict__ lse,
+    const sink_t* __restrict__ sink) {{
   const long long bh = blockIdx.x;
   const long long b = bh / m.nq, h = bh % m.nq;
   const float inf = dec_inf();
@@ -319,18 +340,25 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.combine_name}(
       if (ms != -inf) l += rec[s * (HEAD_DIM + 2) + HEAD_DIM + 1] * acl_exp(ms - best);
     }}
   }}
+  float top = best, total = l;  // with the sink, if any
+  if (m.has_sink) {{
+    float none = 0.0f;
+    dec_sink({sink_logit}, top, total, none);
+  }}
   for (int d = threadIdx.x; d < HEAD_DIM; d += THREADS) {{
     float o = 0.0f;
     if (l > 0.0f) {{
       for (long long s = 0; s < m.splits; ++s) {{
         const float ms = rec[s * (HEAD_DIM + 2) + HEAD_DIM];
-        if (ms != -inf) o += rec[s * (HEAD_DIM + 2) + d] * acl_exp(ms - best);
+        if (ms != -inf) o += rec[s * (HEAD_DIM + 2) + d] * acl_exp(ms - top);
       }}
-      o /= l;
+      o /= total;
     }}
     out[b * m.o[0] + h * m.o[1] + d * m.o[3]] = {store("o", f32, c)};
   }}
-  if (lse != nullptr && threadIdx.x == 0) lse[b * m.lse[0] + h * m.lse[1]] = l > 0.0f ? best + acl_log(l) : inf;
+  if (lse != nullptr && threadIdx.x == 0) {{
+    lse[b * m.lse[0] + h * m.lse[1]] = total > 0.0f ? top + acl_log(total) : inf;
+  }}
 }}
 """
     header = f"// split-KV decode attention ({which}): {inst.dtype.short}, D={inst.head_dim}, group {inst.group}"

@@ -1,13 +1,15 @@
 """The row-softmax kernel of the BLAS attention path: scores in, probabilities and softmax statistics out.
 
-The BLAS path computes a chunk of raw scores ``S = Q K^T`` (fp32, one [rows, cols] matrix per head of
-the chunk) with the vendor GEMM; this kernel turns each row into ``P = softmax(scale * (S + pse))``
-under the mask (a full mask read through four strides and/or a key window, as the fused kernel reads
-them), writes P in the dtype the second GEMM reads (the input dtype: fp16/bf16 probabilities, as flash
-attention rounds them; fp32 for fp32 inputs), and writes the row's max and sum (the reference's
-softmaxMax / softmaxSum, eight copies per row). Column ``c`` of a chunk is key ``kv0 + c``, row ``r``
-is query ``row0 + r``, and chunk head ``t`` is query head ``head0 + t * head_step`` of batch ``batch``.
-A row with nothing kept writes P = 0, max -inf and sum 0. One block of :data:`SOFTMAX_THREADS` threads
+The BLAS path computes a chunk of raw scores ``S = Q K^T`` (fp32, one [rows, cols] matrix per head of the
+chunk) with the vendor GEMM; this kernel turns each row into ``P = softmax(scale * (S + pse))`` under the
+mask (a full mask read through four strides and/or a key window, as the fused kernel reads them), writes
+P in the dtype the second GEMM reads (the input dtype: fp16/bf16 probabilities, as flash attention rounds
+them; fp32 for fp32 inputs), and writes the row's max and sum (the reference's softmaxMax / softmaxSum,
+eight copies per row). Column ``c`` of a chunk is key ``kv0 + c``, row ``r`` is query ``row0 + r``, and
+chunk head ``t`` is query head ``head0 + t * head_step`` of batch ``batch``. A row with nothing kept
+writes P = 0, max -inf and sum 0. A sink (FlashAttentionScoreV3: one fp32 logit per query head, with no
+value row) joins the row's max and sum after the block reduction, so every probability's denominator has
+it; a row with nothing kept then writes max = sink, sum = 1. One block of :data:`SOFTMAX_THREADS` threads
 per row: pass one keeps a per-thread online (max, sum), the block combines them, pass two writes P.
 """
 
@@ -53,6 +55,8 @@ class SoftmaxMeta(PackedMeta):
     win_lo: int = 0
     win_hi: int = 0
     shift: int = 0
+    has_sink: int = 0
+    sink_step: int = 0
 
 
 SOFTMAX_STRUCT: Final = meta_struct("SmMeta", SoftmaxMeta)
@@ -100,7 +104,7 @@ ACL_DEV float sm_reduce(float x, float* red, bool take_max) {{
 extern "C" __global__ void __launch_bounds__(THREADS) {inst.kernel_name}(
     const SmMeta m, const double scale_arg, const float* __restrict__ sc, {s}* __restrict__ p,
     const unsigned char* __restrict__ mask, const {s}* __restrict__ pse,
-    float* __restrict__ smax, float* __restrict__ ssum) {{
+    float* __restrict__ smax, float* __restrict__ ssum, const float* __restrict__ sink) {{
   __shared__ float red[THREADS];
   const int tid = threadIdx.x;
   const long long r = blockIdx.x, t = blockIdx.y;
@@ -131,9 +135,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.kernel_name}(
       run_sum += acl_exp(x - run_max);
     }}
   }}
-  const float row_max = sm_reduce(run_max, red, true);
+  const float key_max = sm_reduce(run_max, red, true);
+  const float sink_logit = m.has_sink ? sink[h * m.sink_step] : -inf;
+  const float row_max = sink_logit > key_max ? sink_logit : key_max;
   const float mine = run_max == -inf ? 0.0f : run_sum * acl_exp(run_max - row_max);
-  const float row_sum = sm_reduce(mine, red, false);
+  const float row_sum = sm_reduce(mine, red, false) + (m.has_sink ? acl_exp(sink_logit - row_max) : 0.0f);
   const float inv = row_sum > 0.0f ? 1.0f / row_sum : 0.0f;
   for (long long col = tid; col < m.cols; col += THREADS) {{
     const long long j = m.kv0 + col;

@@ -20,6 +20,8 @@ FAMILIES: tuple[str, ...] = (
     "convolution",
     "grouped_matmul",
     "attention",
+    "linear_attention",
+    "sparse_attention",
     "movement",
     "index_ops",
     "reduction",

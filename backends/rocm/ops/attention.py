@@ -150,6 +150,20 @@ def window_bounds(mode: int, sq: int, skv: int, pre: int, nxt: int, shift: int) 
     return None
 
 
+def sink_of(args: dict[str, Any]) -> AclTensor | None:
+    """The call's sink (sinkOptional / learnableSinkOptional, passed as ``sink``); None when absent or empty."""
+    sink = args.get("sink")
+    if sink is None or math.prod(sink.view_dims) == 0:
+        return None
+    assert isinstance(sink, AclTensor)
+    return sink
+
+
+def with_sink(meta: AttentionMeta, sink: AclTensor | None) -> AttentionMeta:
+    """``meta`` reading one sink per query head from ``sink`` (unchanged without one)."""
+    return meta if sink is None else replace(meta, has_sink=1, sink_step=sink.strides[0])
+
+
 def _groups(count: int, limit: int = MAX_GRID_YZ) -> list[tuple[int, int]]:
     """(start, size) chunks of ``count`` batches, each at most ``limit`` (the grid's z limit)."""
     return [(s, min(limit, count - s)) for s in range(0, count, limit)]
@@ -232,13 +246,14 @@ class AttentionRunner:
         grid: tuple[int, int, int],
         scale: float,
         pointers: Sequence[int],
+        sink: int = 0,
     ) -> list[Prepared]:
         if 0 in grid:
             return []
         if grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ:
             raise _refuse("attention", f"{grid[1]} heads (the grid's y limit is {MAX_GRID_YZ})")
         values: list[Any] = [KernelArgs.index_array(meta.values(), "long long"), ctypes.c_double(scale)]
-        values.extend(KernelArgs.pointer(p) for p in pointers)
+        values.extend(KernelArgs.pointer(p) for p in (*pointers, sink))
         return [Prepared(self._function(inst), LaunchConfig(grid, (ATTN_THREADS, 1, 1)), KernelArgs(values))]
 
     # ------------------------------------------------------------------ FlashAttentionScore
@@ -276,7 +291,9 @@ class AttentionRunner:
         if pse is not None:
             assert isinstance(pse, AclTensor)
             meta = replace(meta, pse=broadcast4(pse.view_dims, pse.strides), has_pse=1)
-        inst = AttentionInstance(q.dtype, d)
+        sink = sink_of(args)
+        meta = with_sink(meta, sink)
+        inst = AttentionInstance(q.dtype, d, None if sink is None else sink.dtype)
         scale = float(args["scaleValue"])
         steps: list[Prepared] = []
         for start, count in _groups(b):
@@ -291,7 +308,8 @@ class AttentionRunner:
                 _address(ssum) + start * meta.ssum[0] * 4,
                 0,
             ]
-            steps += self._prepare_attention(inst, meta, (sq, nq, count), scale, pointers)
+            sink_address = 0 if sink is None else _address(sink)
+            steps += self._prepare_attention(inst, meta, (sq, nq, count), scale, pointers, sink_address)
         return steps
 
     # ------------------------------------------------------------------ FlashAttentionScore paths
@@ -342,6 +360,7 @@ class AttentionRunner:
             d=d,
             scale=float(args["scaleValue"]),
             bounds=bounds,
+            sink=sink_of(args),
         )
 
     def _route(self, launch: Launch) -> Callable[[int], None]:
@@ -361,6 +380,7 @@ class AttentionRunner:
             p.skv,
             {"query": p.qs, "key": p.ks, "value": p.vs, "attentionOutOut": p.os},
             {n: _address(t) for n, t in (("query", p.q), ("key", p.k), ("value", p.v), ("out", p.out))},
+            p.sink is not None,
         )
         blas_why = blas_refusal(p, self.backend.matmul.unavailable())
         large = is_large(p.b, p.nq, p.sq, p.skv, self.large_work)
@@ -417,14 +437,20 @@ class AttentionRunner:
         def tnd(t: AclTensor) -> Strides:  # [T, N, D] read as one batch of [N, T, D]
             return 0, t.strides[1], t.strides[0], t.strides[2]
 
-        def stats(t: AclTensor) -> Strides:  # [N, T, 8]
+        tnd_stats = plan.get("stats") == "TND"  # softmaxOutLayout 'same_as_input': [T, N, 8]
+
+        def stats(t: AclTensor) -> Strides:  # [N, T, 8] (or [T, N, 8])
+            if tnd_stats:
+                return 0, t.strides[1], t.strides[0], t.strides[2]
             return 0, t.strides[0], t.strides[1], t.strides[2]
 
+        sink = sink_of(args)
         base = AttentionMeta(
             q=tnd(q), k=tnd(k), v=tnd(v), o=tnd(out), smax=stats(smax), ssum=stats(ssum), group=nq // nkv
         )
+        base = with_sink(base, sink)
         has_mask = args["attenMaskOptional"] is not None
-        inst = AttentionInstance(q.dtype, d)
+        inst = AttentionInstance(q.dtype, d, None if sink is None else sink.dtype)
         scale = float(args["scaleValue"])
         item = _itemsize(q.dtype)
         steps: list[Prepared] = []
@@ -445,7 +471,8 @@ class AttentionRunner:
                 _address(ssum) + q0 * meta.ssum[2] * 4,
                 0,
             ]
-            steps += self._prepare_attention(inst, meta, (lq, nq, 1), scale, pointers)
+            sink_address = 0 if sink is None else _address(sink)
+            steps += self._prepare_attention(inst, meta, (lq, nq, 1), scale, pointers, sink_address)
             q0, kv0 = q0 + lq, kv0 + lkv
         return steps
 
@@ -499,6 +526,7 @@ class AttentionRunner:
             d=d,
             lengths=tuple(int(n) for n in plan["act_kv"]),
             scale=float(args["scaleValue"]),
+            sink=sink_of(args),
         )
         return call, None
 
@@ -562,7 +590,9 @@ class AttentionRunner:
             base = replace(base, lse=broadcast4(lse.view_dims, lse.strides))
         uniform = len(keys) == 1 and len(set(act_q)) <= 1 and len(set(act_kv)) <= 1
         chunks = _groups(b) if uniform else [(i, 1) for i in range(b)]
-        inst = AttentionInstance(q.dtype, d)
+        sink = sink_of(args)
+        base = with_sink(base, sink)
+        inst = AttentionInstance(q.dtype, d, None if sink is None else sink.dtype)
         scale = float(args["scaleValue"])
         steps: list[Prepared] = []
         item = _itemsize(q.dtype)
@@ -593,7 +623,8 @@ class AttentionRunner:
                 0,
                 0 if lse is None else _address(lse) + start * meta.lse[0] * 4,
             ]
-            steps += self._prepare_attention(inst, meta, (sq, nq, count), scale, pointers)
+            sink_address = 0 if sink is None else _address(sink)
+            steps += self._prepare_attention(inst, meta, (sq, nq, count), scale, pointers, sink_address)
         return steps
 
     # ------------------------------------------------------------------ rotary embedding

@@ -93,6 +93,8 @@ class BlasProblem:
     d: int
     scale: float
     bounds: tuple[int, int, int] | None
+    sink: AclTensor | None = None
+    """One fp32 logit per query head (FlashAttentionScoreV3), or None."""
 
 
 def _item(dtype: D) -> int:
@@ -195,6 +197,8 @@ class BlasAttention:
             win_lo=p.bounds[0] if p.bounds else 0,
             win_hi=p.bounds[1] if p.bounds else 0,
             shift=p.bounds[2] if p.bounds else 0,
+            has_sink=int(p.sink is not None),
+            sink_step=0 if p.sink is None else p.sink.strides[0],
         )
         values: list[Any] = [KernelArgs.index_array(meta.values(), "long long"), ctypes.c_double(p.scale)]
         for address in (
@@ -204,12 +208,13 @@ class BlasAttention:
             0 if p.pse is None else _address(p.pse),
             _address(p.smax),
             _address(p.ssum),
+            0 if p.sink is None else _address(p.sink),
         ):
             values.append(KernelArgs.pointer(address))
         config = LaunchConfig((c.rows, c.heads, 1), (SOFTMAX_THREADS, 1, 1))
         self.backend.elementwise.launch_prepared(Prepared(function, config, KernelArgs(values)), stream)
         out_offset = p.out.offset + c.batch * p.os[0] + head0 * p.os[1] + c.row0 * p.os[2]
-        if c.cols == 0:  # nothing kept in these rows: zeros (the kernel wrote max -inf, sum 0)
+        if c.cols == 0:  # nothing kept in these rows: zeros (the kernel wrote max -inf, sum 0, or the sink's)
             shape = (c.heads, c.rows, p.d)
             view = AclTensor(
                 shape, p.out.dtype, (group * p.os[1], p.os[2], p.os[3]), out_offset, Format.ACL_FORMAT_ND, shape,

@@ -65,6 +65,8 @@ class DecodeCall:
     d: int
     lengths: tuple[int, ...]
     scale: float
+    sink: AclTensor | None = None
+    """One logit per query head (FusedInferAttentionScoreV5's learnableSinkOptional), or None."""
 
 
 def decode_refusal(
@@ -132,7 +134,8 @@ class DecodeAttention:
         if call.b == 0 or call.nq == 0:
             return prog
         warp = self.backend.properties.warp_size
-        inst = DecodeInstance(call.q.dtype, call.d, call.nq // call.nkv, vector_loads(call, warp))
+        sink_dtype = None if call.sink is None else call.sink.dtype
+        inst = DecodeInstance(call.q.dtype, call.d, call.nq // call.nkv, vector_loads(call, warp), sink_dtype)
         split_fn = self._function(inst, "split")
         splits, chunk = self.splits(call)
         meta = DecodeMeta(
@@ -147,6 +150,8 @@ class DecodeAttention:
             splits=splits,
             chunk=chunk,
             has_mask=int(call.mask is not None),
+            has_sink=int(call.sink is not None),
+            sink_step=0 if call.sink is None else call.sink.strides[0],
         )
         packed = KernelArgs.index_array(meta.values(), "long long")
         lengths = list(call.lengths) + [0] * (MAX_DECODE_BATCH - len(call.lengths))
@@ -159,6 +164,7 @@ class DecodeAttention:
             return ctypes.c_void_p(0 if t is None else t.data + t.offset * size)
 
         out, lse = address(call.out), address(call.lse, 4)
+        sink = address(call.sink, 0 if call.sink is None else call.sink.dtype.info.storage_bits // 8)
         split_values = (
             packed,
             KernelArgs.index_array(lengths, "int"),
@@ -170,11 +176,12 @@ class DecodeAttention:
             part,
             out,
             lse,
+            sink,
         )
         blocks = call.b * call.nkv * splits
         prog.steps.append(Step(split_fn, LaunchConfig((blocks, 1, 1), (DECODE_THREADS, 1, 1)), split_values))
         if splits > 1:
             assert isinstance(part, Temp)
             config = LaunchConfig((call.b * call.nq, 1, 1), (DECODE_THREADS, 1, 1))
-            prog.steps.append(Step(self._function(inst, "combine"), config, (packed, part, out, lse)))
+            prog.steps.append(Step(self._function(inst, "combine"), config, (packed, part, out, lse, sink)))
         return prog

@@ -108,6 +108,7 @@ def cudnn_refusal(
     skv: int,
     strides: dict[str, tuple[int, int, int, int]],
     addresses: dict[str, int],
+    has_sink: bool = False,
 ) -> str | None:
     """Why cuDNN's SDPA cannot run this call exactly (None when it can).
 
@@ -119,6 +120,8 @@ def cudnn_refusal(
         return f"{dtype.short} inputs (cuDNN SDPA runs fp16/bf16)"
     if has_pse:
         return "a pse (realShift) input"
+    if has_sink:
+        return "a sink (cuDNN SDPA has no value-less logit)"
     if head_dim % 8 or head_dim > CUDNN_MAX_HEAD_DIM:
         return f"head dim {head_dim} (needs a multiple of 8 up to {CUDNN_MAX_HEAD_DIM})"
     if has_mask and mode not in (2, 3):
