@@ -33,6 +33,7 @@ FAMILIES: tuple[str, ...] = (
     "foreach",
     "optim",
     "random",
+    "serving",
 )
 
 _lock = threading.Lock()

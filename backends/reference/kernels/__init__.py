@@ -28,6 +28,7 @@ FAMILIES: tuple[str, ...] = (
     "index_ops",
     "loss",
     "foreach",
+    "serving",
     "optim",
     "random",
 )
