@@ -11,7 +11,7 @@ from acl_core.dtypes import DataType as D
 from acl_core.dtypes import from_numpy
 from acl_core.errors import AclnnError
 from acl_core.spec.ops import get_spec
-from acl_core.spec.ops.moe import distinct_logits, routing_indices, unpermute_args
+from acl_core.spec.ops.moe import distinct_logits, init_v2_args, routing_indices, unpermute_args
 from acl_reference.kernels.moe import ranking_exp, tree_sum
 from tests.conftest import assert_close
 from tests.ops.torch_ref import ref, to_numpy, to_torch
@@ -520,3 +520,50 @@ def test_token_unpermute_codes(rng: np.random.Generator) -> None:
     bad = args["sortedIndices"].copy()
     bad[0] = 8
     assert code_of("MoeTokenUnpermute", **{**args, "sortedIndices": bad}) == INVALID
+
+
+# ----------------------------------------------------------------------------- MoeInitRoutingV2
+def test_init_routing_v2_documented_drop_pad_example() -> None:
+    x = np.float32([[0.1] * 4, [0.2] * 4, [0.3] * 4])
+    args = init_v2_args(np.random.default_rng(0), 3, 2, 4, 3, D.ACL_FLOAT, dropPadMode=1, expertCapacity=2)
+    args |= {"x": x, "expertIdx": np.int32([[1, 2], [0, 1], [0, 2]]), "expertTokensBeforeCapacityFlag": True}
+    got = ref("MoeInitRoutingV2", **args)
+    np.testing.assert_array_equal(got["expandedRowIdxOut"], [2, 4, 0, 3, 1, 5])
+    np.testing.assert_array_equal(got["expandedXOut"], x[[[1, 2], [0, 1], [0, 2]]])
+    np.testing.assert_array_equal(got["expertTokensBeforeCapacityOut"], [2, 2, 2])
+
+
+def test_init_routing_v2_drops_past_capacity_and_pads_with_zeros() -> None:
+    x = np.arange(8, dtype=np.float32).reshape(4, 2) + 1
+    expert = np.int32([[0], [0], [0], [2]])  # three tokens for expert 0, capacity 2: token 2 dropped
+    args = init_v2_args(np.random.default_rng(0), 4, 1, 2, 3, D.ACL_FLOAT, dropPadMode=1, expertCapacity=2)
+    got = ref("MoeInitRoutingV2", **{**args, "x": x, "expertIdx": expert, "expertTokensBeforeCapacityFlag": True})
+    np.testing.assert_array_equal(got["expandedRowIdxOut"], [0, 1, -1, 4])
+    np.testing.assert_array_equal(got["expandedXOut"].reshape(6, 2), [x[0], x[1], [0, 0], [0, 0], x[3], [0, 0]])
+    np.testing.assert_array_equal(got["expertTokensBeforeCapacityOut"], [3, 0, 1])
+
+
+@pytest.mark.parametrize("flag", [1, 2])
+@pytest.mark.parametrize("active", [0, 5, 100])
+def test_init_routing_v2_dropless_matches_torch(active: int, flag: int, rng: np.random.Generator) -> None:
+    args = init_v2_args(rng, 9, 3, 4, 6, D.ACL_FLOAT, activeNum=active, expertTokensCountOrCumsumFlag=flag)
+    got = ref("MoeInitRoutingV2", **args)
+    flat = torch.from_numpy(np.asarray(args["expertIdx"]).astype(np.int64)).reshape(-1)
+    order = torch.argsort(flat, stable=True)
+    kept = min(active, 27) if active else 27
+    np.testing.assert_array_equal(got["expandedXOut"], args["x"][order[:kept].numpy() // 3])
+    np.testing.assert_array_equal(got["expandedRowIdxOut"], torch.argsort(order).numpy())
+    counts = torch.bincount(flat, minlength=6)
+    np.testing.assert_array_equal(got["expertTokensCountOrCumsumOut"], (counts.cumsum(0) if flag == 1 else counts))
+
+
+def test_init_routing_v2_codes(rng: np.random.Generator) -> None:
+    args = init_v2_args(rng, 4, 2, 3, 6, D.ACL_FLOAT, expertTokensCountOrCumsumFlag=1)
+    assert code_of("MoeInitRoutingV2", **{**args, "dropPadMode": 2}) == TILING
+    assert code_of("MoeInitRoutingV2", **{**args, "expertNum": 0}) == TILING
+    bad = np.asarray(args["expertIdx"]).copy()
+    bad[0, 0] = 6
+    assert code_of("MoeInitRoutingV2", **{**args, "expertIdx": bad}) == INVALID
+    # without counts or drop/pad, experts past expertNum are allowed (only >= 0 is required)
+    fine = ref("MoeInitRoutingV2", **{**args, "expertIdx": bad, "expertTokensCountOrCumsumFlag": 0})
+    assert fine["expandedRowIdxOut"].shape == (8,)

@@ -1,10 +1,11 @@
-"""MoeGatingTopK, MoeTokenPermute and MoeTokenUnpermute on the GPU against the reference (GPU tier).
+"""MoeGatingTopK, MoeTokenPermute, MoeTokenUnpermute and MoeInitRoutingV2 on the GPU against the reference (GPU tier).
 
 Every sample in every layout under the op's class (expert numbers, permuted rows and positions exact),
 then serving shapes: DeepSeek-V3 routing of 4,096 tokens over 256 experts (8 groups, top-4 groups,
 top-8, sigmoid + bias), 2,048 experts of a softmax, near-tie and special rows; a permute of 4,096
 tokens × top-8 over 64 experts with 2,048-wide bf16 rows (the 16-byte word path) and odd rows (the
-element path), its unpermute and the round trip; the kernel-side index errors.
+element path), its unpermute and the round trip; MoeInitRoutingV2 dropless (counts, cumsum, activeNum)
+and drop/pad at the same scale; the kernel-side index errors.
 ``ACL_ROCM_EMULATE=1`` runs it on the CPU kernel emulator (the serving shapes shrink).
 """
 
@@ -22,7 +23,7 @@ from tests.rocm.against_reference import assert_errors_match_reference, assert_m
 
 pytestmark = pytest.mark.gpu
 
-OPS = ("MoeGatingTopK", "MoeTokenPermute", "MoeTokenUnpermute")
+OPS = ("MoeGatingTopK", "MoeTokenPermute", "MoeTokenUnpermute", "MoeInitRoutingV2")
 EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
 
 
@@ -92,3 +93,16 @@ def test_permute_and_unpermute_at_serving_shapes(rocm: Backend, reference: Backe
     ones = {**args, "probsOptional": np.full((tokens, 8), 0.125, np.float32)}
     back = eager.run("MoeTokenUnpermute", rocm, **ones)["out"]
     np.testing.assert_array_equal(back, x)  # 8 × 0.125·x, exact in double then one rounding
+
+
+def test_init_routing_v2_at_serving_shapes(rocm: Backend, reference: Backend) -> None:
+    rng = np.random.default_rng(6)
+    tokens, hidden = (40, 32) if EMULATED else (4096, 2048)
+    expert = np.stack([rng.choice(64, 8, replace=False) for _ in range(tokens)]).astype(np.int32)
+    x = rng.standard_normal((tokens, hidden)).astype(np.float16)
+    base = {"x": x, "expertIdx": expert, "activeNum": 0, "expertCapacity": tokens // 4, "expertNum": 64}
+    cases = [(0, 1, False, 0), (0, 2, False, tokens * 5), (1, 0, True, 0)]
+    for drop, flag, before, active in cases:
+        args = {**base, "dropPadMode": drop, "expertTokensCountOrCumsumFlag": flag, "activeNum": active}
+        args["expertTokensBeforeCapacityFlag"] = before
+        assert_matches_reference(rocm, reference, "MoeInitRoutingV2", args, "contiguous", f"drop {drop} flag {flag}")

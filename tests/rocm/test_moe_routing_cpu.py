@@ -31,8 +31,8 @@ from tests.conftest import assert_close
 from tests.rocm.fake_provider import FakeProvider
 from tests.rocm.kernel_emulator import SHIM, available
 
-OPS = ["MoeGatingTopK", "MoeTokenPermute", "MoeTokenUnpermute"]
-EXACT = ("expertIdxOut", "permuteTokensOut", "sortedIndicesOut")
+OPS = ["MoeGatingTopK", "MoeTokenPermute", "MoeTokenUnpermute", "MoeInitRoutingV2"]
+EXACT = ("expertIdxOut", "permuteTokensOut", "sortedIndicesOut", "expandedXOut", "expandedRowIdxOut")
 
 
 def _compare(backend: Backend, reference: Backend, op: str, args: dict, layout: str, note: str) -> None:
@@ -127,6 +127,18 @@ def test_permute_through_the_merge_path(small_tile: RocmBackend, reference: Back
             _compare(small_tile, reference, "MoeTokenPermute", args, layout, f"numOutTokens={num_out}")
 
 
+def test_init_routing_v2_through_the_merge_path(small_tile: RocmBackend, reference: Backend) -> None:
+    rng = np.random.default_rng(9)
+    expert = rng.integers(0, 5, (11, 3)).astype(np.int32)  # 33 copies: 5 tiles, uneven experts
+    x = rng.standard_normal((11, 6)).astype(np.float32)
+    base = {"x": x, "expertIdx": expert, "activeNum": 0, "expertCapacity": 4, "expertNum": 5}
+    for drop, flag, before in ((0, 1, False), (0, 2, False), (1, 0, True)):
+        args = {**base, "dropPadMode": drop, "expertTokensCountOrCumsumFlag": flag}
+        args["expertTokensBeforeCapacityFlag"] = before
+        for layout in ("contiguous", "transposed"):
+            _compare(small_tile, reference, "MoeInitRoutingV2", args, layout, f"drop {drop} flag {flag}")
+
+
 def _refused(backend: Backend, op: str, args: dict) -> None:
     with pytest.raises(AclnnError) as err:
         eager.run(op, backend, **args)
@@ -134,7 +146,7 @@ def _refused(backend: Backend, op: str, args: dict) -> None:
 
 
 def test_device_index_errors_are_reported_at_synchronisation(emulated: RocmBackend, reference: Backend) -> None:
-    for op in ("MoeTokenPermute", "MoeTokenUnpermute"):
+    for op in ("MoeTokenPermute", "MoeTokenUnpermute", "MoeInitRoutingV2"):
         for e in get_spec(op).error_samples(np.random.default_rng(0)):  # type: ignore[misc]
             if "when the operator runs" in e.note:
                 for backend in (reference, emulated):

@@ -51,6 +51,7 @@ from acl_core.spec.opspec import (
     int_array,
     int_attr,
     invalid,
+    nullptr,
     out,
     tensor,
 )
@@ -622,6 +623,129 @@ _MoeTokenUnpermute = OpSpec(
 )
 
 
+# ----------------------------------------------------------------------------- MoeInitRoutingV2
+I32_64 = frozenset({D.ACL_INT32, D.ACL_INT64})
+
+
+def init_v2_shapes(
+    rows: int, k: int, hidden: int, active: int, capacity: int, experts: int, drop: int
+) -> tuple[tuple[int, ...], int]:
+    """(expandedXOut's shape, the rows it holds) of MoeInitRoutingV2."""
+    total = rows * k
+    if drop == 1:
+        return (experts, capacity, hidden), experts * capacity
+    kept = min(active, total) if active > 0 else total
+    return (kept, hidden), kept
+
+
+def _init_v2_infer(call: Call) -> Infos:
+    x, expert = tensor_arg(call, "x"), tensor_arg(call, "expertIdx")
+    a = call.args
+    active, capacity, experts = int(a["activeNum"]), int(a["expertCapacity"]), int(a["expertNum"])
+    drop, count_flag = int(a["dropPadMode"]), int(a["expertTokensCountOrCumsumFlag"])
+    before_flag = bool(a["expertTokensBeforeCapacityFlag"])
+    if x.rank != 2:
+        raise tiling_error(f"x must be 2-D (numRows, h), not {list(x.shape)}")
+    if expert.rank not in (1, 2) or expert.shape[0] != x.shape[0]:
+        raise tiling_error(f"expertIdx must be [{x.shape[0]}, k] or [{x.shape[0]}], not {list(expert.shape)}")
+    if min(active, capacity, experts) < 0:
+        raise tiling_error(
+            f"activeNum={active}, expertCapacity={capacity} and expertNum={experts} must not be negative"
+        )
+    if drop not in (0, 1):
+        raise tiling_error(f"dropPadMode={drop} must be 0 (dropless) or 1 (drop and pad)")
+    if count_flag not in (0, 1, 2):
+        raise tiling_error(f"expertTokensCountOrCumsumFlag={count_flag} must be 0, 1 or 2")
+    rows, hidden = x.shape
+    k = expert.shape[1] if expert.rank == 2 else 1
+    if drop == 1 and (experts == 0 or not 0 < capacity <= rows):
+        raise tiling_error(f"drop/pad mode needs expertNum > 0 and expertCapacity in (0, {rows}]")
+    if drop == 0 and count_flag > 0 and experts == 0:
+        raise tiling_error("expertTokensCountOrCumsumOut needs expertNum > 0")
+    shape, _ = init_v2_shapes(rows, k, hidden, active, capacity, experts, drop)
+    counts = same((experts,), D.ACL_INT32) if drop == 0 and count_flag > 0 else None
+    before = same((experts,), D.ACL_INT32) if drop == 1 and before_flag else None
+    for name, info in (("expertTokensCountOrCumsumOut", counts), ("expertTokensBeforeCapacityOut", before)):
+        if info is not None and call.args.get(name) is None and call.outputs_required:
+            raise nullptr(f"{name} is null but the flags ask for it")
+    _check_given_out(call, "expandedXOut", shape)
+    return {
+        "expandedXOut": same(shape, x.dtype),
+        "expandedRowIdxOut": same((rows * k,), D.ACL_INT32),
+        "expertTokensCountOrCumsumOut": counts,
+        "expertTokensBeforeCapacityOut": before,
+    }
+
+
+def init_v2_args(rng: np.random.Generator, rows: int, k: int, hidden: int, experts: int, dt: D, **attrs: Any) -> dict:
+    """Arguments of a MoeInitRoutingV2 call: ``k`` distinct experts per token among ``experts``."""
+    expert, _ = routing_indices(rng, rows, experts, k)
+    args: dict[str, Any] = {"x": S.array(rng, (rows, hidden), dt), "expertIdx": expert, "activeNum": 0}
+    args |= {"expertCapacity": 0, "expertNum": experts, "dropPadMode": 0, "expertTokensCountOrCumsumFlag": 0}
+    return {**args, "expertTokensBeforeCapacityFlag": False, **attrs}
+
+
+def _init_v2_samples(rng: np.random.Generator) -> Iterable[Sample]:
+    for dt in _DTYPES:
+        args = init_v2_args(rng, 6, 2, 5, 4, dt, expertTokensCountOrCumsumFlag=1)
+        yield Sample(args, f"{dt.short} dropless, token cumsum")
+    yield Sample(init_v2_args(rng, 7, 3, 4, 8, D.ACL_FLOAT, expertTokensCountOrCumsumFlag=2), "token counts")
+    yield Sample(init_v2_args(rng, 7, 3, 4, 8, D.ACL_FLOAT, activeNum=10), "activeNum 10 of 21")
+    drop = {"dropPadMode": 1, "expertCapacity": 3, "expertTokensBeforeCapacityFlag": True}
+    yield Sample(init_v2_args(rng, 9, 2, 6, 3, D.ACL_BF16, **drop), "drop and pad, capacity 3")
+    args = init_v2_args(rng, 8, 1, 3, 5, D.ACL_FLOAT16, dropPadMode=1, expertCapacity=8)
+    yield Sample(
+        {**args, "expertIdx": np.asarray(args["expertIdx"]).reshape(-1).astype(np.int64)}, "1-D int64, pad only"
+    )
+    many = init_v2_args(rng, 60, 4, 33, 16, D.ACL_FLOAT, expertTokensCountOrCumsumFlag=1)
+    yield Sample(many, "240 copies over 16 experts")
+    empty = {"x": np.zeros((0, 4), np.float32), "expertIdx": np.zeros((0, 2), np.int32)}
+    yield Sample({**init_v2_args(rng, 1, 1, 4, 3, D.ACL_FLOAT), **empty}, "no rows")
+
+
+def _init_v2_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+    base = init_v2_args(rng, 4, 2, 3, 6, D.ACL_FLOAT, expertTokensCountOrCumsumFlag=1)
+    yield ErrorSample({**base, "dropPadMode": 2}, TILING, "dropPadMode 2")
+    yield ErrorSample({**base, "expertTokensCountOrCumsumFlag": 3}, TILING, "count flag 3")
+    yield ErrorSample({**base, "activeNum": -1}, TILING, "negative activeNum")
+    yield ErrorSample({**base, "expertNum": 0}, TILING, "counts of no experts")
+    yield ErrorSample({**base, "dropPadMode": 1, "expertCapacity": 0}, TILING, "drop mode without capacity")
+    yield ErrorSample({**base, "dropPadMode": 1, "expertCapacity": 5}, TILING, "capacity above numRows")
+    yield ErrorSample({**base, "x": S.array(rng, (5, 3), D.ACL_FLOAT)}, TILING, "x and expertIdx rows differ")
+    yield ErrorSample({**base, "expertIdx": np.zeros((4, 2), np.int16)}, INVALID, "int16 expertIdx")
+    bad = np.asarray(base["expertIdx"]).copy()
+    bad[2, 1] = 6
+    yield ErrorSample({**base, "expertIdx": bad}, INVALID, "an expert number of expertNum (when the operator runs)")
+    bad = bad.copy()
+    bad[2, 1] = -1
+    plain = {**base, "expertTokensCountOrCumsumFlag": 0}
+    yield ErrorSample({**plain, "expertIdx": bad}, INVALID, "a negative expert number (when the operator runs)")
+
+
+_MoeInitRoutingV2 = OpSpec(
+    "MoeInitRoutingV2",
+    FAMILY,
+    (
+        tensor("x", FLOATS),
+        tensor("expertIdx", I32_64),
+        int_attr("activeNum"),
+        int_attr("expertCapacity"),
+        int_attr("expertNum"),
+        int_attr("dropPadMode"),
+        int_attr("expertTokensCountOrCumsumFlag"),
+        bool_attr("expertTokensBeforeCapacityFlag"),
+        out("expandedXOut", FLOATS, c_type="const aclTensor*"),
+        out("expandedRowIdxOut", I32, c_type="const aclTensor*"),
+        out("expertTokensCountOrCumsumOut", I32, optional=True, c_type="const aclTensor*"),
+        out("expertTokensBeforeCapacityOut", I32, optional=True, c_type="const aclTensor*"),
+    ),
+    _init_v2_infer,
+    samples=_init_v2_samples,
+    error_samples=_init_v2_errors,
+    summary="sort token copies by expert (flat positions), gather or drop/pad them per expert capacity, count tokens",
+)
+
+
 def _unpermute_length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
     """MoeTokenUnpermute's roundings per output: a product and a sum per expert copy."""
     shape: tuple[int, ...] = tuple(getattr(args.get("probsOptional"), "shape", ()))
@@ -663,6 +787,7 @@ ACCURACY: dict[str, Accuracy] = {
         steps=8, length_of=_gating_k_length, scale_of=_gating_k_scale, reason="a row softmax or sigmoid, then renorm"
     ),
     "MoeTokenPermute": exact("routing: every permuteTokensOut element is a copy of a tokens element"),
+    "MoeInitRoutingV2": exact("routing: every expandedXOut element is a copy of an x element or a padding zero"),
     "MoeTokenUnpermute": reduction(length_of=_unpermute_length, reason="Σ_k probs·permutedTokens: γ_n·Σ|p||t|"),
 }
 """Accuracy classes of the MoE pipeline."""
@@ -675,6 +800,7 @@ SPECS: list[OpSpec] = with_accuracy(
         _MoeGatingTopK,
         _MoeTokenPermute,
         _MoeTokenUnpermute,
+        _MoeInitRoutingV2,
     ],
     ACCURACY,
 )

@@ -235,3 +235,43 @@ def token_unpermute(k: RefCall) -> None:
     rows, top_k = probs.shape
     gathered = tokens[order].reshape(rows, top_k, tokens.shape[1])
     k.write("out", np.einsum("rk,rkh->rh", probs, gathered))
+
+
+# ----------------------------------------------------------------------------- MoeInitRoutingV2
+@kernel("MoeInitRoutingV2")
+def init_routing_v2(k: RefCall) -> None:
+    """Stable sort of the flat expert numbers; dropless: gather the first rows; drop/pad: capacity slots per expert."""
+    x = k.read("x")
+    flat = k.read("expertIdx").astype(np.int64).reshape(-1)
+    rows = x.shape[0]
+    top_k = flat.size // rows if rows else 1
+    experts, capacity = int(k.value("expertNum")), int(k.value("expertCapacity"))
+    drop, count_flag = int(k.value("dropPadMode")), int(k.value("expertTokensCountOrCumsumFlag"))
+    bounded = drop == 1 or count_flag > 0
+    if flat.size and (flat.min() < 0 or (bounded and flat.max() >= experts)):
+        high = f"{experts - 1}]" if bounded else "..."
+        raise _launch_error(f"expertIdx values must lie in [0, {high}")
+    order = np.argsort(flat, kind="stable")
+    ranked = flat[order]
+    counts = np.bincount(ranked, minlength=experts)[:experts] if bounded else None
+    if drop == 0:
+        expanded_row = np.empty(flat.size, np.int64)
+        expanded_row[order] = np.arange(flat.size)
+        kept = k["expandedXOut"].shape[0]
+        k.write("expandedXOut", x[order[:kept] // top_k])
+        k.write("expandedRowIdxOut", expanded_row)
+        if count_flag > 0 and counts is not None:
+            k.write("expertTokensCountOrCumsumOut", np.cumsum(counts) if count_flag == 1 else counts)
+        return
+    first = np.searchsorted(ranked, ranked, side="left")
+    within = np.arange(flat.size) - first
+    fits = within < capacity
+    slot = ranked * capacity + within
+    expanded_row = np.full(flat.size, -1, np.int64)
+    expanded_row[order[fits]] = slot[fits]
+    out = np.zeros((experts * capacity, x.shape[1]), x.dtype)
+    out[slot[fits]] = x[order[fits] // top_k]
+    k.write("expandedXOut", out.reshape(experts, capacity, x.shape[1]))
+    k.write("expandedRowIdxOut", expanded_row)
+    if k["expertTokensBeforeCapacityOut"] is not None and bool(k.value("expertTokensBeforeCapacityFlag")):
+        k.write("expertTokensBeforeCapacityOut", counts)

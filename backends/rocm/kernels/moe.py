@@ -624,3 +624,141 @@ class Unpermute:
             "}",
         ]
         return source(f"moe: unpermute into {self.dtype.short}", meta(1, 1), self.kernel_name, params, body, HELPERS)
+
+
+# ----------------------------------------------------------------------------- MoeInitRoutingV2
+def _search(key_bits: int) -> str:
+    """``acl_first_at_least(keys, n, e)``: the first sorted position whose expert is at least ``e``."""
+    kt = "unsigned long long" if key_bits == 64 else "unsigned int"
+    sign = "0x8000000000000000ull" if key_bits == 64 else "0x80000000u"
+    value = "long long" if key_bits == 64 else "int"
+    return f"""
+typedef {kt} acl_key_t;
+__device__ __forceinline__ acl_key_t acl_expert_key(long long e) {{ return (acl_key_t)e ^ {sign}; }}
+__device__ __forceinline__ long long acl_key_expert(acl_key_t k) {{ return (long long)({value})(k ^ {sign}); }}
+__device__ __forceinline__ long long acl_first_at_least(const acl_key_t* keys, long long n, long long e) {{
+  const acl_key_t target = acl_expert_key(e);
+  long long lo = 0, hi = n;
+  while (lo < hi) {{ const long long mid = (lo + hi) / 2; if (keys[mid] < target) lo = mid + 1; else hi = mid; }}
+  return lo;
+}}
+"""
+
+
+@dataclass(frozen=True)
+class ExpertCounts:
+    """Per expert (one thread each, Meta n = experts): its token count, or the running total through it (flag-gated)."""
+
+    key_bits: int
+    cumulative: bool
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("expert_counts", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = ["const Meta m", "const acl_key_t* keys", "int* out", "const int* flag", "const long long total"]
+        params.append("const long long os")
+        value = "hi" if self.cumulative else "hi - acl_first_at_least(keys, total, e)"
+        body = [
+            "if (*flag) return;",
+            _GRID_LOOP,
+            _loop("m.n"),
+            "  const long long hi = acl_first_at_least(keys, total, e + 1);",
+            f"  out[e * os] = (int)({value});",
+            "}",
+        ]
+        return source("moe: tokens per expert", meta(1, 1), self.kernel_name, params, body, _search(self.key_bits))
+
+
+@dataclass(frozen=True)
+class CapacitySlots:
+    """Drop/pad mode, per sorted position i (flag-gated): ``expandedRowIdxOut[pos[i]]`` = its slot ``e·C + r`` or -1."""
+
+    key_bits: int
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("capacity_slots", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = ["const Meta m", "const acl_key_t* keys", "const int* pos", "int* out", "const int* flag"]
+        params += ["const long long capacity", "const long long os"]
+        body = [
+            "if (*flag) return;",
+            _GRID_LOOP,
+            _loop("m.n"),
+            "  const long long ex = acl_key_expert(keys[e]);",
+            "  const long long r = e - acl_first_at_least(keys, m.n, ex);",
+            "  out[(long long)pos[e] * os] = r < capacity ? (int)(ex * capacity + r) : -1;",
+            "}",
+        ]
+        return source("moe: capacity slots", meta(1, 1), self.kernel_name, params, body, _search(self.key_bits))
+
+
+@dataclass(frozen=True)
+class CapacityGather:
+    """Drop/pad mode: ``out[e, r, h] = x[pos[first(e) + r] / k, h]`` while expert e has an r-th token, else 0.
+
+    Meta n = experts × capacity × h (flag-gated); elements of ``itemsize`` bytes.
+    """
+
+    key_bits: int
+    itemsize: int
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("capacity_gather", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        w = word(self.itemsize)
+        params = ["const Meta m", "const acl_key_t* keys", "const int* pos", f"const {w}* x", f"{w}* out"]
+        params += ["const int* flag"] + [
+            f"const long long {n}" for n in ("total", "k", "capacity", "hidden", "xs0", "xs1", "os0", "os1", "os2")
+        ]
+        body = [
+            "if (*flag) return;",
+            _GRID_LOOP,
+            _loop("m.n"),
+            "  const long long slot = e / hidden, h = e % hidden;",
+            "  const long long ex = slot / capacity, r = slot % capacity;",
+            "  const long long i = acl_first_at_least(keys, total, ex) + r;",
+            f"  {w} v{{}};",
+            "  if (i < acl_first_at_least(keys, total, ex + 1)) v = x[((long long)pos[i] / k) * xs0 + h * xs1];",
+            "  out[ex * os0 + r * os1 + h * os2] = v;",
+            "}",
+        ]
+        helpers = HELPERS + _search(self.key_bits)
+        return source("moe: drop/pad gather", meta(1, 1), self.kernel_name, params, body, helpers)
+
+
+@dataclass(frozen=True)
+class ZeroFill:
+    """Zeros into every element of a strided view (Meta: its shape, row 0 its strides)."""
+
+    itemsize: int
+    ndim: int
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("zero_fill", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        w = word(self.itemsize)
+        params = ["const Meta m", f"{w}* out"]
+        body = [
+            _GRID_LOOP,
+            _loop("m.n"),
+            *("  " + line for line in row_offsets(self.ndim, 1, "e")),
+            f"  out[o0] = {w}{{}};",
+            "}",
+        ]
+        return source("moe: zeros", meta(self.ndim, 1), self.kernel_name, params, body, HELPERS)

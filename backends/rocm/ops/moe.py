@@ -23,6 +23,9 @@ from acl_core.dtypes import DataType as D
 from acl_core.spec.ops.moe import MAX_PERMUTE_ELEMENTS
 from acl_core.tensor import AclTensor
 from acl_rocm.kernels.moe import (
+    CapacityGather,
+    CapacitySlots,
+    ExpertCounts,
     Finalize,
     GatingEmit,
     GatingSoftmax,
@@ -35,6 +38,7 @@ from acl_rocm.kernels.moe import (
     RoutingGather,
     RowGather,
     Unpermute,
+    ZeroFill,
 )
 from acl_rocm.kernels.movement import Check
 from acl_rocm.launch import KernelArgs, LaunchConfig
@@ -49,6 +53,7 @@ OPS: tuple[str, ...] = (
     "MoeGatingTopK",
     "MoeGatingTopKSoftmax",
     "MoeInitRouting",
+    "MoeInitRoutingV2",
     "MoeTokenPermute",
     "MoeTokenUnpermute",
 )
@@ -85,6 +90,7 @@ class MoeRunner:
             "MoeGatingTopK": self._gating_top_k,
             "MoeTokenPermute": self._permute,
             "MoeTokenUnpermute": self._unpermute,
+            "MoeInitRoutingV2": self._init_routing_v2,
         }
         return {name: self._bind(name, plan) for name, plan in plans.items()}
 
@@ -266,6 +272,69 @@ class MoeRunner:
         args = [s.meta(kept * inner_n, rest, [src.strides[1:], out.strides[1:]]), _p(src), pos, _p(out), FLAG]
         args += _ll(top_k, inner_n, src.strides[0], out.strides[0])
         s.step(prog, gather, s.flat_config(kept * inner_n), args)
+
+    def _init_routing_v2(self, launch: Launch) -> Program:
+        x, expert = _tensor(launch, "x"), _tensor(launch, "expertIdx")
+        out_x, out_row = _tensor(launch, "expandedXOut"), _tensor(launch, "expandedRowIdxOut")
+        counts = launch.args.get("expertTokensCountOrCumsumOut")
+        before = launch.args.get("expertTokensBeforeCapacityOut")
+        a = launch.args
+        experts, capacity = int(a["expertNum"]), int(a["expertCapacity"])
+        drop, count_flag = int(a["dropPadMode"]), int(a["expertTokensCountOrCumsumFlag"])
+        prog = Program()
+        rows = x.view_dims[0]
+        top_k = expert.view_dims[1] if expert.rank == 2 else 1
+        total = rows * top_k
+        s = self.sorter
+        bits = 64 if expert.dtype == D.ACL_INT64 else 32
+        if total == 0:
+            if drop == 1 and int(np.prod(out_x.view_dims)):  # every slot is padding
+                self._zero(prog, out_x)
+            if isinstance(counts, AclTensor) and drop == 0 and count_flag > 0:
+                self._zero(prog, counts)
+            if isinstance(before, AclTensor) and drop == 1 and a["expertTokensBeforeCapacityFlag"]:
+                self._zero(prog, before)
+            return prog
+        s.check_length("MoeInitRoutingV2", total)
+        bounded = drop == 1 or count_flag > 0
+        high = experts if bounded else 1 << 62
+        prog.report = f"MoeInitRoutingV2: expertIdx values must lie in [0, {experts - 1 if bounded else 'any'}]"
+        inner = _inner(expert) if expert.rank == 2 else (1, expert.strides[0], 0)
+        keys, pos = s.sort_tensor(prog, expert.dtype, False, address(expert), 1, (1,), (0,), total, inner)
+        flat = s.meta(total, (1,), [(0,)])
+        s.step(prog, PermuteCheck(bits), LaunchConfig((1, 1, 1), (1, 1, 1)), [flat, keys, FLAG, *_ll(high)])
+        per_expert = s.meta(experts, (1,), [(0,)])
+        if drop == 0:
+            s.step(
+                prog, PermuteIndices(), s.flat_config(total), [flat, pos, _p(out_row), FLAG, *_ll(out_row.strides[0])]
+            )
+            kept, hidden = out_x.view_dims
+            if kept * hidden:
+                self._gather_rows(prog, x, out_x, pos, top_k, kept, (hidden,))
+            if isinstance(counts, AclTensor) and count_flag > 0:
+                args: list[Any] = [per_expert, keys, _p(counts), FLAG, *_ll(total, counts.strides[0])]
+                s.step(prog, ExpertCounts(bits, count_flag == 1), s.flat_config(experts), args)
+            return prog
+        args = [flat, keys, pos, _p(out_row), FLAG, *_ll(capacity, out_row.strides[0])]
+        s.step(prog, CapacitySlots(bits), s.flat_config(total), args)
+        hidden = x.view_dims[1]
+        n = experts * capacity * hidden
+        if n:
+            gather = CapacityGather(bits, x.dtype.info.storage_bits // 8)
+            args = [s.meta(n, (1,), [(0,)]), keys, pos, _p(x), _p(out_x), FLAG]
+            args += _ll(total, top_k, capacity, hidden, *x.strides, *out_x.strides)
+            s.step(prog, gather, s.flat_config(n), args)
+        if isinstance(before, AclTensor) and a["expertTokensBeforeCapacityFlag"]:
+            args = [per_expert, keys, _p(before), FLAG, *_ll(total, before.strides[0])]
+            s.step(prog, ExpertCounts(bits, False), s.flat_config(experts), args)
+        return prog
+
+    def _zero(self, prog: Program, t: AclTensor) -> None:
+        """Zeros into every element of ``t`` (any strides), through the movement family's fill."""
+        shape = tuple(t.view_dims)
+        kernel = ZeroFill(t.dtype.info.storage_bits // 8, len(shape))
+        meta = self.sorter.meta(math.prod(shape), shape, [t.strides])
+        self.sorter.step(prog, kernel, self.sorter.flat_config(math.prod(shape)), [meta, _p(t)])
 
     def _unpermute(self, launch: Launch) -> Program:
         src, order, out = (_tensor(launch, n) for n in ("permutedTokens", "sortedIndices", "out"))
