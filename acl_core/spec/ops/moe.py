@@ -1,6 +1,7 @@
-"""Mixture-of-experts routing: MoeGatingTopKSoftmax, MoeInitRouting, MoeFinalizeRouting.
+"""Mixture-of-experts routing: MoeGatingTopKSoftmax, MoeGatingTopK, MoeInitRouting(V2), MoeFinalizeRouting,
+MoeTokenPermute and MoeTokenUnpermute.
 
-The three operators form one pipeline. With ``numRows`` tokens, ``E`` experts and ``k`` experts per token:
+The first operators form one pipeline. With ``numRows`` tokens, ``E`` experts and ``k`` experts per token:
 
 * MoeGatingTopKSoftmax: softmax of ``x`` over its last axis (the experts), then the ``k`` largest
   probabilities per row in descending order (``yOut``), their expert numbers (``expertIdxOut``) and
@@ -19,6 +20,47 @@ The three operators form one pipeline. With ``numRows`` tokens, ``E`` experts an
 * MoeFinalizeRouting: ``out[i] = x1[i] + x2Optional[i] + Σ_k scales[i, k] * (expandedX[expandedRowIdx[i +
   k * numRows]] + bias[expandedExpertIdx[i, k]])``. Index values out of range are refused when the
   operator runs (161002).
+
+* MoeGatingTopK (DeepSeek-style): ``normOut`` = softmax (normType 0) or sigmoid (1) of each row of
+  ``x`` [rows, E]; ``value = normOut + bias`` (or ``normOut``); the E experts split into ``groupCount``
+  groups scored by their best value (groupSelectMode 0) or the sum of their two best (1); the
+  ``kGroup`` best groups stay, the others are masked to -Inf, and the ``k`` best experts are taken
+  (``expertIdxOut``). ``yOut`` is ``normOut`` of those experts, divided by their sum + ``eps`` when
+  normType is 1 or renorm is 1, times ``routedScalingFactor`` (both used as float32, as CANN's tiling
+  keeps them); ``outOut`` is ``normOut`` (float32), written whatever ``outFlag`` says (CANN leaves it
+  unspecified when false). Ranking keys, so no ulp of ``exp`` decides an order (the rule of
+  MoeGatingTopKSoftmax): without a bias experts rank by the logits themselves (both normalisations are
+  increasing) and groups in mode 0 by their largest logit; otherwise on quantities every backend
+  computes bit for bit: ``normOut`` in float64 from ``ranking_exp`` (acl_reference.kernels.moe: +, -, ×
+  and rint, never fused) with the softmax sum in a fixed pairwise order (``tree_sum``), plus the bias,
+  and a mode-1 group score as the sum of the group's two best values. Larger first, NaN last, equal
+  keys (-0 = 0) to the lower expert or group. Documented checks are 561002 (tiling): x 2-D, bias
+  [E], 1 <= k <= E, E <= 2048, 1 <= kGroup <= groupCount, groupCount divides E, more experts per group
+  than groupSelectMode, k <= kGroup × group size, the 32-aligned group bound, normType / groupSelectMode
+  / renorm in {0, 1} (normType 2, softplus, is in CANN's code but not its interface document: refused);
+  a bias or yOut of another dtype than x is 161002.
+* MoeTokenPermute (paddedMode false, the only mode CANN supports; true is 561002): the flattened
+  ``indices`` [tokens, topK] (or [tokens]) are sorted stably; ``permuteTokensOut[p] = tokens[sorted[p] //
+  topK]`` for the first ``numOutTokens`` positions (0: all; negative: a Python slice end) and
+  ``sortedIndicesOut[i]`` is the sorted position of flat entry i. Values outside [0, 16777215) are
+  refused when the operator runs (161002); fewer than 16777215 entries and topK <= 512, else 561002.
+* MoeTokenUnpermute (paddedMode false, restoreShapeOptional null; otherwise 161002): ``out[i] = Σ_j
+  permutedTokens[sortedIndices[i·topK + j]] · probs[i, j]`` (topK 1 and weight 1 without probs), in
+  float64. ``permutedTokens`` has as many rows as ``sortedIndices`` (the document's shapes; 561002
+  otherwise); ``probs`` may have another float dtype than the tokens (the document lists each alone);
+  sortedIndices values outside [0, rows) are refused when the operator runs.
+* MoeInitRoutingV2: the flattened ``expertIdx`` (its flat positions, not MoeInitRouting's rowIdx) is
+  sorted stably. Dropless (dropPadMode 0): ``expandedRowIdxOut[sorted[i]] = i``, ``expandedXOut[i] =
+  x[sorted[i] // k]`` for the first ``min(activeNum, rows·k)`` positions (all when activeNum is 0), and
+  ``expertTokensCountOrCumsumOut`` the per-expert running totals (flag 1) or counts (flag 2). Drop/pad
+  (dropPadMode 1): the r-th copy (in sorted order) of expert e goes to slot ``e·expertCapacity + r`` of
+  ``expandedXOut`` [expertNum, expertCapacity, h] while r < expertCapacity, its ``expandedRowIdxOut``
+  entry is that slot or -1 when dropped, empty slots hold zeros, and ``expertTokensBeforeCapacityOut``
+  holds the counts before dropping (when its flag is true). Where counts or capacity need it, expert
+  numbers must lie in [0, expertNum), else only be non-negative: refused when the operator runs. The
+  optional outputs are ignored when their flags do not ask for them, and 161001 when asked for but null.
+* MoeInitRoutingV3 is not declared: its quantisation modes (static/dynamic int8, fp8, MX, HiF8) and
+  key-value token counts are not transcribed and proven yet.
 
 Error codes follow the CANN documents: dtype and format problems are 161002; MoeGatingTopKSoftmax's
 and MoeInitRouting's shape and attribute problems (k out of range, shapes that disagree, activeNum < 0,
