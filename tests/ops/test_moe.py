@@ -7,9 +7,12 @@ import numpy as np
 import pytest
 import torch
 
+from acl_core.dtypes import DataType as D
+from acl_core.dtypes import from_numpy
 from acl_core.errors import AclnnError
 from acl_core.spec.ops import get_spec
-from acl_core.spec.ops.moe import distinct_logits, routing_indices
+from acl_core.spec.ops.moe import distinct_logits, init_v2_args, routing_indices, unpermute_args
+from acl_reference.kernels.moe import ranking_exp, tree_sum
 from tests.conftest import assert_close
 from tests.ops.torch_ref import ref, to_numpy, to_torch
 
@@ -301,3 +304,266 @@ def test_conformance_samples_run_and_error_samples_fail_as_declared(op: str) -> 
         with pytest.raises(AclnnError) as exc:
             ref(op, **bad.args)
         assert exc.value.code == bad.code, f"{op} {bad.note}: {exc.value}"
+
+
+# ----------------------------------------------------------------------------- exact ranking arithmetic
+def test_ranking_exp_is_within_two_ulps_of_exp() -> None:
+    t = np.concatenate([np.linspace(-708, 709, 200001), np.float64([0.0, -0.0, 1e-300, -1e-17, 0.5, 1.0])])
+    got, want = ranking_exp(t), np.exp(t)
+    ulps = np.abs(got - want) / np.spacing(want)
+    assert ulps.max() <= 2, ulps.max()
+    assert ranking_exp(np.float64([0.0]))[0] == 1.0
+    edges = ranking_exp(np.float64([709.5, np.inf, -708.5, -np.inf, np.nan]))
+    np.testing.assert_array_equal(edges[:4], [np.inf, np.inf, 0.0, 0.0])
+    assert np.isnan(edges[4])
+
+
+def test_tree_sum_adds_halves_in_a_fixed_order() -> None:
+    v = np.float64([[1e16, 1.0, -1e16, 1.0]])
+    # (1e16 + -1e16) + (1 + 1) = 2, where left to right loses the first 1
+    assert tree_sum(v)[0] == 2.0 and ((1e16 + 1.0) - 1e16) + 1.0 == 1.0
+    odd = np.arange(7, dtype=np.float64)[None]  # padded with a zero to 8
+    assert tree_sum(odd)[0] == 21.0 and tree_sum(np.zeros((3, 0))).tolist() == [0.0, 0.0, 0.0]
+
+
+# ----------------------------------------------------------------------------- MoeGatingTopK
+def gating_golden(
+    x: np.ndarray,
+    bias: np.ndarray | None,
+    k: int,
+    k_group: int,
+    groups: int,
+    mode: int,
+    renorm: int,
+    norm_type: int,
+    scaling: float,
+    eps: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """CANN's documented formula in torch float64: norm, + bias, group scores, masked top-k, renorm, scale."""
+    t = torch.from_numpy(x.astype(np.float64))
+    norm = torch.sigmoid(t) if norm_type == 1 else torch.softmax(t, dim=-1)
+    value = norm if bias is None else norm + torch.from_numpy(bias.astype(np.float64))
+    rows = t.shape[0]
+    grouped = value.reshape(rows, groups, -1)
+    score = grouped.amax(-1) if mode == 0 else torch.topk(grouped, 2, dim=-1).values.sum(-1)
+    chosen = torch.sort(score, dim=-1, descending=True, stable=True).indices[:, :k_group]
+    keep = torch.zeros(rows, groups, dtype=torch.bool)
+    keep[torch.arange(rows)[:, None], chosen] = True
+    masked = torch.where(keep[..., None], grouped, float("-inf")).reshape(rows, -1)
+    experts = torch.sort(masked, dim=-1, descending=True, stable=True).indices[:, :k]
+    y = torch.gather(norm, 1, experts)
+    if norm_type == 1 or renorm == 1:
+        y = y / (y.sum(-1, keepdim=True) + eps)
+    return (y * scaling).numpy(), experts.numpy(), norm.numpy()
+
+
+GATING_CASES = {
+    "softmax": dict(k=4, kGroup=1, groupCount=1, groupSelectMode=0, renorm=0, normType=0),
+    "softmax renorm, groups by max": dict(k=3, kGroup=2, groupCount=4, groupSelectMode=0, renorm=1, normType=0),
+    "sigmoid, groups by top-2 sum": dict(k=8, kGroup=4, groupCount=8, groupSelectMode=1, renorm=0, normType=1),
+}
+
+
+@pytest.mark.parametrize("bias", [False, True], ids=["no bias", "bias"])
+@pytest.mark.parametrize("case", list(GATING_CASES))
+def test_gating_top_k_matches_the_documented_formula(case: str, bias: bool, rng: np.random.Generator) -> None:
+    attrs = GATING_CASES[case]
+    rows, experts = 6, 64
+    x = distinct_logits(rng, rows, experts).astype(np.float32) / 4
+    b = (rng.permutation(experts) / experts * 0.3).astype(np.float32) if bias else None
+    got = ref("MoeGatingTopK", x=x, biasOptional=b, outFlag=True, routedScalingFactor=2.5, eps=1e-20, **attrs)
+    y, idx, norm = gating_golden(
+        x,
+        b,
+        attrs["k"],
+        attrs["kGroup"],
+        attrs["groupCount"],
+        attrs["groupSelectMode"],
+        attrs["renorm"],
+        attrs["normType"],
+        2.5,
+        float(np.float32(1e-20)),
+    )
+    np.testing.assert_array_equal(got["expertIdxOut"], idx)
+    assert_close(got["yOut"], y.astype(np.float32))
+    assert_close(got["outOut"], norm.astype(np.float32))
+
+
+def test_gating_top_k_groups_by_hand() -> None:
+    # 2 groups of 3: group 1 has the larger top-2 sum (0.9 + 0.8) though group 0 has the maximum (1.0)
+    x = np.float32([[4.0, -3.0, -3.0, 2.0, 1.5, -1.0]])
+    sig = 1 / (1 + np.exp(-x.astype(np.float64)))
+    common = dict(
+        x=x, k=2, kGroup=1, groupCount=2, renorm=0, normType=1, outFlag=True, routedScalingFactor=1.0, eps=0.0
+    )
+    by_sum = ref("MoeGatingTopK", groupSelectMode=1, **common)
+    np.testing.assert_array_equal(by_sum["expertIdxOut"], [[3, 4]])
+    assert_close(by_sum["yOut"], (sig[:, [3, 4]] / sig[:, [3, 4]].sum()).astype(np.float32))
+    by_max = ref("MoeGatingTopK", groupSelectMode=0, **common)
+    np.testing.assert_array_equal(by_max["expertIdxOut"], [[0, 1]])
+
+
+def test_gating_top_k_ties_go_to_the_lower_number() -> None:
+    x = np.float32([[1.0, 2.0, 2.0, 1.0, 2.0, 2.0]])
+    attrs = dict(renorm=0, normType=1, outFlag=False, routedScalingFactor=1.0, eps=1e-20)
+    got = ref("MoeGatingTopK", x=x, k=3, kGroup=1, groupCount=2, groupSelectMode=1, **attrs)
+    np.testing.assert_array_equal(got["expertIdxOut"], [[1, 2, 0]])  # equal groups: group 0 first
+    got = ref("MoeGatingTopK", x=x, k=4, kGroup=2, groupCount=2, groupSelectMode=0, **attrs)
+    np.testing.assert_array_equal(got["expertIdxOut"], [[1, 2, 4, 5]])
+
+
+def test_gating_top_k_without_bias_ranks_by_the_logits() -> None:
+    # sigmoid(40) and sigmoid(41) are both 1.0 in float64: the larger logit must still come first
+    x = np.float32([[40.0, 41.0, -1.0, 0.0]])
+    got = ref(
+        "MoeGatingTopK",
+        x=x,
+        k=2,
+        kGroup=1,
+        groupCount=1,
+        groupSelectMode=0,
+        renorm=0,
+        normType=1,
+        outFlag=False,
+        routedScalingFactor=1.0,
+        eps=1e-20,
+    )
+    np.testing.assert_array_equal(got["expertIdxOut"], [[1, 0]])
+
+
+def test_gating_top_k_codes(rng: np.random.Generator) -> None:
+    x = distinct_logits(rng, 2, 16).astype(np.float32)
+    attrs = dict(
+        k=2,
+        kGroup=1,
+        groupCount=1,
+        groupSelectMode=0,
+        renorm=0,
+        normType=0,
+        outFlag=False,
+        routedScalingFactor=1.0,
+        eps=1e-20,
+    )
+    assert code_of("MoeGatingTopK", x=x, **{**attrs, "k": 0}) == TILING
+    assert code_of("MoeGatingTopK", x=x, **{**attrs, "groupCount": 3}) == TILING
+    assert code_of("MoeGatingTopK", x=x, **{**attrs, "normType": 2}) == TILING
+    assert code_of("MoeGatingTopK", x=x[None], **attrs) == TILING
+    assert code_of("MoeGatingTopK", x=x, biasOptional=np.zeros(16, np.float16), **attrs) == INVALID
+
+
+# ----------------------------------------------------------------------------- MoeTokenPermute / Unpermute
+@pytest.mark.parametrize("num_out", [0, 7, -5, 1000, -1000])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_token_permute_matches_torch(num_out: int, index_dtype: type, rng: np.random.Generator) -> None:
+    tokens = rng.standard_normal((11, 3, 2)).astype(np.float32)
+    indices = rng.integers(0, 5, (11, 3)).astype(index_dtype)  # many equal experts
+    got = ref("MoeTokenPermute", tokens=tokens, indices=indices, numOutTokens=num_out, paddedMode=False)
+    order = torch.argsort(torch.from_numpy(indices.astype(np.int64)).reshape(-1), stable=True)
+    kept = order[:num_out] if num_out else order
+    want = torch.index_select(torch.from_numpy(tokens), 0, kept // 3)
+    np.testing.assert_array_equal(got["permuteTokensOut"], want.numpy())
+    np.testing.assert_array_equal(got["sortedIndicesOut"], torch.argsort(order).numpy())
+    assert got["sortedIndicesOut"].dtype == np.int32
+
+
+def test_token_permute_documented_example() -> None:
+    x = np.float32([[0.1] * 4, [0.2] * 4, [0.3] * 4])
+    got = ref("MoeTokenPermute", tokens=x, indices=np.int32([[1, 2], [0, 1], [0, 2]]), numOutTokens=0, paddedMode=False)
+    np.testing.assert_array_equal(got["sortedIndicesOut"], [2, 4, 0, 3, 1, 5])
+    np.testing.assert_array_equal(got["permuteTokensOut"], x[[1, 2, 0, 1, 0, 2]])
+
+
+def test_token_permute_refuses_experts_out_of_range_when_it_runs() -> None:
+    for bad in (-1, 16777215):
+        with pytest.raises(AclnnError) as exc:
+            ref(
+                "MoeTokenPermute",
+                tokens=np.ones((2, 2), np.float32),
+                indices=np.int64([[0, bad], [1, 2]]),
+                numOutTokens=0,
+                paddedMode=False,
+            )
+        assert exc.value.code == INVALID
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_token_unpermute_matches_torch(dtype: type, rng: np.random.Generator) -> None:
+    args = unpermute_args(rng, 7, 3, 5, from_numpy(np.dtype(dtype)), D.ACL_FLOAT)
+    got = ref("MoeTokenUnpermute", **args)["out"]
+    t = to_torch(args["permutedTokens"]).double()
+    gathered = torch.index_select(t, 0, torch.from_numpy(args["sortedIndices"].astype(np.int64))).reshape(7, 3, 5)
+    want = (gathered * torch.from_numpy(args["probsOptional"]).double()[..., None]).sum(1)
+    assert got.dtype == np.dtype(dtype)
+    assert_close(got, to_numpy(want.to(to_torch(args["permutedTokens"]).dtype)))
+
+
+def test_permute_then_unpermute_restores_the_tokens(rng: np.random.Generator) -> None:
+    tokens = rng.standard_normal((9, 4)).astype(np.float32)
+    indices = rng.integers(0, 6, (9, 2)).astype(np.int32)
+    fwd = ref("MoeTokenPermute", tokens=tokens, indices=indices, numOutTokens=0, paddedMode=False)
+    probs = np.full((9, 2), 0.5, np.float32)
+    back = ref(
+        "MoeTokenUnpermute",
+        permutedTokens=fwd["permuteTokensOut"],
+        sortedIndices=fwd["sortedIndicesOut"],
+        probsOptional=probs,
+        paddedMode=False,
+        restoreShapeOptional=None,
+    )
+    np.testing.assert_array_equal(back["out"], tokens)  # 0.5·t + 0.5·t, exact
+
+
+def test_token_unpermute_codes(rng: np.random.Generator) -> None:
+    args = unpermute_args(rng, 4, 2, 3, D.ACL_FLOAT, D.ACL_FLOAT)
+    assert code_of("MoeTokenUnpermute", **{**args, "paddedMode": True}) == INVALID
+    assert code_of("MoeTokenUnpermute", **{**args, "probsOptional": np.ones((4, 3), np.float32)}) == TILING
+    bad = args["sortedIndices"].copy()
+    bad[0] = 8
+    assert code_of("MoeTokenUnpermute", **{**args, "sortedIndices": bad}) == INVALID
+
+
+# ----------------------------------------------------------------------------- MoeInitRoutingV2
+def test_init_routing_v2_documented_drop_pad_example() -> None:
+    x = np.float32([[0.1] * 4, [0.2] * 4, [0.3] * 4])
+    args = init_v2_args(np.random.default_rng(0), 3, 2, 4, 3, D.ACL_FLOAT, dropPadMode=1, expertCapacity=2)
+    args |= {"x": x, "expertIdx": np.int32([[1, 2], [0, 1], [0, 2]]), "expertTokensBeforeCapacityFlag": True}
+    got = ref("MoeInitRoutingV2", **args)
+    np.testing.assert_array_equal(got["expandedRowIdxOut"], [2, 4, 0, 3, 1, 5])
+    np.testing.assert_array_equal(got["expandedXOut"], x[[[1, 2], [0, 1], [0, 2]]])
+    np.testing.assert_array_equal(got["expertTokensBeforeCapacityOut"], [2, 2, 2])
+
+
+def test_init_routing_v2_drops_past_capacity_and_pads_with_zeros() -> None:
+    x = np.arange(8, dtype=np.float32).reshape(4, 2) + 1
+    expert = np.int32([[0], [0], [0], [2]])  # three tokens for expert 0, capacity 2: token 2 dropped
+    args = init_v2_args(np.random.default_rng(0), 4, 1, 2, 3, D.ACL_FLOAT, dropPadMode=1, expertCapacity=2)
+    got = ref("MoeInitRoutingV2", **{**args, "x": x, "expertIdx": expert, "expertTokensBeforeCapacityFlag": True})
+    np.testing.assert_array_equal(got["expandedRowIdxOut"], [0, 1, -1, 4])
+    np.testing.assert_array_equal(got["expandedXOut"].reshape(6, 2), [x[0], x[1], [0, 0], [0, 0], x[3], [0, 0]])
+    np.testing.assert_array_equal(got["expertTokensBeforeCapacityOut"], [3, 0, 1])
+
+
+@pytest.mark.parametrize("flag", [1, 2])
+@pytest.mark.parametrize("active", [0, 5, 100])
+def test_init_routing_v2_dropless_matches_torch(active: int, flag: int, rng: np.random.Generator) -> None:
+    args = init_v2_args(rng, 9, 3, 4, 6, D.ACL_FLOAT, activeNum=active, expertTokensCountOrCumsumFlag=flag)
+    got = ref("MoeInitRoutingV2", **args)
+    flat = torch.from_numpy(np.asarray(args["expertIdx"]).astype(np.int64)).reshape(-1)
+    order = torch.argsort(flat, stable=True)
+    kept = min(active, 27) if active else 27
+    np.testing.assert_array_equal(got["expandedXOut"], args["x"][order[:kept].numpy() // 3])
+    np.testing.assert_array_equal(got["expandedRowIdxOut"], torch.argsort(order).numpy())
+    counts = torch.bincount(flat, minlength=6)
+    np.testing.assert_array_equal(got["expertTokensCountOrCumsumOut"], (counts.cumsum(0) if flag == 1 else counts))
+
+
+def test_init_routing_v2_codes(rng: np.random.Generator) -> None:
+    args = init_v2_args(rng, 4, 2, 3, 6, D.ACL_FLOAT, expertTokensCountOrCumsumFlag=1)
+    assert code_of("MoeInitRoutingV2", **{**args, "dropPadMode": 2}) == TILING
+    assert code_of("MoeInitRoutingV2", **{**args, "expertNum": 0}) == TILING
+    bad = np.asarray(args["expertIdx"]).copy()
+    bad[0, 0] = 6
+    assert code_of("MoeInitRoutingV2", **{**args, "expertIdx": bad}) == INVALID
+    # without counts or drop/pad, experts past expertNum are allowed (only >= 0 is required)
+    fine = ref("MoeInitRoutingV2", **{**args, "expertIdx": bad, "expertTokensCountOrCumsumFlag": 0})
+    assert fine["expandedRowIdxOut"].shape == (8,)

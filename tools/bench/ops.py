@@ -72,6 +72,7 @@ OPS = (
     *("MseLoss", "SmoothL1Loss", "GatherNd", "Take", "ForeachAddList"),
     *("InplaceNormal", "InplaceUniform"),
     *gemm_variants.OPS,
+    *("MoeTokenPermute", "ApplyTopKTopP"),
 )
 """The names ``--only`` picks from: the operators the suite times (Copy is the D2D memcpy; Replay is a
 captured chain of small Adds replayed beside the same chain launched eagerly, :mod:`acl_tools.bench.replay`)."""
@@ -96,6 +97,11 @@ RANDOM_FILLS: dict[str, tuple[dict[str, float], str, tuple[float, float]]] = {
     "InplaceUniform": ({"from": 0.0, "to": 1.0}, "uniform_", (0.0, 1.0)),
 }
 """Random fill rows: aclnn op → (its attributes, the torch.Tensor method, that method's two arguments)."""
+
+PERMUTE: dict[str, tuple[int, int, int, int]] = {"small": (256, 256, 8, 64), "full": (4096, 2048, 8, 64)}
+"""MoeTokenPermute rows: (tokens, hidden, top-k, experts) per suite size (full: a prefill batch of an MoE layer)."""
+TOP_K_TOP_P: dict[str, tuple[int, int]] = {"small": (2, 4096), "full": (8, 151936)}
+"""ApplyTopKTopP rows: (sequences, vocabulary) per suite size (full: a decode batch over Qwen's vocabulary)."""
 
 SIZES = {
     "small": Sizes(1 << 20, (256, 1024), 256, (1, 2, 256, 64), 1024, 0.05, 5, (4, 2, 4, 32), (1, 4, 32, 16, 512, 64)),
@@ -556,6 +562,74 @@ class Suite:
 
             self.case(Case(op, _mib(n * 4), dtype.short, "GB/s", n * 4), acl, torch_fn, op)
 
+    def moe_routing(self) -> None:
+        """MoeTokenPermute (bf16 tokens, top-k of E experts, none dropped) vs torch's stable argsort + index_select.
+
+        The metric counts the permuted rows read and written and the indices: what both sides must move.
+        """
+        op = "MoeTokenPermute"
+        if not self.wanted(op):
+            return
+        tokens, hidden, top_k, experts = PERMUTE["full" if self.sizes is SIZES["full"] else "small"]
+        dtype = D.ACL_BF16
+        idx = np.stack([self.rng.choice(experts, top_k, replace=False) for _ in range(tokens)]).astype(np.int32)
+
+        def acl() -> tuple[Callable[[], None], Any]:
+            args = {"tokens": self.array((tokens, hidden), dtype), "indices": to_device(idx, self.backend)}
+            return self.prepared(op, {**args, "numOutTokens": 0, "paddedMode": False})
+
+        def torch_fn() -> Callable[[], object]:
+            x = self.tensor((tokens, hidden), dtype)
+            flat = self.torch.from_numpy(idx).to(self.device).reshape(-1)
+
+            def run() -> object:
+                order = self.torch.argsort(flat, stable=True)
+                return x.index_select(0, order // top_k), self.torch.argsort(order)
+
+            return run
+
+        rows = tokens * top_k
+        nbytes = 2 * rows * hidden * dtype.info.storage_bits // 8 + 2 * rows * 4
+        label = f"{tokens}x{hidden} top-{top_k}/{experts}"
+        self.case(Case(op, label, dtype.short, "GB/s", nbytes, note="torch: argsort + index_select"), acl, torch_fn, op)
+
+    def sampling(self) -> None:
+        """ApplyTopKTopP (top-k and top-p per sequence) vs torch's sort / softmax / cumsum / mask formulation."""
+        op = "ApplyTopKTopP"
+        if not self.wanted(op):
+            return
+        batch, vocab = TOP_K_TOP_P["full" if self.sizes is SIZES["full"] else "small"]
+        for dtype in (D.ACL_FLOAT, D.ACL_BF16):
+            p_host = self.rng.uniform(0.5, 0.95, batch)
+            k_host = self.rng.integers(20, 1000, batch).astype(np.int32)
+
+            def acl(dtype: D = dtype, p_host: np.ndarray = p_host, k_host: np.ndarray = k_host) -> tuple[Any, Any]:
+                p = to_device(p_host.astype(np.float32), self.backend, dtype=dtype)
+                args = {"logits": self.array((batch, vocab), dtype), "p": p, "k": to_device(k_host, self.backend)}
+                return self.prepared(op, args)
+
+            def torch_fn(dtype: D = dtype, p_host: np.ndarray = p_host, k_host: np.ndarray = k_host) -> Any:
+                torch = self.torch
+                logits = self.tensor((batch, vocab), dtype)
+                p = torch.from_numpy(p_host).to(self.device, logits.dtype)
+                k = torch.from_numpy(k_host).to(self.device).long()
+
+                def run() -> object:
+                    values, order = logits.sort(dim=-1, descending=False)
+                    threshold = values.gather(1, (vocab - k)[:, None])
+                    values = values.masked_fill(values < threshold, float("-inf"))
+                    running = values.softmax(dim=-1).cumsum(dim=-1)
+                    cut = running <= 1 - p[:, None]
+                    cut[:, -1] = False
+                    filtered = values.masked_fill(cut, float("-inf"))
+                    return torch.empty_like(filtered).scatter_(1, order, filtered)
+
+                return run
+
+            nbytes = 2 * batch * vocab * dtype.info.storage_bits // 8
+            note = "torch: sort, gather, softmax, cumsum, masks, scatter"
+            self.case(Case(op, f"[{batch},{vocab}]", dtype.short, "GB/s", nbytes, note=note), acl, torch_fn, op)
+
     def norms(self) -> None:
         """Softmax, LayerNorm, RmsNorm and GemmaRmsNorm over the last dimension of rows x hidden."""
         F = self.torch.nn.functional
@@ -848,6 +922,8 @@ class Suite:
             self.gathers()
             self.random_fills()
             self.foreach()
+            self.moe_routing()
+            self.sampling()
             self.norms()
             self.norm_quant()
             self.matmul()

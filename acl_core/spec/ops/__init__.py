@@ -36,6 +36,7 @@ FAMILIES: tuple[str, ...] = (
     "optim",
     "random",
     "matmul_variants",
+    "serving",
 )
 
 _lock = threading.Lock()

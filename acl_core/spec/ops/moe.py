@@ -1,6 +1,7 @@
-"""Mixture-of-experts routing: MoeGatingTopKSoftmax, MoeInitRouting, MoeFinalizeRouting.
+"""Mixture-of-experts routing: MoeGatingTopKSoftmax, MoeGatingTopK, MoeInitRouting(V2), MoeFinalizeRouting,
+MoeTokenPermute and MoeTokenUnpermute.
 
-The three operators form one pipeline. With ``numRows`` tokens, ``E`` experts and ``k`` experts per token:
+The first operators form one pipeline. With ``numRows`` tokens, ``E`` experts and ``k`` experts per token:
 
 * MoeGatingTopKSoftmax: softmax of ``x`` over its last axis (the experts), then the ``k`` largest
   probabilities per row in descending order (``yOut``), their expert numbers (``expertIdxOut``) and
@@ -19,6 +20,47 @@ The three operators form one pipeline. With ``numRows`` tokens, ``E`` experts an
 * MoeFinalizeRouting: ``out[i] = x1[i] + x2Optional[i] + Σ_k scales[i, k] * (expandedX[expandedRowIdx[i +
   k * numRows]] + bias[expandedExpertIdx[i, k]])``. Index values out of range are refused when the
   operator runs (161002).
+
+* MoeGatingTopK (DeepSeek-style): ``normOut`` = softmax (normType 0) or sigmoid (1) of each row of
+  ``x`` [rows, E]; ``value = normOut + bias`` (or ``normOut``); the E experts split into ``groupCount``
+  groups scored by their best value (groupSelectMode 0) or the sum of their two best (1); the
+  ``kGroup`` best groups stay, the others are masked to -Inf, and the ``k`` best experts are taken
+  (``expertIdxOut``). ``yOut`` is ``normOut`` of those experts, divided by their sum + ``eps`` when
+  normType is 1 or renorm is 1, times ``routedScalingFactor`` (both used as float32, as CANN's tiling
+  keeps them); ``outOut`` is ``normOut`` (float32), written whatever ``outFlag`` says (CANN leaves it
+  unspecified when false). Ranking keys, so no ulp of ``exp`` decides an order (the rule of
+  MoeGatingTopKSoftmax): without a bias experts rank by the logits themselves (both normalisations are
+  increasing) and groups in mode 0 by their largest logit; otherwise on quantities every backend
+  computes bit for bit: ``normOut`` in float64 from ``ranking_exp`` (acl_reference.kernels.moe: +, -, ×
+  and rint, never fused) with the softmax sum in a fixed pairwise order (``tree_sum``), plus the bias,
+  and a mode-1 group score as the sum of the group's two best values. Larger first, NaN last, equal
+  keys (-0 = 0) to the lower expert or group. Documented checks are 561002 (tiling): x 2-D, bias
+  [E], 1 <= k <= E, E <= 2048, 1 <= kGroup <= groupCount, groupCount divides E, more experts per group
+  than groupSelectMode, k <= kGroup × group size, the 32-aligned group bound, normType / groupSelectMode
+  / renorm in {0, 1} (normType 2, softplus, is in CANN's code but not its interface document: refused);
+  a bias or yOut of another dtype than x is 161002.
+* MoeTokenPermute (paddedMode false, the only mode CANN supports; true is 561002): the flattened
+  ``indices`` [tokens, topK] (or [tokens]) are sorted stably; ``permuteTokensOut[p] = tokens[sorted[p] //
+  topK]`` for the first ``numOutTokens`` positions (0: all; negative: a Python slice end) and
+  ``sortedIndicesOut[i]`` is the sorted position of flat entry i. Values outside [0, 16777215) are
+  refused when the operator runs (161002); fewer than 16777215 entries and topK <= 512, else 561002.
+* MoeTokenUnpermute (paddedMode false, restoreShapeOptional null; otherwise 161002): ``out[i] = Σ_j
+  permutedTokens[sortedIndices[i·topK + j]] · probs[i, j]`` (topK 1 and weight 1 without probs), in
+  float64. ``permutedTokens`` has as many rows as ``sortedIndices`` (the document's shapes; 561002
+  otherwise); ``probs`` may have another float dtype than the tokens (the document lists each alone);
+  sortedIndices values outside [0, rows) are refused when the operator runs.
+* MoeInitRoutingV2: the flattened ``expertIdx`` (its flat positions, not MoeInitRouting's rowIdx) is
+  sorted stably. Dropless (dropPadMode 0): ``expandedRowIdxOut[sorted[i]] = i``, ``expandedXOut[i] =
+  x[sorted[i] // k]`` for the first ``min(activeNum, rows·k)`` positions (all when activeNum is 0), and
+  ``expertTokensCountOrCumsumOut`` the per-expert running totals (flag 1) or counts (flag 2). Drop/pad
+  (dropPadMode 1): the r-th copy (in sorted order) of expert e goes to slot ``e·expertCapacity + r`` of
+  ``expandedXOut`` [expertNum, expertCapacity, h] while r < expertCapacity, its ``expandedRowIdxOut``
+  entry is that slot or -1 when dropped, empty slots hold zeros, and ``expertTokensBeforeCapacityOut``
+  holds the counts before dropping (when its flag is true). Where counts or capacity need it, expert
+  numbers must lie in [0, expertNum), else only be non-negative: refused when the operator runs. The
+  optional outputs are ignored when their flags do not ask for them, and 161001 when asked for but null.
+* MoeInitRoutingV3 is not declared: its quantisation modes (static/dynamic int8, fp8, MX, HiF8) and
+  key-value token counts are not transcribed and proven yet.
 
 Error codes follow the CANN documents: dtype and format problems are 161002; MoeGatingTopKSoftmax's
 and MoeInitRouting's shape and attribute problems (k out of range, shapes that disagree, activeNum < 0,
@@ -46,8 +88,12 @@ from acl_core.spec.opspec import (
     Infos,
     OpSpec,
     Sample,
+    bool_attr,
+    float_attr,
+    int_array,
     int_attr,
     invalid,
+    nullptr,
     out,
     tensor,
 )
@@ -308,6 +354,459 @@ _MoeFinalizeRouting = OpSpec(
 )
 
 
+# ----------------------------------------------------------------------------- MoeGatingTopK
+MAX_EXPERTS = 2048
+"""MoeGatingTopK's largest expert count (x's last axis), and the bound on groupCount × aligned group size."""
+
+
+def _align32(n: int) -> int:
+    return -(-n // 32) * 32
+
+
+def as_float32(value: float) -> float:
+    """``value`` rounded to float32 (CANN's tiling keeps routedScalingFactor and eps as float)."""
+    with np.errstate(over="ignore"):
+        return float(np.float32(value))
+
+
+def _gating_k_infer(call: Call) -> Infos:
+    x = tensor_arg(call, "x")
+    bias = call.args.get("biasOptional")
+    for name in ("biasOptional", "yOut"):
+        t = call.args.get(name)
+        if isinstance(t, AclTensor) and t.dtype != x.dtype:
+            raise invalid(f"{name} has dtype {t.dtype.short}; x has {x.dtype.short}")
+    if x.rank != 2:
+        raise tiling_error(f"x must be 2-D (rows, experts), not {list(x.shape)}")
+    rows, experts = x.shape
+    if isinstance(bias, AclTensor) and tuple(bias.shape) != (experts,):
+        raise tiling_error(f"biasOptional has shape {list(bias.shape)}; expected [{experts}] (x's last axis)")
+    k, k_group, groups = (int(call.args[n]) for n in ("k", "kGroup", "groupCount"))
+    mode, renorm, norm = (int(call.args[n]) for n in ("groupSelectMode", "renorm", "normType"))
+    if not 1 <= k <= experts:
+        raise tiling_error(f"k={k} must lie in [1, {experts}] (x's last axis)")
+    for name, shape in (("yOut", (rows, k)), ("expertIdxOut", (rows, k)), ("outOut", (rows, experts))):
+        _check_given_out(call, name, shape)
+    if experts > MAX_EXPERTS:
+        raise tiling_error(f"x has {experts} experts; at most {MAX_EXPERTS}")
+    if groups <= 0 or not 1 <= k_group <= groups:
+        raise tiling_error(f"kGroup={k_group} must lie in [1, groupCount] and groupCount={groups} be positive")
+    if norm not in (0, 1):
+        raise tiling_error(f"normType={norm} must be 0 (softmax) or 1 (sigmoid)")
+    if mode not in (0, 1):
+        raise tiling_error(f"groupSelectMode={mode} must be 0 (group maximum) or 1 (sum of the group's top two)")
+    if renorm not in (0, 1):
+        raise tiling_error(f"renorm={renorm} must be 0 or 1")
+    if experts % groups:
+        raise tiling_error(f"the {experts} experts do not split into groupCount={groups} groups")
+    size = experts // groups
+    if size <= mode:
+        raise tiling_error(f"groupSelectMode={mode} needs more than {mode} expert(s) per group, not {size}")
+    if k > k_group * size:
+        raise tiling_error(f"k={k} exceeds kGroup × experts per group = {k_group * size}")
+    if groups not in (1, experts) and k_group != groups and groups * _align32(size) > MAX_EXPERTS:
+        raise tiling_error(
+            f"groupCount × (experts per group aligned to 32) = {groups * _align32(size)} exceeds {MAX_EXPERTS}"
+        )
+    return {
+        "yOut": same((rows, k), x.dtype),
+        "expertIdxOut": same((rows, k), D.ACL_INT32),
+        "outOut": same((rows, experts), D.ACL_FLOAT),
+    }
+
+
+def _gating_k_args(rng: np.random.Generator, rows: int, experts: int, dt: D, bias: bool, **attrs: Any) -> dict:
+    args: dict[str, Any] = {"x": S.array(rng, (rows, experts), dt, low=-3, high=3)}
+    args["biasOptional"] = S.array(rng, (experts,), dt, low=-0.5, high=0.5) if bias else None
+    defaults: dict[str, Any] = {"k": 2, "kGroup": 1, "groupCount": 1, "groupSelectMode": 0, "renorm": 0, "normType": 0}
+    defaults |= {"outFlag": False, "routedScalingFactor": 1.0, "eps": 1e-20}
+    return {**args, **defaults, **attrs}
+
+
+def _gating_k_samples(rng: np.random.Generator) -> Iterable[Sample]:
+    deepseek: dict[str, Any] = {"k": 8, "kGroup": 4, "groupCount": 8, "groupSelectMode": 1, "normType": 1}
+    deepseek |= {"routedScalingFactor": 2.5, "outFlag": True}
+    for dt in _DTYPES:
+        yield Sample(_gating_k_args(rng, 5, 256, dt, True, **deepseek), f"{dt.short} DeepSeek-V3 routing [5, 256]")
+        yield Sample(_gating_k_args(rng, 4, 8, dt, False, k=2), f"{dt.short} softmax top-2 of 8")
+    yield Sample(_gating_k_args(rng, 6, 64, D.ACL_FLOAT, True, k=6, groupCount=8, kGroup=3), "group maxima, bias")
+    sig: dict[str, Any] = {"k": 4, "normType": 1, "renorm": 1, "outFlag": True, "eps": 1e-6}
+    yield Sample(_gating_k_args(rng, 3, 40, D.ACL_FLOAT, False, **sig), "sigmoid, renorm, no groups")
+    soft: dict[str, Any] = {
+        "k": 3,
+        "renorm": 1,
+        "groupCount": 4,
+        "kGroup": 2,
+        "groupSelectMode": 1,
+        "routedScalingFactor": 0.5,
+    }
+    yield Sample(_gating_k_args(rng, 7, 300, D.ACL_FLOAT16, True, **soft), "softmax renorm, 300 experts in 4 groups")
+    yield Sample(_gating_k_args(rng, 2, 16, D.ACL_BF16, False, k=16, groupCount=16, kGroup=16), "k = E, one per group")
+    ties = np.zeros((3, 12), np.float32)
+    ties[1, ::3] = 1.0
+    ties[2] = np.repeat(np.array([0.5, -0.5, 0.5], np.float32), 4)
+    args = _gating_k_args(rng, 3, 12, D.ACL_FLOAT, False, k=5, groupCount=3, kGroup=2, groupSelectMode=1)
+    yield Sample({**args, "x": ties}, "tied logits and groups: lower numbers first")
+    yield Sample(_gating_k_args(rng, 0, 32, D.ACL_FLOAT, True, k=4, normType=1), "no rows")
+
+
+def _gating_k_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+    base = _gating_k_args(rng, 4, 32, D.ACL_FLOAT, True, k=4, groupCount=4, kGroup=2)
+    yield ErrorSample({**base, "k": 0}, TILING, "k = 0")
+    yield ErrorSample({**base, "k": 33}, TILING, "k above the expert count")
+    yield ErrorSample({**base, "k": 17}, TILING, "k above kGroup × group size")
+    yield ErrorSample({**base, "kGroup": 5}, TILING, "kGroup above groupCount")
+    yield ErrorSample({**base, "groupCount": 0}, TILING, "groupCount = 0")
+    yield ErrorSample({**base, "groupCount": 5}, TILING, "experts not divisible by groupCount")
+    yield ErrorSample({**base, "normType": 2}, TILING, "normType 2")
+    yield ErrorSample({**base, "groupSelectMode": 2}, TILING, "groupSelectMode 2")
+    yield ErrorSample({**base, "renorm": 2}, TILING, "renorm 2")
+    yield ErrorSample({**base, "groupCount": 32, "kGroup": 4, "groupSelectMode": 1}, TILING, "top-2 of one expert")
+    wide = _gating_k_args(rng, 1, 2064, D.ACL_FLOAT, False, k=4)
+    yield ErrorSample(wide, TILING, "more than 2048 experts")
+    aligned = _gating_k_args(rng, 1, 720, D.ACL_FLOAT, False, k=4, groupCount=80, kGroup=2)
+    yield ErrorSample(aligned, TILING, "80 groups of 9, aligned to 32, exceed 2048")
+    yield ErrorSample({**base, "biasOptional": S.array(rng, (31,), D.ACL_FLOAT)}, TILING, "bias of another length")
+    yield ErrorSample({**base, "x": S.array(rng, (2, 2, 32), D.ACL_FLOAT)}, TILING, "3-D x")
+    yield ErrorSample({**base, "biasOptional": S.array(rng, (32,), D.ACL_FLOAT16)}, INVALID, "bias of another dtype")
+    yield ErrorSample({**base, "yOut": np.zeros((4, 4), np.float16)}, INVALID, "yOut of another dtype")
+    yield ErrorSample({**base, "outOut": np.zeros((4, 32), np.float16)}, INVALID, "float16 outOut")
+
+
+_MoeGatingTopK = OpSpec(
+    "MoeGatingTopK",
+    FAMILY,
+    (
+        tensor("x", FLOATS),
+        tensor("biasOptional", FLOATS, optional=True),
+        int_attr("k"),
+        int_attr("kGroup"),
+        int_attr("groupCount"),
+        int_attr("groupSelectMode"),
+        int_attr("renorm"),
+        int_attr("normType"),
+        bool_attr("outFlag"),
+        float_attr("routedScalingFactor"),
+        float_attr("eps"),
+        out("yOut", FLOATS, c_type="const aclTensor*"),
+        out("expertIdxOut", I32, c_type="const aclTensor*"),
+        out("outOut", {D.ACL_FLOAT}, c_type="const aclTensor*"),
+    ),
+    _gating_k_infer,
+    samples=_gating_k_samples,
+    error_samples=_gating_k_errors,
+    summary="softmax or sigmoid gating, bias, group-limited top-k experts, renormalised and scaled weights",
+)
+
+
+# ----------------------------------------------------------------------------- MoeTokenPermute / Unpermute
+MAX_PERMUTE_ELEMENTS = 16777215
+"""MoeTokenPermute's indices hold fewer elements than this, each in [0, this)."""
+MAX_TOP_K = 512
+
+
+def permuted_rows(total: int, num_out: int) -> int:
+    """Rows MoeTokenPermute keeps of ``total``: all for 0, the first ``num_out``, or a negative slice end."""
+    if num_out == 0:
+        return total
+    return min(total, num_out) if num_out > 0 else max(total + num_out, 0)
+
+
+def _permute_infer(call: Call) -> Infos:
+    tokens, indices = tensor_arg(call, "tokens"), tensor_arg(call, "indices")
+    if tokens.rank < 2:
+        raise tiling_error(f"tokens must have at least 2 dims, not {list(tokens.shape)}")
+    if indices.rank not in (1, 2) or indices.shape[0] != tokens.shape[0]:
+        raise tiling_error(
+            f"indices must be [{tokens.shape[0]}] or [{tokens.shape[0]}, topK], not {list(indices.shape)}"
+        )
+    if call.args["paddedMode"]:
+        raise tiling_error("paddedMode=true is not supported (CANN supports only false)")
+    top_k = indices.shape[1] if indices.rank == 2 else 1
+    if top_k > MAX_TOP_K:
+        raise tiling_error(f"topK={top_k} exceeds {MAX_TOP_K}")
+    total = indices.shape[0] * top_k
+    if total >= MAX_PERMUTE_ELEMENTS:
+        raise tiling_error(f"indices holds {total} elements; fewer than {MAX_PERMUTE_ELEMENTS} are supported")
+    kept = permuted_rows(total, int(call.args["numOutTokens"]))
+    return {
+        "permuteTokensOut": same((kept, *tokens.shape[1:]), tokens.dtype),
+        "sortedIndicesOut": same((total,), D.ACL_INT32),
+    }
+
+
+def _permute_samples(rng: np.random.Generator) -> Iterable[Sample]:
+    for dt in _DTYPES:
+        expert, _ = routing_indices(rng, 6, 8, 2)
+        tokens = S.array(rng, (6, 5), dt)
+        yield Sample({"tokens": tokens, "indices": expert, "numOutTokens": 0, "paddedMode": False}, f"{dt.short} top-2")
+    expert, _ = routing_indices(rng, 9, 16, 4)
+    tokens = S.array(rng, (9, 3, 4), D.ACL_FLOAT)
+    for num_out in (5, -7, 100, -100):
+        args = {"tokens": tokens, "indices": expert.astype(np.int64), "numOutTokens": num_out, "paddedMode": False}
+        yield Sample(args, f"3-D tokens, int64 indices, numOutTokens={num_out}")
+    repeated = rng.integers(0, 3, (70, 3)).astype(np.int32)  # 210 copies, many equal experts: stable order
+    args = {"tokens": S.array(rng, (70, 33), D.ACL_BF16), "indices": repeated, "numOutTokens": 0, "paddedMode": False}
+    yield Sample(args, "210 copies over 3 experts")
+    one = rng.integers(0, 5, 7).astype(np.int32)
+    tokens = S.array(rng, (7, 2), D.ACL_FLOAT16)
+    yield Sample({"tokens": tokens, "indices": one, "numOutTokens": 0, "paddedMode": False}, "1-D indices (topK 1)")
+    empty = np.zeros((0, 2), np.int32)
+    args = {"tokens": np.zeros((0, 4), np.float32), "indices": empty, "numOutTokens": 0, "paddedMode": False}
+    yield Sample(args, "no tokens")
+
+
+def _permute_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+    expert, _ = routing_indices(rng, 4, 6, 2)
+    base = {"tokens": S.array(rng, (4, 3), D.ACL_FLOAT), "indices": expert, "numOutTokens": 0, "paddedMode": False}
+    yield ErrorSample({**base, "paddedMode": True}, TILING, "paddedMode true")
+    yield ErrorSample({**base, "tokens": S.array(rng, (4,), D.ACL_FLOAT)}, TILING, "1-D tokens")
+    yield ErrorSample({**base, "tokens": S.array(rng, (5, 3), D.ACL_FLOAT)}, TILING, "tokens and indices rows differ")
+    yield ErrorSample({**base, "indices": expert.reshape(4, 2, 1)}, TILING, "3-D indices")
+    yield ErrorSample(
+        {**base, "indices": np.zeros((1, 513), np.int32), "tokens": np.zeros((1, 2), np.float32)}, TILING, "topK 513"
+    )
+    yield ErrorSample({**base, "indices": expert.astype(np.int16)}, INVALID, "int16 indices")
+    bad = expert.copy()
+    bad[1, 1] = -1
+    yield ErrorSample({**base, "indices": bad}, INVALID, "a negative expert number (when the operator runs)")
+    bad = expert.copy()
+    bad[3, 0] = MAX_PERMUTE_ELEMENTS
+    yield ErrorSample({**base, "indices": bad}, INVALID, "an expert number of 16777215 (when the operator runs)")
+
+
+_MoeTokenPermute = OpSpec(
+    "MoeTokenPermute",
+    FAMILY,
+    (
+        tensor("tokens", FLOATS),
+        tensor("indices", {D.ACL_INT32, D.ACL_INT64}),
+        int_attr("numOutTokens"),
+        bool_attr("paddedMode"),
+        out("permuteTokensOut", FLOATS, c_type="const aclTensor*"),
+        out("sortedIndicesOut", I32, c_type="const aclTensor*"),
+    ),
+    _permute_infer,
+    samples=_permute_samples,
+    error_samples=_permute_errors,
+    summary="copy each token once per chosen expert, grouped by expert (stable), and the inverse positions",
+)
+
+
+def _unpermute_infer(call: Call) -> Infos:
+    tokens, order = tensor_arg(call, "permutedTokens"), tensor_arg(call, "sortedIndices")
+    probs = call.args.get("probsOptional")
+    if call.args["paddedMode"]:
+        raise invalid("paddedMode=true is not supported (CANN supports only false)")
+    if call.args.get("restoreShapeOptional") is not None:
+        raise invalid("restoreShapeOptional must be null (it only applies to paddedMode=true)")
+    if tokens.rank != 2:
+        raise tiling_error(f"permutedTokens must be 2-D (tokens × topK, hidden), not {list(tokens.shape)}")
+    if order.rank != 1 or order.shape[0] != tokens.shape[0]:
+        raise tiling_error(f"sortedIndices has shape {list(order.shape)}; expected [{tokens.shape[0]}]")
+    if isinstance(probs, AclTensor):
+        if probs.rank != 2 or probs.shape[0] * probs.shape[1] != tokens.shape[0]:
+            raise tiling_error(
+                f"probsOptional has shape {list(probs.shape)}; expected [tokens, topK] of {tokens.shape[0]} elements"
+            )
+        rows, top_k = probs.shape
+    else:
+        rows, top_k = tokens.shape[0], 1
+    if top_k > MAX_TOP_K:
+        raise tiling_error(f"topK={top_k} exceeds {MAX_TOP_K}")
+    return {"out": same((rows, tokens.shape[1]), tokens.dtype)}
+
+
+def unpermute_args(rng: np.random.Generator, rows: int, k: int, hidden: int, dt: D, probs: D | None) -> dict:
+    """Arguments of a MoeTokenUnpermute call undoing a permutation of ``rows`` tokens times ``k`` experts."""
+    order = rng.permutation(rows * k).astype(np.int32)
+    args: dict[str, Any] = {"permutedTokens": S.array(rng, (rows * k, hidden), dt), "sortedIndices": order}
+    args["probsOptional"] = None if probs is None else S.array(rng, (rows, k), probs, low=0, high=1)
+    return {**args, "paddedMode": False, "restoreShapeOptional": None}
+
+
+def _unpermute_samples(rng: np.random.Generator) -> Iterable[Sample]:
+    for dt in _DTYPES:
+        yield Sample(unpermute_args(rng, 5, 2, 6, dt, dt), f"{dt.short} 5 tokens, top-2")
+    yield Sample(unpermute_args(rng, 9, 4, 3, D.ACL_BF16, D.ACL_FLOAT), "bf16 tokens, float32 probs")
+    yield Sample(unpermute_args(rng, 6, 1, 33, D.ACL_FLOAT16, None), "without probs (topK 1)")
+    args = unpermute_args(rng, 40, 3, 7, D.ACL_FLOAT, D.ACL_FLOAT)
+    args["sortedIndices"] = rng.integers(0, 120, 120).astype(np.int32)  # repeats: each read as often as named
+    yield Sample(args, "repeated positions")
+    yield Sample(unpermute_args(rng, 0, 2, 4, D.ACL_FLOAT, D.ACL_FLOAT), "no tokens")
+
+
+def _unpermute_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+    base = unpermute_args(rng, 4, 2, 3, D.ACL_FLOAT, D.ACL_FLOAT)
+    yield ErrorSample({**base, "paddedMode": True}, INVALID, "paddedMode true")
+    yield ErrorSample({**base, "restoreShapeOptional": [4, 3]}, INVALID, "a restore shape")
+    yield ErrorSample({**base, "probsOptional": S.array(rng, (4, 3), D.ACL_FLOAT)}, TILING, "probs of another topK")
+    yield ErrorSample({**base, "sortedIndices": np.arange(7, dtype=np.int32)}, TILING, "sortedIndices too short")
+    yield ErrorSample({**base, "permutedTokens": S.array(rng, (8, 3, 1), D.ACL_FLOAT)}, TILING, "3-D permutedTokens")
+    yield ErrorSample({**base, "sortedIndices": np.arange(8, dtype=np.int64)}, INVALID, "int64 sortedIndices")
+    yield ErrorSample({**base, "out": np.zeros((4, 3), np.float16)}, INVALID, "out of another dtype")
+
+
+_MoeTokenUnpermute = OpSpec(
+    "MoeTokenUnpermute",
+    FAMILY,
+    (
+        tensor("permutedTokens", FLOATS),
+        tensor("sortedIndices", I32, index_of=IndexOf("permutedTokens")),
+        tensor("probsOptional", FLOATS, optional=True),
+        bool_attr("paddedMode"),
+        int_array("restoreShapeOptional", optional=True),
+        out("out", FLOATS),
+    ),
+    _unpermute_infer,
+    samples=_unpermute_samples,
+    error_samples=_unpermute_errors,
+    summary="gather each token's expert outputs back and sum them weighted by probs",
+)
+
+
+# ----------------------------------------------------------------------------- MoeInitRoutingV2
+I32_64 = frozenset({D.ACL_INT32, D.ACL_INT64})
+
+
+def init_v2_shapes(
+    rows: int, k: int, hidden: int, active: int, capacity: int, experts: int, drop: int
+) -> tuple[tuple[int, ...], int]:
+    """(expandedXOut's shape, the rows it holds) of MoeInitRoutingV2."""
+    total = rows * k
+    if drop == 1:
+        return (experts, capacity, hidden), experts * capacity
+    kept = min(active, total) if active > 0 else total
+    return (kept, hidden), kept
+
+
+def _init_v2_infer(call: Call) -> Infos:
+    x, expert = tensor_arg(call, "x"), tensor_arg(call, "expertIdx")
+    a = call.args
+    active, capacity, experts = int(a["activeNum"]), int(a["expertCapacity"]), int(a["expertNum"])
+    drop, count_flag = int(a["dropPadMode"]), int(a["expertTokensCountOrCumsumFlag"])
+    before_flag = bool(a["expertTokensBeforeCapacityFlag"])
+    if x.rank != 2:
+        raise tiling_error(f"x must be 2-D (numRows, h), not {list(x.shape)}")
+    if expert.rank not in (1, 2) or expert.shape[0] != x.shape[0]:
+        raise tiling_error(f"expertIdx must be [{x.shape[0]}, k] or [{x.shape[0]}], not {list(expert.shape)}")
+    if min(active, capacity, experts) < 0:
+        raise tiling_error(
+            f"activeNum={active}, expertCapacity={capacity} and expertNum={experts} must not be negative"
+        )
+    if drop not in (0, 1):
+        raise tiling_error(f"dropPadMode={drop} must be 0 (dropless) or 1 (drop and pad)")
+    if count_flag not in (0, 1, 2):
+        raise tiling_error(f"expertTokensCountOrCumsumFlag={count_flag} must be 0, 1 or 2")
+    rows, hidden = x.shape
+    k = expert.shape[1] if expert.rank == 2 else 1
+    if drop == 1 and (experts == 0 or not 0 < capacity <= rows):
+        raise tiling_error(f"drop/pad mode needs expertNum > 0 and expertCapacity in (0, {rows}]")
+    if drop == 0 and count_flag > 0 and experts == 0:
+        raise tiling_error("expertTokensCountOrCumsumOut needs expertNum > 0")
+    shape, _ = init_v2_shapes(rows, k, hidden, active, capacity, experts, drop)
+    counts = same((experts,), D.ACL_INT32) if drop == 0 and count_flag > 0 else None
+    before = same((experts,), D.ACL_INT32) if drop == 1 and before_flag else None
+    for name, info in (("expertTokensCountOrCumsumOut", counts), ("expertTokensBeforeCapacityOut", before)):
+        if info is not None and call.args.get(name) is None and call.outputs_required:
+            raise nullptr(f"{name} is null but the flags ask for it")
+    _check_given_out(call, "expandedXOut", shape)
+    return {
+        "expandedXOut": same(shape, x.dtype),
+        "expandedRowIdxOut": same((rows * k,), D.ACL_INT32),
+        "expertTokensCountOrCumsumOut": counts,
+        "expertTokensBeforeCapacityOut": before,
+    }
+
+
+def init_v2_args(rng: np.random.Generator, rows: int, k: int, hidden: int, experts: int, dt: D, **attrs: Any) -> dict:
+    """Arguments of a MoeInitRoutingV2 call: ``k`` distinct experts per token among ``experts``."""
+    expert, _ = routing_indices(rng, rows, experts, k)
+    args: dict[str, Any] = {"x": S.array(rng, (rows, hidden), dt), "expertIdx": expert, "activeNum": 0}
+    args |= {"expertCapacity": 0, "expertNum": experts, "dropPadMode": 0, "expertTokensCountOrCumsumFlag": 0}
+    return {**args, "expertTokensBeforeCapacityFlag": False, **attrs}
+
+
+def _init_v2_samples(rng: np.random.Generator) -> Iterable[Sample]:
+    for dt in _DTYPES:
+        args = init_v2_args(rng, 6, 2, 5, 4, dt, expertTokensCountOrCumsumFlag=1)
+        yield Sample(args, f"{dt.short} dropless, token cumsum")
+    yield Sample(init_v2_args(rng, 7, 3, 4, 8, D.ACL_FLOAT, expertTokensCountOrCumsumFlag=2), "token counts")
+    yield Sample(init_v2_args(rng, 7, 3, 4, 8, D.ACL_FLOAT, activeNum=10), "activeNum 10 of 21")
+    drop = {"dropPadMode": 1, "expertCapacity": 3, "expertTokensBeforeCapacityFlag": True}
+    yield Sample(init_v2_args(rng, 9, 2, 6, 3, D.ACL_BF16, **drop), "drop and pad, capacity 3")
+    args = init_v2_args(rng, 8, 1, 3, 5, D.ACL_FLOAT16, dropPadMode=1, expertCapacity=8)
+    yield Sample(
+        {**args, "expertIdx": np.asarray(args["expertIdx"]).reshape(-1).astype(np.int64)}, "1-D int64, pad only"
+    )
+    many = init_v2_args(rng, 60, 4, 33, 16, D.ACL_FLOAT, expertTokensCountOrCumsumFlag=1)
+    yield Sample(many, "240 copies over 16 experts")
+    empty = {"x": np.zeros((0, 4), np.float32), "expertIdx": np.zeros((0, 2), np.int32)}
+    yield Sample({**init_v2_args(rng, 1, 1, 4, 3, D.ACL_FLOAT), **empty}, "no rows")
+
+
+def _init_v2_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+    base = init_v2_args(rng, 4, 2, 3, 6, D.ACL_FLOAT, expertTokensCountOrCumsumFlag=1)
+    yield ErrorSample({**base, "dropPadMode": 2}, TILING, "dropPadMode 2")
+    yield ErrorSample({**base, "expertTokensCountOrCumsumFlag": 3}, TILING, "count flag 3")
+    yield ErrorSample({**base, "activeNum": -1}, TILING, "negative activeNum")
+    yield ErrorSample({**base, "expertNum": 0}, TILING, "counts of no experts")
+    yield ErrorSample({**base, "dropPadMode": 1, "expertCapacity": 0}, TILING, "drop mode without capacity")
+    yield ErrorSample({**base, "dropPadMode": 1, "expertCapacity": 5}, TILING, "capacity above numRows")
+    yield ErrorSample({**base, "x": S.array(rng, (5, 3), D.ACL_FLOAT)}, TILING, "x and expertIdx rows differ")
+    yield ErrorSample({**base, "expertIdx": np.zeros((4, 2), np.int16)}, INVALID, "int16 expertIdx")
+    bad = np.asarray(base["expertIdx"]).copy()
+    bad[2, 1] = 6
+    yield ErrorSample({**base, "expertIdx": bad}, INVALID, "an expert number of expertNum (when the operator runs)")
+    bad = bad.copy()
+    bad[2, 1] = -1
+    plain = {**base, "expertTokensCountOrCumsumFlag": 0}
+    yield ErrorSample({**plain, "expertIdx": bad}, INVALID, "a negative expert number (when the operator runs)")
+
+
+_MoeInitRoutingV2 = OpSpec(
+    "MoeInitRoutingV2",
+    FAMILY,
+    (
+        tensor("x", FLOATS),
+        tensor("expertIdx", I32_64),
+        int_attr("activeNum"),
+        int_attr("expertCapacity"),
+        int_attr("expertNum"),
+        int_attr("dropPadMode"),
+        int_attr("expertTokensCountOrCumsumFlag"),
+        bool_attr("expertTokensBeforeCapacityFlag"),
+        out("expandedXOut", FLOATS, c_type="const aclTensor*"),
+        out("expandedRowIdxOut", I32, c_type="const aclTensor*"),
+        out("expertTokensCountOrCumsumOut", I32, optional=True, c_type="const aclTensor*"),
+        out("expertTokensBeforeCapacityOut", I32, optional=True, c_type="const aclTensor*"),
+    ),
+    _init_v2_infer,
+    samples=_init_v2_samples,
+    error_samples=_init_v2_errors,
+    summary="sort token copies by expert (flat positions), gather or drop/pad them per expert capacity, count tokens",
+)
+
+
+def _unpermute_length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
+    """MoeTokenUnpermute's roundings per output: a product and a sum per expert copy."""
+    shape: tuple[int, ...] = tuple(getattr(args.get("probsOptional"), "shape", ()))
+    return 2 * (int(shape[-1]) if len(shape) == 2 else 1)
+
+
+def _gating_k_length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
+    """MoeGatingTopK's summed terms: the experts of a row (softmax) plus the k chosen weights (renorm)."""
+    shape = getattr(args.get("x"), "shape", ())
+    return (int(shape[-1]) if shape else 1) + int(args.get("k", 1) or 1)
+
+
+def _gating_k_scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """MoeGatingTopK's error scale: ``|y|·(1 + range(x))`` for yOut and outOut (the softmax bound, ≥ sigmoid's)."""
+    scale = top_k_softmax_scale("x", "yOut")(args, outputs)
+    norm = top_k_softmax_scale("x", "outOut")(args, outputs)
+    return {**scale, **norm}
+
+
 def _finalize_length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
     """MoeFinalizeRouting's roundings per output: x1 + x2, then per expert a bias add, a product and a sum."""
     shape = getattr(args.get("scales"), "shape", ())
@@ -324,7 +823,26 @@ ACCURACY: dict[str, Accuracy] = {
         length_of=_finalize_length,
         reason="x1 + x2 + Σ_k scales·(expandedX + bias): γ_n·(|x1| + |x2| + Σ|s|(|x| + |b|))",
     ),
+    # softmax (x - max, exp, the row sum, a division) or sigmoid, then the top-k weights' sum, + eps, a
+    # division and the scaling; the experts are chosen without rounding (docstring: ranking keys)
+    "MoeGatingTopK": composite(
+        steps=8, length_of=_gating_k_length, scale_of=_gating_k_scale, reason="a row softmax or sigmoid, then renorm"
+    ),
+    "MoeTokenPermute": exact("routing: every permuteTokensOut element is a copy of a tokens element"),
+    "MoeInitRoutingV2": exact("routing: every expandedXOut element is a copy of an x element or a padding zero"),
+    "MoeTokenUnpermute": reduction(length_of=_unpermute_length, reason="Σ_k probs·permutedTokens: γ_n·Σ|p||t|"),
 }
 """Accuracy classes of the MoE pipeline."""
 
-SPECS: list[OpSpec] = with_accuracy([_MoeGatingTopKSoftmax, _MoeInitRouting, _MoeFinalizeRouting], ACCURACY)
+SPECS: list[OpSpec] = with_accuracy(
+    [
+        _MoeGatingTopKSoftmax,
+        _MoeInitRouting,
+        _MoeFinalizeRouting,
+        _MoeGatingTopK,
+        _MoeTokenPermute,
+        _MoeTokenUnpermute,
+        _MoeInitRoutingV2,
+    ],
+    ACCURACY,
+)

@@ -30,6 +30,7 @@ FAMILIES: tuple[str, ...] = (
     "index_ops",
     "loss",
     "foreach",
+    "serving",
     "optim",
     "random",
     "matmul_variants",

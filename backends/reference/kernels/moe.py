@@ -5,9 +5,12 @@ Formulas and tie rules are those of :mod:`acl_core.spec.ops.moe`; values are com
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from acl_core.errors import AclnnError, AclnnStatus
+from acl_core.spec.ops.moe import MAX_PERMUTE_ELEMENTS
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
 
@@ -95,3 +98,180 @@ def finalize_routing(k: RefCall) -> None:
     if k["x2Optional"] is not None:
         result = result + k.read("x2Optional", np.float64)
     k.write("out", result)
+
+
+# ----------------------------------------------------------------------------- exact ranking arithmetic
+LN2_HI = float.fromhex("0x1.62e42fee00000p-1")
+"""ln 2's leading 32 bits: ``n·LN2_HI`` is exact for the ``|n| ≤ 1024`` of the range reduction."""
+LN2_LO = float.fromhex("0x1.a39ef35793c76p-33")
+LOG2E = float.fromhex("0x1.71547652b82fep+0")
+EXP_TERMS = 14
+"""Taylor terms of ``e^r`` for ``|r| ≤ ln2/2``: the 14th is below 2^-60 of the sum."""
+EXP_HIGH, EXP_LOW = 709.0, -708.0
+
+
+def ranking_exp(t: Array) -> Array:
+    """``e^t`` in float64 from +, -, × and ``rint`` alone, each rounded once in a fixed order.
+
+    Every backend can compute this bit for bit (a GPU with ``__dadd_rn`` / ``__dmul_rn``, never a fused
+    multiply-add), so a ranking or a threshold decided on it is decided alike everywhere; it is within
+    a few ulps of ``e^t`` (tests/ops/test_moe.py). Above 709 it is +Inf, below -708 it is 0 (both far
+    outside what a softmax or sigmoid of float32 logits can tell apart); NaN stays NaN.
+    """
+    t = np.asarray(t, np.float64)
+    with np.errstate(all="ignore"):
+        inside = (t >= EXP_LOW) & (t <= EXP_HIGH)
+        u = np.where(inside, t, 0.0)
+        n = np.rint(u * LOG2E)
+        r = (u - n * LN2_HI) - n * LN2_LO
+        p = np.full(t.shape, 1.0 / math.factorial(EXP_TERMS - 1))
+        for j in range(EXP_TERMS - 2, -1, -1):
+            p = p * r + 1.0 / math.factorial(j)
+        scale = ((n.astype(np.int64) + 1023) << 52).view(np.float64)
+        e = p * scale
+    e = np.where(t > EXP_HIGH, np.inf, np.where(t < EXP_LOW, 0.0, e))
+    return np.where(np.isnan(t), np.nan, e)
+
+
+def tree_sum(values: Array) -> Array:
+    """Sums along the last axis in a fixed order: padded with zeros to a power of two, then halves added.
+
+    ``a[:h] + a[h:]`` until one is left: the order a block's shared-memory tree follows.
+    """
+    n = values.shape[-1]
+    width = 1 << max(n - 1, 0).bit_length()
+    a = np.concatenate([values, np.zeros((*values.shape[:-1], width - n))], axis=-1)
+    while a.shape[-1] > 1:
+        h = a.shape[-1] // 2
+        a = a[..., :h] + a[..., h:]
+    return a[..., 0]
+
+
+def gating_norm(x: Array, norm_type: int) -> Array:
+    """normOut of MoeGatingTopK, row by row: the softmax (``ranking_exp`` and :func:`tree_sum`) or the sigmoid."""
+    with np.errstate(all="ignore"):
+        if norm_type == 1:
+            return 1.0 / (1.0 + ranking_exp(-x))
+        if x.shape[-1] == 0:
+            return x
+        e = ranking_exp(x - x.max(axis=-1, keepdims=True))
+        return e / tree_sum(e)[..., None]
+
+
+def rank_descending(keys: Array) -> Array:
+    """Positions of each row's keys from largest to smallest: ties to the lower position, NaN last, -0 = 0."""
+    return np.argsort(-np.where(keys == 0, 0.0, keys), axis=-1, kind="stable")
+
+
+def gating_top_k(x: Array, bias: Array | None, k: int, k_group: int, groups: int, mode: int, norm_type: int) -> tuple:
+    """(normOut, experts) of MoeGatingTopK (see the spec's docstring for the ranking keys)."""
+    rows, experts = x.shape
+    norm = gating_norm(x, norm_type)
+    value = norm if bias is None else norm + bias[None, :]
+    key = x if bias is None else value
+    size = experts // groups
+    order = rank_descending(key.reshape(rows, groups, size))
+    if mode == 0:
+        score = np.take_along_axis(key.reshape(rows, groups, size), order[..., :1], axis=-1)[..., 0]
+    else:
+        top2 = np.take_along_axis(value.reshape(rows, groups, size), order[..., :2], axis=-1)
+        score = top2[..., 0] + top2[..., 1]
+    chosen = rank_descending(score)[:, :k_group]
+    keep = np.zeros((rows, groups), bool)
+    np.put_along_axis(keep, chosen, True, axis=-1)
+    masked = np.where(np.repeat(keep, size, axis=-1), key, -np.inf)
+    return norm, rank_descending(masked)[:, :k]
+
+
+@kernel("MoeGatingTopK")
+def gating_top_k_kernel(k: RefCall) -> None:
+    """yOut, expertIdxOut: group-limited top-k of normOut (+ bias); yOut renormalised and scaled; outOut = normOut."""
+    x = k.read("x", np.float64)
+    bias = k.read("biasOptional", np.float64) if k["biasOptional"] is not None else None
+    top, k_group, groups = int(k.value("k")), int(k.value("kGroup")), int(k.value("groupCount"))
+    mode, renorm, norm_type = int(k.value("groupSelectMode")), int(k.value("renorm")), int(k.value("normType"))
+    scaling = float(np.float32(k.value("routedScalingFactor")))
+    eps = float(np.float32(k.value("eps")))
+    norm, experts = gating_top_k(x, bias, top, k_group, groups, mode, norm_type)
+    y = np.take_along_axis(norm, experts, axis=-1)
+    with np.errstate(all="ignore"):
+        if norm_type == 1 or renorm == 1:
+            y = y / (y.sum(axis=-1, keepdims=True) + eps)
+        y = y * scaling
+    k.write("yOut", y)
+    k.write("expertIdxOut", experts)
+    k.write("outOut", norm)
+
+
+# ----------------------------------------------------------------------------- permute / unpermute
+@kernel("MoeTokenPermute")
+def token_permute(k: RefCall) -> None:
+    """Stable sort of the flattened expert numbers; row p of the output is token sorted[p] // topK."""
+    tokens = k.read("tokens")
+    indices = k.read("indices").astype(np.int64)
+    top_k = indices.shape[1] if indices.ndim == 2 else 1
+    flat = indices.reshape(-1)
+    if flat.size and (flat.min() < 0 or flat.max() >= MAX_PERMUTE_ELEMENTS):
+        raise _launch_error(f"indices values must lie in [0, {MAX_PERMUTE_ELEMENTS - 1}]")
+    order = np.argsort(flat, kind="stable")
+    inverse = np.empty(flat.size, np.int64)
+    inverse[order] = np.arange(flat.size)
+    kept = k["permuteTokensOut"].shape[0]
+    k.write("permuteTokensOut", tokens[order[:kept] // top_k])
+    k.write("sortedIndicesOut", inverse)
+
+
+@kernel("MoeTokenUnpermute")
+def token_unpermute(k: RefCall) -> None:
+    """out[i] = Σ_j permutedTokens[sortedIndices[i*topK + j]] · probs[i, j] (probs 1 and topK 1 without it)."""
+    tokens = k.read("permutedTokens", np.float64)
+    order = k.read("sortedIndices").astype(np.int64)
+    if order.size and (order.min() < 0 or order.max() >= tokens.shape[0]):
+        raise _launch_error(f"sortedIndices values must lie in [0, {tokens.shape[0] - 1}]")
+    if k["probsOptional"] is not None:
+        probs = k.read("probsOptional", np.float64)
+    else:
+        probs = np.ones((order.size, 1))
+    rows, top_k = probs.shape
+    gathered = tokens[order].reshape(rows, top_k, tokens.shape[1])
+    k.write("out", np.einsum("rk,rkh->rh", probs, gathered))
+
+
+# ----------------------------------------------------------------------------- MoeInitRoutingV2
+@kernel("MoeInitRoutingV2")
+def init_routing_v2(k: RefCall) -> None:
+    """Stable sort of the flat expert numbers; dropless: gather the first rows; drop/pad: capacity slots per expert."""
+    x = k.read("x")
+    flat = k.read("expertIdx").astype(np.int64).reshape(-1)
+    rows = x.shape[0]
+    top_k = flat.size // rows if rows else 1
+    experts, capacity = int(k.value("expertNum")), int(k.value("expertCapacity"))
+    drop, count_flag = int(k.value("dropPadMode")), int(k.value("expertTokensCountOrCumsumFlag"))
+    bounded = drop == 1 or count_flag > 0
+    if flat.size and (flat.min() < 0 or (bounded and flat.max() >= experts)):
+        high = f"{experts - 1}]" if bounded else "..."
+        raise _launch_error(f"expertIdx values must lie in [0, {high}")
+    order = np.argsort(flat, kind="stable")
+    ranked = flat[order]
+    counts = np.bincount(ranked, minlength=experts)[:experts] if bounded else None
+    if drop == 0:
+        expanded_row = np.empty(flat.size, np.int64)
+        expanded_row[order] = np.arange(flat.size)
+        kept = k["expandedXOut"].shape[0]
+        k.write("expandedXOut", x[order[:kept] // top_k])
+        k.write("expandedRowIdxOut", expanded_row)
+        if count_flag > 0 and counts is not None:
+            k.write("expertTokensCountOrCumsumOut", np.cumsum(counts) if count_flag == 1 else counts)
+        return
+    first = np.searchsorted(ranked, ranked, side="left")
+    within = np.arange(flat.size) - first
+    fits = within < capacity
+    slot = ranked * capacity + within
+    expanded_row = np.full(flat.size, -1, np.int64)
+    expanded_row[order[fits]] = slot[fits]
+    out = np.zeros((experts * capacity, x.shape[1]), x.dtype)
+    out[slot[fits]] = x[order[fits] // top_k]
+    k.write("expandedXOut", out.reshape(experts, capacity, x.shape[1]))
+    k.write("expandedRowIdxOut", expanded_row)
+    if k["expertTokensBeforeCapacityOut"] is not None and bool(k.value("expertTokensBeforeCapacityFlag")):
+        k.write("expertTokensBeforeCapacityOut", counts)

@@ -11,6 +11,8 @@ after a check read the device flag first and write nothing when it is set.
 from __future__ import annotations
 
 import functools
+import math
+import struct
 from dataclasses import dataclass
 
 from acl_core.dtypes import DataType as D
@@ -301,3 +303,462 @@ class Finalize:
         return source(
             f"moe: finalize routing in {self.dtype.short}", meta(2, 3), self.kernel_name, params, body, HELPERS
         )
+
+
+# ----------------------------------------------------------------------------- exact ranking arithmetic
+def _bits(value: float) -> str:
+    """A C expression of the double ``value``, bit for bit."""
+    return f"__longlong_as_double({struct.unpack('<q', struct.pack('<d', value))[0]}LL)"
+
+
+EXP_TERMS = 14
+_LN2_HI = float.fromhex("0x1.62e42fee00000p-1")
+_LN2_LO = float.fromhex("0x1.a39ef35793c76p-33")
+_LOG2E = float.fromhex("0x1.71547652b82fep+0")
+
+
+def ranking_exp_source() -> str:
+    """``acl_rank_exp(t)``: the reference's ``ranking_exp`` (acl_reference.kernels.moe), bit for bit.
+
+    Range reduction ``t = n·ln2 + r`` (Cody-Waite, ln2 in two parts), 14 Taylor terms by Horner, then a
+    multiplication by ``2^n`` built from its bits; every step is an ``__dmul_rn`` / ``__dadd_rn`` /
+    ``__dsub_rn`` (never fused), so any device rounds exactly as NumPy does.
+    """
+    lines = [
+        "__device__ __forceinline__ double acl_rank_exp(double t) {",
+        "  if (t != t) return t;",
+        "  if (t > 709.0) return __longlong_as_double(0x7ff0000000000000LL);",
+        "  if (t < -708.0) return 0.0;",
+        f"  const double n = rint(__dmul_rn(t, {_bits(_LOG2E)}));",
+        f"  const double r = __dsub_rn(__dsub_rn(t, __dmul_rn(n, {_bits(_LN2_HI)})), __dmul_rn(n, {_bits(_LN2_LO)}));",
+        f"  double p = {_bits(1.0 / math.factorial(EXP_TERMS - 1))};",
+    ]
+    for j in range(EXP_TERMS - 2, -1, -1):
+        lines.append(f"  p = __dadd_rn(__dmul_rn(p, r), {_bits(1.0 / math.factorial(j))});")
+    lines += ["  return __dmul_rn(p, __longlong_as_double(((long long)n + 1023LL) << 52));", "}"]
+    return "\n".join(lines)
+
+
+RANK_BEFORE = r"""
+// expert a (key ka) ranks before b: larger keys first, NaN last, equal keys (-0 = 0) by number
+__device__ __forceinline__ bool acl_rank_before(double ka, long long a, double kb, long long b) {
+  if (ka != ka) return kb != kb && a < b;
+  return kb != kb || ka > kb || (ka == kb && a < b);
+}
+"""
+
+
+# ----------------------------------------------------------------------------- MoeGatingTopK
+@dataclass(frozen=True)
+class GatingTopKPrep:
+    """Per row (one block each): normOut (double temp and float32 ``outOut``), ranking keys, group masking.
+
+    Softmax rows sum their exponentials with the reference's :func:`tree_sum` order in shared memory
+    (``width``: the power of two the experts are padded to). Keys are the logits without a bias, else
+    ``normOut + bias``; the ``kGroup`` best groups (by their best key, or the sum of their two best
+    values) keep their keys, the others get -Inf. Block size: a power of two.
+    """
+
+    dtype: D
+    bias: bool
+    norm_type: int
+    mode: int
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("gating_k_prep", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        st = ctype(self.dtype).storage
+        params = ["const Meta m", f"const {st}* x"]
+        if self.bias:
+            params.append(f"const {st}* bias")
+        params += ["double* norm", "double* keys", "float* out_norm"]
+        params += [f"const long long {n}" for n in ("experts", "width", "groups", "k_group", "xs0", "xs1", "bs")]
+        params += ["const long long os0", "const long long os1"]
+        x = _as_double("x[xo + (i) * xs1]", self.dtype)
+        value = "(nrm[i])" if not self.bias else f"__dadd_rn(nrm[i], {_as_double('bias[(i) * bs]', self.dtype)})"
+        key = "v" if self.bias else x
+        body = [
+            "__shared__ double buf[2048];",
+            "__shared__ unsigned char keep[2048];",
+            "const double minus_inf = -__longlong_as_double(0x7ff0000000000000LL);",
+            "const long long size = experts / groups;",
+            "for (long long row = blockIdx.x; row < m.n; row += gridDim.x) {",
+            "  const long long xo = row * xs0;",
+            "  double* nrm = norm + row * experts;",
+            "  double* key = keys + row * experts;",
+        ]
+        if self.norm_type == 0:
+            body += [
+                "  double v = minus_inf;",
+                f"  for (long long i = threadIdx.x; i < experts; i += blockDim.x) v = acl_maximum(v, {x});",
+                "  buf[threadIdx.x] = v;",
+                "  __syncthreads();",
+                "  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {",
+                "    if (threadIdx.x < s) buf[threadIdx.x] = acl_maximum(buf[threadIdx.x], buf[threadIdx.x + s]);",
+                "    __syncthreads();",
+                "  }",
+                "  const double top = buf[0];",
+                "  __syncthreads();",
+                "  for (long long i = threadIdx.x; i < width; i += blockDim.x) {",
+                f"    const double e = i < experts ? acl_rank_exp(__dsub_rn({x}, top)) : 0.0;",
+                "    buf[i] = e;",
+                "    if (i < experts) nrm[i] = e;",
+                "  }",
+                "  __syncthreads();",
+                "  for (long long s = width / 2; s > 0; s >>= 1) {",
+                "    for (long long i = threadIdx.x; i < s; i += blockDim.x) buf[i] = __dadd_rn(buf[i], buf[i + s]);",
+                "    __syncthreads();",
+                "  }",
+                "  const double total = buf[0];",
+                "  __syncthreads();",
+                "  for (long long i = threadIdx.x; i < experts; i += blockDim.x) nrm[i] = nrm[i] / total;",
+            ]
+        else:
+            body.append(
+                f"  for (long long i = threadIdx.x; i < experts; i += blockDim.x) "
+                f"nrm[i] = 1.0 / __dadd_rn(1.0, acl_rank_exp(-{x}));"
+            )
+        body += [
+            "  for (long long i = threadIdx.x; i < experts; i += blockDim.x) {",
+            "    out_norm[row * os0 + i * os1] = (float)nrm[i];",
+            f"    const double v = {value};",
+            f"    key[i] = {key};",
+            "  }",
+            "  __syncthreads();",
+            "  for (long long g = threadIdx.x; g < groups; g += blockDim.x) {",
+            "    long long a = -1, b = -1;",
+            "    for (long long i = g * size; i < (g + 1) * size; ++i) {",
+            "      if (a < 0 || acl_rank_before(key[i], i, key[a], a)) { b = a; a = i; }",
+            "      else if (b < 0 || acl_rank_before(key[i], i, key[b], b)) b = i;",
+            "    }",
+        ]
+        if self.mode == 0:
+            body.append("    buf[g] = key[a];")
+        else:
+            val = "key" if self.bias else "nrm"
+            body.append(f"    buf[g] = __dadd_rn({val}[a], {val}[b]);")
+        body += [
+            "  }",
+            "  __syncthreads();",
+            "  for (long long g = threadIdx.x; g < groups; g += blockDim.x) {",
+            "    long long rank = 0;",
+            "    for (long long h = 0; h < groups; ++h) rank += acl_rank_before(buf[h], h, buf[g], g) ? 1 : 0;",
+            "    keep[g] = rank < k_group ? 1 : 0;",
+            "  }",
+            "  __syncthreads();",
+            "  for (long long i = threadIdx.x; i < experts; i += blockDim.x) if (!keep[i / size]) key[i] = minus_inf;",
+            "  __syncthreads();",
+            "}",
+        ]
+        helpers = HELPERS + ranking_exp_source() + RANK_BEFORE
+        return source(
+            f"moe: gating top-k keys of {self.dtype.short} rows", meta(1, 1), self.kernel_name, params, body, helpers
+        )
+
+
+@dataclass(frozen=True)
+class GatingTopKEmit:
+    """One thread per row: the first k sorted experts, their normOut renormalised (``renorm``) and scaled."""
+
+    dtype: D
+    renorm: bool
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("gating_k_emit", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        st = ctype(self.dtype).storage
+        params = ["const Meta m", "const double* norm", "const int* sorted_idx", f"{st}* y", "int* expert"]
+        params += [f"const long long {n}" for n in ("experts", "k", "ys0", "ys1", "es0", "es1")]
+        params += ["const double scaling", "const double eps"]
+        body = [
+            _GRID_LOOP,
+            _loop("m.n"),
+            "  const double* nrm = norm + e * experts;",
+            "  const int* idx = sorted_idx + e * experts;",
+            "  double denom = 1.0;",
+        ]
+        if self.renorm:
+            body += [
+                "  double sum = 0.0;",
+                "  for (long long j = 0; j < k; ++j) sum += nrm[idx[j]];",
+                "  denom = sum + eps;",
+            ]
+        body += [
+            "  for (long long j = 0; j < k; ++j) {",
+            f"    const double w = {'nrm[idx[j]] / denom' if self.renorm else 'nrm[idx[j]]'} * scaling;",
+            f"    y[e * ys0 + j * ys1] = {store_narrow('w', self.dtype)};",
+            "    expert[e * es0 + j * es1] = idx[j];",
+            "  }",
+            "}",
+        ]
+        return source(
+            f"moe: gating top-k weights into {self.dtype.short}", meta(1, 1), self.kernel_name, params, body, HELPERS
+        )
+
+
+# ----------------------------------------------------------------------------- MoeTokenPermute / Unpermute
+@dataclass(frozen=True)
+class PermuteCheck:
+    """``*flag = 1`` unless the smallest and largest sorted expert numbers lie in ``[0, high)`` (one thread)."""
+
+    key_bits: int
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("permute_check", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        kt = "unsigned long long" if self.key_bits == 64 else "unsigned int"
+        sign = "0x8000000000000000ull" if self.key_bits == 64 else "0x80000000u"
+        cast = "long long" if self.key_bits == 64 else "int"
+        params = ["const Meta m", f"const {kt}* sorted_keys", "int* flag", "const long long high"]
+        body = [
+            "if (blockIdx.x != 0 || threadIdx.x != 0 || m.n == 0) return;",
+            f"const long long low_value = (long long)({cast})(sorted_keys[0] ^ {sign});",
+            f"const long long high_value = (long long)({cast})(sorted_keys[m.n - 1] ^ {sign});",
+            "if (low_value < 0 || high_value >= high) *flag = 1;",
+        ]
+        return source("moe: expert numbers in range", meta(1, 1), self.kernel_name, params, body)
+
+
+@dataclass(frozen=True)
+class PermuteIndices:
+    """``sortedIndicesOut[pos[p]] = p`` (flag-gated): each flat (token, slot) learns its sorted position."""
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("permute_indices", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = ["const Meta m", "const int* pos", "int* out", "const int* flag", "const long long os"]
+        body = ["if (*flag) return;", _GRID_LOOP, _loop("m.n"), "  out[(long long)pos[e] * os] = (int)e;", "}"]
+        return source("moe: permute positions", meta(1, 1), self.kernel_name, params, body)
+
+
+@dataclass(frozen=True)
+class RowGather:
+    """``out[p, rest] = src[pos[p] / top_k, rest]`` for the kept rows (flag-gated).
+
+    ``word`` > 0: rows move as ``word``-byte words (contiguous rows, aligned; Meta n = rows × words per
+    row); else element by element of ``itemsize`` bytes over the rest dims (Meta: shape = rest dims,
+    rows 0 src, 1 out; n = rows × inner).
+    """
+
+    itemsize: int
+    ndim: int
+    word: int = 0
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("row_gather", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        w = word(self.word or self.itemsize)
+        params = ["const Meta m", f"const {w}* src", "const int* pos", f"{w}* out", "const int* flag"]
+        params += [f"const long long {n}" for n in ("top_k", "inner", "srs", "ors")]
+        body = [
+            "if (*flag) return;",
+            _GRID_LOOP,
+            _loop("m.n"),
+            "  const long long p = e / inner, q = e % inner;",
+            "  const long long r = (long long)pos[p] / top_k;",
+        ]
+        if self.word:
+            body.append("  out[p * ors + q] = src[r * srs + q];")
+        else:
+            body += [
+                *("  " + line for line in row_offsets(self.ndim, 2, "q")),
+                "  out[p * ors + o1] = src[r * srs + o0];",
+            ]
+        body.append("}")
+        kind = f"{self.word}-byte words" if self.word else f"{self.itemsize}-byte elements"
+        return source(f"moe: gather permuted rows, {kind}", meta(self.ndim, 2), self.kernel_name, params, body, HELPERS)
+
+
+@dataclass(frozen=True)
+class Unpermute:
+    """``out[i, h] = Σ_j src[order[i·K + j], h] · probs[i, j]`` in double (flag-gated; probs 1 without it)."""
+
+    dtype: D
+    probs: D | None
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("unpermute", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        st = ctype(self.dtype).storage
+        params = ["const Meta m", f"const {st}* src", "const int* order"]
+        if self.probs is not None:
+            params.append(f"const {ctype(self.probs).storage}* probs")
+        params += [f"{st}* out", "const int* flag"]
+        params += [f"const long long {n}" for n in ("k", "hidden", "ss0", "ss1", "os", "ps0", "ps1", "out0", "out1")]
+        weight = "1.0" if self.probs is None else _as_double("probs[i * ps0 + j * ps1]", self.probs)
+        body = [
+            "if (*flag) return;",
+            _GRID_LOOP,
+            _loop("m.n"),
+            "  const long long i = e / hidden, h = e % hidden;",
+            "  double acc = 0.0;",
+            "  for (long long j = 0; j < k; ++j) {",
+            "    const long long at = (long long)order[(i * k + j) * os];",
+            f"    acc += {_as_double('src[at * ss0 + h * ss1]', self.dtype)} * {weight};",
+            "  }",
+            f"  out[i * out0 + h * out1] = {store_narrow('acc', self.dtype)};",
+            "}",
+        ]
+        return source(f"moe: unpermute into {self.dtype.short}", meta(1, 1), self.kernel_name, params, body, HELPERS)
+
+
+# ----------------------------------------------------------------------------- MoeInitRoutingV2
+def _search(key_bits: int) -> str:
+    """``acl_first_at_least(keys, n, e)``: the first sorted position whose expert is at least ``e``."""
+    kt = "unsigned long long" if key_bits == 64 else "unsigned int"
+    sign = "0x8000000000000000ull" if key_bits == 64 else "0x80000000u"
+    value = "long long" if key_bits == 64 else "int"
+    return f"""
+typedef {kt} acl_key_t;
+__device__ __forceinline__ acl_key_t acl_expert_key(long long e) {{ return (acl_key_t)e ^ {sign}; }}
+__device__ __forceinline__ long long acl_key_expert(acl_key_t k) {{ return (long long)({value})(k ^ {sign}); }}
+__device__ __forceinline__ long long acl_first_at_least(const acl_key_t* keys, long long n, long long e) {{
+  const acl_key_t target = acl_expert_key(e);
+  long long lo = 0, hi = n;
+  while (lo < hi) {{ const long long mid = (lo + hi) / 2; if (keys[mid] < target) lo = mid + 1; else hi = mid; }}
+  return lo;
+}}
+"""
+
+
+@dataclass(frozen=True)
+class ExpertCounts:
+    """Per expert (one thread each, Meta n = experts): its token count, or the running total through it (flag-gated)."""
+
+    key_bits: int
+    cumulative: bool
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("expert_counts", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = ["const Meta m", "const acl_key_t* keys", "int* out", "const int* flag", "const long long total"]
+        params.append("const long long os")
+        value = "hi" if self.cumulative else "hi - acl_first_at_least(keys, total, e)"
+        body = [
+            "if (*flag) return;",
+            _GRID_LOOP,
+            _loop("m.n"),
+            "  const long long hi = acl_first_at_least(keys, total, e + 1);",
+            f"  out[e * os] = (int)({value});",
+            "}",
+        ]
+        return source("moe: tokens per expert", meta(1, 1), self.kernel_name, params, body, _search(self.key_bits))
+
+
+@dataclass(frozen=True)
+class CapacitySlots:
+    """Drop/pad mode, per sorted position i (flag-gated): ``expandedRowIdxOut[pos[i]]`` = its slot ``e·C + r`` or -1."""
+
+    key_bits: int
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("capacity_slots", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = ["const Meta m", "const acl_key_t* keys", "const int* pos", "int* out", "const int* flag"]
+        params += ["const long long capacity", "const long long os"]
+        body = [
+            "if (*flag) return;",
+            _GRID_LOOP,
+            _loop("m.n"),
+            "  const long long ex = acl_key_expert(keys[e]);",
+            "  const long long r = e - acl_first_at_least(keys, m.n, ex);",
+            "  out[(long long)pos[e] * os] = r < capacity ? (int)(ex * capacity + r) : -1;",
+            "}",
+        ]
+        return source("moe: capacity slots", meta(1, 1), self.kernel_name, params, body, _search(self.key_bits))
+
+
+@dataclass(frozen=True)
+class CapacityGather:
+    """Drop/pad mode: ``out[e, r, h] = x[pos[first(e) + r] / k, h]`` while expert e has an r-th token, else 0.
+
+    Meta n = experts × capacity × h (flag-gated); elements of ``itemsize`` bytes.
+    """
+
+    key_bits: int
+    itemsize: int
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("capacity_gather", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        w = word(self.itemsize)
+        params = ["const Meta m", "const acl_key_t* keys", "const int* pos", f"const {w}* x", f"{w}* out"]
+        params += ["const int* flag"] + [
+            f"const long long {n}" for n in ("total", "k", "capacity", "hidden", "xs0", "xs1", "os0", "os1", "os2")
+        ]
+        body = [
+            "if (*flag) return;",
+            _GRID_LOOP,
+            _loop("m.n"),
+            "  const long long slot = e / hidden, h = e % hidden;",
+            "  const long long ex = slot / capacity, r = slot % capacity;",
+            "  const long long i = acl_first_at_least(keys, total, ex) + r;",
+            f"  {w} v{{}};",
+            "  if (i < acl_first_at_least(keys, total, ex + 1)) v = x[((long long)pos[i] / k) * xs0 + h * xs1];",
+            "  out[ex * os0 + r * os1 + h * os2] = v;",
+            "}",
+        ]
+        helpers = HELPERS + _search(self.key_bits)
+        return source("moe: drop/pad gather", meta(1, 1), self.kernel_name, params, body, helpers)
+
+
+@dataclass(frozen=True)
+class ZeroFill:
+    """Zeros into every element of a strided view (Meta: its shape, row 0 its strides)."""
+
+    itemsize: int
+    ndim: int
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("zero_fill", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        w = word(self.itemsize)
+        params = ["const Meta m", f"{w}* out"]
+        body = [
+            _GRID_LOOP,
+            _loop("m.n"),
+            *("  " + line for line in row_offsets(self.ndim, 1, "e")),
+            f"  out[o0] = {w}{{}};",
+            "}",
+        ]
+        return source("moe: zeros", meta(self.ndim, 1), self.kernel_name, params, body, HELPERS)

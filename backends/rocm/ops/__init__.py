@@ -38,6 +38,7 @@ FAMILIES: tuple[str, ...] = (
     "random",
     "foreach",
     "matmul_variants",
+    "serving",
 )
 
 

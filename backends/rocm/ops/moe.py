@@ -16,10 +16,30 @@ import ctypes
 import math
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
+from acl_core.spec.ops.moe import MAX_PERMUTE_ELEMENTS
 from acl_core.tensor import AclTensor
-from acl_rocm.kernels.moe import Finalize, GatingEmit, GatingSoftmax, RoutingCheck, RoutingEmit, RoutingGather
+from acl_rocm.kernels.moe import (
+    CapacityGather,
+    CapacitySlots,
+    ExpertCounts,
+    Finalize,
+    GatingEmit,
+    GatingSoftmax,
+    GatingTopKEmit,
+    GatingTopKPrep,
+    PermuteCheck,
+    PermuteIndices,
+    RoutingCheck,
+    RoutingEmit,
+    RoutingGather,
+    RowGather,
+    Unpermute,
+    ZeroFill,
+)
 from acl_rocm.kernels.movement import Check
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.program import FLAG, Program, program_kernel
@@ -28,7 +48,15 @@ from acl_rocm.ops.sort import BLOCKS_PER_UNIT, Sorter, address
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
 
-OPS: tuple[str, ...] = ("MoeFinalizeRouting", "MoeGatingTopKSoftmax", "MoeInitRouting")
+OPS: tuple[str, ...] = (
+    "MoeFinalizeRouting",
+    "MoeGatingTopK",
+    "MoeGatingTopKSoftmax",
+    "MoeInitRouting",
+    "MoeInitRoutingV2",
+    "MoeTokenPermute",
+    "MoeTokenUnpermute",
+)
 """The aclnn operators this module runs."""
 
 
@@ -59,6 +87,10 @@ class MoeRunner:
             "MoeGatingTopKSoftmax": self._gating,
             "MoeInitRouting": self._init_routing,
             "MoeFinalizeRouting": self._finalize,
+            "MoeGatingTopK": self._gating_top_k,
+            "MoeTokenPermute": self._permute,
+            "MoeTokenUnpermute": self._unpermute,
+            "MoeInitRoutingV2": self._init_routing_v2,
         }
         return {name: self._bind(name, plan) for name, plan in plans.items()}
 
@@ -162,6 +194,168 @@ class MoeRunner:
         s.step(prog, Finalize(out.dtype, isinstance(x2, AclTensor)), s.flat_config(rows * hidden), args)
         return prog
 
+    # ------------------------------------------------------------------ gating top-k (grouped)
+    def _gating_top_k(self, launch: Launch) -> Program:
+        x = _tensor(launch, "x")
+        y, expert, norm_out = (_tensor(launch, n) for n in ("yOut", "expertIdxOut", "outOut"))
+        bias = launch.args.get("biasOptional")
+        a = launch.args
+        k, k_group, groups = int(a["k"]), int(a["kGroup"]), int(a["groupCount"])
+        mode, renorm, norm_type = int(a["groupSelectMode"]), int(a["renorm"]), int(a["normType"])
+        prog = Program()
+        rows, experts = x.view_dims
+        if rows == 0:
+            return prog
+        s = self.sorter
+        norm, keys = prog.temp(rows * experts * 8), prog.temp(rows * experts * 8)
+        prep = GatingTopKPrep(x.dtype, isinstance(bias, AclTensor), norm_type, mode)
+        args: list[Any] = [s.meta(rows, (rows,), [(0,)]), _p(x)]
+        if isinstance(bias, AclTensor):
+            args.append(_p(bias))
+        width = 1 << max(experts - 1, 0).bit_length()
+        args += [norm, keys, _p(norm_out), *_ll(experts, width, groups, k_group, *x.strides)]
+        args += _ll(bias.strides[0] if isinstance(bias, AclTensor) else 0, *norm_out.strides)
+        p = self.backend.properties
+        grid = min(rows, p.compute_units * BLOCKS_PER_UNIT, p.max_grid_x)
+        s.step(prog, prep, LaunchConfig((grid, 1, 1), (256, 1, 1)), args)
+        _, idx = s.sort_tensor(prog, D.ACL_DOUBLE, True, keys, rows, (rows,), (experts,), experts, nan_last=True)
+        emit = GatingTopKEmit(y.dtype, norm_type == 1 or renorm == 1)
+        scaling, eps = (float(np.float32(a[n])) for n in ("routedScalingFactor", "eps"))
+        args = [s.meta(rows, (rows,), [(0,)]), norm, idx, _p(y), _p(expert)]
+        args += [*_ll(experts, k, *y.strides, *expert.strides), ctypes.c_double(scaling), ctypes.c_double(eps)]
+        s.step(prog, emit, s.flat_config(rows), args)
+        return prog
+
+    # ------------------------------------------------------------------ token permute / unpermute
+    def _permute(self, launch: Launch) -> Program:
+        tokens, indices = _tensor(launch, "tokens"), _tensor(launch, "indices")
+        out, order_out = _tensor(launch, "permuteTokensOut"), _tensor(launch, "sortedIndicesOut")
+        prog = Program()
+        top_k = indices.view_dims[1] if indices.rank == 2 else 1
+        total = indices.view_dims[0] * top_k
+        if total == 0:
+            return prog
+        s = self.sorter
+        s.check_length("MoeTokenPermute", total)
+        prog.report = f"MoeTokenPermute: indices values must lie in [0, {MAX_PERMUTE_ELEMENTS - 1}]"
+        inner = _inner(indices) if indices.rank == 2 else (1, indices.strides[0], 0)
+        keys, pos = s.sort_tensor(prog, indices.dtype, False, address(indices), 1, (1,), (0,), total, inner)
+        flat = s.meta(total, (1,), [(0,)])
+        check = PermuteCheck(64 if indices.dtype == D.ACL_INT64 else 32)
+        s.step(prog, check, LaunchConfig((1, 1, 1), (1, 1, 1)), [flat, keys, FLAG, *_ll(MAX_PERMUTE_ELEMENTS)])
+        s.step(
+            prog, PermuteIndices(), s.flat_config(total), [flat, pos, _p(order_out), FLAG, *_ll(order_out.strides[0])]
+        )
+        kept = out.view_dims[0]
+        rest = tuple(tokens.view_dims[1:])
+        inner_n = math.prod(rest)
+        if kept * inner_n:
+            self._gather_rows(prog, tokens, out, pos, top_k, kept, rest)
+        return prog
+
+    def _gather_rows(
+        self, prog: Program, src: AclTensor, out: AclTensor, pos: Any, top_k: int, kept: int, rest: tuple[int, ...]
+    ) -> None:
+        s = self.sorter
+        item = src.dtype.info.storage_bits // 8
+        inner_n = math.prod(rest)
+        packed = _packed(src) and _packed(out)
+        nbytes = inner_n * item
+        aligned = all((address(t) % 16 == 0 and t.strides[0] * item % 16 == 0) for t in (src, out))
+        if packed and aligned and nbytes % 16 == 0:
+            words = nbytes // 16
+            args: list[Any] = [s.meta(kept * words, (1,), [(0,)]), _p(src), pos, _p(out), FLAG]
+            args += _ll(top_k, words, src.strides[0] * item // 16, out.strides[0] * item // 16)
+            s.step(prog, RowGather(item, 1, 16), s.flat_config(kept * words), args)
+            return
+        gather = RowGather(item, len(rest))
+        args = [s.meta(kept * inner_n, rest, [src.strides[1:], out.strides[1:]]), _p(src), pos, _p(out), FLAG]
+        args += _ll(top_k, inner_n, src.strides[0], out.strides[0])
+        s.step(prog, gather, s.flat_config(kept * inner_n), args)
+
+    def _init_routing_v2(self, launch: Launch) -> Program:
+        x, expert = _tensor(launch, "x"), _tensor(launch, "expertIdx")
+        out_x, out_row = _tensor(launch, "expandedXOut"), _tensor(launch, "expandedRowIdxOut")
+        counts = launch.args.get("expertTokensCountOrCumsumOut")
+        before = launch.args.get("expertTokensBeforeCapacityOut")
+        a = launch.args
+        experts, capacity = int(a["expertNum"]), int(a["expertCapacity"])
+        drop, count_flag = int(a["dropPadMode"]), int(a["expertTokensCountOrCumsumFlag"])
+        prog = Program()
+        rows = x.view_dims[0]
+        top_k = expert.view_dims[1] if expert.rank == 2 else 1
+        total = rows * top_k
+        s = self.sorter
+        bits = 64 if expert.dtype == D.ACL_INT64 else 32
+        if total == 0:
+            if drop == 1 and int(np.prod(out_x.view_dims)):  # every slot is padding
+                self._zero(prog, out_x)
+            if isinstance(counts, AclTensor) and drop == 0 and count_flag > 0:
+                self._zero(prog, counts)
+            if isinstance(before, AclTensor) and drop == 1 and a["expertTokensBeforeCapacityFlag"]:
+                self._zero(prog, before)
+            return prog
+        s.check_length("MoeInitRoutingV2", total)
+        bounded = drop == 1 or count_flag > 0
+        high = experts if bounded else 1 << 62
+        prog.report = f"MoeInitRoutingV2: expertIdx values must lie in [0, {experts - 1 if bounded else 'any'}]"
+        inner = _inner(expert) if expert.rank == 2 else (1, expert.strides[0], 0)
+        keys, pos = s.sort_tensor(prog, expert.dtype, False, address(expert), 1, (1,), (0,), total, inner)
+        flat = s.meta(total, (1,), [(0,)])
+        s.step(prog, PermuteCheck(bits), LaunchConfig((1, 1, 1), (1, 1, 1)), [flat, keys, FLAG, *_ll(high)])
+        per_expert = s.meta(experts, (1,), [(0,)])
+        if drop == 0:
+            s.step(
+                prog, PermuteIndices(), s.flat_config(total), [flat, pos, _p(out_row), FLAG, *_ll(out_row.strides[0])]
+            )
+            kept, hidden = out_x.view_dims
+            if kept * hidden:
+                self._gather_rows(prog, x, out_x, pos, top_k, kept, (hidden,))
+            if isinstance(counts, AclTensor) and count_flag > 0:
+                args: list[Any] = [per_expert, keys, _p(counts), FLAG, *_ll(total, counts.strides[0])]
+                s.step(prog, ExpertCounts(bits, count_flag == 1), s.flat_config(experts), args)
+            return prog
+        args = [flat, keys, pos, _p(out_row), FLAG, *_ll(capacity, out_row.strides[0])]
+        s.step(prog, CapacitySlots(bits), s.flat_config(total), args)
+        hidden = x.view_dims[1]
+        n = experts * capacity * hidden
+        if n:
+            gather = CapacityGather(bits, x.dtype.info.storage_bits // 8)
+            args = [s.meta(n, (1,), [(0,)]), keys, pos, _p(x), _p(out_x), FLAG]
+            args += _ll(total, top_k, capacity, hidden, *x.strides, *out_x.strides)
+            s.step(prog, gather, s.flat_config(n), args)
+        if isinstance(before, AclTensor) and a["expertTokensBeforeCapacityFlag"]:
+            args = [per_expert, keys, _p(before), FLAG, *_ll(total, before.strides[0])]
+            s.step(prog, ExpertCounts(bits, False), s.flat_config(experts), args)
+        return prog
+
+    def _zero(self, prog: Program, t: AclTensor) -> None:
+        """Zeros into every element of ``t`` (any strides), through the movement family's fill."""
+        shape = tuple(t.view_dims)
+        kernel = ZeroFill(t.dtype.info.storage_bits // 8, len(shape))
+        meta = self.sorter.meta(math.prod(shape), shape, [t.strides])
+        self.sorter.step(prog, kernel, self.sorter.flat_config(math.prod(shape)), [meta, _p(t)])
+
+    def _unpermute(self, launch: Launch) -> Program:
+        src, order, out = (_tensor(launch, n) for n in ("permutedTokens", "sortedIndices", "out"))
+        probs = launch.args.get("probsOptional")
+        prog = Program()
+        rows, hidden = out.view_dims
+        if rows * hidden == 0:
+            return prog
+        s = self.sorter
+        prog.report = f"MoeTokenUnpermute: sortedIndices values must lie in [0, {src.view_dims[0] - 1}]"
+        self._check(prog, order, src.view_dims[0])
+        k = probs.view_dims[1] if isinstance(probs, AclTensor) else 1
+        kernel = Unpermute(out.dtype, probs.dtype if isinstance(probs, AclTensor) else None)
+        args: list[Any] = [s.meta(rows * hidden, (1,), [(0,)]), _p(src), _p(order)]
+        if isinstance(probs, AclTensor):
+            args.append(_p(probs))
+        p_strides = probs.strides if isinstance(probs, AclTensor) else (0, 0)
+        args += [_p(out), FLAG, *_ll(k, hidden, *src.strides, order.strides[0], *p_strides, *out.strides)]
+        s.step(prog, kernel, s.flat_config(rows * hidden), args)
+        return prog
+
     def _check(self, prog: Program, index: AclTensor, high: int) -> None:
         shape = tuple(index.view_dims)
         meta = self.sorter.meta(math.prod(shape), shape, [index.strides])
@@ -178,6 +372,16 @@ def _contiguous(outer: tuple[int, ...], length: int) -> tuple[int, ...]:
         strides.append(step)
         step *= n
     return tuple(reversed(strides))
+
+
+def _packed(t: AclTensor) -> bool:
+    """True when every dim after the first is packed row-major (a row is one contiguous run)."""
+    step = 1
+    for n, st in zip(reversed(t.view_dims[1:]), reversed(t.strides[1:])):
+        if n != 1 and st != step:
+            return False
+        step *= n
+    return True
 
 
 def _inner(t: AclTensor) -> tuple[int, int, int]:
