@@ -40,6 +40,12 @@ STILL_ON_THE_TABLE = {
     "DynamicMxQuantV2",
     "WeightQuantBatchMatmulV3",
     "ApplyRotaryPosEmbV2",
+    "RotaryPositionEmbeddingV2",
+    "InterleaveRope",
+    # the kv_cache family's rotary ops (the rotation negates half of x, as RotaryPositionEmbedding's)
+    "KvRmsNormRopeCache",
+    "RopeWithSinCosCacheV2",
+    "RopeWithSinCosCache",
 }
 """TODO.md's issue-14 section lists these with their reasons (each spec's ``table(reason)``)."""
 

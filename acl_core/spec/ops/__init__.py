@@ -33,6 +33,7 @@ FAMILIES: tuple[str, ...] = (
     "foreach",
     "optim",
     "random",
+    "kv_cache",
 )
 
 _lock = threading.Lock()

@@ -30,6 +30,7 @@ FAMILIES: tuple[str, ...] = (
     "foreach",
     "optim",
     "random",
+    "kv_cache",
 )
 
 _KERNELS: dict[str, RefKernel] = {}
