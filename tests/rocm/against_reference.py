@@ -1,4 +1,5 @@
-"""One GPU-tier check shared by the family tests: an op on rocm against the reference, under its accuracy class.
+"""One GPU-tier check shared by the family tests: an op on rocm against the reference, under its accuracy class
+(a ``table`` op under the per-dtype default, as the suite's ``lookup`` gives it).
 
 The comparison is the suite's own (``compare_outputs`` with the op's declared class and reduction length), and
 rocm's outputs start as sentinels (``tests.rocm.prefill``) so a kernel that writes nothing cannot pass.
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from acl_conformance.compare import compare_outputs
-from acl_conformance.tolerances import from_class
+from acl_conformance.tolerances import lookup
 from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
@@ -31,8 +32,8 @@ def class_problems(op: str, args: dict[str, Any], actual: dict[str, Any], expect
     if accuracy.kind == "composite":
         scale = (accuracy.scale_of or relative_scale)(args, expected)
 
-    def tolerance(dtype: D) -> Any:
-        return from_class(op, dtype, accuracy, length)
+    def tolerance(dtype: D) -> Any:  # the suite's lookup: the class, else (table) the per-dtype default
+        return lookup(op, dtype, "rocm", accuracy=accuracy, length=length)
 
     return compare_outputs(actual, expected, tolerance, scale)
 
