@@ -10,6 +10,10 @@ IndexPutImpl also takes bool masks in ``indices`` (CANN lists BOOL beside INT32 
 the coordinates of its true elements in C order. How many there are is known only to the kernel, so
 phase 1 checks ``values`` against every size but that count, and the kernel refuses (161002) a values
 size along the count's dim that is neither 1 nor the count.
+
+ScatterNdUpdate (CANN says only that indices may not be out of bounds): a negative coordinate is out
+of bounds like one past the end (161002 from the kernel; no wrapping), and repeated index tuples keep
+the last update in C order, as IndexPutImpl's assignment does (rocm runs it on IndexPutImpl's kernels).
 """
 
 from __future__ import annotations
