@@ -38,7 +38,8 @@ def _changed(spec: Any, args: dict[str, Any]) -> dict[str, Any]:
         value = args.get(p.name)
         if p.kind is Kind.TENSOR and p.role is not Role.OUT and isinstance(value, np.ndarray):
             if value.dtype.kind == "f" or "float" in str(value.dtype):
-                out[p.name] = np.ascontiguousarray(value.reshape(-1)[::-1].reshape(value.shape))
+                # np.array, not ascontiguousarray: that makes a 0-d input 1-d
+                out[p.name] = np.array(value.reshape(-1)[::-1].reshape(value.shape), order="C")
     return out
 
 

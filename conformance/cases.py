@@ -26,6 +26,7 @@ data never depends on which other operators are declared or selected.
 from __future__ import annotations
 
 import functools
+import math
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -334,7 +335,7 @@ class OpCases:
                 if found is None:
                     continue
                 entry, size = found
-                low = -size - 1 if mark.negative == "wrap" else -1
+                low = {"wrap": -size - 1, "pad": -2}.get(mark.negative, -1)
                 gate = tuple(sorted(arg_dtypes(self.spec, sample.args)))
                 label = p.name if entry is None else f"{p.name}[{entry}]"
                 for what, value in (("past the end", size), ("below the start", low)):
@@ -432,7 +433,10 @@ def _indexed_size(args: Args, name: str, mark: IndexOf) -> int | None:
     dim = int(args.get(mark.dim, 0)) if mark.dim else 0
     if not -target.ndim <= dim < target.ndim:
         return None
-    return int(target.shape[dim])
+    dim %= target.ndim
+    if dim + mark.span > target.ndim:
+        return None
+    return math.prod(int(n) for n in target.shape[dim : dim + mark.span])
 
 
 # ------------------------------------------------------------------------------------ builders

@@ -73,15 +73,19 @@ class IndexOf:
     Only a kernel sees those values (they live in device memory), so the conformance suite generates
     the out-of-range cases from this mark: ``of`` names the indexed tensor, ``dim`` the int attribute
     choosing its dimension (None: dimension 0), ``negative`` whether negative values count from the end
-    (``"wrap"``, accepted down to ``-size``) or are refused (``"refuse"``). ``each`` marks a tensor
-    list whose entry ``i`` indexes dimension ``i`` of ``of`` (advanced indexing: Index, IndexPutImpl;
-    bool entries are masks, not positions).
+    (``"wrap"``, accepted down to ``-size``), are refused (``"refuse"``) or whether -1 alone is accepted
+    as a padding entry that the kernel skips (``"pad"``: paged-cache slot mappings). ``span`` counts
+    the positions over that many dimensions from ``dim`` on, flattened (a slot of a
+    ``[num_blocks, block_size, ...]`` cache: ``span=2``). ``each`` marks a tensor list whose entry
+    ``i`` indexes dimension ``i`` of ``of`` (advanced indexing: Index, IndexPutImpl; bool entries are
+    masks, not positions).
     """
 
     of: str
     dim: str | None = None
     negative: str = "refuse"
     each: bool = False
+    span: int = 1
 
 
 @dataclass(frozen=True)

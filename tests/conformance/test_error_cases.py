@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from acl_conformance.cases import Catalog
 from acl_core.spec.ops import all_specs
 
@@ -63,3 +65,13 @@ def test_group_lists_get_negative_oversized_and_non_monotone_cases_for_each_layo
         assert f"error:groupListOptional with a negative entry (groupListType {layout})" in ids
         assert f"error:groupListOptional covering more than the axis (groupListType {layout})" in ids
     assert "error:groupListOptional not monotone (groupListType 0)" in ids  # counts have no order to break
+
+
+def test_padding_slot_marks_accept_minus_one_and_count_over_two_dims() -> None:
+    # slotMapping indexes [num_blocks, block_size] together, and -1 is a padding token the kernel skips
+    ids = _index_cases("ScatterPaKvCache")
+    spec = all_specs()["ScatterPaKvCache"]
+    sample = next(iter(spec.samples(np.random.default_rng(0))))  # type: ignore[misc]
+    blocks, block_size = sample.args["keyCacheRef"].shape[:2]
+    assert f"error:slotMapping value {blocks * block_size} past the end" in ids, ids
+    assert "error:slotMapping value -2 below the start" in ids, ids

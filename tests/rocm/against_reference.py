@@ -1,4 +1,5 @@
-"""One GPU-tier check shared by the family tests: an op on rocm against the reference, under its accuracy class.
+"""One GPU-tier check shared by the family tests: an op on rocm against the reference, under its accuracy class
+(a ``table`` op under the per-dtype default, as the suite's ``lookup`` gives it).
 
 The comparison is the suite's own (``compare_outputs`` with the op's declared class and reduction length), and
 rocm's outputs start as sentinels (``tests.rocm.prefill``) so a kernel that writes nothing cannot pass.

@@ -52,6 +52,10 @@ class Sizes:
     """RecurrentGatedDeltaRule decode: (sequences of one token, key heads, value heads, Dk = Dv)."""
     sparse: tuple[int, int, int, int, int, int] = (4, 128, 512, 64, 32768, 2048)
     """Sparse attention decode: (query tokens, query heads, D, rope Dr, context keys, selected keys)."""
+    kv_blocks: int = 64
+    """Blocks of the paged KV cache the ScatterPaKvCache row writes into (16 token slots of 8 x 128 each)."""
+    rope_tokens: int = 64
+    """Tokens of the RopeWithSinCosCacheV2 row (32 query and 8 key heads of 128)."""
 
 
 POINTWISE: dict[str, tuple[tuple[str, ...], str]] = {
@@ -73,6 +77,7 @@ OPS = (
     *("InplaceNormal", "InplaceUniform"),
     *gemm_variants.OPS,
     *("MoeTokenPermute", "ApplyTopKTopP"),
+    *("ScatterPaKvCache", "RopeWithSinCosCacheV2"),
 )
 """The names ``--only`` picks from: the operators the suite times (Copy is the D2D memcpy; Replay is a
 captured chain of small Adds replayed beside the same chain launched eagerly, :mod:`acl_tools.bench.replay`)."""
@@ -90,6 +95,10 @@ LOSSES: dict[str, tuple[str, dict[str, Any]]] = {
 """Loss rows (reduction mean, one 0-d result): aclnn op → (the torch.nn.functional loss, its attributes)."""
 FOREACH_MEMBERS = 64
 """Tensors per list of the ForeachAddList rows (an optimizer step's parameter list)."""
+KV_DECODE = (64, 8, 128, 16)
+"""The ScatterPaKvCache row's decode step: tokens, KV heads, head dim, block size (bf16, key and value)."""
+ROPE_HEADS = (32, 8, 128, 8192)
+"""The RopeWithSinCosCacheV2 row: query heads, key heads, head dim (= rotaryDim), cos/sin cache length (bf16)."""
 GATHER_HIDDEN = 512
 """Elements per gathered row of the GatherNd rows (a table of ``elementwise_bytes``, rows picked by (i, j) pairs)."""
 RANDOM_FILLS: dict[str, tuple[dict[str, float], str, tuple[float, float]]] = {
@@ -104,8 +113,20 @@ TOP_K_TOP_P: dict[str, tuple[int, int]] = {"small": (2, 4096), "full": (8, 15193
 """ApplyTopKTopP rows: (sequences, vocabulary) per suite size (full: a decode batch over Qwen's vocabulary)."""
 
 SIZES = {
-    "small": Sizes(1 << 20, (256, 1024), 256, (1, 2, 256, 64), 1024, 0.05, 5, (4, 2, 4, 32), (1, 4, 32, 16, 512, 64)),
-    "full": Sizes(1 << 28, (8192, 8192), 8192, (4, 32, 4096, 128), 1024, 0.1, 5),
+    "small": Sizes(
+        1 << 20,
+        (256, 1024),
+        256,
+        (1, 2, 256, 64),
+        1024,
+        0.05,
+        5,
+        (4, 2, 4, 32),
+        (1, 4, 32, 16, 512, 64),
+        kv_blocks=64,
+        rope_tokens=64,
+    ),
+    "full": Sizes(1 << 28, (8192, 8192), 8192, (4, 32, 4096, 128), 1024, 0.1, 5, kv_blocks=4096, rope_tokens=4096),
 }
 """``small``: seconds on a CPU, for tests; ``full``: the shapes of issue 4's targets, for a GPU."""
 
@@ -630,6 +651,83 @@ class Suite:
             note = "torch: sort, gather, softmax, cumsum, masks, scatter"
             self.case(Case(op, f"[{batch},{vocab}]", dtype.short, "GB/s", nbytes, note=note), acl, torch_fn, op)
 
+    def kv_cache(self) -> None:
+        """ScatterPaKvCache of a decode step beside two index_copy_ of the same rows; RoPE beside torch's expression.
+
+        The cache write moves ``KV_DECODE`` key and value rows (three padding slots of -1 among them) into
+        caches of ``kv_blocks`` blocks; torch copies the same rows with ``index_copy_`` on the caches seen as
+        [slots, heads, dim]. The rotary row rotates ``rope_tokens`` tokens' query and key heads (NeoX style,
+        cos/sin gathered from a cache by position); torch computes the same with indexing and elementwise ops.
+        The metric counts the bytes read and written, indices included.
+        """
+        dtype = D.ACL_BF16
+        if self.wanted("ScatterPaKvCache"):
+            tokens, heads, dim, bs = KV_DECODE
+            blocks = self.sizes.kv_blocks
+            slots = self.rng.permutation(blocks * bs)[:tokens].astype(np.int64)
+            slots[-3:] = -1
+
+            def acl() -> tuple[Callable[[], None], Any]:
+                args: dict[str, Any] = {
+                    "key": self.array((tokens, heads, dim), dtype),
+                    "keyCacheRef": empty((blocks, bs, heads, dim), dtype, self.backend),
+                    "slotMapping": to_device(slots, self.backend),
+                    "value": self.array((tokens, heads, dim), dtype),
+                    "valueCacheRef": empty((blocks, bs, heads, dim), dtype, self.backend),
+                }
+                return self.prepared("ScatterPaKvCache", args)
+
+            def torch_fn() -> Callable[[], object]:
+                kc = self.torch.empty((blocks * bs, heads, dim), dtype=self.torch.bfloat16, device=self.device)
+                vc = self.torch.empty_like(kc)
+                k, v = self.tensor((tokens, heads, dim), dtype), self.tensor((tokens, heads, dim), dtype)
+                keep = self.torch.from_numpy(slots >= 0).to(self.device)
+                s = self.torch.from_numpy(slots).to(self.device)[keep]
+                k, v = k[keep], v[keep]
+                return lambda: (kc.index_copy_(0, s, k), vc.index_copy_(0, s, v))
+
+            nbytes = 2 * 2 * tokens * heads * dim * 2 + tokens * 8
+            label = f"{tokens} tok x {heads} x {dim} into {blocks} blocks of {bs}"
+            self.case(Case("ScatterPaKvCache", label, dtype.short, "GB/s", nbytes), acl, torch_fn, "ScatterPaKvCache")
+        if self.wanted("RopeWithSinCosCacheV2"):
+            nq, nk, head, max_len = ROPE_HEADS
+            t = self.sizes.rope_tokens
+            positions = self.rng.integers(0, max_len, t).astype(np.int64)
+
+            def acl_rope() -> tuple[Callable[[], None], Any]:
+                args: dict[str, Any] = {
+                    "positions": to_device(positions, self.backend),
+                    "queryIn": self.array((t, nq * head), dtype),
+                    "keyIn": self.array((t, nk * head), dtype),
+                    "cosSinCache": self.array((max_len, head), dtype),
+                    "mropeSection": None,
+                    "headSize": head,
+                    "isNeoxStyle": True,
+                    "cacheMode": 0,
+                }
+                return self.prepared("RopeWithSinCosCacheV2", args)
+
+            def torch_rope() -> Callable[[], object]:
+                cache = self.tensor((max_len, head), dtype)
+                pos = self.torch.from_numpy(positions).to(self.device)
+                q, k = self.tensor((t, nq, head), dtype), self.tensor((t, nk, head), dtype)
+                half = head // 2
+
+                def rotate(x: Any, cos: Any, sin: Any) -> Any:
+                    x1, x2 = x[..., :half], x[..., half:]
+                    return self.torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+                def run() -> object:
+                    cos, sin = cache[pos].unsqueeze(1).chunk(2, dim=-1)
+                    return rotate(q, cos, sin), rotate(k, cos, sin)
+
+                return run
+
+            nbytes = 2 * t * (nq + nk) * head * 2 + t * head * 2 + t * 8
+            label = f"{t} tok, {nq}/{nk} heads of {head}"
+            case = Case("RopeWithSinCosCacheV2", label, dtype.short, "GB/s", nbytes, note="NeoX style")
+            self.case(case, acl_rope, torch_rope, "RopeWithSinCosCacheV2")
+
     def norms(self) -> None:
         """Softmax, LayerNorm, RmsNorm and GemmaRmsNorm over the last dimension of rows x hidden."""
         F = self.torch.nn.functional
@@ -924,6 +1022,7 @@ class Suite:
             self.foreach()
             self.moe_routing()
             self.sampling()
+            self.kv_cache()
             self.norms()
             self.norm_quant()
             self.matmul()

@@ -37,6 +37,7 @@ FAMILIES: tuple[str, ...] = (
     "random",
     "matmul_variants",
     "serving",
+    "kv_cache",
 )
 
 _lock = threading.Lock()

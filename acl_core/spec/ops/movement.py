@@ -10,6 +10,10 @@ IndexPutImpl also takes bool masks in ``indices`` (CANN lists BOOL beside INT32 
 the coordinates of its true elements in C order. How many there are is known only to the kernel, so
 phase 1 checks ``values`` against every size but that count, and the kernel refuses (161002) a values
 size along the count's dim that is neither 1 nor the count.
+
+ScatterNdUpdate (CANN says only that indices may not be out of bounds): a negative coordinate is out
+of bounds like one past the end (161002 from the kernel; no wrapping), and repeated index tuples keep
+the last update in C order, as IndexPutImpl's assignment does (rocm runs it on IndexPutImpl's kernels).
 """
 
 from __future__ import annotations
@@ -580,6 +584,84 @@ def _scatter_update() -> OpSpec:
         )
 
     return OpSpec("InplaceScatterUpdate", FAMILY, params, infer, samples=gen, error_samples=errors)
+
+
+SCATTER_ND_DTYPES = frozenset({D.ACL_FLOAT16, D.ACL_BF16, D.ACL_FLOAT, D.ACL_INT64, D.ACL_BOOL, D.ACL_INT8})
+
+
+def _scatter_nd_update() -> OpSpec:
+    """ScatterNdUpdate: varRef[indices[i]] = updates[i] for each index tuple (last dim of indices) in C order.
+
+    Choices (CANN's doc says only that indices may not be out of bounds): a negative coordinate is out of
+    bounds (161002, as one past the end), no wrapping; repeated tuples keep the last update in C order.
+    """
+    params = (
+        ref("varRef", SCATTER_ND_DTYPES),
+        tensor("indices", INDEX),
+        tensor("updates", SCATTER_ND_DTYPES),
+    )
+
+    def infer(call: Call) -> Infos:
+        var, idx, upd = tensor_arg(call, "varRef"), tensor_arg(call, "indices"), tensor_arg(call, "updates")
+        if var.rank < 1:
+            raise invalid("varRef must have at least one dimension")
+        if upd.dtype != var.dtype:
+            raise invalid(f"updates has dtype {upd.dtype.short}; it must match varRef's {var.dtype.short}")
+        if idx.rank < 2:
+            raise invalid(f"indices must have at least two dimensions, got shape {list(idx.shape)}")
+        depth = idx.shape[-1]
+        if not 1 <= depth <= var.rank:
+            raise invalid(f"indices' last dim {depth} must be in [1, {var.rank}] (varRef's rank)")
+        want = (*idx.shape[:-1], *var.shape[depth:])
+        if tuple(upd.shape) != want:
+            raise invalid(f"updates has shape {list(upd.shape)}; expected {list(want)} (indices' lead + varRef's tail)")
+        return {"varRef": same(var.shape, var.dtype)}
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        for i, dt in enumerate(sorted(SCATTER_ND_DTYPES, key=int)):
+            var = S.array(rng, (4, 5, 6), dt)
+            picks = rng.permutation(20)[:3]
+            idx = np.stack([picks // 5, picks % 5], axis=-1).astype(np.int64 if i % 2 else np.int32)
+            yield Sample({"varRef": var, "indices": idx, "updates": S.array(rng, (3, 6), dt)}, f"{dt.short} rows")
+        var = S.array(rng, (6, 7), D.ACL_FLOAT)
+        idx = np.array([[[1, 2], [5, 6]], [[0, 0], [1, 2]]], np.int64)  # (1, 2) twice: the later update wins
+        yield Sample(
+            {"varRef": var, "indices": idx, "updates": S.array(rng, (2, 2), D.ACL_FLOAT)}, "elements, repeated"
+        )
+        var = S.array(rng, (40, 130), D.ACL_BF16)
+        idx = rng.permutation(40)[:17].reshape(17, 1).astype(np.int64)
+        yield Sample({"varRef": var, "indices": idx, "updates": S.array(rng, (17, 130), D.ACL_BF16)}, "bf16 17 rows")
+        var = S.array(rng, (3, 4), D.ACL_FLOAT16)
+        empty = np.zeros((0, 1), np.int64)
+        yield Sample({"varRef": var, "indices": empty, "updates": S.array(rng, (0, 4), D.ACL_FLOAT16)}, "no updates")
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        var = S.array(rng, (4, 5), D.ACL_FLOAT)
+        upd = S.array(rng, (2, 5), D.ACL_FLOAT)
+        yield ErrorSample({"varRef": var, "indices": np.array([0, 1]), "updates": upd}, INVALID, "1-d indices")
+        idx = np.array([[0], [1]], np.int64)
+        yield ErrorSample({"varRef": var, "indices": idx, "updates": upd[:, :4].copy()}, INVALID, "updates' tail")
+        deep = np.zeros((2, 3), np.int64)
+        yield ErrorSample({"varRef": var, "indices": deep, "updates": upd[:, 0].copy()}, INVALID, "depth past rank")
+        yield ErrorSample(
+            {"varRef": var, "indices": idx, "updates": upd.astype(np.float16)}, INVALID, "updates dtype differs"
+        )
+        yield ErrorSample({"varRef": var, "indices": np.array([[0], [4]]), "updates": upd}, INVALID, "row past the end")
+        yield ErrorSample({"varRef": var, "indices": np.array([[0], [-1]]), "updates": upd}, INVALID, "negative row")
+        pairs = np.array([[0, 1], [3, 5]], np.int32)
+        yield ErrorSample(
+            {"varRef": var, "indices": pairs, "updates": upd[:, 0].copy()}, INVALID, "column past the end"
+        )
+
+    return OpSpec(
+        "ScatterNdUpdate",
+        FAMILY,
+        params,
+        infer,
+        samples=gen,
+        error_samples=errors,
+        summary="varRef[indices[..., :]] = updates in place (index tuples over varRef's leading dims)",
+    )
 
 
 def _scatter(name: str) -> OpSpec:
@@ -1257,6 +1339,7 @@ SPECS: list[OpSpec] = [
     _index(),
     _index_put_impl(),
     _scatter_update(),
+    _scatter_nd_update(),
     _Scatter,
     twin(_Scatter),
     _ScatterValue,

@@ -42,6 +42,12 @@ is listed beside it with the values that keep the base's behaviour. Choices reco
   added (FLOAT8 / FLOAT4 x or weight are refused with 161002).
 * ApplyRotaryPosEmbV2 adds ``rotaryMode``: 'half' (the base's rotate-half) only; 'interleave' and
   'quarter' are refused with 161002.
+* RotaryPositionEmbeddingV2 adds ``rotate``, a [D, D] matrix giving ``x_rotate = x @ rotate``: null only
+  (the mode's own rotation); a matrix is refused with 161002.
+* InterleaveRope is RotaryPositionEmbedding's mode 3 (interleave-half: x de-interleaved, then rotated by
+  half), CANN's own mapping on Ascend 950; its documented limits are checked first, with 561002 (CANN's
+  code for its shape errors): x, cos, sin and out 4-d (B, N, S, D), D = 64, cos/sin with N = 1 and S of 1
+  or x's (B broadcasts as in the base).
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ from acl_core.spec.ops import matmul as M
 from acl_core.spec.ops import quant as Q
 from acl_core.spec.opspec import (
     INVALID,
+    TILING,
     Call,
     ErrorSample,
     OpSpec,
@@ -74,6 +81,7 @@ from acl_core.spec.opspec import (
     string_attr,
     tensor,
 )
+from acl_core.spec.rules import FLOATS
 from acl_core.spec.version import Added, version_of
 from acl_core.tensor import AclTensorList
 
@@ -773,6 +781,65 @@ _ROPE_V2 = version_of(
     summary="ApplyRotaryPosEmb with rotaryMode ('half' only)",
 )
 
+# ------------------------------------------------------------------------- RotaryPositionEmbeddingV2 / InterleaveRope
+_RPE = _BY_NAME["RotaryPositionEmbedding"]
+
+_RPE_V2 = version_of(
+    _RPE,
+    "RotaryPositionEmbeddingV2",
+    ("x", "cos", "sin", "mode", "rotate", "out"),
+    added={
+        "rotate": Added(
+            tensor("rotate", FLOATS, optional=True),
+            "must be null: a rotation matrix (x_rotate = x @ rotate) is not implemented; mode gives the rotation",
+        )
+    },
+    summary="RotaryPositionEmbedding with an optional rotation matrix (null only)",
+)
+
+
+def _interleave_check(call: Call) -> None:
+    x, cos, sin = (call.args[n] for n in ("x", "cos", "sin"))
+    if x.rank != 4 or cos.rank != 4 or sin.rank != 4:
+        raise A.tiling(
+            f"x, cos and sin must be 4-d (B, N, S, D), got {list(x.shape)}, {list(cos.shape)}, {list(sin.shape)}"
+        )
+    if x.shape[3] != 64:
+        raise A.tiling(f"the head dim D={x.shape[3]} must be 64")
+    if cos.shape[1] != 1 or cos.shape[2] not in (1, x.shape[2]):
+        raise A.tiling(f"cos {list(cos.shape)} must have N = 1 and S of 1 or x's {x.shape[2]}")
+
+
+def _interleave_samples(rng: np.random.Generator) -> Iterable[Sample]:
+    for dt in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16):
+        for xs, cs in (((2, 3, 5, 64), (2, 1, 5, 64)), ((4, 1, 1, 64), (4, 1, 1, 64)), ((2, 8, 6, 64), (1, 1, 1, 64))):
+            angles = rng.uniform(0, 2 * np.pi, size=cs)
+            args = {"x": S.array(rng, xs, dt), "cos": np.cos(angles).astype(dt.numpy)}
+            args["sin"] = np.sin(angles).astype(dt.numpy)
+            yield Sample(args, f"{dt.short} x {list(xs)} cos {list(cs)}")
+
+
+def _interleave_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+    x = S.array(rng, (1, 2, 3, 64), D.ACL_FLOAT16)
+    c = S.array(rng, (1, 1, 3, 64), D.ACL_FLOAT16)
+    yield ErrorSample({"x": x[..., :32].copy(), "cos": c[..., :32].copy(), "sin": c[..., :32].copy()}, TILING, "D=32")
+    yield ErrorSample({"x": x[0], "cos": c[0], "sin": c[0]}, TILING, "3-d x")
+    c2 = S.array(rng, (1, 2, 3, 64), D.ACL_FLOAT16)
+    yield ErrorSample({"x": x, "cos": c2, "sin": c2.copy()}, TILING, "cos with N=2")
+    yield ErrorSample({"x": x, "cos": c, "sin": c.astype(np.float32)}, INVALID, "sin dtype")
+
+
+_INTERLEAVE = version_of(
+    _RPE,
+    "InterleaveRope",
+    ("x", "cos", "sin", "out"),
+    fixed={"mode": 3},
+    check=_interleave_check,
+    samples=_interleave_samples,
+    error_samples=_interleave_errors,
+    summary="x de-interleaved then rotated by half: RotaryPositionEmbedding mode 3, B x N x S x 64",
+)
+
 # ----------------------------------------------------------------------------- DivV3, DynamicMxQuantV2, WQBMM V3
 _DIV_MOD = next(s for s in E.SPECS if s.name == "DivMod")
 _MX = next(s for s in Q.SPECS if s.name == "DynamicMxQuant")
@@ -820,6 +887,8 @@ SPECS: list[OpSpec] = [
     *_DQ_VERSIONS,
     *_GMM_VERSIONS,
     _ROPE_V2,
+    _RPE_V2,
+    _INTERLEAVE,
     *_FIA_VERSIONS,
     _fia_v5(),
     _pfa_version("PromptFlashAttentionV2", inner_precise=False),

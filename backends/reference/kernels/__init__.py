@@ -34,6 +34,7 @@ FAMILIES: tuple[str, ...] = (
     "optim",
     "random",
     "matmul_variants",
+    "kv_cache",
 )
 
 _KERNELS: dict[str, RefKernel] = {}

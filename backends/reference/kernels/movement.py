@@ -127,6 +127,23 @@ def index_put(k: RefCall) -> None:
     k.write("selfRef", x)
 
 
+@kernel("ScatterNdUpdate")
+def scatter_nd_update(k: RefCall) -> None:
+    """varRef[tuple(indices[i])] = updates[i] for every index tuple i in C order (the last repeat wins)."""
+    x = np.array(k.read("varRef"), order="C")
+    raw = k.read("indices").astype(np.int64)
+    depth = raw.shape[-1]
+    tuples = raw.reshape(-1, depth)
+    columns = [checked_index(tuples[:, d], x.shape[d], f"indices[..., {d}]") for d in range(depth)]
+    if tuples.shape[0] and x.size:
+        rows = np.ravel_multi_index(columns, x.shape[:depth])
+        target = x.reshape(int(np.prod(x.shape[:depth])), -1)
+        width = target.shape[1]
+        positions = rows[:, None] * width + np.arange(width)
+        assign_last(target, positions, k.read("updates").reshape(rows.size, width))
+    k.write("varRef", x)
+
+
 @kernel("InplaceScatterUpdate")
 def scatter_update(k: RefCall) -> None:
     """Each updates batch i is copied into data at a batch and an offset along axis given by indices."""

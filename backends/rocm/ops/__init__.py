@@ -39,6 +39,7 @@ FAMILIES: tuple[str, ...] = (
     "foreach",
     "matmul_variants",
     "serving",
+    "kv_cache",
 )
 
 

@@ -36,8 +36,8 @@ from acl_rocm.views import broadcast_strides
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
 
-OPS: tuple[str, ...] = ("IndexPutImpl",)
-"""The aclnn operators this module runs."""
+OPS: tuple[str, ...] = ("IndexPutImpl", "ScatterNdUpdate")
+"""The aclnn operators this module runs (ScatterNdUpdate: IndexPutImpl of its index columns, no wrapping)."""
 
 
 def _ll(*values: int) -> list[ctypes.c_longlong]:
@@ -53,7 +53,10 @@ class IndexPutRunner:
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""
-        return {"IndexPutImpl": program_kernel(self.backend, "index_put", "IndexPutImpl", self.plan)}
+        return {
+            "IndexPutImpl": program_kernel(self.backend, "index_put", "IndexPutImpl", self.plan),
+            "ScatterNdUpdate": program_kernel(self.backend, "index_put", "ScatterNdUpdate", self.scatter_nd_plan),
+        }
 
     def plan(self, launch: Launch) -> Program:
         """The launches of one call."""
@@ -65,6 +68,36 @@ class IndexPutRunner:
         accumulate = bool(launch.args["accumulate"])
         if any(e.dtype == D.ACL_BOOL and e.numel for e in lst):
             return self._mask_plan(t, lst, v, accumulate)
+        return self._index_plan(op, t, lst, v, accumulate, wrap=True)
+
+    def scatter_nd_plan(self, launch: Launch) -> Program:
+        """ScatterNdUpdate: varRef's leading dims indexed by the columns of indices (views, no copy), last wins."""
+        op = "ScatterNdUpdate"
+        t, idx, v = launch.args["varRef"], launch.args["indices"], launch.args["updates"]
+        assert isinstance(t, AclTensor) and isinstance(idx, AclTensor) and isinstance(v, AclTensor)
+        if t.dtype not in SUPPORTED:
+            raise refuse(op, f"a {t.dtype.short} varRef")
+        if idx.numel == 0:  # no index tuple: nothing is written
+            return Program()
+        lead, depth = tuple(idx.view_dims[:-1]), int(idx.view_dims[-1])
+        columns = tuple(
+            AclTensor(
+                lead,
+                idx.dtype,
+                tuple(idx.strides[:-1]),
+                idx.offset + d * idx.strides[-1],
+                idx.format,
+                tuple(idx.storage_dims),
+                idx.data,
+            )
+            for d in range(depth)
+        )
+        return self._index_plan(op, t, columns, v, False, wrap=False)
+
+    def _index_plan(
+        self, op: str, t: AclTensor, lst: tuple[AclTensor, ...], v: AclTensor, accumulate: bool, *, wrap: bool
+    ) -> Program:
+        """Integer index tensors (``lst[d]`` indexing dim d, empty: the whole dim): check, sort targets, apply."""
         prog = Program()
         entries = [(d, e) for d, e in enumerate(lst) if e.numel != 0]
         shape, _ = advanced_index_shape(t.view_dims, [tuple(e.view_dims) if e.numel else None for e in lst])
@@ -78,7 +111,7 @@ class IndexPutRunner:
             size = t.view_dims[d]
             meta = s.meta(e.numel, tuple(e.view_dims) or (1,), [tuple(e.strides) or (0,)])
             check = Check(e.dtype, max(e.rank, 1), "long long")
-            args: list[Any] = [meta, KernelArgs.pointer(address(e)), *_ll(-size, size), FLAG]
+            args: list[Any] = [meta, KernelArgs.pointer(address(e)), *_ll(-size if wrap else 0, size), FLAG]
             s.step(prog, check, s.flat_config(e.numel), args)
         positions = [d for d, _ in entries]
         kept = [d for d in range(t.rank) if d not in positions]
