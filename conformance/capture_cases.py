@@ -38,8 +38,8 @@ def _changed(spec: Any, args: dict[str, Any]) -> dict[str, Any]:
         value = args.get(p.name)
         if p.kind is Kind.TENSOR and p.role is not Role.OUT and isinstance(value, np.ndarray):
             if value.dtype.kind == "f" or "float" in str(value.dtype):
-                # np.array, not ascontiguousarray: that makes a 0-d input 1-d
-                out[p.name] = np.array(value.reshape(-1)[::-1].reshape(value.shape), order="C")
+                # np.array, not ascontiguousarray (which makes a 0-d input 1-d); subok keeps an NZ-placed input NZ
+                out[p.name] = np.array(value.reshape(-1)[::-1].reshape(value.shape), order="C", subok=True)
     return out
 
 

@@ -176,6 +176,13 @@ def test_hypothesis_tier_passes_reference_against_itself():
     assert all(o.detail["examples_run"] > 0 for o in drawn)
 
 
+def test_capture_cases_keep_nz_placed_and_0d_inputs():
+    # the second replay's reversed inputs were plain arrays: an NZ input became ND (refused: skipped)
+    report = run("reference", mode="full", ops="MatmulWeightNz,NpuFormatCast,Permute")
+    captured = [o for o in report.outcomes if o.kind == "capture"]
+    assert captured and all(o.status == "passed" for o in captured), [(o.case, o.message) for o in captured]
+
+
 def test_hypothesis_tier_keeps_nz_placed_inputs_nz():
     # drawn as plain arrays, MatmulWeightNz's mat2 became an ND tensor: every example was an invalid call
     report = run("reference", mode="full", ops="MatmulWeightNz,NpuFormatCast")
