@@ -33,6 +33,7 @@ FAMILIES: tuple[str, ...] = (
     "foreach",
     "optim",
     "random",
+    "quant_vllm",
 )
 
 _lock = threading.Lock()

@@ -30,6 +30,7 @@ FAMILIES: tuple[str, ...] = (
     "foreach",
     "optim",
     "random",
+    "quant_vllm",
 )
 
 _KERNELS: dict[str, RefKernel] = {}

@@ -35,6 +35,7 @@ FAMILIES: tuple[str, ...] = (
     "norm_quant",
     "random",
     "foreach",
+    "quant_vllm",
 )
 
 
