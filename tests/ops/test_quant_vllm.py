@@ -314,10 +314,9 @@ def test_flat_quant_matches_torch_kronecker_product(dtype: type, clip: float, rn
     p1 = rng.uniform(-1, 1, (8, 8)).astype(dtype)
     p2 = rng.uniform(-1, 1, (16, 16)).astype(dtype)
     got = ref("FlatQuant", x=x, kroneckerP1=p1, kroneckerP2=p2, clipRatio=clip)
-    # the Kronecker form: x'' viewed as rows of N1*N2 is x rows times kron(P1, P2)ᵀ
-    rows = (
-        to_torch(x).double().reshape(6, -1) @ torch.kron(to_torch(p1).double(), to_torch(p2).double().T.contiguous()).T
-    )
+    # the Kronecker form: x'' as rows of N1*N2 is x's rows times kron(P1, P2ᵀ)ᵀ (row-major vec(A X B))
+    kron = torch.kron(to_torch(p1).double(), to_torch(p2).double().T.contiguous())
+    rows = to_torch(x).double().reshape(6, -1) @ kron.T
     xpp = rows.reshape(6, 8, 16).float()
     scale = xpp.abs().amax(dim=(1, 2)) / torch.tensor(7.0 / clip, dtype=F32)
     np.testing.assert_array_equal(got["quantScale"], scale.numpy())
