@@ -31,7 +31,8 @@ precision"):
   for HIFLOAT8 only, 0 meaning the type's maximum.
 * ClippedSwiglu and the SwiGLU of DequantSwigluQuant: ``alpha``, ``limit`` and ``bias`` are converted
   to FLOAT32 first (the activation family's rule for scalars). ClippedSwiglu's rows past
-  ``sum(groupIndex)`` (CANN: not computed) are written with 0; with ``interleaved`` the even/odd split
+  ``sum(groupIndex)`` (CANN: not computed) are written with 0, negative counts count as 0 and an empty
+  ``groupIndexOptional`` is refused (161002); with ``interleaved`` the even/odd split
   is over the merged ``[cut * after]`` axis, as the document's axis merge says.
 * DequantSwigluQuant(V2), from its golden: INT32 ``x`` adds an INT32 bias in the integer domain, then
   ``float32(x) * weightScale * activationScale (+ float bias)``; FLOAT16 / BFLOAT16 ``x`` is used as it
@@ -418,6 +419,7 @@ def _clipped_swiglu() -> OpSpec:
 
     def infer(call: Call) -> Infos:
         x = tensor_arg(call, "x")
+        _no_empty(("groupIndexOptional", _opt(call, "groupIndexOptional")))
         dim = normalize_dim(int(call.args["dim"]), x.rank, "dim")
         if x.shape[dim] % 2:
             raise invalid(f"x's dim {dim} has {x.shape[dim]} elements; it must be even")
@@ -465,6 +467,9 @@ def _clipped_swiglu() -> OpSpec:
         yield ErrorSample({**base, "interleaved": False, "out": np.zeros((4, 3), np.float32)}, INVALID, "out dtype")
         yield ErrorSample(
             {**base, "groupIndexOptional": np.array([1], np.int32), "interleaved": True}, INVALID, "int32 groupIndex"
+        )
+        yield ErrorSample(
+            {**base, "groupIndexOptional": np.zeros(0, np.int64), "interleaved": True}, INVALID, "empty groupIndex"
         )
 
     return OpSpec(
@@ -809,6 +814,7 @@ def _mx_norm_samples(add: bool) -> Any:
         special[key][1, 40] = np.nan
         yield Sample(special, "rows with Inf and NaN (their blocks' elements are 0)")
         yield Sample(_mx_norm_case(rng, _BF16, (0, 64), add), "empty batch")
+        yield Sample(_mx_norm_case(rng, _F16, (70,), add, dstType=35), "1-D x (one row)")
 
     return gen
 

@@ -74,10 +74,10 @@ def _ptr(t: AclTensor | None) -> ctypes.c_void_p:
     return KernelArgs.pointer(t.data if t is not None else 0)
 
 
-def _lead(values: Sequence[int], size: int) -> ctypes.Array[Any]:
-    """A ``Lead`` struct (``size`` long longs; unused tail entries 0)."""
-    padded = [*values, *([0] * (size - len(values)))]
-    return KernelArgs.index_array(padded or [0], "long long")
+def _lead(values: Sequence[int], size: int, fill: int = 0) -> ctypes.Array[Any]:
+    """A ``Lead`` struct of ``size`` long longs (unused entries ``fill``: 1 for a shape, 0 for strides)."""
+    padded = [*values, *([fill] * (size - len(values)))]
+    return KernelArgs.index_array(padded, "long long")
 
 
 def _pow2_threads(work: int, warp: int) -> int:
@@ -255,7 +255,7 @@ class QuantVllmRunner:
         args += [_ptr(s), *_ll(s.offset)]
         args += [ends, *_ll(groups)]
         args += _ll(rows, hw)
-        args += [_lead(x.view_dims[:lead], size), _lead(x.strides[:lead], size), _lead(y.strides[:lead], size)]
+        args += [_lead(x.view_dims[:lead], size, fill=1), _lead(x.strides[:lead], size), _lead(y.strides[:lead], size)]
         args += [_lead(s.strides[:lead], size), _lead(act_strides, size)]
         # the clamp, alpha and bias as the FLOAT32 values the reference computes with
         args += [ctypes.c_float(float(plan["dst_max"]))]
@@ -292,7 +292,7 @@ class QuantVllmRunner:
         args += [_ptr(y), *_ll(last(y)), _ptr(xout), *_ll(last(xout))]
         args += [_ptr(mx), *_ll(mx.strides[-2], mx.strides[-1]), _ptr(rstd if want_rstd else None)]
         args += [*_ll(rows, n), ctypes.c_double(float(launch.args["epsilon"]))]
-        args += [ctypes.c_int(LP_MODES[str(launch.plan["mode"])]), _lead(x1.view_dims[:lead], size)]
+        args += [ctypes.c_int(LP_MODES[str(launch.plan["mode"])]), _lead(x1.view_dims[:lead], size, fill=1)]
         rstd_t = rstd if want_rstd else None
         args += [lead_of(x1), lead_of(x2), lead_of(y), lead_of(xout), lead_of(mx), lead_of(rstd_t)]
         offs = [t.offset if t is not None else 0 for t in (x1, x2, y, xout, mx, rstd_t)]
