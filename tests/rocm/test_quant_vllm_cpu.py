@@ -4,7 +4,8 @@ Every spec sample of the ten ops (the V1 forms through their V2's kernels) runs 
 emulator and is compared byte for byte with the reference (ClippedSwiglu, whose float32 sigmoid is
 the device's, under its ulp class), contiguous and through padded (offset,
 strided) and transposed input views with guarded outputs. Launch counts and the kernels' FLOAT32
-arithmetic are checked on the fake provider and on hand-computed cases.
+arithmetic are checked on the fake provider and on hand-computed cases, and the programs that use
+stream-ordered temporaries replay bit for bit under stream capture.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from acl_core.spec.ops.quant_vllm import SPECS
 from acl_rocm.backend import RocmBackend
 from acl_rocm.ops.quant_vllm import OPS
 from tests.rocm.against_reference import assert_matches_reference
+from tests.rocm.capture_harness import OpCall, compare_replay
 from tests.rocm.fake_provider import FakeProvider
 from tests.rocm.test_quant_cpu import compare
 
@@ -103,3 +105,26 @@ def test_trans_quant_param_bits(emulated: Backend) -> None:
     word = int(got["out"][0])
     assert word & 0xFFFFFFFF == 0x3F800000 and (word >> 46) & 1 == 1
     assert (word >> 37) & 0x1FF == (-3) & 0x1FF
+
+
+def test_programs_with_temporaries_replay_bit_for_bit_under_capture(emulated: RocmBackend) -> None:
+    """Group ends and FlatQuant's products live in stream-ordered temporaries: a captured replay equals eager."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(-500, 500, (6, 32)).astype(np.int32)
+    dsq = {"x": x, "weightScaleOptional": rng.uniform(1e-3, 1e-2, 32).astype(np.float32)}
+    dsq |= {"groupIndexOptional": np.array([2, 3], np.int64), "activateLeft": True, "quantModeOptional": "dynamic"}
+    flat = {"x": rng.uniform(-2, 2, (3, 4, 8)).astype(np.float16), "clipRatio": 1.0}
+    flat |= {"kroneckerP1": rng.uniform(-1, 1, (4, 4)).astype(np.float16)}
+    flat |= {"kroneckerP2": rng.uniform(-1, 1, (8, 8)).astype(np.float16)}
+    swiglu = {"x": rng.uniform(-9, 9, (5, 16)).astype(np.float32), "groupIndexOptional": np.array([3], np.int64)}
+    swiglu |= {"dim": -1, "alpha": 1.702, "limit": 7.0, "bias": 1.0, "interleaved": True}
+    calls = [OpCall(emulated, "DequantSwigluQuant", dsq), OpCall(emulated, "FlatQuant", flat)]
+    calls.append(OpCall(emulated, "ClippedSwiglu", swiglu))
+    stream = emulated.runtime.create_stream()
+    try:
+        graph = compare_replay(calls, stream)
+        emulated.driver.graph_destroy(graph)
+    finally:
+        for c in calls:
+            c.free()
+        emulated.runtime.destroy_stream(stream)
