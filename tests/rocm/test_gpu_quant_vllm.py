@@ -1,10 +1,11 @@
 """The quantisation operators vllm-ascend reaches, on the GPU against the reference (GPU tier).
 
 Every spec sample runs contiguous, padded and transposed with guarded outputs; larger cases cross many
-blocks and rows (DynamicBlockQuant's 128x128 and 256x192 blocks over tails, DequantSwigluQuant rows longer
-than a block with groups, MX norm rows of many MX blocks, FlatQuant slices of 512 elements, HiFloat8 outputs as
-raw bytes). Outputs are compared byte for byte, NaN positions as NaN (the host's default NaN sign differs
-from the GPU's), except ClippedSwiglu, compared under its ulp class (the suite's own comparison).
+blocks and rows (DynamicBlockQuant's 128x128 and 256x192 blocks over tails, DequantSwigluQuant rows
+longer than a block with groups, MX norm rows of many MX blocks, FlatQuant slices of 512 and 6,144
+elements: the fused and the two-step path, HiFloat8 outputs as raw bytes). Outputs are compared byte
+for byte, NaN positions as NaN (the host's default NaN sign differs from the GPU's), except
+ClippedSwiglu, compared under its ulp class (the suite's own comparison).
 Sizes keep ``ACL_ROCM_EMULATE=1`` (the CPU kernel emulator) under a minute.
 """
 
@@ -141,3 +142,8 @@ def test_flat_quant_large(rocm: Backend, reference: Backend) -> None:
         check(rocm, reference, "FlatQuant", args, f"{np.dtype(dtype).name} int32")
         out = {"out": np.zeros(x.shape, ml_dtypes.int4), "quantScale": np.zeros(12, np.float32)}
         check(rocm, reference, "FlatQuant", args | out, f"{np.dtype(dtype).name} int4")
+    # slices past the fused kernel's shared memory (N1 * N2 = 6,144): the two-step path
+    x = rng.uniform(-2, 2, (3, 64, 96)).astype(np.float16)
+    args = {"x": x, "kroneckerP1": rng.uniform(-1, 1, (64, 64)).astype(np.float16), "clipRatio": 1.0}
+    args["kroneckerP2"] = rng.uniform(-1, 1, (96, 96)).astype(np.float16)
+    check(rocm, reference, "FlatQuant", args, "two-step int32")

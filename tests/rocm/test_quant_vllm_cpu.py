@@ -128,3 +128,20 @@ def test_programs_with_temporaries_replay_bit_for_bit_under_capture(emulated: Ro
         for c in calls:
             c.free()
         emulated.runtime.destroy_stream(stream)
+
+
+def test_flat_quant_slices_past_shared_memory_take_the_two_step_path(
+    emulated: Backend, reference: Backend, fake: tuple[RocmBackend, FakeProvider]
+) -> None:
+    """N1 * N2 = 6,144 > 5,632: x @ P2 through a double temporary, then P1 @ x' per slice (two launches)."""
+    rng = np.random.default_rng(9)
+    x = rng.uniform(-2, 2, (2, 64, 96)).astype(np.float16)
+    args = {"x": x, "kroneckerP1": rng.uniform(-1, 1, (64, 64)).astype(np.float16), "clipRatio": 1.0}
+    args["kroneckerP2"] = rng.uniform(-1, 1, (96, 96)).astype(np.float16)
+    backend, provider = fake
+    provider.launches.clear()
+    eager.run("FlatQuant", backend, **args)
+    assert [launch.name.split("_")[2] for launch in provider.launches] == ["flatright", "flatleft"]
+    compare(emulated, reference, "FlatQuant", args, "two-step int32")
+    out = {"out": np.zeros(x.shape, "int4"), "quantScale": np.zeros(2, np.float32)}
+    compare(emulated, reference, "FlatQuant", args | out, "two-step int4")

@@ -12,8 +12,9 @@ and the codecs of :mod:`acl_rocm.kernels.lowp`. Every tensor is addressed throug
 * ``DequantSwigluQuant``: one block per row; a prologue kernel turns group counts into cumulative ends,
   each row binary-searches its group; dynamic mode recomputes the row after its maximum.
 * ``MxNorm``: one block per row: the sum of squares (double), then one thread per MX block of 32.
-* ``FlatQuant``: ``x @ P2`` into a double temporary, then one block per slice: ``P1 @ x'`` rounded to float
-  into a float temporary, its maximum, and the INT4 quantisation.
+* ``FlatQuant``: one block per slice, ``x @ P2`` in shared memory as doubles and ``P1 @ x'`` in registers
+  (``FlatFused``) where N1 * N2 fits (5,632); otherwise ``x @ P2`` into a double temporary, then one block
+  per slice: ``P1 @ x'`` rounded to float into a float temporary, its maximum, and the INT4 quantisation.
 """
 
 from __future__ import annotations
@@ -701,12 +702,100 @@ class FlatLeft:
         return source(f"FlatQuant P1 @ x' {self.x.short} -> {self.dst.short}", "", self.kernel_name, params, body)
 
 
+FUSED_SLICE: Final = 5632
+"""The largest N1 * N2 FlatFused keeps in shared memory as doubles (44 KiB, under the 48 KiB static limit)."""
+FUSED_PER: Final = 24
+"""Elements of x'' per thread in FlatFused (256 threads, chunks a multiple of 8: 256 * 24 >= FUSED_SLICE)."""
+
+
+@dataclass(frozen=True)
+class FlatFused:
+    """One block of 256 threads per slice m: x' = x[m] @ P2 (double, shared), x'' = P1 @ x' (float, registers).
+
+    Each thread holds ``per`` consecutive elements of x'' (a multiple of 8, so packed INT32 words stay in
+    one thread); the slice's maximum, the scale and the INT4 outputs follow without leaving the block.
+    """
+
+    x: D
+    dst: D
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("flatfused", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        st = c_storage(self.x)
+        params = [f"const {st}* x", f"{LONG} x0", f"{LONG} xm", f"{LONG} xi", f"{LONG} xj"]
+        params += [f"const {st}* p2", f"{LONG} q0", f"{LONG} qr", f"{LONG} qc"]
+        params += [f"const {st}* p", f"{LONG} p0", f"{LONG} pr", f"{LONG} pc"]
+        params += [f"{c_storage(self.dst)}* out", f"{LONG} o0", f"{LONG} om", f"{LONG} oi", f"{LONG} oj"]
+        params += ["float* s", f"{LONG} s0", f"{LONG} sm", f"{LONG} mcount", f"{LONG} n1", f"{LONG} n2"]
+        params += [f"{LONG} per", "const float top"]
+        xv = c_load(self.x, "x", "x0 + mm * xm + i * xi + b * xj")
+        pv2 = c_load(self.x, "p2", "q0 + b * qr + j * qc")
+        pv1 = c_load(self.x, "p", "p0 + i * pr + a * pc")
+        if self.dst == D.ACL_INT32:
+            write = [
+                "  for (long long k = 0; k + 8 <= per && first + k < total; k += 8) {",
+                "    const long long e = first + k, i = e / n2, j0 = e % n2;",
+                "    unsigned word = 0u;",
+                "    for (int w = 0; w < 8; ++w) {",
+                "      const float qv = sv == 0.0f ? 0.0f : ACL_QDIV(vals[k + w], sv);",
+                "      word |= ((unsigned)acl_q_int((double)qv, ACL_QR_RINT, -8.0, 7.0) & 0xfu) << (4 * w);",
+                "    }",
+                "    out[o0 + mm * om + i * oi + (j0 / 8) * oj] = (int)word;",
+                "  }",
+            ]
+        else:
+            write = [
+                "  for (long long k = 0; k < per && first + k < total; ++k) {",
+                "    const long long e = first + k, i = e / n2, j = e % n2;",
+                "    const float qv = sv == 0.0f ? 0.0f : ACL_QDIV(vals[k], sv);",
+                "    acl_nib_set(out, o0 + mm * om + i * oi + j * oj,"
+                " (unsigned char)(acl_q_int((double)qv, ACL_QR_RINT, -8.0, 7.0) & 0xf));",
+                "  }",
+            ]
+        body = [
+            f"__shared__ double xs[{FUSED_SLICE}];",
+            "__shared__ float red[256];",
+            "const long long total = n1 * n2, first = (long long)threadIdx.x * per;",
+            "for (long long mm = blockIdx.x; mm < mcount; mm += gridDim.x) {",
+            "  for (long long e = threadIdx.x; e < total; e += blockDim.x) {",
+            "    const long long i = e / n2, j = e % n2;",
+            "    double acc = 0.0;",
+            f"    for (long long b = 0; b < n2; ++b) acc += (double){xv} * (double){pv2};",
+            "    xs[e] = acc;",
+            "  }",
+            "  __syncthreads();",
+            f"  float vals[{FUSED_PER}];",
+            "  float amax = 0.0f;",
+            "  for (long long k = 0; k < per && first + k < total; ++k) {",
+            "    const long long e = first + k, i = e / n2, j = e % n2;",
+            "    double acc = 0.0;",
+            f"    for (long long a = 0; a < n1; ++a) acc += (double){pv1} * xs[a * n2 + j];",
+            "    vals[k] = (float)acc;",
+            "    amax = acl_q_max(amax, fabsf(vals[k]));",
+            "  }",
+            "  red[threadIdx.x] = amax;",
+            *_lines(REDUCE_MAX),
+            "  const float sv = ACL_QDIV(red[0], top);",
+            "  if (threadIdx.x == 0) s[s0 + mm * sm] = sv;",
+            *write,
+            "  __syncthreads();",
+            "}",
+        ]
+        return source(f"FlatQuant fused {self.x.short} -> {self.dst.short}", "", self.kernel_name, params, body)
+
+
 __all__ = [
     "BLOCK_THREADS",
     "GROUP_ENDS",
     "BlockQuant",
     "ClippedSwiglu",
     "DequantSwigluQuant",
+    "FlatFused",
     "FlatLeft",
     "FlatRight",
     "MxNorm",

@@ -3,7 +3,8 @@
 Quantize, TransQuantParamV2, DynamicBlockQuantV2, ClippedSwiglu, DequantSwigluQuantV2,
 RmsNormDynamicMxQuant, AddRmsNormDynamicMxQuant and FlatQuant (the V1 forms run their V2's kernels).
 Every call is one recorded program (:mod:`acl_rocm.ops.program`): group counts become cumulative ends
-in a stream-ordered temporary, FlatQuant's Kronecker products go through two temporaries; nothing
+in a stream-ordered temporary, FlatQuant's Kronecker products stay in one block's shared memory and
+registers (slices of at most 5,632 elements) or go through two temporaries; nothing
 passes through the host, so every op captures.
 """
 
@@ -20,10 +21,12 @@ from acl_core.tensor import AclTensor
 from acl_rocm.kernels.prelude import PRELUDE
 from acl_rocm.kernels.quant import BLOCK_THREADS, LP_MODES
 from acl_rocm.kernels.quant_vllm import (
+    FUSED_SLICE,
     GROUP_ENDS,
     BlockQuant,
     ClippedSwiglu,
     DequantSwigluQuant,
+    FlatFused,
     FlatLeft,
     FlatRight,
     MxNorm,
@@ -305,10 +308,21 @@ class QuantVllmRunner:
         out, scale = _need(launch, "out"), _need(launch, "quantScale")
         m, n1, n2 = x.view_dims
         prog = Program()
+        if n1 * n2 <= FUSED_SLICE:  # one launch: x' in shared memory, x'' in registers
+            per = -(-n1 * n2 // BLOCK_THREADS)
+            per = -(-per // 8) * 8
+            args: list[Any] = [_ptr(x), *_ll(x.offset, *x.strides), _ptr(p2), *_ll(p2.offset, *p2.strides)]
+            args += [_ptr(p1), *_ll(p1.offset, *p1.strides), _ptr(out), *_ll(out.offset, *out.strides)]
+            args += [_ptr(scale), *_ll(scale.offset, scale.strides[0], m, n1, n2, per)]
+            args += [ctypes.c_float(float(launch.plan["dst_max"]))]
+            p = self.backend.properties
+            config = LaunchConfig((min(m, p.compute_units * 32, p.max_grid_x), 1, 1), (BLOCK_THREADS, 1, 1))
+            self._step(prog, FlatFused(x.dtype, out.dtype), config, args)
+            return prog
         total = m * n1 * n2
         right = prog.temp(8 * total)
         rounded = prog.temp(4 * total)
-        args: list[Any] = [_ptr(x), *_ll(x.offset, *x.strides), _ptr(p2), *_ll(p2.offset, *p2.strides), right]
+        args = [_ptr(x), *_ll(x.offset, *x.strides), _ptr(p2), *_ll(p2.offset, *p2.strides), right]
         self._step(prog, FlatRight(x.dtype), self._flat(total), [*args, *_ll(total, n1, n2)])
         kernel = FlatLeft(x.dtype, out.dtype)
         args = [_ptr(p1), *_ll(p1.offset, *p1.strides), right, rounded, _ptr(out), *_ll(out.offset, *out.strides)]
