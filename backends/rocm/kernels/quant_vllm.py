@@ -405,7 +405,7 @@ class DequantSwigluQuant:
             if self.quant_offset:
                 value = f"ACL_QADD({value}, {qo})"
         body = [
-            "__shared__ float red[256];",
+            *(["__shared__ float red[256];"] if self.dynamic else []),
             "__shared__ long long row_group;",
             *self._dequant(),
             "for (long long row = blockIdx.x; row < rows; row += gridDim.x) {",
