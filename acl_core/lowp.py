@@ -399,6 +399,27 @@ def encode_packed_scale(scales: ArrayLike) -> Array:
     return (bits & np.uint64(0xFFFFE000)) | np.uint64(1 << 46)
 
 
+def encode_packed_param(scales: ArrayLike, offsets: ArrayLike | None = None) -> Array:
+    """aclnnTransQuantParamV2's UINT64 words: :func:`encode_packed_scale`, plus an offset in bits 37..45.
+
+    Each offset is rounded half to even (the family's ``round``) and clipped to [-256, 255] (NaN: 0);
+    its 9-bit two's complement replaces bits 37..45 (``(word & 0x4000FFFFFFFF) | (offset & 0x1FF) << 37``).
+    """
+    words = encode_packed_scale(scales)
+    if offsets is None:
+        return words
+    off = np.clip(np.rint(np.nan_to_num(np.asarray(offsets, np.float64), nan=0.0)), -256, 255).astype(np.int64)
+    field = (off & 0x1FF).astype(np.uint64) << np.uint64(37)
+    return (words & np.uint64(0x4000FFFFFFFF)) | field
+
+
+def decode_packed_offset(words: ArrayLike) -> Array:
+    """The 9-bit signed offsets in bits 37..45 of UINT64/INT64 quant parameters (int64)."""
+    w = np.asarray(words).astype(np.int64).view(np.uint64)
+    field = ((w >> np.uint64(37)) & np.uint64(0x1FF)).astype(np.int64)
+    return np.where(field >= 256, field - 512, field)
+
+
 __all__ = [
     "FNUZ_TYPES",
     "FP8_MAX",
@@ -408,9 +429,11 @@ __all__ = [
     "HIFLOAT8_TABLE",
     "MX_EMAX",
     "cast_float8",
+    "decode_packed_offset",
     "decode_packed_scale",
     "e8m0_decode",
     "e8m0_encode_exponent",
+    "encode_packed_param",
     "encode_packed_scale",
     "float_grid",
     "fnuz_from_bits",

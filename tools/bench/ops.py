@@ -29,7 +29,7 @@ from acl_core.spec.opspec import OutInfo, Role
 from acl_core.spec.runtime import MemcpyKind
 from acl_core.spec.validate import check_inputs
 from acl_core.tensor import AclTensorList
-from acl_tools.bench import gemm_variants, host, quant_gemm, replay
+from acl_tools.bench import gemm_variants, host, quant_gemm, quant_rows, replay
 from acl_tools.bench.timing import measure, measure_interleaved
 
 DTYPES = (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16)
@@ -78,6 +78,7 @@ OPS = (
     *gemm_variants.OPS,
     *("MoeTokenPermute", "ApplyTopKTopP"),
     *("ScatterPaKvCache", "RopeWithSinCosCacheV2"),
+    *quant_rows.OPS,
 )
 """The names ``--only`` picks from: the operators the suite times (Copy is the D2D memcpy; Replay is a
 captured chain of small Adds replayed beside the same chain launched eagerly, :mod:`acl_tools.bench.replay`)."""
@@ -1025,6 +1026,7 @@ class Suite:
             self.kv_cache()
             self.norms()
             self.norm_quant()
+            quant_rows.run_cases(self)  # the quantisation ops vllm-ascend reaches (issue 16)
             self.matmul()
             self.attention()
             gemm_variants.run_cases(self)

@@ -38,6 +38,7 @@ FAMILIES: tuple[str, ...] = (
     "matmul_variants",
     "serving",
     "kv_cache",
+    "quant_vllm",
 )
 
 _lock = threading.Lock()

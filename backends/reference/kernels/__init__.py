@@ -35,6 +35,7 @@ FAMILIES: tuple[str, ...] = (
     "random",
     "matmul_variants",
     "kv_cache",
+    "quant_vllm",
 )
 
 _KERNELS: dict[str, RefKernel] = {}
