@@ -610,7 +610,10 @@ class Suite:
         bias_host = (self.rng.standard_normal(experts) * 0.1).astype(np.float32)
 
         def acl() -> tuple[Callable[[], None], Any]:
-            args = {"x": self.array((tokens, experts), dtype), "biasOptional": to_device(bias_host, self.backend)}
+            args: dict[str, Any] = {
+                "x": self.array((tokens, experts), dtype),
+                "biasOptional": to_device(bias_host, self.backend),
+            }
             args |= {"k": k, "kGroup": kept, "groupCount": groups, "groupSelectMode": 1, "renorm": 0}
             args |= {"normType": 1, "outFlag": False, "routedScalingFactor": scale, "eps": eps}
             return self.prepared(op, args)
@@ -646,7 +649,7 @@ class Suite:
         dtype = D.ACL_BF16
 
         def acl() -> tuple[Callable[[], None], Any]:
-            args = {"x": self.array((tokens, hidden), dtype), "expertIdx": to_device(idx, self.backend)}
+            args: dict[str, Any] = {"x": self.array((tokens, hidden), dtype), "expertIdx": to_device(idx, self.backend)}
             args |= {"activeNum": 0, "expertCapacity": 0, "expertNum": experts, "dropPadMode": 0}
             return self.prepared(
                 op, {**args, "expertTokensCountOrCumsumFlag": 1, "expertTokensBeforeCapacityFlag": False}
@@ -680,7 +683,7 @@ class Suite:
         order = self.rng.permutation(rows).astype(np.int32)
 
         def acl() -> tuple[Callable[[], None], Any]:
-            args = {
+            args: dict[str, Any] = {
                 "permutedTokens": self.array((rows, hidden), dtype),
                 "sortedIndices": to_device(order, self.backend),
             }
