@@ -1015,7 +1015,8 @@ def _init_v3_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
     yield ErrorSample({**base, "x": S.array(rng, (5, 3), D.ACL_FLOAT)}, TILING, "x and expertIdx rows differ")
     yield ErrorSample({**base, "expertIdx": np.zeros((4, 2), np.int64)}, INVALID, "int64 expertIdx")
     yield ErrorSample({**base, "quantMode": 0}, NULLPTR, "static quantisation without scale")
-    static = {"quantMode": 0, "scaleOptional": np.array([1, 2], np.float32), "offsetOptional": np.array([0], np.float32)}
+    static = {"quantMode": 0, "scaleOptional": np.array([1, 2], np.float32)}
+    static["offsetOptional"] = np.array([0], np.float32)
     yield ErrorSample({**base, **static}, TILING, "static scale of two values")
     yield ErrorSample(
         {**base, "quantMode": 1, "scaleOptional": np.ones((5, 3), np.float32)},
