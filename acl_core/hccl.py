@@ -141,6 +141,15 @@ def group_size(name: str) -> int | None:
         return None if handle is None else handle.comm.size
 
 
+def group_rank(name: str) -> int | None:
+    """This process's rank in the live communicator called ``name`` (0 for the self group), or None if there is none."""
+    if name == SELF_GROUP_NAME:
+        return 0
+    with _registry_lock:
+        handle = _by_name.get(name)
+        return None if handle is None else handle.comm.rank
+
+
 def resolve_group(name: str, engine: CollectiveEngine, device: int) -> EngineCommunicator:
     """The engine communicator an aclnn MC2 operator's ``group`` names; HcclError(HCCL_E_NOT_FOUND) if none.
 

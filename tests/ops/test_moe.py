@@ -293,7 +293,9 @@ def test_gate_route_compute_combine_equals_the_direct_mixture(rng: np.random.Gen
     assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("op", ["MoeGatingTopKSoftmax", "MoeInitRouting", "MoeFinalizeRouting"])
+@pytest.mark.parametrize(
+    "op", ["MoeGatingTopKSoftmax", "MoeInitRouting", "MoeFinalizeRouting", "MoeInitRoutingV2", "MoeInitRoutingV3"]
+)
 def test_conformance_samples_run_and_error_samples_fail_as_declared(op: str) -> None:
     spec = get_spec(op)
     rng = np.random.default_rng(11)
@@ -567,3 +569,132 @@ def test_init_routing_v2_codes(rng: np.random.Generator) -> None:
     # without counts or drop/pad, experts past expertNum are allowed (only >= 0 is required)
     fine = ref("MoeInitRoutingV2", **{**args, "expertIdx": bad, "expertTokensCountOrCumsumFlag": 0})
     assert fine["expandedRowIdxOut"].shape == (8,)
+
+
+# ----------------------------------------------------------------------------- MoeInitRoutingV3
+def _v3(rng: np.random.Generator, rows: int, k: int, hidden: int, experts: int, **attrs: object) -> dict:
+    from acl_core.spec.ops.moe import init_v3_args
+
+    return init_v3_args(rng, rows, k, hidden, experts, D.ACL_FLOAT, **attrs)
+
+
+def test_init_routing_v3_range_gather_and_scatter_by_hand() -> None:
+    x = np.float32([[1, 1], [2, 2], [3, 3]])
+    expert = np.int32([[1, 3], [0, 2], [2, 1]])  # flat: 1 3 0 2 2 1; sorted: 0(2) 1(0) 1(5) 2(3) 2(4) 3(1)
+    args = _v3(np.random.default_rng(0), 3, 2, 2, 4, activeExpertRangeOptional=[1, 3])
+    args |= {"x": x, "expertIdx": expert, "expertTokensNumType": 1}
+    got = ref("MoeInitRoutingV3", **args)
+    # routed copies (experts 1 and 2) in sorted order: flat 0, 5, 3, 4
+    np.testing.assert_array_equal(got["expandedRowIdxOut"], [0, -1, -1, 2, 3, 1])
+    np.testing.assert_array_equal(got["expandedXOut"][:4], x[[0, 2, 1, 2]])
+    np.testing.assert_array_equal(got["expandedXOut"][4:], 0)  # rows past the routed copies: zeros
+    np.testing.assert_array_equal(got["expertTokensCountOrCumsumOut"], [2, 2])
+    scatter = ref("MoeInitRoutingV3", **{**args, "rowIdxType": 1, "expertTokensNumType": 0})
+    np.testing.assert_array_equal(scatter["expandedRowIdxOut"], [0, 5, 3, 4, 1, 2])  # then expert 3, then expert 0
+    np.testing.assert_array_equal(scatter["expertTokensCountOrCumsumOut"], [2, 4])
+    active = ref("MoeInitRoutingV3", **{**args, "activeNum": 3})
+    np.testing.assert_array_equal(active["expandedXOut"], x[[0, 2, 1]])
+
+
+def test_init_routing_v3_key_value_counts_by_hand() -> None:
+    expert = np.int32([[5, 1], [5, 2], [1, 7]])
+    args = _v3(np.random.default_rng(0), 3, 2, 2, 8, expertTokensNumType=2, activeExpertRangeOptional=[1, 6])
+    got = ref("MoeInitRoutingV3", **{**args, "expertIdx": expert})
+    want = np.zeros((8, 2), np.int64)
+    want[:3] = [[1, 2], [2, 1], [5, 2]]  # then the (0, 0) row that ends the list, zeros after
+    np.testing.assert_array_equal(got["expertTokensCountOrCumsumOut"], want)
+
+
+@pytest.mark.parametrize("kind", [0, 1])
+def test_init_routing_v3_without_range_or_quantisation_is_v2(kind: int, rng: np.random.Generator) -> None:
+    args = _v3(rng, 9, 3, 5, 6, expertTokensNumType=kind, activeNum=11)
+    got = ref("MoeInitRoutingV3", **args)
+    v2 = init_v2_args(rng, 9, 3, 5, 6, D.ACL_FLOAT, activeNum=11, expertTokensCountOrCumsumFlag=1 if kind == 0 else 2)
+    want = ref("MoeInitRoutingV2", **{**v2, "x": args["x"], "expertIdx": args["expertIdx"]})
+    for name in ("expandedXOut", "expandedRowIdxOut", "expertTokensCountOrCumsumOut"):
+        np.testing.assert_array_equal(got[name], want[name].astype(got[name].dtype), err_msg=name)
+    drop = {"dropPadMode": 1, "expertCapacity": 2}
+    got = ref("MoeInitRoutingV3", **{**args, **drop, "expertTokensNumType": 1})
+    want = ref(
+        "MoeInitRoutingV2",
+        **{
+            **v2,
+            **drop,
+            "x": args["x"],
+            "expertIdx": args["expertIdx"],
+            "expertTokensCountOrCumsumFlag": 0,
+            "expertTokensBeforeCapacityFlag": True,
+        },
+    )
+    np.testing.assert_array_equal(got["expandedXOut"], want["expandedXOut"])
+    np.testing.assert_array_equal(got["expandedRowIdxOut"], want["expandedRowIdxOut"])
+    np.testing.assert_array_equal(got["expertTokensCountOrCumsumOut"], want["expertTokensBeforeCapacityOut"])
+
+
+def test_init_routing_v3_static_int8_by_hand() -> None:
+    x = np.float32([[0.5, -1.0, 2.25], [100.0, -100.0, 0.0]])
+    args = _v3(np.random.default_rng(0), 2, 1, 3, 2, quantMode=0, rowIdxType=1)
+    args |= {"x": x, "expertIdx": np.int32([[1], [0]])}
+    args |= {"scaleOptional": np.float32([2.0]), "offsetOptional": np.float32([0.5])}
+    got = ref("MoeInitRoutingV3", **args)
+    # row 1 first (expert 0): 200.5 and -199.5 saturate; row 0: 1.5 -> 2, -1.5 -> -2 (half to even), 5.0
+    np.testing.assert_array_equal(got["expandedXOut"], np.int8([[127, -128, 0], [2, -2, 5]]))
+    assert "expandedScaleOut" not in got
+    # the steps are float16's: 0.1 * 3 rounds to 0.2998 in float16, + 0.2 = 0.4998 -> 0 (0.5000000x in float64)
+    fine = ref(
+        "MoeInitRoutingV3",
+        **{
+            **args,
+            "x": np.float32([[0.1, 0, 0], [0, 0, 0]]),
+            "scaleOptional": np.float32([3]),
+            "offsetOptional": np.float32([0.2]),
+        },
+    )
+    assert fine["expandedXOut"][1, 0] == 0
+    assert np.rint(np.float64(np.float32(0.1)) * 3 + np.float64(np.float32(0.2))) == 1
+
+
+@pytest.mark.parametrize("smooth", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_init_routing_v3_dynamic_int8_matches_torch(smooth: bool, dtype: type, rng: np.random.Generator) -> None:
+    args = _v3(rng, 8, 2, 40, 6, quantMode=1, activeExpertRangeOptional=[1, 5])
+    x = (rng.standard_normal((8, 40)) * 4).astype(dtype)
+    scale = rng.uniform(0.5, 2, (4, 40)).astype(np.float32) if smooth else None
+    got = ref("MoeInitRoutingV3", **{**args, "x": x, "scaleOptional": scale})
+    flat = torch.from_numpy(np.asarray(args["expertIdx"]).astype(np.int64)).reshape(-1)
+    order = torch.argsort(flat, stable=True)
+    routed = order[(flat[order] >= 1) & (flat[order] < 5)]
+    v = to_torch(x).float()[routed // 2]
+    if scale is not None:
+        v = v * torch.from_numpy(scale)[flat[routed] - 1]
+    s = v.abs().amax(dim=-1) / 127
+    q = torch.round(v / s[:, None]).clamp(-128, 127).to(torch.int8)
+    n = routed.numel()
+    np.testing.assert_array_equal(got["expandedXOut"][:n], q.numpy())
+    np.testing.assert_array_equal(got["expandedScaleOut"][:n], s.numpy())
+    np.testing.assert_array_equal(got["expandedXOut"][n:], 0)
+
+
+def test_init_routing_v3_dynamic_zero_row_has_zero_scale_and_codes() -> None:
+    args = _v3(np.random.default_rng(0), 2, 1, 4, 2, quantMode=1)
+    got = ref(
+        "MoeInitRoutingV3",
+        **{**args, "x": np.float32([[0, 0, 0, 0], [1, -2, 4, 0]]), "expertIdx": np.int32([[0], [1]])},
+    )
+    np.testing.assert_array_equal(got["expandedXOut"], np.int8([[0, 0, 0, 0], [32, -64, 127, 0]]))
+    np.testing.assert_array_equal(got["expandedScaleOut"], np.float32([0, 4 / 127]))
+
+
+def test_init_routing_v3_codes(rng: np.random.Generator) -> None:
+    args = _v3(rng, 4, 2, 3, 6)
+    assert code_of("MoeInitRoutingV3", **{**args, "quantMode": 3}) == INVALID  # MXFP8: not implemented
+    assert code_of("MoeInitRoutingV3", **{**args, "quantMode": 5}) == TILING
+    assert code_of("MoeInitRoutingV3", **{**args, "activeExpertRangeOptional": [4, 2]}) == TILING
+    assert code_of("MoeInitRoutingV3", **{**args, "quantMode": 0}) == 161001
+    with pytest.raises(AclnnError, match="MXFP8"):
+        ref("MoeInitRoutingV3", **{**args, "quantMode": 2})
+    # experts outside [0, expertNum) are simply not routed
+    bad = np.asarray(args["expertIdx"]).copy()
+    bad[0] = [-3, 99]
+    got = ref("MoeInitRoutingV3", **{**args, "expertIdx": bad})
+    assert (got["expandedRowIdxOut"][:2] == -1).all() and got["expertTokensCountOrCumsumOut"].sum() == 6

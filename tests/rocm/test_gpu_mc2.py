@@ -151,3 +151,14 @@ def test_group_by_communicator_name(b: Backend, comm: Any) -> None:
     args = {**sample.args, "group": name}
     got = eager.run("MatmulAllReduce", b, guard=True, **args)["output"]
     assert np.array_equal(_bits(got), _bits(composed(b, comm, "MatmulAllReduce", args)["output"]))
+
+
+def test_matmul_reduce_scatter_v2_is_its_base_bit_for_bit(b: Backend) -> None:
+    assert "MatmulReduceScatterV2" in b.capabilities().ops
+    base_names = set(get_spec("MatmulReduceScatter").param_names)
+    for sample in _samples("MatmulReduceScatterV2"):
+        args = dict(sample.args)
+        for mode in ("aicpu", "aiv"):
+            got = eager.run("MatmulReduceScatterV2", b, guard=True, **{**args, "commMode": mode})["output"]
+            want = eager.run("MatmulReduceScatter", b, guard=True, **{k: v for k, v in args.items() if k in base_names})
+            assert np.array_equal(_bits(got), _bits(want["output"])), f"{sample.note} commMode {mode}"

@@ -5,7 +5,9 @@ then serving shapes: DeepSeek-V3 routing of 4,096 tokens over 256 experts (8 gro
 top-8, sigmoid + bias), 2,048 experts of a softmax, near-tie and special rows; a permute of 4,096
 tokens × top-8 over 64 experts with 2,048-wide bf16 rows (the 16-byte word path) and odd rows (the
 element path), its unpermute and the round trip; MoeInitRoutingV2 dropless (counts, cumsum, activeNum)
-and drop/pad at the same scale; the kernel-side index errors.
+and drop/pad at the same scale; MoeInitRoutingV3 as expert parallelism uses it (the experts of one
+rank of eight, DeepSeek-V3's 7,168-wide rows, dynamic int8 with smooth scales, scatter indices) and
+unquantised with key-value counts; the kernel-side index errors.
 ``ACL_ROCM_EMULATE=1`` runs it on the CPU kernel emulator (the serving shapes shrink).
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import os
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -23,7 +26,7 @@ from tests.rocm.against_reference import assert_errors_match_reference, assert_m
 
 pytestmark = pytest.mark.gpu
 
-OPS = ("MoeGatingTopK", "MoeTokenPermute", "MoeTokenUnpermute", "MoeInitRoutingV2")
+OPS = ("MoeGatingTopK", "MoeTokenPermute", "MoeTokenUnpermute", "MoeInitRoutingV2", "MoeInitRoutingV3")
 EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
 
 
@@ -106,3 +109,18 @@ def test_init_routing_v2_at_serving_shapes(rocm: Backend, reference: Backend) ->
         args = {**base, "dropPadMode": drop, "expertTokensCountOrCumsumFlag": flag, "activeNum": active}
         args["expertTokensBeforeCapacityFlag"] = before
         assert_matches_reference(rocm, reference, "MoeInitRoutingV2", args, "contiguous", f"drop {drop} flag {flag}")
+
+
+def test_init_routing_v3_at_serving_shapes(rocm: Backend, reference: Backend) -> None:
+    rng = np.random.default_rng(7)
+    tokens, hidden = (40, 48) if EMULATED else (2048, 7168)
+    expert = np.stack([rng.choice(256, 8, replace=False) for _ in range(tokens)]).astype(np.int32)
+    x = rng.standard_normal((tokens, hidden)).astype(np.float32).astype(ml_dtypes.bfloat16)
+    smooth = rng.uniform(0.5, 2.0, (32, hidden)).astype(np.float32)
+    base = {"x": x, "expertIdx": expert, "scaleOptional": smooth, "offsetOptional": None, "activeNum": 0}
+    base |= {"expertCapacity": 0, "expertNum": 256, "dropPadMode": 0, "expertTokensNumType": 1}
+    base |= {"expertTokensNumFlag": True, "quantMode": 1, "activeExpertRangeOptional": [32, 64], "rowIdxType": 1}
+    assert_matches_reference(rocm, reference, "MoeInitRoutingV3", base, "contiguous", "EP rank 1 of 8, dynamic int8")
+    plain = {**base, "scaleOptional": None, "quantMode": -1, "activeExpertRangeOptional": None}
+    plain |= {"expertTokensNumType": 2, "rowIdxType": 0, "x": x[:, :2048].copy()}
+    assert_matches_reference(rocm, reference, "MoeInitRoutingV3", plain, "contiguous", "all experts, key-value")

@@ -209,6 +209,8 @@ def test_with_blas_and_a_collective_engine_every_mc2_op_is_claimed(logged: tuple
     backend, _ = logged
     caps = backend.capabilities()
     assert {"MatmulAllReduce", "MatmulAllReduceV2", "AllGatherMatmul", "MatmulReduceScatter"} <= set(caps.ops)
+    assert "MatmulReduceScatterV2" in caps.ops  # a version claims with its base
+    assert not {op for op in caps.ops if op.startswith("MoeDistribute")}  # expert-parallel MC2: reference only
     assert caps.notes["mc2"].startswith("the single ops' GEMM kernels")
 
 
@@ -246,6 +248,18 @@ def test_matmul_reduce_scatter_runs_the_gemm_into_a_temporary_then_reduce_scatte
     assert _ops(provider.events) == ["gemm", "reduce_scatter"]
     assert rs[1] == gemm[1] and rs[2] != gemm[1] and rs[3] == 8 * 6 and rs[6] == gemm[2]
     np.testing.assert_array_equal(got, _product(args["x1"], args["x2"], np.float16))
+
+
+def test_matmul_reduce_scatter_v2_runs_its_base_and_refuses_quantisation(logged: Any) -> None:
+    backend, provider = logged
+    args = _args(np.random.default_rng(2), (8, 256), 6)
+    extra = {"x1Scale": None, "x2Scale": None, "quantScale": None, "blockSize": 0, "groupSize": 0, "commMode": "aiv"}
+    got = eager.run("MatmulReduceScatterV2", backend, **args, **extra, reduceOp="sum")["output"]
+    assert _ops(provider.events) == ["gemm", "reduce_scatter"]
+    np.testing.assert_array_equal(got, _product(args["x1"], args["x2"], np.float16))
+    with pytest.raises(AclnnError) as err:
+        eager.run("MatmulReduceScatterV2", backend, **args, **{**extra, "blockSize": 128}, reduceOp="sum")
+    assert err.value.code == 161002
 
 
 def test_all_gather_matmul_gathers_x1_before_the_gemm_reads_it(logged: Any) -> None:

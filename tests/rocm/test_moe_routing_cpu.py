@@ -31,8 +31,15 @@ from tests.conftest import assert_close
 from tests.rocm.fake_provider import FakeProvider
 from tests.rocm.kernel_emulator import SHIM, available
 
-OPS = ["MoeGatingTopK", "MoeTokenPermute", "MoeTokenUnpermute", "MoeInitRoutingV2"]
-EXACT = ("expertIdxOut", "permuteTokensOut", "sortedIndicesOut", "expandedXOut", "expandedRowIdxOut")
+OPS = ["MoeGatingTopK", "MoeTokenPermute", "MoeTokenUnpermute", "MoeInitRoutingV2", "MoeInitRoutingV3"]
+EXACT = (
+    "expertIdxOut",
+    "permuteTokensOut",
+    "sortedIndicesOut",
+    "expandedXOut",
+    "expandedRowIdxOut",
+    "expandedScaleOut",
+)
 
 
 def _compare(backend: Backend, reference: Backend, op: str, args: dict, layout: str, note: str) -> None:
@@ -137,6 +144,27 @@ def test_init_routing_v2_through_the_merge_path(small_tile: RocmBackend, referen
         args["expertTokensBeforeCapacityFlag"] = before
         for layout in ("contiguous", "transposed"):
             _compare(small_tile, reference, "MoeInitRoutingV2", args, layout, f"drop {drop} flag {flag}")
+
+
+def test_init_routing_v3_through_the_merge_path(small_tile: RocmBackend, reference: Backend) -> None:
+    rng = np.random.default_rng(10)
+    expert = rng.integers(-1, 7, (11, 3)).astype(np.int32)  # 33 copies: 5 tiles; -1 and 6 lie outside every range
+    x = (rng.standard_normal((11, 20)) * 3).astype(np.float16)
+    base = {"x": x, "expertIdx": expert, "scaleOptional": None, "offsetOptional": None, "activeNum": 0}
+    base |= {"expertCapacity": 4, "expertNum": 6, "dropPadMode": 0, "expertTokensNumType": 1}
+    base |= {"expertTokensNumFlag": True, "quantMode": -1, "activeExpertRangeOptional": [1, 5], "rowIdxType": 0}
+    smooth = rng.uniform(0.5, 2, (4, 20)).astype(np.float32)
+    cases = [
+        {},
+        {"rowIdxType": 1, "expertTokensNumType": 0, "activeNum": 9},
+        {"expertTokensNumType": 2},
+        {"quantMode": 1, "scaleOptional": smooth},
+        {"quantMode": 0, "scaleOptional": np.float32([3.5]), "offsetOptional": np.float32([0.5]), "rowIdxType": 1},
+        {"dropPadMode": 1, "activeExpertRangeOptional": None, "scaleOptional": rng.random(11).astype(np.float32)},
+    ]
+    for case in cases:
+        for layout in ("contiguous", "transposed"):
+            _compare(small_tile, reference, "MoeInitRoutingV3", {**base, **case}, layout, str(sorted(case)))
 
 
 def _refused(backend: Backend, op: str, args: dict) -> None:

@@ -79,6 +79,7 @@ OPS = (
     *("MoeTokenPermute", "ApplyTopKTopP"),
     *("ScatterPaKvCache", "RopeWithSinCosCacheV2"),
     *quant_rows.OPS,
+    *("MoeGatingTopK", "MoeTokenUnpermute", "MoeInitRoutingV2", "AttentionUpdate"),
 )
 """The names ``--only`` picks from: the operators the suite times (Copy is the D2D memcpy; Replay is a
 captured chain of small Adds replayed beside the same chain launched eagerly, :mod:`acl_tools.bench.replay`)."""
@@ -110,6 +111,11 @@ RANDOM_FILLS: dict[str, tuple[dict[str, float], str, tuple[float, float]]] = {
 
 PERMUTE: dict[str, tuple[int, int, int, int]] = {"small": (256, 256, 8, 64), "full": (4096, 2048, 8, 64)}
 """MoeTokenPermute rows: (tokens, hidden, top-k, experts) per suite size (full: a prefill batch of an MoE layer)."""
+GATING: dict[str, tuple[int, int, int, int, int]] = {"small": (64, 64, 8, 4, 8), "full": (4096, 256, 8, 4, 8)}
+"""MoeGatingTopK rows: (tokens, experts, groups, kept groups, k) per suite size (full: DeepSeek-V3's router)."""
+ATTENTION_UPDATE: dict[str, tuple[int, int, int]] = {"small": (64, 128, 2), "full": (4096, 128, 8)}
+"""AttentionUpdate rows: (rows = batch × heads, headDim, sp) per suite size (full: 128 sequences × 32 heads
+of a decode step whose KV is split eight ways)."""
 TOP_K_TOP_P: dict[str, tuple[int, int]] = {"small": (2, 4096), "full": (8, 151936)}
 """ApplyTopKTopP rows: (sequences, vocabulary) per suite size (full: a decode batch over Qwen's vocabulary)."""
 
@@ -615,6 +621,155 @@ class Suite:
         label = f"{tokens}x{hidden} top-{top_k}/{experts}"
         self.case(Case(op, label, dtype.short, "GB/s", nbytes, note="torch: argsort + index_select"), acl, torch_fn, op)
 
+    def moe_pipeline(self) -> None:
+        """MoeGatingTopK, MoeInitRoutingV2 and MoeTokenUnpermute beside torch's usual formulations of them."""
+        full = self.sizes is SIZES["full"]
+        self._gating_top_k(full)
+        tokens, hidden, top_k, experts = PERMUTE["full" if full else "small"]
+        idx = np.stack([self.rng.choice(experts, top_k, replace=False) for _ in range(tokens)]).astype(np.int32)
+        self._init_routing_v2(tokens, hidden, top_k, experts, idx)
+        self._unpermute(tokens, hidden, top_k)
+
+    def _gating_top_k(self, full: bool) -> None:
+        """DeepSeek-V3 routing (sigmoid + bias, top-2-sum group scores, kept groups, top-k, scaled) vs vLLM's torch."""
+        op = "MoeGatingTopK"
+        if not self.wanted(op):
+            return
+        tokens, experts, groups, kept, k = GATING["full" if full else "small"]
+        dtype = D.ACL_FLOAT
+        scale, eps = 2.5, 1e-20
+        bias_host = (self.rng.standard_normal(experts) * 0.1).astype(np.float32)
+
+        def acl() -> tuple[Callable[[], None], Any]:
+            args: dict[str, Any] = {
+                "x": self.array((tokens, experts), dtype),
+                "biasOptional": to_device(bias_host, self.backend),
+            }
+            args |= {"k": k, "kGroup": kept, "groupCount": groups, "groupSelectMode": 1, "renorm": 0}
+            args |= {"normType": 1, "outFlag": False, "routedScalingFactor": scale, "eps": eps}
+            return self.prepared(op, args)
+
+        def torch_fn() -> Callable[[], object]:
+            torch = self.torch
+            x = self.tensor((tokens, experts), dtype)
+            bias = torch.from_numpy(bias_host).to(self.device)
+
+            def run() -> object:
+                scores = x.sigmoid()
+                biased = scores + bias
+                grouped = biased.view(tokens, groups, -1).topk(2, dim=-1).values.sum(-1)
+                chosen = grouped.topk(kept, dim=-1).indices
+                mask = torch.zeros_like(grouped).scatter_(1, chosen, 1.0)
+                mask = mask.unsqueeze(-1).expand(tokens, groups, experts // groups).reshape(tokens, experts)
+                top = biased.masked_fill(mask == 0, float("-inf")).topk(k, dim=-1).indices
+                weights = scores.gather(1, top)
+                return weights / (weights.sum(-1, keepdim=True) + eps) * scale, top
+
+            return run
+
+        nbytes = tokens * experts * 4 + tokens * k * 8
+        note = "torch: sigmoid, group top-2 sums, topk, mask, topk, gather, renorm (vLLM's grouped_topk)"
+        label = f"[{tokens},{experts}] {groups} groups top-{kept}, top-{k}"
+        self.case(Case(op, label, dtype.short, "GB/s", nbytes, note=note), acl, torch_fn, op)
+
+    def _init_routing_v2(self, tokens: int, hidden: int, top_k: int, experts: int, idx: np.ndarray) -> None:
+        """MoeInitRoutingV2 dropless with the expert cumsum vs torch's stable argsort, index_select and bincount."""
+        op = "MoeInitRoutingV2"
+        if not self.wanted(op):
+            return
+        dtype = D.ACL_BF16
+
+        def acl() -> tuple[Callable[[], None], Any]:
+            args: dict[str, Any] = {"x": self.array((tokens, hidden), dtype), "expertIdx": to_device(idx, self.backend)}
+            args |= {"activeNum": 0, "expertCapacity": 0, "expertNum": experts, "dropPadMode": 0}
+            return self.prepared(
+                op, {**args, "expertTokensCountOrCumsumFlag": 1, "expertTokensBeforeCapacityFlag": False}
+            )
+
+        def torch_fn() -> Callable[[], object]:
+            torch = self.torch
+            x = self.tensor((tokens, hidden), dtype)
+            flat = torch.from_numpy(idx).to(self.device).reshape(-1)
+
+            def run() -> object:
+                order = torch.argsort(flat, stable=True)
+                cumsum = torch.bincount(flat, minlength=experts).cumsum(0)
+                return x.index_select(0, order // top_k), torch.argsort(order), cumsum
+
+            return run
+
+        rows = tokens * top_k
+        nbytes = 2 * rows * hidden * dtype.info.storage_bits // 8 + 2 * rows * 4
+        label = f"{tokens}x{hidden} top-{top_k}/{experts} dropless"
+        note = "torch: argsort, index_select, argsort, bincount + cumsum"
+        self.case(Case(op, label, dtype.short, "GB/s", nbytes, note=note), acl, torch_fn, op)
+
+    def _unpermute(self, tokens: int, hidden: int, top_k: int) -> None:
+        """MoeTokenUnpermute (bf16 rows, bf16 probs) vs torch's index_select, multiply and sum over the top-k."""
+        op = "MoeTokenUnpermute"
+        if not self.wanted(op):
+            return
+        dtype = D.ACL_BF16
+        rows = tokens * top_k
+        order = self.rng.permutation(rows).astype(np.int32)
+
+        def acl() -> tuple[Callable[[], None], Any]:
+            args: dict[str, Any] = {
+                "permutedTokens": self.array((rows, hidden), dtype),
+                "sortedIndices": to_device(order, self.backend),
+            }
+            args |= {"probsOptional": self.array((tokens, top_k), dtype), "paddedMode": False}
+            return self.prepared(op, {**args, "restoreShapeOptional": None})
+
+        def torch_fn() -> Callable[[], object]:
+            permuted, probs = self.tensor((rows, hidden), dtype), self.tensor((tokens, top_k), dtype)
+            index = self.torch.from_numpy(order).to(self.device).long()
+
+            def run() -> object:
+                picked = permuted.index_select(0, index).view(tokens, top_k, hidden)
+                return (picked * probs.unsqueeze(-1)).sum(dim=1)
+
+            return run
+
+        item = dtype.info.storage_bits // 8
+        nbytes = (rows + tokens) * hidden * item + rows * (4 + item)
+        label = f"{tokens}x{hidden} top-{top_k}"
+        note = "torch: index_select, multiply by probs, sum over top-k"
+        self.case(Case(op, label, dtype.short, "GB/s", nbytes, note=note), acl, torch_fn, op)
+
+    def attention_update(self) -> None:
+        """AttentionUpdate (sp bf16 partial outputs and float32 lse, lseOut written) vs torch's logsumexp combine."""
+        op = "AttentionUpdate"
+        if not self.wanted(op):
+            return
+        rows, head_dim, sp = ATTENTION_UPDATE["full" if self.sizes is SIZES["full"] else "small"]
+        dtype = D.ACL_BF16
+
+        def acl() -> tuple[Callable[[], None], Any]:
+            lse = [self.array((rows,), D.ACL_FLOAT) for _ in range(sp)]
+            local = [self.array((rows, head_dim), dtype) for _ in range(sp)]
+            return self.prepared(op, {"lse": lse, "localOut": local, "updateType": 1})
+
+        def torch_fn() -> Callable[[], object]:
+            torch = self.torch
+            lse = [self.tensor((rows,), D.ACL_FLOAT) for _ in range(sp)]
+            local = [self.tensor((rows, head_dim), dtype) for _ in range(sp)]
+
+            def run() -> object:
+                stacked = torch.stack(lse)
+                total = torch.logsumexp(stacked, dim=0)
+                weights = torch.exp(stacked - total)
+                out = (torch.stack(local).float() * weights.unsqueeze(-1)).sum(0)
+                return out.to(local[0].dtype), total
+
+            return run
+
+        item = dtype.info.storage_bits // 8
+        nbytes = sp * rows * (head_dim * item + 4) + rows * (head_dim * item + 4)
+        label = f"sp={sp} x [{rows},{head_dim}]"
+        note = "torch: stack, logsumexp, exp, weighted sum"
+        self.case(Case(op, label, dtype.short, "GB/s", nbytes, note=note), acl, torch_fn, op)
+
     def sampling(self) -> None:
         """ApplyTopKTopP (top-k and top-p per sequence) vs torch's sort / softmax / cumsum / mask formulation."""
         op = "ApplyTopKTopP"
@@ -1022,8 +1177,10 @@ class Suite:
             self.random_fills()
             self.foreach()
             self.moe_routing()
+            self.moe_pipeline()
             self.sampling()
             self.kv_cache()
+            self.attention_update()
             self.norms()
             self.norm_quant()
             quant_rows.run_cases(self)  # the quantisation ops vllm-ascend reaches (issue 16)

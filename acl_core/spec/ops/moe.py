@@ -1,4 +1,4 @@
-"""Mixture-of-experts routing: MoeGatingTopKSoftmax, MoeGatingTopK, MoeInitRouting(V2), MoeFinalizeRouting,
+"""Mixture-of-experts routing: MoeGatingTopKSoftmax, MoeGatingTopK, MoeInitRouting(V2, V3), MoeFinalizeRouting,
 MoeTokenPermute and MoeTokenUnpermute.
 
 The first operators form one pipeline. With ``numRows`` tokens, ``E`` experts and ``k`` experts per token:
@@ -59,8 +59,32 @@ The first operators form one pipeline. With ``numRows`` tokens, ``E`` experts an
   holds the counts before dropping (when its flag is true). Where counts or capacity need it, expert
   numbers must lie in [0, expertNum), else only be non-negative: refused when the operator runs. The
   optional outputs are ignored when their flags do not ask for them, and 161001 when asked for but null.
-* MoeInitRoutingV3 is not declared: its quantisation modes (static/dynamic int8, fp8, MX, HiF8) and
-  key-value token counts are not transcribed and proven yet.
+* MoeInitRoutingV3 (CANN's aclnnMoeInitRoutingV3.md and its test golden ``moe_init_routing_v3/tests/assets/
+  golden.py``): the flattened int32 ``expertIdx`` is sorted stably; the copies whose expert lies in the active
+  range ``[expertStart, expertEnd)`` (``activeExpertRangeOptional``; null means all ``expertNum`` experts) are
+  the routed ones, ``availableIdxNum`` of them, in sorted order; other values (even negative or past
+  ``expertNum``) are simply not routed. Dropless (dropPadMode 0): ``expandedXOut`` has ``rows·k`` rows, or
+  ``min(activeNum, rows·k)`` when activeNum > 0; row p < availableIdxNum is the (quantised) token of routed
+  copy p, rows after it are zeros (CANN leaves them unset: the choice here). ``expandedRowIdxOut`` with
+  rowIdxType 0 (gather) holds each routed copy's row and -1 elsewhere; with rowIdxType 1 (scatter) its first
+  availableIdxNum entries are the routed copies' flat positions and the rest (unset in CANN, whose golden
+  continues the sort) continues as the sort rotated: copies of experts at or past expertEnd, then those below
+  expertStart, each in sorted order, so the whole is a permutation of ``0 .. rows·k - 1``. Drop/pad
+  (dropPadMode 1, range = all experts, expertCapacity in (0, rows], counts only as type 1): MoeInitRoutingV2's
+  capacity slots, whatever rowIdxType says (as CANN's golden computes it). ``expertTokensCountOrCumsumOut``
+  (int64; when expertTokensNumFlag) is the per-expert cumsum (type 0) or count (type 1) over the range, or
+  (type 2, key_value, [expertNum, 2]) the rows (expert, count) of each expert of the range with tokens in
+  increasing order, then a (0, 0) row, zeros after (CANN leaves the rows after the terminator unset).
+  Quantisation (quantMode): -1 none (``scaleOptional`` [rows], if given, is carried along into
+  ``expandedScaleOut``); 0 static int8, as CANN's golden rounds it: x, scale [1] and offset [1] in float16,
+  ``rint(f16(f16(x·scale) + offset))``; 1 dynamic int8 in float32: ``v = x·smooth[expert - expertStart]``
+  (smooth scales ``scaleOptional`` [expertEnd - expertStart, h], optional), ``s = max|v| / 127``
+  (``expandedScaleOut``), codes ``rint(v / s)``. Codes round half to even, NaN (a zero row's 0/0) becomes 0, and
+  saturate to [-128, 127]. quantMode 2 and 3 (MXFP8, Ascend 950 only) and quantised drop/pad (CANN documents
+  no layout for it) are refused with 161002: not implemented. Attribute and shape problems are 561002; a
+  required but null scale/offset or output is 161001; int8 x with quantisation is 161002. CANN's op_api
+  requires every output non-null; here an output the call does not write may be null. expandedXOut's
+  shape is the document's (min(activeNum, rows·k) rows when activeNum > 0), not the op_api's rows·k.
 
 Error codes follow the CANN documents: dtype and format problems are 161002; MoeGatingTopKSoftmax's
 and MoeInitRouting's shape and attribute problems (k out of range, shapes that disagree, activeNum < 0,
@@ -81,6 +105,7 @@ from acl_core.spec import samples as S
 from acl_core.spec.accuracy import Accuracy, composite, exact, last_dim, reduction, top_k_softmax_scale, with_accuracy
 from acl_core.spec.opspec import (
     INVALID,
+    NULLPTR,
     TILING,
     Call,
     ErrorSample,
@@ -788,6 +813,251 @@ _MoeInitRoutingV2 = OpSpec(
 )
 
 
+# ----------------------------------------------------------------------------- MoeInitRoutingV3
+V3_X = frozenset({*FLOATS, D.ACL_INT8})
+V3_EXPANDED = frozenset({*FLOATS, D.ACL_INT8})
+F32 = frozenset({D.ACL_FLOAT})
+I64 = frozenset({D.ACL_INT64})
+V3_QUANT_MODES = (-1, 0, 1)
+"""quantMode values implemented: none, static int8, dynamic int8 (2 and 3, MXFP8, are refused with 161002)."""
+V3_MAX_EXPERTS = 10240
+V3_MAX_KEY_VALUE_EXPERTS = 5120
+
+
+def init_v3_range(args: Mapping[str, Any]) -> tuple[int, int]:
+    """(expertStart, expertEnd) of a MoeInitRoutingV3 call: activeExpertRangeOptional, or all experts when null."""
+    given = args.get("activeExpertRangeOptional")
+    if given is None:
+        return 0, int(args["expertNum"])
+    values = tuple(getattr(given, "values", given))
+    return int(values[0]), int(values[1])
+
+
+def init_v3_rows(rows: int, k: int, active: int) -> int:
+    """Rows of a dropless MoeInitRoutingV3 expandedXOut: all rows·k copies, or min(activeNum, rows·k)."""
+    return min(active, rows * k) if active > 0 else rows * k
+
+
+def _init_v3_checks(call: Call) -> tuple[int, int, int, int]:
+    """The attribute rules (561002, or 161002 for the modes not implemented); (rows, k, start, end)."""
+    x, expert = tensor_arg(call, "x"), tensor_arg(call, "expertIdx")
+    a = call.args
+    active, capacity, experts = int(a["activeNum"]), int(a["expertCapacity"]), int(a["expertNum"])
+    drop, kind, quant, row_type = (int(a[n]) for n in ("dropPadMode", "expertTokensNumType", "quantMode", "rowIdxType"))
+    if x.rank != 2 or expert.rank != 2 or expert.shape[0] != x.shape[0]:
+        raise tiling_error(
+            f"x [rows, h] and expertIdx [rows, k] must be 2-D with equal rows, not {list(x.shape)}"
+            f" and {list(expert.shape)}"
+        )
+    rows, k = x.shape[0], expert.shape[1]
+    if quant in (2, 3):
+        raise invalid(
+            f"quantMode={quant} (MXFP8, Ascend 950 only) is not implemented by acl-core: its block scales"
+            " are not transcribed and proven yet"
+        )
+    if quant not in V3_QUANT_MODES:
+        raise tiling_error(f"quantMode={quant} must be -1 (none), 0 (static int8) or 1 (dynamic int8)")
+    if drop not in (0, 1):
+        raise tiling_error(f"dropPadMode={drop} must be 0 (dropless) or 1 (drop and pad)")
+    if kind not in (0, 1, 2):
+        raise tiling_error(f"expertTokensNumType={kind} must be 0 (cumsum), 1 (count) or 2 (key_value)")
+    if row_type not in (0, 1):
+        raise tiling_error(f"rowIdxType={row_type} must be 0 (gather index) or 1 (scatter index)")
+    if active < 0:
+        raise tiling_error(f"activeNum={active} must not be negative")
+    bound = V3_MAX_KEY_VALUE_EXPERTS if kind == 2 else V3_MAX_EXPERTS
+    if not 0 < experts <= bound:
+        raise tiling_error(f"expertNum={experts} must lie in [1, {bound}]")
+    given = a.get("activeExpertRangeOptional")
+    if given is not None and len(getattr(given, "values", given)) != 2:
+        raise tiling_error("activeExpertRangeOptional must hold two values [expertStart, expertEnd)")
+    start, end = init_v3_range(a)
+    if not 0 <= start < end <= experts:
+        raise tiling_error(f"activeExpertRangeOptional [{start}, {end}) must satisfy 0 <= start < end <= {experts}")
+    if drop == 1:
+        if (start, end) != (0, experts):
+            raise tiling_error(f"drop/pad mode needs activeExpertRangeOptional [0, {experts}), not [{start}, {end})")
+        if not 0 < capacity <= rows:
+            raise tiling_error(f"drop/pad mode needs expertCapacity in (0, {rows}], not {capacity}")
+        if bool(a["expertTokensNumFlag"]) and kind != 1:
+            raise tiling_error(f"drop/pad mode counts tokens only as counts (expertTokensNumType 1), not {kind}")
+        if quant != -1:
+            raise invalid(
+                f"quantMode={quant} with dropPadMode 1 is not implemented by acl-core: CANN documents no"
+                " quantised drop/pad layout"
+            )
+    if quant != -1 and x.dtype == D.ACL_INT8:
+        raise invalid(f"x of dtype int8 cannot be quantised again (quantMode={quant})")
+    return rows, k, start, end
+
+
+def _init_v3_scales(call: Call, rows: int, hidden: int, quant: int, start: int, end: int) -> bool:
+    """Check scaleOptional / offsetOptional for the quant mode; True when expandedScaleOut is written."""
+    scale, offset = call.args.get("scaleOptional"), call.args.get("offsetOptional")
+    if quant == 0:
+        for name, t in (("scaleOptional", scale), ("offsetOptional", offset)):
+            if t is None:
+                raise nullptr(f"{name} is required by static quantisation (quantMode 0)")
+            if tuple(t.shape) != (1,):
+                raise tiling_error(f"{name} must have shape [1] for static quantisation, not {list(t.shape)}")
+        return False
+    if scale is None:
+        return quant == 1
+    want = (rows,) if quant == -1 else (end - start, hidden)
+    if tuple(scale.shape) != want:
+        raise tiling_error(f"scaleOptional must have shape {list(want)} for quantMode {quant}, not {list(scale.shape)}")
+    return True
+
+
+def _init_v3_infer(call: Call) -> Infos:
+    rows, k, start, end = _init_v3_checks(call)
+    x = tensor_arg(call, "x")
+    a = call.args
+    hidden = x.shape[1]
+    experts, capacity, drop = int(a["expertNum"]), int(a["expertCapacity"]), int(a["dropPadMode"])
+    quant, kind, flag = int(a["quantMode"]), int(a["expertTokensNumType"]), bool(a["expertTokensNumFlag"])
+    with_scale = _init_v3_scales(call, rows, hidden, quant, start, end)
+    if drop == 1:
+        shape: Shape = (experts, capacity, hidden)
+        slots = experts * capacity
+    else:
+        slots = init_v3_rows(rows, k, int(a["activeNum"]))
+        shape = (slots, hidden)
+    counts = None
+    if flag:
+        counts = same((experts, 2) if kind == 2 else (end - start,), D.ACL_INT64)
+    scales = same((slots,), D.ACL_FLOAT) if with_scale else None
+    for name, info in (("expertTokensCountOrCumsumOut", counts), ("expandedScaleOut", scales)):
+        if info is not None and call.args.get(name) is None and call.outputs_required:
+            raise nullptr(f"{name} is null but this call writes it")
+    _check_given_out(call, "expandedXOut", shape)
+    return {
+        "expandedXOut": same(shape, x.dtype if quant == -1 else D.ACL_INT8),
+        "expandedRowIdxOut": same((rows * k,), D.ACL_INT32),
+        "expertTokensCountOrCumsumOut": counts,
+        "expandedScaleOut": scales,
+    }
+
+
+def init_v3_args(rng: np.random.Generator, rows: int, k: int, hidden: int, experts: int, dt: D, **attrs: Any) -> dict:
+    """Arguments of a MoeInitRoutingV3 call: ``k`` distinct experts per token among ``experts``, no quantisation."""
+    expert, _ = routing_indices(rng, rows, experts, k)
+    args: dict[str, Any] = {"x": S.array(rng, (rows, hidden), dt), "expertIdx": expert}
+    args |= {"scaleOptional": None, "offsetOptional": None, "activeNum": 0, "expertCapacity": 0}
+    args |= {"expertNum": experts, "dropPadMode": 0, "expertTokensNumType": 1, "expertTokensNumFlag": True}
+    args |= {"quantMode": -1, "activeExpertRangeOptional": None, "rowIdxType": 0}
+    return {**args, **attrs}
+
+
+def _init_v3_samples(rng: np.random.Generator) -> Iterable[Sample]:
+    for dt in _DTYPES:
+        yield Sample(init_v3_args(rng, 6, 2, 5, 4, dt, expertTokensNumType=0), f"{dt.short} dropless, cumsum")
+    x8 = init_v3_args(rng, 5, 2, 7, 4, D.ACL_FLOAT, rowIdxType=1)
+    yield Sample({**x8, "x": rng.integers(-128, 128, (5, 7), dtype=np.int8)}, "int8 x, scatter index")
+    ranged = init_v3_args(rng, 9, 3, 4, 8, D.ACL_BF16, activeExpertRangeOptional=[2, 6])
+    yield Sample(ranged, "expert range [2, 6), gather index")
+    yield Sample({**ranged, "rowIdxType": 1, "activeNum": 7}, "expert range [2, 6), scatter, activeNum 7")
+    yield Sample(
+        init_v3_args(rng, 9, 3, 4, 8, D.ACL_FLOAT, expertTokensNumType=2, activeExpertRangeOptional=[1, 7]),
+        "key_value counts in [1, 7)",
+    )
+    with_scale = init_v3_args(rng, 7, 2, 3, 6, D.ACL_FLOAT16, activeExpertRangeOptional=[0, 4])
+    yield Sample({**with_scale, "scaleOptional": S.array(rng, (7,), D.ACL_FLOAT)}, "per-row scales carried along")
+    static = init_v3_args(rng, 6, 2, 9, 5, D.ACL_FLOAT16, quantMode=0, rowIdxType=1)
+    static |= {"x": (rng.standard_normal((6, 9)) * 3).astype(np.float16)}
+    static |= {"scaleOptional": np.array([7.5], np.float32), "offsetOptional": np.array([-1.25], np.float32)}
+    yield Sample(static, "static int8")
+    yield Sample(
+        {**static, "x": static["x"].astype(np.float32) * 40, "expertTokensNumFlag": False},
+        "static int8 saturating, no counts",
+    )
+    for dt in _DTYPES:
+        dyn = init_v3_args(rng, 8, 2, 33, 6, dt, quantMode=1, activeExpertRangeOptional=[1, 5])
+        yield Sample(dyn, f"{dt.short} dynamic int8")
+    dyn = init_v3_args(rng, 8, 2, 33, 6, D.ACL_BF16, quantMode=1, activeExpertRangeOptional=[1, 5], rowIdxType=1)
+    dyn["x"][3] = 0  # a row of zeros: scale 0, codes 0
+    yield Sample({**dyn, "scaleOptional": S.array(rng, (4, 33), D.ACL_FLOAT, low=0.5, high=2)}, "dynamic, smooth")
+    drop = {"dropPadMode": 1, "expertCapacity": 3}
+    yield Sample(init_v3_args(rng, 9, 2, 6, 3, D.ACL_BF16, **drop), "drop and pad, capacity 3")
+    padded = init_v3_args(rng, 8, 1, 3, 5, D.ACL_FLOAT, dropPadMode=1, expertCapacity=8, expertTokensNumFlag=False)
+    yield Sample({**padded, "scaleOptional": S.array(rng, (8,), D.ACL_FLOAT)}, "pad only, scales carried")
+    many = init_v3_args(rng, 60, 4, 33, 16, D.ACL_FLOAT, expertTokensNumType=0, activeExpertRangeOptional=[3, 13])
+    yield Sample(many, "240 copies over 16 experts, range [3, 13)")
+    empty = {"x": np.zeros((0, 4), np.float32), "expertIdx": np.zeros((0, 2), np.int32)}
+    yield Sample({**init_v3_args(rng, 1, 1, 4, 3, D.ACL_FLOAT), **empty}, "no rows")
+
+
+def _init_v3_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+    base = init_v3_args(rng, 4, 2, 3, 6, D.ACL_FLOAT)
+    yield ErrorSample({**base, "quantMode": 2}, INVALID, "MXFP8 (not implemented)")
+    yield ErrorSample({**base, "quantMode": 4}, TILING, "quantMode 4")
+    yield ErrorSample({**base, "dropPadMode": 2}, TILING, "dropPadMode 2")
+    yield ErrorSample({**base, "expertTokensNumType": 3}, TILING, "expertTokensNumType 3")
+    yield ErrorSample({**base, "rowIdxType": 2}, TILING, "rowIdxType 2")
+    yield ErrorSample({**base, "activeNum": -1}, TILING, "negative activeNum")
+    yield ErrorSample({**base, "expertNum": 0}, TILING, "no experts")
+    yield ErrorSample({**base, "expertNum": 5121, "expertTokensNumType": 2}, TILING, "key_value past 5120 experts")
+    yield ErrorSample({**base, "activeExpertRangeOptional": [3, 3]}, TILING, "empty expert range")
+    yield ErrorSample({**base, "activeExpertRangeOptional": [0, 7]}, TILING, "range past expertNum")
+    yield ErrorSample({**base, "activeExpertRangeOptional": [0, 2, 4]}, TILING, "range of three values")
+    yield ErrorSample({**base, "dropPadMode": 1, "expertCapacity": 0}, TILING, "drop mode without capacity")
+    yield ErrorSample(
+        {**base, "dropPadMode": 1, "expertCapacity": 2, "activeExpertRangeOptional": [1, 6]},
+        TILING,
+        "drop mode on part of the experts",
+    )
+    yield ErrorSample(
+        {**base, "dropPadMode": 1, "expertCapacity": 2, "expertTokensNumType": 0}, TILING, "drop mode with cumsum"
+    )
+    yield ErrorSample(
+        {**base, "dropPadMode": 1, "expertCapacity": 2, "quantMode": 1}, INVALID, "quantised drop/pad (not implemented)"
+    )
+    yield ErrorSample({**base, "x": S.array(rng, (5, 3), D.ACL_FLOAT)}, TILING, "x and expertIdx rows differ")
+    yield ErrorSample({**base, "expertIdx": np.zeros((4, 2), np.int64)}, INVALID, "int64 expertIdx")
+    yield ErrorSample({**base, "quantMode": 0}, NULLPTR, "static quantisation without scale")
+    static = {"quantMode": 0, "scaleOptional": np.array([1, 2], np.float32)}
+    static["offsetOptional"] = np.array([0], np.float32)
+    yield ErrorSample({**base, **static}, TILING, "static scale of two values")
+    yield ErrorSample(
+        {**base, "quantMode": 1, "scaleOptional": np.ones((5, 3), np.float32)},
+        TILING,
+        "dynamic smooth scales for the wrong expert count",
+    )
+    yield ErrorSample({**base, "scaleOptional": np.ones((3,), np.float32)}, TILING, "per-row scales of 3 rows, not 4")
+    int8 = {**base, "x": np.zeros((4, 3), np.int8), "quantMode": 1}
+    yield ErrorSample(int8, INVALID, "int8 x quantised again")
+
+
+_MoeInitRoutingV3 = OpSpec(
+    "MoeInitRoutingV3",
+    FAMILY,
+    (
+        tensor("x", V3_X),
+        tensor("expertIdx", I32),
+        tensor("scaleOptional", F32, optional=True, max_rank=2),
+        tensor("offsetOptional", F32, optional=True),
+        int_attr("activeNum"),
+        int_attr("expertCapacity"),
+        int_attr("expertNum"),
+        int_attr("dropPadMode"),
+        int_attr("expertTokensNumType"),
+        bool_attr("expertTokensNumFlag"),
+        int_attr("quantMode"),
+        int_array("activeExpertRangeOptional", optional=True),
+        int_attr("rowIdxType"),
+        out("expandedXOut", V3_EXPANDED, c_type="const aclTensor*"),
+        out("expandedRowIdxOut", I32, c_type="const aclTensor*"),
+        out("expertTokensCountOrCumsumOut", I64, optional=True, c_type="const aclTensor*"),
+        out("expandedScaleOut", F32, optional=True, c_type="const aclTensor*"),
+    ),
+    _init_v3_infer,
+    samples=_init_v3_samples,
+    error_samples=_init_v3_errors,
+    summary="sort token copies by expert within an active range, gather (optionally int8-quantised) or drop/pad them,"
+    " count tokens per expert (cumsum, count or key-value)",
+)
+
+
 def _unpermute_length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
     """MoeTokenUnpermute's roundings per output: a product and a sum per expert copy."""
     shape: tuple[int, ...] = tuple(getattr(args.get("probsOptional"), "shape", ()))
@@ -830,6 +1100,10 @@ ACCURACY: dict[str, Accuracy] = {
     ),
     "MoeTokenPermute": exact("routing: every permuteTokensOut element is a copy of a tokens element"),
     "MoeInitRoutingV2": exact("routing: every expandedXOut element is a copy of an x element or a padding zero"),
+    "MoeInitRoutingV3": exact(
+        "routing: copies of x or padding zeros; the int8 codes and float32 scales are IEEE float32 (dynamic)"
+        " or float16 (static) steps every backend rounds alike"
+    ),
     "MoeTokenUnpermute": reduction(length_of=_unpermute_length, reason="Σ_k probs·permutedTokens: γ_n·Σ|p||t|"),
 }
 """Accuracy classes of the MoE pipeline."""
@@ -843,6 +1117,7 @@ SPECS: list[OpSpec] = with_accuracy(
         _MoeTokenPermute,
         _MoeTokenUnpermute,
         _MoeInitRoutingV2,
+        _MoeInitRoutingV3,
     ],
     ACCURACY,
 )

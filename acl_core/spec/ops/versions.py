@@ -64,6 +64,7 @@ from acl_core.spec import samples as S
 from acl_core.spec.ops import attention as A
 from acl_core.spec.ops import elementwise as E
 from acl_core.spec.ops import matmul as M
+from acl_core.spec.ops import mc2 as MC2
 from acl_core.spec.ops import quant as Q
 from acl_core.spec.opspec import (
     INVALID,
@@ -78,6 +79,7 @@ from acl_core.spec.opspec import (
     int_attr,
     invalid,
     nullptr,
+    out,
     string_attr,
     tensor,
 )
@@ -880,6 +882,145 @@ _SMALL_VERSIONS = [
     ),
 ]
 
+
+# ----------------------------------------------------------------------------- MatmulReduceScatterV2
+_MRS = next(s for s in MC2.SPECS if s.name == "MatmulReduceScatter")
+_MRS_QUANT = "quantised inputs (fp8/int8/HiF8/MX scales) are not implemented"
+_MRS_V2 = version_of(
+    _MRS,
+    "MatmulReduceScatterV2",
+    (
+        "x1",
+        "x2",
+        "bias",
+        "x1Scale",
+        "x2Scale",
+        "quantScale",
+        "blockSize",
+        "group",
+        "reduceOp",
+        "commTurn",
+        "streamMode",
+        "groupSize",
+        "commMode",
+        "output",
+        "amaxOutOptional",
+    ),
+    added={
+        "x1Scale": _absent("x1Scale", _MRS_QUANT),
+        "x2Scale": _absent("x2Scale", _MRS_QUANT),
+        "quantScale": _absent("quantScale", _MRS_QUANT),
+        "blockSize": _mode("blockSize", "block-wise dequantisation is not implemented"),
+        "groupSize": _mode("groupSize", "grouped dequantisation is not implemented"),
+        "commMode": Added(
+            string_attr("commMode", default="aicpu"),
+            "must be aicpu or aiv (the two engines that drive the communication; both compute the same)",
+            neutral=("aicpu", "aiv"),
+            refused="ccu",
+        ),
+        "amaxOutOptional": Added(
+            out("amaxOutOptional", {D.ACL_FLOAT}, optional=True),
+            "(the output's absolute maximum, for fp8 outputs) is not implemented",
+        ),
+    },
+    summary="MatmulReduceScatter with quantisation scales and the communication engine named (non-quantised only)",
+)
+
+
+# ----------------------------------------------------------------------------- MoeDistributeDispatch / Combine V3, V4
+_DISPATCH_V2 = next(s for s in MC2.SPECS if s.name == "MoeDistributeDispatchV2")
+_COMBINE_V2 = next(s for s in MC2.SPECS if s.name == "MoeDistributeCombineV2")
+_SPECIAL_EXPERTS = "(zero, copy and constant experts) are not implemented"
+_EP_ADDED = {
+    "elasticInfoOptional": _absent("elasticInfoOptional", "(dynamic scale-in of the EP domain) is not implemented"),
+    "performanceInfoOptional": _absent("performanceInfoOptional", "(per-rank communication timings) is not recorded"),
+    "zeroExpertNum": _mode("zeroExpertNum", _SPECIAL_EXPERTS),
+    "copyExpertNum": _mode("copyExpertNum", _SPECIAL_EXPERTS),
+    "constExpertNum": _mode("constExpertNum", _SPECIAL_EXPERTS),
+    **{
+        name: _absent(name, _SPECIAL_EXPERTS)
+        for name in ("oriXOptional", "constExpertAlpha1Optional", "constExpertAlpha2Optional", "constExpertVOptional")
+    },
+}
+_EP_ATTRS = (
+    "groupEp",
+    "epWorldSize",
+    "epRankId",
+    "moeExpertNum",
+    "groupTp",
+    "tpWorldSize",
+    "tpRankId",
+    "expertShardType",
+    "sharedExpertNum",
+    "sharedExpertRankNum",
+)
+_DISPATCH_OUTS = (
+    "expandXOut",
+    "dynamicScalesOut",
+    "assistInfoForCombineOut",
+    "expertTokenNumsOut",
+    "epRecvCountsOut",
+    "tpRecvCountsOut",
+    "expandScalesOut",
+)
+_COMBINE_INPUTS = (
+    "expandX",
+    "expertIds",
+    "assistInfoForCombine",
+    "epSendCounts",
+    "expertScales",
+    "tpSendCountsOptional",
+    "xActiveMaskOptional",
+    "activationScaleOptional",
+    "weightScaleOptional",
+    "groupListOptional",
+    "expandScalesOptional",
+    "sharedExpertXOptional",
+    "elasticInfoOptional",
+    "oriXOptional",
+    "constExpertAlpha1Optional",
+    "constExpertAlpha2Optional",
+    "constExpertVOptional",
+)
+_COMBINE_ATTRS = ("globalBs", "outDtype", "commQuantMode", "groupListType", "commAlg")
+_SPECIAL = ("zeroExpertNum", "copyExpertNum", "constExpertNum")
+
+
+def _ep_added(order: tuple[str, ...]) -> dict[str, Added]:
+    return {name: _EP_ADDED[name] for name in order if name in _EP_ADDED}
+
+
+def _dispatch_version(name: str, extra: tuple[str, ...]) -> OpSpec:
+    order = (
+        "x",
+        "expertIds",
+        "scalesOptional",
+        "xActiveMaskOptional",
+        "expertScalesOptional",
+        *extra,
+        *_EP_ATTRS,
+        "quantMode",
+        "globalBs",
+        "expertTokenNumsType",
+        "commAlg",
+        *_SPECIAL,
+        *_DISPATCH_OUTS,
+    )
+    return version_of(_DISPATCH_V2, name, order, added=_ep_added(order), summary=_DISPATCH_V2.summary)
+
+
+def _combine_version(name: str, extra: tuple[str, ...]) -> OpSpec:
+    order = (*_COMBINE_INPUTS, *extra, *_EP_ATTRS, *_COMBINE_ATTRS, *_SPECIAL, "xOut")
+    return version_of(_COMBINE_V2, name, order, added=_ep_added(order), summary=_COMBINE_V2.summary)
+
+
+_EP_VERSIONS = [
+    _dispatch_version("MoeDistributeDispatchV3", ("elasticInfoOptional",)),
+    _dispatch_version("MoeDistributeDispatchV4", ("elasticInfoOptional", "performanceInfoOptional")),
+    _combine_version("MoeDistributeCombineV3", ()),
+    _combine_version("MoeDistributeCombineV4", ("performanceInfoOptional",)),
+]
+
 SPECS: list[OpSpec] = [
     *_SMALL_VERSIONS,
     *_FA_VERSIONS,
@@ -894,4 +1035,6 @@ SPECS: list[OpSpec] = [
     _pfa_version("PromptFlashAttentionV2", inner_precise=False),
     _pfa_version("PromptFlashAttentionV3", inner_precise=True),
     *_IFA_VERSIONS,
+    _MRS_V2,
+    *_EP_VERSIONS,
 ]

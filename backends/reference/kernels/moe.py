@@ -275,3 +275,102 @@ def init_routing_v2(k: RefCall) -> None:
     k.write("expandedRowIdxOut", expanded_row)
     if k["expertTokensBeforeCapacityOut"] is not None and bool(k.value("expertTokensBeforeCapacityFlag")):
         k.write("expertTokensBeforeCapacityOut", counts)
+
+
+# ----------------------------------------------------------------------------- MoeInitRoutingV3
+def int8_codes(v: Array) -> Array:
+    """float values to int8 codes: round half to even, NaN to 0, saturated to [-128, 127]."""
+    with np.errstate(invalid="ignore"):
+        return np.clip(np.nan_to_num(np.rint(v), nan=0.0, posinf=127.0, neginf=-128.0), -128, 127).astype(np.int8)
+
+
+def static_quant_v3(rows: Array, scale: float, offset: float) -> Array:
+    """Static int8 as CANN's golden computes it: ``round(x·scale + offset)``, inputs and each step in float16."""
+    f16 = np.float16
+    x16 = rows.astype(np.float32).astype(f16)
+    with np.errstate(all="ignore"):
+        product = (x16.astype(np.float32) * np.float32(f16(np.float32(scale)))).astype(f16)
+        total = (product.astype(np.float32) + np.float32(f16(np.float32(offset)))).astype(f16)
+    return int8_codes(total.astype(np.float32))
+
+
+def dynamic_quant_v3(rows: Array, smooth: Array | None) -> tuple[Array, Array]:
+    """Dynamic int8 per row in float32: ``v = x·smooth``, ``scale = max|v| / 127``, codes ``round(v / scale)``."""
+    v = rows.astype(np.float32)
+    with np.errstate(all="ignore"):
+        if smooth is not None:
+            v = v * smooth.astype(np.float32)
+        amax = np.max(np.abs(v), axis=-1) if v.shape[-1] else np.zeros(v.shape[0], np.float32)
+        scale = (amax / np.float32(127)).astype(np.float32)
+        codes = int8_codes(v / scale[:, None])  # a zero scale gives 0/0 = NaN: code 0
+    return codes, scale
+
+
+@kernel("MoeInitRoutingV3")
+def init_routing_v3(k: RefCall) -> None:
+    """Stable sort of the flat expert numbers; the copies inside the active range are routed, counted, quantised."""
+    from acl_core.spec.ops.moe import init_v3_range
+
+    x = k.read("x")
+    flat = k.read("expertIdx").astype(np.int64).reshape(-1)
+    rows, total = x.shape[0], flat.size
+    top_k = total // rows if rows else 1
+    start, end = init_v3_range({n: k.value(n) for n in ("activeExpertRangeOptional", "expertNum")})
+    experts, quant = int(k.value("expertNum")), int(k.value("quantMode"))
+    order = np.argsort(flat, kind="stable")
+    ranked = flat[order]
+    lo, hi = int(np.searchsorted(ranked, start)), int(np.searchsorted(ranked, end))
+    in_range = order[lo:hi]  # flat positions of the routed copies, in sorted order
+    counts = np.bincount(ranked[lo:hi] - start, minlength=end - start)
+    scale_in = k.read("scaleOptional", np.float32) if k["scaleOptional"] is not None else None
+    if int(k.value("dropPadMode")) == 1:  # all experts are in range (the spec's rule)
+        capacity = int(k.value("expertCapacity"))
+        within = np.arange(hi - lo) - (np.searchsorted(ranked[lo:hi], ranked[lo:hi], side="left"))
+        fits = within < capacity
+        slot = ranked[lo:hi] * capacity + within
+        expanded_row = np.full(total, -1, np.int64)
+        expanded_row[in_range[fits]] = slot[fits]
+        out = np.zeros((experts * capacity, x.shape[1]), x.dtype)
+        out[slot[fits]] = x[in_range[fits] // top_k]
+        k.write("expandedXOut", out.reshape(experts, capacity, x.shape[1]))
+        k.write("expandedRowIdxOut", expanded_row)
+        if scale_in is not None and k["expandedScaleOut"] is not None:
+            scales = np.zeros(experts * capacity, np.float32)
+            scales[slot[fits]] = scale_in[in_range[fits] // top_k]
+            k.write("expandedScaleOut", scales)
+    else:
+        if int(k.value("rowIdxType")) == 1:  # scatter: routed copies first, then the rest as a rotation of the sort
+            expanded_row = np.roll(order, -lo)
+        else:  # gather: each routed copy's position, -1 for the others
+            expanded_row = np.full(total, -1, np.int64)
+            expanded_row[in_range] = np.arange(hi - lo)
+        k.write("expandedRowIdxOut", expanded_row)
+        slots = k["expandedXOut"].shape[0]
+        used = in_range[:slots]
+        src = x[used // top_k]
+        scale_out = np.zeros(slots, np.float32)
+        if quant == 0:
+            body = static_quant_v3(
+                src, float(k.read("scaleOptional", np.float32)[0]), float(k.read("offsetOptional", np.float32)[0])
+            )
+        elif quant == 1:
+            smooth = None if scale_in is None else scale_in[ranked[lo:hi][: used.size] - start]
+            body, scale_out[: used.size] = dynamic_quant_v3(src, smooth)
+        else:
+            body = src
+            if scale_in is not None:
+                scale_out[: used.size] = scale_in[used // top_k]
+        out = np.zeros((slots, x.shape[1]), body.dtype)
+        out[: used.size] = body
+        k.write("expandedXOut", out)
+        if k["expandedScaleOut"] is not None and (quant == 1 or scale_in is not None):
+            k.write("expandedScaleOut", scale_out)
+    if bool(k.value("expertTokensNumFlag")) and k["expertTokensCountOrCumsumOut"] is not None:
+        kind = int(k.value("expertTokensNumType"))
+        if kind == 2:  # key_value: (expert, count) of each expert with tokens, then a (0, 0) row, zeros after
+            table = np.zeros((experts, 2), np.int64)
+            busy = np.flatnonzero(counts)
+            table[: busy.size, 0], table[: busy.size, 1] = busy + start, counts[busy]
+            k.write("expertTokensCountOrCumsumOut", table)
+        else:
+            k.write("expertTokensCountOrCumsumOut", np.cumsum(counts) if kind == 0 else counts)

@@ -675,9 +675,13 @@ class ExpertCounts:
 
 @dataclass(frozen=True)
 class CapacitySlots:
-    """Drop/pad mode, per sorted position i (flag-gated): ``expandedRowIdxOut[pos[i]]`` = its slot ``e·C + r`` or -1."""
+    """Drop/pad mode, per sorted position i (flag-gated): ``expandedRowIdxOut[pos[i]]`` = its slot ``e·C + r`` or -1.
+
+    ``limit``: an ``experts`` parameter follows, and expert numbers outside [0, experts) get -1 (MoeInitRoutingV3).
+    """
 
     key_bits: int
+    limit: bool = False
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -688,13 +692,16 @@ class CapacitySlots:
         """The complete kernel source."""
         params = ["const Meta m", "const acl_key_t* keys", "const int* pos", "int* out", "const int* flag"]
         params += ["const long long capacity", "const long long os"]
+        fits = "r < capacity && ex >= 0 && ex < experts" if self.limit else "r < capacity"
+        if self.limit:
+            params.append("const long long experts")
         body = [
             "if (*flag) return;",
             _GRID_LOOP,
             _loop("m.n"),
             "  const long long ex = acl_key_expert(keys[e]);",
             "  const long long r = e - acl_first_at_least(keys, m.n, ex);",
-            "  out[(long long)pos[e] * os] = r < capacity ? (int)(ex * capacity + r) : -1;",
+            f"  out[(long long)pos[e] * os] = {fits} ? (int)(ex * capacity + r) : -1;",
             "}",
         ]
         return source("moe: capacity slots", meta(1, 1), self.kernel_name, params, body, _search(self.key_bits))
@@ -762,3 +769,259 @@ class ZeroFill:
             "}",
         ]
         return source("moe: zeros", meta(self.ndim, 1), self.kernel_name, params, body, HELPERS)
+
+
+# ----------------------------------------------------------------------------- MoeInitRoutingV3
+_F32 = ctype(D.ACL_FLOAT)
+
+
+@dataclass(frozen=True)
+class RangeBounds:
+    """One thread: ``bounds = {first sorted position of expert >= start, ... >= end}`` (the routed copies)."""
+
+    key_bits: int
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("range_bounds", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = ["const Meta m", "const acl_key_t* keys", "long long* bounds", "const long long start"]
+        params.append("const long long end")
+        body = [
+            "if (blockIdx.x != 0 || threadIdx.x != 0) return;",
+            "bounds[0] = acl_first_at_least(keys, m.n, start);",
+            "bounds[1] = acl_first_at_least(keys, m.n, end);",
+        ]
+        return source("moe: active expert range", meta(1, 1), self.kernel_name, params, body, _search(self.key_bits))
+
+
+@dataclass(frozen=True)
+class RangeRowIndex:
+    """expandedRowIdxOut of a dropless MoeInitRoutingV3, per position e of Meta n = rows·k.
+
+    Gather: ``out[pos[e]] = e - lo`` for the routed sorted positions ``lo <= e < hi``, else -1. Scatter:
+    ``out[e] = pos[(lo + e) % n]`` (the routed copies, then the rest in rotated sorted order).
+    """
+
+    scatter: bool
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("range_row_index", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = ["const Meta m", "const int* pos", "const long long* bounds", "int* out", "const long long os"]
+        if self.scatter:
+            line = "  out[e * os] = pos[(lo + e) % m.n];"
+        else:
+            line = "  out[(long long)pos[e] * os] = (e >= lo && e < hi) ? (int)(e - lo) : -1;"
+        body = ["const long long lo = bounds[0], hi = bounds[1];", _GRID_LOOP, _loop("m.n"), line, "}"]
+        return source("moe: routed row index", meta(1, 1), self.kernel_name, params, body)
+
+
+@dataclass(frozen=True)
+class RangeGather:
+    """``out[p, q] = src[pos[lo + p] / top_k, q]`` for the routed rows p < hi - lo, zeros after (Meta n = rows × inner).
+
+    ``word`` > 0: contiguous aligned rows moved as ``word``-byte words (strides in words, column stride 1);
+    else ``itemsize``-byte elements with a column stride (0 for a 1-D source such as per-row scales).
+    """
+
+    itemsize: int
+    word: int = 0
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("range_gather", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        w = word(self.word or self.itemsize)
+        params = ["const Meta m", f"const {w}* src", "const int* pos", "const long long* bounds", f"{w}* out"]
+        params += [f"const long long {n}" for n in ("top_k", "inner", "srs", "scs", "ors", "ocs")]
+        body = [
+            "const long long lo = bounds[0], routed = bounds[1] - bounds[0];",
+            _GRID_LOOP,
+            _loop("m.n"),
+            "  const long long p = e / inner, q = e % inner;",
+            f"  {w} v{{}};",
+            "  if (p < routed) v = src[((long long)pos[lo + p] / top_k) * srs + q * scs];",
+            "  out[p * ors + q * ocs] = v;",
+            "}",
+        ]
+        kind = f"{self.word}-byte words" if self.word else f"{self.itemsize}-byte elements"
+        return source(f"moe: gather routed rows, {kind}", meta(1, 1), self.kernel_name, params, body, HELPERS)
+
+
+@dataclass(frozen=True)
+class RangeQuant:
+    """Routed rows quantised to int8, one block per output row (Meta n = rows out; block size a power of two ≤ 256).
+
+    ``static``: ``code = rint(f16(f16(f16(x)·f16(scale)) + f16(offset)))`` (CANN's float16 steps). Else
+    dynamic, in float32: ``v = x · smooth[expert - start]`` (when ``smooth``), ``s = max|v| / 127``,
+    ``code = rint(v / s)``, ``scaleOut = s``. Codes: NaN to 0, saturated to int8. Rows past the routed
+    copies are zeros (scale 0).
+    """
+
+    dtype: D
+    static: bool
+    smooth: bool
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("range_quant", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        st = ctype(self.dtype).storage
+        params = ["const Meta m", f"const {st}* x", "const int* pos", "const long long* bounds"]
+        params += ["const acl_key_t* keys", "const float* qs", "const float* qo", "signed char* out", "float* so"]
+        params += [f"const long long {n}" for n in ("top_k", "hidden", "xs0", "xs1", "qs0", "qs1", "os0", "os1")]
+        params += ["const long long sos", "const long long start"]
+        x_value = load("x[src * xs0 + h * xs1]", ctype(self.dtype), _F32)
+        code = (
+            "  const float r = rintf(c); const signed char q = c != c ? (signed char)0 : (signed char)"
+            "(r < -128.0f ? -128.0f : (r > 127.0f ? 127.0f : r));"
+        )
+        body = [
+            "__shared__ float red[256];",
+            "const long long lo = bounds[0], routed = bounds[1] - bounds[0];",
+            "for (long long row = blockIdx.x; row < m.n; row += gridDim.x) {",
+            "  if (row >= routed) {",
+            "    for (long long h = threadIdx.x; h < hidden; h += blockDim.x) out[row * os0 + h * os1] = 0;",
+            "    if (so != 0 && threadIdx.x == 0) so[row * sos] = 0.0f;" if not self.static else "",
+            "    continue;",
+            "  }",
+            "  const long long src = (long long)pos[lo + row] / top_k;",
+        ]
+        if self.static:
+            body += [
+                "  const float sc = acl_h2f(acl_f2h(qs[0])), of = acl_h2f(acl_f2h(qo[0]));",
+                "  for (long long h = threadIdx.x; h < hidden; h += blockDim.x) {",
+                f"    const float xv = acl_h2f(acl_f2h({x_value}));",
+                "    const float c = acl_h2f(acl_f2h(acl_h2f(acl_f2h(xv * sc)) + of));",
+                "  " + code,
+                "    out[row * os0 + h * os1] = q;",
+                "  }",
+                "}",
+            ]
+        else:
+            smooth = "qs[g * qs0 + h * qs1]" if self.smooth else "1.0f"
+            value = f"({x_value} * {smooth})" if self.smooth else x_value
+            body += [
+                "  const long long g = acl_key_expert(keys[lo + row]) - start;" if self.smooth else "",
+                "  float amax = 0.0f;",
+                "  for (long long h = threadIdx.x; h < hidden; h += blockDim.x)",
+                f"    amax = acl_maximum(amax, fabsf({value}));",
+                "  red[threadIdx.x] = amax;",
+                "  __syncthreads();",
+                "  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {",
+                "    if (threadIdx.x < s) red[threadIdx.x] = acl_maximum(red[threadIdx.x], red[threadIdx.x + s]);",
+                "    __syncthreads();",
+                "  }",
+                "  const float sc = red[0] / 127.0f;",
+                "  __syncthreads();",
+                "  for (long long h = threadIdx.x; h < hidden; h += blockDim.x) {",
+                f"    const float c = {value} / sc;",
+                "  " + code,
+                "    out[row * os0 + h * os1] = q;",
+                "  }",
+                "  if (threadIdx.x == 0) so[row * sos] = sc;",
+                "}",
+            ]
+        kind = "static" if self.static else "dynamic"
+        return source(
+            f"moe: {kind} int8 of routed {self.dtype.short} rows",
+            meta(1, 1),
+            self.kernel_name,
+            params,
+            [line for line in body if line],
+            _search(32),
+        )
+
+
+@dataclass(frozen=True)
+class RangeCounts:
+    """Per expert j of the range (Meta n = end - start): its token count, or the running total through it (int64)."""
+
+    key_bits: int
+    cumulative: bool
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("range_counts", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = ["const Meta m", "const acl_key_t* keys", "long long* out", "const long long total"]
+        params += ["const long long start", "const long long os"]
+        low = "start" if self.cumulative else "start + e"
+        body = [
+            _GRID_LOOP,
+            _loop("m.n"),
+            "  const long long hi = acl_first_at_least(keys, total, start + e + 1);",
+            f"  out[e * os] = hi - acl_first_at_least(keys, total, {low});",
+            "}",
+        ]
+        return source(
+            "moe: tokens per routed expert", meta(1, 1), self.kernel_name, params, body, _search(self.key_bits)
+        )
+
+
+@dataclass(frozen=True)
+class KeyValueCounts:
+    """One block: ``out[r] = (expert, count)`` for the r-th expert of [start, end) with tokens, zeros after.
+
+    Experts go in chunks of blockDim.x (a power of two ≤ 256) through a shared-memory prefix sum of
+    "has tokens"; Meta n = the rows of ``out`` (expertNum).
+    """
+
+    key_bits: int
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("key_value_counts", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = ["const Meta m", "const acl_key_t* keys", "long long* out", "const long long total"]
+        params += ["const long long start", "const long long end", "const long long os0", "const long long os1"]
+        body = [
+            "__shared__ long long scan[256];",
+            "if (blockIdx.x != 0) return;",
+            "long long base = 0;",
+            "for (long long chunk = start; chunk < end; chunk += blockDim.x) {",
+            "  const long long ex = chunk + threadIdx.x;",
+            "  long long count = 0;",
+            "  if (ex < end) count = acl_first_at_least(keys, total, ex + 1) - acl_first_at_least(keys, total, ex);",
+            "  scan[threadIdx.x] = count > 0 ? 1 : 0;",
+            "  __syncthreads();",
+            "  for (unsigned s = 1; s < blockDim.x; s <<= 1) {",
+            "    const long long add = threadIdx.x >= s ? scan[threadIdx.x - s] : 0;",
+            "    __syncthreads();",
+            "    scan[threadIdx.x] += add;",
+            "    __syncthreads();",
+            "  }",
+            "  if (count > 0) {",
+            "    const long long r = base + scan[threadIdx.x] - 1;",
+            "    out[r * os0] = ex;",
+            "    out[r * os0 + os1] = count;",
+            "  }",
+            "  base += scan[blockDim.x - 1];",
+            "  __syncthreads();",
+            "}",
+            "for (long long r = base + threadIdx.x; r < m.n; r += blockDim.x) {",
+            "  out[r * os0] = 0;",
+            "  out[r * os0 + os1] = 0;",
+            "}",
+        ]
+        return source("moe: key-value token counts", meta(1, 1), self.kernel_name, params, body, _search(self.key_bits))
