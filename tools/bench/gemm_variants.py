@@ -8,6 +8,11 @@
   N = 1,408, bf16, one x split by the host group list into one y, beside ``torch._grouped_mm`` where
   torch has it (else one ``torch.matmul`` per group); ``GroupedMatmulWeightNz`` the same with the
   weights in FRACTAL_NZ (its rows also pay the NZ gather).
+* ``GroupedMatmulSwigluQuantV2``: a W8A8 MoE expert's gate/up projection, 64 groups of uneven M (8,192
+  tokens), K = 2,048, N = 2 x 1,408, int8 x and weight, per-channel and per-token float32 scales,
+  SwiGLU and per-row dynamic int8 quantisation, beside torch doing the same with ``torch._grouped_mm``
+  on the int8 values as bf16 (exact; fp32 accumulation) where torch has it (else a matmul per group),
+  then the scales, ``silu(a) * b``, the row maximum and ``round(s / scale)`` to int8.
 * ``QuantMatmulWeightNz``: W8A8 at 4096^3, int8 x1 and an int8 FRACTAL_NZ x2, per-token and
   per-channel float32 scales, bf16 out, beside ``torch._int_mm`` plus the same scaling epilogue.
 
@@ -28,7 +33,13 @@ from acl_core.eager import empty, to_device
 if TYPE_CHECKING:
     from acl_tools.bench.ops import Suite
 
-OPS: tuple[str, ...] = ("TransposeBatchMatMul", "GroupedMatmul", "GroupedMatmulWeightNz", "QuantMatmulWeightNz")
+OPS: tuple[str, ...] = (
+    "TransposeBatchMatMul",
+    "GroupedMatmul",
+    "GroupedMatmulWeightNz",
+    "GroupedMatmulSwigluQuantV2",
+    "QuantMatmulWeightNz",
+)
 
 
 def _full(suite: Suite) -> bool:
@@ -45,6 +56,8 @@ def run_cases(suite: Suite) -> None:
     for op in ("GroupedMatmul", "GroupedMatmulWeightNz"):
         if suite.wanted(op):
             _grouped(suite, op, groups, tokens, k, n)
+    if suite.wanted("GroupedMatmulSwigluQuantV2"):
+        _grouped_swiglu_quant(suite, groups, tokens, k, 2 * n)
     if suite.wanted("QuantMatmulWeightNz"):
         _quant_nz(suite, 4096 if full else 64)
 
@@ -125,6 +138,61 @@ def _grouped(suite: Suite, op: str, groups: int, tokens: int, k: int, n: int) ->
     case = Case(op, shape, dtype.short, "TFLOP/s", 2.0 * tokens * k * n)
     case.note = "uneven M groups; torch: _grouped_mm where present, else a matmul per group"
     suite.case(case, acl, torch_fn, op)
+
+
+def _grouped_swiglu_quant(suite: Suite, groups: int, tokens: int, k: int, n: int) -> None:
+    from acl_tools.bench.ops import Case
+
+    torch = suite.torch
+    counts = _uneven(suite, groups, tokens)
+    ends = np.cumsum(counts).tolist()
+    rng = suite.rng
+
+    def acl() -> tuple[Callable[[], None], Any]:
+        args: dict[str, Any] = {"x": to_device(rng.integers(-127, 128, (tokens, k), dtype=np.int8), suite.backend)}
+        args["weight"] = [to_device(rng.integers(-127, 128, (groups, k, n), dtype=np.int8), suite.backend)]
+        scale = rng.uniform(0.5 / k, 2.0 / k, (groups, n)).astype(np.float32)
+        args["weightScale"] = [to_device(scale, suite.backend)]
+        args["xScale"] = to_device(rng.uniform(1 / 128, 4 / 128, tokens).astype(np.float32), suite.backend)
+        args |= dict.fromkeys(("weightAssistMatrix", "bias", "smoothScale", "tuningConfig"))
+        args["groupList"] = to_device(np.array(counts, np.int64), suite.backend)
+        args |= {"dequantMode": 0, "dequantDtype": 28, "quantMode": 0, "groupListType": 1}
+        args["output"] = empty((tokens, n // 2), D.ACL_INT8, suite.backend)
+        args["outputScale"] = empty((tokens,), D.ACL_FLOAT, suite.backend)
+        return suite.prepared("GroupedMatmulSwigluQuantV2", args)
+
+    def torch_fn() -> Callable[[], object]:
+        dev = suite.device
+        x = torch.randint(-127, 128, (tokens, k), device=dev).to(torch.bfloat16)
+        w = torch.randint(-127, 128, (groups, k, n), device=dev).to(torch.bfloat16)
+        ws = torch.empty(groups, n, device=dev).uniform_(0.5 / k, 2.0 / k)
+        xs = torch.empty(tokens, 1, device=dev).uniform_(1 / 128, 4 / 128)
+        offs = torch.tensor(ends, dtype=torch.int32, device=dev)
+        row_group = torch.repeat_interleave(torch.arange(groups, device=dev), torch.tensor(counts, device=dev))
+        starts = [0, *ends[:-1]]
+
+        def gemm() -> Any:
+            grouped = getattr(torch, "_grouped_mm", None)
+            if grouped is not None:
+                try:
+                    return grouped(x, w, offs=offs, out_dtype=torch.float32)
+                except (RuntimeError, TypeError):  # an architecture or build without it: the per-group loop
+                    pass
+            parts = [torch.matmul(x[s:e].float(), w[g].float()) for g, (s, e) in enumerate(zip(starts, ends))]
+            return torch.cat(parts)
+
+        def step() -> object:
+            c = gemm() * ws[row_group] * xs
+            s = torch.nn.functional.silu(c[:, : n // 2]) * c[:, n // 2 :]
+            scale = s.abs().amax(dim=-1, keepdim=True) / 127.0
+            return torch.round(s / scale).clamp(-128, 127).to(torch.int8), scale
+
+        step()
+        return step
+
+    case = Case("GroupedMatmulSwigluQuantV2", f"G{groups} M{tokens} K{k} N{n}", "int8", "TFLOP/s", 2.0 * tokens * k * n)
+    case.note = "W8A8 MoE gate/up + SwiGLU + per-row int8; torch: _grouped_mm (bf16, exact int8) + the same epilogue"
+    suite.case(case, acl, torch_fn, "GroupedMatmulSwigluQuantV2")
 
 
 def _quant_nz(suite: Suite, size: int) -> None:

@@ -39,6 +39,7 @@ FAMILIES: tuple[str, ...] = (
     "serving",
     "kv_cache",
     "quant_vllm",
+    "gmm_quant",
 )
 
 _lock = threading.Lock()

@@ -46,10 +46,8 @@ silent are marked *choice*.
 Not declared yet (issue 16 reaches them too): MatmulCompressDequant, whose x2 and compressIndex are
 the output of msModelSlim's weight-compression tool; its document gives no decompression algorithm or
 index layout, so no implementation can be derived from public documents. QuantGroupedMatmulDequant
-(and its WeightNZ form) and GroupedMatmulSwigluQuantV2 / WeightNZ / WeightNzV2 quantise dynamically
-inside the op (row max / 127, then rounding): their INT8 outputs are compared exactly, and the
-SwiGLU variants round after a transcendental, so they need an implementation that reproduces the
-reference's float32 arithmetic step for step; they are left for a later change.
+(and its WeightNZ form) and GroupedMatmulSwigluQuantV2 / WeightNZ / WeightNzV2 are the ``gmm_quant``
+family (:mod:`.gmm_quant`).
 """
 
 from __future__ import annotations

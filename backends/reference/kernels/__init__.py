@@ -36,6 +36,7 @@ FAMILIES: tuple[str, ...] = (
     "matmul_variants",
     "kv_cache",
     "quant_vllm",
+    "gmm_quant",
 )
 
 _KERNELS: dict[str, RefKernel] = {}

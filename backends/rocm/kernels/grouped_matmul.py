@@ -10,7 +10,9 @@ the grouped axis, equal to the x list's rows when both are given; a bad list set
 and numbers every group's tiles. :class:`GmmKernel` is a tiled shared-memory GEMM: block ``b`` finds
 its group by binary search over the tiles' first indices, computes one
 ``TILE_M`` × ``TILE_N`` output tile with fp32 accumulation over ``TILE_K`` slices, adds the bias and
-rounds once to the output's dtype. The grid is an upper bound of the tile count computed on the host;
+rounds once to the output's dtype. INT8 operands accumulate in int32 instead (exact while
+K·128·128 < 2^31, i.e. K < 131072) into an INT32 output: the integer GEMM of the grouped quantised
+ops (:mod:`acl_rocm.ops.gmm_quant`). The grid is an upper bound of the tile count computed on the host;
 blocks past the device's count return at once, and nothing runs when the flag is set.
 """
 
@@ -186,6 +188,14 @@ def _gemm_source(k: GmmKernel) -> str:
     t = ctype(k.dtype)
     s = t.storage
     o = ctype(k.dtype if k.out is None else k.out)
+    integer = k.dtype == D.ACL_INT8
+    if integer and (k.bias is not None or o.dtype != D.ACL_INT32):
+        raise ValueError("the integer grouped GEMM takes no bias and writes INT32")
+    acc_t = "int" if integer else "float"
+
+    def element(expr: str) -> str:
+        return f"(int){expr}" if integer else load(expr, t, _F32)
+
     rows_per_thread = TILE_M * TILE_N // BLOCK_THREADS // 4  # 4 columns per thread
     lanes_n = TILE_N // 4
     lanes_m = BLOCK_THREADS // lanes_n
@@ -219,35 +229,35 @@ def _gemm_source(k: GmmKernel) -> str:
         "const long long t = b - e[F_TILE];",
         f"const long long row0 = e[F_M0] + (t / tiles_n) * {TILE_M};",
         f"const long long col0 = (t % tiles_n) * {TILE_N};",
-        f"__shared__ float As[{TILE_K}][{TILE_M + 1}];",
-        f"__shared__ float Bs[{TILE_K}][{TILE_N + 1}];",
+        f"__shared__ {acc_t} As[{TILE_K}][{TILE_M + 1}];",
+        f"__shared__ {acc_t} Bs[{TILE_K}][{TILE_N + 1}];",
         "const int tid = threadIdx.x;",
         f"const int tx = tid % {lanes_n}, ty = tid / {lanes_n};",
-        f"float acc[{rows_per_thread}][4];",
+        f"{acc_t} acc[{rows_per_thread}][4];",
         "#pragma unroll",
-        f"for (int i = 0; i < {rows_per_thread}; ++i) {{ acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f; }}",
+        f"for (int i = 0; i < {rows_per_thread}; ++i) {{ acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0; }}",
         f"for (long long kb = k0; kb < k1; kb += {TILE_K}) {{",
         "  #pragma unroll",
         f"  for (int q = 0; q < {loads_a}; ++q) {{",
         f"    const int at = tid + {BLOCK_THREADS} * q, r = at / {TILE_K}, kk = at % {TILE_K};",
         "    const long long row = row0 + r, kc = kb + kk;",
-        f"    As[kk][r] = (row < m1 && kc < k1) ? {load('x[row * xsr + kc * xsc]', t, _F32)} : 0.0f;",
+        f"    As[kk][r] = (row < m1 && kc < k1) ? {element('x[row * xsr + kc * xsc]')} : 0;",
         "  }",
         "  #pragma unroll",
         f"  for (int q = 0; q < {loads_b}; ++q) {{",
         f"    const int at = tid + {BLOCK_THREADS} * q, kk = at / {TILE_N}, c = at % {TILE_N};",
         "    const long long col = col0 + c, kc = kb + kk;",
-        f"    Bs[kk][c] = (col < n && kc < k1) ? {load('w[kc * wsk + col * wsn]', t, _F32)} : 0.0f;",
+        f"    Bs[kk][c] = (col < n && kc < k1) ? {element('w[kc * wsk + col * wsn]')} : 0;",
         "  }",
         "  __syncthreads();",
         "  #pragma unroll",
         f"  for (int kk = 0; kk < {TILE_K}; ++kk) {{",
-        "    float bv[4];",
+        f"    {acc_t} bv[4];",
         "    #pragma unroll",
         f"    for (int j = 0; j < 4; ++j) bv[j] = Bs[kk][tx + {lanes_n} * j];",
         "    #pragma unroll",
         f"    for (int i = 0; i < {rows_per_thread}; ++i) {{",
-        f"      const float av = As[kk][ty + {lanes_m} * i];",
+        f"      const {acc_t} av = As[kk][ty + {lanes_m} * i];",
         "      #pragma unroll",
         "      for (int j = 0; j < 4; ++j) acc[i][j] += av * bv[j];",
         "    }",
@@ -263,9 +273,9 @@ def _gemm_source(k: GmmKernel) -> str:
         "  for (int j = 0; j < 4; ++j) {",
         f"    const long long col = col0 + tx + {lanes_n} * j;",
         "    if (col < n) {",
-        "      float v = acc[i][j];",
+        f"      {acc_t} v = acc[i][j];",
         *(line[4:] for line in bias_line),
-        f"      out[row * osr + col * osc] = {store('v', _F32, o)};",
+        f"      out[row * osr + col * osc] = {'v' if integer else store('v', _F32, o)};",
         "    }",
         "  }",
         "}",

@@ -10,7 +10,8 @@ and the codecs of :mod:`acl_rocm.kernels.lowp`. Every tensor is addressed throug
 * ``BlockQuant``: one block per quantisation block (a shared-memory max, NaN-propagating).
 * ``ClippedSwiglu``: one thread per output element; rows past the groups' sum (a prologue kernel's count) are 0.
 * ``DequantSwigluQuant``: one block per row; a prologue kernel turns group counts into cumulative ends,
-  each row binary-searches its group; dynamic mode recomputes the row after its maximum.
+  each row binary-searches its group; dynamic mode recomputes the row after its maximum. A non-null
+  ``flag`` that is set (a composing op's failed device check) makes it write nothing.
 * ``MxNorm``: one block per row: the sum of squares (double), then one thread per MX block of 32.
 * ``FlatQuant``: one block per slice, ``x @ P2`` in shared memory as doubles and ``P1 @ x'`` in registers
   (``FlatFused``) where N1 * N2 fits (5,632); otherwise ``x @ P2`` into a double temporary, then one block
@@ -395,6 +396,7 @@ class DequantSwigluQuant:
         params += ["float* s", f"{LONG} s0", "const long long* ends", f"{LONG} groups", f"{LONG} rows", f"{LONG} hw"]
         params += ["const Lead shape", "const Lead xs", "const Lead ys", "const Lead ss", "const Lead as_"]
         params += ["const float top", "const double lim", "const double alpha", "const double bias_v"]
+        params += ["const int* flag"]
         put, zero = self._put("q"), self._put("0.0f")
         qs = "qs[qs_row + j * qsc]"
         qo = "qo[qo_row + j * qoc]"
@@ -405,6 +407,7 @@ class DequantSwigluQuant:
             if self.quant_offset:
                 value = f"ACL_QADD({value}, {qo})"
         body = [
+            "if (flag != 0 && *flag) return;  // a caller's device check failed (a bad group list): write nothing",
             *(["__shared__ float red[256];"] if self.dynamic else []),
             "__shared__ long long row_group;",
             *self._dequant(),

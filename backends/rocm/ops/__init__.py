@@ -41,6 +41,7 @@ FAMILIES: tuple[str, ...] = (
     "serving",
     "kv_cache",
     "quant_vllm",
+    "gmm_quant",
 )
 
 

@@ -229,6 +229,35 @@ class GroupedMatmulRunner:
             start += kw
         return p
 
+    def m_groups(self, x: AclTensor, weights: Sequence[AclTensor], out: AclTensor) -> GroupPlan:
+        """M-axis groups of one x [M, K] into one out [M, N]: group g multiplies by the [K, N] view ``weights[g]``.
+
+        The rows of each group come from the device group list (:data:`MODE_M`), read by :meth:`execute`.
+        """
+        m, k = x.view_dims
+        n = out.view_dims[1]
+        p = GroupPlan(mode=MODE_M, axis=m)
+        for w in weights:
+            p.rows.append(
+                _row(
+                    _address(x),
+                    _address(w),
+                    _address(out),
+                    None,
+                    (),
+                    K1=k,
+                    N=n,
+                    XSR=x.strides[0],
+                    XSC=x.strides[1],
+                    WSK=w.strides[0],
+                    WSN=w.strides[1],
+                    OSR=out.strides[0],
+                    OSC=out.strides[1],
+                )
+            )
+        p.grid = (-(-m // TILE_M) + len(weights)) * -(-n // TILE_N)  # a tile per group can be partial
+        return p
+
     def independent(
         self,
         p: GroupPlan,
@@ -344,11 +373,14 @@ class GroupedMatmulRunner:
         group_list: AclTensor | None,
         list_type: int,
         message: str,
+        after: Callable[[int], None] | None = None,
     ) -> None:
         """Enqueue a planned grouped GEMM: descriptor fills, the group-list pass, ``gemm`` and the output copies.
 
         ``planner`` gets the call's temporaries list (freed, stream-ordered, at the end) and returns the plan;
         a device group list (``group_list``, read where the plan's mode says) is checked at synchronisation.
+        ``after(flag)`` enqueues what consumes the GEMM's output (an epilogue) before the temporaries are
+        freed; ``flag`` is the device int a bad group list sets, so the epilogue can write nothing then.
         """
         provider = self.backend.provider
         temps: list[int] = []
@@ -391,6 +423,8 @@ class GroupedMatmulRunner:
                 self._launch(gemm, LaunchConfig((p.grid, 1, 1), (256, 1, 1)), values, stream)
             for dense, out in p.copies:
                 self.backend.elementwise.convert(dense, out, stream)
+            if after is not None:
+                after(flag)
             if has_list:
                 self.backend.driver.defer_check(stream, flag, message)
                 checked = True

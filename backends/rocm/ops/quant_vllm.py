@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
@@ -81,6 +81,19 @@ def _lead(values: Sequence[int], size: int, fill: int = 0) -> ctypes.Array[Any]:
     """A ``Lead`` struct of ``size`` long longs (unused entries ``fill``: 1 for a shape, 0 for strides)."""
     padded = [*values, *([fill] * (size - len(values)))]
     return KernelArgs.index_array(padded, "long long")
+
+
+class DsqTensors(NamedTuple):
+    """DequantSwigluQuant's tensors: x, its optional parameters (None: absent) and the two outputs."""
+
+    x: AclTensor
+    weight_scale: AclTensor | None
+    activation_scale: AclTensor | None
+    bias: AclTensor | None
+    quant_scale: AclTensor | None
+    quant_offset: AclTensor | None
+    y: AclTensor
+    scale: AclTensor
 
 
 def _pow2_threads(work: int, warp: int) -> int:
@@ -232,10 +245,46 @@ class QuantVllmRunner:
         ws, act, bias, qs = (_t(launch, n) for n in names)
         qo, group = _t(launch, "quantOffsetOptional"), _t(launch, "groupIndexOptional")
         plan = launch.plan
-        rows, hw = int(plan["rows"]), x.view_dims[-1] // 2
+        rows = int(plan["rows"])
         prog = Program()
         groups = group.numel if group is not None else 1
         ends: Any = self._group_ends(prog, group, rows) if group is not None else NULL
+        # the clamp, alpha and bias as the FLOAT32 values the reference computes with
+        limit, alpha, bias_v = (ctypes.c_float(launch.args[n]).value for n in ("clampLimit", "gluAlpha", "gluBias"))
+        self.record_dsq(
+            prog,
+            DsqTensors(x, ws, act, bias, qs, qo, y, s),
+            ends,
+            groups,
+            rows,
+            int(plan["swiglu"]),
+            bool(plan["left"]),
+            plan["mode"] == "dynamic",
+            float(plan["dst_max"]),
+            (limit, alpha, bias_v),
+            NULL,
+        )
+        return prog
+
+    def record_dsq(
+        self,
+        prog: Program,
+        t: DsqTensors,
+        ends: Any,
+        groups: int,
+        rows: int,
+        swiglu: int,
+        left: bool,
+        dynamic: bool,
+        dst_max: float,
+        glu: tuple[float, float, float],
+        flag: Any,
+    ) -> None:
+        """Record DequantSwigluQuant's kernel over ``t`` into ``prog``: ``ends`` (a Temp or pointer of
+        ``groups`` cumulative int64 row ends, or NULL for one group), ``glu`` (clampLimit, gluAlpha, gluBias)
+        and ``flag`` (a device int that, when set, makes the kernel write nothing; NULL for none)."""
+        x, ws, act, bias, qs, qo, y, s = t
+        hw = x.view_dims[-1] // 2
         lead = x.rank - 1
         kernel = DequantSwigluQuant(
             x.dtype,
@@ -244,9 +293,9 @@ class QuantVllmRunner:
             qs is not None,
             qo is not None,
             y.dtype,
-            int(plan["swiglu"]),
-            bool(plan["left"]),
-            plan["mode"] == "dynamic",
+            swiglu,
+            left,
+            dynamic,
             lead,
         )
         size = max(lead, 1)
@@ -260,12 +309,9 @@ class QuantVllmRunner:
         args += _ll(rows, hw)
         args += [_lead(x.view_dims[:lead], size, fill=1), _lead(x.strides[:lead], size), _lead(y.strides[:lead], size)]
         args += [_lead(s.strides[:lead], size), _lead(act_strides, size)]
-        # the clamp, alpha and bias as the FLOAT32 values the reference computes with
-        args += [ctypes.c_float(float(plan["dst_max"]))]
-        args += [ctypes.c_double(ctypes.c_float(launch.args[n]).value) for n in ("clampLimit", "gluAlpha", "gluBias")]
+        args += [ctypes.c_float(dst_max), *(ctypes.c_double(v) for v in glu), flag]
         if rows:
             self._step(prog, kernel, self._blocks(rows, hw), args)
-        return prog
 
     def _mx_norm(self, launch: Launch) -> Program:
         add = "x1" in launch.args
