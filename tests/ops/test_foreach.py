@@ -250,3 +250,20 @@ def test_bf16_rounds_once() -> None:
     x = [np.array([1.0], BF16)]
     got = ref("ForeachAddScalarV2", x=x, scalar=2.0**-8 + 2.0**-16)["out"][0]
     assert float(got[0]) == 1.0 + 2.0**-7
+
+
+def test_int32_lists_take_integer_scalars_wrapped_to_32_bits() -> None:
+    # an int64 scalar past int32 (the fuzz test's INT64_MAX) wraps as the GPU kernel takes it
+    from acl_core.spec.ops.foreach import int32_scalar
+
+    assert [int32_scalar(v) for v in (2**63 - 1, 2**31, -(2**31) - 1, 3.9, -3.9, float("nan"))] == [
+        -1,
+        -(2**31),
+        2**31 - 1,
+        3,
+        -3,
+        0,
+    ]
+    x = np.arange(7, dtype=np.int32)
+    out = ref("ForeachMulScalarV2", x=[x], scalar=np.int64(2**63 - 1))["out"]
+    np.testing.assert_array_equal(out[0], -x)

@@ -20,7 +20,8 @@ Choices where the CANN docs are silent or not transcribed in tests/data/cann:
 * a scalar tensor (``scalar``, ``alpha``, ``roundMode``) has one element; a per-entry ``scalars``
   tensor is one-dimensional with one element per list entry; scalar tensors are float (any of
   FLOAT/FLOAT16/BFLOAT16) for float lists and INT32 for int32 lists; scalars of float lists are
-  rounded to float32 before computing, those of int32 lists truncated to int32;
+  rounded to float32 before computing, those of int32 lists truncated toward zero and wrapped to int32
+  (the low 32 bits of the exact integer: :func:`int32_scalar`; NaN and ±Inf give 0);
 * the formula is evaluated in double (int64 for int32) and rounded once to the list's dtype, so the
   +, −, ×, ÷ formulas are exactly rounded; the ops whose elementwise twin has a HIP body reuse it, in
   float32, and take that twin's accuracy class;
@@ -68,6 +69,20 @@ from acl_core.spec.opspec import (
 )
 from acl_core.spec.rules import FLOATS, same
 from acl_core.tensor import AclScalar, AclScalarList, AclTensor, AclTensorList
+
+
+def int32_scalar(value: Any) -> int:
+    """A host scalar as an int32 list's kernel takes it: truncated toward zero, wrapped to 32 bits (NaN/Inf: 0)."""
+    if isinstance(value, (bool, int, np.integer)):
+        whole = int(value)
+    else:
+        real = complex(value).real
+        if not math.isfinite(real):
+            return 0
+        whole = math.trunc(real)
+    wrapped = whole & 0xFFFFFFFF
+    return wrapped - (1 << 32) if wrapped >= 1 << 31 else wrapped
+
 
 FAMILY = "foreach"
 INT_LISTS = frozenset({D.ACL_INT32})

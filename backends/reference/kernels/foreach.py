@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from acl_core.errors import AclnnError, AclnnStatus
-from acl_core.spec.ops.foreach import INT_LISTS, ROUND_MODES, ROWS, Carrier, Row
+from acl_core.spec.ops.foreach import INT_LISTS, ROUND_MODES, ROWS, Carrier, Row, int32_scalar
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
 from acl_reference.kernels.elementwise import erf, ieee_power, sigmoid
@@ -105,10 +105,9 @@ FUNCTIONS: dict[str, Fn] = {
 
 def _scalar(value: Any, integer: bool) -> Any:
     """A host scalar as the kernel computes with it: truncated to int32 for int32 lists, else float32."""
-    real = complex(value).real
     if integer:
-        return np.int64(np.int32(math.trunc(real))) if math.isfinite(real) else np.int64(0)
-    return np.float64(np.float32(real))
+        return np.int64(int32_scalar(value))
+    return np.float64(np.float32(complex(value).real))
 
 
 def _scalars(k: RefCall, row: Row, n: int, integer: bool) -> list[Any]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
 from acl_core.formats import Format
-from acl_core.spec.ops.foreach import INT_LISTS, ROWS, Carrier, Row
+from acl_core.spec.ops.foreach import INT_LISTS, ROWS, Carrier, Row, int32_scalar
 from acl_core.tensor import AclScalarList, AclTensor, AclTensorList, contiguous_strides
 from acl_rocm.driver import handle
 from acl_rocm.kernels.foreach import BLOCK, FIELDS, NORM_MODES, SLOTS, ForeachKernel, NormKernel, Source
@@ -42,14 +42,6 @@ def _bits(value: float) -> int:
 def _f32(value: Any) -> float:
     real = complex(value).real
     return float(struct.unpack("<f", struct.pack("<f", real))[0]) if math.isfinite(real) else real
-
-
-def _i32(value: Any) -> int:
-    real = complex(value).real
-    if not math.isfinite(real):
-        return 0
-    wrapped = math.trunc(real) & 0xFFFFFFFF
-    return wrapped - 2**32 if wrapped >= 2**31 else wrapped
 
 
 def _members(value: Any) -> list[AclTensor]:
@@ -111,11 +103,11 @@ class ForeachRunner:
             return "none", None, [0] * n
         value = launch.args[name]
         if row.carrier is Carrier.SCALAR:
-            field = _i32(value.value) if integer or row.formula == "round" else _bits(_f32(value.value))
+            field = int32_scalar(value.value) if integer or row.formula == "round" else _bits(_f32(value.value))
             return "value", None, [field] * n
         if row.carrier is Carrier.SCALAR_LIST:
             items = value.scalars if isinstance(value, AclScalarList) else value
-            return "value", None, [_i32(s.value) if integer else _bits(_f32(s.value)) for s in items]
+            return "value", None, [int32_scalar(s.value) if integer else _bits(_f32(s.value)) for s in items]
         assert isinstance(value, AclTensor)
         if row.carrier is Carrier.PER_ENTRY:
             stride = value.strides[0] if value.rank else 0
