@@ -40,6 +40,7 @@ FAMILIES: tuple[str, ...] = (
     "matmul_variants",
     "serving",
     "kv_cache",
+    "mla",
 )
 
 
