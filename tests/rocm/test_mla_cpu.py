@@ -20,7 +20,9 @@ from acl_core.backend import Backend
 from acl_core.errors import AclCoreError, AclnnError
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.mla import mla_case
+from acl_rocm.backend import RocmBackend
 from tests.rocm.against_reference import assert_matches_reference
+from tests.rocm.capture_harness import OpCall, compare_replay
 from tests.rocm.kernel_emulator import EmulatedProvider, emulated_backend
 
 OPS = ["MlaPrologV2WeightNz", "MlaPrologV3WeightNz"]
@@ -99,3 +101,18 @@ def test_with_a_float64_blas_every_output_is_within_one_ulp(backend: Backend, re
             assert got[name].dtype == value.dtype and got[name].shape == value.shape, name
             worst = worst_ulp(got[name], value)
             assert worst <= 1, f"[{sample.note}] {name}: {worst} ulp"
+
+
+@pytest.mark.parametrize("mode", ["PA_BSND", "PA_NZ"])
+def test_a_captured_call_replays_as_it_runs_eagerly(backend: Backend, mode: str) -> None:
+    """Stream-ordered temporaries, no host round trip: the capture records, each replay equals an eager run."""
+    assert isinstance(backend, RocmBackend)
+    args = mla_case(np.random.default_rng(9), (2, 3), mode=mode)
+    call = OpCall(backend, "MlaPrologV3WeightNz", {**args, "qcQrScale": 0.5, "kcScale": 2.0})
+    stream = backend.runtime.create_stream()
+    try:
+        graph = compare_replay([call], stream)
+        backend.driver.graph_destroy(graph)
+    finally:
+        call.free()
+        backend.runtime.destroy_stream(stream)

@@ -72,15 +72,19 @@ value); it may be null.
 *Refused with 161002* (declared so, not implemented): every quantised scenario. INT8 tokenX / weights /
 caches are not declared dtypes, and dequantScaleXOptional, dequantScaleWDqOptional,
 dequantScaleWUqQrOptional, dequantScaleWDkvKrOptional, quantScaleCkvOptional, quantScaleCkrOptional and
-smoothScalesCqOptional must be null. What pins them is missing from the public sources read: the
-partial-quantisation path (INT8 weightUqQr) quantises cqn dynamically (``RmsNormDynamicQuant``: smooth
-scale, row max / 127, ``CastFP32ToINT8``) and dequantises the int32 product per channel and per token
-before the rope and Wuk matmul; the rounding mode of ``CastFP32ToINT8`` and the dtype the dequantised q^C
-is stored in before the Wuk matmul are set in kernel helpers (``mla_prolog_vector_comm.h``,
-``service_dequant.h``) whose exact order of operations was not verified, and INT8 outputs are compared
-exactly, so an implementation could not be shown to match CANN's bits. The full-quantisation path adds
-the per-tensor kv-cache quantisation and queryOut's dynamic per-token-head INT8 (``dequantScaleQNopeOut``)
-with the same gap.
+smoothScalesCqOptional must be null. What the kernel source pins for the partial-quantisation scenario
+(INT8 weightUqQr, bf16 caches), for a later change: c^Q's RmsNorm stays float32 (no bf16 store), times
+smoothScalesCq when given; per row ``scale = rowmax|v| / 127`` and ``v * (127 / rowmax|v|)`` (two float32
+divisions, ``DynamicQuant``) goes to INT8 by ``CastFP32ToINT8`` (round half to even to int32, then exact);
+the int32 product is dequantised ``float(acc) * scale_row * dequantScaleWUqQr[col]`` in that order
+(``Dequant``); q^C is stored bf16 (round to nearest even, ``DequantPerTokenQc``) before the Wuk matmul, q^R is
+rotated from the float32 dequantised values. Not implemented here because the rocm composition needs a
+float32-output RmsNorm and a dynamic quantisation in exactly that float32 order (the quant family's
+DynamicQuant is written as a division by the scale), and whether Ascend's float32 vector division is
+correctly rounded (it decides the INT8 values at ties) is not documented. The full-quantisation scenarios
+add INT8 tokenX / weights (per-token and per-channel dequantisation before each RmsNorm), the per-tensor
+INT8 kv cache and queryOut's dynamic per-token-head INT8 with dequantScaleQNopeOutOptional: INT8 outputs
+compared exactly, with the same open question about the division.
 
 V3 (``version_of`` V2): qcQrScale and kcScale are implemented (passed to V2's kernels); the parameters
 V3's document marks reserved take only their documented values (actualSeqLenOptional null, queryNormFlag
