@@ -97,9 +97,13 @@ def test_every_operators_kernel_receives_only_declared_kernel_types(device: None
     try:
         _, ex = get_workspace_size(spec, [built.args[n] for n in spec.param_names])
         kernel = get_spec(spec.kernel_name)
-        through = set(PASSTHROUGH.get(name, {}).values())  # a version's parameters its base's kernels read
+        through = set(
+            PASSTHROUGH.get(name, {}).values()
+        )  # a version's parameters its base's kernels read (tensor or attr)
         assert set(ex.kernel_args) == set(kernel.param_names) | through
-        assert all(ex.kernel_args[n] is None or type(ex.kernel_args[n]) is AclTensor for n in through)
+        assert all(
+            ex.kernel_args[n] is None or type(ex.kernel_args[n]) in (AclTensor, float, int, bool) for n in through
+        )
         wrong = {
             p.name: type(ex.kernel_args[p.name]).__name__
             for p in kernel.params

@@ -52,6 +52,8 @@ class Sizes:
     """RecurrentGatedDeltaRule decode: (sequences of one token, key heads, value heads, Dk = Dv)."""
     sparse: tuple[int, int, int, int, int, int] = (4, 128, 512, 64, 32768, 2048)
     """Sparse attention decode: (query tokens, query heads, D, rope Dr, context keys, selected keys)."""
+    mla: tuple[int, int, int, int, int, int, int, int] = (32, 7168, 1536, 32, 128, 64, 512, 128)
+    """MlaPrologV2WeightNz (DeepSeek-V3 decode, 32 heads a card): tokens, He, Hcq, N, D, Dr, Hckv, BlockSize."""
     kv_blocks: int = 64
     """Blocks of the paged KV cache the ScatterPaKvCache row writes into (16 token slots of 8 x 128 each)."""
     rope_tokens: int = 64
@@ -80,6 +82,7 @@ OPS = (
     *("ScatterPaKvCache", "RopeWithSinCosCacheV2"),
     *quant_rows.OPS,
     *("MoeGatingTopK", "MoeTokenUnpermute", "MoeInitRoutingV2", "AttentionUpdate"),
+    "MlaPrologV2WeightNz",
 )
 """The names ``--only`` picks from: the operators the suite times (Copy is the D2D memcpy; Replay is a
 captured chain of small Adds replayed beside the same chain launched eagerly, :mod:`acl_tools.bench.replay`)."""
@@ -132,6 +135,7 @@ SIZES = {
         (1, 4, 32, 16, 512, 64),
         kv_blocks=64,
         rope_tokens=64,
+        mla=(4, 256, 128, 2, 32, 32, 64, 16),
     ),
     "full": Sizes(1 << 28, (8192, 8192), 8192, (4, 32, 4096, 128), 1024, 0.1, 5, kv_blocks=4096, rope_tokens=4096),
 }
@@ -1092,6 +1096,82 @@ class Suite:
         case = Case("RecurrentGatedDeltaRule decode", f"B{batch} Nk{nk} Nv{nv} {d}x{d}", "bf16", "GB/s", nbytes)
         self.case(case, acl, torch_fn, "RecurrentGatedDeltaRule")
 
+    def mla(self) -> None:
+        """DeepSeek-V3 decode: MlaPrologV2WeightNz (PA_BSND) beside its steps in torch.
+
+        torch's equivalent: the two down-projections, RmsNorm, the up-projection, one batched matmul with
+        Wuk over the heads, the interleave-half rotation of q^R and k^R, and index_copy_ of the kv and k^R
+        rows into the caches. Decode is bound by the weights read, so the metric is those bytes (bf16).
+        """
+        if not self.wanted("MlaPrologV2WeightNz"):
+            return
+        from acl_core.nz import to_device_nz
+
+        tokens, he, hcq, heads, d, dr, hckv, bs = self.sizes.mla
+        blocks = -(-tokens // bs) + 3
+        dtype = D.ACL_BF16
+        slots = self.rng.permutation(blocks * bs)[:tokens].astype(np.int64)
+        angles = self.rng.uniform(0, 2 * np.pi, (tokens, dr // 2))
+        cos = np.cos(np.concatenate([angles, angles], -1)).astype(np.float32)
+        sin = np.sin(np.concatenate([angles, angles], -1)).astype(np.float32)
+
+        def weight(rows: int, cols: int) -> np.ndarray:
+            return ((self.rng.random((rows, cols), dtype=np.float32) * 2 - 1) / math.sqrt(rows)).astype(np.float32)
+
+        def acl() -> tuple[Callable[[], None], Any]:
+            args: dict[str, Any] = {
+                "tokenX": self.array((tokens, he), dtype),
+                "weightDq": to_device_nz(weight(he, hcq), self.backend, dtype=dtype),
+                "weightUqQr": to_device_nz(weight(hcq, heads * (d + dr)), self.backend, dtype=dtype),
+                "weightUk": self.array((heads, d, hckv), dtype),
+                "weightDkvKr": to_device_nz(weight(he, hckv + dr), self.backend, dtype=dtype),
+                "rmsnormGammaCq": self.array((hcq,), dtype),
+                "rmsnormGammaCkv": self.array((hckv,), dtype),
+                "ropeSin": to_device(sin, self.backend, dtype=dtype),
+                "ropeCos": to_device(cos, self.backend, dtype=dtype),
+                "cacheIndex": to_device(slots, self.backend),
+                "kvCacheRef": empty((blocks, bs, 1, hckv), dtype, self.backend),
+                "krCacheRef": empty((blocks, bs, 1, dr), dtype, self.backend),
+                "rmsnormEpsilonCq": 1e-5,
+                "rmsnormEpsilonCkv": 1e-5,
+                "cacheModeOptional": "PA_BSND",
+            }
+            return self.prepared("MlaPrologV2WeightNz", args, skip=("dequantScaleQNopeOutOptional",))
+
+        def torch_fn() -> Callable[[], object]:
+            t = self.torch
+            x = self.tensor((tokens, he), dtype)
+            wdq, wuqqr = self.tensor((he, hcq), dtype), self.tensor((hcq, heads * (d + dr)), dtype)
+            wuk, wdkvkr = self.tensor((heads, d, hckv), dtype), self.tensor((he, hckv + dr), dtype)
+            gq, gkv = self.tensor((hcq,), dtype), self.tensor((hckv,), dtype)
+            c, s_ = (t.from_numpy(v).to(self.device, t.bfloat16) for v in (cos, sin))
+            kvc = t.empty((blocks * bs, hckv), dtype=t.bfloat16, device=self.device)
+            krc = t.empty((blocks * bs, dr), dtype=t.bfloat16, device=self.device)
+            idx = t.from_numpy(slots).to(self.device)
+            norm = t.nn.functional.rms_norm
+
+            def rope(v: Any, cs: Any, sn: Any) -> Any:
+                even, odd = v[..., 0::2], v[..., 1::2]
+                return t.cat((even, odd), -1) * cs + t.cat((-odd, even), -1) * sn
+
+            def run() -> object:
+                cqn = norm(x @ wdq, (hcq,), gq, 1e-5)
+                qcqr = (cqn @ wuqqr).view(tokens, heads, d + dr)
+                q = t.bmm(qcqr[..., :d].transpose(0, 1), wuk).transpose(0, 1)
+                qr = rope(qcqr[..., d:], c[:, None], s_[:, None])
+                ckvkr = x @ wdkvkr
+                kvc.index_copy_(0, idx, norm(ckvkr[:, :hckv], (hckv,), gkv, 1e-5))
+                krc.index_copy_(0, idx, rope(ckvkr[:, hckv:], c, s_))
+                return q, qr
+
+            return run
+
+        nbytes = 2 * (he * hcq + hcq * heads * (d + dr) + heads * d * hckv + he * (hckv + dr))
+        label = f"T{tokens} He{he} Hcq{hcq} N{heads} D{d}+{dr} Hckv{hckv}"
+        note = "weights bytes read; ours gathers the three NZ weights to ND first"
+        case = Case("MlaPrologV2WeightNz decode", label, dtype.short, "GB/s", nbytes, note=note)
+        self.case(case, acl, torch_fn, "MlaPrologV2WeightNz")
+
     def sparse_attention(self) -> None:
         """DeepSeek-V3.2 decode: SparseFlashAttention over ``selected`` keys of a ``context`` cache, and the
         LightningIndexer choosing them (64 index heads of 128, fp32 weights).
@@ -1190,6 +1270,7 @@ class Suite:
             self.attention_sink()
             self.recurrent()
             self.sparse_attention()
+            self.mla()
             if self.device.type == "cuda":  # fp8 / int8 / MX GEMMs: a GPU's matrix hardware (issue 6)
                 quant_gemm.run_cases(self)
         finally:

@@ -18,6 +18,7 @@ FAMILIES: tuple[str, ...] = (
     "attention",
     "linear_attention",
     "sparse_attention",
+    "mla",
     "moe",
     "movement",
     "quant",

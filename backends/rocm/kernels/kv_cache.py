@@ -302,6 +302,14 @@ class PagedGather:
 
 # ----------------------------------------------------------------------------- KvRmsNormRopeCache
 KV_MODES: Final = {"norm": 0, "paged": 1, "paged_blocks": 2}
+NO_CACHE: Final = 3
+"""NormRopeMeta.mode that writes no cache: the row goes to v_out only (MlaProlog's RmsNorm of c^Q)."""
+
+
+ONE_BITS: Final = 0x3FF0000000000000
+"""The bits of the double 1.0."""
+NZ_PIECE: Final = 16
+"""Elements of one 32-byte piece of a 16-bit cache row (PA_NZ)."""
 
 
 @dataclass(frozen=True)
@@ -325,6 +333,10 @@ class NormRopeMeta:
     v_cache: tuple[int, int, int, int] = (0, 0, 0, 0)
     k_out: tuple[int, int, int] = (0, 0, 0)
     v_out: tuple[int, int, int] = (0, 0, 0)
+    scale_bits: int = ONE_BITS
+    """The RmsNorm result's factor as double bits (MlaProlog's qcQrScale / kcScale; 1 for KvRmsNormRopeCache)."""
+    nz: int = 0
+    """1: paged caches whose blocks are stored FRACTAL_NZ in their logical order (MlaProlog's PA_NZ)."""
 
 
 @dataclass(frozen=True)
@@ -367,20 +379,24 @@ class NormRopeCache:
             "const long long row = blockIdx.x;",
             "const long long b = row / m.seq, s = row % m.seq;",
             "long long slot;",
-            "if (m.mode == 0) slot = index[b * m.index[0] + s * m.index[1]];",
-            "else if (m.mode == 1) slot = index[row * m.index[0]];",
+            "if (m.mode == 3) slot = -1;  // no cache: the row goes to the outputs only",
+            "else if (m.mode == 0) slot = index[b * m.index[0] + s * m.index[1]];",
+            "else if (m.mode == 1) slot = index[b * m.index[0] + s * m.index[1]];",
             "else {",
             "  const long long first = index[(b * m.per_batch + s / m.block_size) * m.index[0]];",
             "  slot = first < 0 ? -1 : (first / m.block_size) * m.block_size + s % m.block_size;",
             "}",
-            "long long kbase = 0, vbase = 0;",
+            "long long kbase = 0, vbase = 0, kblk = 0, vblk = 0, off = 0;",
             "if (m.mode == 0) {",
             "  kbase = b * m.k_cache[0] + slot * m.k_cache[2];",
             "  vbase = b * m.v_cache[0] + slot * m.v_cache[2];",
-            "} else {",
-            "  const long long blk = slot / m.block_size, off = slot % m.block_size;",
-            "  kbase = blk * m.k_cache[0] + off * m.k_cache[1];",
-            "  vbase = blk * m.v_cache[0] + off * m.v_cache[1];",
+            "} else if (slot >= 0) {",
+            "  const long long blk = slot / m.block_size;",
+            "  off = slot % m.block_size;",
+            "  kblk = blk * m.k_cache[0];",
+            "  vblk = blk * m.v_cache[0];",
+            "  kbase = kblk + off * m.k_cache[1];",
+            "  vbase = vblk + off * m.v_cache[1];",
             "}",
             "const long long x0 = b * m.kv[0] + s * m.kv[1];",
             "double acc = 0.0;",
@@ -396,10 +412,13 @@ class NormRopeCache:
             "}",
             "const double eps = __longlong_as_double(m.epsilon_bits);",
             "const double rms = sqrt(partial[0] / (double)m.dv + eps);",
+            "const double scale = __longlong_as_double(m.scale_bits);",
             "for (long long j = threadIdx.x; j < m.dv; j += blockDim.x) {",
-            f"  const double y = {ld('kv[x0 + j * m.kv[2]]')} / rms * {ld('gamma[j * m.gamma]')};",
+            f"  const double y = {ld('kv[x0 + j * m.kv[2]]')} / rms * {ld('gamma[j * m.gamma]')} * scale;",
             f"  const {s} out = {st('y')};",
-            "  if (slot >= 0) v_cache[vbase + j * m.v_cache[3]] = out;",
+            "  const long long at =",
+            "      m.nz ? vblk + nz_at(off, j, m.block_size, m.dv, m.v_cache) : vbase + j * m.v_cache[3];",
+            "  if (slot >= 0) v_cache[at] = out;",
             "  if (m.output) v_out[b * m.v_out[0] + s * m.v_out[1] + j * m.v_out[2]] = out;",
             "}",
             "const long long half = m.dk / 2;",
@@ -411,7 +430,10 @@ class NormRopeCache:
             f"  const double r2 = x2 * {ld('cs[c0 + (p + half) * m.cos[2]]')}"
             f" + x1 * {ld('sn[s0 + (p + half) * m.sin[2]]')};",
             f"  const {s} o1 = {st('r1')}, o2 = {st('r2')};",
-            "  if (slot >= 0) {",
+            "  if (slot >= 0 && m.nz) {",
+            "    k_cache[kblk + nz_at(off, p, m.block_size, m.dk, m.k_cache)] = o1;",
+            "    k_cache[kblk + nz_at(off, p + half, m.block_size, m.dk, m.k_cache)] = o2;",
+            "  } else if (slot >= 0) {",
             "    k_cache[kbase + p * m.k_cache[3]] = o1;",
             "    k_cache[kbase + (p + half) * m.k_cache[3]] = o2;",
             "  }",
@@ -421,7 +443,15 @@ class NormRopeCache:
             "  }",
             "}",
         ]
-        return _source(f"KvRmsNormRopeCache {self.dtype.short}", _struct(NormRopeMeta), self.kernel_name, params, body)
+        nz_at = (
+            "ACL_DEV long long nz_at(long long row, long long j, long long rows, long long width,\n"
+            "                        const long long* c) {\n"
+            f"  const long long flat = (j / {NZ_PIECE}) * rows * {NZ_PIECE} + row * {NZ_PIECE} + j % {NZ_PIECE};\n"
+            "  return (flat / width) * c[1] + (flat % width) * c[3];\n"
+            "}"
+        )
+        meta = _struct(NormRopeMeta) + "\n" + nz_at
+        return _source(f"KvRmsNormRopeCache {self.dtype.short}", meta, self.kernel_name, params, body)
 
 
 # ----------------------------------------------------------------------------- RopeWithSinCosCache

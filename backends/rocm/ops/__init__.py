@@ -42,6 +42,7 @@ FAMILIES: tuple[str, ...] = (
     "kv_cache",
     "quant_vllm",
     "gmm_quant",
+    "mla",
 )
 
 

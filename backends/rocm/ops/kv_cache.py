@@ -233,6 +233,10 @@ class KvCacheRunner:
             st = t.strides
             return (int(st[first]), int(st[second]) if int(t.view_dims[second]) != 1 else 0, int(st[last]))
 
+        if mode == "paged":  # index [B*S]: token (b, s) reads entry b*S + s
+            index_strides = (s * int(index.strides[0]), int(index.strides[0]))
+        else:
+            index_strides = (int(index.strides[0]), int(index.strides[1]) if index.rank == 2 else 0)
         meta = NormRopeMeta(
             seq=s,
             dv=dv,
@@ -243,7 +247,7 @@ class KvCacheRunner:
             output=int(output),
             epsilon_bits=eps_bits,
             kv=(int(kv.strides[0]), int(kv.strides[2]), int(kv.strides[3])),
-            index=(int(index.strides[0]), int(index.strides[1]) if index.rank == 2 else 0),
+            index=index_strides,
             gamma=int(gamma.strides[0]),
             cos=rows3(cos, 0, 2, 3),
             sin=rows3(sin, 0, 2, 3),
