@@ -8,7 +8,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from acl_core.backend import Launch
+from acl_core.tensor import AclTensor
+
 GRID_LIMIT = 2**31 - 1
+
+
+def longs(*values: int) -> list[ctypes.c_longlong]:
+    """Kernel arguments of C type ``long long``."""
+    return [ctypes.c_longlong(int(v)) for v in values]
+
+
+def launch_tensor(launch: Launch, name: str) -> AclTensor:
+    """The tensor argument ``name`` of a launch (one the spec makes non-null)."""
+    t = launch.args[name]
+    assert isinstance(t, AclTensor), name
+    return t
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from acl_rocm.driver import handle
 from acl_rocm.kernels.gmm_quant import BLOCK_THREADS, GROUP_LIST_ENDS, Dequant, QuantRows
 from acl_rocm.kernels.grouped_matmul import GmmKernel
 from acl_rocm.kernels.prelude import PRELUDE
-from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.launch import KernelArgs, LaunchConfig, launch_tensor, longs
 from acl_rocm.ops.matmul_variants import view
 from acl_rocm.ops.program import Program, Step, Temp, run_program
 from acl_rocm.ops.quant_vllm import DsqTensors
@@ -48,16 +48,6 @@ OPS: tuple[str, ...] = ("GroupedMatmulSwigluQuantV2", "QuantGroupedMatmulDequant
 NULL = ctypes.c_void_p(0)
 SWIGLU_PLAIN = (7.0, 1.702, 1.0)
 """DequantSwigluQuant's clampLimit, gluAlpha, gluBias (unused by swigluMode 0, the plain SwiGLU)."""
-
-
-def _ll(*values: int) -> list[ctypes.c_longlong]:
-    return [ctypes.c_longlong(int(v)) for v in values]
-
-
-def _tensor(launch: Launch, name: str) -> AclTensor:
-    t = launch.args[name]
-    assert isinstance(t, AclTensor), name
-    return t
 
 
 def _optional(launch: Launch, name: str) -> AclTensor | None:
@@ -101,7 +91,7 @@ class GmmQuantRunner:
         ends = prog.temp(8 * groups)
         function = self.backend.function(PRELUDE + GROUP_LIST_ENDS, "acl_gmmq_group_ends")
         args: list[Any] = [KernelArgs.pointer(group_list.data)]
-        args += [*_ll(group_list.offset, group_list.strides[0], groups, rows), ctypes.c_int(int(cumulative)), ends]
+        args += [*longs(group_list.offset, group_list.strides[0], groups, rows), ctypes.c_int(int(cumulative)), ends]
         prog.steps.append(Step(function, LaunchConfig((1, 1, 1), (1, 1, 1)), tuple(args)))
         return ends
 
@@ -133,8 +123,8 @@ class GmmQuantRunner:
 
     def _swiglu_quant(self, launch: Launch) -> None:
         args, plan = launch.args, launch.plan["gmm_quant"]
-        x, y, scale_out = _tensor(launch, "x"), _tensor(launch, "output"), _tensor(launch, "outputScale")
-        x_scale, group_list = _tensor(launch, "xScale"), _tensor(launch, "groupList")
+        x, y, scale_out = (launch_tensor(launch, n) for n in ("x", "output", "outputScale"))
+        x_scale, group_list = launch_tensor(launch, "xScale"), launch_tensor(launch, "groupList")
         m = x.view_dims[0]
         n = 2 * y.view_dims[1]
         groups = int(plan["groups"])
@@ -179,8 +169,8 @@ class GmmQuantRunner:
     # ------------------------------------------------------------------ QuantGroupedMatmulDequant
     def _dequant(self, launch: Launch) -> None:
         plan = launch.plan["gmm_quant"]
-        x, out = _tensor(launch, "x"), _tensor(launch, "out")
-        ws, group_list = _tensor(launch, "weightScale"), _tensor(launch, "groupList")
+        x, out = launch_tensor(launch, "x"), launch_tensor(launch, "out")
+        ws, group_list = launch_tensor(launch, "weightScale"), launch_tensor(launch, "groupList")
         x_scale, smooth = _optional(launch, "xScaleOptional"), _optional(launch, "smoothScaleOptional")
         m, k = x.view_dims
         n = out.view_dims[1]
@@ -190,22 +180,22 @@ class GmmQuantRunner:
         runner = self.backend.grouped_matmul
         temps: list[int] = []
         try:
-            w = self._nd(_tensor(launch, "weight"), temps, stream)  # [g, n, k]
+            w = self._nd(launch_tensor(launch, "weight"), temps, stream)  # [g, n, k]
             xq = _dense((m, k), D.ACL_INT8, self._temp(m * k, temps, stream))
             row_scale = self._temp(4 * m, temps, stream)
             prog = Program()
             kernel = QuantRows(smooth is not None, None if x_scale is None else x_scale.dtype)
-            values: list[Any] = [KernelArgs.pointer(x.data), *_ll(x.offset, *x.strides)]
+            values: list[Any] = [KernelArgs.pointer(x.data), *longs(x.offset, *x.strides)]
             if smooth is not None:
-                values += [KernelArgs.pointer(smooth.data), *_ll(smooth.offset, smooth.strides[0])]
+                values += [KernelArgs.pointer(smooth.data), *longs(smooth.offset, smooth.strides[0])]
             else:
-                values += [NULL, *_ll(0, 0)]
+                values += [NULL, *longs(0, 0)]
             if x_scale is not None:
                 per_row = x_scale.strides[0] if plan["x_mode"] == "pertoken" else 0
-                values += [KernelArgs.pointer(x_scale.data), *_ll(x_scale.offset, per_row)]
+                values += [KernelArgs.pointer(x_scale.data), *longs(x_scale.offset, per_row)]
             else:
-                values += [NULL, *_ll(0, 0)]
-            values += [KernelArgs.pointer(xq.data), KernelArgs.pointer(row_scale), *_ll(m, k)]
+                values += [NULL, *longs(0, 0)]
+            values += [KernelArgs.pointer(xq.data), KernelArgs.pointer(row_scale), *longs(m, k)]
             self._step(prog, kernel, self._rows_config(m, k), values)
             run_program(self.backend, prog, stream)
             # group g: x_q [m, k] @ weight[g]^T, the [k, n] view of weight[g] [n, k]
@@ -216,9 +206,10 @@ class GmmQuantRunner:
             def epilogue(flag: int) -> None:
                 epi = Program()
                 ends = self._ends_step(epi, group_list, groups, m, cumulative=True)
-                values = [KernelArgs.pointer(acc.data), KernelArgs.pointer(ws.data), *_ll(ws.offset, *ws.strides)]
-                values += [KernelArgs.pointer(row_scale), KernelArgs.pointer(out.data), *_ll(out.offset, *out.strides)]
-                values += [ends, *_ll(groups, m * n, n), KernelArgs.pointer(flag)]
+                values = [KernelArgs.pointer(acc.data), KernelArgs.pointer(ws.data), *longs(ws.offset, *ws.strides)]
+                values += [KernelArgs.pointer(row_scale), KernelArgs.pointer(out.data)]
+                values += longs(out.offset, *out.strides)
+                values += [ends, *longs(groups, m * n, n), KernelArgs.pointer(flag)]
                 self._step(epi, Dequant(packed), self.backend.elementwise_config(m * n, 1), values)
                 run_program(self.backend, epi, stream)
 

@@ -16,7 +16,6 @@ A mask beside an int index, or two masks, are refused (161002 naming them).
 
 from __future__ import annotations
 
-import ctypes
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +27,7 @@ from acl_core.tensor import AclTensor
 from acl_rocm.kernels.ctypes_map import SUPPORTED
 from acl_rocm.kernels.index_put import Apply, MaskKeys, MaskPut, MaskRank, Positions
 from acl_rocm.kernels.movement import Check
-from acl_rocm.launch import KernelArgs
+from acl_rocm.launch import KernelArgs, longs
 from acl_rocm.ops.program import FLAG, Program, program_kernel
 from acl_rocm.ops.sort import Sorter, address, refuse
 from acl_rocm.views import broadcast_strides
@@ -38,10 +37,6 @@ if TYPE_CHECKING:
 
 OPS: tuple[str, ...] = ("IndexPutImpl", "ScatterNdUpdate")
 """The aclnn operators this module runs (ScatterNdUpdate: IndexPutImpl of its index columns, no wrapping)."""
-
-
-def _ll(*values: int) -> list[ctypes.c_longlong]:
-    return [ctypes.c_longlong(int(v)) for v in values]
 
 
 class IndexPutRunner:
@@ -111,7 +106,7 @@ class IndexPutRunner:
             size = t.view_dims[d]
             meta = s.meta(e.numel, tuple(e.view_dims) or (1,), [tuple(e.strides) or (0,)])
             check = Check(e.dtype, max(e.rank, 1), "long long")
-            args: list[Any] = [meta, KernelArgs.pointer(address(e)), *_ll(-size if wrap else 0, size), FLAG]
+            args: list[Any] = [meta, KernelArgs.pointer(address(e)), *longs(-size if wrap else 0, size), FLAG]
             s.step(prog, check, s.flat_config(e.numel), args)
         positions = [d for d, _ in entries]
         kept = [d for d in range(t.rank) if d not in positions]
@@ -133,7 +128,7 @@ class IndexPutRunner:
         kernel = Positions(tuple(e.dtype for _, e in entries), len(space))
         args = [s.meta(total, space, rows), *(KernelArgs.pointer(address(e)) for _, e in entries)]
         for d, _ in entries:
-            args += _ll(t.strides[d], t.view_dims[d])
+            args += longs(t.strides[d], t.view_dims[d])
         args += [keys, pos]
         s.step(prog, kernel, s.flat_config(total), args)
         keys, pos = s.sort_temp(prog, D.ACL_INT64, keys, pos, 1, total)
@@ -173,7 +168,7 @@ class IndexPutRunner:
             args = [s.meta(mask.numel, mdims, [mask.strides]), _ptr(mask), keys, pos]
             s.step(prog, MaskKeys(r), s.flat_config(mask.numel), args)
             keys, _ = s.sort_temp(prog, D.ACL_INT64, keys, pos, 1, mask.numel)
-            args = [*_ll(mask.numel), keys, rank, *_ll(expect), FLAG]
+            args = [*longs(mask.numel), keys, rank, *longs(expect), FLAG]
             s.step(prog, MaskRank(), s.flat_config(mask.numel), args)
         if t.numel == 0:
             return prog
@@ -189,7 +184,7 @@ class IndexPutRunner:
                 j = d if d < first else d - r + 1
                 rows[2].append(vstrides[j] if vdims[j] != 1 else 0)
         kernel = MaskPut(t.dtype, t.rank, accumulate, ranked)
-        args = [s.meta(t.numel, tuple(t.view_dims), rows), _ptr(mask), rank, *_ll(count_stride)]
+        args = [s.meta(t.numel, tuple(t.view_dims), rows), _ptr(mask), rank, *longs(count_stride)]
         args += [_ptr(v), _ptr(t), FLAG]
         s.step(prog, kernel, s.flat_config(t.numel), args)
         return prog

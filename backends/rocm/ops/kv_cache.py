@@ -37,7 +37,7 @@ from acl_rocm.kernels.kv_cache import (
     values_of,
 )
 from acl_rocm.kernels.movement import Check
-from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.launch import KernelArgs, LaunchConfig, launch_tensor
 from acl_rocm.ops.program import FLAG, Program, Step, Temp, program_kernel
 from acl_rocm.ops.sort import address, refuse
 
@@ -56,12 +56,6 @@ def _ptr(t: AclTensor | None) -> ctypes.c_void_p:
 
 def _meta(meta: object) -> ctypes.Array[Any]:
     return KernelArgs.index_array(values_of(meta), "long long")
-
-
-def _tensor(launch: Launch, name: str) -> AclTensor:
-    t = launch.args[name]
-    assert isinstance(t, AclTensor), name
-    return t
 
 
 def _optional(launch: Launch, name: str) -> AclTensor | None:
@@ -124,7 +118,7 @@ class KvCacheRunner:
     # ------------------------------------------------------------------ ScatterPaKvCache
     def scatter(self, launch: Launch) -> Program:
         """Slot check, then key and value rows into their cache slots in one launch."""
-        key, kc, slots = (_tensor(launch, n) for n in ("key", "keyCacheRef", "slotMapping"))
+        key, kc, slots = (launch_tensor(launch, n) for n in ("key", "keyCacheRef", "slotMapping"))
         with_value = bool(launch.plan["with_value"])
         value = _optional(launch, "value") if with_value else None
         vc = _optional(launch, "valueCacheRef") if with_value else None
@@ -156,7 +150,7 @@ class KvCacheRunner:
     def gather(self, launch: Launch) -> Program:
         """Sequence starts and block-table checks, then each kept row copied from its cache block."""
         kc, vc, tables, lens, key, value = (
-            _tensor(launch, n) for n in ("keyCache", "valueCache", "blockTables", "seqLens", "keyRef", "valueRef")
+            launch_tensor(launch, n) for n in ("keyCache", "valueCache", "blockTables", "seqLens", "keyRef", "valueRef")
         )
         offsets = _optional(launch, "seqOffsetOptional")
         prog = Program(report="GatherPaKvCache: seqLens, seqOffsetOptional or blockTables holds a value out of range")
@@ -211,7 +205,7 @@ class KvCacheRunner:
     def norm_rope(self, launch: Launch) -> Program:
         """Index check, then one block per token row: RmsNorm and RoPE written to the caches (and the outputs)."""
         names = ("kv", "gamma", "cos", "sin", "index", "kCacheRef", "ckvCacheRef")
-        kv, gamma, cos, sin, index, kc, vc = (_tensor(launch, n) for n in names)
+        kv, gamma, cos, sin, index, kc, vc = (launch_tensor(launch, n) for n in names)
         k_out, v_out = _optional(launch, "kRopeOut"), _optional(launch, "cKvOut")
         output = bool(launch.args["isOutputKv"]) and k_out is not None and v_out is not None
         if kv.dtype not in (D.ACL_FLOAT16, D.ACL_BF16):
@@ -268,8 +262,8 @@ class KvCacheRunner:
     # ------------------------------------------------------------------ RopeWithSinCosCacheV2
     def rope_cache(self, launch: Launch) -> Program:
         """Position check, then a thread per rotated pair / passed element of every query and key head."""
-        pos, q, k, cache = (_tensor(launch, n) for n in ("positions", "queryIn", "keyIn", "cosSinCache"))
-        q_out, k_out = _tensor(launch, "queryOut"), _tensor(launch, "keyOut")
+        pos, q, k, cache = (launch_tensor(launch, n) for n in ("positions", "queryIn", "keyIn", "cosSinCache"))
+        q_out, k_out = launch_tensor(launch, "queryOut"), launch_tensor(launch, "keyOut")
         if q.dtype not in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16):
             raise refuse("RopeWithSinCosCacheV2", f"a {q.dtype.short} query")
         prog = Program(report="RopeWithSinCosCacheV2: positions holds a value outside the cache")

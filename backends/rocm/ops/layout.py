@@ -10,7 +10,6 @@ provider's BLAS is).
 
 from __future__ import annotations
 
-import ctypes
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +22,7 @@ from acl_core.spec.runtime import CopyDirection
 from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.driver import handle
 from acl_rocm.kernels.layout import NzCopy
-from acl_rocm.launch import KernelArgs
+from acl_rocm.launch import KernelArgs, launch_tensor, longs
 from acl_rocm.ops.program import Program, Step, program_kernel, run_program
 
 if TYPE_CHECKING:
@@ -31,16 +30,6 @@ if TYPE_CHECKING:
 
 OPS: tuple[str, ...] = ("NpuFormatCast", "TransMatmulWeight", "MatmulWeightNz")
 """The aclnn operators this module runs (MatmulWeightNz only where the matmul family runs)."""
-
-
-def _ll(*values: int) -> list[ctypes.c_longlong]:
-    return [ctypes.c_longlong(int(v)) for v in values]
-
-
-def _tensor(launch: Launch, name: str) -> AclTensor:
-    t = launch.args[name]
-    assert isinstance(t, AclTensor), name
-    return t
 
 
 class LayoutRunner:
@@ -84,14 +73,14 @@ class LayoutRunner:
         bstrides = tuple(nd.strides[:-2]) or (0,)
         meta = KernelArgs.index_array([total, *space, *bstrides], "long long")
         pointers = [KernelArgs.pointer(nd_address), KernelArgs.pointer(nz_address)]
-        scalars = _ll(nd.offset, nz_base, rows, cols, c0, n1, c1, nd.strides[-2], nd.strides[-1])
+        scalars = longs(nd.offset, nz_base, rows, cols, c0, n1, c1, nd.strides[-2], nd.strides[-1])
         function = self.backend.function(kernel.source(), kernel.kernel_name)
         config = self.backend.elementwise_config(total, 1)
         prog.steps.append(Step(function, config, (meta, *pointers, *scalars)))
 
     # ------------------------------------------------------------------ ops
     def _plan_format_cast(self, launch: Launch) -> Program:
-        src, dst = _tensor(launch, "srcTensor"), _tensor(launch, "dstTensor")
+        src, dst = launch_tensor(launch, "srcTensor"), launch_tensor(launch, "dstTensor")
         prog = Program()
         if launch.plan["direction"] == "to_nz":
             dims = tuple(src.view_dims)
@@ -129,7 +118,7 @@ class LayoutRunner:
         )
 
     def _trans_weight(self, launch: Launch) -> None:
-        t = _tensor(launch, "mmWeightRef")
+        t = launch_tensor(launch, "mmWeightRef")
         if t.numel == 0:
             return
         c0: int = launch.plan["c0"]
@@ -167,7 +156,7 @@ class LayoutRunner:
         t.__dict__.pop("layout", None)  # the cached layout key describes the old ND storage
 
     def _matmul_weight_nz(self, launch: Launch) -> None:
-        a, b, out = _tensor(launch, "self"), _tensor(launch, "mat2"), _tensor(launch, "out")
+        a, b, out = launch_tensor(launch, "self"), launch_tensor(launch, "mat2"), launch_tensor(launch, "out")
         if out.numel == 0:
             return
         stream = handle(launch.stream)

@@ -31,6 +31,7 @@ from acl_core.spec.ops import get_spec
 from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.driver import handle
 from acl_rocm.kernels.grouped_matmul import GmmKernel
+from acl_rocm.launch import launch_tensor
 from acl_rocm.ops.grouped_matmul import GroupPlan
 from acl_rocm.ops.program import Program, run_program
 from acl_rocm.ops.quant_matmul import Epilogue
@@ -47,12 +48,6 @@ OPS: tuple[str, ...] = (
     "GroupedMatmulWeightNz",
     "GroupedMatmul",
 )
-
-
-def _tensor(launch: Launch, name: str) -> AclTensor:
-    t = launch.args[name]
-    assert isinstance(t, AclTensor), name
-    return t
 
 
 def view(t: AclTensor, dims: Sequence[int], strides: Sequence[int], offset: int | None = None) -> AclTensor:
@@ -132,11 +127,11 @@ class MatmulVariantsRunner:
     # ------------------------------------------------------------------ permuted batch matmuls
     def _transpose_batch_matmul(self, launch: Launch) -> None:
         args = launch.args
-        out = _tensor(launch, "out")
+        out = launch_tensor(launch, "out")
         if out.numel == 0:
             return
-        a = permute(_tensor(launch, "x1"), args["permX1"])  # (B, M, K)
-        b = permute(_tensor(launch, "x2"), args["permX2"])  # (B, K, N)
+        a = permute(launch_tensor(launch, "x1"), args["permX1"])  # (B, M, K)
+        b = permute(launch_tensor(launch, "x2"), args["permX2"])  # (B, K, N)
         batch, m, _ = a.view_dims
         n = b.view_dims[2]
         plan = {"compute": launch.plan["compute"], "precision": launch.plan.get("precision")}
@@ -167,14 +162,14 @@ class MatmulVariantsRunner:
             provider.free_async(temp, stream)
 
     def _transpose_quant_batch_matmul(self, launch: Launch) -> None:
-        out = _tensor(launch, "out")
+        out = launch_tensor(launch, "out")
         if out.numel == 0:
             return
         v5 = {
-            "x1": permute(_tensor(launch, "x1"), (1, 0, 2)),  # (B, M, K)
-            "x2": _tensor(launch, "x2"),  # (B, K, N)
-            "x1Scale": _tensor(launch, "x1Scale"),
-            "x2Scale": _tensor(launch, "x2Scale"),
+            "x1": permute(launch_tensor(launch, "x1"), (1, 0, 2)),  # (B, M, K)
+            "x2": launch_tensor(launch, "x2"),  # (B, K, N)
+            "x1Scale": launch_tensor(launch, "x1Scale"),
+            "x2Scale": launch_tensor(launch, "x2Scale"),
             **dict.fromkeys(("yScale", "x1Offset", "x2Offset", "yOffset", "bias")),
             "transposeX1": False,
             "transposeX2": False,
@@ -185,26 +180,26 @@ class MatmulVariantsRunner:
 
     # ------------------------------------------------------------------ FRACTAL_NZ weights
     def _quant_nz(self, launch: Launch) -> None:
-        out = _tensor(launch, "out")
+        out = launch_tensor(launch, "out")
         if out.numel == 0:
             return
         stream = handle(launch.stream)
         temps: list[int] = []
         try:
-            dense = self._dense_from_nz(_tensor(launch, "x2"), stream, temps)
+            dense = self._dense_from_nz(launch_tensor(launch, "x2"), stream, temps)
             args = {**launch.args, "x2": dense}
             self.backend.quant_matmul.run(self._launch_as(launch, "QuantMatmulV5", args, launch.plan, temporaries=True))
         finally:
             self._free(temps, stream)
 
     def _weight_quant_nz(self, launch: Launch) -> None:
-        y = _tensor(launch, "y")
+        y = launch_tensor(launch, "y")
         if y.numel == 0:
             return
         stream = handle(launch.stream)
         temps: list[int] = []
         try:
-            dense = self._dense_from_nz(_tensor(launch, "weight"), stream, temps)
+            dense = self._dense_from_nz(launch_tensor(launch, "weight"), stream, temps)
             args = {**launch.args, "weight": dense}
             call = self._launch_as(launch, "WeightQuantBatchMatmulV2", args, launch.plan, temporaries=True)
             self.backend.quant_matmul.run(call)

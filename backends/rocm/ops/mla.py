@@ -28,7 +28,7 @@ from acl_core.spec.ops import get_spec
 from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.driver import handle
 from acl_rocm.kernels.kv_cache import BLOCK_THREADS, KV_MODES, NO_CACHE, NormRopeCache, NormRopeMeta, values_of
-from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.launch import KernelArgs, LaunchConfig, launch_tensor
 from acl_rocm.ops.program import FLAG, Program, Step, run_program
 from acl_rocm.ops.sort import address, refuse
 
@@ -41,12 +41,6 @@ OPS: tuple[str, ...] = ("MlaPrologV2WeightNz",)
 FAMILY = "mla"
 ND = Format.ACL_FORMAT_ND
 BF16 = D.ACL_BF16
-
-
-def _tensor(launch: Launch, name: str) -> AclTensor:
-    t = launch.args[name]
-    assert isinstance(t, AclTensor), name
-    return t
 
 
 def _view(t: AclTensor, dims: Sequence[int], strides: Sequence[int], offset: int | None = None) -> AclTensor:
@@ -120,10 +114,10 @@ class MlaRunner:
     # ------------------------------------------------------------------ MlaPrologV2WeightNz
     def _prolog(self, launch: Launch) -> None:
         names = ("tokenX", "weightDq", "weightUqQr", "weightUk", "weightDkvKr", "rmsnormGammaCq", "rmsnormGammaCkv")
-        x, wdq, wuqqr, wuk, wdkvkr, gq, gkv = (_tensor(launch, n) for n in names)
-        sin, cos, index = (_tensor(launch, n) for n in ("ropeSin", "ropeCos", "cacheIndex"))
-        kvc, krc = _tensor(launch, "kvCacheRef"), _tensor(launch, "krCacheRef")
-        query, query_rope = _tensor(launch, "queryOut"), _tensor(launch, "queryRopeOut")
+        x, wdq, wuqqr, wuk, wdkvkr, gq, gkv = (launch_tensor(launch, n) for n in names)
+        sin, cos, index = (launch_tensor(launch, n) for n in ("ropeSin", "ropeCos", "cacheIndex"))
+        kvc, krc = launch_tensor(launch, "kvCacheRef"), launch_tensor(launch, "krCacheRef")
+        query, query_rope = launch_tensor(launch, "queryOut"), launch_tensor(launch, "queryRopeOut")
         args = launch.args
         alpha_q = 1.0 if args.get("qcQrScale") is None else float(args["qcQrScale"])
         alpha_kv = 1.0 if args.get("kcScale") is None else float(args["kcScale"])

@@ -52,7 +52,7 @@ from acl_rocm.kernels.moe import (
     ZeroFill,
 )
 from acl_rocm.kernels.movement import Check
-from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.launch import KernelArgs, LaunchConfig, launch_tensor, longs
 from acl_rocm.ops.program import FLAG, Program, program_kernel
 from acl_rocm.ops.sort import BLOCKS_PER_UNIT, Sorter, address
 
@@ -72,18 +72,8 @@ OPS: tuple[str, ...] = (
 """The aclnn operators this module runs."""
 
 
-def _ll(*values: int) -> list[ctypes.c_longlong]:
-    return [ctypes.c_longlong(int(v)) for v in values]
-
-
 def _p(t: AclTensor) -> ctypes.c_void_p:
     return KernelArgs.pointer(address(t))
-
-
-def _tensor(launch: Launch, name: str) -> AclTensor:
-    t = launch.args[name]
-    assert isinstance(t, AclTensor), name
-    return t
 
 
 class MoeRunner:
@@ -118,8 +108,8 @@ class MoeRunner:
 
     # ------------------------------------------------------------------ gating
     def _gating(self, launch: Launch) -> Program:
-        x = _tensor(launch, "x")
-        y, expert, row_idx = (_tensor(launch, n) for n in ("yOut", "expertIdxOut", "rowIdxOut"))
+        x = launch_tensor(launch, "x")
+        y, expert, row_idx = (launch_tensor(launch, n) for n in ("yOut", "expertIdxOut", "rowIdxOut"))
         finished = launch.args.get("finishedOptional")
         k = int(launch.args["k"])
         prog = Program()
@@ -132,7 +122,7 @@ class MoeRunner:
         s.check_length("MoeGatingTopKSoftmax", experts)
         probs, keys = prog.temp(rows * experts * 8), prog.temp(rows * experts * 8)
         softmax = GatingSoftmax(x.dtype, len(outer))
-        args: list[Any] = [s.meta(rows, outer, [x.strides[:-1]]), _p(x), probs, keys, *_ll(experts, x.strides[-1])]
+        args: list[Any] = [s.meta(rows, outer, [x.strides[:-1]]), _p(x), probs, keys, *longs(experts, x.strides[-1])]
         s.step(prog, softmax, self._row_block(rows), args)
         _, idx = s.sort_tensor(prog, D.ACL_DOUBLE, True, keys, rows, outer, _contiguous(outer, experts), experts)
         with_finished = isinstance(finished, AclTensor)
@@ -142,15 +132,15 @@ class MoeRunner:
         args = [s.meta(rows, outer, strides), probs, idx, _p(y), _p(expert), _p(row_idx)]
         if isinstance(finished, AclTensor):
             args.append(_p(finished))
-        args += _ll(experts, k, y.strides[-1], expert.strides[-1], row_idx.strides[-1])
+        args += longs(experts, k, y.strides[-1], expert.strides[-1], row_idx.strides[-1])
         s.step(prog, emit, s.flat_config(rows * k), args)
         return prog
 
     # ------------------------------------------------------------------ init routing
     def _init_routing(self, launch: Launch) -> Program:
-        x, row_idx, expert = (_tensor(launch, n) for n in ("x", "rowIdx", "expertIdx"))
+        x, row_idx, expert = (launch_tensor(launch, n) for n in ("x", "rowIdx", "expertIdx"))
         out_x, out_row, out_expert = (
-            _tensor(launch, n) for n in ("expandedXOut", "expandedRowIdxOut", "expandedExpertIdxOut")
+            launch_tensor(launch, n) for n in ("expandedXOut", "expandedRowIdxOut", "expandedExpertIdxOut")
         )
         prog = Program()
         rows, k = expert.view_dims
@@ -167,20 +157,20 @@ class MoeRunner:
         s.step(prog, RoutingCheck(), s.flat_config(total), [flat, r_keys, FLAG])
         rs0, rs1 = row_idx.strides
         args: list[Any] = [flat, e_keys, e_pos, _p(row_idx), _p(out_expert), _p(out_row), FLAG]
-        args += _ll(k, rs0, rs1, out_expert.strides[0], out_row.strides[0])
+        args += longs(k, rs0, rs1, out_expert.strides[0], out_row.strides[0])
         s.step(prog, RoutingEmit(), s.flat_config(total), args)
         active, hidden = out_x.view_dims
         if active * hidden:
             gather = RoutingGather(x.dtype.info.storage_bits // 8)
             args = [s.meta(active * hidden, (1,), [(0,)]), _p(x), e_pos, _p(row_idx), _p(out_x), FLAG]
-            args += _ll(hidden, rows, k, rs0, rs1, *x.strides, *out_x.strides)
+            args += longs(hidden, rows, k, rs0, rs1, *x.strides, *out_x.strides)
             s.step(prog, gather, s.flat_config(active * hidden), args)
         return prog
 
     # ------------------------------------------------------------------ finalize
     def _finalize(self, launch: Launch) -> Program:
-        ex, x1, bias, scales = (_tensor(launch, n) for n in ("expandedX", "x1", "bias", "scales"))
-        dest, expert, out = (_tensor(launch, n) for n in ("expandedRowIdx", "expandedExpertIdx", "out"))
+        ex, x1, bias, scales = (launch_tensor(launch, n) for n in ("expandedX", "x1", "bias", "scales"))
+        dest, expert, out = (launch_tensor(launch, n) for n in ("expandedRowIdx", "expandedExpertIdx", "out"))
         x2 = launch.args.get("x2Optional")
         prog = Program()
         rows, hidden = out.view_dims
@@ -203,14 +193,14 @@ class MoeRunner:
         if isinstance(x2, AclTensor):
             args.append(_p(x2))
         args += [_p(bias), _p(scales), _p(dest), _p(expert), _p(out), FLAG]
-        args += _ll(k, *ex.strides, *bias.strides, *scales.strides, dest.strides[0], *expert.strides)
+        args += longs(k, *ex.strides, *bias.strides, *scales.strides, dest.strides[0], *expert.strides)
         s.step(prog, Finalize(out.dtype, isinstance(x2, AclTensor)), s.flat_config(rows * hidden), args)
         return prog
 
     # ------------------------------------------------------------------ gating top-k (grouped)
     def _gating_top_k(self, launch: Launch) -> Program:
-        x = _tensor(launch, "x")
-        y, expert, norm_out = (_tensor(launch, n) for n in ("yOut", "expertIdxOut", "outOut"))
+        x = launch_tensor(launch, "x")
+        y, expert, norm_out = (launch_tensor(launch, n) for n in ("yOut", "expertIdxOut", "outOut"))
         bias = launch.args.get("biasOptional")
         a = launch.args
         k, k_group, groups = int(a["k"]), int(a["kGroup"]), int(a["groupCount"])
@@ -226,8 +216,8 @@ class MoeRunner:
         if isinstance(bias, AclTensor):
             args.append(_p(bias))
         width = 1 << max(experts - 1, 0).bit_length()
-        args += [norm, keys, _p(norm_out), *_ll(experts, width, groups, k_group, *x.strides)]
-        args += _ll(bias.strides[0] if isinstance(bias, AclTensor) else 0, *norm_out.strides)
+        args += [norm, keys, _p(norm_out), *longs(experts, width, groups, k_group, *x.strides)]
+        args += longs(bias.strides[0] if isinstance(bias, AclTensor) else 0, *norm_out.strides)
         p = self.backend.properties
         grid = min(rows, p.compute_units * BLOCKS_PER_UNIT, p.max_grid_x)
         s.step(prog, prep, LaunchConfig((grid, 1, 1), (256, 1, 1)), args)
@@ -235,14 +225,14 @@ class MoeRunner:
         emit = GatingTopKEmit(y.dtype, norm_type == 1 or renorm == 1)
         scaling, eps = (float(np.float32(a[n])) for n in ("routedScalingFactor", "eps"))
         args = [s.meta(rows, (rows,), [(0,)]), norm, idx, _p(y), _p(expert)]
-        args += [*_ll(experts, k, *y.strides, *expert.strides), ctypes.c_double(scaling), ctypes.c_double(eps)]
+        args += [*longs(experts, k, *y.strides, *expert.strides), ctypes.c_double(scaling), ctypes.c_double(eps)]
         s.step(prog, emit, s.flat_config(rows), args)
         return prog
 
     # ------------------------------------------------------------------ token permute / unpermute
     def _permute(self, launch: Launch) -> Program:
-        tokens, indices = _tensor(launch, "tokens"), _tensor(launch, "indices")
-        out, order_out = _tensor(launch, "permuteTokensOut"), _tensor(launch, "sortedIndicesOut")
+        tokens, indices = launch_tensor(launch, "tokens"), launch_tensor(launch, "indices")
+        out, order_out = launch_tensor(launch, "permuteTokensOut"), launch_tensor(launch, "sortedIndicesOut")
         prog = Program()
         top_k = indices.view_dims[1] if indices.rank == 2 else 1
         total = indices.view_dims[0] * top_k
@@ -255,9 +245,9 @@ class MoeRunner:
         keys, pos = s.sort_tensor(prog, indices.dtype, False, address(indices), 1, (1,), (0,), total, inner)
         flat = s.meta(total, (1,), [(0,)])
         check = PermuteCheck(64 if indices.dtype == D.ACL_INT64 else 32)
-        s.step(prog, check, LaunchConfig((1, 1, 1), (1, 1, 1)), [flat, keys, FLAG, *_ll(MAX_PERMUTE_ELEMENTS)])
+        s.step(prog, check, LaunchConfig((1, 1, 1), (1, 1, 1)), [flat, keys, FLAG, *longs(MAX_PERMUTE_ELEMENTS)])
         s.step(
-            prog, PermuteIndices(), s.flat_config(total), [flat, pos, _p(order_out), FLAG, *_ll(order_out.strides[0])]
+            prog, PermuteIndices(), s.flat_config(total), [flat, pos, _p(order_out), FLAG, *longs(order_out.strides[0])]
         )
         kept = out.view_dims[0]
         rest = tuple(tokens.view_dims[1:])
@@ -278,17 +268,17 @@ class MoeRunner:
         if packed and aligned and nbytes % 16 == 0:
             words = nbytes // 16
             args: list[Any] = [s.meta(kept * words, (1,), [(0,)]), _p(src), pos, _p(out), FLAG]
-            args += _ll(top_k, words, src.strides[0] * item // 16, out.strides[0] * item // 16)
+            args += longs(top_k, words, src.strides[0] * item // 16, out.strides[0] * item // 16)
             s.step(prog, RowGather(item, 1, 16), s.flat_config(kept * words), args)
             return
         gather = RowGather(item, len(rest))
         args = [s.meta(kept * inner_n, rest, [src.strides[1:], out.strides[1:]]), _p(src), pos, _p(out), FLAG]
-        args += _ll(top_k, inner_n, src.strides[0], out.strides[0])
+        args += longs(top_k, inner_n, src.strides[0], out.strides[0])
         s.step(prog, gather, s.flat_config(kept * inner_n), args)
 
     def _init_routing_v2(self, launch: Launch) -> Program:
-        x, expert = _tensor(launch, "x"), _tensor(launch, "expertIdx")
-        out_x, out_row = _tensor(launch, "expandedXOut"), _tensor(launch, "expandedRowIdxOut")
+        x, expert = launch_tensor(launch, "x"), launch_tensor(launch, "expertIdx")
+        out_x, out_row = launch_tensor(launch, "expandedXOut"), launch_tensor(launch, "expandedRowIdxOut")
         counts = launch.args.get("expertTokensCountOrCumsumOut")
         before = launch.args.get("expertTokensBeforeCapacityOut")
         a = launch.args
@@ -315,30 +305,30 @@ class MoeRunner:
         inner = _inner(expert) if expert.rank == 2 else (1, expert.strides[0], 0)
         keys, pos = s.sort_tensor(prog, expert.dtype, False, address(expert), 1, (1,), (0,), total, inner)
         flat = s.meta(total, (1,), [(0,)])
-        s.step(prog, PermuteCheck(bits), LaunchConfig((1, 1, 1), (1, 1, 1)), [flat, keys, FLAG, *_ll(high)])
+        s.step(prog, PermuteCheck(bits), LaunchConfig((1, 1, 1), (1, 1, 1)), [flat, keys, FLAG, *longs(high)])
         per_expert = s.meta(experts, (1,), [(0,)])
         if drop == 0:
             s.step(
-                prog, PermuteIndices(), s.flat_config(total), [flat, pos, _p(out_row), FLAG, *_ll(out_row.strides[0])]
+                prog, PermuteIndices(), s.flat_config(total), [flat, pos, _p(out_row), FLAG, *longs(out_row.strides[0])]
             )
             kept, hidden = out_x.view_dims
             if kept * hidden:
                 self._gather_rows(prog, x, out_x, pos, top_k, kept, (hidden,))
             if isinstance(counts, AclTensor) and count_flag > 0:
-                args: list[Any] = [per_expert, keys, _p(counts), FLAG, *_ll(total, counts.strides[0])]
+                args: list[Any] = [per_expert, keys, _p(counts), FLAG, *longs(total, counts.strides[0])]
                 s.step(prog, ExpertCounts(bits, count_flag == 1), s.flat_config(experts), args)
             return prog
-        args = [flat, keys, pos, _p(out_row), FLAG, *_ll(capacity, out_row.strides[0])]
+        args = [flat, keys, pos, _p(out_row), FLAG, *longs(capacity, out_row.strides[0])]
         s.step(prog, CapacitySlots(bits), s.flat_config(total), args)
         hidden = x.view_dims[1]
         n = experts * capacity * hidden
         if n:
             gather = CapacityGather(bits, x.dtype.info.storage_bits // 8)
             args = [s.meta(n, (1,), [(0,)]), keys, pos, _p(x), _p(out_x), FLAG]
-            args += _ll(total, top_k, capacity, hidden, *x.strides, *out_x.strides)
+            args += longs(total, top_k, capacity, hidden, *x.strides, *out_x.strides)
             s.step(prog, gather, s.flat_config(n), args)
         if isinstance(before, AclTensor) and a["expertTokensBeforeCapacityFlag"]:
-            args = [per_expert, keys, _p(before), FLAG, *_ll(total, before.strides[0])]
+            args = [per_expert, keys, _p(before), FLAG, *longs(total, before.strides[0])]
             s.step(prog, ExpertCounts(bits, False), s.flat_config(experts), args)
         return prog
 
@@ -346,8 +336,8 @@ class MoeRunner:
         """Sort the expert numbers; the routed copies [lo, hi) (found on the device) are indexed, gathered or
         quantised, counted; drop/pad reuses MoeInitRoutingV2's capacity kernels with out-of-range experts dropped."""
         a = launch.args
-        x, expert = _tensor(launch, "x"), _tensor(launch, "expertIdx")
-        out_x, out_row = _tensor(launch, "expandedXOut"), _tensor(launch, "expandedRowIdxOut")
+        x, expert = launch_tensor(launch, "x"), launch_tensor(launch, "expertIdx")
+        out_x, out_row = launch_tensor(launch, "expandedXOut"), launch_tensor(launch, "expandedRowIdxOut")
         counts, scale_out = a.get("expertTokensCountOrCumsumOut"), a.get("expandedScaleOut")
         scale_in, offset_in = a.get("scaleOptional"), a.get("offsetOptional")
         experts, quant, drop = int(a["expertNum"]), int(a["quantMode"]), int(a["dropPadMode"])
@@ -369,15 +359,15 @@ class MoeRunner:
         one = LaunchConfig((1, 1, 1), (1, 1, 1))
         if want_counts and isinstance(counts, AclTensor):
             if kind == 2:
-                args: list[Any] = [s.meta(experts, (1,), [(0,)]), keys, _p(counts), *_ll(total, start, end)]
-                s.step(prog, KeyValueCounts(32), LaunchConfig((1, 1, 1), (256, 1, 1)), args + _ll(*counts.strides))
+                args: list[Any] = [s.meta(experts, (1,), [(0,)]), keys, _p(counts), *longs(total, start, end)]
+                s.step(prog, KeyValueCounts(32), LaunchConfig((1, 1, 1), (256, 1, 1)), args + longs(*counts.strides))
             else:
-                args = [s.meta(end - start, (1,), [(0,)]), keys, _p(counts), *_ll(total, start, counts.strides[0])]
+                args = [s.meta(end - start, (1,), [(0,)]), keys, _p(counts), *longs(total, start, counts.strides[0])]
                 s.step(prog, RangeCounts(32, kind == 0), s.flat_config(end - start), args)
         if drop == 1:
             if total:
-                args = [flat, keys, pos, _p(out_row), FLAG, *_ll(int(a["expertCapacity"]), out_row.strides[0])]
-                s.step(prog, CapacitySlots(32, limit=True), s.flat_config(total), [*args, *_ll(experts)])
+                args = [flat, keys, pos, _p(out_row), FLAG, *longs(int(a["expertCapacity"]), out_row.strides[0])]
+                s.step(prog, CapacitySlots(32, limit=True), s.flat_config(total), [*args, *longs(experts)])
             capacity = int(a["expertCapacity"])
             for src, dst, inner in ((x, out_x, hidden), (scale_in, scale_out if want_scales else None, 1)):
                 if not isinstance(src, AclTensor) or not isinstance(dst, AclTensor):
@@ -392,20 +382,20 @@ class MoeRunner:
                 dst_strides = tuple(dst.strides) if inner > 1 else (capacity * dst.strides[0], dst.strides[0], 0)
                 gather = CapacityGather(32, src.dtype.info.storage_bits // 8)
                 args = [s.meta(n, (1,), [(0,)]), keys, pos, _p(src), _p(dst), FLAG]
-                args += _ll(total, top_k, capacity, inner, *src_strides, *dst_strides)
+                args += longs(total, top_k, capacity, inner, *src_strides, *dst_strides)
                 s.step(prog, gather, s.flat_config(n), args)
             if total:  # the capacity kernels are MoeInitRoutingV2's, gated on a device flag nothing here sets
                 prog.report = "MoeInitRoutingV3: unexpected device check failure in drop/pad routing"
             return prog
         bounds = prog.temp(16)
         if total:
-            s.step(prog, RangeBounds(32), one, [flat, keys, bounds, *_ll(start, end)])
+            s.step(prog, RangeBounds(32), one, [flat, keys, bounds, *longs(start, end)])
             scatter = int(a["rowIdxType"]) == 1
             s.step(
                 prog,
                 RangeRowIndex(scatter),
                 s.flat_config(total),
-                [flat, pos, bounds, _p(out_row), *_ll(out_row.strides[0])],
+                [flat, pos, bounds, _p(out_row), *longs(out_row.strides[0])],
             )
         else:
             prog.zeroed.append((bounds, 16))
@@ -417,7 +407,7 @@ class MoeRunner:
             if want_scales and isinstance(scale_in, AclTensor) and isinstance(scale_out, AclTensor):
                 n = slots
                 args = [s.meta(n, (1,), [(0,)]), _p(scale_in), pos, bounds, _p(scale_out)]
-                args += _ll(top_k, 1, scale_in.strides[0], 0, scale_out.strides[0], 0)
+                args += longs(top_k, 1, scale_in.strides[0], 0, scale_out.strides[0], 0)
                 s.step(prog, RangeGather(4), s.flat_config(n), args)
             return prog
         static = quant == 0
@@ -430,7 +420,7 @@ class MoeRunner:
         args = [s.meta(slots, (1,), [(0,)]), _p(x), pos, bounds, keys]
         args += [_p(qs) if qs is not None else ctypes.c_void_p(0), _p(qo) if qo is not None else ctypes.c_void_p(0)]
         args += [_p(out_x), _p(so) if so is not None else ctypes.c_void_p(0)]
-        args += _ll(
+        args += longs(
             top_k, hidden, *x.strides, *qs_strides, *out_x.strides, so.strides[0] if so is not None else 0, start
         )
         s.step(prog, kernel, self._row_block(slots), args)
@@ -448,11 +438,11 @@ class MoeRunner:
         if _packed(x) and _packed(out) and aligned and nbytes % 16 == 0:
             words = nbytes // 16
             args: list[Any] = [s.meta(slots * words, (1,), [(0,)]), _p(x), pos, bounds, _p(out)]
-            args += _ll(top_k, words, x.strides[0] * item // 16, 1, out.strides[0] * item // 16, 1)
+            args += longs(top_k, words, x.strides[0] * item // 16, 1, out.strides[0] * item // 16, 1)
             s.step(prog, RangeGather(item, 16), s.flat_config(slots * words), args)
             return
         args = [s.meta(slots * hidden, (1,), [(0,)]), _p(x), pos, bounds, _p(out)]
-        args += _ll(top_k, hidden, x.strides[0], x.strides[1], out.strides[0], out.strides[1])
+        args += longs(top_k, hidden, x.strides[0], x.strides[1], out.strides[0], out.strides[1])
         s.step(prog, RangeGather(item), s.flat_config(slots * hidden), args)
 
     def _zero(self, prog: Program, t: AclTensor) -> None:
@@ -463,7 +453,7 @@ class MoeRunner:
         self.sorter.step(prog, kernel, self.sorter.flat_config(math.prod(shape)), [meta, _p(t)])
 
     def _unpermute(self, launch: Launch) -> Program:
-        src, order, out = (_tensor(launch, n) for n in ("permutedTokens", "sortedIndices", "out"))
+        src, order, out = (launch_tensor(launch, n) for n in ("permutedTokens", "sortedIndices", "out"))
         probs = launch.args.get("probsOptional")
         prog = Program()
         rows, hidden = out.view_dims
@@ -478,7 +468,7 @@ class MoeRunner:
         if isinstance(probs, AclTensor):
             args.append(_p(probs))
         p_strides = probs.strides if isinstance(probs, AclTensor) else (0, 0)
-        args += [_p(out), FLAG, *_ll(k, hidden, *src.strides, order.strides[0], *p_strides, *out.strides)]
+        args += [_p(out), FLAG, *longs(k, hidden, *src.strides, order.strides[0], *p_strides, *out.strides)]
         s.step(prog, kernel, s.flat_config(rows * hidden), args)
         return prog
 
@@ -486,7 +476,7 @@ class MoeRunner:
         shape = tuple(index.view_dims)
         meta = self.sorter.meta(math.prod(shape), shape, [index.strides])
         kernel = Check(index.dtype, len(shape), "long long")
-        args = [meta, _p(index), *_ll(0, high), FLAG]
+        args = [meta, _p(index), *longs(0, high), FLAG]
         self.sorter.step(prog, kernel, self.sorter.flat_config(math.prod(shape)), args)
 
 

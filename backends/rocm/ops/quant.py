@@ -30,7 +30,7 @@ from acl_rocm.kernels.quant import (
     DynamicMxQuant,
     DynamicQuant,
 )
-from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.launch import KernelArgs, LaunchConfig, longs
 from acl_rocm.ops.program import Program, Step, program_kernel
 from acl_rocm.ops.sort import refuse
 from acl_rocm.views import broadcast_strides
@@ -49,10 +49,6 @@ OPS: tuple[str, ...] = (
 """The aclnn operators this module runs."""
 
 Shape = tuple[int, ...]
-
-
-def _ll(*values: int) -> list[ctypes.c_longlong]:
-    return [ctypes.c_longlong(int(v)) for v in values]
 
 
 def _tensor(launch: Launch, name: str) -> AclTensor | None:
@@ -105,7 +101,7 @@ class QuantRunner:
     def _meta(self, n: int, shape: Shape, rows: list[list[int]], bases: list[int]) -> list[Any]:
         """The packed ``Meta`` followed by each row's base element offset."""
         values = [n, *shape, *(s for row in rows for s in row)]
-        return [KernelArgs.index_array(values, "long long"), *_ll(*bases)]
+        return [KernelArgs.index_array(values, "long long"), *longs(*bases)]
 
     def _step(self, prog: Program, kernel: Any, config: LaunchConfig, values: list[Any]) -> None:
         function = self.backend.function(kernel.source(), kernel.kernel_name)
@@ -157,7 +153,7 @@ class QuantRunner:
         flags = [ctypes.c_int(ROUND_CODES[str(launch.args["roundMode"])]), ctypes.c_int(bool(launch.args["sqrtMode"]))]
         bases = [x.offset, y.offset, scale.offset] + ([offset.offset] if offset is not None else [])
         args = [*self._meta(y.numel, shape, rows, bases), _ptr(x), _ptr(scale), _ptr(offset), _ptr(y)]
-        self._step(prog, kernel, self._flat(y.numel), [*args, *_ll(*lasts), *flags])
+        self._step(prog, kernel, self._flat(y.numel), [*args, *longs(*lasts), *flags])
         return prog
 
     def _anti_quant(self, op: str, launch: Launch) -> Program:
@@ -182,7 +178,7 @@ class QuantRunner:
         bases = [x.offset, y.offset, scale.offset] + ([offset.offset] if offset is not None else [])
         args = [*self._meta(y.numel, space, rows, bases), _ptr(x), _ptr(scale), _ptr(offset), _ptr(y)]
         sqrt_mode = ctypes.c_int(bool(launch.args["sqrtMode"]))
-        self._step(prog, kernel, self._flat(y.numel), [*args, *_ll(xl), sqrt_mode])
+        self._step(prog, kernel, self._flat(y.numel), [*args, *longs(xl), sqrt_mode])
         return prog
 
     def _dynamic(self, op: str, launch: Launch) -> Program:
@@ -211,9 +207,9 @@ class QuantRunner:
             sg = smooth.strides[0] if smooth.rank == 2 else 0
         gbase, gs, groups = (group.offset, group.strides[0], group.shape[0]) if group is not None else (0, 0, 0)
         kernel = DynamicQuant(x.dtype, dst, smooth is not None, group is not None, symmetric, len(outer))
-        args: list[Any] = [*self._meta(rows_n, outer, strides, bases), _ptr(x), *_ll(x.strides[-1], c)]
-        args += [_ptr(smooth), *_ll(sc, sg, s0), _ptr(group), *_ll(gbase, gs, groups)]
-        args += [_ptr(y), *_ll(y.strides[-1]), _ptr(scale_out), _ptr(offset_out)]
+        args: list[Any] = [*self._meta(rows_n, outer, strides, bases), _ptr(x), *longs(x.strides[-1], c)]
+        args += [_ptr(smooth), *longs(sc, sg, s0), _ptr(group), *longs(gbase, gs, groups)]
+        args += [_ptr(y), *longs(y.strides[-1]), _ptr(scale_out), _ptr(offset_out)]
         self._step(prog, kernel, self._rows_config(rows_n, c), args)
         return prog
 
@@ -243,7 +239,7 @@ class QuantRunner:
         ms[axis] = 0
         kernel = DynamicMxQuant(x.dtype, dst, int(launch.plan["alg"]), len(space), axis)
         meta = self._meta(total, tuple(space), [xs, ys, ms], [x.offset, y.offset, mx.offset])
-        args = [*meta, _ptr(x), _ptr(y), _ptr(mx), *_ll(n, bs, xa, ya, sa, sp), ctypes.c_int(LP_MODES[mode])]
+        args = [*meta, _ptr(x), _ptr(y), _ptr(mx), *longs(n, bs, xa, ya, sa, sp), ctypes.c_int(LP_MODES[mode])]
         self._step(prog, kernel, self._flat(total), args)
         return prog
 

@@ -33,7 +33,7 @@ from acl_rocm.kernels.quant_vllm import (
     Quantize,
     TransQuantParam,
 )
-from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.launch import KernelArgs, LaunchConfig, longs
 from acl_rocm.ops.program import Program, Step, Temp, program_kernel
 from acl_rocm.ops.quant import param_strides
 from acl_rocm.views import broadcast_strides
@@ -55,10 +55,6 @@ OPS: tuple[str, ...] = (
 
 Shape = tuple[int, ...]
 NULL = ctypes.c_void_p(0)
-
-
-def _ll(*values: int) -> list[ctypes.c_longlong]:
-    return [ctypes.c_longlong(int(v)) for v in values]
 
 
 def _t(launch: Launch, name: str) -> AclTensor | None:
@@ -141,7 +137,7 @@ class QuantVllmRunner:
 
     def _meta(self, n: int, shape: Shape, rows: list[list[int]], bases: list[int]) -> list[Any]:
         values = [n, *shape, *(s for row in rows for s in row)]
-        return [KernelArgs.index_array(values, "long long"), *_ll(*bases)]
+        return [KernelArgs.index_array(values, "long long"), *longs(*bases)]
 
     def _group_ends(self, prog: Program, counts: AclTensor, rows: int) -> Temp:
         """A temporary of cumulative group ends (int64 per group) computed on the stream from ``counts``."""
@@ -149,7 +145,7 @@ class QuantVllmRunner:
         function = self.backend.function(PRELUDE + GROUP_ENDS, "acl_quant_group_ends")
         wide = counts.dtype == D.ACL_INT64
         args: list[Any] = [_ptr(counts) if wide else NULL, NULL if wide else _ptr(counts)]
-        args += [*_ll(counts.offset, counts.strides[0], counts.numel, rows), ends]
+        args += [*longs(counts.offset, counts.strides[0], counts.numel, rows), ends]
         prog.steps.append(Step(function, LaunchConfig((1, 1, 1), (1, 1, 1)), tuple(args)))
         return ends
 
@@ -198,8 +194,8 @@ class QuantVllmRunner:
         mb, nb = -(-m // rb), -(-n // cb)
         total = batch * mb * nb
         kernel = BlockQuant(x.dtype, y.dtype)
-        args: list[Any] = [_ptr(x), *_ll(x.offset, *strides(x)), _ptr(y), *_ll(y.offset, *strides(y))]
-        args += [_ptr(s), *_ll(s.offset, *strides(s)), *_ll(m, n, rb, cb, mb, nb, total)]
+        args: list[Any] = [_ptr(x), *longs(x.offset, *strides(x)), _ptr(y), *longs(y.offset, *strides(y))]
+        args += [_ptr(s), *longs(s.offset, *strides(s)), *longs(m, n, rb, cb, mb, nb, total)]
         args += [ctypes.c_float(float(launch.plan["dst_max"])), ctypes.c_float(float(launch.args["minScale"]))]
         self._step(prog, kernel, self._blocks(total, rb * cb), args)
         return prog
@@ -220,7 +216,7 @@ class QuantVllmRunner:
             valid = Temp(ends.slot, 8 * (group.numel - 1))
         kernel = ClippedSwiglu(x.dtype, len(shape), dim, bool(launch.args["interleaved"]))
         args = [*self._meta(out.numel, shape, [list(out.strides), list(x.strides)], [out.offset, x.offset])]
-        args += [_ptr(out), _ptr(x), *_ll(after, shape[dim]), valid]
+        args += [_ptr(out), _ptr(x), *longs(after, shape[dim]), valid]
         args += [ctypes.c_float(float(launch.args[n])) for n in ("alpha", "limit", "bias")]
         self._step(prog, kernel, self._flat(out.numel), args)
         return prog
@@ -228,7 +224,7 @@ class QuantVllmRunner:
     def _resolve(self, t: AclTensor | None, groups: int, quant: bool) -> list[Any]:
         """(pointer, base, per-group stride, per-column stride) of a DequantSwigluQuant parameter."""
         if t is None:
-            return [NULL, *_ll(0, 0, 0)]
+            return [NULL, *longs(0, 0, 0)]
         how = group_param_rows(t, groups) if quant else ("row" if t.rank == 2 else "whole")
         if how == "row":
             gs = t.strides[0] if t.shape[0] > 1 else 0
@@ -237,7 +233,7 @@ class QuantVllmRunner:
             gs, cs = t.strides[0], 0
         else:
             gs, cs = 0, t.strides[-1] if t.shape[-1] > 1 else 0
-        return [_ptr(t), *_ll(t.offset, gs, cs)]
+        return [_ptr(t), *longs(t.offset, gs, cs)]
 
     def _dequant_swiglu_quant(self, launch: Launch) -> Program:
         x, y, s = _need(launch, "x"), _need(launch, "yOut"), _need(launch, "scaleOut")
@@ -300,13 +296,13 @@ class QuantVllmRunner:
         )
         size = max(lead, 1)
         act_strides = list(act.strides[:lead]) if act is not None else [0] * lead
-        args: list[Any] = [_ptr(x), *_ll(x.offset, x.strides[-1])]
+        args: list[Any] = [_ptr(x), *longs(x.offset, x.strides[-1])]
         args += self._resolve(ws, groups, quant=False) + self._resolve(bias, groups, quant=False)
         args += self._resolve(qs, groups, quant=True) + self._resolve(qo, groups, quant=True)
-        args += [_ptr(act), *_ll(act.offset if act is not None else 0), _ptr(y), *_ll(y.offset, y.strides[-1])]
-        args += [_ptr(s), *_ll(s.offset)]
-        args += [ends, *_ll(groups)]
-        args += _ll(rows, hw)
+        args += [_ptr(act), *longs(act.offset if act is not None else 0), _ptr(y), *longs(y.offset, y.strides[-1])]
+        args += [_ptr(s), *longs(s.offset)]
+        args += [ends, *longs(groups)]
+        args += longs(rows, hw)
         args += [_lead(x.view_dims[:lead], size, fill=1), _lead(x.strides[:lead], size), _lead(y.strides[:lead], size)]
         args += [_lead(s.strides[:lead], size), _lead(act_strides, size)]
         args += [ctypes.c_float(dst_max), *(ctypes.c_double(v) for v in glu), flag]
@@ -336,16 +332,17 @@ class QuantVllmRunner:
         def last(t: AclTensor | None) -> int:
             return t.strides[-1] if t is not None and t.rank else 0
 
-        args: list[Any] = [_ptr(x1), *_ll(last(x1)), _ptr(x2), *_ll(last(x2))]
-        args += [_ptr(gamma), *_ll(gamma.offset, last(gamma)), _ptr(beta), *_ll(beta.offset if beta else 0, last(beta))]
-        args += [_ptr(y), *_ll(last(y)), _ptr(xout), *_ll(last(xout))]
-        args += [_ptr(mx), *_ll(mx.strides[-2], mx.strides[-1]), _ptr(rstd if want_rstd else None)]
-        args += [*_ll(rows, n), ctypes.c_double(float(launch.args["epsilon"]))]
+        args: list[Any] = [_ptr(x1), *longs(last(x1)), _ptr(x2), *longs(last(x2))]
+        args += [_ptr(gamma), *longs(gamma.offset, last(gamma))]
+        args += [_ptr(beta), *longs(beta.offset if beta else 0, last(beta))]
+        args += [_ptr(y), *longs(last(y)), _ptr(xout), *longs(last(xout))]
+        args += [_ptr(mx), *longs(mx.strides[-2], mx.strides[-1]), _ptr(rstd if want_rstd else None)]
+        args += [*longs(rows, n), ctypes.c_double(float(launch.args["epsilon"]))]
         args += [ctypes.c_int(LP_MODES[str(launch.plan["mode"])]), _lead(x1.view_dims[:lead], size, fill=1)]
         rstd_t = rstd if want_rstd else None
         args += [lead_of(x1), lead_of(x2), lead_of(y), lead_of(xout), lead_of(mx), lead_of(rstd_t)]
         offs = [t.offset if t is not None else 0 for t in (x1, x2, y, xout, mx, rstd_t)]
-        args += _ll(*offs)
+        args += longs(*offs)
         self._step(prog, kernel, self._blocks(rows, n), args)
         return prog
 
@@ -357,9 +354,9 @@ class QuantVllmRunner:
         if n1 * n2 <= FUSED_SLICE:  # one launch: x' in shared memory, x'' in registers
             per = -(-n1 * n2 // BLOCK_THREADS)
             per = -(-per // 8) * 8
-            args: list[Any] = [_ptr(x), *_ll(x.offset, *x.strides), _ptr(p2), *_ll(p2.offset, *p2.strides)]
-            args += [_ptr(p1), *_ll(p1.offset, *p1.strides), _ptr(out), *_ll(out.offset, *out.strides)]
-            args += [_ptr(scale), *_ll(scale.offset, scale.strides[0], m, n1, n2, per)]
+            args: list[Any] = [_ptr(x), *longs(x.offset, *x.strides), _ptr(p2), *longs(p2.offset, *p2.strides)]
+            args += [_ptr(p1), *longs(p1.offset, *p1.strides), _ptr(out), *longs(out.offset, *out.strides)]
+            args += [_ptr(scale), *longs(scale.offset, scale.strides[0], m, n1, n2, per)]
             args += [ctypes.c_float(float(launch.plan["dst_max"]))]
             p = self.backend.properties
             config = LaunchConfig((min(m, p.compute_units * 32, p.max_grid_x), 1, 1), (BLOCK_THREADS, 1, 1))
@@ -368,11 +365,11 @@ class QuantVllmRunner:
         total = m * n1 * n2
         right = prog.temp(8 * total)
         rounded = prog.temp(4 * total)
-        args = [_ptr(x), *_ll(x.offset, *x.strides), _ptr(p2), *_ll(p2.offset, *p2.strides), right]
-        self._step(prog, FlatRight(x.dtype), self._flat(total), [*args, *_ll(total, n1, n2)])
+        args = [_ptr(x), *longs(x.offset, *x.strides), _ptr(p2), *longs(p2.offset, *p2.strides), right]
+        self._step(prog, FlatRight(x.dtype), self._flat(total), [*args, *longs(total, n1, n2)])
         kernel = FlatLeft(x.dtype, out.dtype)
-        args = [_ptr(p1), *_ll(p1.offset, *p1.strides), right, rounded, _ptr(out), *_ll(out.offset, *out.strides)]
-        args += [_ptr(scale), *_ll(scale.offset, scale.strides[0], m, n1, n2)]
+        args = [_ptr(p1), *longs(p1.offset, *p1.strides), right, rounded, _ptr(out), *longs(out.offset, *out.strides)]
+        args += [_ptr(scale), *longs(scale.offset, scale.strides[0], m, n1, n2)]
         args += [ctypes.c_float(float(launch.plan["dst_max"]))]
         self._step(prog, kernel, self._blocks(m, n1 * n2), args)
         return prog

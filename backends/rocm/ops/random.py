@@ -18,7 +18,7 @@ import numpy as np
 from acl_core.backend import Kernel, Launch
 from acl_core.tensor import AclTensor
 from acl_rocm.kernels.random import DoMask, Fill, GenMask, Multinomial
-from acl_rocm.launch import KernelArgs
+from acl_rocm.launch import KernelArgs, launch_tensor, longs
 from acl_rocm.ops.program import FLAG, Program, Step, program_kernel
 from acl_rocm.ops.sort import address
 
@@ -43,16 +43,6 @@ def stream_args(seed: int, offset: int) -> AclRnd:
     """The (seed, offset) argument of every kernel here (two's complement for negative int64 values)."""
     s, o = int(seed) % 2**64, int(offset) % 2**64
     return AclRnd(s & 0xFFFFFFFF, s >> 32, o & 0xFFFFFFFF, o >> 32)
-
-
-def _tensor(launch: Launch, name: str) -> AclTensor:
-    t = launch.args[name]
-    assert isinstance(t, AclTensor), name
-    return t
-
-
-def _ll(*values: int) -> list[ctypes.c_longlong]:
-    return [ctypes.c_longlong(int(v)) for v in values]
 
 
 class RandomRunner:
@@ -84,7 +74,7 @@ class RandomRunner:
         prog.steps.append(Step(function, self.backend.elementwise_config(max(n, 1), 1), tuple(values)))
 
     def _fill(self, launch: Launch, name: str, kind: str, a: float, b: float) -> Program:
-        t = _tensor(launch, name)
+        t = launch_tensor(launch, name)
         prog = Program()
         if t.numel == 0:
             return prog
@@ -106,30 +96,30 @@ class RandomRunner:
         return self._fill(launch, "out", "bernoulli", float(prob.value), 0.0)
 
     def _gen_mask(self, launch: Launch) -> Program:
-        out = _tensor(launch, "out")
+        out = launch_tensor(launch, "out")
         prog = Program()
         if out.numel == 0:
             return prog
         numel = int(np.prod(launch.args["shape"], dtype=np.int64))
         g = stream_args(launch.args["seed"], launch.args["offset"])
         meta = KernelArgs.index_array([out.numel, out.numel, out.strides[0]], "long long")
-        values: list[object] = [meta, KernelArgs.pointer(address(out)), g, *_ll(numel)]
+        values: list[object] = [meta, KernelArgs.pointer(address(out)), g, *longs(numel)]
         values.append(ctypes.c_double(launch.plan["drop"]))
         self._step(prog, GenMask(), out.numel, values)
         return prog
 
     def _do_mask(self, launch: Launch) -> Program:
-        x, mask, out = _tensor(launch, "self"), _tensor(launch, "mask"), _tensor(launch, "out")
+        x, mask, out = launch_tensor(launch, "self"), launch_tensor(launch, "mask"), launch_tensor(launch, "out")
         prog = Program()
         if x.numel == 0:
             return prog
         values: list[object] = [self._meta(x, out), KernelArgs.pointer(address(x)), KernelArgs.pointer(address(mask))]
-        values += [*_ll(mask.strides[0]), KernelArgs.pointer(address(out)), ctypes.c_float(launch.plan["scale"])]
+        values += [*longs(mask.strides[0]), KernelArgs.pointer(address(out)), ctypes.c_float(launch.plan["scale"])]
         self._step(prog, DoMask(x.dtype, max(x.rank, 1)), x.numel, values)
         return prog
 
     def _multinomial(self, launch: Launch) -> Program:
-        x, out = _tensor(launch, "self"), _tensor(launch, "out")
+        x, out = launch_tensor(launch, "self"), launch_tensor(launch, "out")
         k, replacement = int(launch.args["numsamples"]), bool(launch.args["replacement"])
         prog = Program()
         n = x.view_dims[-1]
@@ -141,7 +131,7 @@ class RandomRunner:
         prog.report = REFUSED
         g = stream_args(launch.args["seed"], launch.args["offset"])
         values: list[object] = [g, KernelArgs.pointer(address(x)), KernelArgs.pointer(address(out)), FLAG]
-        values += _ll(rows, n, k, rs, cs, os0, os1)
+        values += longs(rows, n, k, rs, cs, os0, os1)
         if not replacement:
             chosen = prog.temp(rows * n)
             prog.zeroed.append((chosen, rows * n))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from acl_core.backend import Kernel, Launch
 from acl_core.tensor import AclTensor
 from acl_rocm.kernels.serving import AttentionUpdate, TopKCheck, TopKTopP
-from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.launch import KernelArgs, LaunchConfig, launch_tensor, longs
 from acl_rocm.ops.program import FLAG, Program, program_kernel
 from acl_rocm.ops.sort import BLOCKS_PER_UNIT, Sorter, address
 
@@ -26,18 +26,8 @@ OPS: tuple[str, ...] = ("ApplyTopKTopP", "AttentionUpdate")
 """The aclnn operators this module runs."""
 
 
-def _ll(*values: int) -> list[ctypes.c_longlong]:
-    return [ctypes.c_longlong(int(v)) for v in values]
-
-
 def _p(t: AclTensor) -> ctypes.c_void_p:
     return KernelArgs.pointer(address(t))
-
-
-def _tensor(launch: Launch, name: str) -> AclTensor:
-    t = launch.args[name]
-    assert isinstance(t, AclTensor), name
-    return t
 
 
 class ServingRunner:
@@ -57,7 +47,7 @@ class ServingRunner:
         return min(max(rows, 1), p.compute_units * BLOCKS_PER_UNIT, p.max_grid_x)
 
     def _top_k_top_p(self, launch: Launch) -> Program:
-        logits, out = _tensor(launch, "logits"), _tensor(launch, "out")
+        logits, out = launch_tensor(launch, "logits"), launch_tensor(launch, "out")
         p, k = launch.args.get("p"), launch.args.get("k")
         prog = Program()
         batch, vocab = logits.view_dims
@@ -70,7 +60,7 @@ class ServingRunner:
         rows = s.meta(batch, (batch,), [(0,)])
         if isinstance(k, AclTensor):
             prog.report = f"ApplyTopKTopP: k values must lie in [1, {vocab}]"
-            s.step(prog, TopKCheck(), s.flat_config(batch), [rows, _p(k), FLAG, *_ll(k.strides[0], vocab)])
+            s.step(prog, TopKCheck(), s.flat_config(batch), [rows, _p(k), FLAG, *longs(k.strides[0], vocab)])
         else:
             prog.report = "ApplyTopKTopP: no k to check"  # the flag stays clear
         kernel = TopKTopP(logits.dtype, isinstance(k, AclTensor), isinstance(p, AclTensor))
@@ -81,13 +71,13 @@ class ServingRunner:
             args.append(_p(p))
         k_stride = k.strides[0] if isinstance(k, AclTensor) else 0
         p_stride = p.strides[0] if isinstance(p, AclTensor) else 0
-        args += _ll(vocab, s0, s1, *out.strides, k_stride, p_stride)
+        args += longs(vocab, s0, s1, *out.strides, k_stride, p_stride)
         s.step(prog, kernel, LaunchConfig((self._rows(batch), 1, 1), (256, 1, 1)), args)
         return prog
 
     def _attention_update(self, launch: Launch) -> Program:
         lse, local = launch.args["lse"], launch.args["localOut"]
-        out = _tensor(launch, "out")
+        out = launch_tensor(launch, "out")
         lse_out = launch.args.get("lseOut")
         assert isinstance(lse, tuple) and isinstance(local, tuple)
         prog = Program()
@@ -102,7 +92,7 @@ class ServingRunner:
         args: list[Any] = [s.meta(rows * head_dim, (1,), [(0,)]), KernelArgs.index_array(table, "long long"), _p(out)]
         if isinstance(lse_out, AclTensor):
             args.append(_p(lse_out))
-        args += _ll(head_dim, *out.strides, lse_out.strides[0] if isinstance(lse_out, AclTensor) else 0)
+        args += longs(head_dim, *out.strides, lse_out.strides[0] if isinstance(lse_out, AclTensor) else 0)
         s.step(prog, kernel, s.flat_config(rows * head_dim), args)
         return prog
 

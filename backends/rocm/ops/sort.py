@@ -21,7 +21,7 @@ from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.tensor import AclTensor
 from acl_rocm.kernels.ctypes_map import SUPPORTED
 from acl_rocm.kernels.sort import BLOCK_THREADS, TILE, EmitSorted, MergePass, TileSort, key_type
-from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.launch import KernelArgs, LaunchConfig, longs
 from acl_rocm.ops.program import Program, Step, Temp, program_kernel
 
 if TYPE_CHECKING:
@@ -45,10 +45,6 @@ def refuse(op: str, what: str) -> AclnnError:
 def address(t: AclTensor) -> int:
     """Device address of a tensor's first element."""
     return t.data + t.offset * (t.dtype.info.storage_bits // 8)
-
-
-def _ll(*values: int) -> list[ctypes.c_longlong]:
-    return [ctypes.c_longlong(int(v)) for v in values]
 
 
 def _ptr(a: Address) -> Any:
@@ -97,7 +93,7 @@ class Sorter:
             raise refuse(op, f"a row of {length} elements (at most {MAX_LENGTH})")
 
     def _tile_args(self, length: int, inner1: int, s0: int, s1: int, count: int, vs: int, ist: int) -> list[Any]:
-        return [*_ll(length, inner1, s0, s1, count, vs, ist, self.tiles(length)), ctypes.c_int(self.width(length))]
+        return [*longs(length, inner1, s0, s1, count, vs, ist, self.tiles(length)), ctypes.c_int(self.width(length))]
 
     def sort_tensor(
         self,
@@ -147,7 +143,7 @@ class Sorter:
         kernel = MergePass(key_type(dtype))
         run = self.tile
         while run < length:
-            values = [self.meta(total, (1,), [(0,)]), keys, idx, other_keys, other_idx, *_ll(length, run)]
+            values = [self.meta(total, (1,), [(0,)]), keys, idx, other_keys, other_idx, *longs(length, run)]
             self.step(prog, kernel, self.flat_config(total), values)
             keys, idx, other_keys, other_idx = other_keys, other_idx, keys, idx
             run *= 2
@@ -227,7 +223,7 @@ class SortRunner:
         if values is not None:
             args.append(KernelArgs.pointer(address(values)))
         args.append(KernelArgs.pointer(address(indices)))
-        args += _ll(length, 1, s0, 0, count, vs, ist)
+        args += longs(length, 1, s0, 0, count, vs, ist)
         sorter.step(prog, emit, sorter.flat_config(rows * count), args)
         return prog
 
