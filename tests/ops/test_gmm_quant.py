@@ -12,24 +12,14 @@ from acl_core.dtypes import DataType as D
 from acl_core.errors import AclnnError
 from acl_core.nz import NzArray
 from acl_core.spec.ops import gmm_quant
-from tests.ops.torch_ref import ref
+from tests.ops.torch_ref import check_samples_and_errors, ref
 
 F32 = torch.float32
 
 
 @pytest.mark.parametrize("spec", gmm_quant.SPECS, ids=lambda s: s.name)
 def test_conformance_samples_run_and_error_samples_fail_as_declared(spec) -> None:  # type: ignore[no-untyped-def]
-    rng = np.random.default_rng(7)
-    assert spec.samples is not None and spec.error_samples is not None
-    notes = []
-    for sample in spec.samples(rng):
-        assert ref(spec.name, **sample.args), f"{spec.name} {sample.note}: no outputs"
-        notes.append(sample.note)
-    assert notes and len(notes) == len(set(notes)), f"{spec.name}: duplicate sample notes"
-    for err in spec.error_samples(rng):
-        with pytest.raises(AclnnError) as info:
-            ref(spec.name, **err.args)
-        assert int(info.value.code) == err.code, f"{spec.name} {err.note}: {info.value}"
+    check_samples_and_errors(spec, 7)
 
 
 def _torch_gmmsq(x: np.ndarray, w: np.ndarray, ws: np.ndarray, xs: np.ndarray, ends: list[int]) -> tuple:

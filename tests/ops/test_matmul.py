@@ -17,7 +17,7 @@ from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.matmul import round_to_hf32
 from acl_core.tensor import AclTensor, AclTensorList
 from tests.conftest import assert_close
-from tests.ops.torch_ref import ref, to_numpy, to_torch
+from tests.ops.torch_ref import check_samples_and_errors, ref, to_numpy, to_torch
 
 BF16 = ml_dtypes.bfloat16
 DTYPES = [np.float32, np.float16, BF16]
@@ -328,16 +328,7 @@ def test_out_overlapping_an_input_is_refused(rng: np.random.Generator) -> None:
 
 @pytest.mark.parametrize("op", MATMUL_OPS)
 def test_conformance_samples_run_and_error_samples_fail_as_declared(op: str) -> None:
-    spec = get_spec(op)
-    rng = np.random.default_rng(7)
-    assert spec.samples is not None and spec.error_samples is not None
-    for sample in spec.samples(rng):
-        outputs = ref(op, **sample.args)
-        assert outputs, sample.note
-    for bad in spec.error_samples(rng):
-        with pytest.raises(AclnnError) as exc:
-            ref(op, **bad.args)
-        assert exc.value.code == bad.code, f"{op} {bad.note}: {exc.value}"
+    check_samples_and_errors(get_spec(op), 7)
 
 
 # ----------------------------------------------------------------------------- GroupedMatmulV5

@@ -14,7 +14,7 @@ from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.moe import distinct_logits, init_v2_args, routing_indices, unpermute_args
 from acl_reference.kernels.moe import ranking_exp, tree_sum
 from tests.conftest import assert_close
-from tests.ops.torch_ref import ref, to_numpy, to_torch
+from tests.ops.torch_ref import check_samples_and_errors, ref, to_numpy, to_torch
 
 BF16 = ml_dtypes.bfloat16
 DTYPES = [np.float32, np.float16, BF16]
@@ -297,15 +297,7 @@ def test_gate_route_compute_combine_equals_the_direct_mixture(rng: np.random.Gen
     "op", ["MoeGatingTopKSoftmax", "MoeInitRouting", "MoeFinalizeRouting", "MoeInitRoutingV2", "MoeInitRoutingV3"]
 )
 def test_conformance_samples_run_and_error_samples_fail_as_declared(op: str) -> None:
-    spec = get_spec(op)
-    rng = np.random.default_rng(11)
-    assert spec.samples is not None and spec.error_samples is not None
-    for sample in spec.samples(rng):
-        assert ref(op, **sample.args), sample.note
-    for bad in spec.error_samples(rng):
-        with pytest.raises(AclnnError) as exc:
-            ref(op, **bad.args)
-        assert exc.value.code == bad.code, f"{op} {bad.note}: {exc.value}"
+    check_samples_and_errors(get_spec(op), 11)
 
 
 # ----------------------------------------------------------------------------- exact ranking arithmetic

@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 
 from acl_core.dtypes import DataType as D
-from acl_core.errors import AclnnError
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.mc2 import ASSIST_PER_ROW, combine_args, dispatch_args
-from tests.ops.torch_ref import ref
+from tests.ops.torch_ref import check_samples_and_errors, ref
 
 OPS = [f"MoeDistribute{kind}{v}" for kind in ("Dispatch", "Combine") for v in ("", "V2", "V3", "V4")]
 
@@ -73,12 +72,4 @@ def test_dynamic_int8_matches_the_float32_formula() -> None:
 
 @pytest.mark.parametrize("op", [*OPS, "MatmulReduceScatterV2"])
 def test_conformance_samples_run_and_error_samples_fail_as_declared(op: str) -> None:
-    spec = get_spec(op)
-    rng = np.random.default_rng(11)
-    assert spec.samples is not None and spec.error_samples is not None
-    for sample in spec.samples(rng):
-        assert ref(op, **sample.args), sample.note
-    for bad in spec.error_samples(rng):
-        with pytest.raises(AclnnError) as exc:
-            ref(op, **bad.args)
-        assert exc.value.code == bad.code, f"{op} {bad.note}: {exc.value}"
+    check_samples_and_errors(get_spec(op), 11)

@@ -10,10 +10,9 @@ import torch
 
 from acl_core import eager, lowp
 from acl_core.dtypes import DataType as D
-from acl_core.errors import AclnnError
 from acl_core.spec.ops import quant_vllm
 from tests.conftest import assert_close
-from tests.ops.torch_ref import ref, to_torch
+from tests.ops.torch_ref import check_samples_and_errors, ref, to_torch
 
 F32 = torch.float32
 
@@ -25,17 +24,7 @@ def _int(t: torch.Tensor, lo: int, hi: int) -> np.ndarray:
 
 @pytest.mark.parametrize("spec", quant_vllm.SPECS, ids=lambda s: s.name)
 def test_conformance_samples_run_and_error_samples_fail_as_declared(spec) -> None:  # type: ignore[no-untyped-def]
-    rng = np.random.default_rng(7)
-    assert spec.samples is not None and spec.error_samples is not None
-    notes = []
-    for sample in spec.samples(rng):
-        assert ref(spec.name, **sample.args), f"{spec.name} {sample.note}: no outputs"
-        notes.append(sample.note)
-    assert notes and len(notes) == len(set(notes)), f"{spec.name}: duplicate sample notes"
-    for err in spec.error_samples(rng):
-        with pytest.raises(AclnnError) as info:
-            ref(spec.name, **err.args)
-        assert int(info.value.code) == err.code, f"{spec.name} {err.note}: {info.value}"
+    check_samples_and_errors(spec, 7)
 
 
 # ----------------------------------------------------------------------------- Quantize

@@ -13,7 +13,7 @@ from acl_core.dtypes import from_numpy
 from acl_core.errors import AclnnError
 from acl_core.spec.ops import reduction
 from tests.conftest import assert_close
-from tests.ops.torch_ref import ref, to_numpy, to_torch
+from tests.ops.torch_ref import check_samples_and_errors, ref, to_numpy, to_torch
 
 BF16 = ml_dtypes.bfloat16
 FLOATS = [np.float32, np.float16, BF16]
@@ -474,15 +474,4 @@ def test_topk_and_sort_signatures_keep_the_official_order():
 # ----------------------------------------------------------------------------- the conformance cases themselves
 @pytest.mark.parametrize("spec", reduction.SPECS, ids=lambda s: s.name)
 def test_conformance_samples_run_and_error_samples_fail_as_declared(spec):
-    rng = np.random.default_rng(7)
-    assert spec.samples is not None and spec.error_samples is not None
-    notes = []
-    for sample in spec.samples(rng):
-        outputs = ref(spec.name, **sample.args)
-        assert outputs, f"{spec.name} {sample.note}: no outputs"
-        notes.append(sample.note)
-    assert len(notes) == len(set(notes)), f"{spec.name}: duplicate sample notes"
-    for err in spec.error_samples(rng):
-        with pytest.raises(AclnnError) as info:
-            ref(spec.name, **err.args)
-        assert int(info.value.code) == err.code, f"{spec.name} {err.note}: {info.value}"
+    check_samples_and_errors(spec, 7)

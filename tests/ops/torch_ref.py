@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
 
 from acl_core import eager
+from acl_core.errors import AclnnError
+from acl_core.spec.opspec import OpSpec
 
 TORCH_DTYPES = {
     "float32": torch.float32,
@@ -45,3 +48,19 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
 def ref(op: str, **kwargs: Any) -> dict[str, Any]:
     """Run ``op`` on the reference backend through the Pythonic layer."""
     return eager.run(op, "reference", **kwargs)
+
+
+def check_samples_and_errors(spec: OpSpec, seed: int = 7) -> None:
+    """Every conformance sample of ``spec`` runs on the reference with outputs (notes unique); every error
+    sample fails with its declared code."""
+    rng = np.random.default_rng(seed)
+    assert spec.samples is not None and spec.error_samples is not None
+    notes = []
+    for sample in spec.samples(rng):
+        assert ref(spec.name, **sample.args), f"{spec.name} {sample.note}: no outputs"
+        notes.append(sample.note)
+    assert notes and len(notes) == len(set(notes)), f"{spec.name}: duplicate sample notes"
+    for err in spec.error_samples(rng):
+        with pytest.raises(AclnnError) as info:
+            ref(spec.name, **err.args)
+        assert int(info.value.code) == err.code, f"{spec.name} {err.note}: {info.value}"

@@ -75,3 +75,25 @@ def assert_errors_match_reference(rocm: Backend, reference: Backend, op: str) ->
                 eager.run(op, backend, **case.args)
             codes.append(getattr(err.value, "code", None))
         assert codes[0] == codes[1] == int(case.code), f"{op} [{case.note}]: {codes}"
+
+
+def compare_run(
+    backend: Backend, reference: Backend, op: str, args: dict[str, Any], layout: str, note: str, exact: Any = ()
+) -> None:
+    """One call on ``backend`` (placed in ``layout``) against the reference: same outputs, dtypes and shapes,
+    values within ``assert_close`` (bit for bit for the outputs named in ``exact``)."""
+    from tests.conftest import assert_close
+
+    want = eager.run(op, reference, **args)
+    got = eager.run(op, backend, layout=layout, **args)
+    assert got.keys() == want.keys()
+    for name, value in want.items():
+        where = f"{op} [{note}] layout={layout}: {name}"
+        assert got[name].dtype == value.dtype and got[name].shape == value.shape, where
+        if name in exact:
+            np.testing.assert_array_equal(got[name], value, err_msg=where)
+            continue
+        try:
+            assert_close(got[name], value)
+        except AssertionError as exc:
+            raise AssertionError(f"{where}\n{exc}") from None

@@ -26,7 +26,7 @@ from acl_rocm.kernels.index_put import Apply, Positions
 from acl_rocm.kernels.moe import Finalize, GatingSoftmax
 from acl_rocm.ops import index_put as index_put_ops
 from acl_rocm.ops import moe as moe_ops
-from tests.conftest import assert_close
+from tests.rocm.against_reference import compare_run
 from tests.rocm.fake_provider import FakeProvider
 
 OPS = [*moe_ops.OPS, *index_put_ops.OPS]
@@ -43,25 +43,13 @@ def small_tile(emulated: RocmBackend) -> Iterator[RocmBackend]:
         s.tile = 2048
 
 
-def _compare(backend: Backend, reference: Backend, op: str, args: dict, layout: str, note: str) -> None:
-    want = eager.run(op, reference, **args)
-    got = eager.run(op, backend, layout=layout, **args)
-    assert got.keys() == want.keys()
-    for name, value in want.items():
-        assert got[name].dtype == value.dtype and got[name].shape == value.shape, f"{op} [{note}] {name}"
-        try:
-            assert_close(got[name], value)
-        except AssertionError as exc:
-            raise AssertionError(f"{op} [{note}] layout={layout}: {name}\n{exc}") from None
-
-
 @pytest.mark.parametrize("op", OPS)
 def test_every_sample_matches_the_reference_when_emulated(emulated: RocmBackend, reference: Backend, op: str) -> None:
     samples = list(get_spec(op).samples(np.random.default_rng(2024)))  # type: ignore[misc]
     assert samples
     for sample in samples:
         for layout in ("contiguous", "transposed"):
-            _compare(emulated, reference, op, dict(sample.args), layout, sample.note)
+            compare_run(emulated, reference, op, dict(sample.args), layout, sample.note)
 
 
 @pytest.mark.parametrize("accumulate", [False, True])
@@ -90,7 +78,7 @@ def test_two_index_tensors_with_broadcast_values(small_tile: RocmBackend, refere
             args = {"selfRef": x, "indices": indices, "values": np.float32([1.5, 2.5, -1.0])}
             args |= {"accumulate": accumulate, "unsafe": True}
             for layout in ("contiguous", "transposed"):
-                _compare(small_tile, reference, "IndexPutImpl", args, layout, f"{note}, accumulate={accumulate}")
+                compare_run(small_tile, reference, "IndexPutImpl", args, layout, f"{note}, accumulate={accumulate}")
 
 
 def test_long_gating_rows_and_routing(small_tile: RocmBackend, reference: Backend) -> None:
@@ -98,10 +86,10 @@ def test_long_gating_rows_and_routing(small_tile: RocmBackend, reference: Backen
     x = rng.standard_normal((3, 37)).astype(np.float32)
     x[1, 4:9] = x[1, 3]  # ties go to the lower expert
     for k in (1, 5, 37):
-        _compare(small_tile, reference, "MoeGatingTopKSoftmax", {"x": x, "k": k}, "contiguous", f"37 experts k={k}")
+        compare_run(small_tile, reference, "MoeGatingTopKSoftmax", {"x": x, "k": k}, "contiguous", f"37 experts k={k}")
     expert, row = routing_indices(rng, 9, 8, 3)  # 27 copies: 4 sort tiles
     args = {"x": rng.standard_normal((9, 4)).astype(np.float32), "rowIdx": row, "expertIdx": expert, "activeNum": 5}
-    _compare(small_tile, reference, "MoeInitRouting", args, "transposed", "27 copies")
+    compare_run(small_tile, reference, "MoeInitRouting", args, "transposed", "27 copies")
 
 
 def test_gating_ranks_by_the_logits_as_the_reference(emulated: RocmBackend, reference: Backend) -> None:
@@ -111,7 +99,7 @@ def test_gating_ranks_by_the_logits_as_the_reference(emulated: RocmBackend, refe
     x[1, :] = [0.5, 0.5, -0.0, 0.0, 0.25, 0.5, -1.0, 0.0]
     x[2, 1], x[3, 6], x[4, :], x[5, 2:4] = np.nan, np.inf, -np.inf, -np.inf
     for k in (3, 8):
-        _compare(emulated, reference, "MoeGatingTopKSoftmax", {"x": x, "k": k}, "contiguous", f"near ties k={k}")
+        compare_run(emulated, reference, "MoeGatingTopKSoftmax", {"x": x, "k": k}, "contiguous", f"near ties k={k}")
 
 
 def _refused(backend: Backend, op: str, args: dict) -> None:
@@ -162,7 +150,7 @@ def test_bool_mask_ranks_through_the_merge_path(small_tile: RocmBackend, referen
     for values, note in ((rng.standard_normal((count, 3)), "a value per element"), (np.ones(3), "one row")):
         args = {"selfRef": x, "indices": [mask], "values": values.astype(np.float32), "accumulate": accumulate}
         for layout in ("contiguous", "transposed"):
-            _compare(small_tile, reference, "IndexPutImpl", {**args, "unsafe": True}, layout, note)
+            compare_run(small_tile, reference, "IndexPutImpl", {**args, "unsafe": True}, layout, note)
 
 
 def test_bool_mask_count_mismatch_is_refused_at_synchronisation(emulated: RocmBackend, reference: Backend) -> None:

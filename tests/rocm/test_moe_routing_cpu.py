@@ -27,7 +27,7 @@ from acl_reference.kernels.moe import ranking_exp
 from acl_rocm.backend import RocmBackend
 from acl_rocm.kernels.moe import GatingTopKPrep, RowGather, ranking_exp_source
 from acl_rocm.kernels.prelude import PRELUDE
-from tests.conftest import assert_close
+from tests.rocm.against_reference import compare_run
 from tests.rocm.fake_provider import FakeProvider
 from tests.rocm.kernel_emulator import SHIM, available
 
@@ -40,22 +40,6 @@ EXACT = (
     "expandedRowIdxOut",
     "expandedScaleOut",
 )
-
-
-def _compare(backend: Backend, reference: Backend, op: str, args: dict, layout: str, note: str) -> None:
-    want = eager.run(op, reference, **args)
-    got = eager.run(op, backend, layout=layout, **args)
-    assert got.keys() == want.keys()
-    for name, value in want.items():
-        where = f"{op} [{note}] layout={layout}: {name}"
-        assert got[name].dtype == value.dtype and got[name].shape == value.shape, where
-        if name in EXACT:
-            np.testing.assert_array_equal(got[name], value, err_msg=where)
-            continue
-        try:
-            assert_close(got[name], value)
-        except AssertionError as exc:
-            raise AssertionError(f"{where}\n{exc}") from None
 
 
 @pytest.fixture()
@@ -73,7 +57,7 @@ def test_every_sample_matches_the_reference_when_emulated(emulated: RocmBackend,
     assert samples
     for sample in samples:
         for layout in ("contiguous", "transposed"):
-            _compare(emulated, reference, op, dict(sample.args), layout, sample.note)
+            compare_run(emulated, reference, op, dict(sample.args), layout, sample.note, exact=EXACT)
 
 
 def test_ranking_exp_is_the_references_bit_for_bit() -> None:
@@ -121,7 +105,15 @@ def test_gating_top_k_near_ties_and_special_rows(emulated: RocmBackend, referenc
             args = {"x": x, "biasOptional": bias if with_bias else None, "k": 6, "kGroup": 3, "groupCount": 8}
             args |= {"groupSelectMode": 1, "renorm": 1, "normType": norm_type, "outFlag": True}
             args |= {"routedScalingFactor": 1.5, "eps": 1e-20}
-            _compare(emulated, reference, "MoeGatingTopK", args, "contiguous", f"norm {norm_type} bias {with_bias}")
+            compare_run(
+                emulated,
+                reference,
+                "MoeGatingTopK",
+                args,
+                "contiguous",
+                f"norm {norm_type} bias {with_bias}",
+                exact=EXACT,
+            )
 
 
 def test_permute_through_the_merge_path(small_tile: RocmBackend, reference: Backend) -> None:
@@ -131,7 +123,7 @@ def test_permute_through_the_merge_path(small_tile: RocmBackend, reference: Back
     for num_out in (0, 20, -3):
         args = {"tokens": tokens, "indices": indices, "numOutTokens": num_out, "paddedMode": False}
         for layout in ("contiguous", "transposed", "padded"):
-            _compare(small_tile, reference, "MoeTokenPermute", args, layout, f"numOutTokens={num_out}")
+            compare_run(small_tile, reference, "MoeTokenPermute", args, layout, f"numOutTokens={num_out}", exact=EXACT)
 
 
 def test_init_routing_v2_through_the_merge_path(small_tile: RocmBackend, reference: Backend) -> None:
@@ -143,7 +135,9 @@ def test_init_routing_v2_through_the_merge_path(small_tile: RocmBackend, referen
         args = {**base, "dropPadMode": drop, "expertTokensCountOrCumsumFlag": flag}
         args["expertTokensBeforeCapacityFlag"] = before
         for layout in ("contiguous", "transposed"):
-            _compare(small_tile, reference, "MoeInitRoutingV2", args, layout, f"drop {drop} flag {flag}")
+            compare_run(
+                small_tile, reference, "MoeInitRoutingV2", args, layout, f"drop {drop} flag {flag}", exact=EXACT
+            )
 
 
 def test_init_routing_v3_through_the_merge_path(small_tile: RocmBackend, reference: Backend) -> None:
@@ -164,7 +158,9 @@ def test_init_routing_v3_through_the_merge_path(small_tile: RocmBackend, referen
     ]
     for case in cases:
         for layout in ("contiguous", "transposed"):
-            _compare(small_tile, reference, "MoeInitRoutingV3", {**base, **case}, layout, str(sorted(case)))
+            compare_run(
+                small_tile, reference, "MoeInitRoutingV3", {**base, **case}, layout, str(sorted(case)), exact=EXACT
+            )
 
 
 def _refused(backend: Backend, op: str, args: dict) -> None:
