@@ -85,10 +85,13 @@ inline double __dmul_rn(double a, double b) { return a * b; }
 """
 
 LAUNCHER = r"""
-extern "C" void emu_launch(unsigned grid, unsigned block, void** args) {
-  gridDim.x = grid;
+extern "C" void emu_launch(unsigned gx, unsigned gy, unsigned gz, unsigned block, void** args) {
+  gridDim.x = gx;
+  gridDim.y = gy;
+  gridDim.z = gz;
   blockDim.x = block;
-  for (unsigned b = 0; b < grid; ++b) {
+  for (unsigned b = 0; b < gx * gy * gz; ++b) {
+    const dim3 at{b % gx, (b / gx) % gy, b / (gx * gy)};
     std::barrier<> whole(block);
     EmuBlock state;
     state.block = &whole;
@@ -99,7 +102,7 @@ extern "C" void emu_launch(unsigned grid, unsigned block, void** args) {
     for (unsigned t = 0; t < block; ++t)
       threads.emplace_back([=] {
         threadIdx.x = t;
-        blockIdx.x = b;
+        blockIdx = at;
         KERNEL_CALL;
       });
     for (auto& th : threads) th.join();
@@ -150,9 +153,10 @@ class EmulatedProvider(FakeProvider):
         params: int,
     ) -> None:
         name, source, library = function  # type: ignore[misc]
-        assert grid[1:] == (1, 1) and block[1:] == (1, 1)
+        assert block[1:] == (1, 1), "kernels here take a 1-D block"
         super()._run((name, source), grid, block, shared_bytes, stream, params)
-        library.emu_launch(ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), ctypes.c_void_p(params))
+        gx, gy, gz = (ctypes.c_uint(g) for g in grid)
+        library.emu_launch(gx, gy, gz, ctypes.c_uint(block[0]), ctypes.c_void_p(params))
 
 
 def emulated_backend(kernel_cache: Path, provider: EmulatedProvider | None = None) -> Any:
@@ -196,7 +200,7 @@ def _library(source: str, name: str, options: list[str]) -> Any:
         tmp.rename(so)  # atomic: a parallel worker never loads a half-written library
         src.unlink()
     lib = ctypes.CDLL(str(so))
-    lib.emu_launch.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
+    lib.emu_launch.argtypes = [ctypes.c_uint] * 4 + [ctypes.c_void_p]
     _LIBRARIES[key] = lib
     return lib
 

@@ -93,14 +93,15 @@ def _paths(backend: RocmBackend, op: str) -> dict[str, str]:
 def test_paths_on_sm90(emulated) -> None:
     backend, provider = emulated
     v5 = _paths(backend, "QuantMatmulV5")
-    assert v5["MX float8_e4m3fn"] == v5["MX float8_e5m2"] == "dequant"  # no native MX on Hopper
+    # no native MX on Hopper; without a bias the bf16 GEMM writes out itself
+    assert v5["MX float8_e4m3fn"] == v5["MX float8_e5m2"] == "dequant-direct"
     assert v5["MX fp4, x2 transposed, k not a multiple of 64, float32 bias"] == "dequant"
     assert v5["fp8 per-token and per-channel float32 scales"] == "fp8-blaslt"
     assert v5["fp8 per-tensor packed scale"] == "fp8-blaslt"  # n = 6: gathered to n_pad 16, not direct
     assert v5["int8 K-C"] == "int8-blaslt"
     v3 = _paths(backend, "QuantMatmulV3")
     assert v3["int4 operands"] == "dequant" and v3["int64 scale fp16"] == "int8-blaslt"
-    assert set(_paths(backend, "WeightQuantBatchMatmulV2").values()) == {"dequant"}
+    assert set(_paths(backend, "WeightQuantBatchMatmulV2").values()) <= {"dequant", "dequant-direct"}
     provider.gemms.clear()
     _run(backend, "QuantMatmulV3", _samples("QuantMatmulV3")[0].args)
     (call,) = provider.gemms
@@ -140,7 +141,8 @@ def test_fp8_per_tensor_writes_out_directly_through_the_scale_pointer(emulated, 
     args = _fp8_square(np.random.default_rng(3), 32, 64, 48, t2=False)
     provider.launches.clear()
     got = _run(backend, "QuantMatmulV5", args)
-    assert [launch.name for launch in provider.launches] == ["acl_qmm_operand_raw_raw_none"]
+    # the source runs along n: the tile is staged in shared memory (the "_t" kernel) so both sides coalesce
+    assert [launch.name for launch in provider.launches] == ["acl_qmm_operand_raw_raw_none_t"]
     assert_close(got, _run(reference, "QuantMatmulV5", args))
 
 
@@ -182,6 +184,28 @@ def test_batched_int8_with_a_broadcast_weight(emulated, reference: Backend) -> N
     got = _run(backend, "QuantMatmulV4", args)
     assert backend.quant_matmul.last_path == "int8-blaslt"
     assert_close(got, _run(reference, "QuantMatmulV4", args))
+
+
+def test_operand_and_epilogue_tiles_cross_their_edges(emulated, reference: Backend) -> None:
+    """Shapes crossing the operand kernel's 32 x 64 tile and the epilogue's 256-column, 8-row blocks."""
+    backend, provider = emulated
+    rng = np.random.default_rng(7)
+    for t2 in (False, True):  # x2 along n (the staged, transposing kernel) and K-major (the direct one)
+        args = {
+            "x1": rng.integers(-128, 128, (2, 41, 136)).astype(np.int8),
+            "x2": rng.integers(-128, 128, (270, 136) if t2 else (136, 270)).astype(np.int8),
+            "scale": rng.uniform(1e-3, 1e-2, 270).astype(np.float32),
+            "offset": None,
+            "pertokenScaleOptional": rng.uniform(0.5, 2, 41).astype(np.float32),
+            "bias": rng.uniform(-1, 1, 270).astype(np.float32),
+            "transposeX1": False,
+            "transposeX2": t2,
+        }
+        provider.launches.clear()
+        got = _run(backend, "QuantMatmulV4", args)
+        names = [launch.name for launch in provider.launches]
+        assert any(name.endswith("_t") for name in names) == (not t2), names
+        assert_close(got, _run(reference, "QuantMatmulV4", args))
 
 
 def test_mx_dequant_path_logs_which_path_ran(emulated, caplog: pytest.LogCaptureFixture) -> None:
@@ -268,9 +292,11 @@ def test_kernel_sources_are_specialised() -> None:
     assert "table[" not in raw and "__syncthreads" not in raw
     mx = operand_source(OperandKernel("lut8", "bf16", "e8m0"))
     assert "stable[sc[si]]" in mx and "acl_f2b(v)" in mx
+    staged = operand_source(OperandKernel("lut8", "bf16", "e8m0", transpose=True))
+    assert "tile[" in staged and "tile[" not in mx
     with pytest.raises(ValueError):
         operand_source(OperandKernel("raw", "bf16"))
     epi = epilogue_source(EpilogueKernel("int32", D.ACL_INT8, D.ACL_UINT64, bias=D.ACL_INT32, bias_first=True))
-    body = epi.split("double v = (double)acc[ai];", 1)[1]
+    body = epi.split("double v = (double)acc[p[0]];", 1)[1]
     assert body.index("*)bias)") < body.index("*)scale)")  # an int32 bias is added before dequantisation
     assert "acl_f2i(rint(v), -128.0, 127.0)" in epi

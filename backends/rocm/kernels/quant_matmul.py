@@ -113,6 +113,13 @@ def param_load(dtype: D, pointer: str, index: str) -> str:
 PARAM_DTYPES: Final = frozenset(_PARAM_LOAD)
 
 
+TILE_ROWS: Final = 32
+TILE_K: Final = 64
+"""The operand kernel's tile: one block writes TILE_ROWS rows by TILE_K k of the K-major temporary."""
+EPI_ROWS: Final = 8
+"""Output rows one epilogue block takes (its THREADS threads run along n)."""
+
+
 @dataclass(frozen=True)
 class OperandKernel:
     """One specialisation of the operand kernel."""
@@ -122,16 +129,25 @@ class OperandKernel:
     scale: ScaleKind = "none"
     scale_dtype: D | None = None
     offset: bool = False
+    transpose: bool = False
+    """The source runs along rows, not k: the tile is staged in shared memory so reads and writes coalesce."""
 
     @property
     def kernel_name(self) -> str:
         """The kernel's ``extern "C"`` symbol."""
         extra = f"_{self.scale_dtype.short}" if self.scale_dtype is not None else ""
-        return f"acl_qmm_operand_{self.load}_{self.store}_{self.scale}{extra}{'_off' if self.offset else ''}"
+        return (
+            f"acl_qmm_operand_{self.load}_{self.store}_{self.scale}{extra}{'_off' if self.offset else ''}"
+            f"{'_t' if self.transpose else ''}"
+        )
 
 
 def operand_source(k: OperandKernel) -> str:
-    """The operand kernel: Meta shape (b0..b3, rows, k, rows_pad, k_pad); strides of x, scale, offset."""
+    """The operand kernel: Meta n (batch entries), shape (b0..b3, rows, k, rows_pad, k_pad); strides of x, scale, offset.
+
+    Grid (k_pad / TILE_K, rows_pad / TILE_ROWS, batch): a block splits its batch index once, so no
+    element pays a 64-bit division (those dominated the kernel's time on large GEMMs).
+    """
     if k.load == "raw" and (k.store != "raw" or k.scale != "none"):
         raise ValueError("a raw copy neither decodes nor scales")
     if k.scale == "affine" and k.scale_dtype is None:
@@ -142,15 +158,16 @@ def operand_source(k: OperandKernel) -> str:
     if k.scale == "e8m0":
         lines += [
             "        const long long g = kk / 32;",
-            "        si += r * meta.stride[1][4] + (g >> 1) * meta.stride[1][5] + (g & 1) * meta.stride[1][6];",
+            "        const long long si = sb + r * meta.stride[1][4] + (g >> 1) * meta.stride[1][5]"
+            " + (g & 1) * meta.stride[1][6];",
             "        v = v * stable[sc[si]];",
         ]
     elif k.scale == "affine":
         assert k.scale_dtype is not None
-        lines.append("        const long long g = kk / group;")
-        lines.append("        si += r * meta.stride[1][4] + g * meta.stride[1][5];")
+        lines.append("        const long long g = (long long)((unsigned int)kk / (unsigned int)group);")
+        lines.append("        const long long si = sb + r * meta.stride[1][4] + g * meta.stride[1][5];")
         if k.offset:
-            lines.append("        oi += r * meta.stride[2][4] + g * meta.stride[2][5];")
+            lines.append("        const long long oi = ob + r * meta.stride[2][4] + g * meta.stride[2][5];")
             lines.append(f"        v = v + (float)({param_load(k.scale_dtype, 'off', 'oi')});")
         lines.append(f"        v = v * (float)({param_load(k.scale_dtype, 'sc', 'si')});")
     value_type = "unsigned char" if k.load == "raw" else "float"
@@ -161,34 +178,58 @@ def operand_source(k: OperandKernel) -> str:
         stage += (
             "    table[i] = lut ? lut[i] : 0.0f;\n    stable[i] = slut ? slut[i] : 0.0f;\n  }\n  __syncthreads();\n"
         )
+    load = _LOAD_EXPR[k.load]
+    per = TILE_ROWS * TILE_K // THREADS
+    if k.transpose:
+        # stage the tile: reads run along rows (the source's unit stride), writes along k
+        fill = f"""    for (int i = 0; i < {per}; ++i) {{
+      const int e = threadIdx.x + i * {THREADS};
+      const long long r = r0 + e % {TILE_ROWS}, kk = k0 + e / {TILE_ROWS};
+      if (r < rows && kk < k) {{
+        const long long xi = xb + r * meta.stride[0][4] + kk * meta.stride[0][5];
+        tile[e / {TILE_ROWS}][e % {TILE_ROWS}] = {load};
+      }}
+    }}
+    __syncthreads();
+"""
+        take = f"{value_type} v = tile[e % {TILE_K}][e / {TILE_K}];"
+        after = "    __syncthreads();\n"
+        stage += f"  __shared__ {value_type} tile[{TILE_K}][{TILE_ROWS + 1}];\n"
+    else:
+        fill, after = "", ""
+        take = f"""const long long xi = xb + r * meta.stride[0][4] + kk * meta.stride[0][5];
+        {value_type} v = {load};"""
     return f"""{PRELUDE}
 struct Meta {{ long long n; long long shape[8]; long long stride[3][8]; }};
 extern "C" __global__ void __launch_bounds__({THREADS}) {k.kernel_name}(const Meta meta, const unsigned char* x,
     const float* lut, const unsigned char* sc, const float* slut, const unsigned char* off, long long x_base,
     long long group, {storage}* out) {{
 {stage}  const long long rows = meta.shape[4], k = meta.shape[5], rows_pad = meta.shape[6], k_pad = meta.shape[7];
-  const long long step = (long long)gridDim.x * blockDim.x;
-  for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < meta.n; o += step) {{
-    const long long kk = o % k_pad;
-    long long t = o / k_pad;
-    const long long r = t % rows_pad;
-    t = t / rows_pad;
-    long long xi = x_base, si = 0, oi = 0;
+  const long long k0 = (long long)blockIdx.x * {TILE_K};
+  for (long long b = blockIdx.z; b < meta.n; b += gridDim.z) {{
+    long long xb = x_base, sb = 0, ob = 0, t = b;
     for (int d = {BATCH_DIMS - 1}; d >= 0; --d) {{
-      const long long b = t % meta.shape[d];
+      const long long c = t % meta.shape[d];
       t = t / meta.shape[d];
-      xi += b * meta.stride[0][d];
-      si += b * meta.stride[1][d];
-      oi += b * meta.stride[2][d];
+      xb += c * meta.stride[0][d];
+      sb += c * meta.stride[1][d];
+      ob += c * meta.stride[2][d];
     }}
-    if (r < rows && kk < k) {{
-      xi += r * meta.stride[0][4] + kk * meta.stride[0][5];
-      {value_type} v = {_LOAD_EXPR[k.load]};
+  for (long long r0 = (long long)blockIdx.y * {TILE_ROWS}; r0 < rows_pad; r0 += (long long)gridDim.y * {TILE_ROWS}) {{
+{fill}    for (int i = 0; i < {per}; ++i) {{
+      const int e = threadIdx.x + i * {THREADS};
+      const long long r = r0 + e / {TILE_K}, kk = k0 + e % {TILE_K};
+      if (r >= rows_pad || kk >= k_pad) continue;
+      const long long o = (b * rows_pad + r) * k_pad + kk;
+      if (r < rows && kk < k) {{
+        {take}
 {chr(10).join(lines)}
-      out[o] = {encode};
-    }} else {{
-      out[o] = {zero};
+        out[o] = {encode};
+      }} else {{
+        out[o] = {zero};
+      }}
     }}
+{after}  }}
   }}
 }}
 """
@@ -229,38 +270,49 @@ EPILOGUE_OUT: Final = frozenset(_OUT_STORE)
 
 
 def epilogue_source(k: EpilogueKernel) -> str:
-    """The epilogue: Meta shape (b0..b3, m, n); strides of acc, out, scale, token, bias, offset."""
+    """The epilogue: Meta n (batch entries), shape (b0..b3, m, n); strides of acc, out, scale, token, bias, offset.
+
+    Grid (n / THREADS, m / EPI_ROWS, batch), threads along n: a block splits its batch index once.
+    """
     storage, encode = _OUT_STORE[k.out]
     acc_type = "int" if k.acc == "int32" else "float"
-    body = ["    double v = (double)acc[ai];"]
-    bias = param_load(k.bias, "bias", "pi[4]") if k.bias is not None else ""
+    body = ["        double v = (double)acc[p[0]];"]
+    bias = param_load(k.bias, "bias", "p[4]") if k.bias is not None else ""
     if k.bias is not None and k.bias_first:
-        body.append(f"    v = v + (double)({bias});")
+        body.append(f"        v = v + (double)({bias});")
     if k.scale is not None:
-        body.append(f"    v = v * (double)({param_load(k.scale, 'scale', 'pi[2]')});")
+        body.append(f"        v = v * (double)({param_load(k.scale, 'scale', 'p[2]')});")
     if k.token:
-        body.append(f"    v = v * (double)({param_load(D.ACL_FLOAT, 'token', 'pi[3]')});")
+        body.append(f"        v = v * (double)({param_load(D.ACL_FLOAT, 'token', 'p[3]')});")
     if k.bias is not None and not k.bias_first:
-        body.append(f"    v = v + (double)({bias});")
+        body.append(f"        v = v + (double)({bias});")
     if k.offset:
-        body.append(f"    v = v + (double)({param_load(D.ACL_FLOAT, 'offset', 'pi[5]')});")
+        body.append(f"        v = v + (double)({param_load(D.ACL_FLOAT, 'offset', 'p[5]')});")
     return f"""{PRELUDE}
 struct Meta {{ long long n; long long shape[6]; long long stride[6][6]; }};
 extern "C" __global__ void __launch_bounds__({THREADS}) {k.kernel_name}(const Meta meta, const {acc_type}* acc,
     const unsigned char* scale, const unsigned char* token, const unsigned char* bias, const unsigned char* offset,
     long long out_base, {storage}* out) {{
-  const long long step = (long long)gridDim.x * blockDim.x;
-  for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < meta.n; o += step) {{
-    long long t = o;
-    long long pi[6] = {{0, 0, 0, 0, 0, 0}};
-    for (int d = 5; d >= 0; --d) {{
-      const long long c = t % meta.shape[d];
+  const long long m = meta.shape[4], n = meta.shape[5];
+  const long long c = (long long)blockIdx.x * {THREADS} + threadIdx.x;
+  if (c >= n) return;
+  for (long long b = blockIdx.z; b < meta.n; b += gridDim.z) {{
+    long long base[6] = {{0, out_base, 0, 0, 0, 0}};
+    long long t = b;
+    for (int d = {BATCH_DIMS - 1}; d >= 0; --d) {{
+      const long long i = t % meta.shape[d];
       t = t / meta.shape[d];
-      for (int a = 0; a < 6; ++a) pi[a] += c * meta.stride[a][d];
+      for (int a = 0; a < 6; ++a) base[a] += i * meta.stride[a][d];
     }}
-    const long long ai = pi[0];
+    for (long long r = (long long)blockIdx.y * {EPI_ROWS}; r < m; r += (long long)gridDim.y * {EPI_ROWS}) {{
+      const long long r_end = r + {EPI_ROWS} < m ? r + {EPI_ROWS} : m;
+      for (long long rr = r; rr < r_end; ++rr) {{
+        long long p[6];
+        for (int a = 0; a < 6; ++a) p[a] = base[a] + rr * meta.stride[a][4] + c * meta.stride[a][5];
 {chr(10).join(body)}
-    out[out_base + pi[1]] = {encode};
+        out[p[1]] = {encode};
+      }}
+    }}
   }}
 }}
 """

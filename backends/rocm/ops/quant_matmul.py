@@ -15,7 +15,13 @@ Three paths, chosen per call and reported (debug log line ``acl_rocm.quant_matmu
   and the above where the BLAS has no kernel): each operand is decoded by the operand kernel into a
   bf16 (codes that bf16 holds exactly, MX block scales applied) or fp32 (antiquantised weights)
   temporary, then one bf16 / fp32 GEMM with fp32 accumulation and the epilogue. Integer products
-  stay exact while partial sums stay below 2^24 (always for k <= 1024).
+  stay exact while partial sums stay below 2^24 (always for k <= 1024). With nothing left for the
+  epilogue (no scale, bias or offset: MX without a bias), the GEMM writes ``out`` itself
+  (``dequant-direct``), rounding its fp32 sums once as the epilogue would.
+
+The operand and epilogue kernels are tiled (grid over k / rows / batch, resp. n / m / batch) and split
+the batch index once per block: per-element 64-bit divisions once cost more than the GEMM at 16384^3.
+An operand stored along rows rather than k is staged through shared memory, so both sides coalesce.
 
 The native MX block-scaled GEMM (gfx950, sm_100+) is not implemented: MX always takes ``dequant``,
 and ``MXFP8_FORCE_HW=1`` is refused (at backend start where the hardware has no MX instructions,
@@ -44,7 +50,10 @@ from acl_rocm.driver import handle
 from acl_rocm.kernels.quant_matmul import (
     BATCH_DIMS,
     DECODABLE,
+    EPI_ROWS,
     THREADS,
+    TILE_K,
+    TILE_ROWS,
     EpilogueKernel,
     OperandKernel,
     ScaleKind,
@@ -54,7 +63,7 @@ from acl_rocm.kernels.quant_matmul import (
     load_kind,
     operand_source,
 )
-from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.launch import KernelArgs
 from acl_rocm.providers.base import GemmCall, Matrix
 from acl_rocm.views import broadcast_strides, coalesce
 
@@ -66,6 +75,8 @@ OPS: tuple[str, ...] = ("QuantMatmulV3", "QuantMatmulV4", "QuantMatmulV5", "Weig
 WORKSPACE_BYTES = 32 << 20
 FP8 = frozenset({D.ACL_FLOAT8_E4M3FN, D.ACL_FLOAT8_E5M2})
 HW_ALIGN = 16
+MAX_GRID_YZ = 65535
+"""Grid y / z limit (CUDA and HIP alike)."""
 """Bytes: cuBLASLt's fp8 / int8 kernels need 16-byte leading dimensions, k and n multiples of 16."""
 _EXACT_IN_BF16 = frozenset({D.ACL_INT8, D.ACL_INT4, D.ACL_FLOAT8_E4M3FN, D.ACL_FLOAT8_E5M2, D.ACL_HIFLOAT8})
 _EXACT_IN_BF16 |= {D.ACL_FLOAT4_E2M1, D.ACL_BF16}
@@ -177,7 +188,7 @@ class QuantMatmulRunner:
         self._tables: dict[tuple[int, D], int] = {}
         self._lock = threading.Lock()
         self.last_path: str | None = None
-        """The path the last call took ("fp8-blaslt", "fp8-blaslt-direct", "int8-blaslt", "dequant")."""
+        """The path the last call took: fp8-blaslt[-direct], int8-blaslt or dequant[-direct]."""
         self.hw_refused: dict[str, str] = {}
         """Hardware paths the BLAS refused on this device (path -> reason); later calls take ``dequant``."""
 
@@ -363,11 +374,18 @@ class QuantMatmulRunner:
 
     def _direct_target(self, job: Job, n_pad: int, count: int) -> tuple[Matrix, int] | None:
         """(D = out, A scale pointer) when the fp8 GEMM can write ``out`` itself, else None."""
-        epi, out = job.epilogue, job.epilogue.out
-        scale = epi.scale
-        if not epi.trivial or scale is None or scale.numel != 1 or n_pad != job.n:
+        scale = job.epilogue.scale
+        if scale is None or scale.numel != 1:
             return None
         if scale.dtype not in (D.ACL_FLOAT, D.ACL_UINT64, D.ACL_INT64) or _addr(scale) % 4:
+            return None
+        target = self._direct_out(job, n_pad, count)
+        return None if target is None else (target, _addr(scale))
+
+    def _direct_out(self, job: Job, n_pad: int, count: int) -> Matrix | None:
+        """``out`` as the GEMM's D when nothing but a dtype conversion (and a per-tensor scale) is left."""
+        epi, out = job.epilogue, job.epilogue.out
+        if not epi.trivial or n_pad != job.n:
             return None
         if out.dtype not in (D.ACL_BF16, D.ACL_FLOAT16, D.ACL_FLOAT) or out.view_dims[-1] != job.n:
             return None
@@ -377,7 +395,7 @@ class QuantMatmulRunner:
         d_stride = _uniform(job.batch, strides[:-2])
         if col != 1 or row < job.n or (row * item) % HW_ALIGN or _addr(out) % HW_ALIGN or d_stride is None:
             return None
-        return Matrix(_addr(out), int(out.dtype), job.n, job.m, row, d_stride if count > 1 else 0), _addr(scale)
+        return Matrix(_addr(out), int(out.dtype), job.n, job.m, row, d_stride if count > 1 else 0)
 
     # ------------------------------------------------------------------ dequantise then GEMM
     def _run_dequant(self, job: Job, stream: int) -> None:
@@ -395,9 +413,15 @@ class QuantMatmulRunner:
                 self.enqueue_operand(op, job.batch, rows, k_pad, store, address, stream)
                 mats.append(Matrix(address, int(decode), k_pad, rows, k_pad, rows * k_pad if count > 1 else 0))
             a_mat, b_mat = mats
+            a_op = replace(b_mat, transpose=True)
+            direct = self._direct_out(job, job.n, count) if job.epilogue.scale is None else None
+            if direct is not None:  # the GEMM rounds its fp32 sums to out's dtype once, as the epilogue would
+                self._gemm(GemmCall(a_op, a_mat, direct, count), stream)
+                self._report(job, "dequant-direct")
+                return
             d_addr = temps.alloc(count * job.m * job.n * 4)
             d_mat = Matrix(d_addr, int(D.ACL_FLOAT), job.n, job.m, job.n, job.m * job.n if count > 1 else 0)
-            self._gemm(GemmCall(replace(b_mat, transpose=True), a_mat, d_mat, count), stream)
+            self._gemm(GemmCall(a_op, a_mat, d_mat, count), stream)
             self._epilogue(job, d_addr, "f32", job.n, stream)
             self._report(job, "dequant")
         finally:
@@ -451,6 +475,7 @@ class QuantMatmulRunner:
             scale_kind,
             op.scale.dtype if scale_kind == "affine" and op.scale is not None else None,
             op.offset is not None,
+            transpose=op.k_stride != 1 and op.row_stride == 1 and op.rows > 1,
         )
         nb = len(batch)
         shape = [*_pad_batch(batch, 1), op.rows, op.k, rows_pad, k_pad]
@@ -460,7 +485,7 @@ class QuantMatmulRunner:
                 strides.append([0] * 8)
             else:
                 strides.append([*_pad_batch(given[:nb], 0), *given[nb:], *([0] * (4 - len(given[nb:])))])
-        count = math.prod(batch) * rows_pad * k_pad
+        count = math.prod(batch)
         lut = self._table(t.dtype) if spec.load in ("lut8", "lut4") else 0
         slut = self._table(D.ACL_FLOAT8_E8M0) if scale_kind == "e8m0" else 0
         group = op.group if op.group else max(op.k, 1)
@@ -477,7 +502,7 @@ class QuantMatmulRunner:
             KernelArgs.pointer(out),
         ]
         function = self.backend.function(operand_source(spec), spec.kernel_name)
-        self._launch(function, count, values, stream)
+        self._launch(function, (_blocks(k_pad, TILE_K), _blocks(rows_pad, TILE_ROWS), count), values, stream)
 
     def _epilogue(self, job: Job, acc: int, acc_kind: str, ld: int, stream: int) -> None:
         self.enqueue_epilogue(job.epilogue, job.batch, job.m, job.n, acc, acc_kind, ld, stream)
@@ -514,7 +539,7 @@ class QuantMatmulRunner:
         rows.append([0, 0, 0, 0, int(token.strides[0]) if token is not None and token.numel > 1 else 0, 0])
         rows.append(_bias_strides(epi.bias))
         rows.append(_n_vector(epi.offset))
-        count = math.prod(shape)
+        count = math.prod(batch)
         meta = [count, *shape, *(v for row in rows for v in row)]
         values = [
             KernelArgs.index_array(meta, "long long"),
@@ -527,13 +552,17 @@ class QuantMatmulRunner:
             KernelArgs.pointer(out.data),
         ]
         function = self.backend.function(epilogue_source(spec), spec.kernel_name)
-        self._launch(function, count, values, stream)
+        self._launch(function, (_blocks(n, THREADS), _blocks(m, EPI_ROWS), count), values, stream)
 
-    def _launch(self, function: object, count: int, values: list[Any], stream: int) -> None:
-        config = self.backend.elementwise_config(count, per_thread=1)
-        config = LaunchConfig(config.grid, (THREADS, 1, 1))
+    def _launch(self, function: object, grid: tuple[int, int, int], values: list[Any], stream: int) -> None:
+        """Launch a tiled kernel; y and z beyond the grid limit are looped over inside the kernel."""
+        if 0 in grid:
+            return
+        x, y, z = grid
         args = KernelArgs(values)
-        self.backend.provider.launch(function, config.grid, config.block, 0, stream, args.address)
+        self.backend.provider.launch(
+            function, (x, min(y, MAX_GRID_YZ), min(z, MAX_GRID_YZ)), (THREADS, 1, 1), 0, stream, args.address
+        )
 
     def _report(self, job: Job, path: str) -> None:
         self.last_path = path
@@ -551,6 +580,10 @@ class QuantMatmulRunner:
                 except AclError:
                     pass
             self._tables.clear()
+
+
+def _blocks(extent: int, tile: int) -> int:
+    return -(-extent // tile)
 
 
 def _uniform(batch: Sequence[int], strides: Sequence[int]) -> int | None:
