@@ -5,7 +5,7 @@
   the same size beside ``torch.matmul`` (issue 6's target: fp8 at least 1.5x bf16 at 8192^3).
 * ``QuantMatmulV3 int8``: int8 x int8, per-channel float32 scale, bf16 out, beside ``torch._int_mm``
   followed by the same dequantisation in torch (int32 * scale, then bf16).
-* ``QuantMatmulV5 MXFP8``: E8M0 block scales; on hardware without MX GEMMs (the H200) this is the
+* ``QuantMatmulV5 MXFP8`` / ``MXFP4``: E8M0 block scales; on hardware without MX GEMMs (the H200) this is the
   dequantise-then-bf16-GEMM fallback, set beside torch's bf16 matmul of the same size (its cost).
 
 Each row's note names the path the backend took (``QuantMatmulRunner.last_path``) where it reports one.
@@ -66,25 +66,28 @@ def run_cases(suite: Suite, sizes: Sequence[int] | None = None) -> None:
             case = Case("QuantMatmulV5 fp8 per-tensor", shape, "e4m3fn", "TFLOP/s", flops)
             suite.case(case, _noted(suite, case, acl_fp8), torch_fp8, "QuantMatmulV5")
 
-            def acl_mx(n: int = n) -> tuple[Callable[[], None], Any]:
-                kb = -(-n // 64)
-                codes = suite.rng.integers(124, 130, (n, kb, 2))
-                args = {
-                    "x1": suite.array((n, n), D.ACL_FLOAT8_E4M3FN),
-                    "x2": suite.array((n, n), D.ACL_FLOAT8_E4M3FN),
-                    "x1Scale": to_device(lowp.e8m0_array(codes), suite.backend),
-                    "x2Scale": to_device(lowp.e8m0_array(codes), suite.backend),
-                    "out": empty((n, n), D.ACL_BF16, suite.backend),
-                }
-                args |= none | {"groupSize": MX_GROUP, "transposeX1": False, "transposeX2": True}
-                return suite.prepared("QuantMatmulV5", args)
+            for mx_dtype, label in ((D.ACL_FLOAT8_E4M3FN, "MXFP8"), (D.ACL_FLOAT4_E2M1, "MXFP4")):
 
-            def torch_bf16(n: int = n) -> Callable[[], object]:
-                a, b, o = (suite.tensor((n, n), D.ACL_BF16) for _ in range(3))
-                return lambda: torch.matmul(a, b, out=o)
+                def acl_mx(n: int = n, mx_dtype: D = mx_dtype) -> tuple[Callable[[], None], Any]:
+                    kb = -(-n // 64)
+                    codes = suite.rng.integers(124, 130, (n, kb, 2))
+                    args = {
+                        "x1": suite.array((n, n), mx_dtype),
+                        "x2": suite.array((n, n), mx_dtype),
+                        "x1Scale": to_device(lowp.e8m0_array(codes), suite.backend),
+                        "x2Scale": to_device(lowp.e8m0_array(codes), suite.backend),
+                        "out": empty((n, n), D.ACL_BF16, suite.backend),
+                    }
+                    args |= none | {"groupSize": MX_GROUP, "transposeX1": False, "transposeX2": True}
+                    return suite.prepared("QuantMatmulV5", args)
 
-            case = Case("QuantMatmulV5 MXFP8", shape, "e4m3fn", "TFLOP/s", flops, note="torch: bf16 matmul")
-            suite.case(case, _noted(suite, case, acl_mx), torch_bf16, "QuantMatmulV5")
+                def torch_bf16(n: int = n) -> Callable[[], object]:
+                    a, b, o = (suite.tensor((n, n), D.ACL_BF16) for _ in range(3))
+                    return lambda: torch.matmul(a, b, out=o)
+
+                dtype_name = mx_dtype.short
+                case = Case(f"QuantMatmulV5 {label}", shape, dtype_name, "TFLOP/s", flops, note="torch: bf16 matmul")
+                suite.case(case, _noted(suite, case, acl_mx), torch_bf16, "QuantMatmulV5")
 
         if suite.wanted("Matmul"):
 
