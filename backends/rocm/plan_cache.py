@@ -233,17 +233,6 @@ class PlanCache:
             LOG.debug("plan cache: pruned %d files from %s", removed, self.directory)
         return removed
 
-    def clear(self) -> int:
-        """Remove every entry (the directory stays); how many went."""
-        if self.directory is None or not self.directory.is_dir():
-            return 0
-        removed = 0
-        for root, _dirs, files in os.walk(self.directory):
-            for name in files:
-                if name.endswith(SUFFIX):
-                    removed += _unlink(os.path.join(root, name))
-        return removed
-
 
 def _unlink(path: str) -> int:
     try:
