@@ -26,6 +26,7 @@ from acl_rocm.ops import build_runners
 from acl_rocm.ops.elementwise import ElementwiseRunner
 from acl_rocm.ops.matmul import MatmulRunner
 from acl_rocm.ops.quant_matmul import QuantMatmulRunner
+from acl_rocm.plan_cache import PlanCache
 from acl_rocm.platform import detect
 from acl_rocm.providers import open_provider
 from acl_rocm.providers.base import DeviceProperties, RuntimeProvider
@@ -63,6 +64,9 @@ class RocmBackend(Backend):
             platform=provider.platform,
             directory=cache_dir(env),
         )
+        self.plans = PlanCache.from_env(env)
+        """Library plans (cuBLASLt algorithms, cuDNN execution plans) kept beside the kernel cache."""
+        provider.plan_cache = self.plans
         self._functions: dict[tuple[int, str], object] = {}
         self._modules: dict[tuple[int, str], object] = {}
         self._lock = threading.Lock()
@@ -151,6 +155,13 @@ class RocmBackend(Backend):
             self._functions[(device, source)] = function
         return function
 
+    def cache_stats(self) -> dict[str, dict[str, object]]:
+        """What the kernel cache and the plan cache served in this process (the startup benchmark reads it)."""
+        return {
+            "kernels": {"directory": str(self.cache.directory), **vars(self.cache.stats)},
+            "plans": {"directory": str(self.plans.directory), **self.plans.stats.as_dict()},
+        }
+
     # ------------------------------------------------------------------ capabilities
     @functools.cached_property
     def _claims(self) -> tuple[dict[str, tuple[D, ...]], tuple[Format, ...]]:
@@ -188,6 +199,7 @@ class RocmBackend(Backend):
             "compute_units": str(p.compute_units),
             "l2_cache_bytes": str(p.l2_cache_bytes),
             "kernel_cache": str(self.cache.directory),
+            "plan_cache": str(self.plans.directory or "off (ACL_PLAN_CACHE)"),
             "collectives": _collective_note(engine, self._collectives),
             "mc2": self.runners["mc2"].note(),
             "stream_capture": self._driver.capture_unavailable()

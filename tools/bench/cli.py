@@ -43,14 +43,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-bytes", type=int, default=1 << 28, help="largest message or Add size of the sweep")
     p.add_argument(
         "--suite",
-        choices=("host", "ops", "decode"),
+        choices=("host", "ops", "decode", "startup"),
         default="host",
         help="host: two-phase overhead and Add beside NumPy; ops: operators through aclnn beside PyTorch on the "
         "same device (host overhead, D2D copy, Add/Mul/Silu, GatherNd/Take, Softmax/LayerNorm/RmsNorm, Matmul, "
         "FlashAttentionScore); "
         "decode: one decode token's kernels (ArgMax over the vocabulary, IncreFlashAttention, small-M Matmul, "
-        "AddRmsNorm, ApplyRotaryPosEmb) beside PyTorch in alternating rounds, in us and as a fraction of HBM speed",
+        "AddRmsNorm, ApplyRotaryPosEmb) beside PyTorch in alternating rounds, in us and as a fraction of HBM speed; "
+        "startup: `acl-core qwen3 generate --model MODEL` in two fresh processes, against empty kernel and plan "
+        "caches then warm ones: wall time, time to first token, kernels compiled and library plans made in each",
     )
+    p.add_argument(
+        "--model", type=Path, default=None, help="startup suite: the Qwen3 checkpoint directory to generate with"
+    )
+    p.add_argument("--dtype", default="fp32", help="startup suite: generate's --dtype (fp32, fp16, bf16)")
+    p.add_argument("--prompt-len", type=int, default=16, help="startup suite: prompt tokens (seeded random ids)")
+    p.add_argument("--new-tokens", type=int, default=8, help="startup suite: tokens generated per start")
     p.add_argument(
         "--sizes",
         choices=("small", "full"),
@@ -179,6 +187,60 @@ def _host(args: argparse.Namespace, backend: Backend, argv: Sequence[str] | None
     return _write(report, args.out or Path("reports") / f"bench-{backend.name}.json", args.plot, "host")
 
 
+def _startup(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    """Start ``acl-core qwen3 generate`` cold then warm, print both rows, write the JSON; the exit status."""
+    from acl_tools.bench import startup
+    from acl_tools.qwen3.config import Qwen3Config, UnsupportedCheckpoint
+
+    if args.model is None:
+        print("acl-core bench --suite startup: --model DIR (a Qwen3 checkpoint) is required", file=sys.stderr)
+        return 2
+    if args.prompt_len < 1 or args.new_tokens < 1:
+        print("acl-core bench --suite startup: --prompt-len and --new-tokens must be at least 1", file=sys.stderr)
+        return 2
+    print(
+        f"acl-core bench: cold and warm start of acl-core qwen3 generate --model {args.model} "
+        f"(backend {args.backend or 'default'}, {args.dtype}, {args.prompt_len} prompt + {args.new_tokens} new tokens)"
+    )
+    try:
+        vocab = Qwen3Config.from_dir(args.model).vocab_size
+        prompt = np.random.default_rng(0).integers(0, vocab, size=args.prompt_len).tolist()
+        body = startup.measure_cold_warm(
+            args.model, backend=args.backend, dtype=args.dtype, prompt=prompt, new_tokens=args.new_tokens
+        )
+    except (startup.StartupError, UnsupportedCheckpoint, OSError, subprocess.TimeoutExpired) as exc:
+        print(f"acl-core bench --suite startup: {exc}", file=sys.stderr)
+        return 2
+    header = ["start", "wall s", "first token s", "kernels compiled", "from disk", "plans made", "loaded", "refused"]
+    keys = ["wall_s", "first_token_s", "kernels_compiled", "kernels_from_disk", "plans_made", "plans_loaded"]
+    rows = []
+    for phase in ("cold", "warm"):
+        r = body[phase]
+        rows.append(
+            [phase] + [f"{r[k]:.2f}" if k.endswith("_s") else str(r[k]) for k in keys] + [str(r["plans_refused"])]
+        )
+    widths = [max(len(c) for c in col) for col in zip(header, *rows)]
+    for row in (header, *rows):
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+    if not body["cold"]["caches_reported"]:
+        print(f"backend {body['backend']} keeps no kernel or plan cache: 0 compiled, 0 planned")
+    if not body["same_tokens"]:
+        print("warning: the warm start generated other tokens than the cold one", file=sys.stderr)
+    report = {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": "acl-core bench " + shlex.join(argv if argv is not None else sys.argv[1:]),
+        "backend": body["backend"],
+        "machine": {"python": platform.python_version(), "numpy": np.__version__, "cpus": os.cpu_count()},
+        "startup": body,
+        "import": startup.measure_startup(),
+    }
+    out = args.out or Path("reports") / f"bench-startup-{body['backend']}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    print(f"written to {out}")
+    return 0
+
+
 def _header(backend: Backend, argv: Sequence[str] | None) -> dict[str, object]:
     """The fields every report starts with: when, the command, the backend and the machine."""
     return {
@@ -214,6 +276,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.collectives is not None:
             return _collectives(args)
+        if args.suite == "startup":  # measured in child processes: this one opens no backend
+            return _startup(args, argv)
         backend = acl_core.get_backend(args.backend)
         backend.runtime.ensure_device()
         if args.suite == "decode":

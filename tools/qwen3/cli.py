@@ -88,7 +88,13 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=0, help="seed of the sampler")
     g.add_argument("--ignore-eos", action="store_true", help="do not stop at the checkpoint's EOS token")
     g.add_argument("--eager", action="store_true", help="launch the decode step op by op instead of replaying it")
-    g.add_argument("--json", type=Path, default=None, help="also write the result as JSON")
+    g.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        help="also write the result as JSON (with what the kernel and plan caches served: acl-core bench --suite "
+        "startup reads it)",
+    )
     g.add_argument("--quiet", action="store_true", help="no progress bar")
 
     p = sub.add_parser("parity", help="compare prefill logits and greedy tokens with transformers")
@@ -191,6 +197,8 @@ def _generate(args: argparse.Namespace, argv: Sequence[str]) -> int:
         )
         attention = runner.attention.describe()
         backend = runner.backend_name
+        cache_stats = getattr(runner.session.backend, "cache_stats", None)
+        caches = cache_stats() if cache_stats is not None else None
     for i, row in enumerate(g.tokens.tolist()):
         print(f"[{i}] ids: {','.join(str(t) for t in row)}")
         if tok is not None:
@@ -217,6 +225,8 @@ def _generate(args: argparse.Namespace, argv: Sequence[str]) -> int:
                 "prefill_tok_s": g.prefill_tokens_per_s,
                 "decode_tok_s": g.decode_tokens_per_s,
                 "decode_replayed": g.replayed,
+                "first_token_clock": g.first_token_clock,
+                "caches": caches,
             },
             argv,
         )

@@ -211,6 +211,9 @@ class Generation:
     prefill_enqueue_seconds: float = 0.0
     """The part of :attr:`prefill_seconds` spent enqueuing the prefill's operators (both phases on the host);
     close to prefill_seconds when the prefill is host-bound, small beside it when the device is the bound."""
+    first_token_clock: float = 0.0
+    """``time.monotonic()`` once the first new token was computed (system-wide on Linux: a parent process
+    subtracts its own reading to get the time from process start to first token)."""
 
     @property
     def prefill_tokens_per_s(self) -> float:
@@ -599,6 +602,7 @@ class Qwen3Runner:
             stopped = check_eos(0)
             s.synchronize()
             t1 = time.perf_counter()
+            first_token_clock = time.monotonic()
             s.release(*pre.buffers())
             steps, replays = 0, 0
             v0, l0, ops0 = s.validations, s.launches, s.launched.copy()
@@ -645,6 +649,7 @@ class Qwen3Runner:
                 dict(s.launched - ops0),
                 captures,
                 t_enq - t0,
+                first_token_clock,
             )
         except BaseException:  # a failed step may leave the state half made: drop it
             self._decode.pop(state.key, None)

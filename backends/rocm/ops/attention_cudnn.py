@@ -13,11 +13,19 @@ the output in the caller's layout and the per-row max and sum of exponentials (i
 ``score_sum_exp``: the reference's softmaxMax / softmaxSum) into [B,N,Sq,1]
 temporaries that one elementwise copy spreads over the eight columns of softmaxMaxOut / softmaxSumOut.
 Only python-engine-free backend plans are used (the frontend's python engines need torch).
+
+A built graph's execution plan persists in the backend's plan cache (``backends/rocm/plan_cache.py``,
+kind ``cudnn_sdpa``) through the frontend's ``serialize()``, keyed by the device's name and architecture,
+the cuDNN and frontend versions and every :class:`SdpaKey` field but the device index; a later process
+loads it with ``deserialize()`` into a fresh graph and addresses its tensors by uid. A stored plan that fails to
+deserialize, or whose execution raises, is logged, counted as refused and built afresh.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -36,6 +44,13 @@ GRAPH_LIMIT: Final = 32
 """Built SDPA graphs kept per backend (least recently used dropped first)."""
 PYTHON_ENGINES: Final = ("sdpa_fwd_prefill",)
 """Name prefix of the frontend's python (CuTe DSL) SDPA engines, deselected: they import torch."""
+PLAN_KIND: Final = "cudnn_sdpa"
+"""The plan cache kind of serialised SDPA execution plans."""
+SDPA_RECIPE: Final = 1
+"""Version of how :meth:`CudnnSdpa._build` makes the graph (options, heuristics, deselected engines): part
+of the stored plans' key, to be bumped whenever that changes."""
+TENSORS: Final = ("q", "k", "v", "o", "max", "sum")
+LOG = logging.getLogger("acl_rocm.plan_cache")
 
 
 @dataclass(frozen=True)
@@ -74,7 +89,10 @@ def load_frontend() -> Any:
 class _Built:
     graph: Any
     tensors: dict[str, Any]
+    """Variant-pack keys by role: the graph's tensors when built here, their uids when deserialised."""
     workspace: int
+    restored: bool = False
+    """Deserialised from the plan cache (an execution that raises then rebuilds it)."""
 
 
 class CudnnSdpa:
@@ -120,13 +138,77 @@ class CudnnSdpa:
                 return found
         try:
             with self._use:
-                built: _Built | str = self._build(key)
+                built: _Built | str = self._restore(key) or self._build_and_store(key)
         except Exception as exc:  # unsupported graphs surface as exceptions
             built = f"cuDNN refused the graph ({type(exc).__name__}: {exc})"
         with self._lock:
             self._graphs[key] = built
             while len(self._graphs) > GRAPH_LIMIT:
                 self._graphs.popitem(last=False)
+        return built
+
+    def _plan_fields(self, key: SdpaKey) -> dict[str, Any]:
+        """Everything a stored SDPA plan depends on (the device by name and architecture, not by index)."""
+        cudnn = self._module
+        fields = {f.name: getattr(key, f.name) for f in dataclasses.fields(key) if f.name != "device"}
+        fields["dtype"] = int(key.dtype)
+        for name in ("q", "k", "v", "o"):
+            fields[name] = list(fields[name])
+        return {
+            "device": self.backend.provider.device_tag(key.device),
+            "cudnn": str(cudnn.backend_version()),
+            "frontend": str(getattr(cudnn, "__version__", "")),
+            "recipe": SDPA_RECIPE,
+            "graph": fields,
+        }
+
+    def _restore(self, key: SdpaKey) -> _Built | None:
+        """The stored plan of ``key`` deserialised into a fresh graph, or None (absent, or refused and logged)."""
+        cache = getattr(self.backend, "plans", None)
+        if cache is None or cache.directory is None:
+            return None
+        try:
+            fields = self._plan_fields(key)
+        except Exception as exc:  # a frontend without these queries: nothing is persisted
+            LOG.debug("cuDNN plans are not persisted: %s: %s", type(exc).__name__, exc)
+            return None
+        entry = cache.load(PLAN_KIND, fields)
+        if entry is None:
+            return None
+        try:
+            uids = {name: int(entry.meta["uids"][name]) for name in TENSORS}
+            handle = self._handle()
+            graph = self._module.pygraph(handle=handle)
+            try:
+                graph.deserialize(handle, entry.payload)
+            except TypeError:  # a frontend that takes the list-of-byte-values form only
+                graph.deserialize(handle, list(entry.payload))
+            workspace = int(graph.get_workspace_size())
+        except Exception as exc:  # another cuDNN build, a plan this device cannot run: build afresh
+            cache.refused(PLAN_KIND, f"{type(exc).__name__}: {exc}")
+            return None
+        LOG.debug("cuDNN SDPA plan loaded from %s", cache.directory)
+        return _Built(graph, uids, workspace, restored=True)
+
+    def _build_and_store(self, key: SdpaKey) -> _Built:
+        """Build the graph of ``key`` (counted as made) and store its serialised plan."""
+        built = self._build(key)
+        cache = getattr(self.backend, "plans", None)
+        if cache is None:
+            return built
+        cache.made(PLAN_KIND)
+        if cache.directory is None:
+            return built
+        try:
+            fields = self._plan_fields(key)
+            uids = {name: _uid(built.tensors[name]) for name in TENSORS}
+            try:
+                blob = built.graph.serialize(as_bytes=True)
+            except TypeError:  # a frontend whose serialize() only returns a list of byte values
+                blob = built.graph.serialize()
+            cache.store(PLAN_KIND, fields, bytes(blob), {"uids": uids, "workspace": built.workspace})
+        except Exception as exc:  # this plan cannot be serialised: it is kept in memory only
+            LOG.debug("cuDNN SDPA plan not stored (%s: %s)", type(exc).__name__, exc)
         return built
 
     def _handle(self) -> Any:
@@ -174,6 +256,11 @@ class CudnnSdpa:
 
     def run(self, built: _Built, key: SdpaKey, tensors: dict[str, AclTensor], stream: int) -> None:
         """Execute ``built`` on ``stream``: q/k/v in, out and the two [B,N,Sq,8] statistics out."""
+        if not self._run_once(built, key, tensors, stream):  # a deserialised plan failed: built afresh, once
+            self._run_once(self._rebuild(key, built), key, tensors, stream)
+
+    def _run_once(self, built: _Built, key: SdpaKey, tensors: dict[str, AclTensor], stream: int) -> bool:
+        """Execute ``built``; False (logged, counted) when a deserialised plan's execution raised."""
         provider = self.backend.provider
         handle = self._handle()
         stat_bytes = key.b * key.nq * key.sq * 4
@@ -184,16 +271,33 @@ class CudnnSdpa:
             workspace = provider.malloc_async(built.workspace, stream) if built.workspace else 0
             if workspace:
                 temps.append(workspace)
-            pack = {built.tensors[name]: _address(tensors[name]) for name in ("q", "k", "v", "o")}
-            pack[built.tensors["max"]], pack[built.tensors["sum"]] = temps[:2]
+            pack = _pack(built, tensors, temps)
             with self._use:  # another thread's set_stream must not land between these two
                 self._module.set_stream(handle, stream)
-                built.graph.execute(pack, workspace, handle=handle)
+                try:
+                    built.graph.execute(pack, workspace, handle=handle)
+                except Exception as exc:
+                    if not built.restored:
+                        raise
+                    cache = getattr(self.backend, "plans", None)
+                    if cache is not None:
+                        cache.refused(PLAN_KIND, f"its execution raised ({type(exc).__name__}: {exc})")
+                    return False
             for name, address in (("smax", temps[0]), ("ssum", temps[1])):
                 self._spread(address, tensors[name], stream)
         finally:
             for address in reversed(temps):
                 provider.free_async(address, stream)
+        return True
+
+    def _rebuild(self, key: SdpaKey, restored: _Built) -> _Built:
+        """Replace a deserialised plan whose execution raised by a freshly built (and stored) one."""
+        with self._use:
+            built = self._build_and_store(key)
+        with self._lock:
+            if self._graphs.get(key) is restored:
+                self._graphs[key] = built
+        return built
 
     def _spread(self, address: int, stats: AclTensor, stream: int) -> None:
         """stats[b, n, s, c] = column[b, n, s] for the eight columns c (a broadcast elementwise copy)."""
@@ -201,6 +305,19 @@ class CudnnSdpa:
         b, n, s, _ = shape
         column = AclTensor(shape, D.ACL_FLOAT, (n * s, s, 1, 0), 0, Format.ACL_FORMAT_ND, (b, n, s, 1), address)
         self.backend.elementwise.convert(column, stats, stream)
+
+
+def _pack(built: _Built, tensors: dict[str, AclTensor], temps: list[int]) -> dict[Any, int]:
+    """The variant pack: q/k/v/o at the caller's addresses, the two statistics in ``temps``."""
+    pack = {built.tensors[name]: _address(tensors[name]) for name in ("q", "k", "v", "o")}
+    pack[built.tensors["max"]], pack[built.tensors["sum"]] = temps[:2]
+    return pack
+
+
+def _uid(tensor: Any) -> int:
+    """A frontend tensor's uid (the python IR's ``uid`` attribute, or the classic ``get_uid()``)."""
+    uid = getattr(tensor, "uid", None)
+    return int(uid if uid is not None else tensor.get_uid())
 
 
 def _address(t: AclTensor) -> int:

@@ -16,6 +16,7 @@ from typing import ClassVar
 
 from acl_core.errors import AclError, RtErrorCode
 from acl_core.spec.runtime import CopyDirection
+from acl_rocm.plan_cache import PlanCache
 from acl_rocm.providers.nccl import CollectiveLibrary
 
 
@@ -83,6 +84,8 @@ class RuntimeProvider(ABC):
 
     platform: ClassVar[str]
     compiler_name: ClassVar[str]
+    plan_cache: PlanCache | None = None
+    """Where library plans persist across processes (the backend attaches its own; None: not at all)."""
 
     # ------------------------------------------------------------------ devices
     @abstractmethod
@@ -100,6 +103,14 @@ class RuntimeProvider(ABC):
     @abstractmethod
     def device_properties(self, index: int) -> DeviceProperties:
         """Properties of device ``index``."""
+
+    def device_tag(self, index: int) -> dict[str, str]:
+        """Name and architecture of device ``index`` (asked once per process): part of every plan cache key."""
+        tags: dict[int, dict[str, str]] = self.__dict__.setdefault("_device_tags", {})
+        if index not in tags:
+            props = self.device_properties(index)
+            tags[index] = {"name": props.name, "arch": props.arch, "platform": self.platform}
+        return tags[index]
 
     @abstractmethod
     def synchronize_device(self) -> None:

@@ -8,7 +8,9 @@ failure into the CANN code through :mod:`acl_rocm.errors`.
 
 from __future__ import annotations
 
+import ctypes
 import importlib
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -18,10 +20,12 @@ from typing import Any, ClassVar
 
 from acl_core.spec.runtime import CopyDirection
 from acl_rocm.errors import error_name, is_success, vendor_error
+from acl_rocm.plan_cache import PlanCache
 from acl_rocm.providers.base import DeviceProperties, GemmCall, RuntimeProvider
 from acl_rocm.providers.nccl import CollectiveLibrary, open_nccl
 
 _NOT_READY = frozenset({"cudaErrorNotReady", "CUDA_ERROR_NOT_READY"})
+LOG = logging.getLogger("acl_rocm.plan_cache")
 
 
 class NvidiaProvider(RuntimeProvider):
@@ -388,7 +392,11 @@ class NvidiaProvider(RuntimeProvider):
             raise vendor_error(name, label, str(exc)) from None
 
     def gemm(self, call: GemmCall, workspace: int, workspace_size: int, stream: int) -> None:
-        """cublasLtMatmul with a plan (descriptors, layouts, heuristic algorithm) made once per GEMM shape."""
+        """cublasLtMatmul with a plan (descriptors, layouts, heuristic algorithm) made once per GEMM shape.
+
+        The algorithm persists in :attr:`plan_cache`: a later process checks the stored one with
+        cublasLtMatmulAlgoCheck instead of asking the heuristic again (and asks it when the check refuses).
+        """
         handle = self._lt_handle()
         key = _gemm_key(call, workspace_size, self.get_device())
         with self._gemm_lock:  # held across the matmul: an eviction never destroys a plan in use
@@ -495,6 +503,10 @@ class NvidiaProvider(RuntimeProvider):
                 key = getattr(lt.MatmulPreferenceAttribute, f"MIN_ALIGNMENT_{name}_BYTES")
                 attr(*pref_attr, plan.pref, key, m.alignment)
             plan.algo = lt.MatmulHeuristicResult(1)
+            cache = self.plan_cache
+            fields = self._gemm_fields(call, workspace_size, compute, scale_type) if cache is not None else {}
+            if cache is not None and self._stored_algo(handle, plan, cache, fields, workspace_size):
+                return plan
             found = np.zeros(1, dtype=np.int32)
             a_layout, b_layout, d_layout = plan.layouts
             self._lt_call(
@@ -518,7 +530,68 @@ class NvidiaProvider(RuntimeProvider):
         except BaseException:
             self._destroy_gemm_plan(plan)
             raise
+        if cache is not None:
+            cache.made(CUBLASLT_PLAN)
+            cache.store(CUBLASLT_PLAN, fields, ctypes.string_at(plan.algo.ptr, ALGO_BYTES))
         return plan
+
+    def _gemm_fields(self, call: GemmCall, workspace_size: int, compute: int, scale_type: int) -> dict[str, object]:
+        """Everything a stored cuBLASLt algorithm depends on: device, library version, recipe, the call's signature."""
+        with self._lock:
+            version = self.__dict__.get("_lt_version")
+            if version is None:
+                version = self.__dict__["_lt_version"] = int(self.lt.get_version())
+        return {
+            "device": self.device_tag(self.get_device()),
+            "cublasLt": version,
+            "recipe": GEMM_RECIPE,
+            "compute": compute,
+            "scale_type": scale_type,
+            "batch": call.batch,
+            "workspace": workspace_size,
+            "scales": [bool(call.a_scale), bool(call.b_scale)],
+            "operands": [
+                [m.dtype, m.rows, m.cols, m.ld, m.batch_stride, m.transpose, m.alignment]
+                for m in (call.a, call.b, call.d)
+            ],
+        }
+
+    def _stored_algo(
+        self, handle: int, plan: _GemmPlan, cache: PlanCache, fields: dict[str, object], workspace_size: int
+    ) -> bool:
+        """Put the stored algorithm of ``fields`` into ``plan`` if cublasLtMatmulAlgoCheck accepts it here."""
+        entry = cache.load(CUBLASLT_PLAN, fields)
+        if entry is None:
+            return False
+        if len(entry.payload) != ALGO_BYTES:
+            cache.refused(CUBLASLT_PLAN, f"{len(entry.payload)} bytes, not a {ALGO_BYTES}-byte cublasLtMatmulAlgo_t")
+            return False
+        lt = self.lt
+        ctypes.memmove(plan.algo.ptr, entry.payload, ALGO_BYTES)  # the algorithm leads cublasLtMatmulHeuristicResult_t
+        check = lt.MatmulHeuristicResult(1)
+        a_layout, b_layout, d_layout = plan.layouts
+        try:
+            self._lt_call(
+                "cublasLtMatmulAlgoCheck",
+                lt.matmul_algo_check,
+                handle,
+                plan.desc,
+                a_layout,
+                b_layout,
+                d_layout,
+                d_layout,
+                plan.algo.ptr,
+                check.ptr,
+            )
+        except Exception as exc:  # refused here (another library build, device or driver): ask the heuristic
+            cache.refused(CUBLASLT_PLAN, str(exc))
+            return False
+        needed = ctypes.c_size_t.from_address(check.ptr + ALGO_BYTES).value  # its workspaceSize
+        if needed > workspace_size:
+            cache.refused(CUBLASLT_PLAN, f"it needs {needed} workspace bytes, {workspace_size} are given")
+            return False
+        LOG.debug("cuBLASLt plan loaded from %s", cache.directory)
+        return True
 
     def _destroy_gemm_plan(self, plan: _GemmPlan) -> None:
         """Destroy what ``plan`` created (errors ignored: this runs on eviction and close)."""
@@ -562,6 +635,14 @@ class _Graph:
 
 GEMM_PLAN_LIMIT = 256
 """GEMM shapes whose cuBLASLt plans are kept (least recently used destroyed first)."""
+CUBLASLT_PLAN = "cublaslt"
+"""The plan cache kind of stored cuBLASLt algorithms."""
+GEMM_RECIPE = 1
+"""Version of how :meth:`NvidiaProvider._gemm_plan` asks the heuristic (preferences, reduction mask): part of
+the stored algorithms' key, to be bumped whenever that changes."""
+ALGO_BYTES = 64
+"""sizeof(cublasLtMatmulAlgo_t) (``uint64_t data[8]``), the first member of cublasLtMatmulHeuristicResult_t,
+which is followed by ``size_t workspaceSize``."""
 
 
 @dataclass
