@@ -114,6 +114,10 @@ step "Qwen3: parity and speed beside transformers on this GPU"
 Q="$WORK/qwen3"; mkdir -p "$Q"
 qwen() { timeout "${QWEN_STEP_TIMEOUT:-60}" python3 -m acl_core qwen3 "$@" --quiet; echo "qwen3 $1 exit: $?"; }
 python3 -m acl_core qwen3 make-tiny /tmp/q-tiny > /dev/null && python3 -m acl_core qwen3 make-tiny --config qwen3-0.6b /tmp/q06 > /dev/null
+# cold then warm start of `acl-core qwen3 generate` in fresh processes with a private, emptied kernel + plan cache
+# (issue 18 item 5: the warm start compiles nothing and plans nothing); a 1024-token prompt reaches cuDNN's prefill
+timeout "${STARTUP_TIMEOUT:-240}" python3 -m acl_core bench --suite startup --backend rocm --model /tmp/q06 \
+  --dtype bf16 --prompt-len 1024 --out "$Q/startup-0.6b-bf16.json"; echo "startup bench exit: $?"
 if [ "${QWEN:-full}" = full ]; then  # QWEN=short skips the fp32 parity runs (proven in earlier runs) to save device time
   qwen parity --model /tmp/q-tiny --backend rocm --dtype fp32 --out "$Q/parity-tiny-fp32.json"
   qwen parity --model /tmp/q06 --backend rocm --dtype fp32 --out "$Q/parity-0.6b-fp32.json"
