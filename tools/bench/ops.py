@@ -75,7 +75,7 @@ OPS = (
     *("Mish", "SiluBackward"),
     *POINTWISE,
     "AddRmsNormQuant",
-    *("MseLoss", "SmoothL1Loss", "GatherNd", "Take", "ForeachAddList"),
+    *("MseLoss", "SmoothL1Loss", "GatherNd", "Take", "ForeachAddList", "ApplyAdamWV2"),
     *("InplaceNormal", "InplaceUniform"),
     *gemm_variants.OPS,
     *("MoeTokenPermute", "ApplyTopKTopP"),
@@ -574,6 +574,46 @@ class Suite:
 
             label = f"{FOREACH_MEMBERS} x {_mib(n * item)}"
             self.case(Case(op, label, dtype.short, "GB/s", 3 * FOREACH_MEMBERS * n * item), acl, torch_fn, op)
+
+    def optimizer(self) -> None:
+        """ApplyAdamWV2 on one float32 parameter of ``elementwise_bytes`` beside torch's fused AdamW kernel.
+
+        torch's side is ``_fused_adamw_`` (what ``torch.optim.AdamW(fused=True)`` launches per step) on the
+        same state; the metric counts what both must move: var, m, v, grad read, var, m, v written.
+        """
+        op = "ApplyAdamWV2"
+        if not self.wanted(op):
+            return
+        dtype, n = D.ACL_FLOAT, self.sizes.elementwise_bytes // 4
+        hyper = {"lr": 1e-3, "weightDecay": 1e-2, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8}
+
+        def acl() -> tuple[Callable[[], None], Any]:
+            state = {name: self.array((n,), dtype) for name in ("varRef", "mRef", "vRef", "grad")}
+            step = to_device(np.array([3.0], np.float32), self.backend)
+            args = {**state, "maxGradNormOptionalRef": None, "step": step, **hyper}
+            return self.prepared(op, args | {"amsgrad": False, "maximize": False})
+
+        def torch_fn() -> Callable[[], object]:
+            p, g, m = (self.tensor((n,), dtype) for _ in range(3))
+            v = self.tensor((n,), dtype).abs_()
+            step = self.torch.full((), 3.0, device=self.device)
+            return lambda: self.torch._fused_adamw_(
+                [p],
+                [g],
+                [m],
+                [v],
+                [],
+                [step],
+                lr=hyper["lr"],
+                beta1=hyper["beta1"],
+                beta2=hyper["beta2"],
+                weight_decay=hyper["weightDecay"],
+                eps=hyper["eps"],
+                amsgrad=False,
+                maximize=False,
+            )
+
+        self.case(Case(op, _mib(n * 4), dtype.short, "GB/s", 7 * n * 4, note="torch: _fused_adamw_"), acl, torch_fn, op)
 
     def random_fills(self) -> None:
         """InplaceNormal and InplaceUniform on float32 ``elementwise_bytes`` beside torch's normal_ / uniform_."""
@@ -1256,6 +1296,7 @@ class Suite:
             self.gathers()
             self.random_fills()
             self.foreach()
+            self.optimizer()
             self.moe_routing()
             self.moe_pipeline()
             self.sampling()

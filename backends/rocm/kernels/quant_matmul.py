@@ -143,7 +143,7 @@ class OperandKernel:
 
 
 def operand_source(k: OperandKernel) -> str:
-    """The operand kernel: Meta n (batch entries), shape (b0..b3, rows, k, rows_pad, k_pad); strides of x, scale, offset.
+    """The operand kernel: Meta n (batch entries), shape (b0..b3, rows, k, rows_pad, k_pad), strides (x, scale, offset).
 
     Grid (k_pad / TILE_K, rows_pad / TILE_ROWS, batch): a block splits its batch index once, so no
     element pays a 64-bit division (those dominated the kernel's time on large GEMMs).

@@ -43,6 +43,7 @@ FAMILIES: tuple[str, ...] = (
     "quant_vllm",
     "gmm_quant",
     "mla",
+    "optim",
 )
 
 
