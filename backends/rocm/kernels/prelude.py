@@ -147,6 +147,25 @@ ACL_DEV float acl_tanh(float x) { return tanhf(x); }
 ACL_DEV double acl_tanh(double x) { return tanh(x); }
 ACL_DEV float acl_erf(float x) { return erff(x); }
 ACL_DEV double acl_erf(double x) { return erf(x); }
+// erf's inverse: the vendor's double erfinv on a GPU (CUDA: within 5 double ulps); the C library has none,
+// so elsewhere (the CPU kernel emulator) Winitzki's approximation, then three Halley steps on erf (erfc
+// near |x| = 1, where 1 - |x| is exact)
+#if defined(__CUDA_ARCH__) || defined(__HIPCC_RTC__) || defined(__HIP_DEVICE_COMPILE__)
+ACL_DEV double acl_erfinv(double x) { return erfinv(x); }
+#else
+ACL_DEV double acl_erfinv(double x) {
+  const double a = fabs(x), lg = log((1.0 - a) * (1.0 + a));
+  const double t = 2.0 / (3.14159265358979323846 * 0.147) + 0.5 * lg;
+  double y = sqrt(sqrt(t * t - lg / 0.147) - t);
+  if (a < 1.0) {
+    for (int k = 0; k < 3; ++k) {
+      const double f = a < 0.5 ? erf(y) - a : (1.0 - a) - erfc(y);
+      y -= f / (1.1283791670955126 * exp(-y * y) + y * f);
+    }
+  }
+  return copysign(y, x);
+}
+#endif
 // GELU's erf form as 0.5·x·erfc(-x/√2): 0.5·x·(1 + erf(x/√2)) cancels for x < 0 (hundreds of ulps off
 // at x = -4 in float32), erfc does not. float (and fp16/bf16, computed in float) evaluates it in double:
 // x is exact there, and the double rounding of x/√2, which erfc's steep tail amplifies by 2t², is far
