@@ -2,8 +2,11 @@
 
 The shim maps ``__global__``/``__device__`` away, ``__shared__`` to ``static`` (blocks run one after
 another, so a static is exactly one block's shared memory), ``__syncthreads`` to a block barrier and
-``ACL_SHFL_DOWN`` / ``ACL_SHFL_XOR`` to an exchange through per-warp slots between two warp barriers; the prelude then
-takes its portable (software fp16/bf16) path. A missing barrier on some thread deadlocks here as it
+``ACL_SHFL_DOWN`` / ``ACL_SHFL_XOR`` / ``ACL_SHFL_IDX`` to an exchange through per-warp slots between two warp
+barriers, ``ACL_WARP_SYNC`` to a warp barrier and ``ACL_WARP_ALLGATHER`` (the software matrix path of
+``kernels/mma.py``: every lane's fragment words to every lane) to one exchange between two warp barriers
+(``-DACL_EMU_PLAIN_SHUFFLES`` leaves it to mma.py's indexed shuffles); the prelude then takes its portable
+(software fp16/bf16) path. A missing barrier on some thread deadlocks here as it
 would misbehave on a GPU, and a shuffle reads exactly the lane a GPU would. It checks what the kernels
 compute, not how the vendor compilers treat them (nvcc checks those where it is installed).
 """
@@ -34,7 +37,9 @@ struct EmuBlock {
   std::barrier<>* block;
   std::vector<std::barrier<>*> warps;
   unsigned long long slots[1024];
+  std::vector<unsigned> words;  // ACL_WARP_ALLGATHER: EMU_GATHER_WORDS per thread
 };
+#define EMU_GATHER_WORDS 32
 static EmuBlock* emu_block;
 #define __global__
 #define __device__
@@ -64,6 +69,30 @@ template <class T> T emu_shfl_xor(T v, int mask) {
   return r;
 }
 #define ACL_SHFL_XOR(v, o) emu_shfl_xor((v), (o))
+template <class T> T emu_shfl_idx(T v, int src) {
+  const unsigned t = threadIdx.x, warp = t / ACL_WARP_SIZE, lane = t % ACL_WARP_SIZE;
+  memcpy(&emu_block->slots[t], &v, sizeof(T));
+  emu_block->warps[warp]->arrive_and_wait();
+  T r;
+  memcpy(&r, &emu_block->slots[t - lane + ((unsigned)src % ACL_WARP_SIZE)], sizeof(T));
+  emu_block->warps[warp]->arrive_and_wait();
+  return r;
+}
+#define ACL_SHFL_IDX(v, l) emu_shfl_idx((v), (l))
+inline void emu_warp_sync() { emu_block->warps[threadIdx.x / ACL_WARP_SIZE]->arrive_and_wait(); }
+#define ACL_WARP_SYNC() emu_warp_sync()
+#ifndef ACL_EMU_PLAIN_SHUFFLES
+template <int N> void emu_warp_allgather(const unsigned* in, unsigned* out) {
+  static_assert(N <= EMU_GATHER_WORDS, "too many words per lane");
+  const unsigned t = threadIdx.x, warp = t / ACL_WARP_SIZE, lane = t % ACL_WARP_SIZE;
+  memcpy(&emu_block->words[(size_t)t * EMU_GATHER_WORDS], in, N * sizeof(unsigned));
+  emu_block->warps[warp]->arrive_and_wait();
+  for (unsigned l = 0; l < ACL_WARP_SIZE; ++l)
+    memcpy(out + l * N, &emu_block->words[(size_t)(t - lane + l) * EMU_GATHER_WORDS], N * sizeof(unsigned));
+  emu_block->warps[warp]->arrive_and_wait();
+}
+#define ACL_WARP_ALLGATHER(in, out, n) emu_warp_allgather<n>((in), (out))
+#endif
 inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 inline double __longlong_as_double(long long v) { double d; memcpy(&d, &v, 8); return d; }
@@ -92,6 +121,7 @@ extern "C" void emu_launch(unsigned grid, unsigned block, void** args) {
     std::barrier<> whole(block);
     EmuBlock state;
     state.block = &whole;
+    state.words.assign((size_t)block * EMU_GATHER_WORDS, 0u);
     const unsigned warps = (block + ACL_WARP_SIZE - 1) / ACL_WARP_SIZE;
     for (unsigned w = 0; w < warps; ++w) state.warps.push_back(new std::barrier<>(ACL_WARP_SIZE));
     emu_block = &state;
