@@ -1,14 +1,15 @@
 """Run generated HIP/CUDA-common kernels on the CPU: g++ with a small shim, one std::thread per GPU thread.
 
-The shim maps ``__global__``/``__device__`` away, ``__shared__`` to ``static`` (blocks run one after
-another, so a static is exactly one block's shared memory), ``__syncthreads`` to a block barrier and
-``ACL_SHFL_DOWN`` / ``ACL_SHFL_XOR`` / ``ACL_SHFL_IDX`` to an exchange through per-warp slots between two warp
-barriers, ``ACL_WARP_SYNC`` to a warp barrier and ``ACL_WARP_ALLGATHER`` (the software matrix path of
-``kernels/mma.py``: every lane's fragment words to every lane) to one exchange between two warp barriers
-(``-DACL_EMU_PLAIN_SHUFFLES`` leaves it to mma.py's indexed shuffles); the prelude then takes its portable
-(software fp16/bf16) path. A missing barrier on some thread deadlocks here as it
-would misbehave on a GPU, and a shuffle reads exactly the lane a GPU would. It checks what the kernels
-compute, not how the vendor compilers treat them (nvcc checks those where it is installed).
+The shim maps ``__global__``/``__device__`` away, ``__shared__`` to ``static`` (the blocks of a grid of
+up to three dimensions run one after another, so a static is exactly one block's shared memory),
+``__syncthreads`` to a block barrier, ``ACL_SHFL_DOWN`` / ``ACL_SHFL_XOR`` / ``ACL_SHFL_IDX`` to an
+exchange through per-warp slots between two warp barriers, ``ACL_WARP_SYNC`` to a warp barrier and
+``ACL_WARP_ALLGATHER`` (the software matrix path of ``kernels/mma.py``: every lane's fragment words to
+every lane) to one exchange between two warp barriers (``-DACL_EMU_PLAIN_SHUFFLES`` leaves it to
+mma.py's indexed shuffles); the prelude then takes its portable (software fp16/bf16) path. A missing
+barrier on some thread deadlocks here as it would misbehave on a GPU, and a shuffle reads exactly the
+lane a GPU would. It checks what the kernels compute, not how the vendor compilers treat them (nvcc
+checks those where it is installed).
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ template <int N> void emu_warp_allgather(const unsigned* in, unsigned* out) {
 #endif
 inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 inline double __longlong_as_double(long long v) { double d; memcpy(&d, &v, 8); return d; }
 inline long long __double_as_longlong(double d) { long long v; memcpy(&v, &d, 8); return v; }
 // round-to-nearest double arithmetic without contraction (-O0 never fuses a multiply into an add)
@@ -114,10 +116,12 @@ inline double __dmul_rn(double a, double b) { return a * b; }
 """
 
 LAUNCHER = r"""
-extern "C" void emu_launch(unsigned grid, unsigned block, void** args) {
-  gridDim.x = grid;
+extern "C" void emu_launch(unsigned gx, unsigned gy, unsigned gz, unsigned block, void** args) {
+  gridDim.x = gx;
+  gridDim.y = gy;
+  gridDim.z = gz;
   blockDim.x = block;
-  for (unsigned b = 0; b < grid; ++b) {
+  for (unsigned b = 0; b < gx * gy * gz; ++b) {
     std::barrier<> whole(block);
     EmuBlock state;
     state.block = &whole;
@@ -129,7 +133,9 @@ extern "C" void emu_launch(unsigned grid, unsigned block, void** args) {
     for (unsigned t = 0; t < block; ++t)
       threads.emplace_back([=] {
         threadIdx.x = t;
-        blockIdx.x = b;
+        blockIdx.x = b % gx;
+        blockIdx.y = (b / gx) % gy;
+        blockIdx.z = b / (gx * gy);
         KERNEL_CALL;
       });
     for (auto& th : threads) th.join();
@@ -180,9 +186,10 @@ class EmulatedProvider(FakeProvider):
         params: int,
     ) -> None:
         name, source, library = function  # type: ignore[misc]
-        assert grid[1:] == (1, 1) and block[1:] == (1, 1)
+        assert block[1:] == (1, 1)
         super()._run((name, source), grid, block, shared_bytes, stream, params)
-        library.emu_launch(ctypes.c_uint(grid[0]), ctypes.c_uint(block[0]), ctypes.c_void_p(params))
+        gx, gy, gz = (ctypes.c_uint(n) for n in grid)
+        library.emu_launch(gx, gy, gz, ctypes.c_uint(block[0]), ctypes.c_void_p(params))
 
 
 def emulated_backend(kernel_cache: Path, provider: EmulatedProvider | None = None) -> Any:
@@ -226,7 +233,7 @@ def _library(source: str, name: str, options: list[str]) -> Any:
         tmp.rename(so)  # atomic: a parallel worker never loads a half-written library
         src.unlink()
     lib = ctypes.CDLL(str(so))
-    lib.emu_launch.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
+    lib.emu_launch.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
     _LIBRARIES[key] = lib
     return lib
 

@@ -139,7 +139,7 @@ def _run(body: str, name: str, options: list[str], block: int, *args: object) ->
             assert isinstance(arg, int)
             holders.append(ctypes.c_int(arg))
     params = (ctypes.c_void_p * len(holders))(*(ctypes.addressof(h) for h in holders))
-    lib.emu_launch(ctypes.c_uint(1), ctypes.c_uint(block), ctypes.cast(params, ctypes.c_void_p))
+    lib.emu_launch(*(ctypes.c_uint(1),) * 3, ctypes.c_uint(block), ctypes.cast(params, ctypes.c_void_p))
 
 
 def _inputs(rng: np.random.Generator, shape: tuple[int, ...], bf16: bool) -> tuple[np.ndarray, np.ndarray]:
