@@ -1,11 +1,15 @@
 """Run generated HIP/CUDA-common kernels on the CPU: g++ with a small shim, one std::thread per GPU thread.
 
-The shim maps ``__global__``/``__device__`` away, ``__shared__`` to ``static`` (blocks run one after
-another, so a static is exactly one block's shared memory), ``__syncthreads`` to a block barrier and
-``ACL_SHFL_DOWN`` / ``ACL_SHFL_XOR`` to an exchange through per-warp slots between two warp barriers; the prelude then
-takes its portable (software fp16/bf16) path. A missing barrier on some thread deadlocks here as it
-would misbehave on a GPU, and a shuffle reads exactly the lane a GPU would. It checks what the kernels
-compute, not how the vendor compilers treat them (nvcc checks those where it is installed).
+The shim maps ``__global__``/``__device__`` away, ``__shared__`` to ``static`` (the blocks of a grid of
+up to three dimensions run one after another, so a static is exactly one block's shared memory),
+``__syncthreads`` to a block barrier, ``ACL_SHFL_DOWN`` / ``ACL_SHFL_XOR`` / ``ACL_SHFL_IDX`` to an
+exchange through per-warp slots between two warp barriers, ``ACL_WARP_SYNC`` to a warp barrier and
+``ACL_WARP_ALLGATHER`` (the software matrix path of ``kernels/mma.py``: every lane's fragment words to
+every lane) to one exchange between two warp barriers (``-DACL_EMU_PLAIN_SHUFFLES`` leaves it to
+mma.py's indexed shuffles); the prelude then takes its portable (software fp16/bf16) path. A missing
+barrier on some thread deadlocks here as it would misbehave on a GPU, and a shuffle reads exactly the
+lane a GPU would. It checks what the kernels compute, not how the vendor compilers treat them (nvcc
+checks those where it is installed).
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ struct EmuBlock {
   std::barrier<>* block;
   std::vector<std::barrier<>*> warps;
   unsigned long long slots[1024];
+  std::vector<unsigned> words;  // ACL_WARP_ALLGATHER: EMU_GATHER_WORDS per thread
 };
+#define EMU_GATHER_WORDS 32
 static EmuBlock* emu_block;
 #define __global__
 #define __device__
@@ -64,8 +70,33 @@ template <class T> T emu_shfl_xor(T v, int mask) {
   return r;
 }
 #define ACL_SHFL_XOR(v, o) emu_shfl_xor((v), (o))
+template <class T> T emu_shfl_idx(T v, int src) {
+  const unsigned t = threadIdx.x, warp = t / ACL_WARP_SIZE, lane = t % ACL_WARP_SIZE;
+  memcpy(&emu_block->slots[t], &v, sizeof(T));
+  emu_block->warps[warp]->arrive_and_wait();
+  T r;
+  memcpy(&r, &emu_block->slots[t - lane + ((unsigned)src % ACL_WARP_SIZE)], sizeof(T));
+  emu_block->warps[warp]->arrive_and_wait();
+  return r;
+}
+#define ACL_SHFL_IDX(v, l) emu_shfl_idx((v), (l))
+inline void emu_warp_sync() { emu_block->warps[threadIdx.x / ACL_WARP_SIZE]->arrive_and_wait(); }
+#define ACL_WARP_SYNC() emu_warp_sync()
+#ifndef ACL_EMU_PLAIN_SHUFFLES
+template <int N> void emu_warp_allgather(const unsigned* in, unsigned* out) {
+  static_assert(N <= EMU_GATHER_WORDS, "too many words per lane");
+  const unsigned t = threadIdx.x, warp = t / ACL_WARP_SIZE, lane = t % ACL_WARP_SIZE;
+  memcpy(&emu_block->words[(size_t)t * EMU_GATHER_WORDS], in, N * sizeof(unsigned));
+  emu_block->warps[warp]->arrive_and_wait();
+  for (unsigned l = 0; l < ACL_WARP_SIZE; ++l)
+    memcpy(out + l * N, &emu_block->words[(size_t)(t - lane + l) * EMU_GATHER_WORDS], N * sizeof(unsigned));
+  emu_block->warps[warp]->arrive_and_wait();
+}
+#define ACL_WARP_ALLGATHER(in, out, n) emu_warp_allgather<n>((in), (out))
+#endif
 inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 inline double __longlong_as_double(long long v) { double d; memcpy(&d, &v, 8); return d; }
 inline long long __double_as_longlong(double d) { long long v; memcpy(&v, &d, 8); return v; }
 // round-to-nearest double arithmetic without contraction (-O0 never fuses a multiply into an add)
@@ -91,10 +122,10 @@ extern "C" void emu_launch(unsigned gx, unsigned gy, unsigned gz, unsigned block
   gridDim.z = gz;
   blockDim.x = block;
   for (unsigned b = 0; b < gx * gy * gz; ++b) {
-    const dim3 at{b % gx, (b / gx) % gy, b / (gx * gy)};
     std::barrier<> whole(block);
     EmuBlock state;
     state.block = &whole;
+    state.words.assign((size_t)block * EMU_GATHER_WORDS, 0u);
     const unsigned warps = (block + ACL_WARP_SIZE - 1) / ACL_WARP_SIZE;
     for (unsigned w = 0; w < warps; ++w) state.warps.push_back(new std::barrier<>(ACL_WARP_SIZE));
     emu_block = &state;
@@ -102,7 +133,9 @@ extern "C" void emu_launch(unsigned gx, unsigned gy, unsigned gz, unsigned block
     for (unsigned t = 0; t < block; ++t)
       threads.emplace_back([=] {
         threadIdx.x = t;
-        blockIdx = at;
+        blockIdx.x = b % gx;
+        blockIdx.y = (b / gx) % gy;
+        blockIdx.z = b / (gx * gy);
         KERNEL_CALL;
       });
     for (auto& th : threads) th.join();
@@ -153,9 +186,9 @@ class EmulatedProvider(FakeProvider):
         params: int,
     ) -> None:
         name, source, library = function  # type: ignore[misc]
-        assert block[1:] == (1, 1), "kernels here take a 1-D block"
+        assert block[1:] == (1, 1)
         super()._run((name, source), grid, block, shared_bytes, stream, params)
-        gx, gy, gz = (ctypes.c_uint(g) for g in grid)
+        gx, gy, gz = (ctypes.c_uint(n) for n in grid)
         library.emu_launch(gx, gy, gz, ctypes.c_uint(block[0]), ctypes.c_void_p(params))
 
 
@@ -200,7 +233,7 @@ def _library(source: str, name: str, options: list[str]) -> Any:
         tmp.rename(so)  # atomic: a parallel worker never loads a half-written library
         src.unlink()
     lib = ctypes.CDLL(str(so))
-    lib.emu_launch.argtypes = [ctypes.c_uint] * 4 + [ctypes.c_void_p]
+    lib.emu_launch.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
     _LIBRARIES[key] = lib
     return lib
 

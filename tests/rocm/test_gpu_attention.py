@@ -180,7 +180,7 @@ def test_cudnn_frontend_loads(rocm: Backend) -> None:
     assert "cuDNN SDPA" in rocm.capabilities().attention_path
 
 
-@pytest.mark.parametrize("path", ["blas", "cudnn"])
+@pytest.mark.parametrize("path", ["blas", "cudnn", "flash"])
 @pytest.mark.parametrize("dtype", [np.float16, "bfloat16", np.float32])
 @pytest.mark.parametrize("layout", ["BNSD", "BSND", "BSH", "SBH"])
 @pytest.mark.parametrize("mode", [0, 2, 3])
@@ -192,14 +192,14 @@ def test_flash_attention_paths_match_reference(
         pytest.skip(runner.cudnn.refusal())
     rng = np.random.default_rng(zlib.crc32(f"{path} {dtype} {layout} {mode}".encode()))  # hash() is salted
     args = _fa_args(rng, dtype, layout, 2, 4, 2, 193, 257, 64, mode)
-    if path == "cudnn" and np.dtype(dtype) == np.float32:
+    if path in ("cudnn", "flash") and np.dtype(dtype) == np.float32:
         with pytest.raises(AclError, match="float32 inputs"):
             _run_path(rocm, path, args)
         return
     _check_path(rocm, reference, path, args, f"{np.dtype(dtype)} {layout} sparse {mode} GQA 4/2 Sq=193 Skv=257")
 
 
-@pytest.mark.parametrize("path", ["kernel", "blas", "cudnn"])
+@pytest.mark.parametrize("path", ["kernel", "flash", "blas", "cudnn"])
 def test_flash_attention_paths_at_prefill_size(rocm: Backend, reference: Backend, path: str) -> None:
     runner = rocm.attention  # type: ignore[attr-defined]
     if path == "cudnn" and runner.cudnn.refusal() is not None:
@@ -230,7 +230,7 @@ def test_blas_path_with_masks_windows_and_pse(rocm: Backend, reference: Backend)
         _check_path(rocm, reference, "blas", args, note)
 
 
-def test_large_calls_fall_back_to_blas_without_cudnn(rocm: Backend, reference: Backend) -> None:
+def test_large_calls_take_flash_or_blas_without_cudnn(rocm: Backend, reference: Backend) -> None:
     from acl_rocm.ops.attention_cudnn import CudnnSdpa
 
     def missing() -> object:
@@ -244,8 +244,9 @@ def test_large_calls_fall_back_to_blas_without_cudnn(rocm: Backend, reference: B
         args = _fa_args(np.random.default_rng(4), "bfloat16", "BNSD", 2, 8, 8, 512, 512, 64, 3)
         expected = eager.run("FlashAttentionScore", reference, **args)
         got = eager.run("FlashAttentionScore", rocm, **args, **sentinel_outputs("FlashAttentionScore", args, expected))
-        assert runner.last_path == "blas"
-        (oa, orr), _ = _path_tolerances("blas", args["query"].dtype)
+        want = "flash" if runner.flash.slow() is None else "blas"  # flash where the device has matrix instructions
+        assert runner.last_path == want
+        (oa, orr), _ = _path_tolerances(want, args["query"].dtype)
         assert_close(got["attentionOutOut"], expected["attentionOutOut"], atol=oa, rtol=orr)
     finally:
         runner.cudnn = saved

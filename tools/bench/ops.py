@@ -58,6 +58,9 @@ class Sizes:
     """Blocks of the paged KV cache the ScatterPaKvCache row writes into (16 token slots of 8 x 128 each)."""
     rope_tokens: int = 64
     """Tokens of the RopeWithSinCosCacheV2 row (32 query and 8 key heads of 128)."""
+    forced_attention: tuple[tuple[str, tuple[int, int, int, int]], ...] = (("flash", (1, 2, 256, 64)),)
+    """Causal FlashAttentionScore rows with the backend's attention path forced (a rocm setting, the one
+    ``ACL_ATTENTION_PATH`` sets): (path, (B, N, S, D)); backends without selectable paths skip them."""
 
 
 POINTWISE: dict[str, tuple[tuple[str, ...], str]] = {
@@ -137,7 +140,18 @@ SIZES = {
         rope_tokens=64,
         mla=(4, 256, 128, 2, 32, 32, 64, 16),
     ),
-    "full": Sizes(1 << 28, (8192, 8192), 8192, (4, 32, 4096, 128), 1024, 0.1, 5, kv_blocks=4096, rope_tokens=4096),
+    "full": Sizes(
+        1 << 28,
+        (8192, 8192),
+        8192,
+        (4, 32, 4096, 128),
+        1024,
+        0.1,
+        5,
+        kv_blocks=4096,
+        rope_tokens=4096,
+        forced_attention=(("flash", (4, 32, 4096, 128)), ("flash", (4, 32, 1024, 64))),
+    ),
 }
 """``small``: seconds on a CPU, for tests; ``full``: the shapes of issue 4's targets, for a GPU."""
 
@@ -1023,11 +1037,24 @@ class Suite:
             self.case(case, acl, torch_fn, "Matmul")
 
     def attention(self) -> None:
-        """Causal FlashAttentionScore forward (BNSD, sparseMode 3, bf16) vs scaled_dot_product_attention."""
+        """Causal FlashAttentionScore forward (BNSD, sparseMode 3, bf16) vs scaled_dot_product_attention.
+
+        The default row takes the backend's own path choice; each ``forced_attention`` row forces one path
+        (rocm's ``ACL_ATTENTION_PATH`` setting, on the runner for the row's duration), its note naming it.
+        """
         if not self.wanted("FlashAttentionScore"):
             return
-        b, n, s, d = self.sizes.attention
+        self._causal_attention(self.sizes.attention, None)
+        runner = getattr(self.backend, "attention", None)
+        if runner is None or not hasattr(runner, "path_override"):
+            return
+        for path, shape in self.sizes.forced_attention:
+            self._causal_attention(shape, path)
+
+    def _causal_attention(self, shape: tuple[int, int, int, int], path: str | None) -> None:
+        b, n, s, d = shape
         dtype = D.ACL_BF16
+        runner = getattr(self.backend, "attention", None)
 
         def acl() -> tuple[Callable[[], None], Any]:
             q, k, v = (self.array((b, n, s, d), dtype) for _ in range(3))
@@ -1040,7 +1067,21 @@ class Suite:
             args |= {"scaleValue": 1 / math.sqrt(d), "keepProb": 1.0, "preTokens": 2147483647}
             args |= {"nextTokens": 2147483647, "headNum": n, "inputLayout": "BNSD", "innerPrecise": 0}
             args |= {"sparseMode": 3}
-            return self.prepared("FlashAttentionScore", args, skip=("softmaxOutOut",))
+            if path is None:
+                return self.prepared("FlashAttentionScore", args, skip=("softmaxOutOut",))
+            saved = runner.path_override  # type: ignore[union-attr]
+            runner.path_override = path  # type: ignore[union-attr]  # the route is chosen at the first launch
+            try:
+                launch, free = self.prepared("FlashAttentionScore", args, skip=("softmaxOutOut",))
+            except Exception:
+                runner.path_override = saved  # type: ignore[union-attr]
+                raise
+
+            def cleanup() -> None:
+                runner.path_override = saved  # type: ignore[union-attr]
+                free()
+
+            return launch, cleanup
 
         def torch_fn() -> Callable[[], object]:
             q, k, v = (self.tensor((b, n, s, d), dtype) for _ in range(3))
@@ -1048,8 +1089,11 @@ class Suite:
             return lambda: sdpa(q, k, v, is_causal=True)
 
         flops = 4.0 * b * n * s * s * d / 2  # two GEMMs, half the score matrix under the causal mask
-        case = Case("FlashAttentionScore causal", f"B{b} N{n} S{s} D{d}", dtype.short, "TFLOP/s", flops)
+        note = "" if path is None else f"ACL_ATTENTION_PATH={path}: the {path} path forced"
+        case = Case("FlashAttentionScore causal", f"B{b} N{n} S{s} D{d}", dtype.short, "TFLOP/s", flops, note=note)
         self.case(case, acl, torch_fn, "FlashAttentionScore")
+        if path is not None and case.status == "ok" and runner is not None and runner.last_path != path:
+            case.status = f"failed: the {runner.last_path} path ran, not {path}"
 
     def attention_sink(self) -> None:
         """FlashAttentionScoreV3 (FlashAttentionScore's row with a per-head sink) vs torch's flash SDPA + its lse.

@@ -3,7 +3,10 @@
 Attention runs one fused kernel (:func:`acl_rocm.kernels.attention.attention_source`, a tiled
 online softmax, one block per query row) for small calls and every case the faster paths do not take.
 Large FlashAttentionScore calls (:func:`acl_rocm.ops.attention_plan.choose_path`) run cuDNN's fused
-SDPA on NVIDIA where it computes the case exactly (:mod:`acl_rocm.ops.attention_cudnn`), else the BLAS
+SDPA on NVIDIA where it computes the case exactly (:mod:`acl_rocm.ops.attention_cudnn`), else the
+flash kernel on warp matrix instructions (:mod:`acl_rocm.ops.attention_flash`: fp16/bf16, head dims
+64/128/256, no pse; the row kernel's launch description, so masks, windows, GQA and sinks carry over)
+where the device has them, else the BLAS
 path (:mod:`acl_rocm.ops.attention_blas`: two batched GEMMs around a row-softmax kernel, every mask,
 window and pse case); the path taken is logged at debug level once per signature. Layouts, masks
 and pse are described to it by strides (:func:`bnsd_strides`, :func:`mask_strides`), sparse modes
@@ -31,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
-from acl_core.errors import AclnnError, AclnnStatus
+from acl_core.errors import AclError, AclnnError, AclnnStatus, RtErrorCode
 from acl_core.formats import Format
 from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
@@ -51,6 +54,7 @@ from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.attention_blas import BlasAttention, BlasProblem, blas_refusal
 from acl_rocm.ops.attention_cudnn import CudnnSdpa, SdpaKey, refuse
 from acl_rocm.ops.attention_decode import DecodeAttention, DecodeCall, decode_refusal
+from acl_rocm.ops.attention_flash import FlashAttention, flash_refusal
 from acl_rocm.ops.attention_plan import LARGE_WORK, choose_path, cudnn_mask, cudnn_refusal, is_large
 from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.ops.program import run_program
@@ -179,10 +183,11 @@ class AttentionRunner:
         self.blas = BlasAttention(backend)
         self.cudnn = CudnnSdpa(backend)
         self.decode = DecodeAttention(backend)
+        self.flash = FlashAttention(backend)
         self.path_override: str | None = os.environ.get("ACL_ATTENTION_PATH") or None
         """Forces a path (env ACL_ATTENTION_PATH); None: by size and shape.
 
-        FlashAttentionScore: "kernel", "blas" or "cudnn" ("decode" leaves it by size). IncreFlashAttention and
+        FlashAttentionScore: "kernel", "flash", "blas" or "cudnn" ("decode" leaves it by size). IncreFlashAttention and
         FusedInferAttentionScore: "decode" forces the split-KV decode kernel, "kernel" the row kernel (any other
         value leaves them by shape: the decode kernel wherever it runs)."""
         self.large_work = LARGE_WORK
@@ -211,6 +216,8 @@ class AttentionRunner:
         cudnn_why = self.cudnn.refusal()
         if cudnn_why is None:
             paths.append(f"cuDNN SDPA {self.cudnn.version()} (large fp16/bf16, no mask or causal)")
+        if self.flash.slow(cudnn_why is None) is None:
+            paths.append("flash kernel on matrix instructions (large fp16/bf16, D 64/128/256, no pse)")
         blas_why = self.backend.matmul.unavailable()
         if blas_why is None:
             paths.append("BLAS (large: GEMM, row softmax, GEMM; every mask/pse case)")
@@ -247,7 +254,10 @@ class AttentionRunner:
         scale: float,
         pointers: Sequence[int],
         sink: int = 0,
+        flash: bool = False,
     ) -> list[Prepared]:
+        if flash:
+            return self.flash.prepare(inst, meta, grid, scale, pointers, sink)
         if 0 in grid:
             return []
         if grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ:
@@ -257,8 +267,8 @@ class AttentionRunner:
         return [Prepared(self._function(inst), LaunchConfig(grid, (ATTN_THREADS, 1, 1)), KernelArgs(values))]
 
     # ------------------------------------------------------------------ FlashAttentionScore
-    def flash_attention_score(self, launch: Launch) -> list[Prepared]:
-        """Training attention forward: attentionOutOut and the [B,N,Sq,8] softmax max / sum."""
+    def flash_attention_score(self, launch: Launch, flash: bool = False) -> list[Prepared]:
+        """Training attention forward: attentionOutOut and the [B,N,Sq,8] softmax max / sum (``flash``: that kernel)."""
         args, plan = launch.args, launch.plan
         q, k, v = args["query"], args["key"], args["value"]
         out, smax, ssum = args["attentionOutOut"], args["softmaxMaxOut"], args["softmaxSumOut"]
@@ -309,7 +319,7 @@ class AttentionRunner:
                 0,
             ]
             sink_address = 0 if sink is None else _address(sink)
-            steps += self._prepare_attention(inst, meta, (sq, nq, count), scale, pointers, sink_address)
+            steps += self._prepare_attention(inst, meta, (sq, nq, count), scale, pointers, sink_address, flash)
         return steps
 
     # ------------------------------------------------------------------ FlashAttentionScore paths
@@ -383,14 +393,23 @@ class AttentionRunner:
             p.sink is not None,
         )
         blas_why = blas_refusal(p, self.backend.matmul.unavailable())
+        flash_why = flash_refusal(p.q.dtype, p.d, p.pse is not None)
+        flash_slow = self.flash.slow(self.cudnn.refusal() is None)
         large = is_large(p.b, p.nq, p.sq, p.skv, self.large_work)
         try:
             override = None if self.path_override == "decode" else self.path_override
             path, why = choose_path(
-                large=large, blas_refusal=blas_why, cudnn_refusal_reason=cudnn_why, override=override
+                large=large,
+                blas_refusal=blas_why,
+                cudnn_refusal_reason=cudnn_why,
+                flash_refusal_reason=flash_why,
+                flash_slow=flash_slow,
+                override=override,
             )
-        except ValueError as exc:
-            raise refuse(str(exc)) from None
+        except ValueError as exc:  # a forced path that cannot run the call: a typed refusal
+            if override == "cudnn":
+                raise refuse(str(exc)) from None
+            raise AclError(RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, f"FlashAttentionScore: {exc}") from None
         run: Callable[[int], None]
         if path == "cudnn":
             key = SdpaKey(
@@ -401,14 +420,20 @@ class AttentionRunner:
             if isinstance(built, str):
                 if self.path_override is not None:
                     raise refuse(built)
-                path, why = choose_path(large=large, blas_refusal=blas_why, cudnn_refusal_reason=built)
+                path, why = choose_path(
+                    large=large,
+                    blas_refusal=blas_why,
+                    cudnn_refusal_reason=built,
+                    flash_refusal_reason=flash_why,
+                    flash_slow=flash_slow,
+                )
             else:
                 tensors = {"q": p.q, "k": p.k, "v": p.v, "o": p.out, "smax": p.smax, "ssum": p.ssum}
                 run = functools.partial(self.cudnn.run, built, key, tensors)
         if path == "blas":
             run = functools.partial(self.blas.run, p)
-        elif path == "kernel":
-            steps = self.flash_attention_score(launch)
+        elif path in ("kernel", "flash"):
+            steps = self.flash_attention_score(launch, flash=path == "flash")
             run = functools.partial(self._launch_steps, steps)
         self.last_path = path
         LOG.debug(

@@ -1,10 +1,11 @@
-"""How a FlashAttentionScore call runs on the GPU: the path (fused kernel, BLAS, cuDNN) and the BLAS chunks.
+"""How a FlashAttentionScore call runs on the GPU: the path (row or flash kernel, BLAS, cuDNN) and the BLAS chunks.
 
 Pure arithmetic, no device: :func:`choose_path` picks the path from the call's size and what the
-platform offers; :func:`plan_chunks` splits a BLAS-path call into chunks of (batch, heads, query rows,
-key columns) whose fp32 score and probability temporaries stay under a byte budget. Calls with a key
-window (causal and band sparse modes) are cut into query-row blocks that multiply only the keys the
-block's window can reach, so a causal prefill does a bit over half of the dense GEMM work.
+platform offers (cuDNN, then the flash kernel, then BLAS for large calls); :func:`plan_chunks` splits
+a BLAS-path call into chunks of (batch, heads, query rows, key columns) whose fp32 score and
+probability temporaries stay under a byte budget. Calls with a key window (causal and band sparse
+modes) are cut into query-row blocks that multiply only the keys the block's window can reach, so a
+causal prefill does a bit over half of the dense GEMM work.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Final
 
 from acl_core.dtypes import DataType as D
 
-PATHS: Final = ("kernel", "blas", "cudnn")
+PATHS: Final = ("kernel", "flash", "blas", "cudnn")
 BUDGET_BYTES: Final = 1 << 30
 """Bytes of score + probability temporaries one BLAS-path call holds at a time."""
 ROW_BLOCK: Final = 512
@@ -60,6 +61,26 @@ def key_range(row0: int, rows: int, skv: int, bounds: tuple[int, int, int] | Non
     first = max(0, row0 + shift + lo)
     last = min(skv, row0 + rows - 1 + shift + hi + 1)
     return first, max(first, last)
+
+
+KEY_RANGE_SOURCE: Final = r"""
+// [*first, *last) of the keys rows row0 .. row0+rows may keep under the window (lo, hi, shift) when has_window:
+// the device twin of attention_plan.key_range (same arithmetic, same empty-range and no-window cases)
+ACL_DEV void acl_key_range(long long row0, long long rows, long long skv, long long has_window, long long lo,
+                           long long hi, long long shift, long long* first, long long* last) {
+  if (!has_window || rows <= 0) {
+    *first = 0;
+    *last = skv;
+    return;
+  }
+  const long long f = row0 + shift + lo > 0 ? row0 + shift + lo : 0;
+  const long long l = row0 + rows - 1 + shift + hi + 1 < skv ? row0 + rows - 1 + shift + hi + 1 : skv;
+  *first = f;
+  *last = l > f ? l : f;
+}
+"""
+"""C source of :func:`key_range` for kernels (``acl_key_range``), so the fused flash kernel skips exactly the keys
+the BLAS path's chunks skip."""
 
 
 def plan_chunks(
@@ -149,23 +170,30 @@ def choose_path(
     large: bool,
     blas_refusal: str | None,
     cudnn_refusal_reason: str | None,
+    flash_refusal_reason: str | None = "not offered",
+    flash_slow: str | None = None,
     override: str | None = None,
 ) -> tuple[str, str]:
-    """(path, why): cuDNN, then BLAS, for large calls; the fused kernel otherwise or when neither applies.
+    """(path, why): cuDNN, then the flash kernel, then BLAS for large calls; else (or when none applies) the row kernel.
 
-    ``override`` forces a path (tests); forcing one that cannot run raises ValueError with the reason.
+    ``flash_refusal_reason`` says why the flash kernel cannot run the call, ``flash_slow`` why it is not
+    preferred although it can (no matrix instructions: its software path). ``override`` forces a path
+    (tests, ``ACL_ATTENTION_PATH``); forcing one that cannot run raises ValueError with the reason.
     """
     if override is not None:
         if override not in PATHS:
             raise ValueError(f"unknown attention path {override!r}; expected one of {PATHS}")
-        why = {"kernel": None, "blas": blas_refusal, "cudnn": cudnn_refusal_reason}[override]
-        if why is not None:
-            raise ValueError(f"the {override} attention path cannot run this call: {why}")
+        why = {"kernel": None, "flash": flash_refusal_reason, "blas": blas_refusal, "cudnn": cudnn_refusal_reason}
+        if why[override] is not None:
+            raise ValueError(f"the {override} attention path cannot run this call: {why[override]}")
         return override, "forced"
     if not large:
         return "kernel", "small call"
     if cudnn_refusal_reason is None:
         return "cudnn", "large call, cuDNN SDPA supports it"
+    flash_why = flash_refusal_reason or flash_slow
+    if flash_why is None:
+        return "flash", f"large call; cuDNN: {cudnn_refusal_reason}"
     if blas_refusal is None:
-        return "blas", f"large call; cuDNN: {cudnn_refusal_reason}"
-    return "kernel", f"large call; cuDNN: {cudnn_refusal_reason}; BLAS: {blas_refusal}"
+        return "blas", f"large call; cuDNN: {cudnn_refusal_reason}; flash: {flash_why}"
+    return "kernel", f"large call; cuDNN: {cudnn_refusal_reason}; flash: {flash_why}; BLAS: {blas_refusal}"

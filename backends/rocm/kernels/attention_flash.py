@@ -1,0 +1,348 @@
+"""The fused flash-attention forward kernel on warp matrix instructions (:mod:`acl_rocm.kernels.mma`).
+
+FlashAttention-2's schedule: a block of ``warps`` warps owns ``16 * warps`` query rows of one (batch,
+query head); each warp keeps its 16 rows' Q fragments, scores, probabilities and fp32 output
+accumulator in registers, and the block walks the keys its rows' window reaches
+(``acl_key_range``, the device twin of :func:`acl_rocm.ops.attention_plan.key_range`) in tiles of
+``block_keys`` keys staged in shared memory: K tile ``t + 1`` is copied (``cp.async`` on sm_80+) while
+the probabilities of tile ``t`` meet V, and V tile ``t`` while its scores are formed. Per tile: S =
+Q K^T on matrix instructions, scale and mask (only on tiles that cross the window's edge, the end of
+the keys, or where an explicit mask is read), the online softmax on accumulator rows in registers
+(exp2 of log2-scaled scores; row maxima reduced over the lanes sharing a row), P rounded to the input
+dtype as the next product's A operand, O += P V. Rows with nothing kept write zeros with max -inf and
+sum 0 (with a sink: max = sink, sum = 1, as the row kernel). Blocks run the longest key ranges first
+(the last query tile of each head; causal work is triangular).
+
+It takes the row kernel's :class:`~acl_rocm.kernels.attention.AttentionMeta` and pointers (less pse)
+plus :class:`FlashGrid`, so every caller of the row kernel can launch it instead. Shared memory is
+static: ``max(16 * warps, 2 * block_keys)`` rows of ``head_dim + 8`` 16-bit elements (the 16-byte pad
+keeps ``ldmatrix`` rows conflict-free), under 48 KiB for the configurations :data:`CONFIGS` lists.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from typing import Final
+
+from acl_core.dtypes import DataType as D
+from acl_rocm.kernels.attention import ATTN_STRUCT, PackedMeta, meta_struct
+from acl_rocm.kernels.ctypes_map import ctype, load, store
+from acl_rocm.kernels.mma import MMA_SOURCE
+from acl_rocm.kernels.prelude import PRELUDE
+from acl_rocm.ops.attention_plan import KEY_RANGE_SOURCE
+
+HEAD_DIMS: Final = (64, 128, 256)
+DTYPES: Final = frozenset({D.ACL_FLOAT16, D.ACL_BF16})
+CONFIGS: Final = {64: (4, 64), 128: (4, 64), 256: (4, 32)}
+"""Head dim -> (warps per block, keys per tile)."""
+SHARED_LIMIT: Final = 48 * 1024
+
+
+@dataclass(frozen=True)
+class FlashGrid(PackedMeta):
+    """The launch's 1-D grid: ``tiles`` query tiles per (batch, head), ``heads`` query heads, ``sq`` query rows.
+
+    Rows ``m.rows .. sq`` (past the actual query length) are written as zeros; rows past ``sq`` are not written.
+    """
+
+    sq: int = 0
+    heads: int = 1
+    tiles: int = 1
+
+
+GRID_STRUCT: Final = meta_struct("FlashGrid", FlashGrid)
+
+
+@dataclass(frozen=True)
+class FlashInstance:
+    """One compiled flash kernel: dtype, head dim, sink dtype, block shape, and whether rows load as 16-byte chunks."""
+
+    dtype: D
+    head_dim: int
+    sink: D | None = None
+    warps: int = 4
+    block_keys: int = 64
+    vec: bool = True
+    """Q/K/V rows are contiguous and 16-byte aligned (``cp.async`` chunks); else element loads."""
+
+    @property
+    def rows(self) -> int:
+        """Query rows per block."""
+        return 16 * self.warps
+
+    @property
+    def shared_bytes(self) -> int:
+        """Static shared memory of the K/V (and Q staging) tiles."""
+        return max(self.rows, 2 * self.block_keys) * (self.head_dim + 8) * 2
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """A stable ``extern "C"`` name for this instance."""
+        digest = hashlib.sha1(repr((self, ATTN_STRUCT, GRID_STRUCT)).encode()).hexdigest()[:12]
+        sink = self.sink.short if self.sink is not None else "nosink"
+        return f"acl_flash_{self.dtype.short}_d{self.head_dim}_{sink}_w{self.warps}_k{self.block_keys}_{digest}"
+
+
+def flash_instance(dtype: D, head_dim: int, sink: D | None, vec: bool) -> FlashInstance:
+    """The instance :data:`CONFIGS` picks for ``head_dim`` (which must be one of :data:`HEAD_DIMS`)."""
+    warps, keys = CONFIGS[head_dim]
+    return FlashInstance(dtype, head_dim, sink, warps, keys, vec)
+
+
+_BODY: Final = r"""
+#define HEAD_DIM @D@
+#define WARPS @WARPS@
+#define BR (16 * WARPS)
+#define BC @BC@
+#define DP (HEAD_DIM + 8)
+#define THREADS (WARPS * ACL_WARP_SIZE)
+#define IS_BF16 @BF16@
+#define VEC @VEC@
+#define KT (HEAD_DIM / 16)
+#define NT (BC / 16)
+#define SMEM_ROWS (BR > 2 * BC ? BR : 2 * BC)
+typedef @S@ elem_t;
+@ATTN_STRUCT@
+@GRID_STRUCT@
+
+// rows row0 .. row0+rows of a [row][dim] operand into dst[r * DP + d]; rows at or past limit are zeros
+ACL_DEV void flash_load(unsigned short* dst, const elem_t* src, long long s_row, long long s_dim, long long row0,
+                        int rows, long long limit) {
+#if VEC
+  const int chunks = HEAD_DIM / 8;
+  for (int i = threadIdx.x; i < rows * chunks; i += THREADS) {
+    const int r = i / chunks, c = (i % chunks) * 8;
+    const bool ok = row0 + r < limit;
+    acl_cp_async16(dst + r * DP + c, src + (ok ? row0 + r : 0) * s_row + c, ok);
+  }
+#else
+  for (int i = threadIdx.x; i < rows * HEAD_DIM; i += THREADS) {
+    const int r = i / HEAD_DIM, c = i % HEAD_DIM;
+    dst[r * DP + c] = row0 + r < limit ? (unsigned short)src[(row0 + r) * s_row + c * s_dim] : (unsigned short)0;
+  }
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS) @NAME@(
+    const AttnMeta m, const FlashGrid g, const double scale_arg, const elem_t* __restrict__ q,
+    const elem_t* __restrict__ k, const elem_t* __restrict__ v, const unsigned char* __restrict__ mask,
+    elem_t* __restrict__ out, float* __restrict__ smax, float* __restrict__ ssum, float* __restrict__ lse,
+    const @SINK_S@* __restrict__ sink) {
+  __shared__ AclVec<unsigned, 4> smem_raw[SMEM_ROWS * DP / 8];
+#if ACL_MMA_SCRATCH
+  __shared__ AclVec<unsigned, 4> scratch_raw[WARPS * ACL_MMA_SCRATCH / 8];
+  unsigned short* const scratch = (unsigned short*)scratch_raw + (threadIdx.x / ACL_WARP_SIZE) * ACL_MMA_SCRATCH;
+#else
+  unsigned short* const scratch = nullptr;
+#endif
+  unsigned short* const ks = (unsigned short*)smem_raw;
+  unsigned short* const vs = ks + BC * DP;
+  const int warp = threadIdx.x / ACL_WARP_SIZE, lane = acl_lane();
+  const float inf = __uint_as_float(0x7f800000u);
+  const long long x = blockIdx.x;
+  const long long bh = x / g.tiles, qt = g.tiles - 1 - x % g.tiles;  // the longest key ranges first
+  const long long h = bh % g.heads, b = bh / g.heads, hk = h / m.group;
+  const long long row0 = qt * BR, wrow0 = row0 + 16 * warp;
+  const elem_t* qh = q + b * m.q[0] + h * m.q[1];
+  const elem_t* kh = k + b * m.k[0] + hk * m.k[1];
+  const elem_t* vh = v + b * m.v[0] + hk * m.v[1];
+  const long long valid_rows = m.rows - row0 < BR ? m.rows - row0 : BR;
+  long long kv0, kv1;
+  acl_key_range(row0, valid_rows, m.kv_len, m.has_window, m.win_lo, m.win_hi, m.shift, &kv0, &kv1);
+
+  // Q: shared memory (rows past the actual length are zeros), then each warp's 16 rows into registers
+  flash_load(ks, qh, m.q[2], m.q[3], row0, BR, m.rows);
+  acl_cp_async_commit();
+  acl_cp_async_wait_all();
+  __syncthreads();
+  AclMmaA qf[KT];
+#pragma unroll
+  for (int kk = 0; kk < KT; ++kk) acl_mma_load_a(qf[kk], ks + 16 * warp * DP + 16 * kk, DP);
+  __syncthreads();
+
+  const float sl2 = (float)(scale_arg * 1.4426950408889634);  // scores in log2 units: exp2 is the hardware's
+  float m_run[ACL_MMA_C_SLOTS], l_run[ACL_MMA_C_SLOTS];
+#pragma unroll
+  for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) {
+    m_run[s] = -inf;
+    l_run[s] = 0.0f;
+  }
+  if (m.has_sink) {  // one more logit with no value row: max = sink, sum = 1 (counted by one lane of the row)
+    const float sink_l2 = (float)(@SINK_LOAD@) * 1.4426950408889634f;
+#pragma unroll
+    for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) {
+      m_run[s] = sink_l2;
+      l_run[s] = lane % ACL_MMA_ROW_LANES == 0 ? 1.0f : 0.0f;
+    }
+  }
+  AclMmaC o[KT];
+#pragma unroll
+  for (int dt = 0; dt < KT; ++dt)
+#pragma unroll
+    for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) o[dt].x[e] = 0.0f;
+
+  const long long tiles = kv1 > kv0 ? (kv1 - kv0 + BC - 1) / BC : 0;
+  if (tiles > 0) {
+    flash_load(ks, kh, m.k[2], m.k[3], kv0, BC, m.kv_len);
+    acl_cp_async_commit();
+  }
+  for (long long t = 0; t < tiles; ++t) {
+    const long long j0 = kv0 + t * BC;
+    acl_cp_async_wait_all();
+    __syncthreads();  // K(t) has landed; every warp is done with V(t-1)
+    flash_load(vs, vh, m.v[2], m.v[3], j0, BC, m.kv_len);
+    acl_cp_async_commit();
+
+    AclMmaC sc[NT];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) sc[nt].x[e] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < KT; ++kk) {
+        AclMmaB kb;
+        acl_mma_load_b_nk(kb, ks + 16 * nt * DP + 16 * kk, DP);
+        acl_mma<IS_BF16>(sc[nt], qf[kk], kb);
+      }
+    }
+    // a tile inside every row's window and the keys needs no mask (block-uniform)
+    const bool inside = j0 - (row0 + BR - 1) - m.shift >= m.win_lo && j0 + BC - 1 - row0 - m.shift <= m.win_hi;
+    const bool full = !m.has_mask && j0 + BC <= kv1 && (!m.has_window || inside);
+    float t_max[ACL_MMA_C_SLOTS];
+#pragma unroll
+    for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) t_max[s] = -inf;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) {
+        float sv = sc[nt].x[e] * sl2;
+        if (!full) {
+          const long long i = wrow0 + acl_mma_c_row(lane, e), j = j0 + 16 * nt + acl_mma_c_col(lane, e);
+          bool keep = j < kv1;
+          if (keep && m.has_window) {
+            const long long off = j - i - m.shift;
+            keep = off >= m.win_lo && off <= m.win_hi;
+          }
+          if (keep && m.has_mask && i < m.rows)
+            keep = mask[b * m.mask[0] + h * m.mask[1] + i * m.mask[2] + j * m.mask[3]] == 0;
+          if (!keep) sv = -inf;
+        }
+        sc[nt].x[e] = sv;
+        const int s = acl_mma_c_slot(e);
+        t_max[s] = fmaxf(t_max[s], sv);
+      }
+    }
+    float base[ACL_MMA_C_SLOTS], t_sum[ACL_MMA_C_SLOTS], alpha[ACL_MMA_C_SLOTS];
+#pragma unroll
+    for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) {
+#pragma unroll
+      for (int off = 1; off < ACL_MMA_ROW_LANES; off <<= 1) t_max[s] = fmaxf(t_max[s], ACL_SHFL_XOR(t_max[s], off));
+      const float m_new = fmaxf(m_run[s], t_max[s]);
+      base[s] = m_new == -inf ? 0.0f : m_new;  // a row with nothing kept yet: every p and alpha is exp2(-inf) = 0
+      alpha[s] = exp2f(m_run[s] - base[s]);
+      m_run[s] = m_new;
+      t_sum[s] = 0.0f;
+    }
+    AclMmaA pa[NT];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) {
+        const int s = acl_mma_c_slot(e);
+        const float p = exp2f(sc[nt].x[e] - base[s]);
+        sc[nt].x[e] = p;
+        t_sum[s] += p;
+      }
+      acl_mma_c_to_a<IS_BF16>(pa[nt], sc[nt], scratch);
+    }
+#pragma unroll
+    for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) l_run[s] = l_run[s] * alpha[s] + t_sum[s];
+#pragma unroll
+    for (int dt = 0; dt < KT; ++dt)
+#pragma unroll
+      for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) o[dt].x[e] *= alpha[acl_mma_c_slot(e)];
+
+    acl_cp_async_wait_all();
+    __syncthreads();  // V(t) has landed; every warp is done with K(t)
+    if (t + 1 < tiles) {
+      flash_load(ks, kh, m.k[2], m.k[3], j0 + BC, BC, m.kv_len);
+      acl_cp_async_commit();
+    }
+#pragma unroll
+    for (int kt = 0; kt < NT; ++kt) {
+#pragma unroll
+      for (int dt = 0; dt < KT; ++dt) {
+        AclMmaB vb;
+        acl_mma_load_b_kn(vb, vs + 16 * kt * DP + 16 * dt, DP);
+        acl_mma<IS_BF16>(o[dt], pa[kt], vb);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int s = 0; s < ACL_MMA_C_SLOTS; ++s)
+#pragma unroll
+    for (int off = 1; off < ACL_MMA_ROW_LANES; off <<= 1) l_run[s] += ACL_SHFL_XOR(l_run[s], off);
+  elem_t* o_head = out + b * m.o[0] + h * m.o[1];
+#pragma unroll
+  for (int dt = 0; dt < KT; ++dt) {
+#pragma unroll
+    for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) {
+      const long long i = wrow0 + acl_mma_c_row(lane, e);
+      if (i >= g.sq) continue;
+      const float l = l_run[acl_mma_c_slot(e)];
+      const float r = i < m.rows && l > 0.0f ? o[dt].x[e] / l : 0.0f;
+      o_head[i * m.o[2] + (16 * dt + acl_mma_c_col(lane, e)) * m.o[3]] = @STORE@;
+    }
+  }
+  if (lane % ACL_MMA_ROW_LANES == 0) {
+#pragma unroll
+    for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) {
+      const long long i = wrow0 + acl_mma_slot_row(lane, s);
+      if (i >= g.sq) continue;
+      const float row_max = m_run[s] == -inf ? -inf : m_run[s] * 0.6931471805599453f;  // back to natural units
+      if (i < m.rows && smax != nullptr) {
+        for (int c = 0; c < 8; ++c) {
+          smax[b * m.smax[0] + h * m.smax[1] + i * m.smax[2] + c * m.smax[3]] = row_max;
+          ssum[b * m.ssum[0] + h * m.ssum[1] + i * m.ssum[2] + c * m.ssum[3]] = l_run[s];
+        }
+      }
+      if (lse != nullptr)
+        lse[b * m.lse[0] + h * m.lse[1] + i * m.lse[2]] =
+            i < m.rows && l_run[s] > 0.0f ? row_max + logf(l_run[s]) : inf;
+    }
+  }
+}
+"""
+
+
+def flash_source(inst: FlashInstance) -> str:
+    """The complete source (prelude, matrix layer, key range included) of one flash kernel."""
+    if inst.dtype not in DTYPES or inst.head_dim % 16 or inst.block_keys % 16:
+        raise ValueError(f"no flash kernel for {inst}")
+    if inst.shared_bytes > SHARED_LIMIT:
+        raise ValueError(f"{inst} needs {inst.shared_bytes} bytes of shared memory (limit {SHARED_LIMIT})")
+    c = ctype(inst.dtype)
+    f32 = ctype(D.ACL_FLOAT)
+    sink_c = ctype(inst.sink if inst.sink is not None else D.ACL_FLOAT)
+    tokens = {
+        "@D@": str(inst.head_dim),
+        "@WARPS@": str(inst.warps),
+        "@BC@": str(inst.block_keys),
+        "@BF16@": "true" if inst.dtype == D.ACL_BF16 else "false",
+        "@VEC@": "1" if inst.vec else "0",
+        "@S@": c.storage,
+        "@SINK_S@": sink_c.storage,
+        "@SINK_LOAD@": load("sink[h * m.sink_step]", sink_c, f32),
+        "@STORE@": store("r", f32, c),
+        "@NAME@": inst.kernel_name,
+        "@ATTN_STRUCT@": ATTN_STRUCT,
+        "@GRID_STRUCT@": GRID_STRUCT,
+    }
+    body = _BODY
+    for token, value in tokens.items():
+        body = body.replace(token, value)
+    header = f"// flash attention forward: {inst.dtype.short}, D={inst.head_dim}, {inst.warps} warps x 16 rows"
+    return "\n".join([PRELUDE, MMA_SOURCE, KEY_RANGE_SOURCE, header, body])

@@ -1,0 +1,117 @@
+"""The flash path of the attention family: the fused kernel of :mod:`acl_rocm.kernels.attention_flash`.
+
+It takes the row kernel's launch description (an :class:`~acl_rocm.kernels.attention.AttentionMeta`,
+the q/k/v/pse/mask/out/smax/ssum/lse pointers, the sink) and launches the flash kernel over a 1-D grid
+of (query tile, head, batch) blocks instead of one block per query row. :func:`flash_refusal` says
+which calls it cannot run (pse, fp32, head dims other than 64/128/256: the other paths take them);
+:func:`flash_slow` says where it is correct but not the default (no matrix instructions: the kernel's
+software path). Q/K/V move as 16-byte ``cp.async`` chunks where their rows allow it, else element by element.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from acl_core.dtypes import DataType as D
+from acl_rocm.kernels.attention import AttentionInstance, AttentionMeta
+from acl_rocm.kernels.attention_flash import DTYPES, HEAD_DIMS, FlashGrid, FlashInstance, flash_instance, flash_source
+from acl_rocm.kernels.mma import hardware_layout
+from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.ops.elementwise import Prepared
+
+if TYPE_CHECKING:
+    from acl_rocm.backend import RocmBackend
+
+MAX_GRID_X: Final = 2**31 - 1
+
+
+def flash_refusal(dtype: D, head_dim: int, has_pse: bool) -> str | None:
+    """Why the flash kernel cannot run a call (None when it can)."""
+    if dtype not in DTYPES:
+        return f"{dtype.short} inputs (the flash kernel runs fp16/bf16)"
+    if head_dim not in HEAD_DIMS:
+        return f"head dim {head_dim} (the flash kernel has {', '.join(map(str, HEAD_DIMS))})"
+    if has_pse:
+        return "a pse (realShift) input"
+    return None
+
+
+def rows_vectorizable(meta: AttentionMeta, addresses: Sequence[int], item: int) -> bool:
+    """True when q, k and v rows are contiguous runs starting on 16-byte boundaries (16-byte chunk copies)."""
+    per_chunk = 16 // item
+    for strides, address in zip((meta.q, meta.k, meta.v), addresses):
+        if strides[3] != 1 or any(s % per_chunk for s in strides[:3]) or address % 16:
+            return False
+    return True
+
+
+class FlashAttention:
+    """Builds flash-kernel launches for one backend (sources cached per instance)."""
+
+    def __init__(self, backend: RocmBackend) -> None:
+        self.backend = backend
+        self._lock = threading.Lock()
+        self._sources: dict[FlashInstance, str] = {}
+
+    def slow(self, cudnn_present: bool = False) -> str | None:
+        """Why the flash path is not the default here (None where matrix instructions run it and cuDNN is absent).
+
+        Where cuDNN loads, cuDNN and then BLAS stay the default until the flash kernel has been measured
+        there (``ACL_ATTENTION_PATH=flash`` forces it).
+        """
+        arch = self.backend.policy.arch
+        if hardware_layout(arch) is None:
+            return f"no warp matrix instructions on {arch.name} (the flash kernel would run its software path)"
+        if cudnn_present:
+            return "cuDNN is present (the flash kernel runs where it is forced)"
+        return None
+
+    def function(self, inst: FlashInstance) -> object:
+        """The loaded kernel of ``inst``."""
+        src = self._sources.get(inst)
+        if src is None:
+            src = flash_source(inst)
+            with self._lock:
+                self._sources[inst] = src
+        return self.backend.function(src, inst.kernel_name)
+
+    def prepare(
+        self,
+        inst: AttentionInstance,
+        meta: AttentionMeta,
+        grid: tuple[int, int, int],
+        scale: float,
+        pointers: Sequence[int],
+        sink: int = 0,
+    ) -> list[Prepared]:
+        """The launch computing what the row kernel's launch over ``grid`` (rows, heads, batches) computes.
+
+        ``pointers`` are the row kernel's: q, k, v, pse (must be 0), mask, out, smax, ssum, lse.
+        """
+        rows, heads, batches = grid
+        if 0 in grid:
+            return []
+        if pointers[3]:
+            raise ValueError("the flash kernel takes no pse")
+        item = inst.dtype.info.storage_bits // 8
+        vec = rows_vectorizable(meta, pointers[:3], item)
+        flash = flash_instance(inst.dtype, inst.head_dim, inst.sink, vec)
+        tiles = math.ceil(rows / flash.rows)
+        blocks = tiles * heads * batches
+        if blocks > MAX_GRID_X:
+            raise ValueError(f"{blocks} flash blocks exceed the grid's x limit")
+        fgrid = FlashGrid(sq=rows, heads=heads, tiles=tiles)
+        values: list[Any] = [
+            KernelArgs.index_array(meta.values(), "long long"),
+            KernelArgs.index_array(fgrid.values(), "long long"),
+            ctypes.c_double(scale),
+        ]
+        q, k, v, _pse, mask, out, smax, ssum, lse = pointers
+        values.extend(KernelArgs.pointer(p) for p in (q, k, v, mask, out, smax, ssum, lse, sink))
+        threads = flash.warps * self.backend.properties.warp_size
+        config = LaunchConfig((blocks, 1, 1), (threads, 1, 1))
+        return [Prepared(self.function(flash), config, KernelArgs(values))]

@@ -1,0 +1,170 @@
+"""The flash attention kernel (``ACL_ATTENTION_PATH=flash``) against the reference (GPU tier).
+
+FlashAttentionScore forced onto the flash path: every head dim it has (64, 128, 256), bf16 and fp16,
+causal (top-left and bottom-right) and not, GQA, lengths that are not multiples of the tiles, explicit
+masks with fully masked rows, band windows, padded / transposed layouts (the element-load path), a
+sink (FlashAttentionScoreV3), and a prefill size. Outputs are pre-filled with NaN so a kernel that
+writes nothing fails. ``ACL_ROCM_EMULATE=1`` runs it on the CPU kernel emulator at small sizes; the GPU
+runs realistic ones.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+
+import numpy as np
+import pytest
+
+from acl_core import eager
+from acl_core.backend import Backend
+from acl_core.errors import AclError
+from acl_core.spec.ops.attention import _to_layout, compressed_mask
+from tests.conftest import assert_close
+from tests.rocm.prefill import sentinel_outputs
+
+pytestmark = pytest.mark.gpu
+
+EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
+EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7}
+STATS_TOL = 1e-5
+"""softmaxMax / softmaxSum: fp32 scores and sums against the reference's float64 (the BLAS path's bound)."""
+
+
+def _args(
+    rng: np.random.Generator,
+    dtype: str,
+    layout: str,
+    b: int,
+    n: int,
+    nkv: int,
+    sq: int,
+    skv: int,
+    d: int,
+    mode: int,
+    **extra: object,
+) -> dict:
+    def make(heads: int, s: int) -> np.ndarray:
+        return _to_layout(rng.uniform(-1, 1, (b, heads, s, d)), layout).astype(np.dtype(dtype))
+
+    args = {
+        "query": make(n, sq),
+        "key": make(nkv, skv),
+        "value": make(nkv, skv),
+        "scaleValue": 1 / np.sqrt(d),
+        "keepProb": 1.0,
+        "preTokens": 2147483647,
+        "nextTokens": 2147483647,
+        "headNum": n,
+        "inputLayout": layout,
+        "innerPrecise": 0,
+        "sparseMode": mode,
+    }
+    if mode in (2, 3, 4):
+        args["attenMaskOptional"] = compressed_mask()
+    args.update(extra)
+    return args
+
+
+def check_flash(
+    rocm: Backend,
+    reference: Backend,
+    args: dict,
+    note: str,
+    op: str = "FlashAttentionScore",
+    layout: str = "contiguous",
+) -> None:
+    """Run ``op`` on the flash path (forced) and compare every output with the reference."""
+    runner = rocm.attention  # type: ignore[attr-defined]
+    expected = eager.run(op, reference, **args)
+    runner.path_override = "flash"
+    try:
+        outs = sentinel_outputs(op, args, expected) if layout == "contiguous" else {}
+        got = eager.run(op, rocm, layout=layout, **args, **outs)
+        assert runner.last_path == "flash", note
+    finally:
+        runner.path_override = None
+    eps = EPS[str(np.dtype(args["query"].dtype))]
+    for name, want in expected.items():
+        if name == "softmaxOutOut":
+            continue
+        tol = 4 * eps if name == "attentionOutOut" else STATS_TOL
+        try:
+            assert_close(got[name], want, atol=tol, rtol=tol)
+        except AssertionError as exc:
+            raise AssertionError(f"flash [{note}] {name}\n{exc}") from None
+
+
+def _rng(*key: object) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32(repr(key).encode()))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("mode", [0, 3])
+def test_flash_matches_reference(rocm: Backend, reference: Backend, dtype: str, d: int, mode: int) -> None:
+    sq, skv = (70, 90) if EMULATED else (1000, 1250)
+    args = _args(_rng(dtype, d, mode), dtype, "BSND", 2 if not EMULATED else 1, 4, 2, sq, skv, d, mode)
+    check_flash(rocm, reference, args, f"{dtype} D{d} sparse {mode} GQA 4/2 Sq={sq} Skv={skv}")
+
+
+@pytest.mark.parametrize("layout", ["BNSD", "BSH", "SBH"])
+def test_flash_layouts_and_strided_views(rocm: Backend, reference: Backend, layout: str) -> None:
+    sq, skv = (40, 70) if EMULATED else (300, 520)
+    args = _args(_rng(layout), "bfloat16", layout, 2, 2, 1, sq, skv, 64, 2)
+    check_flash(rocm, reference, args, f"{layout} causal top-left")
+    for view in ("padded", "transposed"):  # strides the 16-byte chunk copies cannot take: element loads
+        check_flash(rocm, reference, args, f"{layout} {view}", layout=view)
+
+
+def test_flash_masks_windows_and_empty_rows(rocm: Backend, reference: Backend) -> None:
+    rng = _rng("masks")
+    sq, skv = (50, 70) if EMULATED else (400, 450)
+    base = _args(rng, "float16", "BSND", 2, 2, 2, sq, skv, 64, 0)
+    mask = rng.uniform(size=(2, 1, sq, skv)) < 0.3
+    mask[:, :, 7, :] = True  # a fully masked row: zeros, max -inf, sum 0
+    cases = {
+        "sparse 0 mask + window": {**base, "attenMaskOptional": mask, "preTokens": 40, "nextTokens": 5},
+        "sparse 1 mask": {**base, "attenMaskOptional": mask, "sparseMode": 1},
+        "sparse 4 band": {**base, "attenMaskOptional": compressed_mask(), "sparseMode": 4, "preTokens": 9,
+                          "nextTokens": 3},
+        "sparse 3 Sq > Skv (empty rows)": _args(rng, "float16", "BSND", 1, 2, 2, skv, sq, 64, 3),
+        "sparse 2 Sq < Skv": _args(rng, "bfloat16", "BSND", 1, 2, 1, sq, skv, 128, 2),
+    }  # fmt: skip
+    for note, args in cases.items():
+        check_flash(rocm, reference, args, note)
+
+
+def test_flash_with_a_sink(rocm: Backend, reference: Backend) -> None:
+    rng = _rng("sink")
+    sq = 60 if EMULATED else 700
+    args = _args(rng, "bfloat16", "BNSD", 1, 4, 2, sq, sq, 64, 3, pseType=1)
+    args["sinkOptional"] = rng.uniform(-2, 2, 4).astype(np.float32)
+    check_flash(rocm, reference, args, "causal + sink", op="FlashAttentionScoreV3")
+
+
+def test_flash_refuses_what_it_cannot_run(rocm: Backend) -> None:
+    runner = rocm.attention  # type: ignore[attr-defined]
+    rng = _rng("refuse")
+    cases = {
+        "float32 inputs": _args(rng, "float32", "BNSD", 1, 2, 2, 32, 32, 64, 0),
+        "head dim 96 ": _args(rng, "bfloat16", "BNSD", 1, 2, 2, 32, 32, 96, 0),
+        "pse": {
+            **_args(rng, "bfloat16", "BNSD", 1, 2, 2, 32, 32, 64, 0),
+            "realShiftOptional": rng.uniform(-1, 1, (1, 2, 32, 32)).astype("bfloat16"),
+        },
+    }
+    runner.path_override = "flash"
+    try:
+        for why, args in cases.items():
+            with pytest.raises(AclError, match=f"flash attention path cannot run this call: .*{why}"):
+                eager.run("FlashAttentionScore", rocm, **args)
+    finally:
+        runner.path_override = None
+
+
+@pytest.mark.skipif(EMULATED, reason="a prefill size: seconds on a GPU, hours on the emulator")
+@pytest.mark.parametrize(("d", "sq"), [(128, 4096), (64, 1024)])
+def test_flash_at_prefill_size(rocm: Backend, reference: Backend, d: int, sq: int) -> None:
+    args = _args(_rng("prefill", d), "bfloat16", "BNSD", 1, 4, 4, sq, sq, d, 3)
+    check_flash(rocm, reference, args, f"bf16 causal {sq} D={d}")
