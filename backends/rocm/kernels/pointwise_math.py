@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Final
 
-
 # sin(pi*|x|) / (pi*|x|): |x| mod 2 is exact, folding into [0, 1/2] keeps sin's argument small
 _SINC = (
     "const double a = fabs((double)self); double q = fmod(a, 2.0); double s = 1.0; "

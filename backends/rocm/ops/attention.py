@@ -200,14 +200,14 @@ class AttentionRunner:
         """A kernel per op this family runs."""
         builders: dict[str, Callable[[Launch], list[Prepared]]] = {
             "FlashAttentionVarLenScore": self.flash_attention_varlen_score,
-            "PromptFlashAttention": self.inference_attention,
             "RotaryPositionEmbedding": self.rotary_position_embedding,
             "ApplyRotaryPosEmb": self.apply_rotary_pos_emb,
             "SwiGlu": self.swiglu,
         }
         kernels = {name: self._bind(build) for name, build in builders.items()}
         kernels["FlashAttentionScore"] = self._flash_kernel
-        kernels["IncreFlashAttention"] = kernels["FusedInferAttentionScore"] = self._inference_kernel
+        for name in ("PromptFlashAttention", "IncreFlashAttention", "FusedInferAttentionScore"):
+            kernels[name] = self._inference_kernel
         return kernels
 
     def describe_paths(self) -> str:
@@ -503,7 +503,7 @@ class AttentionRunner:
 
     # ------------------------------------------------------------------ Incre / FusedInfer: the decode path
     def _inference_kernel(self, launch: Launch) -> None:
-        """IncreFlashAttention / FusedInferAttentionScore: the path chosen once per signature (memo), then run."""
+        """Prompt / Incre / FusedInfer attention: the path chosen once per signature (memo), then run."""
         key = f"rocm.attention.infer@{self.backend.provider.get_device()}/{self.path_override}"
         run = launch.memo.get(key)
         if run is None:
@@ -564,7 +564,7 @@ class AttentionRunner:
         name = launch.spec.name
         call: DecodeCall | None = None
         why: str | None = "forced"
-        if self.path_override == "kernel":
+        if self.path_override in ("kernel", "flash"):
             pass
         else:
             call, why = self._decode_call(launch)
@@ -578,16 +578,42 @@ class AttentionRunner:
             path, detail = "decode", f"{splits} splits of {chunk} keys"
             shape = f"B={call.b} N={call.nq}/{call.nkv} Skv={call.skv} D={call.d}"
         else:
-            steps = self.inference_attention(launch)
+            path, detail = self._prefill_path(launch, str(why))
+            steps = self.inference_attention(launch, flash=path == "flash")
             run = functools.partial(self._launch_steps, steps)
-            path, detail = "kernel", str(why)
             shape = f"query {list(q.view_dims)} {launch.plan['layout']}"
         self.last_path = path
         LOG.debug("%s %s %s: %s path (%s)", name, q.dtype.short, shape, path, detail)
         return run
 
+    def _prefill_path(self, launch: Launch, why: str) -> tuple[str, str]:
+        """("flash" or "kernel", why) for a Prompt / FusedInfer call the decode kernel does not take.
+
+        Flash where forced (a typed refusal when the call does not fit it), or by default for large calls
+        where FlashAttentionScore would default to it (matrix instructions, no cuDNN); else the row kernel.
+        """
+        q = launch.args["query"]
+        assert isinstance(q, AclTensor)
+        plan = launch.plan
+        b, _, sq, d = layout_dims(q.view_dims, "BNSD" if plan["layout"] == "BNSD_BSND" else plan["layout"], plan["nq"])
+        refusal = flash_refusal(q.dtype, d, has_pse=False)
+        if self.path_override == "flash":
+            if refusal is not None:
+                raise AclError(
+                    RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                    f"{launch.spec.name}: the flash path forced: {refusal}",
+                )
+            return "flash", "forced"
+        if self.path_override is None and refusal is None:
+            slow = self.flash.slow(self.cudnn.refusal() is None)
+            skv = max((int(n) for n in plan["act_kv"]), default=0)
+            if slow is None and is_large(b, plan["nq"], sq, skv, self.large_work):
+                return "flash", "large, matrix instructions, no cuDNN"
+            why = slow or why
+        return "kernel", why
+
     # ------------------------------------------------------------------ Prompt / Incre / FusedInfer
-    def inference_attention(self, launch: Launch) -> list[Prepared]:
+    def inference_attention(self, launch: Launch, flash: bool = False) -> list[Prepared]:
         """Prefill / decode attention with actual lengths, masks and sparse modes as the spec planned."""
         args, plan = launch.args, launch.plan
         q, out = args["query"], args["attentionOut"]
@@ -649,7 +675,7 @@ class AttentionRunner:
                 0 if lse is None else _address(lse) + start * meta.lse[0] * 4,
             ]
             sink_address = 0 if sink is None else _address(sink)
-            steps += self._prepare_attention(inst, meta, (sq, nq, count), scale, pointers, sink_address)
+            steps += self._prepare_attention(inst, meta, (sq, nq, count), scale, pointers, sink_address, flash)
         return steps
 
     # ------------------------------------------------------------------ rotary embedding
