@@ -7,7 +7,8 @@
 # CONFORMANCE_SHARD=1/2 then 2/2 splits the full conformance run over two calls, CONFORMANCE_PARALLEL=P over P
 # processes of one call;
 # CONFORMANCE_MODE=--quick and QWEN=short make a shorter run when device time is scarce; BENCH=0 and
-# QWEN=none leave out the benchmarks and Qwen3 (a correctness-only run); TESTS=0 leaves out the test tier and
+# QWEN=none leave out the benchmarks and Qwen3 (a correctness-only run); BENCH_ONLY=Op1,Op2 times only those rows;
+# TESTS=0 leaves out the test tier and
 # conformance (the second call of a run split in two: correctness first, then speed).
 # The GPU machine has no registry: fetch the wheels it lacks here first, into the git-ignored .whl/:
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
@@ -100,7 +101,9 @@ fi
 
 if [ "${BENCH:-1}" = 1 ]; then  # BENCH=0 skips the benchmarks (a correctness-only run)
 step "benchmarks: acl-core bench --backend rocm --suite ops --sizes full (beside torch on the same GPU)"
-timeout "${BENCH_TIMEOUT:-120}" python3 -m acl_core bench --backend rocm --suite ops --sizes full \
+only=()  # BENCH_ONLY=Op1,Op2 times only those rows (a short call)
+[ -n "${BENCH_ONLY:-}" ] && only=(--only "$BENCH_ONLY")
+timeout "${BENCH_TIMEOUT:-120}" python3 -m acl_core bench --backend rocm --suite ops --sizes full "${only[@]}" \
   --out "$OUT/bench_ops.json" --plot "$OUT/bench_ops.png"
 echo "bench exit: $?"
 step "benchmarks: acl-core bench --backend rocm --suite decode --sizes full (decode shapes beside torch)"
