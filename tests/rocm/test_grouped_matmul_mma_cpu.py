@@ -277,6 +277,20 @@ def test_launch_shape_and_kernel_choice(tmp_path: Path) -> None:
         GmmMmaKernel(D.ACL_FLOAT, None)
 
 
+def test_no_matrix_instructions_keep_the_simt_kernel_unless_forced(tmp_path: Path) -> None:
+    backend = RocmBackend(FakeProvider(arch="sm_75"), {"ACL_KERNEL_CACHE": str(tmp_path)})
+    backend.runtime.ensure_device(0)
+    runner = backend.grouped_matmul
+    assert isinstance(runner.gemm(D.ACL_BF16, None, D.ACL_BF16), GmmKernel)
+    runner.forced_kernel = "mma"  # the layer's software path: slow, but what the emulator runs
+    assert isinstance(runner.gemm(D.ACL_BF16, None, D.ACL_BF16), GmmMmaKernel)
+    env = {"ACL_KERNEL_CACHE": str(tmp_path), "ACL_GMM_KERNEL": "simt"}
+    on_sm90 = RocmBackend(FakeProvider(), env)
+    on_sm90.runtime.ensure_device(0)
+    assert on_sm90.grouped_matmul.kernel_mode() == "simt"
+    assert isinstance(on_sm90.grouped_matmul.gemm(D.ACL_FLOAT16, None, D.ACL_FLOAT16), GmmKernel)
+
+
 def test_source_uses_the_matrix_layer() -> None:
     text = GmmMmaKernel(D.ACL_BF16, D.ACL_FLOAT, D.ACL_BF16).source()
     body = text.split('extern "C"')[-1]

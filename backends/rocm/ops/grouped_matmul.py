@@ -48,6 +48,7 @@ from acl_rocm.kernels.grouped_matmul_mma import BIAS_DTYPES as MMA_BIAS
 from acl_rocm.kernels.grouped_matmul_mma import DTYPES as MMA_DTYPES
 from acl_rocm.kernels.grouped_matmul_mma import OUT_DTYPES as MMA_OUT
 from acl_rocm.kernels.grouped_matmul_mma import GmmMmaKernel
+from acl_rocm.kernels.mma import hardware_layout
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.ops.quant_matmul import k_operand, mx_scale_strides
@@ -58,8 +59,8 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("acl_rocm.grouped_matmul")
 GMM_ENV = "ACL_GMM_KERNEL"
-"""``simt`` keeps every grouped GEMM on the shared-memory SIMT kernel; ``mma`` or unset (auto): fp16 / bf16
-operands take the matrix-instruction kernel."""
+"""``simt`` keeps every grouped GEMM on the shared-memory SIMT kernel; unset (auto): fp16 / bf16 operands take
+the matrix-instruction kernel where the architecture has matrix instructions; ``mma``: wherever they fit."""
 
 
 def _itemsize(dtype: D) -> int:
@@ -132,9 +133,12 @@ class GroupedMatmulRunner:
 
     def gemm(self, operands: D, bias: D | None, out: D) -> GroupedGemm:
         """The grouped GEMM for these dtypes: matrix instructions for fp16 / bf16 operands (MX decoded to bf16
-        included) unless the switch says ``simt``; the SIMT kernel for fp32 (no TF32) and INT8."""
+        included) where the architecture has them (``mma`` forces them elsewhere too: the layer's software
+        path) unless the switch says ``simt``; the SIMT kernel for fp32 (no TF32) and INT8."""
         fits = operands in MMA_DTYPES and out in MMA_OUT and (bias is None or bias in MMA_BIAS)
-        if fits and self.kernel_mode() != "simt":
+        mode = self.kernel_mode()
+        hardware = hardware_layout(self.backend.policy.arch) is not None
+        if fits and (mode == "mma" or (mode == "auto" and hardware)):
             return GmmMmaKernel(operands, bias, out)
         return GmmKernel(operands, bias, out)
 
