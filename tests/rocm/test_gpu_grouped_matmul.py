@@ -1,6 +1,13 @@
-"""GroupedMatmulV5 on the GPU (descriptor table + tiled grouped GEMM kernel), compared with the reference."""
+"""GroupedMatmulV5 on the GPU (descriptor table + tiled grouped GEMM kernel), compared with the reference.
+
+fp16 / bf16 groups run on the matrix-instruction kernel (path ``mma``), fp32 ones on the SIMT kernel.
+``MOE`` is the MoE expert layer the matrix kernel is built for (64 uneven groups, K 2048, N 1408, bf16);
+``ACL_ROCM_EMULATE=1`` (the CPU kernel emulator) shrinks it.
+"""
 
 from __future__ import annotations
+
+import os
 
 import ml_dtypes
 import numpy as np
@@ -18,6 +25,9 @@ from tests.rocm.prefill import sentinel_outputs
 
 pytestmark = pytest.mark.gpu
 OP = "GroupedMatmulV5"
+EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
+MOE = (8, 300, 96, 136) if EMULATED else (64, 16384, 2048, 1408)
+"""(groups, rows in all, K, N) of the MoE-shaped test."""
 
 
 def _base(**extra: object) -> dict[str, object]:
@@ -216,3 +226,42 @@ def test_mx_transposed_weight(rocm: Backend, reference: Backend) -> None:
     plain_args = {**args, "weight": [w], "scaleOptional": plain}
     np.testing.assert_array_equal(want, eager.run(OP, reference, **plain_args)["out"][0])
     _assert_mx_close(reference, plain_args, got, want)
+
+
+# ----------------------------------------------------------------------------- the matrix-instruction kernel
+def moe_counts(rng: np.random.Generator, groups: int, total: int) -> np.ndarray:
+    """Rows per expert: a multinomial draw over uneven popularities (some experts get none)."""
+    weights = rng.gamma(0.6, size=groups)
+    return rng.multinomial(total, weights / weights.sum()).astype(np.int64)
+
+
+@pytest.mark.parametrize("weight_layout", ["kn", "nk"])
+def test_moe_layer_on_the_matrix_kernel(rocm: Backend, reference: Backend, weight_layout: str) -> None:
+    """64 experts of uneven M, K 2048, N 1408, bf16 in and out: the op's accuracy class and a K-term sum's bound."""
+    rng = np.random.default_rng(8)
+    groups, m, k, n = MOE
+    counts = moe_counts(rng, groups, m)
+    counts[1] = 0  # at least one empty expert
+    counts[0] += m - int(counts.sum())
+    args = _base(
+        x=[_arr(rng, (m, k), ml_dtypes.bfloat16)],
+        weight=[_arr(rng, (groups, k, n), ml_dtypes.bfloat16)],
+        groupListOptional=np.cumsum(counts),
+        splitItem=3,
+        groupType=0,
+        groupListType=0,
+        out=[np.full((m, n), np.nan, ml_dtypes.bfloat16)],  # every row is written
+    )
+    want = eager.run(OP, reference, **args)["out"][0]
+    run_args = dict(args)
+    keep = None
+    if weight_layout == "nk":
+        run_args["weight"], keep = _transposed_weight(rocm, args["weight"][0])
+    rocm.grouped_matmul.last_path = None  # type: ignore[attr-defined]
+    got = eager.run(OP, rocm, **run_args)["out"][0]
+    del keep
+    assert rocm.grouped_matmul.last_path == "mma"  # type: ignore[attr-defined]
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert_close(got, want)
+    atol, rtol = gemm_tolerance(want, k)
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), atol=atol, rtol=rtol)

@@ -43,7 +43,7 @@ def test_small_suite_writes_a_well_formed_report(small: tuple[dict[str, Any], Pa
     expected |= {"GatherNd", "Take"}
     expected |= {"InplaceNormal", "InplaceUniform", "ForeachAddList"}
     expected |= {"TransposeBatchMatMul", "GroupedMatmul", "GroupedMatmulWeightNz", "QuantMatmulWeightNz int8"}
-    expected |= {"GroupedMatmulSwigluQuantV2"}
+    expected |= {"GroupedMatmulSwigluQuantV2", "GroupedMatmulV5", "GroupedMatmulV5 [N,K] weight"}
     expected |= {"FlashAttentionScoreV3 causal+sink", "RecurrentGatedDeltaRule decode"}
     expected |= {"SparseFlashAttention decode", "LightningIndexer decode"}
     expected |= {"ScatterPaKvCache", "RopeWithSinCosCacheV2"}

@@ -8,6 +8,13 @@
   N = 1,408, bf16, one x split by the host group list into one y, beside ``torch._grouped_mm`` where
   torch has it (else one ``torch.matmul`` per group); ``GroupedMatmulWeightNz`` the same with the
   weights in FRACTAL_NZ (its rows also pay the NZ gather).
+* ``GroupedMatmulV5``: the same MoE expert layer as the aclnn V5 call (one x, one [g, K, N] weight, a
+  device group list of counts), 64 experts of uneven M (16,384 and 32,768 rows in all, seeded), K = 2,048,
+  N = 1,408, bf16 in and out, beside one ``torch.matmul`` of [M, K] x [K, N] (the same FLOPs): the
+  grouped GEMM's target is at least 0.8x that GEMM's throughput. Also with the weight stored transposed
+  ([g, N, K]) and, on the rocm backend, with the grouped GEMM forced onto the SIMT kernel
+  (``ACL_GMM_KERNEL=simt``'s path, the kernel before the matrix-instruction one); each row's note names
+  the path the runner took.
 * ``GroupedMatmulSwigluQuantV2``: a W8A8 MoE expert's gate/up projection, 64 groups of uneven M (8,192
   tokens), K = 2,048, N = 2 x 1,408, int8 x and weight, per-channel and per-token float32 scales,
   SwiGLU and per-row dynamic int8 quantisation, beside torch doing the same with ``torch._grouped_mm``
@@ -29,6 +36,8 @@ import numpy as np
 from acl_core import aclnn, nz
 from acl_core.dtypes import DataType as D
 from acl_core.eager import empty, to_device
+from acl_core.formats import Format
+from acl_core.tensor import AclTensor, AclTensorList
 
 if TYPE_CHECKING:
     from acl_tools.bench.ops import Suite
@@ -37,6 +46,7 @@ OPS: tuple[str, ...] = (
     "TransposeBatchMatMul",
     "GroupedMatmul",
     "GroupedMatmulWeightNz",
+    "GroupedMatmulV5",
     "GroupedMatmulSwigluQuantV2",
     "QuantMatmulWeightNz",
 )
@@ -56,6 +66,10 @@ def run_cases(suite: Suite) -> None:
     for op in ("GroupedMatmul", "GroupedMatmulWeightNz"):
         if suite.wanted(op):
             _grouped(suite, op, groups, tokens, k, n)
+    if suite.wanted("GroupedMatmulV5"):
+        small = ((tokens, "kn", None), (tokens, "nk", None), (tokens, "kn", "simt"))
+        for tokens_v5, layout, kernel in V5_ROWS if full else small:
+            _grouped_v5(suite, groups, tokens_v5, k, n, layout, kernel)
     if suite.wanted("GroupedMatmulSwigluQuantV2"):
         _grouped_swiglu_quant(suite, groups, tokens, k, 2 * n)
     if suite.wanted("QuantMatmulWeightNz"):
@@ -138,6 +152,70 @@ def _grouped(suite: Suite, op: str, groups: int, tokens: int, k: int, n: int) ->
     case = Case(op, shape, dtype.short, "TFLOP/s", 2.0 * tokens * k * n)
     case.note = "uneven M groups; torch: _grouped_mm where present, else a matmul per group"
     suite.case(case, acl, torch_fn, op)
+
+
+V5_ROWS: tuple[tuple[int, str, str | None], ...] = (
+    (16384, "kn", None),
+    (32768, "kn", None),
+    (32768, "nk", None),
+    (32768, "kn", "simt"),
+)
+"""The full GroupedMatmulV5 rows: (rows in all, weight layout ``kn`` [g, K, N] / ``nk`` stored [g, N, K], the
+grouped GEMM forced or None)."""
+
+
+def _grouped_v5(suite: Suite, groups: int, tokens: int, k: int, n: int, layout: str, kernel: str | None) -> None:
+    from acl_tools.bench.ops import Case
+
+    runner = getattr(suite.backend, "grouped_matmul", None)  # the rocm backend's runner (path and switch)
+    if kernel is not None and runner is None:
+        return
+    torch = suite.torch
+    dtype = D.ACL_BF16
+    counts = _uneven(suite, groups, tokens)
+
+    def acl() -> tuple[Callable[[], None], Any]:
+        none = dict.fromkeys(("biasOptional", "scaleOptional", "offsetOptional", "antiquantScaleOptional"))
+        none |= dict.fromkeys(("antiquantOffsetOptional", "perTokenScaleOptional", "activationInputOptional"))
+        none |= dict.fromkeys(("activationQuantScaleOptional", "activationQuantOffsetOptional"))
+        none |= dict.fromkeys(("tuningConfigOptional", "activationFeatureOutOptional", "dynQuantScaleOutOptional"))
+        args: dict[str, Any] = {"x": [suite.array((tokens, k), dtype)], **none}
+        args |= {"splitItem": 3, "groupType": 0, "groupListType": 1, "actType": 0}
+        args["groupListOptional"] = to_device(np.array(counts, np.int64), suite.backend)
+        args["out"] = [empty((tokens, n), dtype, suite.backend)]
+        stored = suite.array((groups, n, k) if layout == "nk" else (groups, k, n), dtype)
+        if layout == "nk":  # the [g, K, N] view of [g, N, K] storage
+            view = AclTensor(
+                (groups, k, n), dtype, (n * k, 1, k), 0, Format.ACL_FORMAT_ND, (groups, n, k), stored.address
+            )
+            args["weight"] = AclTensorList.create([view])
+        else:
+            args["weight"] = [stored]
+        launch, cleanup = suite.prepared("GroupedMatmulV5", args)
+
+        def free() -> None:
+            cleanup()
+            if layout == "nk":
+                stored.free()
+
+        return launch, free
+
+    def torch_fn() -> Callable[[], object]:
+        x, w, o = suite.tensor((tokens, k), dtype), suite.tensor((k, n), dtype), suite.tensor((tokens, n), dtype)
+        return lambda: torch.matmul(x, w, out=o)
+
+    name = "GroupedMatmulV5" + {"kn": "", "nk": " [N,K] weight"}[layout] + (f" {kernel} kernel" if kernel else "")
+    case = Case(name, f"G{groups} M{tokens} K{k} N{n}", dtype.short, "TFLOP/s", 2.0 * tokens * k * n)
+    if runner is not None:
+        runner.last_path = None
+        runner.forced_kernel = kernel
+    try:
+        suite.case(case, acl, torch_fn, "GroupedMatmulV5")
+    finally:
+        if runner is not None:
+            runner.forced_kernel = None
+    path = runner.last_path if runner is not None else None
+    case.note = f"path {path or 'n/a'}; uneven M groups (device counts); torch: one [M, K] x [K, N] matmul, same FLOPs"
 
 
 def _grouped_swiglu_quant(suite: Suite, groups: int, tokens: int, k: int, n: int) -> None:

@@ -7,7 +7,9 @@ the index of its first output tile. The host fills what it knows with :class:`Gm
 from the host); :class:`GmmPrep` (one thread) then reads the group list where there is one, writes
 the row or inner ranges it defines, checks it (non-negative, non-decreasing when cumulative, within
 the grouped axis, equal to the x list's rows when both are given; a bad list sets the device flag)
-and numbers every group's tiles. :class:`GmmKernel` is a tiled shared-memory GEMM: block ``b`` finds
+and numbers every group's tiles (in the tile shape of the GEMM that follows). :class:`GmmKernel` is a
+tiled shared-memory SIMT GEMM (fp32 operands, INT8, and fp16 / bf16 where the runner is told not to take
+the matrix-instruction kernel of :mod:`acl_rocm.kernels.grouped_matmul_mma`): block ``b`` finds
 its group by binary search over the tiles' first indices, computes one
 ``TILE_M`` × ``TILE_N`` output tile with fp32 accumulation over ``TILE_K`` slices, adds the bias and
 rounds once to the output's dtype. INT8 operands accumulate in int32 instead (exact while
@@ -21,7 +23,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from dataclasses import dataclass
-from typing import Final
+from typing import ClassVar, Final
 
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.ctypes_map import ctype, load, store
@@ -58,9 +60,27 @@ PREP_SCALARS: Final = ("GROUPS", "MODE", "LIST_TYPE", "AXIS", "LIST_STRIDE", "HA
 MODE_HOST, MODE_M, MODE_K, MODE_CHECK = 0, 1, 2, 3
 """Group-list modes: none; it sets the row ranges; it sets the inner ranges; it must equal the rows."""
 _F32 = ctype(D.ACL_FLOAT)
+GEMM_META: Final = "struct Meta { long long n; long long shape[1]; long long stride[1][1]; };"
+GEMM_PARAMS: Final = ["const Meta m", "const long long* table", "const int* flag"]
+"""The grouped GEMMs' parameters: the group count (``m.n``), the descriptor table, the bad-list flag."""
+FIND_GROUP: Final = (
+    "if (*flag) return;",
+    "const long long groups = m.n;",
+    "const long long b = blockIdx.x;",
+    "if (b >= table[groups * NFIELDS + F_TILE]) return;",
+    "long long lo = 0, hi = groups - 1;",
+    "while (lo < hi) {",
+    "  const long long mid = (lo + hi + 1) / 2;",
+    "  if (table[mid * NFIELDS + F_TILE] <= b) lo = mid; else hi = mid - 1;",
+    "}",
+    "const long long* e = table + lo * NFIELDS;",
+)
+"""A grouped GEMM's first lines: nothing after a bad group list; block ``b``'s group row ``e`` (binary search over
+the groups' first tiles), or an early return past the tile count."""
 
 
-def _name(kind: str, key: object) -> str:
+def hashed_name(kind: str, key: object) -> str:
+    """A grouped-matmul kernel's extern "C" name: its kind and a hash of its key."""
     return f"acl_gmm_{kind}_{hashlib.sha1(repr(key).encode()).hexdigest()[:12]}"
 
 
@@ -68,14 +88,24 @@ def _fields() -> list[str]:
     return [f"#define F_{name} {i}" for i, name in enumerate(FIELDS)] + [f"#define NFIELDS {len(FIELDS)}"]
 
 
-def _kernel(comment: str, meta: str, name: str, params: list[str], body: list[str]) -> str:
+def kernel_source(
+    comment: str,
+    meta: str,
+    name: str,
+    params: list[str],
+    body: list[str],
+    threads: int = BLOCK_THREADS,
+    helpers: str = "",
+) -> str:
+    """A kernel source: the prelude, ``helpers`` (device code), the descriptor field indices and ``body``."""
     return "\n".join(
         [
             PRELUDE,
+            helpers,
             f"// grouped matmul: {comment}",
             meta,
             *_fields(),
-            f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {name}(',
+            f'extern "C" __global__ void __launch_bounds__({threads}) {name}(',
             "    " + ",\n    ".join(params) + ") {",
             *("  " + line for line in body),
             "}",
@@ -93,7 +123,7 @@ class GmmFill:
     @functools.cached_property
     def kernel_name(self) -> str:
         """The kernel's extern "C" name."""
-        return _name("fill", self)
+        return hashed_name("fill", self)
 
     def source(self) -> str:
         """The complete kernel source."""
@@ -110,27 +140,30 @@ def _fill_source() -> str:
         "  table[(m.shape[0] + j) * NFIELDS + f] = m.stride[f][j];",
         "}",
     ]
-    return _kernel("descriptor fill", meta, GmmFill().kernel_name, ["const Meta m", "long long* table"], body)
+    return kernel_source("descriptor fill", meta, GmmFill().kernel_name, ["const Meta m", "long long* table"], body)
 
 
 @dataclass(frozen=True)
 class GmmPrep:
-    """Group list → ranges, checks and tile numbering (one thread; at most 1024 groups)."""
+    """Group list → ranges, checks and tile numbering in ``tile_m`` × ``tile_n`` output tiles (one thread; at most
+    1024 groups)."""
 
+    tile_m: int = TILE_M
+    tile_n: int = TILE_N
     index_type: str = "long long"
 
     @functools.cached_property
     def kernel_name(self) -> str:
         """The kernel's extern "C" name."""
-        return _name("prep", self)
+        return hashed_name("prep", self)
 
     def source(self) -> str:
         """The complete kernel source."""
-        return _prep_source()
+        return _prep_source(self)
 
 
 @functools.cache
-def _prep_source() -> str:
+def _prep_source(k: GmmPrep) -> str:
     meta = f"struct Meta {{ long long n; long long shape[{len(PREP_SCALARS)}]; long long stride[1][1]; }};"
     defines = [f"#define {name} m.shape[{i}]" for i, name in enumerate(PREP_SCALARS)]
     body = [
@@ -154,13 +187,13 @@ def _prep_source() -> str:
         "  }",
         "  const long long rows = e[F_M1] - e[F_M0];",
         "  e[F_TILE] = tiles;",
-        f"  tiles += ((rows + {TILE_M - 1}) / {TILE_M}) * ((e[F_N] + {TILE_N - 1}) / {TILE_N});",
+        f"  tiles += ((rows + {k.tile_m - 1}) / {k.tile_m}) * ((e[F_N] + {k.tile_n - 1}) / {k.tile_n});",
         "}",
         "table[GROUPS * NFIELDS + F_TILE] = bad ? 0 : tiles;",
         "if (bad) *flag = 1;",
     ]
     params = ["const Meta m", "const long long* list", "long long* table", "int* flag"]
-    return _kernel("group list pass", meta, GmmPrep().kernel_name, params, body)
+    return kernel_source(f"group list pass, {k.tile_m}x{k.tile_n} tiles", meta, k.kernel_name, params, body)
 
 
 @dataclass(frozen=True)
@@ -173,10 +206,16 @@ class GmmKernel:
     out: D | None = None
     index_type: str = "long long"
 
+    path: ClassVar[str] = "simt"
+    """The name the runner reports for this kernel (its debug line, ``last_path``)."""
+    tile_m: ClassVar[int] = TILE_M
+    tile_n: ClassVar[int] = TILE_N
+    threads: ClassVar[int] = BLOCK_THREADS
+
     @functools.cached_property
     def kernel_name(self) -> str:
         """The kernel's extern "C" name."""
-        return _name("gemm", self)
+        return hashed_name("gemm", self)
 
     def source(self) -> str:
         """The complete kernel source."""
@@ -208,18 +247,8 @@ def _gemm_source(k: GmmKernel) -> str:
             f"        const {b.storage}* bias = (const {b.storage}*)e[F_BIAS];",
             f"        if (bias) v += {load('bias[col * e[F_BSN]]', b, _F32)};",
         ]
-    meta = "struct Meta { long long n; long long shape[1]; long long stride[1][1]; };"
     body = [
-        "if (*flag) return;",
-        "const long long groups = m.n;",
-        "const long long b = blockIdx.x;",
-        "if (b >= table[groups * NFIELDS + F_TILE]) return;",
-        "long long lo = 0, hi = groups - 1;",
-        "while (lo < hi) {",
-        "  const long long mid = (lo + hi + 1) / 2;",
-        "  if (table[mid * NFIELDS + F_TILE] <= b) lo = mid; else hi = mid - 1;",
-        "}",
-        "const long long* e = table + lo * NFIELDS;",
+        *FIND_GROUP,
         f"const {s}* x = (const {s}*)e[F_X];",
         f"const {s}* w = (const {s}*)e[F_W];",
         f"{o.storage}* out = ({o.storage}*)e[F_OUT];",
@@ -280,7 +309,6 @@ def _gemm_source(k: GmmKernel) -> str:
         "  }",
         "}",
     ]
-    params = ["const Meta m", "const long long* table", "const int* flag"]
     bias = k.bias.short if k.bias is not None else "none"
     comment = f"tiled GEMM {k.dtype.short}, bias {bias}, out {(k.dtype if k.out is None else k.out).short}"
-    return _kernel(comment, meta, k.kernel_name, params, body)
+    return kernel_source(comment, GEMM_META, k.kernel_name, GEMM_PARAMS, body)

@@ -4,7 +4,11 @@ The host describes every group it can (addresses, strides, host-known sizes) and
 table on the device through kernel arguments; a one-thread pass reads ``groupListOptional`` where the
 groups come from it, checks it and numbers the output tiles; one tiled GEMM launch (fp32
 accumulation, bias and one rounding in its epilogue) then computes every group
-(:mod:`acl_rocm.kernels.grouped_matmul`). A bad group list sets a device flag: nothing is written and
+(:mod:`acl_rocm.kernels.grouped_matmul`). fp16 / bf16 operands (MX ones after decoding) take the
+matrix-instruction kernel (:mod:`acl_rocm.kernels.grouped_matmul_mma`, path ``mma``); fp32 and the
+grouped quantised ops' INT8 GEMM take the shared-memory SIMT kernel (path ``simt``), as every call does
+with ``ACL_GMM_KERNEL=simt``. The path is reported on the debug logger ``acl_rocm.grouped_matmul`` and
+in the runner's ``last_path``. A bad group list sets a device flag: nothing is written and
 the driver raises 161002 when the stream is synchronised, as the movement family's index checks do.
 Which paths exist (groupType -1, 0, 2; groupListType 0, 1; actType 0; of the quantised modes only MX
 with M-axis groups) is decided by the spec, which refuses the others with 161002 before anything is
@@ -15,10 +19,11 @@ on them with its output in the caller's dtype.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
@@ -39,6 +44,11 @@ from acl_rocm.kernels.grouped_matmul import (
     GmmKernel,
     GmmPrep,
 )
+from acl_rocm.kernels.grouped_matmul_mma import BIAS_DTYPES as MMA_BIAS
+from acl_rocm.kernels.grouped_matmul_mma import DTYPES as MMA_DTYPES
+from acl_rocm.kernels.grouped_matmul_mma import OUT_DTYPES as MMA_OUT
+from acl_rocm.kernels.grouped_matmul_mma import GmmMmaKernel
+from acl_rocm.kernels.mma import hardware_layout
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.ops.quant_matmul import k_operand, mx_scale_strides
@@ -46,6 +56,11 @@ from acl_rocm.views import coalesce
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
+
+LOG = logging.getLogger("acl_rocm.grouped_matmul")
+GMM_ENV = "ACL_GMM_KERNEL"
+"""``simt`` keeps every grouped GEMM on the shared-memory SIMT kernel; unset (auto): fp16 / bf16 operands take
+the matrix-instruction kernel where the architecture has matrix instructions; ``mma``: wherever they fit."""
 
 
 def _itemsize(dtype: D) -> int:
@@ -58,9 +73,13 @@ def _address(t: AclTensor, *index: int) -> int:
     return t.data + offset * _itemsize(t.dtype)
 
 
-def tiles(rows: int, cols: int) -> int:
-    """Output tiles of one rows × cols product."""
-    return -(-rows // TILE_M) * -(-cols // TILE_N)
+def tiles(rows: int, cols: int, tile_m: int = TILE_M, tile_n: int = TILE_N) -> int:
+    """Output tiles of one rows × cols product (``tile_m`` × ``tile_n`` tiles)."""
+    return -(-rows // tile_m) * -(-cols // tile_n)
+
+
+GroupedGemm: TypeAlias = GmmKernel | GmmMmaKernel
+"""The grouped GEMM kernels :meth:`GroupedMatmulRunner.execute` launches."""
 
 
 @dataclass
@@ -70,13 +89,19 @@ class GroupPlan:
     rows: list[dict[str, int]] = field(default_factory=list)
     mode: int = MODE_HOST
     axis: int = 0
-    grid: int = 0
+    products: list[tuple[int, int, int]] = field(default_factory=list)
+    """(rows, columns, groups): output blocks whose tile count bounds the grid; ``groups`` > 0 when the rows are
+    cut among that many groups by the device group list (each group can add one partial row tile)."""
     copies: list[tuple[AclTensor, AclTensor]] = field(default_factory=list)
     """(temporary, destination) pairs copied after the GEMM (outputs whose rows have no single stride)."""
 
     def table(self) -> list[list[int]]:
         """The descriptor rows as int lists in :data:`FIELDS` order."""
         return [[row.get(name, 0) for name in FIELDS] for row in self.rows]
+
+    def grid(self, tile_m: int, tile_n: int) -> int:
+        """An upper bound of the output tiles (of ``tile_m`` × ``tile_n``) the device numbers: the GEMM's grid."""
+        return sum((-(-r // tile_m) + g) * -(-c // tile_n) for r, c, g in self.products)
 
 
 def _members(value: Any) -> tuple[AclTensor, ...]:
@@ -96,6 +121,26 @@ class GroupedMatmulRunner:
 
     def __init__(self, backend: RocmBackend) -> None:
         self.backend = backend
+        self.forced_kernel: str | None = None
+        """``mma`` / ``simt`` / ``auto`` over :data:`GMM_ENV` for calls made while set (the bench's A/B)."""
+        self.last_path: str | None = None
+        """The grouped GEMM the last call launched: ``mma`` (matrix instructions) or ``simt``."""
+
+    def kernel_mode(self) -> str:
+        """``mma``, ``simt`` or ``auto``: the :data:`GMM_ENV` switch of this backend."""
+        value = self.forced_kernel or self.backend.environ.get(GMM_ENV, "auto").strip().lower()
+        return value if value in ("mma", "simt") else "auto"
+
+    def gemm(self, operands: D, bias: D | None, out: D) -> GroupedGemm:
+        """The grouped GEMM for these dtypes: matrix instructions for fp16 / bf16 operands (MX decoded to bf16
+        included) where the architecture has them (``mma`` forces them elsewhere too: the layer's software
+        path) unless the switch says ``simt``; the SIMT kernel for fp32 (no TF32) and INT8."""
+        fits = operands in MMA_DTYPES and out in MMA_OUT and (bias is None or bias in MMA_BIAS)
+        mode = self.kernel_mode()
+        hardware = hardware_layout(self.backend.policy.arch) is not None
+        if fits and (mode == "mma" or (mode == "auto" and hardware)):
+            return GmmMmaKernel(operands, bias, out)
+        return GmmKernel(operands, bias, out)
 
     def kernels(self) -> dict[str, Kernel]:
         """GroupedMatmulV5 (its own kernels: no BLAS needed)."""
@@ -143,7 +188,7 @@ class GroupedMatmulRunner:
                             OSC=osc,
                         )
                     )
-                    p.grid += tiles(m, n)
+                    p.products.append((m, n, 0))
                     start += m
                 p.axis = start
                 return p
@@ -177,7 +222,7 @@ class GroupedMatmulRunner:
                     )
                 )
             p.mode, p.axis = MODE_M, m
-            p.grid = (-(-m // TILE_M) + len(weights)) * -(-n // TILE_N)  # a tile per group can be partial
+            p.products.append((m, n, len(weights)))
             return p
         x = xs[0]
         m, k = x.view_dims
@@ -202,7 +247,8 @@ class GroupedMatmulRunner:
                         OSC=out.strides[2],
                     )
                 )
-            p.mode, p.axis, p.grid = MODE_K, k, groups * tiles(m, n)
+            p.mode, p.axis = MODE_K, k
+            p.products += [(m, n, 0)] * groups
             return p
         start = 0
         for w, out in zip(ws, outs):
@@ -225,7 +271,7 @@ class GroupedMatmulRunner:
                     OSC=out.strides[1],
                 )
             )
-            p.grid += tiles(m, n)
+            p.products.append((m, n, 0))
             start += kw
         return p
 
@@ -255,7 +301,7 @@ class GroupedMatmulRunner:
                     OSC=out.strides[1],
                 )
             )
-        p.grid = (-(-m // TILE_M) + len(weights)) * -(-n // TILE_N)  # a tile per group can be partial
+        p.products.append((m, n, len(weights)))
         return p
 
     def independent(
@@ -302,7 +348,7 @@ class GroupedMatmulRunner:
                 OSC=osc,
             )
         )
-        p.grid += tiles(m, n)
+        p.products.append((m, n, 0))
 
     def _mx_operands(self, launch: Launch, temps: list[int], stream: int) -> tuple[tuple[AclTensor], tuple[AclTensor]]:
         """MX mode: x [M, K] and weight [g, K, N] decoded to bfloat16 with their E8M0 block scales applied.
@@ -359,7 +405,7 @@ class GroupedMatmulRunner:
         self.execute(
             stream,
             lambda temps: self.plan(launch, temps, stream),
-            GmmKernel(operands, bias[0].dtype if bias else None, dtype),
+            self.gemm(operands, bias[0].dtype if bias else None, dtype),
             group_list,
             int(args["groupListType"]),
             "GroupedMatmulV5: groupListOptional is inconsistent with the grouped axis",
@@ -369,7 +415,7 @@ class GroupedMatmulRunner:
         self,
         stream: int,
         planner: Callable[[list[int]], GroupPlan],
-        gemm: GmmKernel,
+        gemm: GroupedGemm,
         group_list: AclTensor | None,
         list_type: int,
         message: str,
@@ -381,6 +427,7 @@ class GroupedMatmulRunner:
         a device group list (``group_list``, read where the plan's mode says) is checked at synchronisation.
         ``after(flag)`` enqueues what consumes the GEMM's output (an epilogue) before the temporaries are
         freed; ``flag`` is the device int a bad group list sets, so the epilogue can write nothing then.
+        The kernel's path is reported (``last_path``, a debug line on ``acl_rocm.grouped_matmul``).
         """
         provider = self.backend.provider
         temps: list[int] = []
@@ -413,14 +460,17 @@ class GroupedMatmulRunner:
                 KernelArgs.pointer(table),
                 KernelArgs.pointer(flag),
             ]
-            self._launch(GmmPrep(), self.backend.elementwise_config(1, 1), values, stream)
-            if p.grid:
+            prep = GmmPrep(gemm.tile_m, gemm.tile_n)
+            self._launch(prep, self.backend.elementwise_config(1, 1), values, stream)
+            grid = p.grid(gemm.tile_m, gemm.tile_n)
+            self._report(message, gemm, groups, grid)
+            if grid:
                 values = [
                     KernelArgs.index_array([groups, 0, 0], "long long"),
                     KernelArgs.pointer(table),
                     KernelArgs.pointer(flag),
                 ]
-                self._launch(gemm, LaunchConfig((p.grid, 1, 1), (256, 1, 1)), values, stream)
+                self._launch(gemm, LaunchConfig((grid, 1, 1), (gemm.threads, 1, 1)), values, stream)
             for dense, out in p.copies:
                 self.backend.elementwise.convert(dense, out, stream)
             if after is not None:
@@ -433,6 +483,25 @@ class GroupedMatmulRunner:
                 self.backend.driver.drop_check(stream, flag)
             for address in temps:
                 provider.free_async(address, stream)
+
+    def _report(self, message: str, gemm: GroupedGemm, groups: int, grid: int) -> None:
+        self.last_path = gemm.path
+        if LOG.isEnabledFor(logging.DEBUG):
+            out = gemm.dtype if gemm.out is None else gemm.out
+            LOG.debug(
+                "%s: path=%s (%s -> %s, bias %s, groups=%d, %dx%d tiles, grid<=%d, %s=%s)",
+                message.split(":")[0],
+                gemm.path,
+                gemm.dtype.short,
+                out.short,
+                gemm.bias.short if gemm.bias is not None else "none",
+                groups,
+                gemm.tile_m,
+                gemm.tile_n,
+                grid,
+                GMM_ENV,
+                self.kernel_mode(),
+            )
 
 
 RUNNER = GroupedMatmulRunner

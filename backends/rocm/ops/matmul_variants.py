@@ -30,7 +30,6 @@ from acl_core.formats import Format
 from acl_core.spec.ops import get_spec
 from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.driver import handle
-from acl_rocm.kernels.grouped_matmul import GmmKernel
 from acl_rocm.launch import launch_tensor
 from acl_rocm.ops.grouped_matmul import GroupPlan
 from acl_rocm.ops.program import Program, run_program
@@ -241,7 +240,7 @@ class MatmulVariantsRunner:
             return p
 
         dtype: D = launch.plan["compute"]
-        gemm = GmmKernel(dtype, bias[0].dtype if bias else None, dtype)
+        gemm = runner.gemm(dtype, bias[0].dtype if bias else None, dtype)
         runner.execute(stream, planner, gemm, None, 0, "GroupedMatmul")
 
 

@@ -1,0 +1,299 @@
+"""GroupedMatmulV5's matrix-instruction grouped GEMM (``kernels/grouped_matmul_mma.py``) on the CPU kernel emulator.
+
+Through the op (emulated backend, 32-lane warps: the NVIDIA fragment layout on the software matrix path):
+fp16 and bf16 M-axis groups with empty groups, one group spanning several 128-row tiles and M, N, K not
+multiples of the tiles; weights given [g, K, N] and as the transposed [g, N, K] storage; the 16-byte copy
+path and the element path (unaligned K, N, strided views); K-axis groups; the MX mode after decoding;
+against the reference within the GEMM tolerance, with the path the runner reports. Then the kernel alone
+on a hand-built descriptor table in every fragment layout (1 NVIDIA, 2 CDNA 64-lane, 3 RDNA3, 4 RDNA4)
+against NumPy's float64 product of the same 16-bit inputs, and the launches on the fake provider.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from acl_core import eager, lowp
+from acl_core.backend import Backend
+from acl_core.dtypes import DataType as D
+from acl_core.formats import Format
+from acl_core.tensor import AclTensor, AclTensorList
+from acl_rocm.backend import RocmBackend
+from acl_rocm.kernels.grouped_matmul import FIELD, FIELDS, GmmKernel
+from acl_rocm.kernels.grouped_matmul_mma import TILE_M, TILE_N, GmmMmaKernel
+from acl_rocm.kernels.mma import LAYOUT_WARP, LAYOUTS
+from tests.rocm import kernel_emulator
+from tests.rocm.fake_provider import FakeProvider
+from tests.rocm.gemm_tolerance import gemm_tolerance
+
+OP = "GroupedMatmulV5"
+BF16 = ml_dtypes.bfloat16
+
+
+def _base(**extra: object) -> dict[str, object]:
+    return {"splitItem": 3, "groupType": 0, "groupListType": 1, "actType": 0, **extra}
+
+
+def _arr(rng: np.random.Generator, shape: tuple[int, ...], dtype: object) -> np.ndarray:
+    return rng.uniform(-1, 1, shape).astype(dtype)
+
+
+def _transposed(backend: Backend, w: np.ndarray) -> tuple[AclTensorList, eager.DeviceArray]:
+    """weight [g, K, N] as the transposed view CANN takes: stored [g, N, K] (K contiguous)."""
+    stored = eager.to_device(np.ascontiguousarray(np.swapaxes(w, 1, 2)), backend)
+    g, k, n = w.shape
+    view = AclTensor((g, k, n), stored.dtype, (n * k, 1, k), 0, Format.ACL_FORMAT_ND, (g, n, k), stored.address)
+    return AclTensorList.create([view]), stored
+
+
+def _check(
+    emulated: RocmBackend,
+    reference: Backend,
+    args: dict,
+    path: str,
+    transposed: bool = False,
+    layout: str = "contiguous",
+) -> None:
+    """The emulated result against the reference (the tolerance of a K-term product sum), and the path taken."""
+    expected = eager.run(OP, reference, **args)["out"][0]
+    run_args = dict(args)
+    keep = None
+    if transposed:
+        run_args["weight"], keep = _transposed(emulated, args["weight"][0])
+    emulated.grouped_matmul.last_path = None
+    got = eager.run(OP, emulated, layout=layout, **run_args)["out"][0]
+    del keep
+    assert emulated.grouped_matmul.last_path == path
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    k = args["x"][0].shape[1]
+    atol, rtol = gemm_tolerance(expected, k)
+    np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64), atol=atol, rtol=rtol)
+
+
+def _m_groups(rng: np.random.Generator, dtype: object, counts: list[int], m: int, k: int, n: int) -> dict:
+    bias_dt = np.float16 if dtype == np.float16 else np.float32
+    g = len(counts)
+    return _base(
+        x=[_arr(rng, (m, k), dtype)],
+        weight=[_arr(rng, (g, k, n), dtype)],
+        biasOptional=[_arr(rng, (g, n), bias_dt)],
+        groupListOptional=np.array(counts, np.int64),
+        out=[np.full((m, n), 3, dtype)],  # rows no group covers keep it
+    )
+
+
+CASES = [
+    # (counts, m, k, n): empty groups, a group over two 128-row tiles, tails in every dimension
+    ([0, 150, 1, 0, 20], 180, 40, 136),  # 16-byte copies (K and N multiples of 8), K tail of 8 in a 32 slice
+    ([3, 0, 131], 140, 37, 70),  # element loads: K and N not multiples of 8
+    ([0, 0, 290, 0], 300, 72, 260),  # one group over 3 x 3 tiles, the others empty
+]
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("transposed", [False, True], ids=["kn", "nk"])
+@pytest.mark.parametrize("case", range(len(CASES)), ids=["copies", "elements", "one-group"])
+def test_m_groups_match_the_reference(
+    emulated: RocmBackend, reference: Backend, dtype: object, transposed: bool, case: int
+) -> None:
+    counts, m, k, n = CASES[case]
+    args = _m_groups(np.random.default_rng(case), dtype, counts, m, k, n)
+    _check(emulated, reference, args, "mma", transposed)
+
+
+def test_strided_views_take_element_loads(emulated: RocmBackend, reference: Backend) -> None:
+    rng = np.random.default_rng(3)
+    args = _m_groups(rng, BF16, [40, 0, 60], 100, 48, 40)
+    for layout in ("padded", "offset", "transposed"):
+        _check(emulated, reference, args, "mma", layout=layout)
+
+
+def test_k_groups(emulated: RocmBackend, reference: Backend) -> None:
+    rng = np.random.default_rng(4)
+    x, w = _arr(rng, (70, 96), np.float16), _arr(rng, (96, 130), np.float16)
+    for ends in ([16, 16, 56, 96], [13, 13, 50, 90]):  # group starts on 8-element boundaries, then not
+        args = {
+            **_base(splitItem=2, groupType=2, groupListType=0),
+            "x": [x],
+            "weight": [w],
+            "groupListOptional": np.array(ends, np.int64),
+        }
+        _check(emulated, reference, args, "mma")
+
+
+def test_mx_operands_decode_then_take_the_mma_kernel(emulated: RocmBackend, reference: Backend) -> None:
+    rng = np.random.default_rng(5)
+    counts, k, n = [70, 0, 129], 96, 48
+    m, g, kb = sum(counts) + 3, len(counts), -(-k // 64)
+    args = _base(
+        x=[rng.uniform(-6, 6, (m, k)).astype(ml_dtypes.float8_e4m3fn)],
+        weight=[rng.uniform(-6, 6, (g, k, n)).astype(ml_dtypes.float8_e4m3fn)],
+        scaleOptional=[lowp.e8m0_array(rng.integers(122, 130, (g, kb, n, 2)))],
+        perTokenScaleOptional=[lowp.e8m0_array(rng.integers(122, 130, (m, kb, 2)))],
+        groupListOptional=np.array(counts, np.int64),
+        splitItem=2,
+        out=[np.full((m, n), -7, np.float32)],
+    )
+    expected = eager.run(OP, reference, **args)["out"][0]
+    emulated.grouped_matmul.last_path = None
+    got = eager.run(OP, emulated, **args)["out"][0]
+    assert emulated.grouped_matmul.last_path == "mma"
+    np.testing.assert_array_equal(got[sum(counts) :], -7)
+    # the decoded codes and their products are exact; fp32 additions in another order: k * 2^-24 * sum |x w|
+    magnitudes = {
+        "x": [np.abs(args["x"][0])],
+        "weight": [np.abs(args["weight"][0])],
+        "out": [np.zeros((m, n), np.float32)],
+    }
+    sums = eager.run(OP, reference, **{**args, **magnitudes})["out"][0].astype(np.float64)
+    error = np.abs(got.astype(np.float64) - expected.astype(np.float64))
+    assert np.all(error <= k * 2.0**-24 * sums), float(np.max(error - k * 2.0**-24 * sums))
+
+
+def test_simt_switch_and_the_reported_path(
+    emulated: RocmBackend, reference: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    args = _m_groups(np.random.default_rng(6), BF16, [5, 9], 20, 24, 16)
+    runner = emulated.grouped_matmul
+    with caplog.at_level(logging.DEBUG, logger="acl_rocm.grouped_matmul"):
+        _check(emulated, reference, args, "mma")
+        runner.forced_kernel = "simt"
+        try:
+            _check(emulated, reference, args, "simt")
+        finally:
+            runner.forced_kernel = None
+    lines = [r.getMessage() for r in caplog.records if r.name == "acl_rocm.grouped_matmul"]
+    assert any("path=mma (bf16 -> bf16, bias float32, groups=2, 128x128 tiles" in line for line in lines), lines
+    assert any("path=simt" in line and "ACL_GMM_KERNEL=simt" in line for line in lines), lines
+    f32 = {k: [a.astype(np.float32) for a in args[k]] for k in ("x", "weight", "out")}
+    _check(emulated, reference, {**args, **f32}, "simt")  # fp32 stays on the SIMT kernel (no TF32)
+
+
+# ----------------------------------------------------------------------------- the kernel alone, every layout
+def _group_row(x: np.ndarray, w: np.ndarray, out: np.ndarray, bias: np.ndarray | None, **rest: int) -> list[int]:
+    row = dict.fromkeys(FIELDS, 0)
+    row |= {"X": x.ctypes.data, "W": w.ctypes.data, "OUT": out.ctypes.data, **rest}
+    if bias is not None:
+        row |= {"BIAS": bias.ctypes.data, "BSN": 1}
+    return [row[f] for f in FIELDS]
+
+
+def _launch(kernel: GmmMmaKernel, layout: int, rows: list[list[int]]) -> None:
+    """Number the tiles as the group-list pass does, then run every block of the grid."""
+    tiles = 0
+    for row in rows:
+        row[FIELD["TILE"]] = tiles
+        m = row[FIELD["M1"]] - row[FIELD["M0"]]
+        tiles += -(-m // TILE_M) * -(-row[FIELD["N"]] // TILE_N)
+    table = np.array([*rows, [0] * (FIELD["TILE"]) + [tiles]], np.int64)
+    flag = np.zeros(1, np.int32)
+    warp = LAYOUT_WARP[layout]
+    options = [f"-DACL_WARP_SIZE={warp}", f"-DACL_LANE_MASK_BITS={warp}", f"-DACL_MMA_LAYOUT={layout}"]
+    lib = kernel_emulator._library(kernel.source(), kernel.kernel_name, options)
+    meta = (ctypes.c_longlong * 3)(len(rows), 0, 0)
+    holders = [meta, ctypes.c_void_p(table.ctypes.data), ctypes.c_void_p(flag.ctypes.data)]
+    params = (ctypes.c_void_p * 3)(*(ctypes.addressof(h) for h in holders))
+    lib.emu_launch(ctypes.c_uint(tiles + 1), ctypes.c_uint(kernel.threads), ctypes.cast(params, ctypes.c_void_p))
+
+
+@pytest.fixture(scope="module")
+def _build_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    reason = kernel_emulator.available()
+    if reason:
+        pytest.skip(f"the kernel emulator is unavailable: {reason}")
+    if kernel_emulator.EmulatedProvider.build_dir is None:
+        kernel_emulator.EmulatedProvider.build_dir = tmp_path_factory.mktemp("gmm-mma-build")
+
+
+@pytest.mark.usefixtures("_build_dir")
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_kernel_in_every_fragment_layout(layout: int) -> None:
+    rng = np.random.default_rng(20 + layout)
+    bf16 = layout % 2 == 1
+    dtype = BF16 if bf16 else np.float16
+    acl = D.ACL_BF16 if bf16 else D.ACL_FLOAT16
+    m, k, n = 150, 40, 136
+    x = rng.uniform(-1, 1, (m, k)).astype(dtype)
+    w_kn = rng.uniform(-1, 1, (k, n)).astype(dtype)
+    w_nk = rng.uniform(-1, 1, (n, k)).astype(dtype)
+    # stored with NaN past K (row padding of x and the [N, K] weight, rows of the [K, N] one): never to be read
+    xs, kns, nks = (
+        np.full((m, k + 8), np.nan, dtype),
+        np.full((k + 8, n), np.nan, dtype),
+        np.full((n, k + 8), np.nan, dtype),
+    )
+    xs[:, :k], kns[:k], nks[:, :k] = x, w_kn, w_nk
+    bias = rng.uniform(-1, 1, n).astype(np.float32)
+    out = np.full((m, n), np.nan, np.float32)
+    common = {"K1": k, "N": n, "XSR": k + 8, "XSC": 1, "OSR": n, "OSC": 1}
+    rows = [
+        _group_row(xs, kns, out, bias, M0=0, M1=131, WSK=n, WSN=1, **common),  # 16-byte copies, [K, N]
+        _group_row(xs, nks, out, None, M0=131, M1=131, WSK=1, WSN=k + 8, **common),  # empty
+        _group_row(xs, nks, out, None, M0=131, M1=150, WSK=1, WSN=k + 8, **common),  # 16-byte copies, [N, K]
+    ]
+    odd = np.full((m, n), np.nan, np.float32)  # element loads: K range [3, 37), x read through its transpose
+    xt = np.ascontiguousarray(x.T)
+    rows.append(_group_row(xt, kns, odd, None, M0=0, M1=m, K0=3, K1=37, N=n, XSR=1, XSC=m, WSK=n, WSN=1, OSR=n, OSC=1))
+    _launch(GmmMmaKernel(acl, D.ACL_FLOAT, D.ACL_FLOAT), layout, rows)
+    x64, kn64, nk64 = (a.astype(np.float64) for a in (x, w_kn, w_nk))
+    want = np.concatenate([x64[:131] @ kn64 + bias, x64[131:] @ nk64.T])
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * k, err_msg=f"layout {layout}")
+    np.testing.assert_allclose(odd, x64[:, 3:37] @ kn64[3:37], rtol=1e-5, atol=1e-5 * k, err_msg=f"layout {layout}")
+
+
+# ----------------------------------------------------------------------------- launches (fake provider)
+def test_launch_shape_and_kernel_choice(tmp_path: Path) -> None:
+    provider = FakeProvider()
+    backend = RocmBackend(provider, {"ACL_KERNEL_CACHE": str(tmp_path)})
+    backend.runtime.ensure_device(0)
+    rng = np.random.default_rng(0)
+    groups, m, n = 10, 1000, 300
+    args = _base(
+        x=[_arr(rng, (m, 64), BF16)],
+        weight=[_arr(rng, (groups, 64, n), BF16)],
+        groupListOptional=np.full(groups, 7, np.int64),
+    )
+    provider.launches.clear()
+    eager.run(OP, backend, **args)
+    prep, gemm = provider.launches[-2:]
+    assert prep.name.split("_")[2] == "prep" and gemm.name.split("_")[2] == "mma"
+    assert gemm.block == (128, 1, 1) and gemm.grid == ((-(-m // 128) + groups) * -(-n // 128), 1, 1)
+    assert backend.grouped_matmul.last_path == "mma"
+    backend.grouped_matmul.forced_kernel = "simt"
+    eager.run(OP, backend, **args)
+    assert provider.launches[-1].name.split("_")[2] == "gemm" and provider.launches[-1].block == (256, 1, 1)
+    runner = backend.grouped_matmul
+    runner.forced_kernel = None
+    assert isinstance(runner.gemm(D.ACL_FLOAT, None, D.ACL_FLOAT), GmmKernel)
+    assert isinstance(runner.gemm(D.ACL_INT8, None, D.ACL_INT32), GmmKernel)
+    assert isinstance(runner.gemm(D.ACL_FLOAT16, D.ACL_FLOAT16, D.ACL_FLOAT16), GmmMmaKernel)
+    with pytest.raises(ValueError, match="float16 / bfloat16"):
+        GmmMmaKernel(D.ACL_FLOAT, None)
+
+
+def test_no_matrix_instructions_keep_the_simt_kernel_unless_forced(tmp_path: Path) -> None:
+    backend = RocmBackend(FakeProvider(arch="sm_75"), {"ACL_KERNEL_CACHE": str(tmp_path)})
+    backend.runtime.ensure_device(0)
+    runner = backend.grouped_matmul
+    assert isinstance(runner.gemm(D.ACL_BF16, None, D.ACL_BF16), GmmKernel)
+    runner.forced_kernel = "mma"  # the layer's software path: slow, but what the emulator runs
+    assert isinstance(runner.gemm(D.ACL_BF16, None, D.ACL_BF16), GmmMmaKernel)
+    env = {"ACL_KERNEL_CACHE": str(tmp_path), "ACL_GMM_KERNEL": "simt"}
+    on_sm90 = RocmBackend(FakeProvider(), env)
+    on_sm90.runtime.ensure_device(0)
+    assert on_sm90.grouped_matmul.kernel_mode() == "simt"
+    assert isinstance(on_sm90.grouped_matmul.gemm(D.ACL_FLOAT16, None, D.ACL_FLOAT16), GmmKernel)
+
+
+def test_source_uses_the_matrix_layer() -> None:
+    text = GmmMmaKernel(D.ACL_BF16, D.ACL_FLOAT, D.ACL_BF16).source()
+    body = text.split('extern "C"')[-1]
+    assert "gmm_tile<true, true, true>" in body and "gmm_tile<false, false, true>" in body
+    assert "acl_cp_async16" in text and "acl_mma_load_b_nk" in text and "acl_mma_load_b_kn" in text
+    assert "__launch_bounds__(128)" in text and "bias[col * bsn]" in body
