@@ -199,7 +199,8 @@ def _launch(kernel: GmmMmaKernel, layout: int, rows: list[list[int]]) -> None:
     meta = (ctypes.c_longlong * 3)(len(rows), 0, 0)
     holders = [meta, ctypes.c_void_p(table.ctypes.data), ctypes.c_void_p(flag.ctypes.data)]
     params = (ctypes.c_void_p * 3)(*(ctypes.addressof(h) for h in holders))
-    lib.emu_launch(ctypes.c_uint(tiles + 1), ctypes.c_uint(kernel.threads), ctypes.cast(params, ctypes.c_void_p))
+    grid = (ctypes.c_uint(tiles + 1), ctypes.c_uint(1), ctypes.c_uint(1))
+    lib.emu_launch(*grid, ctypes.c_uint(kernel.threads), ctypes.cast(params, ctypes.c_void_p))
 
 
 @pytest.fixture(scope="module")
