@@ -104,9 +104,12 @@ def _key(**kw: Any) -> SdpaKey:
     return SdpaKey(**base)
 
 
-def _sdpa(directory: Path | None, module: FakeCudnn, device: str = "NVIDIA H200") -> tuple[CudnnSdpa, list[SdpaKey]]:
+def _sdpa(
+    directory: Path | None, module: FakeCudnn, device: str = "NVIDIA H200", persist: bool = True
+) -> tuple[CudnnSdpa, list[SdpaKey]]:
     provider = NamedFake(device_name=device)
-    backend = SimpleNamespace(provider=provider, plans=PlanCache(directory))
+    environ = {"ACL_PLAN_CACHE_CUDNN": "1"} if persist else {}
+    backend = SimpleNamespace(provider=provider, plans=PlanCache(directory), environ=environ)
     sdpa = CudnnSdpa(backend, loader=lambda: module)  # type: ignore[arg-type]
     assert sdpa.refusal() is None
     built: list[SdpaKey] = []
@@ -242,3 +245,15 @@ def test_with_the_cache_off_nothing_is_read_or_written(tmp_path: Path) -> None:
     again.graph(_key())
     assert len(built) == len(built_again) == 1 and module.deserialised == 0
     assert again.backend.plans.stats.made == {PLAN_KIND: 1}
+
+
+def test_plans_stay_in_memory_unless_persistence_is_asked_for(tmp_path: Path) -> None:
+    """Off by default: on the H100 (2026-12-06) workers crashed running deserialised SDPA plans."""
+    module = FakeCudnn()
+    key = _key()
+    sdpa, built = _sdpa(tmp_path, module, persist=False)
+    sdpa.run(sdpa.graph(key), key, _tensors(key), 0)
+    assert built == [key] and not list(tmp_path.rglob("*.plan"))
+    again, built_again = _sdpa(tmp_path, module, persist=False)
+    again.run(again.graph(key), key, _tensors(key), 0)
+    assert built_again == [key]  # built afresh: nothing was stored to load

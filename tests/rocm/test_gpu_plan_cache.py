@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _probe(what: str, cache: Path, out: Path) -> dict[str, Any]:
     env = {**os.environ, "ACL_KERNEL_CACHE": str(cache)}
     env.pop("ACL_PLAN_CACHE", None)
+    env.pop("ACL_PLAN_CACHE_CUDNN", None)
     done = subprocess.run(
         [sys.executable, "-m", "tests.rocm.plan_cache_probe", what, str(out)],
         cwd=ROOT,
@@ -57,15 +58,18 @@ def test_a_warm_process_compiles_nothing_and_asks_no_heuristic(rocm: Backend, tm
     assert warm["results"] == cold["results"], "the stored algorithms must compute the same bytes"
 
 
-def test_a_warm_process_builds_no_cudnn_graph(rocm: Backend, tmp_path: Path) -> None:
+def test_cudnn_plans_stay_in_memory_by_default(rocm: Backend, tmp_path: Path) -> None:
+    """SDPA plans are not persisted unless ACL_PLAN_CACHE_CUDNN=1 (deserialised plans crashed workers on the H100).
+
+    The warm process therefore builds its two graphs again, stores nothing, and computes the same bytes.
+    """
     refusal = rocm.attention.cudnn.refusal()  # type: ignore[attr-defined]
     if refusal is not None:
         pytest.skip(refusal)
     cold, warm = _cold_warm("attention", tmp_path)
     cp, wp = cold["caches"]["plans"], warm["caches"]["plans"]
     note = f"cold {cp}\ncold log {cold['log']}\nwarm {wp}\nwarm log {warm['log']}"
-    assert cp["made"].get("cudnn_sdpa", 0) == 2, note
-    assert cp["stored"].get("cudnn_sdpa", 0) == 2, f"the frontend did not serialise the SDPA plans\n{note}"
-    assert wp["made"]["all"] == 0 and wp["loaded"].get("cudnn_sdpa", 0) == 2 and wp["refused"]["all"] == 0, note
+    assert cp["made"].get("cudnn_sdpa", 0) == 2 and cp["stored"].get("cudnn_sdpa", 0) == 0, note
+    assert wp["made"].get("cudnn_sdpa", 0) == 2 and wp["loaded"].get("cudnn_sdpa", 0) == 0, note
     assert warm["caches"]["kernels"]["compiles"] == 0, note
-    assert warm["results"] == cold["results"], "the deserialised plans must compute the same bytes"
+    assert warm["results"] == cold["results"], "the same graphs must compute the same bytes"

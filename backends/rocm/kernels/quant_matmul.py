@@ -248,14 +248,14 @@ class EpilogueKernel:
     token: bool = False
     bias: D | None = None
     bias_first: bool = False
-    offset: bool = False
+    offset: D | None = None
 
     @property
     def kernel_name(self) -> str:
         """The kernel's ``extern "C"`` symbol."""
         parts = [self.acc, self.out.short, f"s{self.scale.short}" if self.scale else "s0"]
         parts += ["t" if self.token else "t0", f"b{self.bias.short}" if self.bias else "b0"]
-        parts += ["first" if self.bias_first else "last", "o" if self.offset else "o0"]
+        parts += ["first" if self.bias_first else "last", f"o{self.offset.short}" if self.offset else "o0"]
         return "acl_qmm_epilogue_" + "_".join(parts)
 
 
@@ -286,8 +286,8 @@ def epilogue_source(k: EpilogueKernel) -> str:
         body.append(f"        v = v * (double)({param_load(D.ACL_FLOAT, 'token', 'p[3]')});")
     if k.bias is not None and not k.bias_first:
         body.append(f"        v = v + (double)({bias});")
-    if k.offset:
-        body.append(f"        v = v + (double)({param_load(D.ACL_FLOAT, 'offset', 'p[5]')});")
+    if k.offset is not None:
+        body.append(f"        v = v + (double)({param_load(k.offset, 'offset', 'p[5]')});")
     return f"""{PRELUDE}
 struct Meta {{ long long n; long long shape[6]; long long stride[6][6]; }};
 extern "C" __global__ void __launch_bounds__({THREADS}) {k.kernel_name}(const Meta meta, const {acc_type}* acc,

@@ -414,7 +414,9 @@ class QuantMatmulRunner:
                 mats.append(Matrix(address, int(decode), k_pad, rows, k_pad, rows * k_pad if count > 1 else 0))
             a_mat, b_mat = mats
             a_op = replace(b_mat, transpose=True)
-            direct = self._direct_out(job, job.n, count) if job.epilogue.scale is None else None
+            # cuBLASLt has no fp32 x fp32 -> 16-bit GEMM: fp32-decoded operands keep the epilogue unless out is fp32
+            same = decode == D.ACL_BF16 or job.epilogue.out.dtype == D.ACL_FLOAT
+            direct = self._direct_out(job, job.n, count) if job.epilogue.scale is None and same else None
             if direct is not None:  # the GEMM rounds its fp32 sums to out's dtype once, as the epilogue would
                 self._gemm(GemmCall(a_op, a_mat, direct, count), stream)
                 self._report(job, "dequant-direct")
@@ -527,7 +529,7 @@ class QuantMatmulRunner:
             epi.token is not None,
             epi.bias.dtype if epi.bias is not None else None,
             epi.bias_first,
-            epi.offset is not None,
+            epi.offset.dtype if epi.offset is not None else None,
         )
         nb = len(batch)
         shape = [*_pad_batch(batch, 1), m, n]
