@@ -167,9 +167,10 @@ class CudnnSdpa:
     def _persist(self) -> bool:
         """Whether SDPA plans go to disk: opt-in (``ACL_PLAN_CACHE_CUDNN=1``).
 
-        On the H100 (2026-12-06) pytest workers sharing one cache crashed while running cuDNN SDPA calls
-        after stored plans were deserialised, and a warm process refused one (``cuda_stream_is_capturing(fake_stream)
-        failed with context is destroyed``); until that is understood the plans stay in memory by default.
+        On the H100 (2026-12-06, frontend 1.32, cuDNN 9.19) three pytest workers sharing one cache died of a
+        segmentation fault inside the frontend's ``deserialize`` of a plan another process had stored, and a
+        warm process refused one (``cuda_stream_is_capturing(fake_stream) failed with context is destroyed``):
+        a crash cannot be caught, so the plans stay in memory unless asked for.
         """
         return str(getattr(self.backend, "environ", {}).get(ENV_PERSIST, "")).strip() == "1"
 
