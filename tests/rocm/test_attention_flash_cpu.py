@@ -106,6 +106,27 @@ def test_large_calls_take_flash_without_cudnn_and_blas_without_matrix_instructio
             check_flash(backend, reference, args, "forced flash on sm_75: the software matrix path")
 
 
+def test_large_prompt_prefill_takes_flash_whether_or_not_cudnn_loads(
+    tmp_path_factory: pytest.TempPathFactory, reference: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.rocm.test_gpu_flash_attention import _inference
+
+    args = _inference(_rng("prompt-default"), "bfloat16", "BNSD", 2, 2, 72, 64)  # 64+ rows: "large"
+    for arch, cudnn, want in (("sm_90", False, "flash"), ("sm_90", True, "flash"), ("sm_75", False, "kernel")):
+        backend = _backend(tmp_path_factory, 1, arch)
+        runner = backend.attention  # type: ignore[attr-defined]
+        runner.large_work = 1
+        if cudnn:  # as where the frontend loads: cuDNN runs FlashAttentionScore, not these operators
+            runner.cudnn.refusal = lambda: None
+        with caplog.at_level(logging.DEBUG, logger="acl_rocm.attention"):
+            got = eager.run("PromptFlashAttention", backend, **args)["attentionOut"]
+        assert runner.last_path == want, (arch, cudnn)
+        line = [r.getMessage() for r in caplog.records if "PromptFlashAttention" in r.getMessage()][-1]
+        assert f"{want} path" in line, line
+        want_out = eager.run("PromptFlashAttention", reference, **args)["attentionOut"]
+        np.testing.assert_allclose(got.astype(np.float32), want_out.astype(np.float32), atol=2**-5, rtol=2**-5)
+
+
 def test_forced_flash_refusal_is_typed(tmp_path_factory: pytest.TempPathFactory) -> None:
     backend = _backend(tmp_path_factory, 1)
     runner = backend.attention  # type: ignore[attr-defined]
