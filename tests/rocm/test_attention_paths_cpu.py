@@ -284,6 +284,13 @@ def test_large_calls_take_blas_when_cudnn_does_not_load(
     assert runner.cudnn.refusal() is not None  # no frontend on this machine
     caps = backend.capabilities().attention_path
     assert caps.startswith("flash kernel") and " > BLAS" in caps and "cuDNN" not in caps  # the fake is an sm_90
+    assert caps.endswith("flash kernel for large Prompt / FusedInfer prefill") and "where forced" not in caps
+    runner.cudnn.refusal = lambda: None  # as where the frontend loads: flash only where forced for FlashAttentionScore
+    runner.cudnn.version = lambda: "9"
+    with_cudnn = runner.describe_paths()
+    assert with_cudnn.startswith("cuDNN SDPA 9")
+    assert "flash kernel where forced (ACL_ATTENTION_PATH=flash)" in with_cudnn
+    del runner.cudnn.refusal, runner.cudnn.version
     args = _causal_args(np.random.default_rng(1), 1, 2, 72, 8, np.float32)
     runner.blas.budget = 6 * 72 * 72
     runner.large_work = 2 * 72 * 72

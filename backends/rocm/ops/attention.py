@@ -223,7 +223,12 @@ class AttentionRunner:
             paths.append("BLAS (large: GEMM, row softmax, GEMM; every mask/pse case)")
         paths.append("fused online-softmax kernel (small calls and the rest)")
         decode = "split-KV decode kernel (IncreFlashAttention / FusedInferAttentionScore, one query token)"
-        return " > ".join(paths) + "; " + decode
+        extra = ""
+        if self.flash.slow(False) is None:
+            if cudnn_why is None:
+                extra = "; flash kernel where forced (ACL_ATTENTION_PATH=flash)"
+            extra += "; flash kernel for large Prompt / FusedInfer prefill"
+        return " > ".join(paths) + "; " + decode + extra
 
     def _bind(self, build: Callable[[Launch], list[Prepared]]) -> Kernel:
         def kernel(launch: Launch) -> None:
