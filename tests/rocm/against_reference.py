@@ -7,6 +7,7 @@ rocm's outputs start as sentinels (``tests.rocm.prefill``) so a kernel that writ
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -62,6 +63,20 @@ def assert_matches_reference(
             assert a.shape == e.shape, f"{op} [{note}]: {name} shape {a.shape} != {e.shape}"
     problems = class_problems(op, args, actual, expected)
     assert not problems, f"{op} [{note}] layout={layout}: " + "; ".join(p.message for p in problems)
+
+
+def assert_every_sample_matches(rocm: Backend, reference: Backend, op: str, emulated_stride: int = 3) -> None:
+    """``op`` is claimed and every sample matches the reference contiguous, padded and transposed.
+
+    On the CPU emulator (``ACL_ROCM_EMULATE=1``) only every ``emulated_stride``-th sample runs all three
+    layouts, the rest contiguous only (the emulator runs a thread per GPU thread).
+    """
+    assert op in rocm.capabilities().ops
+    emulated = os.environ.get("ACL_ROCM_EMULATE") == "1"
+    for i, sample in enumerate(get_spec(op).samples(np.random.default_rng(2026))):  # type: ignore[misc]
+        full = not emulated or i % emulated_stride == 0
+        for layout in ("contiguous", "padded", "transposed") if full else ("contiguous",):
+            assert_matches_reference(rocm, reference, op, dict(sample.args), layout, sample.note)
 
 
 def assert_errors_match_reference(rocm: Backend, reference: Backend, op: str) -> None:
