@@ -22,6 +22,7 @@ from acl_core.errors import AclError
 from acl_core.spec.ops.attention import _to_layout, compressed_mask
 from tests.conftest import assert_close
 from tests.rocm.prefill import sentinel_outputs
+from tests.rocm.test_gpu_attention import _fa_args
 
 pytestmark = pytest.mark.gpu
 
@@ -44,26 +45,8 @@ def _args(
     mode: int,
     **extra: object,
 ) -> dict:
-    def make(heads: int, s: int) -> np.ndarray:
-        return _to_layout(rng.uniform(-1, 1, (b, heads, s, d)), layout).astype(np.dtype(dtype))
-
-    args = {
-        "query": make(n, sq),
-        "key": make(nkv, skv),
-        "value": make(nkv, skv),
-        "scaleValue": 1 / np.sqrt(d),
-        "keepProb": 1.0,
-        "preTokens": 2147483647,
-        "nextTokens": 2147483647,
-        "headNum": n,
-        "inputLayout": layout,
-        "innerPrecise": 0,
-        "sparseMode": mode,
-    }
-    if mode in (2, 3, 4):
-        args["attenMaskOptional"] = compressed_mask()
-    args.update(extra)
-    return args
+    """FlashAttentionScore arguments (the attention tier's builder) with ``extra`` on top."""
+    return _fa_args(rng, dtype, layout, b, n, nkv, sq, skv, d, mode) | extra
 
 
 def check_flash(
