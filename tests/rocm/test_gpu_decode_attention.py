@@ -112,6 +112,22 @@ def test_decode_mask_and_fused_infer_lse(rocm: Backend, reference: Backend) -> N
     _check(rocm, reference, "FusedInferAttentionScore", fia, "FIA decode with lse")
 
 
+def test_a_mask_hiding_the_unwritten_cache_tail(rocm: Backend, reference: Backend) -> None:
+    """Qwen3's decode: the views span the whole capacity and the mask hides positions not yet written.
+
+    Whole tiles of masked keys load no K / V; the filled lengths put the edge inside a warp's tile, on
+    a tile edge, inside a split and on a split edge, so both the skipped and the partly kept tiles run.
+    """
+    rng = np.random.default_rng(9)
+    skv = 200 if EMULATED else 8192
+    chunk = _chunk(rocm, 4, 2, skv)
+    filled = [1, 8, min(skv, chunk + 3), min(skv, 2 * chunk)]
+    args = _args(rng, "bfloat16", "BSND", 4, 4, 2, skv, 64)
+    mask = np.arange(skv)[None, :] >= np.array(filled)[:, None]  # True: masked
+    args["attenMask"] = mask[:, None, None, :]
+    _check(rocm, reference, "IncreFlashAttention", args, f"cache tail masked past {filled}")
+
+
 def test_fused_infer_v5_learnable_sink_on_the_decode_path(rocm: Backend, reference: Backend) -> None:
     """The sink joins the combined (max, sum) where the output is written: one split and several."""
     rng = np.random.default_rng(8)

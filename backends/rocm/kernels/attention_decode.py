@@ -12,7 +12,9 @@ of the group's query rows and of each key (16-byte vector loads where the layout
 all-reduce (xor shuffles) forms the scores, and the warp keeps its own fp32 online softmax (running
 max, sum and output accumulator per query head). The warps merge through shared memory; the block
 writes its partial (o, m, l) per query head, or, when there is a single split, the output itself.
-Keys past the batch's actual length (a kernel argument) and keys the mask sets are left out.
+Keys past the batch's actual length (a kernel argument) and keys the mask sets are left out; a warp's tile of
+keys that the mask hides from every head it serves loads no K or V (a decode over a cache larger than its
+filled part, masked past the position, reads only the filled part's K and V).
 
 The combine kernel: one block per (batch, query head) rescales the splits' partials by
 ``exp(m_s - max m)`` (log-sum-exp) and writes the output in its dtype, and FusedInferAttentionScore's
@@ -210,6 +212,16 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
   const st* k_head = k + b * m.k[0] + hk * m.k[1];
   const st* v_head = v + b * m.v[0] + hk * m.v[1];
   for (long long j0 = lo + warp * KPW; j0 < hi; j0 += NWARPS * KPW) {{
+    if (m.has_mask) {{  // a tile the mask hides from every head of the group moves no K / V bytes
+      bool any = false;
+      #pragma unroll
+      for (int g = 0; g < GROUP; ++g) {{
+        const unsigned char* mask_row = mask + b * m.mask[0] + (hk * GROUP + g) * m.mask[1];
+        #pragma unroll
+        for (int t = 0; t < KPW; ++t) any = any || (j0 + t < hi && mask_row[(j0 + t) * m.mask[3]] == 0);
+      }}
+      if (!any) continue;
+    }}
     float kf[KPW][VEC], sc[GROUP][KPW];
     #pragma unroll
     for (int t = 0; t < KPW; ++t) {{
