@@ -251,7 +251,7 @@ class FakeProvider(RuntimeProvider):
         return image.decode()
 
     def module_function(self, module: object, name: str) -> object:
-        assert isinstance(module, str) and re.search(rf"void __launch_bounds__\(\d+\) {name}\(", module)
+        assert isinstance(module, str) and re.search(rf"void __launch_bounds__\([^)]+\) {name}\(", module)
         return (name, module)
 
     def launch(
