@@ -101,7 +101,8 @@ def test_paths_on_sm90(emulated) -> None:
     assert v5["int8 K-C"] == "int8-blaslt"
     v3 = _paths(backend, "QuantMatmulV3")
     assert v3["int4 operands"] == "dequant" and v3["int64 scale fp16"] == "int8-blaslt"
-    assert set(_paths(backend, "WeightQuantBatchMatmulV2").values()) <= {"dequant", "dequant-direct"}
+    # fp32-decoded weights into a 16-bit y: cuBLASLt has no such GEMM, so the epilogue rounds
+    assert set(_paths(backend, "WeightQuantBatchMatmulV2").values()) == {"dequant"}
     provider.gemms.clear()
     _run(backend, "QuantMatmulV3", _samples("QuantMatmulV3")[0].args)
     (call,) = provider.gemms
