@@ -237,3 +237,34 @@ def test_unimplemented_modes_name_themselves() -> None:
     assert "quantised" in str(refused(V2, **{**args, "quantScaleCkvOptional": np.ones((1, 32), np.float32)}))
     assert "weightQuantMode" in str(refused(V3, **{**args, "weightQuantMode": 1}))
     assert "kNopeClipAlpha" in str(refused(V3, **{**args, "kNopeClipAlpha": 0.5}))
+
+
+def _with_kv(args: dict[str, Any], ckv: torch.Tensor) -> dict[str, Any]:
+    """The reference's outputs with kvCacheRef rebuilt from another c^KV (bf16 store, RmsNorm, bf16 store)."""
+    out = ref(V2, **args)
+    hckv = np.asarray(args["weightUk"]).shape[2]
+    assert ckv.shape[-1] == hckv
+    kv = torch_norm(stored(ckv), t64(args["rmsnormGammaCkv"]), 1e-5, 1.0)
+    nz_mode = args.get("cacheModeOptional") == "PA_NZ"
+    return {**out, "kvCacheRef": torch_cache(args["kvCacheRef"], kv, np.asarray(args["cacheIndex"]), nz_mode)}
+
+
+def test_the_kv_bound_carries_a_float32_gemm_error_but_not_a_bf16_accumulator() -> None:
+    # The H100 run of 2026-12-06 failed kvCacheRef by 9 bf16 ulps at -2e-5, an element c^KV's sum cancels:
+    # float32 accumulation may miss float64 by γ_He·(|x| @ |W|) there before the bf16 store.
+    from tests.rocm.against_reference import class_problems
+
+    rng = np.random.default_rng(21)
+    args = mla_case(rng, (16,), he=1024, hcq=64, heads=2, d=16, dr=32, hckv=128, blocks=2, block_size=16)
+    he, hckv = 1024, 128
+    x = t64(args["tokenX"]).reshape(-1, he)
+    w = t64(np.asarray(args["weightDkvKr"]))[:, :hckv]
+    expected = ref(V2, **args)
+    gamma = he * 2.0**-24 / (1 - he * 2.0**-24)
+    worst_f32 = x @ w + 0.9 * gamma * (x.abs() @ w.abs())  # inside float32's worst case for every element
+    assert not class_problems(V2, args, _with_kv(args, worst_f32), expected)
+    acc = torch.zeros(x.shape[0], hckv, dtype=torch.bfloat16)  # a bf16 running sum over He
+    for k in range(he):
+        acc = (acc.double() + x[:, k : k + 1] * w[k]).to(torch.bfloat16)
+    problems = class_problems(V2, args, _with_kv(args, acc.double()), expected)
+    assert [p.output for p in problems] == ["kvCacheRef"]
