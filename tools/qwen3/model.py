@@ -25,6 +25,8 @@ rotated in place by one aclnnApplyRotaryPosEmb where the head dim is one it take
 are put at it in the cache (aclnnInplaceScatterUpdate), and attention reads the whole (zeroed) cache under a
 mask of the positions past it (aclnnGtTensor against 0..C-1). So every decode operator is a repeatable
 executor made once per generation and a token costs no phase 1 — the step a stream capture can record.
+The prefill's activations and executors are kept too, per prompt length in the decode state
+(:class:`PrefillPlan`): a repeated prefill shape launches them with no phase 1.
 cos/sin are precomputed per position on the host at load time (float32, as transformers does) and
 copied to the device; nothing else is computed on the host.
 """
@@ -191,6 +193,8 @@ class Generation:
     tokens: np.ndarray
     """[B, N] generated ids (prompt excluded)."""
     prefill_seconds: float
+    """From the prompt ids on the device (earlier work finished) to the first new tokens computed and the
+    stream synchronised: the span transformers' and the torch runner's prefill timings cover too."""
     decode_seconds: float
     prompt_tokens: int
     decode_steps: int
@@ -635,9 +639,10 @@ class Qwen3Runner:
                 s.run("InplaceZero", buf.tensor())
             s.upload(dec.keys, np.arange(capacity, dtype=np.int64))
             s.upload(dec.pos, np.full(b, plen, dtype=np.int64))  # the first decode step feeds position plen
+            s.upload(pre.ids, ids)  # the prompt on the device, and the zeroing done, before the clock starts:
+            s.synchronize()  # transformers and the torch runner time their prefill from ids already there too
             pv0 = s.validations
             t0 = time.perf_counter()
-            s.upload(pre.ids, ids)
             for p in self._prefill_ready(state, prefill):  # validated at the first prefill of this shape only
                 p()
             t_enq = time.perf_counter()
