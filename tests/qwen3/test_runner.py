@@ -203,6 +203,21 @@ def test_second_prefill_of_a_shape_launches_kept_executors(runner, prompt, dtype
     assert fresh.tokens[:, 0].tolist() == logits.argmax(-1).tolist()  # the kept plan computes the prefill
 
 
+def test_a_kept_prefill_plan_follows_a_reallocated_mask(runner, prompt):
+    """PromptFlashAttention reads a causal table the runner grows for longer prompts: a prefill plan made
+    before the growth is validated again (not launched on the freed table) and computes the same tokens."""
+    r = runner("bf16", prefill_attention="pfa")
+    r.clear_decode_cache()
+    r.generate([prompt], 100)  # cos/sin tables long enough for what follows: only the mask moves below
+    first = r.generate([prompt], 4)
+    side, tables = r.causal_side, (r.cos, r.sin)
+    r.generate([[(5 * i) % 250 + 3 for i in range(side + 1)]], 2)  # a longer prompt: the table is reallocated
+    assert r.causal_side > side and (r.cos, r.sin) == tables
+    again = r.generate([prompt], 4)
+    assert again.prefill_builds == 1 and again.tokens.tolist() == first.tokens.tolist()
+    assert r.generate([prompt], 4).prefill_builds == 0
+
+
 def test_sampling_is_reproducible_by_seed(runner, prompt):
     r = runner("fp32")
     params = Sampling(temperature=1.0, top_k=50, top_p=0.9, seed=7)
