@@ -185,6 +185,7 @@ def test_bench_reports_both_sides(tiny_dir, reference_backend, tmp_path, capsys)
     assert report["prefill"]["prompt_len"] == 24
     assert all(report["prefill"][f"{side}_tok_s"] > 0 for side in ("acl", "transformers", "torch_graph"))
     assert 0 < report["prefill"]["acl_enqueue_share"] <= 1  # the reference computes while enqueuing: near 1
+    assert report["prefill"]["acl_prefill_validations"] == 0  # the timed prefills launch the warm-up's executors
     assert report["acl_decode_replayed"] is True  # the prefill-only generations do not count as eager decodes
     assert report["acl_decode_kernels_batch1"] is None  # a CPU backend has no GPU kernels to profile
     printed = capsys.readouterr().out

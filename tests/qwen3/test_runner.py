@@ -174,6 +174,50 @@ def test_decode_has_no_per_token_phase_one(runner, prompt):
     assert longer.tokens[0, :9].tolist() == out.tokens[0].tolist()
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_second_prefill_of_a_shape_launches_kept_executors(runner, prompt, dtype):
+    """The prefill's executors are kept per (batch, capacity, prompt length): the next prefill of that shape
+    validates nothing (no phase 1), and its tokens and logits equal the first's."""
+    r = runner(dtype)
+    r.clear_decode_cache()
+    prompts = [prompt, prompt[::-1]]
+    layers = r.config.num_hidden_layers
+    program = 13 * layers + 3 + 1  # forward pass (test_prefill_launches_the_documented_program) and ArgMax
+    first = r.generate(prompts, 6, keep_logits=True)
+    cast = 1 if dtype == "bf16" else 0  # keep_logits casts the first token's bf16 logits to float32 (aclnnCast)
+    assert first.prefill_builds == 1 and first.prefill_validations == program + cast  # validated once, in the prefill
+    before = r.session.validations
+    again = r.generate(prompts, 6, keep_logits=True)
+    assert again.prefill_builds == 0 and again.prefill_validations == cast
+    np.testing.assert_array_equal(again.tokens, first.tokens)
+    np.testing.assert_array_equal(np.stack(again.logits), np.stack(first.logits))
+    casts = 6 * cast  # one per token
+    zeroing = 2 * layers  # the KV cache is zeroed before each generation
+    assert r.session.validations - before == zeroing + casts  # nothing of the prefill or the decode step
+    other = r.generate([p[:-1] for p in prompts], 7)  # same capacity, another prompt length: its own plan
+    assert other.prefill_builds == 1
+    assert len(r._decode[(2, len(prompt) + 6, r.dtype, True)].prefills) == 2
+    fresh = r.generate([p[:-1] for p in prompts], 7)
+    assert fresh.prefill_builds == 0 and fresh.tokens.tolist() == other.tokens.tolist()
+    logits = r.forward_logits([p[:-1] for p in prompts])[:, -1]
+    assert fresh.tokens[:, 0].tolist() == logits.argmax(-1).tolist()  # the kept plan computes the prefill
+
+
+def test_a_kept_prefill_plan_follows_a_reallocated_mask(runner, prompt):
+    """PromptFlashAttention reads a causal table the runner grows for longer prompts: a prefill plan made
+    before the growth is validated again (not launched on the freed table) and computes the same tokens."""
+    r = runner("bf16", prefill_attention="pfa")
+    r.clear_decode_cache()
+    r.generate([prompt], 100)  # cos/sin tables long enough for what follows: only the mask moves below
+    first = r.generate([prompt], 4)
+    side, tables = r.causal_side, (r.cos, r.sin)
+    r.generate([[(5 * i) % 250 + 3 for i in range(side + 1)]], 2)  # a longer prompt: the table is reallocated
+    assert r.causal_side > side and (r.cos, r.sin) == tables
+    again = r.generate([prompt], 4)
+    assert again.prefill_builds == 1 and again.tokens.tolist() == first.tokens.tolist()
+    assert r.generate([prompt], 4).prefill_builds == 0
+
+
 def test_sampling_is_reproducible_by_seed(runner, prompt):
     r = runner("fp32")
     params = Sampling(temperature=1.0, top_k=50, top_p=0.9, seed=7)

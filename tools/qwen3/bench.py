@@ -217,20 +217,25 @@ def run(
 
         replayed: list[bool] = []
         enqueue_share: list[float] = []
+        validations: list[int] = []
 
         def acl(p: Sequence[Sequence[int]], n: int) -> tuple[float, float]:
             g = runner.generate(p, n, replay=replay)
             if n > 1:
                 replayed.append(g.replayed)
             enqueue_share.append(g.prefill_enqueue_seconds / g.prefill_seconds if g.prefill_seconds > 0 else 0.0)
+            validations.append(g.prefill_validations)
             return g.prefill_seconds, g.decode_seconds
 
         for b in batches:
             rows.append({"batch": b, "acl": _rates(b, prompt_len, new_tokens, *timed(acl, b))})
         if prefill_len:
             enqueue_share.clear()
+            validations.clear()
             prefill["acl_tok_s"] = prefill_len / timed_prefill(acl)
             prefill["acl_enqueue_share"] = float(np.median(enqueue_share))
+            # phase-1 calls of the timed prefills (the warm-up validated the kept executors: 0 expected)
+            prefill["acl_prefill_validations"] = max(validations[1:], default=0)
         platform = caps.platform.value
         profiled = None
         if platform != "cpu":  # a GPU backend: its kernels, as CUPTI records them

@@ -25,6 +25,8 @@ rotated in place by one aclnnApplyRotaryPosEmb where the head dim is one it take
 are put at it in the cache (aclnnInplaceScatterUpdate), and attention reads the whole (zeroed) cache under a
 mask of the positions past it (aclnnGtTensor against 0..C-1). So every decode operator is a repeatable
 executor made once per generation and a token costs no phase 1 — the step a stream capture can record.
+The prefill's activations and executors are kept too, per prompt length in the decode state
+(:class:`PrefillPlan`): a repeated prefill shape launches them with no phase 1.
 cos/sin are precomputed per position on the host at load time (float32, as transformers does) and
 copied to the device; nothing else is computed on the host.
 """
@@ -191,6 +193,8 @@ class Generation:
     tokens: np.ndarray
     """[B, N] generated ids (prompt excluded)."""
     prefill_seconds: float
+    """From the prompt ids on the device (earlier work finished) to the first new tokens computed and the
+    stream synchronised: the span transformers' and the torch runner's prefill timings cover too."""
     decode_seconds: float
     prompt_tokens: int
     decode_steps: int
@@ -211,6 +215,11 @@ class Generation:
     prefill_enqueue_seconds: float = 0.0
     """The part of :attr:`prefill_seconds` spent enqueuing the prefill's operators (both phases on the host);
     close to prefill_seconds when the prefill is host-bound, small beside it when the device is the bound."""
+    prefill_validations: int = 0
+    """aclnn phase-1 calls the prefill made (0 when it launched the executors an earlier prefill of its shape
+    validated: see :class:`PrefillPlan`)."""
+    prefill_builds: int = 0
+    """Prefill plans this generation validated (0 when it reused the one its (batch, capacity, prompt length) kept)."""
     first_token_clock: float = 0.0
     """``time.monotonic()`` once the first new token was computed (system-wide on Linux: a parent process
     subtracts its own reading to get the time from process start to first token)."""
@@ -479,24 +488,62 @@ class Qwen3Runner:
 
     def _build_plan(self, state: DecodeState) -> None:
         """Validate the decode step's executors (every buffer fixed; the position read on the device)."""
-        s, dec = self.session, state.dec
+        dec = state.dec
         state.drop_plan()
         items = self._program(dec, state.kv, prefill=False)
         if state.key[3]:  # greedy: the next ids straight into the ids the next step's Embedding reads
             items.append(("ArgMax", (dec.last_logits, -1, False, dec.ids.view([dec.batch]))))
         assert dec.pos is not None
         items.append(("InplaceAdds", (dec.pos.tensor(), state.step_one, state.step_one)))  # the next position
-        while True:  # a workspace that grows while preparing leaves the earlier executors' captures stale
+        state.plan, state.workspace = self._stable_plan(items)
+
+    def _stable_plan(self, items: Sequence[tuple[str, Args] | StepFn], start: int = 0) -> tuple[list[Prepared], int]:
+        """Repeatable executors of ``items`` (position-dependent ones at ``start``), validated until the
+        workspace stops moving (a move leaves the executors made before it stale); with the workspace mark."""
+        s = self.session
+        while True:
             before = s.workspace_moves
             made: list[Prepared] = []
-            for item in items:
-                assert not callable(item)  # the decode program has no position-dependent step
-                made.append(s.prepare(item[0], *item[1]))
+            try:
+                for item in items:
+                    op, args = item(start) if callable(item) else item
+                    made.append(s.prepare(op, *args))
+            except BaseException:
+                for p in made:
+                    p.release()
+                raise
             if s.workspace_moves == before:
-                state.plan, state.workspace = made, before
-                return
+                return made, before
             for p in made:
                 p.release()
+
+    def _prefill_state(self, state: DecodeState, plen: int) -> PrefillPlan:
+        """The prefill of ``plen`` tokens into ``state``'s cache, kept per length (its activations made once)."""
+        found = state.prefills.get(plen)
+        if found is None:
+            cos, sin = self._rope_views(0, plen)
+            act = Activations(self, state.kv.batch, plen, all_logits=False, cos=cos, sin=sin)
+            found = state.prefills[plen] = PrefillPlan(act)
+        return found
+
+    def _prefill_ready(self, state: DecodeState, found: PrefillPlan) -> list[Prepared]:
+        """``found``'s executors, validated when missing or stale, else the kept ones.
+
+        The activations stay allocated, so every executor reads the same memory at the next prefill of that
+        shape, which launches them with no phase 1. Validated afresh when the workspace moved or the mask
+        they read was reallocated since (the cos/sin tables: a new decode state, see :meth:`_decode_state`).
+        """
+        mask = self.causal if self.attention.prefill == "pfa" else self.compressed_mask
+        if found.plan is None or found.workspace != self.session.workspace_moves or found.mask is not mask:
+            found.drop_plan()
+            a = found.act
+            items = self._program(a, state.kv, prefill=True)
+            if state.key[3]:  # greedy: the first new ids straight into the ids the decode step's Embedding reads
+                items.append(("ArgMax", (a.last_logits, -1, False, state.dec.ids.view([a.batch]))))
+            found.plan, found.workspace = self._stable_plan(items, 0)
+            found.mask = mask
+            found.builds += 1
+        return found.plan
 
     def generate(
         self,
@@ -533,13 +580,13 @@ class Qwen3Runner:
         eos = np.array(c.eos_token_ids if eos_token_ids is None else list(eos_token_ids), dtype=np.int64)
         state = self._decode_state(b, capacity, sampling is None)
         kv, dec = state.kv, state.dec
-        cos, sin = self._rope_views(0, plen)
-        pre = Activations(self, b, plen, all_logits=False, cos=cos, sin=sin)
+        builds0 = state.prefills[plen].builds if plen in state.prefills else 0
+        prefill = self._prefill_state(state, plen)
+        pre = prefill.act
         out = s.alloc([max_new_tokens, b], I64)
         ids_ptr, ids_host = s.host("ids", b * 8)
         tok_ptr, tok_host = s.host("tokens", max_new_tokens * b * 8)
         log_ptr, log_host = s.host("logits", b * c.vocab_size * 4)
-        next_ids = dec.ids.view([b])
         kept: list[np.ndarray] = []
         done = np.zeros(b, dtype=bool)
         captures = 0
@@ -553,9 +600,7 @@ class Qwen3Runner:
 
         def choose_next(a: Activations, step: int) -> None:
             """Put the next ids into dec.ids (greedy: the decode plan's own ArgMax did) and record them in out[step]."""
-            if sampling is None:
-                if a is pre:
-                    s.run("ArgMax", a.last_logits, -1, False, next_ids)
+            if sampling is None:  # the prefill plan's ArgMax, or the decode plan's, wrote dec.ids
                 if keep_logits:
                     kept.append(host_logits(a))
             else:
@@ -594,16 +639,19 @@ class Qwen3Runner:
                 s.run("InplaceZero", buf.tensor())
             s.upload(dec.keys, np.arange(capacity, dtype=np.int64))
             s.upload(dec.pos, np.full(b, plen, dtype=np.int64))  # the first decode step feeds position plen
+            s.upload(pre.ids, ids)  # the prompt on the device, and the zeroing done, before the clock starts:
+            s.synchronize()  # transformers and the torch runner time their prefill from ids already there too
+            pv0 = s.validations
             t0 = time.perf_counter()
-            s.upload(pre.ids, ids)
-            self._run_program(self._program(pre, kv, prefill=True), 0)
+            for p in self._prefill_ready(state, prefill):  # validated at the first prefill of this shape only
+                p()
             t_enq = time.perf_counter()
             choose_next(pre, 0)
             stopped = check_eos(0)
             s.synchronize()
             t1 = time.perf_counter()
             first_token_clock = time.monotonic()
-            s.release(*pre.buffers())
+            prefill_validations = s.validations - pv0
             steps, replays = 0, 0
             v0, l0, ops0 = s.validations, s.launches, s.launched.copy()
             if not stopped and max_new_tokens > 1:
@@ -649,6 +697,8 @@ class Qwen3Runner:
                 dict(s.launched - ops0),
                 captures,
                 t_enq - t0,
+                prefill_validations,
+                prefill.builds - builds0,
                 first_token_clock,
             )
         except BaseException:  # a failed step may leave the state half made: drop it
@@ -656,7 +706,8 @@ class Qwen3Runner:
             state.release(s)
             raise
         finally:
-            s.release(*[buf for buf in (*pre.buffers(), out) if buf.ptr])
+            if out.ptr:
+                s.release(out)
 
 
 @dataclass
@@ -673,9 +724,11 @@ class DecodeState:
     workspace: int = -1
     """Session.workspace_moves when the plan was validated."""
     captured: CapturedStep | None = None
+    prefills: dict[int, PrefillPlan] = field(default_factory=dict)
+    """Per prompt length: the prefill into this state's cache (activations and executors kept)."""
 
     def drop_plan(self) -> None:
-        """Destroy the capture and the executors (the buffers stay)."""
+        """Destroy the decode capture and executors (the buffers and the prefill plans stay)."""
         if self.captured is not None:
             self.captured.destroy()
             self.captured = None
@@ -684,9 +737,37 @@ class DecodeState:
         self.plan = None
 
     def release(self, session: Session) -> None:
-        """Destroy the plan and free the buffers."""
+        """Destroy the plans and free the buffers."""
         self.drop_plan()
+        for prefill in self.prefills.values():
+            prefill.release(session)
+        self.prefills.clear()
         session.release(*[buf for buf in (*self.dec.buffers(), *self.kv.buffers()) if buf.ptr])
+
+
+@dataclass
+class PrefillPlan:
+    """The prefill of one prompt length into a decode state's cache: activations kept, executors repeatable."""
+
+    act: Activations
+    plan: list[Prepared] | None = None
+    workspace: int = -1
+    """Session.workspace_moves when the plan was validated."""
+    mask: Buffer | None = None
+    """The attention mask buffer the executors read (validated afresh when the runner reallocates it)."""
+    builds: int = 0
+    """Times the executors were validated (the counted cache: 1 after any number of prefills of one shape)."""
+
+    def drop_plan(self) -> None:
+        """Destroy the executors (the activations stay)."""
+        for p in self.plan or ():
+            p.release()
+        self.plan = None
+
+    def release(self, session: Session) -> None:
+        """Destroy the executors and free the activations."""
+        self.drop_plan()
+        session.release(*[buf for buf in self.act.buffers() if buf.ptr])
 
 
 def _as_ids(prompts: Sequence[Sequence[int]]) -> np.ndarray:
