@@ -8,15 +8,17 @@ provider is untested on hardware: the shared code above the seam is proven on th
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import importlib.util
+import logging
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, ClassVar
 
 from acl_core.spec.runtime import CopyDirection
 from acl_rocm.errors import error_name, unpack
-from acl_rocm.providers.base import DeviceProperties, RuntimeProvider
+from acl_rocm.providers.base import DeviceProperties, RuntimeProvider, pool_release_threshold
 from acl_rocm.providers.nccl import CollectiveLibrary, open_rccl
 
 _NOT_READY = "hipErrorNotReady"
@@ -29,6 +31,9 @@ def _optional_module(name: str) -> Any:
     except (ImportError, ValueError):
         return None
     return importlib.import_module(name)
+
+
+MEMORY_LOG = logging.getLogger("acl_rocm.memory")
 
 
 class AmdProvider(RuntimeProvider):
@@ -48,6 +53,7 @@ class AmdProvider(RuntimeProvider):
             CopyDirection.DEVICE_TO_HOST: kinds.hipMemcpyDeviceToHost,
             CopyDirection.DEVICE_TO_DEVICE: kinds.hipMemcpyDeviceToDevice,
         }
+        self._pools: dict[int, Any] = {}
 
     def _describe(self, error: object) -> str:
         text = self.hip.hipGetErrorString(error)
@@ -67,8 +73,32 @@ class AmdProvider(RuntimeProvider):
         return int(result[1])
 
     def set_device(self, index: int) -> None:
-        """hipSetDevice."""
+        """hipSetDevice; the device's default pool keeps freed memory (:func:`pool_release_threshold`)."""
         self._call(f"hipSetDevice({index})", self.hip.hipSetDevice(index))
+        if index not in self._pools:
+            self._pools[index] = self._keep_pool(index)
+
+    def _keep_pool(self, index: int) -> Any:
+        """hipMemPoolSetAttribute(hipMemPoolAttrReleaseThreshold) on the default pool (None where refused)."""
+        threshold = ctypes.c_uint64(pool_release_threshold())
+        try:
+            pool = self._call("hipDeviceGetDefaultMemPool", self.hip.hipDeviceGetDefaultMemPool(index))
+            attr = self.hip.hipMemPoolAttr.hipMemPoolAttrReleaseThreshold
+            self._call(
+                "hipMemPoolSetAttribute", self.hip.hipMemPoolSetAttribute(pool, attr, ctypes.addressof(threshold))
+            )
+        except Exception as exc:  # a performance setting: the pool still works at HIP's default
+            MEMORY_LOG.warning("device %d: the memory pool keeps HIP's release threshold of 0 (%s)", index, exc)
+            return None
+        return pool
+
+    def _trim_pool(self) -> bool:
+        """hipMemPoolTrimTo(0) on the current device's pool; False when none is held."""
+        pool = self._pools.get(self.get_device())
+        if pool is None:
+            return False
+        self._call("hipMemPoolTrimTo", self.hip.hipMemPoolTrimTo(pool, 0))
+        return True
 
     def get_device(self) -> int:
         """hipGetDevice."""
@@ -120,8 +150,12 @@ class AmdProvider(RuntimeProvider):
 
     # ------------------------------------------------------------------ memory
     def malloc(self, nbytes: int) -> int:
-        """hipMalloc."""
-        return int(self._call(f"hipMalloc({nbytes} bytes)", self.hip.hipMalloc(nbytes)))
+        """hipMalloc; out of memory, once more after the pool has given its free memory back."""
+        result = self.hip.hipMalloc(nbytes)
+        first = result[0] if isinstance(result, tuple) else result
+        if error_name(first) == "hipErrorOutOfMemory" and self._trim_pool():
+            result = self.hip.hipMalloc(nbytes)
+        return int(self._call(f"hipMalloc({nbytes} bytes)", result))
 
     def free(self, address: int) -> None:
         """hipFree."""

@@ -9,6 +9,7 @@ handle's value), so nothing above the seam touches a vendor type. Every failure 
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,28 @@ from acl_core.errors import AclError, RtErrorCode
 from acl_core.spec.runtime import CopyDirection
 from acl_rocm.plan_cache import PlanCache
 from acl_rocm.providers.nccl import CollectiveLibrary
+
+POOL_RELEASE_THRESHOLD_ENV = "ACL_POOL_RELEASE_THRESHOLD"
+KEEP_EVERYTHING = 2**64 - 1
+
+
+def pool_release_threshold() -> int:
+    """Bytes of freed stream-ordered memory the device pool keeps across synchronisations (default: all of it).
+
+    CUDA's and HIP's default of 0 gives every free block back at each synchronisation, so the next
+    operator's workspace or temporary maps fresh pages; frameworks keep them (PyTorch's caching
+    allocator does the same). ``ACL_POOL_RELEASE_THRESHOLD=0`` restores the platform default.
+    """
+    raw = os.environ.get(POOL_RELEASE_THRESHOLD_ENV, "").strip()
+    if not raw:
+        return KEEP_EVERYTHING
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ValueError(f"{POOL_RELEASE_THRESHOLD_ENV}={raw!r} is not a byte count") from exc
+    if not 0 <= value <= KEEP_EVERYTHING:
+        raise ValueError(f"{POOL_RELEASE_THRESHOLD_ENV}={raw!r} is outside 0..2^64-1")
+    return value
 
 
 @dataclass(frozen=True)

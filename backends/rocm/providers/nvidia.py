@@ -21,11 +21,12 @@ from typing import Any, ClassVar
 from acl_core.spec.runtime import CopyDirection
 from acl_rocm.errors import error_name, is_success, vendor_error
 from acl_rocm.plan_cache import PlanCache
-from acl_rocm.providers.base import DeviceProperties, GemmCall, RuntimeProvider
+from acl_rocm.providers.base import DeviceProperties, GemmCall, RuntimeProvider, pool_release_threshold
 from acl_rocm.providers.nccl import CollectiveLibrary, open_nccl
 
 _NOT_READY = frozenset({"cudaErrorNotReady", "CUDA_ERROR_NOT_READY"})
 LOG = logging.getLogger("acl_rocm.plan_cache")
+MEMORY_LOG = logging.getLogger("acl_rocm.memory")
 
 
 class NvidiaProvider(RuntimeProvider):
@@ -49,6 +50,7 @@ class NvidiaProvider(RuntimeProvider):
         self._gemm_lock = threading.Lock()
         self._gemm_plans: OrderedDict[tuple[object, ...], _GemmPlan] = OrderedDict()
         self._scalars: Any = None
+        self._pools: dict[int, Any] = {}
 
     # ------------------------------------------------------------------ helpers
     def _describe(self, error: object) -> str:
@@ -90,9 +92,36 @@ class NvidiaProvider(RuntimeProvider):
         return int(result[1])
 
     def set_device(self, index: int) -> None:
-        """cudaSetDevice, which also makes the device's primary context current."""
+        """cudaSetDevice, which also makes the device's primary context current; the pool keeps freed memory."""
         self._check(f"cudaSetDevice({index})", self.rt.cudaSetDevice(index))
         self._check("cudaFree(0)", self.rt.cudaFree(0))
+        if index not in self._pools:
+            self._pools[index] = self._keep_pool(index)
+
+    def _keep_pool(self, index: int) -> Any:
+        """The device's default pool with its release threshold raised (None where the runtime refuses)."""
+        threshold = pool_release_threshold()
+        try:
+            pool = self._check("cudaDeviceGetDefaultMemPool", self.rt.cudaDeviceGetDefaultMemPool(index))
+            attr = self.rt.cudaMemPoolAttr.cudaMemPoolAttrReleaseThreshold
+            self._check(
+                "cudaMemPoolSetAttribute", self.rt.cudaMemPoolSetAttribute(pool, attr, self.drv.cuuint64_t(threshold))
+            )
+        except Exception as exc:  # a performance setting: the pool still works at the CUDA default
+            MEMORY_LOG.warning("device %d: the memory pool keeps CUDA's release threshold of 0 (%s)", index, exc)
+            return None
+        MEMORY_LOG.debug(
+            "device %d: the memory pool keeps up to %d freed bytes across synchronisations", index, threshold
+        )
+        return pool
+
+    def _trim_pool(self) -> bool:
+        """Give the current device's pooled free memory back (before a retried allocation); False when none is held."""
+        pool = self._pools.get(self.get_device())
+        if pool is None:
+            return False
+        self._check("cudaMemPoolTrimTo", self.rt.cudaMemPoolTrimTo(pool, 0))
+        return True
 
     def get_device(self) -> int:
         """cudaGetDevice (asked on every launch: a success skips the general result check)."""
@@ -149,8 +178,11 @@ class NvidiaProvider(RuntimeProvider):
 
     # ------------------------------------------------------------------ memory
     def malloc(self, nbytes: int) -> int:
-        """cudaMalloc."""
-        return int(self._check(f"cudaMalloc({nbytes} bytes)", self.rt.cudaMalloc(nbytes)))
+        """cudaMalloc; out of memory, once more after the pool has given its free memory back."""
+        result = self.rt.cudaMalloc(nbytes)
+        if error_name(result[0]) == "cudaErrorMemoryAllocation" and self._trim_pool():
+            result = self.rt.cudaMalloc(nbytes)
+        return int(self._check(f"cudaMalloc({nbytes} bytes)", result))
 
     def free(self, address: int) -> None:
         """cudaFree."""
