@@ -45,7 +45,7 @@ static EmuBlock* emu_block;
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define __shared__ static
 #define __restrict__
 inline void __syncthreads() { emu_block->block->arrive_and_wait(); }

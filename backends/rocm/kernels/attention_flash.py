@@ -1,7 +1,7 @@
 """The fused flash-attention forward kernel on warp matrix instructions (:mod:`acl_rocm.kernels.mma`).
 
-FlashAttention-2's schedule: a block of ``warps`` warps owns ``16 * warps`` query rows of one (batch,
-query head); each warp keeps its 16 rows' Q fragments, scores, probabilities and fp32 output
+FlashAttention-2's schedule: a block of ``warps`` warps owns ``16 * mtiles * warps`` query rows of one
+(batch, query head); each warp keeps its ``mtiles`` 16-row m-tiles' Q fragments, scores, probabilities and fp32 output
 accumulator in registers, and the block walks the keys its rows' window reaches
 (``acl_key_range``, the device twin of :func:`acl_rocm.ops.attention_plan.key_range`) in tiles of
 ``block_keys`` keys staged in shared memory: K tile ``t + 1`` is copied (``cp.async`` on sm_80+) while
@@ -15,7 +15,7 @@ sum 0 (with a sink: max = sink, sum = 1, as the row kernel). Blocks run the long
 
 It takes the row kernel's :class:`~acl_rocm.kernels.attention.AttentionMeta` and pointers (less pse)
 plus :class:`FlashGrid`, so every caller of the row kernel can launch it instead. Shared memory is
-static: ``max(16 * warps, 2 * block_keys)`` rows of ``head_dim + 8`` 16-bit elements (the 16-byte pad
+static: ``max(rows, 2 * block_keys)`` rows of ``head_dim + 8`` 16-bit elements (the 16-byte pad
 keeps ``ldmatrix`` rows conflict-free), under 48 KiB for the configurations :data:`CONFIGS` lists.
 """
 
@@ -35,8 +35,19 @@ from acl_rocm.ops.attention_plan import KEY_RANGE_SOURCE
 
 HEAD_DIMS: Final = (64, 128, 256)
 DTYPES: Final = frozenset({D.ACL_FLOAT16, D.ACL_BF16})
-CONFIGS: Final = {64: (4, 64), 128: (4, 64), 256: (4, 32)}
-"""Head dim -> (warps per block, keys per tile)."""
+CONFIGS: Final = {64: (4, 2, 64), 128: (4, 1, 64), 256: (4, 1, 32)}
+"""Head dim -> (warps per block, 16-row m-tiles per warp, keys per tile).
+
+Two m-tiles a warp (32 query rows) share every K and V fragment a warp reads from shared memory, halving
+that traffic per FLOP. ``nvcc -Xptxas -v`` (sm_90) on the kernels: D 64 with two m-tiles uses 234
+registers, no spills; D 128 with two m-tiles spills (240 bytes at 32-key tiles, ~800 at 64: Q, S and O of
+two m-tiles in registers exceed 255), so D 128 and D 256 keep one (207 registers at D 128; D 256 spills
+~100 bytes even so).
+"""
+SHORT_ROWS: Final = 64
+"""Calls with at most this many query rows keep one m-tile a warp (64-row blocks: less padding, more blocks)."""
+MIN_BLOCKS: Final = 2
+"""``__launch_bounds__``' blocks per multiprocessor: 2 x 128 threads leave the compiler 255 registers a thread."""
 SHARED_LIMIT: Final = 48 * 1024
 
 
@@ -64,13 +75,15 @@ class FlashInstance:
     sink: D | None = None
     warps: int = 4
     block_keys: int = 64
+    mtiles: int = 1
+    """16-row matrix tiles of query rows per warp (each K/V fragment loaded once serves all of them)."""
     vec: bool = True
     """Q/K/V rows are contiguous and 16-byte aligned (``cp.async`` chunks); else element loads."""
 
     @property
     def rows(self) -> int:
         """Query rows per block."""
-        return 16 * self.warps
+        return 16 * self.mtiles * self.warps
 
     @property
     def shared_bytes(self) -> int:
@@ -82,19 +95,24 @@ class FlashInstance:
         """A stable ``extern "C"`` name for this instance."""
         digest = hashlib.sha1(repr((self, ATTN_STRUCT, GRID_STRUCT)).encode()).hexdigest()[:12]
         sink = self.sink.short if self.sink is not None else "nosink"
-        return f"acl_flash_{self.dtype.short}_d{self.head_dim}_{sink}_w{self.warps}_k{self.block_keys}_{digest}"
+        shape = f"w{self.warps}m{self.mtiles}k{self.block_keys}"
+        return f"acl_flash_{self.dtype.short}_d{self.head_dim}_{sink}_{shape}_{digest}"
 
 
-def flash_instance(dtype: D, head_dim: int, sink: D | None, vec: bool) -> FlashInstance:
-    """The instance :data:`CONFIGS` picks for ``head_dim`` (which must be one of :data:`HEAD_DIMS`)."""
-    warps, keys = CONFIGS[head_dim]
-    return FlashInstance(dtype, head_dim, sink, warps, keys, vec)
+def flash_instance(dtype: D, head_dim: int, sink: D | None, vec: bool, rows: int | None = None) -> FlashInstance:
+    """The instance :data:`CONFIGS` picks for ``head_dim`` (one of :data:`HEAD_DIMS`) and ``rows`` query rows."""
+    warps, mtiles, keys = CONFIGS[head_dim]
+    if rows is not None and rows <= SHORT_ROWS:
+        mtiles = 1
+    return FlashInstance(dtype, head_dim, sink, warps=warps, block_keys=keys, mtiles=mtiles, vec=vec)
 
 
 _BODY: Final = r"""
 #define HEAD_DIM @D@
 #define WARPS @WARPS@
-#define BR (16 * WARPS)
+#define MT @MT@
+#define BR (16 * MT * WARPS)
+#define MIN_BLOCKS @MINB@
 #define BC @BC@
 #define DP (HEAD_DIM + 8)
 #define THREADS (WARPS * ACL_WARP_SIZE)
@@ -125,7 +143,7 @@ ACL_DEV void flash_load(unsigned short* dst, const elem_t* src, long long s_row,
 #endif
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS) @NAME@(
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@(
     const AttnMeta m, const FlashGrid g, const double scale_arg, const elem_t* __restrict__ q,
     const elem_t* __restrict__ k, const elem_t* __restrict__ v, const unsigned char* __restrict__ mask,
     elem_t* __restrict__ out, float* __restrict__ smax, float* __restrict__ ssum, float* __restrict__ lse,
@@ -144,7 +162,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) @NAME@(
   const long long x = blockIdx.x;
   const long long bh = x / g.tiles, qt = g.tiles - 1 - x % g.tiles;  // the longest key ranges first
   const long long h = bh % g.heads, b = bh / g.heads, hk = h / m.group;
-  const long long row0 = qt * BR, wrow0 = row0 + 16 * warp;
+  const long long row0 = qt * BR, wrow0 = row0 + 16 * MT * warp;  // m-tile mt: rows wrow0 + 16 mt ..
   const elem_t* qh = q + b * m.q[0] + h * m.q[1];
   const elem_t* kh = k + b * m.k[0] + hk * m.k[1];
   const elem_t* vh = v + b * m.v[0] + hk * m.v[1];
@@ -152,36 +170,36 @@ extern "C" __global__ void __launch_bounds__(THREADS) @NAME@(
   long long kv0, kv1;
   acl_key_range(row0, valid_rows, m.kv_len, m.has_window, m.win_lo, m.win_hi, m.shift, &kv0, &kv1);
 
-  // Q: shared memory (rows past the actual length are zeros), then each warp's 16 rows into registers
+  // Q: shared memory (rows past the actual length are zeros), then each warp's 16 * MT rows into registers
   flash_load(ks, qh, m.q[2], m.q[3], row0, BR, m.rows);
   acl_cp_async_commit();
   acl_cp_async_wait_all();
   __syncthreads();
-  AclMmaA qf[KT];
+  AclMmaA qf[MT][KT];
 #pragma unroll
-  for (int kk = 0; kk < KT; ++kk) acl_mma_load_a(qf[kk], ks + 16 * warp * DP + 16 * kk, DP);
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int kk = 0; kk < KT; ++kk) acl_mma_load_a(qf[mt][kk], ks + 16 * (MT * warp + mt) * DP + 16 * kk, DP);
   __syncthreads();
 
   const float sl2 = (float)(scale_arg * 1.4426950408889634);  // scores in log2 units: exp2 is the hardware's
-  float m_run[ACL_MMA_C_SLOTS], l_run[ACL_MMA_C_SLOTS];
+  float m_run[MT][ACL_MMA_C_SLOTS], l_run[MT][ACL_MMA_C_SLOTS];
+  // with a sink: one more logit with no value row: max = sink, sum = 1 (counted by one lane of the row)
+  const float sink_l2 = m.has_sink ? (float)(@SINK_LOAD@) * 1.4426950408889634f : -inf;
 #pragma unroll
-  for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) {
-    m_run[s] = -inf;
-    l_run[s] = 0.0f;
-  }
-  if (m.has_sink) {  // one more logit with no value row: max = sink, sum = 1 (counted by one lane of the row)
-    const float sink_l2 = (float)(@SINK_LOAD@) * 1.4426950408889634f;
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) {
-      m_run[s] = sink_l2;
-      l_run[s] = lane % ACL_MMA_ROW_LANES == 0 ? 1.0f : 0.0f;
+      m_run[mt][s] = sink_l2;
+      l_run[mt][s] = m.has_sink && lane % ACL_MMA_ROW_LANES == 0 ? 1.0f : 0.0f;
     }
-  }
-  AclMmaC o[KT];
+  AclMmaC o[MT][KT];
 #pragma unroll
-  for (int dt = 0; dt < KT; ++dt)
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) o[dt].x[e] = 0.0f;
+    for (int dt = 0; dt < KT; ++dt)
+#pragma unroll
+      for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) o[mt][dt].x[e] = 0.0f;
 
   const long long tiles = kv1 > kv0 ? (kv1 - kv0 + BC - 1) / BC : 0;
   if (tiles > 0) {
@@ -195,74 +213,81 @@ extern "C" __global__ void __launch_bounds__(THREADS) @NAME@(
     flash_load(vs, vh, m.v[2], m.v[3], j0, BC, m.kv_len);
     acl_cp_async_commit();
 
-    AclMmaC sc[NT];
+    // S = Q K^T: each K fragment read from shared memory once per warp, for all MT m-tiles
+    AclMmaC sc[MT][NT];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
-      for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) sc[nt].x[e] = 0.0f;
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) sc[mt][nt].x[e] = 0.0f;
 #pragma unroll
       for (int kk = 0; kk < KT; ++kk) {
         AclMmaB kb;
         acl_mma_load_b_nk(kb, ks + 16 * nt * DP + 16 * kk, DP);
-        acl_mma<IS_BF16>(sc[nt], qf[kk], kb);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) acl_mma<IS_BF16>(sc[mt][nt], qf[mt][kk], kb);
       }
     }
     // a tile inside every row's window and the keys needs no mask (block-uniform)
     const bool inside = j0 - (row0 + BR - 1) - m.shift >= m.win_lo && j0 + BC - 1 - row0 - m.shift <= m.win_hi;
     const bool full = !m.has_mask && j0 + BC <= kv1 && (!m.has_window || inside);
-    float t_max[ACL_MMA_C_SLOTS];
+    AclMmaA pa[MT][NT];
 #pragma unroll
-    for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) t_max[s] = -inf;
+    for (int mt = 0; mt < MT; ++mt) {
+      float t_max[ACL_MMA_C_SLOTS];
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
+      for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) t_max[s] = -inf;
 #pragma unroll
-      for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) {
-        float sv = sc[nt].x[e] * sl2;
-        if (!full) {
-          const long long i = wrow0 + acl_mma_c_row(lane, e), j = j0 + 16 * nt + acl_mma_c_col(lane, e);
-          bool keep = j < kv1;
-          if (keep && m.has_window) {
-            const long long off = j - i - m.shift;
-            keep = off >= m.win_lo && off <= m.win_hi;
+      for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+        for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) {
+          float sv = sc[mt][nt].x[e] * sl2;
+          if (!full) {
+            const long long i = wrow0 + 16 * mt + acl_mma_c_row(lane, e), j = j0 + 16 * nt + acl_mma_c_col(lane, e);
+            bool keep = j < kv1;
+            if (keep && m.has_window) {
+              const long long off = j - i - m.shift;
+              keep = off >= m.win_lo && off <= m.win_hi;
+            }
+            if (keep && m.has_mask && i < m.rows)
+              keep = mask[b * m.mask[0] + h * m.mask[1] + i * m.mask[2] + j * m.mask[3]] == 0;
+            if (!keep) sv = -inf;
           }
-          if (keep && m.has_mask && i < m.rows)
-            keep = mask[b * m.mask[0] + h * m.mask[1] + i * m.mask[2] + j * m.mask[3]] == 0;
-          if (!keep) sv = -inf;
+          sc[mt][nt].x[e] = sv;
+          const int s = acl_mma_c_slot(e);
+          t_max[s] = fmaxf(t_max[s], sv);
         }
-        sc[nt].x[e] = sv;
-        const int s = acl_mma_c_slot(e);
-        t_max[s] = fmaxf(t_max[s], sv);
       }
-    }
-    float base[ACL_MMA_C_SLOTS], t_sum[ACL_MMA_C_SLOTS], alpha[ACL_MMA_C_SLOTS];
+      float base[ACL_MMA_C_SLOTS], t_sum[ACL_MMA_C_SLOTS], alpha[ACL_MMA_C_SLOTS];
 #pragma unroll
-    for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) {
+      for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) {
 #pragma unroll
-      for (int off = 1; off < ACL_MMA_ROW_LANES; off <<= 1) t_max[s] = fmaxf(t_max[s], ACL_SHFL_XOR(t_max[s], off));
-      const float m_new = fmaxf(m_run[s], t_max[s]);
-      base[s] = m_new == -inf ? 0.0f : m_new;  // a row with nothing kept yet: every p and alpha is exp2(-inf) = 0
-      alpha[s] = exp2f(m_run[s] - base[s]);
-      m_run[s] = m_new;
-      t_sum[s] = 0.0f;
-    }
-    AclMmaA pa[NT];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-      for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) {
-        const int s = acl_mma_c_slot(e);
-        const float p = exp2f(sc[nt].x[e] - base[s]);
-        sc[nt].x[e] = p;
-        t_sum[s] += p;
+        for (int off = 1; off < ACL_MMA_ROW_LANES; off <<= 1) t_max[s] = fmaxf(t_max[s], ACL_SHFL_XOR(t_max[s], off));
+        const float m_new = fmaxf(m_run[mt][s], t_max[s]);
+        base[s] = m_new == -inf ? 0.0f : m_new;  // a row with nothing kept yet: every p and alpha is exp2(-inf) = 0
+        alpha[s] = exp2f(m_run[mt][s] - base[s]);
+        m_run[mt][s] = m_new;
+        t_sum[s] = 0.0f;
       }
-      acl_mma_c_to_a<IS_BF16>(pa[nt], sc[nt], scratch);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+        for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) {
+          const int s = acl_mma_c_slot(e);
+          const float p = exp2f(sc[mt][nt].x[e] - base[s]);
+          sc[mt][nt].x[e] = p;
+          t_sum[s] += p;
+        }
+        acl_mma_c_to_a<IS_BF16>(pa[mt][nt], sc[mt][nt], scratch);
+      }
+#pragma unroll
+      for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) l_run[mt][s] = l_run[mt][s] * alpha[s] + t_sum[s];
+#pragma unroll
+      for (int dt = 0; dt < KT; ++dt)
+#pragma unroll
+        for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) o[mt][dt].x[e] *= alpha[acl_mma_c_slot(e)];
     }
-#pragma unroll
-    for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) l_run[s] = l_run[s] * alpha[s] + t_sum[s];
-#pragma unroll
-    for (int dt = 0; dt < KT; ++dt)
-#pragma unroll
-      for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) o[dt].x[e] *= alpha[acl_mma_c_slot(e)];
 
     acl_cp_async_wait_all();
     __syncthreads();  // V(t) has landed; every warp is done with K(t)
@@ -270,48 +295,54 @@ extern "C" __global__ void __launch_bounds__(THREADS) @NAME@(
       flash_load(ks, kh, m.k[2], m.k[3], j0 + BC, BC, m.kv_len);
       acl_cp_async_commit();
     }
+    // O += P V: each V fragment read once per warp, for all MT m-tiles
 #pragma unroll
     for (int kt = 0; kt < NT; ++kt) {
 #pragma unroll
       for (int dt = 0; dt < KT; ++dt) {
         AclMmaB vb;
         acl_mma_load_b_kn(vb, vs + 16 * kt * DP + 16 * dt, DP);
-        acl_mma<IS_BF16>(o[dt], pa[kt], vb);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) acl_mma<IS_BF16>(o[mt][dt], pa[mt][kt], vb);
       }
     }
   }
 
-#pragma unroll
-  for (int s = 0; s < ACL_MMA_C_SLOTS; ++s)
-#pragma unroll
-    for (int off = 1; off < ACL_MMA_ROW_LANES; off <<= 1) l_run[s] += ACL_SHFL_XOR(l_run[s], off);
   elem_t* o_head = out + b * m.o[0] + h * m.o[1];
 #pragma unroll
-  for (int dt = 0; dt < KT; ++dt) {
+  for (int mt = 0; mt < MT; ++mt) {
+    const long long mrow0 = wrow0 + 16 * mt;
 #pragma unroll
-    for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) {
-      const long long i = wrow0 + acl_mma_c_row(lane, e);
-      if (i >= g.sq) continue;
-      const float l = l_run[acl_mma_c_slot(e)];
-      const float r = i < m.rows && l > 0.0f ? o[dt].x[e] / l : 0.0f;
-      o_head[i * m.o[2] + (16 * dt + acl_mma_c_col(lane, e)) * m.o[3]] = @STORE@;
-    }
-  }
-  if (lane % ACL_MMA_ROW_LANES == 0) {
+    for (int s = 0; s < ACL_MMA_C_SLOTS; ++s)
 #pragma unroll
-    for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) {
-      const long long i = wrow0 + acl_mma_slot_row(lane, s);
-      if (i >= g.sq) continue;
-      const float row_max = m_run[s] == -inf ? -inf : m_run[s] * 0.6931471805599453f;  // back to natural units
-      if (i < m.rows && smax != nullptr) {
-        for (int c = 0; c < 8; ++c) {
-          smax[b * m.smax[0] + h * m.smax[1] + i * m.smax[2] + c * m.smax[3]] = row_max;
-          ssum[b * m.ssum[0] + h * m.ssum[1] + i * m.ssum[2] + c * m.ssum[3]] = l_run[s];
-        }
+      for (int off = 1; off < ACL_MMA_ROW_LANES; off <<= 1) l_run[mt][s] += ACL_SHFL_XOR(l_run[mt][s], off);
+#pragma unroll
+    for (int dt = 0; dt < KT; ++dt) {
+#pragma unroll
+      for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) {
+        const long long i = mrow0 + acl_mma_c_row(lane, e);
+        if (i >= g.sq) continue;
+        const float l = l_run[mt][acl_mma_c_slot(e)];
+        const float r = i < m.rows && l > 0.0f ? o[mt][dt].x[e] / l : 0.0f;
+        o_head[i * m.o[2] + (16 * dt + acl_mma_c_col(lane, e)) * m.o[3]] = @STORE@;
       }
-      if (lse != nullptr)
-        lse[b * m.lse[0] + h * m.lse[1] + i * m.lse[2]] =
-            i < m.rows && l_run[s] > 0.0f ? row_max + logf(l_run[s]) : inf;
+    }
+    if (lane % ACL_MMA_ROW_LANES == 0) {
+#pragma unroll
+      for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) {
+        const long long i = mrow0 + acl_mma_slot_row(lane, s);
+        if (i >= g.sq) continue;
+        const float row_max = m_run[mt][s] == -inf ? -inf : m_run[mt][s] * 0.6931471805599453f;  // natural units
+        if (i < m.rows && smax != nullptr) {
+          for (int c = 0; c < 8; ++c) {
+            smax[b * m.smax[0] + h * m.smax[1] + i * m.smax[2] + c * m.smax[3]] = row_max;
+            ssum[b * m.ssum[0] + h * m.ssum[1] + i * m.ssum[2] + c * m.ssum[3]] = l_run[mt][s];
+          }
+        }
+        if (lse != nullptr)
+          lse[b * m.lse[0] + h * m.lse[1] + i * m.lse[2]] =
+              i < m.rows && l_run[mt][s] > 0.0f ? row_max + logf(l_run[mt][s]) : inf;
+      }
     }
   }
 }
@@ -320,7 +351,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) @NAME@(
 
 def flash_source(inst: FlashInstance) -> str:
     """The complete source (prelude, matrix layer, key range included) of one flash kernel."""
-    if inst.dtype not in DTYPES or inst.head_dim % 16 or inst.block_keys % 16:
+    if inst.dtype not in DTYPES or inst.head_dim % 16 or inst.block_keys % 16 or inst.mtiles < 1:
         raise ValueError(f"no flash kernel for {inst}")
     if inst.shared_bytes > SHARED_LIMIT:
         raise ValueError(f"{inst} needs {inst.shared_bytes} bytes of shared memory (limit {SHARED_LIMIT})")
@@ -330,6 +361,8 @@ def flash_source(inst: FlashInstance) -> str:
     tokens = {
         "@D@": str(inst.head_dim),
         "@WARPS@": str(inst.warps),
+        "@MT@": str(inst.mtiles),
+        "@MINB@": str(MIN_BLOCKS),
         "@BC@": str(inst.block_keys),
         "@BF16@": "true" if inst.dtype == D.ACL_BF16 else "false",
         "@VEC@": "1" if inst.vec else "0",
@@ -344,5 +377,6 @@ def flash_source(inst: FlashInstance) -> str:
     body = _BODY
     for token, value in tokens.items():
         body = body.replace(token, value)
-    header = f"// flash attention forward: {inst.dtype.short}, D={inst.head_dim}, {inst.warps} warps x 16 rows"
+    shape = f"{inst.warps} warps x {16 * inst.mtiles} rows, {inst.block_keys}-key tiles"
+    header = f"// flash attention forward: {inst.dtype.short}, D={inst.head_dim}, {shape}"
     return "\n".join([PRELUDE, MMA_SOURCE, KEY_RANGE_SOURCE, header, body])

@@ -99,7 +99,7 @@ class FlashAttention:
             raise ValueError("the flash kernel takes no pse")
         item = inst.dtype.info.storage_bits // 8
         vec = rows_vectorizable(meta, pointers[:3], item)
-        flash = flash_instance(inst.dtype, inst.head_dim, inst.sink, vec)
+        flash = flash_instance(inst.dtype, inst.head_dim, inst.sink, vec, rows)
         tiles = math.ceil(rows / flash.rows)
         blocks = tiles * heads * batches
         if blocks > MAX_GRID_X:
