@@ -23,11 +23,12 @@ from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclError
-from acl_rocm.kernels.attention_flash import HEAD_DIMS, FlashInstance, flash_instance, flash_source
+from acl_rocm.kernels.attention_flash import HEAD_DIMS, SHARED_LIMIT, FlashInstance, flash_instance, flash_source
 from acl_rocm.kernels.prelude import PRELUDE, compile_options
 from acl_rocm.ops.attention_flash import flash_refusal
 from acl_rocm.ops.attention_plan import KEY_RANGE_SOURCE, choose_path, key_range
 from tests.rocm import kernel_emulator
+from tests.rocm.fake_provider import FakeProvider
 from tests.rocm.kernel_emulator import EmulatedProvider, emulated_backend
 from tests.rocm.test_gpu_flash_attention import _args, _rng, check_flash
 
@@ -78,13 +79,42 @@ def test_flash_refusals() -> None:
     assert "pse" in str(flash_refusal(D.ACL_BF16, 128, True))
 
 
-def test_instances_fit_static_shared_memory() -> None:
+def test_instances_fit_shared_memory() -> None:
     for d in HEAD_DIMS:
         for dtype in (D.ACL_BF16, D.ACL_FLOAT16):
             inst = flash_instance(dtype, d, None, True)
-            assert inst.shared_bytes <= 48 * 1024 and f"#define HEAD_DIM {d}" in flash_source(inst)
+            assert inst.shared_bytes <= SHARED_LIMIT and f"#define HEAD_DIM {d}" in flash_source(inst)
+            small = flash_instance(dtype, d, None, True, max_shared=64 * 1024)  # an AMD GPU's 64 KiB of LDS
+            assert small.shared_bytes <= 64 * 1024 and small.stages == (1 if inst.shared_bytes > 64 * 1024 else 2)
+    assert flash_instance(D.ACL_BF16, 64, None, True, rows=64).mtiles == 1  # short calls: 64-row blocks
+    assert flash_instance(D.ACL_BF16, 64, None, True, rows=65).mtiles == 2
     with pytest.raises(ValueError, match="shared memory"):
-        flash_source(FlashInstance(D.ACL_BF16, 256, warps=8, block_keys=64))
+        flash_source(FlashInstance(D.ACL_BF16, 256, warps=8, block_keys=256, stages=2))
+
+
+def _fake_backend(tmp_path: Path, opt_in: int) -> Backend:
+    from acl_rocm.backend import RocmBackend
+
+    backend = RocmBackend(FakeProvider(blas=True, shared_opt_in=opt_in), {"ACL_KERNEL_CACHE": str(tmp_path)})
+    backend.runtime.ensure_device(0)
+    return backend
+
+
+def test_tiles_above_48k_opt_into_dynamic_shared_memory(tmp_path: Path) -> None:
+    """Two K/V stages at D 128 take 68 KiB: the kernel is opted in once; a 64 KiB device gets one stage."""
+    args = _args(_rng("opt-in"), "bfloat16", "BNSD", 1, 2, 2, 200, 200, 128, 3)
+    for opt_in, stages in ((232448, 2), (65536, 1)):
+        backend = _fake_backend(tmp_path / str(opt_in), opt_in)
+        provider = backend.provider
+        runner = backend.attention  # type: ignore[attr-defined]
+        runner.path_override = "flash"
+        eager.run("FlashAttentionScore", backend, **args)
+        (name,) = [launch.name for launch in provider.launches if launch.name.startswith("acl_flash")]
+        assert f"_w4m1k64s{stages}_" in name
+        want = {name: flash_instance(D.ACL_BF16, 128, None, True).shared_bytes} if stages == 2 else {}
+        assert provider.dynamic_shared == want
+    with pytest.raises(AclError, match="needs 300000 bytes of shared memory"):
+        backend.function(flash_source(flash_instance(D.ACL_BF16, 64, None, True)), "x", dynamic_shared=300000)
 
 
 def test_large_calls_take_flash_without_cudnn_and_blas_without_matrix_instructions(

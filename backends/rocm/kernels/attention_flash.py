@@ -4,8 +4,9 @@ FlashAttention-2's schedule: a block of ``warps`` warps owns ``16 * mtiles * war
 (batch, query head); each warp keeps its ``mtiles`` 16-row m-tiles' Q fragments, scores, probabilities and fp32 output
 accumulator in registers, and the block walks the keys its rows' window reaches
 (``acl_key_range``, the device twin of :func:`acl_rocm.ops.attention_plan.key_range`) in tiles of
-``block_keys`` keys staged in shared memory: K tile ``t + 1`` is copied (``cp.async`` on sm_80+) while
-the probabilities of tile ``t`` meet V, and V tile ``t`` while its scores are formed. Per tile: S =
+``block_keys`` keys staged in shared memory. With one stage, K tile ``t + 1`` is copied (``cp.async`` on
+sm_80+) while the probabilities of tile ``t`` meet V, and V tile ``t`` while its scores are formed; with
+two, tile ``t + 1``'s K and V land in the second buffers while tile ``t`` is computed. Per tile: S =
 Q K^T on matrix instructions, scale and mask (only on tiles that cross the window's edge, the end of
 the keys, or where an explicit mask is read), the online softmax on accumulator rows in registers
 (exp2 of log2-scaled scores; row maxima reduced over the lanes sharing a row), P rounded to the input
@@ -15,12 +16,14 @@ sum 0 (with a sink: max = sink, sum = 1, as the row kernel). Blocks run the long
 
 It takes the row kernel's :class:`~acl_rocm.kernels.attention.AttentionMeta` and pointers (less pse)
 plus :class:`FlashGrid`, so every caller of the row kernel can launch it instead. Shared memory is
-static: ``max(rows, 2 * block_keys)`` rows of ``head_dim + 8`` 16-bit elements (the 16-byte pad
-keeps ``ldmatrix`` rows conflict-free), under 48 KiB for the configurations :data:`CONFIGS` lists.
+dynamic (the launch passes :attr:`FlashInstance.shared_bytes`): ``max(rows, 2 * stages * block_keys)``
+rows of ``head_dim + 8`` 16-bit elements (the 16-byte pad keeps ``ldmatrix`` rows conflict-free); above
+48 KiB the backend opts the kernel in (``RocmBackend.function``'s ``dynamic_shared``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 from dataclasses import dataclass
@@ -35,20 +38,22 @@ from acl_rocm.ops.attention_plan import KEY_RANGE_SOURCE
 
 HEAD_DIMS: Final = (64, 128, 256)
 DTYPES: Final = frozenset({D.ACL_FLOAT16, D.ACL_BF16})
-CONFIGS: Final = {64: (4, 2, 64), 128: (4, 1, 64), 256: (4, 1, 32)}
-"""Head dim -> (warps per block, 16-row m-tiles per warp, keys per tile).
+CONFIGS: Final = {64: (4, 2, 64, 2), 128: (4, 1, 64, 2), 256: (4, 1, 32, 2)}
+"""Head dim -> (warps per block, 16-row m-tiles per warp, keys per tile, K/V stages).
 
 Two m-tiles a warp (32 query rows) share every K and V fragment a warp reads from shared memory, halving
 that traffic per FLOP. ``nvcc -Xptxas -v`` (sm_90) on the kernels: D 64 with two m-tiles uses 234
 registers, no spills; D 128 with two m-tiles spills (240 bytes at 32-key tiles, ~800 at 64: Q, S and O of
 two m-tiles in registers exceed 255), so D 128 and D 256 keep one (207 registers at D 128; D 256 spills
-~100 bytes even so).
+~100 bytes even so). Two K/V stages need 36 KiB at D 64, 68 KiB at D 128 and 66 KiB at D 256: dynamic
+shared memory above 48 KiB, opted into per kernel; where the device offers less, one stage.
 """
 SHORT_ROWS: Final = 64
 """Calls with at most this many query rows keep one m-tile a warp (64-row blocks: less padding, more blocks)."""
 MIN_BLOCKS: Final = 2
 """``__launch_bounds__``' blocks per multiprocessor: 2 x 128 threads leave the compiler 255 registers a thread."""
-SHARED_LIMIT: Final = 48 * 1024
+SHARED_LIMIT: Final = 227 * 1024
+"""The most shared memory a block has on any device the generator targets (sm_90's opt-in maximum)."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,9 @@ class FlashInstance:
     block_keys: int = 64
     mtiles: int = 1
     """16-row matrix tiles of query rows per warp (each K/V fragment loaded once serves all of them)."""
+    stages: int = 1
+    """K/V tile buffers: 1 (K(t+1) lands while P(t) meets V(t), V(t) while S(t) forms), or 2 (tile t+1 lands
+    while tile t is computed)."""
     vec: bool = True
     """Q/K/V rows are contiguous and 16-byte aligned (``cp.async`` chunks); else element loads."""
 
@@ -87,24 +95,30 @@ class FlashInstance:
 
     @property
     def shared_bytes(self) -> int:
-        """Static shared memory of the K/V (and Q staging) tiles."""
-        return max(self.rows, 2 * self.block_keys) * (self.head_dim + 8) * 2
+        """Dynamic shared memory of the K/V tiles (and the Q staging before them): the launch passes it."""
+        return max(self.rows, 2 * self.stages * self.block_keys) * (self.head_dim + 8) * 2
 
     @functools.cached_property
     def kernel_name(self) -> str:
         """A stable ``extern "C"`` name for this instance."""
         digest = hashlib.sha1(repr((self, ATTN_STRUCT, GRID_STRUCT)).encode()).hexdigest()[:12]
         sink = self.sink.short if self.sink is not None else "nosink"
-        shape = f"w{self.warps}m{self.mtiles}k{self.block_keys}"
+        shape = f"w{self.warps}m{self.mtiles}k{self.block_keys}s{self.stages}"
         return f"acl_flash_{self.dtype.short}_d{self.head_dim}_{sink}_{shape}_{digest}"
 
 
-def flash_instance(dtype: D, head_dim: int, sink: D | None, vec: bool, rows: int | None = None) -> FlashInstance:
-    """The instance :data:`CONFIGS` picks for ``head_dim`` (one of :data:`HEAD_DIMS`) and ``rows`` query rows."""
-    warps, mtiles, keys = CONFIGS[head_dim]
+def flash_instance(
+    dtype: D, head_dim: int, sink: D | None, vec: bool, rows: int | None = None, max_shared: int = SHARED_LIMIT
+) -> FlashInstance:
+    """The instance :data:`CONFIGS` picks for ``head_dim`` (one of :data:`HEAD_DIMS`), ``rows`` query rows and a
+    device offering ``max_shared`` bytes of shared memory a block."""
+    warps, mtiles, keys, stages = CONFIGS[head_dim]
     if rows is not None and rows <= SHORT_ROWS:
         mtiles = 1
-    return FlashInstance(dtype, head_dim, sink, warps=warps, block_keys=keys, mtiles=mtiles, vec=vec)
+    inst = FlashInstance(dtype, head_dim, sink, warps=warps, block_keys=keys, mtiles=mtiles, vec=vec, stages=stages)
+    if inst.shared_bytes > max_shared:
+        inst = dataclasses.replace(inst, stages=1)
+    return inst
 
 
 _BODY: Final = r"""
@@ -120,7 +134,8 @@ _BODY: Final = r"""
 #define VEC @VEC@
 #define KT (HEAD_DIM / 16)
 #define NT (BC / 16)
-#define SMEM_ROWS (BR > 2 * BC ? BR : 2 * BC)
+#define STAGES @STAGES@
+#define SMEM_ROWS (BR > 2 * STAGES * BC ? BR : 2 * STAGES * BC)
 typedef @S@ elem_t;
 @ATTN_STRUCT@
 @GRID_STRUCT@
@@ -148,7 +163,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@(
     const elem_t* __restrict__ k, const elem_t* __restrict__ v, const unsigned char* __restrict__ mask,
     elem_t* __restrict__ out, float* __restrict__ smax, float* __restrict__ ssum, float* __restrict__ lse,
     const @SINK_S@* __restrict__ sink) {
-  __shared__ AclVec<unsigned, 4> smem_raw[SMEM_ROWS * DP / 8];
+  extern __shared__ AclVec<unsigned, 4> smem_raw[];  // SMEM_ROWS * DP 16-bit elements (the launch's dynamic size)
 #if ACL_MMA_SCRATCH
   __shared__ AclVec<unsigned, 4> scratch_raw[WARPS * ACL_MMA_SCRATCH / 8];
   unsigned short* const scratch = (unsigned short*)scratch_raw + (threadIdx.x / ACL_WARP_SIZE) * ACL_MMA_SCRATCH;
@@ -156,7 +171,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@(
   unsigned short* const scratch = nullptr;
 #endif
   unsigned short* const ks = (unsigned short*)smem_raw;
-  unsigned short* const vs = ks + BC * DP;
+  unsigned short* const vs = ks + STAGES * BC * DP;  // K stages, then V stages
   const int warp = threadIdx.x / ACL_WARP_SIZE, lane = acl_lane();
   const float inf = __uint_as_float(0x7f800000u);
   const long long x = blockIdx.x;
@@ -205,13 +220,34 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@(
   if (tiles > 0) {
     flash_load(ks, kh, m.k[2], m.k[3], kv0, BC, m.kv_len);
     acl_cp_async_commit();
+#if STAGES == 2
+    flash_load(vs, vh, m.v[2], m.v[3], kv0, BC, m.kv_len);
+    acl_cp_async_commit();
+#endif
   }
   for (long long t = 0; t < tiles; ++t) {
     const long long j0 = kv0 + t * BC;
+#if STAGES == 1
+    unsigned short* const kts = ks;
+    unsigned short* const vts = vs;
     acl_cp_async_wait_all();
     __syncthreads();  // K(t) has landed; every warp is done with V(t-1)
     flash_load(vs, vh, m.v[2], m.v[3], j0, BC, m.kv_len);
     acl_cp_async_commit();
+#else
+    // two stages: tile t in buffers t & 1 while tile t + 1 lands in the others. In flight here (commit
+    // order): K(t), V(t).
+    unsigned short* const kts = ks + (t & 1) * BC * DP;
+    unsigned short* const vts = vs + (t & 1) * BC * DP;
+    acl_cp_async_wait<1>();
+    __syncthreads();  // K(t) has landed; every warp is done with tile t - 1, whose buffers take tile t + 1
+    if (t + 1 < tiles) {
+      flash_load(ks + ((t + 1) & 1) * BC * DP, kh, m.k[2], m.k[3], j0 + BC, BC, m.kv_len);
+      acl_cp_async_commit();
+      flash_load(vs + ((t + 1) & 1) * BC * DP, vh, m.v[2], m.v[3], j0 + BC, BC, m.kv_len);
+      acl_cp_async_commit();
+    }
+#endif
 
     // S = Q K^T: each K fragment read from shared memory once per warp, for all MT m-tiles
     AclMmaC sc[MT][NT];
@@ -224,7 +260,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@(
 #pragma unroll
       for (int kk = 0; kk < KT; ++kk) {
         AclMmaB kb;
-        acl_mma_load_b_nk(kb, ks + 16 * nt * DP + 16 * kk, DP);
+        acl_mma_load_b_nk(kb, kts + 16 * nt * DP + 16 * kk, DP);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) acl_mma<IS_BF16>(sc[mt][nt], qf[mt][kk], kb);
       }
@@ -289,19 +325,25 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@(
         for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) o[mt][dt].x[e] *= alpha[acl_mma_c_slot(e)];
     }
 
+#if STAGES == 1
     acl_cp_async_wait_all();
     __syncthreads();  // V(t) has landed; every warp is done with K(t)
     if (t + 1 < tiles) {
       flash_load(ks, kh, m.k[2], m.k[3], j0 + BC, BC, m.kv_len);
       acl_cp_async_commit();
     }
+#else
+    if (t + 1 < tiles) acl_cp_async_wait<2>();  // in flight: V(t), K(t + 1), V(t + 1)
+    else acl_cp_async_wait<0>();
+    __syncthreads();  // V(t) has landed
+#endif
     // O += P V: each V fragment read once per warp, for all MT m-tiles
 #pragma unroll
     for (int kt = 0; kt < NT; ++kt) {
 #pragma unroll
       for (int dt = 0; dt < KT; ++dt) {
         AclMmaB vb;
-        acl_mma_load_b_kn(vb, vs + 16 * kt * DP + 16 * dt, DP);
+        acl_mma_load_b_kn(vb, vts + 16 * kt * DP + 16 * dt, DP);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) acl_mma<IS_BF16>(o[mt][dt], pa[mt][kt], vb);
       }
@@ -351,7 +393,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@(
 
 def flash_source(inst: FlashInstance) -> str:
     """The complete source (prelude, matrix layer, key range included) of one flash kernel."""
-    if inst.dtype not in DTYPES or inst.head_dim % 16 or inst.block_keys % 16 or inst.mtiles < 1:
+    if (
+        inst.dtype not in DTYPES
+        or inst.head_dim % 16
+        or inst.block_keys % 16
+        or inst.mtiles < 1
+        or inst.stages not in (1, 2)
+    ):
         raise ValueError(f"no flash kernel for {inst}")
     if inst.shared_bytes > SHARED_LIMIT:
         raise ValueError(f"{inst} needs {inst.shared_bytes} bytes of shared memory (limit {SHARED_LIMIT})")
@@ -362,6 +410,7 @@ def flash_source(inst: FlashInstance) -> str:
         "@D@": str(inst.head_dim),
         "@WARPS@": str(inst.warps),
         "@MT@": str(inst.mtiles),
+        "@STAGES@": str(inst.stages),
         "@MINB@": str(MIN_BLOCKS),
         "@BC@": str(inst.block_keys),
         "@BF16@": "true" if inst.dtype == D.ACL_BF16 else "false",

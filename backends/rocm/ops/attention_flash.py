@@ -77,7 +77,7 @@ class FlashAttention:
             src = flash_source(inst)
             with self._lock:
                 self._sources[inst] = src
-        return self.backend.function(src, inst.kernel_name)
+        return self.backend.function(src, inst.kernel_name, inst.shared_bytes)
 
     def prepare(
         self,
@@ -99,7 +99,8 @@ class FlashAttention:
             raise ValueError("the flash kernel takes no pse")
         item = inst.dtype.info.storage_bits // 8
         vec = rows_vectorizable(meta, pointers[:3], item)
-        flash = flash_instance(inst.dtype, inst.head_dim, inst.sink, vec, rows)
+        props = self.backend.properties
+        flash = flash_instance(inst.dtype, inst.head_dim, inst.sink, vec, rows, props.max_shared_memory)
         tiles = math.ceil(rows / flash.rows)
         blocks = tiles * heads * batches
         if blocks > MAX_GRID_X:
@@ -112,6 +113,6 @@ class FlashAttention:
         ]
         q, k, v, _pse, mask, out, smax, ssum, lse = pointers
         values.extend(KernelArgs.pointer(p) for p in (q, k, v, mask, out, smax, ssum, lse, sink))
-        threads = flash.warps * self.backend.properties.warp_size
-        config = LaunchConfig((blocks, 1, 1), (threads, 1, 1))
+        threads = flash.warps * props.warp_size
+        config = LaunchConfig((blocks, 1, 1), (threads, 1, 1), flash.shared_bytes)
         return [Prepared(self.function(flash), config, KernelArgs(values))]
