@@ -22,8 +22,17 @@ import pytest
 from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
-from acl_core.errors import AclError
-from acl_rocm.kernels.attention_flash import HEAD_DIMS, SHARED_LIMIT, FlashInstance, flash_instance, flash_source
+from acl_core.errors import AclError, AclErrorCode
+from acl_rocm.kernels.attention_flash import (
+    HEAD_DIMS,
+    SHARED_LIMIT,
+    FlashConfig,
+    FlashInstance,
+    config_for,
+    flash_instance,
+    flash_source,
+    parse_overrides,
+)
 from acl_rocm.kernels.prelude import PRELUDE, compile_options
 from acl_rocm.ops.attention_flash import flash_refusal
 from acl_rocm.ops.attention_plan import KEY_RANGE_SOURCE, choose_path, key_range
@@ -215,11 +224,53 @@ def test_key_range_twin_matches_python(tmp_path_factory: pytest.TempPathFactory)
         assert (out[2 * n], out[2 * n + 1]) == want, cases[n]
 
 
+# ----------------------------------------------------------------------------- block shapes
+def test_flash_config_parsing_and_table() -> None:
+    assert str(FlashConfig.parse(" w4m2k32s2 ")) == "w4m2k32s2"
+    assert parse_overrides("w8m1k64s2") == {None: FlashConfig(8, 1, 64, 2)}
+    assert parse_overrides("128=w4m2k32s2, 64=w4m1k64s1") == {
+        128: FlashConfig(4, 2, 32, 2),
+        64: FlashConfig(4, 1, 64, 1),
+    }
+    assert parse_overrides("") == {}
+    for bad, why in (
+        ("w4m2k32", "is not"),
+        ("w4m3k64s1", "m-tiles"),
+        ("w4m1k48s1", "keys"),
+        ("96=w4m1k64s1", "head dim"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            parse_overrides(bad)
+    for d in HEAD_DIMS:  # NVIDIA (cp.async) takes two K/V stages; AMD layouts and the software path one
+        assert config_for(d, D.ACL_BF16, 1).stages == 2
+        assert all(config_for(d, D.ACL_FLOAT16, layout).stages == 1 for layout in (2, 3, 4, None))
+    wide = FlashConfig(8, 2, 128, 2)
+    assert flash_instance(D.ACL_BF16, 64, None, True, rows=16, override=wide).config == wide  # as given, even short
+    with pytest.raises(ValueError, match=r"needs \d+ bytes of shared memory"):
+        flash_instance(D.ACL_BF16, 256, None, True, max_shared=64 * 1024, override=wide)
+
+
+def test_invalid_flash_config_setting_is_a_typed_error(tmp_path: Path) -> None:
+    backend = _fake_backend(tmp_path, 232448)
+    runner = backend.attention  # type: ignore[attr-defined]
+    runner.path_override = "flash"
+    args = _args(_rng("bad-config"), "bfloat16", "BNSD", 1, 2, 2, 100, 100, 256, 3)
+    for setting, why in (("w4m2", "is not w<warps>"), ("256=w8m2k128s2", "needs 270336 bytes")):
+        runner.flash.use_config(setting)
+        with pytest.raises(AclError, match=why) as info:
+            eager.run("FlashAttentionScore", backend, **args)
+        assert info.value.code == AclErrorCode.ACL_ERROR_INVALID_PARAM
+
+
 # ----------------------------------------------------------------------------- nvcc
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
 def test_flash_sources_compile_with_nvcc(tmp_path: Path, arch: str) -> None:
+    from tests.rocm.test_gpu_flash_attention import block_shapes
+
     instances = [flash_instance(D.ACL_BF16, d, None, True) for d in HEAD_DIMS]
+    shapes = [flash_instance(D.ACL_BF16, d, None, True, override=FlashConfig.parse(c)) for d, c in block_shapes()]
+    instances += [inst for inst in shapes if inst not in instances]
     instances.append(flash_instance(D.ACL_FLOAT16, 128, D.ACL_FLOAT, False))  # element loads, an fp32 sink
     instances.append(flash_instance(D.ACL_BF16, 64, D.ACL_BF16, True))  # a bf16 sink (FusedInferAttentionScoreV5)
     for n, inst in enumerate(instances):

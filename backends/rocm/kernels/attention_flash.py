@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -38,20 +39,86 @@ from acl_rocm.ops.attention_plan import KEY_RANGE_SOURCE
 
 HEAD_DIMS: Final = (64, 128, 256)
 DTYPES: Final = frozenset({D.ACL_FLOAT16, D.ACL_BF16})
-CONFIGS: Final = {64: (4, 2, 64, 2), 128: (4, 1, 64, 2), 256: (4, 1, 32, 2)}
-"""Head dim -> (warps per block, 16-row m-tiles per warp, keys per tile, K/V stages).
 
-Two m-tiles a warp (32 query rows) share every K and V fragment a warp reads from shared memory, halving
-that traffic per FLOP. ``nvcc -Xptxas -v`` (sm_90) on the kernels: D 64 with two m-tiles uses 234
-registers, no spills; D 128 with two m-tiles spills (240 bytes at 32-key tiles, ~800 at 64: Q, S and O of
-two m-tiles in registers exceed 255), so D 128 and D 256 keep one (207 registers at D 128; D 256 spills
-~100 bytes even so). Two K/V stages need 36 KiB at D 64, 68 KiB at D 128 and 66 KiB at D 256: dynamic
-shared memory above 48 KiB, opted into per kernel; where the device offers less, one stage.
+
+@dataclass(frozen=True)
+class FlashConfig:
+    """A block shape: warps, 16-row m-tiles a warp, keys a K/V tile, K/V stages (written ``w4m2k64s2``)."""
+
+    warps: int
+    mtiles: int
+    block_keys: int
+    stages: int
+
+    def __str__(self) -> str:
+        return f"w{self.warps}m{self.mtiles}k{self.block_keys}s{self.stages}"
+
+    @classmethod
+    def parse(cls, text: str) -> FlashConfig:
+        """``w<warps>m<m-tiles>k<keys>s<stages>``; ValueError for anything else or a shape the kernel lacks."""
+        found = re.fullmatch(r"w(\d+)m(\d+)k(\d+)s(\d+)", text.strip())
+        if found is None:
+            raise ValueError(f"flash config {text!r} is not w<warps>m<m-tiles>k<keys>s<stages> (e.g. w4m2k64s2)")
+        config = cls(*(int(g) for g in found.groups()))
+        if config.warps not in (1, 2, 4, 8) or config.mtiles not in (1, 2) or config.stages not in (1, 2):
+            raise ValueError(f"flash config {text!r}: warps 1/2/4/8, m-tiles 1/2, stages 1/2")
+        if config.block_keys not in (16, 32, 64, 128):
+            raise ValueError(f"flash config {text!r}: keys a tile 16/32/64/128")
+        return config
+
+
+def parse_overrides(text: str) -> dict[int | None, FlashConfig]:
+    """``ACL_FLASH_CONFIG``: one config for every head dim (``w4m2k32s2``) or ``D=config`` pairs (``128=w4m2k32s2``)."""
+    out: dict[int | None, FlashConfig] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        dim, _, config = part.rpartition("=")
+        if dim and (not dim.strip().isdigit() or int(dim) not in HEAD_DIMS):
+            raise ValueError(f"flash config {part!r}: the head dim must be one of {HEAD_DIMS}")
+        out[int(dim) if dim else None] = FlashConfig.parse(config)
+    return out
+
+
+CONFIGS: Final[dict[tuple[int, D | None, int | None], FlashConfig]] = {
+    (64, None, 1): FlashConfig(4, 2, 64, 2),
+    (128, None, 1): FlashConfig(4, 1, 64, 2),
+    (256, None, 1): FlashConfig(4, 1, 32, 2),
+    (64, None, None): FlashConfig(4, 2, 64, 1),
+    (128, None, None): FlashConfig(4, 1, 64, 1),
+    (256, None, None): FlashConfig(4, 1, 32, 1),
+}
+"""(head dim, dtype, matrix layout) -> block shape; None matches any (:func:`config_for` tries the exact key first).
+
+Layout 1 is NVIDIA's (sm_80+: ``cp.async``); the other layouts (AMD's, and the software path) copy
+synchronously, so a second K/V stage only costs them LDS: one stage. fp16 and bf16 share every entry
+(same sizes, same instruction rates). Two m-tiles a warp (32 query rows) share every K and V fragment a
+warp reads from shared memory, halving that traffic per FLOP. ``nvcc -Xptxas -v`` (sm_90, one stage): D 64
+with two m-tiles uses 234 registers, no spills; D 128 with two spills (240 bytes at 32-key tiles, ~800 at
+64: Q, S and O of two m-tiles in registers exceed 255), so D 128 and D 256 keep one (207 registers at D
+128; D 256 spills ~100 bytes even so, 8 with two stages). Two K/V stages need 36 KiB at D 64, 68 KiB at
+D 128 and 66 KiB at D 256: dynamic shared memory above 48 KiB, opted into per kernel; where the device
+offers less, one stage.
+``ACL_FLASH_CONFIG`` (:func:`parse_overrides`) replaces the entry; the ops bench times alternatives.
 """
+ALTERNATIVES: Final = {
+    64: (FlashConfig(4, 1, 64, 2), FlashConfig(4, 2, 64, 1), FlashConfig(8, 1, 64, 2)),
+    128: (FlashConfig(4, 2, 32, 2), FlashConfig(4, 1, 64, 1), FlashConfig(8, 1, 64, 2)),
+}
+"""Configs the ops bench times beside the table's at its forced-flash sizes (one GPU call tells which is fastest)."""
+
+
+def config_for(head_dim: int, dtype: D, layout: int | None) -> FlashConfig:
+    """The :data:`CONFIGS` entry for a call: exact key first, then dtype, then layout as wildcards."""
+    for key in ((head_dim, dtype, layout), (head_dim, None, layout), (head_dim, dtype, None), (head_dim, None, None)):
+        if key in CONFIGS:
+            return CONFIGS[key]
+    raise ValueError(f"no flash config for head dim {head_dim}")
+
+
 SHORT_ROWS: Final = 64
 """Calls with at most this many query rows keep one m-tile a warp (64-row blocks: less padding, more blocks)."""
 MIN_BLOCKS: Final = 2
-"""``__launch_bounds__``' blocks per multiprocessor: 2 x 128 threads leave the compiler 255 registers a thread."""
+"""``__launch_bounds__``' blocks per multiprocessor at 4 warps or fewer: 2 x 128 threads leave the compiler 255
+registers a thread (1 above 4 warps: 2 x 256 threads would cap it at 128 and spill)."""
 SHARED_LIMIT: Final = 227 * 1024
 """The most shared memory a block has on any device the generator targets (sm_90's opt-in maximum)."""
 
@@ -98,25 +165,40 @@ class FlashInstance:
         """Dynamic shared memory of the K/V tiles (and the Q staging before them): the launch passes it."""
         return max(self.rows, 2 * self.stages * self.block_keys) * (self.head_dim + 8) * 2
 
+    @property
+    def config(self) -> FlashConfig:
+        """Its block shape."""
+        return FlashConfig(self.warps, self.mtiles, self.block_keys, self.stages)
+
     @functools.cached_property
     def kernel_name(self) -> str:
         """A stable ``extern "C"`` name for this instance."""
         digest = hashlib.sha1(repr((self, ATTN_STRUCT, GRID_STRUCT)).encode()).hexdigest()[:12]
         sink = self.sink.short if self.sink is not None else "nosink"
-        shape = f"w{self.warps}m{self.mtiles}k{self.block_keys}s{self.stages}"
-        return f"acl_flash_{self.dtype.short}_d{self.head_dim}_{sink}_{shape}_{digest}"
+        return f"acl_flash_{self.dtype.short}_d{self.head_dim}_{sink}_{self.config}_{digest}"
 
 
 def flash_instance(
-    dtype: D, head_dim: int, sink: D | None, vec: bool, rows: int | None = None, max_shared: int = SHARED_LIMIT
+    dtype: D,
+    head_dim: int,
+    sink: D | None,
+    vec: bool,
+    rows: int | None = None,
+    max_shared: int = SHARED_LIMIT,
+    layout: int | None = 1,
+    override: FlashConfig | None = None,
 ) -> FlashInstance:
-    """The instance :data:`CONFIGS` picks for ``head_dim`` (one of :data:`HEAD_DIMS`), ``rows`` query rows and a
-    device offering ``max_shared`` bytes of shared memory a block."""
-    warps, mtiles, keys, stages = CONFIGS[head_dim]
-    if rows is not None and rows <= SHORT_ROWS:
-        mtiles = 1
-    inst = FlashInstance(dtype, head_dim, sink, warps=warps, block_keys=keys, mtiles=mtiles, vec=vec, stages=stages)
+    """The instance for a call: ``override`` as given, else :data:`CONFIGS`' entry for ``head_dim`` (one of
+    :data:`HEAD_DIMS`), ``dtype`` and matrix ``layout``, with one m-tile for ``rows`` <= :data:`SHORT_ROWS` and
+    one stage where two exceed the device's ``max_shared`` bytes. An override that does not fit: ValueError."""
+    config = override or config_for(head_dim, dtype, layout)
+    mtiles = config.mtiles if override is not None or rows is None or rows > SHORT_ROWS else 1
+    shape = {"warps": config.warps, "block_keys": config.block_keys, "mtiles": mtiles, "stages": config.stages}
+    inst = FlashInstance(dtype, head_dim, sink, vec=vec, **shape)
     if inst.shared_bytes > max_shared:
+        if override is not None:
+            need = f"{inst.shared_bytes} bytes of shared memory (the device has {max_shared})"
+            raise ValueError(f"flash config {override} needs {need}")
         inst = dataclasses.replace(inst, stages=1)
     return inst
 
@@ -411,7 +493,7 @@ def flash_source(inst: FlashInstance) -> str:
         "@WARPS@": str(inst.warps),
         "@MT@": str(inst.mtiles),
         "@STAGES@": str(inst.stages),
-        "@MINB@": str(MIN_BLOCKS),
+        "@MINB@": str(MIN_BLOCKS if inst.warps <= 4 else 1),
         "@BC@": str(inst.block_keys),
         "@BF16@": "true" if inst.dtype == D.ACL_BF16 else "false",
         "@VEC@": "1" if inst.vec else "0",
