@@ -227,6 +227,9 @@ def test_key_range_twin_matches_python(tmp_path_factory: pytest.TempPathFactory)
 # ----------------------------------------------------------------------------- block shapes
 def test_flash_config_parsing_and_table() -> None:
     assert str(FlashConfig.parse(" w4m2k32s2 ")) == "w4m2k32s2"
+    assert FlashConfig.parse("w4m2k32s2q") == FlashConfig(4, 2, 32, 2, qsmem=True)
+    q = flash_instance(D.ACL_BF16, 128, None, True, override=FlashConfig(4, 2, 32, 2, qsmem=True))
+    assert q.shared_bytes == (128 + 2 * 2 * 32) * 136 * 2 and "#define QSMEM 1" in flash_source(q)
     assert parse_overrides("w8m1k64s2") == {None: FlashConfig(8, 1, 64, 2)}
     assert parse_overrides("128=w4m2k32s2, 64=w4m1k64s1") == {
         128: FlashConfig(4, 2, 32, 2),

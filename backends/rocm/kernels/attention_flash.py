@@ -49,17 +49,21 @@ class FlashConfig:
     mtiles: int
     block_keys: int
     stages: int
+    qsmem: bool = False
+    """Q stays in shared memory (suffix ``q``): its fragments are read per product, freeing the registers
+    that hold them (FlashAttention-2's choice at D 128), for more shared memory."""
 
     def __str__(self) -> str:
-        return f"w{self.warps}m{self.mtiles}k{self.block_keys}s{self.stages}"
+        return f"w{self.warps}m{self.mtiles}k{self.block_keys}s{self.stages}{'q' if self.qsmem else ''}"
 
     @classmethod
     def parse(cls, text: str) -> FlashConfig:
         """``w<warps>m<m-tiles>k<keys>s<stages>``; ValueError for anything else or a shape the kernel lacks."""
-        found = re.fullmatch(r"w(\d+)m(\d+)k(\d+)s(\d+)", text.strip())
+        found = re.fullmatch(r"w(\d+)m(\d+)k(\d+)s(\d+)(q?)", text.strip())
         if found is None:
-            raise ValueError(f"flash config {text!r} is not w<warps>m<m-tiles>k<keys>s<stages> (e.g. w4m2k64s2)")
-        config = cls(*(int(g) for g in found.groups()))
+            raise ValueError(f"flash config {text!r} is not w<warps>m<m-tiles>k<keys>s<stages>[q] (e.g. w4m2k64s2)")
+        warps, mtiles, keys, stages, q = found.groups()
+        config = cls(int(warps), int(mtiles), int(keys), int(stages), qsmem=q == "q")
         if config.warps not in (1, 2, 4, 8) or config.mtiles not in (1, 2) or config.stages not in (1, 2):
             raise ValueError(f"flash config {text!r}: warps 1/2/4/8, m-tiles 1/2, stages 1/2")
         if config.block_keys not in (16, 32, 64, 128):
@@ -101,9 +105,18 @@ offers less, one stage.
 """
 ALTERNATIVES: Final = {
     64: (FlashConfig(4, 1, 64, 2), FlashConfig(4, 2, 64, 1), FlashConfig(8, 1, 64, 2)),
-    128: (FlashConfig(4, 2, 32, 2), FlashConfig(4, 1, 64, 1), FlashConfig(8, 1, 64, 2)),
+    128: (
+        FlashConfig(4, 2, 32, 2),
+        FlashConfig(4, 2, 32, 2, qsmem=True),
+        FlashConfig(4, 1, 64, 1),
+        FlashConfig(8, 1, 64, 2),
+    ),
 }
-"""Configs the ops bench times beside the table's at its forced-flash sizes (one GPU call tells which is fastest)."""
+"""Configs the ops bench times beside the table's at its forced-flash sizes (one GPU call tells which is fastest).
+
+At D 128, ``w4m2k32s2q`` is the 128-row block that fits the registers (236, no spills, 68 KiB): Q read from
+shared memory per product costs as many fragment loads as the second m-tile saves on K, so it is timed, not
+the default; ``w4m2k32s2`` holds Q in registers and spills; ``w4m1k64s1`` is the one-stage kernel."""
 
 
 def config_for(head_dim: int, dtype: D, layout: int | None) -> FlashConfig:
@@ -154,6 +167,8 @@ class FlashInstance:
     while tile t is computed)."""
     vec: bool = True
     """Q/K/V rows are contiguous and 16-byte aligned (``cp.async`` chunks); else element loads."""
+    qsmem: bool = False
+    """Q fragments read from shared memory per product instead of held in registers (:class:`FlashConfig`)."""
 
     @property
     def rows(self) -> int:
@@ -163,12 +178,13 @@ class FlashInstance:
     @property
     def shared_bytes(self) -> int:
         """Dynamic shared memory of the K/V tiles (and the Q staging before them): the launch passes it."""
-        return max(self.rows, 2 * self.stages * self.block_keys) * (self.head_dim + 8) * 2
+        kv_rows = 2 * self.stages * self.block_keys
+        return (self.rows + kv_rows if self.qsmem else max(self.rows, kv_rows)) * (self.head_dim + 8) * 2
 
     @property
     def config(self) -> FlashConfig:
         """Its block shape."""
-        return FlashConfig(self.warps, self.mtiles, self.block_keys, self.stages)
+        return FlashConfig(self.warps, self.mtiles, self.block_keys, self.stages, self.qsmem)
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -193,8 +209,17 @@ def flash_instance(
     one stage where two exceed the device's ``max_shared`` bytes. An override that does not fit: ValueError."""
     config = override or config_for(head_dim, dtype, layout)
     mtiles = config.mtiles if override is not None or rows is None or rows > SHORT_ROWS else 1
-    shape = {"warps": config.warps, "block_keys": config.block_keys, "mtiles": mtiles, "stages": config.stages}
-    inst = FlashInstance(dtype, head_dim, sink, vec=vec, **shape)
+    inst = FlashInstance(
+        dtype,
+        head_dim,
+        sink,
+        warps=config.warps,
+        block_keys=config.block_keys,
+        mtiles=mtiles,
+        stages=config.stages,
+        vec=vec,
+        qsmem=config.qsmem,
+    )
     if inst.shared_bytes > max_shared:
         if override is not None:
             need = f"{inst.shared_bytes} bytes of shared memory (the device has {max_shared})"
@@ -217,7 +242,14 @@ _BODY: Final = r"""
 #define KT (HEAD_DIM / 16)
 #define NT (BC / 16)
 #define STAGES @STAGES@
+#define QSMEM @QSMEM@
+#if QSMEM  // Q stays in shared memory before the K/V stages; its fragments are read per product
+#define SMEM_ROWS (BR + 2 * STAGES * BC)
+#define KV_ROW0 BR
+#else  // Q is staged where the K/V stages go, then held in registers
 #define SMEM_ROWS (BR > 2 * STAGES * BC ? BR : 2 * STAGES * BC)
+#define KV_ROW0 0
+#endif
 typedef @S@ elem_t;
 @ATTN_STRUCT@
 @GRID_STRUCT@
@@ -252,7 +284,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@(
 #else
   unsigned short* const scratch = nullptr;
 #endif
-  unsigned short* const ks = (unsigned short*)smem_raw;
+  unsigned short* const qs = (unsigned short*)smem_raw;
+  unsigned short* const ks = qs + KV_ROW0 * DP;
   unsigned short* const vs = ks + STAGES * BC * DP;  // K stages, then V stages
   const int warp = threadIdx.x / ACL_WARP_SIZE, lane = acl_lane();
   const float inf = __uint_as_float(0x7f800000u);
@@ -267,17 +300,20 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@(
   long long kv0, kv1;
   acl_key_range(row0, valid_rows, m.kv_len, m.has_window, m.win_lo, m.win_hi, m.shift, &kv0, &kv1);
 
-  // Q: shared memory (rows past the actual length are zeros), then each warp's 16 * MT rows into registers
-  flash_load(ks, qh, m.q[2], m.q[3], row0, BR, m.rows);
+  // Q: shared memory (rows past the actual length are zeros), then (unless QSMEM) each warp's 16 * MT rows
+  // into registers
+  flash_load(qs, qh, m.q[2], m.q[3], row0, BR, m.rows);
   acl_cp_async_commit();
   acl_cp_async_wait_all();
   __syncthreads();
+#if !QSMEM
   AclMmaA qf[MT][KT];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int kk = 0; kk < KT; ++kk) acl_mma_load_a(qf[mt][kk], ks + 16 * (MT * warp + mt) * DP + 16 * kk, DP);
+    for (int kk = 0; kk < KT; ++kk) acl_mma_load_a(qf[mt][kk], qs + 16 * (MT * warp + mt) * DP + 16 * kk, DP);
   __syncthreads();
+#endif
 
   const float sl2 = (float)(scale_arg * 1.4426950408889634);  // scores in log2 units: exp2 is the hardware's
   float m_run[MT][ACL_MMA_C_SLOTS], l_run[MT][ACL_MMA_C_SLOTS];
@@ -344,7 +380,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@(
         AclMmaB kb;
         acl_mma_load_b_nk(kb, kts + 16 * nt * DP + 16 * kk, DP);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) acl_mma<IS_BF16>(sc[mt][nt], qf[mt][kk], kb);
+        for (int mt = 0; mt < MT; ++mt) {
+#if QSMEM
+          AclMmaA qa;
+          acl_mma_load_a(qa, qs + 16 * (MT * warp + mt) * DP + 16 * kk, DP);
+          acl_mma<IS_BF16>(sc[mt][nt], qa, kb);
+#else
+          acl_mma<IS_BF16>(sc[mt][nt], qf[mt][kk], kb);
+#endif
+        }
       }
     }
     // a tile inside every row's window and the keys needs no mask (block-uniform)
@@ -493,6 +537,7 @@ def flash_source(inst: FlashInstance) -> str:
         "@WARPS@": str(inst.warps),
         "@MT@": str(inst.mtiles),
         "@STAGES@": str(inst.stages),
+        "@QSMEM@": "1" if inst.qsmem else "0",
         "@MINB@": str(MIN_BLOCKS if inst.warps <= 4 else 1),
         "@BC@": str(inst.block_keys),
         "@BF16@": "true" if inst.dtype == D.ACL_BF16 else "false",
