@@ -21,7 +21,7 @@ from acl_rocm.compiler import KernelCache, cache_dir
 from acl_rocm.driver import RocmDriver, handle
 from acl_rocm.kernels.ctypes_map import SUPPORTED
 from acl_rocm.kernels.prelude import compile_options
-from acl_rocm.launch import LaunchConfig, elementwise_config
+from acl_rocm.launch import DEFAULT_DYNAMIC_SHARED, LaunchConfig, elementwise_config
 from acl_rocm.ops import build_runners
 from acl_rocm.ops.elementwise import ElementwiseRunner
 from acl_rocm.ops.matmul import MatmulRunner
@@ -140,10 +140,23 @@ class RocmBackend(Backend):
             max_grid=p.max_grid_x,
         )
 
-    def function(self, source: str, name: str) -> object:
-        """The loaded kernel ``name`` of ``source`` on the current device (compiled or cached once)."""
+    def function(self, source: str, name: str, dynamic_shared: int = 0) -> object:
+        """The loaded kernel ``name`` of ``source`` on the current device (compiled or cached once).
+
+        ``dynamic_shared``: the bytes of dynamic shared memory its launches pass; above the 48 KiB every
+        kernel may take, the kernel is opted in once (the provider's :meth:`set_max_dynamic_shared`), and
+        above the device's opt-in maximum the call is refused.
+        """
         device = self.provider.get_device()
         found = self._functions.get((device, source))
+        if found is not None and dynamic_shared <= DEFAULT_DYNAMIC_SHARED:
+            return found
+        if dynamic_shared > self.properties.max_shared_memory:
+            raise AclError(
+                RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                f"kernel {name} needs {dynamic_shared} bytes of shared memory; "
+                f"{self.properties.name} allows {self.properties.max_shared_memory} a block",
+            )
         if found is not None:
             return found
         key, image = self.cache.image(source, name, self.options)
@@ -152,6 +165,8 @@ class RocmBackend(Backend):
             if module is None:
                 module = self._modules[(device, key)] = self.provider.module_load(image)
             function = self.provider.module_function(module, name)
+            if dynamic_shared > DEFAULT_DYNAMIC_SHARED:
+                self.provider.set_max_dynamic_shared(function, dynamic_shared)
             self._functions[(device, source)] = function
         return function
 

@@ -12,6 +12,8 @@ from acl_core.backend import Launch
 from acl_core.tensor import AclTensor
 
 GRID_LIMIT = 2**31 - 1
+DEFAULT_DYNAMIC_SHARED = 48 * 1024
+"""Shared memory (static plus dynamic) a block of any kernel may use without opting in (NVIDIA's default)."""
 
 
 def longs(*values: int) -> list[ctypes.c_longlong]:

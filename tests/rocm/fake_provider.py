@@ -66,6 +66,10 @@ class FakeProvider(RuntimeProvider):
     gemms: list[GemmCall] = field(default_factory=list)
     capture: bool = True
     graph_launches: int = 0
+    shared_opt_in: int = 232448
+    """The opt-in shared memory maximum a block has (an H100's 227 KiB)."""
+    dynamic_shared: dict[str, int] = field(default_factory=dict)
+    """Kernel name -> the dynamic shared memory limit ``set_max_dynamic_shared`` gave it."""
 
     def __post_init__(self) -> None:
         self._buffers: dict[int, ctypes.Array[ctypes.c_char]] = {}
@@ -93,8 +97,15 @@ class FakeProvider(RuntimeProvider):
 
     def device_properties(self, index: int) -> DeviceProperties:
         return DeviceProperties(
-            index, "Fake GPU", self.arch, self.warp_size, 132, self.memory, False, 1024, 2**31 - 1, 49152, 1 << 25
-        )
+            index, "Fake GPU", self.arch, self.warp_size, 132, self.memory, False, 1024, 2**31 - 1, 49152, 1 << 25,
+            shared_memory_opt_in=self.shared_opt_in,
+        )  # fmt: skip
+
+    def set_max_dynamic_shared(self, function: object, nbytes: int) -> None:
+        name = function[0]  # type: ignore[index]
+        if nbytes > self.shared_opt_in:
+            raise AclError(RtErrorCode.ACL_ERROR_RT_PARAM_INVALID, f"fakeFuncSetAttribute({name}, {nbytes}) failed")
+        self.dynamic_shared[name] = nbytes
 
     def synchronize_device(self) -> None:
         if self._capture_of:
@@ -289,6 +300,11 @@ class FakeProvider(RuntimeProvider):
     ) -> None:
         """Execute (here: record) one launch."""
         name, source = function  # type: ignore[misc]
+        if shared_bytes > max(49152, self.dynamic_shared.get(name, 0)):  # as cuLaunchKernel refuses it
+            raise AclError(
+                RtErrorCode.ACL_ERROR_RT_PARAM_INVALID,
+                f"fakeLaunchKernel({name}): {shared_bytes} bytes of shared memory",
+            )
         sizes = _parameter_sizes(source, name)
         table = (ctypes.c_void_p * len(sizes)).from_address(params)
         args = [ctypes.string_at(table[i], size) for i, size in enumerate(sizes)]  # copied, as a real launch does

@@ -2,8 +2,9 @@
 
 The shim maps ``__global__``/``__device__`` away, ``__shared__`` to ``static`` (the blocks of a grid of
 up to three dimensions run one after another, so a static is exactly one block's shared memory),
-``__syncthreads`` to a block barrier, ``ACL_SHFL_DOWN`` / ``ACL_SHFL_XOR`` / ``ACL_SHFL_IDX`` to an
-exchange through per-warp slots between two warp barriers, ``ACL_WARP_SYNC`` to a warp barrier and
+``extern __shared__ T name[]`` to a static array of 256 KiB, ``__syncthreads`` to a block barrier,
+``ACL_SHFL_DOWN`` / ``ACL_SHFL_XOR`` / ``ACL_SHFL_IDX`` to an exchange through per-warp slots between two
+warp barriers, ``ACL_WARP_SYNC`` to a warp barrier and
 ``ACL_WARP_ALLGATHER`` (the software matrix path of ``kernels/mma.py``: every lane's fragment words to
 every lane) to one exchange between two warp barriers (``-DACL_EMU_PLAIN_SHUFFLES`` leaves it to
 mma.py's indexed shuffles); the prelude then takes its portable (software fp16/bf16) path. A missing
@@ -41,11 +42,12 @@ struct EmuBlock {
   std::vector<unsigned> words;  // ACL_WARP_ALLGATHER: EMU_GATHER_WORDS per thread
 };
 #define EMU_GATHER_WORDS 32
+#define EMU_DYNAMIC_SHARED (256 * 1024)  // extern __shared__ arrays: a static of the largest size a GPU offers
 static EmuBlock* emu_block;
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define __shared__ static
 #define __restrict__
 inline void __syncthreads() { emu_block->block->arrive_and_wait(); }
@@ -212,9 +214,12 @@ def emulated_backend(kernel_cache: Path, provider: EmulatedProvider | None = Non
 
 
 _LIBRARIES: dict[str, Any] = {}
+DYNAMIC_SHARED = re.compile(r"extern __shared__ ([^;\[]+?) (\w+)\[\];")
+"""``extern __shared__ T name[];`` (dynamic shared memory), which the shim declares as a static array."""
 
 
 def _library(source: str, name: str, options: list[str]) -> Any:
+    source = DYNAMIC_SHARED.sub(r"static \1 \2[EMU_DYNAMIC_SHARED / sizeof(\1)];", source)
     text = SHIM + source + LAUNCHER.replace("KERNEL_CALL", _call(source, name))
     key = hashlib.sha1((text + " ".join(options)).encode()).hexdigest()[:16]
     if key in _LIBRARIES:

@@ -22,12 +22,22 @@ import pytest
 from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
-from acl_core.errors import AclError
-from acl_rocm.kernels.attention_flash import HEAD_DIMS, FlashInstance, flash_instance, flash_source
+from acl_core.errors import AclError, AclErrorCode
+from acl_rocm.kernels.attention_flash import (
+    HEAD_DIMS,
+    SHARED_LIMIT,
+    FlashConfig,
+    FlashInstance,
+    config_for,
+    flash_instance,
+    flash_source,
+    parse_overrides,
+)
 from acl_rocm.kernels.prelude import PRELUDE, compile_options
 from acl_rocm.ops.attention_flash import flash_refusal
 from acl_rocm.ops.attention_plan import KEY_RANGE_SOURCE, choose_path, key_range
 from tests.rocm import kernel_emulator
+from tests.rocm.fake_provider import FakeProvider
 from tests.rocm.kernel_emulator import EmulatedProvider, emulated_backend
 from tests.rocm.test_gpu_flash_attention import _args, _rng, check_flash
 
@@ -78,13 +88,42 @@ def test_flash_refusals() -> None:
     assert "pse" in str(flash_refusal(D.ACL_BF16, 128, True))
 
 
-def test_instances_fit_static_shared_memory() -> None:
+def test_instances_fit_shared_memory() -> None:
     for d in HEAD_DIMS:
         for dtype in (D.ACL_BF16, D.ACL_FLOAT16):
             inst = flash_instance(dtype, d, None, True)
-            assert inst.shared_bytes <= 48 * 1024 and f"#define HEAD_DIM {d}" in flash_source(inst)
+            assert inst.shared_bytes <= SHARED_LIMIT and f"#define HEAD_DIM {d}" in flash_source(inst)
+            small = flash_instance(dtype, d, None, True, max_shared=64 * 1024)  # an AMD GPU's 64 KiB of LDS
+            assert small.shared_bytes <= 64 * 1024 and small.stages == (1 if inst.shared_bytes > 64 * 1024 else 2)
+    assert flash_instance(D.ACL_BF16, 64, None, True, rows=64).mtiles == 1  # short calls: 64-row blocks
+    assert flash_instance(D.ACL_BF16, 64, None, True, rows=65).mtiles == 2
     with pytest.raises(ValueError, match="shared memory"):
-        flash_source(FlashInstance(D.ACL_BF16, 256, warps=8, block_keys=64))
+        flash_source(FlashInstance(D.ACL_BF16, 256, warps=8, block_keys=256, stages=2))
+
+
+def _fake_backend(tmp_path: Path, opt_in: int) -> Backend:
+    from acl_rocm.backend import RocmBackend
+
+    backend = RocmBackend(FakeProvider(blas=True, shared_opt_in=opt_in), {"ACL_KERNEL_CACHE": str(tmp_path)})
+    backend.runtime.ensure_device(0)
+    return backend
+
+
+def test_tiles_above_48k_opt_into_dynamic_shared_memory(tmp_path: Path) -> None:
+    """Two K/V stages at D 128 take 68 KiB: the kernel is opted in once; a 64 KiB device gets one stage."""
+    args = _args(_rng("opt-in"), "bfloat16", "BNSD", 1, 2, 2, 200, 200, 128, 3)
+    for opt_in, stages in ((232448, 2), (65536, 1)):
+        backend = _fake_backend(tmp_path / str(opt_in), opt_in)
+        provider = backend.provider
+        runner = backend.attention  # type: ignore[attr-defined]
+        runner.path_override = "flash"
+        eager.run("FlashAttentionScore", backend, **args)
+        (name,) = [launch.name for launch in provider.launches if launch.name.startswith("acl_flash")]
+        assert f"_w4m1k64s{stages}_" in name
+        want = {name: flash_instance(D.ACL_BF16, 128, None, True).shared_bytes} if stages == 2 else {}
+        assert provider.dynamic_shared == want
+    with pytest.raises(AclError, match="needs 300000 bytes of shared memory"):
+        backend.function(flash_source(flash_instance(D.ACL_BF16, 64, None, True)), "x", dynamic_shared=300000)
 
 
 def test_large_calls_take_flash_without_cudnn_and_blas_without_matrix_instructions(
@@ -185,11 +224,56 @@ def test_key_range_twin_matches_python(tmp_path_factory: pytest.TempPathFactory)
         assert (out[2 * n], out[2 * n + 1]) == want, cases[n]
 
 
+# ----------------------------------------------------------------------------- block shapes
+def test_flash_config_parsing_and_table() -> None:
+    assert str(FlashConfig.parse(" w4m2k32s2 ")) == "w4m2k32s2"
+    assert FlashConfig.parse("w4m2k32s2q") == FlashConfig(4, 2, 32, 2, qsmem=True)
+    q = flash_instance(D.ACL_BF16, 128, None, True, override=FlashConfig(4, 2, 32, 2, qsmem=True))
+    assert q.shared_bytes == (128 + 2 * 2 * 32) * 136 * 2 and "#define QSMEM 1" in flash_source(q)
+    assert parse_overrides("w8m1k64s2") == {None: FlashConfig(8, 1, 64, 2)}
+    assert parse_overrides("128=w4m2k32s2, 64=w4m1k64s1") == {
+        128: FlashConfig(4, 2, 32, 2),
+        64: FlashConfig(4, 1, 64, 1),
+    }
+    assert parse_overrides("") == {}
+    for bad, why in (
+        ("w4m2k32", "is not"),
+        ("w4m3k64s1", "m-tiles"),
+        ("w4m1k48s1", "keys"),
+        ("96=w4m1k64s1", "head dim"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            parse_overrides(bad)
+    for d in HEAD_DIMS:  # NVIDIA (cp.async) takes two K/V stages; AMD layouts and the software path one
+        assert config_for(d, D.ACL_BF16, 1).stages == 2
+        assert all(config_for(d, D.ACL_FLOAT16, layout).stages == 1 for layout in (2, 3, 4, None))
+    wide = FlashConfig(8, 2, 128, 2)
+    assert flash_instance(D.ACL_BF16, 64, None, True, rows=16, override=wide).config == wide  # as given, even short
+    with pytest.raises(ValueError, match=r"needs \d+ bytes of shared memory"):
+        flash_instance(D.ACL_BF16, 256, None, True, max_shared=64 * 1024, override=wide)
+
+
+def test_invalid_flash_config_setting_is_a_typed_error(tmp_path: Path) -> None:
+    backend = _fake_backend(tmp_path, 232448)
+    runner = backend.attention  # type: ignore[attr-defined]
+    runner.path_override = "flash"
+    args = _args(_rng("bad-config"), "bfloat16", "BNSD", 1, 2, 2, 100, 100, 256, 3)
+    for setting, why in (("w4m2", "is not w<warps>"), ("256=w8m2k128s2", "needs 270336 bytes")):
+        runner.flash.use_config(setting)
+        with pytest.raises(AclError, match=why) as info:
+            eager.run("FlashAttentionScore", backend, **args)
+        assert info.value.code == AclErrorCode.ACL_ERROR_INVALID_PARAM
+
+
 # ----------------------------------------------------------------------------- nvcc
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
 def test_flash_sources_compile_with_nvcc(tmp_path: Path, arch: str) -> None:
+    from tests.rocm.test_gpu_flash_attention import block_shapes
+
     instances = [flash_instance(D.ACL_BF16, d, None, True) for d in HEAD_DIMS]
+    shapes = [flash_instance(D.ACL_BF16, d, None, True, override=FlashConfig.parse(c)) for d, c in block_shapes()]
+    instances += [inst for inst in shapes if inst not in instances]
     instances.append(flash_instance(D.ACL_FLOAT16, 128, D.ACL_FLOAT, False))  # element loads, an fp32 sink
     instances.append(flash_instance(D.ACL_BF16, 64, D.ACL_BF16, True))  # a bf16 sink (FusedInferAttentionScoreV5)
     for n, inst in enumerate(instances):

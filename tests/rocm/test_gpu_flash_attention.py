@@ -91,6 +91,33 @@ def test_flash_matches_reference(rocm: Backend, reference: Backend, dtype: str, 
     check_flash(rocm, reference, args, f"{dtype} D{d} sparse {mode} GQA 4/2 Sq={sq} Skv={skv}")
 
 
+def block_shapes() -> list[tuple[int, str]]:
+    """(head dim, config) of every entry of the flash kernel's table and every alternative the bench times."""
+    from acl_rocm.kernels.attention_flash import ALTERNATIVES, CONFIGS
+
+    shapes = {(d, str(config)) for (d, _dtype, _layout), config in CONFIGS.items()}
+    shapes |= {(d, str(config)) for d, configs in ALTERNATIVES.items() for config in configs}
+    return sorted(shapes)
+
+
+@pytest.mark.parametrize(("d", "config"), block_shapes())
+def test_flash_block_shapes(rocm: Backend, reference: Backend, d: int, config: str) -> None:
+    """Each block shape (ACL_FLASH_CONFIG) on causal rows crossing tile edges, and on a mask with a window."""
+    flash = rocm.attention.flash  # type: ignore[attr-defined]
+    flash.use_config(f"{d}={config}")
+    try:
+        rng = _rng("shape", d, config)
+        sq, skv = (90, 110) if EMULATED else (1100, 1300)
+        args = _args(rng, "bfloat16", "BSND", 1, 2, 1, sq, skv, d, 3)
+        check_flash(rocm, reference, args, f"D{d} {config} causal")
+        assert str(flash.last_instance.config) == config
+        mask = rng.uniform(size=(1, 1, sq, skv)) < 0.3
+        args = _args(rng, "float16", "BNSD", 1, 2, 2, sq, skv, d, 0, attenMaskOptional=mask, preTokens=40, nextTokens=7)
+        check_flash(rocm, reference, args, f"D{d} {config} mask + window")
+    finally:
+        flash.use_config(None)
+
+
 @pytest.mark.parametrize("layout", ["BNSD", "BSH", "SBH"])
 def test_flash_layouts_and_strided_views(rocm: Backend, reference: Backend, layout: str) -> None:
     sq, skv = (40, 70) if EMULATED else (300, 520)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import struct
 from pathlib import Path
 from types import SimpleNamespace
@@ -173,3 +174,44 @@ def test_rebinding_an_executor_drops_what_rocm_memoised_for_the_old_addresses(tm
     for launch in provider.launches[-2:]:
         assert out2.address in _pointers(launch.args) and out.address not in _pointers(launch.args)
     assert executor.call.memo is not old_memo
+
+
+@pytest.mark.parametrize("platform", ["nvidia", "amd"])
+def test_vendor_providers_raise_a_kernels_dynamic_shared_memory_limit(platform: str) -> None:
+    """cuFuncSetAttribute / hipFuncSetAttribute with the max-dynamic-shared-memory attribute and the byte count."""
+    from acl_rocm.providers.amd import AmdProvider
+
+    calls: list[tuple[Any, ...]] = []
+    prefix = "cu" if platform == "nvidia" else "hip"
+    ok = _Status(0, "CUDA_SUCCESS" if platform == "nvidia" else "hipSuccess")
+    attribute = "MAX_DYNAMIC_SHARED"
+    module = SimpleNamespace(
+        CUfunction_attribute=SimpleNamespace(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES=attribute),
+        hipFuncAttribute=SimpleNamespace(hipFuncAttributeMaxDynamicSharedMemorySize=attribute),
+        **{f"{prefix}FuncSetAttribute": lambda *args: calls.append(args) or (ok,)},
+    )
+    provider: NvidiaProvider | AmdProvider
+    if platform == "nvidia":
+        provider = object.__new__(NvidiaProvider)
+        provider.drv = module
+    else:
+        provider = object.__new__(AmdProvider)
+        provider.hip = module
+    provider.set_max_dynamic_shared("fn", 69632)
+    assert calls == [("fn", attribute, 69632)]
+
+
+def test_the_fake_provider_refuses_launches_above_the_limit_a_kernel_was_given() -> None:
+    provider = FakeProvider(shared_opt_in=100_000)
+    source = 'extern "C" __global__ void __launch_bounds__(32) k(int x) {}'
+    function = provider.module_function(source, "k")
+    value = ctypes.c_int(1)
+    args = (ctypes.c_void_p * 1)(ctypes.addressof(value))
+    provider.launch(function, (1, 1, 1), (32, 1, 1), 49152, 0, ctypes.addressof(args))
+    with pytest.raises(AclError, match="60000 bytes of shared memory"):
+        provider.launch(function, (1, 1, 1), (32, 1, 1), 60000, 0, ctypes.addressof(args))
+    with pytest.raises(AclError, match="fakeFuncSetAttribute"):
+        provider.set_max_dynamic_shared(function, 100_001)
+    provider.set_max_dynamic_shared(function, 60000)
+    provider.launch(function, (1, 1, 1), (32, 1, 1), 60000, 0, ctypes.addressof(args))
+    assert len(provider.launches) == 2

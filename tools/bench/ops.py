@@ -1041,6 +1041,8 @@ class Suite:
 
         The default row takes the backend's own path choice; each ``forced_attention`` row forces one path
         (rocm's ``ACL_ATTENTION_PATH`` setting, on the runner for the row's duration), its note naming it.
+        A forced flash row is followed by one row per alternative block shape the backend lists for its head
+        dim (rocm's ``ACL_FLASH_CONFIG``, set the same way), so one run tells which shape is fastest.
         """
         if not self.wanted("FlashAttentionScore"):
             return
@@ -1048,13 +1050,19 @@ class Suite:
         runner = getattr(self.backend, "attention", None)
         if runner is None or not hasattr(runner, "path_override"):
             return
+        flash = getattr(runner, "flash", None)
         for path, shape in self.sizes.forced_attention:
             self._causal_attention(shape, path)
+            if path == "flash" and flash is not None and hasattr(flash, "alternatives"):
+                for config in flash.alternatives(shape[3]):
+                    self._causal_attention(shape, path, config)
 
-    def _causal_attention(self, shape: tuple[int, int, int, int], path: str | None) -> None:
+    def _causal_attention(self, shape: tuple[int, int, int, int], path: str | None, config: str | None = None) -> None:
+        """One causal row; ``path`` forced on the runner and, on the flash path, block shape ``config``."""
         b, n, s, d = shape
         dtype = D.ACL_BF16
         runner = getattr(self.backend, "attention", None)
+        flash = getattr(runner, "flash", None)
 
         def acl() -> tuple[Callable[[], None], Any]:
             q, k, v = (self.array((b, n, s, d), dtype) for _ in range(3))
@@ -1071,14 +1079,22 @@ class Suite:
                 return self.prepared("FlashAttentionScore", args, skip=("softmaxOutOut",))
             saved = runner.path_override  # type: ignore[union-attr]
             runner.path_override = path  # type: ignore[union-attr]  # the route is chosen at the first launch
+            if config is not None:
+                flash.use_config(f"{d}={config}")  # type: ignore[union-attr]
+
+            def restore() -> None:
+                runner.path_override = saved  # type: ignore[union-attr]
+                if config is not None:
+                    flash.use_config(None)  # type: ignore[union-attr]
+
             try:
                 launch, free = self.prepared("FlashAttentionScore", args, skip=("softmaxOutOut",))
             except Exception:
-                runner.path_override = saved  # type: ignore[union-attr]
+                restore()
                 raise
 
             def cleanup() -> None:
-                runner.path_override = saved  # type: ignore[union-attr]
+                restore()
                 free()
 
             return launch, cleanup
@@ -1090,10 +1106,18 @@ class Suite:
 
         flops = 4.0 * b * n * s * s * d / 2  # two GEMMs, half the score matrix under the causal mask
         note = "" if path is None else f"ACL_ATTENTION_PATH={path}: the {path} path forced"
+        if config is not None:
+            note += f", ACL_FLASH_CONFIG={d}={config}"
         case = Case("FlashAttentionScore causal", f"B{b} N{n} S{s} D{d}", dtype.short, "TFLOP/s", flops, note=note)
         self.case(case, acl, torch_fn, "FlashAttentionScore")
         if path is not None and case.status == "ok" and runner is not None and runner.last_path != path:
             case.status = f"failed: the {runner.last_path} path ran, not {path}"
+        ran = getattr(getattr(flash, "last_instance", None), "config", None)
+        if path == "flash" and case.status == "ok" and ran is not None:
+            if config is None:
+                case.note += f" (block shape {ran})"
+            elif str(ran) != config:
+                case.status = f"failed: block shape {ran} ran, not {config}"
 
     def attention_sink(self) -> None:
         """FlashAttentionScoreV3 (FlashAttentionScore's row with a per-head sink) vs torch's flash SDPA + its lse.

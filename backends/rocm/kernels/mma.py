@@ -44,8 +44,9 @@ API (all warp-collective: every lane of the warp calls it):
   product's A operand (attention's P); in registers where ``ACL_MMA_C_TO_A_REGS`` (layout 1), else
   through ``scratch``: ``ACL_MMA_SCRATCH`` 16-bit elements of shared memory per warp.
 * ``acl_cp_async16(dst_shared, src_global, valid)`` / ``acl_cp_async_commit()`` /
-  ``acl_cp_async_wait_all()``: a 16-byte global-to-shared copy (zeros where ``!valid``), asynchronous on
-  sm_80+ (``cp.async``), a plain copy elsewhere.
+  ``acl_cp_async_wait_all()`` / ``acl_cp_async_wait<N>()`` (all but the ``N`` newest committed groups
+  landed): a 16-byte global-to-shared copy (zeros where ``!valid``), asynchronous on sm_80+
+  (``cp.async``), a plain copy elsewhere.
 """
 
 from __future__ import annotations
@@ -479,6 +480,12 @@ ACL_DEV void acl_cp_async_commit() {
 ACL_DEV void acl_cp_async_wait_all() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+// at most N of the committed groups still in flight (cp.async.wait_group N); a no-op where copies are plain
+template <int N> ACL_DEV void acl_cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 #endif
 }
 // ---- end of warp matrix multiply-accumulate ----

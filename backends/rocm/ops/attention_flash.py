@@ -11,14 +11,26 @@ software path). Q/K/V move as 16-byte ``cp.async`` chunks where their rows allow
 from __future__ import annotations
 
 import ctypes
+import logging
 import math
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from acl_core.dtypes import DataType as D
+from acl_core.errors import AclError, AclErrorCode
 from acl_rocm.kernels.attention import AttentionInstance, AttentionMeta
-from acl_rocm.kernels.attention_flash import DTYPES, HEAD_DIMS, FlashGrid, FlashInstance, flash_instance, flash_source
+from acl_rocm.kernels.attention_flash import (
+    ALTERNATIVES,
+    DTYPES,
+    HEAD_DIMS,
+    FlashConfig,
+    FlashGrid,
+    FlashInstance,
+    flash_instance,
+    flash_source,
+    parse_overrides,
+)
 from acl_rocm.kernels.mma import hardware_layout
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.elementwise import Prepared
@@ -27,6 +39,7 @@ if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
 
 MAX_GRID_X: Final = 2**31 - 1
+log = logging.getLogger("acl_rocm.attention")
 
 
 def flash_refusal(dtype: D, head_dim: int, has_pse: bool) -> str | None:
@@ -56,6 +69,28 @@ class FlashAttention:
         self.backend = backend
         self._lock = threading.Lock()
         self._sources: dict[FlashInstance, str] = {}
+        self.config_override: dict[int | None, FlashConfig] | str = {}
+        """Head dim (None: every one) -> the block shape to run instead of the table's (env ACL_FLASH_CONFIG,
+        :func:`~acl_rocm.kernels.attention_flash.parse_overrides`); a string: why the setting is invalid."""
+        self.use_config(None)
+        self.last_instance: FlashInstance | None = None
+        """The instance the last prepared launch runs (the bench and tests read its shape)."""
+
+    def use_config(self, setting: str | None) -> None:
+        """Run ``setting`` (``ACL_FLASH_CONFIG``'s syntax) from now on; None: the environment's setting again.
+
+        An invalid setting is kept as its reason: the next flash call raises it (ACL_ERROR_INVALID_PARAM).
+        """
+        if setting is None:
+            setting = self.backend.environ.get("ACL_FLASH_CONFIG", "")
+        try:
+            self.config_override = parse_overrides(setting)
+        except ValueError as exc:
+            self.config_override = f"ACL_FLASH_CONFIG={setting!r}: {exc}"
+
+    def alternatives(self, head_dim: int) -> tuple[str, ...]:
+        """Block shapes worth timing beside the table's at ``head_dim`` (the ops bench's extra forced-flash rows)."""
+        return tuple(str(config) for config in ALTERNATIVES.get(head_dim, ()))
 
     def slow(self, cudnn_present: bool = False) -> str | None:
         """Why the flash path is not the default here (None where matrix instructions run it and cuDNN is absent).
@@ -77,7 +112,7 @@ class FlashAttention:
             src = flash_source(inst)
             with self._lock:
                 self._sources[inst] = src
-        return self.backend.function(src, inst.kernel_name)
+        return self.backend.function(src, inst.kernel_name, inst.shared_bytes)
 
     def prepare(
         self,
@@ -99,7 +134,23 @@ class FlashAttention:
             raise ValueError("the flash kernel takes no pse")
         item = inst.dtype.info.storage_bits // 8
         vec = rows_vectorizable(meta, pointers[:3], item)
-        flash = flash_instance(inst.dtype, inst.head_dim, inst.sink, vec)
+        props = self.backend.properties
+        overrides = self.config_override
+        if isinstance(overrides, str):
+            raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, overrides)
+        override = overrides.get(inst.head_dim, overrides.get(None))
+        layout = hardware_layout(self.backend.policy.arch)
+        try:
+            flash = flash_instance(
+                inst.dtype, inst.head_dim, inst.sink, vec, rows, props.max_shared_memory, layout, override
+            )
+        except ValueError as exc:
+            raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"ACL_FLASH_CONFIG: {exc}") from None
+        if flash != self.last_instance:
+            how = "ACL_FLASH_CONFIG" if override is not None else f"table, layout {layout}"
+            what = f"D{inst.head_dim} {inst.dtype.short}: {flash.config} ({how}), {flash.shared_bytes} B shared"
+            log.debug("flash kernel %s", what)
+        self.last_instance = flash
         tiles = math.ceil(rows / flash.rows)
         blocks = tiles * heads * batches
         if blocks > MAX_GRID_X:
@@ -112,6 +163,6 @@ class FlashAttention:
         ]
         q, k, v, _pse, mask, out, smax, ssum, lse = pointers
         values.extend(KernelArgs.pointer(p) for p in (q, k, v, mask, out, smax, ssum, lse, sink))
-        threads = flash.warps * self.backend.properties.warp_size
-        config = LaunchConfig((blocks, 1, 1), (threads, 1, 1))
+        threads = flash.warps * props.warp_size
+        config = LaunchConfig((blocks, 1, 1), (threads, 1, 1), flash.shared_bytes)
         return [Prepared(self.function(flash), config, KernelArgs(values))]

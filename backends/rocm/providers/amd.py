@@ -129,6 +129,7 @@ class AmdProvider(RuntimeProvider):
             max_grid_x=int(props.maxGridSize[0]),
             shared_memory_per_block=int(props.sharedMemPerBlock),
             l2_cache_bytes=int(props.l2CacheSize),
+            shared_memory_opt_in=int(getattr(props, "sharedMemPerBlockOptin", 0) or 0),
         )
 
     def synchronize_device(self) -> None:
@@ -321,6 +322,14 @@ class AmdProvider(RuntimeProvider):
     def module_function(self, module: object, name: str) -> object:
         """hipModuleGetFunction."""
         return self._call(f"hipModuleGetFunction({name})", self.hip.hipModuleGetFunction(module, name.encode()))
+
+    def set_max_dynamic_shared(self, function: object, nbytes: int) -> None:
+        """hipFuncSetAttribute(hipFuncAttributeMaxDynamicSharedMemorySize) (untested: no AMD GPU was available)."""
+        attribute = self.hip.hipFuncAttribute.hipFuncAttributeMaxDynamicSharedMemorySize
+        self._call(
+            f"hipFuncSetAttribute(MaxDynamicSharedMemorySize, {nbytes})",
+            self.hip.hipFuncSetAttribute(function, attribute, int(nbytes)),
+        )
 
     def launch(
         self,

@@ -58,6 +58,13 @@ class DeviceProperties:
     max_grid_x: int
     shared_memory_per_block: int
     l2_cache_bytes: int
+    shared_memory_opt_in: int = 0
+    """The most shared memory a block may use once its kernel opts in (0: no more than ``shared_memory_per_block``)."""
+
+    @property
+    def max_shared_memory(self) -> int:
+        """The most shared memory (static plus dynamic) one block can be given here."""
+        return max(self.shared_memory_per_block, self.shared_memory_opt_in)
 
 
 @dataclass(frozen=True)
@@ -276,6 +283,17 @@ class RuntimeProvider(ABC):
     @abstractmethod
     def module_function(self, module: object, name: str) -> object:
         """The kernel ``name`` (an ``extern "C"`` symbol) of a loaded module."""
+
+    def set_max_dynamic_shared(self, function: object, nbytes: int) -> None:
+        """Let ``function`` launch with up to ``nbytes`` of dynamic shared memory (above the 48 KiB default).
+
+        cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) on NVIDIA,
+        hipFuncSetAttribute(hipFuncAttributeMaxDynamicSharedMemorySize) on AMD.
+        """
+        raise AclError(
+            RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+            f"the {self.platform} provider cannot raise a kernel's dynamic shared memory limit",
+        )
 
     @abstractmethod
     def launch(

@@ -153,6 +153,7 @@ class NvidiaProvider(RuntimeProvider):
             max_grid_x=self._attribute("cudaDevAttrMaxGridDimX", index),
             shared_memory_per_block=self._attribute("cudaDevAttrMaxSharedMemoryPerBlock", index),
             l2_cache_bytes=self._attribute("cudaDevAttrL2CacheSize", index),
+            shared_memory_opt_in=self._attribute("cudaDevAttrMaxSharedMemoryPerBlockOptin", index),
         )
 
     def synchronize_device(self) -> None:
@@ -345,6 +346,14 @@ class NvidiaProvider(RuntimeProvider):
     def module_function(self, module: object, name: str) -> object:
         """cuModuleGetFunction."""
         return self._check(f"cuModuleGetFunction({name})", self.drv.cuModuleGetFunction(module, name.encode()))
+
+    def set_max_dynamic_shared(self, function: object, nbytes: int) -> None:
+        """cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)."""
+        attribute = self.drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        self._check(
+            f"cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, {nbytes})",
+            self.drv.cuFuncSetAttribute(function, attribute, int(nbytes)),
+        )
 
     def launch(
         self,

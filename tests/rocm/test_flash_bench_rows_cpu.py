@@ -1,0 +1,55 @@
+"""The ops bench's forced-flash rows on the fake provider: one row per alternative block shape after the table's."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+import acl_core
+from acl_core.backend import BackendRegistration
+from acl_core.plugin import hookimpl
+from acl_rocm.backend import RocmBackend
+from tests.rocm.fake_provider import FakeProvider
+
+torch = pytest.importorskip("torch")
+
+
+def test_forced_flash_rows_time_each_alternative_block_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = RocmBackend(FakeProvider(blas=True), {"ACL_KERNEL_CACHE": str(tmp_path)})
+    backend.runtime.ensure_device(0)
+
+    class Plugin:
+        @hookimpl
+        def acl_core_backends(self) -> Sequence[BackendRegistration]:
+            return (BackendRegistration("fakerocm", lambda: backend, priority=-100),)
+
+    acl_core.reset_plugins()
+    acl_core.register_plugin(Plugin())
+    acl_core.use_backend("fakerocm")  # the bench's aclnn calls run on the process's backend
+    try:
+        _run_rows(backend, monkeypatch)
+    finally:
+        acl_core.reset_plugins()
+
+
+def _run_rows(backend: RocmBackend, monkeypatch: pytest.MonkeyPatch) -> None:
+    from acl_tools.bench.ops import SIZES, Suite
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the fake GPU's torch side runs on the CPU
+    shape = (1, 2, 128, 64)
+    sizes = dataclasses.replace(SIZES["small"], attention=shape, forced_attention=(("flash", shape),), rounds=1)
+    suite = Suite(backend, sizes, progress=lambda line: None, only={"FlashAttentionScore"})
+    suite.device = torch.device("cpu")
+    suite.attention()
+    flash = backend.attention.flash  # type: ignore[attr-defined]
+    rows = [case for case in suite.cases if "flash path forced" in case.note]
+    assert [case.status for case in rows] == ["ok"] * (1 + len(flash.alternatives(64)))
+    assert "(block shape w4m2k64s2)" in rows[0].note
+    assert [case.note.rsplit("=", 1)[1] for case in rows[1:]] == list(flash.alternatives(64))
+    launched = [launch.name for launch in backend.provider.launches if launch.name.startswith("acl_flash")]  # type: ignore[attr-defined]
+    for config in ("w4m2k64s2", *flash.alternatives(64)):
+        assert any(f"_{config}_" in name for name in launched), config
+    assert flash.config_override == {} and backend.attention.path_override is None  # type: ignore[attr-defined]
