@@ -36,11 +36,22 @@ from acl_rocm.backend import RocmBackend
 from acl_rocm.ops.mc2 import rows_view
 from acl_rocm.providers.nccl import NCCL_SUCCESS, CollectiveLibrary
 from tests.rocm import kernel_emulator
+from tests.rocm.against_reference import assert_matches_reference
 from tests.rocm.fake_provider import FakeProvider
 
 FP16, BF16, SUM = 6, 9, 0
 """ncclFloat16, ncclBfloat16, ncclSum."""
 ITEM = {FP16: 2, BF16: 2, 1: 1}
+MOE = (
+    "MoeDistributeDispatch",
+    "MoeDistributeDispatchV2",
+    "MoeDistributeDispatchV3",
+    "MoeDistributeDispatchV4",
+    "MoeDistributeCombine",
+    "MoeDistributeCombineV2",
+    "MoeDistributeCombineV3",
+    "MoeDistributeCombineV4",
+)
 
 
 class HostNccl(CollectiveLibrary):
@@ -194,14 +205,14 @@ def _ops(events: list[tuple[Any, ...]]) -> list[str]:
 def test_without_a_collective_library_the_mc2_ops_are_not_claimed_and_the_note_says_why(tmp_path: Path) -> None:
     backend = RocmBackend(FakeProvider(blas=True), {"ACL_KERNEL_CACHE": str(tmp_path)})
     caps = backend.capabilities()
-    assert not {"MatmulAllReduce", "MatmulAllReduceV2", "AllGatherMatmul", "MatmulReduceScatter"} & set(caps.ops)
+    assert not {"MatmulAllReduce", "MatmulAllReduceV2", "AllGatherMatmul", "MatmulReduceScatter", *MOE} & set(caps.ops)
     assert caps.notes["mc2"] == "not claimed: no collective engine: nvidia provider has no collective library binding"
     assert "Mm" in caps.ops
 
 
 def test_without_blas_the_mc2_ops_are_not_claimed(tmp_path: Path) -> None:
     backend = RocmBackend(LoggedProvider(blas=False), {"ACL_KERNEL_CACHE": str(tmp_path)})
-    assert "MatmulAllReduce" not in backend.capabilities().ops
+    assert not {"MatmulAllReduce", *MOE} & set(backend.capabilities().ops)
     assert backend.capabilities().notes["mc2"].startswith("not claimed: no GEMM: ")
 
 
@@ -210,7 +221,7 @@ def test_with_blas_and_a_collective_engine_every_mc2_op_is_claimed(logged: tuple
     caps = backend.capabilities()
     assert {"MatmulAllReduce", "MatmulAllReduceV2", "AllGatherMatmul", "MatmulReduceScatter"} <= set(caps.ops)
     assert "MatmulReduceScatterV2" in caps.ops  # a version claims with its base
-    assert not {op for op in caps.ops if op.startswith("MoeDistribute")}  # expert-parallel MC2: reference only
+    assert set(MOE) <= set(caps.ops)  # expert-parallel MC2, V3/V4 through V2
     assert caps.notes["mc2"].startswith("the single ops' GEMM kernels")
 
 
@@ -380,3 +391,21 @@ def test_reduce_scatter_into_a_guarded_output(emulated: Any) -> None:
     got = eager.run("MatmulReduceScatter", backend, guard=True, **args, reduceOp="sum")["output"]
     assert _ops(provider.events)[-3:] == ["gemm", "reduce_scatter", "Cast"]
     np.testing.assert_array_equal(got, _product(args["x1"], args["x2"], np.float16))
+
+
+# ----------------------------------------------------------------------------- expert parallelism, one rank
+
+
+@pytest.mark.parametrize("op", MOE)
+def test_every_moe_distribute_sample_matches_the_reference_on_one_rank(emulated: Any, op: str) -> None:
+    backend, provider = emulated
+    reference = acl_core.get_backend("reference")
+    assert op in backend.capabilities().ops
+    for sample in get_spec(op).samples(np.random.default_rng(2026)):  # type: ignore[misc]
+        assert_matches_reference(backend, reference, op, dict(sample.args), "contiguous", sample.note)
+    ev = provider.events
+    gathers = [i for i, e in enumerate(ev) if e[0] == "all_gather"]
+    assert gathers
+    for i in gathers:  # every exchange is on the stream of the routing kernel that reads it, enqueued before it
+        routing = next(e for e in ev[i:] if e[0] == "kernel" and e[1] == "mc2")
+        assert routing[2] == ev[i][6]
