@@ -409,3 +409,56 @@ def test_every_moe_distribute_sample_matches_the_reference_on_one_rank(emulated:
     for i in gathers:  # every exchange is on the stream of the routing kernel that reads it, enqueued before it
         routing = next(e for e in ev[i:] if e[0] == "kernel" and e[1] == "mc2")
         assert routing[2] == ev[i][6]
+
+
+def _code(backend: Any, op: str, args: dict[str, Any]) -> int | None:
+    try:
+        eager.run(op, backend, **args)
+    except AclnnError as exc:
+        return exc.code
+    return None
+
+
+@pytest.mark.parametrize("op", MOE)
+def test_every_moe_distribute_error_sample_is_refused_with_the_references_code(emulated: Any, op: str) -> None:
+    backend, _ = emulated
+    reference = acl_core.get_backend("reference")
+    for sample in get_spec(op).error_samples(np.random.default_rng(7)):  # type: ignore[misc]
+        expected = _code(reference, op, dict(sample.args))
+        assert expected is not None, sample.note
+        assert _code(backend, op, dict(sample.args)) == expected, sample.note
+
+
+def _combine_case(rng: np.random.Generator, v1: bool) -> dict[str, Any]:
+    from acl_core.spec.ops.mc2 import combine_args
+
+    return combine_args(rng, 5, 8, 2, 4, D.ACL_FLOAT16, v1)
+
+
+@pytest.mark.parametrize("v1", [True, False])
+def test_combine_refuses_on_the_device_what_the_reference_refuses(emulated: Any, v1: bool) -> None:
+    """Tables that do not come from a dispatch: 161002 on both (rocm's from its deferred device check)."""
+    backend, _ = emulated
+    reference = acl_core.get_backend("reference")
+    op = "MoeDistributeCombine" if v1 else "MoeDistributeCombineV2"
+    rng = np.random.default_rng(11)
+    base = _combine_case(rng, v1)
+    table = "expandIdx" if v1 else "assistInfoForCombine"
+    cases: list[tuple[str, dict[str, Any]]] = []
+    counts = np.asarray(base["epSendCounts"]).copy()
+    counts[1], counts[2] = counts[2], counts[1] - 1  # not a running total
+    cases.append(("counts decrease", {**base, "epSendCounts": counts}))
+    if v1:
+        idx = np.asarray(base[table]).copy()
+        idx[3] = 50  # past the expert's rows
+        cases.append(("expandIdx past the rows", {**base, table: idx}))
+        ids = np.asarray(base["expertIds"]).copy()
+        ids[0, 0] = 4  # not an expert of the domain
+        cases.append(("expert id of E", {**base, "expertIds": ids}))
+    else:
+        assist = np.asarray(base[table]).reshape(-1, 128).copy()
+        assist[0, 0] = 1  # the copy of row 0 names another source rank: its token finds no row
+        cases.append(("assist names rank 1", {**base, table: assist.reshape(-1)}))
+    for note, args in cases:
+        assert _code(reference, op, args) == 161002, note
+        assert _code(backend, op, args) == 161002, note
