@@ -727,3 +727,16 @@ def test_on_two_ranks_an_id_out_of_range_or_a_repeated_id_is_refused_by_every_ra
     finally:
         for c in comms:
             assert hccl.HcclCommDestroy(c) == 0
+
+
+@pytest.mark.parametrize("op", ["MoeDistributeDispatch", "MoeDistributeDispatchV2"])
+def test_dispatch_over_more_experts_than_routing_threads_matches_the_reference(emulated: Any, op: str) -> None:
+    """512 experts: more (expert, rank) pairs than the routing block's 256 threads, so each thread takes two."""
+    from acl_core.spec.ops.mc2 import _names, dispatch_args
+
+    backend, _ = emulated
+    v1 = op == "MoeDistributeDispatch"
+    rng = np.random.default_rng(5)
+    args = dispatch_args(rng, 6, 8, 8, 512, D.ACL_FLOAT16, v1)
+    args[_names(v1)["xActiveMask"]] = rng.random((6, 8)) < 0.7
+    assert_matches_reference(backend, acl_core.get_backend("reference"), op, args, "contiguous", "512 experts")

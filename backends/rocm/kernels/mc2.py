@@ -32,7 +32,8 @@ from acl_rocm.kernels.sort import kernel_name, source
 
 _DOUBLE = ctype(D.ACL_DOUBLE)
 MAX_PAIRS = 1024
-"""(local expert, rank) pairs one routing block holds in shared memory: moeExpertNum ≤ 1024."""
+"""(local expert, rank) pairs, or (pair, slice) units, one routing block holds in shared memory: moeExpertNum ≤ 1024
+(with fewer pairs than threads each pair's copies are split into slices so that every thread scans)."""
 
 _ATOMIC_MAX = r"""
 __device__ __forceinline__ void acl_mc2_max(int* p, int v) {
@@ -81,23 +82,28 @@ class DispatchRoute:
             "  if (threadIdx.x == 0) { *flag = 1; bounds[0] = 0; bounds[1] = 0; }",
             "  return;",
             "}",
-            "for (long long t = threadIdx.x; t < pairs; t += blockDim.x) {",
-            "  const long long s = t % world, ex = me * local + t / world;",
+            # each (pair, segment) unit scans one slice of the source rank's copies, in (pair, segment) order
+            "const long long segs = pairs >= (long long)blockDim.x ? 1 : (long long)blockDim.x / pairs;",
+            "const long long units = pairs * segs, len = (per + segs - 1) / segs;",
+            "for (long long u = threadIdx.x; u < units; u += blockDim.x) {",
+            "  const long long t = u / segs, g = u % segs, s = t % world, ex = me * local + t / world;",
+            "  const long long lo = s * per + g * len, hi = lo + len < (s + 1) * per ? lo + len : (s + 1) * per;",
             "  int c = 0;",
-            "  for (long long q = s * per; q < (s + 1) * per; ++q) c += (gmask[q] != 0 && gid[q] == ex) ? 1 : 0;",
-            "  start[t] = c;",
+            "  for (long long q = lo; q < hi; ++q) c += (gmask[q] != 0 && gid[q] == ex) ? 1 : 0;",
+            "  start[u] = c;",
             "}",
             "__syncthreads();",
             "if (threadIdx.x == 0) {",
             "  long long run = 0;",
-            "  for (long long t = 0; t < pairs; ++t) { const int c = start[t]; start[t] = (int)run; run += c; }",
+            "  for (long long u = 0; u < units; ++u) { const int c = start[u]; start[u] = (int)run; run += c; }",
             "  if (run > a_rows) {",  # duplicate ids in a token: more copies than expandXOut's A rows
             "    bad = 1; *flag = 1; bounds[0] = 0; bounds[1] = 0;",
             "  } else {",
-            "    for (long long t = 0; t < pairs; ++t) recv[t * rs] = t + 1 < pairs ? start[t + 1] : (int)run;",
+            "    for (long long t = 0; t < pairs; ++t)",
+            "      recv[t * rs] = t + 1 < pairs ? start[(t + 1) * segs] : (int)run;",
             "    for (long long le = 0; le < local; ++le) {",
-            "      const long long lo = start[le * world];",
-            "      const long long hi = le + 1 < local ? (long long)start[(le + 1) * world] : run;",
+            "      const long long lo = start[le * world * segs];",
+            "      const long long hi = le + 1 < local ? (long long)start[(le + 1) * world * segs] : run;",
             "      nums[le * ns] = cumulative ? hi : hi - lo;",
             "    }",
             "    bounds[0] = 0; bounds[1] = run;",
@@ -105,10 +111,11 @@ class DispatchRoute:
             "}",
             "__syncthreads();",
             "if (bad) return;",
-            "for (long long t = threadIdx.x; t < pairs; t += blockDim.x) {",
-            "  const long long s = t % world, ex = me * local + t / world;",
-            "  int at = start[t];",
-            "  for (long long q = s * per; q < (s + 1) * per; ++q)",
+            "for (long long u = threadIdx.x; u < units; u += blockDim.x) {",
+            "  const long long t = u / segs, g = u % segs, s = t % world, ex = me * local + t / world;",
+            "  const long long lo = s * per + g * len, hi = lo + len < (s + 1) * per ? lo + len : (s + 1) * per;",
+            "  int at = start[u];",
+            "  for (long long q = lo; q < hi; ++q)",
             "    if (gmask[q] != 0 && gid[q] == ex) {",
             "      pos[at] = (int)q; keys[at] = acl_expert_key(ex);",
         ]
