@@ -26,6 +26,7 @@ from acl_core import eager, hccl
 from acl_core.aclnn import execute, get_workspace_size
 from acl_core.backend import BackendRegistration
 from acl_core.dtypes import DataType as D
+from acl_core.dtypes import from_numpy
 from acl_core.errors import AclnnError
 from acl_core.formats import Format
 from acl_core.plugin import hookimpl
@@ -740,3 +741,66 @@ def test_dispatch_over_more_experts_than_routing_threads_matches_the_reference(e
     args = dispatch_args(rng, 6, 8, 8, 512, D.ACL_FLOAT16, v1)
     args[_names(v1)["xActiveMask"]] = rng.random((6, 8)) < 0.7
     assert_matches_reference(backend, acl_core.get_backend("reference"), op, args, "contiguous", "512 experts")
+
+
+class _Watched(EmulatedLoggedProvider):
+    """Records every host wait and device-to-host copy while ``watching`` is set."""
+
+    watching = False
+    waits: list[str] = []
+
+    def memcpy(self, dst: int, src: int, nbytes: int, direction: Any, stream: int | None) -> None:
+        if self.watching and "DEVICE_TO_HOST" in str(direction):
+            self.waits.append(f"memcpy {direction}")
+        super().memcpy(dst, src, nbytes, direction, stream)
+
+    def stream_synchronize(self, stream: int) -> None:
+        if self.watching:
+            self.waits.append("stream_synchronize")
+        super().stream_synchronize(stream)
+
+    def synchronize_device(self) -> None:
+        if self.watching:
+            self.waits.append("synchronize_device")
+        super().synchronize_device()
+
+    def event_synchronize(self, event: int) -> None:
+        if self.watching:
+            self.waits.append("event_synchronize")
+        super().event_synchronize(event)
+
+    def stream_query(self, stream: int) -> bool:
+        if self.watching:
+            self.waits.append("stream_query")
+        return super().stream_query(stream)
+
+
+@pytest.mark.parametrize("op", ["MoeDistributeDispatch", "MoeDistributeDispatchV2", "MoeDistributeCombineV2"])
+def test_phase_2_of_the_moe_distribute_ops_neither_waits_for_nor_reads_the_device(tmp_path: Path, op: str) -> None:
+    """What capture needs: execute enqueues the all-gathers and kernels and returns; the device check waits for sync."""
+    if kernel_emulator.available():
+        pytest.skip(kernel_emulator.available())
+    build = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-{os.getuid()}"
+    build.mkdir(exist_ok=True)
+    kernel_emulator.EmulatedProvider.build_dir = build
+    provider = _Watched(blas=True)
+    provider.waits = []
+    for backend in _backend(provider, tmp_path):
+        spec = get_spec(op)
+        sample = next(iter(spec.samples(np.random.default_rng(1))))  # type: ignore[misc]
+        arrays = {n: eager.to_device(v, backend) for n, v in sample.args.items() if isinstance(v, np.ndarray)}
+        call = {**sample.args, **{n: a.tensor() for n, a in arrays.items()}}
+        outs = eager.run(op, backend, **sample.args)  # shapes of the outputs
+        targets = {n: eager.empty(v.shape, from_numpy(v.dtype), backend) for n, v in outs.items()}
+        call |= {n: t.tensor() for n, t in targets.items()}
+        for p in spec.params:
+            call.setdefault(p.name, None)
+        size, executor = get_workspace_size(spec, [], call, backend=backend)
+        stream = backend.runtime.create_stream()
+        provider.watching = True
+        execute(spec, 0, size, executor, stream)
+        provider.watching = False
+        assert provider.waits == [], provider.waits
+        backend.runtime.synchronize_stream(stream)
+        for n, expected in outs.items():
+            np.testing.assert_array_equal(targets[n].numpy(), expected, err_msg=n)
