@@ -18,6 +18,7 @@ import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +37,12 @@ class Recording(FakeProvider):
     def compile(self, source: str, name: str, options: tuple[str, ...], arch: str) -> bytes:
         SOURCES[name] = (source, tuple(options))
         return super().compile(source, name, options, arch)
+
+    def collective_library(self) -> tuple[Any, str]:
+        """A one-rank host NCCL, so that the MC2 ops (claimed only with a collective engine) run too."""
+        from tests.rocm.test_mc2_cpu import HostNccl
+
+        return HostNccl([]), ""
 
 
 SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {}

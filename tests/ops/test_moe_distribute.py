@@ -73,3 +73,20 @@ def test_dynamic_int8_matches_the_float32_formula() -> None:
 @pytest.mark.parametrize("op", [*OPS, "MatmulReduceScatterV2"])
 def test_conformance_samples_run_and_error_samples_fail_as_declared(op: str) -> None:
     check_samples_and_errors(get_spec(op), 11)
+
+
+def test_v1_combine_refuses_an_active_expert_id_outside_the_domain() -> None:
+    """The id selects the expert rank's counts: one of E (or negative) is 161002, not an index error or a wrap."""
+    from acl_core.errors import AclnnError
+
+    args = combine_args(np.random.default_rng(3), 4, 8, 2, 4, D.ACL_FLOAT16, v1=True)
+    for bad in (4, -1):
+        ids = np.asarray(args["expertIds"]).copy()
+        ids[1, 1] = bad
+        with pytest.raises(AclnnError) as err:
+            ref("MoeDistributeCombine", **{**args, "expertIds": ids})
+        assert err.value.code == 161002 and "not an expert" in str(err.value)
+    ids[1, 1] = 9  # an inactive copy's id is not read
+    mask = np.ones((4, 2), bool)
+    mask[1, 1] = False
+    ref("MoeDistributeCombine", **{**args, "expertIds": ids, "xActiveMask": mask})

@@ -10,6 +10,7 @@ rounding of the output dtype. The group may also be a communicator's HcclGetComm
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,12 +27,22 @@ from acl_core.spec.ops import get_spec
 
 pytestmark = pytest.mark.gpu
 
+EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
 MC2 = ("MatmulAllReduce", "MatmulAllReduceV2", "AllGatherMatmul", "MatmulReduceScatter")
 
 
 @pytest.fixture(scope="module")
-def b(rocm: Backend) -> Iterator[Backend]:
-    """The rocm backend as the process default (the hccl front end uses it), with its collective engine."""
+def b(rocm: Backend, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
+    """The rocm backend as the process default (the hccl front end uses it), with its collective engine.
+
+    On the CPU kernel emulator (``ACL_ROCM_EMULATE=1``, no NCCL) it is an emulated backend whose collective
+    library is the CPU tests' one-rank HostNccl, so these tests run the same kernels there.
+    """
+    if EMULATED and rocm.collectives is None:
+        from tests.rocm.test_mc2_cpu import EmulatedLoggedProvider, _backend
+
+        yield from _backend(EmulatedLoggedProvider(blas=True), tmp_path_factory.mktemp("mc2"))
+        return
     if rocm.collectives is None:
         pytest.skip(f"no collective engine: {rocm.capabilities().notes.get('collectives')}")
     missing = [op for op in MC2 if op not in rocm.capabilities().ops]
@@ -162,3 +173,116 @@ def test_matmul_reduce_scatter_v2_is_its_base_bit_for_bit(b: Backend) -> None:
             got = eager.run("MatmulReduceScatterV2", b, guard=True, **{**args, "commMode": mode})["output"]
             want = eager.run("MatmulReduceScatter", b, guard=True, **{k: v for k, v in args.items() if k in base_names})
             assert np.array_equal(_bits(got), _bits(want["output"])), f"{sample.note} commMode {mode}"
+
+
+# ----------------------------------------------------------------------------- expert parallelism (one rank)
+MOE = (
+    "MoeDistributeDispatch",
+    "MoeDistributeDispatchV2",
+    "MoeDistributeDispatchV3",
+    "MoeDistributeDispatchV4",
+    "MoeDistributeCombine",
+    "MoeDistributeCombineV2",
+    "MoeDistributeCombineV3",
+    "MoeDistributeCombineV4",
+)
+
+
+@pytest.mark.parametrize("op", MOE)
+def test_moe_distribute_every_sample_matches_the_reference(b: Backend, reference: Backend, op: str) -> None:
+    """Every spec sample, contiguous, padded and transposed, under the op's class (exact for dispatch)."""
+    from tests.rocm.against_reference import assert_every_sample_matches
+
+    assert_every_sample_matches(b, reference, op)
+
+
+def _dispatch_sizes(v1: bool, quant: bool) -> dict[str, Any]:
+    """A serving-sized one-rank dispatch: 256 tokens, H 2048, top-8 of 64 experts (2,048 rows received).
+
+    On the emulator (a thread per GPU thread) 64 tokens of H 256.
+    """
+    from acl_core.spec.ops.mc2 import _names, dispatch_args
+
+    n = _names(v1)
+    rng = np.random.default_rng(31)
+    bs, hidden = (64, 256) if EMULATED else (256, 2048)
+    extra: dict[str, Any] = {"quantMode": 2, "expertTokenNumsType": 1} if quant else {}
+    args = dispatch_args(rng, bs, hidden, 8, 64, D.ACL_BF16, v1, **extra)
+    args[n["xActiveMask"]] = rng.random((bs, 8)) < 0.9
+    args[n["expertScales"]] = rng.uniform(0, 1, (bs, 8)).astype(np.float32)
+    if quant:
+        args[n["scales"]] = rng.uniform(0.5, 2, (64, hidden)).astype(np.float32)
+    return args
+
+
+@pytest.mark.parametrize("quant", [False, True])
+@pytest.mark.parametrize("v1", [True, False])
+def test_moe_distribute_round_trip_at_serving_size_matches_the_reference(
+    b: Backend, reference: Backend, v1: bool, quant: bool
+) -> None:
+    """Dispatch (bit for bit), a stand-in expert, then combine on the dispatch's own tables (bit for bit)."""
+    from acl_core.spec.ops.mc2 import _names
+
+    n = _names(v1)
+    dispatch, combine = (
+        ("MoeDistributeDispatch", "MoeDistributeCombine")
+        if v1
+        else (
+            "MoeDistributeDispatchV2",
+            "MoeDistributeCombineV2",
+        )
+    )
+    args = _dispatch_sizes(v1, quant)
+    got = eager.run(dispatch, b, **args)
+    want = eager.run(dispatch, reference, **args)
+    for name, value in want.items():
+        assert np.array_equal(_bits(got[name]), _bits(value)), f"{dispatch}: {name} differs"
+    if quant:
+        return
+    y = (want[n["expandX"]].astype(np.float64) * 0.5).astype(want[n["expandX"]].dtype)
+    c = {"expandX": y, "expertIds": args["expertIds"], n["assistIn"]: want[n["assist"]]}
+    c |= {"epSendCounts": want[n["epRecvCounts"]], "expertScales": args[n["expertScales"]]}
+    c |= {n["tpSendCounts"]: None, n["xActiveMask"]: args[n["xActiveMask"]], n["activationScale"]: None}
+    c |= {n["weightScale"]: None, n["groupList"]: None, n["expandScales"]: None}
+    c |= {k: args[k] for k in ("groupEp", "epWorldSize", "epRankId", "moeExpertNum", "groupTp", "tpWorldSize")}
+    c |= {"tpRankId": 0, "expertShardType": 0, "sharedExpertNum": 0, "sharedExpertRankNum": 0, "globalBs": 0}
+    c |= {"outDtype": 0, "commQuantMode": 0, "groupListType": 0}
+    if not v1:
+        c |= {"sharedExpertXOptional": None, "commAlg": None}
+    out = eager.run(combine, b, **c)[n["xOut"]]
+    assert np.array_equal(_bits(out), _bits(eager.run(combine, reference, **c)[n["xOut"]])), combine
+
+
+def test_moe_distribute_refusals_seen_only_by_the_kernels_are_161002(b: Backend) -> None:
+    """An expert id of moeExpertNum, and counts past A: the deferred device check, at synchronisation."""
+    from acl_core.errors import AclnnError
+
+    for op in ("MoeDistributeDispatchV2", "MoeDistributeCombine", "MoeDistributeCombineV2"):
+        spec = get_spec(op)
+        for sample in spec.error_samples(np.random.default_rng(7)):  # type: ignore[misc]
+            if "when it runs" not in sample.note:
+                continue
+            with pytest.raises(AclnnError) as err:
+                eager.run(op, b, **sample.args)
+            assert err.value.code == 161002, f"{op} {sample.note}"
+
+
+def test_moe_distribute_captures_and_replays_bit_for_bit(b: Backend) -> None:
+    """Dispatch and combine inside one captured graph (NCCL all-gathers, stream-ordered temporaries, the device
+    check's slab), replayed with two input sets, equal their eager runs: nothing in phase 2 waits for the host."""
+    from tests.rocm.capture_harness import OpCall, compare_replay
+
+    if EMULATED:
+        pytest.skip("the emulator's HostNccl copies when it is called, on the host: a graph cannot record it")
+    if not b.capabilities().stream_capture:
+        pytest.fail(f"rocm does not capture here: {b.capabilities().notes.get('stream_capture')}")
+    dispatch = dict(_samples("MoeDistributeDispatchV2")[-1].args)
+    combine = dict(_samples("MoeDistributeCombineV2")[-1].args)
+    calls = [OpCall(b, "MoeDistributeDispatchV2", dispatch), OpCall(b, "MoeDistributeCombineV2", combine)]
+    stream = b.runtime.create_stream()  # type: ignore[attr-defined]
+    try:
+        b.driver.graph_destroy(compare_replay(calls, stream))  # type: ignore[attr-defined]
+    finally:
+        for c in calls:
+            c.free()
+        b.runtime.destroy_stream(stream)  # type: ignore[attr-defined]

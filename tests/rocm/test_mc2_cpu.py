@@ -26,6 +26,7 @@ from acl_core import eager, hccl
 from acl_core.aclnn import execute, get_workspace_size
 from acl_core.backend import BackendRegistration
 from acl_core.dtypes import DataType as D
+from acl_core.dtypes import from_numpy
 from acl_core.errors import AclnnError
 from acl_core.formats import Format
 from acl_core.plugin import hookimpl
@@ -36,11 +37,22 @@ from acl_rocm.backend import RocmBackend
 from acl_rocm.ops.mc2 import rows_view
 from acl_rocm.providers.nccl import NCCL_SUCCESS, CollectiveLibrary
 from tests.rocm import kernel_emulator
+from tests.rocm.against_reference import assert_matches_reference
 from tests.rocm.fake_provider import FakeProvider
 
 FP16, BF16, SUM = 6, 9, 0
 """ncclFloat16, ncclBfloat16, ncclSum."""
 ITEM = {FP16: 2, BF16: 2, 1: 1}
+MOE = (
+    "MoeDistributeDispatch",
+    "MoeDistributeDispatchV2",
+    "MoeDistributeDispatchV3",
+    "MoeDistributeDispatchV4",
+    "MoeDistributeCombine",
+    "MoeDistributeCombineV2",
+    "MoeDistributeCombineV3",
+    "MoeDistributeCombineV4",
+)
 
 
 class HostNccl(CollectiveLibrary):
@@ -194,14 +206,14 @@ def _ops(events: list[tuple[Any, ...]]) -> list[str]:
 def test_without_a_collective_library_the_mc2_ops_are_not_claimed_and_the_note_says_why(tmp_path: Path) -> None:
     backend = RocmBackend(FakeProvider(blas=True), {"ACL_KERNEL_CACHE": str(tmp_path)})
     caps = backend.capabilities()
-    assert not {"MatmulAllReduce", "MatmulAllReduceV2", "AllGatherMatmul", "MatmulReduceScatter"} & set(caps.ops)
+    assert not {"MatmulAllReduce", "MatmulAllReduceV2", "AllGatherMatmul", "MatmulReduceScatter", *MOE} & set(caps.ops)
     assert caps.notes["mc2"] == "not claimed: no collective engine: nvidia provider has no collective library binding"
     assert "Mm" in caps.ops
 
 
 def test_without_blas_the_mc2_ops_are_not_claimed(tmp_path: Path) -> None:
     backend = RocmBackend(LoggedProvider(blas=False), {"ACL_KERNEL_CACHE": str(tmp_path)})
-    assert "MatmulAllReduce" not in backend.capabilities().ops
+    assert not {"MatmulAllReduce", *MOE} & set(backend.capabilities().ops)
     assert backend.capabilities().notes["mc2"].startswith("not claimed: no GEMM: ")
 
 
@@ -210,7 +222,7 @@ def test_with_blas_and_a_collective_engine_every_mc2_op_is_claimed(logged: tuple
     caps = backend.capabilities()
     assert {"MatmulAllReduce", "MatmulAllReduceV2", "AllGatherMatmul", "MatmulReduceScatter"} <= set(caps.ops)
     assert "MatmulReduceScatterV2" in caps.ops  # a version claims with its base
-    assert not {op for op in caps.ops if op.startswith("MoeDistribute")}  # expert-parallel MC2: reference only
+    assert set(MOE) <= set(caps.ops)  # expert-parallel MC2, V3/V4 through V2
     assert caps.notes["mc2"].startswith("the single ops' GEMM kernels")
 
 
@@ -380,3 +392,415 @@ def test_reduce_scatter_into_a_guarded_output(emulated: Any) -> None:
     got = eager.run("MatmulReduceScatter", backend, guard=True, **args, reduceOp="sum")["output"]
     assert _ops(provider.events)[-3:] == ["gemm", "reduce_scatter", "Cast"]
     np.testing.assert_array_equal(got, _product(args["x1"], args["x2"], np.float16))
+
+
+# ----------------------------------------------------------------------------- expert parallelism, one rank
+
+
+@pytest.mark.parametrize("op", MOE)
+def test_every_moe_distribute_sample_matches_the_reference_on_one_rank(emulated: Any, op: str) -> None:
+    backend, provider = emulated
+    reference = acl_core.get_backend("reference")
+    assert op in backend.capabilities().ops
+    for sample in get_spec(op).samples(np.random.default_rng(2026)):  # type: ignore[misc]
+        assert_matches_reference(backend, reference, op, dict(sample.args), "contiguous", sample.note)
+    ev = provider.events
+    gathers = [i for i, e in enumerate(ev) if e[0] == "all_gather"]
+    assert gathers
+    for i in gathers:  # every exchange is on the stream of the routing kernel that reads it, enqueued before it
+        routing = next(e for e in ev[i:] if e[0] == "kernel" and e[1] == "mc2")
+        assert routing[2] == ev[i][6]
+
+
+def _code(backend: Any, op: str, args: dict[str, Any]) -> int | None:
+    try:
+        eager.run(op, backend, **args)
+    except AclnnError as exc:
+        return exc.code
+    return None
+
+
+@pytest.mark.parametrize("op", MOE)
+def test_every_moe_distribute_error_sample_is_refused_with_the_references_code(emulated: Any, op: str) -> None:
+    backend, _ = emulated
+    reference = acl_core.get_backend("reference")
+    for sample in get_spec(op).error_samples(np.random.default_rng(7)):  # type: ignore[misc]
+        expected = _code(reference, op, dict(sample.args))
+        assert expected is not None, sample.note
+        assert _code(backend, op, dict(sample.args)) == expected, sample.note
+
+
+def _combine_case(rng: np.random.Generator, v1: bool) -> dict[str, Any]:
+    from acl_core.spec.ops.mc2 import combine_args
+
+    return combine_args(rng, 5, 8, 2, 4, D.ACL_FLOAT16, v1)
+
+
+@pytest.mark.parametrize("v1", [True, False])
+def test_combine_refuses_on_the_device_what_the_reference_refuses(emulated: Any, v1: bool) -> None:
+    """Tables that do not come from a dispatch: 161002 on both (rocm's from its deferred device check)."""
+    backend, _ = emulated
+    reference = acl_core.get_backend("reference")
+    op = "MoeDistributeCombine" if v1 else "MoeDistributeCombineV2"
+    rng = np.random.default_rng(11)
+    base = _combine_case(rng, v1)
+    table = "expandIdx" if v1 else "assistInfoForCombine"
+    cases: list[tuple[str, dict[str, Any]]] = []
+    counts = np.asarray(base["epSendCounts"]).copy()
+    counts[1], counts[2] = counts[2], counts[1] - 1  # not a running total
+    cases.append(("counts decrease", {**base, "epSendCounts": counts}))
+    if v1:
+        idx = np.asarray(base[table]).copy()
+        idx[3] = 50  # past the expert's rows
+        cases.append(("expandIdx past the rows", {**base, table: idx}))
+        ids = np.asarray(base["expertIds"]).copy()
+        ids[0, 0] = 4  # not an expert of the domain
+        cases.append(("expert id of E", {**base, "expertIds": ids}))
+    else:
+        assist = np.asarray(base[table]).reshape(-1, 128).copy()
+        assist[0, 0] = 1  # the copy of row 0 names another source rank: its token finds no row
+        cases.append(("assist names rank 1", {**base, table: assist.reshape(-1)}))
+    for note, args in cases:
+        assert _code(reference, op, args) == 161002, note
+        assert _code(backend, op, args) == 161002, note
+
+
+# ----------------------------------------------------------------------------- expert parallelism, W ranks
+class RankedNccl(HostNccl):
+    """NCCL as the W ranks of communicators that live in one process, simulated in two passes.
+
+    Every rank's op runs once to record what each of its all-gathers sends (the receive buffers get W
+    copies of the sender's own data, so that pass's results are meaningless), then again: the n-th
+    all-gather of rank r receives the n-th sends of ranks 0..W-1 in rank order. This is exact for ops
+    whose sends do not depend on what they receive, as the MoeDistribute ops' inputs do not.
+    """
+
+    def __init__(self, events: list[tuple[Any, ...]]) -> None:
+        super().__init__(events)
+        self.rank_of: dict[int, tuple[int, int]] = {}
+        self.sent: dict[int, list[bytes]] = {}
+        self.calls: dict[int, int] = {}
+        self.replay = False
+
+    def comm_init(self, nranks: int, uid: bytes, rank: int, *, blocking: bool) -> tuple[int, int]:
+        comm, rc = super().comm_init(nranks, uid, rank, blocking=blocking)
+        self.rank_of[comm] = (rank, nranks)
+        return comm, rc
+
+    def all_gather(self, send: int, recv: int, count: int, dtype: int, comm: int, stream: int) -> int:
+        self.events.append(("all_gather", send, recv, count, dtype, comm, stream))
+        rank, world = self.rank_of.get(comm, (0, 1))
+        data = ctypes.string_at(send, count * ITEM[dtype])
+        if not self.replay:
+            self.sent.setdefault(rank, []).append(data)
+            parts = [data] * world
+        else:
+            n = self.calls[rank] = self.calls.get(rank, 0) + 1
+            assert self.sent[rank][n - 1] == data, f"rank {rank} sends other data when replayed"
+            parts = [self.sent[r][n - 1] for r in range(world)]
+        ctypes.memmove(recv, b"".join(parts), len(data) * world)
+        return NCCL_SUCCESS
+
+
+@dataclass
+class RankedProvider(_Logged, kernel_emulator.EmulatedProvider):
+    """Executed launches (g++ emulation), host GEMMs, one RankedNccl for every communicator."""
+
+    events: list[tuple[Any, ...]] = field(default_factory=list)
+    nccl_fail: int = 0
+    ranked: RankedNccl | None = None
+
+    def collective_library(self) -> tuple[CollectiveLibrary | None, str]:
+        self.ranked = RankedNccl(self.events)
+        return self.ranked, ""
+
+
+class RankedEngine:
+    """The reference engine's all_gather_values for W ranks, with RankedNccl's two passes."""
+
+    def __init__(self) -> None:
+        self.sent: dict[int, list[bytes]] = {}
+        self.calls: dict[int, int] = {}
+        self.replay = False
+
+    def all_gather_values(self, comm: Any, data: bytes, count: int, dtype: Any) -> list[bytes]:
+        if not self.replay:
+            self.sent.setdefault(comm.rank, []).append(data)
+            return [data] * comm.size
+        n = self.calls[comm.rank] = self.calls.get(comm.rank, 0) + 1
+        return [self.sent[r][n - 1] for r in range(comm.size)]
+
+
+@dataclass
+class _Comm:
+    size: int
+    rank: int
+
+
+def _run_domain(op: str, backend: Any, per_rank: list[dict[str, Any]], record: Any, replay: Any) -> list[Any]:
+    """``op`` on every rank of the domain, twice (record, then replay): each rank's outputs or its error code."""
+    for args in per_rank:
+        record(args["epRankId"])
+        try:
+            eager.run(op, backend, **args)
+        except AclnnError:
+            pass  # the recording pass routes meaningless data: a device check may fire
+    results: list[Any] = []
+    replay()
+    for args in per_rank:
+        record(args["epRankId"])
+        try:
+            results.append(eager.run(op, backend, **args))
+        except AclnnError as exc:
+            results.append(exc.code)
+    return results
+
+
+@pytest.fixture
+def ranked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[RocmBackend, RankedProvider]]:
+    why = kernel_emulator.available()
+    if why:
+        pytest.skip(why)
+    build = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-{os.getuid()}"
+    build.mkdir(exist_ok=True)
+    kernel_emulator.EmulatedProvider.build_dir = build
+    monkeypatch.setenv("WORLD_SIZE", "8")  # the engine's rank limit: a launcher's world
+    provider = RankedProvider(blas=True)
+    for backend in _backend(provider, tmp_path):
+        yield backend, provider
+
+
+def _domain_comms(world: int) -> list[Any]:
+    comms = []
+    for r in range(world):
+        info, ret = hccl.HcclGetRootInfo()
+        assert ret == 0, hccl.last_error_message()
+        comm, ret = hccl.HcclCommInitRootInfo(world, info, r)
+        assert ret == 0, hccl.last_error_message()
+        comms.append(comm)
+    return comms
+
+
+def _both(
+    op: str, backend: RocmBackend, provider: RankedProvider, per_rank: list[dict[str, Any]], monkeypatch: Any
+) -> tuple[list[Any], list[Any]]:
+    """(rocm's, the reference's) results of ``op`` on every rank of the simulated domain."""
+    from acl_reference.kernels import mc2 as ref_mc2
+
+    nccl = provider.ranked
+    assert nccl is not None
+    nccl.sent.clear()
+    nccl.calls.clear()
+    nccl.replay = False
+
+    def nccl_replay() -> None:
+        nccl.replay = True
+
+    got = _run_domain(op, backend, per_rank, lambda r: None, nccl_replay)
+    engine = RankedEngine()
+    world = len(per_rank)
+    current = [0]
+
+    def ref_record(rank: int) -> None:
+        current[0] = rank
+
+    def ref_replay() -> None:
+        engine.replay = True
+
+    monkeypatch.setattr(ref_mc2, "_ep_group", lambda k: (engine, _Comm(world, current[0])))
+    reference = acl_core.get_backend("reference")
+    expected = _run_domain(op, reference, per_rank, ref_record, ref_replay)
+    return got, expected
+
+
+def _assert_same(op: str, got: list[Any], expected: list[Any]) -> None:
+    for r, (g, e) in enumerate(zip(got, expected, strict=True)):
+        if not isinstance(e, dict):
+            assert g == e, f"{op} rank {r}: rocm {g}, reference {e}"
+            continue
+        assert isinstance(g, dict) and g.keys() == e.keys(), f"{op} rank {r}: {g}"
+        for name in e:
+            np.testing.assert_array_equal(g[name], e[name], err_msg=f"{op} rank {r}: {name}")
+
+
+def _ep(name: str, world: int, rank: int, experts: int) -> dict[str, Any]:
+    return {"groupEp": name, "epWorldSize": world, "epRankId": rank, "moeExpertNum": experts}
+
+
+@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("v1", [True, False])
+def test_dispatch_then_combine_on_w_ranks_equal_the_reference_bit_for_bit(
+    ranked: Any, monkeypatch: pytest.MonkeyPatch, world: int, v1: bool
+) -> None:
+    """Dispatch (no mask, 1-D / 2-D masks, weights carried, dynamic int8 with smooth scales), then combine."""
+    from acl_core.spec.ops.mc2 import _names, dispatch_args
+
+    backend, provider = ranked
+    n = _names(v1)
+    dispatch, combine = (
+        ("MoeDistributeDispatch", "MoeDistributeCombine")
+        if v1
+        else (
+            "MoeDistributeDispatchV2",
+            "MoeDistributeCombineV2",
+        )
+    )
+    comms = _domain_comms(world)
+    try:
+        names = []
+        for c in comms:
+            name, ret = hccl.HcclGetCommName(c)
+            assert ret == 0
+            names.append(name)
+        local, bs, h, k = 2, 5, 16, 3
+        experts = local * world
+        for kind in ("none", "1d", "2d", "quant"):
+            per_rank = []
+            for r in range(world):
+                rng = np.random.default_rng([r, world, 3])
+                extra: dict[str, Any] = {"quantMode": 2} if kind == "quant" else {}
+                args = dispatch_args(rng, bs, h, k, experts, D.ACL_BF16, v1, **extra)
+                args |= _ep(names[r], world, r, experts)
+                if kind == "1d":
+                    args[n["xActiveMask"]] = np.arange(bs) < bs - 1 - r % 2
+                if kind == "2d":
+                    args[n["xActiveMask"]] = rng.random((bs, k)) < 0.6
+                if kind != "quant":
+                    args[n["expertScales"]] = rng.uniform(0, 1, (bs, k)).astype(np.float32)
+                else:
+                    args[n["scales"]] = rng.uniform(0.5, 2, (experts, h)).astype(np.float32)
+                per_rank.append(args)
+            got, expected = _both(dispatch, backend, provider, per_rank, monkeypatch)
+            _assert_same(f"{dispatch} {kind} W={world}", got, expected)
+            assert all(isinstance(e, dict) for e in expected)
+            for r, e in enumerate(expected):  # rows really came from the other ranks (counts over (expert, rank))
+                per_source = np.diff(e[n["epRecvCounts"]], prepend=0).reshape(local, world)
+                assert per_source[:, [s for s in range(world) if s != r]].sum() > 0
+            if kind == "quant":
+                continue
+            combined = []
+            for r, (args, out) in enumerate(zip(per_rank, expected, strict=True)):
+                y = (out[n["expandX"]].astype(np.float64) * (1 + r)).astype(out[n["expandX"]].dtype)
+                c = {"expandX": y, "expertIds": args["expertIds"], n["assistIn"]: out[n["assist"]]}
+                c |= {"epSendCounts": out[n["epRecvCounts"]], "expertScales": args[n["expertScales"]]}
+                c |= {n["tpSendCounts"]: None, n["xActiveMask"]: args[n["xActiveMask"]], n["activationScale"]: None}
+                c |= {n["weightScale"]: None, n["groupList"]: None, n["expandScales"]: None}
+                c |= {"groupTp": "", "tpWorldSize": 0, "tpRankId": 0, "expertShardType": 0, "sharedExpertNum": 0}
+                c |= {"sharedExpertRankNum": 0, "globalBs": 0, "outDtype": 0, "commQuantMode": 0, "groupListType": 0}
+                if not v1:
+                    c |= {"sharedExpertXOptional": None, "commAlg": None}
+                combined.append(c | _ep(names[r], world, r, experts))
+            got, expected = _both(combine, backend, provider, combined, monkeypatch)
+            _assert_same(f"{combine} {kind} W={world}", got, expected)
+            assert all(isinstance(e, dict) and np.any(e[n["xOut"]] != 0) for e in expected)
+    finally:
+        for c in comms:
+            assert hccl.HcclCommDestroy(c) == 0
+
+
+def test_on_two_ranks_an_id_out_of_range_or_a_repeated_id_is_refused_by_every_rank(
+    ranked: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rank 1's bad id makes rank 0 refuse too (each sees every rank's ids); repeated ids overflow rank 0's A rows."""
+    from acl_core.spec.ops.mc2 import dispatch_args
+
+    backend, provider = ranked
+    comms = _domain_comms(2)
+    try:
+        names = [hccl.HcclGetCommName(c)[0] for c in comms]
+        for case in ("out of range", "repeated"):
+            per_rank = []
+            for r in range(2):
+                args = dispatch_args(np.random.default_rng(r), 3, 8, 2, 2, D.ACL_FLOAT16, False) | _ep(
+                    names[r], 2, r, 2
+                )
+                if r == 1:
+                    args["expertIds"] = np.asarray(args["expertIds"]).copy()
+                    if case == "out of range":
+                        args["expertIds"][2] = [2, 0]
+                    else:  # 6 copies of rank 1 and 3 of rank 0 for expert 0: 9 > A = 3·2·min(1, 2)
+                        args["expertIds"][:] = 0
+                per_rank.append(args)
+            got, expected = _both("MoeDistributeDispatchV2", backend, provider, per_rank, monkeypatch)
+            outcome = [e if isinstance(e, int) else "ran" for e in expected]
+            assert outcome == ([161002, 161002] if case == "out of range" else [161002, "ran"]), f"{case}: {outcome}"
+            _assert_same(case, got, expected)
+    finally:
+        for c in comms:
+            assert hccl.HcclCommDestroy(c) == 0
+
+
+@pytest.mark.parametrize("op", ["MoeDistributeDispatch", "MoeDistributeDispatchV2"])
+def test_dispatch_over_more_experts_than_routing_threads_matches_the_reference(emulated: Any, op: str) -> None:
+    """512 experts: more (expert, rank) pairs than the routing block's 256 threads, so each thread takes two."""
+    from acl_core.spec.ops.mc2 import _names, dispatch_args
+
+    backend, _ = emulated
+    v1 = op == "MoeDistributeDispatch"
+    rng = np.random.default_rng(5)
+    args = dispatch_args(rng, 6, 8, 8, 512, D.ACL_FLOAT16, v1)
+    args[_names(v1)["xActiveMask"]] = rng.random((6, 8)) < 0.7
+    assert_matches_reference(backend, acl_core.get_backend("reference"), op, args, "contiguous", "512 experts")
+
+
+class _Watched(EmulatedLoggedProvider):
+    """Records every host wait and device-to-host copy while ``watching`` is set."""
+
+    watching = False
+    waits: list[str] = []
+
+    def memcpy(self, dst: int, src: int, nbytes: int, direction: Any, stream: int | None) -> None:
+        if self.watching and "DEVICE_TO_HOST" in str(direction):
+            self.waits.append(f"memcpy {direction}")
+        super().memcpy(dst, src, nbytes, direction, stream)
+
+    def stream_synchronize(self, stream: int) -> None:
+        if self.watching:
+            self.waits.append("stream_synchronize")
+        super().stream_synchronize(stream)
+
+    def synchronize_device(self) -> None:
+        if self.watching:
+            self.waits.append("synchronize_device")
+        super().synchronize_device()
+
+    def event_synchronize(self, event: int) -> None:
+        if self.watching:
+            self.waits.append("event_synchronize")
+        super().event_synchronize(event)
+
+    def stream_query(self, stream: int) -> bool:
+        if self.watching:
+            self.waits.append("stream_query")
+        return super().stream_query(stream)
+
+
+@pytest.mark.parametrize("op", ["MoeDistributeDispatch", "MoeDistributeDispatchV2", "MoeDistributeCombineV2"])
+def test_phase_2_of_the_moe_distribute_ops_neither_waits_for_nor_reads_the_device(tmp_path: Path, op: str) -> None:
+    """What capture needs: execute enqueues the all-gathers and kernels and returns; the device check waits for sync."""
+    if kernel_emulator.available():
+        pytest.skip(kernel_emulator.available())
+    build = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-{os.getuid()}"
+    build.mkdir(exist_ok=True)
+    kernel_emulator.EmulatedProvider.build_dir = build
+    provider = _Watched(blas=True)
+    provider.waits = []
+    for backend in _backend(provider, tmp_path):
+        spec = get_spec(op)
+        sample = next(iter(spec.samples(np.random.default_rng(1))))  # type: ignore[misc]
+        arrays = {n: eager.to_device(v, backend) for n, v in sample.args.items() if isinstance(v, np.ndarray)}
+        call = {**sample.args, **{n: a.tensor() for n, a in arrays.items()}}
+        outs = eager.run(op, backend, **sample.args)  # shapes of the outputs
+        targets = {n: eager.empty(v.shape, from_numpy(v.dtype), backend) for n, v in outs.items()}
+        call |= {n: t.tensor() for n, t in targets.items()}
+        for p in spec.params:
+            call.setdefault(p.name, None)
+        size, executor = get_workspace_size(spec, [], call, backend=backend)
+        stream = backend.runtime.create_stream()
+        provider.watching = True
+        execute(spec, 0, size, executor, stream)
+        provider.watching = False
+        assert provider.waits == [], provider.waits
+        backend.runtime.synchronize_stream(stream)
+        for n, expected in outs.items():
+            np.testing.assert_array_equal(targets[n].numpy(), expected, err_msg=n)

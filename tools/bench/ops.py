@@ -85,6 +85,7 @@ OPS = (
     *("ScatterPaKvCache", "RopeWithSinCosCacheV2"),
     *quant_rows.OPS,
     *("MoeGatingTopK", "MoeTokenUnpermute", "MoeInitRoutingV2", "AttentionUpdate"),
+    *("MoeDistributeDispatchV2", "MoeDistributeCombineV2"),
     "MlaPrologV2WeightNz",
 )
 """The names ``--only`` picks from: the operators the suite times (Copy is the D2D memcpy; Replay is a
@@ -687,6 +688,7 @@ class Suite:
         idx = np.stack([self.rng.choice(experts, top_k, replace=False) for _ in range(tokens)]).astype(np.int32)
         self._init_routing_v2(tokens, hidden, top_k, experts, idx)
         self._unpermute(tokens, hidden, top_k)
+        self._distribute(tokens, hidden, top_k, experts, idx)
 
     def _gating_top_k(self, full: bool) -> None:
         """DeepSeek-V3 routing (sigmoid + bias, top-2-sum group scores, kept groups, top-k, scaled) vs vLLM's torch."""
@@ -761,6 +763,84 @@ class Suite:
         label = f"{tokens}x{hidden} top-{top_k}/{experts} dropless"
         note = "torch: argsort, index_select, argsort, bincount + cumsum"
         self.case(Case(op, label, dtype.short, "GB/s", nbytes, note=note), acl, torch_fn, op)
+
+    def _ep_args(self, experts: int) -> dict[str, Any]:
+        """The EP attributes of a one-rank (acl_core_self) MoeDistribute call."""
+        from acl_core.spec.collective import SELF_GROUP_NAME
+
+        args: dict[str, Any] = {"groupEp": SELF_GROUP_NAME, "epWorldSize": 1, "epRankId": 0, "moeExpertNum": experts}
+        args |= {"groupTp": "", "tpWorldSize": 0, "tpRankId": 0, "expertShardType": 0, "sharedExpertNum": 0}
+        return args | {"sharedExpertRankNum": 0, "globalBs": 0, "commAlg": None}
+
+    def _distribute(self, tokens: int, hidden: int, top_k: int, experts: int, idx: np.ndarray) -> None:
+        """MoeDistributeDispatchV2 / CombineV2 on one rank (the all-gather is a copy) vs torch's routing and sum."""
+        from acl_core.spec.ops.mc2 import one_rank_dispatch_tables
+
+        dtype = D.ACL_BF16
+        rows = tokens * top_k
+        weights = self.rng.uniform(0, 1, (tokens, top_k)).astype(np.float32)
+        label = f"{tokens}x{hidden} top-{top_k}/{experts}, 1 rank"
+        op = "MoeDistributeDispatchV2"
+        if self.wanted(op):
+
+            def acl() -> tuple[Callable[[], None], Any]:
+                args: dict[str, Any] = {"x": self.array((tokens, hidden), dtype)}
+                args |= {"expertIds": to_device(idx, self.backend), "scalesOptional": None}
+                args |= {"xActiveMaskOptional": None, "expertScalesOptional": None}
+                args |= {"quantMode": 0, "expertTokenNumsType": 0}
+                return self.prepared(op, args | self._ep_args(experts))
+
+            def torch_fn() -> Callable[[], object]:
+                torch = self.torch
+                x = self.tensor((tokens, hidden), dtype)
+                flat = torch.from_numpy(idx).to(self.device).reshape(-1)
+
+                def run() -> object:
+                    gathered = x.clone()  # a one-rank all-gather
+                    order = torch.argsort(flat, stable=True)
+                    counts = torch.bincount(flat, minlength=experts)
+                    return gathered.index_select(0, order // top_k), counts.cumsum(0), counts
+
+                return run
+
+            nbytes = (tokens + rows) * hidden * dtype.info.storage_bits // 8 + 2 * tokens * hidden * 2
+            note = "torch: clone (the all-gather), stable argsort, index_select, bincount + cumsum"
+            self.case(Case(op, label, dtype.short, "GB/s", nbytes, note=note), acl, torch_fn, op)
+        op = "MoeDistributeCombineV2"
+        if not self.wanted(op):
+            return
+        tables = one_rank_dispatch_tables(idx, None, experts)
+
+        def acl_combine() -> tuple[Callable[[], None], Any]:
+            args: dict[str, Any] = {"expandX": self.array((rows, hidden), dtype)}
+            args |= {
+                "expertIds": to_device(idx, self.backend),
+                "assistInfoForCombine": to_device(tables["assist"], self.backend),
+            }
+            args |= {"epSendCounts": to_device(tables["counts"], self.backend)}
+            args |= {"expertScales": to_device(weights, self.backend), "tpSendCountsOptional": None}
+            args |= {"xActiveMaskOptional": None, "activationScaleOptional": None, "weightScaleOptional": None}
+            args |= {"groupListOptional": None, "expandScalesOptional": None, "sharedExpertXOptional": None}
+            args |= {"outDtype": 0, "commQuantMode": 0, "groupListType": 0}
+            return self.prepared(op, args | self._ep_args(experts))
+
+        def torch_combine() -> Callable[[], object]:
+            torch = self.torch
+            y = self.tensor((rows, hidden), dtype)
+            flat = torch.from_numpy(idx).to(self.device).reshape(-1)
+            w = torch.from_numpy(weights).to(self.device)
+
+            def run() -> object:
+                gathered = y.clone()  # a one-rank all-gather
+                where = torch.argsort(torch.argsort(flat, stable=True))  # each copy's row
+                picked = gathered.index_select(0, where).view(tokens, top_k, hidden).double()
+                return (picked * w.double().unsqueeze(-1)).sum(1).to(y.dtype)
+
+            return run
+
+        nbytes = 2 * rows * hidden * dtype.info.storage_bits // 8 + tokens * hidden * dtype.info.storage_bits // 8
+        note = "torch: clone (the all-gather), argsort twice, index_select, float64 weighted sum"
+        self.case(Case(op, label, dtype.short, "GB/s", nbytes, note=note), acl_combine, torch_combine, op)
 
     def _unpermute(self, tokens: int, hidden: int, top_k: int) -> None:
         """MoeTokenUnpermute (bf16 rows, bf16 probs) vs torch's index_select, multiply and sum over the top-k."""

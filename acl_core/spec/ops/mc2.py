@@ -36,11 +36,14 @@ size and ``epRankId`` this process's rank in it (161002 otherwise; 1 rank is acc
   differ by product") holds 128 int32 per row: source rank, source token, top-k slot, zeros; V1's
   ``expandIdx`` [Bs·K] is, per copy, how many earlier active tokens of this rank went to the same
   expert (-1 for an inactive copy). ``xActiveMask`` [Bs] drops whole tokens, [Bs, K] single copies
-  (any pattern: CANN's "true before false" rule for 1-D masks is not enforced).
+  (any pattern: CANN's "true before false" rule for 1-D masks is not enforced). Expert ids within
+  a token are not required to be distinct, but a rank to which more than A copies would arrive that
+  way refuses the call when it runs (161002).
 * Combine: ``xOut[i] = Σ_j expertScales[i, j] · (the expert output row of copy (i, j))`` over the
   active copies, in float64 and rounded once (zeros for a token without active copies). The rows are
   found through assistInfoForCombine (V2+) or through expandIdx and the expert rank's epSendCounts
-  (V1); tables that do not come from a dispatch are refused when the operator runs (161002).
+  (V1; an active copy's expert id outside [0, E) is refused there); tables that do not come from a
+  dispatch are refused when the operator runs (161002).
   ``expandScales`` [A] is checked, not read (it carries the same weights the source rank holds).
 * Both run over the engine's all-gather (the reference exchanges every rank's tokens, routing and,
   for combine, expert outputs), so Bs must be equal on every rank: globalBs other than 0 or Bs·W is

@@ -168,6 +168,12 @@ def _dispatch(k: RefCall, v1: bool) -> None:
                         received.append((le, s, i, j))
                         counts[le, s] += 1
     rows_out = k[n["expandX"]].shape[0]
+    if len(received) > rows_out:  # only repeated ids within a token send more than min(E/W, K) copies of it
+        raise AclnnError(
+            AclnnStatus.ACLNN_ERR_PARAM_INVALID,
+            f"{len(received)} copies arrive for this rank's experts; expandXOut has {rows_out} rows"
+            " (a token names one expert more than once)",
+        )
     hidden = x.shape[1]
     src = np.stack([xs[s][i] for _, s, i, _ in received]) if received else np.zeros((0, hidden), x.dtype)
     quant = int(k.value("quantMode"))
@@ -249,6 +255,12 @@ def _combine(k: RefCall, v1: bool) -> None:
             for j in range(top_k):
                 if not active[i, j]:
                     continue
+                if not 0 <= ids[i, j] < local * world:
+                    raise AclnnError(
+                        AclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                        f"expertIds[{i}, {j}] = {ids[i, j]} is not an expert of the domain"
+                        f" (moeExpertNum {local * world})",
+                    )
                 t, le = divmod(int(ids[i, j]), local)
                 cum = count_parts[t].astype(np.int64)
                 at = le * world + me

@@ -1,4 +1,5 @@
-"""MC2 on the rocm backend: MatmulAllReduce(V2), AllGatherMatmul, MatmulReduceScatter as GEMM + NCCL.
+"""MC2 on the rocm backend: MatmulAllReduce(V2), AllGatherMatmul, MatmulReduceScatter as GEMM + NCCL, and
+the expert-parallel MoeDistributeDispatch / MoeDistributeCombine (V1–V4) as NCCL all-gathers + routing kernels.
 
 Each operator runs exactly the single operators its spec (:mod:`acl_core.spec.ops.mc2`) composes,
 through this backend's own kernels, so the result equals that composition bit for bit:
@@ -16,10 +17,28 @@ on-device copy; an x1 whose leading dims do not fold into rows is copied the sam
 a communicator name, resolved as the reference resolves it (:func:`acl_core.hccl.resolve_group`),
 so a communicator made with HcclCommInitRootInfo is found by its HcclGetCommName. The ops are
 claimed only when the BLAS and the collective engine (NCCL/RCCL) are both available.
+
+Expert parallelism exchanges what the reference exchanges (:mod:`acl_reference.kernels.mc2`), with one
+ncclAllGather per array on the caller's stream, then decides on the device (no host synchronisation, no
+device-to-host read, so both capture):
+
+* Dispatch: x, expertIds, the active mask (expanded to [Bs, K] bytes; all ones without one) and, when
+  given, expertScales are gathered; :class:`~acl_rocm.kernels.mc2.DispatchRoute` checks the ids and
+  writes the tables and the received copies' positions; the MoE family's RangeGather copies the rows
+  (RangeQuant quantises them for quantMode 2, with the copy's expert's smooth row) and the carried
+  weights, zeros after the last.
+* Combine: expandX, epSendCounts and (V2+) the first three int32 of each assistInfoForCombine row (all
+  the reference reads) are gathered; :class:`~acl_rocm.kernels.mc2.CombineRows` checks the counts and
+  finds each active copy's row, :class:`~acl_rocm.kernels.mc2.CombineSum` forms the weighted sum.
+
+Ids out of range, tables that do not come from a dispatch and duplicate ids that overflow A are
+refused through the driver's deferred device check (161002 at the next synchronisation, as Gather's
+index checks are); the outputs of such a call are not meaningful (the tables are left unwritten).
 """
 
 from __future__ import annotations
 
+import ctypes
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -28,17 +47,33 @@ from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclnnError, AclnnStatus, HcclError
 from acl_core.formats import Format
-from acl_core.spec.collective import ACL_TO_HCCL, CollectiveEngine, EngineCommunicator, HcclReduceOp
+from acl_core.spec.collective import ACL_TO_HCCL, CollectiveEngine, EngineCommunicator, HcclDataType, HcclReduceOp
 from acl_core.spec.kernel_args import kernel_args
 from acl_core.spec.ops import all_specs
 from acl_core.spec.validate import validate
 from acl_core.tensor import AclScalar, AclTensor, contiguous_strides
 from acl_rocm.driver import handle
+from acl_rocm.kernels.mc2 import CombineRows, CombineSum, DispatchRoute
+from acl_rocm.kernels.moe import RangeGather, RangeQuant
+from acl_rocm.launch import KernelArgs, LaunchConfig, longs
+from acl_rocm.ops.program import FLAG, Program, run_program
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
 
-OPS: tuple[str, ...] = ("AllGatherMatmul", "MatmulAllReduce", "MatmulAllReduceV2", "MatmulReduceScatter")
+OPS: tuple[str, ...] = (
+    "AllGatherMatmul",
+    "MatmulAllReduce",
+    "MatmulAllReduceV2",
+    "MatmulReduceScatter",
+    "MoeDistributeCombine",
+    "MoeDistributeCombineV2",
+    "MoeDistributeDispatch",
+    "MoeDistributeDispatchV2",
+)
+BYTES = HcclDataType.HCCL_DATA_TYPE_UINT8
+ROUTE_BLOCK = 256
+"""Threads of the one-block routing kernels (the sort family's launch bound)."""
 SUM = HcclReduceOp.HCCL_REDUCE_SUM
 
 
@@ -117,8 +152,8 @@ class Mc2Runner:
         if why:
             return f"not claimed: {why}"
         return (
-            "the single ops' GEMM kernels + the collective engine, one stream; MoeDistributeDispatch/Combine"
-            " not claimed: their device-side routing over NCCL is not written yet (the reference runs them)"
+            "the single ops' GEMM kernels + the collective engine, one stream; MoeDistributeDispatch/Combine:"
+            " ncclAllGather of every rank's data, then device-side routing kernels (no host synchronisation)"
         )
 
     def kernels(self) -> dict[str, Kernel]:
@@ -130,6 +165,10 @@ class Mc2Runner:
             "MatmulAllReduceV2": self.matmul_all_reduce,
             "AllGatherMatmul": self.all_gather_matmul,
             "MatmulReduceScatter": self.matmul_reduce_scatter,
+            "MoeDistributeDispatch": self.moe_dispatch,
+            "MoeDistributeDispatchV2": self.moe_dispatch,
+            "MoeDistributeCombine": self.moe_combine,
+            "MoeDistributeCombineV2": self.moe_combine,
         }
 
     # ------------------------------------------------------------------ plumbing
@@ -139,17 +178,17 @@ class Mc2Runner:
         call = validate(spec, args, None)
         self.backend.kernels[spec.kernel_name](Launch(spec, kernel_args(spec, call.args), call.plan, 0, 0, stream))
 
-    def _group(self, launch: Launch) -> tuple[CollectiveEngine, EngineCommunicator]:
+    def _group(self, launch: Launch, param: str = "group") -> tuple[CollectiveEngine, EngineCommunicator]:
         from acl_core.hccl import resolve_group
 
         engine = self.backend.collectives
-        name = launch.args["group"]
+        name = launch.args[param]
         if engine is None:
             raise AclnnError(AclnnStatus.ACLNN_ERR_RUNTIME_ERROR, "the rocm backend has no collective engine")
         try:
             return engine, resolve_group(name, engine, self.backend.runtime.get_device())
         except HcclError as exc:
-            raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"group {name!r}: {exc.message}") from None
+            raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{param} {name!r}: {exc.message}") from None
 
     @staticmethod
     def _collective(what: str, fn: Callable[[], None]) -> None:
@@ -261,6 +300,178 @@ class Mc2Runner:
                 self.backend.elementwise.convert(target, out, stream)
         finally:
             scratch.free()
+
+    # ------------------------------------------------------------------ expert parallelism
+    def _dense(self, t: AclTensor, scratch: _Scratch, stream: int) -> AclTensor:
+        """``t`` itself when contiguous, else a dense on-device copy (NCCL sends dense buffers)."""
+        if t.is_contiguous:
+            return t
+        copy = scratch.tensor(t.view_dims, t.dtype)
+        self.backend.elementwise.convert(t, copy, stream)
+        return copy
+
+    def _gather(
+        self,
+        engine: CollectiveEngine,
+        comm: EngineCommunicator,
+        send: AclTensor,
+        scratch: _Scratch,
+        stream_obj: object,
+        as_bytes: bool = True,
+    ) -> AclTensor:
+        """Every rank's ``send`` (dense) stacked along a new leading dim of the world size, by ncclAllGather."""
+        recv = scratch.tensor((comm.size, *send.view_dims), send.dtype)
+        src, dst = start(send), start(recv)
+        itemsize = send.dtype.info.storage_bits // 8
+        count, kind = (send.numel * itemsize, BYTES) if as_bytes else (send.numel, ACL_TO_HCCL[send.dtype])
+        if count:
+            self._collective("ncclAllGather", lambda: engine.all_gather(comm, src, dst, count, kind, stream_obj))
+        return recv
+
+    def _program(self, prog: Program, kernel: Any, config: LaunchConfig, values: list[Any]) -> None:
+        prog.steps.append(_step(self.backend, kernel, config, values))
+
+    def moe_dispatch(self, launch: Launch) -> None:
+        """MoeDistributeDispatch(V1–V4): all-gather x, ids, masks and weights; route on the device."""
+        from acl_core.spec.ops.mc2 import _names
+        from acl_rocm.ops.moe import MoeRunner
+
+        v1 = launch.spec.kernel_name == "MoeDistributeDispatch"
+        n = _names(v1)
+        args = launch.args
+        x, ids = args["x"], args["expertIds"]
+        mask, weights, smooth = args.get(n["xActiveMask"]), args.get(n["expertScales"]), args.get(n["scales"])
+        out_x, recv_counts, nums = args[n["expandX"]], args[n["epRecvCounts"]], args[n["expertTokenNums"]]
+        assist, dyn, carried = args[n["assist"]], args.get(n["dynamicScales"]), args.get(n["expandScalesOut"])
+        assert isinstance(x, AclTensor) and isinstance(ids, AclTensor) and isinstance(out_x, AclTensor)
+        assert isinstance(recv_counts, AclTensor) and isinstance(nums, AclTensor) and isinstance(assist, AclTensor)
+        engine, comm = self._group(launch, "groupEp")
+        world, me = comm.size, comm.rank
+        bs, hidden = x.view_dims
+        top_k = ids.view_dims[1]
+        local = int(args["moeExpertNum"]) // world
+        rows = out_x.view_dims[0]
+        quant = int(args["quantMode"]) == 2
+        stream = handle(launch.stream)
+        scratch = _Scratch(self.backend, stream)
+        try:
+            active = scratch.tensor((bs, top_k), D.ACL_BOOL)
+            if isinstance(mask, AclTensor):
+                strides = (mask.strides[0], 0) if mask.rank == 1 else tuple(mask.strides)
+                shaped = AclTensor(
+                    (bs, top_k), D.ACL_BOOL, strides, mask.offset, mask.format, mask.storage_dims, mask.data
+                )
+                self.backend.elementwise.convert(shaped, active, stream)
+            elif active.numel:
+                self.backend.provider.memset(active.data, 1, active.numel, stream)
+            gx = self._gather(engine, comm, self._dense(x, scratch, stream), scratch, launch.stream, as_bytes=False)
+            gid = self._gather(engine, comm, self._dense(ids, scratch, stream), scratch, launch.stream)
+            gmask = self._gather(engine, comm, active, scratch, launch.stream)
+            gw = None
+            if isinstance(weights, AclTensor):
+                gw = self._gather(engine, comm, self._dense(weights, scratch, stream), scratch, launch.stream)
+            prog = Program(
+                report=f"{launch.spec.name}: an expertIds value outside [0, moeExpertNum) on some rank"
+                " (or more copies for this rank's experts than expandXOut's rows)"
+            )
+            bounds, pos, keys = prog.temp(16), prog.temp(4 * rows), prog.temp(4 * rows)
+            values: list[Any] = [_p(gid), _p(gmask), bounds, pos, keys, _p(recv_counts), _p(nums)]
+            values += [_p(assist), FLAG]
+            values += longs(world, me, local, bs, top_k, rows, int(args["expertTokenNumsType"]) == 0)
+            values += longs(recv_counts.strides[0], nums.strides[0], assist.strides[0])
+            self._program(prog, DispatchRoute(v1), LaunchConfig((1, 1, 1), (ROUTE_BLOCK, 1, 1)), values)
+            moe = MoeRunner(self.backend)
+            flat_x = reshaped(gx, (world * bs, hidden))
+            if quant:
+                assert isinstance(dyn, AclTensor)
+                qs = smooth if isinstance(smooth, AclTensor) else None
+                qs_strides = tuple(qs.strides) if qs is not None else (0, 0)
+                step = [moe.sorter.meta(rows, (1,), [(0,)]), _p(flat_x), pos, bounds, keys]
+                step += [_p(qs) if qs is not None else ctypes.c_void_p(0), ctypes.c_void_p(0), _p(out_x), _p(dyn)]
+                step += longs(top_k, hidden, *flat_x.strides, *qs_strides, *out_x.strides, dyn.strides[0], 0)
+                self._program(prog, RangeQuant(x.dtype, False, qs is not None), moe._row_block(rows), step)
+            else:
+                moe._range_gather(prog, flat_x, out_x, pos, bounds, top_k, hidden)
+            if isinstance(carried, AclTensor) and gw is not None:
+                step = [moe.sorter.meta(rows, (1,), [(0,)]), _p(gw), pos, bounds, _p(carried)]
+                step += longs(1, 1, 1, 0, carried.strides[0], 0)
+                self._program(prog, RangeGather(4), moe.sorter.flat_config(rows), step)
+            run_program(self.backend, prog, stream)
+        finally:
+            scratch.free()
+
+    def moe_combine(self, launch: Launch) -> None:
+        """MoeDistributeCombine(V1–V4): all-gather expert outputs, counts and assist rows; sum on the device."""
+        from acl_core.spec.ops.mc2 import ASSIST_PER_ROW, _names
+
+        v1 = launch.spec.kernel_name == "MoeDistributeCombine"
+        n = _names(v1)
+        args = launch.args
+        y, ids, table, counts = args["expandX"], args["expertIds"], args[n["assistIn"]], args["epSendCounts"]
+        weights, mask, out = args["expertScales"], args.get(n["xActiveMask"]), args[n["xOut"]]
+        assert isinstance(y, AclTensor) and isinstance(ids, AclTensor) and isinstance(table, AclTensor)
+        assert isinstance(counts, AclTensor) and isinstance(weights, AclTensor) and isinstance(out, AclTensor)
+        engine, comm = self._group(launch, "groupEp")
+        world, me = comm.size, comm.rank
+        bs, top_k = ids.view_dims
+        rows, hidden = y.view_dims
+        local = int(args["moeExpertNum"]) // world
+        if world * rows >= 2**31:
+            raise AclnnError(
+                AclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                f"the rocm backend cannot combine {world}·{rows} expert rows (row numbers travel as int32)",
+            )
+        stream = handle(launch.stream)
+        scratch = _Scratch(self.backend, stream)
+        try:
+            gy = self._gather(engine, comm, self._dense(y, scratch, stream), scratch, launch.stream, as_bytes=False)
+            gcounts = self._gather(engine, comm, self._dense(counts, scratch, stream), scratch, launch.stream)
+            gassist: AclTensor | None = None
+            if not v1:  # the first three int32 of each row: (source rank, token, slot), all the reference reads
+                st = table.strides[0]
+                head = AclTensor(
+                    (rows, 3),
+                    D.ACL_INT32,
+                    (ASSIST_PER_ROW * st, st),
+                    table.offset,
+                    table.format,
+                    table.storage_dims,
+                    table.data,
+                )
+                packed = scratch.tensor((rows, 3), D.ACL_INT32)
+                if rows:
+                    self.backend.elementwise.convert(head, packed, stream)
+                gassist = self._gather(engine, comm, packed, scratch, launch.stream)
+            m = mask if isinstance(mask, AclTensor) else None
+            ms = (0, 0) if m is None else ((m.strides[0], 0) if m.rank == 1 else tuple(m.strides))
+            prog = Program(
+                report=f"{launch.spec.name}: epSendCounts, expertIds and the dispatch's "
+                f"{n['assistIn']} do not describe the rows a dispatch sent"
+            )
+            found, bad = prog.temp(4 * bs * top_k), prog.temp(4)
+            prog.zeroed.append((bad, 4))
+            null = ctypes.c_void_p(0)
+            values: list[Any] = [_p(gcounts), _p(gassist) if gassist is not None else null]
+            values += [_p(ids) if v1 else null, _p(table) if v1 else null, _p(m) if m is not None else null]
+            values += [found, bad, FLAG, *longs(world, me, local, bs, top_k, rows, *ids.strides, table.strides[0], *ms)]
+            self._program(prog, CombineRows(v1), LaunchConfig((1, 1, 1), (ROUTE_BLOCK, 1, 1)), values)
+            total = bs * hidden
+            step = [_p(gy), _p(weights), found, _p(m) if m is not None else null, bad, _p(out)]
+            step += longs(total, bs, top_k, hidden, *weights.strides, *ms, *out.strides)
+            self._program(prog, CombineSum(y.dtype), self.backend.elementwise_config(max(total, 1), 1), step)
+            run_program(self.backend, prog, stream)
+        finally:
+            scratch.free()
+
+
+def _p(t: AclTensor) -> ctypes.c_void_p:
+    return KernelArgs.pointer(start(t))
+
+
+def _step(backend: RocmBackend, kernel: Any, config: LaunchConfig, values: list[Any]) -> Any:
+    from acl_rocm.ops.program import Step
+
+    return Step(backend.function(kernel.source(), kernel.kernel_name), config, tuple(values))
 
 
 RUNNER = Mc2Runner

@@ -1,0 +1,249 @@
+"""Kernel generators of the expert-parallel MC2 ops (MoeDistributeDispatch / Combine, every version).
+
+Both ops exchange every rank's data with ncclAllGather first (the reference's exchange), so these kernels
+see the whole EP domain in rank order and decide on the device what this rank keeps:
+
+* :class:`DispatchRoute`, one block: checks every gathered expert id (the flag, and no table written when
+  one lies outside [0, E) or when more copies arrive than expandXOut's A rows), counts the active
+  copies of each (local expert, source rank) pair, turns the counts into epRecvCounts /
+  expertTokenNums, and writes the received copies' flat positions ``(s·Bs + i)·K + j`` in (local
+  expert, rank, token, slot) order with their expert keys and the row range: the input of the MoE
+  family's :class:`~acl_rocm.kernels.moe.RangeGather` / :class:`~acl_rocm.kernels.moe.RangeQuant`.
+  V1's expandIdx and V2's assistInfoForCombine (``eidx``: source rank, token, slot, zeros) are
+  written here too.
+* :class:`CombineRows`, one block: checks every rank's epSendCounts (running totals of at most A), finds
+  each of this rank's active copies' expert-output row in the gathered rows (through assistInfoForCombine,
+  the last matching row winning as in the reference, or through expandIdx and the expert rank's counts
+  for V1) and flags copies without one; :class:`CombineSum` then forms ``Σ_j w[i, j]·y[row(i, j)]`` in
+  double without contraction, rounded once (flag-gated: writes nothing after a failed check).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from acl_core.dtypes import DataType as D
+from acl_core.spec.ops.mc2 import ASSIST_PER_ROW
+from acl_rocm.kernels.ctypes_map import ctype, load
+from acl_rocm.kernels.moe import _search
+from acl_rocm.kernels.movement import HELPERS, store_narrow
+from acl_rocm.kernels.sort import kernel_name, source
+
+_DOUBLE = ctype(D.ACL_DOUBLE)
+MAX_PAIRS = 1024
+"""(local expert, rank) pairs, or (pair, slice) units, one routing block holds in shared memory: moeExpertNum ≤ 1024
+(with fewer pairs than threads each pair's copies are split into slices so that every thread scans)."""
+
+_ATOMIC_MAX = r"""
+__device__ __forceinline__ void acl_mc2_max(int* p, int v) {
+#if defined(__HIPCC_RTC__) || defined(__HIP_DEVICE_COMPILE__) || defined(__CUDA_ARCH__)
+  atomicMax(p, v);
+#else
+  int old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (old < v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+#endif
+}
+"""
+
+
+def _active(q: str) -> str:
+    """C expression: copy ``q`` = i·K + j of this rank is active (``mask`` null: every copy)."""
+    return f"(mask == 0 || mask[({q} / k) * ms0 + ({q} % k) * ms1] != 0)"
+
+
+@dataclass(frozen=True)
+class DispatchRoute:
+    """The dispatch's routing tables from the gathered ids and masks, one block (a power of two ≤ 256 threads)."""
+
+    v1: bool
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("mc2_dispatch_route", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = ["const int* gid", "const unsigned char* gmask", "long long* bounds", "int* pos", "acl_key_t* keys"]
+        params += ["int* recv", "long long* nums", "int* eidx", "int* flag"]
+        names = ("world", "me", "local", "bs", "k", "a_rows", "cumulative", "rs", "ns", "es")
+        params += [f"const long long {n}" for n in names]
+        body = [
+            f"__shared__ int start[{MAX_PAIRS}];",
+            "__shared__ int bad;",
+            "const long long experts = local * world, per = bs * k, pairs = local * world;",
+            "if (threadIdx.x == 0) bad = 0;",
+            "__syncthreads();",
+            "for (long long e = threadIdx.x; e < world * per; e += blockDim.x)",
+            "  if (gid[e] < 0 || gid[e] >= experts) bad = 1;",
+            "__syncthreads();",
+            "if (bad) {",
+            "  if (threadIdx.x == 0) { *flag = 1; bounds[0] = 0; bounds[1] = 0; }",
+            "  return;",
+            "}",
+            # each (pair, segment) unit scans one slice of the source rank's copies, in (pair, segment) order
+            "const long long segs = pairs >= (long long)blockDim.x ? 1 : (long long)blockDim.x / pairs;",
+            "const long long units = pairs * segs, len = (per + segs - 1) / segs;",
+            "for (long long u = threadIdx.x; u < units; u += blockDim.x) {",
+            "  const long long t = u / segs, g = u % segs, s = t % world, ex = me * local + t / world;",
+            "  const long long lo = s * per + g * len, hi = lo + len < (s + 1) * per ? lo + len : (s + 1) * per;",
+            "  int c = 0;",
+            "  for (long long q = lo; q < hi; ++q) c += (gmask[q] != 0 && gid[q] == ex) ? 1 : 0;",
+            "  start[u] = c;",
+            "}",
+            "__syncthreads();",
+            "if (threadIdx.x == 0) {",
+            "  long long run = 0;",
+            "  for (long long u = 0; u < units; ++u) { const int c = start[u]; start[u] = (int)run; run += c; }",
+            "  if (run > a_rows) {",  # duplicate ids in a token: more copies than expandXOut's A rows
+            "    bad = 1; *flag = 1; bounds[0] = 0; bounds[1] = 0;",
+            "  } else {",
+            "    for (long long t = 0; t < pairs; ++t)",
+            "      recv[t * rs] = t + 1 < pairs ? start[(t + 1) * segs] : (int)run;",
+            "    for (long long le = 0; le < local; ++le) {",
+            "      const long long lo = start[le * world * segs];",
+            "      const long long hi = le + 1 < local ? (long long)start[(le + 1) * world * segs] : run;",
+            "      nums[le * ns] = cumulative ? hi : hi - lo;",
+            "    }",
+            "    bounds[0] = 0; bounds[1] = run;",
+            "  }",
+            "}",
+            "__syncthreads();",
+            "if (bad) return;",
+            "for (long long u = threadIdx.x; u < units; u += blockDim.x) {",
+            "  const long long t = u / segs, g = u % segs, s = t % world, ex = me * local + t / world;",
+            "  const long long lo = s * per + g * len, hi = lo + len < (s + 1) * per ? lo + len : (s + 1) * per;",
+            "  int at = start[u];",
+            "  for (long long q = lo; q < hi; ++q)",
+            "    if (gmask[q] != 0 && gid[q] == ex) {",
+            "      pos[at] = (int)q; keys[at] = acl_expert_key(ex);",
+        ]
+        if not self.v1:  # assistInfoForCombine: (source rank, token, slot), zeros to the row's end and after
+            body += [
+                f"      int* row = eidx + (long long)at * {ASSIST_PER_ROW} * es;",
+                "      row[0] = (int)(q / per); row[es] = (int)((q % per) / k); row[2 * es] = (int)(q % k);",
+                f"      for (long long c = 3; c < {ASSIST_PER_ROW}; ++c) row[c * es] = 0;",
+            ]
+        body += [
+            "      ++at;",
+            "    }",
+            "}",
+        ]
+        if not self.v1:
+            body += [
+                f"for (long long e = bounds[1] * {ASSIST_PER_ROW} + threadIdx.x; e < a_rows * {ASSIST_PER_ROW};"
+                " e += blockDim.x)",
+                "  eidx[e * es] = 0;",
+            ]
+        if self.v1:  # expandIdx: the n-th active copy of this rank for the same expert, -1 when inactive
+            body += [
+                "for (long long ex = threadIdx.x; ex < experts; ex += blockDim.x) {",
+                "  int seen = 0;",
+                "  for (long long q = 0; q < per; ++q)",
+                "    if (gmask[me * per + q] != 0 && gid[me * per + q] == ex) eidx[q * es] = seen++;",
+                "}",
+                "for (long long q = threadIdx.x; q < per; q += blockDim.x)",
+                "  if (gmask[me * per + q] == 0) eidx[q * es] = -1;",
+            ]
+        return source("mc2: dispatch routing tables", "", self.kernel_name, params, body, _search(32))
+
+
+@dataclass(frozen=True)
+class CombineRows:
+    """Each active copy's row in the gathered expert outputs (``rows``, -1 for none) and the checks, one block."""
+
+    v1: bool
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("mc2_combine_rows", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = ["const int* gcounts", "const int* gassist", "const int* ids", "const int* eidx"]
+        params += ["const unsigned char* mask", "int* rows", "int* bad_out", "int* flag"]
+        names = ("world", "me", "local", "bs", "k", "a_rows", "is0", "is1", "es", "ms0", "ms1")
+        params += [f"const long long {n}" for n in names]
+        body = [
+            "__shared__ int bad;",
+            "const long long experts = local * world, per = bs * k;",
+            "if (threadIdx.x == 0) bad = 0;",
+            "__syncthreads();",
+            "for (long long t = threadIdx.x; t < world; t += blockDim.x) {",
+            "  const int* c = gcounts + t * experts;",
+            "  if (c[0] < 0 || c[experts - 1] > a_rows) bad = 1;",
+            "  for (long long x = 1; x < experts; ++x) if (c[x] < c[x - 1]) bad = 1;",
+            "}",
+            "for (long long q = threadIdx.x; q < per; q += blockDim.x) rows[q] = -1;",
+            "__syncthreads();",
+            "if (!bad) {",
+        ]
+        if self.v1:
+            body += [
+                "  for (long long q = threadIdx.x; q < per; q += blockDim.x) {",
+                f"    if (!{_active('q')}) continue;",
+                "    const long long id = ids[(q / k) * is0 + (q % k) * is1];",
+                "    if (id < 0 || id >= experts) { bad = 1; continue; }",
+                "    const long long t = id / local, at = (id % local) * world + me;",
+                "    const int* c = gcounts + t * experts;",
+                "    const long long lo = at ? (long long)c[at - 1] : 0, row = lo + (long long)eidx[q * es];",
+                "    if (row < lo || row >= (long long)c[at]) { bad = 1; continue; }",
+                "    rows[q] = (int)(t * a_rows + row);",
+                "  }",
+            ]
+        else:  # the last row of the (rank, row) order naming (me, i, j) wins, as the reference's overwrite
+            body += [
+                "  for (long long e = threadIdx.x; e < world * a_rows; e += blockDim.x) {",
+                "    const long long t = e / a_rows;",
+                "    if (e % a_rows >= (long long)gcounts[t * experts + experts - 1]) continue;",
+                "    const int* r = gassist + e * 3;",
+                "    if (r[0] == me && r[1] >= 0 && r[1] < bs && r[2] >= 0 && r[2] < k)",
+                "      acl_mc2_max(&rows[(long long)r[1] * k + r[2]], (int)e);",
+                "  }",
+            ]
+        body += [
+            "}",
+            "__syncthreads();",
+            "if (!bad)",
+            "  for (long long q = threadIdx.x; q < per; q += blockDim.x)",
+            f"    if ({_active('q')} && rows[q] < 0) bad = 1;",
+            "__syncthreads();",
+            "if (threadIdx.x == 0 && bad) { *flag = 1; *bad_out = 1; }",
+        ]
+        return source("mc2: combine rows and checks", "", self.kernel_name, params, body, _ATOMIC_MAX)
+
+
+@dataclass(frozen=True)
+class CombineSum:
+    """``out[i, h] = Σ_j w[i, j]·y[rows[i·K + j], h]`` over the active copies, in double, rounded once (flag-gated)."""
+
+    dtype: D
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("mc2_combine_sum", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        st = ctype(self.dtype).storage
+        params = [f"const {st}* gy", "const float* w", "const int* rows", "const unsigned char* mask"]
+        params += ["const int* bad", f"{st}* out"]
+        params += [f"const long long {n}" for n in ("n", "bs", "k", "hidden", "ws0", "ws1", "ms0", "ms1", "os0", "os1")]
+        y = load("gy[(long long)rows[i * k + j] * hidden + h]", ctype(self.dtype), _DOUBLE)
+        body = [
+            "if (*bad) return;",
+            "const long long step = (long long)gridDim.x * blockDim.x;",
+            "for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += step) {",
+            "  const long long i = e / hidden, h = e % hidden;",
+            "  double acc = 0.0;",
+            "  for (long long j = 0; j < k; ++j) {",
+            "    if (mask != 0 && mask[i * ms0 + j * ms1] == 0) continue;",
+            f"    acc = __dadd_rn(acc, __dmul_rn((double)w[i * ws0 + j * ws1], {y}));",
+            "  }",
+            f"  out[i * os0 + h * os1] = {store_narrow('acc', self.dtype)};",
+            "}",
+        ]
+        return source(f"mc2: combine sum into {self.dtype.short}", "", self.kernel_name, params, body, HELPERS)
