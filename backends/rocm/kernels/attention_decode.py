@@ -44,10 +44,14 @@ KEYS_PER_WARP: Final = 8
 MAX_DECODE_BATCH: Final = 256
 """Batches whose actual lengths travel in the kernel arguments (4-byte each, inside the 4 KiB limit)."""
 MAX_SPLITS: Final = 128
+"""At most DECODE_THREADS: the combine kernel reads one split's (max, sum) per thread."""
 MIN_CHUNK: Final = 32
 """Keys per split at least (and the granule chunks are rounded to)."""
 BLOCKS_PER_UNIT: Final = 4
 """Split-kernel blocks wanted per compute unit (several resident blocks hide the load latency)."""
+SINGLE_SPLIT_KEYS: Final = 128
+"""Caches of at most this many keys take one split: each warp walks a few tiles, and no combine launch follows
+(a decode step's short cache: the combine launch would cost more than the split kernel saves)."""
 MAX_LANE_VALUES: Final = 64
 """Group size times dims per lane at most: each lane keeps that many query and accumulator registers."""
 
@@ -56,6 +60,8 @@ def decode_splits(batch: int, kv_heads: int, capacity: int, units: int) -> tuple
     """(splits, chunk): enough (batch, kv head, split) blocks to fill ``units`` compute units, chunks of >= 32 keys."""
     if capacity <= 0:
         return 1, MIN_CHUNK
+    if capacity <= SINGLE_SPLIT_KEYS:
+        return 1, -(-capacity // MIN_CHUNK) * MIN_CHUNK
     work = max(1, batch * kv_heads)
     want = max(1, -(-max(units, 1) * BLOCKS_PER_UNIT // work))
     splits = max(1, min(want, -(-capacity // MIN_CHUNK), MAX_SPLITS))
@@ -160,16 +166,19 @@ ACL_DEV float warp_sum(float x) {{
 // the dim lane ``lane`` holds in slot e: contiguous runs for vector loads, else interleaved (coalesced)
 ACL_DEV int dec_dim(int lane, int e) {{ return VECTOR_LOADS ? lane * VEC + e : e * WARP + lane; }}
 
-ACL_DEV void dec_row(const st* row, long long stride, int lane, float* out) {{
+// row ``row``'s dims this lane owns, in storage (zeros when ``live`` is false: a key no head keeps)
+ACL_DEV void dec_raw(const st* row, long long stride, int lane, bool live, AclVec<st, VEC>& out) {{
 #if VECTOR_LOADS
-  const AclVec<st, VEC> raw = *(const AclVec<st, VEC>*)(row + lane * VEC);
-  #pragma unroll
-  for (int e = 0; e < VEC; ++e) out[e] = {load("raw.v[e]", c, f32)};
+  if (live) out = *(const AclVec<st, VEC>*)(row + lane * VEC);
+  else {{
+    #pragma unroll
+    for (int e = 0; e < VEC; ++e) out.v[e] = (st)0;
+  }}
 #else
   #pragma unroll
   for (int e = 0; e < VEC; ++e) {{
     const int d = e * WARP + lane;
-    out[e] = d < HEAD_DIM ? {load("row[(long long)d * stride]", c, f32)} : 0.0f;
+    out.v[e] = live && d < HEAD_DIM ? row[(long long)d * stride] : (st)0;
   }}
 #endif
 }}
@@ -211,46 +220,52 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
   }}
   const st* k_head = k + b * m.k[0] + hk * m.k[1];
   const st* v_head = v + b * m.v[0] + hk * m.v[1];
+  const unsigned char* mask_kv = m.has_mask ? mask + b * m.mask[0] + hk * GROUP * m.mask[1] : nullptr;
   for (long long j0 = lo + warp * KPW; j0 < hi; j0 += NWARPS * KPW) {{
-    if (m.has_mask) {{  // a tile the mask hides from every head of the group moves no K / V bytes
-      bool any = false;
-      #pragma unroll
-      for (int g = 0; g < GROUP; ++g) {{
-        const unsigned char* mask_row = mask + b * m.mask[0] + (hk * GROUP + g) * m.mask[1];
-        #pragma unroll
-        for (int t = 0; t < KPW; ++t) any = any || (j0 + t < hi && mask_row[(j0 + t) * m.mask[3]] == 0);
-      }}
-      if (!any) continue;
-    }}
-    float kf[KPW][VEC], sc[GROUP][KPW];
+    // bit t of kept[g]: head g keeps key j0 + t. Every mask byte of the tile is loaded at once (no load
+    // waits on another); a tile no head keeps moves no K / V bytes, a key no head keeps loads no row.
+    unsigned kept[GROUP];
+    unsigned rows = 0;
     #pragma unroll
-    for (int t = 0; t < KPW; ++t) {{
-      if (j0 + t < hi) dec_row(k_head + (j0 + t) * m.k[2], m.k[3], lane, kf[t]);
-      else {{
-        #pragma unroll
-        for (int e = 0; e < VEC; ++e) kf[t][e] = 0.0f;
+    for (int g = 0; g < GROUP; ++g) {{
+      unsigned bits = 0;
+      #pragma unroll
+      for (int t = 0; t < KPW; ++t) {{
+        const bool in = j0 + t < hi;
+        bool keep = in;
+        if (m.has_mask) {{
+          const unsigned char hidden = mask_kv[g * m.mask[1] + (in ? j0 + t : j0) * m.mask[3]];
+          keep = in && hidden == 0;
+        }}
+        bits |= (unsigned)keep << t;
       }}
+      kept[g] = bits;
+      rows |= bits;
     }}
+    if (rows == 0) continue;  // the same in every lane (the warp's shuffles stay together)
+    // the tile's K and V rows in flight together (raw storage: two bytes a value), then the arithmetic
+    AclVec<st, VEC> kr[KPW], vr[KPW];
+    #pragma unroll
+    for (int t = 0; t < KPW; ++t) dec_raw(k_head + (j0 + t) * m.k[2], m.k[3], lane, (rows >> t) & 1u, kr[t]);
+    #pragma unroll
+    for (int t = 0; t < KPW; ++t) dec_raw(v_head + (j0 + t) * m.v[2], m.v[3], lane, (rows >> t) & 1u, vr[t]);
+    float sc[GROUP][KPW];
     #pragma unroll
     for (int g = 0; g < GROUP; ++g) {{
       #pragma unroll
       for (int t = 0; t < KPW; ++t) {{
         float dot = 0.0f;
         #pragma unroll
-        for (int e = 0; e < VEC; ++e) dot += qr[g][e] * kf[t][e];
+        for (int e = 0; e < VEC; ++e) dot += qr[g][e] * {load("kr[t].v[e]", c, f32)};
         sc[g][t] = warp_sum(dot);
       }}
     }}
     #pragma unroll
     for (int g = 0; g < GROUP; ++g) {{
-      const unsigned char* mask_row = m.has_mask ? mask + b * m.mask[0] + (hk * GROUP + g) * m.mask[1] : nullptr;
       float tile_max = -inf;
       #pragma unroll
       for (int t = 0; t < KPW; ++t) {{
-        const long long j = j0 + t;
-        bool keep = j < hi;
-        if (keep && m.has_mask) keep = mask_row[j * m.mask[3]] == 0;
-        sc[g][t] = keep ? scale * sc[g][t] : -inf;
+        sc[g][t] = (kept[g] >> t) & 1u ? scale * sc[g][t] : -inf;
         tile_max = sc[g][t] > tile_max ? sc[g][t] : tile_max;
       }}
       const float new_max = mx[g] > tile_max ? mx[g] : tile_max;
@@ -273,18 +288,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
     }}
     #pragma unroll
     for (int t = 0; t < KPW; ++t) {{
-      if (j0 + t < hi) dec_row(v_head + (j0 + t) * m.v[2], m.v[3], lane, kf[t]);
-      else {{
-        #pragma unroll
-        for (int e = 0; e < VEC; ++e) kf[t][e] = 0.0f;
-      }}
-    }}
-    #pragma unroll
-    for (int g = 0; g < GROUP; ++g) {{
       #pragma unroll
-      for (int t = 0; t < KPW; ++t) {{
+      for (int e = 0; e < VEC; ++e) {{
+        const float val = {load("vr[t].v[e]", c, f32)};
         #pragma unroll
-        for (int e = 0; e < VEC; ++e) acc[g][e] += sc[g][t] * kf[t][e];
+        for (int g = 0; g < GROUP; ++g) acc[g][e] += sc[g][t] * val;
       }}
     }}
   }}
@@ -333,45 +341,58 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
 """
     )
     combine = f"""
+ACL_DEV float block_reduce(float x, bool take_max, float* scratch) {{
+  #pragma unroll
+  for (int o = WARP / 2; o > 0; o >>= 1) {{
+    const float y = ACL_SHFL_XOR(x, o);
+    x = take_max ? (y > x ? y : x) : x + y;
+  }}
+  const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+  if (lane == 0) scratch[warp] = x;
+  __syncthreads();
+  x = scratch[0];
+  for (int w = 1; w < NWARPS; ++w) x = take_max ? (scratch[w] > x ? scratch[w] : x) : x + scratch[w];
+  __syncthreads();
+  return x;
+}}
+
+// thread s reads split s's (max, sum) (splits <= THREADS), the block reduces them, and each split's weight
+// exp(m_s - top) waits in shared memory while a thread per dim sums the splits' partial outputs
 extern "C" __global__ void __launch_bounds__(THREADS) {inst.combine_name}(
     const DecodeMeta m, const float* __restrict__ part, st* __restrict__ out, float* __restrict__ lse,
     const sink_t* __restrict__ sink) {{
+  __shared__ float sm_w[THREADS];
+  __shared__ float sm_r[NWARPS];
   const long long bh = blockIdx.x;
   const long long b = bh / m.nq, h = bh % m.nq;
+  const int tid = threadIdx.x;
   const float inf = dec_inf();
   const float* rec = part + bh * m.splits * (HEAD_DIM + 2);
-  float best = -inf;
-  for (long long s = 0; s < m.splits; ++s) {{
-    const float ms = rec[s * (HEAD_DIM + 2) + HEAD_DIM];
-    best = ms > best ? ms : best;
-  }}
-  float l = 0.0f;
-  if (best != -inf) {{
-    for (long long s = 0; s < m.splits; ++s) {{
-      const float ms = rec[s * (HEAD_DIM + 2) + HEAD_DIM];
-      if (ms != -inf) l += rec[s * (HEAD_DIM + 2) + HEAD_DIM + 1] * acl_exp(ms - best);
-    }}
-  }}
+  const bool mine = tid < m.splits;
+  const float ms = mine ? rec[tid * (HEAD_DIM + 2) + HEAD_DIM] : -inf;
+  const float ls = mine ? rec[tid * (HEAD_DIM + 2) + HEAD_DIM + 1] : 0.0f;
+  const float best = block_reduce(ms, true, sm_r);
+  const float l = block_reduce(ms != -inf ? ls * acl_exp(ms - best) : 0.0f, false, sm_r);
   float top = best, total = l;  // with the sink, if any
   if (m.has_sink) {{
     float none = 0.0f;
     dec_sink({sink_logit}, top, total, none);
   }}
-  for (int d = threadIdx.x; d < HEAD_DIM; d += THREADS) {{
+  sm_w[tid] = ms != -inf ? acl_exp(ms - top) / total : 0.0f;
+  __syncthreads();
+  for (int d = tid; d < HEAD_DIM; d += THREADS) {{
     float o = 0.0f;
     if (l > 0.0f) {{
-      for (long long s = 0; s < m.splits; ++s) {{
-        const float ms = rec[s * (HEAD_DIM + 2) + HEAD_DIM];
-        if (ms != -inf) o += rec[s * (HEAD_DIM + 2) + d] * acl_exp(ms - top);
-      }}
-      o /= total;
+      #pragma unroll 8
+      for (int s = 0; s < m.splits; ++s) o += rec[s * (HEAD_DIM + 2) + d] * sm_w[s];
     }}
     out[b * m.o[0] + h * m.o[1] + d * m.o[3]] = {store("o", f32, c)};
   }}
-  if (lse != nullptr && threadIdx.x == 0) {{
+  if (lse != nullptr && tid == 0) {{
     lse[b * m.lse[0] + h * m.lse[1]] = total > 0.0f ? top + acl_log(total) : inf;
   }}
 }}
 """
+    assert MAX_SPLITS <= DECODE_THREADS
     header = f"// split-KV decode attention ({which}): {inst.dtype.short}, D={inst.head_dim}, group {inst.group}"
     return "\n".join([PRELUDE, SHUFFLE_XOR, header, body if which == "split" else common + combine])
