@@ -183,6 +183,30 @@ ACL_DEV void dec_raw(const st* row, long long stride, int lane, bool live, AclVe
 #endif
 }}
 
+// bit t of kept[g]: head g of the group keeps key j0 + t (inside the split, not masked); returns their union.
+// Every mask byte of the tile loads at once (no load waits on another); keys past hi load nothing.
+ACL_DEV unsigned dec_keep(const DecodeMeta& m, const unsigned char* mask_kv, long long j0, long long hi,
+                          unsigned* kept) {{
+  unsigned rows = 0;
+  #pragma unroll
+  for (int g = 0; g < GROUP; ++g) {{
+    unsigned bits = 0;
+    #pragma unroll
+    for (int t = 0; t < KPW; ++t) {{
+      const bool in = j0 + t < hi;
+      bool keep = in;
+      if (m.has_mask) {{
+        const unsigned char hidden = in ? mask_kv[g * m.mask[1] + (j0 + t) * m.mask[3]] : (unsigned char)1;
+        keep = hidden == 0;
+      }}
+      bits |= (unsigned)keep << t;
+    }}
+    kept[g] = bits;
+    rows |= bits;
+  }}
+  return rows;
+}}
+
 """
     body = (
         common
@@ -196,10 +220,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
   __shared__ float sm_l[NWARPS][GROUP];
   __shared__ float sm_o[NWARPS][GROUP][HEAD_DIM];
   const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
-  long long blk = blockIdx.x;
-  const long long split = blk % m.splits;
-  blk /= m.splits;
-  const long long hk = blk % m.nkv, b = blk / m.nkv;
+  unsigned blk = blockIdx.x;  // 32-bit division: the grid is (batch, kv head, split) flattened to x
+  const long long split = blk % (unsigned)m.splits;
+  blk /= (unsigned)m.splits;
+  const long long hk = blk % (unsigned)m.nkv, b = blk / (unsigned)m.nkv;
   const long long len = lens.n[b];
   const long long lo = split * m.chunk;
   const long long hi = lo + m.chunk < len ? lo + m.chunk : len;
@@ -221,34 +245,22 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
   const st* k_head = k + b * m.k[0] + hk * m.k[1];
   const st* v_head = v + b * m.v[0] + hk * m.v[1];
   const unsigned char* mask_kv = m.has_mask ? mask + b * m.mask[0] + hk * GROUP * m.mask[1] : nullptr;
+  // a warp's tiles are KPW keys, NWARPS * KPW apart; the next tile's mask bytes load under this tile's rows
+  unsigned kept[GROUP];
+  unsigned rows = dec_keep(m, mask_kv, lo + warp * KPW, hi, kept);
   for (long long j0 = lo + warp * KPW; j0 < hi; j0 += NWARPS * KPW) {{
-    // bit t of kept[g]: head g keeps key j0 + t. Every mask byte of the tile is loaded at once (no load
-    // waits on another); a tile no head keeps moves no K / V bytes, a key no head keeps loads no row.
-    unsigned kept[GROUP];
-    unsigned rows = 0;
+    unsigned cur[GROUP];
     #pragma unroll
-    for (int g = 0; g < GROUP; ++g) {{
-      unsigned bits = 0;
-      #pragma unroll
-      for (int t = 0; t < KPW; ++t) {{
-        const bool in = j0 + t < hi;
-        bool keep = in;
-        if (m.has_mask) {{
-          const unsigned char hidden = mask_kv[g * m.mask[1] + (in ? j0 + t : j0) * m.mask[3]];
-          keep = in && hidden == 0;
-        }}
-        bits |= (unsigned)keep << t;
-      }}
-      kept[g] = bits;
-      rows |= bits;
-    }}
-    if (rows == 0) continue;  // the same in every lane (the warp's shuffles stay together)
-    // the tile's K and V rows in flight together (raw storage: two bytes a value), then the arithmetic
+    for (int g = 0; g < GROUP; ++g) cur[g] = kept[g];
+    const unsigned live = rows;
+    // the tile's K and V rows in flight together (raw storage), then the next tile's mask, then the arithmetic
     AclVec<st, VEC> kr[KPW], vr[KPW];
     #pragma unroll
-    for (int t = 0; t < KPW; ++t) dec_raw(k_head + (j0 + t) * m.k[2], m.k[3], lane, (rows >> t) & 1u, kr[t]);
+    for (int t = 0; t < KPW; ++t) dec_raw(k_head + (j0 + t) * m.k[2], m.k[3], lane, (live >> t) & 1u, kr[t]);
     #pragma unroll
-    for (int t = 0; t < KPW; ++t) dec_raw(v_head + (j0 + t) * m.v[2], m.v[3], lane, (rows >> t) & 1u, vr[t]);
+    for (int t = 0; t < KPW; ++t) dec_raw(v_head + (j0 + t) * m.v[2], m.v[3], lane, (live >> t) & 1u, vr[t]);
+    rows = dec_keep(m, mask_kv, j0 + NWARPS * KPW, hi, kept);
+    if (live == 0) continue;  // a tile no head keeps: no K / V bytes moved (the same in every lane)
     float sc[GROUP][KPW];
     #pragma unroll
     for (int g = 0; g < GROUP; ++g) {{
@@ -265,7 +277,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
       float tile_max = -inf;
       #pragma unroll
       for (int t = 0; t < KPW; ++t) {{
-        sc[g][t] = (kept[g] >> t) & 1u ? scale * sc[g][t] : -inf;
+        sc[g][t] = (cur[g] >> t) & 1u ? scale * sc[g][t] : -inf;
         tile_max = sc[g][t] > tile_max ? sc[g][t] : tile_max;
       }}
       const float new_max = mx[g] > tile_max ? mx[g] : tile_max;
@@ -364,7 +376,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.combine_name}(
   __shared__ float sm_w[THREADS];
   __shared__ float sm_r[NWARPS];
   const long long bh = blockIdx.x;
-  const long long b = bh / m.nq, h = bh % m.nq;
+  const long long b = blockIdx.x / (unsigned)m.nq, h = blockIdx.x % (unsigned)m.nq;
   const int tid = threadIdx.x;
   const float inf = dec_inf();
   const float* rec = part + bh * m.splits * (HEAD_DIM + 2);
