@@ -17,7 +17,7 @@ from typing import Final
 
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.ctypes_map import ctype
-from acl_rocm.kernels.movement import HELPERS, load_wide, store_narrow, word
+from acl_rocm.kernels.movement import HELPERS, InlineChecks, flag_param, load_wide, store_narrow, word
 from acl_rocm.kernels.prelude import PRELUDE
 
 BLOCK_THREADS: Final = 256
@@ -87,15 +87,25 @@ class ScatterMeta:
 
 @dataclass(frozen=True)
 class PagedScatter:
-    """key (and value) rows of token t to the caches' slot ``slots[t]`` (-1 skipped), one element per thread."""
+    """key (and value) rows of token t to the caches' slot ``slots[t]`` (-1 skipped), one element per thread.
+
+    ``inline``: every block range-checks the slots itself before its first write (:class:`InlineChecks`: a
+    decode step's few slots need no Check launch of their own); otherwise a Check launch ran before.
+    """
 
     itemsize: int
     index: D
+    inline: bool = False
 
     @functools.cached_property
     def kernel_name(self) -> str:
         """The kernel's extern "C" name."""
         return _name("scatter", self)
+
+    @property
+    def checks(self) -> InlineChecks | None:
+        """The slots' inline range check (None: a Check launch ran before)."""
+        return InlineChecks((self.index,)) if self.inline else None
 
     def source(self) -> str:
         """The complete kernel source."""
@@ -107,10 +117,10 @@ class PagedScatter:
             f"{w}* key_cache",
             f"const {w}* __restrict__ value",
             f"{w}* value_cache",
-            "const int* flag",
+            *flag_param(self.checks),
         ]
         body = [
-            "if (*flag) return;",
+            *(["if (*flag) return;"] if self.checks is None else self.checks.prologue()),
             "const long long width = m.wk + m.wv;",
             *GRID_LOOP,
             "  const long long j = i % width;",
@@ -129,9 +139,8 @@ class PagedScatter:
             "  }",
             "}",
         ]
-        return _source(
-            f"paged scatter of {self.itemsize}-byte elements", _struct(ScatterMeta), self.kernel_name, params, body
-        )
+        what = f"paged scatter of {self.itemsize}-byte elements" + (" (slots checked inline)" if self.inline else "")
+        return _source(what, _struct(ScatterMeta), self.kernel_name, params, body)
 
 
 # ----------------------------------------------------------------------------- paged gather
