@@ -8,17 +8,19 @@ signature do not change with them, so a task-group update can swap in new length
 
 The split kernel: one block per (batch, kv head, split), grid flattened to x. Each warp walks its
 share of the chunk :data:`KEYS_PER_WARP` keys at a time: every lane holds ``ceil(D / warp)`` dims of each
-of the group's query rows and of each key (16-byte vector loads where the layout allows), a warp
+of the group's query rows and of each key (vector loads where the layout allows); a tile's K and V rows
+are issued together (one memory latency a tile), and the next tile's mask bytes right after them, a warp
 all-reduce (xor shuffles) forms the scores, and the warp keeps its own fp32 online softmax (running
 max, sum and output accumulator per query head). The warps merge through shared memory; the block
 writes its partial (o, m, l) per query head, or, when there is a single split, the output itself.
-Keys past the batch's actual length (a kernel argument) and keys the mask sets are left out; a warp's tile of
-keys that the mask hides from every head it serves loads no K or V (a decode over a cache larger than its
-filled part, masked past the position, reads only the filled part's K and V).
+Keys past the batch's actual length (a kernel argument) and keys the mask sets are left out; a key the mask
+hides from every head a warp serves loads no K or V row (a decode over a cache larger than its filled part,
+masked past the position, reads only the filled part's K and V). Caches of at most
+:data:`SINGLE_SPLIT_KEYS` keys take one split and no combine launch.
 
-The combine kernel: one block per (batch, query head) rescales the splits' partials by
-``exp(m_s - max m)`` (log-sum-exp) and writes the output in its dtype, and FusedInferAttentionScore's
-``softmaxLse`` (+inf where no key was kept, as the row kernel writes it). A sink
+The combine kernel: one block per (batch, query head), a thread per split's (max, sum), rescales the
+splits' partials by ``exp(m_s - max m)`` (log-sum-exp) and writes the output in its dtype, and
+FusedInferAttentionScore's ``softmaxLse`` (+inf where no key was kept, as the row kernel writes it). A sink
 (FusedInferAttentionScoreV5's learnableSinkOptional: one value-less logit per query head) joins the
 combined (max, sum) last, where the output is written: in the combine kernel, or in the split kernel
 when there is a single split.
