@@ -22,7 +22,8 @@ copies the logits (aclnnCast to float32 first) to the host. The decode step neve
 cache position is an int64 tensor on the device (one per sequence) that the step reads and advances
 (aclnnInplaceAdds); the cos/sin rows are gathered at it (aclnnEmbedding on the tables), q and k are
 rotated in place by one aclnnApplyRotaryPosEmb where the head dim is one it takes (64, 128), k and v
-are put at it in the cache (aclnnInplaceScatterUpdate), and attention reads the whole (zeroed) cache under a
+are put at it in the cache by one aclnnScatterPaKvCache (the cache [B, C, N, D] as B blocks of C slots;
+slot i*C + pos, one aclnnAdd a step past batch 1), and attention reads the whole (zeroed) cache under a
 mask of the positions past it (aclnnGtTensor against 0..C-1). So every decode operator is a repeatable
 executor made once per generation and a token costs no phase 1 — the step a stream capture can record.
 The prefill's activations and executors are kept too, per prompt length in the decode state
@@ -152,6 +153,9 @@ class Activations:
         self.logits32 = self.logits if dt == F32 else s.alloc([rows, c.vocab_size], F32)
         self.step_rope: tuple[Buffer, Buffer] | None = None
         self.pos: Buffer | None = None
+        self.slot_base: Buffer | None = None
+        self.slots: Buffer | None = None
+        self.one: Any = None
         if cos is None:  # decode: the position lives on the device; cos/sin rows and the mask are gathered from it
             self.step_rope = (s.alloc([1, 1, 1, d], dt), s.alloc([1, 1, 1, d], dt))
             cos, sin = self.step_rope[0].tensor(), self.step_rope[1].tensor()
@@ -161,7 +165,12 @@ class Activations:
             """0 .. capacity-1, compared with pos to mask the cache positions not yet written."""
             self.mask = s.alloc([b, capacity], BOOL)
             self.kr = s.alloc([b, 1, nkv, d], dt)
-            """rope(k) of the new token, before InplaceScatterUpdate puts it at pos in the cache."""
+            """rope(k) of the new token, before ScatterPaKvCache puts it at pos in the cache."""
+            if b > 1:  # ScatterPaKvCache's slot of sequence i is i * capacity + pos[i] (batch 1: pos itself)
+                self.slot_base = s.alloc([b], I64)
+                """0, C, 2C, ... (uploaded with keys)."""
+                self.slots = s.alloc([b], I64)
+                self.one = scalar(1, I64)
         self.cos, self.sin = cos, sin
         head = [b, seq, nq, d]
         strides = [seq * w, w, d, 1]
@@ -388,10 +397,14 @@ class Qwen3Runner:
                     ("RotaryPositionEmbedding", (a.kn.tensor(), a.cos, a.sin, 0, a.kr.tensor())),
                 ]
                 k_rot = a.kr
-            cache = [
+            slots = pos if a.slots is None else a.slots.tensor()
+            b, nkv, d = a.batch, c.num_key_value_heads, c.head_dim
+            tokens = [b, nkv, d]  # the new token's k and v rows, [T = B, N, D]
+            k_new = k_rot.view(tokens)
+            v_new = a.qkv.view(tokens, [c.qkv_size, d, 1], (c.num_attention_heads + nkv) * d)
+            cache = [  # k and v into the cache ([B, C, N, D] as B blocks of C slots) by one launch
                 *rope,
-                ("InplaceScatterUpdate", (kv.k[i].tensor(), pos, k_rot.tensor(), 1)),
-                ("InplaceScatterUpdate", (kv.v[i].tensor(), pos, a.v_part, 1)),
+                ("ScatterPaKvCache", (k_new, kv.k[i].tensor(), slots, v_new, kv.v[i].tensor()) + (None,) * 7),
                 self._attention(i, a, kv, 0, prefill),
             ]
         if prefill:
@@ -424,6 +437,9 @@ class Qwen3Runner:
             for table, row in ((self.cos, a.step_rope[0]), (self.sin, a.step_rope[1])):
                 items.append(("Embedding", (table.tensor(), first, row.view([1, 1, d]))))
             items.append(("GtTensor", (a.keys.tensor(), a.pos.view([a.batch, 1]), a.mask.tensor())))
+            if a.slots is not None:  # the cache slot of each sequence's new token (ScatterPaKvCache)
+                assert a.slot_base is not None
+                items.append(("Add", (a.pos.tensor(), a.slot_base.tensor(), a.one, a.slots.tensor())))
         layers = self.weights.layers
         items.append(("RmsNorm", (a.h.tensor(), layers[0].input_norm.tensor(), eps, a.o.tensor(), a.rstd.tensor())))
         for i in range(len(layers)):
@@ -638,6 +654,8 @@ class Qwen3Runner:
             for buf in kv.buffers():  # decode attention spans the whole capacity: masked rows must not be NaN garbage
                 s.run("InplaceZero", buf.tensor())
             s.upload(dec.keys, np.arange(capacity, dtype=np.int64))
+            if dec.slot_base is not None:
+                s.upload(dec.slot_base, np.arange(b, dtype=np.int64) * capacity)
             s.upload(dec.pos, np.full(b, plen, dtype=np.int64))  # the first decode step feeds position plen
             s.upload(pre.ids, ids)  # the prompt on the device, and the zeroing done, before the clock starts:
             s.synchronize()  # transformers and the torch runner time their prefill from ids already there too

@@ -300,15 +300,19 @@ def rope_source(inst: RopeInstance) -> str:
     body = f"""
 {ROPE_STRUCT}
 
-ACL_DEV void rope_pair(const RopeMeta& m, const long long idx, const {s}* x, const {s}* __restrict__ cs,
+// I: the index type of the decomposition (unsigned int when every pair index fits: 64-bit division is a
+// long software sequence, and a decode step's rotary launch is a few thousand pairs)
+template <class I>
+ACL_DEV void rope_pair(const RopeMeta& m, const I idx, const {s}* x, const {s}* __restrict__ cs,
                        const {s}* __restrict__ sn, {s}* out) {{
   typedef {val} T;
-  const long long p = idx % m.half;
-  long long rest = idx / m.half;
-  const long long a2 = rest % m.shape[2];
-  rest /= m.shape[2];
-  const long long a1 = rest % m.shape[1];
-  const long long a0 = rest / m.shape[1];
+  const I half = (I)m.half, n2 = (I)m.shape[2], n1 = (I)m.shape[1];
+  const long long p = (long long)(idx % half);
+  I rest = idx / half;
+  const long long a2 = (long long)(rest % n2);
+  rest /= n2;
+  const long long a1 = (long long)(rest % n1);
+  const long long a0 = (long long)(rest / n1);
   long long o1, o2, i1, i2;
   if (m.mode == 1) {{  // interleave: (2p, 2p+1)
     o1 = 2 * p; o2 = o1 + 1; i1 = o1; i2 = o2;
@@ -337,9 +341,17 @@ extern "C" __global__ void __launch_bounds__({ROPE_THREADS}) {inst.kernel_name}(
     const RopeMeta m2, const {s}* x2, {s}* out2) {{
   const long long step = (long long)gridDim.x * (long long)blockDim.x;
   const long long total = m.pairs + m2.pairs;
+  if (total + step <= 0xffffffffLL) {{  // every index (and the one past the last step) fits 32 bits
+    const unsigned first = (unsigned)m.pairs;
+    for (unsigned idx = blockIdx.x * blockDim.x + threadIdx.x; idx < (unsigned)total; idx += (unsigned)step) {{
+      if (idx < first) rope_pair<unsigned>(m, idx, x, cs, sn, out);
+      else rope_pair<unsigned>(m2, idx - first, x2, cs, sn, out2);
+    }}
+    return;
+  }}
   for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += step) {{
-    if (idx < m.pairs) rope_pair(m, idx, x, cs, sn, out);
-    else rope_pair(m2, idx - m.pairs, x2, cs, sn, out2);
+    if (idx < m.pairs) rope_pair<long long>(m, idx, x, cs, sn, out);
+    else rope_pair<long long>(m2, idx - m.pairs, x2, cs, sn, out2);
   }}
 }}
 """

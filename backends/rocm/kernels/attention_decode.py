@@ -8,17 +8,19 @@ signature do not change with them, so a task-group update can swap in new length
 
 The split kernel: one block per (batch, kv head, split), grid flattened to x. Each warp walks its
 share of the chunk :data:`KEYS_PER_WARP` keys at a time: every lane holds ``ceil(D / warp)`` dims of each
-of the group's query rows and of each key (16-byte vector loads where the layout allows), a warp
+of the group's query rows and of each key (vector loads where the layout allows); a tile's K and V rows
+are issued together (one memory latency a tile), and the next tile's mask bytes right after them, a warp
 all-reduce (xor shuffles) forms the scores, and the warp keeps its own fp32 online softmax (running
 max, sum and output accumulator per query head). The warps merge through shared memory; the block
 writes its partial (o, m, l) per query head, or, when there is a single split, the output itself.
-Keys past the batch's actual length (a kernel argument) and keys the mask sets are left out; a warp's tile of
-keys that the mask hides from every head it serves loads no K or V (a decode over a cache larger than its
-filled part, masked past the position, reads only the filled part's K and V).
+Keys past the batch's actual length (a kernel argument) and keys the mask sets are left out; a key the mask
+hides from every head a warp serves loads no K or V row (a decode over a cache larger than its filled part,
+masked past the position, reads only the filled part's K and V). Caches of at most
+:data:`SINGLE_SPLIT_KEYS` keys take one split and no combine launch.
 
-The combine kernel: one block per (batch, query head) rescales the splits' partials by
-``exp(m_s - max m)`` (log-sum-exp) and writes the output in its dtype, and FusedInferAttentionScore's
-``softmaxLse`` (+inf where no key was kept, as the row kernel writes it). A sink
+The combine kernel: one block per (batch, query head), a thread per split's (max, sum), rescales the
+splits' partials by ``exp(m_s - max m)`` (log-sum-exp) and writes the output in its dtype, and
+FusedInferAttentionScore's ``softmaxLse`` (+inf where no key was kept, as the row kernel writes it). A sink
 (FusedInferAttentionScoreV5's learnableSinkOptional: one value-less logit per query head) joins the
 combined (max, sum) last, where the output is written: in the combine kernel, or in the split kernel
 when there is a single split.
@@ -44,10 +46,14 @@ KEYS_PER_WARP: Final = 8
 MAX_DECODE_BATCH: Final = 256
 """Batches whose actual lengths travel in the kernel arguments (4-byte each, inside the 4 KiB limit)."""
 MAX_SPLITS: Final = 128
+"""At most DECODE_THREADS: the combine kernel reads one split's (max, sum) per thread."""
 MIN_CHUNK: Final = 32
 """Keys per split at least (and the granule chunks are rounded to)."""
 BLOCKS_PER_UNIT: Final = 4
 """Split-kernel blocks wanted per compute unit (several resident blocks hide the load latency)."""
+SINGLE_SPLIT_KEYS: Final = 128
+"""Caches of at most this many keys take one split: each warp walks a few tiles, and no combine launch follows
+(a decode step's short cache: the combine launch would cost more than the split kernel saves)."""
 MAX_LANE_VALUES: Final = 64
 """Group size times dims per lane at most: each lane keeps that many query and accumulator registers."""
 
@@ -56,6 +62,8 @@ def decode_splits(batch: int, kv_heads: int, capacity: int, units: int) -> tuple
     """(splits, chunk): enough (batch, kv head, split) blocks to fill ``units`` compute units, chunks of >= 32 keys."""
     if capacity <= 0:
         return 1, MIN_CHUNK
+    if capacity <= SINGLE_SPLIT_KEYS:
+        return 1, -(-capacity // MIN_CHUNK) * MIN_CHUNK
     work = max(1, batch * kv_heads)
     want = max(1, -(-max(units, 1) * BLOCKS_PER_UNIT // work))
     splits = max(1, min(want, -(-capacity // MIN_CHUNK), MAX_SPLITS))
@@ -160,18 +168,45 @@ ACL_DEV float warp_sum(float x) {{
 // the dim lane ``lane`` holds in slot e: contiguous runs for vector loads, else interleaved (coalesced)
 ACL_DEV int dec_dim(int lane, int e) {{ return VECTOR_LOADS ? lane * VEC + e : e * WARP + lane; }}
 
-ACL_DEV void dec_row(const st* row, long long stride, int lane, float* out) {{
+// row ``row``'s dims this lane owns, in storage (zeros when ``live`` is false: a key no head keeps)
+ACL_DEV void dec_raw(const st* row, long long stride, int lane, bool live, AclVec<st, VEC>& out) {{
 #if VECTOR_LOADS
-  const AclVec<st, VEC> raw = *(const AclVec<st, VEC>*)(row + lane * VEC);
-  #pragma unroll
-  for (int e = 0; e < VEC; ++e) out[e] = {load("raw.v[e]", c, f32)};
+  if (live) out = *(const AclVec<st, VEC>*)(row + lane * VEC);
+  else {{
+    #pragma unroll
+    for (int e = 0; e < VEC; ++e) out.v[e] = (st)0;
+  }}
 #else
   #pragma unroll
   for (int e = 0; e < VEC; ++e) {{
     const int d = e * WARP + lane;
-    out[e] = d < HEAD_DIM ? {load("row[(long long)d * stride]", c, f32)} : 0.0f;
+    out.v[e] = live && d < HEAD_DIM ? row[(long long)d * stride] : (st)0;
   }}
 #endif
+}}
+
+// bit t of kept[g]: head g of the group keeps key j0 + t (inside the split, not masked); returns their union.
+// Every mask byte of the tile loads at once (no load waits on another); keys past hi load nothing.
+ACL_DEV unsigned dec_keep(const DecodeMeta& m, const unsigned char* mask_kv, long long j0, long long hi,
+                          unsigned* kept) {{
+  unsigned rows = 0;
+  #pragma unroll
+  for (int g = 0; g < GROUP; ++g) {{
+    unsigned bits = 0;
+    #pragma unroll
+    for (int t = 0; t < KPW; ++t) {{
+      const bool in = j0 + t < hi;
+      bool keep = in;
+      if (m.has_mask) {{
+        const unsigned char hidden = in ? mask_kv[g * m.mask[1] + (j0 + t) * m.mask[3]] : (unsigned char)1;
+        keep = hidden == 0;
+      }}
+      bits |= (unsigned)keep << t;
+    }}
+    kept[g] = bits;
+    rows |= bits;
+  }}
+  return rows;
 }}
 
 """
@@ -187,10 +222,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
   __shared__ float sm_l[NWARPS][GROUP];
   __shared__ float sm_o[NWARPS][GROUP][HEAD_DIM];
   const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
-  long long blk = blockIdx.x;
-  const long long split = blk % m.splits;
-  blk /= m.splits;
-  const long long hk = blk % m.nkv, b = blk / m.nkv;
+  unsigned blk = blockIdx.x;  // 32-bit division: the grid is (batch, kv head, split) flattened to x
+  const long long split = blk % (unsigned)m.splits;
+  blk /= (unsigned)m.splits;
+  const long long hk = blk % (unsigned)m.nkv, b = blk / (unsigned)m.nkv;
   const long long len = lens.n[b];
   const long long lo = split * m.chunk;
   const long long hi = lo + m.chunk < len ? lo + m.chunk : len;
@@ -211,46 +246,40 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
   }}
   const st* k_head = k + b * m.k[0] + hk * m.k[1];
   const st* v_head = v + b * m.v[0] + hk * m.v[1];
+  const unsigned char* mask_kv = m.has_mask ? mask + b * m.mask[0] + hk * GROUP * m.mask[1] : nullptr;
+  // a warp's tiles are KPW keys, NWARPS * KPW apart; the next tile's mask bytes load under this tile's rows
+  unsigned kept[GROUP];
+  unsigned rows = dec_keep(m, mask_kv, lo + warp * KPW, hi, kept);
   for (long long j0 = lo + warp * KPW; j0 < hi; j0 += NWARPS * KPW) {{
-    if (m.has_mask) {{  // a tile the mask hides from every head of the group moves no K / V bytes
-      bool any = false;
-      #pragma unroll
-      for (int g = 0; g < GROUP; ++g) {{
-        const unsigned char* mask_row = mask + b * m.mask[0] + (hk * GROUP + g) * m.mask[1];
-        #pragma unroll
-        for (int t = 0; t < KPW; ++t) any = any || (j0 + t < hi && mask_row[(j0 + t) * m.mask[3]] == 0);
-      }}
-      if (!any) continue;
-    }}
-    float kf[KPW][VEC], sc[GROUP][KPW];
+    unsigned cur[GROUP];
     #pragma unroll
-    for (int t = 0; t < KPW; ++t) {{
-      if (j0 + t < hi) dec_row(k_head + (j0 + t) * m.k[2], m.k[3], lane, kf[t]);
-      else {{
-        #pragma unroll
-        for (int e = 0; e < VEC; ++e) kf[t][e] = 0.0f;
-      }}
-    }}
+    for (int g = 0; g < GROUP; ++g) cur[g] = kept[g];
+    const unsigned live = rows;
+    // the tile's K and V rows in flight together (raw storage), then the next tile's mask, then the arithmetic
+    AclVec<st, VEC> kr[KPW], vr[KPW];
+    #pragma unroll
+    for (int t = 0; t < KPW; ++t) dec_raw(k_head + (j0 + t) * m.k[2], m.k[3], lane, (live >> t) & 1u, kr[t]);
+    #pragma unroll
+    for (int t = 0; t < KPW; ++t) dec_raw(v_head + (j0 + t) * m.v[2], m.v[3], lane, (live >> t) & 1u, vr[t]);
+    rows = dec_keep(m, mask_kv, j0 + NWARPS * KPW, hi, kept);
+    if (live == 0) continue;  // a tile no head keeps: no K / V bytes moved (the same in every lane)
+    float sc[GROUP][KPW];
     #pragma unroll
     for (int g = 0; g < GROUP; ++g) {{
       #pragma unroll
       for (int t = 0; t < KPW; ++t) {{
         float dot = 0.0f;
         #pragma unroll
-        for (int e = 0; e < VEC; ++e) dot += qr[g][e] * kf[t][e];
+        for (int e = 0; e < VEC; ++e) dot += qr[g][e] * {load("kr[t].v[e]", c, f32)};
         sc[g][t] = warp_sum(dot);
       }}
     }}
     #pragma unroll
     for (int g = 0; g < GROUP; ++g) {{
-      const unsigned char* mask_row = m.has_mask ? mask + b * m.mask[0] + (hk * GROUP + g) * m.mask[1] : nullptr;
       float tile_max = -inf;
       #pragma unroll
       for (int t = 0; t < KPW; ++t) {{
-        const long long j = j0 + t;
-        bool keep = j < hi;
-        if (keep && m.has_mask) keep = mask_row[j * m.mask[3]] == 0;
-        sc[g][t] = keep ? scale * sc[g][t] : -inf;
+        sc[g][t] = (cur[g] >> t) & 1u ? scale * sc[g][t] : -inf;
         tile_max = sc[g][t] > tile_max ? sc[g][t] : tile_max;
       }}
       const float new_max = mx[g] > tile_max ? mx[g] : tile_max;
@@ -273,18 +302,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
     }}
     #pragma unroll
     for (int t = 0; t < KPW; ++t) {{
-      if (j0 + t < hi) dec_row(v_head + (j0 + t) * m.v[2], m.v[3], lane, kf[t]);
-      else {{
-        #pragma unroll
-        for (int e = 0; e < VEC; ++e) kf[t][e] = 0.0f;
-      }}
-    }}
-    #pragma unroll
-    for (int g = 0; g < GROUP; ++g) {{
       #pragma unroll
-      for (int t = 0; t < KPW; ++t) {{
+      for (int e = 0; e < VEC; ++e) {{
+        const float val = {load("vr[t].v[e]", c, f32)};
         #pragma unroll
-        for (int e = 0; e < VEC; ++e) acc[g][e] += sc[g][t] * kf[t][e];
+        for (int g = 0; g < GROUP; ++g) acc[g][e] += sc[g][t] * val;
       }}
     }}
   }}
@@ -333,45 +355,58 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
 """
     )
     combine = f"""
+ACL_DEV float block_reduce(float x, bool take_max, float* scratch) {{
+  #pragma unroll
+  for (int o = WARP / 2; o > 0; o >>= 1) {{
+    const float y = ACL_SHFL_XOR(x, o);
+    x = take_max ? (y > x ? y : x) : x + y;
+  }}
+  const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+  if (lane == 0) scratch[warp] = x;
+  __syncthreads();
+  x = scratch[0];
+  for (int w = 1; w < NWARPS; ++w) x = take_max ? (scratch[w] > x ? scratch[w] : x) : x + scratch[w];
+  __syncthreads();
+  return x;
+}}
+
+// thread s reads split s's (max, sum) (splits <= THREADS), the block reduces them, and each split's weight
+// exp(m_s - top) waits in shared memory while a thread per dim sums the splits' partial outputs
 extern "C" __global__ void __launch_bounds__(THREADS) {inst.combine_name}(
     const DecodeMeta m, const float* __restrict__ part, st* __restrict__ out, float* __restrict__ lse,
     const sink_t* __restrict__ sink) {{
+  __shared__ float sm_w[THREADS];
+  __shared__ float sm_r[NWARPS];
   const long long bh = blockIdx.x;
-  const long long b = bh / m.nq, h = bh % m.nq;
+  const long long b = blockIdx.x / (unsigned)m.nq, h = blockIdx.x % (unsigned)m.nq;
+  const int tid = threadIdx.x;
   const float inf = dec_inf();
   const float* rec = part + bh * m.splits * (HEAD_DIM + 2);
-  float best = -inf;
-  for (long long s = 0; s < m.splits; ++s) {{
-    const float ms = rec[s * (HEAD_DIM + 2) + HEAD_DIM];
-    best = ms > best ? ms : best;
-  }}
-  float l = 0.0f;
-  if (best != -inf) {{
-    for (long long s = 0; s < m.splits; ++s) {{
-      const float ms = rec[s * (HEAD_DIM + 2) + HEAD_DIM];
-      if (ms != -inf) l += rec[s * (HEAD_DIM + 2) + HEAD_DIM + 1] * acl_exp(ms - best);
-    }}
-  }}
+  const bool mine = tid < m.splits;
+  const float ms = mine ? rec[tid * (HEAD_DIM + 2) + HEAD_DIM] : -inf;
+  const float ls = mine ? rec[tid * (HEAD_DIM + 2) + HEAD_DIM + 1] : 0.0f;
+  const float best = block_reduce(ms, true, sm_r);
+  const float l = block_reduce(ms != -inf ? ls * acl_exp(ms - best) : 0.0f, false, sm_r);
   float top = best, total = l;  // with the sink, if any
   if (m.has_sink) {{
     float none = 0.0f;
     dec_sink({sink_logit}, top, total, none);
   }}
-  for (int d = threadIdx.x; d < HEAD_DIM; d += THREADS) {{
+  sm_w[tid] = ms != -inf ? acl_exp(ms - top) / total : 0.0f;
+  __syncthreads();
+  for (int d = tid; d < HEAD_DIM; d += THREADS) {{
     float o = 0.0f;
     if (l > 0.0f) {{
-      for (long long s = 0; s < m.splits; ++s) {{
-        const float ms = rec[s * (HEAD_DIM + 2) + HEAD_DIM];
-        if (ms != -inf) o += rec[s * (HEAD_DIM + 2) + d] * acl_exp(ms - top);
-      }}
-      o /= total;
+      #pragma unroll 8
+      for (int s = 0; s < m.splits; ++s) o += rec[s * (HEAD_DIM + 2) + d] * sm_w[s];
     }}
     out[b * m.o[0] + h * m.o[1] + d * m.o[3]] = {store("o", f32, c)};
   }}
-  if (lse != nullptr && threadIdx.x == 0) {{
+  if (lse != nullptr && tid == 0) {{
     lse[b * m.lse[0] + h * m.lse[1]] = total > 0.0f ? top + acl_log(total) : inf;
   }}
 }}
 """
+    assert MAX_SPLITS <= DECODE_THREADS
     header = f"// split-KV decode attention ({which}): {inst.dtype.short}, D={inst.head_dim}, group {inst.group}"
     return "\n".join([PRELUDE, SHUFFLE_XOR, header, body if which == "split" else common + combine])

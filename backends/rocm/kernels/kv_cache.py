@@ -17,7 +17,7 @@ from typing import Final
 
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.ctypes_map import ctype
-from acl_rocm.kernels.movement import HELPERS, load_wide, store_narrow, word
+from acl_rocm.kernels.movement import HELPERS, InlineChecks, flag_param, load_wide, store_narrow, word
 from acl_rocm.kernels.prelude import PRELUDE
 
 BLOCK_THREADS: Final = 256
@@ -87,15 +87,25 @@ class ScatterMeta:
 
 @dataclass(frozen=True)
 class PagedScatter:
-    """key (and value) rows of token t to the caches' slot ``slots[t]`` (-1 skipped), one element per thread."""
+    """key (and value) rows of token t to the caches' slot ``slots[t]`` (-1 skipped), one element per thread.
+
+    ``inline``: every block range-checks the slots itself before its first write (:class:`InlineChecks`: a
+    decode step's few slots need no Check launch of their own); otherwise a Check launch ran before.
+    """
 
     itemsize: int
     index: D
+    inline: bool = False
 
     @functools.cached_property
     def kernel_name(self) -> str:
         """The kernel's extern "C" name."""
         return _name("scatter", self)
+
+    @property
+    def checks(self) -> InlineChecks | None:
+        """The slots' inline range check (None: a Check launch ran before)."""
+        return InlineChecks((self.index,)) if self.inline else None
 
     def source(self) -> str:
         """The complete kernel source."""
@@ -107,18 +117,35 @@ class PagedScatter:
             f"{w}* key_cache",
             f"const {w}* __restrict__ value",
             f"{w}* value_cache",
-            "const int* flag",
+            *flag_param(self.checks),
         ]
         body = [
-            "if (*flag) return;",
+            *(["if (*flag) return;"] if self.checks is None else self.checks.prologue()),
             "const long long width = m.wk + m.wv;",
+            "const bool narrow = m.n <= 0xffffffffLL;  // every element index fits 32 bits",
             *GRID_LOOP,
-            "  const long long j = i % width;",
-            "  const long long rest = i / width;",
-            "  const long long h = rest % m.heads, t = rest / m.heads;",
+            "  long long j, h, t;  // 32-bit division where the values fit (64-bit is a long software sequence)",
+            "  if (narrow) {",
+            "    const unsigned u = (unsigned)i, rest = u / (unsigned)width;",
+            "    j = u % (unsigned)width;",
+            "    h = rest % (unsigned)m.heads;",
+            "    t = rest / (unsigned)m.heads;",
+            "  } else {",
+            "    j = i % width;",
+            "    const long long rest = i / width;",
+            "    h = rest % m.heads;",
+            "    t = rest / m.heads;",
+            "  }",
             "  const long long s = (long long)slots[t * m.slot_stride];",
             "  if (s < 0) continue;  // -1: a padding token (other values were refused by the check)",
-            "  const long long blk = s / m.block_size, off = s % m.block_size;",
+            "  long long blk, off;",
+            "  if (s <= 0xffffffffLL && m.block_size <= 0xffffffffLL) {",
+            "    blk = (unsigned)s / (unsigned)m.block_size;",
+            "    off = (unsigned)s % (unsigned)m.block_size;",
+            "  } else {",
+            "    blk = s / m.block_size;",
+            "    off = s % m.block_size;",
+            "  }",
             "  if (j < m.wk) {",
             "    key_cache[blk * m.key_cache[0] + off * m.key_cache[1] + h * m.key_cache[2] + j * m.key_cache[3]] =",
             "        key[t * m.key[0] + h * m.key[1] + j * m.key[2]];",
@@ -129,9 +156,8 @@ class PagedScatter:
             "  }",
             "}",
         ]
-        return _source(
-            f"paged scatter of {self.itemsize}-byte elements", _struct(ScatterMeta), self.kernel_name, params, body
-        )
+        what = f"paged scatter of {self.itemsize}-byte elements" + (" (slots checked inline)" if self.inline else "")
+        return _source(what, _struct(ScatterMeta), self.kernel_name, params, body)
 
 
 # ----------------------------------------------------------------------------- paged gather
@@ -270,6 +296,7 @@ class PagedGather:
         body = [
             "if (*flag) return;",
             "const long long width = m.wk + m.wv;",
+            "const bool narrow = m.n <= 0xffffffffLL;  // every element index fits 32 bits",
             *GRID_LOOP,
             "  const long long j = i % width;",
             "  const long long rest = i / width;",

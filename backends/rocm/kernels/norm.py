@@ -65,15 +65,41 @@ def _cache_x(kernel: RowKernel, *names: str) -> list[str]:
     return lines
 
 
-def _cached_write(kernel: RowKernel, normalised: str) -> list[str]:
-    """Chunk lines: y = normalised(slot) (* weight) (+ shift); xout = the slot (when present)."""
+HOISTED_WEIGHT_ITEMS: Final = 16
+"""Rows cached in at most this many slots a thread also keep the weight in registers, read beside the row
+before the reduction (its load latency hidden under the row's instead of paid after the block reduce)."""
+
+
+def _hoists_weight(kernel: RowKernel) -> bool:
+    """Whether the cached path reads the weight beside the row, into ``cw`` (short rows: registers to spare)."""
+    n = int(kernel.option("chunks") or 1) * int(kernel.option("vec") or 1)
+    return kernel.has("weight") and n <= HOISTED_WEIGHT_ITEMS
+
+
+def _hoisted_weight(kernel: RowKernel) -> tuple[list[str], list[str]]:
+    """(declaration, chunk lines) reading this thread's weight elements into ``cw`` (empty when not hoisted)."""
+    if not _hoists_weight(kernel):
+        return [], []
+    vec, chunks = int(kernel.option("vec") or 1), int(kernel.option("chunks") or 1)
+    read, values = chunk_values(kernel, "weight", cache_dtype(kernel))
+    return [f"cache_t cw[{chunks * vec}];"], read + [f"cw[k * {vec} + {e}] = {v};" for e, v in enumerate(values)]
+
+
+def _cached_write(kernel: RowKernel, normalised: str, hoisted: bool = False) -> list[str]:
+    """Chunk lines: y = normalised(slot) (* weight) (+ shift); xout = the slot (when present).
+
+    ``hoisted``: the weight was read into ``cw`` beside the row (:func:`_hoisted_weight`).
+    """
     vec = int(kernel.option("vec") or 1)
     lines: list[str] = []
     cache = cache_dtype(kernel)
     results = [normalised.format(v=slot(kernel, e)) for e in range(vec)]
     weight = "({r}) * (cache_t)((acc_t)1 + (acc_t)({w}))" if kernel.option("gemma") else "({r}) * (cache_t)({w})"
     for name, combine in (("weight", weight), ("shift", "({r}) + (cache_t)({w})")):
-        if kernel.has(name):
+        if name == "weight" and hoisted and kernel.has(name):
+            values = [f"cw[k * {vec} + {e}]" for e in range(vec)]
+            results = [combine.format(r=r, w=w) for r, w in zip(results, values)]
+        elif kernel.has(name):
             read, values = chunk_values(kernel, name, cache)
             lines += read
             results = [combine.format(r=r, w=w) for r, w in zip(results, values)]
@@ -107,13 +133,14 @@ def _layernorm_cached(kernel: RowKernel) -> str:
 def _rmsnorm_cached(kernel: RowKernel) -> str:
     """RmsNorm with the row read once into registers (in-place twins: every read precedes the first write)."""
     vec = int(kernel.option("vec") or 1)
-    body = [cache_decl(kernel), "const AclSum add;", "acc_t q = (acc_t)0;"]
+    declare, weight = _hoisted_weight(kernel)
+    body = [cache_decl(kernel), *declare, "const AclSum add;", "acc_t q = (acc_t)0;"]
     squares = [f"q += (acc_t){slot(kernel, e)} * (acc_t){slot(kernel, e)};" for e in range(vec)]
-    body += chunk_loop(kernel, _cache_x(kernel, "x", "x2") + squares)
+    body += chunk_loop(kernel, weight + _cache_x(kernel, "x", "x2") + squares)
     body += ["q = acl_block_reduce(q, add);", "const acc_t rstd = acl_rsqrt(q / (acc_t)len + (acc_t)eps);"]
     body += ["if (threadIdx.x == 0) {", *("  " + s for s in _row_stat(kernel, "rstd", "rstd")), "}"]
     body += ["const cache_t rstd_c = (cache_t)rstd;"]
-    body += chunk_loop(kernel, _cached_write(kernel, "{v} * rstd_c"))
+    body += chunk_loop(kernel, _cached_write(kernel, "{v} * rstd_c", hoisted=bool(declare)))
     return assemble(kernel, body)
 
 

@@ -38,6 +38,7 @@ from acl_rocm.kernels.kv_cache import (
 )
 from acl_rocm.kernels.movement import Check
 from acl_rocm.launch import KernelArgs, LaunchConfig, launch_tensor
+from acl_rocm.ops.movement import INLINE_CHECK_MAX
 from acl_rocm.ops.program import FLAG, Program, Step, Temp, program_kernel
 from acl_rocm.ops.sort import address, refuse
 
@@ -125,8 +126,11 @@ class KvCacheRunner:
         prog = Program(report="ScatterPaKvCache: slotMapping holds a slot outside the cache (and not -1)")
         tokens, heads, wk = (int(d) for d in key.view_dims)
         wv = int(value.view_dims[2]) if value is not None else 0
-        self._check(prog, slots, -1, int(kc.view_dims[0]) * int(kc.view_dims[1]))
+        high = int(kc.view_dims[0]) * int(kc.view_dims[1])
         n = tokens * heads * (wk + wv)
+        inline = 0 < slots.numel <= INLINE_CHECK_MAX and n > 0 and kc.numel > 0
+        if not inline:  # many slots (or nothing to write): a Check launch of their own
+            self._check(prog, slots, -1, high)
         if n == 0 or kc.numel == 0:
             return prog
         meta = ScatterMeta(
@@ -141,8 +145,11 @@ class KvCacheRunner:
             value=_s3(value),
             value_cache=_s4(vc),
         )
-        kernel = PagedScatter(key.dtype.info.storage_bits // 8, slots.dtype)
+        kernel = PagedScatter(key.dtype.info.storage_bits // 8, slots.dtype, inline)
         values = [_meta(meta), _ptr(slots), _ptr(key), _ptr(kc), _ptr(value), _ptr(vc), FLAG]
+        if inline:  # the slots, their count and stride, and the bounds [-1, high)
+            values += [_ptr(slots), ctypes.c_longlong(slots.numel), ctypes.c_longlong(int(slots.strides[0]))]
+            values += [ctypes.c_longlong(-1), ctypes.c_longlong(high)]
         self._step(prog, kernel, self._flat(n), values)
         return prog
 

@@ -1,0 +1,73 @@
+"""The Qwen3 runner's bf16 decode step on rocm against the reference backend (GPU tier; the emulator too).
+
+Head dim 64 takes the rocm kernels of a Qwen3 decode step: ApplyRotaryPosEmb on q and k in one launch,
+ScatterPaKvCache writing k and v at the device-held position (batch 2: slots from an Add), and the split-KV
+IncreFlashAttention kernel over the whole capacity under the mask of the unwritten positions.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import acl_core
+from acl_core.backend import Backend, BackendRegistration
+from acl_core.plugin import hookimpl
+
+pytestmark = pytest.mark.gpu
+
+EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
+
+
+class _Plugin:
+    """Registers the backend under test, so the runner's front-end calls reach it (the emulated one too)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    @hookimpl
+    def acl_core_backends(self) -> list[BackendRegistration]:
+        return [BackendRegistration("rocm-under-test", lambda: self.backend, priority=-100)]
+
+
+@pytest.fixture
+def under_test(rocm: Backend) -> Iterator[str]:
+    """``rocm`` registered for the front ends, for one test."""
+    acl_core.reset_plugins()
+    acl_core.register_plugin(_Plugin(rocm))
+    yield "rocm-under-test"
+    acl_core.use_backend(None)
+    acl_core.reset_plugins()
+
+
+def test_bf16_decode_step_matches_the_reference(under_test: str, tmp_path: Path) -> None:
+    from acl_tools.qwen3 import hf
+    from acl_tools.qwen3.model import Qwen3Runner
+
+    model_dir = hf.make_checkpoint(tmp_path / "d64", preset="tiny", seed=0, overrides={"head_dim": 64})
+    prompts = [[5, 6, 7, 8, 9, 10], [10, 9, 8, 7, 6, 5]]
+    with Qwen3Runner(model_dir, backend="reference", dtype="bf16") as r:
+        want = r.generate(prompts, 5, replay=False, keep_logits=True)
+    with Qwen3Runner(model_dir, backend=under_test, dtype="bf16", decode_attention="ifa") as r:
+        got = r.generate(prompts, 5, replay=False, keep_logits=True)
+    layers = r.config.num_hidden_layers
+    steps = got.decode_steps
+    assert got.decode_ops["ScatterPaKvCache"] == layers * steps and got.decode_ops["Add"] == steps
+    assert got.decode_ops["ApplyRotaryPosEmb"] == layers * steps
+    assert got.decode_ops["IncreFlashAttention"] == layers * steps
+    stepped, truth = np.stack(got.logits), np.stack(want.logits)  # [step, batch, vocab]; step 0 is the prefill's
+    assert np.isfinite(stepped).all()
+    if EMULATED:  # the emulator's GEMMs round as the reference's do: the same tokens throughout
+        assert got.tokens.tolist() == want.tokens.tolist()
+    # the steps whose inputs agree: up to the first token that differs (a GPU's GEMMs round differently, and a
+    # near tie of random weights may then pick another token); at least the first decode step
+    same = (got.tokens == want.tokens).all(axis=0)
+    agree = int(same.argmin()) if not same.all() else len(same)
+    assert agree >= 1, f"the prefill's tokens differ: {got.tokens[:, 0]} vs {want.tokens[:, 0]}"
+    tol = 1e-2 if EMULATED else 0.1
+    scale = float(np.abs(truth).max())
+    np.testing.assert_allclose(stepped[: agree + 1], truth[: agree + 1], atol=tol * scale, rtol=0)
