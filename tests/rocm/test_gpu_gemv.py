@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 
 import ml_dtypes
 import numpy as np
@@ -19,6 +20,7 @@ import pytest
 
 from acl_core import eager
 from acl_core.backend import Backend
+from acl_core.dtypes import DataType as D
 from acl_rocm.backend import RocmBackend
 from tests.conftest import assert_close
 from tests.rocm.gemm_tolerance import gemm_tolerance
@@ -95,6 +97,37 @@ def test_gemv_padded_rows_and_folded_batch(forced, reference, caplog, layout: st
     got = _run_gemv(forced, caplog, layout, "Matmul", x, w16)
     assert "m=8 k=64" in caplog.text
     _check(got, x, w16, reference)
+
+
+SPLIT = [(1040, 24), (1031, 17)]
+"""(K, N) where the nk kernel splits K over a block's warps with a partial last pass (16-byte and 2-byte loads)."""
+
+
+@pytest.mark.parametrize("kn", SPLIT, ids=lambda s: f"k{s[0]}n{s[1]}")
+@pytest.mark.parametrize("m", range(1, 17))
+def test_gemv_nk_split_k_boundaries(forced, reference, caplog, m: int, kn: tuple[int, int]) -> None:
+    """Every M from 1 to 16 over K split between warps, with lanes whose last unrolled loads fall past K."""
+    k, n = kn
+    a, w = _operands(np.random.default_rng(100 + m), m, k, n, ml_dtypes.bfloat16)
+    got = _run_gemv(forced, caplog, "nk", "Mm", a, w)
+    assert re.search(r"ksplit=[2-8] unroll=[2-4] ", caplog.text), caplog.text  # both split paths run
+    _check(got, a, w, reference)
+
+
+@pytest.mark.parametrize("m", [1, 5, 16])
+def test_gemv_kn_unrolled_tail(forced, reference, caplog, m: int) -> None:
+    """[K, N] weights whose K is no multiple of the splits times the unrolled loads (fp16, an fp32 output too)."""
+    a, w = _operands(np.random.default_rng(200 + m), m, 1040, 24, np.float16)
+    got = _run_gemv(forced, caplog, "kn", "Mm", a, w)
+    assert re.search(r"unroll=[2-8] ", caplog.text), caplog.text
+    _check(got, a, w, reference)
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="acl_rocm.matmul"):
+        wide = eager.run("Mm", forced, self=a, mat2=w, cubeMathType=0, out_dtypes={"out": D.ACL_FLOAT})["out"]
+    assert "GEMV kernel kn" in caplog.text, caplog.text
+    assert wide.dtype == np.float32
+    exact = a.astype(np.float64) @ w.astype(np.float64)
+    np.testing.assert_allclose(wide, exact, atol=1e-4, rtol=1e-4)
 
 
 def test_gemv_switch_off_and_rows_above_sixteen_take_the_blas(rocm, forced, caplog) -> None:

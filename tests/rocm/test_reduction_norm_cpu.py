@@ -14,6 +14,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -32,7 +33,7 @@ from acl_rocm.ops.reduction import row_config
 from acl_rocm.providers.base import DeviceProperties
 from tests.conftest import assert_close
 from tests.rocm.fake_provider import FakeProvider
-from tests.rocm.kernel_emulator import EmulatedProvider
+from tests.rocm.kernel_emulator import EmulatedProvider, emulated_backend
 
 CLAIMED = sorted(set(reduction_ops.OPS) | set(norm_ops.OPS))
 OPS = sorted(n for n, s in all_specs().items() if s.kernel_name in CLAIMED)
@@ -247,3 +248,33 @@ def test_long_rows_on_a_wave64_device(
     rng = np.random.default_rng(7)
     args = {k: rng.integers(-3, 4, v).astype(np.float32) if isinstance(v, tuple) else v for k, v in shapes.items()}
     _compare(backend, reference, op, args, "contiguous", "long rows, wave64")
+
+
+class _TwoUnits(EmulatedProvider):
+    """An emulated device with two compute units: one long row splits into few, long slices."""
+
+    def device_properties(self, index: int) -> DeviceProperties:
+        return dataclasses.replace(super().device_properties(index), compute_units=2)
+
+
+@pytest.mark.parametrize("plant", ["late_max", "nan", "ties"])
+def test_split_argmax_slices_longer_than_the_prefetch(reference: Backend, tmp_path: Path, plant: str) -> None:
+    """Slices of 2,500 elements: each thread's first 8 are loaded ahead, the rest walked singly; the first
+    index still wins ties and the first NaN still wins, wherever they fall."""
+    length = 40_000
+    slices = reduction_ops.arg_slices(1, length, 2)
+    span = -(-length // slices)
+    assert span > reduction_ops.PREFETCH_MAX * reduction_ops.BLOCK_THREADS, "the tail loop must run"
+    backend = emulated_backend(tmp_path, _TwoUnits())
+    x = np.random.default_rng(3).integers(-50, 50, (1, length)).astype(np.float32)
+    tail = span + reduction_ops.PREFETCH_MAX * reduction_ops.BLOCK_THREADS + 5  # in slice 1, past the prefetch
+    if plant == "late_max":
+        x[0, tail] = 99
+    elif plant == "nan":
+        x[0, [tail, length - 1]] = np.nan  # the tail loop's NaN is the first
+        x[0, 7] = 99
+    else:
+        x[0, [tail, span + 3, length - 1]] = 99  # the earliest is the prefetched one of slice 1
+    args = {"self": x.astype(ml_dtypes.bfloat16), "dim": -1, "keepdim": False}
+    expected = eager.run("ArgMax", reference, **args)["out"]
+    np.testing.assert_array_equal(eager.run("ArgMax", backend, **args)["out"], expected)

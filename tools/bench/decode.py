@@ -142,7 +142,8 @@ class DecodeSuite(Suite):
         """Matmul [M,K] x [K,N] in bf16 for decode's M, beside ``torch.matmul``; the weight read dominates.
 
         On a backend with the GEMV switch (rocm), each shape also runs with the weight stored [N, K] (a
-        Linear layer's, used transposed) twice: the GEMV kernel forced on, and the vendor BLAS forced.
+        Linear layer's, used transposed) and [K, N] (the unlabelled row's layout, which ``auto`` decides
+        for), each twice: the GEMV kernel forced on, and the vendor BLAS forced.
         """
         if not self.wanted("Matmul"):
             return
@@ -159,17 +160,18 @@ class DecodeSuite(Suite):
                 )
                 if not switch:
                     continue
-                for path, mode in (("GEMV", "on"), ("BLAS", "off")):
-                    runner.forced_gemv = mode  # type: ignore[union-attr]
-                    try:
-                        self._run(
-                            Case(f"Matmul small-M {path}", f"M{m} K{k} N{n} weight[N,K]", "bf16", "GB/s", nbytes),
-                            self._gemm(m, k, n, True),
-                            self._torch_gemm(m, k, n, True),
-                            "Matmul",
-                        )
-                    finally:
-                        runner.forced_gemv = None  # type: ignore[union-attr]
+                for linear, label in ((True, "weight[N,K]"), (False, "weight[K,N]")):
+                    for path, mode in (("GEMV", "on"), ("BLAS", "off")):
+                        runner.forced_gemv = mode  # type: ignore[union-attr]
+                        try:
+                            self._run(
+                                Case(f"Matmul small-M {path}", f"M{m} K{k} N{n} {label}", "bf16", "GB/s", nbytes),
+                                self._gemm(m, k, n, linear),
+                                self._torch_gemm(m, k, n, linear),
+                                "Matmul",
+                            )
+                        finally:
+                            runner.forced_gemv = None  # type: ignore[union-attr]
 
     def _gemm(self, m: int, k: int, n: int, linear: bool) -> Callable[[], tuple[Callable[[], None], Any]]:
         def acl() -> tuple[Callable[[], None], Any]:

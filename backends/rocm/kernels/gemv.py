@@ -4,12 +4,18 @@ Decode's products have one to sixteen activation rows against a large weight; th
 for all M rows, and the kernel runs at the speed of reading it. Two weight layouts:
 
 * ``nk`` — the weight stored as ``[N, K]`` with K contiguous (a Linear layer's weight used
-  transposed): a warp owns ``tile`` consecutive outputs n; its lanes walk K in ``vec``-element
-  (16-byte) loads of the weight and of each activation row, keep ``M × tile`` fp32 partial sums,
-  and a warp shuffle sums them; lane 0 stores the tile.
-* ``kn`` — the weight stored as ``[K, N]`` with N contiguous: each thread owns ``vec`` consecutive
-  columns and one of ``splits`` interleaved K ranges (``block / splits`` column groups per block);
-  the splits' partial sums meet in shared memory, one activation row at a time.
+  transposed): a warp owns ``tile`` consecutive outputs n; ``ksplit`` warps of a block share the tile,
+  warp p taking K's ``vec``-element (16-byte) chunks p, p + ksplit, ... of each lane's stride. Each
+  lane issues its ``unroll`` × ``tile`` weight loads of a pass before it uses the first (the loads a
+  small weight needs to be in flight at once to cover HBM latency), keeps ``M × tile`` fp32 partial
+  sums, and the warp sums them by a butterfly that halves each lane's values per step (about
+  ``M × tile`` shuffles per lane instead of ``M × tile × log2(warp)``). The K parts' sums meet in
+  shared memory in a fixed order; one thread stores each output.
+* ``kn`` — the weight stored as ``[K, N]`` with N contiguous: a block owns ``groups`` column groups of
+  ``vec`` columns; a warp's lanes read ``groups`` groups (one 32-byte sector or more) of each of
+  ``warp / groups`` rows, the block's 256 threads thus splitting K ``256 / groups`` ways, each issuing
+  ``unroll`` rows of loads per pass before use. The splits' sums meet by the same butterfly within a
+  warp, then in shared memory in warp order.
 
 Accumulation is fp32, rounded once to the output's dtype (fp16, bf16 or fp32). Strides of the
 activation and of the output are arguments (rows may be padded); a 1-D grid of 1-D blocks.
@@ -25,7 +31,7 @@ from typing import Final
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.ctypes_map import ctype, store
 from acl_rocm.kernels.prelude import PRELUDE
-from acl_rocm.kernels.reduction import SHUFFLE
+from acl_rocm.kernels.reduction import SHUFFLE, SHUFFLE_XOR
 
 MAX_ROWS: Final = 16
 """The most activation rows (M) a GEMV kernel takes; above it the vendor BLAS runs."""
@@ -45,8 +51,12 @@ class GemvKernel:
     vec: int
     tile: int = 1
     """``nk``: outputs per warp."""
-    splits: int = 1
-    """``kn``: K ranges per column group."""
+    groups: int = 1
+    """``kn``: column groups of ``vec`` columns a block owns (a warp's lanes: ``groups`` columns × splits of K)."""
+    ksplit: int = 1
+    """``nk``: warps of a block that share an output tile, each taking every ``ksplit``-th chunk of K."""
+    unroll: int = 1
+    """Weight loads per lane (per output) issued before the first of them is used."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -72,87 +82,227 @@ def _store(kernel: GemvKernel, value: str) -> str:
     return store(value, ctype(D.ACL_FLOAT), ctype(kernel.out_dtype))
 
 
+def _butterfly(values: int, warp: int, low: int = 1) -> tuple[list[str], int, int]:
+    """A reduce-scatter of ``r[values]`` (a power of two) over the lanes that differ in bits ``low`` and up:
+    each step a lane keeps half of its values, adds the partner's copy of that half and sends the other;
+    once one value is left, plain xor sums. Returns (lines, held, mask): afterwards lane l holds ``r[i]``
+    (i < held) = the sum of value ``idx + i`` over those lanes, the same in every lane with other ``mask`` bits."""
+    lines = ["int idx = 0;"]
+    length, offset, mask = values, warp // 2, 0
+    while offset >= low:
+        if length > 1:
+            half = length // 2
+            lines += [
+                "{",
+                f"  const bool hi = (lane & {offset}) != 0;",
+                f"  if (hi) idx += {half};",
+                "#pragma unroll",
+                f"  for (int i = 0; i < {half}; ++i) {{",
+                f"    const float send = hi ? r[i] : r[i + {half}];",
+                f"    const float keep = hi ? r[i + {half}] : r[i];",
+                f"    r[i] = keep + ACL_SHFL_XOR(send, {offset});",
+                "  }",
+                "}",
+            ]
+            length = half
+        else:
+            lines.append(f"r[0] += ACL_SHFL_XOR(r[0], {offset});")
+            mask |= offset
+        offset //= 2
+    return lines, length, mask
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _nk_finish(kernel: GemvKernel, warp: int) -> list[str]:
+    """The warp's sums of ``acc`` (butterfly), then the store (one K part) or the K parts' meeting in shared memory."""
+    m_rows, tile, ksplit = kernel.rows, kernel.tile, kernel.ksplit
+    count = m_rows * tile
+    values = _pow2(count)
+    lines = [f"float r[{values}];", "#pragma unroll", f"for (int i = 0; i < {values}; ++i) r[i] = 0.0f;"]
+    lines += [f"r[{m * tile + t}] = acc[{m}][{t}];" for m in range(m_rows) for t in range(tile)]
+    steps, held, plain = _butterfly(values, warp)
+    lines += steps
+    lines += [
+        f"if ((lane & {plain}) == 0) {{  // one of the lanes holding copies of the same sums",
+        "#pragma unroll",
+        f"  for (int i = 0; i < {held}; ++i) {{",
+        "    const int j = idx + i;",
+        f"    if (j < {count}) {{",
+    ]
+    if ksplit == 1:
+        lines += [
+            f"      const long long n = n0 + j % {tile};",
+            f"      if (n < n_len) out[(j / {tile}) * ldo_m + n * ldo_n] = {_store(kernel, 'r[i]')};",
+        ]
+    else:
+        lines.append("      s_part[wib][j] = r[i];")
+    return [*lines, "    }", "  }", "}"]
+
+
 def _nk(kernel: GemvKernel) -> list[str]:
     m_rows, vec, tile, s = kernel.rows, kernel.vec, kernel.tile, ctype(kernel.dtype).storage
+    ksplit, unroll = kernel.ksplit, kernel.unroll
     vt = f"AclVec<{s}, {vec}>"
-    return [
+    count = m_rows * tile
+    lines = [
         f"  float acc[{m_rows}][{tile}];",
         "#pragma unroll",
         f"  for (int m = 0; m < {m_rows}; ++m)",
         "#pragma unroll",
         f"    for (int t = 0; t < {tile}; ++t) acc[m][t] = 0.0f;",
         "  const int lane = (int)(threadIdx.x % ACL_WARP_SIZE);",
-        "  const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / ACL_WARP_SIZE;",
-        f"  const long long n0 = warp * {tile};",
-        "  if (n0 >= n_len) return;  // a whole warp leaves together: no shuffle is left half-joined",
-        f"  for (long long k = (long long)lane * {vec}; k < k_len; k += (long long)ACL_WARP_SIZE * {vec}) {{",
-        f"    {vt} wv[{tile}];",
+        "  const int wib = (int)(threadIdx.x / ACL_WARP_SIZE);  // the warp in its block",
+        f"  const int groups = {GEMV_BLOCK} / ACL_WARP_SIZE / {ksplit};  // output tiles per block",
+        f"  const int group = wib / {ksplit}, kpart = wib % {ksplit};",
+        f"  const long long n0 = ((long long)blockIdx.x * groups + group) * {tile};",
+    ]
+    if ksplit == 1:
+        lines.append("  if (n0 >= n_len) return;  // a whole warp leaves together: no shuffle is left half-joined")
+    lines += [
+        f"  const long long step = (long long)ACL_WARP_SIZE * {ksplit} * {vec};  // elements between a lane's chunks",
+        f"  const long long first = ((long long)kpart * ACL_WARP_SIZE + lane) * {vec};",
+        f"  for (long long k0 = first; k0 < k_len; k0 += step * {unroll}) {{",
+        f"    {vt} wv[{unroll}][{tile}];  // every weight load of the pass is issued before the first use",
         "#pragma unroll",
-        f"    for (int t = 0; t < {tile}; ++t) {{",
-        "      const long long n = n0 + t < n_len ? n0 + t : n_len - 1;",
-        f"      wv[t] = *reinterpret_cast<const {vt}*>(w + n * ldw + k);",
+        f"    for (int u = 0; u < {unroll}; ++u) {{",
+        "      const long long k = k0 + u * step;",
+        "#pragma unroll",
+        f"      for (int t = 0; t < {tile}; ++t) {{",
+        "        const long long n = n0 + t < n_len ? n0 + t : n_len - 1;",
+        f"        if (k < k_len) wv[u][t] = *reinterpret_cast<const {vt}*>(w + n * ldw + k);",
+        "        else {",
+        "#pragma unroll",
+        f"          for (int e = 0; e < {vec}; ++e) wv[u][t].v[e] = ({s})0;",
+        "        }",
+        "      }",
         "    }",
         "#pragma unroll",
-        f"    for (int m = 0; m < {m_rows}; ++m) {{",
-        f"      const {vt} av = *reinterpret_cast<const {vt}*>(a + m * lda + k);",
+        f"    for (int u = 0; u < {unroll}; ++u) {{",
+        "      const long long k = k0 + u * step;",
+        "      if (k < k_len) {",
         "#pragma unroll",
-        f"      for (int e = 0; e < {vec}; ++e) {{",
-        f"        const float x = {_decode(kernel.dtype, 'av.v[e]')};",
+        f"        for (int m = 0; m < {m_rows}; ++m) {{",
+        f"          const {vt} av = *reinterpret_cast<const {vt}*>(a + m * lda + k);",
         "#pragma unroll",
-        f"        for (int t = 0; t < {tile}; ++t) acc[m][t] += x * {_decode(kernel.dtype, 'wv[t].v[e]')};",
+        f"          for (int e = 0; e < {vec}; ++e) {{",
+        f"            const float x = {_decode(kernel.dtype, 'av.v[e]')};",
+        "#pragma unroll",
+        f"            for (int t = 0; t < {tile}; ++t) acc[m][t] += x * {_decode(kernel.dtype, 'wv[u][t].v[e]')};",
+        "          }",
+        "        }",
         "      }",
         "    }",
         "  }",
+    ]
+    if ksplit > 1:
+        lines.append(f"  __shared__ float s_part[{GEMV_BLOCK} / ACL_WARP_SIZE][{count}];")
+    lines.append("  {")
+    lines += ["#if ACL_WARP_SIZE == 64"]
+    lines += ["    " + x for x in _nk_finish(kernel, 64)]
+    lines += ["#else"]
+    lines += ["    " + x for x in _nk_finish(kernel, 32)]
+    lines += ["#endif", "  }"]
+    if ksplit > 1:  # the K parts of each output meet in a fixed order (the result does not depend on timing)
+        lines += [
+            "  __syncthreads();",
+            f"  for (int i = (int)threadIdx.x; i < groups * {count}; i += (int)blockDim.x) {{",
+            f"    const int g = i / {count}, j = i % {count};",
+            f"    const long long n = ((long long)blockIdx.x * groups + g) * {tile} + j % {tile};",
+            "    if (n < n_len) {",
+            f"      float v = s_part[g * {ksplit}][j];",
+            "#pragma unroll",
+            f"      for (int p = 1; p < {ksplit}; ++p) v += s_part[g * {ksplit} + p][j];",
+            f"      out[(j / {tile}) * ldo_m + n * ldo_n] = {_store(kernel, 'v')};",
+            "    }",
+            "  }",
+        ]
+    return lines
+
+
+def _kn_finish(kernel: GemvKernel, warp: int) -> list[str]:
+    """A warp's sums over its splits (butterfly over the lanes of one column group) into shared memory."""
+    count = kernel.rows * kernel.vec
+    values = _pow2(count)
+    lines = [f"float r[{values}];", "#pragma unroll", f"for (int i = 0; i < {values}; ++i) r[i] = 0.0f;"]
+    lines += [f"r[{m * kernel.vec + e}] = acc[{m}][{e}];" for m in range(kernel.rows) for e in range(kernel.vec)]
+    steps, held, plain = _butterfly(values, warp, kernel.groups)
+    lines += steps
+    return [
+        *lines,
+        f"if ((lane & {plain}) == 0) {{",
         "#pragma unroll",
-        f"  for (int m = 0; m < {m_rows}; ++m)",
-        "#pragma unroll",
-        f"    for (int t = 0; t < {tile}; ++t) {{",
-        "      float v = acc[m][t];",
-        "      for (int offset = ACL_WARP_SIZE / 2; offset > 0; offset >>= 1) v += ACL_SHFL_DOWN(v, offset);",
-        f"      if (lane == 0 && n0 + t < n_len) out[m * ldo_m + (n0 + t) * ldo_n] = {_store(kernel, 'v')};",
-        "    }",
+        f"  for (int i = 0; i < {held}; ++i)",
+        f"    if (idx + i < {count}) s_part[wib][c][idx + i] = r[i];",
+        "}",
     ]
 
 
 def _kn(kernel: GemvKernel) -> list[str]:
-    m_rows, vec, splits, s = kernel.rows, kernel.vec, kernel.splits, ctype(kernel.dtype).storage
-    groups = GEMV_BLOCK // splits
+    m_rows, vec, groups, s = kernel.rows, kernel.vec, kernel.groups, ctype(kernel.dtype).storage
+    unroll, count = kernel.unroll, kernel.rows * kernel.vec
     vt = f"AclVec<{s}, {vec}>"
-    return [
+    lines = [
         f"  float acc[{m_rows}][{vec}];",
         "#pragma unroll",
         f"  for (int m = 0; m < {m_rows}; ++m)",
         "#pragma unroll",
         f"    for (int e = 0; e < {vec}; ++e) acc[m][e] = 0.0f;",
-        f"  const int g = (int)(threadIdx.x % {groups}), split = (int)(threadIdx.x / {groups});",
-        f"  const long long n0 = ((long long)blockIdx.x * {groups} + g) * {vec};",
+        "  const int lane = (int)(threadIdx.x % ACL_WARP_SIZE);",
+        "  const int wib = (int)(threadIdx.x / ACL_WARP_SIZE);  // the warp in its block",
+        f"  const int c = lane % {groups};  // the column group; a warp reads {groups} of them per row, contiguous",
+        f"  const long long split = (long long)wib * (ACL_WARP_SIZE / {groups}) + lane / {groups};",
+        f"  const long long splits = {GEMV_BLOCK} / {groups};",
+        f"  const long long n0 = ((long long)blockIdx.x * {groups} + c) * {vec};",
         "  if (n0 < n_len) {",
-        f"    for (long long k = split; k < k_len; k += {splits}) {{",
-        f"      const {vt} wv = *reinterpret_cast<const {vt}*>(w + k * ldw + n0);",
+        f"    for (long long k0 = split; k0 < k_len; k0 += splits * {unroll}) {{",
+        f"      {vt} wv[{unroll}];  // every weight load of the pass is issued before the first use",
         "#pragma unroll",
-        f"      for (int m = 0; m < {m_rows}; ++m) {{",
-        f"        const float x = {_decode(kernel.dtype, 'a[m * lda + k]')};",
+        f"      for (int u = 0; u < {unroll}; ++u) {{",
+        "        const long long k = k0 + u * splits;",
+        f"        if (k < k_len) wv[u] = *reinterpret_cast<const {vt}*>(w + k * ldw + n0);",
+        "        else {",
         "#pragma unroll",
-        f"        for (int e = 0; e < {vec}; ++e) acc[m][e] += x * {_decode(kernel.dtype, 'wv.v[e]')};",
+        f"          for (int e = 0; e < {vec}; ++e) wv[u].v[e] = ({s})0;",
+        "        }",
+        "      }",
+        "#pragma unroll",
+        f"      for (int u = 0; u < {unroll}; ++u) {{",
+        "        const long long k = k0 + u * splits;",
+        "        if (k < k_len) {",
+        "#pragma unroll",
+        f"          for (int m = 0; m < {m_rows}; ++m) {{",
+        f"            const float x = {_decode(kernel.dtype, 'a[m * lda + k]')};",
+        "#pragma unroll",
+        f"            for (int e = 0; e < {vec}; ++e) acc[m][e] += x * {_decode(kernel.dtype, 'wv[u].v[e]')};",
+        "          }",
+        "        }",
         "      }",
         "    }",
         "  }",
-        f"  __shared__ float part[{GEMV_BLOCK}][{vec}];",
-        f"  for (int m = 0; m < {m_rows}; ++m) {{",
-        "#pragma unroll",
-        f"    for (int e = 0; e < {vec}; ++e) part[threadIdx.x][e] = acc[m][e];",
-        "    __syncthreads();",
-        "    if (split == 0 && n0 < n_len) {",
-        "#pragma unroll",
-        f"      for (int e = 0; e < {vec}; ++e) {{",
-        "        float v = part[g][e];",
-        f"        for (int r = 1; r < {splits}; ++r) v += part[r * {groups} + g][e];",
-        f"        out[m * ldo_m + (n0 + e) * ldo_n] = {_store(kernel, 'v')};",
-        "      }",
+        f"  __shared__ float s_part[{GEMV_BLOCK} / ACL_WARP_SIZE][{groups}][{count}];",
+        "  {",
+        "#if ACL_WARP_SIZE == 64",
+        *("    " + x for x in _kn_finish(kernel, 64)),
+        "#else",
+        *("    " + x for x in _kn_finish(kernel, 32)),
+        "#endif",
+        "  }",
+        "  __syncthreads();",
+        "  // the warps' sums of each (row, column) meet in warp order (the result does not depend on timing)",
+        f"  for (int i = (int)threadIdx.x; i < {groups * count}; i += (int)blockDim.x) {{",
+        f"    const int cc = i / {count}, j = i % {count};",
+        f"    const long long n = ((long long)blockIdx.x * {groups} + cc) * {vec};",
+        "    if (n < n_len) {",
+        "      float v = s_part[0][cc][j];",
+        f"      for (int p = 1; p < {GEMV_BLOCK} / ACL_WARP_SIZE; ++p) v += s_part[p][cc][j];",
+        f"      out[(j / {vec}) * ldo_m + (n + j % {vec}) * ldo_n] = {_store(kernel, 'v')};",
         "    }",
-        "    __syncthreads();",
         "  }",
     ]
+    return lines
 
 
 def generate(kernel: GemvKernel) -> str:
@@ -163,6 +313,7 @@ def generate(kernel: GemvKernel) -> str:
         [
             PRELUDE,
             SHUFFLE,
+            SHUFFLE_XOR,
             f'extern "C" __global__ void __launch_bounds__({GEMV_BLOCK}) {kernel.kernel_name}({_params(kernel)}) {{',
             *body,
             "}",

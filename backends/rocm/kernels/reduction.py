@@ -541,7 +541,7 @@ def _arg(kernel: RowKernel) -> str:
         "  idx_t base[ACL_NOPS];",
         "  for (int k = 0; k < ACL_NOPS; ++k) base[k] = 0;",
         "  acl_offsets(m, row, 0, ACL_OUTER, base);",
-        *("  " + line for line in scan + element_loop(kernel, step, start="lo + threadIdx.x", stop="hi")),
+        *("  " + line for line in scan + _prefetched(kernel, value, step)),
         *("  " + line for line in _ARG_COMBINE),
         "  __shared__ int s_last;",
         "  if (threadIdx.x == 0) {",
@@ -559,6 +559,34 @@ def _arg(kernel: RowKernel) -> str:
         "}",
     ]
     return _with_helper(kernel, ATOMICS + assemble(kernel, body, row_loop=False))
+
+
+def _prefetched(kernel: RowKernel, value: str, step: list[str]) -> list[str]:
+    """A block's walk over its slice ``[lo, hi)``: the first ``prefetch`` elements of each thread are all
+    loaded before the first comparison (one memory latency instead of one per element), in index order;
+    any further elements (a slice longer than planned for) follow one at a time."""
+    q = int(kernel.option("prefetch", 0) or 0)
+    if q < 1:
+        return element_loop(kernel, step, start="lo + threadIdx.x", stop="hi")
+    return [
+        f"acc_t vals[{q}];",
+        "#pragma unroll",
+        f"for (int q = 0; q < {q}; ++q) {{",
+        "  const idx_t j = lo + (idx_t)threadIdx.x + (idx_t)q * (idx_t)blockDim.x;",
+        "  if (j < hi) {",
+        "    idx_t o[ACL_NOPS];",
+        "    for (int k = 0; k < ACL_NOPS; ++k) o[k] = base[k];",
+        "    acl_offsets(m, j, ACL_OUTER, ACL_INNER, o);",
+        f"    vals[q] = (acc_t)({value});",
+        "  }",
+        "}",
+        "#pragma unroll",
+        f"for (int q = 0; q < {q}; ++q) {{",
+        "  const idx_t j = lo + (idx_t)threadIdx.x + (idx_t)q * (idx_t)blockDim.x;",
+        "  if (j < hi && acl_arg_better(vals[q], (long long)j, best, at)) { best = vals[q]; at = (long long)j; }",
+        "}",
+        *element_loop(kernel, step, start=f"lo + threadIdx.x + {q} * blockDim.x", stop="hi"),
+    ]
 
 
 ATOMICS: Final = r"""

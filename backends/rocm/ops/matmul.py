@@ -350,7 +350,7 @@ class MatmulRunner:
         function = self.backend.function(gemv.generate(kernel), kernel.kernel_name)
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug(
-                "%s: GEMV kernel %s %s m=%d k=%d n=%d vec=%d tile=%d splits=%d (%s=%s)",
+                "%s: GEMV kernel %s %s m=%d k=%d n=%d vec=%d tile=%d groups=%d ksplit=%d unroll=%d grid=%d (%s=%s)",
                 launch.spec.name,
                 kernel.layout,
                 kernel.dtype.short,
@@ -359,7 +359,10 @@ class MatmulRunner:
                 n,
                 kernel.vec,
                 kernel.tile,
-                kernel.splits,
+                kernel.groups,
+                kernel.ksplit,
+                kernel.unroll,
+                grid,
                 GEMV_ENV,
                 mode,
             )
@@ -445,15 +448,15 @@ def gemv_plan(
     if b_sr == 1 or k == 1:
         ldw = b_sc
         vec = _vec(size, [k, *a_extents, *([ldw] if n > 1 else [])], [a_at, w_at])
-        per_block = gemv.GEMV_BLOCK // warp
-        tile = 2 if -(-n // (2 * per_block)) >= 2 * units else 1
-        kernel = gemv.GemvKernel("nk", dtype, out.dtype, rows, vec, tile=tile)
-        grid = -(-n // (tile * per_block))
+        tile, ksplit, unroll = nk_shape(rows, k, n, vec, warp, units)
+        kernel = gemv.GemvKernel("nk", dtype, out.dtype, rows, vec, tile=tile, ksplit=ksplit, unroll=unroll)
+        tiles = -(-n // tile)
+        grid = -(-tiles // (gemv.GEMV_BLOCK // warp // ksplit))
     elif b_sc == 1 or n == 1:
         ldw = b_sr
-        vec = _vec(size, [n, *([ldw] if k > 1 else [])], [w_at])
-        groups = next((g for g in (64, 32, 16, 8) if -(-n // (vec * g)) >= units), 4)
-        kernel = gemv.GemvKernel("kn", dtype, out.dtype, rows, vec, splits=gemv.GEMV_BLOCK // groups)
+        vec = min(_vec(size, [n, *([ldw] if k > 1 else [])], [w_at]), 4 if rows > 8 else 8)
+        groups, unroll = kn_shape(rows, k, n, vec, size, warp, units)
+        kernel = gemv.GemvKernel("kn", dtype, out.dtype, rows, vec, groups=groups, unroll=unroll)
         grid = -(-n // (vec * groups))
     else:
         return None
@@ -470,6 +473,57 @@ def gemv_plan(
         c(o_sc),
     ]
     return kernel, grid, values, (k, n)
+
+
+GEMV_WARPS_PER_UNIT = 32
+"""The nk kernel's target of resident warps per compute unit: enough 16-byte loads in flight to cover HBM latency."""
+GEMV_MAX_UNROLL = 4
+"""The most weight loads per lane and output the nk kernel issues before using the first."""
+
+
+def nk_shape(rows: int, k: int, n: int, vec: int, warp: int, units: int) -> tuple[int, int, int]:
+    """(tile, ksplit, unroll) of the nk GEMV kernel for ``rows`` × weight [N, K] loaded ``vec`` elements at a time.
+
+    A warp owns ``tile`` outputs (two from M = 2, so each activation element read and decoded serves two
+    outputs; four would spill registers at M = 16 under nvcc 13 for sm_90); when the output tiles alone
+    give the device fewer than :data:`GEMV_WARPS_PER_UNIT` warps per compute unit, up to a block's warps
+    share a tile and split K
+    (never so far that a warp would have no chunk); each lane then issues up to ``unroll`` 16-byte weight
+    loads per output before it uses the first, so the weight is read with most of it in flight at once.
+    """
+    per_block = max(1, gemv.GEMV_BLOCK // warp)
+    tile = 2 if rows > 1 or -(-n // (2 * per_block)) >= 2 * units else 1
+    tiles = -(-n // tile)
+    chunks = -(-k // vec)
+    ksplit = 1
+    while ksplit * 2 <= per_block and tiles * ksplit < units * GEMV_WARPS_PER_UNIT and ksplit * 2 * warp <= chunks:
+        ksplit *= 2
+    budget = 8 if rows <= 2 else 4  # 16-byte weight registers a lane holds: more rows, more accumulators
+    unroll = max(1, min(GEMV_MAX_UNROLL, budget // tile, -(-chunks // (ksplit * warp))))
+    return tile, ksplit, unroll
+
+
+GEMV_KN_SHARED_FLOATS = 1536
+"""The kn kernel's bound on column groups × rows × vec (its shared memory: that many floats per 32-lane warp)."""
+
+
+def kn_shape(rows: int, k: int, n: int, vec: int, size: int, warp: int, units: int) -> tuple[int, int]:
+    """(groups, unroll) of the kn GEMV kernel for ``rows`` × weight [K, N] loaded ``vec`` elements at a time.
+
+    A block owns ``groups`` column groups and splits K over its 256 threads' ``256 / groups`` rows: the
+    fewest groups whose row segment fills a 32-byte sector, so a small N still spreads over many blocks
+    (N = 1024: 64 blocks of 128 K splits, where 4-group blocks made 32); more groups only while the grid
+    stays above 16 blocks per compute unit. Each thread issues up to ``unroll`` weight rows before use.
+    """
+    count = rows * vec
+    groups = min(warp, max(1, 32 // (vec * size)))
+    blocks = -(-n // (vec * groups))
+    while groups * 2 <= warp and groups * 2 * count <= GEMV_KN_SHARED_FLOATS and blocks >= 32 * units:
+        groups *= 2
+        blocks = -(-n // (vec * groups))
+    cap = 8 if count <= 8 else 4 if count <= 32 else 2  # weight registers beside rows × vec accumulators
+    unroll = max(1, min(cap, -(-k // (gemv.GEMV_BLOCK // groups))))
+    return groups, unroll
 
 
 def _folds(op: _Operand, batch_stride: int | None, m: int) -> bool:

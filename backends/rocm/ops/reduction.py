@@ -71,6 +71,8 @@ SPLIT_MIN_LENGTH = 8192
 SLICE_ELEMENTS = 1024
 """Row elements per block of the split path's first pass (four per thread of a 256-thread block)."""
 MAX_SLICES = 1024
+PREFETCH_MAX = 8
+"""The split path's elements per thread loaded before the first comparison (registers; more follow singly)."""
 """The most slices of one row (the second pass reduces them with one block)."""
 
 
@@ -446,6 +448,7 @@ class ReductionRunner(RowRunner):
         """
         rows = math.prod(outer_shape)
         parts = rows * slices
+        span = -(-math.prod(inner_shape) // slices)  # elements of one slice, as the kernel splits the row
         prog = Program()
         values_at = prog.temp(parts * 16 + rows * 4)  # 8-byte candidates, their int64 indices, uint32 counters
         index_at = Temp(values_at.slot, parts * 8)
@@ -465,7 +468,11 @@ class ReductionRunner(RowRunner):
             outer_shape,
             inner_shape,
             acc,
-            [*options, ("slices", slices)],
+            [
+                *options,
+                ("slices", slices),
+                ("prefetch", min(PREFETCH_MAX, -(-span // BLOCK_THREADS))),
+            ],
         )
         assert planned is not None  # rows > 0 here
         p = self.backend.properties
