@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from acl_core.dtypes import DataType as D
+from acl_rocm.kernels.activation import LOWP as ACTIVATION_LOWP
 from acl_rocm.kernels.activation import ROWS as ACTIVATION_ROWS
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.lowp import LOWP_PRELUDE
@@ -77,6 +78,8 @@ class Ufunc:
     name: str
     signature: str
     body: str
+    lowp: str = ""
+    """The body in float for results stored as fp16/bf16 only (empty: ``body``); see :func:`lowp_results`."""
     inputs: tuple[tuple[str, str], ...] = field(init=False)
     output: tuple[str, str] = field(init=False)
 
@@ -97,8 +100,8 @@ class Ufunc:
         return bool(_ASSIGNS_R.search(self.body))
 
     def uses(self, name: str) -> bool:
-        """True when the body refers to ``name``."""
-        return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", self.body) is not None
+        """True when the body (or the 16-bit body) refers to ``name``."""
+        return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", self.body + " " + self.lowp) is not None
 
 
 def _parse(op: str, text: str) -> tuple[str, str]:
@@ -108,9 +111,9 @@ def _parse(op: str, text: str) -> tuple[str, str]:
     return m.group(1), m.group(2)
 
 
-def ufunc(name: str, signature: str, body: str) -> Ufunc:
-    """Declare an elementwise op (see the module docstring for the two lines)."""
-    return Ufunc(name, signature, body)
+def ufunc(name: str, signature: str, body: str, lowp: str = "") -> Ufunc:
+    """Declare an elementwise op (see the module docstring for the two lines, and ``lowp``)."""
+    return Ufunc(name, signature, body, lowp)
 
 
 _BINARY = "self:T, other:T -> out:T"
@@ -186,7 +189,7 @@ UFUNCS: Final[dict[str, Ufunc]] = {
         ufunc("InplaceCopy", "src:O -> selfRef:O", "src"),
         ufunc("InplaceFillScalar", "value:O -> selfRef:O", "value"),
         ufunc("InplaceZero", "-> selfRef:O", "O(0)"),
-        *(ufunc(*row) for row in ACTIVATION_ROWS),
+        *(ufunc(name, sig, body, ACTIVATION_LOWP.get(name, "")) for name, sig, body in ACTIVATION_ROWS),
         *(ufunc(*row) for row in POINTWISE_MATH_ROWS),
     )
 }
@@ -284,11 +287,13 @@ def _compute(inst: Instance, values: Mapping[str, str]) -> list[str]:
     """Lines computing ``r`` (the result type) from each loaded operand's value expression."""
     u = inst.ufunc
     result_c = ctype(inst.result)
-    body = re.sub(r"\bacl_sigmoid\(", "acl_sigmoid_lowp(", u.body) if lowp_results(inst) else u.body
+    body = u.body
+    if lowp_results(inst):
+        body = u.lowp or re.sub(r"\bacl_sigmoid\(", "acl_sigmoid_lowp(", u.body)
     lines = [
         f"const {ctype(op.value).value} {op.name} = {values[op.name]};" for op in inst.operands if op.name in values
     ]
-    if u.statements:
+    if _ASSIGNS_R.search(body):
         lines.append(f"{result_c.value} r;")
         lines.append("{ " + body + " }")
     else:
