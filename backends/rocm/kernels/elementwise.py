@@ -240,6 +240,7 @@ class Instance:
     unroll: int = UNROLL
     exact: bool = False  # loads keep every source bit (NaN signs), for encoders that read them
     vec: int = 1  # > 1: the vector path (rank 1, unit or zero strides, unit operands aligned to vec elements)
+    reduce: bool = False  # the output is not stored: each block writes the double sum of its results (see generate)
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -398,12 +399,15 @@ def generate(inst: Instance) -> str:
     idx = inst.index_type
     if inst.vec > 1 and not vectorizable(inst):
         raise ValueError(f"{u.name}: the vector path needs rank 1 and unit or zero strides")
+    if inst.reduce and (inst.vec > 1 or len([op for op in inst.operands if op.write]) != 1):
+        raise ValueError(f"{u.name}: a reducing instance takes the strided path and has one output")
     params = ["const Meta m"]
     restrict = " __restrict__" if inst.restrict else ""
     for op in inst.operands:
         c = ctype(op.storage)
         const = "" if op.write else "const "
-        params.append(f"{const}{c.storage}*{restrict} p_{op.name}")
+        storage = "double" if inst.reduce and op.write else c.storage
+        params.append(f"{const}{storage}*{restrict} p_{op.name}")
     for s in inst.scalars:
         params.append(f"const {ctype(s.value).value} {s.name}")
     body: list[str] = []
@@ -420,6 +424,8 @@ def generate(inst: Instance) -> str:
         body += _vector_body(inst)
         return _assemble(inst, params, body)
     body.append(f"const {idx} n = m.n;")
+    if inst.reduce:
+        body.append("double acc = 0.0;")
     body.append(f"const {idx} step = ({idx})gridDim.x * ({idx})blockDim.x * {inst.unroll};")
     body.append(
         f"for ({idx} base = ({idx})blockIdx.x * ({idx})blockDim.x * {inst.unroll} + ({idx})threadIdx.x; base < n;"
@@ -448,7 +454,9 @@ def generate(inst: Instance) -> str:
     compute = _compute(inst, {op.name: f"v_{op.name}[u]" for _, op in loaded})
     for k, op in written:
         bits = store("r", result_c, ctype(op.storage))
-        if ctype(op.storage).packed:
+        if inst.reduce:  # the result as the output dtype would hold it, summed in double
+            compute.append(f"acc += (double)({load(bits, ctype(op.storage), ctype(D.ACL_DOUBLE))});")
+        elif ctype(op.storage).packed:
             compute.append(f"acl_nib_set(p_{op.name}, (long long)w{k}[u] + {op.nibble}, {bits});")
         else:
             compute.append(f"p_{op.name}[w{k}[u]] = {bits};")
@@ -456,7 +464,23 @@ def generate(inst: Instance) -> str:
     body.append("    }")
     body.append("  }")
     body.append("}")
+    if inst.reduce:
+        body += _block_sum(written[0][1].name)
     return _assemble(inst, params, body)
+
+
+def _block_sum(name: str) -> list[str]:
+    """Lines summing every thread's ``acc`` of the block into ``p_<name>[blockIdx.x]`` (a shared-memory tree)."""
+    return [
+        f"__shared__ double acl_sum[{BLOCK_THREADS}];",
+        "acl_sum[threadIdx.x] = acc;",
+        "__syncthreads();",
+        f"for (int w = {BLOCK_THREADS // 2}; w > 0; w >>= 1) {{",
+        "  if ((int)threadIdx.x < w) acl_sum[threadIdx.x] += acl_sum[threadIdx.x + w];",
+        "  __syncthreads();",
+        "}",
+        f"if (threadIdx.x == 0) p_{name}[blockIdx.x] = acl_sum[0];",
+    ]
 
 
 def _assemble(inst: Instance, params: list[str], body: list[str]) -> str:
