@@ -79,3 +79,22 @@ def test_bodies_read_by_role_and_take_float64_scalars() -> None:
     bce = loss_ufunc(Variant("BinaryCrossEntropy", False, (("self", "x"), ("target", "t")), "out"))
     assert "double w = 1.0;" in bce.body and "count" not in bce.signature and "beta" not in bce.signature
     assert terms_dtype("MseLoss") == D.ACL_FLOAT and terms_dtype("KlDiv") == D.ACL_DOUBLE
+
+
+def test_a_reduced_loss_sums_its_terms_in_the_terms_kernel() -> None:
+    """The terms kernel keeps no term in memory: each block adds its terms (as float32 would hold them) in double."""
+    from acl_rocm.kernels.elementwise import Instance, Operand, generate
+
+    u = loss_ufunc(Variant("MseLoss", False, (("self", "x"), ("target", "t")), "terms"))
+    operands = (
+        Operand("self", D.ACL_FLOAT16, D.ACL_FLOAT, True, False, "unit"),
+        Operand("target", D.ACL_FLOAT16, D.ACL_FLOAT, True, False, "unit"),
+        Operand("terms", D.ACL_FLOAT, D.ACL_FLOAT, False, True, "unit"),
+    )
+    inst = Instance(u, operands, (), (), D.ACL_FLOAT, 1, "int", reduce=True)
+    source = generate(inst).split("// ---- end of prelude")[-1]
+    assert "double* p_terms" in source and "p_terms[w" not in source
+    assert "acc += (double)(((double)(r)));" in source  # r: the term rounded to float32 (the result type)
+    assert "p_terms[blockIdx.x] = acl_sum[0];" in source
+    with pytest.raises(ValueError):
+        generate(Instance(u, operands, (), (), D.ACL_FLOAT, 1, "int", vec=4, reduce=True))

@@ -148,3 +148,29 @@ ROWS: Final[tuple[tuple[str, str, str], ...]] = (
     ("ThresholdBackward", "gradOutput:T, self:T, threshold:T -> out:T", _GX + "r = x <= (double)threshold ? 0.0 : g;"),
 )
 """(aclnn name, signature, body) of every activation op with a HIP kernel."""
+
+# float bodies for results stored as fp16/bf16 only: the class allows a 16-bit result 1 ulp (of its own) from
+# the reference, and a float evaluation within a few float ulps (2^-21 relative) is far inside that; the double
+# bodies cost dozens of double instructions per element and ran these ops at 16-bit (half the bytes) no faster
+# in elements than at fp32 (issue 16). A body goes here only with its error argument.
+_SILU_GRAD_DOUBLE = (
+    "const double gd = g, xd = x, sd = 1.0 / (1.0 + exp(-xd)); r = (float)(gd * sd * (1.0 + xd * (1.0 - sd)));"
+)
+LOWP: Final[dict[str, str]] = {
+    # Mish: every step (expf's 2 ulp, e + 2, n, n + 2, the quotient, the product) is relative, no cancellation;
+    # below x = -87 e is subnormal, but the result then is below a bf16 ulp's 2^-9 of the error (|x| e)
+    "Mish": (
+        "const float x = self; if (x > 20.0f) { r = x; } else { "
+        "const float e = expf(x), n = e * (e + 2.0f); r = x * (n / (n + 2.0f)); }"
+    ),
+    # SiluBackward: f = 1 + x(1 - s) cancels near its zero x = -1.2785 (abs error under 4e-7 there), and s is
+    # subnormal-bound below x = -87: there (|f| < 1/128, x <= -80, NaN) the element takes the double body;
+    # elsewhere f is within 5e-5 relative (0.1 fp16 ulp), so the rounded result is within 0.6 ulp of the
+    # true value and 1 ulp of the reference's. The band is x0 +- 0.008: about 0.3% of N(0, 1) inputs
+    "SiluBackward": (
+        "const float g = gradOutput, x = self; const float s = 1.0f / (1.0f + expf(-x)); "
+        "const float f = 1.0f + x * (1.0f - s); "
+        f"if (x > -80.0f && fabsf(f) >= 0.0078125f) {{ r = g * s * f; }} else {{ {_SILU_GRAD_DOUBLE} }}"
+    ),
+}
+"""Per activation (by aclnn name): its body in float, used where every result is stored as fp16/bf16."""

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from acl_core.dtypes import DataType as D
+from acl_rocm.kernels.activation import LOWP as ACTIVATION_LOWP
 from acl_rocm.kernels.activation import ROWS as ACTIVATION_ROWS
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.lowp import LOWP_PRELUDE
@@ -77,6 +78,8 @@ class Ufunc:
     name: str
     signature: str
     body: str
+    lowp: str = ""
+    """The body in float for results stored as fp16/bf16 only (empty: ``body``); see :func:`lowp_results`."""
     inputs: tuple[tuple[str, str], ...] = field(init=False)
     output: tuple[str, str] = field(init=False)
 
@@ -97,8 +100,8 @@ class Ufunc:
         return bool(_ASSIGNS_R.search(self.body))
 
     def uses(self, name: str) -> bool:
-        """True when the body refers to ``name``."""
-        return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", self.body) is not None
+        """True when the body (or the 16-bit body) refers to ``name``."""
+        return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", self.body + " " + self.lowp) is not None
 
 
 def _parse(op: str, text: str) -> tuple[str, str]:
@@ -108,9 +111,9 @@ def _parse(op: str, text: str) -> tuple[str, str]:
     return m.group(1), m.group(2)
 
 
-def ufunc(name: str, signature: str, body: str) -> Ufunc:
-    """Declare an elementwise op (see the module docstring for the two lines)."""
-    return Ufunc(name, signature, body)
+def ufunc(name: str, signature: str, body: str, lowp: str = "") -> Ufunc:
+    """Declare an elementwise op (see the module docstring for the two lines, and ``lowp``)."""
+    return Ufunc(name, signature, body, lowp)
 
 
 _BINARY = "self:T, other:T -> out:T"
@@ -186,7 +189,7 @@ UFUNCS: Final[dict[str, Ufunc]] = {
         ufunc("InplaceCopy", "src:O -> selfRef:O", "src"),
         ufunc("InplaceFillScalar", "value:O -> selfRef:O", "value"),
         ufunc("InplaceZero", "-> selfRef:O", "O(0)"),
-        *(ufunc(*row) for row in ACTIVATION_ROWS),
+        *(ufunc(name, sig, body, ACTIVATION_LOWP.get(name, "")) for name, sig, body in ACTIVATION_ROWS),
         *(ufunc(*row) for row in POINTWISE_MATH_ROWS),
     )
 }
@@ -237,6 +240,7 @@ class Instance:
     unroll: int = UNROLL
     exact: bool = False  # loads keep every source bit (NaN signs), for encoders that read them
     vec: int = 1  # > 1: the vector path (rank 1, unit or zero strides, unit operands aligned to vec elements)
+    reduce: bool = False  # the output is not stored: each block writes the double sum of its results (see generate)
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -284,11 +288,13 @@ def _compute(inst: Instance, values: Mapping[str, str]) -> list[str]:
     """Lines computing ``r`` (the result type) from each loaded operand's value expression."""
     u = inst.ufunc
     result_c = ctype(inst.result)
-    body = re.sub(r"\bacl_sigmoid\(", "acl_sigmoid_lowp(", u.body) if lowp_results(inst) else u.body
+    body = u.body
+    if lowp_results(inst):
+        body = u.lowp or re.sub(r"\bacl_sigmoid\(", "acl_sigmoid_lowp(", u.body)
     lines = [
         f"const {ctype(op.value).value} {op.name} = {values[op.name]};" for op in inst.operands if op.name in values
     ]
-    if u.statements:
+    if _ASSIGNS_R.search(body):
         lines.append(f"{result_c.value} r;")
         lines.append("{ " + body + " }")
     else:
@@ -393,12 +399,15 @@ def generate(inst: Instance) -> str:
     idx = inst.index_type
     if inst.vec > 1 and not vectorizable(inst):
         raise ValueError(f"{u.name}: the vector path needs rank 1 and unit or zero strides")
+    if inst.reduce and (inst.vec > 1 or len([op for op in inst.operands if op.write]) != 1):
+        raise ValueError(f"{u.name}: a reducing instance takes the strided path and has one output")
     params = ["const Meta m"]
     restrict = " __restrict__" if inst.restrict else ""
     for op in inst.operands:
         c = ctype(op.storage)
         const = "" if op.write else "const "
-        params.append(f"{const}{c.storage}*{restrict} p_{op.name}")
+        storage = "double" if inst.reduce and op.write else c.storage
+        params.append(f"{const}{storage}*{restrict} p_{op.name}")
     for s in inst.scalars:
         params.append(f"const {ctype(s.value).value} {s.name}")
     body: list[str] = []
@@ -415,6 +424,8 @@ def generate(inst: Instance) -> str:
         body += _vector_body(inst)
         return _assemble(inst, params, body)
     body.append(f"const {idx} n = m.n;")
+    if inst.reduce:
+        body.append("double acc = 0.0;")
     body.append(f"const {idx} step = ({idx})gridDim.x * ({idx})blockDim.x * {inst.unroll};")
     body.append(
         f"for ({idx} base = ({idx})blockIdx.x * ({idx})blockDim.x * {inst.unroll} + ({idx})threadIdx.x; base < n;"
@@ -443,7 +454,9 @@ def generate(inst: Instance) -> str:
     compute = _compute(inst, {op.name: f"v_{op.name}[u]" for _, op in loaded})
     for k, op in written:
         bits = store("r", result_c, ctype(op.storage))
-        if ctype(op.storage).packed:
+        if inst.reduce:  # the result as the output dtype would hold it, summed in double
+            compute.append(f"acc += (double)({load(bits, ctype(op.storage), ctype(D.ACL_DOUBLE))});")
+        elif ctype(op.storage).packed:
             compute.append(f"acl_nib_set(p_{op.name}, (long long)w{k}[u] + {op.nibble}, {bits});")
         else:
             compute.append(f"p_{op.name}[w{k}[u]] = {bits};")
@@ -451,7 +464,23 @@ def generate(inst: Instance) -> str:
     body.append("    }")
     body.append("  }")
     body.append("}")
+    if inst.reduce:
+        body += _block_sum(written[0][1].name)
     return _assemble(inst, params, body)
+
+
+def _block_sum(name: str) -> list[str]:
+    """Lines summing every thread's ``acc`` of the block into ``p_<name>[blockIdx.x]`` (a shared-memory tree)."""
+    return [
+        f"__shared__ double acl_sum[{BLOCK_THREADS}];",
+        "acl_sum[threadIdx.x] = acc;",
+        "__syncthreads();",
+        f"for (int w = {BLOCK_THREADS // 2}; w > 0; w >>= 1) {{",
+        "  if ((int)threadIdx.x < w) acl_sum[threadIdx.x] += acl_sum[threadIdx.x + w];",
+        "  __syncthreads();",
+        "}",
+        f"if (threadIdx.x == 0) p_{name}[blockIdx.x] = acl_sum[0];",
+    ]
 
 
 def _assemble(inst: Instance, params: list[str], body: list[str]) -> str:

@@ -2,7 +2,8 @@
 
 A launch covers up to :data:`SLOTS` tensors of a list, described by a table passed by value as the
 kernel's parameter struct (element count, first block, the a/b/c/out addresses and the scalar-like
-operand per slot); each slot owns a run of consecutive blocks that walk its elements grid-stride.
+operand per slot); each slot owns a run of consecutive blocks that walk its elements grid-stride, in
+16-byte vectors where the slot's addresses are aligned (then the tail element by element).
 Formulas (keys of :data:`acl_core.spec.ops.foreach.FORMULAS`) are evaluated in double (long long
 for int32 lists) and rounded once: fp16/bf16 results go through a round-to-odd float so that the
 float-to-half rounding is the only one. ForeachNorm reduces each tensor in one block.
@@ -23,6 +24,8 @@ from acl_rocm.kernels.prelude import PRELUDE
 SLOTS: Final = 32
 """Tensors per launch (the table is a kernel parameter: 7 fields of 8 bytes per slot)."""
 BLOCK: Final = 256
+VECTOR_BYTES: Final = 16
+"""The widest access of the vector loop (one per operand and element group, where a slot is aligned)."""
 FIELDS: Final = ("N", "FIRST", "A", "B", "C", "OUT", "S")
 Source = Literal["none", "value", "pointer"]
 """Where the scalar-like operand comes from: nowhere, the table (its bits), or device memory (its address)."""
@@ -213,7 +216,9 @@ def _source_of(k: ForeachKernel) -> str:
         *_scalar_lines(k),
         *guard,
         "const long long step = nb * blockDim.x;",
-        "for (long long i = ((long long)blockIdx.x - b0) * blockDim.x + threadIdx.x; i < n; i += step) {",
+        "const long long t0 = ((long long)blockIdx.x - b0) * blockDim.x + threadIdx.x;",
+        *_vector_lines(k, uses),
+        "for (long long i = done + t0; i < n; i += step) {",
         *("  " + line for line in loads),
         *("  " + line for line in found),
         f"  O[i] = {encode(k.dtype, expr, k.formula)};",
@@ -236,6 +241,55 @@ def _source_of(k: ForeachKernel) -> str:
             "",
         ]
     )
+
+
+def dtype_packed(dtype: D) -> bool:
+    """True for sub-byte storage (no whole-element vectors)."""
+    return dtype.info.storage_bits < 8
+
+
+def vector_width(dtype: D) -> int:
+    """Elements of ``dtype`` per 16-byte access of the vector loop."""
+    return max(1, VECTOR_BYTES // max(dtype.info.storage_bits // 8, 1))
+
+
+def _vector_lines(k: ForeachKernel, uses: set[str]) -> list[str]:
+    """A slot whose a/b/c/out addresses are all 16-byte aligned walks whole vectors first (``done`` after it).
+
+    One 16-byte load per operand per element group keeps 4 (fp32) to 8 (fp16/bf16) elements of each
+    operand in flight per thread, where the element loop's loads wait behind the previous store (the
+    output may alias an input); each element is decoded, computed and encoded exactly as the element loop does.
+    """
+    st = ctype(k.dtype).storage
+    v = vector_width(k.dtype)
+    if v == 1 or dtype_packed(k.dtype):
+        return ["const long long done = 0;"]
+    vt = f"AclVec<{st}, {v}>"
+    expr = EXPRESSIONS[k.formula]
+    roles = [r for r in "abc" if r in uses]
+    aligned = " | ".join(f"(unsigned long long){r.upper()}" for r in (*roles, "o"))
+    lines = [
+        "long long done = 0;",
+        f"if ((({aligned}) & {VECTOR_BYTES - 1}ull) == 0ull) {{",
+        f"  const long long nv = n / {v};",
+        "  for (long long q = t0; q < nv; q += step) {",
+        *(f"    const {vt} q{r} = *reinterpret_cast<const {vt}*>({r.upper()} + q * {v});" for r in roles),
+        f"    {vt} qo;",
+        "    #pragma unroll",
+        f"    for (int e = 0; e < {v}; ++e) {{",
+        *(f"      const W {r} = {decode(k.dtype, f'q{r}.v[e]', k.formula)};" for r in roles),
+    ]
+    if k.formula == "unscale":
+        lines.append("      if (a != a || fabs(a) > 1.79769313486231570815e+308) *found = 1.0f;")
+    lines += [
+        f"      qo.v[e] = {encode(k.dtype, expr, k.formula)};",
+        "    }",
+        f"    *reinterpret_cast<{vt}*>(O + q * {v}) = qo;",
+        "  }",
+        f"  done = nv * {v};",
+        "}",
+    ]
+    return lines
 
 
 def _elementwise_source(k: ForeachKernel) -> str:

@@ -203,10 +203,11 @@ class TakeFlat:
             "if (v < 0) v += numel;",
             "if (v >= 0 && v < numel) {",
             "  long long at = 0;",
-            f"  for (int d = {self.ndim - 1}; d >= 0; --d) {{",
+            f"  for (int d = {self.ndim - 1}; d > 0; --d) {{",
             "    at += (v % (long long)m.stride[2][d]) * (long long)m.stride[3][d];",
             "    v /= (long long)m.stride[2][d];",
             "  }",
+            "  at += v * (long long)m.stride[3][0];  // v < shape[0] here: the outermost dim needs no division",
             "  dst[o0] = src[at];",
             "}",
         ]

@@ -83,10 +83,17 @@ def _meta(ndim: int, rows: int) -> str:
 
 
 def _offsets(ndim: int, rows: int) -> list[str]:
-    """C lines giving ``o0..`` of C-order position ``q`` through Meta."""
+    """C lines giving ``o0..`` of C-order position ``q`` through Meta.
+
+    The outermost dimension takes what is left of ``q`` undivided, so a rank-1 (coalesced) view costs one
+    multiplication per operand: a 64-bit division and remainder per element cost more than the draw's
+    arithmetic around them.
+    """
+    if ndim == 1:
+        return [f"const long long o{r} = q * m.stride[{r}][0];" for r in range(rows)]
     lines = ["long long rest = q;", *(f"long long o{r} = 0;" for r in range(rows))]
     lines.append(f"for (int d = {ndim - 1}; d >= 0; --d) {{")
-    lines.append("  const long long c = rest % m.shape[d]; rest /= m.shape[d];")
+    lines.append("  const long long c = d == 0 ? rest : rest % m.shape[d]; if (d) rest /= m.shape[d];")
     lines.append("  " + " ".join(f"o{r} += c * m.stride[{r}][d];" for r in range(rows)))
     lines.append("}")
     return lines

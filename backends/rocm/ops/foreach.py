@@ -20,7 +20,16 @@ from acl_core.formats import Format
 from acl_core.spec.ops.foreach import INT_LISTS, ROWS, Carrier, Row, int32_scalar
 from acl_core.tensor import AclScalarList, AclTensor, AclTensorList, contiguous_strides
 from acl_rocm.driver import handle
-from acl_rocm.kernels.foreach import BLOCK, FIELDS, NORM_MODES, SLOTS, ForeachKernel, NormKernel, Source
+from acl_rocm.kernels.foreach import (
+    BLOCK,
+    FIELDS,
+    NORM_MODES,
+    SLOTS,
+    ForeachKernel,
+    NormKernel,
+    Source,
+    vector_width,
+)
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.elementwise import Prepared
 
@@ -188,9 +197,10 @@ class ForeachRunner:
     ) -> None:
         slots: list[list[int]] = []
         first = 0
+        per_thread = max(PER_THREAD, vector_width(kernel.dtype))  # a whole 16-byte vector per thread
         for i in entries:
             numel = outs[i].numel
-            blocks = min(-(-numel // (BLOCK * PER_THREAD)), MAX_BLOCKS_PER_SLOT)
+            blocks = min(-(-numel // (BLOCK * per_thread)), MAX_BLOCKS_PER_SLOT)
             addr = [_address(lst[i]) for lst in ins] + [0] * (3 - len(ins))
             slots.append([numel, first, addr[0], addr[1], addr[2], _address(outs[i]), sfields[i]])
             first += blocks

@@ -2,17 +2,18 @@
 
 A loss with reduction 'none' and every backward op is one elementwise kernel (:mod:`acl_rocm.kernels.loss`)
 writing the output's view directly; a mean's gradient divides by the term count in the kernel. A reduced
-loss is a recorded program: the terms (each computed in double, rounded once) go to a temporary, then
-the reduction family's ``reduce`` row kernel sums them in double, once over the whole temporary when it
-is short, else in two passes (slices of :data:`SLICE` terms to float64 partials, then the partials into
-the output, a mean dividing by the term count), so a long loss fills the device. The temporary is
-float32 for the losses whose terms are never negative (an overflowed term there means the result
-overflows too) and float64 for the others, where two opposite terms past float32's range must cancel
-as they do in the reference. Nothing passes through the host.
+loss is a recorded program of two launches: the terms kernel computes each term (in double, rounded once
+to the terms dtype) and sums its block's terms in double into one float64 partial per block (the
+elementwise generator's ``reduce`` instance: the terms never go through memory), then the reduction
+family's ``reduce`` row kernel sums the partials into the output (a mean dividing by the term count).
+The terms dtype is float32 for the losses whose terms are never negative (an overflowed term there
+means the result overflows too) and float64 for the others, where two opposite terms past float32's
+range must cancel as they do in the reference. Nothing passes through the host.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ from acl_core.spec.opspec import Kind
 from acl_core.spec.rules import broadcast_shapes
 from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
+from acl_rocm.kernels.elementwise import BLOCK_THREADS, UNROLL
 from acl_rocm.kernels.loss import Variant, loss_ufunc
 from acl_rocm.kernels.reduction import acc_dtype
 from acl_rocm.ops.elementwise import Planned
@@ -40,8 +42,8 @@ if TYPE_CHECKING:
 OPS: tuple[str, ...] = tuple(sorted(ROW_OF))
 """The aclnn operators this module runs: every pointwise loss and its backward op."""
 
-SLICE = 4096
-"""Terms per row of a long loss's first summing pass (one block each; shorter losses are summed in one pass)."""
+SLICE = BLOCK_THREADS * UNROLL
+"""Terms one block of the summing terms kernel takes per trip of its grid-stride loop."""
 ONE_SIGNED = frozenset({"MseLoss", "L1Loss", "SmoothL1Loss", "SoftMarginLoss"})
 """Losses whose terms are never negative: their terms may go to a float32 temporary."""
 
@@ -128,24 +130,19 @@ class LossRunner:
             empty = bind("self", _placeholder((0,), dtype), (), (1,))
             self._sum(prog, op, empty, final, (), (0,), [prog.temp(size), None], mode, count)
             return prog
-        rows = -(-count // SLICE)
-        padded = rows * SLICE if rows > 1 else count
-        at = prog.temp(padded * size)
         u = loss_ufunc(Variant(row.name, False, roles, "terms", False, logt))
         workspace = _placeholder(terms, dtype)
         planned = ew.instantiate(op, u, _tokens(compute, dtype), [*tensors, ("terms", workspace)], scalars)
-        prog.steps.append(self._step_of(planned, {len(tensors): at}))
-        if rows == 1:
-            source = bind("self", _placeholder((count,), dtype), (), (1,))
-            self._sum(prog, op, source, final, (), (count,), [at, None], mode, count)
-            return prog
-        prog.zeroed.append((Temp(at.slot, count * size), (padded - count) * size))
-        partials = prog.temp(rows * 8)
-        flat = _placeholder((padded,), dtype)
-        sums = _placeholder((rows,), D.ACL_DOUBLE)
-        first = (bind("self", flat, (SLICE,), (1,)), bind("out", sums, (1,), (0,), write=True))
-        self._sum(prog, op, first[0], first[1], (rows,), (SLICE,), [at, partials], "sum", count)
-        self._sum(prog, op, bind("self", sums, (), (1,)), final, (), (rows,), [partials, None], mode, count)
+        assert planned is not None
+        # the terms kernel sums its own terms: each block writes the double sum of the terms (each rounded to
+        # the terms dtype, as a temporary would hold it) it computed, so the terms never go through memory
+        config = self.backend.elementwise_config(count, UNROLL)
+        inst = dataclasses.replace(planned.instance, reduce=True, vec=1, unroll=UNROLL)
+        blocks = config.grid[0]
+        partials = prog.temp(blocks * 8)
+        prog.steps.append(self._step_of(Planned(inst, config, planned.values), {len(tensors): partials}))
+        sums = _placeholder((blocks,), D.ACL_DOUBLE)
+        self._sum(prog, op, bind("self", sums, (), (1,)), final, (), (blocks,), [partials, None], mode, count)
         return prog
 
     def _step_of(self, planned: Planned | None, temps: dict[int, Temp]) -> Step:

@@ -21,6 +21,7 @@ from acl_rocm.kernels.random import DoMask, Fill, GenMask, Multinomial
 from acl_rocm.launch import KernelArgs, launch_tensor, longs
 from acl_rocm.ops.program import FLAG, Program, Step, program_kernel
 from acl_rocm.ops.sort import address
+from acl_rocm.views import coalesce
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
@@ -64,10 +65,13 @@ class RandomRunner:
         }
         return {op: program_kernel(self.backend, "random", op, plan) for op, plan in plans.items()}
 
-    def _meta(self, t: AclTensor, *others: AclTensor) -> ctypes.Array[ctypes.c_longlong]:
-        shape = tuple(t.view_dims) or (1,)
-        rows = [tuple(v.strides) or (0,) for v in (t, *others)]
-        return KernelArgs.index_array([t.numel, *shape, *(s for row in rows for s in row)], "long long")
+    def _meta(self, t: AclTensor, *others: AclTensor) -> tuple[ctypes.Array[ctypes.c_longlong], int]:
+        """Meta over the coalesced geometry (a contiguous view is rank 1: no index unravel), and its rank."""
+        geometry = coalesce(t.view_dims, [v.strides for v in (t, *others)])
+        shape = tuple(geometry.shape) or (1,)
+        rows = [tuple(row) or (0,) for row in geometry.strides]
+        array = KernelArgs.index_array([t.numel, *shape, *(s for row in rows for s in row)], "long long")
+        return array, len(shape)
 
     def _step(self, prog: Program, kernel: Fill | GenMask | DoMask | Multinomial, n: int, values: list[object]) -> None:
         function = self.backend.function(kernel.source(), kernel.kernel_name)
@@ -79,9 +83,10 @@ class RandomRunner:
         if t.numel == 0:
             return prog
         g = stream_args(launch.args["seed"], launch.args["offset"])
-        values: list[object] = [self._meta(t), KernelArgs.pointer(address(t)), g, ctypes.c_double(a)]
+        meta, ndim = self._meta(t)
+        values: list[object] = [meta, KernelArgs.pointer(address(t)), g, ctypes.c_double(a)]
         values.append(ctypes.c_double(b))
-        self._step(prog, Fill(kind, t.dtype, max(t.rank, 1)), t.numel, values)
+        self._step(prog, Fill(kind, t.dtype, ndim), t.numel, values)
         return prog
 
     def _uniform(self, launch: Launch) -> Program:
@@ -113,9 +118,10 @@ class RandomRunner:
         prog = Program()
         if x.numel == 0:
             return prog
-        values: list[object] = [self._meta(x, out), KernelArgs.pointer(address(x)), KernelArgs.pointer(address(mask))]
+        meta, ndim = self._meta(x, out)
+        values: list[object] = [meta, KernelArgs.pointer(address(x)), KernelArgs.pointer(address(mask))]
         values += [*longs(mask.strides[0]), KernelArgs.pointer(address(out)), ctypes.c_float(launch.plan["scale"])]
-        self._step(prog, DoMask(x.dtype, max(x.rank, 1)), x.numel, values)
+        self._step(prog, DoMask(x.dtype, ndim), x.numel, values)
         return prog
 
     def _multinomial(self, launch: Launch) -> Program:
