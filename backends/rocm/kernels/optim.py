@@ -1,4 +1,4 @@
-"""The AdamW step kernel (ApplyAdamW / ApplyAdamWV2): UNROLL elements per thread and trip, in place on var, m, v.
+"""The AdamW step kernel (ApplyAdamW / ApplyAdamWV2): one thread per element, in place on var, m and v.
 
 Every hyper-parameter is rounded to float32 (as the reference takes them) and the step is evaluated in
 double; var, m, v (and V2's amsgrad maximum) are each rounded once to their dtype. ApplyAdamW reads
@@ -22,8 +22,6 @@ OPERANDS = ("var", "m", "v", "grad", "vmax")
 V1_SCALARS = ("beta1Power", "beta2Power", "lr", "weightDecay", "beta1", "beta2", "eps")
 """ApplyAdamW's one-element hyper-parameter tensors, in kernel-parameter order."""
 _DOUBLE = ctype(D.ACL_DOUBLE)
-UNROLL = 4
-"""Elements each thread takes per trip (their loads are in flight together)."""
 
 
 @dataclass(frozen=True)
@@ -76,8 +74,10 @@ class AdamW:
     def source(self) -> str:
         """The complete kernel source."""
         c = ctype(self.dtype)
-        read = ["grad", "var", "m", "v", *(("vmax",) if self.amsgrad else ())]
-        written = ["var", "m", "v", *(("vmax",) if self.amsgrad and self.version == 2 else ())]
+
+        def rd(name: str) -> str:
+            return load(f"{name}[o_{name}]", c, _DOUBLE)
+
         if self.ndim == 1:
             offsets = [f"const long long o_{name} = i * m_.stride[{k}][0];" for k, name in enumerate(OPERANDS)]
         else:
@@ -86,53 +86,32 @@ class AdamW:
             offsets.append("  const long long c = rest % m_.shape[d]; rest /= m_.shape[d];")
             offsets.append("  " + " ".join(f"o_{n} += c * m_.stride[{k}][d];" for k, n in enumerate(OPERANDS)))
             offsets.append("}")
-        gather = [
-            *offsets,
-            *(f"x_{name}[u] = {load(f'{name}[o_{name}]', c, _DOUBLE)};" for name in read),
-            *(f"w_{name}[u] = o_{name};" for name in written),
-        ]
+        g = f"-{rd('grad')}" if self.maximize else rd("grad")
         step = [
-            f"const double g = {'-' if self.maximize else ''}x_grad[u];",
-            "double p = x_var[u] * (1.0 - lr_ * wd);",
-            "const double mt = b1 * x_m[u] + (1.0 - b1) * g;",
-            "const double vt = b2 * x_v[u] + (1.0 - b2) * g * g;",
+            *offsets,
+            f"const double g = {g};",
+            f"double p = {rd('var')} * (1.0 - lr_ * wd);",
+            f"const double mt = b1 * {rd('m')} + (1.0 - b1) * g;",
+            f"const double vt = b2 * {rd('v')} + (1.0 - b2) * g * g;",
         ]
         if self.amsgrad:
-            step.append("const double vmx = x_vmax[u];")
+            step.append(f"const double vmx = {rd('vmax')};")
             step.append("const double vh = vmx != vmx || vt != vt ? vmx + vt : (vmx > vt ? vmx : vt);  // NaN wins")
         else:
             step.append("const double vh = vt;")
         step += [
-            "p = p - lr_b1 * mt / (sqrt(vh) / sqrt_b2 + eps_);",
-            f"var[w_var[u]] = {store_narrow('p', self.dtype)};",
-            f"m[w_m[u]] = {store_narrow('mt', self.dtype)};",
-            f"v[w_v[u]] = {store_narrow('vt', self.dtype)};",
+            "p = p - (lr_ / bias1) * mt / (sqrt(vh) / sqrt(bias2) + eps_);",
+            f"var[o_var] = {store_narrow('p', self.dtype)};",
+            f"m[o_m] = {store_narrow('mt', self.dtype)};",
+            f"v[o_v] = {store_narrow('vt', self.dtype)};",
         ]
-        if "vmax" in written:
-            step.append(f"vmax[w_vmax[u]] = {store_narrow('vh', self.dtype)};")
-        # UNROLL elements a block apart per trip: every load of all of them is issued before the first store
-        # (var, m and v are written in place, so a load cannot move past a store of an earlier element)
+        if self.amsgrad and self.version == 2:
+            step.append(f"vmax[o_vmax] = {store_narrow('vh', self.dtype)};")
         body = [
             *self._hyper(),
-            "const double lr_b1 = lr_ / bias1, sqrt_b2 = sqrt(bias2);  // the same roundings, once per thread",
-            f"const long long step_ = (long long)gridDim.x * blockDim.x * {UNROLL};",
-            f"for (long long base = (long long)blockIdx.x * blockDim.x * {UNROLL} + threadIdx.x; base < m_.n;"
-            " base += step_) {",
-            *(f"  double x_{name}[{UNROLL}];" for name in read),
-            *(f"  long long w_{name}[{UNROLL}];" for name in written),
-            "  #pragma unroll",
-            f"  for (int u = 0; u < {UNROLL}; ++u) {{",
-            "    const long long i = base + (long long)u * blockDim.x;",
-            "    if (i < m_.n) {",
-            *("      " + line for line in gather),
-            "    }",
-            "  }",
-            "  #pragma unroll",
-            f"  for (int u = 0; u < {UNROLL}; ++u) {{",
-            "    if (base + (long long)u * blockDim.x < m_.n) {",
-            *("      " + line for line in step),
-            "    }",
-            "  }",
+            "const long long step_ = (long long)gridDim.x * blockDim.x;",
+            "for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < m_.n; i += step_) {",
+            *("  " + line for line in step),
             "}",
         ]
         meta = meta_struct("long long", self.ndim, len(OPERANDS))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
 from acl_core.tensor import AclTensor
-from acl_rocm.kernels.optim import OPERANDS, UNROLL, V1_SCALARS, AdamW
+from acl_rocm.kernels.optim import OPERANDS, V1_SCALARS, AdamW
 from acl_rocm.launch import KernelArgs, launch_tensor
 from acl_rocm.ops.program import Program, program_kernel
 from acl_rocm.ops.sort import Sorter, address
@@ -69,7 +69,7 @@ class OptimRunner:
         args += [KernelArgs.pointer(address(t)) for t in scalars]
         if version == 2:
             args += [ctypes.c_float(float(launch.args[n])) for n in _V2_FLOATS]
-        self.sorter.step(prog, kernel, self.backend.elementwise_config(var.numel, UNROLL), args)
+        self.sorter.step(prog, kernel, self.sorter.flat_config(var.numel), args)
         return prog
 
 
