@@ -47,9 +47,9 @@ def _run_rows(backend: RocmBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     flash = backend.attention.flash  # type: ignore[attr-defined]
     rows = [case for case in suite.cases if "flash path forced" in case.note]
     assert [case.status for case in rows] == ["ok"] * (1 + len(flash.alternatives(64)))
-    assert "(block shape w4m2k64s2)" in rows[0].note
+    assert "(block shape w4m1k64s2)" in rows[0].note
     assert [case.note.rsplit("=", 1)[1] for case in rows[1:]] == list(flash.alternatives(64))
     launched = [launch.name for launch in backend.provider.launches if launch.name.startswith("acl_flash")]  # type: ignore[attr-defined]
-    for config in ("w4m2k64s2", *flash.alternatives(64)):
+    for config in ("w4m1k64s2", *flash.alternatives(64)):
         assert any(f"_{config}_" in name for name in launched), config
     assert flash.config_override == {} and backend.attention.path_override is None  # type: ignore[attr-defined]

@@ -83,7 +83,7 @@ def parse_overrides(text: str) -> dict[int | None, FlashConfig]:
 
 
 CONFIGS: Final[dict[tuple[int, D | None, int | None], FlashConfig]] = {
-    (64, None, 1): FlashConfig(4, 2, 64, 2),
+    (64, None, 1): FlashConfig(4, 1, 64, 2),
     (128, None, 1): FlashConfig(4, 1, 64, 2),
     (256, None, 1): FlashConfig(4, 1, 32, 2),
     (64, None, None): FlashConfig(4, 2, 64, 1),
@@ -101,10 +101,14 @@ with two m-tiles uses 234 registers, no spills; D 128 with two spills (240 bytes
 128; D 256 spills ~100 bytes even so, 8 with two stages). Two K/V stages need 36 KiB at D 64, 68 KiB at
 D 128 and 66 KiB at D 256: dynamic shared memory above 48 KiB, opted into per kernel; where the device
 offers less, one stage.
+Measured (H100, 2026-12-06 07:36, the ops bench's forced-flash rows, B4 N32 causal bf16): at D 64 one m-tile
+beat two (``w4m1k64s2`` 99 TFLOP/s, ``w4m2k64s2`` 73, ``w4m2k64s1`` 72, ``w8m1k64s2`` 78), so NVIDIA's D 64
+entry has one; at D 128 every shape ran 171-181 TFLOP/s (``w4m1k64s2`` the best), so neither a second stage
+nor a second m-tile is what bounds the kernel there.
 ``ACL_FLASH_CONFIG`` (:func:`parse_overrides`) replaces the entry; the ops bench times alternatives.
 """
 ALTERNATIVES: Final = {
-    64: (FlashConfig(4, 1, 64, 2), FlashConfig(4, 2, 64, 1), FlashConfig(8, 1, 64, 2)),
+    64: (FlashConfig(4, 2, 64, 2), FlashConfig(4, 2, 64, 1), FlashConfig(8, 1, 64, 2)),
     128: (
         FlashConfig(4, 2, 32, 2),
         FlashConfig(4, 2, 32, 2, qsmem=True),
