@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import acl_core
-from acl_core.backend import Backend
+from acl_core.backend import Backend, BackendRegistration
 from acl_core.errors import BackendUnavailableError
+from acl_core.plugin import hookimpl
+
+UNDER_TEST = "rocm-under-test"
+"""The plugin name :func:`rocm_under_test` registers the session's rocm backend (live or emulated) under."""
 
 
 @pytest.fixture(scope="session")
@@ -50,3 +55,24 @@ def _emulated() -> Backend:
 
     cache = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-cache-{os.getuid()}"
     return emulated_backend(cache, EmulatedProvider(blas=True))
+
+
+class _UnderTest:
+    """A plugin whose one backend is the session's rocm, so front ends reach the emulated one too."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    @hookimpl
+    def acl_core_backends(self) -> list[BackendRegistration]:
+        return [BackendRegistration(UNDER_TEST, lambda: self.backend, priority=-100)]
+
+
+@pytest.fixture
+def rocm_under_test(rocm: Backend) -> Iterator[str]:
+    """``rocm`` registered as :data:`UNDER_TEST` for one test (front ends, the Qwen3 runner); plugins reset after."""
+    acl_core.reset_plugins()
+    acl_core.register_plugin(_UnderTest(rocm))
+    yield UNDER_TEST
+    acl_core.use_backend(None)
+    acl_core.reset_plugins()

@@ -18,9 +18,8 @@ import pytest
 
 import acl_core
 from acl_core import aclnn, eager
-from acl_core.backend import Backend, BackendRegistration
+from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
-from acl_core.plugin import hookimpl
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.loss import MEAN, NONE, POINTWISE, ROW_OF, SUM
 from acl_core.spec.opspec import Kind
@@ -129,26 +128,11 @@ def test_errors_match_the_reference(rocm: Backend, reference: Backend, op: str) 
     assert_errors_match_reference(rocm, reference, op)
 
 
-class _Plugin:
-    """Registers the backend under test, so the C-shaped front end's calls reach it (the emulated one too)."""
-
-    def __init__(self, backend: Backend) -> None:
-        self.backend = backend
-
-    @hookimpl
-    def acl_core_backends(self) -> list[BackendRegistration]:
-        return [BackendRegistration("rocm-under-test", lambda: self.backend, priority=-100)]
-
-
 @pytest.fixture
-def front_end(rocm: Backend) -> Iterator[Backend]:
+def front_end(rocm: Backend, rocm_under_test: str) -> Iterator[Backend]:
     """``rocm`` as the process's backend for the front ends, for one test."""
-    acl_core.reset_plugins()
-    acl_core.register_plugin(_Plugin(rocm))
-    acl_core.use_backend("rocm-under-test")
+    acl_core.use_backend(rocm_under_test)
     yield rocm
-    acl_core.use_backend(None)
-    acl_core.reset_plugins()
 
 
 def test_losses_never_copy_through_the_host(front_end: Backend, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,43 +8,17 @@ IncreFlashAttention kernel over the whole capacity under the mask of the unwritt
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-import acl_core
-from acl_core.backend import Backend, BackendRegistration
-from acl_core.plugin import hookimpl
 
 pytestmark = pytest.mark.gpu
 
 EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
 
 
-class _Plugin:
-    """Registers the backend under test, so the runner's front-end calls reach it (the emulated one too)."""
-
-    def __init__(self, backend: Backend) -> None:
-        self.backend = backend
-
-    @hookimpl
-    def acl_core_backends(self) -> list[BackendRegistration]:
-        return [BackendRegistration("rocm-under-test", lambda: self.backend, priority=-100)]
-
-
-@pytest.fixture
-def under_test(rocm: Backend) -> Iterator[str]:
-    """``rocm`` registered for the front ends, for one test."""
-    acl_core.reset_plugins()
-    acl_core.register_plugin(_Plugin(rocm))
-    yield "rocm-under-test"
-    acl_core.use_backend(None)
-    acl_core.reset_plugins()
-
-
-def test_bf16_decode_step_matches_the_reference(under_test: str, tmp_path: Path) -> None:
+def test_bf16_decode_step_matches_the_reference(rocm_under_test: str, tmp_path: Path) -> None:
     from acl_tools.qwen3 import hf
     from acl_tools.qwen3.model import Qwen3Runner
 
@@ -52,7 +26,7 @@ def test_bf16_decode_step_matches_the_reference(under_test: str, tmp_path: Path)
     prompts = [[5, 6, 7, 8, 9, 10], [10, 9, 8, 7, 6, 5]]
     with Qwen3Runner(model_dir, backend="reference", dtype="bf16") as r:
         want = r.generate(prompts, 5, replay=False, keep_logits=True)
-    with Qwen3Runner(model_dir, backend=under_test, dtype="bf16", decode_attention="ifa") as r:
+    with Qwen3Runner(model_dir, backend=rocm_under_test, dtype="bf16", decode_attention="ifa") as r:
         got = r.generate(prompts, 5, replay=False, keep_logits=True)
     layers = r.config.num_hidden_layers
     steps = got.decode_steps

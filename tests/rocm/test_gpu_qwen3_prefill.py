@@ -7,27 +7,12 @@ tokens as the first, validating prefill, and the same as the NumPy reference.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-import acl_core
-from acl_core.backend import Backend, BackendRegistration
-from acl_core.plugin import hookimpl
-
 pytestmark = pytest.mark.gpu
-NAME = "rocm-under-test"
-
-
-class _Plugin:
-    def __init__(self, backend: Backend) -> None:
-        self.backend = backend
-
-    @hookimpl
-    def acl_core_backends(self) -> list[BackendRegistration]:
-        return [BackendRegistration(NAME, lambda: self.backend, priority=-100)]
 
 
 @pytest.fixture(scope="module")
@@ -39,21 +24,11 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return hf.make_checkpoint(tmp_path_factory.mktemp("qwen3") / "tiny", preset="tiny", seed=0)
 
 
-@pytest.fixture
-def named_rocm(rocm: Backend) -> Iterator[str]:
-    """The session's rocm backend (live or emulated) under a plugin name the runner can select."""
-    acl_core.reset_plugins()
-    acl_core.register_plugin(_Plugin(rocm))
-    yield NAME
-    acl_core.use_backend(None)
-    acl_core.reset_plugins()
-
-
-def test_kept_prefill_executors_repeat_the_first_prefill(tiny: Path, named_rocm: str) -> None:
+def test_kept_prefill_executors_repeat_the_first_prefill(tiny: Path, rocm_under_test: str) -> None:
     from acl_tools.qwen3.model import Qwen3Runner
 
     prompts = [[3, 14, 15, 92, 65, 35, 89, 79], [27, 18, 28, 18, 28, 45, 90, 45]]
-    with Qwen3Runner(tiny, backend=named_rocm, dtype="fp32") as runner:
+    with Qwen3Runner(tiny, backend=rocm_under_test, dtype="fp32") as runner:
         first = runner.generate(prompts, 3, replay=False, keep_logits=True)
         again = runner.generate(prompts, 3, replay=False, keep_logits=True)
     assert first.prefill_builds == 1 and first.prefill_validations > 0

@@ -31,7 +31,7 @@ from acl_core.errors import AclnnError
 from acl_core.formats import Format
 from acl_core.plugin import hookimpl
 from acl_core.spec.collective import SELF_GROUP_NAME
-from acl_core.spec.ops import get_spec
+from acl_core.spec.ops import all_specs, get_spec
 from acl_core.tensor import AclTensor
 from acl_rocm.backend import RocmBackend
 from acl_rocm.ops.mc2 import rows_view
@@ -43,16 +43,8 @@ from tests.rocm.fake_provider import FakeProvider
 FP16, BF16, SUM = 6, 9, 0
 """ncclFloat16, ncclBfloat16, ncclSum."""
 ITEM = {FP16: 2, BF16: 2, 1: 1}
-MOE = (
-    "MoeDistributeDispatch",
-    "MoeDistributeDispatchV2",
-    "MoeDistributeDispatchV3",
-    "MoeDistributeDispatchV4",
-    "MoeDistributeCombine",
-    "MoeDistributeCombineV2",
-    "MoeDistributeCombineV3",
-    "MoeDistributeCombineV4",
-)
+MOE = tuple(sorted(name for name in all_specs() if name.startswith("MoeDistribute")))
+"""Dispatch and Combine, V1 to V4."""
 
 
 class HostNccl(CollectiveLibrary):
