@@ -159,3 +159,25 @@ def test_memset_of_pinned_host_memory(rocm: Backend) -> None:
         assert (view[:200] == 0x5A).all()
     finally:
         rt.free_host(ptr)
+
+
+def test_the_pool_keeps_freed_temporaries_across_a_synchronisation(rocm: Backend) -> None:
+    """The default pool's release threshold is raised (ACL_POOL_RELEASE_THRESHOLD): a freed 64 MiB stays reserved."""
+    provider = rocm.provider  # type: ignore[attr-defined]
+    if provider.platform != "nvidia" or not hasattr(provider, "rt"):
+        pytest.skip("reads the CUDA runtime's pool attributes (the nvidia provider)")
+    rt = provider.rt
+    provider.set_device(0)
+    pool = provider._check("cudaDeviceGetDefaultMemPool", rt.cudaDeviceGetDefaultMemPool(0))
+    attrs = rt.cudaMemPoolAttr
+    threshold = provider._check("get", rt.cudaMemPoolGetAttribute(pool, attrs.cudaMemPoolAttrReleaseThreshold))
+    assert int(threshold) == 2**64 - 1
+    stream = provider.stream_create()
+    try:
+        nbytes = 64 << 20
+        provider.free_async(provider.malloc_async(nbytes, stream), stream)
+        provider.stream_synchronize(stream)
+        reserved = provider._check("get", rt.cudaMemPoolGetAttribute(pool, attrs.cudaMemPoolAttrReservedMemCurrent))
+        assert int(reserved) >= nbytes  # CUDA's default threshold (0) would have released it at the synchronisation
+    finally:
+        provider.stream_destroy(stream)
