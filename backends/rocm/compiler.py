@@ -102,15 +102,16 @@ class KernelCache:
             self._images[key] = data
             self.stats.compiles += 1
         if path is not None:
-            _store(path, data)
+            store_atomically(path, data)
         return key, data
 
 
-def _store(path: Path, data: bytes) -> None:
-    """Write ``data`` atomically (temporary file, then rename); a read-only cache is not an error."""
+def store_atomically(path: Path, data: bytes) -> OSError | None:
+    """Write ``data`` to ``path`` atomically (temporary file, then rename); the OSError of a read-only or full disk
+    is returned, not raised (a cache that cannot be written is not an error)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".bin")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix or ".bin")
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
@@ -118,5 +119,6 @@ def _store(path: Path, data: bytes) -> None:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-    except OSError:
-        pass
+    except OSError as exc:
+        return exc
+    return None

@@ -28,7 +28,6 @@ import json
 import logging
 import os
 import struct
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -36,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from acl_rocm.compiler import cache_dir
+from acl_rocm.compiler import cache_dir, store_atomically
 
 LOG = logging.getLogger("acl_rocm.plan_cache")
 
@@ -180,18 +179,9 @@ class PlanCache:
         if path is None:
             return
         data = _encode(kind, canonical(kind, fields), bytes(payload), dict(meta or {}))
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=SUFFIX)
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-        except OSError as exc:
-            LOG.debug("plan cache: could not store %s (%s)", path, exc)
+        error = store_atomically(path, data)
+        if error is not None:
+            LOG.debug("plan cache: could not store %s (%s)", path, error)
             return
         self._count("stored", kind)
         with self._lock:
