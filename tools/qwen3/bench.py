@@ -65,7 +65,7 @@ def _trace_events(work: Callable[[], Any]) -> list[dict[str, Any]] | None:
     return events
 
 
-def device_timeline(events: list[dict[str, Any]], top: int = 8) -> dict[str, Any]:
+def device_timeline(events: list[dict[str, Any]], top: int = 8, kernels: int = 40) -> dict[str, Any]:
     """Where device time went: span, busy time (union of activity), the kernels taking most, the widest gaps.
 
     A gap is idle device time between the end of one activity and the start of the next; it is charged
@@ -93,7 +93,7 @@ def device_timeline(events: list[dict[str, Any]], top: int = 8) -> dict[str, Any
             entry = by_name.setdefault(name, [0.0, 0.0])
             entry[0] += stop - start
             entry[1] += 1
-    ranked = sorted(by_name.items(), key=lambda item: -item[1][0])[:top]
+    ranked = sorted(by_name.items(), key=lambda item: -item[1][0])[:kernels]
     counts: dict[str, int] = {}
     for *_, cat in acts:
         counts[cat] = counts.get(cat, 0) + 1
