@@ -9,7 +9,9 @@
 # CONFORMANCE_MODE=--quick and QWEN=short make a shorter run when device time is scarce; BENCH=0 and
 # QWEN=none leave out the benchmarks and Qwen3 (a correctness-only run); BENCH_ONLY=Op1,Op2 times only those rows;
 # TESTS=0 leaves out the test tier and
-# conformance (the second call of a run split in two: correctness first, then speed).
+# conformance (the second call of a run split in two: correctness first, then speed); SWEEP=file runs its shell
+# lines after the benchmarks (variant timings, each under SWEEP_LINE_TIMEOUT; $OUT and $WORK are set); STARTUP=0
+# skips the cold/warm start bench.
 # The GPU machine has no registry: fetch the wheels it lacks here first, into the git-ignored .whl/:
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
@@ -112,6 +114,14 @@ timeout "${DECODE_BENCH_TIMEOUT:-90}" python3 -m acl_core bench --backend rocm -
 echo "decode bench exit: $?"
 fi
 
+if [ -n "${SWEEP:-}" ]; then  # SWEEP=file: a file of shell lines (bench runs under alternative env choices), each timed
+  step "sweep: $SWEEP"
+  while IFS= read -r line; do
+    case "$line" in ''|'#'*) continue ;; esac
+    echo "-- $line"; OUT="$OUT" WORK="$WORK" timeout "${SWEEP_LINE_TIMEOUT:-90}" bash -c "$line"; echo "sweep line exit: $?"
+  done < "$SWEEP"
+fi
+
 if [ "${QWEN:-full}" != none ]; then  # QWEN=none skips Qwen3
 step "Qwen3: parity and speed beside transformers on this GPU"
 Q="$WORK/qwen3"; mkdir -p "$Q"
@@ -119,8 +129,10 @@ qwen() { timeout "${QWEN_STEP_TIMEOUT:-60}" python3 -m acl_core qwen3 "$@" --qui
 python3 -m acl_core qwen3 make-tiny /tmp/q-tiny > /dev/null && python3 -m acl_core qwen3 make-tiny --config qwen3-0.6b /tmp/q06 > /dev/null
 # cold then warm start of `acl-core qwen3 generate` in fresh processes with a private, emptied kernel + plan cache
 # (issue 18 item 5: the warm start compiles nothing and plans nothing); a 1024-token prompt reaches cuDNN's prefill
-timeout "${STARTUP_TIMEOUT:-240}" python3 -m acl_core bench --suite startup --backend rocm --model /tmp/q06 \
-  --dtype bf16 --prompt-len 1024 --out "$Q/startup-0.6b-bf16.json"; echo "startup bench exit: $?"
+if [ "${STARTUP:-1}" = 1 ]; then  # STARTUP=0 skips the cold/warm start pair (about 2 minutes)
+  timeout "${STARTUP_TIMEOUT:-240}" python3 -m acl_core bench --suite startup --backend rocm --model /tmp/q06 \
+    --dtype bf16 --prompt-len 1024 --out "$Q/startup-0.6b-bf16.json"; echo "startup bench exit: $?"
+fi
 if [ "${QWEN:-full}" = full ]; then  # QWEN=short skips the fp32 parity runs (proven in earlier runs) to save device time
   qwen parity --model /tmp/q-tiny --backend rocm --dtype fp32 --out "$Q/parity-tiny-fp32.json"
   qwen parity --model /tmp/q06 --backend rocm --dtype fp32 --out "$Q/parity-0.6b-fp32.json"
