@@ -104,3 +104,25 @@ def test_the_cli_option_reaches_each_row(tmp_path: Path) -> None:
     assert cases
     for c in cases:  # no CUDA here: torch.profiler is not asked, and the row says so
         assert c["extra"]["profile"] == {"unavailable": "no CUDA device for torch.profiler"}
+
+
+def test_the_int8_rows_x2_layout_is_chosen_by_the_environment() -> None:
+    from acl_tools.bench.quant_gemm import int8_x2_layout
+
+    assert int8_x2_layout({}) == "rows" and int8_x2_layout({"ACL_BENCH_INT8_X2": "KMajor"}) == "kmajor"
+    with pytest.raises(ValueError, match="expected rows or kmajor"):
+        int8_x2_layout({"ACL_BENCH_INT8_X2": "nmajor"})
+
+
+@pytest.mark.parametrize("layout", ["rows", "kmajor"])
+def test_the_int8_row_runs_in_either_layout(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    from acl_tools.bench import quant_gemm
+
+    monkeypatch.setenv("ACL_BENCH_INT8_X2", layout)
+    backend = acl_core.get_backend("reference")
+    backend.runtime.ensure_device()
+    suite = Suite(backend, SIZES["small"], lambda _: None, only={"QuantMatmulV3"})
+    quant_gemm.run_cases(suite, sizes=(64,))
+    (row,) = [c.to_json() for c in suite.cases]
+    assert row["op"] == "QuantMatmulV3 int8" and row["acl_ms"], row["status"]
+    assert ("K-major" if layout == "kmajor" else "N-major (gathered)") in row["note"]
