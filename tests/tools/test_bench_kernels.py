@@ -106,8 +106,14 @@ def test_the_cli_option_reaches_each_row(tmp_path: Path) -> None:
         assert c["extra"]["profile"] == {"unavailable": "no CUDA device for torch.profiler"}
 
 
-def test_the_int8_rows_x2_layout_is_chosen_by_the_environment() -> None:
-    from acl_tools.bench.quant_gemm import int8_x2_layout
+def test_the_int8_rows_x2_layout_and_the_sizes_are_chosen_by_the_environment() -> None:
+    from acl_tools.bench.quant_gemm import chosen_sizes, int8_x2_layout
+
+    assert chosen_sizes((4096, 8192), {}) == (4096, 8192)
+    assert chosen_sizes((4096,), {"ACL_BENCH_QGEMM_SIZES": "4096, 16384"}) == (4096, 16384)
+    for bad in ("4000", "x", ",", "-64"):
+        with pytest.raises(ValueError, match="multiples of 64"):
+            chosen_sizes((4096,), {"ACL_BENCH_QGEMM_SIZES": bad})
 
     assert int8_x2_layout({}) == "rows" and int8_x2_layout({"ACL_BENCH_INT8_X2": "KMajor"}) == "kmajor"
     with pytest.raises(ValueError, match="expected rows or kmajor"):

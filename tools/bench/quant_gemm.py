@@ -33,6 +33,24 @@ INT8_X2_ENV = "ACL_BENCH_INT8_X2"
 ``kmajor`` ((n, k) with transposeX2: the K-major layout torch's ``_int_mm`` operand has, read in place)."""
 
 
+SIZES_ENV = "ACL_BENCH_QGEMM_SIZES"
+"""Comma-separated squares for these rows (e.g. ``4096,16384``), replacing the suite's; unset: the suite's."""
+
+
+def chosen_sizes(default: Sequence[int], environ: Mapping[str, str] | None = None) -> tuple[int, ...]:
+    """``ACL_BENCH_QGEMM_SIZES`` as positive multiples of 64, or ``default`` when unset (ValueError otherwise)."""
+    value = (os.environ if environ is None else environ).get(SIZES_ENV, "").strip()
+    if not value:
+        return tuple(default)
+    try:
+        sizes = tuple(int(x) for x in value.split(",") if x.strip())
+    except ValueError:
+        sizes = ()
+    if not sizes or any(n <= 0 or n % 64 for n in sizes):
+        raise ValueError(f"{SIZES_ENV}={value!r}: expected comma-separated positive multiples of 64")
+    return sizes
+
+
 def int8_x2_layout(environ: Mapping[str, str] | None = None) -> str:
     """``ACL_BENCH_INT8_X2``: rows or kmajor (ValueError otherwise)."""
     value = (os.environ if environ is None else environ).get(INT8_X2_ENV, "").strip().lower() or "rows"
@@ -53,6 +71,7 @@ def run_cases(suite: Suite, sizes: Sequence[int] | None = None) -> None:
 
     if sizes is None:
         sizes = FULL_SIZES if suite.sizes.matmul >= 8192 else (suite.sizes.matmul,)
+        sizes = chosen_sizes(sizes)
     torch = suite.torch
     none = {"yScale": None, "x1Offset": None, "x2Offset": None, "yOffset": None, "bias": None}
     for n in sizes:
