@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -13,6 +16,8 @@ from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.quant import MX_GROUP
 from acl_core.spec.runtime import CopyDirection
 from acl_rocm.ops.quant_matmul import OPS
+from acl_rocm.plan_cache import PlanCache
+from acl_rocm.providers import blaslt_tune
 from acl_rocm.providers.base import GemmCall
 from tests.conftest import assert_close
 from tests.rocm.fp8_accumulation import KS, measure
@@ -239,3 +244,39 @@ def test_mx_pair_decode_leaves_a_layout_it_cannot_take_to_the_tiled_one(
     monkeypatch.setattr(rocm, "environ", {**rocm.environ, "ACL_QMM_MX_DECODE": "fast"})
     with pytest.raises(Exception, match="ACL_QMM_MX_DECODE='fast'"):
         eager.run("QuantMatmulV5", rocm, **args)
+
+
+@pytest.mark.parametrize("t2", [True, False], ids=["x2_kmajor", "x2_nmajor"])
+def test_blaslt_tune_times_the_int8_gemm_and_stays_exact(
+    rocm: Backend,
+    reference: Backend,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    t2: bool,
+) -> None:
+    """ACL_BLASLT_TUNE=1 on the nvidia provider: the candidates are timed once, the result stays exact."""
+    _needs_blas(rocm)
+    provider = rocm.provider  # type: ignore[attr-defined]
+    if type(provider).__name__ != "NvidiaProvider":
+        pytest.skip("ACL_BLASLT_TUNE is a cuBLASLt (nvidia provider) setting")
+    monkeypatch.setenv("ACL_BLASLT_TUNE", "1")
+    monkeypatch.setattr(blaslt_tune, "MIN_WORK", 1)
+    monkeypatch.setattr(provider, "plan_cache", PlanCache(tmp_path))  # a fresh store: this process times
+    rng = np.random.default_rng(5)
+    m, k, n = 272, 320 + (16 if t2 else 0), 208  # shapes no other test plans (the in-process memo is per shape)
+    args = {
+        "x1": rng.integers(-128, 128, (m, k)).astype(np.int8),
+        "x2": rng.integers(-128, 128, (n, k) if t2 else (k, n)).astype(np.int8),
+        "scale": np.full(n, 1.0, np.float32),  # int32 out, unit scale: the integer products themselves
+        "offset": None,
+        "bias": None,
+        "transposeX1": False,
+        "transposeX2": t2,
+        "out": np.zeros((m, n), np.int32),
+    }
+    with caplog.at_level(logging.DEBUG, logger="acl_rocm.plan_cache"):
+        got = eager.run("QuantMatmulV3", rocm, **args)["out"]
+    assert "cuBLASLt algorithm timed" in caplog.text
+    assert rocm.quant_matmul.last_path == "int8-blaslt"  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(got, eager.run("QuantMatmulV3", reference, **args)["out"])
