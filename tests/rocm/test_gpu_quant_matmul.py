@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -11,7 +14,11 @@ from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.quant import MX_GROUP
+from acl_core.spec.runtime import CopyDirection
 from acl_rocm.ops.quant_matmul import OPS
+from acl_rocm.plan_cache import PlanCache
+from acl_rocm.providers import blaslt_tune
+from acl_rocm.providers.base import GemmCall
 from tests.conftest import assert_close
 from tests.rocm.fp8_accumulation import KS, measure
 from tests.rocm.prefill import sentinel_outputs
@@ -170,3 +177,106 @@ def test_capabilities(rocm: Backend) -> None:
     assert set(OPS) <= set(caps.ops)
     assert caps.fp8_matmul_hw == (arch.fp8_matmul_hw and arch.fp8_format == "ocp")
     assert "quant_matmul" in caps.notes
+
+
+def _mx_args(rng: np.random.Generator, dtype: object, m: int, k: int, n: int, *, t2: bool) -> dict:
+    codes = (lambda: rng.integers(-6, 7, (m, k))) if dtype == ml_dtypes.float4_e2m1fn else None
+    x1 = (codes() if codes else rng.uniform(-4, 4, (m, k))).astype(dtype)  # type: ignore[call-overload]
+    x2_shape = (n, k) if t2 else (k, n)
+    x2 = (rng.integers(-6, 7, x2_shape) if codes else rng.uniform(-4, 4, x2_shape)).astype(dtype)  # type: ignore[call-overload]
+    return {
+        "x1": x1,
+        "x2": x2,
+        "x1Scale": lowp.e8m0_array(rng.integers(120, 134, (m, k // 64, 2))),
+        "x2Scale": lowp.e8m0_array(rng.integers(120, 134, (n, k // 64, 2) if t2 else (k // 64, n, 2))),
+        "bias": None,
+        "groupSize": MX_GROUP,
+        "transposeX1": False,
+        "transposeX2": t2,
+    } | NONE
+
+
+@pytest.mark.parametrize("dtype", [ml_dtypes.float8_e4m3fn, ml_dtypes.float4_e2m1fn], ids=["mxfp8", "mxfp4"])
+@pytest.mark.parametrize("shape", [(64, 256, 80), (40, 192, 48)], ids=["k256", "k192"])
+def test_mx_pair_decode_matches_the_tiled_one_bit_for_bit(
+    rocm: Backend, reference: Backend, monkeypatch: pytest.MonkeyPatch, dtype: object, shape: tuple[int, int, int]
+) -> None:
+    """ACL_QMM_MX_DECODE=pair decodes both K-major operands in one launch: the same bf16 as the tiled decode."""
+    _needs_blas(rocm)
+    m, k, n = shape
+    args = _mx_args(np.random.default_rng(11), dtype, m, k, n, t2=True)
+    runner = rocm.quant_matmul  # type: ignore[attr-defined]
+    provider = rocm.provider  # type: ignore[attr-defined]
+    gemm = runner._gemm
+    decoded: list[np.ndarray] = []
+
+    def keep_operands(call: GemmCall, stream: int) -> None:  # the bf16 temporaries, read before they are freed
+        provider.stream_synchronize(stream)
+        for mat in (call.a, call.b):
+            host = np.empty(mat.rows * mat.cols, dtype=np.uint16)
+            provider.memcpy(int(host.ctypes.data), mat.address, host.nbytes, CopyDirection.DEVICE_TO_HOST, None)
+            decoded.append(host)
+        gemm(call, stream)
+
+    monkeypatch.setattr(runner, "_gemm", keep_operands)
+    outs = {}
+    for choice in ("tiled", "pair"):
+        monkeypatch.setattr(rocm, "environ", {**rocm.environ, "ACL_QMM_MX_DECODE": choice})
+        outs[choice] = eager.run("QuantMatmulV5", rocm, **args)["out"]
+        path = runner.last_path
+        assert path == ("dequant-direct mx-pair" if choice == "pair" else "dequant-direct"), path
+    tiled_x2, tiled_x1, pair_x2, pair_x1 = decoded
+    np.testing.assert_array_equal(pair_x1, tiled_x1)  # the operands themselves: a k permutation shared by both
+    np.testing.assert_array_equal(pair_x2, tiled_x2)  # sides would leave the product unchanged
+    np.testing.assert_array_equal(outs["pair"].view(np.uint16), outs["tiled"].view(np.uint16))
+    assert_close(outs["pair"], eager.run("QuantMatmulV5", reference, **args)["out"])
+
+
+def test_mx_pair_decode_leaves_a_layout_it_cannot_take_to_the_tiled_one(
+    rocm: Backend, reference: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _needs_blas(rocm)
+    monkeypatch.setattr(rocm, "environ", {**rocm.environ, "ACL_QMM_MX_DECODE": "pair"})
+    args = _mx_args(np.random.default_rng(12), ml_dtypes.float8_e4m3fn, 32, 128, 48, t2=False)  # x2 N-major
+    got = eager.run("QuantMatmulV5", rocm, **args)["out"]
+    assert rocm.quant_matmul.last_path == "dequant-direct"  # type: ignore[attr-defined]
+    assert_close(got, eager.run("QuantMatmulV5", reference, **args)["out"])
+    monkeypatch.setattr(rocm, "environ", {**rocm.environ, "ACL_QMM_MX_DECODE": "fast"})
+    with pytest.raises(Exception, match="ACL_QMM_MX_DECODE='fast'"):
+        eager.run("QuantMatmulV5", rocm, **args)
+
+
+@pytest.mark.parametrize("t2", [True, False], ids=["x2_kmajor", "x2_nmajor"])
+def test_blaslt_tune_times_the_int8_gemm_and_stays_exact(
+    rocm: Backend,
+    reference: Backend,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    t2: bool,
+) -> None:
+    """ACL_BLASLT_TUNE=1 on the nvidia provider: the candidates are timed once, the result stays exact."""
+    _needs_blas(rocm)
+    provider = rocm.provider  # type: ignore[attr-defined]
+    if type(provider).__name__ != "NvidiaProvider":
+        pytest.skip("ACL_BLASLT_TUNE is a cuBLASLt (nvidia provider) setting")
+    monkeypatch.setenv("ACL_BLASLT_TUNE", "1")
+    monkeypatch.setattr(blaslt_tune, "MIN_WORK", 1)
+    monkeypatch.setattr(provider, "plan_cache", PlanCache(tmp_path))  # a fresh store: this process times
+    rng = np.random.default_rng(5)
+    m, k, n = 272, 320 + (16 if t2 else 0), 208  # shapes no other test plans (the in-process memo is per shape)
+    args = {
+        "x1": rng.integers(-128, 128, (m, k)).astype(np.int8),
+        "x2": rng.integers(-128, 128, (n, k) if t2 else (k, n)).astype(np.int8),
+        "scale": np.full(n, 1.0, np.float32),  # int32 out, unit scale: the integer products themselves
+        "offset": None,
+        "bias": None,
+        "transposeX1": False,
+        "transposeX2": t2,
+        "out": np.zeros((m, n), np.int32),
+    }
+    with caplog.at_level(logging.DEBUG, logger="acl_rocm.plan_cache"):
+        got = eager.run("QuantMatmulV3", rocm, **args)["out"]
+    assert "cuBLASLt algorithm timed" in caplog.text
+    assert rocm.quant_matmul.last_path == "int8-blaslt"  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(got, eager.run("QuantMatmulV3", reference, **args)["out"])

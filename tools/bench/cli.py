@@ -77,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
         "all_reduce, all_gather, reduce_scatter, all_to_all, broadcast",
     )
     p.add_argument(
+        "--kernels",
+        action="store_true",
+        help="ops suite: also profile each acl row's calls with torch.profiler (CUPTI) and keep where its GPU time "
+        "goes (busy us per call, the top kernels and their share) in the row's extra.profile and the log",
+    )
+    p.add_argument(
         "--collectives",
         type=int,
         metavar="RANKS",
@@ -132,7 +138,7 @@ def _ops(args: argparse.Namespace, backend: Backend, argv: Sequence[str] | None)
     only = set(resolve(split(args.only), OPS)) if args.only else None
     require("torch", purpose="acl-core bench --suite ops")
     print(f"acl-core bench: backend {backend.name} ({caps.device_name}); ops suite ({args.sizes}) beside PyTorch")
-    body = ops.run(backend, args.sizes, only=only)
+    body = ops.run(backend, args.sizes, only=only, kernels=args.kernels)
     cache = getattr(backend, "cache", None)
     stats = getattr(cache, "stats", None)
     report = {

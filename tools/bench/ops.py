@@ -29,7 +29,7 @@ from acl_core.spec.opspec import OutInfo, Role
 from acl_core.spec.runtime import MemcpyKind
 from acl_core.spec.validate import check_inputs
 from acl_core.tensor import AclTensorList
-from acl_tools.bench import gemm_variants, host, quant_gemm, quant_rows, replay
+from acl_tools.bench import gemm_variants, host, kernel_profile, quant_gemm, quant_rows, replay
 from acl_tools.bench.timing import measure, measure_interleaved
 
 DTYPES = (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16)
@@ -102,6 +102,8 @@ LOSSES: dict[str, tuple[str, dict[str, Any]]] = {
     "SmoothL1Loss": ("smooth_l1_loss", {"beta": 1.0}),
 }
 """Loss rows (reduction mean, one 0-d result): aclnn op → (the torch.nn.functional loss, its attributes)."""
+KERNEL_CALLS = 3
+"""Calls of an acl row profiled by ``--kernels`` (after its timing: warm plans and kernels)."""
 FOREACH_MEMBERS = 64
 """Tensors per list of the ForeachAddList rows (an optimizer step's parameter list)."""
 KV_DECODE = (64, 8, 128, 16)
@@ -171,8 +173,9 @@ class Case:
     torch_ms: float | None = None
     acl_first_ms: float | None = None
     note: str = ""
-    extra: dict[str, float] = field(default_factory=dict)
-    """Further figures of the acl side (the replay rows: host_us and gpu_us per iteration)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Further figures of the acl side (the replay rows: host_us and gpu_us per iteration; with ``--kernels``,
+    ``profile``: the GPU time per call and the kernels taking most of it, :func:`kernel_profile.kernel_shares`)."""
 
     def rate(self, ms: float | None) -> float | None:
         """``work`` per second in ``unit`` (bytes as GB/s, flops as TFLOP/s, calls as us/call)."""
@@ -252,9 +255,19 @@ class Suite:
     """Runs the cases of one size on one backend beside PyTorch on the matching device."""
 
     def __init__(
-        self, backend: Backend, sizes: Sizes, progress: Callable[[str], None] = print, only: set[str] | None = None
+        self,
+        backend: Backend,
+        sizes: Sizes,
+        progress: Callable[[str], None] = print,
+        only: set[str] | None = None,
+        kernels: bool = False,
+        tracer: Callable[[Callable[[], Any]], list[dict[str, Any]] | None] | None = None,
     ) -> None:
+        """``kernels``: profile each timed acl side (``tracer``, default torch.profiler) into its row's extra."""
         import torch
+
+        self.kernels = kernels
+        self.tracer = tracer or kernel_profile.trace_events
 
         self.torch = torch
         self.backend, self.sizes, self.progress, self.only = backend, sizes, progress, only
@@ -332,6 +345,8 @@ class Suite:
                 self.acl_sync()
                 case.acl_first_ms = (time.perf_counter() - start) * 1e3
                 case.acl_ms = self.time(launch, self.acl_sync)
+                if self.kernels:
+                    self._profile(case, launch)
             finally:
                 cleanup()
         except Exception as exc:  # a failing side is reported, the suite goes on
@@ -369,6 +384,14 @@ class Suite:
         except Exception as exc:  # a failing case is reported, the suite goes on
             case.status = f"failed: {type(exc).__name__}: {exc}"[:300]
 
+    def _profile(self, case: Case, launch: Callable[[], object]) -> None:
+        """Profile ``KERNEL_CALLS`` calls of the acl side; keep where its GPU time went in ``case.extra``."""
+        shares = kernel_profile.profile_calls(launch, self.acl_sync, KERNEL_CALLS, self.tracer)
+        if shares is None:
+            case.extra["profile"] = {"unavailable": "no CUDA device for torch.profiler"}
+            return
+        case.extra["profile"] = shares
+
     def _report(self, case: Case) -> None:
         if self.device.type == "cuda":
             self.torch.cuda.empty_cache()
@@ -376,6 +399,10 @@ class Suite:
         ratio = f"x{row['ratio']:.2f}" if row["ratio"] else case.status
         m = row["metric"]
         self.progress(_line(case.op, case.dtype, case.shape, _num(m["acl"]), _num(m["torch"]), case.unit, ratio))
+        shares = case.extra.get("profile")
+        if shares and "kernels" in shares:
+            for line in kernel_profile.describe(shares):
+                self.progress(line)
 
     def prepared(self, op: str, args: dict[str, Any], skip: Iterable[str] = ()) -> tuple[Callable[[], None], Any]:
         """(launch, cleanup) of a prepared aclnn operator."""
@@ -1489,10 +1516,17 @@ def _mib(nbytes: int) -> str:
 
 
 def run(
-    backend: Backend, size: str = "small", progress: Callable[[str], None] = print, only: set[str] | None = None
+    backend: Backend,
+    size: str = "small",
+    progress: Callable[[str], None] = print,
+    only: set[str] | None = None,
+    kernels: bool = False,
 ) -> dict[str, Any]:
-    """Run the ops suite of ``size`` on ``backend`` beside PyTorch; returns the JSON body (no header)."""
-    suite = Suite(backend, SIZES[size], progress, only)
+    """Run the ops suite of ``size`` on ``backend`` beside PyTorch; returns the JSON body (no header).
+
+    ``kernels``: each acl row also keeps where its GPU time went (torch.profiler, ``extra.profile``).
+    """
+    suite = Suite(backend, SIZES[size], progress, only, kernels)
     body = suite.run()
     torch = suite.torch
     name = torch.cuda.get_device_name() if suite.device.type == "cuda" else "cpu"

@@ -13,7 +13,8 @@ Each row's note names the path the backend took (``QuantMatmulRunner.last_path``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,6 +28,35 @@ if TYPE_CHECKING:
     from acl_tools.bench.ops import Suite
 
 FULL_SIZES: tuple[int, ...] = (4096, 8192, 16384)
+INT8_X2_ENV = "ACL_BENCH_INT8_X2"
+"""The int8 row's x2 layout: ``rows`` (default, as before: (k, n) row-major, gathered by the runner) or
+``kmajor`` ((n, k) with transposeX2: the K-major layout torch's ``_int_mm`` operand has, read in place)."""
+
+
+SIZES_ENV = "ACL_BENCH_QGEMM_SIZES"
+"""Comma-separated squares for these rows (e.g. ``4096,16384``), replacing the suite's; unset: the suite's."""
+
+
+def chosen_sizes(default: Sequence[int], environ: Mapping[str, str] | None = None) -> tuple[int, ...]:
+    """``ACL_BENCH_QGEMM_SIZES`` as positive multiples of 64, or ``default`` when unset (ValueError otherwise)."""
+    value = (os.environ if environ is None else environ).get(SIZES_ENV, "").strip()
+    if not value:
+        return tuple(default)
+    try:
+        sizes = tuple(int(x) for x in value.split(",") if x.strip())
+    except ValueError:
+        sizes = ()
+    if not sizes or any(n <= 0 or n % 64 for n in sizes):
+        raise ValueError(f"{SIZES_ENV}={value!r}: expected comma-separated positive multiples of 64")
+    return sizes
+
+
+def int8_x2_layout(environ: Mapping[str, str] | None = None) -> str:
+    """``ACL_BENCH_INT8_X2``: rows or kmajor (ValueError otherwise)."""
+    value = (os.environ if environ is None else environ).get(INT8_X2_ENV, "").strip().lower() or "rows"
+    if value not in ("rows", "kmajor"):
+        raise ValueError(f"{INT8_X2_ENV}={value!r}: expected rows or kmajor")
+    return value
 
 
 def _path(suite: Suite) -> str:
@@ -41,6 +71,7 @@ def run_cases(suite: Suite, sizes: Sequence[int] | None = None) -> None:
 
     if sizes is None:
         sizes = FULL_SIZES if suite.sizes.matmul >= 8192 else (suite.sizes.matmul,)
+        sizes = chosen_sizes(sizes)
     torch = suite.torch
     none = {"yScale": None, "x1Offset": None, "x2Offset": None, "yOffset": None, "bias": None}
     for n in sizes:
@@ -104,13 +135,16 @@ def run_cases(suite: Suite, sizes: Sequence[int] | None = None) -> None:
             suite.case(case, acl_bf16, torch_mm, "Matmul")
 
         if suite.wanted("QuantMatmulV3"):
+            kmajor = int8_x2_layout() == "kmajor"
 
-            def acl_int8(n: int = n) -> tuple[Callable[[], None], Any]:
+            def acl_int8(n: int = n, kmajor: bool = kmajor) -> tuple[Callable[[], None], Any]:
                 x1 = to_device(suite.rng.integers(-128, 128, (n, n), dtype=np.int8), suite.backend)
-                x2 = to_device(suite.rng.integers(-128, 128, (n, n), dtype=np.int8).T, suite.backend)
+                # kmajor: x2 given (n, k) with transposeX2, K-major like torch's b below (the GEMM reads it in
+                # place); rows: x2 given (k, n), N-major, which the runner first gathers into the "TN" layout
+                x2 = to_device(suite.rng.integers(-128, 128, (n, n), dtype=np.int8), suite.backend)
                 scale = to_device(suite.rng.uniform(1e-4, 1e-3, n).astype(np.float32), suite.backend)
                 args: dict[str, Any] = {"x1": x1, "x2": x2, "scale": scale, "offset": None, "bias": None}
-                args |= {"transposeX1": False, "transposeX2": False, "out": empty((n, n), D.ACL_BF16, suite.backend)}
+                args |= {"transposeX1": False, "transposeX2": kmajor, "out": empty((n, n), D.ACL_BF16, suite.backend)}
                 return suite.prepared("QuantMatmulV3", args)
 
             def torch_int8(n: int = n) -> Callable[[], object]:
@@ -119,7 +153,7 @@ def run_cases(suite: Suite, sizes: Sequence[int] | None = None) -> None:
                 scale = torch.empty(n, device=suite.device).uniform_(1e-4, 1e-3)
                 return lambda: (torch._int_mm(a, b) * scale).to(torch.bfloat16)
 
-            note = "torch: _int_mm, then * scale to bf16"
+            note = f"torch: _int_mm, then * scale to bf16; x2 {'K-major' if kmajor else 'N-major (gathered)'}"
             case = Case("QuantMatmulV3 int8", shape, "int8", "TOP/s", flops, note=note)
             suite.case(case, _noted(suite, case, acl_int8), torch_int8, "QuantMatmulV3")
 

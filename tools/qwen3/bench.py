@@ -10,9 +10,6 @@ process, whoever launched it).
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from acl_tools.bench.kernel_profile import device_timeline, trace_events
 from acl_tools.qwen3 import hf
 from acl_tools.qwen3.model import Qwen3Runner
 from acl_tools.qwen3.progress import Report
@@ -41,76 +39,9 @@ def _median(runs: Sequence[tuple[float, float]]) -> tuple[float, float]:
     return float(np.median([r[0] for r in runs])), float(np.median([r[1] for r in runs]))
 
 
-GPU_ACTIVITY = ("kernel", "gpu_memcpy", "gpu_memset")
-"""The chrome-trace categories of device work (CUPTI records each)."""
-
-
-def _trace_events(work: Callable[[], Any]) -> list[dict[str, Any]] | None:
-    """torch.profiler's chrome-trace events of ``work()``; None without a CUDA device."""
-    if importlib.util.find_spec("torch") is None:
-        return None
-    torch = hf._torch()
-    if not torch.cuda.is_available():
-        return None
-    from torch.profiler import ProfilerActivity, profile
-
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        work()
-        torch.cuda.synchronize()
-    with tempfile.TemporaryDirectory() as tmp:
-        trace = Path(tmp) / "trace.json"
-        prof.export_chrome_trace(str(trace))
-        events: list[dict[str, Any]] = json.loads(trace.read_text()).get("traceEvents", [])
-    return events
-
-
-def device_timeline(events: list[dict[str, Any]], top: int = 8, kernels: int = 40) -> dict[str, Any]:
-    """Where device time went: span, busy time (union of activity), the kernels taking most, the widest gaps.
-
-    A gap is idle device time between the end of one activity and the start of the next; it is charged
-    to the activity that follows it (the work the device waited for: a launch, a host synchronisation).
-    """
-    acts = sorted(
-        (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0)), str(e.get("name", "?")), str(e["cat"]))
-        for e in events
-        if e.get("cat") in GPU_ACTIVITY and "ts" in e
-    )
-    if not acts:
-        return {"span_s": 0.0, "busy_s": 0.0, "top_kernels": [], "gaps": [], "activities": {}}
-    busy, end = 0.0, acts[0][0]
-    gaps: list[tuple[float, str, str]] = []
-    previous = ""
-    for start, stop, name, _ in acts:
-        if start > end:
-            gaps.append((start - end, previous, name))
-        busy += max(0.0, stop - max(start, end))
-        end = max(end, stop)
-        previous = name
-    by_name: dict[str, list[float]] = {}
-    for start, stop, name, cat in acts:
-        if cat == "kernel":
-            entry = by_name.setdefault(name, [0.0, 0.0])
-            entry[0] += stop - start
-            entry[1] += 1
-    ranked = sorted(by_name.items(), key=lambda item: -item[1][0])[:kernels]
-    counts: dict[str, int] = {}
-    for *_, cat in acts:
-        counts[cat] = counts.get(cat, 0) + 1
-    gap_total = sum(g[0] for g in gaps)
-    return {
-        "span_s": (end - acts[0][0]) * 1e-6,
-        "busy_s": busy * 1e-6,
-        "gap_s": gap_total * 1e-6,
-        "activities": counts,
-        "top_kernels": [{"name": n[:120], "total_us": t, "count": int(c)} for n, (t, c) in ranked],
-        "gaps": [{"us": g, "after": a[:120], "before": b[:120]} for g, a, b in sorted(gaps, key=lambda x: -x[0])[:top]],
-    }
-
-
 def kernel_time(work: Callable[[], Any]) -> dict[str, Any] | None:
     """GPU kernels ``work()`` ran (torch.profiler's CUDA activity): count, seconds, timeline; None without CUDA."""
-    events = _trace_events(work)
+    events = trace_events(work)
     if events is None:
         return None
     kernels = [e for e in events if e.get("cat") == "kernel"]

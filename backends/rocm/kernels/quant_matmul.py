@@ -316,3 +316,84 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {k.kernel_name}(const Me
   }}
 }}
 """
+
+
+MX_PAIR_VEC: Final[dict[str, int]] = {"lut8": 16, "lut4": 32}
+"""Codes per 16-byte load of the MX pair kernel: 16 fp8 (half an MX block) or 32 fp4 (one block)."""
+
+
+_MX_META: Final = (
+    "struct MxMeta { long long rows[2]; long long k[2]; long long row_stride[2]; long long base[2]; "
+    "long long s_row[2]; long long s_pair[2]; long long s_half[2]; long long blocks0; };"
+)
+"""The pair kernel's by-value parameter (on one line: the emulator reads its layout from the source)."""
+
+
+def mx_pair_name(load: Load) -> str:
+    """The ``extern "C"`` symbol of the MX pair kernel for ``load`` (lut8: MXFP8, lut4: MXFP4)."""
+    return f"acl_qmm_mx_pair_{load}"
+
+
+def mx_pair_source(load: Load) -> str:
+    """Both MX operands of one GEMM decoded to dense K-major bf16 in one launch, 16 bytes per load and store.
+
+    Meta per side s (0: x1, 1: x2): rows, k, row stride (elements), element offset, scale strides (row,
+    k-block pair, pair element), and ``blocks0`` (the blocks of side 0; the rest do side 1). Each thread
+    loads one 16-byte chunk of codes (``MX_PAIR_VEC[load]`` of them, within one 32-element block: one
+    scale), decodes through the shared tables and stores 2 (fp8) or 4 (fp4) 16-byte chunks of bf16. The
+    host takes this kernel only where k is a multiple of 32, rows and element offsets keep 16-byte
+    alignment, rows * chunks fits 31 bits (one 32-bit division per chunk, no 64-bit one) and the batch is 1.
+    Values are exactly the operand kernel's: ``table[code] * stable[scale]`` rounded once to bf16.
+    """
+    if load not in MX_PAIR_VEC:
+        raise ValueError(f"the MX pair kernel decodes lut8 / lut4 codes, not {load}")
+    vec = MX_PAIR_VEC[load]
+    if load == "lut8":
+        code = "(w[j >> 2] >> ((j & 3) * 8)) & 255u"
+        group = "ck >> 1"
+    else:
+        code = "(w[j >> 3] >> ((j & 7) * 4)) & 15u"
+        group = "ck"
+    stores = vec // 8
+    return f"""{PRELUDE}
+{_MX_META}
+extern "C" __global__ void __launch_bounds__({THREADS}) {mx_pair_name(load)}(const MxMeta meta,
+    const unsigned char* xa, const unsigned char* xb, const unsigned char* sa, const unsigned char* sb,
+    const float* lut, const float* slut, unsigned* oa, unsigned* ob) {{
+  __shared__ float table[256];
+  __shared__ float stable[256];
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) {{
+    table[i] = lut[i];
+    stable[i] = slut[i];
+  }}
+  __syncthreads();
+  const int side = (long long)blockIdx.x < meta.blocks0 ? 0 : 1;
+  const long long block = side ? (long long)blockIdx.x - meta.blocks0 : (long long)blockIdx.x;
+  const unsigned cpr = (unsigned)(meta.k[side] / {vec});
+  const unsigned total = (unsigned)meta.rows[side] * cpr;
+  const unsigned long long c64 = (unsigned long long)block * {THREADS} + threadIdx.x;
+  if (c64 >= total) return;
+  const unsigned c = (unsigned)c64;
+  const unsigned row = c / cpr, ck = c - row * cpr;
+  const unsigned char* x = side ? xb : xa;
+  const unsigned char* sc = side ? sb : sa;
+  AclVec<unsigned, 4>* out = (AclVec<unsigned, 4>*)(side ? ob : oa);
+  const long long element = meta.base[side] + (long long)row * meta.row_stride[side] + (long long)ck * {vec};
+  const AclVec<unsigned, 4> q = *(const AclVec<unsigned, 4>*)(x + element{" / 2" if load == "lut4" else ""});
+  const unsigned w[4] = {{q.v[0], q.v[1], q.v[2], q.v[3]}};
+  const unsigned g = {group};
+  const long long si = (long long)row * meta.s_row[side] + (long long)(g >> 1) * meta.s_pair[side]
+      + (long long)(g & 1u) * meta.s_half[side];
+  const float s = stable[sc[si]];
+  for (int o = 0; o < {stores}; ++o) {{
+    AclVec<unsigned, 4> r;
+    for (int h = 0; h < 4; ++h) {{
+      const int j = o * 8 + h * 2;
+      const unsigned lo = acl_f2b(table[{code}] * s);
+      const unsigned hi = acl_f2b(table[{code.replace("j", "(j + 1)")}] * s);
+      r.v[h] = lo | (hi << 16);
+    }}
+    out[(unsigned long long)c * {stores} + o] = r;
+  }}
+}}
+"""

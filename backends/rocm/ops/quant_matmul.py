@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
-from acl_core.errors import AclError, RtErrorCode
+from acl_core.errors import AclError, AclErrorCode, RtErrorCode
 from acl_core.spec.runtime import CopyDirection
 from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.arch import ENV_MX_FORCE
@@ -51,6 +51,7 @@ from acl_rocm.kernels.quant_matmul import (
     BATCH_DIMS,
     DECODABLE,
     EPI_ROWS,
+    MX_PAIR_VEC,
     THREADS,
     TILE_K,
     TILE_ROWS,
@@ -61,6 +62,8 @@ from acl_rocm.kernels.quant_matmul import (
     decode_table,
     epilogue_source,
     load_kind,
+    mx_pair_name,
+    mx_pair_source,
     operand_source,
 )
 from acl_rocm.launch import KernelArgs
@@ -75,6 +78,10 @@ OPS: tuple[str, ...] = ("QuantMatmulV3", "QuantMatmulV4", "QuantMatmulV5", "Weig
 WORKSPACE_BYTES = 32 << 20
 FP8 = frozenset({D.ACL_FLOAT8_E4M3FN, D.ACL_FLOAT8_E5M2})
 HW_ALIGN = 16
+MX_DECODE_ENV = "ACL_QMM_MX_DECODE"
+"""How MX operands are decoded to bf16: ``tiled`` (default: the operand kernel, one launch per operand) or
+``pair`` (both in one launch, 16-byte loads and stores, where the layout allows; else ``tiled``, logged)."""
+MX_DECODES = ("tiled", "pair")
 MAX_GRID_YZ = 65535
 """Grid y / z limit (CUDA and HIP alike)."""
 """Bytes: cuBLASLt's fp8 / int8 kernels need 16-byte leading dimensions, k and n multiples of 16."""
@@ -407,27 +414,71 @@ class QuantMatmulRunner:
                 decode = D.ACL_FLOAT
             store: Store = "bf16" if decode == D.ACL_BF16 else "f32"
             k_pad = _round_up(job.k, 8)
+            addresses = [temps.alloc(count * rows * k_pad * _itemsize(decode)) for rows in (job.m, job.n)]
+            paired = self._mx_pair(job, decode, addresses, stream)
             mats = []
-            for op, rows in ((job.x1, job.m), (job.x2, job.n)):
-                address = temps.alloc(count * rows * k_pad * _itemsize(decode))
-                self.enqueue_operand(op, job.batch, rows, k_pad, store, address, stream)
+            for op, rows, address in ((job.x1, job.m, addresses[0]), (job.x2, job.n, addresses[1])):
+                if not paired:
+                    self.enqueue_operand(op, job.batch, rows, k_pad, store, address, stream)
                 mats.append(Matrix(address, int(decode), k_pad, rows, k_pad, rows * k_pad if count > 1 else 0))
             a_mat, b_mat = mats
+            suffix = " mx-pair" if paired else ""
             a_op = replace(b_mat, transpose=True)
             # cuBLASLt has no fp32 x fp32 -> 16-bit GEMM: fp32-decoded operands keep the epilogue unless out is fp32
             same = decode == D.ACL_BF16 or job.epilogue.out.dtype == D.ACL_FLOAT
             direct = self._direct_out(job, job.n, count) if job.epilogue.scale is None and same else None
             if direct is not None:  # the GEMM rounds its fp32 sums to out's dtype once, as the epilogue would
                 self._gemm(GemmCall(a_op, a_mat, direct, count), stream)
-                self._report(job, "dequant-direct")
+                self._report(job, "dequant-direct" + suffix)
                 return
             d_addr = temps.alloc(count * job.m * job.n * 4)
             d_mat = Matrix(d_addr, int(D.ACL_FLOAT), job.n, job.m, job.n, job.m * job.n if count > 1 else 0)
             self._gemm(GemmCall(a_op, a_mat, d_mat, count), stream)
             self._epilogue(job, d_addr, "f32", job.n, stream)
-            self._report(job, "dequant")
+            self._report(job, "dequant" + suffix)
         finally:
             temps.release()
+
+    def mx_decode(self) -> str:
+        """``ACL_QMM_MX_DECODE`` (tiled or pair; anything else: ACL_ERROR_INVALID_PARAM)."""
+        value = str(self.backend.environ.get(MX_DECODE_ENV, "") or "tiled").strip().lower()
+        if value not in MX_DECODES:
+            expected = ", ".join(MX_DECODES)
+            raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{MX_DECODE_ENV}={value!r}: expected {expected}")
+        return value
+
+    def _mx_pair(self, job: Job, decode: D, addresses: Sequence[int], stream: int) -> bool:
+        """Decode both MX operands in one launch of the pair kernel when chosen and the layout allows; else False."""
+        if job.kind != "mx" or self.mx_decode() != "pair":
+            return False
+        why = mx_pair_refusal(job, decode)
+        if why is not None:
+            LOG.debug("%s: %s=pair not taken (%s): the tiled decode runs", job.op, MX_DECODE_ENV, why)
+            return False
+        dtype = job.x1.tensor.dtype
+        load = load_kind(dtype)
+        vec = MX_PAIR_VEC[load]
+        sides = (job.x1, job.x2)
+        blocks = [_blocks(op.rows * (op.k // vec), THREADS) for op in sides]
+        meta = [op.rows for op in sides] + [op.k for op in sides] + [op.row_stride for op in sides]
+        meta += [op.tensor.offset for op in sides]
+        for i in range(3):  # the scale's row, k-block pair and pair element strides (after any batch strides)
+            meta += [op.scale_strides[len(op.scale_strides) - 3 + i] for op in sides]
+        meta.append(blocks[0])
+        values = [
+            KernelArgs.index_array(meta, "long long"),
+            KernelArgs.pointer(job.x1.tensor.data),
+            KernelArgs.pointer(job.x2.tensor.data),
+            KernelArgs.pointer(_addr(job.x1.scale)),
+            KernelArgs.pointer(_addr(job.x2.scale)),
+            KernelArgs.pointer(self._table(dtype)),
+            KernelArgs.pointer(self._table(D.ACL_FLOAT8_E8M0)),
+            KernelArgs.pointer(addresses[0]),
+            KernelArgs.pointer(addresses[1]),
+        ]
+        function = self.backend.function(mx_pair_source(load), mx_pair_name(load))
+        self._launch(function, (blocks[0] + blocks[1], 1, 1), values, stream)
+        return True
 
     # ------------------------------------------------------------------ kernels
     def _gemm(self, call: GemmCall, stream: int) -> None:
@@ -582,6 +633,28 @@ class QuantMatmulRunner:
                 except AclError:
                     pass
             self._tables.clear()
+
+
+def mx_pair_refusal(job: Job, decode: D) -> str | None:
+    """Why the MX pair kernel cannot decode ``job`` (None: it can): one batch, one dtype, aligned K-major rows."""
+    if decode != D.ACL_BF16 or math.prod(job.batch) != 1:
+        return "a batch or a non-bf16 decode"
+    dtypes = {job.x1.tensor.dtype, job.x2.tensor.dtype}
+    if len(dtypes) != 1 or load_kind(job.x1.tensor.dtype) not in MX_PAIR_VEC:
+        return "operands of different or non-8/4-bit dtypes"
+    vec = MX_PAIR_VEC[load_kind(job.x1.tensor.dtype)]
+    for op in (job.x1, job.x2):
+        t = op.tensor
+        if op.scale is None or op.scale.dtype != D.ACL_FLOAT8_E8M0 or len(op.scale_strides) < 3:
+            return "an operand without E8M0 block scales"
+        if op.k_stride != 1 or op.k % 32 or op.row_stride < op.k:
+            return "an operand not K-major, or k not a multiple of 32"
+        per_byte = 2 if vec == 32 else 1
+        if t.data % HW_ALIGN or t.offset % (HW_ALIGN * per_byte) or op.row_stride % (HW_ALIGN * per_byte):
+            return "rows not 16-byte aligned"
+        if op.rows * (op.k // vec) >= 1 << 31:
+            return "more than 2^31 chunks"
+    return None
 
 
 def _blocks(extent: int, tile: int) -> int:

@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, ClassVar
 
+from acl_core.errors import AclError, AclErrorCode
 from acl_core.spec.runtime import CopyDirection
 from acl_rocm.errors import error_name, is_success, vendor_error
 from acl_rocm.plan_cache import PlanCache
+from acl_rocm.providers import blaslt_tune
 from acl_rocm.providers.base import DeviceProperties, GemmCall, RuntimeProvider, pool_release_threshold
 from acl_rocm.providers.nccl import CollectiveLibrary, open_nccl
 
@@ -439,40 +441,122 @@ class NvidiaProvider(RuntimeProvider):
         cublasLtMatmulAlgoCheck instead of asking the heuristic again (and asks it when the check refuses).
         """
         handle = self._lt_handle()
-        key = _gemm_key(call, workspace_size, self.get_device())
+        tune = self._tune_wanted(call)
+        key = (*_gemm_key(call, workspace_size, self.get_device()), tune)
         with self._gemm_lock:  # held across the matmul: an eviction never destroys a plan in use
             plan = self._gemm_plans.get(key)
             if plan is None:
-                plan = self._gemm_plan(handle, call, workspace_size)
+                plan = self._gemm_plan(handle, call, workspace_size, tune, (workspace, stream))
                 self._gemm_plans[key] = plan
                 while len(self._gemm_plans) > GEMM_PLAN_LIMIT:
                     _, evicted = self._gemm_plans.popitem(last=False)
                     self._destroy_gemm_plan(evicted)
             else:
                 self._gemm_plans.move_to_end(key)
-            a_layout, b_layout, d_layout = plan.layouts
             self._set_scale_pointers(plan, call)
-            alpha, beta = self._alpha_beta(_is_integer(call))
-            self._lt_call(
-                "cublasLtMatmul",
-                self.lt.matmul,
-                handle,
-                plan.desc,
-                alpha,
-                call.a.address,
-                a_layout,
-                call.b.address,
-                b_layout,
-                beta,
-                call.d.address,
-                d_layout,
-                call.d.address,
-                d_layout,
-                plan.algo.ptr,
-                workspace,
-                workspace_size,
-                stream,
+            self._matmul(handle, plan, call, plan.algo.ptr, workspace, workspace_size, stream)
+
+    def _matmul(
+        self, handle: int, plan: _GemmPlan, call: GemmCall, algo: int, workspace: int, workspace_size: int, stream: int
+    ) -> None:
+        """One cublasLtMatmul of ``call`` with ``plan``'s descriptors and the algorithm at address ``algo``."""
+        a_layout, b_layout, d_layout = plan.layouts
+        alpha, beta = self._alpha_beta(_is_integer(call))
+        self._lt_call(
+            "cublasLtMatmul",
+            self.lt.matmul,
+            handle,
+            plan.desc,
+            alpha,
+            call.a.address,
+            a_layout,
+            call.b.address,
+            b_layout,
+            beta,
+            call.d.address,
+            d_layout,
+            call.d.address,
+            d_layout,
+            algo,
+            workspace,
+            workspace_size,
+            stream,
+        )
+
+    def _tune_wanted(self, call: GemmCall) -> bool:
+        """True when ``ACL_BLASLT_TUNE=1`` and ``call`` is large enough to time (bad setting: INVALID_PARAM)."""
+        try:
+            enabled = blaslt_tune.tune_enabled()
+        except ValueError as exc:
+            raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, str(exc)) from None
+        # D is n x m column-major (rows, cols); the inner dimension is A's rows when A is transposed
+        k = call.a.rows if call.a.transpose else call.a.cols
+        return enabled and blaslt_tune.worth_tuning(call.batch, call.d.rows, call.d.cols, k)
+
+    def _capturing(self, stream: int) -> bool:
+        """True while ``stream`` is being captured into a graph (no event may be waited on)."""
+        status = self._check("cudaStreamIsCapturing", self.rt.cudaStreamIsCapturing(stream))
+        return int(status) != 0  # cudaStreamCaptureStatusNone
+
+    def _timed_algo(
+        self, handle: int, plan: _GemmPlan, call: GemmCall, workspace: int, workspace_size: int, stream: int
+    ) -> None:
+        """Ask the heuristic for several algorithms, time each on ``call``, put the fastest into ``plan``."""
+        import numpy as np
+
+        lt = self.lt
+        results = lt.MatmulHeuristicResult(blaslt_tune.CANDIDATES)
+        found = np.zeros(1, dtype=np.int32)
+        a_layout, b_layout, d_layout = plan.layouts
+        self._lt_call(
+            "cublasLtMatmulAlgoGetHeuristic",
+            lt.matmul_algo_get_heuristic,
+            handle,
+            plan.desc,
+            a_layout,
+            b_layout,
+            d_layout,
+            d_layout,
+            plan.pref,
+            blaslt_tune.CANDIDATES,
+            results.ptr,
+            found.ctypes.data,
+        )
+        base = int(results.ptr)
+        candidates = [
+            base + i * HEURISTIC_BYTES
+            for i in range(min(int(found[0]), blaslt_tune.CANDIDATES))
+            if ctypes.c_int32.from_address(base + i * HEURISTIC_BYTES + STATE_OFFSET).value == 0
+        ]
+        if not candidates:
+            raise vendor_error(
+                "cublasLtMatmulAlgoGetHeuristic", "CUBLAS_STATUS_NOT_SUPPORTED", "no algorithm for this problem"
             )
+        start, end = self.event_create(), self.event_create()
+
+        def time_ms(i: int) -> float | None:
+            try:
+                for _ in range(blaslt_tune.WARMUP):
+                    self._matmul(handle, plan, call, candidates[i], workspace, workspace_size, stream)
+                self.event_record(start, stream)
+                for _ in range(blaslt_tune.REPEATS):
+                    self._matmul(handle, plan, call, candidates[i], workspace, workspace_size, stream)
+                self.event_record(end, stream)
+                self.event_synchronize(end)
+                return self.event_elapsed_ms(start, end) / blaslt_tune.REPEATS
+            except AclError as exc:  # this candidate does not run here: the others are timed
+                LOG.debug("cuBLASLt candidate %d refused: %s", i, exc)
+                return None
+
+        try:
+            best, times = blaslt_tune.pick_fastest(len(candidates), time_ms)
+        except ValueError as exc:
+            raise vendor_error("cublasLtMatmul", "CUBLAS_STATUS_NOT_SUPPORTED", str(exc)) from None
+        finally:
+            self.event_destroy(start)
+            self.event_destroy(end)
+        ctypes.memmove(plan.algo.ptr, candidates[best], ALGO_BYTES)
+        LOG.debug("cuBLASLt algorithm timed (ms per call, chosen in []): %s", blaslt_tune.describe(times, best))
 
     def _alpha_beta(self, integer: bool = False) -> tuple[int, int]:
         """Host addresses of alpha = 1 and beta = 0: fp32, or int32 for int8 GEMMs (made once, kept)."""
@@ -503,8 +587,19 @@ class NvidiaProvider(RuntimeProvider):
                     buf.nbytes,
                 )
 
-    def _gemm_plan(self, handle: int, call: GemmCall, workspace_size: int) -> _GemmPlan:
-        """Descriptor, layouts, preference and the first heuristic algorithm for ``call``'s shape."""
+    def _gemm_plan(
+        self,
+        handle: int,
+        call: GemmCall,
+        workspace_size: int,
+        tune: bool = False,
+        target: tuple[int, int] = (0, 0),
+    ) -> _GemmPlan:
+        """Descriptor, layouts, preference and the heuristic's first algorithm for ``call``'s shape.
+
+        ``tune``: the fastest of the heuristic's candidates instead, timed on ``call`` with ``target``'s
+        (workspace, stream) unless the stream is being captured (:mod:`blaslt_tune`).
+        """
         import numpy as np
 
         lt = self.lt
@@ -546,8 +641,24 @@ class NvidiaProvider(RuntimeProvider):
             plan.algo = lt.MatmulHeuristicResult(1)
             cache = self.plan_cache
             fields = self._gemm_fields(call, workspace_size, compute, scale_type) if cache is not None else {}
+            if tune:
+                fields["choice"] = "timed"  # a key of its own: the heuristic's answer is kept beside it
             if cache is not None and self._stored_algo(handle, plan, cache, fields, workspace_size):
                 return plan
+            timed = tune and not self._capturing(target[1])
+            if tune and not timed:
+                LOG.debug("cuBLASLt: a GEMM planned during stream capture takes the heuristic's algorithm, untimed")
+            if timed:
+                self._timed_algo(handle, plan, call, target[0], workspace_size, target[1])
+        except BaseException:
+            self._destroy_gemm_plan(plan)
+            raise
+        if timed:
+            if cache is not None:
+                cache.made(CUBLASLT_PLAN)
+                cache.store(CUBLASLT_PLAN, fields, ctypes.string_at(plan.algo.ptr, ALGO_BYTES))
+            return plan
+        try:
             found = np.zeros(1, dtype=np.int32)
             a_layout, b_layout, d_layout = plan.layouts
             self._lt_call(
@@ -573,7 +684,8 @@ class NvidiaProvider(RuntimeProvider):
             raise
         if cache is not None:
             cache.made(CUBLASLT_PLAN)
-            cache.store(CUBLASLT_PLAN, fields, ctypes.string_at(plan.algo.ptr, ALGO_BYTES))
+            if not tune:  # an untimed answer (planned during capture) is never stored under the timed key
+                cache.store(CUBLASLT_PLAN, fields, ctypes.string_at(plan.algo.ptr, ALGO_BYTES))
         return plan
 
     def _gemm_fields(self, call: GemmCall, workspace_size: int, compute: int, scale_type: int) -> dict[str, object]:
@@ -682,6 +794,10 @@ GEMM_RECIPE = 1
 """Version of how :meth:`NvidiaProvider._gemm_plan` asks the heuristic (preferences, reduction mask): part of
 the stored algorithms' key, to be bumped whenever that changes."""
 ALGO_BYTES = 64
+HEURISTIC_BYTES = 96
+"""sizeof(cublasLtMatmulHeuristicResult_t): algo (64), workspaceSize (8), state (4), wavesCount (4), reserved (16)."""
+STATE_OFFSET = 72
+"""Offset of the result's ``cublasStatus_t state`` (0: the algorithm can run this problem)."""
 """sizeof(cublasLtMatmulAlgo_t) (``uint64_t data[8]``), the first member of cublasLtMatmulHeuristicResult_t,
 which is followed by ``size_t workspaceSize``."""
 
