@@ -192,9 +192,9 @@ def test_flash_in_every_matrix_layout(
     args = _args(rng, "float16", "BNSD", 1, 2, 2, 33, 50, 128, 0, attenMaskOptional=mask, preTokens=20, nextTokens=4)
     check_flash(backend, reference, args, f"layout {layout} mask + window, fp16 D128")
     flash = backend.attention.flash  # type: ignore[attr-defined]
-    flash.use_config("w4m1k32s1-efu")  # the new inner loop too
+    flash.use_config("w4m1k32s1-efiu")  # the new inner loops too
     try:
-        check_flash(backend, reference, args | {"scaleValue": -0.25}, f"layout {layout} -efu, a negative scale")
+        check_flash(backend, reference, args | {"scaleValue": -0.25}, f"layout {layout} -efiu, a negative scale")
     finally:
         flash.use_config(None)
 
@@ -246,11 +246,11 @@ def test_flash_config_parsing_and_table() -> None:
     assert parse_overrides("") == {}
     fast = FlashConfig.parse("w4m1k64s2-ufe")  # inner-loop flags, kept sorted
     assert fast == FlashConfig(4, 1, 64, 2, inner="efu") and str(fast) == "w4m1k64s2-efu"
-    src = flash_source(flash_instance(D.ACL_BF16, 64, None, True, override=FlashConfig.parse("w4m1k64s2-efou")))
-    assert all(f"#define {k} 1" in src for k in ("FAST_EXP", "FOLD", "SPLIT"))
+    src = flash_source(flash_instance(D.ACL_BF16, 64, None, True, override=FlashConfig.parse("w4m1k64s2-efiou")))
+    assert all(f"#define {k} 1" in src for k in ("FAST_EXP", "FOLD", "SPLIT", "INTERLEAVE"))
     plain = flash_source(flash_instance(D.ACL_BF16, 64, None, True))
     assert "#define MIN_BLOCKS 3" in src and "#define MIN_BLOCKS 2" in plain
-    assert all(f"#define {k} 0" in plain for k in ("FAST_EXP", "FOLD", "SPLIT"))
+    assert all(f"#define {k} 0" in plain for k in ("FAST_EXP", "FOLD", "SPLIT", "INTERLEAVE"))
     for bad, why in (
         ("w4m2k32", "is not"),
         ("w4m3k64s1", "m-tiles"),

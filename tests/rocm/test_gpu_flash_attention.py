@@ -118,10 +118,10 @@ def test_flash_block_shapes(rocm: Backend, reference: Backend, d: int, config: s
         flash.use_config(None)
 
 
-@pytest.mark.parametrize("config", ["w4m1k64s2", "w4m1k64s2-f", "w4m1k64s2-efu"])
+@pytest.mark.parametrize("config", ["w4m1k64s2", "w4m1k64s2-f", "w4m1k64s2-efiu", "w4m1k64s1-fi"])
 def test_flash_inner_loops_under_negative_and_zero_scales(rocm: Backend, reference: Backend, config: str) -> None:
     """The folded scale (``-f``: |scale| in the FMA, its sign put into Q) keeps a negative and a zero scale exact,
-    on causal rows and on an explicit mask with a window (the ``-u`` masked softmax)."""
+    on causal rows and on an explicit mask with a window (the ``-u`` masked softmax; ``-i`` with one stage and two)."""
     flash = rocm.attention.flash  # type: ignore[attr-defined]
     flash.use_config(f"64={config}")
     try:

@@ -44,6 +44,7 @@ DTYPES: Final = frozenset({D.ACL_FLOAT16, D.ACL_BF16})
 INNER_FLAGS: Final = {
     "e": "exp2 on the hardware's flush-to-zero approximation (ex2.approx.ftz on NVIDIA) instead of exp2f",
     "f": "the scale folded into one FMA (p = exp2(s * scale * log2 e - max)): maxima of the raw scores",
+    "i": "the softmax after V's barrier, each key block's probabilities meeting V as they are formed",
     "o": "three blocks a multiprocessor at 4 warps or fewer (__launch_bounds__: at most 168 registers, not 255)",
     "u": "tiles inside the window take an unmasked softmax; edge tiles a masked one on 32-bit offsets",
 }
@@ -129,27 +130,29 @@ nor a second m-tile is what bounds the kernel there.
 """
 ALTERNATIVES: Final = {
     64: (
-        FlashConfig(4, 1, 64, 2, inner="u"),
         FlashConfig(4, 1, 64, 2, inner="ef"),
         FlashConfig(4, 1, 64, 2, inner="efu"),
-        FlashConfig(4, 1, 64, 2, inner="efou"),
+        FlashConfig(4, 1, 64, 2, inner="efiu"),
+        FlashConfig(4, 1, 64, 2, inner="efiou"),
     ),
     128: (
-        FlashConfig(4, 1, 64, 2, inner="u"),
         FlashConfig(4, 1, 64, 2, inner="ef"),
         FlashConfig(4, 1, 64, 2, inner="efu"),
-        FlashConfig(4, 2, 32, 2, qsmem=True, inner="efu"),
+        FlashConfig(4, 1, 64, 2, inner="efiu"),
+        FlashConfig(4, 2, 32, 2, qsmem=True, inner="efiu"),
     ),
 }
 """Configs the ops bench times beside the table's at its forced-flash sizes (one GPU call tells which is fastest).
 
 The block-shape sweep of 2026-12-06 (``w4m2k32s2``, ``w4m2k32s2q``, ``w4m1k64s1``, ``w8m1k64s2``: 171-181
-TFLOP/s at D 128, all within 6%) left the inner loop: these time its choices (:data:`INNER_FLAGS`) on the
-table's shape, one at a time (``-u``: the mask-free softmax; ``-ef``: exp2 as one FMA and one ``ex2.approx.ftz``)
-and together; at D 64 with ``o`` too (``nvcc -Xptxas -v``, sm_90: ``-efu`` takes 191 registers, two blocks an
-SM; ``-efou`` 166, no spills, three, as the original loop's 162), at D 128 the 128-row block with Q in shared
-memory (238 registers, no spills; FlashAttention-2's 128x64 with Q re-read spills 148 bytes here).
-Registers (sm_90, bf16): D 128 ``w4m1k64s2`` 214, ``-u`` 209, ``-ef`` 214, ``-efu`` 224; none spills."""
+TFLOP/s at D 128, all within 6%) left the inner loop: these add its choices (:data:`INNER_FLAGS`) one at a
+time on the table's shape (``-ef``: exp2 as one FMA and one ``ex2.approx.ftz``; ``u``: the mask-free softmax;
+``i``: the softmax interleaved with P V), so the rows' differences tell each choice's worth; at D 64 ``o``
+too, at D 128 the 128-row block with Q in shared memory with them.
+Registers (``nvcc -Xptxas -v``, sm_90, bf16, none spills): D 128 ``w4m1k64s2`` 214, ``-ef`` 214, ``-efu``
+224, ``-efiu`` 216 (``-i`` alone 238), ``w4m2k32s2q-efiu`` 238; D 64 ``w4m1k64s2`` 162, ``-efu`` 191 (two
+blocks an SM instead of three: 168 is the most for three), ``-efiu`` 166, ``-efiou`` 166 (launch bounds
+of three blocks: the compiler must keep to 168)."""
 
 
 def config_for(head_dim: int, dtype: D, layout: int | None) -> FlashConfig:
@@ -283,6 +286,7 @@ _BODY: Final = r"""
 #define FAST_EXP @FASTEXP@
 #define FOLD @FOLD@
 #define SPLIT @SPLIT@
+#define INTERLEAVE @INTERLEAVE@
 #if QSMEM  // Q stays in shared memory before the K/V stages; its fragments are read per product
 #define SMEM_ROWS (BR + 2 * STAGES * BC)
 #define KV_ROW0 BR
@@ -323,16 +327,16 @@ ACL_DEV float flash_exp2(float x) {
 #endif
 }
 
-// The online softmax of one m-tile's scores sc (rows mrow0 .. mrow0 + 15, keys j0 .. j0 + BC - 1): P rounded
-// into pa, the running max / sum updated, O rescaled. MODE 0: the mask evaluated per element where !full
-// (64-bit indices; the original loop); 1: no mask (a tile inside the window and the keys, no explicit mask);
-// 2: the mask on 32-bit offsets from the tile's corner. FOLD: sc holds raw scores, sl2 = |scale| log2(e).
+// The online softmax's first half on one m-tile's scores sc (rows mrow0 .. mrow0 + 15, keys j0 .. j0 + BC - 1):
+// the mask, the tile's row maxima, the running max updated; base (what exp2's argument subtracts) and alpha
+// (the old terms' factor) out. MODE 0: the mask evaluated per element where !full (64-bit indices; the
+// original loop); 1: no mask (a tile inside the window and the keys, no explicit mask); 2: the mask on 32-bit
+// offsets from the tile's corner. FOLD: sc holds raw scores, sl2 = |scale| log2(e).
 template <int MODE>
-ACL_DEV void flash_softmax(AclMmaC (&sc)[NT], AclMmaA (&pa)[NT], AclMmaC (&o)[KT], float (&m_run)[ACL_MMA_C_SLOTS],
-                           float (&l_run)[ACL_MMA_C_SLOTS], const float sl2, const bool full, const AttnMeta& m,
-                           const unsigned char* __restrict__ mask, const long long b, const long long h,
-                           const long long mrow0, const long long j0, const long long kv1, const int lane,
-                           unsigned short* scratch) {
+ACL_DEV void flash_rowmax(AclMmaC (&sc)[NT], float (&m_run)[ACL_MMA_C_SLOTS], float (&base)[ACL_MMA_C_SLOTS],
+                          float (&alpha)[ACL_MMA_C_SLOTS], const float sl2, const bool full, const AttnMeta& m,
+                          const unsigned char* __restrict__ mask, const long long b, const long long h,
+                          const long long mrow0, const long long j0, const long long kv1, const int lane) {
   const float inf = __uint_as_float(0x7f800000u);
   // MODE 2: the tile's bounds as 32-bit offsets; column - row lies in (-16, BC), so clamping the window's
   // bounds to +-2^20 keeps every comparison exact
@@ -388,7 +392,6 @@ ACL_DEV void flash_softmax(AclMmaC (&sc)[NT], AclMmaA (&pa)[NT], AclMmaC (&o)[KT
       t_max[s] = fmaxf(t_max[s], sv);
     }
   }
-  float base[ACL_MMA_C_SLOTS], t_sum[ACL_MMA_C_SLOTS], alpha[ACL_MMA_C_SLOTS];
 #pragma unroll
   for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) {
 #pragma unroll
@@ -401,23 +404,39 @@ ACL_DEV void flash_softmax(AclMmaC (&sc)[NT], AclMmaA (&pa)[NT], AclMmaC (&o)[KT
     base[s] = m_new == -inf ? 0.0f : m_new;  // a row with nothing kept yet: every p and alpha is exp2(-inf) = 0
     alpha[s] = flash_exp2(m_run[s] - base[s]);
     m_run[s] = m_new;
-    t_sum[s] = 0.0f;
   }
+}
+
+// the probabilities of one 16x16 score tile (exp2 of score - base), summed into t_sum, rounded into pa
+ACL_DEV void flash_probs(AclMmaC& sc, AclMmaA& pa, const float (&base)[ACL_MMA_C_SLOTS],
+                         float (&t_sum)[ACL_MMA_C_SLOTS], const float sl2, unsigned short* scratch) {
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-    for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) {
-      const int s = acl_mma_c_slot(e);
+  for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) {
+    const int s = acl_mma_c_slot(e);
 #if FOLD
-      const float p = flash_exp2(fmaf(sc[nt].x[e], sl2, -base[s]));
+    const float p = flash_exp2(fmaf(sc.x[e], sl2, -base[s]));
 #else
-      const float p = flash_exp2(sc[nt].x[e] - base[s]);
+    const float p = flash_exp2(sc.x[e] - base[s]);
 #endif
-      sc[nt].x[e] = p;
-      t_sum[s] += p;
-    }
-    acl_mma_c_to_a<IS_BF16>(pa[nt], sc[nt], scratch);
+    sc.x[e] = p;
+    t_sum[s] += p;
   }
+  acl_mma_c_to_a<IS_BF16>(pa, sc, scratch);
+}
+
+// the whole online softmax of one m-tile (flash_rowmax's MODE): P into pa, the running sum updated, O rescaled
+template <int MODE>
+ACL_DEV void flash_softmax(AclMmaC (&sc)[NT], AclMmaA (&pa)[NT], AclMmaC (&o)[KT], float (&m_run)[ACL_MMA_C_SLOTS],
+                           float (&l_run)[ACL_MMA_C_SLOTS], const float sl2, const bool full, const AttnMeta& m,
+                           const unsigned char* __restrict__ mask, const long long b, const long long h,
+                           const long long mrow0, const long long j0, const long long kv1, const int lane,
+                           unsigned short* scratch) {
+  float base[ACL_MMA_C_SLOTS], alpha[ACL_MMA_C_SLOTS], t_sum[ACL_MMA_C_SLOTS];
+  flash_rowmax<MODE>(sc, m_run, base, alpha, sl2, full, m, mask, b, h, mrow0, j0, kv1, lane);
+#pragma unroll
+  for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) t_sum[s] = 0.0f;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) flash_probs(sc[nt], pa[nt], base, t_sum, sl2, scratch);
 #pragma unroll
   for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) l_run[s] = l_run[s] * alpha[s] + t_sum[s];
 #pragma unroll
@@ -560,6 +579,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@(
     // a tile inside every row's window and the keys needs no mask (block-uniform)
     const bool inside = j0 - (row0 + BR - 1) - m.shift >= m.win_lo && j0 + BC - 1 - row0 - m.shift <= m.win_hi;
     const bool full = !m.has_mask && j0 + BC <= kv1 && (!m.has_window || inside);
+#if !INTERLEAVE
     AclMmaA pa[MT][NT];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
@@ -573,6 +593,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@(
 #endif
 #undef FLASH_SOFTMAX_ARGS
     }
+#endif
 
 #if STAGES == 1
     acl_cp_async_wait_all();
@@ -586,6 +607,49 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@(
     else acl_cp_async_wait<0>();
     __syncthreads();  // V(t) has landed
 #endif
+#if INTERLEAVE
+    // the softmax after V's barrier: key block kt's probabilities meet V as soon as they are formed, so the
+    // compiler can overlap one block's exp2s with the previous block's products (no barrier between them)
+    float base[MT][ACL_MMA_C_SLOTS], t_sum[MT][ACL_MMA_C_SLOTS];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      float alpha[ACL_MMA_C_SLOTS];
+#define FLASH_ROWMAX_ARGS sc[mt], m_run[mt], base[mt], alpha, sl2, full, m, mask, b, h, wrow0 + 16 * mt, j0, kv1, lane
+#if SPLIT
+      if (full) flash_rowmax<1>(FLASH_ROWMAX_ARGS);
+      else flash_rowmax<2>(FLASH_ROWMAX_ARGS);
+#else
+      flash_rowmax<0>(FLASH_ROWMAX_ARGS);
+#endif
+#undef FLASH_ROWMAX_ARGS
+#pragma unroll
+      for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) {
+        l_run[mt][s] *= alpha[s];
+        t_sum[mt][s] = 0.0f;
+      }
+#pragma unroll
+      for (int dt = 0; dt < KT; ++dt)
+#pragma unroll
+        for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) o[mt][dt].x[e] *= alpha[acl_mma_c_slot(e)];
+    }
+#pragma unroll
+    for (int kt = 0; kt < NT; ++kt) {
+      AclMmaA pk[MT];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) flash_probs(sc[mt][kt], pk[mt], base[mt], t_sum[mt], sl2, scratch);
+#pragma unroll
+      for (int dt = 0; dt < KT; ++dt) {
+        AclMmaB vb;
+        acl_mma_load_b_kn(vb, vts + 16 * kt * DP + 16 * dt, DP);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) acl_mma<IS_BF16>(o[mt][dt], pk[mt], vb);
+      }
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) l_run[mt][s] += t_sum[mt][s];
+#else
     // O += P V: each V fragment read once per warp, for all MT m-tiles
 #pragma unroll
     for (int kt = 0; kt < NT; ++kt) {
@@ -597,6 +661,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@(
         for (int mt = 0; mt < MT; ++mt) acl_mma<IS_BF16>(o[mt][dt], pa[mt][kt], vb);
       }
     }
+#endif
   }
 
   elem_t* o_head = out + b * m.o[0] + h * m.o[1];
@@ -665,6 +730,7 @@ def flash_source(inst: FlashInstance) -> str:
         "@FASTEXP@": "1" if "e" in inst.inner else "0",
         "@FOLD@": "1" if "f" in inst.inner else "0",
         "@SPLIT@": "1" if "u" in inst.inner else "0",
+        "@INTERLEAVE@": "1" if "i" in inst.inner else "0",
         "@MINB@": str((3 if "o" in inst.inner else MIN_BLOCKS) if inst.warps <= 4 else 1),
         "@BC@": str(inst.block_keys),
         "@BF16@": "true" if inst.dtype == D.ACL_BF16 else "false",
