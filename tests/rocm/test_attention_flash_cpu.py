@@ -191,6 +191,12 @@ def test_flash_in_every_matrix_layout(
     mask[:, :, 5, :] = True
     args = _args(rng, "float16", "BNSD", 1, 2, 2, 33, 50, 128, 0, attenMaskOptional=mask, preTokens=20, nextTokens=4)
     check_flash(backend, reference, args, f"layout {layout} mask + window, fp16 D128")
+    flash = backend.attention.flash  # type: ignore[attr-defined]
+    flash.use_config("w4m1k32s1-efiu")  # the new inner loops too
+    try:
+        check_flash(backend, reference, args | {"scaleValue": -0.25}, f"layout {layout} -efiu, a negative scale")
+    finally:
+        flash.use_config(None)
 
 
 # ----------------------------------------------------------------------------- the key range twin
@@ -238,11 +244,20 @@ def test_flash_config_parsing_and_table() -> None:
         64: FlashConfig(4, 1, 64, 1),
     }
     assert parse_overrides("") == {}
+    fast = FlashConfig.parse("w4m1k64s2-ufe")  # inner-loop flags, kept sorted
+    assert fast == FlashConfig(4, 1, 64, 2, inner="efu") and str(fast) == "w4m1k64s2-efu"
+    src = flash_source(flash_instance(D.ACL_BF16, 64, None, True, override=FlashConfig.parse("w4m1k64s2-efiou")))
+    assert all(f"#define {k} 1" in src for k in ("FAST_EXP", "FOLD", "SPLIT", "INTERLEAVE"))
+    plain = flash_source(flash_instance(D.ACL_BF16, 64, None, True))
+    assert "#define MIN_BLOCKS 3" in src and "#define MIN_BLOCKS 2" in plain
+    assert all(f"#define {k} 0" in plain for k in ("FAST_EXP", "FOLD", "SPLIT", "INTERLEAVE"))
     for bad, why in (
         ("w4m2k32", "is not"),
         ("w4m3k64s1", "m-tiles"),
         ("w4m1k48s1", "keys"),
         ("96=w4m1k64s1", "head dim"),
+        ("w4m1k64s2-ez", "inner-loop flags"),
+        ("w4m1k64s2-ee", "inner-loop flags"),
     ):
         with pytest.raises(ValueError, match=why):
             parse_overrides(bad)
@@ -291,3 +306,4 @@ def test_flash_sources_compile_with_nvcc(tmp_path: Path, arch: str) -> None:
         ptx = (tmp_path / f"f{n}.ptx").read_text()
         assert "mma.sync.aligned.m16n8k16" in ptx and "ldmatrix" in ptx
         assert ("cp.async.cg.shared.global" in ptx) == inst.vec
+        assert ("ex2.approx.ftz.f32" in ptx) == ("e" in inst.inner)  # the fast exp2 only where asked for

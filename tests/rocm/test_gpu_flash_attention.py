@@ -118,6 +118,28 @@ def test_flash_block_shapes(rocm: Backend, reference: Backend, d: int, config: s
         flash.use_config(None)
 
 
+@pytest.mark.parametrize("config", ["w4m1k64s2", "w4m1k64s2-f", "w4m1k64s2-efiu", "w4m1k64s1-fi"])
+def test_flash_inner_loops_under_negative_and_zero_scales(rocm: Backend, reference: Backend, config: str) -> None:
+    """The folded scale (``-f``: |scale| in the FMA, its sign put into Q) keeps a negative and a zero scale exact,
+    on causal rows and on an explicit mask with a window (the ``-u`` masked softmax; ``-i`` with one stage and two)."""
+    flash = rocm.attention.flash  # type: ignore[attr-defined]
+    flash.use_config(f"64={config}")
+    try:
+        rng = _rng("scale", config)
+        sq, skv = (70, 100) if EMULATED else (700, 1000)
+        for scale in (-0.3, 0.0):
+            args = _args(rng, "bfloat16", "BNSD", 1, 2, 1, sq, skv, 64, 3, scaleValue=scale)
+            check_flash(rocm, reference, args, f"{config} causal, scale {scale}")
+            assert str(flash.last_instance.config) == config
+        mask = rng.uniform(size=(1, 1, sq, skv)) < 0.3
+        mask[:, :, 3, :] = True  # a fully masked row
+        args = _args(rng, "float16", "BNSD", 1, 2, 2, sq, skv, 64, 0, attenMaskOptional=mask, preTokens=30)
+        args |= {"nextTokens": 5, "scaleValue": -0.2}
+        check_flash(rocm, reference, args, f"{config} mask + window, scale -0.2")
+    finally:
+        flash.use_config(None)
+
+
 @pytest.mark.parametrize("layout", ["BNSD", "BSH", "SBH"])
 def test_flash_layouts_and_strided_views(rocm: Backend, reference: Backend, layout: str) -> None:
     sq, skv = (40, 70) if EMULATED else (300, 520)

@@ -41,9 +41,20 @@ HEAD_DIMS: Final = (64, 128, 256)
 DTYPES: Final = frozenset({D.ACL_FLOAT16, D.ACL_BF16})
 
 
+INNER_FLAGS: Final = {
+    "e": "exp2 on the hardware's flush-to-zero approximation (ex2.approx.ftz on NVIDIA) instead of exp2f",
+    "f": "the scale folded into one FMA (p = exp2(s * scale * log2 e - max)): maxima of the raw scores",
+    "i": "the softmax after V's barrier, each key block's probabilities meeting V as they are formed",
+    "o": "three blocks a multiprocessor at 4 warps or fewer (__launch_bounds__: at most 168 registers, not 255)",
+    "u": "tiles inside the window take an unmasked softmax; edge tiles a masked one on 32-bit offsets",
+}
+"""Inner-loop choices (a config's ``-<letters>`` suffix, e.g. ``w4m1k64s2-efu``); none: the original loop."""
+
+
 @dataclass(frozen=True)
 class FlashConfig:
-    """A block shape: warps, 16-row m-tiles a warp, keys a K/V tile, K/V stages (written ``w4m2k64s2``)."""
+    """A block shape: warps, 16-row m-tiles a warp, keys a K/V tile, K/V stages (written ``w4m2k64s2``),
+    and inner-loop flags (:data:`INNER_FLAGS`, written ``-efu``)."""
 
     warps: int
     mtiles: int
@@ -52,18 +63,28 @@ class FlashConfig:
     qsmem: bool = False
     """Q stays in shared memory (suffix ``q``): its fragments are read per product, freeing the registers
     that hold them (FlashAttention-2's choice at D 128), for more shared memory."""
+    inner: str = ""
+    """Inner-loop flags, sorted letters of :data:`INNER_FLAGS` ("" : the original loop)."""
 
     def __str__(self) -> str:
-        return f"w{self.warps}m{self.mtiles}k{self.block_keys}s{self.stages}{'q' if self.qsmem else ''}"
+        flags = f"-{self.inner}" if self.inner else ""
+        return f"w{self.warps}m{self.mtiles}k{self.block_keys}s{self.stages}{'q' if self.qsmem else ''}{flags}"
 
     @classmethod
     def parse(cls, text: str) -> FlashConfig:
-        """``w<warps>m<m-tiles>k<keys>s<stages>``; ValueError for anything else or a shape the kernel lacks."""
-        found = re.fullmatch(r"w(\d+)m(\d+)k(\d+)s(\d+)(q?)", text.strip())
+        """``w<warps>m<m-tiles>k<keys>s<stages>[q][-flags]``; ValueError for anything else or a shape it lacks."""
+        found = re.fullmatch(r"w(\d+)m(\d+)k(\d+)s(\d+)(q?)(?:-([a-z]+))?", text.strip())
         if found is None:
-            raise ValueError(f"flash config {text!r} is not w<warps>m<m-tiles>k<keys>s<stages>[q] (e.g. w4m2k64s2)")
-        warps, mtiles, keys, stages, q = found.groups()
-        config = cls(int(warps), int(mtiles), int(keys), int(stages), qsmem=q == "q")
+            raise ValueError(
+                f"flash config {text!r} is not w<warps>m<m-tiles>k<keys>s<stages>[q][-flags] (e.g. w4m2k64s2-efu)"
+            )
+        warps, mtiles, keys, stages, q, flags = found.groups()
+        flags = flags or ""
+        unknown = sorted(set(flags) - set(INNER_FLAGS))
+        if unknown or len(set(flags)) != len(flags):
+            raise ValueError(f"flash config {text!r}: inner-loop flags are distinct letters of {''.join(INNER_FLAGS)}")
+        inner = "".join(sorted(flags))
+        config = cls(int(warps), int(mtiles), int(keys), int(stages), qsmem=q == "q", inner=inner)
         if config.warps not in (1, 2, 4, 8) or config.mtiles not in (1, 2) or config.stages not in (1, 2):
             raise ValueError(f"flash config {text!r}: warps 1/2/4/8, m-tiles 1/2, stages 1/2")
         if config.block_keys not in (16, 32, 64, 128):
@@ -108,19 +129,30 @@ nor a second m-tile is what bounds the kernel there.
 ``ACL_FLASH_CONFIG`` (:func:`parse_overrides`) replaces the entry; the ops bench times alternatives.
 """
 ALTERNATIVES: Final = {
-    64: (FlashConfig(4, 2, 64, 2), FlashConfig(4, 2, 64, 1), FlashConfig(8, 1, 64, 2)),
+    64: (
+        FlashConfig(4, 1, 64, 2, inner="ef"),
+        FlashConfig(4, 1, 64, 2, inner="efu"),
+        FlashConfig(4, 1, 64, 2, inner="efiu"),
+        FlashConfig(4, 1, 64, 2, inner="efiou"),
+    ),
     128: (
-        FlashConfig(4, 2, 32, 2),
-        FlashConfig(4, 2, 32, 2, qsmem=True),
-        FlashConfig(4, 1, 64, 1),
-        FlashConfig(8, 1, 64, 2),
+        FlashConfig(4, 1, 64, 2, inner="ef"),
+        FlashConfig(4, 1, 64, 2, inner="efu"),
+        FlashConfig(4, 1, 64, 2, inner="efiu"),
+        FlashConfig(4, 2, 32, 2, qsmem=True, inner="efiu"),
     ),
 }
 """Configs the ops bench times beside the table's at its forced-flash sizes (one GPU call tells which is fastest).
 
-At D 128, ``w4m2k32s2q`` is the 128-row block that fits the registers (236, no spills, 68 KiB): Q read from
-shared memory per product costs as many fragment loads as the second m-tile saves on K, so it is timed, not
-the default; ``w4m2k32s2`` holds Q in registers and spills; ``w4m1k64s1`` is the one-stage kernel."""
+The block-shape sweep of 2026-12-06 (``w4m2k32s2``, ``w4m2k32s2q``, ``w4m1k64s1``, ``w8m1k64s2``: 171-181
+TFLOP/s at D 128, all within 6%) left the inner loop: these add its choices (:data:`INNER_FLAGS`) one at a
+time on the table's shape (``-ef``: exp2 as one FMA and one ``ex2.approx.ftz``; ``u``: the mask-free softmax;
+``i``: the softmax interleaved with P V), so the rows' differences tell each choice's worth; at D 64 ``o``
+too, at D 128 the 128-row block with Q in shared memory with them.
+Registers (``nvcc -Xptxas -v``, sm_90, bf16, none spills): D 128 ``w4m1k64s2`` 214, ``-ef`` 214, ``-efu``
+224, ``-efiu`` 216 (``-i`` alone 238), ``w4m2k32s2q-efiu`` 238; D 64 ``w4m1k64s2`` 162, ``-efu`` 191 (two
+blocks an SM instead of three: 168 is the most for three), ``-efiu`` 166, ``-efiou`` 166 (launch bounds
+of three blocks: the compiler must keep to 168)."""
 
 
 def config_for(head_dim: int, dtype: D, layout: int | None) -> FlashConfig:
@@ -173,6 +205,8 @@ class FlashInstance:
     """Q/K/V rows are contiguous and 16-byte aligned (``cp.async`` chunks); else element loads."""
     qsmem: bool = False
     """Q fragments read from shared memory per product instead of held in registers (:class:`FlashConfig`)."""
+    inner: str = ""
+    """Inner-loop flags (:data:`INNER_FLAGS`, sorted letters; "" the original loop)."""
 
     @property
     def rows(self) -> int:
@@ -188,14 +222,15 @@ class FlashInstance:
     @property
     def config(self) -> FlashConfig:
         """Its block shape."""
-        return FlashConfig(self.warps, self.mtiles, self.block_keys, self.stages, self.qsmem)
+        return FlashConfig(self.warps, self.mtiles, self.block_keys, self.stages, self.qsmem, self.inner)
 
     @functools.cached_property
     def kernel_name(self) -> str:
         """A stable ``extern "C"`` name for this instance."""
         digest = hashlib.sha1(repr((self, ATTN_STRUCT, GRID_STRUCT)).encode()).hexdigest()[:12]
         sink = self.sink.short if self.sink is not None else "nosink"
-        return f"acl_flash_{self.dtype.short}_d{self.head_dim}_{sink}_{self.config}_{digest}"
+        shape = str(self.config).replace("-", "_")
+        return f"acl_flash_{self.dtype.short}_d{self.head_dim}_{sink}_{shape}_{digest}"
 
 
 def flash_instance(
@@ -223,6 +258,7 @@ def flash_instance(
         stages=config.stages,
         vec=vec,
         qsmem=config.qsmem,
+        inner=config.inner,
     )
     if inst.shared_bytes > max_shared:
         if override is not None:
@@ -247,6 +283,10 @@ _BODY: Final = r"""
 #define NT (BC / 16)
 #define STAGES @STAGES@
 #define QSMEM @QSMEM@
+#define FAST_EXP @FASTEXP@
+#define FOLD @FOLD@
+#define SPLIT @SPLIT@
+#define INTERLEAVE @INTERLEAVE@
 #if QSMEM  // Q stays in shared memory before the K/V stages; its fragments are read per product
 #define SMEM_ROWS (BR + 2 * STAGES * BC)
 #define KV_ROW0 BR
@@ -274,6 +314,135 @@ ACL_DEV void flash_load(unsigned short* dst, const elem_t* src, long long s_row,
     dst[r * DP + c] = row0 + r < limit ? (unsigned short)src[(row0 + r) * s_row + c * s_dim] : (unsigned short)0;
   }
 #endif
+}
+
+// exp2: the hardware's flush-to-zero approximation where FAST_EXP (NVIDIA: one MUFU.EX2), else exp2f
+ACL_DEV float flash_exp2(float x) {
+#if FAST_EXP && defined(__CUDA_ARCH__)
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+#else
+  return exp2f(x);
+#endif
+}
+
+// The online softmax's first half on one m-tile's scores sc (rows mrow0 .. mrow0 + 15, keys j0 .. j0 + BC - 1):
+// the mask, the tile's row maxima, the running max updated; base (what exp2's argument subtracts) and alpha
+// (the old terms' factor) out. MODE 0: the mask evaluated per element where !full (64-bit indices; the
+// original loop); 1: no mask (a tile inside the window and the keys, no explicit mask); 2: the mask on 32-bit
+// offsets from the tile's corner. FOLD: sc holds raw scores, sl2 = |scale| log2(e).
+template <int MODE>
+ACL_DEV void flash_rowmax(AclMmaC (&sc)[NT], float (&m_run)[ACL_MMA_C_SLOTS], float (&base)[ACL_MMA_C_SLOTS],
+                          float (&alpha)[ACL_MMA_C_SLOTS], const float sl2, const bool full, const AttnMeta& m,
+                          const unsigned char* __restrict__ mask, const long long b, const long long h,
+                          const long long mrow0, const long long j0, const long long kv1, const int lane) {
+  const float inf = __uint_as_float(0x7f800000u);
+  // MODE 2: the tile's bounds as 32-bit offsets; column - row lies in (-16, BC), so clamping the window's
+  // bounds to +-2^20 keeps every comparison exact
+  int lim_j = BC, win_lo = 0, win_hi = 0, lim_i = 16;
+  const unsigned char* mask_tile = mask;
+  if (MODE == 2) {
+    const long long left = kv1 - j0;
+    lim_j = left < BC ? (int)left : BC;
+    if (m.has_window) {
+      const long long d0 = j0 - mrow0 - m.shift;  // j - i - shift at the tile's corner
+      const long long lo = m.win_lo - d0, hi = m.win_hi - d0, cap = 1 << 20;
+      win_lo = (int)(lo < -cap ? -cap : lo > cap ? cap : lo);
+      win_hi = (int)(hi < -cap ? -cap : hi > cap ? cap : hi);
+    }
+    if (m.has_mask) {
+      const long long left_i = m.rows - mrow0;
+      lim_i = left_i <= 0 ? 0 : left_i < 16 ? (int)left_i : 16;
+      if (lim_i > 0) mask_tile = mask + b * m.mask[0] + h * m.mask[1] + mrow0 * m.mask[2] + j0 * m.mask[3];
+    }
+  }
+  float t_max[ACL_MMA_C_SLOTS];
+#pragma unroll
+  for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) t_max[s] = -inf;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+    for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) {
+#if FOLD
+      float sv = sc[nt].x[e];
+#else
+      float sv = sc[nt].x[e] * sl2;
+#endif
+      if (MODE == 0 && !full) {
+        const long long i = mrow0 + acl_mma_c_row(lane, e), j = j0 + 16 * nt + acl_mma_c_col(lane, e);
+        bool keep = j < kv1;
+        if (keep && m.has_window) {
+          const long long off = j - i - m.shift;
+          keep = off >= m.win_lo && off <= m.win_hi;
+        }
+        if (keep && m.has_mask && i < m.rows)
+          keep = mask[b * m.mask[0] + h * m.mask[1] + i * m.mask[2] + j * m.mask[3]] == 0;
+        if (!keep) sv = -inf;
+      }
+      if (MODE == 2) {
+        const int ri = acl_mma_c_row(lane, e), cj = 16 * nt + acl_mma_c_col(lane, e);
+        bool keep = cj < lim_j;
+        if (keep && m.has_window) keep = cj - ri >= win_lo && cj - ri <= win_hi;
+        if (keep && m.has_mask && ri < lim_i) keep = mask_tile[ri * m.mask[2] + cj * m.mask[3]] == 0;
+        if (!keep) sv = -inf;
+      }
+      sc[nt].x[e] = sv;
+      const int s = acl_mma_c_slot(e);
+      t_max[s] = fmaxf(t_max[s], sv);
+    }
+  }
+#pragma unroll
+  for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) {
+#pragma unroll
+    for (int off = 1; off < ACL_MMA_ROW_LANES; off <<= 1) t_max[s] = fmaxf(t_max[s], ACL_SHFL_XOR(t_max[s], off));
+#if FOLD
+    const float m_new = fmaxf(m_run[s], t_max[s] * sl2);  // sl2 > 0: -inf stays -inf
+#else
+    const float m_new = fmaxf(m_run[s], t_max[s]);
+#endif
+    base[s] = m_new == -inf ? 0.0f : m_new;  // a row with nothing kept yet: every p and alpha is exp2(-inf) = 0
+    alpha[s] = flash_exp2(m_run[s] - base[s]);
+    m_run[s] = m_new;
+  }
+}
+
+// the probabilities of one 16x16 score tile (exp2 of score - base), summed into t_sum, rounded into pa
+ACL_DEV void flash_probs(AclMmaC& sc, AclMmaA& pa, const float (&base)[ACL_MMA_C_SLOTS],
+                         float (&t_sum)[ACL_MMA_C_SLOTS], const float sl2, unsigned short* scratch) {
+#pragma unroll
+  for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) {
+    const int s = acl_mma_c_slot(e);
+#if FOLD
+    const float p = flash_exp2(fmaf(sc.x[e], sl2, -base[s]));
+#else
+    const float p = flash_exp2(sc.x[e] - base[s]);
+#endif
+    sc.x[e] = p;
+    t_sum[s] += p;
+  }
+  acl_mma_c_to_a<IS_BF16>(pa, sc, scratch);
+}
+
+// the whole online softmax of one m-tile (flash_rowmax's MODE): P into pa, the running sum updated, O rescaled
+template <int MODE>
+ACL_DEV void flash_softmax(AclMmaC (&sc)[NT], AclMmaA (&pa)[NT], AclMmaC (&o)[KT], float (&m_run)[ACL_MMA_C_SLOTS],
+                           float (&l_run)[ACL_MMA_C_SLOTS], const float sl2, const bool full, const AttnMeta& m,
+                           const unsigned char* __restrict__ mask, const long long b, const long long h,
+                           const long long mrow0, const long long j0, const long long kv1, const int lane,
+                           unsigned short* scratch) {
+  float base[ACL_MMA_C_SLOTS], alpha[ACL_MMA_C_SLOTS], t_sum[ACL_MMA_C_SLOTS];
+  flash_rowmax<MODE>(sc, m_run, base, alpha, sl2, full, m, mask, b, h, mrow0, j0, kv1, lane);
+#pragma unroll
+  for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) t_sum[s] = 0.0f;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) flash_probs(sc[nt], pa[nt], base, t_sum, sl2, scratch);
+#pragma unroll
+  for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) l_run[s] = l_run[s] * alpha[s] + t_sum[s];
+#pragma unroll
+  for (int dt = 0; dt < KT; ++dt)
+#pragma unroll
+    for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) o[dt].x[e] *= alpha[acl_mma_c_slot(e)];
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@(
@@ -310,6 +479,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@(
   acl_cp_async_commit();
   acl_cp_async_wait_all();
   __syncthreads();
+#if FOLD
+  if (scale_arg < 0.0) {  // Q negated (exactly), so that raw scores are scaled by |scale|
+    for (int i = threadIdx.x; i < BR * HEAD_DIM; i += THREADS) qs[(i / HEAD_DIM) * DP + i % HEAD_DIM] ^= 0x8000u;
+    __syncthreads();
+  }
+#endif
 #if !QSMEM
   AclMmaA qf[MT][KT];
 #pragma unroll
@@ -319,7 +494,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@(
   __syncthreads();
 #endif
 
+#if FOLD
+  // the scale's sign goes into Q (exact: a sign flip), its magnitude (at least FLT_MIN: never 0 * inf) into the FMA
+  const float sl2_signed = (float)(scale_arg * 1.4426950408889634);
+  const float sl2 = fmaxf(sl2_signed < 0.0f ? -sl2_signed : sl2_signed, 1.17549435e-38f);
+#else
   const float sl2 = (float)(scale_arg * 1.4426950408889634);  // scores in log2 units: exp2 is the hardware's
+#endif
   float m_run[MT][ACL_MMA_C_SLOTS], l_run[MT][ACL_MMA_C_SLOTS];
   // with a sink: one more logit with no value row: max = sink, sum = 1 (counted by one lane of the row)
   const float sink_l2 = m.has_sink ? (float)(@SINK_LOAD@) * 1.4426950408889634f : -inf;
@@ -398,62 +579,21 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@(
     // a tile inside every row's window and the keys needs no mask (block-uniform)
     const bool inside = j0 - (row0 + BR - 1) - m.shift >= m.win_lo && j0 + BC - 1 - row0 - m.shift <= m.win_hi;
     const bool full = !m.has_mask && j0 + BC <= kv1 && (!m.has_window || inside);
+#if !INTERLEAVE
     AclMmaA pa[MT][NT];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
-      float t_max[ACL_MMA_C_SLOTS];
-#pragma unroll
-      for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) t_max[s] = -inf;
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-        for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) {
-          float sv = sc[mt][nt].x[e] * sl2;
-          if (!full) {
-            const long long i = wrow0 + 16 * mt + acl_mma_c_row(lane, e), j = j0 + 16 * nt + acl_mma_c_col(lane, e);
-            bool keep = j < kv1;
-            if (keep && m.has_window) {
-              const long long off = j - i - m.shift;
-              keep = off >= m.win_lo && off <= m.win_hi;
-            }
-            if (keep && m.has_mask && i < m.rows)
-              keep = mask[b * m.mask[0] + h * m.mask[1] + i * m.mask[2] + j * m.mask[3]] == 0;
-            if (!keep) sv = -inf;
-          }
-          sc[mt][nt].x[e] = sv;
-          const int s = acl_mma_c_slot(e);
-          t_max[s] = fmaxf(t_max[s], sv);
-        }
-      }
-      float base[ACL_MMA_C_SLOTS], t_sum[ACL_MMA_C_SLOTS], alpha[ACL_MMA_C_SLOTS];
-#pragma unroll
-      for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) {
-#pragma unroll
-        for (int off = 1; off < ACL_MMA_ROW_LANES; off <<= 1) t_max[s] = fmaxf(t_max[s], ACL_SHFL_XOR(t_max[s], off));
-        const float m_new = fmaxf(m_run[mt][s], t_max[s]);
-        base[s] = m_new == -inf ? 0.0f : m_new;  // a row with nothing kept yet: every p and alpha is exp2(-inf) = 0
-        alpha[s] = exp2f(m_run[mt][s] - base[s]);
-        m_run[mt][s] = m_new;
-        t_sum[s] = 0.0f;
-      }
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-        for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) {
-          const int s = acl_mma_c_slot(e);
-          const float p = exp2f(sc[mt][nt].x[e] - base[s]);
-          sc[mt][nt].x[e] = p;
-          t_sum[s] += p;
-        }
-        acl_mma_c_to_a<IS_BF16>(pa[mt][nt], sc[mt][nt], scratch);
-      }
-#pragma unroll
-      for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) l_run[mt][s] = l_run[mt][s] * alpha[s] + t_sum[s];
-#pragma unroll
-      for (int dt = 0; dt < KT; ++dt)
-#pragma unroll
-        for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) o[mt][dt].x[e] *= alpha[acl_mma_c_slot(e)];
+#define FLASH_SOFTMAX_ARGS \
+  sc[mt], pa[mt], o[mt], m_run[mt], l_run[mt], sl2, full, m, mask, b, h, wrow0 + 16 * mt, j0, kv1, lane, scratch
+#if SPLIT
+      if (full) flash_softmax<1>(FLASH_SOFTMAX_ARGS);
+      else flash_softmax<2>(FLASH_SOFTMAX_ARGS);
+#else
+      flash_softmax<0>(FLASH_SOFTMAX_ARGS);
+#endif
+#undef FLASH_SOFTMAX_ARGS
     }
+#endif
 
 #if STAGES == 1
     acl_cp_async_wait_all();
@@ -467,6 +607,49 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@(
     else acl_cp_async_wait<0>();
     __syncthreads();  // V(t) has landed
 #endif
+#if INTERLEAVE
+    // the softmax after V's barrier: key block kt's probabilities meet V as soon as they are formed, so the
+    // compiler can overlap one block's exp2s with the previous block's products (no barrier between them)
+    float base[MT][ACL_MMA_C_SLOTS], t_sum[MT][ACL_MMA_C_SLOTS];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      float alpha[ACL_MMA_C_SLOTS];
+#define FLASH_ROWMAX_ARGS sc[mt], m_run[mt], base[mt], alpha, sl2, full, m, mask, b, h, wrow0 + 16 * mt, j0, kv1, lane
+#if SPLIT
+      if (full) flash_rowmax<1>(FLASH_ROWMAX_ARGS);
+      else flash_rowmax<2>(FLASH_ROWMAX_ARGS);
+#else
+      flash_rowmax<0>(FLASH_ROWMAX_ARGS);
+#endif
+#undef FLASH_ROWMAX_ARGS
+#pragma unroll
+      for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) {
+        l_run[mt][s] *= alpha[s];
+        t_sum[mt][s] = 0.0f;
+      }
+#pragma unroll
+      for (int dt = 0; dt < KT; ++dt)
+#pragma unroll
+        for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) o[mt][dt].x[e] *= alpha[acl_mma_c_slot(e)];
+    }
+#pragma unroll
+    for (int kt = 0; kt < NT; ++kt) {
+      AclMmaA pk[MT];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) flash_probs(sc[mt][kt], pk[mt], base[mt], t_sum[mt], sl2, scratch);
+#pragma unroll
+      for (int dt = 0; dt < KT; ++dt) {
+        AclMmaB vb;
+        acl_mma_load_b_kn(vb, vts + 16 * kt * DP + 16 * dt, DP);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) acl_mma<IS_BF16>(o[mt][dt], pk[mt], vb);
+      }
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) l_run[mt][s] += t_sum[mt][s];
+#else
     // O += P V: each V fragment read once per warp, for all MT m-tiles
 #pragma unroll
     for (int kt = 0; kt < NT; ++kt) {
@@ -478,6 +661,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@(
         for (int mt = 0; mt < MT; ++mt) acl_mma<IS_BF16>(o[mt][dt], pa[mt][kt], vb);
       }
     }
+#endif
   }
 
   elem_t* o_head = out + b * m.o[0] + h * m.o[1];
@@ -529,6 +713,7 @@ def flash_source(inst: FlashInstance) -> str:
         or inst.block_keys % 16
         or inst.mtiles < 1
         or inst.stages not in (1, 2)
+        or set(inst.inner) - set(INNER_FLAGS)
     ):
         raise ValueError(f"no flash kernel for {inst}")
     if inst.shared_bytes > SHARED_LIMIT:
@@ -542,7 +727,11 @@ def flash_source(inst: FlashInstance) -> str:
         "@MT@": str(inst.mtiles),
         "@STAGES@": str(inst.stages),
         "@QSMEM@": "1" if inst.qsmem else "0",
-        "@MINB@": str(MIN_BLOCKS if inst.warps <= 4 else 1),
+        "@FASTEXP@": "1" if "e" in inst.inner else "0",
+        "@FOLD@": "1" if "f" in inst.inner else "0",
+        "@SPLIT@": "1" if "u" in inst.inner else "0",
+        "@INTERLEAVE@": "1" if "i" in inst.inner else "0",
+        "@MINB@": str((3 if "o" in inst.inner else MIN_BLOCKS) if inst.warps <= 4 else 1),
         "@BC@": str(inst.block_keys),
         "@BF16@": "true" if inst.dtype == D.ACL_BF16 else "false",
         "@VEC@": "1" if inst.vec else "0",
