@@ -22,6 +22,7 @@ from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
 from acl_rocm.backend import RocmBackend
+from acl_rocm.ops.gemv_config import GEMV_CONFIG_ENV, PRESETS, parse
 from tests.conftest import assert_close
 from tests.rocm.gemm_tolerance import gemm_tolerance
 
@@ -160,3 +161,44 @@ def test_gemv_captures_and_replays_bit_for_bit(forced) -> None:
         for c in calls:
             c.free()
         forced.runtime.destroy_stream(stream)  # type: ignore[attr-defined]
+
+
+NK_CONFIGS = [*PRESETS, "legacy,grid=2", "row,block=64,grid=3", "deep,tile=4,grid=2"]
+"""``ACL_GEMV_CONFIG`` choices of the nk kernel: every preset, and grids capped below the tile groups (blocks loop)."""
+NK_SHAPES = [(1040, 24), (1031, 17), (64, 67)]
+"""(K, N): split K with partial passes (16-byte and 2-byte loads), and more tile groups than a capped grid."""
+NK_DECODE = [(1024, 6144), (1024, 4096), (3072, 1024), (2048, 1024), (1024, 151_936)]
+"""Qwen3-0.6B's decode weights [N, K] (gate_up, qkv, down, o, the vocabulary head)."""
+
+
+@pytest.fixture(scope="module")
+def configured(rocm: Backend) -> dict[str, RocmBackend]:
+    """Backends with the GEMV kernel forced on, one per ``ACL_GEMV_CONFIG`` setting (made on first use)."""
+    if rocm.matmul.unavailable() is not None:  # type: ignore[attr-defined]
+        pytest.skip(rocm.matmul.unavailable())  # type: ignore[attr-defined]
+    return {}
+
+
+@pytest.mark.parametrize("kn", NK_SHAPES if EMULATED else NK_SHAPES + NK_DECODE, ids=lambda s: f"k{s[0]}n{s[1]}")
+@pytest.mark.parametrize("m", [1, 3, 16] if EMULATED else [1, 8, 16])
+@pytest.mark.parametrize("config", NK_CONFIGS)
+def test_gemv_nk_config_matches_reference(rocm, configured, reference, caplog, config: str, m: int, kn) -> None:
+    """Every nk shape policy (``ACL_GEMV_CONFIG``) within Matmul's accuracy class; capped grids really loop."""
+    if config not in configured:
+        env = {**os.environ, "ACL_GEMV": "1", GEMV_CONFIG_ENV: config}
+        configured[config] = RocmBackend(rocm.provider, env)  # type: ignore[attr-defined]
+    k, n = kn
+    a, w = _operands(np.random.default_rng(300 + m * 7 + k + n), m, k, n, ml_dtypes.bfloat16)
+    got = _run_gemv(configured[config], caplog, "nk", "Mm", a, w)
+    policy = parse(config)
+    found = re.search(r"tile=(\d+) groups=\d+ ksplit=(\d+) unroll=\d+ grid=(\d+) block=(\d+) loads=(\w+)", caplog.text)
+    assert found is not None and f"{GEMV_CONFIG_ENV}={policy.name})" in caplog.text, caplog.text
+    tile, ksplit, grid, block = (int(found.group(i)) for i in (1, 2, 3, 4))
+    assert block == policy.block and found.group(5) == policy.loads
+    if policy.grid:  # fewer blocks than tile groups: the grid-stride loop ran
+        per_block = block // rocm.properties.warp_size // ksplit  # type: ignore[attr-defined]
+        tiles = -(-n // tile)
+        assert grid == policy.grid < -(-tiles // per_block)
+    _check(got, a, w, reference)
+    again = _run_gemv(configured[config], caplog, "nk", "Mm", a, w)
+    np.testing.assert_array_equal(again.view(np.uint16), got.view(np.uint16))  # deterministic: same bits again

@@ -10,7 +10,10 @@ for all M rows, and the kernel runs at the speed of reading it. Two weight layou
   small weight needs to be in flight at once to cover HBM latency), keeps ``M × tile`` fp32 partial
   sums, and the warp sums them by a butterfly that halves each lane's values per step (about
   ``M × tile`` shuffles per lane instead of ``M × tile × log2(warp)``). The K parts' sums meet in
-  shared memory in a fixed order; one thread stores each output.
+  shared memory in a fixed order; one thread stores each output. ``block`` threads per block;
+  ``loads="stream"`` reads the weight through CUDA's non-coherent path without L1 allocation (it is read
+  once); a ``persist`` kernel may run on fewer blocks than tile groups, each block taking groups
+  ``blockIdx.x``, ``+ gridDim.x``, ... (the accumulation order does not depend on the grid).
 * ``kn`` — the weight stored as ``[K, N]`` with N contiguous: a block owns ``groups`` column groups of
   ``vec`` columns; a warp's lanes read ``groups`` groups (one 32-byte sector or more) of each of
   ``warp / groups`` rows, the block's 256 threads thus splitting K ``256 / groups`` ways, each issuing
@@ -57,6 +60,13 @@ class GemvKernel:
     """``nk``: warps of a block that share an output tile, each taking every ``ksplit``-th chunk of K."""
     unroll: int = 1
     """Weight loads per lane (per output) issued before the first of them is used."""
+    block: int = GEMV_BLOCK
+    """Threads per block (``nk``: a multiple of ``ksplit`` warps; ``kn``: always :data:`GEMV_BLOCK`)."""
+    loads: str = "plain"
+    """``nk`` weight loads: ``plain`` (cached) or ``stream`` (CUDA sm_80+: ``ld.global.nc`` with
+    ``L1::no_allocate`` and a 256-byte L2 prefetch, the weight being read once; plain elsewhere)."""
+    persist: bool = False
+    """``nk``: the grid may be smaller than the output tile groups; each block loops over groups by grid stride."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -66,6 +76,30 @@ class GemvKernel:
 
 def _decode(dtype: D, expr: str) -> str:
     return ctype(dtype).decode.format(x=expr)
+
+
+STREAM_LOAD: Final = r"""
+// a weight vector read once: CUDA sm_80+ loads it through the read-only path without allocating in L1 and
+// asks L2 for the whole 256-byte segment; elsewhere (HIP, the CPU emulator) a plain load
+template <class V> ACL_DEV V acl_gemv_stream(const V* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  V v;
+  unsigned int* u = reinterpret_cast<unsigned int*>(&v);
+  if constexpr (sizeof(V) == 16) {
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(u[0]), "=r"(u[1]), "=r"(u[2]), "=r"(u[3]) : "l"(p));
+    return v;
+  } else if constexpr (sizeof(V) == 8) {
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0, %1}, [%2];" : "=r"(u[0]), "=r"(u[1]) : "l"(p));
+    return v;
+  } else if constexpr (sizeof(V) == 4) {
+    asm("ld.global.nc.L1::no_allocate.L2::256B.u32 %0, [%1];" : "=r"(u[0]) : "l"(p));
+    return v;
+  }
+#endif
+  return *p;
+}
+"""
 
 
 def _params(kernel: GemvKernel) -> str:
@@ -144,23 +178,34 @@ def _nk_finish(kernel: GemvKernel, warp: int) -> list[str]:
 
 def _nk(kernel: GemvKernel) -> list[str]:
     m_rows, vec, tile, s = kernel.rows, kernel.vec, kernel.tile, ctype(kernel.dtype).storage
-    ksplit, unroll = kernel.ksplit, kernel.unroll
+    ksplit, unroll, block = kernel.ksplit, kernel.unroll, kernel.block
     vt = f"AclVec<{s}, {vec}>"
     count = m_rows * tile
+    load = f"acl_gemv_stream(reinterpret_cast<const {vt}*>(w + n * ldw + k))"
+    if kernel.loads == "plain":
+        load = f"*reinterpret_cast<const {vt}*>(w + n * ldw + k)"
     lines = [
+        "  const int lane = (int)(threadIdx.x % ACL_WARP_SIZE);",
+        "  const int wib = (int)(threadIdx.x / ACL_WARP_SIZE);  // the warp in its block",
+        f"  const int groups = {block} / ACL_WARP_SIZE / {ksplit};  // output tiles per block",
+        f"  const int group = wib / {ksplit}, kpart = wib % {ksplit};",
+        f"  const long long blocks = ((n_len + {tile} - 1) / {tile} + groups - 1) / groups;  // tile groups",
+    ]
+    if ksplit > 1:
+        lines.append(f"  __shared__ float s_part[{block} / ACL_WARP_SIZE][{count}];")
+    lines += [
+        "  // one group per block, or (persistent grids) groups bg, bg + gridDim.x, ...: block-uniform bounds",
+        "  for (long long bg = blockIdx.x; bg < blocks; bg += gridDim.x) {",
+        f"  const long long n0 = (bg * groups + group) * {tile};",
         f"  float acc[{m_rows}][{tile}];",
         "#pragma unroll",
         f"  for (int m = 0; m < {m_rows}; ++m)",
         "#pragma unroll",
         f"    for (int t = 0; t < {tile}; ++t) acc[m][t] = 0.0f;",
-        "  const int lane = (int)(threadIdx.x % ACL_WARP_SIZE);",
-        "  const int wib = (int)(threadIdx.x / ACL_WARP_SIZE);  // the warp in its block",
-        f"  const int groups = {GEMV_BLOCK} / ACL_WARP_SIZE / {ksplit};  // output tiles per block",
-        f"  const int group = wib / {ksplit}, kpart = wib % {ksplit};",
-        f"  const long long n0 = ((long long)blockIdx.x * groups + group) * {tile};",
     ]
-    if ksplit == 1:
-        lines.append("  if (n0 >= n_len) return;  // a whole warp leaves together: no shuffle is left half-joined")
+    # ksplit 1: a warp past N skips its work whole (no shuffle is left half-joined); split warps all run
+    # (their loads clamp to the last row) to meet at the block's barrier
+    lines.append("  if (n0 < n_len) {" if ksplit == 1 else "  {")
     lines += [
         f"  const long long step = (long long)ACL_WARP_SIZE * {ksplit} * {vec};  // elements between a lane's chunks",
         f"  const long long first = ((long long)kpart * ACL_WARP_SIZE + lane) * {vec};",
@@ -172,7 +217,7 @@ def _nk(kernel: GemvKernel) -> list[str]:
         "#pragma unroll",
         f"      for (int t = 0; t < {tile}; ++t) {{",
         "        const long long n = n0 + t < n_len ? n0 + t : n_len - 1;",
-        f"        if (k < k_len) wv[u][t] = *reinterpret_cast<const {vt}*>(w + n * ldw + k);",
+        f"        if (k < k_len) wv[u][t] = {load};",
         "        else {",
         "#pragma unroll",
         f"          for (int e = 0; e < {vec}; ++e) wv[u][t].v[e] = ({s})0;",
@@ -197,9 +242,6 @@ def _nk(kernel: GemvKernel) -> list[str]:
         "    }",
         "  }",
     ]
-    if ksplit > 1:
-        lines.append(f"  __shared__ float s_part[{GEMV_BLOCK} / ACL_WARP_SIZE][{count}];")
-    lines.append("  {")
     lines += ["#if ACL_WARP_SIZE == 64"]
     lines += ["    " + x for x in _nk_finish(kernel, 64)]
     lines += ["#else"]
@@ -210,7 +252,7 @@ def _nk(kernel: GemvKernel) -> list[str]:
             "  __syncthreads();",
             f"  for (int i = (int)threadIdx.x; i < groups * {count}; i += (int)blockDim.x) {{",
             f"    const int g = i / {count}, j = i % {count};",
-            f"    const long long n = ((long long)blockIdx.x * groups + g) * {tile} + j % {tile};",
+            f"    const long long n = (bg * groups + g) * {tile} + j % {tile};",
             "    if (n < n_len) {",
             f"      float v = s_part[g * {ksplit}][j];",
             "#pragma unroll",
@@ -218,8 +260,9 @@ def _nk(kernel: GemvKernel) -> list[str]:
             f"      out[(j / {tile}) * ldo_m + n * ldo_n] = {_store(kernel, 'v')};",
             "    }",
             "  }",
+            "  if (bg + gridDim.x < blocks) __syncthreads();  // s_part is read before the next group writes it",
         ]
-    return lines
+    return [*lines, "  }"]
 
 
 def _kn_finish(kernel: GemvKernel, warp: int) -> list[str]:
@@ -307,14 +350,16 @@ def _kn(kernel: GemvKernel) -> list[str]:
 
 def generate(kernel: GemvKernel) -> str:
     """The complete source (prelude included) of one GEMV kernel."""
-    assert kernel.dtype in INPUTS and 1 <= kernel.rows <= MAX_ROWS
+    assert kernel.dtype in INPUTS and 1 <= kernel.rows <= MAX_ROWS and kernel.loads in ("plain", "stream")
+    assert kernel.layout == "nk" or kernel.block == GEMV_BLOCK
     body = _nk(kernel) if kernel.layout == "nk" else _kn(kernel)
     return "\n".join(
         [
             PRELUDE,
             SHUFFLE,
             SHUFFLE_XOR,
-            f'extern "C" __global__ void __launch_bounds__({GEMV_BLOCK}) {kernel.kernel_name}({_params(kernel)}) {{',
+            *([STREAM_LOAD] if kernel.layout == "nk" and kernel.loads == "stream" else []),
+            f'extern "C" __global__ void __launch_bounds__({kernel.block}) {kernel.kernel_name}({_params(kernel)}) {{',
             *body,
             "}",
             "",

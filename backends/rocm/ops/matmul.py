@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
-from acl_core.errors import AclError, RtErrorCode
+from acl_core.errors import AclError, AclErrorCode, RtErrorCode
 from acl_core.formats import Format
 from acl_core.spec.ops.matmul import matmul_dtype
 from acl_core.spec.rules import broadcast_shapes
@@ -28,6 +28,8 @@ from acl_rocm.driver import handle
 from acl_rocm.kernels import gemv
 from acl_rocm.kernels.elementwise import ufunc
 from acl_rocm.launch import KernelArgs
+from acl_rocm.ops.gemv_config import GEMV_CONFIG_ENV, PRESETS, NkPolicy
+from acl_rocm.ops.gemv_config import parse as parse_gemv_config
 from acl_rocm.providers.base import GemmCall, Matrix
 from acl_rocm.views import broadcast_strides, coalesce
 
@@ -159,6 +161,7 @@ class MatmulRunner:
         self.backend = backend
         self.forced_gemv: str | None = None
         """``on`` / ``off`` / ``auto`` over :data:`GEMV_ENV` for calls planned while set (the decode bench's A/B)."""
+        self._policy: tuple[str, NkPolicy] | None = None
 
     def unavailable(self) -> str | None:
         """None when the provider's GEMM works here, else why not."""
@@ -333,12 +336,23 @@ class MatmulRunner:
         value = self.forced_gemv or self.backend.environ.get(GEMV_ENV, "auto").strip().lower()
         return {"0": "off", "off": "off", "1": "on", "on": "on"}.get(value, "auto")
 
+    def gemv_policy(self) -> NkPolicy:
+        """The nk GEMV kernel's shape policy (:data:`GEMV_CONFIG_ENV`); a bad setting raises ACL_ERROR_INVALID_PARAM."""
+        setting = self.backend.environ.get(GEMV_CONFIG_ENV, "")
+        if self._policy is None or self._policy[0] != setting:
+            try:
+                self._policy = (setting, parse_gemv_config(setting))
+            except ValueError as exc:
+                raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{GEMV_CONFIG_ENV}={setting!r}: {exc}") from None
+        return self._policy[1]
+
     def _gemv(self, launch: Launch) -> GemvCall | None:
         """The GEMV kernel's launch for this call when it fits and the switch allows it, else None."""
         mode = self.gemv_mode()
         if mode == "off":
             return None
-        plan = gemv_plan(launch, self.backend.properties.warp_size, self.backend.properties.compute_units)
+        policy = self.gemv_policy()
+        plan = gemv_plan(launch, self.backend.properties.warp_size, self.backend.properties.compute_units, policy)
         if plan is None:
             return None
         kernel, grid, values, (k, n) = plan
@@ -350,7 +364,8 @@ class MatmulRunner:
         function = self.backend.function(gemv.generate(kernel), kernel.kernel_name)
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug(
-                "%s: GEMV kernel %s %s m=%d k=%d n=%d vec=%d tile=%d groups=%d ksplit=%d unroll=%d grid=%d (%s=%s)",
+                "%s: GEMV kernel %s %s m=%d k=%d n=%d vec=%d tile=%d groups=%d ksplit=%d unroll=%d grid=%d block=%d "
+                "loads=%s persist=%s (%s=%s, %s=%s)",
                 launch.spec.name,
                 kernel.layout,
                 kernel.dtype.short,
@@ -363,13 +378,18 @@ class MatmulRunner:
                 kernel.ksplit,
                 kernel.unroll,
                 grid,
+                kernel.block,
+                kernel.loads,
+                kernel.persist,
                 GEMV_ENV,
                 mode,
+                GEMV_CONFIG_ENV,
+                policy.name if kernel.layout == "nk" else "-",
             )
         return GemvCall(kernel, function, grid, KernelArgs(values))
 
     def _gemv_launch(self, call: GemvCall, stream: int) -> None:
-        block = (gemv.GEMV_BLOCK, 1, 1)
+        block = (call.kernel.block, 1, 1)
         self.backend.provider.launch(call.function, (call.grid, 1, 1), block, 0, stream, call.args.address)
 
     def _gemm_ready(self, op: _Operand, batch: Sequence[int], gdt: D, rounding: str | None) -> bool:
@@ -403,7 +423,7 @@ def _vec(size: int, extents: Sequence[int], addresses: Sequence[int]) -> int:
 
 
 def gemv_plan(
-    launch: Launch, warp: int, units: int
+    launch: Launch, warp: int, units: int, policy: NkPolicy = PRESETS["legacy"]
 ) -> tuple[gemv.GemvKernel, int, list[object], tuple[int, int]] | None:
     """(kernel, grid, argument values, (K, N)) of the GEMV path for a Matmul/Mm/BatchMatMul call,
     or None when it does not fit: fp16/bf16 operands of one dtype computed in it, an fp32 or same-dtype
@@ -448,10 +468,21 @@ def gemv_plan(
     if b_sr == 1 or k == 1:
         ldw = b_sc
         vec = _vec(size, [k, *a_extents, *([ldw] if n > 1 else [])], [a_at, w_at])
-        tile, ksplit, unroll = nk_shape(rows, k, n, vec, warp, units)
-        kernel = gemv.GemvKernel("nk", dtype, out.dtype, rows, vec, tile=tile, ksplit=ksplit, unroll=unroll)
-        tiles = -(-n // tile)
-        grid = -(-tiles // (gemv.GEMV_BLOCK // warp // ksplit))
+        tile, ksplit, unroll = nk_shape(rows, k, n, vec, warp, units, policy)
+        kernel = gemv.GemvKernel(
+            "nk",
+            dtype,
+            out.dtype,
+            rows,
+            vec,
+            tile=tile,
+            ksplit=ksplit,
+            unroll=unroll,
+            block=policy.block,
+            loads=policy.loads,
+            persist=policy.persist > 0 or policy.grid > 0,
+        )
+        grid = nk_grid(tile, ksplit, n, warp, units, policy)
     elif b_sc == 1 or n == 1:
         ldw = b_sr
         vec = min(_vec(size, [n, *([ldw] if k > 1 else [])], [w_at]), 4 if rows > 8 else 8)
@@ -481,26 +512,37 @@ GEMV_MAX_UNROLL = 4
 """The most weight loads per lane and output the nk kernel issues before using the first."""
 
 
-def nk_shape(rows: int, k: int, n: int, vec: int, warp: int, units: int) -> tuple[int, int, int]:
+def nk_shape(
+    rows: int, k: int, n: int, vec: int, warp: int, units: int, policy: NkPolicy = PRESETS["legacy"]
+) -> tuple[int, int, int]:
     """(tile, ksplit, unroll) of the nk GEMV kernel for ``rows`` × weight [N, K] loaded ``vec`` elements at a time.
 
-    A warp owns ``tile`` outputs (two from M = 2, so each activation element read and decoded serves two
-    outputs; four would spill registers at M = 16 under nvcc 13 for sm_90); when the output tiles alone
-    give the device fewer than :data:`GEMV_WARPS_PER_UNIT` warps per compute unit, up to a block's warps
-    share a tile and split K
-    (never so far that a warp would have no chunk); each lane then issues up to ``unroll`` 16-byte weight
-    loads per output before it uses the first, so the weight is read with most of it in flight at once.
+    A warp owns ``tile`` outputs (legacy rule: two from M = 2, so each activation element read and decoded
+    serves two outputs; four would spill registers at M = 16 under nvcc 13 for sm_90); when the output
+    tiles alone give the device fewer than ``policy.warps`` (:data:`GEMV_WARPS_PER_UNIT`) warps per compute
+    unit, up to a block's warps share a tile and split K (never so far that a warp would have no chunk);
+    each lane then issues up to ``unroll`` 16-byte weight loads per output before it uses the first, so
+    the weight is read with most of it in flight at once.
     """
-    per_block = max(1, gemv.GEMV_BLOCK // warp)
-    tile = 2 if rows > 1 or -(-n // (2 * per_block)) >= 2 * units else 1
+    per_block = max(1, policy.block // warp)
+    tile = policy.tile or (2 if rows > 1 or -(-n // (2 * per_block)) >= 2 * units else 1)
     tiles = -(-n // tile)
     chunks = -(-k // vec)
     ksplit = 1
-    while ksplit * 2 <= per_block and tiles * ksplit < units * GEMV_WARPS_PER_UNIT and ksplit * 2 * warp <= chunks:
+    while ksplit * 2 <= per_block and tiles * ksplit < units * policy.warps and ksplit * 2 * warp <= chunks:
         ksplit *= 2
-    budget = 8 if rows <= 2 else 4  # 16-byte weight registers a lane holds: more rows, more accumulators
-    unroll = max(1, min(GEMV_MAX_UNROLL, budget // tile, -(-chunks // (ksplit * warp))))
+    budget = policy.budget_for(rows)  # 16-byte weight registers a lane holds: more rows, more accumulators
+    unroll = max(1, min(policy.unroll, budget // tile, -(-chunks // (ksplit * warp))))
     return tile, ksplit, unroll
+
+
+def nk_grid(tile: int, ksplit: int, n: int, warp: int, units: int, policy: NkPolicy) -> int:
+    """Blocks of the nk kernel: one per group of output tiles, or fewer where the policy caps the grid."""
+    tiles = -(-n // tile)
+    groups = -(-tiles // max(1, policy.block // warp // ksplit))
+    if policy.persist:
+        groups = min(groups, units * policy.persist)
+    return min(groups, policy.grid) if policy.grid else groups
 
 
 GEMV_KN_SHARED_FLOATS = 1536
