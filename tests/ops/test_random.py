@@ -17,8 +17,8 @@ import pytest
 
 from acl_core import eager
 from acl_core.dtypes import DataType as D
-from acl_core.errors import AclnnError
-from acl_core.spec.ops.random import mask_bytes
+from acl_core.errors import AclError, AclnnError
+from acl_core.spec.ops.random import LAYOUT_ENV, mask_bytes
 from acl_reference.kernels.random import block_words, philox4x32_10, words_of
 
 ALPHA = 1e-3
@@ -138,6 +138,63 @@ def test_normal_float16_tracks_float64_of_the_same_stream() -> None:
     wide = eager.run("InplaceNormal", "reference", selfRef=np.zeros(4000, np.float64), **args)["selfRef"]
     half = eager.run("InplaceNormal", "reference", selfRef=np.zeros(4000, np.float16), **args)["selfRef"]
     np.testing.assert_array_equal(half, wide.astype(np.float16))
+
+
+# ----------------------------------------------------------------------------- the packed fill layout
+def test_packed_uniform_takes_word_i_mod_4_of_block_i_div_4(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(LAYOUT_ENV, "packed")
+    n = 11
+    w = np.stack(words_of(4, 9, 3), axis=1).reshape(-1)[:n]  # blocks 0..2, words in order
+    single = eager.run("InplaceUniform", "reference", selfRef=np.zeros(n, np.float32), seed=4, offset=9, **_range(0, 1))
+    np.testing.assert_array_equal(single["selfRef"], (w >> np.uint64(8)).astype(np.float64) * 2.0**-24)
+    wide = eager.run("InplaceUniform", "reference", selfRef=np.zeros(5, np.float64), seed=4, offset=9, **_range(0, 1))
+    pairs = np.stack(words_of(4, 9, 3), axis=1).reshape(-1, 2)[:5]  # element i: w(2t+1):w(2t) of block i // 2
+    k = ((pairs[:, 1] << np.uint64(32)) | pairs[:, 0]) >> np.uint64(11)
+    np.testing.assert_array_equal(wide["selfRef"], k.astype(np.float64) * 2.0**-53)
+
+
+def test_packed_normal_pairs_share_a_radius_and_an_angle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Elements 2j and 2j + 1 are r·cos θ and r·sin θ of block j: their squares sum to -2 ln u1, their angle is θ."""
+    monkeypatch.setenv(LAYOUT_ENV, "packed")
+    n = 9
+    z = eager.run("InplaceNormal", "reference", selfRef=np.zeros(n, np.float64), mean=0.0, std=1.0, seed=2, offset=3)
+    z = z["selfRef"]
+    w0, w1, w2, w3 = words_of(2, 3, 5)
+    u1 = (((w1 << np.uint64(32)) | w0) >> np.uint64(11)).astype(np.float64) * 2.0**-53 + 2.0**-53
+    u2 = (((w3 << np.uint64(32)) | w2) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    x, y = z[0::2], np.append(z[1::2], 0.0)
+    np.testing.assert_allclose((x**2 + y**2)[:4], (-2.0 * np.log(u1))[:4], rtol=1e-12)
+    np.testing.assert_allclose(np.mod(np.arctan2(y, x), 2 * np.pi)[:4], 2 * np.pi * u2[:4], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(x[4], math.sqrt(-2.0 * math.log(u1[4])) * math.cos(2 * math.pi * u2[4]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("op", ["InplaceUniform", "InplaceNormal"])
+def test_packed_fills_keep_their_distribution(op: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """KS on 1e5 float64 values of the packed layout (uniform on [-2, 3), standard normal)."""
+    monkeypatch.setenv(LAYOUT_ENV, "packed")
+    n, x = 100_000, np.zeros(100_000, np.float64)
+    if op == "InplaceUniform":
+        v = np.sort(eager.run(op, "reference", selfRef=x, seed=11, offset=3, **_range(-2, 3))["selfRef"])
+        cdf = (v + 2.0) / 5.0
+    else:
+        v = np.sort(eager.run(op, "reference", selfRef=x, mean=0.0, std=1.0, seed=7, offset=1)["selfRef"])
+        cdf = _normal_cdf(v)
+    assert ks_statistic(v, cdf) < KS_C / math.sqrt(n)
+
+
+def test_packed_and_block_layouts_differ_and_a_bad_layout_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    def draw() -> np.ndarray:
+        x = np.zeros(64, np.float32)
+        return eager.run("InplaceUniform", "reference", selfRef=x, seed=5, offset=0, **_range(0, 1))["selfRef"]
+
+    block = draw()
+    monkeypatch.setenv(LAYOUT_ENV, "packed")
+    packed = draw()
+    assert packed[0] == block[0] and (packed[1:] != block[1:]).mean() > 0.9  # element 0: word 0 of block 0
+    monkeypatch.setenv(LAYOUT_ENV, "sideways")
+    with pytest.raises(AclError) as info:
+        draw()
+    assert info.value.code == 100000
 
 
 # ----------------------------------------------------------------------------- Bernoulli and dropout

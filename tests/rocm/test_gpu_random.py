@@ -19,6 +19,7 @@ from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.errors import AclnnError
 from acl_core.spec.ops import get_spec
+from acl_core.spec.ops.random import LAYOUT_ENV, LAYOUTS
 from acl_rocm.kernels.random import PhiloxBlocks
 from acl_rocm.launch import KernelArgs
 from tests.ops.test_random import KATS
@@ -28,6 +29,8 @@ pytestmark = pytest.mark.gpu
 
 EXACT_OPS = ["InplaceUniform", "InplaceBernoulli", "Bernoulli", "DropoutGenMask", "DropoutGenMaskV2"]
 EXACT_OPS += ["DropoutDoMask", "Multinomial"]
+VIEWS = ("contiguous", "padded", "transposed", "offset")
+"""The fills' views: ``offset`` starts one element in, so the packed kernel's vector stores fall back."""
 
 
 def test_device_philox_matches_random123_known_answers(rocm: Backend) -> None:
@@ -45,8 +48,15 @@ def test_device_philox_matches_random123_known_answers(rocm: Backend) -> None:
     assert [tuple(int(w) for w in row) for row in got] == [e for _, _, e in KATS]
 
 
-def _check(rocm: Backend, reference: Backend, op: str, args: dict[str, object], note: str) -> None:
-    for layout in ("contiguous", "padded", "transposed"):
+def _check(
+    rocm: Backend,
+    reference: Backend,
+    op: str,
+    args: dict[str, object],
+    note: str,
+    layouts: tuple[str, ...] = ("contiguous", "padded", "transposed"),
+) -> None:
+    for layout in layouts:
         want = eager.run(op, reference, layout=layout, op_args=args)
         same(eager.run(op, rocm, layout=layout, guard=True, op_args=args), want, f"{op} {note} @{layout}")
 
@@ -71,8 +81,30 @@ def test_normal_samples_agree_to_the_rounding(rocm: Backend, reference: Backend)
             same({"selfRef": got}, {"selfRef": want}, sample.note)
 
 
-@pytest.mark.parametrize("n", [255, 1025, 3000])
-def test_fills_across_blocks_and_grid_trips(rocm: Backend, reference: Backend, n: int) -> None:
+@pytest.mark.parametrize("layout", LAYOUTS[1:])
+def test_packed_fills_match_the_reference_on_every_sample(
+    rocm: Backend, reference: Backend, layout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The packed layout (ACL_RANDOM_LAYOUT): uniform bit for bit, normal to the rounding, every sample and view."""
+    monkeypatch.setenv(LAYOUT_ENV, layout)
+    for op in ("InplaceUniform", "InplaceNormal"):
+        spec = get_spec(op)
+        assert spec.samples is not None
+        for sample in spec.samples(np.random.default_rng(31)):
+            if op == "InplaceUniform" or sample.args["selfRef"].dtype != np.float64:
+                _check(rocm, reference, op, sample.args, f"{layout} {sample.note}", VIEWS)
+                continue
+            got = eager.run(op, rocm, op_args=sample.args)["selfRef"]
+            want = eager.run(op, reference, op_args=sample.args)["selfRef"]
+            np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14, err_msg=sample.note)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("n", [255, 1025, 3000, 3001])
+def test_fills_across_blocks_and_grid_trips(
+    rocm: Backend, reference: Backend, n: int, layout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(LAYOUT_ENV, layout)
     x = np.zeros(n, np.float32)
     for op, extra in (
         ("InplaceUniform", {"from": -1.0, "to": 2.0}),
@@ -81,6 +113,9 @@ def test_fills_across_blocks_and_grid_trips(rocm: Backend, reference: Backend, n
     ):
         args = {"selfRef": x, "seed": 77, "offset": 5, **extra}
         _check(rocm, reference, op, args, f"n={n}")
+    for dtype in (np.float64, np.float16):
+        args = {"selfRef": np.zeros(n, dtype), "seed": 77, "offset": 5, "from": -1.0, "to": 2.0}
+        _check(rocm, reference, "InplaceUniform", args, f"{np.dtype(dtype).name} n={n}", VIEWS)
     args = {"shape": [n], "prob": 0.4, "seed": -5, "offset": 2**33 + 1}
     _check(rocm, reference, "DropoutGenMask", args, f"n={n}")
 

@@ -25,6 +25,7 @@ from acl_core.dtypes import DataType as D
 from acl_core.eager import DeviceArray, empty, to_device
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.attention import compressed_mask
+from acl_core.spec.ops.random import LAYOUT_ENV, fill_layout
 from acl_core.spec.opspec import OutInfo, Role
 from acl_core.spec.runtime import MemcpyKind
 from acl_core.spec.validate import check_inputs
@@ -674,7 +675,8 @@ class Suite:
                 fill = getattr(t, method)
                 return lambda: fill(*torch_args)
 
-            self.case(Case(op, _mib(n * 4), dtype.short, "GB/s", n * 4), acl, torch_fn, op)
+            note = f"{LAYOUT_ENV}={fill_layout()}"
+            self.case(Case(op, _mib(n * 4), dtype.short, "GB/s", n * 4, note=note), acl, torch_fn, op)
 
     def moe_routing(self) -> None:
         """MoeTokenPermute (bf16 tokens, top-k of E experts, none dropped) vs torch's stable argsort + index_select.

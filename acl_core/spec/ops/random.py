@@ -15,14 +15,25 @@ suite compare a backend with the reference by value. The choices:
   offset the high 64 bits (curand's subsequence), so every offset is its own stream of 2^64 blocks
   and any change of offset gives fresh numbers. A block per element wastes three words for most
   ops, but no element's value depends on how a kernel is launched;
+* **fill layout** (InplaceUniform and InplaceNormal only; ``ACL_RANDOM_LAYOUT``, read by every
+  backend at each call, so a backend and the reference always agree): ``block`` (the default) is
+  the layout above; ``packed`` feeds several elements from one block, still indexed by C-order
+  position alone: a uniform of at most 32 digits takes word ``i % 4`` of block ``i // 4`` (its top
+  ``p`` bits), a float64 uniform takes ``w(2t+1):w(2t)``, ``t = i % 2``, of block ``i // 2``; a
+  normal pair ``2j, 2j + 1`` takes block ``j`` and both Box–Muller branches, ``r·cos θ`` then
+  ``r·sin θ`` (``r``, ``θ`` as below). ``packed`` draws a quarter (uniform) or half (normal) of
+  the Philox blocks and half of the logarithms and square roots, the arithmetic that (by count:
+  ten Philox rounds an element) exceeds a float32 store's memory time on an H100. CANN documents
+  only seed/offset determinism, which both layouts keep; ``block`` stays the default until the
+  GPU timings decide (issue 16);
 * **uniform**: ``k`` = the top ``p`` bits of the element's words, ``p`` the output's significand
   digits (24 float32, 11 float16, 8 bfloat16, 53 float64 from ``w1:w0``), ``u = k·2^-p`` in [0, 1)
   (torch's CPU convention: a 16-bit result of [0, 1) is exact). The value is ``from + u·(to -
   from)`` in double, each step rounded once (no fused multiply-add), rounded once to the output; a
   value that rounds to ``to`` becomes ``from`` (torch's CUDA rule), so results lie in [from, to);
-* **normal**: Box–Muller, cosine branch only: ``u1 = (k1 + 1)·2^-53`` in (0, 1] from ``w1:w0``,
-  ``u2 = k2·2^-53`` from ``w3:w2``, ``z = sqrt(-2·ln u1)·cos(2π·u2)``, out = ``mean + std·z`` in
-  double (mean and std first rounded to float, their C type), rounded once. The transcendental
+* **normal**: Box–Muller, cosine branch only (``packed``: both branches): ``u1 = (k1 + 1)·2^-53``
+  in (0, 1] from ``w1:w0``, ``u2 = k2·2^-53`` from ``w3:w2``, ``z = sqrt(-2·ln u1)·cos(2π·u2)``,
+  out = ``mean + std·z`` in double (mean and std first rounded to float, their C type), rounded once. The transcendental
   functions differ by a few double ulps between libm and the GPU's, so results agree to the float32
   ulp except in rare rounding ties (the accuracy class says so);
 * **Bernoulli, dropout**: ``w0 < p·2^32`` (exact in double) is a success / a dropped element;
@@ -47,12 +58,14 @@ Normal{Float,Tensor}{Float,Tensor}, InplaceRandom, Randperm, DropoutV3 and Dropo
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 import ml_dtypes
 import numpy as np
 
 from acl_core.dtypes import DataType as D
+from acl_core.errors import AclError, AclErrorCode
 from acl_core.spec import samples as S
 from acl_core.spec.accuracy import exact, ulp
 from acl_core.spec.opspec import (
@@ -77,6 +90,20 @@ from acl_core.spec.opspec import (
 from acl_core.spec.plan import declare as declare_plan
 from acl_core.spec.rules import FLOATS, FLOATS64, REAL_BOOL, listed, same, tensor_arg
 from acl_core.tensor import AclIntArray, AclScalar
+
+LAYOUT_ENV = "ACL_RANDOM_LAYOUT"
+"""The environment variable choosing the fills' counter layout (the module docstring's "fill layout")."""
+LAYOUTS = ("block", "packed")
+"""The fill layouts, the default first."""
+
+
+def fill_layout() -> str:
+    """InplaceUniform's and InplaceNormal's counter layout now (``ACL_RANDOM_LAYOUT``; unset: ``block``)."""
+    value = os.environ.get(LAYOUT_ENV, "") or LAYOUTS[0]
+    if value not in LAYOUTS:
+        raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{LAYOUT_ENV}={value!r}: not one of {LAYOUTS}")
+    return value
+
 
 declare_plan("drop", "float", "the drop probability as the mask kernel compares it (rounded to probDataType)", float)
 declare_plan("scale", "float", "DropoutDoMask's 1/(1 - prob) rounded to float32 (0 when prob is 1)", float)

@@ -13,7 +13,7 @@ import numpy as np
 
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclnnError, AclnnStatus
-from acl_core.spec.ops.random import mask_bytes
+from acl_core.spec.ops.random import fill_layout, mask_bytes
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
 from acl_reference.tensor_io import cast
@@ -78,10 +78,27 @@ def unit53(w_lo: Array, w_hi: Array) -> Array:
     return uniform_bits(w_lo, w_hi, 53).astype(np.float64) * 2.0**-53
 
 
+def packed_words(seed: int, offset: int, n: int, per_block: int) -> tuple[Array, ...]:
+    """The ``packed`` layout's words of elements 0 .. n-1 (``i``: part ``i % per_block`` of block ``i // per_block``).
+
+    ``per_block`` 4: one word each (returned as ``(w, w)``, low and high alike); 2: ``(w(2t), w(2t+1))``.
+    """
+    blocks = -(-n // per_block)
+    words = np.stack(words_of(seed, offset, blocks), axis=1)  # (blocks, 4)
+    if per_block == 4:
+        flat = words.reshape(-1)[:n]
+        return flat, flat
+    pairs = words.reshape(-1, 2)[:n]
+    return pairs[:, 0], pairs[:, 1]
+
+
 def uniform_values(seed: int, offset: int, n: int, low: float, high: float, dtype: D) -> Array:
     """InplaceUniform's ``n`` values of ``dtype`` (as an array of that dtype's NumPy type)."""
-    w0, w1, _, _ = words_of(seed, offset, n)
     digits = DIGITS[dtype]
+    if fill_layout() == "packed":
+        w0, w1 = packed_words(seed, offset, n, 2 if digits > 32 else 4)
+    else:
+        w0, w1, _, _ = words_of(seed, offset, n)
     u = uniform_bits(w0, w1, digits).astype(np.float64) * 2.0**-digits
     value = low + u * (high - low)  # two float64 steps, each rounded once
     rounded = cast(value, dtype)
@@ -90,11 +107,13 @@ def uniform_values(seed: int, offset: int, n: int, low: float, high: float, dtyp
 
 
 def normal_values(seed: int, offset: int, n: int, mean: float, std: float) -> Array:
-    """InplaceNormal's ``n`` values in float64 (Box–Muller, cosine branch), before rounding to the output."""
-    w0, w1, w2, w3 = words_of(seed, offset, n)
+    """InplaceNormal's ``n`` values in float64 (Box–Muller; ``packed``: cos then sin of a block), before rounding."""
+    packed = fill_layout() == "packed"
+    w0, w1, w2, w3 = words_of(seed, offset, -(-n // 2) if packed else n)
     u1 = unit53(w0, w1) + 2.0**-53  # (0, 1]: exact, the 53-bit integer plus one scaled
     u2 = unit53(w2, w3)
-    z = np.sqrt(-2.0 * np.log(u1)) * np.cos(TWO_PI * u2)
+    r, theta = np.sqrt(-2.0 * np.log(u1)), TWO_PI * u2
+    z = np.stack([r * np.cos(theta), r * np.sin(theta)], axis=1).reshape(-1)[:n] if packed else r * np.cos(theta)
     return np.float64(mean) + np.float64(std) * z
 
 

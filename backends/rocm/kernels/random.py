@@ -134,11 +134,91 @@ class Fill:
     kind: str
     dtype: D
     ndim: int
+    layout: str = "block"
+    """The family's fill layout: ``block`` (a Philox block per element) or ``packed`` (uniform and normal)."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
         """The kernel's extern "C" name."""
         return _name(f"fill_{self.kind}", self)
+
+    @property
+    def per_block(self) -> int:
+        """Elements drawn from one Philox block: 1 (``block``); ``packed``: 4 uniforms of <= 32 digits, else 2."""
+        if self.layout == "block":
+            return 1
+        if self.layout != "packed" or self.kind not in ("uniform", "normal"):
+            raise ValueError(f"no {self.layout!r} layout for a {self.kind} fill")
+        return 4 if self.kind == "uniform" and DIGITS[self.dtype] <= 32 else 2
+
+    def _packed_values(self) -> list[str]:
+        """C lines setting ``s[t]``, the storage of element ``per_block·j + t``, from block ``j``'s words ``w``."""
+        st = ctype(self.dtype).storage
+        lines = [f"{st} s[{self.per_block}];"]
+        if self.kind == "uniform":
+            digits = DIGITS[self.dtype]
+            lines.append(f"for (int t = 0; t < {self.per_block}; ++t) {{")
+            if digits > 32:
+                lines.append(
+                    "  const unsigned long long k = (((unsigned long long)w[2 * t + 1] << 32) | w[2 * t]) >> 11;"
+                )
+            else:
+                lines.append(f"  const unsigned int k = w[t] >> {32 - digits};")
+            lines += [
+                f"  const double u = (double)k * (1.0 / {float(2**digits)!r});",
+                "  const double v = acl_rnd_add(a, acl_rnd_mul(u, b - a));",
+                f"  s[t] = {store_narrow('v', self.dtype)};",
+                f"  if ({load_wide('s[t]', self.dtype)} >= b) s[t] = {store_narrow('a', self.dtype)};",
+                "}",
+            ]
+            return lines
+        return [
+            *lines,
+            "const double u1 = acl_rnd_add(acl_rnd_unit53(w[0], w[1]), 1.1102230246251565404e-16);",
+            "const double u2 = acl_rnd_unit53(w[2], w[3]);",
+            "const double r = sqrt(-2.0 * log(u1)), th = acl_rnd_mul(6.283185307179586, u2);",
+            "const double v0 = acl_rnd_add(a, acl_rnd_mul(b, r * cos(th)));",
+            "const double v1 = acl_rnd_add(a, acl_rnd_mul(b, r * sin(th)));",
+            f"s[0] = {store_narrow('v0', self.dtype)};",
+            f"s[1] = {store_narrow('v1', self.dtype)};",
+        ]
+
+    def _packed_source(self) -> str:
+        """Packed layout: a thread per Philox block, its elements stored as one vector where unit-stride and aligned."""
+        st = ctype(self.dtype).storage
+        e = self.per_block
+        params = ["const Meta m", f"{st}* out", "const AclRnd g", "const double a", "const double b"]
+        store_each = [
+            f"for (int t = 0; t < {e}; ++t) {{",
+            "  const long long q = q0 + t;",
+            "  if (q >= m.n) break;",
+            *("  " + line for line in _offsets(self.ndim, 1)),
+            "  out[o0] = s[t];",
+            "}",
+        ]
+        body = [
+            "const long long step = (long long)gridDim.x * blockDim.x;",
+            f"const long long groups = (m.n + {e - 1}) / {e};",
+            "for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < groups; j += step) {",
+            "  unsigned int w[4];",
+            "  acl_rnd_block(g, (unsigned long long)j, w);",
+            *("  " + line for line in self._packed_values()),
+            f"  const long long q0 = j * {e};",
+        ]
+        if self.ndim == 1:
+            vec = f"AclVec<{st}, {e}>"
+            body += [
+                f"  const bool whole = m.stride[0][0] == 1 && q0 + {e} <= m.n;",
+                f"  if (whole && ((unsigned long long)(out + q0) % sizeof({vec})) == 0) {{",
+                f"    {vec} x;",
+                f"    for (int t = 0; t < {e}; ++t) x.v[t] = s[t];",
+                f"    *reinterpret_cast<{vec}*>(out + q0) = x;",
+                "    continue;",
+                "  }",
+            ]
+        body += [*("  " + line for line in store_each), "}"]
+        comment = f"{self.kind} fill of {self.dtype.short}, packed layout ({e} elements a block)"
+        return _source(comment, _meta(self.ndim, 1), self.kernel_name, params, body)
 
     def _value(self) -> list[str]:
         st = ctype(self.dtype).storage
@@ -168,6 +248,8 @@ class Fill:
 
     def source(self) -> str:
         """The complete kernel source."""
+        if self.per_block > 1:
+            return self._packed_source()
         st = ctype(self.dtype).storage
         params = ["const Meta m", f"{st}* out", "const AclRnd g", "const double a", "const double b"]
         body = [

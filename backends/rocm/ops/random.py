@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from acl_core.backend import Kernel, Launch
+from acl_core.spec.ops.random import fill_layout
 from acl_core.tensor import AclTensor
 from acl_rocm.kernels.random import DoMask, Fill, GenMask, Multinomial
 from acl_rocm.launch import KernelArgs, launch_tensor, longs
@@ -86,7 +87,9 @@ class RandomRunner:
         meta, ndim = self._meta(t)
         values: list[object] = [meta, KernelArgs.pointer(address(t)), g, ctypes.c_double(a)]
         values.append(ctypes.c_double(b))
-        self._step(prog, Fill(kind, t.dtype, ndim), t.numel, values)
+        layout = fill_layout() if kind in ("uniform", "normal") else "block"
+        kernel = Fill(kind, t.dtype, ndim, layout)
+        self._step(prog, kernel, -(-t.numel // kernel.per_block), values)
         return prog
 
     def _uniform(self, launch: Launch) -> Program:
