@@ -44,9 +44,32 @@ def test_small_suite_on_the_reference(tmp_path: Path) -> None:
         "FusedInferAttentionScore decode",
         "Matmul small-M",
         "AddRmsNorm",
+        "RmsNorm q/k-norm",
         "ApplyRotaryPosEmb q+k",
+        "SwiGlu",
     }
     for case in report["cases"]:
         assert case["status"] == "ok", case
         assert case["acl_us"] > 0 and case["torch_us"] > 0
         assert case["metric"]["unit"] == "GB/s" and case["metric"]["acl"] > 0
+        # the replayed-graph figure: the reference captures (its events time the host's replay); torch off CUDA none
+        extra = case["extra"]
+        assert extra["graph_calls"] == decode.GRAPH_CALLS
+        assert extra["acl_gpu_us"] > 0, extra
+        assert extra["torch_gpu_us"] is None and "no CUDA graph" in extra["gpu_note"]
+
+
+def test_graph_time_reports_a_backend_that_cannot_capture(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend without stream capture gets no acl figure, with the reason, and the suite goes on."""
+    from acl_tools.bench import graph_time
+
+    class Caps:
+        stream_capture = False
+
+    class FakeSuite:
+        caps = Caps()
+        backend = type("B", (), {"name": "nocapture"})()
+        device = type("Dev", (), {"type": "cpu"})()
+
+    got = graph_time.graph_us(FakeSuite(), lambda: (lambda: None, lambda: None), lambda: lambda: None)  # type: ignore[arg-type]
+    assert got["acl_gpu_us"] is None and "does not capture" in got["gpu_note"]

@@ -28,7 +28,7 @@ from acl_core import aclnn
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
 from acl_core.eager import DeviceArray, empty, to_device
-from acl_tools.bench.graph_time import graph_us
+from acl_tools.bench.graph_time import GRAPH_CALLS, graph_us
 from acl_tools.bench.ops import SIZES, Case, Sizes, Suite
 
 VOCAB = 151_936
@@ -37,6 +37,8 @@ HIDDEN, INTERMEDIATE, HEADS, KV_HEADS, HEAD_DIM = 1024, 3072, 16, 8, 128
 
 HBM_GBPS: dict[str, float] = {"H200": 4800.0, "H100": 3350.0, "MI300X": 5300.0, "MI325X": 6000.0}
 """Peak HBM bandwidth by device-name fragment (vendor figures, GB/s)."""
+
+__all__ = ["GRAPH_CALLS", "DecodeSuite", "run"]
 
 OPS = (
     "ArgMax",

@@ -28,6 +28,7 @@ from acl_rocm.kernels.ctypes_map import SUPPORTED, ctype
 from acl_rocm.kernels.reduction import (
     BLOCK_THREADS,
     CACHED_KINDS,
+    ROW_ELEMENTS,
     VECTOR_BYTES,
     RowCache,
     RowKernel,
@@ -202,7 +203,8 @@ def plan_cache(
         vec //= 2
     vector = [bound[k].operand.name for k in unit if aligned(k, vec)] if vec > 1 else []
     if grouped:  # ``grouped`` threads a block, a few lanes per row (kernels/reduction.py group_cache)
-        return group_cache(length, warp, acc, vec, vector, grouped)
+        halves = all(b.tensor.dtype in (D.ACL_FLOAT16, D.ACL_BF16) for b in bound if b.operand.name in ROW_ELEMENTS)
+        return group_cache(length, warp, D.ACL_FLOAT if halves else acc, vec, vector, grouped)  # cached as float
     return row_cache(length, warp, acc, vec, vector)
 
 
