@@ -7,8 +7,8 @@ source with ``nvcc -ptx`` for sm_90 with the backend's own options. Needs nvcc o
 
 Usage: python scripts/nvcc_preflight.py [OP_PATTERN ...]   (fnmatch patterns; default: every claimed op)
 ACL_GEMV from the environment reaches the backend (``ACL_GEMV=1``: small-M products compile the GEMV kernels), as
-do ACL_ROWNORM_CONFIG and ACL_ARGMAX_CONFIG (the row-norm layout, the long-row arg path); the ops of
-:data:`DECODE_CALLS` also run at decode's shapes (the split arg path and the short norm rows need them).
+do ACL_ROWNORM_CONFIG, ACL_ARGMAX_CONFIG and ACL_ROPE_CONFIG (row-norm layout, long-row arg path, rotary
+kernel); the ops of :data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the short norm rows).
 Exit status 1 when a source fails to compile (its log is printed), 2 without nvcc.
 """
 
@@ -50,7 +50,7 @@ class Recording(FakeProvider):
 
 
 SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {}
-SWITCHES = ("ACL_GEMV", "ACL_ROWNORM_CONFIG", "ACL_ARGMAX_CONFIG")
+SWITCHES = ("ACL_GEMV", "ACL_ROWNORM_CONFIG", "ACL_ARGMAX_CONFIG", "ACL_ROPE_CONFIG")
 
 
 def _decode_calls() -> dict[str, list[dict[str, Any]]]:
@@ -69,6 +69,11 @@ def _decode_calls() -> dict[str, list[dict[str, Any]]]:
         "ArgMin": arg[:1],
         "RmsNorm": [{"x": x(1, n, 128), "gamma": x(128), "epsilon": 1e-6} for n in (16, 8)],
         "AddRmsNorm": [{"x1": x(r, 1024), "x2": x(r, 1024), "gamma": x(1024), "epsilon": 1e-6} for r in (1, 8)],
+        "ApplyRotaryPosEmb": [
+            {"queryRef": x(b, 1, 16, 128), "keyRef": x(b, 1, 8, 128), "cos": x(b, 1, 1, 128), "sin": x(b, 1, 1, 128)}
+            | {"layout": 1}
+            for b in (1, 8)
+        ],
     }
 
 

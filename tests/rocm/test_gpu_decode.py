@@ -219,3 +219,60 @@ def test_split_argmax_captures_and_replays_bit_for_bit(rocm: Backend, arg_path: 
         for c in calls:
             c.free()
         rocm.runtime.destroy_stream(stream)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("rope", ["scalar", "vec"])
+def test_rope_paths_at_decode_shapes(rocm: Backend, reference: Backend, rope: str) -> None:
+    """ACL_ROPE_CONFIG: q [B,1,16,128] and k [B,1,8,128] rotated in place (batch 1 and 8, bf16 and fp16) and
+    RotaryPositionEmbedding's half mode on padded views (vec narrows or falls back) match the reference."""
+    from tests.conftest import assert_close
+
+    runner = rocm.runners["attention"]  # type: ignore[attr-defined]
+    runner.forced_rope = rope
+    rng = np.random.default_rng(4)
+    try:
+        for b, dtype in ((1, ml_dtypes.bfloat16), (8, ml_dtypes.bfloat16), (2, np.float16)):
+            q, k = (rng.standard_normal((b, 1, n, 128)).astype(dtype) for n in (16, 8))
+            cos, sin = (rng.standard_normal((b, 1, 1, 128)).astype(dtype) for _ in range(2))
+            args = {"queryRef": q, "keyRef": k, "cos": cos, "sin": sin, "layout": 1}
+            got = eager.run("ApplyRotaryPosEmb", rocm, op_args=args)
+            want = eager.run("ApplyRotaryPosEmb", reference, op_args=args)
+            for name in ("queryRef", "keyRef"):
+                assert_close(got[name], want[name])
+        x = rng.standard_normal((3, 5, 2, 24)).astype(ml_dtypes.bfloat16)
+        cos, sin = (rng.standard_normal((1, 5, 1, 24)).astype(ml_dtypes.bfloat16) for _ in range(2))
+        args = {"x": x, "cos": cos, "sin": sin, "mode": 0}
+        want = eager.run("RotaryPositionEmbedding", reference, **args)
+        for layout in ("contiguous", "padded", "transposed"):
+            got = eager.run("RotaryPositionEmbedding", rocm, layout=layout, **args)
+            assert_close(got["out"], want["out"])
+    finally:
+        runner.forced_rope = None
+
+
+def test_rope_vec_width_follows_the_views(rocm: Backend) -> None:
+    """ACL_ROPE_CONFIG=vec rotates 8 bf16 pairs a thread at decode's shapes, narrows for a misaligned start, and
+    keeps a pair a thread for modes other than half and under ``scalar``."""
+    from acl_rocm.ops.attention import rope_meta
+    from tests.rocm.offset_views import placed
+
+    runner = rocm.runners["attention"]  # type: ignore[attr-defined]
+    rng = np.random.default_rng(2)
+    arrays = [
+        eager.to_device(rng.standard_normal(shape).astype(ml_dtypes.bfloat16), rocm)
+        for shape in ((1, 1, 16, 128), (1, 1, 1, 128), (1, 1, 1, 128))
+    ]
+    shifted = placed(rocm, rng.standard_normal((1, 1, 16, 128)).astype(ml_dtypes.bfloat16), 2)
+    try:
+        q, cos, sin = (a.tensor() for a in arrays)
+        part = [(rope_meta(q, cos, sin, q, 0), (q, cos, sin, q))]
+        for forced, mode, want in (("vec", 0, 8), ("vec", 1, 1), ("scalar", 0, 1)):
+            runner.forced_rope = forced
+            assert runner._rope_vec(mode, part) == want, (forced, mode)
+        runner.forced_rope = "vec"
+        s = shifted.tensor()
+        assert runner._rope_vec(0, [(rope_meta(s, cos, sin, s, 0), (s, cos, sin, s))]) == 2  # 4-byte aligned
+    finally:
+        runner.forced_rope = None
+        for a in (*arrays, shifted):
+            a.free()
