@@ -73,3 +73,30 @@ def test_graph_time_reports_a_backend_that_cannot_capture(monkeypatch: pytest.Mo
 
     got = graph_time.graph_us(FakeSuite(), lambda: (lambda: None, lambda: None), lambda: lambda: None)  # type: ignore[arg-type]
     assert got["acl_gpu_us"] is None and "does not capture" in got["gpu_note"]
+
+
+def test_kernel_variants_become_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend whose runners take a forced variant (rocm) gets one row per variant, each timed with it set and
+    left unset afterwards; here the reference stands in, with a runner that records what was forced."""
+    pytest.importorskip("torch")
+    from acl_core import get_backend
+
+    class Runner:
+        def __init__(self) -> None:
+            self.forced_arg: str | None = None
+            self.seen: set[str | None] = set()
+
+    backend = get_backend("reference")
+    runner = Runner()
+    monkeypatch.setattr(backend, "runners", {"reduction": runner}, raising=False)
+    real = backend.launch
+
+    def launch(*args: object, **kwargs: object) -> object:
+        runner.seen.add(runner.forced_arg)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(backend, "launch", launch)
+    body = decode.run(backend, "small", progress=lambda _line: None, only={"ArgMax"})
+    assert [c["op"] for c in body["cases"]] == ["ArgMax split", "ArgMax persist", "ArgMax block"]
+    assert all(c["status"] == "ok" for c in body["cases"])
+    assert runner.seen >= {"split", "persist", "block"} and runner.forced_arg is None

@@ -35,6 +35,16 @@ VOCAB = 151_936
 HIDDEN, INTERMEDIATE, HEADS, KV_HEADS, HEAD_DIM = 1024, 3072, 16, 8, 128
 """Qwen3-0.6B's shape."""
 
+SWITCHES = ("ACL_ARGMAX_CONFIG", "ACL_ROWNORM_CONFIG", "ACL_ROPE_CONFIG", "ACL_GEMV", "ACL_ATTENTION_PATH")
+"""Environment switches of the rocm kernels these rows time, recorded in the report when set."""
+VARIANTS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "ACL_ARGMAX_CONFIG": ("reduction", "forced_arg", ("split", "persist", "block")),
+    "ACL_ROWNORM_CONFIG": ("norm", "forced_layout", ("block", "group", "group32")),
+    "ACL_ROPE_CONFIG": ("attention", "forced_rope", ("scalar", "vec")),
+}
+"""switch -> (runner, its forcing attribute, the values timed as separate rows): the A/B of issue 15's tiny
+decode kernels in one run (rocm; other backends time the case once)."""
+
 HBM_GBPS: dict[str, float] = {"H200": 4800.0, "H100": 3350.0, "MI300X": 5300.0, "MI325X": 6000.0}
 """Peak HBM bandwidth by device-name fragment (vendor figures, GB/s)."""
 
@@ -103,7 +113,31 @@ class DecodeSuite(Suite):
     def _run(self, case: Case, acl: Callable[[], tuple[Callable[[], None], Any]], torch_fn: Any, op: str) -> None:
         self.case(case, acl, torch_fn, op, interleaved=True)
         if case.status == "ok":
-            case.extra.update(graph_us(self, acl, torch_fn))
+            gpu = graph_us(self, acl, torch_fn)
+            case.extra.update(gpu)
+
+            def us(v: float | None) -> str:
+                return "-" if v is None else f"{v:.2f}"
+
+            self.progress(f"    graph replay us/call: acl {us(gpu['acl_gpu_us'])}  torch {us(gpu['torch_gpu_us'])}")
+
+    def _variants(
+        self, case: Case, acl: Callable[[], tuple[Callable[[], None], Any]], torch_fn: Any, op: str, switch: str
+    ) -> None:
+        """The case once per kernel variant of :data:`VARIANTS` ``switch`` where the backend has it (rocm: each
+        forced on its runner for the row, the op labelled with it), else once as the environment sets it."""
+        runner_key, attr, values = VARIANTS[switch]
+        runners = getattr(self.backend, "runners", None)
+        runner = runners.get(runner_key) if isinstance(runners, dict) else None
+        if runner is None or not hasattr(runner, attr):
+            return self._run(case, acl, torch_fn, op)
+        for value in values:
+            setattr(runner, attr, value)
+            try:
+                labelled = Case(f"{case.op} {value}", case.shape, case.dtype, case.unit, case.work)
+                self._run(labelled, acl, torch_fn, op)
+            finally:
+                setattr(runner, attr, None)
 
     def argmax(self) -> None:
         """ArgMax over the vocabulary (bf16 logits), batch 1 and 8, beside ``torch.argmax``."""
@@ -122,7 +156,7 @@ class DecodeSuite(Suite):
                 return lambda: self.torch.argmax(x, dim=-1)
 
             case = Case("ArgMax", f"[{rows},{vocab}]", "bf16", "GB/s", rows * vocab * 2)
-            self._run(case, acl, torch_fn, "ArgMax")
+            self._variants(case, acl, torch_fn, "ArgMax", "ACL_ARGMAX_CONFIG")
 
     def attention(self) -> None:
         """IncreFlashAttention and FusedInferAttentionScore (BSND, one query token, GQA 16/8, D 128) beside SDPA.
@@ -233,7 +267,8 @@ class DecodeSuite(Suite):
                 return lambda: rms_norm(x1 + x2, (hidden,), w, 1e-6)
 
             nbytes = 2 * (4 * rows * hidden + hidden)  # x1, x2 in; y and x1 + x2 out; gamma
-            self._run(Case("AddRmsNorm", f"[{rows},{hidden}]", "bf16", "GB/s", nbytes), acl, torch_fn, "AddRmsNorm")
+            case = Case("AddRmsNorm", f"[{rows},{hidden}]", "bf16", "GB/s", nbytes)
+            self._variants(case, acl, torch_fn, "AddRmsNorm", "ACL_ROWNORM_CONFIG")
 
     def rms_norm(self) -> None:
         """RmsNorm of q and k per head (Qwen3's q-norm / k-norm: [B, N, 128] rows, gamma [128]) beside torch's."""
@@ -253,7 +288,10 @@ class DecodeSuite(Suite):
 
                 nbytes = 2 * (2 * rows * heads * HEAD_DIM + HEAD_DIM)
                 case = Case("RmsNorm q/k-norm", f"[{rows},{heads},{HEAD_DIM}]", "bf16", "GB/s", nbytes)
-                self._run(case, acl, torch_fn, "RmsNorm")
+                if heads == HEADS:
+                    self._variants(case, acl, torch_fn, "RmsNorm", "ACL_ROWNORM_CONFIG")
+                else:  # k-norm: the environment's layout only (the variants' A/B is the q-norm rows')
+                    self._run(case, acl, torch_fn, "RmsNorm")
 
     def swiglu(self) -> None:
         """SwiGlu of the fused gate/up projection ([B, 2I] -> [B, I]) beside torch's silu(gate) * up."""
@@ -304,7 +342,7 @@ class DecodeSuite(Suite):
 
             nbytes = 2 * (2 * rows * (HEADS + KV_HEADS) * HEAD_DIM + 2 * rows * HEAD_DIM)
             case = Case("ApplyRotaryPosEmb q+k", f"B{rows} N{HEADS}/{KV_HEADS} D{HEAD_DIM}", "bf16", "GB/s", nbytes)
-            self._run(case, acl, torch_fn, "ApplyRotaryPosEmb")
+            self._variants(case, acl, torch_fn, "ApplyRotaryPosEmb", "ACL_ROPE_CONFIG")
 
     def run_decode(self) -> dict[str, Any]:
         """Every decode case; rows gain ``acl_us``, ``torch_us`` and the fraction of HBM each side reaches."""
@@ -357,4 +395,5 @@ def run(
     torch = suite.torch
     name = torch.cuda.get_device_name() if suite.device.type == "cuda" else "cpu"
     body["torch"] = {"version": torch.__version__, "device": f"{suite.device.type} ({name})"}
+    body["switches"] = {k: os.environ[k] for k in SWITCHES if k in os.environ}  # which kernel variants ran
     return body
