@@ -7,7 +7,9 @@ source with ``nvcc -ptx`` for sm_90 with the backend's own options. Needs nvcc o
 
 Usage: python scripts/nvcc_preflight.py [OP_PATTERN ...]   (fnmatch patterns; default: every claimed op)
 ACL_GEMV and ACL_GEMV_CONFIG from the environment reach the backend (``ACL_GEMV=1``: small-M products compile
-the GEMV kernels; ``ACL_GEMV_CONFIG=deep``: in that shape policy).
+the GEMV kernels; ``ACL_GEMV_CONFIG=deep``: in that shape policy), as do ACL_ROWNORM_CONFIG, ACL_ARGMAX_CONFIG
+and ACL_ROPE_CONFIG (row-norm layout, long-row arg path, rotary kernel); the ops of :data:`DECODE_CALLS` also
+run at decode's shapes (the split arg path, the short norm rows).
 Exit status 1 when a source fails to compile (its log is printed), 2 without nvcc.
 """
 
@@ -49,12 +51,39 @@ class Recording(FakeProvider):
 
 
 SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {}
+SWITCHES = ("ACL_GEMV", "ACL_GEMV_CONFIG", "ACL_ROWNORM_CONFIG", "ACL_ARGMAX_CONFIG", "ACL_ROPE_CONFIG")
+
+
+def _decode_calls() -> dict[str, list[dict[str, Any]]]:
+    """Decode-shaped calls (op -> args) beyond the samples: long arg rows, q/k-norm and residual norm rows."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(1)
+    bf16 = ml_dtypes.bfloat16
+
+    def x(*shape: int, dtype: Any = bf16) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32).astype(dtype)
+
+    arg = [{"self": x(r, 9000, dtype=d), "dim": -1, "keepdim": False} for r in (1, 8) for d in (bf16, np.float32)]
+    return {
+        "ArgMax": arg,
+        "ArgMin": arg[:1],
+        "RmsNorm": [{"x": x(1, n, 128), "gamma": x(128), "epsilon": 1e-6} for n in (16, 8)],
+        "AddRmsNorm": [{"x1": x(r, 1024), "x2": x(r, 1024), "gamma": x(1024), "epsilon": 1e-6} for r in (1, 8)],
+        "ApplyRotaryPosEmb": [
+            {"queryRef": x(b, 1, 16, 128), "keyRef": x(b, 1, 8, 128), "cos": x(b, 1, 1, 128), "sin": x(b, 1, 1, 128)}
+            | {"layout": 1}
+            for b in (1, 8)
+        ],
+    }
+
+
+DECODE_CALLS = _decode_calls()
 
 
 def collect(patterns: list[str]) -> list[str]:
     """Run the samples of the claimed ops matching ``patterns``; the ops whose calls raised something odd."""
-    names = ("ACL_GEMV", "ACL_GEMV_CONFIG")  # e.g. ACL_GEMV=1: the GEMV kernels
-    switches = {k: os.environ[k] for k in names if k in os.environ}
+    switches = {k: os.environ[k] for k in SWITCHES if k in os.environ}  # e.g. ACL_GEMV=1: the GEMV kernels
     backend = RocmBackend(Recording(blas=True), {"ACL_KERNEL_CACHE": tempfile.mkdtemp(), **switches})
     backend.runtime.ensure_device(0)
     claimed = set(backend.capabilities().ops)
@@ -64,14 +93,16 @@ def collect(patterns: list[str]) -> list[str]:
             continue
         if patterns and not any(fnmatch.fnmatch(name, p) for p in patterns):
             continue
-        for sample in spec.samples(np.random.default_rng(0)):
+        calls = [(s.note, s.args) for s in spec.samples(np.random.default_rng(0))]
+        calls += [("decode shape", args) for args in DECODE_CALLS.get(name, [])]
+        for note, args in calls:
             for layout in eager.LAYOUTS:
                 try:
-                    eager.run(name, backend, layout=layout, op_args=sample.args)
+                    eager.run(name, backend, layout=layout, op_args=args)
                 except AclCoreError:
                     pass  # refusals and device checks: the sources were still generated
                 except Exception as exc:
-                    odd.append(f"{name} [{sample.note}] {layout}: {type(exc).__name__}: {exc}")
+                    odd.append(f"{name} [{note}] {layout}: {type(exc).__name__}: {exc}")
     return odd
 
 

@@ -10,13 +10,16 @@ crosses those boundaries at sizes the CPU kernel emulator runs in seconds (``ACL
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-from acl_core import eager
+from acl_core import aclnn, eager
 from acl_core.backend import Backend
+from acl_core.dtypes import DataType as D
+from acl_core.spec.ops import get_spec
 from acl_rocm.ops import reduction as reduction_ops
 
 pytestmark = pytest.mark.gpu
@@ -62,9 +65,22 @@ def _sizes() -> list[tuple[int, int]]:
     return SMALL if EMULATED else SMALL + REAL
 
 
+@pytest.fixture(params=reduction_ops.ARGMAX_CONFIGS)
+def arg_path(rocm: Backend, request: pytest.FixtureRequest) -> Iterator[str]:
+    """Each path of few long arg rows (``ACL_ARGMAX_CONFIG``), forced for the test's calls."""
+    runner = rocm.runners["reduction"]  # type: ignore[attr-defined]
+    runner.forced_arg = request.param
+    try:
+        yield request.param
+    finally:
+        runner.forced_arg = None
+
+
 @pytest.mark.parametrize("shape", _sizes(), ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("plant", ["ties", "nan", "random"])
-def test_split_argmax_matches_reference(rocm: Backend, reference: Backend, shape: tuple[int, int], plant: str) -> None:
+def test_split_argmax_matches_reference(
+    rocm: Backend, reference: Backend, shape: tuple[int, int], plant: str, arg_path: str
+) -> None:
     assert _slices(rocm, *shape) > 1, "these shapes are meant to take the split path"
     rng = np.random.default_rng(7)
     for dtype in (ml_dtypes.bfloat16, np.float16, np.float32):
@@ -72,17 +88,78 @@ def test_split_argmax_matches_reference(rocm: Backend, reference: Backend, shape
 
 
 @pytest.mark.parametrize("op", ["ArgMin", "MaxDim"])
-def test_split_argmin_and_maxdim(rocm: Backend, reference: Backend, op: str) -> None:
+def test_split_argmin_and_maxdim(rocm: Backend, reference: Backend, op: str, arg_path: str) -> None:
     rng = np.random.default_rng(3)
     for plant in ("ties", "nan"):
         x = _row(rng, (2, 10_000), np.float32, plant)
         _check(rocm, reference, op, -x if op == "ArgMin" else x)
 
 
-def test_split_argmax_integers(rocm: Backend, reference: Backend) -> None:
+def test_split_argmax_integers(rocm: Backend, reference: Backend, arg_path: str) -> None:
     x = np.random.default_rng(5).integers(-(2**40), 2**40, (1, 9001)).astype(np.int64)
     x[0, [100, 4000, 9000]] = 2**41  # ties at three slices
     _check(rocm, reference, "ArgMax", x)
+
+
+@pytest.mark.parametrize("offset", [1, 3])
+def test_arg_paths_on_misaligned_and_strided_rows(
+    rocm: Backend, reference: Backend, arg_path: str, offset: int
+) -> None:
+    """A row starting off a 16-byte boundary and a column-strided row: narrower or scalar loads, same result."""
+    from tests.rocm.offset_views import placed
+
+    rng = np.random.default_rng(offset)
+    x = _row(rng, (1, 9000), ml_dtypes.bfloat16, "ties")
+    expected = eager.run("ArgMax", reference, self=x, dim=-1, keepdim=False)
+    placed_x = placed(rocm, x, offset)
+    try:
+        actual = eager.run("ArgMax", rocm, self=placed_x, dim=-1, keepdim=False)
+    finally:
+        placed_x.free()
+    np.testing.assert_array_equal(actual["out"], expected["out"])
+    t = _row(rng, (9000, 2), np.float32, "random")
+    t[[10, 8000], 0] = 500.0  # the first of two maxima along dim 0
+    expected = eager.run("ArgMax", reference, self=t, dim=0, keepdim=False)
+    actual = eager.run("ArgMax", rocm, self=t, dim=0, keepdim=False)
+    np.testing.assert_array_equal(actual["out"], expected["out"])
+
+
+def test_persist_and_block_paths_enqueue_one_launch_alone(rocm: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ACL_ARGMAX_CONFIG=persist / block: after the first call (which plans), a call is one launch, with no
+    allocation, memset or free on the stream (issue 15: no per-call scratch)."""
+    provider = rocm.provider  # type: ignore[attr-defined]
+    runner = rocm.runners["reduction"]  # type: ignore[attr-defined]
+    for mode in ("persist", "block"):
+        runner.forced_arg = mode
+        try:
+            values = np.arange(20_000, dtype=np.float32)
+            values[[777, 15_000]] = 20_000
+            x = eager.to_device(values[None, :], rocm)
+            try:
+                out = eager.empty((1,), D.ACL_INT64, rocm)
+                spec = get_spec("ArgMax")
+                size, executor = aclnn.get_workspace_size(spec, (x.tensor(), -1, False, out.tensor()), None, rocm)
+                assert size == 0
+                executor.repeatable = True
+                aclnn.execute(spec, None, 0, executor, None)  # plans (persist: its scratch, zeroed once)
+                rocm.runtime.synchronize_device()  # type: ignore[attr-defined]
+                log: list[str] = []
+                for name in ("launch", "malloc_async", "memset", "free_async", "malloc", "free"):
+                    real = getattr(provider, name)
+                    monkeypatch.setattr(
+                        provider, name, lambda *a, _n=name, _r=real, _log=log, **k: (_log.append(_n), _r(*a, **k))[1]
+                    )
+                for _ in range(3):
+                    aclnn.execute(spec, None, 0, executor, None)
+                monkeypatch.undo()
+                rocm.runtime.synchronize_device()  # type: ignore[attr-defined]
+                assert log == ["launch"] * 3, f"{mode}: {log}"
+                assert int(out.numpy()[0]) == 777, mode
+                out.free()
+            finally:
+                x.free()
+        finally:
+            runner.forced_arg = None
 
 
 def test_split_path_is_one_launch_and_no_host_work(rocm: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -108,7 +185,12 @@ def test_split_path_is_one_launch_and_no_host_work(rocm: Backend, monkeypatch: p
         monkeypatch.setattr(provider, name, logged)
     values = np.arange(20_000, dtype=np.float32)
     values[[777, 15_000]] = 20_000  # the first of two maxima, in different slices
-    got = eager.run("ArgMax", rocm, self=values[None, :], dim=-1, keepdim=False)
+    runner = rocm.runners["reduction"]  # type: ignore[attr-defined]
+    runner.forced_arg = "split"  # whatever ACL_ARGMAX_CONFIG says
+    try:
+        got = eager.run("ArgMax", rocm, self=values[None, :], dim=-1, keepdim=False)
+    finally:
+        runner.forced_arg = None
     monkeypatch.undo()
     assert int(got["out"][0]) == 777
     launches = [i for i, name in enumerate(log) if name == "launch"]
@@ -120,9 +202,10 @@ def test_split_path_is_one_launch_and_no_host_work(rocm: Backend, monkeypatch: p
     assert "free_async" in log[launches[-1] :]
 
 
-def test_split_argmax_captures_and_replays_bit_for_bit(rocm: Backend) -> None:
-    """The split path (a counter memset, one launch, a stream-ordered temporary) inside a captured graph, replayed with
-    its logits changed in place, equals its eager runs; batch 1 and several rows."""
+def test_split_argmax_captures_and_replays_bit_for_bit(rocm: Backend, arg_path: str) -> None:
+    """Each long-row arg path inside a captured graph (split: a counter memset, one launch, a stream-ordered
+    temporary; persist: the launch alone, its counters reset by the kernel for the next replay; block: one
+    launch), replayed with its logits changed in place, equals its eager runs; batch 1 and several rows."""
     from tests.rocm.capture_harness import OpCall, compare_replay
 
     if not rocm.capabilities().stream_capture:
@@ -141,3 +224,60 @@ def test_split_argmax_captures_and_replays_bit_for_bit(rocm: Backend) -> None:
         for c in calls:
             c.free()
         rocm.runtime.destroy_stream(stream)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("rope", ["scalar", "vec"])
+def test_rope_paths_at_decode_shapes(rocm: Backend, reference: Backend, rope: str) -> None:
+    """ACL_ROPE_CONFIG: q [B,1,16,128] and k [B,1,8,128] rotated in place (batch 1 and 8, bf16 and fp16) and
+    RotaryPositionEmbedding's half mode on padded views (vec narrows or falls back) match the reference."""
+    from tests.conftest import assert_close
+
+    runner = rocm.runners["attention"]  # type: ignore[attr-defined]
+    runner.forced_rope = rope
+    rng = np.random.default_rng(4)
+    try:
+        for b, dtype in ((1, ml_dtypes.bfloat16), (8, ml_dtypes.bfloat16), (2, np.float16)):
+            q, k = (rng.standard_normal((b, 1, n, 128)).astype(dtype) for n in (16, 8))
+            cos, sin = (rng.standard_normal((b, 1, 1, 128)).astype(dtype) for _ in range(2))
+            args = {"queryRef": q, "keyRef": k, "cos": cos, "sin": sin, "layout": 1}
+            got = eager.run("ApplyRotaryPosEmb", rocm, op_args=args)
+            want = eager.run("ApplyRotaryPosEmb", reference, op_args=args)
+            for name in ("queryRef", "keyRef"):
+                assert_close(got[name], want[name])
+        x = rng.standard_normal((3, 5, 2, 24)).astype(ml_dtypes.bfloat16)
+        cos, sin = (rng.standard_normal((1, 5, 1, 24)).astype(ml_dtypes.bfloat16) for _ in range(2))
+        args = {"x": x, "cos": cos, "sin": sin, "mode": 0}
+        want = eager.run("RotaryPositionEmbedding", reference, **args)
+        for layout in ("contiguous", "padded", "transposed"):
+            got = eager.run("RotaryPositionEmbedding", rocm, layout=layout, **args)
+            assert_close(got["out"], want["out"])
+    finally:
+        runner.forced_rope = None
+
+
+def test_rope_vec_width_follows_the_views(rocm: Backend) -> None:
+    """ACL_ROPE_CONFIG=vec rotates 8 bf16 pairs a thread at decode's shapes, narrows for a misaligned start, and
+    keeps a pair a thread for modes other than half and under ``scalar``."""
+    from acl_rocm.ops.attention import rope_meta
+    from tests.rocm.offset_views import placed
+
+    runner = rocm.runners["attention"]  # type: ignore[attr-defined]
+    rng = np.random.default_rng(2)
+    arrays = [
+        eager.to_device(rng.standard_normal(shape).astype(ml_dtypes.bfloat16), rocm)
+        for shape in ((1, 1, 16, 128), (1, 1, 1, 128), (1, 1, 1, 128))
+    ]
+    shifted = placed(rocm, rng.standard_normal((1, 1, 16, 128)).astype(ml_dtypes.bfloat16), 2)
+    try:
+        q, cos, sin = (a.tensor() for a in arrays)
+        part = [(rope_meta(q, cos, sin, q, 0), (q, cos, sin, q))]
+        for forced, mode, want in (("vec", 0, 8), ("vec", 1, 1), ("scalar", 0, 1)):
+            runner.forced_rope = forced
+            assert runner._rope_vec(mode, part) == want, (forced, mode)
+        runner.forced_rope = "vec"
+        s = shifted.tensor()
+        assert runner._rope_vec(0, [(rope_meta(s, cos, sin, s, 0), (s, cos, sin, s))]) == 2  # 4-byte aligned
+    finally:
+        runner.forced_rope = None
+        for a in (*arrays, shifted):
+            a.free()

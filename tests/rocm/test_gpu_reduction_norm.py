@@ -185,3 +185,39 @@ def test_cached_rows_on_misaligned_inputs(rocm: Backend, reference: Backend, op:
         assert actual.keys() == expected.keys()
         for key, value in expected.items():
             assert_close(actual[key], value)
+
+
+DECODE_ROWS = [(16, 128), (8, 128), (1, 1024), (8, 1024), (5, 128), (37, 100), (3, 3), (9, 1)]
+"""q/k-norm heads, the residual row at batch 1 and 8, rows not filling a block's groups, a row of 25
+4-element chunks, tiny rows (scalar chunks, one lane a row)."""
+
+
+@pytest.mark.parametrize("layout", ["block", "group", "group32", "group256"])
+@pytest.mark.parametrize("op", ["RmsNorm", "AddRmsNorm"])
+def test_row_norm_layouts_at_decode_shapes(rocm: Backend, reference: Backend, op: str, layout: str) -> None:
+    """ACL_ROWNORM_CONFIG: every layout gives the reference's result (y, rstd, and AddRmsNorm's x1 + x2), bf16
+    and fp32, contiguous and as padded views (scalar chunks), whatever the row count."""
+    runner = rocm.runners["norm"]  # type: ignore[attr-defined]
+    runner.forced_layout = layout
+    try:
+        rng = np.random.default_rng(11)
+        for dtype in (np.dtype("bfloat16"), np.float32):
+            for shape in DECODE_ROWS:
+                args = _row_args(op, shape, dtype, rng)
+                for view in ("contiguous", "padded"):
+                    _compare(rocm, reference, op, dict(args), view, f"{layout} rows {shape}")
+    finally:
+        runner.forced_layout = None
+
+
+def test_row_norm_layout_setting_is_checked(rocm: Backend) -> None:
+    """A bad ACL_ROWNORM_CONFIG is refused with 161002, not run with some other layout."""
+    runner = rocm.runners["norm"]  # type: ignore[attr-defined]
+    for bad in ("warp", "group7", "group4096"):
+        runner.forced_layout = bad
+        try:
+            with pytest.raises(AclnnError) as err:
+                eager.run("RmsNorm", rocm, x=np.ones((2, 8), np.float32), gamma=np.ones(8, np.float32), epsilon=1e-6)
+            assert err.value.code == 161002 and "ACL_ROWNORM_CONFIG" in str(err.value)
+        finally:
+            runner.forced_layout = None

@@ -278,3 +278,39 @@ def test_split_argmax_slices_longer_than_the_prefetch(reference: Backend, tmp_pa
     args = {"self": x.astype(ml_dtypes.bfloat16), "dim": -1, "keepdim": False}
     expected = eager.run("ArgMax", reference, **args)["out"]
     np.testing.assert_array_equal(eager.run("ArgMax", backend, **args)["out"], expected)
+
+
+@pytest.mark.parametrize(
+    ("layout", "shape", "grid", "block", "group"),
+    [
+        ("block", (16, 128), 16, 32, None),  # a block per row, 16 threads busy
+        ("group", (16, 128), 2, 128, 16),  # 16 lanes a row, 8 rows a 128-thread block
+        ("group32", (16, 128), 8, 32, 16),
+        ("group", (1, 1024), 1, 128, 32),  # one warp a row: 4 chunks of 8 a lane
+        ("group", (8, 1024), 2, 128, 32),
+        ("block", (1, 1024), 1, 64, None),
+    ],
+)
+def test_row_norm_layout_launch_shapes(
+    fake: tuple[RocmBackend, FakeProvider],
+    layout: str,
+    shape: tuple[int, int],
+    grid: int,
+    block: int,
+    group: int | None,
+) -> None:
+    """ACL_ROWNORM_CONFIG picks the launch: a block per row, or G lanes a row with several rows a block (bf16)."""
+    backend, provider = fake
+    runner = backend.runners["norm"]
+    runner.forced_layout = layout
+    try:
+        x = np.ones(shape, ml_dtypes.bfloat16)
+        provider.launches.clear()
+        eager.run("RmsNorm", backend, x=x, gamma=np.ones(shape[1], ml_dtypes.bfloat16), epsilon=1e-6)
+        (launched,) = [k for k in provider.launches if "rmsnorm" in k.name]
+    finally:
+        runner.forced_layout = None
+    assert (launched.grid[0], launched.block[0]) == (grid, block)
+    assert (f"group={group}" in launched.source) == (group is not None)
+    if group:
+        assert "__syncthreads" not in launched.source.split(launched.name)[1]  # shuffles alone

@@ -44,9 +44,59 @@ def test_small_suite_on_the_reference(tmp_path: Path) -> None:
         "FusedInferAttentionScore decode",
         "Matmul small-M",
         "AddRmsNorm",
+        "RmsNorm q/k-norm",
         "ApplyRotaryPosEmb q+k",
+        "SwiGlu",
     }
     for case in report["cases"]:
         assert case["status"] == "ok", case
         assert case["acl_us"] > 0 and case["torch_us"] > 0
         assert case["metric"]["unit"] == "GB/s" and case["metric"]["acl"] > 0
+        # the replayed-graph figure: the reference captures (its events time the host's replay); torch off CUDA none
+        extra = case["extra"]
+        assert extra["graph_calls"] == decode.GRAPH_CALLS
+        assert extra["acl_gpu_us"] > 0, extra
+        assert extra["torch_gpu_us"] is None and "no CUDA graph" in extra["gpu_note"]
+
+
+def test_graph_time_reports_a_backend_that_cannot_capture(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend without stream capture gets no acl figure, with the reason, and the suite goes on."""
+    from acl_tools.bench import graph_time
+
+    class Caps:
+        stream_capture = False
+
+    class FakeSuite:
+        caps = Caps()
+        backend = type("B", (), {"name": "nocapture"})()
+        device = type("Dev", (), {"type": "cpu"})()
+
+    got = graph_time.graph_us(FakeSuite(), lambda: (lambda: None, lambda: None), lambda: lambda: None)  # type: ignore[arg-type]
+    assert got["acl_gpu_us"] is None and "does not capture" in got["gpu_note"]
+
+
+def test_kernel_variants_become_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend whose runners take a forced variant (rocm) gets one row per variant, each timed with it set and
+    left unset afterwards; here the reference stands in, with a runner that records what was forced."""
+    pytest.importorskip("torch")
+    from acl_core import get_backend
+
+    class Runner:
+        def __init__(self) -> None:
+            self.forced_arg: str | None = None
+            self.seen: set[str | None] = set()
+
+    backend = get_backend("reference")
+    runner = Runner()
+    monkeypatch.setattr(backend, "runners", {"reduction": runner}, raising=False)
+    real = backend.launch
+
+    def launch(*args: object, **kwargs: object) -> object:
+        runner.seen.add(runner.forced_arg)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(backend, "launch", launch)
+    body = decode.run(backend, "small", progress=lambda _line: None, only={"ArgMax"})
+    assert [c["op"] for c in body["cases"]] == ["ArgMax split", "ArgMax persist", "ArgMax block"]
+    assert all(c["status"] == "ok" for c in body["cases"])
+    assert runner.seen >= {"split", "persist", "block"} and runner.forced_arg is None

@@ -9,6 +9,10 @@ times phase 2 of a prepared aclnn call and the PyTorch equivalent in alternating
 move per call as GB/s and as a fraction of the device's HBM figure (:data:`HBM_GBPS`;
 ``ACL_BENCH_HBM_GBPS`` overrides it). The targets: ArgMax <= 10 us, decode attention and the GEMMs
 near HBM speed (the GEMMs >= 70%).
+
+Eager phase 2 of kernels this small is host-bound, so each row's ``extra`` also holds the device time of one
+call (:func:`~acl_tools.bench.graph_time.graph_us`): ``acl_gpu_us`` from :data:`GRAPH_CALLS` prepared calls
+captured on the bench stream and replayed, ``torch_gpu_us`` from the same under a ``torch.cuda.CUDAGraph``.
 """
 
 from __future__ import annotations
@@ -24,16 +28,38 @@ from acl_core import aclnn
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
 from acl_core.eager import DeviceArray, empty, to_device
+from acl_tools.bench.graph_time import GRAPH_CALLS, graph_us
 from acl_tools.bench.ops import SIZES, Case, Sizes, Suite
 
 VOCAB = 151_936
 HIDDEN, INTERMEDIATE, HEADS, KV_HEADS, HEAD_DIM = 1024, 3072, 16, 8, 128
 """Qwen3-0.6B's shape."""
 
+SWITCHES = ("ACL_ARGMAX_CONFIG", "ACL_ROWNORM_CONFIG", "ACL_ROPE_CONFIG", "ACL_GEMV", "ACL_ATTENTION_PATH")
+"""Environment switches of the rocm kernels these rows time, recorded in the report when set."""
+VARIANTS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "ACL_ARGMAX_CONFIG": ("reduction", "forced_arg", ("split", "persist", "block")),
+    "ACL_ROWNORM_CONFIG": ("norm", "forced_layout", ("block", "group", "group32")),
+    "ACL_ROPE_CONFIG": ("attention", "forced_rope", ("scalar", "vec")),
+}
+"""switch -> (runner, its forcing attribute, the values timed as separate rows): the A/B of issue 15's tiny
+decode kernels in one run (rocm; other backends time the case once)."""
+
 HBM_GBPS: dict[str, float] = {"H200": 4800.0, "H100": 3350.0, "MI300X": 5300.0, "MI325X": 6000.0}
 """Peak HBM bandwidth by device-name fragment (vendor figures, GB/s)."""
 
-OPS = ("ArgMax", "IncreFlashAttention", "FusedInferAttentionScore", "Matmul", "AddRmsNorm", "ApplyRotaryPosEmb")
+__all__ = ["GRAPH_CALLS", "DecodeSuite", "run"]
+
+OPS = (
+    "ArgMax",
+    "IncreFlashAttention",
+    "FusedInferAttentionScore",
+    "Matmul",
+    "AddRmsNorm",
+    "RmsNorm",
+    "ApplyRotaryPosEmb",
+    "SwiGlu",
+)
 """The names ``--only`` picks from in the decode suite."""
 
 FULL_SHAPES: dict[str, Any] = {
@@ -44,6 +70,7 @@ FULL_SHAPES: dict[str, Any] = {
     "rows": (1, 8),
     "vocab": VOCAB,
     "hidden": HIDDEN,
+    "intermediate": INTERMEDIATE,
 }
 SMALL_SHAPES: dict[str, Any] = {
     "argmax_rows": (1,),
@@ -53,6 +80,7 @@ SMALL_SHAPES: dict[str, Any] = {
     "rows": (1,),
     "vocab": 10_000,
     "hidden": 64,
+    "intermediate": 96,
 }
 """Seconds on a CPU (the reference beside torch on the CPU), for tests."""
 
@@ -84,6 +112,32 @@ class DecodeSuite(Suite):
 
     def _run(self, case: Case, acl: Callable[[], tuple[Callable[[], None], Any]], torch_fn: Any, op: str) -> None:
         self.case(case, acl, torch_fn, op, interleaved=True)
+        if case.status == "ok":
+            gpu = graph_us(self, acl, torch_fn)
+            case.extra.update(gpu)
+
+            def us(v: float | None) -> str:
+                return "-" if v is None else f"{v:.2f}"
+
+            self.progress(f"    graph replay us/call: acl {us(gpu['acl_gpu_us'])}  torch {us(gpu['torch_gpu_us'])}")
+
+    def _variants(
+        self, case: Case, acl: Callable[[], tuple[Callable[[], None], Any]], torch_fn: Any, op: str, switch: str
+    ) -> None:
+        """The case once per kernel variant of :data:`VARIANTS` ``switch`` where the backend has it (rocm: each
+        forced on its runner for the row, the op labelled with it), else once as the environment sets it."""
+        runner_key, attr, values = VARIANTS[switch]
+        runners = getattr(self.backend, "runners", None)
+        runner = runners.get(runner_key) if isinstance(runners, dict) else None
+        if runner is None or not hasattr(runner, attr):
+            return self._run(case, acl, torch_fn, op)
+        for value in values:
+            setattr(runner, attr, value)
+            try:
+                labelled = Case(f"{case.op} {value}", case.shape, case.dtype, case.unit, case.work)
+                self._run(labelled, acl, torch_fn, op)
+            finally:
+                setattr(runner, attr, None)
 
     def argmax(self) -> None:
         """ArgMax over the vocabulary (bf16 logits), batch 1 and 8, beside ``torch.argmax``."""
@@ -102,7 +156,7 @@ class DecodeSuite(Suite):
                 return lambda: self.torch.argmax(x, dim=-1)
 
             case = Case("ArgMax", f"[{rows},{vocab}]", "bf16", "GB/s", rows * vocab * 2)
-            self._run(case, acl, torch_fn, "ArgMax")
+            self._variants(case, acl, torch_fn, "ArgMax", "ACL_ARGMAX_CONFIG")
 
     def attention(self) -> None:
         """IncreFlashAttention and FusedInferAttentionScore (BSND, one query token, GQA 16/8, D 128) beside SDPA.
@@ -213,7 +267,49 @@ class DecodeSuite(Suite):
                 return lambda: rms_norm(x1 + x2, (hidden,), w, 1e-6)
 
             nbytes = 2 * (4 * rows * hidden + hidden)  # x1, x2 in; y and x1 + x2 out; gamma
-            self._run(Case("AddRmsNorm", f"[{rows},{hidden}]", "bf16", "GB/s", nbytes), acl, torch_fn, "AddRmsNorm")
+            case = Case("AddRmsNorm", f"[{rows},{hidden}]", "bf16", "GB/s", nbytes)
+            self._variants(case, acl, torch_fn, "AddRmsNorm", "ACL_ROWNORM_CONFIG")
+
+    def rms_norm(self) -> None:
+        """RmsNorm of q and k per head (Qwen3's q-norm / k-norm: [B, N, 128] rows, gamma [128]) beside torch's."""
+        if not self.wanted("RmsNorm"):
+            return
+        for rows in self.shapes["rows"]:
+            for heads in (HEADS, KV_HEADS):
+
+                def acl(rows: int = rows, heads: int = heads) -> tuple[Callable[[], None], Any]:
+                    args = {"x": self.array((rows, heads, HEAD_DIM), D.ACL_BF16), "epsilon": 1e-6}
+                    return self.prepared("RmsNorm", {**args, "gamma": self.array((HEAD_DIM,), D.ACL_BF16)})
+
+                def torch_fn(rows: int = rows, heads: int = heads) -> Callable[[], object]:
+                    x, w = self.tensor((rows, heads, HEAD_DIM), D.ACL_BF16), self.tensor((HEAD_DIM,), D.ACL_BF16)
+                    rms_norm = self.torch.nn.functional.rms_norm
+                    return lambda: rms_norm(x, (HEAD_DIM,), w, 1e-6)
+
+                nbytes = 2 * (2 * rows * heads * HEAD_DIM + HEAD_DIM)
+                case = Case("RmsNorm q/k-norm", f"[{rows},{heads},{HEAD_DIM}]", "bf16", "GB/s", nbytes)
+                if heads == HEADS:
+                    self._variants(case, acl, torch_fn, "RmsNorm", "ACL_ROWNORM_CONFIG")
+                else:  # k-norm: the environment's layout only (the variants' A/B is the q-norm rows')
+                    self._run(case, acl, torch_fn, "RmsNorm")
+
+    def swiglu(self) -> None:
+        """SwiGlu of the fused gate/up projection ([B, 2I] -> [B, I]) beside torch's silu(gate) * up."""
+        if not self.wanted("SwiGlu"):
+            return
+        inter = self.shapes["intermediate"]
+        for rows in self.shapes["rows"]:
+
+            def acl(rows: int = rows) -> tuple[Callable[[], None], Any]:
+                return self.prepared("SwiGlu", {"x": self.array((rows, 2 * inter), D.ACL_BF16), "dim": -1})
+
+            def torch_fn(rows: int = rows) -> Callable[[], object]:
+                x = self.tensor((rows, 2 * inter), D.ACL_BF16)
+                silu = self.torch.nn.functional.silu
+                return lambda: silu(x[:, :inter]) * x[:, inter:]
+
+            nbytes = 2 * 3 * rows * inter
+            self._run(Case("SwiGlu", f"[{rows},{2 * inter}]", "bf16", "GB/s", nbytes), acl, torch_fn, "SwiGlu")
 
     def rope(self) -> None:
         """ApplyRotaryPosEmb of q and k in place (BSND, one token) beside torch's rotate-half on both."""
@@ -246,7 +342,7 @@ class DecodeSuite(Suite):
 
             nbytes = 2 * (2 * rows * (HEADS + KV_HEADS) * HEAD_DIM + 2 * rows * HEAD_DIM)
             case = Case("ApplyRotaryPosEmb q+k", f"B{rows} N{HEADS}/{KV_HEADS} D{HEAD_DIM}", "bf16", "GB/s", nbytes)
-            self._run(case, acl, torch_fn, "ApplyRotaryPosEmb")
+            self._variants(case, acl, torch_fn, "ApplyRotaryPosEmb", "ACL_ROPE_CONFIG")
 
     def run_decode(self) -> dict[str, Any]:
         """Every decode case; rows gain ``acl_us``, ``torch_us`` and the fraction of HBM each side reaches."""
@@ -258,7 +354,9 @@ class DecodeSuite(Suite):
             self.attention()
             self.gemms()
             self.add_rms_norm()
+            self.rms_norm()
             self.rope()
+            self.swiglu()
         finally:
             self.rt.destroy_stream(self.stream)
             acl_core.use_backend(None)
@@ -297,4 +395,5 @@ def run(
     torch = suite.torch
     name = torch.cuda.get_device_name() if suite.device.type == "cuda" else "cpu"
     body["torch"] = {"version": torch.__version__, "device": f"{suite.device.type} ({name})"}
+    body["switches"] = {k: os.environ[k] for k in SWITCHES if k in os.environ}  # which kernel variants ran
     return body

@@ -149,6 +149,8 @@ class RopeInstance:
     """One compiled rotary kernel: the dtype of x, cos, sin and out."""
 
     dtype: D
+    vec: int = 1
+    """Pairs a thread rotates at once (> 1: half mode, unit-stride aligned rows, ``vec``-element vector accesses)."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -355,4 +357,74 @@ extern "C" __global__ void __launch_bounds__({ROPE_THREADS}) {inst.kernel_name}(
   }}
 }}
 """
-    return "\n".join([PRELUDE, f"// rotary pair kernel: {inst.dtype.short}", body])
+    if inst.vec > 1:
+        body = _rope_vec_body(inst)
+    return "\n".join([PRELUDE, f"// rotary pair kernel: {inst.dtype.short} vec={inst.vec}", body])
+
+
+def _rope_vec_body(inst: RopeInstance) -> str:
+    """The half-mode kernel rotating ``vec`` adjacent pairs a thread with vector loads and stores (the caller
+    checked unit last strides, ``vec``-element alignment of every row start, ``half % vec == 0``)."""
+    c = ctype(inst.dtype)
+    s, val, vec = c.storage, c.value, inst.vec
+    vt = f"AclVec<{s}, {vec}>"
+
+    def ld(expr: str) -> str:
+        return load(expr, c, c)
+
+    return f"""
+{ROPE_STRUCT}
+
+template <class I>
+ACL_DEV void rope_vec(const RopeMeta& m, const I idx, const {s}* x, const {s}* __restrict__ cs,
+                      const {s}* __restrict__ sn, {s}* out) {{
+  typedef {val} T;
+  const I hv = (I)(m.half / {vec}), n2 = (I)m.shape[2], n1 = (I)m.shape[1];
+  const I p = (idx % hv) * (I){vec};
+  I rest = idx / hv;
+  const I a2 = rest % n2;
+  rest /= n2;
+  const I a1 = rest % n1;
+  const I a0 = rest / n1;
+  const long long h = m.half;
+  const long long bx = (long long)a0 * m.x[0] + (long long)a1 * m.x[1] + (long long)a2 * m.x[2] + (long long)p;
+  const long long bc = (long long)a0 * m.c[0] + (long long)a1 * m.c[1] + (long long)a2 * m.c[2] + (long long)p;
+  const long long bs = (long long)a0 * m.s[0] + (long long)a1 * m.s[1] + (long long)a2 * m.s[2] + (long long)p;
+  const long long bo = (long long)a0 * m.o[0] + (long long)a1 * m.o[1] + (long long)a2 * m.o[2] + (long long)p;
+  const {vt} x1 = *reinterpret_cast<const {vt}*>(x + bx);
+  const {vt} x2 = *reinterpret_cast<const {vt}*>(x + bx + h);
+  const {vt} c1 = *reinterpret_cast<const {vt}*>(cs + bc);
+  const {vt} c2 = *reinterpret_cast<const {vt}*>(cs + bc + h);
+  const {vt} s1 = *reinterpret_cast<const {vt}*>(sn + bs);
+  const {vt} s2 = *reinterpret_cast<const {vt}*>(sn + bs + h);
+  {vt} r1, r2;
+#pragma unroll
+  for (int e = 0; e < {vec}; ++e) {{
+    const T u = {ld("x1.v[e]")}, w = {ld("x2.v[e]")};
+    const T a = u * {ld("c1.v[e]")} - w * {ld("s1.v[e]")};
+    const T b = w * {ld("c2.v[e]")} + u * {ld("s2.v[e]")};
+    r1.v[e] = {store("a", c, c)};
+    r2.v[e] = {store("b", c, c)};
+  }}
+  *reinterpret_cast<{vt}*>(out + bo) = r1;
+  *reinterpret_cast<{vt}*>(out + bo + h) = r2;
+}}
+
+extern "C" __global__ void __launch_bounds__({ROPE_THREADS}) {inst.kernel_name}(
+    const RopeMeta m, const {s}* x, const {s}* __restrict__ cs, const {s}* __restrict__ sn, {s}* out,
+    const RopeMeta m2, const {s}* x2, {s}* out2) {{
+  const long long step = (long long)gridDim.x * (long long)blockDim.x;
+  const long long first = m.pairs / {vec}, total = first + m2.pairs / {vec};
+  if (total + step <= 0xffffffffLL) {{  // 32-bit index decomposition (offsets stay 64-bit)
+    for (unsigned idx = blockIdx.x * blockDim.x + threadIdx.x; idx < (unsigned)total; idx += (unsigned)step) {{
+      if (idx < (unsigned)first) rope_vec<unsigned>(m, idx, x, cs, sn, out);
+      else rope_vec<unsigned>(m2, idx - (unsigned)first, x2, cs, sn, out2);
+    }}
+    return;
+  }}
+  for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += step) {{
+    if (idx < first) rope_vec<long long>(m, idx, x, cs, sn, out);
+    else rope_vec<long long>(m2, idx - first, x2, cs, sn, out2);
+  }}
+}}
+"""

@@ -24,6 +24,8 @@ from acl_rocm.kernels.reduction import (
     chunk_values,
     element_loop,
     load_as,
+    row_leader,
+    row_reduce,
     slot,
     store_as,
 )
@@ -137,8 +139,8 @@ def _rmsnorm_cached(kernel: RowKernel) -> str:
     body = [cache_decl(kernel), *declare, "const AclSum add;", "acc_t q = (acc_t)0;"]
     squares = [f"q += (acc_t){slot(kernel, e)} * (acc_t){slot(kernel, e)};" for e in range(vec)]
     body += chunk_loop(kernel, weight + _cache_x(kernel, "x", "x2") + squares)
-    body += ["q = acl_block_reduce(q, add);", "const acc_t rstd = acl_rsqrt(q / (acc_t)len + (acc_t)eps);"]
-    body += ["if (threadIdx.x == 0) {", *("  " + s for s in _row_stat(kernel, "rstd", "rstd")), "}"]
+    body += [row_reduce(kernel, "q"), "const acc_t rstd = acl_rsqrt(q / (acc_t)len + (acc_t)eps);"]
+    body += [f"if ({row_leader(kernel)}) {{", *("  " + s for s in _row_stat(kernel, "rstd", "rstd")), "}"]
     body += ["const cache_t rstd_c = (cache_t)rstd;"]
     body += chunk_loop(kernel, _cached_write(kernel, "{v} * rstd_c", hoisted=bool(declare)))
     return assemble(kernel, body)

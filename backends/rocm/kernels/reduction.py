@@ -256,7 +256,25 @@ def assemble(kernel: RowKernel, body: Sequence[str], *, row_loop: bool = True) -
         "  idx_t len = 1;",
         "  for (int d = ACL_OUTER; d < ACL_OUTER + ACL_INNER; ++d) len *= m.shape[d];",
     ]
-    if row_loop:
+    group = int(kernel.option("group", 0) or 0)
+    if row_loop and group:
+        lines[1:1] = [SHUFFLE_XOR]
+        lines += [
+            f"  const int lane = (int)(threadIdx.x % {group}u);  // the thread's place in its row's group",
+            f"  const idx_t groups = (idx_t)(blockDim.x / {group}u);",
+            f"  const idx_t mine = (idx_t)(threadIdx.x / {group}u);",
+            "  // every lane of a warp runs the same iterations (the groups' shuffles need the whole warp)",
+            f"  const idx_t warp_first = mine - (idx_t)((threadIdx.x % ACL_WARP_SIZE) / {group}u);",
+            "  for (idx_t r0 = (idx_t)blockIdx.x * groups + warp_first; r0 < m.n; r0 += (idx_t)gridDim.x * groups) {",
+            "    const idx_t row = r0 + (mine - warp_first);",
+            "    const bool live = row < m.n;",
+            "    idx_t base[ACL_NOPS];",
+            "    for (int k = 0; k < ACL_NOPS; ++k) base[k] = 0;",
+            "    if (live) acl_offsets(m, row, 0, ACL_OUTER, base);",
+            *("    " + line for line in body),
+            "  }",
+        ]
+    elif row_loop:
         lines += [
             "  for (idx_t row = (idx_t)blockIdx.x; row < m.n; row += (idx_t)gridDim.x) {",
             "    idx_t base[ACL_NOPS];",
@@ -314,10 +332,19 @@ class RowCache:
     vec: int
     chunks: int
     vector: tuple[str, ...]
+    group: int = 0
+    """Lanes per row of the grouped layout (several rows a block, reduced by shuffles); 0: a block per row."""
 
     def options(self) -> tuple[tuple[str, str | int | bool], ...]:
         """The kernel options that select this path."""
-        return (("block", self.block), ("chunks", self.chunks), ("vec", self.vec), ("vector", ",".join(self.vector)))
+        grouped = (("group", self.group),) if self.group else ()
+        return (
+            ("block", self.block),
+            ("chunks", self.chunks),
+            ("vec", self.vec),
+            ("vector", ",".join(self.vector)),
+            *grouped,
+        )
 
 
 def row_cache(length: int, warp: int, acc: D, vec: int, vector: Sequence[str]) -> RowCache | None:
@@ -337,13 +364,17 @@ def row_cache(length: int, warp: int, acc: D, vec: int, vector: Sequence[str]) -
 
 
 def chunk_loop(kernel: RowKernel, body: Sequence[str]) -> list[str]:
-    """Lines over this thread's chunks ``c`` (``k``: the chunk's slot); ``cx[k * vec + e]`` caches element e."""
+    """Lines over this thread's chunks ``c`` (``k``: the chunk's slot); ``cx[k * vec + e]`` caches element e.
+
+    A grouped kernel (option ``group`` = G: G lanes per row) walks ``lane + k * G`` of a live row."""
     vec, chunks, block = int(kernel.option("vec") or 1), int(kernel.option("chunks") or 1), kernel.block
+    group = int(kernel.option("group", 0) or 0)
+    first, stride, live = ("(idx_t)lane", group, "live && ") if group else ("(idx_t)threadIdx.x", block, "")
     return [
         "#pragma unroll",
         f"for (int k = 0; k < {chunks}; ++k) {{",
-        f"  const idx_t c = (idx_t)threadIdx.x + (idx_t)k * (idx_t){block};",
-        f"  if (c * {vec} < len) {{",
+        f"  const idx_t c = {first} + (idx_t)k * (idx_t){stride};",
+        f"  if ({live}c * {vec} < len) {{",
         *("    " + line for line in body),
         "  }",
         "}",
@@ -352,6 +383,35 @@ def chunk_loop(kernel: RowKernel, body: Sequence[str]) -> list[str]:
 
 def _vector_operand(kernel: RowKernel, name: str) -> bool:
     return name in str(kernel.option("vector", "")).split(",")
+
+
+def row_reduce(kernel: RowKernel, name: str) -> str:
+    """The statement summing ``name`` over the row's threads (every one gets the sum): the block's shuffles and
+    shared memory, or a grouped kernel's butterfly over its G lanes (no shared memory, no barrier)."""
+    group = int(kernel.option("group", 0) or 0)
+    if not group:
+        return f"{name} = acl_block_reduce({name}, add);"
+    return f"for (int o = {group // 2}; o > 0; o >>= 1) {name} += (acc_t)ACL_SHFL_XOR({name}, o);"
+
+
+def row_leader(kernel: RowKernel) -> str:
+    """The condition of the one thread that stores a row's statistics."""
+    return "live && lane == 0" if kernel.option("group") else "threadIdx.x == 0"
+
+
+def group_cache(length: int, warp: int, acc: D, vec: int, vector: Sequence[str], threads: int) -> RowCache | None:
+    """The grouped cached path: G lanes per row (the power of two <= ``warp`` covering the row's chunks, so a
+    row is reduced by shuffles alone), ``threads`` per block; None when a row does not fit G lanes' registers."""
+    if length < 1 or vec < 1 or length % vec:
+        return None
+    whole = length // vec
+    group = 1
+    while group < min(whole, warp):
+        group *= 2
+    chunks = -(-whole // group)
+    if chunks * vec > cache_items(acc):
+        return None
+    return RowCache(max(threads, warp), vec, chunks, tuple(vector) if vec > 1 else (), group)
 
 
 def chunk_values(kernel: RowKernel, name: str, target: D) -> tuple[list[str], list[str]]:
@@ -528,6 +588,9 @@ def _arg(kernel: RowKernel) -> str:
         f"const acc_t v = (acc_t)({value});",
         "if (acl_arg_better(v, (long long)j, best, at)) { best = v; at = (long long)j; }",
     ]
+    if slices < 2 and kernel.option("wide"):
+        body = scan + _wide_scan(kernel, step) + _ARG_COMBINE + _arg_store(kernel)
+        return _with_helper(kernel, assemble(kernel, body))
     if slices < 2:
         body = scan + element_loop(kernel, step) + _ARG_COMBINE + _arg_store(kernel)
         return _with_helper(kernel, assemble(kernel, body))
@@ -554,11 +617,54 @@ def _arg(kernel: RowKernel) -> str:
         "  if (s_last) {  // the row's last block to finish combines every slice's candidate",
         "    ACL_FENCE();",
         *("    " + line for line in _FINAL_SCAN + _ARG_COMBINE + _arg_store(kernel)),
+        *(
+            ["    if (threadIdx.x == 0) p_part_c[row] = 0u;  // ready for the next call"]
+            if kernel.option("reset")
+            else []
+        ),
         "  }",
         "  __syncthreads();",
         "}",
     ]
     return _with_helper(kernel, ATOMICS + assemble(kernel, body, row_loop=False))
+
+
+def _wide_scan(kernel: RowKernel, step: list[str]) -> list[str]:
+    """The ``wide`` arg path's walk over a whole row by one block: with ``wide`` = V > 1 the row is one aligned
+    unit-stride run read V elements (16 bytes) at a time, ``unroll`` vectors a thread loaded before any
+    comparison; V = 1 is the strided element walk. The comparison is a total order (value, then index), so
+    the order candidates meet in does not change the result."""
+    vec, unroll = int(kernel.option("wide") or 1), int(kernel.option("unroll") or 1)
+    if vec < 2:
+        return element_loop(kernel, step)
+    src = ctype(kernel.operand("self").dtype)
+    vt = f"AclVec<{src.storage}, {vec}>"
+    value = convert(src.decode.format(x="t[u].v[e]"), src, ctype(kernel.acc))
+    k = kernel.index("self")
+    return [
+        f"const idx_t whole = len / (idx_t){vec};",
+        f"const {vt}* rowv = reinterpret_cast<const {vt}*>(p_self + base[{k}]);",
+        f"for (idx_t c0 = (idx_t)threadIdx.x; c0 < whole; c0 += (idx_t){unroll} * (idx_t)blockDim.x) {{",
+        f"  {vt} t[{unroll}];",
+        "  #pragma unroll",
+        f"  for (int u = 0; u < {unroll}; ++u) {{",
+        "    const idx_t c = c0 + (idx_t)u * (idx_t)blockDim.x;",
+        "    if (c < whole) t[u] = rowv[c];",
+        "  }",
+        "  #pragma unroll",
+        f"  for (int u = 0; u < {unroll}; ++u) {{",
+        "    const idx_t c = c0 + (idx_t)u * (idx_t)blockDim.x;",
+        "    if (c < whole) {",
+        "      #pragma unroll",
+        f"      for (int e = 0; e < {vec}; ++e) {{",
+        f"        const acc_t v = (acc_t)({value});",
+        f"        const long long j = (long long)(c * {vec} + e);",
+        "        if (acl_arg_better(v, j, best, at)) { best = v; at = j; }",
+        "      }",
+        "    }",
+        "  }",
+        "}",
+    ]
 
 
 def _prefetched(kernel: RowKernel, value: str, step: list[str]) -> list[str]:

@@ -76,6 +76,9 @@ OPS: tuple[str, ...] = (
 ATTENTION_DTYPES = frozenset({D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16})
 MAX_GRID_YZ = 65535
 LOG = logging.getLogger("acl_rocm.attention")
+ROPE_ENV = "ACL_ROPE_CONFIG"
+"""The rotary kernel: ``scalar`` (a pair a thread, every mode and view) or ``vec`` (half mode: 2-8 adjacent
+pairs a thread with vector loads and stores where every view allows; elsewhere a pair a thread)."""
 SWIGLU = ufunc("SwiGlu", "a:T, b:T -> out:T", "a * acl_sigmoid(a) * b")
 """SwiGlu as one elementwise body over the two halves ``a`` and ``b`` of x."""
 
@@ -180,6 +183,8 @@ class AttentionRunner:
         self.backend = backend
         self._lock = threading.Lock()
         self._sources: dict[object, str] = {}
+        self.forced_rope: str | None = None
+        """A :data:`ROPE_ENV` setting over the environment's for calls made while set (tests, bench A/B)."""
         self.blas = BlasAttention(backend)
         self.cudnn = CudnnSdpa(backend)
         self.decode = DecodeAttention(backend)
@@ -233,6 +238,8 @@ class AttentionRunner:
     def _bind(self, build: Callable[[Launch], list[Prepared]]) -> Kernel:
         def kernel(launch: Launch) -> None:
             key = f"rocm.attention@{self.backend.provider.get_device()}"
+            if self.forced_rope is not None:  # a forced rotary path plans apart from the environment's
+                key += f":{self.forced_rope}"
             steps = launch.memo.get(key)
             if steps is None:  # nothing here is allocated per call: the launches are the signature's
                 steps = launch.memo[key] = build(launch)
@@ -707,8 +714,40 @@ class AttentionRunner:
         values.extend(KernelArgs.pointer(_address(t)) for t in (x, cos, sin, out))
         values.append(KernelArgs.index_array(other.values(), "long long"))
         values.extend(KernelArgs.pointer(_address(t) if other.pairs else 0) for t in (second or (x, out)))
-        function = self._function(RopeInstance(x.dtype))
+        vec = self._rope_vec(mode, [(first, (x, cos, sin, out)), (other, (*(second or ()), cos, sin))])
+        if vec > 1:
+            config = self.backend.elementwise_config((first.pairs + other.pairs) // vec)
+        function = self._function(RopeInstance(x.dtype, vec))
         return [Prepared(function, LaunchConfig(config.grid, (ROPE_THREADS, 1, 1)), KernelArgs(values))]
+
+    def rope_mode(self) -> str:
+        """``scalar`` (a pair a thread) or ``vec`` (adjacent pairs with vector accesses where the views allow)."""
+        value = (self.forced_rope or self.backend.environ.get(ROPE_ENV, "") or "scalar").strip().lower()
+        if value not in ("scalar", "vec"):
+            raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{ROPE_ENV}={value!r}: expected scalar or vec")
+        return value
+
+    def _rope_vec(self, mode: int, parts: list[tuple[RopeMeta, tuple[AclTensor, ...]]]) -> int:
+        """Pairs a thread under :data:`ROPE_ENV` = vec: the widest of 8/4/2 (16 bytes at most) that every
+        operand's rows allow (half mode, unit last strides, aligned starts and strides); 1 otherwise."""
+        if self.rope_mode() != "vec" or mode != 0:
+            return 1
+        size = parts[0][1][0].dtype.info.storage_bits // 8
+        vec = 16 // size
+        while vec > 1:
+            ok = True
+            for meta, tensors in parts:
+                if meta.pairs == 0:
+                    continue
+                ok = ok and meta.half % vec == 0
+                for t, strides in zip(tensors, (meta.x, meta.c, meta.s, meta.o)):
+                    ok = ok and strides[3] == 1 and all(st % vec == 0 for st in strides[:3])
+                    ok = ok and _address(t) % (vec * size) == 0
+            if ok:
+                return vec
+            vec //= 2
+        LOG.debug("rotary embedding: views too narrow or misaligned for vector pairs; a pair a thread")
+        return 1
 
     def rotary_position_embedding(self, launch: Launch) -> list[Prepared]:
         """out = x*cos + rotate(x)*sin for modes 0 (half), 1 (interleave), 2 (quarter), 3 (interleave-half)."""

@@ -9,10 +9,12 @@ through the host.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
+from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels import norm as _norm_kernels  # noqa: F401 - registers the norm kinds
@@ -21,6 +23,12 @@ from acl_rocm.ops.reduction import Bound, RowPlan, RowRunner, bind
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
+
+ROWNORM_ENV = "ACL_ROWNORM_CONFIG"
+"""The layout of RmsNorm-family rows that fit in registers: ``block`` (a block per row, the block's shuffles and
+shared memory) or ``group`` / ``groupN`` (a few lanes per row, several rows in N-thread blocks (default
+:data:`GROUP_THREADS`), reduced by shuffles alone: no shared memory, no barrier; decode's short rows)."""
+GROUP_THREADS = 128
 
 OPS: tuple[str, ...] = ("AddLayerNorm", "AddRmsNorm", "BatchNorm", "GemmaRmsNorm", "GroupNorm", "LayerNorm", "RmsNorm")
 """The aclnn operators this module runs (InplaceAddRmsNorm runs AddRmsNorm's kernel)."""
@@ -47,6 +55,23 @@ class NormRunner(RowRunner):
 
     def __init__(self, backend: RocmBackend) -> None:
         super().__init__(backend)
+        self.forced_layout: str | None = None
+        """A :data:`ROWNORM_ENV` setting over the environment's for calls made while set (tests, bench A/B)."""
+
+    def grouped_threads(self) -> int:
+        """Threads a block of the grouped layout, or 0 for a block per row (:data:`ROWNORM_ENV`)."""
+        value = (self.forced_layout or self.backend.environ.get(ROWNORM_ENV, "") or "block").strip().lower()
+        if value == "block":
+            return 0
+        match = re.fullmatch(r"group(\d*)", value)
+        threads = int(match.group(1) or GROUP_THREADS) if match else 0
+        warp = self.backend.properties.warp_size
+        if not match or threads < warp or threads > 1024 or threads % warp:
+            raise AclnnError(
+                AclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                f"{ROWNORM_ENV}={value!r}: expected block, group or groupN (N a multiple of {warp}, at most 1024)",
+            )
+        return threads
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per supported op name."""
@@ -55,6 +80,8 @@ class NormRunner(RowRunner):
     def _bind(self, op: str) -> Kernel:
         def kernel(launch: Launch) -> None:
             key = f"rocm.norm@{self.backend.provider.get_device()}"
+            if self.forced_layout is not None:  # a forced layout plans apart from the environment's
+                key += f":{self.forced_layout}"
             if key in launch.memo:  # a repeated signature: the plan and packed arguments are reused
                 prepared = launch.memo[key]
             else:
@@ -83,7 +110,8 @@ class NormRunner(RowRunner):
         options: Sequence[tuple[str, str | int | bool]] = (),
     ) -> RowPlan | None:
         acc = acc_dtype([b.tensor.dtype for b in bound])
-        return self.plan(op, kind, bound, outer, inner, acc, options, scalars)
+        grouped = self.grouped_threads() if kind == "rmsnorm" else 0
+        return self.plan(op, kind, bound, outer, inner, acc, options, scalars, grouped=grouped)
 
     def _row_norm(self, op: str, launch: Launch) -> RowPlan | None:
         """LayerNorm, AddLayerNorm, RmsNorm, AddRmsNorm: rows are the dims before the normalised ones."""

@@ -10,8 +10,10 @@ refused with 161002 before anything is enqueued.
 from __future__ import annotations
 
 import ctypes
+import logging
 import math
 import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -26,12 +28,14 @@ from acl_rocm.kernels.ctypes_map import SUPPORTED, ctype
 from acl_rocm.kernels.reduction import (
     BLOCK_THREADS,
     CACHED_KINDS,
+    ROW_ELEMENTS,
     VECTOR_BYTES,
     RowCache,
     RowKernel,
     RowOperand,
     acc_dtype,
     generate,
+    group_cache,
     int_acc,
     row_cache,
 )
@@ -64,6 +68,19 @@ OPS: tuple[str, ...] = (
     "VarMean",
 )
 """The aclnn operators this module runs."""
+
+LOG = logging.getLogger("acl_rocm.reduction")
+
+ARGMAX_ENV = "ACL_ARGMAX_CONFIG"
+"""The path of few long arg-extremum rows (decode's ArgMax): ``split`` (a block per slice, the candidates and
+row counters in a stream-ordered temporary zeroed each call), ``persist`` (the same launch, its candidates
+and counters in device memory the plan holds, zeroed once; the row's last block resets its counter) or
+``block`` (one 1024-thread block per row, 16-byte loads, no scratch at all)."""
+ARGMAX_CONFIGS = ("split", "persist", "block")
+WIDE_ARG_THREADS = 1024
+"""The block of the ``block`` arg path (one block per row)."""
+WIDE_ARG_UNROLL = 4
+"""Vectors each thread of the ``block`` path loads before comparing them."""
 
 BLOCKS_PER_UNIT = 8
 SPLIT_MIN_LENGTH = 8192
@@ -156,7 +173,14 @@ def reduced_strides(out: AclTensor, rank: int, kept: Sequence[int]) -> tuple[int
 
 
 def plan_cache(
-    kind: str, length: int, bound: Sequence[Bound], outer: Geometry, inner: Geometry, acc: D, warp: int
+    kind: str,
+    length: int,
+    bound: Sequence[Bound],
+    outer: Geometry,
+    inner: Geometry,
+    acc: D,
+    warp: int,
+    grouped: int = 0,
 ) -> RowCache | None:
     """The register-cached path of a call, or None (another kind, rows too long, or a row not one strided run).
 
@@ -178,6 +202,9 @@ def plan_cache(
     while vec > 1 and not (length % vec == 0 and unit and aligned(unit[0], vec)):
         vec //= 2
     vector = [bound[k].operand.name for k in unit if aligned(k, vec)] if vec > 1 else []
+    if grouped:  # ``grouped`` threads a block, a few lanes per row (kernels/reduction.py group_cache)
+        halves = all(b.tensor.dtype in (D.ACL_FLOAT16, D.ACL_BF16) for b in bound if b.operand.name in ROW_ELEMENTS)
+        return group_cache(length, warp, D.ACL_FLOAT if halves else acc, vec, vector, grouped)  # cached as float
     return row_cache(length, warp, acc, vec, vector)
 
 
@@ -210,8 +237,12 @@ class RowRunner:
         options: Sequence[tuple[str, str | int | bool]] = (),
         scalars: Sequence[tuple[str, str, Any]] = (),
         per_thread_rows: bool = False,
+        grouped: int = 0,
     ) -> RowPlan | None:
-        """The kernel, launch and argument values of one call (None when there are no rows)."""
+        """The kernel, launch and argument values of one call (None when there are no rows).
+
+        ``grouped`` (threads a block) asks for the grouped cached layout (a few lanes per row, several rows a
+        block); a row that does not fit it takes the block-per-row layout."""
         for b in bound:
             if b.tensor.dtype not in SUPPORTED:
                 raise refuse(op, f"{b.operand.name} of dtype {b.tensor.dtype.short}")
@@ -223,8 +254,16 @@ class RowRunner:
         inner = coalesce(inner_shape, [b.inner for b in bound])
         p = self.backend.properties
         config = row_config(rows, length, p.warp_size, p.compute_units, p.max_grid_x, per_thread_rows)
-        cache = plan_cache(kind, length, bound, outer, inner, acc, p.warp_size)
-        if cache is not None:
+        cache = plan_cache(kind, length, bound, outer, inner, acc, p.warp_size, grouped)
+        if cache is None and grouped:
+            LOG.debug("%s: rows of %d do not fit the grouped layout; a block per row", op, length)
+            cache = plan_cache(kind, length, bound, outer, inner, acc, p.warp_size)
+        if cache is not None and cache.group:
+            per_block = cache.block // cache.group
+            grid = min(-(-rows // per_block), p.compute_units * BLOCKS_PER_UNIT, p.max_grid_x)
+            config = LaunchConfig((max(grid, 1), 1, 1), (cache.block, 1, 1))
+            options = (*options, *cache.options())
+        elif cache is not None:
             config = LaunchConfig(config.grid, (cache.block, 1, 1))
             options = (*options, *cache.options())
         full = Geometry(outer.shape + inner.shape, tuple(o + i for o, i in zip(outer.strides, inner.strides)))
@@ -303,6 +342,11 @@ def _compare_acc(dtype: D) -> D:
 class ReductionRunner(RowRunner):
     """Turns reduction-family Launches into row-kernel launches."""
 
+    def __init__(self, backend: RocmBackend) -> None:
+        super().__init__(backend)
+        self.forced_arg: str | None = None
+        """An :data:`ARGMAX_CONFIGS` path over :data:`ARGMAX_ENV` for calls made while set (tests, bench A/B)."""
+
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per supported op name."""
         return {name: self._bind(name) for name in OPS}
@@ -310,6 +354,8 @@ class ReductionRunner(RowRunner):
     def _bind(self, op: str) -> Kernel:
         def kernel(launch: Launch) -> None:
             key = f"rocm.reduction@{self.backend.provider.get_device()}"
+            if self.forced_arg is not None:  # a forced arg path plans apart from the environment's
+                key += f":{self.forced_arg}"
             if key in launch.memo:  # a repeated signature: the plan and packed arguments are reused
                 prepared = launch.memo[key]
             else:
@@ -428,7 +474,47 @@ class ReductionRunner(RowRunner):
         slices = arg_slices(rows, length, self.backend.properties.compute_units)
         if slices < 2:
             return self.plan(op, "arg", bound, outer_shape, inner_shape, acc, options)
-        return self._split_arg(op, bound, outer_shape, inner_shape, acc, options, slices)
+        mode = self.argmax_mode()
+        LOG.debug("%s over %d x %d: the %s arg path (%s)", op, rows, length, mode, ARGMAX_ENV)
+        if mode == "block":
+            return self._wide_arg(op, bound, outer_shape, inner_shape, acc, options)
+        return self._split_arg(op, bound, outer_shape, inner_shape, acc, options, slices, persist=mode == "persist")
+
+    def argmax_mode(self) -> str:
+        """The :data:`ARGMAX_ENV` path of few long arg rows (``split`` unless set; bad values are refused)."""
+        value = self.forced_arg or self.backend.environ.get(ARGMAX_ENV, "").strip().lower() or "split"
+        if value not in ARGMAX_CONFIGS:
+            raise AclnnError(
+                AclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                f"{ARGMAX_ENV}={value!r}: expected one of {', '.join(ARGMAX_CONFIGS)}",
+            )
+        return value
+
+    def _wide_arg(
+        self,
+        op: str,
+        bound: list[Bound],
+        outer_shape: Sequence[int],
+        inner_shape: Sequence[int],
+        acc: D,
+        options: list[tuple[str, str | int | bool]],
+    ) -> RowPlan | None:
+        """One 1024-thread block per row; rows that are one aligned unit-stride run load 16 bytes at a time."""
+        x = bound[0]
+        size = x.tensor.dtype.info.storage_bits // 8
+        vec = max(1, VECTOR_BYTES // size)
+        length = math.prod(inner_shape)
+        address = x.tensor.data + x.tensor.offset * size
+        unit = len(inner_shape) == 1 and x.inner[0] == 1
+        while vec > 1 and not (
+            unit and length % vec == 0 and address % (vec * size) == 0 and all(s % vec == 0 for s in x.outer)
+        ):
+            vec //= 2
+        wide = [*options, ("block", WIDE_ARG_THREADS), ("wide", vec), ("unroll", WIDE_ARG_UNROLL)]
+        planned = self.plan(op, "arg", bound, outer_shape, inner_shape, acc, wide)
+        if planned is None:
+            return None
+        return RowPlan(planned.kernel, LaunchConfig(planned.config.grid, (WIDE_ARG_THREADS, 1, 1)), planned.values)
 
     def _split_arg(
         self,
@@ -439,21 +525,33 @@ class ReductionRunner(RowRunner):
         acc: D,
         options: list[tuple[str, str | int | bool]],
         slices: int,
+        persist: bool = False,
     ) -> Program:
         """One launch: each block finds its slice's candidate; each row's last block combines them.
 
         The candidates and the per-row block counters live in one stream-ordered temporary whose
         counters are zeroed on the stream first (no host synchronisation: capturable, and every run or
-        replay starts from zero).
+        replay starts from zero). With ``persist`` they live in device memory this plan allocates and
+        zeroes once (freed with the plan); the row's last block sets its counter back to zero, so a call
+        enqueues the launch alone. Calls sharing a plan write the same output, so they never overlap
+        in a correct program.
         """
         rows = math.prod(outer_shape)
         parts = rows * slices
         span = -(-math.prod(inner_shape) // slices)  # elements of one slice, as the kernel splits the row
         prog = Program()
-        values_at = prog.temp(parts * 16 + rows * 4)  # 8-byte candidates, their int64 indices, uint32 counters
-        index_at = Temp(values_at.slot, parts * 8)
-        count_at = Temp(values_at.slot, parts * 16)
-        prog.zeroed.append((count_at, rows * 4))
+        nbytes = parts * 16 + rows * 4  # 8-byte candidates, their int64 indices, uint32 counters
+        where: tuple[Any, Any, Any]
+        if persist:
+            provider = self.backend.provider
+            scratch = provider.malloc(nbytes)
+            provider.memset(scratch, 0, nbytes, None)
+            weakref.finalize(prog, provider.free, scratch).atexit = False  # the context may be gone at exit
+            where = tuple(ctypes.c_void_p(scratch + at) for at in (0, parts * 8, parts * 16))  # type: ignore[assignment]
+        else:
+            values_at = prog.temp(nbytes)
+            where = (values_at, Temp(values_at.slot, parts * 8), Temp(values_at.slot, parts * 16))
+            prog.zeroed.append((where[2], rows * 4))
         flat = (0,) * len(outer_shape)
 
         def part(name: str, dtype: D) -> Bound:
@@ -472,13 +570,14 @@ class ReductionRunner(RowRunner):
                 *options,
                 ("slices", slices),
                 ("prefetch", min(PREFETCH_MAX, -(-span // BLOCK_THREADS))),
+                *((("reset", True),) if persist else ()),
             ],
         )
         assert planned is not None  # rows > 0 here
         p = self.backend.properties
         grid = LaunchConfig((min(parts, p.max_grid_x), 1, 1), (BLOCK_THREADS, 1, 1))
         values: list[Any] = list(planned.values)
-        values[2], values[3], values[4] = values_at, index_at, count_at
+        values[2], values[3], values[4] = where
         kernel = self._interned.setdefault(planned.kernel, planned.kernel)
         function = self.backend.function(self.source(kernel), kernel.kernel_name)
         prog.steps.append(Step(function, grid, tuple(values)))
