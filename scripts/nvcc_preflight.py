@@ -6,7 +6,9 @@ records the sources the backend asks it to compile without running anything, and
 source with ``nvcc -ptx`` for sm_90 with the backend's own options. Needs nvcc on the PATH.
 
 Usage: python scripts/nvcc_preflight.py [OP_PATTERN ...]   (fnmatch patterns; default: every claimed op)
-ACL_GEMV from the environment reaches the backend (``ACL_GEMV=1``: small-M products compile the GEMV kernels).
+ACL_GEMV and ACL_GMM_CONFIG from the environment reach the backend (``ACL_GEMV=1``: small-M products compile the
+GEMV kernels; ``ACL_GMM_CONFIG=name``: the grouped GEMM's block shape). ``ACL_PREFLIGHT_ARCHS`` (default ``sm_90``,
+e.g. ``sm_80,sm_90``): the architectures each source is compiled for.
 Exit status 1 when a source fails to compile (its log is printed), 2 without nvcc.
 """
 
@@ -48,11 +50,16 @@ class Recording(FakeProvider):
 
 
 SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {}
+ARCHS: tuple[str, ...] = tuple(
+    a.strip() for a in os.environ.get("ACL_PREFLIGHT_ARCHS", "sm_90").split(",") if a.strip()
+)
 
 
 def collect(patterns: list[str]) -> list[str]:
     """Run the samples of the claimed ops matching ``patterns``; the ops whose calls raised something odd."""
-    switches = {k: os.environ[k] for k in ("ACL_GEMV",) if k in os.environ}  # e.g. ACL_GEMV=1: the GEMV kernels
+    switches = {
+        k: os.environ[k] for k in ("ACL_GEMV", "ACL_GMM_CONFIG") if k in os.environ
+    }  # e.g. ACL_GEMV=1: the GEMV kernels
     backend = RocmBackend(Recording(blas=True), {"ACL_KERNEL_CACHE": tempfile.mkdtemp(), **switches})
     backend.runtime.ensure_device(0)
     claimed = set(backend.capabilities().ops)
@@ -79,13 +86,13 @@ def compile_one(item: tuple[str, tuple[str, tuple[str, ...]]], folder: Path) -> 
     path = folder / f"{name}.cu"
     path.write_text(source)
     flags = [o for o in options if o.startswith(("-D", "-std"))]
-    done = subprocess.run(
-        ["nvcc", "-ptx", "-arch=sm_90", *flags, str(path), "-o", str(path.with_suffix(".ptx"))],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        return f"=== {name} (nvcc exit {done.returncode})\n{done.stderr[-3000:]}"
+    for arch in ARCHS:
+        ptx = path.with_suffix(f".{arch}.ptx")
+        done = subprocess.run(
+            ["nvcc", "-ptx", f"-arch={arch}", *flags, str(path), "-o", str(ptx)], capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            return f"=== {name} {arch} (nvcc exit {done.returncode})\n{done.stderr[-3000:]}"
     return None
 
 
@@ -101,7 +108,8 @@ def main(argv: list[str]) -> int:
         logs = [log for log in pool.map(lambda item: compile_one(item, Path(tmp)), sorted(SOURCES.items())) if log]
     for log in logs:
         print(log)
-    print(f"{len(SOURCES)} kernel sources compiled with nvcc for sm_90: {len(logs)} failed; {len(odd)} calls raised")
+    archs = ", ".join(ARCHS)
+    print(f"{len(SOURCES)} kernel sources compiled with nvcc for {archs}: {len(logs)} failed; {len(odd)} calls raised")
     return 1 if logs else 0
 
 
