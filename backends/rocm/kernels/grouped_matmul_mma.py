@@ -18,7 +18,8 @@ one block on the warp matrix layer (:mod:`acl_rocm.kernels.mma`). The block shap
   shared memory): the next slice in flight while one is multiplied, every copy awaited each step.
   The pipelined loop (the other configurations): ``stages`` slices in dynamic shared memory, ``stages - 1``
   in flight (``cp.async.wait_group``), one barrier a step, the fragments of the next k16 step loaded
-  while one multiplies, and an optional ``__launch_bounds__`` block count (registers capped so that
+  while one multiplies, warps whose rows all lie past the group's end idle (a partial last row tile
+  costs only its live warps' products), and an optional ``__launch_bounds__`` block count (registers capped so that
   two 8-warp blocks share an SM).
 * Edges: a 16-byte chunk is copied only where it lies wholly inside the group's rows, columns and
   inner range and the operand allows it (unit stride on the copied axis, 16-byte aligned base and
@@ -378,6 +379,9 @@ ACL_DEV void gmm_tile_pipe(AclMmaC (&acc)[GMM_MT][GMM_NT], gmm_u16* smem, const 
     if (VEC) acl_cp_async_commit();  // one group a slice, empty ones included, so the count below holds
   }
   int read = 0, write = GMM_STAGES - 1;
+  // a warp whose rows all lie past the group's end (a group's last, partial row tile) copies but multiplies
+  // nothing, leaving the matrix units to the warps with work (the condition is the same in every lane)
+  const bool live = t.row0 + wm * GMM_WM < t.m1;
   for (long long s = 0; s < steps; ++s) {
     if (VEC) acl_cp_async_wait<GMM_STAGES - 2>();  // this thread's copies of slice s landed
     __syncthreads();  // everyone's have; every warp is done with slice s - 1 (the buffer refilled next)
@@ -387,7 +391,7 @@ ACL_DEV void gmm_tile_pipe(AclMmaC (&acc)[GMM_MT][GMM_NT], gmm_u16* smem, const 
       else gmm_load_elements<NK>(smem + write * GMM_STAGE, t, t.k0 + next * GMM_BK);
     }
     if (VEC) acl_cp_async_commit();
-    gmm_multiply_db<NK, BF16>(acc, smem + read * GMM_STAGE, wm, wn);
+    if (live) gmm_multiply_db<NK, BF16>(acc, smem + read * GMM_STAGE, wm, wn);
     read = read + 1 == GMM_STAGES ? 0 : read + 1;
     write = write + 1 == GMM_STAGES ? 0 : write + 1;
   }
