@@ -6,10 +6,11 @@ records the sources the backend asks it to compile without running anything, and
 source with ``nvcc -ptx`` for sm_90 with the backend's own options. Needs nvcc on the PATH.
 
 Usage: python scripts/nvcc_preflight.py [OP_PATTERN ...]   (fnmatch patterns; default: every claimed op)
-ACL_GEMV and ACL_GEMV_CONFIG from the environment reach the backend (``ACL_GEMV=1``: small-M products compile
-the GEMV kernels; ``ACL_GEMV_CONFIG=deep``: in that shape policy), as do ACL_ROWNORM_CONFIG, ACL_ARGMAX_CONFIG
-and ACL_ROPE_CONFIG (row-norm layout, long-row arg path, rotary kernel); the ops of :data:`DECODE_CALLS` also
-run at decode's shapes (the split arg path, the short norm rows).
+The switches in :data:`SWITCHES` reach the backend from the environment (``ACL_GEMV=1``: small-M products compile
+the GEMV kernels; ``ACL_GEMV_CONFIG=deep``: in that shape policy; ACL_ROWNORM_CONFIG, ACL_ARGMAX_CONFIG and
+ACL_ROPE_CONFIG: row-norm layout, long-row arg path, rotary kernel; ACL_GMM_CONFIG: the grouped GEMM's block
+shape); the ops of :data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the short norm rows).
+``ACL_PREFLIGHT_ARCHS`` (default ``sm_90``, e.g. ``sm_80,sm_90``): the architectures each source is compiled for.
 Exit status 1 when a source fails to compile (its log is printed), 2 without nvcc.
 """
 
@@ -51,7 +52,17 @@ class Recording(FakeProvider):
 
 
 SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {}
-SWITCHES = ("ACL_GEMV", "ACL_GEMV_CONFIG", "ACL_ROWNORM_CONFIG", "ACL_ARGMAX_CONFIG", "ACL_ROPE_CONFIG")
+ARCHS: tuple[str, ...] = tuple(
+    a.strip() for a in os.environ.get("ACL_PREFLIGHT_ARCHS", "sm_90").split(",") if a.strip()
+)
+SWITCHES = (
+    "ACL_GEMV",
+    "ACL_GEMV_CONFIG",
+    "ACL_ROWNORM_CONFIG",
+    "ACL_ARGMAX_CONFIG",
+    "ACL_ROPE_CONFIG",
+    "ACL_GMM_CONFIG",
+)
 
 
 def _decode_calls() -> dict[str, list[dict[str, Any]]]:
@@ -112,13 +123,13 @@ def compile_one(item: tuple[str, tuple[str, tuple[str, ...]]], folder: Path) -> 
     path = folder / f"{name}.cu"
     path.write_text(source)
     flags = [o for o in options if o.startswith(("-D", "-std"))]
-    done = subprocess.run(
-        ["nvcc", "-ptx", "-arch=sm_90", *flags, str(path), "-o", str(path.with_suffix(".ptx"))],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        return f"=== {name} (nvcc exit {done.returncode})\n{done.stderr[-3000:]}"
+    for arch in ARCHS:
+        ptx = path.with_suffix(f".{arch}.ptx")
+        done = subprocess.run(
+            ["nvcc", "-ptx", f"-arch={arch}", *flags, str(path), "-o", str(ptx)], capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            return f"=== {name} {arch} (nvcc exit {done.returncode})\n{done.stderr[-3000:]}"
     return None
 
 
@@ -134,7 +145,8 @@ def main(argv: list[str]) -> int:
         logs = [log for log in pool.map(lambda item: compile_one(item, Path(tmp)), sorted(SOURCES.items())) if log]
     for log in logs:
         print(log)
-    print(f"{len(SOURCES)} kernel sources compiled with nvcc for sm_90: {len(logs)} failed; {len(odd)} calls raised")
+    archs = ", ".join(ARCHS)
+    print(f"{len(SOURCES)} kernel sources compiled with nvcc for {archs}: {len(logs)} failed; {len(odd)} calls raised")
     return 1 if logs else 0
 
 

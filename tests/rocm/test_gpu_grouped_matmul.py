@@ -236,9 +236,16 @@ def moe_counts(rng: np.random.Generator, groups: int, total: int) -> np.ndarray:
     return rng.multinomial(total, weights / weights.sum()).astype(np.int64)
 
 
+GMM_CONFIGS = ("base", "128x128x32-w2x2-s4", "128x128x32-w2x4-s4-b2", "128x128x64-w2x4-s3-b2")
+GMM_CONFIGS += ("128x256x32-w2x4-s4", "64x128x32-w2x2-s4-b3")
+"""The matrix kernel's configurations (``ACL_GMM_CONFIG``): kernels/grouped_matmul_mma.py's CONFIGS."""
+
+
+@pytest.mark.parametrize("config", GMM_CONFIGS)
 @pytest.mark.parametrize("weight_layout", ["kn", "nk"])
-def test_moe_layer_on_the_matrix_kernel(rocm: Backend, reference: Backend, weight_layout: str) -> None:
-    """64 experts of uneven M, K 2048, N 1408, bf16 in and out: the op's accuracy class and a K-term sum's bound."""
+def test_moe_layer_on_the_matrix_kernel(rocm: Backend, reference: Backend, weight_layout: str, config: str) -> None:
+    """64 experts of uneven M, K 2048, N 1408, bf16 in and out, in every block configuration: the op's accuracy
+    class and a K-term sum's bound."""
     rng = np.random.default_rng(8)
     groups, m, k, n = MOE
     counts = moe_counts(rng, groups, m)
@@ -258,10 +265,15 @@ def test_moe_layer_on_the_matrix_kernel(rocm: Backend, reference: Backend, weigh
     keep = None
     if weight_layout == "nk":
         run_args["weight"], keep = _transposed_weight(rocm, args["weight"][0])
-    rocm.grouped_matmul.last_path = None  # type: ignore[attr-defined]
-    got = eager.run(OP, rocm, **run_args)["out"][0]
+    runner = rocm.grouped_matmul  # type: ignore[attr-defined]
+    runner.last_path = None
+    runner.forced_config = config
+    try:
+        got = eager.run(OP, rocm, **run_args)["out"][0]
+    finally:
+        runner.forced_config = None
     del keep
-    assert rocm.grouped_matmul.last_path == "mma"  # type: ignore[attr-defined]
+    assert runner.last_path == "mma" and runner.last_config == config
     assert got.dtype == want.dtype and got.shape == want.shape
     assert_close(got, want)
     atol, rtol = gemm_tolerance(want, k)

@@ -22,11 +22,12 @@ import pytest
 from acl_core import eager, lowp
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
+from acl_core.errors import AclError
 from acl_core.formats import Format
 from acl_core.tensor import AclTensor, AclTensorList
 from acl_rocm.backend import RocmBackend
 from acl_rocm.kernels.grouped_matmul import FIELD, FIELDS, GmmKernel
-from acl_rocm.kernels.grouped_matmul_mma import TILE_M, TILE_N, GmmMmaKernel
+from acl_rocm.kernels.grouped_matmul_mma import ALTERNATIVES, CONFIGS, GmmConfig, GmmMmaKernel, parse_config
 from acl_rocm.kernels.mma import LAYOUT_WARP, LAYOUTS
 from tests.rocm import kernel_emulator
 from tests.rocm.fake_provider import FakeProvider
@@ -105,6 +106,23 @@ def test_m_groups_match_the_reference(
     counts, m, k, n = CASES[case]
     args = _m_groups(np.random.default_rng(case), dtype, counts, m, k, n)
     _check(emulated, reference, args, "mma", transposed)
+
+
+@pytest.mark.parametrize("config", ALTERNATIVES)
+def test_configurations_through_the_op(emulated: RocmBackend, reference: Backend, config: str) -> None:
+    """Each ``ACL_GMM_CONFIG`` choice (forced on the runner): bf16 out (paired 16-bit stores), a bias, both weight
+    layouts, the copy and the element paths."""
+    runner = emulated.grouped_matmul
+    runner.forced_config = config
+    try:
+        for case, transposed in ((0, False), (1, True), (2, True)):
+            counts, m, k, n = CASES[case]
+            _check(
+                emulated, reference, _m_groups(np.random.default_rng(case), BF16, counts, m, k, n), "mma", transposed
+            )
+            assert runner.last_config == config
+    finally:
+        runner.forced_config = None
 
 
 def test_strided_views_take_element_loads(emulated: RocmBackend, reference: Backend) -> None:
@@ -190,7 +208,7 @@ def _launch(kernel: GmmMmaKernel, layout: int, rows: list[list[int]]) -> None:
     for row in rows:
         row[FIELD["TILE"]] = tiles
         m = row[FIELD["M1"]] - row[FIELD["M0"]]
-        tiles += -(-m // TILE_M) * -(-row[FIELD["N"]] // TILE_N)
+        tiles += -(-m // kernel.tile_m) * -(-row[FIELD["N"]] // kernel.tile_n)
     table = np.array([*rows, [0] * (FIELD["TILE"]) + [tiles]], np.int64)
     flag = np.zeros(1, np.int32)
     warp = LAYOUT_WARP[layout]
@@ -212,14 +230,24 @@ def _build_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
         kernel_emulator.EmulatedProvider.build_dir = tmp_path_factory.mktemp("gmm-mma-build")
 
 
+KERNEL_CASES = [
+    *((layout, "base", 40) for layout in LAYOUTS),
+    (1, "base", 200),
+    *((1, name, 200) for name in ALTERNATIVES),  # K 200: more slices than stages (the ring wraps), a K tail
+    (2, "128x128x32-w2x4-s4-b2", 200),  # 64-lane warps: half as many along N
+    (2, "64x128x32-w2x2-s4-b3", 200),
+    (3, "128x128x64-w2x4-s3-b2", 72),
+]
+
+
 @pytest.mark.usefixtures("_build_dir")
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_kernel_in_every_fragment_layout(layout: int) -> None:
+@pytest.mark.parametrize(("layout", "config", "k"), KERNEL_CASES, ids=[f"L{c[0]}-{c[1]}-K{c[2]}" for c in KERNEL_CASES])
+def test_kernel_in_every_fragment_layout(layout: int, config: str, k: int) -> None:
     rng = np.random.default_rng(20 + layout)
     bf16 = layout % 2 == 1
     dtype = BF16 if bf16 else np.float16
     acl = D.ACL_BF16 if bf16 else D.ACL_FLOAT16
-    m, k, n = 150, 40, 136
+    m, n = 150, 136
     x = rng.uniform(-1, 1, (m, k)).astype(dtype)
     w_kn = rng.uniform(-1, 1, (k, n)).astype(dtype)
     w_nk = rng.uniform(-1, 1, (n, k)).astype(dtype)
@@ -238,14 +266,25 @@ def test_kernel_in_every_fragment_layout(layout: int) -> None:
         _group_row(xs, nks, out, None, M0=131, M1=131, WSK=1, WSN=k + 8, **common),  # empty
         _group_row(xs, nks, out, None, M0=131, M1=150, WSK=1, WSN=k + 8, **common),  # 16-byte copies, [N, K]
     ]
-    odd = np.full((m, n), np.nan, np.float32)  # element loads: K range [3, 37), x read through its transpose
+    # element loads: K range [3, k - 3), x read through its transpose; N 135 of rows 136 apart (a lone last column)
+    odd = np.full((m, n), np.nan, np.float32)
     xt = np.ascontiguousarray(x.T)
-    rows.append(_group_row(xt, kns, odd, None, M0=0, M1=m, K0=3, K1=37, N=n, XSR=1, XSC=m, WSK=n, WSN=1, OSR=n, OSC=1))
-    _launch(GmmMmaKernel(acl, D.ACL_FLOAT, D.ACL_FLOAT), layout, rows)
+    k0, k1 = 3, k - 3
+    rows.append(
+        _group_row(xt, kns, odd, None, M0=0, M1=m, K0=k0, K1=k1, N=n - 1, XSR=1, XSC=m, WSK=n, WSN=1, OSR=n, OSC=1)
+    )
+    # output rows an odd number of elements apart: one element a store
+    odd_rows = np.full((m, n + 1), np.nan, np.float32)
+    rows.append(_group_row(xs, nks, odd_rows, bias, M0=0, M1=m, WSK=1, WSN=k + 8, **{**common, "OSR": n + 1}))
+    _launch(GmmMmaKernel(acl, D.ACL_FLOAT, D.ACL_FLOAT, config=parse_config(config)), layout, rows)
     x64, kn64, nk64 = (a.astype(np.float64) for a in (x, w_kn, w_nk))
     want = np.concatenate([x64[:131] @ kn64 + bias, x64[131:] @ nk64.T])
-    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * k, err_msg=f"layout {layout}")
-    np.testing.assert_allclose(odd, x64[:, 3:37] @ kn64[3:37], rtol=1e-5, atol=1e-5 * k, err_msg=f"layout {layout}")
+    tol = {"rtol": 1e-5, "atol": 1e-5 * k, "err_msg": f"layout {layout}, {config}"}
+    np.testing.assert_allclose(out, want, **tol)  # type: ignore[arg-type]
+    np.testing.assert_allclose(odd[:, :-1], x64[:, k0:k1] @ kn64[k0:k1, :-1], **tol)  # type: ignore[arg-type]
+    assert np.isnan(odd[:, -1]).all()
+    np.testing.assert_allclose(odd_rows[:, :n], x64 @ nk64.T + bias, **tol)  # type: ignore[arg-type]
+    assert np.isnan(odd_rows[:, n]).all()
 
 
 # ----------------------------------------------------------------------------- launches (fake provider)
@@ -276,6 +315,40 @@ def test_launch_shape_and_kernel_choice(tmp_path: Path) -> None:
     assert isinstance(runner.gemm(D.ACL_FLOAT16, D.ACL_FLOAT16, D.ACL_FLOAT16), GmmMmaKernel)
     with pytest.raises(ValueError, match="float16 / bfloat16"):
         GmmMmaKernel(D.ACL_FLOAT, None)
+
+
+def test_configurations_parse_launch_and_refuse(tmp_path: Path) -> None:
+    assert parse_config("base") == CONFIGS["base"] and str(CONFIGS["base"]) == "base"
+    for name, config in CONFIGS.items():
+        assert parse_config(name) == config and str(config) == name
+    assert parse_config("128x64x32-w2x2-s3") == GmmConfig(128, 64, 32, 2, 2, 3)
+    for bad in ("128x128", "128x128x48-w2x2-s3", "128x128x32-w2x3-s3", "256x256x64-w2x4-s4", "128x128x32-w2x2-s1"):
+        with pytest.raises(ValueError, match=r"neither a name|grouped GEMM configuration"):
+            parse_config(bad)
+    provider = FakeProvider()
+    env = {"ACL_KERNEL_CACHE": str(tmp_path), "ACL_GMM_CONFIG": "128x128x32-w2x4-s4-b2"}
+    backend = RocmBackend(provider, env)
+    backend.runtime.ensure_device(0)
+    rng = np.random.default_rng(0)
+    groups, m, n = 10, 1000, 300
+    args = _base(
+        x=[_arr(rng, (m, 64), BF16)],
+        weight=[_arr(rng, (groups, 64, n), BF16)],
+        groupListOptional=np.full(groups, 7, np.int64),
+    )
+    eager.run(OP, backend, **args)
+    gemm = provider.launches[-1]
+    config = CONFIGS["128x128x32-w2x4-s4-b2"]
+    assert gemm.block == (256, 1, 1) and config.shared_bytes == 4 * (128 * 40 * 2) * 2
+    # opted in above the 48 KiB default (the fake launch refuses more shared memory than the opt-in)
+    assert provider.dynamic_shared[gemm.name] == config.shared_bytes
+    assert "__launch_bounds__(256, 2)" in GmmMmaKernel(D.ACL_BF16, None, config=config).source()
+    backend.grouped_matmul.forced_config = "64x128x32-w2x2-s4-b3"
+    eager.run(OP, backend, **args)
+    assert provider.launches[-1].grid == ((-(-m // 64) + groups) * -(-n // 128), 1, 1)
+    backend.grouped_matmul.forced_config = "128x128x48-w2x2-s3"
+    with pytest.raises(AclError, match="ACL_GMM_CONFIG='128x128x48-w2x2-s3'"):
+        eager.run(OP, backend, **args)
 
 
 def test_no_matrix_instructions_keep_the_simt_kernel_unless_forced(tmp_path: Path) -> None:

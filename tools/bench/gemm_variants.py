@@ -15,6 +15,10 @@
   ([g, N, K]) and, on the rocm backend, with the grouped GEMM forced onto the SIMT kernel
   (``ACL_GMM_KERNEL=simt``'s path, the kernel before the matrix-instruction one); each row's note names
   the path the runner took.
+* ``GroupedMatmulV5Configs`` (a ``--only`` name of its own, rocm only): the 16,384- and 32,768-row layers on the
+  matrix kernel in each of its block configurations (``ACL_GMM_CONFIG``: ``base`` and the kernel's alternatives, or
+  the comma-separated list in ``ACL_BENCH_GMM_CONFIGS``), the operands made once a size, the group counts the same
+  for every configuration; each row's note names the configuration that ran.
 * ``GroupedMatmulSwigluQuantV2``: a W8A8 MoE expert's gate/up projection, 64 groups of uneven M (8,192
   tokens), K = 2,048, N = 2 x 1,408, int8 x and weight, per-channel and per-token float32 scales,
   SwiGLU and per-row dynamic int8 quantisation, beside torch doing the same with ``torch._grouped_mm``
@@ -47,6 +51,7 @@ OPS: tuple[str, ...] = (
     "GroupedMatmul",
     "GroupedMatmulWeightNz",
     "GroupedMatmulV5",
+    "GroupedMatmulV5Configs",
     "GroupedMatmulSwigluQuantV2",
     "QuantMatmulWeightNz",
 )
@@ -70,6 +75,9 @@ def run_cases(suite: Suite) -> None:
         small = ((tokens, "kn", None), (tokens, "nk", None), (tokens, "kn", "simt"))
         for tokens_v5, layout, kernel in V5_ROWS if full else small:
             _grouped_v5(suite, groups, tokens_v5, k, n, layout, kernel)
+    if suite.wanted("GroupedMatmulV5Configs"):
+        for tokens_v5 in (16384, 32768) if full else (tokens,):
+            _grouped_v5_configs(suite, groups, tokens_v5, k, n)
     if suite.wanted("GroupedMatmulSwigluQuantV2"):
         _grouped_swiglu_quant(suite, groups, tokens, k, 2 * n)
     if suite.wanted("QuantMatmulWeightNz"):
@@ -175,27 +183,12 @@ def _grouped_v5(suite: Suite, groups: int, tokens: int, k: int, n: int, layout: 
     counts = _uneven(suite, groups, tokens)
 
     def acl() -> tuple[Callable[[], None], Any]:
-        none = dict.fromkeys(("biasOptional", "scaleOptional", "offsetOptional", "antiquantScaleOptional"))
-        none |= dict.fromkeys(("antiquantOffsetOptional", "perTokenScaleOptional", "activationInputOptional"))
-        none |= dict.fromkeys(("activationQuantScaleOptional", "activationQuantOffsetOptional"))
-        none |= dict.fromkeys(("tuningConfigOptional", "activationFeatureOutOptional", "dynQuantScaleOutOptional"))
-        args: dict[str, Any] = {"x": [suite.array((tokens, k), dtype)], **none}
-        args |= {"splitItem": 3, "groupType": 0, "groupListType": 1, "actType": 0}
-        args["groupListOptional"] = to_device(np.array(counts, np.int64), suite.backend)
-        args["out"] = [empty((tokens, n), dtype, suite.backend)]
-        stored = suite.array((groups, n, k) if layout == "nk" else (groups, k, n), dtype)
-        if layout == "nk":  # the [g, K, N] view of [g, N, K] storage
-            view = AclTensor(
-                (groups, k, n), dtype, (n * k, 1, k), 0, Format.ACL_FORMAT_ND, (groups, n, k), stored.address
-            )
-            args["weight"] = AclTensorList.create([view])
-        else:
-            args["weight"] = [stored]
+        args, stored = _v5_args(suite, counts, tokens, k, n, dtype, layout)
         launch, cleanup = suite.prepared("GroupedMatmulV5", args)
 
         def free() -> None:
             cleanup()
-            if layout == "nk":
+            if stored is not None:
                 stored.free()
 
         return launch, free
@@ -216,6 +209,65 @@ def _grouped_v5(suite: Suite, groups: int, tokens: int, k: int, n: int, layout: 
             runner.forced_kernel = None
     path = runner.last_path if runner is not None else None
     case.note = f"path {path or 'n/a'}; uneven M groups (device counts); torch: one [M, K] x [K, N] matmul, same FLOPs"
+
+
+def _v5_args(
+    suite: Suite, counts: list[int], tokens: int, k: int, n: int, dtype: D, layout: str = "kn"
+) -> tuple[dict[str, Any], Any]:
+    """GroupedMatmulV5 arguments of one MoE layer: x [tokens, k], weight [g, k, n] (``nk``: the view of [g, n, k]
+    storage, returned second for the caller to free), device counts, out."""
+    none = dict.fromkeys(("biasOptional", "scaleOptional", "offsetOptional", "antiquantScaleOptional"))
+    none |= dict.fromkeys(("antiquantOffsetOptional", "perTokenScaleOptional", "activationInputOptional"))
+    none |= dict.fromkeys(("activationQuantScaleOptional", "activationQuantOffsetOptional"))
+    none |= dict.fromkeys(("tuningConfigOptional", "activationFeatureOutOptional", "dynQuantScaleOutOptional"))
+    args: dict[str, Any] = {"x": [suite.array((tokens, k), dtype)], **none}
+    args |= {"splitItem": 3, "groupType": 0, "groupListType": 1, "actType": 0}
+    args["groupListOptional"] = to_device(np.array(counts, np.int64), suite.backend)
+    args["out"] = [empty((tokens, n), dtype, suite.backend)]
+    groups = len(counts)
+    stored = suite.array((groups, n, k) if layout == "nk" else (groups, k, n), dtype)
+    if layout != "nk":
+        args["weight"] = [stored]
+        return args, None
+    view = AclTensor((groups, k, n), dtype, (n * k, 1, k), 0, Format.ACL_FORMAT_ND, (groups, n, k), stored.address)
+    args["weight"] = AclTensorList.create([view])
+    return args, stored
+
+
+def _grouped_v5_configs(suite: Suite, groups: int, tokens: int, k: int, n: int) -> None:
+    """One GroupedMatmulV5 row per matrix-kernel configuration on one set of operands (rocm only)."""
+    import os
+
+    from acl_tools.bench.ops import Case
+
+    runner = getattr(suite.backend, "grouped_matmul", None)
+    if runner is None or not hasattr(runner, "forced_config"):
+        return
+    listed = os.environ.get("ACL_BENCH_GMM_CONFIGS", "")
+    configs = [c.strip() for c in listed.split(",") if c.strip()] or ["base", *runner.alternatives()]
+    torch, dtype = suite.torch, D.ACL_BF16
+    counts = _uneven(suite, groups, tokens)
+    args, _ = _v5_args(suite, counts, tokens, k, n, dtype)
+    launch, cleanup = suite.prepared("GroupedMatmulV5", args)
+
+    def torch_fn() -> Callable[[], object]:
+        x, w, o = suite.tensor((tokens, k), dtype), suite.tensor((k, n), dtype), suite.tensor((tokens, n), dtype)
+        return lambda: torch.matmul(x, w, out=o)
+
+    try:
+        for config in configs:
+            shape = f"G{groups} M{tokens} K{k} N{n}"
+            case = Case(f"GroupedMatmulV5 config {config}", shape, dtype.short, "TFLOP/s", 2.0 * tokens * k * n)
+            runner.last_path, runner.last_config, runner.forced_kernel = None, None, "mma"
+            runner.forced_config = config
+            try:
+                suite.case(case, lambda: (launch, lambda: None), torch_fn, "GroupedMatmulV5", interleaved=True)
+            finally:
+                runner.forced_config, runner.forced_kernel = None, None
+            ran = runner.last_config or "n/a"
+            case.note = f"ACL_GMM_CONFIG={config} (ran {ran}, path {runner.last_path or 'n/a'}); torch: one matmul"
+    finally:
+        cleanup()
 
 
 def _grouped_swiglu_quant(suite: Suite, groups: int, tokens: int, k: int, n: int) -> None:

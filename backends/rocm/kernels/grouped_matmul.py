@@ -96,8 +96,13 @@ def kernel_source(
     body: list[str],
     threads: int = BLOCK_THREADS,
     helpers: str = "",
+    min_blocks: int = 0,
 ) -> str:
-    """A kernel source: the prelude, ``helpers`` (device code), the descriptor field indices and ``body``."""
+    """A kernel source: the prelude, ``helpers`` (device code), the descriptor field indices and ``body``.
+
+    ``min_blocks`` > 0: the blocks an SM must hold at once (``__launch_bounds__``' second bound: fewer registers).
+    """
+    bounds = f"{threads}, {min_blocks}" if min_blocks > 0 else f"{threads}"
     return "\n".join(
         [
             PRELUDE,
@@ -105,7 +110,7 @@ def kernel_source(
             f"// grouped matmul: {comment}",
             meta,
             *_fields(),
-            f'extern "C" __global__ void __launch_bounds__({threads}) {name}(',
+            f'extern "C" __global__ void __launch_bounds__({bounds}) {name}(',
             "    " + ",\n    ".join(params) + ") {",
             *("  " + line for line in body),
             "}",

@@ -2,16 +2,25 @@
 
 Same descriptor table, group-list pass and block-to-tile mapping as :class:`~acl_rocm.kernels.grouped_matmul.GmmKernel`
 (block ``b`` finds its group by binary search over the groups' first tiles, so empty groups cost
-nothing and uneven ones only their own tiles), with :data:`TILE_M` × :data:`TILE_N` output tiles computed by
-:data:`THREADS` threads on the warp matrix layer (:mod:`acl_rocm.kernels.mma`):
+nothing and uneven ones only their own tiles), with ``bm`` × ``bn`` output tiles computed by the warps of
+one block on the warp matrix layer (:mod:`acl_rocm.kernels.mma`). The block shape is a :class:`GmmConfig`
+(``ACL_GMM_CONFIG``, :data:`CONFIGS`); :data:`BASE` is the first kernel, kept as it was:
 
-* K advances :data:`TILE_K` at a time through two shared-memory stages: while the warps multiply one
-  stage, the next is in flight (``acl_cp_async16``: ``cp.async`` on sm_80+). x lands as [m][k] rows,
-  the weight as [k][n] rows when its N is contiguous (a [K, N] weight) or as [n][k] rows otherwise (the
-  transposed [N, K] storage), so both layouts are copied 16 bytes at a time; rows are padded by 8
-  elements, which keeps ``ldmatrix`` and the copies free of bank conflicts.
-* Each warp owns a 64-row slice of the tile (4 × ``TILE_N / (warps / 2) / 16`` tiles of 16 × 16) and
-  loads its fragments with ``acl_mma_load_a`` and ``acl_mma_load_b_kn`` / ``acl_mma_load_b_nk``.
+* K advances ``bk`` at a time through shared-memory stages (``acl_cp_async16``: ``cp.async`` on sm_80+).
+  x lands as [m][k] rows, the weight as [k][n] rows when its N is contiguous (a [K, N] weight) or as
+  [n][k] rows otherwise (the transposed [N, K] storage), so both layouts are copied 16 bytes at a time;
+  rows are padded by 8 elements, which keeps ``ldmatrix`` and the copies free of bank conflicts (rows
+  ``bk + 8`` or ``bn + 8`` elements apart: the 8 rows one ``ldmatrix`` phase reads start on 8 distinct
+  16-byte bank groups).
+* Each warp owns a ``bm / warps_m`` × ``bn / warps_n`` slice of the tile and loads its fragments with
+  ``acl_mma_load_a`` and ``acl_mma_load_b_kn`` / ``acl_mma_load_b_nk``.
+* The legacy loop (:data:`BASE`: 128 × 128 × 32, 4 warps of 64 × 64, two stages in 40 KiB of static
+  shared memory): the next slice in flight while one is multiplied, every copy awaited each step.
+  The pipelined loop (the other configurations): ``stages`` slices in dynamic shared memory, ``stages - 1``
+  in flight (``cp.async.wait_group``), one barrier a step, the fragments of the next k16 step loaded
+  while one multiplies, warps whose rows all lie past the group's end idle (a partial last row tile
+  costs only its live warps' products), and an optional ``__launch_bounds__`` block count (registers capped so that
+  two 8-warp blocks share an SM).
 * Edges: a 16-byte chunk is copied only where it lies wholly inside the group's rows, columns and
   inner range and the operand allows it (unit stride on the copied axis, 16-byte aligned base and
   row pitch); chunks wholly outside are zero-filled, and the rest (an edge chunk, or every chunk of
@@ -19,10 +28,8 @@ nothing and uneven ones only their own tiles), with :data:`TILE_M` × :data:`TIL
   element at a time with zeros outside. The K loop starts at the group's first inner index rounded down
   to a multiple of 8, so aligned operands stay aligned whatever ``K0`` a K-group starts at.
 * Epilogue: each accumulator element plus the bias (its own dtype, read per column) is rounded once to
-  the output's dtype and written through the output's strides.
-
-Two blocks fit an SM of an H100 / H200 (40 KiB of static shared memory and at most 255 registers a
-thread), so one block's copies overlap the other's products as well.
+  the output's dtype and written through the output's strides; the pipelined configurations store a
+  lane's two adjacent columns as one access where the layout pairs them (NVIDIA) and the output's rows allow.
 """
 
 from __future__ import annotations
@@ -40,31 +47,138 @@ TILE_M: Final = 128
 TILE_N: Final = 128
 TILE_K: Final = 32
 THREADS: Final = 128
+"""The base configuration's tile and block (:data:`BASE`)."""
+SHARED_LIMIT: Final = 227 * 1024
+"""The most shared memory a configuration may take (an H100's opt-in maximum; the launch checks the device's)."""
+
+
+@dataclass(frozen=True)
+class GmmConfig:
+    """A block shape of the kernel: ``bm`` x ``bn`` output tiles, K ``bk`` a slice, ``warps_m`` x ``warps_n`` warps of
+    32 lanes (64-lane warps: half as many along N), ``stages`` shared-memory slices.
+
+    ``min_blocks`` > 0: blocks an SM must hold at once (the compiler caps registers to fit them; 0: no bound).
+    ``legacy``: the first kernel's loop (two stages in static shared memory, one wait for every copy a step,
+    fragments loaded then multiplied, element stores); otherwise the pipelined loop (``stages`` - 1 slices in
+    flight, dynamic shared memory, fragments of the next k16 step loaded while one multiplies, pairs of output
+    elements stored together where the output's rows allow).
+    """
+
+    bm: int
+    bn: int
+    bk: int
+    warps_m: int
+    warps_n: int
+    stages: int
+    min_blocks: int = 0
+    legacy: bool = False
+
+    @property
+    def threads(self) -> int:
+        """Threads a block (32 a warp)."""
+        return 32 * self.warps_m * self.warps_n
+
+    @property
+    def shared_bytes(self) -> int:
+        """Dynamic shared memory a launch passes (0: the legacy loop's static arrays)."""
+        return 0 if self.legacy else self.stages * self.stage_elements * 2
+
+    @property
+    def stage_elements(self) -> int:
+        """16-bit elements of one slice: x [bm][bk + 8] and the weight [bn][bk + 8] or [bk][bn + 8]."""
+        return self.bm * (self.bk + 8) + max(self.bn * (self.bk + 8), self.bk * (self.bn + 8))
+
+    def __str__(self) -> str:
+        if self == BASE:
+            return "base"
+        blocks = f"-b{self.min_blocks}" if self.min_blocks else ""
+        return f"{self.bm}x{self.bn}x{self.bk}-w{self.warps_m}x{self.warps_n}-s{self.stages}{blocks}"
+
+    def check(self) -> None:
+        """Raise ValueError where the shape cannot run (the copy mapping, warp tiles and shared memory)."""
+        t, ck, cn = self.threads, self.bk // 8, self.bn // 8
+        problems = [
+            (self.bk not in (16, 32, 64), "K slice must be 16, 32 or 64"),
+            (self.warps_n < 2 or self.warps_n % 2, "warps along N must be even (64-lane warps halve them)"),
+            (self.bm % (16 * self.warps_m) or self.bn % (16 * self.warps_n), "warp tiles must be multiples of 16"),
+            (t > 1024 or t % ck or (self.bm * ck) % t or (self.bn * ck) % t, "x / [N, K] copies must tile the block"),
+            (t % cn or (self.bk * cn) % t, "[K, N] weight copies must tile the block"),
+            (max(self.bm, self.bn) * ck // t > 32 or self.bk * cn // t > 32, "at most 32 copies a thread"),
+            (self.stages < 2 or (self.legacy and self.stages != 2), "2 or more stages (the legacy loop: 2)"),
+            (self.min_blocks < 0 or self.min_blocks > 8, "0 to 8 blocks an SM"),
+            (self.shared_bytes > SHARED_LIMIT, f"{self.shared_bytes} bytes of shared memory (limit {SHARED_LIMIT})"),
+        ]
+        bad = [why for failed, why in problems if failed]
+        if bad:
+            raise ValueError(f"grouped GEMM configuration {self}: " + "; ".join(bad))
+
+
+BASE: Final = GmmConfig(TILE_M, TILE_N, TILE_K, 2, 2, 2, 0, legacy=True)
+"""The first kernel: 128 x 128 tiles, K 32, 4 warps of 64 x 64, two static stages (the default until measured)."""
+CONFIGS: Final = {
+    str(c): c
+    for c in (
+        BASE,
+        GmmConfig(128, 128, 32, 2, 2, 4),  # the base shape, four pipelined stages
+        GmmConfig(128, 128, 32, 2, 4, 4, 2),  # 8 warps of 64 x 32, two blocks an SM (128 registers)
+        GmmConfig(128, 128, 64, 2, 4, 3, 2),  # the same, K 64: half the barriers
+        GmmConfig(128, 256, 32, 2, 4, 4),  # 8 warps of 64 x 64, one block an SM
+        GmmConfig(64, 128, 32, 2, 2, 4, 3),  # small M tiles: less padding in small groups, 3 blocks an SM
+    )
+}
+"""The named configurations (``ACL_GMM_CONFIG`` takes these names or any other ``BMxBNxBK-wMxN-sS``)."""
+ALTERNATIVES: Final = tuple(name for name in CONFIGS if name != "base")
+"""The configurations the ops bench times beside the default."""
+
+
+def parse_config(text: str) -> GmmConfig:
+    """``base`` or ``BMxBNxBK-wWMxWN-sS[-bB]`` (e.g. ``128x128x32-w2x4-s4-b2``) as a checked configuration."""
+    text = text.strip().lower()
+    if text in CONFIGS:
+        return CONFIGS[text]
+    try:
+        tile, warps, stages, *blocks = text.split("-")
+        bm, bn, bk = (int(v) for v in tile.split("x"))
+        wm, wn = (int(v) for v in warps.removeprefix("w").split("x"))
+        if not stages.startswith("s") or not warps.startswith("w") or any(not b.startswith("b") for b in blocks):
+            raise ValueError(text)
+        if len(blocks) > 1:
+            raise ValueError(text)
+        config = GmmConfig(bm, bn, bk, wm, wn, int(stages[1:]), int(blocks[0][1:]) if blocks else 0)
+    except ValueError:
+        raise ValueError(f"{text!r} is neither a name ({', '.join(CONFIGS)}) nor BMxBNxBK-wMxN-sS[-bB]") from None
+    config.check()
+    return config
+
+
 DTYPES: Final = frozenset({D.ACL_FLOAT16, D.ACL_BF16})
 """Operand dtypes this kernel multiplies."""
 OUT_DTYPES: Final = frozenset({D.ACL_FLOAT16, D.ACL_BF16, D.ACL_FLOAT})
 BIAS_DTYPES: Final = frozenset({D.ACL_FLOAT16, D.ACL_BF16, D.ACL_FLOAT})
 _F32 = ctype(D.ACL_FLOAT)
 
-DEVICE: Final = (
-    MMA_SOURCE
-    + rf"""
-// ---- grouped GEMM on matrix instructions (kernels/grouped_matmul_mma.py) ----
-#define GMM_BM {TILE_M}
-#define GMM_BN {TILE_N}
-#define GMM_BK {TILE_K}
-#define GMM_THREADS {THREADS}
-"""
-    + r"""#define GMM_LDA (GMM_BK + 8)
+
+def _device(c: GmmConfig) -> str:
+    """The device code of configuration ``c``: the matrix layer, the tile macros and the grouped GEMM's helpers."""
+    return MMA_SOURCE + _DEVICE_HEAD.format(c=c, threads=c.threads) + _DEVICE
+
+
+_DEVICE_HEAD: Final = (
+    "\n// ---- grouped GEMM on matrix instructions (kernels/grouped_matmul_mma.py) ----\n"
+    "#define GMM_BM {c.bm}\n#define GMM_BN {c.bn}\n#define GMM_BK {c.bk}\n#define GMM_THREADS {threads}\n"
+    "#define GMM_WARPS_M {c.warps_m}\n#define GMM_STAGES {c.stages}\n"
+)
+_DEVICE: Final = r"""#define GMM_LDA (GMM_BK + 8)
 #define GMM_LDB_KN (GMM_BN + 8)
 #define GMM_LDB_NK (GMM_BK + 8)
 #define GMM_A_STAGE (GMM_BM * GMM_LDA)
 #define GMM_B_STAGE (GMM_BN * GMM_LDB_NK > GMM_BK * GMM_LDB_KN ? GMM_BN * GMM_LDB_NK : GMM_BK * GMM_LDB_KN)
 #define GMM_STAGE (GMM_A_STAGE + GMM_B_STAGE)
 #define GMM_WARPS (GMM_THREADS / ACL_WARP_SIZE)
-#define GMM_WARPS_N (GMM_WARPS / 2)
+#define GMM_WARPS_N (GMM_WARPS / GMM_WARPS_M)
+#define GMM_WM (GMM_BM / GMM_WARPS_M)
 #define GMM_WN (GMM_BN / GMM_WARPS_N)
-#define GMM_MT (GMM_BM / 2 / 16)
+#define GMM_MT (GMM_WM / 16)
 #define GMM_NT (GMM_WN / 16)
 #define GMM_CHUNKS_K (GMM_BK / 8)
 #define GMM_CHUNKS_N (GMM_BN / 8)
@@ -174,7 +288,7 @@ template <bool NK> ACL_DEV void gmm_load_elements(gmm_u16* stage, const GmmTile&
 // the warp's products over one staged slice
 template <bool NK, bool BF16>
 ACL_DEV void gmm_multiply(AclMmaC (&acc)[GMM_MT][GMM_NT], const gmm_u16* stage, int wm, int wn) {
-  const gmm_u16* sa = stage + wm * (GMM_BM / 2) * GMM_LDA;
+  const gmm_u16* sa = stage + wm * GMM_WM * GMM_LDA;
   const gmm_u16* sb = stage + GMM_A_STAGE;
 #pragma unroll
   for (int ks = 0; ks < GMM_BK; ks += 16) {
@@ -217,9 +331,74 @@ ACL_DEV void gmm_tile(AclMmaC (&acc)[GMM_MT][GMM_NT], gmm_u16* smem, const GmmTi
     __syncthreads();  // stage s is visible; every warp is done with stage s - 1, whose buffer stage s + 1 refills
   }
 }
+// the warp's products over one staged slice, the fragments of k step ks + 16 loaded while step ks multiplies
+template <bool NK, bool BF16>
+ACL_DEV void gmm_multiply_db(AclMmaC (&acc)[GMM_MT][GMM_NT], const gmm_u16* stage, int wm, int wn) {
+  const gmm_u16* sa = stage + wm * GMM_WM * GMM_LDA;
+  const gmm_u16* sb = stage + GMM_A_STAGE;
+  AclMmaA a[2][GMM_MT];
+  AclMmaB b[2][GMM_NT];
+#pragma unroll
+  for (int ks = 0; ks <= GMM_BK; ks += 16) {
+    const int cur = (ks / 16) & 1;
+    if (ks < GMM_BK) {
+#pragma unroll
+      for (int i = 0; i < GMM_MT; ++i) acl_mma_load_a(a[cur][i], sa + 16 * i * GMM_LDA + ks, GMM_LDA);
+#pragma unroll
+      for (int j = 0; j < GMM_NT; ++j) {
+        const int col = wn * GMM_WN + 16 * j;
+        if (NK) acl_mma_load_b_nk(b[cur][j], sb + col * GMM_LDB_NK + ks, GMM_LDB_NK);
+        else acl_mma_load_b_kn(b[cur][j], sb + ks * GMM_LDB_KN + col, GMM_LDB_KN);
+      }
+    }
+    if (ks > 0) {
+#pragma unroll
+      for (int i = 0; i < GMM_MT; ++i) {
+#pragma unroll
+        for (int j = 0; j < GMM_NT; ++j) acl_mma<BF16>(acc[i][j], a[cur ^ 1][i], b[cur ^ 1][j]);
+      }
+    }
+  }
+}
+
+// the K loop over [k0, k1) through GMM_STAGES stages: GMM_STAGES - 1 slices in flight while the warps multiply
+// one; one barrier a step (it publishes slice s and frees the buffer of slice s - 1, which slice
+// s + GMM_STAGES - 1 refills)
+template <bool NK, bool VEC, bool BF16>
+ACL_DEV void gmm_tile_pipe(AclMmaC (&acc)[GMM_MT][GMM_NT], gmm_u16* smem, const GmmTile& t, int wm, int wn) {
+  const long long steps = t.k1 > t.k0 ? (t.k1 - t.k0 + GMM_BK - 1) / GMM_BK : 0;
+  if (steps == 0) return;
+  GmmCopies c;
+  if (VEC) c = gmm_copies<NK>(t);
+#pragma unroll
+  for (int s = 0; s < GMM_STAGES - 1; ++s) {
+    if (s < steps) {
+      if (VEC) gmm_load_vec<NK>(smem + s * GMM_STAGE, c, t, t.k0 + s * GMM_BK);
+      else gmm_load_elements<NK>(smem + s * GMM_STAGE, t, t.k0 + s * GMM_BK);
+    }
+    if (VEC) acl_cp_async_commit();  // one group a slice, empty ones included, so the count below holds
+  }
+  int read = 0, write = GMM_STAGES - 1;
+  // a warp whose rows all lie past the group's end (a group's last, partial row tile) copies but multiplies
+  // nothing, leaving the matrix units to the warps with work (the condition is the same in every lane)
+  const bool live = t.row0 + wm * GMM_WM < t.m1;
+  for (long long s = 0; s < steps; ++s) {
+    if (VEC) acl_cp_async_wait<GMM_STAGES - 2>();  // this thread's copies of slice s landed
+    __syncthreads();  // everyone's have; every warp is done with slice s - 1 (the buffer refilled next)
+    const long long next = s + GMM_STAGES - 1;
+    if (next < steps) {
+      if (VEC) gmm_load_vec<NK>(smem + write * GMM_STAGE, c, t, t.k0 + next * GMM_BK);
+      else gmm_load_elements<NK>(smem + write * GMM_STAGE, t, t.k0 + next * GMM_BK);
+    }
+    if (VEC) acl_cp_async_commit();
+    if (live) gmm_multiply_db<NK, BF16>(acc, smem + read * GMM_STAGE, wm, wn);
+    read = read + 1 == GMM_STAGES ? 0 : read + 1;
+    write = write + 1 == GMM_STAGES ? 0 : write + 1;
+  }
+  if (VEC) acl_cp_async_wait<0>();  // no copy outlives the tile (the block may exit or reuse nothing after)
+}
 // ---- end of the grouped GEMM's device code ----
 """
-)
 
 
 @dataclass(frozen=True)
@@ -231,14 +410,33 @@ class GmmMmaKernel:
     bias: D | None
     out: D | None = None
     index_type: str = "long long"
+    config: GmmConfig = BASE
 
     path: ClassVar[str] = "mma"
     """The name the runner reports for this kernel (its debug line, ``last_path``)."""
-    tile_m: ClassVar[int] = TILE_M
-    tile_n: ClassVar[int] = TILE_N
-    threads: ClassVar[int] = THREADS
+
+    @property
+    def tile_m(self) -> int:
+        """Rows of an output tile."""
+        return self.config.bm
+
+    @property
+    def tile_n(self) -> int:
+        """Columns of an output tile."""
+        return self.config.bn
+
+    @property
+    def threads(self) -> int:
+        """Threads a block."""
+        return self.config.threads
+
+    @property
+    def shared_bytes(self) -> int:
+        """Dynamic shared memory a launch passes."""
+        return self.config.shared_bytes
 
     def __post_init__(self) -> None:
+        self.config.check()
         if self.dtype not in DTYPES:
             raise ValueError(f"the matrix-instruction grouped GEMM takes float16 / bfloat16, not {self.dtype.short}")
         if self.out is not None and self.out not in OUT_DTYPES:
@@ -256,28 +454,40 @@ class GmmMmaKernel:
         return _source(self)
 
 
-@functools.lru_cache(maxsize=32)
+@functools.lru_cache(maxsize=64)
 def _source(k: GmmMmaKernel) -> str:
+    c = k.config
     o = ctype(k.dtype if k.out is None else k.out)
     bf16 = "true" if k.dtype == D.ACL_BF16 else "false"
     bias_lines: list[str] = []
     add_bias: list[str] = []
+    add_bias_pair: list[str] = []
     if k.bias is not None:
         b = ctype(k.bias)
         bias_lines = [f"const {b.storage}* bias = (const {b.storage}*)e[F_BIAS];", "const long long bsn = e[F_BSN];"]
         add_bias = [f"        if (bias) v += {load('bias[col * bsn]', b, _F32)};"]
+        add_bias_pair = [
+            f"        if (bias) v0 += {load('bias[col * bsn]', b, _F32)};",
+            f"        if (bias && col + 1 < n) v1 += {load('bias[(col + 1) * bsn]', b, _F32)};",
+        ]
+    tile = "gmm_tile" if c.legacy else "gmm_tile_pipe"
+    shared = (
+        ["__shared__ AclVec<unsigned, 4> smem_raw[2 * GMM_STAGE / 8];"]
+        if c.legacy
+        else ["extern __shared__ AclVec<unsigned, 4> smem_raw[];  // GMM_STAGES * GMM_STAGE elements (the launch's)"]
+    )
     body = [
         *FIND_GROUP,
         "const long long n = e[F_N];",
-        f"const long long tiles_n = (n + {TILE_N - 1}) / {TILE_N};",
+        f"const long long tiles_n = (n + {c.bn - 1}) / {c.bn};",
         "const long long t_in = b - e[F_TILE];",
         "GmmTile t;",
         "t.x = (const gmm_u16*)e[F_X];",
         "t.w = (const gmm_u16*)e[F_W];",
         "t.xsr = e[F_XSR]; t.xsc = e[F_XSC]; t.wsk = e[F_WSK]; t.wsn = e[F_WSN];",
-        f"t.row0 = e[F_M0] + (t_in / tiles_n) * {TILE_M};",
+        f"t.row0 = e[F_M0] + (t_in / tiles_n) * {c.bm};",
         "t.m1 = e[F_M1];",
-        f"t.col0 = (t_in % tiles_n) * {TILE_N};",
+        f"t.col0 = (t_in % tiles_n) * {c.bn};",
         "t.n = n; t.k0 = e[F_K0]; t.k1 = e[F_K1];",
         "// the weight's shared layout: [n][k] when K is its contiguous axis (or the nearer one), else [k][n]",
         "const bool nk = t.wsk == 1 ? t.wsn != 1 : (t.wsn != 1 && t.wsk < t.wsn);",
@@ -285,10 +495,10 @@ def _source(k: GmmMmaKernel) -> str:
         "const bool vec = ((unsigned long long)(e[F_X] | e[F_W]) & 15ull) == 0 && t.xsc == 1 && t.xsr % 8 == 0 &&",
         "                 t.k0 % 8 == 0 && t.k1 % 8 == 0 &&",
         "                 (nk ? (t.wsk == 1 && t.wsn % 8 == 0) : (t.wsn == 1 && t.wsk % 8 == 0 && n % 8 == 0));",
-        "__shared__ AclVec<unsigned, 4> smem_raw[2 * GMM_STAGE / 8];",
+        *shared,
         "gmm_u16* smem = (gmm_u16*)smem_raw;",
         "const int warp = threadIdx.x / ACL_WARP_SIZE, lane = acl_lane();",
-        "const int wm = warp % 2, wn = warp / 2;",
+        "const int wm = warp % GMM_WARPS_M, wn = warp / GMM_WARPS_M;",
         "AclMmaC acc[GMM_MT][GMM_NT];",
         "#pragma unroll",
         "for (int i = 0; i < GMM_MT; ++i) {",
@@ -298,18 +508,20 @@ def _source(k: GmmMmaKernel) -> str:
         "    for (int q = 0; q < ACL_MMA_C_ELEMS; ++q) acc[i][j].x[q] = 0.0f;",
         "  }",
         "}",
-        f"if (nk && vec) gmm_tile<true, true, {bf16}>(acc, smem, t, wm, wn);",
-        f"else if (vec) gmm_tile<false, true, {bf16}>(acc, smem, t, wm, wn);",
-        f"else if (nk) gmm_tile<true, false, {bf16}>(acc, smem, t, wm, wn);",
-        f"else gmm_tile<false, false, {bf16}>(acc, smem, t, wm, wn);",
+        f"if (nk && vec) {tile}<true, true, {bf16}>(acc, smem, t, wm, wn);",
+        f"else if (vec) {tile}<false, true, {bf16}>(acc, smem, t, wm, wn);",
+        f"else if (nk) {tile}<true, false, {bf16}>(acc, smem, t, wm, wn);",
+        f"else {tile}<false, false, {bf16}>(acc, smem, t, wm, wn);",
         f"{o.storage}* out = ({o.storage}*)e[F_OUT];",
         "const long long osr = e[F_OSR], osc = e[F_OSC];",
         *bias_lines,
+    ]
+    scalar = [
         "#pragma unroll",
         "for (int i = 0; i < GMM_MT; ++i) {",
         "  #pragma unroll",
         "  for (int q = 0; q < ACL_MMA_C_ELEMS; ++q) {",
-        f"    const long long row = t.row0 + wm * {TILE_M // 2} + 16 * i + acl_mma_c_row(lane, q);",
+        "    const long long row = t.row0 + wm * GMM_WM + 16 * i + acl_mma_c_row(lane, q);",
         "    if (row >= t.m1) continue;",
         f"    {o.storage}* line = out + row * osr;",
         "    #pragma unroll",
@@ -324,7 +536,46 @@ def _source(k: GmmMmaKernel) -> str:
         "  }",
         "}",
     ]
+    if c.legacy:
+        body += scalar
+    else:  # layout 1: elements 2p and 2p + 1 of a lane are one row's columns c, c + 1 (c even): one store
+        pair = f"AclVec<{o.storage}, 2>"
+        body += [
+            "#if ACL_MMA_LAYOUT == 1",
+            f"const bool pairs = osc == 1 && osr % 2 == 0 && (unsigned long long)e[F_OUT] % sizeof({pair}) == 0;",
+            "#else",
+            "const bool pairs = false;",
+            "#endif",
+            "if (pairs) {",
+            "#pragma unroll",
+            "for (int i = 0; i < GMM_MT; ++i) {",
+            "  #pragma unroll",
+            "  for (int q = 0; q < ACL_MMA_C_ELEMS; q += 2) {",
+            "    const long long row = t.row0 + wm * GMM_WM + 16 * i + acl_mma_c_row(lane, q);",
+            "    if (row >= t.m1) continue;",
+            f"    {o.storage}* line = out + row * osr;",
+            "    #pragma unroll",
+            "    for (int j = 0; j < GMM_NT; ++j) {",
+            "      const long long col = t.col0 + wn * GMM_WN + 16 * j + acl_mma_c_col(lane, q);",
+            "      if (col >= n) continue;",
+            "      float v0 = acc[i][j].x[q], v1 = acc[i][j].x[q + 1];",
+            *add_bias_pair,
+            "      if (col + 1 < n) {",
+            f"        {pair} p;",
+            f"        p.v[0] = {store('v0', _F32, o)};",
+            f"        p.v[1] = {store('v1', _F32, o)};",
+            f"        *({pair}*)(line + col) = p;",
+            "      } else {",
+            f"        line[col] = {store('v0', _F32, o)};",
+            "      }",
+            "    }",
+            "  }",
+            "}",
+            "} else {",
+            *scalar,
+            "}",
+        ]
     bias = k.bias.short if k.bias is not None else "none"
     out = (k.dtype if k.out is None else k.out).short
-    comment = f"matrix-instruction GEMM {k.dtype.short}, bias {bias}, out {out}, {TILE_M}x{TILE_N}x{TILE_K} tiles"
-    return kernel_source(comment, GEMM_META, k.kernel_name, GEMM_PARAMS, body, THREADS, DEVICE)
+    comment = f"matrix-instruction GEMM {k.dtype.short}, bias {bias}, out {out}, configuration {c}"
+    return kernel_source(comment, GEMM_META, k.kernel_name, GEMM_PARAMS, body, c.threads, _device(c), c.min_blocks)

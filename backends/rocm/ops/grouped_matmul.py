@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
+from acl_core.errors import AclError, AclErrorCode
 from acl_core.formats import Format
 from acl_core.spec.ops.matmul import gmm_weight_transposed
 from acl_core.tensor import AclTensor, contiguous_strides
@@ -44,10 +45,12 @@ from acl_rocm.kernels.grouped_matmul import (
     GmmKernel,
     GmmPrep,
 )
+from acl_rocm.kernels.grouped_matmul_mma import ALTERNATIVES as MMA_ALTERNATIVES
+from acl_rocm.kernels.grouped_matmul_mma import BASE as MMA_BASE
 from acl_rocm.kernels.grouped_matmul_mma import BIAS_DTYPES as MMA_BIAS
 from acl_rocm.kernels.grouped_matmul_mma import DTYPES as MMA_DTYPES
 from acl_rocm.kernels.grouped_matmul_mma import OUT_DTYPES as MMA_OUT
-from acl_rocm.kernels.grouped_matmul_mma import GmmMmaKernel
+from acl_rocm.kernels.grouped_matmul_mma import GmmConfig, GmmMmaKernel, parse_config
 from acl_rocm.kernels.mma import hardware_layout
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.elementwise import Prepared
@@ -61,6 +64,9 @@ LOG = logging.getLogger("acl_rocm.grouped_matmul")
 GMM_ENV = "ACL_GMM_KERNEL"
 """``simt`` keeps every grouped GEMM on the shared-memory SIMT kernel; unset (auto): fp16 / bf16 operands take
 the matrix-instruction kernel where the architecture has matrix instructions; ``mma``: wherever they fit."""
+CONFIG_ENV = "ACL_GMM_CONFIG"
+"""The matrix-instruction kernel's block shape: a name of :data:`~acl_rocm.kernels.grouped_matmul_mma.CONFIGS`
+(``base``, the default) or ``BMxBNxBK-wMxN-sS``; an invalid setting fails the call (ACL_ERROR_INVALID_PARAM)."""
 
 
 def _itemsize(dtype: D) -> int:
@@ -125,6 +131,24 @@ class GroupedMatmulRunner:
         """``mma`` / ``simt`` / ``auto`` over :data:`GMM_ENV` for calls made while set (the bench's A/B)."""
         self.last_path: str | None = None
         """The grouped GEMM the last call launched: ``mma`` (matrix instructions) or ``simt``."""
+        self.forced_config: str | None = None
+        """A :data:`CONFIG_ENV` setting over the environment's for calls made while set (the bench's rows)."""
+        self.last_config: str | None = None
+        """The matrix-instruction kernel's configuration the last ``mma`` call launched."""
+
+    def config(self) -> GmmConfig:
+        """The matrix-instruction kernel's configuration (:data:`CONFIG_ENV`, or :attr:`forced_config`)."""
+        setting = self.forced_config or self.backend.environ.get(CONFIG_ENV, "")
+        if not setting.strip():
+            return MMA_BASE
+        try:
+            return parse_config(setting)
+        except ValueError as exc:
+            raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{CONFIG_ENV}={setting!r}: {exc}") from None
+
+    def alternatives(self) -> tuple[str, ...]:
+        """Configurations worth timing beside the default (the ops bench's extra GroupedMatmulV5 rows)."""
+        return MMA_ALTERNATIVES
 
     def kernel_mode(self) -> str:
         """``mma``, ``simt`` or ``auto``: the :data:`GMM_ENV` switch of this backend."""
@@ -139,7 +163,7 @@ class GroupedMatmulRunner:
         mode = self.kernel_mode()
         hardware = hardware_layout(self.backend.policy.arch) is not None
         if fits and (mode == "mma" or (mode == "auto" and hardware)):
-            return GmmMmaKernel(operands, bias, out)
+            return GmmMmaKernel(operands, bias, out, config=self.config())
         return GmmKernel(operands, bias, out)
 
     def kernels(self) -> dict[str, Kernel]:
@@ -390,7 +414,7 @@ class GroupedMatmulRunner:
 
     # ------------------------------------------------------------------ launching
     def _launch(self, kernel: Any, config: LaunchConfig, values: Sequence[Any], stream: int) -> None:
-        function = self.backend.function(kernel.source(), kernel.kernel_name)
+        function = self.backend.function(kernel.source(), kernel.kernel_name, config.shared_bytes)
         self.backend.elementwise.launch_prepared(Prepared(function, config, KernelArgs(values)), stream)
 
     def run(self, launch: Launch) -> None:
@@ -470,7 +494,8 @@ class GroupedMatmulRunner:
                     KernelArgs.pointer(table),
                     KernelArgs.pointer(flag),
                 ]
-                self._launch(gemm, LaunchConfig((grid, 1, 1), (gemm.threads, 1, 1)), values, stream)
+                shared = gemm.shared_bytes if isinstance(gemm, GmmMmaKernel) else 0
+                self._launch(gemm, LaunchConfig((grid, 1, 1), (gemm.threads, 1, 1), shared), values, stream)
             for dense, out in p.copies:
                 self.backend.elementwise.convert(dense, out, stream)
             if after is not None:
@@ -486,10 +511,11 @@ class GroupedMatmulRunner:
 
     def _report(self, message: str, gemm: GroupedGemm, groups: int, grid: int) -> None:
         self.last_path = gemm.path
+        self.last_config = str(gemm.config) if isinstance(gemm, GmmMmaKernel) else None
         if LOG.isEnabledFor(logging.DEBUG):
             out = gemm.dtype if gemm.out is None else gemm.out
             LOG.debug(
-                "%s: path=%s (%s -> %s, bias %s, groups=%d, %dx%d tiles, grid<=%d, %s=%s)",
+                "%s: path=%s (%s -> %s, bias %s, groups=%d, %dx%d tiles, grid<=%d, %s=%s, config %s)",
                 message.split(":")[0],
                 gemm.path,
                 gemm.dtype.short,
@@ -501,6 +527,7 @@ class GroupedMatmulRunner:
                 grid,
                 GMM_ENV,
                 self.kernel_mode(),
+                self.last_config or "n/a",
             )
 
 
