@@ -6,7 +6,8 @@ records the sources the backend asks it to compile without running anything, and
 source with ``nvcc -ptx`` for sm_90 with the backend's own options. Needs nvcc on the PATH.
 
 Usage: python scripts/nvcc_preflight.py [OP_PATTERN ...]   (fnmatch patterns; default: every claimed op)
-ACL_GEMV from the environment reaches the backend (``ACL_GEMV=1``: small-M products compile the GEMV kernels).
+ACL_GEMV and ACL_DECODE_CONFIG from the environment reach the backend (``ACL_GEMV=1``: small-M products compile
+the GEMV kernels; ``ACL_DECODE_CONFIG=fused``: the one-launch decode kernels).
 Exit status 1 when a source fails to compile (its log is printed), 2 without nvcc.
 """
 
@@ -52,7 +53,7 @@ SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {}
 
 def collect(patterns: list[str]) -> list[str]:
     """Run the samples of the claimed ops matching ``patterns``; the ops whose calls raised something odd."""
-    switches = {k: os.environ[k] for k in ("ACL_GEMV",) if k in os.environ}  # e.g. ACL_GEMV=1: the GEMV kernels
+    switches = {k: os.environ[k] for k in ("ACL_GEMV", "ACL_DECODE_CONFIG") if k in os.environ}
     backend = RocmBackend(Recording(blas=True), {"ACL_KERNEL_CACHE": tempfile.mkdtemp(), **switches})
     backend.runtime.ensure_device(0)
     claimed = set(backend.capabilities().ops)
