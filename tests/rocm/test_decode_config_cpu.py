@@ -41,12 +41,16 @@ def test_every_item_parses_and_round_trips() -> None:
     cfg = parse_decode_config(" fused, bpu=8 ,chunk=16,kpw=16,eager")
     assert cfg == DecodeConfig(fused=True, blocks_per_unit=8, min_chunk=16, kpw=16, eager=True)
     assert parse_decode_config(str(cfg)) == cfg
+    cfg = parse_decode_config("two,dbuf,kpw=4")
+    assert cfg == DecodeConfig(kpw=4, dbuf=True) and parse_decode_config(str(cfg)) == cfg
     assert parse_decode_config("fused,two,eager=1,eager=0") == DecodeConfig()  # the last word wins
 
 
-@pytest.mark.parametrize("bad", ["fast", "bpu=0", "bpu=65", "chunk=12", "chunk=4", "kpw=32", "kpw=x", "eager=2"])
+@pytest.mark.parametrize(
+    "bad", ["fast", "bpu=0", "bpu=65", "chunk=12", "chunk=4", "kpw=32", "kpw=x", "eager=2", "dbuf=2", "dbuf,kpw=16"]
+)
 def test_bad_items_are_named(bad: str) -> None:
-    with pytest.raises(ValueError, match=bad.split("=")[0]):
+    with pytest.raises(ValueError, match=bad.split("=")[0].split(",")[0]):
         parse_decode_config(f"fused,{bad}")
 
 

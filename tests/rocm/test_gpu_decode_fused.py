@@ -23,7 +23,15 @@ from tests.conftest import assert_close
 pytestmark = pytest.mark.gpu
 
 EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
-CONFIGS = ("two", "fused", "fused,eager,kpw=16", "fused,chunk=8,kpw=4,bpu=8", "two,eager,bpu=1")
+CONFIGS = (
+    "two",
+    "fused",
+    "fused,eager,kpw=16",
+    "fused,chunk=8,kpw=4,bpu=8",
+    "two,eager,bpu=1",
+    "fused,dbuf",
+    "two,dbuf,kpw=4,chunk=16",
+)
 """Today's path, the one-launch path, and split policies / tiles the bench times (each must be right)."""
 
 
@@ -91,7 +99,7 @@ def test_each_config_matches_the_reference(rocm: Backend, reference: Backend, de
         assert_close(got[name], value, atol=2e-3 if name == "attentionOut" else 1e-4, rtol=2e-3)
 
 
-@pytest.mark.parametrize("policy", ["", "chunk=8,kpw=4", "eager,kpw=16"])
+@pytest.mark.parametrize("policy", ["", "chunk=8,kpw=4", "eager,kpw=16", "dbuf"])
 def test_fused_is_bit_identical_to_two_kernels(rocm: Backend, decode: object, policy: str) -> None:
     """Same splits, same partials, same combine code: the one launch writes the very bits the two launches do."""
     rng = np.random.default_rng(23)
@@ -137,7 +145,7 @@ def test_fused_is_one_launch(rocm: Backend, decode: object) -> None:
         assert (prog.scratch > 0, bool(prog.temps)) == ((True, False) if path == "fused" else (False, True))
 
 
-@pytest.mark.parametrize("config", ["fused", "fused,eager,chunk=16"])
+@pytest.mark.parametrize("config", ["fused", "fused,eager,chunk=16", "fused,dbuf,bpu=8"])
 def test_fused_captures_and_replays(rocm: Backend, decode: object, config: str) -> None:
     """Captured once, replayed with the mask changed: each replay combines (its counters were left at zero)."""
     from tests.rocm.capture_harness import OpCall, compare_replay

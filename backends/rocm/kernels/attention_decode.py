@@ -95,11 +95,14 @@ class DecodeConfig:
     """Keys a warp loads per tile."""
     eager: bool = False
     """K / V rows load with the mask bytes, not after them."""
+    dbuf: bool = False
+    """K / V tiles double-buffered: the next tile's rows in flight while this one's are worked on."""
 
     def __str__(self) -> str:
         path = "fused" if self.fused else "two"
         eager = ",eager" if self.eager else ""
-        return f"{path},bpu={self.blocks_per_unit},chunk={self.min_chunk},kpw={self.kpw}{eager}"
+        dbuf = ",dbuf" if self.dbuf else ""
+        return f"{path},bpu={self.blocks_per_unit},chunk={self.min_chunk},kpw={self.kpw}{eager}{dbuf}"
 
 
 CONFIG_KPW: Final = (4, 8, 16)
@@ -107,9 +110,9 @@ CONFIG_KPW: Final = (4, 8, 16)
 
 
 def parse_decode_config(text: str) -> DecodeConfig:
-    """``ACL_DECODE_CONFIG``: comma-separated ``two`` | ``fused``, ``bpu=N``, ``chunk=N``, ``kpw=N``, ``eager[=0|1]``.
+    """``ACL_DECODE_CONFIG``'s comma-separated items: the path, then the policy (ValueError names a bad item).
 
-    Empty: :class:`DecodeConfig`'s defaults. Raises ValueError naming the bad item.
+    ``two`` | ``fused``, ``bpu=N``, ``chunk=N``, ``kpw=N``, ``eager[=0|1]``, ``dbuf[=0|1]``; empty: the defaults.
     """
     cfg = DecodeConfig()
     fields: dict[str, object] = {}
@@ -120,8 +123,8 @@ def parse_decode_config(text: str) -> DecodeConfig:
         key, _, value = item.partition("=")
         if item in ("two", "fused"):
             fields["fused"] = item == "fused"
-        elif key == "eager" and value in ("", "1", "0"):
-            fields["eager"] = value != "0"
+        elif key in ("eager", "dbuf") and value in ("", "1", "0"):
+            fields[key] = value != "0"
         elif key in ("bpu", "chunk", "kpw") and value.isdigit():
             n = int(value)
             if key == "bpu" and not 1 <= n <= 64:
@@ -132,8 +135,11 @@ def parse_decode_config(text: str) -> DecodeConfig:
                 raise ValueError(f"{item!r}: keys per warp tile one of {CONFIG_KPW}")
             fields[{"bpu": "blocks_per_unit", "chunk": "min_chunk", "kpw": "kpw"}[key]] = n
         else:
-            raise ValueError(f"{item!r} is not two, fused, bpu=N, chunk=N, kpw=N or eager[=0|1]")
-    return DecodeConfig(**{**cfg.__dict__, **fields})
+            raise ValueError(f"{item!r} is not two, fused, bpu=N, chunk=N, kpw=N, eager[=0|1] or dbuf[=0|1]")
+    out = DecodeConfig(**{**cfg.__dict__, **fields})
+    if out.dbuf and out.kpw > 8:
+        raise ValueError(f"dbuf with kpw={out.kpw}: two tiles of rows spill registers (255 at D128 G2); kpw <= 8")
+    return out
 
 
 def lanes_per_dim(head_dim: int, warp: int) -> int:
@@ -179,6 +185,8 @@ class DecodeInstance:
     """One launch: each (batch, kv head)'s last split block combines the splits (no combine kernel)."""
     eager: bool = False
     """K and V rows load with the tile's mask bytes, not after them (masked rows are zeroed once they land)."""
+    dbuf: bool = False
+    """The next tile's K and V rows load while the warp works on this tile's (by range, as eager loads)."""
 
     @functools.cached_property
     def digest(self) -> str:
@@ -216,6 +224,7 @@ def decode_source(inst: DecodeInstance, which: str) -> str:
 #define VECTOR_LOADS {vec_load}
 #define FUSED {int(inst.fused)}
 #define EAGER_KV {int(inst.eager)}
+#define DOUBLE_BUFFER {int(inst.dbuf)}
 {DECODE_STRUCT}
 struct DecodeLens {{ int n[{MAX_DECODE_BATCH}]; }};
 typedef {s} st;
@@ -380,6 +389,18 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
   // a warp's tiles are KPW keys, NWARPS * KPW apart; the next tile's mask bytes load under this tile's rows
   unsigned kept[GROUP];
   unsigned rows = dec_keep(m, mask_kv, lo + warp * KPW, hi, kept);
+#if DOUBLE_BUFFER
+  // the first tile's rows (by range, as eager loads take them) before the loop; each iteration then puts
+  // the next tile's rows in flight before it works on the rows that landed
+  AclVec<st, VEC> kn[KPW], vn[KPW];
+  {{
+    const long long j1 = lo + warp * KPW;
+    #pragma unroll
+    for (int t = 0; t < KPW; ++t) dec_raw(k_head + (j1 + t) * m.k[2], m.k[3], lane, j1 + t < hi, kn[t]);
+    #pragma unroll
+    for (int t = 0; t < KPW; ++t) dec_raw(v_head + (j1 + t) * m.v[2], m.v[3], lane, j1 + t < hi, vn[t]);
+  }}
+#endif
   for (long long j0 = lo + warp * KPW; j0 < hi; j0 += NWARPS * KPW) {{
     unsigned cur[GROUP];
     #pragma unroll
@@ -387,7 +408,32 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
     const unsigned live = rows;
     // the tile's K and V rows in flight together (raw storage), then the next tile's mask, then the arithmetic
     AclVec<st, VEC> kr[KPW], vr[KPW];
-#if EAGER_KV
+#if DOUBLE_BUFFER
+    #pragma unroll
+    for (int t = 0; t < KPW; ++t) {{
+      kr[t] = kn[t];
+      vr[t] = vn[t];
+    }}
+    {{
+      const long long jn = j0 + NWARPS * KPW;
+      #pragma unroll
+      for (int t = 0; t < KPW; ++t) dec_raw(k_head + (jn + t) * m.k[2], m.k[3], lane, jn + t < hi, kn[t]);
+      #pragma unroll
+      for (int t = 0; t < KPW; ++t) dec_raw(v_head + (jn + t) * m.v[2], m.v[3], lane, jn + t < hi, vn[t]);
+    }}
+    rows = dec_keep(m, mask_kv, j0 + NWARPS * KPW, hi, kept);
+    if (live == 0) continue;  // a tile no head keeps (the same in every lane)
+    #pragma unroll
+    for (int t = 0; t < KPW; ++t) {{
+      if (!((live >> t) & 1u)) {{
+        #pragma unroll
+        for (int e = 0; e < VEC; ++e) {{
+          kr[t].v[e] = (st)0;
+          vr[t].v[e] = (st)0;
+        }}
+      }}
+    }}
+#elif EAGER_KV
     // every row inside the split loads at once with the mask bytes (no wait on them); rows no head keeps
     // are zeroed once they land, so the arithmetic below sees what the mask-first loads give it
     #pragma unroll

@@ -186,6 +186,7 @@ class DecodeAttention:
             kpw=cfg.kpw,
             fused=cfg.fused,
             eager=cfg.eager,
+            dbuf=cfg.dbuf,
         )
         split_fn = self._function(inst, "split")
         splits, chunk = self.splits(call)
