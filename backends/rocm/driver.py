@@ -37,6 +37,9 @@ def handle(obj: object) -> int:
     return int(obj)  # type: ignore[call-overload]
 
 
+SCRATCH_MIN = 4096
+"""Bytes of the smallest stream scratch (requests round up to a power of two)."""
+
 SLAB_SLOTS = 1024
 """Check flags per slab (4 bytes each): a capture takes another slab when one is used up."""
 
@@ -60,6 +63,10 @@ class _Capture:
     origin: int
     streams: set[int] = field(default_factory=set)
     slabs: list[CheckSlab] = field(default_factory=list)
+    scratch: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """Per captured stream: the (address, bytes) of its stream scratch (:meth:`RocmDriver.stream_scratch`)."""
+    scratch_all: list[int] = field(default_factory=list)
+    """Every scratch allocation the capture made (its graph frees them)."""
 
 
 @dataclass
@@ -70,6 +77,8 @@ class RocmGraph:
     slabs: tuple[CheckSlab, ...]
     origin: int
     destroyed: bool = False
+    scratch: tuple[int, ...] = ()
+    """The stream scratch its capture allocated (freed with the graph)."""
 
     @property
     def checks(self) -> tuple[tuple[int, str], ...]:
@@ -99,6 +108,10 @@ class RocmDriver(Driver):
         """Per stream: (flag, message) of eager calls, each flag stream-ordered memory freed once read."""
         self._armed: dict[int, list[RocmGraph]] = {}
         """Per stream: the graphs replayed on it since its last synchronisation (their slabs are read then)."""
+        self._scratch: dict[int, tuple[int, int]] = {}
+        """Per eager stream: (address, bytes) of its stream scratch (:meth:`stream_scratch`)."""
+        self._scratch_old: dict[int, list[int]] = {}
+        """Per eager stream: scratch a larger request replaced (freed with the stream)."""
         self._capture_of: dict[int, _Capture] = {}
         self._event_capture: dict[int, _Capture] = {}
         self._side: int | None = None
@@ -223,6 +236,9 @@ class RocmDriver(Driver):
         if handle(stream) in self._checks or handle(stream) in self._armed:
             self.provider.stream_synchronize(handle(stream))
             self._drain(handle(stream), report=False)
+        if handle(stream) in self._scratch:
+            self.provider.stream_synchronize(handle(stream))
+            self._free_scratch(handle(stream))
         self.provider.stream_destroy(handle(stream))
 
     def synchronize_stream(self, stream: object) -> None:
@@ -281,6 +297,50 @@ class RocmDriver(Driver):
         if stream not in self._capture_of:
             self.provider.free_async(flag, stream)
 
+    def stream_scratch(self, stream: int, nbytes: int) -> int:
+        """Persistent device bytes (zeroed once) that the kernels enqueued on ``stream`` share, one after another.
+
+        For ops whose kernels keep counters there and leave them zero when done (a kernel's last block resets
+        what it counted), and scratch they overwrite before reading: the launches of one stream never overlap,
+        so one buffer per stream serves every such launch on it. On a capturing stream the buffer belongs to
+        the capture (per stream it spans; replays of one graph never overlap either) and is freed with its
+        graph; an eager stream's buffer is freed when the stream is destroyed. The first ``nbytes`` only are
+        the caller's; a larger request than the stream's buffer takes a new, larger one (the old one is kept
+        until then: launches still queued may use it).
+        """
+        with self._lock:
+            capture = self._capture_of.get(stream)
+            table = self._scratch if capture is None else capture.scratch
+            have = table.get(stream)
+            if have is not None and have[1] >= nbytes:
+                return have[0]
+        size = max(SCRATCH_MIN, 1 << max(0, nbytes - 1).bit_length())
+        base = self.provider.malloc(size)  # a capture is relaxed: allocation is allowed while it records
+        try:
+            if capture is None:
+                self.provider.memset(base, 0, size, stream)  # ordered before every launch that uses it
+            else:
+                self._sync_memset(base, size)  # on the side stream: nothing recorded into the graph
+        except BaseException:
+            self.provider.free(base)
+            raise
+        with self._lock:
+            if capture is None:
+                if have is not None:
+                    self._scratch_old.setdefault(stream, []).append(have[0])
+            else:
+                capture.scratch_all.append(base)
+            table[stream] = (base, size)
+        return base
+
+    def _free_scratch(self, stream: int) -> None:
+        """Free an eager stream's scratch (the caller has synchronised the stream)."""
+        with self._lock:
+            have = self._scratch.pop(stream, None)
+            old = self._scratch_old.pop(stream, [])
+        for base in old + ([have[0]] if have is not None else []):
+            self.provider.free(base)
+
     def _sync_memset(self, address: int, nbytes: int) -> None:
         """Zero device bytes now (on the side stream while a capture runs, never the legacy stream)."""
         self.memset(address, 0, nbytes, None)
@@ -319,6 +379,9 @@ class RocmDriver(Driver):
                 return
         for slab in graph.slabs:
             self.provider.free(slab.base)
+        for base in graph.scratch:
+            self.provider.free(base)
+        graph.scratch = ()
 
     # ------------------------------------------------------------------ stream capture
     def capture_unavailable(self) -> str | None:
@@ -356,8 +419,10 @@ class RocmDriver(Driver):
         except BaseException:
             for slab in capture.slabs:
                 self.provider.free(slab.base)
+            for base in capture.scratch_all:
+                self.provider.free(base)
             raise
-        return RocmGraph(vendor, tuple(capture.slabs), s)
+        return RocmGraph(vendor, tuple(capture.slabs), s, scratch=tuple(capture.scratch_all))
 
     def graph_launch(self, graph: object, stream: object) -> None:
         """Enqueue one replay; its check slabs are armed on ``stream`` for its next synchronisation."""

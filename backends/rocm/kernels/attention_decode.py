@@ -37,7 +37,7 @@ from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.attention import PackedMeta, Strides, meta_struct
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.prelude import PRELUDE
-from acl_rocm.kernels.reduction import SHUFFLE_XOR
+from acl_rocm.kernels.reduction import ATOMICS, SHUFFLE_XOR
 
 DECODE_THREADS: Final = 128
 """Threads per block of both kernels."""
@@ -60,18 +60,86 @@ MAX_LANE_VALUES: Final = 64
 """Group size times dims per lane at most: each lane keeps that many query and accumulator registers."""
 
 
-def decode_splits(batch: int, kv_heads: int, capacity: int, units: int) -> tuple[int, int]:
-    """(splits, chunk): enough (batch, kv head, split) blocks to fill ``units`` compute units, chunks of >= 32 keys."""
+def decode_splits(
+    batch: int,
+    kv_heads: int,
+    capacity: int,
+    units: int,
+    blocks_per_unit: int = BLOCKS_PER_UNIT,
+    min_chunk: int = MIN_CHUNK,
+) -> tuple[int, int]:
+    """(splits, chunk): ``blocks_per_unit`` (batch, kv head, split) blocks per compute unit, chunks >= ``min_chunk``."""
     if capacity <= 0:
-        return 1, MIN_CHUNK
+        return 1, min_chunk
     if capacity <= SINGLE_SPLIT_KEYS:
-        return 1, -(-capacity // MIN_CHUNK) * MIN_CHUNK
+        return 1, -(-capacity // min_chunk) * min_chunk
     work = max(1, batch * kv_heads)
-    want = max(1, -(-max(units, 1) * BLOCKS_PER_UNIT // work))
-    splits = max(1, min(want, -(-capacity // MIN_CHUNK), MAX_SPLITS))
+    want = max(1, -(-max(units, 1) * blocks_per_unit // work))
+    splits = max(1, min(want, -(-capacity // min_chunk), MAX_SPLITS))
     chunk = -(-capacity // splits)
-    chunk = -(-chunk // MIN_CHUNK) * MIN_CHUNK
+    chunk = -(-chunk // min_chunk) * min_chunk
     return -(-capacity // chunk), chunk
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """How decode calls run (env ``ACL_DECODE_CONFIG``, :func:`parse_decode_config`); the defaults are today's path."""
+
+    fused: bool = False
+    """One launch (the last split block of each (batch, kv head) combines) instead of split + combine kernels."""
+    blocks_per_unit: int = BLOCKS_PER_UNIT
+    """Split blocks wanted per compute unit."""
+    min_chunk: int = MIN_CHUNK
+    """Keys per split at least (and the granule chunks round up to)."""
+    kpw: int = KEYS_PER_WARP
+    """Keys a warp loads per tile."""
+    eager: bool = False
+    """K / V rows load with the mask bytes, not after them."""
+    dbuf: bool = False
+    """K / V tiles double-buffered: the next tile's rows in flight while this one's are worked on."""
+
+    def __str__(self) -> str:
+        path = "fused" if self.fused else "two"
+        eager = ",eager" if self.eager else ""
+        dbuf = ",dbuf" if self.dbuf else ""
+        return f"{path},bpu={self.blocks_per_unit},chunk={self.min_chunk},kpw={self.kpw}{eager}{dbuf}"
+
+
+CONFIG_KPW: Final = (4, 8, 16)
+"""Keys per warp tile the config accepts (each lane keeps 2 x KPW rows of its dims in registers)."""
+
+
+def parse_decode_config(text: str) -> DecodeConfig:
+    """``ACL_DECODE_CONFIG``'s comma-separated items: the path, then the policy (ValueError names a bad item).
+
+    ``two`` | ``fused``, ``bpu=N``, ``chunk=N``, ``kpw=N``, ``eager[=0|1]``, ``dbuf[=0|1]``; empty: the defaults.
+    """
+    cfg = DecodeConfig()
+    fields: dict[str, object] = {}
+    for raw in text.split(","):
+        item = raw.strip().lower()
+        if not item:
+            continue
+        key, _, value = item.partition("=")
+        if item in ("two", "fused"):
+            fields["fused"] = item == "fused"
+        elif key in ("eager", "dbuf") and value in ("", "1", "0"):
+            fields[key] = value != "0"
+        elif key in ("bpu", "chunk", "kpw") and value.isdigit():
+            n = int(value)
+            if key == "bpu" and not 1 <= n <= 64:
+                raise ValueError(f"{item!r}: blocks per compute unit from 1 to 64")
+            if key == "chunk" and (n < 8 or n > 4096 or n % 8):
+                raise ValueError(f"{item!r}: a chunk of 8 to 4096 keys, a multiple of 8")
+            if key == "kpw" and n not in CONFIG_KPW:
+                raise ValueError(f"{item!r}: keys per warp tile one of {CONFIG_KPW}")
+            fields[{"bpu": "blocks_per_unit", "chunk": "min_chunk", "kpw": "kpw"}[key]] = n
+        else:
+            raise ValueError(f"{item!r} is not two, fused, bpu=N, chunk=N, kpw=N, eager[=0|1] or dbuf[=0|1]")
+    out = DecodeConfig(**{**cfg.__dict__, **fields})
+    if out.dbuf and out.kpw > 8:
+        raise ValueError(f"dbuf with kpw={out.kpw}: two tiles of rows spill registers (255 at D128 G2); kpw <= 8")
+    return out
 
 
 def lanes_per_dim(head_dim: int, warp: int) -> int:
@@ -111,6 +179,14 @@ class DecodeInstance:
     vector: bool
     sink: D | None = None
     """The sink's dtype (None: no sink)."""
+    kpw: int = KEYS_PER_WARP
+    """Keys a warp loads per tile (bytes in flight per warp)."""
+    fused: bool = False
+    """One launch: each (batch, kv head)'s last split block combines the splits (no combine kernel)."""
+    eager: bool = False
+    """K and V rows load with the tile's mask bytes, not after them (masked rows are zeroed once they land)."""
+    dbuf: bool = False
+    """The next tile's K and V rows load while the warp works on this tile's (by range, as eager loads)."""
 
     @functools.cached_property
     def digest(self) -> str:
@@ -120,7 +196,8 @@ class DecodeInstance:
     @property
     def split_name(self) -> str:
         """The split kernel's ``extern "C"`` name."""
-        return f"acl_decode_split_{self.dtype.short}_d{self.head_dim}_g{self.group}_{self.digest}"
+        kind = "fused" if self.fused else "split"
+        return f"acl_decode_{kind}_{self.dtype.short}_d{self.head_dim}_g{self.group}_{self.digest}"
 
     @property
     def combine_name(self) -> str:
@@ -143,8 +220,11 @@ def decode_source(inst: DecodeInstance, which: str) -> str:
 #define WARP ACL_WARP_SIZE
 #define NWARPS (THREADS / WARP)
 #define VEC ((HEAD_DIM + WARP - 1) / WARP)
-#define KPW {KEYS_PER_WARP}
+#define KPW {inst.kpw}
 #define VECTOR_LOADS {vec_load}
+#define FUSED {int(inst.fused)}
+#define EAGER_KV {int(inst.eager)}
+#define DOUBLE_BUFFER {int(inst.dbuf)}
 {DECODE_STRUCT}
 struct DecodeLens {{ int n[{MAX_DECODE_BATCH}]; }};
 typedef {s} st;
@@ -211,6 +291,58 @@ ACL_DEV unsigned dec_keep(const DecodeMeta& m, const unsigned char* mask_kv, lon
   return rows;
 }}
 
+ACL_DEV float block_reduce(float x, bool take_max, float* scratch) {{
+  #pragma unroll
+  for (int o = WARP / 2; o > 0; o >>= 1) {{
+    const float y = ACL_SHFL_XOR(x, o);
+    x = take_max ? (y > x ? y : x) : x + y;
+  }}
+  const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+  if (lane == 0) scratch[warp] = x;
+  __syncthreads();
+  x = scratch[0];
+  for (int w = 1; w < NWARPS; ++w) x = take_max ? (scratch[w] > x ? scratch[w] : x) : x + scratch[w];
+  __syncthreads();
+  return x;
+}}
+
+// (batch b, query head h)'s output from its splits' partials: thread s reads split s's (max, sum) (splits <=
+// THREADS), the block reduces them, and each split's weight exp(m_s - top) waits in shared memory while a
+// thread per dim sums the splits' partial outputs. The combine kernel and the fused kernel's last block both
+// run it (``P``: plain pointer, or volatile where other blocks of the same launch wrote the partials).
+template <typename P>
+ACL_DEV void dec_combine(const DecodeMeta& m, P part, st* __restrict__ out, float* __restrict__ lse,
+                         const sink_t* __restrict__ sink, long long b, long long h, float* sm_w, float* sm_r) {{
+  const long long bh = b * m.nq + h;
+  const int tid = threadIdx.x;
+  const float inf = dec_inf();
+  P rec = part + bh * m.splits * (HEAD_DIM + 2);
+  const bool mine = tid < m.splits;
+  const float ms = mine ? rec[tid * (HEAD_DIM + 2) + HEAD_DIM] : -inf;
+  const float ls = mine ? rec[tid * (HEAD_DIM + 2) + HEAD_DIM + 1] : 0.0f;
+  const float best = block_reduce(ms, true, sm_r);
+  const float l = block_reduce(ms != -inf ? ls * acl_exp(ms - best) : 0.0f, false, sm_r);
+  float top = best, total = l;  // with the sink, if any
+  if (m.has_sink) {{
+    float none = 0.0f;
+    dec_sink({sink_logit}, top, total, none);
+  }}
+  sm_w[tid] = ms != -inf ? acl_exp(ms - top) / total : 0.0f;
+  __syncthreads();
+  for (int d = tid; d < HEAD_DIM; d += THREADS) {{
+    float o = 0.0f;
+    if (l > 0.0f) {{
+      #pragma unroll 8
+      for (int s = 0; s < m.splits; ++s) o += rec[s * (HEAD_DIM + 2) + d] * sm_w[s];
+    }}
+    out[b * m.o[0] + h * m.o[1] + d * m.o[3]] = {store("o", f32, c)};
+  }}
+  if (lse != nullptr && tid == 0) {{
+    lse[b * m.lse[0] + h * m.lse[1]] = total > 0.0f ? top + acl_log(total) : inf;
+  }}
+  __syncthreads();  // sm_w is free again for the next head
+}}
+
 """
     body = (
         common
@@ -218,11 +350,16 @@ ACL_DEV unsigned dec_keep(const DecodeMeta& m, const unsigned char* mask_kv, lon
 extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
     const DecodeMeta m, const DecodeLens lens, const double scale_arg,
     const st* __restrict__ q, const st* __restrict__ k, const st* __restrict__ v,
-    const unsigned char* __restrict__ mask, float* __restrict__ part, st* __restrict__ out,
-    float* __restrict__ lse, const sink_t* __restrict__ sink) {{
+    const unsigned char* __restrict__ mask, float* part, st* __restrict__ out,
+    float* __restrict__ lse, const sink_t* __restrict__ sink, unsigned* counters) {{
   __shared__ float sm_m[NWARPS][GROUP];
   __shared__ float sm_l[NWARPS][GROUP];
   __shared__ float sm_o[NWARPS][GROUP][HEAD_DIM];
+#if FUSED
+  __shared__ float sm_w[THREADS];
+  __shared__ float sm_r[NWARPS];
+  __shared__ unsigned sm_last;
+#endif
   const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
   unsigned blk = blockIdx.x;  // 32-bit division: the grid is (batch, kv head, split) flattened to x
   const long long split = blk % (unsigned)m.splits;
@@ -252,6 +389,18 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
   // a warp's tiles are KPW keys, NWARPS * KPW apart; the next tile's mask bytes load under this tile's rows
   unsigned kept[GROUP];
   unsigned rows = dec_keep(m, mask_kv, lo + warp * KPW, hi, kept);
+#if DOUBLE_BUFFER
+  // the first tile's rows (by range, as eager loads take them) before the loop; each iteration then puts
+  // the next tile's rows in flight before it works on the rows that landed
+  AclVec<st, VEC> kn[KPW], vn[KPW];
+  {{
+    const long long j1 = lo + warp * KPW;
+    #pragma unroll
+    for (int t = 0; t < KPW; ++t) dec_raw(k_head + (j1 + t) * m.k[2], m.k[3], lane, j1 + t < hi, kn[t]);
+    #pragma unroll
+    for (int t = 0; t < KPW; ++t) dec_raw(v_head + (j1 + t) * m.v[2], m.v[3], lane, j1 + t < hi, vn[t]);
+  }}
+#endif
   for (long long j0 = lo + warp * KPW; j0 < hi; j0 += NWARPS * KPW) {{
     unsigned cur[GROUP];
     #pragma unroll
@@ -259,12 +408,58 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
     const unsigned live = rows;
     // the tile's K and V rows in flight together (raw storage), then the next tile's mask, then the arithmetic
     AclVec<st, VEC> kr[KPW], vr[KPW];
+#if DOUBLE_BUFFER
+    #pragma unroll
+    for (int t = 0; t < KPW; ++t) {{
+      kr[t] = kn[t];
+      vr[t] = vn[t];
+    }}
+    {{
+      const long long jn = j0 + NWARPS * KPW;
+      #pragma unroll
+      for (int t = 0; t < KPW; ++t) dec_raw(k_head + (jn + t) * m.k[2], m.k[3], lane, jn + t < hi, kn[t]);
+      #pragma unroll
+      for (int t = 0; t < KPW; ++t) dec_raw(v_head + (jn + t) * m.v[2], m.v[3], lane, jn + t < hi, vn[t]);
+    }}
+    rows = dec_keep(m, mask_kv, j0 + NWARPS * KPW, hi, kept);
+    if (live == 0) continue;  // a tile no head keeps (the same in every lane)
+    #pragma unroll
+    for (int t = 0; t < KPW; ++t) {{
+      if (!((live >> t) & 1u)) {{
+        #pragma unroll
+        for (int e = 0; e < VEC; ++e) {{
+          kr[t].v[e] = (st)0;
+          vr[t].v[e] = (st)0;
+        }}
+      }}
+    }}
+#elif EAGER_KV
+    // every row inside the split loads at once with the mask bytes (no wait on them); rows no head keeps
+    // are zeroed once they land, so the arithmetic below sees what the mask-first loads give it
+    #pragma unroll
+    for (int t = 0; t < KPW; ++t) dec_raw(k_head + (j0 + t) * m.k[2], m.k[3], lane, j0 + t < hi, kr[t]);
+    #pragma unroll
+    for (int t = 0; t < KPW; ++t) dec_raw(v_head + (j0 + t) * m.v[2], m.v[3], lane, j0 + t < hi, vr[t]);
+    rows = dec_keep(m, mask_kv, j0 + NWARPS * KPW, hi, kept);
+    if (live == 0) continue;  // a tile no head keeps (the same in every lane)
+    #pragma unroll
+    for (int t = 0; t < KPW; ++t) {{
+      if (!((live >> t) & 1u)) {{
+        #pragma unroll
+        for (int e = 0; e < VEC; ++e) {{
+          kr[t].v[e] = (st)0;
+          vr[t].v[e] = (st)0;
+        }}
+      }}
+    }}
+#else
     #pragma unroll
     for (int t = 0; t < KPW; ++t) dec_raw(k_head + (j0 + t) * m.k[2], m.k[3], lane, (live >> t) & 1u, kr[t]);
     #pragma unroll
     for (int t = 0; t < KPW; ++t) dec_raw(v_head + (j0 + t) * m.v[2], m.v[3], lane, (live >> t) & 1u, vr[t]);
     rows = dec_keep(m, mask_kv, j0 + NWARPS * KPW, hi, kept);
     if (live == 0) continue;  // a tile no head keeps: no K / V bytes moved (the same in every lane)
+#endif
     float sc[GROUP][KPW];
     #pragma unroll
     for (int g = 0; g < GROUP; ++g) {{
@@ -352,63 +547,37 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
       }}
     }}
   }}
+#if FUSED
+  // the (batch, kv head)'s last split block to finish combines its GROUP heads (the combine kernel's code);
+  // its counter goes back to zero, so the next launch (or replay) on the stream starts from zero again
+  if (m.splits > 1) {{
+    ACL_FENCE();  // this thread's partials are visible device-wide before the block counts itself done
+    __syncthreads();
+    if (tid == 0) sm_last = ACL_ATOMIC_INC(counters + b * m.nkv + hk) == (unsigned)(m.splits - 1);
+    __syncthreads();
+    if (sm_last) {{
+      ACL_FENCE();
+      #pragma unroll 1
+      for (int g = 0; g < GROUP; ++g) {{
+        dec_combine(m, (const volatile float*)part, out, lse, sink, b, hk * GROUP + g, sm_w, sm_r);
+      }}
+      if (tid == 0) counters[b * m.nkv + hk] = 0u;
+    }}
+  }}
+#endif
 }}
 
 """
     )
     combine = f"""
-ACL_DEV float block_reduce(float x, bool take_max, float* scratch) {{
-  #pragma unroll
-  for (int o = WARP / 2; o > 0; o >>= 1) {{
-    const float y = ACL_SHFL_XOR(x, o);
-    x = take_max ? (y > x ? y : x) : x + y;
-  }}
-  const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
-  if (lane == 0) scratch[warp] = x;
-  __syncthreads();
-  x = scratch[0];
-  for (int w = 1; w < NWARPS; ++w) x = take_max ? (scratch[w] > x ? scratch[w] : x) : x + scratch[w];
-  __syncthreads();
-  return x;
-}}
-
-// thread s reads split s's (max, sum) (splits <= THREADS), the block reduces them, and each split's weight
-// exp(m_s - top) waits in shared memory while a thread per dim sums the splits' partial outputs
 extern "C" __global__ void __launch_bounds__(THREADS) {inst.combine_name}(
     const DecodeMeta m, const float* __restrict__ part, st* __restrict__ out, float* __restrict__ lse,
     const sink_t* __restrict__ sink) {{
   __shared__ float sm_w[THREADS];
   __shared__ float sm_r[NWARPS];
-  const long long bh = blockIdx.x;
-  const long long b = blockIdx.x / (unsigned)m.nq, h = blockIdx.x % (unsigned)m.nq;
-  const int tid = threadIdx.x;
-  const float inf = dec_inf();
-  const float* rec = part + bh * m.splits * (HEAD_DIM + 2);
-  const bool mine = tid < m.splits;
-  const float ms = mine ? rec[tid * (HEAD_DIM + 2) + HEAD_DIM] : -inf;
-  const float ls = mine ? rec[tid * (HEAD_DIM + 2) + HEAD_DIM + 1] : 0.0f;
-  const float best = block_reduce(ms, true, sm_r);
-  const float l = block_reduce(ms != -inf ? ls * acl_exp(ms - best) : 0.0f, false, sm_r);
-  float top = best, total = l;  // with the sink, if any
-  if (m.has_sink) {{
-    float none = 0.0f;
-    dec_sink({sink_logit}, top, total, none);
-  }}
-  sm_w[tid] = ms != -inf ? acl_exp(ms - top) / total : 0.0f;
-  __syncthreads();
-  for (int d = tid; d < HEAD_DIM; d += THREADS) {{
-    float o = 0.0f;
-    if (l > 0.0f) {{
-      #pragma unroll 8
-      for (int s = 0; s < m.splits; ++s) o += rec[s * (HEAD_DIM + 2) + d] * sm_w[s];
-    }}
-    out[b * m.o[0] + h * m.o[1] + d * m.o[3]] = {store("o", f32, c)};
-  }}
-  if (lse != nullptr && tid == 0) {{
-    lse[b * m.lse[0] + h * m.lse[1]] = total > 0.0f ? top + acl_log(total) : inf;
-  }}
+  dec_combine(m, part, out, lse, sink, blockIdx.x / (unsigned)m.nq, blockIdx.x % (unsigned)m.nq, sm_w, sm_r);
 }}
 """
     assert MAX_SPLITS <= DECODE_THREADS
     header = f"// split-KV decode attention ({which}): {inst.dtype.short}, D={inst.head_dim}, group {inst.group}"
-    return "\n".join([PRELUDE, SHUFFLE_XOR, header, body if which == "split" else common + combine])
+    return "\n".join([PRELUDE, SHUFFLE_XOR, ATOMICS, header, body if which == "split" else common + combine])

@@ -516,7 +516,7 @@ class AttentionRunner:
     # ------------------------------------------------------------------ Incre / FusedInfer: the decode path
     def _inference_kernel(self, launch: Launch) -> None:
         """Prompt / Incre / FusedInfer attention: the path chosen once per signature (memo), then run."""
-        key = f"rocm.attention.infer@{self.backend.provider.get_device()}/{self.path_override}"
+        key = f"rocm.attention.infer@{self.backend.provider.get_device()}/{self.path_override}/{self.decode.config_key}"
         run = launch.memo.get(key)
         if run is None:
             run = launch.memo[key] = self._route_inference(launch)
@@ -587,7 +587,7 @@ class AttentionRunner:
             prog = self.decode.plan(call)
             splits, chunk = self.decode.splits(call)
             run = functools.partial(run_program, self.backend, prog)
-            path, detail = "decode", f"{splits} splits of {chunk} keys"
+            path, detail = "decode", f"{splits} splits of {chunk} keys, {self.decode.config}"
             shape = f"B={call.b} N={call.nq}/{call.nkv} Skv={call.skv} D={call.d}"
         else:
             path, detail = self._prefill_path(launch, str(why))

@@ -6,7 +6,10 @@ one cache tensor for every batch (a tensor list of one), no mask or a decode mas
 head dim up to 256, a GQA group small enough for each lane's registers,
 at most :data:`MAX_DECODE_BATCH` batches. :class:`DecodeAttention` plans such a call once per
 signature as a :class:`~acl_rocm.ops.program.Program`: the split kernel, then, when there is more
-than one split, the combine kernel over a stream-ordered temporary of partials. Each batch's actual
+than one split, the combine kernel over a stream-ordered temporary of partials; or, under
+``ACL_DECODE_CONFIG=fused``, the split kernel alone, whose last block per (batch, kv head) combines the
+partials it and the others left in the stream's persistent scratch (:meth:`RocmDriver.stream_scratch`).
+``ACL_DECODE_CONFIG`` also sets the split policy and tile (:func:`parse_decode_config`). Each batch's actual
 length is a kernel argument, so batches of different lengths share one launch, and the launches do
 not depend on the lengths (a task-group update re-planned with new lengths swaps in like for like).
 """
@@ -19,20 +22,23 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from acl_core.dtypes import DataType as D
+from acl_core.errors import AclError, AclErrorCode
 from acl_core.tensor import AclTensor
 from acl_rocm.kernels.attention import Strides
 from acl_rocm.kernels.attention_decode import (
     DECODE_THREADS,
     MAX_DECODE_BATCH,
     MAX_LANE_VALUES,
+    DecodeConfig,
     DecodeInstance,
     DecodeMeta,
     decode_source,
     decode_splits,
     lanes_per_dim,
+    parse_decode_config,
 )
 from acl_rocm.launch import KernelArgs, LaunchConfig
-from acl_rocm.ops.program import Program, Step, Temp
+from acl_rocm.ops.program import Program, Scratch, Step, Temp
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
@@ -115,6 +121,35 @@ class DecodeAttention:
         self.backend = backend
         self._lock = threading.Lock()
         self._sources: dict[tuple[DecodeInstance, str], str] = {}
+        self._config: DecodeConfig | str = DecodeConfig()
+        """How calls run (env ACL_DECODE_CONFIG); a string: why the setting is invalid (raised at the next plan)."""
+        self._key = str(self._config)
+        self.use_config(None)
+
+    def use_config(self, setting: str | None) -> None:
+        """Run ``setting`` (``ACL_DECODE_CONFIG``'s syntax) from now on; None: the environment's setting again.
+
+        Signatures already planned keep their launches (a plan is made once per signature).
+        """
+        if setting is None:
+            setting = self.backend.environ.get("ACL_DECODE_CONFIG", "")
+        try:
+            self._config = parse_decode_config(setting)
+        except ValueError as exc:
+            self._config = f"ACL_DECODE_CONFIG={setting!r}: {exc}"
+        self._key = str(self._config)
+
+    @property
+    def config_key(self) -> str:
+        """The setting in force as text (a plan memo key part: a new setting plans a signature afresh)."""
+        return self._key
+
+    @property
+    def config(self) -> DecodeConfig:
+        """The configuration in force (ACL_ERROR_INVALID_PARAM where the setting is invalid)."""
+        if isinstance(self._config, str):
+            raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, self._config)
+        return self._config
 
     def _function(self, inst: DecodeInstance, which: str) -> object:
         src = self._sources.get((inst, which))
@@ -126,16 +161,33 @@ class DecodeAttention:
 
     def splits(self, call: DecodeCall) -> tuple[int, int]:
         """(splits, chunk) of ``call`` on this device."""
-        return decode_splits(call.b, call.nkv, call.skv, self.backend.properties.compute_units)
+        cfg = self.config
+        units = self.backend.properties.compute_units
+        return decode_splits(call.b, call.nkv, call.skv, units, cfg.blocks_per_unit, cfg.min_chunk)
 
     def plan(self, call: DecodeCall) -> Program:
-        """The call's launches: split kernel, then (several splits) the combine kernel over the partials."""
+        """The call's launches: split kernel, then (several splits, two-kernel path) the combine kernel.
+
+        Fused (``ACL_DECODE_CONFIG=fused``): one launch; the partials and the per-(batch, kv head) counters
+        live in the stream's persistent scratch (counters zeroed once, left zero by each launch's last blocks).
+        """
         prog = Program()
         if call.b == 0 or call.nq == 0:
             return prog
+        cfg = self.config
         warp = self.backend.properties.warp_size
         sink_dtype = None if call.sink is None else call.sink.dtype
-        inst = DecodeInstance(call.q.dtype, call.d, call.nq // call.nkv, vector_loads(call, warp), sink_dtype)
+        inst = DecodeInstance(
+            call.q.dtype,
+            call.d,
+            call.nq // call.nkv,
+            vector_loads(call, warp),
+            sink_dtype,
+            kpw=cfg.kpw,
+            fused=cfg.fused,
+            eager=cfg.eager,
+            dbuf=cfg.dbuf,
+        )
         split_fn = self._function(inst, "split")
         splits, chunk = self.splits(call)
         meta = DecodeMeta(
@@ -156,8 +208,14 @@ class DecodeAttention:
         packed = KernelArgs.index_array(meta.values(), "long long")
         lengths = list(call.lengths) + [0] * (MAX_DECODE_BATCH - len(call.lengths))
         part: Any = ctypes.c_void_p(0)
-        if splits > 1:
-            part = prog.temp(call.b * call.nq * splits * (call.d + 2) * 4)
+        counters: Any = ctypes.c_void_p(0)
+        part_bytes = call.b * call.nq * splits * (call.d + 2) * 4
+        if splits > 1 and inst.fused:
+            counter_bytes = -(-call.b * call.nkv * 4 // 256) * 256
+            prog.scratch = counter_bytes + part_bytes
+            counters, part = Scratch(0), Scratch(counter_bytes)
+        elif splits > 1:
+            part = prog.temp(part_bytes)
         item = call.q.dtype.info.storage_bits // 8
 
         def address(t: AclTensor | None, size: int = item) -> ctypes.c_void_p:
@@ -177,10 +235,11 @@ class DecodeAttention:
             out,
             lse,
             sink,
+            counters,
         )
         blocks = call.b * call.nkv * splits
         prog.steps.append(Step(split_fn, LaunchConfig((blocks, 1, 1), (DECODE_THREADS, 1, 1)), split_values))
-        if splits > 1:
+        if splits > 1 and not inst.fused:
             assert isinstance(part, Temp)
             config = LaunchConfig((call.b * call.nq, 1, 1), (DECODE_THREADS, 1, 1))
             prog.steps.append(Step(self._function(inst, "combine"), config, (packed, part, out, lse, sink)))

@@ -2,7 +2,8 @@
 
 An op that needs scratch memory (sort runs, routing tables) records its launches once per signature
 as :class:`Step` objects whose arguments may name a :class:`Temp` (a byte offset into a temporary
-allocated for each run) or :data:`FLAG` (a 4-byte device flag). :func:`run_program` allocates the
+allocated for each run), a :class:`Scratch` (a byte offset into the stream's persistent scratch) or
+:data:`FLAG` (a 4-byte device flag). :func:`run_program` allocates the
 temporaries on the stream, packs the arguments, launches, and frees them stream-ordered; when the
 program has a check, the flag is handed to the driver, which raises 161002 at synchronisation if a
 kernel set it (no host round trip inside the op).
@@ -28,6 +29,13 @@ class Temp:
     """Byte ``offset`` into the temporary ``slot`` of one run."""
 
     slot: int
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """Byte ``offset`` into the launch stream's persistent scratch (:meth:`RocmDriver.stream_scratch`)."""
+
     offset: int = 0
 
 
@@ -58,6 +66,9 @@ class Program:
     report: str | None = None
     zeroed: list[tuple[Temp, int]] = field(default_factory=list)
     """(where, bytes) of temporaries set to zero on the stream before the first step (counters)."""
+    scratch: int = 0
+    """Bytes of the stream's persistent scratch the steps use (:class:`Scratch`: zeroed once, and counters
+    there are left zero by the kernels themselves; nothing enqueued for it per run)."""
 
     def temp(self, nbytes: int) -> Temp:
         """A new temporary of ``nbytes`` (allocated for every run)."""
@@ -65,9 +76,11 @@ class Program:
         return Temp(len(self.temps) - 1)
 
 
-def _resolve(value: Any, bases: list[int], flag: int) -> Any:
+def _resolve(value: Any, bases: list[int], flag: int, scratch: int) -> Any:
     if isinstance(value, Temp):
         return ctypes.c_void_p(bases[value.slot] + value.offset)
+    if isinstance(value, Scratch):
+        return ctypes.c_void_p(scratch + value.offset)
     if value is FLAG:
         return ctypes.c_void_p(flag)
     return value
@@ -78,6 +91,7 @@ def run_program(backend: RocmBackend, prog: Program, stream: int) -> None:
     provider = backend.provider
     bases: list[int] = []
     flag = 0
+    scratch = backend.driver.stream_scratch(stream, prog.scratch) if prog.scratch else 0
     try:
         for size in prog.temps:
             bases.append(provider.malloc_async(size, stream))
@@ -86,7 +100,7 @@ def run_program(backend: RocmBackend, prog: Program, stream: int) -> None:
         if prog.report is not None:
             flag = backend.driver.check_flag(stream)
         for step in prog.steps:
-            args = KernelArgs([_resolve(v, bases, flag) for v in step.values])
+            args = KernelArgs([_resolve(v, bases, flag, scratch) for v in step.values])
             cfg = step.config
             provider.launch(step.function, cfg.grid, cfg.block, cfg.shared_bytes, stream, args.address)
     except BaseException:

@@ -1,0 +1,132 @@
+"""ACL_DECODE_CONFIG's parsing and split policies, and the stream scratch the fused decode kernel counts in."""
+
+from __future__ import annotations
+
+import ctypes
+
+import pytest
+
+from acl_core.errors import AclError
+from acl_core.spec.runtime import CaptureMode
+from acl_rocm.driver import SCRATCH_MIN, RocmDriver
+from acl_rocm.kernels.attention_decode import (
+    BLOCKS_PER_UNIT,
+    KEYS_PER_WARP,
+    MAX_SPLITS,
+    MIN_CHUNK,
+    DecodeConfig,
+    DecodeInstance,
+    decode_source,
+    decode_splits,
+    parse_decode_config,
+)
+from acl_rocm.ops.attention_decode import DecodeAttention
+from tests.rocm.fake_provider import FakeProvider
+
+
+def test_the_default_is_todays_two_kernel_path() -> None:
+    cfg = parse_decode_config("")
+    assert cfg == DecodeConfig()
+    assert (cfg.fused, cfg.blocks_per_unit, cfg.min_chunk, cfg.kpw, cfg.eager) == (
+        False,
+        BLOCKS_PER_UNIT,
+        MIN_CHUNK,
+        KEYS_PER_WARP,
+        False,
+    )
+    assert str(cfg) == f"two,bpu={BLOCKS_PER_UNIT},chunk={MIN_CHUNK},kpw={KEYS_PER_WARP}"
+
+
+def test_every_item_parses_and_round_trips() -> None:
+    cfg = parse_decode_config(" fused, bpu=8 ,chunk=16,kpw=16,eager")
+    assert cfg == DecodeConfig(fused=True, blocks_per_unit=8, min_chunk=16, kpw=16, eager=True)
+    assert parse_decode_config(str(cfg)) == cfg
+    cfg = parse_decode_config("two,dbuf,kpw=4")
+    assert cfg == DecodeConfig(kpw=4, dbuf=True) and parse_decode_config(str(cfg)) == cfg
+    assert parse_decode_config("fused,two,eager=1,eager=0") == DecodeConfig()  # the last word wins
+
+
+@pytest.mark.parametrize(
+    "bad", ["fast", "bpu=0", "bpu=65", "chunk=12", "chunk=4", "kpw=32", "kpw=x", "eager=2", "dbuf=2", "dbuf,kpw=16"]
+)
+def test_bad_items_are_named(bad: str) -> None:
+    with pytest.raises(ValueError, match=bad.split("=")[0].split(",")[0]):
+        parse_decode_config(f"fused,{bad}")
+
+
+def test_an_invalid_environment_setting_raises_at_plan_time() -> None:
+    class Holder:
+        environ = {"ACL_DECODE_CONFIG": "fused,kpw=3"}
+
+    planner = DecodeAttention(Holder())  # type: ignore[arg-type]
+    with pytest.raises(AclError, match="ACL_DECODE_CONFIG='fused,kpw=3'") as info:
+        _ = planner.config
+    assert int(info.value.code) == 100000  # ACL_ERROR_INVALID_PARAM
+    planner.use_config("fused")
+    assert planner.config.fused and planner.config_key.startswith("fused")
+
+
+@pytest.mark.parametrize("capacity", [1, 7, 8, 9, 96, 1000, 32_768])
+@pytest.mark.parametrize(("bpu", "chunk"), [(1, 8), (4, 32), (8, 16), (64, 64)])
+def test_policies_cover_the_cache_once(capacity: int, bpu: int, chunk: int) -> None:
+    splits, size = decode_splits(1, 8, capacity, 132, bpu, chunk)
+    assert size % chunk == 0 and 1 <= splits <= MAX_SPLITS
+    assert (splits - 1) * size < capacity <= splits * size
+
+
+def test_short_cache_policy_gives_more_blocks() -> None:
+    """The Qwen3-0.6B decode (96 keys, 8 KV heads): 32-key chunks give 24 blocks, 8-key chunks 96."""
+    assert decode_splits(1, 8, 96, 132) == (3, 32)
+    assert decode_splits(1, 8, 96, 132, 4, 8) == (12, 8)
+
+
+def test_fused_source_counts_and_resets() -> None:
+    from acl_core.dtypes import DataType as D
+
+    fused = decode_source(DecodeInstance(D.ACL_BF16, 128, 2, True, kpw=16, fused=True, eager=True), "split")
+    assert "#define FUSED 1" in fused and "#define KPW 16" in fused and "#define EAGER_KV 1" in fused
+    assert "ACL_ATOMIC_INC(counters" in fused and "counters[b * m.nkv + hk] = 0u" in fused
+    two = DecodeInstance(D.ACL_BF16, 128, 2, True)
+    assert "#define FUSED 0" in decode_source(two, "split") and two.split_name.startswith("acl_decode_split_")
+    assert DecodeInstance(D.ACL_BF16, 128, 2, True, fused=True).split_name.startswith("acl_decode_fused_")
+
+
+def _zeroed(address: int, nbytes: int) -> bool:
+    return not any(ctypes.string_at(address, nbytes))
+
+
+def test_stream_scratch_is_per_stream_zeroed_and_grows() -> None:
+    provider = FakeProvider()
+    driver = RocmDriver(provider)
+    a, b = provider.stream_create(), provider.stream_create()
+    sa = driver.stream_scratch(a, 100)
+    assert _zeroed(sa, SCRATCH_MIN)
+    assert driver.stream_scratch(a, SCRATCH_MIN) == sa  # the stream's launches share it
+    sb = driver.stream_scratch(b, 100)
+    assert sb != sa  # another stream's launches may overlap: their own
+    ctypes.memset(sa, 7, 16)
+    grown = driver.stream_scratch(a, SCRATCH_MIN + 1)
+    assert grown not in (sa, sb) and _zeroed(grown, 2 * SCRATCH_MIN)
+    assert sa in provider._buffers  # kept: launches still queued may use it
+    driver.destroy_stream(a)
+    assert sa not in provider._buffers and grown not in provider._buffers
+    assert sb in provider._buffers
+    driver.destroy_stream(b)
+    assert sb not in provider._buffers
+
+
+def test_a_capture_has_its_own_scratch_freed_with_its_graph() -> None:
+    provider = FakeProvider(capture=True)
+    driver = RocmDriver(provider)
+    s = provider.stream_create()
+    eager = driver.stream_scratch(s, 64)
+    driver.capture_begin(s, CaptureMode.ACL_MODEL_RI_CAPTURE_MODE_RELAXED)
+    captured = driver.stream_scratch(s, 64)
+    assert captured != eager and _zeroed(captured, SCRATCH_MIN)
+    assert driver.stream_scratch(s, 64) == captured
+    graph = driver.capture_end(s)
+    assert driver.stream_scratch(s, 64) == eager  # eager again after the capture
+    assert captured in provider._buffers
+    driver.graph_destroy(graph)
+    assert captured not in provider._buffers and eager in provider._buffers
+    driver.destroy_stream(s)
