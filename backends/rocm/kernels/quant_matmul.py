@@ -272,11 +272,17 @@ EPILOGUE_OUT: Final = frozenset(_OUT_STORE)
 def epilogue_source(k: EpilogueKernel) -> str:
     """The epilogue: Meta n (batch entries), shape (b0..b3, m, n); strides of acc, out, scale, token, bias, offset.
 
-    Grid (n / THREADS, m / EPI_ROWS, batch), threads along n: a block splits its batch index once.
+    Grid (n / THREADS, m / EPI_ROWS, batch), threads along n: a block splits its batch index once. A thread
+    takes EPI_ROWS rows of its column: it loads every row's accumulator first (EPI_ROWS independent loads
+    from memory in flight, none ordered behind a store that might alias it), then applies the (cached,
+    small) parameters and stores row by row; element addresses step by a row stride (64-bit adds, no
+    multiply or division per element).
     """
     storage, encode = _OUT_STORE[k.out]
     acc_type = "int" if k.acc == "int32" else "float"
-    body = ["        double v = (double)acc[p[0]];"]
+    present = ((2, k.scale is not None), (3, k.token), (4, k.bias is not None), (5, k.offset is not None))
+    used = [0, 1] + [a for a, there in present if there]
+    body = ["        double v = (double)a0[i];"]
     bias = param_load(k.bias, "bias", "p[4]") if k.bias is not None else ""
     if k.bias is not None and k.bias_first:
         body.append(f"        v = v + (double)({bias});")
@@ -288,6 +294,8 @@ def epilogue_source(k: EpilogueKernel) -> str:
         body.append(f"        v = v + (double)({bias});")
     if k.offset is not None:
         body.append(f"        v = v + (double)({param_load(k.offset, 'offset', 'p[5]')});")
+    start = "\n".join(f"      p[{a}] = base[{a}] + r * meta.stride[{a}][4] + c * meta.stride[{a}][5];" for a in used)
+    step = " ".join(f"p[{a}] += meta.stride[{a}][4];" for a in used)
     return f"""{PRELUDE}
 struct Meta {{ long long n; long long shape[6]; long long stride[6][6]; }};
 extern "C" __global__ void __launch_bounds__({THREADS}) {k.kernel_name}(const Meta meta, const {acc_type}* acc,
@@ -305,12 +313,23 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {k.kernel_name}(const Me
       for (int a = 0; a < 6; ++a) base[a] += i * meta.stride[a][d];
     }}
     for (long long r = (long long)blockIdx.y * {EPI_ROWS}; r < m; r += (long long)gridDim.y * {EPI_ROWS}) {{
-      const long long r_end = r + {EPI_ROWS} < m ? r + {EPI_ROWS} : m;
-      for (long long rr = r; rr < r_end; ++rr) {{
-        long long p[6];
-        for (int a = 0; a < 6; ++a) p[a] = base[a] + rr * meta.stride[a][4] + c * meta.stride[a][5];
+      const int count = r + {EPI_ROWS} < m ? {EPI_ROWS} : (int)(m - r);
+      long long p[6] = {{0, 0, 0, 0, 0, 0}};
+{start}
+      long long q = p[0];
+      {acc_type} a0[{EPI_ROWS}];
+#pragma unroll
+      for (int i = 0; i < {EPI_ROWS}; ++i) {{
+        if (i < count) a0[i] = acc[q];
+        q += meta.stride[0][4];
+      }}
+#pragma unroll
+      for (int i = 0; i < {EPI_ROWS}; ++i) {{
+        if (i < count) {{
 {chr(10).join(body)}
         out[p[1]] = {encode};
+        {step}
+        }}
       }}
     }}
   }}
@@ -318,8 +337,12 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {k.kernel_name}(const Me
 """
 
 
-MX_PAIR_VEC: Final[dict[str, int]] = {"lut8": 16, "lut4": 32}
-"""Codes per 16-byte load of the MX pair kernel: 16 fp8 (half an MX block) or 32 fp4 (one block)."""
+MX_PAIR_CHUNK: Final = 8
+"""Codes one thread decodes per step of the MX pair kernel: one 16-byte store of bf16 (8-byte fp8 load, 4-byte fp4)."""
+MX_PAIR_UNROLL: Final = 4
+"""Chunks per thread of the MX pair kernel, all loaded before the tables are staged (loads in flight)."""
+MX_PAIR_LOADS: Final[dict[str, int]] = {"lut8": 8, "lut4": 4}
+"""Bytes of codes per chunk: 8 fp8 codes, or 8 fp4 codes (4 bytes)."""
 
 
 _MX_META: Final = (
@@ -334,27 +357,39 @@ def mx_pair_name(load: Load) -> str:
     return f"acl_qmm_mx_pair_{load}"
 
 
+def mx_pair_chunks_per_block() -> int:
+    """Chunks (of :data:`MX_PAIR_CHUNK` codes) one block of the MX pair kernel decodes."""
+    return THREADS * MX_PAIR_UNROLL
+
+
 def mx_pair_source(load: Load) -> str:
-    """Both MX operands of one GEMM decoded to dense K-major bf16 in one launch, 16 bytes per load and store.
+    """Both MX operands of one GEMM decoded to dense K-major bf16 in one launch, coalesced loads and stores.
 
     Meta per side s (0: x1, 1: x2): rows, k, row stride (elements), element offset, scale strides (row,
-    k-block pair, pair element), and ``blocks0`` (the blocks of side 0; the rest do side 1). Each thread
-    loads one 16-byte chunk of codes (``MX_PAIR_VEC[load]`` of them, within one 32-element block: one
-    scale), decodes through the shared tables and stores 2 (fp8) or 4 (fp4) 16-byte chunks of bf16. The
-    host takes this kernel only where k is a multiple of 32, rows and element offsets keep 16-byte
-    alignment, rows * chunks fits 31 bits (one 32-bit division per chunk, no 64-bit one) and the batch is 1.
-    Values are exactly the operand kernel's: ``table[code] * stable[scale]`` rounded once to bf16.
+    k-block pair, pair element), and ``blocks0`` (the blocks of side 0; the rest do side 1). A chunk is
+    8 codes (8 bytes of fp8, 4 of fp4, within one 32-element block: one scale) and one 16-byte bf16 store;
+    a block takes ``THREADS * MX_PAIR_UNROLL`` consecutive chunks, step u of thread t chunk
+    ``u * THREADS + t``, so consecutive lanes load and store consecutive bytes. Every thread issues its
+    code and scale loads before the shared tables are staged, so the loads overlap the staging. The meta
+    fields are picked by selects, never by a run-time array index (which would copy the parameter block
+    to local memory). The host takes this kernel only where k is a multiple of 32, rows and element
+    offsets keep 16-byte alignment, rows * k / 8 fits 31 bits (one 32-bit division per chunk) and the
+    batch is 1. Values are exactly the operand kernel's: ``table[code] * stable[scale]`` rounded once.
     """
-    if load not in MX_PAIR_VEC:
+    if load not in MX_PAIR_LOADS:
         raise ValueError(f"the MX pair kernel decodes lut8 / lut4 codes, not {load}")
-    vec = MX_PAIR_VEC[load]
+    unroll = MX_PAIR_UNROLL
     if load == "lut8":
-        code = "(w[j >> 2] >> ((j & 3) * 8)) & 255u"
-        group = "ck >> 1"
+        fetch = "const AclVec<unsigned, 2> q = *(const AclVec<unsigned, 2>*)(x + element);\n"
+        fetch += "        w0[u] = q.v[0];\n        w1[u] = q.v[1];"
+        code = "((j < 4 ? w0[u] : w1[u]) >> ((j & 3) * 8)) & 255u"
     else:
-        code = "(w[j >> 3] >> ((j & 7) * 4)) & 15u"
-        group = "ck"
-    stores = vec // 8
+        fetch = "w0[u] = *(const unsigned*)(x + element / 2);\n        w1[u] = 0u;"
+        code = "(w0[u] >> (j * 4)) & 15u"
+
+    def pick(field: str) -> str:
+        return f"(side ? meta.{field}[1] : meta.{field}[0])"
+
     return f"""{PRELUDE}
 {_MX_META}
 extern "C" __global__ void __launch_bounds__({THREADS}) {mx_pair_name(load)}(const MxMeta meta,
@@ -362,38 +397,46 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {mx_pair_name(load)}(con
     const float* lut, const float* slut, unsigned* oa, unsigned* ob) {{
   __shared__ float table[256];
   __shared__ float stable[256];
+  const int side = (long long)blockIdx.x < meta.blocks0 ? 0 : 1;
+  const unsigned block = (unsigned)(side ? (long long)blockIdx.x - meta.blocks0 : (long long)blockIdx.x);
+  const unsigned cpr = (unsigned)({pick("k")} >> 3);
+  const unsigned total = (unsigned)({pick("rows")}) * cpr;
+  const long long row_stride = {pick("row_stride")}, base = {pick("base")};
+  const long long s_row = {pick("s_row")}, s_pair = {pick("s_pair")}, s_half = {pick("s_half")};
+  const unsigned char* x = side ? xb : xa;
+  const unsigned char* sc = side ? sb : sa;
+  AclVec<unsigned, 4>* out = (AclVec<unsigned, 4>*)(side ? ob : oa);
+  unsigned w0[{unroll}], w1[{unroll}], code_s[{unroll}];
+  for (int u = 0; u < {unroll}; ++u) {{
+    const unsigned long long c64 = ((unsigned long long)block * {unroll} + u) * {THREADS} + threadIdx.x;
+    w0[u] = 0u;
+    w1[u] = 0u;
+    code_s[u] = 0u;
+    if (c64 < total) {{
+      const unsigned c = (unsigned)c64;
+      const unsigned row = c / cpr, ck = c - row * cpr, g = ck >> 2;
+      const long long element = base + (long long)row * row_stride + (long long)ck * {MX_PAIR_CHUNK};
+      {fetch}
+      code_s[u] = sc[(long long)row * s_row + (long long)(g >> 1) * s_pair + (long long)(g & 1u) * s_half];
+    }}
+  }}
   for (int i = threadIdx.x; i < 256; i += blockDim.x) {{
     table[i] = lut[i];
     stable[i] = slut[i];
   }}
   __syncthreads();
-  const int side = (long long)blockIdx.x < meta.blocks0 ? 0 : 1;
-  const long long block = side ? (long long)blockIdx.x - meta.blocks0 : (long long)blockIdx.x;
-  const unsigned cpr = (unsigned)(meta.k[side] / {vec});
-  const unsigned total = (unsigned)meta.rows[side] * cpr;
-  const unsigned long long c64 = (unsigned long long)block * {THREADS} + threadIdx.x;
-  if (c64 >= total) return;
-  const unsigned c = (unsigned)c64;
-  const unsigned row = c / cpr, ck = c - row * cpr;
-  const unsigned char* x = side ? xb : xa;
-  const unsigned char* sc = side ? sb : sa;
-  AclVec<unsigned, 4>* out = (AclVec<unsigned, 4>*)(side ? ob : oa);
-  const long long element = meta.base[side] + (long long)row * meta.row_stride[side] + (long long)ck * {vec};
-  const AclVec<unsigned, 4> q = *(const AclVec<unsigned, 4>*)(x + element{" / 2" if load == "lut4" else ""});
-  const unsigned w[4] = {{q.v[0], q.v[1], q.v[2], q.v[3]}};
-  const unsigned g = {group};
-  const long long si = (long long)row * meta.s_row[side] + (long long)(g >> 1) * meta.s_pair[side]
-      + (long long)(g & 1u) * meta.s_half[side];
-  const float s = stable[sc[si]];
-  for (int o = 0; o < {stores}; ++o) {{
+  for (int u = 0; u < {unroll}; ++u) {{
+    const unsigned long long c64 = ((unsigned long long)block * {unroll} + u) * {THREADS} + threadIdx.x;
+    if (c64 >= total) break;
+    const float s = stable[code_s[u]];
     AclVec<unsigned, 4> r;
     for (int h = 0; h < 4; ++h) {{
-      const int j = o * 8 + h * 2;
+      const int j = h * 2;
       const unsigned lo = acl_f2b(table[{code}] * s);
       const unsigned hi = acl_f2b(table[{code.replace("j", "(j + 1)")}] * s);
       r.v[h] = lo | (hi << 16);
     }}
-    out[(unsigned long long)c * {stores} + o] = r;
+    out[c64] = r;
   }}
 }}
 """

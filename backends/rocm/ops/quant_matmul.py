@@ -51,7 +51,8 @@ from acl_rocm.kernels.quant_matmul import (
     BATCH_DIMS,
     DECODABLE,
     EPI_ROWS,
-    MX_PAIR_VEC,
+    MX_PAIR_CHUNK,
+    MX_PAIR_LOADS,
     THREADS,
     TILE_K,
     TILE_ROWS,
@@ -62,6 +63,7 @@ from acl_rocm.kernels.quant_matmul import (
     decode_table,
     epilogue_source,
     load_kind,
+    mx_pair_chunks_per_block,
     mx_pair_name,
     mx_pair_source,
     operand_source,
@@ -441,7 +443,7 @@ class QuantMatmulRunner:
 
     def mx_decode(self) -> str:
         """``ACL_QMM_MX_DECODE`` (tiled or pair; anything else: ACL_ERROR_INVALID_PARAM)."""
-        value = str(self.backend.environ.get(MX_DECODE_ENV, "") or "tiled").strip().lower()
+        value = str(self.backend.environ.get(MX_DECODE_ENV, "") or "pair").strip().lower()
         if value not in MX_DECODES:
             expected = ", ".join(MX_DECODES)
             raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{MX_DECODE_ENV}={value!r}: expected {expected}")
@@ -457,9 +459,8 @@ class QuantMatmulRunner:
             return False
         dtype = job.x1.tensor.dtype
         load = load_kind(dtype)
-        vec = MX_PAIR_VEC[load]
         sides = (job.x1, job.x2)
-        blocks = [_blocks(op.rows * (op.k // vec), THREADS) for op in sides]
+        blocks = [_blocks(op.rows * (op.k // MX_PAIR_CHUNK), mx_pair_chunks_per_block()) for op in sides]
         meta = [op.rows for op in sides] + [op.k for op in sides] + [op.row_stride for op in sides]
         meta += [op.tensor.offset for op in sides]
         for i in range(3):  # the scale's row, k-block pair and pair element strides (after any batch strides)
@@ -640,19 +641,18 @@ def mx_pair_refusal(job: Job, decode: D) -> str | None:
     if decode != D.ACL_BF16 or math.prod(job.batch) != 1:
         return "a batch or a non-bf16 decode"
     dtypes = {job.x1.tensor.dtype, job.x2.tensor.dtype}
-    if len(dtypes) != 1 or load_kind(job.x1.tensor.dtype) not in MX_PAIR_VEC:
+    if len(dtypes) != 1 or load_kind(job.x1.tensor.dtype) not in MX_PAIR_LOADS:
         return "operands of different or non-8/4-bit dtypes"
-    vec = MX_PAIR_VEC[load_kind(job.x1.tensor.dtype)]
+    per_byte = 2 if load_kind(job.x1.tensor.dtype) == "lut4" else 1
     for op in (job.x1, job.x2):
         t = op.tensor
         if op.scale is None or op.scale.dtype != D.ACL_FLOAT8_E8M0 or len(op.scale_strides) < 3:
             return "an operand without E8M0 block scales"
         if op.k_stride != 1 or op.k % 32 or op.row_stride < op.k:
             return "an operand not K-major, or k not a multiple of 32"
-        per_byte = 2 if vec == 32 else 1
         if t.data % HW_ALIGN or t.offset % (HW_ALIGN * per_byte) or op.row_stride % (HW_ALIGN * per_byte):
             return "rows not 16-byte aligned"
-        if op.rows * (op.k // vec) >= 1 << 31:
+        if op.rows * (op.k // MX_PAIR_CHUNK) + mx_pair_chunks_per_block() >= 1 << 31:
             return "more than 2^31 chunks"
     return None
 
