@@ -115,7 +115,9 @@ def test_the_int8_rows_x2_layout_and_the_sizes_are_chosen_by_the_environment() -
         with pytest.raises(ValueError, match="multiples of 64"):
             chosen_sizes((4096,), {"ACL_BENCH_QGEMM_SIZES": bad})
 
-    assert int8_x2_layout({}) == "rows" and int8_x2_layout({"ACL_BENCH_INT8_X2": "KMajor"}) == "kmajor"
+    assert int8_x2_layout({}) == "kmajor"  # acl gets torch's K-major x2 unless asked otherwise
+    assert int8_x2_layout({"ACL_BENCH_INT8_X2": "Rows"}) == "rows"
+    assert int8_x2_layout({"ACL_BENCH_INT8_X2": "KMajor"}) == "kmajor"
     with pytest.raises(ValueError, match="expected rows or kmajor"):
         int8_x2_layout({"ACL_BENCH_INT8_X2": "nmajor"})
 
@@ -131,4 +133,4 @@ def test_the_int8_row_runs_in_either_layout(monkeypatch: pytest.MonkeyPatch, lay
     quant_gemm.run_cases(suite, sizes=(64,))
     (row,) = [c.to_json() for c in suite.cases]
     assert row["op"] == "QuantMatmulV3 int8" and row["acl_ms"], row["status"]
-    assert ("K-major" if layout == "kmajor" else "N-major (gathered)") in row["note"]
+    assert ("x2 K-major on both sides" if layout == "kmajor" else "acl x2 N-major (gathered)") in row["note"]

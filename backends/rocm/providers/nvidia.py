@@ -641,13 +641,13 @@ class NvidiaProvider(RuntimeProvider):
             plan.algo = lt.MatmulHeuristicResult(1)
             cache = self.plan_cache
             fields = self._gemm_fields(call, workspace_size, compute, scale_type) if cache is not None else {}
-            if tune:
-                fields["choice"] = "timed"  # a key of its own: the heuristic's answer is kept beside it
-            if cache is not None and self._stored_algo(handle, plan, cache, fields, workspace_size):
-                return plan
             timed = tune and not self._capturing(target[1])
             if tune and not timed:
                 LOG.debug("cuBLASLt: a GEMM planned during stream capture takes the heuristic's algorithm, untimed")
+            if timed:
+                fields["choice"] = "timed"  # a key of its own: the heuristic's answer is kept beside it
+            if cache is not None and self._stored_algo(handle, plan, cache, fields, workspace_size):
+                return plan
             if timed:
                 self._timed_algo(handle, plan, call, target[0], workspace_size, target[1])
         except BaseException:
@@ -684,8 +684,9 @@ class NvidiaProvider(RuntimeProvider):
             raise
         if cache is not None:
             cache.made(CUBLASLT_PLAN)
-            if not tune:  # an untimed answer (planned during capture) is never stored under the timed key
-                cache.store(CUBLASLT_PLAN, fields, ctypes.string_at(plan.algo.ptr, ALGO_BYTES))
+            # the heuristic's answer (also a GEMM planned during capture) goes under the untimed key, never the
+            # timed one: a warm start that plans it during capture again loads it and makes nothing
+            cache.store(CUBLASLT_PLAN, fields, ctypes.string_at(plan.algo.ptr, ALGO_BYTES))
         return plan
 
     def _gemm_fields(self, call: GemmCall, workspace_size: int, compute: int, scale_type: int) -> dict[str, object]:
