@@ -12,6 +12,8 @@ import pytest
 from acl_core import eager, lowp
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
+from acl_core.dtypes import from_numpy
+from acl_core.eager import DeviceArray, to_device
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.quant import MX_GROUP
 from acl_core.spec.runtime import CopyDirection
@@ -230,6 +232,31 @@ def test_mx_pair_decode_matches_the_tiled_one_bit_for_bit(
     np.testing.assert_array_equal(pair_x2, tiled_x2)  # sides would leave the product unchanged
     np.testing.assert_array_equal(outs["pair"].view(np.uint16), outs["tiled"].view(np.uint16))
     assert_close(outs["pair"], eager.run("QuantMatmulV5", reference, **args)["out"])
+
+
+@pytest.mark.parametrize("dtype", [ml_dtypes.float8_e4m3fn, ml_dtypes.float4_e2m1fn], ids=["mxfp8", "mxfp4"])
+def test_mx_pair_decode_reads_strided_rows_at_an_offset(
+    rocm: Backend, reference: Backend, monkeypatch: pytest.MonkeyPatch, dtype: object
+) -> None:
+    """x1 a view with a row stride of k + 64 and an element offset of 32 (16-byte aligned): still the pair kernel."""
+    _needs_blas(rocm)
+    m, k, n, pad, offset = 24, 192, 40, 64, 32
+    args = _mx_args(np.random.default_rng(13), dtype, m, k, n, t2=True)
+    dtype_acl = from_numpy(np.dtype(dtype))  # type: ignore[call-overload]
+    stride = k + pad
+    big = np.zeros(offset + m * stride, dtype=dtype)  # type: ignore[call-overload]
+    big[offset:].reshape(m, stride)[:, :k] = args["x1"]
+    big[offset:].reshape(m, stride)[:, k:] = np.asarray(7.0 if dtype == ml_dtypes.float8_e4m3fn else 6.0, dtype)
+    storage = to_device(big, rocm, dtype=dtype_acl)
+    view = DeviceArray.adopt(rocm, (m, k), dtype_acl, (stride, 1), big.size, storage.address, lambda: None)
+    view.offset = offset
+    expected = eager.run("QuantMatmulV5", reference, **args)["out"]
+    monkeypatch.setattr(rocm, "environ", {**rocm.environ, "ACL_QMM_MX_DECODE": "pair"})
+    got = eager.run("QuantMatmulV5", rocm, **(args | {"x1": view}))["out"]
+    assert rocm.quant_matmul.last_path == "dequant-direct mx-pair"  # type: ignore[attr-defined]
+    assert_close(got, expected)
+    view.free()
+    storage.free()
 
 
 def test_mx_pair_decode_leaves_a_layout_it_cannot_take_to_the_tiled_one(

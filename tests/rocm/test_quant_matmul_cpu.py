@@ -25,7 +25,14 @@ from acl_core.errors import AclError, BackendUnavailableError, RtErrorCode
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.quant import MX_GROUP
 from acl_rocm.backend import RocmBackend
-from acl_rocm.kernels.quant_matmul import EpilogueKernel, OperandKernel, decode_table, epilogue_source, operand_source
+from acl_rocm.kernels.quant_matmul import (
+    EpilogueKernel,
+    OperandKernel,
+    decode_table,
+    epilogue_source,
+    mx_pair_source,
+    operand_source,
+)
 from acl_rocm.ops.quant_matmul import OPS
 from tests.conftest import assert_close
 from tests.rocm.fake_provider import FakeProvider
@@ -302,3 +309,11 @@ def test_kernel_sources_are_specialised() -> None:
     body = epi.split("double v = (double)a0[i];", 1)[1]
     assert body.index("*)bias)") < body.index("*)scale)")  # an int32 bias is added before dequantisation
     assert "acl_f2i(rint(v), -128.0, 127.0)" in epi
+
+
+def test_mx_pair_source_never_indexes_its_parameters_at_run_time() -> None:
+    """A run-time index into the by-value meta (meta.k[side]) made ptxas copy it to a 120-byte stack per thread."""
+    for load in ("lut8", "lut4"):
+        source = mx_pair_source(load)  # type: ignore[arg-type]
+        assert "[side]" not in source and "meta.k[1] : meta.k[0]" in source
+        assert "out[c64] = r;" in source  # one 16-byte store per chunk, consecutive lanes consecutive chunks
