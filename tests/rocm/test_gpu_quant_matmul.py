@@ -259,6 +259,33 @@ def test_mx_pair_decode_reads_strided_rows_at_an_offset(
     storage.free()
 
 
+@pytest.mark.parametrize("n", [276, 1028], ids=["n276", "n1028"])
+def test_vec4_epilogue_matches_the_scalar_one_bit_for_bit(
+    rocm: Backend, reference: Backend, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, n: int
+) -> None:
+    """ACL_QMM_EPILOGUE=vec4 (4 columns a thread, 16-byte accumulator loads): the scalar epilogue's bytes."""
+    _needs_blas(rocm)
+    rng = np.random.default_rng(14)
+    args = {
+        "x1": rng.integers(-128, 128, (2, 41, 136)).astype(np.int8),
+        "x2": rng.integers(-128, 128, (n, 136)).astype(np.int8),
+        "scale": rng.uniform(1e-3, 1e-2, n).astype(np.float32),
+        "offset": None,
+        "pertokenScaleOptional": rng.uniform(0.5, 2, 41).astype(np.float32),
+        "bias": rng.uniform(-1, 1, n).astype(np.float32),
+        "transposeX1": False,
+        "transposeX2": True,
+    }
+    outs = {}
+    for choice in ("scalar", "vec4"):
+        monkeypatch.setattr(rocm, "environ", {**rocm.environ, "ACL_QMM_EPILOGUE": choice})
+        with caplog.at_level(logging.DEBUG, logger="acl_rocm"):
+            outs[choice] = eager.run("QuantMatmulV4", rocm, **args)["out"]
+    assert "vec4 not taken" not in caplog.text  # n, strides and out's alignment allow the vector epilogue
+    np.testing.assert_array_equal(outs["vec4"].view(np.uint16), outs["scalar"].view(np.uint16))
+    assert_close(outs["vec4"], eager.run("QuantMatmulV4", reference, **args)["out"])
+
+
 def test_mx_pair_decode_leaves_a_layout_it_cannot_take_to_the_tiled_one(
     rocm: Backend, reference: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -306,7 +306,7 @@ def test_kernel_sources_are_specialised() -> None:
     with pytest.raises(ValueError):
         operand_source(OperandKernel("raw", "bf16"))
     epi = epilogue_source(EpilogueKernel("int32", D.ACL_INT8, D.ACL_UINT64, bias=D.ACL_INT32, bias_first=True))
-    body = epi.split("double v = (double)a0[i];", 1)[1]
+    body = epi.split("double v = (double)a0[i].v[j];", 1)[1]
     assert body.index("*)bias)") < body.index("*)scale)")  # an int32 bias is added before dequantisation
     assert "acl_f2i(rint(v), -128.0, 127.0)" in epi
 
@@ -317,3 +317,49 @@ def test_mx_pair_source_never_indexes_its_parameters_at_run_time() -> None:
         source = mx_pair_source(load)  # type: ignore[arg-type]
         assert "[side]" not in source and "meta.k[1] : meta.k[0]" in source
         assert "out[c64] = r;" in source  # one 16-byte store per chunk, consecutive lanes consecutive chunks
+
+
+@pytest.fixture(scope="module")
+def emulated_vec(tmp_path_factory: pytest.TempPathFactory) -> tuple[RocmBackend, FakeProvider]:
+    return _backend(tmp_path_factory.mktemp("kcv"), env={"ACL_QMM_EPILOGUE": "vec4"})
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_vec4_epilogue_writes_what_the_scalar_one_writes(emulated, emulated_vec, op: str) -> None:
+    """ACL_QMM_EPILOGUE=vec4: every sample bit-identical to the scalar epilogue; layouts it refuses run scalar."""
+    scalar, _ = emulated
+    vec, provider = emulated_vec
+    provider.launches.clear()
+    for sample in _samples(op):
+        for layout in ("contiguous", "transposed"):
+            want = _run(scalar, op, sample.args, layout)
+            got = _run(vec, op, sample.args, layout)
+            assert got.dtype == want.dtype and got.shape == want.shape, sample.note
+            np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8), err_msg=sample.note)
+    names = {launch.name for launch in provider.launches if "epilogue" in launch.name}
+    if op in ("QuantMatmulV3", "QuantMatmulV4"):  # the V5 samples' n are not multiples of 4: scalar there
+        assert any(name.endswith("_v4") for name in names), names
+
+
+def test_vec4_epilogue_crosses_its_edges_bit_for_bit(emulated, emulated_vec, reference: Backend) -> None:
+    """n = 276 (a partial 1024-column block), m = 41 (a partial 8-row block), a batch of 2, every parameter."""
+    scalar, _ = emulated
+    vec, provider = emulated_vec
+    rng = np.random.default_rng(8)
+    args = {
+        "x1": rng.integers(-128, 128, (2, 41, 136)).astype(np.int8),
+        "x2": rng.integers(-128, 128, (276, 136)).astype(np.int8),
+        "scale": rng.uniform(1e-3, 1e-2, 276).astype(np.float32),
+        "offset": None,
+        "pertokenScaleOptional": rng.uniform(0.5, 2, 41).astype(np.float32),
+        "bias": rng.uniform(-1, 1, 276).astype(np.float32),
+        "transposeX1": False,
+        "transposeX2": True,
+    }
+    provider.launches.clear()
+    got = _run(vec, "QuantMatmulV4", args)
+    assert any(launch.name.endswith("_v4") for launch in provider.launches)
+    np.testing.assert_array_equal(got.view(np.uint16), _run(scalar, "QuantMatmulV4", args).view(np.uint16))
+    assert_close(got, _run(reference, "QuantMatmulV4", args))
+    with pytest.raises(Exception, match="ACL_QMM_EPILOGUE='wide'"):
+        _run(_backend(Path(tempfile.mkdtemp()), env={"ACL_QMM_EPILOGUE": "wide"})[0], "QuantMatmulV4", args)

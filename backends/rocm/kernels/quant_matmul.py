@@ -118,6 +118,8 @@ TILE_K: Final = 64
 """The operand kernel's tile: one block writes TILE_ROWS rows by TILE_K k of the K-major temporary."""
 EPI_ROWS: Final = 8
 """Output rows one epilogue block takes (its THREADS threads run along n)."""
+EPI_VEC: Final = 4
+"""Columns one thread of the vector epilogue takes (4 int32 / fp32 accumulators: one 16-byte load)."""
 
 
 @dataclass(frozen=True)
@@ -249,14 +251,16 @@ class EpilogueKernel:
     bias: D | None = None
     bias_first: bool = False
     offset: D | None = None
+    vec: bool = False
+    """EPI_VEC consecutive columns a thread: one 16-byte accumulator load and one vector store per row."""
 
     @property
     def kernel_name(self) -> str:
-        """The kernel's ``extern "C"`` symbol."""
-        parts = [self.acc, self.out.short, f"s{self.scale.short}" if self.scale else "s0"]
-        parts += ["t" if self.token else "t0", f"b{self.bias.short}" if self.bias else "b0"]
-        parts += ["first" if self.bias_first else "last", f"o{self.offset.short}" if self.offset else "o0"]
-        return "acl_qmm_epilogue_" + "_".join(parts)
+        """The kernel's ``extern "C"`` symbol (``is not None``: ACL_FLOAT is 0, a falsy enum member)."""
+        parts = [self.acc, self.out.short, f"s{self.scale.short}" if self.scale is not None else "s0"]
+        parts += ["t" if self.token else "t0", f"b{self.bias.short}" if self.bias is not None else "b0"]
+        parts += ["first" if self.bias_first else "last", f"o{self.offset.short}" if self.offset is not None else "o0"]
+        return "acl_qmm_epilogue_" + "_".join(parts) + ("_v4" if self.vec else "")
 
 
 _OUT_STORE: Final[dict[D, tuple[str, str]]] = {
@@ -272,8 +276,10 @@ EPILOGUE_OUT: Final = frozenset(_OUT_STORE)
 def epilogue_source(k: EpilogueKernel) -> str:
     """The epilogue: Meta n (batch entries), shape (b0..b3, m, n); strides of acc, out, scale, token, bias, offset.
 
-    Grid (n / THREADS, m / EPI_ROWS, batch), threads along n: a block splits its batch index once. A thread
-    takes EPI_ROWS rows of its column: it loads every row's accumulator first (EPI_ROWS independent loads
+    Grid (n / (THREADS * V), m / EPI_ROWS, batch), threads along n: a block splits its batch index once. A
+    thread takes EPI_ROWS rows of its V columns (V = 1, or EPI_VEC with ``k.vec``: one 16-byte accumulator
+    load and one vector store per row, which needs n, every row stride and the bases to be multiples of V
+    and ``out`` aligned to V elements): it loads every row's accumulators first (EPI_ROWS independent loads
     from memory in flight, none ordered behind a store that might alias it), then applies the (cached,
     small) parameters and stores row by row; element addresses step by a row stride (64-bit adds, no
     multiply or division per element).
@@ -282,18 +288,24 @@ def epilogue_source(k: EpilogueKernel) -> str:
     acc_type = "int" if k.acc == "int32" else "float"
     present = ((2, k.scale is not None), (3, k.token), (4, k.bias is not None), (5, k.offset is not None))
     used = [0, 1] + [a for a, there in present if there]
-    body = ["        double v = (double)a0[i];"]
-    bias = param_load(k.bias, "bias", "p[4]") if k.bias is not None else ""
+    vec = EPI_VEC if k.vec else 1
+
+    def at(a: int) -> str:  # element index of parameter a at column c + j
+        return f"p[{a}] + j * meta.stride[{a}][5]"
+
+    pad = "    "
+    body = [f"{pad}        double v = (double)a0[i].v[j];"]
+    bias = param_load(k.bias, "bias", at(4)) if k.bias is not None else ""
     if k.bias is not None and k.bias_first:
-        body.append(f"        v = v + (double)({bias});")
+        body.append(f"{pad}        v = v + (double)({bias});")
     if k.scale is not None:
-        body.append(f"        v = v * (double)({param_load(k.scale, 'scale', 'p[2]')});")
+        body.append(f"{pad}        v = v * (double)({param_load(k.scale, 'scale', at(2))});")
     if k.token:
-        body.append(f"        v = v * (double)({param_load(D.ACL_FLOAT, 'token', 'p[3]')});")
+        body.append(f"{pad}        v = v * (double)({param_load(D.ACL_FLOAT, 'token', at(3))});")
     if k.bias is not None and not k.bias_first:
-        body.append(f"        v = v + (double)({bias});")
+        body.append(f"{pad}        v = v + (double)({bias});")
     if k.offset is not None:
-        body.append(f"        v = v + (double)({param_load(k.offset, 'offset', 'p[5]')});")
+        body.append(f"{pad}        v = v + (double)({param_load(k.offset, 'offset', at(5))});")
     start = "\n".join(f"      p[{a}] = base[{a}] + r * meta.stride[{a}][4] + c * meta.stride[{a}][5];" for a in used)
     step = " ".join(f"p[{a}] += meta.stride[{a}][4];" for a in used)
     return f"""{PRELUDE}
@@ -302,7 +314,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {k.kernel_name}(const Me
     const unsigned char* scale, const unsigned char* token, const unsigned char* bias, const unsigned char* offset,
     long long out_base, {storage}* out) {{
   const long long m = meta.shape[4], n = meta.shape[5];
-  const long long c = (long long)blockIdx.x * {THREADS} + threadIdx.x;
+  const long long c = ((long long)blockIdx.x * {THREADS} + threadIdx.x) * {vec};
   if (c >= n) return;
   for (long long b = blockIdx.z; b < meta.n; b += gridDim.z) {{
     long long base[6] = {{0, out_base, 0, 0, 0, 0}};
@@ -317,18 +329,23 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {k.kernel_name}(const Me
       long long p[6] = {{0, 0, 0, 0, 0, 0}};
 {start}
       long long q = p[0];
-      {acc_type} a0[{EPI_ROWS}];
+      AclVec<{acc_type}, {vec}> a0[{EPI_ROWS}];
 #pragma unroll
       for (int i = 0; i < {EPI_ROWS}; ++i) {{
-        if (i < count) a0[i] = acc[q];
+        if (i < count) a0[i] = *(const AclVec<{acc_type}, {vec}>*)(acc + q);
         q += meta.stride[0][4];
       }}
 #pragma unroll
       for (int i = 0; i < {EPI_ROWS}; ++i) {{
         if (i < count) {{
+          AclVec<{storage}, {vec}> y;
+#pragma unroll
+          for (int j = 0; j < {vec}; ++j) {{
 {chr(10).join(body)}
-        out[p[1]] = {encode};
-        {step}
+            y.v[j] = {encode};
+          }}
+          *(AclVec<{storage}, {vec}>*)(out + p[1]) = y;
+          {step}
         }}
       }}
     }}

@@ -51,6 +51,7 @@ from acl_rocm.kernels.quant_matmul import (
     BATCH_DIMS,
     DECODABLE,
     EPI_ROWS,
+    EPI_VEC,
     MX_PAIR_CHUNK,
     MX_PAIR_LOADS,
     THREADS,
@@ -84,6 +85,9 @@ MX_DECODE_ENV = "ACL_QMM_MX_DECODE"
 """How MX operands are decoded to bf16: ``tiled`` (default: the operand kernel, one launch per operand) or
 ``pair`` (both in one launch, 16-byte loads and stores, where the layout allows; else ``tiled``, logged)."""
 MX_DECODES = ("tiled", "pair")
+EPILOGUE_ENV = "ACL_QMM_EPILOGUE"
+"""The int32 / fp32 epilogue: ``scalar`` (default: a column a thread) or ``vec4`` (4 columns, 16-byte loads)."""
+EPILOGUES = ("scalar", "vec4")
 MAX_GRID_YZ = 65535
 """Grid y / z limit (CUDA and HIP alike)."""
 """Bytes: cuBLASLt's fp8 / int8 kernels need 16-byte leading dimensions, k and n multiples of 16."""
@@ -584,6 +588,12 @@ class QuantMatmulRunner:
             epi.offset.dtype if epi.offset is not None else None,
         )
         nb = len(batch)
+        if self.epilogue_choice() == "vec4":
+            why = epilogue_vec_refusal(epi, batch, n, ld)
+            if why is None:
+                spec = replace(spec, vec=True)
+            else:
+                LOG.debug("%s=vec4 not taken (%s): the scalar epilogue runs", EPILOGUE_ENV, why)
         shape = [*_pad_batch(batch, 1), m, n]
         acc_strides = list(contiguous_strides((*_pad_batch(batch, 1), m, ld)))
         out_strides = [*_pad_batch(list(out.strides[:nb]), 0), out.strides[-2], out.strides[-1]]
@@ -606,7 +616,16 @@ class QuantMatmulRunner:
             KernelArgs.pointer(out.data),
         ]
         function = self.backend.function(epilogue_source(spec), spec.kernel_name)
-        self._launch(function, (_blocks(n, THREADS), _blocks(m, EPI_ROWS), count), values, stream)
+        columns = THREADS * (EPI_VEC if spec.vec else 1)
+        self._launch(function, (_blocks(n, columns), _blocks(m, EPI_ROWS), count), values, stream)
+
+    def epilogue_choice(self) -> str:
+        """``ACL_QMM_EPILOGUE`` (scalar or vec4; anything else: ACL_ERROR_INVALID_PARAM)."""
+        value = str(self.backend.environ.get(EPILOGUE_ENV, "") or "scalar").strip().lower()
+        if value not in EPILOGUES:
+            expected = ", ".join(EPILOGUES)
+            raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{EPILOGUE_ENV}={value!r}: expected {expected}")
+        return value
 
     def _launch(self, function: object, grid: tuple[int, int, int], values: list[Any], stream: int) -> None:
         """Launch a tiled kernel; y and z beyond the grid limit are looped over inside the kernel."""
@@ -654,6 +673,19 @@ def mx_pair_refusal(job: Job, decode: D) -> str | None:
             return "rows not 16-byte aligned"
         if op.rows * (op.k // MX_PAIR_CHUNK) + mx_pair_chunks_per_block() >= 1 << 31:
             return "more than 2^31 chunks"
+    return None
+
+
+def epilogue_vec_refusal(epi: Epilogue, batch: Sequence[int], n: int, ld: int) -> str | None:
+    """Why the vector epilogue cannot write ``epi.out`` (None: it can): n, strides and bases multiples of EPI_VEC."""
+    out = epi.out
+    nb = len(batch)
+    if n % EPI_VEC or ld % EPI_VEC or out.strides[-1] != 1:
+        return "n or the accumulator's row not a multiple of 4, or out not contiguous along n"
+    if any(s % EPI_VEC for s in (*out.strides[:nb], out.strides[-2], out.offset)):
+        return "an out row or batch stride or offset not a multiple of 4"
+    if out.data % (EPI_VEC * _itemsize(out.dtype)):
+        return "out not aligned to 4 elements"
     return None
 
 
