@@ -47,9 +47,12 @@ def block_threads(requested: int, warp: int, group: int, head_dim: int) -> int:
     return threads
 
 
-def block_rows(requested: int, group: int) -> int:
-    """Keys per lane group's tile: ``requested`` up to group 2, fewer above (K / V registers: 2 x rows x 4)."""
-    return max(1, min(requested, 16 // max(group, 1)))
+def block_rows(requested: int, group: int, threads: int = 256) -> int:
+    """Keys per lane group's tile: ``requested``, fewer above group 2 or 256 threads (K / V registers: 8 x rows).
+
+    nvcc 13 for sm_90, bf16 D128 group 2: 256 threads x 8 rows take 214 registers, 512 x 4 127, 512 x 8 spill.
+    """
+    return max(1, min(requested, 16 // max(group, 1), 2048 // max(threads, 1)))
 
 
 @dataclass(frozen=True)

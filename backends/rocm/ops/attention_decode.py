@@ -208,14 +208,15 @@ class DecodeAttention:
             LOG.debug("decode Skv=%d: not the short-cache block kernel (%s); the split path", call.skv, why)
             return None
         group = call.nq // call.nkv
+        threads = block_threads(cfg.bthreads, warp, group, call.d)
         return BlockInstance(
             call.q.dtype,
             call.d,
             group,
             block_vector_loads(call),
             None if call.sink is None else call.sink.dtype,
-            threads=block_threads(cfg.bthreads, warp, group, call.d),
-            rows=block_rows(cfg.brows, group),
+            threads=threads,
+            rows=block_rows(cfg.brows, group, threads),
             eager=cfg.beager,
         )
 
