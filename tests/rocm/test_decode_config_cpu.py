@@ -65,12 +65,15 @@ def test_the_path_words() -> None:
     assert blk == DecodeConfig(block=BLOCK_ALWAYS, bthreads=512, brows=4, beager=False)
     assert blk.takes_block(10**9) and str(blk).startswith("two,block,")
     assert parse_decode_config("auto").block == AUTO_BLOCK_KEYS
-    for text in ("block,bthreads=128", "auto=100,brows=2", "fused,auto", "two,kpw=4"):
+    assert parse_decode_config("two,wide") == DecodeConfig(block=0, wide=True)
+    with pytest.raises(ValueError, match="wide with fused"):
+        parse_decode_config("fused,wide")
+    for text in ("block,bthreads=128", "auto=100,brows=2", "fused,auto", "two,kpw=4", "two,wide,bthreads=128"):
         cfg = parse_decode_config(text)
         assert parse_decode_config(str(cfg)) == cfg, text
 
 
-@pytest.mark.parametrize("bad", ["auto=0", "auto=x", "bthreads=96", "brows=3", "beager=2", "blocks"])
+@pytest.mark.parametrize("bad", ["auto=0", "auto=x", "bthreads=96", "bthreads=1024", "brows=3", "beager=2", "blocks"])
 def test_bad_block_items_are_named(bad: str) -> None:
     with pytest.raises(ValueError, match=bad.split("=")[0]):
         parse_decode_config(f"block,{bad}")
@@ -79,7 +82,7 @@ def test_bad_block_items_are_named(bad: str) -> None:
 def test_block_kernel_shape_rules() -> None:
     """Lanes a row (16 bytes a lane), threads shrunk to fit the shared partials, rows cut for registers."""
     assert [lanes_per_row(d) for d in (8, 32, 40, 64, 128, 200, 256)] == [1, 4, 8, 8, 16, 32, 32]
-    assert block_threads(256, 32, 2, 128) == 256 and block_threads(1024, 32, 2, 128) == 1024
+    assert block_threads(256, 32, 2, 128) == 256 and block_threads(512, 32, 2, 128) == 512
     assert block_threads(512, 32, 8, 128) == 256  # 8 warps x 8 heads x 128 dims x 4 bytes = 32 KiB
     assert block_threads(256, 32, 8, 256) == 128 and block_threads(64, 64, 8, 256) == 64  # one warp at least
     assert block_rows(8, 2) == 8 and block_rows(8, 8) == 2 and block_rows(16, 1, 256) == 8

@@ -200,3 +200,35 @@ def test_block_kernel_captures_and_replays_with_a_changed_mask(rocm: Backend, de
     finally:
         call.free()
         rocm.runtime.destroy_stream(stream)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("config", ["two,wide", "two,wide,bthreads=128,brows=4,beager=0", "two,wide,chunk=8,bpu=8"])
+def test_wide_split_blocks_match_the_reference(rocm: Backend, reference: Backend, decode: object, config: str) -> None:
+    """``two,wide``: the split path's blocks in the short-cache layout, partials to the combine kernel (2 launches)."""
+    from acl_rocm.kernels.attention_decode import decode_splits, parse_decode_config
+
+    decode.use_config(config)  # type: ignore[attr-defined]
+    cfg = parse_decode_config(config)
+    rng = np.random.default_rng(59)
+    skv, d, nq, nkv = (150, 64, 4, 2) if EMULATED else (32_768, 128, 16, 8)
+    units = rocm.properties.compute_units  # type: ignore[attr-defined]
+    assert decode_splits(2, nkv, skv, units, cfg.blocks_per_unit, cfg.min_chunk)[0] > 1
+    args = _args(rng, "bfloat16", 2, nq, nkv, skv, d)
+    args["actualSeqLengths"] = [skv, skv // 2 + 3]
+    args["attenMask"] = rng.uniform(size=(2, nq, 1, skv)) < 0.3
+    _check(rocm, reference, "IncreFlashAttention", args, config)
+    assert _steps(decode, rocm, args) == 2
+    fia = {
+        "query": args["query"].astype(np.float16),
+        "key": [args["key"][0].astype(np.float16)],
+        "value": [args["value"][0].astype(np.float16)],
+        "attenMaskOptional": rng.uniform(size=(2, skv)) < 0.25,
+        "numHeads": nq,
+        "scaleValue": args["scaleValue"],
+        "inputLayout": "BSND",
+        "numKeyValueHeads": nkv,
+        "softmaxLseFlag": True,
+        "learnableSinkOptional": rng.uniform(-2, 2, nq).astype(ml_dtypes.bfloat16),
+    }
+    fia["attenMaskOptional"][1] = True  # batch 1 keeps no key: the sink alone
+    _check(rocm, reference, "FusedInferAttentionScoreV5", fia, f"{config} FIA V5")

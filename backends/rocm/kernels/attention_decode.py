@@ -115,6 +115,8 @@ class DecodeConfig:
     """Keys per lane group's tile in the short-cache kernel (fewer at GQA groups above 2)."""
     beager: bool = True
     """The short-cache kernel loads K / V rows with the mask bytes (else after them, only rows kept)."""
+    wide: bool = False
+    """The two-kernel path's split blocks run the short-cache kernel's layout (16-byte loads), then the combine."""
 
     def __str__(self) -> str:
         path = "fused" if self.fused else "two"
@@ -124,8 +126,9 @@ class DecodeConfig:
             path += f",auto={self.block}"
         eager = ",eager" if self.eager else ""
         dbuf = ",dbuf" if self.dbuf else ""
+        dbuf += ",wide" if self.wide else ""
         short = ""
-        if self.block > 0:
+        if self.block > 0 or self.wide:
             short = f",bthreads={self.bthreads},brows={self.brows},beager={int(self.beager)}"
         return f"{path},bpu={self.blocks_per_unit},chunk={self.min_chunk},kpw={self.kpw}{eager}{dbuf}{short}"
 
@@ -134,7 +137,7 @@ class DecodeConfig:
         return 0 < capacity <= self.block
 
 
-BLOCK_THREAD_CHOICES: Final = (64, 128, 256, 512, 1024)
+BLOCK_THREAD_CHOICES: Final = (64, 128, 256, 512)
 """Threads per block the short-cache kernel accepts."""
 BLOCK_ROW_CHOICES: Final = (1, 2, 4, 8, 16)
 """Keys per lane group's tile the short-cache kernel accepts."""
@@ -148,7 +151,8 @@ def parse_decode_config(text: str) -> DecodeConfig:
     ``two`` | ``fused`` (every cache on that split-KV path), ``block`` (every cache on the short-cache kernel),
     ``auto[=N]`` (caches of at most N keys, default :data:`AUTO_BLOCK_KEYS`, on the short-cache kernel, longer
     ones on two or fused, whichever came before), ``bpu=N``, ``chunk=N``, ``kpw=N``, ``eager[=0|1]``,
-    ``dbuf[=0|1]``, and the short-cache kernel's ``bthreads=N``, ``brows=N``, ``beager[=0|1]``; empty: the
+    ``dbuf[=0|1]``, ``wide[=0|1]`` (two's split blocks in the short-cache kernel's layout), and the short-cache
+    kernel's ``bthreads=N``, ``brows=N``, ``beager[=0|1]``; empty: the
     defaults (auto over two).
     """
     cfg = DecodeConfig()
@@ -175,7 +179,7 @@ def parse_decode_config(text: str) -> DecodeConfig:
             if key == "brows" and n not in BLOCK_ROW_CHOICES:
                 raise ValueError(f"{item!r}: rows per lane group's tile one of {BLOCK_ROW_CHOICES}")
             fields[key] = n
-        elif key in ("eager", "dbuf", "beager") and value in ("", "1", "0"):
+        elif key in ("eager", "dbuf", "beager", "wide") and value in ("", "1", "0"):
             fields[key] = value != "0"
         elif key in ("bpu", "chunk", "kpw") and value.isdigit():
             n = int(value)
@@ -189,9 +193,11 @@ def parse_decode_config(text: str) -> DecodeConfig:
         else:
             raise ValueError(
                 f"{item!r} is not two, fused, block, auto[=N], bpu=N, chunk=N, kpw=N, eager[=0|1], dbuf[=0|1],"
-                " bthreads=N, brows=N or beager[=0|1]"
+                " wide[=0|1], bthreads=N, brows=N or beager[=0|1]"
             )
     out = DecodeConfig(**{**cfg.__dict__, **fields})
+    if out.wide and out.fused:
+        raise ValueError("wide with fused: the short-cache layout runs the two-kernel path's split blocks only")
     if out.dbuf and out.kpw > 8:
         raise ValueError(f"dbuf with kpw={out.kpw}: two tiles of rows spill registers (255 at D128 G2); kpw <= 8")
     return out

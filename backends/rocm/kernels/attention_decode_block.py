@@ -12,6 +12,10 @@ the query heads in registers (a reduction over the lane group's lanes only) and 
 warps through shared memory, and the block writes the output, FusedInferAttentionScore's ``softmaxLse`` and the
 sink (one value-less logit per query head) the way the split kernel's single-split branch does. No global
 partials, no atomics, no second kernel.
+
+Under ``ACL_DECODE_CONFIG=two,wide`` the same kernel is the split path's split kernel (16-byte loads in place of
+the split kernel's ``D / WARP`` elements a lane): one block per (batch, kv head, split) over the split's keys,
+writing the split kernel's partial record for the combine kernel when there are several splits.
 """
 
 from __future__ import annotations
@@ -174,17 +178,20 @@ ACL_DEV unsigned blk_keep(const DecodeMeta& m, const unsigned char* mask_kv, lon
 extern "C" __global__ void __launch_bounds__(THREADS) {inst.name}(
     const DecodeMeta m, const DecodeLens lens, const double scale_arg,
     const st* __restrict__ q, const st* __restrict__ k, const st* __restrict__ v,
-    const unsigned char* __restrict__ mask, st* __restrict__ out, float* __restrict__ lse,
-    const sink_t* __restrict__ sink) {{
+    const unsigned char* __restrict__ mask, float* __restrict__ part, st* __restrict__ out,
+    float* __restrict__ lse, const sink_t* __restrict__ sink) {{
   __shared__ float sm_m[NWARPS][GROUP];
   __shared__ float sm_l[NWARPS][GROUP];
   __shared__ float sm_o[NWARPS][GROUP][HEAD_DIM];
   const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
   const int sub = lane % LPR, grp = lane / LPR;
-  const unsigned blk = blockIdx.x;  // (batch, kv head) flattened to x
+  unsigned blk = blockIdx.x;  // (batch, kv head, split) flattened to x; one split unless ``wide`` (two path)
+  const long long split = blk % (unsigned)m.splits;
+  blk /= (unsigned)m.splits;
   const long long hk = blk % (unsigned)m.nkv, b = blk / (unsigned)m.nkv;
   const long long len = lens.n[b];
-  const long long hi = len < m.chunk ? len : m.chunk;
+  const long long lo = split * m.chunk;
+  const long long hi = lo + m.chunk < len ? lo + m.chunk : len;
   const float scale = (float)scale_arg;
   const float inf = blk_inf();
   float qr[GROUP][EL], acc[GROUP][EL], mx[GROUP], sum[GROUP];
@@ -206,8 +213,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.name}(
   // a warp's tile: RPL lane groups x ROWS keys (lane group grp takes keys base + grp + t * RPL); tiles NWARPS apart
   const long long step = (long long)NWARPS * RPL * ROWS;
   unsigned kept[GROUP];
-  unsigned rows = blk_keep(m, mask_kv, (long long)warp * RPL * ROWS + grp, hi, kept);
-  for (long long base = (long long)warp * RPL * ROWS; base < hi; base += step) {{  // the same in every lane
+  unsigned rows = blk_keep(m, mask_kv, lo + (long long)warp * RPL * ROWS + grp, hi, kept);
+  for (long long base = lo + (long long)warp * RPL * ROWS; base < hi; base += step) {{  // the same in every lane
     const long long j = base + grp;
     unsigned cur[GROUP];
     #pragma unroll
@@ -330,10 +337,19 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.name}(
       }}
     }}
     const long long h = hk * GROUP + g;
-    if (m.has_sink) blk_sink({sink_logit}, best, l, o);
-    const float res = l > 0.0f ? o / l : 0.0f;
-    out[b * m.o[0] + h * m.o[1] + d * m.o[3]] = {store("res", f32, c)};
-    if (lse != nullptr && d == 0) lse[b * m.lse[0] + h * m.lse[1]] = l > 0.0f ? best + acl_log(l) : inf;
+    if (m.splits == 1) {{  // the whole cache in this block: the output itself
+      if (m.has_sink) blk_sink({sink_logit}, best, l, o);
+      const float res = l > 0.0f ? o / l : 0.0f;
+      out[b * m.o[0] + h * m.o[1] + d * m.o[3]] = {store("res", f32, c)};
+      if (lse != nullptr && d == 0) lse[b * m.lse[0] + h * m.lse[1]] = l > 0.0f ? best + acl_log(l) : inf;
+    }} else {{  // the split kernel's partial record (o, max, sum) for the combine kernel
+      float* rec = part + ((b * m.nq + h) * m.splits + split) * (HEAD_DIM + 2);
+      rec[d] = o;
+      if (d == 0) {{
+        rec[HEAD_DIM] = best;
+        rec[HEAD_DIM + 1] = l;
+      }}
+    }}
   }}
 }}
 """

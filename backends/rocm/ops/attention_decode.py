@@ -197,10 +197,13 @@ class DecodeAttention:
                 self._sources[(inst, which)] = src
         return self.backend.function(src, inst.split_name if which == "split" else inst.combine_name)
 
-    def block_instance(self, call: DecodeCall) -> BlockInstance | None:
-        """The short-cache kernel ``call`` takes under the configuration in force (None: the split path)."""
+    def block_instance(self, call: DecodeCall, wide: bool = False) -> BlockInstance | None:
+        """The short-cache kernel ``call`` takes under the configuration in force (None: the split path).
+
+        ``wide``: the kernel the two-kernel path's split blocks run under ``wide`` (None: the split kernel).
+        """
         cfg = self.config
-        if not cfg.takes_block(call.skv):
+        if not (cfg.wide if wide else cfg.takes_block(call.skv)):
             return None
         warp = self.backend.properties.warp_size
         why = block_refusal(call, warp)
@@ -226,31 +229,46 @@ class DecodeAttention:
         if inst is not None:
             return f"short-cache block kernel, {inst.threads} threads x {inst.rows} rows, {self.config}"
         splits, chunk = self.splits(call)
-        return f"{splits} splits of {chunk} keys, {self.config}"
+        wide = self.block_instance(call, wide=True)
+        shape = "" if wide is None else f" in the short-cache layout ({wide.threads} threads x {wide.rows} rows)"
+        return f"{splits} splits of {chunk} keys{shape}, {self.config}"
 
-    def _block_plan(self, call: DecodeCall, inst: BlockInstance) -> Program:
+    def _block_plan(self, call: DecodeCall, inst: BlockInstance, splits: int = 1, chunk: int = 0) -> Program:
+        """One launch of the block kernel; with several splits (``wide``) its partials, then the combine kernel."""
         src = self._block_sources.get(inst)
         if src is None:
             src = block_source(inst)
             with self._lock:
                 self._block_sources[inst] = src
         fn = self.backend.function(src, inst.name)
-        meta = self._meta(call, 1, call.skv)
+        meta = self._meta(call, splits, chunk if splits > 1 else call.skv)
         item = call.q.dtype.info.storage_bits // 8
+        prog = Program()
+        part: Any = ctypes.c_void_p(0)
+        if splits > 1:
+            part = prog.temp(call.b * call.nq * splits * (call.d + 2) * 4)
+        packed = KernelArgs.index_array(meta.values(), "long long")
+        out, lse = _address(call.out, item), _address(call.lse, 4)
+        sink = _address(call.sink, 0 if call.sink is None else call.sink.dtype.info.storage_bits // 8)
         values = (
-            KernelArgs.index_array(meta.values(), "long long"),
+            packed,
             KernelArgs.index_array(list(call.lengths) + [0] * (MAX_DECODE_BATCH - len(call.lengths)), "int"),
             ctypes.c_double(call.scale),
             _address(call.q, item),
             _address(call.k, item),
             _address(call.v, item),
             _address(call.mask, 1),
-            _address(call.out, item),
-            _address(call.lse, 4),
-            _address(call.sink, 0 if call.sink is None else call.sink.dtype.info.storage_bits // 8),
+            part,
+            out,
+            lse,
+            sink,
         )
-        prog = Program()
-        prog.steps.append(Step(fn, LaunchConfig((call.b * call.nkv, 1, 1), (inst.threads, 1, 1)), values))
+        grid = (call.b * call.nkv * splits, 1, 1)
+        prog.steps.append(Step(fn, LaunchConfig(grid, (inst.threads, 1, 1)), values))
+        if splits > 1:
+            two = DecodeInstance(call.q.dtype, call.d, inst.group, inst.vector, inst.sink)
+            config = LaunchConfig((call.b * call.nq, 1, 1), (DECODE_THREADS, 1, 1))
+            prog.steps.append(Step(self._function(two, "combine"), config, (packed, part, out, lse, sink)))
         return prog
 
     @staticmethod
@@ -290,6 +308,9 @@ class DecodeAttention:
         if block is not None:
             return self._block_plan(call, block)
         cfg = self.config
+        wide = None if cfg.fused else self.block_instance(call, wide=True)
+        if wide is not None:
+            return self._block_plan(call, wide, *self.splits(call))
         warp = self.backend.properties.warp_size
         sink_dtype = None if call.sink is None else call.sink.dtype
         inst = DecodeInstance(
