@@ -66,14 +66,24 @@ def test_the_path_words() -> None:
     assert blk.takes_block(10**9) and str(blk).startswith("two,block,")
     assert parse_decode_config("auto").block == AUTO_BLOCK_KEYS
     assert parse_decode_config("two,wide") == DecodeConfig(block=0, wide=True)
+    assert parse_decode_config("block,bheads=1").bheads == 1 and "bheads=1" in str(parse_decode_config("bheads=1"))
     with pytest.raises(ValueError, match="wide with fused"):
         parse_decode_config("fused,wide")
-    for text in ("block,bthreads=128", "auto=100,brows=2", "fused,auto", "two,kpw=4", "two,wide,bthreads=128"):
+    for text in (
+        "block,bthreads=128",
+        "auto=100,brows=2",
+        "fused,auto",
+        "two,kpw=4",
+        "two,wide,bthreads=128",
+        "auto,bheads=2",
+    ):
         cfg = parse_decode_config(text)
         assert parse_decode_config(str(cfg)) == cfg, text
 
 
-@pytest.mark.parametrize("bad", ["auto=0", "auto=x", "bthreads=96", "bthreads=1024", "brows=3", "beager=2", "blocks"])
+@pytest.mark.parametrize(
+    "bad", ["auto=0", "auto=x", "bthreads=96", "bthreads=1024", "brows=3", "bheads=3", "beager=2", "blocks"]
+)
 def test_bad_block_items_are_named(bad: str) -> None:
     with pytest.raises(ValueError, match=bad.split("=")[0]):
         parse_decode_config(f"block,{bad}")

@@ -34,6 +34,7 @@ BLOCK_CONFIGS = (
     "block,beager=0",
     "block,bthreads=512,brows=4",
     "block,bthreads=64,brows=16,beager=0",
+    "block,bheads=1",
 )
 """The block kernel's choices the bench times (each must be right)."""
 
@@ -202,7 +203,9 @@ def test_block_kernel_captures_and_replays_with_a_changed_mask(rocm: Backend, de
         rocm.runtime.destroy_stream(stream)  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("config", ["two,wide", "two,wide,bthreads=128,brows=4,beager=0", "two,wide,chunk=8,bpu=8"])
+@pytest.mark.parametrize(
+    "config", ["two,wide", "two,wide,bthreads=128,brows=4,beager=0", "two,wide,chunk=8,bpu=8", "two,wide,bheads=1"]
+)
 def test_wide_split_blocks_match_the_reference(rocm: Backend, reference: Backend, decode: object, config: str) -> None:
     """``two,wide``: the split path's blocks in the short-cache layout, partials to the combine kernel (2 launches)."""
     from acl_rocm.kernels.attention_decode import decode_splits, parse_decode_config
@@ -232,3 +235,28 @@ def test_wide_split_blocks_match_the_reference(rocm: Backend, reference: Backend
     }
     fia["attenMaskOptional"][1] = True  # batch 1 keeps no key: the sink alone
     _check(rocm, reference, "FusedInferAttentionScoreV5", fia, f"{config} FIA V5")
+
+
+@pytest.mark.parametrize("bheads", [1, 2, 8])
+def test_blocks_sharing_a_kv_head(rocm: Backend, reference: Backend, decode: object, bheads: int) -> None:
+    """``bheads=N``: N of a kv head's query heads a block (group 4: 4 or 2 blocks a kv head; 8 is the whole group)."""
+    decode.use_config(f"block,bheads={bheads}")  # type: ignore[attr-defined]
+    rng = np.random.default_rng(61 + bheads)
+    skv, d = (45, 32) if EMULATED else (128, 128)
+    args = _args(rng, "float16", 2, 8, 2, skv, d)
+    args["actualSeqLengths"] = [skv - 7, skv]
+    args["attenMask"] = rng.uniform(size=(2, 8, 1, skv)) < 0.3
+    _check(rocm, reference, "IncreFlashAttention", args, f"bheads={bheads}")
+    assert _steps(decode, rocm, args) == 1
+    fia = {
+        "query": args["query"],
+        "key": args["key"],
+        "value": args["value"],
+        "attenMask": rng.uniform(size=(2, skv)) < 0.25,
+        "numHeads": 8,
+        "scaleValue": args["scaleValue"],
+        "inputLayout": "BSND",
+        "numKeyValueHeads": 2,
+        "softmaxLseFlag": True,
+    }
+    _check(rocm, reference, "FusedInferAttentionScore", fia, f"bheads={bheads} lse")

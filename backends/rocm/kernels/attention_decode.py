@@ -115,6 +115,8 @@ class DecodeConfig:
     """Keys per lane group's tile in the short-cache kernel (fewer at GQA groups above 2)."""
     beager: bool = True
     """The short-cache kernel loads K / V rows with the mask bytes (else after them, only rows kept)."""
+    bheads: int = 0
+    """Query heads per block of the short-cache kernel (0: the whole GQA group; fewer: more blocks a kv head)."""
     wide: bool = False
     """The two-kernel path's split blocks run the short-cache kernel's layout (16-byte loads), then the combine."""
 
@@ -130,6 +132,7 @@ class DecodeConfig:
         short = ""
         if self.block > 0 or self.wide:
             short = f",bthreads={self.bthreads},brows={self.brows},beager={int(self.beager)}"
+            short += f",bheads={self.bheads}" if self.bheads else ""
         return f"{path},bpu={self.blocks_per_unit},chunk={self.min_chunk},kpw={self.kpw}{eager}{dbuf}{short}"
 
     def takes_block(self, capacity: int) -> bool:
@@ -152,7 +155,7 @@ def parse_decode_config(text: str) -> DecodeConfig:
     ``auto[=N]`` (caches of at most N keys, default :data:`AUTO_BLOCK_KEYS`, on the short-cache kernel, longer
     ones on two or fused, whichever came before), ``bpu=N``, ``chunk=N``, ``kpw=N``, ``eager[=0|1]``,
     ``dbuf[=0|1]``, ``wide[=0|1]`` (two's split blocks in the short-cache kernel's layout), and the short-cache
-    kernel's ``bthreads=N``, ``brows=N``, ``beager[=0|1]``; empty: the
+    kernel's ``bthreads=N``, ``brows=N``, ``beager[=0|1]``, ``bheads=N``; empty: the
     defaults (auto over two).
     """
     cfg = DecodeConfig()
@@ -172,6 +175,10 @@ def parse_decode_config(text: str) -> DecodeConfig:
             if not 1 <= n < BLOCK_ALWAYS:
                 raise ValueError(f"{item!r}: a threshold of 1 key or more")
             fields["block"] = n
+        elif key == "bheads" and value.isdigit():
+            if int(value) not in (0, 1, 2, 4, 8):
+                raise ValueError(f"{item!r}: query heads per block 0 (the group), 1, 2, 4 or 8")
+            fields[key] = int(value)
         elif key in ("bthreads", "brows") and value.isdigit():
             n = int(value)
             if key == "bthreads" and n not in BLOCK_THREAD_CHOICES:
@@ -193,7 +200,7 @@ def parse_decode_config(text: str) -> DecodeConfig:
         else:
             raise ValueError(
                 f"{item!r} is not two, fused, block, auto[=N], bpu=N, chunk=N, kpw=N, eager[=0|1], dbuf[=0|1],"
-                " wide[=0|1], bthreads=N, brows=N or beager[=0|1]"
+                " wide[=0|1], bthreads=N, brows=N, beager[=0|1] or bheads=N"
             )
     out = DecodeConfig(**{**cfg.__dict__, **fields})
     if out.wide and out.fused:

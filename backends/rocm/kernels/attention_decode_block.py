@@ -74,6 +74,9 @@ class BlockInstance:
     rows: int = BLOCK_ROWS
     eager: bool = True
     """K and V rows load with the tile's mask bytes (rows the mask hides are zeroed once they land)."""
+    share: int = 1
+    """Blocks per (batch, kv head, split), each with ``group`` of the kv head's ``group x share`` query heads
+    (more blocks stream the cache; each reads the kv head's rows, the others from L2)."""
 
     @functools.cached_property
     def digest(self) -> str:
@@ -95,8 +98,10 @@ def block_source(inst: BlockInstance) -> str:
     lpr = lanes_per_row(inst.head_dim)
     body = f"""
 // short-cache decode attention, a block per (batch, kv head): {inst.dtype.short}, D={inst.head_dim}, group {inst.group}
+// (of {inst.group * inst.share} query heads a kv head)
 #define HEAD_DIM {inst.head_dim}
 #define GROUP {inst.group}
+#define SHARE {inst.share}
 #define THREADS {inst.threads}
 #define WARP ACL_WARP_SIZE
 #define NWARPS (THREADS / WARP)
@@ -188,7 +193,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.name}(
   unsigned blk = blockIdx.x;  // (batch, kv head, split) flattened to x; one split unless ``wide`` (two path)
   const long long split = blk % (unsigned)m.splits;
   blk /= (unsigned)m.splits;
-  const long long hk = blk % (unsigned)m.nkv, b = blk / (unsigned)m.nkv;
+  // hb: the block's GROUP query heads hb * GROUP ..; SHARE blocks share a kv head (hb / SHARE)
+  const long long hb = blk % (unsigned)(m.nkv * SHARE), b = blk / (unsigned)(m.nkv * SHARE);
+  const long long hk = hb / SHARE;
   const long long len = lens.n[b];
   const long long lo = split * m.chunk;
   const long long hi = lo + m.chunk < len ? lo + m.chunk : len;
@@ -197,7 +204,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.name}(
   float qr[GROUP][EL], acc[GROUP][EL], mx[GROUP], sum[GROUP];
   #pragma unroll
   for (int g = 0; g < GROUP; ++g) {{
-    const st* q_row = q + b * m.q[0] + (hk * GROUP + g) * m.q[1];
+    const st* q_row = q + b * m.q[0] + (hb * GROUP + g) * m.q[1];
     #pragma unroll
     for (int e = 0; e < EL; ++e) {{
       const int d = sub * EL + e;
@@ -209,7 +216,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.name}(
   }}
   const st* k_head = k + b * m.k[0] + hk * m.k[1];
   const st* v_head = v + b * m.v[0] + hk * m.v[1];
-  const unsigned char* mask_kv = m.has_mask ? mask + b * m.mask[0] + hk * GROUP * m.mask[1] : nullptr;
+  const unsigned char* mask_kv = m.has_mask ? mask + b * m.mask[0] + hb * GROUP * m.mask[1] : nullptr;
   // a warp's tile: RPL lane groups x ROWS keys (lane group grp takes keys base + grp + t * RPL); tiles NWARPS apart
   const long long step = (long long)NWARPS * RPL * ROWS;
   unsigned kept[GROUP];
@@ -336,7 +343,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.name}(
         l += sm_l[w][g] * r;
       }}
     }}
-    const long long h = hk * GROUP + g;
+    const long long h = hb * GROUP + g;
     if (m.splits == 1) {{  // the whole cache in this block: the output itself
       if (m.has_sink) blk_sink({sink_logit}, best, l, o);
       const float res = l > 0.0f ? o / l : 0.0f;

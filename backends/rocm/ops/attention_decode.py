@@ -211,23 +211,28 @@ class DecodeAttention:
             LOG.debug("decode Skv=%d: not the short-cache block kernel (%s); the split path", call.skv, why)
             return None
         group = call.nq // call.nkv
-        threads = block_threads(cfg.bthreads, warp, group, call.d)
+        heads = group if cfg.bheads == 0 or group % cfg.bheads else cfg.bheads
+        if heads != group and cfg.bheads:
+            LOG.debug("decode: bheads=%d does not divide GQA group %d; the whole group a block", cfg.bheads, group)
+        threads = block_threads(cfg.bthreads, warp, heads, call.d)
         return BlockInstance(
             call.q.dtype,
             call.d,
-            group,
+            heads,
             block_vector_loads(call),
             None if call.sink is None else call.sink.dtype,
             threads=threads,
-            rows=block_rows(cfg.brows, group, threads),
+            rows=block_rows(cfg.brows, heads, threads),
             eager=cfg.beager,
+            share=group // heads,
         )
 
     def describe(self, call: DecodeCall) -> str:
         """How ``call`` runs, for the path log line: the block kernel's shape or the splits."""
         inst = self.block_instance(call)
         if inst is not None:
-            return f"short-cache block kernel, {inst.threads} threads x {inst.rows} rows, {self.config}"
+            shape = f"{inst.threads} threads x {inst.rows} rows, {inst.group} heads a block"
+            return f"short-cache block kernel, {shape}, {self.config}"
         splits, chunk = self.splits(call)
         wide = self.block_instance(call, wide=True)
         shape = "" if wide is None else f" in the short-cache layout ({wide.threads} threads x {wide.rows} rows)"
@@ -263,10 +268,10 @@ class DecodeAttention:
             lse,
             sink,
         )
-        grid = (call.b * call.nkv * splits, 1, 1)
+        grid = (call.b * call.nkv * inst.share * splits, 1, 1)
         prog.steps.append(Step(fn, LaunchConfig(grid, (inst.threads, 1, 1)), values))
         if splits > 1:
-            two = DecodeInstance(call.q.dtype, call.d, inst.group, inst.vector, inst.sink)
+            two = DecodeInstance(call.q.dtype, call.d, inst.group * inst.share, inst.vector, inst.sink)
             config = LaunchConfig((call.b * call.nq, 1, 1), (DECODE_THREADS, 1, 1))
             prog.steps.append(Step(self._function(two, "combine"), config, (packed, part, out, lse, sink)))
         return prog
