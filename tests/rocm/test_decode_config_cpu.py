@@ -10,6 +10,10 @@ from acl_core.errors import AclError
 from acl_core.spec.runtime import CaptureMode
 from acl_rocm.driver import SCRATCH_MIN, RocmDriver
 from acl_rocm.kernels.attention_decode import (
+    AUTO_BLOCK_KEYS,
+    BLOCK_ALWAYS,
+    BLOCK_ROWS,
+    BLOCK_THREADS,
     BLOCKS_PER_UNIT,
     KEYS_PER_WARP,
     MAX_SPLITS,
@@ -20,30 +24,99 @@ from acl_rocm.kernels.attention_decode import (
     decode_splits,
     parse_decode_config,
 )
+from acl_rocm.kernels.attention_decode_block import (
+    BlockInstance,
+    block_rows,
+    block_source,
+    block_threads,
+    lanes_per_row,
+)
 from acl_rocm.ops.attention_decode import DecodeAttention
 from tests.rocm.fake_provider import FakeProvider
 
 
-def test_the_default_is_todays_two_kernel_path() -> None:
+def test_the_default_is_auto_over_the_two_kernel_path() -> None:
+    """Empty: caches up to AUTO_BLOCK_KEYS on the short-cache block kernel, longer ones on split + combine."""
     cfg = parse_decode_config("")
     assert cfg == DecodeConfig()
-    assert (cfg.fused, cfg.blocks_per_unit, cfg.min_chunk, cfg.kpw, cfg.eager) == (
+    assert (cfg.fused, cfg.blocks_per_unit, cfg.min_chunk, cfg.kpw, cfg.eager, cfg.block) == (
         False,
         BLOCKS_PER_UNIT,
         MIN_CHUNK,
         KEYS_PER_WARP,
         False,
+        AUTO_BLOCK_KEYS,
     )
-    assert str(cfg) == f"two,bpu={BLOCKS_PER_UNIT},chunk={MIN_CHUNK},kpw={KEYS_PER_WARP}"
+    assert str(cfg) == (
+        f"two,auto={AUTO_BLOCK_KEYS},bpu={BLOCKS_PER_UNIT},chunk={MIN_CHUNK},kpw={KEYS_PER_WARP}"
+        f",bthreads={BLOCK_THREADS},brows={BLOCK_ROWS},beager=1"
+    )
+    assert cfg.takes_block(AUTO_BLOCK_KEYS) and not cfg.takes_block(AUTO_BLOCK_KEYS + 1)
+    assert not cfg.takes_block(0)
+
+
+def test_the_path_words() -> None:
+    """two / fused: every cache on that split path; block: every cache on the block kernel; auto[=N]: by length."""
+    assert parse_decode_config("two").block == 0 and not parse_decode_config("two").takes_block(1)
+    assert parse_decode_config("fused") == DecodeConfig(fused=True, block=0)
+    assert parse_decode_config("fused,auto=96") == DecodeConfig(fused=True, block=96)
+    assert parse_decode_config("auto=96,fused").block == 0  # the last word wins
+    blk = parse_decode_config("block,bthreads=512,brows=4,beager=0")
+    assert blk == DecodeConfig(block=BLOCK_ALWAYS, bthreads=512, brows=4, beager=False)
+    assert blk.takes_block(10**9) and str(blk).startswith("two,block,")
+    assert parse_decode_config("auto").block == AUTO_BLOCK_KEYS
+    assert parse_decode_config("two,wide") == DecodeConfig(block=0, wide=True)
+    assert parse_decode_config("block,bheads=1").bheads == 1 and "bheads=1" in str(parse_decode_config("bheads=1"))
+    with pytest.raises(ValueError, match="wide with fused"):
+        parse_decode_config("fused,wide")
+    for text in (
+        "block,bthreads=128",
+        "auto=100,brows=2",
+        "fused,auto",
+        "two,kpw=4",
+        "two,wide,bthreads=128",
+        "auto,bheads=2",
+    ):
+        cfg = parse_decode_config(text)
+        assert parse_decode_config(str(cfg)) == cfg, text
+
+
+@pytest.mark.parametrize(
+    "bad", ["auto=0", "auto=x", "bthreads=96", "bthreads=1024", "brows=3", "bheads=3", "beager=2", "blocks"]
+)
+def test_bad_block_items_are_named(bad: str) -> None:
+    with pytest.raises(ValueError, match=bad.split("=")[0]):
+        parse_decode_config(f"block,{bad}")
+
+
+def test_block_kernel_shape_rules() -> None:
+    """Lanes a row (16 bytes a lane), threads shrunk to fit the shared partials, rows cut for registers."""
+    assert [lanes_per_row(d) for d in (8, 32, 40, 64, 128, 200, 256)] == [1, 4, 8, 8, 16, 32, 32]
+    assert block_threads(256, 32, 2, 128) == 256 and block_threads(512, 32, 2, 128) == 512
+    assert block_threads(512, 32, 8, 128) == 256  # 8 warps x 8 heads x 128 dims x 4 bytes = 32 KiB
+    assert block_threads(256, 32, 8, 256) == 128 and block_threads(64, 64, 8, 256) == 64  # one warp at least
+    assert block_rows(8, 2) == 8 and block_rows(8, 8) == 2 and block_rows(16, 1, 256) == 8
+    assert block_rows(8, 2, 512) == 4 and block_rows(8, 2, 1024) == 2 and block_rows(1, 8, 1024) == 1
+
+
+def test_block_source_names_its_shape() -> None:
+    from acl_core.dtypes import DataType as D
+
+    inst = BlockInstance(D.ACL_BF16, 128, 2, True, threads=512, rows=4, eager=False)
+    src = block_source(inst)
+    for line in ("#define THREADS 512", "#define LPR 16", "#define ROWS 4", "#define EAGER_KV 0", "#define GROUP 2"):
+        assert line in src
+    assert inst.name.startswith("acl_decode_block_bf16_d128_g2_") and inst.name in src
+    assert BlockInstance(D.ACL_BF16, 128, 2, True).name != inst.name
 
 
 def test_every_item_parses_and_round_trips() -> None:
     cfg = parse_decode_config(" fused, bpu=8 ,chunk=16,kpw=16,eager")
-    assert cfg == DecodeConfig(fused=True, blocks_per_unit=8, min_chunk=16, kpw=16, eager=True)
+    assert cfg == DecodeConfig(fused=True, blocks_per_unit=8, min_chunk=16, kpw=16, eager=True, block=0)
     assert parse_decode_config(str(cfg)) == cfg
     cfg = parse_decode_config("two,dbuf,kpw=4")
-    assert cfg == DecodeConfig(kpw=4, dbuf=True) and parse_decode_config(str(cfg)) == cfg
-    assert parse_decode_config("fused,two,eager=1,eager=0") == DecodeConfig()  # the last word wins
+    assert cfg == DecodeConfig(kpw=4, dbuf=True, block=0) and parse_decode_config(str(cfg)) == cfg
+    assert parse_decode_config("fused,two,eager=1,eager=0") == DecodeConfig(block=0)  # the last word wins
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,14 @@ VOCAB = 151_936
 HIDDEN, INTERMEDIATE, HEADS, KV_HEADS, HEAD_DIM = 1024, 3072, 16, 8, 128
 """Qwen3-0.6B's shape."""
 
-SWITCHES = ("ACL_ARGMAX_CONFIG", "ACL_ROWNORM_CONFIG", "ACL_ROPE_CONFIG", "ACL_GEMV", "ACL_ATTENTION_PATH")
+SWITCHES = (
+    "ACL_ARGMAX_CONFIG",
+    "ACL_ROWNORM_CONFIG",
+    "ACL_ROPE_CONFIG",
+    "ACL_GEMV",
+    "ACL_ATTENTION_PATH",
+    "ACL_DECODE_CONFIG",
+)
 """Environment switches of the rocm kernels these rows time, recorded in the report when set."""
 VARIANTS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "ACL_ARGMAX_CONFIG": ("reduction", "forced_arg", ("split", "persist", "block")),
@@ -64,7 +71,7 @@ OPS = (
 
 FULL_SHAPES: dict[str, Any] = {
     "argmax_rows": (1, 8),
-    "kv_lengths": (1024, 4096, 32_768),
+    "kv_lengths": (128, 1024, 4096, 32_768),  # 128: the Qwen3 runner's cache capacity in a short decode
     "gemm_m": (1, 8, 16),
     "gemm_kn": ((HIDDEN, INTERMEDIATE), (INTERMEDIATE, HIDDEN), (HIDDEN, 2 * HIDDEN), (HIDDEN, VOCAB)),
     "rows": (1, 8),

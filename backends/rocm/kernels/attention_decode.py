@@ -56,6 +56,16 @@ SINGLE_SPLIT_KEYS: Final = 0
 decode (a 96-key cache, 8 KV heads, batch 1: 8 blocks walking three 32-key tiles one after another) spent
 13.1 µs a layer in the split kernel on the H100 (2026-12-06 07:38), against 8.2 + 3.2 µs for three splits and
 the combine with the kernel before (06:21): a tile's load latency, not the combine launch, dominates there."""
+AUTO_BLOCK_KEYS: Final = 2048
+"""Caches of at most this many keys take the one-block-per-(batch, kv head) kernel (``attention_decode_block``)
+by default (``auto``); longer ones the split-KV path. Not measured yet: the estimate puts the block kernel's
+time (8 blocks streaming the cache) level with split + combine near 2k keys at batch 1, 8 KV heads."""
+BLOCK_ALWAYS: Final = 1 << 40
+"""The ``block`` setting's threshold: every cache takes the block kernel."""
+BLOCK_THREADS: Final = 256
+"""Threads per block of the short-cache kernel unless the configuration says otherwise."""
+BLOCK_ROWS: Final = 8
+"""Keys a lane group of the short-cache kernel loads per tile (its K and V rows in flight together)."""
 MAX_LANE_VALUES: Final = 64
 """Group size times dims per lane at most: each lane keeps that many query and accumulator registers."""
 
@@ -97,14 +107,43 @@ class DecodeConfig:
     """K / V rows load with the mask bytes, not after them."""
     dbuf: bool = False
     """K / V tiles double-buffered: the next tile's rows in flight while this one's are worked on."""
+    block: int = AUTO_BLOCK_KEYS
+    """Caches of at most this many keys take the short-cache block kernel (0: none; :data:`BLOCK_ALWAYS`: all)."""
+    bthreads: int = BLOCK_THREADS
+    """Threads per block of the short-cache kernel (fewer where its shared partials would not fit)."""
+    brows: int = BLOCK_ROWS
+    """Keys per lane group's tile in the short-cache kernel (fewer at GQA groups above 2)."""
+    beager: bool = True
+    """The short-cache kernel loads K / V rows with the mask bytes (else after them, only rows kept)."""
+    bheads: int = 0
+    """Query heads per block of the short-cache kernel (0: the whole GQA group; fewer: more blocks a kv head)."""
+    wide: bool = False
+    """The two-kernel path's split blocks run the short-cache kernel's layout (16-byte loads), then the combine."""
 
     def __str__(self) -> str:
         path = "fused" if self.fused else "two"
+        if self.block >= BLOCK_ALWAYS:
+            path += ",block"
+        elif self.block > 0:
+            path += f",auto={self.block}"
         eager = ",eager" if self.eager else ""
         dbuf = ",dbuf" if self.dbuf else ""
-        return f"{path},bpu={self.blocks_per_unit},chunk={self.min_chunk},kpw={self.kpw}{eager}{dbuf}"
+        dbuf += ",wide" if self.wide else ""
+        short = ""
+        if self.block > 0 or self.wide:
+            short = f",bthreads={self.bthreads},brows={self.brows},beager={int(self.beager)}"
+            short += f",bheads={self.bheads}" if self.bheads else ""
+        return f"{path},bpu={self.blocks_per_unit},chunk={self.min_chunk},kpw={self.kpw}{eager}{dbuf}{short}"
+
+    def takes_block(self, capacity: int) -> bool:
+        """Whether a cache of ``capacity`` keys takes the short-cache block kernel."""
+        return 0 < capacity <= self.block
 
 
+BLOCK_THREAD_CHOICES: Final = (64, 128, 256, 512)
+"""Threads per block the short-cache kernel accepts."""
+BLOCK_ROW_CHOICES: Final = (1, 2, 4, 8, 16)
+"""Keys per lane group's tile the short-cache kernel accepts."""
 CONFIG_KPW: Final = (4, 8, 16)
 """Keys per warp tile the config accepts (each lane keeps 2 x KPW rows of its dims in registers)."""
 
@@ -112,7 +151,12 @@ CONFIG_KPW: Final = (4, 8, 16)
 def parse_decode_config(text: str) -> DecodeConfig:
     """``ACL_DECODE_CONFIG``'s comma-separated items: the path, then the policy (ValueError names a bad item).
 
-    ``two`` | ``fused``, ``bpu=N``, ``chunk=N``, ``kpw=N``, ``eager[=0|1]``, ``dbuf[=0|1]``; empty: the defaults.
+    ``two`` | ``fused`` (every cache on that split-KV path), ``block`` (every cache on the short-cache kernel),
+    ``auto[=N]`` (caches of at most N keys, default :data:`AUTO_BLOCK_KEYS`, on the short-cache kernel, longer
+    ones on two or fused, whichever came before), ``bpu=N``, ``chunk=N``, ``kpw=N``, ``eager[=0|1]``,
+    ``dbuf[=0|1]``, ``wide[=0|1]`` (two's split blocks in the short-cache kernel's layout), and the short-cache
+    kernel's ``bthreads=N``, ``brows=N``, ``beager[=0|1]``, ``bheads=N``; empty: the
+    defaults (auto over two).
     """
     cfg = DecodeConfig()
     fields: dict[str, object] = {}
@@ -123,7 +167,26 @@ def parse_decode_config(text: str) -> DecodeConfig:
         key, _, value = item.partition("=")
         if item in ("two", "fused"):
             fields["fused"] = item == "fused"
-        elif key in ("eager", "dbuf") and value in ("", "1", "0"):
+            fields["block"] = 0
+        elif item == "block":
+            fields["block"] = BLOCK_ALWAYS
+        elif key == "auto" and (value == "" or value.isdigit()):
+            n = AUTO_BLOCK_KEYS if value == "" else int(value)
+            if not 1 <= n < BLOCK_ALWAYS:
+                raise ValueError(f"{item!r}: a threshold of 1 key or more")
+            fields["block"] = n
+        elif key == "bheads" and value.isdigit():
+            if int(value) not in (0, 1, 2, 4, 8):
+                raise ValueError(f"{item!r}: query heads per block 0 (the group), 1, 2, 4 or 8")
+            fields[key] = int(value)
+        elif key in ("bthreads", "brows") and value.isdigit():
+            n = int(value)
+            if key == "bthreads" and n not in BLOCK_THREAD_CHOICES:
+                raise ValueError(f"{item!r}: threads per block one of {BLOCK_THREAD_CHOICES}")
+            if key == "brows" and n not in BLOCK_ROW_CHOICES:
+                raise ValueError(f"{item!r}: rows per lane group's tile one of {BLOCK_ROW_CHOICES}")
+            fields[key] = n
+        elif key in ("eager", "dbuf", "beager", "wide") and value in ("", "1", "0"):
             fields[key] = value != "0"
         elif key in ("bpu", "chunk", "kpw") and value.isdigit():
             n = int(value)
@@ -135,8 +198,13 @@ def parse_decode_config(text: str) -> DecodeConfig:
                 raise ValueError(f"{item!r}: keys per warp tile one of {CONFIG_KPW}")
             fields[{"bpu": "blocks_per_unit", "chunk": "min_chunk", "kpw": "kpw"}[key]] = n
         else:
-            raise ValueError(f"{item!r} is not two, fused, bpu=N, chunk=N, kpw=N, eager[=0|1] or dbuf[=0|1]")
+            raise ValueError(
+                f"{item!r} is not two, fused, block, auto[=N], bpu=N, chunk=N, kpw=N, eager[=0|1], dbuf[=0|1],"
+                " wide[=0|1], bthreads=N, brows=N, beager[=0|1] or bheads=N"
+            )
     out = DecodeConfig(**{**cfg.__dict__, **fields})
+    if out.wide and out.fused:
+        raise ValueError("wide with fused: the short-cache layout runs the two-kernel path's split blocks only")
     if out.dbuf and out.kpw > 8:
         raise ValueError(f"dbuf with kpw={out.kpw}: two tiles of rows spill registers (255 at D128 G2); kpw <= 8")
     return out

@@ -585,9 +585,8 @@ class AttentionRunner:
         run: Callable[[int], None]
         if call is not None:
             prog = self.decode.plan(call)
-            splits, chunk = self.decode.splits(call)
             run = functools.partial(run_program, self.backend, prog)
-            path, detail = "decode", f"{splits} splits of {chunk} keys, {self.decode.config}"
+            path, detail = "decode", self.decode.describe(call)
             shape = f"B={call.b} N={call.nq}/{call.nkv} Skv={call.skv} D={call.d}"
         else:
             path, detail = self._prefill_path(launch, str(why))

@@ -9,7 +9,11 @@ signature as a :class:`~acl_rocm.ops.program.Program`: the split kernel, then, w
 than one split, the combine kernel over a stream-ordered temporary of partials; or, under
 ``ACL_DECODE_CONFIG=fused``, the split kernel alone, whose last block per (batch, kv head) combines the
 partials it and the others left in the stream's persistent scratch (:meth:`RocmDriver.stream_scratch`).
-``ACL_DECODE_CONFIG`` also sets the split policy and tile (:func:`parse_decode_config`). Each batch's actual
+Caches of at most ``DecodeConfig.block`` keys (``ACL_DECODE_CONFIG=auto[=N]``, the default; ``block``: every
+cache) take one launch of the short-cache kernel instead (:mod:`acl_rocm.kernels.attention_decode_block`: one
+block per (batch, kv head), no partials), where it covers the call (:func:`block_refusal`; else the split path,
+with a debug log line saying why). ``ACL_DECODE_CONFIG`` also sets the split policy and tile
+(:func:`parse_decode_config`). Each batch's actual
 length is a kernel argument, so batches of different lengths share one launch, and the launches do
 not depend on the lengths (a task-group update re-planned with new lengths swaps in like for like).
 """
@@ -17,6 +21,7 @@ not depend on the lengths (a task-group update re-planned with new lengths swaps
 from __future__ import annotations
 
 import ctypes
+import logging
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -37,6 +42,14 @@ from acl_rocm.kernels.attention_decode import (
     lanes_per_dim,
     parse_decode_config,
 )
+from acl_rocm.kernels.attention_decode_block import (
+    ELEMS,
+    BlockInstance,
+    block_rows,
+    block_source,
+    block_threads,
+    lanes_per_row,
+)
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.program import Program, Scratch, Step, Temp
 
@@ -46,6 +59,7 @@ if TYPE_CHECKING:
 DECODE_DTYPES = frozenset({D.ACL_FLOAT16, D.ACL_BF16})
 DECODE_OPS = frozenset({"IncreFlashAttention", "FusedInferAttentionScore"})
 MAX_HEAD_DIM = 256
+LOG = logging.getLogger("acl_rocm.attention")
 
 
 @dataclass(frozen=True)
@@ -100,6 +114,29 @@ def decode_refusal(
     return None
 
 
+def block_refusal(call: DecodeCall, warp: int) -> str | None:
+    """Why the short-cache block kernel cannot run this call (None when it can)."""
+    group = call.nq // call.nkv
+    if group * ELEMS > MAX_LANE_VALUES:
+        return f"GQA group {group} ({group * ELEMS} query values per lane, at most {MAX_LANE_VALUES})"
+    if lanes_per_row(call.d) > warp:
+        return f"head dim {call.d} needs {lanes_per_row(call.d)} lanes a row (warp {warp})"
+    return None
+
+
+def block_vector_loads(call: DecodeCall) -> bool:
+    """Whether K and V rows take 16-byte loads in the block kernel (unit dim stride, whole 8-element vectors)."""
+    if call.d % ELEMS:
+        return False
+    item = call.k.dtype.info.storage_bits // 8
+    for t, st in ((call.k, call.ks), (call.v, call.vs)):
+        if st[3] != 1 or any(s % ELEMS for s in st[:3]):
+            return False
+        if (t.data + t.offset * item) % (ELEMS * item):
+            return False
+    return True
+
+
 def vector_loads(call: DecodeCall, warp: int) -> bool:
     """Whether K and V rows take aligned vector loads (unit dim stride, strides and addresses whole vectors)."""
     if call.d % warp:
@@ -121,6 +158,7 @@ class DecodeAttention:
         self.backend = backend
         self._lock = threading.Lock()
         self._sources: dict[tuple[DecodeInstance, str], str] = {}
+        self._block_sources: dict[BlockInstance, str] = {}
         self._config: DecodeConfig | str = DecodeConfig()
         """How calls run (env ACL_DECODE_CONFIG); a string: why the setting is invalid (raised at the next plan)."""
         self._key = str(self._config)
@@ -159,6 +197,103 @@ class DecodeAttention:
                 self._sources[(inst, which)] = src
         return self.backend.function(src, inst.split_name if which == "split" else inst.combine_name)
 
+    def block_instance(self, call: DecodeCall, wide: bool = False) -> BlockInstance | None:
+        """The short-cache kernel ``call`` takes under the configuration in force (None: the split path).
+
+        ``wide``: the kernel the two-kernel path's split blocks run under ``wide`` (None: the split kernel).
+        """
+        cfg = self.config
+        if not (cfg.wide if wide else cfg.takes_block(call.skv)):
+            return None
+        warp = self.backend.properties.warp_size
+        why = block_refusal(call, warp)
+        if why is not None:
+            LOG.debug("decode Skv=%d: not the short-cache block kernel (%s); the split path", call.skv, why)
+            return None
+        group = call.nq // call.nkv
+        heads = group if cfg.bheads == 0 or group % cfg.bheads else cfg.bheads
+        if heads != group and cfg.bheads:
+            LOG.debug("decode: bheads=%d does not divide GQA group %d; the whole group a block", cfg.bheads, group)
+        threads = block_threads(cfg.bthreads, warp, heads, call.d)
+        return BlockInstance(
+            call.q.dtype,
+            call.d,
+            heads,
+            block_vector_loads(call),
+            None if call.sink is None else call.sink.dtype,
+            threads=threads,
+            rows=block_rows(cfg.brows, heads, threads),
+            eager=cfg.beager,
+            share=group // heads,
+        )
+
+    def describe(self, call: DecodeCall) -> str:
+        """How ``call`` runs, for the path log line: the block kernel's shape or the splits."""
+        inst = self.block_instance(call)
+        if inst is not None:
+            shape = f"{inst.threads} threads x {inst.rows} rows, {inst.group} heads a block"
+            return f"short-cache block kernel, {shape}, {self.config}"
+        splits, chunk = self.splits(call)
+        wide = self.block_instance(call, wide=True)
+        shape = "" if wide is None else f" in the short-cache layout ({wide.threads} threads x {wide.rows} rows)"
+        return f"{splits} splits of {chunk} keys{shape}, {self.config}"
+
+    def _block_plan(self, call: DecodeCall, inst: BlockInstance, splits: int = 1, chunk: int = 0) -> Program:
+        """One launch of the block kernel; with several splits (``wide``) its partials, then the combine kernel."""
+        src = self._block_sources.get(inst)
+        if src is None:
+            src = block_source(inst)
+            with self._lock:
+                self._block_sources[inst] = src
+        fn = self.backend.function(src, inst.name)
+        meta = self._meta(call, splits, chunk if splits > 1 else call.skv)
+        item = call.q.dtype.info.storage_bits // 8
+        prog = Program()
+        part: Any = ctypes.c_void_p(0)
+        if splits > 1:
+            part = prog.temp(call.b * call.nq * splits * (call.d + 2) * 4)
+        packed = KernelArgs.index_array(meta.values(), "long long")
+        out, lse = _address(call.out, item), _address(call.lse, 4)
+        sink = _address(call.sink, 0 if call.sink is None else call.sink.dtype.info.storage_bits // 8)
+        values = (
+            packed,
+            KernelArgs.index_array(list(call.lengths) + [0] * (MAX_DECODE_BATCH - len(call.lengths)), "int"),
+            ctypes.c_double(call.scale),
+            _address(call.q, item),
+            _address(call.k, item),
+            _address(call.v, item),
+            _address(call.mask, 1),
+            part,
+            out,
+            lse,
+            sink,
+        )
+        grid = (call.b * call.nkv * inst.share * splits, 1, 1)
+        prog.steps.append(Step(fn, LaunchConfig(grid, (inst.threads, 1, 1)), values))
+        if splits > 1:
+            two = DecodeInstance(call.q.dtype, call.d, inst.group * inst.share, inst.vector, inst.sink)
+            config = LaunchConfig((call.b * call.nq, 1, 1), (DECODE_THREADS, 1, 1))
+            prog.steps.append(Step(self._function(two, "combine"), config, (packed, part, out, lse, sink)))
+        return prog
+
+    @staticmethod
+    def _meta(call: DecodeCall, splits: int, chunk: int) -> DecodeMeta:
+        return DecodeMeta(
+            q=call.qs,
+            k=call.ks,
+            v=call.vs,
+            o=call.os,
+            mask=call.mask_strides,
+            lse=call.lse_strides,
+            nq=call.nq,
+            nkv=call.nkv,
+            splits=splits,
+            chunk=chunk,
+            has_mask=int(call.mask is not None),
+            has_sink=int(call.sink is not None),
+            sink_step=0 if call.sink is None else call.sink.strides[0],
+        )
+
     def splits(self, call: DecodeCall) -> tuple[int, int]:
         """(splits, chunk) of ``call`` on this device."""
         cfg = self.config
@@ -174,7 +309,13 @@ class DecodeAttention:
         prog = Program()
         if call.b == 0 or call.nq == 0:
             return prog
+        block = self.block_instance(call)
+        if block is not None:
+            return self._block_plan(call, block)
         cfg = self.config
+        wide = None if cfg.fused else self.block_instance(call, wide=True)
+        if wide is not None:
+            return self._block_plan(call, wide, *self.splits(call))
         warp = self.backend.properties.warp_size
         sink_dtype = None if call.sink is None else call.sink.dtype
         inst = DecodeInstance(
@@ -190,21 +331,7 @@ class DecodeAttention:
         )
         split_fn = self._function(inst, "split")
         splits, chunk = self.splits(call)
-        meta = DecodeMeta(
-            q=call.qs,
-            k=call.ks,
-            v=call.vs,
-            o=call.os,
-            mask=call.mask_strides,
-            lse=call.lse_strides,
-            nq=call.nq,
-            nkv=call.nkv,
-            splits=splits,
-            chunk=chunk,
-            has_mask=int(call.mask is not None),
-            has_sink=int(call.sink is not None),
-            sink_step=0 if call.sink is None else call.sink.strides[0],
-        )
+        meta = self._meta(call, splits, chunk)
         packed = KernelArgs.index_array(meta.values(), "long long")
         lengths = list(call.lengths) + [0] * (MAX_DECODE_BATCH - len(call.lengths))
         part: Any = ctypes.c_void_p(0)
@@ -244,3 +371,8 @@ class DecodeAttention:
             config = LaunchConfig((call.b * call.nq, 1, 1), (DECODE_THREADS, 1, 1))
             prog.steps.append(Step(self._function(inst, "combine"), config, (packed, part, out, lse, sink)))
         return prog
+
+
+def _address(t: AclTensor | None, size: int) -> ctypes.c_void_p:
+    """The device address of ``t``'s first element (null for an absent tensor)."""
+    return ctypes.c_void_p(0 if t is None else t.data + t.offset * size)

@@ -1,0 +1,363 @@
+"""The short-cache decode kernel: one launch, one block per (batch, kv head), the warps' partials merged in the block.
+
+Decode attention over a short cache (the Qwen3 decode attends over a ~100-key capacity under a mask) is
+latency bound: the split-KV path's second launch (the combine) and its global partials cost more than the
+keys themselves. Here one block per (batch, kv head) reads the whole cache: every warp is cut into lane groups
+of :func:`lanes_per_row` lanes, each lane owning :data:`ELEMS` consecutive dims of a row (one 16-byte load of
+fp16/bf16 where the layout allows), so a warp reads ``WARP / LPR`` keys per load instruction. A lane group walks
+its keys ``rows`` at a time (every K and V row of the tile in flight together, the mask bytes with them under
+``eager``, else first, the next tile's mask bytes under the current tile's rows), forms the group's scores with
+the query heads in registers (a reduction over the lane group's lanes only) and keeps its own fp32 online softmax
+(max, sum, output accumulator per query head). At the end the lane groups of a warp merge by xor shuffles, the
+warps through shared memory, and the block writes the output, FusedInferAttentionScore's ``softmaxLse`` and the
+sink (one value-less logit per query head) the way the split kernel's single-split branch does. No global
+partials, no atomics, no second kernel.
+
+Under ``ACL_DECODE_CONFIG=two,wide`` the same kernel is the split path's split kernel (16-byte loads in place of
+the split kernel's ``D / WARP`` elements a lane): one block per (batch, kv head, split) over the split's keys,
+writing the split kernel's partial record for the combine kernel when there are several splits.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from typing import Final
+
+from acl_core.dtypes import DataType as D
+from acl_rocm.kernels.attention_decode import BLOCK_ROWS, BLOCK_THREADS, DECODE_STRUCT, MAX_DECODE_BATCH
+from acl_rocm.kernels.ctypes_map import ctype, load, store
+from acl_rocm.kernels.prelude import PRELUDE
+from acl_rocm.kernels.reduction import SHUFFLE_XOR
+
+ELEMS: Final = 8
+"""Dims a lane owns (16 bytes of fp16/bf16: one vector load)."""
+BLOCK_SMEM: Final = 32 * 1024
+"""Shared bytes at most for the warps' partial outputs (NWARPS x GROUP x D floats): the threads shrink to fit."""
+
+
+def lanes_per_row(head_dim: int) -> int:
+    """Lanes that hold one K / V row: ``ceil(D / ELEMS)`` rounded up to a power of two."""
+    need = max(1, -(-head_dim // ELEMS))
+    return 1 << (need - 1).bit_length()
+
+
+def block_threads(requested: int, warp: int, group: int, head_dim: int) -> int:
+    """``requested`` threads, halved while the warps' partials would pass :data:`BLOCK_SMEM` (one warp at least)."""
+    threads = max(warp, requested)
+    while threads > warp and (threads // warp) * group * head_dim * 4 > BLOCK_SMEM:
+        threads //= 2
+    return threads
+
+
+def block_rows(requested: int, group: int, threads: int = 256) -> int:
+    """Keys per lane group's tile: ``requested``, fewer above group 2 or 256 threads (K / V registers: 8 x rows).
+
+    nvcc 13 for sm_90, bf16 D128 group 2: 256 threads x 8 rows take 214 registers, 512 x 4 127, 512 x 8 spill.
+    """
+    return max(1, min(requested, 16 // max(group, 1), 2048 // max(threads, 1)))
+
+
+@dataclass(frozen=True)
+class BlockInstance:
+    """One compiled short-cache decode kernel."""
+
+    dtype: D
+    head_dim: int
+    group: int
+    vector: bool
+    """K / V rows take 16-byte loads (unit dim stride, row strides and addresses whole 8-element vectors)."""
+    sink: D | None = None
+    """The sink's dtype (None: no sink)."""
+    threads: int = BLOCK_THREADS
+    rows: int = BLOCK_ROWS
+    eager: bool = True
+    """K and V rows load with the tile's mask bytes (rows the mask hides are zeroed once they land)."""
+    share: int = 1
+    """Blocks per (batch, kv head, split), each with ``group`` of the kv head's ``group x share`` query heads
+    (more blocks stream the cache; each reads the kv head's rows, the others from L2)."""
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """A short hash of the instance and the struct layout (kernel names stay stable across runs)."""
+        return hashlib.sha1(repr((self, DECODE_STRUCT, MAX_DECODE_BATCH, ELEMS)).encode()).hexdigest()[:12]
+
+    @property
+    def name(self) -> str:
+        """The kernel's ``extern "C"`` name."""
+        return f"acl_decode_block_{self.dtype.short}_d{self.head_dim}_g{self.group}_{self.digest}"
+
+
+def block_source(inst: BlockInstance) -> str:
+    """The source (prelude included) of ``inst``'s kernel."""
+    c = ctype(inst.dtype)
+    f32 = ctype(D.ACL_FLOAT)
+    sink_c = ctype(inst.sink if inst.sink is not None else D.ACL_FLOAT)
+    sink_logit = load("sink[h * m.sink_step]", sink_c, f32)
+    lpr = lanes_per_row(inst.head_dim)
+    body = f"""
+// short-cache decode attention, a block per (batch, kv head): {inst.dtype.short}, D={inst.head_dim}, group {inst.group}
+// (of {inst.group * inst.share} query heads a kv head)
+#define HEAD_DIM {inst.head_dim}
+#define GROUP {inst.group}
+#define SHARE {inst.share}
+#define THREADS {inst.threads}
+#define WARP ACL_WARP_SIZE
+#define NWARPS (THREADS / WARP)
+#define LPR {lpr}
+#define RPL (WARP / LPR)
+#define EL {ELEMS}
+#define ROWS {inst.rows}
+#define VECTOR_LOADS {int(inst.vector)}
+#define EAGER_KV {int(inst.eager)}
+{DECODE_STRUCT}
+struct DecodeLens {{ int n[{MAX_DECODE_BATCH}]; }};
+typedef {c.storage} st;
+typedef {sink_c.storage} sink_t;
+
+ACL_DEV float blk_inf() {{ return __uint_as_float(0x7f800000u); }}
+
+// the sink joins a finished (max, sum, output) as one more logit with no value: o and l rescaled
+ACL_DEV void blk_sink(float logit, float& best, float& l, float& o) {{
+  const float top = logit > best ? logit : best;
+  const float r = best == -blk_inf() ? 0.0f : acl_exp(best - top);
+  o *= r;
+  l = l * r + acl_exp(logit - top);
+  best = top;
+}}
+
+// the sum over the LPR lanes that hold one row (xor offsets below LPR stay inside the lane group)
+ACL_DEV float row_sum(float x) {{
+  #pragma unroll
+  for (int o = LPR / 2; o > 0; o >>= 1) x += ACL_SHFL_XOR(x, o);
+  return x;
+}}
+
+// the EL dims this lane owns of one row (zeros past the head dim and where ``live`` is false)
+ACL_DEV void blk_row(const st* row, long long stride, int sub, bool live, AclVec<st, EL>& out) {{
+#if VECTOR_LOADS
+  if (live && sub * EL < HEAD_DIM) out = *(const AclVec<st, EL>*)(row + sub * EL);
+  else {{
+    #pragma unroll
+    for (int e = 0; e < EL; ++e) out.v[e] = (st)0;
+  }}
+#else
+  #pragma unroll
+  for (int e = 0; e < EL; ++e) {{
+    const int d = sub * EL + e;
+    out.v[e] = live && d < HEAD_DIM ? row[(long long)d * stride] : (st)0;
+  }}
+#endif
+}}
+
+// bit t of kept[g]: head g keeps key j + t * RPL (below hi, not masked); returns their union. Every mask byte
+// of the tile loads at once; a mask broadcast over the heads (head stride 0) loads once for the group.
+ACL_DEV unsigned blk_keep(const DecodeMeta& m, const unsigned char* mask_kv, long long j, long long hi,
+                          unsigned* kept) {{
+  unsigned rows = 0;
+  #pragma unroll
+  for (int g = 0; g < GROUP; ++g) {{
+    if (g > 0 && m.mask[1] == 0) {{
+      kept[g] = kept[0];
+      continue;
+    }}
+    unsigned bits = 0;
+    #pragma unroll
+    for (int t = 0; t < ROWS; ++t) {{
+      const long long key = j + (long long)t * RPL;
+      const bool in = key < hi;
+      bool keep = in;
+      if (m.has_mask) {{
+        const unsigned char hidden = in ? mask_kv[g * m.mask[1] + key * m.mask[3]] : (unsigned char)1;
+        keep = hidden == 0;
+      }}
+      bits |= (unsigned)keep << t;
+    }}
+    kept[g] = bits;
+    rows |= bits;
+  }}
+  return rows;
+}}
+
+extern "C" __global__ void __launch_bounds__(THREADS) {inst.name}(
+    const DecodeMeta m, const DecodeLens lens, const double scale_arg,
+    const st* __restrict__ q, const st* __restrict__ k, const st* __restrict__ v,
+    const unsigned char* __restrict__ mask, float* __restrict__ part, st* __restrict__ out,
+    float* __restrict__ lse, const sink_t* __restrict__ sink) {{
+  __shared__ float sm_m[NWARPS][GROUP];
+  __shared__ float sm_l[NWARPS][GROUP];
+  __shared__ float sm_o[NWARPS][GROUP][HEAD_DIM];
+  const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
+  const int sub = lane % LPR, grp = lane / LPR;
+  unsigned blk = blockIdx.x;  // (batch, kv head, split) flattened to x; one split unless ``wide`` (two path)
+  const long long split = blk % (unsigned)m.splits;
+  blk /= (unsigned)m.splits;
+  // hb: the block's GROUP query heads hb * GROUP ..; SHARE blocks share a kv head (hb / SHARE)
+  const long long hb = blk % (unsigned)(m.nkv * SHARE), b = blk / (unsigned)(m.nkv * SHARE);
+  const long long hk = hb / SHARE;
+  const long long len = lens.n[b];
+  const long long lo = split * m.chunk;
+  const long long hi = lo + m.chunk < len ? lo + m.chunk : len;
+  const float scale = (float)scale_arg;
+  const float inf = blk_inf();
+  float qr[GROUP][EL], acc[GROUP][EL], mx[GROUP], sum[GROUP];
+  #pragma unroll
+  for (int g = 0; g < GROUP; ++g) {{
+    const st* q_row = q + b * m.q[0] + (hb * GROUP + g) * m.q[1];
+    #pragma unroll
+    for (int e = 0; e < EL; ++e) {{
+      const int d = sub * EL + e;
+      qr[g][e] = d < HEAD_DIM ? {load("q_row[(long long)d * m.q[3]]", c, f32)} : 0.0f;
+      acc[g][e] = 0.0f;
+    }}
+    mx[g] = -inf;
+    sum[g] = 0.0f;
+  }}
+  const st* k_head = k + b * m.k[0] + hk * m.k[1];
+  const st* v_head = v + b * m.v[0] + hk * m.v[1];
+  const unsigned char* mask_kv = m.has_mask ? mask + b * m.mask[0] + hb * GROUP * m.mask[1] : nullptr;
+  // a warp's tile: RPL lane groups x ROWS keys (lane group grp takes keys base + grp + t * RPL); tiles NWARPS apart
+  const long long step = (long long)NWARPS * RPL * ROWS;
+  unsigned kept[GROUP];
+  unsigned rows = blk_keep(m, mask_kv, lo + (long long)warp * RPL * ROWS + grp, hi, kept);
+  for (long long base = lo + (long long)warp * RPL * ROWS; base < hi; base += step) {{  // the same in every lane
+    const long long j = base + grp;
+    unsigned cur[GROUP];
+    #pragma unroll
+    for (int g = 0; g < GROUP; ++g) cur[g] = kept[g];
+    const unsigned live = rows;
+    AclVec<st, EL> kr[ROWS], vr[ROWS];
+    #pragma unroll
+    for (int t = 0; t < ROWS; ++t) {{
+      const long long key = j + (long long)t * RPL;
+      const bool load_row = EAGER_KV ? key < hi : ((live >> t) & 1u) != 0u;
+      blk_row(k_head + key * m.k[2], m.k[3], sub, load_row, kr[t]);
+    }}
+    #pragma unroll
+    for (int t = 0; t < ROWS; ++t) {{
+      const long long key = j + (long long)t * RPL;
+      const bool load_row = EAGER_KV ? key < hi : ((live >> t) & 1u) != 0u;
+      blk_row(v_head + key * m.v[2], m.v[3], sub, load_row, vr[t]);
+    }}
+    rows = blk_keep(m, mask_kv, j + step, hi, kept);
+#if EAGER_KV
+    // a row no head keeps may hold anything (an unwritten cache slot): its value must not reach the sums
+    #pragma unroll
+    for (int t = 0; t < ROWS; ++t) {{
+      if (!((live >> t) & 1u)) {{
+        #pragma unroll
+        for (int e = 0; e < EL; ++e) vr[t].v[e] = (st)0;
+      }}
+    }}
+#endif
+    float sc[GROUP][ROWS];
+    #pragma unroll
+    for (int g = 0; g < GROUP; ++g) {{
+      #pragma unroll
+      for (int t = 0; t < ROWS; ++t) {{
+        float dot = 0.0f;
+        #pragma unroll
+        for (int e = 0; e < EL; ++e) dot += qr[g][e] * {load("kr[t].v[e]", c, f32)};
+        sc[g][t] = row_sum(dot);
+      }}
+    }}
+    #pragma unroll
+    for (int g = 0; g < GROUP; ++g) {{
+      float tile_max = -inf;
+      #pragma unroll
+      for (int t = 0; t < ROWS; ++t) {{
+        sc[g][t] = (cur[g] >> t) & 1u ? scale * sc[g][t] : -inf;
+        tile_max = sc[g][t] > tile_max ? sc[g][t] : tile_max;
+      }}
+      const float new_max = mx[g] > tile_max ? mx[g] : tile_max;
+      if (new_max == -inf) {{  // nothing kept yet for this head (the same in the lane group; no shuffle below)
+        #pragma unroll
+        for (int t = 0; t < ROWS; ++t) sc[g][t] = 0.0f;
+        continue;
+      }}
+      const float alpha = mx[g] == -inf ? 0.0f : acl_exp(mx[g] - new_max);
+      float add = 0.0f;
+      #pragma unroll
+      for (int t = 0; t < ROWS; ++t) {{
+        sc[g][t] = sc[g][t] == -inf ? 0.0f : acl_exp(sc[g][t] - new_max);
+        add += sc[g][t];
+      }}
+      sum[g] = sum[g] * alpha + add;
+      mx[g] = new_max;
+      #pragma unroll
+      for (int e = 0; e < EL; ++e) acc[g][e] *= alpha;
+    }}
+    #pragma unroll
+    for (int t = 0; t < ROWS; ++t) {{
+      #pragma unroll
+      for (int e = 0; e < EL; ++e) {{
+        const float val = {load("vr[t].v[e]", c, f32)};
+        #pragma unroll
+        for (int g = 0; g < GROUP; ++g) acc[g][e] += sc[g][t] * val;
+      }}
+    }}
+  }}
+  // the warp's lane groups merge (xor offsets from LPR up: lanes of the same sub, other groups), then the warps
+  #pragma unroll
+  for (int g = 0; g < GROUP; ++g) {{
+    float best = mx[g];
+    #pragma unroll
+    for (int o = LPR; o < WARP; o <<= 1) {{
+      const float y = ACL_SHFL_XOR(best, o);
+      best = y > best ? y : best;
+    }}
+    const float r = mx[g] == -inf ? 0.0f : acl_exp(mx[g] - best);
+    float l = sum[g] * r;
+    #pragma unroll
+    for (int o = LPR; o < WARP; o <<= 1) l += ACL_SHFL_XOR(l, o);
+    #pragma unroll
+    for (int e = 0; e < EL; ++e) {{
+      float a = acc[g][e] * r;
+      #pragma unroll
+      for (int o = LPR; o < WARP; o <<= 1) a += ACL_SHFL_XOR(a, o);
+      acc[g][e] = a;
+    }}
+    if (lane == 0) {{
+      sm_m[warp][g] = best;
+      sm_l[warp][g] = l;
+    }}
+    if (grp == 0) {{
+      #pragma unroll
+      for (int e = 0; e < EL; ++e) {{
+        if (sub * EL + e < HEAD_DIM) sm_o[warp][g][sub * EL + e] = acc[g][e];
+      }}
+    }}
+  }}
+  __syncthreads();
+  for (int idx = tid; idx < GROUP * HEAD_DIM; idx += THREADS) {{
+    const int g = idx / HEAD_DIM, d = idx % HEAD_DIM;
+    float best = -inf;
+    for (int w = 0; w < NWARPS; ++w) best = sm_m[w][g] > best ? sm_m[w][g] : best;
+    float o = 0.0f, l = 0.0f;
+    if (best != -inf) {{
+      for (int w = 0; w < NWARPS; ++w) {{
+        if (sm_m[w][g] == -inf) continue;
+        const float r = acl_exp(sm_m[w][g] - best);
+        o += sm_o[w][g][d] * r;
+        l += sm_l[w][g] * r;
+      }}
+    }}
+    const long long h = hb * GROUP + g;
+    if (m.splits == 1) {{  // the whole cache in this block: the output itself
+      if (m.has_sink) blk_sink({sink_logit}, best, l, o);
+      const float res = l > 0.0f ? o / l : 0.0f;
+      out[b * m.o[0] + h * m.o[1] + d * m.o[3]] = {store("res", f32, c)};
+      if (lse != nullptr && d == 0) lse[b * m.lse[0] + h * m.lse[1]] = l > 0.0f ? best + acl_log(l) : inf;
+    }} else {{  // the split kernel's partial record (o, max, sum) for the combine kernel
+      float* rec = part + ((b * m.nq + h) * m.splits + split) * (HEAD_DIM + 2);
+      rec[d] = o;
+      if (d == 0) {{
+        rec[HEAD_DIM] = best;
+        rec[HEAD_DIM + 1] = l;
+      }}
+    }}
+  }}
+}}
+"""
+    return "\n".join([PRELUDE, SHUFFLE_XOR, body])
