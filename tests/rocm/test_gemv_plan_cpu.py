@@ -211,9 +211,28 @@ def test_pdl_attribute_only_for_gemv_kernels_that_wait(tmp_path: Path, setting: 
         assert ("ACL_PDL_WAIT();" in body) == bool(mode)
         assert ("acl_gemv_prefetch(w" in body) == (mode == "l2")
         assert provider.programmatic_launches == ([gemv.name] if mode else [])
+    assert "ACL_PDL_LAUNCH_DEPENDENTS();" not in gemv.source  # a GEMV's successor (a norm) launches plainly
     provider.launches.clear()
     eager.run("Add", backend, self=np.ones(8, np.float32), other=np.ones(8, np.float32), alpha=1.0)
     assert provider.launches and provider.programmatic_launches == ([gemv.name] if mode else [])  # Add: plain
+    add = provider.launches[-1]
+    body = add.source.split(f" {add.name}(", 1)[1]
+    assert ("{\n  ACL_PDL_LAUNCH_DEPENDENTS();" in body) == bool(mode)  # first in its body: successors start early
+
+
+def test_pdl_trigger_switch_and_injection() -> None:
+    """ACL_PDL_TRIGGER=0 keeps the other kernels as they are; the trigger goes first in the named kernel's body."""
+    from acl_rocm.pdl import triggers, with_trigger
+
+    assert triggers({"ACL_PDL": "1"}) and triggers({"ACL_PDL": "regs", "ACL_PDL_TRIGGER": "1"})
+    assert not triggers({}) and not triggers({"ACL_PDL": "0"})
+    assert not triggers({"ACL_PDL": "1", "ACL_PDL_TRIGGER": "0"})
+    assert not triggers({"ACL_PDL": "bad"})
+    src = 'ACL_DEV int f(int x);\nextern "C" __global__ void __launch_bounds__(256) k(const int* a, int n) {\n  x;\n}'
+    assert with_trigger(src, "k").endswith("(const int* a, int n) {\n  ACL_PDL_LAUNCH_DEPENDENTS();\n  x;\n}")
+    assert with_trigger(src, "other") == src  # no such kernel: unchanged
+    waits = src.replace("x;", "ACL_PDL_WAIT();")
+    assert with_trigger(waits, "k") == waits
 
 
 def test_pdl_where_the_provider_has_none_launches_plainly_and_says_why(
@@ -273,7 +292,7 @@ class _Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple[object, ...]] = []
 
-    def cuLaunchKernelEx(self, config: object, function: object, params: int, extra: int) -> tuple[int]:  # noqa: N802
+    def cuLaunchKernelEx(self, config: object, function: object, params: int, extra: int) -> tuple[int]:
         self.calls.append((config, function, params, extra))
         return (0,)
 

@@ -30,6 +30,8 @@ from acl_rocm.kernels.elementwise import ufunc
 from acl_rocm.launch import KernelArgs
 from acl_rocm.ops.gemv_config import GEMV_CONFIG_ENV, PRESETS, NkPolicy, policy_for
 from acl_rocm.ops.gemv_config import parse as parse_gemv_config
+from acl_rocm.pdl import PDL_ENV
+from acl_rocm.pdl import setting as pdl_setting
 from acl_rocm.providers.base import GemmCall, Matrix
 from acl_rocm.views import broadcast_strides, coalesce
 
@@ -58,12 +60,6 @@ _D_TYPES = {
 
 GEMV_ENV = "ACL_GEMV"
 """``0`` never takes the GEMV kernel, ``1`` takes it wherever it fits, unset / ``auto``: where it is faster."""
-PDL_ENV = "ACL_PDL"
-"""Programmatic dependent launch of the GEMV kernels (NVIDIA sm_90+): ``0`` / unset: off (the default until
-measured); ``1`` or ``l2``: the kernel prefetches its first weight pass into L2, waits for its predecessor, then
-loads (correct whatever the predecessor wrote); ``regs``: it loads the first pass into registers before the wait
-(correct only where the weight is not written by the kernel just before: model parameters)."""
-PDL_MODES = {"0": "", "off": "", "": "", "1": "l2", "on": "l2", "l2": "l2", "regs": "regs"}
 GEMV_AUTO_MIN_WEIGHT = 1 << 18
 """Auto mode: the smallest weight (elements) worth the GEMV kernel; below it either path is launch-bound."""
 GEMV_FMA_PER_S = 6.5e12
@@ -356,18 +352,17 @@ class MatmulRunner:
         return self._policy[1]
 
     def pdl_mode(self) -> str:
-        """The GEMV kernels' programmatic dependent launch (:data:`PDL_ENV`): ``""`` (off), ``l2`` or ``regs``.
+        """The GEMV kernels' programmatic dependent launch (``ACL_PDL``, :mod:`acl_rocm.pdl`): ``""``, ``l2``, ``regs``.
 
         Asked for where the provider has none (HIP, before sm_90), it is off, and the debug log says why;
         a value it does not know raises ACL_ERROR_INVALID_PARAM.
         """
-        setting = self.backend.environ.get(PDL_ENV, "0").strip().lower()
+        setting = self.backend.environ.get(PDL_ENV, "0")
         if self._pdl is None or self._pdl[0] != setting:
-            if setting not in PDL_MODES:
-                raise AclError(
-                    AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{PDL_ENV}={setting!r}: expected 0, 1, l2 or regs"
-                )
-            mode = PDL_MODES[setting]
+            try:
+                mode = pdl_setting(self.backend.environ)
+            except ValueError as exc:
+                raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, str(exc)) from None
             why = self.backend.provider.programmatic_unavailable() if mode else None
             if why is not None:
                 LOG.debug("%s=%s: GEMV kernels launch plainly: %s", PDL_ENV, setting, why)
