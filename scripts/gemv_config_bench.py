@@ -99,7 +99,8 @@ def time_one(
             rt.destroy_event(e)
         rt.destroy_stream(s)
     kern = calls[0].kernel
-    shape = f"tile={kern.tile} ksplit={kern.ksplit} unroll={kern.unroll} block={kern.block} grid={calls[0].grid}"
+    shape = f"{calls[0].policy}: tile={kern.tile} ksplit={kern.ksplit} unroll={kern.unroll} block={kern.block}"
+    shape += f" grid={calls[0].grid} pdl={kern.pdl or 'off'}"
     return us, np.asarray(result), shape
 
 

@@ -26,6 +26,7 @@ from acl_rocm.ops import build_runners
 from acl_rocm.ops.elementwise import ElementwiseRunner
 from acl_rocm.ops.matmul import MatmulRunner
 from acl_rocm.ops.quant_matmul import QuantMatmulRunner
+from acl_rocm.pdl import triggers, with_trigger
 from acl_rocm.plan_cache import PlanCache
 from acl_rocm.platform import detect
 from acl_rocm.providers import open_provider
@@ -159,7 +160,10 @@ class RocmBackend(Backend):
             )
         if found is not None:
             return found
-        key, image = self.cache.image(source, name, self.options)
+        compiled = source
+        if triggers(self.environ) and self.provider.programmatic_unavailable() is None:
+            compiled = with_trigger(source, name)  # ACL_PDL: a PDL GEMV after this kernel may start early
+        key, image = self.cache.image(compiled, name, self.options)
         with self._lock:
             module = self._modules.get((device, key))
             if module is None:

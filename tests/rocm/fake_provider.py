@@ -70,6 +70,10 @@ class FakeProvider(RuntimeProvider):
     """The opt-in shared memory maximum a block has (an H100's 227 KiB)."""
     dynamic_shared: dict[str, int] = field(default_factory=dict)
     """Kernel name -> the dynamic shared memory limit ``set_max_dynamic_shared`` gave it."""
+    programmatic: bool = True
+    """Whether the device offers programmatic dependent launch (an sm_90 does; False: as the amd provider)."""
+    programmatic_launches: list[str] = field(default_factory=list)
+    """Names of the kernels launched (or captured) with the programmatic attribute, in order."""
 
     def __post_init__(self) -> None:
         self._buffers: dict[int, ctypes.Array[ctypes.c_char]] = {}
@@ -264,6 +268,24 @@ class FakeProvider(RuntimeProvider):
     def module_function(self, module: object, name: str) -> object:
         assert isinstance(module, str) and re.search(rf"void __launch_bounds__\([^)]+\) {name}\(", module)
         return (name, module)
+
+    def programmatic_unavailable(self) -> str | None:
+        return None if self.programmatic else "the fake provider was made without programmatic dependent launch"
+
+    def launch_programmatic(
+        self,
+        function: object,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        shared_bytes: int,
+        stream: int,
+        params: int,
+    ) -> None:
+        """Record the attribute (a kernel without ACL_PDL_WAIT() must never get it), then launch plainly."""
+        name, source = function[0], function[1]  # type: ignore[index]
+        assert "ACL_PDL_WAIT();" in source.split(f" {name}(", 1)[1], f"{name} has no ACL_PDL_WAIT() in its body"
+        self.programmatic_launches.append(name)
+        self.launch(function, grid, block, shared_bytes, stream, params)
 
     def launch(
         self,

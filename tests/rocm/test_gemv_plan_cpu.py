@@ -70,12 +70,12 @@ DECODE_NK = {"gate_up": (1024, 6144), "qkv": (1024, 4096), "down": (3072, 1024),
 
 
 def test_legacy_policy_keeps_the_measured_shapes() -> None:
-    """``legacy`` (the default) plans the nk shapes measured on 2026-12-06: (tile, ksplit, unroll), grid at M = 1."""
+    """``legacy`` plans the nk shapes measured on 2026-12-06: (tile, ksplit, unroll), grid at M = 1."""
     from acl_rocm.ops.gemv_config import parse
     from acl_rocm.ops.matmul import nk_grid, nk_shape
 
-    legacy = parse("")
-    assert legacy == parse("legacy")
+    legacy = parse("legacy")
+    assert parse("").name == parse("auto").name == "auto"  # the default picks a preset per shape
     expected = {
         "gate_up": ((2, 2, 2), 768),
         "qkv": ((1, 2, 2), 1024),
@@ -144,3 +144,172 @@ def test_launch_uses_the_policys_block(tmp_path: Path, config: str) -> None:
         launch = provider.launches[-1]
         assert launch.block[0] == threads, launch
         assert f"__launch_bounds__({threads})" in launch.source
+
+
+def test_auto_policy_takes_the_measured_winner_per_shape(tmp_path: Path) -> None:
+    """``auto`` (the default) picks, per (M, N, K), the preset measured fastest on an H100 (gemv_config.auto_preset)."""
+    from acl_core.backend import Launch
+    from acl_core.dtypes import DataType as D
+    from acl_core.spec.ops import get_spec
+    from acl_rocm.ops.gemv_config import PRESETS, auto_preset, parse, policy_for
+
+    want = {  # (M, shape): preset
+        (1, "down"): "deep",  # 4.39 vs legacy 5.13 us
+        (1, "o"): "w16",  # 3.43 vs 3.54
+        (1, "gate_up"): "legacy",  # 6.61, the fastest
+        (1, "qkv"): "legacy",  # row / w16 within 2%
+        (8, "qkv"): "deep",  # 7.54 vs 7.76
+        (8, "o"): "w16",  # 5.35 vs 5.55
+        (8, "gate_up"): "legacy",
+        (8, "down"): "legacy",
+    }
+    for (m, name), preset in want.items():
+        k, n = DECODE_NK[name]
+        assert auto_preset(m, n, k) == preset, (m, name)
+        assert auto_preset(2 if m == 1 else 5, n, k) == preset  # the band's other rows
+        assert auto_preset(16, n, k) == "legacy"  # not measured above M = 8
+    assert auto_preset(1, 151936, 1024) == "legacy"  # the vocabulary head
+    assert policy_for(parse(""), 1, 1024, 3072) == PRESETS["deep"]
+    assert policy_for(PRESETS["row"], 1, 1024, 3072) == PRESETS["row"]  # a named choice is kept
+    with pytest.raises(ValueError, match="auto takes no"):
+        parse("auto,unroll=2")
+    # the runner plans the resolved preset's shape and reports it
+    backend = RocmBackend(FakeProvider(blas=True), {"ACL_KERNEL_CACHE": str(tmp_path), "ACL_GEMV": "1"})
+    backend.runtime.ensure_device(0)
+    for name, preset in (("down", "deep"), ("o", "w16"), ("gate_up", "legacy")):
+        k, n = DECODE_NK[name]
+        a = eager.empty((1, k), D.ACL_BF16, backend)
+        w = eager.to_device(np.ones((k, n), ml_dtypes.bfloat16), backend, layout="transposed")
+        out = eager.empty((1, n), D.ACL_BF16, backend)
+        tensors = {"self": a.tensor(), "mat2": w.tensor(), "out": out.tensor()}
+        plan = {"compute": D.ACL_BF16, "precision": None}
+        call = backend.matmul._gemv(Launch(get_spec("Mm"), tensors, plan, 0, 0, None))
+        assert call is not None and call.policy == preset, (name, call)
+        assert call.kernel.loads == PRESETS[preset].loads and call.kernel.block == PRESETS[preset].block
+        for x in (a, w, out):
+            x.free()
+
+
+def _pdl_backend(tmp_path: Path, setting: str, programmatic: bool = True) -> tuple[RocmBackend, FakeProvider]:
+    provider = FakeProvider(blas=True, programmatic=programmatic)
+    env = {"ACL_KERNEL_CACHE": str(tmp_path), "ACL_GEMV": "1", "ACL_PDL": setting}
+    backend = RocmBackend(provider, env)
+    backend.runtime.ensure_device(0)
+    return backend, provider
+
+
+@pytest.mark.parametrize(("setting", "mode"), [("0", ""), ("1", "l2"), ("l2", "l2"), ("regs", "regs")])
+def test_pdl_attribute_only_for_gemv_kernels_that_wait(tmp_path: Path, setting: str, mode: str) -> None:
+    """ACL_PDL asks the provider for programmatic launch of the GEMV kernels (whose source waits), of no other
+    kernel; ``0`` asks for none and its kernels have no wait."""
+    backend, provider = _pdl_backend(tmp_path, setting)
+    for nk in (True, False):
+        provider.programmatic_launches.clear()
+        assert _paths(backend, provider, 1, 64, 24, ml_dtypes.bfloat16, nk) == ["gemv_nk" if nk else "gemv_kn"]
+        gemv = provider.launches[-1]
+        body = gemv.source.split(f" {gemv.name}(", 1)[1]
+        assert ("ACL_PDL_WAIT();" in body) == bool(mode)
+        assert ("acl_gemv_prefetch(w" in body) == (mode == "l2")
+        assert provider.programmatic_launches == ([gemv.name] if mode else [])
+    assert "ACL_PDL_LAUNCH_DEPENDENTS();" not in gemv.source  # a GEMV's successor (a norm) launches plainly
+    provider.launches.clear()
+    eager.run("Add", backend, self=np.ones(8, np.float32), other=np.ones(8, np.float32), alpha=1.0)
+    assert provider.launches and provider.programmatic_launches == ([gemv.name] if mode else [])  # Add: plain
+    add = provider.launches[-1]
+    body = add.source.split(f" {add.name}(", 1)[1]
+    assert ("{\n  ACL_PDL_LAUNCH_DEPENDENTS();" in body) == bool(mode)  # first in its body: successors start early
+
+
+def test_pdl_trigger_switch_and_injection() -> None:
+    """ACL_PDL_TRIGGER=0 keeps the other kernels as they are; the trigger goes first in the named kernel's body."""
+    from acl_rocm.pdl import triggers, with_trigger
+
+    assert triggers({"ACL_PDL": "1"}) and triggers({"ACL_PDL": "regs", "ACL_PDL_TRIGGER": "1"})
+    assert not triggers({}) and not triggers({"ACL_PDL": "0"})
+    assert not triggers({"ACL_PDL": "1", "ACL_PDL_TRIGGER": "0"})
+    assert not triggers({"ACL_PDL": "bad"})
+    src = 'ACL_DEV int f(int x);\nextern "C" __global__ void __launch_bounds__(256) k(const int* a, int n) {\n  x;\n}'
+    assert with_trigger(src, "k").endswith("(const int* a, int n) {\n  ACL_PDL_LAUNCH_DEPENDENTS();\n  x;\n}")
+    assert with_trigger(src, "other") == src  # no such kernel: unchanged
+    waits = src.replace("x;", "ACL_PDL_WAIT();")
+    assert with_trigger(waits, "k") == waits
+
+
+def test_pdl_where_the_provider_has_none_launches_plainly_and_says_why(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As on the amd provider (HIP has no PDL): ACL_PDL=1 plans GEMVs without the wait, launched plainly, logged."""
+    import logging
+
+    backend, provider = _pdl_backend(tmp_path, "1", programmatic=False)
+    with caplog.at_level(logging.DEBUG, logger="acl_rocm.matmul"):
+        assert _paths(backend, provider, 1, 64, 24, ml_dtypes.bfloat16, True) == ["gemv_nk"]
+    assert "ACL_PDL_WAIT();" not in provider.launches[-1].source.split(" acl_gemv_", 1)[1]
+    assert provider.programmatic_launches == []
+    assert "launch plainly: the fake provider was made without programmatic" in caplog.text, caplog.text
+
+
+def test_pdl_bad_setting_is_refused(tmp_path: Path) -> None:
+    from acl_core.errors import AclError, AclErrorCode
+
+    backend, _ = _pdl_backend(tmp_path, "2")
+    w = eager.to_device(np.ones((64, 24), ml_dtypes.bfloat16), backend, layout="transposed")
+    with pytest.raises(AclError) as info:
+        eager.run("Mm", backend, self=np.ones((1, 64), ml_dtypes.bfloat16), mat2=w, cubeMathType=0)
+    assert info.value.code == AclErrorCode.ACL_ERROR_INVALID_PARAM and "ACL_PDL" in str(info.value)
+
+
+def test_pdl_gemv_is_captured_with_the_attribute(tmp_path: Path) -> None:
+    """A GEMV enqueued on a capturing stream asks for the attribute there too (the graph keeps the edge)."""
+    from tests.rocm.capture_harness import OpCall, capture
+
+    backend, provider = _pdl_backend(tmp_path, "1")
+    w = eager.to_device(np.ones((64, 24), ml_dtypes.bfloat16), backend, layout="transposed")
+    call = OpCall(backend, "Mm", {"self": np.ones((1, 64), ml_dtypes.bfloat16), "mat2": w, "cubeMathType": 0})
+    s = backend.runtime.create_stream()
+    graph = capture([call], s)
+    assert len(provider.programmatic_launches) == 1 and provider.launches == []  # recorded into the graph
+    backend.driver.graph_destroy(graph)
+    backend.runtime.destroy_stream(s)
+    call.free()
+    w.free()
+
+
+class _Recorder:
+    """cuda.bindings.driver's launch-configuration types and cuLaunchKernelEx, recording the call."""
+
+    class CUlaunchAttributeID:
+        CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
+
+    class CUlaunchAttribute:
+        def __init__(self) -> None:
+            self.id = None
+            self.value = type("Value", (), {"programmaticStreamSerializationAllowed": 0})()
+
+    class CUlaunchConfig:
+        pass
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[object, ...]] = []
+
+    def cuLaunchKernelEx(self, config: object, function: object, params: int, extra: int) -> tuple[int]:
+        self.calls.append((config, function, params, extra))
+        return (0,)
+
+
+def test_nvidia_provider_launches_with_the_programmatic_attribute() -> None:
+    """launch_programmatic is cuLaunchKernelEx with one attribute: programmatic stream serialization allowed."""
+    from acl_rocm.providers.amd import AmdProvider
+    from acl_rocm.providers.nvidia import NvidiaProvider
+
+    nv = object.__new__(NvidiaProvider)
+    nv.drv = _Recorder()
+    nv.launch_programmatic("fn", (3, 1, 1), (256, 1, 1), 128, 77, 4096)
+    ((config, function, params, extra),) = nv.drv.calls
+    assert (function, params, extra) == ("fn", 4096, 0)
+    assert (config.gridDimX, config.gridDimY, config.gridDimZ) == (3, 1, 1)
+    assert (config.blockDimX, config.blockDimY, config.blockDimZ, config.sharedMemBytes) == (256, 1, 1, 128)
+    assert config.hStream == 77 and config.numAttrs == 1
+    (attribute,) = config.attrs
+    assert attribute.id == 6 and attribute.value.programmaticStreamSerializationAllowed == 1
+    assert "HIP has no programmatic" in (object.__new__(AmdProvider).programmatic_unavailable() or "")

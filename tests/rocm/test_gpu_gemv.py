@@ -202,3 +202,92 @@ def test_gemv_nk_config_matches_reference(rocm, configured, reference, caplog, c
     _check(got, a, w, reference)
     again = _run_gemv(configured[config], caplog, "nk", "Mm", a, w)
     np.testing.assert_array_equal(again.view(np.uint16), got.view(np.uint16))  # deterministic: same bits again
+
+
+PDL_MODES = ["1", "regs"]
+"""``ACL_PDL`` settings beside ``0``: the L2-prefetch wait (``1`` = ``l2``) and the register-load wait."""
+CHAIN_DIMS = (64, 96, 2) if EMULATED else (1024, 3072, 2)
+"""(hidden, intermediate, layers) of the chain: Qwen3-0.6B's on a GPU (qkv [4096 x 1024], o [1024 x 4096],
+gate_up [6144 x 1024], down [1024 x 3072]); tiny on the emulator."""
+
+
+def _pdl_chain(backend: RocmBackend, m: int, seed: int) -> tuple[list[object], list[object]]:
+    """Qwen3-shaped decode layers as linked device calls: RmsNorm -> qkv GEMV -> o GEMV -> RmsNorm -> gate_up GEMV
+    -> SwiGlu -> down GEMV -> the next layer; each call reads the previous call's output on the device.
+    Returns (calls, weights to free)."""
+    from tests.rocm.capture_harness import OpCall
+
+    hidden, inter, layers = CHAIN_DIMS
+    rng = np.random.default_rng(seed)
+    bf16 = ml_dtypes.bfloat16
+
+    def weight(k: int, n: int) -> object:  # a Linear weight [N, K] used transposed: the nk kernel
+        return eager.to_device((rng.uniform(-1, 1, (k, n)) / np.sqrt(k)).astype(bf16), backend, layout="transposed")
+
+    calls: list[OpCall] = []
+    weights: list[object] = []
+    x: object = rng.uniform(-1, 1, (m, hidden)).astype(bf16)
+    for _ in range(layers):
+        w = [weight(hidden, 4 * hidden), weight(4 * hidden, hidden), weight(hidden, 2 * inter), weight(inter, hidden)]
+        weights += w
+        gammas = [rng.uniform(0.5, 1.5, (hidden,)).astype(bf16) for _ in range(2)]
+
+        def step(op: str, **kwargs: object) -> object:
+            calls.append(OpCall(backend, op, kwargs))
+            out = "yOut" if op == "RmsNorm" else "out"
+            return calls[-1].conv.arrays[out]
+
+        n1 = step("RmsNorm", x=x, gamma=gammas[0], epsilon=1e-6)
+        qkv = step("Mm", self=n1, mat2=w[0], cubeMathType=0)
+        o = step("Mm", self=qkv, mat2=w[1], cubeMathType=0)
+        n2 = step("RmsNorm", x=o, gamma=gammas[1], epsilon=1e-6)
+        gu = step("Mm", self=n2, mat2=w[2], cubeMathType=0)
+        s = step("SwiGlu", x=gu, dim=-1)
+        x = step("Mm", self=s, mat2=w[3], cubeMathType=0)
+    return calls, weights
+
+
+@pytest.mark.parametrize("m", [1, 8])
+@pytest.mark.parametrize("mode", PDL_MODES)
+def test_gemv_pdl_chain_equals_plain_launches_bit_for_bit(rocm, caplog, mode: str, m: int) -> None:
+    """``ACL_PDL`` on (GEMVs launched with programmatic stream serialization, overlapping the norm / SwiGlu / GEMV
+    before them) computes the chain's every output bit for bit as ``ACL_PDL=0``, eagerly and captured + replayed
+    (the graph keeps the programmatic edges)."""
+    from tests.rocm.capture_harness import compare_replay, run_eager
+
+    if rocm.matmul.unavailable() is not None:  # type: ignore[attr-defined]
+        pytest.skip(rocm.matmul.unavailable())  # type: ignore[attr-defined]
+    provider = rocm.provider  # type: ignore[attr-defined]
+    env = {**os.environ, "ACL_GEMV": "1"}
+    plain = RocmBackend(provider, {**env, "ACL_PDL": "0"})
+    pdl = RocmBackend(provider, {**env, "ACL_PDL": mode})
+    if not pdl.capabilities().stream_capture:
+        pytest.fail(f"rocm does not capture here: {pdl.capabilities().notes.get('stream_capture')}")
+    why = provider.programmatic_unavailable()
+    if not EMULATED and why is not None:
+        pytest.skip(f"no programmatic dependent launch here: {why}")
+    before = len(getattr(provider, "programmatic_launches", []))
+    results = []
+    for backend in (plain, pdl):
+        calls, weights = _pdl_chain(backend, m, seed=40 + m)
+        stream = backend.runtime.create_stream()
+        try:
+            caplog.clear()
+            with caplog.at_level(logging.DEBUG, logger="acl_rocm.matmul"):
+                results.append([run_eager(calls, stream, v) for v in (0, 1)])
+            want = "pdl=off" if backend is plain else f"pdl={'l2' if mode == '1' else mode}"
+            assert caplog.text.count(want) >= 4 * CHAIN_DIMS[2], caplog.text  # every GEMV, in the asked mode
+            backend.driver.graph_destroy(compare_replay(calls, stream))  # replays equal eager bit for bit
+        finally:
+            for c in calls:
+                c.free()
+            for w in weights:
+                w.free()  # type: ignore[attr-defined]
+            backend.runtime.destroy_stream(stream)
+    if EMULATED:  # the emulator's provider records the attribute: only the PDL backend's GEMVs asked for it
+        launched = provider.programmatic_launches[before:]
+        assert launched and all(name.startswith("acl_gemv_") for name in launched), launched
+    from tests.rocm.capture_harness import assert_bitwise
+
+    for variant in (0, 1):
+        assert_bitwise(results[1][variant], results[0][variant], f"ACL_PDL={mode} against 0, inputs {variant}")

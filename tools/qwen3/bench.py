@@ -40,15 +40,19 @@ def _median(runs: Sequence[tuple[float, float]]) -> tuple[float, float]:
 
 
 def kernel_time(work: Callable[[], Any]) -> dict[str, Any] | None:
-    """GPU kernels ``work()`` ran (torch.profiler's CUDA activity): count, seconds, timeline; None without CUDA."""
+    """GPU kernels ``work()`` ran (torch.profiler's CUDA activity): count, summed seconds, busy seconds (the union
+    of device activity: kernels overlapping under programmatic dependent launch count once), timeline; None
+    without CUDA."""
     events = trace_events(work)
     if events is None:
         return None
     kernels = [e for e in events if e.get("cat") == "kernel"]
+    timeline = device_timeline(events)
     return {
         "kernels": float(len(kernels)),
         "kernel_s": sum(float(e.get("dur", 0.0)) for e in kernels) * 1e-6,
-        "timeline": device_timeline(events),
+        "busy_s": float(timeline["busy_s"]),
+        "timeline": timeline,
     }
 
 
@@ -56,8 +60,11 @@ def decode_kernel_time(
     runner: Qwen3Runner, prompt: Sequence[int], new_tokens: int, replay: bool | None = None
 ) -> dict[str, Any] | None:
     """acl-core's GPU kernel time and kernel count per decode token at batch 1: a generation of
-    ``new_tokens`` less a prefill-only one (same prompt), divided by the ``new_tokens - 1`` decode steps;
-    ``timeline`` describes the whole generation (span, busy time, top kernels, widest gaps)."""
+    ``new_tokens`` less a prefill-only one (same prompt), divided by the ``new_tokens - 1`` decode steps.
+    ``kernel_ms_per_token`` sums kernel durations (a kernel launched with programmatic dependent launch counts
+    the time it waits for its predecessor too); ``busy_ms_per_token`` is the device's busy time (the union of
+    its activity), the same subtraction; ``timeline`` describes the whole generation (span, busy time, top
+    kernels, widest gaps)."""
     full = kernel_time(lambda: runner.generate([prompt], new_tokens, replay=replay))
     if full is None:
         return None
@@ -67,6 +74,7 @@ def decode_kernel_time(
     return {
         "decode_steps": steps,
         "kernel_ms_per_token": (full["kernel_s"] - prefill["kernel_s"]) / steps * 1e3,
+        "busy_ms_per_token": (full["busy_s"] - prefill["busy_s"]) / steps * 1e3,
         "kernels_per_token": (full["kernels"] - prefill["kernels"]) / steps,
         "timeline": full["timeline"],
     }

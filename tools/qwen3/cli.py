@@ -351,7 +351,7 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if kern is not None:
         print(
             f"acl decode at batch 1 (torch.profiler): {kern['kernel_ms_per_token']:.3f} ms of GPU kernels, "
-            f"{kern['kernels_per_token']:.0f} kernels per token"
+            f"{kern['busy_ms_per_token']:.3f} ms GPU busy, {kern['kernels_per_token']:.0f} kernels per token"
         )
         line = kern["timeline"]
         if line["span_s"] > 0:

@@ -67,6 +67,14 @@ class GemvKernel:
     ``L1::no_allocate`` and a 256-byte L2 prefetch, the weight being read once; plain elsewhere)."""
     persist: bool = False
     """``nk``: the grid may be smaller than the output tile groups; each block loops over groups by grid stride."""
+    pdl: str = ""
+    """Programmatic dependent launch (NVIDIA sm_90+; ``""``: none, the kernel is launched plainly). Each thread
+    starts its first pass of weight reads, then ``ACL_PDL_WAIT()`` (the predecessor complete and its memory
+    visible), then reads the activation; a thread that reads nothing waits before its first store. ``l2``:
+    the first pass is prefetched into L2 and loaded after the wait (correct whatever the predecessor wrote: L2
+    is the device's point of coherence); ``regs``: the first pass is loaded into registers before the wait
+    (correct only where the predecessor does not write the weight: model parameters). Only a kernel with a
+    wait may be launched with the programmatic attribute."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -146,6 +154,29 @@ def _butterfly(values: int, warp: int, low: int = 1) -> tuple[list[str], int, in
     return lines, length, mask
 
 
+PREFETCH: Final = r"""
+// a weight segment asked of L2 before the kernel waits for its predecessor (CUDA sm_90+; elsewhere nothing)
+ACL_DEV void acl_gemv_prefetch(const void* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#endif
+}
+"""
+
+PDL_MODES: Final = ("", "l2", "regs")
+
+
+def _pdl_wait(kernel: GemvKernel, indent: str, after: str = "") -> list[str]:
+    """A PDL kernel's wait for its predecessor, once per thread (nothing for a kernel launched plainly, nor
+    where ``after`` names the other mode: the wait then sits elsewhere)."""
+    if not kernel.pdl or after == kernel.pdl:
+        return []
+    return [f"{indent}if (!pdl_waited) {{  // the predecessor done and visible: read the activation, write out",
+            f"{indent}  ACL_PDL_WAIT();",
+            f"{indent}  pdl_waited = true;",
+            f"{indent}}}"]  # fmt: skip
+
+
 def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
@@ -176,6 +207,24 @@ def _nk_finish(kernel: GemvKernel, warp: int) -> list[str]:
     return [*lines, "    }", "  }", "}"]
 
 
+def _nk_prefetch(kernel: GemvKernel) -> list[str]:
+    """``l2`` PDL: the first pass's weight segments asked of L2, then the wait (before the loop reads anything)."""
+    if kernel.pdl != "l2":
+        return []
+    lines = [
+        "#pragma unroll",
+        f"  for (int u = 0; u < {kernel.unroll}; ++u) {{",
+        "    const long long k = first + u * step;",
+        "#pragma unroll",
+        f"    for (int t = 0; t < {kernel.tile}; ++t) {{",
+        "      const long long n = n0 + t < n_len ? n0 + t : n_len - 1;",
+        "      if (k < k_len) acl_gemv_prefetch(w + n * ldw + k);",
+        "    }",
+        "  }",
+    ]
+    return lines + _pdl_wait(kernel, "  ")
+
+
 def _nk(kernel: GemvKernel) -> list[str]:
     m_rows, vec, tile, s = kernel.rows, kernel.vec, kernel.tile, ctype(kernel.dtype).storage
     ksplit, unroll, block = kernel.ksplit, kernel.unroll, kernel.block
@@ -191,6 +240,8 @@ def _nk(kernel: GemvKernel) -> list[str]:
         f"  const int group = wib / {ksplit}, kpart = wib % {ksplit};",
         f"  const long long blocks = ((n_len + {tile} - 1) / {tile} + groups - 1) / groups;  // tile groups",
     ]
+    if kernel.pdl:
+        lines.append("  bool pdl_waited = false;  // ACL_PDL_WAIT() done: the activation may be read, out written")
     if ksplit > 1:
         lines.append(f"  __shared__ float s_part[{block} / ACL_WARP_SIZE][{count}];")
     lines += [
@@ -209,6 +260,7 @@ def _nk(kernel: GemvKernel) -> list[str]:
     lines += [
         f"  const long long step = (long long)ACL_WARP_SIZE * {ksplit} * {vec};  // elements between a lane's chunks",
         f"  const long long first = ((long long)kpart * ACL_WARP_SIZE + lane) * {vec};",
+        *_nk_prefetch(kernel),
         f"  for (long long k0 = first; k0 < k_len; k0 += step * {unroll}) {{",
         f"    {vt} wv[{unroll}][{tile}];  // every weight load of the pass is issued before the first use",
         "#pragma unroll",
@@ -224,6 +276,7 @@ def _nk(kernel: GemvKernel) -> list[str]:
         "        }",
         "      }",
         "    }",
+        *_pdl_wait(kernel, "    ", after="l2"),
         "#pragma unroll",
         f"    for (int u = 0; u < {unroll}; ++u) {{",
         "      const long long k = k0 + u * step;",
@@ -242,6 +295,7 @@ def _nk(kernel: GemvKernel) -> list[str]:
         "    }",
         "  }",
     ]
+    lines += _pdl_wait(kernel, "    ")  # a thread that loaded nothing (past N or K) waits before it stores
     lines += ["#if ACL_WARP_SIZE == 64"]
     lines += ["    " + x for x in _nk_finish(kernel, 64)]
     lines += ["#else"]
@@ -283,6 +337,20 @@ def _kn_finish(kernel: GemvKernel, warp: int) -> list[str]:
     ]
 
 
+def _kn_prefetch(kernel: GemvKernel) -> list[str]:
+    """``l2`` PDL: the first pass's weight rows asked of L2, then the wait."""
+    if kernel.pdl != "l2":
+        return []
+    lines = [
+        "#pragma unroll",
+        f"    for (int u = 0; u < {kernel.unroll}; ++u) {{",
+        "      const long long k = split + u * splits;",
+        "      if (k < k_len) acl_gemv_prefetch(w + k * ldw + n0);",
+        "    }",
+    ]
+    return lines + _pdl_wait(kernel, "    ")
+
+
 def _kn(kernel: GemvKernel) -> list[str]:
     m_rows, vec, groups, s = kernel.rows, kernel.vec, kernel.groups, ctype(kernel.dtype).storage
     unroll, count = kernel.unroll, kernel.rows * kernel.vec
@@ -299,7 +367,9 @@ def _kn(kernel: GemvKernel) -> list[str]:
         f"  const long long split = (long long)wib * (ACL_WARP_SIZE / {groups}) + lane / {groups};",
         f"  const long long splits = {GEMV_BLOCK} / {groups};",
         f"  const long long n0 = ((long long)blockIdx.x * {groups} + c) * {vec};",
+        *(["  bool pdl_waited = false;"] if kernel.pdl else []),
         "  if (n0 < n_len) {",
+        *_kn_prefetch(kernel),
         f"    for (long long k0 = split; k0 < k_len; k0 += splits * {unroll}) {{",
         f"      {vt} wv[{unroll}];  // every weight load of the pass is issued before the first use",
         "#pragma unroll",
@@ -311,6 +381,7 @@ def _kn(kernel: GemvKernel) -> list[str]:
         f"          for (int e = 0; e < {vec}; ++e) wv[u].v[e] = ({s})0;",
         "        }",
         "      }",
+        *_pdl_wait(kernel, "      ", after="l2"),
         "#pragma unroll",
         f"      for (int u = 0; u < {unroll}; ++u) {{",
         "        const long long k = k0 + u * splits;",
@@ -326,6 +397,7 @@ def _kn(kernel: GemvKernel) -> list[str]:
         "    }",
         "  }",
         f"  __shared__ float s_part[{GEMV_BLOCK} / ACL_WARP_SIZE][{groups}][{count}];",
+        *_pdl_wait(kernel, "  "),
         "  {",
         "#if ACL_WARP_SIZE == 64",
         *("    " + x for x in _kn_finish(kernel, 64)),
@@ -351,6 +423,7 @@ def _kn(kernel: GemvKernel) -> list[str]:
 def generate(kernel: GemvKernel) -> str:
     """The complete source (prelude included) of one GEMV kernel."""
     assert kernel.dtype in INPUTS and 1 <= kernel.rows <= MAX_ROWS and kernel.loads in ("plain", "stream")
+    assert kernel.pdl in PDL_MODES
     assert kernel.layout == "nk" or kernel.block == GEMV_BLOCK
     body = _nk(kernel) if kernel.layout == "nk" else _kn(kernel)
     return "\n".join(
@@ -359,6 +432,7 @@ def generate(kernel: GemvKernel) -> str:
             SHUFFLE,
             SHUFFLE_XOR,
             *([STREAM_LOAD] if kernel.layout == "nk" and kernel.loads == "stream" else []),
+            *([PREFETCH] if kernel.pdl == "l2" else []),
             f'extern "C" __global__ void __launch_bounds__({kernel.block}) {kernel.kernel_name}({_params(kernel)}) {{',
             *body,
             "}",

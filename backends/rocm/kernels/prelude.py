@@ -26,6 +26,20 @@ typedef unsigned int acl_lane_mask_t;
 #endif
 #define ACL_DEV __device__ __forceinline__
 
+// programmatic dependent launch (NVIDIA sm_90+): a kernel launched with programmatic stream serialization may
+// start before its predecessor in the stream finishes; ACL_PDL_WAIT() blocks the calling thread until every
+// prerequisite grid has completed and its memory is visible (nothing a predecessor wrote may be read, and
+// nothing it reads may be written, before it), and returns at once in a kernel launched without the attribute.
+// ACL_PDL_LAUNCH_DEPENDENTS() lets a programmatic successor be scheduled before this kernel ends (its wait
+// still sees this whole kernel finished). Both compile to nothing on HIP, older GPUs and the CPU emulator.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define ACL_PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
+#define ACL_PDL_LAUNCH_DEPENDENTS() asm volatile("griddepcontrol.launch_dependents;" :::)
+#else
+#define ACL_PDL_WAIT() ((void)0)
+#define ACL_PDL_LAUNCH_DEPENDENTS() ((void)0)
+#endif
+
 // N elements of T as one aligned access (N * sizeof(T) bytes: a 16-byte load or store for N * sizeof(T) == 16)
 template <class T, int N> struct alignas(sizeof(T) * N) AclVec {
   T v[N];

@@ -28,8 +28,10 @@ from acl_rocm.driver import handle
 from acl_rocm.kernels import gemv
 from acl_rocm.kernels.elementwise import ufunc
 from acl_rocm.launch import KernelArgs
-from acl_rocm.ops.gemv_config import GEMV_CONFIG_ENV, PRESETS, NkPolicy
+from acl_rocm.ops.gemv_config import GEMV_CONFIG_ENV, PRESETS, NkPolicy, policy_for
 from acl_rocm.ops.gemv_config import parse as parse_gemv_config
+from acl_rocm.pdl import PDL_ENV
+from acl_rocm.pdl import setting as pdl_setting
 from acl_rocm.providers.base import GemmCall, Matrix
 from acl_rocm.views import broadcast_strides, coalesce
 
@@ -90,6 +92,8 @@ class GemvCall:
     function: object
     grid: int
     args: KernelArgs
+    policy: str = "-"
+    """The nk shape policy it was planned with (``auto`` resolved to its preset); ``-`` for the kn layout."""
 
 
 class BlasView(NamedTuple):
@@ -162,6 +166,7 @@ class MatmulRunner:
         self.forced_gemv: str | None = None
         """``on`` / ``off`` / ``auto`` over :data:`GEMV_ENV` for calls planned while set (the decode bench's A/B)."""
         self._policy: tuple[str, NkPolicy] | None = None
+        self._pdl: tuple[str, str] | None = None
 
     def unavailable(self) -> str | None:
         """None when the provider's GEMM works here, else why not."""
@@ -346,16 +351,36 @@ class MatmulRunner:
                 raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{GEMV_CONFIG_ENV}={setting!r}: {exc}") from None
         return self._policy[1]
 
+    def pdl_mode(self) -> str:
+        """The GEMV kernels' programmatic dependent launch (``ACL_PDL``, :mod:`acl_rocm.pdl`): ``""``, ``l2``, ``regs``.
+
+        Asked for where the provider has none (HIP, before sm_90), it is off, and the debug log says why;
+        a value it does not know raises ACL_ERROR_INVALID_PARAM.
+        """
+        setting = self.backend.environ.get(PDL_ENV, "0")
+        if self._pdl is None or self._pdl[0] != setting:
+            try:
+                mode = pdl_setting(self.backend.environ)
+            except ValueError as exc:
+                raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, str(exc)) from None
+            why = self.backend.provider.programmatic_unavailable() if mode else None
+            if why is not None:
+                LOG.debug("%s=%s: GEMV kernels launch plainly: %s", PDL_ENV, setting, why)
+                mode = ""
+            self._pdl = (setting, mode)
+        return self._pdl[1]
+
     def _gemv(self, launch: Launch) -> GemvCall | None:
         """The GEMV kernel's launch for this call when it fits and the switch allows it, else None."""
         mode = self.gemv_mode()
         if mode == "off":
             return None
         policy = self.gemv_policy()
-        plan = gemv_plan(launch, self.backend.properties.warp_size, self.backend.properties.compute_units, policy)
+        props = self.backend.properties
+        plan = gemv_plan(launch, props.warp_size, props.compute_units, policy, pdl=self.pdl_mode())
         if plan is None:
             return None
-        kernel, grid, values, (k, n) = plan
+        kernel, grid, values, (k, n), chosen = plan
         weight = k * n
         if mode == "auto" and (
             weight < GEMV_AUTO_MIN_WEIGHT or not gemv_pays(kernel.rows, k, n, kernel.dtype.info.storage_bits // 8)
@@ -365,7 +390,7 @@ class MatmulRunner:
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug(
                 "%s: GEMV kernel %s %s m=%d k=%d n=%d vec=%d tile=%d groups=%d ksplit=%d unroll=%d grid=%d block=%d "
-                "loads=%s persist=%s (%s=%s, %s=%s)",
+                "loads=%s persist=%s pdl=%s (%s=%s, %s=%s)",
                 launch.spec.name,
                 kernel.layout,
                 kernel.dtype.short,
@@ -381,16 +406,19 @@ class MatmulRunner:
                 kernel.block,
                 kernel.loads,
                 kernel.persist,
+                kernel.pdl or "off",
                 GEMV_ENV,
                 mode,
                 GEMV_CONFIG_ENV,
-                policy.name if kernel.layout == "nk" else "-",
+                f"{policy.name}->{chosen}" if policy.name != chosen else chosen,
             )
-        return GemvCall(kernel, function, grid, KernelArgs(values))
+        return GemvCall(kernel, function, grid, KernelArgs(values), chosen)
 
     def _gemv_launch(self, call: GemvCall, stream: int) -> None:
         block = (call.kernel.block, 1, 1)
-        self.backend.provider.launch(call.function, (call.grid, 1, 1), block, 0, stream, call.args.address)
+        provider = self.backend.provider
+        launch = provider.launch_programmatic if call.kernel.pdl else provider.launch  # only kernels that wait
+        launch(call.function, (call.grid, 1, 1), block, 0, stream, call.args.address)
 
     def _gemm_ready(self, op: _Operand, batch: Sequence[int], gdt: D, rounding: str | None) -> bool:
         if op.dtype != gdt or rounding is not None:
@@ -423,12 +451,13 @@ def _vec(size: int, extents: Sequence[int], addresses: Sequence[int]) -> int:
 
 
 def gemv_plan(
-    launch: Launch, warp: int, units: int, policy: NkPolicy = PRESETS["legacy"]
-) -> tuple[gemv.GemvKernel, int, list[object], tuple[int, int]] | None:
-    """(kernel, grid, argument values, (K, N)) of the GEMV path for a Matmul/Mm/BatchMatMul call,
-    or None when it does not fit: fp16/bf16 operands of one dtype computed in it, an fp32 or same-dtype
-    output, at most :data:`gemv.MAX_ROWS` rows (a batch only where the weight is broadcast and the batch
-    continues the rows), activation rows K-contiguous, and a weight with K or N contiguous."""
+    launch: Launch, warp: int, units: int, policy: NkPolicy = PRESETS["legacy"], pdl: str = ""
+) -> tuple[gemv.GemvKernel, int, list[object], tuple[int, int], str] | None:
+    """(kernel, grid, argument values, (K, N), the nk policy's name or ``-``) of the GEMV path for a
+    Matmul/Mm/BatchMatMul call, or None when it does not fit: fp16/bf16 operands of one dtype computed in it,
+    an fp32 or same-dtype output, at most :data:`gemv.MAX_ROWS` rows (a batch only where the weight is broadcast
+    and the batch continues the rows), activation rows K-contiguous, and a weight with K or N contiguous.
+    ``policy`` ``auto`` resolves per (M, N, K) (:func:`policy_for`); ``pdl``: the kernel's PDL mode."""
     args, plan = launch.args, launch.plan
     a, b, out = args["self"], args["mat2"], args["out"]
     assert isinstance(a, AclTensor) and isinstance(b, AclTensor) and isinstance(out, AclTensor)
@@ -468,6 +497,8 @@ def gemv_plan(
     if b_sr == 1 or k == 1:
         ldw = b_sc
         vec = _vec(size, [k, *a_extents, *([ldw] if n > 1 else [])], [a_at, w_at])
+        policy = policy_for(policy, rows, n, k)
+        chosen = policy.name
         tile, ksplit, unroll = nk_shape(rows, k, n, vec, warp, units, policy)
         kernel = gemv.GemvKernel(
             "nk",
@@ -481,14 +512,16 @@ def gemv_plan(
             block=policy.block,
             loads=policy.loads,
             persist=policy.persist > 0 or policy.grid > 0,
+            pdl=pdl,
         )
         grid = nk_grid(tile, ksplit, n, warp, units, policy)
     elif b_sc == 1 or n == 1:
         ldw = b_sr
         vec = min(_vec(size, [n, *([ldw] if k > 1 else [])], [w_at]), 4 if rows > 8 else 8)
         groups, unroll = kn_shape(rows, k, n, vec, size, warp, units)
-        kernel = gemv.GemvKernel("kn", dtype, out.dtype, rows, vec, groups=groups, unroll=unroll)
+        kernel = gemv.GemvKernel("kn", dtype, out.dtype, rows, vec, groups=groups, unroll=unroll, pdl=pdl)
         grid = -(-n // (vec * groups))
+        chosen = "-"
     else:
         return None
     c = ctypes.c_longlong
@@ -503,7 +536,7 @@ def gemv_plan(
         c(ldo),
         c(o_sc),
     ]
-    return kernel, grid, values, (k, n)
+    return kernel, grid, values, (k, n), chosen
 
 
 GEMV_WARPS_PER_UNIT = 32

@@ -346,6 +346,10 @@ class AmdProvider(RuntimeProvider):
             self.hip.hipModuleLaunchKernel(function, *grid, *block, shared_bytes, stream, params, None),
         )
 
+    def programmatic_unavailable(self) -> str | None:
+        """HIP has no programmatic dependent launch (:meth:`launch_programmatic` launches plainly)."""
+        return "HIP has no programmatic dependent launch"
+
     # ------------------------------------------------------------------ collectives
     def collective_library(self) -> tuple[CollectiveLibrary | None, str]:
         """RCCL through ctypes on librccl.so.1 (same C API as NCCL; untested: no AMD GPU was available)."""

@@ -307,6 +307,24 @@ class RuntimeProvider(ABC):
     ) -> None:
         """Enqueue ``function``; ``params`` is the address of a ``void*[]`` of argument addresses."""
 
+    def programmatic_unavailable(self) -> str | None:
+        """None where :meth:`launch_programmatic` really overlaps a kernel with its predecessor, else why not."""
+        return f"the {self.platform} provider has no programmatic dependent launch"
+
+    def launch_programmatic(
+        self,
+        function: object,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        shared_bytes: int,
+        stream: int,
+        params: int,
+    ) -> None:
+        """:meth:`launch` with programmatic stream serialization (NVIDIA sm_90+: ``function`` may start before
+        the previous kernel in ``stream`` ends; it must ``ACL_PDL_WAIT()`` before reading what that kernel wrote).
+        Providers without it (HIP, :meth:`programmatic_unavailable`) launch plainly: the wait then returns at once."""
+        self.launch(function, grid, block, shared_bytes, stream, params)
+
     def launcher(
         self,
         function: object,

@@ -371,6 +371,50 @@ class NvidiaProvider(RuntimeProvider):
         if result[0] != 0:  # CUresult is an int enum; a success compares equal to 0
             self._check("cuLaunchKernel", result)
 
+    def programmatic_unavailable(self) -> str | None:
+        """None on compute capability 9.0+ with cuLaunchKernelEx and the programmatic attribute in the bindings."""
+        if not hasattr(self.drv, "cuLaunchKernelEx"):
+            return "cuda-bindings has no cuLaunchKernelEx"
+        ids = getattr(self.drv, "CUlaunchAttributeID", None)
+        if ids is None or not hasattr(ids, "CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION"):
+            return "cuda-bindings has no CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION"
+        arch = self.device_properties(self.get_device()).arch
+        if int(arch.removeprefix("sm_").rstrip("af") or 0) < 90:
+            return f"programmatic dependent launch needs sm_90 or later, not {arch}"
+        return None
+
+    def _programmatic_config(
+        self, grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int, stream: int
+    ) -> Any:
+        """A CUlaunchConfig carrying CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 1."""
+        drv = self.drv
+        attribute = drv.CUlaunchAttribute()
+        attribute.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        attribute.value.programmaticStreamSerializationAllowed = 1
+        config = drv.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = grid
+        config.blockDimX, config.blockDimY, config.blockDimZ = block
+        config.sharedMemBytes = shared_bytes
+        config.hStream = stream
+        config.attrs = [attribute]
+        config.numAttrs = 1
+        return config
+
+    def launch_programmatic(
+        self,
+        function: object,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        shared_bytes: int,
+        stream: int,
+        params: int,
+    ) -> None:
+        """cuLaunchKernelEx with programmatic stream serialization (captured into a graph as a programmatic edge)."""
+        config = self._programmatic_config(grid, block, shared_bytes, stream)
+        result = self.drv.cuLaunchKernelEx(config, function, params, 0)
+        if result[0] != 0:
+            self._check("cuLaunchKernelEx(PROGRAMMATIC_STREAM_SERIALIZATION)", result)
+
     def launcher(
         self,
         function: object,
