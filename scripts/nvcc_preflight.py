@@ -68,6 +68,7 @@ SWITCHES = (
     "ACL_QMM_MX_DECODE",
     "ACL_QMM_EPILOGUE",
     "ACL_PDL",
+    "ACL_DECODE_CONFIG",
 )
 
 
