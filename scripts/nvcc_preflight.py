@@ -9,8 +9,9 @@ Usage: python scripts/nvcc_preflight.py [OP_PATTERN ...]   (fnmatch patterns; de
 The switches in :data:`SWITCHES` reach the backend from the environment (``ACL_GEMV=1``: small-M products compile
 the GEMV kernels; ``ACL_GEMV_CONFIG=deep``: in that shape policy; ACL_ROWNORM_CONFIG, ACL_ARGMAX_CONFIG and
 ACL_ROPE_CONFIG: row-norm layout, long-row arg path, rotary kernel; ACL_GMM_CONFIG: the grouped GEMM's block
-shape; ACL_DECODE_CONFIG=fused: the one-launch decode kernels); the ops of :data:`DECODE_CALLS` also run at
-decode's shapes (the split arg path, the short norm rows).
+shape; ACL_RANDOM_NORMAL: the packed normal fill's sine and cosine; ACL_DECODE_CONFIG=fused: the one-launch
+decode kernels; ACL_RANDOM_LAYOUT is read from the process environment by every backend); the ops of
+:data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the short norm rows).
 ``ACL_PREFLIGHT_ARCHS`` (default ``sm_90``, e.g. ``sm_80,sm_90``): the architectures each source is compiled for.
 Exit status 1 when a source fails to compile (its log is printed), 2 without nvcc.
 """
@@ -63,6 +64,7 @@ SWITCHES = (
     "ACL_ARGMAX_CONFIG",
     "ACL_ROPE_CONFIG",
     "ACL_GMM_CONFIG",
+    "ACL_RANDOM_NORMAL",
 )
 
 
