@@ -600,23 +600,43 @@ class Suite:
         op = "ForeachAddList"
         if not self.wanted(op):
             return
+        runners = getattr(self.backend, "runners", None)
+        runner = runners.get("foreach") if isinstance(runners, dict) else None
+        caps: list[int | None] = [None]
+        if runner is not None and hasattr(runner, "block_alternatives"):
+            caps += list(runner.block_alternatives())
         for dtype in DTYPES:
-            item = dtype.info.storage_bits // 8
-            n = self.sizes.elementwise_bytes // item // FOREACH_MEMBERS
+            for cap in caps:
+                self._foreach_row(op, dtype, runner, cap)
 
-            def acl(dtype: D = dtype, n: int = n) -> tuple[Callable[[], None], Any]:
-                lists = {name: [self.array((n,), dtype) for _ in range(FOREACH_MEMBERS)] for name in ("x1", "x2")}
-                out = [empty((n,), dtype, self.backend) for _ in range(FOREACH_MEMBERS)]
-                alpha = to_device(np.ones(1, np.float32), self.backend)
-                return self.prepared(op, {**lists, "alpha": alpha, "out": out})
+    def _foreach_row(self, op: str, dtype: D, runner: Any, cap: int | None) -> None:
+        """One ForeachAddList row; ``cap`` blocks a slot forced on rocm's foreach runner while it is timed."""
+        item = dtype.info.storage_bits // 8
+        n = self.sizes.elementwise_bytes // item // FOREACH_MEMBERS
 
-            def torch_fn(dtype: D = dtype, n: int = n) -> Callable[[], object]:
-                xs = [self.tensor((n,), dtype) for _ in range(FOREACH_MEMBERS)]
-                ys = [self.tensor((n,), dtype) for _ in range(FOREACH_MEMBERS)]
-                return lambda: self.torch._foreach_add_(xs, ys)
+        def acl() -> tuple[Callable[[], None], Any]:
+            lists = {name: [self.array((n,), dtype) for _ in range(FOREACH_MEMBERS)] for name in ("x1", "x2")}
+            out = [empty((n,), dtype, self.backend) for _ in range(FOREACH_MEMBERS)]
+            alpha = to_device(np.ones(1, np.float32), self.backend)
+            launch, free = self.prepared(op, {**lists, "alpha": alpha, "out": out})
+            if cap is None:
+                return launch, free
+            runner.forced_blocks = cap  # read at every call: set while the row is timed
 
-            label = f"{FOREACH_MEMBERS} x {_mib(n * item)}"
-            self.case(Case(op, label, dtype.short, "GB/s", 3 * FOREACH_MEMBERS * n * item), acl, torch_fn, op)
+            def cleanup() -> None:
+                runner.forced_blocks = None
+                free()
+
+            return launch, cleanup
+
+        def torch_fn() -> Callable[[], object]:
+            xs = [self.tensor((n,), dtype) for _ in range(FOREACH_MEMBERS)]
+            ys = [self.tensor((n,), dtype) for _ in range(FOREACH_MEMBERS)]
+            return lambda: self.torch._foreach_add_(xs, ys)
+
+        label = f"{FOREACH_MEMBERS} x {_mib(n * item)}"
+        note = "" if cap is None else f"ACL_FOREACH_BLOCKS={cap}"
+        self.case(Case(op, label, dtype.short, "GB/s", 3 * FOREACH_MEMBERS * n * item, note=note), acl, torch_fn, op)
 
     def optimizer(self) -> None:
         """ApplyAdamWV2 on one float32 parameter of ``elementwise_bytes`` beside torch's fused AdamW kernel.
