@@ -12,7 +12,9 @@ ACL_ROPE_CONFIG: row-norm layout, long-row arg path, rotary kernel; ACL_GMM_CONF
 shape; ACL_DECODE_CONFIG=fused: the one-launch decode kernels, two: the split path at every length, block:
 the short-cache kernel; ACL_QMM_MX_DECODE and ACL_QMM_EPILOGUE: the quantised GEMMs' MX decode and epilogue;
 ACL_PDL=1|regs: the GEMV kernels' sm_90 wait for their predecessor, the fake provider offering programmatic
-launch); the ops of :data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the short norm rows).
+launch; ACL_RANDOM_NORMAL: the packed normal fill's sine and cosine; ACL_RANDOM_LAYOUT is read
+from the process environment by every backend); the ops of :data:`DECODE_CALLS` also run at decode's shapes
+(the split arg path, the short norm rows).
 ``ACL_PREFLIGHT_ARCHS`` (default ``sm_90``, e.g. ``sm_80,sm_90``): the architectures each source is compiled for.
 Exit status 1 when a source fails to compile (its log is printed), 2 without nvcc.
 """
@@ -69,6 +71,7 @@ SWITCHES = (
     "ACL_QMM_EPILOGUE",
     "ACL_PDL",
     "ACL_DECODE_CONFIG",
+    "ACL_RANDOM_NORMAL",
 )
 
 

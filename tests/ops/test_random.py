@@ -18,7 +18,7 @@ import pytest
 from acl_core import eager
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclError, AclnnError
-from acl_core.spec.ops.random import LAYOUT_ENV, mask_bytes
+from acl_core.spec.ops.random import LAYOUT_ENV, LAYOUTS, fill_layout, mask_bytes
 from acl_reference.kernels.random import block_words, philox4x32_10, words_of
 
 ALPHA = 1e-3
@@ -93,9 +93,11 @@ def test_seed_and_offset_change_the_stream_and_repeat_it() -> None:
 
 
 # ----------------------------------------------------------------------------- fills
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("np_dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
-def test_uniform_is_uniform(np_dtype: type) -> None:
+def test_uniform_is_uniform(np_dtype: type, layout: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """KS on 1e5 values: power > 0.99 against any CDF error of 0.01 (sqrt(n)·0.01 = 3.16 beside c = 1.95)."""
+    monkeypatch.setenv(LAYOUT_ENV, layout)
     n, low, high = 100_000, -2.0, 3.0
     x = eager.run("InplaceUniform", "reference", selfRef=np.zeros(n, np_dtype), seed=11, offset=3, **_range(low, high))
     v = np.sort(x["selfRef"].astype(np.float64))
@@ -112,9 +114,11 @@ def test_uniform_of_an_empty_range_is_from() -> None:
     assert (x["selfRef"] == 2).all()
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("mean,std", [(0.0, 1.0), (3.0, 0.25), (-1.0, 4.0)])
-def test_normal_is_normal(mean: float, std: float) -> None:
+def test_normal_is_normal(mean: float, std: float, layout: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """KS on 1e5 float64 values: power > 0.99 against a CDF error of 0.01 (e.g. a mean off by 0.025·std)."""
+    monkeypatch.setenv(LAYOUT_ENV, layout)
     n = 100_000
     x = eager.run("InplaceNormal", "reference", selfRef=np.zeros(n, np.float64), mean=mean, std=std, seed=7, offset=1)
     v = np.sort(x["selfRef"])
@@ -187,9 +191,14 @@ def test_packed_and_block_layouts_differ_and_a_bad_layout_is_refused(monkeypatch
         x = np.zeros(64, np.float32)
         return eager.run("InplaceUniform", "reference", selfRef=x, seed=5, offset=0, **_range(0, 1))["selfRef"]
 
+    monkeypatch.delenv(LAYOUT_ENV, raising=False)
+    default = draw()
+    assert fill_layout() == "packed" == LAYOUTS[0]  # unset: the measured faster layout
+    monkeypatch.setenv(LAYOUT_ENV, "block")
     block = draw()
     monkeypatch.setenv(LAYOUT_ENV, "packed")
     packed = draw()
+    np.testing.assert_array_equal(default, packed)
     assert packed[0] == block[0] and (packed[1:] != block[1:]).mean() > 0.9  # element 0: word 0 of block 0
     monkeypatch.setenv(LAYOUT_ENV, "sideways")
     with pytest.raises(AclError) as info:

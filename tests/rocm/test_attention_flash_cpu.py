@@ -24,6 +24,7 @@ from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclError, AclErrorCode
 from acl_rocm.kernels.attention_flash import (
+    ALTERNATIVES,
     HEAD_DIMS,
     SHARED_LIMIT,
     FlashConfig,
@@ -99,6 +100,11 @@ def test_instances_fit_shared_memory() -> None:
     assert flash_instance(D.ACL_BF16, 64, None, True, rows=64, layout=None).mtiles == 1
     assert flash_instance(D.ACL_BF16, 64, None, True, rows=65, layout=None).mtiles == 2
     assert flash_instance(D.ACL_BF16, 64, None, True, rows=65).mtiles == 1  # NVIDIA: one measured faster
+    # NVIDIA's D 128 entry (two m-tiles, Q in shared memory: 68 KiB) on smaller devices: one stage (52 KiB), then
+    # the layout-independent entry (34 KiB); short calls take one m-tile of it
+    fits = {m: flash_instance(D.ACL_BF16, 128, None, True, max_shared=m).config for m in (SHARED_LIMIT, 65536, 49152)}
+    assert [str(c) for c in fits.values()] == ["w4m2k32s2q-efiu", "w4m2k32s1q-efiu", "w4m1k64s1"]
+    assert str(flash_instance(D.ACL_BF16, 128, None, True, rows=64).config) == "w4m1k32s2q-efiu"
     with pytest.raises(ValueError, match="shared memory"):
         flash_source(FlashInstance(D.ACL_BF16, 256, warps=8, block_keys=256, stages=2))
 
@@ -111,19 +117,27 @@ def _fake_backend(tmp_path: Path, opt_in: int) -> Backend:
     return backend
 
 
-def test_tiles_above_48k_opt_into_dynamic_shared_memory(tmp_path: Path) -> None:
-    """Two K/V stages at D 128 take 68 KiB: the kernel is opted in once; a 64 KiB device gets one stage."""
+def test_tiles_above_48k_opt_into_dynamic_shared_memory(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """D 128's entry takes 68 KiB: the kernel is opted in once; a 64 KiB device gets one stage (52 KiB, opted in
+    too), a 48 KiB one the layout-independent entry (34 KiB), each fallback named on the debug line."""
     args = _args(_rng("opt-in"), "bfloat16", "BNSD", 1, 2, 2, 200, 200, 128, 3)
-    for opt_in, stages in ((232448, 2), (65536, 1)):
+    for opt_in, shape, nbytes in (
+        (232448, "w4m2k32s2q_efiu", 69632),
+        (65536, "w4m2k32s1q_efiu", 52224),
+        (49152, "w4m1k64s1", 0),
+    ):
         backend = _fake_backend(tmp_path / str(opt_in), opt_in)
         provider = backend.provider
         runner = backend.attention  # type: ignore[attr-defined]
         runner.path_override = "flash"
-        eager.run("FlashAttentionScore", backend, **args)
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="acl_rocm.attention"):
+            eager.run("FlashAttentionScore", backend, **args)
         (name,) = [launch.name for launch in provider.launches if launch.name.startswith("acl_flash")]
-        assert f"_w4m1k64s{stages}_" in name
-        want = {name: flash_instance(D.ACL_BF16, 128, None, True).shared_bytes} if stages == 2 else {}
-        assert provider.dynamic_shared == want
+        assert f"_{shape}_" in name
+        assert provider.dynamic_shared == ({name: nbytes} if nbytes else {})
+        fallback = [r for r in caplog.records if "needs more shared memory" in r.getMessage()]
+        assert len(fallback) == (0 if opt_in == 232448 else 1), opt_in
     with pytest.raises(AclError, match="needs 300000 bytes of shared memory"):
         backend.function(flash_source(flash_instance(D.ACL_BF16, 64, None, True)), "x", dynamic_shared=300000)
 
@@ -248,7 +262,7 @@ def test_flash_config_parsing_and_table() -> None:
     assert fast == FlashConfig(4, 1, 64, 2, inner="efu") and str(fast) == "w4m1k64s2-efu"
     src = flash_source(flash_instance(D.ACL_BF16, 64, None, True, override=FlashConfig.parse("w4m1k64s2-efiou")))
     assert all(f"#define {k} 1" in src for k in ("FAST_EXP", "FOLD", "SPLIT", "INTERLEAVE"))
-    plain = flash_source(flash_instance(D.ACL_BF16, 64, None, True))
+    plain = flash_source(flash_instance(D.ACL_BF16, 64, None, True, override=FlashConfig(4, 1, 64, 2)))
     assert "#define MIN_BLOCKS 3" in src and "#define MIN_BLOCKS 2" in plain
     assert all(f"#define {k} 0" in plain for k in ("FAST_EXP", "FOLD", "SPLIT", "INTERLEAVE"))
     for bad, why in (
@@ -264,6 +278,11 @@ def test_flash_config_parsing_and_table() -> None:
     for d in HEAD_DIMS:  # NVIDIA (cp.async) takes two K/V stages; AMD layouts and the software path one
         assert config_for(d, D.ACL_BF16, 1).stages == 2
         assert all(config_for(d, D.ACL_FLOAT16, layout).stages == 1 for layout in (2, 3, 4, None))
+    # NVIDIA's entries: the measured best (H100, 2026-12-06: D 128 209 TFLOP/s vs 180, D 64 120 vs 101)
+    assert str(config_for(128, D.ACL_BF16, 1)) == "w4m2k32s2q-efiu"
+    assert str(config_for(64, D.ACL_FLOAT16, 1)) == "w4m1k64s2-efiu"
+    for d, configs in ALTERNATIVES.items():  # the bench times each beside the entry, never the entry again
+        assert config_for(d, D.ACL_BF16, 1) not in configs and len(set(configs)) == len(configs)
     wide = FlashConfig(8, 2, 128, 2)
     assert flash_instance(D.ACL_BF16, 64, None, True, rows=16, override=wide).config == wide  # as given, even short
     with pytest.raises(ValueError, match=r"needs \d+ bytes of shared memory"):

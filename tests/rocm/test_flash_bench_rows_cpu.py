@@ -10,8 +10,10 @@ import pytest
 
 import acl_core
 from acl_core.backend import BackendRegistration
+from acl_core.dtypes import DataType as D
 from acl_core.plugin import hookimpl
 from acl_rocm.backend import RocmBackend
+from acl_rocm.kernels.attention_flash import config_for
 from tests.rocm.fake_provider import FakeProvider
 
 torch = pytest.importorskip("torch")
@@ -47,10 +49,11 @@ def _run_rows(backend: RocmBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     flash = backend.attention.flash  # type: ignore[attr-defined]
     rows = [case for case in suite.cases if "flash path forced" in case.note]
     assert [case.status for case in rows] == ["ok"] * (1 + len(flash.alternatives(64)))
-    assert "(block shape w4m1k64s2)" in rows[0].note
+    default = str(config_for(64, D.ACL_BF16, 1))  # the fake GPU is an sm_90: NVIDIA's entry
+    assert default == "w4m1k64s2-efiu" and f"(block shape {default})" in rows[0].note
     assert [case.note.rsplit("=", 1)[1] for case in rows[1:]] == list(flash.alternatives(64))
     launched = [launch.name for launch in backend.provider.launches if launch.name.startswith("acl_flash")]  # type: ignore[attr-defined]
-    for config in ("w4m1k64s2", *flash.alternatives(64)):
+    for config in (default, *flash.alternatives(64)):
         kernel = config.replace("-", "_")  # the kernel's name spells the inner-loop flags' dash as "_"
         assert any(f"_{kernel}_" in name for name in launched), config
     assert flash.config_override == {} and backend.attention.path_override is None  # type: ignore[attr-defined]

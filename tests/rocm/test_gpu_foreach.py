@@ -88,6 +88,20 @@ def test_members_cross_block_cap_and_slot_boundaries(rocm: Backend, reference: B
     assert_matches_reference(rocm, reference, op, args, "offset", note)
 
 
+@pytest.mark.parametrize("cap", [1, 2, 128])
+def test_fewer_blocks_a_slot_walk_the_same_elements(rocm: Backend, reference: Backend, cap: int) -> None:
+    """ACL_FOREACH_BLOCKS (forced on the runner): members larger than cap blocks walk their slot grid-stride."""
+    runner = rocm.foreach  # type: ignore[attr-defined]
+    runner.forced_blocks = cap
+    try:
+        for op in ("ForeachAddList", "ForeachSqrt"):
+            args = _boundary_args(op, np.random.default_rng(cap))
+            assert_matches_reference(rocm, reference, op, args, "contiguous", f"{cap} blocks a slot")
+            assert_matches_reference(rocm, reference, op, args, "offset", f"{cap} blocks a slot")
+    finally:
+        runner.forced_blocks = None
+
+
 @pytest.mark.parametrize("p", [1.0, 2.0, 3.0, 0.0, math.inf, -math.inf])
 def test_norm_every_mode(rocm: Backend, reference: Backend, p: float) -> None:
     rng = np.random.default_rng(11)

@@ -237,7 +237,8 @@ def moe_counts(rng: np.random.Generator, groups: int, total: int) -> np.ndarray:
 
 
 GMM_CONFIGS = ("base", "128x128x32-w2x2-s4", "128x128x32-w2x4-s4-b2", "128x128x64-w2x4-s3-b2")
-GMM_CONFIGS += ("128x256x32-w2x4-s4", "64x128x32-w2x2-s4-b3")
+GMM_CONFIGS += ("128x256x32-w2x4-s4", "64x128x32-w2x2-s4-b3", "128x128x32-w2x2-s3", "128x128x32-w2x2-s5")
+GMM_CONFIGS += ("128x128x64-w2x2-s3", "128x64x32-w2x2-s4")
 """The matrix kernel's configurations (``ACL_GMM_CONFIG``): kernels/grouped_matmul_mma.py's CONFIGS."""
 
 

@@ -81,12 +81,22 @@ def test_normal_samples_agree_to_the_rounding(rocm: Backend, reference: Backend)
             same({"selfRef": got}, {"selfRef": want}, sample.note)
 
 
-@pytest.mark.parametrize("layout", LAYOUTS[1:])
-def test_packed_fills_match_the_reference_on_every_sample(
-    rocm: Backend, reference: Backend, layout: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("layout", "trig"), [(layout, "split") for layout in LAYOUTS] + [("packed", "sincos")])
+def test_fills_in_each_layout_match_the_reference_on_every_sample(
+    rocm: Backend, reference: Backend, layout: str, trig: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The packed layout (ACL_RANDOM_LAYOUT): uniform bit for bit, normal to the rounding, every sample and view."""
+    """Each layout (ACL_RANDOM_LAYOUT) and each way to a packed normal pair's sine and cosine (ACL_RANDOM_NORMAL):
+    uniform bit for bit, normal to the rounding, every sample and view."""
     monkeypatch.setenv(LAYOUT_ENV, layout)
+    runner = rocm.runners["random"]  # type: ignore[attr-defined]
+    runner.forced_trig = trig
+    try:
+        _fills_match(rocm, reference, layout)
+    finally:
+        runner.forced_trig = None
+
+
+def _fills_match(rocm: Backend, reference: Backend, layout: str) -> None:
     for op in ("InplaceUniform", "InplaceNormal"):
         spec = get_spec(op)
         assert spec.samples is not None

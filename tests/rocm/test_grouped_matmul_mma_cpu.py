@@ -27,7 +27,15 @@ from acl_core.formats import Format
 from acl_core.tensor import AclTensor, AclTensorList
 from acl_rocm.backend import RocmBackend
 from acl_rocm.kernels.grouped_matmul import FIELD, FIELDS, GmmKernel
-from acl_rocm.kernels.grouped_matmul_mma import ALTERNATIVES, CONFIGS, GmmConfig, GmmMmaKernel, parse_config
+from acl_rocm.kernels.grouped_matmul_mma import (
+    ALTERNATIVES,
+    BASE,
+    CONFIGS,
+    DEFAULT,
+    GmmConfig,
+    GmmMmaKernel,
+    parse_config,
+)
 from acl_rocm.kernels.mma import LAYOUT_WARP, LAYOUTS
 from tests.rocm import kernel_emulator
 from tests.rocm.fake_provider import FakeProvider
@@ -108,7 +116,7 @@ def test_m_groups_match_the_reference(
     _check(emulated, reference, args, "mma", transposed)
 
 
-@pytest.mark.parametrize("config", ALTERNATIVES)
+@pytest.mark.parametrize("config", list(CONFIGS))
 def test_configurations_through_the_op(emulated: RocmBackend, reference: Backend, config: str) -> None:
     """Each ``ACL_GMM_CONFIG`` choice (forced on the runner): bf16 out (paired 16-bit stores), a bias, both weight
     layouts, the copy and the element paths."""
@@ -233,7 +241,8 @@ def _build_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
 KERNEL_CASES = [
     *((layout, "base", 40) for layout in LAYOUTS),
     (1, "base", 200),
-    *((1, name, 200) for name in ALTERNATIVES),  # K 200: more slices than stages (the ring wraps), a K tail
+    # K 200: more slices than stages (the ring wraps), a K tail
+    *((1, name, 200) for name in CONFIGS if name != "base"),
     (2, "128x128x32-w2x4-s4-b2", 200),  # 64-lane warps: half as many along N
     (2, "64x128x32-w2x2-s4-b3", 200),
     (3, "128x128x64-w2x4-s3-b2", 72),
@@ -349,6 +358,37 @@ def test_configurations_parse_launch_and_refuse(tmp_path: Path) -> None:
     backend.grouped_matmul.forced_config = "128x128x48-w2x2-s3"
     with pytest.raises(AclError, match="ACL_GMM_CONFIG='128x128x48-w2x2-s3'"):
         eager.run(OP, backend, **args)
+
+
+def test_the_default_configuration_and_its_fallback(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Unset ACL_GMM_CONFIG: the measured best (80 KiB, opted in); a device offering less: base, logged once."""
+    assert str(DEFAULT) == "128x128x32-w2x2-s4" and DEFAULT.shared_bytes == 80 * 1024
+    assert str(DEFAULT) not in ALTERNATIVES and "base" in ALTERNATIVES and set(ALTERNATIVES) <= set(CONFIGS)
+    rng = np.random.default_rng(0)
+    args = _base(
+        x=[_arr(rng, (300, 64), BF16)],
+        weight=[_arr(rng, (3, 64, 200), BF16)],
+        groupListOptional=np.full(3, 100, np.int64),
+    )
+    for opt_in, want in ((232448, DEFAULT), (DEFAULT.shared_bytes, DEFAULT), (DEFAULT.shared_bytes - 1, BASE)):
+        provider = FakeProvider(shared_opt_in=opt_in)
+        backend = RocmBackend(provider, {"ACL_KERNEL_CACHE": str(tmp_path)})
+        backend.runtime.ensure_device(0)
+        runner = backend.grouped_matmul
+        assert runner.default() == "128x128x32-w2x2-s4"
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="acl_rocm.grouped_matmul"):
+            eager.run(OP, backend, **args)
+            eager.run(OP, backend, **args)
+        assert runner.last_config == str(want), opt_in
+        gemm = provider.launches[-1]
+        assert gemm.block == (want.threads, 1, 1)
+        fallback = [r for r in caplog.records if "the base configuration instead" in r.getMessage()]
+        assert len(fallback) == (1 if want is BASE else 0), opt_in
+        if want is DEFAULT:
+            assert provider.dynamic_shared[gemm.name] == DEFAULT.shared_bytes
+        else:
+            assert gemm.name not in provider.dynamic_shared  # static 40 KiB: nothing to opt into
 
 
 def test_no_matrix_instructions_keep_the_simt_kernel_unless_forced(tmp_path: Path) -> None:

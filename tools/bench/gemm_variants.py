@@ -16,9 +16,9 @@
   (``ACL_GMM_KERNEL=simt``'s path, the kernel before the matrix-instruction one); each row's note names
   the path the runner took.
 * ``GroupedMatmulV5Configs`` (a ``--only`` name of its own, rocm only): the 16,384- and 32,768-row layers on the
-  matrix kernel in each of its block configurations (``ACL_GMM_CONFIG``: ``base`` and the kernel's alternatives, or
-  the comma-separated list in ``ACL_BENCH_GMM_CONFIGS``), the operands made once a size, the group counts the same
-  for every configuration; each row's note names the configuration that ran.
+  matrix kernel in each of its block configurations (``ACL_GMM_CONFIG``: the default, then the kernel's
+  alternatives, ``base`` among them, or the comma-separated list in ``ACL_BENCH_GMM_CONFIGS``), the operands made
+  once a size, the group counts the same for every configuration; each row's note names the configuration that ran.
 * ``GroupedMatmulSwigluQuantV2``: a W8A8 MoE expert's gate/up projection, 64 groups of uneven M (8,192
   tokens), K = 2,048, N = 2 x 1,408, int8 x and weight, per-channel and per-token float32 scales,
   SwiGLU and per-row dynamic int8 quantisation, beside torch doing the same with ``torch._grouped_mm``
@@ -244,7 +244,7 @@ def _grouped_v5_configs(suite: Suite, groups: int, tokens: int, k: int, n: int) 
     if runner is None or not hasattr(runner, "forced_config"):
         return
     listed = os.environ.get("ACL_BENCH_GMM_CONFIGS", "")
-    configs = [c.strip() for c in listed.split(",") if c.strip()] or ["base", *runner.alternatives()]
+    configs = [c.strip() for c in listed.split(",") if c.strip()] or [runner.default(), *runner.alternatives()]
     torch, dtype = suite.torch, D.ACL_BF16
     counts = _uneven(suite, groups, tokens)
     args, _ = _v5_args(suite, counts, tokens, k, n, dtype)

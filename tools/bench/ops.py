@@ -154,7 +154,7 @@ SIZES = {
         5,
         kv_blocks=4096,
         rope_tokens=4096,
-        forced_attention=(("flash", (4, 32, 4096, 128)), ("flash", (4, 32, 1024, 64))),
+        forced_attention=(("flash", (4, 32, 4096, 128)), ("flash", (4, 32, 1024, 64)), ("flash", (4, 16, 2048, 256))),
     ),
 }
 """``small``: seconds on a CPU, for tests; ``full``: the shapes of issue 4's targets, for a GPU."""
@@ -600,23 +600,43 @@ class Suite:
         op = "ForeachAddList"
         if not self.wanted(op):
             return
+        runners = getattr(self.backend, "runners", None)
+        runner = runners.get("foreach") if isinstance(runners, dict) else None
+        caps: list[int | None] = [None]
+        if runner is not None and hasattr(runner, "block_alternatives"):
+            caps += list(runner.block_alternatives())
         for dtype in DTYPES:
-            item = dtype.info.storage_bits // 8
-            n = self.sizes.elementwise_bytes // item // FOREACH_MEMBERS
+            for cap in caps:
+                self._foreach_row(op, dtype, runner, cap)
 
-            def acl(dtype: D = dtype, n: int = n) -> tuple[Callable[[], None], Any]:
-                lists = {name: [self.array((n,), dtype) for _ in range(FOREACH_MEMBERS)] for name in ("x1", "x2")}
-                out = [empty((n,), dtype, self.backend) for _ in range(FOREACH_MEMBERS)]
-                alpha = to_device(np.ones(1, np.float32), self.backend)
-                return self.prepared(op, {**lists, "alpha": alpha, "out": out})
+    def _foreach_row(self, op: str, dtype: D, runner: Any, cap: int | None) -> None:
+        """One ForeachAddList row; ``cap`` blocks a slot forced on rocm's foreach runner while it is timed."""
+        item = dtype.info.storage_bits // 8
+        n = self.sizes.elementwise_bytes // item // FOREACH_MEMBERS
 
-            def torch_fn(dtype: D = dtype, n: int = n) -> Callable[[], object]:
-                xs = [self.tensor((n,), dtype) for _ in range(FOREACH_MEMBERS)]
-                ys = [self.tensor((n,), dtype) for _ in range(FOREACH_MEMBERS)]
-                return lambda: self.torch._foreach_add_(xs, ys)
+        def acl() -> tuple[Callable[[], None], Any]:
+            lists = {name: [self.array((n,), dtype) for _ in range(FOREACH_MEMBERS)] for name in ("x1", "x2")}
+            out = [empty((n,), dtype, self.backend) for _ in range(FOREACH_MEMBERS)]
+            alpha = to_device(np.ones(1, np.float32), self.backend)
+            launch, free = self.prepared(op, {**lists, "alpha": alpha, "out": out})
+            if cap is None:
+                return launch, free
+            runner.forced_blocks = cap  # read at every call: set while the row is timed
 
-            label = f"{FOREACH_MEMBERS} x {_mib(n * item)}"
-            self.case(Case(op, label, dtype.short, "GB/s", 3 * FOREACH_MEMBERS * n * item), acl, torch_fn, op)
+            def cleanup() -> None:
+                runner.forced_blocks = None
+                free()
+
+            return launch, cleanup
+
+        def torch_fn() -> Callable[[], object]:
+            xs = [self.tensor((n,), dtype) for _ in range(FOREACH_MEMBERS)]
+            ys = [self.tensor((n,), dtype) for _ in range(FOREACH_MEMBERS)]
+            return lambda: self.torch._foreach_add_(xs, ys)
+
+        label = f"{FOREACH_MEMBERS} x {_mib(n * item)}"
+        note = "" if cap is None else f"ACL_FOREACH_BLOCKS={cap}"
+        self.case(Case(op, label, dtype.short, "GB/s", 3 * FOREACH_MEMBERS * n * item, note=note), acl, torch_fn, op)
 
     def optimizer(self) -> None:
         """ApplyAdamWV2 on one float32 parameter of ``elementwise_bytes`` beside torch's fused AdamW kernel.
@@ -659,24 +679,62 @@ class Suite:
         self.case(Case(op, _mib(n * 4), dtype.short, "GB/s", 7 * n * 4, note="torch: _fused_adamw_"), acl, torch_fn, op)
 
     def random_fills(self) -> None:
-        """InplaceNormal and InplaceUniform on float32 ``elementwise_bytes`` beside torch's normal_ / uniform_."""
-        dtype = D.ACL_FLOAT
+        """InplaceNormal and InplaceUniform on float32 ``elementwise_bytes`` beside torch's normal_ / uniform_.
+
+        On rocm, InplaceNormal's default row is followed by one row per alternative way to the packed pair's sine
+        and cosine (``ACL_RANDOM_NORMAL``, forced on the runner while the row is planned and timed).
+        """
         n = self.sizes.elementwise_bytes // 4
+        runners = getattr(self.backend, "runners", None)
+        random = runners.get("random") if isinstance(runners, dict) else None
         for op, (attrs, method, torch_args) in RANDOM_FILLS.items():
             if not self.wanted(op):
                 continue
+            variants: list[str | None] = [None]
+            if op == "InplaceNormal" and random is not None and fill_layout() == "packed":
+                variants += list(random.trig_alternatives())
+            for trig in variants:
+                self._random_fill(op, attrs, method, torch_args, n, random, trig)
 
-            def acl(op: str = op, attrs: dict[str, float] = attrs) -> tuple[Callable[[], None], Any]:
-                args: dict[str, Any] = {"selfRef": empty((n,), dtype, self.backend), **attrs, "seed": 1, "offset": 0}
+    def _random_fill(
+        self,
+        op: str,
+        attrs: dict[str, float],
+        method: str,
+        torch_args: tuple[float, float],
+        n: int,
+        random: Any,
+        trig: str | None,
+    ) -> None:
+        """One fill row; ``trig`` forced on rocm's random runner (``ACL_RANDOM_NORMAL``) while it is set."""
+        dtype = D.ACL_FLOAT
+
+        def acl() -> tuple[Callable[[], None], Any]:
+            args: dict[str, Any] = {"selfRef": empty((n,), dtype, self.backend), **attrs, "seed": 1, "offset": 0}
+            if trig is None:
                 return self.prepared(op, args)
+            random.forced_trig = trig  # the kernel is chosen when the call is first planned
+            try:
+                launch, free = self.prepared(op, args)
+            except Exception:
+                random.forced_trig = None
+                raise
 
-            def torch_fn(method: str = method, torch_args: tuple[float, float] = torch_args) -> Callable[[], object]:
-                t = self.tensor((n,), dtype)
-                fill = getattr(t, method)
-                return lambda: fill(*torch_args)
+            def cleanup() -> None:
+                random.forced_trig = None
+                free()
 
-            note = f"{LAYOUT_ENV}={fill_layout()}"
-            self.case(Case(op, _mib(n * 4), dtype.short, "GB/s", n * 4, note=note), acl, torch_fn, op)
+            return launch, cleanup
+
+        def torch_fn() -> Callable[[], object]:
+            t = self.tensor((n,), dtype)
+            fill = getattr(t, method)
+            return lambda: fill(*torch_args)
+
+        note = f"{LAYOUT_ENV}={fill_layout()}"
+        if trig is not None:
+            note += f", ACL_RANDOM_NORMAL={trig}"
+        self.case(Case(op, _mib(n * 4), dtype.short, "GB/s", n * 4, note=note), acl, torch_fn, op)
 
     def moe_routing(self) -> None:
         """MoeTokenPermute (bf16 tokens, top-k of E experts, none dropped) vs torch's stable argsort + index_select.

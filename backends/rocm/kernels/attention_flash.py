@@ -23,7 +23,6 @@ rows of ``head_dim + 8`` 16-bit elements (the 16-byte pad keeps ``ldmatrix`` row
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import re
@@ -104,8 +103,8 @@ def parse_overrides(text: str) -> dict[int | None, FlashConfig]:
 
 
 CONFIGS: Final[dict[tuple[int, D | None, int | None], FlashConfig]] = {
-    (64, None, 1): FlashConfig(4, 1, 64, 2),
-    (128, None, 1): FlashConfig(4, 1, 64, 2),
+    (64, None, 1): FlashConfig(4, 1, 64, 2, inner="efiu"),
+    (128, None, 1): FlashConfig(4, 2, 32, 2, qsmem=True, inner="efiu"),
     (256, None, 1): FlashConfig(4, 1, 32, 2),
     (64, None, None): FlashConfig(4, 2, 64, 1),
     (128, None, None): FlashConfig(4, 1, 64, 1),
@@ -118,41 +117,46 @@ synchronously, so a second K/V stage only costs them LDS: one stage. fp16 and bf
 (same sizes, same instruction rates). Two m-tiles a warp (32 query rows) share every K and V fragment a
 warp reads from shared memory, halving that traffic per FLOP. ``nvcc -Xptxas -v`` (sm_90, one stage): D 64
 with two m-tiles uses 234 registers, no spills; D 128 with two spills (240 bytes at 32-key tiles, ~800 at
-64: Q, S and O of two m-tiles in registers exceed 255), so D 128 and D 256 keep one (207 registers at D
-128; D 256 spills ~100 bytes even so, 8 with two stages). Two K/V stages need 36 KiB at D 64, 68 KiB at
-D 128 and 66 KiB at D 256: dynamic shared memory above 48 KiB, opted into per kernel; where the device
-offers less, one stage.
-Measured (H100, 2026-12-06 07:36, the ops bench's forced-flash rows, B4 N32 causal bf16): at D 64 one m-tile
-beat two (``w4m1k64s2`` 99 TFLOP/s, ``w4m2k64s2`` 73, ``w4m2k64s1`` 72, ``w8m1k64s2`` 78), so NVIDIA's D 64
-entry has one; at D 128 every shape ran 171-181 TFLOP/s (``w4m1k64s2`` the best), so neither a second stage
-nor a second m-tile is what bounds the kernel there.
+64: Q, S and O of two m-tiles in registers exceed 255) unless Q stays in shared memory (``q``: 238), so
+D 256 keeps one (D 256 spills ~100 bytes even so, 8 with two stages). Two K/V stages need 36 KiB at D 64,
+68 KiB at D 128 (``w4m2k32s2q``: 128 Q rows and 2 x 2 x 32 K/V rows) and 66 KiB at D 256: dynamic shared
+memory above 48 KiB, opted into per kernel; where the device offers less, :func:`flash_instance` falls
+back (one stage, then the layout-independent entry).
+Measured (H100, the ops bench's forced-flash rows, B4 N32 causal bf16, TFLOP/s; torch SDPA ~525 at D 128,
+~295 at D 64): 2026-12-06 07:36, at D 64 one m-tile beat two (``w4m1k64s2`` 99, ``w4m2k64s2`` 73,
+``w4m2k64s1`` 72, ``w8m1k64s2`` 78); at D 128 every shape of the original loop ran 171-181 (``w4m1k64s2``
+the best). 2026-12-06 09:21-09:30, with the inner-loop flags (:data:`INNER_FLAGS`): D 128 ``w4m1k64s2``
+180, ``-ef`` 186, ``-efu`` 191, ``-efiu`` 196, ``w4m2k32s2q-efiu`` 209 (the default since); D 64
+``w4m1k64s2`` 101, ``-ef`` 106, ``-efu`` 106, ``-efiu`` 120 (the default since), ``-efiou`` 120. D 256 has
+no measurement with the flags yet (:data:`ALTERNATIVES` times them).
 ``ACL_FLASH_CONFIG`` (:func:`parse_overrides`) replaces the entry; the ops bench times alternatives.
 """
 ALTERNATIVES: Final = {
     64: (
-        FlashConfig(4, 1, 64, 2, inner="ef"),
-        FlashConfig(4, 1, 64, 2, inner="efu"),
-        FlashConfig(4, 1, 64, 2, inner="efiu"),
-        FlashConfig(4, 1, 64, 2, inner="efiou"),
+        FlashConfig(4, 1, 64, 2),
+        FlashConfig(4, 1, 32, 2, inner="efiu"),
+        FlashConfig(4, 2, 32, 2, qsmem=True, inner="efiu"),
+        FlashConfig(8, 1, 64, 2, inner="efiu"),
     ),
     128: (
-        FlashConfig(4, 1, 64, 2, inner="ef"),
-        FlashConfig(4, 1, 64, 2, inner="efu"),
-        FlashConfig(4, 1, 64, 2, inner="efiu"),
-        FlashConfig(4, 2, 32, 2, qsmem=True, inner="efiu"),
+        FlashConfig(4, 1, 64, 2),
+        FlashConfig(8, 2, 32, 2, qsmem=True, inner="efiu"),
     ),
+    256: (FlashConfig(4, 1, 32, 2, qsmem=True, inner="efiu"),),
 }
 """Configs the ops bench times beside the table's at its forced-flash sizes (one GPU call tells which is fastest).
 
-The block-shape sweep of 2026-12-06 (``w4m2k32s2``, ``w4m2k32s2q``, ``w4m1k64s1``, ``w8m1k64s2``: 171-181
-TFLOP/s at D 128, all within 6%) left the inner loop: these add its choices (:data:`INNER_FLAGS`) one at a
-time on the table's shape (``-ef``: exp2 as one FMA and one ``ex2.approx.ftz``; ``u``: the mask-free softmax;
-``i``: the softmax interleaved with P V), so the rows' differences tell each choice's worth; at D 64 ``o``
-too, at D 128 the 128-row block with Q in shared memory with them.
-Registers (``nvcc -Xptxas -v``, sm_90, bf16, none spills): D 128 ``w4m1k64s2`` 214, ``-ef`` 214, ``-efu``
-224, ``-efiu`` 216 (``-i`` alone 238), ``w4m2k32s2q-efiu`` 238; D 64 ``w4m1k64s2`` 162, ``-efu`` 191 (two
-blocks an SM instead of three: 168 is the most for three), ``-efiu`` 166, ``-efiou`` 166 (launch bounds
-of three blocks: the compiler must keep to 168)."""
+Round 2 (after the defaults took the measured winners): each head dim's first row is the previous default (the
+gain, timed in the same run); the rest are shapes not yet timed with the flags. D 64: 32-key tiles
+(``w4m1k32s2-efiu``), two m-tiles with Q in shared memory (D 128's winner), 8 warps sharing each K/V tile.
+D 128: 8 warps of two m-tiles (256-row blocks: half the K/V traffic per FLOP, one block an SM). D 256 (no
+flags measured yet): Q in shared memory frees the registers that spill without it, so the flags fit. Kept to
+a few rows so that the whole ops bench line stays near a minute of GPU time.
+Registers (``nvcc -Xptxas -v``, sm_90, bf16): D 128 ``w4m1k64s2`` 214, ``-efiu`` 216, ``w4m2k32s2q-efiu``
+238 and ``-efu`` 238, ``w8m2k32s2q-efiu`` 238, none spills; ``w4m2k32s2q-efiuo`` would spill 540 bytes (168
+registers for three blocks an SM) and ``w4m2k64s2q-efiu`` 112, so neither is listed. D 64 ``w4m1k64s2`` 162,
+``-efiu`` 166, ``w4m1k32s2-efiu`` 206, ``w4m2k32s2q-efiu`` 195, ``w8m1k64s2-efiu`` 166, none spills. D 256
+``w4m1k32s2`` 254 (8 bytes spilled), ``-efiu`` 255 (72), ``w4m1k32s2q-efiu`` 220 (none), ``-efu`` 230 (none)."""
 
 
 def config_for(head_dim: int, dtype: D, layout: int | None) -> FlashConfig:
@@ -244,27 +248,35 @@ def flash_instance(
     override: FlashConfig | None = None,
 ) -> FlashInstance:
     """The instance for a call: ``override`` as given, else :data:`CONFIGS`' entry for ``head_dim`` (one of
-    :data:`HEAD_DIMS`), ``dtype`` and matrix ``layout``, with one m-tile for ``rows`` <= :data:`SHORT_ROWS` and
-    one stage where two exceed the device's ``max_shared`` bytes. An override that does not fit: ValueError."""
+    :data:`HEAD_DIMS`), ``dtype`` and matrix ``layout``, with one m-tile for ``rows`` <= :data:`SHORT_ROWS`; where
+    the entry exceeds the device's ``max_shared`` bytes, one stage, then the layout-independent entry (one stage,
+    Q in registers). An override that does not fit: ValueError."""
     config = override or config_for(head_dim, dtype, layout)
-    mtiles = config.mtiles if override is not None or rows is None or rows > SHORT_ROWS else 1
-    inst = FlashInstance(
-        dtype,
-        head_dim,
-        sink,
-        warps=config.warps,
-        block_keys=config.block_keys,
-        mtiles=mtiles,
-        stages=config.stages,
-        vec=vec,
-        qsmem=config.qsmem,
-        inner=config.inner,
-    )
+
+    def build(config: FlashConfig, stages: int) -> FlashInstance:
+        mtiles = config.mtiles if override is not None or rows is None or rows > SHORT_ROWS else 1
+        return FlashInstance(
+            dtype,
+            head_dim,
+            sink,
+            warps=config.warps,
+            block_keys=config.block_keys,
+            mtiles=mtiles,
+            stages=stages,
+            vec=vec,
+            qsmem=config.qsmem,
+            inner=config.inner,
+        )
+
+    inst = build(config, config.stages)
     if inst.shared_bytes > max_shared:
         if override is not None:
             need = f"{inst.shared_bytes} bytes of shared memory (the device has {max_shared})"
             raise ValueError(f"flash config {override} needs {need}")
-        inst = dataclasses.replace(inst, stages=1)
+        inst = build(config, 1)
+    if inst.shared_bytes > max_shared:
+        fallback = config_for(head_dim, dtype, None)
+        inst = build(fallback, 1)
     return inst
 
 

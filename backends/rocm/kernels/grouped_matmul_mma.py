@@ -4,7 +4,7 @@ Same descriptor table, group-list pass and block-to-tile mapping as :class:`~acl
 (block ``b`` finds its group by binary search over the groups' first tiles, so empty groups cost
 nothing and uneven ones only their own tiles), with ``bm`` × ``bn`` output tiles computed by the warps of
 one block on the warp matrix layer (:mod:`acl_rocm.kernels.mma`). The block shape is a :class:`GmmConfig`
-(``ACL_GMM_CONFIG``, :data:`CONFIGS`); :data:`BASE` is the first kernel, kept as it was:
+(``ACL_GMM_CONFIG``, :data:`CONFIGS`; :data:`DEFAULT` unless set); :data:`BASE` is the first kernel, kept as it was:
 
 * K advances ``bk`` at a time through shared-memory stages (``acl_cp_async16``: ``cp.async`` on sm_80+).
   x lands as [m][k] rows, the weight as [k][n] rows when its N is contiguous (a [K, N] weight) or as
@@ -114,21 +114,41 @@ class GmmConfig:
 
 
 BASE: Final = GmmConfig(TILE_M, TILE_N, TILE_K, 2, 2, 2, 0, legacy=True)
-"""The first kernel: 128 x 128 tiles, K 32, 4 warps of 64 x 64, two static stages (the default until measured)."""
+"""The first kernel: 128 x 128 tiles, K 32, 4 warps of 64 x 64, two static stages (the fallback of :data:`DEFAULT`)."""
 CONFIGS: Final = {
     str(c): c
     for c in (
         BASE,
-        GmmConfig(128, 128, 32, 2, 2, 4),  # the base shape, four pipelined stages
+        GmmConfig(128, 128, 32, 2, 2, 4),  # the base shape, four pipelined stages (the default)
         GmmConfig(128, 128, 32, 2, 4, 4, 2),  # 8 warps of 64 x 32, two blocks an SM (128 registers)
         GmmConfig(128, 128, 64, 2, 4, 3, 2),  # the same, K 64: half the barriers
         GmmConfig(128, 256, 32, 2, 4, 4),  # 8 warps of 64 x 64, one block an SM
         GmmConfig(64, 128, 32, 2, 2, 4, 3),  # small M tiles: less padding in small groups, 3 blocks an SM
+        GmmConfig(128, 128, 32, 2, 2, 3),  # the default with three stages (60 KiB)
+        GmmConfig(128, 128, 32, 2, 2, 5),  # the default with five stages (100 KiB: still two blocks an SM)
+        GmmConfig(128, 128, 64, 2, 2, 3),  # the default's warps, K 64: half the barriers (108 KiB, two an SM)
+        GmmConfig(128, 64, 32, 2, 2, 4),  # 4 warps of 64 x 32: 166 registers, three blocks an SM
     )
 }
 """The named configurations (``ACL_GMM_CONFIG`` takes these names or any other ``BMxBNxBK-wMxN-sS``)."""
-ALTERNATIVES: Final = tuple(name for name in CONFIGS if name != "base")
-"""The configurations the ops bench times beside the default."""
+DEFAULT: Final = CONFIGS["128x128x32-w2x2-s4"]
+"""The configuration calls run without ``ACL_GMM_CONFIG``: the measured best (H100, 2026-12-06 09:21-09:30, the
+ops bench's GroupedMatmulV5Configs rows, 64 experts, K 2048, N 1408, bf16, TFLOP/s at 16k / 32k rows): base 146 /
+165, ``128x128x32-w2x2-s4`` 164 / 195, ``128x128x32-w2x4-s4-b2`` 144 / 168, ``128x128x64-w2x4-s3-b2`` 152 / 182,
+``128x256x32-w2x4-s4`` 138 / 155, ``64x128x32-w2x2-s4-b3`` 149 / 160. It takes 80 KiB of dynamic shared memory:
+where the device's opt-in limit is lower the runner takes :data:`BASE` (40 KiB static) and logs it."""
+ALTERNATIVES: Final = (
+    "base",
+    "128x128x32-w2x2-s3",
+    "128x128x32-w2x2-s5",
+    "128x128x64-w2x2-s3",
+    "128x64x32-w2x2-s4",
+)
+"""The configurations the ops bench times beside the default: the first kernel (the default's gain, timed in the
+same run), then the default's 2 x 2 warps with three and five stages, with K 64 a slice, and with 64-column tiles.
+Registers (``nvcc -Xptxas -v``, sm_90, bf16): the default 248 (two blocks an SM), ``-s3`` and ``-s5`` 248,
+``128x128x64-w2x2-s3`` 255 (8 bytes spilled), ``128x64x32-w2x2-s4`` 166 (three blocks an SM). The configurations
+measured slower than the default stay named in :data:`CONFIGS` but are not timed again."""
 
 
 def parse_config(text: str) -> GmmConfig:

@@ -25,6 +25,12 @@ BLOCK_THREADS: Final = 256
 DIGITS: Final[dict[D, int]] = {D.ACL_FLOAT: 24, D.ACL_FLOAT16: 11, D.ACL_BF16: 8, D.ACL_DOUBLE: 53}
 """Significand digits of each float output: the bits a uniform value is made of (as the reference)."""
 
+NORMAL_TRIG: Final = {
+    "split": "cos(θ) and sin(θ) as two calls (each reduces θ on its own)",
+    "sincos": "one sincos(θ): the argument reduced once for both (float64, the same ulp bounds as cos and sin)",
+}
+"""A packed normal pair's sine and cosine (``ACL_RANDOM_NORMAL``); ``split`` first: the default until measured."""
+
 PHILOX: Final = r"""
 // ---- Philox4x32-10 (Salmon et al. 2011, Random123) and the family's counter layout ----
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
@@ -136,6 +142,8 @@ class Fill:
     ndim: int
     layout: str = "block"
     """The family's fill layout: ``block`` (a Philox block per element) or ``packed`` (uniform and normal)."""
+    trig: str = "split"
+    """How a packed normal pair takes ``cos θ`` and ``sin θ`` (:data:`NORMAL_TRIG`; float64 either way)."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -172,13 +180,21 @@ class Fill:
                 "}",
             ]
             return lines
+        if self.trig not in NORMAL_TRIG:
+            raise ValueError(f"no {self.trig!r} way to the normal pair's sine and cosine")
+        trig = (
+            ["double sn, cs;", "sincos(th, &sn, &cs);"]
+            if self.trig == "sincos"
+            else ["const double cs = cos(th), sn = sin(th);"]
+        )
         return [
             *lines,
             "const double u1 = acl_rnd_add(acl_rnd_unit53(w[0], w[1]), 1.1102230246251565404e-16);",
             "const double u2 = acl_rnd_unit53(w[2], w[3]);",
             "const double r = sqrt(-2.0 * log(u1)), th = acl_rnd_mul(6.283185307179586, u2);",
-            "const double v0 = acl_rnd_add(a, acl_rnd_mul(b, r * cos(th)));",
-            "const double v1 = acl_rnd_add(a, acl_rnd_mul(b, r * sin(th)));",
+            *trig,
+            "const double v0 = acl_rnd_add(a, acl_rnd_mul(b, r * cs));",
+            "const double v1 = acl_rnd_add(a, acl_rnd_mul(b, r * sn));",
             f"s[0] = {store_narrow('v0', self.dtype)};",
             f"s[1] = {store_narrow('v1', self.dtype)};",
         ]

@@ -11,6 +11,7 @@ software path). Q/K/V move as 16-byte ``cp.async`` chunks where their rows allow
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import logging
 import math
 import threading
@@ -27,6 +28,7 @@ from acl_rocm.kernels.attention_flash import (
     FlashConfig,
     FlashGrid,
     FlashInstance,
+    config_for,
     flash_instance,
     flash_source,
     parse_overrides,
@@ -148,6 +150,9 @@ class FlashAttention:
             raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"ACL_FLASH_CONFIG: {exc}") from None
         if flash != self.last_instance:
             how = "ACL_FLASH_CONFIG" if override is not None else f"table, layout {layout}"
+            wanted = config_for(inst.head_dim, inst.dtype, layout)
+            if override is None and dataclasses.replace(flash.config, mtiles=wanted.mtiles) != wanted:
+                how += f"; {wanted} needs more shared memory than the device's {props.max_shared_memory} B"
             what = f"D{inst.head_dim} {inst.dtype.short}: {flash.config} ({how}), {flash.shared_bytes} B shared"
             log.debug("flash kernel %s", what)
         self.last_instance = flash

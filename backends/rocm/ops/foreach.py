@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
+from acl_core.errors import AclError, AclErrorCode
 from acl_core.formats import Format
 from acl_core.spec.ops.foreach import INT_LISTS, ROWS, Carrier, Row, int32_scalar
 from acl_core.tensor import AclScalarList, AclTensor, AclTensorList, contiguous_strides
@@ -40,6 +41,13 @@ ROW_BY_NAME: dict[str, Row] = {r.name: r for r in ROWS}
 OPS: tuple[str, ...] = tuple(sorted(ROW_BY_NAME))
 """The Foreach operators this module runs."""
 MAX_BLOCKS_PER_SLOT = 1024
+"""Blocks a slot (one tensor of a list) takes at most, unless :data:`BLOCKS_ENV` says otherwise."""
+BLOCKS_ENV = "ACL_FOREACH_BLOCKS"
+"""The most blocks a slot takes (1 .. 65536; unset: :data:`MAX_BLOCKS_PER_SLOT`). Every block first finds its slot
+(a scan of the table's first-block column, up to 31 steps, in every thread) and then walks its slot grid-stride,
+so fewer blocks a slot spread that search over more elements a thread; the values are the same for any count."""
+BLOCK_ALTERNATIVES = (128,)
+"""Blocks-a-slot settings the ops bench times beside the default (ForeachAddList's extra rows)."""
 PER_THREAD = 4
 
 
@@ -69,6 +77,23 @@ class ForeachRunner:
 
     def __init__(self, backend: RocmBackend) -> None:
         self.backend = backend
+        self.forced_blocks: int | None = None
+        """Blocks a slot over :data:`BLOCKS_ENV` for calls made while set (the bench's rows)."""
+
+    def blocks_per_slot(self) -> int:
+        """The most blocks a slot takes: :attr:`forced_blocks`, else :data:`BLOCKS_ENV`, else the default."""
+        if self.forced_blocks is not None:
+            return self.forced_blocks
+        setting = self.backend.environ.get(BLOCKS_ENV, "").strip()
+        if not setting:
+            return MAX_BLOCKS_PER_SLOT
+        if not setting.isdigit() or not 1 <= int(setting) <= 65536:
+            raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{BLOCKS_ENV}={setting!r}: not an integer 1..65536")
+        return int(setting)
+
+    def block_alternatives(self) -> tuple[int, ...]:
+        """Blocks-a-slot settings worth timing beside the default (the ops bench's extra ForeachAddList rows)."""
+        return BLOCK_ALTERNATIVES
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per Foreach operator."""
@@ -198,9 +223,10 @@ class ForeachRunner:
         slots: list[list[int]] = []
         first = 0
         per_thread = max(PER_THREAD, vector_width(kernel.dtype))  # a whole 16-byte vector per thread
+        cap = self.blocks_per_slot()
         for i in entries:
             numel = outs[i].numel
-            blocks = min(-(-numel // (BLOCK * per_thread)), MAX_BLOCKS_PER_SLOT)
+            blocks = min(-(-numel // (BLOCK * per_thread)), cap)
             addr = [_address(lst[i]) for lst in ins] + [0] * (3 - len(ins))
             slots.append([numel, first, addr[0], addr[1], addr[2], _address(outs[i]), sfields[i]])
             first += blocks

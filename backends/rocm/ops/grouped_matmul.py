@@ -48,6 +48,7 @@ from acl_rocm.kernels.grouped_matmul import (
 from acl_rocm.kernels.grouped_matmul_mma import ALTERNATIVES as MMA_ALTERNATIVES
 from acl_rocm.kernels.grouped_matmul_mma import BASE as MMA_BASE
 from acl_rocm.kernels.grouped_matmul_mma import BIAS_DTYPES as MMA_BIAS
+from acl_rocm.kernels.grouped_matmul_mma import DEFAULT as MMA_DEFAULT
 from acl_rocm.kernels.grouped_matmul_mma import DTYPES as MMA_DTYPES
 from acl_rocm.kernels.grouped_matmul_mma import OUT_DTYPES as MMA_OUT
 from acl_rocm.kernels.grouped_matmul_mma import GmmConfig, GmmMmaKernel, parse_config
@@ -65,8 +66,9 @@ GMM_ENV = "ACL_GMM_KERNEL"
 """``simt`` keeps every grouped GEMM on the shared-memory SIMT kernel; unset (auto): fp16 / bf16 operands take
 the matrix-instruction kernel where the architecture has matrix instructions; ``mma``: wherever they fit."""
 CONFIG_ENV = "ACL_GMM_CONFIG"
-"""The matrix-instruction kernel's block shape: a name of :data:`~acl_rocm.kernels.grouped_matmul_mma.CONFIGS`
-(``base``, the default) or ``BMxBNxBK-wMxN-sS``; an invalid setting fails the call (ACL_ERROR_INVALID_PARAM)."""
+"""The matrix-instruction kernel's block shape: a name of :data:`~acl_rocm.kernels.grouped_matmul_mma.CONFIGS` or
+``BMxBNxBK-wMxN-sS``; unset: :data:`~acl_rocm.kernels.grouped_matmul_mma.DEFAULT` (``base`` where the device's
+shared memory is too small for it); an invalid setting fails the call (ACL_ERROR_INVALID_PARAM)."""
 
 
 def _itemsize(dtype: D) -> int:
@@ -135,16 +137,34 @@ class GroupedMatmulRunner:
         """A :data:`CONFIG_ENV` setting over the environment's for calls made while set (the bench's rows)."""
         self.last_config: str | None = None
         """The matrix-instruction kernel's configuration the last ``mma`` call launched."""
+        self._fallback_logged: int | None = None
+        """The shared-memory limit the default's fallback to the base configuration was last logged for."""
 
     def config(self) -> GmmConfig:
         """The matrix-instruction kernel's configuration (:data:`CONFIG_ENV`, or :attr:`forced_config`)."""
         setting = self.forced_config or self.backend.environ.get(CONFIG_ENV, "")
         if not setting.strip():
+            limit = self.backend.properties.max_shared_memory
+            if MMA_DEFAULT.shared_bytes <= limit:
+                return MMA_DEFAULT
+            if self._fallback_logged != limit:
+                self._fallback_logged = limit
+                LOG.debug(
+                    "grouped GEMM: the default configuration %s needs %d B of shared memory, the device allows %d:"
+                    " the base configuration instead",
+                    MMA_DEFAULT,
+                    MMA_DEFAULT.shared_bytes,
+                    limit,
+                )
             return MMA_BASE
         try:
             return parse_config(setting)
         except ValueError as exc:
             raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{CONFIG_ENV}={setting!r}: {exc}") from None
+
+    def default(self) -> str:
+        """The configuration's name calls run without :data:`CONFIG_ENV` where the device's shared memory allows it."""
+        return str(MMA_DEFAULT)
 
     def alternatives(self) -> tuple[str, ...]:
         """Configurations worth timing beside the default (the ops bench's extra GroupedMatmulV5 rows)."""

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from acl_core.backend import Kernel, Launch
+from acl_core.errors import AclError, AclErrorCode
 from acl_core.spec.ops.random import fill_layout
 from acl_core.tensor import AclTensor
-from acl_rocm.kernels.random import DoMask, Fill, GenMask, Multinomial
+from acl_rocm.kernels.random import NORMAL_TRIG, DoMask, Fill, GenMask, Multinomial
 from acl_rocm.launch import KernelArgs, launch_tensor, longs
 from acl_rocm.ops.program import FLAG, Program, Step, program_kernel
 from acl_rocm.ops.sort import address
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
 OPS: tuple[str, ...] = ("InplaceUniform", "InplaceNormal", "Bernoulli", "DropoutGenMask", "DropoutGenMaskV2")
 OPS += ("DropoutDoMask", "Multinomial")
 """The kernels this module runs (InplaceBernoulli runs Bernoulli's)."""
+TRIG_ENV = "ACL_RANDOM_NORMAL"
+"""A packed InplaceNormal pair's sine and cosine: ``split`` (cos and sin, the default) or ``sincos`` (one call);
+both are the platform's float64 functions within their ulp bounds, so InplaceNormal's accuracy class holds for
+each (kernels/random.py's NORMAL_TRIG)."""
 REFUSED = "Multinomial: self holds a negative, infinite or NaN weight, a zero row, or too few positive weights"
 """The 161002 message of Multinomial's device check."""
 
@@ -52,6 +57,21 @@ class RandomRunner:
 
     def __init__(self, backend: RocmBackend) -> None:
         self.backend = backend
+        self.forced_trig: str | None = None
+        """A :data:`TRIG_ENV` setting over the environment's for calls planned while set (the bench's rows)."""
+
+    def normal_trig(self) -> str:
+        """How packed normal pairs take their sine and cosine (:data:`TRIG_ENV`; unset: the first of NORMAL_TRIG)."""
+        value = (self.forced_trig or self.backend.environ.get(TRIG_ENV, "")).strip() or next(iter(NORMAL_TRIG))
+        if value not in NORMAL_TRIG:
+            raise AclError(
+                AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{TRIG_ENV}={value!r}: not one of {tuple(NORMAL_TRIG)}"
+            )
+        return value
+
+    def trig_alternatives(self) -> tuple[str, ...]:
+        """The :data:`TRIG_ENV` choices worth timing beside the default (the ops bench's extra InplaceNormal rows)."""
+        return tuple(NORMAL_TRIG)[1:]
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""
@@ -88,7 +108,8 @@ class RandomRunner:
         values: list[object] = [meta, KernelArgs.pointer(address(t)), g, ctypes.c_double(a)]
         values.append(ctypes.c_double(b))
         layout = fill_layout() if kind in ("uniform", "normal") else "block"
-        kernel = Fill(kind, t.dtype, ndim, layout)
+        trig = self.normal_trig() if kind == "normal" and layout == "packed" else "split"
+        kernel = Fill(kind, t.dtype, ndim, layout, trig)
         self._step(prog, kernel, -(-t.numel // kernel.per_block), values)
         return prog
 

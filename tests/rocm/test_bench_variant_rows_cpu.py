@@ -1,0 +1,65 @@
+"""The ops bench's variant rows on the fake provider: InplaceNormal's ACL_RANDOM_NORMAL row and ForeachAddList's
+ACL_FOREACH_BLOCKS rows, each forcing its setting on the runner while it runs and clearing it after."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+import acl_core
+from acl_core.backend import BackendRegistration
+from acl_core.dtypes import DataType as D
+from acl_core.plugin import hookimpl
+from acl_rocm.backend import RocmBackend
+from acl_rocm.kernels.random import Fill
+from tests.rocm.fake_provider import FakeProvider
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sequence[RocmBackend]]:
+    backend = RocmBackend(FakeProvider(blas=True), {"ACL_KERNEL_CACHE": str(tmp_path)})
+    backend.runtime.ensure_device(0)
+
+    class Plugin:
+        @hookimpl
+        def acl_core_backends(self) -> Sequence[BackendRegistration]:
+            return (BackendRegistration("fakerocm", lambda: backend, priority=-100),)
+
+    acl_core.reset_plugins()
+    acl_core.register_plugin(Plugin())
+    acl_core.use_backend("fakerocm")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the fake GPU's torch side runs on the CPU
+    monkeypatch.delenv("ACL_RANDOM_LAYOUT", raising=False)
+    yield (backend,)
+    acl_core.reset_plugins()
+
+
+def _suite(backend: RocmBackend, only: set[str]) -> object:
+    from acl_tools.bench.ops import SIZES, Suite
+
+    sizes = dataclasses.replace(SIZES["small"], elementwise_bytes=1 << 16, rounds=1)
+    suite = Suite(backend, sizes, progress=lambda line: None, only=only)
+    suite.device = torch.device("cpu")
+    return suite
+
+
+def test_random_and_foreach_variant_rows(fake: Sequence[RocmBackend]) -> None:
+    (backend,) = fake
+    suite = _suite(backend, {"InplaceNormal", "ForeachAddList"})
+    suite.random_fills()  # type: ignore[attr-defined]
+    normal = [c for c in suite.cases if c.op == "InplaceNormal"]  # type: ignore[attr-defined]
+    assert [c.status for c in normal] == ["ok", "ok"]
+    assert normal[0].note == "ACL_RANDOM_LAYOUT=packed" and normal[1].note.endswith("ACL_RANDOM_NORMAL=sincos")
+    compiled = backend.provider.compiled  # type: ignore[attr-defined]
+    assert Fill("normal", D.ACL_FLOAT, 1, "packed", "sincos").kernel_name in compiled
+    assert Fill("normal", D.ACL_FLOAT, 1, "packed", "split").kernel_name in compiled
+    assert backend.runners["random"].forced_trig is None
+    suite.foreach()  # type: ignore[attr-defined]
+    rows = [c for c in suite.cases if c.op == "ForeachAddList"]  # type: ignore[attr-defined]
+    assert [c.note for c in rows[:2]] == ["", "ACL_FOREACH_BLOCKS=128"] and {c.status for c in rows} == {"ok"}
+    assert backend.foreach.forced_blocks is None  # type: ignore[attr-defined]
