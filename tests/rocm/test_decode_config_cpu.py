@@ -12,6 +12,7 @@ from acl_rocm.driver import SCRATCH_MIN, RocmDriver
 from acl_rocm.kernels.attention_decode import (
     AUTO_BLOCK_KEYS,
     BLOCK_ALWAYS,
+    BLOCK_HEADS,
     BLOCK_ROWS,
     BLOCK_THREADS,
     BLOCKS_PER_UNIT,
@@ -49,7 +50,11 @@ def test_the_default_is_auto_over_the_two_kernel_path() -> None:
     )
     assert str(cfg) == (
         f"two,auto={AUTO_BLOCK_KEYS},bpu={BLOCKS_PER_UNIT},chunk={MIN_CHUNK},kpw={KEYS_PER_WARP}"
-        f",bthreads={BLOCK_THREADS},brows={BLOCK_ROWS},beager=1"
+        f",bthreads={BLOCK_THREADS},brows={BLOCK_ROWS},beager=1,bheads={BLOCK_HEADS}"
+    )
+    assert (
+        parse_decode_config("bheads=0").bheads == 0
+        and parse_decode_config(str(parse_decode_config("bheads=0"))).bheads == 0
     )
     assert cfg.takes_block(AUTO_BLOCK_KEYS) and not cfg.takes_block(AUTO_BLOCK_KEYS + 1)
     assert not cfg.takes_block(0)

@@ -154,12 +154,12 @@ def test_auto_policy_takes_the_measured_winner_per_shape(tmp_path: Path) -> None
     from acl_rocm.ops.gemv_config import PRESETS, auto_preset, parse, policy_for
 
     want = {  # (M, shape): preset
-        (1, "down"): "deep",  # 4.39 vs legacy 5.13 us
-        (1, "o"): "w16",  # 3.43 vs 3.54
+        (1, "down"): "deep",  # 4.39 / 4.23 vs legacy 5.13 / 4.77 us in two runs
+        (1, "o"): "legacy",  # w16 won one run (3.43 vs 3.54) and lost the other (3.25 vs 3.18)
         (1, "gate_up"): "legacy",  # 6.61, the fastest
         (1, "qkv"): "legacy",  # row / w16 within 2%
-        (8, "qkv"): "deep",  # 7.54 vs 7.76
-        (8, "o"): "w16",  # 5.35 vs 5.55
+        (8, "qkv"): "legacy",  # deep 7.54 vs 7.76, then 7.38 vs 7.37
+        (8, "o"): "legacy",
         (8, "gate_up"): "legacy",
         (8, "down"): "legacy",
     }
@@ -169,6 +169,7 @@ def test_auto_policy_takes_the_measured_winner_per_shape(tmp_path: Path) -> None
         assert auto_preset(2 if m == 1 else 5, n, k) == preset  # the band's other rows
         assert auto_preset(16, n, k) == "legacy"  # not measured above M = 8
     assert auto_preset(1, 151936, 1024) == "legacy"  # the vocabulary head
+    assert auto_preset(1, 17, 1031) == "legacy"  # K >= 2.5 N, but no layer-sized weight
     assert policy_for(parse(""), 1, 1024, 3072) == PRESETS["deep"]
     assert policy_for(PRESETS["row"], 1, 1024, 3072) == PRESETS["row"]  # a named choice is kept
     with pytest.raises(ValueError, match="auto takes no"):
@@ -176,7 +177,7 @@ def test_auto_policy_takes_the_measured_winner_per_shape(tmp_path: Path) -> None
     # the runner plans the resolved preset's shape and reports it
     backend = RocmBackend(FakeProvider(blas=True), {"ACL_KERNEL_CACHE": str(tmp_path), "ACL_GEMV": "1"})
     backend.runtime.ensure_device(0)
-    for name, preset in (("down", "deep"), ("o", "w16"), ("gate_up", "legacy")):
+    for name, preset in (("down", "deep"), ("o", "legacy"), ("gate_up", "legacy")):
         k, n = DECODE_NK[name]
         a = eager.empty((1, k), D.ACL_BF16, backend)
         w = eager.to_device(np.ones((k, n), ml_dtypes.bfloat16), backend, layout="transposed")

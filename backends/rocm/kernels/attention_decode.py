@@ -56,10 +56,15 @@ SINGLE_SPLIT_KEYS: Final = 0
 decode (a 96-key cache, 8 KV heads, batch 1: 8 blocks walking three 32-key tiles one after another) spent
 13.1 µs a layer in the split kernel on the H100 (2026-12-06 07:38), against 8.2 + 3.2 µs for three splits and
 the combine with the kernel before (06:21): a tile's load latency, not the combine launch, dominates there."""
-AUTO_BLOCK_KEYS: Final = 2048
-"""Caches of at most this many keys take the one-block-per-(batch, kv head) kernel (``attention_decode_block``)
-by default (``auto``); longer ones the split-KV path. Not measured yet: the estimate puts the block kernel's
-time (8 blocks streaming the cache) level with split + combine near 2k keys at batch 1, 8 KV heads."""
+AUTO_BLOCK_KEYS: Final = 256
+"""Caches of at most this many keys take the short-cache block kernel (``attention_decode_block``) by default
+(``auto``); longer ones the split-KV path. Measured on an H100 (2026-12-06 10:12, graph µs a call, B1 N16/8
+D128): at 128 keys the block kernel 5.81 (a block per kv head) and 4.91 (a block per query head,
+``bheads=1``) against split + combine 7.57; at 1k keys 25.2 / 19.4 against 9.47 (a few blocks cannot stream a
+long cache). The kernel's time grows by about 0.017 µs a key, so it meets split + combine's near 256."""
+BLOCK_HEADS: Final = 1
+"""Query heads per block of the short-cache kernel by default: one (16 blocks for Qwen3's 8 KV heads, the
+second head's K / V read from L2) measured 4.91 µs against 5.81 for the whole GQA group a block at 128 keys."""
 BLOCK_ALWAYS: Final = 1 << 40
 """The ``block`` setting's threshold: every cache takes the block kernel."""
 BLOCK_THREADS: Final = 256
@@ -115,7 +120,7 @@ class DecodeConfig:
     """Keys per lane group's tile in the short-cache kernel (fewer at GQA groups above 2)."""
     beager: bool = True
     """The short-cache kernel loads K / V rows with the mask bytes (else after them, only rows kept)."""
-    bheads: int = 0
+    bheads: int = BLOCK_HEADS
     """Query heads per block of the short-cache kernel (0: the whole GQA group; fewer: more blocks a kv head)."""
     wide: bool = False
     """The two-kernel path's split blocks run the short-cache kernel's layout (16-byte loads), then the combine."""
@@ -131,8 +136,7 @@ class DecodeConfig:
         dbuf += ",wide" if self.wide else ""
         short = ""
         if self.block > 0 or self.wide:
-            short = f",bthreads={self.bthreads},brows={self.brows},beager={int(self.beager)}"
-            short += f",bheads={self.bheads}" if self.bheads else ""
+            short = f",bthreads={self.bthreads},brows={self.brows},beager={int(self.beager)},bheads={self.bheads}"
         return f"{path},bpu={self.blocks_per_unit},chunk={self.min_chunk},kpw={self.kpw}{eager}{dbuf}{short}"
 
     def takes_block(self, capacity: int) -> bool:

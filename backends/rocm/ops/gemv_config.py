@@ -83,29 +83,19 @@ def auto_preset(rows: int, n: int, k: int) -> str:
     """The preset ``auto`` takes for ``rows`` activation rows against a weight [N, K]: the measured winners.
 
     Measured on an H100 80GB (2026-12-06, graph µs per launch, scripts/gemv_config_bench.py, Qwen3-0.6B's
-    bf16 decode weights [N x K]; legacy first):
+    bf16 decode weights [N x K], in two runs, 09:27 and 10:13; legacy first):
 
-    * M = 1: down [1024 x 3072] legacy 5.13, deep 4.39 (K = 3N: ``deep``); o [1024 x 2048] legacy 3.54,
-      w16 3.43 (K = 2N: ``w16``); gate_up [6144 x 1024] legacy 6.61 is the fastest; qkv [4096 x 1024] legacy
-      5.06, row 4.95 and w16 4.96 are within 2% (kept ``legacy``).
-    * M = 8: qkv legacy 7.76, deep 7.54 (N = 4K: ``deep``); o legacy 5.55, w16 5.35 (K = 2N: ``w16``);
-      gate_up legacy 10.6 (w16 / deep 10.7) and down legacy 7.18 (deep 7.23): ``legacy``.
+    * M = 1, down [1024 x 3072]: legacy 5.13 / 4.77, ``deep`` 4.39 / 4.23 -- the one shape a preset wins in
+      both runs (K split over fewer warps, more loads in flight a lane).
+    * Not taken: w16 for o [1024 x 2048] (3.43 vs 3.54 in the first run, 3.25 vs 3.18 in the second), deep
+      for qkv at M = 8 (7.54 vs 7.76, then 7.38 vs 7.37); gate_up and qkv at M = 1 and every M = 8 shape
+      are fastest, or within 2%, as ``legacy``.
 
-    The bands follow :attr:`NkPolicy.budget`'s (M <= 2, M <= 8); M = 2 and M = 3..7 were not measured and
-    take their band's choice; M > 8 (not measured) stays ``legacy``. The boundaries between the measured
-    K / N ratios (3, 2, 1/4, 1/6) are not measured either: each rule covers the ratios nearest its shape.
+    So ``deep`` where M <= 2 and K >= 2.5 N on a layer-sized weight (N >= 256; M = 2 was not measured and
+    follows M = 1), ``legacy`` everywhere else.
     """
-    if rows <= 2:
-        if 2 * k >= 5 * n:  # K >= 2.5 N: down (K = 3N)
-            return "deep"
-        if 2 * k >= 3 * n:  # 1.5 N <= K < 2.5 N: o (K = 2N)
-            return "w16"
-        return "legacy"
-    if rows <= 8:
-        if 2 * k >= 3 * n and 2 * k < 5 * n:  # o (K = 2N)
-            return "w16"
-        if 2 * n >= 7 * k and 2 * n < 9 * k:  # 3.5 K <= N < 4.5 K: qkv (N = 4K)
-            return "deep"
+    if rows <= 2 and n >= 256 and 2 * k >= 5 * n:
+        return "deep"
     return "legacy"
 
 
