@@ -118,11 +118,21 @@ def run_program(backend: RocmBackend, prog: Program, stream: int) -> None:
         backend.driver.defer_check(stream, flag, prog.report)
 
 
-def program_kernel(backend: RocmBackend, family: str, op: str, plan: Callable[[Launch], Program]) -> Kernel:
-    """The Kernel of ``op``: its program planned once per signature and device (``launch.memo``), then run."""
+def program_kernel(
+    backend: RocmBackend,
+    family: str,
+    op: str,
+    plan: Callable[[Launch], Program],
+    variant: Callable[[], str | None] | None = None,
+) -> Kernel:
+    """The Kernel of ``op``: its program planned once per signature and device (``launch.memo``), then run;
+    ``variant`` names a forced kernel choice (tests, bench A/B) whose plans are kept apart."""
 
     def kernel(launch: Launch) -> None:
         key = f"rocm.{family}@{backend.provider.get_device()}"
+        forced = variant() if variant is not None else None
+        if forced is not None:
+            key += f":{forced}"
         prog = launch.memo.get(key)
         if prog is None:
             prog = launch.memo[key] = plan(launch)
