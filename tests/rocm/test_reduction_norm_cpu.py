@@ -138,10 +138,16 @@ def test_source_structure() -> None:
 
 
 def test_in_place_add_rms_norm_reads_before_it_writes(fake: tuple[RocmBackend, FakeProvider]) -> None:
+    """The block layout (forced: ``auto`` gives rows this short the grouped one, whose in-place runs the emulated
+    samples check) reads the whole row into registers before its block reduction, and writes after it."""
     backend, provider = fake
     x = np.ones((2, 8), np.float32)
     provider.launches.clear()
-    eager.run("InplaceAddRmsNorm", backend, x1Ref=x, x2Ref=x, gamma=np.ones(8, np.float32), epsilon=1e-6)
+    backend.runners["norm"].forced_layout = "block"
+    try:
+        eager.run("InplaceAddRmsNorm", backend, x1Ref=x, x2Ref=x, gamma=np.ones(8, np.float32), epsilon=1e-6)
+    finally:
+        backend.runners["norm"].forced_layout = None
     source = provider.launches[-1].source
     assert "cache_t cx[" in source  # a short row: kept in registers, so the row is read before any write
     after_reads = source.rsplit("acl_block_reduce(", 1)[1]
