@@ -8,13 +8,13 @@ source with ``nvcc -ptx`` for sm_90 with the backend's own options. Needs nvcc o
 Usage: python scripts/nvcc_preflight.py [OP_PATTERN ...]   (fnmatch patterns; default: every claimed op)
 The switches in :data:`SWITCHES` reach the backend from the environment (``ACL_GEMV=1``: small-M products compile
 the GEMV kernels; ``ACL_GEMV_CONFIG=deep``: in that shape policy; ACL_ROWNORM_CONFIG, ACL_ARGMAX_CONFIG and
-ACL_ROPE_CONFIG: row-norm layout, long-row arg path, rotary kernel; ACL_GMM_CONFIG: the grouped GEMM's block
-shape; ACL_DECODE_CONFIG=fused: the one-launch decode kernels, two: the split path at every length, block:
-the short-cache kernel; ACL_QMM_MX_DECODE and ACL_QMM_EPILOGUE: the quantised GEMMs' MX decode and epilogue;
-ACL_PDL=1|regs: the GEMV kernels' sm_90 wait for their predecessor, the fake provider offering programmatic
-launch; ACL_RANDOM_NORMAL: the packed normal fill's sine and cosine; ACL_RANDOM_LAYOUT is read
-from the process environment by every backend); the ops of :data:`DECODE_CALLS` also run at decode's shapes
-(the split arg path, the short norm rows).
+ACL_ROPE_CONFIG: row-norm layout, long-row arg path, rotary kernel; ACL_KV_SCATTER_CONFIG=vec: ScatterPaKvCache's
+vector copy; ACL_GMM_CONFIG: the grouped GEMM's block shape; ACL_DECODE_CONFIG=fused: the one-launch decode
+kernels, two: the split path at every length, block: the short-cache kernel; ACL_QMM_MX_DECODE and
+ACL_QMM_EPILOGUE: the quantised GEMMs' MX decode and epilogue; ACL_PDL=1|regs: the GEMV kernels' sm_90 wait for
+their predecessor, the fake provider offering programmatic launch; ACL_RANDOM_NORMAL: the packed normal fill's sine
+and cosine; ACL_RANDOM_LAYOUT is read from the process environment by every backend); the ops of
+:data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the short norm rows).
 ``ACL_PREFLIGHT_ARCHS`` (default ``sm_90``, e.g. ``sm_80,sm_90``): the architectures each source is compiled for.
 Exit status 1 when a source fails to compile (its log is printed), 2 without nvcc.
 """
@@ -66,6 +66,7 @@ SWITCHES = (
     "ACL_ROWNORM_CONFIG",
     "ACL_ARGMAX_CONFIG",
     "ACL_ROPE_CONFIG",
+    "ACL_KV_SCATTER_CONFIG",
     "ACL_GMM_CONFIG",
     "ACL_QMM_MX_DECODE",
     "ACL_QMM_EPILOGUE",
@@ -94,6 +95,11 @@ def _decode_calls() -> dict[str, list[dict[str, Any]]]:
         "ApplyRotaryPosEmb": [
             {"queryRef": x(b, 1, 16, 128), "keyRef": x(b, 1, 8, 128), "cos": x(b, 1, 1, 128), "sin": x(b, 1, 1, 128)}
             | {"layout": 1}
+            for b in (1, 8)
+        ],
+        "ScatterPaKvCache": [
+            {"key": x(b, 8, 128), "value": x(b, 8, 128), "slotMapping": np.arange(b, dtype=np.int32) * 3}
+            | {"keyCacheRef": x(4, 16, 8, 128), "valueCacheRef": x(4, 16, 8, 128)}
             for b in (1, 8)
         ],
     }

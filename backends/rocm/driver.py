@@ -63,8 +63,8 @@ class _Capture:
     origin: int
     streams: set[int] = field(default_factory=set)
     slabs: list[CheckSlab] = field(default_factory=list)
-    scratch: dict[int, tuple[int, int]] = field(default_factory=dict)
-    """Per captured stream: the (address, bytes) of its stream scratch (:meth:`RocmDriver.stream_scratch`)."""
+    scratch: dict[tuple[int, str], tuple[int, int]] = field(default_factory=dict)
+    """Per (captured stream, region): the (address, bytes) of its stream scratch (:meth:`RocmDriver.stream_scratch`)."""
     scratch_all: list[int] = field(default_factory=list)
     """Every scratch allocation the capture made (its graph frees them)."""
 
@@ -108,8 +108,8 @@ class RocmDriver(Driver):
         """Per stream: (flag, message) of eager calls, each flag stream-ordered memory freed once read."""
         self._armed: dict[int, list[RocmGraph]] = {}
         """Per stream: the graphs replayed on it since its last synchronisation (their slabs are read then)."""
-        self._scratch: dict[int, tuple[int, int]] = {}
-        """Per eager stream: (address, bytes) of its stream scratch (:meth:`stream_scratch`)."""
+        self._scratch: dict[tuple[int, str], tuple[int, int]] = {}
+        """Per (eager stream, region): (address, bytes) of its stream scratch (:meth:`stream_scratch`)."""
         self._scratch_old: dict[int, list[int]] = {}
         """Per eager stream: scratch a larger request replaced (freed with the stream)."""
         self._capture_of: dict[int, _Capture] = {}
@@ -236,7 +236,7 @@ class RocmDriver(Driver):
         if handle(stream) in self._checks or handle(stream) in self._armed:
             self.provider.stream_synchronize(handle(stream))
             self._drain(handle(stream), report=False)
-        if handle(stream) in self._scratch:
+        if any(key[0] == handle(stream) for key in self._scratch):
             self.provider.stream_synchronize(handle(stream))
             self._free_scratch(handle(stream))
         self.provider.stream_destroy(handle(stream))
@@ -297,7 +297,7 @@ class RocmDriver(Driver):
         if stream not in self._capture_of:
             self.provider.free_async(flag, stream)
 
-    def stream_scratch(self, stream: int, nbytes: int) -> int:
+    def stream_scratch(self, stream: int, nbytes: int, region: str = "") -> int:
         """Persistent device bytes (zeroed once) that the kernels enqueued on ``stream`` share, one after another.
 
         For ops whose kernels keep counters there and leave them zero when done (a kernel's last block resets
@@ -307,11 +307,16 @@ class RocmDriver(Driver):
         graph; an eager stream's buffer is freed when the stream is destroyed. The first ``nbytes`` only are
         the caller's; a larger request than the stream's buffer takes a new, larger one (the old one is kept
         until then: launches still queued may use it).
+
+        Each ``region`` is a buffer of its own: kernels that keep counters where another family's kernels
+        leave data (the arg-extremum split path's candidates over decode attention's counters) name
+        different regions, so no launch finds another's data where it expects a zero counter.
         """
+        key = (stream, region)
         with self._lock:
             capture = self._capture_of.get(stream)
             table = self._scratch if capture is None else capture.scratch
-            have = table.get(stream)
+            have = table.get(key)
             if have is not None and have[1] >= nbytes:
                 return have[0]
         size = max(SCRATCH_MIN, 1 << max(0, nbytes - 1).bit_length())
@@ -330,15 +335,15 @@ class RocmDriver(Driver):
                     self._scratch_old.setdefault(stream, []).append(have[0])
             else:
                 capture.scratch_all.append(base)
-            table[stream] = (base, size)
+            table[key] = (base, size)
         return base
 
     def _free_scratch(self, stream: int) -> None:
         """Free an eager stream's scratch (the caller has synchronised the stream)."""
         with self._lock:
-            have = self._scratch.pop(stream, None)
+            have = [self._scratch.pop(key)[0] for key in [k for k in self._scratch if k[0] == stream]]
             old = self._scratch_old.pop(stream, [])
-        for base in old + ([have[0]] if have is not None else []):
+        for base in old + have:
             self.provider.free(base)
 
     def _sync_memset(self, address: int, nbytes: int) -> None:

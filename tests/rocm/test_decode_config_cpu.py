@@ -208,3 +208,24 @@ def test_a_capture_has_its_own_scratch_freed_with_its_graph() -> None:
     driver.graph_destroy(graph)
     assert captured not in provider._buffers and eager in provider._buffers
     driver.destroy_stream(s)
+
+
+def test_scratch_regions_are_separate_buffers() -> None:
+    """A region (the arg path's ``arg``) is a buffer of its own on the stream and in a capture, so one family's
+    data never lands on another's counters; destroying the stream frees every region's buffer."""
+    provider = FakeProvider(capture=True)
+    driver = RocmDriver(provider)
+    s = provider.stream_create()
+    shared, arg = driver.stream_scratch(s, 64), driver.stream_scratch(s, 64, "arg")
+    assert arg != shared and _zeroed(arg, SCRATCH_MIN)
+    assert driver.stream_scratch(s, 128, "arg") == arg and driver.stream_scratch(s, 128) == shared
+    driver.capture_begin(s, CaptureMode.ACL_MODEL_RI_CAPTURE_MODE_RELAXED)
+    captured = driver.stream_scratch(s, 64, "arg")
+    assert captured not in (arg, shared) and _zeroed(captured, SCRATCH_MIN)
+    assert driver.stream_scratch(s, 64) not in (arg, shared, captured)
+    graph = driver.capture_end(s)
+    assert driver.stream_scratch(s, 64, "arg") == arg
+    driver.graph_destroy(graph)
+    assert captured not in provider._buffers
+    driver.destroy_stream(s)
+    assert arg not in provider._buffers and shared not in provider._buffers

@@ -281,3 +281,91 @@ def test_rope_vec_width_follows_the_views(rocm: Backend) -> None:
         runner.forced_rope = None
         for a in (*arrays, shifted):
             a.free()
+
+
+def _written(call: object, variant: int) -> np.ndarray:
+    """The logits the capture harness wrote for input set ``variant`` (its own bytes, as the kernel read them)."""
+    ((_, raw),) = call.variants[variant]  # type: ignore[attr-defined]
+    x = call.kwargs["self"]  # type: ignore[attr-defined]
+    return np.frombuffer(np.ascontiguousarray(raw).tobytes(), x.dtype).reshape(x.shape)
+
+
+@pytest.mark.parametrize("mode", ["persist", "split"])
+def test_arg_path_first_planned_inside_a_capture(rocm: Backend, reference: Backend, mode: str) -> None:
+    """The Qwen3 runner's order: the first call of a signature is made while the decode step is captured, so
+    the plan is made inside the capture (persist once allocated and zeroed its scratch there: 107031). The
+    graph replayed twice with the logits changed in place equals the reference each time, and eager runs after
+    it (the stream's own scratch) agree with the replays bit for bit; batch 1 and five rows, in one capture (one
+    scratch region: neither call's candidates may land on the other's counters)."""
+    from tests.rocm.capture_harness import OpCall, assert_bitwise, capture, replay, run_eager
+
+    if not rocm.capabilities().stream_capture:
+        pytest.fail(f"rocm does not capture here: {rocm.capabilities().notes.get('stream_capture')}")
+    runner = rocm.runners["reduction"]  # type: ignore[attr-defined]
+    driver = rocm.driver  # type: ignore[attr-defined]
+    planned: list[bool] = []
+    real_plan = runner._split_arg
+
+    def watched(*args: object, **kwargs: object) -> object:
+        planned.append(bool(driver._capture_of))
+        return real_plan(*args, **kwargs)
+
+    runner._split_arg = watched
+    runner.forced_arg = mode
+    rng = np.random.default_rng(41)
+    shapes = [((1, 11_111), ml_dtypes.bfloat16, "ties"), ((5, 8_321), np.float32, "nan")]  # used by no other test
+    calls = [OpCall(rocm, "ArgMax", {"self": _row(rng, s, t, p), "dim": -1, "keepdim": False}) for s, t, p in shapes]
+    for c in calls:  # the second input set: every row rotated by one element (the harness leaves bf16 as it is)
+        ((da, raw),) = c.variants[0]
+        c.variants[1] = [(da, np.roll(raw, da.dtype.info.storage_bits // 8))]
+        assert not np.array_equal(_written(c, 0), _written(c, 1))
+    stream = rocm.runtime.create_stream()  # type: ignore[attr-defined]
+    try:
+        graph = capture(calls, stream)
+        try:
+            assert planned == [True, True], f"not planned inside the capture: {planned}"
+            for variant in (0, 1):
+                got = replay(calls, graph, stream, variant)
+                for c, g in zip(calls, got):
+                    x = _written(c, variant)
+                    want = eager.run("ArgMax", reference, self=x, dim=-1, keepdim=False)["out"]
+                    np.testing.assert_array_equal(g["out[0]"], want, err_msg=f"{mode} replay {variant}")
+                assert_bitwise(run_eager(calls, stream, variant), got, f"{mode} eager after replay {variant}")
+        finally:
+            driver.graph_destroy(graph)
+    finally:
+        runner._split_arg = real_plan
+        runner.forced_arg = None
+        for c in calls:
+            c.free()
+        rocm.runtime.destroy_stream(stream)  # type: ignore[attr-defined]
+
+
+def test_persist_arg_path_on_two_streams(rocm: Backend, reference: Backend) -> None:
+    """One persist plan enqueued on two streams with nothing ordering them: each stream has its own scratch, so
+    neither stream's blocks count in the other's row counters; three rounds with changed logits (a counter
+    left non-zero or a combine over the other stream's candidates shows as a stale or wrong index)."""
+    from tests.rocm.capture_harness import OpCall
+
+    runner = rocm.runners["reduction"]  # type: ignore[attr-defined]
+    runner.forced_arg = "persist"
+    rt = rocm.runtime  # type: ignore[attr-defined]
+    rng = np.random.default_rng(43)
+    call = OpCall(rocm, "ArgMax", {"self": _row(rng, (2, 9_999), np.float32, "ties"), "dim": -1, "keepdim": False})
+    streams = [rt.create_stream(), rt.create_stream()]
+    try:
+        for r in range(3):
+            call.fill(r % 2)
+            for _ in range(2):
+                for s in streams:
+                    call.enqueue(call.prepare(), s)  # one signature: one plan, on either stream
+            for s in streams:
+                rt.synchronize_stream(s)
+            x = _written(call, r % 2)
+            want = eager.run("ArgMax", reference, self=x, dim=-1, keepdim=False)["out"]
+            np.testing.assert_array_equal(call.outputs()["out[0]"], want, err_msg=f"round {r}")
+    finally:
+        runner.forced_arg = None
+        call.free()
+        for s in streams:
+            rt.destroy_stream(s)

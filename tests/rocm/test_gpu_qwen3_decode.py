@@ -45,3 +45,30 @@ def test_bf16_decode_step_matches_the_reference(rocm_under_test: str, tmp_path: 
     tol = 1e-2 if EMULATED else 0.1
     scale = float(np.abs(truth).max())
     np.testing.assert_allclose(stepped[: agree + 1], truth[: agree + 1], atol=tol * scale, rtol=0)
+
+
+def test_replayed_greedy_decode_with_a_long_vocabulary(rocm_under_test: str, tmp_path: Path) -> None:
+    """A 9,000-token vocabulary puts the decode step's ArgMax on the long-row path (its default, persist), first
+    planned while the runner captures the step (persist once zeroed a plan-held scratch there: 107031). The
+    replayed generation equals the eager one token for token, and the reference's on the emulator."""
+    import acl_core
+    from acl_rocm.ops import reduction as reduction_ops
+    from acl_tools.qwen3 import hf
+    from acl_tools.qwen3.model import Qwen3Runner
+
+    vocab = 9000
+    rocm = acl_core.get_backend(rocm_under_test)
+    units = rocm.properties.compute_units  # type: ignore[attr-defined]
+    assert reduction_ops.arg_slices(2, vocab, units) > 1, "the long-row arg path must run"
+    model_dir = hf.make_checkpoint(tmp_path / "v9k", preset="tiny", seed=0, overrides={"vocab_size": vocab})
+    prompts = [[5, 6, 7, 8, 9, 10], [10, 9, 8, 7, 6, 5]]
+    with Qwen3Runner(model_dir, backend=rocm_under_test, dtype="bf16") as r:
+        replayed = r.generate(prompts, 3, replay=True)
+        again = r.generate(prompts, 3, replay=True)  # the same capture replayed again
+        eager = r.generate(prompts, 3, replay=False)
+    assert replayed.replayed and replayed.decode_captures == 1 and again.decode_captures == 0
+    assert replayed.tokens.tolist() == eager.tokens.tolist() == again.tokens.tolist()
+    if EMULATED:  # the emulator's GEMMs round as the reference's do
+        with Qwen3Runner(model_dir, backend="reference", dtype="bf16") as r:
+            want = r.generate(prompts, 3, replay=False)
+        assert replayed.tokens.tolist() == want.tokens.tolist()

@@ -112,3 +112,115 @@ def test_scatter_nd_update_keeps_the_last_repeat_on_the_device(emulated: RocmBac
     got = eager.run("ScatterNdUpdate", emulated, varRef=var, indices=idx, updates=upd)["varRef"]
     want = eager.run("ScatterNdUpdate", reference, varRef=var, indices=idx, updates=upd)["varRef"]
     np.testing.assert_array_equal(got, want)
+
+
+def _scatter_views(backend: RocmBackend, rng: np.random.Generator, dtype: type, shape: str) -> dict:
+    """ScatterPaKvCache's arguments: ``decode`` (Qwen3's k and v of one token, 8 heads of 128, each a view into a
+    fused qkv row, as the runner passes them), ``narrow`` (rows of 12: 4 a thread), ``shifted`` (key starting
+    one element past an aligned address: a thread per element)."""
+    from acl_core.dtypes import from_numpy
+    from acl_core.tensor import AclTensor
+    from tests.rocm.offset_views import placed
+
+    tokens, heads, width = {"decode": (2, 8, 128), "narrow": (3, 2, 12), "shifted": (3, 2, 16)}[shape]
+    blocks, size = 3, 4
+    qkv = rng.standard_normal((tokens, 4 * heads, width)).astype(dtype)  # q (2 heads' worth), k, v
+    da = placed(backend, qkv, 1 if shape == "shifted" else 0)
+    row = 4 * heads * width
+    d = from_numpy(qkv.dtype)
+
+    def view(first_head: int) -> AclTensor:
+        at = da.offset + first_head * width
+        return AclTensor.create(
+            (tokens, heads, width), d, (row, width, 1), at, storage_dims=da.storage_dims, data=da.address
+        )
+
+    caches = [rng.standard_normal((blocks, size, heads, width)).astype(dtype) for _ in range(2)]
+    slots = np.array([5, -1, 0][:tokens] if tokens > 2 else [7, 2], np.int32)
+    hold = {"qkv": da}
+    key, value = view(2 * heads), view(3 * heads)
+    host = {"key": qkv[:, 2 * heads : 3 * heads], "value": qkv[:, 3 * heads :]}
+    return {"device": {"key": key, "value": value}, "host": host, "caches": caches, "slots": slots, "hold": hold}
+
+
+@pytest.mark.parametrize("mode", ["scalar", "vec"])
+@pytest.mark.parametrize(
+    ("shape", "dtype", "vec"),
+    [("decode", "bfloat16", 8), ("decode", "float32", 4), ("narrow", "float16", 4), ("shifted", "bfloat16", 1)],
+)
+def test_scatter_copies_bit_for_bit_under_each_config(
+    emulated: RocmBackend, reference: Backend, mode: str, shape: str, dtype: str, vec: int
+) -> None:
+    """ACL_KV_SCATTER_CONFIG: ``vec`` moves the widest vector every view allows (16 bytes at decode's bf16 rows, a
+    thread per element for a shifted key), ``scalar`` a thread per element; the caches equal the reference's bit
+    for bit (a padding slot -1 skipped), k and v views into one fused row."""
+    import ml_dtypes
+
+    np_dtype = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype).type
+    runner = emulated.runners["kv_cache"]
+    views = _scatter_views(emulated, np.random.default_rng(8), np_dtype, shape)
+    runner.forced_scatter = mode
+    kernels: list = []
+    real_step = runner._step
+    runner._step = lambda prog, kernel, *rest: (kernels.append(kernel), real_step(prog, kernel, *rest))[1]
+    try:
+        key, value = views["device"]["key"], views["device"]["value"]
+        assert runner.scatter_vec([(key, key), (value, value)], (key.view_dims[2], value.view_dims[2])) == (
+            vec if mode == "vec" else 1
+        )
+        got = eager.run(
+            "ScatterPaKvCache",
+            emulated,
+            key=key,
+            value=value,
+            keyCacheRef=views["caches"][0],
+            valueCacheRef=views["caches"][1],
+            slotMapping=views["slots"],
+        )
+    finally:
+        runner._step = real_step
+        runner.forced_scatter = None
+        views["hold"]["qkv"].free()
+    assert [k.vec for k in kernels if hasattr(k, "vec")] == [vec if mode == "vec" else 1]
+    want = eager.run(
+        "ScatterPaKvCache",
+        reference,
+        key=np.ascontiguousarray(views["host"]["key"]),
+        value=np.ascontiguousarray(views["host"]["value"]),
+        keyCacheRef=views["caches"][0],
+        valueCacheRef=views["caches"][1],
+        slotMapping=views["slots"],
+    )
+    for name in ("keyCacheRef", "valueCacheRef"):
+        assert got[name].tobytes() == want[name].tobytes(), f"{mode} {shape} {dtype}: {name}"
+
+
+def test_vec_scatter_refuses_a_bad_slot_and_writes_nothing(emulated: RocmBackend) -> None:
+    """Under ``vec`` a slot past the cache is still refused (161002) before any vector is written."""
+    rng = np.random.default_rng(9)
+    kc, vc = (rng.standard_normal((2, 4, 2, 8)).astype(np.float16) for _ in range(2))
+    caches = [eager.to_device(c, emulated) for c in (kc, vc)]
+    key = rng.standard_normal((2, 2, 8)).astype(np.float16)
+    runner = emulated.runners["kv_cache"]
+    runner.forced_scatter = "vec"
+    try:
+        with pytest.raises(AclnnError) as err:
+            eager.run(
+                "ScatterPaKvCache",
+                emulated,
+                key=key,
+                value=key.copy(),
+                keyCacheRef=caches[0],
+                valueCacheRef=caches[1],
+                slotMapping=np.array([1, 8], np.int64),
+            )
+        runner.forced_scatter = "fastest"
+        with pytest.raises(AclnnError):
+            runner.scatter_mode()
+    finally:
+        runner.forced_scatter = None
+    assert err.value.code == 161002
+    np.testing.assert_array_equal(caches[0].numpy(), kc)
+    np.testing.assert_array_equal(caches[1].numpy(), vc)
+    for c in caches:
+        c.free()

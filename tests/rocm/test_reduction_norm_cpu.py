@@ -29,6 +29,7 @@ from acl_rocm.kernels.ctypes_map import SUPPORTED
 from acl_rocm.kernels.reduction import RowKernel, RowOperand, acc_dtype, generate, int_acc
 from acl_rocm.ops import norm as norm_ops
 from acl_rocm.ops import reduction as reduction_ops
+from acl_rocm.ops.program import Scratch
 from acl_rocm.ops.reduction import row_config
 from acl_rocm.providers.base import DeviceProperties
 from tests.conftest import assert_close
@@ -137,10 +138,16 @@ def test_source_structure() -> None:
 
 
 def test_in_place_add_rms_norm_reads_before_it_writes(fake: tuple[RocmBackend, FakeProvider]) -> None:
+    """The block layout (forced: ``auto`` gives rows this short the grouped one, whose in-place runs the emulated
+    samples check) reads the whole row into registers before its block reduction, and writes after it."""
     backend, provider = fake
     x = np.ones((2, 8), np.float32)
     provider.launches.clear()
-    eager.run("InplaceAddRmsNorm", backend, x1Ref=x, x2Ref=x, gamma=np.ones(8, np.float32), epsilon=1e-6)
+    backend.runners["norm"].forced_layout = "block"
+    try:
+        eager.run("InplaceAddRmsNorm", backend, x1Ref=x, x2Ref=x, gamma=np.ones(8, np.float32), epsilon=1e-6)
+    finally:
+        backend.runners["norm"].forced_layout = None
     source = provider.launches[-1].source
     assert "cache_t cx[" in source  # a short row: kept in registers, so the row is read before any write
     after_reads = source.rsplit("acl_block_reduce(", 1)[1]
@@ -289,18 +296,24 @@ def test_split_argmax_slices_longer_than_the_prefetch(reference: Backend, tmp_pa
         ("group", (1, 1024), 1, 128, 32),  # one warp a row: 4 chunks of 8 a lane
         ("group", (8, 1024), 2, 128, 32),
         ("block", (1, 1024), 1, 64, None),
+        ("auto", (16, 128), 8, 32, 16),  # q/k-norm rows: group32 (measured 1.65 us vs block 1.84)
+        ("auto", (1, 1024), 1, 64, None),  # AddRmsNorm rows: block (2.17 vs group 3.14)
+        (None, (16, 128), 8, 32, 16),  # unset: auto
+        (None, (8, 1024), 8, 64, None),
     ],
 )
 def test_row_norm_layout_launch_shapes(
     fake: tuple[RocmBackend, FakeProvider],
-    layout: str,
+    layout: str | None,
     shape: tuple[int, int],
     grid: int,
     block: int,
     group: int | None,
 ) -> None:
-    """ACL_ROWNORM_CONFIG picks the launch: a block per row, or G lanes a row with several rows a block (bf16)."""
+    """ACL_ROWNORM_CONFIG picks the launch: a block per row, or G lanes a row with several rows a block (bf16);
+    ``auto`` (also when unset) by row width."""
     backend, provider = fake
+    assert norm_ops.ROWNORM_ENV not in backend.environ
     runner = backend.runners["norm"]
     runner.forced_layout = layout
     try:
@@ -314,3 +327,49 @@ def test_row_norm_layout_launch_shapes(
     assert (f"group={group}" in launched.source) == (group is not None)
     if group:
         assert "__syncthreads" not in launched.source.split(launched.name)[1]  # shuffles alone
+
+
+def test_long_arg_rows_default_to_persist_in_a_scratch_region_of_their_own(
+    fake: tuple[RocmBackend, FakeProvider], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unset ACL_ARGMAX_CONFIG: persist (measured 5.63 us vs split 7.65); its program has no temporary and nothing
+    but the launch, its scratch the stream's ``arg`` region (its candidates would land on the decode attention's
+    counters in the shared region); ``split`` keeps a zeroed temporary; a bad value is 161002."""
+    from acl_core import aclnn
+
+    backend, _provider = fake
+    runner = backend.runners["reduction"]
+    assert reduction_ops.ARGMAX_ENV not in backend.environ and runner.argmax_mode() == "persist"
+    rows, length = 2, 20_000
+    parts = rows * reduction_ops.arg_slices(rows, length, backend.properties.compute_units)
+    assert parts > rows
+    programs: list = []
+    real = reduction_ops.run_program
+    monkeypatch.setattr(reduction_ops, "run_program", lambda b, p, s: (programs.append(p), real(b, p, s))[1])
+    x = eager.to_device(np.zeros((rows, length), np.float32), backend)
+    out = eager.empty((rows,), D.ACL_INT64, backend)
+    spec = get_spec("ArgMax")
+    try:
+        for mode in (None, "split"):
+            runner.forced_arg = mode
+            try:
+                _, executor = aclnn.get_workspace_size(spec, (x.tensor(), -1, False, out.tensor()), None, backend)
+                aclnn.execute(spec, None, 0, executor, None)
+            finally:
+                runner.forced_arg = None
+    finally:
+        x.free()
+        out.free()
+    persist, split = programs
+    assert len(persist.steps) == 1 and not persist.temps and not persist.zeroed
+    counters = -(-4 * backend.properties.compute_units // 256) * 256  # every call's counters, then candidates
+    assert persist.scratch == counters + parts * 16
+    assert [v.offset for v in persist.steps[0].values if isinstance(v, Scratch)] == [counters, counters + parts * 8, 0]
+    assert persist.scratch_region == reduction_ops.ARG_SCRATCH != ""
+    assert len(split.steps) == 1 and split.temps and split.zeroed and not split.scratch
+    runner.forced_arg = "fastest"
+    try:
+        with pytest.raises(AclnnError):
+            runner.argmax_mode()
+    finally:
+        runner.forced_arg = None

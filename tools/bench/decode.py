@@ -39,6 +39,7 @@ SWITCHES = (
     "ACL_ARGMAX_CONFIG",
     "ACL_ROWNORM_CONFIG",
     "ACL_ROPE_CONFIG",
+    "ACL_KV_SCATTER_CONFIG",
     "ACL_GEMV",
     "ACL_ATTENTION_PATH",
     "ACL_DECODE_CONFIG",
@@ -48,6 +49,7 @@ VARIANTS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "ACL_ARGMAX_CONFIG": ("reduction", "forced_arg", ("split", "persist", "block")),
     "ACL_ROWNORM_CONFIG": ("norm", "forced_layout", ("block", "group", "group32")),
     "ACL_ROPE_CONFIG": ("attention", "forced_rope", ("scalar", "vec")),
+    "ACL_KV_SCATTER_CONFIG": ("kv_cache", "forced_scatter", ("scalar", "vec")),
 }
 """switch -> (runner, its forcing attribute, the values timed as separate rows): the A/B of issue 15's tiny
 decode kernels in one run (rocm; other backends time the case once)."""
@@ -66,6 +68,7 @@ OPS = (
     "RmsNorm",
     "ApplyRotaryPosEmb",
     "SwiGlu",
+    "ScatterPaKvCache",
 )
 """The names ``--only`` picks from in the decode suite."""
 
@@ -75,6 +78,7 @@ FULL_SHAPES: dict[str, Any] = {
     "gemm_m": (1, 8, 16),
     "gemm_kn": ((HIDDEN, INTERMEDIATE), (INTERMEDIATE, HIDDEN), (HIDDEN, 2 * HIDDEN), (HIDDEN, VOCAB)),
     "rows": (1, 8),
+    "kv_blocks": 64,
     "vocab": VOCAB,
     "hidden": HIDDEN,
     "intermediate": INTERMEDIATE,
@@ -85,6 +89,7 @@ SMALL_SHAPES: dict[str, Any] = {
     "gemm_m": (1,),
     "gemm_kn": ((64, 96),),
     "rows": (1,),
+    "kv_blocks": 2,
     "vocab": 10_000,
     "hidden": 64,
     "intermediate": 96,
@@ -318,6 +323,31 @@ class DecodeSuite(Suite):
             nbytes = 2 * 3 * rows * inter
             self._run(Case("SwiGlu", f"[{rows},{2 * inter}]", "bf16", "GB/s", nbytes), acl, torch_fn, "SwiGlu")
 
+    def kv_scatter(self) -> None:
+        """ScatterPaKvCache of one token's k and v per sequence (8 heads of 128, bf16) into paged caches of 128-slot
+        blocks (64 at full size), beside torch's index_copy_ of both into the flattened caches."""
+        if not self.wanted("ScatterPaKvCache"):
+            return
+        blocks, size = self.shapes["kv_blocks"], 128
+        for rows in self.shapes["rows"]:
+            slots = np.arange(rows, dtype=np.int64) * 37 + 5
+
+            def acl(rows: int = rows, slots: np.ndarray = slots) -> tuple[Callable[[], None], Any]:
+                kv = [self.array((rows, KV_HEADS, HEAD_DIM), D.ACL_BF16) for _ in range(2)]
+                caches = [self.array((blocks, size, KV_HEADS, HEAD_DIM), D.ACL_BF16) for _ in range(2)]
+                args = {"key": kv[0], "value": kv[1], "keyCacheRef": caches[0], "valueCacheRef": caches[1]}
+                return self.prepared("ScatterPaKvCache", {**args, "slotMapping": to_device(slots, self.backend)})
+
+            def torch_fn(rows: int = rows, slots: np.ndarray = slots) -> Callable[[], object]:
+                k, v = (self.tensor((rows, KV_HEADS, HEAD_DIM), D.ACL_BF16) for _ in range(2))
+                kc, vc = (self.tensor((blocks * size, KV_HEADS, HEAD_DIM), D.ACL_BF16) for _ in range(2))
+                index = self.torch.as_tensor(slots, device=self.device)
+                return lambda: (kc.index_copy_(0, index, k), vc.index_copy_(0, index, v))
+
+            nbytes = 2 * 2 * rows * KV_HEADS * HEAD_DIM * 2  # k and v read and written
+            case = Case("ScatterPaKvCache", f"[{rows},{KV_HEADS},{HEAD_DIM}]", "bf16", "GB/s", nbytes)
+            self._variants(case, acl, torch_fn, "ScatterPaKvCache", "ACL_KV_SCATTER_CONFIG")
+
     def rope(self) -> None:
         """ApplyRotaryPosEmb of q and k in place (BSND, one token) beside torch's rotate-half on both."""
         if not self.wanted("ApplyRotaryPosEmb"):
@@ -364,6 +394,7 @@ class DecodeSuite(Suite):
             self.rms_norm()
             self.rope()
             self.swiglu()
+            self.kv_scatter()
         finally:
             self.rt.destroy_stream(self.stream)
             acl_core.use_backend(None)

@@ -96,6 +96,9 @@ class PagedScatter:
     itemsize: int
     index: D
     inline: bool = False
+    vec: int = 1
+    """Elements a thread moves as one access (``vec`` x ``itemsize`` <= 16 bytes): ``n``, ``wk`` and ``wv`` then
+    count vectors, the rows' last strides are 1 and every other stride and address a multiple of ``vec``."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -106,6 +109,33 @@ class PagedScatter:
     def checks(self) -> InlineChecks | None:
         """The slots' inline range check (None: a Check launch ran before)."""
         return InlineChecks((self.index,)) if self.inline else None
+
+    def _copy(self, w: str) -> list[str]:
+        """The body's two copies: element ``j`` (vector ``j`` of ``vec`` elements) of the key or value row."""
+        if self.vec > 1:  # the rows' last strides are 1: vector j starts at element j * vec
+            v, n = f"AclVec<{w}, {self.vec}>", self.vec
+            key_to = f"blk * m.key_cache[0] + off * m.key_cache[1] + h * m.key_cache[2] + j * {n}"
+            value_to = f"blk * m.value_cache[0] + off * m.value_cache[1] + h * m.value_cache[2] + jv * {n}"
+            return [
+                "  if (j < m.wk) {",
+                f"    *reinterpret_cast<{v}*>(key_cache + ({key_to})) =",
+                f"        *reinterpret_cast<const {v}*>(key + (t * m.key[0] + h * m.key[1] + j * {n}));",
+                "  } else {",
+                "    const long long jv = j - m.wk;",
+                f"    *reinterpret_cast<{v}*>(value_cache + ({value_to})) =",
+                f"        *reinterpret_cast<const {v}*>(value + (t * m.value[0] + h * m.value[1] + jv * {n}));",
+                "  }",
+            ]
+        return [
+            "  if (j < m.wk) {",
+            "    key_cache[blk * m.key_cache[0] + off * m.key_cache[1] + h * m.key_cache[2] + j * m.key_cache[3]] =",
+            "        key[t * m.key[0] + h * m.key[1] + j * m.key[2]];",
+            "  } else {",
+            "    const long long jv = j - m.wk;",
+            "    value_cache[blk * m.value_cache[0] + off * m.value_cache[1] + h * m.value_cache[2]",
+            "                + jv * m.value_cache[3]] = value[t * m.value[0] + h * m.value[1] + jv * m.value[2]];",
+            "  }",
+        ]
 
     def source(self) -> str:
         """The complete kernel source."""
@@ -146,17 +176,12 @@ class PagedScatter:
             "    blk = s / m.block_size;",
             "    off = s % m.block_size;",
             "  }",
-            "  if (j < m.wk) {",
-            "    key_cache[blk * m.key_cache[0] + off * m.key_cache[1] + h * m.key_cache[2] + j * m.key_cache[3]] =",
-            "        key[t * m.key[0] + h * m.key[1] + j * m.key[2]];",
-            "  } else {",
-            "    const long long jv = j - m.wk;",
-            "    value_cache[blk * m.value_cache[0] + off * m.value_cache[1] + h * m.value_cache[2]",
-            "                + jv * m.value_cache[3]] = value[t * m.value[0] + h * m.value[1] + jv * m.value[2]];",
-            "  }",
+            *self._copy(w),
             "}",
         ]
         what = f"paged scatter of {self.itemsize}-byte elements" + (" (slots checked inline)" if self.inline else "")
+        if self.vec > 1:
+            what += f", {self.vec} a thread as one {self.vec * self.itemsize}-byte access"
         return _source(what, _struct(ScatterMeta), self.kernel_name, params, body)
 
 

@@ -77,8 +77,10 @@ ATTENTION_DTYPES = frozenset({D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16})
 MAX_GRID_YZ = 65535
 LOG = logging.getLogger("acl_rocm.attention")
 ROPE_ENV = "ACL_ROPE_CONFIG"
-"""The rotary kernel: ``scalar`` (a pair a thread, every mode and view) or ``vec`` (half mode: 2-8 adjacent
-pairs a thread with vector loads and stores where every view allows; elsewhere a pair a thread)."""
+"""The rotary kernel: ``vec`` (the default: half mode rotates 2-8 adjacent pairs a thread with vector loads and
+stores where every view allows; elsewhere a pair a thread) or ``scalar`` (a pair a thread, every mode and view).
+Measured on an H100 (replayed graph, GPU us a call, q and k of Qwen3 decode): batch 1 vec 1.95 / scalar 3.04,
+batch 8 vec 3.53 / scalar 3.76."""
 SWIGLU = ufunc("SwiGlu", "a:T, b:T -> out:T", "a * acl_sigmoid(a) * b")
 """SwiGlu as one elementwise body over the two halves ``a`` and ``b`` of x."""
 
@@ -720,8 +722,8 @@ class AttentionRunner:
         return [Prepared(function, LaunchConfig(config.grid, (ROPE_THREADS, 1, 1)), KernelArgs(values))]
 
     def rope_mode(self) -> str:
-        """``scalar`` (a pair a thread) or ``vec`` (adjacent pairs with vector accesses where the views allow)."""
-        value = (self.forced_rope or self.backend.environ.get(ROPE_ENV, "") or "scalar").strip().lower()
+        """``vec`` (the default: adjacent pairs with vector accesses where the views allow) or ``scalar``."""
+        value = (self.forced_rope or self.backend.environ.get(ROPE_ENV, "") or "vec").strip().lower()
         if value not in ("scalar", "vec"):
             raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{ROPE_ENV}={value!r}: expected scalar or vec")
         return value

@@ -5,7 +5,8 @@ its index values (slots, positions, KvRmsNormRopeCache's index: movement's ``Che
 lengths and block tables: one thread for the sequence starts, then a thread per sequence over the block
 table entries its kept rows read) sets the device flag, and the kernel that writes reads it first, so a
 refused call writes nothing and reports 161002 at synchronisation. No host round trip: the launches
-capture. ScatterPaKvCache moves key and value in one launch (a thread per element of a token's row);
+capture. ScatterPaKvCache moves key and value in one launch (a thread per element of a token's row, or per
+16-byte vector of it under ``ACL_KV_SCATTER_CONFIG=vec``);
 GatherPaKvCache keeps its sequence starts in a stream-ordered temporary. ScatterPaCache and
 RopeWithSinCosCache are versions of these and run the same kernels.
 """
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
+from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.tensor import AclTensor
 from acl_rocm.kernels.kv_cache import (
     BLOCK_THREADS,
@@ -44,6 +46,12 @@ from acl_rocm.ops.sort import address, refuse
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
+
+SCATTER_ENV = "ACL_KV_SCATTER_CONFIG"
+"""ScatterPaKvCache's copy: ``scalar`` (the default until measured: a thread per element) or ``vec`` (a thread per
+2-8 adjacent elements, one access of up to 16 bytes, where the rows are unit-stride and every stride and
+address allows; elsewhere a thread per element). Both copy the same bytes."""
+SCATTER_CONFIGS = ("scalar", "vec")
 
 OPS: tuple[str, ...] = ("GatherPaKvCache", "KvRmsNormRopeCache", "RopeWithSinCosCacheV2", "ScatterPaKvCache")
 """The aclnn operators this module runs (ScatterPaCache and RopeWithSinCosCache are versions of two of them)."""
@@ -86,6 +94,35 @@ class KvCacheRunner:
 
     def __init__(self, backend: RocmBackend) -> None:
         self.backend = backend
+        self.forced_scatter: str | None = None
+        """A :data:`SCATTER_ENV` setting over the environment's for calls made while set (tests, bench A/B)."""
+
+    def scatter_mode(self) -> str:
+        """The :data:`SCATTER_ENV` copy of ScatterPaKvCache (``scalar`` unless set; bad values are refused)."""
+        value = (self.forced_scatter or self.backend.environ.get(SCATTER_ENV, "") or "scalar").strip().lower()
+        if value not in SCATTER_CONFIGS:
+            raise AclnnError(
+                AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{SCATTER_ENV}={value!r}: expected one of scalar, vec"
+            )
+        return value
+
+    def scatter_vec(self, pairs: Sequence[tuple[AclTensor, AclTensor]], widths: Sequence[int]) -> int:
+        """Elements a thread of the scatter moves under ``vec``: the widest of 8/4/2 (16 bytes at most) that every
+        (row, cache) pair allows (unit last strides, other strides, row widths and addresses multiples of it)."""
+        if self.scatter_mode() != "vec":
+            return 1
+        size = pairs[0][0].dtype.info.storage_bits // 8
+        vec = 16 // size
+        while vec > 1:
+            ok = all(w % vec == 0 for w in widths)
+            for t in (x for pair in pairs for x in pair):
+                strides = [int(st) for st in t.strides]
+                ok = ok and strides[-1] == 1 and all(st % vec == 0 for st in strides[:-1])
+                ok = ok and address(t) % (vec * size) == 0
+            if ok:
+                return vec
+            vec //= 2
+        return 1
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""
@@ -95,7 +132,8 @@ class KvCacheRunner:
             "KvRmsNormRopeCache": self.norm_rope,
             "RopeWithSinCosCacheV2": self.rope_cache,
         }
-        return {op: program_kernel(self.backend, FAMILY, op, plan) for op, plan in plans.items()}
+        forced = {"ScatterPaKvCache": lambda: self.forced_scatter}
+        return {op: program_kernel(self.backend, FAMILY, op, plan, forced.get(op)) for op, plan in plans.items()}
 
     # ------------------------------------------------------------------ helpers
     def _step(self, prog: Program, kernel: Any, config: LaunchConfig, values: Sequence[Any]) -> None:
@@ -133,11 +171,13 @@ class KvCacheRunner:
             self._check(prog, slots, -1, high)
         if n == 0 or kc.numel == 0:
             return prog
+        pairs = [(key, kc)] + ([(value, vc)] if value is not None and vc is not None else [])
+        vec = self.scatter_vec(pairs, (wk, wv))
         meta = ScatterMeta(
-            n=n,
+            n=n // vec,
             heads=heads,
-            wk=wk,
-            wv=wv,
+            wk=wk // vec,
+            wv=wv // vec,
             block_size=int(kc.view_dims[1]),
             slot_stride=int(slots.strides[0]),
             key=_s3(key),
@@ -145,12 +185,12 @@ class KvCacheRunner:
             value=_s3(value),
             value_cache=_s4(vc),
         )
-        kernel = PagedScatter(key.dtype.info.storage_bits // 8, slots.dtype, inline)
+        kernel = PagedScatter(key.dtype.info.storage_bits // 8, slots.dtype, inline, vec)
         values = [_meta(meta), _ptr(slots), _ptr(key), _ptr(kc), _ptr(value), _ptr(vc), FLAG]
         if inline:  # the slots, their count and stride, and the bounds [-1, high)
             values += [_ptr(slots), ctypes.c_longlong(slots.numel), ctypes.c_longlong(int(slots.strides[0]))]
             values += [ctypes.c_longlong(-1), ctypes.c_longlong(high)]
-        self._step(prog, kernel, self._flat(n), values)
+        self._step(prog, kernel, self._flat(n // vec), values)
         return prog
 
     # ------------------------------------------------------------------ GatherPaKvCache

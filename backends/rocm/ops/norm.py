@@ -9,6 +9,7 @@ through the host.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -25,10 +26,25 @@ if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
 
 ROWNORM_ENV = "ACL_ROWNORM_CONFIG"
-"""The layout of RmsNorm-family rows that fit in registers: ``block`` (a block per row, the block's shuffles and
-shared memory) or ``group`` / ``groupN`` (a few lanes per row, several rows in N-thread blocks (default
-:data:`GROUP_THREADS`), reduced by shuffles alone: no shared memory, no barrier; decode's short rows)."""
+"""The layout of RmsNorm-family rows that fit in registers: ``auto`` (the default: by row width, see
+:func:`auto_layout`), ``block`` (a block per row, the block's shuffles and shared memory) or ``group`` /
+``groupN`` (a few lanes per row, several rows in N-thread blocks (default :data:`GROUP_THREADS`), reduced by
+shuffles alone: no shared memory, no barrier; decode's short rows)."""
 GROUP_THREADS = 128
+AUTO_GROUP_MAX = 128
+"""The widest row ``auto`` gives the grouped layout (``group32``); wider rows take ``block``."""
+
+
+def auto_layout(length: int) -> str:
+    """The ``auto`` layout of rows ``length`` wide: ``group32`` up to :data:`AUTO_GROUP_MAX`, else ``block``.
+
+    Measured on an H100 (2026-12-06, replayed graph, GPU us a call, torch beside): Qwen3's q/k-norm RmsNorm
+    [1,16,128] group32 1.65 / group 1.70 / block 1.84 (torch 1.92), [8,16,128] group 1.76 / block 1.98; its
+    AddRmsNorm rows [1,1024] block 2.17 / group 3.14 / group32 3.15 (torch 3.38). Widths between 128 and
+    1024 were not measured, so they keep ``block``, the layout before the grouped one existed.
+    """
+    return "group32" if length <= AUTO_GROUP_MAX else "block"
+
 
 OPS: tuple[str, ...] = ("AddLayerNorm", "AddRmsNorm", "BatchNorm", "GemmaRmsNorm", "GroupNorm", "LayerNorm", "RmsNorm")
 """The aclnn operators this module runs (InplaceAddRmsNorm runs AddRmsNorm's kernel)."""
@@ -58,9 +74,12 @@ class NormRunner(RowRunner):
         self.forced_layout: str | None = None
         """A :data:`ROWNORM_ENV` setting over the environment's for calls made while set (tests, bench A/B)."""
 
-    def grouped_threads(self) -> int:
-        """Threads a block of the grouped layout, or 0 for a block per row (:data:`ROWNORM_ENV`)."""
-        value = (self.forced_layout or self.backend.environ.get(ROWNORM_ENV, "") or "block").strip().lower()
+    def grouped_threads(self, length: int) -> int:
+        """Threads a block of the grouped layout for rows ``length`` wide, or 0 for a block per row
+        (:data:`ROWNORM_ENV`; ``auto`` or unset: :func:`auto_layout`)."""
+        value = (self.forced_layout or self.backend.environ.get(ROWNORM_ENV, "") or "auto").strip().lower()
+        if value == "auto":
+            value = auto_layout(length)
         if value == "block":
             return 0
         match = re.fullmatch(r"group(\d*)", value)
@@ -69,7 +88,8 @@ class NormRunner(RowRunner):
         if not match or threads < warp or threads > 1024 or threads % warp:
             raise AclnnError(
                 AclnnStatus.ACLNN_ERR_PARAM_INVALID,
-                f"{ROWNORM_ENV}={value!r}: expected block, group or groupN (N a multiple of {warp}, at most 1024)",
+                f"{ROWNORM_ENV}={value!r}: expected auto, block, group or groupN (N a multiple of {warp}, "
+                "at most 1024)",
             )
         return threads
 
@@ -110,7 +130,7 @@ class NormRunner(RowRunner):
         options: Sequence[tuple[str, str | int | bool]] = (),
     ) -> RowPlan | None:
         acc = acc_dtype([b.tensor.dtype for b in bound])
-        grouped = self.grouped_threads() if kind == "rmsnorm" else 0
+        grouped = self.grouped_threads(math.prod(inner)) if kind == "rmsnorm" else 0
         return self.plan(op, kind, bound, outer, inner, acc, options, scalars, grouped=grouped)
 
     def _row_norm(self, op: str, launch: Launch) -> RowPlan | None:

@@ -69,6 +69,9 @@ class Program:
     scratch: int = 0
     """Bytes of the stream's persistent scratch the steps use (:class:`Scratch`: zeroed once, and counters
     there are left zero by the kernels themselves; nothing enqueued for it per run)."""
+    scratch_region: str = ""
+    """Which of the stream's scratch buffers (:meth:`RocmDriver.stream_scratch`'s ``region``): a family whose
+    data would land on another family's counters takes its own."""
 
     def temp(self, nbytes: int) -> Temp:
         """A new temporary of ``nbytes`` (allocated for every run)."""
@@ -91,7 +94,7 @@ def run_program(backend: RocmBackend, prog: Program, stream: int) -> None:
     provider = backend.provider
     bases: list[int] = []
     flag = 0
-    scratch = backend.driver.stream_scratch(stream, prog.scratch) if prog.scratch else 0
+    scratch = backend.driver.stream_scratch(stream, prog.scratch, prog.scratch_region) if prog.scratch else 0
     try:
         for size in prog.temps:
             bases.append(provider.malloc_async(size, stream))
@@ -115,11 +118,21 @@ def run_program(backend: RocmBackend, prog: Program, stream: int) -> None:
         backend.driver.defer_check(stream, flag, prog.report)
 
 
-def program_kernel(backend: RocmBackend, family: str, op: str, plan: Callable[[Launch], Program]) -> Kernel:
-    """The Kernel of ``op``: its program planned once per signature and device (``launch.memo``), then run."""
+def program_kernel(
+    backend: RocmBackend,
+    family: str,
+    op: str,
+    plan: Callable[[Launch], Program],
+    variant: Callable[[], str | None] | None = None,
+) -> Kernel:
+    """The Kernel of ``op``: its program planned once per signature and device (``launch.memo``), then run;
+    ``variant`` names a forced kernel choice (tests, bench A/B) whose plans are kept apart."""
 
     def kernel(launch: Launch) -> None:
         key = f"rocm.{family}@{backend.provider.get_device()}"
+        forced = variant() if variant is not None else None
+        if forced is not None:
+            key += f":{forced}"
         prog = launch.memo.get(key)
         if prog is None:
             prog = launch.memo[key] = plan(launch)
