@@ -229,7 +229,9 @@ class AttentionRunner:
         if blas_why is None:
             paths.append("BLAS (large: GEMM, row softmax, GEMM; every mask/pse case)")
         paths.append("fused online-softmax kernel (small calls and the rest)")
-        decode = "split-KV decode kernel (IncreFlashAttention / FusedInferAttentionScore, one query token)"
+        decode = (
+            "short-cache / split-KV decode kernels (IncreFlashAttention / FusedInferAttentionScore, one query token)"
+        )
         extra = ""
         if self.flash.slow(False) is None:
             if cudnn_why is None:
