@@ -542,19 +542,15 @@ class NvidiaProvider(RuntimeProvider):
         status = self._check("cudaStreamIsCapturing", self.rt.cudaStreamIsCapturing(stream))
         return int(status) != 0  # cudaStreamCaptureStatusNone
 
-    def _timed_algo(
-        self, handle: int, plan: _GemmPlan, call: GemmCall, workspace: int, workspace_size: int, stream: int
-    ) -> None:
-        """Ask the heuristic for several algorithms, time each on ``call``, put the fastest into ``plan``."""
+    def _ask_heuristic(self, handle: int, plan: _GemmPlan, count: int, results: int) -> int:
+        """cublasLtMatmulAlgoGetHeuristic for ``plan``: up to ``count`` results written at ``results``; how many."""
         import numpy as np
 
-        lt = self.lt
-        results = lt.MatmulHeuristicResult(blaslt_tune.CANDIDATES)
         found = np.zeros(1, dtype=np.int32)
         a_layout, b_layout, d_layout = plan.layouts
         self._lt_call(
             "cublasLtMatmulAlgoGetHeuristic",
-            lt.matmul_algo_get_heuristic,
+            self.lt.matmul_algo_get_heuristic,
             handle,
             plan.desc,
             a_layout,
@@ -562,14 +558,23 @@ class NvidiaProvider(RuntimeProvider):
             d_layout,
             d_layout,
             plan.pref,
-            blaslt_tune.CANDIDATES,
-            results.ptr,
+            count,
+            results,
             found.ctypes.data,
         )
+        return int(found[0])
+
+    def _timed_algo(
+        self, handle: int, plan: _GemmPlan, call: GemmCall, workspace: int, workspace_size: int, stream: int
+    ) -> None:
+        """Ask the heuristic for several algorithms, time each on ``call``, put the fastest into ``plan``."""
+        lt = self.lt
+        results = lt.MatmulHeuristicResult(blaslt_tune.CANDIDATES)
+        found = self._ask_heuristic(handle, plan, blaslt_tune.CANDIDATES, int(results.ptr))
         base = int(results.ptr)
         candidates = [
             base + i * HEURISTIC_BYTES
-            for i in range(min(int(found[0]), blaslt_tune.CANDIDATES))
+            for i in range(min(found, blaslt_tune.CANDIDATES))
             if ctypes.c_int32.from_address(base + i * HEURISTIC_BYTES + STATE_OFFSET).value == 0
         ]
         if not candidates:
@@ -703,23 +708,7 @@ class NvidiaProvider(RuntimeProvider):
                 cache.store(CUBLASLT_PLAN, fields, ctypes.string_at(plan.algo.ptr, ALGO_BYTES))
             return plan
         try:
-            found = np.zeros(1, dtype=np.int32)
-            a_layout, b_layout, d_layout = plan.layouts
-            self._lt_call(
-                "cublasLtMatmulAlgoGetHeuristic",
-                lt.matmul_algo_get_heuristic,
-                handle,
-                plan.desc,
-                a_layout,
-                b_layout,
-                d_layout,
-                d_layout,
-                plan.pref,
-                1,
-                plan.algo.ptr,
-                found.ctypes.data,
-            )
-            if int(found[0]) == 0:
+            if self._ask_heuristic(handle, plan, 1, int(plan.algo.ptr)) == 0:
                 raise vendor_error(
                     "cublasLtMatmulAlgoGetHeuristic", "CUBLAS_STATUS_NOT_SUPPORTED", "no algorithm for this problem"
                 )
