@@ -277,6 +277,47 @@ class DecodeInstance:
         return f"acl_decode_combine_{self.dtype.short}_d{self.head_dim}_{self.digest}"
 
 
+def online_softmax_tile(rows: str, el: str, same: str, value: str) -> str:
+    """C source the decode kernels share: fold a tile's scores ``sc[GROUP][rows]`` (``cur`` bit t: key t kept) into
+    each head's running max ``mx``, sum and ``acc[GROUP][el]``, then add the tile's V rows (``value``: element e of
+    row t as float); ``same`` says over which lanes a head's all-masked state agrees (no shuffle is needed)."""
+    return f"""    #pragma unroll
+    for (int g = 0; g < GROUP; ++g) {{
+      float tile_max = -inf;
+      #pragma unroll
+      for (int t = 0; t < {rows}; ++t) {{
+        sc[g][t] = (cur[g] >> t) & 1u ? scale * sc[g][t] : -inf;
+        tile_max = sc[g][t] > tile_max ? sc[g][t] : tile_max;
+      }}
+      const float new_max = mx[g] > tile_max ? mx[g] : tile_max;
+      if (new_max == -inf) {{  // nothing kept yet for this head ({same})
+        #pragma unroll
+        for (int t = 0; t < {rows}; ++t) sc[g][t] = 0.0f;
+        continue;
+      }}
+      const float alpha = mx[g] == -inf ? 0.0f : acl_exp(mx[g] - new_max);
+      float add = 0.0f;
+      #pragma unroll
+      for (int t = 0; t < {rows}; ++t) {{
+        sc[g][t] = sc[g][t] == -inf ? 0.0f : acl_exp(sc[g][t] - new_max);
+        add += sc[g][t];
+      }}
+      sum[g] = sum[g] * alpha + add;
+      mx[g] = new_max;
+      #pragma unroll
+      for (int e = 0; e < {el}; ++e) acc[g][e] *= alpha;
+    }}
+    #pragma unroll
+    for (int t = 0; t < {rows}; ++t) {{
+      #pragma unroll
+      for (int e = 0; e < {el}; ++e) {{
+        const float val = {value};
+        #pragma unroll
+        for (int g = 0; g < GROUP; ++g) acc[g][e] += sc[g][t] * val;
+      }}
+    }}"""
+
+
 def decode_source(inst: DecodeInstance, which: str) -> str:
     """The source (prelude included) of ``inst``'s "split" or "combine" kernel (one kernel per source)."""
     c = ctype(inst.dtype)
@@ -543,41 +584,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
         sc[g][t] = warp_sum(dot);
       }}
     }}
-    #pragma unroll
-    for (int g = 0; g < GROUP; ++g) {{
-      float tile_max = -inf;
-      #pragma unroll
-      for (int t = 0; t < KPW; ++t) {{
-        sc[g][t] = (cur[g] >> t) & 1u ? scale * sc[g][t] : -inf;
-        tile_max = sc[g][t] > tile_max ? sc[g][t] : tile_max;
-      }}
-      const float new_max = mx[g] > tile_max ? mx[g] : tile_max;
-      if (new_max == -inf) {{  // nothing kept yet for this head (the same in every lane)
-        #pragma unroll
-        for (int t = 0; t < KPW; ++t) sc[g][t] = 0.0f;
-        continue;
-      }}
-      const float alpha = mx[g] == -inf ? 0.0f : acl_exp(mx[g] - new_max);
-      float add = 0.0f;
-      #pragma unroll
-      for (int t = 0; t < KPW; ++t) {{
-        sc[g][t] = sc[g][t] == -inf ? 0.0f : acl_exp(sc[g][t] - new_max);
-        add += sc[g][t];
-      }}
-      sum[g] = sum[g] * alpha + add;
-      mx[g] = new_max;
-      #pragma unroll
-      for (int e = 0; e < VEC; ++e) acc[g][e] *= alpha;
-    }}
-    #pragma unroll
-    for (int t = 0; t < KPW; ++t) {{
-      #pragma unroll
-      for (int e = 0; e < VEC; ++e) {{
-        const float val = {load("vr[t].v[e]", c, f32)};
-        #pragma unroll
-        for (int g = 0; g < GROUP; ++g) acc[g][e] += sc[g][t] * val;
-      }}
-    }}
+{online_softmax_tile("KPW", "VEC", "the same in every lane", load("vr[t].v[e]", c, f32))}
   }}
   #pragma unroll
   for (int g = 0; g < GROUP; ++g) {{

@@ -26,7 +26,13 @@ from dataclasses import dataclass
 from typing import Final
 
 from acl_core.dtypes import DataType as D
-from acl_rocm.kernels.attention_decode import BLOCK_ROWS, BLOCK_THREADS, DECODE_STRUCT, MAX_DECODE_BATCH
+from acl_rocm.kernels.attention_decode import (
+    BLOCK_ROWS,
+    BLOCK_THREADS,
+    DECODE_STRUCT,
+    MAX_DECODE_BATCH,
+    online_softmax_tile,
+)
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.prelude import PRELUDE
 from acl_rocm.kernels.reduction import SHUFFLE_XOR
@@ -262,41 +268,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.name}(
         sc[g][t] = row_sum(dot);
       }}
     }}
-    #pragma unroll
-    for (int g = 0; g < GROUP; ++g) {{
-      float tile_max = -inf;
-      #pragma unroll
-      for (int t = 0; t < ROWS; ++t) {{
-        sc[g][t] = (cur[g] >> t) & 1u ? scale * sc[g][t] : -inf;
-        tile_max = sc[g][t] > tile_max ? sc[g][t] : tile_max;
-      }}
-      const float new_max = mx[g] > tile_max ? mx[g] : tile_max;
-      if (new_max == -inf) {{  // nothing kept yet for this head (the same in the lane group; no shuffle below)
-        #pragma unroll
-        for (int t = 0; t < ROWS; ++t) sc[g][t] = 0.0f;
-        continue;
-      }}
-      const float alpha = mx[g] == -inf ? 0.0f : acl_exp(mx[g] - new_max);
-      float add = 0.0f;
-      #pragma unroll
-      for (int t = 0; t < ROWS; ++t) {{
-        sc[g][t] = sc[g][t] == -inf ? 0.0f : acl_exp(sc[g][t] - new_max);
-        add += sc[g][t];
-      }}
-      sum[g] = sum[g] * alpha + add;
-      mx[g] = new_max;
-      #pragma unroll
-      for (int e = 0; e < EL; ++e) acc[g][e] *= alpha;
-    }}
-    #pragma unroll
-    for (int t = 0; t < ROWS; ++t) {{
-      #pragma unroll
-      for (int e = 0; e < EL; ++e) {{
-        const float val = {load("vr[t].v[e]", c, f32)};
-        #pragma unroll
-        for (int g = 0; g < GROUP; ++g) acc[g][e] += sc[g][t] * val;
-      }}
-    }}
+{online_softmax_tile("ROWS", "EL", "the same in the lane group; no shuffle below", load("vr[t].v[e]", c, f32))}
   }}
   // the warp's lane groups merge (xor offsets from LPR up: lanes of the same sub, other groups), then the warps
   #pragma unroll
