@@ -188,6 +188,11 @@ def memcpy2d(dst: int, dpitch: int, src: int, spitch: int, width: int, height: i
     return call_status(lambda: runtime().memcpy2d(dst, dpitch, src, spitch, width, height, kind))
 
 
+def cmo_async(src: int, size: int, cmo_type: int, stream: int | None) -> int:
+    """aclrtCmoAsync (only ACL_RT_CMO_TYPE_PREFETCH, 0: a cache hint enqueued on ``stream``)."""
+    return call_status(lambda: runtime().cmo_async(src, size, cmo_type, stream))
+
+
 def get_mem_info(attr: int) -> tuple[int, int, int]:
     """aclrtGetMemInfo: (free, total, ret)."""
     (free_total, ret) = call_value(lambda: runtime().get_mem_info(attr), (0, 0))

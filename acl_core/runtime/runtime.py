@@ -22,6 +22,7 @@ from acl_core.runtime.capture import CaptureRules, ModelRI
 from acl_core.runtime.memory_map import MemoryMap, Range, RangeKind
 from acl_core.spec.runtime import (
     MALLOC_POLICY_FLAGS,
+    CmoType,
     CopyDirection,
     Driver,
     EventRecordedStatus,
@@ -541,6 +542,36 @@ class Runtime(ModelRI):
                 self.capture.log(stream, "aclrtMemsetAsync")
             if count:
                 self.driver.memset(address or 0, value & 0xFF, count, s)
+
+    @acl_entry("aclrtCmoAsync")
+    def cmo_async(self, src: Ptr, size: SizeT, cmo_type: CEnum, stream: Handle) -> None:
+        """aclrtCmoAsync: a cache operation on device bytes of the current device, enqueued on ``stream``.
+
+        Only ACL_RT_CMO_TYPE_PREFETCH is supported (as CANN documents): an unknown type is 100000, a
+        known other one 207000. ``src``..``src + size`` must lie in one live allocation of the current
+        device (100000 otherwise); size 0 enqueues nothing. Allowed under stream capture (a stream task).
+        """
+        device = self._require_device()
+        try:
+            kind = CmoType(cmo_type)
+        except ValueError:
+            raise _invalid(f"unknown aclrtCmoType {cmo_type!r}") from None
+        if kind is not CmoType.ACL_RT_CMO_TYPE_PREFETCH:
+            raise AclError(
+                RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                f"aclrtCmoAsync supports only ACL_RT_CMO_TYPE_PREFETCH, not {kind.name}",
+            )
+        with self._lock:
+            rng = self.memory.resolve(src or 0, max(size, 1), "src")
+            if not rng.kind.on_device:
+                raise _invalid(f"src {src:#x} of aclrtCmoAsync is {rng.kind.value} memory, not device memory")
+            if rng.device != device:
+                raise _invalid(f"src {src:#x} is memory of device {rng.device}, not of the current device {device}")
+            s = self.stream(stream)
+            if self.capture.recording:
+                self.capture.log(stream, "aclrtCmoAsync")
+            if size:
+                self.driver.cmo_prefetch(src or 0, size, s)
 
     @acl_entry("aclrtGetMemInfo")
     def get_mem_info(self, attr: CEnum) -> tuple[int, int]:

@@ -111,6 +111,15 @@ class CaptureStatus(IntEnum):
     ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED = 2
 
 
+class CmoType(IntEnum):
+    """aclrtCmoType: the cache maintenance operation of aclrtCmoAsync (only PREFETCH is supported by CANN)."""
+
+    ACL_RT_CMO_TYPE_PREFETCH = 0
+    ACL_RT_CMO_TYPE_WRITEBACK = 1
+    ACL_RT_CMO_TYPE_INVALID = 2
+    ACL_RT_CMO_TYPE_FLUSH = 3
+
+
 class CopyDirection(IntEnum):
     """A resolved copy direction, as a driver receives it (never DEFAULT)."""
 
@@ -219,6 +228,15 @@ class Driver(ABC):
     def synchronize_device(self) -> None:
         """Block until all work on the current device has finished."""
         self.synchronize_stream(self.default_stream())
+
+    def cmo_prefetch(self, address: int, nbytes: int, stream: object) -> None:
+        """Enqueue on ``stream`` a hint to bring device bytes [address, address + nbytes) into cache (aclrtCmoAsync).
+
+        A cache hint: it changes no data, but it is a stream task like any other (ordered, captured and
+        replayed). The runtime has checked the range against the current device's memory. A driver
+        without it keeps this default and aclrtCmoAsync answers ACL_ERROR_RT_FEATURE_NOT_SUPPORT (207000).
+        """
+        raise _not_supported("cache prefetch (aclrtCmoAsync)")
 
     # ------------------------------------------------------------------ stream capture (optional)
     # The shared runtime keeps every aclmdlRI rule (capture state per stream, modes, task groups,

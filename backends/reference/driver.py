@@ -239,6 +239,15 @@ class ReferenceDriver(Driver):
 
         self.enqueue(stream, run, f"memset of {nbytes} bytes")
 
+    def cmo_prefetch(self, address: int, nbytes: int, stream: object) -> None:
+        """Enqueue a prefetch on ``stream``: a task that changes nothing (there is no cache) but is ordered,
+        captured and replayed like any task; a replay after the memory was freed reports 107000 at synchronisation."""
+
+        def run() -> None:
+            self.device_bytes(address, nbytes)  # the range still exists when the task runs; nothing is read
+
+        self.enqueue(stream, run, f"prefetch of {nbytes} bytes")
+
     def mem_info(self) -> tuple[int, int]:
         """(free, total) of the current device's budget (``ACL_REFERENCE_MEMORY``, default 64 GiB)."""
         return self.capacity - self._used.get(self.current, 0), self.capacity
