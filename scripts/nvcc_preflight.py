@@ -13,7 +13,8 @@ vector copy; ACL_GMM_CONFIG: the grouped GEMM's block shape; ACL_DECODE_CONFIG=f
 kernels, two: the split path at every length, block: the short-cache kernel; ACL_QMM_MX_DECODE and
 ACL_QMM_EPILOGUE: the quantised GEMMs' MX decode and epilogue; ACL_PDL=1|regs: the GEMV kernels' sm_90 wait for
 their predecessor, the fake provider offering programmatic launch; ACL_RANDOM_NORMAL: the packed normal fill's sine
-and cosine; ACL_RANDOM_LAYOUT is read from the process environment by every backend); the ops of
+and cosine; ACL_RANDOM_LAYOUT is read from the process environment by every backend; ACL_CMO_CONFIG: aclrtCmoAsync's
+prefetch, whose kernels of every method compile under the pattern ``aclrtCmoAsync`` or with no pattern); the ops of
 :data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the short norm rows).
 ``ACL_PREFLIGHT_ARCHS`` (default ``sm_90``, e.g. ``sm_80,sm_90``): the architectures each source is compiled for.
 Exit status 1 when a source fails to compile (its log is printed), 2 without nvcc.
@@ -73,6 +74,7 @@ SWITCHES = (
     "ACL_PDL",
     "ACL_DECODE_CONFIG",
     "ACL_RANDOM_NORMAL",
+    "ACL_CMO_CONFIG",
 )
 
 
@@ -130,6 +132,30 @@ def collect(patterns: list[str]) -> list[str]:
                     pass  # refusals and device checks: the sources were still generated
                 except Exception as exc:
                     odd.append(f"{name} [{note}] {layout}: {type(exc).__name__}: {exc}")
+    if not patterns or any(fnmatch.fnmatch(PREFETCH_NAME, p) for p in patterns):
+        odd += _prefetch_kernels(backend)
+    return odd
+
+
+PREFETCH_NAME = "aclrtCmoAsync"
+"""The pattern that selects aclrtCmoAsync's prefetch kernels (every ``ACL_CMO_CONFIG`` method)."""
+
+
+def _prefetch_kernels(backend: RocmBackend) -> list[str]:
+    """Enqueue a prefetch under each method, so that each prefetch kernel is compiled."""
+    from acl_rocm.kernels.prefetch import METHODS
+
+    rt = backend.runtime
+    dev = rt.malloc(1 << 16)
+    odd = []
+    for method in METHODS:
+        backend.prefetch.use_config(method)
+        try:
+            rt.cmo_async(dev + 3, 60_000, 0, None)
+        except Exception as exc:
+            odd.append(f"{PREFETCH_NAME} {method}: {type(exc).__name__}: {exc}")
+    backend.prefetch.use_config(None)
+    rt.free(dev)
     return odd
 
 

@@ -29,6 +29,7 @@ from acl_rocm.ops.quant_matmul import QuantMatmulRunner
 from acl_rocm.pdl import triggers, with_trigger
 from acl_rocm.plan_cache import PlanCache
 from acl_rocm.platform import detect
+from acl_rocm.prefetch import Prefetcher
 from acl_rocm.providers import open_provider
 from acl_rocm.providers.base import DeviceProperties, RuntimeProvider
 
@@ -83,6 +84,9 @@ class RocmBackend(Backend):
         for op, why in self.capture_refused.items():
             if op in self._kernels:
                 self._kernels[op] = _refusing_capture(self._driver, op, why, self._kernels[op])
+        self.prefetch = Prefetcher(self)
+        """aclrtCmoAsync's prefetch kernel (``ACL_CMO_CONFIG``; ``use_config`` switches it in-process)."""
+        self._driver.prefetcher = self.prefetch
         for runner in self.runners.values():
             prepare = getattr(runner, "prepare_capture", None)
             if prepare is not None:
@@ -221,6 +225,8 @@ class RocmBackend(Backend):
             "plan_cache": str(self.plans.directory or "off (ACL_PLAN_CACHE)"),
             "collectives": _collective_note(engine, self._collectives),
             "mc2": self.runners["mc2"].note(),
+            "cmo_prefetch": self.prefetch.describe(),
+            "cmo_prefetch_native": str(self.prefetch.native).lower(),
             "stream_capture": self._driver.capture_unavailable()
             or f"{self.provider.platform} graphs (relaxed capture mode; see backends/rocm/README.md)",
             **{k: v for k, v in self.provider.versions().items()},

@@ -117,6 +117,8 @@ class RocmDriver(Driver):
         self._side: int | None = None
         self.before_capture: list[Callable[[], None]] = []
         """Run at each capture_begin: host-side set-up (uploads) that must not happen inside a capture."""
+        self.prefetcher: Callable[[int, int, int], None] | None = None
+        """Enqueues aclrtCmoAsync's prefetch kernel: (address, bytes, stream); the backend sets it."""
 
     # ------------------------------------------------------------------ devices
     def device_count(self) -> int:
@@ -201,6 +203,13 @@ class RocmDriver(Driver):
             self.provider.stream_synchronize(side)
             return
         self.provider.memset(dst, value, nbytes, None if stream is None else handle(stream))
+
+    def cmo_prefetch(self, address: int, nbytes: int, stream: object) -> None:
+        """Enqueue the prefetch kernel on ``stream`` (``ACL_CMO_CONFIG``: :mod:`acl_rocm.prefetch`); capturable."""
+        if self.prefetcher is None:
+            super().cmo_prefetch(address, nbytes, stream)
+            return
+        self.prefetcher(address, nbytes, handle(stream))
 
     def _sync_copy(self, dst: int, src: int, nbytes: int, direction: CopyDirection) -> None:
         """A synchronous copy; while a capture runs, on the side stream (never the legacy stream)."""

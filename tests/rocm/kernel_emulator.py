@@ -208,7 +208,7 @@ def emulated_backend(kernel_cache: Path, provider: EmulatedProvider | None = Non
     build = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-{os.getuid()}"
     build.mkdir(exist_ok=True)
     EmulatedProvider.build_dir = build
-    choices = ("ACL_DECODE_CONFIG", "ACL_PDL")  # the choices a run compares
+    choices = ("ACL_DECODE_CONFIG", "ACL_PDL", "ACL_CMO_CONFIG")  # the choices a run compares
     passed = {k: os.environ[k] for k in choices if k in os.environ}
     backend = RocmBackend(provider or EmulatedProvider(), {"ACL_KERNEL_CACHE": str(kernel_cache), **passed})
     backend.runtime.ensure_device(0)
