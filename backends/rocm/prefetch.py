@@ -114,8 +114,8 @@ class Prefetcher:
         if method == "auto":
             if not self.native:
                 return "load"
-            arch = self.backend.properties.arch
-            return "bulk" if int(arch.removeprefix("sm_").rstrip("af") or 0) >= 90 else "lines"
+            digits = self.backend.properties.arch.removeprefix("sm_").rstrip("af")
+            return "bulk" if digits.isdigit() and int(digits) >= 90 else "lines"
         if not self.native and method != "load":
             raise AclError(
                 RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,

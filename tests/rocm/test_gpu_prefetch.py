@@ -6,7 +6,10 @@ captured and replayed through the aclmdlRI front end.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +21,7 @@ pytestmark = pytest.mark.gpu
 
 PREFETCH = 0
 NBYTES = 70_000
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "prefetch_bench.py"
 H2D, D2H = MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE, MemcpyKind.ACL_MEMCPY_DEVICE_TO_HOST
 
 
@@ -96,3 +100,19 @@ def test_prefetch_is_captured_and_replayed(rocm: Backend, prefetch: object, meth
         rt.destroy_stream(s)
         rt.free(dev)
         rt.unregister(out.ctypes.data)
+
+
+def test_the_prefetch_bench_runs_every_method(rocm_under_test: str, tmp_path: Path) -> None:
+    """scripts/prefetch_bench.py on rocm: each method, ahead and side, beside cold and warm (timings not judged)."""
+    spec = importlib.util.spec_from_file_location("prefetch_bench", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "prefetch.json"
+    argv = ["--backend", rocm_under_test, "--rounds", "1", "--spacer", "2", "--flush-mb", "1", "--scale", "32"]
+    assert module.main([*argv, "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    native = report["prefetch"].startswith(("bulk", "lines"))
+    methods = ["bulk", "lines", "load"] if native else ["load"]
+    assert report["kinds"] == ["cold", "warm"] + [f"{m}:{x}" for x in methods for m in ("ahead", "side")]
+    assert all(row[f"{k}_us"] > 0 for row in report["rows"] for k in report["kinds"])

@@ -184,6 +184,7 @@ def run(
             "platform": platform,
             "device": caps.device_name,
             "attention": runner.attention.describe(),
+            "prefetch": runner.prefetch,
             "load_s": runner.load_seconds,
             "weights_bytes": runner.weights.nbytes(),
             "acl_decode_kernels_batch1": profiled,

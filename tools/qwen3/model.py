@@ -64,6 +64,7 @@ from acl_tools.qwen3.device import (
     Session,
     scalar,
 )
+from acl_tools.qwen3.prefetch import PlanStep, prefetch_mode, with_prefetches
 from acl_tools.qwen3.sampling import Sampling, sample
 from acl_tools.qwen3.weights import Weights, load_weights
 
@@ -259,8 +260,11 @@ class Qwen3Runner:
         cube_math_type: int = KEEP_DTYPE,
         progress: Callable[[int, int], None] | None = None,
         decode_cache_size: int = 4,
+        prefetch: str | None = None,
     ) -> None:
         self.model_dir = Path(model_dir)
+        self.prefetch = prefetch_mode(prefetch)
+        """Weight prefetch in the decode step (``ACL_QWEN3_PREFETCH`` when None): see prefetch.py."""
         self.config = Qwen3Config.from_dir(self.model_dir)
         self.dtype_name = dtype
         self.dtype = parse_dtype(dtype)
@@ -511,7 +515,13 @@ class Qwen3Runner:
             items.append(("ArgMax", (dec.last_logits, -1, False, dec.ids.view([dec.batch]))))
         assert dec.pos is not None
         items.append(("InplaceAdds", (dec.pos.tensor(), state.step_one, state.step_one)))  # the next position
-        state.plan, state.workspace = self._stable_plan(items)
+        prepared, state.workspace = self._stable_plan(items)
+        try:
+            state.plan = with_prefetches(self.session, self.prefetch, items, prepared, self.weights.layers)
+        except BaseException:
+            for p in prepared:
+                p.release()
+            raise
 
     def _stable_plan(self, items: Sequence[tuple[str, Args] | StepFn], start: int = 0) -> tuple[list[Prepared], int]:
         """Repeatable executors of ``items`` (position-dependent ones at ``start``), validated until the
@@ -738,7 +748,7 @@ class DecodeState:
     tables: tuple[Buffer | None, Buffer | None]
     """The cos/sin tables the executors read (made afresh when the runner reallocates them)."""
     step_one: Any
-    plan: list[Prepared] | None = None
+    plan: list[PlanStep] | None = None
     workspace: int = -1
     """Session.workspace_moves when the plan was validated."""
     captured: CapturedStep | None = None
