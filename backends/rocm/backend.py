@@ -87,6 +87,7 @@ class RocmBackend(Backend):
         self.prefetch = Prefetcher(self)
         """aclrtCmoAsync's prefetch kernel (``ACL_CMO_CONFIG``; ``use_config`` switches it in-process)."""
         self._driver.prefetcher = self.prefetch
+        self._driver.before_capture.append(self.prefetch.prepare_capture)
         for runner in self.runners.values():
             prepare = getattr(runner, "prepare_capture", None)
             if prepare is not None:

@@ -140,6 +140,15 @@ class Prefetcher:
         blocks = self._config.blocks if isinstance(self._config, CmoConfig) else 0
         return plan_prefetch(method, address, nbytes, blocks or self.backend.properties.compute_units)
 
+    def prepare_capture(self) -> None:
+        """Compile and load the kernel of the method in force before a capture begins (not inside it)."""
+        try:
+            method = self.method()
+        except AclError:
+            return  # an invalid setting is reported by the prefetch that uses it
+        kernel = PrefetchKernel(method)
+        self.backend.function(kernel.source(), kernel.kernel_name)
+
     def __call__(self, address: int, nbytes: int, stream: int) -> None:
         """Enqueue the prefetch of [address, address + nbytes) on ``stream``."""
         p = self.plan(address, nbytes)

@@ -135,3 +135,13 @@ def test_the_driver_without_a_prefetcher_answers_207000(tmp_path: Path) -> None:
     backend.driver.prefetcher = None
     dev = backend.runtime.malloc(64)
     assert _code(backend.runtime.cmo_async, dev, 64, PREFETCH, None) == 207000
+
+
+def test_the_kernel_is_compiled_before_a_capture_begins(tmp_path: Path) -> None:
+    backend, provider = _backend(tmp_path, ACL_CMO_CONFIG="load")
+    s = backend.runtime.create_stream()
+    stream = backend.runtime.stream(s)
+    assert "acl_cmo_prefetch_load" not in provider.compiled
+    backend.driver.capture_begin(stream, CaptureMode.ACL_MODEL_RI_CAPTURE_MODE_RELAXED)
+    assert "acl_cmo_prefetch_load" in provider.compiled
+    backend.driver.graph_destroy(backend.driver.capture_end(stream))
