@@ -13,6 +13,7 @@ attention a layer runs between its GEMVs; ``--spacer`` InplaceZero launches on a
 and for ``cold`` and each ``ahead`` the span of spacer + GEMV (prefetch included: what the stream pays).
 ``<method>`` is each ``ACL_CMO_CONFIG`` method the rocm backend offers (bulk, lines, load on NVIDIA), switched
 in-process; another backend prefetches as it does (one method, ``default``). Medians of ``--rounds`` rounds.
+Beside them (on a CUDA device, unless ``--no-torch``): torch's ``linear`` of each shape, cold and warm.
 
 Usage: python scripts/prefetch_bench.py [--backend rocm] [--rounds 50] [--out prefetch.json]
 """
@@ -116,6 +117,7 @@ def bench(
             s.upload(x, rng.standard_normal((1, k)).astype(BF16.numpy))
             cases[name] = (w, s.prepare("Mm", x.tensor(), w.view([k, n], [1, k]), out.tensor(), 0))
         all_methods = methods(s)
+        described = s.backend.capabilities().notes.get("cmo_prefetch", "default")  # before any switch
         stream = s.stream
 
         def do_flush() -> None:
@@ -180,7 +182,8 @@ def bench(
         return {
             "backend": s.backend.name,
             "device": s.backend.capabilities().device_name,
-            "prefetch": s.backend.capabilities().notes.get("cmo_prefetch", "default"),
+            "prefetch": described,
+            "methods": all_methods,
             "rounds": rounds,
             "spacer_launches": spacer,
             "flush_bytes": flush.nbytes,
@@ -197,6 +200,42 @@ def bench(
         s.close()
 
 
+def torch_rows(rounds: int, spacer: int, flush_mb: int, shapes: dict[str, tuple[int, int]]) -> list[dict[str, Any]]:
+    """torch.nn.functional.linear of each shape on CUDA, cold and warm in L2 (torch has no prefetch); [] without."""
+    try:
+        import torch
+    except ImportError:
+        return []
+    if not torch.cuda.is_available():
+        return []
+    flush = torch.empty(flush_mb << 20, dtype=torch.uint8, device="cuda")
+    small = torch.empty(1024, device="cuda")
+    rows = []
+    for name, (n, k) in shapes.items():
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02
+        x = torch.randn(1, k, device="cuda", dtype=torch.bfloat16)
+        times: dict[str, list[float]] = {"cold": [], "warm": []}
+        for _ in range(rounds + 1):
+            for kind in times:
+                if kind == "cold":
+                    flush.fill_(1)
+                else:
+                    torch.nn.functional.linear(x, w)
+                for _ in range(spacer):
+                    small.zero_()
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                torch.nn.functional.linear(x, w)
+                e1.record()
+                e1.synchronize()
+                times[kind].append(e0.elapsed_time(e1) * 1e3)
+        row: dict[str, Any] = {"shape": name, "n": n, "k": k, "weight_bytes": n * k * 2}
+        for kind, values in times.items():
+            row[f"torch_{kind}_us"] = statistics.median(values[1:])
+        rows.append(row)
+    return rows
+
+
 def table(report: dict[str, Any]) -> list[str]:
     """The report as text: one line per shape and variant."""
     head = f"{report['backend']} on {report['device']} (prefetch {report['prefetch']})"
@@ -207,6 +246,9 @@ def table(report: dict[str, Any]) -> list[str]:
             span = row.get(f"{kind}_span_us")
             extra = f"   spacer+gemv {span:7.2f} µs" if span is not None else ""
             lines.append(f"    {kind:14s} {row[f'{kind}_us']:7.2f} µs ({row[f'{kind}_gbps']:7.1f} GB/s){extra}")
+    for row in report.get("torch", []):
+        cold, warm = row["torch_cold_us"], row["torch_warm_us"]
+        lines.append(f"  torch linear {row['shape']}: cold {cold:7.2f} µs, warm {warm:7.2f} µs")
     return lines
 
 
@@ -218,10 +260,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--spacer", type=int, default=12, help="small launches between the flush/prefetch and the GEMV")
     p.add_argument("--flush-mb", type=int, default=192, help="MiB written to evict the weights from L2")
     p.add_argument("--scale", type=int, default=1, help="divide every shape by this (small CPU runs)")
+    p.add_argument("--no-torch", dest="torch", action="store_false", help="skip torch's linear (cold / warm)")
     p.add_argument("--out", type=Path, default=None, help="JSON report")
     args = p.parse_args(argv)
     shapes = {k: (max(n // args.scale, 1), max(kk // args.scale, 1)) for k, (n, kk) in SHAPES.items()}
     report = bench(args.backend, args.rounds, args.spacer, args.flush_mb, shapes)
+    if args.torch and report["backend"] != "reference":
+        report["torch"] = torch_rows(args.rounds, args.spacer, args.flush_mb, shapes)
     print("\n".join(table(report)))
     if args.out is not None:
         args.out.write_text(json.dumps(report, indent=1))

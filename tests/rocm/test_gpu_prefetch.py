@@ -102,7 +102,7 @@ def test_prefetch_is_captured_and_replayed(rocm: Backend, prefetch: object, meth
         rt.unregister(out.ctypes.data)
 
 
-def test_the_prefetch_bench_runs_every_method(rocm_under_test: str, tmp_path: Path) -> None:
+def test_the_prefetch_bench_runs_every_method(rocm: Backend, rocm_under_test: str, tmp_path: Path) -> None:
     """scripts/prefetch_bench.py on rocm: each method, ahead and side, beside cold and warm (timings not judged)."""
     spec = importlib.util.spec_from_file_location("prefetch_bench", SCRIPT)
     assert spec is not None and spec.loader is not None
@@ -112,7 +112,8 @@ def test_the_prefetch_bench_runs_every_method(rocm_under_test: str, tmp_path: Pa
     argv = ["--backend", rocm_under_test, "--rounds", "1", "--spacer", "2", "--flush-mb", "1", "--scale", "32"]
     assert module.main([*argv, "--out", str(out)]) == 0
     report = json.loads(out.read_text())
-    native = report["prefetch"].startswith(("bulk", "lines"))
+    native = rocm.capabilities().notes["cmo_prefetch_native"] == "true"  # type: ignore[attr-defined]
     methods = ["bulk", "lines", "load"] if native else ["load"]
+    assert report["methods"] == methods
     assert report["kinds"] == ["cold", "warm"] + [f"{m}:{x}" for x in methods for m in ("ahead", "side")]
     assert all(row[f"{k}_us"] > 0 for row in report["rows"] for k in report["kinds"])

@@ -23,7 +23,8 @@ def test_the_bench_reports_each_shape_and_variant(tmp_path: Path, capsys) -> Non
     finally:
         acl_core.use_backend(None)
     report = json.loads(out.read_text())
-    assert report["backend"] == "reference" and report["kinds"] == ["cold", "warm", "ahead:default", "side:default"]
+    assert report["backend"] == "reference" and report["methods"] == ["default"]
+    assert report["kinds"] == ["cold", "warm", "ahead:default", "side:default"]
     assert [r["shape"] for r in report["rows"]] == ["qkv", "o", "gate_up", "down"]
     for row in report["rows"]:
         assert row["weight_bytes"] == row["n"] * row["k"] * 2
