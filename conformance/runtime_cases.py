@@ -299,6 +299,47 @@ def _stream_order(nbytes: int) -> Callable:
     return check
 
 
+def _cmo_prefetch(nbytes: int) -> Callable:
+    """aclrtCmoAsync(PREFETCH) is an ordered stream task that changes no byte; its misuse codes are the reference's.
+
+    A driver without a prefetch answers 207000 to every prefetch (Driver.cmo_prefetch's default), and passes.
+    """
+
+    def check(ctx: Context) -> None:
+        data = ctx.random(nbytes)
+        dev = ctx.upload(data)
+        s = ctx.stream()
+        ctx.rt.memset_async(dev, nbytes, 0x5A, 1000, s)
+        got = code_of(lambda: [ctx.rt.cmo_async(dev + lo, n, 0, s) for lo, n in ((0, nbytes), (7, nbytes - 9))])
+        if got not in (0, RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT):
+            raise Mismatch("code", f"a valid prefetch answered {_describe(got)}")
+        ctx.rt.memset_async(dev + nbytes - 8, 8, 0xA5, 8, s)
+        ctx.rt.synchronize_stream(s)
+        want = data.copy()
+        want[:1000] = 0x5A
+        want[-8:] = 0xA5
+        expect_bytes("memset, prefetches, memset (in stream order)", ctx.download(dev, nbytes), want)
+        ref = ctx.ref.malloc(nbytes)
+        try:
+            for what, null, size, kind in (
+                ("type WRITEBACK", False, nbytes, 1),
+                ("an unknown type", False, nbytes, 7),
+                ("a range past the allocation", False, nbytes + 1, 0),
+                ("a null pointer", True, nbytes, 0),
+            ):
+                ref_ptr, dev_ptr = (None, None) if null else (ref, dev)
+                want_code = code_of(lambda p=ref_ptr, n=size, k=kind: ctx.ref.cmo_async(p, n, k, 0))
+                got_code = code_of(lambda p=dev_ptr, n=size, k=kind: ctx.rt.cmo_async(p, n, k, s))
+                if got_code != want_code:
+                    raise Mismatch(
+                        "code", f"cmo_async with {what}: {_describe(got_code)}, expected {_describe(want_code)}"
+                    )
+        finally:
+            ctx.ref.free(ref)
+
+    return check
+
+
 def _query_means_done(nbytes: int, rounds: int) -> Callable:
     """Whenever a stream or an event says complete, the work before it is visible to the host."""
 
@@ -534,6 +575,7 @@ def all_runtime_cases() -> list[RuntimeCase]:
     add("async", f"roundtrip-{BIG}B", "async H2D, D2D, D2H of over 16 MiB", _async_roundtrip(BIG))
     add("async", "roundtrip-full", "async copies of 64 MiB", _async_roundtrip(BIG_FULL), quick=False)
     add("async", "stream-order", "memset, copy, memset, copy in stream order", _stream_order(BIG))
+    add("async", "cmo-prefetch", "aclrtCmoAsync prefetches change no byte; misuse codes", _cmo_prefetch(BIG))
     add("async", "destroy-stream-waits", "destroy_stream waits for the stream's work", _destroy_stream_waits(BIG))
     add("event", "query-means-done", "a complete query means visible results", _query_means_done(BIG, 4))
     add("event", "elapsed-ordered", "elapsed times positive, ordered, additive", _elapsed(BIG, 2))
