@@ -14,6 +14,7 @@ selects them all, ``--ops runtime.event`` one group, and expectation patterns ma
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -328,8 +329,8 @@ def _cmo_prefetch(nbytes: int) -> Callable:
                 ("a null pointer", True, nbytes, 0),
             ):
                 ref_ptr, dev_ptr = (None, None) if null else (ref, dev)
-                want_code = code_of(lambda p=ref_ptr, n=size, k=kind: ctx.ref.cmo_async(p, n, k, 0))
-                got_code = code_of(lambda p=dev_ptr, n=size, k=kind: ctx.rt.cmo_async(p, n, k, s))
+                want_code = code_of(functools.partial(ctx.ref.cmo_async, ref_ptr, size, kind, 0))
+                got_code = code_of(functools.partial(ctx.rt.cmo_async, dev_ptr, size, kind, s))
                 if got_code != want_code:
                     raise Mismatch(
                         "code", f"cmo_async with {what}: {_describe(got_code)}, expected {_describe(want_code)}"
