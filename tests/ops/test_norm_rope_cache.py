@@ -93,10 +93,10 @@ def _check(args: dict[str, Any]) -> None:
             assert_close(got[name].astype(np.float64), value.astype(np.float64), atol=1e-2, rtol=1e-2)
 
 
-@pytest.mark.parametrize("i", range(14))
+@pytest.mark.parametrize("i", range(15))
 def test_samples_match_torch(i: int) -> None:
     samples = list(get_spec(OP).samples(np.random.default_rng(11)))
-    assert len(samples) == 14
+    assert len(samples) == 15
     _check(dict(samples[i].args))
 
 

@@ -231,6 +231,7 @@ def _samples(rng: np.random.Generator) -> Iterable[Sample]:
     yield Sample(case(rng, bf16, 1, 1, (16, 8, 8), pad=0), "bf16 Qwen3-0.6B decode, one token")
     yield Sample(case(rng, bf16, 8, 1, (16, 8, 8), blocks=9), "bf16 Qwen3-0.6B decode, batch 8")
     yield Sample(case(rng, f16, 1, 37, (1, 1, 1), blocks=3, pad=3), "fp16 37 tokens over 3 blocks")
+    yield Sample(case(rng, bf16, 2, 130, (1, 1, 1), pad=4), "bf16 260 tokens (more than a block checks inline)")
     big = case(rng, f16, 1, 4, (1, 1, 1))
     big["qkv"][1, :64] = 300.0  # a large row: x^2 leaves float16's range, the mean must not overflow
     yield Sample(big, "fp16 large values")
