@@ -8,7 +8,8 @@ butterfly over the group's lanes and the rotation's partner columns (``j ± D/2`
 ``lane ^ group/2``. Every lane runs every shuffle (dead units included), so the full-warp masks hold.
 
 The index is range-checked before the first write: by every block itself when it is short
-(:class:`~acl_rocm.kernels.movement.InlineChecks`, a decode step's few tokens), else by a Check launch
+(parameters as :class:`~acl_rocm.kernels.movement.InlineChecks`; the values load beside the data, so a decode
+step waits for one memory round trip), else by a Check launch
 before (the flag is read first). Arithmetic is float32; with an INT8 kCache it is double, so the value
 quantised (rounded once to float32, as the reference does) does not depend on the summation order.
 """
@@ -212,14 +213,33 @@ class QkvNormRopeCache:
             *flag_param(self.checks),
         ]
         g = self.group
-        prologue = ["if (*flag) return;"] if self.checks is None else self.checks.prologue()
+        if self.checks is None:  # a Check launch ran before: its verdict is the flag
+            prologue = ["if (*flag) return;"]
+        else:  # every block checks the whole (short) index; the values load beside the data, one round trip
+            prologue = [
+                "int bad = threadIdx.x == 0 ? *flag : 0;",
+                "for (long long q = threadIdx.x; q < chk0_count; q += blockDim.x) {",
+                "  const long long v = chk0[q * chk0_stride];",
+                "  bad |= (v < chk0_low || v >= chk0_high) ? 1 : 0;",
+                "}",
+                "__shared__ int acl_bad;",
+                "if (threadIdx.x == 0) acl_bad = 0;",
+                "__syncthreads();",
+                "if (bad) acl_bad = 1;",
+                "__syncthreads();",
+                "if (acl_bad) {  // a value outside [-1, slots) (or the flag already set): nothing is written",
+                "  if (blockIdx.x == 0 && threadIdx.x == 0) *flag = 1;",
+                "  return;",
+                "}",
+            ]
         body = [
             "const long long gid = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
             "const int lane = (int)(threadIdx.x % G);",
             "const long long unit = gid / G;",
             "const bool live = unit < m.units;",
-            "const long long t = live ? unit / m.heads : 0;",
-            "const int h = live ? (int)(unit % m.heads) : 0;",
+            "// 32-bit division: units = tokens x heads < 2^31 (the host refuses more)",
+            "const long long t = live ? (long long)((unsigned)unit / (unsigned)m.heads) : 0;",
+            "const int h = live ? (int)((unsigned)unit % (unsigned)m.heads) : 0;",
             "const int j0 = lane * V;",
             "const int kind = h < m.nq ? 0 : (h < m.nq + m.nk ? 1 : 2);  // q, k, v",
             "// every load first (dead and v lanes read valid rows too): one memory round trip, overlapping the check",
@@ -262,7 +282,14 @@ class QkvNormRopeCache:
             *("  " + line for line in self._store("bq", "bb", "b1")),
             "}",
             "if (slot < 0) return;  // -1: the token is not cached (other values were refused by the check)",
-            "const long long blk = slot / m.block_size, row = slot % m.block_size;",
+            "long long blk, row;",
+            "if (slot <= 0xffffffffLL && m.block_size <= 0xffffffffLL) {  // 32-bit division where the values fit",
+            "  blk = (unsigned)slot / (unsigned)m.block_size;",
+            "  row = (unsigned)slot % (unsigned)m.block_size;",
+            "} else {",
+            "  blk = slot / m.block_size;",
+            "  row = slot % m.block_size;",
+            "}",
             "if (kind == 1) {",
             *("  " + line for line in self._cache("k", self.k_int8, self.k_offset)),
             "} else {",

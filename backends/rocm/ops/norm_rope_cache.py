@@ -155,7 +155,7 @@ class NormRopeCacheRunner:
             values += [_ptr(index), ctypes.c_longlong(tokens), ctypes.c_longlong(int(index.strides[0]))]
             values += [ctypes.c_longlong(-1), ctypes.c_longlong(high)]
         blocks = -(-units * group // BLOCK_THREADS)
-        if blocks > self.backend.properties.max_grid_x:
+        if units >= 1 << 31 or blocks > self.backend.properties.max_grid_x:
             raise refuse("QkvRmsNormRopeCache", f"{units} (token, head) units (the grid's limit is exceeded)")
         self._step(prog, kernel, LaunchConfig((blocks, 1, 1), (BLOCK_THREADS, 1, 1)), values)
         return prog
