@@ -159,3 +159,50 @@ def test_bad_slot_writes_nothing() -> None:
     args = case(rng, D.ACL_BF16, 2, 1, (1, 1, 1), pad=0)
     args["index"] = np.array([0, 10**6], np.int64)
     assert _code(**args) == 161002
+
+
+def c_shaped(backend: Any, args: dict[str, Any], before: bool) -> dict[str, np.ndarray]:
+    """The op through the C-shaped front end on ``backend`` (BeforeQuant outputs given, or null); every result."""
+    from acl_core import aclnn
+
+    nq, nk, nv = args["headNums"]
+    tokens, d = args["qkv"].shape[0], args["qkvSize"][3]
+    dt = args["qkv"].dtype
+    names = ("qkv", "qGamma", "kGamma", "cos", "sin", "index")
+    arrays = {n: eager.to_device(args[n], backend) for n in names}
+    arrays["qOut"] = eager.to_device(np.zeros((tokens, nq * d), dt), backend)
+    arrays |= {n: eager.to_device(args[n], backend) for n in ("kCache", "vCache")}
+    for n in ("kScaleOptional", "vScaleOptional", "kOffsetOptional", "vOffsetOptional"):
+        if args.get(n) is not None:
+            arrays[n] = eager.to_device(args[n], backend)
+    if before:
+        for n, heads in (("qOutBeforeQuant", nq), ("kOutBeforeQuant", nk), ("vOutBeforeQuant", nv)):
+            arrays[n] = eager.to_device(np.zeros((tokens, heads * d), dt), backend)
+
+    def t(name: str) -> Any:
+        return arrays[name].tensor() if name in arrays else None
+
+    size, executor, ret = aclnn.aclnnQkvRmsNormRopeCacheGetWorkspaceSize(
+        *(t(n) for n in (*names, "qOut", "kCache", "vCache")),
+        *(t(n) for n in ("kScaleOptional", "vScaleOptional", "kOffsetOptional", "vOffsetOptional")),
+        aclnn.aclCreateIntArray(list(args["qkvSize"])),
+        aclnn.aclCreateIntArray(list(args["headNums"])),
+        args["epsilon"],
+        "PA_NZ",
+        *(t(n) for n in ("qOutBeforeQuant", "kOutBeforeQuant", "vOutBeforeQuant")),
+    )
+    assert ret == 0, aclnn.aclGetRecentErrMsg()
+    assert aclnn.aclnnQkvRmsNormRopeCache(0, size, executor, None) == 0, aclnn.aclGetRecentErrMsg()
+    return {n: a.numpy() for n, a in arrays.items() if n not in names}
+
+
+def test_the_c_front_end_with_and_without_before_quant_outputs() -> None:
+    args = case(np.random.default_rng(12), D.ACL_BF16, 2, 2, (2, 1, 1), block_size=32, k_int8=True, asym=True)
+    want = ref(**args)
+    for before in (False, True):
+        got = c_shaped("reference", args, before)
+        assert set(got) - {"kScaleOptional", "kOffsetOptional"} == {"qOut", "kCache", "vCache"} | (
+            {"qOutBeforeQuant", "kOutBeforeQuant", "vOutBeforeQuant"} if before else set()
+        )
+        for name in set(got) & set(want):
+            np.testing.assert_array_equal(got[name], want[name], err_msg=name)

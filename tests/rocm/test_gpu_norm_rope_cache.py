@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+import acl_core
 from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
@@ -22,6 +23,7 @@ from acl_core.errors import AclnnError
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.norm_rope_cache import case
 from acl_rocm.ops import norm_rope_cache as ops
+from tests.ops.test_norm_rope_cache import c_shaped
 from tests.rocm.against_reference import assert_errors_match_reference, assert_matches_reference
 from tests.rocm.capture_harness import OpCall, compare_replay
 
@@ -94,3 +96,19 @@ def test_decode_replays_bit_for_bit(rocm: Backend) -> None:
     finally:
         call.free()
         rocm.runtime.destroy_stream(stream)
+
+
+def test_the_c_front_end_leaves_null_before_quant_outputs_alone(
+    rocm: Backend, rocm_under_test: str, reference: Backend
+) -> None:
+    """Null BeforeQuant outputs: the caches and qOut as with them (the kernel skips the null pointers)."""
+    acl_core.use_backend(rocm_under_test)  # the front end's process backend (the fixture resets it after)
+    args = case(np.random.default_rng(12), D.ACL_BF16, 8, 1, QWEN3, blocks=9, k_int8=False, v_int8=False)
+    with_outputs = c_shaped(rocm, args, True)
+    without = c_shaped(rocm, args, False)
+    for name in ("qOut", "kCache", "vCache"):
+        np.testing.assert_array_equal(without[name].view(np.uint16), with_outputs[name].view(np.uint16), err_msg=name)
+    want = eager.run(OP, reference, **args)
+    assert set(with_outputs) == {"qOut", "kCache", "vCache", "qOutBeforeQuant", "kOutBeforeQuant", "vOutBeforeQuant"}
+    v_rows = with_outputs["vOutBeforeQuant"].view(np.uint16)
+    np.testing.assert_array_equal(v_rows, want["vOutBeforeQuant"].view(np.uint16))
