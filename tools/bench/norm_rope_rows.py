@@ -1,8 +1,8 @@
 """Rows of the ops suite for QkvRmsNormRopeCache, beside torch's composition of the same work.
 
 Qwen3-0.6B's attention prologue (Nq 16, Nk = Nv 8, D 128, bf16, PA_NZ caches of 128-token blocks): a decode
-step of 1 and 8 tokens (latency-bound: timed in alternating rounds, in us a call) and a prefill of 4096 tokens
-(``--sizes full``; 256 in the small size; GB/s over the bytes read and written). On rocm each row runs once per
+step of 1 and 8 tokens (latency-bound: in us a call; ``--kernels`` adds the GPU time a call) and a prefill of 4096
+tokens (``--sizes full``; 256 in the small size; GB/s over the bytes read and written). On rocm each row runs once per
 ``ACL_QKV_ROPE_CONFIG`` choice (the runner's choice forced for the row, the op labelled with it). torch: ``rms_norm``
 of the q and k heads, the half-and-half rotation as its expression, and ``index_put_`` of the k and v rows into
 the caches seen token-major (``permute(0, 2, 1, 3)`` of the NZ layout) at the slots' (block, row) pairs, computed
@@ -120,7 +120,7 @@ def _row(suite: Suite, tokens: int, decode: bool) -> None:
         try:
             if decode:
                 case = Case(op, label, dtype.short, "us/call", 1.0, note="torch: rms_norm x2, rope, index_put_ x2")
-                suite.case(case, acl, torch_fn, "QkvRmsNormRopeCache", interleaved=True)
+                suite.case(case, acl, torch_fn, "QkvRmsNormRopeCache")  # not interleaved: --kernels profiles it
             else:
                 case = Case(op, label, dtype.short, "GB/s", nbytes, note="torch: rms_norm x2, rope, index_put_ x2")
                 suite.case(case, acl, torch_fn, "QkvRmsNormRopeCache")
