@@ -51,6 +51,14 @@ def _nz_index_copy(cache: np.ndarray, rows: torch.Tensor, index: np.ndarray) -> 
     return to_numpy(token_major.view(blocks, block_size, pieces, p).permute(0, 2, 1, 3).contiguous())
 
 
+def _nd_index_copy(cache: np.ndarray, rows: torch.Tensor, index: np.ndarray) -> np.ndarray:
+    c = to_torch(cache).clone()
+    flat = c.view(c.shape[0] * c.shape[1], -1)  # [slots, N * D]
+    keep = torch.from_numpy(index >= 0)
+    flat.index_copy_(0, torch.from_numpy(index[index >= 0]), rows[keep].to(c.dtype))
+    return to_numpy(c)
+
+
 def expected(args: dict[str, Any]) -> dict[str, np.ndarray]:
     """The op's outputs composed with torch."""
     nq, nk, nv = args["headNums"]
@@ -77,7 +85,8 @@ def expected(args: dict[str, Any]) -> dict[str, np.ndarray]:
             rows = _quant(x, args[f"{which}ScaleOptional"], args.get(f"{which}OffsetOptional"))
         else:
             rows = to_torch(to_numpy(x).astype(dt))
-        result[f"{which}Cache"] = _nz_index_copy(cache, rows, args["index"])
+        copy = _nd_index_copy if args["cacheModeOptional"] in ("PA", "PA_BNSD") else _nz_index_copy
+        result[f"{which}Cache"] = copy(cache, rows, args["index"])
     return result
 
 
@@ -93,10 +102,10 @@ def _check(args: dict[str, Any]) -> None:
             assert_close(got[name].astype(np.float64), value.astype(np.float64), atol=1e-2, rtol=1e-2)
 
 
-@pytest.mark.parametrize("i", range(15))
+@pytest.mark.parametrize("i", range(17))
 def test_samples_match_torch(i: int) -> None:
     samples = list(get_spec(OP).samples(np.random.default_rng(11)))
-    assert len(samples) == 15
+    assert len(samples) == 17
     _check(dict(samples[i].args))
 
 

@@ -3,9 +3,9 @@
 Cases: the spec's own samples (fp16 / bf16, 16-bit and INT8 caches, symmetric and asymmetric, padding and
 shuffled slots, several blocks, a long index checked by its own launch) in every layout for the first and
 contiguous for the rest; Qwen3-0.6B's decode step (Nq 16, Nk = Nv 8, D 128, bf16, batch 1 and 8) under every
-``ACL_QKV_ROPE_CONFIG`` choice, with 16-bit and INT8 caches; a prefill of 256 tokens; every error sample
-with the reference's code; a device-only index error reported at synchronisation with the caches left as
-they were; the decode call captured and replayed bit for bit. ``ACL_ROCM_EMULATE=1`` runs it on the CPU.
+``ACL_QKV_ROPE_CONFIG`` choice, with 16-bit and INT8 caches, PA_NZ and ND (PA_BNSD); a prefill of 256 tokens;
+every error sample with the reference's code; a device-only index error reported at synchronisation with the
+caches left as they were; the decode call captured and replayed bit for bit. ``ACL_ROCM_EMULATE=1`` runs it on the CPU.
 """
 
 from __future__ import annotations
@@ -55,14 +55,17 @@ def test_samples_match_reference(rocm: Backend, reference: Backend) -> None:
 @pytest.mark.parametrize("config", ops.CONFIGS)
 @pytest.mark.parametrize("batch", [1, 8])
 @pytest.mark.parametrize("int8", [False, True])
+@pytest.mark.parametrize("mode", ["PA_NZ", "PA_BNSD"])
 def test_qwen3_decode(
-    rocm: Backend, reference: Backend, runner: ops.NormRopeCacheRunner, config: str, batch: int, int8: bool
+    rocm: Backend, reference: Backend, runner: ops.NormRopeCacheRunner, config: str, batch: int, int8: bool, mode: str
 ) -> None:
     runner.forced = config
     rng = np.random.default_rng(batch)
     size = 32 if int8 else 16
-    args = case(rng, D.ACL_BF16, batch, 1, QWEN3, block_size=size, blocks=batch + 3, k_int8=int8, v_int8=int8)
-    assert_matches_reference(rocm, reference, OP, args, "contiguous", f"Qwen3 decode batch {batch} {config}")
+    args = case(
+        rng, D.ACL_BF16, batch, 1, QWEN3, block_size=size, blocks=batch + 3, k_int8=int8, v_int8=int8, mode=mode
+    )
+    assert_matches_reference(rocm, reference, OP, args, "contiguous", f"Qwen3 decode batch {batch} {config} {mode}")
 
 
 def test_prefill(rocm: Backend, reference: Backend) -> None:

@@ -57,6 +57,7 @@ def test_every_config_matches_the_reference(
     for args, note in (
         (case(rng, D.ACL_BF16, 3, 1, (4, 2, 2), pad=1), "bf16 16-bit caches"),
         (case(rng, D.ACL_FLOAT16, 2, 2, (2, 1, 1), block_size=32, k_int8=True, v_int8=True, asym=True), "int8"),
+        (case(rng, D.ACL_BF16, 3, 1, (2, 1, 1), block_size=3, k_int8=True, mode="PA_BNSD"), "ND int8 k"),
     ):
         for layout in ("contiguous", "transposed"):
             assert_matches_reference(emulated, reference, OP, args, layout, f"{config} {note}")

@@ -34,8 +34,11 @@ Choices where CANN's documents are silent (or contradict themselves):
   INT8 and refused (161002) otherwise; kOffsetOptional (asymmetric) is accepted only beside kScaleOptional.
   Likewise vScale / vOffset with vCache.
 * headNums ``[Nq, Nk, Nv]``: positive, Nk = Nv, summing to qkvSize's N; qkvSize ``[B, S, N, D]``: four
-  positive values with ``B * S`` and ``N * D`` qkv's two dims. cacheModeOptional: null or "PA_NZ" (the only
-  mode documented). Non-contiguous views are accepted for every tensor.
+  positive values with ``B * S`` and ``N * D`` qkv's two dims. Non-contiguous views are accepted for every tensor.
+* cacheModeOptional: null or "PA_NZ" (the mode documented, and the default), or "PA" / "PA_BNSD": an extension
+  taken from KvRmsNormRopeCache's modes of the same names, for the ND paged caches ScatterPaKvCache writes (the
+  Qwen3 runner's): ``[BlockNum, BlockSize, N, D]``, slot ``s`` at ``[s // BlockSize, s % BlockSize]``, no
+  BlockSize alignment (CANN states it for PA_NZ). Any other mode is refused (161002).
 """
 
 from __future__ import annotations
@@ -66,10 +69,22 @@ from acl_core.spec.opspec import (
     string_attr,
     tensor,
 )
+from acl_core.spec.plan import declare as declare_plan
 from acl_core.spec.rules import same, tensor_arg
 from acl_core.tensor import AclIntArray, AclTensor
 
 FAMILY = "norm_rope_cache"
+
+declare_plan(
+    "qkv_cache_layout",
+    "'nz' | 'nd'",
+    "QkvRmsNormRopeCache's caches: PA_NZ [BlockNum, N*D/P, BlockSize, P] or ND [BlockNum, BlockSize, N, D]"
+    " (PA, PA_BNSD)",
+    str,
+    ("nz", "nd"),
+)
+MODES = {"PA_NZ": "nz", "PA": "nd", "PA_BNSD": "nd"}
+"""cacheModeOptional's accepted values and the cache layout each names (PA / PA_BNSD: this project's extension)."""
 
 HALF = frozenset({D.ACL_FLOAT16, D.ACL_BF16})
 CACHE = HALF | {D.ACL_INT8}
@@ -120,9 +135,10 @@ def _quant_args(call: Call, cache: AclTensor, which: str, heads: int, d: int) ->
 def _infer(call: Call) -> Infos:
     qkv, qg, kg, cos, sin, index = (tensor_arg(call, n) for n in ("qkv", "qGamma", "kGamma", "cos", "sin", "index"))
     kc, vc = tensor_arg(call, "kCache"), tensor_arg(call, "vCache")
-    mode = call.args.get("cacheModeOptional")
-    if mode is not None and mode != "PA_NZ":
-        raise invalid(f"cacheModeOptional {mode!r} is unknown (CANN documents 'PA_NZ' only)")
+    mode = call.args.get("cacheModeOptional") or "PA_NZ"
+    if mode not in MODES:
+        raise invalid(f"cacheModeOptional {mode!r} is unknown (CANN documents 'PA_NZ'; 'PA' / 'PA_BNSD' are ND caches)")
+    layout = MODES[mode]
     b, s, n, d = _ints(call, "qkvSize", 4)
     nq, nk, nv = _ints(call, "headNums", 3)
     if d != HEAD_DIM:
@@ -142,10 +158,13 @@ def _infer(call: Call) -> Infos:
     _shape(index, "index", (tokens,))
     if kc.rank != 4 or vc.rank != 4:
         raise invalid(f"kCache {list(kc.shape)} and vCache {list(vc.shape)} must have rank 4 (PA_NZ)")
-    blocks, block_size = kc.shape[0], kc.shape[2]
+    blocks, block_size = kc.shape[0], kc.shape[2 if layout == "nz" else 1]
     for cname, c, heads in (("kCache", kc, nk), ("vCache", vc, nv)):
         if c.dtype not in (qkv.dtype, D.ACL_INT8):
             raise invalid(f"{cname} has dtype {c.dtype.short}; it must be qkv's {qkv.dtype.short} or INT8")
+        if layout == "nd":
+            _shape(c, cname, (blocks, block_size, heads, d))
+            continue
         p = piece(c.dtype)
         _shape(c, cname, (blocks, heads * d // p, block_size, p))
         if block_size % p:
@@ -154,6 +173,7 @@ def _infer(call: Call) -> Infos:
         raise invalid(f"BlockNum {blocks} must be at least ceil(S / BlockSize) * B = {-(-s // block_size) * b}")
     _quant_args(call, kc, "k", nk, d)
     _quant_args(call, vc, "v", nv, d)
+    call.plan["qkv_cache_layout"] = layout
     infos: dict[str, OutInfo | None] = {
         "qOut": same((tokens, nq * d), qkv.dtype),
         "kCache": same(kc.shape, kc.dtype),
@@ -179,6 +199,7 @@ def case(
     v_int8: bool = False,
     asym: bool = False,
     pad: int = 1,
+    mode: str = "PA_NZ",
 ) -> dict[str, Any]:
     """One call's arguments: ``b * s`` tokens, distinct slots in shuffled order, the first ``pad`` of them -1."""
     nq, nk, nv = heads
@@ -191,7 +212,8 @@ def case(
 
     def cache(heads_n: int, int8: bool) -> np.ndarray:
         p = 32 if int8 else 16
-        shape = (blocks, heads_n * d // p, block_size, p)
+        nd = MODES[mode] == "nd"
+        shape = (blocks, block_size, heads_n, d) if nd else (blocks, heads_n * d // p, block_size, p)
         return rng.integers(-100, 100, shape).astype(np.int8) if int8 else S.array(rng, shape, dt)
 
     args: dict[str, Any] = {
@@ -206,7 +228,7 @@ def case(
         "qkvSize": [b, s, nq + nk + nv, d],
         "headNums": [nq, nk, nv],
         "epsilon": 1e-6,
-        "cacheModeOptional": "PA_NZ",
+        "cacheModeOptional": mode,
     }
     for which, heads_n, on in (("k", nk, k_int8), ("v", nv, v_int8)):
         if on:
@@ -232,6 +254,11 @@ def _samples(rng: np.random.Generator) -> Iterable[Sample]:
     yield Sample(case(rng, bf16, 8, 1, (16, 8, 8), blocks=9), "bf16 Qwen3-0.6B decode, batch 8")
     yield Sample(case(rng, f16, 1, 37, (1, 1, 1), blocks=3, pad=3), "fp16 37 tokens over 3 blocks")
     yield Sample(case(rng, bf16, 2, 130, (1, 1, 1), pad=4), "bf16 260 tokens (more than a block checks inline)")
+    yield Sample(
+        case(rng, bf16, 8, 1, (16, 8, 8), blocks=8, block_size=5, mode="PA_BNSD"), "bf16 PA_BNSD Qwen3 batch 8"
+    )
+    nd8 = case(rng, f16, 2, 3, (2, 1, 1), block_size=7, k_int8=True, v_int8=True, asym=True, mode="PA")
+    yield Sample(nd8, "fp16 PA (ND) int8 asymmetric, BlockSize 7")
     big = case(rng, f16, 1, 4, (1, 1, 1))
     big["qkv"][1, :64] = 300.0  # a large row: x^2 leaves float16's range, the mean must not overflow
     yield Sample(big, "fp16 large values")
@@ -270,7 +297,8 @@ def _errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
     yield ErrorSample({**base, "vOffsetOptional": np.ones((1, 128), np.float32)}, INVALID, "vOffset, fp16 cache")
     yield ErrorSample({**q8, "kScaleOptional": np.ones((2, 128), np.float32)}, INVALID, "kScale shape")
     yield ErrorSample({**q8, "vScaleOptional": np.ones((1, 128), np.float16)}, INVALID, "FLOAT16 vScale")
-    yield ErrorSample({**base, "cacheModeOptional": "PA"}, INVALID, "cacheMode PA")
+    yield ErrorSample({**base, "cacheModeOptional": "PA_BLK_NZ"}, INVALID, "cacheMode PA_BLK_NZ")
+    yield ErrorSample({**base, "cacheModeOptional": "PA_BNSD"}, INVALID, "PA_BNSD with NZ-shaped caches")
     yield ErrorSample({**base, "kOutBeforeQuant": np.zeros((2, 256), np.float16)}, INVALID, "kOutBeforeQuant shape")
     slots = base["kCache"].shape[0] * base["kCache"].shape[2]
     yield ErrorSample({**base, "index": np.array([0, slots], np.int64)}, INVALID, "slot past the cache")

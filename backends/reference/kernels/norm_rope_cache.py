@@ -51,6 +51,16 @@ def nz_scatter(cache: Array, rows: Array, slots: Array) -> Array:
     return result
 
 
+def nd_scatter(cache: Array, rows: Array, slots: Array) -> Array:
+    """A copy of ND ``cache [blocks, block_size, N, D]`` with token ``t``'s ``N * D`` values at ``slots[t]``."""
+    result = np.array(cache)
+    block_size = result.shape[1]
+    for t, slot in enumerate(slots):
+        if slot != PAD:
+            result[slot // block_size, slot % block_size] = rows[t].reshape(result.shape[2:])
+    return result
+
+
 @kernel("QkvRmsNormRopeCache")
 def qkv_rms_norm_rope_cache(k: RefCall) -> None:
     """q, k normalised and rotated; q to qOut, k and v (quantised for INT8 caches) into the PA_NZ caches."""
@@ -66,7 +76,9 @@ def qkv_rms_norm_rope_cache(k: RefCall) -> None:
     k_out = rope_half(rms_norm(key, k.read("kGamma", F64), eps), cos, sin).reshape(tokens, nk * d)
     v_out = v.reshape(tokens, nv * d)
     kc, vc = k.read("kCache"), k.read("vCache")
-    block_size = kc.shape[2]
+    nz = k.plan["qkv_cache_layout"] == "nz"
+    block_size = kc.shape[2 if nz else 1]
+    scatter = nz_scatter if nz else nd_scatter
     slots = checked_slots(k.read("index"), kc.shape[0] * block_size, "index (a cache slot)")
     rows = []
     for which, x, cache in (("k", k_out, kc), ("v", v_out, vc)):
@@ -77,8 +89,8 @@ def qkv_rms_norm_rope_cache(k: RefCall) -> None:
             rows.append(quantise(x, scale, off))
         else:
             rows.append(x.astype(cache.dtype))  # rounded once into the cache dtype
-    k.write("kCache", nz_scatter(kc, rows[0], slots))
-    k.write("vCache", nz_scatter(vc, rows[1], slots))
+    k.write("kCache", scatter(kc, rows[0], slots))
+    k.write("vCache", scatter(vc, rows[1], slots))
     k.write("qOut", q_out)
     k.write("qOutBeforeQuant", q_out)
     k.write("kOutBeforeQuant", k_out)

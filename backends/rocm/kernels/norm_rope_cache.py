@@ -93,6 +93,8 @@ class QkvNormRopeCache:
     of ``head_dim / group`` elements per tensor and lane; otherwise element by element."""
     inline: bool = True
     """The index is checked by every block (short index); otherwise a Check launch ran before."""
+    nd: bool = False
+    """ND caches ``[BlockNum, BlockSize, N, D]`` (PA / PA_BNSD) instead of PA_NZ ``[BlockNum, N*D/P, BlockSize, P]``."""
 
     def __post_init__(self) -> None:
         if self.group not in GROUPS or self.head_dim % (2 * self.group):
@@ -152,10 +154,13 @@ class QkvNormRopeCache:
         p = 32 if int8 else 16
         c = f"m.{which}_cache"
         cache = f"{which}_cache"
-        lines = [
-            f"const long long col = (long long)hh * HD + j0;  // the lane's first column of the {which} row",
-            f"const long long at = blk * {c}[0] + (col / {p}) * {c}[1] + row * {c}[2];",
-        ]
+        if self.nd:  # [BlockNum, BlockSize, N, D]: the lane's columns j0.. of head hh, unit-stride under vec
+            lines = [f"const long long at = blk * {c}[0] + row * {c}[1] + (long long)hh * {c}[2];"]
+        else:
+            lines = [
+                f"const long long col = (long long)hh * HD + j0;  // the lane's first column of the {which} row",
+                f"const long long at = blk * {c}[0] + (col / {p}) * {c}[1] + row * {c}[2];",
+            ]
         if int8:
             sc, off = f"m.{which}_scale", f"m.{which}_offset"
             lines += [
@@ -176,9 +181,11 @@ class QkvNormRopeCache:
                 "{",
                 f"  AclVec<{word}, V> w;",
                 f"  for (int i = 0; i < V; ++i) w.v[i] = {value};",
-                f"  *reinterpret_cast<AclVec<{word}, V>*>({cache} + at + col % {p}) = w;",
+                f"  *reinterpret_cast<AclVec<{word}, V>*>({cache} + at + {'j0' if self.nd else f'col % {p}'}) = w;",
                 "}",
             ]
+        elif self.nd:
+            lines += [f"for (int i = 0; i < V; ++i) {cache}[at + (j0 + i) * {c}[3]] = {value};"]
         else:
             lines += [
                 "for (int i = 0; i < V; ++i) {",
@@ -300,7 +307,7 @@ class QkvNormRopeCache:
             f"QkvRmsNormRopeCache {self.dtype.short}, k {'int8' if self.k_int8 else '16-bit'}"
             f"{' asym' if self.k_offset else ''}, v {'int8' if self.v_int8 else '16-bit'}"
             f"{' asym' if self.v_offset else ''}, {g} lanes a head{', vector access' if self.vec else ''}"
-            f"{', index checked inline' if self.inline else ''}"
+            f"{', index checked inline' if self.inline else ''}{', ND caches' if self.nd else ', PA_NZ caches'}"
         )
         return "\n".join(
             [

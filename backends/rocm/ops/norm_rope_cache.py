@@ -106,7 +106,8 @@ class NormRopeCacheRunner:
         nq, nk, nv = (int(v) for v in launch.args["headNums"])
         d = int(launch.args["qkvSize"][3])
         tokens = int(qkv.view_dims[0])
-        block_size = int(kc.view_dims[2])
+        nd = launch.plan["qkv_cache_layout"] == "nd"
+        block_size = int(kc.view_dims[1 if nd else 2])
         high = int(kc.view_dims[0]) * block_size
         prog = Program(report="QkvRmsNormRopeCache: index holds a slot outside the caches (and not -1)")
         inline = 0 < tokens <= INLINE_CHECK_MAX
@@ -121,7 +122,7 @@ class NormRopeCacheRunner:
         cols = d // group
         k_int8, v_int8 = kc.dtype == D.ACL_INT8, vc.dtype == D.ACL_INT8
         vec = vector_ok([qkv, qg, kg, cos, sin, q_out, q_bq, k_bq, v_bq, kc, vc], cols)
-        kernel = QkvNormRopeCache(qkv.dtype, k_int8, v_int8, ko is not None, vo is not None, d, group, vec, inline)
+        kernel = QkvNormRopeCache(qkv.dtype, k_int8, v_int8, ko is not None, vo is not None, d, group, vec, inline, nd)
         units = tokens * (nq + nk + nv)
         (eps_bits,) = struct.unpack("<q", struct.pack("<d", float(launch.args["epsilon"])))
         meta_v = QkvMeta(
