@@ -47,7 +47,8 @@ def test_one_row_per_choice_and_shape(fake: RocmBackend) -> None:
     norm_rope_rows.run_cases(suite)
     rows = [(c.op, c.shape, c.status) for c in suite.cases]
     shapes = [f"{t} tok x 16/8/8 x 128" for t in (1, 8, 256)]
-    assert rows == [(f"QkvRmsNormRopeCache {c}", s, "ok") for s in shapes for c in CONFIGS]
+    nd = [("QkvRmsNormRopeCache PA_BNSD", s, "ok") for s in shapes[:2]]
+    assert rows == [(f"QkvRmsNormRopeCache {c}", s, "ok") for s in shapes for c in CONFIGS] + nd
     assert fake.norm_rope_cache.forced is None  # type: ignore[attr-defined]
     names = " ".join(fake.provider.compiled)  # type: ignore[attr-defined]
     assert names.count("acl_qkv_norm_rope_") >= len(CONFIGS)

@@ -6,7 +6,8 @@ tokens (``--sizes full``; 256 in the small size; GB/s over the bytes read and wr
 ``ACL_QKV_ROPE_CONFIG`` choice (the runner's choice forced for the row, the op labelled with it). torch: ``rms_norm``
 of the q and k heads, the half-and-half rotation as its expression, and ``index_put_`` of the k and v rows into
 the caches seen token-major (``permute(0, 2, 1, 3)`` of the NZ layout) at the slots' (block, row) pairs, computed
-once outside the timing as the ScatterPaKvCache row does; -1 slots dropped the same way.
+once outside the timing as the ScatterPaKvCache row does; -1 slots dropped the same way. Two more decode rows
+write ND caches (cacheMode PA_BNSD, the Qwen3 runner's layout; torch's ``index_put_`` on them as they are).
 """
 
 from __future__ import annotations
@@ -49,9 +50,11 @@ def run_cases(suite: Suite) -> None:
     prefill = 4096 if suite.sizes.norm[0] >= 8192 else 256
     for tokens in (*DECODE_TOKENS, prefill):
         _row(suite, tokens, decode=tokens in DECODE_TOKENS)
+    for tokens in DECODE_TOKENS:  # the Qwen3 runner's ND caches (PA_BNSD), the runner's own choice of lanes
+        _row(suite, tokens, decode=True, nd=True)
 
 
-def _row(suite: Suite, tokens: int, decode: bool) -> None:
+def _row(suite: Suite, tokens: int, decode: bool, nd: bool = False) -> None:
     from acl_tools.bench.ops import Case
 
     torch = suite.torch
@@ -63,7 +66,7 @@ def _row(suite: Suite, tokens: int, decode: bool) -> None:
     if tokens > 2:
         slots[-1] = -1  # a padding token
     width = (nq + nk + nv) * d
-    cache_shape = (blocks, nk * d // 16, bs, 16)
+    cache_shape = (blocks, bs, nk, d) if nd else (blocks, nk * d // 16, bs, 16)
 
     def acl() -> tuple[Callable[[], None], Any]:
         args: dict[str, Any] = {
@@ -79,7 +82,7 @@ def _row(suite: Suite, tokens: int, decode: bool) -> None:
             "qkvSize": aclnn.aclCreateIntArray([b, s, nq + nk + nv, d]),
             "headNums": aclnn.aclCreateIntArray([nq, nk, nv]),
             "epsilon": 1e-6,
-            "cacheModeOptional": "PA_NZ",
+            "cacheModeOptional": "PA_BNSD" if nd else "PA_NZ",
         }
         return suite.prepared("QkvRmsNormRopeCache", args)
 
@@ -92,7 +95,10 @@ def _row(suite: Suite, tokens: int, decode: bool) -> None:
         keep = torch.from_numpy(slots >= 0).to(suite.device)
         kept = torch.from_numpy(slots[slots >= 0]).to(suite.device)
         blk, row = kept // bs, kept % bs
-        k_rows, v_rows = kc.permute(0, 2, 1, 3), vc.permute(0, 2, 1, 3)  # [blocks, bs, W/16, 16] views
+        if nd:  # [blocks, bs, N, D] as it is
+            k_rows, v_rows, piece = kc, vc, (nk, d)
+        else:  # [blocks, bs, W/16, 16] views of the NZ caches
+            k_rows, v_rows, piece = kc.permute(0, 2, 1, 3), vc.permute(0, 2, 1, 3), (nk * d // 16, 16)
         half = d // 2
         rms_norm = torch.nn.functional.rms_norm
 
@@ -103,18 +109,18 @@ def _row(suite: Suite, tokens: int, decode: bool) -> None:
             q = rope(rms_norm(qkv[:, :nq], (d,), weight=qg, eps=1e-6))
             k = rope(rms_norm(qkv[:, nq : nq + nk], (d,), weight=kg, eps=1e-6))
             v = qkv[:, nq + nk :]
-            k_rows.index_put_((blk, row), k[keep].reshape(-1, nk * d // 16, 16))
-            v_rows.index_put_((blk, row), v[keep].reshape(-1, nv * d // 16, 16))
+            k_rows.index_put_((blk, row), k[keep].reshape(-1, *piece))
+            v_rows.index_put_((blk, row), v[keep].reshape(-1, *piece))
             return q.reshape(tokens, nq * d)
 
         return run
 
-    runner, configs = _configs(suite)
+    runner, configs = (None, (None,)) if nd else _configs(suite)
     kept = int((slots >= 0).sum())
     nbytes = 2 * (tokens * width + 2 * tokens * d + 2 * d + tokens * nq * d + kept * (nk + nv) * d) + tokens * 8
     label = f"{tokens} tok x {nq}/{nk}/{nv} x {d}"
     for config in configs:
-        op = "QkvRmsNormRopeCache" if config is None else f"QkvRmsNormRopeCache {config}"
+        op = "QkvRmsNormRopeCache" + (" PA_BNSD" if nd else "") + ("" if config is None else f" {config}")
         if runner is not None:
             runner.forced = config
         try:

@@ -1,5 +1,6 @@
-"""QkvRmsNormRopeCache on the GPU: one launch for the whole call (the index checked inline by every block
-when it holds at most ``INLINE_CHECK_MAX`` tokens, a decode step; a Check launch before it otherwise).
+"""QkvRmsNormRopeCache on the GPU (PA_NZ or ND caches): one launch for the whole call (the index checked inline
+by every block when it holds at most ``INLINE_CHECK_MAX`` tokens, a decode step; a Check launch before it
+otherwise).
 
 No host round trip: the index's range check sets the device flag and the kernel writes nothing once it
 is set (161002 at synchronisation), so the launch captures. ``ACL_QKV_ROPE_CONFIG`` picks the lanes a
