@@ -30,7 +30,7 @@ from acl_core.spec.opspec import OutInfo, Role
 from acl_core.spec.runtime import MemcpyKind
 from acl_core.spec.validate import check_inputs
 from acl_core.tensor import AclTensorList
-from acl_tools.bench import gemm_variants, host, kernel_profile, quant_gemm, quant_rows, replay
+from acl_tools.bench import gemm_variants, host, kernel_profile, norm_rope_rows, quant_gemm, quant_rows, replay
 from acl_tools.bench.timing import measure, measure_interleaved
 
 DTYPES = (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16)
@@ -84,6 +84,7 @@ OPS = (
     *gemm_variants.OPS,
     *("MoeTokenPermute", "ApplyTopKTopP"),
     *("ScatterPaKvCache", "RopeWithSinCosCacheV2"),
+    *norm_rope_rows.OPS,
     *quant_rows.OPS,
     *("MoeGatingTopK", "MoeTokenUnpermute", "MoeInitRoutingV2", "AttentionUpdate"),
     *("MoeDistributeDispatchV2", "MoeDistributeCombineV2"),
@@ -1536,6 +1537,7 @@ class Suite:
             self.moe_pipeline()
             self.sampling()
             self.kv_cache()
+            norm_rope_rows.run_cases(self)  # QkvRmsNormRopeCache: Qwen3's attention prologue in one call
             self.attention_update()
             self.norms()
             self.norm_quant()

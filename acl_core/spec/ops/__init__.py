@@ -41,6 +41,7 @@ FAMILIES: tuple[str, ...] = (
     "kv_cache",
     "quant_vllm",
     "gmm_quant",
+    "norm_rope_cache",
 )
 
 _lock = threading.Lock()

@@ -38,6 +38,7 @@ FAMILIES: tuple[str, ...] = (
     "kv_cache",
     "quant_vllm",
     "gmm_quant",
+    "norm_rope_cache",
 )
 
 _KERNELS: dict[str, RefKernel] = {}

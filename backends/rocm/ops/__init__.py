@@ -44,6 +44,7 @@ FAMILIES: tuple[str, ...] = (
     "gmm_quant",
     "mla",
     "optim",
+    "norm_rope_cache",
 )
 
 
