@@ -185,6 +185,7 @@ def run(
             "device": caps.device_name,
             "attention": runner.attention.describe(),
             "prefetch": runner.prefetch,
+            "prologue": runner.prologue,
             "load_s": runner.load_seconds,
             "weights_bytes": runner.weights.nbytes(),
             "acl_decode_kernels_batch1": profiled,

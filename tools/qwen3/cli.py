@@ -338,7 +338,8 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
         f"{args.new_tokens} new tokens, median of {args.repeat}; transformers eager on "
         f"{result['transformers_device']}; PyTorch static-cache runner on {result['torch_graph_device']} ({graph}); "
         f"acl decode {'replayed' if result['acl_decode_replayed'] else 'eager'}, weight prefetch "
-        f"{result.get('prefetch', 'off')} (ACL_QWEN3_PREFETCH)"
+        f"{result.get('prefetch', 'off')} (ACL_QWEN3_PREFETCH), decode prologue {result.get('prologue', 'split')} "
+        "(ACL_QWEN3_PROLOGUE)"
     )
     _table(header, rows)
     if result["prefill"]:

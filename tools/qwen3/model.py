@@ -34,6 +34,7 @@ copied to the device; nothing else is computed on the host.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -62,6 +63,7 @@ from acl_tools.qwen3.device import (
     DeviceError,
     Prepared,
     Session,
+    int_array,
     scalar,
 )
 from acl_tools.qwen3.prefetch import PlanStep, prefetch_mode, with_prefetches
@@ -87,6 +89,28 @@ def rope_tables(config: Qwen3Config, positions: int) -> tuple[np.ndarray, np.nda
     freqs = np.arange(positions, dtype=np.float32)[:, None] * inv_freq[None, :]
     angles = np.concatenate([freqs, freqs], axis=-1)
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+PROLOGUE_ENV = "ACL_QWEN3_PROLOGUE"
+PROLOGUES = ("split", "fused")
+
+
+def prologue_mode(value: str | None, config: Qwen3Config, dtype: DataType) -> str:
+    """How a decode step turns qkv into the rotated q and the new cache rows (``ACL_QWEN3_PROLOGUE`` when None).
+
+    ``split`` (the default): RmsNorm on q, RmsNorm on k, one ApplyRotaryPosEmb, one ScatterPaKvCache.
+    ``fused``: one QkvRmsNormRopeCache (16-bit models with head dim 128, the operator's only one).
+    A ValueError names why ``fused`` cannot run rather than running something else.
+    """
+    mode = (os.environ.get(PROLOGUE_ENV, "") if value is None else value).strip().lower() or "split"
+    if mode not in PROLOGUES:
+        raise ValueError(f"{PROLOGUE_ENV}={mode!r} is none of {', '.join(PROLOGUES)}")
+    if mode == "fused" and (config.head_dim != 128 or dtype not in (DataType.ACL_FLOAT16, DataType.ACL_BF16)):
+        raise ValueError(
+            f"{PROLOGUE_ENV}=fused needs head dim 128 and float16/bf16 (QkvRmsNormRopeCache's only ones); "
+            f"this model has head dim {config.head_dim} in {dtype.short}"
+        )
+    return mode
 
 
 class KVCache:
@@ -261,6 +285,7 @@ class Qwen3Runner:
         progress: Callable[[int, int], None] | None = None,
         decode_cache_size: int = 4,
         prefetch: str | None = None,
+        prologue: str | None = None,
     ) -> None:
         self.model_dir = Path(model_dir)
         self.prefetch = prefetch_mode(prefetch)
@@ -268,6 +293,8 @@ class Qwen3Runner:
         self.config = Qwen3Config.from_dir(self.model_dir)
         self.dtype_name = dtype
         self.dtype = parse_dtype(dtype)
+        self.prologue = prologue_mode(prologue, self.config, self.dtype)
+        """How decode turns qkv into q and the cache rows (``ACL_QWEN3_PROLOGUE`` when None): see prologue_mode."""
         self.attention: AttentionChoice = choose(self.dtype, prefill_attention, decode_attention)
         self.cube_math_type = cube_math_type
         self.session = Session(backend)
@@ -414,10 +441,15 @@ class Qwen3Runner:
         if prefill:
             cache.insert(0, ("RotaryPositionEmbedding", (a.qn.tensor(), a.cos, a.sin, 0, a.qr.tensor())))
         n = a.o.tensor()
-        return [
-            ("Mm", (n, lw.qkv.t, a.qkv.tensor(), cube)),
+        norms: list[tuple[str, Args] | StepFn] = [
             ("RmsNorm", (a.q_part, lw.q_norm.tensor(), eps, a.qn.tensor(), a.rstd_q.tensor())),
             ("RmsNorm", (a.k_part, lw.k_norm.tensor(), eps, a.kn.tensor(), a.rstd_k.tensor())),
+        ]
+        if not prefill and self.prologue == "fused":  # norms, rope and the cache rows in one launch
+            norms, cache = [self._fused_prologue(i, a, kv)], [self._attention(i, a, kv, 0, prefill)]
+        return [
+            ("Mm", (n, lw.qkv.t, a.qkv.tensor(), cube)),
+            *norms,
             *cache,
             ("Mm", (a.attn_flat, lw.o.t, a.o.tensor(), cube)),
             ("InplaceAddRmsNorm", (a.o.tensor(), a.h.tensor(), lw.post_norm.tensor(), eps, a.rstd.tensor())),
@@ -425,6 +457,24 @@ class Qwen3Runner:
             ("SwiGlu", (a.gu.tensor(), -1, a.act.tensor())),
             ("Mm", (a.act.tensor(), lw.down.t, a.o.tensor(), cube)),
         ]
+
+    def _fused_prologue(self, i: int, a: Activations, kv: KVCache) -> tuple[str, Args]:
+        """QkvRmsNormRopeCache of one decode step: q normalised and rotated into qn, k and v into the cache.
+
+        The cache [B, C, N, D] is read as B blocks of C slots (cacheMode PA_BNSD, this project's ND
+        extension of the operator's PA_NZ), so a token's slot is the one ScatterPaKvCache would use.
+        """
+        c, lw = self.config, self.weights.layers[i]
+        assert a.pos is not None and a.step_rope is not None
+        b, nq, nkv, d = a.batch, c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        cos, sin = (row.view([b, d], [0, 1]) for row in a.step_rope)
+        slots = a.pos.tensor() if a.slots is None else a.slots.tensor()
+        return "QkvRmsNormRopeCache", (
+            a.qkv.tensor(), lw.q_norm.tensor(), lw.k_norm.tensor(), cos, sin, slots,
+            a.qn.view([b, nq * d]), kv.k[i].tensor(), kv.v[i].tensor(), None, None, None, None,
+            int_array([b, 1, nq + 2 * nkv, d]), int_array([nq, nkv, nkv]), c.rms_norm_eps, "PA_BNSD",
+            None, None, None,
+        )  # fmt: skip
 
     def _rope_pair(self) -> bool:
         """Whether decode rotates q and k with one ApplyRotaryPosEmb (CANN takes head dims 64 and 128 only)."""
