@@ -731,6 +731,7 @@ def paged_kv(call: Call, layout: str, b: int, nkv: int, d: int, sq: int, lengths
     if tuple(k.shape) != tuple(v.shape):
         raise invalid(f"key shape {list(k.shape)} differs from value's {list(v.shape)}")
     shape = tuple(k.shape)
+    want: tuple[int, ...]
     if len(shape) == 3:
         form, want = "BnBsH", (shape[0], size, nkv * d)
     elif len(shape) == 4:

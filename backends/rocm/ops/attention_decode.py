@@ -238,7 +238,15 @@ class DecodeAttention:
         shape = "" if wide is None else f" in the short-cache layout ({wide.threads} threads x {wide.rows} rows)"
         return f"{splits} splits of {chunk} keys{shape}, {self.config}"
 
-    def _block_plan(self, call: DecodeCall, inst: BlockInstance, splits: int = 1, chunk: int = 0) -> Program:
+    def _block_plan(
+        self,
+        call: DecodeCall,
+        inst: BlockInstance,
+        splits: int = 1,
+        chunk: int = 0,
+        prog: Program | None = None,
+        kv: tuple[Any, Any] | None = None,
+    ) -> Program:
         """One launch of the block kernel; with several splits (``wide``) its partials, then the combine kernel."""
         src = self._block_sources.get(inst)
         if src is None:
@@ -248,10 +256,11 @@ class DecodeAttention:
         fn = self.backend.function(src, inst.name)
         meta = self._meta(call, splits, chunk if splits > 1 else call.skv)
         item = call.q.dtype.info.storage_bits // 8
-        prog = Program()
+        prog = Program() if prog is None else prog
         part: Any = ctypes.c_void_p(0)
         if splits > 1:
             part = prog.temp(call.b * call.nq * splits * (call.d + 2) * 4)
+        k_at, v_at = kv if kv is not None else (_address(call.k, item), _address(call.v, item))
         packed = KernelArgs.index_array(meta.values(), "long long")
         out, lse = _address(call.out, item), _address(call.lse, 4)
         sink = _address(call.sink, 0 if call.sink is None else call.sink.dtype.info.storage_bits // 8)
@@ -260,8 +269,8 @@ class DecodeAttention:
             KernelArgs.index_array(list(call.lengths) + [0] * (MAX_DECODE_BATCH - len(call.lengths)), "int"),
             ctypes.c_double(call.scale),
             _address(call.q, item),
-            _address(call.k, item),
-            _address(call.v, item),
+            k_at,
+            v_at,
             _address(call.mask, 1),
             part,
             out,
@@ -300,22 +309,24 @@ class DecodeAttention:
         units = self.backend.properties.compute_units
         return decode_splits(call.b, call.nkv, call.skv, units, cfg.blocks_per_unit, cfg.min_chunk)
 
-    def plan(self, call: DecodeCall) -> Program:
+    def plan(self, call: DecodeCall, prog: Program | None = None, kv: tuple[Any, Any] | None = None) -> Program:
         """The call's launches: split kernel, then (several splits, two-kernel path) the combine kernel.
 
         Fused (``ACL_DECODE_CONFIG=fused``): one launch; the partials and the per-(batch, kv head) counters
         live in the stream's persistent scratch (counters zeroed once, left zero by each launch's last blocks).
+        ``prog``: the program to append to (paged KV's gathers); ``kv``: the K and V addresses to read instead
+        of ``call.k`` / ``call.v``'s (temporaries of ``prog``).
         """
-        prog = Program()
+        prog = Program() if prog is None else prog
         if call.b == 0 or call.nq == 0:
             return prog
         block = self.block_instance(call)
         if block is not None:
-            return self._block_plan(call, block)
+            return self._block_plan(call, block, prog=prog, kv=kv)
         cfg = self.config
         wide = None if cfg.fused else self.block_instance(call, wide=True)
         if wide is not None:
-            return self._block_plan(call, wide, *self.splits(call))
+            return self._block_plan(call, wide, *self.splits(call), prog=prog, kv=kv)
         warp = self.backend.properties.warp_size
         sink_dtype = None if call.sink is None else call.sink.dtype
         inst = DecodeInstance(
@@ -355,8 +366,7 @@ class DecodeAttention:
             KernelArgs.index_array(lengths, "int"),
             ctypes.c_double(call.scale),
             address(call.q),
-            address(call.k),
-            address(call.v),
+            *(kv if kv is not None else (address(call.k), address(call.v))),
             address(call.mask, 1),
             part,
             out,
