@@ -50,3 +50,30 @@ def test_every_paged_sample_matches_the_reference(  # type: ignore[no-untyped-de
 @pytest.mark.parametrize("op", ["IncreFlashAttentionV3", "FusedInferAttentionScoreV2"])
 def test_error_samples_are_refused_like_the_reference(emulated: Backend, reference: Backend, op: str) -> None:
     assert_errors_match_reference(emulated, reference, op)
+
+
+@pytest.mark.parametrize("form", ["BnNBsD", "NZ"])
+def test_direct_decode_reads_the_pool_and_checks_the_table(
+    emulated: Backend, reference: Backend, form: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``direct``: one decode program over the pool (no gather), a long cache in several splits; a bad entry fails."""
+    from acl_core import eager
+    from acl_core.dtypes import DataType as D
+    from acl_core.errors import AclnnError
+    from acl_core.spec.ops.attention import FIA_DEFAULTS, FIA_PAGED_NAMES, paged_case
+
+    runner = emulated.attention  # type: ignore[attr-defined]
+    runner.use_paged_mode("direct")
+    try:
+        args = paged_case(np.random.default_rng(9), D.ACL_BF16, "BNSD", form, 4, 2, 1, (300, 129), 64, 32,
+                          FIA_PAGED_NAMES, **{**FIA_DEFAULTS, "blockSize": 32})  # fmt: skip
+        with caplog.at_level("DEBUG", logger="acl_rocm.attention"):
+            assert_matches_reference(emulated, reference, "FusedInferAttentionScore", args, "contiguous", form)
+        assert "paged KV through the table" in caplog.text
+        bad = args["blockTable"].copy()
+        bad[1, 2] = 10_000
+        with pytest.raises(AclnnError) as info:
+            eager.run("FusedInferAttentionScore", emulated, op_args={**args, "blockTable": bad})
+        assert info.value.code == 161002
+    finally:
+        runner.use_paged_mode(None)

@@ -28,7 +28,7 @@ GATHER_THREADS: Final = 64
 """Threads per block of the gather kernel (a block per key row; they stride over the head dim)."""
 MAX_PAGED_BATCH: Final = 256
 """Batches whose actual lengths travel in the gather kernel's arguments (as the decode kernels')."""
-PAGED_MODES: Final = ("gather",)
+PAGED_MODES: Final = ("direct", "gather")
 """``ACL_PAGED_DECODE``: ``direct`` (the default) has the decode kernels read the pool through the table;
 ``gather`` first copies the batches' rows into a dense temporary and runs the dense decode on it."""
 

@@ -56,7 +56,7 @@ from acl_rocm.ops.attention_blas import BlasAttention, BlasProblem, blas_refusal
 from acl_rocm.ops.attention_cudnn import CudnnSdpa, SdpaKey, refuse
 from acl_rocm.ops.attention_decode import DecodeAttention, DecodeCall, decode_refusal
 from acl_rocm.ops.attention_flash import FlashAttention, flash_refusal
-from acl_rocm.ops.attention_paged import gather_plan, paged_refusal, paged_setup, with_dense
+from acl_rocm.ops.attention_paged import direct_call, gather_plan, paged_refusal, paged_setup, with_dense
 from acl_rocm.ops.attention_plan import LARGE_WORK, choose_path, cudnn_mask, cudnn_refusal, is_large
 from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.ops.program import Program, run_program
@@ -606,12 +606,22 @@ class AttentionRunner:
             call, why = self._decode_call(dense)
             if call is None and self.path_override == "decode":
                 raise _refuse(name, f"the decode attention path forced: {why}")
+        direct = None if call is None else direct_call(call, setup)
+        if direct is not None and self.paged_mode == "direct":
+            prog = self.decode.plan(direct)
+            path, detail = "decode", f"paged KV through the table; {self.decode.describe(direct)}"
+            run: Callable[[int], None] = functools.partial(run_program, self.backend, prog)
+            self.last_path = path
+            LOG.debug("%s paged B=%d Skv<=%d: %s path (%s)", name, len(setup.lengths), setup.rows, path, detail)
+            return run
+        if call is not None and self.paged_mode == "direct":
+            LOG.debug("%s paged: an NZ pool whose 16-wide tiles are not contiguous; gathered instead", name)
         prog = Program()
         k_temp, v_temp = gather_plan(self.backend, setup, prog)
         if call is not None:
             prog = self.decode.plan(call, prog, (k_temp, v_temp))
             path, detail = "decode", f"gathered paged KV; {self.decode.describe(call)}"
-            run: Callable[[int], None] = functools.partial(run_program, self.backend, prog)
+            run = functools.partial(run_program, self.backend, prog)
         else:
             path, detail = self._prefill_path(dense, str(why))
             flash = path == "flash"

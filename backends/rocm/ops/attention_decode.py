@@ -51,12 +51,13 @@ from acl_rocm.kernels.attention_decode_block import (
     lanes_per_row,
 )
 from acl_rocm.launch import KernelArgs, LaunchConfig
-from acl_rocm.ops.program import Program, Scratch, Step, Temp
+from acl_rocm.ops.program import FLAG, Program, Scratch, Step, Temp
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
 
 DECODE_DTYPES = frozenset({D.ACL_FLOAT16, D.ACL_BF16})
+PAGED_REPORT = "blockTable holds a block index outside the key/value pool ([0, blocks))"
 DECODE_OPS = frozenset({"IncreFlashAttention", "FusedInferAttentionScore"})
 MAX_HEAD_DIM = 256
 LOG = logging.getLogger("acl_rocm.attention")
@@ -87,6 +88,20 @@ class DecodeCall:
     scale: float
     sink: AclTensor | None = None
     """One logit per query head (FusedInferAttentionScoreV5's learnableSinkOptional), or None."""
+    page: PagedDecode | None = None
+    """Paged KV read through the block table (k / v are the pools, ks / vs their (block, head, row, dim) strides)."""
+
+
+@dataclass(frozen=True)
+class PagedDecode:
+    """A paged decode call's table: tokens per block, the int32 table tensor, the pool's blocks, NZ pools."""
+
+    size: int
+    table: AclTensor
+    blocks: int
+    nz: bool
+    tile: int = 1
+    """NZ: the step between a 16-wide tile's elements (the direct kernels need 1)."""
 
 
 def decode_refusal(
@@ -133,6 +148,19 @@ def block_vector_loads(call: DecodeCall) -> bool:
         if st[3] != 1 or any(s % ELEMS for s in st[:3]):
             return False
         if (t.data + t.offset * item) % (ELEMS * item):
+            return False
+    return True
+
+
+def nz_vector_loads(call: DecodeCall, warp: int) -> bool:
+    """Whether an NZ pool's rows take aligned vector loads (a lane's dims inside one contiguous 16-wide tile)."""
+    assert call.page is not None
+    if call.d % warp or 16 % (call.d // warp) or call.page.tile != 1:
+        return False
+    vec = call.d // warp
+    item = call.k.dtype.info.storage_bits // 8
+    for t, st in ((call.k, call.ks), (call.v, call.vs)):
+        if any(s % vec for s in st) or (t.data + t.offset * item) % (vec * item):
             return False
     return True
 
@@ -204,6 +232,9 @@ class DecodeAttention:
         """
         cfg = self.config
         if not (cfg.wide if wide else cfg.takes_block(call.skv)):
+            return None
+        if call.page is not None:
+            LOG.debug("decode Skv=%d: paged KV reads the table in the split kernel only; the split path", call.skv)
             return None
         warp = self.backend.properties.warp_size
         why = block_refusal(call, warp)
@@ -329,16 +360,18 @@ class DecodeAttention:
             return self._block_plan(call, wide, *self.splits(call), prog=prog, kv=kv)
         warp = self.backend.properties.warp_size
         sink_dtype = None if call.sink is None else call.sink.dtype
+        page = call.page
         inst = DecodeInstance(
             call.q.dtype,
             call.d,
             call.nq // call.nkv,
-            vector_loads(call, warp),
+            nz_vector_loads(call, warp) if page is not None and page.nz else vector_loads(call, warp),
             sink_dtype,
             kpw=cfg.kpw,
             fused=cfg.fused,
             eager=cfg.eager,
             dbuf=cfg.dbuf,
+            paged="" if page is None else "nz" if page.nz else "rows",
         )
         split_fn = self._function(inst, "split")
         splits, chunk = self.splits(call)
@@ -374,6 +407,13 @@ class DecodeAttention:
             sink,
             counters,
         )
+        if page is not None:
+            pm = KernelArgs.index_array(
+                [page.size, page.table.strides[0], page.table.strides[1], page.blocks], "long long"
+            )
+            table = ctypes.c_void_p(page.table.data + page.table.offset * 4)
+            split_values = (*split_values, pm, table, FLAG)
+            prog.report = PAGED_REPORT
         blocks = call.b * call.nkv * splits
         prog.steps.append(Step(split_fn, LaunchConfig((blocks, 1, 1), (DECODE_THREADS, 1, 1)), split_values))
         if splits > 1 and not inst.fused:

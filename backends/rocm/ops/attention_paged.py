@@ -28,6 +28,7 @@ from acl_rocm.kernels.attention_paged import (
     pool_strides,
 )
 from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.ops.attention_decode import DecodeCall, PagedDecode
 from acl_rocm.ops.program import FLAG, Program, Step, Temp
 
 if TYPE_CHECKING:
@@ -155,3 +156,19 @@ def with_dense(launch: Launch, setup: PagedSetup, k_data: int = 0, v_data: int =
         "value": (replace(setup.dense_v, data=v_data),),
     }
     return replace(launch, args=args, plan={**launch.plan, "page": 0, "kv_form": "dense"})
+
+
+def direct_call(call: DecodeCall, setup: PagedSetup) -> DecodeCall | None:
+    """The decode call that reads the pools through the table (None: an NZ pool with non-contiguous tiles)."""
+    ks, vs = setup.ks, setup.vs
+    if ks.nz and (ks.tile != 1 or vs.tile != 1):
+        return None
+    page = PagedDecode(setup.size, setup.table, setup.key.view_dims[0], bool(ks.nz), ks.tile)
+    return replace(
+        call,
+        k=setup.key,
+        v=setup.value,
+        ks=(ks.block, ks.head, ks.row, ks.dim),
+        vs=(vs.block, vs.head, vs.row, vs.dim),
+        page=page,
+    )
