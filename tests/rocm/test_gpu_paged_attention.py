@@ -30,8 +30,8 @@ EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
 TOL = {D.ACL_FLOAT16: (2e-3, 2e-3), D.ACL_BF16: (1.6e-2, 1.6e-2)}
 """The decode path's accuracy (test_gpu_decode_attention.py's TOL); lse to 1e-4 absolute."""
 NQ, NKV, DIM = (4, 2, 64) if EMULATED else (16, 8, 128)
-LENGTHS = (150, 97) if EMULATED else (4097, 1000, 32_768 - 5)
-BLOCK = 32 if EMULATED else 128
+LENGTHS = (70, 33) if EMULATED else (4097, 1000, 32_768 - 5)
+BLOCK = 16 if EMULATED else 128
 
 
 @pytest.fixture(params=PAGED_MODES)
