@@ -52,11 +52,13 @@ def test_error_samples_are_refused_like_the_reference(emulated: Backend, referen
     assert_errors_match_reference(emulated, reference, op)
 
 
+@pytest.mark.parametrize("lengths", [(300, 129), (100, 37)], ids=["split", "short-cache"])
 @pytest.mark.parametrize("form", ["BnNBsD", "NZ"])
 def test_direct_decode_reads_the_pool_and_checks_the_table(
-    emulated: Backend, reference: Backend, form: str, caplog: pytest.LogCaptureFixture
+    emulated: Backend, reference: Backend, form: str, lengths: tuple[int, int], caplog: pytest.LogCaptureFixture
 ) -> None:
-    """``direct``: one decode program over the pool (no gather), a long cache in several splits; a bad entry fails."""
+    """``direct``: the decode program reads the pool (no gather): a long cache in several splits of the split
+    kernel, a short one in the short-cache kernel; a table entry past the pool fails (161002)."""
     from acl_core import eager
     from acl_core.dtypes import DataType as D
     from acl_core.errors import AclnnError
@@ -65,13 +67,14 @@ def test_direct_decode_reads_the_pool_and_checks_the_table(
     runner = emulated.attention  # type: ignore[attr-defined]
     runner.use_paged_mode("direct")
     try:
-        args = paged_case(np.random.default_rng(9), D.ACL_BF16, "BNSD", form, 4, 2, 1, (300, 129), 64, 32,
+        args = paged_case(np.random.default_rng(9), D.ACL_BF16, "BNSD", form, 4, 2, 1, lengths, 64, 32,
                           FIA_PAGED_NAMES, **{**FIA_DEFAULTS, "blockSize": 32})  # fmt: skip
         with caplog.at_level("DEBUG", logger="acl_rocm.attention"):
             assert_matches_reference(emulated, reference, "FusedInferAttentionScore", args, "contiguous", form)
         assert "paged KV through the table" in caplog.text
+        assert ("short-cache block kernel" in caplog.text) == (max(lengths) <= 256)
         bad = args["blockTable"].copy()
-        bad[1, 2] = 10_000
+        bad[1, 1] = 10_000  # a column batch 1 reads
         with pytest.raises(AclnnError) as info:
             eager.run("FusedInferAttentionScore", emulated, op_args={**args, "blockTable": bad})
         assert info.value.code == 161002

@@ -358,6 +358,11 @@ ACL_DEV void dec_raw_nz(const st* row, long long stride, int lane, bool live, Ac
 }
 #define dec_raw dec_raw_nz
 """
+    return page_lookup() + nz
+
+
+def page_lookup() -> str:
+    """C source both decode kernels' paged instances share: the table geometry and ``dec_page`` (``st`` typedef'd)."""
     return f"""
 {PAGE_STRUCT}
 ACL_DEV const st* dec_page(const st* head, const long long* s, long long j, long long hi, const int* tab,
@@ -370,7 +375,7 @@ ACL_DEV const st* dec_page(const st* head, const long long* s, long long j, long
   }}
   return head + blk * s[0] + (j % pm.size) * s[2];
 }}
-{nz}"""
+"""
 
 
 def decode_source(inst: DecodeInstance, which: str) -> str:

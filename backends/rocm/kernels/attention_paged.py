@@ -29,7 +29,8 @@ GATHER_THREADS: Final = 64
 MAX_PAGED_BATCH: Final = 256
 """Batches whose actual lengths travel in the gather kernel's arguments (as the decode kernels')."""
 PAGED_MODES: Final = ("direct", "gather")
-"""``ACL_PAGED_DECODE``: ``direct`` (the default) has the decode kernels read the pool through the table;
+"""``ACL_PAGED_DECODE``: ``direct`` (the default) has the decode kernels (short-cache and split-KV: their paged
+instances, ``attention_decode.py``) read the pool through the table;
 ``gather`` first copies the batches' rows into a dense temporary and runs the dense decode on it."""
 
 

@@ -152,12 +152,16 @@ def block_vector_loads(call: DecodeCall) -> bool:
     return True
 
 
-def nz_vector_loads(call: DecodeCall, warp: int) -> bool:
-    """Whether an NZ pool's rows take aligned vector loads (a lane's dims inside one contiguous 16-wide tile)."""
+def nz_vector_loads(call: DecodeCall, lanes: int, fixed: bool = False) -> bool:
+    """Whether an NZ pool's rows take aligned vector loads (a lane's dims inside one contiguous 16-wide tile).
+
+    ``lanes``: the warp size (the split kernel: ``D / warp`` dims a lane), or with ``fixed`` the elements a lane
+    loads (the block kernel's ELEMS).
+    """
     assert call.page is not None
-    if call.d % warp or 16 % (call.d // warp) or call.page.tile != 1:
+    vec = lanes if fixed else call.d // lanes if call.d % lanes == 0 else 0
+    if not vec or call.d % vec or 16 % vec or call.page.tile != 1:
         return False
-    vec = call.d // warp
     item = call.k.dtype.info.storage_bits // 8
     for t, st in ((call.k, call.ks), (call.v, call.vs)):
         if any(s % vec for s in st) or (t.data + t.offset * item) % (vec * item):
@@ -233,9 +237,6 @@ class DecodeAttention:
         cfg = self.config
         if not (cfg.wide if wide else cfg.takes_block(call.skv)):
             return None
-        if call.page is not None:
-            LOG.debug("decode Skv=%d: paged KV reads the table in the split kernel only; the split path", call.skv)
-            return None
         warp = self.backend.properties.warp_size
         why = block_refusal(call, warp)
         if why is not None:
@@ -246,16 +247,18 @@ class DecodeAttention:
         if heads != group and cfg.bheads:
             LOG.debug("decode: bheads=%d does not divide GQA group %d; the whole group a block", cfg.bheads, group)
         threads = block_threads(cfg.bthreads, warp, heads, call.d)
+        page = call.page
         return BlockInstance(
             call.q.dtype,
             call.d,
             heads,
-            block_vector_loads(call),
+            nz_vector_loads(call, ELEMS, True) if page is not None and page.nz else block_vector_loads(call),
             None if call.sink is None else call.sink.dtype,
             threads=threads,
             rows=block_rows(cfg.brows, heads, threads),
             eager=cfg.beager,
             share=group // heads,
+            paged="" if page is None else "nz" if page.nz else "rows",
         )
 
     def describe(self, call: DecodeCall) -> str:
@@ -308,6 +311,9 @@ class DecodeAttention:
             lse,
             sink,
         )
+        if call.page is not None:
+            values = (*values, *self._page_args(call.page))
+            prog.report = PAGED_REPORT
         grid = (call.b * call.nkv * inst.share * splits, 1, 1)
         prog.steps.append(Step(fn, LaunchConfig(grid, (inst.threads, 1, 1)), values))
         if splits > 1:
@@ -315,6 +321,13 @@ class DecodeAttention:
             config = LaunchConfig((call.b * call.nq, 1, 1), (DECODE_THREADS, 1, 1))
             prog.steps.append(Step(self._function(two, "combine"), config, (packed, part, out, lse, sink)))
         return prog
+
+    @staticmethod
+    def _page_args(page: PagedDecode) -> tuple[Any, ...]:
+        """The paged kernels' extra arguments: the table geometry, the table, the check flag."""
+        pm = [page.size, page.table.strides[0], page.table.strides[1], page.blocks]
+        table = ctypes.c_void_p(page.table.data + page.table.offset * 4)
+        return KernelArgs.index_array(pm, "long long"), table, FLAG
 
     @staticmethod
     def _meta(call: DecodeCall, splits: int, chunk: int) -> DecodeMeta:
@@ -408,11 +421,7 @@ class DecodeAttention:
             counters,
         )
         if page is not None:
-            pm = KernelArgs.index_array(
-                [page.size, page.table.strides[0], page.table.strides[1], page.blocks], "long long"
-            )
-            table = ctypes.c_void_p(page.table.data + page.table.offset * 4)
-            split_values = (*split_values, pm, table, FLAG)
+            split_values = (*split_values, *self._page_args(page))
             prog.report = PAGED_REPORT
         blocks = call.b * call.nkv * splits
         prog.steps.append(Step(split_fn, LaunchConfig((blocks, 1, 1), (DECODE_THREADS, 1, 1)), split_values))
