@@ -160,7 +160,8 @@ def version_of(
                 raise invalid(f"{name}: {pname} {extra.why}")
         if check is not None:
             check(call)
-        base_call = Call(base, to_base(call.args))
+        # implemented added parameters reach the base's rules under the names its kernels read them by
+        base_call = Call(base, {**to_base(call.args), **{k: call.args.get(p) for p, k in passthrough.items()}})
         infos = base.infer(base_call)
         call.plan.update(base_call.plan)
         renamed = {from_base_name[k]: v for k, v in infos.items() if k in from_base_name}

@@ -81,6 +81,30 @@ def _np(dtype: D) -> np.dtype:
 
 
 # ----------------------------------------------------------------------------- kernel models
+def _gather_model(name: str, grid: tuple[int, int, int], params: int) -> None:
+    """The paged-KV gather kernel, mirrored in NumPy: row j of (b, h) from block table[b, j / size] of the pool."""
+    from acl_rocm.kernels.attention_paged import MAX_PAGED_BATCH, GatherMeta
+
+    dt = _np(_BY_SHORT[name.split("_")[3]])
+    table = (ctypes.c_void_p * 6).from_address(params)
+    count = len(GatherMeta.__dataclass_fields__)
+    m = GatherMeta(*(ctypes.c_int64 * count).from_address(table[0]))
+    lens = list((ctypes.c_int32 * MAX_PAGED_BATCH).from_address(table[1]))
+    pool, tab, out, flag = (ctypes.c_void_p.from_address(table[i]).value for i in range(2, 6))
+    dims = np.arange(m.d)
+    at = (dims >> 4) * m.pd + (dims & 15) * m.pt if m.nz else dims * m.pd
+    for r in range(grid[0]):
+        j, h, b = r % m.rows, (r // m.rows) % m.nkv, r // (m.rows * m.nkv)
+        values = np.zeros(m.d)
+        if j < lens[b]:
+            blk = int(_gather(tab, np.dtype(np.int32), np.array([b * m.table_step + (j // m.size) * m.table_col]))[0])
+            if 0 <= blk < m.blocks:
+                values = _gather(pool, dt, blk * m.pb + h * m.ph + (j % m.size) * m.pr + at).astype(np.float64)
+            else:
+                _scatter(flag, np.dtype(np.int32), np.array([0]), np.array([1]))
+        _scatter(out, dt, b * m.ob + h * m.oh + j * m.orow + dims * m.od, values)
+
+
 def _attention_model(name: str, grid: tuple[int, int, int], params: int) -> None:
     """The attention row kernel, mirrored in NumPy: same strides, masks, window and online softmax tiles."""
     short, head, sink_short = name.split("_")[2], name.split("_")[3], name.split("_")[4]
@@ -245,6 +269,8 @@ class ExecutingFake(FakeProvider):
             _attention_model(name, grid, params)
         elif name.startswith("acl_rope_"):
             _rope_model(name, params)
+        elif name.startswith("acl_paged_gather_"):
+            _gather_model(name, grid, params)
         else:
             raise AssertionError(f"unexpected raw launch of {name}")
 

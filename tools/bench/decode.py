@@ -43,6 +43,7 @@ SWITCHES = (
     "ACL_GEMV",
     "ACL_ATTENTION_PATH",
     "ACL_DECODE_CONFIG",
+    "ACL_PAGED_DECODE",
 )
 """Environment switches of the rocm kernels these rows time, recorded in the report when set."""
 VARIANTS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -63,6 +64,7 @@ OPS = (
     "ArgMax",
     "IncreFlashAttention",
     "FusedInferAttentionScore",
+    "PagedAttention",
     "Matmul",
     "AddRmsNorm",
     "RmsNorm",
@@ -75,6 +77,7 @@ OPS = (
 FULL_SHAPES: dict[str, Any] = {
     "argmax_rows": (1, 8),
     "kv_lengths": (128, 1024, 4096, 32_768),  # 128: the Qwen3 runner's cache capacity in a short decode
+    "paged_lengths": (4096, 32_768),
     "gemm_m": (1, 8, 16),
     "gemm_kn": ((HIDDEN, INTERMEDIATE), (INTERMEDIATE, HIDDEN), (HIDDEN, 2 * HIDDEN), (HIDDEN, VOCAB)),
     "rows": (1, 8),
@@ -86,6 +89,7 @@ FULL_SHAPES: dict[str, Any] = {
 SMALL_SHAPES: dict[str, Any] = {
     "argmax_rows": (1,),
     "kv_lengths": (64,),
+    "paged_lengths": (64,),
     "gemm_m": (1,),
     "gemm_kn": ((64, 96),),
     "rows": (1,),
@@ -203,6 +207,83 @@ class DecodeSuite(Suite):
             nbytes = 2 * skv * KV_HEADS * HEAD_DIM * 2  # K and V are read once; q and the output are noise
             case = Case(f"{op} decode", f"Skv{skv} N{HEADS}/{KV_HEADS} D{HEAD_DIM}", "bf16", "GB/s", nbytes)
             self._run(case, acl, torch_fn, op)
+
+    def paged_attention(self) -> None:
+        """Paged decode (``--only PagedAttention``): IncreFlashAttentionV4 over a (blocks, KV_N, 128, D) pool and
+        FusedInferAttentionScoreV4 over an NZ pool (blocks, KV_N, D/16, 128, 16), shuffled block tables, beside
+        dense IncreFlashAttention on the same length and SDPA on the dense cache; rocm times each
+        ``ACL_PAGED_DECODE`` choice (``direct``: the decode kernel reads the table; ``gather``: copy, then dense)."""
+        if not self.wanted("PagedAttention"):
+            return
+        runners = getattr(self.backend, "runners", None)
+        runner = runners.get("attention") if isinstance(runners, dict) else None
+        modes: tuple[str | None, ...] = ("direct", "gather") if hasattr(runner, "use_paged_mode") else (None,)
+        for skv in self.shapes["paged_lengths"]:
+            dense = Case("IncreFlashAttention decode (dense)", f"Skv{skv} N{HEADS}/{KV_HEADS} D{HEAD_DIM}", "bf16",
+                         "GB/s", 2 * skv * KV_HEADS * HEAD_DIM * 2)  # fmt: skip
+            self._run(dense, self._dense_bnsd(skv), self._torch_decode(skv), "IncreFlashAttention")
+            for op, form in (("IncreFlashAttentionV4", "BnNBsD"), ("FusedInferAttentionScoreV4", "NZ")):
+                for mode in modes:
+                    if mode is not None:
+                        runner.use_paged_mode(mode)  # type: ignore[union-attr]
+                    try:
+                        label = f"{op} paged {form}" + ("" if mode is None else f" {mode}")
+                        case = Case(label, f"Skv{skv} N{HEADS}/{KV_HEADS} D{HEAD_DIM} block 128", "bf16", "GB/s",
+                                    2 * skv * KV_HEADS * HEAD_DIM * 2)  # fmt: skip
+                        self._run(case, self._paged(op, form, skv), self._torch_decode(skv), op)
+                    finally:
+                        if mode is not None:
+                            runner.use_paged_mode(None)  # type: ignore[union-attr]
+
+    def _torch_decode(self, skv: int) -> Callable[[], Callable[[], object]]:
+        def torch_fn() -> Callable[[], object]:
+            q = self.tensor((1, HEADS, 1, HEAD_DIM), D.ACL_BF16)
+            k, v = (self.tensor((1, KV_HEADS, skv, HEAD_DIM), D.ACL_BF16) for _ in range(2))
+            sdpa = self.torch.nn.functional.scaled_dot_product_attention
+            return lambda: sdpa(q, k, v, enable_gqa=True)
+
+        return torch_fn
+
+    def _dense_bnsd(self, skv: int) -> Callable[[], tuple[Callable[[], None], Any]]:
+        def acl() -> tuple[Callable[[], None], Any]:
+            q = self.array((1, HEADS, 1, HEAD_DIM), D.ACL_BF16)
+            k, v = (self.array((1, KV_HEADS, skv, HEAD_DIM), D.ACL_BF16) for _ in range(2))
+            lists = [aclnn.aclCreateTensorList([t.tensor()]) for t in (k, v)]
+            args: dict[str, Any] = {"query": q, "key": lists[0], "value": lists[1], "numHeads": HEADS}
+            args |= {"scaleValue": 1 / math.sqrt(HEAD_DIM), "inputLayout": "BNSD", "numKeyValueHeads": KV_HEADS}
+            launch, free = self.prepared("IncreFlashAttention", args)
+            return launch, _also_free(free, k, v)
+
+        return acl
+
+    def _paged(self, op: str, form: str, skv: int) -> Callable[[], tuple[Callable[[], None], Any]]:
+        block = 128
+
+        def acl() -> tuple[Callable[[], None], Any]:
+            blocks = -(-skv // block)
+            pool: tuple[int, ...] = (blocks + 8, KV_HEADS, block, HEAD_DIM)
+            if form == "NZ":
+                pool = (blocks + 8, KV_HEADS, HEAD_DIM // 16, block, 16)
+            q = self.array((1, HEADS, 1, HEAD_DIM), D.ACL_BF16)
+            k, v = (self.array(pool, D.ACL_BF16) for _ in range(2))
+            table = to_device(
+                self.rng.permutation(blocks + 8)[:blocks].reshape(1, blocks).astype(np.int32), self.backend
+            )
+            lists = [aclnn.aclCreateTensorList([t.tensor()]) for t in (k, v)]
+            args: dict[str, Any] = {"query": q, "key": lists[0], "value": lists[1], "numHeads": HEADS}
+            args |= {"scaleValue": 1 / math.sqrt(HEAD_DIM), "inputLayout": "BNSD", "numKeyValueHeads": KV_HEADS}
+            args |= {"blockSize": block}
+            if op.startswith("IncreFlashAttention"):
+                args |= {"blocktable": table, "actualSeqLengths": aclnn.aclCreateIntArray([skv]), "innerPrecise": 1}
+            else:
+                args |= {"blockTableOptional": table, "actualSeqLengthsKvOptional": aclnn.aclCreateIntArray([skv])}
+                args |= {"preTokens": 2**31 - 1, "nextTokens": 2**31 - 1, "sparseMode": 0, "innerPrecise": 0}
+                args |= {"antiquantMode": 0, "softmaxLseFlag": False, "keyAntiquantMode": 0, "valueAntiquantMode": 0}
+                args |= {"queryQuantMode": 0}
+            launch, free = self.prepared(op, args)
+            return launch, _also_free(free, k, v)  # the table is one of the call's arrays
+
+        return acl
 
     def gemms(self) -> None:
         """Matmul [M,K] x [K,N] in bf16 for decode's M, beside ``torch.matmul``; the weight read dominates.
@@ -389,6 +470,7 @@ class DecodeSuite(Suite):
         try:
             self.argmax()
             self.attention()
+            self.paged_attention()
             self.gemms()
             self.add_rms_norm()
             self.rms_norm()

@@ -26,9 +26,24 @@ Conventions shared by every attention operator here (the reference kernels imple
   'same_as_input' writes them [T,N,8]; any other value is refused.
 * Reserved outputs are accepted and left untouched: FlashAttentionScore's ``softmaxOutOut`` (may be
   null) and FusedInferAttentionScore's ``softmaxLse`` when ``softmaxLseFlag`` is false.
+* Paged KV (page attention: IncreFlashAttentionV3/V4's ``blocktable``, FusedInferAttentionScore's
+  ``blockTable``, int32 [B, maxBlockNumPerSeq]): token ``j`` of batch ``b`` is row ``j % blockSize`` of
+  block ``blockTable[b, j // blockSize]`` (the sparse-attention family's addressing). key/value are one
+  tensor each (a list of one), shaped BnBsH (blocks, blockSize, H=KV_N*D), BnNBsD (blocks, KV_N, blockSize,
+  D) or, FusedInferAttentionScore only (CANN documents it there, not for IncreFlashAttention), NZ
+  (blocks, KV_N, D/16, blockSize, 16). IncreFlashAttention takes BnNBsD only with inputLayout BNSD (CANN).
+  The key lengths (IFA's actualSeqLengths, FIA's actualSeqLengthsKv) are required (161001 when null).
+  blockSize: IncreFlashAttention a multiple of 16 up to 512; FusedInferAttentionScore a multiple of 16 up
+  to 1024 at D 64/128, else a multiple of 16 up to 512 (query S 1) or of 128 up to 1024 (query S > 1).
+  Everything else 161002: table not int32 / not [B, n>=1] / too narrow for a length (ceil(len/blockSize)
+  columns needed), a pool with fewer blocks than the batches' blocks together, shapes that disagree with
+  blockSize / KV_N / D. Choices where CANN is silent: the table columns past a batch's
+  ``ceil(len/blockSize)`` are not read (any value); an entry that is read must lie in [0, blocks): checked
+  when the operator runs (161002 at launch on the reference; on the GPU the device sets the run's check
+  flag, reported as 161002 at synchronisation, and the rows of a bad entry read as zeros); a mask's last
+  dim must cover the longest actual key length; without a table blockSize is ignored.
 * Not implemented, refused with 161002 and a message saying so: dropout (keepProb < 1, dropMask),
-  prefix / varlen-split sparse modes 5-8, quantisation, paged KV (blockTable), left padding,
-  pseShift of the inference operators.
+  prefix / varlen-split sparse modes 5-8, quantisation, left padding, pseShift of the inference operators.
 """
 
 from __future__ import annotations
@@ -42,6 +57,7 @@ from acl_core.dtypes import DataType as D
 from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.spec import samples as S
 from acl_core.spec.accuracy import table, ulp, with_accuracy
+from acl_core.spec.ops.sparse_attention import paged_blocks, paged_like
 from acl_core.spec.opspec import (
     INVALID,
     NULLPTR,
@@ -94,6 +110,16 @@ declare_plan(
     "or [T,N,8] (TND: softmaxOutLayout 'same_as_input')",
     str,
     ("NTD", "TND"),
+)
+
+declare_plan("page", "int", "paged KV: tokens per block of the block table (0: key/value are dense caches)", int)
+declare_plan(
+    "kv_form",
+    "'dense' | 'BnBsH' | 'BnNBsD' | 'NZ'",
+    "how key/value hold the cache: dense in inputLayout, or paged blocks (blocks, blockSize, H), "
+    "(blocks, KV_N, blockSize, D) or NZ (blocks, KV_N, D/16, blockSize, 16)",
+    str,
+    ("dense", "BnBsH", "BnNBsD", "NZ"),
 )
 
 FAMILY = "attention"
@@ -671,6 +697,67 @@ def _kv_tensors(call: Call, layout: str, b: int, nkv: int, d: int) -> list[int]:
     return lengths
 
 
+def _one_tensor(value: Any, name: str) -> AclTensor:
+    if isinstance(value, AclTensor):
+        return value
+    assert isinstance(value, AclTensorList)
+    if len(value) != 1:
+        raise invalid(f"paged KV takes one {name} tensor (the block pool), got a list of {len(value)}")
+    return value.tensors[0]
+
+
+def _block_limit(op: str, d: int, sq: int) -> tuple[int, int]:
+    """(granule, largest) blockSize CANN allows: IFA 16/512; FIA 16/1024 at D 64/128, else 16/512 (S 1), 128/1024."""
+    if op != "FusedInferAttentionScore":
+        return 16, 512
+    if d in (64, 128):
+        return 16, 1024
+    return (16, 512) if sq == 1 else (128, 1024)
+
+
+def paged_kv(call: Call, layout: str, b: int, nkv: int, d: int, sq: int, lengths: str, table: str) -> list[int]:
+    """Check a paged key/value (block pool + table, the family docstring's rules); each batch's key length."""
+    op = call.spec.name
+    tab = tensor_arg(call, table)
+    size = int(call.args["blockSize"])
+    if tab.dtype != D.ACL_INT32:
+        raise invalid(f"{table} must be int32, got {tab.dtype.short}")
+    if tab.rank != 2 or tab.shape[0] != b or tab.shape[1] < 1:
+        raise invalid(f"{table} has shape {list(tab.shape)}; expected [B, maxBlockNumPerSeq] with B={b}")
+    granule, largest = _block_limit(op, d, sq)
+    if size <= 0 or size % granule or size > largest:
+        raise invalid(f"blockSize={size}: paged KV needs a multiple of {granule} in [{granule}, {largest}] here")
+    k, v = _one_tensor(call.args["key"], "key"), _one_tensor(call.args["value"], "value")
+    if tuple(k.shape) != tuple(v.shape):
+        raise invalid(f"key shape {list(k.shape)} differs from value's {list(v.shape)}")
+    shape = tuple(k.shape)
+    want: tuple[int, ...]
+    if len(shape) == 3:
+        form, want = "BnBsH", (shape[0], size, nkv * d)
+    elif len(shape) == 4:
+        if op != "FusedInferAttentionScore" and layout != "BNSD":
+            raise invalid(f"paged KV (blocks, KV_N, blockSize, D) needs inputLayout BNSD here, got {layout}")
+        form, want = "BnNBsD", (shape[0], nkv, size, d)
+    elif len(shape) == 5 and op == "FusedInferAttentionScore":
+        if d % 16:
+            raise invalid(f"the NZ paged KV needs a head dim that is a multiple of 16, got {d}")
+        form, want = "NZ", (shape[0], nkv, d // 16, size, 16)
+    else:
+        raise invalid(
+            f"paged key has shape {list(shape)}; expected (blocks, blockSize, H) or (blocks, KV_N, blockSize, D)"
+        )
+    if shape != want:
+        raise invalid(f"paged key has shape {list(shape)}; expected {list(want)} ({form}, KV_N={nkv}, D={d})")
+    if call.args.get(lengths) is None:
+        raise nullptr(f"{lengths} is null; paged KV needs each batch's key length")
+    act = _seq_lengths(call, lengths, b, [tab.shape[1] * size] * b)
+    blocks = [-(-n // size) for n in act]
+    if sum(blocks) > shape[0]:
+        raise invalid(f"the pool holds {shape[0]} blocks; the batches' lengths need {sum(blocks)}")
+    call.plan.update(page=size, kv_form=form)
+    return act
+
+
 def _decode_mask(mask: AclTensor, b: int, n: int, skv: int) -> None:
     """Decode (Sq=1) masks: [B,S], [B,1,S] or [B|1,N|1,1,S], S >= the longest key."""
     shape = tuple(mask.shape)
@@ -737,7 +824,11 @@ def _ifa_infer(call: Call) -> Infos:
         raise invalid(f"IncreFlashAttention decodes one token: the S of query must be 1, got {sq}")
     out_info = same(tensor_arg(call, "query").shape, dtype)
     expect_output(call, "attentionOut", out_info)  # before anything is built per batch
-    skv = _kv_tensors(call, layout, b, nkv, d)
+    call.plan.update(page=0, kv_form="dense")
+    if call.args.get("blockTable") is not None:  # IncreFlashAttentionV3/V4's blocktable
+        skv = paged_kv(call, layout, b, nkv, d, sq, "actualSeqLengths", "blockTable")
+    else:
+        skv = _kv_tensors(call, layout, b, nkv, d)
     _refuse(call, ["pseShift"], "pseShift is not implemented")
     mask = call.args["attenMask"]
     kind = "none"
@@ -768,7 +859,6 @@ FIA_UNSUPPORTED = (
     ("quantOffset2", "quantisation is not implemented"),
     ("antiquantScale", "KV antiquantisation is not implemented"),
     ("antiquantOffset", "KV antiquantisation is not implemented"),
-    ("blockTable", "paged KV (page attention) is not implemented"),
     ("queryPaddingSize", "left padding is not implemented"),
     ("kvPaddingSize", "left padding is not implemented"),
     ("pseShift", "pseShift is not implemented"),
@@ -783,7 +873,11 @@ def _fia_infer(call: Call) -> Infos:
     nkv = _kv_heads(call)
     b, nq, sq, d = _query_dims(call, layout)
     out_info = _attention_out(call, layout, dtype)
-    skv = _kv_tensors(call, layout, b, nkv, d)
+    call.plan.update(page=0, kv_form="dense")
+    if call.args.get("blockTable") is not None:
+        skv = paged_kv(call, layout, b, nkv, d, sq, "actualSeqLengthsKv", "blockTable")
+    else:
+        skv = _kv_tensors(call, layout, b, nkv, d)
     if call.args["innerPrecise"] not in (0, 1, 2, 3):
         raise invalid(f"innerPrecise={call.args['innerPrecise']} is not supported; expected 0-3")
     act_kv = _seq_lengths(call, "actualSeqLengthsKv", b, skv)
@@ -874,6 +968,112 @@ def _infer_case(
         "numKeyValueHeads": 0 if nq == nkv else nkv,
         **extra,
     }
+
+
+def paged_case(
+    rng: np.random.Generator,
+    dt: D,
+    layout: str,
+    form: str,
+    nq: int,
+    nkv: int,
+    sq: int,
+    lengths: Sequence[int],
+    d: int,
+    block: int,
+    names: tuple[str, str],
+    **extra: Any,
+) -> dict[str, Any]:
+    """An inference call over a paged cache: ``form`` pools (BnBsH, BnNBsD, NZ), shuffled blocks, noise in spare ones.
+
+    ``names`` = (the table's, the key lengths' parameter name); key/value are one-tensor lists.
+    """
+    b = len(lengths)
+    s = max(max(lengths, default=0), 1)
+    dense_k = S.array(rng, (b, s, nkv, d), dt, low=-1.0, high=1.0)
+    dense_v = S.array(rng, (b, s, nkv, d), dt, low=-1.0, high=1.0)
+    pool_k, table_ = paged_blocks(rng, dense_k, block)
+    pool_v = paged_like(table_, dense_v, block, S.array(rng, pool_k.shape, dt, low=-1.0, high=1.0))
+
+    def as_form(pool: np.ndarray) -> np.ndarray:
+        blocks = pool.shape[0]
+        if form == "BnBsH":
+            return pool.reshape(blocks, block, nkv * d)
+        nbsd = pool.transpose(0, 2, 1, 3)
+        if form == "BnNBsD":
+            return np.ascontiguousarray(nbsd)
+        return np.ascontiguousarray(nbsd.reshape(blocks, nkv, block, d // 16, 16).transpose(0, 1, 3, 2, 4))
+
+    query = _to_layout(_bnsd(rng, dt, b, nq, sq, d), "BNSD" if layout == "BNSD_BSND" else layout)
+    table_name, lengths_name = names
+    return {
+        "query": query,
+        "key": [as_form(pool_k)],
+        "value": [as_form(pool_v)],
+        table_name: table_,
+        "blockSize": block,
+        lengths_name: list(lengths),
+        "numHeads": nq,
+        "scaleValue": 1.0 / np.sqrt(d),
+        "inputLayout": layout,
+        "numKeyValueHeads": 0 if nq == nkv else nkv,
+        **extra,
+    }
+
+
+IFA_PAGED_NAMES = ("blocktable", "actualSeqLengths")
+FIA_PAGED_NAMES = ("blockTable", "actualSeqLengthsKv")
+
+
+def ifa_paged_samples(rng: np.random.Generator) -> Iterable[Sample]:
+    """IncreFlashAttentionV3/V4 over paged caches (parameter names of the versions)."""
+    n = IFA_PAGED_NAMES
+    for dt in (D.ACL_FLOAT16, D.ACL_BF16):
+        yield Sample(
+            paged_case(rng, dt, "BSH", "BnBsH", 4, 2, 1, (5, 33, 17), 8, 16, n),
+            f"{dt.short} BSH paged (blocks, 16, H), uneven lengths across blocks",
+        )
+        yield Sample(
+            paged_case(rng, dt, "BNSD", "BnNBsD", 2, 2, 1, (40, 0, 64), 16, 32, n),
+            f"{dt.short} BNSD paged (blocks, N, 32, D), an empty batch",
+        )
+    f16 = D.ACL_FLOAT16
+    args = paged_case(rng, f16, "BSND", "BnBsH", 4, 1, 1, (37, 21), 8, 16, n)
+    yield Sample({**args, "attenMask": S.array(rng, (2, 48), D.ACL_BOOL)}, "BSND paged MQA, [B,S] mask")
+    args = paged_case(rng, f16, "BNSD", "BnNBsD", 4, 2, 1, (150, 150), 16, 128, n)
+    yield Sample({**args, n[1]: [150]}, "paged, blockSize 128, one length for all")
+
+
+def ifa_paged_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+    """IncreFlashAttentionV3/V4's paged-KV refusals (parameter names of the versions)."""
+    n = IFA_PAGED_NAMES
+    f16 = D.ACL_FLOAT16
+    base = paged_case(rng, f16, "BNSD", "BnNBsD", 2, 2, 1, (20, 9), 16, 16, n)
+    yield from _paged_errors(base, n)
+    bsh = paged_case(rng, f16, "BSH", "BnNBsD", 2, 2, 1, (20, 9), 16, 16, n)
+    yield ErrorSample(bsh, INVALID, "IFA: (blocks, N, blockSize, D) with inputLayout BSH")
+    big = paged_case(rng, f16, "BNSD", "BnBsH", 2, 2, 1, (20, 9), 16, 16, n)
+    yield ErrorSample({**big, "blockSize": 1024}, INVALID, "IFA: blockSize over 512")
+    nz = paged_case(rng, f16, "BNSD", "NZ", 2, 2, 1, (20, 9), 16, 16, n)
+    yield ErrorSample(nz, INVALID, "IFA: the NZ cache (documented for FusedInferAttentionScore only)")
+
+
+def _paged_errors(base: dict[str, Any], names: tuple[str, str]) -> Iterable[ErrorSample]:
+    table_name, lengths_name = names
+    table_ = base[table_name]
+    yield ErrorSample({**base, table_name: table_.astype(np.int64)}, INVALID, "int64 block table")
+    yield ErrorSample({**base, "blockSize": 0}, INVALID, "block table with blockSize 0")
+    yield ErrorSample({**base, "blockSize": 24}, INVALID, "blockSize not a multiple of 16")
+    yield ErrorSample({**base, table_name: table_[:1]}, INVALID, "block table rows differ from B")
+    yield ErrorSample({**base, lengths_name: None}, NULLPTR, "paged KV without the key lengths")
+    yield ErrorSample({**base, lengths_name: [table_.shape[1] * 16 + 1, 1]}, INVALID, "length past the table")
+    yield ErrorSample({**base, "value": [base["value"][0][:-1]]}, INVALID, "key and value pools differ")
+    yield ErrorSample({**base, "key": base["key"] * 2, "value": base["value"] * 2}, INVALID, "two pools")
+    small = [base["key"][0][:1], base["value"][0][:1]]
+    yield ErrorSample({**base, "key": small[:1], "value": small[1:]}, INVALID, "pool smaller than the blocks needed")
+    bad = table_.copy()
+    bad[0, 0] = base["key"][0].shape[0]
+    yield ErrorSample({**base, table_name: bad}, INVALID, "block table entry past the pool (at launch)")
 
 
 def _pfa_samples(rng: np.random.Generator) -> Iterable[Sample]:
@@ -1024,12 +1224,35 @@ def _fia_samples(rng: np.random.Generator) -> Iterable[Sample]:
         {**args, "attenMask": np.zeros((4, 6), bool), "preTokens": 1, "nextTokens": 0, "actualSeqLengthsKv": [6, 4]},
         "defaultMask with a window",
     )
+    yield from _fia_paged_samples(rng)
+
+
+def _fia_paged_samples(rng: np.random.Generator) -> Iterable[Sample]:
+    n, plain = FIA_PAGED_NAMES, FIA_DEFAULTS
+    for dt in (D.ACL_FLOAT16, D.ACL_BF16):
+        args = paged_case(rng, dt, "BNSD", "BnNBsD", 4, 2, 1, (35, 16, 50), 8, 16, n, **{**plain, "blockSize": 16})
+        yield Sample({**args, "softmaxLseFlag": True}, f"{dt.short} paged decode (blocks, N, 16, D) with softmaxLse")
+        args = paged_case(rng, dt, "BSH", "NZ", 2, 2, 1, (40, 7), 16, 16, n, **{**plain, "blockSize": 16})
+        yield Sample(args, f"{dt.short} paged decode, NZ cache (blocks, N, D/16, 16, 16)")
+    f16 = D.ACL_FLOAT16
+    args = paged_case(rng, f16, "BSND", "BnBsH", 4, 1, 1, (70, 33), 16, 32, n, **{**plain, "blockSize": 32})
+    yield Sample({**args, "attenMask": S.array(rng, (2, 1, 1, 70), D.ACL_BOOL)}, "paged decode MQA, BSND, mask")
+    args = paged_case(rng, f16, "BSH", "BnBsH", 2, 2, 3, (20, 37), 64, 16, n, **{**plain, "blockSize": 16})
+    yield Sample(
+        {**args, "attenMask": compressed_mask(), "sparseMode": 3, "actualSeqLengths": [3, 2], "softmaxLseFlag": True},
+        "paged prefill, rightDownCausal, actual query lengths",
+    )
+    args = paged_case(rng, f16, "BNSD_BSND", "NZ", 4, 2, 4, (9, 40), 64, 32, n, **{**plain, "blockSize": 32})
+    yield Sample(args, "paged prefill, NZ cache, BNSD_BSND")
 
 
 def _fia_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
     f16 = D.ACL_FLOAT16
     base = _infer_case(rng, f16, "BNSD", 2, 2, 2, 4, 6, 8, listed=True, **FIA_DEFAULTS)
-    yield ErrorSample({**base, "blockTable": np.zeros((2, 1), np.int32)}, INVALID, "paged KV not implemented")
+    paged = paged_case(rng, f16, "BNSD", "BnNBsD", 2, 2, 1, (20, 9), 16, 16, FIA_PAGED_NAMES, **FIA_DEFAULTS)
+    yield from _paged_errors({**paged, "blockSize": 16}, FIA_PAGED_NAMES)
+    prefill = paged_case(rng, f16, "BSH", "BnBsH", 2, 2, 2, (20, 9), 8, 16, FIA_PAGED_NAMES, **FIA_DEFAULTS)
+    yield ErrorSample({**prefill, "blockSize": 16}, INVALID, "paged prefill at D 8 needs a blockSize multiple of 128")
     yield ErrorSample({**base, "antiquantScale": np.ones(2, np.float16)}, INVALID, "antiquant not implemented")
     yield ErrorSample({**base, "sparseMode": 6}, INVALID, "global sparse mode")
     decode = _infer_case(rng, f16, "BNSD", 2, 2, 2, 1, 6, 8, listed=True, **FIA_DEFAULTS)
@@ -1084,7 +1307,7 @@ def _inference_params(kind: str) -> tuple[Any, ...]:
         tensor("quantOffset2", anything, optional=True),
         tensor("antiquantScale", anything, optional=True),
         tensor("antiquantOffset", anything, optional=True),
-        tensor("blockTable", anything, optional=True),
+        tensor("blockTable", frozenset({D.ACL_INT32}), optional=True),
         tensor("queryPaddingSize", anything, optional=True),
         tensor("kvPaddingSize", anything, optional=True),
         int_attr("numHeads"),
@@ -1306,7 +1529,7 @@ SPECS: list[OpSpec] = [
         _fia_infer,
         samples=_fia_samples,
         error_samples=_fia_errors,
-        summary="fused prefill/decode inference attention (non-quantised, non-paged)",
+        summary="fused prefill/decode inference attention (non-quantised; dense or paged KV)",
     ),
     OpSpec(
         "RotaryPositionEmbedding",

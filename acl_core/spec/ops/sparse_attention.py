@@ -230,7 +230,7 @@ def _bsnd(rng: np.random.Generator, dt: D, shape: tuple[int, ...]) -> np.ndarray
     return S.array(rng, shape, dt, low=-1.0, high=1.0)
 
 
-def _paged(
+def paged_blocks(
     rng: np.random.Generator, dense: np.ndarray, block: int, extra_blocks: int = 2
 ) -> tuple[np.ndarray, np.ndarray]:
     """A BSND [B, S, N, D] cache as PA_BSND blocks in shuffled order (spare blocks hold noise), and its table."""
@@ -304,7 +304,7 @@ def li_case(
         args["key"] = _packed(k, lk_full)
         args["actualSeqLengthsKeyOptional"] = np.cumsum(lk_full).astype(np.int32)
     elif kv_layout == "PA_BSND":
-        args["key"], args["blockTableOptional"] = _paged(rng, k, block)
+        args["key"], args["blockTableOptional"] = paged_blocks(rng, k, block)
         args["actualSeqLengthsKeyOptional"] = np.array(lk_full, np.int32)
     else:
         args["key"] = k
@@ -468,7 +468,7 @@ def sfa_case(
             args["keyRope"] = _packed(kr, lk_full)
         args["actualSeqLengthsKv"] = np.cumsum(lk_full).astype(np.int32)
     elif kv_layout == "PA_BSND":
-        args["key"], args["blockTable"] = _paged(rng, k, page)
+        args["key"], args["blockTable"] = paged_blocks(rng, k, page)
         args["value"] = paged_like(args["blockTable"], v, page, args["key"]) if distinct_value else args["key"]
         if dr:
             empty = np.zeros((*args["key"].shape[:-1], dr), kr.dtype)

@@ -7,9 +7,10 @@ is listed beside it with the values that keep the base's behaviour. Choices reco
   which give them sparseMode 0-4, actualSeqLengthsKv and innerPrecise; key/value stay plain tensors.
   A query of S=1 takes FIA's decode branch (its masks are [B,S], [B,1,S] or [B|1,N|1,1,S]).
 * IncreFlashAttentionV2/V3/V4 run on IncreFlashAttention's: quantisation (dequantScale1 …
-  quantOffset2), KV antiquantisation, paged KV (blocktable, so blockSize must stay 0) and left
-  padding (kvPaddingSize) are refused with 161002; innerPrecise 0 (high precision) and 1 (high
-  performance) compute the same here, other values are refused.
+  quantOffset2), KV antiquantisation and left padding (kvPaddingSize) are refused with 161002; paged
+  KV (V3/V4's blocktable with blockSize) is implemented (the attention family's docstring gives its
+  rules; actualSeqLengths are the key lengths and required there); innerPrecise 0 (high precision) and
+  1 (high performance) compute the same here, other values are refused.
 * FusedInferAttentionScoreV2/V3/V4 run on FusedInferAttentionScore's: per-key/value antiquantisation
   (key/valueAntiquantScale/Offset, their modes other than 0), the shared prefix
   (key/valueSharedPrefix, actualSharedPrefixLen), MLA's split rope (queryRope, keyRope,
@@ -280,8 +281,12 @@ _IFA_V3_ADDED = {
     **_IFA_QUANT,
     "antiquantScale": _absent("antiquantScale", _ANTIQUANT),
     "antiquantOffset": _absent("antiquantOffset", _ANTIQUANT),
-    "blocktable": _absent("blocktable", "paged KV (page attention) is not implemented"),
-    "blockSize": _mode("blockSize", "other than 0: it sizes blocktable's pages, and paged KV is not implemented"),
+    "blocktable": Added(
+        tensor("blocktable", frozenset({D.ACL_INT32}), optional=True),
+        "paged KV (page attention): implemented, see the attention family's docstring",
+        neutral=None,
+    ),
+    "blockSize": Added(int_attr("blockSize", default=0), "", neutral=None),
     "innerPrecise": Added(
         int_attr("innerPrecise", default=1),
         "must be 0 (high precision) or 1 (high performance)",
@@ -296,30 +301,55 @@ _QUANT_NAMES = tuple(_IFA_QUANT)
 _ANTI_NAMES = ("antiquantScale", "antiquantOffset", "blocktable")
 
 
+_PAGED = {"blocktable": "blockTable", "blockSize": "blockSize"}
+
+
+def _ifa_paged(spec: OpSpec) -> OpSpec:
+    """An IncreFlashAttention version with blocktable: its derived cases plus paged-KV cases and refusals."""
+    derived, derived_errors = spec.samples, spec.error_samples
+    assert derived is not None and derived_errors is not None
+
+    def samples(rng: np.random.Generator) -> Iterable[Sample]:
+        yield from derived(rng)
+        yield from A.ifa_paged_samples(rng)
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        yield from derived_errors(rng)
+        yield from A.ifa_paged_errors(rng)
+
+    return replace(spec, samples=samples, error_samples=errors)
+
+
 _IFA_VERSIONS = [
     version_of(
         _IFA, "IncreFlashAttentionV2", (*_IFA_HEAD, *_QUANT_NAMES, *_IFA_ATTRS, "attentionOut"), added=_IFA_QUANT
     ),
-    version_of(
-        _IFA,
-        "IncreFlashAttentionV3",
-        (*_IFA_HEAD, *_QUANT_NAMES, *_ANTI_NAMES, *_IFA_ATTRS, "blockSize", "innerPrecise", "attentionOut"),
-        added=_IFA_V3_ADDED,
+    _ifa_paged(
+        version_of(
+            _IFA,
+            "IncreFlashAttentionV3",
+            (*_IFA_HEAD, *_QUANT_NAMES, *_ANTI_NAMES, *_IFA_ATTRS, "blockSize", "innerPrecise", "attentionOut"),
+            added=_IFA_V3_ADDED,
+            passthrough=_PAGED,
+        )
     ),
-    version_of(
-        _IFA,
-        "IncreFlashAttentionV4",
-        (
-            *_IFA_HEAD,
-            *_QUANT_NAMES,
-            *_ANTI_NAMES,
-            "kvPaddingSize",
-            *_IFA_ATTRS,
-            "blockSize",
-            "innerPrecise",
-            "attentionOut",
-        ),
-        added=_IFA_V4_ADDED,
+    _ifa_paged(
+        version_of(
+            _IFA,
+            "IncreFlashAttentionV4",
+            (
+                *_IFA_HEAD,
+                *_QUANT_NAMES,
+                *_ANTI_NAMES,
+                "kvPaddingSize",
+                *_IFA_ATTRS,
+                "blockSize",
+                "innerPrecise",
+                "attentionOut",
+            ),
+            added=_IFA_V4_ADDED,
+            passthrough=_PAGED,
+        )
     ),
 ]
 

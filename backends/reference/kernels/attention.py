@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from acl_core.errors import AclnnError, AclnnStatus
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
 
@@ -205,14 +206,49 @@ def _kv_batches(k: RefCall, name: str, layout: str, heads: int) -> list[Array]:
     return [to_bnsd(a, in_layout, heads)[0] for a in arrays]
 
 
+def pool_rows(pool: Array, form: str, nkv: int) -> Array:
+    """A paged key/value pool as [blocks, KV_N, blockSize, D] (from BnBsH, BnNBsD or NZ)."""
+    if form == "BnBsH":
+        blocks, size, h = pool.shape
+        return pool.reshape(blocks, size, nkv, h // nkv).transpose(0, 2, 1, 3)
+    if form == "NZ":  # [blocks, N, D/16, blockSize, 16]
+        blocks, n, d16, size, _ = pool.shape
+        return pool.transpose(0, 1, 3, 2, 4).reshape(blocks, n, size, d16 * 16)
+    return pool
+
+
+def _paged_batches(k: RefCall, name: str, nkv: int) -> list[Array]:
+    """Per-batch [Nkv, len_b, D] rows of a paged pool: token j is row j % size of block table[b, j // size]."""
+    plan = k.plan
+    size, lengths = plan["page"], plan["act_kv"]
+    arrays = k.read_list(name, F64) if isinstance(k[name], tuple) else [k.read(name, F64)]
+    pool = pool_rows(arrays[0], plan["kv_form"], nkv)
+    table = k.read("blockTable").astype(np.int64)
+    out = []
+    for b, n in enumerate(lengths):
+        used = table[b, : -(-n // size)]
+        bad = (used < 0) | (used >= pool.shape[0])
+        if bad.any():
+            raise AclnnError(
+                AclnnStatus.ACLNN_ERR_PARAM_INVALID,
+                f"blockTable[{b}] holds {int(used[bad][0])}, outside the pool's [0, {pool.shape[0]}) blocks",
+            )
+        rows = pool[used].transpose(1, 0, 2, 3).reshape(nkv, used.size * size, pool.shape[3])[:, :n]
+        out.append(rows)
+    return out
+
+
 @kernel("PromptFlashAttention", "IncreFlashAttention", "FusedInferAttentionScore")
 def inference_attention(k: RefCall) -> None:
     """Prefill / decode attention with actual lengths, masks and sparse modes as the spec planned."""
     plan = k.plan
     layout, nq, nkv, kind = plan["layout"], plan["nq"], plan["nkv"], plan["mask"]
     q = to_bnsd(k.read("query", F64), "BNSD" if layout == "BNSD_BSND" else layout, nq)
-    keys = _kv_batches(k, "key", layout, nkv)
-    values = _kv_batches(k, "value", layout, nkv)
+    if plan.get("page"):
+        keys, values = _paged_batches(k, "key", nkv), _paged_batches(k, "value", nkv)
+    else:
+        keys = _kv_batches(k, "key", layout, nkv)
+        values = _kv_batches(k, "value", layout, nkv)
     b, _, sq, d = q.shape
     user = as_4d(k.read("attenMask") != 0, decode=kind == "decode") if kind in ("full", "decode") else None
     out = np.zeros((b, nq, sq, d))

@@ -259,11 +259,17 @@ class DecodeInstance:
     """K and V rows load with the tile's mask bytes, not after them (masked rows are zeroed once they land)."""
     dbuf: bool = False
     """The next tile's K and V rows load while the warp works on this tile's (by range, as eager loads)."""
+    paged: str = ""
+    """Paged KV read through the block table on the device: "" (a dense cache), "rows" (BnBsH / BnNBsD pools:
+    K/V strides are (block, head, row, dim)) or "nz" (NZ pools: the dim stride steps 16-wide tiles)."""
 
     @functools.cached_property
     def digest(self) -> str:
         """A short hash of the instance and the struct layout (kernel names stay stable across runs)."""
-        return hashlib.sha1(repr((self, DECODE_STRUCT, MAX_DECODE_BATCH)).encode()).hexdigest()[:12]
+        text = repr((self, DECODE_STRUCT, MAX_DECODE_BATCH))
+        if not self.paged:  # a dense instance hashes as before paging existed: its source is byte-identical
+            text = text.replace(", paged='')", ")", 1)
+        return hashlib.sha1(text.encode()).hexdigest()[:12]
 
     @property
     def split_name(self) -> str:
@@ -318,6 +324,60 @@ def online_softmax_tile(rows: str, el: str, same: str, value: str) -> str:
     }}"""
 
 
+PAGE_STRUCT: Final = "struct PageMeta { long long size; long long tb; long long tc; long long blocks; };"
+"""The paged decode kernels' table geometry: tokens per block, the table's row and column steps, the pool's blocks."""
+
+
+def _paged_common(paged: str) -> str:
+    """C source of the paged split kernel (empty for a dense one): the table lookup and, for NZ, the tiled row load.
+
+    ``dec_page``: the start of key row ``j`` (head already applied): ``table[b, j / size]`` blocks in, row
+    ``j % size`` of it; a row at or past ``hi`` (not loaded) reads no table entry, and an entry outside the
+    pool sets the check flag and reads block 0 (its rows are not meaningful: the call fails at synchronisation).
+    """
+    if not paged:
+        return ""
+    nz = ""
+    if paged == "nz":  # an NZ row: dim d at (d / 16) * stride + d % 16 (tiles contiguous); replaces dec_raw's math
+        nz = """
+#define NZ_AT(d, stride) ((long long)((d) >> 4) * (stride) + ((d) & 15))
+ACL_DEV void dec_raw_nz(const st* row, long long stride, int lane, bool live, AclVec<st, VEC>& out) {
+#if VECTOR_LOADS
+  if (live) out = *(const AclVec<st, VEC>*)(row + NZ_AT(lane * VEC, stride));
+  else {
+    #pragma unroll
+    for (int e = 0; e < VEC; ++e) out.v[e] = (st)0;
+  }
+#else
+  #pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    const int d = e * WARP + lane;
+    out.v[e] = live && d < HEAD_DIM ? row[NZ_AT(d, stride)] : (st)0;
+  }
+#endif
+}
+#define dec_raw dec_raw_nz
+"""
+    return page_lookup() + nz
+
+
+def page_lookup() -> str:
+    """C source both decode kernels' paged instances share: the table geometry and ``dec_page`` (``st`` typedef'd)."""
+    return f"""
+{PAGE_STRUCT}
+ACL_DEV const st* dec_page(const st* head, const long long* s, long long j, long long hi, const int* tab,
+                           const PageMeta& pm, int* flag) {{
+  if (j >= hi) return head;
+  long long blk = tab[(j / pm.size) * pm.tc];
+  if (blk < 0 || blk >= pm.blocks) {{
+    *flag = 1;
+    blk = 0;
+  }}
+  return head + blk * s[0] + (j % pm.size) * s[2];
+}}
+"""
+
+
 def decode_source(inst: DecodeInstance, which: str) -> str:
     """The source (prelude included) of ``inst``'s "split" or "combine" kernel (one kernel per source)."""
     c = ctype(inst.dtype)
@@ -326,6 +386,7 @@ def decode_source(inst: DecodeInstance, which: str) -> str:
     vec_load = "1" if inst.vector else "0"
     sink_c = ctype(inst.sink if inst.sink is not None else D.ACL_FLOAT)
     sink_logit = load("sink[h * m.sink_step]", sink_c, f32)
+    paged_common = _paged_common(inst.paged)
     common = f"""
 #define HEAD_DIM {inst.head_dim}
 #define GROUP {inst.group}
@@ -379,7 +440,7 @@ ACL_DEV void dec_raw(const st* row, long long stride, int lane, bool live, AclVe
   }}
 #endif
 }}
-
+{paged_common}
 // bit t of kept[g]: head g of the group keeps key j0 + t (inside the split, not masked); returns their union.
 // Every mask byte of the tile loads at once (no load waits on another); keys past hi load nothing.
 ACL_DEV unsigned dec_keep(const DecodeMeta& m, const unsigned char* mask_kv, long long j0, long long hi,
@@ -457,6 +518,28 @@ ACL_DEV void dec_combine(const DecodeMeta& m, P part, st* __restrict__ out, floa
 }}
 
 """
+    heads = (
+        "  const st* k_head = k + b * m.k[0] + hk * m.k[1];\n  const st* v_head = v + b * m.v[0] + hk * m.v[1];\n"
+        if not inst.paged
+        else "  const st* k_head = k + hk * m.k[1];\n  const st* v_head = v + hk * m.v[1];\n"
+        "  const int* tab = table + b * pm.tb;\n"
+    )
+    paged_params = ", const PageMeta pm, const int* __restrict__ table, int* flag" if inst.paged else ""
+
+    def row_k(j: str) -> str:
+        return (
+            f"k_head + ({j}) * m.k[2], m.k[3]"
+            if not inst.paged
+            else f"dec_page(k_head, m.k, {j}, hi, tab, pm, flag), m.k[3]"
+        )
+
+    def row_v(j: str) -> str:
+        return (
+            f"v_head + ({j}) * m.v[2], m.v[3]"
+            if not inst.paged
+            else f"dec_page(v_head, m.v, {j}, hi, tab, pm, flag), m.v[3]"
+        )
+
     body = (
         common
         + f"""
@@ -464,7 +547,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
     const DecodeMeta m, const DecodeLens lens, const double scale_arg,
     const st* __restrict__ q, const st* __restrict__ k, const st* __restrict__ v,
     const unsigned char* __restrict__ mask, float* part, st* __restrict__ out,
-    float* __restrict__ lse, const sink_t* __restrict__ sink, unsigned* counters) {{
+    float* __restrict__ lse, const sink_t* __restrict__ sink, unsigned* counters{paged_params}) {{
   __shared__ float sm_m[NWARPS][GROUP];
   __shared__ float sm_l[NWARPS][GROUP];
   __shared__ float sm_o[NWARPS][GROUP][HEAD_DIM];
@@ -496,9 +579,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
     mx[g] = -inf;
     sum[g] = 0.0f;
   }}
-  const st* k_head = k + b * m.k[0] + hk * m.k[1];
-  const st* v_head = v + b * m.v[0] + hk * m.v[1];
-  const unsigned char* mask_kv = m.has_mask ? mask + b * m.mask[0] + hk * GROUP * m.mask[1] : nullptr;
+{heads}  const unsigned char* mask_kv = m.has_mask ? mask + b * m.mask[0] + hk * GROUP * m.mask[1] : nullptr;
   // a warp's tiles are KPW keys, NWARPS * KPW apart; the next tile's mask bytes load under this tile's rows
   unsigned kept[GROUP];
   unsigned rows = dec_keep(m, mask_kv, lo + warp * KPW, hi, kept);
@@ -509,9 +590,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
   {{
     const long long j1 = lo + warp * KPW;
     #pragma unroll
-    for (int t = 0; t < KPW; ++t) dec_raw(k_head + (j1 + t) * m.k[2], m.k[3], lane, j1 + t < hi, kn[t]);
+    for (int t = 0; t < KPW; ++t) dec_raw({row_k("j1 + t")}, lane, j1 + t < hi, kn[t]);
     #pragma unroll
-    for (int t = 0; t < KPW; ++t) dec_raw(v_head + (j1 + t) * m.v[2], m.v[3], lane, j1 + t < hi, vn[t]);
+    for (int t = 0; t < KPW; ++t) dec_raw({row_v("j1 + t")}, lane, j1 + t < hi, vn[t]);
   }}
 #endif
   for (long long j0 = lo + warp * KPW; j0 < hi; j0 += NWARPS * KPW) {{
@@ -530,9 +611,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
     {{
       const long long jn = j0 + NWARPS * KPW;
       #pragma unroll
-      for (int t = 0; t < KPW; ++t) dec_raw(k_head + (jn + t) * m.k[2], m.k[3], lane, jn + t < hi, kn[t]);
+      for (int t = 0; t < KPW; ++t) dec_raw({row_k("jn + t")}, lane, jn + t < hi, kn[t]);
       #pragma unroll
-      for (int t = 0; t < KPW; ++t) dec_raw(v_head + (jn + t) * m.v[2], m.v[3], lane, jn + t < hi, vn[t]);
+      for (int t = 0; t < KPW; ++t) dec_raw({row_v("jn + t")}, lane, jn + t < hi, vn[t]);
     }}
     rows = dec_keep(m, mask_kv, j0 + NWARPS * KPW, hi, kept);
     if (live == 0) continue;  // a tile no head keeps (the same in every lane)
@@ -550,9 +631,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
     // every row inside the split loads at once with the mask bytes (no wait on them); rows no head keeps
     // are zeroed once they land, so the arithmetic below sees what the mask-first loads give it
     #pragma unroll
-    for (int t = 0; t < KPW; ++t) dec_raw(k_head + (j0 + t) * m.k[2], m.k[3], lane, j0 + t < hi, kr[t]);
+    for (int t = 0; t < KPW; ++t) dec_raw({row_k("j0 + t")}, lane, j0 + t < hi, kr[t]);
     #pragma unroll
-    for (int t = 0; t < KPW; ++t) dec_raw(v_head + (j0 + t) * m.v[2], m.v[3], lane, j0 + t < hi, vr[t]);
+    for (int t = 0; t < KPW; ++t) dec_raw({row_v("j0 + t")}, lane, j0 + t < hi, vr[t]);
     rows = dec_keep(m, mask_kv, j0 + NWARPS * KPW, hi, kept);
     if (live == 0) continue;  // a tile no head keeps (the same in every lane)
     #pragma unroll
@@ -567,9 +648,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
     }}
 #else
     #pragma unroll
-    for (int t = 0; t < KPW; ++t) dec_raw(k_head + (j0 + t) * m.k[2], m.k[3], lane, (live >> t) & 1u, kr[t]);
+    for (int t = 0; t < KPW; ++t) dec_raw({row_k("j0 + t")}, lane, (live >> t) & 1u, kr[t]);
     #pragma unroll
-    for (int t = 0; t < KPW; ++t) dec_raw(v_head + (j0 + t) * m.v[2], m.v[3], lane, (live >> t) & 1u, vr[t]);
+    for (int t = 0; t < KPW; ++t) dec_raw({row_v("j0 + t")}, lane, (live >> t) & 1u, vr[t]);
     rows = dec_keep(m, mask_kv, j0 + NWARPS * KPW, hi, kept);
     if (live == 0) continue;  // a tile no head keeps: no K / V bytes moved (the same in every lane)
 #endif

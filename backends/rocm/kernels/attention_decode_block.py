@@ -32,6 +32,7 @@ from acl_rocm.kernels.attention_decode import (
     DECODE_STRUCT,
     MAX_DECODE_BATCH,
     online_softmax_tile,
+    page_lookup,
 )
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.prelude import PRELUDE
@@ -83,16 +84,49 @@ class BlockInstance:
     share: int = 1
     """Blocks per (batch, kv head, split), each with ``group`` of the kv head's ``group x share`` query heads
     (more blocks stream the cache; each reads the kv head's rows, the others from L2)."""
+    paged: str = ""
+    """Paged KV through the block table (:class:`~acl_rocm.kernels.attention_decode.DecodeInstance`'s field)."""
 
     @functools.cached_property
     def digest(self) -> str:
         """A short hash of the instance and the struct layout (kernel names stay stable across runs)."""
-        return hashlib.sha1(repr((self, DECODE_STRUCT, MAX_DECODE_BATCH, ELEMS)).encode()).hexdigest()[:12]
+        text = repr((self, DECODE_STRUCT, MAX_DECODE_BATCH, ELEMS))
+        if not self.paged:  # a dense instance hashes as before paging existed: its source is byte-identical
+            text = text.replace(", paged='')", ")", 1)
+        return hashlib.sha1(text.encode()).hexdigest()[:12]
 
     @property
     def name(self) -> str:
         """The kernel's ``extern "C"`` name."""
         return f"acl_decode_block_{self.dtype.short}_d{self.head_dim}_g{self.group}_{self.digest}"
+
+
+def _paged_rows(paged: str) -> str:
+    """C source of a paged instance (empty for a dense one): the table lookup and, for NZ, the tiled row load."""
+    if not paged:
+        return ""
+    nz = ""
+    if paged == "nz":  # an NZ row: dim d at (d / 16) * stride + d % 16 (tiles contiguous; EL divides 16)
+        nz = """
+#define NZ_AT(d, stride) ((long long)((d) >> 4) * (stride) + ((d) & 15))
+ACL_DEV void blk_row_nz(const st* row, long long stride, int sub, bool live, AclVec<st, EL>& out) {
+#if VECTOR_LOADS
+  if (live && sub * EL < HEAD_DIM) out = *(const AclVec<st, EL>*)(row + NZ_AT(sub * EL, stride));
+  else {
+    #pragma unroll
+    for (int e = 0; e < EL; ++e) out.v[e] = (st)0;
+  }
+#else
+  #pragma unroll
+  for (int e = 0; e < EL; ++e) {
+    const int d = sub * EL + e;
+    out.v[e] = live && d < HEAD_DIM ? row[NZ_AT(d, stride)] : (st)0;
+  }
+#endif
+}
+#define blk_row blk_row_nz
+"""
+    return page_lookup() + nz
 
 
 def block_source(inst: BlockInstance) -> str:
@@ -102,6 +136,18 @@ def block_source(inst: BlockInstance) -> str:
     sink_c = ctype(inst.sink if inst.sink is not None else D.ACL_FLOAT)
     sink_logit = load("sink[h * m.sink_step]", sink_c, f32)
     lpr = lanes_per_row(inst.head_dim)
+    heads = (
+        "  const st* k_head = k + b * m.k[0] + hk * m.k[1];\n  const st* v_head = v + b * m.v[0] + hk * m.v[1];\n"
+        if not inst.paged
+        else "  const st* k_head = k + hk * m.k[1];\n  const st* v_head = v + hk * m.v[1];\n"
+        "  const int* tab = table + b * pm.tb;\n"
+    )
+    paged_params = ", const PageMeta pm, const int* __restrict__ table, int* flag" if inst.paged else ""
+    row_k, row_v = (
+        (f"{kv}_head + key * m.{kv}[2], m.{kv}[3]" for kv in "kv")
+        if not inst.paged
+        else (f"dec_page({kv}_head, m.{kv}, key, hi, tab, pm, flag), m.{kv}[3]" for kv in "kv")
+    )
     body = f"""
 // short-cache decode attention, a block per (batch, kv head): {inst.dtype.short}, D={inst.head_dim}, group {inst.group}
 // (of {inst.group * inst.share} query heads a kv head)
@@ -156,7 +202,7 @@ ACL_DEV void blk_row(const st* row, long long stride, int sub, bool live, AclVec
   }}
 #endif
 }}
-
+{_paged_rows(inst.paged)}
 // bit t of kept[g]: head g keeps key j + t * RPL (below hi, not masked); returns their union. Every mask byte
 // of the tile loads at once; a mask broadcast over the heads (head stride 0) loads once for the group.
 ACL_DEV unsigned blk_keep(const DecodeMeta& m, const unsigned char* mask_kv, long long j, long long hi,
@@ -190,7 +236,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.name}(
     const DecodeMeta m, const DecodeLens lens, const double scale_arg,
     const st* __restrict__ q, const st* __restrict__ k, const st* __restrict__ v,
     const unsigned char* __restrict__ mask, float* __restrict__ part, st* __restrict__ out,
-    float* __restrict__ lse, const sink_t* __restrict__ sink) {{
+    float* __restrict__ lse, const sink_t* __restrict__ sink{paged_params}) {{
   __shared__ float sm_m[NWARPS][GROUP];
   __shared__ float sm_l[NWARPS][GROUP];
   __shared__ float sm_o[NWARPS][GROUP][HEAD_DIM];
@@ -220,9 +266,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.name}(
     mx[g] = -inf;
     sum[g] = 0.0f;
   }}
-  const st* k_head = k + b * m.k[0] + hk * m.k[1];
-  const st* v_head = v + b * m.v[0] + hk * m.v[1];
-  const unsigned char* mask_kv = m.has_mask ? mask + b * m.mask[0] + hb * GROUP * m.mask[1] : nullptr;
+{heads}  const unsigned char* mask_kv = m.has_mask ? mask + b * m.mask[0] + hb * GROUP * m.mask[1] : nullptr;
   // a warp's tile: RPL lane groups x ROWS keys (lane group grp takes keys base + grp + t * RPL); tiles NWARPS apart
   const long long step = (long long)NWARPS * RPL * ROWS;
   unsigned kept[GROUP];
@@ -238,13 +282,13 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.name}(
     for (int t = 0; t < ROWS; ++t) {{
       const long long key = j + (long long)t * RPL;
       const bool load_row = EAGER_KV ? key < hi : ((live >> t) & 1u) != 0u;
-      blk_row(k_head + key * m.k[2], m.k[3], sub, load_row, kr[t]);
+      blk_row({row_k}, sub, load_row, kr[t]);
     }}
     #pragma unroll
     for (int t = 0; t < ROWS; ++t) {{
       const long long key = j + (long long)t * RPL;
       const bool load_row = EAGER_KV ? key < hi : ((live >> t) & 1u) != 0u;
-      blk_row(v_head + key * m.v[2], m.v[3], sub, load_row, vr[t]);
+      blk_row({row_v}, sub, load_row, vr[t]);
     }}
     rows = blk_keep(m, mask_kv, j + step, hi, kept);
 #if EAGER_KV

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
-from acl_core.errors import AclError, AclnnError, AclnnStatus, RtErrorCode
+from acl_core.errors import AclError, AclErrorCode, AclnnError, AclnnStatus, RtErrorCode
 from acl_core.formats import Format
 from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
@@ -49,15 +49,17 @@ from acl_rocm.kernels.attention import (
     attention_source,
     rope_source,
 )
+from acl_rocm.kernels.attention_paged import PAGED_MODES
 from acl_rocm.kernels.elementwise import ufunc
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.attention_blas import BlasAttention, BlasProblem, blas_refusal
 from acl_rocm.ops.attention_cudnn import CudnnSdpa, SdpaKey, refuse
 from acl_rocm.ops.attention_decode import DecodeAttention, DecodeCall, decode_refusal
 from acl_rocm.ops.attention_flash import FlashAttention, flash_refusal
+from acl_rocm.ops.attention_paged import direct_call, gather_plan, paged_refusal, paged_setup, with_dense
 from acl_rocm.ops.attention_plan import LARGE_WORK, choose_path, cudnn_mask, cudnn_refusal, is_large
 from acl_rocm.ops.elementwise import Prepared
-from acl_rocm.ops.program import run_program
+from acl_rocm.ops.program import Program, run_program
 from acl_rocm.views import broadcast_strides
 
 if TYPE_CHECKING:
@@ -202,6 +204,18 @@ class AttentionRunner:
         self.last_path: str | None = None
         """The path the latest newly planned FlashAttentionScore, IncreFlashAttention or FusedInferAttentionScore
         signature took."""
+        self.paged_mode = PAGED_MODES[0]
+        """How paged-KV decode runs (``ACL_PAGED_DECODE``: :data:`~acl_rocm.kernels.attention_paged.PAGED_MODES`)."""
+        self.use_paged_mode(None)
+
+    def use_paged_mode(self, mode: str | None) -> None:
+        """Run paged-KV decode as ``mode`` from now on (None: ``ACL_PAGED_DECODE``'s, else the default).
+
+        An unknown mode is kept as the reason the next paged plan raises ACL_ERROR_INVALID_PARAM with.
+        """
+        if mode is None:
+            mode = self.backend.environ.get("ACL_PAGED_DECODE", "") or PAGED_MODES[0]
+        self.paged_mode = mode
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op this family runs."""
@@ -521,6 +535,8 @@ class AttentionRunner:
     def _inference_kernel(self, launch: Launch) -> None:
         """Prompt / Incre / FusedInfer attention: the path chosen once per signature (memo), then run."""
         key = f"rocm.attention.infer@{self.backend.provider.get_device()}/{self.path_override}/{self.decode.config_key}"
+        if launch.plan.get("page"):
+            key += f"/paged-{self.paged_mode}"
         run = launch.memo.get(key)
         if run is None:
             run = launch.memo[key] = self._route_inference(launch)
@@ -571,12 +587,68 @@ class AttentionRunner:
         )
         return call, None
 
+    def _route_paged(self, launch: Launch) -> Callable[[int], None]:
+        """A paged-KV call: decode on the pool (direct) or a gathered cache; prefill on a gathered cache."""
+        name = launch.spec.name
+        if self.paged_mode not in PAGED_MODES:
+            raise AclError(
+                AclErrorCode.ACL_ERROR_INVALID_PARAM,
+                f"ACL_PAGED_DECODE={self.paged_mode!r}: expected one of {', '.join(PAGED_MODES)}",
+            )
+        setup = paged_setup(launch)
+        why = paged_refusal(setup)
+        if why is not None:
+            raise _refuse(name, f"paged KV with {why}")
+        dense = with_dense(launch, setup)
+        call: DecodeCall | None = None
+        why = "forced"
+        if self.path_override not in ("kernel", "flash"):
+            call, why = self._decode_call(dense)
+            if call is None and self.path_override == "decode":
+                raise _refuse(name, f"the decode attention path forced: {why}")
+        direct = None if call is None else direct_call(call, setup)
+        if direct is not None and self.paged_mode == "direct":
+            prog = self.decode.plan(direct)
+            path, detail = "decode", f"paged KV through the table; {self.decode.describe(direct)}"
+            run: Callable[[int], None] = functools.partial(run_program, self.backend, prog)
+            self.last_path = path
+            LOG.debug("%s paged B=%d Skv<=%d: %s path (%s)", name, len(setup.lengths), setup.rows, path, detail)
+            return run
+        if call is not None and self.paged_mode == "direct":
+            LOG.debug("%s paged: an NZ pool whose 16-wide tiles are not contiguous; gathered instead", name)
+        prog = Program()
+        k_temp, v_temp = gather_plan(self.backend, setup, prog)
+        if call is not None:
+            prog = self.decode.plan(call, prog, (k_temp, v_temp))
+            path, detail = "decode", f"gathered paged KV; {self.decode.describe(call)}"
+            run = functools.partial(run_program, self.backend, prog)
+        else:
+            path, detail = self._prefill_path(dense, str(why))
+            flash = path == "flash"
+
+            def attend(stream: int, bases: list[int]) -> None:
+                steps = self.inference_attention(
+                    with_dense(launch, setup, bases[k_temp.slot], bases[v_temp.slot]), flash
+                )
+                self._launch_steps(steps, stream)
+
+            def run(stream: int) -> None:
+                run_program(self.backend, prog, stream, functools.partial(attend, stream))
+
+            detail = f"gathered paged KV; {detail}"
+        self.last_path = path
+        LOG.debug("%s paged %s B=%d Skv<=%d: %s path (%s)", name, setup.key.dtype.short, len(setup.lengths),
+                  setup.rows, path, detail)  # fmt: skip
+        return run
+
     def _route_inference(self, launch: Launch) -> Callable[[int], None]:
         """Pick the decode kernel or the row kernel for this signature and return what enqueues it."""
         q = launch.args["query"]
         assert isinstance(q, AclTensor)
         if q.dtype not in ATTENTION_DTYPES:
             raise _refuse(launch.spec.name, f"{q.dtype.short} inputs")
+        if launch.plan.get("page"):
+            return self._route_paged(launch)
         name = launch.spec.name
         call: DecodeCall | None = None
         why: str | None = "forced"

@@ -51,12 +51,13 @@ from acl_rocm.kernels.attention_decode_block import (
     lanes_per_row,
 )
 from acl_rocm.launch import KernelArgs, LaunchConfig
-from acl_rocm.ops.program import Program, Scratch, Step, Temp
+from acl_rocm.ops.program import FLAG, Program, Scratch, Step, Temp
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
 
 DECODE_DTYPES = frozenset({D.ACL_FLOAT16, D.ACL_BF16})
+PAGED_REPORT = "blockTable holds a block index outside the key/value pool ([0, blocks))"
 DECODE_OPS = frozenset({"IncreFlashAttention", "FusedInferAttentionScore"})
 MAX_HEAD_DIM = 256
 LOG = logging.getLogger("acl_rocm.attention")
@@ -87,6 +88,20 @@ class DecodeCall:
     scale: float
     sink: AclTensor | None = None
     """One logit per query head (FusedInferAttentionScoreV5's learnableSinkOptional), or None."""
+    page: PagedDecode | None = None
+    """Paged KV read through the block table (k / v are the pools, ks / vs their (block, head, row, dim) strides)."""
+
+
+@dataclass(frozen=True)
+class PagedDecode:
+    """A paged decode call's table: tokens per block, the int32 table tensor, the pool's blocks, NZ pools."""
+
+    size: int
+    table: AclTensor
+    blocks: int
+    nz: bool
+    tile: int = 1
+    """NZ: the step between a 16-wide tile's elements (the direct kernels need 1)."""
 
 
 def decode_refusal(
@@ -133,6 +148,23 @@ def block_vector_loads(call: DecodeCall) -> bool:
         if st[3] != 1 or any(s % ELEMS for s in st[:3]):
             return False
         if (t.data + t.offset * item) % (ELEMS * item):
+            return False
+    return True
+
+
+def nz_vector_loads(call: DecodeCall, lanes: int, fixed: bool = False) -> bool:
+    """Whether an NZ pool's rows take aligned vector loads (a lane's dims inside one contiguous 16-wide tile).
+
+    ``lanes``: the warp size (the split kernel: ``D / warp`` dims a lane), or with ``fixed`` the elements a lane
+    loads (the block kernel's ELEMS).
+    """
+    assert call.page is not None
+    vec = lanes if fixed else call.d // lanes if call.d % lanes == 0 else 0
+    if not vec or call.d % vec or 16 % vec or call.page.tile != 1:
+        return False
+    item = call.k.dtype.info.storage_bits // 8
+    for t, st in ((call.k, call.ks), (call.v, call.vs)):
+        if any(s % vec for s in st) or (t.data + t.offset * item) % (vec * item):
             return False
     return True
 
@@ -215,16 +247,18 @@ class DecodeAttention:
         if heads != group and cfg.bheads:
             LOG.debug("decode: bheads=%d does not divide GQA group %d; the whole group a block", cfg.bheads, group)
         threads = block_threads(cfg.bthreads, warp, heads, call.d)
+        page = call.page
         return BlockInstance(
             call.q.dtype,
             call.d,
             heads,
-            block_vector_loads(call),
+            nz_vector_loads(call, ELEMS, True) if page is not None and page.nz else block_vector_loads(call),
             None if call.sink is None else call.sink.dtype,
             threads=threads,
             rows=block_rows(cfg.brows, heads, threads),
             eager=cfg.beager,
             share=group // heads,
+            paged="" if page is None else "nz" if page.nz else "rows",
         )
 
     def describe(self, call: DecodeCall) -> str:
@@ -238,7 +272,15 @@ class DecodeAttention:
         shape = "" if wide is None else f" in the short-cache layout ({wide.threads} threads x {wide.rows} rows)"
         return f"{splits} splits of {chunk} keys{shape}, {self.config}"
 
-    def _block_plan(self, call: DecodeCall, inst: BlockInstance, splits: int = 1, chunk: int = 0) -> Program:
+    def _block_plan(
+        self,
+        call: DecodeCall,
+        inst: BlockInstance,
+        splits: int = 1,
+        chunk: int = 0,
+        prog: Program | None = None,
+        kv: tuple[Any, Any] | None = None,
+    ) -> Program:
         """One launch of the block kernel; with several splits (``wide``) its partials, then the combine kernel."""
         src = self._block_sources.get(inst)
         if src is None:
@@ -248,10 +290,11 @@ class DecodeAttention:
         fn = self.backend.function(src, inst.name)
         meta = self._meta(call, splits, chunk if splits > 1 else call.skv)
         item = call.q.dtype.info.storage_bits // 8
-        prog = Program()
+        prog = Program() if prog is None else prog
         part: Any = ctypes.c_void_p(0)
         if splits > 1:
             part = prog.temp(call.b * call.nq * splits * (call.d + 2) * 4)
+        k_at, v_at = kv if kv is not None else (_address(call.k, item), _address(call.v, item))
         packed = KernelArgs.index_array(meta.values(), "long long")
         out, lse = _address(call.out, item), _address(call.lse, 4)
         sink = _address(call.sink, 0 if call.sink is None else call.sink.dtype.info.storage_bits // 8)
@@ -260,14 +303,17 @@ class DecodeAttention:
             KernelArgs.index_array(list(call.lengths) + [0] * (MAX_DECODE_BATCH - len(call.lengths)), "int"),
             ctypes.c_double(call.scale),
             _address(call.q, item),
-            _address(call.k, item),
-            _address(call.v, item),
+            k_at,
+            v_at,
             _address(call.mask, 1),
             part,
             out,
             lse,
             sink,
         )
+        if call.page is not None:
+            values = (*values, *self._page_args(call.page))
+            prog.report = PAGED_REPORT
         grid = (call.b * call.nkv * inst.share * splits, 1, 1)
         prog.steps.append(Step(fn, LaunchConfig(grid, (inst.threads, 1, 1)), values))
         if splits > 1:
@@ -275,6 +321,13 @@ class DecodeAttention:
             config = LaunchConfig((call.b * call.nq, 1, 1), (DECODE_THREADS, 1, 1))
             prog.steps.append(Step(self._function(two, "combine"), config, (packed, part, out, lse, sink)))
         return prog
+
+    @staticmethod
+    def _page_args(page: PagedDecode) -> tuple[Any, ...]:
+        """The paged kernels' extra arguments: the table geometry, the table, the check flag."""
+        pm = [page.size, page.table.strides[0], page.table.strides[1], page.blocks]
+        table = ctypes.c_void_p(page.table.data + page.table.offset * 4)
+        return KernelArgs.index_array(pm, "long long"), table, FLAG
 
     @staticmethod
     def _meta(call: DecodeCall, splits: int, chunk: int) -> DecodeMeta:
@@ -300,34 +353,38 @@ class DecodeAttention:
         units = self.backend.properties.compute_units
         return decode_splits(call.b, call.nkv, call.skv, units, cfg.blocks_per_unit, cfg.min_chunk)
 
-    def plan(self, call: DecodeCall) -> Program:
+    def plan(self, call: DecodeCall, prog: Program | None = None, kv: tuple[Any, Any] | None = None) -> Program:
         """The call's launches: split kernel, then (several splits, two-kernel path) the combine kernel.
 
         Fused (``ACL_DECODE_CONFIG=fused``): one launch; the partials and the per-(batch, kv head) counters
         live in the stream's persistent scratch (counters zeroed once, left zero by each launch's last blocks).
+        ``prog``: the program to append to (paged KV's gathers); ``kv``: the K and V addresses to read instead
+        of ``call.k`` / ``call.v``'s (temporaries of ``prog``).
         """
-        prog = Program()
+        prog = Program() if prog is None else prog
         if call.b == 0 or call.nq == 0:
             return prog
         block = self.block_instance(call)
         if block is not None:
-            return self._block_plan(call, block)
+            return self._block_plan(call, block, prog=prog, kv=kv)
         cfg = self.config
         wide = None if cfg.fused else self.block_instance(call, wide=True)
         if wide is not None:
-            return self._block_plan(call, wide, *self.splits(call))
+            return self._block_plan(call, wide, *self.splits(call), prog=prog, kv=kv)
         warp = self.backend.properties.warp_size
         sink_dtype = None if call.sink is None else call.sink.dtype
+        page = call.page
         inst = DecodeInstance(
             call.q.dtype,
             call.d,
             call.nq // call.nkv,
-            vector_loads(call, warp),
+            nz_vector_loads(call, warp) if page is not None and page.nz else vector_loads(call, warp),
             sink_dtype,
             kpw=cfg.kpw,
             fused=cfg.fused,
             eager=cfg.eager,
             dbuf=cfg.dbuf,
+            paged="" if page is None else "nz" if page.nz else "rows",
         )
         split_fn = self._function(inst, "split")
         splits, chunk = self.splits(call)
@@ -355,8 +412,7 @@ class DecodeAttention:
             KernelArgs.index_array(lengths, "int"),
             ctypes.c_double(call.scale),
             address(call.q),
-            address(call.k),
-            address(call.v),
+            *(kv if kv is not None else (address(call.k), address(call.v))),
             address(call.mask, 1),
             part,
             out,
@@ -364,6 +420,9 @@ class DecodeAttention:
             sink,
             counters,
         )
+        if page is not None:
+            split_values = (*split_values, *self._page_args(page))
+            prog.report = PAGED_REPORT
         blocks = call.b * call.nkv * splits
         prog.steps.append(Step(split_fn, LaunchConfig((blocks, 1, 1), (DECODE_THREADS, 1, 1)), split_values))
         if splits > 1 and not inst.fused:

@@ -89,8 +89,14 @@ def _resolve(value: Any, bases: list[int], flag: int, scratch: int) -> Any:
     return value
 
 
-def run_program(backend: RocmBackend, prog: Program, stream: int) -> None:
-    """Launch ``prog`` on ``stream`` with fresh temporaries (freed stream-ordered) and a fresh flag."""
+def run_program(
+    backend: RocmBackend, prog: Program, stream: int, then: Callable[[list[int]], None] | None = None
+) -> None:
+    """Launch ``prog`` on ``stream`` with fresh temporaries (freed stream-ordered) and a fresh flag.
+
+    ``then`` enqueues more work on ``stream`` after the steps, given the temporaries' addresses (they are
+    freed after it).
+    """
     provider = backend.provider
     bases: list[int] = []
     flag = 0
@@ -106,6 +112,8 @@ def run_program(backend: RocmBackend, prog: Program, stream: int) -> None:
             args = KernelArgs([_resolve(v, bases, flag, scratch) for v in step.values])
             cfg = step.config
             provider.launch(step.function, cfg.grid, cfg.block, cfg.shared_bytes, stream, args.address)
+        if then is not None:
+            then(bases)
     except BaseException:
         if flag:
             backend.driver.drop_check(stream, flag)
