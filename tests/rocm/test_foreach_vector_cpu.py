@@ -33,10 +33,21 @@ def test_unscale_flags_non_finite_values_in_the_vector_loop_too() -> None:
     assert source.count("*found = 1.0f;") == 2
 
 
+@pytest.mark.parametrize("config", ["scan", "grid2d"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16], ids=["fp32", "fp16", "bf16"])
 def test_emulated_vector_and_element_loops_match_the_reference(
-    emulated: Backend, reference: Backend, dtype: np.dtype
+    emulated: Backend, reference: Backend, dtype: np.dtype, config: str
 ) -> None:
+    """Under each ACL_FOREACH_CONFIG (forced on the runner) the members of unequal sizes match the reference."""
+    runner = emulated.foreach  # type: ignore[attr-defined]
+    runner.forced_config = config
+    try:
+        _vector_and_element_loops(emulated, reference, dtype)
+    finally:
+        runner.forced_config = None
+
+
+def _vector_and_element_loops(emulated: Backend, reference: Backend, dtype: np.dtype) -> None:
     rng = np.random.default_rng(16)
 
     def members() -> list[np.ndarray]:

@@ -160,6 +160,9 @@ class ForeachKernel:
     """The dtype of a scalar read from device memory."""
     check_mode: bool = False
     """Round with a device roundMode: a mode outside 1..6 sets the flag and nothing is written."""
+    grid2d: bool = False
+    """``ACL_FOREACH_CONFIG=grid2d``: the slot is ``blockIdx.y`` (blocks past the slot's own count return at once)
+    instead of a scan of the table's first-block column in every thread; the elements and values are the same."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -203,11 +206,22 @@ def _source_of(k: ForeachKernel) -> str:
     found = []
     if k.formula == "unscale":
         found = ["if (a != a || fabs(a) > 1.79769313486231570815e+308) *found = 1.0f;"]
+    if k.grid2d:  # blockIdx.y names the slot; blockIdx.x counts from the slot's first block
+        find = [
+            "const int slot = (int)blockIdx.y;",
+            "const long long nb = (slot + 1 < t.nslots ? t.f[F_FIRST][slot + 1] : t.total) - t.f[F_FIRST][slot];",
+            "if ((long long)blockIdx.x >= nb) return;  // a slot with fewer blocks than the grid's widest",
+            "const long long b0 = 0;",
+        ]
+    else:
+        find = [
+            "int slot = 0;",
+            "while (slot + 1 < t.nslots && (long long)blockIdx.x >= t.f[F_FIRST][slot + 1]) ++slot;",
+            "const long long b0 = t.f[F_FIRST][slot];",
+            "const long long nb = (slot + 1 < t.nslots ? t.f[F_FIRST][slot + 1] : t.total) - b0;",
+        ]
     body = [
-        "int slot = 0;",
-        "while (slot + 1 < t.nslots && (long long)blockIdx.x >= t.f[F_FIRST][slot + 1]) ++slot;",
-        "const long long b0 = t.f[F_FIRST][slot];",
-        "const long long nb = (slot + 1 < t.nslots ? t.f[F_FIRST][slot + 1] : t.total) - b0;",
+        *find,
         "const long long n = t.f[F_N][slot];",
         f"const {st}* A = (const {st}*)t.f[F_A][slot];",
         f"const {st}* B = (const {st}*)t.f[F_B][slot];",
