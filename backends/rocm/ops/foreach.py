@@ -49,8 +49,9 @@ so fewer blocks a slot spread that search over more elements a thread; the value
 CONFIG_ENV = "ACL_FOREACH_CONFIG"
 """How a block finds its slot (tensor): ``scan`` (the default until measured: a one-dimensional grid, every thread
 scanning the table's first-block column) or ``grid2d`` (the slot is ``blockIdx.y``, the grid as wide as the slot
-with the most blocks; the others' extra blocks return at once). The values are the same."""
-CONFIGS = ("scan", "grid2d")
+with the most blocks; the others' extra blocks return at once) or ``bits`` (``grid2d``, and float/fp16/bf16 values
+widened to double and narrowed back in integer operations where normal). The values are the same."""
+CONFIGS = ("scan", "grid2d", "bits")
 BLOCK_ALTERNATIVES = (128,)
 """Blocks-a-slot settings the ops bench times beside the default (ForeachAddList's extra rows)."""
 PER_THREAD = 4
@@ -202,7 +203,8 @@ class ForeachRunner:
             if row.formula == "norm":
                 self._norm(row, launch, dense_in[0], dense_out, entries, sfields, stream)
             else:
-                kernel = ForeachKernel(row.formula, dtype, source, sdtype, check, self.config() == "grid2d")
+                config = self.config()
+                kernel = ForeachKernel(row.formula, dtype, source, sdtype, check, config != "scan", config == "bits")
                 for k0 in range(0, len(entries), SLOTS):
                     self._chunk(kernel, entries[k0 : k0 + SLOTS], dense_in, dense_out, sfields, flag, found, stream)
             for d, o in scatter:
