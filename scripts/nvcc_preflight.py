@@ -13,7 +13,7 @@ vector copy; ACL_GMM_CONFIG: the grouped GEMM's block shape; ACL_DECODE_CONFIG=f
 kernels, two: the split path at every length, block: the short-cache kernel; ACL_QMM_MX_DECODE and
 ACL_QMM_EPILOGUE: the quantised GEMMs' MX decode and epilogue; ACL_PDL=1|regs: the GEMV kernels' sm_90 wait for
 their predecessor, the fake provider offering programmatic launch; ACL_RANDOM_NORMAL: the packed normal fill's sine
-and cosine; ACL_ADAMW_CONFIG=vec: the 4-element AdamW step; ACL_FOREACH_CONFIG=grid2d: the Foreach slot per
+and cosine; ACL_ADAMW_CONFIG=vec|vecbits: the 4-element AdamW step; ACL_FOREACH_CONFIG=grid2d: the Foreach slot per
 blockIdx.y; ACL_TAKE_CHECK=fused: Take's in-gather index check; ACL_RANDOM_LAYOUT is read from the process
 environment by every backend); the ops of
 :data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the short norm rows).

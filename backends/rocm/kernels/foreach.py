@@ -81,7 +81,22 @@ EXPRESSIONS: Final[dict[str, str]] = {
 """Each elementwise formula as a C expression of a, b, c (entries, type W) and s (the scalar-like operand)."""
 NORM_MODES: Final = {"pow": 0, "l1": 1, "l2": 2, "max": 3, "min": 4, "count": 5}
 
-_HELPERS: Final = r"""
+F2D_BITS: Final = r"""
+// float -> double in integer operations where the value is a normal number (the F2F instruction it replaces runs
+// at a quarter of the double rate); zero, subnormals, inf and NaN take the conversion, out of line
+__device__ __attribute__((noinline)) double fe_f2d_slow(float f) { return (double)f; }
+ACL_DEV double fe_f2d_bits(float f) {
+  const unsigned u = __float_as_uint(f), e = (u >> 23) & 0xffu;
+  if (e == 0u || e == 0xffu) return fe_f2d_slow(f);  // zero, subnormal, inf, NaN
+  const unsigned long long w = ((unsigned long long)(u & 0x80000000u) << 32) |
+                               ((unsigned long long)(e + 896u) << 52) | ((unsigned long long)(u & 0x7fffffu) << 29);
+  return __longlong_as_double((long long)w);
+}
+"""
+"""The exact float -> double widening in integer operations (Foreach's and AdamW's ``bits`` choices)."""
+
+_HELPERS: Final = (
+    r"""
 // double -> float rounding to odd: a later float -> half/bf16 rounding is then the only one
 ACL_DEV float fe_d2f_odd(double d) {
   float f = (float)d;
@@ -93,16 +108,10 @@ ACL_DEV float fe_d2f_odd(double d) {
 // ACL_FOREACH_CONFIG=bits: the same two conversions in integer operations where the value is a normal number
 // (the F2F instructions they replace run at a quarter of the double rate); other values take the conversions
 // the rare paths out of line: inlined, the compiler predicates them and still issues their conversions
-__device__ __attribute__((noinline)) double fe_f2d_slow(float f) { return (double)f; }
 __device__ __attribute__((noinline)) float fe_d2f_odd_slow(double d) { return fe_d2f_odd(d); }
-ACL_DEV double fe_f2d_bits(float f) {
-  const unsigned u = __float_as_uint(f), e = (u >> 23) & 0xffu;
-  if (e == 0u || e == 0xffu) return fe_f2d_slow(f);  // zero, subnormal, inf, NaN
-  const unsigned long long w = ((unsigned long long)(u & 0x80000000u) << 32) |
-                               ((unsigned long long)(e + 896u) << 52) | ((unsigned long long)(u & 0x7fffffu) << 29);
-  return __longlong_as_double((long long)w);
-}
-ACL_DEV float fe_d2f_odd_bits(double d) {
+"""
+    + F2D_BITS
+    + r"""ACL_DEV float fe_d2f_odd_bits(double d) {
   const unsigned long long w = (unsigned long long)__double_as_longlong(d);
   const unsigned e = (unsigned)(w >> 52) & 0x7ffu;
   if (e < 897u || e > 1150u) return fe_d2f_odd_slow(d);  // outside float's normal exponents: zero, inf, NaN among them
@@ -121,6 +130,7 @@ ACL_DEV double fe_round(double x, int mode) {
   }
 }
 """
+)
 
 
 def _is_wide(dtype: D) -> bool:

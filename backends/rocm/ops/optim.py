@@ -29,8 +29,9 @@ _V2_FLOATS = ("lr", "weightDecay", "beta1", "beta2", "eps")
 CONFIG_ENV = "ACL_ADAMW_CONFIG"
 """The AdamW step's access pattern: ``scalar`` (the default until measured: a thread per element a trip) or ``vec``
 (a thread per 4 elements a trip, each operand one aligned access, every load of a trip before its stores, where the
-geometry is 1-D unit-stride and the addresses allow; elsewhere ``scalar``). The values are the same bit for bit."""
-CONFIGS = ("scalar", "vec")
+geometry is 1-D unit-stride and the addresses allow; elsewhere ``scalar``) or ``vecbits`` (``vec``, the state widened
+to double in integer operations where normal). The values are the same bit for bit."""
+CONFIGS = ("scalar", "vec", "vecbits")
 VEC_ELEMENTS = 4
 
 
@@ -55,7 +56,7 @@ class OptimRunner:
     def vector(self, shape: list[int], strides: list[list[int]], state: list[AclTensor]) -> int:
         """Elements a thread takes a trip: :data:`VEC_ELEMENTS` (2 for double) under ``vec`` on a 1-D unit-stride
         geometry whose every operand address is a multiple of the access, else 1."""
-        if self.config() != "vec" or len(shape) != 1 or any(row[0] != 1 for row in strides):
+        if self.config() == "scalar" or len(shape) != 1 or any(row[0] != 1 for row in strides):
             return 1
         item = state[0].dtype.info.storage_bits // 8
         vec = min(VEC_ELEMENTS, 16 // max(item, 1))
@@ -94,6 +95,7 @@ class OptimRunner:
             len(shape),
             tuple(t.dtype for t in scalars),
             self.vector(shape, strides, state),
+            self.config() == "vecbits",
         )
         assert len(strides) == len(OPERANDS)
         args: list[Any] = [self.sorter.meta(var.numel, shape, strides)]
