@@ -63,3 +63,29 @@ def test_random_and_foreach_variant_rows(fake: Sequence[RocmBackend]) -> None:
     rows = [c for c in suite.cases if c.op == "ForeachAddList"]  # type: ignore[attr-defined]
     assert [c.note for c in rows[:2]] == ["", "ACL_FOREACH_BLOCKS=128"] and {c.status for c in rows} == {"ok"}
     assert backend.foreach.forced_blocks is None  # type: ignore[attr-defined]
+    assert [c.note for c in rows[2:4]] == ["ACL_FOREACH_CONFIG=grid2d", "ACL_FOREACH_CONFIG=bits"]
+    assert backend.foreach.forced_config is None  # type: ignore[attr-defined]
+
+
+def test_adamw_and_kv_scatter_variant_rows(fake: Sequence[RocmBackend]) -> None:
+    """ApplyAdamWV2's ACL_ADAMW_CONFIG=vec row and ScatterPaKvCache's vec / row rows plan the forced kernel."""
+    from acl_rocm.kernels.kv_cache import PagedScatter
+    from acl_rocm.kernels.optim import AdamW
+
+    (backend,) = fake
+    suite = _suite(backend, {"ApplyAdamWV2", "ScatterPaKvCache"})
+    suite.optimizer()  # type: ignore[attr-defined]
+    suite.kv_cache()  # type: ignore[attr-defined]
+    cases = suite.cases  # type: ignore[attr-defined]
+    assert [(c.op, c.note, c.status) for c in cases] == [
+        ("ApplyAdamWV2", "torch: _fused_adamw_", "ok"),
+        ("ApplyAdamWV2", "torch: _fused_adamw_, ACL_ADAMW_CONFIG=vec", "ok"),
+        ("ApplyAdamWV2", "torch: _fused_adamw_, ACL_ADAMW_CONFIG=vecbits", "ok"),
+        ("ScatterPaKvCache", "", "ok"),
+        ("ScatterPaKvCache", "ACL_KV_SCATTER_CONFIG=vec", "ok"),
+        ("ScatterPaKvCache", "ACL_KV_SCATTER_CONFIG=row", "ok"),
+    ]
+    compiled = backend.provider.compiled  # type: ignore[attr-defined]
+    assert AdamW(D.ACL_FLOAT, 2, False, False, 1, (D.ACL_FLOAT,), 4).kernel_name in compiled
+    assert PagedScatter(2, D.ACL_INT64, True, 8, True).kernel_name in compiled
+    assert backend.runners["optim"].forced_config is None and backend.runners["kv_cache"].forced_scatter is None

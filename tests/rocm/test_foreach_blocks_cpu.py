@@ -55,3 +55,18 @@ def test_a_bad_setting_is_a_typed_error(tmp_path: Path, bad: str) -> None:
     with pytest.raises(AclError, match="ACL_FOREACH_BLOCKS") as info:
         _run(backend)
     assert info.value.code == AclErrorCode.ACL_ERROR_INVALID_PARAM
+
+
+def test_grid2d_launches_a_row_of_blocks_a_slot(tmp_path: Path) -> None:
+    """ACL_FOREACH_CONFIG=grid2d: grid (blocks of the widest slot, slots); scan: one row of every slot's blocks."""
+    backend, provider = _add(tmp_path, ACL_FOREACH_CONFIG="grid2d")
+    _run(backend)
+    assert provider.launches[-1].grid[:2] == (-(-N // (BLOCK * 4)), MEMBERS)
+    runner = backend.foreach  # type: ignore[attr-defined]
+    runner.forced_config = "scan"
+    _run(backend)
+    assert provider.launches[-1].grid[:2] == (MEMBERS * -(-N // (BLOCK * 4)), 1)
+    runner.forced_config = "fastest"
+    with pytest.raises(AclError, match="ACL_FOREACH_CONFIG") as info:
+        _run(backend)
+    assert info.value.code == AclErrorCode.ACL_ERROR_INVALID_PARAM

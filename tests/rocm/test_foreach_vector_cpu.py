@@ -33,10 +33,21 @@ def test_unscale_flags_non_finite_values_in_the_vector_loop_too() -> None:
     assert source.count("*found = 1.0f;") == 2
 
 
+@pytest.mark.parametrize("config", ["scan", "grid2d", "bits"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16], ids=["fp32", "fp16", "bf16"])
 def test_emulated_vector_and_element_loops_match_the_reference(
-    emulated: Backend, reference: Backend, dtype: np.dtype
+    emulated: Backend, reference: Backend, dtype: np.dtype, config: str
 ) -> None:
+    """Under each ACL_FOREACH_CONFIG (forced on the runner) the members of unequal sizes match the reference."""
+    runner = emulated.foreach  # type: ignore[attr-defined]
+    runner.forced_config = config
+    try:
+        _vector_and_element_loops(emulated, reference, dtype)
+    finally:
+        runner.forced_config = None
+
+
+def _vector_and_element_loops(emulated: Backend, reference: Backend, dtype: np.dtype) -> None:
     rng = np.random.default_rng(16)
 
     def members() -> list[np.ndarray]:
@@ -55,3 +66,59 @@ def test_emulated_vector_and_element_loops_match_the_reference(
     for op, args in cases.items():
         for layout in ("contiguous", "offset"):
             assert_matches_reference(emulated, reference, op, args, layout, f"{dtype} sizes {SIZES}")
+
+
+def _specials(dtype: np.dtype, rng: np.random.Generator, n: int) -> np.ndarray:
+    """Values of ``dtype`` over its whole range: normal at every exponent, subnormal, zeros, inf, NaN."""
+    info = np.finfo(dtype)
+    bits = {2: np.uint16, 4: np.uint32}[np.dtype(dtype).itemsize]
+    raw = rng.integers(0, np.iinfo(bits).max, n, dtype=np.uint64, endpoint=True).astype(bits).view(dtype)
+    fixed = [0.0, -0.0, np.inf, -np.inf, np.nan, float(info.tiny), -float(info.tiny), float(info.max)]
+    fixed += [float(info.smallest_subnormal), 1.0, -1.0, 3.0, float(info.eps)]
+    out = raw.copy()
+    out[: len(fixed)] = np.array(fixed, np.float64).astype(dtype)
+    return out
+
+
+@pytest.mark.parametrize("alpha", [1.0, -0.5, 3.0517578125e-05, 1.0e-30, 7.0e30])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16], ids=["fp32", "fp16", "bf16"])
+def test_bits_conversions_equal_the_scan_kernel_bit_for_bit(emulated: Backend, dtype: np.dtype, alpha: float) -> None:
+    """ACL_FOREACH_CONFIG=bits: random bit patterns (every exponent, subnormals, zeros, inf, NaN) and alphas that
+    push the double sums out of float's normal range give the scan kernel's exact bits (fp16/bf16 results there
+    take the conversions, normal ones the integer path)."""
+    from acl_core import eager
+
+    runner = emulated.foreach  # type: ignore[attr-defined]
+    rng = np.random.default_rng(61)
+    sizes = [4099, 37]
+    x1 = [_specials(dtype, rng, n) for n in sizes]
+    x2 = [_specials(dtype, rng, n) for n in sizes]
+    got = {}
+    try:
+        for config in ("scan", "bits"):
+            runner.forced_config = config
+            result = eager.run("ForeachAddList", emulated, x1=x1, x2=x2, alpha=np.array([alpha], np.float32))
+            got[config] = [np.asarray(t) for t in result["out"]]
+    finally:
+        runner.forced_config = None
+    for a, b in zip(got["scan"], got["bits"]):
+        assert a.view(np.uint8).tobytes() == b.view(np.uint8).tobytes()
+
+
+@pytest.mark.parametrize("config", ["scan", "bits"])
+@pytest.mark.parametrize(("dtype", "half_ulp"), [(np.float16, 2.0**-11), (BF16, 2.0**-8)], ids=["fp16", "bf16"])
+def test_a_sum_just_past_a_tie_rounds_up(emulated: Backend, config: str, dtype: np.dtype, half_ulp: float) -> None:
+    """1 + alpha·1 with alpha = half an ulp of 1 + 2^-30: a float sum would drop the 2^-30 and tie to even (1.0);
+    the round-to-odd float keeps it sticky, so the result is the next value up, as the reference's double gives."""
+    from acl_core import eager
+
+    runner = emulated.foreach  # type: ignore[attr-defined]
+    ones = [np.ones(n, dtype) for n in (9, 16)]
+    alpha = np.array([half_ulp + 2.0**-30], np.float32)
+    runner.forced_config = config
+    try:
+        out = eager.run("ForeachAddList", emulated, x1=ones, x2=ones, alpha=alpha)["out"]
+    finally:
+        runner.forced_config = None
+    for t in out:
+        np.testing.assert_array_equal(np.asarray(t).astype(np.float64), 1.0 + 2 * half_ulp)

@@ -102,6 +102,20 @@ def test_fewer_blocks_a_slot_walk_the_same_elements(rocm: Backend, reference: Ba
         runner.forced_blocks = None
 
 
+@pytest.mark.parametrize("config", ["scan", "grid2d", "bits"])
+def test_each_slot_lookup_walks_the_same_elements(rocm: Backend, reference: Backend, config: str) -> None:
+    """ACL_FOREACH_CONFIG (forced on the runner): members of unequal sizes across two launches, either lookup."""
+    runner = rocm.foreach  # type: ignore[attr-defined]
+    runner.forced_config = config
+    try:
+        for op in ("ForeachAddList", "ForeachAddcmulScalarList"):
+            args = _boundary_args(op, np.random.default_rng(3))
+            assert_matches_reference(rocm, reference, op, args, "contiguous", f"{config} slot lookup")
+            assert_matches_reference(rocm, reference, op, args, "offset", f"{config} slot lookup")
+    finally:
+        runner.forced_config = None
+
+
 @pytest.mark.parametrize("p", [1.0, 2.0, 3.0, 0.0, math.inf, -math.inf])
 def test_norm_every_mode(rocm: Backend, reference: Backend, p: float) -> None:
     rng = np.random.default_rng(11)

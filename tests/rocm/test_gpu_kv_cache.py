@@ -73,9 +73,29 @@ def _decode_write(rng: np.random.Generator, blocks: int, tokens: int = 32, dim: 
     }
 
 
-def test_a_decode_step_writes_its_tokens_into_the_paged_cache(rocm: Backend, reference: Backend) -> None:
-    args = _decode_write(np.random.default_rng(1), blocks=96)
-    assert_matches_reference(rocm, reference, "ScatterPaKvCache", args, "contiguous", "32 x 8 x 64 bf16, 96 blocks")
+@pytest.mark.parametrize("config", ["scalar", "vec", "row"])
+def test_a_decode_step_writes_its_tokens_into_the_paged_cache(rocm: Backend, reference: Backend, config: str) -> None:
+    """Under each ACL_KV_SCATTER_CONFIG (forced on the runner), 64 tokens of 8 x 128 as the ops bench writes them."""
+    runner = rocm.runners["kv_cache"]  # type: ignore[attr-defined]
+    runner.forced_scatter = config
+    try:
+        args = _decode_write(np.random.default_rng(1), blocks=96)
+        assert_matches_reference(rocm, reference, "ScatterPaKvCache", args, "contiguous", f"{config} 32x8x64 bf16")
+        args = _decode_write(np.random.default_rng(2), blocks=64, tokens=64, dim=128)
+        assert_matches_reference(rocm, reference, "ScatterPaKvCache", args, "contiguous", f"{config} 64x8x128 bf16")
+    finally:
+        runner.forced_scatter = None
+
+
+@pytest.mark.parametrize("config", ["scalar", "vec", "row"])
+def test_each_scatter_config_refuses_a_bad_slot_and_writes_nothing(rocm: Backend, config: str) -> None:
+    """A slot past the cache under each ACL_KV_SCATTER_CONFIG: 161002 at synchronisation, the caches untouched."""
+    runner = rocm.runners["kv_cache"]  # type: ignore[attr-defined]
+    runner.forced_scatter = config
+    try:
+        test_a_slot_past_the_cache_fails_at_synchronisation_and_writes_nothing(rocm)
+    finally:
+        runner.forced_scatter = None
 
 
 def test_a_prefill_is_gathered_back_from_the_paged_cache(rocm: Backend, reference: Backend) -> None:

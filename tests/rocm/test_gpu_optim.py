@@ -36,8 +36,19 @@ def test_errors_match_the_reference(rocm: Backend, reference: Backend, op: str) 
     assert_errors_match_reference(rocm, reference, op)
 
 
+@pytest.mark.parametrize("config", ["scalar", "vec", "vecbits"])
 @pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=["float32", "bf16"])
-def test_a_training_sized_step(rocm: Backend, reference: Backend, dtype: type) -> None:
+def test_a_training_sized_step(rocm: Backend, reference: Backend, dtype: type, config: str) -> None:
+    """Under each ACL_ADAMW_CONFIG (forced on the runner; ``vec`` runs on the contiguous layout's 1-D state)."""
+    runner = rocm.runners["optim"]  # type: ignore[attr-defined]
+    runner.forced_config = config
+    try:
+        _training_sized_step(rocm, reference, dtype)
+    finally:
+        runner.forced_config = None
+
+
+def _training_sized_step(rocm: Backend, reference: Backend, dtype: type) -> None:
     rng = np.random.default_rng(5)
     shape = (64, 96) if EMULATED else (2048, 2048)
     state = {

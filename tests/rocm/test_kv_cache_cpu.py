@@ -143,7 +143,7 @@ def _scatter_views(backend: RocmBackend, rng: np.random.Generator, dtype: type, 
     return {"device": {"key": key, "value": value}, "host": host, "caches": caches, "slots": slots, "hold": hold}
 
 
-@pytest.mark.parametrize("mode", ["scalar", "vec"])
+@pytest.mark.parametrize("mode", ["scalar", "vec", "row"])
 @pytest.mark.parametrize(
     ("shape", "dtype", "vec"),
     [("decode", "bfloat16", 8), ("decode", "float32", 4), ("narrow", "float16", 4), ("shifted", "bfloat16", 1)],
@@ -166,7 +166,7 @@ def test_scatter_copies_bit_for_bit_under_each_config(
     try:
         key, value = views["device"]["key"], views["device"]["value"]
         assert runner.scatter_vec([(key, key), (value, value)], (key.view_dims[2], value.view_dims[2])) == (
-            vec if mode == "vec" else 1
+            vec if mode != "scalar" else 1
         )
         got = eager.run(
             "ScatterPaKvCache",
@@ -181,7 +181,8 @@ def test_scatter_copies_bit_for_bit_under_each_config(
         runner._step = real_step
         runner.forced_scatter = None
         views["hold"]["qkv"].free()
-    assert [k.vec for k in kernels if hasattr(k, "vec")] == [vec if mode == "vec" else 1]
+    assert [k.vec for k in kernels if hasattr(k, "vec")] == [vec if mode != "scalar" else 1]
+    assert [k.row for k in kernels if hasattr(k, "row")] == [mode == "row"]
     want = eager.run(
         "ScatterPaKvCache",
         reference,
@@ -195,14 +196,15 @@ def test_scatter_copies_bit_for_bit_under_each_config(
         assert got[name].tobytes() == want[name].tobytes(), f"{mode} {shape} {dtype}: {name}"
 
 
-def test_vec_scatter_refuses_a_bad_slot_and_writes_nothing(emulated: RocmBackend) -> None:
-    """Under ``vec`` a slot past the cache is still refused (161002) before any vector is written."""
+@pytest.mark.parametrize("mode", ["vec", "row"])
+def test_vec_scatter_refuses_a_bad_slot_and_writes_nothing(emulated: RocmBackend, mode: str) -> None:
+    """Under ``vec`` and ``row`` a slot past the cache is still refused (161002) before any vector is written."""
     rng = np.random.default_rng(9)
     kc, vc = (rng.standard_normal((2, 4, 2, 8)).astype(np.float16) for _ in range(2))
     caches = [eager.to_device(c, emulated) for c in (kc, vc)]
     key = rng.standard_normal((2, 2, 8)).astype(np.float16)
     runner = emulated.runners["kv_cache"]
-    runner.forced_scatter = "vec"
+    runner.forced_scatter = mode
     try:
         with pytest.raises(AclnnError) as err:
             eager.run(

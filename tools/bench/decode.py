@@ -50,7 +50,7 @@ VARIANTS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "ACL_ARGMAX_CONFIG": ("reduction", "forced_arg", ("split", "persist", "block")),
     "ACL_ROWNORM_CONFIG": ("norm", "forced_layout", ("block", "group", "group32")),
     "ACL_ROPE_CONFIG": ("attention", "forced_rope", ("scalar", "vec")),
-    "ACL_KV_SCATTER_CONFIG": ("kv_cache", "forced_scatter", ("scalar", "vec")),
+    "ACL_KV_SCATTER_CONFIG": ("kv_cache", "forced_scatter", ("scalar", "vec", "row")),
 }
 """switch -> (runner, its forcing attribute, the values timed as separate rows): the A/B of issue 15's tiny
 decode kernels in one run (rocm; other backends time the case once)."""

@@ -108,6 +108,12 @@ KERNEL_CALLS = 3
 """Calls of an acl row profiled by ``--kernels`` (after its timing: warm plans and kernels)."""
 FOREACH_MEMBERS = 64
 """Tensors per list of the ForeachAddList rows (an optimizer step's parameter list)."""
+FOREACH_CONFIGS = ("grid2d", "bits")
+"""rocm's ACL_FOREACH_CONFIG choices timed beside the default (forced on its foreach runner, one row each)."""
+ADAMW_CONFIGS = ("vec", "vecbits")
+"""rocm's ACL_ADAMW_CONFIG choices timed beside the default ApplyAdamWV2 row."""
+KV_SCATTER_CONFIGS = ("vec", "row")
+"""rocm's ACL_KV_SCATTER_CONFIG choices timed beside the default ScatterPaKvCache row."""
 KV_DECODE = (64, 8, 128, 16)
 """The ScatterPaKvCache row's decode step: tokens, KV heads, head dim, block size (bf16, key and value)."""
 ROPE_HEADS = (32, 8, 128, 8192)
@@ -312,6 +318,36 @@ class Suite:
     def wanted(self, op: str) -> bool:
         """True when ``--only`` lets ``op`` run."""
         return self.only is None or op in self.only
+
+    def runner(self, family: str) -> Any:
+        """The backend's runner of ``family`` (rocm's forced kernel choices live there), or None."""
+        runners = getattr(self.backend, "runners", None)
+        return runners.get(family) if isinstance(runners, dict) else None
+
+    def choices(self, family: str, attr: str, configs: tuple[str, ...]) -> list[str | None]:
+        """None (the backend's default) and each of ``configs`` where ``family``'s runner can be forced by ``attr``."""
+        runner = self.runner(family)
+        return [None, *configs] if runner is not None and hasattr(runner, attr) else [None]
+
+    def forced(
+        self, family: str, attr: str, value: str | None, make: Callable[[], tuple[Callable[[], None], Any]]
+    ) -> tuple[Callable[[], None], Any]:
+        """``make()``'s (launch, cleanup) with ``runner.attr = value`` from planning until cleanup (None: as is)."""
+        if value is None:
+            return make()
+        runner = self.runner(family)
+        setattr(runner, attr, value)  # read when the call is planned and at every call: kept while it is timed
+        try:
+            launch, free = make()
+        except Exception:
+            setattr(runner, attr, None)
+            raise
+
+        def cleanup() -> None:
+            setattr(runner, attr, None)
+            free()
+
+        return launch, cleanup
 
     def case(
         self,
@@ -606,12 +642,16 @@ class Suite:
         caps: list[int | None] = [None]
         if runner is not None and hasattr(runner, "block_alternatives"):
             caps += list(runner.block_alternatives())
+        configs = self.choices("foreach", "forced_config", FOREACH_CONFIGS)[1:]
         for dtype in DTYPES:
             for cap in caps:
                 self._foreach_row(op, dtype, runner, cap)
+            for config in configs:
+                self._foreach_row(op, dtype, runner, None, config)
 
-    def _foreach_row(self, op: str, dtype: D, runner: Any, cap: int | None) -> None:
-        """One ForeachAddList row; ``cap`` blocks a slot forced on rocm's foreach runner while it is timed."""
+    def _foreach_row(self, op: str, dtype: D, runner: Any, cap: int | None, config: str | None = None) -> None:
+        """One ForeachAddList row; ``cap`` blocks a slot (or ``config``, ``ACL_FOREACH_CONFIG``) forced on rocm's
+        foreach runner while it is timed."""
         item = dtype.info.storage_bits // 8
         n = self.sizes.elementwise_bytes // item // FOREACH_MEMBERS
 
@@ -619,7 +659,10 @@ class Suite:
             lists = {name: [self.array((n,), dtype) for _ in range(FOREACH_MEMBERS)] for name in ("x1", "x2")}
             out = [empty((n,), dtype, self.backend) for _ in range(FOREACH_MEMBERS)]
             alpha = to_device(np.ones(1, np.float32), self.backend)
-            launch, free = self.prepared(op, {**lists, "alpha": alpha, "out": out})
+            args = {**lists, "alpha": alpha, "out": out}
+            if config is not None:
+                return self.forced("foreach", "forced_config", config, lambda: self.prepared(op, args))
+            launch, free = self.prepared(op, args)
             if cap is None:
                 return launch, free
             runner.forced_blocks = cap  # read at every call: set while the row is timed
@@ -637,6 +680,7 @@ class Suite:
 
         label = f"{FOREACH_MEMBERS} x {_mib(n * item)}"
         note = "" if cap is None else f"ACL_FOREACH_BLOCKS={cap}"
+        note = note if config is None else f"ACL_FOREACH_CONFIG={config}"
         self.case(Case(op, label, dtype.short, "GB/s", 3 * FOREACH_MEMBERS * n * item, note=note), acl, torch_fn, op)
 
     def optimizer(self) -> None:
@@ -648,6 +692,11 @@ class Suite:
         op = "ApplyAdamWV2"
         if not self.wanted(op):
             return
+        for config in self.choices("optim", "forced_config", ADAMW_CONFIGS):
+            self._optimizer_row(op, config)
+
+    def _optimizer_row(self, op: str, config: str | None) -> None:
+        """One ApplyAdamWV2 row; ``config`` (``ACL_ADAMW_CONFIG``) forced on rocm's optim runner while it is timed."""
         dtype, n = D.ACL_FLOAT, self.sizes.elementwise_bytes // 4
         hyper = {"lr": 1e-3, "weightDecay": 1e-2, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8}
 
@@ -655,7 +704,8 @@ class Suite:
             state = {name: self.array((n,), dtype) for name in ("varRef", "mRef", "vRef", "grad")}
             step = to_device(np.array([3.0], np.float32), self.backend)
             args = {**state, "maxGradNormOptionalRef": None, "step": step, **hyper}
-            return self.prepared(op, args | {"amsgrad": False, "maximize": False})
+            make = lambda: self.prepared(op, args | {"amsgrad": False, "maximize": False})
+            return self.forced("optim", "forced_config", config, make)
 
         def torch_fn() -> Callable[[], object]:
             p, g, m = (self.tensor((n,), dtype) for _ in range(3))
@@ -677,7 +727,8 @@ class Suite:
                 maximize=False,
             )
 
-        self.case(Case(op, _mib(n * 4), dtype.short, "GB/s", 7 * n * 4, note="torch: _fused_adamw_"), acl, torch_fn, op)
+        note = "torch: _fused_adamw_" + ("" if config is None else f", ACL_ADAMW_CONFIG={config}")
+        self.case(Case(op, _mib(n * 4), dtype.short, "GB/s", 7 * n * 4, note=note), acl, torch_fn, op)
 
     def random_fills(self) -> None:
         """InplaceNormal and InplaceUniform on float32 ``elementwise_bytes`` beside torch's normal_ / uniform_.
@@ -1044,33 +1095,44 @@ class Suite:
         """
         dtype = D.ACL_BF16
         if self.wanted("ScatterPaKvCache"):
-            tokens, heads, dim, bs = KV_DECODE
-            blocks = self.sizes.kv_blocks
-            slots = self.rng.permutation(blocks * bs)[:tokens].astype(np.int64)
-            slots[-3:] = -1
+            slots = self.rng.permutation(self.sizes.kv_blocks * KV_DECODE[3])[: KV_DECODE[0]].astype(np.int64)
+            slots[-3:] = -1  # three padding tokens
+            for config in self.choices("kv_cache", "forced_scatter", KV_SCATTER_CONFIGS):
+                self._kv_scatter_row(dtype, slots, config)
+        self._rope_cache_row(dtype)
 
-            def acl() -> tuple[Callable[[], None], Any]:
-                args: dict[str, Any] = {
-                    "key": self.array((tokens, heads, dim), dtype),
-                    "keyCacheRef": empty((blocks, bs, heads, dim), dtype, self.backend),
-                    "slotMapping": to_device(slots, self.backend),
-                    "value": self.array((tokens, heads, dim), dtype),
-                    "valueCacheRef": empty((blocks, bs, heads, dim), dtype, self.backend),
-                }
-                return self.prepared("ScatterPaKvCache", args)
+    def _kv_scatter_row(self, dtype: D, slots: np.ndarray, config: str | None) -> None:
+        """One ScatterPaKvCache row; ``config`` (``ACL_KV_SCATTER_CONFIG``) forced on rocm's runner while timed."""
+        tokens, heads, dim, bs = KV_DECODE
+        blocks = self.sizes.kv_blocks
 
-            def torch_fn() -> Callable[[], object]:
-                kc = self.torch.empty((blocks * bs, heads, dim), dtype=self.torch.bfloat16, device=self.device)
-                vc = self.torch.empty_like(kc)
-                k, v = self.tensor((tokens, heads, dim), dtype), self.tensor((tokens, heads, dim), dtype)
-                keep = self.torch.from_numpy(slots >= 0).to(self.device)
-                s = self.torch.from_numpy(slots).to(self.device)[keep]
-                k, v = k[keep], v[keep]
-                return lambda: (kc.index_copy_(0, s, k), vc.index_copy_(0, s, v))
+        def acl() -> tuple[Callable[[], None], Any]:
+            args: dict[str, Any] = {
+                "key": self.array((tokens, heads, dim), dtype),
+                "keyCacheRef": empty((blocks, bs, heads, dim), dtype, self.backend),
+                "slotMapping": to_device(slots, self.backend),
+                "value": self.array((tokens, heads, dim), dtype),
+                "valueCacheRef": empty((blocks, bs, heads, dim), dtype, self.backend),
+            }
+            return self.forced("kv_cache", "forced_scatter", config, lambda: self.prepared("ScatterPaKvCache", args))
 
-            nbytes = 2 * 2 * tokens * heads * dim * 2 + tokens * 8
-            label = f"{tokens} tok x {heads} x {dim} into {blocks} blocks of {bs}"
-            self.case(Case("ScatterPaKvCache", label, dtype.short, "GB/s", nbytes), acl, torch_fn, "ScatterPaKvCache")
+        def torch_fn() -> Callable[[], object]:
+            kc = self.torch.empty((blocks * bs, heads, dim), dtype=self.torch.bfloat16, device=self.device)
+            vc = self.torch.empty_like(kc)
+            k, v = self.tensor((tokens, heads, dim), dtype), self.tensor((tokens, heads, dim), dtype)
+            keep = self.torch.from_numpy(slots >= 0).to(self.device)
+            s = self.torch.from_numpy(slots).to(self.device)[keep]
+            k, v = k[keep], v[keep]
+            return lambda: (kc.index_copy_(0, s, k), vc.index_copy_(0, s, v))
+
+        nbytes = 2 * 2 * tokens * heads * dim * 2 + tokens * 8
+        label = f"{tokens} tok x {heads} x {dim} into {blocks} blocks of {bs}"
+        note = "" if config is None else f"ACL_KV_SCATTER_CONFIG={config}"
+        case = Case("ScatterPaKvCache", label, dtype.short, "GB/s", nbytes, note=note)
+        self.case(case, acl, torch_fn, "ScatterPaKvCache")
+
+    def _rope_cache_row(self, dtype: D) -> None:
+        """RopeWithSinCosCacheV2 beside torch's expression (see :meth:`kv_cache`)."""
         if self.wanted("RopeWithSinCosCacheV2"):
             nq, nk, head, max_len = ROPE_HEADS
             t = self.sizes.rope_tokens

@@ -187,6 +187,10 @@ class TakeFlat:
     index: D
     ndim: int
     index_type: str
+    fused: bool = False
+    """``ACL_TAKE_CHECK=fused``: no Check launch before (the indices are read once, not twice); an element whose
+    index is outside [-numel, numel) sets the flag and is not written (the call fails with 161002 as before, but
+    ``out`` then holds the other elements where the Check launch leaves it untouched)."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -197,7 +201,7 @@ class TakeFlat:
         """The complete kernel source."""
         w, idx = word(self.itemsize), self.index_type
         params = ["const Meta m", f"const {w}* src", f"{w}* dst", f"const {ctype(self.index).storage}* index"]
-        params += ["const long long numel", "const int* flag"]
+        params += ["const long long numel", "int* flag" if self.fused else "const int* flag"]
         body = [
             "long long v = (long long)index[o1];",
             "if (v < 0) v += numel;",
@@ -211,8 +215,11 @@ class TakeFlat:
             "  dst[o0] = src[at];",
             "}",
         ]
+        if self.fused:  # the range check of this element's index, where a Check launch would have read it
+            body += ["else {", "  *flag = 1;", "}"]
         return kernel_source(
-            f"flat take through {self.index.short} indices, {self.itemsize}-byte elements",
+            f"flat take through {self.index.short} indices, {self.itemsize}-byte elements"
+            + (", indices checked in place" if self.fused else ""),
             meta_struct(idx, self.ndim, 4),
             self.kernel_name,
             params,

@@ -100,6 +100,10 @@ class PagedScatter:
     """Elements a thread moves as one access (``vec`` x ``itemsize`` <= 16 bytes): ``n``, ``wk`` and ``wv`` then
     count vectors, the rows' last strides are 1 and every other stride and address a multiple of ``vec``."""
 
+    row: bool = False
+    """One block per token (grid-stride over tokens): the slot is read once a block, a thread's first element is
+    loaded before the slot checks resolve, and the element index splits with 32-bit math within the token."""
+
     @functools.cached_property
     def kernel_name(self) -> str:
         """The kernel's extern "C" name."""
@@ -135,6 +139,56 @@ class PagedScatter:
             "    value_cache[blk * m.value_cache[0] + off * m.value_cache[1] + h * m.value_cache[2]",
             "                + jv * m.value_cache[3]] = value[t * m.value[0] + h * m.value[1] + jv * m.value[2]];",
             "  }",
+        ]
+
+    def _row_body(self, w: str) -> list[str]:
+        """The ``row`` kernel's body: block ``b`` takes tokens b, b + gridDim.x, ...; ``m.n`` counts elements."""
+        v = f"AclVec<{w}, {self.vec}>" if self.vec > 1 else w
+        n = self.vec
+
+        def src(t: str, e: str) -> str:
+            return (
+                f"({e} < m.wk ? *reinterpret_cast<const {v}*>(key + ({t} * m.key[0] + h * m.key[1] + {e} * {n}))"
+                f" : *reinterpret_cast<const {v}*>(value + ({t} * m.value[0] + h * m.value[1] + ({e} - m.wk) * {n})))"
+                if n > 1
+                else f"({e} < m.wk ? key[{t} * m.key[0] + h * m.key[1] + {e} * m.key[2]]"
+                f" : value[{t} * m.value[0] + h * m.value[1] + ({e} - m.wk) * m.value[2]])"
+            )
+
+        last_k, last_v = ("", "") if n > 1 else (" * m.key_cache[3]", " * m.value_cache[3]")
+        split = [
+            "    const unsigned h = e / width, j = e % width;",
+        ]
+        checks = ["if (*flag) return;"] if self.checks is None else self.checks.prologue()
+        return [
+            "const unsigned width = (unsigned)(m.wk + m.wv);  // vectors (elements) of one head's key + value",
+            "const unsigned per = (unsigned)m.heads * width;  // of one token",
+            "const long long tokens = m.n / (long long)per;",
+            "long long t = blockIdx.x;",
+            "// the first token's slot and this thread's first vector are in flight while the checks run",
+            "long long s = t < tokens ? (long long)slots[t * m.slot_stride] : -1;",
+            f"{v} first{{}};",
+            "if (t < tokens && threadIdx.x < per) {",
+            "  const unsigned e = threadIdx.x, h = e / width, j = e % width;",
+            f"  first = {src('t', 'j')};",
+            "}",
+            *checks,
+            "for (; t < tokens; t += gridDim.x) {",
+            "  if (t != (long long)blockIdx.x) s = (long long)slots[t * m.slot_stride];",
+            "  if (s < 0) continue;  // -1: a padding token (other values were refused by the check)",
+            "  const long long blk = s / m.block_size, off = s % m.block_size;  // once a block and token",
+            "  for (unsigned e = threadIdx.x; e < per; e += blockDim.x) {",
+            *split,
+            f"    const {v} x = (t == (long long)blockIdx.x && e == threadIdx.x) ? first : {src('t', 'j')};",
+            "    if (j < m.wk) {",
+            f"      *reinterpret_cast<{v}*>(key_cache + (blk * m.key_cache[0] + off * m.key_cache[1]"
+            f" + h * m.key_cache[2] + (long long)j * {n if n > 1 else 1}{last_k})) = x;",
+            "    } else {",
+            f"      *reinterpret_cast<{v}*>(value_cache + (blk * m.value_cache[0] + off * m.value_cache[1]"
+            f" + h * m.value_cache[2] + (long long)(j - m.wk) * {n if n > 1 else 1}{last_v})) = x;",
+            "    }",
+            "  }",
+            "}",
         ]
 
     def source(self) -> str:
@@ -179,9 +233,13 @@ class PagedScatter:
             *self._copy(w),
             "}",
         ]
+        if self.row:
+            body = self._row_body(w)
         what = f"paged scatter of {self.itemsize}-byte elements" + (" (slots checked inline)" if self.inline else "")
         if self.vec > 1:
             what += f", {self.vec} a thread as one {self.vec * self.itemsize}-byte access"
+        if self.row:
+            what += ", a block per token"
         return _source(what, _struct(ScatterMeta), self.kernel_name, params, body)
 
 

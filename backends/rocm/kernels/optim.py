@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.ctypes_map import ctype, load
+from acl_rocm.kernels.foreach import F2D_BITS
 from acl_rocm.kernels.movement import HELPERS, meta_struct, store_narrow, unique_name
 from acl_rocm.kernels.prelude import PRELUDE
 
@@ -35,6 +36,14 @@ class AdamW:
     ndim: int
     scalar_dtypes: tuple[D, ...]
     """V1: the dtype of each of :data:`V1_SCALARS`; V2: ``(step's dtype,)``."""
+    vec: int = 1
+    """Elements a thread takes per trip as one aligned access of each operand (``ACL_ADAMW_CONFIG=vec``: 4 on a
+    1-D unit-stride geometry whose addresses allow it): every operand's vector is loaded before any is computed
+    or stored, so a thread keeps 4x the bytes in flight; a tail past the last whole vector goes element by element.
+    The math per element is the same double evaluation, so the values equal the one-element kernel's bit for bit."""
+    bits: bool = False
+    """``ACL_ADAMW_CONFIG=vecbits`` (with ``vec``): the vector loop widens float/fp16/bf16 state to double in integer
+    operations where the values are normal (4 of the 7 F2F conversions an element took; exact, the same bits)."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -71,6 +80,55 @@ class AdamW:
             "const double bias1 = 1.0 - pow(b1, t), bias2 = 1.0 - pow(b2, t);",
         ]
 
+    def _update(self, reads: dict[str, str], writes: dict[str, str]) -> list[str]:
+        """C lines of one element's step: ``reads`` are the operands' double values, ``writes`` their stores."""
+        g = f"-{reads['grad']}" if self.maximize else reads["grad"]
+        step = [
+            f"const double g = {g};",
+            f"double p = {reads['var']} * (1.0 - lr_ * wd);",
+            f"const double mt = b1 * {reads['m']} + (1.0 - b1) * g;",
+            f"const double vt = b2 * {reads['v']} + (1.0 - b2) * g * g;",
+        ]
+        if self.amsgrad:
+            step.append(f"const double vmx = {reads['vmax']};")
+            step.append("const double vh = vmx != vmx || vt != vt ? vmx + vt : (vmx > vt ? vmx : vt);  // NaN wins")
+        else:
+            step.append("const double vh = vt;")
+        step += [
+            "p = p - (lr_ / bias1) * mt / (sqrt(vh) / sqrt(bias2) + eps_);",
+            f"{writes['var']} = {store_narrow('p', self.dtype)};",
+            f"{writes['m']} = {store_narrow('mt', self.dtype)};",
+            f"{writes['v']} = {store_narrow('vt', self.dtype)};",
+        ]
+        if self.amsgrad and self.version == 2:
+            step.append(f"{writes['vmax']} = {store_narrow('vh', self.dtype)};")
+        return step
+
+    def _vector_lines(self) -> list[str]:
+        """The whole vectors of a 1-D unit-stride geometry: all loads of a trip, then its elements; ``first`` after."""
+        c = ctype(self.dtype)
+        vt = f"AclVec<{c.storage}, {self.vec}>"
+        used = [n for n in OPERANDS if n != "vmax" or self.amsgrad]
+        written = ["var", "m", "v", *(["vmax"] if self.amsgrad and self.version == 2 else [])]
+        if self.bits and self.dtype in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16):
+            reads = {n: f"fe_f2d_bits({c.decode.format(x=f'q_{n}.v[e]')})" for n in used}
+        else:
+            reads = {n: load(f"q_{n}.v[e]", c, _DOUBLE) for n in used}
+        writes = {n: f"q_{n}.v[e]" for n in written}
+        return [
+            f"const long long nv = m_.n / {self.vec};",
+            "const long long vstep = (long long)gridDim.x * blockDim.x;",
+            "for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < nv; q += vstep) {",
+            *(f"  {'' if n in written else 'const '}{vt} q_{n} = reinterpret_cast<const {vt}*>({n})[q];" for n in used),
+            "  #pragma unroll",
+            f"  for (int e = 0; e < {self.vec}; ++e) {{",
+            *("    " + line for line in self._update(reads, writes)),
+            "  }",
+            *(f"  reinterpret_cast<{vt}*>({n})[q] = q_{n};" for n in written),
+            "}",
+            f"const long long first = nv * {self.vec};",
+        ]
+
     def source(self) -> str:
         """The complete kernel source."""
         c = ctype(self.dtype)
@@ -86,31 +144,11 @@ class AdamW:
             offsets.append("  const long long c = rest % m_.shape[d]; rest /= m_.shape[d];")
             offsets.append("  " + " ".join(f"o_{n} += c * m_.stride[{k}][d];" for k, n in enumerate(OPERANDS)))
             offsets.append("}")
-        g = f"-{rd('grad')}" if self.maximize else rd("grad")
-        step = [
-            *offsets,
-            f"const double g = {g};",
-            f"double p = {rd('var')} * (1.0 - lr_ * wd);",
-            f"const double mt = b1 * {rd('m')} + (1.0 - b1) * g;",
-            f"const double vt = b2 * {rd('v')} + (1.0 - b2) * g * g;",
-        ]
-        if self.amsgrad:
-            step.append(f"const double vmx = {rd('vmax')};")
-            step.append("const double vh = vmx != vmx || vt != vt ? vmx + vt : (vmx > vt ? vmx : vt);  // NaN wins")
-        else:
-            step.append("const double vh = vt;")
-        step += [
-            "p = p - (lr_ / bias1) * mt / (sqrt(vh) / sqrt(bias2) + eps_);",
-            f"var[o_var] = {store_narrow('p', self.dtype)};",
-            f"m[o_m] = {store_narrow('mt', self.dtype)};",
-            f"v[o_v] = {store_narrow('vt', self.dtype)};",
-        ]
-        if self.amsgrad and self.version == 2:
-            step.append(f"vmax[o_vmax] = {store_narrow('vh', self.dtype)};")
-        body = [
-            *self._hyper(),
+        step = [*offsets, *self._update({n: rd(n) for n in OPERANDS}, {n: f"{n}[o_{n}]" for n in OPERANDS})]
+        body = [*self._hyper(), *(self._vector_lines() if self.vec > 1 else ["const long long first = 0;"])]
+        body += [
             "const long long step_ = (long long)gridDim.x * blockDim.x;",
-            "for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < m_.n; i += step_) {",
+            "for (long long i = first + (long long)blockIdx.x * blockDim.x + threadIdx.x; i < m_.n; i += step_) {",
             *("  " + line for line in step),
             "}",
         ]
@@ -120,6 +158,7 @@ class AdamW:
             [
                 PRELUDE,
                 HELPERS,
+                *([F2D_BITS] if self.bits else []),
                 f"// AdamW step (ApplyAdamW{'V2' if self.version == 2 else ''})",
                 meta,
                 f'extern "C" __global__ void __launch_bounds__(256) {self.kernel_name}({params}) {{',

@@ -46,6 +46,12 @@ BLOCKS_ENV = "ACL_FOREACH_BLOCKS"
 """The most blocks a slot takes (1 .. 65536; unset: :data:`MAX_BLOCKS_PER_SLOT`). Every block first finds its slot
 (a scan of the table's first-block column, up to 31 steps, in every thread) and then walks its slot grid-stride,
 so fewer blocks a slot spread that search over more elements a thread; the values are the same for any count."""
+CONFIG_ENV = "ACL_FOREACH_CONFIG"
+"""How a block finds its slot (tensor): ``scan`` (the default until measured: a one-dimensional grid, every thread
+scanning the table's first-block column) or ``grid2d`` (the slot is ``blockIdx.y``, the grid as wide as the slot
+with the most blocks; the others' extra blocks return at once) or ``bits`` (``grid2d``, and float/fp16/bf16 values
+widened to double and narrowed back in integer operations where normal). The values are the same."""
+CONFIGS = ("scan", "grid2d", "bits")
 BLOCK_ALTERNATIVES = (128,)
 """Blocks-a-slot settings the ops bench times beside the default (ForeachAddList's extra rows)."""
 PER_THREAD = 4
@@ -79,6 +85,8 @@ class ForeachRunner:
         self.backend = backend
         self.forced_blocks: int | None = None
         """Blocks a slot over :data:`BLOCKS_ENV` for calls made while set (the bench's rows)."""
+        self.forced_config: str | None = None
+        """A :data:`CONFIG_ENV` setting over the environment's for calls made while set (tests, the bench's rows)."""
 
     def blocks_per_slot(self) -> int:
         """The most blocks a slot takes: :attr:`forced_blocks`, else :data:`BLOCKS_ENV`, else the default."""
@@ -90,6 +98,13 @@ class ForeachRunner:
         if not setting.isdigit() or not 1 <= int(setting) <= 65536:
             raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{BLOCKS_ENV}={setting!r}: not an integer 1..65536")
         return int(setting)
+
+    def config(self) -> str:
+        """The :data:`CONFIG_ENV` slot lookup (``scan`` unless set; bad values are refused)."""
+        value = (self.forced_config or self.backend.environ.get(CONFIG_ENV, "") or "scan").strip().lower()
+        if value not in CONFIGS:
+            raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{CONFIG_ENV}={value!r}: not one of {CONFIGS}")
+        return value
 
     def block_alternatives(self) -> tuple[int, ...]:
         """Blocks-a-slot settings worth timing beside the default (the ops bench's extra ForeachAddList rows)."""
@@ -121,9 +136,9 @@ class ForeachRunner:
         self.backend.elementwise.convert(t, dense, stream)
         return dense
 
-    def _launch(self, kernel: Any, grid: int, values: Sequence[Any], stream: int) -> None:
+    def _launch(self, kernel: Any, grid: int, values: Sequence[Any], stream: int, slots: int = 1) -> None:
         function = self.backend.function(kernel.source_text(), kernel.kernel_name)
-        config = LaunchConfig((grid, 1, 1), (BLOCK, 1, 1))
+        config = LaunchConfig((grid, slots, 1), (BLOCK, 1, 1))
         self.backend.elementwise.launch_prepared(Prepared(function, config, KernelArgs(values)), stream)
 
     def _scalars(self, row: Row, launch: Launch, n: int, integer: bool) -> tuple[Source, D | None, list[int]]:
@@ -188,7 +203,8 @@ class ForeachRunner:
             if row.formula == "norm":
                 self._norm(row, launch, dense_in[0], dense_out, entries, sfields, stream)
             else:
-                kernel = ForeachKernel(row.formula, dtype, source, sdtype, check)
+                config = self.config()
+                kernel = ForeachKernel(row.formula, dtype, source, sdtype, check, config != "scan", config == "bits")
                 for k0 in range(0, len(entries), SLOTS):
                     self._chunk(kernel, entries[k0 : k0 + SLOTS], dense_in, dense_out, sfields, flag, found, stream)
             for d, o in scatter:
@@ -221,7 +237,7 @@ class ForeachRunner:
         stream: int,
     ) -> None:
         slots: list[list[int]] = []
-        first = 0
+        first = widest = 0
         per_thread = max(PER_THREAD, vector_width(kernel.dtype))  # a whole 16-byte vector per thread
         cap = self.blocks_per_slot()
         for i in entries:
@@ -230,10 +246,14 @@ class ForeachRunner:
             addr = [_address(lst[i]) for lst in ins] + [0] * (3 - len(ins))
             slots.append([numel, first, addr[0], addr[1], addr[2], _address(outs[i]), sfields[i]])
             first += blocks
+            widest = max(widest, blocks)
         if not slots:
             return
         values = [self._table(slots, first), KernelArgs.pointer(flag), KernelArgs.pointer(found)]
-        self._launch(kernel, first, values, stream)
+        if kernel.grid2d:  # a row of blocks per slot, as wide as the slot with the most
+            self._launch(kernel, widest, values, stream, len(slots))
+        else:
+            self._launch(kernel, first, values, stream)
 
     def _norm(
         self,

@@ -29,6 +29,7 @@ import numpy as np
 
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
+from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.spec.kernel_args import Scalar
 from acl_core.spec.ops.index_ops import diagonal_length
 from acl_core.tensor import AclTensor, contiguous_strides
@@ -52,6 +53,11 @@ OPS: tuple[str, ...] = (
     "GatherV3",
 )
 """The aclnn operators this module runs."""
+TAKE_CHECK_ENV = "ACL_TAKE_CHECK"
+"""Take's index range check: ``launch`` (the default: a Check launch before the gather, so a bad index leaves
+``out`` untouched) or ``fused`` (each element checks its own index in the gather, which then reads the indices once;
+a bad index still fails the call with 161002 but the other elements of ``out`` are written)."""
+TAKE_CHECKS = ("launch", "fused")
 
 
 def one_word(dtype: D) -> int:
@@ -74,6 +80,15 @@ class IndexOpsRunner(MovementRunner):
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""
         return {name: self._bind(name) for name in OPS}
+
+    def take_check(self) -> str:
+        """The :data:`TAKE_CHECK_ENV` setting (``launch`` unless set; bad values are refused)."""
+        value = (self.backend.environ.get(TAKE_CHECK_ENV, "") or "launch").strip().lower()
+        if value not in TAKE_CHECKS:
+            raise AclnnError(
+                AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{TAKE_CHECK_ENV}={value!r}: expected one of launch, fused"
+            )
+        return value
 
     # ------------------------------------------------------------------ helpers
     def fill_word(self, op: str, dst: View, value: int, prog: MovementProgram) -> None:
@@ -180,7 +195,9 @@ class IndexOpsRunner(MovementRunner):
             return
         flag = self._flag(prog)
         numel = t.numel
-        self.check(op, index, -numel, numel, flag, prog)
+        fused = self.take_check() == "fused"
+        if not fused:
+            self.check(op, index, -numel, numel, flag, prog)
         src, dst = view_of(op, t), view_of(op, out)
         g = coalesce(dst.shape, [dst.strides, index.strides])
         gs = coalesce(src.shape, [src.strides])
@@ -191,7 +208,7 @@ class IndexOpsRunner(MovementRunner):
         pad, spad = (0,) * (nd - g.ndim), (0,) * (nd - gs.ndim)  # leading dims of size 1
         meta = [g.numel, *(1,) * (nd - g.ndim), *g.shape]
         meta += [*pad, *g.strides[0], *pad, *g.strides[1], *(1,) * (nd - gs.ndim), *gs.shape, *spad, *gs.strides[0]]
-        kernel = TakeFlat(src.itemsize, index.dtype, nd, idx)
+        kernel = TakeFlat(src.itemsize, index.dtype, nd, idx, fused)
         values: list[Any] = [KernelArgs.pointer(src.address), KernelArgs.pointer(dst.address)]
         values += [KernelArgs.pointer(view_of(op, index).address), ctypes.c_longlong(numel), flag]
         self._launch(kernel, meta, idx, values, g.numel, prog)

@@ -50,8 +50,10 @@ if TYPE_CHECKING:
 SCATTER_ENV = "ACL_KV_SCATTER_CONFIG"
 """ScatterPaKvCache's copy: ``scalar`` (the default until measured: a thread per element) or ``vec`` (a thread per
 2-8 adjacent elements, one access of up to 16 bytes, where the rows are unit-stride and every stride and
-address allows; elsewhere a thread per element). Both copy the same bytes."""
-SCATTER_CONFIGS = ("scalar", "vec")
+address allows; elsewhere a thread per element) or ``row`` (``vec``'s accesses, a block per token: the slot read
+once a block, a thread's first vector loaded while the slot checks run, no 64-bit index division per element).
+All copy the same bytes."""
+SCATTER_CONFIGS = ("scalar", "vec", "row")
 
 OPS: tuple[str, ...] = ("GatherPaKvCache", "KvRmsNormRopeCache", "RopeWithSinCosCacheV2", "ScatterPaKvCache")
 """The aclnn operators this module runs (ScatterPaCache and RopeWithSinCosCache are versions of two of them)."""
@@ -101,15 +103,14 @@ class KvCacheRunner:
         """The :data:`SCATTER_ENV` copy of ScatterPaKvCache (``scalar`` unless set; bad values are refused)."""
         value = (self.forced_scatter or self.backend.environ.get(SCATTER_ENV, "") or "scalar").strip().lower()
         if value not in SCATTER_CONFIGS:
-            raise AclnnError(
-                AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{SCATTER_ENV}={value!r}: expected one of scalar, vec"
-            )
+            choices = ", ".join(SCATTER_CONFIGS)
+            raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{SCATTER_ENV}={value!r}: expected one of {choices}")
         return value
 
     def scatter_vec(self, pairs: Sequence[tuple[AclTensor, AclTensor]], widths: Sequence[int]) -> int:
         """Elements a thread of the scatter moves under ``vec``: the widest of 8/4/2 (16 bytes at most) that every
         (row, cache) pair allows (unit last strides, other strides, row widths and addresses multiples of it)."""
-        if self.scatter_mode() != "vec":
+        if self.scatter_mode() not in ("vec", "row"):
             return 1
         size = pairs[0][0].dtype.info.storage_bits // 8
         vec = 16 // size
@@ -185,11 +186,19 @@ class KvCacheRunner:
             value=_s3(value),
             value_cache=_s4(vc),
         )
-        kernel = PagedScatter(key.dtype.info.storage_bits // 8, slots.dtype, inline, vec)
+        row = self.scatter_mode() == "row"
+        kernel = PagedScatter(key.dtype.info.storage_bits // 8, slots.dtype, inline, vec, row)
         values = [_meta(meta), _ptr(slots), _ptr(key), _ptr(kc), _ptr(value), _ptr(vc), FLAG]
         if inline:  # the slots, their count and stride, and the bounds [-1, high)
             values += [_ptr(slots), ctypes.c_longlong(slots.numel), ctypes.c_longlong(int(slots.strides[0]))]
             values += [ctypes.c_longlong(-1), ctypes.c_longlong(high)]
+        if row:  # a block per token, whole warps up to BLOCK_THREADS over its heads x (wk + wv) / vec vectors
+            warp = self.backend.properties.warp_size
+            per = heads * (wk + wv) // vec
+            threads = min(BLOCK_THREADS, -(-per // warp) * warp)
+            grid = min(tokens, self.backend.properties.max_grid_x)
+            self._step(prog, kernel, LaunchConfig((grid, 1, 1), (threads, 1, 1)), values)
+            return prog
         self._step(prog, kernel, self._flat(n // vec), values)
         return prog
 

@@ -11,6 +11,7 @@ import ctypes
 from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
+from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.tensor import AclTensor
 from acl_rocm.kernels.optim import OPERANDS, V1_SCALARS, AdamW
 from acl_rocm.launch import KernelArgs, launch_tensor
@@ -25,6 +26,13 @@ OPS: tuple[str, ...] = ("ApplyAdamW", "ApplyAdamWV2")
 """The aclnn operators this module runs."""
 _MAX = {"ApplyAdamW": "maxGradNormOptional", "ApplyAdamWV2": "maxGradNormOptionalRef"}
 _V2_FLOATS = ("lr", "weightDecay", "beta1", "beta2", "eps")
+CONFIG_ENV = "ACL_ADAMW_CONFIG"
+"""The AdamW step's access pattern: ``scalar`` (the default until measured: a thread per element a trip) or ``vec``
+(a thread per 4 elements a trip, each operand one aligned access, every load of a trip before its stores, where the
+geometry is 1-D unit-stride and the addresses allow; elsewhere ``scalar``) or ``vecbits`` (``vec``, the state widened
+to double in integer operations where normal). The values are the same bit for bit."""
+CONFIGS = ("scalar", "vec", "vecbits")
+VEC_ELEMENTS = 4
 
 
 class OptimRunner:
@@ -33,10 +41,34 @@ class OptimRunner:
     def __init__(self, backend: RocmBackend) -> None:
         self.backend = backend
         self.sorter = Sorter(backend)
+        self.forced_config: str | None = None
+        """A :data:`CONFIG_ENV` setting over the environment's for calls made while set (tests, bench A/B)."""
+
+    def config(self) -> str:
+        """The :data:`CONFIG_ENV` access pattern (``scalar`` unless set; bad values are refused)."""
+        value = (self.forced_config or self.backend.environ.get(CONFIG_ENV, "") or "scalar").strip().lower()
+        if value not in CONFIGS:
+            raise AclnnError(
+                AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{CONFIG_ENV}={value!r}: expected one of {', '.join(CONFIGS)}"
+            )
+        return value
+
+    def vector(self, shape: list[int], strides: list[list[int]], state: list[AclTensor]) -> int:
+        """Elements a thread takes a trip: :data:`VEC_ELEMENTS` (2 for double) under ``vec`` on a 1-D unit-stride
+        geometry whose every operand address is a multiple of the access, else 1."""
+        if self.config() == "scalar" or len(shape) != 1 or any(row[0] != 1 for row in strides):
+            return 1
+        item = state[0].dtype.info.storage_bits // 8
+        vec = min(VEC_ELEMENTS, 16 // max(item, 1))
+        if vec <= 1 or any(address(t) % (vec * item) for t in state):
+            return 1
+        return vec
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""
-        return {name: program_kernel(self.backend, "optim", name, self._adamw) for name in OPS}
+        return {
+            name: program_kernel(self.backend, "optim", name, self._adamw, lambda: self.forced_config) for name in OPS
+        }
 
     def _adamw(self, launch: Launch) -> Program:
         op = launch.spec.name
@@ -62,6 +94,8 @@ class OptimRunner:
             bool(launch.args["maximize"]),
             len(shape),
             tuple(t.dtype for t in scalars),
+            self.vector(shape, strides, state),
+            self.config() == "vecbits",
         )
         assert len(strides) == len(OPERANDS)
         args: list[Any] = [self.sorter.meta(var.numel, shape, strides)]
@@ -69,7 +103,7 @@ class OptimRunner:
         args += [KernelArgs.pointer(address(t)) for t in scalars]
         if version == 2:
             args += [ctypes.c_float(float(launch.args[n])) for n in _V2_FLOATS]
-        self.sorter.step(prog, kernel, self.sorter.flat_config(var.numel), args)
+        self.sorter.step(prog, kernel, self.sorter.flat_config(max(var.numel // kernel.vec, 1)), args)
         return prog
 
 

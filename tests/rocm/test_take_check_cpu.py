@@ -1,0 +1,43 @@
+"""ACL_TAKE_CHECK on the fake provider: ``fused`` gathers without a Check launch; a bad setting is a typed error.
+
+The values under each setting are the GPU tier's (tests/rocm/test_gpu_index_ops.py, also on the CPU emulator).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from acl_core import eager
+from acl_core.dtypes import DataType as D
+from acl_core.errors import AclnnError
+from acl_rocm.backend import RocmBackend
+from acl_rocm.kernels.index_ops import TakeFlat
+from tests.rocm.fake_provider import FakeProvider
+
+
+def _take(tmp_path: Path, setting: str) -> list[str]:
+    """The kernel names one Take launches under ``ACL_TAKE_CHECK=setting``."""
+    provider = FakeProvider()
+    backend = RocmBackend(provider, {"ACL_KERNEL_CACHE": str(tmp_path / setting), "ACL_TAKE_CHECK": setting})
+    backend.runtime.ensure_device(0)
+    x = np.arange(4096, dtype=np.float16)
+    eager.run("Take", backend, self=x, index=np.arange(-2048, 2048, dtype=np.int64))
+    return [launch.name for launch in provider.launches]
+
+
+def test_fused_gathers_in_one_launch(tmp_path: Path) -> None:
+    launched = _take(tmp_path, "launch")
+    fused = _take(tmp_path, "fused")
+    assert len(fused) == len(launched) - 1
+    assert any(name.startswith("acl_mv_take_flat") for name in fused)
+    assert TakeFlat(2, D.ACL_INT64, 1, "int", True).source().count("*flag = 1;") == 1
+    assert "*flag = 1;" not in TakeFlat(2, D.ACL_INT64, 1, "int", False).source()
+
+
+def test_a_bad_setting_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(AclnnError) as err:
+        _take(tmp_path, "later")
+    assert err.value.code == 161002
