@@ -94,3 +94,23 @@ def test_weight_prefetch_keeps_the_tokens(rocm_under_test: str, tmp_path: Path, 
     np.testing.assert_array_equal(np.stack(eager.logits), np.stack(want.logits))  # the same kernels, eager
     scale = float(np.abs(np.stack(want.logits)).max())  # a graph may pick other GEMM algorithms: tokens decide
     np.testing.assert_allclose(np.stack(replayed.logits), np.stack(want.logits), atol=1e-2 * scale, rtol=0)
+
+
+def test_fused_decode_prologue_keeps_the_tokens(rocm_under_test: str, tmp_path: Path) -> None:
+    """ACL_QWEN3_PROLOGUE=fused (one QkvRmsNormRopeCache a layer instead of two RmsNorms, a rope and a cache
+    scatter) decodes the tokens of ``split``, eager and captured, with logits within bf16 rounding."""
+    from acl_tools.qwen3 import hf
+    from acl_tools.qwen3.model import Qwen3Runner
+
+    model_dir = hf.make_checkpoint(tmp_path / "fp", preset="tiny", seed=1, overrides={"head_dim": 128})
+    prompts = [[3, 1, 4, 1, 5, 9], [2, 7, 1, 8, 2, 8]]
+    with Qwen3Runner(model_dir, backend=rocm_under_test, dtype="bf16") as r:
+        want = r.generate(prompts, 4, replay=False, keep_logits=True)
+    with Qwen3Runner(model_dir, backend=rocm_under_test, dtype="bf16", prologue="fused") as r:
+        eager = r.generate(prompts, 4, replay=False, keep_logits=True)
+        replayed = r.generate(prompts, 4, replay=True, keep_logits=True)
+    assert replayed.replayed and replayed.decode_ops.get("QkvRmsNormRopeCache", 0) > 0
+    scale = float(np.abs(np.stack(want.logits)).max())
+    for got in (eager, replayed):
+        assert got.tokens.tolist() == want.tokens.tolist()
+        np.testing.assert_allclose(np.stack(got.logits), np.stack(want.logits), atol=2e-2 * scale, rtol=0)
