@@ -148,7 +148,7 @@ class KVCache:
         self.v = [session.alloc(shape, dtype) for _ in range(config.num_hidden_layers)]
 
     def nz_views(self, layer: int) -> tuple[Any, Any]:
-        """Layer ``layer``'s PA_NZ caches as FusedInferAttentionScore's (blocks, Nkv, D/16, block, 16): the same bytes."""
+        """Layer ``layer``'s PA_NZ caches as FIA's NZ key/value (blocks, Nkv, D/16, block, 16): the same bytes."""
         blocks, bs = self.k[layer].shape[0], self.block
         shape = [blocks, self.nkv, self.d // 16, bs, 16]
         strides = [self.nkv * self.d * bs, self.d * bs, bs * 16, 16, 1]
