@@ -95,6 +95,7 @@ def test_nz_runner_is_cann_contract_and_the_same_model(d128_dir: Path, reference
         (state,) = r._decode.values()
         decode = [p.name for p in state.plan or ()]
         prefill = [p.name for p in state.prefills[len(prompts[0])].plan or ()]
+        assert r.attention_ops()["decode"].startswith("FusedInferAttentionScore")  # what reports name
         kv = state.kv
         assert kv.block == 128 and kv.capacity == 128  # 6 + 6 positions, rounded up to one block
         assert kv.k[0].shape == (2, nkv * d // 16, 128, 16)

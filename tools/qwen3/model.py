@@ -360,6 +360,13 @@ class Qwen3Runner:
             self.session.close()
             raise
 
+    def attention_ops(self) -> dict[str, str]:
+        """The aclnn attention operators each phase runs, for reports (``nz`` decodes through FIA's page attention)."""
+        ops = self.attention.describe()
+        if self.prologue == "nz":
+            ops["decode"] = "FusedInferAttentionScore (PA_NZ page attention)"
+        return ops
+
     @property
     def backend_name(self) -> str:
         """The backend the runner computes on."""
