@@ -96,20 +96,28 @@ def test_weight_prefetch_keeps_the_tokens(rocm_under_test: str, tmp_path: Path, 
     np.testing.assert_allclose(np.stack(replayed.logits), np.stack(want.logits), atol=1e-2 * scale, rtol=0)
 
 
-def test_fused_decode_prologue_keeps_the_tokens(rocm_under_test: str, tmp_path: Path) -> None:
-    """ACL_QWEN3_PROLOGUE=fused (one QkvRmsNormRopeCache a layer instead of two RmsNorms, a rope and a cache
-    scatter) decodes the tokens of ``split``, eager and captured, with logits within bf16 rounding."""
+@pytest.mark.parametrize("mode", ["fused", "nz"])
+def test_prologue_keeps_the_tokens(rocm_under_test: str, tmp_path: Path, mode: str) -> None:
+    """ACL_QWEN3_PROLOGUE=fused / nz on rocm (nz: PA_NZ caches by QkvRmsNormRopeCache in prefill and decode,
+    FusedInferAttentionScore page attention in decode), eager and captured: split's tokens, its logits
+    within bf16 rounding (q and k are rounded once instead of twice)."""
     from acl_tools.qwen3 import hf
     from acl_tools.qwen3.model import Qwen3Runner
 
-    model_dir = hf.make_checkpoint(tmp_path / "fp", preset="tiny", seed=1, overrides={"head_dim": 128})
+    model_dir = hf.make_checkpoint(tmp_path / "pro", preset="tiny", seed=1, overrides={"head_dim": 128})
     prompts = [[3, 1, 4, 1, 5, 9], [2, 7, 1, 8, 2, 8]]
     with Qwen3Runner(model_dir, backend=rocm_under_test, dtype="bf16") as r:
         want = r.generate(prompts, 4, replay=False, keep_logits=True)
-    with Qwen3Runner(model_dir, backend=rocm_under_test, dtype="bf16", prologue="fused") as r:
+    with Qwen3Runner(model_dir, backend=rocm_under_test, dtype="bf16", prologue=mode) as r:
         eager = r.generate(prompts, 4, replay=False, keep_logits=True)
         replayed = r.generate(prompts, 4, replay=True, keep_logits=True)
-    assert replayed.replayed and replayed.decode_ops.get("QkvRmsNormRopeCache", 0) > 0
+        (state,) = r._decode.values()
+        names = [p.name for p in state.plan or ()]
+    layers = r.config.num_hidden_layers
+    assert names.count("QkvRmsNormRopeCache") == layers
+    if mode == "nz":
+        assert names.count("FusedInferAttentionScore") == layers
+    assert replayed.replayed and replayed.decode_captures == 1
     scale = float(np.abs(np.stack(want.logits)).max())
     for got in (eager, replayed):
         assert got.tokens.tolist() == want.tokens.tolist()

@@ -183,7 +183,7 @@ def run(
             "backend": runner.backend_name,
             "platform": platform,
             "device": caps.device_name,
-            "attention": runner.attention.describe(),
+            "attention": runner.attention_ops(),
             "prefetch": runner.prefetch,
             "prologue": runner.prologue,
             "load_s": runner.load_seconds,

@@ -195,7 +195,7 @@ def _generate(args: argparse.Namespace, argv: Sequence[str]) -> int:
             replay=False if args.eager else None,
             progress=report,
         )
-        attention = runner.attention.describe()
+        attention = runner.attention_ops()
         backend = runner.backend_name
         cache_stats = getattr(runner.session.backend, "cache_stats", None)
         caches = cache_stats() if cache_stats is not None else None

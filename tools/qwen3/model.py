@@ -47,6 +47,7 @@ import numpy as np
 from acl_core.dtypes import DataType
 from acl_tools.qwen3.attention import (
     COMPRESSED_MASK,
+    UNBOUNDED,
     AttentionCall,
     AttentionChoice,
     choose,
@@ -65,6 +66,7 @@ from acl_tools.qwen3.device import (
     Session,
     int_array,
     scalar,
+    tensor_list,
 )
 from acl_tools.qwen3.prefetch import PlanStep, prefetch_mode, with_prefetches
 from acl_tools.qwen3.sampling import Sampling, sample
@@ -92,7 +94,11 @@ def rope_tables(config: Qwen3Config, positions: int) -> tuple[np.ndarray, np.nda
 
 
 PROLOGUE_ENV = "ACL_QWEN3_PROLOGUE"
-PROLOGUES = ("split", "fused")
+PROLOGUES = ("split", "fused", "nz")
+NZ_BLOCK = 128
+"""BlockSize of the ``nz`` runner's PA_NZ caches (a multiple of 16 both QkvRmsNormRopeCache and
+FusedInferAttentionScore's page attention take at head dim 128); the capacity is rounded up to it."""
+I32 = DataType.ACL_INT32
 
 
 def prologue_mode(value: str | None, config: Qwen3Config, dtype: DataType) -> str:
@@ -100,28 +106,53 @@ def prologue_mode(value: str | None, config: Qwen3Config, dtype: DataType) -> st
 
     ``split`` (the default): RmsNorm on q, RmsNorm on k, one ApplyRotaryPosEmb, one ScatterPaKvCache.
     ``fused``: one QkvRmsNormRopeCache (16-bit models with head dim 128, the operator's only one).
-    A ValueError names why ``fused`` cannot run rather than running something else.
+    ``nz``: CANN's documented contract end to end: PA_NZ caches written by QkvRmsNormRopeCache (prefill and
+    decode) and read by FusedInferAttentionScore's page attention (same model limits as ``fused``).
+    A ValueError names why ``fused`` / ``nz`` cannot run rather than running something else.
     """
     mode = (os.environ.get(PROLOGUE_ENV, "") if value is None else value).strip().lower() or "split"
     if mode not in PROLOGUES:
         raise ValueError(f"{PROLOGUE_ENV}={mode!r} is none of {', '.join(PROLOGUES)}")
-    if mode == "fused" and (config.head_dim != 128 or dtype not in (DataType.ACL_FLOAT16, DataType.ACL_BF16)):
+    if mode != "split" and (config.head_dim != 128 or dtype not in (DataType.ACL_FLOAT16, DataType.ACL_BF16)):
         raise ValueError(
-            f"{PROLOGUE_ENV}=fused needs head dim 128 and float16/bf16 (QkvRmsNormRopeCache's only ones); "
+            f"{PROLOGUE_ENV}={mode} needs head dim 128 and float16/bf16 (QkvRmsNormRopeCache's only ones); "
             f"this model has head dim {config.head_dim} in {dtype.short}"
         )
     return mode
 
 
 class KVCache:
-    """Per-layer key and value caches [B, C, Nkv, D] (BSND), filled from position 0 up."""
+    """Per-layer key and value caches [B, C, Nkv, D] (BSND), filled from position 0 up.
 
-    def __init__(self, session: Session, config: Qwen3Config, batch: int, capacity: int, dtype: DataType) -> None:
-        self.batch, self.capacity = batch, capacity
+    With ``block`` (the ``nz`` prologue) they are CANN's PA_NZ caches instead: [B * C / block, Nkv * D / 16,
+    block, 16], the capacity rounded up to a multiple of ``block``, sequence b owning blocks b*C/block ..
+    (slot b * C + position), with the block table [B, C / block] int32 FusedInferAttentionScore reads, made once.
+    """
+
+    def __init__(
+        self, session: Session, config: Qwen3Config, batch: int, capacity: int, dtype: DataType, block: int = 0
+    ) -> None:
+        if block:
+            capacity = -(-capacity // block) * block
+        self.batch, self.capacity, self.block = batch, capacity, block
         self.nkv, self.d = config.num_key_value_heads, config.head_dim
-        shape = [batch, capacity, self.nkv, self.d]
+        self.table: Buffer | None = None
+        if block:
+            per_seq = capacity // block
+            shape = [batch * per_seq, self.nkv * self.d // 16, block, 16]
+            self.table = session.alloc([batch, per_seq], I32)
+            session.upload(self.table, np.arange(batch * per_seq, dtype=np.int32).reshape(batch, per_seq))
+        else:
+            shape = [batch, capacity, self.nkv, self.d]
         self.k = [session.alloc(shape, dtype) for _ in range(config.num_hidden_layers)]
         self.v = [session.alloc(shape, dtype) for _ in range(config.num_hidden_layers)]
+
+    def nz_views(self, layer: int) -> tuple[Any, Any]:
+        """Layer ``layer``'s PA_NZ caches as FIA's NZ key/value (blocks, Nkv, D/16, block, 16): the same bytes."""
+        blocks, bs = self.k[layer].shape[0], self.block
+        shape = [blocks, self.nkv, self.d // 16, bs, 16]
+        strides = [self.nkv * self.d * bs, self.d * bs, bs * 16, 16, 1]
+        return self.k[layer].view(shape, strides, 0), self.v[layer].view(shape, strides, 0)
 
     def _view(self, buf: Buffer, start: int, count: int) -> Any:
         row = self.nkv * self.d
@@ -136,8 +167,12 @@ class KVCache:
         return self._view(self.v[layer], start, count)
 
     def buffers(self) -> list[Buffer]:
-        """Every cache buffer."""
+        """Every cache buffer (zeroed before a generation)."""
         return [*self.k, *self.v]
+
+    def owned(self) -> list[Buffer]:
+        """Every buffer to free: the caches and the block table."""
+        return [*self.buffers(), *([self.table] if self.table is not None else [])]
 
 
 class Activations:
@@ -196,6 +231,15 @@ class Activations:
                 """0, C, 2C, ... (uploaded with keys)."""
                 self.slots = s.alloc([b], I64)
                 self.one = scalar(1, I64)
+        self.nz_prefill = runner.prologue == "nz" and self.pos is None
+        if self.nz_prefill:  # QkvRmsNormRopeCache over all B*S tokens: per-token cos/sin rows and slots
+            self.tok_pos = s.alloc([t], I64)
+            """Each token's position (t % S), uploaded once; cos_t / sin_t are gathered from it."""
+            self.tok_slots = s.alloc([t], I64)
+            """Each token's cache slot b * C + s, uploaded once per prefill plan."""
+            self.cos_t, self.sin_t = s.alloc([t, d], dt), s.alloc([t, d], dt)
+            self.vn = s.alloc([b, seq, nkv, d], dt)
+            """v as the operator copies it out (vOutBeforeQuant), FlashAttentionScore's value."""
         self.cos, self.sin = cos, sin
         head = [b, seq, nq, d]
         strides = [seq * w, w, d, 1]
@@ -315,6 +359,13 @@ class Qwen3Runner:
         except BaseException:
             self.session.close()
             raise
+
+    def attention_ops(self) -> dict[str, str]:
+        """The aclnn attention operators each phase runs, for reports (``nz`` decodes through FIA's page attention)."""
+        ops = self.attention.describe()
+        if self.prologue == "nz":
+            ops["decode"] = "FusedInferAttentionScore (PA_NZ page attention)"
+        return ops
 
     @property
     def backend_name(self) -> str:
@@ -447,6 +498,8 @@ class Qwen3Runner:
         ]
         if not prefill and self.prologue == "fused":  # norms, rope and the cache rows in one launch
             norms, cache = [self._fused_prologue(i, a, kv)], [self._attention(i, a, kv, 0, prefill)]
+        if self.prologue == "nz":  # CANN's contract: PA_NZ caches, QkvRmsNormRopeCache, FIA page attention
+            norms, cache = [self._nz_prologue(i, a, kv)], [self._nz_attention(i, a, kv)]
         return [
             ("Mm", (n, lw.qkv.t, a.qkv.tensor(), cube)),
             *norms,
@@ -476,6 +529,66 @@ class Qwen3Runner:
             None, None, None,
         )  # fmt: skip
 
+    def _nz_prologue(self, i: int, a: Activations, kv: KVCache) -> tuple[str, Args]:
+        """QkvRmsNormRopeCache (cacheMode PA_NZ) of a decode step or of a whole start-0 prefill.
+
+        Decode: q into qn, k and v into slot b * C + pos. Prefill: every token (slots uploaded once per plan),
+        q into qr, and k (normalised, rotated) and v also out into kn / vn for the prefill's attention.
+        """
+        c, lw = self.config, self.weights.layers[i]
+        b, seq, nq, nkv, d = a.batch, a.seq, c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        t = b * seq
+        if a.nz_prefill:
+            cos, sin, slots = a.cos_t.tensor(), a.sin_t.tensor(), a.tok_slots.tensor()
+            q_out = a.qr.view([t, nq * d])
+            before: tuple[Any, ...] = (None, a.kn.view([t, nkv * d]), a.vn.view([t, nkv * d]))
+        else:
+            assert a.pos is not None and a.step_rope is not None
+            cos, sin = (row.view([b, d], [0, 1]) for row in a.step_rope)
+            slots = a.pos.tensor() if a.slots is None else a.slots.tensor()
+            q_out, before = a.qn.view([b, nq * d]), (None, None, None)
+        return "QkvRmsNormRopeCache", (
+            a.qkv.tensor(), lw.q_norm.tensor(), lw.k_norm.tensor(), cos, sin, slots,
+            q_out, kv.k[i].tensor(), kv.v[i].tensor(), None, None, None, None,
+            int_array([b, seq, nq + 2 * nkv, d]), int_array([nq, nkv, nkv]), c.rms_norm_eps, "PA_NZ",
+            *before,
+        )  # fmt: skip
+
+    def _nz_attention(self, i: int, a: Activations, kv: KVCache) -> tuple[str, Args]:
+        """The ``nz`` runner's attention: a start-0 prefill reads kn / vn (the prologue's k and v outputs)
+        through the prefill operator; decode reads the PA_NZ caches through FusedInferAttentionScore's
+        page attention (the fixed block table, every length the capacity, the mask of unwritten positions)."""
+        c = self.config
+        if a.nz_prefill:
+            call = AttentionCall(
+                query=a.qr.tensor(), key=a.kn.tensor(), value=a.vn.tensor(), out=a.attn.tensor(),
+                heads=c.num_attention_heads, kv_heads=c.num_key_value_heads, scale=float(c.head_dim) ** -0.5,
+                start=0, new=a.seq, stats=(a.stats[0].tensor(), a.stats[1].tensor()),
+            )  # fmt: skip
+            if self.attention.prefill == "pfa":
+                assert self.causal is not None
+                call.mask = self.causal.tensor()
+            else:
+                assert self.compressed_mask is not None
+                call.mask = self.compressed_mask.tensor()
+            return prefill_args(self.attention.prefill, call)
+        assert kv.table is not None
+        cap = kv.capacity
+        key, value = kv.nz_views(i)
+        return "FusedInferAttentionScore", (
+            a.qn.tensor(), tensor_list([key]), tensor_list([value]), None, a.mask.view([a.batch, 1, 1, cap]),
+            None, int_array([cap] * a.batch), None, None, None, None, None, None, None, kv.table.tensor(),
+            None, None, c.num_attention_heads, float(c.head_dim) ** -0.5, UNBOUNDED, 0, "BSND",
+            c.num_key_value_heads, 0, 0, kv.block, 0, False, a.attn.tensor(), None,
+        )  # fmt: skip
+
+    def _nz_upload(self, a: Activations, kv: KVCache) -> None:
+        """A prefill plan's per-token positions and cache slots (sequence b's token s: slot b * C + s)."""
+        b, seq = a.batch, a.seq
+        self.session.upload(a.tok_pos, np.tile(np.arange(seq, dtype=np.int64), b))
+        slots = np.arange(b, dtype=np.int64)[:, None] * kv.capacity + np.arange(seq, dtype=np.int64)[None, :]
+        self.session.upload(a.tok_slots, slots.reshape(-1))
+
     def _rope_pair(self) -> bool:
         """Whether decode rotates q and k with one ApplyRotaryPosEmb (CANN takes head dims 64 and 128 only)."""
         return self.config.head_dim in (64, 128)
@@ -484,6 +597,10 @@ class Qwen3Runner:
         """The whole forward pass: embedding, every layer, final norm and lm_head."""
         w, eps = self.weights, self.config.rms_norm_eps
         items: list[tuple[str, Args] | StepFn] = [("Embedding", (w.embed.tensor(), a.ids.tensor(), a.h_bsh))]
+        if a.nz_prefill:  # each token's cos/sin row, gathered at its position
+            assert self.cos is not None and self.sin is not None
+            for table, rows in ((self.cos, a.cos_t), (self.sin, a.sin_t)):
+                items.append(("Embedding", (table.tensor(), a.tok_pos.tensor(), rows.tensor())))
         if not prefill:  # this step's cos/sin rows and the mask of the unwritten cache positions, from pos
             assert a.pos is not None and a.step_rope is not None and self.cos is not None and self.sin is not None
             first = a.pos.view([1, 1], [1, 1], 0)
@@ -516,17 +633,19 @@ class Qwen3Runner:
         b, seq = ids.shape
         self._reserve(seq, seq)
         s = self.session
-        kv = KVCache(s, self.config, b, seq, self.dtype)
+        kv = KVCache(s, self.config, b, seq, self.dtype, self._block())
         cos, sin = self._rope_views(0, seq)
         a = Activations(self, b, seq, all_logits=True, cos=cos, sin=sin)
         try:
+            if a.nz_prefill:
+                self._nz_upload(a, kv)
             s.upload(a.ids, ids)
             self._run_program(self._program(a, kv, prefill=True), 0)
             if a.logits32 is not a.logits:
                 s.run("Cast", a.logits.tensor(), int(F32), a.logits32.tensor())
             return s.download(a.logits32).reshape(b, seq, self.config.vocab_size)
         finally:
-            s.release(*a.buffers(), *kv.buffers())
+            s.release(*a.buffers(), *kv.owned())
 
     def clear_decode_cache(self) -> None:
         """Free every cached decode state (KV cache, executors, capture)."""
@@ -550,11 +669,15 @@ class Qwen3Runner:
                 _, old = self._decode.popitem(last=False)
                 old.release(self.session)
             s = self.session
-            kv = KVCache(s, self.config, batch, capacity, self.dtype)
-            dec = Activations(self, batch, 1, all_logits=False, capacity=capacity)
+            kv = KVCache(s, self.config, batch, capacity, self.dtype, self._block())
+            dec = Activations(self, batch, 1, all_logits=False, capacity=kv.capacity)
             state = DecodeState(key, kv, dec, (self.cos, self.sin), scalar(1, I64))
         self._decode[key] = state  # most recently used last
         return state
+
+    def _block(self) -> int:
+        """The caches' BlockSize: NZ_BLOCK for the ``nz`` prologue's PA_NZ caches, 0 (dense ND) otherwise."""
+        return NZ_BLOCK if self.prologue == "nz" else 0
 
     def _build_plan(self, state: DecodeState) -> None:
         """Validate the decode step's executors (every buffer fixed; the position read on the device)."""
@@ -599,6 +722,8 @@ class Qwen3Runner:
         if found is None:
             cos, sin = self._rope_views(0, plen)
             act = Activations(self, state.kv.batch, plen, all_logits=False, cos=cos, sin=sin)
+            if act.nz_prefill:
+                self._nz_upload(act, state.kv)
             found = state.prefills[plen] = PrefillPlan(act)
         return found
 
@@ -713,9 +838,9 @@ class Qwen3Runner:
             assert dec.pos is not None
             for buf in kv.buffers():  # decode attention spans the whole capacity: masked rows must not be NaN garbage
                 s.run("InplaceZero", buf.tensor())
-            s.upload(dec.keys, np.arange(capacity, dtype=np.int64))
+            s.upload(dec.keys, np.arange(kv.capacity, dtype=np.int64))
             if dec.slot_base is not None:
-                s.upload(dec.slot_base, np.arange(b, dtype=np.int64) * capacity)
+                s.upload(dec.slot_base, np.arange(b, dtype=np.int64) * kv.capacity)
             s.upload(dec.pos, np.full(b, plen, dtype=np.int64))  # the first decode step feeds position plen
             s.upload(pre.ids, ids)  # the prompt on the device, and the zeroing done, before the clock starts:
             s.synchronize()  # transformers and the torch runner time their prefill from ids already there too
@@ -820,7 +945,7 @@ class DecodeState:
         for prefill in self.prefills.values():
             prefill.release(session)
         self.prefills.clear()
-        session.release(*[buf for buf in (*self.dec.buffers(), *self.kv.buffers()) if buf.ptr])
+        session.release(*[buf for buf in (*self.dec.buffers(), *self.kv.owned()) if buf.ptr])
 
 
 @dataclass

@@ -164,7 +164,8 @@ def run(
             del model
             sdpa = hf.load_model(model_dir, dtype, device, attention="sdpa")
             floor = int((hf.greedy_generate(sdpa, [ids], tokens)[0] == theirs).sum())
-        attention = runner.attention.describe()
+        attention = runner.attention_ops()
+        prologue = runner.prologue
         backend_name = runner.backend_name
     diff = np.abs(ours_logits.astype(np.float64) - theirs_logits.astype(np.float64))
     mine = ours.tokens[0]
@@ -184,6 +185,7 @@ def run(
         "device": caps.device_name,
         "dtype": dtype,
         "attention": attention,
+        "prologue": prologue,
         "prompt_ids": ids,
         "prefill": {
             "max_abs_diff": max_diff,
