@@ -368,12 +368,14 @@ def page_lookup() -> str:
 ACL_DEV const st* dec_page(const st* head, const long long* s, long long j, long long hi, const int* tab,
                            const PageMeta& pm, int* flag) {{
   if (j >= hi) return head;
-  long long blk = tab[(j / pm.size) * pm.tc];
+  // 32-bit quotient and remainder: a 64-bit division is a long software routine, paid per key row
+  const unsigned jj = (unsigned)j, size = (unsigned)pm.size, q = jj / size;
+  long long blk = tab[(long long)q * pm.tc];
   if (blk < 0 || blk >= pm.blocks) {{
     *flag = 1;
     blk = 0;
   }}
-  return head + blk * s[0] + (j % pm.size) * s[2];
+  return head + blk * s[0] + (long long)(jj - q * size) * s[2];
 }}
 """
 
