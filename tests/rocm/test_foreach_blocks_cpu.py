@@ -35,7 +35,7 @@ def _run(backend: RocmBackend) -> None:
 
 
 def test_blocks_a_slot_follow_the_setting(tmp_path: Path) -> None:
-    backend, provider = _add(tmp_path)
+    backend, provider = _add(tmp_path, ACL_FOREACH_CONFIG="scan")  # one grid row: slots x blocks
     runner = backend.foreach  # type: ignore[attr-defined]
     assert runner.blocks_per_slot() == MAX_BLOCKS_PER_SLOT and runner.block_alternatives() == (128,)
     _run(backend)
@@ -44,7 +44,7 @@ def test_blocks_a_slot_follow_the_setting(tmp_path: Path) -> None:
     _run(backend)
     assert provider.launches[-1].grid[0] == MEMBERS * 128
     runner.forced_blocks = None
-    env_backend, env_provider = _add(tmp_path / "env", ACL_FOREACH_BLOCKS="7")
+    env_backend, env_provider = _add(tmp_path / "env", ACL_FOREACH_BLOCKS="7", ACL_FOREACH_CONFIG="scan")
     _run(env_backend)
     assert env_provider.launches[-1].grid[0] == MEMBERS * 7
 
