@@ -47,11 +47,12 @@ BLOCKS_ENV = "ACL_FOREACH_BLOCKS"
 (a scan of the table's first-block column, up to 31 steps, in every thread) and then walks its slot grid-stride,
 so fewer blocks a slot spread that search over more elements a thread; the values are the same for any count."""
 CONFIG_ENV = "ACL_FOREACH_CONFIG"
-"""How a block finds its slot (tensor): ``scan`` (a one-dimensional grid, every thread scanning the table's
-first-block column) or ``grid2d`` (the default, measured faster on an H100 on 2026-12-06: ForeachAddList 64 x 4 MiB
-at 1.24 / 1.21 / 1.25x torch's time in fp16 / bf16 / float32 against scan's 1.52 / 1.23 / 1.27; the slot is ``blockIdx.y``, the grid as wide as the slot
-with the most blocks; the others' extra blocks return at once) or ``bits`` (``grid2d``, and float/fp16/bf16 values
-widened to double and narrowed back in integer operations where normal). The values are the same."""
+"""How a block finds its slot (tensor): ``scan`` (a one-dimensional grid, every thread scanning the table's first-block
+column) or ``grid2d`` (the default, measured faster on an H100 on 2026-12-06: ForeachAddList 64 x 4 MiB at 1.24 /
+1.21 / 1.25x torch's time in fp16 / bf16 / float32 against scan's 1.52 / 1.23 / 1.27; the slot is ``blockIdx.y``, the
+grid as wide as the slot with the most blocks; the others' extra blocks return at once) or ``bits`` (``grid2d``, and
+float/fp16/bf16 values widened to double and narrowed back in integer operations where normal). The values are the
+same."""
 CONFIGS = ("scan", "grid2d", "bits")
 BLOCK_ALTERNATIVES = (128,)
 """Blocks-a-slot settings the ops bench times beside the default (ForeachAddList's extra rows)."""

@@ -48,11 +48,11 @@ if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
 
 SCATTER_ENV = "ACL_KV_SCATTER_CONFIG"
-"""ScatterPaKvCache's copy: ``scalar`` (a thread per element) or ``vec`` (a thread per
-2-8 adjacent elements, one access of up to 16 bytes, where the rows are unit-stride and every stride and
-address allows; elsewhere a thread per element) or ``row`` (``vec``'s accesses, a block per token: the slot read
-once a block, a thread's first vector loaded while the slot checks run, no 64-bit index division per element; the default: 2.21 / 2.37 µs a decode
-step at batch 1 / 8 against scalar's 2.32 / 2.46 on an H100, 2026-12-06). All copy the same bytes."""
+"""ScatterPaKvCache's copy: ``scalar`` (a thread per element) or ``vec`` (a thread per 2-8 adjacent elements, one access
+of up to 16 bytes, where the rows are unit-stride and every stride and address allows; elsewhere a thread per
+element) or ``row`` (``vec``'s accesses, a block per token: the slot read once a block, a thread's first vector
+loaded while the slot checks run, no 64-bit index division per element; the default: 2.21 / 2.37 µs a decode step at
+batch 1 / 8 against scalar's 2.32 / 2.46 on an H100, 2026-12-06). All copy the same bytes."""
 SCATTER_CONFIGS = ("scalar", "vec", "row")
 
 OPS: tuple[str, ...] = ("GatherPaKvCache", "KvRmsNormRopeCache", "RopeWithSinCosCacheV2", "ScatterPaKvCache")

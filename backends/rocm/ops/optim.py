@@ -27,10 +27,11 @@ OPS: tuple[str, ...] = ("ApplyAdamW", "ApplyAdamWV2")
 _MAX = {"ApplyAdamW": "maxGradNormOptional", "ApplyAdamWV2": "maxGradNormOptionalRef"}
 _V2_FLOATS = ("lr", "weightDecay", "beta1", "beta2", "eps")
 CONFIG_ENV = "ACL_ADAMW_CONFIG"
-"""The AdamW step's access pattern: ``scalar`` (a thread per element a trip) or ``vec`` (the default: ApplyAdamWV2
-over 256 MiB at 1.07x torch's fused AdamW time against scalar's 1.41 on an H100, 2026-12-06; a thread per 4 elements a trip, each operand one aligned access, every load of a trip before its stores, where the
-geometry is 1-D unit-stride and the addresses allow; elsewhere ``scalar``) or ``vecbits`` (``vec``, the state widened
-to double in integer operations where normal). The values are the same bit for bit."""
+"""The AdamW step's access pattern: ``scalar`` (a thread per element a trip) or ``vec`` (the default: ApplyAdamWV2 over
+256 MiB at 1.07x torch's fused AdamW time against scalar's 1.41 on an H100, 2026-12-06; a thread per 4 elements a
+trip, each operand one aligned access, every load of a trip before its stores, where the geometry is 1-D unit-stride
+and the addresses allow; elsewhere ``scalar``) or ``vecbits`` (``vec``, the state widened to double in integer
+operations where normal). The values are the same bit for bit."""
 CONFIGS = ("scalar", "vec", "vecbits")
 VEC_ELEMENTS = 4
 
