@@ -1,0 +1,2 @@
+nvidia-smi --query-gpu=name --format=csv,noheader
+FP8_ACC_TIMEOUT=1 TESTS_TIMEOUT=170 CONFORMANCE_TIMEOUT=170 CONFORMANCE_OPS='IncreFlashAttention*,FusedInferAttentionScore*,QkvRmsNormRopeCache,ScatterPaKvCache' CONFORMANCE_PARALLEL=3 BENCH=0 QWEN=none STARTUP=0 SWEEP=sweep-r1.txt SWEEP_LINE_TIMEOUT=150 bash scripts/gpu_run.sh -k "prefetch or norm_rope_cache or gpu_paged_attention or gpu_decode or qwen3 or test_gpu_kv_cache or test_gpu_optim or test_gpu_foreach or test_gpu_index_ops" 2>&1 | tail -200
