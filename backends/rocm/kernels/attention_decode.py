@@ -339,26 +339,36 @@ def _paged_common(paged: str) -> str:
         return ""
     nz = ""
     if paged == "nz":  # an NZ row: dim d at (d / 16) * stride + d % 16 (tiles contiguous); replaces dec_raw's math
-        nz = """
+        nz = nz_row_load("dec_raw", "lane", "VEC", "lane * VEC", "e * WARP + lane", "live")
+    return page_lookup() + nz
+
+
+def nz_row_load(name: str, who: str, width: str, first: str, dim: str, live: str) -> str:
+    """C source of ``name``_nz, a paged NZ row load for both decode kernels, and ``#define name name_nz``.
+
+    Element ``d`` of an NZ row sits at ``(d / 16) * stride + d % 16``: ``who`` (the lane or sub-group index) loads
+    ``width`` elements, one vector from element ``first`` (``width`` divides 16) or, without vector loads, element
+    ``dim`` for each ``e``; ``live`` decides whether the row is read (else zeros).
+    """
+    return f"""
 #define NZ_AT(d, stride) ((long long)((d) >> 4) * (stride) + ((d) & 15))
-ACL_DEV void dec_raw_nz(const st* row, long long stride, int lane, bool live, AclVec<st, VEC>& out) {
+ACL_DEV void {name}_nz(const st* row, long long stride, int {who}, bool live, AclVec<st, {width}>& out) {{
 #if VECTOR_LOADS
-  if (live) out = *(const AclVec<st, VEC>*)(row + NZ_AT(lane * VEC, stride));
-  else {
+  if ({live}) out = *(const AclVec<st, {width}>*)(row + NZ_AT({first}, stride));
+  else {{
     #pragma unroll
-    for (int e = 0; e < VEC; ++e) out.v[e] = (st)0;
-  }
+    for (int e = 0; e < {width}; ++e) out.v[e] = (st)0;
+  }}
 #else
   #pragma unroll
-  for (int e = 0; e < VEC; ++e) {
-    const int d = e * WARP + lane;
+  for (int e = 0; e < {width}; ++e) {{
+    const int d = {dim};
     out.v[e] = live && d < HEAD_DIM ? row[NZ_AT(d, stride)] : (st)0;
-  }
+  }}
 #endif
-}
-#define dec_raw dec_raw_nz
+}}
+#define {name} {name}_nz
 """
-    return page_lookup() + nz
 
 
 def page_lookup() -> str:

@@ -31,6 +31,7 @@ from acl_rocm.kernels.attention_decode import (
     BLOCK_THREADS,
     DECODE_STRUCT,
     MAX_DECODE_BATCH,
+    nz_row_load,
     online_softmax_tile,
     page_lookup,
 )
@@ -107,25 +108,7 @@ def _paged_rows(paged: str) -> str:
         return ""
     nz = ""
     if paged == "nz":  # an NZ row: dim d at (d / 16) * stride + d % 16 (tiles contiguous; EL divides 16)
-        nz = """
-#define NZ_AT(d, stride) ((long long)((d) >> 4) * (stride) + ((d) & 15))
-ACL_DEV void blk_row_nz(const st* row, long long stride, int sub, bool live, AclVec<st, EL>& out) {
-#if VECTOR_LOADS
-  if (live && sub * EL < HEAD_DIM) out = *(const AclVec<st, EL>*)(row + NZ_AT(sub * EL, stride));
-  else {
-    #pragma unroll
-    for (int e = 0; e < EL; ++e) out.v[e] = (st)0;
-  }
-#else
-  #pragma unroll
-  for (int e = 0; e < EL; ++e) {
-    const int d = sub * EL + e;
-    out.v[e] = live && d < HEAD_DIM ? row[NZ_AT(d, stride)] : (st)0;
-  }
-#endif
-}
-#define blk_row blk_row_nz
-"""
+        nz = nz_row_load("blk_row", "sub", "EL", "sub * EL", "sub * EL + e", "live && sub * EL < HEAD_DIM")
     return page_lookup() + nz
 
 
