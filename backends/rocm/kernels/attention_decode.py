@@ -371,6 +371,25 @@ ACL_DEV void {name}_nz(const st* row, long long stride, int {who}, bool live, Ac
 """
 
 
+def merge_warps(head: str) -> str:
+    """C source both decode kernels end with: each (query head, dim) folds every warp's (max, sum, acc) from
+    shared memory into ``best``, ``l`` and ``o`` and names its query head ``h`` (``head``: the block's first head)."""
+    return f"""  for (int idx = tid; idx < GROUP * HEAD_DIM; idx += THREADS) {{
+    const int g = idx / HEAD_DIM, d = idx % HEAD_DIM;
+    float best = -inf;
+    for (int w = 0; w < NWARPS; ++w) best = sm_m[w][g] > best ? sm_m[w][g] : best;
+    float o = 0.0f, l = 0.0f;
+    if (best != -inf) {{
+      for (int w = 0; w < NWARPS; ++w) {{
+        if (sm_m[w][g] == -inf) continue;
+        const float r = acl_exp(sm_m[w][g] - best);
+        o += sm_o[w][g][d] * r;
+        l += sm_l[w][g] * r;
+      }}
+    }}
+    const long long h = {head} * GROUP + g;"""
+
+
 def page_lookup() -> str:
     """C source both decode kernels' paged instances share: the table geometry and ``dec_page`` (``st`` typedef'd)."""
     return f"""
@@ -691,20 +710,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
     }}
   }}
   __syncthreads();
-  for (int idx = tid; idx < GROUP * HEAD_DIM; idx += THREADS) {{
-    const int g = idx / HEAD_DIM, d = idx % HEAD_DIM;
-    float best = -inf;
-    for (int w = 0; w < NWARPS; ++w) best = sm_m[w][g] > best ? sm_m[w][g] : best;
-    float o = 0.0f, l = 0.0f;
-    if (best != -inf) {{
-      for (int w = 0; w < NWARPS; ++w) {{
-        if (sm_m[w][g] == -inf) continue;
-        const float r = acl_exp(sm_m[w][g] - best);
-        o += sm_o[w][g][d] * r;
-        l += sm_l[w][g] * r;
-      }}
-    }}
-    const long long h = hk * GROUP + g;
+{merge_warps("hk")}
     if (m.splits == 1) {{  // the whole cache in one block: the output itself
       if (m.has_sink) dec_sink({sink_logit}, best, l, o);
       const float r = l > 0.0f ? o / l : 0.0f;

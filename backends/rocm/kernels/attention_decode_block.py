@@ -31,6 +31,7 @@ from acl_rocm.kernels.attention_decode import (
     BLOCK_THREADS,
     DECODE_STRUCT,
     MAX_DECODE_BATCH,
+    merge_warps,
     nz_row_load,
     online_softmax_tile,
     page_lookup,
@@ -329,20 +330,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.name}(
     }}
   }}
   __syncthreads();
-  for (int idx = tid; idx < GROUP * HEAD_DIM; idx += THREADS) {{
-    const int g = idx / HEAD_DIM, d = idx % HEAD_DIM;
-    float best = -inf;
-    for (int w = 0; w < NWARPS; ++w) best = sm_m[w][g] > best ? sm_m[w][g] : best;
-    float o = 0.0f, l = 0.0f;
-    if (best != -inf) {{
-      for (int w = 0; w < NWARPS; ++w) {{
-        if (sm_m[w][g] == -inf) continue;
-        const float r = acl_exp(sm_m[w][g] - best);
-        o += sm_o[w][g][d] * r;
-        l += sm_l[w][g] * r;
-      }}
-    }}
-    const long long h = hb * GROUP + g;
+{merge_warps("hb")}
     if (m.splits == 1) {{  // the whole cache in this block: the output itself
       if (m.has_sink) blk_sink({sink_logit}, best, l, o);
       const float res = l > 0.0f ? o / l : 0.0f;
