@@ -497,9 +497,9 @@ class Qwen3Runner:
             ("RmsNorm", (a.k_part, lw.k_norm.tensor(), eps, a.kn.tensor(), a.rstd_k.tensor())),
         ]
         if not prefill and self.prologue == "fused":  # norms, rope and the cache rows in one launch
-            norms, cache = [self._fused_prologue(i, a, kv)], [self._attention(i, a, kv, 0, prefill)]
+            norms, cache = [self._qkv_prologue(i, a, kv, "PA_BNSD")], [self._attention(i, a, kv, 0, prefill)]
         if self.prologue == "nz":  # CANN's contract: PA_NZ caches, QkvRmsNormRopeCache, FIA page attention
-            norms, cache = [self._nz_prologue(i, a, kv)], [self._nz_attention(i, a, kv)]
+            norms, cache = [self._qkv_prologue(i, a, kv, "PA_NZ")], [self._nz_attention(i, a, kv)]
         return [
             ("Mm", (n, lw.qkv.t, a.qkv.tensor(), cube)),
             *norms,
@@ -511,28 +511,12 @@ class Qwen3Runner:
             ("Mm", (a.act.tensor(), lw.down.t, a.o.tensor(), cube)),
         ]
 
-    def _fused_prologue(self, i: int, a: Activations, kv: KVCache) -> tuple[str, Args]:
-        """QkvRmsNormRopeCache of one decode step: q normalised and rotated into qn, k and v into the cache.
+    def _qkv_prologue(self, i: int, a: Activations, kv: KVCache, cache_mode: str) -> tuple[str, Args]:
+        """QkvRmsNormRopeCache of a decode step or (``nz``) of a whole start-0 prefill.
 
-        The cache [B, C, N, D] is read as B blocks of C slots (cacheMode PA_BNSD, this project's ND
-        extension of the operator's PA_NZ), so a token's slot is the one ScatterPaKvCache would use.
-        """
-        c, lw = self.config, self.weights.layers[i]
-        assert a.pos is not None and a.step_rope is not None
-        b, nq, nkv, d = a.batch, c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        cos, sin = (row.view([b, d], [0, 1]) for row in a.step_rope)
-        slots = a.pos.tensor() if a.slots is None else a.slots.tensor()
-        return "QkvRmsNormRopeCache", (
-            a.qkv.tensor(), lw.q_norm.tensor(), lw.k_norm.tensor(), cos, sin, slots,
-            a.qn.view([b, nq * d]), kv.k[i].tensor(), kv.v[i].tensor(), None, None, None, None,
-            int_array([b, 1, nq + 2 * nkv, d]), int_array([nq, nkv, nkv]), c.rms_norm_eps, "PA_BNSD",
-            None, None, None,
-        )  # fmt: skip
-
-    def _nz_prologue(self, i: int, a: Activations, kv: KVCache) -> tuple[str, Args]:
-        """QkvRmsNormRopeCache (cacheMode PA_NZ) of a decode step or of a whole start-0 prefill.
-
-        Decode: q into qn, k and v into slot b * C + pos. Prefill: every token (slots uploaded once per plan),
+        ``cache_mode``: "PA_NZ" (``nz``'s PA_NZ caches) or "PA_BNSD" (``fused``: the ND caches [B, C, N, D] read as
+        B blocks of C slots, this project's extension of the operator). Decode: q into qn, k and v into slot
+        b * C + pos. Prefill: every token (slots uploaded once per plan),
         q into qr, and k (normalised, rotated) and v also out into kn / vn for the prefill's attention.
         """
         c, lw = self.config, self.weights.layers[i]
@@ -550,7 +534,7 @@ class Qwen3Runner:
         return "QkvRmsNormRopeCache", (
             a.qkv.tensor(), lw.q_norm.tensor(), lw.k_norm.tensor(), cos, sin, slots,
             q_out, kv.k[i].tensor(), kv.v[i].tensor(), None, None, None, None,
-            int_array([b, seq, nq + 2 * nkv, d]), int_array([nq, nkv, nkv]), c.rms_norm_eps, "PA_NZ",
+            int_array([b, seq, nq + 2 * nkv, d]), int_array([nq, nkv, nkv]), c.rms_norm_eps, cache_mode,
             *before,
         )  # fmt: skip
 
