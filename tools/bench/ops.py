@@ -110,7 +110,7 @@ FOREACH_MEMBERS = 64
 """Tensors per list of the ForeachAddList rows (an optimizer step's parameter list)."""
 FOREACH_CONFIGS = ("grid2d", "bits")
 """rocm's ACL_FOREACH_CONFIG choices timed beside the default (forced on its foreach runner, one row each)."""
-ADAMW_CONFIGS = ("vec", "vecbits")
+ADAMW_CONFIGS = ("scalar",)
 """rocm's ACL_ADAMW_CONFIG choices timed beside the default ApplyAdamWV2 row."""
 KV_SCATTER_CONFIGS = ("vec", "row")
 """rocm's ACL_KV_SCATTER_CONFIG choices timed beside the default ScatterPaKvCache row."""

@@ -184,7 +184,6 @@ def run(
             "platform": platform,
             "device": caps.device_name,
             "attention": runner.attention_ops(),
-            "prefetch": runner.prefetch,
             "prologue": runner.prologue,
             "load_s": runner.load_seconds,
             "weights_bytes": runner.weights.nbytes(),

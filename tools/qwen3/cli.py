@@ -337,8 +337,8 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
         f"qwen3 bench: {result['backend']} ({result['device']}) {args.dtype}, prompt {args.prompt_len}, "
         f"{args.new_tokens} new tokens, median of {args.repeat}; transformers eager on "
         f"{result['transformers_device']}; PyTorch static-cache runner on {result['torch_graph_device']} ({graph}); "
-        f"acl decode {'replayed' if result['acl_decode_replayed'] else 'eager'}, weight prefetch "
-        f"{result.get('prefetch', 'off')} (ACL_QWEN3_PREFETCH), decode prologue {result.get('prologue', 'split')} "
+        f"acl decode {'replayed' if result['acl_decode_replayed'] else 'eager'}, "
+        f"decode prologue {result.get('prologue', 'split')} "
         "(ACL_QWEN3_PROLOGUE)"
     )
     _table(header, rows)

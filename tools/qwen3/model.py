@@ -68,7 +68,6 @@ from acl_tools.qwen3.device import (
     scalar,
     tensor_list,
 )
-from acl_tools.qwen3.prefetch import PlanStep, prefetch_mode, with_prefetches
 from acl_tools.qwen3.sampling import Sampling, sample
 from acl_tools.qwen3.weights import Weights, load_weights
 
@@ -328,12 +327,9 @@ class Qwen3Runner:
         cube_math_type: int = KEEP_DTYPE,
         progress: Callable[[int, int], None] | None = None,
         decode_cache_size: int = 4,
-        prefetch: str | None = None,
         prologue: str | None = None,
     ) -> None:
         self.model_dir = Path(model_dir)
-        self.prefetch = prefetch_mode(prefetch)
-        """Weight prefetch in the decode step (``ACL_QWEN3_PREFETCH`` when None): see prefetch.py."""
         self.config = Qwen3Config.from_dir(self.model_dir)
         self.dtype_name = dtype
         self.dtype = parse_dtype(dtype)
@@ -672,13 +668,7 @@ class Qwen3Runner:
             items.append(("ArgMax", (dec.last_logits, -1, False, dec.ids.view([dec.batch]))))
         assert dec.pos is not None
         items.append(("InplaceAdds", (dec.pos.tensor(), state.step_one, state.step_one)))  # the next position
-        prepared, state.workspace = self._stable_plan(items)
-        try:
-            state.plan = with_prefetches(self.session, self.prefetch, items, prepared, self.weights.layers)
-        except BaseException:
-            for p in prepared:
-                p.release()
-            raise
+        state.plan, state.workspace = self._stable_plan(items)
 
     def _stable_plan(self, items: Sequence[tuple[str, Args] | StepFn], start: int = 0) -> tuple[list[Prepared], int]:
         """Repeatable executors of ``items`` (position-dependent ones at ``start``), validated until the
@@ -907,7 +897,7 @@ class DecodeState:
     tables: tuple[Buffer | None, Buffer | None]
     """The cos/sin tables the executors read (made afresh when the runner reallocates them)."""
     step_one: Any
-    plan: list[PlanStep] | None = None
+    plan: list[Prepared] | None = None
     workspace: int = -1
     """Session.workspace_moves when the plan was validated."""
     captured: CapturedStep | None = None

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.ctypes_map import ctype, load
-from acl_rocm.kernels.foreach import F2D_BITS
 from acl_rocm.kernels.movement import HELPERS, meta_struct, store_narrow, unique_name
 from acl_rocm.kernels.prelude import PRELUDE
 
@@ -41,9 +40,6 @@ class AdamW:
     1-D unit-stride geometry whose addresses allow it): every operand's vector is loaded before any is computed
     or stored, so a thread keeps 4x the bytes in flight; a tail past the last whole vector goes element by element.
     The math per element is the same double evaluation, so the values equal the one-element kernel's bit for bit."""
-    bits: bool = False
-    """``ACL_ADAMW_CONFIG=vecbits`` (with ``vec``): the vector loop widens float/fp16/bf16 state to double in integer
-    operations where the values are normal (4 of the 7 F2F conversions an element took; exact, the same bits)."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -110,10 +106,7 @@ class AdamW:
         vt = f"AclVec<{c.storage}, {self.vec}>"
         used = [n for n in OPERANDS if n != "vmax" or self.amsgrad]
         written = ["var", "m", "v", *(["vmax"] if self.amsgrad and self.version == 2 else [])]
-        if self.bits and self.dtype in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16):
-            reads = {n: f"fe_f2d_bits({c.decode.format(x=f'q_{n}.v[e]')})" for n in used}
-        else:
-            reads = {n: load(f"q_{n}.v[e]", c, _DOUBLE) for n in used}
+        reads = {n: load(f"q_{n}.v[e]", c, _DOUBLE) for n in used}
         writes = {n: f"q_{n}.v[e]" for n in written}
         return [
             f"const long long nv = m_.n / {self.vec};",
@@ -158,7 +151,6 @@ class AdamW:
             [
                 PRELUDE,
                 HELPERS,
-                *([F2D_BITS] if self.bits else []),
                 f"// AdamW step (ApplyAdamW{'V2' if self.version == 2 else ''})",
                 meta,
                 f'extern "C" __global__ void __launch_bounds__(256) {self.kernel_name}({params}) {{',

@@ -30,9 +30,9 @@ CONFIG_ENV = "ACL_ADAMW_CONFIG"
 """The AdamW step's access pattern: ``scalar`` (a thread per element a trip) or ``vec`` (the default: ApplyAdamWV2 over
 256 MiB at 1.07x torch's fused AdamW time against scalar's 1.41 on an H100, 2026-12-06; a thread per 4 elements a
 trip, each operand one aligned access, every load of a trip before its stores, where the geometry is 1-D unit-stride
-and the addresses allow; elsewhere ``scalar``) or ``vecbits`` (``vec``, the state widened to double in integer
-operations where normal). The values are the same bit for bit."""
-CONFIGS = ("scalar", "vec", "vecbits")
+and the addresses allow; elsewhere ``scalar``). ``vecbits`` (the state widened to double in integer operations:
+1.25x) was measured and dropped. The values are the same bit for bit."""
+CONFIGS = ("scalar", "vec")
 VEC_ELEMENTS = 4
 
 
@@ -96,7 +96,6 @@ class OptimRunner:
             len(shape),
             tuple(t.dtype for t in scalars),
             self.vector(shape, strides, state),
-            self.config() == "vecbits",
         )
         assert len(strides) == len(OPERANDS)
         args: list[Any] = [self.sorter.meta(var.numel, shape, strides)]
