@@ -35,6 +35,23 @@ class _Patched(ReferenceBackend):
         raise NotImplementedError
 
 
+class _Rewritten(_Patched):
+    """The reference kernel runs, then :meth:`rewrite` replaces some of what it wrote (the defect)."""
+
+    def patch(self, original: Kernel) -> Kernel:
+        driver = self.driver
+
+        def kernel(launch: Launch) -> None:
+            original(launch)
+            self.rewrite(RefCall(launch, driver))
+
+        return kernel
+
+    def rewrite(self, k: RefCall) -> None:
+        """Overwrite the outputs the defect gets wrong."""
+        raise NotImplementedError
+
+
 class PastBlockAddBackend(_Patched):
     """Add drops every element past 65,536 (a 16-bit element index): they keep whatever was there."""
 
@@ -56,44 +73,30 @@ class PastBlockAddBackend(_Patched):
         return kernel
 
 
-class LongRowSumBackend(_Patched):
+class LongRowSumBackend(_Rewritten):
     """ReduceSum over the last dim sums only the first 1,024 elements of a row (one block's worth)."""
 
     name = "mutant-reducesum-long-rows"
     op = "ReduceSum"
 
-    def patch(self, original: Kernel) -> Kernel:
-        driver = self.driver
-
-        def kernel(launch: Launch) -> None:
-            original(launch)
-            k = RefCall(launch, driver)
-            x = k.read("self")
-            dims = tuple(int(d) % x.ndim for d in (k.value("dims") or ())) if x.ndim else ()
-            if x.ndim and x.shape[-1] > 1024 and dims == (x.ndim - 1,):
-                head = np.sum(x[..., :1024].astype(np.float64), axis=-1, keepdims=bool(k.value("keepDims")))
-                k.write("out", head)
-
-        return kernel
+    def rewrite(self, k: RefCall) -> None:
+        x = k.read("self")
+        dims = tuple(int(d) % x.ndim for d in (k.value("dims") or ())) if x.ndim else ()
+        if x.ndim and x.shape[-1] > 1024 and dims == (x.ndim - 1,):
+            head = np.sum(x[..., :1024].astype(np.float64), axis=-1, keepdims=bool(k.value("keepDims")))
+            k.write("out", head)
 
 
-class LongKMmBackend(_Patched):
+class LongKMmBackend(_Rewritten):
     """Mm accumulates only the first 256 of K (a split-K loop that stops after one slice)."""
 
     name = "mutant-mm-long-k"
     op = "Mm"
 
-    def patch(self, original: Kernel) -> Kernel:
-        driver = self.driver
-
-        def kernel(launch: Launch) -> None:
-            original(launch)
-            k = RefCall(launch, driver)
-            a, b = k.read("self", np.float64), k.read("mat2", np.float64)
-            if a.shape[-1] > 256:
-                k.write("out", a[..., :256] @ b[..., :256, :])
-
-        return kernel
+    def rewrite(self, k: RefCall) -> None:
+        a, b = k.read("self", np.float64), k.read("mat2", np.float64)
+        if a.shape[-1] > 256:
+            k.write("out", a[..., :256] @ b[..., :256, :])
 
 
 def _retensor(launch: Launch, change: Callable[[AclTensor], AclTensor | None]) -> Launch:
@@ -123,31 +126,24 @@ class IgnoresOffsetAddBackend(_Patched):
         return lambda launch: original(_retensor(launch, dense_at_zero))
 
 
-class Stride0MulBackend(_Patched):
+class Stride0MulBackend(_Rewritten):
     """Mul takes an input with a zero stride for a packed one (it checks strides only for being sorted)."""
 
     name = "mutant-mul-stride0"
     op = "Mul"
 
-    def patch(self, original: Kernel) -> Kernel:
-        driver = self.driver
-
-        def kernel(launch: Launch) -> None:
-            original(launch)
-            k = RefCall(launch, driver)
-            tensors = {n: k[n] for n in ("self", "other")}
-            if not any(0 in t.strides for t in tensors.values()):
-                return
-            values = {}
-            for n, t in tensors.items():
-                if 0 in t.strides:
-                    storage = k.read(n)[tuple(slice(0, 1) if s == 0 else slice(None) for s in t.strides)]
-                    values[n] = np.resize(storage.reshape(-1), t.view_dims)  # the storage read as if packed
-                else:
-                    values[n] = k.read(n)
-            k.write("out", values["self"] * values["other"])
-
-        return kernel
+    def rewrite(self, k: RefCall) -> None:
+        tensors = {n: k[n] for n in ("self", "other")}
+        if not any(0 in t.strides for t in tensors.values()):
+            return
+        values = {}
+        for n, t in tensors.items():
+            if 0 in t.strides:
+                storage = k.read(n)[tuple(slice(0, 1) if s == 0 else slice(None) for s in t.strides)]
+                values[n] = np.resize(storage.reshape(-1), t.view_dims)  # the storage read as if packed
+            else:
+                values[n] = k.read(n)
+        k.write("out", values["self"] * values["other"])
 
 
 class DimMinus2SoftmaxBackend(_Patched):
@@ -169,73 +165,52 @@ class DimMinus2SoftmaxBackend(_Patched):
         return kernel
 
 
-class SaturatingAddBackend(_Patched):
+class SaturatingAddBackend(_Rewritten):
     """Integer Add saturates at the dtype's limits, where CANN's (and C's unsigned) arithmetic wraps."""
 
     name = "mutant-add-saturates"
     op = "Add"
 
-    def patch(self, original: Kernel) -> Kernel:
-        driver = self.driver
-
-        def kernel(launch: Launch) -> None:
-            original(launch)
-            k = RefCall(launch, driver)
-            out = k.read("out")
-            if out.dtype.kind not in "iu":
-                return
-            alpha = int(k.value("alpha") or 1)
-            exact = k.read("self").astype(object) + alpha * k.read("other").astype(object)
-            info = np.iinfo(out.dtype)
-            k.write("out", np.clip(exact, info.min, info.max).astype(out.dtype))
-
-        return kernel
+    def rewrite(self, k: RefCall) -> None:
+        out = k.read("out")
+        if out.dtype.kind not in "iu":
+            return
+        alpha = int(k.value("alpha") or 1)
+        exact = k.read("self").astype(object) + alpha * k.read("other").astype(object)
+        info = np.iinfo(out.dtype)
+        k.write("out", np.clip(exact, info.min, info.max).astype(out.dtype))
 
 
-class CastNanBackend(_Patched):
+class CastNanBackend(_Rewritten):
     """Cast turns NaN into 0 (a float-to-float cast done through an integer-rounding path)."""
 
     name = "mutant-cast-nan"
     op = "Cast"
 
-    def patch(self, original: Kernel) -> Kernel:
-        driver = self.driver
-
-        def kernel(launch: Launch) -> None:
-            original(launch)
-            k = RefCall(launch, driver)
-            x, out = k.read("self"), k.read("out")
-            if x.dtype.kind == "f" and out.dtype.kind == "f" and np.isnan(x).any():
-                fixed = out.copy()
-                fixed[np.isnan(x.astype(np.float64))] = 0
-                k.write("out", fixed)
-
-        return kernel
+    def rewrite(self, k: RefCall) -> None:
+        x, out = k.read("self"), k.read("out")
+        if x.dtype.kind == "f" and out.dtype.kind == "f" and np.isnan(x).any():
+            fixed = out.copy()
+            fixed[np.isnan(x.astype(np.float64))] = 0
+            k.write("out", fixed)
 
 
-class FlushSubnormalLogBackend(_Patched):
+class FlushSubnormalLogBackend(_Rewritten):
     """Log flushes subnormal inputs to zero (FTZ): log of a subnormal comes out -Inf."""
 
     name = "mutant-log-ftz"
     op = "Log"
 
-    def patch(self, original: Kernel) -> Kernel:
-        driver = self.driver
-
-        def kernel(launch: Launch) -> None:
-            original(launch)
-            k = RefCall(launch, driver)
-            x = k.read("self")
-            if x.dtype.kind != "f":
-                return
-            tiny = np.finfo(x.dtype).tiny
-            sub = (x != 0) & (np.abs(x) < tiny)
-            if sub.any():
-                out = k.read("out").copy()
-                out[sub] = -np.inf
-                k.write("out", out)
-
-        return kernel
+    def rewrite(self, k: RefCall) -> None:
+        x = k.read("self")
+        if x.dtype.kind != "f":
+            return
+        tiny = np.finfo(x.dtype).tiny
+        sub = (x != 0) & (np.abs(x) < tiny)
+        if sub.any():
+            out = k.read("out").copy()
+            out[sub] = -np.inf
+            k.write("out", out)
 
 
 MUTANTS = [
