@@ -13,10 +13,11 @@ vector copy; ACL_GMM_CONFIG: the grouped GEMM's block shape; ACL_DECODE_CONFIG=f
 kernels, two: the split path at every length, block: the short-cache kernel; ACL_PAGED_DECODE=gather: paged decode
 through the gather kernel (default direct: the decode kernels read the block table); ACL_QMM_MX_DECODE and
 ACL_QMM_EPILOGUE: the quantised GEMMs' MX decode and epilogue; ACL_PDL=1|regs: the GEMV kernels' sm_90 wait for
-their predecessor, the fake provider offering programmatic launch; ACL_RANDOM_NORMAL: the packed normal fill's sine
-and cosine; ACL_ADAMW_CONFIG=scalar: the one-element AdamW step; ACL_FOREACH_CONFIG=grid2d: the Foreach slot per
-blockIdx.y; ACL_TAKE_CHECK=fused: Take's in-gather index check; ACL_RANDOM_LAYOUT is read from the process
-environment by every backend; ACL_CMO_CONFIG: aclrtCmoAsync's prefetch, whose kernels of every method compile under
+their predecessor, the fake provider offering programmatic launch; ACL_RANDOM_NORMAL: the packed normal fill's
+transform (sincos, float32); ACL_ADAMW_CONFIG=scalar: the one-element AdamW step; ACL_FOREACH_CONFIG=grid2d:
+the Foreach slot per blockIdx.y; ACL_TAKE_CHECK=fused|vec: Take's in-gather index check or its 16-byte Check launch;
+ACL_MISH_CONFIG=poly: Mish's float32 polynomial body; ACL_RANDOM_LAYOUT is read from the process environment
+by every backend; ACL_CMO_CONFIG: aclrtCmoAsync's prefetch, whose kernels of every method compile under
 the pattern ``aclrtCmoAsync`` or with no pattern); the ops of
 :data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the short norm rows).
 ``ACL_PREFLIGHT_ARCHS`` (default ``sm_90``, e.g. ``sm_80,sm_90``): the architectures each source is compiled for.
@@ -83,6 +84,7 @@ SWITCHES = (
     "ACL_ADAMW_CONFIG",
     "ACL_FOREACH_CONFIG",
     "ACL_TAKE_CHECK",
+    "ACL_MISH_CONFIG",
 )
 
 

@@ -105,6 +105,12 @@ inline long long __double_as_longlong(double d) { long long v; memcpy(&v, &d, 8)
 inline double __dadd_rn(double a, double b) { return a + b; }
 inline double __dsub_rn(double a, double b) { return a - b; }
 inline double __dmul_rn(double a, double b) { return a * b; }
+// sin(πx) and cos(πx) in float (the device's within 1 ulp): evaluated in double, rounded once
+inline void sincospif(float x, float* s, float* c) {
+  const double t = (double)x * 3.14159265358979323846;
+  *s = (float)sin(t);
+  *c = (float)cos(t);
+}
 // NVRTC compiles without the C library's headers: a kernel naming one of their macros fails there, so here too
 #undef HUGE_VAL
 #undef HUGE_VALF

@@ -53,8 +53,10 @@ def test_random_and_foreach_variant_rows(fake: Sequence[RocmBackend]) -> None:
     suite = _suite(backend, {"InplaceNormal", "ForeachAddList"})
     suite.random_fills()  # type: ignore[attr-defined]
     normal = [c for c in suite.cases if c.op == "InplaceNormal"]  # type: ignore[attr-defined]
-    assert [c.status for c in normal] == ["ok", "ok"]
+    assert [c.status for c in normal] == ["ok", "ok", "ok"]
     assert normal[0].note == "ACL_RANDOM_LAYOUT=packed" and normal[1].note.endswith("ACL_RANDOM_NORMAL=sincos")
+    assert normal[2].note.endswith("ACL_RANDOM_NORMAL=float32")
+    assert Fill("normal", D.ACL_FLOAT, 1, "packed", "float32").kernel_name in backend.provider.compiled  # type: ignore[attr-defined]
     compiled = backend.provider.compiled  # type: ignore[attr-defined]
     assert Fill("normal", D.ACL_FLOAT, 1, "packed", "sincos").kernel_name in compiled
     assert Fill("normal", D.ACL_FLOAT, 1, "packed", "split").kernel_name in compiled
@@ -88,3 +90,24 @@ def test_adamw_and_kv_scatter_variant_rows(fake: Sequence[RocmBackend]) -> None:
     assert AdamW(D.ACL_FLOAT, 2, False, False, 1, (D.ACL_FLOAT,), 4).kernel_name in compiled
     assert PagedScatter(2, D.ACL_INT64, True, 8, True).kernel_name in compiled
     assert backend.runners["optim"].forced_config is None and backend.runners["kv_cache"].forced_scatter is None
+
+
+def test_mish_and_take_env_rows(fake: Sequence[RocmBackend]) -> None:
+    """ENV_ROWS: Mish float32 gets an ACL_MISH_CONFIG=poly row, Take an ACL_TAKE_CHECK=vec and =fused row per dtype;
+    each plans its kernel under the setting, and the backend's environ is restored after every row."""
+    from acl_rocm.kernels.activation import MISH_POLY
+
+    (backend,) = fake
+    before = dict(backend.environ)
+    suite = _suite(backend, {"Mish", "Take"})
+    suite.activations()  # type: ignore[attr-defined]
+    mish = [(c.dtype, c.note, c.status) for c in suite.cases if c.op == "Mish"]  # type: ignore[attr-defined]
+    assert mish[:2] == [("float32", "", "ok"), ("float32", "ACL_MISH_CONFIG=poly", "ok")] and len(mish) == 4
+    sources = backend.runners["elementwise"]._sources.values()  # type: ignore[attr-defined]
+    assert any(MISH_POLY in s for s in sources)
+    suite.gathers()  # type: ignore[attr-defined]
+    take = [c.note for c in suite.cases if c.op == "Take"]  # type: ignore[attr-defined]
+    assert take == ["", "ACL_TAKE_CHECK=vec", "ACL_TAKE_CHECK=fused"] * 3
+    assert {c.status for c in suite.cases} == {"ok"}  # type: ignore[attr-defined]
+    assert any(n.startswith("acl_mv_check_vec") for n in backend.provider.compiled)  # type: ignore[attr-defined]
+    assert dict(backend.environ) == before

@@ -225,3 +225,32 @@ def test_bad_index_values_fail_and_leave_the_output_untouched(
     np.testing.assert_array_equal(out.numpy(), untouched)
     eager.run(op, rocm, op_args={**good, "out": out})  # the backend is usable after the error
     np.testing.assert_array_equal(out.numpy(), expected)
+
+
+@pytest.mark.parametrize("setting", ["launch", "vec", "fused"])
+def test_take_check_settings(rocm: Backend, reference: Backend, monkeypatch: pytest.MonkeyPatch, setting: str) -> None:
+    """ACL_TAKE_CHECK forced on the backend: Take is exact in every layout (offset views put ``vec``'s first
+    values before a 16-byte boundary; strided ones take the Check launch), and a bad index anywhere (before the
+    first whole vector, inside, in the tail) fails with 161002, leaving ``out`` as it was (``fused``: good
+    elements may be written)."""
+    monkeypatch.setattr(rocm, "environ", {**rocm.environ, "ACL_TAKE_CHECK": setting})  # type: ignore[attr-defined]
+    assert rocm.runners["index_ops"].take_check() == setting  # type: ignore[attr-defined]
+    rng = np.random.default_rng(33)
+    x = rng.standard_normal(777).astype(np.float32)
+    for n in (1, 3, 37, 1029):
+        for dt in (np.int64, np.int32):
+            index = rng.integers(-777, 777, n).astype(dt)
+            _compare(rocm, reference, "Take", {"self": x, "index": index}, f"{setting} {n} {dt.__name__}")
+    for where in (0, 1, 2, 500, 1027, 1028):
+        for dt in (np.int64, np.int32):
+            index = rng.integers(-777, 777, 1029).astype(dt)
+            index[where] = 777 if where % 2 else -778
+            out = eager.to_device(np.full(1029, 7.0, np.float32), rocm)
+            with pytest.raises(AclnnError) as got:
+                eager.run("Take", rocm, op_args={"self": x, "index": index, "out": out})
+            assert got.value.code == 161002
+            want = np.full(1029, 7.0, np.float32)
+            if setting == "fused":  # a good element is written or (once its block sees the flag) left; a bad one left
+                ok = (index >= -777) & (index < 777)
+                want[ok] = np.where(out.numpy()[ok] == 7.0, 7.0, x[index[ok]])
+            _same(f"{setting}: bad index at {where}", out.numpy(), want)

@@ -59,3 +59,22 @@ def test_float_bodies_within_class(rocm: Backend, reference: Backend, dtype: np.
         got = eager.run(op, rocm, **args)
         for name, value in want.items():
             _check(op, got[name], value, bound)
+
+
+@pytest.mark.parametrize("config", ["libm", "poly"])
+def test_mish_float32_configs_within_class(
+    rocm: Backend, reference: Backend, monkeypatch: pytest.MonkeyPatch, config: str
+) -> None:
+    """ACL_MISH_CONFIG forced on the backend: every 4099th float32 bit pattern (both signs, every exponent; on the
+    emulator every 1048573rd) plus the edges, each within the 1.5-ulp class of the reference (1 ulp, rounded down)."""
+    import os
+
+    monkeypatch.setattr(rocm, "environ", {**rocm.environ, "ACL_MISH_CONFIG": config})  # type: ignore[attr-defined]
+    stride = 1048573 if os.environ.get("ACL_ROCM_EMULATE") == "1" else 4099
+    every = np.arange(0, 1 << 32, stride, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    x = np.concatenate([_all_values(np.float32), every, np.array([-120.0, -120.00001, 20.000002], np.float32)])
+    want = eager.run("Mish", reference, self=x)["out"]
+    got = eager.run("Mish", rocm, self=x)["out"]
+    _check("Mish", got, want, 1)
+    zero = want == 0
+    assert np.array_equal(np.signbit(got[zero]), np.signbit(want[zero])), "Mish: signed zeros differ"

@@ -164,3 +164,41 @@ def test_the_stream_argument_splits_seed_and_offset() -> None:
     g = stream_args(-1, 0x0370734413198A2E)
     assert (g.seed_lo, g.seed_hi, g.off_lo, g.off_hi) == (0xFFFFFFFF, 0xFFFFFFFF, 0x13198A2E, 0x03707344)
     assert ctypes.sizeof(g) == 16
+
+
+def test_float32_normal_transform_within_class(
+    rocm: Backend, reference: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ACL_RANDOM_NORMAL=float32 forced: every InplaceNormal sample (float64 ones take the double transform) and
+    2^22 float32 draws (2^16 on the emulator) of N(0, 1), N(-1, 3) and N(2.5, 0.5) within the class of the
+    reference, and N(0, 1)'s z within 6.75·2^-24 of the double transform relative to |z|."""
+    import os
+
+    from tests.rocm.test_random_float32_cpu import BOUND, _double_pairs, _within_class
+
+    monkeypatch.delenv(LAYOUT_ENV, raising=False)
+    runner = rocm.runners["random"]  # type: ignore[attr-defined]
+    runner.forced_trig = "float32"
+    try:
+        spec = get_spec("InplaceNormal")
+        assert spec.samples is not None
+        for sample in spec.samples(np.random.default_rng(31)):
+            got = eager.run("InplaceNormal", rocm, op_args=sample.args)["selfRef"]
+            want = eager.run("InplaceNormal", reference, op_args=sample.args)["selfRef"]
+            if want.dtype == np.float64:
+                np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14, err_msg=sample.note)
+            elif want.size:
+                _within_class(got.reshape(-1), want.reshape(-1), sample.args, sample.note)
+        n = (1 << 16) if os.environ.get("ACL_ROCM_EMULATE") == "1" else (1 << 22)
+        for mean, std, seed, offset in ((0.0, 1.0, 11, 0), (-1.0, 3.0, 5, 7), (2.5, 0.5, -3, 2**40)):
+            args = {"selfRef": np.zeros(n, np.float32), "mean": mean, "std": std, "seed": seed, "offset": offset}
+            got = eager.run("InplaceNormal", rocm, op_args=args)["selfRef"]
+            want = eager.run("InplaceNormal", reference, op_args=args)["selfRef"]
+            _within_class(got, want, args, f"N({mean}, {std}) n={n}")
+            if (mean, std) == (0.0, 1.0):
+                z = _double_pairs(seed, offset, n // 2, 0)
+                live = z != 0
+                worst = (np.abs(got.astype(np.float64) - z)[live] / np.abs(z[live])).max() * 2.0**24
+                assert worst <= BOUND + 1.5, f"worst {worst}·2^-24"
+    finally:
+        runner.forced_trig = None

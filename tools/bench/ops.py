@@ -8,6 +8,7 @@ The yardsticks are the device-to-device copy bandwidth and the host cost of a sm
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import time
@@ -112,6 +113,14 @@ FOREACH_CONFIGS = ("grid2d", "bits")
 """rocm's ACL_FOREACH_CONFIG choices timed beside the default (forced on its foreach runner, one row each)."""
 ADAMW_CONFIGS = ("scalar",)
 """rocm's ACL_ADAMW_CONFIG choices timed beside the default ApplyAdamWV2 row."""
+ENV_ROWS: dict[str, tuple[str, tuple[str, ...], frozenset[D] | None]] = {
+    "Mish": ("ACL_MISH_CONFIG", ("poly",), frozenset({D.ACL_FLOAT})),
+    "Take": ("ACL_TAKE_CHECK", ("vec", "fused"), None),
+}
+"""rocm settings timed as extra rows beside an op's default row: op → (variable, values, dtypes or None for all).
+
+Each value gets a row of its own with the variable set on the backend's ``environ`` while the row is planned and
+timed (the note names it), torch timed again beside it; backends without ``environ`` take the default row only."""
 KV_SCATTER_CONFIGS = ("vec", "row")
 """rocm's ACL_KV_SCATTER_CONFIG choices timed beside the default ScatterPaKvCache row."""
 KV_DECODE = (64, 8, 128, 16)
@@ -442,6 +451,35 @@ class Suite:
             for line in kernel_profile.describe(shares):
                 self.progress(line)
 
+    def env_rows(self, op: str, dtype: D) -> list[tuple[str, str] | None]:
+        """The default row (None) then one (variable, value) per :data:`ENV_ROWS` setting of ``op`` at ``dtype``."""
+        found = ENV_ROWS.get(op)
+        if found is None or not hasattr(self.backend, "environ"):
+            return [None]
+        name, values, dtypes = found
+        return [None, *((name, v) for v in values if dtypes is None or dtype in dtypes)]
+
+    def with_env(
+        self, setting: tuple[str, str] | None, make: Callable[[], tuple[Callable[[], None], Any]]
+    ) -> tuple[Callable[[], None], Any]:
+        """``make()`` with ``setting`` on the backend's ``environ`` until the returned cleanup runs."""
+        if setting is None:
+            return make()
+        backend: Any = self.backend
+        saved = backend.environ
+        backend.environ = {**saved, setting[0]: setting[1]}
+        try:
+            launch, free = make()
+        except Exception:
+            backend.environ = saved
+            raise
+
+        def cleanup() -> None:
+            backend.environ = saved
+            free()
+
+        return launch, cleanup
+
     def prepared(self, op: str, args: dict[str, Any], skip: Iterable[str] = ()) -> tuple[Callable[[], None], Any]:
         """(launch, cleanup) of a prepared aclnn operator."""
         p = Prepared(self.backend, self.stream, op, args, skip)
@@ -549,9 +587,10 @@ class Suite:
                     return lambda: fn(*tensors)
 
                 nbytes = (len(inputs) + 1) * n * dtype.info.storage_bits // 8
-                self.case(
-                    Case(op, _mib(n * dtype.info.storage_bits // 8), dtype.short, "GB/s", nbytes), acl, torch_fn, op
-                )
+                for setting in self.env_rows(op, dtype):
+                    note = "" if setting is None else f"{setting[0]}={setting[1]}"
+                    case = Case(op, _mib(n * dtype.info.storage_bits // 8), dtype.short, "GB/s", nbytes, note=note)
+                    self.case(case, functools.partial(self.with_env, setting, acl), torch_fn, op)
 
     def losses(self) -> None:
         """Mean-reduced losses (:data:`LOSSES`) over two inputs of ``elementwise_bytes`` each: read bandwidth."""
@@ -627,7 +666,10 @@ class Suite:
                         return lambda: x[first, second]
                     return lambda: self.torch.take(x, i)
 
-                self.case(Case(op, label, dtype.short, "GB/s", nbytes), acl, torch_fn, op)
+                for setting in self.env_rows(op, dtype):
+                    note = "" if setting is None else f"{setting[0]}={setting[1]}"
+                    case = Case(op, label, dtype.short, "GB/s", nbytes, note=note)
+                    self.case(case, functools.partial(self.with_env, setting, acl), torch_fn, op)
 
     def foreach(self) -> None:
         """ForeachAddList on lists of :data:`FOREACH_MEMBERS` tensors, ``elementwise_bytes`` a list.

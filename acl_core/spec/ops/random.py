@@ -38,7 +38,15 @@ suite compare a backend with the reference by value. The choices:
   in (0, 1] from ``w1:w0``, ``u2 = k2·2^-53`` from ``w3:w2``, ``z = sqrt(-2·ln u1)·cos(2π·u2)``,
   out = ``mean + std·z`` in double (mean and std first rounded to float, their C type), rounded once. The transcendental
   functions differ by a few double ulps between libm and the GPU's, so results agree to the float32
-  ulp except in rare rounding ties (the accuracy class says so);
+  ulp except in rare rounding ties. CANN documents Philox for the bits, not how the transform rounds,
+  so a backend may also compute it in float32 for float32 and 16-bit outputs (rocm's
+  ``ACL_RANDOM_NORMAL=float32``, opt-in): the same uniforms, ``1 - u1`` and the quarter turn of
+  ``2π·u2`` reduced exactly in integers, then ``logf`` / ``log1pf``, ``sqrtf``, ``sincospif`` and one
+  fused ``mean + std·z``; its ``z`` lies within 6.75·2^-24 of the double one relative to ``|z|`` (by
+  count with 1-ulp library calls; 4.02 measured over 2^23 draws of a NumPy model of its arithmetic).
+  The accuracy class is therefore relative to ``std·|z| = |out - mean|`` (composite: ``γ_16·|out -
+  mean| + 1 ulp``), not an ulp bound: where ``mean + std·z`` cancels, the output's ulp shrinks but
+  ``z``'s error does not;
 * **Bernoulli, dropout**: ``w0 < p·2^32`` (exact in double) is a success / a dropped element;
   DropoutGenMask(V2) compares with ``prob`` rounded to ``probDataType`` (float32 for V1), so a mask
   bit is 1 (keep) with probability 1 - prob. Mask bit ``i`` is bit ``i % 8`` (least significant
@@ -62,7 +70,8 @@ Normal{Float,Tensor}{Float,Tensor}, InplaceRandom, Randperm, DropoutV3 and Dropo
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -70,7 +79,7 @@ import numpy as np
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclError, AclErrorCode
 from acl_core.spec import samples as S
-from acl_core.spec.accuracy import exact, ulp
+from acl_core.spec.accuracy import composite, exact
 from acl_core.spec.opspec import (
     INVALID,
     Call,
@@ -119,13 +128,32 @@ PROB_DTYPES = frozenset({D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16})
 
 _EXACT = exact("integer arithmetic on the shared Philox stream, and exactly rounded double steps: bit-identical")
 _UNIFORM = exact("from + u·(to - from) in double on the shared stream, each step rounded once: bit-identical")
-_NORMAL = ulp(
-    1,
-    float64=16,
-    reason="Box–Muller in double on the shared stream: log and cos differ by a few double ulps between libm"
-    " and the device's, so a float32 or 16-bit result differs only where that moves it across a rounding"
-    " boundary (about 2^-26 of elements for float32); float64 results carry those few ulps, amplified"
-    " where mean + std·z cancels",
+NORMAL_STEPS = 15
+"""InplaceNormal's composite class: ``|y - ref| <= γ_(1+15)·|ref - mean| + 1 ulp``, ``γ`` in float32 (float64 for
+float64 results); the module docstring's "normal" says why."""
+
+
+def _normal_scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """InplaceNormal's error scale ``S = |y - mean| = std·|z|``: the transform's error is relative to ``z``."""
+    mean = float(np.float32(args["mean"]))
+    found = {}
+    for name, value in outputs.items():
+        y = np.asarray(value).astype(np.float64)
+        with np.errstate(all="ignore"):
+            found[name] = np.abs(y - mean)
+    return found
+
+
+_NORMAL = composite(
+    steps=NORMAL_STEPS,
+    length_of=lambda args, outputs: 1,
+    scale_of=_normal_scale,
+    signed_zero=False,
+    reason="Box–Muller on the shared stream, its error relative to z: the double transform (libm's and the"
+    " device's log and cos a few double ulps apart) or rocm's float32 one (ACL_RANDOM_NORMAL=float32: within"
+    " 6.75·2^-24 of |z| by count, 4.02·2^-24 measured over 2^23 draws), then mean + std·z rounded once: within"
+    " γ_16·std·|z| + 1 ulp of the reference. An ulp bound would not hold for the float32 transform where"
+    " mean + std·z cancels (its ulp shrinks, z's error does not)",
 )
 _DO_MASK = exact("one float32 product of the element and the kept scale, rounded once to the output")
 

@@ -174,3 +174,28 @@ LOWP: Final[dict[str, str]] = {
     ),
 }
 """Per activation (by aclnn name): its body in float, used where every result is stored as fp16/bf16."""
+
+MISH_ENV: Final = "ACL_MISH_CONFIG"
+"""Mish's body where the result is float32: ``libm`` (the default: the row's double body, the platform's double
+``exp`` and division) or ``poly`` (:data:`MISH_POLY`)."""
+MISH_POLY: Final = (
+    # e^x as 2^k·p(t), t = x - k·ln2 in [-ln2/2, ln2/2] from one double fma (k <= 174, so k·|ln2 - ln2_d| < 2^-48),
+    # p the degree-7 Taylor polynomial (remainder under 2^-26.9 relative); q = n/(n + 2) from a float
+    # reciprocal (2^-23) and one double Newton step (2^-45). q's condition in e is at most 1, so x·q is within
+    # 2^-26.8 relative of mish(x) before its one rounding to float32: 0.64 ulp of the true value, inside the
+    # class's 1.5. Past 20 the quotient is 1 in float (as the double body); below -120 the product is under half
+    # the smallest subnormal: x·0 gives the reference's -0 (and NaN for -inf and NaN inputs, as x·(0/2) does).
+    "const float xf = self; "
+    "if (xf > 20.0f) { r = xf; } else if (!(xf >= -120.0f)) { r = xf * 0.0f; } else { "
+    "const double x = xf; const double k = rint(x * 1.4426950408889634); "
+    "const double t = fma(k, -0.69314718055994531, x); "
+    "double p = 1.0 / 5040.0; p = fma(p, t, 1.0 / 720.0); p = fma(p, t, 1.0 / 120.0); p = fma(p, t, 1.0 / 24.0); "
+    "p = fma(p, t, 1.0 / 6.0); p = fma(p, t, 0.5); p = fma(p, t, 1.0); p = fma(p, t, 1.0); "
+    "const double e = p * __longlong_as_double((long long)((int)k + 1023) << 52); "
+    "const double n = e * (e + 2.0), d = n + 2.0; "
+    "const double y = (double)(1.0f / (float)d); const double q0 = n * y; "
+    "const double q = fma(fma(-d, q0, n), y, q0); r = (float)(x * q); }"
+)
+"""Mish in float32 without the double ``exp`` and division (``ACL_MISH_CONFIG=poly``; the error bound inline)."""
+MISH_CONFIGS: Final = ("libm", "poly")
+"""The :data:`MISH_ENV` choices, the default first."""

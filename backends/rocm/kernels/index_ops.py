@@ -176,6 +176,65 @@ class Roll:
 
 
 @dataclass(frozen=True)
+class CheckVec:
+    """``*flag = 1`` when a value of a contiguous index array lies outside ``[low, high)``: 16-byte loads.
+
+    ``ACL_TAKE_CHECK=vec``: the Check launch's work with fewer instructions a byte. The ``head`` elements before
+    the first 16-byte boundary and the tail after the last whole vector are taken one per thread; between them
+    each thread loads ``UNROLL`` vectors before testing any (their loads in flight together). A value is tested
+    as ``(u64)(v - low) >= high - low`` (one unsigned compare, no overflow); a thread writes the flag once, at
+    its end, only when it saw a bad value; a kernel whose flag is already set returns at once.
+    """
+
+    index: D
+    UNROLL = 4
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return unique_name("check_vec", self)
+
+    @property
+    def per_vector(self) -> int:
+        """Index values in one 16-byte vector."""
+        return 16 // (self.index.info.storage_bits // 8)
+
+    def source(self) -> str:
+        """The complete kernel source (arguments: n, index, head, low, high, flag)."""
+        t, v, u = ctype(self.index).storage, self.per_vector, self.UNROLL
+        vec = f"AclVec<{t}, {v}>"
+        test = "bad |= (unsigned long long)(long long){x} - (unsigned long long)low >= span;"
+        params = ["const long long n", f"const {t}* index", "const long long head", "const long long low"]
+        params += ["const long long high", "int* flag"]
+        body = [
+            "if (*flag) return;  // an earlier check of this call has failed: nothing to learn",
+            "const unsigned long long span = (unsigned long long)high - (unsigned long long)low;",
+            "const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
+            "const long long threads = (long long)gridDim.x * blockDim.x;",
+            f"const long long nvec = (n - head) / {v};",
+            f"const {vec}* vecs = reinterpret_cast<const {vec}*>(index + head);",
+            "bool bad = false;",
+            f"for (long long b = tid; b < nvec; b += threads * {u}) {{",
+            f"  {vec} q[{u}];",
+            "  #pragma unroll",
+            f"  for (int k = 0; k < {u}; ++k) if (b + k * threads < nvec) q[k] = vecs[b + k * threads];",
+            "  #pragma unroll",
+            f"  for (int k = 0; k < {u}; ++k) {{",
+            "    if (b + k * threads >= nvec) break;",
+            "    #pragma unroll",
+            f"    for (int j = 0; j < {v}; ++j) {{ {test.format(x='q[k].v[j]')} }}",
+            "  }",
+            "}",
+            f"for (long long i = tid; i < head; i += threads) {{ {test.format(x='index[i]')} }}",
+            f"for (long long i = head + nvec * {v} + tid; i < n; i += threads) {{ {test.format(x='index[i]')} }}",
+            "if (bad) *flag = 1;",
+        ]
+        return kernel_source(
+            f"range check of contiguous {self.index.short} indices, 16-byte loads", "", self.kernel_name, params, body
+        )
+
+
+@dataclass(frozen=True)
 class TakeFlat:
     """``out[p] = self.flat[index[p]]`` (Meta rows: 0 out, 1 index, 2 self's shape, 3 self's strides).
 

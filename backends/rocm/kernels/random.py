@@ -28,8 +28,36 @@ DIGITS: Final[dict[D, int]] = {D.ACL_FLOAT: 24, D.ACL_FLOAT16: 11, D.ACL_BF16: 8
 NORMAL_TRIG: Final = {
     "split": "cos(θ) and sin(θ) as two calls (each reduces θ on its own)",
     "sincos": "one sincos(θ): the argument reduced once for both (float64, the same ulp bounds as cos and sin)",
+    "float32": "Box–Muller in float32 on the same words (:data:`FLOAT32_PAIR`); float32 and 16-bit outputs only",
 }
-"""A packed normal pair's sine and cosine (``ACL_RANDOM_NORMAL``); ``split`` first: the default until measured."""
+"""A packed normal pair's transform (``ACL_RANDOM_NORMAL``); ``split`` first: the default until measured."""
+
+FLOAT32_PAIR: Final = [
+    "const unsigned long long k1 = (((unsigned long long)w[1] << 32) | w[0]) >> 11;",
+    "const unsigned long long k2 = (((unsigned long long)w[3] << 32) | w[2]) >> 11;",
+    "// ln u1, u1 = (k1 + 1)·2^-53: below 1/2 logf of u1 rounded to float (|ln u1| > ln 2: the rounding costs",
+    "// at most 1.45·2^-24 of it); from 1/2 log1pf(-(1 - u1)), 1 - u1 = (2^53 - 1 - k1)·2^-53 exact in integers",
+    "// (the same 1.45 at most; near u1 = 1, where ln u1 -> 0, a rounded u1 would lose every digit)",
+    "const float lg = k1 + 1 < (1ull << 52) ? logf((float)(k1 + 1) * 1.1102230246251565e-16f)",
+    "                                       : log1pf(-(float)((1ull << 53) - 1 - k1) * 1.1102230246251565e-16f);",
+    "const float rr = sqrtf(-2.0f * lg);",
+    "// 2·u2 = k2·2^-52 = qt/2 + d: qt the nearest quarter turn, d in [-1/4, 1/4] exact in integers, so",
+    "// sincospif(d) is accurate relative to each result, also where cos or sin of 2π·u2 is near 0",
+    "const unsigned long long qt = (k2 + (1ull << 50)) >> 51;",
+    "const float d = (float)((long long)k2 - (long long)(qt << 51)) * 2.220446049250313e-16f;",
+    "float sd, cd;",
+    "sincospif(d, &sd, &cd);",
+    "const float cs = (qt & 1) ? ((qt & 2) ? sd : -sd) : ((qt & 2) ? -cd : cd);",
+    "const float sn = (qt & 1) ? ((qt & 2) ? -cd : cd) : ((qt & 2) ? -sd : sd);",
+    "const float v0 = fmaf((float)b, rr * cs, (float)a), v1 = fmaf((float)b, rr * sn, (float)a);",
+]
+"""C lines: a packed pair's two values ``v0`` (``r·cos θ``) and ``v1`` (``r·sin θ``) from block ``w`` in float32.
+
+The uniforms are the family's (``u1 = (k1 + 1)·2^-53``, ``u2 = k2·2^-53``); their reductions (``1 - u1``, the
+quarter turn of ``2π·u2``) are exact in integers, every other step one float32 rounding or one accurate library
+call (``logf`` / ``log1pf`` / ``sincospif`` 1 ulp, ``sqrtf`` correctly rounded), ``mean + std·z`` one fused
+rounding: ``z`` lies within 6.7·2^-24 of the double Box–Muller's relative to ``|z|`` by that count (the NumPy model
+in tests/rocm/test_random_float32_cpu.py measures the arithmetic), inside InplaceNormal's accuracy class."""
 
 PHILOX: Final = r"""
 // ---- Philox4x32-10 (Salmon et al. 2011, Random123) and the family's counter layout ----
@@ -182,6 +210,15 @@ class Fill:
             return lines
         if self.trig not in NORMAL_TRIG:
             raise ValueError(f"no {self.trig!r} way to the normal pair's sine and cosine")
+        if self.trig == "float32":
+            if self.dtype == D.ACL_DOUBLE:
+                raise ValueError("the float32 normal transform is for float32 and 16-bit outputs")
+            return [
+                *lines,
+                *FLOAT32_PAIR,
+                f"s[0] = {store_narrow('v0', self.dtype)};",
+                f"s[1] = {store_narrow('v1', self.dtype)};",
+            ]
         trig = (
             ["double sn, cs;", "sincos(th, &sn, &cs);"]
             if self.trig == "sincos"

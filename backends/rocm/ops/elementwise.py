@@ -21,6 +21,7 @@ from acl_core.spec.opspec import Kind
 from acl_core.spec.rules import float_result
 from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
+from acl_rocm.kernels.activation import MISH_CONFIGS, MISH_ENV, MISH_POLY
 from acl_rocm.kernels.ctypes_map import SUPPORTED, ctype
 from acl_rocm.kernels.elementwise import (
     INTERNAL,
@@ -121,6 +122,13 @@ class ElementwiseRunner:
                 self._sources[inst] = src
         return src
 
+    def mish_config(self) -> str:
+        """Mish's float32 body (:data:`MISH_ENV`; unset: ``libm``, the double body; bad values are refused)."""
+        value = (self.backend.environ.get(MISH_ENV, "") or MISH_CONFIGS[0]).strip().lower()
+        if value not in MISH_CONFIGS:
+            raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{MISH_ENV}={value!r}: not one of {MISH_CONFIGS}")
+        return value
+
     def plan(self, op: str, launch: Launch) -> Planned | None:
         """The kernel instance, launch and argument values for one call (None when there is nothing to do)."""
         u = _select(op, launch)
@@ -129,6 +137,8 @@ class ElementwiseRunner:
         out = args.get(out_name)
         if not isinstance(out, AclTensor):
             raise _refuse(op, f"no output tensor {out_name!r}")
+        if u.name == "Mish" and out.dtype == D.ACL_FLOAT and self.mish_config() == "poly":
+            u = Ufunc(u.name, u.signature, MISH_POLY, u.lowp)
         compute: D | None = launch.plan.get("compute")
         tokens = _tokens(compute, out.dtype)
         source = args.get("self")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import logging
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -34,8 +35,9 @@ from acl_core.spec.kernel_args import Scalar
 from acl_core.spec.ops.index_ops import diagonal_length
 from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.kernels.ctypes_map import SUPPORTED
-from acl_rocm.kernels.index_ops import Fill, Linspace, OneHot, Roll, TakeFlat
+from acl_rocm.kernels.index_ops import CheckVec, Fill, Linspace, OneHot, Roll, TakeFlat
 from acl_rocm.launch import KernelArgs
+from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.ops.movement import MovementProgram, MovementRunner, View, view_of
 from acl_rocm.ops.sort import refuse
 from acl_rocm.views import Geometry, coalesce, index_type
@@ -53,11 +55,14 @@ OPS: tuple[str, ...] = (
     "GatherV3",
 )
 """The aclnn operators this module runs."""
+LOG = logging.getLogger("acl_rocm.index_ops")
 TAKE_CHECK_ENV = "ACL_TAKE_CHECK"
 """Take's index range check: ``launch`` (the default: a Check launch before the gather, so a bad index leaves
-``out`` untouched) or ``fused`` (each element checks its own index in the gather, which then reads the indices once;
-a bad index still fails the call with 161002 but the other elements of ``out`` are written)."""
-TAKE_CHECKS = ("launch", "fused")
+``out`` untouched), ``vec`` (the same, its launch :class:`CheckVec`'s 16-byte loads where the indices are contiguous
+int32/int64, else the Check launch, logged) or ``fused`` (each element checks its own index in the gather, which
+then reads the indices once; a bad index still fails the call with 161002 but the other elements of ``out`` are
+written)."""
+TAKE_CHECKS = ("launch", "vec", "fused")
 
 
 def one_word(dtype: D) -> int:
@@ -86,7 +91,7 @@ class IndexOpsRunner(MovementRunner):
         value = (self.backend.environ.get(TAKE_CHECK_ENV, "") or "launch").strip().lower()
         if value not in TAKE_CHECKS:
             raise AclnnError(
-                AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{TAKE_CHECK_ENV}={value!r}: expected one of launch, fused"
+                AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{TAKE_CHECK_ENV}={value!r}: expected one of {TAKE_CHECKS}"
             )
         return value
 
@@ -195,8 +200,13 @@ class IndexOpsRunner(MovementRunner):
             return
         flag = self._flag(prog)
         numel = t.numel
-        fused = self.take_check() == "fused"
-        if not fused:
+        setting = self.take_check()
+        fused = setting == "fused"
+        if setting == "vec" and self._check_vec(index, -numel, numel, flag, prog):
+            pass
+        elif not fused:
+            if setting == "vec":
+                LOG.debug("%s: %s indices not contiguous int32/int64: the Check launch", op, index.dtype.short)
             self.check(op, index, -numel, numel, flag, prog)
         src, dst = view_of(op, t), view_of(op, out)
         g = coalesce(dst.shape, [dst.strides, index.strides])
@@ -213,6 +223,22 @@ class IndexOpsRunner(MovementRunner):
         values += [KernelArgs.pointer(view_of(op, index).address), ctypes.c_longlong(numel), flag]
         self._launch(kernel, meta, idx, values, g.numel, prog)
         self._report(op, flag, prog, "index")
+
+    def _check_vec(self, index: AclTensor, low: int, high: int, flag: ctypes.c_void_p, prog: MovementProgram) -> bool:
+        """Launch :class:`CheckVec` over ``index`` when it is contiguous int32/int64 (else False: nothing launched)."""
+        g = coalesce(index.view_dims, [index.strides])
+        if index.dtype not in (D.ACL_INT32, D.ACL_INT64) or g.ndim != 1 or g.strides[0][0] != 1:
+            return False
+        kernel = CheckVec(index.dtype)
+        size = index.dtype.info.storage_bits // 8
+        address = index.data + index.offset * size
+        head = min((-address % 16) // size, g.numel)
+        function = self.backend.function(kernel.source(), kernel.kernel_name)
+        config = self.backend.elementwise_config(max(g.numel // kernel.per_vector, 1), CheckVec.UNROLL)
+        values = [ctypes.c_longlong(g.numel), KernelArgs.pointer(address), ctypes.c_longlong(head)]
+        values += [ctypes.c_longlong(low), ctypes.c_longlong(high), flag]
+        prog.steps.append(Prepared(function, config, KernelArgs(values)))
+        return True
 
     def _gathernd(self, op: str, launch: Launch, prog: MovementProgram) -> None:
         t, indices, out = (launch.args[n] for n in ("self", "indices", "out"))

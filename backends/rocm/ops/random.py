@@ -11,11 +11,13 @@ synchronisation. Its serial scan of a row is correct, not fast, for very long ro
 from __future__ import annotations
 
 import ctypes
+import logging
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from acl_core.backend import Kernel, Launch
+from acl_core.dtypes import DataType as D
 from acl_core.errors import AclError, AclErrorCode
 from acl_core.spec.ops.random import fill_layout
 from acl_core.tensor import AclTensor
@@ -28,13 +30,14 @@ from acl_rocm.views import coalesce
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
 
+LOG = logging.getLogger("acl_rocm.random")
 OPS: tuple[str, ...] = ("InplaceUniform", "InplaceNormal", "Bernoulli", "DropoutGenMask", "DropoutGenMaskV2")
 OPS += ("DropoutDoMask", "Multinomial")
 """The kernels this module runs (InplaceBernoulli runs Bernoulli's)."""
 TRIG_ENV = "ACL_RANDOM_NORMAL"
-"""A packed InplaceNormal pair's sine and cosine: ``split`` (cos and sin, the default) or ``sincos`` (one call);
-both are the platform's float64 functions within their ulp bounds, so InplaceNormal's accuracy class holds for
-each (kernels/random.py's NORMAL_TRIG)."""
+"""A packed InplaceNormal pair's transform: ``split`` (double cos and sin, the default), ``sincos`` (one double
+call) or ``float32`` (Box–Muller in float32, float32 and 16-bit outputs; float64 ones take ``split``, logged);
+InplaceNormal's accuracy class holds for each (kernels/random.py's NORMAL_TRIG and FLOAT32_PAIR)."""
 REFUSED = "Multinomial: self holds a negative, infinite or NaN weight, a zero row, or too few positive weights"
 """The 161002 message of Multinomial's device check."""
 
@@ -109,6 +112,9 @@ class RandomRunner:
         values.append(ctypes.c_double(b))
         layout = fill_layout() if kind in ("uniform", "normal") else "block"
         trig = self.normal_trig() if kind == "normal" and layout == "packed" else "split"
+        if trig == "float32" and t.dtype == D.ACL_DOUBLE:
+            LOG.debug("InplaceNormal float64: %s=float32 is for float32 and 16-bit outputs; split taken", TRIG_ENV)
+            trig = "split"
         kernel = Fill(kind, t.dtype, ndim, layout, trig)
         self._step(prog, kernel, -(-t.numel // kernel.per_block), values)
         return prog
