@@ -88,3 +88,25 @@ def test_direct_decode_reads_the_pool_and_checks_the_table(
         assert info.value.code == 161002
     finally:
         runner.use_paged_mode(None)
+
+
+@pytest.mark.parametrize("form", ["BnNBsD", "NZ"])
+def test_tile_short_cache_reads_a_table_entry_a_span_of_its_tile(
+    emulated: Backend, reference: Backend, form: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``tile`` with 16-row blocks at D 64: the short-cache kernel's 32-key warp tile spans two pages, so it reads
+    one table entry per 16-key span of it (4 lane groups x 4 rows), not per key row."""
+    from acl_core.dtypes import DataType as D
+    from acl_core.spec.ops.attention import FIA_DEFAULTS, FIA_PAGED_NAMES, paged_case
+
+    runner = emulated.attention  # type: ignore[attr-defined]
+    runner.use_paged_mode("tile")
+    try:
+        args = paged_case(np.random.default_rng(23), D.ACL_FLOAT16, "BNSD", form, 4, 2, 1, (100, 37), 64, 16,
+                          FIA_PAGED_NAMES, **{**FIA_DEFAULTS, "blockSize": 16})  # fmt: skip
+        with caplog.at_level("DEBUG", logger="acl_rocm.attention"):
+            assert_matches_reference(emulated, reference, "FusedInferAttentionScore", args, "contiguous", form)
+        assert "short-cache block kernel" in caplog.text
+        assert "a table entry a tile of 16 keys" in caplog.text
+    finally:
+        runner.use_paged_mode(None)

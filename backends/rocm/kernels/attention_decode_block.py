@@ -89,16 +89,17 @@ class BlockInstance:
     (more blocks stream the cache; each reads the kv head's rows, the others from L2)."""
     paged: str = ""
     """Paged KV through the block table (:class:`~acl_rocm.kernels.attention_decode.DecodeInstance`'s field)."""
-    ptile: bool = False
-    """Paged: one table entry a warp's tile (``RPL x rows`` consecutive keys, read a tile ahead), not one per key
-    row; needs every tile inside one page (:func:`~acl_rocm.kernels.attention_decode.page_tiles`)."""
+    ptile: int = 0
+    """Paged: one table entry per ``ptile`` of a lane group's ``rows`` (a power of two dividing ``rows``; a span of
+    ``RPL x ptile`` consecutive keys of the warp's tile, read a tile ahead), not one per key row; needs every span
+    inside one page (:func:`~acl_rocm.kernels.attention_decode.page_tiles`). 0: a table entry per key row."""
 
     @functools.cached_property
     def digest(self) -> str:
         """A short hash of the instance and the struct layout (kernel names stay stable across runs)."""
         text = repr((self, DECODE_STRUCT, MAX_DECODE_BATCH, ELEMS))
         if not self.ptile:  # hashes as before page tiles existed: the source is byte-identical
-            text = text.replace(", ptile=False)", ")", 1)
+            text = text.replace(", ptile=0)", ")", 1)
         if not self.paged:  # a dense instance hashes as before paging existed: its source is byte-identical
             text = text.replace(", paged='')", ")", 1)
         return hashlib.sha1(text.encode()).hexdigest()[:12]
@@ -109,7 +110,7 @@ class BlockInstance:
         return f"acl_decode_block_{self.dtype.short}_d{self.head_dim}_g{self.group}_{self.digest}"
 
 
-def _paged_rows(paged: str, ptile: bool = False) -> str:
+def _paged_rows(paged: str, ptile: int = 0) -> str:
     """C source of a paged instance (empty for a dense one): the table lookup and, for NZ, the tiled row load."""
     if not paged:
         return ""
@@ -136,17 +137,25 @@ def block_source(inst: BlockInstance) -> str:
     row_k, row_v = (
         (f"{kv}_head + key * m.{kv}[2], m.{kv}[3]" for kv in "kv")
         if not inst.paged
-        else (f"{kv}_head + {kv}b + (long long)(grp + t * RPL) * m.{kv}[2], m.{kv}[3]" for kv in "kv")
+        else (
+            f"{kv}_head + {kv}b[t / PSPAN] + (long long)(grp + (t % PSPAN) * RPL) * m.{kv}[2], m.{kv}[3]" for kv in "kv"
+        )
         if inst.ptile
         else (f"dec_page({kv}_head, m.{kv}, key, hi, tab, pm, flag), m.{kv}[3]" for kv in "kv")
     )
-    # ptile: the first tile's table entry before the loop, each next tile's under the current tile's rows
+    # ptile: the first tile's table entries before the loop (one a span of PSPAN rows), each next tile's under the
+    # current tile's rows
     first_page = this_page = next_page = ""
     if inst.ptile:
-        call = "page_tile({j}, hi, tab, pm, m.k, m.v, flag, pkb, pvb);\n"
-        first_page = "\n  long long pkb, pvb;\n  " + call.format(j="lo + (long long)warp * RPL * ROWS").rstrip()
-        this_page = "    const long long kb = pkb, vb = pvb;\n"
-        next_page = "    " + call.format(j="base + step")
+        spans = "for (int s = 0; s < NSPAN; ++s) "
+        spans += "page_tile({j} + (long long)s * PSPAN * RPL, hi, tab, pm, m.k, m.v, flag, pkb[s], pvb[s]);"
+        first_page = (
+            f"\n#define PSPAN {inst.ptile}\n#define NSPAN (ROWS / PSPAN)\n  long long pkb[NSPAN], pvb[NSPAN];\n"
+            f"  #pragma unroll\n  {spans.format(j='lo + (long long)warp * RPL * ROWS')}"
+        )
+        this_page = "    long long kb[NSPAN], vb[NSPAN];\n    #pragma unroll\n    for (int s = 0; s < NSPAN; ++s) {\n"
+        this_page += "      kb[s] = pkb[s];\n      vb[s] = pvb[s];\n    }\n"
+        next_page = f"    #pragma unroll\n    {spans.format(j='base + step')}\n"
     body = f"""
 // short-cache decode attention, a block per (batch, kv head): {inst.dtype.short}, D={inst.head_dim}, group {inst.group}
 // (of {inst.group * inst.share} query heads a kv head)

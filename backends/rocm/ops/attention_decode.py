@@ -245,6 +245,19 @@ class DecodeAttention:
         )  # fmt: skip
         return False
 
+    def _page_span(self, call: DecodeCall, rpl: int, rows: int, splits: int, chunk: int) -> int:
+        """The short-cache kernel's rows a table entry (``ptile``): the most (a power of two dividing ``rows``) whose
+        ``rpl x span`` keys never cross a page; 0: a table entry a key row."""
+        page = call.page
+        if page is None or not page.per_tile:
+            return 0
+        span = rows
+        while span and not page_tiles(page.size, rpl * span, splits, chunk):
+            span = span // 2 if span % 2 == 0 else 0
+        if span == 0:
+            self._page_tiles(call, rpl, splits, chunk)  # the debug line
+        return span
+
     def block_instance(self, call: DecodeCall, wide: bool = False) -> BlockInstance | None:
         """The short-cache kernel ``call`` takes under the configuration in force (None: the split path).
 
@@ -277,20 +290,27 @@ class DecodeAttention:
             eager=cfg.beager,
             share=group // heads,
             paged="" if page is None else "nz" if page.nz else "rows",
-            ptile=self._page_tiles(call, warp // lanes_per_row(call.d) * rows, splits, chunk),
+            ptile=self._page_span(call, warp // lanes_per_row(call.d), rows, splits, chunk),
         )
 
     def describe(self, call: DecodeCall) -> str:
         """How ``call`` runs, for the path log line: the block kernel's shape or the splits."""
+        warp = self.backend.properties.warp_size
         inst = self.block_instance(call)
         if inst is not None:
             shape = f"{inst.threads} threads x {inst.rows} rows, {inst.group} heads a block"
-            return f"short-cache block kernel, {shape}{_table(call, inst.ptile)}, {self.config}"
+            keys = inst.ptile * (warp // lanes_per_row(call.d))
+            return f"short-cache block kernel, {shape}{_table(call, keys)}, {self.config}"
         splits, chunk = self.splits(call)
         wide = self.block_instance(call, wide=True)
         shape = "" if wide is None else f" in the short-cache layout ({wide.threads} threads x {wide.rows} rows)"
-        ptile = wide.ptile if wide is not None else self._page_tiles(call, self.config.kpw, splits, chunk)
-        return f"{splits} splits of {chunk} keys{shape}{_table(call, ptile)}, {self.config}"
+        kpw = self.config.kpw
+        keys = (
+            wide.ptile * (warp // lanes_per_row(call.d))
+            if wide is not None
+            else kpw * self._page_tiles(call, kpw, splits, chunk)
+        )
+        return f"{splits} splits of {chunk} keys{shape}{_table(call, keys)}, {self.config}"
 
     def _block_plan(
         self,
@@ -453,11 +473,11 @@ class DecodeAttention:
         return prog
 
 
-def _table(call: DecodeCall, ptile: bool) -> str:
-    """The path line's note on how a paged call reads its table (empty for a dense call)."""
+def _table(call: DecodeCall, keys: int) -> str:
+    """The path line's note on how a paged call reads its table, ``keys`` a table entry (empty for a dense call)."""
     if call.page is None:
         return ""
-    return ", a table entry a tile" if ptile else ", a table entry a key row"
+    return f", a table entry a tile of {keys} keys" if keys else ", a table entry a key row"
 
 
 def _address(t: AclTensor | None, size: int) -> ctypes.c_void_p:
