@@ -229,3 +229,24 @@ def test_scratch_regions_are_separate_buffers() -> None:
     assert captured not in provider._buffers
     driver.destroy_stream(s)
     assert arg not in provider._buffers and shared not in provider._buffers
+
+
+def test_page_tiles_rules_and_sources() -> None:
+    """``ACL_PAGED_DECODE=tile``: a tile of keys reads one table entry only where no tile crosses a page (blockSize
+    and, with several splits, the chunk multiples of the tile's keys); its sources read the table once a tile (a
+    tile ahead) and no longer per key row, while dense and per-row sources do not change."""
+    from acl_core.dtypes import DataType as D
+    from acl_rocm.kernels.attention_decode import DecodeInstance, decode_source, page_tiles
+
+    assert page_tiles(128, 8, 64, 512) and page_tiles(16, 16, 1, 40)
+    assert not page_tiles(16, 32, 1, 0) and not page_tiles(128, 16, 3, 40) and not page_tiles(128, 0, 1, 0)
+    for kwargs in ({}, {"dbuf": True}, {"eager": True}, {"fused": True}):
+        per_row = decode_source(DecodeInstance(D.ACL_BF16, 128, 2, True, paged="rows", **kwargs), "split")  # type: ignore[arg-type]
+        tiled = decode_source(DecodeInstance(D.ACL_BF16, 128, 2, True, paged="rows", ptile=True, **kwargs), "split")  # type: ignore[arg-type]
+        assert "dec_page(k_head" in per_row and "page_tile(" not in per_row
+        assert "dec_page(k_head" not in tiled and "page_tile(" in tiled
+    for span in (8, 2):
+        src = block_source(BlockInstance(D.ACL_BF16, 64, 1, True, paged="nz", ptile=span))
+        assert f"#define PSPAN {span}" in src and "dec_page(k_head" not in src and "kb[t / PSPAN]" in src
+    plain = block_source(BlockInstance(D.ACL_BF16, 64, 1, True, paged="nz"))
+    assert "page_tile(" not in plain and "dec_page(k_head" in plain

@@ -260,3 +260,21 @@ def test_blocks_sharing_a_kv_head(rocm: Backend, reference: Backend, decode: obj
         "softmaxLseFlag": True,
     }
     _check(rocm, reference, "FusedInferAttentionScore", fia, f"bheads={bheads} lse")
+
+
+@pytest.mark.parametrize("config", ["two", "two,wide", "two,bpu=8", "two,wide,bpu=8", "two,kpw=16"])
+def test_each_benched_decode_config_matches_the_reference(
+    rocm: Backend, reference: Backend, decode: object, config: str
+) -> None:
+    """Each ``ACL_DECODE_CONFIG`` setting the decode bench times as its own row (tools/bench/decode.py's
+    DECODE_CONFIGS, beside the default two-kernel path) at the bench's shape: batch 1, GQA 16/8, D 128, 32k keys
+    (a smaller cache on the emulator), uneven actual length."""
+    from acl_tools.bench.decode import DECODE_CONFIGS
+
+    assert config == "two" or config in DECODE_CONFIGS
+    decode.use_config(config)  # type: ignore[attr-defined]
+    rng = np.random.default_rng(61)
+    skv, d, nq, nkv = (300, 64, 4, 2) if EMULATED else (32_768, 128, 16, 8)
+    args = _args(rng, "bfloat16", 1, nq, nkv, skv, d)
+    args["actualSeqLengths"] = [skv - 5]
+    _check(rocm, reference, "IncreFlashAttention", args, config)

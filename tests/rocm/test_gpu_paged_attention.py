@@ -72,16 +72,62 @@ def test_paged_decode_matches_the_reference(rocm: Backend, reference: Backend, m
         _check(rocm, reference, "IncreFlashAttentionV4", ifa, dtype, f"IFA {form} {mode}")
 
 
+@pytest.mark.parametrize("paged", ["tile", "direct"])
 @pytest.mark.parametrize("config", ["fused", "two,dbuf", "two,eager,kpw=4"])
-def test_direct_paged_decode_under_each_split_configuration(rocm: Backend, reference: Backend, config: str) -> None:
+def test_direct_paged_decode_under_each_split_configuration(
+    rocm: Backend, reference: Backend, config: str, paged: str
+) -> None:
     runner = rocm.attention  # type: ignore[attr-defined]
-    runner.use_paged_mode("direct")
+    runner.use_paged_mode(paged)
     runner.decode.use_config(config)
     try:
         rng = np.random.default_rng(7)
         args = paged_case(rng, D.ACL_BF16, "BNSD", "NZ", NQ, NKV, 1, LENGTHS, DIM, BLOCK, FIA_PAGED_NAMES,
                           **{**FIA_DEFAULTS, "blockSize": BLOCK})  # fmt: skip
-        _check(rocm, reference, "FusedInferAttentionScore", args, D.ACL_BF16, f"NZ {config}")
+        _check(rocm, reference, "FusedInferAttentionScore", args, D.ACL_BF16, f"NZ {config} {paged}")
+    finally:
+        runner.use_paged_mode(None)
+        runner.decode.use_config(None)
+
+
+TILE_BLOCK = 32 if EMULATED else 128
+"""blockSize of the tile tests: a whole number of every kernel's key tiles (the short-cache kernel's at D 64: 32)."""
+
+
+@pytest.mark.parametrize(
+    ("config", "lengths", "kernel"),
+    [
+        ("auto", (200, 77), "short-cache block kernel"),
+        ("two", LENGTHS, "splits of"),
+        ("two,wide", LENGTHS, "in the short-cache layout"),
+        ("fused,dbuf", LENGTHS, "splits of"),
+        ("two,eager,kpw=16", LENGTHS, "splits of"),
+    ],
+    ids=["block", "two", "wide", "fused-dbuf", "eager-kpw16"],
+)
+@pytest.mark.parametrize("form", ["BnBsH", "BnNBsD", "NZ"])
+def test_tile_paged_decode_reads_a_table_entry_a_tile(
+    rocm: Backend,
+    reference: Backend,
+    config: str,
+    lengths: tuple[int, ...],
+    kernel: str,
+    form: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``ACL_PAGED_DECODE=tile`` in every decode kernel (short-cache, split, split in the short-cache layout, fused
+    with double buffering, eager with 16-key tiles) over each pool form: one table entry a tile (the path line)."""
+    runner = rocm.attention  # type: ignore[attr-defined]
+    runner.use_paged_mode("tile")
+    runner.decode.use_config(config)
+    try:
+        rng = np.random.default_rng(19)
+        layout = "BSH" if form == "BnBsH" else "BNSD"
+        args = paged_case(rng, D.ACL_FLOAT16, layout, form, NQ, NKV, 1, lengths, DIM, TILE_BLOCK, FIA_PAGED_NAMES,
+                          **{**FIA_DEFAULTS, "blockSize": TILE_BLOCK, "softmaxLseFlag": True})  # fmt: skip
+        with caplog.at_level("DEBUG", logger="acl_rocm.attention"):
+            _check(rocm, reference, "FusedInferAttentionScore", args, D.ACL_FLOAT16, f"{form} {config}")
+        assert kernel in caplog.text and "a table entry a tile" in caplog.text, caplog.text[-2000:]
     finally:
         runner.use_paged_mode(None)
         runner.decode.use_config(None)

@@ -104,3 +104,50 @@ def test_kernel_variants_become_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [c["op"] for c in body["cases"]] == ["ArgMax split", "ArgMax persist", "ArgMax block"]
     assert all(c["status"] == "ok" for c in body["cases"])
     assert runner.seen >= {"split", "persist", "block"} and runner.forced_arg is None
+
+
+def test_decode_configs_and_paged_modes_become_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """rocm's attention runner (a stand-in here) gets a dense IncreFlashAttention row per ``ACL_DECODE_CONFIG``
+    setting of :data:`decode.DECODE_CONFIGS` and a paged row per :data:`decode.PAGED_MODES` choice, each forced
+    for its row and reset afterwards."""
+    pytest.importorskip("torch")
+    from acl_core import get_backend
+
+    class Decode:
+        def __init__(self) -> None:
+            self.setting: str | None = None
+            self.seen: set[str | None] = set()
+
+        def use_config(self, setting: str | None) -> None:
+            self.setting = setting
+
+    class Runner:
+        def __init__(self) -> None:
+            self.decode = Decode()
+            self.mode: str | None = None
+            self.modes: set[str | None] = set()
+
+        def use_paged_mode(self, mode: str | None) -> None:
+            self.mode = mode
+
+    backend = get_backend("reference")
+    runner = Runner()
+    monkeypatch.setattr(backend, "runners", {"attention": runner}, raising=False)
+    real = backend.launch
+
+    def launch(*args: object, **kwargs: object) -> object:
+        runner.decode.seen.add(runner.decode.setting)
+        runner.modes.add(runner.mode)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(backend, "launch", launch)
+    body = decode.run(backend, "small", progress=lambda _line: None, only={"IncreFlashAttention", "PagedAttention"})
+    ops = [c["op"] for c in body["cases"]]
+    assert ops[: 1 + len(decode.DECODE_CONFIGS)] == ["IncreFlashAttention decode"] + [
+        f"IncreFlashAttention decode {s}" for s in decode.DECODE_CONFIGS
+    ]
+    for form, op in (("BnNBsD", "IncreFlashAttentionV4"), ("NZ", "FusedInferAttentionScoreV4")):
+        assert [o for o in ops if o.startswith(f"{op} paged")] == [f"{op} paged {form} {m}" for m in decode.PAGED_MODES]
+    assert all(c["status"] == "ok" for c in body["cases"])
+    assert runner.decode.seen >= set(decode.DECODE_CONFIGS) | {None} and runner.decode.setting is None
+    assert runner.modes >= set(decode.PAGED_MODES) and runner.mode is None

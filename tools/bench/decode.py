@@ -54,6 +54,13 @@ VARIANTS: dict[str, tuple[str, str, tuple[str, ...]]] = {
 }
 """switch -> (runner, its forcing attribute, the values timed as separate rows): the A/B of issue 15's tiny
 decode kernels in one run (rocm; other backends time the case once)."""
+PAGED_MODES = ("tile", "direct", "gather")
+"""``ACL_PAGED_DECODE`` choices the paged rows time on rocm (``tile``: a table entry a warp's tile, the default;
+``direct``: a table entry a key row; ``gather``: copy, then dense)."""
+DECODE_CONFIGS = ("two,wide", "two,bpu=8", "two,wide,bpu=8", "two,kpw=16")
+"""``ACL_DECODE_CONFIG`` settings the dense IncreFlashAttention rows of the shapes' ``config_lengths`` also time on
+rocm, each a row beside the default (the split kernel's bandwidth at long caches: 16-byte loads, more splits, more
+keys a warp tile)."""
 
 HBM_GBPS: dict[str, float] = {"H200": 4800.0, "H100": 3350.0, "MI300X": 5300.0, "MI325X": 6000.0}
 """Peak HBM bandwidth by device-name fragment (vendor figures, GB/s)."""
@@ -78,6 +85,7 @@ FULL_SHAPES: dict[str, Any] = {
     "argmax_rows": (1, 8),
     "kv_lengths": (128, 1024, 4096, 32_768),  # 128: the Qwen3 runner's cache capacity in a short decode
     "paged_lengths": (4096, 32_768),
+    "config_lengths": (4096, 32_768),
     "gemm_m": (1, 8, 16),
     "gemm_kn": ((HIDDEN, INTERMEDIATE), (INTERMEDIATE, HIDDEN), (HIDDEN, 2 * HIDDEN), (HIDDEN, VOCAB)),
     "rows": (1, 8),
@@ -90,6 +98,7 @@ SMALL_SHAPES: dict[str, Any] = {
     "argmax_rows": (1,),
     "kv_lengths": (64,),
     "paged_lengths": (64,),
+    "config_lengths": (64,),
     "gemm_m": (1,),
     "gemm_kn": ((64, 96),),
     "rows": (1,),
@@ -183,6 +192,23 @@ class DecodeSuite(Suite):
             if self.wanted(op):
                 self._decode_attention(op)
 
+    def _configs(self, case: Case, acl: Callable[[], tuple[Callable[[], None], Any]], torch_fn: Any, op: str) -> None:
+        """``case`` as the environment sets it, then (rocm) once more under each :data:`DECODE_CONFIGS` setting,
+        forced on the decode planner for the row (the op labelled with it)."""
+        self._run(case, acl, torch_fn, op)
+        runners = getattr(self.backend, "runners", None)
+        runner = runners.get("attention") if isinstance(runners, dict) else None
+        decode = getattr(runner, "decode", None)
+        if not hasattr(decode, "use_config"):
+            return
+        for setting in DECODE_CONFIGS:
+            decode.use_config(setting)  # type: ignore[union-attr]
+            try:
+                labelled = Case(f"{case.op} {setting}", case.shape, case.dtype, case.unit, case.work)
+                self._run(labelled, acl, torch_fn, op)
+            finally:
+                decode.use_config(None)  # type: ignore[union-attr]
+
     def _decode_attention(self, op: str) -> None:
         for skv in self.shapes["kv_lengths"]:
 
@@ -206,18 +232,21 @@ class DecodeSuite(Suite):
 
             nbytes = 2 * skv * KV_HEADS * HEAD_DIM * 2  # K and V are read once; q and the output are noise
             case = Case(f"{op} decode", f"Skv{skv} N{HEADS}/{KV_HEADS} D{HEAD_DIM}", "bf16", "GB/s", nbytes)
-            self._run(case, acl, torch_fn, op)
+            if op == "IncreFlashAttention" and skv in self.shapes["config_lengths"]:
+                self._configs(case, acl, torch_fn, op)
+            else:
+                self._run(case, acl, torch_fn, op)
 
     def paged_attention(self) -> None:
         """Paged decode (``--only PagedAttention``): IncreFlashAttentionV4 over a (blocks, KV_N, 128, D) pool and
         FusedInferAttentionScoreV4 over an NZ pool (blocks, KV_N, D/16, 128, 16), shuffled block tables, beside
         dense IncreFlashAttention on the same length and SDPA on the dense cache; rocm times each
-        ``ACL_PAGED_DECODE`` choice (``direct``: the decode kernel reads the table; ``gather``: copy, then dense)."""
+        ``ACL_PAGED_DECODE`` choice of :data:`PAGED_MODES`."""
         if not self.wanted("PagedAttention"):
             return
         runners = getattr(self.backend, "runners", None)
         runner = runners.get("attention") if isinstance(runners, dict) else None
-        modes: tuple[str | None, ...] = ("direct", "gather") if hasattr(runner, "use_paged_mode") else (None,)
+        modes: tuple[str | None, ...] = PAGED_MODES if hasattr(runner, "use_paged_mode") else (None,)
         for skv in self.shapes["paged_lengths"]:
             dense = Case("IncreFlashAttention decode (dense)", f"Skv{skv} N{HEADS}/{KV_HEADS} D{HEAD_DIM}", "bf16",
                          "GB/s", 2 * skv * KV_HEADS * HEAD_DIM * 2)  # fmt: skip

@@ -262,11 +262,16 @@ class DecodeInstance:
     paged: str = ""
     """Paged KV read through the block table on the device: "" (a dense cache), "rows" (BnBsH / BnNBsD pools:
     K/V strides are (block, head, row, dim)) or "nz" (NZ pools: the dim stride steps 16-wide tiles)."""
+    ptile: bool = False
+    """Paged: one table entry a warp's tile of KPW keys (read a tile ahead), not one per key row; needs every tile
+    inside one page (blockSize and the split chunk multiples of KPW: :func:`page_tiles`)."""
 
     @functools.cached_property
     def digest(self) -> str:
         """A short hash of the instance and the struct layout (kernel names stay stable across runs)."""
         text = repr((self, DECODE_STRUCT, MAX_DECODE_BATCH))
+        if not self.ptile:  # hashes as before page tiles existed: the source is byte-identical
+            text = text.replace(", ptile=False)", ")", 1)
         if not self.paged:  # a dense instance hashes as before paging existed: its source is byte-identical
             text = text.replace(", paged='')", ")", 1)
         return hashlib.sha1(text.encode()).hexdigest()[:12]
@@ -328,7 +333,7 @@ PAGE_STRUCT: Final = "struct PageMeta { long long size; long long tb; long long 
 """The paged decode kernels' table geometry: tokens per block, the table's row and column steps, the pool's blocks."""
 
 
-def _paged_common(paged: str) -> str:
+def _paged_common(paged: str, ptile: bool = False) -> str:
     """C source of the paged split kernel (empty for a dense one): the table lookup and, for NZ, the tiled row load.
 
     ``dec_page``: the start of key row ``j`` (head already applied): ``table[b, j / size]`` blocks in, row
@@ -340,7 +345,7 @@ def _paged_common(paged: str) -> str:
     nz = ""
     if paged == "nz":  # an NZ row: dim d at (d / 16) * stride + d % 16 (tiles contiguous); replaces dec_raw's math
         nz = nz_row_load("dec_raw", "lane", "VEC", "lane * VEC", "e * WARP + lane", "live")
-    return page_lookup() + nz
+    return page_lookup() + (page_tile_lookup() if ptile else "") + nz
 
 
 def nz_row_load(name: str, who: str, width: str, first: str, dim: str, live: str) -> str:
@@ -390,6 +395,34 @@ def merge_warps(head: str) -> str:
     const long long h = {head} * GROUP + g;"""
 
 
+def page_tiles(size: int, keys: int, splits: int, chunk: int) -> bool:
+    """Whether a tile of ``keys`` consecutive keys (starting at a multiple of ``keys`` past its split's start) never
+    crosses a page of ``size`` rows: then a paged kernel reads one table entry a tile (``ptile``)."""
+    return keys > 0 and size % keys == 0 and (splits <= 1 or chunk % keys == 0)
+
+
+def page_tile_lookup() -> str:
+    """C source of ``page_tile``: the (K, V) element offsets of key ``j``'s row in the pool (the table read once for
+    the tile that starts at ``j``; nothing read at or past ``hi``; an entry outside the pool flags, reads block 0)."""
+    return """
+ACL_DEV void page_tile(long long j, long long hi, const int* tab, const PageMeta& pm, const long long* ks,
+                       const long long* vs, int* flag, long long& kb, long long& vb) {
+  kb = 0;
+  vb = 0;
+  if (j >= hi) return;
+  const unsigned jj = (unsigned)j, size = (unsigned)pm.size, q = jj / size;  // 32-bit: once a tile
+  long long blk = tab[(long long)q * pm.tc];
+  if (blk < 0 || blk >= pm.blocks) {
+    *flag = 1;
+    blk = 0;
+  }
+  const long long r = (long long)(jj - q * size);
+  kb = blk * ks[0] + r * ks[2];
+  vb = blk * vs[0] + r * vs[2];
+}
+"""
+
+
 def page_lookup() -> str:
     """C source both decode kernels' paged instances share: the table geometry and ``dec_page`` (``st`` typedef'd)."""
     return f"""
@@ -417,7 +450,7 @@ def decode_source(inst: DecodeInstance, which: str) -> str:
     vec_load = "1" if inst.vector else "0"
     sink_c = ctype(inst.sink if inst.sink is not None else D.ACL_FLOAT)
     sink_logit = load("sink[h * m.sink_step]", sink_c, f32)
-    paged_common = _paged_common(inst.paged)
+    paged_common = _paged_common(inst.paged, inst.ptile)
     common = f"""
 #define HEAD_DIM {inst.head_dim}
 #define GROUP {inst.group}
@@ -557,19 +590,35 @@ ACL_DEV void dec_combine(const DecodeMeta& m, P part, st* __restrict__ out, floa
     )
     paged_params = ", const PageMeta pm, const int* __restrict__ table, int* flag" if inst.paged else ""
 
-    def row_k(j: str) -> str:
-        return (
-            f"k_head + ({j}) * m.k[2], m.k[3]"
-            if not inst.paged
-            else f"dec_page(k_head, m.k, {j}, hi, tab, pm, flag), m.k[3]"
-        )
+    def row_k(j: str, off: str = "kb") -> str:
+        return row("k", j, off)
 
-    def row_v(j: str) -> str:
-        return (
-            f"v_head + ({j}) * m.v[2], m.v[3]"
-            if not inst.paged
-            else f"dec_page(v_head, m.v, {j}, hi, tab, pm, flag), m.v[3]"
-        )
+    def row_v(j: str, off: str = "vb") -> str:
+        return row("v", j, off)
+
+    def row(kv: str, j: str, off: str) -> str:
+        """Key row ``j`` (``base + t``) of K or V; ``off``: the tile's pool offset variable (``ptile``)."""
+        if not inst.paged:
+            return f"{kv}_head + ({j}) * m.{kv}[2], m.{kv}[3]"
+        if inst.ptile:  # the tile's page offset, then row t of the tile
+            t = j.split(" + ")[1]
+            return f"{kv}_head + {off} + (long long)({t}) * m.{kv}[2], m.{kv}[3]"
+        return f"dec_page({kv}_head, m.{kv}, {j}, hi, tab, pm, flag), m.{kv}[3]"
+
+    def tile_page(j: str, kb: str = "kb", vb: str = "vb", decl: bool = False) -> str:
+        """``ptile``: the statement reading tile ``j``'s table entry into ``kb`` / ``vb`` (empty otherwise)."""
+        if not inst.ptile:
+            return ""
+        head = f"long long {kb}, {vb};\n    " if decl else ""
+        return f"    {head}page_tile({j}, hi, tab, pm, m.k, m.v, flag, {kb}, {vb});\n"
+
+    # ptile outside double buffering: the first tile's table entry before the loop, each next tile's under the
+    # current tile's rows (with its mask bytes), so no row load waits on a table read
+    first_page = next_page = this_page = ""
+    if inst.ptile:
+        first_page = f"#if !DOUBLE_BUFFER\n  long long pkb, pvb;\n{tile_page('lo + warp * KPW', 'pkb', 'pvb')}#endif\n"
+        this_page = "    const long long kb = pkb, vb = pvb;\n"
+        next_page = tile_page("j0 + NWARPS * KPW", "pkb", "pvb")
 
     body = (
         common
@@ -614,13 +663,13 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
   // a warp's tiles are KPW keys, NWARPS * KPW apart; the next tile's mask bytes load under this tile's rows
   unsigned kept[GROUP];
   unsigned rows = dec_keep(m, mask_kv, lo + warp * KPW, hi, kept);
-#if DOUBLE_BUFFER
+{first_page}#if DOUBLE_BUFFER
   // the first tile's rows (by range, as eager loads take them) before the loop; each iteration then puts
   // the next tile's rows in flight before it works on the rows that landed
   AclVec<st, VEC> kn[KPW], vn[KPW];
   {{
     const long long j1 = lo + warp * KPW;
-    #pragma unroll
+{tile_page("j1", decl=True)}    #pragma unroll
     for (int t = 0; t < KPW; ++t) dec_raw({row_k("j1 + t")}, lane, j1 + t < hi, kn[t]);
     #pragma unroll
     for (int t = 0; t < KPW; ++t) dec_raw({row_v("j1 + t")}, lane, j1 + t < hi, vn[t]);
@@ -641,7 +690,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
     }}
     {{
       const long long jn = j0 + NWARPS * KPW;
-      #pragma unroll
+{tile_page("jn", decl=True)}      #pragma unroll
       for (int t = 0; t < KPW; ++t) dec_raw({row_k("jn + t")}, lane, jn + t < hi, kn[t]);
       #pragma unroll
       for (int t = 0; t < KPW; ++t) dec_raw({row_v("jn + t")}, lane, jn + t < hi, vn[t]);
@@ -661,12 +710,12 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
 #elif EAGER_KV
     // every row inside the split loads at once with the mask bytes (no wait on them); rows no head keeps
     // are zeroed once they land, so the arithmetic below sees what the mask-first loads give it
-    #pragma unroll
+{this_page}    #pragma unroll
     for (int t = 0; t < KPW; ++t) dec_raw({row_k("j0 + t")}, lane, j0 + t < hi, kr[t]);
     #pragma unroll
     for (int t = 0; t < KPW; ++t) dec_raw({row_v("j0 + t")}, lane, j0 + t < hi, vr[t]);
     rows = dec_keep(m, mask_kv, j0 + NWARPS * KPW, hi, kept);
-    if (live == 0) continue;  // a tile no head keeps (the same in every lane)
+{next_page}    if (live == 0) continue;  // a tile no head keeps (the same in every lane)
     #pragma unroll
     for (int t = 0; t < KPW; ++t) {{
       if (!((live >> t) & 1u)) {{
@@ -678,12 +727,12 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
       }}
     }}
 #else
-    #pragma unroll
+{this_page}    #pragma unroll
     for (int t = 0; t < KPW; ++t) dec_raw({row_k("j0 + t")}, lane, (live >> t) & 1u, kr[t]);
     #pragma unroll
     for (int t = 0; t < KPW; ++t) dec_raw({row_v("j0 + t")}, lane, (live >> t) & 1u, vr[t]);
     rows = dec_keep(m, mask_kv, j0 + NWARPS * KPW, hi, kept);
-    if (live == 0) continue;  // a tile no head keeps: no K / V bytes moved (the same in every lane)
+{next_page}    if (live == 0) continue;  // a tile no head keeps: no K / V bytes moved (the same in every lane)
 #endif
     float sc[GROUP][KPW];
     #pragma unroll

@@ -35,6 +35,7 @@ from acl_rocm.kernels.attention_decode import (
     nz_row_load,
     online_softmax_tile,
     page_lookup,
+    page_tile_lookup,
 )
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.prelude import PRELUDE
@@ -88,11 +89,17 @@ class BlockInstance:
     (more blocks stream the cache; each reads the kv head's rows, the others from L2)."""
     paged: str = ""
     """Paged KV through the block table (:class:`~acl_rocm.kernels.attention_decode.DecodeInstance`'s field)."""
+    ptile: int = 0
+    """Paged: one table entry per ``ptile`` of a lane group's ``rows`` (a power of two dividing ``rows``; a span of
+    ``RPL x ptile`` consecutive keys of the warp's tile, read a tile ahead), not one per key row; needs every span
+    inside one page (:func:`~acl_rocm.kernels.attention_decode.page_tiles`). 0: a table entry per key row."""
 
     @functools.cached_property
     def digest(self) -> str:
         """A short hash of the instance and the struct layout (kernel names stay stable across runs)."""
         text = repr((self, DECODE_STRUCT, MAX_DECODE_BATCH, ELEMS))
+        if not self.ptile:  # hashes as before page tiles existed: the source is byte-identical
+            text = text.replace(", ptile=0)", ")", 1)
         if not self.paged:  # a dense instance hashes as before paging existed: its source is byte-identical
             text = text.replace(", paged='')", ")", 1)
         return hashlib.sha1(text.encode()).hexdigest()[:12]
@@ -103,14 +110,14 @@ class BlockInstance:
         return f"acl_decode_block_{self.dtype.short}_d{self.head_dim}_g{self.group}_{self.digest}"
 
 
-def _paged_rows(paged: str) -> str:
+def _paged_rows(paged: str, ptile: int = 0) -> str:
     """C source of a paged instance (empty for a dense one): the table lookup and, for NZ, the tiled row load."""
     if not paged:
         return ""
     nz = ""
     if paged == "nz":  # an NZ row: dim d at (d / 16) * stride + d % 16 (tiles contiguous; EL divides 16)
         nz = nz_row_load("blk_row", "sub", "EL", "sub * EL", "sub * EL + e", "live && sub * EL < HEAD_DIM")
-    return page_lookup() + nz
+    return page_lookup() + (page_tile_lookup() if ptile else "") + nz
 
 
 def block_source(inst: BlockInstance) -> str:
@@ -130,8 +137,25 @@ def block_source(inst: BlockInstance) -> str:
     row_k, row_v = (
         (f"{kv}_head + key * m.{kv}[2], m.{kv}[3]" for kv in "kv")
         if not inst.paged
+        else (
+            f"{kv}_head + {kv}b[t / PSPAN] + (long long)(grp + (t % PSPAN) * RPL) * m.{kv}[2], m.{kv}[3]" for kv in "kv"
+        )
+        if inst.ptile
         else (f"dec_page({kv}_head, m.{kv}, key, hi, tab, pm, flag), m.{kv}[3]" for kv in "kv")
     )
+    # ptile: the first tile's table entries before the loop (one a span of PSPAN rows), each next tile's under the
+    # current tile's rows
+    first_page = this_page = next_page = ""
+    if inst.ptile:
+        spans = "for (int s = 0; s < NSPAN; ++s) "
+        spans += "page_tile({j} + (long long)s * PSPAN * RPL, hi, tab, pm, m.k, m.v, flag, pkb[s], pvb[s]);"
+        first_page = (
+            f"\n#define PSPAN {inst.ptile}\n#define NSPAN (ROWS / PSPAN)\n  long long pkb[NSPAN], pvb[NSPAN];\n"
+            f"  #pragma unroll\n  {spans.format(j='lo + (long long)warp * RPL * ROWS')}"
+        )
+        this_page = "    long long kb[NSPAN], vb[NSPAN];\n    #pragma unroll\n    for (int s = 0; s < NSPAN; ++s) {\n"
+        this_page += "      kb[s] = pkb[s];\n      vb[s] = pvb[s];\n    }\n"
+        next_page = f"    #pragma unroll\n    {spans.format(j='base + step')}\n"
     body = f"""
 // short-cache decode attention, a block per (batch, kv head): {inst.dtype.short}, D={inst.head_dim}, group {inst.group}
 // (of {inst.group * inst.share} query heads a kv head)
@@ -186,7 +210,7 @@ ACL_DEV void blk_row(const st* row, long long stride, int sub, bool live, AclVec
   }}
 #endif
 }}
-{_paged_rows(inst.paged)}
+{_paged_rows(inst.paged, inst.ptile)}
 // bit t of kept[g]: head g keeps key j + t * RPL (below hi, not masked); returns their union. Every mask byte
 // of the tile loads at once; a mask broadcast over the heads (head stride 0) loads once for the group.
 ACL_DEV unsigned blk_keep(const DecodeMeta& m, const unsigned char* mask_kv, long long j, long long hi,
@@ -254,7 +278,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.name}(
   // a warp's tile: RPL lane groups x ROWS keys (lane group grp takes keys base + grp + t * RPL); tiles NWARPS apart
   const long long step = (long long)NWARPS * RPL * ROWS;
   unsigned kept[GROUP];
-  unsigned rows = blk_keep(m, mask_kv, lo + (long long)warp * RPL * ROWS + grp, hi, kept);
+  unsigned rows = blk_keep(m, mask_kv, lo + (long long)warp * RPL * ROWS + grp, hi, kept);{first_page}
   for (long long base = lo + (long long)warp * RPL * ROWS; base < hi; base += step) {{  // the same in every lane
     const long long j = base + grp;
     unsigned cur[GROUP];
@@ -262,7 +286,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.name}(
     for (int g = 0; g < GROUP; ++g) cur[g] = kept[g];
     const unsigned live = rows;
     AclVec<st, EL> kr[ROWS], vr[ROWS];
-    #pragma unroll
+{this_page}    #pragma unroll
     for (int t = 0; t < ROWS; ++t) {{
       const long long key = j + (long long)t * RPL;
       const bool load_row = EAGER_KV ? key < hi : ((live >> t) & 1u) != 0u;
@@ -275,7 +299,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.name}(
       blk_row({row_v}, sub, load_row, vr[t]);
     }}
     rows = blk_keep(m, mask_kv, j + step, hi, kept);
-#if EAGER_KV
+{next_page}#if EAGER_KV
     // a row no head keeps may hold anything (an unwritten cache slot): its value must not reach the sums
     #pragma unroll
     for (int t = 0; t < ROWS; ++t) {{

@@ -606,15 +606,16 @@ class AttentionRunner:
             call, why = self._decode_call(dense)
             if call is None and self.path_override == "decode":
                 raise _refuse(name, f"the decode attention path forced: {why}")
-        direct = None if call is None else direct_call(call, setup)
-        if direct is not None and self.paged_mode == "direct":
+        on_pool = self.paged_mode in ("tile", "direct")
+        direct = None if call is None else direct_call(call, setup, self.paged_mode == "tile")
+        if direct is not None and on_pool:
             prog = self.decode.plan(direct)
             path, detail = "decode", f"paged KV through the table; {self.decode.describe(direct)}"
             run: Callable[[int], None] = functools.partial(run_program, self.backend, prog)
             self.last_path = path
             LOG.debug("%s paged B=%d Skv<=%d: %s path (%s)", name, len(setup.lengths), setup.rows, path, detail)
             return run
-        if call is not None and self.paged_mode == "direct":
+        if call is not None and on_pool:
             LOG.debug("%s paged: an NZ pool whose 16-wide tiles are not contiguous; gathered instead", name)
         prog = Program()
         k_temp, v_temp = gather_plan(self.backend, setup, prog)

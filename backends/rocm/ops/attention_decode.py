@@ -40,6 +40,7 @@ from acl_rocm.kernels.attention_decode import (
     decode_source,
     decode_splits,
     lanes_per_dim,
+    page_tiles,
     parse_decode_config,
 )
 from acl_rocm.kernels.attention_decode_block import (
@@ -102,6 +103,8 @@ class PagedDecode:
     nz: bool
     tile: int = 1
     """NZ: the step between a 16-wide tile's elements (the direct kernels need 1)."""
+    per_tile: bool = False
+    """One table entry a warp's tile of keys where no tile crosses a page (``ACL_PAGED_DECODE=tile``)."""
 
 
 def decode_refusal(
@@ -229,6 +232,32 @@ class DecodeAttention:
                 self._sources[(inst, which)] = src
         return self.backend.function(src, inst.split_name if which == "split" else inst.combine_name)
 
+    def _page_tiles(self, call: DecodeCall, keys: int, splits: int, chunk: int) -> bool:
+        """Whether a paged ``call`` reads one table entry a tile of ``keys`` keys (a debug line where it cannot)."""
+        page = call.page
+        if page is None or not page.per_tile:
+            return False
+        if page_tiles(page.size, keys, splits, chunk):
+            return True
+        LOG.debug(
+            "paged decode: blockSize %d / chunk %d not multiples of the %d-key tile; a table entry per key row",
+            page.size, chunk, keys,
+        )  # fmt: skip
+        return False
+
+    def _page_span(self, call: DecodeCall, rpl: int, rows: int, splits: int, chunk: int) -> int:
+        """The short-cache kernel's rows a table entry (``ptile``): the most (a power of two dividing ``rows``) whose
+        ``rpl x span`` keys never cross a page; 0: a table entry a key row."""
+        page = call.page
+        if page is None or not page.per_tile:
+            return 0
+        span = rows
+        while span and not page_tiles(page.size, rpl * span, splits, chunk):
+            span = span // 2 if span % 2 == 0 else 0
+        if span == 0:
+            self._page_tiles(call, rpl, splits, chunk)  # the debug line
+        return span
+
     def block_instance(self, call: DecodeCall, wide: bool = False) -> BlockInstance | None:
         """The short-cache kernel ``call`` takes under the configuration in force (None: the split path).
 
@@ -248,6 +277,8 @@ class DecodeAttention:
             LOG.debug("decode: bheads=%d does not divide GQA group %d; the whole group a block", cfg.bheads, group)
         threads = block_threads(cfg.bthreads, warp, heads, call.d)
         page = call.page
+        rows = block_rows(cfg.brows, heads, threads)
+        splits, chunk = self.splits(call) if wide else (1, call.skv)
         return BlockInstance(
             call.q.dtype,
             call.d,
@@ -255,22 +286,31 @@ class DecodeAttention:
             nz_vector_loads(call, ELEMS, True) if page is not None and page.nz else block_vector_loads(call),
             None if call.sink is None else call.sink.dtype,
             threads=threads,
-            rows=block_rows(cfg.brows, heads, threads),
+            rows=rows,
             eager=cfg.beager,
             share=group // heads,
             paged="" if page is None else "nz" if page.nz else "rows",
+            ptile=self._page_span(call, warp // lanes_per_row(call.d), rows, splits, chunk),
         )
 
     def describe(self, call: DecodeCall) -> str:
         """How ``call`` runs, for the path log line: the block kernel's shape or the splits."""
+        warp = self.backend.properties.warp_size
         inst = self.block_instance(call)
         if inst is not None:
             shape = f"{inst.threads} threads x {inst.rows} rows, {inst.group} heads a block"
-            return f"short-cache block kernel, {shape}, {self.config}"
+            keys = inst.ptile * (warp // lanes_per_row(call.d))
+            return f"short-cache block kernel, {shape}{_table(call, keys)}, {self.config}"
         splits, chunk = self.splits(call)
         wide = self.block_instance(call, wide=True)
         shape = "" if wide is None else f" in the short-cache layout ({wide.threads} threads x {wide.rows} rows)"
-        return f"{splits} splits of {chunk} keys{shape}, {self.config}"
+        kpw = self.config.kpw
+        keys = (
+            wide.ptile * (warp // lanes_per_row(call.d))
+            if wide is not None
+            else kpw * self._page_tiles(call, kpw, splits, chunk)
+        )
+        return f"{splits} splits of {chunk} keys{shape}{_table(call, keys)}, {self.config}"
 
     def _block_plan(
         self,
@@ -374,6 +414,7 @@ class DecodeAttention:
         warp = self.backend.properties.warp_size
         sink_dtype = None if call.sink is None else call.sink.dtype
         page = call.page
+        splits, chunk = self.splits(call)
         inst = DecodeInstance(
             call.q.dtype,
             call.d,
@@ -385,9 +426,9 @@ class DecodeAttention:
             eager=cfg.eager,
             dbuf=cfg.dbuf,
             paged="" if page is None else "nz" if page.nz else "rows",
+            ptile=self._page_tiles(call, cfg.kpw, splits, chunk),
         )
         split_fn = self._function(inst, "split")
-        splits, chunk = self.splits(call)
         meta = self._meta(call, splits, chunk)
         packed = KernelArgs.index_array(meta.values(), "long long")
         lengths = list(call.lengths) + [0] * (MAX_DECODE_BATCH - len(call.lengths))
@@ -430,6 +471,13 @@ class DecodeAttention:
             config = LaunchConfig((call.b * call.nq, 1, 1), (DECODE_THREADS, 1, 1))
             prog.steps.append(Step(self._function(inst, "combine"), config, (packed, part, out, lse, sink)))
         return prog
+
+
+def _table(call: DecodeCall, keys: int) -> str:
+    """The path line's note on how a paged call reads its table, ``keys`` a table entry (empty for a dense call)."""
+    if call.page is None:
+        return ""
+    return f", a table entry a tile of {keys} keys" if keys else ", a table entry a key row"
 
 
 def _address(t: AclTensor | None, size: int) -> ctypes.c_void_p:

@@ -158,12 +158,15 @@ def with_dense(launch: Launch, setup: PagedSetup, k_data: int = 0, v_data: int =
     return replace(launch, args=args, plan={**launch.plan, "page": 0, "kv_form": "dense"})
 
 
-def direct_call(call: DecodeCall, setup: PagedSetup) -> DecodeCall | None:
-    """The decode call that reads the pools through the table (None: an NZ pool with non-contiguous tiles)."""
+def direct_call(call: DecodeCall, setup: PagedSetup, per_tile: bool = False) -> DecodeCall | None:
+    """The decode call that reads the pools through the table (None: an NZ pool with non-contiguous tiles).
+
+    ``per_tile``: one table entry a warp's tile where the tile never crosses a page (``ACL_PAGED_DECODE=tile``).
+    """
     ks, vs = setup.ks, setup.vs
     if ks.nz and (ks.tile != 1 or vs.tile != 1):
         return None
-    page = PagedDecode(setup.size, setup.table, setup.key.view_dims[0], bool(ks.nz), ks.tile)
+    page = PagedDecode(setup.size, setup.table, setup.key.view_dims[0], bool(ks.nz), ks.tile, per_tile)
     return replace(
         call,
         k=setup.key,
