@@ -411,6 +411,25 @@ def test_warps_layout_falls_back_to_block_where_a_row_does_not_fit(
         runner.forced_layout = None
 
 
+def test_decode_bench_times_every_row_norm_layout(fake: tuple[RocmBackend, FakeProvider]) -> None:
+    """``acl-core bench --suite decode`` forces each ACL_ROWNORM_CONFIG value of its list as a row: every one is a
+    valid setting, and the warps layouts (with and without -f) are among them."""
+    from acl_tools.bench import decode
+
+    backend, _ = fake
+    runner = backend.runners["norm"]
+    runner_key, attr, values = decode.VARIANTS[norm_ops.ROWNORM_ENV]
+    assert runner_key == "norm" and attr == "forced_layout"
+    assert {"block", "group32", "warps", "warps-f"} <= set(values)
+    try:
+        for value in values:
+            runner.forced_layout = value
+            _grouped, warps = runner.row_layout(1024)
+            assert (warps is not None) == value.startswith("warps") and runner.fast_rsqrt() == value.endswith("-f")
+    finally:
+        runner.forced_layout = None
+
+
 def test_long_arg_rows_default_to_persist_in_a_scratch_region_of_their_own(
     fake: tuple[RocmBackend, FakeProvider], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -195,8 +195,12 @@ def _rmsnorm_warps(kernel: RowKernel) -> str:
     body = [cache_decl(kernel), *_raw_loads(kernel, names, guard)]
     body += [f"acc_t qk[{chunks}];", "#pragma unroll", f"for (int k = 0; k < {chunks}; ++k) {{", "  qk[k] = (acc_t)0;"]
     inner = []
+    # fp16/bf16 rows cached as float: x + x2 summed in float, the same bits as the cached path's float64 sum rounded
+    # to float (both are exact floats, and float64 carries more than twice float's bits: the double rounding is
+    # innocuous); it leaves the float64 pipe only the widening and the square's FMA
+    sum_type = cache_dtype(kernel)
     for e in range(vec):
-        terms = " + ".join(f"(acc_t)({_raw(kernel, n, e, kernel.acc)})" for n in ("x", "x2") if kernel.has(n))
+        terms = " + ".join(f"(cache_t)({_raw(kernel, n, e, sum_type)})" for n in ("x", "x2") if kernel.has(n))
         v = slot(kernel, e)
         inner += [f"{v} = (cache_t)({terms});", f"qk[k] += (acc_t){v} * (acc_t){v};"]
     guard_c = f"(idx_t)threadIdx.x + (idx_t)k * (idx_t){kernel.block}"
