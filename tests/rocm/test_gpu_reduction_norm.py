@@ -192,7 +192,7 @@ DECODE_ROWS = [(16, 128), (8, 128), (1, 1024), (8, 1024), (5, 128), (37, 100), (
 4-element chunks, tiny rows (scalar chunks, one lane a row)."""
 
 
-@pytest.mark.parametrize("layout", ["block", "group", "group32", "group256"])
+@pytest.mark.parametrize("layout", ["block", "group", "group32", "group256", "warps", "warps1", "warps2", "warps4-f"])
 @pytest.mark.parametrize("op", ["RmsNorm", "AddRmsNorm"])
 def test_row_norm_layouts_at_decode_shapes(rocm: Backend, reference: Backend, op: str, layout: str) -> None:
     """ACL_ROWNORM_CONFIG: every layout gives the reference's result (y, rstd, and AddRmsNorm's x1 + x2), bf16
@@ -210,10 +210,44 @@ def test_row_norm_layouts_at_decode_shapes(rocm: Backend, reference: Backend, op
         runner.forced_layout = None
 
 
+WIDE_DECODE_ROWS = [(1, 1024), (3, 2048), (1, 4096), (8, 8192), (2, 1000)]
+"""Decode's residual rows of 1-8 rows, 1,024-8,192 wide (a width the lanes do not cover exactly last)."""
+
+
+def _rms_family_args(op: str, shape: tuple[int, int], dtype: object, rng: np.random.Generator) -> dict:
+    x = (rng.standard_normal(shape) * 3).astype(np.float32).astype(dtype)
+    w = rng.standard_normal(shape[1]).astype(np.float32).astype(dtype)
+    x2 = rng.standard_normal(shape).astype(np.float32).astype(dtype)
+    if op == "AddRmsNorm":
+        return {"x1": x, "x2": x2, "gamma": w, "epsilon": 1e-6}
+    if op == "InplaceAddRmsNorm":
+        return {"x1Ref": x, "x2Ref": x2, "gamma": w, "epsilon": 1e-6}
+    return {"x": x, "gamma": w, "epsilon": 1e-6}
+
+
+@pytest.mark.parametrize("layout", ["warps", "warps1", "warps8", "warps-f", "block"])
+@pytest.mark.parametrize("op", ["AddRmsNorm", "InplaceAddRmsNorm", "RmsNorm", "GemmaRmsNorm"])
+def test_warps_layout_on_wide_decode_rows(rocm: Backend, reference: Backend, op: str, layout: str) -> None:
+    """ACL_ROWNORM_CONFIG=warps[N][-f] (a block of warps a row, loads before arithmetic) at decode's residual
+    widths gives the reference's y, rstd and x1 + x2 for fp32, fp16 and bf16, contiguous and padded (scalar
+    chunks), in place too; warps1 on fp32 8,192-wide rows exceeds a warp's registers and takes block's kernel."""
+    runner = rocm.runners["norm"]  # type: ignore[attr-defined]
+    runner.forced_layout = layout
+    try:
+        rng = np.random.default_rng(17)
+        for dtype in ROW_DTYPES:
+            for shape in WIDE_DECODE_ROWS:
+                args = _rms_family_args(op, shape, dtype, rng)
+                for view in ("contiguous", "padded"):
+                    _compare(rocm, reference, op, dict(args), view, f"{layout} {np.dtype(dtype)} rows {shape}")
+    finally:
+        runner.forced_layout = None
+
+
 def test_row_norm_layout_setting_is_checked(rocm: Backend) -> None:
     """A bad ACL_ROWNORM_CONFIG is refused with 161002, not run with some other layout."""
     runner = rocm.runners["norm"]  # type: ignore[attr-defined]
-    for bad in ("warp", "group7", "group4096"):
+    for bad in ("warp", "group7", "group4096", "warps0", "warps33", "warps-x"):
         runner.forced_layout = bad
         try:
             with pytest.raises(AclnnError) as err:

@@ -329,6 +329,107 @@ def test_row_norm_layout_launch_shapes(
         assert "__syncthreads" not in launched.source.split(launched.name)[1]  # shuffles alone
 
 
+RMS_FAMILY = ("AddRmsNorm", "GemmaRmsNorm", "InplaceAddRmsNorm", "RmsNorm")
+
+
+@pytest.mark.parametrize("layout", ["warps", "warps1", "warps4-f"])
+@pytest.mark.parametrize("op", RMS_FAMILY)
+def test_every_rms_sample_matches_the_reference_on_the_warps_layout(
+    emulated: RocmBackend, reference: Backend, op: str, layout: str
+) -> None:
+    """ACL_ROWNORM_CONFIG=warps, warps1, warps4-f forced over the RmsNorm family's samples (every dtype, empty and
+    long rows, padded and transposed views): the reference's values, whichever kernel a row takes."""
+    runner = emulated.runners["norm"]
+    runner.forced_layout = layout
+    try:
+        samples = list(get_spec(op).samples(np.random.default_rng(2024)))  # type: ignore[misc]
+        assert samples
+        for i, sample in enumerate(samples):
+            if not _dtypes(sample.args) <= SUPPORTED:
+                continue
+            _compare(emulated, reference, op, dict(sample.args), "contiguous", f"{layout} {sample.note}")
+            if i % 3 == 0:
+                for view in ("padded", "transposed"):
+                    _compare(emulated, reference, op, dict(sample.args), view, f"{layout} {sample.note}")
+    finally:
+        runner.forced_layout = None
+
+
+@pytest.mark.parametrize(
+    ("layout", "shape", "dtype", "block", "barriers"),
+    [
+        ("warps", (1, 1024), "bf16", 32, 0),  # one warp, 4 16-byte chunks a lane: shuffles alone
+        ("warps", (8, 8192), "bf16", 256, 2),  # 8 warps: one exchange (+ the next-row barrier, not taken at 8)
+        ("warps", (1, 1024), "fp32", 64, 2),  # fp32: 4-element chunks, 2 warps
+        ("warps1", (2, 1024), "bf16", 32, 0),
+        ("warps4", (1, 1024), "bf16", 128, 2),
+        ("warps4-f", (1, 4096), "fp16", 128, 2),
+    ],
+)
+def test_warps_layout_launch_and_source(
+    fake: tuple[RocmBackend, FakeProvider], layout: str, shape: tuple[int, int], dtype: str, block: int, barriers: int
+) -> None:
+    """The warps layout: a block of W warps per row (grid = rows), every operand's chunks loaded before the first
+    arithmetic line, 16-byte stores of y and xout, ``__syncthreads`` only for W > 1; ``-f`` the fast rsqrt."""
+    backend, provider = fake
+    runner = backend.runners["norm"]
+    runner.forced_layout = layout
+    np_dtype = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16, "fp32": np.float32}[dtype]
+    try:
+        x = np.ones(shape, np_dtype)
+        provider.launches.clear()
+        eager.run("AddRmsNorm", backend, x1=x, x2=x, gamma=np.ones(shape[1], np_dtype), epsilon=1e-6)
+        (launched,) = [k for k in provider.launches if "rmsnorm" in k.name]
+    finally:
+        runner.forced_layout = None
+    assert (launched.grid[0], launched.block[0]) == (shape[0], block)
+    body = launched.source.split(launched.name)[1]
+    assert f"warps={block // 32}" in launched.source and body.count("__syncthreads") == barriers
+    first_math = body.index("qk[k] +=")
+    assert all(body.index(f"r_{n}[k] = ") < first_math for n in ("x", "x2", "weight"))
+    assert "reinterpret_cast<AclVec" in body.split("rstd_c")[-1]  # vector stores of y and xout
+    assert ("acl_rsqrt_fast(" in body) == layout.endswith("-f")
+
+
+def test_warps_layout_falls_back_to_block_where_a_row_does_not_fit(
+    fake: tuple[RocmBackend, FakeProvider], caplog: pytest.LogCaptureFixture
+) -> None:
+    """warps1 on an fp32 row of 8,192 (64 chunks a lane) takes block's kernel, and says so on the debug logger;
+    LayerNorm keeps block's kernel under any ACL_ROWNORM_CONFIG."""
+    backend, provider = fake
+    runner = backend.runners["norm"]
+    runner.forced_layout = "warps1"
+    try:
+        provider.launches.clear()
+        with caplog.at_level("DEBUG", logger="acl_rocm.reduction"):
+            x = np.ones((1, 8192), np.float32)
+            eager.run("RmsNorm", backend, x=x, gamma=np.ones(8192, np.float32), epsilon=1e-6)
+        (launched,) = [k for k in provider.launches if "rmsnorm" in k.name]
+        assert "warps=" not in launched.source and "acl_block_reduce(q, add)" in launched.source
+        assert any("do not fit the warps" in r.getMessage() for r in caplog.records)
+    finally:
+        runner.forced_layout = None
+
+
+def test_decode_bench_times_every_row_norm_layout(fake: tuple[RocmBackend, FakeProvider]) -> None:
+    """``acl-core bench --suite decode`` forces each ACL_ROWNORM_CONFIG value of its list as a row: every one is a
+    valid setting, and the warps layouts (with and without -f) are among them."""
+    from acl_tools.bench import decode
+
+    backend, _ = fake
+    runner = backend.runners["norm"]
+    runner_key, attr, values = decode.VARIANTS[norm_ops.ROWNORM_ENV]
+    assert runner_key == "norm" and attr == "forced_layout"
+    assert {"block", "group32", "warps", "warps-f"} <= set(values)
+    try:
+        for value in values:
+            runner.forced_layout = value
+            _grouped, warps = runner.row_layout(1024)
+            assert (warps is not None) == value.startswith("warps") and runner.fast_rsqrt() == value.endswith("-f")
+    finally:
+        runner.forced_layout = None
+
+
 def test_long_arg_rows_default_to_persist_in_a_scratch_region_of_their_own(
     fake: tuple[RocmBackend, FakeProvider], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -48,7 +48,11 @@ SWITCHES = (
 """Environment switches of the rocm kernels these rows time, recorded in the report when set."""
 VARIANTS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "ACL_ARGMAX_CONFIG": ("reduction", "forced_arg", ("split", "persist", "block")),
-    "ACL_ROWNORM_CONFIG": ("norm", "forced_layout", ("block", "group", "group32")),
+    "ACL_ROWNORM_CONFIG": (
+        "norm",
+        "forced_layout",
+        ("block", "group", "group32", "warps", "warps2", "warps4", "warps-f"),
+    ),
     "ACL_ROPE_CONFIG": ("attention", "forced_rope", ("scalar", "vec")),
     "ACL_KV_SCATTER_CONFIG": ("kv_cache", "forced_scatter", ("scalar", "vec", "row")),
 }

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from acl_core.dtypes import DataType as D
+from acl_rocm.kernels.ctypes_map import convert, ctype
 from acl_rocm.kernels.reduction import (
     GENERATORS,
     RowKernel,
@@ -23,6 +25,7 @@ from acl_rocm.kernels.reduction import (
     chunk_store,
     chunk_values,
     element_loop,
+    is_vector_operand,
     load_as,
     row_leader,
     row_reduce,
@@ -146,6 +149,120 @@ def _rmsnorm_cached(kernel: RowKernel) -> str:
     return assemble(kernel, body)
 
 
+def _raw_loads(kernel: RowKernel, names: tuple[str, ...], guard: str) -> list[str]:
+    """Lines reading this lane's chunks of every operand in ``names`` into registers (``r_<name>``), all issued
+    before any arithmetic: an aligned operand as one ``AclVec`` a chunk, another element by element."""
+    vec, chunks, block = int(kernel.option("vec") or 1), int(kernel.option("chunks") or 1), kernel.block
+    lines: list[str] = []
+    reads: list[str] = []
+    for name in names:
+        k, storage = kernel.index(name), ctype(kernel.operand(name).dtype).storage
+        if is_vector_operand(kernel, name):
+            vt = f"AclVec<{storage}, {vec}>"
+            lines.append(f"{vt} r_{name}[{chunks}];")
+            reads.append(f"r_{name}[k] = *reinterpret_cast<const {vt}*>(p_{name} + (base[{k}] + c * {vec}));")
+        else:
+            lines.append(f"{storage} r_{name}[{chunks * vec}];")
+            reads += [
+                f"r_{name}[k * {vec} + {e}] = p_{name}[base[{k}] + (c * {vec} + {e}) * m.stride[{k}][ACL_OUTER]];"
+                for e in range(vec)
+            ]
+    lines += ["#pragma unroll", f"for (int k = 0; k < {chunks}; ++k) {{"]
+    lines.append(f"  const idx_t c = (idx_t)threadIdx.x + (idx_t)k * (idx_t){block};")
+    if guard:
+        lines += [f"  if ({guard}) {{", *("    " + r for r in reads), "  }"]
+    else:
+        lines += ["  " + r for r in reads]
+    return [*lines, "}"]
+
+
+def _raw(kernel: RowKernel, name: str, e: int, target: D) -> str:
+    """The expression of element ``e`` of chunk ``k`` of a :func:`_raw_loads` register array, as ``target``."""
+    src, vec = ctype(kernel.operand(name).dtype), int(kernel.option("vec") or 1)
+    bits = f"r_{name}[k].v[{e}]" if is_vector_operand(kernel, name) else f"r_{name}[k * {vec} + {e}]"
+    return convert(src.decode.format(x=bits), src, ctype(target))
+
+
+def _rmsnorm_warps(kernel: RowKernel) -> str:
+    """RmsNorm on the warps layout: a block of W warps a row; every lane loads all its chunks of x (x2, weight)
+    first, then sums squares (a partial a chunk, in ``acc``), reduces by a butterfly over its warp and, for W > 1,
+    one shared-memory exchange of the W warp sums (one barrier; a second only when the block takes another row);
+    y and xout leave as they came in (16-byte stores where aligned). The cached path's arithmetic: cx = (cache_t)
+    (x + x2) in acc, rstd = 1 / sqrt(sum(cx²) / len + eps), y = cx * (cache_t)rstd * weight."""
+    vec, chunks, warps = int(kernel.option("vec") or 1), int(kernel.option("chunks") or 1), int(kernel.option("warps"))
+    guard = "" if kernel.option("exact") else f"c * {vec} < len"
+    names = tuple(n for n in ("x", "x2", "weight") if kernel.has(n))
+    body = [cache_decl(kernel), *_raw_loads(kernel, names, guard)]
+    body += [f"acc_t qk[{chunks}];", "#pragma unroll", f"for (int k = 0; k < {chunks}; ++k) {{", "  qk[k] = (acc_t)0;"]
+    inner = []
+    # fp16/bf16 rows cached as float: x + x2 summed in float, the same bits as the cached path's float64 sum rounded
+    # to float (both are exact floats, and float64 carries more than twice float's bits: the double rounding is
+    # innocuous); it leaves the float64 pipe only the widening and the square's FMA
+    sum_type = cache_dtype(kernel)
+    for e in range(vec):
+        terms = " + ".join(f"(cache_t)({_raw(kernel, n, e, sum_type)})" for n in ("x", "x2") if kernel.has(n))
+        v = slot(kernel, e)
+        inner += [f"{v} = (cache_t)({terms});", f"qk[k] += (acc_t){v} * (acc_t){v};"]
+    guard_c = f"(idx_t)threadIdx.x + (idx_t)k * (idx_t){kernel.block}"
+    if guard:
+        body += [f"  const idx_t c = {guard_c};", f"  if ({guard}) {{", *("    " + x for x in inner), "  }"]
+    else:
+        body += ["  " + x for x in inner]
+    body += ["}", "acc_t q = qk[0];"] + [f"q += qk[{k}];" for k in range(1, chunks)]
+    body.append("for (int o = ACL_WARP_SIZE / 2; o > 0; o >>= 1) q += (acc_t)ACL_SHFL_XOR(q, o);")
+    if warps > 1:
+        body += [
+            f"__shared__ acc_t warp_sums[{warps}];",
+            "if (threadIdx.x % ACL_WARP_SIZE == 0) warp_sums[threadIdx.x / ACL_WARP_SIZE] = q;",
+            "__syncthreads();",
+            "q = warp_sums[0];",
+            *(f"q += warp_sums[{w}];" for w in range(1, warps)),
+        ]
+    if kernel.option("fast_rsqrt"):  # the hardware reciprocal square root (+ Newton in double), a reciprocal
+        body += ["const acc_t rstd = acl_rsqrt_fast(q * ((acc_t)1 / (acc_t)len) + (acc_t)eps);"]
+    else:
+        body += ["const acc_t rstd = acl_rsqrt(q / (acc_t)len + (acc_t)eps);"]
+    body += ["if (threadIdx.x == 0) {", *("  " + s for s in _row_stat(kernel, "rstd", "rstd")), "}"]
+    body += ["const cache_t rstd_c = (cache_t)rstd;", "#pragma unroll", f"for (int k = 0; k < {chunks}; ++k) {{"]
+    results = [f"{slot(kernel, e)} * rstd_c" for e in range(vec)]
+    if kernel.has("weight"):
+        w = [_raw(kernel, "weight", e, cache_dtype(kernel)) for e in range(vec)]
+        if kernel.option("gemma"):
+            results = [f"({r}) * (cache_t)((acc_t)1 + (acc_t)({v}))" for r, v in zip(results, w)]
+        else:
+            results = [f"({r}) * (cache_t)({v})" for r, v in zip(results, w)]
+    writes = chunk_store(kernel, "y", results, cache_dtype(kernel))
+    if kernel.has("xout"):
+        writes += chunk_store(kernel, "xout", [slot(kernel, e) for e in range(vec)], cache_dtype(kernel))
+    body.append(f"  const idx_t c = {guard_c};")
+    if guard:
+        body += [f"  if ({guard}) {{", *("    " + x for x in writes), "  }"]
+    else:
+        body += ["  " + x for x in writes]
+    body.append("}")
+    if warps > 1:  # the block's next row rewrites warp_sums: every warp must have read this row's first
+        body.append("if (row + (idx_t)gridDim.x < m.n) __syncthreads();")
+    source = assemble(kernel, body)
+    if not kernel.option("fast_rsqrt"):
+        return source
+    head, sep, tail = source.partition("// row kernel")
+    return head + FAST_RSQRT + sep + tail
+
+
+FAST_RSQRT: Final = r"""
+// 1/sqrt(x) from the hardware's reciprocal square root: rsqrt (double: MUFU.RSQ64H and Newton steps, within an
+// ulp or two of float64, far below a float32 rstd's ulp) and rsqrtf (2 ulp of float32, for fp16/bf16-only rows);
+// the emulator's host build takes the exact quotient
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+ACL_DEV float acl_rsqrt_fast(float x) { return rsqrtf(x); }
+ACL_DEV double acl_rsqrt_fast(double x) { return rsqrt(x); }
+#else
+ACL_DEV float acl_rsqrt_fast(float x) { return 1.0f / sqrtf(x); }
+ACL_DEV double acl_rsqrt_fast(double x) { return 1.0 / sqrt(x); }
+#endif
+"""
+
+
 def _layernorm(kernel: RowKernel) -> str:
     """x = x (+ x2) (+ addend); mean and rstd over the row; y = (x - mean) * rstd (* weight) (+ shift)."""
     if kernel.cached:
@@ -173,6 +290,8 @@ def _layernorm(kernel: RowKernel) -> str:
 
 def _rmsnorm(kernel: RowKernel) -> str:
     """x = x (+ x2); rstd = 1 / sqrt(mean(x²) + eps); y = x * rstd * weight (xout = x, stored after reading)."""
+    if kernel.option("warps"):
+        return _rmsnorm_warps(kernel)
     if kernel.cached:
         return _rmsnorm_cached(kernel)
     x = _x(kernel, "x", "x2")

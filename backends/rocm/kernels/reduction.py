@@ -257,8 +257,9 @@ def assemble(kernel: RowKernel, body: Sequence[str], *, row_loop: bool = True) -
         "  for (int d = ACL_OUTER; d < ACL_OUTER + ACL_INNER; ++d) len *= m.shape[d];",
     ]
     group = int(kernel.option("group", 0) or 0)
-    if row_loop and group:
+    if group or kernel.option("warps"):
         lines[1:1] = [SHUFFLE_XOR]
+    if row_loop and group:
         lines += [
             f"  const int lane = (int)(threadIdx.x % {group}u);  // the thread's place in its row's group",
             f"  const idx_t groups = (idx_t)(blockDim.x / {group}u);",
@@ -334,16 +335,23 @@ class RowCache:
     vector: tuple[str, ...]
     group: int = 0
     """Lanes per row of the grouped layout (several rows a block, reduced by shuffles); 0: a block per row."""
+    warps: int = 0
+    """Warps of the warps layout (a block of this many warps a row, every load issued before any arithmetic,
+    shuffles and at most one shared-memory exchange: :func:`warp_cache`); 0: another layout."""
+    exact: bool = False
+    """The warps layout's lanes cover every row's chunks exactly (no lane guards a chunk)."""
 
     def options(self) -> tuple[tuple[str, str | int | bool], ...]:
         """The kernel options that select this path."""
         grouped = (("group", self.group),) if self.group else ()
+        warps = (("warps", self.warps), ("exact", self.exact)) if self.warps else ()
         return (
             ("block", self.block),
             ("chunks", self.chunks),
             ("vec", self.vec),
             ("vector", ",".join(self.vector)),
             *grouped,
+            *warps,
         )
 
 
@@ -381,7 +389,8 @@ def chunk_loop(kernel: RowKernel, body: Sequence[str]) -> list[str]:
     ]
 
 
-def _vector_operand(kernel: RowKernel, name: str) -> bool:
+def is_vector_operand(kernel: RowKernel, name: str) -> bool:
+    """True when operand ``name`` moves a chunk as one aligned ``AclVec`` access (option ``vector``)."""
     return name in str(kernel.option("vector", "")).split(",")
 
 
@@ -414,11 +423,38 @@ def group_cache(length: int, warp: int, acc: D, vec: int, vector: Sequence[str],
     return RowCache(max(threads, warp), vec, chunks, tuple(vector) if vec > 1 else (), group)
 
 
+WARP_CHUNKS: Final = 4
+"""Chunks a lane of the warps layout's automatic warp count (:func:`warp_cache`): bf16 rows of 1,024 take one
+warp (4 16-byte chunks a lane), 8,192 eight."""
+MAX_ROW_THREADS: Final = 1024
+"""The largest block of the warps layout."""
+
+
+def warp_cache(length: int, warp: int, acc: D, vec: int, vector: Sequence[str], warps: int = 0) -> RowCache | None:
+    """The warps layout: a block of ``warps`` warps a row (0: the fewest, a power of two, that keep each lane to
+    :data:`WARP_CHUNKS` chunks and to :func:`cache_items` elements), each lane chunks ``threadIdx.x + k * block``;
+    None when a row does not fit the block's registers (or ``warps`` warps exceed :data:`MAX_ROW_THREADS`)."""
+    if length < 1 or vec < 1 or length % vec:
+        return None
+    whole, items = length // vec, cache_items(acc)
+    count = warps or 1
+    if not warps:
+        while count * warp < MAX_ROW_THREADS and (
+            -(-whole // (count * warp)) > WARP_CHUNKS or -(-whole // (count * warp)) * vec > items
+        ):
+            count *= 2
+    lanes = count * warp
+    chunks = -(-whole // lanes)
+    if lanes > MAX_ROW_THREADS or chunks * vec > items:
+        return None
+    return RowCache(lanes, vec, chunks, tuple(vector) if vec > 1 else (), warps=count, exact=whole == chunks * lanes)
+
+
 def chunk_values(kernel: RowKernel, name: str, target: D) -> tuple[list[str], list[str]]:
     """(lines, one ``target`` expression per chunk element) reading operand ``name`` at chunk ``c``."""
     vec, k = int(kernel.option("vec") or 1), kernel.index(name)
     src = ctype(kernel.operand(name).dtype)
-    if _vector_operand(kernel, name):
+    if is_vector_operand(kernel, name):
         vt = f"AclVec<{src.storage}, {vec}>"
         lines = [f"const {vt} t_{name} = *reinterpret_cast<const {vt}*>(p_{name} + (base[{k}] + c * {vec}));"]
         return lines, [convert(src.decode.format(x=f"t_{name}.v[{e}]"), src, ctype(target)) for e in range(vec)]
@@ -433,7 +469,7 @@ def chunk_store(kernel: RowKernel, name: str, values: Sequence[str], source: D) 
     """Lines storing ``values`` (``source`` values, one per chunk element) into operand ``name`` at chunk ``c``."""
     vec, k = int(kernel.option("vec") or 1), kernel.index(name)
     dst = ctype(kernel.operand(name).dtype)
-    if _vector_operand(kernel, name):
+    if is_vector_operand(kernel, name):
         vt = f"AclVec<{dst.storage}, {vec}>"
         lines = [f"{vt} t_{name};"]
         lines += [f"t_{name}.v[{e}] = {store(v, ctype(source), dst)};" for e, v in enumerate(values)]

@@ -27,9 +27,14 @@ if TYPE_CHECKING:
 
 ROWNORM_ENV = "ACL_ROWNORM_CONFIG"
 """The layout of RmsNorm-family rows that fit in registers: ``auto`` (the default: by row width, see
-:func:`auto_layout`), ``block`` (a block per row, the block's shuffles and shared memory) or ``group`` /
+:func:`auto_layout`), ``block`` (a block per row, the block's shuffles and shared memory), ``group`` /
 ``groupN`` (a few lanes per row, several rows in N-thread blocks (default :data:`GROUP_THREADS`), reduced by
-shuffles alone: no shared memory, no barrier; decode's short rows)."""
+shuffles alone: no shared memory, no barrier; decode's short rows) or ``warps`` / ``warpsN`` (a block of N warps
+a row, by default the fewest that keep a lane to 4 16-byte chunks: every load of x, x2 and gamma issued before
+any arithmetic, a butterfly per warp, one shared-memory exchange and barrier when N > 1; decode's residual rows;
+a ``-f`` suffix, ``warps-f`` / ``warps4-f``: rstd through the hardware's reciprocal square root, in double).
+A row a layout cannot hold (too long for its registers, or not one strided run) takes ``block``'s kernel, logged
+on ``acl_rocm.reduction``."""
 GROUP_THREADS = 128
 AUTO_GROUP_MAX = 128
 """The widest row ``auto`` gives the grouped layout (``group32``); wider rows take ``block``."""
@@ -75,23 +80,35 @@ class NormRunner(RowRunner):
         """A :data:`ROWNORM_ENV` setting over the environment's for calls made while set (tests, bench A/B)."""
 
     def grouped_threads(self, length: int) -> int:
-        """Threads a block of the grouped layout for rows ``length`` wide, or 0 for a block per row
-        (:data:`ROWNORM_ENV`; ``auto`` or unset: :func:`auto_layout`)."""
+        """Threads a block of the grouped layout for rows ``length`` wide, or 0 for another layout."""
+        return self.row_layout(length)[0]
+
+    def row_layout(self, length: int) -> tuple[int, int | None]:
+        """(threads a block of the grouped layout or 0, warps a row of the warps layout (0: by width) or None)
+        for rows ``length`` wide (:data:`ROWNORM_ENV`; ``auto`` or unset: :func:`auto_layout`); (0, None): block."""
         value = (self.forced_layout or self.backend.environ.get(ROWNORM_ENV, "") or "auto").strip().lower()
         if value == "auto":
             value = auto_layout(length)
         if value == "block":
-            return 0
+            return 0, None
+        warp = self.backend.properties.warp_size
+        warps = re.fullmatch(r"warps(\d*)(-f)?", value)
+        if warps and (not warps.group(1) or 1 <= int(warps.group(1)) <= 1024 // warp):
+            return 0, int(warps.group(1) or 0)
         match = re.fullmatch(r"group(\d*)", value)
         threads = int(match.group(1) or GROUP_THREADS) if match else 0
-        warp = self.backend.properties.warp_size
         if not match or threads < warp or threads > 1024 or threads % warp:
             raise AclnnError(
                 AclnnStatus.ACLNN_ERR_PARAM_INVALID,
                 f"{ROWNORM_ENV}={value!r}: expected auto, block, group or groupN (N a multiple of {warp}, "
-                "at most 1024)",
+                f"at most 1024), warps or warpsN (N from 1 to {1024 // warp}), optionally with -f",
             )
-        return threads
+        return threads, None
+
+    def fast_rsqrt(self) -> bool:
+        """Whether the layout setting ends in ``-f`` (the warps layout's hardware reciprocal square root)."""
+        value = (self.forced_layout or self.backend.environ.get(ROWNORM_ENV, "") or "auto").strip().lower()
+        return value.endswith("-f")
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per supported op name."""
@@ -130,8 +147,10 @@ class NormRunner(RowRunner):
         options: Sequence[tuple[str, str | int | bool]] = (),
     ) -> RowPlan | None:
         acc = acc_dtype([b.tensor.dtype for b in bound])
-        grouped = self.grouped_threads(math.prod(inner)) if kind == "rmsnorm" else 0
-        return self.plan(op, kind, bound, outer, inner, acc, options, scalars, grouped=grouped)
+        grouped, warps = self.row_layout(math.prod(inner)) if kind == "rmsnorm" else (0, None)
+        if warps is not None and self.fast_rsqrt():
+            options = (*options, ("fast_rsqrt", True))
+        return self.plan(op, kind, bound, outer, inner, acc, options, scalars, grouped=grouped, warps=warps)
 
     def _row_norm(self, op: str, launch: Launch) -> RowPlan | None:
         """LayerNorm, AddLayerNorm, RmsNorm, AddRmsNorm: rows are the dims before the normalised ones."""

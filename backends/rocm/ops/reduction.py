@@ -37,6 +37,7 @@ from acl_rocm.kernels.reduction import (
     group_cache,
     int_acc,
     row_cache,
+    warp_cache,
 )
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.elementwise import Prepared
@@ -185,6 +186,7 @@ def plan_cache(
     acc: D,
     warp: int,
     grouped: int = 0,
+    warps: int | None = None,
 ) -> RowCache | None:
     """The register-cached path of a call, or None (another kind, rows too long, or a row not one strided run).
 
@@ -206,8 +208,10 @@ def plan_cache(
     while vec > 1 and not (length % vec == 0 and unit and aligned(unit[0], vec)):
         vec //= 2
     vector = [bound[k].operand.name for k in unit if aligned(k, vec)] if vec > 1 else []
+    halves = all(b.tensor.dtype in (D.ACL_FLOAT16, D.ACL_BF16) for b in bound if b.operand.name in ROW_ELEMENTS)
+    if warps is not None:  # a block of warps a row (kernels/reduction.py warp_cache; 0: the count by width)
+        return warp_cache(length, warp, D.ACL_FLOAT if halves else acc, vec, vector, warps)  # cached as float
     if grouped:  # ``grouped`` threads a block, a few lanes per row (kernels/reduction.py group_cache)
-        halves = all(b.tensor.dtype in (D.ACL_FLOAT16, D.ACL_BF16) for b in bound if b.operand.name in ROW_ELEMENTS)
         return group_cache(length, warp, D.ACL_FLOAT if halves else acc, vec, vector, grouped)  # cached as float
     return row_cache(length, warp, acc, vec, vector)
 
@@ -242,11 +246,13 @@ class RowRunner:
         scalars: Sequence[tuple[str, str, Any]] = (),
         per_thread_rows: bool = False,
         grouped: int = 0,
+        warps: int | None = None,
     ) -> RowPlan | None:
         """The kernel, launch and argument values of one call (None when there are no rows).
 
         ``grouped`` (threads a block) asks for the grouped cached layout (a few lanes per row, several rows a
-        block); a row that does not fit it takes the block-per-row layout."""
+        block); ``warps`` (a warp count, 0: by width) the warps layout (a block of warps a row, loads before
+        arithmetic, shuffles and at most one barrier); a row that fits neither takes the block-per-row layout."""
         for b in bound:
             if b.tensor.dtype not in SUPPORTED:
                 raise refuse(op, f"{b.operand.name} of dtype {b.tensor.dtype.short}")
@@ -258,9 +264,10 @@ class RowRunner:
         inner = coalesce(inner_shape, [b.inner for b in bound])
         p = self.backend.properties
         config = row_config(rows, length, p.warp_size, p.compute_units, p.max_grid_x, per_thread_rows)
-        cache = plan_cache(kind, length, bound, outer, inner, acc, p.warp_size, grouped)
-        if cache is None and grouped:
-            LOG.debug("%s: rows of %d do not fit the grouped layout; a block per row", op, length)
+        cache = plan_cache(kind, length, bound, outer, inner, acc, p.warp_size, grouped, warps)
+        if cache is None and (grouped or warps is not None):
+            layout = "grouped" if grouped else f"warps ({warps or 'by width'})"
+            LOG.debug("%s: rows of %d do not fit the %s layout; a block per row", op, length, layout)
             cache = plan_cache(kind, length, bound, outer, inner, acc, p.warp_size)
         if cache is not None and cache.group:
             per_block = cache.block // cache.group
