@@ -169,7 +169,14 @@ def test_gemv_captures_and_replays_bit_for_bit(forced) -> None:
         forced.runtime.destroy_stream(stream)  # type: ignore[attr-defined]
 
 
-NK_CONFIGS = [*PRESETS, "legacy,grid=2", "row,block=64,grid=3", "deep,tile=4,grid=2"]
+NK_CONFIGS = [
+    *PRESETS,
+    "legacy,grid=2",
+    "row,block=64,grid=3",
+    "deep,tile=4,grid=2",
+    "burst,grid=8",
+    "burst,tile=2,kgrid=2",
+]
 """``ACL_GEMV_CONFIG`` choices of the nk kernel: every preset, and grids capped below the tile groups (blocks loop)."""
 NK_SHAPES = [(1040, 24), (1031, 17), (64, 67)]
 """(K, N): split K with partial passes (16-byte and 2-byte loads), and more tile groups than a capped grid."""
@@ -197,14 +204,18 @@ def test_gemv_nk_config_matches_reference(rocm, configured, reference, caplog, c
     a, w = _operands(np.random.default_rng(300 + m * 7 + k + n), m, k, n, ml_dtypes.bfloat16)
     got = _run_gemv(configured[config], caplog, "nk", "Mm", a, w)
     policy = parse(config)
-    found = re.search(r"tile=(\d+) groups=\d+ ksplit=(\d+) unroll=\d+ grid=(\d+) block=(\d+) loads=(\w+)", caplog.text)
+    found = re.search(
+        r"tile=(\d+) groups=\d+ ksplit=(\d+) unroll=\d+ grid=(\d+) block=(\d+) loads=(\w+) kblocks=(\d+)", caplog.text
+    )
     assert found is not None and f"{GEMV_CONFIG_ENV}={policy.name})" in caplog.text, caplog.text
-    tile, ksplit, grid, block = (int(found.group(i)) for i in (1, 2, 3, 4))
+    tile, ksplit, grid, block, kblocks = (int(found.group(i)) for i in (1, 2, 3, 4, 6))
     assert block == policy.block and found.group(5) == policy.loads
+    if policy.kgrid > 1 and k >= 1024 and n <= 1024:  # K split across blocks (burst): partials meet in scratch
+        assert ksplit == 1 and 1 < kblocks <= policy.kgrid and grid % kblocks == 0, caplog.text
     if policy.grid:  # fewer blocks than tile groups: the grid-stride loop ran
         per_block = block // rocm.properties.warp_size // ksplit  # type: ignore[attr-defined]
         tiles = -(-n // tile)
-        assert grid == policy.grid < -(-tiles // per_block)
+        assert grid == policy.grid and grid // kblocks < -(-tiles // per_block)
     _check(got, a, w, reference)
     again = _run_gemv(configured[config], caplog, "nk", "Mm", a, w)
     np.testing.assert_array_equal(again.view(np.uint16), got.view(np.uint16))  # deterministic: same bits again
