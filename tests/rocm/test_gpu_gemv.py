@@ -221,6 +221,64 @@ def test_gemv_nk_config_matches_reference(rocm, configured, reference, caplog, c
     np.testing.assert_array_equal(again.view(np.uint16), got.view(np.uint16))  # deterministic: same bits again
 
 
+def _one_stream_launches(backend: RocmBackend, reference: Backend, weight: object, w: np.ndarray) -> None:
+    """Three planned GEMVs with different activations launched one after another on one stream (one scratch), each
+    against the reference: a counter left non-zero would make a later launch add an earlier one's stale partials."""
+    from acl_core.backend import Launch
+    from acl_core.spec.ops import get_spec
+    from acl_rocm.driver import handle
+
+    rt = backend.runtime
+    s = rt.create_stream()
+    stream = rt.stream(s)
+    xs = [_operands(np.random.default_rng(seed), 2, w.shape[0], w.shape[1], w.dtype)[0] for seed in (6, 7, 8)]
+    ins = [eager.to_device(x, backend) for x in xs]
+    outs = [eager.empty((2, w.shape[1]), D.ACL_BF16, backend) for _ in xs]
+    try:
+        plan = {"compute": D.ACL_BF16, "precision": None}
+        for a, out in zip(ins, outs, strict=True):
+            tensors = {"self": a.tensor(), "mat2": weight.tensor(), "out": out.tensor()}  # type: ignore[attr-defined]
+            call = backend.matmul._gemv(Launch(get_spec("Mm"), tensors, plan, 0, 0, stream))
+            assert call is not None and call.kernel.kblocks > 1
+            backend.matmul._gemv_launch(call, handle(stream))
+        rt.synchronize_stream(s)
+        for x, out in zip(xs, outs, strict=True):
+            _check(out.numpy(), x, w, reference)
+    finally:
+        for arr in (*ins, *outs):
+            arr.free()
+        rt.destroy_stream(s)
+
+
+@pytest.mark.parametrize("config", ["burst", "burst16"])
+def test_gemv_burst_captures_and_replays_bit_for_bit(rocm, configured, reference, caplog, config: str) -> None:
+    """K split across blocks (partials and tile counters in the stream's persistent scratch): three launches on one
+    stream with new activations each match the reference (each launch's last warps leave the counters at zero),
+    and the call inside a captured graph, replayed twice with new inputs written in place, equals its eager runs."""
+    from tests.rocm.capture_harness import OpCall, compare_replay
+
+    if config not in configured:
+        configured[config] = RocmBackend(rocm.provider, {**os.environ, "ACL_GEMV": "1", GEMV_CONFIG_ENV: config})  # type: ignore[attr-defined]
+    backend = configured[config]
+    if not backend.capabilities().stream_capture:
+        pytest.fail(f"rocm does not capture here: {backend.capabilities().notes.get('stream_capture')}")
+    a, w = _operands(np.random.default_rng(5), 2, 1040, 24, ml_dtypes.bfloat16)
+    weight = eager.to_device(w, backend, layout="transposed")  # [N, K] used transposed: the nk kernel
+    _one_stream_launches(backend, reference, weight, w)
+    calls = [OpCall(backend, "Mm", {"self": a, "mat2": weight, "cubeMathType": 0})]
+    stream = backend.runtime.create_stream()
+    try:
+        with caplog.at_level(logging.DEBUG, logger="acl_rocm.matmul"):
+            backend.driver.graph_destroy(compare_replay(calls, stream))
+        found = re.search(r"kblocks=(\d+)", caplog.text)
+        assert found is not None and int(found.group(1)) > 1, caplog.text
+    finally:
+        for c in calls:
+            c.free()
+        weight.free()
+        backend.runtime.destroy_stream(stream)
+
+
 PDL_MODES = ["1", "regs"]
 """``ACL_PDL`` settings beside ``0``: the L2-prefetch wait (``1`` = ``l2``) and the register-load wait."""
 CHAIN_DIMS = (64, 96, 2) if EMULATED else (1024, 3072, 2)

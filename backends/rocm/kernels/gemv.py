@@ -327,7 +327,8 @@ def _nk(kernel: GemvKernel) -> list[str]:
     # (their loads clamp to the last row) to meet at the block's barrier
     lines.append("  if (n0 < n_len) {" if ksplit == 1 else "  {")
     lines += [
-        f"  const long long step = (long long)ACL_WARP_SIZE * {ksplit * kblocks} * {vec};  // elements between a lane's chunks",
+        f"  const long long step = (long long)ACL_WARP_SIZE * {ksplit * kblocks} * {vec};"
+        "  // elements between a lane's chunks",
         f"  const long long first = ((long long)kpart * ACL_WARP_SIZE + lane) * {vec};"
         if kblocks == 1
         else f"  const long long first = (kb * ACL_WARP_SIZE + lane) * {vec};",

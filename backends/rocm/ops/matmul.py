@@ -435,10 +435,11 @@ class MatmulRunner:
         args = call.args
         if call.scratch:  # a split across blocks: partial sums and tile counters in the stream's scratch
             base = self.backend.driver.stream_scratch(stream, call.scratch, GEMV_SCRATCH)
-            args = call.by_scratch.get(base)  # type: ignore[assignment]
-            if args is None:
+            found = call.by_scratch.get(base)
+            if found is None:
                 counters, parts = KernelArgs.pointer(base), KernelArgs.pointer(base + 4 * GEMV_COUNTERS)
-                args = call.by_scratch.setdefault(base, KernelArgs([*call.values, parts, counters]))
+                found = call.by_scratch.setdefault(base, KernelArgs([*call.values, parts, counters]))
+            args = found
         launch(call.function, (call.grid, 1, 1), block, 0, stream, args.address)
 
     def _gemm_ready(self, op: _Operand, batch: Sequence[int], gdt: D, rounding: str | None) -> bool:
