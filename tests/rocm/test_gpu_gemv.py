@@ -221,6 +221,32 @@ def test_gemv_nk_config_matches_reference(rocm, configured, reference, caplog, c
     np.testing.assert_array_equal(again.view(np.uint16), got.view(np.uint16))  # deterministic: same bits again
 
 
+@pytest.mark.parametrize("m", [1, 5, 16])
+@pytest.mark.parametrize("config", ["burst", "burst16"])
+def test_gemv_burst_fp16_fp32_out_and_padded_rows(rocm, configured, reference, caplog, config: str, m: int) -> None:
+    """The split across blocks for fp16 operands with an fp16 and an fp32 output, and over padded activation rows
+    (scalar loads), each within Matmul's accuracy class."""
+    if config not in configured:
+        env = {**os.environ, "ACL_GEMV": "1", GEMV_CONFIG_ENV: config}
+        configured[config] = RocmBackend(rocm.provider, env)  # type: ignore[attr-defined]
+    backend = configured[config]
+    a, w = _operands(np.random.default_rng(400 + m), m, 1040, 24, np.float16)
+    _check(_run_gemv(backend, caplog, "nk", "Mm", a, w), a, w, reference)
+    assert re.search(r"kblocks=[2-8] ", caplog.text), caplog.text
+    weight = eager.to_device(w, backend, layout="transposed")
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="acl_rocm.matmul"):
+        wide = eager.run("Mm", backend, self=a, mat2=weight, cubeMathType=0, out_dtypes={"out": D.ACL_FLOAT})["out"]
+        padded = eager.to_device(a, backend, layout="padded")
+        got = eager.run("Mm", backend, self=padded, mat2=weight, cubeMathType=0)["out"]
+    weight.free()
+    padded.free()
+    assert caplog.text.count("GEMV kernel nk") == 2 and "vec=1" in caplog.text, caplog.text
+    assert wide.dtype == np.float32
+    _check(wide.astype(np.float16), a, w, reference)
+    _check(got, a, w, reference)
+
+
 def _one_stream_launches(backend: RocmBackend, reference: Backend, weight: object, w: np.ndarray) -> None:
     """Three planned GEMVs with different activations launched one after another on one stream (one scratch), each
     against the reference: a counter left non-zero would make a later launch add an earlier one's stale partials."""
