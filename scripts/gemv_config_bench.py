@@ -7,7 +7,7 @@ times between two events and reports GPU µs per launch and the weight bytes per
 activation and output are a rounding error beside the weight). Each config's result is also checked
 against the ``legacy`` choice's within bf16 rounding. One JSON line per (config, shape, M), then a table.
 
-Usage: python scripts/gemv_config_bench.py [--configs legacy,w16,deep] [--rows 1,8] [--out FILE]
+Usage: python scripts/gemv_config_bench.py [--configs legacy,w16,deep] [--rows 1,8] [--shapes down,o] [--out FILE]
 (``--emulate --cold-mib 0.1``: the CPU kernel emulator with a tiny shape and 3 weight copies, to check the script).
 """
 
@@ -35,8 +35,14 @@ from acl_rocm.backend import RocmBackend
 from acl_rocm.driver import handle
 from acl_rocm.ops.gemv_config import PRESETS
 
-SHAPES = {"gate_up": (1024, 6144), "qkv": (1024, 4096), "down": (3072, 1024), "o": (2048, 1024)}
-"""Qwen3-0.6B's layer weights [N, K] as (K, N)."""
+SHAPES = {
+    "gate_up": (1024, 6144),
+    "qkv": (1024, 4096),
+    "down": (3072, 1024),
+    "o": (2048, 1024),
+    "lm_head": (1024, 151_936),
+}
+"""Qwen3-0.6B's layer weights [N, K] and its vocabulary head as (K, N)."""
 CHAIN, REPLAYS = 50, 20
 COLD_MIB = 256
 """Weight copies per shape cycled through the chain: well above an H100's 50 MB / H200's L2, so launches read HBM."""
@@ -99,7 +105,8 @@ def time_one(
             rt.destroy_event(e)
         rt.destroy_stream(s)
     kern = calls[0].kernel
-    shape = f"{calls[0].policy}: tile={kern.tile} ksplit={kern.ksplit} unroll={kern.unroll} block={kern.block}"
+    shape = f"{calls[0].policy}: tile={kern.tile} ksplit={kern.ksplit} kblocks={kern.kblocks} unroll={kern.unroll}"
+    shape += f" block={kern.block}"
     shape += f" grid={calls[0].grid} pdl={kern.pdl or 'off'}"
     return us, np.asarray(result), shape
 
@@ -109,6 +116,7 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--configs", default=",".join(PRESETS), help="ACL_GEMV_CONFIG settings, ';'-separated (or ',')")
     p.add_argument("--rows", default="1,8", help="activation rows M, comma-separated")
+    p.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, of {', '.join(SHAPES)}")
     p.add_argument("--cold-mib", type=float, default=COLD_MIB, help="weight copies cycled per shape (MiB, > L2)")
     p.add_argument("--out", type=Path, default=None, help="JSON file of all rows")
     p.add_argument("--emulate", action="store_true", help="CPU kernel emulator, tiny shapes (checks the script)")
@@ -116,7 +124,7 @@ def main(argv: list[str]) -> int:
     configs = args.configs.split(";") if ";" in args.configs else args.configs.split(",")
     configs = ["legacy", *[c for c in configs if c != "legacy"]]
     device = _device(args.emulate)
-    shapes = {"tiny": (1040, 24)} if args.emulate else SHAPES
+    shapes = {"tiny": (1040, 24)} if args.emulate else {s: SHAPES[s] for s in args.shapes.split(",")}
     chain, replays = (2, 2) if args.emulate else (CHAIN, REPLAYS)
     name = device.provider.device_properties(0).name if hasattr(device.provider, "device_properties") else "?"
     backends = {}

@@ -20,7 +20,8 @@ the Foreach slot per blockIdx.y; ACL_TAKE_CHECK=fused|vec: Take's in-gather inde
 ACL_MISH_CONFIG=poly: Mish's float32 polynomial body; ACL_RANDOM_LAYOUT is read from the process environment
 by every backend; ACL_CMO_CONFIG: aclrtCmoAsync's prefetch, whose kernels of every method compile under
 the pattern ``aclrtCmoAsync`` or with no pattern); the ops of
-:data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the short norm rows).
+:data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the short norm rows, the down
+projection's GEMV).
 ``ACL_PREFLIGHT_ARCHS`` (default ``sm_90``, e.g. ``sm_80,sm_90``): the architectures each source is compiled for.
 Exit status 1 when a source fails to compile (its log is printed), 2 without nvcc.
 """
@@ -103,6 +104,8 @@ def _decode_calls() -> dict[str, list[dict[str, Any]]]:
     return {
         "ArgMax": arg,
         "ArgMin": arg[:1],
+        # decode's down projection [1024 x 3072]: the nk GEMV's split of K across blocks (ACL_GEMV_CONFIG=burst)
+        "Mm": [{"self": x(m, 3072), "mat2": x(3072, 1024), "cubeMathType": 0} for m in (1, 8)],
         "RmsNorm": [{"x": x(1, n, 128), "gamma": x(128), "epsilon": 1e-6} for n in (16, 8)],
         "AddRmsNorm": [{"x1": x(r, 1024), "x2": x(r, 1024), "gamma": x(1024), "epsilon": 1e-6} for r in (1, 8)],
         "ApplyRotaryPosEmb": [

@@ -314,3 +314,73 @@ def test_nvidia_provider_launches_with_the_programmatic_attribute() -> None:
     (attribute,) = config.attrs
     assert attribute.id == 6 and attribute.value.programmaticStreamSerializationAllowed == 1
     assert "HIP has no programmatic" in (object.__new__(AmdProvider).programmatic_unavailable() or "")
+
+
+def test_burst_fills_one_wave_with_each_lanes_whole_share_in_flight() -> None:
+    """``burst``/``burst16`` at Qwen3-0.6B's layer weights (132 units): one warp per tile, K split across blocks for the
+    N 1024 shapes, a grid within one wave of 4 (``burst``) or 2 (``burst16``) 256-thread blocks a unit, and every
+    lane's share of K issued in one pass (unroll x K parts x warp x vec covers K)."""
+    from acl_rocm.ops.gemv_config import PRESETS
+    from acl_rocm.ops.matmul import nk_grid, nk_split
+
+    want = {  # (preset, shape): (tile, ksplit, kblocks, unroll), grid
+        ("burst", "gate_up"): ((2, 1, 1, 4), 384),
+        ("burst", "qkv"): ((1, 1, 1, 4), 512),
+        ("burst", "down"): ((1, 1, 4, 3), 512),
+        ("burst", "o"): ((1, 1, 4, 2), 512),
+        ("burst16", "down"): ((1, 1, 2, 6), 256),
+        ("burst16", "o"): ((1, 1, 2, 4), 256),
+    }
+    for (name, shape), expected in want.items():
+        k, n = DECODE_NK[shape]
+        got = nk_split(1, k, n, 8, 32, 132, PRESETS[name])
+        tile, ksplit, kblocks, unroll = got
+        assert (got, nk_grid(tile, ksplit, n, 32, 132, PRESETS[name], kblocks)) == expected, (name, shape)
+        assert unroll * kblocks * 32 * 8 >= k  # one pass: every load issued before the first FMA
+    for m in (1, 8):  # burst: one wave at M = 8 too (burst16's gate_up, 3,072 two-row tiles, takes 1.45)
+        for k, n in DECODE_NK.values():
+            tile, ksplit, kblocks, _ = nk_split(m, k, n, 8, 32, 132, PRESETS["burst"])
+            assert ksplit == 1 and nk_grid(tile, ksplit, n, 32, 132, PRESETS["burst"], kblocks) <= 132 * 4
+    # the legacy presets never split K across blocks
+    assert all(
+        nk_split(1, k, n, 8, 32, 132, p)[2] == 1
+        for p in PRESETS.values()
+        if p.kgrid == 1
+        for k, n in DECODE_NK.values()
+    )
+    # the vocabulary head has tiles enough: no split, and no scratch
+    assert nk_split(1, 1024, 151_936, 8, 32, 132, PRESETS["burst"])[2] == 1
+
+
+def test_burst_partials_live_in_the_streams_persistent_scratch(tmp_path: Path) -> None:
+    """A split-across-blocks launch takes its partial sums and tile counters from the stream's persistent scratch:
+    allocated (and zeroed) on the first call only, the same bytes every later call; counters first, partials after
+    :data:`GEMV_COUNTERS` counters (captured and replayed: tests/rocm/test_gpu_gemv.py)."""
+    from acl_rocm.ops.matmul import GEMV_COUNTERS
+
+    provider = FakeProvider(blas=True)
+    backend = RocmBackend(provider, {"ACL_KERNEL_CACHE": str(tmp_path), "ACL_GEMV": "1", "ACL_GEMV_CONFIG": "burst"})
+    backend.runtime.ensure_device(0)
+    a = np.ones((2, 3072), ml_dtypes.bfloat16)
+    w = eager.to_device(np.ones((3072, 1024), ml_dtypes.bfloat16), backend, layout="transposed")
+    seen = []
+    for _ in range(2):
+        provider.launches.clear()
+        eager.run("Mm", backend, self=a, mat2=w, cubeMathType=0)
+        (launch,) = [x for x in provider.launches if "acl_gemv_nk" in x.name]
+        assert "unsigned int* counters" in launch.source and launch.grid[0] % 4 == 0
+        part, counters = (int.from_bytes(x, "little") for x in launch.args[-2:])
+        assert part == counters + 4 * GEMV_COUNTERS
+        seen.append(counters)
+    assert seen[0] == seen[1]  # the stream's one buffer: no allocation, no memset per call
+
+
+@pytest.mark.parametrize("config", ["burst", "burst16", "burst,kgrid=2,tile=2"])
+def test_burst_presets_parse_and_describe(config: str) -> None:
+    """The burst presets and their ``kgrid`` item round-trip through ``describe``; kgrid 0 is refused."""
+    from acl_rocm.ops.gemv_config import parse
+
+    policy = parse(config)
+    assert policy.kgrid >= 2 and parse(policy.describe().replace("+", "")).kgrid == policy.kgrid
+    with pytest.raises(ValueError, match="kgrid"):
+        parse(f"{config},kgrid=0")
