@@ -14,8 +14,9 @@ kernels, two: the split path at every length, block: the short-cache kernel; ACL
 through the gather kernel (default direct: the decode kernels read the block table); ACL_QMM_MX_DECODE and
 ACL_QMM_EPILOGUE: the quantised GEMMs' MX decode and epilogue; ACL_PDL=1|regs: the GEMV kernels' sm_90 wait for
 their predecessor, the fake provider offering programmatic launch; ACL_RANDOM_NORMAL: the packed normal fill's sine
-and cosine; ACL_ADAMW_CONFIG=vec|vecbits: the 4-element AdamW step; ACL_FOREACH_CONFIG=grid2d: the Foreach slot per
-blockIdx.y; ACL_TAKE_CHECK=fused: Take's in-gather index check; ACL_RANDOM_LAYOUT is read from the process
+and cosine; ACL_ADAMW_CONFIG=vec|vecbits: the 4-element AdamW step; ACL_FOREACH_CONFIG=grid2d|ilp2|ilp4: the
+Foreach slot per blockIdx.y, ilp: 2 / 4 vectors a thread; ACL_MC2_ROUTE=block|grid: MoeDistributeDispatch's
+routing kernels; ACL_TAKE_CHECK=fused: Take's in-gather index check; ACL_RANDOM_LAYOUT is read from the process
 environment by every backend; ACL_CMO_CONFIG: aclrtCmoAsync's prefetch, whose kernels of every method compile under
 the pattern ``aclrtCmoAsync`` or with no pattern); the ops of
 :data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the short norm rows).
@@ -82,6 +83,7 @@ SWITCHES = (
     "ACL_CMO_CONFIG",
     "ACL_ADAMW_CONFIG",
     "ACL_FOREACH_CONFIG",
+    "ACL_MC2_ROUTE",
     "ACL_TAKE_CHECK",
 )
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.ctypes_map import ctype, load
-from acl_rocm.kernels.foreach import F2D_BITS
 from acl_rocm.kernels.movement import HELPERS, meta_struct, store_narrow, unique_name
 from acl_rocm.kernels.prelude import PRELUDE
 
@@ -23,6 +22,19 @@ OPERANDS = ("var", "m", "v", "grad", "vmax")
 V1_SCALARS = ("beta1Power", "beta2Power", "lr", "weightDecay", "beta1", "beta2", "eps")
 """ApplyAdamW's one-element hyper-parameter tensors, in kernel-parameter order."""
 _DOUBLE = ctype(D.ACL_DOUBLE)
+F2D_BITS = r"""
+// float -> double in integer operations where the value is a normal number (the F2F instruction it replaces runs
+// at a quarter of the double rate); zero, subnormals, inf and NaN take the conversion, out of line
+__device__ __attribute__((noinline)) double fe_f2d_slow(float f) { return (double)f; }
+ACL_DEV double fe_f2d_bits(float f) {
+  const unsigned u = __float_as_uint(f), e = (u >> 23) & 0xffu;
+  if (e == 0u || e == 0xffu) return fe_f2d_slow(f);  // zero, subnormal, inf, NaN
+  const unsigned long long w = ((unsigned long long)(u & 0x80000000u) << 32) |
+                               ((unsigned long long)(e + 896u) << 52) | ((unsigned long long)(u & 0x7fffffu) << 29);
+  return __longlong_as_double((long long)w);
+}
+"""
+"""The exact float -> double widening in integer operations (``ACL_ADAMW_CONFIG=vecbits``)."""
 
 
 @dataclass(frozen=True)
