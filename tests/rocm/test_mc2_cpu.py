@@ -34,6 +34,7 @@ from acl_core.spec.collective import SELF_GROUP_NAME
 from acl_core.spec.ops import all_specs, get_spec
 from acl_core.tensor import AclTensor
 from acl_rocm.backend import RocmBackend
+from acl_rocm.kernels.mc2 import SEGMENT
 from acl_rocm.ops.mc2 import rows_view
 from acl_rocm.providers.nccl import NCCL_SUCCESS, CollectiveLibrary
 from tests.rocm import kernel_emulator
@@ -390,14 +391,14 @@ def test_reduce_scatter_into_a_guarded_output(emulated: Any) -> None:
 
 
 ROUTES = ["block", "grid", "grid3"]
-"""ACL_MC2_ROUTE choices the dispatch tests force: one block, the grid (256-copy units), the grid with 3-copy units."""
+"""ACL_MC2_ROUTE choices the dispatch tests force: one block, the grid (64-copy units), the grid with 3-copy units."""
 
 
 def _route(backend: Any, route: str) -> None:
     """Force the dispatch routing ``route`` on ``backend``'s MC2 runner (grid3: units of 3 copies)."""
     runner = backend.runners["mc2"]
     runner.forced_route = route[:4] if route.startswith("grid") else route
-    runner.route_segment = 3 if route == "grid3" else 256
+    runner.route_segment = 3 if route == "grid3" else SEGMENT
 
 
 @pytest.mark.parametrize("route", ROUTES)

@@ -18,9 +18,10 @@ see the whole EP domain in rank order and decide on the device what this rank ke
   double without contraction, rounded once (flag-gated: writes nothing after a failed check).
 
 With ``ACL_MC2_ROUTE=grid`` (the default from :data:`~acl_rocm.ops.mc2.ROUTE_GRID_MIN` copies) the dispatch's
-routing runs across the GPU in three launches instead (:class:`DispatchCount`, a thread per (pair, segment of
-:data:`SEGMENT` copies) unit; :class:`DispatchScan`, one block: the id check, the units' running starts and the
-tables; :class:`DispatchPlace`, a thread per unit again): the same units in the same order, so the same tables.
+routing runs across the GPU in three launches instead: :class:`DispatchCount`, a thread per (pair, segment of
+:data:`SEGMENT` copies) unit, a warp's threads on one segment for 32 pairs; :class:`DispatchScan`, one block: the
+id check, the units' running starts and the tables; :class:`DispatchPlace`, a thread per unit again. The units are
+the one-block kernel's, in the same order, so the tables are the same.
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ class DispatchRoute:
         return source("mc2: dispatch routing tables", "", self.kernel_name, params, body, _search(32))
 
 
-SEGMENT = 256
+SEGMENT = 64
 """Copies one thread of the grid routing kernels scans for one (local expert, source rank) pair."""
 
 
@@ -164,8 +165,9 @@ def grid_units(local: int, world: int, per: int, segment: int = SEGMENT) -> tupl
     return segs, local * world * segs
 
 
-_UNIT = [
-    "const long long t = u / segs, g = u % segs, s = t % world, ex = me * local + t / world;",
+_UNIT = [  # thread w takes pair w % pairs of segment w / pairs: a warp's threads read the same copies (broadcasts)
+    "const long long t = w % (local * world), g = w / (local * world), u = t * segs + g;",
+    "const long long s = t % world, ex = me * local + t / world;",
     "const long long len = (per + segs - 1) / segs;",
     "const long long lo = s * per + g * len, hi = lo + len < (s + 1) * per ? lo + len : (s + 1) * per;",
 ]
@@ -185,8 +187,8 @@ class DispatchCount:
         params = ["const int* gid", "const unsigned char* gmask", "int* start"]
         params += [f"const long long {n}" for n in ("world", "me", "local", "per", "segs", "units")]
         body = [
-            "const long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
-            "if (u >= units) return;",
+            "const long long w = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
+            "if (w >= units) return;",
             *_UNIT,
             "int c = 0;",
             "for (long long q = lo; q < hi; ++q) c += (gmask[q] != 0 && gid[q] == ex) ? 1 : 0;",
@@ -277,7 +279,7 @@ class DispatchPlace:
             "if (*state) return;",
             "const long long step = (long long)gridDim.x * blockDim.x;",
             "const long long id = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
-            "for (long long u = id; u < units; u += step) {",
+            "for (long long w = id; w < units; w += step) {",
             *("  " + line for line in _UNIT),
             "  int at = start[u];",
             "  for (long long q = lo; q < hi; ++q)",
