@@ -214,7 +214,7 @@ def test_moe_distribute_round_trip_at_serving_size_matches_the_reference(
     b: Backend, reference: Backend, v1: bool, quant: bool, route: str | None
 ) -> None:
     """Dispatch (bit for bit), a stand-in expert, then combine on the dispatch's own tables (bit for bit); under
-    each ACL_MC2_ROUTE (forced on the runner; None: the size's default, the one block at 2,048 copies)."""
+    each ACL_MC2_ROUTE (forced on the runner; None: the size's default)."""
     runner = b.runners["mc2"]  # type: ignore[attr-defined]
     runner.forced_route = route
     try:
@@ -229,7 +229,7 @@ def test_moe_distribute_dispatch_at_prefill_size_matches_the_reference(
     b: Backend, reference: Backend, v1: bool, route: str | None
 ) -> None:
     """A prefill-sized dispatch (4,096 tokens, H 1024, top-8 of 64; the emulator 256 tokens of H 64), bit for bit,
-    under each ACL_MC2_ROUTE (None: the default, the grid from 4,096 copies)."""
+    under each ACL_MC2_ROUTE (None: the default, the grid from ROUTE_GRID_MIN copies)."""
     from acl_core.spec.ops.mc2 import _names, dispatch_args
 
     n = _names(v1)
@@ -239,7 +239,9 @@ def test_moe_distribute_dispatch_at_prefill_size_matches_the_reference(
     args = dispatch_args(rng, bs, hidden, 8, 64, D.ACL_BF16, v1)
     args[n["xActiveMask"]] = rng.random((bs, 8)) < 0.9
     runner = b.runners["mc2"]  # type: ignore[attr-defined]
-    assert runner.route(bs * 8) == ("grid" if bs * 8 >= 4096 else "block")
+    from acl_rocm.ops.mc2 import ROUTE_GRID_MIN
+
+    assert runner.route(bs * 8) == ("grid" if bs * 8 >= ROUTE_GRID_MIN else "block")
     runner.forced_route = route
     try:
         got = eager.run(op, b, **args)

@@ -115,6 +115,8 @@ ADAMW_CONFIGS = ("vec", "vecbits")
 KV_SCATTER_CONFIGS = ("vec", "row")
 """rocm's ACL_KV_SCATTER_CONFIG choices timed beside the default ScatterPaKvCache row."""
 MC2_ROUTES = ("block", "grid")
+DISPATCH_DECODE_TOKENS = 64
+"""The decode-sized MoeDistributeDispatchV2 rows' tokens (each ACL_MC2_ROUTE timed there too)."""
 """rocm's ACL_MC2_ROUTE choices timed beside the default (forced on its mc2 runner): a DispatchV2 row each."""
 KV_DECODE = (64, 8, 128, 16)
 """The ScatterPaKvCache row's decode step: tokens, KV heads, head dim, block size (bf16, key and value)."""
@@ -919,6 +921,9 @@ class Suite:
         op = "MoeDistributeDispatchV2"
         for route in self.choices("mc2", "forced_route", MC2_ROUTES) if self.wanted(op) else []:
             self._dispatch_row(tokens, hidden, top_k, experts, idx, route)
+        decode = DISPATCH_DECODE_TOKENS
+        for route in self.choices("mc2", "forced_route", MC2_ROUTES) if self.wanted(op) and tokens > decode else []:
+            self._dispatch_row(decode, hidden, top_k, experts, idx[:decode], route)  # where the one block may win
         self._combine_row(tokens, hidden, top_k, experts, idx, weights)
 
     def _dispatch_row(

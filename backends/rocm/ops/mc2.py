@@ -89,8 +89,9 @@ ROUTE_ENV = "ACL_MC2_ROUTE"
 (three launches, the copies' scans spread over the GPU as (expert, rank, segment) units: prefill); unset: ``grid`` from
 :data:`ROUTE_GRID_MIN` gathered copies (world x tokens x top-k). The tables are the same."""
 ROUTES = ("block", "grid")
-ROUTE_GRID_MIN = 4096
-"""Gathered copies from which the grid routing is the default (the one block scans per / 256 x 2 copies a thread)."""
+ROUTE_GRID_MIN = 2048
+"""Gathered copies from which the grid routing is the default: the one block's threads each scan about copies / 4 x 2
+(64 experts, one rank), some 1,000 dependent steps here against the grid's two more launches (not measured yet)."""
 
 
 def rows_view(t: AclTensor) -> AclTensor | None:
