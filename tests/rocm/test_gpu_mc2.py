@@ -207,12 +207,53 @@ def _dispatch_sizes(v1: bool, quant: bool) -> dict[str, Any]:
     return args
 
 
+@pytest.mark.parametrize("route", [None, "block", "grid"])
 @pytest.mark.parametrize("quant", [False, True])
 @pytest.mark.parametrize("v1", [True, False])
 def test_moe_distribute_round_trip_at_serving_size_matches_the_reference(
-    b: Backend, reference: Backend, v1: bool, quant: bool
+    b: Backend, reference: Backend, v1: bool, quant: bool, route: str | None
 ) -> None:
-    """Dispatch (bit for bit), a stand-in expert, then combine on the dispatch's own tables (bit for bit)."""
+    """Dispatch (bit for bit), a stand-in expert, then combine on the dispatch's own tables (bit for bit); under
+    each ACL_MC2_ROUTE (forced on the runner; None: the size's default)."""
+    runner = b.runners["mc2"]  # type: ignore[attr-defined]
+    runner.forced_route = route
+    try:
+        _round_trip(b, reference, v1, quant)
+    finally:
+        runner.forced_route = None
+
+
+@pytest.mark.parametrize("route", [None, "block", "grid"])
+@pytest.mark.parametrize("v1", [True, False])
+def test_moe_distribute_dispatch_at_prefill_size_matches_the_reference(
+    b: Backend, reference: Backend, v1: bool, route: str | None
+) -> None:
+    """A prefill-sized dispatch (4,096 tokens, H 1024, top-8 of 64; the emulator 256 tokens of H 64), bit for bit,
+    under each ACL_MC2_ROUTE (None: the default, the grid from ROUTE_GRID_MIN copies)."""
+    from acl_core.spec.ops.mc2 import _names, dispatch_args
+
+    n = _names(v1)
+    op = "MoeDistributeDispatch" if v1 else "MoeDistributeDispatchV2"
+    rng = np.random.default_rng(47)
+    bs, hidden = (256, 64) if EMULATED else (4096, 1024)
+    args = dispatch_args(rng, bs, hidden, 8, 64, D.ACL_BF16, v1)
+    args[n["xActiveMask"]] = rng.random((bs, 8)) < 0.9
+    runner = b.runners["mc2"]  # type: ignore[attr-defined]
+    from acl_rocm.ops.mc2 import ROUTE_GRID_MIN
+
+    assert runner.route(bs * 8) == ("grid" if bs * 8 >= ROUTE_GRID_MIN else "block")
+    runner.forced_route = route
+    try:
+        got = eager.run(op, b, **args)
+    finally:
+        runner.forced_route = None
+    want = eager.run(op, reference, **args)
+    for name, value in want.items():
+        assert np.array_equal(_bits(got[name]), _bits(value)), f"{op} route {route}: {name} differs"
+
+
+def _round_trip(b: Backend, reference: Backend, v1: bool, quant: bool) -> None:
+    """Dispatch at serving size, a stand-in expert, combine: each equal to the reference bit for bit."""
     from acl_core.spec.ops.mc2 import _names
 
     n = _names(v1)
@@ -245,8 +286,19 @@ def test_moe_distribute_round_trip_at_serving_size_matches_the_reference(
     assert np.array_equal(_bits(out), _bits(eager.run(combine, reference, **c)[n["xOut"]])), combine
 
 
-def test_moe_distribute_refusals_seen_only_by_the_kernels_are_161002(b: Backend) -> None:
+@pytest.mark.parametrize("route", ["block", "grid"])
+def test_moe_distribute_refusals_seen_only_by_the_kernels_are_161002(b: Backend, route: str) -> None:
     """An expert id of moeExpertNum, and counts past A: the deferred device check, at synchronisation."""
+
+    b.runners["mc2"].forced_route = route  # type: ignore[attr-defined]
+    try:
+        _refusals(b)
+    finally:
+        b.runners["mc2"].forced_route = None  # type: ignore[attr-defined]
+
+
+def _refusals(b: Backend) -> None:
+    """Each error sample that only the kernels can see is refused with 161002."""
     from acl_core.errors import AclnnError
 
     for op in ("MoeDistributeDispatchV2", "MoeDistributeCombine", "MoeDistributeCombineV2"):

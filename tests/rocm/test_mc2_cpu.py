@@ -34,6 +34,7 @@ from acl_core.spec.collective import SELF_GROUP_NAME
 from acl_core.spec.ops import all_specs, get_spec
 from acl_core.tensor import AclTensor
 from acl_rocm.backend import RocmBackend
+from acl_rocm.kernels.mc2 import SEGMENT
 from acl_rocm.ops.mc2 import rows_view
 from acl_rocm.providers.nccl import NCCL_SUCCESS, CollectiveLibrary
 from tests.rocm import kernel_emulator
@@ -123,7 +124,7 @@ class _Logged:
 
     def launch(self, function: Any, grid: Any, block: Any, shared_bytes: int, stream: int, params: int) -> None:
         super().launch(function, grid, block, shared_bytes, stream, params)  # type: ignore[misc]
-        self.events.append(("kernel", function[0].split("_")[2], stream))
+        self.events.append(("kernel", function[0].split("_")[2], stream, function[0]))
 
     def collective_library(self) -> tuple[CollectiveLibrary | None, str]:
         return HostNccl(self.events, self.nccl_fail), ""
@@ -389,9 +390,22 @@ def test_reduce_scatter_into_a_guarded_output(emulated: Any) -> None:
 # ----------------------------------------------------------------------------- expert parallelism, one rank
 
 
+ROUTES = ["block", "grid", "grid3"]
+"""ACL_MC2_ROUTE choices the dispatch tests force: one block, the grid (64-copy units), the grid with 3-copy units."""
+
+
+def _route(backend: Any, route: str) -> None:
+    """Force the dispatch routing ``route`` on ``backend``'s MC2 runner (grid3: units of 3 copies)."""
+    runner = backend.runners["mc2"]
+    runner.forced_route = route[:4] if route.startswith("grid") else route
+    runner.route_segment = 3 if route == "grid3" else SEGMENT
+
+
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("op", MOE)
-def test_every_moe_distribute_sample_matches_the_reference_on_one_rank(emulated: Any, op: str) -> None:
+def test_every_moe_distribute_sample_matches_the_reference_on_one_rank(emulated: Any, op: str, route: str) -> None:
     backend, provider = emulated
+    _route(backend, route)
     reference = acl_core.get_backend("reference")
     assert op in backend.capabilities().ops
     for sample in get_spec(op).samples(np.random.default_rng(2026)):  # type: ignore[misc]
@@ -399,6 +413,9 @@ def test_every_moe_distribute_sample_matches_the_reference_on_one_rank(emulated:
     ev = provider.events
     gathers = [i for i, e in enumerate(ev) if e[0] == "all_gather"]
     assert gathers
+    launched = {e[3].split("_")[4] for e in ev if e[0] == "kernel" and "_mc2_dispatch_" in e[3]}
+    if "Dispatch" in op:  # the forced routing ran, and only it
+        assert launched == ({"route"} if route == "block" else {"count", "scan", "place"}), launched
     for i in gathers:  # every exchange is on the stream of the routing kernel that reads it, enqueued before it
         routing = next(e for e in ev[i:] if e[0] == "kernel" and e[1] == "mc2")
         assert routing[2] == ev[i][6]
@@ -619,15 +636,17 @@ def _ep(name: str, world: int, rank: int, experts: int) -> dict[str, Any]:
     return {"groupEp": name, "epWorldSize": world, "epRankId": rank, "moeExpertNum": experts}
 
 
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("world", [2, 4])
 @pytest.mark.parametrize("v1", [True, False])
 def test_dispatch_then_combine_on_w_ranks_equal_the_reference_bit_for_bit(
-    ranked: Any, monkeypatch: pytest.MonkeyPatch, world: int, v1: bool
+    ranked: Any, monkeypatch: pytest.MonkeyPatch, world: int, v1: bool, route: str
 ) -> None:
     """Dispatch (no mask, 1-D / 2-D masks, weights carried, dynamic int8 with smooth scales), then combine."""
     from acl_core.spec.ops.mc2 import _names, dispatch_args
 
     backend, provider = ranked
+    _route(backend, route)
     n = _names(v1)
     dispatch, combine = (
         ("MoeDistributeDispatch", "MoeDistributeCombine")
@@ -690,13 +709,15 @@ def test_dispatch_then_combine_on_w_ranks_equal_the_reference_bit_for_bit(
             assert hccl.HcclCommDestroy(c) == 0
 
 
+@pytest.mark.parametrize("route", ROUTES)
 def test_on_two_ranks_an_id_out_of_range_or_a_repeated_id_is_refused_by_every_rank(
-    ranked: Any, monkeypatch: pytest.MonkeyPatch
+    ranked: Any, monkeypatch: pytest.MonkeyPatch, route: str
 ) -> None:
     """Rank 1's bad id makes rank 0 refuse too (each sees every rank's ids); repeated ids overflow rank 0's A rows."""
     from acl_core.spec.ops.mc2 import dispatch_args
 
     backend, provider = ranked
+    _route(backend, route)
     comms = _domain_comms(2)
     try:
         names = [hccl.HcclGetCommName(c)[0] for c in comms]
@@ -722,12 +743,16 @@ def test_on_two_ranks_an_id_out_of_range_or_a_repeated_id_is_refused_by_every_ra
             assert hccl.HcclCommDestroy(c) == 0
 
 
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("op", ["MoeDistributeDispatch", "MoeDistributeDispatchV2"])
-def test_dispatch_over_more_experts_than_routing_threads_matches_the_reference(emulated: Any, op: str) -> None:
+def test_dispatch_over_more_experts_than_routing_threads_matches_the_reference(
+    emulated: Any, op: str, route: str
+) -> None:
     """512 experts: more (expert, rank) pairs than the routing block's 256 threads, so each thread takes two."""
     from acl_core.spec.ops.mc2 import _names, dispatch_args
 
     backend, _ = emulated
+    _route(backend, route)
     v1 = op == "MoeDistributeDispatch"
     rng = np.random.default_rng(5)
     args = dispatch_args(rng, 6, 8, 8, 512, D.ACL_FLOAT16, v1)
@@ -796,3 +821,23 @@ def test_phase_2_of_the_moe_distribute_ops_neither_waits_for_nor_reads_the_devic
         backend.runtime.synchronize_stream(stream)
         for n, expected in outs.items():
             np.testing.assert_array_equal(targets[n].numpy(), expected, err_msg=n)
+
+
+def test_the_bench_times_each_dispatch_route_beside_the_default(emulated: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ops bench's MoeDistributeDispatchV2 rows: the default, then ACL_MC2_ROUTE=block and grid forced (and
+    released after), each running the forced routing kernels on the emulator."""
+    torch = pytest.importorskip("torch")
+    from tests.rocm.test_bench_variant_rows_cpu import _suite
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the emulated GPU's torch side runs on the CPU
+    backend, provider = emulated
+    suite = _suite(backend, {"MoeDistributeDispatchV2"})
+    idx = np.stack([np.random.default_rng(i).choice(8, 2, replace=False) for i in range(16)]).astype(np.int32)
+    for route in suite.choices("mc2", "forced_route", ("block", "grid")):  # type: ignore[attr-defined]
+        provider.events.clear()
+        suite._dispatch_row(16, 32, 2, 8, idx, route)  # type: ignore[attr-defined]
+        names = {e[3].split("_")[4] for e in provider.events if e[0] == "kernel" and "_mc2_dispatch_" in e[3]}
+        assert names == ({"count", "scan", "place"} if route == "grid" else {"route"}), (route, names)
+    rows = suite.cases  # type: ignore[attr-defined]
+    assert [c.note.split(";")[0] for c in rows][1:] == ["ACL_MC2_ROUTE=block", "ACL_MC2_ROUTE=grid"]
+    assert {c.status for c in rows} == {"ok"} and backend.runners["mc2"].forced_route is None

@@ -109,7 +109,7 @@ KERNEL_CALLS = 3
 """Calls of an acl row profiled by ``--kernels`` (after its timing: warm plans and kernels)."""
 FOREACH_MEMBERS = 64
 """Tensors per list of the ForeachAddList rows (an optimizer step's parameter list)."""
-FOREACH_CONFIGS = ("grid2d", "bits")
+FOREACH_CONFIGS = ("scan", "ilp2", "ilp4")
 """rocm's ACL_FOREACH_CONFIG choices timed beside the default (forced on its foreach runner, one row each)."""
 ADAMW_CONFIGS = ("scalar",)
 """rocm's ACL_ADAMW_CONFIG choices timed beside the default ApplyAdamWV2 row."""
@@ -123,6 +123,10 @@ Each value gets a row of its own with the variable set on the backend's ``enviro
 timed (the note names it), torch timed again beside it; backends without ``environ`` take the default row only."""
 KV_SCATTER_CONFIGS = ("vec", "row")
 """rocm's ACL_KV_SCATTER_CONFIG choices timed beside the default ScatterPaKvCache row."""
+MC2_ROUTES = ("block", "grid")
+DISPATCH_DECODE_TOKENS = 64
+"""The decode-sized MoeDistributeDispatchV2 rows' tokens (each ACL_MC2_ROUTE timed there too)."""
+"""rocm's ACL_MC2_ROUTE choices timed beside the default (forced on its mc2 runner): a DispatchV2 row each."""
 KV_DECODE = (64, 8, 128, 16)
 """The ScatterPaKvCache row's decode step: tokens, KV heads, head dim, block size (bf16, key and value)."""
 ROPE_HEADS = (32, 8, 128, 8192)
@@ -955,38 +959,61 @@ class Suite:
 
     def _distribute(self, tokens: int, hidden: int, top_k: int, experts: int, idx: np.ndarray) -> None:
         """MoeDistributeDispatchV2 / CombineV2 on one rank (the all-gather is a copy) vs torch's routing and sum."""
+        weights = self.rng.uniform(0, 1, (tokens, top_k)).astype(np.float32)
+        op = "MoeDistributeDispatchV2"
+        for route in self.choices("mc2", "forced_route", MC2_ROUTES) if self.wanted(op) else []:
+            self._dispatch_row(tokens, hidden, top_k, experts, idx, route)
+        decode = DISPATCH_DECODE_TOKENS
+        for route in self.choices("mc2", "forced_route", MC2_ROUTES) if self.wanted(op) and tokens > decode else []:
+            self._dispatch_row(decode, hidden, top_k, experts, idx[:decode], route)  # where the one block may win
+        self._combine_row(tokens, hidden, top_k, experts, idx, weights)
+
+    def _dispatch_row(
+        self, tokens: int, hidden: int, top_k: int, experts: int, idx: np.ndarray, route: str | None
+    ) -> None:
+        """One MoeDistributeDispatchV2 row; ``route`` (``ACL_MC2_ROUTE``) forced on rocm's mc2 runner while timed."""
+        dtype = D.ACL_BF16
+        rows = tokens * top_k
+        label = f"{tokens}x{hidden} top-{top_k}/{experts}, 1 rank"
+        op = "MoeDistributeDispatchV2"
+
+        def make() -> tuple[Callable[[], None], Any]:
+            args: dict[str, Any] = {"x": self.array((tokens, hidden), dtype)}
+            args |= {"expertIds": to_device(idx, self.backend), "scalesOptional": None}
+            args |= {"xActiveMaskOptional": None, "expertScalesOptional": None}
+            args |= {"quantMode": 0, "expertTokenNumsType": 0}
+            return self.prepared(op, args | self._ep_args(experts))
+
+        def acl() -> tuple[Callable[[], None], Any]:
+            return self.forced("mc2", "forced_route", route, make)
+
+        def torch_fn() -> Callable[[], object]:
+            torch = self.torch
+            x = self.tensor((tokens, hidden), dtype)
+            flat = torch.from_numpy(idx).to(self.device).reshape(-1)
+
+            def run() -> object:
+                gathered = x.clone()  # a one-rank all-gather
+                order = torch.argsort(flat, stable=True)
+                counts = torch.bincount(flat, minlength=experts)
+                return gathered.index_select(0, order // top_k), counts.cumsum(0), counts
+
+            return run
+
+        nbytes = (tokens + rows) * hidden * dtype.info.storage_bits // 8 + 2 * tokens * hidden * 2
+        note = "torch: clone (the all-gather), stable argsort, index_select, bincount + cumsum"
+        note = note if route is None else f"ACL_MC2_ROUTE={route}; {note}"
+        self.case(Case(op, label, dtype.short, "GB/s", nbytes, note=note), acl, torch_fn, op)
+
+    def _combine_row(
+        self, tokens: int, hidden: int, top_k: int, experts: int, idx: np.ndarray, weights: np.ndarray
+    ) -> None:
+        """The MoeDistributeCombineV2 row on the one-rank dispatch's tables."""
         from acl_core.spec.ops.mc2 import one_rank_dispatch_tables
 
         dtype = D.ACL_BF16
         rows = tokens * top_k
-        weights = self.rng.uniform(0, 1, (tokens, top_k)).astype(np.float32)
         label = f"{tokens}x{hidden} top-{top_k}/{experts}, 1 rank"
-        op = "MoeDistributeDispatchV2"
-        if self.wanted(op):
-
-            def acl() -> tuple[Callable[[], None], Any]:
-                args: dict[str, Any] = {"x": self.array((tokens, hidden), dtype)}
-                args |= {"expertIds": to_device(idx, self.backend), "scalesOptional": None}
-                args |= {"xActiveMaskOptional": None, "expertScalesOptional": None}
-                args |= {"quantMode": 0, "expertTokenNumsType": 0}
-                return self.prepared(op, args | self._ep_args(experts))
-
-            def torch_fn() -> Callable[[], object]:
-                torch = self.torch
-                x = self.tensor((tokens, hidden), dtype)
-                flat = torch.from_numpy(idx).to(self.device).reshape(-1)
-
-                def run() -> object:
-                    gathered = x.clone()  # a one-rank all-gather
-                    order = torch.argsort(flat, stable=True)
-                    counts = torch.bincount(flat, minlength=experts)
-                    return gathered.index_select(0, order // top_k), counts.cumsum(0), counts
-
-                return run
-
-            nbytes = (tokens + rows) * hidden * dtype.info.storage_bits // 8 + 2 * tokens * hidden * 2
-            note = "torch: clone (the all-gather), stable argsort, index_select, bincount + cumsum"
-            self.case(Case(op, label, dtype.short, "GB/s", nbytes, note=note), acl, torch_fn, op)
         op = "MoeDistributeCombineV2"
         if not self.wanted(op):
             return

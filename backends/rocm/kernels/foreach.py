@@ -6,7 +6,8 @@ operand per slot); each slot owns a run of consecutive blocks that walk its elem
 16-byte vectors where the slot's addresses are aligned (then the tail element by element).
 Formulas (keys of :data:`acl_core.spec.ops.foreach.FORMULAS`) are evaluated in double (long long
 for int32 lists) and rounded once: fp16/bf16 results go through a round-to-odd float so that the
-float-to-half rounding is the only one. ForeachNorm reduces each tensor in one block.
+float-to-half rounding is the only one. ForeachNorm reduces each tensor in one block. ``ilp`` kernels
+(``ACL_FOREACH_CONFIG=ilp2|ilp4``) load that many vectors of every operand a thread before any store.
 """
 
 from __future__ import annotations
@@ -81,22 +82,7 @@ EXPRESSIONS: Final[dict[str, str]] = {
 """Each elementwise formula as a C expression of a, b, c (entries, type W) and s (the scalar-like operand)."""
 NORM_MODES: Final = {"pow": 0, "l1": 1, "l2": 2, "max": 3, "min": 4, "count": 5}
 
-F2D_BITS: Final = r"""
-// float -> double in integer operations where the value is a normal number (the F2F instruction it replaces runs
-// at a quarter of the double rate); zero, subnormals, inf and NaN take the conversion, out of line
-__device__ __attribute__((noinline)) double fe_f2d_slow(float f) { return (double)f; }
-ACL_DEV double fe_f2d_bits(float f) {
-  const unsigned u = __float_as_uint(f), e = (u >> 23) & 0xffu;
-  if (e == 0u || e == 0xffu) return fe_f2d_slow(f);  // zero, subnormal, inf, NaN
-  const unsigned long long w = ((unsigned long long)(u & 0x80000000u) << 32) |
-                               ((unsigned long long)(e + 896u) << 52) | ((unsigned long long)(u & 0x7fffffu) << 29);
-  return __longlong_as_double((long long)w);
-}
-"""
-"""The exact float -> double widening in integer operations (Foreach's and AdamW's ``bits`` choices)."""
-
-_HELPERS: Final = (
-    r"""
+_HELPERS: Final = r"""
 // double -> float rounding to odd: a later float -> half/bf16 rounding is then the only one
 ACL_DEV float fe_d2f_odd(double d) {
   float f = (float)d;
@@ -104,20 +90,6 @@ ACL_DEV float fe_d2f_odd(double d) {
   unsigned u = __float_as_uint(f);
   if (fabs((double)f) > fabs(d)) u -= 1u;
   return __uint_as_float(u | 1u);
-}
-// ACL_FOREACH_CONFIG=bits: the same two conversions in integer operations where the value is a normal number
-// (the F2F instructions they replace run at a quarter of the double rate); other values take the conversions
-// the rare paths out of line: inlined, the compiler predicates them and still issues their conversions
-__device__ __attribute__((noinline)) float fe_d2f_odd_slow(double d) { return fe_d2f_odd(d); }
-"""
-    + F2D_BITS
-    + r"""ACL_DEV float fe_d2f_odd_bits(double d) {
-  const unsigned long long w = (unsigned long long)__double_as_longlong(d);
-  const unsigned e = (unsigned)(w >> 52) & 0x7ffu;
-  if (e < 897u || e > 1150u) return fe_d2f_odd_slow(d);  // outside float's normal exponents: zero, inf, NaN among them
-  unsigned f = ((unsigned)(w >> 32) & 0x80000000u) | ((e - 896u) << 23) | (unsigned)((w >> 29) & 0x7fffffu);
-  if (w & 0x1fffffffull) f |= 1u;  // the dropped bits, sticky: truncation toward zero, then odd
-  return __uint_as_float(f);
 }
 ACL_DEV double fe_round(double x, int mode) {
   switch (mode) {
@@ -130,7 +102,6 @@ ACL_DEV double fe_round(double x, int mode) {
   }
 }
 """
-)
 
 
 def _is_wide(dtype: D) -> bool:
@@ -145,24 +116,17 @@ def work_type(formula: str, dtype: D) -> str:
     return "double" if _is_wide(dtype) else "long long"
 
 
-def _bits_float(dtype: D, bits: bool) -> bool:
-    """True when ``bits`` applies: float, fp16 and bf16 lists (whose values pass through float)."""
-    return bits and dtype in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16)
-
-
-def decode(dtype: D, x: str, formula: str = "", bits: bool = False) -> str:
-    """A stored element ``x`` of ``dtype`` as the work type (``bits``: float to double in integer operations)."""
+def decode(dtype: D, x: str, formula: str = "") -> str:
+    """A stored element ``x`` of ``dtype`` as the work type."""
     c = ctype(dtype)
     if formula in ("copy", "zero"):
         return x
     body = (c.exact_decode or c.decode).format(x=x)
-    if _bits_float(dtype, bits):
-        return f"fe_f2d_bits((float)({body}))"
     return f"((double)({body}))" if dtype.is_float else f"((long long)({body}))"
 
 
-def encode(dtype: D, v: str, formula: str = "", bits: bool = False) -> str:
-    """The work-type value ``v`` stored as ``dtype`` (one rounding; ``bits``: the round-to-odd float in integers)."""
+def encode(dtype: D, v: str, formula: str = "") -> str:
+    """The work-type value ``v`` stored as ``dtype`` (one rounding)."""
     c = ctype(dtype)
     if formula in ("copy", "zero"):
         return v
@@ -171,8 +135,7 @@ def encode(dtype: D, v: str, formula: str = "", bits: bool = False) -> str:
     if dtype == D.ACL_DOUBLE:
         return f"({v})"
     if dtype.is_float:
-        odd = "fe_d2f_odd_bits" if _bits_float(dtype, bits) else "fe_d2f_odd"
-        return c.encode.format(v=f"{odd}({v})")
+        return c.encode.format(v=f"fe_d2f_odd({v})")
     return f"(({c.storage})({v}))"
 
 
@@ -201,9 +164,10 @@ class ForeachKernel:
     grid2d: bool = False
     """``ACL_FOREACH_CONFIG=grid2d``: the slot is ``blockIdx.y`` (blocks past the slot's own count return at once)
     instead of a scan of the table's first-block column in every thread; the elements and values are the same."""
-    bits: bool = False
-    """``ACL_FOREACH_CONFIG=bits`` (with ``grid2d``): float/fp16/bf16 values widen to double, and double results
-    narrow to the round-to-odd float, in integer operations where they are normal numbers; the values are the same."""
+    ilp: int = 1
+    """``ACL_FOREACH_CONFIG=ilp2|ilp4`` (with ``grid2d``): a thread loads ``ilp`` 16-byte vectors of every operand
+    (``ilp`` grid strides apart) before it computes and stores any, so each thread keeps ``ilp`` times the bytes in
+    flight and the blocks a slot shrink as much; the values are the same."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -240,7 +204,7 @@ def _source_of(k: ForeachKernel) -> str:
     w = work_type(k.formula, k.dtype)
     expr = EXPRESSIONS[k.formula]
     uses = _uses(expr)
-    loads = [f"const W {r} = {decode(k.dtype, f'{r.upper()}[i]', k.formula, k.bits)};" for r in "abc" if r in uses]
+    loads = [f"const W {r} = {decode(k.dtype, f'{r.upper()}[i]', k.formula)};" for r in "abc" if r in uses]
     guard = []
     if k.check_mode:
         guard = ["if (s < 1 || s > 6) { if (threadIdx.x == 0) *flag = 1; return; }"]
@@ -276,7 +240,7 @@ def _source_of(k: ForeachKernel) -> str:
         "for (long long i = done + t0; i < n; i += step) {",
         *("  " + line for line in loads),
         *("  " + line for line in found),
-        f"  O[i] = {encode(k.dtype, expr, k.formula, k.bits)};",
+        f"  O[i] = {encode(k.dtype, expr, k.formula)};",
         "}",
     ]
     if "s" not in uses:
@@ -323,6 +287,8 @@ def _vector_lines(k: ForeachKernel, uses: set[str]) -> list[str]:
     expr = EXPRESSIONS[k.formula]
     roles = [r for r in "abc" if r in uses]
     aligned = " | ".join(f"(unsigned long long){r.upper()}" for r in (*roles, "o"))
+    if k.ilp > 1:
+        return _ilp_lines(k, roles, aligned)
     lines = [
         "long long done = 0;",
         f"if ((({aligned}) & {VECTOR_BYTES - 1}ull) == 0ull) {{",
@@ -332,14 +298,60 @@ def _vector_lines(k: ForeachKernel, uses: set[str]) -> list[str]:
         f"    {vt} qo;",
         "    #pragma unroll",
         f"    for (int e = 0; e < {v}; ++e) {{",
-        *(f"      const W {r} = {decode(k.dtype, f'q{r}.v[e]', k.formula, k.bits)};" for r in roles),
+        *(f"      const W {r} = {decode(k.dtype, f'q{r}.v[e]', k.formula)};" for r in roles),
     ]
     if k.formula == "unscale":
         lines.append("      if (a != a || fabs(a) > 1.79769313486231570815e+308) *found = 1.0f;")
     lines += [
-        f"      qo.v[e] = {encode(k.dtype, expr, k.formula, k.bits)};",
+        f"      qo.v[e] = {encode(k.dtype, expr, k.formula)};",
         "    }",
         f"    *reinterpret_cast<{vt}*>(O + q * {v}) = qo;",
+        "  }",
+        f"  done = nv * {v};",
+        "}",
+    ]
+    return lines
+
+
+def _ilp_lines(k: ForeachKernel, roles: list[str], aligned: str) -> list[str]:
+    """The vector loop with ``k.ilp`` vectors a thread a trip: every operand's loads first, then compute and stores.
+
+    The u-th vector of a trip lies u grid strides after the first (each of the ``ilp`` waves of loads coalesced);
+    a thread's stores come after all its loads, so an output aliasing an input is still read before it is written.
+    """
+    st = ctype(k.dtype).storage
+    v, u = vector_width(k.dtype), k.ilp
+    vt = f"AclVec<{st}, {v}>"
+    expr = EXPRESSIONS[k.formula]
+    lines = [
+        "long long done = 0;",
+        f"if ((({aligned}) & {VECTOR_BYTES - 1}ull) == 0ull) {{",
+        f"  const long long nv = n / {v};",
+        f"  for (long long q = t0; q < nv; q += {u} * step) {{",
+        *(f"    {vt} q{r}[{u}];" for r in roles),
+        "    #pragma unroll",
+        f"    for (int u = 0; u < {u}; ++u) {{",
+        "      const long long p = q + u * step;",
+        "      if (p < nv) {",
+        *(f"        q{r}[u] = *reinterpret_cast<const {vt}*>({r.upper()} + p * {v});" for r in roles),
+        "      }",
+        "    }",
+        "    #pragma unroll",
+        f"    for (int u = 0; u < {u}; ++u) {{",
+        "      const long long p = q + u * step;",
+        "      if (p >= nv) break;",
+        f"      {vt} qo;",
+        "      #pragma unroll",
+        f"      for (int e = 0; e < {v}; ++e) {{",
+        *(f"        const W {r} = {decode(k.dtype, f'q{r}[u].v[e]', k.formula)};" for r in roles),
+    ]
+    if k.formula == "unscale":
+        lines.append("        if (a != a || fabs(a) > 1.79769313486231570815e+308) *found = 1.0f;")
+    lines += [
+        f"        qo.v[e] = {encode(k.dtype, expr, k.formula)};",
+        "      }",
+        f"      *reinterpret_cast<{vt}*>(O + p * {v}) = qo;",
+        "    }",
         "  }",
         f"  done = nv * {v};",
         "}",

@@ -16,6 +16,12 @@ see the whole EP domain in rank order and decide on the device what this rank ke
   the last matching row winning as in the reference, or through expandIdx and the expert rank's counts
   for V1) and flags copies without one; :class:`CombineSum` then forms ``Σ_j w[i, j]·y[row(i, j)]`` in
   double without contraction, rounded once (flag-gated: writes nothing after a failed check).
+
+With ``ACL_MC2_ROUTE=grid`` (the default from :data:`~acl_rocm.ops.mc2.ROUTE_GRID_MIN` copies) the dispatch's
+routing runs across the GPU in three launches instead: :class:`DispatchCount`, a thread per (pair, segment of
+:data:`SEGMENT` copies) unit, a warp's threads on one segment for 32 pairs; :class:`DispatchScan`, one block: the
+id check, the units' running starts and the tables; :class:`DispatchPlace`, a thread per unit again. The units are
+the one-block kernel's, in the same order, so the tables are the same.
 """
 
 from __future__ import annotations
@@ -147,6 +153,162 @@ class DispatchRoute:
                 "  if (gmask[me * per + q] == 0) eidx[q * es] = -1;",
             ]
         return source("mc2: dispatch routing tables", "", self.kernel_name, params, body, _search(32))
+
+
+SEGMENT = 64
+"""Copies one thread of the grid routing kernels scans for one (local expert, source rank) pair."""
+
+
+def grid_units(local: int, world: int, per: int, segment: int = SEGMENT) -> tuple[int, int]:
+    """(segments a pair, units) of the grid routing: every pair's source-rank copies cut into runs of ``segment``."""
+    segs = max(1, -(-per // segment))
+    return segs, local * world * segs
+
+
+_UNIT = [  # thread w takes pair w % pairs of segment w / pairs: a warp's threads read the same copies (broadcasts)
+    "const long long t = w % (local * world), g = w / (local * world), u = t * segs + g;",
+    "const long long s = t % world, ex = me * local + t / world;",
+    "const long long len = (per + segs - 1) / segs;",
+    "const long long lo = s * per + g * len, hi = lo + len < (s + 1) * per ? lo + len : (s + 1) * per;",
+]
+
+
+@dataclass(frozen=True)
+class DispatchCount:
+    """Grid routing, step 1: every (pair, segment) unit counts its active copies for its expert, a thread each."""
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("mc2_dispatch_count", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = ["const int* gid", "const unsigned char* gmask", "int* start"]
+        params += [f"const long long {n}" for n in ("world", "me", "local", "per", "segs", "units")]
+        body = [
+            "const long long w = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
+            "if (w >= units) return;",
+            *_UNIT,
+            "int c = 0;",
+            "for (long long q = lo; q < hi; ++q) c += (gmask[q] != 0 && gid[q] == ex) ? 1 : 0;",
+            "start[u] = c;",
+        ]
+        return source("mc2: dispatch routing counts (grid)", "", self.kernel_name, params, body)
+
+
+@dataclass(frozen=True)
+class DispatchScan:
+    """Grid routing, step 2, one block: the id check, the units' running starts, the tables and the row range."""
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("mc2_dispatch_scan", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = ["const int* gid", "int* start", "long long* bounds", "int* recv", "long long* nums", "int* state"]
+        params += ["int* flag"]
+        names = ("world", "local", "per", "a_rows", "cumulative", "rs", "ns", "segs", "units")
+        params += [f"const long long {n}" for n in names]
+        body = [
+            "__shared__ long long part[256];",
+            "__shared__ int bad;",
+            "const long long experts = local * world, pairs = local * world;",
+            "if (threadIdx.x == 0) bad = 0;",
+            "__syncthreads();",
+            "for (long long e = threadIdx.x; e < world * per; e += blockDim.x)",
+            "  if (gid[e] < 0 || gid[e] >= experts) bad = 1;",
+            "__syncthreads();",
+            "if (bad) {",
+            "  if (threadIdx.x == 0) { *flag = 1; *state = 1; bounds[0] = 0; bounds[1] = 0; }",
+            "  return;",
+            "}",
+            # a contiguous chunk of units a thread: its sum, the block's running sums, then the chunk's starts
+            "const long long chunk = (units + blockDim.x - 1) / blockDim.x;",
+            "const long long c0 = (long long)threadIdx.x * chunk, c1 = c0 + chunk < units ? c0 + chunk : units;",
+            "long long sum = 0;",
+            "for (long long u = c0; u < c1; ++u) sum += start[u];",
+            "part[threadIdx.x] = sum;",
+            "__syncthreads();",
+            "if (threadIdx.x == 0) {",
+            "  long long run = 0;",
+            "  for (int i = 0; i < (int)blockDim.x; ++i) { const long long c = part[i]; part[i] = run; run += c; }",
+            "  bad = run > a_rows ? 1 : 0;",  # duplicate ids in a token: more copies than expandXOut's A rows
+            "  if (bad) { *flag = 1; *state = 1; bounds[0] = 0; bounds[1] = 0; }",
+            "  else { *state = 0; bounds[0] = 0; bounds[1] = run; }",
+            "}",
+            "__syncthreads();",
+            "if (bad) return;",
+            "long long at = part[threadIdx.x];",
+            "for (long long u = c0; u < c1; ++u) { const int c = start[u]; start[u] = (int)at; at += c; }",
+            "__syncthreads();",
+            "const long long run = bounds[1];",
+            "for (long long t = threadIdx.x; t < pairs; t += blockDim.x) {",
+            "  const long long hi = t + 1 < pairs ? (long long)start[(t + 1) * segs] : run;",
+            "  recv[t * rs] = (int)hi;",
+            "}",
+            "for (long long le = threadIdx.x; le < local; le += blockDim.x) {",
+            "  const long long lo = start[le * world * segs];",
+            "  const long long hi = le + 1 < local ? (long long)start[(le + 1) * world * segs] : run;",
+            "  nums[le * ns] = cumulative ? hi : hi - lo;",
+            "}",
+        ]
+        return source("mc2: dispatch routing scan (grid)", "", self.kernel_name, params, body)
+
+
+@dataclass(frozen=True)
+class DispatchPlace:
+    """Grid routing, step 3: every unit writes its copies' positions, keys (and assist rows) from its start."""
+
+    v1: bool
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("mc2_dispatch_place", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = ["const int* gid", "const unsigned char* gmask", "const int* start", "const long long* bounds"]
+        params += ["const int* state", "int* pos", "acl_key_t* keys", "int* eidx"]
+        names = ("world", "me", "local", "k", "a_rows", "per", "es", "segs", "units")
+        params += [f"const long long {n}" for n in names]
+        body = [
+            "if (*state) return;",
+            "const long long step = (long long)gridDim.x * blockDim.x;",
+            "const long long id = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
+            "for (long long w = id; w < units; w += step) {",
+            *("  " + line for line in _UNIT),
+            "  int at = start[u];",
+            "  for (long long q = lo; q < hi; ++q)",
+            "    if (gmask[q] != 0 && gid[q] == ex) {",
+            "      pos[at] = (int)q; keys[at] = acl_expert_key(ex);",
+        ]
+        if not self.v1:
+            body += [
+                f"      int* row = eidx + (long long)at * {ASSIST_PER_ROW} * es;",
+                "      row[0] = (int)(q / per); row[es] = (int)((q % per) / k); row[2 * es] = (int)(q % k);",
+                f"      for (long long c = 3; c < {ASSIST_PER_ROW}; ++c) row[c * es] = 0;",
+            ]
+        body += ["      ++at;", "    }", "}"]
+        if not self.v1:
+            body += [
+                f"for (long long e = bounds[1] * {ASSIST_PER_ROW} + id; e < a_rows * {ASSIST_PER_ROW}; e += step)",
+                "  eidx[e * es] = 0;",
+            ]
+        else:  # expandIdx: a thread per expert, as the one-block kernel (V1 only)
+            body += [
+                "for (long long ex = id; ex < local * world; ex += step) {",
+                "  int seen = 0;",
+                "  for (long long q = 0; q < per; ++q)",
+                "    if (gmask[me * per + q] != 0 && gid[me * per + q] == ex) eidx[q * es] = seen++;",
+                "}",
+                "for (long long q = id; q < per; q += step)",
+                "  if (gmask[me * per + q] == 0) eidx[q * es] = -1;",
+            ]
+        return source("mc2: dispatch routing positions (grid)", "", self.kernel_name, params, body, _search(32))
 
 
 @dataclass(frozen=True)

@@ -47,13 +47,14 @@ BLOCKS_ENV = "ACL_FOREACH_BLOCKS"
 (a scan of the table's first-block column, up to 31 steps, in every thread) and then walks its slot grid-stride,
 so fewer blocks a slot spread that search over more elements a thread; the values are the same for any count."""
 CONFIG_ENV = "ACL_FOREACH_CONFIG"
-"""How a block finds its slot (tensor): ``scan`` (a one-dimensional grid, every thread scanning the table's first-block
-column) or ``grid2d`` (the default, measured faster on an H100 on 2026-12-06: ForeachAddList 64 x 4 MiB at 1.24 /
-1.21 / 1.25x torch's time in fp16 / bf16 / float32 against scan's 1.52 / 1.23 / 1.27; the slot is ``blockIdx.y``, the
-grid as wide as the slot with the most blocks; the others' extra blocks return at once) or ``bits`` (``grid2d``, and
-float/fp16/bf16 values widened to double and narrowed back in integer operations where normal). The values are the
-same."""
-CONFIGS = ("scan", "grid2d", "bits")
+"""How a block finds its slot (tensor) and how much a thread moves: ``scan`` (a one-dimensional grid, every thread
+scanning the table's first-block column), ``grid2d`` (the default, measured faster on an H100 on 2026-12-06:
+ForeachAddList 64 x 4 MiB at 1.24 / 1.21 / 1.25x torch's time in fp16 / bf16 / float32 against scan's 1.52 / 1.23 /
+1.27; the slot is ``blockIdx.y``, the grid as wide as the slot with the most blocks; the others' extra blocks return
+at once; a thread moves one 16-byte vector of each operand), ``ilp2`` / ``ilp4`` (``grid2d`` with 2 / 4 vectors of
+every operand loaded a thread before its first store, and 2 / 4 times fewer blocks a slot, as torch's
+multi_tensor_apply keeps 4 loads a thread in flight). The values are the same."""
+CONFIGS = ("scan", "grid2d", "ilp2", "ilp4")
 BLOCK_ALTERNATIVES = (128,)
 """Blocks-a-slot settings the ops bench times beside the default (ForeachAddList's extra rows)."""
 PER_THREAD = 4
@@ -102,7 +103,7 @@ class ForeachRunner:
         return int(setting)
 
     def config(self) -> str:
-        """The :data:`CONFIG_ENV` slot lookup (``scan`` unless set; bad values are refused)."""
+        """The :data:`CONFIG_ENV` choice (``grid2d`` unless set; bad values are refused)."""
         value = (self.forced_config or self.backend.environ.get(CONFIG_ENV, "") or "grid2d").strip().lower()
         if value not in CONFIGS:
             raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{CONFIG_ENV}={value!r}: not one of {CONFIGS}")
@@ -206,7 +207,8 @@ class ForeachRunner:
                 self._norm(row, launch, dense_in[0], dense_out, entries, sfields, stream)
             else:
                 config = self.config()
-                kernel = ForeachKernel(row.formula, dtype, source, sdtype, check, config != "scan", config == "bits")
+                ilp = int(config[3:]) if config.startswith("ilp") else 1
+                kernel = ForeachKernel(row.formula, dtype, source, sdtype, check, config != "scan", ilp)
                 for k0 in range(0, len(entries), SLOTS):
                     self._chunk(kernel, entries[k0 : k0 + SLOTS], dense_in, dense_out, sfields, flag, found, stream)
             for d, o in scatter:
@@ -240,7 +242,7 @@ class ForeachRunner:
     ) -> None:
         slots: list[list[int]] = []
         first = widest = 0
-        per_thread = max(PER_THREAD, vector_width(kernel.dtype))  # a whole 16-byte vector per thread
+        per_thread = max(PER_THREAD, vector_width(kernel.dtype)) * kernel.ilp  # whole 16-byte vectors a thread
         cap = self.blocks_per_slot()
         for i in entries:
             numel = outs[i].numel

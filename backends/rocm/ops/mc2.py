@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
-from acl_core.errors import AclnnError, AclnnStatus, HcclError
+from acl_core.errors import AclError, AclErrorCode, AclnnError, AclnnStatus, HcclError
 from acl_core.formats import Format
 from acl_core.spec.collective import ACL_TO_HCCL, CollectiveEngine, EngineCommunicator, HcclDataType, HcclReduceOp
 from acl_core.spec.kernel_args import kernel_args
@@ -53,7 +53,16 @@ from acl_core.spec.ops import all_specs
 from acl_core.spec.validate import validate
 from acl_core.tensor import AclScalar, AclTensor, contiguous_strides
 from acl_rocm.driver import handle
-from acl_rocm.kernels.mc2 import CombineRows, CombineSum, DispatchRoute
+from acl_rocm.kernels.mc2 import (
+    SEGMENT,
+    CombineRows,
+    CombineSum,
+    DispatchCount,
+    DispatchPlace,
+    DispatchRoute,
+    DispatchScan,
+    grid_units,
+)
 from acl_rocm.kernels.moe import RangeGather, RangeQuant
 from acl_rocm.launch import KernelArgs, LaunchConfig, longs
 from acl_rocm.ops.program import FLAG, Program, run_program
@@ -75,6 +84,14 @@ BYTES = HcclDataType.HCCL_DATA_TYPE_UINT8
 ROUTE_BLOCK = 256
 """Threads of the one-block routing kernels (the sort family's launch bound)."""
 SUM = HcclReduceOp.HCCL_REDUCE_SUM
+ROUTE_ENV = "ACL_MC2_ROUTE"
+"""How MoeDistributeDispatch routes: ``block`` (one block builds every table: one launch, the decode case) or ``grid``
+(three launches, the copies' scans spread over the GPU as (expert, rank, segment) units: prefill); unset: ``grid`` from
+:data:`ROUTE_GRID_MIN` gathered copies (world x tokens x top-k). The tables are the same."""
+ROUTES = ("block", "grid")
+ROUTE_GRID_MIN = 2048
+"""Gathered copies from which the grid routing is the default: the one block's threads each scan about copies / 4 x 2
+(64 experts, one rank), some 1,000 dependent steps here against the grid's two more launches (not measured yet)."""
 
 
 def rows_view(t: AclTensor) -> AclTensor | None:
@@ -135,6 +152,19 @@ class Mc2Runner:
     def __init__(self, backend: RocmBackend) -> None:
         self.backend = backend
         self._specs = all_specs()
+        self.forced_route: str | None = None
+        """An :data:`ROUTE_ENV` setting over the environment's for calls made while set (tests, the bench's rows)."""
+        self.route_segment = SEGMENT
+        """Copies a grid routing unit scans (tests make it small so that a pair spans several units)."""
+
+    def route(self, copies: int) -> str:
+        """The dispatch routing for ``copies`` gathered copies: forced, else :data:`ROUTE_ENV`, else by size."""
+        value = (self.forced_route or self.backend.environ.get(ROUTE_ENV, "")).strip().lower()
+        if not value:
+            return "grid" if copies >= ROUTE_GRID_MIN else "block"
+        if value not in ROUTES:
+            raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{ROUTE_ENV}={value!r}: not one of {ROUTES}")
+        return value
 
     def unavailable(self) -> str | None:
         """None when GEMM and collectives both work here, else why the MC2 ops are not claimed."""
@@ -379,7 +409,12 @@ class Mc2Runner:
             values += [_p(assist), FLAG]
             values += longs(world, me, local, bs, top_k, rows, int(args["expertTokenNumsType"]) == 0)
             values += longs(recv_counts.strides[0], nums.strides[0], assist.strides[0])
-            self._program(prog, DispatchRoute(v1), LaunchConfig((1, 1, 1), (ROUTE_BLOCK, 1, 1)), values)
+            per = bs * top_k
+            if self.route(world * per) == "block":
+                self._program(prog, DispatchRoute(v1), LaunchConfig((1, 1, 1), (ROUTE_BLOCK, 1, 1)), values)
+            else:
+                dims = (world, me, local, per, top_k, rows, int(args["expertTokenNumsType"]) == 0)
+                self._route_grid(prog, v1, (gid, gmask, recv_counts, nums, assist), (bounds, pos, keys), dims)
             moe = MoeRunner(self.backend)
             flat_x = reshaped(gx, (world * bs, hidden))
             if quant:
@@ -399,6 +434,30 @@ class Mc2Runner:
             run_program(self.backend, prog, stream)
         finally:
             scratch.free()
+
+    def _route_grid(
+        self,
+        prog: Program,
+        v1: bool,
+        tensors: tuple[AclTensor, AclTensor, AclTensor, AclTensor, AclTensor],
+        temps: tuple[Any, Any, Any],
+        dims: tuple[int, int, int, int, int, int, bool],
+    ) -> None:
+        """``ACL_MC2_ROUTE=grid``: count, scan (one block) and place over (expert, rank, segment) units."""
+        gid, gmask, recv, nums, assist = tensors
+        bounds, pos, keys = temps
+        world, me, local, per, top_k, rows, cumulative = dims
+        segs, units = grid_units(local, world, per, self.route_segment)
+        starts, state = prog.temp(4 * units), prog.temp(16)
+        grid = LaunchConfig((max(1, -(-units // ROUTE_BLOCK)), 1, 1), (ROUTE_BLOCK, 1, 1))
+        count = [_p(gid), _p(gmask), starts, *longs(world, me, local, per, segs, units)]
+        self._program(prog, DispatchCount(), grid, count)
+        scan = [_p(gid), starts, bounds, _p(recv), _p(nums), state, FLAG]
+        scan += longs(world, local, per, rows, cumulative, recv.strides[0], nums.strides[0], segs, units)
+        self._program(prog, DispatchScan(), LaunchConfig((1, 1, 1), (ROUTE_BLOCK, 1, 1)), scan)
+        place = [_p(gid), _p(gmask), starts, bounds, state, pos, keys, _p(assist)]
+        place += longs(world, me, local, top_k, rows, per, assist.strides[0], segs, units)
+        self._program(prog, DispatchPlace(v1), grid, place)
 
     def moe_combine(self, launch: Launch) -> None:
         """MoeDistributeCombine(V1–V4): all-gather expert outputs, counts and assist rows; sum on the device."""
