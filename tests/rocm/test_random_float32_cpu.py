@@ -38,6 +38,17 @@ def _f32(values: np.ndarray) -> np.ndarray:
     return values.astype(np.float64).astype(np.float32)
 
 
+def _log_u1(k1: np.ndarray) -> np.ndarray:
+    """The kernel's float32 log(u1) from u1's 53-bit integer: log of u1 below 1/2, log1p(-(1 - u1)) above."""
+    small = k1 + np.uint64(1) < np.uint64(1 << 52)
+    with np.errstate(divide="ignore"):
+        return np.where(
+            small,
+            np.log(_f32(k1 + np.uint64(1)) * TWO53),
+            np.log1p(-(_f32(np.uint64((1 << 53) - 1) - k1) * TWO53)),
+        ).astype(np.float32)
+
+
 def float32_pairs(seed: int, offset: int, blocks: int, first: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """The kernel's standard pair (r·cos θ, r·sin θ) in float32 for Philox blocks ``first .. first + blocks - 1``."""
     from acl_reference.kernels.random import block_words
@@ -45,13 +56,7 @@ def float32_pairs(seed: int, offset: int, blocks: int, first: int = 0) -> tuple[
     w0, w1, w2, w3 = block_words(seed, offset, np.arange(first, first + blocks, dtype=np.uint64))
     k1 = ((w1 << np.uint64(32)) | w0) >> np.uint64(11)
     k2 = ((w3 << np.uint64(32)) | w2) >> np.uint64(11)
-    small = k1 + np.uint64(1) < np.uint64(1 << 52)
-    with np.errstate(divide="ignore"):
-        lg = np.where(
-            small,
-            np.log(_f32(k1 + np.uint64(1)) * TWO53),
-            np.log1p(-(_f32(np.uint64((1 << 53) - 1) - k1) * TWO53)),
-        ).astype(np.float32)
+    lg = _log_u1(k1)
     rr = np.sqrt(np.float32(-2.0) * lg).astype(np.float32)
     qt = (k2 + np.uint64(1 << 50)) >> np.uint64(51)
     d = (k2.astype(np.int64) - (qt << np.uint64(51)).astype(np.int64)).astype(np.float32) * TWO52
@@ -110,13 +115,7 @@ def test_model_at_the_reductions_edges() -> None:
     # the sweep above reaches none of these reliably: take the model's formulas on chosen integers directly
     k1 = np.array([(1 << 53) - 1, (1 << 53) - 2, (1 << 52) - 1, (1 << 52), 0, 12345], np.uint64)
     u1 = (k1.astype(np.float64) + 1) * 2.0**-53
-    small = k1 + np.uint64(1) < np.uint64(1 << 52)
-    with np.errstate(divide="ignore"):
-        lg = np.where(
-            small,
-            np.log(_f32(k1 + np.uint64(1)) * TWO53),
-            np.log1p(-(_f32(np.uint64((1 << 53) - 1) - k1) * TWO53)),
-        ).astype(np.float32)
+    lg = _log_u1(k1)
     rr = np.sqrt(np.float32(-2.0) * lg).astype(np.float64)
     want = np.sqrt(-2.0 * np.log1p(-(1 - u1)))
     want = np.where(u1 < 0.5, np.sqrt(-2.0 * np.log(u1)), want)
