@@ -12,7 +12,9 @@ import pytest
 
 from acl_core import aclnn
 from acl_core.aclnn import execute, get_workspace_size
+from acl_core.dtypes import DataType as D
 from acl_core.eager import to_device
+from acl_core.formats import Format
 from acl_core.spec.ops import get_spec
 from acl_rocm.backend import RocmBackend
 from tests.rocm.fake_provider import FakeProvider
@@ -107,3 +109,64 @@ def test_an_index_op_reuses_its_launches_with_a_fresh_check_flag_per_call(fake) 
     at = first.index(flags[0].to_bytes(8, "little"))
     assert second[at] == flags[1].to_bytes(8, "little")
     assert first[:at] + first[at + 1 :] == second[:at] + second[at + 1 :]  # same take, only the flag moves
+
+
+def _foreach_add(backend: RocmBackend, n: int, members: int = 3) -> tuple[int, aclnn.AclOpExecutor, list[Any]]:
+    lists = [[to_device(np.full(n, float(i), np.float32), backend) for i in range(members)] for _ in range(3)]
+    x1, x2, out = ([a.tensor() for a in lst] for lst in lists)
+    alpha = to_device(np.ones(1, np.float32), backend)
+    listed = [aclnn.aclCreateTensorList(t) for t in (x1, x2, out)]
+    args = [listed[0], listed[1], alpha.tensor(), listed[2]]
+    size, executor = _repeatable("ForeachAddList", args, backend)
+    return size, executor, [*lists, alpha]
+
+
+def test_foreach_replays_its_launches_per_signature_and_replans_per_setting(fake, monkeypatch) -> None:
+    """A repeated ForeachAddList reuses its packed slot tables (no re-tabling on the host); another list, or
+    another ACL_FOREACH_CONFIG, gets its own."""
+    backend, provider = fake
+    spec = get_spec("ForeachAddList")
+    size, executor, keep = _foreach_add(backend, 5000)
+    execute(spec, None, size, executor, None)
+    first = provider.launches[-1]
+    runner = backend.foreach  # type: ignore[attr-defined]
+    tabled = runner._chunk
+
+    def no_tabling(*args: Any) -> None:
+        raise AssertionError("a repeated signature built its slot table again")
+
+    monkeypatch.setattr(runner, "_chunk", no_tabling)
+    execute(spec, None, size, executor, None)
+    assert provider.launches[-1].args == first.args and provider.launches[-1].grid == first.grid
+    monkeypatch.setattr(runner, "_chunk", tabled)
+    other_size, other, keep_other = _foreach_add(backend, 5000)  # same shapes, other buffers
+    execute(spec, None, other_size, other, None)
+    table = provider.launches[-1].args[0]  # the slot table: every member's address
+    assert all(a.address.to_bytes(8, "little") in table for a in keep_other[2]), "the other list's own outputs"
+    assert not any(a.address.to_bytes(8, "little") in table for a in keep[2])
+    runner.forced_config = "scan"  # a setting read per call: its own plan, one grid row
+    try:
+        execute(spec, None, size, executor, None)
+    finally:
+        runner.forced_config = None
+    assert provider.launches[-1].grid[1] == 1 and first.grid[1] == 3
+
+
+def test_foreach_with_a_gathered_member_stays_planned_per_call(fake) -> None:
+    """A non-contiguous member is gathered into a temporary each call, so nothing of it is memoised."""
+    backend, provider = fake
+    base = to_device(np.ones((64, 2), np.float32), backend)
+    column = aclnn.aclCreateTensor((64,), D.ACL_FLOAT, (2,), 0, Format.ACL_FORMAT_ND, (64, 2), base.address)
+    dense = [to_device(np.ones(64, np.float32), backend) for _ in range(3)]
+    alpha = to_device(np.ones(1, np.float32), backend)
+    args = [
+        aclnn.aclCreateTensorList([column]),
+        aclnn.aclCreateTensorList([dense[0].tensor()]),
+        alpha.tensor(),
+        aclnn.aclCreateTensorList([dense[1].tensor()]),
+    ]
+    size, executor = _repeatable("ForeachAddList", args, backend)
+    for _ in range(2):
+        execute(get_spec("ForeachAddList"), None, size, executor, None)
+    assert len(provider.allocated) == 2 and sorted(provider.allocated) == sorted(provider.released)
+    assert not [k for k in executor.call.memo if k.startswith("rocm.foreach")]

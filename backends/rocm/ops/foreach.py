@@ -139,10 +139,17 @@ class ForeachRunner:
         self.backend.elementwise.convert(t, dense, stream)
         return dense
 
-    def _launch(self, kernel: Any, grid: int, values: Sequence[Any], stream: int, slots: int = 1) -> None:
+    def _launch(
+        self, kernel: Any, grid: int, values: Sequence[Any], stream: int, launched: list[Prepared], slots: int = 1
+    ) -> None:
         function = self.backend.function(kernel.source_text(), kernel.kernel_name)
-        config = LaunchConfig((grid, slots, 1), (BLOCK, 1, 1))
-        self.backend.elementwise.launch_prepared(Prepared(function, config, KernelArgs(values)), stream)
+        prepared = Prepared(function, LaunchConfig((grid, slots, 1), (BLOCK, 1, 1)), KernelArgs(values))
+        self.backend.elementwise.launch_prepared(prepared, stream)
+        launched.append(prepared)
+
+    def _memo_key(self) -> str:
+        """Where a repeated signature keeps its launches: per device and per slot-walk setting."""
+        return f"rocm.foreach@{self.backend.provider.get_device()}:{self.config()}:{self.blocks_per_slot()}"
 
     def _scalars(self, row: Row, launch: Launch, n: int, integer: bool) -> tuple[Source, D | None, list[int]]:
         """Where the scalar-like operand comes from, its device dtype, and one table field per entry."""
@@ -171,6 +178,12 @@ class ForeachRunner:
         """Enqueue one Foreach call on its stream."""
         args = launch.args
         stream = handle(launch.stream)
+        key = self._memo_key()
+        replay = launch.memo.get(key)
+        if replay is not None:  # a repeated signature: its packed launches as they were (the host path is most of
+            for prepared in replay:  # a call's cost at optimizer-step sizes: 64 tensors took ~380 us to re-table)
+                self.backend.elementwise.launch_prepared(prepared, stream)
+            return
         provider = self.backend.provider
         inputs = []
         for name in row.lists:
@@ -181,6 +194,7 @@ class ForeachRunner:
         integer = dtype in INT_LISTS
         source, sdtype, sfields = self._scalars(row, launch, n, integer)
         temps: list[int] = []
+        launched: list[Prepared] = []
         flag = 0
         checked = False
         try:
@@ -204,19 +218,22 @@ class ForeachRunner:
                 found = _address(fi)
             entries = [i for i in range(n) if outs[i].numel > 0]
             if row.formula == "norm":
-                self._norm(row, launch, dense_in[0], dense_out, entries, sfields, stream)
+                self._norm(row, launch, dense_in[0], dense_out, entries, sfields, stream, launched)
             else:
                 config = self.config()
                 ilp = int(config[3:]) if config.startswith("ilp") else 1
                 kernel = ForeachKernel(row.formula, dtype, source, sdtype, check, config != "scan", ilp)
                 for k0 in range(0, len(entries), SLOTS):
-                    self._chunk(kernel, entries[k0 : k0 + SLOTS], dense_in, dense_out, sfields, flag, found, stream)
+                    chunk = entries[k0 : k0 + SLOTS]
+                    self._chunk(kernel, chunk, dense_in, dense_out, sfields, flag, found, stream, launched)
             for d, o in scatter:
                 self.backend.elementwise.convert(d, o, stream)
             if check:
                 mode = "ForeachRoundOffNumber: roundMode is not one of [1, 2, 3, 4, 5, 6]"
                 self.backend.driver.defer_check(stream, flag, mode)
                 checked = True
+            elif not temps:  # no per-call temporaries or check flag: the launches are a function of the signature
+                launch.memo[key] = tuple(launched)
         finally:
             if flag and not checked:
                 self.backend.driver.drop_check(stream, flag)
@@ -239,6 +256,7 @@ class ForeachRunner:
         flag: int,
         found: int,
         stream: int,
+        launched: list[Prepared],
     ) -> None:
         slots: list[list[int]] = []
         first = widest = 0
@@ -255,9 +273,9 @@ class ForeachRunner:
             return
         values = [self._table(slots, first), KernelArgs.pointer(flag), KernelArgs.pointer(found)]
         if kernel.grid2d:  # a row of blocks per slot, as wide as the slot with the most
-            self._launch(kernel, widest, values, stream, len(slots))
+            self._launch(kernel, widest, values, stream, launched, len(slots))
         else:
-            self._launch(kernel, first, values, stream)
+            self._launch(kernel, first, values, stream, launched)
 
     def _norm(
         self,
@@ -268,6 +286,7 @@ class ForeachRunner:
         entries: list[int],
         sfields: list[int],
         stream: int,
+        launched: list[Prepared],
     ) -> None:
         p = _f32(launch.args["scalar"].value)
         if math.isinf(p):
@@ -280,7 +299,7 @@ class ForeachRunner:
         for k0 in range(0, len(entries), SLOTS):
             chunk = entries[k0 : k0 + SLOTS]
             slots = [[ins[i].numel, 0, _address(ins[i]), 0, mode, _address(outs[i]), _bits(p)] for i in chunk]
-            self._launch(kernel, len(slots), [self._table(slots, len(slots))], stream)
+            self._launch(kernel, len(slots), [self._table(slots, len(slots))], stream, launched)
 
 
 RUNNER = ForeachRunner
