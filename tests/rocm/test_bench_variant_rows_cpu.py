@@ -93,7 +93,7 @@ def test_adamw_and_kv_scatter_variant_rows(fake: Sequence[RocmBackend]) -> None:
 
 
 def test_mish_and_take_env_rows(fake: Sequence[RocmBackend]) -> None:
-    """ENV_ROWS: Mish float32 gets an ACL_MISH_CONFIG=poly row, Take an ACL_TAKE_CHECK=vec and =fused row per dtype;
+    """ENV_ROWS: Mish float32 gets an ACL_MISH_CONFIG=libm row, Take an ACL_TAKE_CHECK=vec and =fused row per dtype;
     each plans its kernel under the setting, and the backend's environ is restored after every row."""
     from acl_rocm.kernels.activation import MISH_POLY
 
@@ -102,7 +102,7 @@ def test_mish_and_take_env_rows(fake: Sequence[RocmBackend]) -> None:
     suite = _suite(backend, {"Mish", "Take"})
     suite.activations()  # type: ignore[attr-defined]
     mish = [(c.dtype, c.note, c.status) for c in suite.cases if c.op == "Mish"]  # type: ignore[attr-defined]
-    assert mish[:2] == [("float32", "", "ok"), ("float32", "ACL_MISH_CONFIG=poly", "ok")] and len(mish) == 4
+    assert mish[:2] == [("float32", "", "ok"), ("float32", "ACL_MISH_CONFIG=libm", "ok")] and len(mish) == 4
     sources = backend.runners["elementwise"]._sources.values()  # type: ignore[attr-defined]
     assert any(MISH_POLY in s for s in sources)
     suite.gathers()  # type: ignore[attr-defined]

@@ -105,7 +105,7 @@ def test_poly_body_only_for_float32_results(tmp_path: Path) -> None:
     for dtype, expect in ((np.float32, True), (np.float16, False)):
         assert any(MISH_POLY in s for s in _sources(tmp_path, "poly", dtype)) == expect
     assert not any(MISH_POLY in s for s in _sources(tmp_path / "libm", "libm", np.float32))
-    assert not any(MISH_POLY in s for s in _sources(tmp_path / "unset", "", np.float32))
+    assert any(MISH_POLY in s for s in _sources(tmp_path / "unset", "", np.float32))  # the default
 
 
 def test_a_bad_setting_is_refused(tmp_path: Path) -> None:

@@ -114,7 +114,7 @@ FOREACH_CONFIGS = ("scan", "ilp2", "ilp4")
 ADAMW_CONFIGS = ("scalar",)
 """rocm's ACL_ADAMW_CONFIG choices timed beside the default ApplyAdamWV2 row."""
 ENV_ROWS: dict[str, tuple[str, tuple[str, ...], frozenset[D] | None]] = {
-    "Mish": ("ACL_MISH_CONFIG", ("poly",), frozenset({D.ACL_FLOAT})),
+    "Mish": ("ACL_MISH_CONFIG", ("libm",), frozenset({D.ACL_FLOAT})),
     "Take": ("ACL_TAKE_CHECK", ("vec", "fused"), None),
 }
 """rocm settings timed as extra rows beside an op's default row: op → (variable, values, dtypes or None for all).
