@@ -21,9 +21,12 @@ def d128_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_mode_comes_from_the_argument_or_the_environment(d128_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg, bf16 = Qwen3Config.from_dir(d128_dir), parse_dtype("bf16")
     monkeypatch.delenv(PROLOGUE_ENV, raising=False)
-    assert prologue_mode(None, cfg, bf16) == "split" and prologue_mode(" Fused ", cfg, bf16) == "fused"
-    monkeypatch.setenv(PROLOGUE_ENV, "fused")
-    assert prologue_mode(None, cfg, bf16) == "fused" and prologue_mode("split", cfg, bf16) == "split"
+    assert prologue_mode(None, cfg, bf16) == "fused" and prologue_mode(" Split ", cfg, bf16) == "split"
+    assert prologue_mode(None, cfg, parse_dtype("fp32")) == "split"  # auto: fused only where it runs
+    monkeypatch.setenv(PROLOGUE_ENV, "split")
+    assert prologue_mode(None, cfg, bf16) == "split" and prologue_mode("fused", cfg, bf16) == "fused"
+    monkeypatch.setenv(PROLOGUE_ENV, "auto")
+    assert prologue_mode(None, cfg, bf16) == "fused" and prologue_mode(None, cfg, parse_dtype("fp16")) == "fused"
     monkeypatch.setenv(PROLOGUE_ENV, "one")
     with pytest.raises(ValueError, match=PROLOGUE_ENV):
         prologue_mode(None, cfg, bf16)
@@ -36,6 +39,7 @@ def test_fused_is_refused_where_the_operator_cannot_run(tiny_dir: Path, d128_dir
     with pytest.raises(ValueError, match="float16/bf16"):
         prologue_mode(mode, Qwen3Config.from_dir(d128_dir), parse_dtype("fp32"))
     assert prologue_mode(" NZ ", Qwen3Config.from_dir(d128_dir), parse_dtype("fp16")) == "nz"
+    assert prologue_mode("auto", Qwen3Config.from_dir(tiny_dir), parse_dtype("bf16")) == "split"
 
 
 def _plan(r: Qwen3Runner) -> list[str]:
@@ -46,7 +50,7 @@ def _plan(r: Qwen3Runner) -> list[str]:
 
 def test_fused_prologue_is_one_launch_a_layer_and_the_same_model(d128_dir: Path, reference_backend: str) -> None:
     prompts = [[3, 1, 4, 1, 5, 9], [2, 7, 1, 8, 2, 8]]
-    with Qwen3Runner(d128_dir, backend=reference_backend, dtype="bf16") as r:
+    with Qwen3Runner(d128_dir, backend=reference_backend, dtype="bf16", prologue="split") as r:
         want = r.generate(prompts, 6, replay=False, keep_logits=True)
         split = _plan(r)
     with Qwen3Runner(d128_dir, backend=reference_backend, dtype="bf16", prologue="fused") as r:
@@ -82,7 +86,7 @@ def test_nz_runner_is_cann_contract_and_the_same_model(d128_dir: Path, reference
     new = 6
     cfg = Qwen3Config.from_dir(d128_dir)
     layers, nkv, d = cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.head_dim
-    with Qwen3Runner(d128_dir, backend=reference_backend, dtype="bf16") as r:
+    with Qwen3Runner(d128_dir, backend=reference_backend, dtype="bf16", prologue="split") as r:
         want = r.generate(prompts, new, replay=False, keep_logits=True)
         want_logits = r.forward_logits(prompts)
         (state,) = r._decode.values()

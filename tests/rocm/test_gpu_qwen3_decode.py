@@ -84,7 +84,7 @@ def test_prologue_keeps_the_tokens(rocm_under_test: str, tmp_path: Path, mode: s
 
     model_dir = hf.make_checkpoint(tmp_path / "pro", preset="tiny", seed=1, overrides={"head_dim": 128})
     prompts = [[3, 1, 4, 1, 5, 9], [2, 7, 1, 8, 2, 8]]
-    with Qwen3Runner(model_dir, backend=rocm_under_test, dtype="bf16") as r:
+    with Qwen3Runner(model_dir, backend=rocm_under_test, dtype="bf16", prologue="split") as r:
         want = r.generate(prompts, 4, replay=False, keep_logits=True)
     with Qwen3Runner(model_dir, backend=rocm_under_test, dtype="bf16", prologue=mode) as r:
         eager = r.generate(prompts, 4, replay=False, keep_logits=True)
