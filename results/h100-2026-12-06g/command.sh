@@ -1,0 +1,1 @@
+export OUT; FP8_ACC_TIMEOUT=1 PYTEST_WORKERS=4 TESTS_TIMEOUT=300 CONFORMANCE_TIMEOUT=330 CONFORMANCE_PARALLEL=10 BENCH=0 QWEN=none STARTUP=0 SWEEP=.whl/s2.txt SWEEP_LINE_TIMEOUT=170 bash scripts/gpu_run.sh -k 'test_gpu_foreach or test_gpu_qwen3 or test_gpu_reduction_norm or mish or test_gpu_capture'
