@@ -109,7 +109,7 @@ KERNEL_CALLS = 3
 """Calls of an acl row profiled by ``--kernels`` (after its timing: warm plans and kernels)."""
 FOREACH_MEMBERS = 64
 """Tensors per list of the ForeachAddList rows (an optimizer step's parameter list)."""
-FOREACH_CONFIGS = ("scan", "ilp2", "ilp4")
+FOREACH_CONFIGS = ("scan",)
 """rocm's ACL_FOREACH_CONFIG choices timed beside the default (forced on its foreach runner, one row each)."""
 ADAMW_CONFIGS = ("scalar",)
 """rocm's ACL_ADAMW_CONFIG choices timed beside the default ApplyAdamWV2 row."""

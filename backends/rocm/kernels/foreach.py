@@ -6,8 +6,7 @@ operand per slot); each slot owns a run of consecutive blocks that walk its elem
 16-byte vectors where the slot's addresses are aligned (then the tail element by element).
 Formulas (keys of :data:`acl_core.spec.ops.foreach.FORMULAS`) are evaluated in double (long long
 for int32 lists) and rounded once: fp16/bf16 results go through a round-to-odd float so that the
-float-to-half rounding is the only one. ForeachNorm reduces each tensor in one block. ``ilp`` kernels
-(``ACL_FOREACH_CONFIG=ilp2|ilp4``) load that many vectors of every operand a thread before any store.
+float-to-half rounding is the only one. ForeachNorm reduces each tensor in one block.
 """
 
 from __future__ import annotations
@@ -164,10 +163,6 @@ class ForeachKernel:
     grid2d: bool = False
     """``ACL_FOREACH_CONFIG=grid2d``: the slot is ``blockIdx.y`` (blocks past the slot's own count return at once)
     instead of a scan of the table's first-block column in every thread; the elements and values are the same."""
-    ilp: int = 1
-    """``ACL_FOREACH_CONFIG=ilp2|ilp4`` (with ``grid2d``): a thread loads ``ilp`` 16-byte vectors of every operand
-    (``ilp`` grid strides apart) before it computes and stores any, so each thread keeps ``ilp`` times the bytes in
-    flight and the blocks a slot shrink as much; the values are the same."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -287,8 +282,6 @@ def _vector_lines(k: ForeachKernel, uses: set[str]) -> list[str]:
     expr = EXPRESSIONS[k.formula]
     roles = [r for r in "abc" if r in uses]
     aligned = " | ".join(f"(unsigned long long){r.upper()}" for r in (*roles, "o"))
-    if k.ilp > 1:
-        return _ilp_lines(k, roles, aligned)
     lines = [
         "long long done = 0;",
         f"if ((({aligned}) & {VECTOR_BYTES - 1}ull) == 0ull) {{",
@@ -306,52 +299,6 @@ def _vector_lines(k: ForeachKernel, uses: set[str]) -> list[str]:
         f"      qo.v[e] = {encode(k.dtype, expr, k.formula)};",
         "    }",
         f"    *reinterpret_cast<{vt}*>(O + q * {v}) = qo;",
-        "  }",
-        f"  done = nv * {v};",
-        "}",
-    ]
-    return lines
-
-
-def _ilp_lines(k: ForeachKernel, roles: list[str], aligned: str) -> list[str]:
-    """The vector loop with ``k.ilp`` vectors a thread a trip: every operand's loads first, then compute and stores.
-
-    The u-th vector of a trip lies u grid strides after the first (each of the ``ilp`` waves of loads coalesced);
-    a thread's stores come after all its loads, so an output aliasing an input is still read before it is written.
-    """
-    st = ctype(k.dtype).storage
-    v, u = vector_width(k.dtype), k.ilp
-    vt = f"AclVec<{st}, {v}>"
-    expr = EXPRESSIONS[k.formula]
-    lines = [
-        "long long done = 0;",
-        f"if ((({aligned}) & {VECTOR_BYTES - 1}ull) == 0ull) {{",
-        f"  const long long nv = n / {v};",
-        f"  for (long long q = t0; q < nv; q += {u} * step) {{",
-        *(f"    {vt} q{r}[{u}];" for r in roles),
-        "    #pragma unroll",
-        f"    for (int u = 0; u < {u}; ++u) {{",
-        "      const long long p = q + u * step;",
-        "      if (p < nv) {",
-        *(f"        q{r}[u] = *reinterpret_cast<const {vt}*>({r.upper()} + p * {v});" for r in roles),
-        "      }",
-        "    }",
-        "    #pragma unroll",
-        f"    for (int u = 0; u < {u}; ++u) {{",
-        "      const long long p = q + u * step;",
-        "      if (p >= nv) break;",
-        f"      {vt} qo;",
-        "      #pragma unroll",
-        f"      for (int e = 0; e < {v}; ++e) {{",
-        *(f"        const W {r} = {decode(k.dtype, f'q{r}[u].v[e]', k.formula)};" for r in roles),
-    ]
-    if k.formula == "unscale":
-        lines.append("        if (a != a || fabs(a) > 1.79769313486231570815e+308) *found = 1.0f;")
-    lines += [
-        f"        qo.v[e] = {encode(k.dtype, expr, k.formula)};",
-        "      }",
-        f"      *reinterpret_cast<{vt}*>(O + p * {v}) = qo;",
-        "    }",
         "  }",
         f"  done = nv * {v};",
         "}",

@@ -47,14 +47,13 @@ BLOCKS_ENV = "ACL_FOREACH_BLOCKS"
 (a scan of the table's first-block column, up to 31 steps, in every thread) and then walks its slot grid-stride,
 so fewer blocks a slot spread that search over more elements a thread; the values are the same for any count."""
 CONFIG_ENV = "ACL_FOREACH_CONFIG"
-"""How a block finds its slot (tensor) and how much a thread moves: ``scan`` (a one-dimensional grid, every thread
-scanning the table's first-block column), ``grid2d`` (the default, measured faster on an H100 on 2026-12-06:
-ForeachAddList 64 x 4 MiB at 1.24 / 1.21 / 1.25x torch's time in fp16 / bf16 / float32 against scan's 1.52 / 1.23 /
-1.27; the slot is ``blockIdx.y``, the grid as wide as the slot with the most blocks; the others' extra blocks return
-at once; a thread moves one 16-byte vector of each operand), ``ilp2`` / ``ilp4`` (``grid2d`` with 2 / 4 vectors of
-every operand loaded a thread before its first store, and 2 / 4 times fewer blocks a slot, as torch's
-multi_tensor_apply keeps 4 loads a thread in flight). The values are the same."""
-CONFIGS = ("scan", "grid2d", "ilp2", "ilp4")
+"""How a block finds its slot (tensor): ``grid2d`` (the default: the slot is ``blockIdx.y``, the grid as wide as the
+slot with the most blocks, the others' extra blocks returning at once) or ``scan`` (a one-dimensional grid, every
+thread scanning the table's first-block column). A thread moves one 16-byte vector of each operand a trip. H100
+2026-12-06 18:15, ForeachAddList 64 x 4 MiB, acl / torch time f32 / f16 / bf16: grid2d 0.88 / 1.00 / 0.85, scan
+1.05 / 1.51 / 1.16 (2 and 4 vectors a thread before any store measured no better and were removed). The values
+are the same."""
+CONFIGS = ("grid2d", "scan")
 BLOCK_ALTERNATIVES = (128,)
 """Blocks-a-slot settings the ops bench times beside the default (ForeachAddList's extra rows)."""
 PER_THREAD = 4
@@ -220,9 +219,7 @@ class ForeachRunner:
             if row.formula == "norm":
                 self._norm(row, launch, dense_in[0], dense_out, entries, sfields, stream, launched)
             else:
-                config = self.config()
-                ilp = int(config[3:]) if config.startswith("ilp") else 1
-                kernel = ForeachKernel(row.formula, dtype, source, sdtype, check, config != "scan", ilp)
+                kernel = ForeachKernel(row.formula, dtype, source, sdtype, check, self.config() != "scan")
                 for k0 in range(0, len(entries), SLOTS):
                     chunk = entries[k0 : k0 + SLOTS]
                     self._chunk(kernel, chunk, dense_in, dense_out, sfields, flag, found, stream, launched)
@@ -260,7 +257,7 @@ class ForeachRunner:
     ) -> None:
         slots: list[list[int]] = []
         first = widest = 0
-        per_thread = max(PER_THREAD, vector_width(kernel.dtype)) * kernel.ilp  # whole 16-byte vectors a thread
+        per_thread = max(PER_THREAD, vector_width(kernel.dtype))  # whole 16-byte vectors a thread
         cap = self.blocks_per_slot()
         for i in entries:
             numel = outs[i].numel
