@@ -36,7 +36,8 @@ OPS += ("DropoutDoMask", "Multinomial")
 """The kernels this module runs (InplaceBernoulli runs Bernoulli's)."""
 TRIG_ENV = "ACL_RANDOM_NORMAL"
 """A packed InplaceNormal pair's transform: ``split`` (double cos and sin, the default), ``sincos`` (one double
-call) or ``float32`` (Box–Muller in float32, float32 and 16-bit outputs; float64 ones take ``split``, logged);
+call), ``float32`` (Box–Muller in float32, float32 and 16-bit outputs; float64 ones take ``split``, logged) or
+``float32p`` (the same in float32 with polynomials for the library calls, 16 bytes of output a thread);
 InplaceNormal's accuracy class holds for each (kernels/random.py's NORMAL_TRIG and FLOAT32_PAIR)."""
 REFUSED = "Multinomial: self holds a negative, infinite or NaN weight, a zero row, or too few positive weights"
 """The 161002 message of Multinomial's device check."""
@@ -112,11 +113,11 @@ class RandomRunner:
         values.append(ctypes.c_double(b))
         layout = fill_layout() if kind in ("uniform", "normal") else "block"
         trig = self.normal_trig() if kind == "normal" and layout == "packed" else "split"
-        if trig == "float32" and t.dtype == D.ACL_DOUBLE:
-            LOG.debug("InplaceNormal float64: %s=float32 is for float32 and 16-bit outputs; split taken", TRIG_ENV)
+        if trig in ("float32", "float32p") and t.dtype == D.ACL_DOUBLE:
+            LOG.debug("InplaceNormal float64: %s=%s is for float32 and 16-bit outputs; split taken", TRIG_ENV, trig)
             trig = "split"
         kernel = Fill(kind, t.dtype, ndim, layout, trig)
-        self._step(prog, kernel, -(-t.numel // kernel.per_block), values)
+        self._step(prog, kernel, -(-t.numel // kernel.per_thread), values)
         return prog
 
     def _uniform(self, launch: Launch) -> Program:
