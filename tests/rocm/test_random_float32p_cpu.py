@@ -64,7 +64,6 @@ def _bits(x: np.ndarray) -> np.ndarray:
 def float32p_from_words(w0: np.ndarray, w1: np.ndarray, w2: np.ndarray, w3: np.ndarray) -> tuple[np.ndarray, ...]:
     """The kernel's standard pair (z0, z1) = (r·cos θ, r·sin θ) in float32 from each block's words (uint64 arrays)."""
     k1 = ((w1 << U64(32)) | w0) >> U64(11)
-    k2 = ((w3 << U64(32)) | w2) >> U64(11)
     big = w1 >= U64(BIG_U1)
     vf = np.where(big, U64((1 << 53) - 1) - k1, k1 + U64(1)).astype(F64).astype(F32)
     ix = _bits(vf)
@@ -75,7 +74,9 @@ def float32p_from_words(w0: np.ndarray, w1: np.ndarray, w2: np.ndarray, w3: np.n
     lg = fma32(ef, np.full_like(s, F32(LN2_F)), fma32(s * s, _horner(s, LOG1P_COEFFS), s))
     rr = np.sqrt(F32(-2) * lg).astype(F32)
     qt = ((w3 >> U64(29)) + U64(1)) >> U64(1)
-    d = (k2.astype(np.int64) - (qt << U64(51)).astype(np.int64)).astype(F64).astype(F32) * F32(2.0**-52)
+    hi = (w3 - (qt << U64(30))) & U64(0xFFFFFFFF)
+    di = ((hi << U64(32)) | (w2 & U64(0xFFFFF800))).view(np.int64)  # 2^11·(k2 - qt·2^51): 53 digits, exact in double
+    d = di.astype(F64).astype(F32) * F32(2.0**-63)
     d2 = d * d
     sd = d * _horner(d2, SINPI_COEFFS)
     cd = fma32(d2, _horner(d2, COSPI_COEFFS), np.ones_like(d2))

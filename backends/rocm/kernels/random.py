@@ -97,7 +97,6 @@ FLOAT32P: Final = "\n".join(
         "// ---- float32p: Box–Muller in float32, the family's words and exact integer reductions, polynomials ----",
         "__device__ __forceinline__ void acl_rnd_normal_f32p(const unsigned int w[4], float& z0, float& z1) {",
         "  const unsigned long long k1 = (((unsigned long long)w[1] << 32) | w[0]) >> 11;",
-        "  const unsigned long long k2 = (((unsigned long long)w[3] << 32) | w[2]) >> 11;",
         "  // ln u1 = e·ln 2 + log1p(s). u1 > 179/256 (big): e = 0, s = -(1 - u1), 1 - u1 = (2^53 - 1 - k1)·2^-53",
         "  // exact in integers, rounded once; else u1 = (k1 + 1)·2^-53 rounded once = 2^e·(1 + s),",
         "  // 1 + s in [179/256, 179/128)",
@@ -110,10 +109,11 @@ FLOAT32P: Final = "\n".join(
         "  const float ef = __uint_as_float(0x4B400000u + (unsigned int)e) - 12582912.0f;  // exact for |e| < 2^22",
         f"  const float lg = fmaf(ef, {LN2_F!r}f, fmaf(s * s, {_horner('s', LOG1P_COEFFS)}, s));",
         "  const float rr = sqrtf(-2.0f * lg);",
-        "  // 2·u2 = k2·2^-52 = qt/2 + d, qt the nearest quarter turn (the top bits of w3), d in [-1/4, 1/4] exact",
+        "  // 2·u2 = k2·2^-52 = qt/2 + d, qt the nearest quarter turn (the top bits of w3), d in [-1/4, 1/4] exact:",
+        "  // 2^11·(k2 - qt·2^51) = (w3:w2 less its low 11 bits) - qt·2^62, w3 - qt·2^30 in [-2^29, 2^29) as int32",
         "  const unsigned int qt = ((w[3] >> 29) + 1u) >> 1;",
-        "  const long long di = (long long)k2 - (long long)((unsigned long long)qt << 51);",
-        "  const float d = (float)di * 2.220446049250313e-16f;",
+        "  const long long di = (long long)(((unsigned long long)(w[3] - (qt << 30)) << 32) | (w[2] & 0xFFFFF800u));",
+        "  const float d = (float)di * 1.0842021724855044e-19f;  // 2^-63: (float)(k2 - qt·2^51)·2^-52 exactly",
         "  const float d2 = d * d;",
         f"  const float sd = d * {_horner('d2', SINPI_COEFFS)};",
         f"  const float cd = fmaf(d2, {_horner('d2', COSPI_COEFFS)}, 1.0f);",
@@ -165,6 +165,30 @@ __device__ __forceinline__ double acl_rnd_unit53(unsigned int lo, unsigned int h
   return (double)((((unsigned long long)hi << 32) | lo) >> 11) * 1.1102230246251565404e-16;
 }
 """
+
+PHILOX_RK: Final = r"""
+// ---- Philox4x32-10 on round keys the host computed (k[2r], k[2r + 1]: the key after r bumps, mod 2^32) ----
+// The same words as acl_rnd_block; the keys sit in the kernel's parameter space, where an xor reads them as an
+// operand instead of two adds a round recomputing them in registers.
+struct AclRndKeys { unsigned int k[20]; unsigned int off_lo; unsigned int off_hi; };
+__device__ __forceinline__ void acl_rnd_block_rk(const AclRndKeys& g, unsigned long long q, unsigned int c[4]) {
+  c[0] = (unsigned int)q; c[1] = (unsigned int)(q >> 32); c[2] = g.off_lo; c[3] = g.off_hi;
+  for (int r = 0; r < 10; ++r) {
+    const unsigned long long p0 = 0xD2511F53ull * (unsigned long long)c[0];
+    const unsigned long long p1 = 0xCD9E8D57ull * (unsigned long long)c[2];
+    const unsigned int n0 = (unsigned int)(p1 >> 32) ^ c[1] ^ g.k[2 * r];
+    const unsigned int n2 = (unsigned int)(p0 >> 32) ^ c[3] ^ g.k[2 * r + 1];
+    c[0] = n0; c[1] = (unsigned int)p1; c[2] = n2; c[3] = (unsigned int)p0;
+  }
+}
+"""
+
+
+def round_keys(seed_lo: int, seed_hi: int) -> list[int]:
+    """The 20 round keys of :data:`PHILOX_RK` (k0, k1 after r Weyl bumps, r = 0..9) of a 64-bit key's halves."""
+    return [
+        (k + r * bump) & 0xFFFFFFFF for r in range(10) for k, bump in ((seed_lo, 0x9E3779B9), (seed_hi, 0xBB67AE85))
+    ]
 
 
 def _name(kind: str, key: object) -> str:
@@ -249,6 +273,8 @@ class Fill:
     """The family's fill layout: ``block`` (a Philox block per element) or ``packed`` (uniform and normal)."""
     trig: str = "split"
     """How a packed normal pair takes ``cos θ`` and ``sin θ`` (:data:`NORMAL_TRIG`; float64 either way)."""
+    blocks: int = 0
+    """float32p's Philox blocks a thread (0: as many as fill 16 bytes; scripts/random_fill_bench.py times others)."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -265,10 +291,15 @@ class Fill:
         return 4 if self.kind == "uniform" and DIGITS[self.dtype] <= 32 else 2
 
     @property
+    def keyed(self) -> bool:
+        """Whether the kernel takes ``AclRndKeys`` (precomputed round keys: float32p) instead of ``AclRnd``."""
+        return self.kind == "normal" and self.layout == "packed" and self.trig == "float32p"
+
+    @property
     def blocks_per_thread(self) -> int:
         """Philox blocks a thread draws per trip: float32p fills 16 bytes (2 blocks of float32, 4 of 16-bit), else 1."""
-        if self.kind == "normal" and self.layout == "packed" and self.trig == "float32p":
-            return 16 // storage_nbytes(self.dtype, 2)
+        if self.keyed:
+            return self.blocks or 16 // storage_nbytes(self.dtype, 2)
         return 1
 
     @property
@@ -299,18 +330,9 @@ class Fill:
             return lines
         if self.trig not in NORMAL_TRIG:
             raise ValueError(f"no {self.trig!r} way to the normal pair's sine and cosine")
-        if self.trig in ("float32", "float32p"):
+        if self.trig == "float32":
             if self.dtype == D.ACL_DOUBLE:
                 raise ValueError("the float32 normal transform is for float32 and 16-bit outputs")
-            if self.trig == "float32p":
-                return [
-                    *lines,
-                    "float z0, z1;",
-                    "acl_rnd_normal_f32p(w, z0, z1);",
-                    "const float fa = (float)a, fb = (float)b;",
-                    f"s[0] = {store_narrow('fmaf(fb, z0, fa)', self.dtype)};",
-                    f"s[1] = {store_narrow('fmaf(fb, z1, fa)', self.dtype)};",
-                ]
             return [
                 *lines,
                 *FLOAT32_PAIR,
@@ -337,8 +359,10 @@ class Fill:
     def _packed_source(self) -> str:
         """Packed layout: a thread per ``blocks_per_thread`` Philox blocks, their elements stored as one vector where
         unit-stride and aligned (element ``per_block·j + t`` from block ``j`` either way)."""
+        if self.keyed:
+            return self._float32p_source()
         st = ctype(self.dtype).storage
-        e, nb, pb = self.per_thread, self.blocks_per_thread, self.per_block
+        e = self.per_block
         params = ["const Meta m", f"{st}* out", "const AclRnd g", "const double a", "const double b"]
         store_each = [
             f"for (int t = 0; t < {e}; ++t) {{",
@@ -353,23 +377,11 @@ class Fill:
             f"const long long groups = (m.n + {e - 1}) / {e};",
             "for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < groups; j += step) {",
         ]
-        if nb == 1:
-            body += [
-                "  unsigned int w[4];",
-                "  acl_rnd_block(g, (unsigned long long)j, w);",
-                *("  " + line for line in self._packed_values()),
-            ]
-        else:  # the blocks' draws unrolled side by side (independent chains: instruction-level parallelism)
-            body += [
-                f"  {st} v[{e}];",
-                f"  for (int h = 0; h < {nb}; ++h) {{",
-                "    unsigned int w[4];",
-                f"    acl_rnd_block(g, (unsigned long long)(j * {nb} + h), w);",
-                *("    " + line for line in self._packed_values()),
-                f"    for (int t = 0; t < {pb}; ++t) v[{pb} * h + t] = s[t];",
-                "  }",
-                f"  {st}* const s = v;",
-            ]
+        body += [
+            "  unsigned int w[4];",
+            "  acl_rnd_block(g, (unsigned long long)j, w);",
+            *("  " + line for line in self._packed_values()),
+        ]
         body += [f"  const long long q0 = j * {e};"]
         if self.ndim == 1:
             vec = f"AclVec<{st}, {e}>"
@@ -383,9 +395,62 @@ class Fill:
                 "  }",
             ]
         body += [*("  " + line for line in store_each), "}"]
-        comment = f"{self.kind} fill of {self.dtype.short}, packed layout ({pb} elements a block, {nb} blocks a thread)"
-        extra = FLOAT32P if self.kind == "normal" and self.trig == "float32p" else ""
-        return _source(comment, _meta(self.ndim, 1), self.kernel_name, params, body, extra)
+        comment = f"{self.kind} fill of {self.dtype.short}, packed layout ({e} elements a block)"
+        return _source(comment, _meta(self.ndim, 1), self.kernel_name, params, body)
+
+    def _float32p_source(self) -> str:
+        """float32p: ``blocks_per_thread`` blocks a thread on round keys precomputed by the host (AclRndKeys), a
+        loop of whole groups stored as one vector without per-group checks where the view is unit-stride and
+        aligned, then a checked loop for the rest (a tail, or every group of a strided view)."""
+        if self.dtype == D.ACL_DOUBLE:
+            raise ValueError("the float32 normal transform is for float32 and 16-bit outputs")
+        st = ctype(self.dtype).storage
+        e, nb = self.per_thread, self.blocks_per_thread
+        vec = f"AclVec<{st}, {e}>"
+        params = ["const Meta m", f"{st}* out", "const AclRndKeys g", "const double a", "const double b"]
+        draws = [
+            f"  {st} s[{e}];",
+            f"  for (int h = 0; h < {nb}; ++h) {{  // independent chains side by side: instruction-level parallelism",
+            "    unsigned int w[4];",
+            f"    acl_rnd_block_rk(g, (unsigned long long)(j * {nb} + h), w);",
+            "    float z0, z1;",
+            "    acl_rnd_normal_f32p(w, z0, z1);",
+            f"    s[2 * h] = {store_narrow('fmaf(fb, z0, fa)', self.dtype)};",
+            f"    s[2 * h + 1] = {store_narrow('fmaf(fb, z1, fa)', self.dtype)};",
+            "  }",
+        ]
+        body = [
+            "const float fa = (float)a, fb = (float)b;",
+            "const long long step = (long long)gridDim.x * blockDim.x;",
+            "const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
+            f"const long long groups = (m.n + {e - 1}) / {e};",
+        ]
+        if self.ndim == 1:
+            body += [
+                f"const bool unit = m.stride[0][0] == 1 && (unsigned long long)out % sizeof({vec}) == 0;",
+                f"const long long whole = unit ? m.n / {e} : 0;",
+                "for (long long j = first; j < whole; j += step) {",
+                *draws,
+                f"  {vec} x;",
+                f"  for (int t = 0; t < {e}; ++t) x.v[t] = s[t];",
+                f"  *reinterpret_cast<{vec}*>(out + j * {e}) = x;",
+                "}",
+            ]
+        else:
+            body.append("const long long whole = 0;")
+        body += [
+            "for (long long j = whole + first; j < groups; j += step) {",
+            *draws,
+            f"  for (int t = 0; t < {e}; ++t) {{",
+            f"    const long long q = j * {e} + t;",
+            "    if (q >= m.n) break;",
+            *("    " + line for line in _offsets(self.ndim, 1)),
+            "    out[o0] = s[t];",
+            "  }",
+            "}",
+        ]
+        comment = f"normal fill of {self.dtype.short}, packed layout, float32p ({nb} blocks a thread)"
+        return _source(comment, _meta(self.ndim, 1), self.kernel_name, params, body, PHILOX_RK + FLOAT32P)
 
     def _value(self) -> list[str]:
         st = ctype(self.dtype).storage
