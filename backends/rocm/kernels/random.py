@@ -95,6 +95,19 @@ def _horner(x: str, coeffs: tuple[float, ...]) -> str:
 FLOAT32P: Final = "\n".join(
     [
         "// ---- float32p: Box–Muller in float32, the family's words and exact integer reductions, polynomials ----",
+        "#if defined(__CUDA_ARCH__)",
+        "// sqrtf's own correctly rounded fast path (rsqrt, then r = x·y corrected by (x - r²)·y/2) without its range",
+        "// check and slow-path branch: x here is 0 or within [2^-52, 75], inside that path's range (x = 0: the rsqrt",
+        "// of a tiny positive number leaves r = 0 exactly)",
+        "__device__ __forceinline__ float acl_rnd_sqrt(float x) {",
+        "  float y;",
+        '  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(fmaxf(x, 1e-30f)));',
+        "  const float r = x * y, h = 0.5f * y;",
+        "  return fmaf(fmaf(-r, r, x), h, r);",
+        "}",
+        "#else",
+        "__device__ __forceinline__ float acl_rnd_sqrt(float x) { return sqrtf(x); }",
+        "#endif",
         "__device__ __forceinline__ void acl_rnd_normal_f32p(const unsigned int w[4], float& z0, float& z1) {",
         "  const unsigned long long k1 = (((unsigned long long)w[1] << 32) | w[0]) >> 11;",
         "  // ln u1 = e·ln 2 + log1p(s). u1 > 179/256 (big): e = 0, s = -(1 - u1), 1 - u1 = (2^53 - 1 - k1)·2^-53",
@@ -108,7 +121,7 @@ FLOAT32P: Final = "\n".join(
         "  const int e = big ? 0 : (int)(tmp >> 23) - 53;  // vf >= 1: tmp >= 0",
         "  const float ef = __uint_as_float(0x4B400000u + (unsigned int)e) - 12582912.0f;  // exact for |e| < 2^22",
         f"  const float lg = fmaf(ef, {LN2_F!r}f, fmaf(s * s, {_horner('s', LOG1P_COEFFS)}, s));",
-        "  const float rr = sqrtf(-2.0f * lg);",
+        "  const float rr = acl_rnd_sqrt(-2.0f * lg);",
         "  // 2·u2 = k2·2^-52 = qt/2 + d, qt the nearest quarter turn (the top bits of w3), d in [-1/4, 1/4] exact:",
         "  // 2^11·(k2 - qt·2^51) = (w3:w2 less its low 11 bits) - qt·2^62, w3 - qt·2^30 in [-2^29, 2^29) as int32",
         "  const unsigned int qt = ((w[3] >> 29) + 1u) >> 1;",
@@ -131,9 +144,10 @@ FLOAT32P: Final = "\n".join(
 
 :data:`FLOAT32_PAIR`'s uniforms and exact integer reductions, the library calls replaced: ``ln u1`` by an exponent
 split of the one rounded conversion and :data:`LOG1P_COEFFS` (near u1 = 1, s = -(1 - u1) keeps every digit),
-``sinpi`` / ``cospi`` on the quarter-turn-reduced ``d`` by :data:`SINPI_COEFFS` / :data:`COSPI_COEFFS`; ``sqrtf``
-correctly rounded. Every step is a float32 rounding or fma, so tests/rocm/test_random_float32_cpu.py's NumPy model
-follows it step for step and bounds ``z`` against the double transform over a sweep and the reductions' edges."""
+``sinpi`` / ``cospi`` on the quarter-turn-reduced ``d`` by :data:`SINPI_COEFFS` / :data:`COSPI_COEFFS`; the square
+root correctly rounded (on CUDA sqrtf's own fast path written out, without the range check its argument never
+needs). Every step is one float32 rounding or fma, so tests/rocm/test_random_float32p_cpu.py's NumPy model follows
+it bit for bit and bounds ``z`` against the true transform over a sweep and the reductions' edges."""
 
 PHILOX: Final = r"""
 // ---- Philox4x32-10 (Salmon et al. 2011, Random123) and the family's counter layout ----
