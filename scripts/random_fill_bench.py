@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -33,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from acl_core import eager
 from acl_core.dtypes import DataType as D
+from acl_core.spec.ops.random import LAYOUT_ENV
 from acl_rocm.driver import handle
 from acl_rocm.kernels.random import FLOAT32P, NORMAL_TRIG, PHILOX_RK, Fill, _meta, _source
 from acl_rocm.launch import KernelArgs
@@ -175,12 +177,13 @@ def _check(variant: str, got: np.ndarray) -> bool:
 def main(argv: list[str]) -> int:
     """Time every variant (and torch); print JSON lines and a table; exit 1 if a fill disagrees with the reference."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    default = ",".join([*NORMAL_TRIG, "float32p+ilp1", *PROBES])
+    default = ",".join([*NORMAL_TRIG, "float32p+ilp1", "float32p+ilp4", *PROBES])
     p.add_argument("--variants", default=default, help="comma-separated transforms (ACL_RANDOM_NORMAL) and probes")
     p.add_argument("--mib", type=float, default=256.0, help="float32 buffer size in MiB")
     p.add_argument("--out", type=Path, default=None, help="JSON file of all rows")
     p.add_argument("--emulate", action="store_true", help="CPU kernel emulator, a tiny buffer (checks the script)")
     args = p.parse_args(argv)
+    os.environ[LAYOUT_ENV] = "packed"  # the kernels timed are the packed layout's: the reference checks that one
     backend = _device(args.emulate)
     n = 4096 if args.emulate else int(args.mib * (1 << 20)) // 4 // 4 * 4
     reps = 1 if args.emulate else REPS
