@@ -15,8 +15,8 @@ through the gather kernel, direct: the decode kernels read the block table a key
 table entry a warp's tile); ACL_QMM_MX_DECODE and
 ACL_QMM_EPILOGUE: the quantised GEMMs' MX decode and epilogue; ACL_PDL=1|regs: the GEMV kernels' sm_90 wait for
 their predecessor, the fake provider offering programmatic launch; ACL_RANDOM_NORMAL: the packed normal fill's
-transform (sincos, float32); ACL_ADAMW_CONFIG=scalar: the one-element AdamW step; ACL_FOREACH_CONFIG=scan|grid2d:
-how a Foreach block finds its slot; ACL_MC2_ROUTE=block|grid: MoeDistributeDispatch's
+transform (sincos, float32, float32p); ACL_ADAMW_CONFIG=scalar: the one-element AdamW step;
+ACL_FOREACH_CONFIG=scan|grid2d: how a Foreach block finds its slot; ACL_MC2_ROUTE=block|grid: MoeDistributeDispatch's
 routing kernels; ACL_TAKE_CHECK=fused|vec: Take's in-gather index check or its 16-byte Check launch;
 ACL_MISH_CONFIG=poly: Mish's float32 polynomial body; ACL_RANDOM_LAYOUT is read from the process environment
 by every backend; ACL_CMO_CONFIG: aclrtCmoAsync's prefetch, whose kernels of every method compile under

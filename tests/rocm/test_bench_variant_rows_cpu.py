@@ -53,11 +53,12 @@ def test_random_and_foreach_variant_rows(fake: Sequence[RocmBackend]) -> None:
     suite = _suite(backend, {"InplaceNormal", "ForeachAddList"})
     suite.random_fills()  # type: ignore[attr-defined]
     normal = [c for c in suite.cases if c.op == "InplaceNormal"]  # type: ignore[attr-defined]
-    assert [c.status for c in normal] == ["ok", "ok", "ok"]
+    assert [c.status for c in normal] == ["ok", "ok", "ok", "ok"]
     assert normal[0].note == "ACL_RANDOM_LAYOUT=packed" and normal[1].note.endswith("ACL_RANDOM_NORMAL=sincos")
-    assert normal[2].note.endswith("ACL_RANDOM_NORMAL=float32")
-    assert Fill("normal", D.ACL_FLOAT, 1, "packed", "float32").kernel_name in backend.provider.compiled  # type: ignore[attr-defined]
+    assert [c.note.rsplit("=", 1)[-1] for c in normal[2:]] == ["float32", "float32p"]
     compiled = backend.provider.compiled  # type: ignore[attr-defined]
+    assert Fill("normal", D.ACL_FLOAT, 1, "packed", "float32").kernel_name in compiled
+    assert Fill("normal", D.ACL_FLOAT, 1, "packed", "float32p").kernel_name in compiled
     assert Fill("normal", D.ACL_FLOAT, 1, "packed", "sincos").kernel_name in compiled
     assert Fill("normal", D.ACL_FLOAT, 1, "packed", "split").kernel_name in compiled
     assert backend.runners["random"].forced_trig is None

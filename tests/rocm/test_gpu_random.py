@@ -202,3 +202,47 @@ def test_float32_normal_transform_within_class(
                 assert worst <= BOUND + 1.5, f"worst {worst}·2^-24"
     finally:
         runner.forced_trig = None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"], ids=["fp32", "fp16", "bf16"])
+def test_float32p_normal_transform_is_the_model_and_within_class(
+    rocm: Backend, reference: Backend, monkeypatch: pytest.MonkeyPatch, dtype: object
+) -> None:
+    """ACL_RANDOM_NORMAL=float32p forced: bit for bit the NumPy model of its arithmetic (every step a float32 rounding
+    or fmaf, no product left for the compiler to contract) through every view, with guards; every InplaceNormal
+    sample within the class (float64 ones take the double transform); 2^22 float32 draws (2^20 of 16-bit ones, 2^14 on
+    the emulator) across grid trips, ending mid-vector, within the class of the reference."""
+    import os
+
+    import ml_dtypes
+
+    from tests.rocm.test_random_float32_cpu import _within_class
+    from tests.rocm.test_random_float32p_cpu import _model, fma32
+
+    dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
+    monkeypatch.delenv(LAYOUT_ENV, raising=False)
+    runner = rocm.runners["random"]  # type: ignore[attr-defined]
+    runner.forced_trig = "float32p"
+    try:
+        spec = get_spec("InplaceNormal")
+        assert spec.samples is not None
+        for sample in spec.samples(np.random.default_rng(31)):
+            got = eager.run("InplaceNormal", rocm, op_args=sample.args)["selfRef"]
+            want = eager.run("InplaceNormal", reference, op_args=sample.args)["selfRef"]
+            if want.dtype == np.float64:
+                np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14, err_msg=sample.note)
+            elif want.size:
+                _within_class(got.reshape(-1), want.reshape(-1), sample.args, sample.note)
+        big = (1 << 14) if os.environ.get("ACL_ROCM_EMULATE") == "1" else (1 << 22) if dt is np.float32 else (1 << 20)
+        cases = ((big + 3, 0.0, 1.0, 11, 0), (4101, -1.0, 3.0, 5, 7), (big - 2, 2.5, 0.5, -3, 2**40))
+        for n, mean, std, seed, offset in cases:
+            args = {"selfRef": np.zeros(n, dt), "mean": mean, "std": std, "seed": seed, "offset": offset}
+            want = eager.run("InplaceNormal", reference, op_args=args)["selfRef"]
+            model = fma32(np.full(n, np.float32(std)), _model(seed, offset, n), np.full(n, np.float32(mean))).astype(dt)
+            for layout in VIEWS if n < big else ("contiguous",):
+                got = eager.run("InplaceNormal", rocm, layout=layout, guard=True, op_args=args)["selfRef"]
+                note = f"N({mean}, {std}) n={n} @{layout}"
+                assert np.array_equal(got.view(np.uint8), model.view(np.uint8)), note
+                _within_class(got, want, args, note)
+    finally:
+        runner.forced_trig = None

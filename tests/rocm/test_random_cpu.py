@@ -47,10 +47,10 @@ def test_normal_trig_choices_compile_their_kernels_and_a_bad_one_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(LAYOUT_ENV, raising=False)
-    assert list(NORMAL_TRIG) == ["split", "sincos", "float32"]  # split (cos and sin) stays the default until measured
+    assert list(NORMAL_TRIG) == ["split", "sincos", "float32", "float32p"]  # split stays the default until measured
     backend, provider = _backend(tmp_path)
     runner = backend.runners["random"]
-    assert runner.normal_trig() == "split" and runner.trig_alternatives() == ("sincos", "float32")
+    assert runner.normal_trig() == "split" and runner.trig_alternatives() == ("sincos", "float32", "float32p")
     _normal(backend)
     split = Fill("normal", D.ACL_FLOAT, 1, "packed", "split")
     assert provider.compiled[-1] == split.kernel_name

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from acl_core.dtypes import DataType as D
+from acl_core.dtypes import storage_nbytes
 from acl_rocm.kernels.ctypes_map import ctype
 from acl_rocm.kernels.movement import HELPERS, load_wide, store_narrow
 from acl_rocm.kernels.prelude import PRELUDE
@@ -29,6 +30,8 @@ NORMAL_TRIG: Final = {
     "split": "cos(θ) and sin(θ) as two calls (each reduces θ on its own)",
     "sincos": "one sincos(θ): the argument reduced once for both (float64, the same ulp bounds as cos and sin)",
     "float32": "Box–Muller in float32 on the same words (:data:`FLOAT32_PAIR`); float32 and 16-bit outputs only",
+    "float32p": "float32 as :data:`FLOAT32P`: the same reductions, minimax polynomials for the library calls, "
+    "16 bytes of output (several blocks) a thread; float32 and 16-bit outputs only",
 }
 """A packed normal pair's transform (``ACL_RANDOM_NORMAL``); ``split`` first: the default until measured."""
 
@@ -58,6 +61,93 @@ quarter turn of ``2π·u2``) are exact in integers, every other step one float32
 call (``logf`` / ``log1pf`` / ``sincospif`` 1 ulp, ``sqrtf`` correctly rounded), ``mean + std·z`` one fused
 rounding: ``z`` lies within 6.7·2^-24 of the double Box–Muller's relative to ``|z|`` by that count (the NumPy model
 in tests/rocm/test_random_float32_cpu.py measures the arithmetic), inside InplaceNormal's accuracy class."""
+
+LOG1P_COEFFS: Final = (
+    -0.4999997615814209,
+    0.3333389163017273,
+    -0.2500348687171936,
+    0.19966770708560944,
+    -0.16523994505405426,
+    0.1480439156293869,
+    -0.1464654952287674,
+    0.09565072506666183,
+)
+"""float32 ``P`` with ``log1p(s) ≈ s + s²·P(s)`` on ``s`` in [-0.30078125, 0.3984375] (Lawson-weighted least squares,
+relative to log1p: 0.5·2^-24 before the coefficients' rounding to float32)."""
+SINPI_COEFFS: Final = (3.1415927410125732, -5.167707920074463, 2.5497610569000244, -0.5890122056007385)
+"""float32 ``S`` with ``sin(π·d) ≈ d·S(d²)`` on ``|d| <= 1/4`` (0.05·2^-24 relative before rounding)."""
+COSPI_COEFFS: Final = (-4.93479061126709, 4.057651519775391, -1.3067059516906738)
+"""float32 ``C`` with ``cos(π·d) ≈ 1 + d²·C(d²)`` on ``|d| <= 1/4`` (0.64·2^-24 relative before rounding)."""
+LN2_F: Final = 0.6931471824645996
+"""ln 2 rounded to float32 (relative error 0.046·2^-24, times ``e`` at most 53)."""
+BIG_U1: Final = 0xB3000000
+"""``w1 >= 179·2^24``: u1 > 179/256 = 0.69921875, where ``ln u1 = log1p(-(1 - u1))`` with 1 - u1 exact in integers."""
+
+
+def _horner(x: str, coeffs: tuple[float, ...]) -> str:
+    """C expression of ``c0 + x·(c1 + x·(...))`` as nested fmaf (coefficients as exact float literals)."""
+    expr = f"{coeffs[-1]!r}f"
+    for c in reversed(coeffs[:-1]):
+        expr = f"fmaf({x}, {expr}, {c!r}f)"
+    return expr
+
+
+FLOAT32P: Final = "\n".join(
+    [
+        "// ---- float32p: Box–Muller in float32, the family's words and exact integer reductions, polynomials ----",
+        "#if defined(__CUDA_ARCH__)",
+        "// sqrtf's own correctly rounded fast path (rsqrt, then r = x·y corrected by (x - r²)·y/2) without its range",
+        "// check and slow-path branch: x here is 0 or within [2^-52, 75], inside that path's range (x = 0: the rsqrt",
+        "// of a tiny positive number leaves r = 0 exactly)",
+        "__device__ __forceinline__ float acl_rnd_sqrt(float x) {",
+        "  float y;",
+        '  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(fmaxf(x, 1e-30f)));',
+        "  const float r = x * y, h = 0.5f * y;",
+        "  return fmaf(fmaf(-r, r, x), h, r);",
+        "}",
+        "#else",
+        "__device__ __forceinline__ float acl_rnd_sqrt(float x) { return sqrtf(x); }",
+        "#endif",
+        "__device__ __forceinline__ void acl_rnd_normal_f32p(const unsigned int w[4], float& z0, float& z1) {",
+        "  const unsigned long long k1 = (((unsigned long long)w[1] << 32) | w[0]) >> 11;",
+        "  // ln u1 = e·ln 2 + log1p(s). u1 > 179/256 (big): e = 0, s = -(1 - u1), 1 - u1 = (2^53 - 1 - k1)·2^-53",
+        "  // exact in integers, rounded once; else u1 = (k1 + 1)·2^-53 rounded once = 2^e·(1 + s),",
+        "  // 1 + s in [179/256, 179/128)",
+        f"  const bool big = w[1] >= {BIG_U1:#x}u;",
+        "  const float vf = (float)(big ? (1ull << 53) - 1 - k1 : k1 + 1);",
+        "  const unsigned int ix = __float_as_uint(vf), tmp = ix - 0x3F330000u;",
+        "  const float sm = __uint_as_float(ix - (tmp & 0xFF800000u)) - 1.0f;  // exact (Sterbenz)",
+        "  const float s = big ? -vf * 1.1102230246251565e-16f : sm;",
+        "  const int e = big ? 0 : (int)(tmp >> 23) - 53;  // vf >= 1: tmp >= 0",
+        "  const float ef = __uint_as_float(0x4B400000u + (unsigned int)e) - 12582912.0f;  // exact for |e| < 2^22",
+        f"  const float lg = fmaf(ef, {LN2_F!r}f, fmaf(s * s, {_horner('s', LOG1P_COEFFS)}, s));",
+        "  const float rr = acl_rnd_sqrt(-2.0f * lg);",
+        "  // 2·u2 = k2·2^-52 = qt/2 + d, qt the nearest quarter turn (the top bits of w3), d in [-1/4, 1/4] exact:",
+        "  // 2^11·(k2 - qt·2^51) = (w3:w2 less its low 11 bits) - qt·2^62, w3 - qt·2^30 in [-2^29, 2^29) as int32",
+        "  const unsigned int qt = ((w[3] >> 29) + 1u) >> 1;",
+        "  const long long di = (long long)(((unsigned long long)(w[3] - (qt << 30)) << 32) | (w[2] & 0xFFFFF800u));",
+        "  const float d = (float)di * 1.0842021724855044e-19f;  // 2^-63: (float)(k2 - qt·2^51)·2^-52 exactly",
+        "  const float d2 = d * d;",
+        f"  const float sd = d * {_horner('d2', SINPI_COEFFS)};",
+        f"  const float cd = fmaf(d2, {_horner('d2', COSPI_COEFFS)}, 1.0f);",
+        "  // θ = qt·π/2 + π·d: odd quarter turns swap the two, (qt + 1) & 2 negates the cosine, qt & 2 the sine",
+        "  const bool odd = qt & 1u;",
+        "  const float cs = __uint_as_float(__float_as_uint(odd ? sd : cd) ^ (((qt + 1u) & 2u) << 30));",
+        "  const float sn = __uint_as_float(__float_as_uint(odd ? cd : sd) ^ ((qt & 2u) << 30));",
+        "  z0 = rr * cs;",
+        "  z1 = rr * sn;",
+        "}",
+        "",
+    ]
+)
+"""The float32p transform (``ACL_RANDOM_NORMAL=float32p``): a block's standard pair ``z0 = r·cos θ``, ``z1 = r·sin θ``.
+
+:data:`FLOAT32_PAIR`'s uniforms and exact integer reductions, the library calls replaced: ``ln u1`` by an exponent
+split of the one rounded conversion and :data:`LOG1P_COEFFS` (near u1 = 1, s = -(1 - u1) keeps every digit),
+``sinpi`` / ``cospi`` on the quarter-turn-reduced ``d`` by :data:`SINPI_COEFFS` / :data:`COSPI_COEFFS`; the square
+root correctly rounded (on CUDA sqrtf's own fast path written out, without the range check its argument never
+needs). Every step is one float32 rounding or fma, so tests/rocm/test_random_float32p_cpu.py's NumPy model follows
+it bit for bit and bounds ``z`` against the true transform over a sweep and the reductions' edges."""
 
 PHILOX: Final = r"""
 // ---- Philox4x32-10 (Salmon et al. 2011, Random123) and the family's counter layout ----
@@ -90,17 +180,42 @@ __device__ __forceinline__ double acl_rnd_unit53(unsigned int lo, unsigned int h
 }
 """
 
+PHILOX_RK: Final = r"""
+// ---- Philox4x32-10 on round keys the host computed (k[2r], k[2r + 1]: the key after r bumps, mod 2^32) ----
+// The same words as acl_rnd_block; the keys sit in the kernel's parameter space, where an xor reads them as an
+// operand instead of two adds a round recomputing them in registers.
+struct AclRndKeys { unsigned int k[20]; unsigned int off_lo; unsigned int off_hi; };
+__device__ __forceinline__ void acl_rnd_block_rk(const AclRndKeys& g, unsigned long long q, unsigned int c[4]) {
+  c[0] = (unsigned int)q; c[1] = (unsigned int)(q >> 32); c[2] = g.off_lo; c[3] = g.off_hi;
+  for (int r = 0; r < 10; ++r) {
+    const unsigned long long p0 = 0xD2511F53ull * (unsigned long long)c[0];
+    const unsigned long long p1 = 0xCD9E8D57ull * (unsigned long long)c[2];
+    const unsigned int n0 = (unsigned int)(p1 >> 32) ^ c[1] ^ g.k[2 * r];
+    const unsigned int n2 = (unsigned int)(p0 >> 32) ^ c[3] ^ g.k[2 * r + 1];
+    c[0] = n0; c[1] = (unsigned int)p1; c[2] = n2; c[3] = (unsigned int)p0;
+  }
+}
+"""
+
+
+def round_keys(seed_lo: int, seed_hi: int) -> list[int]:
+    """The 20 round keys of :data:`PHILOX_RK` (k0, k1 after r Weyl bumps, r = 0..9) of a 64-bit key's halves."""
+    return [
+        (k + r * bump) & 0xFFFFFFFF for r in range(10) for k, bump in ((seed_lo, 0x9E3779B9), (seed_hi, 0xBB67AE85))
+    ]
+
 
 def _name(kind: str, key: object) -> str:
     return f"acl_rnd_{kind}_{hashlib.sha1(repr(key).encode()).hexdigest()[:12]}"
 
 
-def _source(comment: str, meta: str, name: str, params: list[str], body: list[str]) -> str:
+def _source(comment: str, meta: str, name: str, params: list[str], body: list[str], extra: str = "") -> str:
     return "\n".join(
         [
             PRELUDE,
             HELPERS,
             PHILOX,
+            extra,
             f"// random: {comment}",
             meta,
             f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {name}(',
@@ -172,6 +287,8 @@ class Fill:
     """The family's fill layout: ``block`` (a Philox block per element) or ``packed`` (uniform and normal)."""
     trig: str = "split"
     """How a packed normal pair takes ``cos θ`` and ``sin θ`` (:data:`NORMAL_TRIG`; float64 either way)."""
+    blocks: int = 0
+    """float32p's Philox blocks a thread (0: as many as fill 16 bytes; scripts/random_fill_bench.py times others)."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -186,6 +303,23 @@ class Fill:
         if self.layout != "packed" or self.kind not in ("uniform", "normal"):
             raise ValueError(f"no {self.layout!r} layout for a {self.kind} fill")
         return 4 if self.kind == "uniform" and DIGITS[self.dtype] <= 32 else 2
+
+    @property
+    def keyed(self) -> bool:
+        """Whether the kernel takes ``AclRndKeys`` (precomputed round keys: float32p) instead of ``AclRnd``."""
+        return self.kind == "normal" and self.layout == "packed" and self.trig == "float32p"
+
+    @property
+    def blocks_per_thread(self) -> int:
+        """Philox blocks a thread draws per trip: float32p fills 16 bytes (2 blocks of float32, 4 of 16-bit), else 1."""
+        if self.keyed:
+            return self.blocks or 16 // storage_nbytes(self.dtype, 2)
+        return 1
+
+    @property
+    def per_thread(self) -> int:
+        """Elements a thread writes per trip (the launch's unit)."""
+        return self.per_block * self.blocks_per_thread
 
     def _packed_values(self) -> list[str]:
         """C lines setting ``s[t]``, the storage of element ``per_block·j + t``, from block ``j``'s words ``w``."""
@@ -237,7 +371,10 @@ class Fill:
         ]
 
     def _packed_source(self) -> str:
-        """Packed layout: a thread per Philox block, its elements stored as one vector where unit-stride and aligned."""
+        """Packed layout: a thread per ``blocks_per_thread`` Philox blocks, their elements stored as one vector where
+        unit-stride and aligned (element ``per_block·j + t`` from block ``j`` either way)."""
+        if self.keyed:
+            return self._float32p_source()
         st = ctype(self.dtype).storage
         e = self.per_block
         params = ["const Meta m", f"{st}* out", "const AclRnd g", "const double a", "const double b"]
@@ -253,11 +390,13 @@ class Fill:
             "const long long step = (long long)gridDim.x * blockDim.x;",
             f"const long long groups = (m.n + {e - 1}) / {e};",
             "for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < groups; j += step) {",
+        ]
+        body += [
             "  unsigned int w[4];",
             "  acl_rnd_block(g, (unsigned long long)j, w);",
             *("  " + line for line in self._packed_values()),
-            f"  const long long q0 = j * {e};",
         ]
+        body += [f"  const long long q0 = j * {e};"]
         if self.ndim == 1:
             vec = f"AclVec<{st}, {e}>"
             body += [
@@ -272,6 +411,60 @@ class Fill:
         body += [*("  " + line for line in store_each), "}"]
         comment = f"{self.kind} fill of {self.dtype.short}, packed layout ({e} elements a block)"
         return _source(comment, _meta(self.ndim, 1), self.kernel_name, params, body)
+
+    def _float32p_source(self) -> str:
+        """float32p: ``blocks_per_thread`` blocks a thread on round keys precomputed by the host (AclRndKeys), a
+        loop of whole groups stored as one vector without per-group checks where the view is unit-stride and
+        aligned, then a checked loop for the rest (a tail, or every group of a strided view)."""
+        if self.dtype == D.ACL_DOUBLE:
+            raise ValueError("the float32 normal transform is for float32 and 16-bit outputs")
+        st = ctype(self.dtype).storage
+        e, nb = self.per_thread, self.blocks_per_thread
+        vec = f"AclVec<{st}, {e}>"
+        params = ["const Meta m", f"{st}* out", "const AclRndKeys g", "const double a", "const double b"]
+        draws = [
+            f"  {st} s[{e}];",
+            f"  for (int h = 0; h < {nb}; ++h) {{  // independent chains side by side: instruction-level parallelism",
+            "    unsigned int w[4];",
+            f"    acl_rnd_block_rk(g, (unsigned long long)(j * {nb} + h), w);",
+            "    float z0, z1;",
+            "    acl_rnd_normal_f32p(w, z0, z1);",
+            f"    s[2 * h] = {store_narrow('fmaf(fb, z0, fa)', self.dtype)};",
+            f"    s[2 * h + 1] = {store_narrow('fmaf(fb, z1, fa)', self.dtype)};",
+            "  }",
+        ]
+        body = [
+            "const float fa = (float)a, fb = (float)b;",
+            "const long long step = (long long)gridDim.x * blockDim.x;",
+            "const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
+            f"const long long groups = (m.n + {e - 1}) / {e};",
+        ]
+        if self.ndim == 1:
+            body += [
+                f"const bool unit = m.stride[0][0] == 1 && (unsigned long long)out % sizeof({vec}) == 0;",
+                f"const long long whole = unit ? m.n / {e} : 0;",
+                "for (long long j = first; j < whole; j += step) {",
+                *draws,
+                f"  {vec} x;",
+                f"  for (int t = 0; t < {e}; ++t) x.v[t] = s[t];",
+                f"  *reinterpret_cast<{vec}*>(out + j * {e}) = x;",
+                "}",
+            ]
+        else:
+            body.append("const long long whole = 0;")
+        body += [
+            "for (long long j = whole + first; j < groups; j += step) {",
+            *draws,
+            f"  for (int t = 0; t < {e}; ++t) {{",
+            f"    const long long q = j * {e} + t;",
+            "    if (q >= m.n) break;",
+            *("    " + line for line in _offsets(self.ndim, 1)),
+            "    out[o0] = s[t];",
+            "  }",
+            "}",
+        ]
+        comment = f"normal fill of {self.dtype.short}, packed layout, float32p ({nb} blocks a thread)"
+        return _source(comment, _meta(self.ndim, 1), self.kernel_name, params, body, PHILOX_RK + FLOAT32P)
 
     def _value(self) -> list[str]:
         st = ctype(self.dtype).storage

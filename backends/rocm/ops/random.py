@@ -21,7 +21,7 @@ from acl_core.dtypes import DataType as D
 from acl_core.errors import AclError, AclErrorCode
 from acl_core.spec.ops.random import fill_layout
 from acl_core.tensor import AclTensor
-from acl_rocm.kernels.random import NORMAL_TRIG, DoMask, Fill, GenMask, Multinomial
+from acl_rocm.kernels.random import NORMAL_TRIG, DoMask, Fill, GenMask, Multinomial, round_keys
 from acl_rocm.launch import KernelArgs, launch_tensor, longs
 from acl_rocm.ops.program import FLAG, Program, Step, program_kernel
 from acl_rocm.ops.sort import address
@@ -36,7 +36,8 @@ OPS += ("DropoutDoMask", "Multinomial")
 """The kernels this module runs (InplaceBernoulli runs Bernoulli's)."""
 TRIG_ENV = "ACL_RANDOM_NORMAL"
 """A packed InplaceNormal pair's transform: ``split`` (double cos and sin, the default), ``sincos`` (one double
-call) or ``float32`` (Box–Muller in float32, float32 and 16-bit outputs; float64 ones take ``split``, logged);
+call), ``float32`` (Box–Muller in float32, float32 and 16-bit outputs; float64 ones take ``split``, logged) or
+``float32p`` (the same in float32 with polynomials for the library calls, 16 bytes of output a thread);
 InplaceNormal's accuracy class holds for each (kernels/random.py's NORMAL_TRIG and FLOAT32_PAIR)."""
 REFUSED = "Multinomial: self holds a negative, infinite or NaN weight, a zero row, or too few positive weights"
 """The 161002 message of Multinomial's device check."""
@@ -47,6 +48,18 @@ class AclRnd(ctypes.Structure):
 
     _fields_ = [("seed_lo", ctypes.c_uint32), ("seed_hi", ctypes.c_uint32)]
     _fields_ += [("off_lo", ctypes.c_uint32), ("off_hi", ctypes.c_uint32)]
+
+
+class AclRndKeys(ctypes.Structure):
+    """The float32p kernels' ``AclRndKeys``: the 20 round keys (kernels/random.py round_keys) and the offset."""
+
+    _fields_ = [("k", ctypes.c_uint32 * 20), ("off_lo", ctypes.c_uint32), ("off_hi", ctypes.c_uint32)]
+
+
+def stream_keys(seed: int, offset: int) -> AclRndKeys:
+    """The (seed, offset) argument of a kernel on precomputed round keys."""
+    g = stream_args(seed, offset)
+    return AclRndKeys((ctypes.c_uint32 * 20)(*round_keys(g.seed_lo, g.seed_hi)), g.off_lo, g.off_hi)
 
 
 def stream_args(seed: int, offset: int) -> AclRnd:
@@ -106,17 +119,17 @@ class RandomRunner:
         prog = Program()
         if t.numel == 0:
             return prog
-        g = stream_args(launch.args["seed"], launch.args["offset"])
         meta, ndim = self._meta(t)
-        values: list[object] = [meta, KernelArgs.pointer(address(t)), g, ctypes.c_double(a)]
-        values.append(ctypes.c_double(b))
         layout = fill_layout() if kind in ("uniform", "normal") else "block"
         trig = self.normal_trig() if kind == "normal" and layout == "packed" else "split"
-        if trig == "float32" and t.dtype == D.ACL_DOUBLE:
-            LOG.debug("InplaceNormal float64: %s=float32 is for float32 and 16-bit outputs; split taken", TRIG_ENV)
+        if trig in ("float32", "float32p") and t.dtype == D.ACL_DOUBLE:
+            LOG.debug("InplaceNormal float64: %s=%s is for float32 and 16-bit outputs; split taken", TRIG_ENV, trig)
             trig = "split"
         kernel = Fill(kind, t.dtype, ndim, layout, trig)
-        self._step(prog, kernel, -(-t.numel // kernel.per_block), values)
+        seed, offset = launch.args["seed"], launch.args["offset"]
+        g = stream_keys(seed, offset) if kernel.keyed else stream_args(seed, offset)
+        values: list[object] = [meta, KernelArgs.pointer(address(t)), g, ctypes.c_double(a), ctypes.c_double(b)]
+        self._step(prog, kernel, -(-t.numel // kernel.per_thread), values)
         return prog
 
     def _uniform(self, launch: Launch) -> Program:
