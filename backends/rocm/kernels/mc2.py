@@ -33,7 +33,7 @@ from acl_core.dtypes import DataType as D
 from acl_core.spec.ops.mc2 import ASSIST_PER_ROW
 from acl_rocm.kernels.ctypes_map import ctype, load
 from acl_rocm.kernels.moe import _search
-from acl_rocm.kernels.movement import HELPERS, store_narrow
+from acl_rocm.kernels.movement import HELPERS, WORDS, store_narrow
 from acl_rocm.kernels.sort import kernel_name, source
 
 _DOUBLE = ctype(D.ACL_DOUBLE)
@@ -53,6 +53,30 @@ __device__ __forceinline__ void acl_mc2_max(int* p, int v) {
 """
 
 
+_ZERO16 = "struct alignas(16) acl_mc2_zero16 { unsigned int a, b, c, d; };\n"
+
+
+def _assist_zeros(first: str, step: str, run: str, vec: bool) -> list[str]:
+    """C lines: zeros into every assistInfoForCombine column past the third of the routed rows (< ``run``) and into
+    every column of the rows after, a coalesced ``step``-strided sweep from ``first`` (the routing writes columns
+    0-2 of the routed rows). ``vec``: the table is contiguous and 16-byte aligned, swept in 16-byte words."""
+    n = ASSIST_PER_ROW
+    if vec:
+        words = n // 4
+        return [
+            f"for (long long w = {first}; w < a_rows * {words}; w += {step}) {{",
+            f"  const long long r = w / {words}, c = w % {words};",
+            f"  if (r >= {run} || c > 0)",
+            "    reinterpret_cast<acl_mc2_zero16*>(eidx)[w] = acl_mc2_zero16{0u, 0u, 0u, 0u};",
+            f"  else eidx[r * {n} + 3] = 0;",
+            "}",
+        ]
+    return [
+        f"for (long long e = {first}; e < a_rows * {n}; e += {step})",
+        f"  if (e / {n} >= {run} || e % {n} >= 3) eidx[e * es] = 0;",
+    ]
+
+
 def _active(q: str) -> str:
     """C expression: copy ``q`` = i·K + j of this rank is active (``mask`` null: every copy)."""
     return f"(mask == 0 || mask[({q} / k) * ms0 + ({q} % k) * ms1] != 0)"
@@ -60,9 +84,12 @@ def _active(q: str) -> str:
 
 @dataclass(frozen=True)
 class DispatchRoute:
-    """The dispatch's routing tables from the gathered ids and masks, one block (a power of two ≤ 256 threads)."""
+    """The dispatch's routing tables from the gathered ids and masks, one block (a power of two ≤ 256 threads).
+
+    ``vec``: V2's assistInfoForCombine is contiguous and 16-byte aligned (its zeros go as 16-byte words)."""
 
     v1: bool
+    vec: bool = False
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -125,11 +152,10 @@ class DispatchRoute:
             "    if (gmask[q] != 0 && gid[q] == ex) {",
             "      pos[at] = (int)q; keys[at] = acl_expert_key(ex);",
         ]
-        if not self.v1:  # assistInfoForCombine: (source rank, token, slot), zeros to the row's end and after
+        if not self.v1:  # assistInfoForCombine: (source rank, token, slot); the zeros below
             body += [
                 f"      int* row = eidx + (long long)at * {ASSIST_PER_ROW} * es;",
                 "      row[0] = (int)(q / per); row[es] = (int)((q % per) / k); row[2 * es] = (int)(q % k);",
-                f"      for (long long c = 3; c < {ASSIST_PER_ROW}; ++c) row[c * es] = 0;",
             ]
         body += [
             "      ++at;",
@@ -137,11 +163,7 @@ class DispatchRoute:
             "}",
         ]
         if not self.v1:
-            body += [
-                f"for (long long e = bounds[1] * {ASSIST_PER_ROW} + threadIdx.x; e < a_rows * {ASSIST_PER_ROW};"
-                " e += blockDim.x)",
-                "  eidx[e * es] = 0;",
-            ]
+            body += _assist_zeros("threadIdx.x", "blockDim.x", "bounds[1]", self.vec)
         if self.v1:  # expandIdx: the n-th active copy of this rank for the same expert, -1 when inactive
             body += [
                 "for (long long ex = threadIdx.x; ex < experts; ex += blockDim.x) {",
@@ -152,7 +174,7 @@ class DispatchRoute:
                 "for (long long q = threadIdx.x; q < per; q += blockDim.x)",
                 "  if (gmask[me * per + q] == 0) eidx[q * es] = -1;",
             ]
-        return source("mc2: dispatch routing tables", "", self.kernel_name, params, body, _search(32))
+        return source("mc2: dispatch routing tables", "", self.kernel_name, params, body, _ZERO16 + _search(32))
 
 
 SEGMENT = 64
@@ -232,16 +254,22 @@ class DispatchScan:
             "for (long long u = c0; u < c1; ++u) sum += start[u];",
             "part[threadIdx.x] = sum;",
             "__syncthreads();",
+            # the partials' inclusive running sums, in log2(blockDim) shared-memory steps (Hillis-Steele)
+            "for (unsigned int off = 1; off < blockDim.x; off <<= 1) {",
+            "  const long long v = threadIdx.x >= off ? part[threadIdx.x - off] : 0;",
+            "  __syncthreads();",
+            "  part[threadIdx.x] += v;",
+            "  __syncthreads();",
+            "}",
             "if (threadIdx.x == 0) {",
-            "  long long run = 0;",
-            "  for (int i = 0; i < (int)blockDim.x; ++i) { const long long c = part[i]; part[i] = run; run += c; }",
+            "  const long long run = part[blockDim.x - 1];",
             "  bad = run > a_rows ? 1 : 0;",  # duplicate ids in a token: more copies than expandXOut's A rows
             "  if (bad) { *flag = 1; *state = 1; bounds[0] = 0; bounds[1] = 0; }",
             "  else { *state = 0; bounds[0] = 0; bounds[1] = run; }",
             "}",
             "__syncthreads();",
             "if (bad) return;",
-            "long long at = part[threadIdx.x];",
+            "long long at = part[threadIdx.x] - sum;",
             "for (long long u = c0; u < c1; ++u) { const int c = start[u]; start[u] = (int)at; at += c; }",
             "__syncthreads();",
             "const long long run = bounds[1];",
@@ -260,9 +288,12 @@ class DispatchScan:
 
 @dataclass(frozen=True)
 class DispatchPlace:
-    """Grid routing, step 3: every unit writes its copies' positions, keys (and assist rows) from its start."""
+    """Grid routing, step 3: every unit writes its copies' positions, keys (and assist rows) from its start.
+
+    ``vec``: V2's assistInfoForCombine is contiguous and 16-byte aligned (its zeros go as 16-byte words)."""
 
     v1: bool
+    vec: bool = False
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -290,14 +321,10 @@ class DispatchPlace:
             body += [
                 f"      int* row = eidx + (long long)at * {ASSIST_PER_ROW} * es;",
                 "      row[0] = (int)(q / per); row[es] = (int)((q % per) / k); row[2 * es] = (int)(q % k);",
-                f"      for (long long c = 3; c < {ASSIST_PER_ROW}; ++c) row[c * es] = 0;",
             ]
         body += ["      ++at;", "    }", "}"]
         if not self.v1:
-            body += [
-                f"for (long long e = bounds[1] * {ASSIST_PER_ROW} + id; e < a_rows * {ASSIST_PER_ROW}; e += step)",
-                "  eidx[e * es] = 0;",
-            ]
+            body += _assist_zeros("id", "step", "bounds[1]", self.vec)
         else:  # expandIdx: a thread per expert, as the one-block kernel (V1 only)
             body += [
                 "for (long long ex = id; ex < local * world; ex += step) {",
@@ -308,7 +335,8 @@ class DispatchPlace:
                 "for (long long q = id; q < per; q += step)",
                 "  if (gmask[me * per + q] == 0) eidx[q * es] = -1;",
             ]
-        return source("mc2: dispatch routing positions (grid)", "", self.kernel_name, params, body, _search(32))
+        helpers = _ZERO16 + _search(32)
+        return source("mc2: dispatch routing positions (grid)", "", self.kernel_name, params, body, helpers)
 
 
 @dataclass(frozen=True)
@@ -409,3 +437,40 @@ class CombineSum:
             "}",
         ]
         return source(f"mc2: combine sum into {self.dtype.short}", "", self.kernel_name, params, body, HELPERS)
+
+
+@dataclass(frozen=True)
+class DispatchRows:
+    """expandXOut's rows, a block a row at a time (``ACL_MC2_ROWS=row``): ``out[p] = gx[pos[lo + p] / K]`` for the
+    routed rows p < hi - lo, zeros after, in ``word``-byte words (16: rows contiguous and 16-byte aligned).
+
+    The copy's source row is found once per row and block (one division), the row's words spread over the block's
+    threads; the MoE family's RangeGather (the default) divides each word's flat index instead."""
+
+    word: int
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("mc2_dispatch_rows", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        w = "acl_mc2_word16" if self.word == 16 else WORDS[self.word]
+        params = [f"const {w}* __restrict__ src", "const int* __restrict__ pos", "const long long* bounds"]
+        params += [f"{w}* __restrict__ out"]
+        params += [f"const long long {n}" for n in ("top_k", "words", "a_rows", "srs", "ors")]
+        body = [
+            "const long long lo = bounds[0], routed = bounds[1] - bounds[0];",
+            "for (long long p = blockIdx.x; p < a_rows; p += gridDim.x) {",
+            f"  {w}* o = out + p * ors;",
+            "  if (p < routed) {",
+            f"    const {w}* s = src + ((long long)pos[lo + p] / top_k) * srs;",
+            "    for (long long q = threadIdx.x; q < words; q += blockDim.x) o[q] = s[q];",
+            "  } else {",
+            f"    for (long long q = threadIdx.x; q < words; q += blockDim.x) o[q] = {w}{{}};",
+            "  }",
+            "}",
+        ]
+        helpers = "struct alignas(16) acl_mc2_word16 { unsigned long long lo, hi; };\n"
+        return source(f"mc2: dispatch rows, {self.word}-byte words", "", self.kernel_name, params, body, helpers)
