@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import struct
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -210,3 +211,70 @@ def test_the_assist_zeros_go_as_16_byte_words_only_on_a_dense_aligned_table(
     )
     names = {e[3] for e in provider.events if e[0] == "kernel"}
     assert kernel.kernel_name in names, (route, layout)
+
+
+@pytest.mark.parametrize("route", ["block", "grid"])
+@pytest.mark.parametrize("op", ["MoeDistributeDispatch", "MoeDistributeDispatchV2"])
+def test_acl_mc2_rows_row_copies_every_sample_like_the_reference(emulated: Any, op: str, route: str) -> None:
+    """ACL_MC2_ROWS=row (forced on the runner): every sample, contiguous (16-byte words or elements), padded and
+    transposed (rows that are not contiguous runs: RangeGather, logged), equals the reference; the row kernel ran
+    for the contiguous unquantised samples."""
+    from tests.rocm.against_reference import assert_matches_reference
+
+    backend, provider = emulated
+    _force(backend, route)
+    runner = backend.runners["mc2"]  # type: ignore[attr-defined]
+    runner.forced_rows = "row"
+    reference = acl_core.get_backend("reference")
+    try:
+        for sample in get_spec(op).samples(np.random.default_rng(2026)):  # type: ignore[misc]
+            for layout in ("contiguous", "padded", "transposed"):
+                provider.events.clear()
+                assert_matches_reference(backend, reference, op, dict(sample.args), layout, sample.note)
+                kernels = {e[3] for e in provider.events if e[0] == "kernel"}
+                rows = any("_mc2_dispatch_rows_" in name for name in kernels)
+                quant = int(sample.args["quantMode"]) == 2
+                assert rows == (layout != "transposed" and not quant), (sample.note, layout, kernels)
+    finally:
+        runner.forced_rows = None
+
+
+def test_acl_mc2_rows_refuses_an_unknown_value(fake: Any) -> None:
+    from acl_core.errors import AclError
+
+    backend, _ = fake
+    backend.environ["ACL_MC2_ROWS"] = "rows"
+    try:
+        with pytest.raises(AclError, match="ACL_MC2_ROWS"):
+            backend.runners["mc2"].rows_copy()  # type: ignore[attr-defined]
+    finally:
+        del backend.environ["ACL_MC2_ROWS"]
+
+
+def test_the_bench_times_acl_mc2_rows_row_beside_the_default(emulated: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ops bench's DispatchV2 rows at both sizes: the routes, then ACL_MC2_ROWS=row forced (and released after),
+    the row kernel running on the emulator only in its row."""
+    torch = pytest.importorskip("torch")
+    from tests.rocm.test_bench_variant_rows_cpu import _suite
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the emulated GPU's torch side runs on the CPU
+    backend, provider = emulated
+    suite = _suite(backend, {OP})
+    monkeypatch.setattr(sys.modules[type(suite).__module__], "DISPATCH_DECODE_TOKENS", 4)
+    idx = np.stack([np.random.default_rng(i).choice(8, 2, replace=False) for i in range(16)]).astype(np.int32)
+    ran: list[bool] = []
+    real = suite._dispatch_row  # type: ignore[attr-defined]
+
+    def watched(*args: Any) -> None:
+        provider.events.clear()
+        real(*args)
+        ran.append(any("_mc2_dispatch_rows_" in e[3] for e in provider.events if e[0] == "kernel"))
+
+    suite._dispatch_row = watched  # type: ignore[attr-defined]
+    suite._distribute(16, 32, 2, 8, idx)  # type: ignore[attr-defined]
+    notes = [c.note.split(";")[0] for c in suite.cases if c.op == OP]  # type: ignore[attr-defined]
+    routes = ["", "ACL_MC2_ROUTE=block", "ACL_MC2_ROUTE=grid"]
+    assert [n if n.startswith("ACL_") else "" for n in notes] == [*routes, "ACL_MC2_ROWS=row"] * 2
+    assert ran == [False, False, False, True] * 2
+    assert {c.status for c in suite.cases} == {"ok"}  # type: ignore[attr-defined]
+    assert backend.runners["mc2"].forced_rows is None  # type: ignore[attr-defined]

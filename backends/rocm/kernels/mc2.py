@@ -468,7 +468,8 @@ class DispatchRows:
             f"    const {w}* s = src + ((long long)pos[lo + p] / top_k) * srs;",
             "    for (long long q = threadIdx.x; q < words; q += blockDim.x) o[q] = s[q];",
             "  } else {",
-            f"    for (long long q = threadIdx.x; q < words; q += blockDim.x) o[q] = {w}{{}};",
+            f"    const {w} zero{{}};",
+            "    for (long long q = threadIdx.x; q < words; q += blockDim.x) o[q] = zero;",
             "  }",
             "}",
         ]
