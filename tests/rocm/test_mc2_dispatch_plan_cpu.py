@@ -100,6 +100,14 @@ def _prepare(backend: RocmBackend, args: dict[str, Any]) -> Call:
     return Call(executor, size, arrays, outs)
 
 
+def _free(*calls: Call) -> None:
+    """Destroy the executors and free every device array of ``calls``."""
+    for call in calls:
+        assert aclnn.aclDestroyAclOpExecutor(call.executor) == 0
+        for array in (*call.arrays.values(), *call.outs.values()):
+            array.free()
+
+
 def _run(call: Call, stream: Any = None) -> None:
     execute(get_spec(OP), None, call.size, call.executor, stream)
 
