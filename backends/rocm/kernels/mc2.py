@@ -21,7 +21,10 @@ With ``ACL_MC2_ROUTE=grid`` (the default from :data:`~acl_rocm.ops.mc2.ROUTE_GRI
 routing runs across the GPU in three launches instead: :class:`DispatchCount`, a thread per (pair, segment of
 :data:`SEGMENT` copies) unit, a warp's threads on one segment for 32 pairs; :class:`DispatchScan`, one block: the
 id check, the units' running starts and the tables; :class:`DispatchPlace`, a thread per unit again. The units are
-the one-block kernel's, in the same order, so the tables are the same.
+the one-block kernel's, in the same order, so the tables are the same. Both write columns 0-2 of each received
+copy's assistInfoForCombine row where they place the copy and every zero of the table in one coalesced sweep (16-byte
+words on a dense aligned table). With ``ACL_MC2_ROWS=row`` :class:`DispatchRows` copies expandXOut's rows a block a
+row at a time instead of the MoE family's RangeGather.
 """
 
 from __future__ import annotations
@@ -104,6 +107,7 @@ class DispatchRoute:
         params += [f"const long long {n}" for n in names]
         body = [
             f"__shared__ int start[{MAX_PAIRS}];",
+            "__shared__ long long part[256];",
             "__shared__ int bad;",
             "const long long experts = local * world, per = bs * k, pairs = local * world;",
             "if (threadIdx.x == 0) bad = 0;",
@@ -126,24 +130,36 @@ class DispatchRoute:
             "  start[u] = c;",
             "}",
             "__syncthreads();",
-            "if (threadIdx.x == 0) {",
-            "  long long run = 0;",
-            "  for (long long u = 0; u < units; ++u) { const int c = start[u]; start[u] = (int)run; run += c; }",
-            "  if (run > a_rows) {",  # duplicate ids in a token: more copies than expandXOut's A rows
-            "    bad = 1; *flag = 1; bounds[0] = 0; bounds[1] = 0;",
-            "  } else {",
-            "    for (long long t = 0; t < pairs; ++t)",
-            "      recv[t * rs] = t + 1 < pairs ? start[(t + 1) * segs] : (int)run;",
-            "    for (long long le = 0; le < local; ++le) {",
-            "      const long long lo = start[le * world * segs];",
-            "      const long long hi = le + 1 < local ? (long long)start[(le + 1) * world * segs] : run;",
-            "      nums[le * ns] = cumulative ? hi : hi - lo;",
-            "    }",
-            "    bounds[0] = 0; bounds[1] = run;",
-            "  }",
-            "}",
+            # the units' running starts: a contiguous chunk a thread, the chunks' sums scanned in log2(blockDim)
+            # shared-memory steps (Hillis-Steele), then each chunk's starts from its sum's
+            "const long long chunk = (units + blockDim.x - 1) / blockDim.x;",
+            "const long long c0 = (long long)threadIdx.x * chunk, c1 = c0 + chunk < units ? c0 + chunk : units;",
+            "long long sum = 0;",
+            "for (long long u = c0; u < c1; ++u) sum += start[u];",
+            "part[threadIdx.x] = sum;",
             "__syncthreads();",
-            "if (bad) return;",
+            "for (unsigned int off = 1; off < blockDim.x; off <<= 1) {",
+            "  const long long v = threadIdx.x >= off ? part[threadIdx.x - off] : 0;",
+            "  __syncthreads();",
+            "  part[threadIdx.x] += v;",
+            "  __syncthreads();",
+            "}",
+            "const long long run = part[blockDim.x - 1];",
+            "if (run > a_rows) {",  # duplicate ids in a token: more copies than expandXOut's A rows
+            "  if (threadIdx.x == 0) { *flag = 1; bounds[0] = 0; bounds[1] = 0; }",
+            "  return;",
+            "}",
+            "long long at0 = part[threadIdx.x] - sum;",
+            "for (long long u = c0; u < c1; ++u) { const int c = start[u]; start[u] = (int)at0; at0 += c; }",
+            "__syncthreads();",
+            "if (threadIdx.x == 0) { bounds[0] = 0; bounds[1] = run; }",
+            "for (long long t = threadIdx.x; t < pairs; t += blockDim.x)",
+            "  recv[t * rs] = t + 1 < pairs ? start[(t + 1) * segs] : (int)run;",
+            "for (long long le = threadIdx.x; le < local; le += blockDim.x) {",
+            "  const long long lo = start[le * world * segs];",
+            "  const long long hi = le + 1 < local ? (long long)start[(le + 1) * world * segs] : run;",
+            "  nums[le * ns] = cumulative ? hi : hi - lo;",
+            "}",
             "for (long long u = threadIdx.x; u < units; u += blockDim.x) {",
             "  const long long t = u / segs, g = u % segs, s = t % world, ex = me * local + t / world;",
             "  const long long lo = s * per + g * len, hi = lo + len < (s + 1) * per ? lo + len : (s + 1) * per;",
@@ -163,7 +179,7 @@ class DispatchRoute:
             "}",
         ]
         if not self.v1:
-            body += _assist_zeros("threadIdx.x", "blockDim.x", "bounds[1]", self.vec)
+            body += _assist_zeros("threadIdx.x", "blockDim.x", "run", self.vec)
         if self.v1:  # expandIdx: the n-th active copy of this rank for the same expert, -1 when inactive
             body += [
                 "for (long long ex = threadIdx.x; ex < experts; ex += blockDim.x) {",
