@@ -8,6 +8,10 @@ planning and argument packing. It times ``--repeat`` phase-2 calls of a repeatab
 count and route, and prints a cProfile of the last configuration::
 
     .venv/bin/python scripts/profile_mc2_dispatch.py --tokens 64 4096 --routes block grid
+
+Measured on the 2-core helper machine (2026-12-06, median of 5 rounds of 200-300 calls): before the per-signature
+plan (c36ab33) 129 / 131 / 188 us a call at 64 tokens (default = block, block, grid) and 194 / 133 / 193 at 4,096
+(default = grid, block, grid); with it 16-17 us for each.
 """
 
 from __future__ import annotations

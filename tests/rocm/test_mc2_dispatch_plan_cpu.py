@@ -29,7 +29,7 @@ from acl_core.dtypes import from_numpy
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.mc2 import dispatch_args
 from acl_rocm.backend import RocmBackend
-from acl_rocm.kernels.mc2 import SEGMENT, DispatchPlace, DispatchRoute
+from acl_rocm.kernels.mc2 import SEGMENT, DispatchPlace, DispatchRoute, DispatchRows
 from acl_rocm.ops.mc2_dispatch import ROWS_REGION, TABLES_REGION
 from tests.rocm import kernel_emulator
 from tests.rocm.test_mc2_cpu import EmulatedLoggedProvider, LoggedProvider, _backend
@@ -286,3 +286,25 @@ def test_the_bench_times_acl_mc2_rows_row_beside_the_default(emulated: Any, monk
     assert ran == [False, False, False, True] * 2
     assert {c.status for c in suite.cases} == {"ok"}  # type: ignore[attr-defined]
     assert backend.runners["mc2"].forced_rows is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("hidden", [5, 24])
+def test_acl_mc2_rows_row_copies_odd_rows_by_elements_and_even_ones_by_16_byte_words(
+    emulated: Any, hidden: int
+) -> None:
+    """bf16 rows of 5 (10 bytes: 2-byte elements) and 24 (48 bytes: 16-byte words), more rows than blocks' worth
+    of zero rows after the routed ones, equal the reference under ACL_MC2_ROWS=row."""
+    from tests.rocm.against_reference import assert_matches_reference
+
+    backend, provider = emulated
+    runner = backend.runners["mc2"]  # type: ignore[attr-defined]
+    runner.forced_rows = "row"
+    try:
+        args = _args(7, bs=12, hidden=hidden, k=3, experts=8)
+        provider.events.clear()
+        assert_matches_reference(backend, acl_core.get_backend("reference"), OP, args, "contiguous", str(hidden))
+    finally:
+        runner.forced_rows = None
+    word = 16 if hidden * 2 % 16 == 0 else 2
+    names = {e[3] for e in provider.events if e[0] == "kernel"}
+    assert DispatchRows(word).kernel_name in names, (hidden, names)
