@@ -308,3 +308,28 @@ def test_acl_mc2_rows_row_copies_odd_rows_by_elements_and_even_ones_by_16_byte_w
     word = 16 if hidden * 2 % 16 == 0 else 2
     names = {e[3] for e in provider.events if e[0] == "kernel"}
     assert DispatchRows(word).kernel_name in names, (hidden, names)
+
+
+def test_a_plan_binds_another_stream_with_the_addresses_it_was_planned_with(fake: Any) -> None:
+    """A binding made later (another stream) packs the planned addresses, not those of a tensor object that was
+    re-pointed meanwhile (the re-pointed executor plans anew; this plan stays its signature's)."""
+    backend, provider = fake
+    _force(backend, "grid")
+    call = _prepare(backend, _args(1))
+    _run(call)
+    (plan,) = [v for k, v in call.executor.call.memo.items() if k.startswith("rocm.mc2.dispatch@")]
+    out = call.executor.call.args["expandXOut"]
+    planned, other = out.data, eager.empty(call.outs["expandXOut"].shape, D.ACL_BF16, backend)
+    out.data = other.address  # what aclSetRawTensorAddr does to the shared tensor object
+    try:
+        stream = backend.runtime.create_stream()
+        start = len(provider.launches)
+        plan.run(int(stream))
+        seen = {a for launch in provider.launches[start:] for a in _pointers(launch.args)}
+        assert planned in seen and other.address not in seen
+        assert len(plan.bindings) == 2
+        backend.runtime.synchronize_stream(stream)
+        backend.runtime.destroy_stream(stream)
+    finally:
+        out.data = planned
+    backend.runtime.synchronize_stream(None)

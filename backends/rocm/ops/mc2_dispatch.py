@@ -14,6 +14,7 @@ addresses it packed.
 
 from __future__ import annotations
 
+import copy
 import ctypes
 import logging
 import math
@@ -125,7 +126,9 @@ class DispatchPlan:
         self.spec_name = launch.spec.name
         self.v1 = launch.spec.kernel_name == "MoeDistributeDispatch"
         self.n = _names(self.v1)
-        self.args = launch.args
+        # the tensors as planned: a later binding (another stream, a capture) packs these addresses even if a
+        # caller re-points the shared tensor objects (aclSetRawTensorAddr gives that caller a plan of its own)
+        self.args = {k: copy.copy(v) if isinstance(v, AclTensor) else v for k, v in launch.args.items()}
         x, ids = self.args["x"], self.args["expertIds"]
         assert isinstance(x, AclTensor) and isinstance(ids, AclTensor)
         out_x = self.args[self.n["expandX"]]
