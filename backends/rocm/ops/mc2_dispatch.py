@@ -128,7 +128,7 @@ class DispatchPlan:
         self.n = _names(self.v1)
         # the tensors as planned: a later binding (another stream, a capture) packs these addresses even if a
         # caller re-points the shared tensor objects (aclSetRawTensorAddr gives that caller a plan of its own)
-        self.args = {k: copy.copy(v) if isinstance(v, AclTensor) else v for k, v in launch.args.items()}
+        self.args: dict[str, Any] = {k: copy.copy(v) if isinstance(v, AclTensor) else v for k, v in launch.args.items()}
         x, ids = self.args["x"], self.args["expertIds"]
         assert isinstance(x, AclTensor) and isinstance(ids, AclTensor)
         out_x = self.args[self.n["expandX"]]
