@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import acl_core
-from acl_core import eager, hccl
+from acl_core import aclnn, eager, hccl
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
 from acl_core.dtypes import from_numpy
@@ -223,13 +223,15 @@ def test_moe_distribute_round_trip_at_serving_size_matches_the_reference(
         runner.forced_route = None
 
 
+@pytest.mark.parametrize("rows", [None, "row"])
 @pytest.mark.parametrize("route", [None, "block", "grid"])
 @pytest.mark.parametrize("v1", [True, False])
 def test_moe_distribute_dispatch_at_prefill_size_matches_the_reference(
-    b: Backend, reference: Backend, v1: bool, route: str | None
+    b: Backend, reference: Backend, v1: bool, route: str | None, rows: str | None
 ) -> None:
     """A prefill-sized dispatch (4,096 tokens, H 1024, top-8 of 64; the emulator 256 tokens of H 64), bit for bit,
-    under each ACL_MC2_ROUTE (None: the default, the grid from ROUTE_GRID_MIN copies)."""
+    under each ACL_MC2_ROUTE (None: the default, the grid from ROUTE_GRID_MIN copies) and ACL_MC2_ROWS (None: the
+    default RangeGather; row: a block a row)."""
     from acl_core.spec.ops.mc2 import _names, dispatch_args
 
     n = _names(v1)
@@ -242,14 +244,53 @@ def test_moe_distribute_dispatch_at_prefill_size_matches_the_reference(
     from acl_rocm.ops.mc2 import ROUTE_GRID_MIN
 
     assert runner.route(bs * 8) == ("grid" if bs * 8 >= ROUTE_GRID_MIN else "block")
-    runner.forced_route = route
+    runner.forced_route, runner.forced_rows = route, rows
     try:
         got = eager.run(op, b, **args)
     finally:
-        runner.forced_route = None
+        runner.forced_route = runner.forced_rows = None
     want = eager.run(op, reference, **args)
     for name, value in want.items():
-        assert np.array_equal(_bits(got[name]), _bits(value)), f"{op} route {route}: {name} differs"
+        assert np.array_equal(_bits(got[name]), _bits(value)), f"{op} route {route} rows {rows}: {name} differs"
+
+
+_REPLAY_WANT: dict[int, dict[str, np.ndarray]] = {}
+
+
+@pytest.mark.parametrize("rows", [None, "row"])
+@pytest.mark.parametrize("route", [None, "block", "grid"])
+def test_moe_distribute_dispatch_replayed_and_rebound_matches_the_reference(
+    b: Backend, reference: Backend, route: str | None, rows: str | None
+) -> None:
+    """The bench's shape (bf16 H 2048, top-8 of 64; 4,096 tokens, the emulator 64 of H 256): a repeatable executor's
+    replayed phase 2 (its memoised plan over the stream's scratch), a second executor over other buffers, and the
+    first re-pointed at the second's inputs, each equal to the reference for its own inputs, bit for bit."""
+    from tests.rocm.test_mc2_dispatch_plan_cpu import _args, _free, _prepare, _run
+
+    bs, hidden = (64, 256) if EMULATED else (4096, 2048)
+    first, second = (_args(seed, bs, hidden, 8, 64) for seed in (61, 62))
+    runner = b.runners["mc2"]  # type: ignore[attr-defined]
+    runner.forced_route, runner.forced_rows = route, rows
+    one, two = _prepare(b, first), _prepare(b, second)  # type: ignore[arg-type]
+    try:
+        cases = [(one, first), (one, first), (two, second), (one, second)]
+        for i, (call, args) in enumerate(cases):
+            if i == 3:  # re-point one's inputs at two's: one must compute second's inputs into its own outputs
+                for name in ("x", "expertIds", "xActiveMaskOptional", "expertScalesOptional"):
+                    assert aclnn.aclSetRawTensorAddr(one.arrays[name].tensor(), two.arrays[name].address) == 0
+            _run(call)
+            b.runtime.synchronize_stream(None)
+            key = 61 if args is first else 62
+            if key not in _REPLAY_WANT:  # the reference once per input set for every (route, rows)
+                _REPLAY_WANT[key] = eager.run("MoeDistributeDispatchV2", reference, **args)
+            want = _REPLAY_WANT[key]
+            for name, value in want.items():
+                got = call.outs[name].numpy()
+                assert np.array_equal(_bits(got), _bits(value)), f"call {i} route {route} rows {rows}: {name} differs"
+    finally:
+        runner.forced_route = runner.forced_rows = None
+        b.runtime.synchronize_stream(None)
+        _free(one, two)
 
 
 def _round_trip(b: Backend, reference: Backend, v1: bool, quant: bool) -> None:

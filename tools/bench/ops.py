@@ -124,9 +124,11 @@ timed (the note names it), torch timed again beside it; backends without ``envir
 KV_SCATTER_CONFIGS = ("vec", "row")
 """rocm's ACL_KV_SCATTER_CONFIG choices timed beside the default ScatterPaKvCache row."""
 MC2_ROUTES = ("block", "grid")
-DISPATCH_DECODE_TOKENS = 64
-"""The decode-sized MoeDistributeDispatchV2 rows' tokens (each ACL_MC2_ROUTE timed there too)."""
 """rocm's ACL_MC2_ROUTE choices timed beside the default (forced on its mc2 runner): a DispatchV2 row each."""
+MC2_ROWS = ("row",)
+"""rocm's ACL_MC2_ROWS choices timed beside the default (forced on its mc2 runner, default routing): a row each."""
+DISPATCH_DECODE_TOKENS = 64
+"""The decode-sized MoeDistributeDispatchV2 rows' tokens (each ACL_MC2_ROUTE and ACL_MC2_ROWS timed there too)."""
 KV_DECODE = (64, 8, 128, 16)
 """The ScatterPaKvCache row's decode step: tokens, KV heads, head dim, block size (bf16, key and value)."""
 ROPE_HEADS = (32, 8, 128, 8192)
@@ -963,15 +965,27 @@ class Suite:
         op = "MoeDistributeDispatchV2"
         for route in self.choices("mc2", "forced_route", MC2_ROUTES) if self.wanted(op) else []:
             self._dispatch_row(tokens, hidden, top_k, experts, idx, route)
+        for rows in self.choices("mc2", "forced_rows", MC2_ROWS)[1:] if self.wanted(op) else []:
+            self._dispatch_row(tokens, hidden, top_k, experts, idx, None, rows)
         decode = DISPATCH_DECODE_TOKENS
         for route in self.choices("mc2", "forced_route", MC2_ROUTES) if self.wanted(op) and tokens > decode else []:
             self._dispatch_row(decode, hidden, top_k, experts, idx[:decode], route)  # where the one block may win
+        for rows in self.choices("mc2", "forced_rows", MC2_ROWS)[1:] if self.wanted(op) and tokens > decode else []:
+            self._dispatch_row(decode, hidden, top_k, experts, idx[:decode], None, rows)
         self._combine_row(tokens, hidden, top_k, experts, idx, weights)
 
     def _dispatch_row(
-        self, tokens: int, hidden: int, top_k: int, experts: int, idx: np.ndarray, route: str | None
+        self,
+        tokens: int,
+        hidden: int,
+        top_k: int,
+        experts: int,
+        idx: np.ndarray,
+        route: str | None,
+        rows_copy: str | None = None,
     ) -> None:
-        """One MoeDistributeDispatchV2 row; ``route`` (``ACL_MC2_ROUTE``) forced on rocm's mc2 runner while timed."""
+        """One MoeDistributeDispatchV2 row; ``route`` (``ACL_MC2_ROUTE``) and ``rows_copy`` (``ACL_MC2_ROWS``) forced
+        on rocm's mc2 runner while timed (None: as set)."""
         dtype = D.ACL_BF16
         rows = tokens * top_k
         label = f"{tokens}x{hidden} top-{top_k}/{experts}, 1 rank"
@@ -985,7 +999,7 @@ class Suite:
             return self.prepared(op, args | self._ep_args(experts))
 
         def acl() -> tuple[Callable[[], None], Any]:
-            return self.forced("mc2", "forced_route", route, make)
+            return self.forced("mc2", "forced_rows", rows_copy, lambda: self.forced("mc2", "forced_route", route, make))
 
         def torch_fn() -> Callable[[], object]:
             torch = self.torch
@@ -1003,6 +1017,7 @@ class Suite:
         nbytes = (tokens + rows) * hidden * dtype.info.storage_bits // 8 + 2 * tokens * hidden * 2
         note = "torch: clone (the all-gather), stable argsort, index_select, bincount + cumsum"
         note = note if route is None else f"ACL_MC2_ROUTE={route}; {note}"
+        note = note if rows_copy is None else f"ACL_MC2_ROWS={rows_copy}; {note}"
         self.case(Case(op, label, dtype.short, "GB/s", nbytes, note=note), acl, torch_fn, op)
 
     def _combine_row(

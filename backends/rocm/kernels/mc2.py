@@ -21,7 +21,10 @@ With ``ACL_MC2_ROUTE=grid`` (the default from :data:`~acl_rocm.ops.mc2.ROUTE_GRI
 routing runs across the GPU in three launches instead: :class:`DispatchCount`, a thread per (pair, segment of
 :data:`SEGMENT` copies) unit, a warp's threads on one segment for 32 pairs; :class:`DispatchScan`, one block: the
 id check, the units' running starts and the tables; :class:`DispatchPlace`, a thread per unit again. The units are
-the one-block kernel's, in the same order, so the tables are the same.
+the one-block kernel's, in the same order, so the tables are the same. Both write columns 0-2 of each received
+copy's assistInfoForCombine row where they place the copy and every zero of the table in one coalesced sweep (16-byte
+words on a dense aligned table). With ``ACL_MC2_ROWS=row`` :class:`DispatchRows` copies expandXOut's rows a block a
+row at a time instead of the MoE family's RangeGather.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from acl_core.dtypes import DataType as D
 from acl_core.spec.ops.mc2 import ASSIST_PER_ROW
 from acl_rocm.kernels.ctypes_map import ctype, load
 from acl_rocm.kernels.moe import _search
-from acl_rocm.kernels.movement import HELPERS, store_narrow
+from acl_rocm.kernels.movement import HELPERS, WORDS, store_narrow
 from acl_rocm.kernels.sort import kernel_name, source
 
 _DOUBLE = ctype(D.ACL_DOUBLE)
@@ -53,6 +56,30 @@ __device__ __forceinline__ void acl_mc2_max(int* p, int v) {
 """
 
 
+_ZERO16 = "struct alignas(16) acl_mc2_zero16 { unsigned int a, b, c, d; };\n"
+
+
+def _assist_zeros(first: str, step: str, run: str, vec: bool) -> list[str]:
+    """C lines: zeros into every assistInfoForCombine column past the third of the routed rows (< ``run``) and into
+    every column of the rows after, a coalesced ``step``-strided sweep from ``first`` (the routing writes columns
+    0-2 of the routed rows). ``vec``: the table is contiguous and 16-byte aligned, swept in 16-byte words."""
+    n = ASSIST_PER_ROW
+    if vec:
+        words = n // 4
+        return [
+            f"for (long long w = {first}; w < a_rows * {words}; w += {step}) {{",
+            f"  const long long r = w / {words}, c = w % {words};",
+            f"  if (r >= {run} || c > 0)",
+            "    reinterpret_cast<acl_mc2_zero16*>(eidx)[w] = acl_mc2_zero16{0u, 0u, 0u, 0u};",
+            f"  else eidx[r * {n} + 3] = 0;",
+            "}",
+        ]
+    return [
+        f"for (long long e = {first}; e < a_rows * {n}; e += {step})",
+        f"  if (e / {n} >= {run} || e % {n} >= 3) eidx[e * es] = 0;",
+    ]
+
+
 def _active(q: str) -> str:
     """C expression: copy ``q`` = i·K + j of this rank is active (``mask`` null: every copy)."""
     return f"(mask == 0 || mask[({q} / k) * ms0 + ({q} % k) * ms1] != 0)"
@@ -60,9 +87,12 @@ def _active(q: str) -> str:
 
 @dataclass(frozen=True)
 class DispatchRoute:
-    """The dispatch's routing tables from the gathered ids and masks, one block (a power of two ≤ 256 threads)."""
+    """The dispatch's routing tables from the gathered ids and masks, one block (a power of two ≤ 256 threads).
+
+    ``vec``: V2's assistInfoForCombine is contiguous and 16-byte aligned (its zeros go as 16-byte words)."""
 
     v1: bool
+    vec: bool = False
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -77,6 +107,7 @@ class DispatchRoute:
         params += [f"const long long {n}" for n in names]
         body = [
             f"__shared__ int start[{MAX_PAIRS}];",
+            "__shared__ long long part[256];",
             "__shared__ int bad;",
             "const long long experts = local * world, per = bs * k, pairs = local * world;",
             "if (threadIdx.x == 0) bad = 0;",
@@ -99,24 +130,36 @@ class DispatchRoute:
             "  start[u] = c;",
             "}",
             "__syncthreads();",
-            "if (threadIdx.x == 0) {",
-            "  long long run = 0;",
-            "  for (long long u = 0; u < units; ++u) { const int c = start[u]; start[u] = (int)run; run += c; }",
-            "  if (run > a_rows) {",  # duplicate ids in a token: more copies than expandXOut's A rows
-            "    bad = 1; *flag = 1; bounds[0] = 0; bounds[1] = 0;",
-            "  } else {",
-            "    for (long long t = 0; t < pairs; ++t)",
-            "      recv[t * rs] = t + 1 < pairs ? start[(t + 1) * segs] : (int)run;",
-            "    for (long long le = 0; le < local; ++le) {",
-            "      const long long lo = start[le * world * segs];",
-            "      const long long hi = le + 1 < local ? (long long)start[(le + 1) * world * segs] : run;",
-            "      nums[le * ns] = cumulative ? hi : hi - lo;",
-            "    }",
-            "    bounds[0] = 0; bounds[1] = run;",
-            "  }",
-            "}",
+            # the units' running starts: a contiguous chunk a thread, the chunks' sums scanned in log2(blockDim)
+            # shared-memory steps (Hillis-Steele), then each chunk's starts from its sum's
+            "const long long chunk = (units + blockDim.x - 1) / blockDim.x;",
+            "const long long c0 = (long long)threadIdx.x * chunk, c1 = c0 + chunk < units ? c0 + chunk : units;",
+            "long long sum = 0;",
+            "for (long long u = c0; u < c1; ++u) sum += start[u];",
+            "part[threadIdx.x] = sum;",
             "__syncthreads();",
-            "if (bad) return;",
+            "for (unsigned int off = 1; off < blockDim.x; off <<= 1) {",
+            "  const long long v = threadIdx.x >= off ? part[threadIdx.x - off] : 0;",
+            "  __syncthreads();",
+            "  part[threadIdx.x] += v;",
+            "  __syncthreads();",
+            "}",
+            "const long long run = part[blockDim.x - 1];",
+            "if (run > a_rows) {",  # duplicate ids in a token: more copies than expandXOut's A rows
+            "  if (threadIdx.x == 0) { *flag = 1; bounds[0] = 0; bounds[1] = 0; }",
+            "  return;",
+            "}",
+            "long long at0 = part[threadIdx.x] - sum;",
+            "for (long long u = c0; u < c1; ++u) { const int c = start[u]; start[u] = (int)at0; at0 += c; }",
+            "__syncthreads();",
+            "if (threadIdx.x == 0) { bounds[0] = 0; bounds[1] = run; }",
+            "for (long long t = threadIdx.x; t < pairs; t += blockDim.x)",
+            "  recv[t * rs] = t + 1 < pairs ? start[(t + 1) * segs] : (int)run;",
+            "for (long long le = threadIdx.x; le < local; le += blockDim.x) {",
+            "  const long long lo = start[le * world * segs];",
+            "  const long long hi = le + 1 < local ? (long long)start[(le + 1) * world * segs] : run;",
+            "  nums[le * ns] = cumulative ? hi : hi - lo;",
+            "}",
             "for (long long u = threadIdx.x; u < units; u += blockDim.x) {",
             "  const long long t = u / segs, g = u % segs, s = t % world, ex = me * local + t / world;",
             "  const long long lo = s * per + g * len, hi = lo + len < (s + 1) * per ? lo + len : (s + 1) * per;",
@@ -125,11 +168,10 @@ class DispatchRoute:
             "    if (gmask[q] != 0 && gid[q] == ex) {",
             "      pos[at] = (int)q; keys[at] = acl_expert_key(ex);",
         ]
-        if not self.v1:  # assistInfoForCombine: (source rank, token, slot), zeros to the row's end and after
+        if not self.v1:  # assistInfoForCombine: (source rank, token, slot); the zeros below
             body += [
                 f"      int* row = eidx + (long long)at * {ASSIST_PER_ROW} * es;",
                 "      row[0] = (int)(q / per); row[es] = (int)((q % per) / k); row[2 * es] = (int)(q % k);",
-                f"      for (long long c = 3; c < {ASSIST_PER_ROW}; ++c) row[c * es] = 0;",
             ]
         body += [
             "      ++at;",
@@ -137,11 +179,7 @@ class DispatchRoute:
             "}",
         ]
         if not self.v1:
-            body += [
-                f"for (long long e = bounds[1] * {ASSIST_PER_ROW} + threadIdx.x; e < a_rows * {ASSIST_PER_ROW};"
-                " e += blockDim.x)",
-                "  eidx[e * es] = 0;",
-            ]
+            body += _assist_zeros("threadIdx.x", "blockDim.x", "run", self.vec)
         if self.v1:  # expandIdx: the n-th active copy of this rank for the same expert, -1 when inactive
             body += [
                 "for (long long ex = threadIdx.x; ex < experts; ex += blockDim.x) {",
@@ -152,7 +190,7 @@ class DispatchRoute:
                 "for (long long q = threadIdx.x; q < per; q += blockDim.x)",
                 "  if (gmask[me * per + q] == 0) eidx[q * es] = -1;",
             ]
-        return source("mc2: dispatch routing tables", "", self.kernel_name, params, body, _search(32))
+        return source("mc2: dispatch routing tables", "", self.kernel_name, params, body, _ZERO16 + _search(32))
 
 
 SEGMENT = 64
@@ -232,16 +270,22 @@ class DispatchScan:
             "for (long long u = c0; u < c1; ++u) sum += start[u];",
             "part[threadIdx.x] = sum;",
             "__syncthreads();",
+            # the partials' inclusive running sums, in log2(blockDim) shared-memory steps (Hillis-Steele)
+            "for (unsigned int off = 1; off < blockDim.x; off <<= 1) {",
+            "  const long long v = threadIdx.x >= off ? part[threadIdx.x - off] : 0;",
+            "  __syncthreads();",
+            "  part[threadIdx.x] += v;",
+            "  __syncthreads();",
+            "}",
             "if (threadIdx.x == 0) {",
-            "  long long run = 0;",
-            "  for (int i = 0; i < (int)blockDim.x; ++i) { const long long c = part[i]; part[i] = run; run += c; }",
+            "  const long long run = part[blockDim.x - 1];",
             "  bad = run > a_rows ? 1 : 0;",  # duplicate ids in a token: more copies than expandXOut's A rows
             "  if (bad) { *flag = 1; *state = 1; bounds[0] = 0; bounds[1] = 0; }",
             "  else { *state = 0; bounds[0] = 0; bounds[1] = run; }",
             "}",
             "__syncthreads();",
             "if (bad) return;",
-            "long long at = part[threadIdx.x];",
+            "long long at = part[threadIdx.x] - sum;",
             "for (long long u = c0; u < c1; ++u) { const int c = start[u]; start[u] = (int)at; at += c; }",
             "__syncthreads();",
             "const long long run = bounds[1];",
@@ -260,9 +304,12 @@ class DispatchScan:
 
 @dataclass(frozen=True)
 class DispatchPlace:
-    """Grid routing, step 3: every unit writes its copies' positions, keys (and assist rows) from its start."""
+    """Grid routing, step 3: every unit writes its copies' positions, keys (and assist rows) from its start.
+
+    ``vec``: V2's assistInfoForCombine is contiguous and 16-byte aligned (its zeros go as 16-byte words)."""
 
     v1: bool
+    vec: bool = False
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -290,14 +337,10 @@ class DispatchPlace:
             body += [
                 f"      int* row = eidx + (long long)at * {ASSIST_PER_ROW} * es;",
                 "      row[0] = (int)(q / per); row[es] = (int)((q % per) / k); row[2 * es] = (int)(q % k);",
-                f"      for (long long c = 3; c < {ASSIST_PER_ROW}; ++c) row[c * es] = 0;",
             ]
         body += ["      ++at;", "    }", "}"]
         if not self.v1:
-            body += [
-                f"for (long long e = bounds[1] * {ASSIST_PER_ROW} + id; e < a_rows * {ASSIST_PER_ROW}; e += step)",
-                "  eidx[e * es] = 0;",
-            ]
+            body += _assist_zeros("id", "step", "bounds[1]", self.vec)
         else:  # expandIdx: a thread per expert, as the one-block kernel (V1 only)
             body += [
                 "for (long long ex = id; ex < local * world; ex += step) {",
@@ -308,7 +351,8 @@ class DispatchPlace:
                 "for (long long q = id; q < per; q += step)",
                 "  if (gmask[me * per + q] == 0) eidx[q * es] = -1;",
             ]
-        return source("mc2: dispatch routing positions (grid)", "", self.kernel_name, params, body, _search(32))
+        helpers = _ZERO16 + _search(32)
+        return source("mc2: dispatch routing positions (grid)", "", self.kernel_name, params, body, helpers)
 
 
 @dataclass(frozen=True)
@@ -409,3 +453,41 @@ class CombineSum:
             "}",
         ]
         return source(f"mc2: combine sum into {self.dtype.short}", "", self.kernel_name, params, body, HELPERS)
+
+
+@dataclass(frozen=True)
+class DispatchRows:
+    """expandXOut's rows, a block a row at a time (``ACL_MC2_ROWS=row``): ``out[p] = gx[pos[lo + p] / K]`` for the
+    routed rows p < hi - lo, zeros after, in ``word``-byte words (16: rows contiguous and 16-byte aligned).
+
+    The copy's source row is found once per row and block (one division), the row's words spread over the block's
+    threads; the MoE family's RangeGather (the default) divides each word's flat index instead."""
+
+    word: int
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("mc2_dispatch_rows", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        w = "acl_mc2_word16" if self.word == 16 else WORDS[self.word]
+        params = [f"const {w}* __restrict__ src", "const int* __restrict__ pos", "const long long* bounds"]
+        params += [f"{w}* __restrict__ out"]
+        params += [f"const long long {n}" for n in ("top_k", "words", "a_rows", "srs", "ors")]
+        body = [
+            "const long long lo = bounds[0], routed = bounds[1] - bounds[0];",
+            "for (long long p = blockIdx.x; p < a_rows; p += gridDim.x) {",
+            f"  {w}* o = out + p * ors;",
+            "  if (p < routed) {",
+            f"    const {w}* s = src + ((long long)pos[lo + p] / top_k) * srs;",
+            "    for (long long q = threadIdx.x; q < words; q += blockDim.x) o[q] = s[q];",
+            "  } else {",
+            f"    const {w} zero{{}};",
+            "    for (long long q = threadIdx.x; q < words; q += blockDim.x) o[q] = zero;",
+            "  }",
+            "}",
+        ]
+        helpers = "struct alignas(16) acl_mc2_word16 { unsigned long long lo, hi; };\n"
+        return source(f"mc2: dispatch rows, {self.word}-byte words", "", self.kernel_name, params, body, helpers)

@@ -53,18 +53,9 @@ from acl_core.spec.ops import all_specs
 from acl_core.spec.validate import validate
 from acl_core.tensor import AclScalar, AclTensor, contiguous_strides
 from acl_rocm.driver import handle
-from acl_rocm.kernels.mc2 import (
-    SEGMENT,
-    CombineRows,
-    CombineSum,
-    DispatchCount,
-    DispatchPlace,
-    DispatchRoute,
-    DispatchScan,
-    grid_units,
-)
-from acl_rocm.kernels.moe import RangeGather, RangeQuant
+from acl_rocm.kernels.mc2 import SEGMENT, CombineRows, CombineSum
 from acl_rocm.launch import KernelArgs, LaunchConfig, longs
+from acl_rocm.ops.mc2_dispatch import ROUTE_BLOCK, DispatchPlan, dispatch_copies
 from acl_rocm.ops.program import FLAG, Program, run_program
 
 if TYPE_CHECKING:
@@ -81,14 +72,18 @@ OPS: tuple[str, ...] = (
     "MoeDistributeDispatchV2",
 )
 BYTES = HcclDataType.HCCL_DATA_TYPE_UINT8
-ROUTE_BLOCK = 256
-"""Threads of the one-block routing kernels (the sort family's launch bound)."""
 SUM = HcclReduceOp.HCCL_REDUCE_SUM
 ROUTE_ENV = "ACL_MC2_ROUTE"
 """How MoeDistributeDispatch routes: ``block`` (one block builds every table: one launch, the decode case) or ``grid``
 (three launches, the copies' scans spread over the GPU as (expert, rank, segment) units: prefill); unset: ``grid`` from
 :data:`ROUTE_GRID_MIN` gathered copies (world x tokens x top-k). The tables are the same."""
 ROUTES = ("block", "grid")
+ROWS_ENV = "ACL_MC2_ROWS"
+"""How MoeDistributeDispatch copies expandXOut's rows (quantMode 0): ``range`` (the default: the MoE family's
+RangeGather, a thread per 16-byte word of the flat output, its row found by a 64-bit division per word) or ``row``
+(:class:`~acl_rocm.kernels.mc2.DispatchRows`: a block a row at a time, the row's source found once). The rows are
+the same."""
+ROWS_CHOICES = ("range", "row")
 ROUTE_GRID_MIN = 2048
 """Gathered copies from which the grid routing is the default: the one block's threads each scan about copies / 4 x 2
 (64 experts, one rank), some 1,000 dependent steps here against the grid's two more launches (not measured yet)."""
@@ -156,6 +151,15 @@ class Mc2Runner:
         """An :data:`ROUTE_ENV` setting over the environment's for calls made while set (tests, the bench's rows)."""
         self.route_segment = SEGMENT
         """Copies a grid routing unit scans (tests make it small so that a pair spans several units)."""
+        self.forced_rows: str | None = None
+        """An :data:`ROWS_ENV` setting over the environment's for calls made while set (tests, the bench's rows)."""
+
+    def rows_copy(self) -> str:
+        """How the dispatch copies expandXOut's rows: forced, else :data:`ROWS_ENV`, else ``range``."""
+        value = (self.forced_rows or self.backend.environ.get(ROWS_ENV, "") or "range").strip().lower()
+        if value not in ROWS_CHOICES:
+            raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{ROWS_ENV}={value!r}: not one of {ROWS_CHOICES}")
+        return value
 
     def route(self, copies: int) -> str:
         """The dispatch routing for ``copies`` gathered copies: forced, else :data:`ROUTE_ENV`, else by size."""
@@ -362,102 +366,17 @@ class Mc2Runner:
         prog.steps.append(_step(self.backend, kernel, config, values))
 
     def moe_dispatch(self, launch: Launch) -> None:
-        """MoeDistributeDispatch(V1–V4): all-gather x, ids, masks and weights; route on the device."""
-        from acl_core.spec.ops.mc2 import _names
-        from acl_rocm.ops.moe import MoeRunner
+        """MoeDistributeDispatch(V1–V4): all-gather x, ids, masks and weights; route on the device.
 
-        v1 = launch.spec.kernel_name == "MoeDistributeDispatch"
-        n = _names(v1)
-        args = launch.args
-        x, ids = args["x"], args["expertIds"]
-        mask, weights, smooth = args.get(n["xActiveMask"]), args.get(n["expertScales"]), args.get(n["scales"])
-        out_x, recv_counts, nums = args[n["expandX"]], args[n["epRecvCounts"]], args[n["expertTokenNums"]]
-        assist, dyn, carried = args[n["assist"]], args.get(n["dynamicScales"]), args.get(n["expandScalesOut"])
-        assert isinstance(x, AclTensor) and isinstance(ids, AclTensor) and isinstance(out_x, AclTensor)
-        assert isinstance(recv_counts, AclTensor) and isinstance(nums, AclTensor) and isinstance(assist, AclTensor)
+        Planned once per signature, routing and communicator (:class:`~acl_rocm.ops.mc2_dispatch.DispatchPlan`):
+        a repeated call replays its packed launches over the stream's scratch."""
         engine, comm = self._group(launch, "groupEp")
-        world, me = comm.size, comm.rank
-        bs, hidden = x.view_dims
-        top_k = ids.view_dims[1]
-        local = int(args["moeExpertNum"]) // world
-        rows = out_x.view_dims[0]
-        quant = int(args["quantMode"]) == 2
-        stream = handle(launch.stream)
-        scratch = _Scratch(self.backend, stream)
-        try:
-            active = scratch.tensor((bs, top_k), D.ACL_BOOL)
-            if isinstance(mask, AclTensor):
-                strides = (mask.strides[0], 0) if mask.rank == 1 else tuple(mask.strides)
-                shaped = AclTensor(
-                    (bs, top_k), D.ACL_BOOL, strides, mask.offset, mask.format, mask.storage_dims, mask.data
-                )
-                self.backend.elementwise.convert(shaped, active, stream)
-            elif active.numel:
-                self.backend.provider.memset(active.data, 1, active.numel, stream)
-            gx = self._gather(engine, comm, self._dense(x, scratch, stream), scratch, launch.stream, as_bytes=False)
-            gid = self._gather(engine, comm, self._dense(ids, scratch, stream), scratch, launch.stream)
-            gmask = self._gather(engine, comm, active, scratch, launch.stream)
-            gw = None
-            if isinstance(weights, AclTensor):
-                gw = self._gather(engine, comm, self._dense(weights, scratch, stream), scratch, launch.stream)
-            prog = Program(
-                report=f"{launch.spec.name}: an expertIds value outside [0, moeExpertNum) on some rank"
-                " (or more copies for this rank's experts than expandXOut's rows)"
-            )
-            bounds, pos, keys = prog.temp(16), prog.temp(4 * rows), prog.temp(4 * rows)
-            values: list[Any] = [_p(gid), _p(gmask), bounds, pos, keys, _p(recv_counts), _p(nums)]
-            values += [_p(assist), FLAG]
-            values += longs(world, me, local, bs, top_k, rows, int(args["expertTokenNumsType"]) == 0)
-            values += longs(recv_counts.strides[0], nums.strides[0], assist.strides[0])
-            per = bs * top_k
-            if self.route(world * per) == "block":
-                self._program(prog, DispatchRoute(v1), LaunchConfig((1, 1, 1), (ROUTE_BLOCK, 1, 1)), values)
-            else:
-                dims = (world, me, local, per, top_k, rows, int(args["expertTokenNumsType"]) == 0)
-                self._route_grid(prog, v1, (gid, gmask, recv_counts, nums, assist), (bounds, pos, keys), dims)
-            moe = MoeRunner(self.backend)
-            flat_x = reshaped(gx, (world * bs, hidden))
-            if quant:
-                assert isinstance(dyn, AclTensor)
-                qs = smooth if isinstance(smooth, AclTensor) else None
-                qs_strides = tuple(qs.strides) if qs is not None else (0, 0)
-                step = [moe.sorter.meta(rows, (1,), [(0,)]), _p(flat_x), pos, bounds, keys]
-                step += [_p(qs) if qs is not None else ctypes.c_void_p(0), ctypes.c_void_p(0), _p(out_x), _p(dyn)]
-                step += longs(top_k, hidden, *flat_x.strides, *qs_strides, *out_x.strides, dyn.strides[0], 0)
-                self._program(prog, RangeQuant(x.dtype, False, qs is not None), moe._row_block(rows), step)
-            else:
-                moe._range_gather(prog, flat_x, out_x, pos, bounds, top_k, hidden)
-            if isinstance(carried, AclTensor) and gw is not None:
-                step = [moe.sorter.meta(rows, (1,), [(0,)]), _p(gw), pos, bounds, _p(carried)]
-                step += longs(1, 1, 1, 0, carried.strides[0], 0)
-                self._program(prog, RangeGather(4), moe.sorter.flat_config(rows), step)
-            run_program(self.backend, prog, stream)
-        finally:
-            scratch.free()
-
-    def _route_grid(
-        self,
-        prog: Program,
-        v1: bool,
-        tensors: tuple[AclTensor, AclTensor, AclTensor, AclTensor, AclTensor],
-        temps: tuple[Any, Any, Any],
-        dims: tuple[int, int, int, int, int, int, bool],
-    ) -> None:
-        """``ACL_MC2_ROUTE=grid``: count, scan (one block) and place over (expert, rank, segment) units."""
-        gid, gmask, recv, nums, assist = tensors
-        bounds, pos, keys = temps
-        world, me, local, per, top_k, rows, cumulative = dims
-        segs, units = grid_units(local, world, per, self.route_segment)
-        starts, state = prog.temp(4 * units), prog.temp(16)
-        grid = LaunchConfig((max(1, -(-units // ROUTE_BLOCK)), 1, 1), (ROUTE_BLOCK, 1, 1))
-        count = [_p(gid), _p(gmask), starts, *longs(world, me, local, per, segs, units)]
-        self._program(prog, DispatchCount(), grid, count)
-        scan = [_p(gid), starts, bounds, _p(recv), _p(nums), state, FLAG]
-        scan += longs(world, local, per, rows, cumulative, recv.strides[0], nums.strides[0], segs, units)
-        self._program(prog, DispatchScan(), LaunchConfig((1, 1, 1), (ROUTE_BLOCK, 1, 1)), scan)
-        place = [_p(gid), _p(gmask), starts, bounds, state, pos, keys, _p(assist)]
-        place += longs(world, me, local, top_k, rows, per, assist.strides[0], segs, units)
-        self._program(prog, DispatchPlace(v1), grid, place)
+        route, rows = self.route(dispatch_copies(launch, comm.size)), self.rows_copy()
+        key = f"rocm.mc2.dispatch@{self.backend.provider.get_device()}:{route}:{rows}:{self.route_segment}"
+        plan = launch.memo.get(key)
+        if plan is None or plan.comm is not comm or plan.engine is not engine:
+            plan = launch.memo[key] = DispatchPlan(self, launch, engine, comm, route, rows)
+        plan.run(handle(launch.stream))
 
     def moe_combine(self, launch: Launch) -> None:
         """MoeDistributeCombine(V1–V4): all-gather expert outputs, counts and assist rows; sum on the device."""
