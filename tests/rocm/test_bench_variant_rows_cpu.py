@@ -54,8 +54,8 @@ def test_random_and_foreach_variant_rows(fake: Sequence[RocmBackend]) -> None:
     suite.random_fills()  # type: ignore[attr-defined]
     normal = [c for c in suite.cases if c.op == "InplaceNormal"]  # type: ignore[attr-defined]
     assert [c.status for c in normal] == ["ok", "ok", "ok", "ok"]
-    assert normal[0].note == "ACL_RANDOM_LAYOUT=packed" and normal[1].note.endswith("ACL_RANDOM_NORMAL=sincos")
-    assert [c.note.rsplit("=", 1)[-1] for c in normal[2:]] == ["float32", "float32p"]
+    assert normal[0].note == "ACL_RANDOM_LAYOUT=packed" and normal[1].note.endswith("ACL_RANDOM_NORMAL=split")
+    assert [c.note.rsplit("=", 1)[-1] for c in normal[2:]] == ["sincos", "float32"]
     compiled = backend.provider.compiled  # type: ignore[attr-defined]
     assert Fill("normal", D.ACL_FLOAT, 1, "packed", "float32").kernel_name in compiled
     assert Fill("normal", D.ACL_FLOAT, 1, "packed", "float32p").kernel_name in compiled

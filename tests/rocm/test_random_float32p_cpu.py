@@ -200,8 +200,10 @@ def test_model_within_the_bound_densely_near_the_edges(region: str) -> None:
 
 
 def test_float32p_source_and_launch_shape() -> None:
-    """16 bytes a thread: 2 blocks of float32, 4 of 16-bit; float64 refused (the runner takes split there)."""
-    for dt, blocks in ((D.ACL_FLOAT, 2), (D.ACL_FLOAT16, 4), (D.ACL_BF16, 4)):
+    """Four blocks a thread (two 16-byte stores of float32, one of 16-bit), two where asked; float64 refused (the
+    runner takes split there)."""
+    assert Fill("normal", D.ACL_FLOAT, 1, "packed", "float32p", 2).per_thread == 4
+    for dt, blocks in ((D.ACL_FLOAT, 4), (D.ACL_FLOAT16, 4), (D.ACL_BF16, 4)):
         fill = Fill("normal", dt, 1, "packed", "float32p")
         assert (fill.blocks_per_thread, fill.per_thread) == (blocks, 2 * blocks)
         assert "acl_rnd_normal_f32p" in fill.source()

@@ -40,12 +40,13 @@ suite compare a backend with the reference by value. The choices:
   functions differ by a few double ulps between libm and the GPU's, so results agree to the float32
   ulp except in rare rounding ties. CANN documents Philox for the bits, not how the transform rounds,
   so a backend may also compute it in float32 for float32 and 16-bit outputs (rocm's
-  ``ACL_RANDOM_NORMAL=float32``, opt-in): the same uniforms, ``1 - u1`` and the quarter turn of
+  ``ACL_RANDOM_NORMAL=float32``): the same uniforms, ``1 - u1`` and the quarter turn of
   ``2π·u2`` reduced exactly in integers, then ``logf`` / ``log1pf``, ``sqrtf``, ``sincospif`` and one
   fused ``mean + std·z``; its ``z`` lies within 6.75·2^-24 of the double one relative to ``|z|`` (by
   count with 1-ulp library calls; 4.02 measured over 2^23 draws of a NumPy model of its arithmetic);
-  ``ACL_RANDOM_NORMAL=float32p`` replaces those calls by minimax polynomials on the same reductions, within
-  5.0·2^-24 (4.80 measured over 2^23 draws of a bit-exact model, tests/rocm/test_random_float32p_cpu.py).
+  ``ACL_RANDOM_NORMAL=float32p`` (rocm's default since 2026-12-06) replaces those calls by minimax polynomials on
+  the same reductions, within 5.0·2^-24 (4.80 measured over 2^23 draws of a bit-exact model,
+  tests/rocm/test_random_float32p_cpu.py); rocm's ``split`` keeps the double transform.
   The accuracy class is therefore relative to ``std·|z| = |out - mean|`` (composite: ``γ_16·|out -
   mean| + 1 ulp``), not an ulp bound: where ``mean + std·z`` cancels, the output's ulp shrinks but
   ``z``'s error does not;

@@ -35,10 +35,10 @@ OPS: tuple[str, ...] = ("InplaceUniform", "InplaceNormal", "Bernoulli", "Dropout
 OPS += ("DropoutDoMask", "Multinomial")
 """The kernels this module runs (InplaceBernoulli runs Bernoulli's)."""
 TRIG_ENV = "ACL_RANDOM_NORMAL"
-"""A packed InplaceNormal pair's transform: ``split`` (double cos and sin, the default), ``sincos`` (one double
-call), ``float32`` (Box–Muller in float32, float32 and 16-bit outputs; float64 ones take ``split``, logged) or
-``float32p`` (the same in float32 with polynomials for the library calls, 16 bytes of output a thread);
-InplaceNormal's accuracy class holds for each (kernels/random.py's NORMAL_TRIG and FLOAT32_PAIR)."""
+"""A packed InplaceNormal pair's transform: ``float32p`` (the default: Box–Muller in float32 with polynomials for
+the library calls, four Philox blocks a thread; float32 and 16-bit outputs, float64 ones take ``split``, logged),
+``split`` (double cos and sin: bit for bit the reference), ``sincos`` (one double call) or ``float32`` (Box–Muller in
+float32 through the library calls); InplaceNormal's accuracy class holds for each (kernels/random.py's NORMAL_TRIG)."""
 REFUSED = "Multinomial: self holds a negative, infinite or NaN weight, a zero row, or too few positive weights"
 """The 161002 message of Multinomial's device check."""
 
