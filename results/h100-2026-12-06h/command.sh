@@ -1,0 +1,1 @@
+export OUT; FP8_ACC_TIMEOUT=1 TESTS_TIMEOUT=200 CONFORMANCE_TIMEOUT=150 CONFORMANCE_OPS='MoeDistribute*,random,MatmulReduceScatter*' CONFORMANCE_PARALLEL=4 BENCH=0 QWEN=none STARTUP=0 SWEEP=.whl/s3.txt SWEEP_LINE_TIMEOUT=100 bash scripts/gpu_run.sh -k 'test_gpu_mc2 or test_gpu_random or (test_gpu_capture and (mc2 or random or Moe or Normal))'
