@@ -31,14 +31,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 
 import acl_core
-from acl_core.backend import BackendRegistration
 from acl_core.dtypes import DataType as D
 from acl_core.eager import to_device
-from acl_core.plugin import hookimpl
 from acl_core.spec.collective import SELF_GROUP_NAME
 from acl_rocm.backend import RocmBackend
 from acl_rocm.providers.nccl import NCCL_SUCCESS, CollectiveLibrary
-from tests.rocm.fake_provider import FakeProvider
+from scripts.profile_prefill import HostOnlyProvider as KeptBlocksProvider
+from scripts.profile_prefill import Plugin
 from tests.rocm.test_mc2_cpu import HostNccl
 from tools.bench.ops import Prepared
 
@@ -52,25 +51,8 @@ class _NoCopyNccl(HostNccl):
         return NCCL_SUCCESS
 
 
-class HostOnlyProvider(FakeProvider):
-    """The fake provider with launches dropped, kept blocks for big temporaries and a copy-free NCCL."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self._kept: dict[int, int] = {}
-
-    def malloc_async(self, nbytes: int, stream: int) -> int:
-        """A kept block for temporaries of 1 MiB or more, else a fresh one."""
-        if nbytes >= 1 << 20:
-            if nbytes not in self._kept:
-                self._kept[nbytes] = self.malloc(nbytes)
-            return self._kept[nbytes]
-        return self.malloc(nbytes)
-
-    def free_async(self, address: int, stream: int) -> None:
-        """Keep the kept blocks; free the rest."""
-        if address not in self._kept.values():
-            super().free_async(address, stream)
+class HostOnlyProvider(KeptBlocksProvider):
+    """profile_prefill's host-only provider (big temporaries kept) with launches dropped and a copy-free NCCL."""
 
     def launch(self, function: object, grid: Any, block: Any, shared_bytes: int, stream: int, params: int) -> None:
         """Dropped: the GPU's work."""
@@ -78,15 +60,6 @@ class HostOnlyProvider(FakeProvider):
     def collective_library(self) -> tuple[CollectiveLibrary | None, str]:
         """The copy-free one-rank NCCL."""
         return _NoCopyNccl([]), ""
-
-
-class _Plugin:
-    def __init__(self, backend: RocmBackend) -> None:
-        self.backend = backend
-
-    @hookimpl
-    def acl_core_backends(self) -> list[BackendRegistration]:
-        return [BackendRegistration(NAME, lambda: self.backend, priority=-100)]
 
 
 def prepared(backend: RocmBackend, stream: int, tokens: int, hidden: int, top_k: int, experts: int) -> Prepared:
@@ -128,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     backend = RocmBackend(HostOnlyProvider(blas=True), {"ACL_KERNEL_CACHE": str(cache)})
     backend.runtime.ensure_device(0)
     acl_core.reset_plugins()
-    acl_core.register_plugin(_Plugin(backend))
+    acl_core.register_plugin(Plugin(backend, NAME))
     acl_core.use_backend(NAME)
     stream = backend.runtime.create_stream()
     runner = backend.runners["mc2"]

@@ -59,13 +59,16 @@ class HostOnlyProvider(FakeProvider):
         self.gemms.append(call)
 
 
-class _Plugin:
-    def __init__(self, backend: RocmBackend) -> None:
-        self.backend = backend
+class Plugin:
+    """A plugin whose one backend, registered as ``name``, is the given (host-only) one."""
+
+    def __init__(self, backend: RocmBackend, name: str = NAME) -> None:
+        self.backend, self.name = backend, name
 
     @hookimpl
     def acl_core_backends(self) -> list[BackendRegistration]:
-        return [BackendRegistration(NAME, lambda: self.backend, priority=-100)]
+        """The backend under ``name``."""
+        return [BackendRegistration(self.name, lambda: self.backend, priority=-100)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     provider = HostOnlyProvider(blas=True, memory=1 << 33)
     backend = RocmBackend(provider, {"ACL_KERNEL_CACHE": str(Path(args.dir) / "kernels")})
     backend.runtime.ensure_device(0)
-    acl_core.register_plugin(_Plugin(backend))
+    acl_core.register_plugin(Plugin(backend))
     prompts = [[(7 * i + 13 * s) % 250 + 3 for i in range(args.prompt_len)] for s in range(args.batch)]
     with Qwen3Runner(ckpt, backend=NAME, dtype="bf16") as runner:
         runner.generate(prompts, 1)  # warm-up: the shape's decode state, prefill plan and kernels

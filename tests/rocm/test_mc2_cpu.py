@@ -336,8 +336,8 @@ def test_a_failed_collective_is_a_runtime_error(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- end to end, kernels emulated
-@pytest.fixture
-def emulated(tmp_path: Path) -> Iterator[tuple[RocmBackend, EmulatedLoggedProvider]]:
+def emulated_backend(tmp_path: Path) -> Iterator[tuple[RocmBackend, EmulatedLoggedProvider]]:
+    """A rocm backend on the kernel emulator with NCCL replayed, and its provider (skips without a compiler)."""
     why = kernel_emulator.available()
     if why:
         pytest.skip(why)
@@ -347,6 +347,11 @@ def emulated(tmp_path: Path) -> Iterator[tuple[RocmBackend, EmulatedLoggedProvid
     provider = EmulatedLoggedProvider(blas=True)
     for backend in _backend(provider, tmp_path):
         yield backend, provider
+
+
+@pytest.fixture
+def emulated(tmp_path: Path) -> Iterator[tuple[RocmBackend, EmulatedLoggedProvider]]:
+    yield from emulated_backend(tmp_path)
 
 
 @pytest.mark.parametrize("dtype", [D.ACL_FLOAT16, D.ACL_BF16])

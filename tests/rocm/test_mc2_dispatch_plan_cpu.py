@@ -9,10 +9,8 @@ would gather the first call's rows and ids).
 
 from __future__ import annotations
 
-import os
 import struct
 import sys
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,8 +29,7 @@ from acl_core.spec.ops.mc2 import dispatch_args
 from acl_rocm.backend import RocmBackend
 from acl_rocm.kernels.mc2 import SEGMENT, DispatchPlace, DispatchRoute, DispatchRows
 from acl_rocm.ops.mc2_dispatch import ROWS_REGION, TABLES_REGION
-from tests.rocm import kernel_emulator
-from tests.rocm.test_mc2_cpu import EmulatedLoggedProvider, LoggedProvider, _backend
+from tests.rocm.test_mc2_cpu import EmulatedLoggedProvider, LoggedProvider, _backend, emulated_backend
 
 OP = "MoeDistributeDispatchV2"
 
@@ -58,15 +55,7 @@ def fake(tmp_path: Path) -> Iterator[tuple[RocmBackend, CountingProvider]]:
 
 @pytest.fixture
 def emulated(tmp_path: Path) -> Iterator[tuple[RocmBackend, EmulatedLoggedProvider]]:
-    why = kernel_emulator.available()
-    if why:
-        pytest.skip(why)
-    build = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-{os.getuid()}"
-    build.mkdir(exist_ok=True)
-    kernel_emulator.EmulatedProvider.build_dir = build
-    provider = EmulatedLoggedProvider(blas=True)
-    for backend in _backend(provider, tmp_path):
-        yield backend, provider
+    yield from emulated_backend(tmp_path)
 
 
 def _args(seed: int, bs: int = 6, hidden: int = 16, k: int = 2, experts: int = 4) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Final
 
 from acl_core.dtypes import DataType as D
 from acl_core.spec.ops.mc2 import ASSIST_PER_ROW
@@ -85,6 +86,25 @@ def _active(q: str) -> str:
     return f"(mask == 0 || mask[({q} / k) * ms0 + ({q} % k) * ms1] != 0)"
 
 
+CHUNK_SCAN: Final = [
+    "const long long chunk = (units + blockDim.x - 1) / blockDim.x;",
+    "const long long c0 = (long long)threadIdx.x * chunk, c1 = c0 + chunk < units ? c0 + chunk : units;",
+    "long long sum = 0;",
+    "for (long long u = c0; u < c1; ++u) sum += start[u];",
+    "part[threadIdx.x] = sum;",
+    "__syncthreads();",
+    "for (unsigned int off = 1; off < blockDim.x; off <<= 1) {",
+    "  const long long v = threadIdx.x >= off ? part[threadIdx.x - off] : 0;",
+    "  __syncthreads();",
+    "  part[threadIdx.x] += v;",
+    "  __syncthreads();",
+    "}",
+]
+"""C lines of the routing kernels' unit scan: a contiguous chunk of ``units`` a thread, its sum in ``part``, then
+the block's inclusive running sums of the chunks in log2(blockDim) shared-memory steps (Hillis-Steele); each
+thread then derives its chunk's starts from ``part``."""
+
+
 @dataclass(frozen=True)
 class DispatchRoute:
     """The dispatch's routing tables from the gathered ids and masks, one block (a power of two ≤ 256 threads).
@@ -130,20 +150,7 @@ class DispatchRoute:
             "  start[u] = c;",
             "}",
             "__syncthreads();",
-            # the units' running starts: a contiguous chunk a thread, the chunks' sums scanned in log2(blockDim)
-            # shared-memory steps (Hillis-Steele), then each chunk's starts from its sum's
-            "const long long chunk = (units + blockDim.x - 1) / blockDim.x;",
-            "const long long c0 = (long long)threadIdx.x * chunk, c1 = c0 + chunk < units ? c0 + chunk : units;",
-            "long long sum = 0;",
-            "for (long long u = c0; u < c1; ++u) sum += start[u];",
-            "part[threadIdx.x] = sum;",
-            "__syncthreads();",
-            "for (unsigned int off = 1; off < blockDim.x; off <<= 1) {",
-            "  const long long v = threadIdx.x >= off ? part[threadIdx.x - off] : 0;",
-            "  __syncthreads();",
-            "  part[threadIdx.x] += v;",
-            "  __syncthreads();",
-            "}",
+            *CHUNK_SCAN,
             "const long long run = part[blockDim.x - 1];",
             "if (run > a_rows) {",  # duplicate ids in a token: more copies than expandXOut's A rows
             "  if (threadIdx.x == 0) { *flag = 1; bounds[0] = 0; bounds[1] = 0; }",
@@ -263,20 +270,7 @@ class DispatchScan:
             "  if (threadIdx.x == 0) { *flag = 1; *state = 1; bounds[0] = 0; bounds[1] = 0; }",
             "  return;",
             "}",
-            # a contiguous chunk of units a thread: its sum, the block's running sums, then the chunk's starts
-            "const long long chunk = (units + blockDim.x - 1) / blockDim.x;",
-            "const long long c0 = (long long)threadIdx.x * chunk, c1 = c0 + chunk < units ? c0 + chunk : units;",
-            "long long sum = 0;",
-            "for (long long u = c0; u < c1; ++u) sum += start[u];",
-            "part[threadIdx.x] = sum;",
-            "__syncthreads();",
-            # the partials' inclusive running sums, in log2(blockDim) shared-memory steps (Hillis-Steele)
-            "for (unsigned int off = 1; off < blockDim.x; off <<= 1) {",
-            "  const long long v = threadIdx.x >= off ? part[threadIdx.x - off] : 0;",
-            "  __syncthreads();",
-            "  part[threadIdx.x] += v;",
-            "  __syncthreads();",
-            "}",
+            *CHUNK_SCAN,
             "if (threadIdx.x == 0) {",
             "  const long long run = part[blockDim.x - 1];",
             "  bad = run > a_rows ? 1 : 0;",  # duplicate ids in a token: more copies than expandXOut's A rows
