@@ -105,7 +105,7 @@ def time_one(
             rt.destroy_event(e)
         rt.destroy_stream(s)
     kern = calls[0].kernel
-    shape = f"{calls[0].policy}: tile={kern.tile} ksplit={kern.ksplit} kblocks={kern.kblocks} unroll={kern.unroll}"
+    shape = f"{calls[0].policy}: tile={kern.tile} ksplit={kern.ksplit} unroll={kern.unroll}"
     shape += f" block={kern.block}"
     shape += f" grid={calls[0].grid} pdl={kern.pdl or 'off'}"
     return us, np.asarray(result), shape

@@ -108,7 +108,7 @@ def _decode_calls() -> dict[str, list[dict[str, Any]]]:
     return {
         "ArgMax": arg,
         "ArgMin": arg[:1],
-        # decode's down projection [1024 x 3072]: the nk GEMV's split of K across blocks (ACL_GEMV_CONFIG=burst)
+        # decode's down projection [1024 x 3072]: the nk GEMV at M 1 and 8
         "Mm": [{"self": x(m, 3072), "mat2": x(3072, 1024), "cubeMathType": 0} for m in (1, 8)],
         "RmsNorm": [{"x": x(1, n, 128), "gamma": x(128), "epsilon": 1e-6} for n in (16, 8)],
         "AddRmsNorm": [{"x1": x(r, 1024), "x2": x(r, 1024), "gamma": x(1024), "epsilon": 1e-6} for r in (1, 8)],

@@ -40,23 +40,3 @@ def test_gemv_on_wave64(
     exact = (a.astype(np.float64) @ w.astype(np.float64)).astype(ml_dtypes.bfloat16)
     atol, rtol = gemm_tolerance(exact, k)
     assert_close(got, exact, atol=atol, rtol=rtol)
-
-
-@pytest.mark.parametrize(("m", "k", "n"), [(2, 1040, 24), (16, 1031, 17)])
-def test_gemv_burst_on_wave64(tmp_path_factory: pytest.TempPathFactory, caplog, m: int, k: int, n: int) -> None:
-    """``burst`` (K split across blocks, each tile's last warp adding the parts) with 64 lanes a warp."""
-    emulated_backend(tmp_path_factory.mktemp("kc"))
-    provider = EmulatedProvider(blas=True, arch="gfx942", warp_size=64)
-    env = {"ACL_KERNEL_CACHE": str(tmp_path_factory.mktemp("kcb")), "ACL_GEMV": "1", "ACL_GEMV_CONFIG": "burst"}
-    backend = RocmBackend(provider, env)
-    backend.runtime.ensure_device(0)
-    rng = np.random.default_rng(m + k + 1)
-    a = rng.uniform(-1, 1, (m, k)).astype(ml_dtypes.bfloat16)
-    w = rng.uniform(-1, 1, (k, n)).astype(ml_dtypes.bfloat16)
-    weight = eager.to_device(w, backend, layout="transposed")
-    with caplog.at_level(logging.DEBUG, logger="acl_rocm.matmul"):
-        got = eager.run("Mm", backend, self=a, mat2=weight, cubeMathType=0)["out"]
-    assert "GEMV kernel nk" in caplog.text and "kblocks=1 " not in caplog.text, caplog.text
-    exact = (a.astype(np.float64) @ w.astype(np.float64)).astype(ml_dtypes.bfloat16)
-    atol, rtol = gemm_tolerance(exact, k)
-    assert_close(got, exact, atol=atol, rtol=rtol)

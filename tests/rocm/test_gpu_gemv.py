@@ -174,8 +174,6 @@ NK_CONFIGS = [
     "legacy,grid=2",
     "row,block=64,grid=3",
     "deep,tile=4,grid=2",
-    "burst,grid=8",
-    "burst,tile=2,kgrid=2",
 ]
 """``ACL_GEMV_CONFIG`` choices of the nk kernel: every preset, and grids capped below the tile groups (blocks loop)."""
 NK_SHAPES = [(1040, 24), (1031, 17), (64, 67)]
@@ -204,105 +202,17 @@ def test_gemv_nk_config_matches_reference(rocm, configured, reference, caplog, c
     a, w = _operands(np.random.default_rng(300 + m * 7 + k + n), m, k, n, ml_dtypes.bfloat16)
     got = _run_gemv(configured[config], caplog, "nk", "Mm", a, w)
     policy = parse(config)
-    found = re.search(
-        r"tile=(\d+) groups=\d+ ksplit=(\d+) unroll=\d+ grid=(\d+) block=(\d+) loads=(\w+) kblocks=(\d+)", caplog.text
-    )
+    found = re.search(r"tile=(\d+) groups=\d+ ksplit=(\d+) unroll=\d+ grid=(\d+) block=(\d+) loads=(\w+)", caplog.text)
     assert found is not None and f"{GEMV_CONFIG_ENV}={policy.name})" in caplog.text, caplog.text
-    tile, ksplit, grid, block, kblocks = (int(found.group(i)) for i in (1, 2, 3, 4, 6))
+    tile, ksplit, grid, block = (int(found.group(i)) for i in (1, 2, 3, 4))
     assert block == policy.block and found.group(5) == policy.loads
-    if policy.kgrid > 1 and k >= 1024 and n <= 1024:  # K split across blocks (burst): partials meet in scratch
-        assert ksplit == 1 and 1 < kblocks <= policy.kgrid and grid % kblocks == 0, caplog.text
     if policy.grid:  # fewer blocks than tile groups: the grid-stride loop ran
         per_block = block // rocm.properties.warp_size // ksplit  # type: ignore[attr-defined]
         tiles = -(-n // tile)
-        assert grid == policy.grid and grid // kblocks < -(-tiles // per_block)
+        assert grid == policy.grid and grid < -(-tiles // per_block)
     _check(got, a, w, reference)
     again = _run_gemv(configured[config], caplog, "nk", "Mm", a, w)
     np.testing.assert_array_equal(again.view(np.uint16), got.view(np.uint16))  # deterministic: same bits again
-
-
-@pytest.mark.parametrize("m", [1, 5, 16])
-@pytest.mark.parametrize("config", ["burst", "burst16"])
-def test_gemv_burst_fp16_fp32_out_and_padded_rows(rocm, configured, reference, caplog, config: str, m: int) -> None:
-    """The split across blocks for fp16 operands with an fp16 and an fp32 output, and over padded activation rows
-    (scalar loads), each within Matmul's accuracy class."""
-    if config not in configured:
-        env = {**os.environ, "ACL_GEMV": "1", GEMV_CONFIG_ENV: config}
-        configured[config] = RocmBackend(rocm.provider, env)  # type: ignore[attr-defined]
-    backend = configured[config]
-    a, w = _operands(np.random.default_rng(400 + m), m, 1040, 24, np.float16)
-    _check(_run_gemv(backend, caplog, "nk", "Mm", a, w), a, w, reference)
-    assert re.search(r"kblocks=[2-8] ", caplog.text), caplog.text
-    weight = eager.to_device(w, backend, layout="transposed")
-    caplog.clear()
-    with caplog.at_level(logging.DEBUG, logger="acl_rocm.matmul"):
-        wide = eager.run("Mm", backend, self=a, mat2=weight, cubeMathType=0, out_dtypes={"out": D.ACL_FLOAT})["out"]
-        padded = eager.to_device(a, backend, layout="padded")
-        got = eager.run("Mm", backend, self=padded, mat2=weight, cubeMathType=0)["out"]
-    weight.free()
-    padded.free()
-    assert caplog.text.count("GEMV kernel nk") == 2 and "vec=1" in caplog.text, caplog.text
-    assert wide.dtype == np.float32
-    _check(wide.astype(np.float16), a, w, reference)
-    _check(got, a, w, reference)
-
-
-def _one_stream_launches(backend: RocmBackend, reference: Backend, weight: object, w: np.ndarray) -> None:
-    """Three planned GEMVs with different activations launched one after another on one stream (one scratch), each
-    against the reference: a counter left non-zero would make a later launch add an earlier one's stale partials."""
-    from acl_core.backend import Launch
-    from acl_core.spec.ops import get_spec
-    from acl_rocm.driver import handle
-
-    rt = backend.runtime
-    s = rt.create_stream()
-    stream = rt.stream(s)
-    xs = [_operands(np.random.default_rng(seed), 2, w.shape[0], w.shape[1], w.dtype)[0] for seed in (6, 7, 8)]
-    ins = [eager.to_device(x, backend) for x in xs]
-    outs = [eager.empty((2, w.shape[1]), D.ACL_BF16, backend) for _ in xs]
-    try:
-        plan = {"compute": D.ACL_BF16, "precision": None}
-        for a, out in zip(ins, outs, strict=True):
-            tensors = {"self": a.tensor(), "mat2": weight.tensor(), "out": out.tensor()}  # type: ignore[attr-defined]
-            call = backend.matmul._gemv(Launch(get_spec("Mm"), tensors, plan, 0, 0, stream))
-            assert call is not None and call.kernel.kblocks > 1
-            backend.matmul._gemv_launch(call, handle(stream))
-        rt.synchronize_stream(s)
-        for x, out in zip(xs, outs, strict=True):
-            _check(out.numpy(), x, w, reference)
-    finally:
-        for arr in (*ins, *outs):
-            arr.free()
-        rt.destroy_stream(s)
-
-
-@pytest.mark.parametrize("config", ["burst", "burst16"])
-def test_gemv_burst_captures_and_replays_bit_for_bit(rocm, configured, reference, caplog, config: str) -> None:
-    """K split across blocks (partials and tile counters in the stream's persistent scratch): three launches on one
-    stream with new activations each match the reference (each launch's last warps leave the counters at zero),
-    and the call inside a captured graph, replayed twice with new inputs written in place, equals its eager runs."""
-    from tests.rocm.capture_harness import OpCall, compare_replay
-
-    if config not in configured:
-        configured[config] = RocmBackend(rocm.provider, {**os.environ, "ACL_GEMV": "1", GEMV_CONFIG_ENV: config})  # type: ignore[attr-defined]
-    backend = configured[config]
-    if not backend.capabilities().stream_capture:
-        pytest.fail(f"rocm does not capture here: {backend.capabilities().notes.get('stream_capture')}")
-    a, w = _operands(np.random.default_rng(5), 2, 1040, 24, ml_dtypes.bfloat16)
-    weight = eager.to_device(w, backend, layout="transposed")  # [N, K] used transposed: the nk kernel
-    _one_stream_launches(backend, reference, weight, w)
-    calls = [OpCall(backend, "Mm", {"self": a, "mat2": weight, "cubeMathType": 0})]
-    stream = backend.runtime.create_stream()
-    try:
-        with caplog.at_level(logging.DEBUG, logger="acl_rocm.matmul"):
-            backend.driver.graph_destroy(compare_replay(calls, stream))
-        found = re.search(r"kblocks=(\d+)", caplog.text)
-        assert found is not None and int(found.group(1)) > 1, caplog.text
-    finally:
-        for c in calls:
-            c.free()
-        weight.free()
-        backend.runtime.destroy_stream(stream)
 
 
 PDL_MODES = ["1", "regs"]

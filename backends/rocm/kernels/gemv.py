@@ -34,7 +34,7 @@ from typing import Final
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.ctypes_map import ctype, store
 from acl_rocm.kernels.prelude import PRELUDE
-from acl_rocm.kernels.reduction import ATOMICS, SHUFFLE, SHUFFLE_XOR
+from acl_rocm.kernels.reduction import SHUFFLE, SHUFFLE_XOR
 
 MAX_ROWS: Final = 16
 """The most activation rows (M) a GEMV kernel takes; above it the vendor BLAS runs."""
@@ -67,12 +67,6 @@ class GemvKernel:
     ``L1::no_allocate`` and a 256-byte L2 prefetch, the weight being read once; plain elsewhere)."""
     persist: bool = False
     """``nk``: the grid may be smaller than the output tile groups; each block loops over groups by grid stride."""
-    kblocks: int = 1
-    """``nk`` with ``ksplit`` 1: blocks that share each output tile, block ``blockIdx.x % kblocks`` taking K part
-    ``kb`` (lane chunks ``kb * warp + lane``, stepping ``kblocks * warp``). Each warp writes its tile's partial
-    sums to ``part`` (the stream's persistent scratch) and counts itself in the tile's counter; the tile's last
-    warp sums the ``kblocks`` partials in part order (the result does not depend on timing), stores the output
-    and sets the counter back to zero (so the next launch or graph replay starts from zero, nothing memset)."""
     pdl: str = ""
     """Programmatic dependent launch (NVIDIA sm_90+; ``""``: none, the kernel is launched plainly). Each thread
     starts its first pass of weight reads, then ``ACL_PDL_WAIT()`` (the predecessor complete and its memory
@@ -123,55 +117,7 @@ def _params(kernel: GemvKernel) -> str:
         f"const {s}* a, const {s}* w, {o}* out, "
         "const long long k_len, const long long n_len, const long long lda, const long long ldw, "
         "const long long ldo_m, const long long ldo_n"
-        + (", float* part, unsigned int* counters" if kernel.kblocks > 1 else "")
     )
-
-
-WARP_SYNC: Final = r"""
-#ifndef ACL_SHFL_IDX
-#if defined(__CUDA_ARCH__)
-#define ACL_SHFL_IDX(v, l) __shfl_sync((acl_lane_mask_t)~(acl_lane_mask_t)0, (v), (l))
-#else
-#define ACL_SHFL_IDX(v, l) __shfl((v), (l))
-#endif
-#endif
-#ifndef ACL_WARP_SYNC
-#if defined(__CUDA_ARCH__)
-#define ACL_WARP_SYNC() __syncwarp()
-#else
-#define ACL_WARP_SYNC() __builtin_amdgcn_wave_barrier()
-#endif
-#endif
-"""
-"""A lane broadcast and a warp barrier (the cross-block split's count of finished K parts)."""
-
-
-def _nk_combine(kernel: GemvKernel) -> list[str]:
-    """``kblocks`` > 1: the warp counts its K part done; the tile's last warp sums the parts in order and stores."""
-    if kernel.kblocks == 1:
-        return []
-    m_rows, tile, kblocks = kernel.rows, kernel.tile, kernel.kblocks
-    return [
-        "    ACL_FENCE();  // this lane's partials visible device-wide before the warp counts its part done",
-        "    ACL_WARP_SYNC();",
-        "    unsigned int done = 0u;",
-        f"    if (lane == 0) done = ACL_ATOMIC_INC(counters + n0 / {tile});",
-        "    done = ACL_SHFL_IDX(done, 0);",
-        f"    if (done == {kblocks - 1}u) {{  // the tile's last K part: every part's sums, in part order",
-        "      ACL_FENCE();",
-        "      const volatile float* parts = part;  // written by other blocks during this launch",
-        f"      for (int j = lane; j < {m_rows * tile}; j += ACL_WARP_SIZE) {{",
-        f"        const long long n = n0 + j % {tile};",
-        "        if (n < n_len) {",
-        "          float v = 0.0f;",
-        "#pragma unroll",
-        f"          for (int p = 0; p < {kblocks}; ++p) v += parts[(p * {m_rows} + j / {tile}) * n_len + n];",
-        f"          out[(j / {tile}) * ldo_m + n * ldo_n] = {_store(kernel, 'v')};",
-        "        }",
-        "      }",
-        f"      if (lane == 0) counters[n0 / {tile}] = 0u;",
-        "    }",
-    ]
 
 
 def _store(kernel: GemvKernel, value: str) -> str:
@@ -251,12 +197,7 @@ def _nk_finish(kernel: GemvKernel, warp: int) -> list[str]:
         "    const int j = idx + i;",
         f"    if (j < {count}) {{",
     ]
-    if ksplit == 1 and kernel.kblocks > 1:  # this block's K part of the tile, combined by the tile's last warp
-        lines += [
-            f"      const long long n = n0 + j % {tile};",
-            f"      if (n < n_len) part[(kb * {m_rows} + j / {tile}) * n_len + n] = r[i];",
-        ]
-    elif ksplit == 1:
+    if ksplit == 1:
         lines += [
             f"      const long long n = n0 + j % {tile};",
             f"      if (n < n_len) out[(j / {tile}) * ldo_m + n * ldo_n] = {_store(kernel, 'r[i]')};",
@@ -303,18 +244,10 @@ def _nk(kernel: GemvKernel) -> list[str]:
         lines.append("  bool pdl_waited = false;  // ACL_PDL_WAIT() done: the activation may be read, out written")
     if ksplit > 1:
         lines.append(f"  __shared__ float s_part[{block} / ACL_WARP_SIZE][{count}];")
-    kblocks = kernel.kblocks
-    if kblocks > 1:  # blocks kb = blockIdx.x % kblocks share a tile group, each taking one K part
-        lines += [
-            f"  const long long kb = (long long)(blockIdx.x % {kblocks}u);  // this block's K part",
-            "  // tile group blockIdx.x / kblocks, or (persistent grids) every gridDim.x / kblocks-th after it",
-            f"  for (long long bg = blockIdx.x / {kblocks}u; bg < blocks; bg += gridDim.x / {kblocks}u) {{",
-        ]
-    else:
-        lines += [
-            "  // one group per block, or (persistent grids) groups bg, bg + gridDim.x, ...: block-uniform bounds",
-            "  for (long long bg = blockIdx.x; bg < blocks; bg += gridDim.x) {",
-        ]
+    lines += [
+        "  // one group per block, or (persistent grids) groups bg, bg + gridDim.x, ...: block-uniform bounds",
+        "  for (long long bg = blockIdx.x; bg < blocks; bg += gridDim.x) {",
+    ]
     lines += [
         f"  const long long n0 = (bg * groups + group) * {tile};",
         f"  float acc[{m_rows}][{tile}];",
@@ -327,11 +260,8 @@ def _nk(kernel: GemvKernel) -> list[str]:
     # (their loads clamp to the last row) to meet at the block's barrier
     lines.append("  if (n0 < n_len) {" if ksplit == 1 else "  {")
     lines += [
-        f"  const long long step = (long long)ACL_WARP_SIZE * {ksplit * kblocks} * {vec};"
-        "  // elements between a lane's chunks",
-        f"  const long long first = ((long long)kpart * ACL_WARP_SIZE + lane) * {vec};"
-        if kblocks == 1
-        else f"  const long long first = (kb * ACL_WARP_SIZE + lane) * {vec};",
+        f"  const long long step = (long long)ACL_WARP_SIZE * {ksplit} * {vec};  // elements between a lane's chunks",
+        f"  const long long first = ((long long)kpart * ACL_WARP_SIZE + lane) * {vec};",
         *_nk_prefetch(kernel),
         f"  for (long long k0 = first; k0 < k_len; k0 += step * {unroll}) {{",
         f"    {vt} wv[{unroll}][{tile}];  // every weight load of the pass is issued before the first use",
@@ -372,7 +302,7 @@ def _nk(kernel: GemvKernel) -> list[str]:
     lines += ["    " + x for x in _nk_finish(kernel, 64)]
     lines += ["#else"]
     lines += ["    " + x for x in _nk_finish(kernel, 32)]
-    lines += ["#endif", *_nk_combine(kernel), "  }"]
+    lines += ["#endif", "  }"]
     if ksplit > 1:  # the K parts of each output meet in a fixed order (the result does not depend on timing)
         lines += [
             "  __syncthreads();",
@@ -497,7 +427,6 @@ def generate(kernel: GemvKernel) -> str:
     assert kernel.dtype in INPUTS and 1 <= kernel.rows <= MAX_ROWS and kernel.loads in ("plain", "stream")
     assert kernel.pdl in PDL_MODES
     assert kernel.layout == "nk" or kernel.block == GEMV_BLOCK
-    assert kernel.kblocks == 1 or (kernel.layout == "nk" and kernel.ksplit == 1)
     body = _nk(kernel) if kernel.layout == "nk" else _kn(kernel)
     return "\n".join(
         [
@@ -506,7 +435,6 @@ def generate(kernel: GemvKernel) -> str:
             SHUFFLE_XOR,
             *([STREAM_LOAD] if kernel.layout == "nk" and kernel.loads == "stream" else []),
             *([PREFETCH] if kernel.pdl == "l2" else []),
-            *([ATOMICS, WARP_SYNC] if kernel.kblocks > 1 else []),
             f'extern "C" __global__ void __launch_bounds__({kernel.block}) {kernel.kernel_name}({_params(kernel)}) {{',
             *body,
             "}",

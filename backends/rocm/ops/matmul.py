@@ -14,8 +14,8 @@ import ctypes
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
@@ -94,18 +94,6 @@ class GemvCall:
     args: KernelArgs
     policy: str = "-"
     """The nk shape policy it was planned with (``auto`` resolved to its preset); ``-`` for the kn layout."""
-    scratch: int = 0
-    """Bytes of the stream's persistent scratch (region :data:`GEMV_SCRATCH`) a split-across-blocks kernel uses."""
-    values: tuple[object, ...] = ()
-    """The argument values before the scratch pointers (a split-across-blocks kernel's arguments per scratch)."""
-    by_scratch: dict[int, KernelArgs] = field(default_factory=dict, compare=False)
-    """Packed arguments per scratch base (one per stream, or per capture, the call is launched on)."""
-
-
-GEMV_SCRATCH: Final = "gemv"
-"""The stream-scratch region of the nk kernel's split across blocks (its tile counters zero between launches)."""
-GEMV_COUNTERS: Final = 8192
-"""Tile counters at the region's start (no launch's partial sums reach them); above it K is not split across blocks."""
 
 
 class BlasView(NamedTuple):
@@ -402,7 +390,7 @@ class MatmulRunner:
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug(
                 "%s: GEMV kernel %s %s m=%d k=%d n=%d vec=%d tile=%d groups=%d ksplit=%d unroll=%d grid=%d block=%d "
-                "loads=%s kblocks=%d persist=%s pdl=%s (%s=%s, %s=%s)",
+                "loads=%s persist=%s pdl=%s (%s=%s, %s=%s)",
                 launch.spec.name,
                 kernel.layout,
                 kernel.dtype.short,
@@ -417,7 +405,6 @@ class MatmulRunner:
                 grid,
                 kernel.block,
                 kernel.loads,
-                kernel.kblocks,
                 kernel.persist,
                 kernel.pdl or "off",
                 GEMV_ENV,
@@ -425,22 +412,13 @@ class MatmulRunner:
                 GEMV_CONFIG_ENV,
                 f"{policy.name}->{chosen}" if policy.name != chosen else chosen,
             )
-        scratch = nk_scratch(kernel, n)
-        return GemvCall(kernel, function, grid, KernelArgs(values), chosen, scratch, tuple(values))
+        return GemvCall(kernel, function, grid, KernelArgs(values), chosen)
 
     def _gemv_launch(self, call: GemvCall, stream: int) -> None:
         block = (call.kernel.block, 1, 1)
         provider = self.backend.provider
         launch = provider.launch_programmatic if call.kernel.pdl else provider.launch  # only kernels that wait
-        args = call.args
-        if call.scratch:  # a split across blocks: partial sums and tile counters in the stream's scratch
-            base = self.backend.driver.stream_scratch(stream, call.scratch, GEMV_SCRATCH)
-            found = call.by_scratch.get(base)
-            if found is None:
-                counters, parts = KernelArgs.pointer(base), KernelArgs.pointer(base + 4 * GEMV_COUNTERS)
-                found = call.by_scratch.setdefault(base, KernelArgs([*call.values, parts, counters]))
-            args = found
-        launch(call.function, (call.grid, 1, 1), block, 0, stream, args.address)
+        launch(call.function, (call.grid, 1, 1), block, 0, stream, call.args.address)
 
     def _gemm_ready(self, op: _Operand, batch: Sequence[int], gdt: D, rounding: str | None) -> bool:
         if op.dtype != gdt or rounding is not None:
@@ -521,7 +499,7 @@ def gemv_plan(
         vec = _vec(size, [k, *a_extents, *([ldw] if n > 1 else [])], [a_at, w_at])
         policy = policy_for(policy, rows, n, k)
         chosen = policy.name
-        tile, ksplit, kblocks, unroll = nk_split(rows, k, n, vec, warp, units, policy)
+        tile, ksplit, unroll = nk_shape(rows, k, n, vec, warp, units, policy)
         kernel = gemv.GemvKernel(
             "nk",
             dtype,
@@ -534,10 +512,9 @@ def gemv_plan(
             block=policy.block,
             loads=policy.loads,
             persist=policy.persist > 0 or policy.grid > 0,
-            kblocks=kblocks,
             pdl=pdl,
         )
-        grid = nk_grid(tile, ksplit, n, warp, units, policy, kblocks)
+        grid = nk_grid(tile, ksplit, n, warp, units, policy)
     elif b_sc == 1 or n == 1:
         ldw = b_sr
         vec = min(_vec(size, [n, *([ldw] if k > 1 else [])], [w_at]), 4 if rows > 8 else 8)
@@ -580,37 +557,8 @@ def nk_shape(
     each lane then issues up to ``unroll`` 16-byte weight loads per output before it uses the first, so
     the weight is read with most of it in flight at once.
     """
-    tile, ksplit, _, unroll = nk_split(rows, k, n, vec, warp, units, policy)
-    return tile, ksplit, unroll
-
-
-def nk_split(
-    rows: int, k: int, n: int, vec: int, warp: int, units: int, policy: NkPolicy = PRESETS["legacy"]
-) -> tuple[int, int, int, int]:
-    """(tile, ksplit, kblocks, unroll): :func:`nk_shape` with the blocks sharing a tile's K (``policy.kgrid``).
-
-    With ``kgrid`` above 1 (``burst``): a warp per tile (two outputs while N alone holds more tiles than
-    ``policy.warps`` warps per unit), no split within a block; K is split across the fewest power-of-two
-    blocks ``kblocks`` (at most ``kgrid``) at which tiles x parts would exceed one wave of ``policy.warps`` per
-    unit if doubled, never so far that a lane has no chunk, and only where the tiles fit the scratch's
-    :data:`GEMV_COUNTERS`. Each lane then holds its whole share where the budget allows (one pass).
-    """
     chunks = -(-k // vec)
     budget = policy.budget_for(rows)  # 16-byte weight registers a lane holds: more rows, more accumulators
-    if policy.kgrid > 1:
-        wave = units * max(1, policy.warps)
-        tile = policy.tile or (2 if n > wave else 1)
-        tiles = -(-n // tile)
-        kblocks = 1
-        while (
-            kblocks * 2 <= policy.kgrid
-            and tiles * kblocks * 2 <= wave
-            and kblocks * 2 * warp <= chunks
-            and tiles <= GEMV_COUNTERS
-        ):
-            kblocks *= 2
-        unroll = max(1, min(policy.unroll, budget // tile, -(-chunks // (kblocks * warp))))
-        return tile, 1, kblocks, unroll
     per_block = max(1, policy.block // warp)
     tile = policy.tile or (2 if rows > 1 or -(-n // (2 * per_block)) >= 2 * units else 1)
     tiles = -(-n // tile)
@@ -618,24 +566,18 @@ def nk_split(
     while ksplit * 2 <= per_block and tiles * ksplit < units * policy.warps and ksplit * 2 * warp <= chunks:
         ksplit *= 2
     unroll = max(1, min(policy.unroll, budget // tile, -(-chunks // (ksplit * warp))))
-    return tile, ksplit, 1, unroll
+    return tile, ksplit, unroll
 
 
-def nk_grid(tile: int, ksplit: int, n: int, warp: int, units: int, policy: NkPolicy, kblocks: int = 1) -> int:
-    """Blocks of the nk kernel: one per group of output tiles (times ``kblocks`` K parts), or fewer where the
-    policy caps the grid (always a whole number of ``kblocks``: each tile group's parts loop together)."""
+def nk_grid(tile: int, ksplit: int, n: int, warp: int, units: int, policy: NkPolicy) -> int:
+    """Blocks of the nk kernel: one per group of output tiles, or fewer where the policy caps the grid."""
     tiles = -(-n // tile)
     groups = -(-tiles // max(1, policy.block // warp // ksplit))
     if policy.persist:
-        groups = min(groups, max(1, units * policy.persist // kblocks))
+        groups = min(groups, max(1, units * policy.persist))
     if policy.grid:
-        groups = min(groups, max(1, policy.grid // kblocks))
-    return groups * kblocks
-
-
-def nk_scratch(kernel: gemv.GemvKernel, n: int) -> int:
-    """Bytes of stream scratch an nk kernel needs: none, or the tile counters then ``kblocks`` x M x N partials."""
-    return 0 if kernel.kblocks == 1 else 4 * GEMV_COUNTERS + 4 * kernel.kblocks * kernel.rows * n
+        groups = min(groups, max(1, policy.grid))
+    return groups
 
 
 GEMV_KN_SHARED_FLOATS = 1536
