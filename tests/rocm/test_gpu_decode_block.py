@@ -237,6 +237,88 @@ def test_wide_split_blocks_match_the_reference(rocm: Backend, reference: Backend
     _check(rocm, reference, "FusedInferAttentionScoreV5", fia, f"{config} FIA V5")
 
 
+SPLIT_CONFIGS = ("block,bsplit=2", "block,bsplit=4", "block,bsplit=8,bheads=0", "block,bsplit=4,bthreads=128,beager=0")
+"""``bsplit``: a (batch, head block)'s keys over N blocks of one launch, the last combining (the bench's choices and
+the whole GQA group a block, the mask-first loads)."""
+
+
+@pytest.mark.parametrize("config", SPLIT_CONFIGS)
+def test_split_blocks_combine_in_one_launch(rocm: Backend, reference: Backend, decode: object, config: str) -> None:
+    """``bsplit=N``: the Qwen3 decode shape (the capacity under a per-head mask hiding the unwritten tail, uneven
+    actual lengths, a head that keeps no key), IFA then FIA V5 with lse and a sink, one launch of a fused instance;
+    run twice, so the second call finds the counters its first left zero."""
+    from acl_rocm.kernels.attention_decode import parse_decode_config
+
+    decode.use_config(config)  # type: ignore[attr-defined]
+    rng = np.random.default_rng(67)
+    skv, d, nq, nkv = (70, 64, 4, 2) if EMULATED else (128, 128, 16, 8)
+    b = 2
+    args = _args(rng, "bfloat16", b, nq, nkv, skv, d, layout="BNSD")
+    args["actualSeqLengths"] = [skv, skv - 9]
+    filled = np.array([skv * 3 // 4, skv // 2 - 3])
+    mask = np.broadcast_to((np.arange(skv)[None, :] >= filled[:, None])[:, None, None, :], (b, nq, 1, skv)).copy()
+    mask |= rng.uniform(size=mask.shape) < 0.1
+    mask[1, 0] = True  # a head that keeps no key: zeros, lse +inf
+    args["attenMask"] = mask
+    for rerun in range(2):
+        _check(rocm, reference, "IncreFlashAttention", args, f"{config} run {rerun}")
+    assert _steps(decode, rocm, args) == 1
+    assert parse_decode_config(config).bsplit > 1
+    fia = {
+        "query": args["query"].astype(np.float16),
+        "key": [args["key"][0].astype(np.float16)],
+        "value": [args["value"][0].astype(np.float16)],
+        "attenMaskOptional": mask,
+        "numHeads": nq,
+        "scaleValue": args["scaleValue"],
+        "inputLayout": "BNSD",
+        "numKeyValueHeads": nkv,
+        "softmaxLseFlag": True,
+        "learnableSinkOptional": rng.uniform(-2, 2, nq).astype(ml_dtypes.bfloat16),
+    }
+    for rerun in range(2):
+        _check(rocm, reference, "FusedInferAttentionScoreV5", fia, f"{config} FIA V5 run {rerun}")
+
+
+def test_split_blocks_take_the_fused_instance(rocm: Backend, decode: object, caplog: pytest.LogCaptureFixture) -> None:
+    """``bsplit=4`` over a 128-key cache: 4 blocks of 32 keys a (batch, head block), the path line says so; a cache
+    of one granule (16 keys) stays one block a head block (no scratch, no counter)."""
+    from acl_rocm.ops.attention_decode import BLOCK_SPLIT_GRANULE
+
+    decode.use_config("block,bsplit=4")  # type: ignore[attr-defined]
+    rng = np.random.default_rng(71)
+    args = _args(rng, "bfloat16", 1, 4, 2, 128, 64)
+    with caplog.at_level(logging.DEBUG, logger="acl_rocm.attention"):
+        eager.run("IncreFlashAttention", rocm, **args)
+    assert "4 blocks of 32 keys, the last combining" in caplog.text, caplog.text[-2000:]
+    args = _args(rng, "bfloat16", 1, 4, 2, BLOCK_SPLIT_GRANULE, 64)
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="acl_rocm.attention"):
+        eager.run("IncreFlashAttention", rocm, **args)
+    assert "short-cache block kernel" in caplog.text and "the last combining" not in caplog.text, caplog.text[-2000:]
+
+
+def test_split_blocks_capture_and_replay_with_a_changed_mask(rocm: Backend, decode: object) -> None:
+    """``bsplit=4`` captured once: the counters in the capture's scratch left zero by each replay's last blocks."""
+    from tests.rocm.capture_harness import OpCall, compare_replay
+
+    if not rocm.capabilities().stream_capture:
+        pytest.fail(f"rocm does not capture here: {rocm.capabilities().notes.get('stream_capture')}")
+    decode.use_config("auto,bsplit=4")  # type: ignore[attr-defined]
+    rng = np.random.default_rng(73)
+    skv = 50 if EMULATED else 128
+    args = _args(rng, "bfloat16", 2, 4, 2, skv, 64)
+    args["attenMask"] = np.arange(skv)[None, :] >= np.array([[skv // 3], [skv - 1]])
+    assert _steps(decode, rocm, args) == 1
+    call = OpCall(rocm, "IncreFlashAttention", args)
+    stream = rocm.runtime.create_stream()  # type: ignore[attr-defined]
+    try:
+        rocm.driver.graph_destroy(compare_replay([call], stream))  # type: ignore[attr-defined]
+    finally:
+        call.free()
+        rocm.runtime.destroy_stream(stream)  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("bheads", [1, 2, 8])
 def test_blocks_sharing_a_kv_head(rocm: Backend, reference: Backend, decode: object, bheads: int) -> None:
     """``bheads=N``: N of a kv head's query heads a block (group 4: 4 or 2 blocks a kv head; 8 is the whole group)."""

@@ -124,6 +124,9 @@ class DecodeConfig:
     """Query heads per block of the short-cache kernel (0: the whole GQA group; fewer: more blocks a kv head)."""
     wide: bool = False
     """The two-kernel path's split blocks run the short-cache kernel's layout (16-byte loads), then the combine."""
+    bsplit: int = 1
+    """Blocks the short-cache kernel cuts a (batch, head block)'s keys over, in one launch (the last block to finish
+    combines the others' partials from the stream's scratch); 1: the whole cache a block."""
 
     def __str__(self) -> str:
         path = "fused" if self.fused else "two"
@@ -137,6 +140,7 @@ class DecodeConfig:
         short = ""
         if self.block > 0 or self.wide:
             short = f",bthreads={self.bthreads},brows={self.brows},beager={int(self.beager)},bheads={self.bheads}"
+            short += f",bsplit={self.bsplit}" if self.bsplit > 1 else ""
         return f"{path},bpu={self.blocks_per_unit},chunk={self.min_chunk},kpw={self.kpw}{eager}{dbuf}{short}"
 
     def takes_block(self, capacity: int) -> bool:
@@ -146,6 +150,8 @@ class DecodeConfig:
 
 BLOCK_THREAD_CHOICES: Final = (64, 128, 256, 512)
 """Threads per block the short-cache kernel accepts."""
+BLOCK_SPLIT_CHOICES: Final = (1, 2, 4, 8)
+"""Blocks the short-cache kernel's keys split over (``bsplit``) the config accepts."""
 BLOCK_ROW_CHOICES: Final = (1, 2, 4, 8, 16)
 """Keys per lane group's tile the short-cache kernel accepts."""
 CONFIG_KPW: Final = (4, 8, 16)
@@ -159,8 +165,8 @@ def parse_decode_config(text: str) -> DecodeConfig:
     ``auto[=N]`` (caches of at most N keys, default :data:`AUTO_BLOCK_KEYS`, on the short-cache kernel, longer
     ones on two or fused, whichever came before), ``bpu=N``, ``chunk=N``, ``kpw=N``, ``eager[=0|1]``,
     ``dbuf[=0|1]``, ``wide[=0|1]`` (two's split blocks in the short-cache kernel's layout), and the short-cache
-    kernel's ``bthreads=N``, ``brows=N``, ``beager[=0|1]``, ``bheads=N``; empty: the
-    defaults (auto over two).
+    kernel's ``bthreads=N``, ``brows=N``, ``beager[=0|1]``, ``bheads=N``, ``bsplit=N`` (its keys over N blocks, the
+    last combining); empty: the defaults (auto over two).
     """
     cfg = DecodeConfig()
     fields: dict[str, object] = {}
@@ -183,6 +189,10 @@ def parse_decode_config(text: str) -> DecodeConfig:
             if int(value) not in (0, 1, 2, 4, 8):
                 raise ValueError(f"{item!r}: query heads per block 0 (the group), 1, 2, 4 or 8")
             fields[key] = int(value)
+        elif key == "bsplit" and value.isdigit():
+            if int(value) not in BLOCK_SPLIT_CHOICES:
+                raise ValueError(f"{item!r}: blocks a head block's keys split over, one of {BLOCK_SPLIT_CHOICES}")
+            fields[key] = int(value)
         elif key in ("bthreads", "brows") and value.isdigit():
             n = int(value)
             if key == "bthreads" and n not in BLOCK_THREAD_CHOICES:
@@ -204,7 +214,7 @@ def parse_decode_config(text: str) -> DecodeConfig:
         else:
             raise ValueError(
                 f"{item!r} is not two, fused, block, auto[=N], bpu=N, chunk=N, kpw=N, eager[=0|1], dbuf[=0|1],"
-                " wide[=0|1], bthreads=N, brows=N, beager[=0|1] or bheads=N"
+                " wide[=0|1], bthreads=N, brows=N, beager[=0|1], bheads=N or bsplit=N"
             )
     out = DecodeConfig(**{**cfg.__dict__, **fields})
     if out.wide and out.fused:

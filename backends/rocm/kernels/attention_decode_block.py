@@ -39,7 +39,7 @@ from acl_rocm.kernels.attention_decode import (
 )
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.prelude import PRELUDE
-from acl_rocm.kernels.reduction import SHUFFLE_XOR
+from acl_rocm.kernels.reduction import ATOMICS, SHUFFLE_XOR
 
 ELEMS: Final = 8
 """Dims a lane owns (16 bytes of fp16/bf16: one vector load)."""
@@ -93,11 +93,16 @@ class BlockInstance:
     """Paged: one table entry per ``ptile`` of a lane group's ``rows`` (a power of two dividing ``rows``; a span of
     ``RPL x ptile`` consecutive keys of the warp's tile, read a tile ahead), not one per key row; needs every span
     inside one page (:func:`~acl_rocm.kernels.attention_decode.page_tiles`). 0: a table entry per key row."""
+    fused: bool = False
+    """The keys split over several blocks (``bsplit``) in one launch: each block leaves its partial record in the
+    stream's scratch and the last of a (batch, head block) to count itself done combines them (no second kernel)."""
 
     @functools.cached_property
     def digest(self) -> str:
         """A short hash of the instance and the struct layout (kernel names stay stable across runs)."""
         text = repr((self, DECODE_STRUCT, MAX_DECODE_BATCH, ELEMS))
+        if not self.fused:  # hashes as before the fused split existed: the source is byte-identical
+            text = text.replace(", fused=False)", ")", 1)
         if not self.ptile:  # hashes as before page tiles existed: the source is byte-identical
             text = text.replace(", ptile=0)", ")", 1)
         if not self.paged:  # a dense instance hashes as before paging existed: its source is byte-identical
@@ -134,6 +139,8 @@ def block_source(inst: BlockInstance) -> str:
         "  const int* tab = table + b * pm.tb;\n"
     )
     paged_params = ", const PageMeta pm, const int* __restrict__ table, int* flag" if inst.paged else ""
+    if inst.fused:
+        paged_params = ", unsigned* counters" + paged_params
     row_k, row_v = (
         (f"{kv}_head + key * m.{kv}[2], m.{kv}[3]" for kv in "kv")
         if not inst.paged
@@ -156,6 +163,10 @@ def block_source(inst: BlockInstance) -> str:
         this_page = "    long long kb[NSPAN], vb[NSPAN];\n    #pragma unroll\n    for (int s = 0; s < NSPAN; ++s) {\n"
         this_page += "      kb[s] = pkb[s];\n      vb[s] = pvb[s];\n    }\n"
         next_page = f"    #pragma unroll\n    {spans.format(j='base + step')}\n"
+    # fused (bsplit): the flag the last block finds itself by, and its combine after the partial records
+    last_flag = "\n  __shared__ unsigned sm_last;" if inst.fused else ""
+    combine = _fused_combine(sink_logit, store("res", f32, c)) if inst.fused else ""
+    part_ptr = "float* part" if inst.fused else "float* __restrict__ part"
     body = f"""
 // short-cache decode attention, a block per (batch, kv head): {inst.dtype.short}, D={inst.head_dim}, group {inst.group}
 // (of {inst.group * inst.share} query heads a kv head)
@@ -243,11 +254,11 @@ ACL_DEV unsigned blk_keep(const DecodeMeta& m, const unsigned char* mask_kv, lon
 extern "C" __global__ void __launch_bounds__(THREADS) {inst.name}(
     const DecodeMeta m, const DecodeLens lens, const double scale_arg,
     const st* __restrict__ q, const st* __restrict__ k, const st* __restrict__ v,
-    const unsigned char* __restrict__ mask, float* __restrict__ part, st* __restrict__ out,
+    const unsigned char* __restrict__ mask, {part_ptr}, st* __restrict__ out,
     float* __restrict__ lse, const sink_t* __restrict__ sink{paged_params}) {{
   __shared__ float sm_m[NWARPS][GROUP];
   __shared__ float sm_l[NWARPS][GROUP];
-  __shared__ float sm_o[NWARPS][GROUP][HEAD_DIM];
+  __shared__ float sm_o[NWARPS][GROUP][HEAD_DIM];{last_flag}
   const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
   const int sub = lane % LPR, grp = lane / LPR;
   unsigned blk = blockIdx.x;  // (batch, kv head, split) flattened to x; one split unless ``wide`` (two path)
@@ -369,6 +380,50 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.name}(
       }}
     }}
   }}
-}}
+{combine}}}
 """
-    return "\n".join([PRELUDE, SHUFFLE_XOR, body])
+    return "\n".join([PRELUDE, SHUFFLE_XOR, *([ATOMICS] if inst.fused else []), body])
+
+
+def _fused_combine(sink_logit: str, store_res: str) -> str:
+    """C source a fused instance ends with: the (batch, head block)'s last block to count itself done folds every
+    split's partial record (its own too) into the output, ``softmaxLse`` and the sink, then zeroes its counter
+    (so the next launch or graph replay on the stream finds it zero, as the stream's scratch starts)."""
+    return f"""  if (m.splits > 1) {{
+    ACL_FENCE();  // this thread's partial record is visible device-wide before the block counts itself done
+    __syncthreads();
+    if (tid == 0) sm_last = ACL_ATOMIC_INC(counters + blk) == (unsigned)(m.splits - 1);
+    __syncthreads();
+    if (sm_last) {{
+      ACL_FENCE();
+      const volatile float* pv = part;  // written by the launch's other blocks: no cached copy
+      for (int idx = tid; idx < GROUP * HEAD_DIM; idx += THREADS) {{
+        const int g = idx / HEAD_DIM, d = idx % HEAD_DIM;
+        const long long h = hb * GROUP + g;
+        const volatile float* rec = pv + (b * m.nq + h) * m.splits * (HEAD_DIM + 2);
+        float best = -inf;
+        #pragma unroll 4
+        for (int s = 0; s < m.splits; ++s) {{
+          const float ms = rec[s * (HEAD_DIM + 2) + HEAD_DIM];
+          best = ms > best ? ms : best;
+        }}
+        float o = 0.0f, l = 0.0f;
+        if (best != -inf) {{
+          #pragma unroll 4
+          for (int s = 0; s < m.splits; ++s) {{
+            const float ms = rec[s * (HEAD_DIM + 2) + HEAD_DIM];
+            if (ms == -inf) continue;
+            const float r = acl_exp(ms - best);
+            o += rec[s * (HEAD_DIM + 2) + d] * r;
+            l += rec[s * (HEAD_DIM + 2) + HEAD_DIM + 1] * r;
+          }}
+        }}
+        if (m.has_sink) blk_sink({sink_logit}, best, l, o);
+        const float res = l > 0.0f ? o / l : 0.0f;
+        out[b * m.o[0] + h * m.o[1] + d * m.o[3]] = {store_res};
+        if (lse != nullptr && d == 0) lse[b * m.lse[0] + h * m.lse[1]] = l > 0.0f ? best + acl_log(l) : inf;
+      }}
+      if (tid == 0) counters[blk] = 0u;
+    }}
+  }}
+"""

@@ -61,6 +61,10 @@ DECODE_DTYPES = frozenset({D.ACL_FLOAT16, D.ACL_BF16})
 PAGED_REPORT = "blockTable holds a block index outside the key/value pool ([0, blocks))"
 DECODE_OPS = frozenset({"IncreFlashAttention", "FusedInferAttentionScore"})
 MAX_HEAD_DIM = 256
+BLOCK_SPLIT_GRANULE = 16
+"""Keys a split of the short-cache kernel's ``bsplit`` launch is a multiple of (a cache this short takes one block)."""
+BLOCK_SCRATCH = "decode_block"
+"""The stream scratch region of ``bsplit``'s counters (the fused split path's partials would land on them)."""
 LOG = logging.getLogger("acl_rocm.attention")
 
 
@@ -278,7 +282,10 @@ class DecodeAttention:
         threads = block_threads(cfg.bthreads, warp, heads, call.d)
         page = call.page
         rows = block_rows(cfg.brows, heads, threads)
-        splits, chunk = self.splits(call) if wide else (1, call.skv)
+        splits, chunk = self.splits(call) if wide else self.block_splits(call)
+        if splits > 1 and not wide:  # a split's keys, not the whole cache: no taller tile than they fill
+            need = -(-chunk // ((threads // warp) * (warp // lanes_per_row(call.d))))
+            rows = min(rows, 1 << (need - 1).bit_length())
         return BlockInstance(
             call.q.dtype,
             call.d,
@@ -291,7 +298,17 @@ class DecodeAttention:
             share=group // heads,
             paged="" if page is None else "nz" if page.nz else "rows",
             ptile=self._page_span(call, warp // lanes_per_row(call.d), rows, splits, chunk),
+            fused=splits > 1 and not wide,
         )
+
+    def block_splits(self, call: DecodeCall) -> tuple[int, int]:
+        """(splits, chunk) of the short-cache kernel's one launch (``bsplit``): chunks of whole granules."""
+        n = self.config.bsplit
+        if n <= 1 or call.skv <= BLOCK_SPLIT_GRANULE:
+            return 1, call.skv
+        chunk = -(-call.skv // n)
+        chunk = -(-chunk // BLOCK_SPLIT_GRANULE) * BLOCK_SPLIT_GRANULE
+        return -(-call.skv // chunk), chunk
 
     def describe(self, call: DecodeCall) -> str:
         """How ``call`` runs, for the path log line: the block kernel's shape or the splits."""
@@ -299,6 +316,9 @@ class DecodeAttention:
         inst = self.block_instance(call)
         if inst is not None:
             shape = f"{inst.threads} threads x {inst.rows} rows, {inst.group} heads a block"
+            if inst.fused:
+                splits, chunk = self.block_splits(call)
+                shape += f", {splits} blocks of {chunk} keys, the last combining"
             keys = inst.ptile * (warp // lanes_per_row(call.d))
             return f"short-cache block kernel, {shape}{_table(call, keys)}, {self.config}"
         splits, chunk = self.splits(call)
@@ -332,8 +352,14 @@ class DecodeAttention:
         item = call.q.dtype.info.storage_bits // 8
         prog = Program() if prog is None else prog
         part: Any = ctypes.c_void_p(0)
-        if splits > 1:
-            part = prog.temp(call.b * call.nq * splits * (call.d + 2) * 4)
+        counters: tuple[Any, ...] = ()
+        part_bytes = call.b * call.nq * splits * (call.d + 2) * 4
+        if inst.fused:  # the counters, one a (batch, head block), then the partial records, in the stream's scratch
+            counter_bytes = -(-call.b * call.nkv * inst.share * 4 // 256) * 256
+            prog.scratch, prog.scratch_region = counter_bytes + part_bytes, BLOCK_SCRATCH
+            counters, part = (Scratch(0),), Scratch(counter_bytes)
+        elif splits > 1:
+            part = prog.temp(part_bytes)
         k_at, v_at = kv if kv is not None else (_address(call.k, item), _address(call.v, item))
         packed = KernelArgs.index_array(meta.values(), "long long")
         out, lse = _address(call.out, item), _address(call.lse, 4)
@@ -350,13 +376,14 @@ class DecodeAttention:
             out,
             lse,
             sink,
+            *counters,
         )
         if call.page is not None:
             values = (*values, *self._page_args(call.page))
             prog.report = PAGED_REPORT
         grid = (call.b * call.nkv * inst.share * splits, 1, 1)
         prog.steps.append(Step(fn, LaunchConfig(grid, (inst.threads, 1, 1)), values))
-        if splits > 1:
+        if splits > 1 and not inst.fused:
             two = DecodeInstance(call.q.dtype, call.d, inst.group * inst.share, inst.vector, inst.sink)
             config = LaunchConfig((call.b * call.nq, 1, 1), (DECODE_THREADS, 1, 1))
             prog.steps.append(Step(self._function(two, "combine"), config, (packed, part, out, lse, sink)))
@@ -406,7 +433,8 @@ class DecodeAttention:
             return prog
         block = self.block_instance(call)
         if block is not None:
-            return self._block_plan(call, block, prog=prog, kv=kv)
+            splits, chunk = self.block_splits(call) if block.fused else (1, 0)
+            return self._block_plan(call, block, splits, chunk, prog=prog, kv=kv)
         cfg = self.config
         wide = None if cfg.fused else self.block_instance(call, wide=True)
         if wide is not None:
