@@ -21,6 +21,7 @@ import pytest
 from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.spec.ops.attention import _to_layout
+from acl_tools.bench.decode import SHORT_CONFIGS
 from tests.conftest import assert_close
 
 pytestmark = pytest.mark.gpu
@@ -278,6 +279,25 @@ def test_split_blocks_combine_in_one_launch(rocm: Backend, reference: Backend, d
     }
     for rerun in range(2):
         _check(rocm, reference, "FusedInferAttentionScoreV5", fia, f"{config} FIA V5 run {rerun}")
+
+
+@pytest.mark.parametrize("config", ["auto", *SHORT_CONFIGS])
+def test_each_benched_short_decode_config_matches_the_reference(
+    rocm: Backend, reference: Backend, decode: object, config: str
+) -> None:
+    """Each ``ACL_DECODE_CONFIG`` setting the short-decode rows time (tools/bench/decode.py's SHORT_CONFIGS, beside
+    the default) at their shape: FIA BSND, batch 1 and 8, 16/8 heads, D 128, 96 of 128 keys under a [B,1,1,C]
+    mask (a smaller case on the emulator), in one launch."""
+    decode.use_config(config)  # type: ignore[attr-defined]
+    rng = np.random.default_rng(79)
+    (cap, filled), d, nq, nkv = ((48, 37), 64, 4, 2) if EMULATED else ((128, 96), 128, 16, 8)
+    for b in (1, 2) if EMULATED else (1, 8):
+        args = _args(rng, "bfloat16", b, nq, nkv, cap, d)
+        fia = {k: v for k, v in args.items() if k not in ("key", "value")}
+        fia |= {"key": args["key"], "value": args["value"]}
+        fia["attenMask"] = np.broadcast_to(np.arange(cap) >= filled, (b, 1, 1, cap)).copy()
+        _check(rocm, reference, "FusedInferAttentionScore", fia, f"{config} B{b}")
+        assert _steps(decode, rocm, args) == 1
 
 
 def test_split_blocks_take_the_fused_instance(rocm: Backend, decode: object, caplog: pytest.LogCaptureFixture) -> None:

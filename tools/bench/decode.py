@@ -65,6 +65,10 @@ DECODE_CONFIGS = ("two,wide", "two,bpu=8", "two,wide,bpu=8", "two,kpw=16")
 """``ACL_DECODE_CONFIG`` settings the dense IncreFlashAttention rows of the shapes' ``config_lengths`` also time on
 rocm, each a row beside the default (the split kernel's bandwidth at long caches: 16-byte loads, more splits, more
 keys a warp tile)."""
+SHORT_CONFIGS = ("auto,bheads=0", "auto,bsplit=2", "auto,bsplit=4", "auto,bsplit=4,bthreads=128")
+"""``ACL_DECODE_CONFIG`` settings the short-cache rows (``--only ShortDecode``: the Qwen3 runner's decode attention)
+also time on rocm, each a row beside the default: a block per kv head (the whole GQA group), and the keys cut
+over 2 or 4 blocks of one launch whose last block combines (``bsplit``)."""
 
 HBM_GBPS: dict[str, float] = {"H200": 4800.0, "H100": 3350.0, "MI300X": 5300.0, "MI325X": 6000.0}
 """Peak HBM bandwidth by device-name fragment (vendor figures, GB/s)."""
@@ -76,6 +80,7 @@ OPS = (
     "IncreFlashAttention",
     "FusedInferAttentionScore",
     "PagedAttention",
+    "ShortDecode",
     "Matmul",
     "AddRmsNorm",
     "RmsNorm",
@@ -90,6 +95,8 @@ FULL_SHAPES: dict[str, Any] = {
     "kv_lengths": (128, 1024, 4096, 32_768),  # 128: the Qwen3 runner's cache capacity in a short decode
     "paged_lengths": (4096, 32_768),
     "config_lengths": (4096, 32_768),
+    "short_batches": (1, 8),
+    "short_cache": (128, 96),  # the Qwen3 runner's decode: capacity 128, 96 keys written (the rest masked)
     "gemm_m": (1, 8, 16),
     "gemm_kn": ((HIDDEN, INTERMEDIATE), (INTERMEDIATE, HIDDEN), (HIDDEN, 2 * HIDDEN), (HIDDEN, VOCAB)),
     "rows": (1, 8),
@@ -103,6 +110,8 @@ SMALL_SHAPES: dict[str, Any] = {
     "kv_lengths": (64,),
     "paged_lengths": (64,),
     "config_lengths": (64,),
+    "short_batches": (2,),
+    "short_cache": (48, 37),
     "gemm_m": (1,),
     "gemm_kn": ((64, 96),),
     "rows": (1,),
@@ -196,8 +205,15 @@ class DecodeSuite(Suite):
             if self.wanted(op):
                 self._decode_attention(op)
 
-    def _configs(self, case: Case, acl: Callable[[], tuple[Callable[[], None], Any]], torch_fn: Any, op: str) -> None:
-        """``case`` as the environment sets it, then (rocm) once more under each :data:`DECODE_CONFIGS` setting,
+    def _configs(
+        self,
+        case: Case,
+        acl: Callable[[], tuple[Callable[[], None], Any]],
+        torch_fn: Any,
+        op: str,
+        settings: tuple[str, ...] = DECODE_CONFIGS,
+    ) -> None:
+        """``case`` as the environment sets it, then (rocm) once more under each of ``settings`` (ACL_DECODE_CONFIG),
         forced on the decode planner for the row (the op labelled with it)."""
         self._run(case, acl, torch_fn, op)
         runners = getattr(self.backend, "runners", None)
@@ -205,13 +221,47 @@ class DecodeSuite(Suite):
         decode = getattr(runner, "decode", None)
         if not hasattr(decode, "use_config"):
             return
-        for setting in DECODE_CONFIGS:
+        for setting in settings:
             decode.use_config(setting)  # type: ignore[union-attr]
             try:
                 labelled = Case(f"{case.op} {setting}", case.shape, case.dtype, case.unit, case.work)
                 self._run(labelled, acl, torch_fn, op)
             finally:
                 decode.use_config(None)  # type: ignore[union-attr]
+
+    def short_decode(self) -> None:
+        """The Qwen3 runner's decode attention (``--only ShortDecode``): FusedInferAttentionScore, BSND, one query
+        token against a short cache (capacity 128, 96 keys written, a [B,1,1,C] mask hiding the rest), batch 1 and
+        8, beside SDPA with the same mask; on rocm once more under each :data:`SHORT_CONFIGS` setting."""
+        if not self.wanted("ShortDecode"):
+            return
+        cap, filled = self.shapes["short_cache"]
+        for b in self.shapes["short_batches"]:
+            hidden = np.broadcast_to(np.arange(cap) >= filled, (b, 1, 1, cap)).copy()  # True: masked (CANN)
+
+            def acl(b: int = b, hidden: np.ndarray = hidden) -> tuple[Callable[[], None], Any]:
+                q = self.array((b, 1, HEADS, HEAD_DIM), D.ACL_BF16)
+                k, v = (self.array((b, cap, KV_HEADS, HEAD_DIM), D.ACL_BF16) for _ in range(2))
+                lists = [aclnn.aclCreateTensorList([t.tensor()]) for t in (k, v)]
+                args: dict[str, Any] = {"query": q, "key": lists[0], "value": lists[1], "numHeads": HEADS}
+                args |= {"attenMask": to_device(hidden, self.backend)}
+                args |= {"scaleValue": 1 / math.sqrt(HEAD_DIM), "inputLayout": "BSND", "numKeyValueHeads": KV_HEADS}
+                args |= {"preTokens": 2**31 - 1, "nextTokens": 2**31 - 1, "sparseMode": 0, "innerPrecise": 0}
+                args |= {"blockSize": 0, "antiquantMode": 0, "softmaxLseFlag": False}
+                launch, free = self.prepared("FusedInferAttentionScore", args)
+                return launch, _also_free(free, k, v)
+
+            def torch_fn(b: int = b, hidden: np.ndarray = hidden) -> Callable[[], object]:
+                q = self.tensor((b, HEADS, 1, HEAD_DIM), D.ACL_BF16)
+                k, v = (self.tensor((b, KV_HEADS, cap, HEAD_DIM), D.ACL_BF16) for _ in range(2))
+                keep = self.torch.from_numpy(~hidden).to(self.device)  # SDPA's boolean mask: True keeps
+                sdpa = self.torch.nn.functional.scaled_dot_product_attention
+                return lambda: sdpa(q, k, v, attn_mask=keep, enable_gqa=True)
+
+            nbytes = 2 * b * filled * KV_HEADS * HEAD_DIM * 2  # the written K and V rows
+            shape = f"B{b} Skv{filled}/{cap} N{HEADS}/{KV_HEADS} D{HEAD_DIM} masked"
+            case = Case("FusedInferAttentionScore short decode", shape, "bf16", "GB/s", nbytes)
+            self._configs(case, acl, torch_fn, "FusedInferAttentionScore", SHORT_CONFIGS)
 
     def _decode_attention(self, op: str) -> None:
         for skv in self.shapes["kv_lengths"]:
@@ -503,6 +553,7 @@ class DecodeSuite(Suite):
         try:
             self.argmax()
             self.attention()
+            self.short_decode()
             self.paged_attention()
             self.gemms()
             self.add_rms_norm()
