@@ -210,6 +210,10 @@ def test_fused_block_source_counts_and_resets() -> None:
     fused = BlockInstance(D.ACL_BF16, 128, 1, True, share=2, rows=2, fused=True)
     src = block_source(fused)
     assert "ACL_ATOMIC_INC(counters + blk)" in src and "counters[blk] = 0u" in src and "unsigned* counters" in src
+    from acl_rocm.kernels.attention_decode import BLOCK_SPLIT_CHOICES
+    from acl_rocm.kernels.attention_decode_block import MAX_BSPLIT
+
+    assert max(BLOCK_SPLIT_CHOICES) <= MAX_BSPLIT and f"#define MAX_BSPLIT {MAX_BSPLIT}" in src
     plain = BlockInstance(D.ACL_BF16, 128, 1, True, share=2, rows=2)
     assert "counters" not in block_source(plain) and plain.name != fused.name
 

@@ -98,12 +98,13 @@ TILE_BLOCK = 32 if EMULATED else 128
     ("config", "lengths", "kernel"),
     [
         ("auto", (200, 77), "short-cache block kernel"),
+        ("auto,bsplit=4", (200, 77), "4 blocks of 64 keys, the last combining"),
         ("two", LENGTHS, "splits of"),
         ("two,wide", LENGTHS, "in the short-cache layout"),
         ("fused,dbuf", LENGTHS, "splits of"),
         ("two,eager,kpw=16", LENGTHS, "splits of"),
     ],
-    ids=["block", "two", "wide", "fused-dbuf", "eager-kpw16"],
+    ids=["block", "bsplit", "two", "wide", "fused-dbuf", "eager-kpw16"],
 )
 @pytest.mark.parametrize("form", ["BnBsH", "BnNBsD", "NZ"])
 def test_tile_paged_decode_reads_a_table_entry_a_tile(
@@ -115,8 +116,9 @@ def test_tile_paged_decode_reads_a_table_entry_a_tile(
     form: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """``ACL_PAGED_DECODE=tile`` in every decode kernel (short-cache, split, split in the short-cache layout, fused
-    with double buffering, eager with 16-key tiles) over each pool form: one table entry a tile (the path line)."""
+    """``ACL_PAGED_DECODE=tile`` in every decode kernel (short-cache, its keys over 4 blocks, split, split in the
+    short-cache layout, fused with double buffering, eager with 16-key tiles) over each pool form: one table entry
+    a tile (the path line)."""
     runner = rocm.attention  # type: ignore[attr-defined]
     runner.use_paged_mode("tile")
     runner.decode.use_config(config)

@@ -65,10 +65,17 @@ DECODE_CONFIGS = ("two,wide", "two,bpu=8", "two,wide,bpu=8", "two,kpw=16")
 """``ACL_DECODE_CONFIG`` settings the dense IncreFlashAttention rows of the shapes' ``config_lengths`` also time on
 rocm, each a row beside the default (the split kernel's bandwidth at long caches: 16-byte loads, more splits, more
 keys a warp tile)."""
-SHORT_CONFIGS = ("auto,bheads=0", "auto,bsplit=2", "auto,bsplit=4", "auto,bsplit=4,bthreads=128")
+SHORT_CONFIGS = (
+    "auto,bsplit=2",
+    "auto,bsplit=4",
+    "auto,bsplit=4,bthreads=128",
+    "auto,bsplit=8,bthreads=64",
+    "auto,bheads=0,bsplit=4,bthreads=128",
+)
 """``ACL_DECODE_CONFIG`` settings the short-cache rows (``--only ShortDecode``: the Qwen3 runner's decode attention)
-also time on rocm, each a row beside the default: a block per kv head (the whole GQA group), and the keys cut
-over 2 or 4 blocks of one launch whose last block combines (``bsplit``)."""
+also time on rocm, each a row beside the default (a block per query head, the whole cache): the keys cut over 2,
+4 or 8 blocks of one launch whose last block combines (``bsplit``), with 256, 128 or 64 threads a block, and 4 blocks a
+kv head serving its whole GQA group."""
 
 HBM_GBPS: dict[str, float] = {"H200": 4800.0, "H100": 3350.0, "MI300X": 5300.0, "MI325X": 6000.0}
 """Peak HBM bandwidth by device-name fragment (vendor figures, GB/s)."""

@@ -150,7 +150,7 @@ class DecodeConfig:
 
 BLOCK_THREAD_CHOICES: Final = (64, 128, 256, 512)
 """Threads per block the short-cache kernel accepts."""
-BLOCK_SPLIT_CHOICES: Final = (1, 2, 4, 8)
+BLOCK_SPLIT_CHOICES: Final = (1, 2, 4, 8)  # at most attention_decode_block.MAX_BSPLIT
 """Blocks the short-cache kernel's keys split over (``bsplit``) the config accepts."""
 BLOCK_ROW_CHOICES: Final = (1, 2, 4, 8, 16)
 """Keys per lane group's tile the short-cache kernel accepts."""

@@ -43,6 +43,8 @@ from acl_rocm.kernels.reduction import ATOMICS, SHUFFLE_XOR
 
 ELEMS: Final = 8
 """Dims a lane owns (16 bytes of fp16/bf16: one vector load)."""
+MAX_BSPLIT: Final = 8
+"""Splits a fused (``bsplit``) launch cuts a cache into at most: its last block loads every split's record at once."""
 BLOCK_SMEM: Final = 32 * 1024
 """Shared bytes at most for the warps' partial outputs (NWARPS x GROUP x D floats): the threads shrink to fit."""
 
@@ -389,7 +391,8 @@ def _fused_combine(sink_logit: str, store_res: str) -> str:
     """C source a fused instance ends with: the (batch, head block)'s last block to count itself done folds every
     split's partial record (its own too) into the output, ``softmaxLse`` and the sink, then zeroes its counter
     (so the next launch or graph replay on the stream finds it zero, as the stream's scratch starts)."""
-    return f"""  if (m.splits > 1) {{
+    return f"""#define MAX_BSPLIT {MAX_BSPLIT}
+  if (m.splits > 1) {{
     ACL_FENCE();  // this thread's partial record is visible device-wide before the block counts itself done
     __syncthreads();
     if (tid == 0) sm_last = ACL_ATOMIC_INC(counters + blk) == (unsigned)(m.splits - 1);
@@ -401,21 +404,25 @@ def _fused_combine(sink_logit: str, store_res: str) -> str:
         const int g = idx / HEAD_DIM, d = idx % HEAD_DIM;
         const long long h = hb * GROUP + g;
         const volatile float* rec = pv + (b * m.nq + h) * m.splits * (HEAD_DIM + 2);
+        // every split's (o, max, sum) loaded at once (one trip to L2), then folded
+        float ps[MAX_BSPLIT], pm[MAX_BSPLIT], pl[MAX_BSPLIT];
         float best = -inf;
-        #pragma unroll 4
-        for (int s = 0; s < m.splits; ++s) {{
-          const float ms = rec[s * (HEAD_DIM + 2) + HEAD_DIM];
-          best = ms > best ? ms : best;
+        #pragma unroll
+        for (int s = 0; s < MAX_BSPLIT; ++s) {{
+          const bool in = s < m.splits;
+          ps[s] = in ? rec[s * (HEAD_DIM + 2) + d] : 0.0f;
+          pm[s] = in ? rec[s * (HEAD_DIM + 2) + HEAD_DIM] : -inf;
+          pl[s] = in ? rec[s * (HEAD_DIM + 2) + HEAD_DIM + 1] : 0.0f;
         }}
+        #pragma unroll
+        for (int s = 0; s < MAX_BSPLIT; ++s) best = pm[s] > best ? pm[s] : best;
         float o = 0.0f, l = 0.0f;
         if (best != -inf) {{
-          #pragma unroll 4
-          for (int s = 0; s < m.splits; ++s) {{
-            const float ms = rec[s * (HEAD_DIM + 2) + HEAD_DIM];
-            if (ms == -inf) continue;
-            const float r = acl_exp(ms - best);
-            o += rec[s * (HEAD_DIM + 2) + d] * r;
-            l += rec[s * (HEAD_DIM + 2) + HEAD_DIM + 1] * r;
+          #pragma unroll
+          for (int s = 0; s < MAX_BSPLIT; ++s) {{
+            const float r = pm[s] == -inf ? 0.0f : acl_exp(pm[s] - best);
+            o += ps[s] * r;
+            l += pl[s] * r;
           }}
         }}
         if (m.has_sink) blk_sink({sink_logit}, best, l, o);
