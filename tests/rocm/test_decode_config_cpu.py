@@ -176,8 +176,12 @@ def test_bsplit_parses_round_trips_and_is_named_when_bad() -> None:
     for text in ("auto,bsplit=2", "block,bsplit=8,bheads=0", "auto=128,bsplit=1"):
         cfg = parse_decode_config(text)
         assert parse_decode_config(str(cfg)) == cfg, text
-    for bad in ("bsplit=3", "bsplit=16", "bsplit=x"):
-        with pytest.raises(ValueError, match="bsplit"):
+    assert parse_decode_config("auto,bpdl").bpdl and "bpdl" in str(parse_decode_config("auto,bsplit=2,bpdl"))
+    assert not parse_decode_config("auto,bpdl=0").bpdl and "bpdl" not in str(DecodeConfig())
+    cfg = parse_decode_config("block,bsplit=4,bpdl")
+    assert parse_decode_config(str(cfg)) == cfg
+    for bad in ("bsplit=3", "bsplit=16", "bsplit=x", "bpdl=2"):
+        with pytest.raises(ValueError, match=bad.split("=")[0]):
             parse_decode_config(f"block,{bad}")
 
 
@@ -215,6 +219,10 @@ def test_fused_block_source_counts_and_resets() -> None:
 
     assert max(BLOCK_SPLIT_CHOICES) <= MAX_BSPLIT and f"#define MAX_BSPLIT {MAX_BSPLIT}" in src
     plain = BlockInstance(D.ACL_BF16, 128, 1, True, share=2, rows=2)
+    pdl = block_source(BlockInstance(D.ACL_BF16, 128, 1, True, share=2, rows=2, pdl=True))
+    # the wait comes before the first global read (the query row), the trigger right after it
+    assert pdl.index("ACL_PDL_WAIT();") < pdl.index("ACL_PDL_LAUNCH_DEPENDENTS();") < pdl.index("const st* q_row")
+    assert "ACL_PDL_WAIT();" not in block_source(plain) and "ACL_PDL_WAIT();" not in src
     assert "counters" not in block_source(plain) and plain.name != fused.name
 
 

@@ -238,13 +238,20 @@ def test_wide_split_blocks_match_the_reference(rocm: Backend, reference: Backend
     _check(rocm, reference, "FusedInferAttentionScoreV5", fia, f"{config} FIA V5")
 
 
-SPLIT_CONFIGS = ("block,bsplit=2", "block,bsplit=4", "block,bsplit=8,bheads=0", "block,bsplit=4,bthreads=128,beager=0")
+SPLIT_CONFIGS = (
+    "block,bsplit=2",
+    "block,bsplit=4",
+    "block,bsplit=8,bheads=0",
+    "block,bsplit=4,bthreads=128,beager=0",
+    "block,bpdl",
+    "block,bsplit=4,bpdl",
+)
 """``bsplit``: a (batch, head block)'s keys over N blocks of one launch, the last combining (the bench's choices and
-the whole GQA group a block, the mask-first loads)."""
+the whole GQA group a block, the mask-first loads); ``bpdl``: the launch programmatic, alone and with ``bsplit``."""
 
 
 @pytest.mark.parametrize("config", SPLIT_CONFIGS)
-def test_split_blocks_combine_in_one_launch(rocm: Backend, reference: Backend, decode: object, config: str) -> None:
+def test_split_and_pdl_blocks_in_one_launch(rocm: Backend, reference: Backend, decode: object, config: str) -> None:
     """``bsplit=N``: the Qwen3 decode shape (the capacity under a per-head mask hiding the unwritten tail, uneven
     actual lengths, a head that keeps no key), IFA then FIA V5 with lse and a sink, one launch of a fused instance;
     run twice, so the second call finds the counters its first left zero."""
@@ -264,7 +271,8 @@ def test_split_blocks_combine_in_one_launch(rocm: Backend, reference: Backend, d
     for rerun in range(2):
         _check(rocm, reference, "IncreFlashAttention", args, f"{config} run {rerun}")
     assert _steps(decode, rocm, args) == 1
-    assert parse_decode_config(config).bsplit > 1
+    cfg = parse_decode_config(config)
+    assert cfg.bsplit > 1 or cfg.bpdl
     fia = {
         "query": args["query"].astype(np.float16),
         "key": [args["key"][0].astype(np.float16)],
@@ -318,13 +326,15 @@ def test_split_blocks_take_the_fused_instance(rocm: Backend, decode: object, cap
     assert "short-cache block kernel" in caplog.text and "the last combining" not in caplog.text, caplog.text[-2000:]
 
 
-def test_split_blocks_capture_and_replay_with_a_changed_mask(rocm: Backend, decode: object) -> None:
-    """``bsplit=4`` captured once: the counters in the capture's scratch left zero by each replay's last blocks."""
+@pytest.mark.parametrize("config", ["auto,bsplit=4", "auto,bsplit=4,bpdl", "auto,bpdl"])
+def test_split_blocks_capture_and_replay_with_a_changed_mask(rocm: Backend, decode: object, config: str) -> None:
+    """``bsplit=4`` captured once: the counters in the capture's scratch left zero by each replay's last blocks;
+    ``bpdl``: the programmatic launch captured into the graph (on sm_90+) replays like its eager run."""
     from tests.rocm.capture_harness import OpCall, compare_replay
 
     if not rocm.capabilities().stream_capture:
         pytest.fail(f"rocm does not capture here: {rocm.capabilities().notes.get('stream_capture')}")
-    decode.use_config("auto,bsplit=4")  # type: ignore[attr-defined]
+    decode.use_config(config)  # type: ignore[attr-defined]
     rng = np.random.default_rng(73)
     skv = 50 if EMULATED else 128
     args = _args(rng, "bfloat16", 2, 4, 2, skv, 64)

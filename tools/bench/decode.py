@@ -66,16 +66,16 @@ DECODE_CONFIGS = ("two,wide", "two,bpu=8", "two,wide,bpu=8", "two,kpw=16")
 rocm, each a row beside the default (the split kernel's bandwidth at long caches: 16-byte loads, more splits, more
 keys a warp tile)."""
 SHORT_CONFIGS = (
-    "auto,bsplit=2",
     "auto,bsplit=4",
     "auto,bsplit=4,bthreads=128",
     "auto,bsplit=8,bthreads=64",
-    "auto,bheads=0,bsplit=4,bthreads=128",
+    "auto,bpdl",
+    "auto,bsplit=4,bthreads=128,bpdl",
 )
 """``ACL_DECODE_CONFIG`` settings the short-cache rows (``--only ShortDecode``: the Qwen3 runner's decode attention)
-also time on rocm, each a row beside the default (a block per query head, the whole cache): the keys cut over 2,
-4 or 8 blocks of one launch whose last block combines (``bsplit``), with 256, 128 or 64 threads a block, and 4 blocks a
-kv head serving its whole GQA group."""
+also time on rocm, each a row beside the default (a block per query head, the whole cache): the keys cut over 4 or
+8 blocks of one launch whose last block combines (``bsplit``), with 256, 128 or 64 threads a block, and the launch
+programmatic (``bpdl``: each call of the row's graph scheduled while the one before it runs, waiting on it)."""
 
 HBM_GBPS: dict[str, float] = {"H200": 4800.0, "H100": 3350.0, "MI300X": 5300.0, "MI325X": 6000.0}
 """Peak HBM bandwidth by device-name fragment (vendor figures, GB/s)."""

@@ -125,6 +125,9 @@ class DecodeConfig:
     wide: bool = False
     """The two-kernel path's split blocks run the short-cache kernel's layout (16-byte loads), then the combine."""
     bsplit: int = 1
+    bpdl: bool = False
+    """The short-cache kernel launched programmatically (NVIDIA sm_90+): scheduled before its predecessor ends, it
+    waits for it (``griddepcontrol.wait``) before its first read and lets its own successor be scheduled at once."""
     """Blocks the short-cache kernel cuts a (batch, head block)'s keys over, in one launch (the last block to finish
     combines the others' partials from the stream's scratch); 1: the whole cache a block."""
 
@@ -141,6 +144,7 @@ class DecodeConfig:
         if self.block > 0 or self.wide:
             short = f",bthreads={self.bthreads},brows={self.brows},beager={int(self.beager)},bheads={self.bheads}"
             short += f",bsplit={self.bsplit}" if self.bsplit > 1 else ""
+            short += ",bpdl" if self.bpdl else ""
         return f"{path},bpu={self.blocks_per_unit},chunk={self.min_chunk},kpw={self.kpw}{eager}{dbuf}{short}"
 
     def takes_block(self, capacity: int) -> bool:
@@ -166,7 +170,7 @@ def parse_decode_config(text: str) -> DecodeConfig:
     ones on two or fused, whichever came before), ``bpu=N``, ``chunk=N``, ``kpw=N``, ``eager[=0|1]``,
     ``dbuf[=0|1]``, ``wide[=0|1]`` (two's split blocks in the short-cache kernel's layout), and the short-cache
     kernel's ``bthreads=N``, ``brows=N``, ``beager[=0|1]``, ``bheads=N``, ``bsplit=N`` (its keys over N blocks, the
-    last combining); empty: the defaults (auto over two).
+    last combining), ``bpdl[=0|1]`` (its launch programmatic); empty: the defaults (auto over two).
     """
     cfg = DecodeConfig()
     fields: dict[str, object] = {}
@@ -200,7 +204,7 @@ def parse_decode_config(text: str) -> DecodeConfig:
             if key == "brows" and n not in BLOCK_ROW_CHOICES:
                 raise ValueError(f"{item!r}: rows per lane group's tile one of {BLOCK_ROW_CHOICES}")
             fields[key] = n
-        elif key in ("eager", "dbuf", "beager", "wide") and value in ("", "1", "0"):
+        elif key in ("eager", "dbuf", "beager", "wide", "bpdl") and value in ("", "1", "0"):
             fields[key] = value != "0"
         elif key in ("bpu", "chunk", "kpw") and value.isdigit():
             n = int(value)
@@ -214,7 +218,7 @@ def parse_decode_config(text: str) -> DecodeConfig:
         else:
             raise ValueError(
                 f"{item!r} is not two, fused, block, auto[=N], bpu=N, chunk=N, kpw=N, eager[=0|1], dbuf[=0|1],"
-                " wide[=0|1], bthreads=N, brows=N, beager[=0|1], bheads=N or bsplit=N"
+                " wide[=0|1], bthreads=N, brows=N, beager[=0|1], bheads=N, bsplit=N or bpdl[=0|1]"
             )
     out = DecodeConfig(**{**cfg.__dict__, **fields})
     if out.wide and out.fused:

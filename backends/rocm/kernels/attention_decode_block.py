@@ -95,6 +95,9 @@ class BlockInstance:
     """Paged: one table entry per ``ptile`` of a lane group's ``rows`` (a power of two dividing ``rows``; a span of
     ``RPL x ptile`` consecutive keys of the warp's tile, read a tile ahead), not one per key row; needs every span
     inside one page (:func:`~acl_rocm.kernels.attention_decode.page_tiles`). 0: a table entry per key row."""
+    pdl: bool = False
+    """Launched programmatically (``bpdl``): ``ACL_PDL_WAIT()`` before the first global read, then
+    ``ACL_PDL_LAUNCH_DEPENDENTS()`` (both nothing off sm_90+, where the launch is a plain one)."""
     fused: bool = False
     """The keys split over several blocks (``bsplit``) in one launch: each block leaves its partial record in the
     stream's scratch and the last of a (batch, head block) to count itself done combines them (no second kernel)."""
@@ -105,6 +108,8 @@ class BlockInstance:
         text = repr((self, DECODE_STRUCT, MAX_DECODE_BATCH, ELEMS))
         if not self.fused:  # hashes as before the fused split existed: the source is byte-identical
             text = text.replace(", fused=False)", ")", 1)
+        if not self.pdl:
+            text = text.replace(", pdl=False)", ")", 1)
         if not self.ptile:  # hashes as before page tiles existed: the source is byte-identical
             text = text.replace(", ptile=0)", ")", 1)
         if not self.paged:  # a dense instance hashes as before paging existed: its source is byte-identical
@@ -169,6 +174,8 @@ def block_source(inst: BlockInstance) -> str:
     last_flag = "\n  __shared__ unsigned sm_last;" if inst.fused else ""
     combine = _fused_combine(sink_logit, store("res", f32, c)) if inst.fused else ""
     part_ptr = "float* part" if inst.fused else "float* __restrict__ part"
+    # bpdl: nothing the predecessor wrote is read before its grid completes; the successor may be scheduled then
+    pdl_wait = "  ACL_PDL_WAIT();\n  ACL_PDL_LAUNCH_DEPENDENTS();\n" if inst.pdl else ""
     body = f"""
 // short-cache decode attention, a block per (batch, kv head): {inst.dtype.short}, D={inst.head_dim}, group {inst.group}
 // (of {inst.group * inst.share} query heads a kv head)
@@ -274,7 +281,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.name}(
   const long long hi = lo + m.chunk < len ? lo + m.chunk : len;
   const float scale = (float)scale_arg;
   const float inf = blk_inf();
-  float qr[GROUP][EL], acc[GROUP][EL], mx[GROUP], sum[GROUP];
+{pdl_wait}  float qr[GROUP][EL], acc[GROUP][EL], mx[GROUP], sum[GROUP];
   #pragma unroll
   for (int g = 0; g < GROUP; ++g) {{
     const st* q_row = q + b * m.q[0] + (hb * GROUP + g) * m.q[1];

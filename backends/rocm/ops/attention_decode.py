@@ -298,8 +298,17 @@ class DecodeAttention:
             share=group // heads,
             paged="" if page is None else "nz" if page.nz else "rows",
             ptile=self._page_span(call, warp // lanes_per_row(call.d), rows, splits, chunk),
+            pdl=self._pdl(cfg.bpdl),
             fused=splits > 1 and not wide,
         )
+
+    def _pdl(self, wanted: bool) -> bool:
+        """``bpdl``: the kernel waits on its predecessor and is launched programmatically (a debug line where the
+        provider launches plainly: the wait then returns at once)."""
+        why = self.backend.provider.programmatic_unavailable() if wanted else None
+        if why is not None:
+            LOG.debug("decode bpdl: %s; the short-cache kernel is launched plainly", why)
+        return wanted
 
     def block_splits(self, call: DecodeCall) -> tuple[int, int]:
         """(splits, chunk) of the short-cache kernel's one launch (``bsplit``): chunks of whole granules."""
@@ -316,6 +325,7 @@ class DecodeAttention:
         inst = self.block_instance(call)
         if inst is not None:
             shape = f"{inst.threads} threads x {inst.rows} rows, {inst.group} heads a block"
+            shape += ", programmatic launch" if inst.pdl else ""
             if inst.fused:
                 splits, chunk = self.block_splits(call)
                 shape += f", {splits} blocks of {chunk} keys, the last combining"
@@ -382,7 +392,7 @@ class DecodeAttention:
             values = (*values, *self._page_args(call.page))
             prog.report = PAGED_REPORT
         grid = (call.b * call.nkv * inst.share * splits, 1, 1)
-        prog.steps.append(Step(fn, LaunchConfig(grid, (inst.threads, 1, 1)), values))
+        prog.steps.append(Step(fn, LaunchConfig(grid, (inst.threads, 1, 1)), values, programmatic=inst.pdl))
         if splits > 1 and not inst.fused:
             two = DecodeInstance(call.q.dtype, call.d, inst.group * inst.share, inst.vector, inst.sink)
             config = LaunchConfig((call.b * call.nq, 1, 1), (DECODE_THREADS, 1, 1))

@@ -55,6 +55,9 @@ class Step:
     function: object
     config: LaunchConfig
     values: tuple[Any, ...]
+    programmatic: bool = False
+    """Launched with programmatic stream serialization (the kernel ``ACL_PDL_WAIT()``s before its first read; a
+    provider without it launches plainly)."""
 
 
 @dataclass
@@ -111,7 +114,8 @@ def run_program(
         for step in prog.steps:
             args = KernelArgs([_resolve(v, bases, flag, scratch) for v in step.values])
             cfg = step.config
-            provider.launch(step.function, cfg.grid, cfg.block, cfg.shared_bytes, stream, args.address)
+            launch = provider.launch_programmatic if step.programmatic else provider.launch
+            launch(step.function, cfg.grid, cfg.block, cfg.shared_bytes, stream, args.address)
         if then is not None:
             then(bases)
     except BaseException:
