@@ -307,3 +307,33 @@ def test_page_tiles_rules_and_sources() -> None:
         assert f"#define PSPAN {span}" in src and "dec_page(k_head" not in src and "kb[t / PSPAN]" in src
     plain = block_source(BlockInstance(D.ACL_BF16, 64, 1, True, paged="nz"))
     assert "page_tile(" not in plain and "dec_page(k_head" in plain
+
+
+@pytest.mark.parametrize("programmatic", [True, False])
+def test_bpdl_launches_the_block_kernel_programmatically(
+    tmp_path: object, programmatic: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``bpdl``: the short-cache kernel (whose source waits) is the call's one programmatic launch; a provider
+    without it launches plainly and the debug log says why; without ``bpdl`` nothing is programmatic."""
+    import logging
+
+    import numpy as np
+
+    from acl_core import eager
+    from acl_rocm.backend import RocmBackend
+
+    for setting, want in (("auto,bpdl", programmatic), ("auto", False)):
+        provider = FakeProvider(programmatic=programmatic)
+        backend = RocmBackend(provider, {"ACL_KERNEL_CACHE": str(tmp_path), "ACL_DECODE_CONFIG": setting})
+        backend.runtime.ensure_device(0)
+        rng = np.random.default_rng(3)
+        q, k = (rng.uniform(-1, 1, s).astype(np.float16) for s in ((1, 1, 64), (1, 40, 32)))
+        args = {"query": q, "key": [k], "value": [k], "numHeads": 2, "scaleValue": 0.125, "inputLayout": "BSH"}
+        args["numKeyValueHeads"] = 1
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="acl_rocm.attention"):
+            eager.run("IncreFlashAttention", backend, **args)
+        names = [c.name for c in provider.launches if c.name.startswith("acl_decode_block_")]
+        assert len(names) == 1, [c.name for c in provider.launches]
+        assert provider.programmatic_launches == (names if want else []), setting
+        assert ("launched plainly" in caplog.text) == (setting == "auto,bpdl" and not programmatic), caplog.text

@@ -277,7 +277,7 @@ class DecodeAttention:
             return None
         group = call.nq // call.nkv
         heads = group if cfg.bheads == 0 or group % cfg.bheads else cfg.bheads
-        if heads != group and cfg.bheads:
+        if cfg.bheads and group % cfg.bheads:  # (it logged the dividing case, not this one)
             LOG.debug("decode: bheads=%d does not divide GQA group %d; the whole group a block", cfg.bheads, group)
         threads = block_threads(cfg.bthreads, warp, heads, call.d)
         page = call.page
@@ -392,7 +392,8 @@ class DecodeAttention:
             values = (*values, *self._page_args(call.page))
             prog.report = PAGED_REPORT
         grid = (call.b * call.nkv * inst.share * splits, 1, 1)
-        prog.steps.append(Step(fn, LaunchConfig(grid, (inst.threads, 1, 1)), values, programmatic=inst.pdl))
+        programmatic = inst.pdl and self.backend.provider.programmatic_unavailable() is None
+        prog.steps.append(Step(fn, LaunchConfig(grid, (inst.threads, 1, 1)), values, programmatic=programmatic))
         if splits > 1 and not inst.fused:
             two = DecodeInstance(call.q.dtype, call.d, inst.group * inst.share, inst.vector, inst.sink)
             config = LaunchConfig((call.b * call.nq, 1, 1), (DECODE_THREADS, 1, 1))
