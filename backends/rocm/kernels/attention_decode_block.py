@@ -13,6 +13,13 @@ warps through shared memory, and the block writes the output, FusedInferAttentio
 sink (one value-less logit per query head) the way the split kernel's single-split branch does. No global
 partials, no atomics, no second kernel.
 
+Under ``ACL_DECODE_CONFIG=...,bsplit=N`` (``fused`` instances) a (batch, head block)'s keys are cut over N blocks of
+the one launch (fewer bytes an SM; each block's tile no taller than its keys): each block writes its partial record
+(o, max, sum per query head and dim) to the stream's persistent scratch, counts itself done on an atomic counter,
+and the last to count loads every split's record in one trip to L2, folds them (sink and ``softmaxLse`` as above)
+and zeroes the counter for the next launch or replay. Under ``bpdl`` the launch is programmatic: the kernel
+``ACL_PDL_WAIT()``s before its first global read and lets its successor be scheduled at once.
+
 Under ``ACL_DECODE_CONFIG=two,wide`` the same kernel is the split path's split kernel (16-byte loads in place of
 the split kernel's ``D / WARP`` elements a lane): one block per (batch, kv head, split) over the split's keys,
 writing the split kernel's partial record for the combine kernel when there are several splits.

@@ -12,8 +12,9 @@ partials it and the others left in the stream's persistent scratch (:meth:`RocmD
 Caches of at most ``DecodeConfig.block`` keys (``ACL_DECODE_CONFIG=auto[=N]``, the default; ``block``: every
 cache) take one launch of the short-cache kernel instead (:mod:`acl_rocm.kernels.attention_decode_block`: one
 block per (batch, kv head), no partials), where it covers the call (:func:`block_refusal`; else the split path,
-with a debug log line saying why). ``ACL_DECODE_CONFIG`` also sets the split policy and tile
-(:func:`parse_decode_config`). Each batch's actual
+with a debug log line saying why); ``bsplit=N`` cuts its keys over N blocks of that launch, the last combining
+through the stream's scratch (region :data:`BLOCK_SCRATCH`), ``bpdl`` launches it programmatically.
+``ACL_DECODE_CONFIG`` also sets the split policy and tile (:func:`parse_decode_config`). Each batch's actual
 length is a kernel argument, so batches of different lengths share one launch, and the launches do
 not depend on the lengths (a task-group update re-planned with new lengths swaps in like for like).
 """
@@ -298,7 +299,7 @@ class DecodeAttention:
             share=group // heads,
             paged="" if page is None else "nz" if page.nz else "rows",
             ptile=self._page_span(call, warp // lanes_per_row(call.d), rows, splits, chunk),
-            pdl=self._pdl(cfg.bpdl),
+            pdl=self._pdl(cfg.bpdl and not wide),  # the short-cache launch only (not two,wide's split blocks)
             fused=splits > 1 and not wide,
         )
 
