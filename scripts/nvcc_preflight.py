@@ -11,7 +11,7 @@ the GEMV kernels; ``ACL_GEMV_CONFIG=deep``: in that shape policy; ACL_ROWNORM_CO
 ACL_ROPE_CONFIG: row-norm layout, long-row arg path, rotary kernel; ACL_KV_SCATTER_CONFIG=vec: ScatterPaKvCache's
 vector copy; ACL_GMM_CONFIG: the grouped GEMM's block shape; ACL_DECODE_CONFIG=fused: the one-launch decode
 kernels, two: the split path at every length, block: the short-cache kernel (block,bsplit=4: its keys over 4
-blocks of one launch, the last combining); ACL_PAGED_DECODE=gather: paged decode
+blocks of one launch, the last combining; ,bpdl: its programmatic wait); ACL_PAGED_DECODE=gather: paged decode
 through the gather kernel, direct: the decode kernels read the block table a key row at a time (default tile: a
 table entry a warp's tile); ACL_QMM_MX_DECODE and
 ACL_QMM_EPILOGUE: the quantised GEMMs' MX decode and epilogue; ACL_PDL=1|regs: the GEMV kernels' sm_90 wait for

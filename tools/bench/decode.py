@@ -2,7 +2,8 @@
 
 Issue 15 item 7's shapes (a Qwen3-0.6B-shaped bf16 model): ArgMax over the 151,936-entry vocabulary,
 IncreFlashAttention and FusedInferAttentionScore with one query token against a KV cache of up to 32k
-(16 query heads, 8 KV heads, D 128; the split-KV decode kernel on rocm), the small-M GEMMs of the layers
+(16 query heads, 8 KV heads, D 128; the split-KV decode kernel on rocm), FusedInferAttentionScore at the Qwen3
+runner's short masked cache (``ShortDecode``: 96 of 128 keys, batch 1 and 8), the small-M GEMMs of the layers
 and the LM head (M 1, 8, 16), AddRmsNorm of the residual and ApplyRotaryPosEmb of q and k. Every case
 times phase 2 of a prepared aclnn call and the PyTorch equivalent in alternating rounds
 (:func:`~acl_tools.bench.timing.measure_interleaved`), and reports microseconds and the bytes it must
