@@ -27,9 +27,9 @@ pytestmark = pytest.mark.gpu
 
 EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
 TOL = {"float16": (2e-3, 2e-3), "bfloat16": (1.6e-2, 1.6e-2)}
-CONFIGS = ("two,pipe", "two,pipe=2,pkeys=32", "fused,pipe,bpu=8", "two,pipe=8,chunk=16")
-"""The default pipeline, two deep stages of 32 keys, the one-launch ending with more splits, and more stages than
-fit (clamped to what fits: 5 at D 128, 4 at D 64) over chunks of one stage."""
+CONFIGS = ("two,pipe", "two,pipe=2,pkeys=32", "two,pipe,bpu=2", "fused,pipe,bpu=8", "two,pipe=8,chunk=16")
+"""The decode bench's pipe rows (tools/bench/decode.py's PIPE_CONFIGS), the one-launch ending with more splits, and
+more stages than fit (clamped to what fits: 5 at D 128, 4 at D 64) over chunks of one stage."""
 
 
 @pytest.fixture
@@ -93,6 +93,14 @@ def _splits(rocm: Backend, config: str, b: int, nkv: int, skv: int) -> int:
     cfg = parse_decode_config(config)
     units = rocm.properties.compute_units  # type: ignore[attr-defined]
     return decode_splits(b, nkv, skv, units, cfg.blocks_per_unit, cfg.min_chunk)[0]
+
+
+def test_every_benched_pipe_row_is_tested_here() -> None:
+    """Each pipe setting the decode bench times as a row is one of :data:`CONFIGS` (checked at the bench's shape)."""
+    from acl_tools.bench.decode import DECODE_CONFIGS
+
+    benched = {c for c in DECODE_CONFIGS if "pipe" in c}
+    assert benched and benched <= set(CONFIGS)
 
 
 @pytest.mark.parametrize("config", CONFIGS)
