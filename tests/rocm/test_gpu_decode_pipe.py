@@ -76,7 +76,10 @@ def _run(rocm: Backend, decode: object, op: str, args: dict) -> tuple[dict, int]
     finally:
         del runner._decode_call
     assert runner.last_path == "decode" and calls
-    return got, decode.pipe_stages(calls[-1])  # type: ignore[attr-defined]
+    stages = decode.pipe_stages(calls[-1])  # type: ignore[attr-defined]
+    line = decode.describe(calls[-1])  # type: ignore[attr-defined]
+    assert (f"pipelined ({stages} cp.async stages" in line) == (stages > 0), line
+    return got, stages
 
 
 def _check(rocm: Backend, reference: Backend, decode: object, op: str, args: dict, note: str) -> int:
