@@ -11,7 +11,8 @@ the GEMV kernels; ``ACL_GEMV_CONFIG=deep``: in that shape policy; ACL_ROWNORM_CO
 ACL_ROPE_CONFIG: row-norm layout, long-row arg path, rotary kernel; ACL_KV_SCATTER_CONFIG=vec: ScatterPaKvCache's
 vector copy; ACL_GMM_CONFIG: the grouped GEMM's block shape; ACL_DECODE_CONFIG=fused: the one-launch decode
 kernels, two: the split path at every length, block: the short-cache kernel (block,bsplit=4: its keys over 4
-blocks of one launch, the last combining; ,bpdl: its programmatic wait); ACL_PAGED_DECODE=gather: paged decode
+blocks of one launch, the last combining; ,bpdl: its programmatic wait), two,pipe: the pipelined split kernel;
+ACL_PAGED_DECODE=gather: paged decode
 through the gather kernel, direct: the decode kernels read the block table a key row at a time (default tile: a
 table entry a warp's tile); ACL_QMM_MX_DECODE and
 ACL_QMM_EPILOGUE: the quantised GEMMs' MX decode and epilogue; ACL_PDL=1|regs: the GEMV kernels' sm_90 wait for
@@ -117,6 +118,13 @@ def _decode_calls() -> dict[str, list[dict[str, Any]]]:
             {"queryRef": x(b, 1, 16, 128), "keyRef": x(b, 1, 8, 128), "cos": x(b, 1, 1, 128), "sin": x(b, 1, 1, 128)}
             | {"layout": 1}
             for b in (1, 8)
+        ],
+        # decode attention over a 512-key cache (past the short-cache kernel's threshold): the split kernels at
+        # head dims 64 / 128 / 256 (ACL_DECODE_CONFIG=two,pipe: the pipelined split kernel's instances)
+        "IncreFlashAttention": [
+            {"query": x(1, 1, 16, d), "key": [x(1, 512, 8, d)], "value": [x(1, 512, 8, d)], "numHeads": 16}
+            | {"scaleValue": 0.125, "inputLayout": "BSND", "numKeyValueHeads": 8}
+            for d in (64, 128, 256)
         ],
         "ScatterPaKvCache": [
             {"key": x(b, 8, 128), "value": x(b, 8, 128), "slotMapping": np.arange(b, dtype=np.int32) * 3}

@@ -62,10 +62,13 @@ decode kernels in one run (rocm; other backends time the case once)."""
 PAGED_MODES = ("tile", "direct", "gather")
 """``ACL_PAGED_DECODE`` choices the paged rows time on rocm (``tile``: a table entry a warp's tile, the default;
 ``direct``: a table entry a key row; ``gather``: copy, then dense)."""
-DECODE_CONFIGS = ("two,wide", "two,bpu=8", "two,wide,bpu=8", "two,kpw=16")
+PIPE_CONFIGS = ("two,pipe", "two,pipe,bpu=2", "two,pipe=2,pkeys=32")
+"""The pipelined split kernel's rows (K / V tiles staged by cp.async): 4 stages of 16 keys, the same over half the
+splits (longer blocks, fewer partials), 2 stages of 32 keys."""
+DECODE_CONFIGS = ("two,wide", "two,bpu=8", "two,wide,bpu=8", "two,kpw=16", *PIPE_CONFIGS)
 """``ACL_DECODE_CONFIG`` settings the dense IncreFlashAttention rows of the shapes' ``config_lengths`` also time on
 rocm, each a row beside the default (the split kernel's bandwidth at long caches: 16-byte loads, more splits, more
-keys a warp tile)."""
+keys a warp tile, a cp.async pipeline)."""
 SHORT_CONFIGS = (
     "auto,bsplit=4",
     "auto,bsplit=4,bthreads=128",

@@ -73,6 +73,12 @@ BLOCK_ROWS: Final = 8
 """Keys a lane group of the short-cache kernel loads per tile (its K and V rows in flight together)."""
 MAX_LANE_VALUES: Final = 64
 """Group size times dims per lane at most: each lane keeps that many query and accumulator registers."""
+PIPE_STAGES: Final = 4
+"""``cp.async`` stages of the pipelined split kernel by default (``pipe``): three tiles in flight a block."""
+PIPE_KEYS: Final = 16
+"""Keys a stage of the pipelined split kernel holds by default: a key per 8-lane group of its 128 threads."""
+PIPE_SMEM: Final = 40 * 1024
+"""Shared bytes the pipelined kernel's stages may take (static shared memory stays under 48 KiB with the merge's)."""
 
 
 def decode_splits(
@@ -125,11 +131,16 @@ class DecodeConfig:
     wide: bool = False
     """The two-kernel path's split blocks run the short-cache kernel's layout (16-byte loads), then the combine."""
     bsplit: int = 1
+    """Blocks the short-cache kernel cuts a (batch, head block)'s keys over, in one launch (the last block to finish
+    combines the others' partials from the stream's scratch); 1: the whole cache a block."""
     bpdl: bool = False
     """The short-cache kernel launched programmatically (NVIDIA sm_90+): scheduled before its predecessor ends, it
     waits for it (``griddepcontrol.wait``) before its first read and lets its own successor be scheduled at once."""
-    """Blocks the short-cache kernel cuts a (batch, head block)'s keys over, in one launch (the last block to finish
-    combines the others' partials from the stream's scratch); 1: the whole cache a block."""
+    pipe: int = 0
+    """Split blocks stage K / V tiles through shared memory in this many ``cp.async`` stages (0: the register-tile
+    split kernel): :mod:`acl_rocm.kernels.attention_decode_pipe`."""
+    pkeys: int = PIPE_KEYS
+    """Keys a pipeline stage holds (``pipe``)."""
 
     def __str__(self) -> str:
         path = "fused" if self.fused else "two"
@@ -140,6 +151,7 @@ class DecodeConfig:
         eager = ",eager" if self.eager else ""
         dbuf = ",dbuf" if self.dbuf else ""
         dbuf += ",wide" if self.wide else ""
+        dbuf += f",pipe={self.pipe},pkeys={self.pkeys}" if self.pipe else ""
         short = ""
         if self.block > 0 or self.wide:
             short = f",bthreads={self.bthreads},brows={self.brows},beager={int(self.beager)},bheads={self.bheads}"
@@ -158,6 +170,10 @@ BLOCK_SPLIT_CHOICES: Final = (1, 2, 4, 8)  # at most attention_decode_block.MAX_
 """Blocks the short-cache kernel's keys split over (``bsplit``) the config accepts."""
 BLOCK_ROW_CHOICES: Final = (1, 2, 4, 8, 16)
 """Keys per lane group's tile the short-cache kernel accepts."""
+PIPE_STAGE_CHOICES: Final = (2, 3, 4, 6, 8)
+"""``cp.async`` stages the pipelined split kernel accepts (``pipe=N``)."""
+PIPE_KEY_CHOICES: Final = (16, 32, 64)
+"""Keys a stage of the pipelined split kernel accepts (``pkeys=N``): a multiple of its 16 lane groups."""
 CONFIG_KPW: Final = (4, 8, 16)
 """Keys per warp tile the config accepts (each lane keeps 2 x KPW rows of its dims in registers)."""
 
@@ -168,9 +184,11 @@ def parse_decode_config(text: str) -> DecodeConfig:
     ``two`` | ``fused`` (every cache on that split-KV path), ``block`` (every cache on the short-cache kernel),
     ``auto[=N]`` (caches of at most N keys, default :data:`AUTO_BLOCK_KEYS`, on the short-cache kernel, longer
     ones on two or fused, whichever came before), ``bpu=N``, ``chunk=N``, ``kpw=N``, ``eager[=0|1]``,
-    ``dbuf[=0|1]``, ``wide[=0|1]`` (two's split blocks in the short-cache kernel's layout), and the short-cache
-    kernel's ``bthreads=N``, ``brows=N``, ``beager[=0|1]``, ``bheads=N``, ``bsplit=N`` (its keys over N blocks, the
-    last combining), ``bpdl[=0|1]`` (its launch programmatic); empty: the defaults (auto over two).
+    ``dbuf[=0|1]``, ``wide[=0|1]`` (two's split blocks in the short-cache kernel's layout), ``pipe[=S]`` (split blocks
+    stage K / V through S ``cp.async`` stages, default :data:`PIPE_STAGES`; ``pipe=0``: off), ``pkeys=N`` (keys a
+    stage), and the short-cache kernel's ``bthreads=N``, ``brows=N``, ``beager[=0|1]``, ``bheads=N``, ``bsplit=N``
+    (its keys over N blocks, the last combining), ``bpdl[=0|1]`` (its launch programmatic); empty: the defaults
+    (auto over two).
     """
     cfg = DecodeConfig()
     fields: dict[str, object] = {}
@@ -204,6 +222,15 @@ def parse_decode_config(text: str) -> DecodeConfig:
             if key == "brows" and n not in BLOCK_ROW_CHOICES:
                 raise ValueError(f"{item!r}: rows per lane group's tile one of {BLOCK_ROW_CHOICES}")
             fields[key] = n
+        elif key == "pipe" and (value == "" or value.isdigit()):
+            n = PIPE_STAGES if value == "" else int(value)
+            if n and n not in PIPE_STAGE_CHOICES:
+                raise ValueError(f"{item!r}: pipeline stages 0 (off) or one of {PIPE_STAGE_CHOICES}")
+            fields["pipe"] = n
+        elif key == "pkeys" and value.isdigit():
+            if int(value) not in PIPE_KEY_CHOICES:
+                raise ValueError(f"{item!r}: keys a pipeline stage one of {PIPE_KEY_CHOICES}")
+            fields["pkeys"] = int(value)
         elif key in ("eager", "dbuf", "beager", "wide", "bpdl") and value in ("", "1", "0"):
             fields[key] = value != "0"
         elif key in ("bpu", "chunk", "kpw") and value.isdigit():
@@ -218,11 +245,13 @@ def parse_decode_config(text: str) -> DecodeConfig:
         else:
             raise ValueError(
                 f"{item!r} is not two, fused, block, auto[=N], bpu=N, chunk=N, kpw=N, eager[=0|1], dbuf[=0|1],"
-                " wide[=0|1], bthreads=N, brows=N, beager[=0|1], bheads=N, bsplit=N or bpdl[=0|1]"
+                " wide[=0|1], pipe[=S], pkeys=N, bthreads=N, brows=N, beager[=0|1], bheads=N, bsplit=N or bpdl[=0|1]"
             )
     out = DecodeConfig(**{**cfg.__dict__, **fields})
     if out.wide and out.fused:
         raise ValueError("wide with fused: the short-cache layout runs the two-kernel path's split blocks only")
+    if out.wide and out.pipe:
+        raise ValueError("wide with pipe: the two-kernel path's split blocks run one of them")
     if out.dbuf and out.kpw > 8:
         raise ValueError(f"dbuf with kpw={out.kpw}: two tiles of rows spill registers (255 at D128 G2); kpw <= 8")
     return out
@@ -279,11 +308,18 @@ class DecodeInstance:
     ptile: bool = False
     """Paged: one table entry a warp's tile of KPW keys (read a tile ahead), not one per key row; needs every tile
     inside one page (blockSize and the split chunk multiples of KPW: :func:`page_tiles`)."""
+    pipe: int = 0
+    """The split kernel stages K / V tiles of ``pkeys`` keys through this many ``cp.async`` shared-memory stages
+    (0: register tiles); dense caches with 16-byte rows only (:mod:`acl_rocm.kernels.attention_decode_pipe`)."""
+    pkeys: int = 0
+    """Keys a pipeline stage holds (``pipe``)."""
 
     @functools.cached_property
     def digest(self) -> str:
         """A short hash of the instance and the struct layout (kernel names stay stable across runs)."""
         text = repr((self, DECODE_STRUCT, MAX_DECODE_BATCH))
+        if not self.pipe:  # hashes as before the pipelined kernel existed: the source is byte-identical
+            text = text.replace(", pipe=0, pkeys=0)", ")", 1)
         if not self.ptile:  # hashes as before page tiles existed: the source is byte-identical
             text = text.replace(", ptile=False)", ")", 1)
         if not self.paged:  # a dense instance hashes as before paging existed: its source is byte-identical
@@ -634,9 +670,7 @@ ACL_DEV void dec_combine(const DecodeMeta& m, P part, st* __restrict__ out, floa
         this_page = "    const long long kb = pkb, vb = pvb;\n"
         next_page = tile_page("j0 + NWARPS * KPW", "pkb", "pvb")
 
-    body = (
-        common
-        + f"""
+    opening = f"""
 extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
     const DecodeMeta m, const DecodeLens lens, const double scale_arg,
     const st* __restrict__ q, const st* __restrict__ k, const st* __restrict__ v,
@@ -660,7 +694,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
   const long long hi = lo + m.chunk < len ? lo + m.chunk : len;
   const float scale = (float)scale_arg;
   const float inf = dec_inf();
-  float qr[GROUP][VEC], acc[GROUP][VEC], mx[GROUP], sum[GROUP];
+"""
+    middle = f"""  float qr[GROUP][VEC], acc[GROUP][VEC], mx[GROUP], sum[GROUP];
   #pragma unroll
   for (int g = 0; g < GROUP; ++g) {{
     const st* q_row = q + b * m.q[0] + (hk * GROUP + g) * m.q[1];
@@ -773,7 +808,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
     }}
   }}
   __syncthreads();
-{merge_warps("hk")}
+"""
+    ending = f"""{merge_warps("hk")}
     if (m.splits == 1) {{  // the whole cache in one block: the output itself
       if (m.has_sink) dec_sink({sink_logit}, best, l, o);
       const float r = l > 0.0f ? o / l : 0.0f;
@@ -809,7 +845,12 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
 }}
 
 """
-    )
+    if inst.pipe:  # the pipelined kernel (kernels/attention_decode_pipe.py, which imports this module's pieces)
+        from acl_rocm.kernels.attention_decode_pipe import pipe_common, pipe_split_body
+
+        common += pipe_common(inst)
+        middle = pipe_split_body(inst)
+    body = common + opening + middle + ending
     combine = f"""
 extern "C" __global__ void __launch_bounds__(THREADS) {inst.combine_name}(
     const DecodeMeta m, const float* __restrict__ part, st* __restrict__ out, float* __restrict__ lse,

@@ -110,6 +110,43 @@ def owner(layout: int, operand: Operand, lane: int, e: int) -> tuple[int, int]:
     raise ValueError(f"unknown matrix layout {layout}")
 
 
+CP_ASYNC_SOURCE: Final = r"""
+// 16-byte global -> shared copies: cp.async on sm_80+, a plain copy elsewhere; zeros where !valid
+ACL_DEV void acl_cp_async16(void* dst, const void* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned d;
+  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(d) : "l"(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+#else
+  AclVec<unsigned, 4> v;
+  if (valid) {
+    v = *(const AclVec<unsigned, 4>*)src;
+  } else {
+    v.v[0] = v.v[1] = v.v[2] = v.v[3] = 0u;
+  }
+  *(AclVec<unsigned, 4>*)dst = v;
+#endif
+}
+ACL_DEV void acl_cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;");
+#endif
+}
+ACL_DEV void acl_cp_async_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+// at most N of the committed groups still in flight (cp.async.wait_group N); a no-op where copies are plain
+template <int N> ACL_DEV void acl_cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+"""
+"""16-byte global-to-shared copies (``acl_cp_async16`` and its commit / wait), part of :data:`MMA_SOURCE` and usable
+alone by kernels that stage rows without matrix instructions."""
+
 MMA_SOURCE: Final = (
     SHUFFLE_XOR
     + r"""
@@ -455,39 +492,8 @@ template <bool BF16> ACL_DEV void acl_mma_c_to_a(AclMmaA& a, const AclMmaC& c, u
   ACL_WARP_SYNC();
 #endif
 }
-
-// 16-byte global -> shared copies: cp.async on sm_80+, a plain copy elsewhere; zeros where !valid
-ACL_DEV void acl_cp_async16(void* dst, const void* src, bool valid) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  unsigned d;
-  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(d) : "l"(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
-#else
-  AclVec<unsigned, 4> v;
-  if (valid) {
-    v = *(const AclVec<unsigned, 4>*)src;
-  } else {
-    v.v[0] = v.v[1] = v.v[2] = v.v[3] = 0u;
-  }
-  *(AclVec<unsigned, 4>*)dst = v;
-#endif
-}
-ACL_DEV void acl_cp_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;");
-#endif
-}
-ACL_DEV void acl_cp_async_wait_all() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_all;" ::: "memory");
-#endif
-}
-// at most N of the committed groups still in flight (cp.async.wait_group N); a no-op where copies are plain
-template <int N> ACL_DEV void acl_cp_async_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
-}
-// ---- end of warp matrix multiply-accumulate ----
+"""
+    + CP_ASYNC_SOURCE
+    + r"""// ---- end of warp matrix multiply-accumulate ----
 """
 )

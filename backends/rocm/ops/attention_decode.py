@@ -24,7 +24,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from acl_core.dtypes import DataType as D
@@ -35,6 +35,7 @@ from acl_rocm.kernels.attention_decode import (
     DECODE_THREADS,
     MAX_DECODE_BATCH,
     MAX_LANE_VALUES,
+    PIPE_SMEM,
     DecodeConfig,
     DecodeInstance,
     DecodeMeta,
@@ -52,6 +53,7 @@ from acl_rocm.kernels.attention_decode_block import (
     block_threads,
     lanes_per_row,
 )
+from acl_rocm.kernels.attention_decode_pipe import pipe_covers, pipe_stages
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.program import FLAG, Program, Scratch, Step, Temp
 
@@ -320,6 +322,30 @@ class DecodeAttention:
         chunk = -(-chunk // BLOCK_SPLIT_GRANULE) * BLOCK_SPLIT_GRANULE
         return -(-call.skv // chunk), chunk
 
+    def pipe_stages(self, call: DecodeCall) -> int:
+        """The ``cp.async`` stages of the pipelined split kernel ``call`` takes under ``pipe`` (0: the register-tile
+        split kernel, with a debug line saying why where ``pipe`` asked for it)."""
+        cfg = self.config
+        if not cfg.pipe:
+            return 0
+        item = call.k.dtype.info.storage_bits // 8
+        why = "a paged cache" if call.page is not None else pipe_covers(call.d, call.nq // call.nkv, item)
+        if why is None and not block_vector_loads(call):
+            why = "K / V rows are not whole 16-byte vectors (unit dim stride, 8-element strides and addresses)"
+        stages = 0
+        if why is None:
+            stages = pipe_stages(cfg.pipe, cfg.pkeys, call.d, item, PIPE_SMEM)
+            if stages < 2:
+                why = f"two stages of {cfg.pkeys} keys at head dim {call.d} exceed {PIPE_SMEM} shared bytes"
+            elif stages < cfg.pipe:
+                LOG.debug("decode: %d pipeline stages of %d keys fit in %d shared bytes (of %d asked)",
+                          stages, cfg.pkeys, PIPE_SMEM, cfg.pipe)  # fmt: skip
+        if why is not None:
+            LOG.debug("decode Skv=%d: not the pipelined split kernel (%s); the register-tile split kernel",
+                      call.skv, why)  # fmt: skip
+            return 0
+        return stages
+
     def describe(self, call: DecodeCall) -> str:
         """How ``call`` runs, for the path log line: the block kernel's shape or the splits."""
         warp = self.backend.properties.warp_size
@@ -335,6 +361,8 @@ class DecodeAttention:
         splits, chunk = self.splits(call)
         wide = self.block_instance(call, wide=True)
         shape = "" if wide is None else f" in the short-cache layout ({wide.threads} threads x {wide.rows} rows)"
+        stages = 0 if wide is not None else self.pipe_stages(call)
+        shape += f" pipelined ({stages} cp.async stages of {self.config.pkeys} keys)" if stages else ""
         kpw = self.config.kpw
         keys = (
             wide.ptile * (warp // lanes_per_row(call.d))
@@ -455,6 +483,7 @@ class DecodeAttention:
         sink_dtype = None if call.sink is None else call.sink.dtype
         page = call.page
         splits, chunk = self.splits(call)
+        stages = self.pipe_stages(call)
         inst = DecodeInstance(
             call.q.dtype,
             call.d,
@@ -467,6 +496,8 @@ class DecodeAttention:
             dbuf=cfg.dbuf,
             paged="" if page is None else "nz" if page.nz else "rows",
             ptile=self._page_tiles(call, cfg.kpw, splits, chunk),
+            pipe=stages,
+            pkeys=cfg.pkeys if stages else 0,
         )
         split_fn = self._function(inst, "split")
         meta = self._meta(call, splits, chunk)
@@ -509,7 +540,8 @@ class DecodeAttention:
         if splits > 1 and not inst.fused:
             assert isinstance(part, Temp)
             config = LaunchConfig((call.b * call.nq, 1, 1), (DECODE_THREADS, 1, 1))
-            prog.steps.append(Step(self._function(inst, "combine"), config, (packed, part, out, lse, sink)))
+            two = replace(inst, pipe=0, pkeys=0)  # the combine source does not depend on how the splits ran
+            prog.steps.append(Step(self._function(two, "combine"), config, (packed, part, out, lse, sink)))
         return prog
 
 

@@ -1,0 +1,230 @@
+"""The pipelined split-KV decode kernel (``ACL_DECODE_CONFIG=pipe``): K / V tiles staged by ``cp.async``.
+
+The register-tile split kernel (:mod:`acl_rocm.kernels.attention_decode`) keeps a warp's next K / V rows in flight
+only as far as its registers reach, so a long cache streams at about two thirds of HBM speed on an H100. This
+kernel's split blocks instead copy tiles of :data:`~acl_rocm.kernels.attention_decode.PIPE_KEYS` consecutive K and
+V rows into shared memory, ``stages`` tiles deep: coalesced 16-byte ``cp.async`` copies (a plain copy where there
+is none: older GPUs, HIP, the CPU kernel emulator) of ``stages - 1`` tiles stay in flight while the block works
+on the tile that landed, so every block keeps tens of KiB of reads outstanding whatever its warps are doing. Each
+thread's copy addresses advance a tile per issue (no per-row multiply), and its share of a stage is fixed.
+
+Work on a tile: the block's threads form 16 groups of 8 lanes; a group takes one key of the tile at a time (keys
+``group``, ``group + 16``, ...), each lane holding ``D / 8`` dims of the key (16-byte reads from shared memory: 8
+lanes read one 128-byte run, conflict free without padding), of the GQA group's query rows and of its accumulators.
+A 3-step xor butterfly inside the group gives the key's score; each group keeps its own online softmax (max, sum,
+accumulator per query head; the accumulator is rescaled only when a key raises the maximum, rare past the first
+keys), the groups of a warp merge through shuffles once at the end, the warps through
+shared memory, and the block leaves its partial (or, with one split, the output) exactly as the register-tile
+split kernel does (the same ending, the same combine kernel, ``fused`` included).
+
+Covered: dense caches whose K / V rows take 16-byte loads (unit dim stride, strides and addresses whole 8-element
+vectors), head dim a multiple of 64 up to 256; the mask, actual lengths and a sink as in the split kernel (masked
+keys are still copied: no tile is skipped). The op routes other calls (paged pools, odd strides) to the
+register-tile split kernel with a debug line.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from acl_core.dtypes import DataType as D
+from acl_rocm.kernels.attention_decode import DECODE_THREADS, DecodeInstance
+from acl_rocm.kernels.ctypes_map import ctype, load
+from acl_rocm.kernels.mma import CP_ASYNC_SOURCE
+
+PIPE_LANES: Final = 8
+"""Lanes a key: each reads 16 bytes per 64 dims of a row."""
+PIPE_GROUPS: Final = DECODE_THREADS // PIPE_LANES
+"""Lane groups a block (a key each at a time)."""
+PIPE_DIM_STEP: Final = PIPE_LANES * 8
+"""Dims one 16-byte read of each of a group's lanes covers (a lane holds ``D / 64`` such vectors)."""
+
+
+def pipe_covers(head_dim: int, group: int, item: int) -> str | None:
+    """Why the pipelined kernel cannot take a head dim / GQA group / element size (None when it can)."""
+    if item != 2:
+        return f"{item}-byte elements (the pipelined kernel stages fp16 / bf16)"
+    if head_dim % PIPE_DIM_STEP or not 0 < head_dim <= 256:
+        return f"head dim {head_dim} (the pipelined kernel takes multiples of {PIPE_DIM_STEP} up to 256)"
+    if group * head_dim // PIPE_LANES > 64:
+        values = group * head_dim // PIPE_LANES
+        return f"GQA group {group} at head dim {head_dim} ({values} values per lane, at most 64)"
+    return None
+
+
+def pipe_stages(wanted: int, keys: int, head_dim: int, item: int, budget: int) -> int:
+    """Stages that fit ``budget`` shared bytes (K and V rows of ``keys`` keys each), at most ``wanted``; < 2: none."""
+    stage = 2 * keys * head_dim * item
+    return min(wanted, budget // stage)
+
+
+def pipe_common(inst: DecodeInstance) -> str:
+    """C source the pipelined kernel needs before its body: the copies, the stage geometry, the stage loader."""
+    assert inst.pipe >= 2 and inst.pkeys % PIPE_GROUPS == 0 and inst.head_dim % PIPE_DIM_STEP == 0
+    return (
+        CP_ASYNC_SOURCE
+        + f"""
+#define PIPE_STAGES {inst.pipe}
+#define PIPE_KEYS {inst.pkeys}
+#define PIPE_LANES {PIPE_LANES}
+#define PIPE_GROUPS (THREADS / PIPE_LANES)
+#define PIPE_KPG (PIPE_KEYS / PIPE_GROUPS)
+#define PIPE_NV (HEAD_DIM / (PIPE_LANES * 8))
+#define PIPE_EL (PIPE_NV * 8)
+#define PIPE_CPR (HEAD_DIM / 8)
+#define PIPE_STAGE (2 * PIPE_KEYS * HEAD_DIM)
+#define PIPE_ROWSTEP (THREADS / PIPE_CPR)
+static_assert(THREADS % PIPE_CPR == 0 && PIPE_KEYS % PIPE_ROWSTEP == 0, "a stage's copies split evenly over the block");
+
+// the dim slot e of lane ``sub`` of a key's group holds: vector e / 8 covers dims (e / 8) * 64 + sub * 8 + 0..7
+ACL_DEV int pipe_dim(int sub, int e) {{ return (e / 8) * (PIPE_LANES * 8) + sub * 8 + e % 8; }}
+
+// this thread's share of a stage: 16 bytes (its column) of rows crow, crow + PIPE_ROWSTEP, ... of K, then of V.
+// ``kp`` / ``vp``: its K / V row crow of the tile; ``left``: rows of the tile from crow on that are < hi (rows past
+// it: zeros, nothing read); ``dst``: the stage plus this thread's offset
+ACL_DEV void pipe_stage(st* dst, const st* kp, const st* vp, long long kstep, long long vstep, long long left,
+                        const st* safe) {{
+  #pragma unroll
+  for (int n = 0; n < PIPE_KEYS / PIPE_ROWSTEP; ++n) {{
+    const bool ok = n * PIPE_ROWSTEP < left;
+    acl_cp_async16(dst + n * PIPE_ROWSTEP * HEAD_DIM, ok ? kp + n * kstep : safe, ok);
+  }}
+  #pragma unroll
+  for (int n = 0; n < PIPE_KEYS / PIPE_ROWSTEP; ++n) {{
+    const bool ok = n * PIPE_ROWSTEP < left;
+    acl_cp_async16(dst + (PIPE_KEYS + n * PIPE_ROWSTEP) * HEAD_DIM, ok ? vp + n * vstep : safe, ok);
+  }}
+}}
+"""
+    )
+
+
+def pipe_split_body(inst: DecodeInstance) -> str:
+    """C source of the pipelined split kernel's work, between the split kernel's opening and its ending."""
+    c = ctype(inst.dtype)
+    f32 = ctype(D.ACL_FLOAT)
+    return f"""  // ---- pipelined split: K / V tiles through shared memory (kernels/attention_decode_pipe.py) ----
+  __shared__ AclVec<unsigned, 4> pipe_raw[PIPE_STAGES * PIPE_STAGE / 8];
+  st* const sm_kv = (st*)pipe_raw;
+  const int grp = tid / PIPE_LANES, sub = tid % PIPE_LANES;
+  float qr[GROUP][PIPE_EL], acc[GROUP][PIPE_EL], mx[GROUP], sum[GROUP];
+  #pragma unroll
+  for (int g = 0; g < GROUP; ++g) {{
+    const st* q_row = q + b * m.q[0] + (hk * GROUP + g) * m.q[1];
+    #pragma unroll
+    for (int e = 0; e < PIPE_EL; ++e) {{
+      qr[g][e] = {load("q_row[(long long)pipe_dim(sub, e) * m.q[3]]", c, f32)};
+      acc[g][e] = 0.0f;
+    }}
+    mx[g] = -inf;
+    sum[g] = 0.0f;
+  }}
+  const st* k_head = k + b * m.k[0] + hk * m.k[1];
+  const st* v_head = v + b * m.v[0] + hk * m.v[1];
+  const unsigned char* mask_kv = m.has_mask ? mask + b * m.mask[0] + hk * GROUP * m.mask[1] : nullptr;
+  const int tiles = hi > lo ? (int)((hi - lo + PIPE_KEYS - 1) / PIPE_KEYS) : 0;
+  // the copies: this thread's column and first row of a tile, pointers that advance a tile per issue
+  const int crow = tid / PIPE_CPR, ccol = (tid % PIPE_CPR) * 8;
+  const long long kstep = PIPE_ROWSTEP * m.k[2], vstep = PIPE_ROWSTEP * m.v[2];
+  const long long ktile = PIPE_KEYS * m.k[2], vtile = PIPE_KEYS * m.v[2];
+  const st* kp = k_head + (tiles ? (lo + crow) * m.k[2] + ccol : 0);
+  const st* vp = v_head + (tiles ? (lo + crow) * m.v[2] + ccol : 0);
+  long long left = hi - lo - crow;
+  st* const sm_mine = sm_kv + crow * HEAD_DIM + ccol;
+  // the first PIPE_STAGES - 1 tiles in flight; one commit group a tile (empty past the last), so the wait below
+  // always means "tile i landed"
+  #pragma unroll
+  for (int s = 0; s < PIPE_STAGES - 1; ++s) {{
+    if (s < tiles) {{
+      pipe_stage(sm_mine + s * PIPE_STAGE, kp, vp, kstep, vstep, left, k_head);
+      kp += ktile;
+      vp += vtile;
+      left -= PIPE_KEYS;
+    }}
+    acl_cp_async_commit();
+  }}
+  for (int i = 0; i < tiles; ++i) {{
+    acl_cp_async_wait<PIPE_STAGES - 2>();  // this thread's copies of tile i landed
+    __syncthreads();  // everyone's did, and every thread is done with tile i - 1: its stage takes tile i + S - 1
+    const int next = i + PIPE_STAGES - 1;
+    if (next < tiles) {{
+      pipe_stage(sm_mine + (next % PIPE_STAGES) * PIPE_STAGE, kp, vp, kstep, vstep, left, k_head);
+      kp += ktile;
+      vp += vtile;
+      left -= PIPE_KEYS;
+    }}
+    acl_cp_async_commit();
+    const st* sk = sm_kv + (i % PIPE_STAGES) * PIPE_STAGE;
+    const st* sv = sk + PIPE_KEYS * HEAD_DIM;
+    const long long j0 = lo + (long long)i * PIPE_KEYS;
+    #pragma unroll
+    for (int u = 0; u < PIPE_KPG; ++u) {{
+      const int t = grp + u * PIPE_GROUPS;  // the group's u-th key of the tile
+      const long long j = j0 + t;
+      AclVec<st, 8> kr[PIPE_NV], vr[PIPE_NV];
+      #pragma unroll
+      for (int n = 0; n < PIPE_NV; ++n) {{
+        kr[n] = *(const AclVec<st, 8>*)(sk + t * HEAD_DIM + n * (PIPE_LANES * 8) + sub * 8);
+        vr[n] = *(const AclVec<st, 8>*)(sv + t * HEAD_DIM + n * (PIPE_LANES * 8) + sub * 8);
+      }}
+      float vf[PIPE_EL];
+      #pragma unroll
+      for (int e = 0; e < PIPE_EL; ++e) vf[e] = {load("vr[e / 8].v[e % 8]", c, f32)};
+      #pragma unroll
+      for (int g = 0; g < GROUP; ++g) {{
+        float dot = 0.0f;
+        #pragma unroll
+        for (int e = 0; e < PIPE_EL; ++e) dot += qr[g][e] * {load("kr[e / 8].v[e % 8]", c, f32)};
+        #pragma unroll
+        for (int o = PIPE_LANES / 2; o > 0; o >>= 1) dot += ACL_SHFL_XOR(dot, o);
+        bool keep = j < hi;
+        if (keep && m.has_mask) keep = mask_kv[g * m.mask[1] + j * m.mask[3]] == 0;
+        if (keep) {{  // the same in the key's 8 lanes
+          const float sc = scale * dot;
+          if (sc > mx[g]) {{  // a new maximum (rare past the first keys): rescale what the group holds
+            const float a = mx[g] == -inf ? 0.0f : acl_exp(mx[g] - sc);
+            sum[g] *= a;
+            #pragma unroll
+            for (int e = 0; e < PIPE_EL; ++e) acc[g][e] *= a;
+            mx[g] = sc;
+          }}
+          const float p = acl_exp(sc - mx[g]);
+          sum[g] += p;
+          #pragma unroll
+          for (int e = 0; e < PIPE_EL; ++e) acc[g][e] += p * vf[e];
+        }}
+      }}
+    }}
+  }}
+  acl_cp_async_wait_all();
+  // the warp's lane groups hold the same dims: merge their (max, sum, acc) through shuffles, then the warps
+  #pragma unroll
+  for (int g = 0; g < GROUP; ++g) {{
+    float top = mx[g];
+    #pragma unroll
+    for (int o = PIPE_LANES; o < WARP; o <<= 1) {{
+      const float y = ACL_SHFL_XOR(top, o);
+      top = y > top ? y : top;
+    }}
+    const float r = mx[g] == -inf ? 0.0f : acl_exp(mx[g] - top);
+    float l = sum[g] * r;
+    #pragma unroll
+    for (int o = PIPE_LANES; o < WARP; o <<= 1) l += ACL_SHFL_XOR(l, o);
+    #pragma unroll
+    for (int e = 0; e < PIPE_EL; ++e) {{
+      float a = acc[g][e] * r;
+      #pragma unroll
+      for (int o = PIPE_LANES; o < WARP; o <<= 1) a += ACL_SHFL_XOR(a, o);
+      acc[g][e] = a;
+    }}
+    if (lane == 0) {{
+      sm_m[warp][g] = top;
+      sm_l[warp][g] = l;
+    }}
+    if (lane < PIPE_LANES) {{
+      #pragma unroll
+      for (int e = 0; e < PIPE_EL; ++e) sm_o[warp][g][pipe_dim(sub, e)] = acc[g][e];
+    }}
+  }}
+  __syncthreads();
+"""
