@@ -322,9 +322,9 @@ class TakeVec:
     """``dst[p] = src[index[p]]`` for contiguous self, index and out (``ACL_TAKE_GATHER=vec``): a group a thread.
 
     A group is ``group`` consecutive outputs, the fewest that make whole 16-byte vectors of both the indices and
-    the outputs (8 for 2-byte values through int64 indices): the indices come in as 16-byte loads, every gather
-    of the group is issued before any is used, and the outputs leave as 16-byte stores, so a thread keeps
-    ``group`` random reads in flight where the grid loop keeps one, with no Meta unravel. The host passes
+    the outputs but at least 8 (8 for 2- and 4-byte values through int64 indices): the indices come in as 16-byte
+    loads, every gather of the group is issued before any is used, and the outputs leave as 16-byte stores, so a
+    thread keeps ``group`` random reads in flight where the grid loop keeps one, with no Meta unravel. The host passes
     index and dst 16-byte aligned and self non-empty (a bad index reads element 0 and drops it); the last
     ``n % group`` elements go one per thread. Negative values count from the end. ``mode``: :data:`TAKE_MODES`.
     """
@@ -340,8 +340,8 @@ class TakeVec:
 
     @property
     def group(self) -> int:
-        """Outputs a thread takes per trip."""
-        return 16 // min(self.itemsize, self.index.info.storage_bits // 8)
+        """Outputs a thread takes per trip: whole 16-byte vectors of indices and outputs, at least 8 random reads."""
+        return max(8, 16 // min(self.itemsize, self.index.info.storage_bits // 8))
 
     def source(self) -> str:
         """The complete kernel source (arguments: n, src, dst, index, numel, flag)."""
@@ -393,12 +393,12 @@ class TakeVec:
             "const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
             "const long long threads = (long long)gridDim.x * blockDim.x;",
             f"const long long groups = n / {g};",
-            "bool bad = false;",
+            *(["bool bad = false;"] if checked else []),
             "for (long long q = tid; q < groups; q += threads) {",
             f"  const long long p = q * {g};",
             "  #pragma unroll",
             f"  for (int k = 0; k < {iv}; ++k) x.q[k] = acl_take_load(index + p + k * {per_q});",
-            "  bool bad_here = false;",
+            *(["  bool bad_here = false;"] if checked else []),
             "  #pragma unroll",
             f"  for (int j = 0; j < {g}; ++j) {{",
             *("    " + line for line in fetch),
@@ -411,8 +411,6 @@ class TakeVec:
         ]
         if checked:
             body.append("if (bad) *flag = 1;")
-        else:
-            body.append("(void)bad;")
         return kernel_source(
             f"contiguous take through {self.index.short} indices, {self.itemsize}-byte elements, {g} a thread, "
             f"check {self.mode}",
