@@ -236,6 +236,7 @@ TAKE_CHOICES = [
     ("fused", "vec"),
     ("scratch", "grid"),
     ("auto", "vec"),
+    ("overlap", "grid"),
 ]
 """(ACL_TAKE_CHECK, ACL_TAKE_GATHER) pairs the Take tests force: every choice of each at least once."""
 
@@ -284,6 +285,8 @@ def test_take_check_settings(
         assert scratch | {("TakeVec", "scratch", 4), ("TakeCopy", "", 4)} <= used
     elif setting == "auto":
         assert scratch | {("TakeVec", "launch", 4), ("TakeVec", "launch", 2)} <= used  # 2-byte by int32: launch
+    elif setting == "overlap":  # TakeOverlap's launch, then the rest's gather and the copy of the first 1/8
+        assert {("TakeVec", "launch", 4), ("TakeVec", "launch", 2), ("TakeCopy", "", 4), ("TakeCopy", "", 2)} == used
     elif gather == "vec":
         mode = "fused" if setting == "fused" else "launch"
         assert {("TakeVec", mode, 4), ("TakeVec", mode, 2)} == used

@@ -124,6 +124,7 @@ ENV_ROWS: dict[str, tuple[str, tuple[str, ...], frozenset[D] | None]] = {
             "fused ACL_TAKE_GATHER=vec",
             "scratch",
             "auto ACL_TAKE_GATHER=vec",
+            "overlap",
         ),
         None,
     ),

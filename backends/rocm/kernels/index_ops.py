@@ -201,16 +201,24 @@ class CheckVec:
 
     def source(self) -> str:
         """The complete kernel source (arguments: n, index, head, low, high, flag)."""
+        t = ctype(self.index).storage
+        params = ["const long long n", f"const {t}* index", "const long long head", "const long long low"]
+        params += ["const long long high", "int* flag"]
+        body = ["if (*flag) return;  // an earlier check of this call has failed: nothing to learn", *self.body()]
+        return kernel_source(
+            f"range check of contiguous {self.index.short} indices, 16-byte loads", "", self.kernel_name, params, body
+        )
+
+    def body(self, block: str = "blockIdx.x", blocks: str = "gridDim.x") -> list[str]:
+        """The check's lines after the flag test, run by blocks ``block`` of ``blocks`` (kernel arguments as in
+        :meth:`source`)."""
         t, v, u = ctype(self.index).storage, self.per_vector, self.UNROLL
         vec = f"AclVec<{t}, {v}>"
         test = "bad |= (unsigned long long)(long long){x} - (unsigned long long)low >= span;"
-        params = ["const long long n", f"const {t}* index", "const long long head", "const long long low"]
-        params += ["const long long high", "int* flag"]
-        body = [
-            "if (*flag) return;  // an earlier check of this call has failed: nothing to learn",
+        return [
             "const unsigned long long span = (unsigned long long)high - (unsigned long long)low;",
-            "const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
-            "const long long threads = (long long)gridDim.x * blockDim.x;",
+            f"const long long tid = (long long)({block}) * blockDim.x + threadIdx.x;",
+            f"const long long threads = (long long)({blocks}) * blockDim.x;",
             f"const long long nvec = (n - head) / {v};",
             f"const {vec}* vecs = reinterpret_cast<const {vec}*>(index + head);",
             "bool bad = false;",
@@ -229,9 +237,6 @@ class CheckVec:
             f"for (long long i = head + nvec * {v} + tid; i < n; i += threads) {{ {test.format(x='index[i]')} }}",
             "if (bad) *flag = 1;",
         ]
-        return kernel_source(
-            f"range check of contiguous {self.index.short} indices, 16-byte loads", "", self.kernel_name, params, body
-        )
 
 
 @dataclass(frozen=True)
@@ -348,12 +353,30 @@ class TakeVec:
         if self.mode not in TAKE_MODES:
             raise ValueError(f"take mode {self.mode!r}: expected one of {TAKE_MODES}")
         w, t, g = word(self.itemsize), ctype(self.index).storage, self.group
-        iv, ov = g * (self.index.info.storage_bits // 8) // 16, g * self.itemsize // 16
-        per_q = 16 // (self.index.info.storage_bits // 8)  # index values in one 16-byte vector
         checked = self.mode != "launch"
         params = ["const long long n", f"const {w}* __restrict__ src", f"{w}* __restrict__ dst"]
         params += [f"const {t}* __restrict__ index", "const long long numel"]
         params += ["int* flag" if checked else "const int* flag"]
+        body = [
+            "if (*flag) return;  // launch: an index is bad; fused, scratch: an earlier check of this call failed",
+            *self.body(),
+        ]
+        return kernel_source(
+            f"contiguous take through {self.index.short} indices, {self.itemsize}-byte elements, {g} a thread, "
+            f"check {self.mode}",
+            STREAM_HELPERS,
+            self.kernel_name,
+            params,
+            body,
+        )
+
+    def body(self, block: str = "blockIdx.x", blocks: str = "gridDim.x") -> list[str]:
+        """The gather's lines after the flag test, run by blocks ``block`` of ``blocks`` (arguments as in
+        :meth:`source`)."""
+        w, t, g = word(self.itemsize), ctype(self.index).storage, self.group
+        iv, ov = g * (self.index.info.storage_bits // 8) // 16, g * self.itemsize // 16
+        per_q = 16 // (self.index.info.storage_bits // 8)  # index values in one 16-byte vector
+        checked = self.mode != "launch"
         fetch = [
             "long long v = (long long)x.e[j];",
             "if (v < 0) v += numel;",
@@ -387,11 +410,10 @@ class TakeVec:
         if checked:
             tail.append("else bad = true;")
         body = [
-            "if (*flag) return;  // launch: an index is bad; fused, scratch: an earlier check of this call failed",
             f"union {{ acl_take_q q[{iv}]; {t} e[{g}]; }} x;",
             f"union {{ acl_take_q q[{ov}]; {w} e[{g}]; }} o;",
-            "const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
-            "const long long threads = (long long)gridDim.x * blockDim.x;",
+            f"const long long tid = (long long)({block}) * blockDim.x + threadIdx.x;",
+            f"const long long threads = (long long)({blocks}) * blockDim.x;",
             f"const long long groups = n / {g};",
             *(["bool bad = false;"] if checked else []),
             "for (long long q = tid; q < groups; q += threads) {",
@@ -411,14 +433,7 @@ class TakeVec:
         ]
         if checked:
             body.append("if (bad) *flag = 1;")
-        return kernel_source(
-            f"contiguous take through {self.index.short} indices, {self.itemsize}-byte elements, {g} a thread, "
-            f"check {self.mode}",
-            STREAM_HELPERS,
-            self.kernel_name,
-            params,
-            body,
-        )
+        return body
 
 
 @dataclass(frozen=True)
@@ -449,4 +464,54 @@ class TakeCopy:
         ]
         return kernel_source(
             f"take's scratch into out, {self.itemsize}-byte elements", STREAM_HELPERS, self.kernel_name, params, body
+        )
+
+
+@dataclass(frozen=True)
+class TakeOverlap:
+    """``ACL_TAKE_CHECK=overlap``'s first launch: the whole range check beside the gather of the first ``m`` outputs.
+
+    Blocks ``[0, checkers)`` run :class:`CheckVec`'s body over all ``n`` indices (16-byte aligned: no head); the
+    blocks after them run :class:`TakeVec`'s scratch body over the first ``m`` outputs into ``scratch``. The
+    check streams the indices while the gather waits on random reads, so the two share the memory system in the
+    same time; the rest of the gather then runs as :class:`TakeVec` straight into out and :class:`TakeCopy` moves
+    the ``m`` gathered values over, both skipped when the flag is set, so ``out`` stays untouched on a bad index.
+    """
+
+    itemsize: int
+    index: D
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return unique_name("take_overlap", self)
+
+    def source(self) -> str:
+        """The complete kernel source (arguments: n, index, m, src, scratch, numel, flag, checkers)."""
+        w, t = word(self.itemsize), ctype(self.index).storage
+        params = ["const long long n_all", f"const {t}* __restrict__ index", "const long long m"]
+        params += [f"const {w}* __restrict__ src", f"{w}* __restrict__ scratch", "const long long numel", "int* flag"]
+        params += ["const long long checkers"]
+        gather = TakeVec(self.itemsize, self.index, "scratch")
+        body = [
+            "if (*flag) return;  // an earlier check of this call has failed",
+            "if ((long long)blockIdx.x < checkers) {",
+            "  const long long n = n_all, head = 0, low = -numel, high = numel;",
+            *("  " + line for line in CheckVec(self.index).body("blockIdx.x", "checkers")),
+            "} else {",
+            "  const long long n = m;",
+            f"  {w}* __restrict__ dst = scratch;",
+            *(
+                "  " + line
+                for line in gather.body("(long long)blockIdx.x - checkers", "(long long)gridDim.x - checkers")
+            ),
+            "}",
+        ]
+        return kernel_source(
+            f"take: range check of {self.index.short} indices beside the gather of the first outputs into scratch, "
+            f"{self.itemsize}-byte elements",
+            STREAM_HELPERS,
+            self.kernel_name,
+            params,
+            body,
         )

@@ -35,8 +35,9 @@ from acl_core.spec.kernel_args import Scalar
 from acl_core.spec.ops.index_ops import diagonal_length
 from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.kernels.ctypes_map import SUPPORTED
-from acl_rocm.kernels.index_ops import CheckVec, Fill, Linspace, OneHot, Roll, TakeCopy, TakeFlat, TakeVec
-from acl_rocm.launch import KernelArgs
+from acl_rocm.kernels.index_ops import CheckVec, Fill, Linspace, OneHot, Roll, TakeCopy, TakeFlat, TakeOverlap, TakeVec
+from acl_rocm.kernels.movement import BLOCK_THREADS
+from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.ops.movement import MovementProgram, MovementRunner, View, view_of
 from acl_rocm.ops.sort import refuse
@@ -65,13 +66,22 @@ written), ``scratch`` (contiguous calls: :class:`TakeVec` checks each index and 
 persistent scratch, then :class:`TakeCopy` copies it into ``out`` unless an index was bad, so ``out`` stays
 untouched; 2 x the element size extra bytes an element where the Check launch reads the index's size again;
 other layouts take the Check launch, logged) or ``auto`` (``scratch`` where it moves fewer bytes than the Check
-launch, 2 x the element size < the index size, e.g. fp16/bf16 values by int64 indices; else ``launch``)."""
-TAKE_CHECKS = ("launch", "vec", "fused", "scratch", "auto")
+launch, 2 x the element size < the index size, e.g. fp16/bf16 values by int64 indices; else ``launch``) or
+``overlap`` (contiguous calls: :class:`TakeOverlap` checks every index in some blocks while the others gather the
+first :data:`TAKE_OVERLAP_SHARE`-th of the outputs into scratch, then :class:`TakeVec` gathers the rest into ``out``
+and :class:`TakeCopy` copies the scratch over, both skipped on a bad index: ``out`` untouched, the check's
+streaming beside random reads instead of before them; other layouts: the Check launch)."""
+TAKE_CHECKS = ("launch", "vec", "fused", "scratch", "auto", "overlap")
 TAKE_GATHER_ENV = "ACL_TAKE_GATHER"
 """Take's gather kernel: ``grid`` (the default: :class:`TakeFlat`, one element a thread through the Meta unravel,
 any layout) or ``vec`` (:class:`TakeVec` where self, index and out are contiguous and index and out 16-byte
 aligned: a group of outputs a thread, 16-byte index loads and out stores; else ``grid``, logged)."""
 TAKE_GATHERS = ("grid", "vec")
+TAKE_OVERLAP_SHARE = 8
+"""``ACL_TAKE_CHECK=overlap`` gathers 1/8 of the outputs into scratch beside the check (the check alone takes about
+1/12 of the gather's time; the scratch copy of a share too large costs 2 x the value size a byte of that share)."""
+TAKE_OVERLAP_CHECKERS = 2
+"""Check blocks per compute unit in ``overlap``'s first launch (a quarter of an H100 SM's 2048 threads)."""
 TAKE_SCRATCH_REGION = "take"
 """The stream scratch region ``ACL_TAKE_CHECK=scratch`` gathers into (:meth:`RocmDriver.stream_scratch`)."""
 
@@ -230,7 +240,15 @@ class IndexOpsRunner(MovementRunner):
         if setting == "scratch" and flat is None:
             LOG.debug("%s: %s=scratch needs contiguous aligned operands: the Check launch", op, TAKE_CHECK_ENV)
             setting = "launch"
+        if setting == "overlap" and flat is None:
+            LOG.debug("%s: %s=overlap needs contiguous aligned operands: the Check launch", op, TAKE_CHECK_ENV)
+            setting = "launch"
         n = index.numel
+        if setting == "overlap":
+            assert flat is not None
+            self._take_overlap(t, index, flat, flag, prog)
+            self._report(op, flag, prog, "index")
+            return
         if setting == "scratch":
             assert flat is not None
             scratch = ctypes.c_void_p(0)  # a slot each run fills with the stream's scratch
@@ -272,6 +290,37 @@ class IndexOpsRunner(MovementRunner):
         values += [KernelArgs.pointer(view_of(op, index).address), ctypes.c_longlong(numel), flag]
         self._launch(kernel, meta, idx, values, g.numel, prog)
         self._report(op, flag, prog, "index")
+
+    def _take_overlap(
+        self, t: AclTensor, index: AclTensor, flat: tuple[int, int, int], flag: ctypes.c_void_p, prog: MovementProgram
+    ) -> None:
+        """``overlap``: the check beside the gather of the first outputs into scratch, then the rest into out and
+        the scratch copied over (both skipped on a bad index)."""
+        src, dst, ix = flat
+        n, itemsize = index.numel, t.dtype.info.storage_bits // 8
+        index_size = index.dtype.info.storage_bits // 8
+        kernel = TakeVec(itemsize, index.dtype, "launch")
+        m = n // TAKE_OVERLAP_SHARE // kernel.group * kernel.group  # whole groups: the rest stays 16-byte aligned
+        scratch = ctypes.c_void_p(0)  # a slot each run fills with the stream's scratch
+        prog.scratch, prog.scratch_bytes, prog.scratch_region = scratch, max(m * itemsize, 16), TAKE_SCRATCH_REGION
+        first = TakeOverlap(itemsize, index.dtype)
+        block = BLOCK_THREADS
+        vectors = -(-n * index_size // 16)  # the check's 16-byte loads: no more check blocks than one each
+        checkers = max(1, min(self.backend.properties.compute_units * TAKE_OVERLAP_CHECKERS, -(-vectors // block)))
+        gatherers = self.backend.elementwise_config(max(m // kernel.group, 1), 1)
+        assert gatherers.block[0] == block, "TakeOverlap's blocks are the movement kernels' 256 threads"
+        config = LaunchConfig((checkers + gatherers.grid[0], 1, 1), gatherers.block)
+        values = [ctypes.c_longlong(n), KernelArgs.pointer(ix), ctypes.c_longlong(m), KernelArgs.pointer(src)]
+        values += [scratch, ctypes.c_longlong(t.numel), flag, ctypes.c_longlong(checkers)]
+        function = self.backend.function(first.source(), first.kernel_name)
+        self._flush_checks(prog)
+        prog.steps.append(Prepared(function, config, KernelArgs(values)))
+        values = [ctypes.c_longlong(n - m), KernelArgs.pointer(src), KernelArgs.pointer(dst + m * itemsize)]
+        values += [KernelArgs.pointer(ix + m * index_size), ctypes.c_longlong(t.numel), flag]
+        self._flat_step(kernel, values, (n - m) // kernel.group, prog)
+        if m:
+            values = [ctypes.c_longlong(m), scratch, KernelArgs.pointer(dst), flag]
+            self._flat_step(TakeCopy(itemsize), values, m * itemsize // 16, prog)
 
     def _take_contiguous(self, op: str, t: AclTensor, index: AclTensor, out: AclTensor) -> tuple[int, int, int] | None:
         """(self, out, index) addresses when all three are contiguous, self not empty and index and out 16-byte
