@@ -9,6 +9,7 @@ flag and leave the output as it was. ``ACL_ROCM_EMULATE=1`` runs it on the CPU (
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from acl_core.spec.ops import get_spec
 from acl_rocm.ops.index_ops import OPS
 
 pytestmark = pytest.mark.gpu
+EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
 
 
 def _dtypes(args: dict) -> set[D]:
@@ -292,3 +294,31 @@ def test_take_check_settings(
         assert {("TakeVec", mode, 4), ("TakeVec", mode, 2)} == used
     else:
         assert not used
+
+
+@pytest.mark.parametrize(("setting", "gather"), TAKE_CHOICES, ids=[f"{c}-{g}" for c, g in TAKE_CHOICES])
+def test_take_choices_at_grid_stride_sizes(
+    rocm: Backend, monkeypatch: pytest.MonkeyPatch, setting: str, gather: str
+) -> None:
+    """Each Take choice on 2-byte values by int64 indices at a size where every launch's threads loop (on a GPU:
+    9M picks, past the capped grids; emulated: 100k): exact against NumPy, then one bad index in the last
+    element fails with 161002 and leaves ``out`` as it was (``fused``: only the bad element is sure to be left)."""
+    env = {**rocm.environ, "ACL_TAKE_CHECK": setting, "ACL_TAKE_GATHER": gather}  # type: ignore[attr-defined]
+    monkeypatch.setattr(rocm, "environ", env)
+    n, size = (100_003, 50_021) if EMULATED else (9_000_011, 5_000_011)
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(size).astype(np.float16)
+    index = rng.integers(-size, size, n)
+    out = eager.to_device(np.zeros(n, np.float16), rocm)
+    eager.run("Take", rocm, op_args={"self": x, "index": index, "out": out})
+    _same(f"{setting} {gather}", out.numpy(), x[index])
+    index[-1] = size
+    before = np.full(n, 3.0, np.float16)
+    out = eager.to_device(before, rocm)
+    with pytest.raises(AclnnError) as got:
+        eager.run("Take", rocm, op_args={"self": x, "index": index, "out": out})
+    assert got.value.code == 161002
+    if setting == "fused":
+        assert out.numpy()[-1] == 3.0
+    else:
+        _same(f"{setting} {gather}: bad last index", out.numpy(), before)
