@@ -122,8 +122,7 @@ ENV_ROWS: dict[str, tuple[str, tuple[str, ...], frozenset[D] | None]] = {
             "fused",
             "launch ACL_TAKE_GATHER=vec",
             "fused ACL_TAKE_GATHER=vec",
-            "scratch",
-            "auto ACL_TAKE_GATHER=vec",
+            "scratch",  # ACL_TAKE_CHECK=auto: this row for 16-bit values, "launch" (either gather) for float32
             "overlap",
         ),
         None,

@@ -209,10 +209,10 @@ class CheckVec:
             f"range check of contiguous {self.index.short} indices, 16-byte loads", "", self.kernel_name, params, body
         )
 
-    def body(self, block: str = "blockIdx.x", blocks: str = "gridDim.x") -> list[str]:
-        """The check's lines after the flag test, run by blocks ``block`` of ``blocks`` (kernel arguments as in
-        :meth:`source`)."""
-        t, v, u = ctype(self.index).storage, self.per_vector, self.UNROLL
+    def body(self, block: str = "blockIdx.x", blocks: str = "gridDim.x", unroll: int = UNROLL) -> list[str]:
+        """The check's lines after the flag test, run by blocks ``block`` of ``blocks`` with ``unroll`` vectors in
+        flight a thread (kernel arguments as in :meth:`source`)."""
+        t, v, u = ctype(self.index).storage, self.per_vector, unroll
         vec = f"AclVec<{t}, {v}>"
         test = "bad |= (unsigned long long)(long long){x} - (unsigned long long)low >= span;"
         return [
@@ -480,6 +480,9 @@ class TakeOverlap:
 
     itemsize: int
     index: D
+    CHECK_UNROLL = 4
+    """16-byte index loads in flight a check thread (:class:`CheckVec`'s; 8 takes the kernel from 40 registers a
+    thread to 60, which would cut the blocks an SM holds, the gathering ones too, from 6 to 4)."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -497,7 +500,7 @@ class TakeOverlap:
             "if (*flag) return;  // an earlier check of this call has failed",
             "if ((long long)blockIdx.x < checkers) {",
             "  const long long n = n_all, head = 0, low = -numel, high = numel;",
-            *("  " + line for line in CheckVec(self.index).body("blockIdx.x", "checkers")),
+            *("  " + line for line in CheckVec(self.index).body("blockIdx.x", "checkers", self.CHECK_UNROLL)),
             "} else {",
             "  const long long n = m;",
             f"  {w}* __restrict__ dst = scratch;",
