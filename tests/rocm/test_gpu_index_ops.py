@@ -287,7 +287,7 @@ def test_take_check_settings(
         assert scratch | {("TakeVec", "scratch", 4), ("TakeCopy", "", 4)} <= used
     elif setting == "auto":
         assert scratch | {("TakeVec", "launch", 4), ("TakeVec", "launch", 2)} <= used  # 2-byte by int32: launch
-    elif setting == "overlap":  # TakeOverlap's launch, then the rest's gather and the copy of the first 1/8
+    elif setting == "overlap":  # TakeOverlap's launch, then the rest's gather and the copy of the first 1/4
         assert {("TakeVec", "launch", 4), ("TakeVec", "launch", 2), ("TakeCopy", "", 4), ("TakeCopy", "", 2)} == used
     elif gather == "vec":
         mode = "fused" if setting == "fused" else "launch"

@@ -77,9 +77,11 @@ TAKE_GATHER_ENV = "ACL_TAKE_GATHER"
 any layout) or ``vec`` (:class:`TakeVec` where self, index and out are contiguous and index and out 16-byte
 aligned: a group of outputs a thread, 16-byte index loads and out stores; else ``grid``, logged)."""
 TAKE_GATHERS = ("grid", "vec")
-TAKE_OVERLAP_SHARE = 8
-"""``ACL_TAKE_CHECK=overlap`` gathers 1/8 of the outputs into scratch beside the check (the check alone takes about
-1/12 of the gather's time; the scratch copy of a share too large costs 2 x the value size a byte of that share)."""
+TAKE_OVERLAP_SHARE = 4
+"""``ACL_TAKE_CHECK=overlap`` gathers 1/4 of the outputs into scratch beside the check. Alone the check takes about
+1/12 of the gather's time (H100, int64 indices); beside random reads that hold about 2/3 of the memory bus it gets
+the other third, so it lasts as long as about 1/4 of the gather. A share too large costs the copy of its values
+(2 x the value size a byte: 1-2% of the call at 1/4); one too small leaves the end of the check alone."""
 TAKE_OVERLAP_CHECKERS = 2
 """Check blocks per compute unit in ``overlap``'s first launch (a quarter of an H100 SM's 2048 threads)."""
 TAKE_SCRATCH_REGION = "take"
