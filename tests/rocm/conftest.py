@@ -76,3 +76,11 @@ def rocm_under_test(rocm: Backend) -> Iterator[str]:
     yield UNDER_TEST
     acl_core.use_backend(None)
     acl_core.reset_plugins()
+
+
+@pytest.fixture
+def decode(rocm: Backend) -> Iterator[object]:
+    """The backend's decode planner; its configuration restored to the environment's after the test."""
+    planner = rocm.attention.decode  # type: ignore[attr-defined]
+    yield planner
+    planner.use_config(None)

@@ -18,32 +18,13 @@ import pytest
 from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.errors import AclnnError
-from acl_core.spec.ops.attention import _to_layout
 from acl_rocm.kernels.attention_decode import decode_splits
 from tests.conftest import assert_close
+from tests.rocm.decode_cases import assert_outputs_close, decode_args
 
 pytestmark = pytest.mark.gpu
 
 EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
-TOL = {"float16": (2e-3, 2e-3), "bfloat16": (1.6e-2, 1.6e-2)}
-
-
-def _args(
-    rng: np.random.Generator, dtype: str, layout: str, b: int, nq: int, nkv: int, skv: int, d: int, **extra: object
-) -> dict:
-    def make(heads: int, s: int) -> np.ndarray:
-        return _to_layout(rng.uniform(-1, 1, (b, heads, s, d)), layout).astype(np.dtype(dtype))
-
-    return {
-        "query": make(nq, 1),
-        "key": [make(nkv, skv)],
-        "value": [make(nkv, skv)],
-        "numHeads": nq,
-        "scaleValue": 1 / np.sqrt(d),
-        "inputLayout": layout,
-        "numKeyValueHeads": nkv,
-        **extra,
-    }
 
 
 def _check(rocm: Backend, reference: Backend, op: str, args: dict, note: str) -> None:
@@ -51,10 +32,7 @@ def _check(rocm: Backend, reference: Backend, op: str, args: dict, note: str) ->
     expected = eager.run(op, reference, **args)
     got = eager.run(op, rocm, **args)
     assert runner.last_path == "decode", note
-    atol, rtol = TOL[str(np.dtype(args["query"].dtype))]
-    for name, value in expected.items():
-        assert got[name].shape == value.shape, f"{note} {name}"
-        assert_close(got[name], value, atol=atol if name == "attentionOut" else 1e-4, rtol=rtol)
+    assert_outputs_close(got, expected, str(np.dtype(args["query"].dtype)), note)
 
 
 def _chunk(rocm: Backend, b: int, nkv: int, skv: int) -> int:
@@ -71,7 +49,7 @@ def test_decode_kernel_matches_reference(rocm: Backend, reference: Backend, dtyp
     for skv in lengths:
         chunk = _chunk(rocm, 2, nkv, skv)
         act = [skv, max(0, min(skv, chunk + 1) - (skv % 2))]
-        args = _args(rng, dtype, "BSND", 2, nkv * ratio, nkv, skv, d, actualSeqLengths=act)
+        args = decode_args(rng, dtype, 2, nkv * ratio, nkv, skv, d, actualSeqLengths=act)
         _check(rocm, reference, "IncreFlashAttention", args, f"{dtype} D{d} G{ratio} Skv{skv} act {act}")
 
 
@@ -82,7 +60,7 @@ def test_lengths_around_split_boundaries(rocm: Backend, reference: Backend) -> N
     assert chunk < skv, "the cache must take several splits"
     act = [chunk - 1, chunk, chunk + 1]
     for layout in ("BSH", "BSND", "BNSD"):
-        args = _args(rng, "bfloat16", layout, 3, 4, 2, skv, 64, actualSeqLengths=act)
+        args = decode_args(rng, "bfloat16", 3, 4, 2, skv, 64, layout, actualSeqLengths=act)
         if layout == "BSH":
             args["query"] = args["query"].reshape(3, 1, -1)
             args["key"] = [args["key"][0].reshape(3, skv, -1)]
@@ -93,7 +71,7 @@ def test_lengths_around_split_boundaries(rocm: Backend, reference: Backend) -> N
 def test_decode_mask_and_fused_infer_lse(rocm: Backend, reference: Backend) -> None:
     rng = np.random.default_rng(4)
     skv = 150 if EMULATED else 5000
-    args = _args(rng, "float16", "BSND", 2, 4, 2, skv, 128)
+    args = decode_args(rng, "float16", 2, 4, 2, skv, 128)
     mask = rng.uniform(size=(2, 1, 1, skv)) < 0.3
     mask[1] = True  # batch 1 keeps no key: zeros and an lse of +inf
     _check(rocm, reference, "IncreFlashAttention", {**args, "attenMask": mask}, "decode mask")
@@ -122,7 +100,7 @@ def test_a_mask_hiding_the_unwritten_cache_tail(rocm: Backend, reference: Backen
     skv = 200 if EMULATED else 8192
     chunk = _chunk(rocm, 4, 2, skv)
     filled = [1, 8, min(skv, chunk + 3), min(skv, 2 * chunk)]
-    args = _args(rng, "bfloat16", "BSND", 4, 4, 2, skv, 64)
+    args = decode_args(rng, "bfloat16", 4, 4, 2, skv, 64)
     mask = np.arange(skv)[None, :] >= np.array(filled)[:, None]  # True: masked
     args["attenMask"] = mask[:, None, None, :]
     _check(rocm, reference, "IncreFlashAttention", args, f"cache tail masked past {filled}")
@@ -132,7 +110,7 @@ def test_fused_infer_v5_learnable_sink_on_the_decode_path(rocm: Backend, referen
     """The sink joins the combined (max, sum) where the output is written: one split and several."""
     rng = np.random.default_rng(8)
     for skv in (20, 150 if EMULATED else 6000):
-        args = _args(rng, "bfloat16", "BNSD", 2, 4, 2, skv, 64)
+        args = decode_args(rng, "bfloat16", 2, 4, 2, skv, 64, "BNSD")
         mask = rng.uniform(size=(2, skv)) < 0.2
         mask[1] = True  # nothing kept in batch 1: zeros, and the sink alone gives lse = sink
         fia = {
@@ -153,7 +131,7 @@ def test_fused_infer_v5_learnable_sink_on_the_decode_path(rocm: Backend, referen
 
 def test_the_path_switch(rocm: Backend, reference: Backend) -> None:
     runner = rocm.attention  # type: ignore[attr-defined]
-    args = _args(np.random.default_rng(5), "bfloat16", "BSND", 1, 4, 2, 40, 64)
+    args = decode_args(np.random.default_rng(5), "bfloat16", 1, 4, 2, 40, 64)
     try:
         if not EMULATED:  # the row kernel's 3-d grid is beyond the emulator (1-d grids only)
             runner.path_override = "kernel"
@@ -161,7 +139,7 @@ def test_the_path_switch(rocm: Backend, reference: Backend) -> None:
             assert runner.last_path == "kernel"
         runner.path_override = "decode"
         _check(rocm, reference, "IncreFlashAttention", args, "forced decode")
-        per_batch = _args(np.random.default_rng(6), "bfloat16", "BSND", 2, 4, 2, 40, 48)
+        per_batch = decode_args(np.random.default_rng(6), "bfloat16", 2, 4, 2, 40, 48)
         per_batch["key"] = [per_batch["key"][0][i : i + 1] for i in range(2)]  # a cache tensor per batch
         per_batch["value"] = [per_batch["value"][0][i : i + 1] for i in range(2)]
         with pytest.raises(AclnnError, match="2 cache tensors") as info:
@@ -180,7 +158,7 @@ def test_decode_captures_and_replays_with_a_changed_mask(rocm: Backend) -> None:
         pytest.fail(f"rocm does not capture here: {rocm.capabilities().notes.get('stream_capture')}")
     rng = np.random.default_rng(8)
     skv = 130 if EMULATED else 4096
-    args = _args(rng, "bfloat16", "BSND", 2, 4, 2, skv, 64)
+    args = decode_args(rng, "bfloat16", 2, 4, 2, skv, 64)
     args["attenMask"] = np.arange(skv)[None, :] >= np.array([[skv // 3], [skv - 1]])
     call = OpCall(rocm, "IncreFlashAttention", args)
     stream = rocm.runtime.create_stream()  # type: ignore[attr-defined]
@@ -199,7 +177,7 @@ def test_a_task_group_update_swaps_in_new_actual_lengths(rocm: Backend, referenc
 
     rt = rocm.runtime  # type: ignore[attr-defined]
     skv = 140 if EMULATED else 4096
-    base = _args(np.random.default_rng(11), "float16", "BSND", 2, 4, 2, skv, 64)
+    base = decode_args(np.random.default_rng(11), "float16", 2, 4, 2, skv, 64)
     old, new = [skv // 2, 3], [skv, skv - 37]
     group = OpCall(rocm, "IncreFlashAttention", {**base, "actualSeqLengths": old})
     update = OpCall(rocm, "IncreFlashAttention", {**base, "actualSeqLengths": new})

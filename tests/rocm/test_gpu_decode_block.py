@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
 
 import ml_dtypes
 import numpy as np
@@ -20,15 +19,12 @@ import pytest
 
 from acl_core import eager
 from acl_core.backend import Backend
-from acl_core.spec.ops.attention import _to_layout
 from acl_tools.bench.decode import SHORT_CONFIGS
-from tests.conftest import assert_close
+from tests.rocm.decode_cases import assert_outputs_close, decode_args, split_count
 
 pytestmark = pytest.mark.gpu
 
 EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
-TOL = {"float16": (2e-3, 2e-3), "bfloat16": (1.6e-2, 1.6e-2)}
-"""The decode path's accuracy (test_gpu_decode_attention.py's TOL); lse to 1e-4 absolute."""
 BLOCK_CONFIGS = (
     "block",
     "block,bthreads=128,brows=2",
@@ -38,31 +34,6 @@ BLOCK_CONFIGS = (
     "block,bheads=1",
 )
 """The block kernel's choices the bench times (each must be right)."""
-
-
-@pytest.fixture
-def decode(rocm: Backend) -> Iterator[object]:
-    """The backend's decode planner; its configuration restored to the environment's after the test."""
-    planner = rocm.attention.decode  # type: ignore[attr-defined]
-    yield planner
-    planner.use_config(None)
-
-
-def _args(
-    rng: np.random.Generator, dtype: str, b: int, nq: int, nkv: int, skv: int, d: int, layout: str = "BSND"
-) -> dict:
-    def make(heads: int, s: int) -> np.ndarray:
-        return _to_layout(rng.uniform(-1, 1, (b, heads, s, d)), layout).astype(np.dtype(dtype))
-
-    return {
-        "query": make(nq, 1),
-        "key": [make(nkv, skv)],
-        "value": [make(nkv, skv)],
-        "numHeads": nq,
-        "scaleValue": 1 / np.sqrt(d),
-        "inputLayout": layout,
-        "numKeyValueHeads": nkv,
-    }
 
 
 def _steps(decode: object, rocm: Backend, args: dict) -> int:
@@ -93,10 +64,7 @@ def _check(rocm: Backend, reference: Backend, op: str, args: dict, note: str) ->
     expected = eager.run(op, reference, **args)
     got = eager.run(op, rocm, **args)
     assert rocm.attention.last_path == "decode", note  # type: ignore[attr-defined]
-    atol, rtol = TOL[str(np.dtype(args["query"].dtype))]
-    for name, value in expected.items():
-        assert got[name].shape == value.shape, f"{note} {name}"
-        assert_close(got[name], value, atol=atol if name == "attentionOut" else 1e-4, rtol=rtol)
+    assert_outputs_close(got, expected, str(np.dtype(args["query"].dtype)), note)
 
 
 SHAPES = (
@@ -116,7 +84,7 @@ def test_block_kernel_matches_the_reference(
     rng = np.random.default_rng(d * 10 + group)
     skv = 37 if EMULATED else 128
     b = 2
-    args = _args(rng, dtype, b, nkv * group, nkv, skv, d)
+    args = decode_args(rng, dtype, b, nkv * group, nkv, skv, d)
     args["actualSeqLengths"] = [skv, skv - 11]
     mask = rng.uniform(size=(b, nkv * group, 1, skv)) < 0.2
     mask[0, 0] = True  # a head that keeps no key: zeros, lse +inf
@@ -150,7 +118,7 @@ def test_each_block_choice_matches_the_reference(
     decode.use_config(config)  # type: ignore[attr-defined]
     rng = np.random.default_rng(41)
     skv, d, nq, nkv = (70, 64, 4, 2) if EMULATED else (1024, 128, 16, 8)
-    args = _args(rng, "bfloat16", 2, nq, nkv, skv, d, layout="BNSD")
+    args = decode_args(rng, "bfloat16", 2, nq, nkv, skv, d, layout="BNSD")
     filled = np.array([skv // 2 + 5, skv])
     args["attenMask"] = (np.arange(skv)[None, :] >= filled[:, None])[:, None, None, :]
     _check(rocm, reference, "IncreFlashAttention", args, config)
@@ -165,7 +133,7 @@ def test_auto_takes_the_block_kernel_up_to_its_threshold(rocm: Backend, referenc
     decode.use_config(f"auto={n}")  # type: ignore[attr-defined]
     rng = np.random.default_rng(43)
     for skv, steps in ((n, 1), (n + 1, 2)):
-        args = _args(rng, "bfloat16", 1, 4, 2, skv, 64)
+        args = decode_args(rng, "bfloat16", 1, 4, 2, skv, 64)
         _check(rocm, reference, "IncreFlashAttention", args, f"auto={n} Skv {skv}")
         assert decode_splits(1, 2, skv, rocm.properties.compute_units)[0] > 1  # type: ignore[attr-defined]
         assert _steps(decode, rocm, args) == steps, skv
@@ -176,7 +144,7 @@ def test_a_group_the_block_kernel_does_not_cover_takes_the_split_path(
 ) -> None:
     """GQA group 16 (128 query values a lane): the split path, and the debug log says why."""
     decode.use_config("block")  # type: ignore[attr-defined]
-    args = _args(np.random.default_rng(47), "float16", 1, 16, 1, 40, 32)
+    args = decode_args(np.random.default_rng(47), "float16", 1, 16, 1, 40, 32)
     with caplog.at_level(logging.DEBUG, logger="acl_rocm.attention"):
         _check(rocm, reference, "IncreFlashAttention", args, "group 16")
     assert "not the short-cache block kernel (GQA group 16" in caplog.text
@@ -192,7 +160,7 @@ def test_block_kernel_captures_and_replays_with_a_changed_mask(rocm: Backend, de
     decode.use_config("auto")  # type: ignore[attr-defined]
     rng = np.random.default_rng(53)
     skv = 50 if EMULATED else 128
-    args = _args(rng, "bfloat16", 2, 4, 2, skv, 64)
+    args = decode_args(rng, "bfloat16", 2, 4, 2, skv, 64)
     args["attenMask"] = np.arange(skv)[None, :] >= np.array([[skv // 3], [skv - 1]])
     assert _steps(decode, rocm, args) == 1
     call = OpCall(rocm, "IncreFlashAttention", args)
@@ -209,15 +177,11 @@ def test_block_kernel_captures_and_replays_with_a_changed_mask(rocm: Backend, de
 )
 def test_wide_split_blocks_match_the_reference(rocm: Backend, reference: Backend, decode: object, config: str) -> None:
     """``two,wide``: the split path's blocks in the short-cache layout, partials to the combine kernel (2 launches)."""
-    from acl_rocm.kernels.attention_decode import decode_splits, parse_decode_config
-
     decode.use_config(config)  # type: ignore[attr-defined]
-    cfg = parse_decode_config(config)
     rng = np.random.default_rng(59)
     skv, d, nq, nkv = (150, 64, 4, 2) if EMULATED else (32_768, 128, 16, 8)
-    units = rocm.properties.compute_units  # type: ignore[attr-defined]
-    assert decode_splits(2, nkv, skv, units, cfg.blocks_per_unit, cfg.min_chunk)[0] > 1
-    args = _args(rng, "bfloat16", 2, nq, nkv, skv, d)
+    assert split_count(rocm, config, 2, nkv, skv) > 1
+    args = decode_args(rng, "bfloat16", 2, nq, nkv, skv, d)
     args["actualSeqLengths"] = [skv, skv // 2 + 3]
     args["attenMask"] = rng.uniform(size=(2, nq, 1, skv)) < 0.3
     _check(rocm, reference, "IncreFlashAttention", args, config)
@@ -261,7 +225,7 @@ def test_split_and_pdl_blocks_in_one_launch(rocm: Backend, reference: Backend, d
     rng = np.random.default_rng(67)
     skv, d, nq, nkv = (70, 64, 4, 2) if EMULATED else (128, 128, 16, 8)
     b = 2
-    args = _args(rng, "bfloat16", b, nq, nkv, skv, d, layout="BNSD")
+    args = decode_args(rng, "bfloat16", b, nq, nkv, skv, d, layout="BNSD")
     args["actualSeqLengths"] = [skv, skv - 9]
     filled = np.array([skv * 3 // 4, skv // 2 - 3])
     mask = np.broadcast_to((np.arange(skv)[None, :] >= filled[:, None])[:, None, None, :], (b, nq, 1, skv)).copy()
@@ -300,7 +264,7 @@ def test_each_benched_short_decode_config_matches_the_reference(
     rng = np.random.default_rng(79)
     (cap, filled), d, nq, nkv = ((48, 37), 64, 4, 2) if EMULATED else ((128, 96), 128, 16, 8)
     for b in (1, 2) if EMULATED else (1, 8):
-        args = _args(rng, "bfloat16", b, nq, nkv, cap, d)
+        args = decode_args(rng, "bfloat16", b, nq, nkv, cap, d)
         fia = {k: v for k, v in args.items() if k not in ("key", "value")}
         fia |= {"key": args["key"], "value": args["value"]}
         fia["attenMask"] = np.broadcast_to(np.arange(cap) >= filled, (b, 1, 1, cap)).copy()
@@ -315,11 +279,11 @@ def test_split_blocks_take_the_fused_instance(rocm: Backend, decode: object, cap
 
     decode.use_config("block,bsplit=4")  # type: ignore[attr-defined]
     rng = np.random.default_rng(71)
-    args = _args(rng, "bfloat16", 1, 4, 2, 128, 64)
+    args = decode_args(rng, "bfloat16", 1, 4, 2, 128, 64)
     with caplog.at_level(logging.DEBUG, logger="acl_rocm.attention"):
         eager.run("IncreFlashAttention", rocm, **args)
     assert "4 blocks of 32 keys, the last combining" in caplog.text, caplog.text[-2000:]
-    args = _args(rng, "bfloat16", 1, 4, 2, BLOCK_SPLIT_GRANULE, 64)
+    args = decode_args(rng, "bfloat16", 1, 4, 2, BLOCK_SPLIT_GRANULE, 64)
     caplog.clear()
     with caplog.at_level(logging.DEBUG, logger="acl_rocm.attention"):
         eager.run("IncreFlashAttention", rocm, **args)
@@ -337,7 +301,7 @@ def test_split_blocks_capture_and_replay_with_a_changed_mask(rocm: Backend, deco
     decode.use_config(config)  # type: ignore[attr-defined]
     rng = np.random.default_rng(73)
     skv = 50 if EMULATED else 128
-    args = _args(rng, "bfloat16", 2, 4, 2, skv, 64)
+    args = decode_args(rng, "bfloat16", 2, 4, 2, skv, 64)
     args["attenMask"] = np.arange(skv)[None, :] >= np.array([[skv // 3], [skv - 1]])
     assert _steps(decode, rocm, args) == 1
     call = OpCall(rocm, "IncreFlashAttention", args)
@@ -355,7 +319,7 @@ def test_blocks_sharing_a_kv_head(rocm: Backend, reference: Backend, decode: obj
     decode.use_config(f"block,bheads={bheads}")  # type: ignore[attr-defined]
     rng = np.random.default_rng(61 + bheads)
     skv, d = (45, 32) if EMULATED else (128, 128)
-    args = _args(rng, "float16", 2, 8, 2, skv, d)
+    args = decode_args(rng, "float16", 2, 8, 2, skv, d)
     args["actualSeqLengths"] = [skv - 7, skv]
     args["attenMask"] = rng.uniform(size=(2, 8, 1, skv)) < 0.3
     _check(rocm, reference, "IncreFlashAttention", args, f"bheads={bheads}")
@@ -387,6 +351,6 @@ def test_each_benched_decode_config_matches_the_reference(
     decode.use_config(config)  # type: ignore[attr-defined]
     rng = np.random.default_rng(61)
     skv, d, nq, nkv = (300, 64, 4, 2) if EMULATED else (32_768, 128, 16, 8)
-    args = _args(rng, "bfloat16", 1, nq, nkv, skv, d)
+    args = decode_args(rng, "bfloat16", 1, nq, nkv, skv, d)
     args["actualSeqLengths"] = [skv - 5]
     _check(rocm, reference, "IncreFlashAttention", args, config)

@@ -9,7 +9,6 @@ launch per call. ``use_config`` sets the choice on the backend under test (the e
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 import ml_dtypes
 import numpy as np
@@ -17,8 +16,8 @@ import pytest
 
 from acl_core import eager
 from acl_core.backend import Backend
-from acl_rocm.kernels.attention_decode import decode_splits, parse_decode_config
 from tests.conftest import assert_close
+from tests.rocm.decode_cases import decode_args, split_count
 
 pytestmark = pytest.mark.gpu
 
@@ -35,35 +34,6 @@ CONFIGS = (
 """Today's path, the one-launch path, and split policies / tiles the bench times (each must be right)."""
 
 
-@pytest.fixture
-def decode(rocm: Backend) -> Iterator[object]:
-    """The backend's decode planner; its configuration restored to the environment's after the test."""
-    planner = rocm.attention.decode  # type: ignore[attr-defined]
-    yield planner
-    planner.use_config(None)
-
-
-def _args(rng: np.random.Generator, dtype: str, b: int, nq: int, nkv: int, skv: int, d: int) -> dict:
-    def make(heads: int, s: int) -> np.ndarray:
-        return rng.uniform(-1, 1, (b, s, heads, d)).astype(np.dtype(dtype))  # BSND
-
-    return {
-        "query": make(nq, 1),
-        "key": [make(nkv, skv)],
-        "value": [make(nkv, skv)],
-        "numHeads": nq,
-        "scaleValue": 1 / np.sqrt(d),
-        "inputLayout": "BSND",
-        "numKeyValueHeads": nkv,
-    }
-
-
-def _splits(rocm: Backend, config: str, b: int, nkv: int, skv: int) -> int:
-    cfg = parse_decode_config(config)
-    units = rocm.properties.compute_units  # type: ignore[attr-defined]
-    return decode_splits(b, nkv, skv, units, cfg.blocks_per_unit, cfg.min_chunk)[0]
-
-
 @pytest.mark.parametrize("config", CONFIGS)
 def test_each_config_matches_the_reference(rocm: Backend, reference: Backend, decode: object, config: str) -> None:
     """A Qwen3-like call (16/8 heads over the whole capacity, the unwritten tail masked), then FIA with lse."""
@@ -72,8 +42,8 @@ def test_each_config_matches_the_reference(rocm: Backend, reference: Backend, de
     skv = 150 if EMULATED else 32_768
     d = 32 if EMULATED else 128
     nq, nkv = (4, 2) if EMULATED else (16, 8)
-    assert _splits(rocm, config, 2, nkv, skv) > 1, "the cache must take several splits"
-    args = _args(rng, "bfloat16", 2, nq, nkv, skv, d)
+    assert split_count(rocm, config, 2, nkv, skv) > 1, "the cache must take several splits"
+    args = decode_args(rng, "bfloat16", 2, nq, nkv, skv, d)
     filled = np.array([skv // 2 + 5, skv])
     args["attenMask"] = (np.arange(skv)[None, :] >= filled[:, None])[:, None, None, :]
     expected = eager.run("IncreFlashAttention", reference, **args)
@@ -104,14 +74,14 @@ def test_fused_is_bit_identical_to_two_kernels(rocm: Backend, decode: object, po
     """Same splits, same partials, same combine code: the one launch writes the very bits the two launches do."""
     rng = np.random.default_rng(23)
     skv = 130 if EMULATED else 8192
-    args = _args(rng, "float16", 3, 8, 2, skv, 64)
+    args = decode_args(rng, "float16", 3, 8, 2, skv, 64)
     args["attenMask"] = rng.uniform(size=(3, 1, 1, skv)) < 0.1
     args["actualSeqLengths"] = [skv, skv - 41, 1]
     outs = []
     for path in ("two", "fused"):
         decode.use_config(f"{path},{policy}")  # type: ignore[attr-defined]
         outs.append(eager.run("IncreFlashAttention", rocm, **args)["attentionOut"])
-    assert _splits(rocm, f"two,{policy}", 3, 2, skv) > 1
+    assert split_count(rocm, f"two,{policy}", 3, 2, skv) > 1
     assert np.array_equal(outs[0].view(np.uint16), outs[1].view(np.uint16)), "fused differs from split + combine"
 
 
@@ -120,7 +90,7 @@ def test_fused_is_one_launch(rocm: Backend, decode: object) -> None:
     from acl_rocm.ops.attention_decode import DecodeCall
 
     rng = np.random.default_rng(5)
-    args = _args(rng, "bfloat16", 1, 16, 8, 96, 128)
+    args = decode_args(rng, "bfloat16", 1, 16, 8, 96, 128)
     calls: list[DecodeCall] = []
     runner = rocm.attention  # type: ignore[attr-defined]
     real = runner._decode_call
@@ -155,7 +125,7 @@ def test_fused_captures_and_replays(rocm: Backend, decode: object, config: str) 
     decode.use_config(config)  # type: ignore[attr-defined]
     rng = np.random.default_rng(29)
     skv = 130 if EMULATED else 4096
-    args = _args(rng, "bfloat16", 2, 4, 2, skv, 64)
+    args = decode_args(rng, "bfloat16", 2, 4, 2, skv, 64)
     args["attenMask"] = np.arange(skv)[None, :] >= np.array([[skv // 3], [skv - 1]])
     call = OpCall(rocm, "IncreFlashAttention", args)
     stream = rocm.runtime.create_stream()  # type: ignore[attr-defined]
@@ -178,7 +148,7 @@ def test_fused_on_two_streams(rocm: Backend, reference: Backend, decode: object)
     rt = rocm.runtime  # type: ignore[attr-defined]
     rng = np.random.default_rng(31)
     skv = 120 if EMULATED else 8192
-    calls = [OpCall(rocm, "IncreFlashAttention", _args(rng, "bfloat16", 1, 4, 2, skv, 64)) for _ in range(2)]
+    calls = [OpCall(rocm, "IncreFlashAttention", decode_args(rng, "bfloat16", 1, 4, 2, skv, 64)) for _ in range(2)]
     streams = [rt.create_stream(), rt.create_stream()]
     try:
         for c in calls:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
 
 import ml_dtypes
 import numpy as np
@@ -19,43 +18,15 @@ import pytest
 
 from acl_core import eager
 from acl_core.backend import Backend
-from acl_core.spec.ops.attention import _to_layout
-from acl_rocm.kernels.attention_decode import decode_splits, parse_decode_config
-from tests.conftest import assert_close
+from acl_rocm.kernels.attention_decode import decode_splits
+from tests.rocm.decode_cases import assert_outputs_close, decode_args, split_count
 
 pytestmark = pytest.mark.gpu
 
 EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
-TOL = {"float16": (2e-3, 2e-3), "bfloat16": (1.6e-2, 1.6e-2)}
 CONFIGS = ("two,pipe", "two,pipe=2,pkeys=32", "two,pipe,bpu=2", "fused,pipe,bpu=8", "two,pipe=8,chunk=16")
 """The decode bench's pipe rows (tools/bench/decode.py's PIPE_CONFIGS), the one-launch ending with more splits, and
 more stages than fit (clamped to what fits: 5 at D 128, 4 at D 64) over chunks of one stage."""
-
-
-@pytest.fixture
-def decode(rocm: Backend) -> Iterator[object]:
-    """The backend's decode planner; its configuration restored to the environment's after the test."""
-    planner = rocm.attention.decode  # type: ignore[attr-defined]
-    yield planner
-    planner.use_config(None)
-
-
-def _args(
-    rng: np.random.Generator, dtype: str, layout: str, b: int, nq: int, nkv: int, skv: int, d: int, **extra: object
-) -> dict:
-    def make(heads: int, s: int) -> np.ndarray:
-        return _to_layout(rng.uniform(-1, 1, (b, heads, s, d)), layout).astype(np.dtype(dtype))
-
-    return {
-        "query": make(nq, 1),
-        "key": [make(nkv, skv)],
-        "value": [make(nkv, skv)],
-        "numHeads": nq,
-        "scaleValue": 1 / np.sqrt(d),
-        "inputLayout": layout,
-        "numKeyValueHeads": nkv,
-        **extra,
-    }
 
 
 def _run(rocm: Backend, decode: object, op: str, args: dict) -> tuple[dict, int]:
@@ -85,17 +56,8 @@ def _run(rocm: Backend, decode: object, op: str, args: dict) -> tuple[dict, int]
 def _check(rocm: Backend, reference: Backend, decode: object, op: str, args: dict, note: str) -> int:
     expected = eager.run(op, reference, **args)
     got, stages = _run(rocm, decode, op, args)
-    atol, rtol = TOL[str(np.dtype(args["query"].dtype))]
-    for name, value in expected.items():
-        assert got[name].shape == value.shape, f"{note} {name}"
-        assert_close(got[name], value, atol=atol if name == "attentionOut" else 1e-4, rtol=rtol)
+    assert_outputs_close(got, expected, str(np.dtype(args["query"].dtype)), note)
     return stages
-
-
-def _splits(rocm: Backend, config: str, b: int, nkv: int, skv: int) -> int:
-    cfg = parse_decode_config(config)
-    units = rocm.properties.compute_units  # type: ignore[attr-defined]
-    return decode_splits(b, nkv, skv, units, cfg.blocks_per_unit, cfg.min_chunk)[0]
 
 
 def test_every_benched_pipe_row_is_tested_here() -> None:
@@ -114,8 +76,8 @@ def test_each_pipe_config_matches_the_reference(rocm: Backend, reference: Backen
     skv = 150 if EMULATED else 32_768
     d = 64 if EMULATED else 128
     nq, nkv = (4, 2) if EMULATED else (16, 8)
-    assert _splits(rocm, config, 2, nkv, skv) > 1, "the cache must take several splits"
-    args = _args(rng, "bfloat16", "BSND", 2, nq, nkv, skv, d)
+    assert split_count(rocm, config, 2, nkv, skv) > 1, "the cache must take several splits"
+    args = decode_args(rng, "bfloat16", 2, nq, nkv, skv, d)
     filled = np.array([skv // 2 + 5, skv])
     args["attenMask"] = (np.arange(skv)[None, :] >= filled[:, None])[:, None, None, :]
     assert _check(rocm, reference, decode, "IncreFlashAttention", args, config) >= 2, "not the pipelined kernel"
@@ -149,7 +111,7 @@ def test_pipe_kernel_matches_reference(
     for skv in lengths:
         chunk = decode_splits(2, nkv, skv, rocm.properties.compute_units)[1]  # type: ignore[attr-defined]
         act = [skv, max(0, min(skv, chunk + 1) - (skv % 2))]
-        args = _args(rng, dtype, "BSND", 2, nkv * ratio, nkv, skv, d, actualSeqLengths=act)
+        args = decode_args(rng, dtype, 2, nkv * ratio, nkv, skv, d, actualSeqLengths=act)
         stages = _check(rocm, reference, decode, "IncreFlashAttention", args, f"{dtype} D{d} G{ratio} Skv{skv} {act}")
         assert (stages >= 2) == (ratio * d // 8 <= 64), f"D{d} G{ratio}: {stages} stages"
 
@@ -163,7 +125,7 @@ def test_pipe_on_bsh_and_bnsd_views(rocm: Backend, reference: Backend, decode: o
     assert chunk < skv, "the cache must take several splits"
     act = [chunk - 1, chunk, chunk + 1]
     for layout in ("BSH", "BSND", "BNSD"):
-        args = _args(rng, "bfloat16", layout, 3, 4, 2, skv, 64, actualSeqLengths=act)
+        args = decode_args(rng, "bfloat16", 3, 4, 2, skv, 64, layout, actualSeqLengths=act)
         if layout == "BSH":
             args["query"] = args["query"].reshape(3, 1, -1)
             args["key"] = [args["key"][0].reshape(3, skv, -1)]
@@ -176,7 +138,7 @@ def test_calls_pipe_does_not_cover_take_the_split_kernel(
 ) -> None:
     """A head dim of 48 (not whole 64-dim runs): the register-tile split kernel, a debug line saying why."""
     decode.use_config("two,pipe")  # type: ignore[attr-defined]
-    args = _args(np.random.default_rng(12), "bfloat16", "BSND", 2, 4, 2, 150 if EMULATED else 4096, 48)
+    args = decode_args(np.random.default_rng(12), "bfloat16", 2, 4, 2, 150 if EMULATED else 4096, 48)
     with caplog.at_level(logging.DEBUG, logger="acl_rocm.attention"):
         assert _check(rocm, reference, decode, "IncreFlashAttention", args, "D48") == 0
     assert "not the pipelined split kernel (head dim 48" in caplog.text
@@ -191,7 +153,7 @@ def test_pipe_captures_and_replays_with_a_changed_mask(rocm: Backend, decode: ob
     decode.use_config("two,pipe")  # type: ignore[attr-defined]
     rng = np.random.default_rng(29)
     skv = 130 if EMULATED else 4096
-    args = _args(rng, "bfloat16", "BSND", 2, 4, 2, skv, 64)
+    args = decode_args(rng, "bfloat16", 2, 4, 2, skv, 64)
     args["attenMask"] = np.arange(skv)[None, :] >= np.array([[skv // 3], [skv - 1]])
     call = OpCall(rocm, "IncreFlashAttention", args)
     stream = rocm.runtime.create_stream()  # type: ignore[attr-defined]
@@ -206,7 +168,7 @@ def test_fused_pipe_is_bit_identical_to_two_kernel_pipe(rocm: Backend, decode: o
     """Same splits, same pipelined partials, same combine code: one launch writes the very bits two launches do."""
     rng = np.random.default_rng(23)
     skv = 130 if EMULATED else 8192
-    args = _args(rng, "float16", "BSND", 3, 8, 2, skv, 64)
+    args = decode_args(rng, "float16", 3, 8, 2, skv, 64)
     args["attenMask"] = rng.uniform(size=(3, 1, 1, skv)) < 0.1
     args["actualSeqLengths"] = [skv, skv - 41, 1]
     outs = []
@@ -215,5 +177,5 @@ def test_fused_pipe_is_bit_identical_to_two_kernel_pipe(rocm: Backend, decode: o
         got, stages = _run(rocm, decode, "IncreFlashAttention", args)
         assert stages >= 2, path
         outs.append(got["attentionOut"])
-    assert _splits(rocm, "two,chunk=16", 3, 2, skv) > 1
+    assert split_count(rocm, "two,chunk=16", 3, 2, skv) > 1
     assert np.array_equal(outs[0].view(np.uint16), outs[1].view(np.uint16)), "fused differs from split + combine"

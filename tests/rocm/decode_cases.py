@@ -1,0 +1,60 @@
+"""Shared pieces of the decode-attention GPU-tier tests: call arguments, the accuracy check, split counts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from acl_core.backend import Backend
+from acl_core.spec.ops.attention import _to_layout
+from acl_rocm.kernels.attention_decode import decode_splits, parse_decode_config
+from tests.conftest import assert_close
+
+TOL = {"float16": (2e-3, 2e-3), "bfloat16": (1.6e-2, 1.6e-2)}
+"""The decode path's accuracy on attentionOut (atol, rtol) by dtype; lse to 1e-4 absolute."""
+
+
+def decode_args(
+    rng: np.random.Generator,
+    dtype: str,
+    b: int,
+    nq: int,
+    nkv: int,
+    skv: int,
+    d: int,
+    layout: str = "BSND",
+    **extra: object,
+) -> dict:
+    """IncreFlashAttention arguments: one query token, a ``skv``-key cache, uniform values in [-1, 1)."""
+
+    def make(heads: int, s: int) -> np.ndarray:
+        return _to_layout(rng.uniform(-1, 1, (b, heads, s, d)), layout).astype(np.dtype(dtype))
+
+    return {
+        "query": make(nq, 1),
+        "key": [make(nkv, skv)],
+        "value": [make(nkv, skv)],
+        "numHeads": nq,
+        "scaleValue": 1 / np.sqrt(d),
+        "inputLayout": layout,
+        "numKeyValueHeads": nkv,
+        **extra,
+    }
+
+
+def assert_outputs_close(
+    got: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray], dtype: str, note: str
+) -> None:
+    """Every output of a decode call within :data:`TOL` of the reference's (lse within 1e-4)."""
+    atol, rtol = TOL[dtype]
+    for name, value in expected.items():
+        assert got[name].shape == value.shape, f"{note} {name}"
+        assert_close(got[name], value, atol=atol if name == "attentionOut" else 1e-4, rtol=rtol)
+
+
+def split_count(rocm: Backend, config: str, b: int, nkv: int, skv: int) -> int:
+    """Splits the split-KV path cuts a (b, nkv, skv) cache into under ``config``."""
+    cfg = parse_decode_config(config)
+    units = rocm.properties.compute_units  # type: ignore[attr-defined]
+    return decode_splits(b, nkv, skv, units, cfg.blocks_per_unit, cfg.min_chunk)[0]
