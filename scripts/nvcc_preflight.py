@@ -19,9 +19,8 @@ ACL_QMM_EPILOGUE: the quantised GEMMs' MX decode and epilogue; ACL_PDL=1|regs: t
 their predecessor, the fake provider offering programmatic launch; ACL_RANDOM_NORMAL: the packed normal fill's
 transform (sincos, float32, float32p); ACL_ADAMW_CONFIG=scalar: the one-element AdamW step;
 ACL_FOREACH_CONFIG=scan|grid2d: how a Foreach block finds its slot; ACL_MC2_ROUTE=block|grid: MoeDistributeDispatch's
-routing kernels; ACL_MC2_ROWS=row: its block-a-row expandX copy; ACL_TAKE_CHECK=fused|vec|scratch|overlap:
-Take's in-gather index check, its 16-byte Check launch, its gather into scratch or its check beside a gather into
-scratch; ACL_TAKE_GATHER=vec: its contiguous gather;
+routing kernels; ACL_MC2_ROWS=row: its block-a-row expandX copy; ACL_TAKE_CHECK=fused|vec: Take's in-gather
+index check or its 16-byte Check launch;
 ACL_MISH_CONFIG=poly: Mish's float32 polynomial body; ACL_RANDOM_LAYOUT is read from the process environment
 by every backend; ACL_CMO_CONFIG: aclrtCmoAsync's prefetch, whose kernels of every method compile under
 the pattern ``aclrtCmoAsync`` or with no pattern); the ops of
@@ -93,7 +92,6 @@ SWITCHES = (
     "ACL_MC2_ROUTE",
     "ACL_MC2_ROWS",
     "ACL_TAKE_CHECK",
-    "ACL_TAKE_GATHER",
     "ACL_MISH_CONFIG",
 )
 

@@ -9,7 +9,6 @@ flag and leave the output as it was. ``ACL_ROCM_EMULATE=1`` runs it on the CPU (
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,6 @@ from acl_core.spec.ops import get_spec
 from acl_rocm.ops.index_ops import OPS
 
 pytestmark = pytest.mark.gpu
-EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
 
 
 def _dtypes(args: dict) -> set[D]:
@@ -229,96 +227,30 @@ def test_bad_index_values_fail_and_leave_the_output_untouched(
     np.testing.assert_array_equal(out.numpy(), expected)
 
 
-TAKE_CHOICES = [
-    ("launch", "grid"),
-    ("vec", "grid"),
-    ("fused", "grid"),
-    ("launch", "vec"),
-    ("vec", "vec"),
-    ("fused", "vec"),
-    ("scratch", "grid"),
-    ("auto", "vec"),
-    ("overlap", "grid"),
-]
-"""(ACL_TAKE_CHECK, ACL_TAKE_GATHER) pairs the Take tests force: every choice of each at least once."""
-
-
-@pytest.mark.parametrize(("setting", "gather"), TAKE_CHOICES, ids=[f"{c}-{g}" for c, g in TAKE_CHOICES])
-def test_take_check_settings(
-    rocm: Backend, reference: Backend, monkeypatch: pytest.MonkeyPatch, setting: str, gather: str
-) -> None:
-    """ACL_TAKE_CHECK and ACL_TAKE_GATHER forced on the backend: Take is exact in every layout (offset views put
-    ``vec``'s first values before a 16-byte boundary and send the contiguous gather and ``scratch`` to their
-    fallbacks; strided ones take the Check launch), for 4- and 2-byte values (a group of 4 or 8 outputs a
-    thread, and ``auto``'s two answers), and a bad index anywhere (before the first whole vector, inside a
-    group, in the tail) fails with 161002, leaving ``out`` as it was (``fused``: good elements may be written)."""
-    env = {**rocm.environ, "ACL_TAKE_CHECK": setting, "ACL_TAKE_GATHER": gather}  # type: ignore[attr-defined]
-    monkeypatch.setattr(rocm, "environ", env)
-    runner = rocm.runners["index_ops"]  # type: ignore[attr-defined]
-    assert (runner.take_check(), runner.take_gather()) == (setting, gather)
-    kernels: list[object] = []
-    flat_step = runner._flat_step
-    monkeypatch.setattr(runner, "_flat_step", lambda kernel, *rest: (kernels.append(kernel), flat_step(kernel, *rest)))
+@pytest.mark.parametrize("setting", ["launch", "vec", "fused"])
+def test_take_check_settings(rocm: Backend, reference: Backend, monkeypatch: pytest.MonkeyPatch, setting: str) -> None:
+    """ACL_TAKE_CHECK forced on the backend: Take is exact in every layout (offset views put ``vec``'s first
+    values before a 16-byte boundary; strided ones take the Check launch), and a bad index anywhere (before the
+    first whole vector, inside, in the tail) fails with 161002, leaving ``out`` as it was (``fused``: good
+    elements may be written)."""
+    monkeypatch.setattr(rocm, "environ", {**rocm.environ, "ACL_TAKE_CHECK": setting})  # type: ignore[attr-defined]
+    assert rocm.runners["index_ops"].take_check() == setting  # type: ignore[attr-defined]
     rng = np.random.default_rng(33)
-    for value in (np.float32, np.float16):
-        x = rng.standard_normal(777).astype(value)
-        for n in (1, 3, 37, 1029):
-            for dt in (np.int64, np.int32):
-                index = rng.integers(-777, 777, n).astype(dt)
-                _compare(rocm, reference, "Take", {"self": x, "index": index}, f"{setting} {gather} {n} {dt.__name__}")
-        for where in (0, 1, 2, 500, 1027, 1028):
-            for dt in (np.int64, np.int32):
-                index = rng.integers(-777, 777, 1029).astype(dt)
-                index[where] = 777 if where % 2 else -778
-                out = eager.to_device(np.full(1029, 7.0, value), rocm)
-                with pytest.raises(AclnnError) as got:
-                    eager.run("Take", rocm, op_args={"self": x, "index": index, "out": out})
-                assert got.value.code == 161002
-                want = np.full(1029, 7.0, value)
-                if (
-                    setting == "fused"
-                ):  # a good element is written or (once its block sees the flag) left; a bad one left
-                    ok = (index >= -777) & (index < 777)
-                    want[ok] = np.where(out.numpy()[ok] == 7.0, 7.0, x[index[ok]])
-                _same(f"{setting} {gather}: bad index at {where}", out.numpy(), want)
-    used = {(type(k).__name__, getattr(k, "mode", ""), getattr(k, "itemsize", 0)) for k in kernels}
-    scratch = {("TakeVec", "scratch", 2), ("TakeCopy", "", 2)}  # auto: scratch for 2-byte values by int64 indices
-    if setting == "scratch":
-        assert scratch | {("TakeVec", "scratch", 4), ("TakeCopy", "", 4)} <= used
-    elif setting == "auto":
-        assert scratch | {("TakeVec", "launch", 4), ("TakeVec", "launch", 2)} <= used  # 2-byte by int32: launch
-    elif setting == "overlap":  # TakeOverlap's launch, then the rest's gather and the copy of the first 1/4
-        assert {("TakeVec", "launch", 4), ("TakeVec", "launch", 2), ("TakeCopy", "", 4), ("TakeCopy", "", 2)} == used
-    elif gather == "vec":
-        mode = "fused" if setting == "fused" else "launch"
-        assert {("TakeVec", mode, 4), ("TakeVec", mode, 2)} == used
-    else:
-        assert not used
-
-
-@pytest.mark.parametrize(("setting", "gather"), TAKE_CHOICES, ids=[f"{c}-{g}" for c, g in TAKE_CHOICES])
-def test_take_choices_at_grid_stride_sizes(
-    rocm: Backend, monkeypatch: pytest.MonkeyPatch, setting: str, gather: str
-) -> None:
-    """Each Take choice on 2-byte values by int64 indices at a size where every launch's threads loop (on a GPU:
-    9M picks, past the capped grids; emulated: 100k): exact against NumPy, then one bad index in the last
-    element fails with 161002 and leaves ``out`` as it was (``fused``: only the bad element is sure to be left)."""
-    env = {**rocm.environ, "ACL_TAKE_CHECK": setting, "ACL_TAKE_GATHER": gather}  # type: ignore[attr-defined]
-    monkeypatch.setattr(rocm, "environ", env)
-    n, size = (100_003, 50_021) if EMULATED else (9_000_011, 5_000_011)
-    rng = np.random.default_rng(7)
-    x = rng.standard_normal(size).astype(np.float16)
-    index = rng.integers(-size, size, n)
-    out = eager.to_device(np.zeros(n, np.float16), rocm)
-    eager.run("Take", rocm, op_args={"self": x, "index": index, "out": out})
-    _same(f"{setting} {gather}", out.numpy(), x[index])
-    index[-1] = size
-    before = np.full(n, 3.0, np.float16)
-    out = eager.to_device(before, rocm)
-    with pytest.raises(AclnnError) as got:
-        eager.run("Take", rocm, op_args={"self": x, "index": index, "out": out})
-    assert got.value.code == 161002
-    if setting == "fused":
-        assert out.numpy()[-1] == 3.0
-    else:
-        _same(f"{setting} {gather}: bad last index", out.numpy(), before)
+    x = rng.standard_normal(777).astype(np.float32)
+    for n in (1, 3, 37, 1029):
+        for dt in (np.int64, np.int32):
+            index = rng.integers(-777, 777, n).astype(dt)
+            _compare(rocm, reference, "Take", {"self": x, "index": index}, f"{setting} {n} {dt.__name__}")
+    for where in (0, 1, 2, 500, 1027, 1028):
+        for dt in (np.int64, np.int32):
+            index = rng.integers(-777, 777, 1029).astype(dt)
+            index[where] = 777 if where % 2 else -778
+            out = eager.to_device(np.full(1029, 7.0, np.float32), rocm)
+            with pytest.raises(AclnnError) as got:
+                eager.run("Take", rocm, op_args={"self": x, "index": index, "out": out})
+            assert got.value.code == 161002
+            want = np.full(1029, 7.0, np.float32)
+            if setting == "fused":  # a good element is written or (once its block sees the flag) left; a bad one left
+                ok = (index >= -777) & (index < 777)
+                want[ok] = np.where(out.numpy()[ok] == 7.0, 7.0, x[index[ok]])
+            _same(f"{setting}: bad index at {where}", out.numpy(), want)

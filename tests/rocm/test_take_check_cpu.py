@@ -1,7 +1,5 @@
 """ACL_TAKE_CHECK on the fake provider: ``fused`` gathers without a Check launch, ``vec`` checks contiguous indices
-with 16-byte loads (strided ones through the Check launch), ``scratch`` gathers into scratch and copies, ``auto``
-takes ``scratch`` only where it moves fewer bytes, ``overlap`` checks beside a gather of the first outputs;
-ACL_TAKE_GATHER=vec takes the group gather for contiguous calls; a bad setting of either is a typed error.
+with 16-byte loads (strided ones through the Check launch); a bad setting is a typed error.
 
 The values under each setting are the GPU tier's (tests/rocm/test_gpu_index_ops.py, also on the CPU emulator).
 """
@@ -18,20 +16,17 @@ from acl_core.dtypes import DataType as D
 from acl_core.errors import AclnnError
 from acl_rocm.backend import RocmBackend
 from acl_rocm.kernels.ctypes_map import ctype
-from acl_rocm.kernels.index_ops import CheckVec, TakeFlat, TakeVec
+from acl_rocm.kernels.index_ops import CheckVec, TakeFlat
 from tests.rocm.fake_provider import FakeProvider
 
 
-def _take(
-    tmp_path: Path, setting: str, gather: str = "grid", value: type = np.float16, layout: str = "contiguous"
-) -> list[str]:
-    """The kernel names one Take launches under ``ACL_TAKE_CHECK=setting`` and ``ACL_TAKE_GATHER=gather``."""
+def _take(tmp_path: Path, setting: str) -> list[str]:
+    """The kernel names one Take launches under ``ACL_TAKE_CHECK=setting``."""
     provider = FakeProvider()
-    env = {"ACL_KERNEL_CACHE": str(tmp_path / setting), "ACL_TAKE_CHECK": setting, "ACL_TAKE_GATHER": gather}
-    backend = RocmBackend(provider, env)
+    backend = RocmBackend(provider, {"ACL_KERNEL_CACHE": str(tmp_path / setting), "ACL_TAKE_CHECK": setting})
     backend.runtime.ensure_device(0)
-    x = np.arange(4096).astype(value)
-    eager.run("Take", backend, self=x, index=np.arange(-2048, 2048, dtype=np.int64).reshape(64, 64), layout=layout)
+    x = np.arange(4096, dtype=np.float16)
+    eager.run("Take", backend, self=x, index=np.arange(-2048, 2048, dtype=np.int64))
     return [launch.name for launch in provider.launches]
 
 
@@ -48,46 +43,6 @@ def test_a_bad_setting_is_refused(tmp_path: Path) -> None:
     with pytest.raises(AclnnError) as err:
         _take(tmp_path, "later")
     assert err.value.code == 161002
-    with pytest.raises(AclnnError) as err:
-        _take(tmp_path, "launch", "warp")
-    assert err.value.code == 161002
-
-
-def _kinds(names: list[str]) -> list[str]:
-    return [name.removeprefix("acl_mv_").rsplit("_", 1)[0] for name in names]
-
-
-@pytest.mark.parametrize(
-    ("setting", "gather", "value", "kinds"),
-    [
-        ("launch", "grid", np.float16, ["check", "take_flat"]),
-        ("launch", "vec", np.float16, ["check", "take_vec"]),
-        ("fused", "vec", np.float16, ["take_vec"]),
-        ("scratch", "grid", np.float32, ["take_vec", "take_copy"]),
-        ("auto", "grid", np.float16, ["take_vec", "take_copy"]),  # 2 x 2 bytes < 8: scratch
-        ("auto", "vec", np.float32, ["check", "take_vec"]),  # 2 x 4 bytes = 8: the Check launch
-        ("overlap", "grid", np.float16, ["take_overlap", "take_vec", "take_copy"]),
-    ],
-)
-def test_contiguous_choices(tmp_path: Path, setting: str, gather: str, value: type, kinds: list[str]) -> None:
-    assert _kinds(_take(tmp_path, setting, gather, value)) == kinds
-
-
-@pytest.mark.parametrize(("setting", "gather"), [("launch", "vec"), ("scratch", "grid"), ("overlap", "vec")])
-def test_other_layouts_take_the_check_launch_and_the_grid_gather(tmp_path: Path, setting: str, gather: str) -> None:
-    for layout in ("offset", "transposed"):  # out and index off a 16-byte boundary; strided
-        assert _kinds(_take(tmp_path, setting, gather, layout=layout)) == ["check", "take_flat"], layout
-
-
-def test_take_vec_groups_make_whole_vectors() -> None:
-    for itemsize, index, group in ((2, D.ACL_INT64, 8), (4, D.ACL_INT64, 8), (1, D.ACL_INT32, 16), (8, D.ACL_INT32, 8)):
-        kernel = TakeVec(itemsize, index, "launch")
-        assert kernel.group == group
-        assert group * itemsize % 16 == 0 and group * (index.info.storage_bits // 8) % 16 == 0
-        assert kernel.source().count("acl_take_store(dst") == 1 and "*flag = 1;" not in kernel.source()
-    assert TakeVec(2, D.ACL_INT64, "scratch").source().count("*flag = 1;") == 1
-    with pytest.raises(ValueError):
-        TakeVec(2, D.ACL_INT64, "later").source()
 
 
 def test_vec_checks_contiguous_indices_with_16_byte_loads(tmp_path: Path) -> None:

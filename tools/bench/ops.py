@@ -115,24 +115,12 @@ ADAMW_CONFIGS = ("scalar",)
 """rocm's ACL_ADAMW_CONFIG choices timed beside the default ApplyAdamWV2 row."""
 ENV_ROWS: dict[str, tuple[str, tuple[str, ...], frozenset[D] | None]] = {
     "Mish": ("ACL_MISH_CONFIG", ("libm",), frozenset({D.ACL_FLOAT})),
-    "Take": (
-        "ACL_TAKE_CHECK",
-        (
-            "vec",
-            "fused",
-            "launch ACL_TAKE_GATHER=vec",
-            "fused ACL_TAKE_GATHER=vec",
-            "scratch",  # ACL_TAKE_CHECK=auto: this row for 16-bit values, "launch" (either gather) for float32
-            "overlap",
-        ),
-        None,
-    ),
+    "Take": ("ACL_TAKE_CHECK", ("vec", "fused"), None),
 }
 """rocm settings timed as extra rows beside an op's default row: op → (variable, values, dtypes or None for all).
 
 Each value gets a row of its own with the variable set on the backend's ``environ`` while the row is planned and
-timed (the note names it), torch timed again beside it; a value may go on with ``OTHER=value`` words, more
-variables set for that row; backends without ``environ`` take the default row only."""
+timed (the note names it), torch timed again beside it; backends without ``environ`` take the default row only."""
 KV_SCATTER_CONFIGS = ("vec", "row")
 """rocm's ACL_KV_SCATTER_CONFIG choices timed beside the default ScatterPaKvCache row."""
 MC2_ROUTES = ("block", "grid")
@@ -469,33 +457,23 @@ class Suite:
             for line in kernel_profile.describe(shares):
                 self.progress(line)
 
-    def env_rows(self, op: str, dtype: D) -> list[dict[str, str] | None]:
-        """The default row (None) then the variables of each :data:`ENV_ROWS` setting of ``op`` at ``dtype``."""
+    def env_rows(self, op: str, dtype: D) -> list[tuple[str, str] | None]:
+        """The default row (None) then one (variable, value) per :data:`ENV_ROWS` setting of ``op`` at ``dtype``."""
         found = ENV_ROWS.get(op)
         if found is None or not hasattr(self.backend, "environ"):
             return [None]
         name, values, dtypes = found
-        rows: list[dict[str, str] | None] = [None]
-        for value in values:
-            if dtypes is None or dtype in dtypes:
-                first, *more = value.split()
-                rows.append({name: first, **dict(word.split("=", 1) for word in more)})
-        return rows
-
-    @staticmethod
-    def env_note(setting: dict[str, str] | None) -> str:
-        """A row's note: its variables as ``NAME=value`` words ("" for the default row)."""
-        return "" if setting is None else " ".join(f"{k}={v}" for k, v in setting.items())
+        return [None, *((name, v) for v in values if dtypes is None or dtype in dtypes)]
 
     def with_env(
-        self, setting: dict[str, str] | None, make: Callable[[], tuple[Callable[[], None], Any]]
+        self, setting: tuple[str, str] | None, make: Callable[[], tuple[Callable[[], None], Any]]
     ) -> tuple[Callable[[], None], Any]:
         """``make()`` with ``setting`` on the backend's ``environ`` until the returned cleanup runs."""
         if setting is None:
             return make()
         backend: Any = self.backend
         saved = backend.environ
-        backend.environ = {**saved, **setting}
+        backend.environ = {**saved, setting[0]: setting[1]}
         try:
             launch, free = make()
         except Exception:
@@ -616,7 +594,7 @@ class Suite:
 
                 nbytes = (len(inputs) + 1) * n * dtype.info.storage_bits // 8
                 for setting in self.env_rows(op, dtype):
-                    note = self.env_note(setting)
+                    note = "" if setting is None else f"{setting[0]}={setting[1]}"
                     case = Case(op, _mib(n * dtype.info.storage_bits // 8), dtype.short, "GB/s", nbytes, note=note)
                     self.case(case, functools.partial(self.with_env, setting, acl), torch_fn, op)
 
@@ -695,7 +673,7 @@ class Suite:
                     return lambda: self.torch.take(x, i)
 
                 for setting in self.env_rows(op, dtype):
-                    note = self.env_note(setting)
+                    note = "" if setting is None else f"{setting[0]}={setting[1]}"
                     case = Case(op, label, dtype.short, "GB/s", nbytes, note=note)
                     self.case(case, functools.partial(self.with_env, setting, acl), torch_fn, op)
 

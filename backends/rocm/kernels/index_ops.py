@@ -201,24 +201,16 @@ class CheckVec:
 
     def source(self) -> str:
         """The complete kernel source (arguments: n, index, head, low, high, flag)."""
-        t = ctype(self.index).storage
-        params = ["const long long n", f"const {t}* index", "const long long head", "const long long low"]
-        params += ["const long long high", "int* flag"]
-        body = ["if (*flag) return;  // an earlier check of this call has failed: nothing to learn", *self.body()]
-        return kernel_source(
-            f"range check of contiguous {self.index.short} indices, 16-byte loads", "", self.kernel_name, params, body
-        )
-
-    def body(self, block: str = "blockIdx.x", blocks: str = "gridDim.x", unroll: int = UNROLL) -> list[str]:
-        """The check's lines after the flag test, run by blocks ``block`` of ``blocks`` with ``unroll`` vectors in
-        flight a thread (kernel arguments as in :meth:`source`)."""
-        t, v, u = ctype(self.index).storage, self.per_vector, unroll
+        t, v, u = ctype(self.index).storage, self.per_vector, self.UNROLL
         vec = f"AclVec<{t}, {v}>"
         test = "bad |= (unsigned long long)(long long){x} - (unsigned long long)low >= span;"
-        return [
+        params = ["const long long n", f"const {t}* index", "const long long head", "const long long low"]
+        params += ["const long long high", "int* flag"]
+        body = [
+            "if (*flag) return;  // an earlier check of this call has failed: nothing to learn",
             "const unsigned long long span = (unsigned long long)high - (unsigned long long)low;",
-            f"const long long tid = (long long)({block}) * blockDim.x + threadIdx.x;",
-            f"const long long threads = (long long)({blocks}) * blockDim.x;",
+            "const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
+            "const long long threads = (long long)gridDim.x * blockDim.x;",
             f"const long long nvec = (n - head) / {v};",
             f"const {vec}* vecs = reinterpret_cast<const {vec}*>(index + head);",
             "bool bad = false;",
@@ -237,6 +229,9 @@ class CheckVec:
             f"for (long long i = head + nvec * {v} + tid; i < n; i += threads) {{ {test.format(x='index[i]')} }}",
             "if (bad) *flag = 1;",
         ]
+        return kernel_source(
+            f"range check of contiguous {self.index.short} indices, 16-byte loads", "", self.kernel_name, params, body
+        )
 
 
 @dataclass(frozen=True)
@@ -288,233 +283,4 @@ class TakeFlat:
             self.kernel_name,
             params,
             grid_loop(idx, self.ndim, 2, body, flag=True),
-        )
-
-
-STREAM_HELPERS = r"""
-// 16 bytes as one access; on NVIDIA with the evict-first (.cs) policy: the indices and out stream through once,
-// so they should not push self's lines (the random reads) out of L2 and L1
-typedef AclVec<unsigned int, 4> acl_take_q;
-ACL_DEV acl_take_q acl_take_load(const void* p) {
-#if defined(__CUDA_ARCH__)
-  acl_take_q r;
-  asm("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(r.v[0]), "=r"(r.v[1]), "=r"(r.v[2]), "=r"(r.v[3]) : "l"(p));
-  return r;
-#else
-  return *reinterpret_cast<const acl_take_q*>(p);
-#endif
-}
-ACL_DEV void acl_take_store(void* p, const acl_take_q& q) {
-#if defined(__CUDA_ARCH__)
-  asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};"
-               :: "l"(p), "r"(q.v[0]), "r"(q.v[1]), "r"(q.v[2]), "r"(q.v[3]) : "memory");
-#else
-  *reinterpret_cast<acl_take_q*>(p) = q;
-#endif
-}
-"""
-"""16-byte streaming load and store helpers of :class:`TakeVec` and :class:`TakeCopy` (plain accesses off NVIDIA)."""
-
-TAKE_MODES = ("launch", "fused", "scratch")
-"""How :class:`TakeVec` treats the index check: ``launch`` (a Check launch ran before: return when the flag is set),
-``fused`` (check each index, write the good elements, set the flag), ``scratch`` (check each index and set the flag;
-the destination is scratch that :class:`TakeCopy` copies into out only when the flag stayed clear)."""
-
-
-@dataclass(frozen=True)
-class TakeVec:
-    """``dst[p] = src[index[p]]`` for contiguous self, index and out (``ACL_TAKE_GATHER=vec``): a group a thread.
-
-    A group is ``group`` consecutive outputs, the fewest that make whole 16-byte vectors of both the indices and
-    the outputs but at least 8 (8 for 2- and 4-byte values through int64 indices): the indices come in as 16-byte
-    loads, every gather of the group is issued before any is used, and the outputs leave as 16-byte stores, so a
-    thread keeps ``group`` random reads in flight where the grid loop keeps one, with no Meta unravel. The host passes
-    index and dst 16-byte aligned and self non-empty (a bad index reads element 0 and drops it); the last
-    ``n % group`` elements go one per thread. Negative values count from the end. ``mode``: :data:`TAKE_MODES`.
-    """
-
-    itemsize: int
-    index: D
-    mode: str = "launch"
-
-    @functools.cached_property
-    def kernel_name(self) -> str:
-        """The kernel's extern "C" name."""
-        return unique_name("take_vec", self)
-
-    @property
-    def group(self) -> int:
-        """Outputs a thread takes per trip: whole 16-byte vectors of indices and outputs, at least 8 random reads."""
-        return max(8, 16 // min(self.itemsize, self.index.info.storage_bits // 8))
-
-    def source(self) -> str:
-        """The complete kernel source (arguments: n, src, dst, index, numel, flag)."""
-        if self.mode not in TAKE_MODES:
-            raise ValueError(f"take mode {self.mode!r}: expected one of {TAKE_MODES}")
-        w, t, g = word(self.itemsize), ctype(self.index).storage, self.group
-        checked = self.mode != "launch"
-        params = ["const long long n", f"const {w}* __restrict__ src", f"{w}* __restrict__ dst"]
-        params += [f"const {t}* __restrict__ index", "const long long numel"]
-        params += ["int* flag" if checked else "const int* flag"]
-        body = [
-            "if (*flag) return;  // launch: an index is bad; fused, scratch: an earlier check of this call failed",
-            *self.body(),
-        ]
-        return kernel_source(
-            f"contiguous take through {self.index.short} indices, {self.itemsize}-byte elements, {g} a thread, "
-            f"check {self.mode}",
-            STREAM_HELPERS,
-            self.kernel_name,
-            params,
-            body,
-        )
-
-    def body(self, block: str = "blockIdx.x", blocks: str = "gridDim.x") -> list[str]:
-        """The gather's lines after the flag test, run by blocks ``block`` of ``blocks`` (arguments as in
-        :meth:`source`)."""
-        w, t, g = word(self.itemsize), ctype(self.index).storage, self.group
-        iv, ov = g * (self.index.info.storage_bits // 8) // 16, g * self.itemsize // 16
-        per_q = 16 // (self.index.info.storage_bits // 8)  # index values in one 16-byte vector
-        checked = self.mode != "launch"
-        fetch = [
-            "long long v = (long long)x.e[j];",
-            "if (v < 0) v += numel;",
-            "const bool ok = (unsigned long long)v < (unsigned long long)numel;",
-            "o.e[j] = src[ok ? v : 0];  // no branch: the group's reads all go out before any is used",
-        ]
-        if checked:
-            fetch.append("bad_here |= !ok;")
-        if self.mode == "fused":  # the good elements of a group with a bad index go one by one
-            store = [
-                "if (!bad_here) {",
-                f"  for (int k = 0; k < {ov}; ++k) acl_take_store(dst + p + k * {16 // self.itemsize}, o.q[k]);",
-                "} else {",
-                f"  for (int j = 0; j < {g}; ++j) {{",
-                "    long long v = (long long)x.e[j];",
-                "    if (v < 0) v += numel;",
-                "    if ((unsigned long long)v < (unsigned long long)numel) dst[p + j] = o.e[j];",
-                "  }",
-                "  bad = true;",
-                "}",
-            ]
-        else:  # launch: every index is good here; scratch: a bad group is stored too, never copied into out
-            store = [f"for (int k = 0; k < {ov}; ++k) acl_take_store(dst + p + k * {16 // self.itemsize}, o.q[k]);"]
-            if checked:
-                store.append("bad |= bad_here;")
-        tail = [
-            "long long v = (long long)index[p];",
-            "if (v < 0) v += numel;",
-            "if ((unsigned long long)v < (unsigned long long)numel) dst[p] = src[v];",
-        ]
-        if checked:
-            tail.append("else bad = true;")
-        body = [
-            f"union {{ acl_take_q q[{iv}]; {t} e[{g}]; }} x;",
-            f"union {{ acl_take_q q[{ov}]; {w} e[{g}]; }} o;",
-            f"const long long tid = (long long)({block}) * blockDim.x + threadIdx.x;",
-            f"const long long threads = (long long)({blocks}) * blockDim.x;",
-            f"const long long groups = n / {g};",
-            *(["bool bad = false;"] if checked else []),
-            "for (long long q = tid; q < groups; q += threads) {",
-            f"  const long long p = q * {g};",
-            "  #pragma unroll",
-            f"  for (int k = 0; k < {iv}; ++k) x.q[k] = acl_take_load(index + p + k * {per_q});",
-            *(["  bool bad_here = false;"] if checked else []),
-            "  #pragma unroll",
-            f"  for (int j = 0; j < {g}; ++j) {{",
-            *("    " + line for line in fetch),
-            "  }",
-            *("  " + line for line in store),
-            "}",
-            f"for (long long p = groups * {g} + tid; p < n; p += threads) {{",
-            *("  " + line for line in tail),
-            "}",
-        ]
-        if checked:
-            body.append("if (bad) *flag = 1;")
-        return body
-
-
-@dataclass(frozen=True)
-class TakeCopy:
-    """``ACL_TAKE_CHECK=scratch``'s second launch: ``dst = src`` (n elements, both 16-byte aligned) unless the flag
-    is set, in 16-byte streaming accesses (the elements past the last whole vector one per thread)."""
-
-    itemsize: int
-
-    @functools.cached_property
-    def kernel_name(self) -> str:
-        """The kernel's extern "C" name."""
-        return unique_name("take_copy", self)
-
-    def source(self) -> str:
-        """The complete kernel source (arguments: n, src, dst, flag)."""
-        w, per = word(self.itemsize), 16 // self.itemsize
-        params = ["const long long n", f"const {w}* __restrict__ src", f"{w}* __restrict__ dst", "const int* flag"]
-        body = [
-            "if (*flag) return;  // an index was bad: out stays as it was",
-            "const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
-            "const long long threads = (long long)gridDim.x * blockDim.x;",
-            f"const long long vecs = n / {per};",
-            "for (long long q = tid; q < vecs; q += threads) {",
-            f"  acl_take_store(dst + q * {per}, acl_take_load(src + q * {per}));",
-            "}",
-            f"for (long long p = vecs * {per} + tid; p < n; p += threads) dst[p] = src[p];",
-        ]
-        return kernel_source(
-            f"take's scratch into out, {self.itemsize}-byte elements", STREAM_HELPERS, self.kernel_name, params, body
-        )
-
-
-@dataclass(frozen=True)
-class TakeOverlap:
-    """``ACL_TAKE_CHECK=overlap``'s first launch: the whole range check beside the gather of the first ``m`` outputs.
-
-    Blocks ``[0, checkers)`` run :class:`CheckVec`'s body over all ``n`` indices (16-byte aligned: no head); the
-    blocks after them run :class:`TakeVec`'s scratch body over the first ``m`` outputs into ``scratch``. The
-    check streams the indices while the gather waits on random reads, so the two share the memory system in the
-    same time; the rest of the gather then runs as :class:`TakeVec` straight into out and :class:`TakeCopy` moves
-    the ``m`` gathered values over, both skipped when the flag is set, so ``out`` stays untouched on a bad index.
-    """
-
-    itemsize: int
-    index: D
-    CHECK_UNROLL = 4
-    """16-byte index loads in flight a check thread (:class:`CheckVec`'s; 8 takes the kernel from 40 registers a
-    thread to 60, which would cut the blocks an SM holds, the gathering ones too, from 6 to 4)."""
-
-    @functools.cached_property
-    def kernel_name(self) -> str:
-        """The kernel's extern "C" name."""
-        return unique_name("take_overlap", self)
-
-    def source(self) -> str:
-        """The complete kernel source (arguments: n, index, m, src, scratch, numel, flag, checkers)."""
-        w, t = word(self.itemsize), ctype(self.index).storage
-        params = ["const long long n_all", f"const {t}* __restrict__ index", "const long long m"]
-        params += [f"const {w}* __restrict__ src", f"{w}* __restrict__ scratch", "const long long numel", "int* flag"]
-        params += ["const long long checkers"]
-        gather = TakeVec(self.itemsize, self.index, "scratch")
-        body = [
-            "if (*flag) return;  // an earlier check of this call has failed",
-            "if ((long long)blockIdx.x < checkers) {",
-            "  const long long n = n_all, head = 0, low = -numel, high = numel;",
-            *("  " + line for line in CheckVec(self.index).body("blockIdx.x", "checkers", self.CHECK_UNROLL)),
-            "} else {",
-            "  const long long n = m;",
-            f"  {w}* __restrict__ dst = scratch;",
-            *(
-                "  " + line
-                for line in gather.body("(long long)blockIdx.x - checkers", "(long long)gridDim.x - checkers")
-            ),
-            "}",
-        ]
-        return kernel_source(
-            f"take: range check of {self.index.short} indices beside the gather of the first outputs into scratch, "
-            f"{self.itemsize}-byte elements",
-            STREAM_HELPERS,
-            self.kernel_name,
-            params,
-            body,
         )

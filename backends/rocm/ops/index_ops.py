@@ -35,9 +35,8 @@ from acl_core.spec.kernel_args import Scalar
 from acl_core.spec.ops.index_ops import diagonal_length
 from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.kernels.ctypes_map import SUPPORTED
-from acl_rocm.kernels.index_ops import CheckVec, Fill, Linspace, OneHot, Roll, TakeCopy, TakeFlat, TakeOverlap, TakeVec
-from acl_rocm.kernels.movement import BLOCK_THREADS
-from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.kernels.index_ops import CheckVec, Fill, Linspace, OneHot, Roll, TakeFlat
+from acl_rocm.launch import KernelArgs
 from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.ops.movement import MovementProgram, MovementRunner, View, view_of
 from acl_rocm.ops.sort import refuse
@@ -60,32 +59,10 @@ LOG = logging.getLogger("acl_rocm.index_ops")
 TAKE_CHECK_ENV = "ACL_TAKE_CHECK"
 """Take's index range check: ``launch`` (the default: a Check launch before the gather, so a bad index leaves
 ``out`` untouched), ``vec`` (the same, its launch :class:`CheckVec`'s 16-byte loads where the indices are contiguous
-int32/int64, else the Check launch, logged), ``fused`` (each element checks its own index in the gather, which
+int32/int64, else the Check launch, logged) or ``fused`` (each element checks its own index in the gather, which
 then reads the indices once; a bad index still fails the call with 161002 but the other elements of ``out`` are
-written), ``scratch`` (contiguous calls: :class:`TakeVec` checks each index and gathers into the stream's
-persistent scratch, then :class:`TakeCopy` copies it into ``out`` unless an index was bad, so ``out`` stays
-untouched; 2 x the element size extra bytes an element where the Check launch reads the index's size again;
-other layouts take the Check launch, logged) or ``auto`` (``scratch`` where it moves fewer bytes than the Check
-launch, 2 x the element size < the index size, e.g. fp16/bf16 values by int64 indices; else ``launch``) or
-``overlap`` (contiguous calls: :class:`TakeOverlap` checks every index in some blocks while the others gather the
-first :data:`TAKE_OVERLAP_SHARE`-th of the outputs into scratch, then :class:`TakeVec` gathers the rest into ``out``
-and :class:`TakeCopy` copies the scratch over, both skipped on a bad index: ``out`` untouched, the check's
-streaming beside random reads instead of before them; other layouts: the Check launch)."""
-TAKE_CHECKS = ("launch", "vec", "fused", "scratch", "auto", "overlap")
-TAKE_GATHER_ENV = "ACL_TAKE_GATHER"
-"""Take's gather kernel: ``grid`` (the default: :class:`TakeFlat`, one element a thread through the Meta unravel,
-any layout) or ``vec`` (:class:`TakeVec` where self, index and out are contiguous and index and out 16-byte
-aligned: a group of outputs a thread, 16-byte index loads and out stores; else ``grid``, logged)."""
-TAKE_GATHERS = ("grid", "vec")
-TAKE_OVERLAP_SHARE = 4
-"""``ACL_TAKE_CHECK=overlap`` gathers 1/4 of the outputs into scratch beside the check. Alone the check takes about
-1/12 of the gather's time (H100, int64 indices); beside random reads that hold about 2/3 of the memory bus it gets
-the other third, so it lasts as long as about 1/4 of the gather. A share too large costs the copy of its values
-(2 x the value size a byte: 1-2% of the call at 1/4); one too small leaves the end of the check alone."""
-TAKE_OVERLAP_CHECKERS = 2
-"""Check blocks per compute unit in ``overlap``'s first launch (a quarter of an H100 SM's 2048 threads)."""
-TAKE_SCRATCH_REGION = "take"
-"""The stream scratch region ``ACL_TAKE_CHECK=scratch`` gathers into (:meth:`RocmDriver.stream_scratch`)."""
+written)."""
+TAKE_CHECKS = ("launch", "vec", "fused")
 
 
 def one_word(dtype: D) -> int:
@@ -94,11 +71,6 @@ def one_word(dtype: D) -> int:
     assert np_dtype is not None
     size = np.dtype(np_dtype).itemsize
     return int(np.ones((), np_dtype).view(f"u{size}"))
-
-
-def _dense(g: Geometry) -> bool:
-    """Whether every operand of the coalesced ``g`` walks its elements one after another (one element: any)."""
-    return g.ndim == 1 and (g.shape[0] <= 1 or all(row[0] == 1 for row in g.strides))
 
 
 def _real(value: object) -> float:
@@ -116,16 +88,11 @@ class IndexOpsRunner(MovementRunner):
 
     def take_check(self) -> str:
         """The :data:`TAKE_CHECK_ENV` setting (``launch`` unless set; bad values are refused)."""
-        return self._setting(TAKE_CHECK_ENV, TAKE_CHECKS)
-
-    def take_gather(self) -> str:
-        """The :data:`TAKE_GATHER_ENV` setting (``grid`` unless set; bad values are refused)."""
-        return self._setting(TAKE_GATHER_ENV, TAKE_GATHERS)
-
-    def _setting(self, name: str, choices: tuple[str, ...]) -> str:
-        value = (self.backend.environ.get(name, "") or choices[0]).strip().lower()
-        if value not in choices:
-            raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{name}={value!r}: expected one of {choices}")
+        value = (self.backend.environ.get(TAKE_CHECK_ENV, "") or "launch").strip().lower()
+        if value not in TAKE_CHECKS:
+            raise AclnnError(
+                AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{TAKE_CHECK_ENV}={value!r}: expected one of {TAKE_CHECKS}"
+            )
         return value
 
     # ------------------------------------------------------------------ helpers
@@ -233,35 +200,7 @@ class IndexOpsRunner(MovementRunner):
             return
         flag = self._flag(prog)
         numel = t.numel
-        setting, gather = self.take_check(), self.take_gather()
-        flat = self._take_contiguous(op, t, index, out)
-        itemsize, index_size = t.dtype.info.storage_bits // 8, index.dtype.info.storage_bits // 8
-        if setting == "auto":
-            setting = "scratch" if 2 * itemsize < index_size else "launch"
-            LOG.debug("%s: auto: %s (%d-byte values, %d-byte indices)", op, setting, itemsize, index_size)
-        if setting == "scratch" and flat is None:
-            LOG.debug("%s: %s=scratch needs contiguous aligned operands: the Check launch", op, TAKE_CHECK_ENV)
-            setting = "launch"
-        if setting == "overlap" and flat is None:
-            LOG.debug("%s: %s=overlap needs contiguous aligned operands: the Check launch", op, TAKE_CHECK_ENV)
-            setting = "launch"
-        n = index.numel
-        if setting == "overlap":
-            assert flat is not None
-            self._take_overlap(t, index, flat, flag, prog)
-            self._report(op, flag, prog, "index")
-            return
-        if setting == "scratch":
-            assert flat is not None
-            scratch = ctypes.c_void_p(0)  # a slot each run fills with the stream's scratch
-            prog.scratch, prog.scratch_bytes, prog.scratch_region = scratch, n * itemsize, TAKE_SCRATCH_REGION
-            into = TakeVec(itemsize, index.dtype, "scratch")
-            values = [ctypes.c_longlong(n), KernelArgs.pointer(flat[0]), scratch, KernelArgs.pointer(flat[2])]
-            self._flat_step(into, [*values, ctypes.c_longlong(numel), flag], n // into.group, prog)
-            values = [ctypes.c_longlong(n), scratch, KernelArgs.pointer(flat[1]), flag]
-            self._flat_step(TakeCopy(itemsize), values, n * itemsize // 16, prog)
-            self._report(op, flag, prog, "index")
-            return
+        setting = self.take_check()
         fused = setting == "fused"
         if setting == "vec" and self._check_vec(index, -numel, numel, flag, prog):
             pass
@@ -269,14 +208,6 @@ class IndexOpsRunner(MovementRunner):
             if setting == "vec":
                 LOG.debug("%s: %s indices not contiguous int32/int64: the Check launch", op, index.dtype.short)
             self.check(op, index, -numel, numel, flag, prog)
-        if gather == "vec" and flat is not None:
-            kernel = TakeVec(itemsize, index.dtype, "fused" if fused else "launch")
-            values = [ctypes.c_longlong(n), *(KernelArgs.pointer(a) for a in flat), ctypes.c_longlong(numel), flag]
-            self._flat_step(kernel, values, n // kernel.group, prog)
-            self._report(op, flag, prog, "index")
-            return
-        if gather == "vec":
-            LOG.debug("%s: %s=vec needs contiguous aligned operands: the grid gather", op, TAKE_GATHER_ENV)
         src, dst = view_of(op, t), view_of(op, out)
         g = coalesce(dst.shape, [dst.strides, index.strides])
         gs = coalesce(src.shape, [src.strides])
@@ -288,60 +219,10 @@ class IndexOpsRunner(MovementRunner):
         meta = [g.numel, *(1,) * (nd - g.ndim), *g.shape]
         meta += [*pad, *g.strides[0], *pad, *g.strides[1], *(1,) * (nd - gs.ndim), *gs.shape, *spad, *gs.strides[0]]
         kernel = TakeFlat(src.itemsize, index.dtype, nd, idx, fused)
-        values = [KernelArgs.pointer(src.address), KernelArgs.pointer(dst.address)]
+        values: list[Any] = [KernelArgs.pointer(src.address), KernelArgs.pointer(dst.address)]
         values += [KernelArgs.pointer(view_of(op, index).address), ctypes.c_longlong(numel), flag]
         self._launch(kernel, meta, idx, values, g.numel, prog)
         self._report(op, flag, prog, "index")
-
-    def _take_overlap(
-        self, t: AclTensor, index: AclTensor, flat: tuple[int, int, int], flag: ctypes.c_void_p, prog: MovementProgram
-    ) -> None:
-        """``overlap``: the check beside the gather of the first outputs into scratch, then the rest into out and
-        the scratch copied over (both skipped on a bad index)."""
-        src, dst, ix = flat
-        n, itemsize = index.numel, t.dtype.info.storage_bits // 8
-        index_size = index.dtype.info.storage_bits // 8
-        kernel = TakeVec(itemsize, index.dtype, "launch")
-        m = n // TAKE_OVERLAP_SHARE // kernel.group * kernel.group  # whole groups: the rest stays 16-byte aligned
-        scratch = ctypes.c_void_p(0)  # a slot each run fills with the stream's scratch
-        prog.scratch, prog.scratch_bytes, prog.scratch_region = scratch, max(m * itemsize, 16), TAKE_SCRATCH_REGION
-        first = TakeOverlap(itemsize, index.dtype)
-        block = BLOCK_THREADS
-        vectors = -(-n * index_size // 16)  # the check's 16-byte loads: no more check blocks than one each
-        checkers = max(1, min(self.backend.properties.compute_units * TAKE_OVERLAP_CHECKERS, -(-vectors // block)))
-        gatherers = self.backend.elementwise_config(max(m // kernel.group, 1), 1)
-        assert gatherers.block[0] == block, "TakeOverlap's blocks are the movement kernels' 256 threads"
-        config = LaunchConfig((checkers + gatherers.grid[0], 1, 1), gatherers.block)
-        values = [ctypes.c_longlong(n), KernelArgs.pointer(ix), ctypes.c_longlong(m), KernelArgs.pointer(src)]
-        values += [scratch, ctypes.c_longlong(t.numel), flag, ctypes.c_longlong(checkers)]
-        function = self.backend.function(first.source(), first.kernel_name)
-        self._flush_checks(prog)
-        prog.steps.append(Prepared(function, config, KernelArgs(values)))
-        values = [ctypes.c_longlong(n - m), KernelArgs.pointer(src), KernelArgs.pointer(dst + m * itemsize)]
-        values += [KernelArgs.pointer(ix + m * index_size), ctypes.c_longlong(t.numel), flag]
-        self._flat_step(kernel, values, (n - m) // kernel.group, prog)
-        if m:
-            values = [ctypes.c_longlong(m), scratch, KernelArgs.pointer(dst), flag]
-            self._flat_step(TakeCopy(itemsize), values, m * itemsize // 16, prog)
-
-    def _take_contiguous(self, op: str, t: AclTensor, index: AclTensor, out: AclTensor) -> tuple[int, int, int] | None:
-        """(self, out, index) addresses when all three are contiguous, self not empty and index and out 16-byte
-        aligned, else None."""
-        src, dst, ix = view_of(op, t), view_of(op, out), view_of(op, index)
-        g = coalesce(dst.shape, [dst.strides, ix.strides])
-        gs = coalesce(src.shape, [src.strides])
-        if not (_dense(g) and _dense(gs)) or src.itemsize > 16 or t.numel == 0:
-            return None
-        if dst.address % 16 or ix.address % 16:
-            return None
-        return src.address, dst.address, ix.address
-
-    def _flat_step(self, kernel: TakeVec | TakeCopy, values: list[Any], work: int, prog: MovementProgram) -> None:
-        """Append a launch of ``kernel`` (plain arguments, no Meta) sized for ``work`` items, after pending checks."""
-        self._flush_checks(prog)
-        function = self.backend.function(kernel.source(), kernel.kernel_name)
-        config = self.backend.elementwise_config(max(work, 1), 1)
-        prog.steps.append(Prepared(function, config, KernelArgs(values)))
 
     def _check_vec(self, index: AclTensor, low: int, high: int, flag: ctypes.c_void_p, prog: MovementProgram) -> bool:
         """Launch :class:`CheckVec` over ``index`` when it is contiguous int32/int64 (else False: nothing launched)."""

@@ -202,8 +202,6 @@ class MovementRunner:
         """Launch a recorded program on ``stream``, with a fresh device check flag when it has one."""
         with prog.lock:  # the flag slot is shared by the program's packed arguments
             flag = 0
-            if prog.scratch is not None:
-                prog.scratch.value = self.backend.driver.stream_scratch(stream, prog.scratch_bytes, prog.scratch_region)
             if prog.flag is not None:
                 flag = self.backend.driver.check_flag(stream)
                 prog.flag.value = flag
@@ -703,10 +701,6 @@ class MovementProgram:
     report: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     pending: list[PendingCheck] = field(default_factory=list)
-    scratch: ctypes.c_void_p | None = None
-    """A slot each run fills with the stream's persistent scratch (``scratch_bytes`` of ``scratch_region``)."""
-    scratch_bytes: int = 0
-    scratch_region: str = ""
 
     def add(self, prepared: Prepared | None) -> None:
         """Append a prepared launch (None launches nothing)."""
