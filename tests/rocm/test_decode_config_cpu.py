@@ -16,9 +16,12 @@ from acl_rocm.kernels.attention_decode import (
     BLOCK_ROWS,
     BLOCK_THREADS,
     BLOCKS_PER_UNIT,
+    DEFAULT_DECODE_SETTING,
     KEYS_PER_WARP,
     MAX_SPLITS,
     MIN_CHUNK,
+    PIPE_BLOCKS_PER_UNIT,
+    PIPE_STAGES,
     DecodeConfig,
     DecodeInstance,
     decode_source,
@@ -142,6 +145,27 @@ def test_an_invalid_environment_setting_raises_at_plan_time() -> None:
     assert int(info.value.code) == 100000  # ACL_ERROR_INVALID_PARAM
     planner.use_config("fused")
     assert planner.config.fused and planner.config_key.startswith("fused")
+
+
+def test_the_backend_runs_the_measured_default_where_nothing_is_set() -> None:
+    """ACL_DECODE_CONFIG unset or empty: DEFAULT_DECODE_SETTING (the pipelined split kernel at PIPE_BLOCKS_PER_UNIT
+    blocks a unit, the short-cache kernel launched programmatically); a setting of one's own starts plain."""
+
+    class Holder:
+        environ: dict[str, str] = {}
+
+    planner = DecodeAttention(Holder())  # type: ignore[arg-type]
+    cfg = planner.config
+    assert cfg == parse_decode_config(DEFAULT_DECODE_SETTING)
+    assert (cfg.pipe, cfg.pipe_bpu, cfg.bpdl, cfg.block) == (PIPE_STAGES, PIPE_BLOCKS_PER_UNIT, True, AUTO_BLOCK_KEYS)
+    Holder.environ["ACL_DECODE_CONFIG"] = ""
+    planner.use_config(None)
+    assert planner.config == cfg
+    Holder.environ["ACL_DECODE_CONFIG"] = "two"
+    planner.use_config(None)
+    assert (planner.config.pipe, planner.config.bpdl) == (0, False)
+    pbpu = parse_decode_config("auto,pipe,pbpu=3")
+    assert pbpu.pipe_bpu == 3 and parse_decode_config(str(pbpu)) == pbpu
 
 
 @pytest.mark.parametrize("capacity", [1, 7, 8, 9, 96, 1000, 32_768])

@@ -226,7 +226,7 @@ def test_pdl_trigger_switch_and_injection() -> None:
     from acl_rocm.pdl import triggers, with_trigger
 
     assert triggers({"ACL_PDL": "1"}) and triggers({"ACL_PDL": "regs", "ACL_PDL_TRIGGER": "1"})
-    assert not triggers({}) and not triggers({"ACL_PDL": "0"})
+    assert triggers({}) and not triggers({"ACL_PDL": "0"})  # on by default
     assert not triggers({"ACL_PDL": "1", "ACL_PDL_TRIGGER": "0"})
     assert not triggers({"ACL_PDL": "bad"})
     src = 'ACL_DEV int f(int x);\nextern "C" __global__ void __launch_bounds__(256) k(const int* a, int n) {\n  x;\n}'

@@ -24,7 +24,7 @@ from tests.rocm.decode_cases import assert_outputs_close, decode_args, split_cou
 pytestmark = pytest.mark.gpu
 
 EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
-CONFIGS = ("two,pipe", "two,pipe=2,pkeys=32", "two,pipe,bpu=2", "fused,pipe,bpu=8", "two,pipe=8,chunk=16")
+CONFIGS = ("two,pipe", "two,pipe=2,pkeys=32", "two,pipe,pbpu=4", "fused,pipe,pbpu=8", "two,pipe=8,chunk=16")
 """The decode bench's pipe rows (tools/bench/decode.py's PIPE_CONFIGS), the one-launch ending with more splits, and
 more stages than fit (clamped to what fits: 5 at D 128, 4 at D 64) over chunks of one stage."""
 

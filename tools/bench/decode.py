@@ -62,24 +62,18 @@ decode kernels in one run (rocm; other backends time the case once)."""
 PAGED_MODES = ("tile", "direct", "gather")
 """``ACL_PAGED_DECODE`` choices the paged rows time on rocm (``tile``: a table entry a warp's tile, the default;
 ``direct``: a table entry a key row; ``gather``: copy, then dense)."""
-PIPE_CONFIGS = ("two,pipe", "two,pipe,bpu=2", "two,pipe=2,pkeys=32")
-"""The pipelined split kernel's rows (K / V tiles staged by cp.async): 4 stages of 16 keys, the same over half the
-splits (longer blocks, fewer partials), 2 stages of 32 keys."""
+PIPE_CONFIGS = ("two", "two,pipe,pbpu=4", "two,pipe=2,pkeys=32")
+"""Rows beside rocm's default (the pipelined split kernel, 4 stages of 16 keys, 2 blocks a compute unit): the
+register-tile split kernel (the default until 2026-12-06), the pipeline at 4 blocks a unit, 2 stages of 32 keys."""
 DECODE_CONFIGS = ("two,wide", "two,bpu=8", "two,wide,bpu=8", "two,kpw=16", *PIPE_CONFIGS)
 """``ACL_DECODE_CONFIG`` settings the dense IncreFlashAttention rows of the shapes' ``config_lengths`` also time on
 rocm, each a row beside the default (the split kernel's bandwidth at long caches: 16-byte loads, more splits, more
 keys a warp tile, a cp.async pipeline)."""
-SHORT_CONFIGS = (
-    "auto,bsplit=4",
-    "auto,bsplit=4,bthreads=128",
-    "auto,bsplit=8,bthreads=64",
-    "auto,bpdl",
-    "auto,bsplit=4,bthreads=128,bpdl",
-)
+SHORT_CONFIGS = ("auto", "auto,bsplit=4,bthreads=128,bpdl")
 """``ACL_DECODE_CONFIG`` settings the short-cache rows (``--only ShortDecode``: the Qwen3 runner's decode attention)
-also time on rocm, each a row beside the default (a block per query head, the whole cache): the keys cut over 4 or
-8 blocks of one launch whose last block combines (``bsplit``), with 256, 128 or 64 threads a block, and the launch
-programmatic (``bpdl``: each call of the row's graph scheduled while the one before it runs, waiting on it)."""
+also time on rocm, each a row beside the default (the block kernel launched programmatically, ``bpdl``): the same
+launched plainly (the default until 2026-12-06), and the keys cut over 4 blocks of one launch whose last block
+combines (``bsplit``; on the H100, 2026-12-06 21:45, bsplit=4/8 lost at batch 8 and gained nothing at batch 1)."""
 
 HBM_GBPS: dict[str, float] = {"H200": 4800.0, "H100": 3350.0, "MI300X": 5300.0, "MI325X": 6000.0}
 """Peak HBM bandwidth by device-name fragment (vendor figures, GB/s)."""

@@ -77,6 +77,15 @@ PIPE_STAGES: Final = 4
 """``cp.async`` stages of the pipelined split kernel by default (``pipe``): three tiles in flight a block."""
 PIPE_KEYS: Final = 16
 """Keys a stage of the pipelined split kernel holds by default: a key per 8-lane group of its 128 threads."""
+PIPE_BLOCKS_PER_UNIT: Final = 2
+"""Split blocks per compute unit where the pipelined kernel takes a call (``pbpu``): on the H100 (2026-12-06
+21:45, results/h100-2026-12-06i, N16/8 D128 bf16, graph µs) 54.4 at 32k keys and 12.5 at 4k, against 57.8 / 13.6
+at 4 a unit and the register-tile kernel's 72.6 / 16.0 (torch SDPA 50.2 / 9.3)."""
+DEFAULT_DECODE_SETTING: Final = "auto,pipe,bpdl"
+"""What runs where ``ACL_DECODE_CONFIG`` is unset or empty: short caches on the block kernel launched
+programmatically, longer ones on the pipelined split kernel (:data:`PIPE_BLOCKS_PER_UNIT`); chosen from the H100
+figures of 2026-12-06 21:45. A setting of one's own starts from the plain kernels (:class:`DecodeConfig`'s field
+defaults) and names every choice it wants."""
 PIPE_SMEM: Final = 40 * 1024
 """Shared bytes the pipelined kernel's stages may take (static shared memory stays under 48 KiB with the merge's)."""
 
@@ -104,7 +113,8 @@ def decode_splits(
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    """How decode calls run (env ``ACL_DECODE_CONFIG``, :func:`parse_decode_config`); the defaults are today's path."""
+    """How decode calls run (env ``ACL_DECODE_CONFIG``, :func:`parse_decode_config`); the field defaults are the plain
+    kernels a setting starts from (:data:`DEFAULT_DECODE_SETTING` runs where none is set)."""
 
     fused: bool = False
     """One launch (the last split block of each (batch, kv head) combines) instead of split + combine kernels."""
@@ -141,6 +151,8 @@ class DecodeConfig:
     split kernel): :mod:`acl_rocm.kernels.attention_decode_pipe`."""
     pkeys: int = PIPE_KEYS
     """Keys a pipeline stage holds (``pipe``)."""
+    pipe_bpu: int = PIPE_BLOCKS_PER_UNIT
+    """Split blocks wanted per compute unit where the pipelined kernel takes the call (``pbpu``)."""
 
     def __str__(self) -> str:
         path = "fused" if self.fused else "two"
@@ -151,7 +163,7 @@ class DecodeConfig:
         eager = ",eager" if self.eager else ""
         dbuf = ",dbuf" if self.dbuf else ""
         dbuf += ",wide" if self.wide else ""
-        dbuf += f",pipe={self.pipe},pkeys={self.pkeys}" if self.pipe else ""
+        dbuf += f",pipe={self.pipe},pkeys={self.pkeys},pbpu={self.pipe_bpu}" if self.pipe else ""
         short = ""
         if self.block > 0 or self.wide:
             short = f",bthreads={self.bthreads},brows={self.brows},beager={int(self.beager)},bheads={self.bheads}"
@@ -186,9 +198,9 @@ def parse_decode_config(text: str) -> DecodeConfig:
     ones on two or fused, whichever came before), ``bpu=N``, ``chunk=N``, ``kpw=N``, ``eager[=0|1]``,
     ``dbuf[=0|1]``, ``wide[=0|1]`` (two's split blocks in the short-cache kernel's layout), ``pipe[=S]`` (split blocks
     stage K / V through S ``cp.async`` stages, default :data:`PIPE_STAGES`; ``pipe=0``: off), ``pkeys=N`` (keys a
-    stage), and the short-cache kernel's ``bthreads=N``, ``brows=N``, ``beager[=0|1]``, ``bheads=N``, ``bsplit=N``
-    (its keys over N blocks, the last combining), ``bpdl[=0|1]`` (its launch programmatic); empty: the defaults
-    (auto over two).
+    stage), ``pbpu=N`` (its split blocks a compute unit), and the short-cache kernel's ``bthreads=N``, ``brows=N``,
+    ``beager[=0|1]``, ``bheads=N``, ``bsplit=N`` (its keys over N blocks, the last combining), ``bpdl[=0|1]`` (its
+    launch programmatic). Empty: :data:`DEFAULT_DECODE_SETTING` is the backend's (this function: the plain kernels).
     """
     cfg = DecodeConfig()
     fields: dict[str, object] = {}
@@ -233,19 +245,20 @@ def parse_decode_config(text: str) -> DecodeConfig:
             fields["pkeys"] = int(value)
         elif key in ("eager", "dbuf", "beager", "wide", "bpdl") and value in ("", "1", "0"):
             fields[key] = value != "0"
-        elif key in ("bpu", "chunk", "kpw") and value.isdigit():
+        elif key in ("bpu", "pbpu", "chunk", "kpw") and value.isdigit():
             n = int(value)
-            if key == "bpu" and not 1 <= n <= 64:
+            if key in ("bpu", "pbpu") and not 1 <= n <= 64:
                 raise ValueError(f"{item!r}: blocks per compute unit from 1 to 64")
             if key == "chunk" and (n < 8 or n > 4096 or n % 8):
                 raise ValueError(f"{item!r}: a chunk of 8 to 4096 keys, a multiple of 8")
             if key == "kpw" and n not in CONFIG_KPW:
                 raise ValueError(f"{item!r}: keys per warp tile one of {CONFIG_KPW}")
-            fields[{"bpu": "blocks_per_unit", "chunk": "min_chunk", "kpw": "kpw"}[key]] = n
+            fields[{"bpu": "blocks_per_unit", "pbpu": "pipe_bpu", "chunk": "min_chunk", "kpw": "kpw"}[key]] = n
         else:
             raise ValueError(
                 f"{item!r} is not two, fused, block, auto[=N], bpu=N, chunk=N, kpw=N, eager[=0|1], dbuf[=0|1],"
-                " wide[=0|1], pipe[=S], pkeys=N, bthreads=N, brows=N, beager[=0|1], bheads=N, bsplit=N or bpdl[=0|1]"
+                " wide[=0|1], pipe[=S], pkeys=N, pbpu=N, bthreads=N, brows=N, beager[=0|1], bheads=N, bsplit=N"
+                " or bpdl[=0|1]"
             )
     out = DecodeConfig(**{**cfg.__dict__, **fields})
     if out.wide and out.fused:

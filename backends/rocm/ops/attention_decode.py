@@ -33,6 +33,7 @@ from acl_core.tensor import AclTensor
 from acl_rocm.kernels.attention import Strides
 from acl_rocm.kernels.attention_decode import (
     DECODE_THREADS,
+    DEFAULT_DECODE_SETTING,
     MAX_DECODE_BATCH,
     MAX_LANE_VALUES,
     PIPE_SMEM,
@@ -212,7 +213,7 @@ class DecodeAttention:
         Signatures already planned keep their launches (a plan is made once per signature).
         """
         if setting is None:
-            setting = self.backend.environ.get("ACL_DECODE_CONFIG", "")
+            setting = self.backend.environ.get("ACL_DECODE_CONFIG", "") or DEFAULT_DECODE_SETTING
         try:
             self._config = parse_decode_config(setting)
         except ValueError as exc:
@@ -458,7 +459,8 @@ class DecodeAttention:
         """(splits, chunk) of ``call`` on this device."""
         cfg = self.config
         units = self.backend.properties.compute_units
-        return decode_splits(call.b, call.nkv, call.skv, units, cfg.blocks_per_unit, cfg.min_chunk)
+        per_unit = cfg.pipe_bpu if self.pipe_stages(call) else cfg.blocks_per_unit
+        return decode_splits(call.b, call.nkv, call.skv, units, per_unit, cfg.min_chunk)
 
     def plan(self, call: DecodeCall, prog: Program | None = None, kv: tuple[Any, Any] | None = None) -> Program:
         """The call's launches: split kernel, then (several splits, two-kernel path) the combine kernel.

@@ -30,6 +30,7 @@ from acl_rocm.kernels.elementwise import ufunc
 from acl_rocm.launch import KernelArgs
 from acl_rocm.ops.gemv_config import GEMV_CONFIG_ENV, PRESETS, NkPolicy, policy_for
 from acl_rocm.ops.gemv_config import parse as parse_gemv_config
+from acl_rocm.pdl import DEFAULT as PDL_DEFAULT
 from acl_rocm.pdl import PDL_ENV
 from acl_rocm.pdl import setting as pdl_setting
 from acl_rocm.providers.base import GemmCall, Matrix
@@ -357,7 +358,7 @@ class MatmulRunner:
         Asked for where the provider has none (HIP, before sm_90), it is off, and the debug log says why;
         a value it does not know raises ACL_ERROR_INVALID_PARAM.
         """
-        setting = self.backend.environ.get(PDL_ENV, "0")
+        setting = self.backend.environ.get(PDL_ENV, PDL_DEFAULT)
         if self._pdl is None or self._pdl[0] != setting:
             try:
                 mode = pdl_setting(self.backend.environ)
