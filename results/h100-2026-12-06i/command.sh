@@ -1,0 +1,6 @@
+export OUT; FP8_ACC_TIMEOUT=1 TESTS_TIMEOUT=110 CONFORMANCE_TIMEOUT=100 CONFORMANCE_OPS='Take' CONFORMANCE_PARALLEL=1 BENCH=0 QWEN=none STARTUP=0 SWEEP=.whl/s6.txt SWEEP_LINE_TIMEOUT=70 bash scripts/gpu_run.sh -k 'split_and_pdl or short_decode or split_blocks_take or split_blocks_capture or (tile_paged and bsplit) or decode_pipe or take_check_settings or take_choices_at_grid_stride or bad_index_values'
+# then, on the same warm machine (results: parity-bf16-pdl.json, qb-pdl-graph.json):
+#   ACL_PDL=1 ACL_DECODE_CONFIG=auto,pipe,bpu=2,bpdl python3 -m acl_core qwen3 parity --model /tmp/q06 --backend rocm --dtype bf16 --noise-floor --out $OUT/parity-bf16-pdl.json
+#   ACL_PDL=1 ACL_DECODE_CONFIG=auto,pipe,bpu=2,bpdl python3 -m acl_core qwen3 bench --model /tmp/q06 --backend rocm --dtype bf16 --batch 1,8 --prompt-len 64 --new-tokens 32 --prefill-len 0 --repeat 2 --no-transformers --out $OUT/qb-pdl-graph.json
+#   ACL_PDL=1 ACL_DECODE_CONFIG=auto,pipe,bpu=2,bpdl python3 -m pytest -m gpu tests/rocm -q -n 12 -k "decode or gemv or qwen3 or paged or IncreFlash or FusedInfer"   (736 passed)
+#   ACL_PDL=1 ACL_DECODE_CONFIG=auto,pipe,bpu=2,bpdl python3 -m acl_core qwen3 parity --model /tmp/q-tiny|/tmp/q06 --backend rocm --dtype fp32 (parity-*-fp32.json)
