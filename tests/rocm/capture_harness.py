@@ -208,3 +208,14 @@ def compare_replay(calls: Sequence[OpCall], stream: int) -> Any:
         calls[0].backend.driver.graph_destroy(graph)
         raise
     return graph
+
+
+def replays_like_eager(backend: Any, op: str, args: dict[str, Any]) -> None:
+    """``op(**args)`` captured on a fresh stream replays bit for bit like its eager runs (:func:`compare_replay`)."""
+    call = OpCall(backend, op, args)
+    stream = backend.runtime.create_stream()
+    try:
+        backend.driver.graph_destroy(compare_replay([call], stream))
+    finally:
+        call.free()
+        backend.runtime.destroy_stream(stream)

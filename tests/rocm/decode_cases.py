@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import ml_dtypes
 import numpy as np
 
 from acl_core.backend import Backend
@@ -58,3 +59,23 @@ def split_count(rocm: Backend, config: str, b: int, nkv: int, skv: int) -> int:
     cfg = parse_decode_config(config)
     units = rocm.properties.compute_units  # type: ignore[attr-defined]
     return decode_splits(b, nkv, skv, units, cfg.blocks_per_unit, cfg.min_chunk)[0]
+
+
+def fia_v5_args(
+    rng: np.random.Generator, args: Mapping[str, object], nq: int, nkv: int, mask: np.ndarray, layout: str = "BSND"
+) -> dict:
+    """FusedInferAttentionScoreV5 over ``args``'s decode call in fp16, with ``mask``, softmaxLse and a sink a head."""
+    key, value = args["key"], args["value"]
+    assert isinstance(key, list) and isinstance(value, list)
+    return {
+        "query": np.asarray(args["query"]).astype(np.float16),
+        "key": [key[0].astype(np.float16)],
+        "value": [value[0].astype(np.float16)],
+        "attenMaskOptional": mask,
+        "numHeads": nq,
+        "scaleValue": args["scaleValue"],
+        "inputLayout": layout,
+        "numKeyValueHeads": nkv,
+        "softmaxLseFlag": True,
+        "learnableSinkOptional": rng.uniform(-2, 2, nq).astype(ml_dtypes.bfloat16),
+    }

@@ -20,7 +20,7 @@ import pytest
 from acl_core import eager
 from acl_core.backend import Backend
 from acl_tools.bench.decode import SHORT_CONFIGS
-from tests.rocm.decode_cases import assert_outputs_close, decode_args, split_count
+from tests.rocm.decode_cases import assert_outputs_close, decode_args, fia_v5_args, split_count
 
 pytestmark = pytest.mark.gpu
 
@@ -153,7 +153,7 @@ def test_a_group_the_block_kernel_does_not_cover_takes_the_split_path(
 
 def test_block_kernel_captures_and_replays_with_a_changed_mask(rocm: Backend, decode: object) -> None:
     """The one launch captured once; each replay reads the mask on the device, so it equals its eager run."""
-    from tests.rocm.capture_harness import OpCall, compare_replay
+    from tests.rocm.capture_harness import replays_like_eager
 
     if not rocm.capabilities().stream_capture:
         pytest.fail(f"rocm does not capture here: {rocm.capabilities().notes.get('stream_capture')}")
@@ -163,13 +163,7 @@ def test_block_kernel_captures_and_replays_with_a_changed_mask(rocm: Backend, de
     args = decode_args(rng, "bfloat16", 2, 4, 2, skv, 64)
     args["attenMask"] = np.arange(skv)[None, :] >= np.array([[skv // 3], [skv - 1]])
     assert _steps(decode, rocm, args) == 1
-    call = OpCall(rocm, "IncreFlashAttention", args)
-    stream = rocm.runtime.create_stream()  # type: ignore[attr-defined]
-    try:
-        rocm.driver.graph_destroy(compare_replay([call], stream))  # type: ignore[attr-defined]
-    finally:
-        call.free()
-        rocm.runtime.destroy_stream(stream)  # type: ignore[attr-defined]
+    replays_like_eager(rocm, "IncreFlashAttention", args)
 
 
 @pytest.mark.parametrize(
@@ -186,18 +180,7 @@ def test_wide_split_blocks_match_the_reference(rocm: Backend, reference: Backend
     args["attenMask"] = rng.uniform(size=(2, nq, 1, skv)) < 0.3
     _check(rocm, reference, "IncreFlashAttention", args, config)
     assert _steps(decode, rocm, args) == 2
-    fia = {
-        "query": args["query"].astype(np.float16),
-        "key": [args["key"][0].astype(np.float16)],
-        "value": [args["value"][0].astype(np.float16)],
-        "attenMaskOptional": rng.uniform(size=(2, skv)) < 0.25,
-        "numHeads": nq,
-        "scaleValue": args["scaleValue"],
-        "inputLayout": "BSND",
-        "numKeyValueHeads": nkv,
-        "softmaxLseFlag": True,
-        "learnableSinkOptional": rng.uniform(-2, 2, nq).astype(ml_dtypes.bfloat16),
-    }
+    fia = fia_v5_args(rng, args, nq, nkv, rng.uniform(size=(2, skv)) < 0.25)
     fia["attenMaskOptional"][1] = True  # batch 1 keeps no key: the sink alone
     _check(rocm, reference, "FusedInferAttentionScoreV5", fia, f"{config} FIA V5")
 
@@ -237,18 +220,7 @@ def test_split_and_pdl_blocks_in_one_launch(rocm: Backend, reference: Backend, d
     assert _steps(decode, rocm, args) == 1
     cfg = parse_decode_config(config)
     assert cfg.bsplit > 1 or cfg.bpdl
-    fia = {
-        "query": args["query"].astype(np.float16),
-        "key": [args["key"][0].astype(np.float16)],
-        "value": [args["value"][0].astype(np.float16)],
-        "attenMaskOptional": mask,
-        "numHeads": nq,
-        "scaleValue": args["scaleValue"],
-        "inputLayout": "BNSD",
-        "numKeyValueHeads": nkv,
-        "softmaxLseFlag": True,
-        "learnableSinkOptional": rng.uniform(-2, 2, nq).astype(ml_dtypes.bfloat16),
-    }
+    fia = fia_v5_args(rng, args, nq, nkv, mask, "BNSD")
     for rerun in range(2):
         _check(rocm, reference, "FusedInferAttentionScoreV5", fia, f"{config} FIA V5 run {rerun}")
 
@@ -294,7 +266,7 @@ def test_split_blocks_take_the_fused_instance(rocm: Backend, decode: object, cap
 def test_split_blocks_capture_and_replay_with_a_changed_mask(rocm: Backend, decode: object, config: str) -> None:
     """``bsplit=4`` captured once: the counters in the capture's scratch left zero by each replay's last blocks;
     ``bpdl``: the programmatic launch captured into the graph (on sm_90+) replays like its eager run."""
-    from tests.rocm.capture_harness import OpCall, compare_replay
+    from tests.rocm.capture_harness import replays_like_eager
 
     if not rocm.capabilities().stream_capture:
         pytest.fail(f"rocm does not capture here: {rocm.capabilities().notes.get('stream_capture')}")
@@ -304,13 +276,7 @@ def test_split_blocks_capture_and_replay_with_a_changed_mask(rocm: Backend, deco
     args = decode_args(rng, "bfloat16", 2, 4, 2, skv, 64)
     args["attenMask"] = np.arange(skv)[None, :] >= np.array([[skv // 3], [skv - 1]])
     assert _steps(decode, rocm, args) == 1
-    call = OpCall(rocm, "IncreFlashAttention", args)
-    stream = rocm.runtime.create_stream()  # type: ignore[attr-defined]
-    try:
-        rocm.driver.graph_destroy(compare_replay([call], stream))  # type: ignore[attr-defined]
-    finally:
-        call.free()
-        rocm.runtime.destroy_stream(stream)  # type: ignore[attr-defined]
+    replays_like_eager(rocm, "IncreFlashAttention", args)
 
 
 @pytest.mark.parametrize("bheads", [1, 2, 8])

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import os
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 from acl_core import eager
 from acl_core.backend import Backend
 from tests.conftest import assert_close
-from tests.rocm.decode_cases import decode_args, split_count
+from tests.rocm.decode_cases import decode_args, fia_v5_args, split_count
 
 pytestmark = pytest.mark.gpu
 
@@ -50,18 +49,7 @@ def test_each_config_matches_the_reference(rocm: Backend, reference: Backend, de
     got = eager.run("IncreFlashAttention", rocm, **args)
     assert rocm.attention.last_path == "decode"  # type: ignore[attr-defined]
     assert_close(got["attentionOut"], expected["attentionOut"], atol=1.6e-2, rtol=1.6e-2)
-    fia = {
-        "query": args["query"].astype(np.float16),
-        "key": [args["key"][0].astype(np.float16)],
-        "value": [args["value"][0].astype(np.float16)],
-        "attenMaskOptional": rng.uniform(size=(2, skv)) < 0.25,
-        "numHeads": nq,
-        "scaleValue": args["scaleValue"],
-        "inputLayout": "BSND",
-        "numKeyValueHeads": nkv,
-        "softmaxLseFlag": True,
-        "learnableSinkOptional": rng.uniform(-2, 2, nq).astype(ml_dtypes.bfloat16),
-    }
+    fia = fia_v5_args(rng, args, nq, nkv, rng.uniform(size=(2, skv)) < 0.25)
     fia["attenMaskOptional"][1] = True  # batch 1 keeps no key: the sink alone
     expected = eager.run("FusedInferAttentionScoreV5", reference, **fia)
     got = eager.run("FusedInferAttentionScoreV5", rocm, **fia)
@@ -118,7 +106,7 @@ def test_fused_is_one_launch(rocm: Backend, decode: object) -> None:
 @pytest.mark.parametrize("config", ["fused", "fused,eager,chunk=16", "fused,dbuf,bpu=8"])
 def test_fused_captures_and_replays(rocm: Backend, decode: object, config: str) -> None:
     """Captured once, replayed with the mask changed: each replay combines (its counters were left at zero)."""
-    from tests.rocm.capture_harness import OpCall, compare_replay
+    from tests.rocm.capture_harness import replays_like_eager
 
     if not rocm.capabilities().stream_capture:
         pytest.fail(f"rocm does not capture here: {rocm.capabilities().notes.get('stream_capture')}")
@@ -127,13 +115,7 @@ def test_fused_captures_and_replays(rocm: Backend, decode: object, config: str) 
     skv = 130 if EMULATED else 4096
     args = decode_args(rng, "bfloat16", 2, 4, 2, skv, 64)
     args["attenMask"] = np.arange(skv)[None, :] >= np.array([[skv // 3], [skv - 1]])
-    call = OpCall(rocm, "IncreFlashAttention", args)
-    stream = rocm.runtime.create_stream()  # type: ignore[attr-defined]
-    try:
-        rocm.driver.graph_destroy(compare_replay([call], stream))  # type: ignore[attr-defined]
-    finally:
-        call.free()
-        rocm.runtime.destroy_stream(stream)  # type: ignore[attr-defined]
+    replays_like_eager(rocm, "IncreFlashAttention", args)
 
 
 def test_fused_on_two_streams(rocm: Backend, reference: Backend, decode: object) -> None:

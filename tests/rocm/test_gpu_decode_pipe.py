@@ -12,14 +12,13 @@ from __future__ import annotations
 import logging
 import os
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 from acl_core import eager
 from acl_core.backend import Backend
 from acl_rocm.kernels.attention_decode import decode_splits
-from tests.rocm.decode_cases import assert_outputs_close, decode_args, split_count
+from tests.rocm.decode_cases import assert_outputs_close, decode_args, fia_v5_args, split_count
 
 pytestmark = pytest.mark.gpu
 
@@ -81,18 +80,7 @@ def test_each_pipe_config_matches_the_reference(rocm: Backend, reference: Backen
     filled = np.array([skv // 2 + 5, skv])
     args["attenMask"] = (np.arange(skv)[None, :] >= filled[:, None])[:, None, None, :]
     assert _check(rocm, reference, decode, "IncreFlashAttention", args, config) >= 2, "not the pipelined kernel"
-    fia = {
-        "query": args["query"].astype(np.float16),
-        "key": [args["key"][0].astype(np.float16)],
-        "value": [args["value"][0].astype(np.float16)],
-        "attenMaskOptional": rng.uniform(size=(2, skv)) < 0.25,
-        "numHeads": nq,
-        "scaleValue": args["scaleValue"],
-        "inputLayout": "BSND",
-        "numKeyValueHeads": nkv,
-        "softmaxLseFlag": True,
-        "learnableSinkOptional": rng.uniform(-2, 2, nq).astype(ml_dtypes.bfloat16),
-    }
+    fia = fia_v5_args(rng, args, nq, nkv, rng.uniform(size=(2, skv)) < 0.25)
     fia["attenMaskOptional"][1] = True  # batch 1 keeps no key: the sink alone
     assert _check(rocm, reference, decode, "FusedInferAttentionScoreV5", fia, f"{config} FIA") >= 2
 
@@ -146,7 +134,7 @@ def test_calls_pipe_does_not_cover_take_the_split_kernel(
 
 def test_pipe_captures_and_replays_with_a_changed_mask(rocm: Backend, decode: object) -> None:
     """Captured once (split + combine), replayed with the mask changed in place: each replay equals its eager run."""
-    from tests.rocm.capture_harness import OpCall, compare_replay
+    from tests.rocm.capture_harness import replays_like_eager
 
     if not rocm.capabilities().stream_capture:
         pytest.fail(f"rocm does not capture here: {rocm.capabilities().notes.get('stream_capture')}")
@@ -155,13 +143,7 @@ def test_pipe_captures_and_replays_with_a_changed_mask(rocm: Backend, decode: ob
     skv = 130 if EMULATED else 4096
     args = decode_args(rng, "bfloat16", 2, 4, 2, skv, 64)
     args["attenMask"] = np.arange(skv)[None, :] >= np.array([[skv // 3], [skv - 1]])
-    call = OpCall(rocm, "IncreFlashAttention", args)
-    stream = rocm.runtime.create_stream()  # type: ignore[attr-defined]
-    try:
-        rocm.driver.graph_destroy(compare_replay([call], stream))  # type: ignore[attr-defined]
-    finally:
-        call.free()
-        rocm.runtime.destroy_stream(stream)  # type: ignore[attr-defined]
+    replays_like_eager(rocm, "IncreFlashAttention", args)
 
 
 def test_fused_pipe_is_bit_identical_to_two_kernel_pipe(rocm: Backend, decode: object) -> None:

@@ -156,17 +156,11 @@ def test_a_table_entry_past_the_pool_fails_at_synchronisation(rocm: Backend, mod
 
 def test_paged_decode_captures_and_replays(rocm: Backend, mode: str) -> None:
     """Captured once; a replay reads the table and the pool on the device (changed in place between replays)."""
-    from tests.rocm.capture_harness import OpCall, compare_replay
+    from tests.rocm.capture_harness import replays_like_eager
 
     if not rocm.capabilities().stream_capture:
         pytest.fail(f"rocm does not capture here: {rocm.capabilities().notes.get('stream_capture')}")
     rng = np.random.default_rng(17)
     args = paged_case(rng, D.ACL_BF16, "BNSD", "BnNBsD", NQ, NKV, 1, LENGTHS[:2], DIM, BLOCK, FIA_PAGED_NAMES,
                       **{**FIA_DEFAULTS, "blockSize": BLOCK})  # fmt: skip
-    call = OpCall(rocm, "FusedInferAttentionScore", args)
-    stream = rocm.runtime.create_stream()  # type: ignore[attr-defined]
-    try:
-        rocm.driver.graph_destroy(compare_replay([call], stream))  # type: ignore[attr-defined]
-    finally:
-        call.free()
-        rocm.runtime.destroy_stream(stream)  # type: ignore[attr-defined]
+    replays_like_eager(rocm, "FusedInferAttentionScore", args)
