@@ -193,61 +193,28 @@ def test_fused_source_counts_and_resets() -> None:
     assert DecodeInstance(D.ACL_BF16, 128, 2, True, fused=True).split_name.startswith("acl_decode_fused_")
 
 
-def test_bsplit_parses_round_trips_and_is_named_when_bad() -> None:
-    """``bsplit=N`` (1, 2, 4, 8): in the setting's text only when above 1 (the default's text is unchanged)."""
-    assert parse_decode_config("block,bsplit=4") == DecodeConfig(block=BLOCK_ALWAYS, bsplit=4)
-    assert "bsplit=4" in str(parse_decode_config("auto,bsplit=4")) and "bsplit" not in str(DecodeConfig())
-    for text in ("auto,bsplit=2", "block,bsplit=8,bheads=0", "auto=128,bsplit=1"):
-        cfg = parse_decode_config(text)
-        assert parse_decode_config(str(cfg)) == cfg, text
-    assert parse_decode_config("auto,bpdl").bpdl and "bpdl" in str(parse_decode_config("auto,bsplit=2,bpdl"))
+def test_bpdl_parses_round_trips_and_is_named_when_bad() -> None:
+    """``bpdl[=0|1]``: in the setting's text only when on (the default's text is unchanged)."""
+    assert parse_decode_config("auto,bpdl").bpdl and "bpdl" in str(parse_decode_config("auto,bpdl"))
     assert not parse_decode_config("auto,bpdl=0").bpdl and "bpdl" not in str(DecodeConfig())
-    cfg = parse_decode_config("block,bsplit=4,bpdl")
+    cfg = parse_decode_config("block,bpdl,bheads=0")
     assert parse_decode_config(str(cfg)) == cfg
-    for bad in ("bsplit=3", "bsplit=16", "bsplit=x", "bpdl=2"):
+    for bad in ("bpdl=2", "bsplit=4"):  # bsplit was removed (2026-12-07): named as unknown
         with pytest.raises(ValueError, match=bad.split("=")[0]):
             parse_decode_config(f"block,{bad}")
 
 
-def test_bsplit_cuts_the_cache_in_granules() -> None:
-    """(splits, chunk) of ``bsplit``: chunks of whole 16-key granules; a cache of one granule stays one block."""
-    from types import SimpleNamespace
-
-    from acl_rocm.ops.attention_decode import BLOCK_SPLIT_GRANULE
-
-    planner = DecodeAttention.__new__(DecodeAttention)
-    for text, skv, want in (
-        ("block,bsplit=4", 128, (4, 32)),
-        ("block,bsplit=4", 96, (3, 32)),
-        ("block,bsplit=8", 128, (8, 16)),
-        ("block,bsplit=8", 100, (7, 16)),
-        ("block,bsplit=2", 70, (2, 48)),
-        ("block,bsplit=4", BLOCK_SPLIT_GRANULE, (1, BLOCK_SPLIT_GRANULE)),
-        ("block", 128, (1, 128)),
-    ):
-        planner._config = parse_decode_config(text)
-        splits, chunk = planner.block_splits(SimpleNamespace(skv=skv))  # type: ignore[arg-type]
-        assert (splits, chunk) == want, (text, skv)
-        assert (splits - 1) * chunk < skv <= splits * chunk
-
-
-def test_fused_block_source_counts_and_resets() -> None:
-    """A fused (``bsplit``) instance counts its blocks and resets the counter; a plain one has neither."""
+def test_block_source_waits_only_when_programmatic() -> None:
+    """A ``bpdl`` instance waits on its predecessor before its first global read and triggers its successor right
+    after; a plain one does neither."""
     from acl_core.dtypes import DataType as D
 
-    fused = BlockInstance(D.ACL_BF16, 128, 1, True, share=2, rows=2, fused=True)
-    src = block_source(fused)
-    assert "ACL_ATOMIC_INC(counters + blk)" in src and "counters[blk] = 0u" in src and "unsigned* counters" in src
-    from acl_rocm.kernels.attention_decode import BLOCK_SPLIT_CHOICES
-    from acl_rocm.kernels.attention_decode_block import MAX_BSPLIT
-
-    assert max(BLOCK_SPLIT_CHOICES) <= MAX_BSPLIT and f"#define MAX_BSPLIT {MAX_BSPLIT}" in src
     plain = BlockInstance(D.ACL_BF16, 128, 1, True, share=2, rows=2)
     pdl = block_source(BlockInstance(D.ACL_BF16, 128, 1, True, share=2, rows=2, pdl=True))
     # the wait comes before the first global read (the query row), the trigger right after it
     assert pdl.index("ACL_PDL_WAIT();") < pdl.index("ACL_PDL_LAUNCH_DEPENDENTS();") < pdl.index("const st* q_row")
-    assert "ACL_PDL_WAIT();" not in block_source(plain) and "ACL_PDL_WAIT();" not in src
-    assert "counters" not in block_source(plain) and plain.name != fused.name
+    assert "ACL_PDL_WAIT();" not in block_source(plain)
+    assert plain.name != BlockInstance(D.ACL_BF16, 128, 1, True, share=2, rows=2, pdl=True).name
 
 
 def _zeroed(address: int, nbytes: int) -> bool:

@@ -185,25 +185,14 @@ def test_wide_split_blocks_match_the_reference(rocm: Backend, reference: Backend
     _check(rocm, reference, "FusedInferAttentionScoreV5", fia, f"{config} FIA V5")
 
 
-SPLIT_CONFIGS = (
-    "block,bsplit=2",
-    "block,bsplit=4",
-    "block,bsplit=8,bheads=0",
-    "block,bsplit=4,bthreads=128,beager=0",
-    "block,bpdl",
-    "block,bsplit=4,bpdl",
-)
-"""``bsplit``: a (batch, head block)'s keys over N blocks of one launch, the last combining (the bench's choices and
-the whole GQA group a block, the mask-first loads); ``bpdl``: the launch programmatic, alone and with ``bsplit``."""
+PDL_CONFIGS = ("block,bpdl", "block,bpdl,bheads=0", "block,bpdl,bthreads=128,beager=0")
+"""``bpdl``: the launch programmatic, with one query head a block, the whole GQA group, the mask-first loads."""
 
 
-@pytest.mark.parametrize("config", SPLIT_CONFIGS)
-def test_split_and_pdl_blocks_in_one_launch(rocm: Backend, reference: Backend, decode: object, config: str) -> None:
-    """``bsplit=N``: the Qwen3 decode shape (the capacity under a per-head mask hiding the unwritten tail, uneven
-    actual lengths, a head that keeps no key), IFA then FIA V5 with lse and a sink, one launch of a fused instance;
-    run twice, so the second call finds the counters its first left zero."""
-    from acl_rocm.kernels.attention_decode import parse_decode_config
-
+@pytest.mark.parametrize("config", PDL_CONFIGS)
+def test_pdl_blocks_in_one_launch(rocm: Backend, reference: Backend, decode: object, config: str) -> None:
+    """``bpdl``: the Qwen3 decode shape (the capacity under a per-head mask hiding the unwritten tail, uneven
+    actual lengths, a head that keeps no key), IFA then FIA V5 with lse and a sink, one launch, run twice."""
     decode.use_config(config)  # type: ignore[attr-defined]
     rng = np.random.default_rng(67)
     skv, d, nq, nkv = (70, 64, 4, 2) if EMULATED else (128, 128, 16, 8)
@@ -218,8 +207,6 @@ def test_split_and_pdl_blocks_in_one_launch(rocm: Backend, reference: Backend, d
     for rerun in range(2):
         _check(rocm, reference, "IncreFlashAttention", args, f"{config} run {rerun}")
     assert _steps(decode, rocm, args) == 1
-    cfg = parse_decode_config(config)
-    assert cfg.bsplit > 1 or cfg.bpdl
     fia = fia_v5_args(rng, args, nq, nkv, mask, "BNSD")
     for rerun in range(2):
         _check(rocm, reference, "FusedInferAttentionScoreV5", fia, f"{config} FIA V5 run {rerun}")
@@ -244,28 +231,10 @@ def test_each_benched_short_decode_config_matches_the_reference(
         assert _steps(decode, rocm, args) == 1
 
 
-def test_split_blocks_take_the_fused_instance(rocm: Backend, decode: object, caplog: pytest.LogCaptureFixture) -> None:
-    """``bsplit=4`` over a 128-key cache: 4 blocks of 32 keys a (batch, head block), the path line says so; a cache
-    of one granule (16 keys) stays one block a head block (no scratch, no counter)."""
-    from acl_rocm.ops.attention_decode import BLOCK_SPLIT_GRANULE
-
-    decode.use_config("block,bsplit=4")  # type: ignore[attr-defined]
-    rng = np.random.default_rng(71)
-    args = decode_args(rng, "bfloat16", 1, 4, 2, 128, 64)
-    with caplog.at_level(logging.DEBUG, logger="acl_rocm.attention"):
-        eager.run("IncreFlashAttention", rocm, **args)
-    assert "4 blocks of 32 keys, the last combining" in caplog.text, caplog.text[-2000:]
-    args = decode_args(rng, "bfloat16", 1, 4, 2, BLOCK_SPLIT_GRANULE, 64)
-    caplog.clear()
-    with caplog.at_level(logging.DEBUG, logger="acl_rocm.attention"):
-        eager.run("IncreFlashAttention", rocm, **args)
-    assert "short-cache block kernel" in caplog.text and "the last combining" not in caplog.text, caplog.text[-2000:]
-
-
-@pytest.mark.parametrize("config", ["auto,bsplit=4", "auto,bsplit=4,bpdl", "auto,bpdl"])
-def test_split_blocks_capture_and_replay_with_a_changed_mask(rocm: Backend, decode: object, config: str) -> None:
-    """``bsplit=4`` captured once: the counters in the capture's scratch left zero by each replay's last blocks;
-    ``bpdl``: the programmatic launch captured into the graph (on sm_90+) replays like its eager run."""
+@pytest.mark.parametrize("config", ["auto", "auto,bpdl"])
+def test_short_decode_capture_and_replay_with_a_changed_mask(rocm: Backend, decode: object, config: str) -> None:
+    """The short-cache kernel captured once, plainly and under ``bpdl`` (the programmatic launch captured into the
+    graph on sm_90+), replays like its eager run."""
     from tests.rocm.capture_harness import replays_like_eager
 
     if not rocm.capabilities().stream_capture:

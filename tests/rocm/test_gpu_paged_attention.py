@@ -98,13 +98,12 @@ TILE_BLOCK = 32 if EMULATED else 128
     ("config", "lengths", "kernel"),
     [
         ("auto", (200, 77), "short-cache block kernel"),
-        ("auto,bsplit=4", (200, 77), "4 blocks of 64 keys, the last combining"),
         ("two", LENGTHS, "splits of"),
         ("two,wide", LENGTHS, "in the short-cache layout"),
         ("fused,dbuf", LENGTHS, "splits of"),
         ("two,eager,kpw=16", LENGTHS, "splits of"),
     ],
-    ids=["block", "bsplit", "two", "wide", "fused-dbuf", "eager-kpw16"],
+    ids=["block", "two", "wide", "fused-dbuf", "eager-kpw16"],
 )
 @pytest.mark.parametrize("form", ["BnBsH", "BnNBsD", "NZ"])
 def test_tile_paged_decode_reads_a_table_entry_a_tile(

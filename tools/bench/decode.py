@@ -69,11 +69,10 @@ DECODE_CONFIGS = ("two,wide", "two,bpu=8", "two,wide,bpu=8", "two,kpw=16", *PIPE
 """``ACL_DECODE_CONFIG`` settings the dense IncreFlashAttention rows of the shapes' ``config_lengths`` also time on
 rocm, each a row beside the default (the split kernel's bandwidth at long caches: 16-byte loads, more splits, more
 keys a warp tile, a cp.async pipeline)."""
-SHORT_CONFIGS = ("auto", "auto,bsplit=4,bthreads=128,bpdl")
+SHORT_CONFIGS = ("auto",)
 """``ACL_DECODE_CONFIG`` settings the short-cache rows (``--only ShortDecode``: the Qwen3 runner's decode attention)
 also time on rocm, each a row beside the default (the block kernel launched programmatically, ``bpdl``): the same
-launched plainly (the default until 2026-12-06), and the keys cut over 4 blocks of one launch whose last block
-combines (``bsplit``; on the H100, 2026-12-06 21:45, bsplit=4/8 lost at batch 8 and gained nothing at batch 1)."""
+launched plainly (the default until 2026-12-06)."""
 
 HBM_GBPS: dict[str, float] = {"H200": 4800.0, "H100": 3350.0, "MI300X": 5300.0, "MI325X": 6000.0}
 """Peak HBM bandwidth by device-name fragment (vendor figures, GB/s)."""

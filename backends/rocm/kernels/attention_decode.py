@@ -140,9 +140,6 @@ class DecodeConfig:
     """Query heads per block of the short-cache kernel (0: the whole GQA group; fewer: more blocks a kv head)."""
     wide: bool = False
     """The two-kernel path's split blocks run the short-cache kernel's layout (16-byte loads), then the combine."""
-    bsplit: int = 1
-    """Blocks the short-cache kernel cuts a (batch, head block)'s keys over, in one launch (the last block to finish
-    combines the others' partials from the stream's scratch); 1: the whole cache a block."""
     bpdl: bool = False
     """The short-cache kernel launched programmatically (NVIDIA sm_90+): scheduled before its predecessor ends, it
     waits for it (``griddepcontrol.wait``) before its first read and lets its own successor be scheduled at once."""
@@ -167,7 +164,6 @@ class DecodeConfig:
         short = ""
         if self.block > 0 or self.wide:
             short = f",bthreads={self.bthreads},brows={self.brows},beager={int(self.beager)},bheads={self.bheads}"
-            short += f",bsplit={self.bsplit}" if self.bsplit > 1 else ""
             short += ",bpdl" if self.bpdl else ""
         return f"{path},bpu={self.blocks_per_unit},chunk={self.min_chunk},kpw={self.kpw}{eager}{dbuf}{short}"
 
@@ -178,8 +174,6 @@ class DecodeConfig:
 
 BLOCK_THREAD_CHOICES: Final = (64, 128, 256, 512)
 """Threads per block the short-cache kernel accepts."""
-BLOCK_SPLIT_CHOICES: Final = (1, 2, 4, 8)  # at most attention_decode_block.MAX_BSPLIT
-"""Blocks the short-cache kernel's keys split over (``bsplit``) the config accepts."""
 BLOCK_ROW_CHOICES: Final = (1, 2, 4, 8, 16)
 """Keys per lane group's tile the short-cache kernel accepts."""
 PIPE_STAGE_CHOICES: Final = (2, 3, 4, 6, 8)
@@ -199,8 +193,8 @@ def parse_decode_config(text: str) -> DecodeConfig:
     ``dbuf[=0|1]``, ``wide[=0|1]`` (two's split blocks in the short-cache kernel's layout), ``pipe[=S]`` (split blocks
     stage K / V through S ``cp.async`` stages, default :data:`PIPE_STAGES`; ``pipe=0``: off), ``pkeys=N`` (keys a
     stage), ``pbpu=N`` (its split blocks a compute unit), and the short-cache kernel's ``bthreads=N``, ``brows=N``,
-    ``beager[=0|1]``, ``bheads=N``, ``bsplit=N`` (its keys over N blocks, the last combining), ``bpdl[=0|1]`` (its
-    launch programmatic). Empty: :data:`DEFAULT_DECODE_SETTING` is the backend's (this function: the plain kernels).
+    ``beager[=0|1]``, ``bheads=N``, ``bpdl[=0|1]`` (its launch
+    programmatic). Empty: :data:`DEFAULT_DECODE_SETTING` is the backend's (this function: the plain kernels).
     """
     cfg = DecodeConfig()
     fields: dict[str, object] = {}
@@ -222,10 +216,6 @@ def parse_decode_config(text: str) -> DecodeConfig:
         elif key == "bheads" and value.isdigit():
             if int(value) not in (0, 1, 2, 4, 8):
                 raise ValueError(f"{item!r}: query heads per block 0 (the group), 1, 2, 4 or 8")
-            fields[key] = int(value)
-        elif key == "bsplit" and value.isdigit():
-            if int(value) not in BLOCK_SPLIT_CHOICES:
-                raise ValueError(f"{item!r}: blocks a head block's keys split over, one of {BLOCK_SPLIT_CHOICES}")
             fields[key] = int(value)
         elif key in ("bthreads", "brows") and value.isdigit():
             n = int(value)
@@ -257,7 +247,7 @@ def parse_decode_config(text: str) -> DecodeConfig:
         else:
             raise ValueError(
                 f"{item!r} is not two, fused, block, auto[=N], bpu=N, chunk=N, kpw=N, eager[=0|1], dbuf[=0|1],"
-                " wide[=0|1], pipe[=S], pkeys=N, pbpu=N, bthreads=N, brows=N, beager[=0|1], bheads=N, bsplit=N"
+                " wide[=0|1], pipe[=S], pkeys=N, pbpu=N, bthreads=N, brows=N, beager[=0|1], bheads=N"
                 " or bpdl[=0|1]"
             )
     out = DecodeConfig(**{**cfg.__dict__, **fields})

@@ -13,12 +13,8 @@ warps through shared memory, and the block writes the output, FusedInferAttentio
 sink (one value-less logit per query head) the way the split kernel's single-split branch does. No global
 partials, no atomics, no second kernel.
 
-Under ``ACL_DECODE_CONFIG=...,bsplit=N`` (``fused`` instances) a (batch, head block)'s keys are cut over N blocks of
-the one launch (fewer bytes an SM; each block's tile no taller than its keys): each block writes its partial record
-(o, max, sum per query head and dim) to the stream's persistent scratch, counts itself done on an atomic counter,
-and the last to count loads every split's record in one trip to L2, folds them (sink and ``softmaxLse`` as above)
-and zeroes the counter for the next launch or replay. Under ``bpdl`` the launch is programmatic: the kernel
-``ACL_PDL_WAIT()``s before its first global read and lets its successor be scheduled at once.
+Under ``bpdl`` the launch is programmatic: the kernel ``ACL_PDL_WAIT()``s before its first global read and lets
+its successor be scheduled at once.
 
 Under ``ACL_DECODE_CONFIG=two,wide`` the same kernel is the split path's split kernel (16-byte loads in place of
 the split kernel's ``D / WARP`` elements a lane): one block per (batch, kv head, split) over the split's keys,
@@ -46,12 +42,10 @@ from acl_rocm.kernels.attention_decode import (
 )
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.prelude import PRELUDE
-from acl_rocm.kernels.reduction import ATOMICS, SHUFFLE_XOR
+from acl_rocm.kernels.reduction import SHUFFLE_XOR
 
 ELEMS: Final = 8
 """Dims a lane owns (16 bytes of fp16/bf16: one vector load)."""
-MAX_BSPLIT: Final = 8
-"""Splits a fused (``bsplit``) launch cuts a cache into at most: its last block loads every split's record at once."""
 BLOCK_SMEM: Final = 32 * 1024
 """Shared bytes at most for the warps' partial outputs (NWARPS x GROUP x D floats): the threads shrink to fit."""
 
@@ -105,16 +99,11 @@ class BlockInstance:
     pdl: bool = False
     """Launched programmatically (``bpdl``): ``ACL_PDL_WAIT()`` before the first global read, then
     ``ACL_PDL_LAUNCH_DEPENDENTS()`` (both nothing off sm_90+, where the launch is a plain one)."""
-    fused: bool = False
-    """The keys split over several blocks (``bsplit``) in one launch: each block leaves its partial record in the
-    stream's scratch and the last of a (batch, head block) to count itself done combines them (no second kernel)."""
 
     @functools.cached_property
     def digest(self) -> str:
         """A short hash of the instance and the struct layout (kernel names stay stable across runs)."""
         text = repr((self, DECODE_STRUCT, MAX_DECODE_BATCH, ELEMS))
-        if not self.fused:  # hashes as before the fused split existed: the source is byte-identical
-            text = text.replace(", fused=False)", ")", 1)
         if not self.pdl:
             text = text.replace(", pdl=False)", ")", 1)
         if not self.ptile:  # hashes as before page tiles existed: the source is byte-identical
@@ -153,8 +142,6 @@ def block_source(inst: BlockInstance) -> str:
         "  const int* tab = table + b * pm.tb;\n"
     )
     paged_params = ", const PageMeta pm, const int* __restrict__ table, int* flag" if inst.paged else ""
-    if inst.fused:
-        paged_params = ", unsigned* counters" + paged_params
     row_k, row_v = (
         (f"{kv}_head + key * m.{kv}[2], m.{kv}[3]" for kv in "kv")
         if not inst.paged
@@ -177,10 +164,6 @@ def block_source(inst: BlockInstance) -> str:
         this_page = "    long long kb[NSPAN], vb[NSPAN];\n    #pragma unroll\n    for (int s = 0; s < NSPAN; ++s) {\n"
         this_page += "      kb[s] = pkb[s];\n      vb[s] = pvb[s];\n    }\n"
         next_page = f"    #pragma unroll\n    {spans.format(j='base + step')}\n"
-    # fused (bsplit): the flag the last block finds itself by, and its combine after the partial records
-    last_flag = "\n  __shared__ unsigned sm_last;" if inst.fused else ""
-    combine = _fused_combine(sink_logit, store("res", f32, c)) if inst.fused else ""
-    part_ptr = "float* part" if inst.fused else "float* __restrict__ part"
     # bpdl: nothing the predecessor wrote is read before its grid completes; the successor may be scheduled then
     pdl_wait = "  ACL_PDL_WAIT();\n  ACL_PDL_LAUNCH_DEPENDENTS();\n" if inst.pdl else ""
     body = f"""
@@ -270,11 +253,11 @@ ACL_DEV unsigned blk_keep(const DecodeMeta& m, const unsigned char* mask_kv, lon
 extern "C" __global__ void __launch_bounds__(THREADS) {inst.name}(
     const DecodeMeta m, const DecodeLens lens, const double scale_arg,
     const st* __restrict__ q, const st* __restrict__ k, const st* __restrict__ v,
-    const unsigned char* __restrict__ mask, {part_ptr}, st* __restrict__ out,
+    const unsigned char* __restrict__ mask, float* __restrict__ part, st* __restrict__ out,
     float* __restrict__ lse, const sink_t* __restrict__ sink{paged_params}) {{
   __shared__ float sm_m[NWARPS][GROUP];
   __shared__ float sm_l[NWARPS][GROUP];
-  __shared__ float sm_o[NWARPS][GROUP][HEAD_DIM];{last_flag}
+  __shared__ float sm_o[NWARPS][GROUP][HEAD_DIM];
   const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
   const int sub = lane % LPR, grp = lane / LPR;
   unsigned blk = blockIdx.x;  // (batch, kv head, split) flattened to x; one split unless ``wide`` (two path)
@@ -396,55 +379,6 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.name}(
       }}
     }}
   }}
-{combine}}}
+}}
 """
-    return "\n".join([PRELUDE, SHUFFLE_XOR, *([ATOMICS] if inst.fused else []), body])
-
-
-def _fused_combine(sink_logit: str, store_res: str) -> str:
-    """C source a fused instance ends with: the (batch, head block)'s last block to count itself done folds every
-    split's partial record (its own too) into the output, ``softmaxLse`` and the sink, then zeroes its counter
-    (so the next launch or graph replay on the stream finds it zero, as the stream's scratch starts)."""
-    return f"""#define MAX_BSPLIT {MAX_BSPLIT}
-  if (m.splits > 1) {{
-    ACL_FENCE();  // this thread's partial record is visible device-wide before the block counts itself done
-    __syncthreads();
-    if (tid == 0) sm_last = ACL_ATOMIC_INC(counters + blk) == (unsigned)(m.splits - 1);
-    __syncthreads();
-    if (sm_last) {{
-      ACL_FENCE();
-      const volatile float* pv = part;  // written by the launch's other blocks: no cached copy
-      for (int idx = tid; idx < GROUP * HEAD_DIM; idx += THREADS) {{
-        const int g = idx / HEAD_DIM, d = idx % HEAD_DIM;
-        const long long h = hb * GROUP + g;
-        const volatile float* rec = pv + (b * m.nq + h) * m.splits * (HEAD_DIM + 2);
-        // every split's (o, max, sum) loaded at once (one trip to L2), then folded
-        float ps[MAX_BSPLIT], pm[MAX_BSPLIT], pl[MAX_BSPLIT];
-        float best = -inf;
-        #pragma unroll
-        for (int s = 0; s < MAX_BSPLIT; ++s) {{
-          const bool in = s < m.splits;
-          ps[s] = in ? rec[s * (HEAD_DIM + 2) + d] : 0.0f;
-          pm[s] = in ? rec[s * (HEAD_DIM + 2) + HEAD_DIM] : -inf;
-          pl[s] = in ? rec[s * (HEAD_DIM + 2) + HEAD_DIM + 1] : 0.0f;
-        }}
-        #pragma unroll
-        for (int s = 0; s < MAX_BSPLIT; ++s) best = pm[s] > best ? pm[s] : best;
-        float o = 0.0f, l = 0.0f;
-        if (best != -inf) {{
-          #pragma unroll
-          for (int s = 0; s < MAX_BSPLIT; ++s) {{
-            const float r = pm[s] == -inf ? 0.0f : acl_exp(pm[s] - best);
-            o += ps[s] * r;
-            l += pl[s] * r;
-          }}
-        }}
-        if (m.has_sink) blk_sink({sink_logit}, best, l, o);
-        const float res = l > 0.0f ? o / l : 0.0f;
-        out[b * m.o[0] + h * m.o[1] + d * m.o[3]] = {store_res};
-        if (lse != nullptr && d == 0) lse[b * m.lse[0] + h * m.lse[1]] = l > 0.0f ? best + acl_log(l) : inf;
-      }}
-      if (tid == 0) counters[blk] = 0u;
-    }}
-  }}
-"""
+    return "\n".join([PRELUDE, SHUFFLE_XOR, body])

@@ -12,8 +12,7 @@ partials it and the others left in the stream's persistent scratch (:meth:`RocmD
 Caches of at most ``DecodeConfig.block`` keys (``ACL_DECODE_CONFIG=auto[=N]``, the default; ``block``: every
 cache) take one launch of the short-cache kernel instead (:mod:`acl_rocm.kernels.attention_decode_block`: one
 block per (batch, kv head), no partials), where it covers the call (:func:`block_refusal`; else the split path,
-with a debug log line saying why); ``bsplit=N`` cuts its keys over N blocks of that launch, the last combining
-through the stream's scratch (region :data:`BLOCK_SCRATCH`), ``bpdl`` launches it programmatically.
+with a debug log line saying why); ``bpdl`` launches it programmatically.
 ``ACL_DECODE_CONFIG`` also sets the split policy and tile (:func:`parse_decode_config`). Each batch's actual
 length is a kernel argument, so batches of different lengths share one launch, and the launches do
 not depend on the lengths (a task-group update re-planned with new lengths swaps in like for like).
@@ -65,10 +64,6 @@ DECODE_DTYPES = frozenset({D.ACL_FLOAT16, D.ACL_BF16})
 PAGED_REPORT = "blockTable holds a block index outside the key/value pool ([0, blocks))"
 DECODE_OPS = frozenset({"IncreFlashAttention", "FusedInferAttentionScore"})
 MAX_HEAD_DIM = 256
-BLOCK_SPLIT_GRANULE = 16
-"""Keys a split of the short-cache kernel's ``bsplit`` launch is a multiple of (a cache this short takes one block)."""
-BLOCK_SCRATCH = "decode_block"
-"""The stream scratch region of ``bsplit``'s counters (the fused split path's partials would land on them)."""
 LOG = logging.getLogger("acl_rocm.attention")
 
 
@@ -286,10 +281,7 @@ class DecodeAttention:
         threads = block_threads(cfg.bthreads, warp, heads, call.d)
         page = call.page
         rows = block_rows(cfg.brows, heads, threads)
-        splits, chunk = self.splits(call) if wide else self.block_splits(call)
-        if splits > 1 and not wide:  # a split's keys, not the whole cache: no taller tile than they fill
-            need = -(-chunk // ((threads // warp) * (warp // lanes_per_row(call.d))))
-            rows = min(rows, 1 << (need - 1).bit_length())
+        splits, chunk = self.splits(call) if wide else (1, call.skv)
         return BlockInstance(
             call.q.dtype,
             call.d,
@@ -303,7 +295,6 @@ class DecodeAttention:
             paged="" if page is None else "nz" if page.nz else "rows",
             ptile=self._page_span(call, warp // lanes_per_row(call.d), rows, splits, chunk),
             pdl=self._pdl(cfg.bpdl and not wide),  # the short-cache launch only (not two,wide's split blocks)
-            fused=splits > 1 and not wide,
         )
 
     def _pdl(self, wanted: bool) -> bool:
@@ -313,15 +304,6 @@ class DecodeAttention:
         if why is not None:
             LOG.debug("decode bpdl: %s; the short-cache kernel is launched plainly", why)
         return wanted
-
-    def block_splits(self, call: DecodeCall) -> tuple[int, int]:
-        """(splits, chunk) of the short-cache kernel's one launch (``bsplit``): chunks of whole granules."""
-        n = self.config.bsplit
-        if n <= 1 or call.skv <= BLOCK_SPLIT_GRANULE:
-            return 1, call.skv
-        chunk = -(-call.skv // n)
-        chunk = -(-chunk // BLOCK_SPLIT_GRANULE) * BLOCK_SPLIT_GRANULE
-        return -(-call.skv // chunk), chunk
 
     def pipe_stages(self, call: DecodeCall) -> int:
         """The ``cp.async`` stages of the pipelined split kernel ``call`` takes under ``pipe`` (0: the register-tile
@@ -354,9 +336,6 @@ class DecodeAttention:
         if inst is not None:
             shape = f"{inst.threads} threads x {inst.rows} rows, {inst.group} heads a block"
             shape += ", programmatic launch" if inst.pdl else ""
-            if inst.fused:
-                splits, chunk = self.block_splits(call)
-                shape += f", {splits} blocks of {chunk} keys, the last combining"
             keys = inst.ptile * (warp // lanes_per_row(call.d))
             return f"short-cache block kernel, {shape}{_table(call, keys)}, {self.config}"
         splits, chunk = self.splits(call)
@@ -392,14 +371,8 @@ class DecodeAttention:
         item = call.q.dtype.info.storage_bits // 8
         prog = Program() if prog is None else prog
         part: Any = ctypes.c_void_p(0)
-        counters: tuple[Any, ...] = ()
-        part_bytes = call.b * call.nq * splits * (call.d + 2) * 4
-        if inst.fused:  # the counters, one a (batch, head block), then the partial records, in the stream's scratch
-            counter_bytes = -(-call.b * call.nkv * inst.share * 4 // 256) * 256
-            prog.scratch, prog.scratch_region = counter_bytes + part_bytes, BLOCK_SCRATCH
-            counters, part = (Scratch(0),), Scratch(counter_bytes)
-        elif splits > 1:
-            part = prog.temp(part_bytes)
+        if splits > 1:
+            part = prog.temp(call.b * call.nq * splits * (call.d + 2) * 4)
         k_at, v_at = kv if kv is not None else (_address(call.k, item), _address(call.v, item))
         packed = KernelArgs.index_array(meta.values(), "long long")
         out, lse = _address(call.out, item), _address(call.lse, 4)
@@ -416,7 +389,6 @@ class DecodeAttention:
             out,
             lse,
             sink,
-            *counters,
         )
         if call.page is not None:
             values = (*values, *self._page_args(call.page))
@@ -424,7 +396,7 @@ class DecodeAttention:
         grid = (call.b * call.nkv * inst.share * splits, 1, 1)
         programmatic = inst.pdl and self.backend.provider.programmatic_unavailable() is None
         prog.steps.append(Step(fn, LaunchConfig(grid, (inst.threads, 1, 1)), values, programmatic=programmatic))
-        if splits > 1 and not inst.fused:
+        if splits > 1:
             two = DecodeInstance(call.q.dtype, call.d, inst.group * inst.share, inst.vector, inst.sink)
             config = LaunchConfig((call.b * call.nq, 1, 1), (DECODE_THREADS, 1, 1))
             prog.steps.append(Step(self._function(two, "combine"), config, (packed, part, out, lse, sink)))
@@ -475,8 +447,7 @@ class DecodeAttention:
             return prog
         block = self.block_instance(call)
         if block is not None:
-            splits, chunk = self.block_splits(call) if block.fused else (1, 0)
-            return self._block_plan(call, block, splits, chunk, prog=prog, kv=kv)
+            return self._block_plan(call, block, prog=prog, kv=kv)
         cfg = self.config
         wide = None if cfg.fused else self.block_instance(call, wide=True)
         if wide is not None:
