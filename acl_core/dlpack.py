@@ -164,8 +164,6 @@ def export(array: DeviceArray, stream: int | None = None) -> Any:
     track which stream last wrote an array, so that is a wait for the whole device, which is correct
     for every consumer stream.
     """
-    if not array.address:
-        raise BufferError("the device array was freed")
     code, bits = dlpack_code(array.dtype)
     if array.dtype.is_packed or array.format.is_private:
         raise BufferError(f"{array.dtype.name} / {array.format.name} storage cannot be described by DLPack")
@@ -173,6 +171,33 @@ def export(array: DeviceArray, stream: int | None = None) -> Any:
     device_type, device_id = device_of(backend)
     if device_type == KDL_CPU and stream is not None:
         raise BufferError("a CPU array takes stream=None")
+    array._export_taken()  # first, so no other thread frees the memory while the capsule is built
+    try:
+        managed, shape, strides = _describe(array, backend, device_type, device_id, code, bits, stream)
+    except BaseException:
+        array._export_released()
+        raise
+    key = ctypes.addressof(managed)
+    managed.manager_ctx = key
+    managed.deleter = _delete
+    with _lock:
+        _exports[key] = _Export(array, managed, shape, strides)
+    try:
+        return _api.PyCapsule_New(
+            key, ctypes.cast(_NAME, ctypes.c_char_p), ctypes.cast(_capsule_destructor, ctypes.c_void_p)
+        )
+    except BaseException:  # no capsule, so no deleter will ever run: undo the export
+        with _lock:
+            _exports.pop(key, None)
+        array._export_released()
+        raise
+
+
+def _describe(
+    array: DeviceArray, backend: Backend, device_type: int, device_id: int, code: int, bits: int, stream: int | None
+) -> tuple[DLManagedTensor, Any, Any]:
+    """The DLManagedTensor of ``array`` (its shape and stride arrays, which the export keeps alive), once the
+    data is ready for ``stream``."""
     if stream != -1:
         backend.runtime.synchronize_device()
     ndim = len(array.shape)
@@ -189,21 +214,7 @@ def export(array: DeviceArray, stream: int | None = None) -> Any:
     t.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
     t.strides = ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))
     t.byte_offset = array.offset * item
-    key = ctypes.addressof(managed)
-    managed.manager_ctx = key
-    managed.deleter = _delete
-    with _lock:
-        _exports[key] = _Export(array, managed, shape, strides)
-    array._export_taken()
-    try:
-        return _api.PyCapsule_New(
-            key, ctypes.cast(_NAME, ctypes.c_char_p), ctypes.cast(_capsule_destructor, ctypes.c_void_p)
-        )
-    except BaseException:  # no capsule, so no deleter will ever run: undo the export
-        with _lock:
-            _exports.pop(key, None)
-        array._export_released()
-        raise
+    return managed, shape, strides
 
 
 def outstanding() -> int:

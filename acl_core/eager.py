@@ -9,6 +9,7 @@ the outputs as NumPy arrays keyed by their official names. Errors raise
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -79,6 +80,7 @@ class DeviceArray:
         self._release: Callable[[], None] | None = None
         self._exports = 0
         self._free_pending = False
+        self._export_lock = threading.Lock()
 
     @classmethod
     def adopt(
@@ -107,6 +109,7 @@ class DeviceArray:
         self._release = release
         self._exports = 0
         self._free_pending = False
+        self._export_lock = threading.Lock()
         return self
 
     def __dlpack__(
@@ -133,11 +136,18 @@ class DeviceArray:
         return dlpack.device_of(self.backend)
 
     def _export_taken(self) -> None:
-        self._exports += 1
+        """Count one more DLPack export (BufferError once the array is freed, even by another thread)."""
+        with self._export_lock:
+            if not self.address:
+                raise BufferError("the device array was freed")
+            self._exports += 1
 
     def _export_released(self) -> None:
-        self._exports -= 1
-        if self._exports == 0 and self._free_pending:
+        """Count an export's deleter; the last one runs a free() that was asked for meanwhile."""
+        with self._export_lock:
+            self._exports -= 1
+            free_now = self._exports == 0 and self._free_pending
+        if free_now:
             self.free()
 
     def tensor(self) -> AclTensor:
@@ -183,17 +193,19 @@ class DeviceArray:
 
     def free(self) -> None:
         """Release the device memory now (idempotent), or when the last outstanding DLPack export is released."""
-        if self._exports:
-            self._free_pending = True
-            return
-        self._free_pending = False
-        release, self._release = self._release, None
+        # the decision and the claim of the address under the lock (an export's deleter may run on another
+        # thread); the release itself outside it, since a release may unregister memory and re-enter
+        with self._export_lock:
+            if self._exports:
+                self._free_pending = True
+                return
+            self._free_pending = False
+            release, self._release = self._release, None
+            address, self.address = self.address, 0
         if release is not None:
-            self.address = 0
             release()
-        elif self.address:
-            self.backend.runtime.free(self.address)
-            self.address = 0
+        elif address:
+            self.backend.runtime.free(address)
 
     def __del__(self) -> None:
         try:

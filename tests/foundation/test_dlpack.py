@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import sys
+import threading
 
 import numpy as np
 import pytest
@@ -58,6 +60,65 @@ def test_an_unconsumed_capsule_releases_the_array() -> None:
     del capsule
     gc.collect()
     assert dlpack.outstanding() == before
+
+
+def test_exports_and_frees_from_many_threads_free_the_memory_once() -> None:
+    """Threads exporting, releasing and freeing one array at once: every export either sees the memory or is
+    refused as freed, the memory is released exactly once, and only after the last capsule is gone."""
+    arr = to_device(np.arange(64, dtype=np.float32), "reference")
+    runtime = arr.backend.runtime
+    address = arr.address
+    frees: list[int] = []
+    real_free = runtime.free
+
+    def counted_free(ptr: int) -> None:
+        frees.append(ptr)
+        real_free(ptr)
+
+    runtime.free = counted_free  # type: ignore[method-assign]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can: interleave the calls
+    refused: list[str] = []
+    views: list[np.ndarray] = []
+    start = threading.Barrier(9)
+
+    errors: list[BaseException] = []
+
+    def exporter() -> None:
+        start.wait()
+        for _ in range(300):
+            try:
+                view = np.from_dlpack(arr)
+                if float(view[63]) != 63.0:  # the memory is alive while a view holds it
+                    raise AssertionError(f"a live view reads {view[63]}")
+            except BufferError as exc:
+                refused.append(str(exc))
+                continue
+            except BaseException as exc:  # the thread's failure, reported by the test
+                errors.append(exc)
+                return
+            views.append(view)
+            views.pop()
+
+    def freer() -> None:
+        start.wait()
+        for _ in range(50):
+            arr.free()
+
+    try:
+        threads = [threading.Thread(target=exporter) for _ in range(8)] + [threading.Thread(target=freer)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        gc.collect()
+        assert not errors, errors[:3]
+        assert frees == [address], frees
+        assert runtime.memory.exact(address) is None and arr.address == 0
+        assert all(msg == "the device array was freed" for msg in refused), set(refused)
+    finally:
+        sys.setswitchinterval(interval)
+        runtime.free = real_free  # type: ignore[method-assign]
 
 
 def test_torch_reads_and_writes_a_reference_array() -> None:
