@@ -213,7 +213,7 @@ class NcclEngine(CollectiveEngine):
         self._lock = threading.RLock()
         self._table_uses: dict[bytes, int] = {}
         self.capturing: Callable[[int], bool] = lambda stream: False
-        """Whether a driver stream captures (the backend sets the driver's): a barrier's host wait refuses one."""
+        """Whether a driver stream captures (the backend sets the driver's): a captured barrier skips its host wait."""
 
     # ------------------------------------------------------------------ facts
     def max_ranks(self) -> int:
@@ -449,16 +449,17 @@ class NcclEngine(CollectiveEngine):
         self._enqueue(comm, "all-to-all (grouped ncclSend/ncclRecv)", calls)
 
     def barrier(self, comm: EngineCommunicator, stream: object) -> None:
-        """A one-element ncclAllReduce on a scratch word, then the stream is waited for (HCCL_EXEC_TIMEOUT)."""
+        """A one-element ncclAllReduce on a scratch word, then the stream is waited for (HCCL_EXEC_TIMEOUT).
+
+        On a capturing stream the all-reduce alone is captured (CANN's HcclBarrier is stream-ordered: the work after
+        it on the stream runs once every rank reached it); each replay's barrier is then watched like any other
+        enqueued collective, i.e. not by a host wait."""
         s = handle(stream)
-        if self.capturing(s):  # refused before anything is enqueued: the capture stays valid
-            raise HcclError(
-                HcclResult.HCCL_E_NOT_SUPPORT,
-                f"{self.name}: HcclBarrier waits for its stream on the host, which a capturing stream cannot do",
-            )
         self._enqueue(
             comm, "barrier (ncclAllReduce)", lambda c: self.lib.all_reduce(c.scratch, c.scratch, 1, 2, 0, c.comm, s)
         )
+        if self.capturing(s):
+            return
         c = self._live(comm)
         deadline = time.monotonic() + c.timeouts.exec_s
         while not self.provider.stream_query(s):

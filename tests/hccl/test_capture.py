@@ -93,6 +93,44 @@ def test_an_all_reduce_in_a_capture_replays_twice_as_eager(env: dict, capsys: py
     assert acl.mdl.ri_destroy(model) == 0
 
 
+def test_a_barrier_is_captured_as_a_task_and_replayed(
+    env: dict, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HcclBarrier is stream-ordered (CANN): captured between the add and the all-reduce it is a task of the log
+    that meets the other ranks at each replay, not at capture; the replays still equal the eager results."""
+    from acl_reference.collectives import MpiEngine, Op
+
+    barriers: list[int] = []
+    exchange = MpiEngine._exchange
+
+    def counted(self: MpiEngine, comm: object, op: int, *rest: object) -> object:
+        if op == Op.BARRIER:
+            barriers.append(op)
+        return exchange(self, comm, op, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(MpiEngine, "_exchange", counted)
+    _inputs(env, 3)
+    _enqueue(env)
+    assert acl.rt.synchronize_stream(env["s"]) == 0
+    want = _read(env["dev"]["reduced"])
+    assert acl.mdl.ri_capture_begin(env["s"], RELAXED) == 0
+    assert hccl.HcclBarrier(env["comm"], env["s"]) == 0, hccl.last_error_message()
+    _enqueue(env)
+    model, ret = acl.mdl.ri_capture_end(env["s"])
+    assert ret == 0
+    assert not barriers, "the captured barrier met the ranks at capture"
+    assert acl.mdl.ri_debug_print(model) == 0
+    log = capsys.readouterr().out
+    assert "HcclBarrier" in log and "3 task(s)" in log, log
+    for k in range(2):
+        _inputs(env, 3)
+        assert acl.mdl.ri_execute_async(model, env["s"]) == 0
+        assert acl.rt.synchronize_stream(env["s"]) == 0
+        np.testing.assert_array_equal(_read(env["dev"]["reduced"]), want)
+        assert len(barriers) == k + 1
+    assert acl.mdl.ri_destroy(model) == 0
+
+
 def test_a_collective_on_an_invalidated_capture_is_refused(env: dict) -> None:
     from acl_core.plugin import get_backend
 

@@ -290,17 +290,28 @@ def test_exec_timeout_aborts_and_poisons_the_communicator() -> None:
     assert err.value.code == HcclResult.HCCL_E_IN_STATUS
 
 
-def test_a_barrier_on_a_capturing_stream_is_refused_before_it_enqueues() -> None:
+def test_a_barrier_on_a_capturing_stream_captures_its_all_reduce_without_a_host_wait() -> None:
+    """Captured, the barrier is its one-word all-reduce alone: no stream polling (which would wait out the
+    timeout here, the stream never finishing) and no timeout; eagerly the same stream times out."""
     lib = ScriptedNccl()
     engine = _engine(lib)
-    comm = _comm(engine)
+    comm = _comm(engine, exec_s=0.05)
     engine.capturing = lambda stream: stream == 0x77
+    queried: list[int] = []
+
+    def never_done(stream: int) -> bool:  # the stream never finishes: only a host wait would notice
+        queried.append(stream)
+        return False
+
+    engine.provider.stream_query = never_done  # type: ignore[method-assign]
     before = len(lib.calls)
-    with pytest.raises(HcclError) as err:
-        engine.barrier(comm, 0x77)
-    assert err.value.code == HcclResult.HCCL_E_NOT_SUPPORT and "capturing" in str(err.value)
-    assert len(lib.calls) == before, "nothing was enqueued into the capture"
-    engine.barrier(comm, 0)
+    engine.barrier(comm, 0x77)
+    new = lib.calls[before:]
+    assert [c[0] for c in new] == ["all_reduce"] and new[0][-1] == 0x77, new
+    assert not queried, "a captured barrier does not wait on the host"
+    with pytest.raises(HcclError) as err:  # eagerly the same barrier waits, and times out
+        engine.barrier(comm, 0x55)
+    assert err.value.code == HcclResult.HCCL_E_TIMEOUT and queried and set(queried) == {0x55}
 
 
 def test_async_error_maps_to_hccl_code_and_destroy_frees_scratch() -> None:

@@ -170,7 +170,7 @@ def test_cudnn_attention_replays_bit_for_bit(b: Backend) -> None:
         runner.path_override = None
 
 
-def test_an_nccl_all_reduce_on_one_rank_replays_bit_for_bit(b: Backend, comm: Any) -> None:
+def test_an_nccl_barrier_and_all_reduce_on_one_rank_replay_bit_for_bit(b: Backend, comm: Any) -> None:
     n = 1000
     rt = b.runtime
     values = [np.arange(n, dtype=np.float32), np.arange(n, dtype=np.float32)[::-1].copy()]
@@ -199,9 +199,10 @@ def test_an_nccl_all_reduce_on_one_rank_replays_bit_for_bit(b: Backend, comm: An
             eager.append(get())
         s = rt.stream(stream)
         b.driver.capture_begin(s, CaptureMode.ACL_MODEL_RI_CAPTURE_MODE_RELAXED)
+        barrier = hccl.HcclBarrier(comm, stream)  # stream-ordered: its all-reduce is captured, no host wait
         ret = hccl.HcclAllReduce(send, recv, n, fp32, total, comm, stream)
         graph = b.driver.capture_end(s)
-        assert ret == 0, hccl.last_error_message()
+        assert barrier == 0 and ret == 0, hccl.last_error_message()
         for v, want in zip(values, eager):
             put(send, v)
             put(recv, np.zeros(n, np.float32))
