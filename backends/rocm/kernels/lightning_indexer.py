@@ -42,6 +42,7 @@ THREAD_HEADS: Final = 16
 ROUND_HEADS: Final = THREAD_HEADS * (TILE_THREADS // 32)
 D_CHUNK: Final = 128
 SELECT_THREADS: Final = 1024
+"""The most threads of a select block (its shared scan array); :func:`select_threads` picks per row length."""
 SHARED_SORT: Final = 4096
 """Sorted entries a select block keeps in shared memory (32 KiB); a larger sparseCount sorts in scratch."""
 HIST_COPIES: Final = 16
@@ -224,7 +225,7 @@ extern "C" __global__ void __launch_bounds__({t}) {inst.name("select")}(
   __shared__ unsigned counts[{t}];
   __shared__ unsigned sel[3];  // prefix, ties wanted, next slot of a key above the threshold
   if (*flag) return;
-  const int tid = threadIdx.x;
+  const int tid = threadIdx.x, nt = blockDim.x;
   const long long rn = blockIdx.x, n = rn % m.n2, r = rn / m.n2;
   long long b, s;
   sa_row(m, lq, r, b, s);
@@ -237,10 +238,10 @@ extern "C" __global__ void __launch_bounds__({t}) {inst.name("select")}(
   unsigned prefix = 0u, mask = 0u, need = (unsigned)want;
   if (want > 0) {{
     for (int shift = 24; shift >= 0; shift -= 8) {{
-      for (int e = tid; e < {256 * HIST_COPIES}; e += {t}) hist[e] = 0u;
+      for (int e = tid; e < {256 * HIST_COPIES}; e += nt) hist[e] = 0u;
       __syncthreads();
       const unsigned copy = (unsigned)(tid % {HIST_COPIES});
-      for (long long j = tid; j < m.cap; j += {t}) {{
+      for (long long j = tid; j < m.cap; j += nt) {{
         const unsigned u = li_key(row[j]);
         if ((u & mask) == prefix) LI_ATOMIC_ADD(&hist[((u >> shift) & 255u) * {HIST_COPIES} + copy], 1u);
       }}
@@ -274,9 +275,9 @@ extern "C" __global__ void __launch_bounds__({t}) {inst.name("select")}(
   // prefix: the want-th largest key; need: how many keys equal to it are taken (the lowest-indexed)
   const unsigned ninf = li_key(-sa_inf());
   const unsigned long long none = ~0ull;
-  for (long long e = tid; e < size; e += {t}) buf[e] = none;
+  for (long long e = tid; e < size; e += nt) buf[e] = none;
   if (tid == 0) sel[2] = 0u;
-  const long long chunk = (m.cap + {t - 1}) / {t};
+  const long long chunk = (m.cap + nt - 1) / nt;
   const long long lo = tid * chunk, hi = lo + chunk < m.cap ? lo + chunk : m.cap;
   unsigned ties = 0u;
   if (want > 0)
@@ -284,7 +285,7 @@ extern "C" __global__ void __launch_bounds__({t}) {inst.name("select")}(
   __syncthreads();
   counts[tid] = ties;
   __syncthreads();
-  for (int off = 1; off < {t}; off <<= 1) {{  // inclusive prefix sums of the ties in index order
+  for (int off = 1; off < nt; off <<= 1) {{  // inclusive prefix sums of the ties in index order
     const unsigned v = tid >= off ? counts[tid - off] : 0u;
     __syncthreads();
     counts[tid] += v;
@@ -307,7 +308,7 @@ extern "C" __global__ void __launch_bounds__({t}) {inst.name("select")}(
   __syncthreads();
   for (long long width = 2; width <= size; width <<= 1) {{  // bitonic sort, ascending words
     for (long long stride = width >> 1; stride > 0; stride >>= 1) {{
-      for (long long i = tid; i < size / 2; i += {t}) {{
+      for (long long i = tid; i < size / 2; i += nt) {{
         const long long x = 2 * i - (i & (stride - 1)), y = x + stride;
         const unsigned long long a = buf[x], c2 = buf[y];
         if ((a > c2) == ((x & width) == 0)) {{
@@ -320,7 +321,7 @@ extern "C" __global__ void __launch_bounds__({t}) {inst.name("select")}(
   }}
   const long long oo = sa_qoff(m, m.o, b, s, r) + n * m.o[2];
   const long long vo = m.has_values ? sa_qoff(m, m.o2, b, s, r) + n * m.o2[2] : 0;
-  for (long long p = tid; p < m.count; p += {t}) {{
+  for (long long p = tid; p < m.count; p += nt) {{
     const unsigned long long word = p < size ? buf[p] : none;
     const bool hit = p < want && word != none;
     out[oo + p * m.o[3]] = hit ? (int)(unsigned)(word & 0xffffffffull) : -1;
@@ -331,6 +332,14 @@ extern "C" __global__ void __launch_bounds__({t}) {inst.name("select")}(
   }}
 }}
 """
+
+
+def select_threads(cap: int) -> int:
+    """Threads of a select block for rows of ``cap`` scores: about 32 per thread, 256 to :data:`SELECT_THREADS`."""
+    threads = 256
+    while threads < SELECT_THREADS and threads * 32 < cap:
+        threads *= 2
+    return threads
 
 
 def li_source(inst: LiInstance, which: str) -> str:

@@ -25,12 +25,12 @@ from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.tensor import AclTensor
 from acl_rocm.kernels.attention import Strides
 from acl_rocm.kernels.lightning_indexer import (
-    SELECT_THREADS,
     SHARED_SORT,
     TILE_KEYS,
     TILE_THREADS,
     LiInstance,
     li_source,
+    select_threads,
 )
 from acl_rocm.kernels.sparse_attention import (
     CHECK_THREADS,
@@ -223,7 +223,7 @@ class SparseAttentionRunner:
                 want = min(count, m.cap)
                 size = 1 << max(want - 1, 0).bit_length()
                 scratch: Any = prog.temp(rows * size * 8) if size > SHARED_SORT else ctypes.c_void_p(0)
-                sel_config = LaunchConfig((rows, 1, 1), (SELECT_THREADS, 1, 1))
+                sel_config = LaunchConfig((rows, 1, 1), (select_threads(m.cap), 1, 1))
                 args_sel = (packed, scores, _p(lq), _p(out), _p(values), scratch, FLAG)
                 prog.steps.append(Step(self._li_function(fast, "select"), sel_config, args_sel))
                 return prog
