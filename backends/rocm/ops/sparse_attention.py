@@ -5,8 +5,10 @@ of :mod:`acl_rocm.kernels.sparse_attention` (device lengths and block table, 161
 synchronisation). LightningIndexer: the score kernel writes every (query row, key head)'s scores over
 the key capacity into a stream-ordered temporary, the row sorter (:class:`acl_rocm.ops.sort.Sorter`)
 orders each row descending with ties to the lower key, and the emit kernel writes the first
-``sparseCount``. SparseFlashAttention: one attend launch, a block per (query row, query head). The
-layouts are described to the kernels by strides (:func:`strides4`); nothing is read back to the host.
+``sparseCount`` (``ACL_LI_PATH=sort``; the default ``select`` path: the key-tile score kernel and a top-k select
+per row, :mod:`acl_rocm.kernels.lightning_indexer`). SparseFlashAttention: one attend launch, a block per
+(query row, query head). The layouts are described to the kernels by strides (:func:`strides4`); nothing is
+read back to the host.
 """
 
 from __future__ import annotations
