@@ -72,20 +72,22 @@ def _tiled(inst: LiInstance) -> str:
     c, wc, f32 = ctype(inst.dtype), ctype(inst.weights), ctype(D.ACL_FLOAT)
     lk, th = LANE_KEYS, THREAD_HEADS
     if inst.vec:  # the chunk's 8 dims of key i in one 16-byte load (D % 8 == 0, rows contiguous and aligned)
-        k_load = f"""
-        LiU4 u = {{0u, 0u, 0u, 0u}};
+        k_decl = f"unsigned kw[{lk}][4];"
+        k_load = """
+        LiU4 u = {0u, 0u, 0u, 0u};
         if (ok[i]) u = *(const LiU4*)(k + ko[i] + d0 + dd);
-        const unsigned words[4] = {{u.x, u.y, u.z, u.w}};
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {{
-          const {c.storage} bits = ({c.storage})((words[e >> 1] >> ((e & 1) * 16)) & 0xffffu);
-          kv[i][e] = {load("bits", c, f32)};
-        }}"""
+        kw[i][0] = u.x;
+        kw[i][1] = u.y;
+        kw[i][2] = u.z;
+        kw[i][3] = u.w;"""
+        k_value = load(f"(({c.storage})((kw[i][e >> 1] >> ((e & 1) * 16)) & 0xffffu))", c, f32)
     else:
+        k_decl = f"float kv[{lk}][8];"
         k_load = f"""
 #pragma unroll
         for (int e = 0; e < 8; ++e)
           kv[i][e] = (ok[i] && dd + e < dn) ? {load("k[ko[i] + (d0 + dd + e) * m.k[3]]", c, f32)} : 0.0f;"""
+        k_value = "kv[i][e]"
     return f"""
 struct alignas(16) LiF4 {{ float x, y, z, w; }};
 struct alignas(16) LiU4 {{ unsigned x, y, z, w; }};
@@ -148,7 +150,7 @@ extern "C" __global__ void __launch_bounds__({TILE_THREADS}) {inst.name("tiled")
       __syncthreads();
       if (!busy) continue;
       for (long long dd = 0; dd < dn; dd += 8) {{
-        float kv[{lk}][8];
+        {k_decl}
 #pragma unroll
         for (int i = 0; i < {lk}; ++i) {{{k_load}
         }}
@@ -164,10 +166,13 @@ extern "C" __global__ void __launch_bounds__({TILE_THREADS}) {inst.name("tiled")
             qv[4 * x + 2] = f.z;
             qv[4 * x + 3] = f.w;
           }}
+          float kf[{lk}];
+#pragma unroll
+          for (int i = 0; i < {lk}; ++i) kf[i] = {k_value};
 #pragma unroll
           for (int x = 0; x < {th}; ++x)
 #pragma unroll
-            for (int i = 0; i < {lk}; ++i) acc[x][i] = fmaf(qv[x], kv[i][e], acc[x][i]);
+            for (int i = 0; i < {lk}; ++i) acc[x][i] = fmaf(qv[x], kf[i], acc[x][i]);
         }}
       }}
     }}
