@@ -17,7 +17,7 @@ Select (``select``): one block of :data:`SELECT_THREADS` threads per (query row,
 ``k = min(sparseCount, cap)``-th largest score by a radix select over an order-preserving 32-bit key
 (four 8-bit passes; each histogram keeps 16 copies, a lane's column, so a warp's increments of one bin
 do not serialise), takes every key above it and the lowest-indexed ties at it (a block scan over
-contiguous chunks gives each tie its rank in index order), drops -inf, and sorts those ``<= k`` as
+contiguous chunks gives each its slot, the ties their rank in index order), drops -inf, and sorts those ``<= k`` as
 64-bit words (inverted key, index) with a bitonic sort: descending score, ties to the lower key, the
 reference's order. It writes the indices (values: the scores in the query's dtype), then -1 (-inf).
 The sort runs in shared memory up to :data:`SHARED_SORT` entries, else in a stream-ordered scratch.
@@ -228,7 +228,8 @@ extern "C" __global__ void __launch_bounds__({t}) {inst.name("select")}(
     {c.storage}* __restrict__ values, unsigned long long* __restrict__ scratch, const int* __restrict__ flag) {{
   __shared__ unsigned long long sbuf[{SHARED_SORT}];  // the histograms first, then the sorted words
   __shared__ unsigned counts[{t}];
-  __shared__ unsigned sel[3];  // prefix, ties wanted, next slot of a key above the threshold
+  __shared__ unsigned above_counts[{t}];
+  __shared__ unsigned sel[2];  // prefix, ties wanted
   if (*flag) return;
   const int tid = threadIdx.x, nt = blockDim.x;
   const long long rn = blockIdx.x, n = rn % m.n2, r = rn / m.n2;
@@ -281,29 +282,36 @@ extern "C" __global__ void __launch_bounds__({t}) {inst.name("select")}(
   const unsigned ninf = li_key(-sa_inf());
   const unsigned long long none = ~0ull;
   for (long long e = tid; e < size; e += nt) buf[e] = none;
-  if (tid == 0) sel[2] = 0u;
   const long long chunk = (m.cap + nt - 1) / nt;
   const long long lo = tid * chunk, hi = lo + chunk < m.cap ? lo + chunk : m.cap;
-  unsigned ties = 0u;
-  if (want > 0)
-    for (long long j = lo; j < hi; ++j) ties += li_key(row[j]) == prefix ? 1u : 0u;
+  unsigned ties = 0u, highs = 0u;
+  if (want > 0) {{
+    for (long long j = lo; j < hi; ++j) {{
+      const unsigned u = li_key(row[j]);
+      ties += u == prefix ? 1u : 0u;
+      highs += u > prefix ? 1u : 0u;
+    }}
+  }}
   __syncthreads();
   counts[tid] = ties;
+  above_counts[tid] = highs;
   __syncthreads();
-  for (int off = 1; off < nt; off <<= 1) {{  // inclusive prefix sums of the ties in index order
+  for (int off = 1; off < nt; off <<= 1) {{  // inclusive prefix sums of both in index order
     const unsigned v = tid >= off ? counts[tid - off] : 0u;
+    const unsigned v2 = tid >= off ? above_counts[tid - off] : 0u;
     __syncthreads();
     counts[tid] += v;
+    above_counts[tid] += v2;
     __syncthreads();
   }}
   if (want > 0) {{
     const unsigned above = (unsigned)want - need;
-    unsigned rank = counts[tid] - ties;
+    unsigned rank = counts[tid] - ties, slot = above_counts[tid] - highs;
     for (long long j = lo; j < hi; ++j) {{
       const unsigned u = li_key(row[j]);
       const unsigned long long word = ((unsigned long long)(~u) << 32) | (unsigned long long)(unsigned)j;
       if (u > prefix) {{
-        buf[LI_ATOMIC_ADD(&sel[2], 1u)] = word;
+        buf[slot++] = word;
       }} else if (u == prefix) {{
         if (rank < need && u > ninf) buf[above + rank] = word;
         ++rank;
