@@ -26,7 +26,7 @@ from acl_rocm.kernels.lightning_indexer import LiInstance, li_source, select_thr
 from acl_rocm.kernels.sparse_attention import SaInstance, sa_source
 from acl_rocm.ops.sort import Sorter
 from tests.rocm.against_reference import assert_errors_match_reference, assert_matches_reference
-from tests.rocm.indexer_paths import PATHS, indexer_calls, li_path
+from tests.rocm.indexer_paths import PATHS, indexer_calls, li_path, with_ties
 
 OPS = ("LightningIndexer", "SparseFlashAttention")
 CASES = [(op, s) for op in OPS for s in get_spec(op).samples(np.random.default_rng(12))]  # type: ignore[misc]
@@ -117,3 +117,15 @@ def test_fast_path_sources_name_their_kernels() -> None:
             assert f"{inst.name(which)}(" in li_source(inst, which)
         assert "fmaf(" in li_source(inst, "tiled") and "__fadd_rn" in li_source(inst, "tiled")
     assert [select_threads(n) for n in (10, 8192, 8193, 32768, 10**6)] == [256, 256, 512, 1024, 1024]
+
+
+def test_indexer_select_with_a_full_block(emulated: Backend, reference: Backend) -> None:
+    keys = 17000  # past 16384 scores a row: the select block's 1024 threads, 17 keys a chunk
+    assert select_threads(keys) == 1024
+    args = li_case(np.random.default_rng(10), D.ACL_BF16, 1, 1, keys, 2, 1, 8, 2048, mode=0, values=True)
+    args = with_ties(args, slice(0, 15500), slice(16000, 16400), 15600)  # the cut inside ~16,000 zero scores
+    want = eager.run("LightningIndexer", reference, op_args=args)
+    with li_path(emulated, "select"):
+        got = eager.run("LightningIndexer", emulated, op_args=args)
+    for name in want:
+        assert got[name].tobytes() == want[name].tobytes(), name
