@@ -20,7 +20,8 @@ their predecessor, the fake provider offering programmatic launch; ACL_RANDOM_NO
 transform (sincos, float32, float32p); ACL_ADAMW_CONFIG=scalar: the one-element AdamW step;
 ACL_FOREACH_CONFIG=scan|grid2d: how a Foreach block finds its slot; ACL_MC2_ROUTE=block|grid: MoeDistributeDispatch's
 routing kernels; ACL_MC2_ROWS=row: its block-a-row expandX copy; ACL_TAKE_CHECK=fused|vec: Take's in-gather
-index check or its 16-byte Check launch;
+index check or its 16-byte Check launch; ACL_LI_PATH=tiled|sort: LightningIndexer's key-tile scores before the row
+sorter, or the first path;
 ACL_MISH_CONFIG=poly: Mish's float32 polynomial body; ACL_RANDOM_LAYOUT is read from the process environment
 by every backend; ACL_CMO_CONFIG: aclrtCmoAsync's prefetch, whose kernels of every method compile under
 the pattern ``aclrtCmoAsync`` or with no pattern); the ops of
@@ -84,6 +85,7 @@ SWITCHES = (
     "ACL_QMM_EPILOGUE",
     "ACL_PDL",
     "ACL_DECODE_CONFIG",
+    "ACL_LI_PATH",
     "ACL_PAGED_DECODE",
     "ACL_RANDOM_NORMAL",
     "ACL_CMO_CONFIG",

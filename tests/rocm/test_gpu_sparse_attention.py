@@ -3,6 +3,9 @@
 Every sample of both specs, then DeepSeek-V3.2-like decode shapes (ACL_ROCM_EMULATE=1 shrinks them):
 the indexer over a paged cache of several thousand keys choosing 2048 (bit for bit: the scores follow
 one float32 order), and sparse attention of 128-dim heads plus a 64-dim rope over 2048 selected keys.
+Each LightningIndexer path (``ACL_LI_PATH`` select, tiled, sort) runs the calls of
+:mod:`tests.rocm.indexer_paths` bit for bit: at the GPU the bench's decode shape (32,768 keys, 64 heads of
+128, top 2,048) with ties at the cut, short and causal lengths, a paged cache and sparseCount 8192.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from acl_core.dtypes import DataType as D
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.sparse_attention import li_case, sfa_case
 from tests.rocm.against_reference import assert_errors_match_reference, assert_matches_reference
+from tests.rocm.indexer_paths import PATHS, indexer_calls, li_path
 
 pytestmark = pytest.mark.gpu
 
@@ -46,6 +50,16 @@ def test_indexer_decode_over_a_paged_cache(rocm: Backend, reference: Backend) ->
     want = eager.run("LightningIndexer", reference, op_args=args)["sparseIndicesOut"]
     got = eager.run("LightningIndexer", rocm, op_args=args)["sparseIndicesOut"]
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_indexer_paths_at_decode_shapes(rocm: Backend, reference: Backend, path: str) -> None:
+    for note, args in indexer_calls(big=not EMULATED):
+        want = eager.run("LightningIndexer", reference, op_args=args)
+        with li_path(rocm, path):
+            got = eager.run("LightningIndexer", rocm, op_args=args)
+        for name in want:
+            assert got[name].tobytes() == want[name].tobytes(), f"{path} [{note}]: {name}"
 
 
 def test_sparse_attention_decode_over_selected_keys(rocm: Backend, reference: Backend) -> None:

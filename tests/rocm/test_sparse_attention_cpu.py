@@ -3,11 +3,15 @@
 LightningIndexer must equal the reference bit for bit (its scores follow one float32 order on both
 sides, so the ranking is exact), also with a row sorter of small tiles (several merge passes); every
 sample of both ops runs contiguous, padded and transposed; errors match the reference (device-data
-rules at synchronisation) and a refused call writes nothing. ``tests/rocm/test_gpu_sparse_attention.py``
-is the GPU tier.
+rules at synchronisation) and a refused call writes nothing. Each LightningIndexer path (``ACL_LI_PATH``:
+select, tiled, sort) equals the reference bit for bit on the calls of :mod:`tests.rocm.indexer_paths`
+(ties at the cut, short and causal lengths, paged and packed keys, scalar key loads, the scratch sort).
+``tests/rocm/test_gpu_sparse_attention.py`` is the GPU tier.
 """
 
 from __future__ import annotations
+
+import logging
 
 import numpy as np
 import pytest
@@ -18,9 +22,11 @@ from acl_core.dtypes import DataType as D
 from acl_core.errors import AclnnError
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.sparse_attention import li_case
+from acl_rocm.kernels.lightning_indexer import LiInstance, li_source, select_threads
 from acl_rocm.kernels.sparse_attention import SaInstance, sa_source
 from acl_rocm.ops.sort import Sorter
 from tests.rocm.against_reference import assert_errors_match_reference, assert_matches_reference
+from tests.rocm.indexer_paths import PATHS, indexer_calls, li_path, with_ties
 
 OPS = ("LightningIndexer", "SparseFlashAttention")
 CASES = [(op, s) for op in OPS for s in get_spec(op).samples(np.random.default_rng(12))]  # type: ignore[misc]
@@ -69,3 +75,57 @@ def test_sources_name_their_kernels() -> None:
     for which in ("check", "score", "emit", "attend"):
         assert f"{inst.name(which)}(" in sa_source(inst, which)
     assert "__fadd_rn" in sa_source(inst, "score") and "fmaf(" in sa_source(inst, "score")
+
+
+LI_CALLS = indexer_calls(big=False)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize(("note", "args"), LI_CALLS, ids=[note for note, _ in LI_CALLS])
+def test_indexer_paths_are_bit_exact(emulated: Backend, reference: Backend, path: str, note: str, args) -> None:  # type: ignore[no-untyped-def]
+    want = eager.run("LightningIndexer", reference, op_args=args)
+    with li_path(emulated, path):
+        got = eager.run("LightningIndexer", emulated, op_args=args)
+    for name in want:
+        assert got[name].tobytes() == want[name].tobytes(), f"{path} [{note}]: {name}"
+
+
+@pytest.mark.parametrize("path", ("select", "tiled"))
+def test_indexer_fast_paths_read_every_layout(emulated: Backend, reference: Backend, path: str) -> None:
+    args = li_case(np.random.default_rng(8), D.ACL_BF16, 2, 2, 140, 4, 1, 16, 30, lk=[140, 90], values=True)
+    with li_path(emulated, path):
+        for layout in ("contiguous", "padded", "transposed"):  # padded / transposed keys: the scalar loads
+            assert_matches_reference(emulated, reference, "LightningIndexer", args, layout, f"{path} {layout}")
+
+
+def test_indexer_logs_its_path_and_refuses_an_unknown_one(emulated: Backend, caplog: pytest.LogCaptureFixture) -> None:
+    args = li_case(np.random.default_rng(9), D.ACL_BF16, 1, 1, 40, 2, 1, 8, 8)
+    for path in PATHS:
+        caplog.clear()
+        with li_path(emulated, path), caplog.at_level(logging.DEBUG, logger="acl_rocm.sparse_attention"):
+            eager.run("LightningIndexer", emulated, op_args=args)
+        assert f": {path} path" in caplog.text
+    with li_path(emulated, "heap"), pytest.raises(AclnnError) as err:
+        eager.run("LightningIndexer", emulated, op_args=args)
+    assert err.value.code == 161002
+
+
+def test_fast_path_sources_name_their_kernels() -> None:
+    for vec in (True, False):
+        inst = LiInstance(D.ACL_BF16, D.ACL_FLOAT, vec)
+        for which in ("tiled", "select"):
+            assert f"{inst.name(which)}(" in li_source(inst, which)
+        assert "fmaf(" in li_source(inst, "tiled") and "__fadd_rn" in li_source(inst, "tiled")
+    assert [select_threads(n) for n in (10, 8192, 8193, 32768, 10**6)] == [256, 256, 512, 1024, 1024]
+
+
+def test_indexer_select_with_a_full_block(emulated: Backend, reference: Backend) -> None:
+    keys = 17000  # past 16384 scores a row: the select block's 1024 threads, 17 keys a chunk
+    assert select_threads(keys) == 1024
+    args = li_case(np.random.default_rng(10), D.ACL_BF16, 1, 1, keys, 2, 1, 8, 2048, mode=0, values=True)
+    args = with_ties(args, slice(0, 15500), slice(16000, 16400), 15600)  # the cut inside ~16,000 zero scores
+    want = eager.run("LightningIndexer", reference, op_args=args)
+    with li_path(emulated, "select"):
+        got = eager.run("LightningIndexer", emulated, op_args=args)
+    for name in want:
+        assert got[name].tobytes() == want[name].tobytes(), name

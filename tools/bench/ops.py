@@ -116,6 +116,7 @@ ADAMW_CONFIGS = ("scalar",)
 ENV_ROWS: dict[str, tuple[str, tuple[str, ...], frozenset[D] | None]] = {
     "Mish": ("ACL_MISH_CONFIG", ("libm",), frozenset({D.ACL_FLOAT})),
     "Take": ("ACL_TAKE_CHECK", ("vec", "fused"), None),
+    "LightningIndexer": ("ACL_LI_PATH", ("tiled", "sort"), None),
 }
 """rocm settings timed as extra rows beside an op's default row: op → (variable, values, dtypes or None for all).
 
@@ -1657,8 +1658,10 @@ class Suite:
 
             flops = 2.0 * tokens * index_heads * context * index_d
             label = f"T{tokens} N{index_heads} D{index_d} top {selected} of {context}"
-            case = Case("LightningIndexer decode", label, dtype.short, "TFLOP/s", flops)
-            self.case(case, acl_li, torch_li, "LightningIndexer")
+            for setting in self.env_rows("LightningIndexer", dtype):
+                note = "" if setting is None else f"{setting[0]}={setting[1]}"
+                case = Case("LightningIndexer decode", label, dtype.short, "TFLOP/s", flops, note=note)
+                self.case(case, functools.partial(self.with_env, setting, acl_li), torch_li, "LightningIndexer")
 
     def run(self) -> dict[str, Any]:
         """Every case; returns the ``cases`` list and the copy bandwidth the elementwise cases are set against.

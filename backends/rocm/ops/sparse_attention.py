@@ -5,13 +5,17 @@ of :mod:`acl_rocm.kernels.sparse_attention` (device lengths and block table, 161
 synchronisation). LightningIndexer: the score kernel writes every (query row, key head)'s scores over
 the key capacity into a stream-ordered temporary, the row sorter (:class:`acl_rocm.ops.sort.Sorter`)
 orders each row descending with ties to the lower key, and the emit kernel writes the first
-``sparseCount``. SparseFlashAttention: one attend launch, a block per (query row, query head). The
-layouts are described to the kernels by strides (:func:`strides4`); nothing is read back to the host.
+``sparseCount`` (``ACL_LI_PATH=sort``; the default ``select`` path: the key-tile score kernel and a top-k select
+per row, :mod:`acl_rocm.kernels.lightning_indexer`). SparseFlashAttention: one attend launch, a block per
+(query row, query head). The layouts are described to the kernels by strides (:func:`strides4`); nothing is
+read back to the host.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
+import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
@@ -22,6 +26,14 @@ from acl_core.dtypes import DataType as D
 from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.tensor import AclTensor
 from acl_rocm.kernels.attention import Strides
+from acl_rocm.kernels.lightning_indexer import (
+    SHARED_SORT,
+    TILE_KEYS,
+    TILE_THREADS,
+    LiInstance,
+    li_source,
+    select_threads,
+)
 from acl_rocm.kernels.sparse_attention import (
     CHECK_THREADS,
     EMIT_THREADS,
@@ -40,6 +52,12 @@ if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
 
 OPS: tuple[str, ...] = ("LightningIndexer", "SparseFlashAttention")
+LOG = logging.getLogger("acl_rocm.sparse_attention")
+LI_PATH_ENV = "ACL_LI_PATH"
+"""LightningIndexer's path: ``select`` (the default: the key-tile score kernel, then a radix top-k select per
+row), ``tiled`` (the key-tile scores, then the row sorter and emit kernel) or ``sort`` (a thread per key's
+scores, the row sorter, the emit kernel: the first path). All three give the reference's indices bit for bit."""
+LI_PATHS = ("select", "tiled", "sort")
 KV_MODES = {"BSND": 0, "TND": 1, "PA_BSND": 2}
 
 
@@ -67,6 +85,11 @@ def strides4(t: AclTensor | None, leading: int) -> Strides:
     return st[0], st[1], st[2], st[3]
 
 
+@functools.cache
+def _li_source(inst: LiInstance, which: str) -> str:
+    return li_source(inst, which)
+
+
 class SparseAttentionRunner:
     """Turns LightningIndexer / SparseFlashAttention launches into programs."""
 
@@ -79,7 +102,9 @@ class SparseAttentionRunner:
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""
         return {
-            "LightningIndexer": program_kernel(self.backend, "sparse_attention", "LightningIndexer", self._indexer),
+            "LightningIndexer": program_kernel(
+                self.backend, "sparse_attention", "LightningIndexer", self._indexer, self.li_path
+            ),
             "SparseFlashAttention": program_kernel(self.backend, "sparse_attention", "SparseFlashAttention", self._sfa),
         }
 
@@ -136,6 +161,24 @@ class SparseAttentionRunner:
         prog.steps.append(Step(self._function(inst, "check"), config, (packed, _p(lq), _p(lk), _p(table), FLAG)))
 
     # ------------------------------------------------------------------ LightningIndexer
+    def li_path(self) -> str:
+        """The :data:`LI_PATH_ENV` setting (``select`` unless set; other values are refused)."""
+        value = (self.backend.environ.get(LI_PATH_ENV, "") or LI_PATHS[0]).strip().lower()
+        if value not in LI_PATHS:
+            why = f"{LI_PATH_ENV}={value!r}: expected one of {LI_PATHS}"
+            raise AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, why)
+        return value
+
+    def _li_function(self, inst: LiInstance, which: str) -> object:
+        return self.backend.function(_li_source(inst, which), inst.name(which))
+
+    @staticmethod
+    def _vec_keys(key: AclTensor, d: int) -> bool:
+        """Whether the key rows can be read 16 bytes (8 dims) at a time: contiguous dims, aligned rows."""
+        address = key.data + key.offset * (key.dtype.info.storage_bits // 8)
+        strides = key.strides[:-1]
+        return d % 8 == 0 and key.strides[-1] == 1 and all(st % 8 == 0 for st in strides) and address % 16 == 0
+
     def _indexer(self, launch: Launch) -> Program:
         a = launch.args
         q, key, w, out = a["query"], a["key"], a["weights"], a["sparseIndicesOut"]
@@ -144,8 +187,9 @@ class SparseAttentionRunner:
         for t in (q, key, w, out):
             assert isinstance(t, AclTensor)
         count = int(a["sparseCount"])
+        path = self.li_path()
         m = self._geometry(launch, key, lq, lk, table, count)
-        if m.group * m.d > MAX_SHARED_FLOATS or m.group > MAX_SHARED_FLOATS // 16:
+        if path == "sort" and (m.group * m.d > MAX_SHARED_FLOATS or m.group > MAX_SHARED_FLOATS // 16):
             why = f"{m.group} query heads per key head of D={m.d}"
             raise _refuse("LightningIndexer", f"{why} (shared memory holds {MAX_SHARED_FLOATS} floats, 512 heads)")
         lead = 1 if m.q_tnd else 2
@@ -157,13 +201,34 @@ class SparseAttentionRunner:
         prog = Program(report="LightningIndexer: actual lengths or block table out of range")
         self._check(prog, inst, packed, lq, lk, table)
         rows = m.rows * m.n2
+        vec = self._vec_keys(key, m.d)
+        loads = " (16-byte key loads)" if vec and path != "sort" else ""
+        LOG.debug(
+            "LightningIndexer %s rows=%d keys=%d heads=%d D=%d top %d: %s path%s",
+            q.dtype.short, m.rows, m.cap, m.group, m.d, count, path, loads,
+        )  # fmt: skip
         if rows == 0:
             return prog
         scores = prog.temp(rows * m.cap * 4)
-        tiles = -(-m.cap // SCORE_THREADS)
-        config = LaunchConfig((rows * tiles, 1, 1), (SCORE_THREADS, 1, 1))
-        values_s = (packed, _p(q), _p(key), _p(w), _p(lq), _p(lk), _p(table), scores, FLAG)
-        prog.steps.append(Step(self._function(inst, "score"), config, values_s))
+        if path == "sort":
+            tiles = -(-m.cap // SCORE_THREADS)
+            config = LaunchConfig((rows * tiles, 1, 1), (SCORE_THREADS, 1, 1))
+            values_s = (packed, _p(q), _p(key), _p(w), _p(lq), _p(lk), _p(table), scores, FLAG)
+            prog.steps.append(Step(self._function(inst, "score"), config, values_s))
+        else:
+            fast = LiInstance(q.dtype, w.dtype, vec)
+            config = LaunchConfig((rows * -(-m.cap // TILE_KEYS), 1, 1), (TILE_THREADS, 1, 1))
+            values_s = (packed, _p(q), _p(key), _p(w), _p(lq), _p(lk), _p(table), scores, FLAG)
+            if m.cap > 0:
+                prog.steps.append(Step(self._li_function(fast, "tiled"), config, values_s))
+            if path == "select":
+                want = min(count, m.cap)
+                size = 1 << max(want - 1, 0).bit_length()
+                scratch: Any = prog.temp(rows * size * 8) if size > SHARED_SORT else ctypes.c_void_p(0)
+                sel_config = LaunchConfig((rows, 1, 1), (select_threads(m.cap), 1, 1))
+                args_sel = (packed, scores, _p(lq), _p(out), _p(values), scratch, FLAG)
+                prog.steps.append(Step(self._li_function(fast, "select"), sel_config, args_sel))
+                return prog
         self.sorter.check_length("LightningIndexer", m.cap)
         _, order = self.sorter.sort_tensor(prog, D.ACL_FLOAT, True, scores, rows, (rows,), (m.cap,), m.cap)
         emit_config = self.backend.elementwise_config(max(rows * count, 1), 1)
