@@ -32,6 +32,8 @@ KERNELS: Final = ("simt", "dmma")
 """The product engines of :class:`FlatTile`."""
 MAX_THREADS: Final = 256
 """Block threads at most (the simt tile: 16 outputs a thread, so N1P * N2P <= 4,096)."""
+MIN_BLOCKS: Final = 2
+"""Resident blocks per SM the register budget is held to (two 64x64 tiles' shared memory fit an H100's SM)."""
 DMMA_WARPS: Final = 8
 """Warps of a dmma block (each owns whole 8x8 output tiles)."""
 
@@ -108,7 +110,7 @@ class FlatTile:
             [
                 *head,
                 f"// FlatQuant token tile ({self.kernel}) {self.x.short} [{self.n1}, {self.n2}] -> {self.dst.short}",
-                f'extern "C" __global__ void __launch_bounds__({self.threads}) {self.kernel_name}(',
+                f'extern "C" __global__ void __launch_bounds__({self.threads}, {MIN_BLOCKS}) {self.kernel_name}(',
                 "    " + ",\n    ".join(params) + ") {",
                 *("  " + line for line in body),
                 "}",
