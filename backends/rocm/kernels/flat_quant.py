@@ -303,10 +303,7 @@ class _DmmaEngine:
             f"      fa[ri] = {a}[((wr * {rb} + ri) * 8 + lane / 4) * {lda} + k + lane % 4];",
             f"    for (int ci = 0; ci < {cb}; ++ci)",
             f"      fb[ci] = {b}[(k + lane % 4) * {ldb} + (wc * {cb} + ci) * 8 + lane / 4];",
-            f"    for (int ri = 0; ri < {rb}; ++ri)",
-            f"      for (int ci = 0; ci < {cb}; ++ci)",
-            f"        acl_dmma_8x8x4(acc[ri * {cb} + ci], {a} + (wr * {rb} + ri) * 8 * {lda} + k, {lda},",
-            f"                       {b} + k * {ldb} + (wc * {cb} + ci) * 8, {ldb}, lane, fa[ri], fb[ci]);",
+            f"    acl_dmma_step<{rb}, {cb}>(acc, fa, fb, lane);",
             "  }",
             "}",
         ]
@@ -341,25 +338,60 @@ def warp_grid(rows: int, cols: int) -> tuple[int, int] | None:
 
 
 _DMMA: Final = r"""
-// c[0..1] += A[8x4] B[4x8] in double for this lane's C fragment (PTX's m8n8k4 f64 layout: C row lane / 4,
-// columns 2 (lane % 4) + {0, 1}; A element (lane / 4, lane % 4); B element (lane % 4, lane / 4)).
-// A: a[row * lda + kk]; B: b[kk * ldb + col]. Warp-collective on sm_80+; elsewhere each lane computes its
-// own two sums from shared memory in the same order (k ascending).
-// fa / fb: this lane's A and B fragment elements (the hardware's operands; the software path reads a and b).
-ACL_DEV void acl_dmma_8x8x4(double* c, const double* a, int lda, const double* b, int ldb, int lane, double fa,
-                            double fb) {
+#ifndef ACL_SHFL_IDX
+#if defined(__CUDA_ARCH__)
+#define ACL_SHFL_IDX(v, l) __shfl_sync(0xffffffffu, (v), (l))
+#else
+#define ACL_SHFL_IDX(v, l) __shfl((v), (l))
+#endif
+#endif
+// c[0..1] += A[8x4] B[4x8] in double, warp-collective, in PTX's m8n8k4 f64 fragment layout: lane L holds
+// fa = A(L / 4, L % 4), fb = B(L % 4, L / 4) and C(L / 4, 2 (L % 4) + {0, 1}). sm_80+: mma.sync; elsewhere
+// (and on the CPU emulator) the same sums from the same fragments, gathered from their lanes by shuffles,
+// so the software path checks the fragment bookkeeping the hardware path relies on.
+ACL_DEV void acl_dmma_8x8x4(double* c, double fa, double fb, int lane) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  (void)a; (void)lda; (void)b; (void)ldb; (void)lane;
+  (void)lane;
   asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
                : "+d"(c[0]), "+d"(c[1]) : "d"(fa), "d"(fb));
 #else
-  (void)fa; (void)fb;
   const int row = lane / 4, col = (lane % 4) * 2;
   for (int kk = 0; kk < 4; ++kk) {
-    const double av = a[row * lda + kk];
-    c[0] += av * b[kk * ldb + col];
-    c[1] += av * b[kk * ldb + col + 1];
+    const double av = ACL_SHFL_IDX(fa, row * 4 + kk);         // A(row, kk): lane 4 row + kk
+    const double b0 = ACL_SHFL_IDX(fb, col * 4 + kk);         // B(kk, col): lane 4 col + kk
+    const double b1 = ACL_SHFL_IDX(fb, (col + 1) * 4 + kk);
+    c[0] += av * b0;
+    c[1] += av * b1;
   }
+#endif
+}
+// One k-step of a warp's RB x CB tiles (fa[ri]: A fragment of row tile ri, fb[ci]: B fragment of column tile
+// ci): mma.sync per tile on sm_80+; where the CPU emulator offers ACL_WARP_ALLGATHER, every lane's fragments
+// in one exchange and the same sums (same layout) from them; elsewhere acl_dmma_8x8x4's shuffles per tile.
+template <int RB, int CB> ACL_DEV void acl_dmma_step(double (*acc)[2], const double* fa, const double* fb, int lane) {
+#if defined(ACL_WARP_ALLGATHER) && !(defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800)
+  constexpr int W = 2 * (RB + CB);
+  unsigned mine[W], all[32 * W];
+  for (int i = 0; i < RB + CB; ++i) {
+    const unsigned long long bits = (unsigned long long)__double_as_longlong(i < RB ? fa[i] : fb[i - RB]);
+    mine[2 * i] = (unsigned)bits;
+    mine[2 * i + 1] = (unsigned)(bits >> 32);
+  }
+  ACL_WARP_ALLGATHER(mine, all, W);
+  const int row = lane / 4, col = (lane % 4) * 2;
+  for (int ri = 0; ri < RB; ++ri)
+    for (int ci = 0; ci < CB; ++ci)
+      for (int kk = 0; kk < 4; ++kk) {
+        const unsigned* a = all + (row * 4 + kk) * W + 2 * ri;              // A(row, kk): lane 4 row + kk
+        const unsigned* b0 = all + (col * 4 + kk) * W + 2 * (RB + ci);      // B(kk, col): lane 4 col + kk
+        const unsigned* b1 = all + ((col + 1) * 4 + kk) * W + 2 * (RB + ci);
+        const double av = __longlong_as_double((long long)(((unsigned long long)a[1] << 32) | a[0]));
+        acc[ri * CB + ci][0] += av * __longlong_as_double((long long)(((unsigned long long)b0[1] << 32) | b0[0]));
+        acc[ri * CB + ci][1] += av * __longlong_as_double((long long)(((unsigned long long)b1[1] << 32) | b1[0]));
+      }
+#else
+  for (int ri = 0; ri < RB; ++ri)
+    for (int ci = 0; ci < CB; ++ci) acl_dmma_8x8x4(acc[ri * CB + ci], fa[ri], fb[ci], lane);
 #endif
 }
 """
