@@ -21,7 +21,7 @@ transform (sincos, float32, float32p); ACL_ADAMW_CONFIG=scalar: the one-element 
 ACL_FOREACH_CONFIG=scan|grid2d: how a Foreach block finds its slot; ACL_MC2_ROUTE=block|grid: MoeDistributeDispatch's
 routing kernels; ACL_MC2_ROWS=row: its block-a-row expandX copy; ACL_TAKE_CHECK=fused|vec: Take's in-gather
 index check or its 16-byte Check launch;
-ACL_MISH_CONFIG=poly: Mish's float32 polynomial body; ACL_FLATQUANT_KERNEL=slice|simt|dmma: FlatQuant's
+ACL_MISH_CONFIG=poly: Mish's float32 polynomial body; ACL_FLATQUANT_KERNEL=slice|simt|dmma|dmma16: FlatQuant's
 kernel (its [2, 64, 64] call below reaches the token tiles); ACL_RANDOM_LAYOUT is read from the process environment
 by every backend; ACL_CMO_CONFIG: aclrtCmoAsync's prefetch, whose kernels of every method compile under
 the pattern ``aclrtCmoAsync`` or with no pattern); the ops of

@@ -123,13 +123,14 @@ def test_flat_quant_kernel_rows(fake: Sequence[RocmBackend]) -> None:
     suite = _suite(backend, {"FlatQuant"})
     flat_quant(suite)  # type: ignore[arg-type]
     cases = suite.cases  # type: ignore[attr-defined]
-    forced = [f"FlatQuant int4 {k} kernel" for k in ("slice", "simt", "dmma")]
+    forced = [f"FlatQuant int4 {k} kernel" for k in ("slice", "simt", "dmma", "dmma16")]
     assert [c.op for c in cases] == ["FlatQuant int4", *forced]
     assert [c.note.split(";")[0] for c in cases] == [
         "path token tile simt",
         "path per slice",
         "path token tile simt",
         "path token tile dmma",
+        "path token tile dmma16",
     ]
     assert {c.status for c in cases} == {"ok"}
     compiled = backend.provider.compiled  # type: ignore[attr-defined]

@@ -25,7 +25,7 @@ extern "C" __global__ void dmma_probe(const double* a, const double* b, double* 
   const double fa = a[(lane / 4) * 4 + lane % 4];  // A [8, 4] row-major
   const double fb = b[(lane % 4) * 8 + lane / 4];  // B [4, 8] row-major
   double acc[1][2] = {{0.5, -0.25}};
-  if (step) acl_dmma_step<1, 1>(acc, &fa, &fb, lane);
+  if (step) acl_dmma_step<1, 1, false>(acc, &fa, &fb, lane);
   else acl_dmma_8x8x4(acc[0], fa, fb, lane);
   c[(lane / 4) * 8 + (lane % 4) * 2] = acc[0][0];
   c[(lane / 4) * 8 + (lane % 4) * 2 + 1] = acc[0][1];
@@ -67,3 +67,5 @@ def test_token_tile_geometry() -> None:
     dmma = FlatTile(D.ACL_BF16, D.ACL_INT4, 64, 64, "dmma")
     assert dmma.threads == 256 and dmma.fits(232448) is None
     assert "mma.sync.aligned.m8n8k4.row.col.f64" in dmma.source() and "mma.sync" not in simt.source()
+    paired = FlatTile(D.ACL_FLOAT16, D.ACL_INT32, 64, 64, "dmma16").source()
+    assert "acl_dmma_step<4, 2, true>" in paired and "acl_dmma_step<4, 2, false>" in dmma.source()

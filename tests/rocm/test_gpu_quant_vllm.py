@@ -153,7 +153,7 @@ def test_flat_quant_large(rocm: Backend, reference: Backend) -> None:
 EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
 
 
-@pytest.mark.parametrize("choice", ["slice", "simt", "dmma"])
+@pytest.mark.parametrize("choice", ["slice", "simt", "dmma", "dmma16"])
 def test_flat_quant_bench_shape_each_kernel(rocm: Backend, reference: Backend, choice: str) -> None:
     """The bench's slice shape [M, 64, 64] through each ACL_FLATQUANT_KERNEL choice, byte for byte.
 

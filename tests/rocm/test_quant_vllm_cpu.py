@@ -165,6 +165,7 @@ def _flat_args(rng: np.random.Generator, m: int, n1: int, n2: int, dtype: Any = 
         ("slice", (2, 64, 64), "flatfused"),
         ("simt", (2, 64, 64), "flattile"),
         ("dmma", (2, 64, 64), "flattile"),
+        ("dmma16", (2, 64, 64), "flattile"),
         ("dmma", (2, 8, 16), "flatfused"),  # 1 x 2 output tiles cannot feed 8 warps: the per-slice kernel
         ("auto", (2, 64, 96), "flatright"),  # 512 threads: past the simt tile, the two-step path
     ],
@@ -199,7 +200,7 @@ def test_flat_quant_kernel_switch_refuses_unknown_values(fake: tuple[RocmBackend
         runner.forced_flat = None
 
 
-@pytest.mark.parametrize("choice", ["simt", "dmma"])
+@pytest.mark.parametrize("choice", ["simt", "dmma", "dmma16"])
 def test_flat_quant_token_tiles_match_the_reference(emulated: RocmBackend, reference: Backend, choice: str) -> None:
     """Both token tiles byte for byte: padded dims (24 -> 32, 40 -> 64), bf16, INT4 and INT32 out, blocks
     looping over tokens (a grid of 2 for 5 tokens: the next token's x fetched during the second product)."""

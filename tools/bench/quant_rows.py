@@ -36,7 +36,7 @@ OPS: tuple[str, ...] = (
     "FlatQuant",
 )
 """The ``--only`` names of these rows."""
-FLAT_KERNELS: tuple[str, ...] = ("slice", "simt", "dmma")
+FLAT_KERNELS: tuple[str, ...] = ("slice", "simt", "dmma", "dmma16")
 """FlatQuant's forced kernels timed beside the default row where the backend has the switch (rocm)."""
 
 

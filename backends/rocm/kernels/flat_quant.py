@@ -5,8 +5,9 @@ x'' once to FLOAT32; the INT4 outputs and the FLOAT32 scale must match that bit 
 float64 rounding of a tie). fp16 inputs with fp32 accumulation (the warp matrix layer) cannot: a float32
 sum of 64 products misses the correctly rounded float32 in a large share of elements, and the maximum
 (the scale) with it. So the products stay in double, on a register tile per thread (``simt``) or on the
-FP64 warp matrix instruction of sm_80+ (``dmma``: ``mma.sync.m8n8k4`` f64, a software product in the
-same fragment layout elsewhere and on the CPU emulator).
+FP64 warp matrix instruction of sm_80+ (``dmma``: ``mma.sync.m8n8k4`` f64; ``dmma16``: on sm_90 two row
+tiles at once through ``mma.sync.m16n8k4`` f64, the m8n8k4 pair stacked, m8n8k4 on sm_80; a software
+product from the same fragments elsewhere and on the CPU emulator).
 
 One persistent block per group of tokens (grid-strided over M): P1 and P2 converted to double once per
 block into dynamic shared memory, zero-padded to ``N1P x N1P`` / ``N2P x N2P`` (powers of two, at
@@ -28,7 +29,7 @@ from acl_rocm.kernels.lowp import LOWP_PRELUDE
 from acl_rocm.kernels.prelude import PRELUDE
 from acl_rocm.kernels.quant import HELPERS, kernel_name, load, storage
 
-KERNELS: Final = ("simt", "dmma")
+KERNELS: Final = ("simt", "dmma", "dmma16")
 """The product engines of :class:`FlatTile`."""
 MAX_THREADS: Final = 256
 """Block threads at most (the simt tile: 16 outputs a thread, so N1P * N2P <= 4,096)."""
@@ -66,7 +67,7 @@ class FlatTile:
     @property
     def threads(self) -> int:
         """Threads of a block."""
-        if self.kernel == "dmma":
+        if self.kernel != "simt":
             return DMMA_WARPS * 32
         return self.n1p * self.n2p // 16
 
@@ -80,7 +81,7 @@ class FlatTile:
         """None where this kernel runs these shapes with ``max_shared`` bytes; else why not."""
         if self.kernel == "simt" and self.threads > MAX_THREADS:
             return f"N1P * N2P = {self.n1p * self.n2p} needs {self.threads} threads (at most {MAX_THREADS})"
-        if self.kernel == "dmma" and warp_grid(self.n1p // 8, self.n2p // 8) is None:
+        if self.kernel != "simt" and warp_grid(self.n1p // 8, self.n2p // 8) is None:
             return f"{self.n1p // 8} x {self.n2p // 8} output tiles do not split over {DMMA_WARPS} warps"
         if self.shared_bytes > max_shared:
             return f"{self.shared_bytes} B of shared memory (the device allows {max_shared})"
@@ -88,7 +89,7 @@ class FlatTile:
 
     def _pad(self) -> int:
         """Doubles added to every shared row: dmma's fragment loads read 4 or 8 rows at once (4: no conflicts)."""
-        return 4 if self.kernel == "dmma" else 0
+        return 0 if self.kernel == "simt" else 4
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -105,7 +106,7 @@ class FlatTile:
         params += ["const long long oi", "const long long oj", "float* s", "const long long s0"]
         params += ["const long long sm", "const long long mcount", "const float top"]
         body = self._setup() + self._loop()
-        head = [PRELUDE, LOWP_PRELUDE, HELPERS, _DMMA if self.kernel == "dmma" else ""]
+        head = [PRELUDE, LOWP_PRELUDE, HELPERS, "" if self.kernel == "simt" else _DMMA]
         return "\n".join(
             [
                 *head,
@@ -293,6 +294,7 @@ class _DmmaEngine:
     def product(self, a: str, lda: str, b: str, ldb: str, k: str) -> list[str]:
         """Lines: ``acc = A @ B`` one 8x8x4 f64 product at a time, k ascending (A [N1P, K], B [K, N2P])."""
         rb, cb, wc = self.rb, self.cb, self.wc
+        pair = "true" if self.tile.kernel == "dmma16" else "false"
         return [
             "{",
             f"  const int lane = t % 32, wr = (t / 32) / {wc}, wc = (t / 32) % {wc};",
@@ -303,7 +305,7 @@ class _DmmaEngine:
             f"      fa[ri] = {a}[((wr * {rb} + ri) * 8 + lane / 4) * {lda} + k + lane % 4];",
             f"    for (int ci = 0; ci < {cb}; ++ci)",
             f"      fb[ci] = {b}[(k + lane % 4) * {ldb} + (wc * {cb} + ci) * 8 + lane / 4];",
-            f"    acl_dmma_step<{rb}, {cb}>(acc, fa, fb, lane);",
+            f"    acl_dmma_step<{rb}, {cb}, {pair}>(acc, fa, fb, lane);",
             "  }",
             "}",
         ]
@@ -368,31 +370,57 @@ ACL_DEV void acl_dmma_8x8x4(double* c, double fa, double fb, int lane) {
 // One k-step of a warp's RB x CB tiles (fa[ri]: A fragment of row tile ri, fb[ci]: B fragment of column tile
 // ci): mma.sync per tile on sm_80+; where the CPU emulator offers ACL_WARP_ALLGATHER, every lane's fragments
 // in one exchange and the same sums (same layout) from them; elsewhere acl_dmma_8x8x4's shuffles per tile.
-template <int RB, int CB> ACL_DEV void acl_dmma_step(double (*acc)[2], const double* fa, const double* fb, int lane) {
+template <int RB, int CB, bool PAIRED> struct AclDmmaStep {
+  static ACL_DEV void run(double (*acc)[2], const double* fa, const double* fb, int lane) {
 #if defined(ACL_WARP_ALLGATHER) && !(defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800)
-  constexpr int W = 2 * (RB + CB);
-  unsigned mine[W], all[32 * W];
-  for (int i = 0; i < RB + CB; ++i) {
-    const unsigned long long bits = (unsigned long long)__double_as_longlong(i < RB ? fa[i] : fb[i - RB]);
-    mine[2 * i] = (unsigned)bits;
-    mine[2 * i + 1] = (unsigned)(bits >> 32);
+    constexpr int W = 2 * (RB + CB);
+    unsigned mine[W], all[32 * W];
+    for (int i = 0; i < RB + CB; ++i) {
+      const unsigned long long bits = (unsigned long long)__double_as_longlong(i < RB ? fa[i] : fb[i - RB]);
+      mine[2 * i] = (unsigned)bits;
+      mine[2 * i + 1] = (unsigned)(bits >> 32);
+    }
+    ACL_WARP_ALLGATHER(mine, all, W);
+    const int row = lane / 4, col = (lane % 4) * 2;
+    for (int ri = 0; ri < RB; ++ri)
+      for (int ci = 0; ci < CB; ++ci)
+        for (int kk = 0; kk < 4; ++kk) {
+          const unsigned* a = all + (row * 4 + kk) * W + 2 * ri;          // A(row, kk): lane 4 row + kk
+          const unsigned* b0 = all + (col * 4 + kk) * W + 2 * (RB + ci);  // B(kk, col): lane 4 col + kk
+          const unsigned* b1 = all + ((col + 1) * 4 + kk) * W + 2 * (RB + ci);
+          const double av = __longlong_as_double((long long)(((unsigned long long)a[1] << 32) | a[0]));
+          acc[ri * CB + ci][0] += av * __longlong_as_double((long long)(((unsigned long long)b0[1] << 32) | b0[0]));
+          acc[ri * CB + ci][1] += av * __longlong_as_double((long long)(((unsigned long long)b1[1] << 32) | b1[0]));
+        }
+#else
+    for (int ri = 0; ri < RB; ++ri)
+      for (int ci = 0; ci < CB; ++ci) acl_dmma_8x8x4(acc[ri * CB + ci], fa[ri], fb[ci], lane);
+#endif
   }
-  ACL_WARP_ALLGATHER(mine, all, W);
-  const int row = lane / 4, col = (lane % 4) * 2;
-  for (int ri = 0; ri < RB; ++ri)
-    for (int ci = 0; ci < CB; ++ci)
-      for (int kk = 0; kk < 4; ++kk) {
-        const unsigned* a = all + (row * 4 + kk) * W + 2 * ri;              // A(row, kk): lane 4 row + kk
-        const unsigned* b0 = all + (col * 4 + kk) * W + 2 * (RB + ci);      // B(kk, col): lane 4 col + kk
-        const unsigned* b1 = all + ((col + 1) * 4 + kk) * W + 2 * (RB + ci);
-        const double av = __longlong_as_double((long long)(((unsigned long long)a[1] << 32) | a[0]));
-        acc[ri * CB + ci][0] += av * __longlong_as_double((long long)(((unsigned long long)b0[1] << 32) | b0[0]));
-        acc[ri * CB + ci][1] += av * __longlong_as_double((long long)(((unsigned long long)b1[1] << 32) | b1[0]));
+};
+// PAIRED (dmma16, RB even): on sm_90 row tiles ri, ri + 1 (rows 8 apart) as one m16n8k4, whose A fragment is
+// the two m8n8k4 fragments {fa[ri], fa[ri + 1]} and whose D is the two tiles' C fragments, upper tile first.
+template <int RB, int CB> struct AclDmmaStep<RB, CB, true> {
+  static ACL_DEV void run(double (*acc)[2], const double* fa, const double* fb, int lane) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    (void)lane;
+    for (int ri = 0; ri + 1 < RB; ri += 2)
+      for (int ci = 0; ci < CB; ++ci) {
+        double* hi = acc[ri * CB + ci];
+        double* lo = acc[(ri + 1) * CB + ci];
+        asm volatile(
+            "mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};"
+            : "+d"(hi[0]), "+d"(hi[1]), "+d"(lo[0]), "+d"(lo[1])
+            : "d"(fa[ri]), "d"(fa[ri + 1]), "d"(fb[ci]));
       }
 #else
-  for (int ri = 0; ri < RB; ++ri)
-    for (int ci = 0; ci < CB; ++ci) acl_dmma_8x8x4(acc[ri * CB + ci], fa[ri], fb[ci], lane);
+    AclDmmaStep<RB, CB, false>::run(acc, fa, fb, lane);
 #endif
+  }
+};
+template <int RB, int CB, bool PAIR>
+ACL_DEV void acl_dmma_step(double (*acc)[2], const double* fa, const double* fb, int lane) {
+  AclDmmaStep<RB, CB, PAIR && RB % 2 == 0>::run(acc, fa, fb, lane);
 }
 """
 """The f64 warp product (``mma.sync.m8n8k4`` on sm_80+, the same sums per lane elsewhere)."""

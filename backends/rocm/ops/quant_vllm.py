@@ -9,8 +9,9 @@ passes through the host, so every op captures.
 
 FlatQuant's kernel (``ACL_FLATQUANT_KERNEL``, or the runner's ``forced_flat``): ``auto`` (the default)
 runs the token-tile kernel (:mod:`acl_rocm.kernels.flat_quant`, ``simt``) where its shared memory fits
-and the per-slice kernels (``slice``) elsewhere; ``simt`` / ``dmma`` force the token tile with double
-register tiles / the f64 warp matrix instruction, ``slice`` the per-slice kernels. A forced token tile
+and the per-slice kernels (``slice``) elsewhere; ``simt`` / ``dmma`` / ``dmma16`` force the token tile
+with double register tiles / the f64 warp matrix instruction (m8n8k4; m16n8k4 on sm_90), ``slice`` the
+per-slice kernels. A forced token tile
 that does not fit runs ``slice``; each plan's path goes to the ``acl_rocm.quant_vllm`` debug logger.
 """
 
@@ -68,6 +69,8 @@ NULL = ctypes.c_void_p(0)
 LOG = logging.getLogger("acl_rocm.quant_vllm")
 FLAT_ENV = "ACL_FLATQUANT_KERNEL"
 FLAT_CHOICES: tuple[str, ...] = ("auto", "slice", *TILE_KERNELS)
+FLAT_AUTO = "simt"
+"""The token tile ``auto`` runs where it fits (simt: the one the CPU emulator runs as the GPU does)."""
 """FlatQuant's kernel choices (``ACL_FLATQUANT_KERNEL``): auto, the per-slice kernels, the token tiles."""
 
 
@@ -384,7 +387,7 @@ class QuantVllmRunner:
         """The token-tile kernel this call runs, or None (the per-slice kernels); the choice is logged."""
         x, out = _need(launch, "x"), _need(launch, "out")
         choice = self.flat_choice()
-        tile = FlatTile(x.dtype, out.dtype, n1, n2, "simt" if choice in ("auto", "slice") else choice)
+        tile = FlatTile(x.dtype, out.dtype, n1, n2, FLAT_AUTO if choice in ("auto", "slice") else choice)
         why = "forced" if choice == "slice" else tile.fits(self.backend.properties.max_shared_memory)
         path = f"token tile {tile.kernel}" if why is None else "per slice"
         self.flat_last_path = path
