@@ -65,7 +65,7 @@ def test_token_tile_geometry() -> None:
     assert FlatTile(D.ACL_FLOAT16, D.ACL_INT32, 64, 96, "simt").fits(1 << 20) is not None  # 512 threads
     assert warp_grid(8, 8) in ((2, 4), (4, 2)) and warp_grid(1, 2) is None
     dmma = FlatTile(D.ACL_BF16, D.ACL_INT4, 64, 64, "dmma")
-    assert dmma.threads == 256 and dmma.fits(232448) is None
+    assert dmma.threads == 256 and dmma.fits(232448) is None and dmma.fits(232448, 64) is not None  # wave64
     assert "mma.sync.aligned.m8n8k4.row.col.f64" in dmma.source() and "mma.sync" not in simt.source()
     paired = FlatTile(D.ACL_FLOAT16, D.ACL_INT32, 64, 64, "dmma16").source()
     assert "acl_dmma_step<4, 2, true>" in paired and "acl_dmma_step<4, 2, false>" in dmma.source()

@@ -77,8 +77,10 @@ class FlatTile:
         n1p, n2p, pad = self.n1p, self.n2p, self._pad()
         return 8 * (n1p * (n1p + pad) + n2p * (n2p + pad) + n1p * (n2p + pad)) + 4 * self.threads + n1p * n2p
 
-    def fits(self, max_shared: int) -> str | None:
-        """None where this kernel runs these shapes with ``max_shared`` bytes; else why not."""
+    def fits(self, max_shared: int, warp_size: int = 32) -> str | None:
+        """None where this kernel runs these shapes with ``max_shared`` bytes and ``warp_size`` lanes; else why not."""
+        if self.kernel != "simt" and warp_size != 32:
+            return f"the f64 warp product is written for 32-lane warps, not {warp_size}"
         if self.kernel == "simt" and self.threads > MAX_THREADS:
             return f"N1P * N2P = {self.n1p * self.n2p} needs {self.threads} threads (at most {MAX_THREADS})"
         if self.kernel != "simt" and warp_grid(self.n1p // 8, self.n2p // 8) is None:

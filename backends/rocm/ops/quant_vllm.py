@@ -388,7 +388,8 @@ class QuantVllmRunner:
         x, out = _need(launch, "x"), _need(launch, "out")
         choice = self.flat_choice()
         tile = FlatTile(x.dtype, out.dtype, n1, n2, FLAT_AUTO if choice in ("auto", "slice") else choice)
-        why = "forced" if choice == "slice" else tile.fits(self.backend.properties.max_shared_memory)
+        props = self.backend.properties
+        why = "forced" if choice == "slice" else tile.fits(props.max_shared_memory, props.warp_size)
         path = f"token tile {tile.kernel}" if why is None else "per slice"
         self.flat_last_path = path
         LOG.debug("FlatQuant [%d, %d, %d] %s: %s (%s=%s)", m, n1, n2, x.dtype.short, path, FLAT_ENV, choice)
