@@ -3,8 +3,9 @@
 Every spec sample runs contiguous, padded and transposed with guarded outputs; larger cases cross many
 blocks and rows (DynamicBlockQuant's 128x128 and 256x192 blocks over tails, DequantSwigluQuant rows
 longer than a block with groups, MX norm rows of many MX blocks, FlatQuant slices of 512 and 6,144
-elements: the fused and the two-step path, HiFloat8 outputs as raw bytes). Outputs are compared byte
-for byte, NaN positions as NaN (the host's default NaN sign differs from the GPU's), except
+elements: the fused and the two-step path, HiFloat8 outputs as raw bytes; the bench's [M, 64, 64] slices through
+every ACL_FLATQUANT_KERNEL choice: the per-slice kernels and the simt / dmma / dmma16 token tiles).
+Outputs are compared byte for byte, NaN positions as NaN (the host's default NaN sign differs from the GPU's), except
 ClippedSwiglu, compared under its ulp class (the suite's own comparison).
 Sizes keep ``ACL_ROCM_EMULATE=1`` (the CPU kernel emulator) under a minute.
 """

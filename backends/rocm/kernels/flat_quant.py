@@ -46,7 +46,7 @@ def padded(n: int) -> int:
 
 @dataclass(frozen=True)
 class FlatTile:
-    """One block per group of tokens; ``kernel`` ``simt`` (4x4 double register tiles) or ``dmma`` (f64 mma)."""
+    """A block per group of tokens; ``kernel``: ``simt`` (4x4 double register tiles), ``dmma`` or ``dmma16``."""
 
     x: D
     dst: D
