@@ -22,7 +22,8 @@ ACL_FOREACH_CONFIG=scan|grid2d: how a Foreach block finds its slot; ACL_MC2_ROUT
 routing kernels; ACL_MC2_ROWS=row: its block-a-row expandX copy; ACL_TAKE_CHECK=fused|vec: Take's in-gather
 index check or its 16-byte Check launch; ACL_LI_PATH=tiled|sort: LightningIndexer's key-tile scores before the row
 sorter, or the first path;
-ACL_MISH_CONFIG=poly: Mish's float32 polynomial body; ACL_RANDOM_LAYOUT is read from the process environment
+ACL_MISH_CONFIG=poly: Mish's float32 polynomial body; ACL_FLATQUANT_KERNEL=slice|simt|dmma|dmma16: FlatQuant's
+kernel (its [2, 64, 64] call below reaches the token tiles); ACL_RANDOM_LAYOUT is read from the process environment
 by every backend; ACL_CMO_CONFIG: aclrtCmoAsync's prefetch, whose kernels of every method compile under
 the pattern ``aclrtCmoAsync`` or with no pattern); the ops of
 :data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the short norm rows, the down
@@ -95,6 +96,7 @@ SWITCHES = (
     "ACL_MC2_ROWS",
     "ACL_TAKE_CHECK",
     "ACL_MISH_CONFIG",
+    "ACL_FLATQUANT_KERNEL",
 )
 
 
@@ -127,6 +129,12 @@ def _decode_calls() -> dict[str, list[dict[str, Any]]]:
             {"query": x(1, 1, 16, d), "key": [x(1, 512, 8, d)], "value": [x(1, 512, 8, d)], "numHeads": 16}
             | {"scaleValue": 0.125, "inputLayout": "BSND", "numKeyValueHeads": 8}
             for d in (64, 128, 256)
+        ],
+        # FlatQuant at the bench's slice shape: the token-tile kernels (ACL_FLATQUANT_KERNEL picks which)
+        "FlatQuant": [
+            {"x": x(2, 64, 64, dtype=d), "kroneckerP1": x(64, 64, dtype=d), "kroneckerP2": x(64, 64, dtype=d)}
+            | {"clipRatio": 1.0}
+            for d in (np.float16, bf16)
         ],
         "ScatterPaKvCache": [
             {"key": x(b, 8, 128), "value": x(b, 8, 128), "slotMapping": np.arange(b, dtype=np.int32) * 3}

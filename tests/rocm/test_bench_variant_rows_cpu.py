@@ -112,3 +112,27 @@ def test_mish_and_take_env_rows(fake: Sequence[RocmBackend]) -> None:
     assert {c.status for c in suite.cases} == {"ok"}  # type: ignore[attr-defined]
     assert any(n.startswith("acl_mv_check_vec") for n in backend.provider.compiled)  # type: ignore[attr-defined]
     assert dict(backend.environ) == before
+
+
+def test_flat_quant_kernel_rows(fake: Sequence[RocmBackend]) -> None:
+    """FlatQuant's row once by default, then once per forced ACL_FLATQUANT_KERNEL choice, each noting its path."""
+    from acl_rocm.kernels.flat_quant import FlatTile
+    from acl_tools.bench.quant_rows import flat_quant
+
+    (backend,) = fake
+    suite = _suite(backend, {"FlatQuant"})
+    flat_quant(suite)  # type: ignore[arg-type]
+    cases = suite.cases  # type: ignore[attr-defined]
+    forced = [f"FlatQuant int4 {k} kernel" for k in ("slice", "simt", "dmma", "dmma16")]
+    assert [c.op for c in cases] == ["FlatQuant int4", *forced]
+    assert [c.note.split(";")[0] for c in cases] == [
+        "path token tile simt",
+        "path per slice",
+        "path token tile simt",
+        "path token tile dmma",
+        "path token tile dmma16",
+    ]
+    assert {c.status for c in cases} == {"ok"}
+    compiled = backend.provider.compiled  # type: ignore[attr-defined]
+    assert FlatTile(D.ACL_FLOAT16, D.ACL_INT32, 16, 32, "dmma").kernel_name in compiled
+    assert backend.runners["quant_vllm"].forced_flat is None

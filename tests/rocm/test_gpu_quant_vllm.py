@@ -3,14 +3,16 @@
 Every spec sample runs contiguous, padded and transposed with guarded outputs; larger cases cross many
 blocks and rows (DynamicBlockQuant's 128x128 and 256x192 blocks over tails, DequantSwigluQuant rows
 longer than a block with groups, MX norm rows of many MX blocks, FlatQuant slices of 512 and 6,144
-elements: the fused and the two-step path, HiFloat8 outputs as raw bytes). Outputs are compared byte
-for byte, NaN positions as NaN (the host's default NaN sign differs from the GPU's), except
+elements: the fused and the two-step path, HiFloat8 outputs as raw bytes; the bench's [M, 64, 64] slices through
+every ACL_FLATQUANT_KERNEL choice: the per-slice kernels and the simt / dmma / dmma16 token tiles).
+Outputs are compared byte for byte, NaN positions as NaN (the host's default NaN sign differs from the GPU's), except
 ClippedSwiglu, compared under its ulp class (the suite's own comparison).
 Sizes keep ``ACL_ROCM_EMULATE=1`` (the CPU kernel emulator) under a minute.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import ml_dtypes
@@ -147,3 +149,33 @@ def test_flat_quant_large(rocm: Backend, reference: Backend) -> None:
     args = {"x": x, "kroneckerP1": rng.uniform(-1, 1, (64, 64)).astype(np.float16), "clipRatio": 1.0}
     args["kroneckerP2"] = rng.uniform(-1, 1, (96, 96)).astype(np.float16)
     check(rocm, reference, "FlatQuant", args, "two-step int32")
+
+
+EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
+
+
+@pytest.mark.parametrize("choice", ["slice", "simt", "dmma", "dmma16"])
+def test_flat_quant_bench_shape_each_kernel(rocm: Backend, reference: Backend, choice: str) -> None:
+    """The bench's slice shape [M, 64, 64] through each ACL_FLATQUANT_KERNEL choice, byte for byte.
+
+    On the GPU 1,100 tokens outnumber the token tile's resident blocks (2 a multiprocessor), so blocks loop
+    over tokens; on the emulator 5 tokens over a grid of 2 do the same.
+    """
+    runner = getattr(rocm, "runners", {}).get("quant_vllm")
+    assert runner is not None and hasattr(runner, "forced_flat")
+    runner.forced_flat, runner.flat_blocks = choice, (2 if EMULATED else None)
+    rng = np.random.default_rng(16)
+    m = 5 if EMULATED else 1100
+    try:
+        for dtype in (np.float16, ml_dtypes.bfloat16):
+            x = rng.uniform(-2, 2, (m, 64, 64)).astype(dtype)
+            x[1] = 0
+            args = {"x": x, "kroneckerP1": rng.uniform(-1, 1, (64, 64)).astype(dtype), "clipRatio": 1.0}
+            args["kroneckerP2"] = rng.uniform(-1, 1, (64, 64)).astype(dtype)
+            check(rocm, reference, "FlatQuant", args, f"{choice} {np.dtype(dtype).name} int32")
+            want = "per slice" if choice == "slice" else f"token tile {choice}"
+            assert runner.flat_last_path == want
+        out = {"out": np.zeros(x.shape, ml_dtypes.int4), "quantScale": np.zeros(m, np.float32)}
+        check(rocm, reference, "FlatQuant", args | out, f"{choice} int4")
+    finally:
+        runner.forced_flat, runner.flat_blocks = None, None

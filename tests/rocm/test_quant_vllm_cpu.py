@@ -10,12 +10,16 @@ stream-ordered temporaries replay bit for bit under stream capture.
 
 from __future__ import annotations
 
+from typing import Any
+
+import ml_dtypes
 import numpy as np
 import pytest
 
 from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
+from acl_core.errors import AclError
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.quant_vllm import SPECS
 from acl_rocm.backend import RocmBackend
@@ -145,3 +149,70 @@ def test_flat_quant_slices_past_shared_memory_take_the_two_step_path(
     compare(emulated, reference, "FlatQuant", args, "two-step int32")
     out = {"out": np.zeros(x.shape, "int4"), "quantScale": np.zeros(2, np.float32)}
     compare(emulated, reference, "FlatQuant", args | out, "two-step int4")
+
+
+def _flat_args(rng: np.random.Generator, m: int, n1: int, n2: int, dtype: Any = np.float16) -> dict[str, Any]:
+    x = rng.uniform(-2, 2, (m, n1, n2)).astype(dtype)
+    x[m // 2] = 0  # a zero slice: scale 0, codes 0
+    args = {"x": x, "kroneckerP1": rng.uniform(-1, 1, (n1, n1)).astype(dtype), "clipRatio": 0.9}
+    return args | {"kroneckerP2": rng.uniform(-1, 1, (n2, n2)).astype(dtype)}
+
+
+@pytest.mark.parametrize(
+    ("choice", "shape", "kind"),
+    [
+        ("auto", (2, 64, 64), "flattile"),
+        ("slice", (2, 64, 64), "flatfused"),
+        ("simt", (2, 64, 64), "flattile"),
+        ("dmma", (2, 64, 64), "flattile"),
+        ("dmma16", (2, 64, 64), "flattile"),
+        ("dmma", (2, 8, 16), "flatfused"),  # 1 x 2 output tiles cannot feed 8 warps: the per-slice kernel
+        ("auto", (2, 64, 96), "flatright"),  # 512 threads: past the simt tile, the two-step path
+    ],
+)
+def test_flat_quant_kernel_choice(
+    fake: tuple[RocmBackend, FakeProvider], choice: str, shape: tuple[int, int, int], kind: str
+) -> None:
+    """ACL_FLATQUANT_KERNEL's choices reach the launches; a token tile opts into its dynamic shared memory."""
+    backend, provider = fake
+    runner = backend.runners["quant_vllm"]
+    runner.forced_flat = choice
+    try:
+        provider.launches.clear()
+        eager.run("FlatQuant", backend, **_flat_args(np.random.default_rng(4), *shape))
+    finally:
+        runner.forced_flat = None
+    assert provider.launches[0].name.split("_")[2] == kind
+    if kind == "flattile":
+        assert runner.flat_last_path == f"token tile {'simt' if choice == 'auto' else choice}"
+        assert provider.dynamic_shared[provider.launches[0].name] > 48 * 1024  # 64 x 64: about 100 KiB
+        assert len(provider.launches) == 1
+
+
+def test_flat_quant_kernel_switch_refuses_unknown_values(fake: tuple[RocmBackend, FakeProvider]) -> None:
+    backend, _ = fake
+    runner = backend.runners["quant_vllm"]
+    runner.forced_flat = "wgmma"
+    try:
+        with pytest.raises(AclError, match="ACL_FLATQUANT_KERNEL"):
+            eager.run("FlatQuant", backend, **_flat_args(np.random.default_rng(4), 2, 8, 16))
+    finally:
+        runner.forced_flat = None
+
+
+@pytest.mark.parametrize("choice", ["simt", "dmma", "dmma16"])
+def test_flat_quant_token_tiles_match_the_reference(emulated: RocmBackend, reference: Backend, choice: str) -> None:
+    """Both token tiles byte for byte: padded dims (24 -> 32, 40 -> 64), bf16, INT4 and INT32 out, blocks
+    looping over tokens (a grid of 2 for 5 tokens: the next token's x fetched during the second product)."""
+    runner = emulated.runners["quant_vllm"]
+    runner.forced_flat, runner.flat_blocks = choice, 2
+    rng = np.random.default_rng(12)
+    try:
+        for shape, dtype in (((5, 24, 40), np.float16), ((3, 16, 32), ml_dtypes.bfloat16)):
+            args = _flat_args(rng, *shape, dtype=dtype)
+            compare(emulated, reference, "FlatQuant", args, f"{choice} {shape} int32")
+            assert runner.flat_last_path == f"token tile {choice}"
+            out = {"out": np.zeros(shape, ml_dtypes.int4), "quantScale": np.zeros(shape[0], np.float32)}
+            compare(emulated, reference, "FlatQuant", args | out, f"{choice} {shape} int4")
+    finally:
+        runner.forced_flat, runner.flat_blocks = None, None

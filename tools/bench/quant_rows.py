@@ -36,6 +36,8 @@ OPS: tuple[str, ...] = (
     "FlatQuant",
 )
 """The ``--only`` names of these rows."""
+FLAT_KERNELS: tuple[str, ...] = ("slice", "simt", "dmma", "dmma16")
+"""FlatQuant's forced kernels timed beside the default row where the backend has the switch (rocm)."""
 
 
 def _full(suite: Suite) -> bool:
@@ -228,5 +230,21 @@ def flat_quant(suite: Suite) -> None:
         return run
 
     nbytes = m * n1 * n2 * 2 + m * n1 * n2 // 2 + m * 4
-    case = Case("FlatQuant int4", f"[{m},{n1},{n2}]", "fp16", "GB/s", nbytes)
-    suite.case(case, acl, torch_fn, "FlatQuant")
+    runners = getattr(suite.backend, "runners", {})
+    runner = runners.get("quant_vllm") if isinstance(runners, dict) else None  # rocm: the kernel switch
+    kernels: tuple[str | None, ...] = (None,)
+    if runner is not None and hasattr(runner, "forced_flat"):
+        kernels += FLAT_KERNELS
+    for kernel in kernels:
+        name = "FlatQuant int4" + (f" {kernel} kernel" if kernel else "")
+        case = Case(name, f"[{m},{n1},{n2}]", "fp16", "GB/s", nbytes)
+        if runner is not None and kernel is not None:
+            runner.forced_flat = kernel
+        try:
+            suite.case(case, acl, torch_fn, "FlatQuant")
+        finally:
+            if runner is not None and kernel is not None:
+                runner.forced_flat = None
+        path = getattr(runner, "flat_last_path", None)
+        if not case.note:
+            case.note = f"path {path or 'n/a'}; torch: two fp16 batched matmuls, amax, divide, round (int8 codes)"

@@ -16,6 +16,8 @@ and the codecs of :mod:`acl_rocm.kernels.lowp`. Every tensor is addressed throug
 * ``FlatQuant``: one block per slice, ``x @ P2`` in shared memory as doubles and ``P1 @ x'`` in registers
   (``FlatFused``) where N1 * N2 fits (5,632); otherwise ``x @ P2`` into a double temporary, then one block
   per slice: ``P1 @ x'`` rounded to float into a float temporary, its maximum, and the INT4 quantisation.
+  These are ``ACL_FLATQUANT_KERNEL=slice``; the token tiles (the default where they fit) are
+  :mod:`acl_rocm.kernels.flat_quant`'s.
 """
 
 from __future__ import annotations

@@ -6,18 +6,29 @@ Every call is one recorded program (:mod:`acl_rocm.ops.program`): group counts b
 in a stream-ordered temporary, FlatQuant's Kronecker products stay in one block's shared memory and
 registers (slices of at most 5,632 elements) or go through two temporaries; nothing
 passes through the host, so every op captures.
+
+FlatQuant's kernel (``ACL_FLATQUANT_KERNEL``, or the runner's ``forced_flat``): ``auto`` (the default)
+runs the token-tile kernel (:mod:`acl_rocm.kernels.flat_quant`, ``simt``) where its shared memory fits
+and the per-slice kernels (``slice``) elsewhere; ``simt`` / ``dmma`` / ``dmma16`` force the token tile
+with double register tiles / the f64 warp matrix instruction (m8n8k4; m16n8k4 on sm_90), ``slice`` the
+per-slice kernels. A forced token tile
+that does not fit runs ``slice``; each plan's path goes to the ``acl_rocm.quant_vllm`` debug logger.
 """
 
 from __future__ import annotations
 
 import ctypes
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
+from acl_core.errors import AclError, AclErrorCode
 from acl_core.spec.ops.quant_vllm import group_param_rows
 from acl_core.tensor import AclTensor
+from acl_rocm.kernels.flat_quant import KERNELS as TILE_KERNELS
+from acl_rocm.kernels.flat_quant import FlatTile
 from acl_rocm.kernels.prelude import PRELUDE
 from acl_rocm.kernels.quant import BLOCK_THREADS, LP_MODES
 from acl_rocm.kernels.quant_vllm import (
@@ -55,6 +66,12 @@ OPS: tuple[str, ...] = (
 
 Shape = tuple[int, ...]
 NULL = ctypes.c_void_p(0)
+LOG = logging.getLogger("acl_rocm.quant_vllm")
+FLAT_ENV = "ACL_FLATQUANT_KERNEL"
+FLAT_CHOICES: tuple[str, ...] = ("auto", "slice", *TILE_KERNELS)
+FLAT_AUTO = "simt"
+"""The token tile ``auto`` runs where it fits (simt: the one the CPU emulator runs as the GPU does)."""
+"""FlatQuant's kernel choices (``ACL_FLATQUANT_KERNEL``): auto, the per-slice kernels, the token tiles."""
 
 
 def _t(launch: Launch, name: str) -> AclTensor | None:
@@ -103,10 +120,30 @@ class QuantVllmRunner:
 
     def __init__(self, backend: RocmBackend) -> None:
         self.backend = backend
+        self.forced_flat: str | None = None
+        """FlatQuant's kernel for tests and the bench (None: ``ACL_FLATQUANT_KERNEL``, else ``auto``)."""
+        self.flat_blocks: int | None = None
+        """The token tile's grid at most (None: the device's resident blocks); tests make blocks loop over tokens."""
+        self.flat_last_path: str | None = None
+        """The path FlatQuant's last plan took (the bench's note)."""
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""
-        return {name: program_kernel(self.backend, "quant_vllm", name, self._planner(name)) for name in OPS}
+        return {
+            name: program_kernel(
+                self.backend, "quant_vllm", name, self._planner(name), self.flat_choice if name == "FlatQuant" else None
+            )
+            for name in OPS
+        }
+
+    def flat_choice(self) -> str:
+        """FlatQuant's kernel choice: ``forced_flat``, else ``ACL_FLATQUANT_KERNEL``, else ``auto``."""
+        value = (self.forced_flat or self.backend.environ.get(FLAT_ENV, "") or "auto").strip().lower()
+        if value not in FLAT_CHOICES:
+            raise AclError(
+                AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{FLAT_ENV}={value!r}: expected one of {', '.join(FLAT_CHOICES)}"
+            )
+        return value
 
     def _planner(self, op: str) -> Any:
         plan = {
@@ -346,15 +383,43 @@ class QuantVllmRunner:
         self._step(prog, kernel, self._blocks(rows, n), args)
         return prog
 
+    def _flat_tile(self, launch: Launch, m: int, n1: int, n2: int) -> FlatTile | None:
+        """The token-tile kernel this call runs, or None (the per-slice kernels); the choice is logged."""
+        x, out = _need(launch, "x"), _need(launch, "out")
+        choice = self.flat_choice()
+        tile = FlatTile(x.dtype, out.dtype, n1, n2, FLAT_AUTO if choice in ("auto", "slice") else choice)
+        props = self.backend.properties
+        why = "forced" if choice == "slice" else tile.fits(props.max_shared_memory, props.warp_size)
+        path = f"token tile {tile.kernel}" if why is None else "per slice"
+        self.flat_last_path = path
+        LOG.debug("FlatQuant [%d, %d, %d] %s: %s (%s=%s)", m, n1, n2, x.dtype.short, path, FLAT_ENV, choice)
+        if why is not None:
+            LOG.debug("FlatQuant token tile %s not taken: %s", tile.kernel, why)
+            return None
+        return tile
+
     def _flat_quant(self, launch: Launch) -> Program:
         x, p1, p2 = _need(launch, "x"), _need(launch, "kroneckerP1"), _need(launch, "kroneckerP2")
         out, scale = _need(launch, "out"), _need(launch, "quantScale")
         m, n1, n2 = x.view_dims
         prog = Program()
+        tile = self._flat_tile(launch, m, n1, n2)
+        if tile is not None:
+            args: list[Any] = [_ptr(x), *longs(x.offset, *x.strides), _ptr(p2), *longs(p2.offset, *p2.strides)]
+            args += [_ptr(p1), *longs(p1.offset, *p1.strides), _ptr(out), *longs(out.offset, *out.strides)]
+            args += [_ptr(scale), *longs(scale.offset, scale.strides[0], m)]
+            args += [ctypes.c_float(float(launch.plan["dst_max"]))]
+            p = self.backend.properties
+            per_sm = max(1, min(2048 // tile.threads, (p.max_shared_memory + 1024) // (tile.shared_bytes + 1024)))
+            grid = min(m, p.compute_units * per_sm, p.max_grid_x, self.flat_blocks or m)
+            config = LaunchConfig((grid, 1, 1), (tile.threads, 1, 1), tile.shared_bytes)
+            function = self.backend.function(tile.source(), tile.kernel_name, tile.shared_bytes)
+            prog.steps.append(Step(function, config, tuple(args)))
+            return prog
         if n1 * n2 <= FUSED_SLICE:  # one launch: x' in shared memory, x'' in registers
             per = -(-n1 * n2 // BLOCK_THREADS)
             per = -(-per // 8) * 8
-            args: list[Any] = [_ptr(x), *longs(x.offset, *x.strides), _ptr(p2), *longs(p2.offset, *p2.strides)]
+            args = [_ptr(x), *longs(x.offset, *x.strides), _ptr(p2), *longs(p2.offset, *p2.strides)]
             args += [_ptr(p1), *longs(p1.offset, *p1.strides), _ptr(out), *longs(out.offset, *out.strides)]
             args += [_ptr(scale), *longs(scale.offset, scale.strides[0], m, n1, n2, per)]
             args += [ctypes.c_float(float(launch.plan["dst_max"]))]
