@@ -5,7 +5,8 @@ pointers and outputs, rows past the query length zeros, max/sum/lse), for fp16/b
 16-byte-aligned contiguous rows, no explicit mask (windows, causal included, and a sink are kept). A block
 is ``groups`` warpgroups (128 threads each), each owning 64 query rows; the block walks its rows' key range
 in tiles of ``block_keys`` keys, K and V double-buffered in shared memory by ``cp.async`` (tile t + 1 lands
-while tile t is computed). Per tile and warpgroup: S = Q K^T as ``D / 16`` SS wgmma steps (Q and K by
+while tile t is computed; one barrier a tile, so the warpgroups drift within it and one's softmax can run beside
+the other's products). Per tile and warpgroup: S = Q K^T as ``D / 16`` SS wgmma steps (Q and K by
 descriptor, both K-major), the online softmax on the fp32 accumulator in registers (a row's 2 x N / 8
 elements per thread, reduced over the 4 lanes sharing it), P rounded to fp16/bf16 in registers as the A
 fragments of ``block_keys / 16`` RS wgmma steps O += P V (V by descriptor, N-major: ``imm-trans-b`` 1).
@@ -181,15 +182,16 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) @NAME@(
   acl_key_range(row0, valid_rows, m.kv_len, m.has_window, m.win_lo, m.win_hi, m.shift, &kv0, &kv1);
   const long long tiles = kv1 > kv0 ? (kv1 - kv0 + BC - 1) / BC : 0;
 
-  // in flight (commit order): Q, K(0), V(0)
+  // in flight (commit order): Q, then K(0) and V(0)
   wg_load(qs, qh, m.q[2], row0, BR, m.rows);
   acl_cp_async_commit();
-  if (tiles > 0) wg_load(ks, kh, m.k[2], kv0, BC, m.kv_len);
-  acl_cp_async_commit();
-  if (tiles > 0) wg_load(vs, vh, m.v[2], kv0, BC, m.kv_len);
+  if (tiles > 0) {
+    wg_load(ks, kh, m.k[2], kv0, BC, m.kv_len);
+    wg_load(vs, vh, m.v[2], kv0, BC, m.kv_len);
+  }
   acl_cp_async_commit();
   if (scale_arg < 0.0) {  // Q negated (exactly), so that raw scores are scaled by |scale|
-    acl_cp_async_wait<2>();
+    acl_cp_async_wait<1>();
     __syncthreads();
     for (int i = tid; i < BR * HEAD_DIM; i += THREADS) qs[i] ^= 0x8000u;
   }
@@ -215,12 +217,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) @NAME@(
     const long long j0 = kv0 + t * BC;
     unsigned short* const kts = ks + (t & 1) * BC * HEAD_DIM;
     unsigned short* const vts = vs + (t & 1) * BC * HEAD_DIM;
-    acl_cp_async_wait<1>();  // in flight: V(t) (and Q, K(t) landed)
+    acl_cp_async_wait<0>();  // K(t) and V(t) landed (copied while tile t - 1 was computed)
     acl_fence_proxy_async();
-    __syncthreads();  // K(t) visible to wgmma; every warpgroup is done with tile t - 1, whose buffers take t + 1
+    __syncthreads();  // K(t), V(t) visible to wgmma; every warpgroup is done with tile t - 1, whose buffers take t + 1
     if (t + 1 < tiles) {
       wg_load(ks + ((t + 1) & 1) * BC * HEAD_DIM, kh, m.k[2], j0 + BC, BC, m.kv_len);
-      acl_cp_async_commit();
       wg_load(vs + ((t + 1) & 1) * BC * HEAD_DIM, vh, m.v[2], j0 + BC, BC, m.kv_len);
       acl_cp_async_commit();
     }
@@ -281,12 +282,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) @NAME@(
 #pragma unroll
     for (int i = 0; i < OREGS; ++i) o[i] *= alpha[(i / 2) % 2];
 
-    if (t + 1 < tiles) acl_cp_async_wait<2>();  // in flight: K(t + 1), V(t + 1)
-    else acl_cp_async_wait<0>();
-    acl_fence_proxy_async();
-    __syncthreads();  // V(t) visible to wgmma
-
-    // O += P V
+    // O += P V (no barrier since the tile's first: the warpgroups drift, one's softmax beside the other's products)
     const unsigned long long v_desc = acl_wg_desc(vts, ROW_BYTES, 128);
 #pragma unroll
     for (int i = 0; i < OREGS; ++i) acl_wg_keep(o[i]);
