@@ -24,7 +24,7 @@ import pytest
 
 from acl_core import eager
 from acl_core.backend import Backend
-from acl_rocm.kernels.attention_wgmma import WgmmaInstance
+from acl_rocm.kernels.attention_wgmma import DEFAULTS, WgmmaInstance
 from acl_rocm.kernels.wgmma import tile_kernel_name, tile_source
 from acl_rocm.launch import KernelArgs
 from tests.rocm.test_attention_wgmma_cpu import TILE_CASES
@@ -142,6 +142,8 @@ CASES = [
     ("bfloat16", 128, 0, "wg1k64", "BSND", 1, 2, 1, 190, 250),
     ("bfloat16", 64, 0, "wg2k128", "BNSD", 1, 2, 2, 50, 70),  # less than one tile each way
     ("float16", 128, 3, "wg2k128", "BNSD", 1, 2, 2, 900, 400),  # Sq > Skv: empty rows (zeros, max -inf)
+    ("bfloat16", 128, 3, "wg2k64b2", "BSND", 1, 4, 2, 610, 610),
+    ("float16", 64, 0, "wg2k64b2", "BNSD", 1, 2, 1, 333, 444),
 ]
 
 
@@ -192,5 +194,7 @@ def test_wgmma_setting_with_a_mask_runs_the_mma_sync_kernel(hopper: Backend, ref
 
 @pytest.mark.parametrize(("d", "sq"), [(128, 4096), (64, 1024)])
 def test_wgmma_flash_at_prefill_size(hopper: Backend, reference: Backend, d: int, sq: int) -> None:
+    """The bench's shapes (fewer heads), every shape the bench times there."""
     args = _args(_rng("wg-prefill", d), "bfloat16", "BNSD", 1, 4, 4, sq, sq, d, 3)
-    check_wgmma(hopper, reference, "wg2k128", d, args, f"bf16 causal {sq}")
+    for config in DEFAULTS[d]:
+        check_wgmma(hopper, reference, str(config), d, args, f"bf16 causal {sq}")

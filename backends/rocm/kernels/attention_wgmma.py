@@ -44,30 +44,38 @@ ARCHS: Final = frozenset({"sm_90"})
 
 @dataclass(frozen=True)
 class WgmmaConfig:
-    """A block shape of the wgmma kernel: warpgroups (64 query rows each) and keys a K/V tile (``wg2k128``)."""
+    """A block shape of the wgmma kernel: warpgroups (64 query rows each), keys a K/V tile, and the blocks a
+    multiprocessor should hold (``__launch_bounds__``' minimum: 2 caps a thread at 128 registers): ``wg2k128``,
+    ``wg2k64b2``."""
 
     groups: int
     block_keys: int
+    blocks: int = 1
 
     def __str__(self) -> str:
-        return f"wg{self.groups}k{self.block_keys}"
+        return f"wg{self.groups}k{self.block_keys}" + (f"b{self.blocks}" if self.blocks != 1 else "")
 
     @classmethod
     def parse(cls, text: str) -> WgmmaConfig:
-        """``wg<groups>k<keys>`` (groups 1/2, keys 64/128); ValueError for anything else."""
-        found = re.fullmatch(r"wg(\d+)k(\d+)", text.strip())
+        """``wg<groups>k<keys>[b<blocks>]`` (groups 1/2, keys 64/128, blocks 1/2); ValueError for anything else."""
+        found = re.fullmatch(r"wg(\d+)k(\d+)(?:b(\d+))?", text.strip())
         if found is None:
-            raise ValueError(f"wgmma config {text!r} is not wg<warpgroups>k<keys> (e.g. wg2k128)")
-        config = cls(int(found.group(1)), int(found.group(2)))
-        if config.groups not in (1, 2) or config.block_keys not in (64, 128):
-            raise ValueError(f"wgmma config {text!r}: warpgroups 1/2, keys a tile 64/128")
+            raise ValueError(f"wgmma config {text!r} is not wg<warpgroups>k<keys>[b<blocks>] (e.g. wg2k128)")
+        config = cls(int(found.group(1)), int(found.group(2)), int(found.group(3) or 1))
+        if config.groups not in (1, 2) or config.block_keys not in (64, 128) or config.blocks not in (1, 2):
+            raise ValueError(f"wgmma config {text!r}: warpgroups 1/2, keys a tile 64/128, blocks 1/2")
         return config
 
 
-DEFAULTS: Final = {64: WgmmaConfig(2, 128), 128: WgmmaConfig(2, 128)}
-"""The shape the bench times at each head dim (FlashAttention-3's forward: two consumer warpgroups of 64 rows,
-128-key tiles at D 64 and 128). Registers (``nvcc -Xptxas -v``, sm_90a): see :func:`wgmma_flash_source`'s
-callers' notes in the report; none measured on a GPU yet."""
+DEFAULTS: Final = {
+    64: (WgmmaConfig(2, 128), WgmmaConfig(1, 64), WgmmaConfig(2, 64, 2)),
+    128: (WgmmaConfig(2, 128), WgmmaConfig(1, 64), WgmmaConfig(2, 64, 2)),
+}
+"""The shapes the ops bench times at each head dim on sm_90 (none measured on a GPU yet): FlashAttention-3's
+forward block (two warpgroups of 64 rows, 128-key tiles: one block a multiprocessor, 160 KiB of shared memory at D
+128); one warpgroup on 64-key tiles (80 KiB at D 128: two independent blocks a multiprocessor); two warpgroups on
+64-key tiles with two blocks a multiprocessor. Registers (``nvcc -Xptxas -v``, sm_90a, bf16): D 128 ``wg2k128``
+184, ``wg1k64`` 151, ``wg2k64b2`` 128 with 36 bytes spilled; D 64 159, 119, 122 (no spills)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,8 @@ class WgmmaInstance:
     sink: D | None = None
     groups: int = 2
     block_keys: int = 128
+    blocks: int = 1
+    """``__launch_bounds__``' minimum blocks a multiprocessor."""
 
     @property
     def rows(self) -> int:
@@ -98,7 +108,7 @@ class WgmmaInstance:
     @property
     def config(self) -> WgmmaConfig:
         """Its block shape."""
-        return WgmmaConfig(self.groups, self.block_keys)
+        return WgmmaConfig(self.groups, self.block_keys, self.blocks)
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -157,7 +167,7 @@ ACL_DEV float wg_exp2(float x) {
   return r;
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1) @NAME@(
+extern "C" __global__ void __launch_bounds__(THREADS, @MINB@) @NAME@(
     const AttnMeta m, const FlashGrid g, const double scale_arg, const elem_t* __restrict__ q,
     const elem_t* __restrict__ k, const elem_t* __restrict__ v, const unsigned char* __restrict__ mask,
     elem_t* __restrict__ out, float* __restrict__ smax, float* __restrict__ ssum, float* __restrict__ lse,
@@ -344,16 +354,19 @@ def wgmma_flash_source(inst: WgmmaInstance) -> str:
         or inst.head_dim not in HEAD_DIMS
         or inst.groups not in (1, 2)
         or inst.block_keys not in (64, 128)
+        or inst.blocks not in (1, 2)
     ):
         raise ValueError(f"no wgmma flash kernel for {inst}")
-    if inst.shared_bytes > SHARED_LIMIT:
-        raise ValueError(f"{inst} needs {inst.shared_bytes} bytes of shared memory (limit {SHARED_LIMIT})")
+    if inst.shared_bytes * inst.blocks > SHARED_LIMIT:
+        need = f"{inst.shared_bytes} bytes of shared memory a block, {inst.blocks} blocks a multiprocessor"
+        raise ValueError(f"{inst} needs {need} (limit {SHARED_LIMIT})")
     c = ctype(inst.dtype)
     f32 = ctype(D.ACL_FLOAT)
     sink_c = ctype(inst.sink if inst.sink is not None else D.ACL_FLOAT)
     tokens = {
         "@D@": str(inst.head_dim),
         "@GROUPS@": str(inst.groups),
+        "@MINB@": str(inst.blocks),
         "@BC@": str(inst.block_keys),
         "@BF16@": "true" if inst.dtype == D.ACL_BF16 else "false",
         "@T@": "bf16" if inst.dtype == D.ACL_BF16 else "f16",

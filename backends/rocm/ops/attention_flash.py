@@ -124,9 +124,8 @@ class FlashAttention:
     def alternatives(self, head_dim: int) -> tuple[str, ...]:
         """Block shapes worth timing beside the table's at ``head_dim`` (the ops bench's extra forced-flash rows)."""
         shapes = [str(config) for config in ALTERNATIVES.get(head_dim, ())]
-        wgmma = WGMMA_DEFAULTS.get(head_dim)
-        if wgmma is not None and self.wgmma_unavailable() is None:
-            shapes.append(str(wgmma))  # sm_90: the wgmma kernel beside the mma.sync shapes
+        if self.wgmma_unavailable() is None:  # sm_90: the wgmma kernel's shapes beside the mma.sync ones
+            shapes += [str(config) for config in WGMMA_DEFAULTS.get(head_dim, ())]
         return tuple(shapes)
 
     def wgmma_unavailable(self) -> str | None:
@@ -190,7 +189,11 @@ class FlashAttention:
             )
             if why is None:
                 self.last_refusal = None
-                wg = WgmmaInstance(inst.dtype, inst.head_dim, inst.sink, override.groups, override.block_keys)
+                c = override
+                wg = WgmmaInstance(inst.dtype, inst.head_dim, inst.sink, c.groups, c.block_keys, c.blocks)
+                if wg.shared_bytes * wg.blocks > props.max_shared_memory:
+                    need = f"{wg.shared_bytes} B of shared memory a block, {wg.blocks} blocks a multiprocessor"
+                    raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"ACL_FLASH_CONFIG {c} needs {need}")
                 return self._launch(wg, meta, grid, scale, pointers, sink, "ACL_FLASH_CONFIG")
             if why != self.last_refusal:
                 log.debug(
