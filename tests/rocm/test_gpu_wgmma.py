@@ -135,15 +135,23 @@ def check_wgmma(rocm: Backend, reference: Backend, config: str, d: int, args: di
 CASES = [
     # dtype, d, mode, config, layout, b, n, nkv, sq, skv
     ("bfloat16", 128, 3, "wg2k128", "BSND", 2, 4, 2, 1000, 1250),  # causal bottom-right, GQA, ragged tiles
+    ("bfloat16", 128, 3, "wg2k128p", "BSND", 2, 4, 2, 1000, 1250),
     ("float16", 128, 0, "wg2k128", "BNSD", 1, 2, 2, 700, 900),  # no mask
+    ("float16", 128, 0, "wg2k128p", "BNSD", 1, 2, 2, 700, 900),
     ("bfloat16", 64, 2, "wg2k128", "BNSD", 2, 4, 1, 777, 777),  # causal top-left, MQA
+    ("bfloat16", 64, 2, "wg2k128p", "BNSD", 2, 4, 1, 777, 777),
     ("float16", 64, 3, "wg2k128", "BSND", 1, 4, 2, 300, 530),
     ("float16", 64, 3, "wg1k64", "BNSD", 1, 4, 2, 300, 530),
+    ("float16", 64, 3, "wg1k64p", "BNSD", 1, 4, 2, 300, 530),
     ("bfloat16", 128, 0, "wg1k64", "BSND", 1, 2, 1, 190, 250),
+    ("bfloat16", 128, 0, "wg1k64p", "BSND", 1, 2, 1, 190, 250),
     ("bfloat16", 64, 0, "wg2k128", "BNSD", 1, 2, 2, 50, 70),  # less than one tile each way
+    ("bfloat16", 64, 0, "wg2k128p", "BNSD", 1, 2, 2, 50, 70),
     ("float16", 128, 3, "wg2k128", "BNSD", 1, 2, 2, 900, 400),  # Sq > Skv: empty rows (zeros, max -inf)
-    ("bfloat16", 128, 3, "wg2k64b2", "BSND", 1, 4, 2, 610, 610),
+    ("float16", 128, 3, "wg2k128p", "BNSD", 1, 2, 2, 900, 400),
+    ("bfloat16", 64, 3, "wg2k64b2p", "BSND", 1, 4, 2, 610, 610),
     ("float16", 64, 0, "wg2k64b2", "BNSD", 1, 2, 1, 333, 444),
+    ("bfloat16", 128, 3, "wg1k64p", "BSND", 1, 2, 2, 130, 130),  # two tiles: the pipeline's shortest full run
 ]
 
 
@@ -169,14 +177,15 @@ def test_wgmma_flash_matches_reference(
 @pytest.mark.parametrize("d", [64, 128])
 def test_wgmma_flash_windows_scales_and_sink(hopper: Backend, reference: Backend, d: int) -> None:
     rng = _rng("wg-more", d)
-    band = _args(rng, "float16", "BSND", 1, 2, 2, 600, 650, d, 4, preTokens=150, nextTokens=20)
-    check_wgmma(hopper, reference, "wg2k128", d, band, "sparse 4 band 150/20")
-    for scale in (-0.3, 0.0):
-        args = _args(rng, "bfloat16", "BNSD", 1, 2, 1, 400, 500, d, 3, scaleValue=scale)
-        check_wgmma(hopper, reference, "wg2k128", d, args, f"causal, scale {scale}")
-    sink = _args(rng, "bfloat16", "BNSD", 1, 4, 2, 500, 500, d, 3, pseType=1)
-    sink["sinkOptional"] = rng.uniform(-2, 2, 4).astype(np.float32)
-    check_wgmma(hopper, reference, "wg2k128", d, sink, "causal + sink", op="FlashAttentionScoreV3")
+    for config in ("wg2k128", "wg2k128p"):
+        band = _args(rng, "float16", "BSND", 1, 2, 2, 600, 650, d, 4, preTokens=150, nextTokens=20)
+        check_wgmma(hopper, reference, config, d, band, "sparse 4 band 150/20")
+        for scale in (-0.3, 0.0):
+            args = _args(rng, "bfloat16", "BNSD", 1, 2, 1, 400, 500, d, 3, scaleValue=scale)
+            check_wgmma(hopper, reference, config, d, args, f"causal, scale {scale}")
+        sink = _args(rng, "bfloat16", "BNSD", 1, 4, 2, 500, 500, d, 3, pseType=1)
+        sink["sinkOptional"] = rng.uniform(-2, 2, 4).astype(np.float32)
+        check_wgmma(hopper, reference, config, d, sink, "causal + sink", op="FlashAttentionScoreV3")
 
 
 def test_wgmma_setting_with_a_mask_runs_the_mma_sync_kernel(hopper: Backend, reference: Backend) -> None:

@@ -51,31 +51,36 @@ class WgmmaConfig:
     groups: int
     block_keys: int
     blocks: int = 1
+    pipelined: bool = False
+    """Suffix ``p``: S(t + 1) and P(t) V(t) issued together, the softmax of t + 1 beside P(t) V(t) (FlashAttention-3's
+    intra-warpgroup overlap; K copied two tiles ahead)."""
 
     def __str__(self) -> str:
-        return f"wg{self.groups}k{self.block_keys}" + (f"b{self.blocks}" if self.blocks != 1 else "")
+        blocks = f"b{self.blocks}" if self.blocks != 1 else ""
+        return f"wg{self.groups}k{self.block_keys}{blocks}{'p' if self.pipelined else ''}"
 
     @classmethod
     def parse(cls, text: str) -> WgmmaConfig:
-        """``wg<groups>k<keys>[b<blocks>]`` (groups 1/2, keys 64/128, blocks 1/2); ValueError for anything else."""
-        found = re.fullmatch(r"wg(\d+)k(\d+)(?:b(\d+))?", text.strip())
+        """``wg<groups>k<keys>[b<blocks>][p]`` (groups 1/2, keys 64/128, blocks 1/2, ``p`` pipelined); ValueError
+        for anything else."""
+        found = re.fullmatch(r"wg(\d+)k(\d+)(?:b(\d+))?(p?)", text.strip())
         if found is None:
-            raise ValueError(f"wgmma config {text!r} is not wg<warpgroups>k<keys>[b<blocks>] (e.g. wg2k128)")
-        config = cls(int(found.group(1)), int(found.group(2)), int(found.group(3) or 1))
+            raise ValueError(f"wgmma config {text!r} is not wg<warpgroups>k<keys>[b<blocks>][p] (e.g. wg2k128)")
+        config = cls(int(found.group(1)), int(found.group(2)), int(found.group(3) or 1), found.group(4) == "p")
         if config.groups not in (1, 2) or config.block_keys not in (64, 128) or config.blocks not in (1, 2):
             raise ValueError(f"wgmma config {text!r}: warpgroups 1/2, keys a tile 64/128, blocks 1/2")
         return config
 
 
-DEFAULTS: Final = {
-    64: (WgmmaConfig(2, 128), WgmmaConfig(1, 64), WgmmaConfig(2, 64, 2)),
-    128: (WgmmaConfig(2, 128), WgmmaConfig(1, 64), WgmmaConfig(2, 64, 2)),
-}
+_FA3: Final = (WgmmaConfig(2, 128), WgmmaConfig(2, 128, pipelined=True), WgmmaConfig(1, 64, pipelined=True))
+DEFAULTS: Final = {64: (*_FA3, WgmmaConfig(2, 64, 2, pipelined=True)), 128: _FA3}
 """The shapes the ops bench times at each head dim on sm_90 (none measured on a GPU yet): FlashAttention-3's
 forward block (two warpgroups of 64 rows, 128-key tiles: one block a multiprocessor, 160 KiB of shared memory at D
-128); one warpgroup on 64-key tiles (80 KiB at D 128: two independent blocks a multiprocessor); two warpgroups on
-64-key tiles with two blocks a multiprocessor. Registers (``nvcc -Xptxas -v``, sm_90a, bf16): D 128 ``wg2k128``
-184, ``wg1k64`` 151, ``wg2k64b2`` 128 with 36 bytes spilled; D 64 159, 119, 122 (no spills)."""
+128), plain and pipelined (``p``); one warpgroup on 64-key tiles, pipelined (80 KiB at D 128: two independent blocks
+a multiprocessor); at D 64 two warpgroups on 64-key tiles, two blocks a multiprocessor, pipelined. Registers
+(``nvcc -Xptxas -v``, sm_90a, bf16; no spills, no serialised wgmma): D 128 ``wg2k128`` 206, ``wg2k128p`` 213,
+``wg1k64p`` 166; D 64 181, 181, 133, ``wg2k64b2p`` 126. Not listed: ``wg2k64b2`` at D 128 (128 registers: 48
+bytes spilled; pipelined, 164 bytes and serialised wgmma)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,8 @@ class WgmmaInstance:
     block_keys: int = 128
     blocks: int = 1
     """``__launch_bounds__``' minimum blocks a multiprocessor."""
+    pipelined: bool = False
+    """The software-pipelined loop (:attr:`WgmmaConfig.pipelined`)."""
 
     @property
     def rows(self) -> int:
@@ -108,7 +115,7 @@ class WgmmaInstance:
     @property
     def config(self) -> WgmmaConfig:
         """Its block shape."""
-        return WgmmaConfig(self.groups, self.block_keys, self.blocks)
+        return WgmmaConfig(self.groups, self.block_keys, self.blocks, self.pipelined)
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -140,6 +147,7 @@ _BODY: Final = r"""
 #define BC @BC@
 #define THREADS (128 * GROUPS)
 #define IS_BF16 @BF16@
+#define PIPE @PIPE@
 #define SREGS (BC / 2)
 #define OREGS (HEAD_DIM / 2)
 #define ROW_BYTES (HEAD_DIM * 16)  // an 8-row group of a tile: HEAD_DIM / 8 core matrices of 128 bytes
@@ -165,6 +173,83 @@ ACL_DEV float wg_exp2(float x) {
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
   return r;
+}
+
+template <int N> ACL_DEV void wg_keep(float (&x)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) acl_wg_keep(x[i]);
+}
+ACL_DEV void wg_keep_p(unsigned (&pa)[BC / 16][4]) {
+#pragma unroll
+  for (int kt = 0; kt < BC / 16; ++kt)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) acl_wg_keep(pa[kt][r]);
+}
+
+// S = Q K^T issued as one batch (raw scores: the scale is in the exp2's FMA); the caller fences before, waits after
+ACL_DEV void wg_scores(float (&sc)[SREGS], const unsigned long long q_desc, const unsigned long long k_desc) {
+#pragma unroll
+  for (int kk = 0; kk < HEAD_DIM / 16; ++kk) acl_wg_ss_n@BC@_@T@<0, 0>(sc, q_desc + 16 * kk, k_desc + 16 * kk, kk);
+  acl_wg_commit();
+}
+
+// O += P V issued as one batch (V N-major: imm-trans-b 1; a k16 step is two 8-key row groups)
+ACL_DEV void wg_pv(float (&o)[OREGS], const unsigned (&pa)[BC / 16][4], const unsigned long long v_desc) {
+#pragma unroll
+  for (int kt = 0; kt < BC / 16; ++kt) acl_wg_rs_n@D@_@T@<1>(o, pa[kt], v_desc + kt * (2 * ROW_BYTES / 16), 1);
+  acl_wg_commit();
+}
+
+// The online softmax of one tile's raw scores sc (keys j0 .. j0 + BC - 1): the window and key-end mask (only on
+// tiles crossing them), row maxima over the 4 lanes of a row, m_run and l_run updated; P = exp2(s |scale| log2 e -
+// base) into sc (fp32, in place), alpha the factor of the old terms (the caller rescales O by it).
+ACL_DEV void wg_softmax(float (&sc)[SREGS], float (&alpha)[2], float (&m_run)[2], float (&l_run)[2], const float sl2,
+                        const AttnMeta& m, const long long row0, const long long j0, const long long kv1,
+                        const int r_lo, const int cq) {
+  const float inf = __uint_as_float(0x7f800000u);
+  const bool inside = j0 - (row0 + BR - 1) - m.shift >= m.win_lo && j0 + BC - 1 - row0 - m.shift <= m.win_hi;
+  const bool full = j0 + BC <= kv1 && (!m.has_window || inside);
+  float t_max[2] = {-inf, -inf};
+  if (full) {
+#pragma unroll
+    for (int i = 0; i < SREGS; ++i) t_max[(i / 2) % 2] = fmaxf(t_max[(i / 2) % 2], sc[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < SREGS; ++i) {
+      const long long row = row0 + r_lo + 8 * ((i / 2) % 2), j = j0 + 8 * (i / 4) + cq + i % 2;
+      bool keep = j < kv1;
+      if (keep && m.has_window) {
+        const long long off = j - row - m.shift;
+        keep = off >= m.win_lo && off <= m.win_hi;
+      }
+      if (!keep) sc[i] = -inf;
+      t_max[(i / 2) % 2] = fmaxf(t_max[(i / 2) % 2], sc[i]);
+    }
+  }
+  float base[2], t_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    t_max[s] = fmaxf(t_max[s], ACL_SHFL_XOR(t_max[s], 1));
+    t_max[s] = fmaxf(t_max[s], ACL_SHFL_XOR(t_max[s], 2));
+    const float m_new = fmaxf(m_run[s], t_max[s] * sl2);  // sl2 > 0: -inf stays -inf
+    base[s] = m_new == -inf ? 0.0f : m_new;  // nothing kept yet: every p and alpha is exp2(-inf) = 0
+    alpha[s] = wg_exp2(m_run[s] - base[s]);
+    m_run[s] = m_new;
+  }
+#pragma unroll
+  for (int i = 0; i < SREGS; ++i) {
+    sc[i] = wg_exp2(fmaf(sc[i], sl2, -base[(i / 2) % 2]));
+    t_sum[(i / 2) % 2] += sc[i];
+  }
+#pragma unroll
+  for (int s = 0; s < 2; ++s) l_run[s] = l_run[s] * alpha[s] + t_sum[s];
+}
+
+// P (fp32, in sc) rounded to fp16/bf16 pairs as the A fragments of P V: accumulator elements 8 kt .. 8 kt + 7 are
+// the fragment of k-block kt, in order
+ACL_DEV void wg_pack(const float (&sc)[SREGS], unsigned (&pa)[BC / 16][4]) {
+#pragma unroll
+  for (int i = 0; i < SREGS; i += 2) pa[i / 8][(i / 2) % 4] = acl_mma_pack<IS_BF16>(sc[i], sc[i + 1]);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, @MINB@) @NAME@(
@@ -199,6 +284,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, @MINB@) @NAME@(
     wg_load(ks, kh, m.k[2], kv0, BC, m.kv_len);
     wg_load(vs, vh, m.v[2], kv0, BC, m.kv_len);
   }
+#if PIPE
+  if (tiles > 1) wg_load(ks + BC * HEAD_DIM, kh, m.k[2], kv0 + BC, BC, m.kv_len);  // K runs two tiles ahead
+#endif
   acl_cp_async_commit();
   if (scale_arg < 0.0) {  // Q negated (exactly), so that raw scores are scaled by |scale|
     acl_cp_async_wait<1>();
@@ -223,6 +311,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, @MINB@) @NAME@(
   // (LBO: the next 8 keys; SBO 128: the next 8 dims). A k16 step: +256 bytes (Q, K), +2 ROW_BYTES (V).
   const unsigned long long q_desc = acl_wg_desc(qs + 64 * wg * HEAD_DIM, 128, ROW_BYTES);
 
+#if !PIPE
   for (long long t = 0; t < tiles; ++t) {
     const long long j0 = kv0 + t * BC;
     unsigned short* const kts = ks + (t & 1) * BC * HEAD_DIM;
@@ -235,80 +324,81 @@ extern "C" __global__ void __launch_bounds__(THREADS, @MINB@) @NAME@(
       wg_load(vs + ((t + 1) & 1) * BC * HEAD_DIM, vh, m.v[2], j0 + BC, BC, m.kv_len);
       acl_cp_async_commit();
     }
-
-    // S = Q K^T (raw scores; the scale is in the exp2's FMA)
     float sc[SREGS];
-    const unsigned long long k_desc = acl_wg_desc(kts, 128, ROW_BYTES);
     acl_wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < HEAD_DIM / 16; ++kk)
-      acl_wg_ss_n@BC@_@T@<0, 0>(sc, q_desc + 16 * kk, k_desc + 16 * kk, kk);
-    acl_wg_commit();
+    wg_scores(sc, q_desc, acl_wg_desc(kts, 128, ROW_BYTES));
     acl_wg_wait<0>();
-#pragma unroll
-    for (int i = 0; i < SREGS; ++i) acl_wg_keep(sc[i]);
-
-    // mask (only tiles crossing the window's edge or the end of the keys), row maxima
-    const bool inside = j0 - (row0 + BR - 1) - m.shift >= m.win_lo && j0 + BC - 1 - row0 - m.shift <= m.win_hi;
-    const bool full = j0 + BC <= kv1 && (!m.has_window || inside);
-    float t_max[2] = {-inf, -inf};
-    if (full) {
-#pragma unroll
-      for (int i = 0; i < SREGS; ++i) t_max[(i / 2) % 2] = fmaxf(t_max[(i / 2) % 2], sc[i]);
-    } else {
-#pragma unroll
-      for (int i = 0; i < SREGS; ++i) {
-        const long long row = row0 + r_lo + 8 * ((i / 2) % 2), j = j0 + 8 * (i / 4) + cq + i % 2;
-        bool keep = j < kv1;
-        if (keep && m.has_window) {
-          const long long off = j - row - m.shift;
-          keep = off >= m.win_lo && off <= m.win_hi;
-        }
-        if (!keep) sc[i] = -inf;
-        t_max[(i / 2) % 2] = fmaxf(t_max[(i / 2) % 2], sc[i]);
-      }
-    }
-    float base[2], alpha[2], t_sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int s = 0; s < 2; ++s) {
-      t_max[s] = fmaxf(t_max[s], ACL_SHFL_XOR(t_max[s], 1));
-      t_max[s] = fmaxf(t_max[s], ACL_SHFL_XOR(t_max[s], 2));
-      const float m_new = fmaxf(m_run[s], t_max[s] * sl2);  // sl2 > 0: -inf stays -inf
-      base[s] = m_new == -inf ? 0.0f : m_new;  // nothing kept yet: every p and alpha is exp2(-inf) = 0
-      alpha[s] = wg_exp2(m_run[s] - base[s]);
-      m_run[s] = m_new;
-    }
-    // P = exp2(s |scale| log2 e - base) as the A fragments of P V (elements 8 kt .. 8 kt + 7: k-block kt)
+    wg_keep(sc);
     unsigned pa[BC / 16][4];
-#pragma unroll
-    for (int i = 0; i < SREGS; i += 2) {
-      const int s = (i / 2) % 2;
-      const float p0 = wg_exp2(fmaf(sc[i], sl2, -base[s])), p1 = wg_exp2(fmaf(sc[i + 1], sl2, -base[s]));
-      t_sum[s] += p0 + p1;
-      pa[i / 8][(i / 2) % 4] = acl_mma_pack<IS_BF16>(p0, p1);
-    }
-#pragma unroll
-    for (int s = 0; s < 2; ++s) l_run[s] = l_run[s] * alpha[s] + t_sum[s];
+    float alpha[2];
+    wg_softmax(sc, alpha, m_run, l_run, sl2, m, row0, j0, kv1, r_lo, cq);
+    wg_pack(sc, pa);
 #pragma unroll
     for (int i = 0; i < OREGS; ++i) o[i] *= alpha[(i / 2) % 2];
-
     // O += P V (no barrier since the tile's first: the warpgroups drift, one's softmax beside the other's products)
-    const unsigned long long v_desc = acl_wg_desc(vts, ROW_BYTES, 128);
-#pragma unroll
-    for (int i = 0; i < OREGS; ++i) acl_wg_keep(o[i]);
-#pragma unroll
-    for (int kt = 0; kt < BC / 16; ++kt)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) acl_wg_keep(pa[kt][r]);
+    wg_keep(o);
+    wg_keep_p(pa);
     acl_wg_fence();
-#pragma unroll
-    for (int kt = 0; kt < BC / 16; ++kt)
-      acl_wg_rs_n@D@_@T@<1>(o, pa[kt], v_desc + kt * (2 * ROW_BYTES / 16), 1);
-    acl_wg_commit();
+    wg_pv(o, pa, acl_wg_desc(vts, ROW_BYTES, 128));
     acl_wg_wait<0>();
-#pragma unroll
-    for (int i = 0; i < OREGS; ++i) acl_wg_keep(o[i]);
+    wg_keep(o);
+    wg_keep_p(pa);  // live until the products that read it are done
   }
+#else
+  // software-pipelined (FlashAttention-3's intra-warpgroup overlap): S(t + 1) = Q K(t + 1) and O += P(t) V(t) are
+  // issued together, and the softmax of tile t + 1 runs while P(t) V(t) is still on the tensor cores. Copies: K runs
+  // two tiles ahead, V one (group G(t), issued at the top of tile t: K(t + 2) into K buffer t & 1, whose K(t) S(t)
+  // read in the previous step, and V(t + 1) into V buffer (t + 1) & 1, whose V(t - 1) the previous step's products
+  // read). The softmax of t + 1 leaves P in sc (fp32); it becomes pa, the A fragments, only after P(t) V(t) is done
+  // (registers a wgmma in flight reads are not written: ptxas would serialise the batches).
+  unsigned pa[BC / 16][4];
+  if (tiles > 0) {
+    acl_cp_async_wait<0>();  // Q, K(0), V(0), K(1)
+    acl_fence_proxy_async();
+    __syncthreads();
+    float sc[SREGS];
+    acl_wg_fence();
+    wg_scores(sc, q_desc, acl_wg_desc(ks, 128, ROW_BYTES));
+    acl_wg_wait<0>();
+    wg_keep(sc);
+    float alpha[2];
+    wg_softmax(sc, alpha, m_run, l_run, sl2, m, row0, kv0, kv1, r_lo, cq);  // O is still zero: no rescale
+    wg_pack(sc, pa);
+  }
+  for (long long t = 0; t < tiles; ++t) {
+    const long long j0 = kv0 + t * BC;
+    const bool next = t + 1 < tiles;
+    acl_cp_async_wait<0>();  // G(t - 1): K(t + 1) and V(t) landed
+    acl_fence_proxy_async();
+    __syncthreads();  // every warpgroup is done with S(t) and P(t - 1) V(t - 1): their buffers take G(t)
+    if (t + 2 < tiles) wg_load(ks + (t & 1) * BC * HEAD_DIM, kh, m.k[2], j0 + 2 * BC, BC, m.kv_len);
+    if (next) wg_load(vs + ((t + 1) & 1) * BC * HEAD_DIM, vh, m.v[2], j0 + BC, BC, m.kv_len);
+    acl_cp_async_commit();
+    float sc[SREGS];
+    wg_keep(o);
+    wg_keep_p(pa);
+    acl_wg_fence();
+    // S(t + 1) is issued on the last tile too (on a stale K buffer, its scores unused): no branch inside the batch
+    wg_scores(sc, q_desc, acl_wg_desc(ks + ((t + 1) & 1) * BC * HEAD_DIM, 128, ROW_BYTES));
+    wg_pv(o, pa, acl_wg_desc(vs + (t & 1) * BC * HEAD_DIM, ROW_BYTES, 128));
+    acl_wg_wait<1>();  // S(t + 1) done (batches complete in order); P(t) V(t) may still run
+    wg_keep(sc);
+    if (next) {
+      float alpha[2];
+      wg_softmax(sc, alpha, m_run, l_run, sl2, m, row0, j0 + BC, kv1, r_lo, cq);
+      acl_wg_wait<0>();
+      wg_keep(o);
+      wg_keep_p(pa);  // P(t)'s registers stay untouched until its products are done
+#pragma unroll
+      for (int i = 0; i < OREGS; ++i) o[i] *= alpha[(i / 2) % 2];
+      wg_pack(sc, pa);
+    } else {
+      acl_wg_wait<0>();
+      wg_keep(o);
+      wg_keep_p(pa);
+    }
+  }
+#endif
 
   // the row sums over the 4 lanes sharing a row; O / l out, then max / sum / lse (one lane a row)
 #pragma unroll
@@ -367,6 +457,7 @@ def wgmma_flash_source(inst: WgmmaInstance) -> str:
         "@D@": str(inst.head_dim),
         "@GROUPS@": str(inst.groups),
         "@MINB@": str(inst.blocks),
+        "@PIPE@": "1" if inst.pipelined else "0",
         "@BC@": str(inst.block_keys),
         "@BF16@": "true" if inst.dtype == D.ACL_BF16 else "false",
         "@T@": "bf16" if inst.dtype == D.ACL_BF16 else "f16",
