@@ -15,8 +15,11 @@ Q ``64 groups x D``, then 2 K and 2 V tiles of ``block_keys x D``, 16-bit elemen
 two groups, 128-key tiles). The scale is folded as the ``-f`` flag of the mma.sync kernel does (its sign
 into Q, ``|scale| log2 e`` into the exp2's FMA), exp2 is ``ex2.approx.ftz``.
 
+The ``p`` shapes (``wg2k128p``) run FlashAttention-3's intra-warpgroup pipeline instead: S(t + 1) and P(t) V(t)
+issued as consecutive batches, the softmax of tile t + 1 while P(t) V(t) runs (K copied two tiles ahead, V one).
+
 Compiled for the arch-specific target (``sm_90a``: ``RocmBackend.function``'s ``arch_specific``); it runs
-only where chosen (``ACL_FLASH_CONFIG=wg2k128``, :class:`WgmmaConfig`) on an sm_90 device.
+only where chosen (``ACL_FLASH_CONFIG=wg2k128``, :class:`WgmmaConfig`) on an sm_90 device. Not measured yet.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ of (query tile, head, batch) blocks instead of one block per query row. :func:`f
 which calls it cannot run (pse, fp32, head dims other than 64/128/256: the other paths take them);
 :func:`flash_slow` says where it is correct but not the default (no matrix instructions: the kernel's
 software path). Q/K/V move as 16-byte ``cp.async`` chunks where their rows allow it, else element by element.
+``ACL_FLASH_CONFIG=wg...`` (:func:`parse_setting`) picks the sm_90a warpgroup-MMA kernel of
+:mod:`acl_rocm.kernels.attention_wgmma` instead, on sm_90 only; calls it cannot run take the table's kernel, the reason
+logged and kept in :attr:`FlashAttention.last_refusal`.
 """
 
 from __future__ import annotations
