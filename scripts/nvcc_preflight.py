@@ -23,10 +23,11 @@ routing kernels; ACL_MC2_ROWS=row: its block-a-row expandX copy; ACL_TAKE_CHECK=
 index check or its 16-byte Check launch; ACL_LI_PATH=tiled|sort: LightningIndexer's key-tile scores before the row
 sorter, or the first path;
 ACL_MISH_CONFIG=poly: Mish's float32 polynomial body; ACL_FLATQUANT_KERNEL=slice|simt|dmma|dmma16: FlatQuant's
-kernel (its [2, 64, 64] call below reaches the token tiles); ACL_RANDOM_LAYOUT is read from the process environment
-by every backend; ACL_CMO_CONFIG: aclrtCmoAsync's prefetch, whose kernels of every method compile under
-the pattern ``aclrtCmoAsync`` or with no pattern); the ops of
-:data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the short norm rows, the down
+kernel (its [2, 64, 64] call below reaches the token tiles); ACL_FLASH_CONFIG with ACL_ATTENTION_PATH=flash (read
+from the process environment): the flash kernel's block shapes (``wg2k128``: the wgmma kernel, compiled for sm_90a
+to a cubin); ACL_RANDOM_LAYOUT is read from the process environment by every backend; ACL_CMO_CONFIG:
+aclrtCmoAsync's prefetch, whose kernels of every method compile under the pattern ``aclrtCmoAsync`` or with no
+pattern); the ops of :data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the short norm rows, the down
 projection's GEMV).
 ``ACL_PREFLIGHT_ARCHS`` (default ``sm_90``, e.g. ``sm_80,sm_90``): the architectures each source is compiled for.
 Exit status 1 when a source fails to compile (its log is printed), 2 without nvcc.
@@ -60,6 +61,8 @@ class Recording(FakeProvider):
 
     def compile(self, source: str, name: str, options: tuple[str, ...], arch: str) -> bytes:
         SOURCES[name] = (source, tuple(options))
+        if arch.endswith("a"):
+            SPECIFIC[name] = arch
         return super().compile(source, name, options, arch)
 
     def collective_library(self) -> tuple[Any, str]:
@@ -70,6 +73,9 @@ class Recording(FakeProvider):
 
 
 SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {}
+SPECIFIC: dict[str, str] = {}
+"""Kernels the backend compiles for an arch-specific target (name -> e.g. sm_90a: the wgmma flash kernel); they
+are compiled for that target alone, to a cubin (ptxas checks the wgmma instructions, which ``-ptx`` would not)."""
 ARCHS: tuple[str, ...] = tuple(
     a.strip() for a in os.environ.get("ACL_PREFLIGHT_ARCHS", "sm_90").split(",") if a.strip()
 )
@@ -97,12 +103,15 @@ SWITCHES = (
     "ACL_TAKE_CHECK",
     "ACL_MISH_CONFIG",
     "ACL_FLATQUANT_KERNEL",
+    "ACL_FLASH_CONFIG",
 )
 
 
 def _decode_calls() -> dict[str, list[dict[str, Any]]]:
     """Decode-shaped calls (op -> args) beyond the samples: long arg rows, q/k-norm and residual norm rows."""
     import ml_dtypes
+
+    from acl_core.spec.ops.attention import compressed_mask
 
     rng = np.random.default_rng(1)
     bf16 = ml_dtypes.bfloat16
@@ -135,6 +144,16 @@ def _decode_calls() -> dict[str, list[dict[str, Any]]]:
             {"x": x(2, 64, 64, dtype=d), "kroneckerP1": x(64, 64, dtype=d), "kroneckerP2": x(64, 64, dtype=d)}
             | {"clipRatio": 1.0}
             for d in (np.float16, bf16)
+        ],
+        # prefill attention at the flash kernel's head dims (the samples' are smaller): under ACL_ATTENTION_PATH=flash
+        # the flash kernel's instances, ACL_FLASH_CONFIG=wg2k128 the wgmma kernel's (causal: a compressed mask)
+        "FlashAttentionScore": [
+            {"query": x(1, 2, 80, d, dtype=t), "key": x(1, 1, 80, d, dtype=t), "value": x(1, 1, 80, d, dtype=t)}
+            | {"scaleValue": 0.125, "keepProb": 1.0, "preTokens": 2147483647, "nextTokens": 2147483647}
+            | {"headNum": 2, "inputLayout": "BNSD", "innerPrecise": 0, "sparseMode": 3}
+            | {"attenMaskOptional": compressed_mask()}
+            for d in (64, 128)
+            for t in (bf16, np.float16)
         ],
         "ScatterPaKvCache": [
             {"key": x(b, 8, 128), "value": x(b, 8, 128), "slotMapping": np.arange(b, dtype=np.int32) * 3}
@@ -202,10 +221,12 @@ def compile_one(item: tuple[str, tuple[str, tuple[str, ...]]], folder: Path) -> 
     path = folder / f"{name}.cu"
     path.write_text(source)
     flags = [o for o in options if o.startswith(("-D", "-std"))]
-    for arch in ARCHS:
-        ptx = path.with_suffix(f".{arch}.ptx")
+    specific = SPECIFIC.get(name)
+    for arch in (specific,) if specific else ARCHS:
+        kind = "-cubin" if specific else "-ptx"
+        ptx = path.with_suffix(f".{arch}.{kind[1:]}")
         done = subprocess.run(
-            ["nvcc", "-ptx", f"-arch={arch}", *flags, str(path), "-o", str(ptx)], capture_output=True, text=True
+            ["nvcc", kind, f"-arch={arch}", *flags, str(path), "-o", str(ptx)], capture_output=True, text=True
         )
         if done.returncode != 0:
             return f"=== {name} {arch} (nvcc exit {done.returncode})\n{done.stderr[-3000:]}"
@@ -225,6 +246,8 @@ def main(argv: list[str]) -> int:
     for log in logs:
         print(log)
     archs = ", ".join(ARCHS)
+    for target in sorted(set(SPECIFIC.values())):
+        archs += f" ({sum(t == target for t in SPECIFIC.values())} for {target} alone)"
     print(f"{len(SOURCES)} kernel sources compiled with nvcc for {archs}: {len(logs)} failed; {len(odd)} calls raised")
     return 1 if logs else 0
 

@@ -146,12 +146,14 @@ class RocmBackend(Backend):
             max_grid=p.max_grid_x,
         )
 
-    def function(self, source: str, name: str, dynamic_shared: int = 0) -> object:
+    def function(self, source: str, name: str, dynamic_shared: int = 0, arch_specific: bool = False) -> object:
         """The loaded kernel ``name`` of ``source`` on the current device (compiled or cached once).
 
         ``dynamic_shared``: the bytes of dynamic shared memory its launches pass; above the 48 KiB every
         kernel may take, the kernel is opted in once (the provider's :meth:`set_max_dynamic_shared`), and
-        above the device's opt-in maximum the call is refused.
+        above the device's opt-in maximum the call is refused. ``arch_specific``: compiled for the device's
+        arch-specific target (the provider's :meth:`arch_specific`, e.g. ``sm_90a`` for ``wgmma``) instead of
+        its architecture; refused where there is none.
         """
         device = self.provider.get_device()
         found = self._functions.get((device, source))
@@ -168,7 +170,15 @@ class RocmBackend(Backend):
         compiled = source
         if triggers(self.environ) and self.provider.programmatic_unavailable() is None:
             compiled = with_trigger(source, name)  # ACL_PDL: a PDL GEMV after this kernel may start early
-        key, image = self.cache.image(compiled, name, self.options)
+        target = None
+        if arch_specific:
+            target = self.provider.arch_specific(self.properties.arch)
+            if target is None:
+                raise AclError(
+                    RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                    f"kernel {name} needs an arch-specific target; {self.properties.arch} has none",
+                )
+        key, image = self.cache.image(compiled, name, self.options, target)
         with self._lock:
             module = self._modules.get((device, key))
             if module is None:

@@ -74,13 +74,17 @@ class KernelCache:
             return None
         return self.directory / key[:2] / f"{key}.bin"
 
-    def key(self, source: str, options: tuple[str, ...]) -> str:
-        """The cache key of ``source`` compiled with ``options`` here."""
-        return cache_key(source, options, self.arch, self.compiler_version, self.platform)
+    def key(self, source: str, options: tuple[str, ...], arch: str | None = None) -> str:
+        """The cache key of ``source`` compiled with ``options`` here (for ``arch`` where given)."""
+        return cache_key(source, options, arch or self.arch, self.compiler_version, self.platform)
 
-    def image(self, source: str, name: str, options: tuple[str, ...]) -> tuple[str, bytes]:
-        """(key, code object) of ``source``: from memory, from disk, or compiled and stored."""
-        key = self.key(source, options)
+    def image(self, source: str, name: str, options: tuple[str, ...], arch: str | None = None) -> tuple[str, bytes]:
+        """(key, code object) of ``source``: from memory, from disk, or compiled and stored.
+
+        ``arch``: a target other than the device's own (an arch-specific one such as ``sm_90a``, for a kernel
+        whose instructions only it has); None: the device's."""
+        target = arch or self.arch
+        key = self.key(source, options, target)
         with self._lock:
             cached = self._images.get(key)
             if cached is not None:
@@ -97,7 +101,7 @@ class KernelCache:
                     self._images[key] = data
                     self.stats.disk_hits += 1
                 return key, data
-        data = self.compile_fn(source, name, options, self.arch)
+        data = self.compile_fn(source, name, options, target)
         with self._lock:
             self._images[key] = data
             self.stats.compiles += 1

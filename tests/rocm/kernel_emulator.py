@@ -180,6 +180,10 @@ class EmulatedProvider(FakeProvider):
         assert isinstance(module, str)
         return (name, module, _library(module, name, self.options_for(module)))
 
+    def arch_specific(self, arch: str) -> str | None:
+        """None: the emulator runs no arch-specific instructions (no wgmma), so kernels needing them are refused."""
+        return None
+
     def options_for(self, source: str) -> list[str]:
         """The prelude's defines (as the backend passes them)."""
         return [f"-DACL_WARP_SIZE={self.warp_size}", f"-DACL_LANE_MASK_BITS={self.warp_size}"]

@@ -6,6 +6,9 @@ of (query tile, head, batch) blocks instead of one block per query row. :func:`f
 which calls it cannot run (pse, fp32, head dims other than 64/128/256: the other paths take them);
 :func:`flash_slow` says where it is correct but not the default (no matrix instructions: the kernel's
 software path). Q/K/V move as 16-byte ``cp.async`` chunks where their rows allow it, else element by element.
+``ACL_FLASH_CONFIG=wg...`` (:func:`parse_setting`) picks the sm_90a warpgroup-MMA kernel of
+:mod:`acl_rocm.kernels.attention_wgmma` instead, on sm_90 only; calls it cannot run take the table's kernel, the reason
+logged and kept in :attr:`FlashAttention.last_refusal`.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import logging
 import math
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclError, AclErrorCode
@@ -32,6 +35,15 @@ from acl_rocm.kernels.attention_flash import (
     flash_instance,
     flash_source,
     parse_overrides,
+)
+from acl_rocm.kernels.attention_wgmma import (
+    DEFAULTS as WGMMA_DEFAULTS,
+)
+from acl_rocm.kernels.attention_wgmma import (
+    WgmmaConfig,
+    WgmmaInstance,
+    wgmma_flash_source,
+    wgmma_refusal,
 )
 from acl_rocm.kernels.mma import hardware_layout
 from acl_rocm.launch import KernelArgs, LaunchConfig
@@ -55,6 +67,26 @@ def flash_refusal(dtype: D, head_dim: int, has_pse: bool) -> str | None:
     return None
 
 
+Choice: TypeAlias = FlashConfig | WgmmaConfig
+"""A block shape ``ACL_FLASH_CONFIG`` names: the mma.sync kernel's (``w4m2k32s2q-efiu``) or the wgmma kernel's
+(``wg2k128``: :mod:`acl_rocm.kernels.attention_wgmma`, sm_90 only)."""
+
+
+def parse_setting(text: str) -> dict[int | None, Choice]:
+    """``ACL_FLASH_CONFIG``: :func:`parse_overrides`' syntax, where a config may also be a wgmma one (``wg2k128``,
+    ``128=wg2k128,64=w4m1k64s2-efiu``); ValueError for anything else."""
+    out: dict[int | None, Choice] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        dim, _, config = part.rpartition("=")
+        if config.strip().startswith("wg"):
+            if dim and (not dim.strip().isdigit() or int(dim) not in HEAD_DIMS):
+                raise ValueError(f"flash config {part!r}: the head dim must be one of {HEAD_DIMS}")
+            out[int(dim) if dim else None] = WgmmaConfig.parse(config)
+        else:
+            out.update(parse_overrides(part))
+    return out
+
+
 def rows_vectorizable(meta: AttentionMeta, addresses: Sequence[int], item: int) -> bool:
     """True when q, k and v rows are contiguous runs starting on 16-byte boundaries (16-byte chunk copies)."""
     per_chunk = 16 // item
@@ -70,13 +102,15 @@ class FlashAttention:
     def __init__(self, backend: RocmBackend) -> None:
         self.backend = backend
         self._lock = threading.Lock()
-        self._sources: dict[FlashInstance, str] = {}
-        self.config_override: dict[int | None, FlashConfig] | str = {}
+        self._sources: dict[FlashInstance | WgmmaInstance, str] = {}
+        self.config_override: dict[int | None, Choice] | str = {}
         """Head dim (None: every one) -> the block shape to run instead of the table's (env ACL_FLASH_CONFIG,
         :func:`~acl_rocm.kernels.attention_flash.parse_overrides`); a string: why the setting is invalid."""
         self.use_config(None)
-        self.last_instance: FlashInstance | None = None
+        self.last_instance: FlashInstance | WgmmaInstance | None = None
         """The instance the last prepared launch runs (the bench and tests read its shape)."""
+        self.last_refusal: str | None = None
+        """Why the last call that chose the wgmma kernel (``ACL_FLASH_CONFIG=wg...``) ran the mma.sync one."""
 
     def use_config(self, setting: str | None) -> None:
         """Run ``setting`` (``ACL_FLASH_CONFIG``'s syntax) from now on; None: the environment's setting again.
@@ -86,13 +120,23 @@ class FlashAttention:
         if setting is None:
             setting = self.backend.environ.get("ACL_FLASH_CONFIG", "")
         try:
-            self.config_override = parse_overrides(setting)
+            self.config_override = parse_setting(setting)
         except ValueError as exc:
             self.config_override = f"ACL_FLASH_CONFIG={setting!r}: {exc}"
 
     def alternatives(self, head_dim: int) -> tuple[str, ...]:
         """Block shapes worth timing beside the table's at ``head_dim`` (the ops bench's extra forced-flash rows)."""
-        return tuple(str(config) for config in ALTERNATIVES.get(head_dim, ()))
+        shapes = [str(config) for config in ALTERNATIVES.get(head_dim, ())]
+        if self.wgmma_unavailable() is None:  # sm_90: the wgmma kernel's shapes beside the mma.sync ones
+            shapes += [str(config) for config in WGMMA_DEFAULTS.get(head_dim, ())]
+        return tuple(shapes)
+
+    def wgmma_unavailable(self) -> str | None:
+        """Why this device cannot run the wgmma kernel at all (None where it can: sm_90 with an sm_90a target)."""
+        arch = self.backend.properties.arch
+        if self.backend.provider.arch_specific(arch) is None:
+            return f"no arch-specific compile target (sm_90a) for {arch} on this provider"
+        return wgmma_refusal(D.ACL_BF16, 128, arch, True, False)
 
     def slow(self, cudnn_present: bool = False) -> str | None:
         """Why the flash path is not the default here (None where matrix instructions run it and cuDNN is absent).
@@ -107,14 +151,15 @@ class FlashAttention:
             return "cuDNN is present (the flash kernel runs where it is forced)"
         return None
 
-    def function(self, inst: FlashInstance) -> object:
-        """The loaded kernel of ``inst``."""
+    def function(self, inst: FlashInstance | WgmmaInstance) -> object:
+        """The loaded kernel of ``inst`` (a wgmma instance compiled for the arch-specific target)."""
+        wgmma = isinstance(inst, WgmmaInstance)
         src = self._sources.get(inst)
         if src is None:
-            src = flash_source(inst)
+            src = wgmma_flash_source(inst) if isinstance(inst, WgmmaInstance) else flash_source(inst)
             with self._lock:
                 self._sources[inst] = src
-        return self.backend.function(src, inst.kernel_name, inst.shared_bytes)
+        return self.backend.function(src, inst.kernel_name, inst.shared_bytes, arch_specific=wgmma)
 
     def prepare(
         self,
@@ -129,7 +174,7 @@ class FlashAttention:
 
         ``pointers`` are the row kernel's: q, k, v, pse (must be 0), mask, out, smax, ssum, lse.
         """
-        rows, heads, batches = grid
+        rows = grid[0]
         if 0 in grid:
             return []
         if pointers[3]:
@@ -141,6 +186,24 @@ class FlashAttention:
         if isinstance(overrides, str):
             raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, overrides)
         override = overrides.get(inst.head_dim, overrides.get(None))
+        if isinstance(override, WgmmaConfig):
+            why = self.wgmma_unavailable() or wgmma_refusal(
+                inst.dtype, inst.head_dim, props.arch, vec, bool(meta.has_mask)
+            )
+            if why is None:
+                self.last_refusal = None
+                c = override
+                wg = WgmmaInstance(inst.dtype, inst.head_dim, inst.sink, c.groups, c.block_keys, c.blocks, c.pipelined)
+                if wg.shared_bytes * wg.blocks > props.max_shared_memory:
+                    need = f"{wg.shared_bytes} B of shared memory a block, {wg.blocks} blocks a multiprocessor"
+                    raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"ACL_FLASH_CONFIG {c} needs {need}")
+                return self._launch(wg, meta, grid, scale, pointers, sink, "ACL_FLASH_CONFIG")
+            if why != self.last_refusal:
+                log.debug(
+                    "flash kernel: ACL_FLASH_CONFIG=%s refused: %s; the table's mma.sync kernel runs", override, why
+                )
+            self.last_refusal = why
+            override = None
         layout = hardware_layout(self.backend.policy.arch)
         try:
             flash = flash_instance(
@@ -148,12 +211,28 @@ class FlashAttention:
             )
         except ValueError as exc:
             raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"ACL_FLASH_CONFIG: {exc}") from None
+        how = "ACL_FLASH_CONFIG" if override is not None else f"table, layout {layout}"
         if flash != self.last_instance:
-            how = "ACL_FLASH_CONFIG" if override is not None else f"table, layout {layout}"
             wanted = config_for(inst.head_dim, inst.dtype, layout)
             if override is None and dataclasses.replace(flash.config, mtiles=wanted.mtiles) != wanted:
                 how += f"; {wanted} needs more shared memory than the device's {props.max_shared_memory} B"
-            what = f"D{inst.head_dim} {inst.dtype.short}: {flash.config} ({how}), {flash.shared_bytes} B shared"
+        return self._launch(flash, meta, grid, scale, pointers, sink, how)
+
+    def _launch(
+        self,
+        flash: FlashInstance | WgmmaInstance,
+        meta: AttentionMeta,
+        grid: tuple[int, int, int],
+        scale: float,
+        pointers: Sequence[int],
+        sink: int,
+        how: str,
+    ) -> list[Prepared]:
+        """The launch of ``flash`` (chosen by ``how``, logged when it changes) over the call's grid."""
+        rows, heads, batches = grid
+        props = self.backend.properties
+        if flash != self.last_instance:
+            what = f"D{flash.head_dim} {flash.dtype.short}: {flash.config} ({how}), {flash.shared_bytes} B shared"
             log.debug("flash kernel %s", what)
         self.last_instance = flash
         tiles = math.ceil(rows / flash.rows)
@@ -168,6 +247,6 @@ class FlashAttention:
         ]
         q, k, v, _pse, mask, out, smax, ssum, lse = pointers
         values.extend(KernelArgs.pointer(p) for p in (q, k, v, mask, out, smax, ssum, lse, sink))
-        threads = flash.warps * props.warp_size
+        threads = flash.threads if isinstance(flash, WgmmaInstance) else flash.warps * props.warp_size
         config = LaunchConfig((blocks, 1, 1), (threads, 1, 1), flash.shared_bytes)
         return [Prepared(self.function(flash), config, KernelArgs(values))]

@@ -272,6 +272,13 @@ class RuntimeProvider(ABC):
     def compiler_version(self) -> str:
         """The runtime compiler's version (part of every kernel cache key)."""
 
+    def arch_specific(self, arch: str) -> str | None:
+        """The arch-specific compile target of device architecture ``arch`` (NVIDIA sm_90 -> ``sm_90a``: the
+        target with ``wgmma``, ``setmaxnreg``; its code runs on that architecture only), or None where there is none."""
+        if self.platform == "nvidia" and arch == "sm_90":
+            return "sm_90a"
+        return None
+
     @abstractmethod
     def compile(self, source: str, name: str, options: tuple[str, ...], arch: str) -> bytes:
         """Compile ``source`` for ``arch`` with hipRTC / NVRTC; the loadable code object."""

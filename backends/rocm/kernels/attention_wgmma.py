@@ -1,0 +1,480 @@
+"""The flash-attention forward on Hopper's warpgroup MMA (``wgmma.mma_async``, sm_90a): an opt-in variant.
+
+Same contract as :mod:`acl_rocm.kernels.attention_flash` (its :class:`AttentionMeta`, :class:`FlashGrid`,
+pointers and outputs, rows past the query length zeros, max/sum/lse), for fp16/bf16, head dims 64 and 128,
+16-byte-aligned contiguous rows, no explicit mask (windows, causal included, and a sink are kept). A block
+is ``groups`` warpgroups (128 threads each), each owning 64 query rows; the block walks its rows' key range
+in tiles of ``block_keys`` keys, K and V double-buffered in shared memory by ``cp.async`` (tile t + 1 lands
+while tile t is computed; one barrier a tile, so the warpgroups drift within it and one's softmax can run beside
+the other's products). Per tile and warpgroup: S = Q K^T as ``D / 16`` SS wgmma steps (Q and K by
+descriptor, both K-major), the online softmax on the fp32 accumulator in registers (a row's 2 x N / 8
+elements per thread, reduced over the 4 lanes sharing it), P rounded to fp16/bf16 in registers as the A
+fragments of ``block_keys / 16`` RS wgmma steps O += P V (V by descriptor, N-major: ``imm-trans-b`` 1).
+Shared memory uses the no-swizzle core-matrix layout (:func:`acl_rocm.kernels.wgmma.interleaved_offset`):
+Q ``64 groups x D``, then 2 K and 2 V tiles of ``block_keys x D``, 16-bit elements (160 KiB at D 128,
+two groups, 128-key tiles). The scale is folded as the ``-f`` flag of the mma.sync kernel does (its sign
+into Q, ``|scale| log2 e`` into the exp2's FMA), exp2 is ``ex2.approx.ftz``.
+
+The ``p`` shapes (``wg2k128p``) run FlashAttention-3's intra-warpgroup pipeline instead: S(t + 1) and P(t) V(t)
+issued as consecutive batches, the softmax of tile t + 1 while P(t) V(t) runs (K copied two tiles ahead, V one).
+
+Compiled for the arch-specific target (``sm_90a``: ``RocmBackend.function``'s ``arch_specific``); it runs
+only where chosen (``ACL_FLASH_CONFIG=wg2k128``, :class:`WgmmaConfig`) on an sm_90 device. Not measured yet.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from acl_core.dtypes import DataType as D
+from acl_rocm.kernels.attention import ATTN_STRUCT
+from acl_rocm.kernels.attention_flash import GRID_STRUCT, SHARED_LIMIT
+from acl_rocm.kernels.ctypes_map import ctype, load, store
+from acl_rocm.kernels.mma import MMA_SOURCE
+from acl_rocm.kernels.prelude import PRELUDE
+from acl_rocm.kernels.wgmma import wgmma_source
+from acl_rocm.ops.attention_plan import KEY_RANGE_SOURCE
+
+HEAD_DIMS: Final = (64, 128)
+DTYPES: Final = frozenset({D.ACL_FLOAT16, D.ACL_BF16})
+ARCHS: Final = frozenset({"sm_90"})
+"""Device architectures whose arch-specific target (``sm_90a``) has ``wgmma.mma_async``."""
+
+
+@dataclass(frozen=True)
+class WgmmaConfig:
+    """A block shape of the wgmma kernel: warpgroups (64 query rows each), keys a K/V tile, and the blocks a
+    multiprocessor should hold (``__launch_bounds__``' minimum: 2 caps a thread at 128 registers): ``wg2k128``,
+    ``wg2k64b2``."""
+
+    groups: int
+    block_keys: int
+    blocks: int = 1
+    pipelined: bool = False
+    """Suffix ``p``: S(t + 1) and P(t) V(t) issued together, the softmax of t + 1 beside P(t) V(t) (FlashAttention-3's
+    intra-warpgroup overlap; K copied two tiles ahead)."""
+
+    def __str__(self) -> str:
+        blocks = f"b{self.blocks}" if self.blocks != 1 else ""
+        return f"wg{self.groups}k{self.block_keys}{blocks}{'p' if self.pipelined else ''}"
+
+    @classmethod
+    def parse(cls, text: str) -> WgmmaConfig:
+        """``wg<groups>k<keys>[b<blocks>][p]`` (groups 1/2, keys 64/128, blocks 1/2, ``p`` pipelined); ValueError
+        for anything else."""
+        found = re.fullmatch(r"wg(\d+)k(\d+)(?:b(\d+))?(p?)", text.strip())
+        if found is None:
+            raise ValueError(f"wgmma config {text!r} is not wg<warpgroups>k<keys>[b<blocks>][p] (e.g. wg2k128)")
+        config = cls(int(found.group(1)), int(found.group(2)), int(found.group(3) or 1), found.group(4) == "p")
+        if config.groups not in (1, 2) or config.block_keys not in (64, 128) or config.blocks not in (1, 2):
+            raise ValueError(f"wgmma config {text!r}: warpgroups 1/2, keys a tile 64/128, blocks 1/2")
+        return config
+
+
+_FA3: Final = (WgmmaConfig(2, 128), WgmmaConfig(2, 128, pipelined=True), WgmmaConfig(1, 64, pipelined=True))
+DEFAULTS: Final = {64: (*_FA3, WgmmaConfig(2, 64, 2, pipelined=True)), 128: _FA3}
+"""The shapes the ops bench times at each head dim on sm_90 (none measured on a GPU yet): FlashAttention-3's
+forward block (two warpgroups of 64 rows, 128-key tiles: one block a multiprocessor, 160 KiB of shared memory at D
+128), plain and pipelined (``p``); one warpgroup on 64-key tiles, pipelined (80 KiB at D 128: two independent blocks
+a multiprocessor); at D 64 two warpgroups on 64-key tiles, two blocks a multiprocessor, pipelined. Registers
+(``nvcc -Xptxas -v``, sm_90a, bf16; no spills, no serialised wgmma): D 128 ``wg2k128`` 206, ``wg2k128p`` 213,
+``wg1k64p`` 166; D 64 181, 181, 133, ``wg2k64b2p`` 126. Not listed: ``wg2k64b2`` at D 128 (128 registers: 48
+bytes spilled; pipelined, 164 bytes and serialised wgmma)."""
+
+
+@dataclass(frozen=True)
+class WgmmaInstance:
+    """One compiled wgmma flash kernel: dtype, head dim, sink dtype, warpgroups, keys a tile."""
+
+    dtype: D
+    head_dim: int
+    sink: D | None = None
+    groups: int = 2
+    block_keys: int = 128
+    blocks: int = 1
+    """``__launch_bounds__``' minimum blocks a multiprocessor."""
+    pipelined: bool = False
+    """The software-pipelined loop (:attr:`WgmmaConfig.pipelined`)."""
+
+    @property
+    def rows(self) -> int:
+        """Query rows per block."""
+        return 64 * self.groups
+
+    @property
+    def threads(self) -> int:
+        """Threads per block."""
+        return 128 * self.groups
+
+    @property
+    def shared_bytes(self) -> int:
+        """Dynamic shared memory: Q, then two K and two V tiles (16-bit elements)."""
+        return (self.rows + 4 * self.block_keys) * self.head_dim * 2
+
+    @property
+    def config(self) -> WgmmaConfig:
+        """Its block shape."""
+        return WgmmaConfig(self.groups, self.block_keys, self.blocks, self.pipelined)
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """A stable ``extern "C"`` name for this instance."""
+        digest = hashlib.sha1(repr((self, ATTN_STRUCT, GRID_STRUCT)).encode()).hexdigest()[:12]
+        sink = self.sink.short if self.sink is not None else "nosink"
+        return f"acl_flash_wgmma_{self.dtype.short}_d{self.head_dim}_{sink}_{self.config}_{digest}"
+
+
+def wgmma_refusal(dtype: D, head_dim: int, arch: str, vec: bool, has_mask: bool) -> str | None:
+    """Why the wgmma kernel cannot run a call on ``arch`` (None when it can)."""
+    if arch not in ARCHS:
+        return f"wgmma.mma_async needs sm_90 (sm_90a code); the device is {arch}"
+    if dtype not in DTYPES:
+        return f"{dtype.short} inputs (it runs fp16/bf16)"
+    if head_dim not in HEAD_DIMS:
+        return f"head dim {head_dim} (it has {', '.join(map(str, HEAD_DIMS))})"
+    if has_mask:
+        return "an explicit mask (it takes windows and causal masks only)"
+    if not vec:
+        return "rows that are not contiguous 16-byte aligned runs (it copies 16-byte chunks)"
+    return None
+
+
+_BODY: Final = r"""
+#define HEAD_DIM @D@
+#define GROUPS @GROUPS@
+#define BR (64 * GROUPS)
+#define BC @BC@
+#define THREADS (128 * GROUPS)
+#define IS_BF16 @BF16@
+#define PIPE @PIPE@
+#define SREGS (BC / 2)
+#define OREGS (HEAD_DIM / 2)
+#define ROW_BYTES (HEAD_DIM * 16)  // an 8-row group of a tile: HEAD_DIM / 8 core matrices of 128 bytes
+typedef @S@ elem_t;
+@ATTN_STRUCT@
+@GRID_STRUCT@
+
+// rows row0 .. row0 + rows of a [row][dim] operand (unit dim stride) into dst's core-matrix layout; rows at or
+// past limit are zeros. Consecutive threads take the 8 rows of one core matrix (conflict-free 16-byte stores),
+// a warp 8 rows x 64 bytes of global memory.
+ACL_DEV void wg_load(unsigned short* dst, const elem_t* src, long long s_row, long long row0, int rows,
+                     long long limit) {
+  const int chunks = HEAD_DIM / 8;
+  for (int i = threadIdx.x; i < rows * chunks; i += THREADS) {
+    const int rr = i % 8, c = (i / 8) % chunks, rg = i / (8 * chunks);
+    const int r = 8 * rg + rr;
+    const bool ok = row0 + r < limit;
+    acl_cp_async16(dst + ((rg * chunks + c) * 8 + rr) * 8, src + (ok ? row0 + r : 0) * s_row + 8 * c, ok);
+  }
+}
+
+ACL_DEV float wg_exp2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
+template <int N> ACL_DEV void wg_keep(float (&x)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) acl_wg_keep(x[i]);
+}
+ACL_DEV void wg_keep_p(unsigned (&pa)[BC / 16][4]) {
+#pragma unroll
+  for (int kt = 0; kt < BC / 16; ++kt)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) acl_wg_keep(pa[kt][r]);
+}
+
+// S = Q K^T issued as one batch (raw scores: the scale is in the exp2's FMA); the caller fences before, waits after
+ACL_DEV void wg_scores(float (&sc)[SREGS], const unsigned long long q_desc, const unsigned long long k_desc) {
+#pragma unroll
+  for (int kk = 0; kk < HEAD_DIM / 16; ++kk) acl_wg_ss_n@BC@_@T@<0, 0>(sc, q_desc + 16 * kk, k_desc + 16 * kk, kk);
+  acl_wg_commit();
+}
+
+// O += P V issued as one batch (V N-major: imm-trans-b 1; a k16 step is two 8-key row groups)
+ACL_DEV void wg_pv(float (&o)[OREGS], const unsigned (&pa)[BC / 16][4], const unsigned long long v_desc) {
+#pragma unroll
+  for (int kt = 0; kt < BC / 16; ++kt) acl_wg_rs_n@D@_@T@<1>(o, pa[kt], v_desc + kt * (2 * ROW_BYTES / 16), 1);
+  acl_wg_commit();
+}
+
+// The online softmax of one tile's raw scores sc (keys j0 .. j0 + BC - 1): the window and key-end mask (only on
+// tiles crossing them), row maxima over the 4 lanes of a row, m_run and l_run updated; P = exp2(s |scale| log2 e -
+// base) into sc (fp32, in place), alpha the factor of the old terms (the caller rescales O by it).
+ACL_DEV void wg_softmax(float (&sc)[SREGS], float (&alpha)[2], float (&m_run)[2], float (&l_run)[2], const float sl2,
+                        const AttnMeta& m, const long long row0, const long long j0, const long long kv1,
+                        const int r_lo, const int cq) {
+  const float inf = __uint_as_float(0x7f800000u);
+  const bool inside = j0 - (row0 + BR - 1) - m.shift >= m.win_lo && j0 + BC - 1 - row0 - m.shift <= m.win_hi;
+  const bool full = j0 + BC <= kv1 && (!m.has_window || inside);
+  float t_max[2] = {-inf, -inf};
+  if (full) {
+#pragma unroll
+    for (int i = 0; i < SREGS; ++i) t_max[(i / 2) % 2] = fmaxf(t_max[(i / 2) % 2], sc[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < SREGS; ++i) {
+      const long long row = row0 + r_lo + 8 * ((i / 2) % 2), j = j0 + 8 * (i / 4) + cq + i % 2;
+      bool keep = j < kv1;
+      if (keep && m.has_window) {
+        const long long off = j - row - m.shift;
+        keep = off >= m.win_lo && off <= m.win_hi;
+      }
+      if (!keep) sc[i] = -inf;
+      t_max[(i / 2) % 2] = fmaxf(t_max[(i / 2) % 2], sc[i]);
+    }
+  }
+  float base[2], t_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    t_max[s] = fmaxf(t_max[s], ACL_SHFL_XOR(t_max[s], 1));
+    t_max[s] = fmaxf(t_max[s], ACL_SHFL_XOR(t_max[s], 2));
+    const float m_new = fmaxf(m_run[s], t_max[s] * sl2);  // sl2 > 0: -inf stays -inf
+    base[s] = m_new == -inf ? 0.0f : m_new;  // nothing kept yet: every p and alpha is exp2(-inf) = 0
+    alpha[s] = wg_exp2(m_run[s] - base[s]);
+    m_run[s] = m_new;
+  }
+#pragma unroll
+  for (int i = 0; i < SREGS; ++i) {
+    sc[i] = wg_exp2(fmaf(sc[i], sl2, -base[(i / 2) % 2]));
+    t_sum[(i / 2) % 2] += sc[i];
+  }
+#pragma unroll
+  for (int s = 0; s < 2; ++s) l_run[s] = l_run[s] * alpha[s] + t_sum[s];
+}
+
+// P (fp32, in sc) rounded to fp16/bf16 pairs as the A fragments of P V: accumulator elements 8 kt .. 8 kt + 7 are
+// the fragment of k-block kt, in order
+ACL_DEV void wg_pack(const float (&sc)[SREGS], unsigned (&pa)[BC / 16][4]) {
+#pragma unroll
+  for (int i = 0; i < SREGS; i += 2) pa[i / 8][(i / 2) % 4] = acl_mma_pack<IS_BF16>(sc[i], sc[i + 1]);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, @MINB@) @NAME@(
+    const AttnMeta m, const FlashGrid g, const double scale_arg, const elem_t* __restrict__ q,
+    const elem_t* __restrict__ k, const elem_t* __restrict__ v, const unsigned char* __restrict__ mask,
+    elem_t* __restrict__ out, float* __restrict__ smax, float* __restrict__ ssum, float* __restrict__ lse,
+    const @SINK_S@* __restrict__ sink) {
+  extern __shared__ AclVec<unsigned, 4> smem_raw[];  // (BR + 4 BC) * HEAD_DIM 16-bit elements
+  unsigned short* const qs = (unsigned short*)smem_raw;
+  unsigned short* const ks = qs + BR * HEAD_DIM;       // two K tiles
+  unsigned short* const vs = ks + 2 * BC * HEAD_DIM;   // two V tiles
+  const int tid = threadIdx.x, wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
+  const float inf = __uint_as_float(0x7f800000u);
+  const long long x = blockIdx.x;
+  const long long bh = x / g.tiles, qt = g.tiles - 1 - x % g.tiles;  // the longest key ranges first
+  const long long h = bh % g.heads, b = bh / g.heads, hk = h / m.group;
+  const long long row0 = qt * BR;
+  // this thread's two rows (slot s: row r_lo + 8 s of the block) in the accumulator layout
+  const int r_lo = 64 * wg + 16 * warp + lane / 4, cq = 2 * (lane % 4);
+  const elem_t* qh = q + b * m.q[0] + h * m.q[1];
+  const elem_t* kh = k + b * m.k[0] + hk * m.k[1];
+  const elem_t* vh = v + b * m.v[0] + hk * m.v[1];
+  const long long valid_rows = m.rows - row0 < BR ? m.rows - row0 : BR;
+  long long kv0, kv1;
+  acl_key_range(row0, valid_rows, m.kv_len, m.has_window, m.win_lo, m.win_hi, m.shift, &kv0, &kv1);
+  const long long tiles = kv1 > kv0 ? (kv1 - kv0 + BC - 1) / BC : 0;
+
+  // in flight (commit order): Q, then K(0) and V(0)
+  wg_load(qs, qh, m.q[2], row0, BR, m.rows);
+  acl_cp_async_commit();
+  if (tiles > 0) {
+    wg_load(ks, kh, m.k[2], kv0, BC, m.kv_len);
+    wg_load(vs, vh, m.v[2], kv0, BC, m.kv_len);
+  }
+#if PIPE
+  if (tiles > 1) wg_load(ks + BC * HEAD_DIM, kh, m.k[2], kv0 + BC, BC, m.kv_len);  // K runs two tiles ahead
+#endif
+  acl_cp_async_commit();
+  if (scale_arg < 0.0) {  // Q negated (exactly), so that raw scores are scaled by |scale|
+    acl_cp_async_wait<1>();
+    __syncthreads();
+    for (int i = tid; i < BR * HEAD_DIM; i += THREADS) qs[i] ^= 0x8000u;
+  }
+  const float sl2_signed = (float)(scale_arg * 1.4426950408889634);
+  const float sl2 = fmaxf(sl2_signed < 0.0f ? -sl2_signed : sl2_signed, 1.17549435e-38f);  // never 0 * inf
+
+  const float sink_l2 = m.has_sink ? (float)(@SINK_LOAD@) * 1.4426950408889634f : -inf;
+  float m_run[2], l_run[2];
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    m_run[s] = sink_l2;  // with a sink: one more logit with no value row: max = sink, sum = 1 (one lane)
+    l_run[s] = m.has_sink && lane % 4 == 0 ? 1.0f : 0.0f;
+  }
+  float o[OREGS];
+#pragma unroll
+  for (int i = 0; i < OREGS; ++i) o[i] = 0.0f;
+
+  // descriptors (no swizzle): Q and K K-major (LBO 128: the next 8 dims; SBO: the next 8 rows), V N-major
+  // (LBO: the next 8 keys; SBO 128: the next 8 dims). A k16 step: +256 bytes (Q, K), +2 ROW_BYTES (V).
+  const unsigned long long q_desc = acl_wg_desc(qs + 64 * wg * HEAD_DIM, 128, ROW_BYTES);
+
+#if !PIPE
+  for (long long t = 0; t < tiles; ++t) {
+    const long long j0 = kv0 + t * BC;
+    unsigned short* const kts = ks + (t & 1) * BC * HEAD_DIM;
+    unsigned short* const vts = vs + (t & 1) * BC * HEAD_DIM;
+    acl_cp_async_wait<0>();  // K(t) and V(t) landed (copied while tile t - 1 was computed)
+    acl_fence_proxy_async();
+    __syncthreads();  // K(t), V(t) visible to wgmma; every warpgroup is done with tile t - 1, whose buffers take t + 1
+    if (t + 1 < tiles) {
+      wg_load(ks + ((t + 1) & 1) * BC * HEAD_DIM, kh, m.k[2], j0 + BC, BC, m.kv_len);
+      wg_load(vs + ((t + 1) & 1) * BC * HEAD_DIM, vh, m.v[2], j0 + BC, BC, m.kv_len);
+      acl_cp_async_commit();
+    }
+    float sc[SREGS];
+    acl_wg_fence();
+    wg_scores(sc, q_desc, acl_wg_desc(kts, 128, ROW_BYTES));
+    acl_wg_wait<0>();
+    wg_keep(sc);
+    unsigned pa[BC / 16][4];
+    float alpha[2];
+    wg_softmax(sc, alpha, m_run, l_run, sl2, m, row0, j0, kv1, r_lo, cq);
+    wg_pack(sc, pa);
+#pragma unroll
+    for (int i = 0; i < OREGS; ++i) o[i] *= alpha[(i / 2) % 2];
+    // O += P V (no barrier since the tile's first: the warpgroups drift, one's softmax beside the other's products)
+    wg_keep(o);
+    wg_keep_p(pa);
+    acl_wg_fence();
+    wg_pv(o, pa, acl_wg_desc(vts, ROW_BYTES, 128));
+    acl_wg_wait<0>();
+    wg_keep(o);
+    wg_keep_p(pa);  // live until the products that read it are done
+  }
+#else
+  // software-pipelined (FlashAttention-3's intra-warpgroup overlap): S(t + 1) = Q K(t + 1) and O += P(t) V(t) are
+  // issued together, and the softmax of tile t + 1 runs while P(t) V(t) is still on the tensor cores. Copies: K runs
+  // two tiles ahead, V one (group G(t), issued at the top of tile t: K(t + 2) into K buffer t & 1, whose K(t) S(t)
+  // read in the previous step, and V(t + 1) into V buffer (t + 1) & 1, whose V(t - 1) the previous step's products
+  // read). The softmax of t + 1 leaves P in sc (fp32); it becomes pa, the A fragments, only after P(t) V(t) is done
+  // (registers a wgmma in flight reads are not written: ptxas would serialise the batches).
+  unsigned pa[BC / 16][4];
+  if (tiles > 0) {
+    acl_cp_async_wait<0>();  // Q, K(0), V(0), K(1)
+    acl_fence_proxy_async();
+    __syncthreads();
+    float sc[SREGS];
+    acl_wg_fence();
+    wg_scores(sc, q_desc, acl_wg_desc(ks, 128, ROW_BYTES));
+    acl_wg_wait<0>();
+    wg_keep(sc);
+    float alpha[2];
+    wg_softmax(sc, alpha, m_run, l_run, sl2, m, row0, kv0, kv1, r_lo, cq);  // O is still zero: no rescale
+    wg_pack(sc, pa);
+  }
+  for (long long t = 0; t < tiles; ++t) {
+    const long long j0 = kv0 + t * BC;
+    const bool next = t + 1 < tiles;
+    acl_cp_async_wait<0>();  // G(t - 1): K(t + 1) and V(t) landed
+    acl_fence_proxy_async();
+    __syncthreads();  // every warpgroup is done with S(t) and P(t - 1) V(t - 1): their buffers take G(t)
+    if (t + 2 < tiles) wg_load(ks + (t & 1) * BC * HEAD_DIM, kh, m.k[2], j0 + 2 * BC, BC, m.kv_len);
+    if (next) wg_load(vs + ((t + 1) & 1) * BC * HEAD_DIM, vh, m.v[2], j0 + BC, BC, m.kv_len);
+    acl_cp_async_commit();
+    float sc[SREGS];
+    wg_keep(o);
+    wg_keep_p(pa);
+    acl_wg_fence();
+    // S(t + 1) is issued on the last tile too (on a stale K buffer, its scores unused): no branch inside the batch
+    wg_scores(sc, q_desc, acl_wg_desc(ks + ((t + 1) & 1) * BC * HEAD_DIM, 128, ROW_BYTES));
+    wg_pv(o, pa, acl_wg_desc(vs + (t & 1) * BC * HEAD_DIM, ROW_BYTES, 128));
+    acl_wg_wait<1>();  // S(t + 1) done (batches complete in order); P(t) V(t) may still run
+    wg_keep(sc);
+    if (next) {
+      float alpha[2];
+      wg_softmax(sc, alpha, m_run, l_run, sl2, m, row0, j0 + BC, kv1, r_lo, cq);
+      acl_wg_wait<0>();
+      wg_keep(o);
+      wg_keep_p(pa);  // P(t)'s registers stay untouched until its products are done
+#pragma unroll
+      for (int i = 0; i < OREGS; ++i) o[i] *= alpha[(i / 2) % 2];
+      wg_pack(sc, pa);
+    } else {
+      acl_wg_wait<0>();
+      wg_keep(o);
+      wg_keep_p(pa);
+    }
+  }
+#endif
+
+  // the row sums over the 4 lanes sharing a row; O / l out, then max / sum / lse (one lane a row)
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    l_run[s] += ACL_SHFL_XOR(l_run[s], 1);
+    l_run[s] += ACL_SHFL_XOR(l_run[s], 2);
+  }
+  elem_t* o_head = out + b * m.o[0] + h * m.o[1];
+#pragma unroll
+  for (int i = 0; i < OREGS; ++i) {
+    const int s = (i / 2) % 2;
+    const long long row = row0 + r_lo + 8 * s;
+    if (row >= g.sq) continue;
+    const float l = l_run[s];
+    const float r = row < m.rows && l > 0.0f ? o[i] / l : 0.0f;
+    o_head[row * m.o[2] + (8 * (i / 4) + cq + i % 2) * m.o[3]] = @STORE@;
+  }
+  if (lane % 4 == 0) {
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      const long long row = row0 + r_lo + 8 * s;
+      if (row >= g.sq) continue;
+      const float row_max = m_run[s] == -inf ? -inf : m_run[s] * 0.6931471805599453f;  // natural units
+      if (row < m.rows && smax != nullptr) {
+        for (int c = 0; c < 8; ++c) {
+          smax[b * m.smax[0] + h * m.smax[1] + row * m.smax[2] + c * m.smax[3]] = row_max;
+          ssum[b * m.ssum[0] + h * m.ssum[1] + row * m.ssum[2] + c * m.ssum[3]] = l_run[s];
+        }
+      }
+      if (lse != nullptr)
+        lse[b * m.lse[0] + h * m.lse[1] + row * m.lse[2]] =
+            row < m.rows && l_run[s] > 0.0f ? row_max + logf(l_run[s]) : inf;
+    }
+  }
+}
+"""
+
+
+def wgmma_flash_source(inst: WgmmaInstance) -> str:
+    """The complete source (prelude, matrix layers, key range included) of one wgmma flash kernel."""
+    if (
+        inst.dtype not in DTYPES
+        or inst.head_dim not in HEAD_DIMS
+        or inst.groups not in (1, 2)
+        or inst.block_keys not in (64, 128)
+        or inst.blocks not in (1, 2)
+    ):
+        raise ValueError(f"no wgmma flash kernel for {inst}")
+    if inst.shared_bytes * inst.blocks > SHARED_LIMIT:
+        need = f"{inst.shared_bytes} bytes of shared memory a block, {inst.blocks} blocks a multiprocessor"
+        raise ValueError(f"{inst} needs {need} (limit {SHARED_LIMIT})")
+    c = ctype(inst.dtype)
+    f32 = ctype(D.ACL_FLOAT)
+    sink_c = ctype(inst.sink if inst.sink is not None else D.ACL_FLOAT)
+    tokens = {
+        "@D@": str(inst.head_dim),
+        "@GROUPS@": str(inst.groups),
+        "@MINB@": str(inst.blocks),
+        "@PIPE@": "1" if inst.pipelined else "0",
+        "@BC@": str(inst.block_keys),
+        "@BF16@": "true" if inst.dtype == D.ACL_BF16 else "false",
+        "@T@": "bf16" if inst.dtype == D.ACL_BF16 else "f16",
+        "@S@": c.storage,
+        "@SINK_S@": sink_c.storage,
+        "@SINK_LOAD@": load("sink[h * m.sink_step]", sink_c, f32),
+        "@STORE@": store("r", f32, c),
+        "@NAME@": inst.kernel_name,
+        "@ATTN_STRUCT@": ATTN_STRUCT,
+        "@GRID_STRUCT@": GRID_STRUCT,
+    }
+    body = _BODY
+    for token, value in tokens.items():
+        body = body.replace(token, value)
+    ns = tuple(sorted({inst.block_keys, inst.head_dim}))
+    header = f"// flash attention forward on wgmma (sm_90a): {inst.dtype.short}, D={inst.head_dim}, {inst.config}"
+    return "\n".join([PRELUDE, MMA_SOURCE, wgmma_source(ns), KEY_RANGE_SOURCE, header, body])

@@ -1,0 +1,221 @@
+"""Warpgroup matrix multiply-accumulate (Hopper ``wgmma.mma_async``, sm_90a only) for kernel source.
+
+A warpgroup is four consecutive warps (128 threads, the first warp's index a multiple of 4); one
+``wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}.{bf16,f16}`` computes ``D[64 x N] (+)= A[64 x 16]
+B[16 x N]`` with B (and A in the SS form) read from shared memory through 64-bit matrix descriptors, or
+A from registers (the RS form). :func:`wgmma_source` (after the prelude and ``MMA_SOURCE``) gives kernels:
+
+* ``acl_wg_desc(smem, lbo, sbo)``: the descriptor of an operand in the no-swizzle ("interleave") layout
+  (PTX ISA, "Matrix Descriptor Format"): bits 0-13 the start address ``(addr & 0x3FFFF) >> 4``, 16-29 the
+  leading dimension byte offset ``>> 4``, 32-45 the stride dimension byte offset ``>> 4``, 49-51 the base
+  offset (0), 62-63 the swizzle mode (0: none). In the no-swizzle layout an operand is a grid of *core
+  matrices* of 8 rows x 16 bytes (8 x 8 16-bit elements), each 128 contiguous bytes; LBO is the byte
+  distance between core matrices adjacent along K, SBO between core matrices adjacent along M (A) or N
+  (B), for K-major and MN-major operands alike. :func:`interleaved_offset` is the element offset this
+  module's loaders use (rows of ``cols`` elements: core matrix (row / 8, col / 8) at
+  ``((row / 8) * (cols / 8) + col / 8) * 64``, element ``(row % 8) * 8 + col % 8`` in it): with rows along
+  M/N and columns along K (Q, K of attention: K-major, ``imm-trans = 0``) LBO = 128 and SBO = ``cols * 16``;
+  with rows along K and columns along N (V of attention: N-major, ``imm-trans-b = 1``) LBO = ``cols * 16``
+  and SBO = 128. A k16 step advances K-major descriptors by 256 bytes, N-major ones by ``2 * cols * 16``.
+* ``acl_wg_ss_n<N>_<bf16|f16><TA, TB>(d, desc_a, desc_b, accumulate)`` and
+  ``acl_wg_rs_n<N>_<..><TB>(d, a, desc_b, accumulate)``: one k16 step; ``d`` is ``float[N / 2]``,
+  ``a`` ``unsigned[4]`` (pairs of 16-bit elements, the lower column in bits 0-15); ``accumulate`` 0 makes
+  the step write ``A B`` (the scale-d predicate false), else ``D + A B``. imm-scale-a/b are 1.
+* ``acl_wg_fence()`` (``wgmma.fence``: before the first wgmma of a batch and after registers it reads, the
+  accumulator or A fragments, were written by other instructions), ``acl_wg_commit()``,
+  ``acl_wg_wait<N>()`` (all but the N newest committed batches complete), ``acl_wg_keep(x)`` (an empty asm
+  that makes the compiler treat ``x`` as rewritten there: after a wait, so that no read of the accumulator
+  is hoisted above it; before a fence, so that writes to it are not sunk below), and
+  ``acl_fence_proxy_async()`` (``fence.proxy.async.shared::cta``: shared memory written by ``cp.async`` or
+  plain stores, the generic proxy, made visible to wgmma's operand reads, the async proxy; each writer
+  fences after its copies land, then the block's barrier).
+
+Fragment ownership (PTX ISA, "Register Fragments", m64nNk16): thread ``t`` of the warpgroup is lane
+``t % 32`` of warp ``w = t / 32``; with ``g = lane / 4``, ``q = lane % 4``, accumulator element ``i`` holds
+``D[16 w + g + 8 ((i / 2) % 2)][8 (i / 4) + 2 q + i % 2]`` (:func:`acc_owner`); register ``r`` of the A
+fragment holds ``A[16 w + g + 8 (r % 2)][8 (r / 2) + 2 q + {0, 1}]`` (:func:`a_owner`): so accumulator
+elements ``8 kk .. 8 kk + 7`` (columns ``16 kk .. 16 kk + 15``), packed in pairs in order, are the A fragment
+of k-block ``kk`` (attention's P).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+WGMMA_N: Final = (64, 128)
+"""The N of the MMA functions :func:`wgmma_source` emits by default (attention's key tiles and head dims)."""
+WARPGROUP: Final = 128
+"""Threads of a warpgroup."""
+
+
+def interleaved_offset(row: int, col: int, cols: int) -> int:
+    """The element offset of (row, col) in a no-swizzle tile of rows of ``cols`` 16-bit elements (core matrices)."""
+    return ((row // 8) * (cols // 8) + col // 8) * 64 + (row % 8) * 8 + col % 8
+
+
+def acc_owner(thread: int, i: int) -> tuple[int, int]:
+    """(row, column) of accumulator element ``i`` of warpgroup thread ``thread`` (m64nNk16, fp32)."""
+    warp, lane = divmod(thread, 32)
+    return 16 * warp + lane // 4 + 8 * ((i // 2) % 2), 8 * (i // 4) + 2 * (lane % 4) + i % 2
+
+
+def a_owner(thread: int, reg: int, half: int) -> tuple[int, int]:
+    """(row, k) of the 16-bit element in bits ``16 * half`` of A-fragment register ``reg`` (0..3) of ``thread``."""
+    warp, lane = divmod(thread, 32)
+    return 16 * warp + lane // 4 + 8 * (reg % 2), 8 * (reg // 2) + 2 * (lane % 4) + half
+
+
+def desc_fields(desc: int) -> dict[str, int]:
+    """The fields of a descriptor value (start address, LBO and SBO in bytes; base offset; swizzle mode)."""
+    return {
+        "start": (desc & 0x3FFF) << 4,
+        "lbo": ((desc >> 16) & 0x3FFF) << 4,
+        "sbo": ((desc >> 32) & 0x3FFF) << 4,
+        "base_offset": (desc >> 49) & 0x7,
+        "swizzle": (desc >> 62) & 0x3,
+    }
+
+
+def make_desc(address: int, lbo: int, sbo: int) -> int:
+    """The descriptor ``acl_wg_desc`` builds (the Python twin, for tests): no swizzle, base offset 0."""
+    return ((address & 0x3FFFF) >> 4) | (((lbo & 0x3FFFF) >> 4) << 16) | (((sbo & 0x3FFFF) >> 4) << 32)
+
+
+_COMMON: Final = r"""
+// wgmma (sm_90a): descriptors, fences, commit / wait
+ACL_DEV unsigned acl_wg_smem(const void* p) {
+  unsigned r;
+  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+  return r;
+}
+// a no-swizzle operand descriptor: start address, LBO (core-matrix stride along K), SBO (along M / N), in bytes
+ACL_DEV unsigned long long acl_wg_desc(const void* smem, unsigned lbo, unsigned sbo) {
+  const unsigned addr = acl_wg_smem(smem);
+  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)((lbo & 0x3FFFFu) >> 4) << 16) |
+         ((unsigned long long)((sbo & 0x3FFFFu) >> 4) << 32);
+}
+ACL_DEV void acl_wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+ACL_DEV void acl_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> ACL_DEV void acl_wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+ACL_DEV void acl_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+ACL_DEV void acl_wg_keep(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+ACL_DEV void acl_wg_keep(unsigned& x) { asm volatile("" : "+r"(x)::"memory"); }
+"""
+
+
+def _mma_function(form: str, n: int, bf16: bool) -> str:
+    """One k16 step of ``wgmma.mma_async`` m64n``n``k16 (``form`` "ss": A by descriptor, "rs": A in registers)."""
+    t = "bf16" if bf16 else "f16"
+    regs = n // 2
+    outs = ", ".join(f"%{i}" for i in range(regs))
+    out_ops = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    if form == "ss":
+        pred, tail = regs + 2, f"%{regs}, %{regs + 1}, p, 1, 1, %{regs + 3}, %{regs + 4}"
+        ins = '"l"(da), "l"(db), "r"(accumulate), "n"(TA), "n"(TB)'
+        head = f"template <int TA, int TB> ACL_DEV void acl_wg_ss_n{n}_{t}(float (&d)[{regs}], "
+        head += "unsigned long long da, unsigned long long db, int accumulate)"
+    else:
+        a = ", ".join(f"%{regs + i}" for i in range(4))
+        pred, tail = regs + 5, f"{{{a}}}, %{regs + 4}, p, 1, 1, %{regs + 6}"
+        ins = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate), "n"(TB)'
+        head = f"template <int TB> ACL_DEV void acl_wg_rs_n{n}_{t}(float (&d)[{regs}], const unsigned (&a)[4], "
+        head += "unsigned long long db, int accumulate)"
+    asm = (
+        f'"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{pred}, 0;\\n"\n'
+        f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{outs}}}, {tail};\\n}}\\n"'
+    )
+    return f"{head} {{\n  asm volatile(\n      {asm}\n      : {out_ops}\n      : {ins});\n}}\n"
+
+
+def wgmma_source(ns: tuple[int, ...] = WGMMA_N) -> str:
+    """The helpers and the SS / RS MMA functions for every N in ``ns`` (bf16 and fp16); after the prelude."""
+    if any(n % 8 or not 8 <= n <= 256 for n in ns):
+        raise ValueError(f"wgmma N must be a multiple of 8 in 8..256, not {ns}")
+    parts = [_COMMON]
+    for n in ns:
+        for bf16 in (True, False):
+            parts += [_mma_function("ss", n, bf16), _mma_function("rs", n, bf16)]
+    return "\n".join(parts)
+
+
+def tile_kernel_name(n: int, bf16: bool, form: str, trans_b: int, ksteps: int) -> str:
+    """The name of :func:`tile_source`'s kernel."""
+    return f"acl_wg_tile_{form}_n{n}_{'bf16' if bf16 else 'f16'}_tb{trans_b}_k{16 * ksteps}"
+
+
+def tile_source(n: int, bf16: bool, form: str, trans_b: int, ksteps: int) -> str:
+    """A one-warpgroup kernel computing ``D[64 x n] = A[64 x 16 ksteps] B`` with one wgmma per k16 step (tests).
+
+    Arguments: ``a`` (row-major 64 x K), ``b`` (``trans_b`` 0: row-major n x K, B's transpose, K-major; 1:
+    row-major K x n, N-major), ``d`` (row-major 64 x n fp32), and B's descriptor strides ``lbo_b`` / ``sbo_b``
+    in bytes (runtime: a test can try the other reading of them). A and B are staged in shared memory in the
+    no-swizzle layout (:func:`interleaved_offset`); A goes by descriptor (``form`` "ss", LBO 128, SBO K * 16) or
+    from registers in the fragment layout (``form`` "rs"); every thread stores its accumulator elements where
+    :func:`acc_owner` says they belong. Only the first 128 threads of the launch take part.
+    """
+    from acl_rocm.kernels.mma import MMA_SOURCE
+    from acl_rocm.kernels.prelude import PRELUDE
+
+    if form not in ("ss", "rs") or trans_b not in (0, 1) or ksteps not in (1, 2, 4):
+        raise ValueError(f"no wgmma tile kernel for {form} trans_b={trans_b} ksteps={ksteps}")
+    t = "bf16" if bf16 else "f16"
+    call = (
+        f"acl_wg_ss_n{n}_{t}<0, {trans_b}>(d, desc_a + 16 * ks, desc_b + b_step * ks, ks)"
+        if form == "ss"
+        else f"acl_wg_rs_n{n}_{t}<{trans_b}>(d, af[ks], desc_b + b_step * ks, ks)"
+    )
+    body = rf"""
+#define N {n}
+#define KS {ksteps}
+#define KD (16 * KS)
+extern "C" __global__ void __launch_bounds__(128, 1) {tile_kernel_name(n, bf16, form, trans_b, ksteps)}(
+    const unsigned short* __restrict__ a, const unsigned short* __restrict__ b, float* __restrict__ out,
+    const int lbo_b, const int sbo_b) {{
+  __shared__ alignas(128) unsigned short as[64 * KD];
+  __shared__ alignas(128) unsigned short bs[N * KD];
+  const int tid = threadIdx.x;
+  if (tid >= 128) return;
+  for (int i = tid; i < 64 * KD; i += 128) {{  // A: rows along M, columns along K
+    const int r = i / KD, c = i % KD;
+    as[((r / 8) * (KD / 8) + c / 8) * 64 + (r % 8) * 8 + c % 8] = a[i];
+  }}
+  for (int i = tid; i < N * KD; i += 128) {{
+#if {trans_b}  // B row-major K x N: rows along K, columns along N (N-major)
+    const int r = i / N, c = i % N, cols = N;
+#else  // B^T row-major N x K: rows along N, columns along K (K-major)
+    const int r = i / KD, c = i % KD, cols = KD;
+#endif
+    bs[((r / 8) * (cols / 8) + c / 8) * 64 + (r % 8) * 8 + c % 8] = b[i];
+  }}
+  acl_fence_proxy_async();
+  __syncthreads();
+  const unsigned long long desc_a = acl_wg_desc(as, 128, KD * 16);
+  const unsigned long long desc_b = acl_wg_desc(bs, lbo_b, sbo_b);
+  const unsigned long long b_step = {trans_b} ? 2 * N : 16;  // a k16 step in 16-byte units
+  const int warp = tid / 32, lane = tid % 32, g = lane / 4, q = lane % 4;
+  unsigned af[KS][4];
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      af[ks][r] = *(const unsigned*)(a + (16 * warp + g + 8 * (r % 2)) * KD + 16 * ks + 8 * (r / 2) + 2 * q);
+  float d[N / 2];
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) d[i] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acl_wg_keep(d[i]);
+  acl_wg_fence();
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) {call};
+  acl_wg_commit();
+  acl_wg_wait<0>();
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acl_wg_keep(d[i]);
+  (void)desc_a;
+  (void)af;
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i)
+    out[(16 * warp + g + 8 * ((i / 2) % 2)) * N + 8 * (i / 4) + 2 * q + i % 2] = d[i];
+}}
+"""
+    return "\n".join([PRELUDE, MMA_SOURCE, wgmma_source((n,)), body])

@@ -1,0 +1,261 @@
+"""The wgmma flash kernel (sm_90a) on the CPU: its layout bookkeeping, its selection and refusals, and nvcc.
+
+Nothing here runs a wgmma (the emulator cannot): the fragment-ownership and descriptor twins are checked
+against each other and against the no-swizzle layout; the backend over the fake provider (an sm_90) must
+compile the kernel for ``sm_90a`` only when ``ACL_FLASH_CONFIG`` names a wgmma shape, and fall back to the
+mma.sync kernel with a logged reason where it cannot run (an explicit mask, head dim 256, another arch, the
+emulator); nvcc must build every instance and the tile kernels to sm_90a cubins (ptxas checks the wgmma
+operands there, which ``-ptx`` alone would not). The GPU tier (``test_gpu_wgmma.py``) runs them.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from acl_core import eager
+from acl_core.backend import Backend
+from acl_core.dtypes import DataType as D
+from acl_core.errors import AclError, AclErrorCode
+from acl_rocm.compiler import KernelCache
+from acl_rocm.kernels.attention_wgmma import (
+    DEFAULTS,
+    WgmmaConfig,
+    WgmmaInstance,
+    wgmma_flash_source,
+    wgmma_refusal,
+)
+from acl_rocm.kernels.prelude import compile_options
+from acl_rocm.kernels.wgmma import (
+    a_owner,
+    acc_owner,
+    desc_fields,
+    interleaved_offset,
+    make_desc,
+    tile_kernel_name,
+    tile_source,
+)
+from acl_rocm.ops.attention_flash import parse_setting
+from tests.rocm.fake_provider import FakeProvider
+from tests.rocm.test_gpu_flash_attention import _args, _rng
+
+TILE_CASES = [(n, bf16, form, tb, ks) for n in (64, 128) for bf16 in (True, False) for form in ("ss", "rs")
+              for tb in (0, 1) for ks in (1, 2)]  # fmt: skip
+"""(N, bf16, form, trans_b, k16 steps) of the tile kernels the GPU tier runs."""
+
+
+# ----------------------------------------------------------------------------- layout twins
+@pytest.mark.parametrize("n", [8, 64, 128, 256])
+def test_accumulator_ownership_covers_the_tile_once(n: int) -> None:
+    owners = [acc_owner(t, i) for t in range(128) for i in range(n // 2)]
+    assert sorted(owners) == [(r, c) for r in range(64) for c in range(n)]
+    for t in range(128):  # a row's elements live in the 4 lanes of one quad: the softmax's two xor shuffles
+        rows = {acc_owner(t, i)[0] for i in range(n // 2)}
+        assert rows == {16 * (t // 32) + (t % 32) // 4, 16 * (t // 32) + (t % 32) // 4 + 8}
+
+
+def test_a_fragment_ownership_and_p_reuse() -> None:
+    owners = [a_owner(t, r, h) for t in range(128) for r in range(4) for h in range(2)]
+    assert sorted(owners) == [(r, k) for r in range(64) for k in range(16)]
+    # accumulator elements 8 kk .. 8 kk + 7, packed in pairs in order, are the A fragment of k-block kk (P)
+    for t in range(128):
+        for kk in range(4):
+            for r in range(4):
+                for h in range(2):
+                    row, col = acc_owner(t, 8 * kk + 2 * r + h)
+                    assert (row, col - 16 * kk) == a_owner(t, r, h)
+
+
+@pytest.mark.parametrize("cols", [16, 64, 128])
+def test_descriptor_strides_describe_the_interleaved_layout(cols: int) -> None:
+    """Element (row, col) of a tile sits at start + core-matrix strides + its place in the core matrix: LBO along K
+    and SBO along M/N, K-major (rows M/N, columns K) and N-major (rows K, columns N) alike."""
+    rows = 32
+    offsets = sorted(interleaved_offset(r, c, cols) for r in range(rows) for c in range(cols))
+    assert offsets == list(range(rows * cols))
+    k_major = make_desc(4096, 128, cols * 16)  # Q / K
+    n_major = make_desc(4096, cols * 16, 128)  # V
+    assert desc_fields(k_major) == {"start": 4096, "lbo": 128, "sbo": cols * 16, "base_offset": 0, "swizzle": 0}
+    assert desc_fields(n_major)["lbo"] == cols * 16 and desc_fields(n_major)["sbo"] == 128
+    for r in range(rows):
+        for c in range(cols):
+            byte = 2 * interleaved_offset(r, c, cols)
+            f = desc_fields(k_major)  # rows along M/N (SBO), columns along K (LBO); inside: 16-byte rows
+            assert byte == (c // 8) * f["lbo"] + (r // 8) * f["sbo"] + (r % 8) * 16 + (c % 8) * 2
+            f = desc_fields(n_major)  # rows along K (LBO), columns along N (SBO); inside: 8 K rows of 8 N
+            assert byte == (r // 8) * f["lbo"] + (c // 8) * f["sbo"] + (r % 8) * 16 + (c % 8) * 2
+    assert make_desc(0x40000 + 256, 128, 256) == make_desc(256, 128, 256)  # 18 address bits, as the hardware
+
+
+# ----------------------------------------------------------------------------- configs and selection
+def test_config_parsing() -> None:
+    assert str(WgmmaConfig.parse("wg2k128")) == "wg2k128" and WgmmaConfig.parse(" wg1k64 ") == WgmmaConfig(1, 64)
+    for bad in ("wg3k128", "wg2k32", "wg2", "w4m1k64s2"):
+        with pytest.raises(ValueError, match="wg"):
+            WgmmaConfig.parse(bad)
+    setting = parse_setting("128=wg2k128,64=w4m1k64s2-efiu")
+    assert setting[128] == WgmmaConfig(2, 128) and str(setting[64]) == "w4m1k64s2-efiu"
+    assert parse_setting("wg1k64") == {None: WgmmaConfig(1, 64)}
+    with pytest.raises(ValueError, match="head dim"):
+        parse_setting("96=wg2k128")
+    assert WgmmaInstance(D.ACL_BF16, 128).shared_bytes == (128 + 4 * 128) * 128 * 2
+    assert str(WgmmaConfig.parse("wg2k64b2")) == "wg2k64b2" and WgmmaConfig.parse("wg2k64b1") == WgmmaConfig(2, 64)
+    assert (
+        WgmmaConfig.parse("wg2k64b2p") == WgmmaConfig(2, 64, 2, True) and str(WgmmaConfig(1, 64, 1, True)) == "wg1k64p"
+    )
+    with pytest.raises(ValueError, match="blocks 1/2"):
+        WgmmaConfig.parse("wg2k64b3")
+    for d, configs in DEFAULTS.items():
+        for c in configs:
+            inst = WgmmaInstance(D.ACL_BF16, d, None, c.groups, c.block_keys, c.blocks, c.pipelined)
+            assert inst.config == c and inst.shared_bytes * c.blocks <= 227 * 1024
+    with pytest.raises(ValueError, match="2 blocks a multiprocessor"):
+        wgmma_flash_source(WgmmaInstance(D.ACL_BF16, 128, None, 2, 128, 2))  # 2 x 160 KiB
+
+
+def test_refusals() -> None:
+    assert wgmma_refusal(D.ACL_BF16, 128, "sm_90", True, False) is None
+    assert "sm_90" in (wgmma_refusal(D.ACL_BF16, 128, "sm_100", True, False) or "")
+    assert "sm_90" in (wgmma_refusal(D.ACL_BF16, 128, "sm_80", True, False) or "")
+    assert "float32" in (wgmma_refusal(D.ACL_FLOAT, 128, "sm_90", True, False) or "")
+    assert "head dim 256" in (wgmma_refusal(D.ACL_BF16, 256, "sm_90", True, False) or "")
+    assert "mask" in (wgmma_refusal(D.ACL_FLOAT16, 64, "sm_90", True, True) or "")
+    assert "16-byte" in (wgmma_refusal(D.ACL_FLOAT16, 64, "sm_90", False, False) or "")
+
+
+class ArchRecording(FakeProvider):
+    """The fake provider, keeping the target each kernel was compiled for."""
+
+    def compile(self, source: str, name: str, options: tuple[str, ...], arch: str) -> bytes:
+        self.targets = {**getattr(self, "targets", {}), name: arch}
+        return super().compile(source, name, options, arch)
+
+
+def _backend(tmp_path: Path, arch: str = "sm_90", setting: str = "") -> Backend:
+    from acl_rocm.backend import RocmBackend
+
+    env = {"ACL_KERNEL_CACHE": str(tmp_path), "ACL_FLASH_CONFIG": setting}
+    backend = RocmBackend(ArchRecording(blas=True, arch=arch), env)
+    backend.runtime.ensure_device(0)
+    backend.attention.path_override = "flash"  # type: ignore[attr-defined]
+    return backend
+
+
+@pytest.mark.parametrize(("d", "dtype"), [(128, "bfloat16"), (64, "float16")])
+def test_a_wgmma_setting_compiles_it_for_sm_90a(tmp_path: Path, d: int, dtype: str) -> None:
+    backend = _backend(tmp_path, setting=f"{d}=wg2k128")
+    flash = backend.attention.flash  # type: ignore[attr-defined]
+    eager.run("FlashAttentionScore", backend, **_args(_rng("wg", d), dtype, "BNSD", 1, 4, 2, 200, 300, d, 3))
+    inst = flash.last_instance
+    assert isinstance(inst, WgmmaInstance) and str(inst.config) == "wg2k128" and flash.last_refusal is None
+    targets = backend.provider.targets  # type: ignore[attr-defined]
+    assert targets[inst.kernel_name] == "sm_90a"
+    assert all(t == "sm_90" for name, t in targets.items() if name != inst.kernel_name)
+    launch = [lc for lc in backend.provider.launches if lc.name == inst.kernel_name][-1]  # type: ignore[attr-defined]
+    assert launch.block == (256, 1, 1) and launch.grid == (2 * 4, 1, 1)  # 200 rows: 2 tiles of 128, 4 heads
+    assert backend.provider.dynamic_shared[inst.kernel_name] == inst.shared_bytes  # type: ignore[attr-defined]
+    assert "wg2k128" in flash.alternatives(d)  # the bench times it on sm_90
+
+
+def test_calls_it_cannot_run_take_the_mma_sync_kernel_with_a_logged_reason(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    backend = _backend(tmp_path, setting="wg2k128")
+    flash = backend.attention.flash  # type: ignore[attr-defined]
+    rng = _rng("wg-refuse")
+    mask = rng.uniform(size=(1, 1, 100, 100)) < 0.3
+    cases = {
+        "an explicit mask": _args(rng, "bfloat16", "BNSD", 1, 2, 2, 100, 100, 128, 0, attenMaskOptional=mask),
+        "head dim 256": _args(rng, "bfloat16", "BNSD", 1, 2, 2, 100, 100, 256, 3),
+    }
+    with caplog.at_level(logging.DEBUG, logger="acl_rocm.attention"):
+        for why, args in cases.items():
+            eager.run("FlashAttentionScore", backend, **args)
+            assert not isinstance(flash.last_instance, WgmmaInstance), why
+            assert why in (flash.last_refusal or ""), flash.last_refusal
+            assert f"ACL_FLASH_CONFIG=wg2k128 refused: {flash.last_refusal}" in caplog.text
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_100"])
+def test_other_archs_refuse_it(tmp_path: Path, arch: str) -> None:
+    backend = _backend(tmp_path, arch=arch, setting="wg2k128")
+    flash = backend.attention.flash  # type: ignore[attr-defined]
+    assert flash.wgmma_unavailable() is not None and not any(c.startswith("wg") for c in flash.alternatives(128))
+    eager.run("FlashAttentionScore", backend, **_args(_rng("arch"), "bfloat16", "BNSD", 1, 2, 2, 100, 100, 128, 3))
+    assert not isinstance(flash.last_instance, WgmmaInstance)
+    assert arch in (flash.last_refusal or "")
+
+
+def test_the_emulator_refuses_it(tmp_path: Path) -> None:
+    from tests.rocm.kernel_emulator import EmulatedProvider, emulated_backend
+
+    backend = emulated_backend(tmp_path, EmulatedProvider(blas=True))
+    flash = backend.attention.flash  # type: ignore[attr-defined]
+    assert "sm_90a" in (flash.wgmma_unavailable() or "")
+
+
+def test_arch_specific_targets(tmp_path: Path) -> None:
+    assert FakeProvider().arch_specific("sm_90") == "sm_90a" and FakeProvider().arch_specific("sm_80") is None
+    calls: list[str] = []
+    cache = KernelCache(lambda s, n, o, a: calls.append(a) or b"x", "sm_90", "v", "nvidia", None)
+    assert cache.key("src", ()) != cache.key("src", (), "sm_90a")
+    cache.image("src", "k", ())
+    cache.image("src", "k", (), "sm_90a")
+    cache.image("src", "k", (), "sm_90a")  # from memory
+    assert calls == ["sm_90", "sm_90a"]
+    backend = _backend(tmp_path, arch="sm_80")
+    with pytest.raises(AclError, match="arch-specific target") as info:
+        backend.function('extern "C" __global__ void __launch_bounds__(1) k() {}', "k", 0, arch_specific=True)  # type: ignore[attr-defined]
+    assert info.value.code == 207000
+
+
+# ----------------------------------------------------------------------------- nvcc
+def _cubin(tmp_path: Path, name: str, source: str) -> str:
+    """nvcc to an sm_90a cubin (ptxas runs: wgmma operands are checked); ptxas' -v report."""
+    path = tmp_path / f"{name}.cu"
+    path.write_text(source)
+    done = subprocess.run(
+        ["nvcc", "-cubin", "-arch=sm_90a", "-Xptxas", "-v", *compile_options(32), str(path), "-o", str(tmp_path / "k")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stderr
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
+def test_wgmma_flash_sources_build_for_sm_90a_without_spills(tmp_path: Path) -> None:
+    instances = [
+        WgmmaInstance(dtype, d, sink, c.groups, c.block_keys, c.blocks, c.pipelined)
+        for dtype, sink in ((D.ACL_BF16, None), (D.ACL_FLOAT16, D.ACL_FLOAT))
+        for d, configs in DEFAULTS.items()
+        for c in configs
+    ]
+    for n, inst in enumerate(instances):
+        report = _cubin(tmp_path, f"f{n}", wgmma_flash_source(inst))
+        assert " 0 bytes spill stores" in report, report
+        assert "serialized" not in report and "warning" not in report, report  # no serialised wgmma pipeline
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
+def test_wgmma_tile_kernels_build_for_sm_90a(tmp_path: Path) -> None:
+    for n, bf16, form, tb, ks in TILE_CASES[::3]:  # a third of them: each N, dtype, form and transposition
+        report = _cubin(tmp_path, tile_kernel_name(n, bf16, form, tb, ks), tile_source(n, bf16, form, tb, ks))
+        assert " 0 bytes spill stores" in report, report
+
+
+def test_tile_source_refuses_what_it_lacks() -> None:
+    with pytest.raises(ValueError, match="no wgmma tile kernel"):
+        tile_source(64, True, "sr", 0, 1)
+
+
+def test_invalid_wgmma_setting_is_a_typed_error(tmp_path: Path) -> None:
+    backend = _backend(tmp_path, setting="wg4k128")
+    with pytest.raises(AclError, match="warpgroups 1/2") as info:
+        eager.run("FlashAttentionScore", backend, **_args(_rng("bad"), "bfloat16", "BNSD", 1, 2, 2, 100, 100, 128, 3))
+    assert info.value.code == AclErrorCode.ACL_ERROR_INVALID_PARAM
