@@ -21,7 +21,8 @@ transform (sincos, float32, float32p); ACL_ADAMW_CONFIG=scalar: the one-element 
 ACL_FOREACH_CONFIG=scan|grid2d: how a Foreach block finds its slot; ACL_MC2_ROUTE=block|grid: MoeDistributeDispatch's
 routing kernels; ACL_MC2_ROWS=row: its block-a-row expandX copy; ACL_TAKE_CHECK=fused|vec: Take's in-gather
 index check or its 16-byte Check launch;
-ACL_MISH_CONFIG=poly: Mish's float32 polynomial body; ACL_RANDOM_LAYOUT is read from the process environment
+ACL_MISH_CONFIG=poly: Mish's float32 polynomial body; ACL_SFA_PATH=block: SparseFlashAttention's block kernel
+(default: its GEMM path's kernels, where the provider has a GEMM); ACL_RANDOM_LAYOUT is read from the process environment
 by every backend; ACL_CMO_CONFIG: aclrtCmoAsync's prefetch, whose kernels of every method compile under
 the pattern ``aclrtCmoAsync`` or with no pattern); the ops of
 :data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the short norm rows, the down
@@ -93,6 +94,7 @@ SWITCHES = (
     "ACL_MC2_ROWS",
     "ACL_TAKE_CHECK",
     "ACL_MISH_CONFIG",
+    "ACL_SFA_PATH",
 )
 
 

@@ -1,0 +1,254 @@
+"""SparseFlashAttention's path choice and its GEMM path: gather the selected rows once, then two vendor GEMMs.
+
+The block kernel (:mod:`acl_rocm.kernels.sparse_attention`, a block per (query row, query head)) reads each
+selected key row once per query head and multiplies without matrix instructions: at DeepSeek-V3.2's decode
+shape (128 heads sharing one MLA kv head) every head re-reads the same 2,048 rows of 576 dims. The GEMM path
+(:mod:`acl_rocm.kernels.sparse_attention_gemm`) gathers each (query row, kv head)'s selected rows into a
+stream-ordered temporary once, then runs ``S = Q·Kᵀ`` (fp32) and ``O = P·V`` (fp32; P as two 16-bit parts,
+two GEMMs) as strided batched GEMMs through the provider (cuBLASLt / hipBLASLt) around a row-softmax kernel,
+and a store kernel writes O in the output's layout. It covers every layout, sparse mode, length and
+statistics output the block kernel covers.
+
+:data:`PATH_ENV` picks: ``gemm`` (the default) or ``block``. The GEMM path falls back to the block kernel, with the
+reason on the debug logger, where the provider has no GEMM, where the call selects no slots, or where its
+temporaries would pass :data:`BUDGET_BYTES`. Each signature's choice is logged once, when it is planned.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from acl_core.backend import Kernel, Launch
+from acl_core.dtypes import DataType as D
+from acl_core.errors import AclError, AclErrorCode, RtErrorCode
+from acl_core.tensor import AclTensor
+from acl_rocm.driver import handle
+from acl_rocm.kernels.sparse_attention_gemm import (
+    GATHER_SLOTS,
+    GATHER_THREADS,
+    QUERY_ROWS,
+    SOFTMAX_THREADS,
+    STORE_THREADS,
+    SfaGemmInstance,
+    padded,
+    sfa_gemm_source,
+)
+from acl_rocm.launch import LaunchConfig
+from acl_rocm.ops.attention_blas import Operand, rowmajor_gemm
+from acl_rocm.ops.matmul import WORKSPACE_BYTES
+from acl_rocm.ops.program import FLAG, Enqueue, Program, Step, Temp, run_program
+
+if TYPE_CHECKING:
+    from acl_rocm.ops.sparse_attention import SfaCall, SparseAttentionRunner
+
+LOG = logging.getLogger("acl_rocm.sparse_attention")
+PATH_ENV: Final = "ACL_SFA_PATH"
+"""SparseFlashAttention's path: ``gemm`` (default: gathered rows and two vendor GEMMs) or ``block`` (the block
+kernel, a block per (query row, query head))."""
+PATHS: Final = ("gemm", "block")
+BUDGET_BYTES: Final = 1 << 30
+"""The GEMM path's temporaries (gathered rows, scores, probabilities, GEMM workspace) at most; beyond: the block
+kernel."""
+_ALIGN: Final = 256
+_NULL: Final = ctypes.c_void_p(0)
+
+
+def sfa_path(environ: Mapping[str, str]) -> str:
+    """The :data:`PATH_ENV` setting (``gemm`` unless set; a bad value is refused with ACL_ERROR_INVALID_PARAM)."""
+    value = (environ.get(PATH_ENV, "") or "gemm").strip().lower()
+    if value not in PATHS:
+        raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{PATH_ENV}={value!r}: not one of {PATHS}")
+    return value
+
+
+def _same_view(a: Any, b: Any) -> bool:
+    """True when ``a`` and ``b`` are the same elements (``value`` passed as ``key``, as absorb mode does)."""
+    if not (isinstance(a, AclTensor) and isinstance(b, AclTensor)):
+        return False
+    same = (a.data, a.offset, a.strides, a.view_dims, a.dtype) == (b.data, b.offset, b.strides, b.view_dims, b.dtype)
+    return bool(same)
+
+
+def _even_words(t: Any, width: int) -> bool:
+    """True when rows of ``t`` can be copied as 4-byte words: unit last stride, even other strides, offset, width."""
+    if not isinstance(t, AclTensor):
+        return True
+    strides = t.strides
+    return bool(
+        width % 2 == 0
+        and strides[-1] == 1
+        and all(s % 2 == 0 for s in strides[:-1])
+        and t.offset % 2 == 0
+        and t.data % 4 == 0
+    )
+
+
+class GemmPath:
+    """Plans SparseFlashAttention calls on the GEMM path (sources compiled once per instance)."""
+
+    def __init__(self, runner: SparseAttentionRunner) -> None:
+        self.runner = runner
+        self.backend = runner.backend
+
+    def refusal(self, call: SfaCall) -> str | None:
+        """Why ``call`` stays on the block kernel (None: the GEMM path takes it)."""
+        why = self.backend.provider.gemm_unavailable()
+        if why is not None:
+            return f"no GEMM ({why})"
+        m = call.meta
+        if m.rows * m.n2 * m.group == 0 or self.slots(call) == 0:
+            return "no slots to gather"
+        if self.temp_bytes(call)[-1] > BUDGET_BYTES:
+            return f"temporaries of {self.temp_bytes(call)[-1]} bytes over {BUDGET_BYTES}"
+        return None
+
+    @staticmethod
+    def slots(call: SfaCall) -> int:
+        """Slots per (query row, kv head): entries read (min(count, ceil(cap / block))) times the block, padded."""
+        m = call.meta
+        entries = min(m.count, -(-m.cap // max(m.sparse_block, 1)))
+        return padded(max(entries, 0) * m.sparse_block)
+
+    def separate_v(self, call: SfaCall) -> bool:
+        """True when ``value`` must be gathered apart from ``key``."""
+        return not _same_view(call.tensors["value"], call.tensors["key"])
+
+    def temp_bytes(self, call: SfaCall) -> list[int]:
+        """Offsets of qc, kc, vc, toks, scores, probs, probs_lo, acc, acc_lo, workspace, then the total (aligned)."""
+        m = call.meta
+        item = call.inst.dtype.info.storage_bits // 8
+        n1, rn, cp, ep = m.n2 * m.group, m.rows * m.n2, self.slots(call), padded(m.d + m.dr)
+        sizes = [
+            m.rows * n1 * ep * item,
+            rn * cp * ep * item,
+            rn * cp * m.d * item if self.separate_v(call) else 0,
+            rn * cp * 4,
+            m.rows * n1 * cp * 4,
+            m.rows * n1 * cp * item,
+            m.rows * n1 * cp * item,
+            m.rows * n1 * m.d * 4,
+            m.rows * n1 * m.d * 4,
+            WORKSPACE_BYTES,
+        ]
+        offsets, at = [], 0
+        for size in sizes:
+            offsets.append(at)
+            at += -(-size // _ALIGN) * _ALIGN
+        return [*offsets, at]
+
+    def instance(self, call: SfaCall) -> SfaGemmInstance:
+        """The kernels' instance for ``call`` (4-byte copies where every gathered operand allows them)."""
+        t, m = call.tensors, call.meta
+        separate = self.separate_v(call)
+        pairs = (
+            m.d % 2 == 0
+            and m.dr % 2 == 0
+            and _even_words(t["query"], m.d)
+            and _even_words(t["key"], m.d)
+            and (not separate or _even_words(t["value"], m.d))
+            and _even_words(t["queryRope"], m.dr)
+            and _even_words(t["keyRope"], m.dr)
+        )
+        return SfaGemmInstance(call.inst.dtype, m.d, m.dr, separate, pairs)
+
+    def _function(self, inst: SfaGemmInstance, which: str) -> object:
+        return self.backend.function(sfa_gemm_source(inst, which), inst.name(which))
+
+    def program(self, call: SfaCall) -> Program:
+        """The check and gather launches, GEMM ``S = Q·Kᵀ``, the softmax launch, GEMM ``O = P·V``, the store launch."""
+        m, p = call.meta, call.pointers
+        inst = self.instance(call)
+        dtype = inst.dtype
+        n1, rn, cp, ep = m.n2 * m.group, m.rows * m.n2, self.slots(call), padded(m.d + m.dr)
+        off = self.temp_bytes(call)
+        prog = self.runner.sfa_program(call)
+        prog.temp(off[-1])
+        qc, kc, vc, toks, scores, probs, probs_lo, acc, acc_lo, workspace = (Temp(0, o) for o in off[:-1])
+        kv_blocks = rn * -(-cp // GATHER_SLOTS)
+        q_blocks = -(-(m.rows * n1) // QUERY_ROWS)
+        gather = (
+            call.packed, ctypes.c_longlong(cp), ctypes.c_longlong(kv_blocks),
+            p["q"], p["k"], p["v"], p["qr"], p["kr"], p["idx"], p["lq"], p["lk"], p["table"],
+            qc, kc, vc if inst.separate_v else _NULL, toks, FLAG,
+        )  # fmt: skip
+        config = LaunchConfig((kv_blocks + q_blocks, 1, 1), (GATHER_THREADS, 1, 1))
+        prog.steps.append(Step(self._function(inst, "gather"), config, gather))
+
+        def scores_gemm(resolve: Callable[[Any], Any], stream: int) -> None:
+            q = Operand(_at(resolve, qc), dtype, m.group, ep, ep, 1, m.group * ep)
+            kt = Operand(_at(resolve, kc), dtype, ep, cp, 1, ep, cp * ep)
+            s = Operand(_at(resolve, scores), D.ACL_FLOAT, m.group, cp, cp, 1, m.group * cp)
+            self._gemm(rowmajor_gemm(q, kt, s, rn), _at(resolve, workspace), stream)
+
+        def values_gemms(resolve: Callable[[Any], Any], stream: int) -> None:
+            if inst.separate_v:
+                v = Operand(_at(resolve, vc), dtype, cp, m.d, m.d, 1, cp * m.d)
+            else:  # value is key: the first D columns of the gathered rows
+                v = Operand(_at(resolve, kc), dtype, cp, m.d, ep, 1, cp * ep)
+            for part, out in ((probs, acc), (probs_lo, acc_lo)):
+                pr = Operand(_at(resolve, part), dtype, m.group, cp, cp, 1, m.group * cp)
+                o = Operand(_at(resolve, out), D.ACL_FLOAT, m.group, m.d, m.d, 1, m.group * m.d)
+                self._gemm(rowmajor_gemm(pr, v, o, rn), _at(resolve, workspace), stream)
+
+        none = LaunchConfig((1, 1, 1), (1, 1, 1))
+        prog.steps.append(Step(Enqueue(scores_gemm), none, ()))
+        softmax = (
+            call.packed, ctypes.c_longlong(cp), ctypes.c_double(call.scale), scores, toks, p["lq"], probs, probs_lo,
+            p["smax"], p["ssum"], FLAG,
+        )  # fmt: skip
+        config = LaunchConfig((m.rows * n1, 1, 1), (SOFTMAX_THREADS, 1, 1))
+        prog.steps.append(Step(self._function(inst, "softmax"), config, softmax))
+        prog.steps.append(Step(Enqueue(values_gemms), none, ()))
+        config = LaunchConfig((m.rows * n1, 1, 1), (STORE_THREADS, 1, 1))
+        prog.steps.append(
+            Step(self._function(inst, "store"), config, (call.packed, acc, acc_lo, p["lq"], p["out"], FLAG))
+        )
+        return prog
+
+    def _gemm(self, call: Any, workspace: int, stream: int) -> None:
+        if call is None:  # every operand above is a dense row-major matrix: this cannot happen
+            raise AclError(RtErrorCode.ACL_ERROR_RT_INTERNAL_ERROR, "SparseFlashAttention GEMM path: a view not mapped")
+        self.backend.provider.gemm(call, workspace, WORKSPACE_BYTES, stream)
+
+
+def _at(resolve: Callable[[Any], Any], where: Temp) -> int:
+    address = resolve(where).value
+    assert address is not None
+    return int(address)
+
+
+def sfa_kernel(runner: SparseAttentionRunner) -> Kernel:
+    """SparseFlashAttention's kernel: the signature planned once per device and path (``Launch.memo``), then run."""
+    backend = runner.backend
+    gemm = GemmPath(runner)
+
+    def plan(launch: Launch, path: str) -> Program:
+        call = runner.sfa_call(launch)
+        if path == "gemm":
+            why = gemm.refusal(call)
+            if why is None:
+                m = call.meta
+                LOG.debug(
+                    "SparseFlashAttention: gemm path (%d rows x %d kv heads, %d slots, group %d, value %s)",
+                    m.rows, m.n2, gemm.slots(call), m.group,
+                    "gathered apart" if gemm.separate_v(call) else "from the gathered keys",
+                )  # fmt: skip
+                return gemm.program(call)
+            LOG.debug("SparseFlashAttention: block kernel (gemm path refused: %s)", why)
+        else:
+            LOG.debug("SparseFlashAttention: block kernel (%s=block)", PATH_ENV)
+        return runner.sfa_block(call)
+
+    def kernel(launch: Launch) -> None:
+        path = sfa_path(backend.environ)
+        key = f"rocm.sparse_attention@{backend.provider.get_device()}:sfa-{path}"
+        prog = launch.memo.get(key)
+        if prog is None:
+            prog = launch.memo[key] = plan(launch, path)
+        run_program(backend, prog, handle(launch.stream))
+
+    kernel.__name__ = "rocm_SparseFlashAttention"
+    return kernel
