@@ -16,8 +16,8 @@ vendor GEMMs, all on the stream:
    filled slots (0 elsewhere), written as two parts in the query's dtype, ``P = bits(p)`` and
    ``Plo = bits(p - P)`` (a 16-bit P alone loses the class's accuracy where the output cancels), and
    softmaxMax / softmaxSum.
-4. GEMMs ``O = P·V`` and ``Olo = Plo·V`` per (r, n) (fp32 [R·N1, D]; V is ``kc``'s first D columns when
-   ``value`` is ``key``).
+4. GEMM ``[O; Olo] = [P; Plo]·V`` per (r, n) (P and Plo stacked as 2·G rows: one GEMM; fp32 [R·N2, 2, G, D];
+   V is ``kc``'s first D columns when ``value`` is ``key``).
 5. ``store``: a block per (query row, query head) writes ``O + Olo`` in the output's dtype and layout.
 
 Every kernel reads the run's flag first (the check kernel of :mod:`acl_rocm.kernels.sparse_attention`) and
@@ -54,14 +54,15 @@ def padded(n: int) -> int:
 
 @dataclass(frozen=True)
 class SfaGemmInstance:
-    """One compiled set: the dtype, D, Dr, whether ``value`` is gathered apart from ``key``, 32-bit copies."""
+    """One compiled set: the dtype, D, Dr, whether ``value`` is gathered apart from ``key``, elements per copy."""
 
     dtype: D
     d: int
     dr: int
     separate_v: bool
-    pairs: bool = False
-    """Copy two 16-bit elements at a time (unit last strides, even D / Dr / offsets: checked by the caller)."""
+    vec: int = 1
+    """Elements a thread copies at once (1, 2 or 8: 16-byte words), checked by the caller: unit last strides, the
+    other strides, the offsets, D and Dr multiples of it, the tensors aligned to it."""
 
     @functools.cached_property
     def digest(self) -> str:
@@ -71,57 +72,42 @@ class SfaGemmInstance:
 
     def name(self, which: str) -> str:
         """The ``extern "C"`` name of kernel ``which`` (gather, softmax, store)."""
-        tail = f"{'v' if self.separate_v else 'k'}{'2' if self.pairs else '1'}"
+        tail = f"{'v' if self.separate_v else 'k'}{self.vec}"
         return f"acl_sfa_{which}_{self.dtype.short}_d{self.d}_r{self.dr}_{tail}_{self.digest}"
 
 
-def _row_copy(inst: SfaGemmInstance, dst: str, src: str, src_off: str, stride: str, lo: int, hi: int) -> str:
-    """Statements copying elements [lo, hi) of a row (``dst[d]`` from ``src[src_off + (d - lo) * stride]``)."""
-    if hi <= lo:
-        return ""
-    if inst.pairs:  # lo, hi, the offsets and the destination are even: 4-byte words
-        return (
-            f"for (int w = {lo // 2} + tid; w < {hi // 2}; w += {GATHER_THREADS}) "
-            f"((unsigned int*)({dst}))[w] = ok ? ((const unsigned int*)({src} + {src_off}))[w - {lo // 2}] : 0u;"
-        )
-    return (
-        f"for (int d = {lo} + tid; d < {hi}; d += {GATHER_THREADS}) "
-        f"({dst})[d] = ok ? {src}[{src_off} + (long long)(d - {lo}) * {stride}] : ({ctype(inst.dtype).storage})0;"
-    )
-
-
-def _zero_pad(inst: SfaGemmInstance, dst: str, lo: int, hi: int) -> str:
-    if hi <= lo:
-        return ""
-    return f"for (int d = {lo} + tid; d < {hi}; d += {GATHER_THREADS}) ({dst})[d] = ({ctype(inst.dtype).storage})0;"
+def _word(inst: SfaGemmInstance, src: str, off: str, stride: str, w: str) -> str:
+    """An expression: word ``w`` (``vec`` elements) of a row of ``src`` starting at element ``off``."""
+    if inst.vec == 1:
+        return f"Word{{{src}[{off} + (long long)({w}) * {stride}]}}"
+    return f"*(const Word*)({src} + {off} + (long long)({w}) * {inst.vec})"
 
 
 def _gather(inst: SfaGemmInstance) -> str:
     c = ctype(inst.dtype)
-    t, d, dr = GATHER_THREADS, inst.d, inst.dr
-    e, ep = d + dr, padded(d + dr)
-    slots = GATHER_SLOTS
-    ok_true = "const bool ok = true;"
-    q_copy = "\n      ".join(
-        [
-            ok_true,
-            _row_copy(inst, "dst", "q", "qo", "m.q[3]", 0, d),
-            _row_copy(inst, "dst", "qr", "qro", "m.qr[3]", d, e) if dr else "",
-            _zero_pad(inst, "dst", e, ep),
-        ]
-    )
-    k_copy = "\n    ".join(
-        [
-            "const bool ok = ko >= 0;",
-            _row_copy(inst, "dst", "k", "ko", "m.k[3]", 0, d),
-            _row_copy(inst, "dst", "kr", "kro_s[j]", "m.kr[3]", d, e) if dr else "",
-            _zero_pad(inst, "dst", e, ep),
-        ]
-    )
+    t, d, dr, vec = GATHER_THREADS, inst.d, inst.dr, inst.vec
+    ep = padded(d + dr)
+    kw, rw, width = d // vec, (d + dr) // vec, ep // vec  # words: key, key + rope, the padded row
+    slots, qrows = GATHER_SLOTS, QUERY_ROWS
+    q_rope = f"else if (w < {rw}) x = {_word(inst, 'qr', 'qr_s[j]', 'm.qr[3]', f'w - {kw}')};" if dr else ""
+    k_rope = f"else if (w < {rw}) x = {_word(inst, 'kr', 'kro_s[j]', 'm.kr[3]', f'w - {kw}')};" if dr else ""
     v_copy = (
-        _row_copy(inst, "vc + (rn * cp + cs) * " + str(d), "v", "vo_s[j]", "m.v[3]", 0, d) if inst.separate_v else ""
+        f"""
+  #pragma unroll 4
+  for (int i = tid; i < {slots * kw}; i += {t}) {{
+    const int j = i / {kw}, w = i % {kw};
+    const long long cs = c0 + j;
+    if (cs >= cp) continue;
+    Word x = zero;
+    if (ko_s[j] >= 0) x = {_word(inst, "v", "vo_s[j]", "m.v[3]", "w")};
+    *(Word*)(vc + (rn * cp + cs) * {d} + (long long)w * {vec}) = x;
+  }}"""
+        if inst.separate_v
+        else ""
     )
     return f"""
+typedef AclVec<{c.storage}, {vec}> Word;
+
 extern "C" __global__ void __launch_bounds__({t}) {inst.name("gather")}(
     const SaMeta m, const long long cp, const long long kv_blocks,
     const {c.storage}* __restrict__ q, const {c.storage}* __restrict__ k, const {c.storage}* __restrict__ v,
@@ -132,23 +118,32 @@ extern "C" __global__ void __launch_bounds__({t}) {inst.name("gather")}(
   __shared__ long long ko_s[{slots}];
   __shared__ long long kro_s[{slots}];
   __shared__ long long vo_s[{slots}];
+  __shared__ long long q_s[{qrows}];
+  __shared__ long long qr_s[{qrows}];
   __shared__ long long red[{t}];
   if (*flag) return;
   const int tid = threadIdx.x;
   const long long n1 = m.n2 * m.group;
+  Word zero;
+  for (int u = 0; u < {vec}; ++u) zero.v[u] = ({c.storage})0;
   long long b, s;
   if ((long long)blockIdx.x >= kv_blocks) {{  // pack (query row, head) pairs: [q | qRope | 0]
-    const long long first = ((long long)blockIdx.x - kv_blocks) * {QUERY_ROWS};
-    for (long long i = 0; i < {QUERY_ROWS}; ++i) {{
-      const long long rh = first + i;
-      if (rh >= m.rows * n1) break;
-      const long long r = rh / n1, h = rh % n1;
+    const long long first = ((long long)blockIdx.x - kv_blocks) * {qrows};
+    if (tid < {qrows} && first + tid < m.rows * n1) {{
+      const long long rh = first + tid, r = rh / n1, h = rh % n1;
       sa_row(m, lq, r, b, s);
-      const long long qo = sa_qoff(m, m.q, b, s, r) + h * m.q[2];
-      const long long qro = {"sa_qoff(m, m.qr, b, s, r) + h * m.qr[2]" if dr else "0"};
-      (void)qro;
-      {c.storage}* dst = qc + rh * {ep};
-      {q_copy}
+      q_s[tid] = sa_qoff(m, m.q, b, s, r) + h * m.q[2];
+      qr_s[tid] = {"sa_qoff(m, m.qr, b, s, r) + h * m.qr[2]" if dr else "0"};
+    }}
+    __syncthreads();
+    #pragma unroll 4
+    for (int i = tid; i < {qrows * width}; i += {t}) {{
+      const int j = i / {width}, w = i % {width};
+      if (first + j >= m.rows * n1) continue;
+      Word x = zero;
+      if (w < {kw}) x = {_word(inst, "q", "q_s[j]", "m.q[3]", "w")};
+      {q_rope}
+      *(Word*)(qc + (first + j) * {ep} + (long long)w * {vec}) = x;
     }}
     return;
   }}
@@ -192,14 +187,20 @@ extern "C" __global__ void __launch_bounds__({t}) {inst.name("gather")}(
     vo_s[tid] = {"tok >= 0 ? sa_koff(m, m.v, table, b, k0, tok) + n * m.v[2] : 0" if inst.separate_v else "0"};
   }}
   __syncthreads();
-  for (int j = 0; j < {slots}; ++j) {{
+  // (slot, word) flattened: every thread's loads of a tile issue together
+  #pragma unroll 4
+  for (int i = tid; i < {slots * width}; i += {t}) {{
+    const int j = i / {width}, w = i % {width};
     const long long cs = c0 + j;
-    if (cs >= cp) break;
+    if (cs >= cp) continue;
     const long long ko = ko_s[j];
-    {c.storage}* dst = kc + (rn * cp + cs) * {ep};
-    {k_copy}
-    {v_copy}
-  }}
+    Word x = zero;
+    if (ko >= 0) {{
+      if (w < {kw}) x = {_word(inst, "k", "ko", "m.k[3]", "w")};
+      {k_rope}
+    }}
+    *(Word*)(kc + (rn * cp + cs) * {ep} + (long long)w * {vec}) = x;
+  }}{v_copy}
 }}
 """
 
@@ -227,8 +228,7 @@ ACL_DEV float sfa_gemm_reduce(float x, float* red, bool take_max) {{
 extern "C" __global__ void __launch_bounds__({t}) {inst.name("softmax")}(
     const SaMeta m, const long long cp, const double scale_arg, const float* __restrict__ scores,
     const int* __restrict__ toks, const int* __restrict__ lq, {c.storage}* __restrict__ probs,
-    {c.storage}* __restrict__ probs_lo, float* __restrict__ smax, float* __restrict__ ssum,
-    const int* __restrict__ flag) {{
+    float* __restrict__ smax, float* __restrict__ ssum, const int* __restrict__ flag) {{
   __shared__ float red[{t}];
   if (*flag) return;
   const int tid = threadIdx.x;
@@ -255,8 +255,8 @@ extern "C" __global__ void __launch_bounds__({t}) {inst.name("softmax")}(
   }}
   sum = sfa_gemm_reduce(sum, red, false);
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-  {c.storage}* hi = probs + rh * cp;
-  {c.storage}* lo = probs_lo + rh * cp;
+  {c.storage}* hi = probs + ((r * m.n2 + n) * 2 * m.group + gi) * cp;  // [R*N2, 2, G, cp]: P then Plo
+  {c.storage}* lo = hi + m.group * cp;
   for (long long i = tid; i < cp; i += {t}) {{
     const float p = (tok[i] >= 0 && sum > 0.0f) ? acl_exp(scale * row[i] - mx) * inv : 0.0f;
     const {c.storage} bits = {store("p", f32, c)};
@@ -280,8 +280,7 @@ def _store(inst: SfaGemmInstance) -> str:
     c, f32 = ctype(inst.dtype), ctype(D.ACL_FLOAT)
     return f"""
 extern "C" __global__ void __launch_bounds__({STORE_THREADS}) {inst.name("store")}(
-    const SaMeta m, const float* __restrict__ acc, const float* __restrict__ acc_lo, const int* __restrict__ lq,
-    {c.storage}* __restrict__ out,
+    const SaMeta m, const float* __restrict__ acc, const int* __restrict__ lq, {c.storage}* __restrict__ out,
     const int* __restrict__ flag) {{
   if (*flag) return;
   const long long n1 = m.n2 * m.group;
@@ -289,8 +288,10 @@ extern "C" __global__ void __launch_bounds__({STORE_THREADS}) {inst.name("store"
   long long b, s;
   sa_row(m, lq, r, b, s);
   const long long oo = sa_qoff(m, m.o, b, s, r) + h * m.o[2];
+  const float* hi = acc + ((r * m.n2 + h / m.group) * 2 * m.group + h % m.group) * {inst.d};  // [R*N2, 2, G, D]
+  const float* lo = hi + m.group * {inst.d};
   for (int d = threadIdx.x; d < {inst.d}; d += {STORE_THREADS}) {{
-    const float o = acc[rh * {inst.d} + d] + acc_lo[rh * {inst.d} + d];
+    const float o = hi[d] + lo[d];
     out[oo + d * m.o[3]] = {store("o", f32, c)};
   }}
 }}

@@ -4,10 +4,10 @@ The block kernel (:mod:`acl_rocm.kernels.sparse_attention`, a block per (query r
 selected key row once per query head and multiplies without matrix instructions: at DeepSeek-V3.2's decode
 shape (128 heads sharing one MLA kv head) every head re-reads the same 2,048 rows of 576 dims. The GEMM path
 (:mod:`acl_rocm.kernels.sparse_attention_gemm`) gathers each (query row, kv head)'s selected rows into a
-stream-ordered temporary once, then runs ``S = Q·Kᵀ`` (fp32) and ``O = P·V`` (fp32; P as two 16-bit parts,
-two GEMMs) as strided batched GEMMs through the provider (cuBLASLt / hipBLASLt) around a row-softmax kernel,
-and a store kernel writes O in the output's layout. It covers every layout, sparse mode, length and
-statistics output the block kernel covers.
+stream-ordered temporary once, then runs ``S = Q·Kᵀ`` (fp32) and ``O = P·V`` (fp32; P as two 16-bit parts
+stacked as rows of one GEMM) as strided batched GEMMs through the provider (cuBLASLt / hipBLASLt) around a
+row-softmax kernel, and a store kernel writes O in the output's layout. It covers every layout, sparse mode,
+length and statistics output the block kernel covers.
 
 :data:`PATH_ENV` picks: ``gemm`` (the default) or ``block``. The GEMM path falls back to the block kernel, with the
 reason on the debug logger, where the provider has no GEMM, where the call selects no slots, or where its
@@ -72,17 +72,19 @@ def _same_view(a: Any, b: Any) -> bool:
     return bool(same)
 
 
-def _even_words(t: Any, width: int) -> bool:
-    """True when rows of ``t`` can be copied as 4-byte words: unit last stride, even other strides, offset, width."""
-    if not isinstance(t, AclTensor):
+def _words(t: Any, vec: int) -> bool:
+    """True when rows of ``t`` can be read ``vec`` elements at a time: unit last stride, other strides, offset and
+    width multiples of ``vec``, storage aligned to ``vec`` elements (absent, or one element: True)."""
+    if vec == 1 or not isinstance(t, AclTensor):
         return True
+    item = t.dtype.info.storage_bits // 8
     strides = t.strides
     return bool(
-        width % 2 == 0
+        t.view_dims[-1] % vec == 0
         and strides[-1] == 1
-        and all(s % 2 == 0 for s in strides[:-1])
-        and t.offset % 2 == 0
-        and t.data % 4 == 0
+        and all(s % vec == 0 for s in strides[:-1])
+        and t.offset % vec == 0
+        and t.data % (vec * item) == 0
     )
 
 
@@ -117,7 +119,7 @@ class GemmPath:
         return not _same_view(call.tensors["value"], call.tensors["key"])
 
     def temp_bytes(self, call: SfaCall) -> list[int]:
-        """Offsets of qc, kc, vc, toks, scores, probs, probs_lo, acc, acc_lo, workspace, then the total (aligned)."""
+        """Offsets of qc, kc, vc, toks, scores, probs (two parts), acc (two parts), workspace, then the total."""
         m = call.meta
         item = call.inst.dtype.info.storage_bits // 8
         n1, rn, cp, ep = m.n2 * m.group, m.rows * m.n2, self.slots(call), padded(m.d + m.dr)
@@ -127,10 +129,8 @@ class GemmPath:
             rn * cp * m.d * item if self.separate_v(call) else 0,
             rn * cp * 4,
             m.rows * n1 * cp * 4,
-            m.rows * n1 * cp * item,
-            m.rows * n1 * cp * item,
-            m.rows * n1 * m.d * 4,
-            m.rows * n1 * m.d * 4,
+            2 * m.rows * n1 * cp * item,
+            2 * m.rows * n1 * m.d * 4,
             WORKSPACE_BYTES,
         ]
         offsets, at = [], 0
@@ -140,19 +140,12 @@ class GemmPath:
         return [*offsets, at]
 
     def instance(self, call: SfaCall) -> SfaGemmInstance:
-        """The kernels' instance for ``call`` (4-byte copies where every gathered operand allows them)."""
+        """The kernels' instance for ``call`` (16- or 4-byte copies where every gathered operand allows them)."""
         t, m = call.tensors, call.meta
         separate = self.separate_v(call)
-        pairs = (
-            m.d % 2 == 0
-            and m.dr % 2 == 0
-            and _even_words(t["query"], m.d)
-            and _even_words(t["key"], m.d)
-            and (not separate or _even_words(t["value"], m.d))
-            and _even_words(t["queryRope"], m.dr)
-            and _even_words(t["keyRope"], m.dr)
-        )
-        return SfaGemmInstance(call.inst.dtype, m.d, m.dr, separate, pairs)
+        names = ("query", "key", "queryRope", "keyRope", *(("value",) if separate else ()))
+        vec = next(n for n in (8, 2, 1) if all(_words(t[name], n) for name in names))
+        return SfaGemmInstance(call.inst.dtype, m.d, m.dr, separate, vec)
 
     def _function(self, inst: SfaGemmInstance, which: str) -> object:
         return self.backend.function(sfa_gemm_source(inst, which), inst.name(which))
@@ -166,7 +159,7 @@ class GemmPath:
         off = self.temp_bytes(call)
         prog = self.runner.sfa_program(call)
         prog.temp(off[-1])
-        qc, kc, vc, toks, scores, probs, probs_lo, acc, acc_lo, workspace = (Temp(0, o) for o in off[:-1])
+        qc, kc, vc, toks, scores, probs, acc, workspace = (Temp(0, o) for o in off[:-1])
         kv_blocks = rn * -(-cp // GATHER_SLOTS)
         q_blocks = -(-(m.rows * n1) // QUERY_ROWS)
         gather = (
@@ -183,29 +176,28 @@ class GemmPath:
             s = Operand(_at(resolve, scores), D.ACL_FLOAT, m.group, cp, cp, 1, m.group * cp)
             self._gemm(rowmajor_gemm(q, kt, s, rn), _at(resolve, workspace), stream)
 
-        def values_gemms(resolve: Callable[[Any], Any], stream: int) -> None:
+        def values_gemm(resolve: Callable[[Any], Any], stream: int) -> None:
             if inst.separate_v:
                 v = Operand(_at(resolve, vc), dtype, cp, m.d, m.d, 1, cp * m.d)
             else:  # value is key: the first D columns of the gathered rows
                 v = Operand(_at(resolve, kc), dtype, cp, m.d, ep, 1, cp * ep)
-            for part, out in ((probs, acc), (probs_lo, acc_lo)):
-                pr = Operand(_at(resolve, part), dtype, m.group, cp, cp, 1, m.group * cp)
-                o = Operand(_at(resolve, out), D.ACL_FLOAT, m.group, m.d, m.d, 1, m.group * m.d)
-                self._gemm(rowmajor_gemm(pr, v, o, rn), _at(resolve, workspace), stream)
+            rows = 2 * m.group  # P's G rows then Plo's
+            pr = Operand(_at(resolve, probs), dtype, rows, cp, cp, 1, rows * cp)
+            o = Operand(_at(resolve, acc), D.ACL_FLOAT, rows, m.d, m.d, 1, rows * m.d)
+            self._gemm(rowmajor_gemm(pr, v, o, rn), _at(resolve, workspace), stream)
 
         none = LaunchConfig((1, 1, 1), (1, 1, 1))
         prog.steps.append(Step(Enqueue(scores_gemm), none, ()))
         softmax = (
-            call.packed, ctypes.c_longlong(cp), ctypes.c_double(call.scale), scores, toks, p["lq"], probs, probs_lo,
-            p["smax"], p["ssum"], FLAG,
+            call.packed, ctypes.c_longlong(cp), ctypes.c_double(call.scale), scores, toks, p["lq"], probs, p["smax"],
+            p["ssum"], FLAG,
         )  # fmt: skip
         config = LaunchConfig((m.rows * n1, 1, 1), (SOFTMAX_THREADS, 1, 1))
         prog.steps.append(Step(self._function(inst, "softmax"), config, softmax))
-        prog.steps.append(Step(Enqueue(values_gemms), none, ()))
+        prog.steps.append(Step(Enqueue(values_gemm), none, ()))
         config = LaunchConfig((m.rows * n1, 1, 1), (STORE_THREADS, 1, 1))
-        prog.steps.append(
-            Step(self._function(inst, "store"), config, (call.packed, acc, acc_lo, p["lq"], p["out"], FLAG))
-        )
+        store = (call.packed, acc, p["lq"], p["out"], FLAG)
+        prog.steps.append(Step(self._function(inst, "store"), config, store))
         return prog
 
     def _gemm(self, call: Any, workspace: int, stream: int) -> None:
