@@ -37,6 +37,21 @@ def test_every_sample(rocm: Backend, reference: Backend, op: str) -> None:
             assert_matches_reference(rocm, reference, op, sample.args, layout, sample.note)
 
 
+def test_every_sfa_sample_on_the_block_kernel(
+    rocm: Backend, reference: Backend, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """test_every_sample runs SparseFlashAttention's default (the GEMM path given a GEMM): the block kernel too."""
+    monkeypatch.setattr(rocm, "environ", {**rocm.environ, "ACL_SFA_PATH": "block"})  # type: ignore[attr-defined]
+    spec = get_spec("SparseFlashAttention")
+    assert spec.samples is not None
+    with caplog.at_level(logging.DEBUG, logger="acl_rocm.sparse_attention"):
+        for i, sample in enumerate(spec.samples(np.random.default_rng(2024))):
+            for layout in ("contiguous", "padded", "transposed") if i % 2 == 0 else ("contiguous",):
+                assert_matches_reference(rocm, reference, "SparseFlashAttention", sample.args, layout, sample.note)
+    _took(caplog, "block")
+    assert "gemm path (" not in caplog.text
+
+
 @pytest.mark.parametrize("op", OPS)
 def test_errors_match_the_reference(rocm: Backend, reference: Backend, op: str) -> None:
     assert_errors_match_reference(rocm, reference, op)
