@@ -122,3 +122,18 @@ def test_sparse_attention_gqa_paged_causal_statistics(
     with caplog.at_level(logging.DEBUG, logger="acl_rocm.sparse_attention"):
         assert_matches_reference(rocm, reference, "SparseFlashAttention", args, "contiguous", "TND causal blocks of 4")
     _took(caplog, sfa_path)
+
+
+def test_sparse_attention_replays_like_eager(rocm: Backend, sfa_path: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Captured on a stream (the GEMM path's temporaries and vendor GEMMs too), each replay equals its eager run."""
+    from tests.rocm.capture_harness import replays_like_eager
+
+    if not rocm.capabilities().stream_capture:
+        pytest.fail(f"rocm does not capture here: {rocm.capabilities().notes.get('stream_capture')}")
+    keys, size, heads, d, dr = (64, 16, 4, 32, 8) if EMULATED else (4096, 512, 32, 128, 64)
+    args = sfa_case(
+        np.random.default_rng(36), D.ACL_BF16, 2, 2, keys, heads, 1, d, dr, size, 1, lk=[keys, 40], lse=True
+    )
+    with caplog.at_level(logging.DEBUG, logger="acl_rocm.sparse_attention"):
+        replays_like_eager(rocm, "SparseFlashAttention", args)
+    _took(caplog, sfa_path)
