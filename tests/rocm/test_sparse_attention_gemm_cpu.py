@@ -21,6 +21,7 @@ from acl_core.errors import AclError, AclnnError
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.sparse_attention import sfa_case
 from acl_rocm.kernels.sparse_attention_gemm import SfaGemmInstance, sfa_gemm_source
+from acl_rocm.ops.matmul import WORKSPACE_BYTES
 from tests.rocm.against_reference import assert_matches_reference, class_problems
 
 OP = "SparseFlashAttention"
@@ -105,6 +106,26 @@ def test_value_passed_as_key(on_path: Backend, reference: Backend, caplog: pytes
         assert "value from the gathered keys" in caplog.text, caplog.text
     problems = class_problems(OP, args, actual, expected)
     assert not problems, "; ".join(p.message for p in problems)
+
+
+@pytest.mark.parametrize("on_path", ["gemm"], indirect=True)
+def test_rows_over_the_budget_run_in_chunks(
+    on_path: Backend, reference: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A budget of two query rows' temporaries (11,264 bytes past the workspace here; three need 17,152): the 8 rows
+    (BSND, two batches, lengths, causal, blocks of 2, two kv heads, statistics) run in 4 chunks of 2."""
+    path = on_path.sparse_attention.sfa_gemm  # type: ignore[attr-defined]
+    args = sfa_case(
+        np.random.default_rng(9), D.ACL_BF16, 2, 4, 30, 4, 2, 16, 8, 10, 2, lq=[4, 3], lk=[30, 21], lse=True
+    )
+    saved = path.budget
+    path.budget = WORKSPACE_BYTES + 12000
+    try:
+        with caplog.at_level(logging.DEBUG, logger=LOGGER):
+            assert_matches_reference(on_path, reference, OP, args, "contiguous", "chunks of 2 rows")
+    finally:
+        path.budget = saved
+    assert "(8 rows x 2 kv heads, chunks of 2," in caplog.text, caplog.text
 
 
 @pytest.mark.parametrize("on_path", ["gemm"], indirect=True)

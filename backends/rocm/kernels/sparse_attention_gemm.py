@@ -1,7 +1,8 @@
 """Kernel sources of SparseFlashAttention's GEMM path: gather the selected rows once, softmax rows, store.
 
-The path (:mod:`acl_rocm.ops.sparse_attention_gemm`) turns a call into four launches around two batched
-vendor GEMMs, all on the stream:
+The path (:mod:`acl_rocm.ops.sparse_attention_gemm`) turns each chunk of query rows ``[r0, r0 + rows)`` of a
+call (temporaries reused chunk after chunk) into four launches around two batched vendor GEMMs, all on the
+stream (R below: the chunk's rows; the temporaries are indexed from the chunk's first row):
 
 1. ``gather``: one block per (query row ``r``, kv head ``n``) and tile of :data:`GATHER_SLOTS` slots of the
    row's ``cp`` slots. Slot ``c`` is token ``idx[e]·sparseBlockSize + c % sparseBlockSize`` of entry
@@ -109,7 +110,7 @@ def _gather(inst: SfaGemmInstance) -> str:
 typedef AclVec<{c.storage}, {vec}> Word;
 
 extern "C" __global__ void __launch_bounds__({t}) {inst.name("gather")}(
-    const SaMeta m, const long long cp, const long long kv_blocks,
+    const SaMeta m, const long long cp, const long long kv_blocks, const long long r0, const long long rows,
     const {c.storage}* __restrict__ q, const {c.storage}* __restrict__ k, const {c.storage}* __restrict__ v,
     const {c.storage}* __restrict__ qr, const {c.storage}* __restrict__ kr, const int* __restrict__ idx,
     const int* __restrict__ lq, const int* __restrict__ lk, const int* __restrict__ table,
@@ -129,8 +130,8 @@ extern "C" __global__ void __launch_bounds__({t}) {inst.name("gather")}(
   long long b, s;
   if ((long long)blockIdx.x >= kv_blocks) {{  // pack (query row, head) pairs: [q | qRope | 0]
     const long long first = ((long long)blockIdx.x - kv_blocks) * {qrows};
-    if (tid < {qrows} && first + tid < m.rows * n1) {{
-      const long long rh = first + tid, r = rh / n1, h = rh % n1;
+    if (tid < {qrows} && first + tid < rows * n1) {{
+      const long long rh = first + tid, r = r0 + rh / n1, h = rh % n1;
       sa_row(m, lq, r, b, s);
       q_s[tid] = sa_qoff(m, m.q, b, s, r) + h * m.q[2];
       qr_s[tid] = {"sa_qoff(m, m.qr, b, s, r) + h * m.qr[2]" if dr else "0"};
@@ -139,7 +140,7 @@ extern "C" __global__ void __launch_bounds__({t}) {inst.name("gather")}(
     #pragma unroll 4
     for (int i = tid; i < {qrows * width}; i += {t}) {{
       const int j = i / {width}, w = i % {width};
-      if (first + j >= m.rows * n1) continue;
+      if (first + j >= rows * n1) continue;
       Word x = zero;
       if (w < {kw}) x = {_word(inst, "q", "q_s[j]", "m.q[3]", "w")};
       {q_rope}
@@ -149,7 +150,7 @@ extern "C" __global__ void __launch_bounds__({t}) {inst.name("gather")}(
   }}
   const long long tiles = (cp + {slots} - 1) / {slots};
   const long long rn = (long long)blockIdx.x / tiles, c0 = ((long long)blockIdx.x % tiles) * {slots};
-  const long long r = rn / m.n2, n = rn % m.n2;
+  const long long r = r0 + rn / m.n2, n = rn % m.n2;  // rn: the chunk's (row, kv head)
   sa_row(m, lq, r, b, s);
   const long long lqb = sa_q_len(m, lq, b), lkb = sa_k_len(m, lk, b);
   const long long limit = s < lqb ? sa_visible(m, s, lqb, lkb) : 0;
@@ -226,19 +227,19 @@ ACL_DEV float sfa_gemm_reduce(float x, float* red, bool take_max) {{
 }}
 
 extern "C" __global__ void __launch_bounds__({t}) {inst.name("softmax")}(
-    const SaMeta m, const long long cp, const double scale_arg, const float* __restrict__ scores,
+    const SaMeta m, const long long cp, const long long r0, const double scale_arg, const float* __restrict__ scores,
     const int* __restrict__ toks, const int* __restrict__ lq, {c.storage}* __restrict__ probs,
     float* __restrict__ smax, float* __restrict__ ssum, const int* __restrict__ flag) {{
   __shared__ float red[{t}];
   if (*flag) return;
   const int tid = threadIdx.x;
   const long long n1 = m.n2 * m.group;
-  const long long rh = blockIdx.x, r = rh / n1, h = rh % n1;
+  const long long rh = blockIdx.x, rl = rh / n1, r = r0 + rl, h = rh % n1;  // rl: the row within the chunk
   const long long n = h / m.group, gi = h % m.group;
   const float scale = (float)scale_arg;
   const float inf = sa_inf();
   const float* row = scores + rh * cp;
-  const int* tok = toks + (r * m.n2 + n) * cp;
+  const int* tok = toks + (rl * m.n2 + n) * cp;
   float mx = -inf;
   for (long long i = tid; i < cp; i += {t}) {{
     if (tok[i] >= 0) {{
@@ -255,7 +256,7 @@ extern "C" __global__ void __launch_bounds__({t}) {inst.name("softmax")}(
   }}
   sum = sfa_gemm_reduce(sum, red, false);
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-  {c.storage}* hi = probs + ((r * m.n2 + n) * 2 * m.group + gi) * cp;  // [R*N2, 2, G, cp]: P then Plo
+  {c.storage}* hi = probs + ((rl * m.n2 + n) * 2 * m.group + gi) * cp;  // [R*N2, 2, G, cp]: P then Plo
   {c.storage}* lo = hi + m.group * cp;
   for (long long i = tid; i < cp; i += {t}) {{
     const float p = (tok[i] >= 0 && sum > 0.0f) ? acl_exp(scale * row[i] - mx) * inv : 0.0f;
@@ -280,15 +281,16 @@ def _store(inst: SfaGemmInstance) -> str:
     c, f32 = ctype(inst.dtype), ctype(D.ACL_FLOAT)
     return f"""
 extern "C" __global__ void __launch_bounds__({STORE_THREADS}) {inst.name("store")}(
-    const SaMeta m, const float* __restrict__ acc, const int* __restrict__ lq, {c.storage}* __restrict__ out,
+    const SaMeta m, const long long r0, const float* __restrict__ acc, const int* __restrict__ lq,
+    {c.storage}* __restrict__ out,
     const int* __restrict__ flag) {{
   if (*flag) return;
   const long long n1 = m.n2 * m.group;
-  const long long rh = blockIdx.x, r = rh / n1, h = rh % n1;
+  const long long rh = blockIdx.x, rl = rh / n1, r = r0 + rl, h = rh % n1;
   long long b, s;
   sa_row(m, lq, r, b, s);
   const long long oo = sa_qoff(m, m.o, b, s, r) + h * m.o[2];
-  const float* hi = acc + ((r * m.n2 + h / m.group) * 2 * m.group + h % m.group) * {inst.d};  // [R*N2, 2, G, D]
+  const float* hi = acc + ((rl * m.n2 + h / m.group) * 2 * m.group + h % m.group) * {inst.d};  // [R*N2, 2, G, D]
   const float* lo = hi + m.group * {inst.d};
   for (int d = threadIdx.x; d < {inst.d}; d += {STORE_THREADS}) {{
     const float o = hi[d] + lo[d];

@@ -36,7 +36,7 @@ from acl_rocm.kernels.sparse_attention import (
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.program import FLAG, Program, Step, program_kernel
 from acl_rocm.ops.sort import Sorter
-from acl_rocm.ops.sparse_attention_gemm import sfa_kernel
+from acl_rocm.ops.sparse_attention_gemm import GemmPath, sfa_kernel
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
@@ -79,6 +79,8 @@ class SparseAttentionRunner:
         self.sorter = Sorter(backend)
         self._lock = threading.Lock()
         self._sources: dict[tuple[SaInstance, str], str] = {}
+        self.sfa_gemm = GemmPath(self)
+        """SparseFlashAttention's GEMM path (its ``budget``: bytes of temporaries a chunk of query rows may take)."""
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""

@@ -10,8 +10,9 @@ row-softmax kernel, and a store kernel writes O in the output's layout. It cover
 length and statistics output the block kernel covers.
 
 :data:`PATH_ENV` picks: ``gemm`` (the default) or ``block``. The GEMM path falls back to the block kernel, with the
-reason on the debug logger, where the provider has no GEMM, where the call selects no slots, or where its
-temporaries would pass :data:`BUDGET_BYTES`. Each signature's choice is logged once, when it is planned.
+reason on the debug logger, where the provider has no GEMM, where the call selects no slots, or where one
+query row's temporaries would pass :data:`BUDGET_BYTES` (more rows run in chunks that fit). Each signature's
+choice is logged once, when it is planned.
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ PATH_ENV: Final = "ACL_SFA_PATH"
 kernel, a block per (query row, query head))."""
 PATHS: Final = ("gemm", "block")
 BUDGET_BYTES: Final = 1 << 30
-"""The GEMM path's temporaries (gathered rows, scores, probabilities, GEMM workspace) at most; beyond: the block
-kernel."""
+"""The GEMM path's temporaries (gathered rows, scores, probabilities, GEMM workspace) at most: a call whose rows need
+more runs in chunks of rows; one row over it takes the block kernel."""
 _ALIGN: Final = 256
 _NULL: Final = ctypes.c_void_p(0)
 
@@ -91,9 +92,11 @@ def _words(t: Any, vec: int) -> bool:
 class GemmPath:
     """Plans SparseFlashAttention calls on the GEMM path (sources compiled once per instance)."""
 
-    def __init__(self, runner: SparseAttentionRunner) -> None:
+    def __init__(self, runner: SparseAttentionRunner, budget: int = BUDGET_BYTES) -> None:
         self.runner = runner
         self.backend = runner.backend
+        self.budget = budget
+        """Bytes of temporaries a chunk of query rows may take (tests make it small: several chunks)."""
 
     def refusal(self, call: SfaCall) -> str | None:
         """Why ``call`` stays on the block kernel (None: the GEMM path takes it)."""
@@ -103,8 +106,8 @@ class GemmPath:
         m = call.meta
         if m.rows * m.n2 * m.group == 0 or self.slots(call) == 0:
             return "no slots to gather"
-        if self.temp_bytes(call)[-1] > BUDGET_BYTES:
-            return f"temporaries of {self.temp_bytes(call)[-1]} bytes over {BUDGET_BYTES}"
+        if self.temp_bytes(call, 1)[-1] > self.budget:
+            return f"one query row's temporaries of {self.temp_bytes(call, 1)[-1]} bytes over {self.budget}"
         return None
 
     @staticmethod
@@ -118,19 +121,20 @@ class GemmPath:
         """True when ``value`` must be gathered apart from ``key``."""
         return not _same_view(call.tensors["value"], call.tensors["key"])
 
-    def temp_bytes(self, call: SfaCall) -> list[int]:
-        """Offsets of qc, kc, vc, toks, scores, probs (two parts), acc (two parts), workspace, then the total."""
+    def temp_bytes(self, call: SfaCall, rows: int) -> list[int]:
+        """For a chunk of ``rows`` query rows: offsets of qc, kc, vc, toks, scores, probs (two parts), acc (two
+        parts), the GEMM workspace, then the total (each 256-byte aligned)."""
         m = call.meta
         item = call.inst.dtype.info.storage_bits // 8
-        n1, rn, cp, ep = m.n2 * m.group, m.rows * m.n2, self.slots(call), padded(m.d + m.dr)
+        n1, rn, cp, ep = m.n2 * m.group, rows * m.n2, self.slots(call), padded(m.d + m.dr)
         sizes = [
-            m.rows * n1 * ep * item,
+            rows * n1 * ep * item,
             rn * cp * ep * item,
             rn * cp * m.d * item if self.separate_v(call) else 0,
             rn * cp * 4,
-            m.rows * n1 * cp * 4,
-            2 * m.rows * n1 * cp * item,
-            2 * m.rows * n1 * m.d * 4,
+            rows * n1 * cp * 4,
+            2 * rows * n1 * cp * item,
+            2 * rows * n1 * m.d * 4,
             WORKSPACE_BYTES,
         ]
         offsets, at = [], 0
@@ -138,6 +142,17 @@ class GemmPath:
             offsets.append(at)
             at += -(-size // _ALIGN) * _ALIGN
         return [*offsets, at]
+
+    def chunk_rows(self, call: SfaCall) -> int:
+        """Query rows a chunk takes: all of them, or as many as :attr:`budget` holds (at least one)."""
+        rows = call.meta.rows
+        if self.temp_bytes(call, rows)[-1] <= self.budget:
+            return rows
+        lo, hi = 1, rows  # the largest count within the budget (the sizes grow with the rows)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if self.temp_bytes(call, mid)[-1] <= self.budget else (lo, mid - 1)
+        return lo
 
     def instance(self, call: SfaCall) -> SfaGemmInstance:
         """The kernels' instance for ``call`` (16- or 4-byte copies where every gathered operand allows them)."""
@@ -151,19 +166,30 @@ class GemmPath:
         return self.backend.function(sfa_gemm_source(inst, which), inst.name(which))
 
     def program(self, call: SfaCall) -> Program:
-        """The check and gather launches, GEMM ``S = Q·Kᵀ``, the softmax launch, GEMM ``O = P·V``, the store launch."""
-        m, p = call.meta, call.pointers
+        """The check launch, then per chunk of query rows: the gather launch, GEMM ``S = Q·Kᵀ``, the softmax launch,
+        GEMM ``O = P·V``, the store launch (one temporary, reused chunk after chunk)."""
         inst = self.instance(call)
-        dtype = inst.dtype
-        n1, rn, cp, ep = m.n2 * m.group, m.rows * m.n2, self.slots(call), padded(m.d + m.dr)
-        off = self.temp_bytes(call)
+        chunk = self.chunk_rows(call)
+        off = self.temp_bytes(call, chunk)
         prog = self.runner.sfa_program(call)
         prog.temp(off[-1])
-        qc, kc, vc, toks, scores, probs, acc, workspace = (Temp(0, o) for o in off[:-1])
+        temps = [Temp(0, o) for o in off[:-1]]
+        for r0 in range(0, call.meta.rows, chunk):
+            self._chunk(prog, call, inst, temps, r0, min(chunk, call.meta.rows - r0))
+        return prog
+
+    def _chunk(
+        self, prog: Program, call: SfaCall, inst: SfaGemmInstance, temps: list[Temp], r0: int, rows: int
+    ) -> None:
+        m, p = call.meta, call.pointers
+        dtype = inst.dtype
+        n1, rn, cp, ep = m.n2 * m.group, rows * m.n2, self.slots(call), padded(m.d + m.dr)
+        qc, kc, vc, toks, scores, probs, acc, workspace = temps
+        first, count = ctypes.c_longlong(r0), ctypes.c_longlong(rows)
         kv_blocks = rn * -(-cp // GATHER_SLOTS)
-        q_blocks = -(-(m.rows * n1) // QUERY_ROWS)
+        q_blocks = -(-(rows * n1) // QUERY_ROWS)
         gather = (
-            call.packed, ctypes.c_longlong(cp), ctypes.c_longlong(kv_blocks),
+            call.packed, ctypes.c_longlong(cp), ctypes.c_longlong(kv_blocks), first, count,
             p["q"], p["k"], p["v"], p["qr"], p["kr"], p["idx"], p["lq"], p["lk"], p["table"],
             qc, kc, vc if inst.separate_v else _NULL, toks, FLAG,
         )  # fmt: skip
@@ -181,24 +207,23 @@ class GemmPath:
                 v = Operand(_at(resolve, vc), dtype, cp, m.d, m.d, 1, cp * m.d)
             else:  # value is key: the first D columns of the gathered rows
                 v = Operand(_at(resolve, kc), dtype, cp, m.d, ep, 1, cp * ep)
-            rows = 2 * m.group  # P's G rows then Plo's
-            pr = Operand(_at(resolve, probs), dtype, rows, cp, cp, 1, rows * cp)
-            o = Operand(_at(resolve, acc), D.ACL_FLOAT, rows, m.d, m.d, 1, rows * m.d)
+            stacked = 2 * m.group  # P's G rows then Plo's
+            pr = Operand(_at(resolve, probs), dtype, stacked, cp, cp, 1, stacked * cp)
+            o = Operand(_at(resolve, acc), D.ACL_FLOAT, stacked, m.d, m.d, 1, stacked * m.d)
             self._gemm(rowmajor_gemm(pr, v, o, rn), _at(resolve, workspace), stream)
 
         none = LaunchConfig((1, 1, 1), (1, 1, 1))
         prog.steps.append(Step(Enqueue(scores_gemm), none, ()))
         softmax = (
-            call.packed, ctypes.c_longlong(cp), ctypes.c_double(call.scale), scores, toks, p["lq"], probs, p["smax"],
-            p["ssum"], FLAG,
+            call.packed, ctypes.c_longlong(cp), first, ctypes.c_double(call.scale), scores, toks, p["lq"], probs,
+            p["smax"], p["ssum"], FLAG,
         )  # fmt: skip
-        config = LaunchConfig((m.rows * n1, 1, 1), (SOFTMAX_THREADS, 1, 1))
+        config = LaunchConfig((rows * n1, 1, 1), (SOFTMAX_THREADS, 1, 1))
         prog.steps.append(Step(self._function(inst, "softmax"), config, softmax))
         prog.steps.append(Step(Enqueue(values_gemm), none, ()))
-        config = LaunchConfig((m.rows * n1, 1, 1), (STORE_THREADS, 1, 1))
-        store = (call.packed, acc, p["lq"], p["out"], FLAG)
+        config = LaunchConfig((rows * n1, 1, 1), (STORE_THREADS, 1, 1))
+        store = (call.packed, first, acc, p["lq"], p["out"], FLAG)
         prog.steps.append(Step(self._function(inst, "store"), config, store))
-        return prog
 
     def _gemm(self, call: Any, workspace: int, stream: int) -> None:
         if call is None:  # every operand above is a dense row-major matrix: this cannot happen
@@ -215,7 +240,7 @@ def _at(resolve: Callable[[Any], Any], where: Temp) -> int:
 def sfa_kernel(runner: SparseAttentionRunner) -> Kernel:
     """SparseFlashAttention's kernel: the signature planned once per device and path (``Launch.memo``), then run."""
     backend = runner.backend
-    gemm = GemmPath(runner)
+    gemm = runner.sfa_gemm
 
     def plan(launch: Launch, path: str) -> Program:
         call = runner.sfa_call(launch)
@@ -224,8 +249,9 @@ def sfa_kernel(runner: SparseAttentionRunner) -> Kernel:
             if why is None:
                 m = call.meta
                 LOG.debug(
-                    "SparseFlashAttention: gemm path (%d rows x %d kv heads, %d slots, group %d, value %s)",
-                    m.rows, m.n2, gemm.slots(call), m.group,
+                    "SparseFlashAttention: gemm path (%d rows x %d kv heads, chunks of %d, %d slots, group %d, "
+                    "value %s)",
+                    m.rows, m.n2, gemm.chunk_rows(call), gemm.slots(call), m.group,
                     "gathered apart" if gemm.separate_v(call) else "from the gathered keys",
                 )  # fmt: skip
                 return gemm.program(call)
