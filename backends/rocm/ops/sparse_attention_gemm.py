@@ -41,6 +41,7 @@ from acl_rocm.launch import LaunchConfig
 from acl_rocm.ops.attention_blas import Operand, rowmajor_gemm
 from acl_rocm.ops.matmul import WORKSPACE_BYTES
 from acl_rocm.ops.program import FLAG, Enqueue, Program, Step, Temp, run_program
+from acl_rocm.providers.base import GemmCall
 
 if TYPE_CHECKING:
     from acl_rocm.ops.sparse_attention import SfaCall, SparseAttentionRunner
@@ -104,8 +105,8 @@ class GemmPath:
         if why is not None:
             return f"no GEMM ({why})"
         m = call.meta
-        if m.rows * m.n2 * m.group == 0 or self.slots(call) == 0:
-            return "no slots to gather"
+        if m.rows * m.n2 * m.group == 0 or self.slots(call) == 0 or m.d == 0:
+            return "no slots to gather (or D = 0)"
         if self.temp_bytes(call, 1)[-1] > self.budget:
             return f"one query row's temporaries of {self.temp_bytes(call, 1)[-1]} bytes over {self.budget}"
         return None
@@ -196,39 +197,54 @@ class GemmPath:
         config = LaunchConfig((kv_blocks + q_blocks, 1, 1), (GATHER_THREADS, 1, 1))
         prog.steps.append(Step(self._function(inst, "gather"), config, gather))
 
-        def scores_gemm(resolve: Callable[[Any], Any], stream: int) -> None:
-            q = Operand(_at(resolve, qc), dtype, m.group, ep, ep, 1, m.group * ep)
-            kt = Operand(_at(resolve, kc), dtype, ep, cp, 1, ep, cp * ep)
-            s = Operand(_at(resolve, scores), D.ACL_FLOAT, m.group, cp, cp, 1, m.group * cp)
-            self._gemm(rowmajor_gemm(q, kt, s, rn), _at(resolve, workspace), stream)
+        def scores_gemm(base: int) -> GemmCall | None:
+            q = Operand(base + qc.offset, dtype, m.group, ep, ep, 1, m.group * ep)
+            kt = Operand(base + kc.offset, dtype, ep, cp, 1, ep, cp * ep)
+            s = Operand(base + scores.offset, D.ACL_FLOAT, m.group, cp, cp, 1, m.group * cp)
+            return rowmajor_gemm(q, kt, s, rn)
 
-        def values_gemm(resolve: Callable[[Any], Any], stream: int) -> None:
+        def values_gemm(base: int) -> GemmCall | None:
             if inst.separate_v:
-                v = Operand(_at(resolve, vc), dtype, cp, m.d, m.d, 1, cp * m.d)
+                v = Operand(base + vc.offset, dtype, cp, m.d, m.d, 1, cp * m.d)
             else:  # value is key: the first D columns of the gathered rows
-                v = Operand(_at(resolve, kc), dtype, cp, m.d, ep, 1, cp * ep)
+                v = Operand(base + kc.offset, dtype, cp, m.d, ep, 1, cp * ep)
             stacked = 2 * m.group  # P's G rows then Plo's
-            pr = Operand(_at(resolve, probs), dtype, stacked, cp, cp, 1, stacked * cp)
-            o = Operand(_at(resolve, acc), D.ACL_FLOAT, stacked, m.d, m.d, 1, stacked * m.d)
-            self._gemm(rowmajor_gemm(pr, v, o, rn), _at(resolve, workspace), stream)
+            pr = Operand(base + probs.offset, dtype, stacked, cp, cp, 1, stacked * cp)
+            o = Operand(base + acc.offset, D.ACL_FLOAT, stacked, m.d, m.d, 1, stacked * m.d)
+            return rowmajor_gemm(pr, v, o, rn)
 
         none = LaunchConfig((1, 1, 1), (1, 1, 1))
-        prog.steps.append(Step(Enqueue(scores_gemm), none, ()))
+        prog.steps.append(Step(self._gemm_step(scores_gemm, workspace.offset), none, ()))
         softmax = (
             call.packed, ctypes.c_longlong(cp), first, ctypes.c_double(call.scale), scores, toks, p["lq"], probs,
             p["smax"], p["ssum"], FLAG,
         )  # fmt: skip
         config = LaunchConfig((rows * n1, 1, 1), (SOFTMAX_THREADS, 1, 1))
         prog.steps.append(Step(self._function(inst, "softmax"), config, softmax))
-        prog.steps.append(Step(Enqueue(values_gemm), none, ()))
+        prog.steps.append(Step(self._gemm_step(values_gemm, workspace.offset), none, ()))
         config = LaunchConfig((rows * n1, 1, 1), (STORE_THREADS, 1, 1))
         store = (call.packed, first, acc, p["lq"], p["out"], FLAG)
         prog.steps.append(Step(self._function(inst, "store"), config, store))
 
-    def _gemm(self, call: Any, workspace: int, stream: int) -> None:
-        if call is None:  # every operand above is a dense row-major matrix: this cannot happen
-            raise AclError(RtErrorCode.ACL_ERROR_RT_INTERNAL_ERROR, "SparseFlashAttention GEMM path: a view not mapped")
-        self.backend.provider.gemm(call, workspace, WORKSPACE_BYTES, stream)
+    def _gemm_step(self, build: Callable[[int], GemmCall | None], workspace: int) -> Enqueue:
+        """An Enqueue of the GEMM ``build(base)`` describes for the run's temporary at ``base`` (the last base's call
+        kept: the stream-ordered pool mostly hands the same address back)."""
+        last: list[tuple[int, GemmCall]] = []
+
+        def enqueue(resolve: Callable[[Any], Any], stream: int) -> None:
+            base = _at(resolve, Temp(0))
+            entry = last[0] if last else None
+            if entry is None or entry[0] != base:
+                call = build(base)
+                if call is None:  # every operand is a dense row-major matrix: this cannot happen
+                    raise AclError(
+                        RtErrorCode.ACL_ERROR_RT_INTERNAL_ERROR, "SparseFlashAttention: a GEMM view not mapped"
+                    )
+                entry = (base, call)
+                last[:] = [entry]
+            self.backend.provider.gemm(entry[1], base + workspace, WORKSPACE_BYTES, stream)
+
+        return Enqueue(enqueue)
 
 
 def _at(resolve: Callable[[Any], Any], where: Temp) -> int:
