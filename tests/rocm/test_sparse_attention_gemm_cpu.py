@@ -104,6 +104,8 @@ def test_value_passed_as_key(on_path: Backend, reference: Backend, caplog: pytes
         actual = eager.run(OP, on_path, op_args={**args, "key": kv, "value": kv})
     if on_path.environ["ACL_SFA_PATH"] == "gemm":  # type: ignore[attr-defined]
         assert "value from the gathered keys" in caplog.text, caplog.text
+        compiled = on_path.provider.compiled  # type: ignore[attr-defined]
+        assert any(n.startswith("acl_sfa_gather_bf16_d32_r8_k8_") for n in compiled)  # 16-byte copies, no V gather
     problems = class_problems(OP, args, actual, expected)
     assert not problems, "; ".join(p.message for p in problems)
 

@@ -11,7 +11,9 @@ stream (R below: the chunk's rows; the temporaries are indexed from the chunk's 
    skipped); the block writes the slot's token (or -1) to ``toks`` and the key row followed by the rope
    row to ``kc`` ([R·N2, cp, ep] in the query's dtype, zero where the slot is empty and in the pad
    columns up to ``ep``), and, when ``value`` is not ``key``, the value row to ``vc`` ([R·N2, cp, D]).
-   Blocks past the key blocks pack ``query`` and ``queryRope`` into ``qc`` ([R·N1, ep]).
+   Blocks past the key blocks pack ``query`` and ``queryRope`` into ``qc`` ([R·N1, ep]). A thread copies
+   ``vec`` elements at a time (16-byte words where every operand's layout allows, else 4 bytes, else one
+   element through the strides), the tile's (slot, word) pairs flattened so its loads issue together.
 2. GEMM ``S = qc·kcᵀ`` per (r, n) (fp32 scores [R·N1, cp]).
 3. ``softmax``: a block per (query row, query head): ``p = exp(scale·S - max) / sum`` over the row's
    filled slots (0 elsewhere), written as two parts in the query's dtype, ``P = bits(p)`` and
