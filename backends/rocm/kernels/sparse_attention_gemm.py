@@ -163,6 +163,7 @@ extern "C" __global__ void __launch_bounds__({t}) {inst.name("gather")}(
   long long scan = (c0 + {slots} - 1) / m.sparse_block + 1;  // the entries this tile's slots depend on
   scan = scan < entries ? scan : entries;
   long long first_neg = scan;
+  #pragma unroll 8
   for (long long i = tid; i < scan; i += {t}) {{
     if (idx[io + i * m.idx[3]] < 0 && i < first_neg) first_neg = i;
   }}
@@ -243,6 +244,7 @@ extern "C" __global__ void __launch_bounds__({t}) {inst.name("softmax")}(
   const float* row = scores + rh * cp;
   const int* tok = toks + (rl * m.n2 + n) * cp;
   float mx = -inf;
+  #pragma unroll 4
   for (long long i = tid; i < cp; i += {t}) {{
     if (tok[i] >= 0) {{
       const float x = scale * row[i];
@@ -252,6 +254,7 @@ extern "C" __global__ void __launch_bounds__({t}) {inst.name("softmax")}(
   mx = sfa_gemm_reduce(mx, red, true);
   float sum = 0.0f;
   if (mx != -inf) {{
+    #pragma unroll 4
     for (long long i = tid; i < cp; i += {t}) {{
       if (tok[i] >= 0) sum += acl_exp(scale * row[i] - mx);
     }}
@@ -260,6 +263,7 @@ extern "C" __global__ void __launch_bounds__({t}) {inst.name("softmax")}(
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
   {c.storage}* hi = probs + ((rl * m.n2 + n) * 2 * m.group + gi) * cp;  // [R*N2, 2, G, cp]: P then Plo
   {c.storage}* lo = hi + m.group * cp;
+  #pragma unroll 4
   for (long long i = tid; i < cp; i += {t}) {{
     const float p = (tok[i] >= 0 && sum > 0.0f) ? acl_exp(scale * row[i] - mx) * inv : 0.0f;
     const {c.storage} bits = {store("p", f32, c)};
