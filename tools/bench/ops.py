@@ -117,6 +117,7 @@ ENV_ROWS: dict[str, tuple[str, tuple[str, ...], frozenset[D] | None]] = {
     "Mish": ("ACL_MISH_CONFIG", ("libm",), frozenset({D.ACL_FLOAT})),
     "Take": ("ACL_TAKE_CHECK", ("vec", "fused"), None),
     "LightningIndexer": ("ACL_LI_PATH", ("tiled", "sort"), None),
+    "SparseFlashAttention": ("ACL_SFA_PATH", ("block",), None),
 }
 """rocm settings timed as extra rows beside an op's default row: op → (variable, values, dtypes or None for all).
 
@@ -1632,8 +1633,10 @@ class Suite:
 
             flops = 2.0 * tokens * heads * selected * (2 * d + dr)
             label = f"T{tokens} N{heads} D{d}+{dr} {selected} of {context}"
-            case = Case("SparseFlashAttention decode", label, dtype.short, "TFLOP/s", flops)
-            self.case(case, acl, torch_fn, "SparseFlashAttention")
+            for setting in self.env_rows("SparseFlashAttention", dtype):  # the default (gemm) path, then block
+                note = "" if setting is None else f"{setting[0]}={setting[1]}"
+                case = Case("SparseFlashAttention decode", label, dtype.short, "TFLOP/s", flops, note=note)
+                self.case(case, functools.partial(self.with_env, setting, acl), torch_fn, "SparseFlashAttention")
         if self.wanted("LightningIndexer"):
             index_heads, index_d = (64, 128) if heads >= 64 else (heads, d)
 

@@ -60,6 +60,15 @@ class Step:
     provider without it launches plainly)."""
 
 
+@dataclass(frozen=True)
+class Enqueue:
+    """A host-side step between launches (a vendor GEMM), as a :class:`Step`'s function (config and values unused):
+    ``enqueue(resolve, stream)``, where ``resolve`` turns a :class:`Temp`, :class:`Scratch` or :data:`FLAG` into its
+    ``c_void_p`` for this run (anything else as it is)."""
+
+    enqueue: Callable[[Callable[[Any], Any], int], None]
+
+
 @dataclass
 class Program:
     """One call's launches with the temporaries they use and, optionally, a deferred check's message."""
@@ -112,6 +121,9 @@ def run_program(
         if prog.report is not None:
             flag = backend.driver.check_flag(stream)
         for step in prog.steps:
+            if isinstance(step.function, Enqueue):
+                step.function.enqueue(lambda v: _resolve(v, bases, flag, scratch), stream)
+                continue
             args = KernelArgs([_resolve(v, bases, flag, scratch) for v in step.values])
             cfg = step.config
             launch = provider.launch_programmatic if step.programmatic else provider.launch

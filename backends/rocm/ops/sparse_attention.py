@@ -6,9 +6,11 @@ synchronisation). LightningIndexer: the score kernel writes every (query row, ke
 the key capacity into a stream-ordered temporary, the row sorter (:class:`acl_rocm.ops.sort.Sorter`)
 orders each row descending with ties to the lower key, and the emit kernel writes the first
 ``sparseCount`` (``ACL_LI_PATH=sort``; the default ``select`` path: the key-tile score kernel and a top-k select
-per row, :mod:`acl_rocm.kernels.lightning_indexer`). SparseFlashAttention: one attend launch, a block per
-(query row, query head). The layouts are described to the kernels by strides (:func:`strides4`); nothing is
-read back to the host.
+per row, :mod:`acl_rocm.kernels.lightning_indexer`). SparseFlashAttention: by default the GEMM path of
+:mod:`acl_rocm.ops.sparse_attention_gemm` (the selected rows gathered once, two vendor GEMMs around a softmax
+kernel), or (``ACL_SFA_PATH=block``, and where that path refuses) one attend launch, a block per (query row,
+query head). The layouts are described to the kernels by strides (:func:`strides4`); nothing is read back to the
+host.
 """
 
 from __future__ import annotations
@@ -17,8 +19,7 @@ import ctypes
 import functools
 import logging
 import threading
-from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
@@ -47,6 +48,7 @@ from acl_rocm.kernels.sparse_attention import (
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.program import FLAG, Program, Step, program_kernel
 from acl_rocm.ops.sort import Sorter
+from acl_rocm.ops.sparse_attention_gemm import GemmPath, sfa_kernel
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
@@ -59,6 +61,8 @@ row), ``tiled`` (the key-tile scores, then the row sorter and emit kernel) or ``
 scores, the row sorter, the emit kernel: the first path). All three give the reference's indices bit for bit."""
 LI_PATHS = ("select", "tiled", "sort")
 KV_MODES = {"BSND": 0, "TND": 1, "PA_BSND": 2}
+POINTER_NAMES = ("q", "k", "v", "qr", "kr", "idx", "lq", "lk", "table", "out", "smax", "ssum")
+"""SparseFlashAttention's operand pointers, in the attend kernel's order."""
 
 
 def _refuse(op: str, what: str) -> AclnnError:
@@ -98,6 +102,8 @@ class SparseAttentionRunner:
         self.sorter = Sorter(backend)
         self._lock = threading.Lock()
         self._sources: dict[tuple[SaInstance, str], str] = {}
+        self.sfa_gemm = GemmPath(self)
+        """SparseFlashAttention's GEMM path (its ``budget``: bytes of temporaries a chunk of query rows may take)."""
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""
@@ -105,7 +111,7 @@ class SparseAttentionRunner:
             "LightningIndexer": program_kernel(
                 self.backend, "sparse_attention", "LightningIndexer", self._indexer, self.li_path
             ),
-            "SparseFlashAttention": program_kernel(self.backend, "sparse_attention", "SparseFlashAttention", self._sfa),
+            "SparseFlashAttention": sfa_kernel(self),
         }
 
     def _function(self, inst: SaInstance, which: str) -> object:
@@ -238,7 +244,8 @@ class SparseAttentionRunner:
         return prog
 
     # ------------------------------------------------------------------ SparseFlashAttention
-    def _sfa(self, launch: Launch) -> Program:
+    def sfa_call(self, launch: Launch) -> SfaCall:
+        """The call's geometry, packed meta and operand pointers (both SparseFlashAttention paths start here)."""
         a = launch.args
         q, key, v, idx, out = a["query"], a["key"], a["value"], a["sparseIndices"], a["attentionOutOut"]
         qr, kr = a["queryRope"], a["keyRope"]
@@ -266,20 +273,48 @@ class SparseAttentionRunner:
             idx=strides4(idx, lead),
             stats=stats,
         )
-        packed = KernelArgs.index_array(meta.values(), "long long")
         inst = SaInstance(q.dtype, q.dtype, m.d, dr)
+        lengths = {"lq": lq, "lk": lk, "table": table}
+        return SfaCall(
+            meta=meta,
+            packed=KernelArgs.index_array(meta.values(), "long long"),
+            inst=inst,
+            scale=float(a["scaleValue"]),
+            tensors={"query": q, "key": key, "value": v, "queryRope": qr, "keyRope": kr, "out": out} | lengths,
+            pointers=dict(zip(POINTER_NAMES, map(_p, (q, key, v, qr, kr, idx, lq, lk, table, out, smax, ssum)))),
+        )
+
+    def sfa_program(self, call: SfaCall) -> Program:
+        """A program starting with the check kernel (the device lengths and block table)."""
         prog = Program(report="SparseFlashAttention: actual lengths or block table out of range")
-        self._check(prog, inst, packed, lq, lk, table)
+        t = call.tensors
+        self._check(prog, call.inst, call.packed, t["lq"], t["lk"], t["table"])
+        return prog
+
+    def sfa_block(self, call: SfaCall) -> Program:
+        """The block kernel's program: the check, then one attend launch, a block per (query row, query head)."""
+        m, p = call.meta, call.pointers
+        prog = self.sfa_program(call)
         blocks = m.rows * m.n2 * m.group
         if blocks == 0:
             return prog
-        pointers: Sequence[Any] = (
-            _p(q), _p(key), _p(v), _p(qr), _p(kr), _p(idx), _p(lq), _p(lk), _p(table), _p(out), _p(smax), _p(ssum),
-        )  # fmt: skip
         config = LaunchConfig((blocks, 1, 1), (SFA_THREADS, 1, 1))
-        values_a = (packed, ctypes.c_double(float(a["scaleValue"])), *pointers, FLAG)
-        prog.steps.append(Step(self._function(inst, "attend"), config, values_a))
+        values_a = (call.packed, ctypes.c_double(call.scale), *(p[n] for n in POINTER_NAMES), FLAG)
+        prog.steps.append(Step(self._function(call.inst, "attend"), config, values_a))
         return prog
+
+
+@dataclass(frozen=True)
+class SfaCall:
+    """One SparseFlashAttention signature as both paths see it."""
+
+    meta: SaMeta
+    packed: Any
+    inst: SaInstance
+    scale: float
+    tensors: dict[str, Any]
+    """query, key, value, queryRope, keyRope, out, lq, lk, table (the argument as given: None when absent)."""
+    pointers: dict[str, ctypes.c_void_p]
 
 
 RUNNER = SparseAttentionRunner
