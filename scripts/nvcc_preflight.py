@@ -24,12 +24,12 @@ index check or its 16-byte Check launch; ACL_LI_PATH=tiled|sort: LightningIndexe
 sorter, or the first path;
 ACL_MISH_CONFIG=poly: Mish's float32 polynomial body; ACL_SFA_PATH=block: SparseFlashAttention's block kernel
 (default: its GEMM path's kernels, where the provider has a GEMM); ACL_FLATQUANT_KERNEL=slice|simt|dmma|dmma16:
-FlatQuant's kernel (its [2, 64, 64] call below reaches the token tiles); ACL_FLASH_CONFIG with ACL_ATTENTION_PATH=flash (read
-from the process environment): the flash kernel's block shapes (``wg2k128``: the wgmma kernel, compiled for sm_90a
-to a cubin); ACL_RANDOM_LAYOUT is read from the process environment by every backend; ACL_CMO_CONFIG:
-aclrtCmoAsync's prefetch, whose kernels of every method compile under the pattern ``aclrtCmoAsync`` or with no
-pattern); the ops of :data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the short norm rows, the down
-projection's GEMV).
+FlatQuant's kernel (its [2, 64, 64] call below reaches the token tiles); ACL_FLASH_CONFIG with
+ACL_ATTENTION_PATH=flash (read from the process environment): the flash kernel's block shapes (``wg2k128``: the wgmma
+kernel, compiled for sm_90a to a cubin); ACL_RANDOM_LAYOUT is read from the process environment by every backend;
+ACL_CMO_CONFIG: aclrtCmoAsync's prefetch, whose kernels of every method compile under the pattern ``aclrtCmoAsync`` or
+with no pattern); the ops of :data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the short norm
+rows, the down projection's GEMV).
 ``ACL_PREFLIGHT_ARCHS`` (default ``sm_90``, e.g. ``sm_80,sm_90``): the architectures each source is compiled for.
 Exit status 1 when a source fails to compile (its log is printed), 2 without nvcc.
 """
