@@ -184,9 +184,23 @@ def test_flat_quant_kernel_choice(
         runner.forced_flat = None
     assert provider.launches[0].name.split("_")[2] == kind
     if kind == "flattile":
-        assert runner.flat_last_path == f"token tile {'simt' if choice == 'auto' else choice}"
+        assert runner.flat_last_path == f"token tile {'dmma16' if choice == 'auto' else choice}"  # fake: NVIDIA
         assert provider.dynamic_shared[provider.launches[0].name] > 48 * 1024  # 64 x 64: about 100 KiB
         assert len(provider.launches) == 1
+
+
+def test_flat_quant_auto_is_the_f64_warp_product_on_nvidia_only(
+    fake: tuple[RocmBackend, FakeProvider], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``auto`` takes ``dmma16`` on NVIDIA (the fastest on an H100) and the ``simt`` tile elsewhere."""
+    backend, provider = fake
+    runner = backend.runners["quant_vllm"]
+    args = _flat_args(np.random.default_rng(5), 2, 64, 64)
+    eager.run("FlatQuant", backend, **args)
+    assert runner.flat_last_path == "token tile dmma16"
+    monkeypatch.setattr(provider, "platform", "amd")
+    eager.run("FlatQuant", backend, **_flat_args(np.random.default_rng(6), 3, 64, 64))
+    assert runner.flat_last_path == "token tile simt"
 
 
 def test_flat_quant_kernel_switch_refuses_unknown_values(fake: tuple[RocmBackend, FakeProvider]) -> None:
