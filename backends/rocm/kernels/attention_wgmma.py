@@ -18,8 +18,16 @@ into Q, ``|scale| log2 e`` into the exp2's FMA), exp2 is ``ex2.approx.ftz``.
 The ``p`` shapes (``wg2k128p``) run FlashAttention-3's intra-warpgroup pipeline instead: S(t + 1) and P(t) V(t)
 issued as consecutive batches, the softmax of tile t + 1 while P(t) V(t) runs (K copied two tiles ahead, V one).
 
+The ``s`` shapes (``wg2k128s``, ``wg2k128ps``, ``wg2k64b2ps``) keep Q, K and V in the 128-byte-swizzled layout
+(FlashAttention-3's, :func:`acl_rocm.kernels.wgmma.swizzled_offset`) instead: a tile is ``HEAD_DIM / 64`` blocks of 64
+columns, each ``rows`` rows of 128 bytes whose 16-byte chunks are XORed with ``row % 8`` (8-row atoms of 1024 bytes; the
+dynamic shared base aligned up to 1024 bytes at run time, 1 KiB more requested); descriptors in swizzle mode 1: Q and
+K K-major (SBO 1024, a k16 step 32 bytes inside a block), V N-major (LBO ``block_keys * 128``: the next 64 dims, SBO
+1024: the next 8 keys). The loaders' consecutive threads take consecutive 16-byte chunks of a row.
+
 Compiled for the arch-specific target (``sm_90a``: ``RocmBackend.function``'s ``arch_specific``); it runs
-only where chosen (``ACL_FLASH_CONFIG=wg2k128``, :class:`WgmmaConfig`) on an sm_90 device. Not measured yet.
+only where chosen (``ACL_FLASH_CONFIG=wg2k128``, :class:`WgmmaConfig`) on an sm_90 device.
+Measured on an H100 (2026-12-07): correct, 0.43x SDPA at best (``wg2k128``, D 128).
 """
 
 from __future__ import annotations
@@ -85,12 +93,14 @@ DEFAULTS: Final = {
     64: (*_FA3, WgmmaConfig(2, 64, 2, pipelined=True), *_SW, WgmmaConfig(2, 64, 2, pipelined=True, swizzle=True)),
     128: (*_FA3, *_SW),
 }
-"""The shapes the ops bench times at each head dim on sm_90 (none measured on a GPU yet): FlashAttention-3's
+"""The shapes the ops bench times at each head dim on sm_90: FlashAttention-3's
 forward block (two warpgroups of 64 rows, 128-key tiles: one block a multiprocessor, 160 KiB of shared memory at D
 128), plain and pipelined (``p``); one warpgroup on 64-key tiles, pipelined (80 KiB at D 128: two independent blocks
 a multiprocessor); at D 64 two warpgroups on 64-key tiles, two blocks a multiprocessor, pipelined. Registers
 (``nvcc -Xptxas -v``, sm_90a, bf16; no spills, no serialised wgmma): D 128 ``wg2k128`` 206, ``wg2k128p`` 213,
-``wg1k64p`` 166; D 64 181, 181, 133, ``wg2k64b2p`` 126. Not listed: ``wg2k64b2`` at D 128 (128 registers: 48
+``wg1k64p`` 166; D 64 181, 181, 133, ``wg2k64b2p`` 126; swizzled (``s``): D 128 ``wg2k128s`` 208, ``wg2k128ps`` 213;
+D 64 168, 174, ``wg2k64b2ps`` 127. Measured (H100, D 128 S 4096 causal): the no-swizzle ``wg2k128`` 0.43x SDPA, the
+mma.sync default 0.39x; the ``s`` shapes not yet. Not listed: ``wg2k64b2`` at D 128 (128 registers: 48
 bytes spilled; pipelined, 164 bytes and serialised wgmma)."""
 
 
