@@ -150,10 +150,22 @@ def test_config_parsing() -> None:
     swizzled = WgmmaInstance(D.ACL_BF16, 128, swizzle=True)
     assert swizzled.shared_bytes == (128 + 4 * 128) * 128 * 2 + 1024
     assert "_wg2k128s_" in swizzled.kernel_name and swizzled.kernel_name != WgmmaInstance(D.ACL_BF16, 128).kernel_name
-    assert {str(c) for c in DEFAULTS[64]} >= {"wg2k128s", "wg2k128ps", "wg2k64b2ps"}
+    assert {str(c) for c in DEFAULTS[64]} >= {"wg2k128s", "wg2k128ps", "wg2k64b2ps", "wg2k128sx3", "wg2k64b2sx3"}
+    assert WgmmaConfig.parse("wg2k128sx3") == WgmmaConfig(2, 128, 1, False, True, 3) and str(
+        WgmmaConfig(2, 64, 2, stages=3)
+    ) == ("wg2k64b2x3")
+    assert WgmmaConfig.parse("wg2k128x2") == WgmmaConfig(2, 128)
+    for bad in ("wg2k128psx3", "wg2k128sx4", "wg2k128x3s"):
+        with pytest.raises(ValueError, match="wg"):
+            WgmmaConfig.parse(bad)
+    assert WgmmaInstance(D.ACL_BF16, 128, swizzle=True, stages=3).shared_bytes == (128 + 6 * 128) * 256 + 1024
+    with pytest.raises(ValueError, match="no wgmma flash kernel"):
+        wgmma_flash_source(WgmmaInstance(D.ACL_BF16, 128, pipelined=True, stages=3))
     for d, configs in DEFAULTS.items():
         for c in configs:
-            inst = WgmmaInstance(D.ACL_BF16, d, None, c.groups, c.block_keys, c.blocks, c.pipelined, c.swizzle)
+            inst = WgmmaInstance(
+                D.ACL_BF16, d, None, c.groups, c.block_keys, c.blocks, c.pipelined, c.swizzle, c.stages
+            )
             assert inst.config == c and inst.shared_bytes * c.blocks <= 227 * 1024
     with pytest.raises(ValueError, match="2 blocks a multiprocessor"):
         wgmma_flash_source(WgmmaInstance(D.ACL_BF16, 128, None, 2, 128, 2))  # 2 x 160 KiB
@@ -187,20 +199,28 @@ def _backend(tmp_path: Path, arch: str = "sm_90", setting: str = "") -> Backend:
     return backend
 
 
-@pytest.mark.parametrize(("d", "dtype"), [(128, "bfloat16"), (64, "float16")])
-def test_a_wgmma_setting_compiles_it_for_sm_90a(tmp_path: Path, d: int, dtype: str) -> None:
-    backend = _backend(tmp_path, setting=f"{d}=wg2k128")
+@pytest.mark.parametrize(
+    ("d", "dtype", "config"),
+    [
+        (128, "bfloat16", "wg2k128"),
+        (64, "float16", "wg2k128"),
+        (128, "float16", "wg2k128sx3"),
+        (64, "bfloat16", "wg2k128ps"),
+    ],
+)
+def test_a_wgmma_setting_compiles_it_for_sm_90a(tmp_path: Path, d: int, dtype: str, config: str) -> None:
+    backend = _backend(tmp_path, setting=f"{d}={config}")
     flash = backend.attention.flash  # type: ignore[attr-defined]
     eager.run("FlashAttentionScore", backend, **_args(_rng("wg", d), dtype, "BNSD", 1, 4, 2, 200, 300, d, 3))
     inst = flash.last_instance
-    assert isinstance(inst, WgmmaInstance) and str(inst.config) == "wg2k128" and flash.last_refusal is None
+    assert isinstance(inst, WgmmaInstance) and str(inst.config) == config and flash.last_refusal is None
     targets = backend.provider.targets  # type: ignore[attr-defined]
     assert targets[inst.kernel_name] == "sm_90a"
     assert all(t == "sm_90" for name, t in targets.items() if name != inst.kernel_name)
     launch = [lc for lc in backend.provider.launches if lc.name == inst.kernel_name][-1]  # type: ignore[attr-defined]
     assert launch.block == (256, 1, 1) and launch.grid == (2 * 4, 1, 1)  # 200 rows: 2 tiles of 128, 4 heads
     assert backend.provider.dynamic_shared[inst.kernel_name] == inst.shared_bytes  # type: ignore[attr-defined]
-    assert "wg2k128" in flash.alternatives(d)  # the bench times it on sm_90
+    assert config in flash.alternatives(d)  # the bench times it on sm_90
 
 
 def test_calls_it_cannot_run_take_the_mma_sync_kernel_with_a_logged_reason(
@@ -273,7 +293,7 @@ def _cubin(tmp_path: Path, name: str, source: str) -> str:
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
 def test_wgmma_flash_sources_build_for_sm_90a_without_spills(tmp_path: Path) -> None:
     instances = [
-        WgmmaInstance(dtype, d, sink, c.groups, c.block_keys, c.blocks, c.pipelined, c.swizzle)
+        WgmmaInstance(dtype, d, sink, c.groups, c.block_keys, c.blocks, c.pipelined, c.swizzle, c.stages)
         for dtype, sink in ((D.ACL_BF16, None), (D.ACL_FLOAT16, D.ACL_FLOAT))
         for d, configs in DEFAULTS.items()
         for c in configs

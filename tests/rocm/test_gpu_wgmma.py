@@ -190,6 +190,13 @@ CASES = [
     ("float16", 128, 3, "wg2k128s", "BNSD", 1, 2, 2, 900, 400),
     ("bfloat16", 64, 3, "wg2k64b2ps", "BSND", 1, 4, 2, 610, 610),
     ("float16", 64, 0, "wg2k64b2s", "BNSD", 1, 2, 1, 333, 444),
+    # three K/V buffers (suffix x3)
+    ("bfloat16", 128, 3, "wg2k128sx3", "BSND", 2, 4, 2, 1000, 1250),
+    ("float16", 64, 0, "wg2k128sx3", "BNSD", 1, 2, 2, 50, 70),  # one tile
+    ("bfloat16", 64, 3, "wg2k64b2sx3", "BSND", 1, 4, 2, 610, 610),
+    ("float16", 128, 0, "wg2k64sx3", "BNSD", 1, 2, 1, 200, 130),  # three tiles: every buffer once
+    ("bfloat16", 128, 0, "wg2k64sx3", "BSND", 1, 2, 1, 100, 128),  # two tiles
+    ("float16", 128, 3, "wg2k128x3", "BNSD", 1, 2, 2, 900, 400),  # no swizzle; empty rows
 ]
 
 
@@ -215,7 +222,7 @@ def test_wgmma_flash_matches_reference(
 @pytest.mark.parametrize("d", [64, 128])
 def test_wgmma_flash_windows_scales_and_sink(hopper: Backend, reference: Backend, d: int) -> None:
     rng = _rng("wg-more", d)
-    for config in ("wg2k128", "wg2k128p", "wg2k128ps"):
+    for config in ("wg2k128", "wg2k128p", "wg2k128ps", "wg2k128sx3"):
         band = _args(rng, "float16", "BSND", 1, 2, 2, 600, 650, d, 4, preTokens=150, nextTokens=20)
         check_wgmma(hopper, reference, config, d, band, "sparse 4 band 150/20")
         for scale in (-0.3, 0.0):

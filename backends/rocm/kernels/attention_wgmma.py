@@ -68,40 +68,59 @@ class WgmmaConfig:
     swizzle: bool = False
     """Suffix ``s``: Q, K and V in the 128-byte-swizzled shared layout (:func:`acl_rocm.kernels.wgmma.swizzled_offset`,
     FlashAttention-3's) instead of the no-swizzle core matrices."""
+    stages: int = 2
+    """Suffix ``x3``: three K/V buffers (the plain loop only): tile t + 2 is copied while t is computed, the
+    copies two tiles to land instead of one."""
 
     def __str__(self) -> str:
         blocks = f"b{self.blocks}" if self.blocks != 1 else ""
-        return f"wg{self.groups}k{self.block_keys}{blocks}{'p' if self.pipelined else ''}{'s' if self.swizzle else ''}"
+        flags = f"{'p' if self.pipelined else ''}{'s' if self.swizzle else ''}"
+        return f"wg{self.groups}k{self.block_keys}{blocks}{flags}{f'x{self.stages}' if self.stages != 2 else ''}"
 
     @classmethod
     def parse(cls, text: str) -> WgmmaConfig:
-        """``wg<groups>k<keys>[b<blocks>][p][s]`` (groups 1/2, keys 64/128, blocks 1/2, ``p`` pipelined, ``s``
-        128-byte swizzle); ValueError for anything else."""
-        found = re.fullmatch(r"wg(\d+)k(\d+)(?:b(\d+))?(p?)(s?)", text.strip())
+        """``wg<groups>k<keys>[b<blocks>][p][s][x3]`` (groups 1/2, keys 64/128, blocks 1/2, ``p`` pipelined, ``s``
+        128-byte swizzle, ``x3`` three K/V buffers, not with ``p``); ValueError for anything else."""
+        found = re.fullmatch(r"wg(\d+)k(\d+)(?:b(\d+))?(p?)(s?)(?:x(\d+))?", text.strip())
         if found is None:
-            raise ValueError(f"wgmma config {text!r} is not wg<warpgroups>k<keys>[b<blocks>][p][s] (e.g. wg2k128)")
+            raise ValueError(f"wgmma config {text!r} is not wg<warpgroups>k<keys>[b<blocks>][p][s][x3] (e.g. wg2k128)")
         groups, keys, blocks = int(found.group(1)), int(found.group(2)), int(found.group(3) or 1)
-        config = cls(groups, keys, blocks, found.group(4) == "p", found.group(5) == "s")
+        stages = int(found.group(6) or 2)
+        config = cls(groups, keys, blocks, found.group(4) == "p", found.group(5) == "s", stages)
         if config.groups not in (1, 2) or config.block_keys not in (64, 128) or config.blocks not in (1, 2):
             raise ValueError(f"wgmma config {text!r}: warpgroups 1/2, keys a tile 64/128, blocks 1/2")
+        if stages not in (2, 3) or (stages == 3 and config.pipelined):
+            raise ValueError(f"wgmma config {text!r}: K/V buffers 2 or 3 (x3 only without p)")
         return config
 
 
-_FA3: Final = (WgmmaConfig(2, 128), WgmmaConfig(2, 128, pipelined=True), WgmmaConfig(1, 64, pipelined=True))
-_SW: Final = (WgmmaConfig(2, 128, swizzle=True), WgmmaConfig(2, 128, pipelined=True, swizzle=True))
+_FA3: Final = (WgmmaConfig(2, 128), WgmmaConfig(2, 128, pipelined=True))
+_SW: Final = (
+    WgmmaConfig(2, 128, swizzle=True),
+    WgmmaConfig(2, 128, pipelined=True, swizzle=True),
+    WgmmaConfig(2, 128, swizzle=True, stages=3),
+)
 DEFAULTS: Final = {
-    64: (*_FA3, WgmmaConfig(2, 64, 2, pipelined=True), *_SW, WgmmaConfig(2, 64, 2, pipelined=True, swizzle=True)),
+    64: (
+        *_FA3,
+        WgmmaConfig(2, 64, 2, pipelined=True),
+        *_SW,
+        WgmmaConfig(2, 64, 2, pipelined=True, swizzle=True),
+        WgmmaConfig(2, 64, 2, swizzle=True, stages=3),
+    ),
     128: (*_FA3, *_SW),
 }
-"""The shapes the ops bench times at each head dim on sm_90: FlashAttention-3's
-forward block (two warpgroups of 64 rows, 128-key tiles: one block a multiprocessor, 160 KiB of shared memory at D
-128), plain and pipelined (``p``); one warpgroup on 64-key tiles, pipelined (80 KiB at D 128: two independent blocks
-a multiprocessor); at D 64 two warpgroups on 64-key tiles, two blocks a multiprocessor, pipelined. Registers
-(``nvcc -Xptxas -v``, sm_90a, bf16; no spills, no serialised wgmma): D 128 ``wg2k128`` 206, ``wg2k128p`` 213,
-``wg1k64p`` 166; D 64 181, 181, 133, ``wg2k64b2p`` 126; swizzled (``s``): D 128 ``wg2k128s`` 208, ``wg2k128ps`` 213;
-D 64 168, 174, ``wg2k64b2ps`` 127. Measured (H100, D 128 S 4096 causal): the no-swizzle ``wg2k128`` 0.43x SDPA, the
-mma.sync default 0.39x; the ``s`` shapes not yet. Not listed: ``wg2k64b2`` at D 128 (128 registers: 48
-bytes spilled; pipelined, 164 bytes and serialised wgmma)."""
+"""The shapes the ops bench times at each head dim on sm_90: FlashAttention-3's forward block (two warpgroups of 64
+rows, 128-key tiles: one block a multiprocessor, 160 KiB of shared memory at D 128), plain and pipelined (``p``); at
+D 64 two warpgroups on 64-key tiles, two blocks a multiprocessor, pipelined; each again in the 128-byte-swizzled
+layout (``s``), and the plain swizzled loop with three K/V buffers (``x3``: 225 KiB at D 128). Registers (``nvcc
+-Xptxas -v``, sm_90a, bf16; no spills, no serialised wgmma): D 128 ``wg2k128`` 206, ``wg2k128p`` 213, ``wg1k64p``
+166, ``wg2k128s`` 208, ``wg2k128ps`` 213, ``wg2k128sx3`` 204; D 64 181, 181, 133, ``wg2k64b2p`` 126, ``wg2k128s``
+168, ``wg2k128ps`` 174, ``wg2k64b2ps`` 127, ``wg2k128sx3`` 168, ``wg2k64b2sx3`` 120. Measured (H100, 2026-12-07,
+S 4096 causal, D 128): ``wg2k128`` 0.43x SDPA, ``wg2k128p`` 0.42x, ``wg1k64p`` 0.25x (so no longer timed), the
+mma.sync default 0.39x; D 64 S 1024: ``wg2k64b2p`` 0.40x, the mma.sync default 0.40x; the ``s`` and ``x3`` shapes
+not yet. Not listed: ``wg2k64b2`` at D 128 (128 registers: 48 bytes spilled; pipelined, 164 bytes and serialised
+wgmma)."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +138,8 @@ class WgmmaInstance:
     """The software-pipelined loop (:attr:`WgmmaConfig.pipelined`)."""
     swizzle: bool = False
     """The 128-byte-swizzled shared layout (:attr:`WgmmaConfig.swizzle`)."""
+    stages: int = 2
+    """K/V buffers (:attr:`WgmmaConfig.stages`)."""
 
     @property
     def rows(self) -> int:
@@ -132,14 +153,15 @@ class WgmmaInstance:
 
     @property
     def shared_bytes(self) -> int:
-        """Dynamic shared memory: Q, then two K and two V tiles (16-bit elements); swizzled, 1 KiB more (the base
-        aligned up to 1024 bytes at run time)."""
-        return (self.rows + 4 * self.block_keys) * self.head_dim * 2 + (1024 if self.swizzle else 0)
+        """Dynamic shared memory: Q, then ``stages`` K and as many V tiles (16-bit elements); swizzled, 1 KiB more
+        (the base aligned up to 1024 bytes at run time)."""
+        tiles = self.rows + 2 * self.stages * self.block_keys
+        return tiles * self.head_dim * 2 + (1024 if self.swizzle else 0)
 
     @property
     def config(self) -> WgmmaConfig:
         """Its block shape."""
-        return WgmmaConfig(self.groups, self.block_keys, self.blocks, self.pipelined, self.swizzle)
+        return WgmmaConfig(self.groups, self.block_keys, self.blocks, self.pipelined, self.swizzle, self.stages)
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -172,6 +194,7 @@ _BODY: Final = r"""
 #define THREADS (128 * GROUPS)
 #define IS_BF16 @BF16@
 #define PIPE @PIPE@
+#define STAGES @STAGES@
 #define SWZ @SWZ@
 #define SREGS (BC / 2)
 #define OREGS (HEAD_DIM / 2)
@@ -317,8 +340,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, @MINB@) @NAME@(
 #else
   unsigned short* const qs = (unsigned short*)smem_raw;
 #endif
-  unsigned short* const ks = qs + BR * HEAD_DIM;       // two K tiles
-  unsigned short* const vs = ks + 2 * BC * HEAD_DIM;   // two V tiles
+  unsigned short* const ks = qs + BR * HEAD_DIM;            // STAGES K tiles
+  unsigned short* const vs = ks + STAGES * BC * HEAD_DIM;   // STAGES V tiles
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
   const float inf = __uint_as_float(0x7f800000u);
   const long long x = blockIdx.x;
@@ -346,8 +369,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, @MINB@) @NAME@(
   if (tiles > 1) wg_load(ks + BC * HEAD_DIM, kh, m.k[2], kv0 + BC, BC, m.kv_len);  // K runs two tiles ahead
 #endif
   acl_cp_async_commit();
+#if STAGES == 3  // and K(1), V(1): one group a tile from here on, so that a wait leaves the newest in flight
+  if (tiles > 1) {
+    wg_load(ks + BC * HEAD_DIM, kh, m.k[2], kv0 + BC, BC, m.kv_len);
+    wg_load(vs + BC * HEAD_DIM, vh, m.v[2], kv0 + BC, BC, m.kv_len);
+  }
+  acl_cp_async_commit();
+#endif
   if (scale_arg < 0.0) {  // Q negated (exactly), so that raw scores are scaled by |scale|
-    acl_cp_async_wait<1>();
+    acl_cp_async_wait<STAGES - 1>();
     __syncthreads();
     for (int i = tid; i < BR * HEAD_DIM; i += THREADS) qs[i] ^= 0x8000u;
   }
@@ -372,16 +402,30 @@ extern "C" __global__ void __launch_bounds__(THREADS, @MINB@) @NAME@(
 #if !PIPE
   for (long long t = 0; t < tiles; ++t) {
     const long long j0 = kv0 + t * BC;
-    unsigned short* const kts = ks + (t & 1) * BC * HEAD_DIM;
-    unsigned short* const vts = vs + (t & 1) * BC * HEAD_DIM;
+    const int cur = (int)(t % STAGES);
+    unsigned short* const kts = ks + cur * BC * HEAD_DIM;
+    unsigned short* const vts = vs + cur * BC * HEAD_DIM;
+#if STAGES == 3
+    acl_cp_async_wait<1>();  // K(t) and V(t) landed (copied while tiles t - 2, t - 1 were computed); t + 1 may fly
+#else
     acl_cp_async_wait<0>();  // K(t) and V(t) landed (copied while tile t - 1 was computed)
+#endif
     acl_fence_proxy_async();
-    __syncthreads();  // K(t), V(t) visible to wgmma; every warpgroup is done with tile t - 1, whose buffers take t + 1
+    __syncthreads();  // K(t), V(t) visible to wgmma; every warpgroup is done with tile t - 1 (its buffers: the next)
+#if STAGES == 3
+    if (t + 2 < tiles) {
+      const int nxt = cur == 0 ? 2 : cur - 1;  // (t + 2) % 3: tile t - 1's buffers
+      wg_load(ks + nxt * BC * HEAD_DIM, kh, m.k[2], j0 + 2 * BC, BC, m.kv_len);
+      wg_load(vs + nxt * BC * HEAD_DIM, vh, m.v[2], j0 + 2 * BC, BC, m.kv_len);
+    }
+    acl_cp_async_commit();  // every tile, empty or not: the wait above counts one group a tile
+#else
     if (t + 1 < tiles) {
       wg_load(ks + ((t + 1) & 1) * BC * HEAD_DIM, kh, m.k[2], j0 + BC, BC, m.kv_len);
       wg_load(vs + ((t + 1) & 1) * BC * HEAD_DIM, vh, m.v[2], j0 + BC, BC, m.kv_len);
       acl_cp_async_commit();
     }
+#endif
     float sc[SREGS];
     acl_wg_fence();
     wg_scores(sc, q_desc, DESC_QK(kts));
@@ -503,6 +547,8 @@ def wgmma_flash_source(inst: WgmmaInstance) -> str:
         or inst.groups not in (1, 2)
         or inst.block_keys not in (64, 128)
         or inst.blocks not in (1, 2)
+        or inst.stages not in (2, 3)
+        or (inst.stages == 3 and inst.pipelined)
     ):
         raise ValueError(f"no wgmma flash kernel for {inst}")
     if inst.shared_bytes * inst.blocks > SHARED_LIMIT:
@@ -516,6 +562,7 @@ def wgmma_flash_source(inst: WgmmaInstance) -> str:
         "@GROUPS@": str(inst.groups),
         "@MINB@": str(inst.blocks),
         "@PIPE@": "1" if inst.pipelined else "0",
+        "@STAGES@": str(inst.stages),
         "@SWZ@": "1" if inst.swizzle else "0",
         "@BC@": str(inst.block_keys),
         "@BF16@": "true" if inst.dtype == D.ACL_BF16 else "false",

@@ -194,7 +194,15 @@ class FlashAttention:
                 self.last_refusal = None
                 c = override
                 wg = WgmmaInstance(
-                    inst.dtype, inst.head_dim, inst.sink, c.groups, c.block_keys, c.blocks, c.pipelined, c.swizzle
+                    inst.dtype,
+                    inst.head_dim,
+                    inst.sink,
+                    c.groups,
+                    c.block_keys,
+                    c.blocks,
+                    c.pipelined,
+                    c.swizzle,
+                    c.stages,
                 )
                 if wg.shared_bytes * wg.blocks > props.max_shared_memory:
                     need = f"{wg.shared_bytes} B of shared memory a block, {wg.blocks} blocks a multiprocessor"
