@@ -35,7 +35,9 @@ from acl_rocm.kernels.wgmma import (
     acc_owner,
     desc_fields,
     interleaved_offset,
+    kmajor_step,
     make_desc,
+    swizzled_offset,
     tile_kernel_name,
     tile_source,
 )
@@ -46,6 +48,9 @@ from tests.rocm.test_gpu_flash_attention import _args, _rng
 TILE_CASES = [(n, bf16, form, tb, ks) for n in (64, 128) for bf16 in (True, False) for form in ("ss", "rs")
               for tb in (0, 1) for ks in (1, 2)]  # fmt: skip
 """(N, bf16, form, trans_b, k16 steps) of the tile kernels the GPU tier runs."""
+SWIZZLED_TILE_CASES = [(n, bf16, form, tb, ks) for n in (64, 128) for bf16 in (True, False) for form in ("ss", "rs")
+                       for tb in (0, 1) for ks in (1, 4, 8) if n == 64 or ks < 8]  # fmt: skip
+"""The same in the 128-byte-swizzled layout (K 64: one column block; K 128: two, the step crossing blocks)."""
 
 
 # ----------------------------------------------------------------------------- layout twins
@@ -91,6 +96,35 @@ def test_descriptor_strides_describe_the_interleaved_layout(cols: int) -> None:
     assert make_desc(0x40000 + 256, 128, 256) == make_desc(256, 128, 256)  # 18 address bits, as the hardware
 
 
+@pytest.mark.parametrize("cols", [64, 128])
+def test_swizzled_offsets_and_descriptor_steps(cols: int) -> None:
+    """The 128-byte swizzle: a bijection; row r's chunk c at chunk c ^ (r % 8) of its 128-byte row; atoms of 8 rows
+    1024 bytes (SBO) apart; a K-major k16 step what the hardware computes from the advanced start address (address
+    bits 4-6 XOR bits 7-9 of a 1024-byte-aligned tile); N-major: LBO the next 64 columns, SBO the next 8 rows."""
+    rows = 128
+    offsets = sorted(swizzled_offset(r, c, rows) for r in range(rows) for c in range(cols))
+    assert offsets == list(range(rows * cols))
+
+    def swz(byte: int) -> int:  # the hardware's 128B pattern on a 1024-byte-aligned tile
+        return byte ^ (((byte >> 7) & 7) << 4)
+
+    k_major = make_desc(8192, 16, 1024, 1)
+    assert desc_fields(k_major) == {"start": 8192, "lbo": 16, "sbo": 1024, "base_offset": 0, "swizzle": 1}
+    for kk in range(cols // 16):  # K-major (Q, K): rows along M/N, columns along K
+        start = desc_fields(k_major + kmajor_step(kk, rows, True))["start"] - 8192
+        for r in range(rows):
+            for c in range(16):  # element (r, 16 kk + c) where the descriptor of step kk reads it
+                canonical = start + (r // 8) * 1024 + (r % 8) * 128 + 2 * c
+                assert swz(canonical) == 2 * swizzled_offset(r, 16 * kk + c, rows)
+    n_major = make_desc(8192, rows * 128, 1024, 1)  # V: rows along K, columns along N
+    f = desc_fields(n_major)
+    for r in range(rows):
+        for c in range(cols):
+            canonical = (c // 64) * f["lbo"] + (r // 8) * f["sbo"] + (r % 8) * 128 + 2 * (c % 64)
+            assert swz(canonical) == 2 * swizzled_offset(r, c, rows)
+    assert kmajor_step(5, rows, False) == 80 and kmajor_step(5, rows, True) == rows * 8 + 2
+
+
 # ----------------------------------------------------------------------------- configs and selection
 def test_config_parsing() -> None:
     assert str(WgmmaConfig.parse("wg2k128")) == "wg2k128" and WgmmaConfig.parse(" wg1k64 ") == WgmmaConfig(1, 64)
@@ -109,9 +143,29 @@ def test_config_parsing() -> None:
     )
     with pytest.raises(ValueError, match="blocks 1/2"):
         WgmmaConfig.parse("wg2k64b3")
+    assert WgmmaConfig.parse("wg2k64b2ps") == WgmmaConfig(2, 64, 2, True, True)
+    assert str(WgmmaConfig(2, 128, swizzle=True)) == "wg2k128s" and str(WgmmaConfig.parse("wg2k128ps")) == "wg2k128ps"
+    with pytest.raises(ValueError, match="wg"):
+        WgmmaConfig.parse("wg2k128sp")
+    swizzled = WgmmaInstance(D.ACL_BF16, 128, swizzle=True)
+    assert swizzled.shared_bytes == (128 + 4 * 128) * 128 * 2 + 1024
+    assert "_wg2k128s_" in swizzled.kernel_name and swizzled.kernel_name != WgmmaInstance(D.ACL_BF16, 128).kernel_name
+    assert {str(c) for c in DEFAULTS[64]} >= {"wg2k128s", "wg2k128ps", "wg2k64b2ps", "wg2k128sx3", "wg2k64b2sx3"}
+    assert WgmmaConfig.parse("wg2k128sx3") == WgmmaConfig(2, 128, 1, False, True, 3) and str(
+        WgmmaConfig(2, 64, 2, stages=3)
+    ) == ("wg2k64b2x3")
+    assert WgmmaConfig.parse("wg2k128x2") == WgmmaConfig(2, 128)
+    for bad in ("wg2k128psx3", "wg2k128sx4", "wg2k128x3s"):
+        with pytest.raises(ValueError, match="wg"):
+            WgmmaConfig.parse(bad)
+    assert WgmmaInstance(D.ACL_BF16, 128, swizzle=True, stages=3).shared_bytes == (128 + 6 * 128) * 256 + 1024
+    with pytest.raises(ValueError, match="no wgmma flash kernel"):
+        wgmma_flash_source(WgmmaInstance(D.ACL_BF16, 128, pipelined=True, stages=3))
     for d, configs in DEFAULTS.items():
         for c in configs:
-            inst = WgmmaInstance(D.ACL_BF16, d, None, c.groups, c.block_keys, c.blocks, c.pipelined)
+            inst = WgmmaInstance(
+                D.ACL_BF16, d, None, c.groups, c.block_keys, c.blocks, c.pipelined, c.swizzle, c.stages
+            )
             assert inst.config == c and inst.shared_bytes * c.blocks <= 227 * 1024
     with pytest.raises(ValueError, match="2 blocks a multiprocessor"):
         wgmma_flash_source(WgmmaInstance(D.ACL_BF16, 128, None, 2, 128, 2))  # 2 x 160 KiB
@@ -145,20 +199,28 @@ def _backend(tmp_path: Path, arch: str = "sm_90", setting: str = "") -> Backend:
     return backend
 
 
-@pytest.mark.parametrize(("d", "dtype"), [(128, "bfloat16"), (64, "float16")])
-def test_a_wgmma_setting_compiles_it_for_sm_90a(tmp_path: Path, d: int, dtype: str) -> None:
-    backend = _backend(tmp_path, setting=f"{d}=wg2k128")
+@pytest.mark.parametrize(
+    ("d", "dtype", "config"),
+    [
+        (128, "bfloat16", "wg2k128"),
+        (64, "float16", "wg2k128"),
+        (128, "float16", "wg2k128sx3"),
+        (64, "bfloat16", "wg2k128ps"),
+    ],
+)
+def test_a_wgmma_setting_compiles_it_for_sm_90a(tmp_path: Path, d: int, dtype: str, config: str) -> None:
+    backend = _backend(tmp_path, setting=f"{d}={config}")
     flash = backend.attention.flash  # type: ignore[attr-defined]
     eager.run("FlashAttentionScore", backend, **_args(_rng("wg", d), dtype, "BNSD", 1, 4, 2, 200, 300, d, 3))
     inst = flash.last_instance
-    assert isinstance(inst, WgmmaInstance) and str(inst.config) == "wg2k128" and flash.last_refusal is None
+    assert isinstance(inst, WgmmaInstance) and str(inst.config) == config and flash.last_refusal is None
     targets = backend.provider.targets  # type: ignore[attr-defined]
     assert targets[inst.kernel_name] == "sm_90a"
     assert all(t == "sm_90" for name, t in targets.items() if name != inst.kernel_name)
     launch = [lc for lc in backend.provider.launches if lc.name == inst.kernel_name][-1]  # type: ignore[attr-defined]
     assert launch.block == (256, 1, 1) and launch.grid == (2 * 4, 1, 1)  # 200 rows: 2 tiles of 128, 4 heads
     assert backend.provider.dynamic_shared[inst.kernel_name] == inst.shared_bytes  # type: ignore[attr-defined]
-    assert "wg2k128" in flash.alternatives(d)  # the bench times it on sm_90
+    assert config in flash.alternatives(d)  # the bench times it on sm_90
 
 
 def test_calls_it_cannot_run_take_the_mma_sync_kernel_with_a_logged_reason(
@@ -231,7 +293,7 @@ def _cubin(tmp_path: Path, name: str, source: str) -> str:
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
 def test_wgmma_flash_sources_build_for_sm_90a_without_spills(tmp_path: Path) -> None:
     instances = [
-        WgmmaInstance(dtype, d, sink, c.groups, c.block_keys, c.blocks, c.pipelined)
+        WgmmaInstance(dtype, d, sink, c.groups, c.block_keys, c.blocks, c.pipelined, c.swizzle, c.stages)
         for dtype, sink in ((D.ACL_BF16, None), (D.ACL_FLOAT16, D.ACL_FLOAT))
         for d, configs in DEFAULTS.items()
         for c in configs
@@ -247,11 +309,19 @@ def test_wgmma_tile_kernels_build_for_sm_90a(tmp_path: Path) -> None:
     for n, bf16, form, tb, ks in TILE_CASES[::3]:  # a third of them: each N, dtype, form and transposition
         report = _cubin(tmp_path, tile_kernel_name(n, bf16, form, tb, ks), tile_source(n, bf16, form, tb, ks))
         assert " 0 bytes spill stores" in report, report
+    for n, bf16, form, tb, ks in SWIZZLED_TILE_CASES[::5]:
+        name = tile_kernel_name(n, bf16, form, tb, ks, True)
+        report = _cubin(tmp_path, name, tile_source(n, bf16, form, tb, ks, True))
+        assert " 0 bytes spill stores" in report, report
 
 
 def test_tile_source_refuses_what_it_lacks() -> None:
     with pytest.raises(ValueError, match="no wgmma tile kernel"):
         tile_source(64, True, "sr", 0, 1)
+    with pytest.raises(ValueError, match="no wgmma tile kernel"):
+        tile_source(64, True, "ss", 0, 8)  # K 128 only swizzled
+    with pytest.raises(ValueError, match="static shared memory"):
+        tile_source(128, True, "ss", 0, 8, True)
 
 
 def test_invalid_wgmma_setting_is_a_typed_error(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from acl_core.backend import Backend
 from acl_rocm.kernels.attention_wgmma import DEFAULTS, WgmmaInstance
 from acl_rocm.kernels.wgmma import tile_kernel_name, tile_source
 from acl_rocm.launch import KernelArgs
-from tests.rocm.test_attention_wgmma_cpu import TILE_CASES
+from tests.rocm.test_attention_wgmma_cpu import SWIZZLED_TILE_CASES, TILE_CASES
 from tests.rocm.test_gpu_flash_attention import _args, check_flash
 
 pytestmark = pytest.mark.gpu
@@ -83,15 +83,26 @@ def mismatch(got: np.ndarray, want: np.ndarray) -> str:
 
 
 def run_tile(
-    rocm: Backend, n: int, bf16: bool, form: str, tb: int, ks: int, a: np.ndarray, b: np.ndarray, lbo: int, sbo: int
+    rocm: Backend,
+    n: int,
+    bf16: bool,
+    form: str,
+    tb: int,
+    ks: int,
+    a: np.ndarray,
+    b: np.ndarray,
+    lbo: int,
+    sbo: int,
+    swizzle: bool = False,
 ) -> np.ndarray:
     """The tile kernel's 64 x n fp32 result for A (64 x 16 ks) and B (K x n) as fp16/bf16 (B^T given where tb is 0)."""
     dt = ml_dtypes.bfloat16 if bf16 else np.float16
     a_dev = eager.to_device(np.ascontiguousarray(a.astype(dt)), rocm)
     b_dev = eager.to_device(np.ascontiguousarray((b if tb else b.T).astype(dt)), rocm)
     out = eager.to_device(np.full((64, n), np.nan, np.float32), rocm)
-    name = tile_kernel_name(n, bf16, form, tb, ks)
-    function = rocm.function(tile_source(n, bf16, form, tb, ks), name, 0, arch_specific=True)  # type: ignore[attr-defined]
+    name = tile_kernel_name(n, bf16, form, tb, ks, swizzle)
+    source = tile_source(n, bf16, form, tb, ks, swizzle)
+    function = rocm.function(source, name, 0, arch_specific=True)  # type: ignore[attr-defined]
     values = [KernelArgs.pointer(x.address) for x in (a_dev, b_dev, out)] + [ctypes.c_int(lbo), ctypes.c_int(sbo)]
     args = KernelArgs(values)
     rocm.provider.launch(function, (1, 1, 1), (128, 1, 1), 0, 0, args.address)  # type: ignore[attr-defined]
@@ -99,23 +110,38 @@ def run_tile(
     return np.asarray(out.numpy(), np.float32)
 
 
-@pytest.mark.parametrize(("n", "bf16", "form", "tb", "ks"), TILE_CASES)
-def test_wgmma_tile_matches_numpy(hopper: Backend, n: int, bf16: bool, form: str, tb: int, ks: int) -> None:
-    """One warpgroup's m64n``n``k16 steps: exact on small integers; a layout error names its pattern."""
-    rng = _rng("tile", n, bf16, form, tb, ks)
+def _check_tile(hopper: Backend, n: int, bf16: bool, form: str, tb: int, ks: int, swizzle: bool) -> None:
+    """The tile kernel against NumPy on small integers; on a mismatch, the map and the LBO/SBO swap hint."""
+    rng = _rng("tile", n, bf16, form, tb, ks, swizzle)
     kd = 16 * ks
     a = rng.integers(-8, 9, (64, kd)).astype(np.float32)
     b = rng.integers(-8, 9, (kd, n)).astype(np.float32)
-    want = a @ b  # |sums| <= 64 * 32: exact in fp32, and every input exact in fp16 and bf16
-    lbo, sbo = (n * 16, 128) if tb else (128, kd * 16)
-    got = run_tile(hopper, n, bf16, form, tb, ks, a, b, lbo, sbo)
+    want = a @ b  # |sums| <= 128 * 64: exact in fp32, and every input exact in fp16 and bf16
+    if swizzle:  # K-major: LBO unused, SBO the next 8 rows; N-major: LBO the next 64 columns, SBO the next 8 K rows
+        lbo, sbo = (kd * 128, 1024) if tb else (16, 1024)
+    else:
+        lbo, sbo = (n * 16, 128) if tb else (128, kd * 16)
+    got = run_tile(hopper, n, bf16, form, tb, ks, a, b, lbo, sbo, swizzle)
     if not np.array_equal(got, want):
-        swapped = run_tile(hopper, n, bf16, form, tb, ks, a, b, sbo, lbo)
+        swapped = run_tile(hopper, n, bf16, form, tb, ks, a, b, sbo, lbo, swizzle)
         hint = "matches" if np.array_equal(swapped, want) else "does not match either"
+        layout = "128B swizzle" if swizzle else "no swizzle"
         pytest.fail(
-            f"wgmma {form} m64n{n}k16 x{ks} {'bf16' if bf16 else 'f16'} B {'N' if tb else 'K'}-major "
+            f"wgmma {form} m64n{n}k16 x{ks} {'bf16' if bf16 else 'f16'} B {'N' if tb else 'K'}-major, {layout} "
             f"(LBO {lbo}, SBO {sbo}):\n{mismatch(got, want)}\nwith B's LBO and SBO swapped the result {hint}"
         )
+
+
+@pytest.mark.parametrize(("n", "bf16", "form", "tb", "ks"), TILE_CASES)
+def test_wgmma_tile_matches_numpy(hopper: Backend, n: int, bf16: bool, form: str, tb: int, ks: int) -> None:
+    """One warpgroup's m64n``n``k16 steps: exact on small integers; a layout error names its pattern."""
+    _check_tile(hopper, n, bf16, form, tb, ks, False)
+
+
+@pytest.mark.parametrize(("n", "bf16", "form", "tb", "ks"), SWIZZLED_TILE_CASES)
+def test_wgmma_swizzled_tile_matches_numpy(hopper: Backend, n: int, bf16: bool, form: str, tb: int, ks: int) -> None:
+    """The same in the 128-byte-swizzled layout (K 128: the k16 step crossing into the second column block)."""
+    _check_tile(hopper, n, bf16, form, tb, ks, True)
 
 
 # ----------------------------------------------------------------------------- the flash kernel
@@ -152,6 +178,25 @@ CASES = [
     ("bfloat16", 64, 3, "wg2k64b2p", "BSND", 1, 4, 2, 610, 610),
     ("float16", 64, 0, "wg2k64b2", "BNSD", 1, 2, 1, 333, 444),
     ("bfloat16", 128, 3, "wg1k64p", "BSND", 1, 2, 2, 130, 130),  # two tiles: the pipeline's shortest full run
+    # the 128-byte-swizzled layout (suffix s)
+    ("bfloat16", 128, 3, "wg2k128s", "BSND", 2, 4, 2, 1000, 1250),
+    ("bfloat16", 128, 3, "wg2k128ps", "BSND", 2, 4, 2, 1000, 1250),
+    ("float16", 128, 0, "wg2k128ps", "BNSD", 1, 2, 2, 700, 900),
+    ("bfloat16", 64, 2, "wg2k128s", "BNSD", 2, 4, 1, 777, 777),
+    ("bfloat16", 64, 2, "wg2k128ps", "BNSD", 2, 4, 1, 777, 777),
+    ("float16", 64, 3, "wg1k64s", "BNSD", 1, 4, 2, 300, 530),
+    ("bfloat16", 128, 0, "wg1k64ps", "BSND", 1, 2, 1, 190, 250),
+    ("bfloat16", 64, 0, "wg2k128ps", "BNSD", 1, 2, 2, 50, 70),
+    ("float16", 128, 3, "wg2k128s", "BNSD", 1, 2, 2, 900, 400),
+    ("bfloat16", 64, 3, "wg2k64b2ps", "BSND", 1, 4, 2, 610, 610),
+    ("float16", 64, 0, "wg2k64b2s", "BNSD", 1, 2, 1, 333, 444),
+    # three K/V buffers (suffix x3)
+    ("bfloat16", 128, 3, "wg2k128sx3", "BSND", 2, 4, 2, 1000, 1250),
+    ("float16", 64, 0, "wg2k128sx3", "BNSD", 1, 2, 2, 50, 70),  # one tile
+    ("bfloat16", 64, 3, "wg2k64b2sx3", "BSND", 1, 4, 2, 610, 610),
+    ("float16", 128, 0, "wg2k64sx3", "BNSD", 1, 2, 1, 200, 130),  # three tiles: every buffer once
+    ("bfloat16", 128, 0, "wg2k64sx3", "BSND", 1, 2, 1, 100, 128),  # two tiles
+    ("float16", 128, 3, "wg2k128x3", "BNSD", 1, 2, 2, 900, 400),  # no swizzle; empty rows
 ]
 
 
@@ -177,7 +222,7 @@ def test_wgmma_flash_matches_reference(
 @pytest.mark.parametrize("d", [64, 128])
 def test_wgmma_flash_windows_scales_and_sink(hopper: Backend, reference: Backend, d: int) -> None:
     rng = _rng("wg-more", d)
-    for config in ("wg2k128", "wg2k128p"):
+    for config in ("wg2k128", "wg2k128p", "wg2k128ps", "wg2k128sx3"):
         band = _args(rng, "float16", "BSND", 1, 2, 2, 600, 650, d, 4, preTokens=150, nextTokens=20)
         check_wgmma(hopper, reference, config, d, band, "sparse 4 band 150/20")
         for scale in (-0.3, 0.0):

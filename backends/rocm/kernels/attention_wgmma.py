@@ -18,8 +18,16 @@ into Q, ``|scale| log2 e`` into the exp2's FMA), exp2 is ``ex2.approx.ftz``.
 The ``p`` shapes (``wg2k128p``) run FlashAttention-3's intra-warpgroup pipeline instead: S(t + 1) and P(t) V(t)
 issued as consecutive batches, the softmax of tile t + 1 while P(t) V(t) runs (K copied two tiles ahead, V one).
 
+The ``s`` shapes (``wg2k128s``, ``wg2k128ps``, ``wg2k64b2ps``) keep Q, K and V in the 128-byte-swizzled layout
+(FlashAttention-3's, :func:`acl_rocm.kernels.wgmma.swizzled_offset`) instead: a tile is ``HEAD_DIM / 64`` blocks of 64
+columns, each ``rows`` rows of 128 bytes whose 16-byte chunks are XORed with ``row % 8`` (8-row atoms of 1024 bytes; the
+dynamic shared base aligned up to 1024 bytes at run time, 1 KiB more requested); descriptors in swizzle mode 1: Q and
+K K-major (SBO 1024, a k16 step 32 bytes inside a block), V N-major (LBO ``block_keys * 128``: the next 64 dims, SBO
+1024: the next 8 keys). The loaders' consecutive threads take consecutive 16-byte chunks of a row.
+
 Compiled for the arch-specific target (``sm_90a``: ``RocmBackend.function``'s ``arch_specific``); it runs
-only where chosen (``ACL_FLASH_CONFIG=wg2k128``, :class:`WgmmaConfig`) on an sm_90 device. Not measured yet.
+only where chosen (``ACL_FLASH_CONFIG=wg2k128``, :class:`WgmmaConfig`) on an sm_90 device.
+Measured on an H100 (2026-12-07): correct, 0.43x SDPA at best (``wg2k128``, D 128).
 """
 
 from __future__ import annotations
@@ -57,33 +65,62 @@ class WgmmaConfig:
     pipelined: bool = False
     """Suffix ``p``: S(t + 1) and P(t) V(t) issued together, the softmax of t + 1 beside P(t) V(t) (FlashAttention-3's
     intra-warpgroup overlap; K copied two tiles ahead)."""
+    swizzle: bool = False
+    """Suffix ``s``: Q, K and V in the 128-byte-swizzled shared layout (:func:`acl_rocm.kernels.wgmma.swizzled_offset`,
+    FlashAttention-3's) instead of the no-swizzle core matrices."""
+    stages: int = 2
+    """Suffix ``x3``: three K/V buffers (the plain loop only): tile t + 2 is copied while t is computed, the
+    copies two tiles to land instead of one."""
 
     def __str__(self) -> str:
         blocks = f"b{self.blocks}" if self.blocks != 1 else ""
-        return f"wg{self.groups}k{self.block_keys}{blocks}{'p' if self.pipelined else ''}"
+        flags = f"{'p' if self.pipelined else ''}{'s' if self.swizzle else ''}"
+        return f"wg{self.groups}k{self.block_keys}{blocks}{flags}{f'x{self.stages}' if self.stages != 2 else ''}"
 
     @classmethod
     def parse(cls, text: str) -> WgmmaConfig:
-        """``wg<groups>k<keys>[b<blocks>][p]`` (groups 1/2, keys 64/128, blocks 1/2, ``p`` pipelined); ValueError
-        for anything else."""
-        found = re.fullmatch(r"wg(\d+)k(\d+)(?:b(\d+))?(p?)", text.strip())
+        """``wg<groups>k<keys>[b<blocks>][p][s][x3]`` (groups 1/2, keys 64/128, blocks 1/2, ``p`` pipelined, ``s``
+        128-byte swizzle, ``x3`` three K/V buffers, not with ``p``); ValueError for anything else."""
+        found = re.fullmatch(r"wg(\d+)k(\d+)(?:b(\d+))?(p?)(s?)(?:x(\d+))?", text.strip())
         if found is None:
-            raise ValueError(f"wgmma config {text!r} is not wg<warpgroups>k<keys>[b<blocks>][p] (e.g. wg2k128)")
-        config = cls(int(found.group(1)), int(found.group(2)), int(found.group(3) or 1), found.group(4) == "p")
+            raise ValueError(f"wgmma config {text!r} is not wg<warpgroups>k<keys>[b<blocks>][p][s][x3] (e.g. wg2k128)")
+        groups, keys, blocks = int(found.group(1)), int(found.group(2)), int(found.group(3) or 1)
+        stages = int(found.group(6) or 2)
+        config = cls(groups, keys, blocks, found.group(4) == "p", found.group(5) == "s", stages)
         if config.groups not in (1, 2) or config.block_keys not in (64, 128) or config.blocks not in (1, 2):
             raise ValueError(f"wgmma config {text!r}: warpgroups 1/2, keys a tile 64/128, blocks 1/2")
+        if stages not in (2, 3) or (stages == 3 and config.pipelined):
+            raise ValueError(f"wgmma config {text!r}: K/V buffers 2 or 3 (x3 only without p)")
         return config
 
 
-_FA3: Final = (WgmmaConfig(2, 128), WgmmaConfig(2, 128, pipelined=True), WgmmaConfig(1, 64, pipelined=True))
-DEFAULTS: Final = {64: (*_FA3, WgmmaConfig(2, 64, 2, pipelined=True)), 128: _FA3}
-"""The shapes the ops bench times at each head dim on sm_90 (none measured on a GPU yet): FlashAttention-3's
-forward block (two warpgroups of 64 rows, 128-key tiles: one block a multiprocessor, 160 KiB of shared memory at D
-128), plain and pipelined (``p``); one warpgroup on 64-key tiles, pipelined (80 KiB at D 128: two independent blocks
-a multiprocessor); at D 64 two warpgroups on 64-key tiles, two blocks a multiprocessor, pipelined. Registers
-(``nvcc -Xptxas -v``, sm_90a, bf16; no spills, no serialised wgmma): D 128 ``wg2k128`` 206, ``wg2k128p`` 213,
-``wg1k64p`` 166; D 64 181, 181, 133, ``wg2k64b2p`` 126. Not listed: ``wg2k64b2`` at D 128 (128 registers: 48
-bytes spilled; pipelined, 164 bytes and serialised wgmma)."""
+_FA3: Final = (WgmmaConfig(2, 128), WgmmaConfig(2, 128, pipelined=True))
+_SW: Final = (
+    WgmmaConfig(2, 128, swizzle=True),
+    WgmmaConfig(2, 128, pipelined=True, swizzle=True),
+    WgmmaConfig(2, 128, swizzle=True, stages=3),
+)
+DEFAULTS: Final = {
+    64: (
+        *_FA3,
+        WgmmaConfig(2, 64, 2, pipelined=True),
+        *_SW,
+        WgmmaConfig(2, 64, 2, pipelined=True, swizzle=True),
+        WgmmaConfig(2, 64, 2, swizzle=True, stages=3),
+    ),
+    128: (*_FA3, *_SW),
+}
+"""The shapes the ops bench times at each head dim on sm_90: FlashAttention-3's forward block (two warpgroups of 64
+rows, 128-key tiles: one block a multiprocessor, 160 KiB of shared memory at D 128), plain and pipelined (``p``); at
+D 64 two warpgroups on 64-key tiles, two blocks a multiprocessor, pipelined; each again in the 128-byte-swizzled
+layout (``s``), and the plain swizzled loop with three K/V buffers (``x3``: 225 KiB at D 128). Registers (``nvcc
+-Xptxas -v``, sm_90a, bf16; no spills, no serialised wgmma): D 128 ``wg2k128`` 206, ``wg2k128p`` 213, ``wg1k64p``
+166, ``wg2k128s`` 208, ``wg2k128ps`` 213, ``wg2k128sx3`` 204; D 64 181, 181, 133, ``wg2k64b2p`` 126, ``wg2k128s``
+168, ``wg2k128ps`` 174, ``wg2k64b2ps`` 127, ``wg2k128sx3`` 168, ``wg2k64b2sx3`` 120. Measured (H100, 2026-12-07,
+S 4096 causal, D 128): ``wg2k128`` 0.43x SDPA, ``wg2k128p`` 0.42x, ``wg1k64p`` 0.25x (so no longer timed), the
+mma.sync default 0.39x; D 64 S 1024: ``wg2k64b2p`` 0.40x, the mma.sync default 0.40x; the ``s`` and ``x3`` shapes
+not yet. Not listed: ``wg2k64b2`` at D 128 (128 registers: 48 bytes spilled; pipelined, 164 bytes and serialised
+wgmma)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +136,10 @@ class WgmmaInstance:
     """``__launch_bounds__``' minimum blocks a multiprocessor."""
     pipelined: bool = False
     """The software-pipelined loop (:attr:`WgmmaConfig.pipelined`)."""
+    swizzle: bool = False
+    """The 128-byte-swizzled shared layout (:attr:`WgmmaConfig.swizzle`)."""
+    stages: int = 2
+    """K/V buffers (:attr:`WgmmaConfig.stages`)."""
 
     @property
     def rows(self) -> int:
@@ -112,13 +153,15 @@ class WgmmaInstance:
 
     @property
     def shared_bytes(self) -> int:
-        """Dynamic shared memory: Q, then two K and two V tiles (16-bit elements)."""
-        return (self.rows + 4 * self.block_keys) * self.head_dim * 2
+        """Dynamic shared memory: Q, then ``stages`` K and as many V tiles (16-bit elements); swizzled, 1 KiB more
+        (the base aligned up to 1024 bytes at run time)."""
+        tiles = self.rows + 2 * self.stages * self.block_keys
+        return tiles * self.head_dim * 2 + (1024 if self.swizzle else 0)
 
     @property
     def config(self) -> WgmmaConfig:
         """Its block shape."""
-        return WgmmaConfig(self.groups, self.block_keys, self.blocks, self.pipelined)
+        return WgmmaConfig(self.groups, self.block_keys, self.blocks, self.pipelined, self.swizzle, self.stages)
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -151,10 +194,31 @@ _BODY: Final = r"""
 #define THREADS (128 * GROUPS)
 #define IS_BF16 @BF16@
 #define PIPE @PIPE@
+#define STAGES @STAGES@
+#define SWZ @SWZ@
 #define SREGS (BC / 2)
 #define OREGS (HEAD_DIM / 2)
 #define ROW_BYTES (HEAD_DIM * 16)  // an 8-row group of a tile: HEAD_DIM / 8 core matrices of 128 bytes
 typedef @S@ elem_t;
+#if SWZ
+// 128-byte swizzle (tiles 1024-byte aligned): a tile of R rows is HEAD_DIM / 64 blocks of 64 columns, R rows of 128
+// bytes each; chunk c of a row r at chunk c ^ (r % 8). K-major Q, K: SBO 1024 (LBO unused), a k16 step +32 bytes
+// inside a block, R * 128 bytes a block; V (N-major): LBO BC * 128 (the next 64 dims), SBO 1024 (the next 8 keys),
+// a k16 step +16 keys (2048 bytes). Descriptor steps in 16-byte units.
+#define Q_STEP(kk) (((kk) / 4) * (BR * 8) + ((kk) % 4) * 2)
+#define K_STEP(kk) (((kk) / 4) * (BC * 8) + ((kk) % 4) * 2)
+#define V_STEP(kt) ((kt) * 128)
+#define DESC_QK(p) acl_wg_desc_sw128(p, 16, 1024)
+#define DESC_V(p) acl_wg_desc_sw128(p, BC * 128, 1024)
+#define Q_WG_OFFSET (64 * 64)  // a warpgroup's 64 rows of each column block
+#else
+#define Q_STEP(kk) (16 * (kk))
+#define K_STEP(kk) (16 * (kk))
+#define V_STEP(kt) ((kt) * (2 * ROW_BYTES / 16))
+#define DESC_QK(p) acl_wg_desc(p, 128, ROW_BYTES)
+#define DESC_V(p) acl_wg_desc(p, ROW_BYTES, 128)
+#define Q_WG_OFFSET (64 * HEAD_DIM)
+#endif
 @ATTN_STRUCT@
 @GRID_STRUCT@
 
@@ -164,12 +228,21 @@ typedef @S@ elem_t;
 ACL_DEV void wg_load(unsigned short* dst, const elem_t* src, long long s_row, long long row0, int rows,
                      long long limit) {
   const int chunks = HEAD_DIM / 8;
+#if SWZ  // consecutive threads take consecutive chunks of a row: 8 of them one swizzled 128-byte row (conflict-free)
+  for (int i = threadIdx.x; i < rows * chunks; i += THREADS) {
+    const int c = i % chunks, r = i / chunks;
+    const bool ok = row0 + r < limit;
+    const int at = (c / 8) * rows * 64 + r * 64 + ((c % 8) ^ (r % 8)) * 8;
+    acl_cp_async16(dst + at, src + (ok ? row0 + r : 0) * s_row + 8 * c, ok);
+  }
+#else
   for (int i = threadIdx.x; i < rows * chunks; i += THREADS) {
     const int rr = i % 8, c = (i / 8) % chunks, rg = i / (8 * chunks);
     const int r = 8 * rg + rr;
     const bool ok = row0 + r < limit;
     acl_cp_async16(dst + ((rg * chunks + c) * 8 + rr) * 8, src + (ok ? row0 + r : 0) * s_row + 8 * c, ok);
   }
+#endif
 }
 
 ACL_DEV float wg_exp2(float x) {
@@ -192,14 +265,15 @@ ACL_DEV void wg_keep_p(unsigned (&pa)[BC / 16][4]) {
 // S = Q K^T issued as one batch (raw scores: the scale is in the exp2's FMA); the caller fences before, waits after
 ACL_DEV void wg_scores(float (&sc)[SREGS], const unsigned long long q_desc, const unsigned long long k_desc) {
 #pragma unroll
-  for (int kk = 0; kk < HEAD_DIM / 16; ++kk) acl_wg_ss_n@BC@_@T@<0, 0>(sc, q_desc + 16 * kk, k_desc + 16 * kk, kk);
+  for (int kk = 0; kk < HEAD_DIM / 16; ++kk)
+    acl_wg_ss_n@BC@_@T@<0, 0>(sc, q_desc + Q_STEP(kk), k_desc + K_STEP(kk), kk);
   acl_wg_commit();
 }
 
 // O += P V issued as one batch (V N-major: imm-trans-b 1; a k16 step is two 8-key row groups)
 ACL_DEV void wg_pv(float (&o)[OREGS], const unsigned (&pa)[BC / 16][4], const unsigned long long v_desc) {
 #pragma unroll
-  for (int kt = 0; kt < BC / 16; ++kt) acl_wg_rs_n@D@_@T@<1>(o, pa[kt], v_desc + kt * (2 * ROW_BYTES / 16), 1);
+  for (int kt = 0; kt < BC / 16; ++kt) acl_wg_rs_n@D@_@T@<1>(o, pa[kt], v_desc + V_STEP(kt), 1);
   acl_wg_commit();
 }
 
@@ -261,9 +335,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, @MINB@) @NAME@(
     elem_t* __restrict__ out, float* __restrict__ smax, float* __restrict__ ssum, float* __restrict__ lse,
     const @SINK_S@* __restrict__ sink) {
   extern __shared__ AclVec<unsigned, 4> smem_raw[];  // (BR + 4 BC) * HEAD_DIM 16-bit elements
+#if SWZ  // 1024-byte aligned (the swizzle pattern follows address bits 4-9; the launch gives 1 KiB more)
+  unsigned short* const qs = (unsigned short*)smem_raw + ((1024u - (acl_wg_smem(smem_raw) & 1023u)) & 1023u) / 2;
+#else
   unsigned short* const qs = (unsigned short*)smem_raw;
-  unsigned short* const ks = qs + BR * HEAD_DIM;       // two K tiles
-  unsigned short* const vs = ks + 2 * BC * HEAD_DIM;   // two V tiles
+#endif
+  unsigned short* const ks = qs + BR * HEAD_DIM;            // STAGES K tiles
+  unsigned short* const vs = ks + STAGES * BC * HEAD_DIM;   // STAGES V tiles
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
   const float inf = __uint_as_float(0x7f800000u);
   const long long x = blockIdx.x;
@@ -291,8 +369,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, @MINB@) @NAME@(
   if (tiles > 1) wg_load(ks + BC * HEAD_DIM, kh, m.k[2], kv0 + BC, BC, m.kv_len);  // K runs two tiles ahead
 #endif
   acl_cp_async_commit();
+#if STAGES == 3  // and K(1), V(1): one group a tile from here on, so that a wait leaves the newest in flight
+  if (tiles > 1) {
+    wg_load(ks + BC * HEAD_DIM, kh, m.k[2], kv0 + BC, BC, m.kv_len);
+    wg_load(vs + BC * HEAD_DIM, vh, m.v[2], kv0 + BC, BC, m.kv_len);
+  }
+  acl_cp_async_commit();
+#endif
   if (scale_arg < 0.0) {  // Q negated (exactly), so that raw scores are scaled by |scale|
-    acl_cp_async_wait<1>();
+    acl_cp_async_wait<STAGES - 1>();
     __syncthreads();
     for (int i = tid; i < BR * HEAD_DIM; i += THREADS) qs[i] ^= 0x8000u;
   }
@@ -312,24 +397,38 @@ extern "C" __global__ void __launch_bounds__(THREADS, @MINB@) @NAME@(
 
   // descriptors (no swizzle): Q and K K-major (LBO 128: the next 8 dims; SBO: the next 8 rows), V N-major
   // (LBO: the next 8 keys; SBO 128: the next 8 dims). A k16 step: +256 bytes (Q, K), +2 ROW_BYTES (V).
-  const unsigned long long q_desc = acl_wg_desc(qs + 64 * wg * HEAD_DIM, 128, ROW_BYTES);
+  const unsigned long long q_desc = DESC_QK(qs + wg * Q_WG_OFFSET);
 
 #if !PIPE
   for (long long t = 0; t < tiles; ++t) {
     const long long j0 = kv0 + t * BC;
-    unsigned short* const kts = ks + (t & 1) * BC * HEAD_DIM;
-    unsigned short* const vts = vs + (t & 1) * BC * HEAD_DIM;
+    const int cur = (int)(t % STAGES);
+    unsigned short* const kts = ks + cur * BC * HEAD_DIM;
+    unsigned short* const vts = vs + cur * BC * HEAD_DIM;
+#if STAGES == 3
+    acl_cp_async_wait<1>();  // K(t) and V(t) landed (copied while tiles t - 2, t - 1 were computed); t + 1 may fly
+#else
     acl_cp_async_wait<0>();  // K(t) and V(t) landed (copied while tile t - 1 was computed)
+#endif
     acl_fence_proxy_async();
-    __syncthreads();  // K(t), V(t) visible to wgmma; every warpgroup is done with tile t - 1, whose buffers take t + 1
+    __syncthreads();  // K(t), V(t) visible to wgmma; every warpgroup is done with tile t - 1 (its buffers: the next)
+#if STAGES == 3
+    if (t + 2 < tiles) {
+      const int nxt = cur == 0 ? 2 : cur - 1;  // (t + 2) % 3: tile t - 1's buffers
+      wg_load(ks + nxt * BC * HEAD_DIM, kh, m.k[2], j0 + 2 * BC, BC, m.kv_len);
+      wg_load(vs + nxt * BC * HEAD_DIM, vh, m.v[2], j0 + 2 * BC, BC, m.kv_len);
+    }
+    acl_cp_async_commit();  // every tile, empty or not: the wait above counts one group a tile
+#else
     if (t + 1 < tiles) {
       wg_load(ks + ((t + 1) & 1) * BC * HEAD_DIM, kh, m.k[2], j0 + BC, BC, m.kv_len);
       wg_load(vs + ((t + 1) & 1) * BC * HEAD_DIM, vh, m.v[2], j0 + BC, BC, m.kv_len);
       acl_cp_async_commit();
     }
+#endif
     float sc[SREGS];
     acl_wg_fence();
-    wg_scores(sc, q_desc, acl_wg_desc(kts, 128, ROW_BYTES));
+    wg_scores(sc, q_desc, DESC_QK(kts));
     acl_wg_wait<0>();
     wg_keep(sc);
     unsigned pa[BC / 16][4];
@@ -342,7 +441,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, @MINB@) @NAME@(
     wg_keep(o);
     wg_keep_p(pa);
     acl_wg_fence();
-    wg_pv(o, pa, acl_wg_desc(vts, ROW_BYTES, 128));
+    wg_pv(o, pa, DESC_V(vts));
     acl_wg_wait<0>();
     wg_keep(o);
     wg_keep_p(pa);  // live until the products that read it are done
@@ -361,7 +460,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, @MINB@) @NAME@(
     __syncthreads();
     float sc[SREGS];
     acl_wg_fence();
-    wg_scores(sc, q_desc, acl_wg_desc(ks, 128, ROW_BYTES));
+    wg_scores(sc, q_desc, DESC_QK(ks));
     acl_wg_wait<0>();
     wg_keep(sc);
     float alpha[2];
@@ -382,8 +481,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, @MINB@) @NAME@(
     wg_keep_p(pa);
     acl_wg_fence();
     // S(t + 1) is issued on the last tile too (on a stale K buffer, its scores unused): no branch inside the batch
-    wg_scores(sc, q_desc, acl_wg_desc(ks + ((t + 1) & 1) * BC * HEAD_DIM, 128, ROW_BYTES));
-    wg_pv(o, pa, acl_wg_desc(vs + (t & 1) * BC * HEAD_DIM, ROW_BYTES, 128));
+    wg_scores(sc, q_desc, DESC_QK(ks + ((t + 1) & 1) * BC * HEAD_DIM));
+    wg_pv(o, pa, DESC_V(vs + (t & 1) * BC * HEAD_DIM));
     acl_wg_wait<1>();  // S(t + 1) done (batches complete in order); P(t) V(t) may still run
     wg_keep(sc);
     if (next) {
@@ -448,6 +547,8 @@ def wgmma_flash_source(inst: WgmmaInstance) -> str:
         or inst.groups not in (1, 2)
         or inst.block_keys not in (64, 128)
         or inst.blocks not in (1, 2)
+        or inst.stages not in (2, 3)
+        or (inst.stages == 3 and inst.pipelined)
     ):
         raise ValueError(f"no wgmma flash kernel for {inst}")
     if inst.shared_bytes * inst.blocks > SHARED_LIMIT:
@@ -461,6 +562,8 @@ def wgmma_flash_source(inst: WgmmaInstance) -> str:
         "@GROUPS@": str(inst.groups),
         "@MINB@": str(inst.blocks),
         "@PIPE@": "1" if inst.pipelined else "0",
+        "@STAGES@": str(inst.stages),
+        "@SWZ@": "1" if inst.swizzle else "0",
         "@BC@": str(inst.block_keys),
         "@BF16@": "true" if inst.dtype == D.ACL_BF16 else "false",
         "@T@": "bf16" if inst.dtype == D.ACL_BF16 else "f16",

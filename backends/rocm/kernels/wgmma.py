@@ -53,6 +53,23 @@ def interleaved_offset(row: int, col: int, cols: int) -> int:
     return ((row // 8) * (cols // 8) + col // 8) * 64 + (row % 8) * 8 + col % 8
 
 
+def swizzled_offset(row: int, col: int, rows: int) -> int:
+    """The element offset of (row, col) in a 128-byte-swizzled tile of ``rows`` rows of 16-bit elements.
+
+    Columns go in blocks of 64 (128 bytes: one swizzle atom's row), a block's ``rows`` rows 128 bytes apart and
+    blocks ``rows * 128`` bytes apart; within an 8-row x 128-byte atom (1024 bytes, 1024-byte aligned) the
+    16-byte chunk ``col % 64 / 8`` of row ``row`` sits at chunk ``(col % 64 / 8) ^ (row % 8)``.
+    """
+    return (col // 64) * rows * 64 + row * 64 + ((((col % 64) // 8) ^ (row % 8)) * 8) + col % 8
+
+
+def kmajor_step(kstep: int, rows: int, swizzle: bool) -> int:
+    """The descriptor advance (16-byte units) of k16 step ``kstep`` of a K-major operand of ``rows`` rows (the
+    no-swizzle layout: 256 bytes a step; 128-byte swizzle: 32 bytes within a 64-column block, ``rows * 128``
+    bytes a block)."""
+    return (kstep // 4) * (rows * 8) + (kstep % 4) * 2 if swizzle else 16 * kstep
+
+
 def acc_owner(thread: int, i: int) -> tuple[int, int]:
     """(row, column) of accumulator element ``i`` of warpgroup thread ``thread`` (m64nNk16, fp32)."""
     warp, lane = divmod(thread, 32)
@@ -76,9 +93,11 @@ def desc_fields(desc: int) -> dict[str, int]:
     }
 
 
-def make_desc(address: int, lbo: int, sbo: int) -> int:
-    """The descriptor ``acl_wg_desc`` builds (the Python twin, for tests): no swizzle, base offset 0."""
-    return ((address & 0x3FFFF) >> 4) | (((lbo & 0x3FFFF) >> 4) << 16) | (((sbo & 0x3FFFF) >> 4) << 32)
+def make_desc(address: int, lbo: int, sbo: int, swizzle: int = 0) -> int:
+    """The descriptor ``acl_wg_desc`` (``swizzle`` 0) or ``acl_wg_desc_sw128`` (1) builds (the Python twin, for
+    tests): base offset 0."""
+    desc = ((address & 0x3FFFF) >> 4) | (((lbo & 0x3FFFF) >> 4) << 16) | (((sbo & 0x3FFFF) >> 4) << 32)
+    return desc | (swizzle << 62)
 
 
 _COMMON: Final = r"""
@@ -93,6 +112,15 @@ ACL_DEV unsigned long long acl_wg_desc(const void* smem, unsigned lbo, unsigned 
   const unsigned addr = acl_wg_smem(smem);
   return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)((lbo & 0x3FFFFu) >> 4) << 16) |
          ((unsigned long long)((sbo & 0x3FFFFu) >> 4) << 32);
+}
+// a 128-byte-swizzle operand descriptor (mode 1 in bits 62-63); the tile 1024-byte aligned. K-major: LBO unused,
+// SBO 1024 (the next 8 rows); MN-major: LBO the next 64 MN elements' block, SBO 1024 (the next 8 K rows)
+ACL_DEV unsigned long long acl_wg_desc_sw128(const void* smem, unsigned lbo, unsigned sbo) {
+  return acl_wg_desc(smem, lbo, sbo) | (1ull << 62);
+}
+// the element offset of (row, col) in a 128-byte-swizzled tile of `rows` rows (swizzled_offset's twin)
+ACL_DEV int acl_wg_sw128(int row, int col, int rows) {
+  return (col / 64) * rows * 64 + row * 64 + ((((col % 64) / 8) ^ (row % 8)) * 8) + col % 8;
 }
 ACL_DEV void acl_wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 ACL_DEV void acl_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
@@ -138,60 +166,87 @@ def wgmma_source(ns: tuple[int, ...] = WGMMA_N) -> str:
     return "\n".join(parts)
 
 
-def tile_kernel_name(n: int, bf16: bool, form: str, trans_b: int, ksteps: int) -> str:
+def tile_kernel_name(n: int, bf16: bool, form: str, trans_b: int, ksteps: int, swizzle: bool = False) -> str:
     """The name of :func:`tile_source`'s kernel."""
-    return f"acl_wg_tile_{form}_n{n}_{'bf16' if bf16 else 'f16'}_tb{trans_b}_k{16 * ksteps}"
+    sw = "_sw128" if swizzle else ""
+    return f"acl_wg_tile_{form}_n{n}_{'bf16' if bf16 else 'f16'}_tb{trans_b}_k{16 * ksteps}{sw}"
 
 
-def tile_source(n: int, bf16: bool, form: str, trans_b: int, ksteps: int) -> str:
+def tile_source(n: int, bf16: bool, form: str, trans_b: int, ksteps: int, swizzle: bool = False) -> str:
     """A one-warpgroup kernel computing ``D[64 x n] = A[64 x 16 ksteps] B`` with one wgmma per k16 step (tests).
 
     Arguments: ``a`` (row-major 64 x K), ``b`` (``trans_b`` 0: row-major n x K, B's transpose, K-major; 1:
     row-major K x n, N-major), ``d`` (row-major 64 x n fp32), and B's descriptor strides ``lbo_b`` / ``sbo_b``
     in bytes (runtime: a test can try the other reading of them). A and B are staged in shared memory in the
-    no-swizzle layout (:func:`interleaved_offset`); A goes by descriptor (``form`` "ss", LBO 128, SBO K * 16) or
-    from registers in the fragment layout (``form`` "rs"); every thread stores its accumulator elements where
-    :func:`acc_owner` says they belong. Only the first 128 threads of the launch take part.
+    no-swizzle layout (:func:`interleaved_offset`) or, with ``swizzle``, the 128-byte-swizzled one
+    (:func:`swizzled_offset`, 1024-byte aligned; K 128 too: two column blocks); A goes by descriptor (``form``
+    "ss": no swizzle LBO 128, SBO K * 16; swizzled SBO 1024) or from registers in the fragment layout (``form``
+    "rs"); every thread stores its accumulator elements where :func:`acc_owner` says they belong. Only the
+    first 128 threads of the launch take part.
     """
     from acl_rocm.kernels.mma import MMA_SOURCE
     from acl_rocm.kernels.prelude import PRELUDE
 
-    if form not in ("ss", "rs") or trans_b not in (0, 1) or ksteps not in (1, 2, 4):
-        raise ValueError(f"no wgmma tile kernel for {form} trans_b={trans_b} ksteps={ksteps}")
+    allowed = (1, 2, 4, 8) if swizzle else (1, 2, 4)
+    if form not in ("ss", "rs") or trans_b not in (0, 1) or ksteps not in allowed:
+        raise ValueError(f"no wgmma tile kernel for {form} trans_b={trans_b} ksteps={ksteps} swizzle={swizzle}")
+    if (64 + n) * 16 * ksteps * 2 + 1024 > 48 * 1024:
+        raise ValueError(f"the wgmma tile kernel n={n} ksteps={ksteps} needs more than 48 KiB of static shared memory")
     t = "bf16" if bf16 else "f16"
     call = (
-        f"acl_wg_ss_n{n}_{t}<0, {trans_b}>(d, desc_a + 16 * ks, desc_b + b_step * ks, ks)"
+        f"acl_wg_ss_n{n}_{t}<0, {trans_b}>(d, desc_a + A_STEP(ks), desc_b + B_STEP(ks), ks)"
         if form == "ss"
-        else f"acl_wg_rs_n{n}_{t}<{trans_b}>(d, af[ks], desc_b + b_step * ks, ks)"
+        else f"acl_wg_rs_n{n}_{t}<{trans_b}>(d, af[ks], desc_b + B_STEP(ks), ks)"
     )
     body = rf"""
 #define N {n}
 #define KS {ksteps}
 #define KD (16 * KS)
-extern "C" __global__ void __launch_bounds__(128, 1) {tile_kernel_name(n, bf16, form, trans_b, ksteps)}(
+#define SW {int(swizzle)}
+#define TB {trans_b}
+#if SW  // 128-byte swizzle: K-major steps 32 bytes inside a 64-column block, rows * 128 bytes a block
+#define KSTEP(ks, rows) (((ks) / 4) * ((rows) * 8) + ((ks) % 4) * 2)
+#define A_STEP(ks) KSTEP(ks, 64)
+#define B_STEP(ks) (TB ? (ks) * 128 : KSTEP(ks, N))
+#define OFF(r, c, cols, rows) acl_wg_sw128(r, c, rows)
+#define DESC acl_wg_desc_sw128
+#define A_LBO 16
+#define A_SBO 1024
+#else
+#define A_STEP(ks) (16 * (ks))
+#define B_STEP(ks) (TB ? (ks) * 2 * N : 16 * (ks))
+#define OFF(r, c, cols, rows) ((((r) / 8) * ((cols) / 8) + (c) / 8) * 64 + ((r) % 8) * 8 + (c) % 8)
+#define DESC acl_wg_desc
+#define A_LBO 128
+#define A_SBO (KD * 16)
+#endif
+extern "C" __global__ void __launch_bounds__(128, 1) {tile_kernel_name(n, bf16, form, trans_b, ksteps, swizzle)}(
     const unsigned short* __restrict__ a, const unsigned short* __restrict__ b, float* __restrict__ out,
     const int lbo_b, const int sbo_b) {{
-  __shared__ alignas(128) unsigned short as[64 * KD];
-  __shared__ alignas(128) unsigned short bs[N * KD];
+  __shared__ alignas(128) unsigned short raw[64 * KD + N * KD + 512];
+  // 1024-byte aligned (the swizzle pattern follows address bits 4-9)
+  unsigned short* const as = raw + ((1024u - (acl_wg_smem(raw) & 1023u)) & 1023u) / 2;
+  unsigned short* const bs = as + 64 * KD;
   const int tid = threadIdx.x;
   if (tid >= 128) return;
   for (int i = tid; i < 64 * KD; i += 128) {{  // A: rows along M, columns along K
     const int r = i / KD, c = i % KD;
-    as[((r / 8) * (KD / 8) + c / 8) * 64 + (r % 8) * 8 + c % 8] = a[i];
+    as[OFF(r, c, KD, 64)] = a[i];
   }}
   for (int i = tid; i < N * KD; i += 128) {{
-#if {trans_b}  // B row-major K x N: rows along K, columns along N (N-major)
-    const int r = i / N, c = i % N, cols = N;
+#if TB  // B row-major K x N: rows along K, columns along N (N-major)
+    const int r = i / N, c = i % N, cols = N, rows = KD;
 #else  // B^T row-major N x K: rows along N, columns along K (K-major)
-    const int r = i / KD, c = i % KD, cols = KD;
+    const int r = i / KD, c = i % KD, cols = KD, rows = N;
 #endif
-    bs[((r / 8) * (cols / 8) + c / 8) * 64 + (r % 8) * 8 + c % 8] = b[i];
+    (void)cols;
+    (void)rows;
+    bs[OFF(r, c, cols, rows)] = b[i];
   }}
   acl_fence_proxy_async();
   __syncthreads();
-  const unsigned long long desc_a = acl_wg_desc(as, 128, KD * 16);
-  const unsigned long long desc_b = acl_wg_desc(bs, lbo_b, sbo_b);
-  const unsigned long long b_step = {trans_b} ? 2 * N : 16;  // a k16 step in 16-byte units
+  const unsigned long long desc_a = DESC(as, A_LBO, A_SBO);
+  const unsigned long long desc_b = DESC(bs, lbo_b, sbo_b);
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, q = lane % 4;
   unsigned af[KS][4];
 #pragma unroll
