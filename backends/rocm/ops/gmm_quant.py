@@ -32,7 +32,6 @@ from acl_core.spec.ops.gmm_quant import QUANT_MAX, members
 from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.driver import handle
 from acl_rocm.kernels.gmm_quant import BLOCK_THREADS, GROUP_LIST_ENDS, Dequant, QuantRows
-from acl_rocm.kernels.grouped_matmul import GmmKernel
 from acl_rocm.kernels.prelude import PRELUDE
 from acl_rocm.launch import KernelArgs, LaunchConfig, launch_tensor, longs
 from acl_rocm.ops.matmul_variants import view
@@ -156,7 +155,7 @@ class GmmQuantRunner:
             runner.execute(
                 stream,
                 lambda _temps: runner.m_groups(x, views, acc),
-                GmmKernel(D.ACL_INT8, None, D.ACL_INT32),
+                runner.gemm(D.ACL_INT8, None, D.ACL_INT32),
                 group_list,
                 int(plan["list_type"]),
                 f"{launch.spec.name}: groupList is inconsistent with the rows of x",
@@ -216,7 +215,7 @@ class GmmQuantRunner:
             runner.execute(
                 stream,
                 lambda _temps: runner.m_groups(xq, views, acc),
-                GmmKernel(D.ACL_INT8, None, D.ACL_INT32),
+                runner.gemm(D.ACL_INT8, None, D.ACL_INT32),
                 group_list,
                 0,
                 f"{launch.spec.name}: groupList is inconsistent with the rows of x",
