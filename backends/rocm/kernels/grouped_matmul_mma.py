@@ -1,4 +1,5 @@
-"""The grouped GEMM of GroupedMatmulV5 on warp matrix instructions: fp16 / bf16 operands, fp32 accumulation.
+"""The grouped GEMM of GroupedMatmulV5 on warp matrix instructions: fp16 / bf16 operands, fp32 accumulation; and the
+grouped quantised ops' INT8 GEMM (exact INT32 accumulation and output, no bias).
 
 Same descriptor table, group-list pass and block-to-tile mapping as :class:`~acl_rocm.kernels.grouped_matmul.GmmKernel`
 (block ``b`` finds its group by binary search over the groups' first tiles, so empty groups cost
@@ -27,6 +28,14 @@ one block on the warp matrix layer (:mod:`acl_rocm.kernels.mma`). The block shap
   an operand that cannot take 16-byte copies: odd strides, K-group offsets, transposed x) are read one
   element at a time with zeros outside. The K loop starts at the group's first inner index rounded down
   to a multiple of 8, so aligned operands stay aligned whatever ``K0`` a K-group starts at.
+* INT8 (``GMM_I8``): the same tiles, slices and warps with the K counts in pairs of int8 (a ``bk`` slice holds
+  ``2 bk`` int8 of K; one ``acl_mma_i8`` per 16 pairs), both operands staged K-contiguous ([m][k] and
+  [n][k] bytes, the 16-bit layouts byte for byte). Three staging paths: an [N, K] weight (K contiguous) copied
+  16 bytes at a time like x; a [K, N] weight (N contiguous, the ND [E, K, N] of GroupedMatmulSwigluQuant) read
+  as 4-byte words, 4 x 4 byte blocks transposed in registers (``__byte_perm`` on NVIDIA) and stored as [n][k]
+  words, its loads issued before a slice's products and stored after them (x still by ``cp.async``); and byte
+  loads for anything else (K ranges off the 16-byte grid, strided views). The accumulators are int32 and
+  stored as they are: exact while K · 128 · 128 < 2^31 (K < 131072), the SIMT kernel's bound.
 * Epilogue: each accumulator element plus the bias (its own dtype, read per column) is rounded once to
   the output's dtype and written through the output's strides; the pipelined configurations store a
   lane's two adjacent columns as one access where the layout pairs them (NVIDIA) and the output's rows allow.

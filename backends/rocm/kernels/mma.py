@@ -1,4 +1,5 @@
-"""Warp-level matrix multiply-accumulate for kernel source: one 16x16x16 fp16/bf16 -> fp32 tile per warp.
+"""Warp-level matrix multiply-accumulate for kernel source: one 16x16x16 fp16/bf16 -> fp32 (or 16x32x16 int8 -> int32)
+tile per warp.
 
 :data:`MMA_SOURCE` (after the prelude) gives kernels a tile product ``C += A B`` with A 16x16 (M x K),
 B 16x16 (K x N) and C 16x16 fp32, spread over the warp in fragments whose per-lane ownership is
@@ -36,6 +37,14 @@ API (all warp-collective: every lane of the warp calls it):
   NVIDIA these are ``ldmatrix`` (``.trans`` for ``_kn``). ``acl_mma_gather_{a,b_kn,b_nk}`` take any
   pointer and alignment (element loads).
 * ``acl_mma<BF16>(c, a, b)``: ``c += a b`` (``BF16`` true: bf16 inputs, false: fp16).
+* ``acl_mma_i8(ci, a, b)``: ``ci += a b`` over int8, a 16 x 32 x 16 (M x K x N) tile into exact int32
+  (``AclMmaCi``: ``int x[ACL_MMA_C_ELEMS]``, the C layout above). Each 16-bit fragment element holds a pair
+  of int8 neighbours along K (A (m, k): bytes (m, 2k), (m, 2k + 1); B (k, n): (2k, n), (2k + 1, n)), so
+  K-contiguous int8 rows load with ``acl_mma_load_a`` / ``acl_mma_load_b_nk`` / the gathers as they are
+  (``ld`` in 16-bit units; there is no int8 ``_kn`` load). NVIDIA sm_80+: two ``mma.sync.m16n8k32.s8``
+  (``ACL_MMA_I8_HW`` 1), whose fragments are exactly these pairs; elsewhere, AMD included, the software
+  product in the layout's bookkeeping (``ACL_MMA_I8_HW`` 0: AMD's int8 matrix instructions differ in K and
+  fragments per generation and are not issued). Exact while a sum of products fits int32 (K < 2^17).
 * ``acl_mma_c_row / _col(lane, e)``; row slots: a lane's C elements cover ``ACL_MMA_C_SLOTS`` distinct
   rows, element ``e`` in slot ``acl_mma_c_slot(e)`` (row ``acl_mma_slot_row(lane, s)``); the
   ``ACL_MMA_ROW_LANES`` lanes that share a row differ in the low bits of the lane id, so a row

@@ -4,8 +4,9 @@
   a dense ND temporary by the layout family's NZ copy; float16 / bfloat16 or per-tensor-list weight
   scales are converted (exactly) into one FLOAT32 [E, N] temporary. The grouped GEMM's integer mode
   (:meth:`GroupedMatmulRunner.execute`, INT8 × INT8 into an exact INT32 temporary [M, N], the groups'
-  rows read from the device group list) is followed by one thread turning the group list into
-  cumulative row ends and by DequantSwigluQuant's kernel (:meth:`QuantVllmRunner.record_dsq`): the
+  rows read from the device group list; the matrix-instruction kernel where the runner's :meth:`gemm` picks it,
+  i.e. NVIDIA sm_80+ unless ``ACL_GMM_KERNEL=simt``, else the SIMT kernel) is followed by one thread turning
+  the group list into cumulative row ends and by DequantSwigluQuant's kernel (:meth:`QuantVllmRunner.record_dsq`): the
   dequantisation ``float32(acc) * w_scale[g] * x_scale``, SwiGLU in double and the per-row INT8
   quantisation, the very arithmetic the reference follows.
 * QuantGroupedMatmulDequant (and WeightNZ): one block per row quantises x into an INT8 temporary with
