@@ -341,24 +341,11 @@ class GroupedMatmulRunner:
         m, k = x.view_dims
         n = out.view_dims[1]
         p = GroupPlan(mode=MODE_M, axis=m)
+        # the per-call host path of the grouped quantised ops (64 groups and more): x's and out's fields once
+        common = {"X": _address(x), "OUT": _address(out), "K1": k, "N": n, "XSR": x.strides[0], "XSC": x.strides[1]}
+        common |= {"OSR": out.strides[0], "OSC": out.strides[1]}
         for w in weights:
-            p.rows.append(
-                _row(
-                    _address(x),
-                    _address(w),
-                    _address(out),
-                    None,
-                    (),
-                    K1=k,
-                    N=n,
-                    XSR=x.strides[0],
-                    XSC=x.strides[1],
-                    WSK=w.strides[0],
-                    WSN=w.strides[1],
-                    OSR=out.strides[0],
-                    OSC=out.strides[1],
-                )
-            )
+            p.rows.append({**common, "W": _address(w), "WSK": w.strides[0], "WSN": w.strides[1]})
         p.products.append((m, n, len(weights)))
         return p
 
