@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import shutil
+import subprocess
 from pathlib import Path
 
 import ml_dtypes
@@ -37,6 +39,7 @@ from acl_rocm.kernels.grouped_matmul_mma import (
     parse_config,
 )
 from acl_rocm.kernels.mma import LAYOUT_WARP, LAYOUTS
+from acl_rocm.kernels.prelude import compile_options
 from tests.rocm import kernel_emulator
 from tests.rocm.fake_provider import FakeProvider
 from tests.rocm.gemm_tolerance import gemm_tolerance
@@ -375,6 +378,28 @@ def test_int8_kernel_refuses_what_it_cannot_do() -> None:
     ):
         assert call in body
     assert "#define GMM_I8 0" in GmmMmaKernel(D.ACL_BF16, None).source()
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_each_operand_dtype_compiles_with_nvcc(tmp_path: Path, arch: str) -> None:
+    """The 16-bit and the int8 kernels (pipelined and legacy loops) compile; int8 issues m16n8k32.s8 on sm_80+."""
+    for dtype, bias, out in ((D.ACL_BF16, D.ACL_FLOAT, D.ACL_BF16), (D.ACL_INT8, None, D.ACL_INT32)):
+        for config in (DEFAULT, BASE):
+            kernel = GmmMmaKernel(dtype, bias, out, config=config)
+            path = tmp_path / f"{kernel.kernel_name}.cu"
+            path.write_text(kernel.source())
+            ptx = tmp_path / f"{kernel.kernel_name}.ptx"
+            done = subprocess.run(
+                ["nvcc", "-ptx", f"-arch={arch}", *compile_options(32), str(path), "-o", str(ptx)],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert done.returncode == 0, done.stderr
+            text = ptx.read_text()
+            assert ("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in text) == (dtype == D.ACL_INT8)
+            assert "mma.sync.aligned.m16n8k16" in text or dtype == D.ACL_INT8
 
 
 # ----------------------------------------------------------------------------- launches (fake provider)

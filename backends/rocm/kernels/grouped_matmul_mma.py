@@ -396,25 +396,6 @@ ACL_DEV void gmm_w8_store(gmm_u16* stage, const GmmW8& f) {
 }
 #endif
 
-// stage one slice: 16-byte copies (VEC) or element loads; int8: bytes (!VEC), both operands copied (VEC, NK) or
-// x copied and the [k][n] weight transposed through registers (VEC, !NK)
-template <bool NK, bool VEC> ACL_DEV void gmm_load(gmm_u16* stage, const GmmCopies& c, const GmmTile& t, long long kc) {
-#if GMM_I8
-  if (!VEC) {
-    gmm_load_bytes(stage, t, kc);
-  } else if (NK) {
-    gmm_load_vec<true>(stage, c, t, kc);
-  } else {
-    gmm_load_vec_a(stage, c, t, kc);
-    GmmW8 f;
-    gmm_w8_fetch(f, t, kc);
-    gmm_w8_store(stage, f);
-  }
-#else
-  if (VEC) gmm_load_vec<NK>(stage, c, t, kc);
-  else gmm_load_elements<NK>(stage, t, kc);
-#endif
-}
 
 // stage the [kc, kc + GMM_BK) slice one element at a time (any strides and alignment); zeros outside
 template <bool NK> ACL_DEV void gmm_load_elements(gmm_u16* stage, const GmmTile& t, long long kc) {
@@ -433,6 +414,26 @@ template <bool NK> ACL_DEV void gmm_load_elements(gmm_u16* stage, const GmmTile&
     const gmm_u16 v = (col < t.n && k >= t.k0 && k < t.k1) ? t.w[k * t.wsk + col * t.wsn] : (gmm_u16)0;
     sb[NK ? r * GMM_LDB_NK + s : r * GMM_LDB_KN + s] = v;
   }
+}
+
+// stage one slice: 16-byte copies (VEC) or element loads; int8: bytes (!VEC), both operands copied (VEC, NK) or
+// x copied and the [k][n] weight transposed through registers (VEC, !NK)
+template <bool NK, bool VEC> ACL_DEV void gmm_load(gmm_u16* stage, const GmmCopies& c, const GmmTile& t, long long kc) {
+#if GMM_I8
+  if (!VEC) {
+    gmm_load_bytes(stage, t, kc);
+  } else if (NK) {
+    gmm_load_vec<true>(stage, c, t, kc);
+  } else {
+    gmm_load_vec_a(stage, c, t, kc);
+    GmmW8 f;
+    gmm_w8_fetch(f, t, kc);
+    gmm_w8_store(stage, f);
+  }
+#else
+  if (VEC) gmm_load_vec<NK>(stage, c, t, kc);
+  else gmm_load_elements<NK>(stage, t, kc);
+#endif
 }
 
 // the warp's products over one staged slice
