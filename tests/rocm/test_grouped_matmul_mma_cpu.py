@@ -312,6 +312,7 @@ INT8_CASES = [
     # K 272: more slices than stages (the ring wraps), a 16-byte K tail
     *((1, name, 272) for name in CONFIGS if name not in ("base", "128x128x32-w2x2-s4")),
     (2, "128x128x32-w2x4-s4-b2", 160),
+    (1, "128x128x16-w2x4-s4", 96),  # 4-row units of the [K, N] weight (8 warps, 32 bytes of K a slice)
 ]
 
 

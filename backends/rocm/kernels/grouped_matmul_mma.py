@@ -33,7 +33,8 @@ one block on the warp matrix layer (:mod:`acl_rocm.kernels.mma`). The block shap
   [n][k] bytes, the 16-bit layouts byte for byte). Three staging paths: an [N, K] weight (K contiguous) copied
   16 bytes at a time like x; a [K, N] weight (N contiguous, the ND [E, K, N] of GroupedMatmulSwigluQuant) read
   as 4-byte words, 4 x 4 byte blocks transposed in registers (``__byte_perm`` on NVIDIA) and stored as [n][k]
-  words, its loads issued before a slice's products and stored after them (x still by ``cp.async``); and byte
+  vectors of 16 K-consecutive bytes (8 or 4 where the block has more threads than 16-row units: 8-warp blocks),
+  conflict-free, its loads issued before a slice's products and stored after them (x still by ``cp.async``); and byte
   loads for anything else (K ranges off the 16-byte grid, strided views). The accumulators are int32 and
   stored as they are: exact while K · 128 · 128 < 2^31 (K < 131072), the SIMT kernel's bound.
 * Epilogue: each accumulator element plus the bias (its own dtype, read per column) is rounded once to
@@ -344,13 +345,18 @@ ACL_DEV void gmm_load_bytes(gmm_u16* stage, const GmmTile& t, long long kc) {
     sb[r * 2 * GMM_LDB_NK + kk] = (col < t.n && k >= t.k08 && k < t.k18) ? t.w8[k * t.wsk8 + col * t.wsn8] : 0;
   }
 }
-// a [k][n] int8 weight (N contiguous, 4-byte words) staged as [n][k]: each thread reads 4 x 4 byte blocks (4 rows
-// of one 4-column word; a warp's 32 words cover 16 rows x 32 columns: whole 32-byte sectors), transposes them in
-// registers and stores 4 words of 4 K-consecutive bytes
-#define GMM_W8_KQ (GMM_KB / 4)
+// a [k][n] int8 weight (N contiguous, 4-byte words) staged as [n][k]: a thread's unit is GMM_W8_KR rows of one
+// 4-column word (K-consecutive units on consecutive lanes: a warp's loads cover whole 32-byte sectors of 4 rows when
+// GMM_W8_KR is 16); 4 x 4 byte blocks are transposed in registers and each of the 4 columns stored as one
+// GMM_W8_KR-byte vector (lanes of one store phase land on distinct banks with the padded rows)
+#define GMM_W8_KR                                                  \
+  ((GMM_KB / 16) * (GMM_BN / 4) % GMM_THREADS == 0   ? 16         \
+   : (GMM_KB / 8) * (GMM_BN / 4) % GMM_THREADS == 0 ? 8          \
+                                                     : 4)
+#define GMM_W8_KQ (GMM_KB / GMM_W8_KR)
 #define GMM_W8_UNITS (GMM_W8_KQ * (GMM_BN / 4) / GMM_THREADS)
 struct GmmW8 {
-  unsigned w[GMM_W8_UNITS][4];
+  unsigned w[GMM_W8_UNITS][GMM_W8_KR];  // row i of unit q: columns n .. n + 3
 };
 ACL_DEV unsigned gmm_perm(unsigned x, unsigned y, unsigned s) {
 #if defined(__CUDA_ARCH__)
@@ -368,11 +374,11 @@ ACL_DEV void gmm_w8_fetch(GmmW8& f, const GmmTile& t, long long kc) {
 #pragma unroll
   for (int q = 0; q < GMM_W8_UNITS; ++q) {
     const int u = tid + q * GMM_THREADS;
-    const int nq = u % 8 + 8 * (u / (8 * GMM_W8_KQ)), kq = (u / 8) % GMM_W8_KQ;
+    const int kq = u % GMM_W8_KQ, nq = u / GMM_W8_KQ;
     const long long col = t.col0 + 4 * nq;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const long long k = kb + 4 * kq + i;
+    for (int i = 0; i < GMM_W8_KR; ++i) {
+      const long long k = kb + GMM_W8_KR * kq + i;
       f.w[q][i] = (col < t.n && k >= t.k08 && k < t.k18) ? *(const unsigned*)(t.w8 + k * t.wsk8 + col) : 0u;
     }
   }
@@ -383,15 +389,21 @@ ACL_DEV void gmm_w8_store(gmm_u16* stage, const GmmW8& f) {
 #pragma unroll
   for (int q = 0; q < GMM_W8_UNITS; ++q) {
     const int u = tid + q * GMM_THREADS;
-    const int nq = u % 8 + 8 * (u / (8 * GMM_W8_KQ)), kq = (u / 8) % GMM_W8_KQ;
-    // word i holds row k + i's columns n .. n + 3; out word j: column n + j's rows k .. k + 3
-    const unsigned lo01 = gmm_perm(f.w[q][0], f.w[q][1], 0x5140u), hi01 = gmm_perm(f.w[q][0], f.w[q][1], 0x7362u);
-    const unsigned lo23 = gmm_perm(f.w[q][2], f.w[q][3], 0x5140u), hi23 = gmm_perm(f.w[q][2], f.w[q][3], 0x7362u);
-    unsigned char* p = sb + (4 * nq) * 2 * GMM_LDB_NK + 4 * kq;
-    *(unsigned*)(p) = gmm_perm(lo01, lo23, 0x5410u);
-    *(unsigned*)(p + 2 * GMM_LDB_NK) = gmm_perm(lo01, lo23, 0x7632u);
-    *(unsigned*)(p + 4 * GMM_LDB_NK) = gmm_perm(hi01, hi23, 0x5410u);
-    *(unsigned*)(p + 6 * GMM_LDB_NK) = gmm_perm(hi01, hi23, 0x7632u);
+    const int kq = u % GMM_W8_KQ, nq = u / GMM_W8_KQ;
+    AclVec<unsigned, GMM_W8_KR / 4> out[4];  // column n + j's rows k .. k + GMM_W8_KR - 1
+#pragma unroll
+    for (int m = 0; m < GMM_W8_KR / 4; ++m) {
+      const unsigned* w = f.w[q] + 4 * m;  // rows 4m .. 4m + 3
+      const unsigned lo01 = gmm_perm(w[0], w[1], 0x5140u), hi01 = gmm_perm(w[0], w[1], 0x7362u);
+      const unsigned lo23 = gmm_perm(w[2], w[3], 0x5140u), hi23 = gmm_perm(w[2], w[3], 0x7362u);
+      out[0].v[m] = gmm_perm(lo01, lo23, 0x5410u);
+      out[1].v[m] = gmm_perm(lo01, lo23, 0x7632u);
+      out[2].v[m] = gmm_perm(hi01, hi23, 0x5410u);
+      out[3].v[m] = gmm_perm(hi01, hi23, 0x7632u);
+    }
+    unsigned char* p = sb + (4 * nq) * 2 * GMM_LDB_NK + GMM_W8_KR * kq;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) *(AclVec<unsigned, GMM_W8_KR / 4>*)(p + j * 2 * GMM_LDB_NK) = out[j];
   }
 }
 #endif
