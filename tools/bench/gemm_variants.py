@@ -276,10 +276,11 @@ SWIGLU_QUANT_ROWS: tuple[tuple[str | None, str | None], ...] = (
     (None, None),
     ("simt", None),
     ("mma", "128x128x32-w2x4-s4-b2"),
-    ("mma", "128x64x32-w2x2-s4"),
+    ("mma", "64x128x32-w2x2-s4-b3"),
 )
 """The GroupedMatmulSwigluQuantV2 rows: (the integer grouped GEMM forced or None, the matrix kernel's
-``ACL_GMM_CONFIG`` or None); rows beyond the first are rocm only."""
+``ACL_GMM_CONFIG`` or None); rows beyond the first are rocm only (8 warps, two blocks an SM; 64-row tiles: less
+padding in groups of ~128 rows)."""
 
 
 def _grouped_swiglu_quant(
