@@ -294,6 +294,11 @@ def test_software_path_through_indexed_shuffles() -> None:
     c = np.full((16, 16), np.nan, dtype=np.float32)
     _run(GEMM, "mma_gemm", _options(1, plain=True), 32, a_bits, b_bits, c, 16, 16, 32, 0, 1)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-3)
+    a8 = rng.integers(-128, 128, (16, 64), dtype=np.int8)
+    b8 = rng.integers(-128, 128, (16, 64), dtype=np.int8)
+    c8 = np.full((16, 16), -1, dtype=np.int32)
+    _run(GEMM_I8, "mma_gemm_i8", _options(1, plain=True), 32, a8, b8, c8, 16, 16, 64, 0)
+    np.testing.assert_array_equal(c8, a8.astype(np.int64) @ b8.astype(np.int64).T + 7)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
