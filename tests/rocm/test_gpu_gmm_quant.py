@@ -161,3 +161,19 @@ def test_qgmmd_each_integer_gemm_kernel(rocm: Backend, reference: Backend, kerne
         assert runner.last_path == kernel
     finally:
         runner.forced_kernel = None
+
+
+@pytest.mark.parametrize("config", ["base", "128x128x32-w2x4-s4-b2", "64x128x32-w2x2-s4-b3", "128x128x16-w2x4-s4"])
+def test_gmmsq_matrix_kernel_configurations(rocm: Backend, reference: Backend, config: str) -> None:
+    """The int8 matrix kernel under other ``ACL_GMM_CONFIG`` shapes (legacy loop, 8 warps: 8-row and 4-row units of
+    the [K, N] weight, 64-row tiles), bit for bit."""
+    m, k, n, counts = KERNEL_SHAPES["emulated" if EMULATED else "gpu"]
+    args = _gmmsq(np.random.default_rng(9), m, k, n, counts)
+    runner = _force(rocm, "mma")
+    runner.forced_config = config
+    try:
+        runner.last_path = None
+        check(rocm, reference, "GroupedMatmulSwigluQuantV2", args, f"config {config}")
+        assert runner.last_path == "mma" and runner.last_config == config
+    finally:
+        runner.forced_kernel = runner.forced_config = None
