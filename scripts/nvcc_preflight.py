@@ -9,9 +9,9 @@ Usage: python scripts/nvcc_preflight.py [OP_PATTERN ...]   (fnmatch patterns; de
 The switches in :data:`SWITCHES` reach the backend from the environment (``ACL_GEMV=1``: small-M products compile
 the GEMV kernels; ``ACL_GEMV_CONFIG=deep``: in that shape policy; ACL_ROWNORM_CONFIG, ACL_ARGMAX_CONFIG and
 ACL_ROPE_CONFIG: row-norm layout, long-row arg path, rotary kernel; ACL_KV_SCATTER_CONFIG=vec: ScatterPaKvCache's
-vector copy; ACL_GMM_CONFIG: the grouped GEMM's block shape; ACL_DECODE_CONFIG=fused: the one-launch decode
-kernels, two: the split path at every length, block: the short-cache kernel (,bpdl: its
-programmatic wait), two,pipe: the pipelined split kernel;
+vector copy; ACL_GMM_CONFIG: the grouped GEMM's block shape; ACL_GMM_KERNEL=simt|mma: its kernel (INT8 included);
+ACL_DECODE_CONFIG=fused: the one-launch decode kernels, two: the split path at every length, block: the short-cache
+kernel (,bpdl: its programmatic wait), two,pipe: the pipelined split kernel;
 ACL_PAGED_DECODE=gather: paged decode
 through the gather kernel, direct: the decode kernels read the block table a key row at a time (default tile: a
 table entry a warp's tile); ACL_QMM_MX_DECODE and
@@ -89,6 +89,7 @@ SWITCHES = (
     "ACL_KV_SCATTER_CONFIG",
     "ACL_QKV_ROPE_CONFIG",
     "ACL_GMM_CONFIG",
+    "ACL_GMM_KERNEL",
     "ACL_QMM_MX_DECODE",
     "ACL_QMM_EPILOGUE",
     "ACL_PDL",

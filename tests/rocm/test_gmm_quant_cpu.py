@@ -46,6 +46,26 @@ def test_every_sample_matches_the_reference(emulated: Backend, reference: Backen
         compare(emulated, reference, op, sample.args, sample.note)
 
 
+@pytest.mark.parametrize("kernel", ["mma", "simt"])
+@pytest.mark.parametrize("op", ["GroupedMatmulSwigluQuantV2", "QuantGroupedMatmulDequant"])
+def test_each_integer_gemm_kernel_matches_the_reference(
+    emulated: RocmBackend, reference: Backend, op: str, kernel: str
+) -> None:
+    """``ACL_GMM_KERNEL`` forced to each kernel (the matrix-instruction one on the layer's software path here): every
+    sample bit for bit, and the INT8 GEMM reports the kernel it ran."""
+    spec = get_spec(op)
+    assert spec.samples is not None
+    runner = emulated.grouped_matmul
+    runner.forced_kernel = kernel
+    try:
+        for sample in spec.samples(np.random.default_rng(12)):
+            runner.last_path = None
+            compare(emulated, reference, op, sample.args, sample.note)
+            assert runner.last_path in (kernel, None), sample.note  # None: M = 0, nothing launched
+    finally:
+        runner.forced_kernel = None
+
+
 @pytest.mark.parametrize("op", ALL)
 def test_error_samples_match_the_reference(emulated: Backend, reference: Backend, op: str) -> None:
     assert_errors_match_reference(emulated, reference, op)

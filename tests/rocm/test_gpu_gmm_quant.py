@@ -10,6 +10,7 @@ compared byte for byte (the epilogues repeat the reference's float32 operations)
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -93,3 +94,86 @@ def test_qgmmd_larger(rocm: Backend, reference: Backend) -> None:
     static = {**base, "xScaleOptional": rng.uniform(0.01, 0.03, m).astype(np.float32)}
     static["weight"] = NzArray(base["weight"])
     check(rocm, reference, "QuantGroupedMatmulDequantWeightNZ", static, "static pertoken, NZ")
+
+
+EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
+KERNEL_SHAPES = {
+    # (rows, K, N of the GEMM, group counts): uneven groups with empty ones and rows past the last group. On the GPU
+    # a MoE-like layer (groups over several 128-row tiles, K 1056: 1056 · 127 · 127 > 2^24; the reference bounds the
+    # size), emulated, tile-crossing miniatures
+    "gpu": (1024, 1056, 512, [0, 150, 49, 0, 277, 1, 320, 65, 0, 155]),
+    "emulated": (200, 96, 160, [0, 131, 3, 0, 50]),
+}
+
+
+def _force(rocm: Backend, kernel: str) -> Any:
+    runner = rocm.grouped_matmul  # type: ignore[attr-defined]
+    runner.forced_kernel = kernel
+    return runner
+
+
+@pytest.mark.parametrize("kernel", ["mma", "simt"])
+def test_gmmsq_each_integer_gemm_kernel(rocm: Backend, reference: Backend, kernel: str) -> None:
+    """GroupedMatmulSwigluQuantV2 with ``ACL_GMM_KERNEL`` forced to each kernel: a [E, K, N] ND weight (the matrix
+    kernel transposes its 4 x 4 byte blocks), then FRACTAL_NZ weights, then K off the 16-byte grid (byte loads)."""
+    m, k, n, counts = KERNEL_SHAPES["emulated" if EMULATED else "gpu"]
+    rng = np.random.default_rng(7)
+    args = _gmmsq(rng, m, k, n, counts)
+    args["x"][:4] = 127
+    args["weight"][0][:, :, :4] = -127  # K · 127 · 127: the largest sums, exact in int32
+    runner = _force(rocm, kernel)
+    try:
+        runner.last_path = None
+        check(rocm, reference, "GroupedMatmulSwigluQuantV2", args, f"{kernel}: uneven groups, ND")
+        assert runner.last_path == kernel
+        w = args["weight"][0]
+        nz = {**args, "weight": [NzArray(v) for v in w], "weightScale": list(args["weightScale"][0])}
+        check(rocm, reference, "GroupedMatmulSwigluQuantWeightNzV2", nz, f"{kernel}: NZ [K, N] weights")
+        ragged = _gmmsq(rng, m, k - 4, n, counts)
+        check(rocm, reference, "GroupedMatmulSwigluQuantV2", ragged, f"{kernel}: K {k - 4}")
+        assert runner.last_path == kernel
+    finally:
+        runner.forced_kernel = None
+
+
+@pytest.mark.parametrize("kernel", ["mma", "simt"])
+def test_qgmmd_each_integer_gemm_kernel(rocm: Backend, reference: Backend, kernel: str) -> None:
+    """QuantGroupedMatmulDequant ([g, N, K] weight: both operands copied 16 bytes at a time) on each kernel."""
+    m, k, n, counts = KERNEL_SHAPES["emulated" if EMULATED else "gpu"]
+    rng = np.random.default_rng(8)
+    groups = len(counts)
+    args = {
+        "x": rng.uniform(-3, 3, (m, k)).astype(np.float16),
+        "weight": rng.integers(-127, 128, (groups, n, k)).astype(np.int8),
+        "weightScale": rng.uniform(0.2 / k, 1.0 / k, (groups, n)).astype(np.float32),
+        "groupList": np.cumsum(counts).astype(np.int64),
+        "biasOptional": None,
+        "xScaleOptional": None,
+        "xOffsetOptional": None,
+        "smoothScaleOptional": None,
+        "xQuantMode": "pertoken",
+        "transposeWeight": True,
+    }
+    runner = _force(rocm, kernel)
+    try:
+        runner.last_path = None
+        check(rocm, reference, "QuantGroupedMatmulDequant", args, f"{kernel}: uneven groups")
+        assert runner.last_path == kernel
+    finally:
+        runner.forced_kernel = None
+
+
+@pytest.mark.parametrize("config", ["base", "128x128x32-w2x4-s4-b2", "64x128x32-w2x2-s4-b3", "128x128x16-w2x4-s4"])
+def test_gmmsq_matrix_kernel_configurations(rocm: Backend, reference: Backend, config: str) -> None:
+    """The int8 matrix kernel under other ``ACL_GMM_CONFIG`` shapes (legacy loop, 8 warps: 8-row and 4-row units of
+    the [K, N] weight, 64-row tiles), bit for bit."""
+    m, k, n, counts = KERNEL_SHAPES["emulated" if EMULATED else "gpu"]
+    args = _gmmsq(np.random.default_rng(9), m, k, n, counts)
+    runner = _force(rocm, "mma")
+    runner.forced_config = config
+    try:
+        runner.last_path = None
+        check(rocm, reference, "GroupedMatmulSwigluQuantV2", args, f"config {config}")
+        assert runner.last_path == "mma" and runner.last_config == config
+    finally:
+        runner.forced_kernel = runner.forced_config = None

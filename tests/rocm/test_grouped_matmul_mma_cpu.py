@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import shutil
+import subprocess
 from pathlib import Path
 
 import ml_dtypes
@@ -37,6 +39,7 @@ from acl_rocm.kernels.grouped_matmul_mma import (
     parse_config,
 )
 from acl_rocm.kernels.mma import LAYOUT_WARP, LAYOUTS
+from acl_rocm.kernels.prelude import compile_options
 from tests.rocm import kernel_emulator
 from tests.rocm.fake_provider import FakeProvider
 from tests.rocm.gemm_tolerance import gemm_tolerance
@@ -296,6 +299,110 @@ def test_kernel_in_every_fragment_layout(layout: int, config: str, k: int) -> No
     assert np.isnan(odd_rows[:, n]).all()
 
 
+def _aligned(shape: tuple[int, int]) -> np.ndarray:
+    """An int8 array of ``shape`` filled with 127 whose data starts on a 64-byte boundary (the 16-byte copies apply)."""
+    raw = np.full(shape[0] * shape[1] + 64, 127, np.int8)
+    skip = -raw.ctypes.data % 64
+    return raw[skip : skip + shape[0] * shape[1]].reshape(shape)
+
+
+INT8_CASES = [
+    *((layout, "128x128x32-w2x2-s4", 96) for layout in LAYOUTS),
+    (1, "base", 96),
+    # K 272: more slices than stages (the ring wraps), a 16-byte K tail
+    *((1, name, 272) for name in CONFIGS if name not in ("base", "128x128x32-w2x2-s4")),
+    (2, "128x128x32-w2x4-s4-b2", 160),
+    (1, "128x128x16-w2x4-s4", 96),  # 4-row units of the [K, N] weight (8 warps, 32 bytes of K a slice)
+]
+
+
+@pytest.mark.usefixtures("_build_dir")
+@pytest.mark.parametrize(("layout", "config", "k"), INT8_CASES, ids=[f"L{c[0]}-{c[1]}-K{c[2]}" for c in INT8_CASES])
+def test_int8_kernel_is_exact_in_every_fragment_layout(layout: int, config: str, k: int) -> None:
+    """INT8 x INT8 into INT32 on each staging path, bit for bit against NumPy's int64 product."""
+    rng = np.random.default_rng(30 + layout)
+    m, n = 150, 136
+    x = rng.integers(-128, 128, (m, k), dtype=np.int8)
+    w_kn = rng.integers(-128, 128, (k, n), dtype=np.int8)
+    w_nk = rng.integers(-128, 128, (n, k), dtype=np.int8)
+    x[0], w_kn[:, 0], w_nk[0] = -128, -128, -128  # the largest products, K of them
+    # stored with 0x7f past K (row padding of x and the [N, K] weight, rows of the [K, N] one): never to be read
+    xs, kns, nks = (_aligned((m, k + 16)), _aligned((k + 16, n)), _aligned((n, k + 16)))
+    xs[:, :k], kns[:k], nks[:, :k] = x, w_kn, w_nk
+    sentinel = np.iinfo(np.int32).min
+    out = np.full((m, n), sentinel, np.int32)
+    common = {"K1": k, "N": n, "XSR": k + 16, "XSC": 1, "OSR": n, "OSC": 1}
+    rows = [
+        _group_row(xs, kns, out, None, M0=0, M1=131, WSK=n, WSN=1, **common),  # x copied, [K, N] words transposed
+        _group_row(xs, nks, out, None, M0=131, M1=131, WSK=1, WSN=k + 16, **common),  # empty
+        _group_row(xs, nks, out, None, M0=131, M1=150, WSK=1, WSN=k + 16, **common),  # both copied, [N, K]
+    ]
+    # byte loads: K range [3, k - 5) (odd ends), x read through its transpose; N 135 of rows 136 apart
+    odd = np.full((m, n), sentinel, np.int32)
+    xt = np.ascontiguousarray(x.T)
+    k0, k1 = 3, k - 5
+    rows.append(
+        _group_row(xt, kns, odd, None, M0=0, M1=m, K0=k0, K1=k1, N=n - 1, XSR=1, XSC=m, WSK=n, WSN=1, OSR=n, OSC=1)
+    )
+    # a [K, N] weight whose N (132) is a multiple of 4 but not of 16, K range [16, k - 16) in whole chunks; output
+    # rows an odd number of elements apart: one element a store
+    odd_rows = np.full((m, n + 1), sentinel, np.int32)
+    k2 = k - 16
+    rows.append(
+        _group_row(
+            xs, kns, odd_rows, None, M0=0, M1=m, K0=16, K1=k2, N=132, XSR=k + 16, XSC=1, WSK=n, WSN=1, OSR=n + 1, OSC=1
+        )
+    )
+    _launch(GmmMmaKernel(D.ACL_INT8, None, D.ACL_INT32, config=parse_config(config)), layout, rows)
+    x64, kn64, nk64 = (a.astype(np.int64) for a in (x, w_kn, w_nk))
+    want = np.concatenate([x64[:131] @ kn64, x64[131:] @ nk64.T])
+    msg = f"layout {layout}, {config}"
+    np.testing.assert_array_equal(out, want, err_msg=msg)
+    np.testing.assert_array_equal(odd[:, :-1], x64[:, k0:k1] @ kn64[k0:k1, :-1], err_msg=msg)
+    assert (odd[:, -1] == sentinel).all()
+    np.testing.assert_array_equal(odd_rows[:, :132], x64[:, 16:k2] @ kn64[16:k2, :132], err_msg=msg)
+    assert (odd_rows[:, 132:] == sentinel).all()
+
+
+def test_int8_kernel_refuses_what_it_cannot_do() -> None:
+    with pytest.raises(ValueError, match="int8 into int32 only"):
+        GmmMmaKernel(D.ACL_INT8, None, D.ACL_FLOAT)
+    with pytest.raises(ValueError, match="int8 into int32 only"):
+        GmmMmaKernel(D.ACL_INT8, D.ACL_FLOAT, D.ACL_INT32)
+    text = GmmMmaKernel(D.ACL_INT8, None, D.ACL_INT32, config=DEFAULT).source()
+    body = text.split('extern "C"')[-1]
+    assert "#define GMM_I8 1" in text and "acl_mma_i8" in text
+    for call in (
+        "gmm_tile_pipe<true, true, false>",
+        "gmm_tile_pipe<false, true, false>",
+        "gmm_tile_pipe<true, false, false>",
+    ):
+        assert call in body
+    assert "#define GMM_I8 0" in GmmMmaKernel(D.ACL_BF16, None).source()
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_each_operand_dtype_compiles_with_nvcc(tmp_path: Path, arch: str) -> None:
+    """The 16-bit and the int8 kernels (pipelined and legacy loops) compile; int8 issues m16n8k32.s8 on sm_80+."""
+    for dtype, bias, out in ((D.ACL_BF16, D.ACL_FLOAT, D.ACL_BF16), (D.ACL_INT8, None, D.ACL_INT32)):
+        for config in (DEFAULT, BASE):
+            kernel = GmmMmaKernel(dtype, bias, out, config=config)
+            path = tmp_path / f"{kernel.kernel_name}.cu"
+            path.write_text(kernel.source())
+            ptx = tmp_path / f"{kernel.kernel_name}.ptx"
+            done = subprocess.run(
+                ["nvcc", "-ptx", f"-arch={arch}", *compile_options(32), str(path), "-o", str(ptx)],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert done.returncode == 0, done.stderr
+            text = ptx.read_text()
+            assert ("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in text) == (dtype == D.ACL_INT8)
+            assert "mma.sync.aligned.m16n8k16" in text or dtype == D.ACL_INT8
+
+
 # ----------------------------------------------------------------------------- launches (fake provider)
 def test_launch_shape_and_kernel_choice(tmp_path: Path) -> None:
     provider = FakeProvider()
@@ -320,9 +427,12 @@ def test_launch_shape_and_kernel_choice(tmp_path: Path) -> None:
     runner = backend.grouped_matmul
     runner.forced_kernel = None
     assert isinstance(runner.gemm(D.ACL_FLOAT, None, D.ACL_FLOAT), GmmKernel)
-    assert isinstance(runner.gemm(D.ACL_INT8, None, D.ACL_INT32), GmmKernel)
+    assert isinstance(runner.gemm(D.ACL_INT8, None, D.ACL_INT32), GmmMmaKernel)  # sm_90: m16n8k32.s8
     assert isinstance(runner.gemm(D.ACL_FLOAT16, D.ACL_FLOAT16, D.ACL_FLOAT16), GmmMmaKernel)
-    with pytest.raises(ValueError, match="float16 / bfloat16"):
+    backend.grouped_matmul.forced_kernel = "simt"
+    assert isinstance(runner.gemm(D.ACL_INT8, None, D.ACL_INT32), GmmKernel)
+    backend.grouped_matmul.forced_kernel = None
+    with pytest.raises(ValueError, match="float16 / bfloat16 / int8"):
         GmmMmaKernel(D.ACL_FLOAT, None)
 
 
@@ -396,8 +506,15 @@ def test_no_matrix_instructions_keep_the_simt_kernel_unless_forced(tmp_path: Pat
     backend.runtime.ensure_device(0)
     runner = backend.grouped_matmul
     assert isinstance(runner.gemm(D.ACL_BF16, None, D.ACL_BF16), GmmKernel)
+    assert isinstance(runner.gemm(D.ACL_INT8, None, D.ACL_INT32), GmmKernel)
     runner.forced_kernel = "mma"  # the layer's software path: slow, but what the emulator runs
     assert isinstance(runner.gemm(D.ACL_BF16, None, D.ACL_BF16), GmmMmaKernel)
+    assert isinstance(runner.gemm(D.ACL_INT8, None, D.ACL_INT32), GmmMmaKernel)
+    # AMD: the layer issues no int8 matrix instruction there, so auto keeps INT8 on the SIMT kernel
+    on_cdna = RocmBackend(FakeProvider(arch="gfx942"), {"ACL_KERNEL_CACHE": str(tmp_path)})
+    on_cdna.runtime.ensure_device(0)
+    assert isinstance(on_cdna.grouped_matmul.gemm(D.ACL_BF16, None, D.ACL_BF16), GmmMmaKernel)
+    assert isinstance(on_cdna.grouped_matmul.gemm(D.ACL_INT8, None, D.ACL_INT32), GmmKernel)
     env = {"ACL_KERNEL_CACHE": str(tmp_path), "ACL_GMM_KERNEL": "simt"}
     on_sm90 = RocmBackend(FakeProvider(), env)
     on_sm90.runtime.ensure_device(0)

@@ -61,6 +61,43 @@ extern "C" __global__ void mma_gemm(const unsigned short* A, const unsigned shor
 }
 """
 
+GEMM_I8 = r"""
+// int8: C [M, N] int32 = A [M, K] B^T with B stored [N, K] (K-contiguous int8 rows: pairs of bytes per 16-bit element)
+extern "C" __global__ void mma_gemm_i8(const signed char* A, const signed char* B, int* C, int M, int N, int K,
+                                       int gather) {
+  __shared__ AclVec<unsigned, 4> sa_raw[64 * LD / 8];
+  __shared__ AclVec<unsigned, 4> sb_raw[64 * LD / 8];
+  signed char* sa = (signed char*)sa_raw;
+  signed char* sb = (signed char*)sb_raw;
+  for (int i = threadIdx.x; i < M * K; i += blockDim.x) sa[(i / K) * 2 * LD + i % K] = A[i];
+  for (int i = threadIdx.x; i < N * K; i += blockDim.x) sb[(i / K) * 2 * LD + i % K] = B[i];
+  __syncthreads();
+  const int warp = threadIdx.x / ACL_WARP_SIZE, warps = blockDim.x / ACL_WARP_SIZE, lane = acl_lane();
+  const int tiles_n = N / 16;
+  for (int t = warp; t < (M / 16) * tiles_n; t += warps) {
+    const int mt = t / tiles_n, nt = t % tiles_n;
+    AclMmaCi c;
+    for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) c.x[e] = 7;
+    for (int kk = 0; kk < K / 2; kk += 16) {
+      AclMmaA a;
+      AclMmaB b;
+      const unsigned short* ta = (const unsigned short*)sa + mt * 16 * LD + kk;
+      const unsigned short* tb = (const unsigned short*)sb + nt * 16 * LD + kk;
+      if (gather) {
+        acl_mma_gather_a(a, ta, LD);
+        acl_mma_gather_b_nk(b, tb, LD);
+      } else {
+        acl_mma_load_a(a, ta, LD);
+        acl_mma_load_b_nk(b, tb, LD);
+      }
+      acl_mma_i8(c, a, b);
+    }
+    for (int e = 0; e < ACL_MMA_C_ELEMS; ++e)
+      C[(mt * 16 + acl_mma_c_row(lane, e)) * N + nt * 16 + acl_mma_c_col(lane, e)] = c.x[e];
+  }
+}
+"""
+
 CHAIN = r"""
 // D = round16(A B) B2 for one 16x16x16 tile per warp: the accumulator reused as an A operand
 extern "C" __global__ void mma_chain(const unsigned short* A, const unsigned short* B, const unsigned short* B2,
@@ -219,6 +256,24 @@ def test_gemm_matches_numpy(layout: int, bf16: bool) -> None:
         np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-4 * k, err_msg=f"layout {layout} {m}x{n}x{k}")
 
 
+GEMM_I8_CASES = [(16, 16, 32), (32, 48, 64), (64, 16, 128)]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_int8_gemm_is_exact(layout: int) -> None:
+    rng = np.random.default_rng(60 + layout)
+    warp = LAYOUT_WARP[layout]
+    for n_case, (m, n, k) in enumerate(GEMM_I8_CASES):
+        a = rng.integers(-128, 128, (m, k), dtype=np.int8)
+        b = rng.integers(-128, 128, (n, k), dtype=np.int8)
+        a[0, :] = -128  # the extreme products (-128 * -128) exactly
+        b[0, :] = -128
+        c = np.full((m, n), -1, dtype=np.int32)
+        _run(GEMM_I8, "mma_gemm_i8", _options(layout), 2 * warp, a, b, c, m, n, k, n_case % 2)
+        expected = a.astype(np.int64) @ b.astype(np.int64).T + 7
+        np.testing.assert_array_equal(c, expected, err_msg=f"layout {layout} {m}x{n}x{k}")
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_accumulator_reused_as_a_operand(layout: int) -> None:
     rng = np.random.default_rng(40 + layout)
@@ -239,13 +294,18 @@ def test_software_path_through_indexed_shuffles() -> None:
     c = np.full((16, 16), np.nan, dtype=np.float32)
     _run(GEMM, "mma_gemm", _options(1, plain=True), 32, a_bits, b_bits, c, 16, 16, 32, 0, 1)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5, atol=1e-3)
+    a8 = rng.integers(-128, 128, (16, 64), dtype=np.int8)
+    b8 = rng.integers(-128, 128, (16, 64), dtype=np.int8)
+    c8 = np.full((16, 16), -1, dtype=np.int32)
+    _run(GEMM_I8, "mma_gemm_i8", _options(1, plain=True), 32, a8, b8, c8, 16, 16, 64, 0)
+    np.testing.assert_array_equal(c8, a8.astype(np.int64) @ b8.astype(np.int64).T + 7)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80", "sm_75"])
 def test_layer_compiles_with_nvcc(tmp_path: Path, arch: str) -> None:
     path = tmp_path / "mma.cu"
-    path.write_text(_source(GEMM + CHAIN + OWNERS))
+    path.write_text(_source(GEMM + GEMM_I8 + CHAIN + OWNERS))
     done = subprocess.run(
         ["nvcc", "-ptx", f"-arch={arch}", *compile_options(32), str(path), "-o", str(tmp_path / "mma.ptx")],
         capture_output=True,
@@ -257,3 +317,4 @@ def test_layer_compiles_with_nvcc(tmp_path: Path, arch: str) -> None:
     hardware = arch != "sm_75"
     assert ("mma.sync.aligned.m16n8k16" in ptx) == hardware
     assert ("ldmatrix.sync.aligned.m8n8.x4.trans" in ptx) == hardware
+    assert ("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in ptx) == hardware

@@ -23,7 +23,8 @@
   tokens), K = 2,048, N = 2 x 1,408, int8 x and weight, per-channel and per-token float32 scales,
   SwiGLU and per-row dynamic int8 quantisation, beside torch doing the same with ``torch._grouped_mm``
   on the int8 values as bf16 (exact; fp32 accumulation) where torch has it (else a matmul per group),
-  then the scales, ``silu(a) * b``, the row maximum and ``round(s / scale)`` to int8.
+  then the scales, ``silu(a) * b``, the row maximum and ``round(s / scale)`` to int8. On rocm also with the integer
+  grouped GEMM forced to the SIMT kernel and with two other matrix-kernel configurations (:data:`SWIGLU_QUANT_ROWS`).
 * ``QuantMatmulWeightNz``: W8A8 at 4096^3, int8 x1 and an int8 FRACTAL_NZ x2, per-token and
   per-channel float32 scales, bf16 out, beside ``torch._int_mm`` plus the same scaling epilogue.
 
@@ -79,7 +80,8 @@ def run_cases(suite: Suite) -> None:
         for tokens_v5 in (16384, 32768) if full else (tokens,):
             _grouped_v5_configs(suite, groups, tokens_v5, k, n)
     if suite.wanted("GroupedMatmulSwigluQuantV2"):
-        _grouped_swiglu_quant(suite, groups, tokens, k, 2 * n)
+        for kernel, config in SWIGLU_QUANT_ROWS:
+            _grouped_swiglu_quant(suite, groups, tokens, k, 2 * n, kernel, config)
     if suite.wanted("QuantMatmulWeightNz"):
         _quant_nz(suite, 4096 if full else 64)
 
@@ -270,9 +272,25 @@ def _grouped_v5_configs(suite: Suite, groups: int, tokens: int, k: int, n: int) 
         cleanup()
 
 
-def _grouped_swiglu_quant(suite: Suite, groups: int, tokens: int, k: int, n: int) -> None:
+SWIGLU_QUANT_ROWS: tuple[tuple[str | None, str | None], ...] = (
+    (None, None),
+    ("simt", None),
+    ("mma", "128x128x32-w2x4-s4-b2"),
+    ("mma", "64x128x32-w2x2-s4-b3"),
+)
+"""The GroupedMatmulSwigluQuantV2 rows: (the integer grouped GEMM forced or None, the matrix kernel's
+``ACL_GMM_CONFIG`` or None); rows beyond the first are rocm only (8 warps, two blocks an SM; 64-row tiles: less
+padding in groups of ~128 rows)."""
+
+
+def _grouped_swiglu_quant(
+    suite: Suite, groups: int, tokens: int, k: int, n: int, kernel: str | None = None, config: str | None = None
+) -> None:
     from acl_tools.bench.ops import Case
 
+    runner = getattr(suite.backend, "grouped_matmul", None)  # the rocm backend's runner (path and switch)
+    if (kernel is not None or config is not None) and runner is None:
+        return
     torch = suite.torch
     counts = _uneven(suite, groups, tokens)
     ends = np.cumsum(counts).tolist()
@@ -320,9 +338,23 @@ def _grouped_swiglu_quant(suite: Suite, groups: int, tokens: int, k: int, n: int
         step()
         return step
 
-    case = Case("GroupedMatmulSwigluQuantV2", f"G{groups} M{tokens} K{k} N{n}", "int8", "TFLOP/s", 2.0 * tokens * k * n)
-    case.note = "W8A8 MoE gate/up + SwiGLU + per-row int8; torch: _grouped_mm (bf16, exact int8) + the same epilogue"
-    suite.case(case, acl, torch_fn, "GroupedMatmulSwigluQuantV2")
+    name = (
+        "GroupedMatmulSwigluQuantV2" + (f" {kernel} kernel" if kernel else "") + (f" config {config}" if config else "")
+    )
+    case = Case(name, f"G{groups} M{tokens} K{k} N{n}", "int8", "TFLOP/s", 2.0 * tokens * k * n)
+    if runner is not None:
+        runner.last_path = None
+        runner.forced_kernel, runner.forced_config = kernel, config
+    try:
+        suite.case(case, acl, torch_fn, "GroupedMatmulSwigluQuantV2")
+    finally:
+        if runner is not None:
+            runner.forced_kernel = runner.forced_config = None
+    path = runner.last_path if runner is not None else None
+    case.note = (
+        f"path {path or 'n/a'}; W8A8 MoE gate/up + SwiGLU + per-row int8; "
+        "torch: _grouped_mm (bf16, exact int8) + the same epilogue"
+    )
 
 
 def _quant_nz(suite: Suite, size: int) -> None:

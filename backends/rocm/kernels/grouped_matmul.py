@@ -8,8 +8,8 @@ from the host); :class:`GmmPrep` (one thread) then reads the group list where th
 the row or inner ranges it defines, checks it (non-negative, non-decreasing when cumulative, within
 the grouped axis, equal to the x list's rows when both are given; a bad list sets the device flag)
 and numbers every group's tiles (in the tile shape of the GEMM that follows). :class:`GmmKernel` is a
-tiled shared-memory SIMT GEMM (fp32 operands, INT8, and fp16 / bf16 where the runner is told not to take
-the matrix-instruction kernel of :mod:`acl_rocm.kernels.grouped_matmul_mma`): block ``b`` finds
+tiled shared-memory SIMT GEMM (fp32 operands, and fp16 / bf16 / INT8 where the runner does not take the
+matrix-instruction kernel of :mod:`acl_rocm.kernels.grouped_matmul_mma`): block ``b`` finds
 its group by binary search over the tiles' first indices, computes one
 ``TILE_M`` × ``TILE_N`` output tile with fp32 accumulation over ``TILE_K`` slices, adds the bias and
 rounds once to the output's dtype. INT8 operands accumulate in int32 instead (exact while

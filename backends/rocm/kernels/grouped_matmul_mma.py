@@ -1,4 +1,5 @@
-"""The grouped GEMM of GroupedMatmulV5 on warp matrix instructions: fp16 / bf16 operands, fp32 accumulation.
+"""The grouped GEMM of GroupedMatmulV5 on warp matrix instructions: fp16 / bf16 operands, fp32 accumulation; and the
+grouped quantised ops' INT8 GEMM (exact INT32 accumulation and output, no bias).
 
 Same descriptor table, group-list pass and block-to-tile mapping as :class:`~acl_rocm.kernels.grouped_matmul.GmmKernel`
 (block ``b`` finds its group by binary search over the groups' first tiles, so empty groups cost
@@ -27,6 +28,15 @@ one block on the warp matrix layer (:mod:`acl_rocm.kernels.mma`). The block shap
   an operand that cannot take 16-byte copies: odd strides, K-group offsets, transposed x) are read one
   element at a time with zeros outside. The K loop starts at the group's first inner index rounded down
   to a multiple of 8, so aligned operands stay aligned whatever ``K0`` a K-group starts at.
+* INT8 (``GMM_I8``): the same tiles, slices and warps with the K counts in pairs of int8 (a ``bk`` slice holds
+  ``2 bk`` int8 of K; one ``acl_mma_i8`` per 16 pairs), both operands staged K-contiguous ([m][k] and
+  [n][k] bytes, the 16-bit layouts byte for byte). Three staging paths: an [N, K] weight (K contiguous) copied
+  16 bytes at a time like x; a [K, N] weight (N contiguous, the ND [E, K, N] of GroupedMatmulSwigluQuant) read
+  as 4-byte words, 4 x 4 byte blocks transposed in registers (``__byte_perm`` on NVIDIA) and stored as [n][k]
+  vectors of 16 K-consecutive bytes (8 or 4 where the block has more threads than 16-row units: 8-warp blocks),
+  conflict-free, its loads issued before a slice's products and stored after them (x still by ``cp.async``); and byte
+  loads for anything else (K ranges off the 16-byte grid, strided views). The accumulators are int32 and
+  stored as they are: exact while K · 128 · 128 < 2^31 (K < 131072), the SIMT kernel's bound.
 * Epilogue: each accumulator element plus the bias (its own dtype, read per column) is rounded once to
   the output's dtype and written through the output's strides; the pipelined configurations store a
   lane's two adjacent columns as one access where the layout pairs them (NVIDIA) and the output's rows allow.
@@ -171,22 +181,27 @@ def parse_config(text: str) -> GmmConfig:
     return config
 
 
-DTYPES: Final = frozenset({D.ACL_FLOAT16, D.ACL_BF16})
-"""Operand dtypes this kernel multiplies."""
-OUT_DTYPES: Final = frozenset({D.ACL_FLOAT16, D.ACL_BF16, D.ACL_FLOAT})
+DTYPES: Final = frozenset({D.ACL_FLOAT16, D.ACL_BF16, D.ACL_INT8})
+"""Operand dtypes this kernel multiplies (INT8: into an exact INT32 output, no bias)."""
+OUT_DTYPES: Final = frozenset({D.ACL_FLOAT16, D.ACL_BF16, D.ACL_FLOAT, D.ACL_INT32})
 BIAS_DTYPES: Final = frozenset({D.ACL_FLOAT16, D.ACL_BF16, D.ACL_FLOAT})
 _F32 = ctype(D.ACL_FLOAT)
 
 
-def _device(c: GmmConfig) -> str:
+def int8_fits(c: GmmConfig) -> bool:
+    """Whether configuration ``c`` can stage an int8 [k][n] weight (its 4 x 4 byte blocks tile the block's threads)."""
+    return (c.bk // 2) * (c.bn // 4) % c.threads == 0
+
+
+def _device(c: GmmConfig, int8: bool = False) -> str:
     """The device code of configuration ``c``: the matrix layer, the tile macros and the grouped GEMM's helpers."""
-    return MMA_SOURCE + _DEVICE_HEAD.format(c=c, threads=c.threads) + _DEVICE
+    return MMA_SOURCE + _DEVICE_HEAD.format(c=c, threads=c.threads, i8=int(int8)) + _DEVICE
 
 
 _DEVICE_HEAD: Final = (
     "\n// ---- grouped GEMM on matrix instructions (kernels/grouped_matmul_mma.py) ----\n"
     "#define GMM_BM {c.bm}\n#define GMM_BN {c.bn}\n#define GMM_BK {c.bk}\n#define GMM_THREADS {threads}\n"
-    "#define GMM_WARPS_M {c.warps_m}\n#define GMM_STAGES {c.stages}\n"
+    "#define GMM_WARPS_M {c.warps_m}\n#define GMM_STAGES {c.stages}\n#define GMM_I8 {i8}\n"
 )
 _DEVICE: Final = r"""#define GMM_LDA (GMM_BK + 8)
 #define GMM_LDB_KN (GMM_BN + 8)
@@ -204,6 +219,15 @@ _DEVICE: Final = r"""#define GMM_LDA (GMM_BK + 8)
 #define GMM_CHUNKS_N (GMM_BN / 8)
 
 typedef unsigned short gmm_u16;
+#if GMM_I8
+#define GMM_ACC AclMmaCi
+#define GMM_MMA(c, a, b) acl_mma_i8(c, a, b)
+#else
+#define GMM_ACC AclMmaC
+#define GMM_MMA(c, a, b) acl_mma<BF16>(c, a, b)
+#endif
+// int8 slices are staged K-contiguous ([m][k] and [n][k]): whatever the weight's layout, B loads as [n][k]
+#define GMM_B_NK(NK) ((NK) || GMM_I8)
 
 // one output tile's operands: x [m][k] (row / column strides), weight [k][n], the ranges it covers
 struct GmmTile {
@@ -211,6 +235,11 @@ struct GmmTile {
   const gmm_u16* w;
   long long xsr, xsc, wsk, wsn;
   long long row0, m1, col0, n, k0, k1;
+  // int8 (GMM_I8): the fields above count 16-bit pairs of int8 along K (k0 rounded down, k1 up); these hold the
+  // operands' bytes, element strides and the exact inner range
+  const signed char* x8;
+  const signed char* w8;
+  long long xsr8, xsc8, wsk8, wsn8, k08, k18;
 };
 
 // where this thread's 16-byte chunks of a slice come from (chunk q of x at a + q * a_step + kc, of the weight at
@@ -258,7 +287,7 @@ template <bool NK> ACL_DEV GmmCopies gmm_copies(const GmmTile& t) {
 
 // stage the [kc, kc + GMM_BK) slice with 16-byte copies (the group's K range and N are multiples of 8 and its
 // operands aligned: every chunk lies wholly inside or wholly outside); zeros outside
-template <bool NK> ACL_DEV void gmm_load_vec(gmm_u16* stage, const GmmCopies& c, const GmmTile& t, long long kc) {
+ACL_DEV void gmm_load_vec_a(gmm_u16* stage, const GmmCopies& c, const GmmTile& t, long long kc) {
   const int tid = threadIdx.x;
   const bool ka = kc + 8 * (tid % GMM_CHUNKS_K) < t.k1;
   gmm_u16* sa = stage + (tid / GMM_CHUNKS_K) * GMM_LDA + 8 * (tid % GMM_CHUNKS_K);
@@ -267,6 +296,10 @@ template <bool NK> ACL_DEV void gmm_load_vec(gmm_u16* stage, const GmmCopies& c,
     const bool ok = ka && ((c.a_ok >> q) & 1u);
     acl_cp_async16(sa + GMM_ROWS_STEP_A * q * GMM_LDA, ok ? c.a + q * c.a_step + kc : t.x, ok);
   }
+}
+template <bool NK> ACL_DEV void gmm_load_vec_b(gmm_u16* stage, const GmmCopies& c, const GmmTile& t, long long kc) {
+  const int tid = threadIdx.x;
+  const bool ka = kc + 8 * (tid % GMM_CHUNKS_K) < t.k1;
   gmm_u16* sb = stage + GMM_A_STAGE;
   if (NK) {
     sb += (tid / GMM_CHUNKS_K) * GMM_LDB_NK + 8 * (tid % GMM_CHUNKS_K);
@@ -285,6 +318,96 @@ template <bool NK> ACL_DEV void gmm_load_vec(gmm_u16* stage, const GmmCopies& c,
     }
   }
 }
+template <bool NK> ACL_DEV void gmm_load_vec(gmm_u16* stage, const GmmCopies& c, const GmmTile& t, long long kc) {
+  gmm_load_vec_a(stage, c, t, kc);
+  gmm_load_vec_b<NK>(stage, c, t, kc);
+}
+
+#if GMM_I8
+// int8 slices: x [GMM_BM][2 GMM_BK] and the weight [GMM_BN][2 GMM_BK] bytes (rows 2 GMM_LDA / 2 GMM_LDB_NK bytes)
+#define GMM_KB (2 * GMM_BK)
+// one byte at a time (any strides and alignment); zeros outside (kc counts pairs)
+ACL_DEV void gmm_load_bytes(gmm_u16* stage, const GmmTile& t, long long kc) {
+  const int tid = threadIdx.x;
+  const long long kb = 2 * kc;
+  signed char* sa = (signed char*)stage;
+#pragma unroll 4
+  for (int i = tid; i < GMM_BM * GMM_KB; i += GMM_THREADS) {
+    const int r = i / GMM_KB, kk = i % GMM_KB;
+    const long long row = t.row0 + r, k = kb + kk;
+    sa[r * 2 * GMM_LDA + kk] = (row < t.m1 && k >= t.k08 && k < t.k18) ? t.x8[row * t.xsr8 + k * t.xsc8] : 0;
+  }
+  signed char* sb = (signed char*)(stage + GMM_A_STAGE);
+#pragma unroll 4
+  for (int i = tid; i < GMM_BN * GMM_KB; i += GMM_THREADS) {
+    const int r = i / GMM_KB, kk = i % GMM_KB;
+    const long long col = t.col0 + r, k = kb + kk;
+    sb[r * 2 * GMM_LDB_NK + kk] = (col < t.n && k >= t.k08 && k < t.k18) ? t.w8[k * t.wsk8 + col * t.wsn8] : 0;
+  }
+}
+// a [k][n] int8 weight (N contiguous, 4-byte words) staged as [n][k]: a thread's unit is GMM_W8_KR rows of one
+// 4-column word (K-consecutive units on consecutive lanes: a warp's loads cover whole 32-byte sectors of 4 rows when
+// GMM_W8_KR is 16); 4 x 4 byte blocks are transposed in registers and each of the 4 columns stored as one
+// GMM_W8_KR-byte vector (lanes of one store phase land on distinct banks with the padded rows)
+#define GMM_W8_KR                                                  \
+  ((GMM_KB / 16) * (GMM_BN / 4) % GMM_THREADS == 0   ? 16         \
+   : (GMM_KB / 8) * (GMM_BN / 4) % GMM_THREADS == 0 ? 8          \
+                                                     : 4)
+#define GMM_W8_KQ (GMM_KB / GMM_W8_KR)
+#define GMM_W8_UNITS (GMM_W8_KQ * (GMM_BN / 4) / GMM_THREADS)
+struct GmmW8 {
+  unsigned w[GMM_W8_UNITS][GMM_W8_KR];  // row i of unit q: columns n .. n + 3
+};
+ACL_DEV unsigned gmm_perm(unsigned x, unsigned y, unsigned s) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(x, y, s);
+#else
+  const unsigned long long v = ((unsigned long long)y << 32) | x;
+  unsigned r = 0;
+  for (int i = 0; i < 4; ++i) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7u))) & 0xffull) << (8 * i);
+  return r;
+#endif
+}
+ACL_DEV void gmm_w8_fetch(GmmW8& f, const GmmTile& t, long long kc) {
+  const int tid = threadIdx.x;
+  const long long kb = 2 * kc;
+#pragma unroll
+  for (int q = 0; q < GMM_W8_UNITS; ++q) {
+    const int u = tid + q * GMM_THREADS;
+    const int kq = u % GMM_W8_KQ, nq = u / GMM_W8_KQ;
+    const long long col = t.col0 + 4 * nq;
+#pragma unroll
+    for (int i = 0; i < GMM_W8_KR; ++i) {
+      const long long k = kb + GMM_W8_KR * kq + i;
+      f.w[q][i] = (col < t.n && k >= t.k08 && k < t.k18) ? *(const unsigned*)(t.w8 + k * t.wsk8 + col) : 0u;
+    }
+  }
+}
+ACL_DEV void gmm_w8_store(gmm_u16* stage, const GmmW8& f) {
+  const int tid = threadIdx.x;
+  unsigned char* sb = (unsigned char*)(stage + GMM_A_STAGE);
+#pragma unroll
+  for (int q = 0; q < GMM_W8_UNITS; ++q) {
+    const int u = tid + q * GMM_THREADS;
+    const int kq = u % GMM_W8_KQ, nq = u / GMM_W8_KQ;
+    AclVec<unsigned, GMM_W8_KR / 4> out[4];  // column n + j's rows k .. k + GMM_W8_KR - 1
+#pragma unroll
+    for (int m = 0; m < GMM_W8_KR / 4; ++m) {
+      const unsigned* w = f.w[q] + 4 * m;  // rows 4m .. 4m + 3
+      const unsigned lo01 = gmm_perm(w[0], w[1], 0x5140u), hi01 = gmm_perm(w[0], w[1], 0x7362u);
+      const unsigned lo23 = gmm_perm(w[2], w[3], 0x5140u), hi23 = gmm_perm(w[2], w[3], 0x7362u);
+      out[0].v[m] = gmm_perm(lo01, lo23, 0x5410u);
+      out[1].v[m] = gmm_perm(lo01, lo23, 0x7632u);
+      out[2].v[m] = gmm_perm(hi01, hi23, 0x5410u);
+      out[3].v[m] = gmm_perm(hi01, hi23, 0x7632u);
+    }
+    unsigned char* p = sb + (4 * nq) * 2 * GMM_LDB_NK + GMM_W8_KR * kq;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) *(AclVec<unsigned, GMM_W8_KR / 4>*)(p + j * 2 * GMM_LDB_NK) = out[j];
+  }
+}
+#endif
+
 
 // stage the [kc, kc + GMM_BK) slice one element at a time (any strides and alignment); zeros outside
 template <bool NK> ACL_DEV void gmm_load_elements(gmm_u16* stage, const GmmTile& t, long long kc) {
@@ -305,9 +428,29 @@ template <bool NK> ACL_DEV void gmm_load_elements(gmm_u16* stage, const GmmTile&
   }
 }
 
+// stage one slice: 16-byte copies (VEC) or element loads; int8: bytes (!VEC), both operands copied (VEC, NK) or
+// x copied and the [k][n] weight transposed through registers (VEC, !NK)
+template <bool NK, bool VEC> ACL_DEV void gmm_load(gmm_u16* stage, const GmmCopies& c, const GmmTile& t, long long kc) {
+#if GMM_I8
+  if (!VEC) {
+    gmm_load_bytes(stage, t, kc);
+  } else if (NK) {
+    gmm_load_vec<true>(stage, c, t, kc);
+  } else {
+    gmm_load_vec_a(stage, c, t, kc);
+    GmmW8 f;
+    gmm_w8_fetch(f, t, kc);
+    gmm_w8_store(stage, f);
+  }
+#else
+  if (VEC) gmm_load_vec<NK>(stage, c, t, kc);
+  else gmm_load_elements<NK>(stage, t, kc);
+#endif
+}
+
 // the warp's products over one staged slice
 template <bool NK, bool BF16>
-ACL_DEV void gmm_multiply(AclMmaC (&acc)[GMM_MT][GMM_NT], const gmm_u16* stage, int wm, int wn) {
+ACL_DEV void gmm_multiply(GMM_ACC (&acc)[GMM_MT][GMM_NT], const gmm_u16* stage, int wm, int wn) {
   const gmm_u16* sa = stage + wm * GMM_WM * GMM_LDA;
   const gmm_u16* sb = stage + GMM_A_STAGE;
 #pragma unroll
@@ -319,32 +462,28 @@ ACL_DEV void gmm_multiply(AclMmaC (&acc)[GMM_MT][GMM_NT], const gmm_u16* stage, 
 #pragma unroll
     for (int j = 0; j < GMM_NT; ++j) {
       const int col = wn * GMM_WN + 16 * j;
-      if (NK) acl_mma_load_b_nk(b[j], sb + col * GMM_LDB_NK + ks, GMM_LDB_NK);
+      if (GMM_B_NK(NK)) acl_mma_load_b_nk(b[j], sb + col * GMM_LDB_NK + ks, GMM_LDB_NK);
       else acl_mma_load_b_kn(b[j], sb + ks * GMM_LDB_KN + col, GMM_LDB_KN);
     }
 #pragma unroll
     for (int i = 0; i < GMM_MT; ++i) {
 #pragma unroll
-      for (int j = 0; j < GMM_NT; ++j) acl_mma<BF16>(acc[i][j], a[i], b[j]);
+      for (int j = 0; j < GMM_NT; ++j) GMM_MMA(acc[i][j], a[i], b[j]);
     }
   }
 }
 
 // the K loop over [k0, k1): two stages, the next in flight while the warps multiply one
 template <bool NK, bool VEC, bool BF16>
-ACL_DEV void gmm_tile(AclMmaC (&acc)[GMM_MT][GMM_NT], gmm_u16* smem, const GmmTile& t, int wm, int wn) {
+ACL_DEV void gmm_tile(GMM_ACC (&acc)[GMM_MT][GMM_NT], gmm_u16* smem, const GmmTile& t, int wm, int wn) {
   const long long steps = t.k1 > t.k0 ? (t.k1 - t.k0 + GMM_BK - 1) / GMM_BK : 0;
   if (steps == 0) return;
   GmmCopies c;
   if (VEC) c = gmm_copies<NK>(t);
   for (long long s = 0; s <= steps; ++s) {
     if (s < steps) {  // stage s: copies in flight (VEC) or stored (elements) while stage s - 1 is multiplied
-      if (VEC) {
-        gmm_load_vec<NK>(smem + (s & 1) * GMM_STAGE, c, t, t.k0 + s * GMM_BK);
-        acl_cp_async_commit();
-      } else {
-        gmm_load_elements<NK>(smem + (s & 1) * GMM_STAGE, t, t.k0 + s * GMM_BK);
-      }
+      gmm_load<NK, VEC>(smem + (s & 1) * GMM_STAGE, c, t, t.k0 + s * GMM_BK);
+      if (VEC) acl_cp_async_commit();
     }
     if (s > 0) gmm_multiply<NK, BF16>(acc, smem + ((s - 1) & 1) * GMM_STAGE, wm, wn);
     if (VEC) acl_cp_async_wait_all();
@@ -353,7 +492,7 @@ ACL_DEV void gmm_tile(AclMmaC (&acc)[GMM_MT][GMM_NT], gmm_u16* smem, const GmmTi
 }
 // the warp's products over one staged slice, the fragments of k step ks + 16 loaded while step ks multiplies
 template <bool NK, bool BF16>
-ACL_DEV void gmm_multiply_db(AclMmaC (&acc)[GMM_MT][GMM_NT], const gmm_u16* stage, int wm, int wn) {
+ACL_DEV void gmm_multiply_db(GMM_ACC (&acc)[GMM_MT][GMM_NT], const gmm_u16* stage, int wm, int wn) {
   const gmm_u16* sa = stage + wm * GMM_WM * GMM_LDA;
   const gmm_u16* sb = stage + GMM_A_STAGE;
   AclMmaA a[2][GMM_MT];
@@ -367,7 +506,7 @@ ACL_DEV void gmm_multiply_db(AclMmaC (&acc)[GMM_MT][GMM_NT], const gmm_u16* stag
 #pragma unroll
       for (int j = 0; j < GMM_NT; ++j) {
         const int col = wn * GMM_WN + 16 * j;
-        if (NK) acl_mma_load_b_nk(b[cur][j], sb + col * GMM_LDB_NK + ks, GMM_LDB_NK);
+        if (GMM_B_NK(NK)) acl_mma_load_b_nk(b[cur][j], sb + col * GMM_LDB_NK + ks, GMM_LDB_NK);
         else acl_mma_load_b_kn(b[cur][j], sb + ks * GMM_LDB_KN + col, GMM_LDB_KN);
       }
     }
@@ -375,7 +514,7 @@ ACL_DEV void gmm_multiply_db(AclMmaC (&acc)[GMM_MT][GMM_NT], const gmm_u16* stag
 #pragma unroll
       for (int i = 0; i < GMM_MT; ++i) {
 #pragma unroll
-        for (int j = 0; j < GMM_NT; ++j) acl_mma<BF16>(acc[i][j], a[cur ^ 1][i], b[cur ^ 1][j]);
+        for (int j = 0; j < GMM_NT; ++j) GMM_MMA(acc[i][j], a[cur ^ 1][i], b[cur ^ 1][j]);
       }
     }
   }
@@ -385,17 +524,14 @@ ACL_DEV void gmm_multiply_db(AclMmaC (&acc)[GMM_MT][GMM_NT], const gmm_u16* stag
 // one; one barrier a step (it publishes slice s and frees the buffer of slice s - 1, which slice
 // s + GMM_STAGES - 1 refills)
 template <bool NK, bool VEC, bool BF16>
-ACL_DEV void gmm_tile_pipe(AclMmaC (&acc)[GMM_MT][GMM_NT], gmm_u16* smem, const GmmTile& t, int wm, int wn) {
+ACL_DEV void gmm_tile_pipe(GMM_ACC (&acc)[GMM_MT][GMM_NT], gmm_u16* smem, const GmmTile& t, int wm, int wn) {
   const long long steps = t.k1 > t.k0 ? (t.k1 - t.k0 + GMM_BK - 1) / GMM_BK : 0;
   if (steps == 0) return;
   GmmCopies c;
   if (VEC) c = gmm_copies<NK>(t);
 #pragma unroll
   for (int s = 0; s < GMM_STAGES - 1; ++s) {
-    if (s < steps) {
-      if (VEC) gmm_load_vec<NK>(smem + s * GMM_STAGE, c, t, t.k0 + s * GMM_BK);
-      else gmm_load_elements<NK>(smem + s * GMM_STAGE, t, t.k0 + s * GMM_BK);
-    }
+    if (s < steps) gmm_load<NK, VEC>(smem + s * GMM_STAGE, c, t, t.k0 + s * GMM_BK);
     if (VEC) acl_cp_async_commit();  // one group a slice, empty ones included, so the count below holds
   }
   int read = 0, write = GMM_STAGES - 1;
@@ -406,12 +542,25 @@ ACL_DEV void gmm_tile_pipe(AclMmaC (&acc)[GMM_MT][GMM_NT], gmm_u16* smem, const 
     if (VEC) acl_cp_async_wait<GMM_STAGES - 2>();  // this thread's copies of slice s landed
     __syncthreads();  // everyone's have; every warp is done with slice s - 1 (the buffer refilled next)
     const long long next = s + GMM_STAGES - 1;
-    if (next < steps) {
-      if (VEC) gmm_load_vec<NK>(smem + write * GMM_STAGE, c, t, t.k0 + next * GMM_BK);
-      else gmm_load_elements<NK>(smem + write * GMM_STAGE, t, t.k0 + next * GMM_BK);
+#if GMM_I8
+    // the [k][n] int8 weight: its words fetched before the products and stored after them (the loads' latency
+    // hidden behind this slice's products); the buffer they fill is the one the barrier above freed
+    const bool w8 = VEC && !NK;
+    GmmW8 f;
+    if (w8 && next < steps) {
+      gmm_load_vec_a(smem + write * GMM_STAGE, c, t, t.k0 + next * GMM_BK);
+      gmm_w8_fetch(f, t, t.k0 + next * GMM_BK);
+    } else if (next < steps) {
+      gmm_load<NK, VEC>(smem + write * GMM_STAGE, c, t, t.k0 + next * GMM_BK);
     }
+#else
+    if (next < steps) gmm_load<NK, VEC>(smem + write * GMM_STAGE, c, t, t.k0 + next * GMM_BK);
+#endif
     if (VEC) acl_cp_async_commit();
     if (live) gmm_multiply_db<NK, BF16>(acc, smem + read * GMM_STAGE, wm, wn);
+#if GMM_I8
+    if (w8 && next < steps) gmm_w8_store(smem + write * GMM_STAGE, f);
+#endif
     read = read + 1 == GMM_STAGES ? 0 : read + 1;
     write = write + 1 == GMM_STAGES ? 0 : write + 1;
   }
@@ -458,7 +607,16 @@ class GmmMmaKernel:
     def __post_init__(self) -> None:
         self.config.check()
         if self.dtype not in DTYPES:
-            raise ValueError(f"the matrix-instruction grouped GEMM takes float16 / bfloat16, not {self.dtype.short}")
+            raise ValueError(
+                f"the matrix-instruction grouped GEMM takes float16 / bfloat16 / int8, not {self.dtype.short}"
+            )
+        if self.dtype == D.ACL_INT8:
+            c = self.config
+            if self.out != D.ACL_INT32 or self.bias is not None:
+                raise ValueError("the matrix-instruction grouped GEMM multiplies int8 into int32 only, without a bias")
+            if not int8_fits(c):
+                raise ValueError(f"configuration {c}: the int8 weight's 4 x 4 byte blocks must tile the block")
+            return
         if self.out is not None and self.out not in OUT_DTYPES:
             raise ValueError(f"the matrix-instruction grouped GEMM cannot write {self.out.short}")
         if self.bias is not None and self.bias not in BIAS_DTYPES:
@@ -477,7 +635,13 @@ class GmmMmaKernel:
 @functools.lru_cache(maxsize=64)
 def _source(k: GmmMmaKernel) -> str:
     c = k.config
+    int8 = k.dtype == D.ACL_INT8
     o = ctype(k.dtype if k.out is None else k.out)
+    acc_t = "int" if int8 else "float"
+
+    def put(v: str) -> str:  # an accumulator value as the output's storage (int8: the exact int32 itself)
+        return v if int8 else store(v, _F32, o)
+
     bf16 = "true" if k.dtype == D.ACL_BF16 else "false"
     bias_lines: list[str] = []
     add_bias: list[str] = []
@@ -504,34 +668,40 @@ def _source(k: GmmMmaKernel) -> str:
         "GmmTile t;",
         "t.x = (const gmm_u16*)e[F_X];",
         "t.w = (const gmm_u16*)e[F_W];",
-        "t.xsr = e[F_XSR]; t.xsc = e[F_XSC]; t.wsk = e[F_WSK]; t.wsn = e[F_WSN];",
         f"t.row0 = e[F_M0] + (t_in / tiles_n) * {c.bm};",
         "t.m1 = e[F_M1];",
         f"t.col0 = (t_in % tiles_n) * {c.bn};",
-        "t.n = n; t.k0 = e[F_K0]; t.k1 = e[F_K1];",
-        "// the weight's shared layout: [n][k] when K is its contiguous axis (or the nearer one), else [k][n]",
-        "const bool nk = t.wsk == 1 ? t.wsn != 1 : (t.wsn != 1 && t.wsk < t.wsn);",
-        "// 16-byte copies: aligned operands, unit stride along the copied axis, K range and N in whole chunks",
-        "const bool vec = ((unsigned long long)(e[F_X] | e[F_W]) & 15ull) == 0 && t.xsc == 1 && t.xsr % 8 == 0 &&",
-        "                 t.k0 % 8 == 0 && t.k1 % 8 == 0 &&",
-        "                 (nk ? (t.wsk == 1 && t.wsn % 8 == 0) : (t.wsn == 1 && t.wsk % 8 == 0 && n % 8 == 0));",
+        "t.n = n;",
+        "t.x8 = (const signed char*)e[F_X]; t.w8 = (const signed char*)e[F_W];",
+        "t.xsr8 = e[F_XSR]; t.xsc8 = e[F_XSC]; t.wsk8 = e[F_WSK]; t.wsn8 = e[F_WSN]; t.k08 = e[F_K0]; t.k18 = e[F_K1];",
+        *(_SETUP_I8 if int8 else _SETUP_16),
         *shared,
         "gmm_u16* smem = (gmm_u16*)smem_raw;",
         "const int warp = threadIdx.x / ACL_WARP_SIZE, lane = acl_lane();",
         "const int wm = warp % GMM_WARPS_M, wn = warp / GMM_WARPS_M;",
-        "AclMmaC acc[GMM_MT][GMM_NT];",
+        "GMM_ACC acc[GMM_MT][GMM_NT];",
         "#pragma unroll",
         "for (int i = 0; i < GMM_MT; ++i) {",
         "  #pragma unroll",
         "  for (int j = 0; j < GMM_NT; ++j) {",
         "    #pragma unroll",
-        "    for (int q = 0; q < ACL_MMA_C_ELEMS; ++q) acc[i][j].x[q] = 0.0f;",
+        "    for (int q = 0; q < ACL_MMA_C_ELEMS; ++q) acc[i][j].x[q] = 0;",
         "  }",
         "}",
-        f"if (nk && vec) {tile}<true, true, {bf16}>(acc, smem, t, wm, wn);",
-        f"else if (vec) {tile}<false, true, {bf16}>(acc, smem, t, wm, wn);",
-        f"else if (nk) {tile}<true, false, {bf16}>(acc, smem, t, wm, wn);",
-        f"else {tile}<false, false, {bf16}>(acc, smem, t, wm, wn);",
+        *(
+            [
+                f"if (nk_vec) {tile}<true, true, false>(acc, smem, t, wm, wn);",
+                f"else if (kn_vec) {tile}<false, true, false>(acc, smem, t, wm, wn);",
+                f"else {tile}<true, false, false>(acc, smem, t, wm, wn);",
+            ]
+            if int8
+            else [
+                f"if (nk && vec) {tile}<true, true, {bf16}>(acc, smem, t, wm, wn);",
+                f"else if (vec) {tile}<false, true, {bf16}>(acc, smem, t, wm, wn);",
+                f"else if (nk) {tile}<true, false, {bf16}>(acc, smem, t, wm, wn);",
+                f"else {tile}<false, false, {bf16}>(acc, smem, t, wm, wn);",
+            ]
+        ),
         f"{o.storage}* out = ({o.storage}*)e[F_OUT];",
         "const long long osr = e[F_OSR], osc = e[F_OSC];",
         *bias_lines,
@@ -548,9 +718,9 @@ def _source(k: GmmMmaKernel) -> str:
         "    for (int j = 0; j < GMM_NT; ++j) {",
         "      const long long col = t.col0 + wn * GMM_WN + 16 * j + acl_mma_c_col(lane, q);",
         "      if (col < n) {",
-        "        float v = acc[i][j].x[q];",
+        f"        {acc_t} v = acc[i][j].x[q];",
         *add_bias,
-        f"        line[col * osc] = {store('v', _F32, o)};",
+        f"        line[col * osc] = {put('v')};",
         "      }",
         "    }",
         "  }",
@@ -578,15 +748,15 @@ def _source(k: GmmMmaKernel) -> str:
             "    for (int j = 0; j < GMM_NT; ++j) {",
             "      const long long col = t.col0 + wn * GMM_WN + 16 * j + acl_mma_c_col(lane, q);",
             "      if (col >= n) continue;",
-            "      float v0 = acc[i][j].x[q], v1 = acc[i][j].x[q + 1];",
+            f"      {acc_t} v0 = acc[i][j].x[q], v1 = acc[i][j].x[q + 1];",
             *add_bias_pair,
             "      if (col + 1 < n) {",
             f"        {pair} p;",
-            f"        p.v[0] = {store('v0', _F32, o)};",
-            f"        p.v[1] = {store('v1', _F32, o)};",
+            f"        p.v[0] = {put('v0')};",
+            f"        p.v[1] = {put('v1')};",
             f"        *({pair}*)(line + col) = p;",
             "      } else {",
-            f"        line[col] = {store('v0', _F32, o)};",
+            f"        line[col] = {put('v0')};",
             "      }",
             "    }",
             "  }",
@@ -598,4 +768,31 @@ def _source(k: GmmMmaKernel) -> str:
     bias = k.bias.short if k.bias is not None else "none"
     out = (k.dtype if k.out is None else k.out).short
     comment = f"matrix-instruction GEMM {k.dtype.short}, bias {bias}, out {out}, configuration {c}"
-    return kernel_source(comment, GEMM_META, k.kernel_name, GEMM_PARAMS, body, c.threads, _device(c), c.min_blocks)
+    return kernel_source(
+        comment, GEMM_META, k.kernel_name, GEMM_PARAMS, body, c.threads, _device(c, int8), c.min_blocks
+    )
+
+
+_SETUP_16: Final = (
+    "t.xsr = e[F_XSR]; t.xsc = e[F_XSC]; t.wsk = e[F_WSK]; t.wsn = e[F_WSN]; t.k0 = e[F_K0]; t.k1 = e[F_K1];",
+    "// the weight's shared layout: [n][k] when K is its contiguous axis (or the nearer one), else [k][n]",
+    "const bool nk = t.wsk == 1 ? t.wsn != 1 : (t.wsn != 1 && t.wsk < t.wsn);",
+    "// 16-byte copies: aligned operands, unit stride along the copied axis, K range and N in whole chunks",
+    "const bool vec = ((unsigned long long)(e[F_X] | e[F_W]) & 15ull) == 0 && t.xsc == 1 && t.xsr % 8 == 0 &&",
+    "                 t.k0 % 8 == 0 && t.k1 % 8 == 0 &&",
+    "                 (nk ? (t.wsk == 1 && t.wsn % 8 == 0) : (t.wsn == 1 && t.wsk % 8 == 0 && n % 8 == 0));",
+)
+"""The 16-bit kernels' strides and inner range, the weight's shared layout and whether 16-byte copies apply."""
+_SETUP_I8: Final = (
+    "// int8: the loop and the 16-byte copies count pairs of bytes along K; the byte loads use the exact fields",
+    "t.xsr = t.xsr8 / 2; t.xsc = 1; t.wsk = t.wsk8 / 2; t.wsn = t.wsn8 / 2; t.k0 = t.k08 / 2; t.k1 = (t.k18 + 1) / 2;",
+    "// 16-byte copies of x: aligned, unit stride along K, K range and row pitch in whole 16-byte chunks",
+    "const bool x_vec = ((unsigned long long)e[F_X] & 15ull) == 0 && t.xsc8 == 1 && t.xsr8 % 16 == 0 &&",
+    "                   t.k08 % 16 == 0 && t.k18 % 16 == 0;",
+    "// a [n][k] weight (K contiguous) copied 16 bytes at a time; a [k][n] one (N contiguous) read as 4-byte words",
+    "const bool nk_vec = x_vec && ((unsigned long long)e[F_W] & 15ull) == 0 && t.wsk8 == 1 && t.wsn8 % 16 == 0;",
+    "const bool kn_vec = x_vec && ((unsigned long long)e[F_W] & 3ull) == 0 && t.wsn8 == 1 && t.wsk8 % 4 == 0 &&",
+    "                    n % 4 == 0;",
+)
+"""The int8 kernel's pair-unit strides and inner range and its three staging paths (16-byte copies of both
+operands, copies of x with the [k][n] weight transposed through registers, byte loads)."""

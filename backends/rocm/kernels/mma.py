@@ -1,4 +1,5 @@
-"""Warp-level matrix multiply-accumulate for kernel source: one 16x16x16 fp16/bf16 -> fp32 tile per warp.
+"""Warp-level matrix multiply-accumulate for kernel source: one 16x16x16 fp16/bf16 -> fp32 (or 16x32x16 int8 -> int32)
+tile per warp.
 
 :data:`MMA_SOURCE` (after the prelude) gives kernels a tile product ``C += A B`` with A 16x16 (M x K),
 B 16x16 (K x N) and C 16x16 fp32, spread over the warp in fragments whose per-lane ownership is
@@ -36,6 +37,14 @@ API (all warp-collective: every lane of the warp calls it):
   NVIDIA these are ``ldmatrix`` (``.trans`` for ``_kn``). ``acl_mma_gather_{a,b_kn,b_nk}`` take any
   pointer and alignment (element loads).
 * ``acl_mma<BF16>(c, a, b)``: ``c += a b`` (``BF16`` true: bf16 inputs, false: fp16).
+* ``acl_mma_i8(ci, a, b)``: ``ci += a b`` over int8, a 16 x 32 x 16 (M x K x N) tile into exact int32
+  (``AclMmaCi``: ``int x[ACL_MMA_C_ELEMS]``, the C layout above). Each 16-bit fragment element holds a pair
+  of int8 neighbours along K (A (m, k): bytes (m, 2k), (m, 2k + 1); B (k, n): (2k, n), (2k + 1, n)), so
+  K-contiguous int8 rows load with ``acl_mma_load_a`` / ``acl_mma_load_b_nk`` / the gathers as they are
+  (``ld`` in 16-bit units; there is no int8 ``_kn`` load). NVIDIA sm_80+: two ``mma.sync.m16n8k32.s8``
+  (``ACL_MMA_I8_HW`` 1), whose fragments are exactly these pairs; elsewhere, AMD included, the software
+  product in the layout's bookkeeping (``ACL_MMA_I8_HW`` 0: AMD's int8 matrix instructions differ in K and
+  fragments per generation and are not issued). Exact while a sum of products fits int32 (K < 2^17).
 * ``acl_mma_c_row / _col(lane, e)``; row slots: a lane's C elements cover ``ACL_MMA_C_SLOTS`` distinct
   rows, element ``e`` in slot ``acl_mma_c_slot(e)`` (row ``acl_mma_slot_row(lane, s)``); the
   ``ACL_MMA_ROW_LANES`` lanes that share a row differ in the low bits of the lane id, so a row
@@ -240,6 +249,9 @@ struct AclMmaB {
 struct AclMmaC {
   float x[ACL_MMA_C_ELEMS];
 };
+struct AclMmaCi {
+  int x[ACL_MMA_C_ELEMS];
+};
 
 ACL_DEV int acl_lane() { return (int)(threadIdx.x % ACL_WARP_SIZE); }
 
@@ -436,8 +448,9 @@ template <bool BF16> ACL_DEV void acl_mma(AclMmaC& c, const AclMmaA& a, const Ac
                                                            __builtin_bit_cast(acl_v8h, b), acc);
   c = __builtin_bit_cast(AclMmaC, acc);
 }
-#elif !ACL_MMA_HW
-// the software path: every lane publishes its fragments, then computes its own accumulator elements
+#endif
+#if !(ACL_MMA_HW && ACL_MMA_LAYOUT == 1)
+// the software paths: every lane publishes its fragments, then computes its own accumulator elements
 #ifndef ACL_WARP_ALLGATHER
 template <int N> ACL_DEV void acl_warp_allgather(const unsigned* in, unsigned* out) {
   for (int l = 0; l < ACL_WARP_SIZE; ++l)
@@ -445,6 +458,8 @@ template <int N> ACL_DEV void acl_warp_allgather(const unsigned* in, unsigned* o
 }
 #define ACL_WARP_ALLGATHER(in, out, n) acl_warp_allgather<n>((in), (out))
 #endif
+#endif
+#if !ACL_MMA_HW
 template <bool BF16> ACL_DEV float acl_mma_elem(unsigned word, int e) {
   const unsigned short bits = (unsigned short)((e & 1) ? (word >> 16) : (word & 0xffffu));
   return BF16 ? acl_b2f(bits) : acl_h2f(bits);
@@ -468,6 +483,55 @@ template <bool BF16> ACL_DEV void acl_mma(AclMmaC& c, const AclMmaA& a, const Ac
     const int row = acl_mma_c_row(lane, e), col = acl_mma_c_col(lane, e);
     float s = c.x[e];
     for (int k = 0; k < 16; ++k) s += am[row][k] * bm[k][col];
+    c.x[e] = s;
+  }
+}
+#endif
+
+// int8: c += a b over a 16 x 32 (M x K) x 32 x 16 (K x N) int8 tile into exact int32. A fragment's 16-bit
+// element (m, k) of the 16x16 layout holds the int8 pair (m, 2k) (low byte) and (m, 2k + 1); a B element (k, n)
+// the pair (2k, n), (2k + 1, n): the pairs run along K, so int8 rows staged K-contiguous load with the 16-bit
+// loads (acl_mma_load_a / acl_mma_load_b_nk / the gathers; there is no int8 form of acl_mma_load_b_kn).
+// NVIDIA sm_80+: two mma.sync.m16n8k32.s8 (its fragments are exactly these pairs); elsewhere the software
+// product in the layout's bookkeeping (AMD's int8 matrix instructions are not used: their K and fragments
+// differ per generation)
+#if ACL_MMA_HW && ACL_MMA_LAYOUT == 1
+#define ACL_MMA_M16N8K32_S8(c, o, a, b0, b1)                                                                   \
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "     \
+               "{%0,%1,%2,%3};"                                                                              \
+               : "+r"(c.x[o]), "+r"(c.x[o + 1]), "+r"(c.x[o + 2]), "+r"(c.x[o + 3])                          \
+               : "r"(a.r[0]), "r"(a.r[1]), "r"(a.r[2]), "r"(a.r[3]), "r"(b0), "r"(b1))
+#define ACL_MMA_I8_HW 1
+ACL_DEV void acl_mma_i8(AclMmaCi& c, const AclMmaA& a, const AclMmaB& b) {
+  ACL_MMA_M16N8K32_S8(c, 0, a, b.r[0], b.r[1]);
+  ACL_MMA_M16N8K32_S8(c, 4, a, b.r[2], b.r[3]);
+}
+#else
+#define ACL_MMA_I8_HW 0
+ACL_DEV int acl_mma_s8(unsigned word, int e, int h) {
+  return (int)(signed char)((word >> (16 * (e & 1) + 8 * h)) & 0xffu);
+}
+ACL_DEV void acl_mma_i8(AclMmaCi& c, const AclMmaA& a, const AclMmaB& b) {
+  const int AW = ACL_MMA_A_ELEMS / 2, BW = ACL_MMA_B_ELEMS / 2, N = AW + BW;
+  unsigned mine[N];
+  for (int i = 0; i < AW; ++i) mine[i] = a.r[i];
+  for (int i = 0; i < BW; ++i) mine[AW + i] = b.r[i];
+  unsigned all[ACL_WARP_SIZE * N];
+  ACL_WARP_ALLGATHER(mine, all, N);
+  int am[16][32], bm[32][16];
+  for (int l = 0; l < ACL_WARP_SIZE; ++l) {
+    for (int e = 0; e < ACL_MMA_A_ELEMS; ++e)
+      for (int h = 0; h < 2; ++h)
+        am[acl_mma_a_row(l, e)][2 * acl_mma_a_col(l, e) + h] = acl_mma_s8(all[l * N + e / 2], e, h);
+    for (int e = 0; e < ACL_MMA_B_ELEMS; ++e)
+      for (int h = 0; h < 2; ++h)
+        bm[2 * acl_mma_b_row(l, e) + h][acl_mma_b_col(l, e)] = acl_mma_s8(all[l * N + AW + e / 2], e, h);
+  }
+  const int lane = acl_lane();
+  for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) {
+    const int row = acl_mma_c_row(lane, e), col = acl_mma_c_col(lane, e);
+    int s = c.x[e];
+    for (int k = 0; k < 32; ++k) s += am[row][k] * bm[k][col];
     c.x[e] = s;
   }
 }

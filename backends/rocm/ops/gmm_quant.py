@@ -4,8 +4,9 @@
   a dense ND temporary by the layout family's NZ copy; float16 / bfloat16 or per-tensor-list weight
   scales are converted (exactly) into one FLOAT32 [E, N] temporary. The grouped GEMM's integer mode
   (:meth:`GroupedMatmulRunner.execute`, INT8 × INT8 into an exact INT32 temporary [M, N], the groups'
-  rows read from the device group list) is followed by one thread turning the group list into
-  cumulative row ends and by DequantSwigluQuant's kernel (:meth:`QuantVllmRunner.record_dsq`): the
+  rows read from the device group list; the matrix-instruction kernel where the runner's :meth:`gemm` picks it,
+  i.e. NVIDIA sm_80+ unless ``ACL_GMM_KERNEL=simt``, else the SIMT kernel) is followed by one thread turning
+  the group list into cumulative row ends and by DequantSwigluQuant's kernel (:meth:`QuantVllmRunner.record_dsq`): the
   dequantisation ``float32(acc) * w_scale[g] * x_scale``, SwiGLU in double and the per-row INT8
   quantisation, the very arithmetic the reference follows.
 * QuantGroupedMatmulDequant (and WeightNZ): one block per row quantises x into an INT8 temporary with
@@ -32,7 +33,6 @@ from acl_core.spec.ops.gmm_quant import QUANT_MAX, members
 from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.driver import handle
 from acl_rocm.kernels.gmm_quant import BLOCK_THREADS, GROUP_LIST_ENDS, Dequant, QuantRows
-from acl_rocm.kernels.grouped_matmul import GmmKernel
 from acl_rocm.kernels.prelude import PRELUDE
 from acl_rocm.launch import KernelArgs, LaunchConfig, launch_tensor, longs
 from acl_rocm.ops.matmul_variants import view
@@ -156,7 +156,7 @@ class GmmQuantRunner:
             runner.execute(
                 stream,
                 lambda _temps: runner.m_groups(x, views, acc),
-                GmmKernel(D.ACL_INT8, None, D.ACL_INT32),
+                runner.gemm(D.ACL_INT8, None, D.ACL_INT32),
                 group_list,
                 int(plan["list_type"]),
                 f"{launch.spec.name}: groupList is inconsistent with the rows of x",
@@ -216,7 +216,7 @@ class GmmQuantRunner:
             runner.execute(
                 stream,
                 lambda _temps: runner.m_groups(xq, views, acc),
-                GmmKernel(D.ACL_INT8, None, D.ACL_INT32),
+                runner.gemm(D.ACL_INT8, None, D.ACL_INT32),
                 group_list,
                 0,
                 f"{launch.spec.name}: groupList is inconsistent with the rows of x",

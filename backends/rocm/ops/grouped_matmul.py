@@ -5,8 +5,9 @@ table on the device through kernel arguments; a one-thread pass reads ``groupLis
 groups come from it, checks it and numbers the output tiles; one tiled GEMM launch (fp32
 accumulation, bias and one rounding in its epilogue) then computes every group
 (:mod:`acl_rocm.kernels.grouped_matmul`). fp16 / bf16 operands (MX ones after decoding) take the
-matrix-instruction kernel (:mod:`acl_rocm.kernels.grouped_matmul_mma`, path ``mma``); fp32 and the
-grouped quantised ops' INT8 GEMM take the shared-memory SIMT kernel (path ``simt``), as every call does
+matrix-instruction kernel (:mod:`acl_rocm.kernels.grouped_matmul_mma`, path ``mma``), and so does the
+grouped quantised ops' INT8 GEMM (exact INT32) where the matrix layer has an int8 instruction (NVIDIA
+sm_80+); fp32 and INT8 elsewhere take the shared-memory SIMT kernel (path ``simt``), as every call does
 with ``ACL_GMM_KERNEL=simt``. The path is reported on the debug logger ``acl_rocm.grouped_matmul`` and
 in the runner's ``last_path``. A bad group list sets a device flag: nothing is written and
 the driver raises 161002 when the stream is synchronised, as the movement family's index checks do.
@@ -51,7 +52,7 @@ from acl_rocm.kernels.grouped_matmul_mma import BIAS_DTYPES as MMA_BIAS
 from acl_rocm.kernels.grouped_matmul_mma import DEFAULT as MMA_DEFAULT
 from acl_rocm.kernels.grouped_matmul_mma import DTYPES as MMA_DTYPES
 from acl_rocm.kernels.grouped_matmul_mma import OUT_DTYPES as MMA_OUT
-from acl_rocm.kernels.grouped_matmul_mma import GmmConfig, GmmMmaKernel, parse_config
+from acl_rocm.kernels.grouped_matmul_mma import GmmConfig, GmmMmaKernel, int8_fits, parse_config
 from acl_rocm.kernels.mma import hardware_layout
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.elementwise import Prepared
@@ -64,7 +65,8 @@ if TYPE_CHECKING:
 LOG = logging.getLogger("acl_rocm.grouped_matmul")
 GMM_ENV = "ACL_GMM_KERNEL"
 """``simt`` keeps every grouped GEMM on the shared-memory SIMT kernel; unset (auto): fp16 / bf16 operands take
-the matrix-instruction kernel where the architecture has matrix instructions; ``mma``: wherever they fit."""
+the matrix-instruction kernel where the architecture has matrix instructions, INT8 (into INT32) where it has the
+layer's int8 one (NVIDIA sm_80+); ``mma``: wherever they fit (the layer's software path elsewhere)."""
 CONFIG_ENV = "ACL_GMM_CONFIG"
 """The matrix-instruction kernel's block shape: a name of :data:`~acl_rocm.kernels.grouped_matmul_mma.CONFIGS` or
 ``BMxBNxBK-wMxN-sS``; unset: :data:`~acl_rocm.kernels.grouped_matmul_mma.DEFAULT` (``base`` where the device's
@@ -177,13 +179,25 @@ class GroupedMatmulRunner:
 
     def gemm(self, operands: D, bias: D | None, out: D) -> GroupedGemm:
         """The grouped GEMM for these dtypes: matrix instructions for fp16 / bf16 operands (MX decoded to bf16
-        included) where the architecture has them (``mma`` forces them elsewhere too: the layer's software
-        path) unless the switch says ``simt``; the SIMT kernel for fp32 (no TF32) and INT8."""
-        fits = operands in MMA_DTYPES and out in MMA_OUT and (bias is None or bias in MMA_BIAS)
+        included) where the architecture has them and for INT8 into INT32 where it has the int8 one (``mma``
+        forces them elsewhere too: the layer's software path) unless the switch says ``simt``; otherwise the
+        SIMT kernel (fp32: no TF32)."""
         mode = self.kernel_mode()
-        hardware = hardware_layout(self.backend.policy.arch) is not None
+        layout = hardware_layout(self.backend.policy.arch)
+        if operands == D.ACL_INT8:
+            # INT8 x INT8 -> exact INT32: NVIDIA's m16n8k32 (layout 1) is the only int8 matrix instruction the
+            # layer issues; AMD's MFMA / WMMA int8 forms are not used, so there auto keeps the SIMT kernel
+            fits, hardware = out == D.ACL_INT32 and bias is None, layout == 1
+        else:
+            fits = operands in MMA_DTYPES and out in MMA_OUT and (bias is None or bias in MMA_BIAS)
+            hardware = layout is not None
         if fits and (mode == "mma" or (mode == "auto" and hardware)):
-            return GmmMmaKernel(operands, bias, out, config=self.config())
+            config = self.config()
+            if operands == D.ACL_INT8 and not int8_fits(config):
+                raise AclError(
+                    AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{CONFIG_ENV}: configuration {config} cannot multiply int8"
+                )
+            return GmmMmaKernel(operands, bias, out, config=config)
         return GmmKernel(operands, bias, out)
 
     def kernels(self) -> dict[str, Kernel]:
@@ -327,24 +341,11 @@ class GroupedMatmulRunner:
         m, k = x.view_dims
         n = out.view_dims[1]
         p = GroupPlan(mode=MODE_M, axis=m)
+        # the per-call host path of the grouped quantised ops (64 groups and more): x's and out's fields once
+        common = {"X": _address(x), "OUT": _address(out), "K1": k, "N": n, "XSR": x.strides[0], "XSC": x.strides[1]}
+        common |= {"OSR": out.strides[0], "OSC": out.strides[1]}
         for w in weights:
-            p.rows.append(
-                _row(
-                    _address(x),
-                    _address(w),
-                    _address(out),
-                    None,
-                    (),
-                    K1=k,
-                    N=n,
-                    XSR=x.strides[0],
-                    XSC=x.strides[1],
-                    WSK=w.strides[0],
-                    WSN=w.strides[1],
-                    OSR=out.strides[0],
-                    OSC=out.strides[1],
-                )
-            )
+            p.rows.append({**common, "W": _address(w), "WSK": w.strides[0], "WSN": w.strides[1]})
         p.products.append((m, n, len(weights)))
         return p
 
