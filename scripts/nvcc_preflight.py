@@ -22,8 +22,8 @@ ACL_FOREACH_CONFIG=scan|grid2d: how a Foreach block finds its slot; ACL_MC2_ROUT
 routing kernels; ACL_MC2_ROWS=row: its block-a-row expandX copy; ACL_TAKE_CHECK=fused|vec: Take's in-gather
 index check or its 16-byte Check launch; ACL_LI_PATH=tiled|sort: LightningIndexer's key-tile scores before the row
 sorter, or the first path;
-ACL_MISH_CONFIG=poly: Mish's float32 polynomial body; ACL_SFA_PATH=block: SparseFlashAttention's block kernel
-(default: its GEMM path's kernels, where the provider has a GEMM); ACL_FLATQUANT_KERNEL=slice|simt|dmma|dmma16:
+ACL_MISH_CONFIG=poly: Mish's float32 polynomial body; ACL_SFA_PATH=gemm: SparseFlashAttention's GEMM path's
+kernels (default: its block kernel); ACL_FLATQUANT_KERNEL=slice|simt|dmma|dmma16:
 FlatQuant's kernel (its [2, 64, 64] call below reaches the token tiles); ACL_FLASH_CONFIG with
 ACL_ATTENTION_PATH=flash (read from the process environment): the flash kernel's block shapes (``wg2k128``: the wgmma
 kernel, compiled for sm_90a to a cubin); ACL_RANDOM_LAYOUT is read from the process environment by every backend;

@@ -147,8 +147,13 @@ def test_without_a_gemm_the_block_kernel_runs(
     emulated: Backend, reference: Backend, caplog: pytest.LogCaptureFixture
 ) -> None:
     sample = SAMPLES[0]
-    with caplog.at_level(logging.DEBUG, logger=LOGGER):
-        assert_matches_reference(emulated, reference, OP, sample.args, "contiguous", sample.note)
+    saved = emulated.environ  # type: ignore[attr-defined]
+    emulated.environ = {**saved, "ACL_SFA_PATH": "gemm"}  # type: ignore[attr-defined]
+    try:
+        with caplog.at_level(logging.DEBUG, logger=LOGGER):
+            assert_matches_reference(emulated, reference, OP, sample.args, "contiguous", sample.note)
+    finally:
+        emulated.environ = saved  # type: ignore[attr-defined]
     assert "block kernel (gemm path refused: no GEMM" in caplog.text
 
 

@@ -48,9 +48,12 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("acl_rocm.sparse_attention")
 PATH_ENV: Final = "ACL_SFA_PATH"
-"""SparseFlashAttention's path: ``gemm`` (default: gathered rows and two vendor GEMMs) or ``block`` (the block
+"""SparseFlashAttention's path: ``gemm`` (gathered rows and two vendor GEMMs) or ``block`` (the default: the block
 kernel, a block per (query row, query head))."""
 PATHS: Final = ("gemm", "block")
+DEFAULT_PATH: Final = "block"
+"""``block`` until the GEMM path has run on a GPU: it passed every test on the CPU kernel emulator (2026-12-07), and
+no GPU call of that session got a machine to run its GPU tier and bench row."""
 BUDGET_BYTES: Final = 1 << 30
 """The GEMM path's temporaries (gathered rows, scores, probabilities, GEMM workspace) at most: a call whose rows need
 more runs in chunks of rows; one row over it takes the block kernel."""
@@ -59,8 +62,8 @@ _NULL: Final = ctypes.c_void_p(0)
 
 
 def sfa_path(environ: Mapping[str, str]) -> str:
-    """The :data:`PATH_ENV` setting (``gemm`` unless set; a bad value is refused with ACL_ERROR_INVALID_PARAM)."""
-    value = (environ.get(PATH_ENV, "") or "gemm").strip().lower()
+    """The :data:`PATH_ENV` setting (:data:`DEFAULT_PATH` unless set; a bad value: ACL_ERROR_INVALID_PARAM)."""
+    value = (environ.get(PATH_ENV, "") or DEFAULT_PATH).strip().lower()
     if value not in PATHS:
         raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{PATH_ENV}={value!r}: not one of {PATHS}")
     return value
