@@ -717,6 +717,26 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@(
 """
 
 
+def fill_body(body: str, dtype: D, sink: D | None, name: str, tokens: dict[str, str]) -> str:
+    """``body`` with ``tokens`` and the tokens every flash kernel shares (storage types, the sink's load, the output's
+    store, the kernel name, the argument structs, ``@BF16@``) replaced."""
+    c, f32 = ctype(dtype), ctype(D.ACL_FLOAT)
+    sink_c = ctype(sink if sink is not None else D.ACL_FLOAT)
+    shared = {
+        "@BF16@": "true" if dtype == D.ACL_BF16 else "false",
+        "@S@": c.storage,
+        "@SINK_S@": sink_c.storage,
+        "@SINK_LOAD@": load("sink[h * m.sink_step]", sink_c, f32),
+        "@STORE@": store("r", f32, c),
+        "@NAME@": name,
+        "@ATTN_STRUCT@": ATTN_STRUCT,
+        "@GRID_STRUCT@": GRID_STRUCT,
+    }
+    for token, value in {**tokens, **shared}.items():
+        body = body.replace(token, value)
+    return body
+
+
 def flash_source(inst: FlashInstance) -> str:
     """The complete source (prelude, matrix layer, key range included) of one flash kernel."""
     if (
@@ -730,9 +750,6 @@ def flash_source(inst: FlashInstance) -> str:
         raise ValueError(f"no flash kernel for {inst}")
     if inst.shared_bytes > SHARED_LIMIT:
         raise ValueError(f"{inst} needs {inst.shared_bytes} bytes of shared memory (limit {SHARED_LIMIT})")
-    c = ctype(inst.dtype)
-    f32 = ctype(D.ACL_FLOAT)
-    sink_c = ctype(inst.sink if inst.sink is not None else D.ACL_FLOAT)
     tokens = {
         "@D@": str(inst.head_dim),
         "@WARPS@": str(inst.warps),
@@ -745,19 +762,9 @@ def flash_source(inst: FlashInstance) -> str:
         "@INTERLEAVE@": "1" if "i" in inst.inner else "0",
         "@MINB@": str((3 if "o" in inst.inner else MIN_BLOCKS) if inst.warps <= 4 else 1),
         "@BC@": str(inst.block_keys),
-        "@BF16@": "true" if inst.dtype == D.ACL_BF16 else "false",
         "@VEC@": "1" if inst.vec else "0",
-        "@S@": c.storage,
-        "@SINK_S@": sink_c.storage,
-        "@SINK_LOAD@": load("sink[h * m.sink_step]", sink_c, f32),
-        "@STORE@": store("r", f32, c),
-        "@NAME@": inst.kernel_name,
-        "@ATTN_STRUCT@": ATTN_STRUCT,
-        "@GRID_STRUCT@": GRID_STRUCT,
     }
-    body = _BODY
-    for token, value in tokens.items():
-        body = body.replace(token, value)
+    body = fill_body(_BODY, inst.dtype, inst.sink, inst.kernel_name, tokens)
     shape = f"{inst.warps} warps x {16 * inst.mtiles} rows, {inst.block_keys}-key tiles"
     header = f"// flash attention forward: {inst.dtype.short}, D={inst.head_dim}, {shape}"
     return "\n".join([PRELUDE, MMA_SOURCE, KEY_RANGE_SOURCE, header, body])

@@ -40,8 +40,7 @@ from typing import Final
 
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.attention import ATTN_STRUCT
-from acl_rocm.kernels.attention_flash import GRID_STRUCT, SHARED_LIMIT
-from acl_rocm.kernels.ctypes_map import ctype, load, store
+from acl_rocm.kernels.attention_flash import GRID_STRUCT, SHARED_LIMIT, fill_body
 from acl_rocm.kernels.mma import MMA_SOURCE
 from acl_rocm.kernels.prelude import PRELUDE
 from acl_rocm.kernels.wgmma import wgmma_source
@@ -554,9 +553,6 @@ def wgmma_flash_source(inst: WgmmaInstance) -> str:
     if inst.shared_bytes * inst.blocks > SHARED_LIMIT:
         need = f"{inst.shared_bytes} bytes of shared memory a block, {inst.blocks} blocks a multiprocessor"
         raise ValueError(f"{inst} needs {need} (limit {SHARED_LIMIT})")
-    c = ctype(inst.dtype)
-    f32 = ctype(D.ACL_FLOAT)
-    sink_c = ctype(inst.sink if inst.sink is not None else D.ACL_FLOAT)
     tokens = {
         "@D@": str(inst.head_dim),
         "@GROUPS@": str(inst.groups),
@@ -565,19 +561,9 @@ def wgmma_flash_source(inst: WgmmaInstance) -> str:
         "@STAGES@": str(inst.stages),
         "@SWZ@": "1" if inst.swizzle else "0",
         "@BC@": str(inst.block_keys),
-        "@BF16@": "true" if inst.dtype == D.ACL_BF16 else "false",
         "@T@": "bf16" if inst.dtype == D.ACL_BF16 else "f16",
-        "@S@": c.storage,
-        "@SINK_S@": sink_c.storage,
-        "@SINK_LOAD@": load("sink[h * m.sink_step]", sink_c, f32),
-        "@STORE@": store("r", f32, c),
-        "@NAME@": inst.kernel_name,
-        "@ATTN_STRUCT@": ATTN_STRUCT,
-        "@GRID_STRUCT@": GRID_STRUCT,
     }
-    body = _BODY
-    for token, value in tokens.items():
-        body = body.replace(token, value)
+    body = fill_body(_BODY, inst.dtype, inst.sink, inst.kernel_name, tokens)
     ns = tuple(sorted({inst.block_keys, inst.head_dim}))
     header = f"// flash attention forward on wgmma (sm_90a): {inst.dtype.short}, D={inst.head_dim}, {inst.config}"
     return "\n".join([PRELUDE, MMA_SOURCE, wgmma_source(ns), KEY_RANGE_SOURCE, header, body])
