@@ -46,6 +46,27 @@ MAX_SHARED_FLOATS: Final = 8192
 _ZERO4: Strides = (0, 0, 0, 0)
 
 
+def block_reduce_source(name: str, threads: int) -> str:
+    """C source of ``float name(x, red, take_max)``: the block's max (or sum) of every thread's ``x`` through the shared
+    ``red[threads]``, returned to every thread (all of the block's ``threads`` call it)."""
+    return f"""ACL_DEV float {name}(float x, float* red, bool take_max) {{
+  const int tid = threadIdx.x;
+  red[tid] = x;
+  __syncthreads();
+  for (int w = {threads} / 2; w > 0; w >>= 1) {{
+    if (tid < w) {{
+      const float a = red[tid], b = red[tid + w];
+      red[tid] = take_max ? (a > b ? a : b) : a + b;
+    }}
+    __syncthreads();
+  }}
+  const float r = red[0];
+  __syncthreads();
+  return r;
+}}
+"""
+
+
 @dataclass(frozen=True)
 class SaMeta(PackedMeta):
     """One call's geometry (int64s in order). Strides are (outer, row, head, last) in elements."""
@@ -308,22 +329,7 @@ def _attend(inst: SaInstance) -> str:
         f"for (int d = 0; d < {inst.dr}; ++d) dot += qrs[d] * {load('kr[kro + d * m.kr[3]]', c, f32)};" if rope else ""
     )
     return f"""
-ACL_DEV float sfa_reduce(float x, float* red, bool take_max) {{
-  const int tid = threadIdx.x;
-  red[tid] = x;
-  __syncthreads();
-  for (int w = {t} / 2; w > 0; w >>= 1) {{
-    if (tid < w) {{
-      const float a = red[tid], b = red[tid + w];
-      red[tid] = take_max ? (a > b ? a : b) : a + b;
-    }}
-    __syncthreads();
-  }}
-  const float r = red[0];
-  __syncthreads();
-  return r;
-}}
-
+{block_reduce_source("sfa_reduce", t)}
 extern "C" __global__ void __launch_bounds__({t}) {inst.name("attend")}(
     const SaMeta m, const double scale_arg, const {c.storage}* __restrict__ q, const {c.storage}* __restrict__ k,
     const {c.storage}* __restrict__ v, const {c.storage}* __restrict__ qr, const {c.storage}* __restrict__ kr,

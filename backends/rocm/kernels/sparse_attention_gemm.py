@@ -37,7 +37,7 @@ from typing import Final
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.prelude import PRELUDE
-from acl_rocm.kernels.sparse_attention import SA_COMMON, SA_STRUCT
+from acl_rocm.kernels.sparse_attention import SA_COMMON, SA_STRUCT, block_reduce_source
 
 GATHER_THREADS: Final = 256
 GATHER_SLOTS: Final = 16
@@ -213,22 +213,7 @@ def _softmax(inst: SfaGemmInstance) -> str:
     c, f32 = ctype(inst.dtype), ctype(D.ACL_FLOAT)
     t = SOFTMAX_THREADS
     return f"""
-ACL_DEV float sfa_gemm_reduce(float x, float* red, bool take_max) {{
-  const int tid = threadIdx.x;
-  red[tid] = x;
-  __syncthreads();
-  for (int w = {t} / 2; w > 0; w >>= 1) {{
-    if (tid < w) {{
-      const float a = red[tid], b = red[tid + w];
-      red[tid] = take_max ? (a > b ? a : b) : a + b;
-    }}
-    __syncthreads();
-  }}
-  const float r = red[0];
-  __syncthreads();
-  return r;
-}}
-
+{block_reduce_source("sfa_gemm_reduce", t)}
 extern "C" __global__ void __launch_bounds__({t}) {inst.name("softmax")}(
     const SaMeta m, const long long cp, const long long r0, const double scale_arg, const float* __restrict__ scores,
     const int* __restrict__ toks, const int* __restrict__ lq, {c.storage}* __restrict__ probs,
