@@ -226,7 +226,23 @@ def _fetch(token: str) -> list[str]:
     ]
 
 
-class _SimtEngine:
+class _Engine:
+    """What both token-tile engines share: the accumulator walk ``_each`` (row ``I``, column ``J``, value ``V``)
+    serves the T-tile store and the per-element statements."""
+
+    def _each(self, stmt: str, real: bool) -> list[str]:
+        raise NotImplementedError
+
+    def store_t(self) -> list[str]:
+        """Lines: the accumulators into the x / T tile, padded positions as 0."""
+        return self._each("xs[I * LD + J] = I < N1 && J < N2 ? V : 0.0;", real=False)
+
+    def each_real(self, stmt: str) -> list[str]:
+        """Lines: ``stmt`` for every real (I < N1, J < N2) accumulator ``V`` at row ``I``, column ``J``."""
+        return self._each(stmt, real=True)
+
+
+class _SimtEngine(_Engine):
     """4x4 double accumulators a thread: rows ``4 ty + r``, columns ``2 tx + c`` and ``N2P / 2 + 2 tx + c``."""
 
     def __init__(self, tile: FlatTile) -> None:
@@ -270,16 +286,8 @@ class _SimtEngine:
             "  }",
         ]
 
-    def store_t(self) -> list[str]:
-        """Lines: the accumulators into the x / T tile, padded positions as 0."""
-        return self._each("xs[I * LD + J] = I < N1 && J < N2 ? V : 0.0;", real=False)
 
-    def each_real(self, stmt: str) -> list[str]:
-        """Lines: ``stmt`` for every real (I < N1, J < N2) accumulator ``V`` at row ``I``, column ``J``."""
-        return self._each(stmt, real=True)
-
-
-class _DmmaEngine:
+class _DmmaEngine(_Engine):
     """Warps in a ``WR x WC`` grid over the (N1P / 8) x (N2P / 8) grid of 8x8 output tiles, ``RB x CB`` tiles each."""
 
     def __init__(self, tile: FlatTile) -> None:
@@ -325,14 +333,6 @@ class _DmmaEngine:
             f"    {guard}{stmt}",
             "  }",
         ]
-
-    def store_t(self) -> list[str]:
-        """Lines: the accumulators into the x / T tile, padded positions as 0."""
-        return self._each("xs[I * LD + J] = I < N1 && J < N2 ? V : 0.0;", real=False)
-
-    def each_real(self, stmt: str) -> list[str]:
-        """Lines: ``stmt`` for every real accumulator ``V`` at row ``I``, column ``J``."""
-        return self._each(stmt, real=True)
 
 
 def warp_grid(rows: int, cols: int) -> tuple[int, int] | None:
