@@ -458,6 +458,15 @@ template <int N> ACL_DEV void acl_warp_allgather(const unsigned* in, unsigned* o
 }
 #define ACL_WARP_ALLGATHER(in, out, n) acl_warp_allgather<n>((in), (out))
 #endif
+// the software products' first step: every lane's A and B fragment words, lane l's at all[l * N ..]
+#define ACL_MMA_GATHER_AB(a, b, all, AW, BW)                                                                   \
+  unsigned all[ACL_WARP_SIZE * (AW + BW)];                                                                    \
+  {                                                                                                            \
+    unsigned mine[AW + BW];                                                                                    \
+    for (int i = 0; i < AW; ++i) mine[i] = a.r[i];                                                             \
+    for (int i = 0; i < BW; ++i) mine[AW + i] = b.r[i];                                                        \
+    ACL_WARP_ALLGATHER(mine, all, AW + BW);                                                                    \
+  }
 #endif
 #if !ACL_MMA_HW
 template <bool BF16> ACL_DEV float acl_mma_elem(unsigned word, int e) {
@@ -466,11 +475,7 @@ template <bool BF16> ACL_DEV float acl_mma_elem(unsigned word, int e) {
 }
 template <bool BF16> ACL_DEV void acl_mma(AclMmaC& c, const AclMmaA& a, const AclMmaB& b) {
   const int AW = ACL_MMA_A_ELEMS / 2, BW = ACL_MMA_B_ELEMS / 2, N = AW + BW;
-  unsigned mine[N];
-  for (int i = 0; i < AW; ++i) mine[i] = a.r[i];
-  for (int i = 0; i < BW; ++i) mine[AW + i] = b.r[i];
-  unsigned all[ACL_WARP_SIZE * N];
-  ACL_WARP_ALLGATHER(mine, all, N);
+  ACL_MMA_GATHER_AB(a, b, all, AW, BW)
   float am[16][16], bm[16][16];
   for (int l = 0; l < ACL_WARP_SIZE; ++l) {
     for (int e = 0; e < ACL_MMA_A_ELEMS; ++e)
@@ -513,11 +518,7 @@ ACL_DEV int acl_mma_s8(unsigned word, int e, int h) {
 }
 ACL_DEV void acl_mma_i8(AclMmaCi& c, const AclMmaA& a, const AclMmaB& b) {
   const int AW = ACL_MMA_A_ELEMS / 2, BW = ACL_MMA_B_ELEMS / 2, N = AW + BW;
-  unsigned mine[N];
-  for (int i = 0; i < AW; ++i) mine[i] = a.r[i];
-  for (int i = 0; i < BW; ++i) mine[AW + i] = b.r[i];
-  unsigned all[ACL_WARP_SIZE * N];
-  ACL_WARP_ALLGATHER(mine, all, N);
+  ACL_MMA_GATHER_AB(a, b, all, AW, BW)
   int am[16][32], bm[32][16];
   for (int l = 0; l < ACL_WARP_SIZE; ++l) {
     for (int e = 0; e < ACL_MMA_A_ELEMS; ++e)
