@@ -84,3 +84,27 @@ def decode(rocm: Backend) -> Iterator[object]:
     planner = rocm.attention.decode  # type: ignore[attr-defined]
     yield planner
     planner.use_config(None)
+
+
+@pytest.fixture
+def bench_rocm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Backend]:
+    """A rocm backend on the fake provider (with a BLAS) made the process's backend, and torch told a GPU is there
+    (its side of a bench row then runs on the CPU): what the bench-row tests drive the ops suite with."""
+    from acl_rocm.backend import RocmBackend
+    from tests.rocm.fake_provider import FakeProvider
+
+    torch = pytest.importorskip("torch")
+    backend = RocmBackend(FakeProvider(blas=True), {"ACL_KERNEL_CACHE": str(tmp_path)})
+    backend.runtime.ensure_device(0)
+
+    class Plugin:
+        @hookimpl
+        def acl_core_backends(self) -> tuple[BackendRegistration, ...]:
+            return (BackendRegistration("fakerocm", lambda: backend, priority=-100),)
+
+    acl_core.reset_plugins()
+    acl_core.register_plugin(Plugin())
+    acl_core.use_backend("fakerocm")  # the bench's aclnn calls run on the process's backend
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    yield backend
+    acl_core.reset_plugins()

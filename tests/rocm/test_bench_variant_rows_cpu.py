@@ -4,39 +4,21 @@ ACL_FOREACH_BLOCKS rows, each forcing its setting on the runner while it runs an
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import pytest
 
-import acl_core
-from acl_core.backend import BackendRegistration
 from acl_core.dtypes import DataType as D
-from acl_core.plugin import hookimpl
 from acl_rocm.backend import RocmBackend
 from acl_rocm.kernels.random import Fill
-from tests.rocm.fake_provider import FakeProvider
 
 torch = pytest.importorskip("torch")
 
 
 @pytest.fixture
-def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sequence[RocmBackend]]:
-    backend = RocmBackend(FakeProvider(blas=True), {"ACL_KERNEL_CACHE": str(tmp_path)})
-    backend.runtime.ensure_device(0)
-
-    class Plugin:
-        @hookimpl
-        def acl_core_backends(self) -> Sequence[BackendRegistration]:
-            return (BackendRegistration("fakerocm", lambda: backend, priority=-100),)
-
-    acl_core.reset_plugins()
-    acl_core.register_plugin(Plugin())
-    acl_core.use_backend("fakerocm")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the fake GPU's torch side runs on the CPU
+def fake(bench_rocm: RocmBackend, monkeypatch: pytest.MonkeyPatch) -> Sequence[RocmBackend]:
     monkeypatch.delenv("ACL_RANDOM_LAYOUT", raising=False)
-    yield (backend,)
-    acl_core.reset_plugins()
+    return (bench_rocm,)
 
 
 def _suite(backend: RocmBackend, only: set[str]) -> object:
