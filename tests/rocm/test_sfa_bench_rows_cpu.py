@@ -1,4 +1,4 @@
-"""The ops bench's SparseFlashAttention rows on the bench_rocm provider: the default row takes the block kernel, the
+"""The ops bench's SparseFlashAttention rows on the fake provider: the default row takes the block kernel, the
 ACL_SFA_PATH=gemm row the GEMM path, and the backend's environ is restored after each."""
 
 from __future__ import annotations
