@@ -24,6 +24,7 @@ from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.attention import PackedMeta, meta_struct
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.prelude import PRELUDE
+from acl_rocm.kernels.reduction import block_reduce_source
 
 SOFTMAX_THREADS: Final = 256
 Strides = tuple[int, int, int, int]
@@ -85,22 +86,7 @@ def softmax_source(inst: SoftmaxInstance) -> str:
 #define THREADS {SOFTMAX_THREADS}
 {SOFTMAX_STRUCT}
 
-ACL_DEV float sm_reduce(float x, float* red, bool take_max) {{
-  const int tid = threadIdx.x;
-  red[tid] = x;
-  __syncthreads();
-  for (int w = THREADS / 2; w > 0; w >>= 1) {{
-    if (tid < w) {{
-      const float a = red[tid], b = red[tid + w];
-      red[tid] = take_max ? (a > b ? a : b) : a + b;
-    }}
-    __syncthreads();
-  }}
-  const float r = red[0];
-  __syncthreads();
-  return r;
-}}
-
+{block_reduce_source("sm_reduce", "THREADS")}
 extern "C" __global__ void __launch_bounds__(THREADS) {inst.kernel_name}(
     const SmMeta m, const double scale_arg, const float* __restrict__ sc, {s}* __restrict__ p,
     const unsigned char* __restrict__ mask, const {s}* __restrict__ pse,

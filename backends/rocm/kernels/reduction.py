@@ -95,6 +95,27 @@ class RowKernel:
         return f"acl_row_{self.kind}_{digest}"
 
 
+def block_reduce_source(name: str, threads: int | str) -> str:
+    """C source of ``float name(x, red, take_max)``: the block's max (or sum) of every thread's ``x`` through the shared
+    ``red[threads]``, returned to every thread (all of the block's ``threads``, a number or a macro, call it)."""
+    return f"""ACL_DEV float {name}(float x, float* red, bool take_max) {{
+  const int tid = threadIdx.x;
+  red[tid] = x;
+  __syncthreads();
+  for (int w = {threads} / 2; w > 0; w >>= 1) {{
+    if (tid < w) {{
+      const float a = red[tid], b = red[tid + w];
+      red[tid] = take_max ? (a > b ? a : b) : a + b;
+    }}
+    __syncthreads();
+  }}
+  const float r = red[0];
+  __syncthreads();
+  return r;
+}}
+"""
+
+
 def acc_dtype(dtypes: Sequence[D]) -> D:
     """The float accumulator for floats: float64 when any operand is float32/float64, else float32."""
     return D.ACL_DOUBLE if any(d in FLOAT64_ACC for d in dtypes) else D.ACL_FLOAT

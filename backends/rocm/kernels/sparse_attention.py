@@ -36,6 +36,7 @@ from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.attention import PackedMeta, Strides, meta_struct
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.prelude import PRELUDE
+from acl_rocm.kernels.reduction import block_reduce_source
 
 SCORE_THREADS: Final = 128
 EMIT_THREADS: Final = 256
@@ -44,27 +45,6 @@ SFA_THREADS: Final = 128
 MAX_SHARED_FLOATS: Final = 8192
 """LightningIndexer keeps a row's group of queries (heads x D floats) in shared memory: 32 KiB at most."""
 _ZERO4: Strides = (0, 0, 0, 0)
-
-
-def block_reduce_source(name: str, threads: int) -> str:
-    """C source of ``float name(x, red, take_max)``: the block's max (or sum) of every thread's ``x`` through the shared
-    ``red[threads]``, returned to every thread (all of the block's ``threads`` call it)."""
-    return f"""ACL_DEV float {name}(float x, float* red, bool take_max) {{
-  const int tid = threadIdx.x;
-  red[tid] = x;
-  __syncthreads();
-  for (int w = {threads} / 2; w > 0; w >>= 1) {{
-    if (tid < w) {{
-      const float a = red[tid], b = red[tid + w];
-      red[tid] = take_max ? (a > b ? a : b) : a + b;
-    }}
-    __syncthreads();
-  }}
-  const float r = red[0];
-  __syncthreads();
-  return r;
-}}
-"""
 
 
 @dataclass(frozen=True)

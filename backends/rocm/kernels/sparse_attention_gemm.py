@@ -37,7 +37,8 @@ from typing import Final
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.prelude import PRELUDE
-from acl_rocm.kernels.sparse_attention import SA_COMMON, SA_STRUCT, block_reduce_source
+from acl_rocm.kernels.reduction import block_reduce_source
+from acl_rocm.kernels.sparse_attention import SA_COMMON, SA_STRUCT
 
 GATHER_THREADS: Final = 256
 GATHER_SLOTS: Final = 16
