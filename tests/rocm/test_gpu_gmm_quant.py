@@ -19,7 +19,7 @@ import pytest
 from acl_core.backend import Backend
 from acl_core.nz import NzArray
 from acl_core.spec.ops import get_spec
-from acl_core.spec.ops.gmm_quant import SPECS
+from acl_core.spec.ops.gmm_quant import SPECS, qgmmd_case
 from tests.rocm.test_gpu_quant import check
 
 pytestmark = pytest.mark.gpu
@@ -141,19 +141,7 @@ def test_qgmmd_each_integer_gemm_kernel(rocm: Backend, reference: Backend, kerne
     """QuantGroupedMatmulDequant ([g, N, K] weight: both operands copied 16 bytes at a time) on each kernel."""
     m, k, n, counts = KERNEL_SHAPES["emulated" if EMULATED else "gpu"]
     rng = np.random.default_rng(8)
-    groups = len(counts)
-    args = {
-        "x": rng.uniform(-3, 3, (m, k)).astype(np.float16),
-        "weight": rng.integers(-127, 128, (groups, n, k)).astype(np.int8),
-        "weightScale": rng.uniform(0.2 / k, 1.0 / k, (groups, n)).astype(np.float32),
-        "groupList": np.cumsum(counts).astype(np.int64),
-        "biasOptional": None,
-        "xScaleOptional": None,
-        "xOffsetOptional": None,
-        "smoothScaleOptional": None,
-        "xQuantMode": "pertoken",
-        "transposeWeight": True,
-    }
+    args = qgmmd_case(rng, m, k, n, np.cumsum(counts).tolist())
     runner = _force(rocm, kernel)
     try:
         runner.last_path = None

@@ -456,7 +456,7 @@ def _qgmmd_infer(call: Call) -> Infos:
     return {"out": same((m, n), _F16)}
 
 
-def _qgmmd_case(
+def qgmmd_case(
     rng: np.random.Generator,
     m: int,
     k: int,
@@ -493,24 +493,24 @@ def _qgmmd_case(
 
 
 def _qgmmd_samples(rng: np.random.Generator) -> Iterable[Sample]:
-    yield Sample(_qgmmd_case(rng, 20, 32, 48, [5, 5, 17]), "dynamic pertoken, an empty group, three rows past the end")
-    yield Sample(_qgmmd_case(rng, 12, 48, 32, [7, 12], smooth=True, nz=True), "dynamic with smoothing, NZ weight")
-    yield Sample(_qgmmd_case(rng, 9, 32, 16, [4, 9], x_scale="f32"), "static pertoken FLOAT32 xScale")
+    yield Sample(qgmmd_case(rng, 20, 32, 48, [5, 5, 17]), "dynamic pertoken, an empty group, three rows past the end")
+    yield Sample(qgmmd_case(rng, 12, 48, 32, [7, 12], smooth=True, nz=True), "dynamic with smoothing, NZ weight")
+    yield Sample(qgmmd_case(rng, 9, 32, 16, [4, 9], x_scale="f32"), "static pertoken FLOAT32 xScale")
     yield Sample(
-        _qgmmd_case(rng, 9, 32, 32, [9, 9], mode="pertensor", x_scale="f32", smooth=True),
+        qgmmd_case(rng, 9, 32, 32, [9, 9], mode="pertensor", x_scale="f32", smooth=True),
         "static pertensor FLOAT32 xScale, smoothed",
     )
     yield Sample(
-        _qgmmd_case(rng, 8, 16, 16, [3, 8], mode="pertensor", x_scale="packed"),
+        qgmmd_case(rng, 8, 16, 16, [3, 8], mode="pertensor", x_scale="packed"),
         "INT64 weightScale (pre-multiplied) with a FLOAT16 pertensor xScale",
     )
-    big = _qgmmd_case(rng, 70, 48, 80, [1, 69])
+    big = qgmmd_case(rng, 70, 48, 80, [1, 69])
     big["x"][3] = 0
     yield Sample(big, "70 rows, n 80: partial GEMM tiles, a zero row")
 
 
 def _qgmmd_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
-    good = _qgmmd_case(rng, 6, 32, 16, [2, 6])
+    good = qgmmd_case(rng, 6, 32, 16, [2, 6])
     tiling = TILING
     yield ErrorSample({**good, "transposeWeight": False}, INVALID, "transposeWeight false")
     yield ErrorSample({**good, "biasOptional": np.ones((2, 16), np.int32)}, INVALID, "bias given")
@@ -567,7 +567,7 @@ def _qgmmd_nz_case(args: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _qgmmd_nz_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
-    yield ErrorSample(_qgmmd_case(rng, 6, 32, 16, [2, 6]), INVALID, "weight in ND")
+    yield ErrorSample(qgmmd_case(rng, 6, 32, 16, [2, 6]), INVALID, "weight in ND")
 
 
 _QGMMD_NZ = version_of(

@@ -29,6 +29,7 @@ from typing import Final
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.prelude import PRELUDE
+from acl_rocm.kernels.reduction import block_reduce_source
 
 ATTN_THREADS: Final = 128
 """Threads per attention block, and keys per tile (one key per thread)."""
@@ -181,22 +182,7 @@ typedef {acc} acc_t;
 ACL_DEV acc_t attn_inf() {{ return (acc_t)__int_as_float(0x7f800000); }}
 
 // block-wide reduction through shared memory (every thread gets the result)
-ACL_DEV acc_t block_reduce(acc_t x, acc_t* red, bool take_max) {{
-  const int tid = threadIdx.x;
-  red[tid] = x;
-  __syncthreads();
-  for (int w = THREADS / 2; w > 0; w >>= 1) {{
-    if (tid < w) {{
-      const acc_t a = red[tid], b = red[tid + w];
-      red[tid] = take_max ? (a > b ? a : b) : a + b;
-    }}
-    __syncthreads();
-  }}
-  const acc_t r = red[0];
-  __syncthreads();
-  return r;
-}}
-
+{block_reduce_source("block_reduce", "THREADS", "acc_t")}
 extern "C" __global__ void __launch_bounds__(THREADS) {inst.kernel_name}(
     const AttnMeta m, const double scale_arg,
     const {s}* __restrict__ q, const {s}* __restrict__ k, const {s}* __restrict__ v,

@@ -95,21 +95,22 @@ class RowKernel:
         return f"acl_row_{self.kind}_{digest}"
 
 
-def block_reduce_source(name: str, threads: int | str) -> str:
-    """C source of ``float name(x, red, take_max)``: the block's max (or sum) of every thread's ``x`` through the shared
-    ``red[threads]``, returned to every thread (all of the block's ``threads``, a number or a macro, call it)."""
-    return f"""ACL_DEV float {name}(float x, float* red, bool take_max) {{
+def block_reduce_source(name: str, threads: int | str, value: str = "float") -> str:
+    """C source of ``value name(x, red, take_max)``: the block's max (or sum) of every thread's ``x`` through the
+    shared ``red[threads]``, returned to every thread (all of the block's ``threads``, a number or a macro, call it;
+    ``value``: the C type reduced)."""
+    return f"""ACL_DEV {value} {name}({value} x, {value}* red, bool take_max) {{
   const int tid = threadIdx.x;
   red[tid] = x;
   __syncthreads();
   for (int w = {threads} / 2; w > 0; w >>= 1) {{
     if (tid < w) {{
-      const float a = red[tid], b = red[tid + w];
+      const {value} a = red[tid], b = red[tid + w];
       red[tid] = take_max ? (a > b ? a : b) : a + b;
     }}
     __syncthreads();
   }}
-  const float r = red[0];
+  const {value} r = red[0];
   __syncthreads();
   return r;
 }}
