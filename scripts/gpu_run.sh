@@ -8,7 +8,7 @@
 # processes of one call;
 # CONFORMANCE_MODE=--quick and QWEN=short make a shorter run when device time is scarce; BENCH=0 and
 # QWEN=none leave out the benchmarks and Qwen3 (a correctness-only run); BENCH_ONLY=Op1,Op2 times only those rows;
-# TESTS=0 leaves out the test tier and
+# DECODE_BENCH=0 the decode-shape rows; TESTS=0 leaves out the test tier and
 # conformance (the second call of a run split in two: correctness first, then speed); SWEEP=file runs its shell
 # lines after the benchmarks (variant timings, each under SWEEP_LINE_TIMEOUT; $OUT and $WORK are set); STARTUP=0
 # skips the cold/warm start bench.
@@ -108,10 +108,12 @@ only=()  # BENCH_ONLY=Op1,Op2 times only those rows (a short call)
 timeout "${BENCH_TIMEOUT:-120}" python3 -m acl_core bench --backend rocm --suite ops --sizes full "${only[@]}" \
   --out "$OUT/bench_ops.json" --plot "$OUT/bench_ops.png"
 echo "bench exit: $?"
+if [ "${DECODE_BENCH:-1}" = 1 ]; then  # DECODE_BENCH=0 skips the decode-shape rows (a call about other ops)
 step "benchmarks: acl-core bench --backend rocm --suite decode --sizes full (decode shapes beside torch)"
 timeout "${DECODE_BENCH_TIMEOUT:-90}" python3 -m acl_core bench --backend rocm --suite decode --sizes full \
   --out "$WORK/bench_decode.json"
 echo "decode bench exit: $?"
+fi
 fi
 
 if [ -n "${SWEEP:-}" ]; then  # SWEEP=file: a file of shell lines (bench runs under alternative env choices), each timed
