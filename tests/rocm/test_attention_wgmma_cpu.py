@@ -29,6 +29,7 @@ from acl_rocm.kernels.attention_wgmma import (
     wgmma_flash_source,
     wgmma_refusal,
 )
+from acl_rocm.kernels.attention_wgmma_ws import PRODUCER_REGS, consumer_regs, ws_flash_source
 from acl_rocm.kernels.prelude import compile_options
 from acl_rocm.kernels.wgmma import (
     a_owner,
@@ -163,12 +164,37 @@ def test_config_parsing() -> None:
         wgmma_flash_source(WgmmaInstance(D.ACL_BF16, 128, pipelined=True, stages=3))
     for d, configs in DEFAULTS.items():
         for c in configs:
-            inst = WgmmaInstance(
-                D.ACL_BF16, d, None, c.groups, c.block_keys, c.blocks, c.pipelined, c.swizzle, c.stages
-            )
+            inst = c.instance(D.ACL_BF16, d)
             assert inst.config == c and inst.shared_bytes * c.blocks <= 227 * 1024
     with pytest.raises(ValueError, match="2 blocks a multiprocessor"):
         wgmma_flash_source(WgmmaInstance(D.ACL_BF16, 128, None, 2, 128, 2))  # 2 x 160 KiB
+
+
+def test_warp_specialised_configs() -> None:
+    """Suffixes w (producer warpgroup), o (ping-pong, with w and p); their instances, shared memory and registers."""
+    c = WgmmaConfig.parse("wg2k128wopsx3")
+    assert c == WgmmaConfig(2, 128, 1, True, True, 3, True, True) and str(c) == "wg2k128wopsx3"
+    assert str(WgmmaConfig(2, 128, specialised=True)) == "wg2k128w" and WgmmaConfig.parse("wg3k64wp").groups == 3
+    assert WgmmaConfig.parse("wg2k128wpx3").stages == 3  # x3 with p: only warp-specialised
+    for bad in ("wg2k128o", "wg2k128wo", "wg1k128wop", "wg2k128b2w", "wg3k128", "wg2k128ow", "wg2k128px3"):
+        with pytest.raises(ValueError, match="wg"):
+            WgmmaConfig.parse(bad)
+    inst = c.instance(D.ACL_BF16, 128)
+    assert inst.config == c and inst.threads == 384 and inst.rows == 128
+    assert inst.shared_bytes == (128 + 6 * 128) * 256 + 1024 + 8 * 7 <= 227 * 1024
+    assert WgmmaConfig.parse("wg2k128").instance(D.ACL_BF16, 128).threads == 256
+    assert consumer_regs(2) == 232 and consumer_regs(3) == 152 and PRODUCER_REGS == 40
+    assert 128 * PRODUCER_REGS + 2 * 128 * consumer_regs(2) <= 65536
+    src = wgmma_flash_source(c.instance(D.ACL_FLOAT16, 64, D.ACL_FLOAT))
+    assert "setmaxnreg_dec<40>" in src and "setmaxnreg_inc<232>" in src and "#define PINGPONG 1" in src
+    assert "__launch_bounds__(KTHREADS, 1)" in src and "#define STAGES 3" in src
+    with pytest.raises(ValueError, match="warp-specialised"):
+        ws_flash_source(WgmmaInstance(D.ACL_BF16, 128, None, 2, 128, 1, False, False, 2, True, True))  # o without p
+    with pytest.raises(ValueError, match="shared memory"):
+        ws_flash_source(WgmmaConfig.parse("wg3k128wpsx3").instance(D.ACL_BF16, 128))
+    ws = {str(c) for c in DEFAULTS[128] if c.specialised}
+    assert ws == {"wg2k128w", "wg2k128wp", "wg2k128wop", "wg2k128wops", "wg2k128wopsx3"}
+    assert {str(c) for c in DEFAULTS[64] if c.specialised} == {"wg2k128wop", "wg2k128wops", "wg2k128wopsx3"}
 
 
 def test_refusals() -> None:
@@ -206,6 +232,8 @@ def _backend(tmp_path: Path, arch: str = "sm_90", setting: str = "") -> Backend:
         (64, "float16", "wg2k128"),
         (128, "float16", "wg2k128sx3"),
         (64, "bfloat16", "wg2k128ps"),
+        (128, "bfloat16", "wg2k128wop"),
+        (64, "float16", "wg2k128wopsx3"),
     ],
 )
 def test_a_wgmma_setting_compiles_it_for_sm_90a(tmp_path: Path, d: int, dtype: str, config: str) -> None:
@@ -218,7 +246,8 @@ def test_a_wgmma_setting_compiles_it_for_sm_90a(tmp_path: Path, d: int, dtype: s
     assert targets[inst.kernel_name] == "sm_90a"
     assert all(t == "sm_90" for name, t in targets.items() if name != inst.kernel_name)
     launch = [lc for lc in backend.provider.launches if lc.name == inst.kernel_name][-1]  # type: ignore[attr-defined]
-    assert launch.block == (256, 1, 1) and launch.grid == (2 * 4, 1, 1)  # 200 rows: 2 tiles of 128, 4 heads
+    threads = 384 if inst.specialised else 256  # a producer warpgroup beside the two consumers
+    assert launch.block == (threads, 1, 1) and launch.grid == (2 * 4, 1, 1)  # 200 rows: 2 tiles of 128, 4 heads
     assert backend.provider.dynamic_shared[inst.kernel_name] == inst.shared_bytes  # type: ignore[attr-defined]
     assert config in flash.alternatives(d)  # the bench times it on sm_90
 
@@ -293,7 +322,7 @@ def _cubin(tmp_path: Path, name: str, source: str) -> str:
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
 def test_wgmma_flash_sources_build_for_sm_90a_without_spills(tmp_path: Path) -> None:
     instances = [
-        WgmmaInstance(dtype, d, sink, c.groups, c.block_keys, c.blocks, c.pipelined, c.swizzle, c.stages)
+        c.instance(dtype, d, sink)
         for dtype, sink in ((D.ACL_BF16, None), (D.ACL_FLOAT16, D.ACL_FLOAT))
         for d, configs in DEFAULTS.items()
         for c in configs

@@ -4,7 +4,8 @@ First the primitive: one warpgroup computes ``D[64 x N] = A[64 x 16 k] B`` (N 64
 descriptor or from registers, B K-major or N-major, one or two k16 steps) on small integers, so the fp32
 result is exact and any difference is a layout error; the assertion prints which rows and columns are
 wrong, which right rows they hold, and whether B's descriptor works with LBO and SBO read the other way.
-Then the flash kernel (``ACL_FLASH_CONFIG=wg2k128`` / ``wg1k64``, the flash path forced) against the
+Then the flash kernel (``ACL_FLASH_CONFIG=wg2k128`` / ``wg1k64``, and the warp-specialised ``w`` shapes with
+ping-pong ``o``, the flash path forced) against the
 reference under the flash path's accuracy class: causal (both corners) and not, GQA / MQA, lengths that
 are not multiples of the tiles, Sq > Skv (empty rows), a band window, negative and zero scales, a sink,
 BSND and BNSD, D 64 and 128, bf16 and fp16, and the bench's prefill shapes.
@@ -197,6 +198,24 @@ CASES = [
     ("float16", 128, 0, "wg2k64sx3", "BNSD", 1, 2, 1, 200, 130),  # three tiles: every buffer once
     ("bfloat16", 128, 0, "wg2k64sx3", "BSND", 1, 2, 1, 100, 128),  # two tiles
     ("float16", 128, 3, "wg2k128x3", "BNSD", 1, 2, 2, 900, 400),  # no swizzle; empty rows
+    # warp-specialised (suffix w: a producer warpgroup, mbarriers, setmaxnreg; o: ping-pong; p: intra-warpgroup)
+    ("bfloat16", 128, 3, "wg2k128w", "BSND", 2, 4, 2, 1000, 1250),
+    ("bfloat16", 128, 3, "wg2k128wp", "BSND", 2, 4, 2, 1000, 1250),
+    ("bfloat16", 128, 3, "wg2k128wop", "BSND", 2, 4, 2, 1000, 1250),
+    ("bfloat16", 128, 3, "wg2k128wops", "BSND", 2, 4, 2, 1000, 1250),
+    ("bfloat16", 128, 3, "wg2k128wopsx3", "BSND", 2, 4, 2, 1000, 1250),
+    ("float16", 128, 0, "wg2k128wop", "BNSD", 1, 2, 2, 700, 900),  # no mask
+    ("float16", 128, 0, "wg2k128wpx3", "BNSD", 1, 2, 2, 700, 900),
+    ("bfloat16", 64, 2, "wg2k128wop", "BNSD", 2, 4, 1, 777, 777),  # causal top-left, MQA
+    ("bfloat16", 64, 2, "wg2k128wopsx3", "BNSD", 2, 4, 1, 777, 777),
+    ("float16", 64, 3, "wg2k64wops", "BSND", 1, 4, 2, 300, 530),  # 64-key tiles
+    ("bfloat16", 64, 0, "wg2k128wop", "BNSD", 1, 2, 2, 50, 70),  # one tile: the ring's shortest run
+    ("bfloat16", 128, 0, "wg2k128w", "BNSD", 1, 2, 2, 50, 70),
+    ("float16", 128, 3, "wg2k128wops", "BNSD", 1, 2, 2, 900, 400),  # Sq > Skv: blocks with no tile
+    ("float16", 64, 3, "wg2k128wopsx3", "BNSD", 1, 2, 2, 900, 400),
+    ("bfloat16", 128, 0, "wg2k64wop", "BSND", 1, 2, 1, 200, 130),  # three tiles: every stage once (x2: wraps)
+    ("bfloat16", 64, 0, "wg2k64wopx3", "BSND", 1, 2, 1, 200, 260),  # five tiles over three stages
+    ("float16", 64, 3, "wg3k128wop", "BSND", 1, 4, 2, 610, 610),  # three consumers (spills: not benched)
 ]
 
 
@@ -222,7 +241,7 @@ def test_wgmma_flash_matches_reference(
 @pytest.mark.parametrize("d", [64, 128])
 def test_wgmma_flash_windows_scales_and_sink(hopper: Backend, reference: Backend, d: int) -> None:
     rng = _rng("wg-more", d)
-    for config in ("wg2k128", "wg2k128p", "wg2k128ps", "wg2k128sx3"):
+    for config in ("wg2k128", "wg2k128p", "wg2k128ps", "wg2k128sx3", "wg2k128w", "wg2k128wop", "wg2k128wopsx3"):
         band = _args(rng, "float16", "BSND", 1, 2, 2, 600, 650, d, 4, preTokens=150, nextTokens=20)
         check_wgmma(hopper, reference, config, d, band, "sparse 4 band 150/20")
         for scale in (-0.3, 0.0):

@@ -68,29 +68,47 @@ class WgmmaConfig:
     """Suffix ``s``: Q, K and V in the 128-byte-swizzled shared layout (:func:`acl_rocm.kernels.wgmma.swizzled_offset`,
     FlashAttention-3's) instead of the no-swizzle core matrices."""
     stages: int = 2
-    """Suffix ``x3``: three K/V buffers (the plain loop only): tile t + 2 is copied while t is computed, the
-    copies two tiles to land instead of one."""
+    """Suffix ``x3``: three K/V buffers (the plain loop, or any warp-specialised one): tile t + 2 is copied while t
+    is computed, the copies two tiles to land instead of one."""
+    specialised: bool = False
+    """Suffix ``w``: a producer warpgroup copies K and V (mbarrier full / empty signalling) and gives its registers to
+    the ``groups`` consumer warpgroups (``setmaxnreg``): :mod:`acl_rocm.kernels.attention_wgmma_ws`."""
+    pingpong: bool = False
+    """Suffix ``o`` (with ``w`` and ``p``): the consumer warpgroups issue their products in turn (named barriers), one's
+    softmax under the other's wgmma."""
 
     def __str__(self) -> str:
         blocks = f"b{self.blocks}" if self.blocks != 1 else ""
-        flags = f"{'p' if self.pipelined else ''}{'s' if self.swizzle else ''}"
+        flags = "".join(f for f, on in (("w", self.specialised), ("o", self.pingpong), ("p", self.pipelined),
+                                        ("s", self.swizzle)) if on)  # fmt: skip
         return f"wg{self.groups}k{self.block_keys}{blocks}{flags}{f'x{self.stages}' if self.stages != 2 else ''}"
 
     @classmethod
     def parse(cls, text: str) -> WgmmaConfig:
-        """``wg<groups>k<keys>[b<blocks>][p][s][x3]`` (groups 1/2, keys 64/128, blocks 1/2, ``p`` pipelined, ``s``
-        128-byte swizzle, ``x3`` three K/V buffers, not with ``p``); ValueError for anything else."""
-        found = re.fullmatch(r"wg(\d+)k(\d+)(?:b(\d+))?(p?)(s?)(?:x(\d+))?", text.strip())
+        """``wg<groups>k<keys>[b<blocks>][w][o][p][s][x3]`` (groups 1/2, 3 with ``w``; keys 64/128, blocks 1/2, 1 with
+        ``w``; ``w`` warp-specialised, ``o`` ping-pong (with ``wp``), ``p`` pipelined, ``s`` 128-byte swizzle, ``x3``
+        three K/V buffers, with ``p`` only when ``w``); ValueError for anything else."""
+        found = re.fullmatch(r"wg(\d+)k(\d+)(?:b(\d+))?(w?)(o?)(p?)(s?)(?:x(\d+))?", text.strip())
         if found is None:
-            raise ValueError(f"wgmma config {text!r} is not wg<warpgroups>k<keys>[b<blocks>][p][s][x3] (e.g. wg2k128)")
+            raise ValueError(
+                f"wgmma config {text!r} is not wg<warpgroups>k<keys>[b<blocks>][w][o][p][s][x3] (e.g. wg2k128)"
+            )
         groups, keys, blocks = int(found.group(1)), int(found.group(2)), int(found.group(3) or 1)
-        stages = int(found.group(6) or 2)
-        config = cls(groups, keys, blocks, found.group(4) == "p", found.group(5) == "s", stages)
-        if config.groups not in (1, 2) or config.block_keys not in (64, 128) or config.blocks not in (1, 2):
-            raise ValueError(f"wgmma config {text!r}: warpgroups 1/2, keys a tile 64/128, blocks 1/2")
-        if stages not in (2, 3) or (stages == 3 and config.pipelined):
-            raise ValueError(f"wgmma config {text!r}: K/V buffers 2 or 3 (x3 only without p)")
+        stages = int(found.group(8) or 2)
+        ws, pp, pipe, swz = (found.group(i) != "" for i in (4, 5, 6, 7))
+        config = cls(groups, keys, blocks, pipe, swz, stages, ws, pp)
+        if config.groups not in ((1, 2, 3) if ws else (1, 2)) or keys not in (64, 128) or blocks not in (1, 2):
+            raise ValueError(f"wgmma config {text!r}: warpgroups 1/2 (3 with w), keys a tile 64/128, blocks 1/2")
+        if stages not in (2, 3) or (stages == 3 and pipe and not ws):
+            raise ValueError(f"wgmma config {text!r}: K/V buffers 2 or 3 (x3 with p only when w)")
+        if (ws and blocks != 1) or (pp and not (ws and pipe and groups > 1)):
+            raise ValueError(f"wgmma config {text!r}: w takes one block a multiprocessor; o needs w, p, 2+ warpgroups")
         return config
+
+    def instance(self, dtype: D, head_dim: int, sink: D | None = None) -> WgmmaInstance:
+        """The kernel instance of this shape for ``dtype`` / ``head_dim`` / ``sink``."""
+        return WgmmaInstance(dtype, head_dim, sink, self.groups, self.block_keys, self.blocks, self.pipelined,
+                             self.swizzle, self.stages, self.specialised, self.pingpong)  # fmt: skip
 
 
 _FA3: Final = (WgmmaConfig(2, 128), WgmmaConfig(2, 128, pipelined=True))
@@ -99,6 +117,11 @@ _SW: Final = (
     WgmmaConfig(2, 128, pipelined=True, swizzle=True),
     WgmmaConfig(2, 128, swizzle=True, stages=3),
 )
+_WS: Final = (  # warp-specialised (attention_wgmma_ws): ping-pong + intra-warpgroup overlap, swizzled, 3 buffers
+    WgmmaConfig(2, 128, pipelined=True, specialised=True, pingpong=True),
+    WgmmaConfig(2, 128, pipelined=True, swizzle=True, specialised=True, pingpong=True),
+    WgmmaConfig(2, 128, pipelined=True, swizzle=True, stages=3, specialised=True, pingpong=True),
+)
 DEFAULTS: Final = {
     64: (
         *_FA3,
@@ -106,8 +129,15 @@ DEFAULTS: Final = {
         *_SW,
         WgmmaConfig(2, 64, 2, pipelined=True, swizzle=True),
         WgmmaConfig(2, 64, 2, swizzle=True, stages=3),
+        *_WS,
     ),
-    128: (*_FA3, *_SW),
+    128: (
+        *_FA3,
+        *_SW,
+        WgmmaConfig(2, 128, specialised=True),  # each FlashAttention-3 piece's share: the producer alone,
+        WgmmaConfig(2, 128, pipelined=True, specialised=True),  # with the intra-warpgroup overlap, then ping-pong
+        *_WS,
+    ),
 }
 """The shapes the ops bench times at each head dim on sm_90: FlashAttention-3's forward block (two warpgroups of 64
 rows, 128-key tiles: one block a multiprocessor, 160 KiB of shared memory at D 128), plain and pipelined (``p``); at
@@ -119,7 +149,10 @@ layout (``s``), and the plain swizzled loop with three K/V buffers (``x3``: 225 
 S 4096 causal, D 128): ``wg2k128`` 0.43x SDPA, ``wg2k128p`` 0.42x, ``wg1k64p`` 0.25x (so no longer timed), the
 mma.sync default 0.39x; D 64 S 1024: ``wg2k64b2p`` 0.40x, the mma.sync default 0.40x; the ``s`` and ``x3`` shapes
 not yet. Not listed: ``wg2k64b2`` at D 128 (128 registers: 48 bytes spilled; pipelined, 164 bytes and serialised
-wgmma)."""
+wgmma). The warp-specialised shapes (``w``: ``wg2k128w``, ``wg2k128wp``, ``wg2k128wop``, ``wg2k128wops``,
+``wg2k128wopsx3``; :mod:`acl_rocm.kernels.attention_wgmma_ws`) are 384 threads, 168 registers at launch, the producer
+``setmaxnreg``'d to 40 and the consumers to 232; no spills (bf16 and fp16 + sink, D 64 and 128). Not listed:
+``wg3k128wop`` (three consumers get 152 registers: 56 bytes spilled at D 64, 1,320 at D 128)."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +172,10 @@ class WgmmaInstance:
     """The 128-byte-swizzled shared layout (:attr:`WgmmaConfig.swizzle`)."""
     stages: int = 2
     """K/V buffers (:attr:`WgmmaConfig.stages`)."""
+    specialised: bool = False
+    """A producer warpgroup beside the ``groups`` consumers (:attr:`WgmmaConfig.specialised`)."""
+    pingpong: bool = False
+    """The consumers' products issued in turn (:attr:`WgmmaConfig.pingpong`)."""
 
     @property
     def rows(self) -> int:
@@ -147,20 +184,22 @@ class WgmmaInstance:
 
     @property
     def threads(self) -> int:
-        """Threads per block."""
-        return 128 * self.groups
+        """Threads per block (the producer warpgroup included)."""
+        return 128 * (self.groups + int(self.specialised))
 
     @property
     def shared_bytes(self) -> int:
         """Dynamic shared memory: Q, then ``stages`` K and as many V tiles (16-bit elements); swizzled, 1 KiB more
-        (the base aligned up to 1024 bytes at run time)."""
+        (the base aligned up to 1024 bytes at run time); warp-specialised, the mbarriers (Q, full and empty a stage)."""
         tiles = self.rows + 2 * self.stages * self.block_keys
-        return tiles * self.head_dim * 2 + (1024 if self.swizzle else 0)
+        bars = 8 * (1 + 2 * self.stages) if self.specialised else 0
+        return tiles * self.head_dim * 2 + (1024 if self.swizzle else 0) + bars
 
     @property
     def config(self) -> WgmmaConfig:
         """Its block shape."""
-        return WgmmaConfig(self.groups, self.block_keys, self.blocks, self.pipelined, self.swizzle, self.stages)
+        return WgmmaConfig(self.groups, self.block_keys, self.blocks, self.pipelined, self.swizzle, self.stages,
+                           self.specialised, self.pingpong)  # fmt: skip
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -185,7 +224,7 @@ def wgmma_refusal(dtype: D, head_dim: int, arch: str, vec: bool, has_mask: bool)
     return None
 
 
-_BODY: Final = r"""
+_HELPERS: Final = r"""
 #define HEAD_DIM @D@
 #define GROUPS @GROUPS@
 #define BR (64 * GROUPS)
@@ -221,27 +260,32 @@ typedef @S@ elem_t;
 @ATTN_STRUCT@
 @GRID_STRUCT@
 
-// rows row0 .. row0 + rows of a [row][dim] operand (unit dim stride) into dst's core-matrix layout; rows at or
-// past limit are zeros. Consecutive threads take the 8 rows of one core matrix (conflict-free 16-byte stores),
-// a warp 8 rows x 64 bytes of global memory.
-ACL_DEV void wg_load(unsigned short* dst, const elem_t* src, long long s_row, long long row0, int rows,
-                     long long limit) {
+// rows row0 .. row0 + rows of a [row][dim] operand (unit dim stride) into dst's core-matrix layout by `threads`
+// threads (this one `tid` of them); rows at or past limit are zeros. Consecutive threads take the 8 rows of one core
+// matrix (conflict-free 16-byte stores), a warp 8 rows x 64 bytes of global memory.
+ACL_DEV void wg_load_by(unsigned short* dst, const elem_t* src, long long s_row, long long row0, int rows,
+                        long long limit, const int tid, const int threads) {
   const int chunks = HEAD_DIM / 8;
 #if SWZ  // consecutive threads take consecutive chunks of a row: 8 of them one swizzled 128-byte row (conflict-free)
-  for (int i = threadIdx.x; i < rows * chunks; i += THREADS) {
+  for (int i = tid; i < rows * chunks; i += threads) {
     const int c = i % chunks, r = i / chunks;
     const bool ok = row0 + r < limit;
     const int at = (c / 8) * rows * 64 + r * 64 + ((c % 8) ^ (r % 8)) * 8;
     acl_cp_async16(dst + at, src + (ok ? row0 + r : 0) * s_row + 8 * c, ok);
   }
 #else
-  for (int i = threadIdx.x; i < rows * chunks; i += THREADS) {
+  for (int i = tid; i < rows * chunks; i += threads) {
     const int rr = i % 8, c = (i / 8) % chunks, rg = i / (8 * chunks);
     const int r = 8 * rg + rr;
     const bool ok = row0 + r < limit;
     acl_cp_async16(dst + ((rg * chunks + c) * 8 + rr) * 8, src + (ok ? row0 + r : 0) * s_row + 8 * c, ok);
   }
 #endif
+}
+// the same by the whole block
+ACL_DEV void wg_load(unsigned short* dst, const elem_t* src, long long s_row, long long row0, int rows,
+                     long long limit) {
+  wg_load_by(dst, src, s_row, row0, rows, limit, threadIdx.x, THREADS);
 }
 
 ACL_DEV float wg_exp2(float x) {
@@ -328,6 +372,50 @@ ACL_DEV void wg_pack(const float (&sc)[SREGS], unsigned (&pa)[BC / 16][4]) {
   for (int i = 0; i < SREGS; i += 2) pa[i / 8][(i / 2) % 4] = acl_mma_pack<IS_BF16>(sc[i], sc[i + 1]);
 }
 
+// the row sums over the 4 lanes sharing a row; O / l out, then max / sum / lse (one lane a row)
+ACL_DEV void wg_finish(const float (&o)[OREGS], const float (&m_run)[2], float (&l_run)[2], const AttnMeta& m,
+                       const FlashGrid& g, elem_t* __restrict__ out, float* __restrict__ smax,
+                       float* __restrict__ ssum, float* __restrict__ lse, const long long b, const long long h,
+                       const long long row0, const int r_lo, const int cq, const int lane) {
+  const float inf = __uint_as_float(0x7f800000u);
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    l_run[s] += ACL_SHFL_XOR(l_run[s], 1);
+    l_run[s] += ACL_SHFL_XOR(l_run[s], 2);
+  }
+  elem_t* o_head = out + b * m.o[0] + h * m.o[1];
+#pragma unroll
+  for (int i = 0; i < OREGS; ++i) {
+    const int s = (i / 2) % 2;
+    const long long row = row0 + r_lo + 8 * s;
+    if (row >= g.sq) continue;
+    const float l = l_run[s];
+    const float r = row < m.rows && l > 0.0f ? o[i] / l : 0.0f;
+    o_head[row * m.o[2] + (8 * (i / 4) + cq + i % 2) * m.o[3]] = @STORE@;
+  }
+  if (lane % 4 == 0) {
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      const long long row = row0 + r_lo + 8 * s;
+      if (row >= g.sq) continue;
+      const float row_max = m_run[s] == -inf ? -inf : m_run[s] * 0.6931471805599453f;  // natural units
+      if (row < m.rows && smax != nullptr) {
+        for (int c = 0; c < 8; ++c) {
+          smax[b * m.smax[0] + h * m.smax[1] + row * m.smax[2] + c * m.smax[3]] = row_max;
+          ssum[b * m.ssum[0] + h * m.ssum[1] + row * m.ssum[2] + c * m.ssum[3]] = l_run[s];
+        }
+      }
+      if (lse != nullptr)
+        lse[b * m.lse[0] + h * m.lse[1] + row * m.lse[2]] =
+            row < m.rows && l_run[s] > 0.0f ? row_max + logf(l_run[s]) : inf;
+    }
+  }
+}
+
+"""
+"""The defines and device functions of the wgmma flash kernels (the warp-specialised one too)."""
+
+_KERNEL: Final = r"""
 extern "C" __global__ void __launch_bounds__(THREADS, @MINB@) @NAME@(
     const AttnMeta m, const FlashGrid g, const double scale_arg, const elem_t* __restrict__ q,
     const elem_t* __restrict__ k, const elem_t* __restrict__ v, const unsigned char* __restrict__ mask,
@@ -501,45 +589,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, @MINB@) @NAME@(
   }
 #endif
 
-  // the row sums over the 4 lanes sharing a row; O / l out, then max / sum / lse (one lane a row)
-#pragma unroll
-  for (int s = 0; s < 2; ++s) {
-    l_run[s] += ACL_SHFL_XOR(l_run[s], 1);
-    l_run[s] += ACL_SHFL_XOR(l_run[s], 2);
-  }
-  elem_t* o_head = out + b * m.o[0] + h * m.o[1];
-#pragma unroll
-  for (int i = 0; i < OREGS; ++i) {
-    const int s = (i / 2) % 2;
-    const long long row = row0 + r_lo + 8 * s;
-    if (row >= g.sq) continue;
-    const float l = l_run[s];
-    const float r = row < m.rows && l > 0.0f ? o[i] / l : 0.0f;
-    o_head[row * m.o[2] + (8 * (i / 4) + cq + i % 2) * m.o[3]] = @STORE@;
-  }
-  if (lane % 4 == 0) {
-#pragma unroll
-    for (int s = 0; s < 2; ++s) {
-      const long long row = row0 + r_lo + 8 * s;
-      if (row >= g.sq) continue;
-      const float row_max = m_run[s] == -inf ? -inf : m_run[s] * 0.6931471805599453f;  // natural units
-      if (row < m.rows && smax != nullptr) {
-        for (int c = 0; c < 8; ++c) {
-          smax[b * m.smax[0] + h * m.smax[1] + row * m.smax[2] + c * m.smax[3]] = row_max;
-          ssum[b * m.ssum[0] + h * m.ssum[1] + row * m.ssum[2] + c * m.ssum[3]] = l_run[s];
-        }
-      }
-      if (lse != nullptr)
-        lse[b * m.lse[0] + h * m.lse[1] + row * m.lse[2]] =
-            row < m.rows && l_run[s] > 0.0f ? row_max + logf(l_run[s]) : inf;
-    }
-  }
+  wg_finish(o, m_run, l_run, m, g, out, smax, ssum, lse, b, h, row0, r_lo, cq, lane);
 }
 """
 
 
 def wgmma_flash_source(inst: WgmmaInstance) -> str:
     """The complete source (prelude, matrix layers, key range included) of one wgmma flash kernel."""
+    if inst.specialised:
+        from acl_rocm.kernels.attention_wgmma_ws import ws_flash_source
+
+        return ws_flash_source(inst)
     if (
         inst.dtype not in DTYPES
         or inst.head_dim not in HEAD_DIMS
@@ -563,7 +623,7 @@ def wgmma_flash_source(inst: WgmmaInstance) -> str:
         "@BC@": str(inst.block_keys),
         "@T@": "bf16" if inst.dtype == D.ACL_BF16 else "f16",
     }
-    body = fill_body(_BODY, inst.dtype, inst.sink, inst.kernel_name, tokens)
+    body = fill_body(_HELPERS + _KERNEL, inst.dtype, inst.sink, inst.kernel_name, tokens)
     ns = tuple(sorted({inst.block_keys, inst.head_dim}))
     header = f"// flash attention forward on wgmma (sm_90a): {inst.dtype.short}, D={inst.head_dim}, {inst.config}"
     return "\n".join([PRELUDE, MMA_SOURCE, wgmma_source(ns), KEY_RANGE_SOURCE, header, body])

@@ -131,6 +131,46 @@ ACL_DEV void acl_wg_keep(unsigned& x) { asm volatile("" : "+r"(x)::"memory"); }
 """
 
 
+SYNC_SOURCE: Final = r"""
+// sm_90 block-internal signalling for warp-specialised kernels: mbarriers in shared memory, named barriers, and
+// setmaxnreg (a warpgroup's registers a thread, the pool shared by the block's warpgroups)
+ACL_DEV void acl_mbar_init(unsigned long long* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(acl_wg_smem(bar)), "r"(count) : "memory");
+}
+// one arrival (release: this thread's earlier writes, fenced to the async proxy where wgmma reads them, are visible
+// to a thread whose wait sees the phase complete)
+ACL_DEV void acl_mbar_arrive(unsigned long long* bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(acl_wg_smem(bar)) : "memory");
+}
+// until the phase of parity `parity` has completed (acquire)
+ACL_DEV void acl_mbar_wait(unsigned long long* bar, unsigned parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}" ::"r"(acl_wg_smem(bar)),
+      "r"(parity)
+      : "memory");
+}
+// whether the phase of parity `parity` has completed (acquire when it has; never blocks)
+ACL_DEV bool acl_mbar_test(unsigned long long* bar, unsigned parity) {
+  unsigned done;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+      : "=r"(done)
+      : "r"(acl_wg_smem(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+// named barrier `id` (1..15; 0 is __syncthreads) of `count` threads: wait / only arrive
+ACL_DEV void acl_bar_sync(int id, int count) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory"); }
+ACL_DEV void acl_bar_arrive(int id, int count) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory"); }
+template <int N> ACL_DEV void acl_setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N)); }
+template <int N> ACL_DEV void acl_setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N)); }
+"""
+"""mbarrier, named-barrier and ``setmaxnreg`` helpers (sm_90a; after :func:`wgmma_source`, whose ``acl_wg_smem`` they
+use)."""
+
+
 def _mma_function(form: str, n: int, bf16: bool) -> str:
     """One k16 step of ``wgmma.mma_async`` m64n``n``k16 (``form`` "ss": A by descriptor, "rs": A in registers)."""
     t = "bf16" if bf16 else "f16"

@@ -193,17 +193,7 @@ class FlashAttention:
             if why is None:
                 self.last_refusal = None
                 c = override
-                wg = WgmmaInstance(
-                    inst.dtype,
-                    inst.head_dim,
-                    inst.sink,
-                    c.groups,
-                    c.block_keys,
-                    c.blocks,
-                    c.pipelined,
-                    c.swizzle,
-                    c.stages,
-                )
+                wg = c.instance(inst.dtype, inst.head_dim, inst.sink)
                 if wg.shared_bytes * wg.blocks > props.max_shared_memory:
                     need = f"{wg.shared_bytes} B of shared memory a block, {wg.blocks} blocks a multiprocessor"
                     raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"ACL_FLASH_CONFIG {c} needs {need}")
