@@ -114,7 +114,7 @@ extern "C" __global__ void __launch_bounds__(KTHREADS, 1) @NAME@(
     long long pending = -1;  // the landed-but-unsignalled tile
     for (long long t = 0; t < tiles; ++t) {
       const int s = (int)(t % STAGES);
-      const unsigned par = (unsigned)((t / STAGES) & 1) ^ 1u;  // tile t - STAGES released (empty's phase t / STAGES - 1)
+      const unsigned par = (unsigned)((t / STAGES) & 1) ^ 1u;  // tile t - STAGES released: phase t / STAGES - 1
       if (t >= STAGES && pending >= 0 && !acl_mbar_test(empty + s, par)) {
         acl_cp_async_wait<0>();
         acl_fence_proxy_async();
