@@ -204,6 +204,7 @@ CASES = [
     ("bfloat16", 128, 3, "wg2k128wop", "BSND", 2, 4, 2, 1000, 1250),
     ("bfloat16", 128, 3, "wg2k128wops", "BSND", 2, 4, 2, 1000, 1250),
     ("bfloat16", 128, 3, "wg2k128wopsx3", "BSND", 2, 4, 2, 1000, 1250),
+    ("bfloat16", 128, 3, "wg2k128wopx3", "BSND", 2, 4, 2, 1000, 1250),
     ("float16", 128, 0, "wg2k128wop", "BNSD", 1, 2, 2, 700, 900),  # no mask
     ("float16", 128, 0, "wg2k128wpx3", "BNSD", 1, 2, 2, 700, 900),
     ("bfloat16", 64, 2, "wg2k128wop", "BNSD", 2, 4, 1, 777, 777),  # causal top-left, MQA

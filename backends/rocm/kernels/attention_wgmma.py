@@ -120,6 +120,7 @@ _SW: Final = (
 _WS: Final = (  # warp-specialised (attention_wgmma_ws): ping-pong + intra-warpgroup overlap, swizzled, 3 buffers
     WgmmaConfig(2, 128, pipelined=True, specialised=True, pingpong=True),
     WgmmaConfig(2, 128, pipelined=True, swizzle=True, specialised=True, pingpong=True),
+    WgmmaConfig(2, 128, pipelined=True, stages=3, specialised=True, pingpong=True),
     WgmmaConfig(2, 128, pipelined=True, swizzle=True, stages=3, specialised=True, pingpong=True),
 )
 DEFAULTS: Final = {
@@ -150,9 +151,9 @@ S 4096 causal, D 128): ``wg2k128`` 0.43x SDPA, ``wg2k128p`` 0.42x, ``wg1k64p`` 0
 mma.sync default 0.39x; D 64 S 1024: ``wg2k64b2p`` 0.40x, the mma.sync default 0.40x; the ``s`` and ``x3`` shapes
 not yet. Not listed: ``wg2k64b2`` at D 128 (128 registers: 48 bytes spilled; pipelined, 164 bytes and serialised
 wgmma). The warp-specialised shapes (``w``: ``wg2k128w``, ``wg2k128wp``, ``wg2k128wop``, ``wg2k128wops``,
-``wg2k128wopsx3``; :mod:`acl_rocm.kernels.attention_wgmma_ws`) are 384 threads, 168 registers at launch, the producer
-``setmaxnreg``'d to 40 and the consumers to 232; no spills (bf16 and fp16 + sink, D 64 and 128). Not listed:
-``wg3k128wop`` (three consumers get 152 registers: 56 bytes spilled at D 64, 1,320 at D 128)."""
+``wg2k128wopx3``, ``wg2k128wopsx3``; :mod:`acl_rocm.kernels.attention_wgmma_ws`) are 384 threads, 168 registers at
+launch, the producer ``setmaxnreg``'d to 40 and the consumers to 232; no spills (bf16 and fp16 + sink, D 64 and 128).
+Not listed: ``wg3k128wop`` (three consumers get 152 registers: spills at D 64 and D 128)."""
 
 
 @dataclass(frozen=True)
@@ -190,9 +191,10 @@ class WgmmaInstance:
     @property
     def shared_bytes(self) -> int:
         """Dynamic shared memory: Q, then ``stages`` K and as many V tiles (16-bit elements); swizzled, 1 KiB more
-        (the base aligned up to 1024 bytes at run time); warp-specialised, the mbarriers (Q, full and empty a stage)."""
+        (the base aligned up to 1024 bytes at run time); warp-specialised, the mbarriers (Q; K and V full and empty a
+        stage)."""
         tiles = self.rows + 2 * self.stages * self.block_keys
-        bars = 8 * (1 + 2 * self.stages) if self.specialised else 0
+        bars = 8 * (1 + 4 * self.stages) if self.specialised else 0
         return tiles * self.head_dim * 2 + (1024 if self.swizzle else 0) + bars
 
     @property

@@ -4,11 +4,13 @@ Same contract, helpers and shared layouts as :mod:`acl_rocm.kernels.attention_wg
 scores, softmax, P V, the store). A block is one producer warpgroup and ``groups`` consumer warpgroups of 64 query
 rows each:
 
-* the producer (warpgroup 0, ``setmaxnreg.dec`` to :data:`PRODUCER_REGS`) copies Q once and K/V tile by tile into
-  ``stages`` buffers with ``cp.async``; after each copy has landed (its own ``cp.async.wait_group``) every producer
-  thread fences it to the async proxy and arrives on the stage's *full* mbarrier (128 arrivals a phase), and before
-  refilling a stage it waits on the stage's *empty* mbarrier (one arrival per consumer warp once its products on
-  that stage are done). No block-wide barrier after the start: the consumers never wait for each other.
+* the producer (warpgroup 0, ``setmaxnreg.dec`` to :data:`PRODUCER_REGS`) copies Q once, then K(t) and V(t) as
+  separate ``cp.async`` groups into ``stages`` buffers; after a group has landed (its own ``cp.async.wait_group``)
+  every producer thread fences it to the async proxy and arrives on its slot's *full* mbarrier (128 arrivals a phase),
+  and before refilling a slot it waits on the slot's *empty* mbarrier (one arrival per consumer warp: K's once S = Q
+  K^T is done, V's once P V is, so K is refilled a softmax earlier than V, as in FlashAttention-3). A group is
+  signalled after the next one is committed, or before the producer blocks on an empty slot (the consumers may need
+  it to free that slot: no deadlock at two stages). No block-wide barrier after the start.
 * the consumers (``setmaxnreg.inc``: the producer's registers go to them, :func:`consumer_regs`) run the plain loop
   (S; wait; softmax; P V; wait) or, with ``p``, FlashAttention-3's intra-warpgroup overlap: S(t + 1) = Q K(t + 1) and
   O += P(t) V(t) issued as consecutive batches, ``wgmma.wait_group 1`` (S(t + 1) done), the softmax of t + 1 while
@@ -75,8 +77,10 @@ extern "C" __global__ void __launch_bounds__(KTHREADS, 1) @NAME@(
   unsigned short* const ks = qs + BR * HEAD_DIM;
   unsigned short* const vs = ks + STAGES * TILE;
   unsigned long long* const qbar = (unsigned long long*)(vs + STAGES * TILE);  // Q landed (and negated)
-  unsigned long long* const full = qbar + 1;                                   // K(t), V(t) landed in stage t % STAGES
-  unsigned long long* const empty = full + STAGES;                             // the consumers are done with it
+  // slot 2 s (K) and 2 s + 1 (V) of stage s: full, K(t) / V(t) landed in stage t % STAGES; empty, the consumers are
+  // done with it (K after S = Q K^T, V after P V: the producer refills K a softmax earlier than V)
+  unsigned long long* const full = qbar + 1;
+  unsigned long long* const empty = full + 2 * STAGES;
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
   const long long x = blockIdx.x;
   const long long bh = x / g.tiles, qt = g.tiles - 1 - x % g.tiles;  // the longest key ranges first
@@ -88,7 +92,7 @@ extern "C" __global__ void __launch_bounds__(KTHREADS, 1) @NAME@(
   const long long tiles = kv1 > kv0 ? (kv1 - kv0 + BC - 1) / BC : 0;
   if (tid == 0) {
     acl_mbar_init(qbar, 128);
-    for (int s = 0; s < STAGES; ++s) {
+    for (int s = 0; s < 2 * STAGES; ++s) {
       acl_mbar_init(full + s, 128);
       acl_mbar_init(empty + s, 4 * CONSUMERS);
     }
@@ -108,37 +112,38 @@ extern "C" __global__ void __launch_bounds__(KTHREADS, 1) @NAME@(
       acl_fence_proxy_async();
       acl_mbar_arrive(qbar);
     }
-    // group t is K(t), V(t). Tile t is signalled (full) once this thread's copies of it landed: after the next
-    // group is committed (wait_group 1), or, where the stage of that next group is not free yet, before blocking on
-    // its empty barrier (the consumers of the pipelined loop hold two stages: they may need the tile to free one)
-    long long pending = -1;  // the landed-but-unsignalled tile
-    for (long long t = 0; t < tiles; ++t) {
-      const int s = (int)(t % STAGES);
+    // copy group j is K(j / 2) for even j, V(j / 2) for odd j, into slot 2 (t % STAGES) + j % 2. Group j is signalled
+    // (full) once this thread's copies of it landed: after group j + 1 is committed (wait_group 1), or, where the
+    // slot of group j + 1 is not free yet, before blocking on its empty barrier (the consumers may need group j first)
+    long long pending = -1;  // the landed-but-unsignalled group
+    for (long long j = 0; j < 2 * tiles; ++j) {
+      const long long t = j / 2;
+      const int kv = (int)(j % 2), slot = 2 * (int)(t % STAGES) + kv;
       const unsigned par = (unsigned)((t / STAGES) & 1) ^ 1u;  // tile t - STAGES released: phase t / STAGES - 1
-      if (t >= STAGES && pending >= 0 && !acl_mbar_test(empty + s, par)) {
+      if (t >= STAGES && pending >= 0 && !acl_mbar_test(empty + slot, par)) {
         acl_cp_async_wait<0>();
         acl_fence_proxy_async();
-        acl_mbar_arrive(full + (int)(pending % STAGES));
+        acl_mbar_arrive(full + 2 * (int)(pending / 2 % STAGES) + (int)(pending % 2));
         pending = -1;
       }
-      if (t >= STAGES) acl_mbar_wait(empty + s, par);
-      wg_load_by(ks + s * TILE, kh, m.k[2], kv0 + t * BC, BC, m.kv_len, tid, 128);
-      wg_load_by(vs + s * TILE, vh, m.v[2], kv0 + t * BC, BC, m.kv_len, tid, 128);
+      if (t >= STAGES) acl_mbar_wait(empty + slot, par);
+      unsigned short* const dst = (kv ? vs : ks) + (int)(t % STAGES) * TILE;
+      wg_load_by(dst, kv ? vh : kh, kv ? m.v[2] : m.k[2], kv0 + t * BC, BC, m.kv_len, tid, 128);
       acl_cp_async_commit();
-      if (t == 0 || pending >= 0) {
-        acl_cp_async_wait<1>();  // Q (t == 0) or tile `pending` landed
+      if (j == 0 || pending >= 0) {
+        acl_cp_async_wait<1>();  // Q (j == 0) or group `pending` landed
         acl_fence_proxy_async();
         if (pending >= 0)
-          acl_mbar_arrive(full + (int)(pending % STAGES));
+          acl_mbar_arrive(full + 2 * (int)(pending / 2 % STAGES) + (int)(pending % 2));
         else if (scale_arg >= 0.0)  // a negative scale signalled Q above
           acl_mbar_arrive(qbar);
       }
-      pending = t;
+      pending = j;
     }
     if (pending >= 0) {
       acl_cp_async_wait<0>();
       acl_fence_proxy_async();
-      acl_mbar_arrive(full + (int)(pending % STAGES));
+      acl_mbar_arrive(full + 2 * (int)(pending / 2 % STAGES) + (int)(pending % 2));
     }
     return;
   }
@@ -171,18 +176,21 @@ extern "C" __global__ void __launch_bounds__(KTHREADS, 1) @NAME@(
 #if !PIPE
   for (long long t = 0; t < tiles; ++t) {
     const int s = (int)(t % STAGES);
-    acl_mbar_wait(full + s, (unsigned)((t / STAGES) & 1));
+    const unsigned par = (unsigned)((t / STAGES) & 1);
+    acl_mbar_wait(full + 2 * s, par);
     float sc[SREGS];
     acl_wg_fence();
     wg_scores(sc, q_desc, DESC_QK(ks + s * TILE));
     acl_wg_wait<0>();
     wg_keep(sc);
+    if (lane == 0) acl_mbar_arrive(empty + 2 * s);  // this warp's S is done: K(t)'s slot may be refilled
     unsigned pa[BC / 16][4];
     float alpha[2];
     wg_softmax(sc, alpha, m_run, l_run, sl2, m, row0, kv0 + t * BC, kv1, r_lo, cq);
     wg_pack(sc, pa);
 #pragma unroll
     for (int i = 0; i < OREGS; ++i) o[i] *= alpha[(i / 2) % 2];
+    acl_mbar_wait(full + 2 * s + 1, par);
     wg_keep(o);
     wg_keep_p(pa);
     acl_wg_fence();
@@ -190,14 +198,14 @@ extern "C" __global__ void __launch_bounds__(KTHREADS, 1) @NAME@(
     acl_wg_wait<0>();
     wg_keep(o);
     wg_keep_p(pa);
-    if (lane == 0) acl_mbar_arrive(empty + s);  // this warp's products on stage s are done
+    if (lane == 0) acl_mbar_arrive(empty + 2 * s + 1);  // and its P V: V(t)'s slot
   }
 #else
   // FlashAttention-3's intra-warpgroup overlap: S(t + 1) and P(t) V(t) issued together, the softmax of t + 1 while
   // P(t) V(t) runs; P(t) stays in pa (the A fragments) until its products are done, P(t + 1) in sc (fp32) until then
   unsigned pa[BC / 16][4];
   if (tiles > 0) {
-    acl_mbar_wait(full + 0, 0);
+    acl_mbar_wait(full + 0, 0);  // K(0)
 #if PINGPONG
     acl_bar_sync(my_turn, 256);
 #endif
@@ -209,6 +217,7 @@ extern "C" __global__ void __launch_bounds__(KTHREADS, 1) @NAME@(
 #endif
     acl_wg_wait<0>();
     wg_keep(sc);
+    if (lane == 0) acl_mbar_arrive(empty + 0);  // K(0) read
     float alpha[2];
     wg_softmax(sc, alpha, m_run, l_run, sl2, m, row0, kv0, kv1, r_lo, cq);  // O is still zero: no rescale
     wg_pack(sc, pa);
@@ -216,7 +225,8 @@ extern "C" __global__ void __launch_bounds__(KTHREADS, 1) @NAME@(
   for (long long t = 0; t < tiles; ++t) {
     const int s = (int)(t % STAGES), s1 = (int)((t + 1) % STAGES);
     const bool next = t + 1 < tiles;
-    if (next) acl_mbar_wait(full + s1, (unsigned)(((t + 1) / STAGES) & 1));
+    if (next) acl_mbar_wait(full + 2 * s1, (unsigned)(((t + 1) / STAGES) & 1));  // K(t + 1)
+    acl_mbar_wait(full + 2 * s + 1, (unsigned)((t / STAGES) & 1));               // V(t)
 #if PINGPONG
     acl_bar_sync(my_turn, 256);
 #endif
@@ -234,12 +244,13 @@ extern "C" __global__ void __launch_bounds__(KTHREADS, 1) @NAME@(
     acl_wg_wait<1>();  // S(t + 1) done (batches complete in order); P(t) V(t) may still run
     wg_keep(sc);
     if (next) {
+      if (lane == 0) acl_mbar_arrive(empty + 2 * s1);  // K(t + 1) read (the last tile's S read no acquired slot)
       float alpha[2];
       wg_softmax(sc, alpha, m_run, l_run, sl2, m, row0, kv0 + (t + 1) * BC, kv1, r_lo, cq);
       acl_wg_wait<0>();
       wg_keep(o);
       wg_keep_p(pa);
-      if (lane == 0) acl_mbar_arrive(empty + s);
+      if (lane == 0) acl_mbar_arrive(empty + 2 * s + 1);  // V(t) read
 #pragma unroll
       for (int i = 0; i < OREGS; ++i) o[i] *= alpha[(i / 2) % 2];
       wg_pack(sc, pa);
@@ -247,7 +258,7 @@ extern "C" __global__ void __launch_bounds__(KTHREADS, 1) @NAME@(
       acl_wg_wait<0>();
       wg_keep(o);
       wg_keep_p(pa);
-      if (lane == 0) acl_mbar_arrive(empty + s);
+      if (lane == 0) acl_mbar_arrive(empty + 2 * s + 1);  // V(t) read
     }
   }
 #endif
