@@ -43,6 +43,7 @@ from acl_rocm.kernels.wgmma import (
     tile_source,
 )
 from acl_rocm.ops.attention_flash import parse_setting
+from tests.rocm import ws_protocol
 from tests.rocm.fake_provider import FakeProvider
 from tests.rocm.test_gpu_flash_attention import _args, _rng
 
@@ -195,6 +196,26 @@ def test_warp_specialised_configs() -> None:
     ws = {str(c) for c in DEFAULTS[128] if c.specialised}
     assert ws == {"wg2k128w", "wg2k128wp", "wg2k128wop", "wg2k128wops", "wg2k128wopx3", "wg2k128wopsx3"}
     assert {str(c) for c in DEFAULTS[64] if c.specialised} == ws - {"wg2k128w", "wg2k128wp"}
+
+
+@pytest.mark.parametrize(("pipelined", "pingpong", "consumers"), [(False, False, 2), (True, False, 2), (True, True, 2),
+                                                                  (True, True, 3)])  # fmt: skip
+@pytest.mark.parametrize("stages", [2, 3])
+def test_warp_specialised_signalling_twin(pipelined: bool, pingpong: bool, consumers: int, stages: int) -> None:
+    """The kernel's mbarrier / named-barrier protocol (tests/rocm/ws_protocol.py) under random schedules: no deadlock,
+    every slot read holding the expected K or V tile, none refilled while held, every phase completed once a use."""
+    for tiles in range(0, 8):
+        for seed in range(25):
+            ws_protocol.run(tiles, stages, consumers, pipelined, pingpong, seed % 5 == 0, seed)
+
+
+def test_the_twin_finds_a_broken_ring_and_needs_no_flush_for_liveness() -> None:
+    """Without consumer 0's first turn handed to it the ring deadlocks; the producer's early signal (before an empty
+    wait) only shortens the consumers' wait: with K and V on their own slots the loops finish without it."""
+    with pytest.raises(AssertionError, match="deadlock"):
+        ws_protocol.run(3, 2, 2, True, True, False, 0, prearrive=False)
+    for seed in range(20):
+        ws_protocol.run(6, 2, 2, True, True, False, seed, flush=False)
 
 
 def test_refusals() -> None:

@@ -9,8 +9,10 @@ rows each:
   every producer thread fences it to the async proxy and arrives on its slot's *full* mbarrier (128 arrivals a phase),
   and before refilling a slot it waits on the slot's *empty* mbarrier (one arrival per consumer warp: K's once S = Q
   K^T is done, V's once P V is, so K is refilled a softmax earlier than V, as in FlashAttention-3). A group is
-  signalled after the next one is committed, or before the producer blocks on an empty slot (the consumers may need
-  it to free that slot: no deadlock at two stages). No block-wide barrier after the start.
+  signalled after the next one is committed, or before the producer blocks on an empty slot (so that a landed tile
+  never waits for a slot to free). No block-wide barrier after the start. ``tests/rocm/ws_protocol.py`` is this
+  signalling's Python twin, run under random schedules on the CPU (no deadlock, no slot read before it landed or
+  refilled while held).
 * the consumers (``setmaxnreg.inc``: the producer's registers go to them, :func:`consumer_regs`) run the plain loop
   (S; wait; softmax; P V; wait) or, with ``p``, FlashAttention-3's intra-warpgroup overlap: S(t + 1) = Q K(t + 1) and
   O += P(t) V(t) issued as consecutive batches, ``wgmma.wait_group 1`` (S(t + 1) done), the softmax of t + 1 while
@@ -114,7 +116,7 @@ extern "C" __global__ void __launch_bounds__(KTHREADS, 1) @NAME@(
     }
     // copy group j is K(j / 2) for even j, V(j / 2) for odd j, into slot 2 (t % STAGES) + j % 2. Group j is signalled
     // (full) once this thread's copies of it landed: after group j + 1 is committed (wait_group 1), or, where the
-    // slot of group j + 1 is not free yet, before blocking on its empty barrier (the consumers may need group j first)
+    // slot of group j + 1 is not free yet, before blocking on its empty barrier (the consumers may be waiting for j)
     long long pending = -1;  // the landed-but-unsignalled group
     for (long long j = 0; j < 2 * tiles; ++j) {
       const long long t = j / 2;
