@@ -1358,7 +1358,8 @@ class Suite:
         The default row takes the backend's own path choice; each ``forced_attention`` row forces one path
         (rocm's ``ACL_ATTENTION_PATH`` setting, on the runner for the row's duration), its note naming it.
         A forced flash row is followed by one row per alternative block shape the backend lists for its head
-        dim (rocm's ``ACL_FLASH_CONFIG``, set the same way), so one run tells which shape is fastest.
+        dim (rocm's ``ACL_FLASH_CONFIG``, set the same way), so one run tells which shape is fastest;
+        ``ACL_BENCH_FLASH_CONFIGS`` (comma-separated shapes) times those instead of the backend's list.
         """
         if not self.wanted("FlashAttentionScore"):
             return
@@ -1370,7 +1371,8 @@ class Suite:
         for path, shape in self.sizes.forced_attention:
             self._causal_attention(shape, path)
             if path == "flash" and flash is not None and hasattr(flash, "alternatives"):
-                for config in flash.alternatives(shape[3]):
+                listed = [c.strip() for c in os.environ.get("ACL_BENCH_FLASH_CONFIGS", "").split(",") if c.strip()]
+                for config in listed or flash.alternatives(shape[3]):
                     self._causal_attention(shape, path, config)
 
     def _causal_attention(self, shape: tuple[int, int, int, int], path: str | None, config: str | None = None) -> None:
