@@ -57,7 +57,7 @@ def _run_rows(backend: RocmBackend, monkeypatch: pytest.MonkeyPatch) -> None:
         kernel = config.replace("-", "_")  # the kernel's name spells the inner-loop flags' dash as "_"
         assert any(f"_{kernel}_" in name for name in launched), config
     assert flash.config_override == {} and backend.attention.path_override is None  # type: ignore[attr-defined]
-    monkeypatch.setenv("ACL_BENCH_FLASH_CONFIGS", "wg2k128wop, wg2k128")  # only these after the table's
+    monkeypatch.setenv("ACL_BENCH_FLASH_CONFIGS", "64=wg2k128wop, wg2k128, 128=wg2k128w")  # these after the table's
     suite.cases.clear()
     suite.attention()
     rows = [case for case in suite.cases if "flash path forced" in case.note]

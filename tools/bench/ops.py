@@ -276,6 +276,16 @@ class Prepared:
             a.free()
 
 
+def _listed_configs(head_dim: int) -> list[str]:
+    """``ACL_BENCH_FLASH_CONFIGS``' shapes for ``head_dim`` (bare ones at every head dim, ``D=shape`` at D only)."""
+    out: list[str] = []
+    for part in filter(None, (p.strip() for p in os.environ.get("ACL_BENCH_FLASH_CONFIGS", "").split(","))):
+        dim, _, config = part.rpartition("=")
+        if not dim or dim.strip() == str(head_dim):
+            out.append(config.strip())
+    return out
+
+
 class Suite:
     """Runs the cases of one size on one backend beside PyTorch on the matching device."""
 
@@ -1359,7 +1369,8 @@ class Suite:
         (rocm's ``ACL_ATTENTION_PATH`` setting, on the runner for the row's duration), its note naming it.
         A forced flash row is followed by one row per alternative block shape the backend lists for its head
         dim (rocm's ``ACL_FLASH_CONFIG``, set the same way), so one run tells which shape is fastest;
-        ``ACL_BENCH_FLASH_CONFIGS`` (comma-separated shapes) times those instead of the backend's list.
+        ``ACL_BENCH_FLASH_CONFIGS`` (comma-separated shapes, ``D=shape`` for head dim D only) times those instead
+        of the backend's list.
         """
         if not self.wanted("FlashAttentionScore"):
             return
@@ -1371,8 +1382,7 @@ class Suite:
         for path, shape in self.sizes.forced_attention:
             self._causal_attention(shape, path)
             if path == "flash" and flash is not None and hasattr(flash, "alternatives"):
-                listed = [c.strip() for c in os.environ.get("ACL_BENCH_FLASH_CONFIGS", "").split(",") if c.strip()]
-                for config in listed or flash.alternatives(shape[3]):
+                for config in _listed_configs(shape[3]) or flash.alternatives(shape[3]):
                     self._causal_attention(shape, path, config)
 
     def _causal_attention(self, shape: tuple[int, int, int, int], path: str | None, config: str | None = None) -> None:
