@@ -25,8 +25,9 @@ sorter, or the first path;
 ACL_MISH_CONFIG=poly: Mish's float32 polynomial body; ACL_SFA_PATH=gemm: SparseFlashAttention's GEMM path's
 kernels (default: its block kernel); ACL_FLATQUANT_KERNEL=slice|simt|dmma|dmma16:
 FlatQuant's kernel (its [2, 64, 64] call below reaches the token tiles); ACL_FLASH_CONFIG with
-ACL_ATTENTION_PATH=flash (read from the process environment): the flash kernel's block shapes (``wg2k128``: the wgmma
-kernel, compiled for sm_90a to a cubin); ACL_RANDOM_LAYOUT is read from the process environment by every backend;
+ACL_ATTENTION_PATH=flash (read from the process environment): the flash kernel's block shapes (``wg2k128``,
+``wg2k128wop``: the wgmma kernels, warp-specialised too, compiled for sm_90a to a cubin); ACL_RANDOM_LAYOUT is read
+from the process environment by every backend;
 ACL_CMO_CONFIG: aclrtCmoAsync's prefetch, whose kernels of every method compile under the pattern ``aclrtCmoAsync`` or
 with no pattern); the ops of :data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the short norm
 rows, the down projection's GEMV).
