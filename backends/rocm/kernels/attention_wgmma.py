@@ -25,6 +25,10 @@ dynamic shared base aligned up to 1024 bytes at run time, 1 KiB more requested);
 K K-major (SBO 1024, a k16 step 32 bytes inside a block), V N-major (LBO ``block_keys * 128``: the next 64 dims, SBO
 1024: the next 8 keys). The loaders' consecutive threads take consecutive 16-byte chunks of a row.
 
+The ``w`` shapes (``wg2k128wop``: a producer warpgroup on mbarriers, ``setmaxnreg``, ping-pong ``o``) are the
+warp-specialised kernel of :mod:`acl_rocm.kernels.attention_wgmma_ws`, built on this module's device functions
+(``_HELPERS``).
+
 Compiled for the arch-specific target (``sm_90a``: ``RocmBackend.function``'s ``arch_specific``); it runs
 only where chosen (``ACL_FLASH_CONFIG=wg2k128``, :class:`WgmmaConfig`) on an sm_90 device.
 Measured on an H100 (2026-12-07): correct, 0.43x SDPA at best (``wg2k128``, D 128).
