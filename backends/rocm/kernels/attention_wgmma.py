@@ -421,6 +421,21 @@ ACL_DEV void wg_finish(const float (&o)[OREGS], const float (&m_run)[2], float (
 """
 """The defines and device functions of the wgmma flash kernels (the warp-specialised one too)."""
 
+_SOFTMAX_STATE: Final = r"""  const float sl2_signed = (float)(scale_arg * 1.4426950408889634);
+  const float sl2 = fmaxf(sl2_signed < 0.0f ? -sl2_signed : sl2_signed, 1.17549435e-38f);  // never 0 * inf
+  const float sink_l2 = m.has_sink ? (float)(@SINK_LOAD@) * 1.4426950408889634f : -inf;
+  float m_run[2], l_run[2];
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    m_run[s] = sink_l2;  // with a sink: one more logit with no value row: max = sink, sum = 1 (one lane)
+    l_run[s] = m.has_sink && lane % 4 == 0 ? 1.0f : 0.0f;
+  }
+  float o[OREGS];
+#pragma unroll
+  for (int i = 0; i < OREGS; ++i) o[i] = 0.0f;"""
+"""The online softmax's starting state (exp2 scale, running max and sum with a sink's logit, the output
+registers): the same in the wgmma kernel and its warp-specialised form."""
+
 _KERNEL: Final = r"""
 extern "C" __global__ void __launch_bounds__(THREADS, @MINB@) @NAME@(
     const AttnMeta m, const FlashGrid g, const double scale_arg, const elem_t* __restrict__ q,
@@ -474,19 +489,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, @MINB@) @NAME@(
     __syncthreads();
     for (int i = tid; i < BR * HEAD_DIM; i += THREADS) qs[i] ^= 0x8000u;
   }
-  const float sl2_signed = (float)(scale_arg * 1.4426950408889634);
-  const float sl2 = fmaxf(sl2_signed < 0.0f ? -sl2_signed : sl2_signed, 1.17549435e-38f);  // never 0 * inf
-
-  const float sink_l2 = m.has_sink ? (float)(@SINK_LOAD@) * 1.4426950408889634f : -inf;
-  float m_run[2], l_run[2];
-#pragma unroll
-  for (int s = 0; s < 2; ++s) {
-    m_run[s] = sink_l2;  // with a sink: one more logit with no value row: max = sink, sum = 1 (one lane)
-    l_run[s] = m.has_sink && lane % 4 == 0 ? 1.0f : 0.0f;
-  }
-  float o[OREGS];
-#pragma unroll
-  for (int i = 0; i < OREGS; ++i) o[i] = 0.0f;
+@SOFTMAX_STATE@
 
   // descriptors (no swizzle): Q and K K-major (LBO 128: the next 8 dims; SBO: the next 8 rows), V N-major
   // (LBO: the next 8 keys; SBO 128: the next 8 dims). A k16 step: +256 bytes (Q, K), +2 ROW_BYTES (V).
@@ -628,6 +631,7 @@ def wgmma_flash_source(inst: WgmmaInstance) -> str:
         "@SWZ@": "1" if inst.swizzle else "0",
         "@BC@": str(inst.block_keys),
         "@T@": "bf16" if inst.dtype == D.ACL_BF16 else "f16",
+        "@SOFTMAX_STATE@": _SOFTMAX_STATE,
     }
     body = fill_body(_HELPERS + _KERNEL, inst.dtype, inst.sink, inst.kernel_name, tokens)
     ns = tuple(sorted({inst.block_keys, inst.head_dim}))

@@ -42,7 +42,7 @@ from typing import Final
 
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.attention_flash import SHARED_LIMIT, fill_body
-from acl_rocm.kernels.attention_wgmma import _HELPERS, DTYPES, HEAD_DIMS, WgmmaInstance
+from acl_rocm.kernels.attention_wgmma import _HELPERS, _SOFTMAX_STATE, DTYPES, HEAD_DIMS, WgmmaInstance
 from acl_rocm.kernels.mma import MMA_SOURCE
 from acl_rocm.kernels.prelude import PRELUDE
 from acl_rocm.kernels.wgmma import SYNC_SOURCE, wgmma_source
@@ -155,18 +155,7 @@ extern "C" __global__ void __launch_bounds__(KTHREADS, 1) @NAME@(
   const int wgc = wg - 1;  // consumer warpgroup: rows 64 wgc .. of the block
   const float inf = __uint_as_float(0x7f800000u);
   const int r_lo = 64 * wgc + 16 * warp + lane / 4, cq = 2 * (lane % 4);
-  const float sl2_signed = (float)(scale_arg * 1.4426950408889634);
-  const float sl2 = fmaxf(sl2_signed < 0.0f ? -sl2_signed : sl2_signed, 1.17549435e-38f);  // never 0 * inf
-  const float sink_l2 = m.has_sink ? (float)(@SINK_LOAD@) * 1.4426950408889634f : -inf;
-  float m_run[2], l_run[2];
-#pragma unroll
-  for (int s = 0; s < 2; ++s) {
-    m_run[s] = sink_l2;  // with a sink: one more logit with no value row: max = sink, sum = 1 (one lane)
-    l_run[s] = m.has_sink && lane % 4 == 0 ? 1.0f : 0.0f;
-  }
-  float o[OREGS];
-#pragma unroll
-  for (int i = 0; i < OREGS; ++i) o[i] = 0.0f;
+@SOFTMAX_STATE@
   const unsigned long long q_desc = DESC_QK(qs + wgc * Q_WG_OFFSET);
 #if PINGPONG
   // a token ring over the consumers: c waits on barrier 2 + c, then passes the turn to c + 1 (the last to 0)
@@ -295,6 +284,7 @@ def ws_flash_source(inst: WgmmaInstance) -> str:
         "@PINGPONG@": "1" if inst.pingpong else "0",
         "@PREGS@": str(PRODUCER_REGS),
         "@CREGS@": str(consumer_regs(inst.groups)),
+        "@SOFTMAX_STATE@": _SOFTMAX_STATE,
     }
     body = fill_body(_HELPERS + _KERNEL, inst.dtype, inst.sink, inst.kernel_name, tokens)
     ns = tuple(sorted({inst.block_keys, inst.head_dim}))
