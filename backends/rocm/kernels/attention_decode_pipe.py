@@ -58,9 +58,61 @@ def pipe_stages(wanted: int, keys: int, head_dim: int, item: int, budget: int) -
     return min(wanted, budget // stage)
 
 
+def pipe_dynamic_bytes(inst: DecodeInstance) -> int:
+    """Dynamic shared bytes a launch of ``inst``'s split kernel passes (its stages under ``pdyn``; else 0)."""
+    return inst.pipe * 2 * inst.pkeys * inst.head_dim * inst.dtype.info.storage_bits // 8 if inst.dyn else 0
+
+
+def pipe_mask_covers(mask_strides: tuple[int, ...], skv: int, address: int) -> str | None:
+    """Why ``pskip`` cannot stage a call's mask rows by 4-byte ``cp.async`` (None when it can): unit key stride, a
+    key extent and batch / head steps of whole 4-byte words, a word-aligned address."""
+    if mask_strides[3] != 1:
+        return f"mask key stride {mask_strides[3]} (pskip copies 4 mask bytes at once)"
+    if skv % 4 or any(s % 4 for s in mask_strides[:2]) or address % 4:
+        return "mask rows not whole 4-byte words (pskip copies 4 mask bytes at once)"
+    return None
+
+
+SKIP_SOURCE: Final = r"""
+// pskip: 4-byte global -> shared copies (the mask bytes of a tile); zeros where !valid
+ACL_DEV void acl_cp_async4(void* dst, const void* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned d;
+  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(d) : "l"(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
+#else
+  *(unsigned*)dst = valid ? *(const unsigned*)src : 0u;
+#endif
+}
+// tile j0's mask bytes (GROUP rows of PIPE_KEYS, 4 a thread) into ``slot`` ([GROUP][PIPE_KEYS]); words from hi on
+// read nothing (the key extent is whole words: a word that starts before hi lies inside the row)
+ACL_DEV void pipe_mask_copy(unsigned char* slot, const unsigned char* mask_kv, long long mstep, long long j0,
+                            long long hi, int tid) {
+  if (tid < GROUP * PIPE_KEYS / 4) {
+    const int g = tid / (PIPE_KEYS / 4), w = (tid % (PIPE_KEYS / 4)) * 4;
+    const bool ok = j0 + w < hi;
+    acl_cp_async4(slot + g * PIPE_KEYS + w, ok ? mask_kv + g * mstep + j0 + w : mask_kv, ok);
+  }
+}
+// whether some head keeps the key whose GROUP mask bytes start at ``at`` (a stride of PIPE_KEYS)
+ACL_DEV bool pipe_kept(const unsigned char* at) {
+  bool any = false;
+  #pragma unroll
+  for (int g = 0; g < GROUP; ++g) any |= at[g * PIPE_KEYS] == 0;
+  return any;
+}
+"""
+"""``pskip``'s C helpers: the 4-byte copy, a tile's mask copy, a key's liveness from its staged mask bytes."""
+
+
 def pipe_common(inst: DecodeInstance) -> str:
     """C source the pipelined kernel needs before its body: the copies, the stage geometry, the stage loader."""
     assert inst.pipe >= 2 and inst.pkeys % PIPE_GROUPS == 0 and inst.head_dim % PIPE_DIM_STEP == 0
+    # pskip: a copy row whose key no head keeps is not read (its staged mask bytes, ``live``, say so)
+    ok = "const bool ok = n * PIPE_ROWSTEP < left;"
+    skip_doc = "; ``live``: null, or (pskip) the tile's\n// staged mask bytes at row crow" if inst.skip else ""
+    if inst.skip:
+        ok = "const bool ok = n * PIPE_ROWSTEP < left && (live == nullptr || pipe_kept(live + n * PIPE_ROWSTEP));"
     return (
         CP_ASYNC_SOURCE
         + f"""
@@ -75,23 +127,23 @@ def pipe_common(inst: DecodeInstance) -> str:
 #define PIPE_STAGE (2 * PIPE_KEYS * HEAD_DIM)
 #define PIPE_ROWSTEP (THREADS / PIPE_CPR)
 static_assert(THREADS % PIPE_CPR == 0 && PIPE_KEYS % PIPE_ROWSTEP == 0, "a stage's copies split evenly over the block");
-
+{SKIP_SOURCE if inst.skip else ""}
 // the dim slot e of lane ``sub`` of a key's group holds: vector e / 8 covers dims (e / 8) * 64 + sub * 8 + 0..7
 ACL_DEV int pipe_dim(int sub, int e) {{ return (e / 8) * (PIPE_LANES * 8) + sub * 8 + e % 8; }}
 
 // this thread's share of a stage: 16 bytes (its column) of rows crow, crow + PIPE_ROWSTEP, ... of K, then of V.
 // ``kp`` / ``vp``: its K / V row crow of the tile; ``left``: rows of the tile from crow on that are < hi (rows past
-// it: zeros, nothing read); ``dst``: the stage plus this thread's offset
+// it: zeros, nothing read); ``dst``: the stage plus this thread's offset{skip_doc}
 ACL_DEV void pipe_stage(st* dst, const st* kp, const st* vp, long long kstep, long long vstep, long long left,
-                        const st* safe) {{
+                        const st* safe{", const unsigned char* live" if inst.skip else ""}) {{
   #pragma unroll
   for (int n = 0; n < PIPE_KEYS / PIPE_ROWSTEP; ++n) {{
-    const bool ok = n * PIPE_ROWSTEP < left;
+    {ok}
     acl_cp_async16(dst + n * PIPE_ROWSTEP * HEAD_DIM, ok ? kp + n * kstep : safe, ok);
   }}
   #pragma unroll
   for (int n = 0; n < PIPE_KEYS / PIPE_ROWSTEP; ++n) {{
-    const bool ok = n * PIPE_ROWSTEP < left;
+    {ok}
     acl_cp_async16(dst + (PIPE_KEYS + n * PIPE_ROWSTEP) * HEAD_DIM, ok ? vp + n * vstep : safe, ok);
   }}
 }}
@@ -103,8 +155,34 @@ def pipe_split_body(inst: DecodeInstance) -> str:
     """C source of the pipelined split kernel's work, between the split kernel's opening and its ending."""
     c = ctype(inst.dtype)
     f32 = ctype(D.ACL_FLOAT)
+    raw = "extern __shared__ AclVec<unsigned, 4> pipe_raw[];  // pdyn" if inst.dyn else (
+        "__shared__ AclVec<unsigned, 4> pipe_raw[PIPE_STAGES * PIPE_STAGE / 8];"
+    )
+    # pskip: tile t's mask bytes ride the commit group of tile t - (PIPE_STAGES - 1) (tiles 0 .. PIPE_STAGES - 1 the
+    # first group's), so they have landed when tile t's K / V copies are issued; a ring of 2 x PIPE_STAGES slots
+    # holds every tile from the one being worked on to the newest in flight
+    ring = prologue_masks = next_mask = live = ""
+    keep = "bool keep = j < hi;\n        if (keep && m.has_mask) keep = mask_kv[g * m.mask[1] + j * m.mask[3]] == 0;"
+    if inst.skip:
+        ring = """
+#define PIPE_MR (2 * PIPE_STAGES)
+#define PIPE_SLOT(t) (pipe_mask + ((t) % PIPE_MR) * (GROUP * PIPE_KEYS))
+  __shared__ unsigned pipe_mask_raw[PIPE_MR * GROUP * PIPE_KEYS / 4];
+  unsigned char* const pipe_mask = (unsigned char*)pipe_mask_raw;"""
+        copy = "pipe_mask_copy(PIPE_SLOT({t}), mask_kv, m.mask[1], lo + (long long)({t}) * PIPE_KEYS, hi, tid);"
+        prologue_masks = f"""
+    if (s == 0) {{
+      for (int t = 0; t < PIPE_STAGES - 1 && t < tiles; ++t) {copy.format(t="t")}
+    }}
+    if (s + PIPE_STAGES - 1 < tiles) {copy.format(t="s + PIPE_STAGES - 1")}"""
+        next_mask = f"""
+    if (next + PIPE_STAGES - 1 < tiles) {copy.format(t="next + PIPE_STAGES - 1")}"""
+        live = ", PIPE_SLOT(next) + crow"
+        keep = "const bool keep = j < hi && msk[g * PIPE_KEYS + t] == 0;  // pskip: the staged mask bytes"
+    first_live = ", nullptr" if inst.skip else ""
+    tile_mask = "\n    const unsigned char* msk = PIPE_SLOT(i);" if inst.skip else ""
     return f"""  // ---- pipelined split: K / V tiles through shared memory (kernels/attention_decode_pipe.py) ----
-  __shared__ AclVec<unsigned, 4> pipe_raw[PIPE_STAGES * PIPE_STAGE / 8];
+  {raw}{ring}
   st* const sm_kv = (st*)pipe_raw;
   const int grp = tid / PIPE_LANES, sub = tid % PIPE_LANES;
   float qr[GROUP][PIPE_EL], acc[GROUP][PIPE_EL], mx[GROUP], sum[GROUP];
@@ -136,11 +214,11 @@ def pipe_split_body(inst: DecodeInstance) -> str:
   #pragma unroll
   for (int s = 0; s < PIPE_STAGES - 1; ++s) {{
     if (s < tiles) {{
-      pipe_stage(sm_mine + s * PIPE_STAGE, kp, vp, kstep, vstep, left, k_head);
+      pipe_stage(sm_mine + s * PIPE_STAGE, kp, vp, kstep, vstep, left, k_head{first_live});
       kp += ktile;
       vp += vtile;
       left -= PIPE_KEYS;
-    }}
+    }}{prologue_masks}
     acl_cp_async_commit();
   }}
   for (int i = 0; i < tiles; ++i) {{
@@ -148,12 +226,12 @@ def pipe_split_body(inst: DecodeInstance) -> str:
     __syncthreads();  // everyone's did, and every thread is done with tile i - 1: its stage takes tile i + S - 1
     const int next = i + PIPE_STAGES - 1;
     if (next < tiles) {{
-      pipe_stage(sm_mine + (next % PIPE_STAGES) * PIPE_STAGE, kp, vp, kstep, vstep, left, k_head);
+      pipe_stage(sm_mine + (next % PIPE_STAGES) * PIPE_STAGE, kp, vp, kstep, vstep, left, k_head{live});
       kp += ktile;
       vp += vtile;
       left -= PIPE_KEYS;
-    }}
-    acl_cp_async_commit();
+    }}{next_mask}
+    acl_cp_async_commit();{tile_mask}
     const st* sk = sm_kv + (i % PIPE_STAGES) * PIPE_STAGE;
     const st* sv = sk + PIPE_KEYS * HEAD_DIM;
     const long long j0 = lo + (long long)i * PIPE_KEYS;
@@ -177,8 +255,7 @@ def pipe_split_body(inst: DecodeInstance) -> str:
         for (int e = 0; e < PIPE_EL; ++e) dot += qr[g][e] * {load("kr[e / 8].v[e % 8]", c, f32)};
         #pragma unroll
         for (int o = PIPE_LANES / 2; o > 0; o >>= 1) dot += ACL_SHFL_XOR(dot, o);
-        bool keep = j < hi;
-        if (keep && m.has_mask) keep = mask_kv[g * m.mask[1] + j * m.mask[3]] == 0;
+        {keep}
         if (keep) {{  // the same in the key's 8 lanes
           const float sc = scale * dot;
           if (sc > mx[g]) {{  // a new maximum (rare past the first keys): rescale what the group holds
