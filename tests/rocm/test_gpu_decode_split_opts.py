@@ -30,6 +30,11 @@ CONFIGS = (
     "fused,pipe=8,pkeys=32,pdyn,pbpu=1,pcomb,ppdl",
     "two,pipe=12,pkeys=16,pdyn,pbpu=2,pcomb,ppdl",
     "two,pipe,pskip,pcomb,ppdl",
+    "two,pipe=3,pkeys=64,pmma,pbpu=2,pcomb,ppdl",
+    "fused,pipe=3,pkeys=64,pmma,pbpu=2,pcomb,ppdl",
+    "two,pipe=2,pkeys=64,pmma,pbpu=3,pcomb,ppdl",
+    "fused,pipe=4,pkeys=64,pmma,pbpu=1,pcomb,ppdl",
+    "two,pipe=3,pkeys=64,pmma,pskip,pbpu=2,pcomb,ppdl",
 )
 """Every ``ACL_DECODE_CONFIG`` with the new items the decode bench times (checked below)."""
 
@@ -82,6 +87,7 @@ def test_each_config_matches_the_reference(rocm: Backend, reference: Backend, de
     args["attenMask"] = (np.arange(skv)[None, :] >= filled[:, None])[:, None, None, :]
     line = _check(rocm, reference, decode, "IncreFlashAttention", args, config)
     assert "pipelined" in line and ("masked rows not copied" in line) == ("pskip" in config), line
+    assert ("matrix units" in line) == ("pmma" in config), line
     fia = fia_v5_args(rng, args, nq, nkv, rng.uniform(size=(2, skv)) < 0.25)
     fia["attenMaskOptional"][1] = True  # batch 1 keeps no key: the sink alone
     _check(rocm, reference, decode, "FusedInferAttentionScoreV5", fia, f"{config} FIA")
@@ -158,3 +164,26 @@ def test_ppdl_pcomb_captures_and_replays_with_a_changed_mask(rocm: Backend, deco
         args = decode_args(rng, "bfloat16", 2, 4, 2, skv, 64)
         args["attenMask"] = np.arange(skv)[None, :] >= np.array([[skv // 3], [skv - 1]])
         replays_like_eager(rocm, "IncreFlashAttention", args)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("ratio", [1, 2, 8])
+def test_pmma_matches_the_reference(
+    rocm: Backend, reference: Backend, decode: object, dtype: str, d: int, ratio: int
+) -> None:
+    """Every dtype x head dim x GQA ratio (8 too: past the lane layout's registers), per-batch lengths that end
+    inside a sub-tile, a tile and a split; 32-key stages (warps without a sub-tile) and a random mask through pskip's
+    staged bytes too."""
+    rng = np.random.default_rng(d * 10 + ratio)
+    nkv = 2
+    lengths = [1, 37, 200] if EMULATED else [1, 37, 4097, 32_768]
+    for config in ("two,pipe=3,pkeys=64,pmma", "two,pipe=2,pkeys=32,pmma,pskip,chunk=32"):
+        decode.use_config(config)  # type: ignore[attr-defined]
+        for skv in lengths:
+            act = [skv, max(0, skv - 17 - skv % 5)]
+            args = decode_args(rng, dtype, 2, nkv * ratio, nkv, skv, d, actualSeqLengths=act)
+            if "pskip" in config and skv % 4 == 0:
+                args["attenMask"] = (rng.uniform(size=(2, skv)) < 0.3)[:, None, None, :]
+            line = _check(rocm, reference, decode, "IncreFlashAttention", args, f"{config} {dtype} D{d} G{ratio} {act}")
+            assert "matrix units" in line, line

@@ -89,9 +89,6 @@ figures of 2026-12-06 21:45. A setting of one's own starts from the plain kernel
 defaults) and names every choice it wants."""
 PIPE_SMEM: Final = 40 * 1024
 """Shared bytes the pipelined kernel's stages may take (static shared memory stays under 48 KiB with the merge's)."""
-PIPE_STATIC_RESERVE: Final = 16 * 1024
-"""Under ``pdyn`` (stages in dynamic shared memory), the bytes of a block's opt-in maximum left to its static shared
-memory (the warps' merge, the fused ending's weights, the ``pskip`` mask ring: under 12 KiB at D 256)."""
 
 
 def decode_splits(
@@ -164,6 +161,10 @@ class DecodeConfig:
     """The combine (kernel or fused last block) reduces a head's splits a warp at a time and sums every split of a dim
     with its loads in flight together, all of a block's heads at once; the two-kernel path's partials live in the
     stream's persistent scratch (no allocation per call). The same bits as the plain combine (``pcomb``)."""
+    pmma: bool = False
+    """The pipelined kernel's tiles go through the matrix units (``pmma``): a warp takes 16-key sub-tiles, scores and
+    the value sum as 16 x 16 x 16 products (query heads as rows); stages padded for ``ldmatrix``, always in dynamic
+    shared memory (as under ``pdyn``)."""
     ppdl: bool = False
     """The split kernel and the combine kernel are launched programmatically (``ppdl``; NVIDIA sm_90+): each waits for
     its predecessor before its first read, and the split kernel lets the combine be scheduled at once."""
@@ -180,6 +181,7 @@ class DecodeConfig:
         dbuf += f",pipe={self.pipe},pkeys={self.pkeys},pbpu={self.pipe_bpu}" if self.pipe else ""
         dbuf += ",pdyn" if self.pdyn else ""
         dbuf += ",pskip" if self.pskip else ""
+        dbuf += ",pmma" if self.pmma else ""
         dbuf += ",pcomb" if self.pcomb else ""
         dbuf += ",ppdl" if self.ppdl else ""
         short = ""
@@ -201,7 +203,7 @@ PIPE_STAGE_CHOICES: Final = (2, 3, 4, 6, 8, 12, 16)
 """``cp.async`` stages the pipelined split kernel accepts (``pipe=N``)."""
 PIPE_KEY_CHOICES: Final = (16, 32, 64)
 """Keys a stage of the pipelined split kernel accepts (``pkeys=N``): a multiple of its 16 lane groups."""
-PIPE_FLAGS: Final = ("pdyn", "pskip", "pcomb", "ppdl")
+PIPE_FLAGS: Final = ("pdyn", "pskip", "pmma", "pcomb", "ppdl")
 """The split path's opt-in items (each ``[=0|1]``): :class:`DecodeConfig`'s fields of the same names."""
 CONFIG_KPW: Final = (4, 8, 16)
 """Keys per warp tile the config accepts (each lane keeps 2 x KPW rows of its dims in registers)."""
@@ -215,9 +217,9 @@ def parse_decode_config(text: str) -> DecodeConfig:
     ones on two or fused, whichever came before), ``bpu=N``, ``chunk=N``, ``kpw=N``, ``eager[=0|1]``,
     ``dbuf[=0|1]``, ``wide[=0|1]`` (two's split blocks in the short-cache kernel's layout), ``pipe[=S]`` (split blocks
     stage K / V through S ``cp.async`` stages, default :data:`PIPE_STAGES`; ``pipe=0``: off), ``pkeys=N`` (keys a
-    stage), ``pbpu=N`` (its split blocks a compute unit), ``pdyn`` / ``pskip`` (its stages in dynamic shared memory; masked
-    rows not copied), ``pcomb`` / ``ppdl`` (the split path's faster combine; programmatic launches), and the
-    short-cache kernel's ``bthreads=N``, ``brows=N``,
+    stage), ``pbpu=N`` (its split blocks a compute unit), ``pdyn`` / ``pskip`` / ``pmma`` (its stages in dynamic
+    shared memory; masked rows not copied; tiles through the matrix units), ``pcomb`` / ``ppdl`` (the split path's
+    faster combine; programmatic launches), and the short-cache kernel's ``bthreads=N``, ``brows=N``,
     ``beager[=0|1]``, ``bheads=N``, ``bpdl[=0|1]`` (its launch
     programmatic). Empty: :data:`DEFAULT_DECODE_SETTING` is the backend's (this function: the plain kernels).
     """
@@ -258,7 +260,7 @@ def parse_decode_config(text: str) -> DecodeConfig:
             if int(value) not in PIPE_KEY_CHOICES:
                 raise ValueError(f"{item!r}: keys a pipeline stage one of {PIPE_KEY_CHOICES}")
             fields["pkeys"] = int(value)
-        elif key in PIPE_FLAGS + ("eager", "dbuf", "beager", "wide", "bpdl") and value in ("", "1", "0"):
+        elif key in (*PIPE_FLAGS, "eager", "dbuf", "beager", "wide", "bpdl") and value in ("", "1", "0"):
             fields[key] = value != "0"
         elif key in ("bpu", "pbpu", "chunk", "kpw") and value.isdigit():
             n = int(value)
@@ -272,15 +274,15 @@ def parse_decode_config(text: str) -> DecodeConfig:
         else:
             raise ValueError(
                 f"{item!r} is not two, fused, block, auto[=N], bpu=N, chunk=N, kpw=N, eager[=0|1], dbuf[=0|1],"
-                " wide[=0|1], pipe[=S], pkeys=N, pbpu=N, pdyn[=0|1], pskip[=0|1], pcomb[=0|1], ppdl[=0|1],"
-                " bthreads=N, brows=N, beager[=0|1], bheads=N or bpdl[=0|1]"
+                " wide[=0|1], pipe[=S], pkeys=N, pbpu=N, pdyn[=0|1], pskip[=0|1], pmma[=0|1], pcomb[=0|1],"
+                " ppdl[=0|1], bthreads=N, brows=N, beager[=0|1], bheads=N or bpdl[=0|1]"
             )
     out = DecodeConfig(**{**cfg.__dict__, **fields})
     if out.wide and out.fused:
         raise ValueError("wide with fused: the short-cache layout runs the two-kernel path's split blocks only")
     if out.wide and out.pipe:
         raise ValueError("wide with pipe: the two-kernel path's split blocks run one of them")
-    for flag in ("pdyn", "pskip"):
+    for flag in ("pdyn", "pskip", "pmma"):
         if getattr(out, flag) and not out.pipe:
             raise ValueError(f"{flag} without pipe: it shapes the pipelined split kernel's stages")
     if out.dbuf and out.kpw > 8:
@@ -352,13 +354,16 @@ class DecodeInstance:
     """``pcomb``: the combine (kernel or fused ending) as :func:`fast_combine_source` writes it."""
     pdl: bool = False
     """``ppdl``: both kernels ``ACL_PDL_WAIT()`` before their first read (launched programmatically)."""
+    mma: bool = False
+    """``pmma``: the pipelined kernel's tiles go through the matrix units, a warp a 16-key sub-tile
+    (:mod:`acl_rocm.kernels.attention_decode_mma`)."""
 
     @functools.cached_property
     def digest(self) -> str:
         """A short hash of the instance and the struct layout (kernel names stay stable across runs)."""
         text = repr((self, DECODE_STRUCT, MAX_DECODE_BATCH))
         # instances without the split path's opt-in items hash as before they existed (byte-identical sources)
-        text = text.replace(", dyn=False, skip=False, comb=False, pdl=False)", ")", 1)
+        text = text.replace(", dyn=False, skip=False, comb=False, pdl=False, mma=False)", ")", 1)
         if not self.pipe:  # hashes as before the pipelined kernel existed: the source is byte-identical
             text = text.replace(", pipe=0, pkeys=0)", ")", 1)
         if not self.ptile:  # hashes as before page tiles existed: the source is byte-identical
@@ -907,8 +912,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
             f"  __shared__ float sm_w[MAX_SPLITS];\n  __shared__ float sm_t[1];\n"
             f"  dec_combine_heads(m, part, out, lse, sink, {where}, 1, sm_w, sm_t);\n"
         )
-    if inst.pdl:  # ppdl: the split kernel's partials are read only once it completed
-        combine_body = "  ACL_PDL_WAIT();\n" + combine_body
+    if inst.pdl:  # ppdl: the split kernel's partials are read only once it completed; the next may be scheduled
+        combine_body = "  ACL_PDL_WAIT();\n  ACL_PDL_LAUNCH_DEPENDENTS();\n" + combine_body
     combine = f"""
 extern "C" __global__ void __launch_bounds__(THREADS) {inst.combine_name}(
     const DecodeMeta m, const float* __restrict__ part, st* __restrict__ out, float* __restrict__ lse,

@@ -30,7 +30,7 @@ from typing import Final
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.attention_decode import DECODE_THREADS, DecodeInstance
 from acl_rocm.kernels.ctypes_map import ctype, load
-from acl_rocm.kernels.mma import CP_ASYNC_SOURCE
+from acl_rocm.kernels.mma import CP_ASYNC_SOURCE, MMA_SOURCE
 
 PIPE_LANES: Final = 8
 """Lanes a key: each reads 16 bytes per 64 dims of a row."""
@@ -40,12 +40,15 @@ PIPE_DIM_STEP: Final = PIPE_LANES * 8
 """Dims one 16-byte read of each of a group's lanes covers (a lane holds ``D / 64`` such vectors)."""
 
 
-def pipe_covers(head_dim: int, group: int, item: int) -> str | None:
-    """Why the pipelined kernel cannot take a head dim / GQA group / element size (None when it can)."""
+def pipe_covers(head_dim: int, group: int, item: int, mma: bool = False) -> str | None:
+    """Why the pipelined kernel cannot take a head dim / GQA group / element size (None when it can); ``mma``: its
+    ``pmma`` form (the group's heads are a tile's 16 rows, not registers of each lane)."""
     if item != 2:
         return f"{item}-byte elements (the pipelined kernel stages fp16 / bf16)"
     if head_dim % PIPE_DIM_STEP or not 0 < head_dim <= 256:
         return f"head dim {head_dim} (the pipelined kernel takes multiples of {PIPE_DIM_STEP} up to 256)"
+    if mma:
+        return f"GQA group {group} (pmma: a tile's 16 rows at most)" if group > 16 else None
     if group * head_dim // PIPE_LANES > 64:
         values = group * head_dim // PIPE_LANES
         return f"GQA group {group} at head dim {head_dim} ({values} values per lane, at most 64)"
@@ -58,9 +61,30 @@ def pipe_stages(wanted: int, keys: int, head_dim: int, item: int, budget: int) -
     return min(wanted, budget // stage)
 
 
+PITCH_SOURCE: Final = """
+#define PIPE_PITCH (HEAD_DIM + 8)  // pmma: a staged row's elements (16 bytes of padding: ldmatrix conflict free)
+"""
+
+
+def pipe_pitch(head_dim: int, mma: bool) -> int:
+    """Elements between a stage's consecutive K (or V) rows: the head dim, padded by 8 under ``pmma``."""
+    return head_dim + 8 if mma else head_dim
+
+
+def pipe_static_bytes(head_dim: int, group: int, pkeys: int, stages: int, warps: int, skip: bool, mma: bool) -> int:
+    """An upper bound of the split kernel's static shared bytes beside dynamic stages: the warps' merge, the fused
+    ending's weights (``pcomb``'s, the larger), ``pskip``'s mask ring, ``pmma``'s query rows and scratch."""
+    merge = warps * group * (head_dim + 2) * 4
+    fused = max(group, 1) * 128 * 4 + 1024
+    ring = 2 * stages * group * pkeys if skip else 0
+    query = 16 * pipe_pitch(head_dim, True) * 2 + warps * 512 if mma else 0
+    return merge + fused + ring + query
+
+
 def pipe_dynamic_bytes(inst: DecodeInstance) -> int:
     """Dynamic shared bytes a launch of ``inst``'s split kernel passes (its stages under ``pdyn``; else 0)."""
-    return inst.pipe * 2 * inst.pkeys * inst.head_dim * inst.dtype.info.storage_bits // 8 if inst.dyn else 0
+    stage = 2 * inst.pkeys * pipe_pitch(inst.head_dim, inst.mma) * inst.dtype.info.storage_bits // 8
+    return inst.pipe * stage if inst.dyn else 0
 
 
 def pipe_mask_covers(mask_strides: tuple[int, ...], skv: int, address: int) -> str | None:
@@ -113,8 +137,9 @@ def pipe_common(inst: DecodeInstance) -> str:
     skip_doc = "; ``live``: null, or (pskip) the tile's\n// staged mask bytes at row crow" if inst.skip else ""
     if inst.skip:
         ok = "const bool ok = n * PIPE_ROWSTEP < left && (live == nullptr || pipe_kept(live + n * PIPE_ROWSTEP));"
+    pitch = "PIPE_PITCH" if inst.mma else "HEAD_DIM"
     return (
-        CP_ASYNC_SOURCE
+        (MMA_SOURCE + PITCH_SOURCE if inst.mma else CP_ASYNC_SOURCE)
         + f"""
 #define PIPE_STAGES {inst.pipe}
 #define PIPE_KEYS {inst.pkeys}
@@ -124,7 +149,7 @@ def pipe_common(inst: DecodeInstance) -> str:
 #define PIPE_NV (HEAD_DIM / (PIPE_LANES * 8))
 #define PIPE_EL (PIPE_NV * 8)
 #define PIPE_CPR (HEAD_DIM / 8)
-#define PIPE_STAGE (2 * PIPE_KEYS * HEAD_DIM)
+#define PIPE_STAGE (2 * PIPE_KEYS * {pitch})
 #define PIPE_ROWSTEP (THREADS / PIPE_CPR)
 static_assert(THREADS % PIPE_CPR == 0 && PIPE_KEYS % PIPE_ROWSTEP == 0, "a stage's copies split evenly over the block");
 {SKIP_SOURCE if inst.skip else ""}
@@ -139,12 +164,12 @@ ACL_DEV void pipe_stage(st* dst, const st* kp, const st* vp, long long kstep, lo
   #pragma unroll
   for (int n = 0; n < PIPE_KEYS / PIPE_ROWSTEP; ++n) {{
     {ok}
-    acl_cp_async16(dst + n * PIPE_ROWSTEP * HEAD_DIM, ok ? kp + n * kstep : safe, ok);
+    acl_cp_async16(dst + n * PIPE_ROWSTEP * {pitch}, ok ? kp + n * kstep : safe, ok);
   }}
   #pragma unroll
   for (int n = 0; n < PIPE_KEYS / PIPE_ROWSTEP; ++n) {{
     {ok}
-    acl_cp_async16(dst + (PIPE_KEYS + n * PIPE_ROWSTEP) * HEAD_DIM, ok ? vp + n * vstep : safe, ok);
+    acl_cp_async16(dst + (PIPE_KEYS + n * PIPE_ROWSTEP) * {pitch}, ok ? vp + n * vstep : safe, ok);
   }}
 }}
 """
@@ -153,10 +178,10 @@ ACL_DEV void pipe_stage(st* dst, const st* kp, const st* vp, long long kstep, lo
 
 def pipe_split_body(inst: DecodeInstance) -> str:
     """C source of the pipelined split kernel's work, between the split kernel's opening and its ending."""
-    c = ctype(inst.dtype)
-    f32 = ctype(D.ACL_FLOAT)
-    raw = "extern __shared__ AclVec<unsigned, 4> pipe_raw[];  // pdyn" if inst.dyn else (
-        "__shared__ AclVec<unsigned, 4> pipe_raw[PIPE_STAGES * PIPE_STAGE / 8];"
+    raw = (
+        "extern __shared__ AclVec<unsigned, 4> pipe_raw[];  // pdyn"
+        if inst.dyn
+        else ("__shared__ AclVec<unsigned, 4> pipe_raw[PIPE_STAGES * PIPE_STAGE / 8];")
     )
     # pskip: tile t's mask bytes ride the commit group of tile t - (PIPE_STAGES - 1) (tiles 0 .. PIPE_STAGES - 1 the
     # first group's), so they have landed when tile t's K / V copies are issued; a ring of 2 x PIPE_STAGES slots
@@ -181,23 +206,16 @@ def pipe_split_body(inst: DecodeInstance) -> str:
         keep = "const bool keep = j < hi && msk[g * PIPE_KEYS + t] == 0;  // pskip: the staged mask bytes"
     first_live = ", nullptr" if inst.skip else ""
     tile_mask = "\n    const unsigned char* msk = PIPE_SLOT(i);" if inst.skip else ""
+    state, work, merge = _lane_state(inst), _lane_work(inst, keep), _lane_merge()
+    pitch = "HEAD_DIM"
+    if inst.mma:  # pmma: a warp's 16-key sub-tiles through the matrix units (kernels/attention_decode_mma.py)
+        from acl_rocm.kernels.attention_decode_mma import mma_merge, mma_state, mma_work
+
+        state, work, merge, pitch = mma_state(inst), mma_work(inst, keep), mma_merge(), "PIPE_PITCH"
     return f"""  // ---- pipelined split: K / V tiles through shared memory (kernels/attention_decode_pipe.py) ----
   {raw}{ring}
   st* const sm_kv = (st*)pipe_raw;
-  const int grp = tid / PIPE_LANES, sub = tid % PIPE_LANES;
-  float qr[GROUP][PIPE_EL], acc[GROUP][PIPE_EL], mx[GROUP], sum[GROUP];
-  #pragma unroll
-  for (int g = 0; g < GROUP; ++g) {{
-    const st* q_row = q + b * m.q[0] + (hk * GROUP + g) * m.q[1];
-    #pragma unroll
-    for (int e = 0; e < PIPE_EL; ++e) {{
-      qr[g][e] = {load("q_row[(long long)pipe_dim(sub, e) * m.q[3]]", c, f32)};
-      acc[g][e] = 0.0f;
-    }}
-    mx[g] = -inf;
-    sum[g] = 0.0f;
-  }}
-  const st* k_head = k + b * m.k[0] + hk * m.k[1];
+{state}  const st* k_head = k + b * m.k[0] + hk * m.k[1];
   const st* v_head = v + b * m.v[0] + hk * m.v[1];
   const unsigned char* mask_kv = m.has_mask ? mask + b * m.mask[0] + hk * GROUP * m.mask[1] : nullptr;
   const int tiles = hi > lo ? (int)((hi - lo + PIPE_KEYS - 1) / PIPE_KEYS) : 0;
@@ -208,7 +226,7 @@ def pipe_split_body(inst: DecodeInstance) -> str:
   const st* kp = k_head + (tiles ? (lo + crow) * m.k[2] + ccol : 0);
   const st* vp = v_head + (tiles ? (lo + crow) * m.v[2] + ccol : 0);
   long long left = hi - lo - crow;
-  st* const sm_mine = sm_kv + crow * HEAD_DIM + ccol;
+  st* const sm_mine = sm_kv + crow * {pitch} + ccol;
   // the first PIPE_STAGES - 1 tiles in flight; one commit group a tile (empty past the last), so the wait below
   // always means "tile i landed"
   #pragma unroll
@@ -233,9 +251,39 @@ def pipe_split_body(inst: DecodeInstance) -> str:
     }}{next_mask}
     acl_cp_async_commit();{tile_mask}
     const st* sk = sm_kv + (i % PIPE_STAGES) * PIPE_STAGE;
-    const st* sv = sk + PIPE_KEYS * HEAD_DIM;
+    const st* sv = sk + PIPE_KEYS * {pitch};
     const long long j0 = lo + (long long)i * PIPE_KEYS;
+{work}  }}
+  acl_cp_async_wait_all();
+{merge}  __syncthreads();
+"""
+
+
+def _lane_state(inst: DecodeInstance) -> str:
+    """The 8-lanes-a-key layout's registers: each lane's query dims, accumulators and running (max, sum) a head."""
+    c = ctype(inst.dtype)
+    f32 = ctype(D.ACL_FLOAT)
+    return f"""  const int grp = tid / PIPE_LANES, sub = tid % PIPE_LANES;
+  float qr[GROUP][PIPE_EL], acc[GROUP][PIPE_EL], mx[GROUP], sum[GROUP];
+  #pragma unroll
+  for (int g = 0; g < GROUP; ++g) {{
+    const st* q_row = q + b * m.q[0] + (hk * GROUP + g) * m.q[1];
     #pragma unroll
+    for (int e = 0; e < PIPE_EL; ++e) {{
+      qr[g][e] = {load("q_row[(long long)pipe_dim(sub, e) * m.q[3]]", c, f32)};
+      acc[g][e] = 0.0f;
+    }}
+    mx[g] = -inf;
+    sum[g] = 0.0f;
+  }}
+"""
+
+
+def _lane_work(inst: DecodeInstance, keep: str) -> str:
+    """The 8-lanes-a-key layout's work on a landed tile (``keep``: the C statement deciding key ``j`` for head g)."""
+    c = ctype(inst.dtype)
+    f32 = ctype(D.ACL_FLOAT)
+    return f"""    #pragma unroll
     for (int u = 0; u < PIPE_KPG; ++u) {{
       const int t = grp + u * PIPE_GROUPS;  // the group's u-th key of the tile
       const long long j = j0 + t;
@@ -272,36 +320,42 @@ def pipe_split_body(inst: DecodeInstance) -> str:
         }}
       }}
     }}
-  }}
-  acl_cp_async_wait_all();
-  // the warp's lane groups hold the same dims: merge their (max, sum, acc) through shuffles, then the warps
-  #pragma unroll
-  for (int g = 0; g < GROUP; ++g) {{
+"""
+
+
+def _lane_merge() -> str:
+    """The 8-lanes-a-key layout's ending: a warp's groups merged through shuffles, then written for the warps'
+    merge in shared memory."""
+    return (
+        "  // the warp's lane groups hold the same dims: merge their (max, sum, acc) through shuffles, then the"
+        " warps\n"
+        """  #pragma unroll
+  for (int g = 0; g < GROUP; ++g) {
     float top = mx[g];
     #pragma unroll
-    for (int o = PIPE_LANES; o < WARP; o <<= 1) {{
+    for (int o = PIPE_LANES; o < WARP; o <<= 1) {
       const float y = ACL_SHFL_XOR(top, o);
       top = y > top ? y : top;
-    }}
+    }
     const float r = mx[g] == -inf ? 0.0f : acl_exp(mx[g] - top);
     float l = sum[g] * r;
     #pragma unroll
     for (int o = PIPE_LANES; o < WARP; o <<= 1) l += ACL_SHFL_XOR(l, o);
     #pragma unroll
-    for (int e = 0; e < PIPE_EL; ++e) {{
+    for (int e = 0; e < PIPE_EL; ++e) {
       float a = acc[g][e] * r;
       #pragma unroll
       for (int o = PIPE_LANES; o < WARP; o <<= 1) a += ACL_SHFL_XOR(a, o);
       acc[g][e] = a;
-    }}
-    if (lane == 0) {{
+    }
+    if (lane == 0) {
       sm_m[warp][g] = top;
       sm_l[warp][g] = l;
-    }}
-    if (lane < PIPE_LANES) {{
+    }
+    if (lane < PIPE_LANES) {
       #pragma unroll
       for (int e = 0; e < PIPE_EL; ++e) sm_o[warp][g][pipe_dim(sub, e)] = acc[g][e];
-    }}
-  }}
-  __syncthreads();
+    }
+  }
 """
+    )

@@ -36,7 +36,6 @@ from acl_rocm.kernels.attention_decode import (
     MAX_DECODE_BATCH,
     MAX_LANE_VALUES,
     PIPE_SMEM,
-    PIPE_STATIC_RESERVE,
     DecodeConfig,
     DecodeInstance,
     DecodeMeta,
@@ -54,7 +53,14 @@ from acl_rocm.kernels.attention_decode_block import (
     block_threads,
     lanes_per_row,
 )
-from acl_rocm.kernels.attention_decode_pipe import pipe_covers, pipe_dynamic_bytes, pipe_mask_covers, pipe_stages
+from acl_rocm.kernels.attention_decode_pipe import (
+    pipe_covers,
+    pipe_dynamic_bytes,
+    pipe_mask_covers,
+    pipe_pitch,
+    pipe_stages,
+    pipe_static_bytes,
+)
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.program import FLAG, Program, Scratch, Step, Temp
 
@@ -318,13 +324,14 @@ class DecodeAttention:
         if not cfg.pipe:
             return 0
         item = call.k.dtype.info.storage_bits // 8
-        why = "a paged cache" if call.page is not None else pipe_covers(call.d, call.nq // call.nkv, item)
+        group = call.nq // call.nkv
+        why = "a paged cache" if call.page is not None else pipe_covers(call.d, group, item, cfg.pmma)
         if why is None and not block_vector_loads(call):
             why = "K / V rows are not whole 16-byte vectors (unit dim stride, 8-element strides and addresses)"
         stages = 0
-        budget = self.pipe_budget()
+        budget = self.pipe_budget(call, group)
         if why is None:
-            stages = pipe_stages(cfg.pipe, cfg.pkeys, call.d, item, budget)
+            stages = pipe_stages(cfg.pipe, cfg.pkeys, pipe_pitch(call.d, cfg.pmma), item, budget)
             if stages < 2:
                 why = f"two stages of {cfg.pkeys} keys at head dim {call.d} exceed {budget} shared bytes"
             elif stages < cfg.pipe:
@@ -336,12 +343,16 @@ class DecodeAttention:
             return 0
         return stages
 
-    def pipe_budget(self) -> int:
-        """Shared bytes the pipelined kernel's stages may take: :data:`PIPE_SMEM`, or under ``pdyn`` the device's
-        opt-in maximum a block less :data:`PIPE_STATIC_RESERVE` (its static shared memory)."""
-        if not self.config.pdyn:
+    def pipe_budget(self, call: DecodeCall, group: int) -> int:
+        """Shared bytes the pipelined kernel's stages may take: :data:`PIPE_SMEM`, or under ``pdyn`` (and ``pmma``,
+        whose stages are always dynamic) the device's opt-in maximum a block less the kernel's static shared memory
+        (:func:`pipe_static_bytes`, at most stages asked)."""
+        cfg = self.config
+        if not (cfg.pdyn or cfg.pmma):
             return PIPE_SMEM
-        return max(PIPE_SMEM, self.backend.properties.max_shared_memory - PIPE_STATIC_RESERVE)
+        warps = DECODE_THREADS // self.backend.properties.warp_size
+        static = pipe_static_bytes(call.d, group, cfg.pkeys, cfg.pipe, warps, cfg.pskip, cfg.pmma)
+        return max(PIPE_SMEM, self.backend.properties.max_shared_memory - static)
 
     def pipe_skip(self, call: DecodeCall, stages: int) -> bool:
         """Whether the pipelined kernel stages ``call``'s mask and skips rows no head keeps (``pskip``; a debug line
@@ -368,6 +379,7 @@ class DecodeAttention:
         shape = "" if wide is None else f" in the short-cache layout ({wide.threads} threads x {wide.rows} rows)"
         stages = 0 if wide is not None else self.pipe_stages(call)
         shape += f" pipelined ({stages} cp.async stages of {self.config.pkeys} keys)" if stages else ""
+        shape += ", matrix units" if stages and self.config.pmma else ""
         shape += ", masked rows not copied" if self.pipe_skip(call, stages) else ""
         kpw = self.config.kpw
         keys = (
@@ -497,10 +509,11 @@ class DecodeAttention:
             ptile=self._page_tiles(call, cfg.kpw, splits, chunk),
             pipe=stages,
             pkeys=cfg.pkeys if stages else 0,
-            dyn=bool(stages) and cfg.pdyn,
+            dyn=bool(stages) and (cfg.pdyn or cfg.pmma),  # pmma: its padded stages and staged query need room
             skip=self.pipe_skip(call, stages),
             comb=cfg.pcomb,
             pdl=cfg.ppdl,
+            mma=bool(stages) and cfg.pmma,
         )
         split_fn = self._function(inst, "split")
         meta = self._meta(call, splits, chunk)
@@ -548,7 +561,7 @@ class DecodeAttention:
             assert isinstance(part, Temp | Scratch)
             config = LaunchConfig((call.b * call.nq, 1, 1), (DECODE_THREADS, 1, 1))
             # the combine source does not depend on how the splits ran
-            two = replace(inst, pipe=0, pkeys=0, dyn=False, skip=False)
+            two = replace(inst, pipe=0, pkeys=0, dyn=False, skip=False, mma=False)
             step = Step(self._function(two, "combine"), config, (packed, part, out, lse, sink), programmatic)
             prog.steps.append(step)
         return prog
