@@ -20,10 +20,13 @@ from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.attention_decode import DecodeInstance
 
 
-def mma_state(inst: DecodeInstance) -> str:
-    """C source: the block's query rows staged once (rows past the group zero), each warp's A fragments of them,
-    its output tiles and running (max, sum) a row slot."""
-    return """  // ---- pmma (attention_decode_mma.py): the query rows as A fragments, output tiles, row state ----
+def mma_state() -> str:
+    """C source: the staged query rows' shared memory, the warp's scratch, its output tiles and running (max, sum) a
+    row slot (the query itself is staged by :func:`mma_query`, once the first tiles' copies are in flight)."""
+    return """  // ---- pmma (attention_decode_mma.py): query rows, output tiles, running state a row slot ----
+// whether C element e can hold a query head (layout 1 keeps rows 8..15 in elements with bit 1 set: padding at a
+// group of 8 or fewer, never rescaled, exponentiated or written)
+#define PMMA_LIVE(e) (ACL_MMA_LAYOUT != 1 || GROUP > 8 || ((e) & 2) == 0)
   __shared__ AclVec<unsigned, 4> pipe_q_raw[16 * PIPE_PITCH / 8];
 #if ACL_MMA_SCRATCH
   __shared__ AclVec<unsigned, 4> pipe_scratch_raw[NWARPS * ACL_MMA_SCRATCH / 8];
@@ -31,15 +34,7 @@ def mma_state(inst: DecodeInstance) -> str:
 #else
   unsigned short* const scratch = nullptr;
 #endif
-  st* const sm_q = (st*)pipe_q_raw;
-  for (int idx = tid; idx < 16 * HEAD_DIM; idx += THREADS) {
-    const int g = idx / HEAD_DIM, d = idx % HEAD_DIM;
-    sm_q[g * PIPE_PITCH + d] = g < GROUP ? q[b * m.q[0] + (hk * GROUP + g) * m.q[1] + (long long)d * m.q[3]] : (st)0;
-  }
-  __syncthreads();
   AclMmaA qa[HEAD_DIM / 16];
-  #pragma unroll
-  for (int kk = 0; kk < HEAD_DIM / 16; ++kk) acl_mma_load_a(qa[kk], (const unsigned short*)sm_q + kk * 16, PIPE_PITCH);
   AclMmaC acc[HEAD_DIM / 16];
   #pragma unroll
   for (int n = 0; n < HEAD_DIM / 16; ++n) {
@@ -51,6 +46,24 @@ def mma_state(inst: DecodeInstance) -> str:
   for (int s = 0; s < ACL_MMA_C_SLOTS; ++s) {
     mx[s] = -inf;
     sum[s] = 0.0f;
+  }
+"""
+
+
+def mma_query() -> str:
+    """C source: the GQA group's query rows staged (rows past the group zero) and read as each warp's A fragments;
+    placed after the prologue's copies, so its global read waits under them rather than before them."""
+    return """  {
+    st* const sm_q = (st*)pipe_q_raw;
+    for (int idx = tid; idx < 16 * HEAD_DIM; idx += THREADS) {
+      const int g = idx / HEAD_DIM, d = idx % HEAD_DIM;
+      const long long at = b * m.q[0] + (hk * GROUP + g) * m.q[1] + (long long)d * m.q[3];
+      sm_q[g * PIPE_PITCH + d] = g < GROUP ? q[at] : (st)0;
+    }
+    __syncthreads();
+    const unsigned short* const qt = (const unsigned short*)sm_q;
+    #pragma unroll
+    for (int kk = 0; kk < HEAD_DIM / 16; ++kk) acl_mma_load_a(qa[kk], qt + kk * 16, PIPE_PITCH);
   }
 """
 
@@ -82,7 +95,7 @@ def mma_work(inst: DecodeInstance, keep: str) -> str:
         const int g = acl_mma_c_row(lane, e), t = u * 16 + acl_mma_c_col(lane, e);
         const long long j = j0 + t;
         bool kept = false;
-        if (g < GROUP) {{
+        if (PMMA_LIVE(e) && g < GROUP) {{
           {keep}
           kept = keep;
         }}
@@ -106,14 +119,16 @@ def mma_work(inst: DecodeInstance, keep: str) -> str:
       #pragma unroll
       for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) {{
         const int s = acl_mma_c_slot(e);
-        const float p = sc.x[e] == -inf ? 0.0f : acl_exp(sc.x[e] - mx[s]);
+        const float p = !PMMA_LIVE(e) || sc.x[e] == -inf ? 0.0f : acl_exp(sc.x[e] - mx[s]);
         sc.x[e] = p;
         sum[s] += p;
       }}
       #pragma unroll
       for (int n = 0; n < HEAD_DIM / 16; ++n) {{
         #pragma unroll
-        for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) acc[n].x[e] *= alpha[acl_mma_c_slot(e)];
+        for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) {{
+          if (PMMA_LIVE(e)) acc[n].x[e] *= alpha[acl_mma_c_slot(e)];
+        }}
       }}
       AclMmaA pa;
       acl_mma_c_to_a<{bf16}>(pa, sc, scratch);
@@ -145,7 +160,7 @@ def mma_merge() -> str:
     #pragma unroll
     for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) {
       const int g = acl_mma_c_row(lane, e);
-      if (g < GROUP) sm_o[warp][g][n * 16 + acl_mma_c_col(lane, e)] = acc[n].x[e];
+      if (PMMA_LIVE(e) && g < GROUP) sm_o[warp][g][n * 16 + acl_mma_c_col(lane, e)] = acc[n].x[e];
     }
   }
 """

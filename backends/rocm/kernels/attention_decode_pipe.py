@@ -207,11 +207,12 @@ def pipe_split_body(inst: DecodeInstance) -> str:
     first_live = ", nullptr" if inst.skip else ""
     tile_mask = "\n    const unsigned char* msk = PIPE_SLOT(i);" if inst.skip else ""
     state, work, merge = _lane_state(inst), _lane_work(inst, keep), _lane_merge()
-    pitch = "HEAD_DIM"
+    query, pitch = "", "HEAD_DIM"
     if inst.mma:  # pmma: a warp's 16-key sub-tiles through the matrix units (kernels/attention_decode_mma.py)
-        from acl_rocm.kernels.attention_decode_mma import mma_merge, mma_state, mma_work
+        from acl_rocm.kernels.attention_decode_mma import mma_merge, mma_query, mma_state, mma_work
 
-        state, work, merge, pitch = mma_state(inst), mma_work(inst, keep), mma_merge(), "PIPE_PITCH"
+        state, work, merge, pitch = mma_state(), mma_work(inst, keep), mma_merge(), "PIPE_PITCH"
+        query = mma_query()  # once the first tiles' copies are in flight
     return f"""  // ---- pipelined split: K / V tiles through shared memory (kernels/attention_decode_pipe.py) ----
   {raw}{ring}
   st* const sm_kv = (st*)pipe_raw;
@@ -239,7 +240,7 @@ def pipe_split_body(inst: DecodeInstance) -> str:
     }}{prologue_masks}
     acl_cp_async_commit();
   }}
-  for (int i = 0; i < tiles; ++i) {{
+{query}  for (int i = 0; i < tiles; ++i) {{
     acl_cp_async_wait<PIPE_STAGES - 2>();  // this thread's copies of tile i landed
     __syncthreads();  // everyone's did, and every thread is done with tile i - 1: its stage takes tile i + S - 1
     const int next = i + PIPE_STAGES - 1;
