@@ -35,6 +35,8 @@ CONFIGS = (
     "two,pipe=2,pkeys=64,pmma,pbpu=3,pcomb,ppdl",
     "fused,pipe=4,pkeys=64,pmma,pbpu=1,pcomb,ppdl",
     "two,pipe=3,pkeys=64,pmma,pskip,pbpu=2,pcomb,ppdl",
+    "two,pipe=3,pkeys=64,pmma",
+    "two,pipe=4,pkeys=64,pmma,pbpu=1,pcomb,ppdl",
 )
 """Every ``ACL_DECODE_CONFIG`` with the new items the decode bench times (checked below)."""
 
@@ -68,9 +70,9 @@ def _check(rocm: Backend, reference: Backend, decode: object, op: str, args: dic
 
 
 def test_every_benched_row_is_tested_here() -> None:
-    from acl_tools.bench.decode import MASKED_SPLIT_CONFIGS, SPLIT_OPT_CONFIGS
+    from acl_tools.bench.decode import MASKED_SPLIT_CONFIGS, SPLIT_MORE_CONFIGS, SPLIT_OPT_CONFIGS
 
-    assert set(SPLIT_OPT_CONFIGS) | set(MASKED_SPLIT_CONFIGS) <= set(CONFIGS)
+    assert set(SPLIT_OPT_CONFIGS) | set(MASKED_SPLIT_CONFIGS) | set(SPLIT_MORE_CONFIGS) <= set(CONFIGS)
 
 
 @pytest.mark.parametrize("config", CONFIGS)

@@ -43,7 +43,6 @@ def test_small_suite_on_the_reference(tmp_path: Path) -> None:
         "IncreFlashAttention decode",
         "FusedInferAttentionScore decode",
         "FusedInferAttentionScore short decode",
-        "IncreFlashAttention split",
         "IncreFlashAttention decode (dense)",
         "IncreFlashAttentionV4 paged BnNBsD",
         "FusedInferAttentionScoreV4 paged NZ",

@@ -75,12 +75,21 @@ SPLIT_OPT_CONFIGS = (
     "two,pipe=6,pkeys=32,pdyn,pbpu=2,pcomb,ppdl",
     "two,pipe=3,pkeys=64,pmma,pbpu=2,pcomb,ppdl",
     "fused,pipe=3,pkeys=64,pmma,pbpu=2,pcomb,ppdl",
-    "two,pipe=2,pkeys=64,pmma,pbpu=3,pcomb,ppdl",
 )
 """``--only DecodeSplit``: settings timed beside rocm's default and torch at the ``config_lengths`` (4k, 32k keys):
 the split path's opt-in items (``pcomb``: the faster combine, partials in stream scratch; ``ppdl``: programmatic
 launches; ``pdyn``: deeper stages in dynamic shared memory; ``pmma``: tiles through the matrix units).
-``ACL_BENCH_DECODE_SPLIT`` (settings separated by ``;``) replaces them for a run."""
+``ACL_BENCH_DECODE_SPLIT`` (settings separated by ``;``) replaces them for a run (e.g. with :data:`SPLIT_MORE_CONFIGS`).
+"""
+SPLIT_MORE_CONFIGS = (
+    "two,pipe=3,pkeys=64,pmma",
+    "two,pipe=4,pkeys=64,pmma,pbpu=1,pcomb,ppdl",
+    "fused,pipe=4,pkeys=64,pmma,pbpu=1,pcomb,ppdl",
+    "two,pipe=2,pkeys=64,pmma,pbpu=3,pcomb,ppdl",
+    "two,pipe=12,pkeys=16,pdyn,pbpu=2,pcomb,ppdl",
+)
+"""A second ``DecodeSplit`` run's settings (``ACL_BENCH_DECODE_SPLIT``, joined by ``;``): ``pmma`` alone, at one and
+three blocks a unit, and the lane layout twelve stages deep."""
 MASKED_SPLIT_CONFIGS = ("two,pipe,pskip,pcomb,ppdl", "two,pipe=3,pkeys=64,pmma,pskip,pbpu=2,pcomb,ppdl")
 """``--only DecodeSplit``'s masked row (a 32k cache with 4k keys written, the rest masked: the Qwen3 runner's cache
 past its position) beside the default: ``pskip`` copies only the kept rows."""
@@ -288,8 +297,9 @@ class DecodeSuite(Suite):
     def split_sweep(self) -> None:
         """``--only DecodeSplit``: IncreFlashAttention (B1, GQA 16/8, D 128, bf16) at the ``config_lengths`` beside
         SDPA, as the environment sets it and under each :data:`SPLIT_OPT_CONFIGS` setting (``ACL_BENCH_DECODE_SPLIT``
-        overrides), then a long cache masked past its written part under :data:`MASKED_SPLIT_CONFIGS`."""
-        if not self.wanted("DecodeSplit"):
+        overrides), then a long cache masked past its written part under :data:`MASKED_SPLIT_CONFIGS`. Named only:
+        the whole suite leaves it out (its rows are a sweep of its own, sized for one <= 60 s run)."""
+        if self.only is None or "DecodeSplit" not in self.only:
             return
         forced = os.environ.get("ACL_BENCH_DECODE_SPLIT", "").strip()
         settings = tuple(x.strip() for x in forced.split(";") if x.strip()) if forced else SPLIT_OPT_CONFIGS
