@@ -1,9 +1,12 @@
-"""The split-KV decode path's opt-in items (``pdyn``, ``pskip``, ``pcomb``, ``ppdl``) against the reference (GPU tier).
+"""The split-KV decode path's opt-in items (``pdyn``, ``pskip``, ``pmma``, ``pcomb``, ``ppdl``) against the reference
+(GPU tier).
 
-Each bench row of :data:`~acl_tools.bench.decode.SPLIT_OPT_CONFIGS` on a Qwen3-like call with the unwritten tail
-masked and on FIA V5 with lse, a sink and a random mask; ``pcomb`` bit for bit against the plain combine (two
-kernels and fused); ``pskip`` on a cache masked past its filled part (and a mask it cannot stage: still right);
-``pdyn`` stages beyond 48 KiB; a captured ``ppdl,pcomb`` call replayed with its mask changed in place.
+Each setting the ``DecodeSplit`` bench rows time (:data:`~acl_tools.bench.decode.SPLIT_OPT_CONFIGS`, its masked and
+second-run settings) on a Qwen3-like call with the unwritten tail masked and on FIA V5 with lse, a sink and a random
+mask; ``pcomb`` bit for bit against the plain combine (two kernels and fused); ``pskip`` on a cache masked past its
+filled part (and a mask it cannot stage: still right); ``pdyn`` stages beyond 48 KiB; ``pmma`` over every dtype, head
+dim and GQA ratio with lengths ending inside sub-tiles, tiles and splits; captured ``ppdl,pcomb`` calls replayed with
+their mask changed in place.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import pytest
 
 from acl_core import eager
 from acl_core.backend import Backend
-from tests.rocm.decode_cases import assert_outputs_close, decode_args, fia_v5_args, split_count
+from tests.rocm.decode_cases import assert_outputs_close, decode_args, fia_v5_args, run_decode, tail_masked_args
 
 pytestmark = pytest.mark.gpu
 
@@ -43,23 +46,8 @@ CONFIGS = (
 
 def _run(rocm: Backend, decode: object, op: str, args: dict) -> tuple[dict, str]:
     """``op`` on rocm, and the path line of its decode call."""
-    runner = rocm.attention  # type: ignore[attr-defined]
-    calls: list[object] = []
-    real = runner._decode_call
-
-    def spy(launch: object) -> object:
-        found = real(launch)
-        if found[0] is not None:
-            calls.append(found[0])
-        return found
-
-    runner._decode_call = spy
-    try:
-        got = eager.run(op, rocm, **args)
-    finally:
-        del runner._decode_call
-    assert runner.last_path == "decode" and calls
-    return got, decode.describe(calls[-1])  # type: ignore[attr-defined]
+    got, call = run_decode(rocm, op, args)
+    return got, decode.describe(call)  # type: ignore[attr-defined]
 
 
 def _check(rocm: Backend, reference: Backend, decode: object, op: str, args: dict, note: str) -> str:
@@ -80,13 +68,8 @@ def test_each_config_matches_the_reference(rocm: Backend, reference: Backend, de
     """A Qwen3-like call (the unwritten tail masked, per-batch fill), then FIA V5 with lse, a sink, a random mask."""
     decode.use_config(config)  # type: ignore[attr-defined]
     rng = np.random.default_rng(41)
-    skv = 200 if EMULATED else 32_768
-    d = 64 if EMULATED else 128
-    nq, nkv = (4, 2) if EMULATED else (16, 8)
-    assert split_count(rocm, config, 2, nkv, skv) > 1, "the cache must take several splits"
-    args = decode_args(rng, "bfloat16", 2, nq, nkv, skv, d)
-    filled = np.array([skv // 3 + 5, skv])
-    args["attenMask"] = (np.arange(skv)[None, :] >= filled[:, None])[:, None, None, :]
+    args, nq, nkv = tail_masked_args(rng, rocm, config, EMULATED)
+    skv = args["key"][0].shape[1]
     line = _check(rocm, reference, decode, "IncreFlashAttention", args, config)
     assert "pipelined" in line and ("masked rows not copied" in line) == ("pskip" in config), line
     assert ("matrix units" in line) == ("pmma" in config), line

@@ -11,6 +11,9 @@ move per call as GB/s and as a fraction of the device's HBM figure (:data:`HBM_G
 ``ACL_BENCH_HBM_GBPS`` overrides it). The targets: ArgMax <= 10 us, decode attention and the GEMMs
 near HBM speed (the GEMMs >= 70%).
 
+``--only DecodeSplit`` (named only: the whole suite leaves it out) times rocm's split-path opt-in settings beside
+the default and torch at 4k and 32k keys, and a 32k cache masked past 4k written keys (:data:`SPLIT_OPT_CONFIGS`).
+
 Eager phase 2 of kernels this small is host-bound, so each row's ``extra`` also holds the device time of one
 call (:func:`~acl_tools.bench.graph_time.graph_us`): ``acl_gpu_us`` from :data:`GRAPH_CALLS` prepared calls
 captured on the bench stream and replayed, ``torch_gpu_us`` from the same under a ``torch.cuda.CUDAGraph``.
