@@ -11,7 +11,8 @@ the GEMV kernels; ``ACL_GEMV_CONFIG=deep``: in that shape policy; ACL_ROWNORM_CO
 ACL_ROPE_CONFIG: row-norm layout, long-row arg path, rotary kernel; ACL_KV_SCATTER_CONFIG=vec: ScatterPaKvCache's
 vector copy; ACL_GMM_CONFIG: the grouped GEMM's block shape; ACL_GMM_KERNEL=simt|mma: its kernel (INT8 included);
 ACL_DECODE_CONFIG=fused: the one-launch decode kernels, two: the split path at every length, block: the short-cache
-kernel (,bpdl: its programmatic wait), two,pipe: the pipelined split kernel;
+kernel (,bpdl: its programmatic wait), two,pipe: the pipelined split kernel (,pdyn / ,pskip / ,pmma / ,pcomb / ,ppdl:
+its opt-in items);
 ACL_PAGED_DECODE=gather: paged decode
 through the gather kernel, direct: the decode kernels read the block table a key row at a time (default tile: a
 table entry a warp's tile); ACL_QMM_MX_DECODE and

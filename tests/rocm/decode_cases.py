@@ -79,3 +79,41 @@ def fia_v5_args(
         "softmaxLseFlag": True,
         "learnableSinkOptional": rng.uniform(-2, 2, nq).astype(ml_dtypes.bfloat16),
     }
+
+
+def run_decode(rocm: Backend, op: str, args: Mapping[str, object]) -> tuple[dict, object]:
+    """``op`` on rocm's decode path: its outputs and the DecodeCall the attention runner planned (the last)."""
+    from acl_core import eager
+
+    runner = rocm.attention  # type: ignore[attr-defined]
+    calls: list[object] = []
+    real = runner._decode_call
+
+    def spy(launch: object) -> object:
+        found = real(launch)
+        if found[0] is not None:
+            calls.append(found[0])
+        return found
+
+    runner._decode_call = spy
+    try:
+        got = eager.run(op, rocm, **args)
+    finally:
+        del runner._decode_call
+    assert runner.last_path == "decode" and calls, f"{op} did not take the decode path"
+    return got, calls[-1]
+
+
+def tail_masked_args(
+    rng: np.random.Generator, rocm: Backend, config: str, emulated: bool, d_emulated: int = 64
+) -> tuple[dict, int, int]:
+    """A Qwen3-like bf16 IncreFlashAttention call under ``config``: B2, 16/8 heads (4/2 emulated), D 128, a 32k cache
+    (200 keys emulated) whose unwritten tail is masked per batch; (args, nq, nkv). Asserts several splits."""
+    skv = 200 if emulated else 32_768
+    d = d_emulated if emulated else 128
+    nq, nkv = (4, 2) if emulated else (16, 8)
+    assert split_count(rocm, config, 2, nkv, skv) > 1, "the cache must take several splits"
+    args = decode_args(rng, "bfloat16", 2, nq, nkv, skv, d)
+    filled = np.array([skv // 3 + 5, skv])
+    args["attenMask"] = (np.arange(skv)[None, :] >= filled[:, None])[:, None, None, :]
+    return args, nq, nkv

@@ -20,7 +20,7 @@ import pytest
 from acl_core import eager
 from acl_core.backend import Backend
 from acl_tools.bench.decode import SHORT_CONFIGS
-from tests.rocm.decode_cases import assert_outputs_close, decode_args, fia_v5_args, split_count
+from tests.rocm.decode_cases import assert_outputs_close, decode_args, fia_v5_args, run_decode, split_count
 
 pytestmark = pytest.mark.gpu
 
@@ -38,25 +38,7 @@ BLOCK_CONFIGS = (
 
 def _steps(decode: object, rocm: Backend, args: dict) -> int:
     """Launches in the plan of ``args``'s call under the configuration in force."""
-    from acl_rocm.ops.attention_decode import DecodeCall
-
-    calls: list[DecodeCall] = []
-    runner = rocm.attention  # type: ignore[attr-defined]
-    real = runner._decode_call
-
-    def spy(launch: object) -> object:
-        found = real(launch)
-        if found[0] is not None:
-            calls.append(found[0])
-        return found
-
-    runner._decode_call = spy
-    try:
-        eager.run("IncreFlashAttention", rocm, **args)
-    finally:
-        del runner._decode_call
-    assert calls, "the call did not take the decode path"
-    prog = decode.plan(calls[-1])  # type: ignore[attr-defined]
+    prog = decode.plan(run_decode(rocm, "IncreFlashAttention", args)[1])  # type: ignore[attr-defined]
     return len(prog.steps)
 
 

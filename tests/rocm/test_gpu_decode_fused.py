@@ -16,7 +16,7 @@ import pytest
 from acl_core import eager
 from acl_core.backend import Backend
 from tests.conftest import assert_close
-from tests.rocm.decode_cases import decode_args, fia_v5_args, split_count
+from tests.rocm.decode_cases import decode_args, fia_v5_args, run_decode, split_count
 
 pytestmark = pytest.mark.gpu
 
@@ -75,30 +75,12 @@ def test_fused_is_bit_identical_to_two_kernels(rocm: Backend, decode: object, po
 
 def test_fused_is_one_launch(rocm: Backend, decode: object) -> None:
     """The fused plan has one step and no per-run temporary; the two-kernel plan two steps and its temporary."""
-    from acl_rocm.ops.attention_decode import DecodeCall
-
     rng = np.random.default_rng(5)
-    args = decode_args(rng, "bfloat16", 1, 16, 8, 96, 128)
-    calls: list[DecodeCall] = []
-    runner = rocm.attention  # type: ignore[attr-defined]
-    real = runner._decode_call
-
-    def spy(launch: object) -> object:
-        found = real(launch)
-        if found[0] is not None:
-            calls.append(found[0])
-        return found
-
-    runner._decode_call = spy
-    try:
-        eager.run("IncreFlashAttention", rocm, **args)
-    finally:
-        del runner._decode_call
-    assert calls
+    call = run_decode(rocm, "IncreFlashAttention", decode_args(rng, "bfloat16", 1, 16, 8, 96, 128))[1]
     for path, steps in (("two", 2), ("fused", 1)):
         decode.use_config(path)  # type: ignore[attr-defined]
-        prog = decode.plan(calls[-1])  # type: ignore[attr-defined]
-        assert decode.splits(calls[-1])[0] > 1  # type: ignore[attr-defined]
+        prog = decode.plan(call)  # type: ignore[attr-defined]
+        assert decode.splits(call)[0] > 1  # type: ignore[attr-defined]
         assert len(prog.steps) == steps, path
         assert (prog.scratch > 0, bool(prog.temps)) == ((True, False) if path == "fused" else (False, True))
 

@@ -18,7 +18,7 @@ import pytest
 from acl_core import eager
 from acl_core.backend import Backend
 from acl_rocm.kernels.attention_decode import decode_splits
-from tests.rocm.decode_cases import assert_outputs_close, decode_args, fia_v5_args, split_count
+from tests.rocm.decode_cases import assert_outputs_close, decode_args, fia_v5_args, run_decode, split_count
 
 pytestmark = pytest.mark.gpu
 
@@ -30,24 +30,9 @@ more stages than fit (clamped to what fits: 5 at D 128, 4 at D 64) over chunks o
 
 def _run(rocm: Backend, decode: object, op: str, args: dict) -> tuple[dict, int]:
     """``op`` on rocm, and the pipeline stages its decode call took (0: the register-tile split kernel)."""
-    runner = rocm.attention  # type: ignore[attr-defined]
-    calls: list[object] = []
-    real = runner._decode_call
-
-    def spy(launch: object) -> object:
-        found = real(launch)
-        if found[0] is not None:
-            calls.append(found[0])
-        return found
-
-    runner._decode_call = spy
-    try:
-        got = eager.run(op, rocm, **args)
-    finally:
-        del runner._decode_call
-    assert runner.last_path == "decode" and calls
-    stages = decode.pipe_stages(calls[-1])  # type: ignore[attr-defined]
-    line = decode.describe(calls[-1])  # type: ignore[attr-defined]
+    got, call = run_decode(rocm, op, args)
+    stages = decode.pipe_stages(call)  # type: ignore[attr-defined]
+    line = decode.describe(call)  # type: ignore[attr-defined]
     assert (f"pipelined ({stages} cp.async stages" in line) == (stages > 0), line
     return got, stages
 

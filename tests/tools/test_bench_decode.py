@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,32 +108,35 @@ def test_kernel_variants_become_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     assert runner.seen >= {"split", "persist", "block"} and runner.forced_arg is None
 
 
-def test_decode_configs_and_paged_modes_become_rows(monkeypatch: pytest.MonkeyPatch) -> None:
-    """rocm's attention runner (a stand-in here) gets a dense IncreFlashAttention row per ``ACL_DECODE_CONFIG``
-    setting of :data:`decode.DECODE_CONFIGS` and a paged row per :data:`decode.PAGED_MODES` choice, each forced
-    for its row and reset afterwards."""
-    pytest.importorskip("torch")
+class _Decode:
+    """A stand-in for rocm's decode planner: the setting in force and every setting a launch ran under."""
+
+    def __init__(self) -> None:
+        self.setting: str | None = None
+        self.seen: set[str | None] = set()
+
+    def use_config(self, setting: str | None) -> None:
+        self.setting = setting
+
+
+class _Runner:
+    """A stand-in for rocm's attention runner (its decode planner and paged mode)."""
+
+    def __init__(self) -> None:
+        self.decode = _Decode()
+        self.mode: str | None = None
+        self.modes: set[str | None] = set()
+
+    def use_paged_mode(self, mode: str | None) -> None:
+        self.mode = mode
+
+
+def _stand_in(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, _Runner]:
+    """The reference backend (a device set) with a stand-in attention runner recording each launch's choices."""
     from acl_core import get_backend
 
-    class Decode:
-        def __init__(self) -> None:
-            self.setting: str | None = None
-            self.seen: set[str | None] = set()
-
-        def use_config(self, setting: str | None) -> None:
-            self.setting = setting
-
-    class Runner:
-        def __init__(self) -> None:
-            self.decode = Decode()
-            self.mode: str | None = None
-            self.modes: set[str | None] = set()
-
-        def use_paged_mode(self, mode: str | None) -> None:
-            self.mode = mode
-
     backend = get_backend("reference")
-    runner = Runner()
+    runner = _Runner()
     monkeypatch.setattr(backend, "runners", {"attention": runner}, raising=False)
     real = backend.launch
 
@@ -142,6 +146,16 @@ def test_decode_configs_and_paged_modes_become_rows(monkeypatch: pytest.MonkeyPa
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(backend, "launch", launch)
+    backend.runtime.ensure_device()  # what the bench's command line does before a suite
+    return backend, runner
+
+
+def test_decode_configs_and_paged_modes_become_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """rocm's attention runner (a stand-in here) gets a dense IncreFlashAttention row per ``ACL_DECODE_CONFIG``
+    setting of :data:`decode.DECODE_CONFIGS` and a paged row per :data:`decode.PAGED_MODES` choice, each forced
+    for its row and reset afterwards."""
+    pytest.importorskip("torch")
+    backend, runner = _stand_in(monkeypatch)
     body = decode.run(backend, "small", progress=lambda _line: None, only={"IncreFlashAttention", "PagedAttention"})
     ops = [c["op"] for c in body["cases"]]
     assert ops[: 1 + len(decode.DECODE_CONFIGS)] == ["IncreFlashAttention decode"] + [
@@ -152,3 +166,34 @@ def test_decode_configs_and_paged_modes_become_rows(monkeypatch: pytest.MonkeyPa
     assert all(c["status"] == "ok" for c in body["cases"])
     assert runner.decode.seen >= set(decode.DECODE_CONFIGS) | {None} and runner.decode.setting is None
     assert runner.modes >= set(decode.PAGED_MODES) and runner.mode is None
+
+
+def test_decode_split_settings_become_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--only DecodeSplit``: a row per length and setting (the default first), then the masked cache's default and
+    pskip rows; the whole suite leaves it out (test_small_suite_on_the_reference)."""
+    pytest.importorskip("torch")
+    backend, runner = _stand_in(monkeypatch)
+    body = decode.run(backend, "small", progress=lambda _line: None, only={"DecodeSplit"})
+    rows = [(c["op"], c["shape"]) for c in body["cases"]]
+    skv = decode.SMALL_SHAPES["config_lengths"][0]
+    plain = f"Skv{skv} N16/8 D128"
+    expected = [("IncreFlashAttention split", plain)] + [
+        (f"IncreFlashAttention split {s}", plain) for s in decode.SPLIT_OPT_CONFIGS
+    ]
+    masked = f"Skv{skv // 4}/{skv} N16/8 D128 masked"
+    expected += [("IncreFlashAttention split", masked)]
+    expected += [(f"IncreFlashAttention split {s}", masked) for s in decode.MASKED_SPLIT_CONFIGS]
+    assert rows == expected
+    assert all(c["status"] == "ok" for c in body["cases"])
+    assert runner.decode.seen >= set(decode.SPLIT_OPT_CONFIGS) | set(decode.MASKED_SPLIT_CONFIGS) | {None}
+    assert runner.decode.setting is None
+
+
+def test_decode_split_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    monkeypatch.setenv("ACL_BENCH_DECODE_SPLIT", " two,pipe,pcomb ; fused,pipe ;")
+    backend, _ = _stand_in(monkeypatch)
+    body = decode.run(backend, "small", progress=lambda _line: None, only={"DecodeSplit"})
+    ops = [c["op"] for c in body["cases"] if "masked" not in c["shape"]]
+    assert ops == ["IncreFlashAttention split", "IncreFlashAttention split two,pipe,pcomb",
+                   "IncreFlashAttention split fused,pipe"]  # fmt: skip

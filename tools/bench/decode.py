@@ -11,6 +11,9 @@ move per call as GB/s and as a fraction of the device's HBM figure (:data:`HBM_G
 ``ACL_BENCH_HBM_GBPS`` overrides it). The targets: ArgMax <= 10 us, decode attention and the GEMMs
 near HBM speed (the GEMMs >= 70%).
 
+``--only DecodeSplit`` (named only: the whole suite leaves it out) times rocm's split-path opt-in settings beside
+the default and torch at 4k and 32k keys, and a 32k cache masked past 4k written keys (:data:`SPLIT_OPT_CONFIGS`).
+
 Eager phase 2 of kernels this small is host-bound, so each row's ``extra`` also holds the device time of one
 call (:func:`~acl_tools.bench.graph_time.graph_us`): ``acl_gpu_us`` from :data:`GRAPH_CALLS` prepared calls
 captured on the bench stream and replayed, ``torch_gpu_us`` from the same under a ``torch.cuda.CUDAGraph``.
@@ -21,7 +24,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -69,6 +72,32 @@ DECODE_CONFIGS = ("two,wide", "two,bpu=8", "two,wide,bpu=8", "two,kpw=16", *PIPE
 """``ACL_DECODE_CONFIG`` settings the dense IncreFlashAttention rows of the shapes' ``config_lengths`` also time on
 rocm, each a row beside the default (the split kernel's bandwidth at long caches: 16-byte loads, more splits, more
 keys a warp tile, a cp.async pipeline)."""
+SPLIT_OPT_CONFIGS = (
+    "two,pipe,pcomb,ppdl",
+    "fused,pipe,pcomb,ppdl",
+    "two,pipe=6,pkeys=32,pdyn,pbpu=2,pcomb,ppdl",
+    "two,pipe=3,pkeys=64,pmma,pbpu=2,pcomb,ppdl",
+    "fused,pipe=3,pkeys=64,pmma,pbpu=2,pcomb,ppdl",
+)
+"""``--only DecodeSplit``: settings timed beside rocm's default and torch at the ``config_lengths`` (4k, 32k keys):
+the split path's opt-in items (``pcomb``: the faster combine, partials in stream scratch; ``ppdl``: programmatic
+launches; ``pdyn``: deeper stages in dynamic shared memory; ``pmma``: tiles through the matrix units).
+``ACL_BENCH_DECODE_SPLIT`` (settings separated by ``;``) replaces them for a run (e.g. with :data:`SPLIT_MORE_CONFIGS`).
+"""
+SPLIT_MORE_CONFIGS = (
+    "two,pipe=3,pkeys=64,pmma",
+    "two,pipe=4,pkeys=64,pmma,pbpu=1,pcomb,ppdl",
+    "fused,pipe=4,pkeys=64,pmma,pbpu=1,pcomb,ppdl",
+    "two,pipe=2,pkeys=64,pmma,pbpu=3,pcomb,ppdl",
+    "two,pipe=12,pkeys=16,pdyn,pbpu=2,pcomb,ppdl",
+)
+"""A second ``DecodeSplit`` run's settings (``ACL_BENCH_DECODE_SPLIT``, joined by ``;``): ``pmma`` alone, at one and
+three blocks a unit, and the lane layout twelve stages deep."""
+MASKED_SPLIT_CONFIGS = ("two,pipe,pskip,pcomb,ppdl", "two,pipe=3,pkeys=64,pmma,pskip,pbpu=2,pcomb,ppdl")
+"""``--only DecodeSplit``'s masked row (a 32k cache with 4k keys written, the rest masked: the Qwen3 runner's cache
+past its position) beside the default: ``pskip`` copies only the kept rows."""
+MASKED_SPLIT: Final = (32_768, 4096)
+"""The masked row's capacity and written keys (full size; small: the ``config_lengths`` entry and a quarter)."""
 SHORT_CONFIGS = ("auto",)
 """``ACL_DECODE_CONFIG`` settings the short-cache rows (``--only ShortDecode``: the Qwen3 runner's decode attention)
 also time on rocm, each a row beside the default (the block kernel launched programmatically, ``bpdl``): the same
@@ -85,6 +114,7 @@ OPS = (
     "FusedInferAttentionScore",
     "PagedAttention",
     "ShortDecode",
+    "DecodeSplit",
     "Matmul",
     "AddRmsNorm",
     "RmsNorm",
@@ -267,6 +297,31 @@ class DecodeSuite(Suite):
             case = Case("FusedInferAttentionScore short decode", shape, "bf16", "GB/s", nbytes)
             self._configs(case, acl, torch_fn, "FusedInferAttentionScore", SHORT_CONFIGS)
 
+    def split_sweep(self) -> None:
+        """``--only DecodeSplit``: IncreFlashAttention (B1, GQA 16/8, D 128, bf16) at the ``config_lengths`` beside
+        SDPA, as the environment sets it and under each :data:`SPLIT_OPT_CONFIGS` setting (``ACL_BENCH_DECODE_SPLIT``
+        overrides), then a long cache masked past its written part under :data:`MASKED_SPLIT_CONFIGS`. Named only:
+        the whole suite leaves it out (its rows are a sweep of its own, sized for one <= 60 s run)."""
+        if self.only is None or "DecodeSplit" not in self.only:
+            return
+        forced = os.environ.get("ACL_BENCH_DECODE_SPLIT", "").strip()
+        settings = tuple(x.strip() for x in forced.split(";") if x.strip()) if forced else SPLIT_OPT_CONFIGS
+        for skv in self.shapes["config_lengths"]:
+            nbytes = 2 * skv * KV_HEADS * HEAD_DIM * 2
+            case = Case(
+                "IncreFlashAttention split", f"Skv{skv} N{HEADS}/{KV_HEADS} D{HEAD_DIM}", "bf16", "GB/s", nbytes
+            )
+            self._configs(case, self._dense_bnsd(skv, "BSND"), self._torch_decode(skv), "IncreFlashAttention", settings)
+        cap = self.shapes["config_lengths"][-1]
+        filled = MASKED_SPLIT[1] if cap == MASKED_SPLIT[0] else max(1, cap // 4)
+        hidden = np.broadcast_to(np.arange(cap) >= filled, (1, 1, 1, cap)).copy()
+        shape = f"Skv{filled}/{cap} N{HEADS}/{KV_HEADS} D{HEAD_DIM} masked"
+        case = Case("IncreFlashAttention split", shape, "bf16", "GB/s", 2 * filled * KV_HEADS * HEAD_DIM * 2)
+        self._configs(
+            case, self._dense_bnsd(cap, "BSND", hidden), self._torch_decode(cap, hidden), "IncreFlashAttention",
+            MASKED_SPLIT_CONFIGS,
+        )  # fmt: skip
+
     def _decode_attention(self, op: str) -> None:
         for skv in self.shapes["kv_lengths"]:
 
@@ -322,22 +377,34 @@ class DecodeSuite(Suite):
                         if mode is not None:
                             runner.use_paged_mode(None)  # type: ignore[union-attr]
 
-    def _torch_decode(self, skv: int) -> Callable[[], Callable[[], object]]:
+    def _torch_decode(self, skv: int, hidden: np.ndarray | None = None) -> Callable[[], Callable[[], object]]:
+        """SDPA on a (1, KV_HEADS, skv, D) cache; ``hidden``: a CANN mask (True hides), given as SDPA's keep mask."""
+
         def torch_fn() -> Callable[[], object]:
             q = self.tensor((1, HEADS, 1, HEAD_DIM), D.ACL_BF16)
             k, v = (self.tensor((1, KV_HEADS, skv, HEAD_DIM), D.ACL_BF16) for _ in range(2))
             sdpa = self.torch.nn.functional.scaled_dot_product_attention
-            return lambda: sdpa(q, k, v, enable_gqa=True)
+            if hidden is None:
+                return lambda: sdpa(q, k, v, enable_gqa=True)
+            keep = self.torch.from_numpy(~hidden).to(self.device)
+            return lambda: sdpa(q, k, v, attn_mask=keep, enable_gqa=True)
 
         return torch_fn
 
-    def _dense_bnsd(self, skv: int) -> Callable[[], tuple[Callable[[], None], Any]]:
+    def _dense_bnsd(
+        self, skv: int, layout: str = "BNSD", hidden: np.ndarray | None = None
+    ) -> Callable[[], tuple[Callable[[], None], Any]]:
+        """IncreFlashAttention over a dense ``layout`` cache of ``skv`` keys; ``hidden``: its attenMask."""
+        shape = {"BNSD": (1, KV_HEADS, skv, HEAD_DIM), "BSND": (1, skv, KV_HEADS, HEAD_DIM)}[layout]
+
         def acl() -> tuple[Callable[[], None], Any]:
-            q = self.array((1, HEADS, 1, HEAD_DIM), D.ACL_BF16)
-            k, v = (self.array((1, KV_HEADS, skv, HEAD_DIM), D.ACL_BF16) for _ in range(2))
+            q = self.array((1, HEADS, 1, HEAD_DIM) if layout == "BNSD" else (1, 1, HEADS, HEAD_DIM), D.ACL_BF16)
+            k, v = (self.array(shape, D.ACL_BF16) for _ in range(2))
             lists = [aclnn.aclCreateTensorList([t.tensor()]) for t in (k, v)]
             args: dict[str, Any] = {"query": q, "key": lists[0], "value": lists[1], "numHeads": HEADS}
-            args |= {"scaleValue": 1 / math.sqrt(HEAD_DIM), "inputLayout": "BNSD", "numKeyValueHeads": KV_HEADS}
+            args |= {"scaleValue": 1 / math.sqrt(HEAD_DIM), "inputLayout": layout, "numKeyValueHeads": KV_HEADS}
+            if hidden is not None:
+                args |= {"attenMask": to_device(hidden, self.backend)}
             launch, free = self.prepared("IncreFlashAttention", args)
             return launch, _also_free(free, k, v)
 
@@ -558,6 +625,7 @@ class DecodeSuite(Suite):
             self.argmax()
             self.attention()
             self.short_decode()
+            self.split_sweep()
             self.paged_attention()
             self.gemms()
             self.add_rms_norm()

@@ -35,6 +35,7 @@ from typing import Final
 
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.attention import PackedMeta, Strides, meta_struct
+from acl_rocm.kernels.attention_decode_combine import fast_combine_source
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.prelude import PRELUDE
 from acl_rocm.kernels.reduction import ATOMICS, SHUFFLE_XOR
@@ -150,6 +151,23 @@ class DecodeConfig:
     """Keys a pipeline stage holds (``pipe``)."""
     pipe_bpu: int = PIPE_BLOCKS_PER_UNIT
     """Split blocks wanted per compute unit where the pipelined kernel takes the call (``pbpu``)."""
+    pdyn: bool = False
+    """The pipeline's stages live in dynamic shared memory, up to the device's opt-in maximum (``pdyn``; else
+    :data:`PIPE_SMEM`): deeper stages and larger tiles than 48 KiB of static shared memory allows."""
+    pskip: bool = False
+    """Masked calls: the mask bytes of each tile ride ``cp.async`` a pipeline depth ahead of its K / V rows, and rows no
+    head keeps are not copied (``pskip``): a cache masked past its filled part reads only that part."""
+    pcomb: bool = False
+    """The combine (kernel or fused last block) reduces a head's splits a warp at a time and sums every split of a dim
+    with its loads in flight together, all of a block's heads at once; the two-kernel path's partials live in the
+    stream's persistent scratch (no allocation per call). The same bits as the plain combine (``pcomb``)."""
+    pmma: bool = False
+    """The pipelined kernel's tiles go through the matrix units (``pmma``): a warp takes 16-key sub-tiles, scores and
+    the value sum as 16 x 16 x 16 products (query heads as rows); stages padded for ``ldmatrix``, always in dynamic
+    shared memory (as under ``pdyn``)."""
+    ppdl: bool = False
+    """The split kernel and the combine kernel are launched programmatically (``ppdl``; NVIDIA sm_90+): each waits for
+    its predecessor before its first read, and the split kernel lets the combine be scheduled at once."""
 
     def __str__(self) -> str:
         path = "fused" if self.fused else "two"
@@ -161,6 +179,11 @@ class DecodeConfig:
         dbuf = ",dbuf" if self.dbuf else ""
         dbuf += ",wide" if self.wide else ""
         dbuf += f",pipe={self.pipe},pkeys={self.pkeys},pbpu={self.pipe_bpu}" if self.pipe else ""
+        dbuf += ",pdyn" if self.pdyn else ""
+        dbuf += ",pskip" if self.pskip else ""
+        dbuf += ",pmma" if self.pmma else ""
+        dbuf += ",pcomb" if self.pcomb else ""
+        dbuf += ",ppdl" if self.ppdl else ""
         short = ""
         if self.block > 0 or self.wide:
             short = f",bthreads={self.bthreads},brows={self.brows},beager={int(self.beager)},bheads={self.bheads}"
@@ -176,10 +199,12 @@ BLOCK_THREAD_CHOICES: Final = (64, 128, 256, 512)
 """Threads per block the short-cache kernel accepts."""
 BLOCK_ROW_CHOICES: Final = (1, 2, 4, 8, 16)
 """Keys per lane group's tile the short-cache kernel accepts."""
-PIPE_STAGE_CHOICES: Final = (2, 3, 4, 6, 8)
+PIPE_STAGE_CHOICES: Final = (2, 3, 4, 6, 8, 12, 16)
 """``cp.async`` stages the pipelined split kernel accepts (``pipe=N``)."""
 PIPE_KEY_CHOICES: Final = (16, 32, 64)
 """Keys a stage of the pipelined split kernel accepts (``pkeys=N``): a multiple of its 16 lane groups."""
+PIPE_FLAGS: Final = ("pdyn", "pskip", "pmma", "pcomb", "ppdl")
+"""The split path's opt-in items (each ``[=0|1]``): :class:`DecodeConfig`'s fields of the same names."""
 CONFIG_KPW: Final = (4, 8, 16)
 """Keys per warp tile the config accepts (each lane keeps 2 x KPW rows of its dims in registers)."""
 
@@ -192,7 +217,9 @@ def parse_decode_config(text: str) -> DecodeConfig:
     ones on two or fused, whichever came before), ``bpu=N``, ``chunk=N``, ``kpw=N``, ``eager[=0|1]``,
     ``dbuf[=0|1]``, ``wide[=0|1]`` (two's split blocks in the short-cache kernel's layout), ``pipe[=S]`` (split blocks
     stage K / V through S ``cp.async`` stages, default :data:`PIPE_STAGES`; ``pipe=0``: off), ``pkeys=N`` (keys a
-    stage), ``pbpu=N`` (its split blocks a compute unit), and the short-cache kernel's ``bthreads=N``, ``brows=N``,
+    stage), ``pbpu=N`` (its split blocks a compute unit), ``pdyn`` / ``pskip`` / ``pmma`` (its stages in dynamic
+    shared memory; masked rows not copied; tiles through the matrix units), ``pcomb`` / ``ppdl`` (the split path's
+    faster combine; programmatic launches), and the short-cache kernel's ``bthreads=N``, ``brows=N``,
     ``beager[=0|1]``, ``bheads=N``, ``bpdl[=0|1]`` (its launch
     programmatic). Empty: :data:`DEFAULT_DECODE_SETTING` is the backend's (this function: the plain kernels).
     """
@@ -233,7 +260,7 @@ def parse_decode_config(text: str) -> DecodeConfig:
             if int(value) not in PIPE_KEY_CHOICES:
                 raise ValueError(f"{item!r}: keys a pipeline stage one of {PIPE_KEY_CHOICES}")
             fields["pkeys"] = int(value)
-        elif key in ("eager", "dbuf", "beager", "wide", "bpdl") and value in ("", "1", "0"):
+        elif key in (*PIPE_FLAGS, "eager", "dbuf", "beager", "wide", "bpdl") and value in ("", "1", "0"):
             fields[key] = value != "0"
         elif key in ("bpu", "pbpu", "chunk", "kpw") and value.isdigit():
             n = int(value)
@@ -247,14 +274,17 @@ def parse_decode_config(text: str) -> DecodeConfig:
         else:
             raise ValueError(
                 f"{item!r} is not two, fused, block, auto[=N], bpu=N, chunk=N, kpw=N, eager[=0|1], dbuf[=0|1],"
-                " wide[=0|1], pipe[=S], pkeys=N, pbpu=N, bthreads=N, brows=N, beager[=0|1], bheads=N"
-                " or bpdl[=0|1]"
+                " wide[=0|1], pipe[=S], pkeys=N, pbpu=N, pdyn[=0|1], pskip[=0|1], pmma[=0|1], pcomb[=0|1],"
+                " ppdl[=0|1], bthreads=N, brows=N, beager[=0|1], bheads=N or bpdl[=0|1]"
             )
     out = DecodeConfig(**{**cfg.__dict__, **fields})
     if out.wide and out.fused:
         raise ValueError("wide with fused: the short-cache layout runs the two-kernel path's split blocks only")
     if out.wide and out.pipe:
         raise ValueError("wide with pipe: the two-kernel path's split blocks run one of them")
+    for flag in ("pdyn", "pskip", "pmma"):
+        if getattr(out, flag) and not out.pipe:
+            raise ValueError(f"{flag} without pipe: it shapes the pipelined split kernel's stages")
     if out.dbuf and out.kpw > 8:
         raise ValueError(f"dbuf with kpw={out.kpw}: two tiles of rows spill registers (255 at D128 G2); kpw <= 8")
     return out
@@ -316,11 +346,24 @@ class DecodeInstance:
     (0: register tiles); dense caches with 16-byte rows only (:mod:`acl_rocm.kernels.attention_decode_pipe`)."""
     pkeys: int = 0
     """Keys a pipeline stage holds (``pipe``)."""
+    dyn: bool = False
+    """``pdyn``: the stages in dynamic shared memory (the launch passes :func:`pipe_dynamic_bytes`)."""
+    skip: bool = False
+    """``pskip``: the mask bytes staged a pipeline depth ahead, rows no head keeps not copied (a masked call)."""
+    comb: bool = False
+    """``pcomb``: the combine (kernel or fused ending) as :func:`fast_combine_source` writes it."""
+    pdl: bool = False
+    """``ppdl``: both kernels ``ACL_PDL_WAIT()`` before their first read (launched programmatically)."""
+    mma: bool = False
+    """``pmma``: the pipelined kernel's tiles go through the matrix units, a warp a 16-key sub-tile
+    (:mod:`acl_rocm.kernels.attention_decode_mma`)."""
 
     @functools.cached_property
     def digest(self) -> str:
         """A short hash of the instance and the struct layout (kernel names stay stable across runs)."""
         text = repr((self, DECODE_STRUCT, MAX_DECODE_BATCH))
+        # instances without the split path's opt-in items hash as before they existed (byte-identical sources)
+        text = text.replace(", dyn=False, skip=False, comb=False, pdl=False, mma=False)", ")", 1)
         if not self.pipe:  # hashes as before the pipelined kernel existed: the source is byte-identical
             text = text.replace(", pipe=0, pkeys=0)", ")", 1)
         if not self.ptile:  # hashes as before page tiles existed: the source is byte-identical
@@ -633,7 +676,7 @@ ACL_DEV void dec_combine(const DecodeMeta& m, P part, st* __restrict__ out, floa
   }}
   __syncthreads();  // sm_w is free again for the next head
 }}
-
+{fast_combine_source(c, sink_logit, MAX_SPLITS) if inst.comb else ""}
 """
     heads = (
         "  const st* k_head = k + b * m.k[0] + hk * m.k[1];\n  const st* v_head = v + b * m.v[0] + hk * m.v[1];\n"
@@ -673,6 +716,8 @@ ACL_DEV void dec_combine(const DecodeMeta& m, P part, st* __restrict__ out, floa
         this_page = "    const long long kb = pkb, vb = pvb;\n"
         next_page = tile_page("j0 + NWARPS * KPW", "pkb", "pvb")
 
+    # ppdl: nothing the predecessor wrote is read before it completes; the combine may be scheduled at once
+    pdl_wait = "  ACL_PDL_WAIT();\n  ACL_PDL_LAUNCH_DEPENDENTS();\n" if inst.pdl else ""
     opening = f"""
 extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
     const DecodeMeta m, const DecodeLens lens, const double scale_arg,
@@ -683,11 +728,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
   __shared__ float sm_l[NWARPS][GROUP];
   __shared__ float sm_o[NWARPS][GROUP][HEAD_DIM];
 #if FUSED
-  __shared__ float sm_w[THREADS];
-  __shared__ float sm_r[NWARPS];
+  __shared__ float sm_w[{"GROUP * MAX_SPLITS" if inst.comb else "THREADS"}];
+  __shared__ float sm_r[{"GROUP" if inst.comb else "NWARPS"}];
   __shared__ unsigned sm_last;
 #endif
-  const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
+{pdl_wait}  const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP;
   unsigned blk = blockIdx.x;  // 32-bit division: the grid is (batch, kv head, split) flattened to x
   const long long split = blk % (unsigned)m.splits;
   blk /= (unsigned)m.splits;
@@ -812,6 +857,13 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
   }}
   __syncthreads();
 """
+    combine_heads = (
+        "      dec_combine_heads(m, (const volatile float*)part, out, lse, sink, b, hk * GROUP, GROUP, sm_w, sm_r);\n"
+        if inst.comb
+        else "      #pragma unroll 1\n      for (int g = 0; g < GROUP; ++g) {\n"
+        "        dec_combine(m, (const volatile float*)part, out, lse, sink, b, hk * GROUP + g, sm_w, sm_r);\n"
+        "      }\n"
+    )
     ending = f"""{merge_warps("hk")}
     if (m.splits == 1) {{  // the whole cache in one block: the output itself
       if (m.has_sink) dec_sink({sink_logit}, best, l, o);
@@ -837,11 +889,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
     __syncthreads();
     if (sm_last) {{
       ACL_FENCE();
-      #pragma unroll 1
-      for (int g = 0; g < GROUP; ++g) {{
-        dec_combine(m, (const volatile float*)part, out, lse, sink, b, hk * GROUP + g, sm_w, sm_r);
-      }}
-      if (tid == 0) counters[b * m.nkv + hk] = 0u;
+{combine_heads}      if (tid == 0) counters[b * m.nkv + hk] = 0u;
     }}
   }}
 #endif
@@ -854,14 +902,23 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.split_name}(
         common += pipe_common(inst)
         middle = pipe_split_body(inst)
     body = common + opening + middle + ending
+    where = "blockIdx.x / (unsigned)m.nq, blockIdx.x % (unsigned)m.nq"
+    combine_body = (
+        "  __shared__ float sm_w[THREADS];\n  __shared__ float sm_r[NWARPS];\n"
+        f"  dec_combine(m, part, out, lse, sink, {where}, sm_w, sm_r);\n"
+    )
+    if inst.comb:
+        combine_body = (
+            f"  __shared__ float sm_w[MAX_SPLITS];\n  __shared__ float sm_t[1];\n"
+            f"  dec_combine_heads(m, part, out, lse, sink, {where}, 1, sm_w, sm_t);\n"
+        )
+    if inst.pdl:  # ppdl: the split kernel's partials are read only once it completed; the next may be scheduled
+        combine_body = "  ACL_PDL_WAIT();\n  ACL_PDL_LAUNCH_DEPENDENTS();\n" + combine_body
     combine = f"""
 extern "C" __global__ void __launch_bounds__(THREADS) {inst.combine_name}(
     const DecodeMeta m, const float* __restrict__ part, st* __restrict__ out, float* __restrict__ lse,
     const sink_t* __restrict__ sink) {{
-  __shared__ float sm_w[THREADS];
-  __shared__ float sm_r[NWARPS];
-  dec_combine(m, part, out, lse, sink, blockIdx.x / (unsigned)m.nq, blockIdx.x % (unsigned)m.nq, sm_w, sm_r);
-}}
+{combine_body}}}
 """
     assert MAX_SPLITS <= DECODE_THREADS
     header = f"// split-KV decode attention ({which}): {inst.dtype.short}, D={inst.head_dim}, group {inst.group}"

@@ -53,7 +53,14 @@ from acl_rocm.kernels.attention_decode_block import (
     block_threads,
     lanes_per_row,
 )
-from acl_rocm.kernels.attention_decode_pipe import pipe_covers, pipe_stages
+from acl_rocm.kernels.attention_decode_pipe import (
+    pipe_covers,
+    pipe_dynamic_bytes,
+    pipe_mask_covers,
+    pipe_pitch,
+    pipe_stages,
+    pipe_static_bytes,
+)
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.program import FLAG, Program, Scratch, Step, Temp
 
@@ -65,6 +72,9 @@ PAGED_REPORT = "blockTable holds a block index outside the key/value pool ([0, b
 DECODE_OPS = frozenset({"IncreFlashAttention", "FusedInferAttentionScore"})
 MAX_HEAD_DIM = 256
 LOG = logging.getLogger("acl_rocm.attention")
+PARTIALS_REGION = "decode-partials"
+"""The stream scratch region of the two-kernel path's partials under ``pcomb`` (the fused path's counters, in the
+default region, never meet them)."""
 
 
 @dataclass(frozen=True)
@@ -233,7 +243,9 @@ class DecodeAttention:
             src = decode_source(inst, which)
             with self._lock:
                 self._sources[(inst, which)] = src
-        return self.backend.function(src, inst.split_name if which == "split" else inst.combine_name)
+        if which == "split":
+            return self.backend.function(src, inst.split_name, pipe_dynamic_bytes(inst))
+        return self.backend.function(src, inst.combine_name)
 
     def _page_tiles(self, call: DecodeCall, keys: int, splits: int, chunk: int) -> bool:
         """Whether a paged ``call`` reads one table entry a tile of ``keys`` keys (a debug line where it cannot)."""
@@ -312,22 +324,46 @@ class DecodeAttention:
         if not cfg.pipe:
             return 0
         item = call.k.dtype.info.storage_bits // 8
-        why = "a paged cache" if call.page is not None else pipe_covers(call.d, call.nq // call.nkv, item)
+        group = call.nq // call.nkv
+        why = "a paged cache" if call.page is not None else pipe_covers(call.d, group, item, cfg.pmma)
         if why is None and not block_vector_loads(call):
             why = "K / V rows are not whole 16-byte vectors (unit dim stride, 8-element strides and addresses)"
         stages = 0
+        budget = self.pipe_budget(call, group)
         if why is None:
-            stages = pipe_stages(cfg.pipe, cfg.pkeys, call.d, item, PIPE_SMEM)
+            stages = pipe_stages(cfg.pipe, cfg.pkeys, pipe_pitch(call.d, cfg.pmma), item, budget)
             if stages < 2:
-                why = f"two stages of {cfg.pkeys} keys at head dim {call.d} exceed {PIPE_SMEM} shared bytes"
+                why = f"two stages of {cfg.pkeys} keys at head dim {call.d} exceed {budget} shared bytes"
             elif stages < cfg.pipe:
                 LOG.debug("decode: %d pipeline stages of %d keys fit in %d shared bytes (of %d asked)",
-                          stages, cfg.pkeys, PIPE_SMEM, cfg.pipe)  # fmt: skip
+                          stages, cfg.pkeys, budget, cfg.pipe)  # fmt: skip
         if why is not None:
             LOG.debug("decode Skv=%d: not the pipelined split kernel (%s); the register-tile split kernel",
                       call.skv, why)  # fmt: skip
             return 0
         return stages
+
+    def pipe_budget(self, call: DecodeCall, group: int) -> int:
+        """Shared bytes the pipelined kernel's stages may take: :data:`PIPE_SMEM`, or under ``pdyn`` (and ``pmma``,
+        whose stages are always dynamic) the device's opt-in maximum a block less the kernel's static shared memory
+        (:func:`pipe_static_bytes`, at most stages asked)."""
+        cfg = self.config
+        if not (cfg.pdyn or cfg.pmma):
+            return PIPE_SMEM
+        warps = DECODE_THREADS // self.backend.properties.warp_size
+        static = pipe_static_bytes(call.d, group, cfg.pkeys, cfg.pipe, warps, cfg.pskip, cfg.pmma)
+        return max(PIPE_SMEM, self.backend.properties.max_shared_memory - static)
+
+    def pipe_skip(self, call: DecodeCall, stages: int) -> bool:
+        """Whether the pipelined kernel stages ``call``'s mask and skips rows no head keeps (``pskip``; a debug line
+        where it was asked for and cannot)."""
+        if not (self.config.pskip and stages and call.mask is not None):
+            return False
+        why = pipe_mask_covers(call.mask_strides, call.skv, call.mask.data + call.mask.offset)
+        if why is not None:
+            LOG.debug("decode Skv=%d: pskip off (%s); every row in range is copied", call.skv, why)
+            return False
+        return True
 
     def describe(self, call: DecodeCall) -> str:
         """How ``call`` runs, for the path log line: the block kernel's shape or the splits."""
@@ -343,6 +379,8 @@ class DecodeAttention:
         shape = "" if wide is None else f" in the short-cache layout ({wide.threads} threads x {wide.rows} rows)"
         stages = 0 if wide is not None else self.pipe_stages(call)
         shape += f" pipelined ({stages} cp.async stages of {self.config.pkeys} keys)" if stages else ""
+        shape += ", matrix units" if stages and self.config.pmma else ""
+        shape += ", masked rows not copied" if self.pipe_skip(call, stages) else ""
         kpw = self.config.kpw
         keys = (
             wide.ptile * (warp // lanes_per_row(call.d))
@@ -471,6 +509,11 @@ class DecodeAttention:
             ptile=self._page_tiles(call, cfg.kpw, splits, chunk),
             pipe=stages,
             pkeys=cfg.pkeys if stages else 0,
+            dyn=bool(stages) and (cfg.pdyn or cfg.pmma),  # pmma: its padded stages and staged query need room
+            skip=self.pipe_skip(call, stages),
+            comb=cfg.pcomb,
+            pdl=cfg.ppdl,
+            mma=bool(stages) and cfg.pmma,
         )
         split_fn = self._function(inst, "split")
         meta = self._meta(call, splits, chunk)
@@ -483,6 +526,8 @@ class DecodeAttention:
             counter_bytes = -(-call.b * call.nkv * 4 // 256) * 256
             prog.scratch = counter_bytes + part_bytes
             counters, part = Scratch(0), Scratch(counter_bytes)
+        elif splits > 1 and inst.comb:  # pcomb: no allocation a call (a region of its own: no one's counters)
+            prog.scratch, prog.scratch_region, part = part_bytes, PARTIALS_REGION, Scratch(0)
         elif splits > 1:
             part = prog.temp(part_bytes)
         item = call.q.dtype.info.storage_bits // 8
@@ -509,13 +554,25 @@ class DecodeAttention:
             split_values = (*split_values, *self._page_args(page))
             prog.report = PAGED_REPORT
         blocks = call.b * call.nkv * splits
-        prog.steps.append(Step(split_fn, LaunchConfig((blocks, 1, 1), (DECODE_THREADS, 1, 1)), split_values))
+        programmatic = self._split_pdl(inst.pdl)
+        split_cfg = LaunchConfig((blocks, 1, 1), (DECODE_THREADS, 1, 1), pipe_dynamic_bytes(inst))
+        prog.steps.append(Step(split_fn, split_cfg, split_values, programmatic=programmatic))
         if splits > 1 and not inst.fused:
-            assert isinstance(part, Temp)
+            assert isinstance(part, Temp | Scratch)
             config = LaunchConfig((call.b * call.nq, 1, 1), (DECODE_THREADS, 1, 1))
-            two = replace(inst, pipe=0, pkeys=0)  # the combine source does not depend on how the splits ran
-            prog.steps.append(Step(self._function(two, "combine"), config, (packed, part, out, lse, sink)))
+            # the combine source does not depend on how the splits ran
+            two = replace(inst, pipe=0, pkeys=0, dyn=False, skip=False, mma=False)
+            step = Step(self._function(two, "combine"), config, (packed, part, out, lse, sink), programmatic)
+            prog.steps.append(step)
         return prog
+
+    def _split_pdl(self, wanted: bool) -> bool:
+        """``ppdl``: whether the split path's launches are programmatic (a debug line where the provider cannot: its
+        kernels then wait for nothing, launched plainly)."""
+        why = self.backend.provider.programmatic_unavailable() if wanted else None
+        if why is not None:
+            LOG.debug("decode ppdl: %s; the split path is launched plainly", why)
+        return wanted and why is None
 
 
 def _table(call: DecodeCall, keys: int) -> str:
