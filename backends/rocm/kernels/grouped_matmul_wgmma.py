@@ -42,7 +42,7 @@ from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.grouped_matmul import FIELD, FIND_GROUP, GEMM_META, GEMM_PARAMS, hashed_name, kernel_source
 from acl_rocm.kernels.grouped_matmul_mma import _SETUP_16, BIAS_DTYPES, SHARED_LIMIT
 from acl_rocm.kernels.mma import MMA_SOURCE
-from acl_rocm.kernels.wgmma import WARPGROUP, interleaved_offset, swizzled_offset, wgmma_source
+from acl_rocm.kernels.wgmma import WARPGROUP, wgmma_source
 
 BM: Final = 128
 """Rows of a block's tile: two warpgroups of 64."""
@@ -146,12 +146,10 @@ def operand_desc(operand: str, bn: int, swizzle: bool) -> tuple[int, int, int]:
     raise ValueError(f"no operand {operand!r}")
 
 
-def tile_offset_fn(swizzle: bool) -> object:
-    """:func:`~acl_rocm.kernels.wgmma.swizzled_offset` or :func:`~acl_rocm.kernels.wgmma.interleaved_offset` as
-    ``f(row, col, rows, cols)`` (what :func:`element_offset` must equal)."""
-    if swizzle:
-        return lambda r, c, rows, cols: swizzled_offset(r, c, rows)
-    return lambda r, c, rows, cols: interleaved_offset(r, c, cols)
+def split_offset(nk: bool, wn: int, swizzle: bool) -> int:
+    """The element offset of weight column ``wn`` in a stage's weight tile (where warpgroup 1's columns of a split
+    tile start): ``wn`` rows of 64 (K-major), ``wn / 64`` swizzled column blocks or ``wn / 8`` core matrices."""
+    return wn * (64 if nk or swizzle else 8)
 
 
 # ----------------------------------------------------------------------------- device code
@@ -316,7 +314,7 @@ ACL_DEV void wgg_loop(float (&d)[WN / 2], wg_u16* smem, const WgTile& t) {
   // this warpgroup's operands in a stage: x's 64 rows, the weight's WN columns (the [bn][64] tile's rows, or WN / 64
   // swizzled column blocks, or WN / 8 core matrices along N)
   const int a_at = SPLIT ? 0 : wg * WG_A_WG;
-  const int b_at = WG_A_ELEMS + (SPLIT ? wg * WN * (NK || WG_SWZ ? 64 : 8) : 0);
+  const int b_at = WG_A_ELEMS + (SPLIT ? wg * WN * (NK ? WG_NK_SPLIT : WG_KN_SPLIT) : 0);
 #pragma unroll
   for (int s = 0; s < WG_STAGES - 2; ++s) {
     if (s < steps) {
@@ -443,6 +441,8 @@ def _defines(k: GmmWgmmaKernel) -> str:
         "WG_KN_LBO": kn[0],
         "WG_KN_SBO": kn[1],
         "WG_KN_STEP": kn[2],
+        "WG_NK_SPLIT": split_offset(True, 1, c.swizzle),
+        "WG_KN_SPLIT": split_offset(False, 1, c.swizzle),
         "WG_DESC": "acl_wg_desc_sw128" if c.swizzle else "acl_wg_desc",
     }
     defines = [f"#define {name} {value}" for name, value in lines.items()]
