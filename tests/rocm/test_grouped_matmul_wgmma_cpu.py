@@ -1,11 +1,16 @@
 """The wgmma grouped GEMM (``kernels/grouped_matmul_wgmma.py``, sm_90a) on the CPU: layouts, selection, nvcc.
 
-Nothing here runs a wgmma (the emulator cannot): the kernel's copy mapping, shared layouts, descriptor strides, k16
-steps and split offsets are checked against :mod:`acl_rocm.kernels.wgmma`'s twins (the layouts its GPU tile tests
-ran) by computing the address the hardware reads for every element; the runner over the fake provider must take the
-kernel under ``ACL_GMM_KERNEL=wgmma`` on an sm_90 only, compiled for ``sm_90a``, and fall back to what ``auto`` picks
-with a logged reason elsewhere (sm_80, the emulator, fp32 operands, too little shared memory); nvcc must build every
-configuration to sm_90a cubins without spills or serialised wgmma. The GPU tier is ``test_gpu_gmm_wgmma.py``.
+The kernel's copy mapping, shared layouts, descriptor strides, k16 steps and split offsets are checked against
+:mod:`acl_rocm.kernels.wgmma`'s twins (the layouts its GPU tile tests ran) by computing the address the hardware reads
+for every element; then the whole kernel runs on the CPU kernel emulator, whose wgmma is wgmma.py's software SS step
+(each thread's accumulator elements from the descriptors' addresses, the same arithmetic as :func:`_read_address`):
+every configuration, both weight layouts, the split / narrow tiles, K tails, the element path, every V5 sample. What
+only a GPU proves: that the hardware reads the descriptors that way (the no-swizzle form ran in wgmma.py's tile tests)
+and the asynchronous ordering (fences, commit / wait groups, the stage ring's reuse). The runner over the fake
+provider must take the kernel under ``ACL_GMM_KERNEL=wgmma`` on an sm_90 only, compiled for ``sm_90a``, and fall back
+to what ``auto`` picks with a logged reason elsewhere (sm_80, the stock emulator, fp32 operands, too little shared
+memory); nvcc must build every configuration to sm_90a cubins without spills or serialised wgmma. The GPU tier is
+``test_gpu_gmm_wgmma.py``.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ from acl_rocm.kernels.grouped_matmul_wgmma import (
 from acl_rocm.kernels.prelude import compile_options
 from acl_rocm.kernels.wgmma import interleaved_offset, swizzled_offset
 from tests.rocm.fake_provider import FakeProvider
+from tests.rocm.gemm_tolerance import gemm_tolerance
+from tests.rocm.kernel_emulator import EmulatedProvider, emulated_backend
 
 OP = "GroupedMatmulV5"
 BF16 = ml_dtypes.bfloat16
@@ -272,9 +279,6 @@ def test_invalid_config_is_a_typed_error(tmp_path: Path) -> None:
 
 
 def test_the_emulator_refuses_it_and_runs_the_mma_kernel(tmp_path: Path) -> None:
-    from tests.rocm.gemm_tolerance import gemm_tolerance
-    from tests.rocm.kernel_emulator import EmulatedProvider, emulated_backend
-
     backend = emulated_backend(tmp_path, EmulatedProvider(blas=True))
     runner = backend.grouped_matmul
     runner.forced_kernel = "wgmma"
@@ -291,6 +295,85 @@ def test_the_emulator_refuses_it_and_runs_the_mma_kernel(tmp_path: Path) -> None
         want[s:e] = x[s:e] @ w[g]
     atol, rtol = gemm_tolerance(want[: ends[-1]].astype(BF16), 64)
     np.testing.assert_allclose(got[: ends[-1]].astype(np.float64), want[: ends[-1]], atol=atol, rtol=rtol)
+
+
+# ----------------------------------------------------------------------------- the kernel on the emulator
+class WgmmaEmulated(EmulatedProvider):
+    """The kernel emulator claiming the sm_90a target: wgmma.py's software SS step stands in for the hardware's."""
+
+    def arch_specific(self, arch: str) -> str | None:
+        return "sm_90a" if arch == "sm_90" else None
+
+
+@pytest.fixture(scope="module")
+def emulated_wgmma(tmp_path_factory: pytest.TempPathFactory) -> RocmBackend:
+    backend: RocmBackend = emulated_backend(tmp_path_factory.mktemp("kc"), WgmmaEmulated(blas=True))
+    backend.grouped_matmul.forced_kernel = "wgmma"
+    return backend
+
+
+def _transposed(backend: RocmBackend, w: np.ndarray) -> tuple[object, object]:
+    from tests.rocm.test_gpu_grouped_matmul import _transposed_weight
+
+    return _transposed_weight(backend, w)
+
+
+ROWS = [0, 1, 63, 64, 65, 129, 0, 128]
+"""Rows per group: empty, split tiles (at most 64 rows), full and partial 128-row tiles."""
+
+
+@pytest.mark.parametrize("weight_layout", ["kn", "nk"])
+@pytest.mark.parametrize(("k", "n", "dtype"), [(136, 320, "bf16"), (72, 100, "f16"), (64, 64, "bf16")])
+@pytest.mark.parametrize("config", CONFIGS)
+def test_the_kernel_on_the_emulator(
+    emulated_wgmma: RocmBackend, config: str, k: int, n: int, dtype: str, weight_layout: str
+) -> None:
+    """Against NumPy's float64 product under a K-term sum's bound: K tails (136, 72), N tails on the n/2 and n/4 forms
+    (320, 64 with bn 256), [g, K, N] rows off the 16-byte grid (N 100: the element path), a bias, both layouts;
+    rows past the last group keep their sentinel."""
+    rng = np.random.default_rng(k + n)
+    dt = BF16 if dtype == "bf16" else np.float16
+    m = sum(ROWS) + 5
+    x, w = rng.uniform(-1, 1, (m, k)).astype(dt), rng.uniform(-1, 1, (len(ROWS), k, n)).astype(dt)
+    bias = rng.uniform(-1, 1, (len(ROWS), n)).astype(np.float32 if dtype == "bf16" else np.float16)
+    args = {**_moe_args(rng), "x": [x], "weight": [w], "biasOptional": [bias], "out": [np.full((m, n), -7, dt)]}
+    args["groupListOptional"] = np.array(ROWS, np.int64)
+    keep = None
+    if weight_layout == "nk":
+        args["weight"], keep = _transposed(emulated_wgmma, w)
+    runner = emulated_wgmma.grouped_matmul
+    runner.forced_wgmma_config = config
+    try:
+        got = eager.run(OP, emulated_wgmma, **args)["out"][0]
+    finally:
+        runner.forced_wgmma_config = None
+    del keep
+    assert runner.last_path == "wgmma" and runner.last_config == config
+    want = np.full((m, n), np.nan)
+    start = 0
+    for g, rows in enumerate(ROWS):
+        xs = x[start : start + rows].astype(np.float64)
+        want[start : start + rows] = xs @ w[g].astype(np.float64) + bias[g].astype(np.float64)
+        start += rows
+    assert np.all(got[start:] == -7)
+    atol, rtol = gemm_tolerance(want[:start].astype(dt), k)
+    np.testing.assert_allclose(got[:start].astype(np.float64), want[:start], atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "padded", "transposed"])
+def test_v5_samples_on_the_emulator(emulated_wgmma: RocmBackend, layout: str) -> None:
+    """Every GroupedMatmulV5 sample with the kernel forced (fp16 / bf16 and MX groups on it, fp32 on the SIMT kernel)
+    against the reference under the op's tolerance, in every layout (strided views: the element path)."""
+    from acl_core.spec.ops import get_spec
+    from tests.rocm.test_gpu_grouped_matmul import _check
+
+    reference = __import__("acl_core").get_backend("reference")
+    runner = emulated_wgmma.grouped_matmul
+    for sample in get_spec(OP).samples(np.random.default_rng(7)):  # type: ignore[misc]
+        runner.last_path = None
+        _check(emulated_wgmma, reference, dict(sample.args), layout)
+        if np.dtype(sample.args["x"][0].dtype) != np.float32:
+            assert runner.last_path in ("wgmma", None), sample.note
 
 
 # ----------------------------------------------------------------------------- nvcc
