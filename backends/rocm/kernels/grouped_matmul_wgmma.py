@@ -3,7 +3,9 @@
 Same descriptor table, group-list pass and block-to-tile mapping as the other grouped GEMMs
 (:data:`~acl_rocm.kernels.grouped_matmul.FIND_GROUP`: block ``b`` finds its group by binary search over the groups'
 first tiles, blocks past the device's tile count return at once, so the grid is the host's worst case and nothing
-goes back to the host), with a 128 x ``bn`` output tile a block (``bn`` 128 or 256):
+goes back to the host; or, persistent (``-p``), ``blocks`` x SMs blocks walk tiles ``b``, ``b + gridDim.x``, ...
+up to the device's count, each issuing its next tile's first copies before the current tile's stores), with a
+128 x ``bn`` output tile a block (``bn`` 128 or 256):
 
 * Two warpgroups (256 threads), warpgroup ``w`` owning rows ``64 w .. 64 w + 63``; each issues ``m64n<bn>k16`` SS
   wgmma steps (:mod:`acl_rocm.kernels.wgmma`), 4 a 64-deep K slice, into ``bn / 2`` fp32 accumulators a thread. A tile
@@ -58,12 +60,15 @@ ARCHS: Final = frozenset({"sm_90"})
 @dataclass(frozen=True)
 class WgGmmConfig:
     """A block shape: 128 x ``bn`` tiles, ``stages`` shared slices of K 64, ``blocks`` an SM (``__launch_bounds__``'
-    minimum), the 128-byte-swizzled layout or the no-swizzle one."""
+    minimum), the 128-byte-swizzled layout or the no-swizzle one, persistent blocks or one a tile."""
 
     bn: int = 256
     stages: int = 4
     blocks: int = 1
     swizzle: bool = True
+    persistent: bool = False
+    """Suffix ``-p``: a grid of ``blocks`` x SMs blocks walking the tiles, each issuing its next tile's first copies
+    before the current tile's stores (the grid otherwise: one block a tile of the host's bound, extra ones return)."""
 
     @property
     def stage_elements(self) -> int:
@@ -77,7 +82,7 @@ class WgGmmConfig:
 
     def __str__(self) -> str:
         blocks = f"-b{self.blocks}" if self.blocks != 1 else ""
-        return f"{BM}x{self.bn}-s{self.stages}{blocks}{'-sw' if self.swizzle else ''}"
+        return f"{BM}x{self.bn}-s{self.stages}{blocks}{'-p' if self.persistent else ''}{'-sw' if self.swizzle else ''}"
 
     def check(self) -> None:
         """Raise ValueError where the shape cannot run."""
@@ -96,11 +101,12 @@ class WgGmmConfig:
 
 
 def parse_config(text: str) -> WgGmmConfig:
-    """``128x<bn>-s<stages>[-b<blocks>][-sw]`` (e.g. ``128x256-s4-sw``) as a checked configuration."""
-    found = re.fullmatch(r"128x(\d+)-s(\d+)(?:-b(\d+))?(-sw)?", text.strip().lower())
+    """``128x<bn>-s<stages>[-b<blocks>][-p][-sw]`` (e.g. ``128x256-s4-sw``) as a checked configuration."""
+    found = re.fullmatch(r"128x(\d+)-s(\d+)(?:-b(\d+))?(-p)?(-sw)?", text.strip().lower())
     if found is None:
-        raise ValueError(f"{text!r} is not 128x<bn>-s<stages>[-b<blocks>][-sw] (e.g. {DEFAULT})")
-    config = WgGmmConfig(int(found.group(1)), int(found.group(2)), int(found.group(3) or 1), bool(found.group(4)))
+        raise ValueError(f"{text!r} is not 128x<bn>-s<stages>[-b<blocks>][-p][-sw] (e.g. {DEFAULT})")
+    bn, stages, blocks = int(found.group(1)), int(found.group(2)), int(found.group(3) or 1)
+    config = WgGmmConfig(bn, stages, blocks, bool(found.group(5)), bool(found.group(4)))
     config.check()
     return config
 
@@ -108,9 +114,12 @@ def parse_config(text: str) -> WgGmmConfig:
 DEFAULT: Final = WgGmmConfig(256, 4, 1, True)
 """``ACL_GMM_KERNEL=wgmma`` without ``ACL_GMM_WGMMA_CONFIG``: CUTLASS's Hopper shape (two consumer warpgroups of
 64 x 256), four 48 KiB slices (193 KiB), swizzled. Not measured yet."""
-ALTERNATIVES: Final = ("128x256-s4", "128x128-s4-sw", "128x128-s3-b2-sw")
-"""The shapes the ops bench times beside the default: the no-swizzle layout (its primitive proven on an H100), 128-
-column tiles (no half-empty tail at N 1,408), and two such blocks an SM (one's epilogue beside the other's loop)."""
+ALTERNATIVES: Final = ("128x256-s4-p-sw", "128x256-s4", "128x128-s4-sw", "128x128-s3-b2-sw")
+"""The shapes the ops bench times beside the default: persistent blocks (the next tile's first copies under this one's
+stores), the no-swizzle layout (its primitive proven on an H100), 128-column tiles (no half-empty tail at N 1,408),
+and two such blocks an SM (one's epilogue beside the other's loop). Registers (``nvcc -Xptxas -v``, sm_90a, bf16): the
+default 242, ``-p`` 255 with 24 bytes spilled, ``128x128-s4-sw`` 198, ``-b2`` 128 with 16 bytes spilled; no
+serialised wgmma in any. ``128x128-s3-b2-p-sw`` parses but spills ~200 bytes (not timed)."""
 
 
 # ----------------------------------------------------------------------------- layout bookkeeping (Python twins)
@@ -183,6 +192,14 @@ struct WgTile {
   const wg_u16* w;
   long long xsr, xsc, wsk, wsn;
   long long row0, m1, col0, n, k0, k1;
+  const long long* e;     // the group's descriptor row (the epilogue's output, strides and bias)
+  bool nk, vec;           // the weight staged K-major; 16-byte copies
+  bool narrow, short_rows;  // columns end in the tile's first half; at most 64 rows
+};
+// a persistent block's next tile: b (-1: none) of the descriptor table's groups
+struct WgNext {
+  const long long* table;
+  long long groups, b;
 };
 
 // one operand's copies a slice: copy q of this thread reads src + q * step (+ the slice's K offset) into element
@@ -301,6 +318,35 @@ template <int N> ACL_DEV void wgg_keep(float (&x)[N]) {
 // Warpgroup w multiplies rows 64 w .. 64 w + 63 by columns 0 .. WN - 1 (WN = WG_BN, or WG_BN / 2 for a tile whose
 // columns end in its first half) or, SPLIT (a tile of at most 64 rows), rows 0 .. 63 by columns w WN .. w WN + WN - 1.
 // Nothing here depends on the thread's warpgroup but descriptor addresses: ptxas serialises wgmma in divergent code.
+// the first WG_STAGES - 2 slices of a tile in flight (one cp.async group each, empty ones included)
+template <bool NK, bool VEC> ACL_DEV void wgg_prologue(wg_u16* smem, const WgTile& t) {
+  const long long steps = t.k1 > t.k0 ? (t.k1 - t.k0 + WG_BK - 1) / WG_BK : 0;
+  WgCopies ca, cb;
+  if (VEC) {
+    ca = wgg_copies_a(t);
+    cb = wgg_copies_b<NK>(t);
+  }
+#pragma unroll
+  for (int s = 0; s < WG_STAGES - 2; ++s) {
+    if (s < steps) {
+      if (VEC) wgg_load_vec<NK>(smem + s * WG_STAGE, ca, cb, t, t.k0 + s * WG_BK);
+      else wgg_load_elements<NK>(smem + s * WG_STAGE, t, t.k0 + s * WG_BK);
+    }
+    acl_cp_async_commit();
+  }
+}
+ACL_DEV void wgg_prologue_any(wg_u16* smem, const WgTile& t) {
+  if (t.nk && t.vec) wgg_prologue<true, true>(smem, t);
+  else if (t.vec) wgg_prologue<false, true>(smem, t);
+  else if (t.nk) wgg_prologue<true, false>(smem, t);
+  else wgg_prologue<false, false>(smem, t);
+}
+
+// the K loop of one tile, its prologue issued (wgg_prologue): WG_STAGES - 2 slices in flight, one multiplied, the
+// previous one's products may still run. Warpgroup w multiplies rows 64 w .. 64 w + 63 by columns 0 .. WN - 1 (WN =
+// WG_BN, or WG_BN / 2 for a tile whose columns end in its first half) or, SPLIT (a tile of at most 64 rows), rows
+// 0 .. 63 by columns w WN .. w WN + WN - 1. Nothing here depends on the thread's warpgroup but descriptor addresses:
+// ptxas serialises wgmma in divergent code.
 template <bool NK, bool VEC, int WN, bool SPLIT>
 ACL_DEV void wgg_loop(float (&d)[WN / 2], wg_u16* smem, const WgTile& t) {
   const long long steps = t.k1 > t.k0 ? (t.k1 - t.k0 + WG_BK - 1) / WG_BK : 0;
@@ -315,14 +361,6 @@ ACL_DEV void wgg_loop(float (&d)[WN / 2], wg_u16* smem, const WgTile& t) {
   // swizzled column blocks, or WN / 8 core matrices along N)
   const int a_at = SPLIT ? 0 : wg * WG_A_WG;
   const int b_at = WG_A_ELEMS + (SPLIT ? wg * WN * (NK ? WG_NK_SPLIT : WG_KN_SPLIT) : 0);
-#pragma unroll
-  for (int s = 0; s < WG_STAGES - 2; ++s) {
-    if (s < steps) {
-      if (VEC) wgg_load_vec<NK>(smem + s * WG_STAGE, ca, cb, t, t.k0 + s * WG_BK);
-      else wgg_load_elements<NK>(smem + s * WG_STAGE, t, t.k0 + s * WG_BK);
-    }
-    acl_cp_async_commit();  // one group a slice, empty ones included, so the count below holds
-  }
   int read = 0, write = WG_STAGES - 2;
   for (long long s = 0; s < steps; ++s) {
     acl_cp_async_wait<WG_STAGES - 3>();  // this thread's copies of slice s landed
@@ -381,6 +419,10 @@ class GmmWgmmaKernel:
     def shared_bytes(self) -> int:
         """Dynamic shared memory a launch passes."""
         return self.config.shared_bytes
+
+    def grid(self, tiles: int, compute_units: int) -> int:
+        """Blocks to launch for at most ``tiles`` tiles: one a tile, or (persistent) at most ``blocks`` an SM."""
+        return min(tiles, self.config.blocks * compute_units) if self.config.persistent else tiles
 
     def __post_init__(self) -> None:
         self.config.check()
@@ -455,6 +497,23 @@ def _defines(k: GmmWgmmaKernel) -> str:
     return "\n".join(defines + mma)
 
 
+_SEARCH: Final = FIND_GROUP[FIND_GROUP.index("long long lo = 0, hi = groups - 1;") :]
+"""FIND_GROUP's binary search (from its groups' first tiles to ``e``), for the persistent blocks' tiles."""
+
+
+def _tile_fields(line: str) -> str:
+    """A line of the mma kernel's setup (:data:`~acl_rocm.kernels.grouped_matmul_mma._SETUP_16`) with its ``nk`` and
+    ``vec`` locals as the tile's fields."""
+    line = line.replace("const bool nk =", "t.nk =").replace("const bool vec =", "t.vec =")
+    return re.sub(r"\(nk \?", "(t.nk ?", line)
+
+
+def _spell(line: str) -> str:
+    """A helper's line with the descriptor field macros spelled out (helpers come before their defines)."""
+    line = re.sub(r"\bF_([A-Z0-9]+)\b", lambda f: str(FIELD[f.group(1)]), line)
+    return re.sub(r"\bNFIELDS\b", str(len(FIELD)), line)
+
+
 @functools.lru_cache(maxsize=64)
 def _source(k: GmmWgmmaKernel) -> str:
     c = k.config
@@ -471,20 +530,34 @@ def _source(k: GmmWgmmaKernel) -> str:
         ]
     pair = f"AclVec<{o.storage}, 2>"
     half = c.bn // 2
-    # the helpers come before the F_* field macros: their indices spelled out
-    fields = [(f"e[F_{name}]", f"e[{FIELD[name]}]") for name in ("OUT", "OSR", "OSC", "BIAS", "BSN")]
-
-    def spell(line: str) -> str:
-        for macro, index in fields:
-            line = line.replace(macro, index)
-        return line
-
     epilogue = [
+        "// tile b of group row e: its operands, ranges and path",
+        "ACL_DEV void wgg_setup(const long long* e, long long b, WgTile& t) {",
+        "  const long long n = e[F_N];",
+        f"  const long long tiles_n = (n + {c.bn - 1}) / {c.bn};",
+        "  const long long t_in = b - e[F_TILE];",
+        "  t.e = e;",
+        "  t.x = (const wg_u16*)e[F_X];",
+        "  t.w = (const wg_u16*)e[F_W];",
+        f"  t.row0 = e[F_M0] + (t_in / tiles_n) * {BM};",
+        "  t.m1 = e[F_M1];",
+        f"  t.col0 = (t_in % tiles_n) * {c.bn};",
+        "  t.n = n;",
+        *("  " + _tile_fields(line) for line in _SETUP_16),
+        "  // a tile of at most 64 rows: the warpgroups split its columns (no warpgroup multiplies only rows past m1)",
+        "  t.short_rows = t.m1 - t.row0 <= 64;",
+        f"  t.narrow = n - t.col0 <= {half};",
+        "}",
+        "// block b's group row (FIND_GROUP's search)",
+        "ACL_DEV const long long* wgg_group(const long long* table, long long groups, long long b) {",
+        *("  " + line for line in _SEARCH),
+        "  return e;",
+        "}",
         "// the tile's outputs: accumulator element i of a thread is row 16 warp + lane / 4 + 8 ((i / 2) % 2),",
         "// column 8 (i / 4) + 2 (lane % 4) + i % 2 of its warpgroup's part; plus the bias, rounded once; rows past",
         "// m1 untouched",
-        "template <int WN, bool SPLIT>",
-        "ACL_DEV void wgg_store(const float (&d)[WN / 2], const WgTile& t, const long long* e) {",
+        "template <int WN, bool SPLIT> ACL_DEV void wgg_store(const float (&d)[WN / 2], const WgTile& t) {",
+        "  const long long* e = t.e;",
         "  const int tid = threadIdx.x, wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;",
         "  const long long row0 = t.row0 + (SPLIT ? 0 : 64 * wg), col0 = t.col0 + (SPLIT ? wg * WN : 0);",
         "  const long long n = t.n;",
@@ -515,60 +588,74 @@ def _source(k: GmmWgmmaKernel) -> str:
         "    }",
         "  }",
         "}",
-        "// one tile start to end; each path its own accumulators (ptxas serialises wgmma whose accumulators several",
-        "// paths share)",
+        "// one tile from its issued prologue to its stores; each path its own accumulators (ptxas serialises wgmma",
+        "// whose accumulators several paths share). nb >= 0 (persistent blocks): the block's next tile, set up into",
+        "// tn with its prologue issued once every warpgroup's products are done, so that its first copies fly during",
+        "// this tile's stores (set up only then: nothing of it lives through the K loop)",
         "template <bool NK, bool VEC, int WN, bool SPLIT>",
-        "ACL_DEV void wgg_tile(wg_u16* smem, const WgTile& t, const long long* e) {",
+        "ACL_DEV void wgg_tile(wg_u16* smem, const WgTile& t, const WgNext& nx, WgTile& tn) {",
         "  float d[WN / 2];",
         "#pragma unroll",
         "  for (int i = 0; i < WN / 2; ++i) d[i] = 0.0f;",
         "  wgg_loop<NK, VEC, WN, SPLIT>(d, smem, t);",
-        "  wgg_store<WN, SPLIT>(d, t, e);",
+        "  if (nx.b >= 0) {",
+        "    __syncthreads();  // every warpgroup's products read their last stage: the ring restarts at slice 0",
+        "    wgg_setup(wgg_group(nx.table, nx.groups, nx.b), nx.b, tn);",
+        "    wgg_prologue_any(smem, tn);",
+        "  }",
+        "  wgg_store<WN, SPLIT>(d, t);",
         "}",
     ]
-    epilogue = [spell(line) for line in epilogue]
-    loops = []
+    dispatch = ["ACL_DEV void wgg_dispatch(wg_u16* smem, const WgTile& t, const WgNext& nx, WgTile& tn) {"]
     for nk, vec in ((True, True), (False, True), (True, False), (False, False)):
-        cond = f"{'' if nk else '!'}nk && {'' if vec else '!'}vec"
+        cond = f"{'' if nk else '!'}t.nk && {'' if vec else '!'}t.vec"
 
         def call(wn: int, split: bool, nk: bool = nk, vec: bool = vec) -> str:
-            return f"wgg_tile<{str(nk).lower()}, {str(vec).lower()}, {wn}, {str(split).lower()}>(smem, t, e)"
+            return f"wgg_tile<{str(nk).lower()}, {str(vec).lower()}, {wn}, {str(split).lower()}>(smem, t, nx, tn)"
 
         if not vec:  # staged element by element: one shape, performance aside
-            loops.append(f"if ({cond}) {call(c.bn, False)};")
+            dispatch.append(f"  if ({cond}) {call(c.bn, False)};")
             continue
         # the whole tile; the n/2 form where its columns end in its first half (bn 256); tiles of at most 64 rows
         # split along N between the warpgroups
         wide, split = (call(half, False), call(c.bn // 4, True)) if c.bn == 256 else (None, None)
-        full = f"if (short_rows) {call(half, True)}; else {call(c.bn, False)};"
+        full = f"if (t.short_rows) {call(half, True)}; else {call(c.bn, False)};"
         if wide is not None:
-            full = f"if (narrow) {{ if (short_rows) {split}; else {wide}; }} else {{ {full} }}"
-        loops.append(f"if ({cond}) {{ {full} }}")
-    body = [
-        *FIND_GROUP,
-        "const long long n = e[F_N];",
-        f"const long long tiles_n = (n + {c.bn - 1}) / {c.bn};",
-        "const long long t_in = b - e[F_TILE];",
-        "WgTile t;",
-        "t.x = (const wg_u16*)e[F_X];",
-        "t.w = (const wg_u16*)e[F_W];",
-        f"t.row0 = e[F_M0] + (t_in / tiles_n) * {BM};",
-        "t.m1 = e[F_M1];",
-        f"t.col0 = (t_in % tiles_n) * {c.bn};",
-        "t.n = n;",
-        *_SETUP_16,
+            full = f"if (t.narrow) {{ if (t.short_rows) {split}; else {wide}; }} else {{ {full} }}"
+        dispatch.append(f"  if ({cond}) {{ {full} }}")
+    dispatch.append("}")
+    epilogue = [_spell(line) for line in [*epilogue, *dispatch]]
+    smem = [
         "extern __shared__ AclVec<unsigned, 4> smem_raw[];  // WG_STAGES * WG_STAGE elements (the launch's)",
         "#if WG_SWZ  // 1024-byte aligned: the swizzle pattern follows address bits 4-9 (the launch gives 1 KiB more)",
         "wg_u16* const smem = (wg_u16*)smem_raw + ((1024u - (acl_wg_smem(smem_raw) & 1023u)) & 1023u) / 2;",
         "#else",
         "wg_u16* const smem = (wg_u16*)smem_raw;",
         "#endif",
-        "// a tile of at most 64 rows: the warpgroups split its columns (no warpgroup multiplies only rows past m1)",
-        "const bool short_rows = t.m1 - t.row0 <= 64;",
-        f"const bool narrow = n - t.col0 <= {half};",
-        "(void)narrow;",
-        *loops,
+        "WgTile t;",
     ]
+    if c.persistent:  # a grid of at most blocks-an-SM x SMs walks the tiles, gridDim.x apart
+        body = [
+            "if (*flag) return;",
+            "const long long groups = m.n, total = table[groups * NFIELDS + F_TILE];",
+            "long long b = blockIdx.x;",
+            "if (b >= total) return;",
+            *smem,
+            "WgTile tn;",
+            "WgNext nx = {table, groups, -1};",
+            "wgg_setup(wgg_group(table, groups, b), b, t);",
+            "wgg_prologue_any(smem, t);",
+            "for (;;) {",
+            "  nx.b = b + gridDim.x < total ? b + gridDim.x : -1;",
+            "  wgg_dispatch(smem, t, nx, tn);",
+            "  if (nx.b < 0) break;",
+            "  t = tn;",
+            "  b = nx.b;",
+            "}",
+        ]
+    else:
+        body = [*FIND_GROUP, *smem, "const WgNext nx = {table, groups, -1};", "wgg_setup(e, b, t);"]
+        body += ["wgg_prologue_any(smem, t);", "wgg_dispatch(smem, t, nx, t);"]
     helpers = "\n".join([MMA_SOURCE, wgmma_source(wgmma_ns(c)), _defines(k), _DEVICE, *epilogue])
     bias = k.bias.short if k.bias is not None else "none"
     out = (k.dtype if k.out is None else k.out).short

@@ -580,6 +580,8 @@ class GroupedMatmulRunner:
                     KernelArgs.pointer(flag),
                 ]
                 shared = gemm.shared_bytes if isinstance(gemm, GmmMmaKernel | GmmWgmmaKernel) else 0
+                if isinstance(gemm, GmmWgmmaKernel):  # persistent configurations: a block an SM walks the tiles
+                    grid = gemm.grid(grid, self.backend.properties.compute_units)
                 self._launch(gemm, LaunchConfig((grid, 1, 1), (gemm.threads, 1, 1), shared), values, stream)
             for dense, out in p.copies:
                 self.backend.elementwise.convert(dense, out, stream)
