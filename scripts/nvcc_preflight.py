@@ -9,7 +9,8 @@ Usage: python scripts/nvcc_preflight.py [OP_PATTERN ...]   (fnmatch patterns; de
 The switches in :data:`SWITCHES` reach the backend from the environment (``ACL_GEMV=1``: small-M products compile
 the GEMV kernels; ``ACL_GEMV_CONFIG=deep``: in that shape policy; ACL_ROWNORM_CONFIG, ACL_ARGMAX_CONFIG and
 ACL_ROPE_CONFIG: row-norm layout, long-row arg path, rotary kernel; ACL_KV_SCATTER_CONFIG=vec: ScatterPaKvCache's
-vector copy; ACL_GMM_CONFIG: the grouped GEMM's block shape; ACL_GMM_KERNEL=simt|mma: its kernel (INT8 included);
+vector copy; ACL_GMM_CONFIG: the grouped GEMM's block shape; ACL_GMM_KERNEL=simt|mma: its kernel (INT8 included),
+=wgmma: the fp16 / bf16 groups on the warpgroup-MMA kernel (sm_90a, a cubin), ACL_GMM_WGMMA_CONFIG its block shape;
 ACL_DECODE_CONFIG=fused: the one-launch decode kernels, two: the split path at every length, block: the short-cache
 kernel (,bpdl: its programmatic wait), two,pipe: the pipelined split kernel (,pdyn / ,pskip / ,pmma / ,pcomb / ,ppdl:
 its opt-in items);
@@ -92,6 +93,7 @@ SWITCHES = (
     "ACL_QKV_ROPE_CONFIG",
     "ACL_GMM_CONFIG",
     "ACL_GMM_KERNEL",
+    "ACL_GMM_WGMMA_CONFIG",
     "ACL_QMM_MX_DECODE",
     "ACL_QMM_EPILOGUE",
     "ACL_PDL",

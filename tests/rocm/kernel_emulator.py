@@ -7,8 +7,10 @@ up to three dimensions run one after another, so a static is exactly one block's
 warp barriers, ``ACL_WARP_SYNC`` to a warp barrier and
 ``ACL_WARP_ALLGATHER`` (the software matrix path of ``kernels/mma.py``: every lane's fragment words to
 every lane) to one exchange between two warp barriers (``-DACL_EMU_PLAIN_SHUFFLES`` leaves it to
-mma.py's indexed shuffles); the prelude then takes its portable (software fp16/bf16) path. A missing
-barrier on some thread deadlocks here as it would misbehave on a GPU, and a shuffle reads exactly the
+mma.py's indexed shuffles); the prelude then takes its portable (software fp16/bf16) path. ``ACL_EMULATOR`` is
+defined and the dynamic shared array's address kept in ``emu_shared_base``: ``kernels/wgmma.py``'s software SS step
+reads its operands there (the stock provider still refuses sm_90a kernels; a test's subclass may claim the target).
+A missing barrier on some thread deadlocks here as it would misbehave on a GPU, and a shuffle reads exactly the
 lane a GPU would. It checks what the kernels compute, not how the vendor compilers treat them (nvcc
 checks those where it is installed).
 """
@@ -43,6 +45,8 @@ struct EmuBlock {
 };
 #define EMU_GATHER_WORDS 32
 #define EMU_DYNAMIC_SHARED (256 * 1024)  // extern __shared__ arrays: a static of the largest size a GPU offers
+#define ACL_EMULATOR 1  // kernels/wgmma.py's software SS step: shared addresses are offsets from emu_shared_base
+static unsigned char* emu_shared_base;  // the dynamic shared array of the running kernel (1024-byte aligned)
 static EmuBlock* emu_block;
 #define __global__
 #define __device__
@@ -231,7 +235,9 @@ DYNAMIC_SHARED = re.compile(r"extern __shared__ ([^;\[]+?) (\w+)\[\];")
 
 
 def _library(source: str, name: str, options: list[str]) -> Any:
-    source = DYNAMIC_SHARED.sub(r"static \1 \2[EMU_DYNAMIC_SHARED / sizeof(\1)];", source)
+    source = DYNAMIC_SHARED.sub(
+        r"alignas(1024) static \1 \2[EMU_DYNAMIC_SHARED / sizeof(\1)]; emu_shared_base = (unsigned char*)\2;", source
+    )
     text = SHIM + source + LAUNCHER.replace("KERNEL_CALL", _call(source, name))
     key = hashlib.sha1((text + " ".join(options)).encode()).hexdigest()[:16]
     if key in _LIBRARIES:

@@ -118,3 +118,27 @@ def test_flat_quant_kernel_rows(fake: Sequence[RocmBackend]) -> None:
     compiled = backend.provider.compiled  # type: ignore[attr-defined]
     assert FlatTile(D.ACL_FLOAT16, D.ACL_INT32, 16, 32, "dmma").kernel_name in compiled
     assert backend.runners["quant_vllm"].forced_flat is None
+
+
+def test_grouped_matmul_v5_wgmma_rows(fake: Sequence[RocmBackend]) -> None:
+    """GroupedMatmulV5's forced-wgmma row beside the default and SIMT ones, and a GroupedMatmulV5Wgmma row per wgmma
+    configuration, each reporting the path and configuration that ran; the runner's settings cleared after."""
+    from acl_rocm.kernels.grouped_matmul_wgmma import ALTERNATIVES, DEFAULT
+    from acl_tools.bench import gemm_variants
+
+    (backend,) = fake
+    suite = _suite(backend, {"GroupedMatmulV5", "GroupedMatmulV5Wgmma"})
+    gemm_variants.run_cases(suite)  # type: ignore[arg-type]
+    rows = [(c.op, c.status, c.note.split(";")[0]) for c in suite.cases]  # type: ignore[attr-defined]
+    assert rows[:4] == [
+        ("GroupedMatmulV5", "ok", "path mma"),
+        ("GroupedMatmulV5 [N,K] weight", "ok", "path mma"),
+        ("GroupedMatmulV5 simt kernel", "ok", "path simt"),
+        ("GroupedMatmulV5 wgmma kernel", "ok", "path wgmma"),
+    ]
+    configs = (str(DEFAULT), *ALTERNATIVES)
+    assert rows[4:] == [
+        (f"GroupedMatmulV5 wgmma config {c}", "ok", f"ACL_GMM_WGMMA_CONFIG={c} (ran {c}, path wgmma)") for c in configs
+    ]
+    runner = backend.grouped_matmul  # type: ignore[attr-defined]
+    assert runner.forced_kernel is None and runner.forced_wgmma_config is None

@@ -13,12 +13,15 @@
   N = 1,408, bf16 in and out, beside one ``torch.matmul`` of [M, K] x [K, N] (the same FLOPs): the
   grouped GEMM's target is at least 0.8x that GEMM's throughput. Also with the weight stored transposed
   ([g, N, K]) and, on the rocm backend, with the grouped GEMM forced onto the SIMT kernel
-  (``ACL_GMM_KERNEL=simt``'s path, the kernel before the matrix-instruction one); each row's note names
-  the path the runner took.
+  (``ACL_GMM_KERNEL=simt``'s path, the kernel before the matrix-instruction one) and, where the device runs it
+  (sm_90), onto the warpgroup-MMA kernel (``ACL_GMM_KERNEL=wgmma``, its default configuration, both weight
+  layouts); each row's note names the path the runner took.
 * ``GroupedMatmulV5Configs`` (a ``--only`` name of its own, rocm only): the 16,384- and 32,768-row layers on the
   matrix kernel in each of its block configurations (``ACL_GMM_CONFIG``: the default, then the kernel's
   alternatives, ``base`` among them, or the comma-separated list in ``ACL_BENCH_GMM_CONFIGS``), the operands made
   once a size, the group counts the same for every configuration; each row's note names the configuration that ran.
+* ``GroupedMatmulV5Wgmma`` (likewise, rocm on sm_90 only): the same rows for the warpgroup-MMA kernel's
+  configurations (``ACL_GMM_WGMMA_CONFIG``: its default and alternatives, or ``ACL_BENCH_GMM_WGMMA_CONFIGS``).
 * ``GroupedMatmulSwigluQuantV2``: a W8A8 MoE expert's gate/up projection, 64 groups of uneven M (8,192
   tokens), K = 2,048, N = 2 x 1,408, int8 x and weight, per-channel and per-token float32 scales,
   SwiGLU and per-row dynamic int8 quantisation, beside torch doing the same with ``torch._grouped_mm``
@@ -54,6 +57,7 @@ OPS: tuple[str, ...] = (
     "GroupedMatmulWeightNz",
     "GroupedMatmulV5",
     "GroupedMatmulV5Configs",
+    "GroupedMatmulV5Wgmma",
     "GroupedMatmulSwigluQuantV2",
     "QuantMatmulWeightNz",
 )
@@ -74,12 +78,13 @@ def run_cases(suite: Suite) -> None:
         if suite.wanted(op):
             _grouped(suite, op, groups, tokens, k, n)
     if suite.wanted("GroupedMatmulV5"):
-        small = ((tokens, "kn", None), (tokens, "nk", None), (tokens, "kn", "simt"))
+        small = ((tokens, "kn", None), (tokens, "nk", None), (tokens, "kn", "simt"), (tokens, "kn", "wgmma"))
         for tokens_v5, layout, kernel in V5_ROWS if full else small:
             _grouped_v5(suite, groups, tokens_v5, k, n, layout, kernel)
-    if suite.wanted("GroupedMatmulV5Configs"):
-        for tokens_v5 in (16384, 32768) if full else (tokens,):
-            _grouped_v5_configs(suite, groups, tokens_v5, k, n)
+    for name, kernel in (("GroupedMatmulV5Configs", "mma"), ("GroupedMatmulV5Wgmma", "wgmma")):
+        if suite.wanted(name):
+            for tokens_v5 in (16384, 32768) if full else (tokens,):
+                _grouped_v5_configs(suite, groups, tokens_v5, k, n, kernel)
     if suite.wanted("GroupedMatmulSwigluQuantV2"):
         for kernel, config in SWIGLU_QUANT_ROWS:
             _grouped_swiglu_quant(suite, groups, tokens, k, 2 * n, kernel, config)
@@ -170,6 +175,9 @@ V5_ROWS: tuple[tuple[int, str, str | None], ...] = (
     (32768, "kn", None),
     (32768, "nk", None),
     (32768, "kn", "simt"),
+    (16384, "kn", "wgmma"),
+    (32768, "kn", "wgmma"),
+    (32768, "nk", "wgmma"),
 )
 """The full GroupedMatmulV5 rows: (rows in all, weight layout ``kn`` [g, K, N] / ``nk`` stored [g, N, K], the
 grouped GEMM forced or None)."""
@@ -181,6 +189,8 @@ def _grouped_v5(suite: Suite, groups: int, tokens: int, k: int, n: int, layout: 
     runner = getattr(suite.backend, "grouped_matmul", None)  # the rocm backend's runner (path and switch)
     if kernel is not None and runner is None:
         return
+    if kernel == "wgmma" and getattr(runner, "wgmma_unavailable", lambda: "no wgmma kernel")() is not None:
+        return  # sm_90 only
     torch = suite.torch
     dtype = D.ACL_BF16
     counts = _uneven(suite, groups, tokens)
@@ -237,21 +247,27 @@ def _v5_args(
     return args, stored
 
 
-def _grouped_v5_configs(suite: Suite, groups: int, tokens: int, k: int, n: int) -> None:
-    """One GroupedMatmulV5 row per matrix-kernel configuration on one set of operands (rocm only)."""
+def _grouped_v5_configs(suite: Suite, groups: int, tokens: int, k: int, n: int, kernel: str = "mma") -> None:
+    """One GroupedMatmulV5 row per configuration of the ``kernel`` (``mma`` / ``wgmma``) grouped GEMM on one set of
+    operands (rocm only; wgmma on sm_90 only)."""
     import os
 
     from acl_tools.bench.ops import Case
 
     runner = getattr(suite.backend, "grouped_matmul", None)
-    if runner is None or not hasattr(runner, "forced_config"):
+    wgmma = kernel == "wgmma"
+    if runner is None or not hasattr(runner, "wgmma_alternatives" if wgmma else "forced_config"):
         return
-    listed = os.environ.get("ACL_BENCH_GMM_CONFIGS", "")
-    configs = [c.strip() for c in listed.split(",") if c.strip()] or [runner.default(), *runner.alternatives()]
+    listed = os.environ.get("ACL_BENCH_GMM_WGMMA_CONFIGS" if wgmma else "ACL_BENCH_GMM_CONFIGS", "")
+    defaults = runner.wgmma_alternatives() if wgmma else (runner.default(), *runner.alternatives())
+    configs = [c.strip() for c in listed.split(",") if c.strip()] or list(defaults)
+    if not configs or (wgmma and runner.wgmma_unavailable() is not None):
+        return
     torch, dtype = suite.torch, D.ACL_BF16
     counts = _uneven(suite, groups, tokens)
     args, _ = _v5_args(suite, counts, tokens, k, n, dtype)
     launch, cleanup = suite.prepared("GroupedMatmulV5", args)
+    attr, env = ("forced_wgmma_config", "ACL_GMM_WGMMA_CONFIG") if wgmma else ("forced_config", "ACL_GMM_CONFIG")
 
     def torch_fn() -> Callable[[], object]:
         x, w, o = suite.tensor((tokens, k), dtype), suite.tensor((k, n), dtype), suite.tensor((tokens, n), dtype)
@@ -260,15 +276,17 @@ def _grouped_v5_configs(suite: Suite, groups: int, tokens: int, k: int, n: int) 
     try:
         for config in configs:
             shape = f"G{groups} M{tokens} K{k} N{n}"
-            case = Case(f"GroupedMatmulV5 config {config}", shape, dtype.short, "TFLOP/s", 2.0 * tokens * k * n)
-            runner.last_path, runner.last_config, runner.forced_kernel = None, None, "mma"
-            runner.forced_config = config
+            label = f"GroupedMatmulV5 {'wgmma ' if wgmma else ''}config {config}"
+            case = Case(label, shape, dtype.short, "TFLOP/s", 2.0 * tokens * k * n)
+            runner.last_path, runner.last_config, runner.forced_kernel = None, None, kernel
+            setattr(runner, attr, config)
             try:
                 suite.case(case, lambda: (launch, lambda: None), torch_fn, "GroupedMatmulV5", interleaved=True)
             finally:
-                runner.forced_config, runner.forced_kernel = None, None
+                setattr(runner, attr, None)
+                runner.forced_kernel = None
             ran = runner.last_config or "n/a"
-            case.note = f"ACL_GMM_CONFIG={config} (ran {ran}, path {runner.last_path or 'n/a'}); torch: one matmul"
+            case.note = f"{env}={config} (ran {ran}, path {runner.last_path or 'n/a'}); torch: one matmul"
     finally:
         cleanup()
 

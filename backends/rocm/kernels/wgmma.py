@@ -30,6 +30,11 @@ A from registers (the RS form). :func:`wgmma_source` (after the prelude and ``MM
   plain stores, the generic proxy, made visible to wgmma's operand reads, the async proxy; each writer
   fences after its copies land, then the block's barrier).
 
+On the CPU kernel emulator (``ACL_EMULATOR``, ``tests/rocm/kernel_emulator.py``) the SS step is software: each thread
+computes its own accumulator elements from the operands' shared-memory addresses as the descriptors give them (the
+layouts above, the swizzle XOR on address bits 4-9), fences / commit / wait are no-ops and shared addresses are offsets
+into the block's dynamic array; the RS step is not emulated (a compile error there).
+
 Fragment ownership (PTX ISA, "Register Fragments", m64nNk16): thread ``t`` of the warpgroup is lane
 ``t % 32`` of warp ``w = t / 32``; with ``g = lane / 4``, ``q = lane % 4``, accumulator element ``i`` holds
 ``D[16 w + g + 8 ((i / 2) % 2)][8 (i / 4) + 2 q + i % 2]`` (:func:`acc_owner`); register ``r`` of the A
@@ -102,11 +107,15 @@ def make_desc(address: int, lbo: int, sbo: int, swizzle: int = 0) -> int:
 
 _COMMON: Final = r"""
 // wgmma (sm_90a): descriptors, fences, commit / wait
+#if defined(ACL_EMULATOR)  // the CPU kernel emulator: a shared address is an offset into the block's dynamic array
+ACL_DEV unsigned acl_wg_smem(const void* p) { return (unsigned)((const unsigned char*)p - emu_shared_base); }
+#else
 ACL_DEV unsigned acl_wg_smem(const void* p) {
   unsigned r;
   asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
   return r;
 }
+#endif
 // a no-swizzle operand descriptor: start address, LBO (core-matrix stride along K), SBO (along M / N), in bytes
 ACL_DEV unsigned long long acl_wg_desc(const void* smem, unsigned lbo, unsigned sbo) {
   const unsigned addr = acl_wg_smem(smem);
@@ -122,12 +131,52 @@ ACL_DEV unsigned long long acl_wg_desc_sw128(const void* smem, unsigned lbo, uns
 ACL_DEV int acl_wg_sw128(int row, int col, int rows) {
   return (col / 64) * rows * 64 + row * 64 + ((((col % 64) / 8) ^ (row % 8)) * 8) + col % 8;
 }
+#if defined(ACL_EMULATOR)
+// the emulator's software SS step (:func:`soft_address` is its twin): each thread computes its own accumulator
+// elements from the operands in shared memory at issue time, so fences, commits and waits have nothing to order
+ACL_DEV void acl_wg_fence() {}
+ACL_DEV void acl_wg_commit() {}
+template <int N> ACL_DEV void acl_wg_wait() {}
+ACL_DEV void acl_fence_proxy_async() {}
+ACL_DEV void acl_wg_keep(float& x) { (void)x; }
+ACL_DEV void acl_wg_keep(unsigned& x) { (void)x; }
+// the shared element a descriptor reads for (mn, k): mn along M / N, k along K; mn_major: the operand's rows run
+// along K (imm-trans 1); the 128-byte swizzle XORs address bits 4-6 with bits 7-9
+ACL_DEV const unsigned short* acl_wg_soft_at(unsigned long long desc, int mn, int k, int mn_major) {
+  const unsigned start = (unsigned)(desc & 0x3FFFull) << 4, lbo = (unsigned)((desc >> 16) & 0x3FFFull) << 4;
+  const unsigned sbo = (unsigned)((desc >> 32) & 0x3FFFull) << 4;
+  const bool swz = ((desc >> 62) & 3ull) != 0;
+  unsigned a;
+  if (!mn_major)
+    a = swz ? start + (mn / 8) * sbo + (mn % 8) * 128 + 2 * k
+            : start + (mn / 8) * sbo + (k / 8) * lbo + (mn % 8) * 16 + (k % 8) * 2;
+  else
+    a = swz ? start + (mn / 64) * lbo + (k / 8) * sbo + (k % 8) * 128 + 2 * (mn % 64)
+            : start + (k / 8) * lbo + (mn / 8) * sbo + (k % 8) * 16 + (mn % 8) * 2;
+  if (swz) a ^= ((a >> 7) & 7u) << 4;
+  return (const unsigned short*)(emu_shared_base + a);
+}
+template <int N, bool BF16, int TA, int TB>
+ACL_DEV void acl_wg_soft_ss(float (&d)[N / 2], unsigned long long da, unsigned long long db, int accumulate) {
+  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+  for (int i = 0; i < N / 2; ++i) {
+    const int row = 16 * warp + lane / 4 + 8 * ((i / 2) % 2), col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+    float s = accumulate ? d[i] : 0.0f;
+    for (int k = 0; k < 16; ++k) {
+      const unsigned short a = *acl_wg_soft_at(da, row, k, TA), b = *acl_wg_soft_at(db, col, k, TB);
+      s = fmaf(BF16 ? acl_b2f(a) : acl_h2f(a), BF16 ? acl_b2f(b) : acl_h2f(b), s);
+    }
+    d[i] = s;
+  }
+}
+#else
 ACL_DEV void acl_wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 ACL_DEV void acl_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N> ACL_DEV void acl_wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
 ACL_DEV void acl_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 ACL_DEV void acl_wg_keep(float& x) { asm volatile("" : "+f"(x)::"memory"); }
 ACL_DEV void acl_wg_keep(unsigned& x) { asm volatile("" : "+r"(x)::"memory"); }
+#endif
 """
 
 
@@ -192,7 +241,12 @@ def _mma_function(form: str, n: int, bf16: bool) -> str:
         f'"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{pred}, 0;\\n"\n'
         f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{outs}}}, {tail};\\n}}\\n"'
     )
-    return f"{head} {{\n  asm volatile(\n      {asm}\n      : {out_ops}\n      : {ins});\n}}\n"
+    if form == "ss":  # the emulator's software step
+        soft = f"acl_wg_soft_ss<{n}, {'true' if bf16 else 'false'}, TA, TB>(d, da, db, accumulate);"
+    else:  # the A fragments live in other threads' registers: not emulated
+        soft = 'static_assert(TB < 0, "the kernel emulator has no register-A (RS) wgmma");'
+    asm_call = f"asm volatile(\n      {asm}\n      : {out_ops}\n      : {ins});"
+    return f"{head} {{\n#if defined(ACL_EMULATOR)\n  {soft}\n#else\n  {asm_call}\n#endif\n}}\n"
 
 
 def wgmma_source(ns: tuple[int, ...] = WGMMA_N) -> str:

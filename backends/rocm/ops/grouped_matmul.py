@@ -53,6 +53,11 @@ from acl_rocm.kernels.grouped_matmul_mma import DEFAULT as MMA_DEFAULT
 from acl_rocm.kernels.grouped_matmul_mma import DTYPES as MMA_DTYPES
 from acl_rocm.kernels.grouped_matmul_mma import OUT_DTYPES as MMA_OUT
 from acl_rocm.kernels.grouped_matmul_mma import GmmConfig, GmmMmaKernel, int8_fits, parse_config
+from acl_rocm.kernels.grouped_matmul_wgmma import ALTERNATIVES as WGMMA_ALTERNATIVES
+from acl_rocm.kernels.grouped_matmul_wgmma import DEFAULT as WGMMA_DEFAULT
+from acl_rocm.kernels.grouped_matmul_wgmma import GmmWgmmaKernel, WgGmmConfig
+from acl_rocm.kernels.grouped_matmul_wgmma import parse_config as parse_wgmma_config
+from acl_rocm.kernels.grouped_matmul_wgmma import refusal as wgmma_refusal
 from acl_rocm.kernels.mma import hardware_layout
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.elementwise import Prepared
@@ -67,7 +72,9 @@ GMM_ENV = "ACL_GMM_KERNEL"
 """``simt`` keeps every grouped GEMM on the shared-memory SIMT kernel; unset (auto): fp16 / bf16 operands take
 the matrix-instruction kernel where the architecture has matrix instructions, INT8 (into INT32) where it has the
 layer's int8 one (NVIDIA sm_80+) once :data:`INT8_AUTO_MMA` is on; ``mma``: wherever they fit (the layer's
-software path elsewhere)."""
+software path elsewhere); ``wgmma``: fp16 / bf16 operands on the warpgroup-MMA kernel
+(:mod:`acl_rocm.kernels.grouped_matmul_wgmma`, sm_90 only, opt-in until a GPU run has proven and timed it), other
+calls and other devices as ``auto`` would, the reason on the debug log and in ``last_refusal``."""
 INT8_AUTO_MMA = False
 """Whether ``auto`` takes the int8 matrix kernel (NVIDIA m16n8k32). Off until its GPU tier has run: it is exact on
 the CPU kernel emulator and compiles for sm_80 / sm_90 (2026-12-07), but no GPU call of that session got a machine;
@@ -76,6 +83,10 @@ CONFIG_ENV = "ACL_GMM_CONFIG"
 """The matrix-instruction kernel's block shape: a name of :data:`~acl_rocm.kernels.grouped_matmul_mma.CONFIGS` or
 ``BMxBNxBK-wMxN-sS``; unset: :data:`~acl_rocm.kernels.grouped_matmul_mma.DEFAULT` (``base`` where the device's
 shared memory is too small for it); an invalid setting fails the call (ACL_ERROR_INVALID_PARAM)."""
+WGMMA_CONFIG_ENV = "ACL_GMM_WGMMA_CONFIG"
+"""The warpgroup-MMA kernel's block shape under ``ACL_GMM_KERNEL=wgmma``: ``128x<bn>-s<stages>[-b<blocks>][-sw]``
+(:func:`~acl_rocm.kernels.grouped_matmul_wgmma.parse_config`); unset:
+:data:`~acl_rocm.kernels.grouped_matmul_wgmma.DEFAULT`; an invalid setting fails the call (ACL_ERROR_INVALID_PARAM)."""
 
 
 def _itemsize(dtype: D) -> int:
@@ -93,7 +104,7 @@ def tiles(rows: int, cols: int, tile_m: int = TILE_M, tile_n: int = TILE_N) -> i
     return -(-rows // tile_m) * -(-cols // tile_n)
 
 
-GroupedGemm: TypeAlias = GmmKernel | GmmMmaKernel
+GroupedGemm: TypeAlias = GmmKernel | GmmMmaKernel | GmmWgmmaKernel
 """The grouped GEMM kernels :meth:`GroupedMatmulRunner.execute` launches."""
 
 
@@ -137,15 +148,19 @@ class GroupedMatmulRunner:
     def __init__(self, backend: RocmBackend) -> None:
         self.backend = backend
         self.forced_kernel: str | None = None
-        """``mma`` / ``simt`` / ``auto`` over :data:`GMM_ENV` for calls made while set (the bench's A/B)."""
+        """``wgmma`` / ``mma`` / ``simt`` / ``auto`` over :data:`GMM_ENV` for calls made while set (the bench's A/B)."""
         self.last_path: str | None = None
-        """The grouped GEMM the last call launched: ``mma`` (matrix instructions) or ``simt``."""
+        """The grouped GEMM the last call launched: ``wgmma`` (warpgroup MMA), ``mma`` (warp MMA) or ``simt``."""
         self.forced_config: str | None = None
         """A :data:`CONFIG_ENV` setting over the environment's for calls made while set (the bench's rows)."""
         self.last_config: str | None = None
         """The matrix-instruction kernel's configuration the last ``mma`` call launched."""
         self._fallback_logged: int | None = None
         """The shared-memory limit the default's fallback to the base configuration was last logged for."""
+        self.forced_wgmma_config: str | None = None
+        """A :data:`WGMMA_CONFIG_ENV` setting over the environment's for calls made while set (the bench's rows)."""
+        self.last_refusal: str | None = None
+        """Why the last call under ``ACL_GMM_KERNEL=wgmma`` did not take the wgmma kernel (None: it did)."""
 
     def config(self) -> GmmConfig:
         """The matrix-instruction kernel's configuration (:data:`CONFIG_ENV`, or :attr:`forced_config`)."""
@@ -178,9 +193,46 @@ class GroupedMatmulRunner:
         return MMA_ALTERNATIVES
 
     def kernel_mode(self) -> str:
-        """``mma``, ``simt`` or ``auto``: the :data:`GMM_ENV` switch of this backend."""
+        """``mma``, ``simt``, ``wgmma`` or ``auto``: the :data:`GMM_ENV` switch of this backend."""
         value = self.forced_kernel or self.backend.environ.get(GMM_ENV, "auto").strip().lower()
-        return value if value in ("mma", "simt") else "auto"
+        return value if value in ("mma", "simt", "wgmma") else "auto"
+
+    def wgmma_config(self) -> WgGmmConfig:
+        """The warpgroup-MMA kernel's configuration (:data:`WGMMA_CONFIG_ENV`, or :attr:`forced_wgmma_config`)."""
+        setting = self.forced_wgmma_config or self.backend.environ.get(WGMMA_CONFIG_ENV, "")
+        if not setting.strip():
+            return WGMMA_DEFAULT
+        try:
+            return parse_wgmma_config(setting)
+        except ValueError as exc:
+            raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{WGMMA_CONFIG_ENV}={setting!r}: {exc}") from None
+
+    def wgmma_alternatives(self) -> tuple[str, ...]:
+        """The wgmma kernel's configurations worth timing (the default first), none where it cannot run here."""
+        if self.wgmma_unavailable() is not None:
+            return ()
+        return (str(WGMMA_DEFAULT), *WGMMA_ALTERNATIVES)
+
+    def wgmma_unavailable(self, operands: D = D.ACL_BF16, out: D = D.ACL_BF16, bias: D | None = None) -> str | None:
+        """Why the wgmma kernel cannot run these dtypes on this device (None where it can)."""
+        arch = self.backend.properties.arch
+        return wgmma_refusal(operands, out, bias, arch, self.backend.provider.arch_specific(arch))
+
+    def _wgmma(self, operands: D, bias: D | None, out: D) -> GmmWgmmaKernel | None:
+        """The wgmma kernel for this call, or None with the reason logged (once a reason) and kept."""
+        why = self.wgmma_unavailable(operands, out, bias)
+        config = self.wgmma_config() if why is None else None
+        limit = self.backend.properties.max_shared_memory
+        if config is not None and config.shared_bytes * config.blocks > limit:
+            need = config.shared_bytes * config.blocks
+            why = f"configuration {config} needs {need} B of shared memory, the device allows {limit}"
+        if why is None and config is not None:
+            self.last_refusal = None
+            return GmmWgmmaKernel(operands, bias, out, config=config)
+        if why != self.last_refusal:
+            LOG.debug("grouped GEMM: %s=wgmma refused: %s; the kernel auto picks runs", GMM_ENV, why)
+        self.last_refusal = why
+        return None
 
     def gemm(self, operands: D, bias: D | None, out: D) -> GroupedGemm:
         """The grouped GEMM for these dtypes: matrix instructions for fp16 / bf16 operands (MX decoded to bf16
@@ -188,6 +240,11 @@ class GroupedMatmulRunner:
         forces them elsewhere too: the layer's software path) unless the switch says ``simt``; otherwise the
         SIMT kernel (fp32: no TF32)."""
         mode = self.kernel_mode()
+        if mode == "wgmma":
+            wgmma = self._wgmma(operands, bias, out)
+            if wgmma is not None:
+                return wgmma
+            mode = "auto"
         layout = hardware_layout(self.backend.policy.arch)
         if operands == D.ACL_INT8:
             # INT8 x INT8 -> exact INT32: NVIDIA's m16n8k32 (layout 1) is the only int8 matrix instruction the
@@ -441,7 +498,8 @@ class GroupedMatmulRunner:
 
     # ------------------------------------------------------------------ launching
     def _launch(self, kernel: Any, config: LaunchConfig, values: Sequence[Any], stream: int) -> None:
-        function = self.backend.function(kernel.source(), kernel.kernel_name, config.shared_bytes)
+        specific = getattr(kernel, "arch_specific", False)  # the wgmma kernel: sm_90a
+        function = self.backend.function(kernel.source(), kernel.kernel_name, config.shared_bytes, specific)
         self.backend.elementwise.launch_prepared(Prepared(function, config, KernelArgs(values)), stream)
 
     def run(self, launch: Launch) -> None:
@@ -521,7 +579,9 @@ class GroupedMatmulRunner:
                     KernelArgs.pointer(table),
                     KernelArgs.pointer(flag),
                 ]
-                shared = gemm.shared_bytes if isinstance(gemm, GmmMmaKernel) else 0
+                shared = gemm.shared_bytes if isinstance(gemm, GmmMmaKernel | GmmWgmmaKernel) else 0
+                if isinstance(gemm, GmmWgmmaKernel):  # persistent configurations: a block an SM walks the tiles
+                    grid = gemm.grid(grid, self.backend.properties.compute_units)
                 self._launch(gemm, LaunchConfig((grid, 1, 1), (gemm.threads, 1, 1), shared), values, stream)
             for dense, out in p.copies:
                 self.backend.elementwise.convert(dense, out, stream)
@@ -538,7 +598,7 @@ class GroupedMatmulRunner:
 
     def _report(self, message: str, gemm: GroupedGemm, groups: int, grid: int) -> None:
         self.last_path = gemm.path
-        self.last_config = str(gemm.config) if isinstance(gemm, GmmMmaKernel) else None
+        self.last_config = str(gemm.config) if isinstance(gemm, GmmMmaKernel | GmmWgmmaKernel) else None
         if LOG.isEnabledFor(logging.DEBUG):
             out = gemm.dtype if gemm.out is None else gemm.out
             LOG.debug(
