@@ -427,8 +427,8 @@ def test_launch_shape_and_kernel_choice(tmp_path: Path) -> None:
     runner = backend.grouped_matmul
     runner.forced_kernel = None
     assert isinstance(runner.gemm(D.ACL_FLOAT, None, D.ACL_FLOAT), GmmKernel)
-    # auto keeps INT8 on the SIMT kernel until INT8_AUTO_MMA (the m16n8k32 path has not run on a GPU); mma takes it
-    assert isinstance(runner.gemm(D.ACL_INT8, None, D.ACL_INT32), GmmKernel)
+    # auto takes the int8 matrix kernel on NVIDIA (m16n8k32.s8, INT8_AUTO_MMA); simt keeps the SIMT one
+    assert isinstance(runner.gemm(D.ACL_INT8, None, D.ACL_INT32), GmmMmaKernel)
     assert isinstance(runner.gemm(D.ACL_FLOAT16, D.ACL_FLOAT16, D.ACL_FLOAT16), GmmMmaKernel)
     backend.grouped_matmul.forced_kernel = "mma"
     assert isinstance(runner.gemm(D.ACL_INT8, None, D.ACL_INT32), GmmMmaKernel)  # sm_90: m16n8k32.s8

@@ -1,5 +1,5 @@
-"""The ops bench's SparseFlashAttention rows on the fake provider: the default row takes the block kernel, the
-ACL_SFA_PATH=gemm row the GEMM path, and the backend's environ is restored after each."""
+"""The ops bench's SparseFlashAttention rows on the fake provider: the default row takes the GEMM path, the
+ACL_SFA_PATH=block row the block kernel, and the backend's environ is restored after each."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_sparse_attention_rows_time_each_path(bench_rocm: RocmBackend) -> None:
     rows = [(c.op, c.note, c.status) for c in suite.cases]  # type: ignore[attr-defined]
     assert rows == [
         ("SparseFlashAttention decode", "", "ok"),
-        ("SparseFlashAttention decode", "ACL_SFA_PATH=gemm", "ok"),
+        ("SparseFlashAttention decode", "ACL_SFA_PATH=block", "ok"),
     ]
     names = {launch.name.split("_")[2] for launch in bench_rocm.provider.launches[launched:]}  # type: ignore[attr-defined]
     assert {"gather", "softmax", "store", "attend"} <= names, names

@@ -27,8 +27,8 @@
   SwiGLU and per-row dynamic int8 quantisation, beside torch doing the same with ``torch._grouped_mm``
   on the int8 values as bf16 (exact; fp32 accumulation) where torch has it (else a matmul per group),
   then the scales, ``silu(a) * b``, the row maximum and ``round(s / scale)`` to int8. On rocm also with the integer
-  grouped GEMM forced onto the int8 matrix kernel (the default keeps the SIMT one until that kernel has run on a GPU)
-  and with two other matrix-kernel configurations (:data:`SWIGLU_QUANT_ROWS`).
+  grouped GEMM forced onto the SIMT kernel (the default on NVIDIA is the int8 matrix kernel) and with two other
+  matrix-kernel configurations (:data:`SWIGLU_QUANT_ROWS`).
 * ``QuantMatmulWeightNz``: W8A8 at 4096^3, int8 x1 and an int8 FRACTAL_NZ x2, per-token and
   per-channel float32 scales, bf16 out, beside ``torch._int_mm`` plus the same scaling epilogue.
 
@@ -293,7 +293,7 @@ def _grouped_v5_configs(suite: Suite, groups: int, tokens: int, k: int, n: int, 
 
 SWIGLU_QUANT_ROWS: tuple[tuple[str | None, str | None], ...] = (
     (None, None),
-    ("mma", None),
+    ("simt", None),
     ("mma", "128x128x32-w2x4-s4-b2"),
     ("mma", "64x128x32-w2x2-s4-b3"),
 )

@@ -117,7 +117,7 @@ ENV_ROWS: dict[str, tuple[str, tuple[str, ...], frozenset[D] | None]] = {
     "Mish": ("ACL_MISH_CONFIG", ("libm",), frozenset({D.ACL_FLOAT})),
     "Take": ("ACL_TAKE_CHECK", ("vec", "fused"), None),
     "LightningIndexer": ("ACL_LI_PATH", ("tiled", "sort"), None),
-    "SparseFlashAttention": ("ACL_SFA_PATH", ("gemm",), None),
+    "SparseFlashAttention": ("ACL_SFA_PATH", ("block",), None),
 }
 """rocm settings timed as extra rows beside an op's default row: op → (variable, values, dtypes or None for all).
 

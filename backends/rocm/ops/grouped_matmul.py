@@ -71,14 +71,15 @@ LOG = logging.getLogger("acl_rocm.grouped_matmul")
 GMM_ENV = "ACL_GMM_KERNEL"
 """``simt`` keeps every grouped GEMM on the shared-memory SIMT kernel; unset (auto): fp16 / bf16 operands take
 the matrix-instruction kernel where the architecture has matrix instructions, INT8 (into INT32) where it has the
-layer's int8 one (NVIDIA sm_80+) once :data:`INT8_AUTO_MMA` is on; ``mma``: wherever they fit (the layer's
+layer's int8 one (NVIDIA sm_80+) while :data:`INT8_AUTO_MMA` is on; ``mma``: wherever they fit (the layer's
 software path elsewhere); ``wgmma``: fp16 / bf16 operands on the warpgroup-MMA kernel
 (:mod:`acl_rocm.kernels.grouped_matmul_wgmma`, sm_90 only, opt-in until a GPU run has proven and timed it), other
 calls and other devices as ``auto`` would, the reason on the debug log and in ``last_refusal``."""
-INT8_AUTO_MMA = False
-"""Whether ``auto`` takes the int8 matrix kernel (NVIDIA m16n8k32). Off until its GPU tier has run: it is exact on
-the CPU kernel emulator and compiles for sm_80 / sm_90 (2026-12-07), but no GPU call of that session got a machine;
-``ACL_GMM_KERNEL=mma`` takes it."""
+INT8_AUTO_MMA = True
+"""Whether ``auto`` takes the int8 matrix kernel (NVIDIA m16n8k32). On since its GPU tier and `conformance rocm
+--full` of the grouped int8 ops passed on an H100 (2026-12-07 03:32), where GroupedMatmulSwigluQuantV2's layer ran in
+0.12x torch's time against the SIMT kernel's 1.51x (results/RESULTS.md); ``ACL_GMM_KERNEL=simt`` keeps the SIMT
+kernel."""
 CONFIG_ENV = "ACL_GMM_CONFIG"
 """The matrix-instruction kernel's block shape: a name of :data:`~acl_rocm.kernels.grouped_matmul_mma.CONFIGS` or
 ``BMxBNxBK-wMxN-sS``; unset: :data:`~acl_rocm.kernels.grouped_matmul_mma.DEFAULT` (``base`` where the device's
@@ -249,7 +250,7 @@ class GroupedMatmulRunner:
         if operands == D.ACL_INT8:
             # INT8 x INT8 -> exact INT32: NVIDIA's m16n8k32 (layout 1) is the only int8 matrix instruction the
             # layer issues; AMD's MFMA / WMMA int8 forms are not used, so there auto keeps the SIMT kernel; and
-            # auto keeps it everywhere until INT8_AUTO_MMA (the m16n8k32 path has not run on a GPU yet)
+            # auto takes it there while INT8_AUTO_MMA is on
             fits, hardware = out == D.ACL_INT32 and bias is None, layout == 1 and INT8_AUTO_MMA
         else:
             fits = operands in MMA_DTYPES and out in MMA_OUT and (bias is None or bias in MMA_BIAS)
