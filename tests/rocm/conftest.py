@@ -43,6 +43,17 @@ def reference() -> Backend:
 
 
 @pytest.fixture(scope="module")
+def hopper(rocm: Backend) -> Backend:
+    """The session's rocm backend where it can run wgmma (a live sm_90 device); skips elsewhere, saying why."""
+    if os.environ.get("ACL_ROCM_EMULATE") == "1":
+        pytest.skip("the CPU kernel emulator cannot run wgmma PTX (sm_90a only)")
+    arch = rocm.properties.arch  # type: ignore[attr-defined]
+    if arch != "sm_90":
+        pytest.skip(f"wgmma needs an sm_90 device (sm_90a code); this one is {arch}")
+    return rocm
+
+
+@pytest.fixture(scope="module")
 def emulated(tmp_path_factory: pytest.TempPathFactory) -> Backend:
     """A rocm backend whose kernels run on the CPU (``kernel_emulator.py``); one per test module."""
     from tests.rocm.kernel_emulator import emulated_backend

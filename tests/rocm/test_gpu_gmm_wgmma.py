@@ -15,7 +15,6 @@ Skipped on the CPU emulator (it cannot run wgmma PTX) and on devices other than 
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -37,18 +36,6 @@ pytestmark = pytest.mark.gpu
 OP = "GroupedMatmulV5"
 CONFIGS = (str(DEFAULT), *ALTERNATIVES)
 BF16 = ml_dtypes.bfloat16
-EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
-
-
-@pytest.fixture(scope="module")
-def hopper(rocm: Backend) -> Backend:
-    """The session's rocm backend where it can run wgmma (a live sm_90 device); skips elsewhere, saying why."""
-    if EMULATED:
-        pytest.skip("the CPU kernel emulator cannot run wgmma PTX (sm_90a only)")
-    arch = rocm.properties.arch  # type: ignore[attr-defined]
-    if arch != "sm_90":
-        pytest.skip(f"wgmma needs an sm_90 device (sm_90a code); this one is {arch}")
-    return rocm
 
 
 @contextmanager

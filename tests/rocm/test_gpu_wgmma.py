@@ -16,7 +16,6 @@ Skipped on the CPU emulator (it cannot run wgmma PTX) and on devices other than 
 from __future__ import annotations
 
 import ctypes
-import os
 import zlib
 
 import ml_dtypes
@@ -32,19 +31,6 @@ from tests.rocm.test_attention_wgmma_cpu import SWIZZLED_TILE_CASES, TILE_CASES
 from tests.rocm.test_gpu_flash_attention import _args, check_flash
 
 pytestmark = pytest.mark.gpu
-
-EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
-
-
-@pytest.fixture(scope="module")
-def hopper(rocm: Backend) -> Backend:
-    """The session's rocm backend where it can run wgmma (a live sm_90 device); skips elsewhere, saying why."""
-    if EMULATED:
-        pytest.skip("the CPU kernel emulator cannot run wgmma PTX (sm_90a only)")
-    arch = rocm.properties.arch  # type: ignore[attr-defined]
-    if arch != "sm_90":
-        pytest.skip(f"wgmma needs an sm_90 device (sm_90a code); this one is {arch}")
-    return rocm
 
 
 def _rng(*key: object) -> np.random.Generator:

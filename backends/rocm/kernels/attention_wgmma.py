@@ -603,6 +603,20 @@ extern "C" __global__ void __launch_bounds__(THREADS, @MINB@) @NAME@(
 """
 
 
+def shape_tokens(inst: WgmmaInstance) -> dict[str, str]:
+    """The source tokens both wgmma flash kernels take from an instance (and their shared softmax start)."""
+    return {
+        "@D@": str(inst.head_dim),
+        "@GROUPS@": str(inst.groups),
+        "@PIPE@": "1" if inst.pipelined else "0",
+        "@STAGES@": str(inst.stages),
+        "@SWZ@": "1" if inst.swizzle else "0",
+        "@BC@": str(inst.block_keys),
+        "@T@": "bf16" if inst.dtype == D.ACL_BF16 else "f16",
+        "@SOFTMAX_STATE@": _SOFTMAX_STATE,
+    }
+
+
 def wgmma_flash_source(inst: WgmmaInstance) -> str:
     """The complete source (prelude, matrix layers, key range included) of one wgmma flash kernel."""
     if inst.specialised:
@@ -622,17 +636,7 @@ def wgmma_flash_source(inst: WgmmaInstance) -> str:
     if inst.shared_bytes * inst.blocks > SHARED_LIMIT:
         need = f"{inst.shared_bytes} bytes of shared memory a block, {inst.blocks} blocks a multiprocessor"
         raise ValueError(f"{inst} needs {need} (limit {SHARED_LIMIT})")
-    tokens = {
-        "@D@": str(inst.head_dim),
-        "@GROUPS@": str(inst.groups),
-        "@MINB@": str(inst.blocks),
-        "@PIPE@": "1" if inst.pipelined else "0",
-        "@STAGES@": str(inst.stages),
-        "@SWZ@": "1" if inst.swizzle else "0",
-        "@BC@": str(inst.block_keys),
-        "@T@": "bf16" if inst.dtype == D.ACL_BF16 else "f16",
-        "@SOFTMAX_STATE@": _SOFTMAX_STATE,
-    }
+    tokens = {**shape_tokens(inst), "@MINB@": str(inst.blocks)}
     body = fill_body(_HELPERS + _KERNEL, inst.dtype, inst.sink, inst.kernel_name, tokens)
     ns = tuple(sorted({inst.block_keys, inst.head_dim}))
     header = f"// flash attention forward on wgmma (sm_90a): {inst.dtype.short}, D={inst.head_dim}, {inst.config}"

@@ -40,9 +40,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.attention_flash import SHARED_LIMIT, fill_body
-from acl_rocm.kernels.attention_wgmma import _HELPERS, _SOFTMAX_STATE, DTYPES, HEAD_DIMS, WgmmaInstance
+from acl_rocm.kernels.attention_wgmma import _HELPERS, DTYPES, HEAD_DIMS, WgmmaInstance, shape_tokens
 from acl_rocm.kernels.mma import MMA_SOURCE
 from acl_rocm.kernels.prelude import PRELUDE
 from acl_rocm.kernels.wgmma import SYNC_SOURCE, wgmma_source
@@ -274,17 +273,10 @@ def ws_flash_source(inst: WgmmaInstance) -> str:
     if inst.shared_bytes > SHARED_LIMIT:
         raise ValueError(f"{inst} needs {inst.shared_bytes} bytes of shared memory a block (limit {SHARED_LIMIT})")
     tokens = {
-        "@D@": str(inst.head_dim),
-        "@GROUPS@": str(inst.groups),
-        "@PIPE@": "1" if inst.pipelined else "0",
-        "@STAGES@": str(inst.stages),
-        "@SWZ@": "1" if inst.swizzle else "0",
-        "@BC@": str(inst.block_keys),
-        "@T@": "bf16" if inst.dtype == D.ACL_BF16 else "f16",
+        **shape_tokens(inst),
         "@PINGPONG@": "1" if inst.pingpong else "0",
         "@PREGS@": str(PRODUCER_REGS),
         "@CREGS@": str(consumer_regs(inst.groups)),
-        "@SOFTMAX_STATE@": _SOFTMAX_STATE,
     }
     body = fill_body(_HELPERS + _KERNEL, inst.dtype, inst.sink, inst.kernel_name, tokens)
     ns = tuple(sorted({inst.block_keys, inst.head_dim}))
