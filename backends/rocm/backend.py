@@ -146,18 +146,22 @@ class RocmBackend(Backend):
             max_grid=p.max_grid_x,
         )
 
-    def function(self, source: str, name: str, dynamic_shared: int = 0, arch_specific: bool = False) -> object:
+    def function(
+        self, source: str, name: str, dynamic_shared: int = 0, arch_specific: bool = False, static_shared: int = 0
+    ) -> object:
         """The loaded kernel ``name`` of ``source`` on the current device (compiled or cached once).
 
-        ``dynamic_shared``: the bytes of dynamic shared memory its launches pass; above the 48 KiB every
-        kernel may take, the kernel is opted in once (the provider's :meth:`set_max_dynamic_shared`), and
-        above the device's opt-in maximum the call is refused. ``arch_specific``: compiled for the device's
-        arch-specific target (the provider's :meth:`arch_specific`, e.g. ``sm_90a`` for ``wgmma``) instead of
-        its architecture; refused where there is none.
+        ``dynamic_shared``: the bytes of dynamic shared memory its launches pass; where they and ``static_shared``
+        (at least the kernel's static shared bytes, where the caller knows them) pass the 48 KiB every kernel may
+        take, the kernel is opted in once (the provider's :meth:`set_max_dynamic_shared`: without it a launch may
+        pass only 48 KiB less the static bytes), and above the device's opt-in maximum the call is refused.
+        ``arch_specific``: compiled for the device's arch-specific target (the provider's :meth:`arch_specific`,
+        e.g. ``sm_90a`` for ``wgmma``) instead of its architecture; refused where there is none.
         """
         device = self.provider.get_device()
         found = self._functions.get((device, source))
-        if found is not None and dynamic_shared <= DEFAULT_DYNAMIC_SHARED:
+        opt_in = dynamic_shared > 0 and dynamic_shared + static_shared > DEFAULT_DYNAMIC_SHARED
+        if found is not None and not opt_in:
             return found
         if dynamic_shared > self.properties.max_shared_memory:
             raise AclError(
@@ -184,7 +188,7 @@ class RocmBackend(Backend):
             if module is None:
                 module = self._modules[(device, key)] = self.provider.module_load(image)
             function = self.provider.module_function(module, name)
-            if dynamic_shared > DEFAULT_DYNAMIC_SHARED:
+            if opt_in:
                 self.provider.set_max_dynamic_shared(function, dynamic_shared)
             self._functions[(device, source)] = function
         return function

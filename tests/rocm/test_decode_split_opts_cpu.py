@@ -110,6 +110,13 @@ def test_the_planner_launches_what_the_items_say(tmp_path: object) -> None:
     assert provider.dynamic_shared[split.function[0]] == split.config.shared_bytes
     assert split.programmatic and combine.programmatic
     assert not prog.temps and prog.scratch > 0 and prog.scratch_region == "decode-partials"
+    # dynamic bytes under 48 KiB beside large static ones (GQA 8: the warps' merge) are opted in too: a launch
+    # without the attribute may pass only 48 KiB less the static bytes (CUDA_ERROR_INVALID_VALUE on the H100)
+    eager.run("IncreFlashAttention", backend, **decode_args(np.random.default_rng(2), "float16", 2, 16, 2, 4097, 128))
+    decode.use_config("two,pipe=2,pkeys=32,pmma,pskip,chunk=32")
+    split, _ = decode.plan(calls[-1]).steps
+    assert 0 < split.config.shared_bytes <= 49152
+    assert provider.dynamic_shared[split.function[0]] == split.config.shared_bytes
     decode.use_config("two,pipe")
     split, combine = (prog := decode.plan(calls[-1])).steps
     assert split.config.shared_bytes == 0 and not (split.programmatic or combine.programmatic) and prog.temps

@@ -244,7 +244,9 @@ class DecodeAttention:
             with self._lock:
                 self._sources[(inst, which)] = src
         if which == "split":
-            return self.backend.function(src, inst.split_name, pipe_dynamic_bytes(inst))
+            warps = DECODE_THREADS // self.backend.properties.warp_size
+            static = pipe_static_bytes(inst.head_dim, inst.group, inst.pkeys, inst.pipe, warps, inst.skip, inst.mma)
+            return self.backend.function(src, inst.split_name, pipe_dynamic_bytes(inst), static_shared=static)
         return self.backend.function(src, inst.combine_name)
 
     def _page_tiles(self, call: DecodeCall, keys: int, splits: int, chunk: int) -> bool:
