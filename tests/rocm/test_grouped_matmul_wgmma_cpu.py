@@ -55,6 +55,7 @@ from acl_rocm.providers.base import DeviceProperties
 from tests.rocm.fake_provider import FakeProvider
 from tests.rocm.gemm_tolerance import gemm_tolerance
 from tests.rocm.kernel_emulator import EmulatedProvider, emulated_backend
+from tests.rocm.test_gpu_grouped_matmul import _transposed_weight
 
 OP = "GroupedMatmulV5"
 BF16 = ml_dtypes.bfloat16
@@ -323,12 +324,6 @@ def emulated_wgmma(tmp_path_factory: pytest.TempPathFactory) -> RocmBackend:
     return backend
 
 
-def _transposed(backend: RocmBackend, w: np.ndarray) -> tuple[object, object]:
-    from tests.rocm.test_gpu_grouped_matmul import _transposed_weight
-
-    return _transposed_weight(backend, w)
-
-
 ROWS = [0, 1, 63, 64, 65, 129, 0, 128]
 """Rows per group: empty, split tiles (at most 64 rows), full and partial 128-row tiles."""
 
@@ -351,7 +346,7 @@ def test_the_kernel_on_the_emulator(
     args["groupListOptional"] = np.array(ROWS, np.int64)
     keep = None
     if weight_layout == "nk":
-        args["weight"], keep = _transposed(emulated_wgmma, w)
+        args["weight"], keep = _transposed_weight(emulated_wgmma, w)
     runner = emulated_wgmma.grouped_matmul
     runner.forced_wgmma_config = config
     try:
