@@ -199,6 +199,10 @@ def _describe(
     """The DLManagedTensor of ``array`` (its shape and stride arrays, which the export keeps alive), once the
     data is ready for ``stream``."""
     if stream != -1:
+        # a consumer may run on a thread that never set a device (a worker, a deleter): like the rest of the
+        # Pythonic layer it gets the array's device implicitly, rather than ACL_ERROR_RT_CONTEXT_NULL
+        owner = backend.runtime.memory.find(array.address)
+        backend.runtime.ensure_device(owner.device if owner is not None else 0)
         backend.runtime.synchronize_device()
     ndim = len(array.shape)
     shape = (ctypes.c_int64 * max(ndim, 1))(*array.shape)

@@ -62,6 +62,23 @@ def test_an_unconsumed_capsule_releases_the_array() -> None:
     assert dlpack.outstanding() == before
 
 
+def test_a_thread_that_never_set_a_device_can_export() -> None:
+    """A consumer on a fresh thread (no set_device) reads the array; it is not refused with CONTEXT_NULL."""
+    arr = to_device(np.arange(4, dtype=np.float32), "reference")
+    got: list[object] = []
+    worker = threading.Thread(target=lambda: got.append(_read_or_error(arr)))
+    worker.start()
+    worker.join()
+    assert got == [[0.0, 1.0, 2.0, 3.0]], got
+
+
+def _read_or_error(arr: DeviceArray) -> object:
+    try:
+        return np.from_dlpack(arr).tolist()
+    except Exception as exc:  # reported by the test, on the main thread
+        return exc
+
+
 def test_exports_and_frees_from_many_threads_free_the_memory_once() -> None:
     """Threads exporting, releasing and freeing one array at once: every export either sees the memory or is
     refused as freed, the memory is released exactly once, and only after the last capsule is gone."""
@@ -81,7 +98,8 @@ def test_exports_and_frees_from_many_threads_free_the_memory_once() -> None:
     refused: list[str] = []
     views: list[np.ndarray] = []
     start = threading.Barrier(9)
-
+    exported = threading.Event()  # the freer starts once exports have succeeded, so the race is a real one
+    served: list[int] = []
     errors: list[BaseException] = []
 
     def exporter() -> None:
@@ -98,10 +116,13 @@ def test_exports_and_frees_from_many_threads_free_the_memory_once() -> None:
                 errors.append(exc)
                 return
             views.append(view)
+            served.append(1)
+            exported.set()
             views.pop()
 
     def freer() -> None:
         start.wait()
+        exported.wait(timeout=30)
         for _ in range(50):
             arr.free()
 
@@ -113,6 +134,7 @@ def test_exports_and_frees_from_many_threads_free_the_memory_once() -> None:
             t.join()
         gc.collect()
         assert not errors, errors[:3]
+        assert served, "no export succeeded: the threads never raced the free"
         assert frees == [address], frees
         assert runtime.memory.exact(address) is None and arr.address == 0
         assert all(msg == "the device array was freed" for msg in refused), set(refused)
