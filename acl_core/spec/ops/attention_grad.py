@@ -43,7 +43,6 @@ from typing import Any
 import numpy as np
 
 from acl_core.dtypes import DataType as D
-from acl_core.spec import samples as S
 from acl_core.spec.accuracy import table, with_accuracy
 from acl_core.spec.ops import attention as A
 from acl_core.spec.opspec import (
@@ -122,7 +121,8 @@ def _grad_infer(call: Call) -> Infos:
     for name in ("dy", "attentionInOptional"):
         t = tensor_arg(call, name)
         if tuple(t.shape) != tuple(q.shape) or t.dtype != q.dtype:
-            raise invalid(f"{name} is {t.dtype.short} {list(t.shape)}; it must be query's {q.dtype.short} {list(q.shape)}")
+            want = f"{q.dtype.short} {list(q.shape)}"
+            raise invalid(f"{name} is {t.dtype.short} {list(t.shape)}; it must be query's {want}")
     for name in ("softmaxMaxOptional", "softmaxSumOptional"):
         t = tensor_arg(call, name)
         if tuple(t.shape) != stats.shape:
