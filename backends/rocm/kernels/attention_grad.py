@@ -1,14 +1,17 @@
-"""Kernels of the composed attention backward (FlashAttentionScoreGrad): the dS row kernel and three small helpers.
+"""Kernels of the composed attention backward (FlashAttentionScoreGrad): the dS row kernel and small helpers.
 
-The op (:mod:`acl_rocm.ops.attention_grad`) computes ``S = Q Kᵀ`` and ``dP = dO Vᵀ`` per chunk with the vendor
-GEMM into fp32 temporaries ([heads, rows, cols]); :func:`rows_source`'s kernel then turns each row into
-``P = exp(scale·(S + pse) − max) / sum`` (masked, the forward's saved statistics; 0 where masked or the sum is
-0) and ``dS' = scale·P ∘ (dP − D)`` with ``D = Σ dO ∘ O`` computed from the row of dO and O, and writes both in
-the input dtype (the dtype the next GEMMs read). With a sink it writes the row's ``−p_sink·D`` to a
-[B, N, Sq] fp32 array that :func:`sink_source`'s kernel sums per head (no atomics: a fixed order).
-:func:`add_source` adds a chunk's fp32 dK / dV partial into the call's fp32 accumulator, and
-:func:`store_source` writes the accumulator into an output in its dtype and layout.
-One block of :data:`GRAD_THREADS` threads per row, per head for the sink sum; a thread per element elsewhere.
+The op (:mod:`acl_rocm.ops.attention_grad`) computes ``S = Q Kᵀ`` and ``dP = dO Vᵀ`` per chunk with the vendor GEMM
+into fp32 temporaries ([heads, rows, cols]); :func:`rows_source`'s kernel then turns each row into ``P =
+exp(scale·(S + pse) − max) / sum`` (masked, the forward's saved statistics; 0 where masked or the sum is 0) and
+``dS' = scale·P ∘ (dP − D)`` with ``D = Σ dO ∘ O`` computed from the row of dO and O. It writes both in fp32: the
+products that read them (``Pᵀ dO``, ``dS K``, ``dSᵀ Q``) sum terms of both signs, so P or dS rounded to fp16/bf16
+would cost dV, dQ and dK far more than their own final rounding (the table's fp16/bf16 tolerances fail at a few
+elements a sample), and those GEMMs run in fp32. With a sink it writes the row's ``−p_sink·D`` to a [B, N, Sq] fp32
+array that :func:`sink_source`'s kernel sums per head (no atomics: a fixed order). :func:`add_source` adds a
+chunk's fp32 dK / dV partial into the call's fp32 accumulator, :func:`store_source` writes an accumulator into an
+output in its dtype and layout, :func:`copy_source` / :func:`widen_source` make an operand GEMM-readable
+(contiguous; fp32). One block of :data:`GRAD_THREADS` threads per row, per head for the sink sum; a thread per
+element elsewhere.
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ ELEMENT_STRUCT: Final = meta_struct("ElemMeta", ElementMeta)
 
 @dataclass(frozen=True)
 class GradKernel:
-    """One compiled kernel of this module: which one ("rows", "add", "store", "copy", "sink") and its dtype."""
+    """One compiled kernel of this module: which one ("rows", "add", "store", "copy", "widen", "sink") and its dtype."""
 
     kind: str
     dtype: D = D.ACL_FLOAT
@@ -113,7 +116,7 @@ def rows_source(inst: GradKernel) -> str:
 {block_reduce_source("grad_reduce", "THREADS")}
 extern "C" __global__ void __launch_bounds__(THREADS) {inst.kernel_name}(
     const GradMeta m, const double scale_arg, const float* __restrict__ sc, const float* __restrict__ dp,
-    {s}* __restrict__ p, {s}* __restrict__ ds, const unsigned char* __restrict__ mask, const {s}* __restrict__ pse,
+    float* __restrict__ p, float* __restrict__ ds, const unsigned char* __restrict__ mask, const {s}* __restrict__ pse,
     const float* __restrict__ smax, const float* __restrict__ ssum, const {s}* __restrict__ dout,
     const {s}* __restrict__ out, const float* __restrict__ sink, float* __restrict__ terms) {{
   __shared__ float red[THREADS];
@@ -123,8 +126,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.kernel_name}(
   const float scale = (float)scale_arg;
   const float* s_row = sc + t * m.s_head + r * m.s_row;
   const float* dp_row = dp + t * m.s_head + r * m.s_row;
-  {s}* p_row = p + t * m.s_head + r * m.s_row;
-  {s}* ds_row = ds + t * m.s_head + r * m.s_row;
+  float* p_row = p + t * m.s_head + r * m.s_row;
+  float* ds_row = ds + t * m.s_head + r * m.s_row;
   const {s}* do_row = dout + b * m.dout[0] + h * m.dout[1] + i * m.dout[2];
   const {s}* o_row = out + b * m.out[0] + h * m.out[1] + i * m.out[2];
   float part = 0.0f;
@@ -147,8 +150,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.kernel_name}(
       prob = acl_exp(x * scale - base) * inv;
       grad = prob * (dp_row[col] - delta) * scale;
     }}
-    p_row[col] = {store("prob", f32, c)};
-    ds_row[col] = {store("grad", f32, c)};
+    p_row[col] = prob;
+    ds_row[col] = grad;
   }}
   if (m.has_sink && tid == 0) {{
     const float p_sink = live ? acl_exp(sink[h * m.sink_step] - base) * inv : 0.0f;
@@ -199,6 +202,16 @@ def copy_source(inst: GradKernel) -> str:
     return _element_loop(inst.kernel_name, f"{s}* __restrict__ dst, const {s}* __restrict__ src", "dst[a] = src[o];")
 
 
+def widen_source(inst: GradKernel) -> str:
+    """``dst[a] = src[o]`` from ``inst.dtype`` to fp32: Q, K and dO for the fp32 products of fp16/bf16 calls."""
+    c = ctype(inst.dtype)
+    return _element_loop(
+        inst.kernel_name,
+        f"float* __restrict__ dst, const {c.storage}* __restrict__ src",
+        f"dst[a] = {load('src[o]', c, ctype(D.ACL_FLOAT))};",
+    )
+
+
 def sink_source(inst: GradKernel) -> str:
     """``dsink[h·step] = Σ_{{b,i}} terms[b, h, i]`` (a [B, N, Sq] fp32 array), one block per head, fixed order."""
     return f"""
@@ -218,4 +231,11 @@ extern "C" __global__ void __launch_bounds__(THREADS) {inst.kernel_name}(
 """
 
 
-_SOURCES = {"rows": rows_source, "add": add_source, "store": store_source, "copy": copy_source, "sink": sink_source}
+_SOURCES = {
+    "rows": rows_source,
+    "add": add_source,
+    "store": store_source,
+    "copy": copy_source,
+    "widen": widen_source,
+    "sink": sink_source,
+}

@@ -1,16 +1,17 @@
 """FlashAttentionScoreGrad on the GPU, composed: the vendor GEMM for the five products, small kernels between.
 
-Per :class:`~acl_rocm.ops.attention_plan.Chunk` (one batch, query heads sharing a GQA position, a block of
-query rows, every key those rows may keep: a causal or band call skips the rest as the forward's BLAS path
-does) it enqueues ``S = Q Kᵀ`` and ``dP = dO Vᵀ`` into fp32 temporaries, the row kernel
-(:mod:`acl_rocm.kernels.attention_grad`: P and ``scale·P ∘ (dP − D)`` in the input dtype, ``D`` from the
-rows of dO and O), then ``Pᵀ dO`` and ``dSᵀ Q`` into an fp32 partial added to the call's fp32 dV / dK
-accumulators ([B, Nkv, Skv, D]: a GQA group's heads add into their key/value head) and ``dS K`` into the
-partial, stored into dqOut (a chunk's rows see all their keys, so dQ is complete per chunk). Last, the
-accumulators are stored into dkOut / dvOut in their dtype and layout, and with a sink the per-row terms
-are summed per head into dsinkOut. Inputs whose strides a GEMM cannot read are first copied to
-contiguous [B, N, S, D] temporaries. Every temporary is a stream-ordered allocation freed after the
-call's work; nothing is read back to the host.
+Per :class:`~acl_rocm.ops.attention_plan.Chunk` (one batch, query heads sharing a GQA position, a block of query
+rows, every key those rows may keep: a causal or band call skips the rest as the forward's BLAS path does) it
+enqueues ``S = Q Kᵀ`` and ``dP = dO Vᵀ`` into fp32 temporaries, the row kernel
+(:mod:`acl_rocm.kernels.attention_grad`: P and ``scale·P ∘ (dP − D)`` in fp32, ``D`` from the rows of dO and O),
+then ``Pᵀ dO`` and ``dSᵀ Q`` into an fp32 partial added to the call's fp32 dV / dK accumulators ([B, Nkv, Skv, D]:
+a GQA group's heads add into their key/value head) and ``dS K`` into the partial, stored into dqOut (a chunk's rows
+see all their keys, so dQ is complete per chunk). Last, the accumulators are stored into dkOut / dvOut in their
+dtype and layout, and with a sink the per-row terms are summed per head into dsinkOut. Inputs whose strides a GEMM
+cannot read are first copied to contiguous [B, N, S, D] temporaries; fp16/bf16 calls also widen Q, K and dO to fp32
+temporaries once, for the fp32 ``Pᵀ dO``, ``dS K`` and ``dSᵀ Q`` products (only ``Q Kᵀ`` and ``dO Vᵀ`` run in the
+input dtype). Every temporary is a stream-ordered allocation freed after the call's work; nothing is read back to
+the host.
 """
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ class AttentionGradRunner:
 
     def chunks(self, p: GradProblem) -> list[Chunk]:
         """The call's chunks under this runner's temporary budget."""
-        per_score = 8 + 2 * _item(p.dtype)
+        per_score = 16
         return plan_chunks(p.b, p.nq, p.nkv, p.sq, p.skv, p.bounds, per_score, self.budget)
 
     def run(self, launch: Launch) -> None:
@@ -179,14 +180,16 @@ class AttentionGradRunner:
 
         try:
             sides = {role: self._side(p, role, alloc, stream) for role in ("q", "k", "v", "do", "dq")}
+            for role in ("q", "k", "do"):
+                sides[role + "32"] = self._widened(p, role, alloc, stream)
             chunks = self.chunks(p)
             scores = max((c.heads * c.rows * c.cols for c in chunks), default=0)
             part = max((c.heads * max(c.rows, c.cols) * p.d for c in chunks), default=0)
             temps = {
                 "s": alloc(scores * 4),
                 "dp": alloc(scores * 4),
-                "p": alloc(scores * _item(p.dtype)),
-                "ds": alloc(scores * _item(p.dtype)),
+                "p": alloc(scores * 4),
+                "ds": alloc(scores * 4),
                 "part": alloc(part * 4),
                 "workspace": alloc(WORKSPACE_BYTES),
             }
@@ -222,6 +225,18 @@ class AttentionGradRunner:
         self._elements("copy", t.dtype, dims, copy, _contiguous(dims), _address(t), st, stream)
         return Side(copy, t.dtype, _contiguous(dims))
 
+    def _widened(self, p: GradProblem, role: str, alloc: Any, stream: int) -> Side:
+        """Q, K or dO as fp32 (the operand itself for fp32 calls): the other side of the fp32 P / dS products."""
+        t = p.tensors[role]
+        if t.dtype == D.ACL_FLOAT:
+            return self._side(p, role, alloc, stream)
+        query_side = role in ("q", "do")
+        dims = (p.b, p.nq if query_side else p.nkv, p.sq if query_side else p.skv, p.d)
+        wide = alloc(math.prod(dims) * 4)
+        st = bnsd_strides(t.strides, p.layout, p.d)
+        self._elements("widen", t.dtype, dims, wide, _contiguous(dims), _address(t), st, stream)
+        return Side(wide, D.ACL_FLOAT, _contiguous(dims))
+
     # ------------------------------------------------------------------ one chunk
     def _chunk(
         self,
@@ -233,22 +248,21 @@ class AttentionGradRunner:
         terms: int,
         stream: int,
     ) -> None:
-        group, d, dt = p.group, p.d, p.dtype
+        group, d = p.group, p.d
         head0 = c.head0(group)
         block = c.rows * c.cols
-        tf32 = self.backend.policy.tf32_enabled and dt == D.ACL_FLOAT
         q, k, v, do = (sides[r] for r in ("q", "k", "v", "do"))
 
         def rows_of(side: Side, width: int = d) -> Operand:  # a query-side [rows, D] per chunk head
             st = side.strides
-            return Operand(side.at(c.batch, head0, c.row0), dt, c.rows, width, st[2], st[3], group * st[1])
+            return Operand(side.at(c.batch, head0, c.row0), side.dtype, c.rows, width, st[2], st[3], group * st[1])
 
         def keys_of(side: Side, transposed: bool) -> Operand:  # a key-side [cols, D] (or [D, cols]) per head
             st = side.strides
             address = side.at(c.batch, c.kv_head0, c.kv0)
             if transposed:
-                return Operand(address, dt, d, c.cols, st[3], st[2], st[1])
-            return Operand(address, dt, c.cols, d, st[2], st[3], st[1])
+                return Operand(address, side.dtype, d, c.cols, st[3], st[2], st[1])
+            return Operand(address, side.dtype, c.cols, d, st[2], st[3], st[1])
 
         def scratch(address: int, dtype: D, transposed: bool = False) -> Operand:  # [rows, cols] per chunk head
             if transposed:
@@ -258,24 +272,25 @@ class AttentionGradRunner:
         part_keys = Operand(temps["part"], D.ACL_FLOAT, c.cols, d, d, 1, c.cols * d)
         part_rows = Operand(temps["part"], D.ACL_FLOAT, c.rows, d, d, 1, c.rows * d)
         if c.cols > 0:
-            self._gemm(rowmajor_gemm(rows_of(q), keys_of(k, True), scratch(temps["s"], D.ACL_FLOAT), c.heads, tf32),
-                       temps, stream)  # fmt: skip
-            self._gemm(rowmajor_gemm(rows_of(do), keys_of(v, True), scratch(temps["dp"], D.ACL_FLOAT), c.heads, tf32),
-                       temps, stream)  # fmt: skip
+            self._gemm(rows_of(q), keys_of(k, True), scratch(temps["s"], D.ACL_FLOAT), c.heads, temps, stream)
+            self._gemm(rows_of(do), keys_of(v, True), scratch(temps["dp"], D.ACL_FLOAT), c.heads, temps, stream)
         self._rows(p, c, head0, temps, terms, stream)
         acc_at = (c.batch * p.nkv * p.skv + c.kv_head0 * p.skv + c.kv0) * d * 4
         part_dims = (1, c.heads, c.cols, d)
         part_strides: Strides = (0, c.cols * d, d, 1)
         acc_strides: Strides = (0, p.skv * d, d, 1)
         if c.cols > 0:
-            for role, left, right in (("dv", scratch(temps["p"], dt, True), rows_of(do)),
-                                      ("dk", scratch(temps["ds"], dt, True), rows_of(q))):  # fmt: skip
-                self._gemm(rowmajor_gemm(left, right, part_keys, c.heads, tf32), temps, stream)
+            products = (
+                ("dv", scratch(temps["p"], D.ACL_FLOAT, True), rows_of(sides["do32"])),
+                ("dk", scratch(temps["ds"], D.ACL_FLOAT, True), rows_of(sides["q32"])),
+            )
+            for role, left, right in products:
+                self._gemm(left, right, part_keys, c.heads, temps, stream)
                 self._elements(
                     "add", D.ACL_FLOAT, part_dims, accs[role] + acc_at, acc_strides, temps["part"], part_strides, stream
                 )
-            self._gemm(rowmajor_gemm(scratch(temps["ds"], dt), keys_of(k, False), part_rows, c.heads, tf32),
-                       temps, stream)  # fmt: skip
+            ds = scratch(temps["ds"], D.ACL_FLOAT)
+            self._gemm(ds, keys_of(sides["k32"], False), part_rows, c.heads, temps, stream)
         else:  # rows that keep no key: dQ = 0
             self.backend.provider.memset(temps["part"], 0, c.heads * c.rows * d * 4, stream)
         dq = sides["dq"]
@@ -359,7 +374,9 @@ class AttentionGradRunner:
         config = LaunchConfig((p.nq, 1, 1), (GRAD_THREADS, 1, 1))
         self.backend.elementwise.launch_prepared(Prepared(self._function(inst), config, KernelArgs(values)), stream)
 
-    def _gemm(self, call: Any, temps: dict[str, int], stream: int) -> None:
+    def _gemm(self, a: Operand, b: Operand, d: Operand, heads: int, temps: dict[str, int], stream: int) -> None:
+        """``d[t] = a[t] @ b[t]`` for the chunk's heads (fp32 operands take TF32 only where the policy allows it)."""
+        call = rowmajor_gemm(a, b, d, heads, self.backend.policy.tf32_enabled and a.dtype == D.ACL_FLOAT)
         if call is None:  # every operand was made GEMM-readable above
             raise AclError(RtErrorCode.ACL_ERROR_RT_INTERNAL_ERROR, "attention backward: a chunk view does not map")
         self.backend.provider.gemm(call, temps["workspace"], WORKSPACE_BYTES, stream)
