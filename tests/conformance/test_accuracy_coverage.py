@@ -58,6 +58,7 @@ STILL_ON_THE_TABLE = {
     # (FlashAttentionScore's reason); its versions take its class
     "FlashAttentionScoreGrad",
     *(f"FlashAttentionScoreGradV{v}" for v in (2, 3, 4)),
+    "RotaryPositionEmbeddingGrad",  # the rotation negates half of dy·sin and of x, as RotaryPositionEmbedding's
 }
 """TODO.md's issue-14 section lists these with their reasons (each spec's ``table(reason)``)."""
 

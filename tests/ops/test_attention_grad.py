@@ -170,3 +170,47 @@ def test_samples_run_and_errors_carry_their_codes(op: str) -> None:
         with pytest.raises(AclnnError) as info:
             eager.run(op, "reference", op_args=dict(case.args))
         assert int(info.value.code) == case.code, case.note
+
+
+# ----------------------------------------------------------------------------- RotaryPositionEmbeddingGrad
+def _torch_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mode: int) -> torch.Tensor:
+    """RotaryPositionEmbedding's forward written here: (x in the mode's order)·cos + (its rotation)·sin."""
+    if mode == 0:
+        x1, x2 = x.chunk(2, dim=-1)
+        return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+    if mode == 1:
+        turned = torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)
+        return x * cos + turned * sin
+    if mode == 2:
+        x1, x2, x3, x4 = x.chunk(4, dim=-1)
+        return x * cos + torch.cat([-x2, x1, -x4, x3], dim=-1) * sin
+    evens, odds = x[..., 0::2], x[..., 1::2]
+    return torch.cat([evens, odds], dim=-1) * cos + torch.cat([-odds, evens], dim=-1) * sin
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2, 3])
+@pytest.mark.parametrize(
+    ("xs", "cs"), [((2, 3, 5, 8), (1, 1, 5, 8)), ((2, 5, 3, 8), (2, 5, 1, 8)), ((6, 2, 8), (6, 1, 8))]
+)
+def test_rope_grad_matches_autograd(mode: int, xs: tuple[int, ...], cs: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(mode)
+    x, dy = (rng.uniform(-2, 2, xs).astype(np.float32) for _ in range(2))
+    angles = rng.uniform(0, 2 * np.pi, cs)
+    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    got = eager.run("RotaryPositionEmbeddingGrad", "reference", dy=dy, cos=cos, sin=sin, xOptional=x, mode=mode)
+    tx, tc, ts = (torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in (x, cos, sin))
+    _torch_rope(tx, tc, ts, mode).backward(torch.tensor(dy, dtype=torch.float64))
+    for name, t in (("dxOut", tx), ("dcosOut", tc), ("dsinOut", ts)):
+        assert_close(got[name], t.grad.numpy(), atol=1e-5, rtol=1e-5)  # type: ignore[union-attr]
+
+
+def test_rope_grad_without_x_leaves_dcos_and_dsin_untouched() -> None:
+    rng = np.random.default_rng(9)
+    dy = rng.uniform(-1, 1, (1, 2, 4, 8)).astype(np.float32)
+    cos = sin = np.full((1, 1, 4, 8), 0.5, np.float32)
+    sentinel = np.full((1, 1, 4, 8), 7.0, np.float32)
+    got = eager.run(
+        "RotaryPositionEmbeddingGrad", "reference", dy=dy, cos=cos, sin=sin, mode=0, dcosOut=sentinel, dsinOut=sentinel
+    )
+    assert (got["dcosOut"] == 7.0).all() and (got["dsinOut"] == 7.0).all()
+    assert got["dxOut"].shape == dy.shape

@@ -32,6 +32,14 @@ Choices where CANN's documents are silent:
   qStartIdx/kvStartIdx and the reserved sinkInOptional must be null, dqRopeOut/dkRopeOut too; outDtype 0 or 1
   (it names the FP8 mode's output); seed and offset only seed dropout, which must be off; softmaxInLayout and
   dsinkOut are reserved (accepted, ignored / left untouched).
+
+RotaryPositionEmbeddingGrad is the backward of RotaryPositionEmbedding (``y = x·cos + R(x)·sin``, R the mode's
+rotation: 0 half, 1 interleave, 2 quarter, 3 interleave-half): ``dx = dy·cos + Rᵀ(dy·sin)`` (mode 3 through
+its de-interleave), ``dcos = Σ dy·x'`` and ``dsin = Σ dy·R(x')`` over the dims where cos/sin broadcast (x' the
+rotated-into order, x itself for modes 0-2). Its rules are the forward's on ``dy`` (modes 0-3, 561002 for a bad
+mode or shape, cos and sin of one shape broadcasting to dy's with the same D); xOptional must be dy's shape
+and dtype. Choices where CANN is silent: without xOptional dcosOut and dsinOut are left untouched (CANN: not
+computed); the broadcast sums are formed in float64 on the reference and in double on the GPU, then rounded once.
 """
 
 from __future__ import annotations
@@ -401,7 +409,67 @@ def _v4() -> OpSpec:
     )  # fmt: skip
 
 
+# ----------------------------------------------------------------------------- RotaryPositionEmbeddingGrad
+_ROPE = next(s for s in A.SPECS if s.name == "RotaryPositionEmbedding")
+
+
+def _rope_grad_infer(call: Call) -> Infos:
+    """The forward's rules on dy; x (when given) is dy's shape and dtype; dcos / dsin are cos's shape."""
+    dy, cos = tensor_arg(call, "dy"), tensor_arg(call, "cos")
+    forward = Call(_ROPE, {"x": dy, "cos": cos, "sin": call.args["sin"], "mode": call.args["mode"]})
+    _ROPE.infer(forward)
+    call.plan.update(forward.plan)
+    x = call.args.get("xOptional")
+    if x is not None and (tuple(x.shape) != tuple(dy.shape) or x.dtype != dy.dtype):
+        want = f"{dy.dtype.short} {list(dy.shape)}"
+        raise invalid(f"xOptional is {x.dtype.short} {list(x.shape)}; it must be dy's {want}")
+    stats = same(cos.shape, dy.dtype) if x is not None else None
+    return {"dxOut": same(dy.shape, dy.dtype), "dcosOut": stats, "dsinOut": stats}
+
+
+def _rope_grad_samples(rng: np.random.Generator) -> Iterable[Sample]:
+    assert _ROPE.samples is not None
+    for s in _ROPE.samples(rng):
+        x = s.args["x"]
+        dy = rng.uniform(-2.0, 2.0, size=x.shape).astype(x.dtype)
+        yield Sample({"dy": dy, "cos": s.args["cos"], "sin": s.args["sin"], "xOptional": x, "mode": s.args["mode"]},
+                     s.note)  # fmt: skip
+
+
+def _rope_grad_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+    assert _ROPE.error_samples is not None
+    for case in _ROPE.error_samples(rng):
+        args = {("dy" if k == "x" else k): v for k, v in case.args.items()}
+        yield ErrorSample(args, case.code, case.note)
+    base = next(iter(_rope_grad_samples(rng))).args
+    yield ErrorSample({**base, "xOptional": base["xOptional"][..., :4].copy()}, INVALID, "x not dy's shape")
+
+
+_ROPE_GRAD_TABLE = table(
+    "dx = dy·cos + Rᵀ(dy·sin) and dsin = Σ dy·R(x): the rotation negates half of its operand, so the magnitudes"
+    " run (|inputs|) gives differences, not Σ|terms| (RotaryPositionEmbedding's reason); needs its own scale"
+)
+
+_ROPE_GRAD = OpSpec(
+    "RotaryPositionEmbeddingGrad",
+    FAMILY,
+    (
+        tensor("dy", FLOATS, min_rank=3, max_rank=4),
+        tensor("cos", FLOATS, min_rank=3, max_rank=4),
+        tensor("sin", FLOATS, min_rank=3, max_rank=4),
+        tensor("xOptional", FLOATS, optional=True, min_rank=3, max_rank=4),
+        int_attr("mode", default=0),
+        out("dxOut", FLOATS),
+        out("dcosOut", FLOATS),
+        out("dsinOut", FLOATS),
+    ),
+    _rope_grad_infer,
+    samples=_rope_grad_samples,
+    error_samples=_rope_grad_errors,
+    summary="rotary embedding backward: dx, and dcos / dsin summed over cos's broadcast dims",
+)
+
 SPECS: list[OpSpec] = with_accuracy(
-    [_BASE, _V2, _v3(), _v4()],
-    {name: _GRAD_TABLE for name in ("FlashAttentionScoreGrad",)},
+    [_BASE, _V2, _v3(), _v4(), _ROPE_GRAD],
+    {"FlashAttentionScoreGrad": _GRAD_TABLE, "RotaryPositionEmbeddingGrad": _ROPE_GRAD_TABLE},
 )

@@ -1,4 +1,4 @@
-"""Reference kernel of the attention backward (FlashAttentionScoreGrad and its versions) in float64.
+"""Reference kernels of the attention backward (FlashAttentionScoreGrad and its versions, RotaryPositionEmbeddingGrad).
 
 P is recomputed from Q, K, the forward's keep rules (:func:`fa_keep`) and the saved statistics, then
 ``dV = Pᵀ dO``, ``dP = dO Vᵀ``, ``D = rowsum(dO ∘ O)``, ``dS = P ∘ (dP − D)``, ``dQ = scale·dS K`` and
@@ -12,7 +12,7 @@ import numpy as np
 
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
-from acl_reference.kernels.attention import F64, fa_keep, from_bnsd, to_bnsd
+from acl_reference.kernels.attention import F64, fa_keep, from_bnsd, rotate, to_bnsd
 
 Array = np.ndarray
 
@@ -63,3 +63,39 @@ def flash_attention_score_grad(k: RefCall) -> None:
         with np.errstate(over="ignore", invalid="ignore"):
             p_sink = np.where(row_sum > 0, np.exp(logit - row_max) / np.where(row_sum > 0, row_sum, 1.0), 0.0)
         k.write("dsink", -(p_sink * delta).sum(axis=(0, 2)))
+
+
+def _unrotate(u: Array, mode: int) -> Array:
+    """``Rᵀ u`` for the rotation R of RotaryPositionEmbedding's modes 0-2 (R is a signed pairing: Rᵀ = −R)."""
+    return -rotate(u, mode)[1]
+
+
+def _deinterleave(x: Array) -> Array:
+    """Mode 3's order: x's even elements, then its odd ones (what the forward rotates by half)."""
+    return np.concatenate([x[..., 0::2], x[..., 1::2]], axis=-1)
+
+
+def _interleave(u: Array) -> Array:
+    """The inverse of :func:`_deinterleave`."""
+    half = u.shape[-1] // 2
+    out = np.empty_like(u)
+    out[..., 0::2], out[..., 1::2] = u[..., :half], u[..., half:]
+    return out
+
+
+@kernel("RotaryPositionEmbeddingGrad")
+def rotary_position_embedding_grad(k: RefCall) -> None:
+    """dx = dy·cos + Rᵀ(dy·sin); with x, dcos = Σ dy·x' and dsin = Σ dy·R(x') over cos's broadcast dims."""
+    dy, cos, sin = (k.read(n, F64) for n in ("dy", "cos", "sin"))
+    mode = k.value("mode")
+    if mode == 3:  # the forward rotates x's de-interleaved order by half; the gradient interleaves back
+        dx = _interleave(dy * cos + _unrotate(dy * sin, 0))
+    else:
+        dx = dy * cos + _unrotate(dy * sin, mode)
+    k.write("dxOut", dx)
+    if k["xOptional"] is None:
+        return  # CANN computes no dcos / dsin without x: they are left untouched
+    straight, turned = rotate(k.read("xOptional", F64), mode)
+    axes = tuple(i for i, (c, n) in enumerate(zip(cos.shape, dy.shape)) if c == 1 and n != 1)
+    k.write("dcosOut", (dy * straight).sum(axis=axes, keepdims=True))
+    k.write("dsinOut", (dy * turned).sum(axis=axes, keepdims=True))
