@@ -1,4 +1,4 @@
-"""FlashAttentionScoreGrad on the rocm backend above the provider seam, on a CPU.
+"""FlashAttentionScoreGrad and RotaryPositionEmbeddingGrad on the rocm backend above the provider seam, on a CPU.
 
 The row, add, store, copy, widen and sink kernels are built with g++ (``kernel_emulator.py``) and run on host
 memory; the fake provider's host BLAS computes the GEMMs from the exact GemmCalls the op issues. Spec
@@ -107,3 +107,26 @@ def test_causal_chunks_skip_the_keys_no_row_keeps(emulated) -> None:
     work = sum(c.heads * c.rows * c.cols for c in chunks)
     assert work < 0.7 * 2 * 2048 * 2048  # about half the dense products
     assert {c.row0 for c in chunks} == set(range(0, 2048, 512))
+
+
+def test_rope_grad_samples_match_the_reference_when_emulated(emulated, reference: Backend) -> None:
+    backend, _ = emulated
+    spec = get_spec("RotaryPositionEmbeddingGrad")
+    assert spec.samples is not None
+    for i, s in enumerate(spec.samples(np.random.default_rng(5))):
+        layouts = ("contiguous", "transposed", "padded") if i % 7 == 0 else ("contiguous",)
+        for layout in layouts:
+            _compare(backend, reference, "RotaryPositionEmbeddingGrad", dict(s.args), s.note, layout)
+
+
+def test_rope_grad_without_x_writes_dx_only_when_emulated(emulated, reference: Backend) -> None:
+    backend, _ = emulated
+    rng = np.random.default_rng(4)
+    dy = rng.uniform(-1, 1, (2, 5, 3, 8)).astype(np.float32)
+    cos, sin = (rng.uniform(-1, 1, (1, 5, 1, 8)).astype(np.float32) for _ in range(2))
+    sentinel = np.full((1, 5, 1, 8), 7.0, np.float32)
+    args = {"dy": dy, "cos": cos, "sin": sin, "mode": 1, "dcosOut": sentinel, "dsinOut": sentinel}
+    got = eager.run("RotaryPositionEmbeddingGrad", backend, op_args=args)
+    want = eager.run("RotaryPositionEmbeddingGrad", reference, op_args=args)
+    assert (got["dcosOut"] == 7.0).all() and (got["dsinOut"] == 7.0).all()
+    assert not class_problems("RotaryPositionEmbeddingGrad", args, {"dxOut": got["dxOut"]}, {"dxOut": want["dxOut"]})

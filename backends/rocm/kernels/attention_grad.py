@@ -11,7 +11,8 @@ array that :func:`sink_source`'s kernel sums per head (no atomics: a fixed order
 chunk's fp32 dK / dV partial into the call's fp32 accumulator, :func:`store_source` writes an accumulator into an
 output in its dtype and layout, :func:`copy_source` / :func:`widen_source` make an operand GEMM-readable
 (contiguous; fp32). One block of :data:`GRAD_THREADS` threads per row, per head for the sink sum; a thread per
-element elsewhere.
+element elsewhere. RotaryPositionEmbeddingGrad's two kernels (:func:`rope_grad_dx_source`, :func:`rope_grad_dcs_source`)
+compute in double and round once.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ ELEMENT_STRUCT: Final = meta_struct("ElemMeta", ElementMeta)
 
 @dataclass(frozen=True)
 class GradKernel:
-    """One compiled kernel of this module: which one ("rows", "add", "store", "copy", "widen", "sink") and its dtype."""
+    """One compiled kernel of this module: which one (a key of ``_SOURCES``) and its dtype."""
 
     kind: str
     dtype: D = D.ACL_FLOAT
@@ -239,3 +240,131 @@ _SOURCES = {
     "widen": widen_source,
     "sink": sink_source,
 }
+
+
+# ----------------------------------------------------------------------------- RotaryPositionEmbeddingGrad
+@dataclass(frozen=True)
+class RopeGradMeta(PackedMeta):
+    """One rotary-backward launch: dy's dims (3-d padded to 4), strides of every tensor, the mode (elements)."""
+
+    dims: Strides = _ZERO4
+    cos_dims: Strides = _ZERO4
+    dy: Strides = _ZERO4
+    x: Strides = _ZERO4
+    cos: Strides = _ZERO4
+    sin: Strides = _ZERO4
+    dx: Strides = _ZERO4
+    dcos: Strides = _ZERO4
+    dsin: Strides = _ZERO4
+    mode: int = 0
+    count: int = 0
+
+
+ROPE_GRAD_STRUCT: Final = meta_struct("RopeGradMeta", RopeGradMeta)
+
+_ROPE_PAIR = """
+// dx[e] = cos[a]·dy[a] + sign·sin[p]·dy[p]: the transposed rotation of the mode (a = e but in mode 3)
+ACL_DEV void rope_pair(long long mode, long long d, long long e, long long* a, long long* p, double* sign) {
+  const long long h = d / 2, q = d / 4;
+  *a = e;
+  if (mode == 0) { *p = e < h ? e + h : e - h; *sign = e < h ? 1.0 : -1.0; }
+  else if (mode == 1) { *p = e % 2 == 0 ? e + 1 : e - 1; *sign = e % 2 == 0 ? 1.0 : -1.0; }
+  else if (mode == 2) { const bool first = (e / q) % 2 == 0; *p = first ? e + q : e - q; *sign = first ? 1.0 : -1.0; }
+  else {  // interleave-half: output 2i pairs half-rows i and i + h
+    const long long i = e / 2;
+    *a = e % 2 == 0 ? i : i + h;
+    *p = e % 2 == 0 ? i + h : i;
+    *sign = e % 2 == 0 ? 1.0 : -1.0;
+  }
+}
+"""
+
+
+def rope_grad_dx_source(inst: GradKernel) -> str:
+    """``dx = dy·cos + Rᵀ(dy·sin)``, one thread an element of dy, in double, rounded once."""
+    c = ctype(inst.dtype)
+    s = c.storage
+    f32 = ctype(D.ACL_FLOAT)
+
+    def at(name: str, index: str) -> str:
+        return f"(double){load(f'{name}[row_{name} + ({index}) * m.{name}[3]]', c, f32)}"
+
+    rows = "\n".join(
+        f"  const long long row_{n} = i0 * m.{n}[0] + i1 * m.{n}[1] + i2 * m.{n}[2];"
+        for n in ("dy", "cos", "sin", "dx")
+    )
+    return f"""
+{ROPE_GRAD_STRUCT}
+{_ROPE_PAIR}
+extern "C" __global__ void __launch_bounds__({ELEMENT_THREADS}) {inst.kernel_name}(
+    const RopeGradMeta m, const {s}* __restrict__ dy, const {s}* __restrict__ cos, const {s}* __restrict__ sin,
+    {s}* __restrict__ dx) {{
+  const long long n = (long long)blockIdx.x * {ELEMENT_THREADS} + threadIdx.x;
+  if (n >= m.count) return;
+  const long long d = m.dims[3];
+  const long long e = n % d, i2 = (n / d) % m.dims[2], i1 = (n / d / m.dims[2]) % m.dims[1];
+  const long long i0 = n / d / m.dims[2] / m.dims[1];
+{rows}
+  long long a, p;
+  double sign;
+  rope_pair(m.mode, d, e, &a, &p, &sign);
+  const double v = {at("cos", "a")} * {at("dy", "a")} + sign * {at("sin", "p")} * {at("dy", "p")};
+  dx[row_dx + e * m.dx[3]] = {store("(float)v", f32, c)};
+}}
+"""
+
+
+def rope_grad_dcs_source(inst: GradKernel) -> str:
+    """``dcos = Σ dy·x'`` and ``dsin = Σ dy·R(x')`` over cos's broadcast dims: one thread an element of cos."""
+    c = ctype(inst.dtype)
+    s = c.storage
+    f32 = ctype(D.ACL_FLOAT)
+    dy_at = load("dy[row_dy + e * m.dy[3]]", c, f32)
+    x_at = load("x[row_x + (j) * m.x[3]]", c, f32)
+    return f"""
+{ROPE_GRAD_STRUCT}
+{_ROPE_PAIR}
+ACL_DEV double rope_x(const {s}* __restrict__ x, const RopeGradMeta& m, long long row_x, long long j) {{
+  return (double){x_at};
+}}
+extern "C" __global__ void __launch_bounds__({ELEMENT_THREADS}) {inst.kernel_name}(
+    const RopeGradMeta m, const {s}* __restrict__ dy, const {s}* __restrict__ x, {s}* __restrict__ dcos,
+    {s}* __restrict__ dsin) {{
+  const long long n = (long long)blockIdx.x * {ELEMENT_THREADS} + threadIdx.x;
+  if (n >= m.count) return;
+  const long long d = m.dims[3], h = d / 2;
+  const long long e = n % d, c2 = (n / d) % m.cos_dims[2], c1 = (n / d / m.cos_dims[2]) % m.cos_dims[1];
+  const long long c0 = n / d / m.cos_dims[2] / m.cos_dims[1];
+  const long long b0 = m.cos_dims[0] == 1 ? m.dims[0] : 1, b1 = m.cos_dims[1] == 1 ? m.dims[1] : 1;
+  const long long b2 = m.cos_dims[2] == 1 ? m.dims[2] : 1;
+  long long a, p;
+  double sign;
+  rope_pair(m.mode, d, e, &a, &p, &sign);
+  double sum_cos = 0.0, sum_sin = 0.0;
+  for (long long j0 = 0; j0 < b0; ++j0)
+    for (long long j1 = 0; j1 < b1; ++j1)
+      for (long long j2 = 0; j2 < b2; ++j2) {{
+        const long long i0 = b0 > 1 ? j0 : c0, i1 = b1 > 1 ? j1 : c1, i2 = b2 > 1 ? j2 : c2;
+        const long long row_dy = i0 * m.dy[0] + i1 * m.dy[1] + i2 * m.dy[2];
+        const long long row_x = i0 * m.x[0] + i1 * m.x[1] + i2 * m.x[2];
+        const double g = (double){dy_at};
+        double straight, turned;
+        if (m.mode == 3) {{  // x de-interleaved (evens, then odds), then rotated by half
+          straight = e < h ? rope_x(x, m, row_x, 2 * e) : rope_x(x, m, row_x, 2 * (e - h) + 1);
+          turned = e < h ? -rope_x(x, m, row_x, 2 * e + 1) : rope_x(x, m, row_x, 2 * (e - h));
+        }} else {{  // R x at e is -sign·x[p]: the rotation pairs e with p
+          straight = rope_x(x, m, row_x, e);
+          turned = -sign * rope_x(x, m, row_x, p);
+        }}
+        sum_cos += g * straight;
+        sum_sin += g * turned;
+      }}
+  const long long out_cos = c0 * m.dcos[0] + c1 * m.dcos[1] + c2 * m.dcos[2] + e * m.dcos[3];
+  const long long out_sin = c0 * m.dsin[0] + c1 * m.dsin[1] + c2 * m.dsin[2] + e * m.dsin[3];
+  dcos[out_cos] = {store("(float)sum_cos", f32, c)};
+  dsin[out_sin] = {store("(float)sum_sin", f32, c)};
+}}
+"""
+
+
+_SOURCES.update({"rope_dx": rope_grad_dx_source, "rope_dcs": rope_grad_dcs_source})

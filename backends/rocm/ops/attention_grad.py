@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
@@ -32,6 +32,7 @@ from acl_rocm.kernels.attention_grad import (
     ElementMeta,
     GradKernel,
     GradRowsMeta,
+    RopeGradMeta,
     Strides,
 )
 from acl_rocm.launch import KernelArgs, LaunchConfig
@@ -52,7 +53,7 @@ from acl_rocm.ops.matmul import WORKSPACE_BYTES, blas_view
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
 
-OPS: tuple[str, ...] = ("FlashAttentionScoreGrad",)
+OPS: tuple[str, ...] = ("FlashAttentionScoreGrad", "RotaryPositionEmbeddingGrad")
 _ZERO4: Strides = (0, 0, 0, 0)
 
 
@@ -123,10 +124,11 @@ class AttentionGradRunner:
         """Bytes of fp32 S and dP plus P and dS temporaries one chunk may hold."""
 
     def kernels(self) -> dict[str, Kernel]:
-        """The backward's kernel, or none when the platform has no GEMM."""
-        if self.backend.matmul.unavailable() is not None:
-            return {}
-        return {"FlashAttentionScoreGrad": self.run}
+        """A kernel per op (FlashAttentionScoreGrad only where the platform has a GEMM)."""
+        kernels: dict[str, Kernel] = {"RotaryPositionEmbeddingGrad": self.rope_grad}
+        if self.backend.matmul.unavailable() is None:
+            kernels["FlashAttentionScoreGrad"] = self.run
+        return kernels
 
     def _function(self, inst: GradKernel) -> object:
         return self.backend.function(inst.source(), inst.kernel_name)
@@ -385,6 +387,57 @@ class AttentionGradRunner:
         if call is None:  # every operand was made GEMM-readable above
             raise AclError(RtErrorCode.ACL_ERROR_RT_INTERNAL_ERROR, "attention backward: a chunk view does not map")
         self.backend.provider.gemm(call, temps["workspace"], WORKSPACE_BYTES, stream)
+
+    # ------------------------------------------------------------------ RotaryPositionEmbeddingGrad
+    def rope_grad(self, launch: Launch) -> None:
+        """dxOut, one thread an element; with xOptional, dcosOut and dsinOut, one thread an element of cos."""
+        args = launch.args
+        dy, cos, sin, dx = (args[n] for n in ("dy", "cos", "sin", "dxOut"))
+        x = args["xOptional"]
+        stream = handle(launch.stream)
+        count = math.prod(dy.view_dims)
+        meta = RopeGradMeta(
+            dims=_dims4(dy.view_dims),
+            cos_dims=_dims4(cos.view_dims),
+            dy=_strides4(dy),
+            x=_ZERO4 if x is None else _strides4(x),
+            cos=_strides4(cos, broadcast=True),
+            sin=_strides4(sin, broadcast=True),
+            dx=_strides4(dx),
+            mode=int(args["mode"]),
+            count=count,
+        )
+        self._rope_launch("rope_dx", dy.dtype, meta, (dy, cos, sin, dx), count, stream)
+        if x is None:  # no dcos / dsin without x (CANN): their outputs are left untouched
+            return
+        dcos, dsin = args["dcosOut"], args["dsinOut"]
+        cos_count = math.prod(cos.view_dims)
+        meta = replace(meta, dcos=_strides4(dcos), dsin=_strides4(dsin), count=cos_count)
+        self._rope_launch("rope_dcs", dy.dtype, meta, (dy, x, dcos, dsin), cos_count, stream)
+
+    def _rope_launch(
+        self, kind: str, dtype: D, meta: RopeGradMeta, tensors: tuple[AclTensor, ...], count: int, stream: int
+    ) -> None:
+        if count == 0:  # an empty dy: no dx element (dcos / dsin over empty dims still write their zeros)
+            return
+        values: list[Any] = [KernelArgs.index_array(meta.values(), "long long")]
+        values += [KernelArgs.pointer(_address(t)) for t in tensors]
+        config = LaunchConfig((-(-count // ELEMENT_THREADS), 1, 1), (ELEMENT_THREADS, 1, 1))
+        function = self._function(GradKernel(kind, dtype))
+        self.backend.elementwise.launch_prepared(Prepared(function, config, KernelArgs(values)), stream)
+
+
+def _dims4(dims: tuple[int, ...]) -> Strides:
+    """A rank-3 (TND) shape as rank 4 with a leading 1; rank 4 as it is."""
+    d = (1, *dims) if len(dims) == 3 else tuple(dims)
+    return d[0], d[1], d[2], d[3]
+
+
+def _strides4(t: AclTensor, broadcast: bool = False) -> Strides:
+    """``t``'s strides as rank 4 (a leading 0 for rank 3); ``broadcast``: its size-1 dims made stride 0."""
+    st = tuple(0 if broadcast and n == 1 else s for n, s in zip(t.view_dims, t.strides))
+    st = (0, *st) if len(st) == 3 else st
+    return st[0], st[1], st[2], st[3]
 
 
 RUNNER = AttentionGradRunner
