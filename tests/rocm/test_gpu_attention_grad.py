@@ -1,11 +1,12 @@
-"""FlashAttentionScoreGrad (and V2-V4) on the GPU, compared with the NumPy reference (GPU tier).
+"""FlashAttentionScoreGrad (and V2-V4) and RotaryPositionEmbeddingGrad on the GPU, against the reference (GPU tier).
 
 Every sample of every version under the op's accuracy class (the table's per-dtype defaults), contiguous,
 padded and transposed; then tile-crossing shapes in every dtype (hundreds of rows and keys, D 64/128, GQA,
 causal, band, a full mask with fully masked rows, pse, a sink) compared normwise: at hundreds of keys the
 GPU's fp32 GEMMs and the reference's float64 sums differ by fp32's rounding of the largest terms, which an
 elementwise relative check cannot grant where dS's terms cancel. Outputs start as sentinels, so a kernel
-that writes nothing cannot pass. ``ACL_ROCM_EMULATE=1`` runs the samples on the CPU kernel emulator.
+that writes nothing cannot pass. RotaryPositionEmbeddingGrad also runs at a prefill's size in every mode and dtype
+under its class. ``ACL_ROCM_EMULATE=1`` runs the samples on the CPU kernel emulator.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from acl_core.spec.ops import all_specs
 from acl_core.spec.ops.attention import UNBOUNDED, compressed_mask
 from acl_rocm.ops.attention_grad import GradProblem
 from tests.conftest import assert_close
-from tests.rocm.against_reference import assert_every_sample_matches
+from tests.rocm.against_reference import assert_every_sample_matches, assert_matches_reference
 from tests.rocm.prefill import sentinel_outputs
 
 pytestmark = pytest.mark.gpu
@@ -119,3 +120,14 @@ def _problem(args: dict[str, Any]) -> GradProblem:
     b, sq, nq, d = args["query"].shape
     skv, nkv = args["keyIn"].shape[1:3]
     return GradProblem(b, nq, nkv, sq, skv, d, D.ACL_BF16, "BSND", 0.0, (-(sq + skv), 0, 0), None, None, None, {})
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2, 3])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float16", "bf16"])
+def test_rope_grad_at_prefill_size(rocm: Backend, reference: Backend, mode: int, dtype: Any) -> None:
+    rng = np.random.default_rng(mode)
+    dy, x = (rng.uniform(-2, 2, (2, 1024, 16, 128)).astype(dtype) for _ in range(2))
+    angles = rng.uniform(0, 2 * np.pi, (1, 1024, 1, 128))
+    args = {"dy": dy, "cos": np.cos(angles).astype(dtype), "sin": np.sin(angles).astype(dtype), "xOptional": x}
+    assert_matches_reference(rocm, reference, "RotaryPositionEmbeddingGrad", {**args, "mode": mode}, "contiguous",
+                             f"BSND 2x1024x16x128 mode {mode}")  # fmt: skip
