@@ -55,12 +55,13 @@ def _samples(op: str, picks: tuple[int, ...]) -> list[tuple[str, dict[str, Any]]
     spec = get_spec(op)
     assert spec.samples is not None
     found = list(spec.samples(np.random.default_rng(5)))
-    return [(found[i].note, dict(found[i].args)) for i in picks if i < len(found)]
+    return [(found[i].note, dict(found[i].args)) for i in picks]
 
 
-# indices into FlashAttentionScoreGrad's samples: fp32 BSH/SBH/BSND/BNSD, GQA, MQA, fp16 and bf16 layouts,
-# the full masks, every sparse mode, the float16 causal, both pse forms, the max -inf row, the bf16 GQA 33x40
-BASE_PICKS = (0, 1, 2, 3, 4, 5, 6, 13, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29)
+# indices into FlashAttentionScoreGrad's samples: GQA (BSND), MQA (BSH), fp16 BSH, bf16 SBH, the full masks (BNSD,
+# BSND), every sparse mode, the float16 causal, both pse forms (BNSD, SBH), the max -inf row (the bf16 33x40 sample
+# is left to the GPU tier: the emulator spends 5 s on it)
+BASE_PICKS = (4, 5, 6, 13, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28)
 
 
 def test_samples_match_the_reference_when_emulated(emulated, reference: Backend) -> None:
