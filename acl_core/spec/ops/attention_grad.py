@@ -410,14 +410,14 @@ def _v4() -> OpSpec:
 
 
 # ----------------------------------------------------------------------------- RotaryPositionEmbeddingGrad
-_ROPE = next(s for s in A.SPECS if s.name == "RotaryPositionEmbedding")
+_ROPE_FORWARD = next(s for s in A.SPECS if s.name == "RotaryPositionEmbedding")
 
 
 def _rope_grad_infer(call: Call) -> Infos:
     """The forward's rules on dy; x (when given) is dy's shape and dtype; dcos / dsin are cos's shape."""
     dy, cos = tensor_arg(call, "dy"), tensor_arg(call, "cos")
-    forward = Call(_ROPE, {"x": dy, "cos": cos, "sin": call.args["sin"], "mode": call.args["mode"]})
-    _ROPE.infer(forward)
+    forward = Call(_ROPE_FORWARD, {"x": dy, "cos": cos, "sin": call.args["sin"], "mode": call.args["mode"]})
+    _ROPE_FORWARD.infer(forward)
     call.plan.update(forward.plan)
     x = call.args.get("xOptional")
     if x is not None and (tuple(x.shape) != tuple(dy.shape) or x.dtype != dy.dtype):
@@ -428,8 +428,8 @@ def _rope_grad_infer(call: Call) -> Infos:
 
 
 def _rope_grad_samples(rng: np.random.Generator) -> Iterable[Sample]:
-    assert _ROPE.samples is not None
-    for s in _ROPE.samples(rng):
+    assert _ROPE_FORWARD.samples is not None
+    for s in _ROPE_FORWARD.samples(rng):
         x = s.args["x"]
         dy = rng.uniform(-2.0, 2.0, size=x.shape).astype(x.dtype)
         yield Sample({"dy": dy, "cos": s.args["cos"], "sin": s.args["sin"], "xOptional": x, "mode": s.args["mode"]},
@@ -437,8 +437,8 @@ def _rope_grad_samples(rng: np.random.Generator) -> Iterable[Sample]:
 
 
 def _rope_grad_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
-    assert _ROPE.error_samples is not None
-    for case in _ROPE.error_samples(rng):
+    assert _ROPE_FORWARD.error_samples is not None
+    for case in _ROPE_FORWARD.error_samples(rng):
         args = {("dy" if k == "x" else k): v for k, v in case.args.items()}
         yield ErrorSample(args, case.code, case.note)
     base = next(iter(_rope_grad_samples(rng))).args
