@@ -1,4 +1,4 @@
-"""Attention backward: FlashAttentionScoreGrad and its versions V2, V3, V4 (issue 16).
+"""Attention backward (issue 16): FlashAttentionScoreGrad and its versions V2, V3, V4; RotaryPositionEmbeddingGrad.
 
 The backward of :mod:`acl_core.spec.ops.attention`'s FlashAttentionScore (and V2/V3/V4). It takes the
 forward's inputs, ``dy`` (dO), the forward's saved statistics ``softmaxMax`` / ``softmaxSum`` ([B,N,Sq,8]
@@ -26,12 +26,14 @@ Choices where CANN's documents are silent:
 * V3 adds ``sinkInOptional`` ([headNum] float32, the forward V3's sink) and ``dsinkOut`` ([headNum] float32):
   with a sink the statistics include it (the forward's rule), P's denominator has it, and
   ``dsink[h] = −Σ_{b,i} p_sink·D`` (``p_sink = exp(sink − max) / sum``); without one dsinkOut is left
-  untouched. The summation order of dsink is unspecified (CANN: non-deterministic by default).
+  untouched. CANN's dsink is non-deterministic by default; the reference and rocm sum it in a fixed order.
 * V4 is V2's rules with V4's parameters: queryRope/keyRope (MLA's split rope), the FP8 dequant scales
   (dScaleQ/K/V/Dy/O), the TND lengths (actualSeqQLen/KvLen: inputLayout TND is refused by its choices),
   qStartIdx/kvStartIdx and the reserved sinkInOptional must be null, dqRopeOut/dkRopeOut too; outDtype 0 or 1
   (it names the FP8 mode's output); seed and offset only seed dropout, which must be off; softmaxInLayout and
   dsinkOut are reserved (accepted, ignored / left untouched).
+* Both accuracy classes are the table (their forwards' reasons, given with each class below). Not declared
+  here: the varlen (TND) backwards, FlashAttentionUnpaddingScoreGrad and its versions.
 
 RotaryPositionEmbeddingGrad is the backward of RotaryPositionEmbedding (``y = x·cos + R(x)·sin``, R the mode's
 rotation: 0 half, 1 interleave, 2 quarter, 3 interleave-half): ``dx = dy·cos + Rᵀ(dy·sin)`` (mode 3 through
