@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +132,17 @@ def test_rope_grad_without_x_writes_dx_only_when_emulated(emulated, reference: B
     want = eager.run("RotaryPositionEmbeddingGrad", reference, op_args=args)
     assert (got["dcosOut"] == 7.0).all() and (got["dsinOut"] == 7.0).all()
     assert not class_problems("RotaryPositionEmbeddingGrad", args, {"dxOut": got["dxOut"]}, {"dxOut": want["dxOut"]})
+
+
+def test_no_product_takes_tf32_even_where_the_policy_allows_it(emulated, reference: Backend) -> None:
+    backend, provider = emulated
+    saved = backend.policy
+    backend.policy = replace(saved, tf32_enabled=True)  # type: ignore[misc]  # CANN_FAST_TF32 on TF32 hardware
+    try:
+        provider.gemms.clear()
+        note, args = _samples("FlashAttentionScoreGrad", (4,))[0]
+        _compare(backend, reference, "FlashAttentionScoreGrad", args, note, "contiguous")
+        assert provider.gemms and len(provider.gemms) % 5 == 0  # five products a chunk
+        assert not any(call.fast_tf32 for call in provider.gemms)
+    finally:
+        backend.policy = saved  # type: ignore[misc]

@@ -272,8 +272,8 @@ class AttentionGradRunner:
         part_keys = Operand(temps["part"], D.ACL_FLOAT, c.cols, d, d, 1, c.cols * d)
         part_rows = Operand(temps["part"], D.ACL_FLOAT, c.rows, d, d, 1, c.rows * d)
         if c.cols > 0:
-            self._gemm(p, rows_of(q), keys_of(k, True), scratch(temps["s"], D.ACL_FLOAT), c.heads, temps, stream)
-            self._gemm(p, rows_of(do), keys_of(v, True), scratch(temps["dp"], D.ACL_FLOAT), c.heads, temps, stream)
+            self._gemm(rows_of(q), keys_of(k, True), scratch(temps["s"], D.ACL_FLOAT), c.heads, temps, stream)
+            self._gemm(rows_of(do), keys_of(v, True), scratch(temps["dp"], D.ACL_FLOAT), c.heads, temps, stream)
         self._rows(p, c, head0, temps, terms, stream)
         acc_at = (c.batch * p.nkv * p.skv + c.kv_head0 * p.skv + c.kv0) * d * 4
         part_dims = (1, c.heads, c.cols, d)
@@ -285,12 +285,12 @@ class AttentionGradRunner:
                 ("dk", scratch(temps["ds"], D.ACL_FLOAT, True), rows_of(sides["q32"])),
             )
             for role, left, right in products:
-                self._gemm(p, left, right, part_keys, c.heads, temps, stream)
+                self._gemm(left, right, part_keys, c.heads, temps, stream)
                 self._elements(
                     "add", D.ACL_FLOAT, part_dims, accs[role] + acc_at, acc_strides, temps["part"], part_strides, stream
                 )
             ds = scratch(temps["ds"], D.ACL_FLOAT)
-            self._gemm(p, ds, keys_of(sides["k32"], False), part_rows, c.heads, temps, stream)
+            self._gemm(ds, keys_of(sides["k32"], False), part_rows, c.heads, temps, stream)
         else:  # rows that keep no key: dQ = 0
             self.backend.provider.memset(temps["part"], 0, c.heads * c.rows * d * 4, stream)
         dq = sides["dq"]
@@ -374,16 +374,9 @@ class AttentionGradRunner:
         config = LaunchConfig((p.nq, 1, 1), (GRAD_THREADS, 1, 1))
         self.backend.elementwise.launch_prepared(Prepared(self._function(inst), config, KernelArgs(values)), stream)
 
-    def _gemm(
-        self, p: GradProblem, a: Operand, b: Operand, d: Operand, heads: int, temps: dict[str, int], stream: int
-    ) -> None:
-        """``d[t] = a[t] @ b[t]`` for the chunk's heads.
-
-        TF32 only for an fp32 call where the policy allows it (as the forward): the fp32 products of an fp16/bf16
-        call exist for their accuracy, so they never take it.
-        """
-        fast = self.backend.policy.tf32_enabled and p.dtype == D.ACL_FLOAT
-        call = rowmajor_gemm(a, b, d, heads, fast)
+    def _gemm(self, a: Operand, b: Operand, d: Operand, heads: int, temps: dict[str, int], stream: int) -> None:
+        """``d[t] = a[t] @ b[t]`` for the chunk's heads, never TF32: the op has no cubeMathType to allow it."""
+        call = rowmajor_gemm(a, b, d, heads)
         if call is None:  # every operand was made GEMM-readable above
             raise AclError(RtErrorCode.ACL_ERROR_RT_INTERNAL_ERROR, "attention backward: a chunk view does not map")
         self.backend.provider.gemm(call, temps["workspace"], WORKSPACE_BYTES, stream)
