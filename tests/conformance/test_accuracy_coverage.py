@@ -54,6 +54,11 @@ STILL_ON_THE_TABLE = {
     "RopeWithSinCosCacheV2",
     "RopeWithSinCosCache",
     "QkvRmsNormRopeCache",  # the same rotation after RmsNorm, beside INT8 quantised caches
+    # the attention backward: dQ/dK/dV are products of P = softmax(QKᵀ), whose bound needs the unchanged Q and K
+    # (FlashAttentionScore's reason); its versions take its class
+    "FlashAttentionScoreGrad",
+    *(f"FlashAttentionScoreGradV{v}" for v in (2, 3, 4)),
+    "RotaryPositionEmbeddingGrad",  # the rotation negates half of dy·sin and of x, as RotaryPositionEmbedding's
 }
 """TODO.md's issue-14 section lists these with their reasons (each spec's ``table(reason)``)."""
 

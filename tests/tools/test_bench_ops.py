@@ -45,6 +45,7 @@ def test_small_suite_writes_a_well_formed_report(small: tuple[dict[str, Any], Pa
     expected |= {"TransposeBatchMatMul", "GroupedMatmul", "GroupedMatmulWeightNz", "QuantMatmulWeightNz int8"}
     expected |= {"GroupedMatmulSwigluQuantV2", "GroupedMatmulV5", "GroupedMatmulV5 [N,K] weight"}
     expected |= {"FlashAttentionScoreV3 causal+sink", "RecurrentGatedDeltaRule decode"}
+    expected |= {"FlashAttentionScoreGrad causal"}
     expected |= {"SparseFlashAttention decode", "LightningIndexer decode"}
     expected |= {"ScatterPaKvCache", "RopeWithSinCosCacheV2"}
     expected |= {"MoeTokenPermute", "ApplyTopKTopP", "MoeGatingTopK", "MoeTokenUnpermute", "MoeInitRoutingV2"}

@@ -60,6 +60,8 @@ class Sizes:
     """Blocks of the paged KV cache the ScatterPaKvCache row writes into (16 token slots of 8 x 128 each)."""
     rope_tokens: int = 64
     """Tokens of the RopeWithSinCosCacheV2 row (32 query and 8 key heads of 128)."""
+    attention_grad: tuple[int, int, int, int] = (1, 2, 256, 64)
+    """FlashAttentionScoreGrad causal: (B, N, S, D)."""
     forced_attention: tuple[tuple[str, tuple[int, int, int, int]], ...] = (("flash", (1, 2, 256, 64)),)
     """Causal FlashAttentionScore rows with the backend's attention path forced (a rocm setting, the one
     ``ACL_ATTENTION_PATH`` sets): (path, (B, N, S, D)); backends without selectable paths skip them."""
@@ -73,6 +75,7 @@ POINTWISE: dict[str, tuple[tuple[str, ...], str]] = {
 OPS = (
     *("Add", "Copy", "Mul", "Silu", "Softmax", "LayerNorm", "RmsNorm", "Matmul", "FlashAttentionScore"),
     "FlashAttentionScoreV3",
+    "FlashAttentionScoreGrad",
     "RecurrentGatedDeltaRule",
     "SparseFlashAttention",
     "LightningIndexer",
@@ -178,6 +181,7 @@ SIZES = {
         5,
         kv_blocks=4096,
         rope_tokens=4096,
+        attention_grad=(4, 32, 2048, 128),
         forced_attention=(("flash", (4, 32, 4096, 128)), ("flash", (4, 32, 1024, 64)), ("flash", (4, 16, 2048, 256))),
     ),
 }
@@ -1489,6 +1493,49 @@ class Suite:
         case = Case("FlashAttentionScoreV3 causal+sink", f"B{b} N{n} S{s} D{d}", dtype.short, "TFLOP/s", flops)
         self.case(case, acl, torch_fn, "FlashAttentionScoreV3")
 
+    def attention_grad(self) -> None:
+        """Causal FlashAttentionScoreGrad (BNSD, sparseMode 3, bf16) vs the autograd backward of torch's SDPA.
+
+        The backward's saved statistics and output come from one FlashAttentionScore call before the timing;
+        torch differentiates one ``scaled_dot_product_attention(is_causal=True)`` (its flash backward on a GPU).
+        """
+        if not self.wanted("FlashAttentionScoreGrad"):
+            return
+        b, n, s, d = self.sizes.attention_grad
+        dtype = D.ACL_BF16
+        attrs: dict[str, Any] = {"scaleValue": 1 / math.sqrt(d), "keepProb": 1.0, "preTokens": 2147483647}
+        attrs |= {"nextTokens": 2147483647, "headNum": n, "inputLayout": "BNSD", "innerPrecise": 0, "sparseMode": 3}
+
+        def acl() -> tuple[Callable[[], None], Any]:
+            q, k, v, dy = (self.array((b, n, s, d), dtype) for _ in range(4))
+            mask = to_device(compressed_mask(), self.backend)
+            smax, ssum = (empty((b, n, s, 8), D.ACL_FLOAT, self.backend) for _ in range(2))
+            out = empty((b, n, s, d), dtype, self.backend)
+            forward = Prepared(
+                self.backend, self.stream, "FlashAttentionScore",
+                {"query": q, "key": k, "value": v, "attenMaskOptional": mask, "softmaxMaxOut": smax,
+                 "softmaxSumOut": ssum, "attentionOutOut": out, **attrs},
+                skip=("softmaxOutOut",),
+            )  # fmt: skip
+            forward()
+            self.rt.synchronize_stream(self.stream)
+            aclnn.aclDestroyAclOpExecutor(forward.executor)  # its arrays are the backward's, freed with it
+            if forward.workspace:
+                self.rt.free(forward.workspace)
+            args = {"query": q, "keyIn": k, "value": v, "dy": dy, "attenMaskOptional": mask}
+            args |= {"softmaxMaxOptional": smax, "softmaxSumOptional": ssum, "attentionInOptional": out, **attrs}
+            return self.prepared("FlashAttentionScoreGrad", args, skip=("dpseOut",))
+
+        def torch_fn() -> Callable[[], object]:
+            q, k, v = (self.tensor((b, n, s, d), dtype).requires_grad_() for _ in range(3))
+            out = self.torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            dy = self.tensor((b, n, s, d), dtype)
+            return lambda: self.torch.autograd.grad(out, (q, k, v), dy, retain_graph=True)
+
+        flops = 10.0 * b * n * s * s * d / 2  # five GEMMs (S recomputed, dP, dV, dQ, dK), half under the causal mask
+        case = Case("FlashAttentionScoreGrad causal", f"B{b} N{n} S{s} D{d}", dtype.short, "TFLOP/s", flops)
+        self.case(case, acl, torch_fn, "FlashAttentionScoreGrad")
+
     def recurrent(self) -> None:
         """RecurrentGatedDeltaRule decode step (one token per sequence, bf16 states of Dv x Dk per value head).
 
@@ -1710,6 +1757,7 @@ class Suite:
             self.attention()
             gemm_variants.run_cases(self)
             self.attention_sink()
+            self.attention_grad()
             self.recurrent()
             self.sparse_attention()
             self.mla()

@@ -39,6 +39,7 @@ FAMILIES: tuple[str, ...] = (
     "quant_vllm",
     "gmm_quant",
     "norm_rope_cache",
+    "attention_grad",
 )
 
 _KERNELS: dict[str, RefKernel] = {}

@@ -122,23 +122,29 @@ def _sink(k: RefCall) -> Array | None:
 
 
 # ----------------------------------------------------------------------------- FlashAttentionScore
+def fa_keep(k: RefCall, sq: int, skv: int) -> Array:
+    """FlashAttentionScore's keep array [B|1, N|1, Sq, Skv] from attenMaskOptional and the sparse mode."""
+    plan = k.plan
+    keep = np.ones((1, 1, sq, skv), dtype=bool)
+    if k["attenMaskOptional"] is not None:
+        if plan["mode"] in (0, 1):
+            keep = ~as_4d(k.read("attenMaskOptional") != 0)
+        geo = sparse_keep(plan["mode"], sq, skv, plan["pre"], plan["next"], skv - sq)
+        if geo is not None:
+            keep = keep & geo
+    return keep
+
+
 @kernel("FlashAttentionScore")
 def flash_attention_score(k: RefCall) -> None:
     """Training attention forward: outputs, softmax row max and row sum (softmaxOutOut is left untouched)."""
     plan = k.plan
-    layout, nq, nkv, mode = plan["layout"], plan["nq"], plan["nkv"], plan["mode"]
+    layout, nq, nkv = plan["layout"], plan["nq"], plan["nkv"]
     q = to_bnsd(k.read("query", F64), layout, nq)
     key = to_bnsd(k.read("key", F64), layout, nkv)
     value = to_bnsd(k.read("value", F64), layout, nkv)
     b, _, sq, _ = q.shape
-    skv = key.shape[2]
-    keep = np.ones((1, 1, sq, skv), dtype=bool)
-    if k["attenMaskOptional"] is not None:
-        if mode in (0, 1):
-            keep = ~as_4d(k.read("attenMaskOptional") != 0)
-        geo = sparse_keep(mode, sq, skv, plan["pre"], plan["next"], skv - sq)
-        if geo is not None:
-            keep = keep & geo
+    keep = fa_keep(k, sq, key.shape[2])
     pse = None if k["realShiftOptional"] is None else k.read("realShiftOptional", F64)
     sink = _sink(k)
     results = [
