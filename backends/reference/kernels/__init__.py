@@ -15,6 +15,7 @@ FAMILIES: tuple[str, ...] = (
     "norm",
     "matmul",
     "convolution",
+    "conv_grad",
     "attention",
     "linear_attention",
     "sparse_attention",
