@@ -240,7 +240,8 @@ def _errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
     yield ErrorSample(good(outputMask=[True, True]), INVALID, "outputMask of two entries")
     yield ErrorSample(good(cubeMathType=7), INVALID, "unknown cubeMathType")
     yield ErrorSample(good(gradWeight=np.zeros((4, 2, 3, 3), np.float16)), INVALID, "gradWeight of another dtype")
-    bf16 = {n: S.array(rng, np.shape(good()[n]), _BF16) for n in ("gradOutput", "input", "weight")}
+    base = good()
+    bf16 = {n: S.array(rng, np.shape(np.asarray(base[n])), _BF16) for n in ("gradOutput", "input", "weight")}
     yield ErrorSample(good(cubeMathType=conv.USE_FP16, **bf16), INVALID, "USE_FP16 with bf16")
 
 
