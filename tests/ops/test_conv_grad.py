@@ -126,3 +126,12 @@ def test_hand_computed_1d() -> None:
 
 def test_samples_and_errors() -> None:
     check_samples_and_errors(get_spec("ConvolutionBackward"))
+
+
+def test_half_bias_gradient_is_one_rounding_of_the_exact_sum(rng: np.random.Generator) -> None:
+    # 4096 float16 terms per channel: a float16 running sum would drift by many ulps
+    dy = rng.uniform(-1, 1, (16, 2, 16, 16)).astype(np.float16)
+    geometry = dict(stride=[1, 1], padding=[1, 1], dilation=[1, 1], transposed=False, groups=1, outputPadding=[0, 0])
+    args = _args(np.zeros((16, 3, 16, 16), np.float16), np.zeros((2, 3, 3, 3), np.float16), dy, geometry)
+    got = ref("ConvolutionBackward", **{**args, "outputMask": [False, False, True]})["gradBias"]
+    np.testing.assert_array_equal(got, dy.astype(np.float64).sum(axis=(0, 2, 3)).astype(np.float16))

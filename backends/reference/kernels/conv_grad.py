@@ -4,7 +4,8 @@ A plain convolution's input gradient is the transposed convolution of gradOutput
 weight (``convolve_transposed`` crops it to the input's size); a transposed convolution's is the
 plain convolution of gradOutput. The weight gradient sums, for every kernel offset, gradOutput times
 the input window that offset met (for a transposed convolution, input and gradOutput swap roles).
-Operands are rounded as ``cubeMathType`` asks, as the forward reference does.
+The GEMM operands are rounded as ``cubeMathType`` asks, as the forward reference does; gradBias is a
+plain sum of gradOutput, which no cube unit forms.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ def convolution_backward(k: RefCall) -> None:
     dy, x, w = k.read("gradOutput"), k.read("input"), k.read("weight")
     compute = promote_types(promote_types(k["gradOutput"].dtype, k["input"].dtype), k["weight"].dtype)
     precision = operand_precision(compute, int(k["cubeMathType"]), "ConvolutionBackward", strict=False)
+    bias_grad = dy.astype(np.float64).sum(axis=(0, *range(2, dy.ndim)))  # cubeMathType is about GEMM operands
     dy, x, w = (reduce_precision(a, precision) for a in (dy, x, w))
     geometry = (p["stride"], p["pads"], p["dilation"], p["groups"])
     want_input, want_weight, want_bias = p["output_mask"]
@@ -73,4 +75,4 @@ def convolution_backward(k: RefCall) -> None:
             a, b = (dy, x) if p["transposed"] else (x, dy)
             k.write("gradWeight", weight_grad(a, b, kernel_dims, *geometry))
         if want_bias:
-            k.write("gradBias", dy.sum(axis=(0, *range(2, dy.ndim))))
+            k.write("gradBias", bias_grad)

@@ -18,6 +18,7 @@ FAMILIES: tuple[str, ...] = (
     "matmul",
     "mc2",
     "convolution",
+    "conv_grad",
     "grouped_matmul",
     "attention",
     "linear_attention",
