@@ -18,6 +18,7 @@ FAMILIES: tuple[str, ...] = (
     "matmul",
     "convolution",
     "conv_grad",
+    "batch_norm_grad",
     "attention",
     "linear_attention",
     "sparse_attention",
