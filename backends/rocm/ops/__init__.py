@@ -19,6 +19,7 @@ FAMILIES: tuple[str, ...] = (
     "mc2",
     "convolution",
     "conv_grad",
+    "batch_norm_grad",
     "grouped_matmul",
     "attention",
     "linear_attention",
