@@ -41,3 +41,12 @@ def test_finish_sums_the_counter_only_when_given() -> None:
                           index_type="int")  # fmt: skip
     without = Finish(**common, counter=None, outputs=outputs, coefficients=True, training=True, index_type="int")
     assert "count += " in with_counter.source() and "count = count_value" in without.source()
+
+
+@pytest.mark.parametrize("op", ["BatchNormBackward", "BatchNormReduceBackward"])
+def test_split_channel_sums_match_the_reference(emulated, reference: Backend, op: str) -> None:  # noqa: F811
+    backend, _ = emulated
+    backend.batch_norm_grad.split_elements = 8  # several blocks a channel: partial sums added by the finish
+    assert backend.batch_norm_grad.splits(3, 120) > 1
+    sample = next(iter(get_spec(op).samples(np.random.default_rng(3))))  # type: ignore[misc]
+    assert_matches_reference(backend, reference, op, dict(sample.args), "padded", sample.note)

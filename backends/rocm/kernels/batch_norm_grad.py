@@ -1,9 +1,10 @@
 """Kernel generators of BatchNorm's backward ops: per-channel sums, a per-channel finish, an elementwise apply.
 
-* :class:`ChannelSums`: a block per channel (grid-stride over channels) sums ``dy`` and ``dy·(x - mean)`` over
-  the channel's N·spatial elements in fp32 (each thread a strided share, then a shared-memory tree) into an fp32
-  scratch ``[2, C]``;
-* :class:`Finish`: a thread per channel reads the two sums (the scratch, or sumDy / sumDyXmu tensors), the
+* :class:`ChannelSums`: ``gridDim.y`` blocks per channel (grid-stride over channels) sum ``dy`` and
+  ``dy·(x - mean)`` over shares of the channel's N·spatial elements in fp32 (each thread a strided share, then
+  a shared-memory tree) into an fp32 scratch ``[splits, 2, C]`` of partial sums;
+* :class:`Finish`: a thread per channel reads the two sums (the scratch's partials added in split order, or
+  sumDy / sumDyXmu tensors), the
   statistics (mean; invstd, or a variance and eps), the weight and the count (a constant, or the sum of a
   counter tensor), writes the op's per-channel outputs rounded once, and the coefficients of the apply pass,
   ``dx = alpha·dy + beta·(x - mean) + gamma``, as fp32 ``[4, C]`` (alpha, beta, gamma, mean);
@@ -61,7 +62,8 @@ SUMS_ROWS: Final = ("SIZE", "DY_S", "X_S")
 
 @dataclass(frozen=True)
 class ChannelSums:
-    """``s[c] = Σ dy``, ``s[C + c] = Σ dy·(x - mean[c])`` over the ``M`` elements of channel ``c`` (fp32)."""
+    """``s[y, 0, c] = Σ dy``, ``s[y, 1, c] = Σ dy·(x - mean[c])`` over split ``y``'s share of channel ``c``'s ``M``
+    elements (elements ``y·blockDim.x + t``, stepping ``gridDim.y·blockDim.x``), fp32."""
 
     dtype: D
     mean: D | None
@@ -94,7 +96,7 @@ def _sums_source(k: ChannelSums) -> str:
         f"for ({idx} c = blockIdx.x; c < m.n; c += gridDim.x) {{",
         f"  const float mu = {_vec_load('mean', k.mean, 'c * MEAN_S', '0.0f')};",
         "  float s1 = 0.0f, s2 = 0.0f;",
-        f"  for ({idx} j = threadIdx.x; j < M; j += blockDim.x) {{",
+        f"  for ({idx} j = ({idx})blockIdx.y * blockDim.x + threadIdx.x; j < M; j += ({idx})gridDim.y * blockDim.x) {{",
         f"    {idx} rest = j, at_dy = c * DY_C, at_x = c * X_C;",
         "    #pragma unroll",
         f"    for (int d = {k.dims - 1}; d >= 0; --d) {{",
@@ -113,7 +115,10 @@ def _sums_source(k: ChannelSums) -> str:
         "    }",
         "    __syncthreads();",
         "  }",
-        "  if (threadIdx.x == 0) { sums[c] = part1[0]; sums[m.n + c] = part2[0]; }",
+        "  if (threadIdx.x == 0) {",
+        f"    const {idx} row = ({idx})blockIdx.y * 2 * m.n;",
+        "    sums[row + c] = part1[0]; sums[row + m.n + c] = part2[0];",
+        "  }",
         "  __syncthreads();",
         "}",
     ]
@@ -132,7 +137,9 @@ def _sums_source(k: ChannelSums) -> str:
 
 
 # ----------------------------------------------------------------------------- per-channel finish
-FINISH_SCALARS: Final = ("S1_S", "S2_S", "MEAN_S", "INV_S", "W_S", "O0_S", "O1_S", "O2_S", "O3_S", "COUNT_N")
+FINISH_SCALARS: Final = (
+    *("S1_S", "S2_S", "MEAN_S", "INV_S", "W_S", "O0_S", "O1_S", "O2_S", "O3_S", "COUNT_N", "SPLITS"),
+)
 FINISH_ROWS: Final = ("COUNT_SIZE", "COUNT_S")
 
 
@@ -184,11 +191,6 @@ def _finish_source(k: Finish) -> str:
     if k.coefficients:
         params.append("float* __restrict__ coef")
     params += ["const float eps", "const float count_value"]
-    if k.sums is None:
-        s1, s2 = "sums[c]", "sums[m.n + c]"
-    else:
-        s1 = _vec_load("sum_dy", k.sums[0], "c * S1_S", "")
-        s2 = _vec_load("sum_dy_xmu", k.sums[1], "c * S2_S", "")
     if k.invstd_kind == "invstd":
         inv = _vec_load("invstd", k.invstd, "c * INV_S", "")
     elif k.invstd_kind == "var":
@@ -197,7 +199,18 @@ def _finish_source(k: Finish) -> str:
         inv = "1.0f / sqrtf(1.0f + eps)"
     body = [
         f"for ({idx} c = ({idx})blockIdx.x * blockDim.x + threadIdx.x; c < m.n; c += ({idx})gridDim.x * blockDim.x) {{",
-        f"  const float s1 = {s1}, s2 = {s2};",
+    ]
+    if k.sums is None:
+        body += [
+            "  float s1 = 0.0f, s2 = 0.0f;",
+            f"  for ({idx} y = 0; y < SPLITS; ++y) {{",
+            "    s1 += sums[2 * y * m.n + c]; s2 += sums[(2 * y + 1) * m.n + c];",
+            "  }",
+        ]
+    else:
+        s1 = _vec_load("sum_dy", k.sums[0], "c * S1_S", "")
+        body.append(f"  const float s1 = {s1}, s2 = {_vec_load('sum_dy_xmu', k.sums[1], 'c * S2_S', '')};")
+    body += [
         f"  const float inv = {inv};",
         f"  const float w = {_vec_load('weight', k.weight, 'c * W_S', '1.0f')};",
     ]

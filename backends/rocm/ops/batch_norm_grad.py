@@ -50,6 +50,8 @@ class BatchNormGradRunner:
 
     def __init__(self, backend: RocmBackend) -> None:
         self.backend = backend
+        self.split_elements = BLOCK_THREADS * 8
+        """The fewest elements of a channel one block of the sums kernel takes on (tests lower it)."""
 
     def kernels(self) -> dict[str, Kernel]:
         """The three ops."""
@@ -69,8 +71,16 @@ class BatchNormGradRunner:
         p = self.backend.properties
         return LaunchConfig((max(1, min(channels, p.compute_units * 8, p.max_grid_x)), 1, 1), (block, 1, 1))
 
-    def _sums(self, dy: AclTensor, x: AclTensor, mean: AclTensor | None, scratch: int, stream: int) -> None:
-        """``scratch`` [2, C] fp32 = Σdy, Σdy·(x - mean) per channel."""
+    def splits(self, channels: int, per_channel: int) -> int:
+        """Blocks per channel of the sums kernel: enough to fill the device, each with ``split_elements`` or more."""
+        p = self.backend.properties
+        fill = -(-p.compute_units * 8 // max(channels, 1))
+        return max(1, min(fill, -(-per_channel // self.split_elements), 65535))
+
+    def _sums(
+        self, dy: AclTensor, x: AclTensor, mean: AclTensor | None, splits: int, scratch: int, stream: int
+    ) -> None:
+        """``scratch`` [splits, 2, C] fp32: the partial Σdy, Σdy·(x - mean) of each channel's splits."""
         c = x.view_dims[1]
         others = [d for d in range(x.rank) if d != 1]
         kernel = ChannelSums(x.dtype, mean.dtype if mean is not None else None, len(others), _index_type(dy, x))
@@ -82,12 +92,13 @@ class BatchNormGradRunner:
             *([_address(mean)] if mean is not None else []),
             KernelArgs.pointer(scratch),
         ]
-        self._launch(kernel, meta, values, self._per_channel_config(c, BLOCK_THREADS), stream)
+        config = self._per_channel_config(c, BLOCK_THREADS)
+        self._launch(kernel, meta, values, LaunchConfig((config.grid[0], splits, 1), config.block), stream)
 
     def _finish(
         self,
         channels: int,
-        sums: int | tuple[AclTensor, AclTensor],
+        sums: tuple[int, int] | tuple[AclTensor, AclTensor],
         mean: AclTensor | None,
         invstd: tuple[str, AclTensor | None],
         weight: AclTensor | None,
@@ -100,9 +111,10 @@ class BatchNormGradRunner:
     ) -> None:
         """Per-channel outputs and (``coefficients`` != 0: their address) the apply pass's [4, C] fp32 rows."""
         kind, inv = invstd
+        scratch = sums if isinstance(sums[0], int) else None
         counter = count if isinstance(count, AclTensor) else None
         kernel = Finish(
-            sums=None if isinstance(sums, int) else (sums[0].dtype, sums[1].dtype),
+            sums=None if scratch is not None else (sums[0].dtype, sums[1].dtype),  # type: ignore[union-attr]
             mean=mean.dtype if mean is not None else None,
             invstd_kind=kind,
             invstd=inv.dtype if inv is not None else None,
@@ -114,11 +126,11 @@ class BatchNormGradRunner:
             training=training,
             index_type=_index_type(counter) if counter is not None else "int",
         )
-        s1, s2 = (0, 0) if isinstance(sums, int) else (sums[0].strides[0], sums[1].strides[0])
+        s1, s2 = (0, 0) if scratch is not None else (sums[0].strides[0], sums[1].strides[0])  # type: ignore[union-attr]
         meta = [channels, s1, s2, _stride(mean), _stride(inv), _stride(weight), *(_stride(t) for t in outputs)]
-        meta.append(counter.numel if counter is not None else 0)
+        meta += [counter.numel if counter is not None else 0, scratch[1] if scratch is not None else 0]
         meta += list(counter.view_dims) + list(counter.strides) if counter is not None else [1, 0]
-        values: list[Any] = [KernelArgs.pointer(sums)] if isinstance(sums, int) else [_address(t) for t in sums]
+        values: list[Any] = [KernelArgs.pointer(scratch[0])] if scratch is not None else [_address(t) for t in sums]  # type: ignore[arg-type]
         values += [_address(t) for t in (mean, inv, weight, counter) if t is not None]
         values += [_address(t) for t in outputs if t is not None]
         if coefficients:
@@ -163,19 +175,21 @@ class BatchNormGradRunner:
         stream = handle(launch.stream)
         temps: list[int] = []
         try:
-            scratch = 0
+            count = x.numel // c
+            scratch, splits = 0, 1
             if want_weight or want_bias or (training and dx is not None):
-                scratch = self._temp(2 * c * 4, stream, temps)
-                self._sums(dy, x, mean, scratch, stream)
+                splits = self.splits(c, count)
+                scratch = self._temp(2 * c * splits * 4, stream, temps)
+                self._sums(dy, x, mean, splits, scratch, stream)
             coef = self._temp(4 * c * 4, stream, temps) if dx is not None else 0
             gw = _opt(launch, "gradWeight") if want_weight else None
             gb = _opt(launch, "gradBias") if want_bias else None
-            count = float(x.numel // c)
             eps = float(launch.args["eps"])
             # inference needs no sums for gradInput: the finish reads zeros it never uses
-            sums: int = scratch if scratch else self._zeros(2 * c, stream, temps)
+            sums = (scratch if scratch else self._zeros(2 * c, stream, temps), splits)
             weight = _opt(launch, "weight")
-            self._finish(c, sums, mean, invstd, weight, count, (None, None, gw, gb), coef, training, eps, stream)
+            outputs = (None, None, gw, gb)
+            self._finish(c, sums, mean, invstd, weight, float(count), outputs, coef, training, eps, stream)
             if dx is not None:
                 self._apply(dy, x, coef, dx, training, stream)
         finally:
@@ -198,11 +212,12 @@ class BatchNormGradRunner:
         stream = handle(launch.stream)
         temps: list[int] = []
         try:
-            scratch = self._temp(2 * c * 4, stream, temps)
+            splits = self.splits(c, x.numel // c)
+            scratch = self._temp(2 * c * splits * 4, stream, temps)
             mean = _opt(launch, "mean")
-            self._sums(dy, x, mean, scratch, stream)
+            self._sums(dy, x, mean, splits, scratch, stream)
             invstd = ("invstd", _opt(launch, "invstd"))
-            self._finish(c, scratch, mean, invstd, None, 1.0, outputs, 0, False, 0.0, stream)  # type: ignore[arg-type]
+            self._finish(c, (scratch, splits), mean, invstd, None, 1.0, outputs, 0, False, 0.0, stream)  # type: ignore[arg-type]
         finally:
             self._free(temps, stream)
 
