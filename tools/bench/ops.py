@@ -1715,7 +1715,7 @@ class Suite:
             self.attention_update()
             self.norms()
             self.norm_quant()
-            backward_rows.run_cases(self)  # training backward ops (issue 16): ConvolutionBackward
+            backward_rows.run_cases(self)  # training backward ops (issue 16): convolution, BatchNorm
             quant_rows.run_cases(self)  # the quantisation ops vllm-ascend reaches (issue 16)
             self.matmul()
             self.attention()
