@@ -71,3 +71,49 @@ def _gather_source(k: GatherOut) -> str:
         idx,
         body,
     )
+
+
+SUM_SCALARS: Final = ("PARTS", "PART_STRIDE")
+SUM_ROWS: Final = ("SIZE", "OSTRIDE")
+
+
+@dataclass(frozen=True)
+class SumParts:
+    """``out[i] = Σ_p part[p·PART_STRIDE + i]`` over the chunks' fp32 partial weight gradients, in chunk order,
+    rounded once into ``out``'s (possibly strided) view of ``rank`` dims."""
+
+    out: D
+    rank: int
+    index_type: str
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return _name("sum_parts", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        return _sum_parts_source(self)
+
+
+@functools.lru_cache(maxsize=64)
+def _sum_parts_source(k: SumParts) -> str:
+    idx = k.index_type
+    body = [
+        "float v = 0.0f;",
+        f"for ({idx} p = 0; p < PARTS; ++p) v += part[p * PART_STRIDE + i];",
+        *_unflatten(idx, "i", "o", "SIZE", k.rank),
+        f"{idx} at = 0;",
+        "#pragma unroll",
+        f"for (int d = 0; d < {k.rank}; ++d) at += o[d] * OSTRIDE(d);",
+        f"out[at] = {store('v', _F32, ctype(k.out))};",
+    ]
+    params = ["const Meta m", "const float* __restrict__ part", f"{ctype(k.out).storage}* __restrict__ out"]
+    return _kernel(
+        f"sum of the chunks' partial weight gradients -> {k.out.short}, rank {k.rank}",
+        _meta(idx, SUM_SCALARS, SUM_ROWS, k.rank),
+        k.kernel_name,
+        params,
+        idx,
+        body,
+    )

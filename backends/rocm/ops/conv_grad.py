@@ -9,9 +9,9 @@ plain convolution of gradOutput):
   (its im2col + GEMM + epilogue path), both cropped to the input's size by the geometry;
 * gradWeight: per chunk of (images, positions) of ``b``, the forward's im2col of ``a`` and a gather
   of ``b`` into ``[C_out, imgs, pc]``, then one GEMM batched over the groups, ``dW_g = b_g @ col_g^T``,
-  into that chunk's fp32 slice of a partials buffer; one row kernel (the reduction family's ``reduce``)
-  sums the chunks' slices and rounds once into gradWeight's view;
-* gradBias: the same row kernel summing gradOutput over every dim but the channel.
+  into that chunk's fp32 slice of a partials buffer; one elementwise kernel sums the chunks' slices in order
+  and rounds once into gradWeight's view;
+* gradBias: the reduction family's ``reduce`` row kernel summing gradOutput over every dim but the channel.
 
 Everything stays on the device, stream-ordered; ``cubeMathType`` acts as for the forward op.
 """
@@ -23,12 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
-from acl_core.formats import Format
 from acl_core.spec.ops.matmul import operand_precision
 from acl_core.spec.promotion import promote_types
-from acl_core.tensor import AclTensor, contiguous_strides
+from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
-from acl_rocm.kernels.conv_grad import GatherOut
+from acl_rocm.kernels.conv_grad import GatherOut, SumParts
 from acl_rocm.launch import KernelArgs
 from acl_rocm.ops.convolution import (
     ConvolutionRunner,
@@ -65,10 +64,6 @@ def geometry(a: AclTensor, b: AclTensor, w: AclTensor, plan: dict[str, Any], out
         out=out,
         bias=None,
     )
-
-
-def _dense_f32(shape: tuple[int, ...], address: int) -> AclTensor:
-    return AclTensor(shape, D.ACL_FLOAT, contiguous_strides(shape), 0, Format.ACL_FORMAT_ND, shape, address)
 
 
 class ConvolutionGradRunner:
@@ -161,8 +156,11 @@ class ConvolutionGradRunner:
             finally:
                 for address in chunk_temps:
                     self.backend.provider.free_async(address, stream)
-        shape = tuple(gw.view_dims)
-        self._sum(_dense_f32((len(parts), *shape), partial), gw, tuple(range(1, len(shape) + 1)), stream)
+        numel = gw.numel
+        kernel = SumParts(gw.dtype, gw.rank, _index_type(len(parts) * numel, _reach(gw)))
+        meta = [numel, len(parts), slice_elems, *gw.view_dims, *gw.strides]
+        out = gw.data + gw.offset * _itemsize(gw.dtype)
+        self.conv._launch(kernel, meta, [KernelArgs.pointer(partial), KernelArgs.pointer(out)], numel, stream)
 
     def _gather(
         self, c: _Conv, b: AclTensor, chunk: tuple[int, int, int, int], gdt: D, hf32: bool, dst: int, stream: int
