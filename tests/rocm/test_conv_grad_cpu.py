@@ -75,3 +75,14 @@ def test_hf32_gather_rounds() -> None:
         return GatherOut(D.ACL_FLOAT, D.ACL_FLOAT, 2, "int", hf32).source().split("extern")[-1]
 
     assert "acl_round_hf32" in body(True) and "acl_round_hf32" not in body(False)
+
+
+def test_claimed_only_with_a_blas(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from acl_rocm.backend import RocmBackend
+    from tests.rocm.fake_provider import FakeProvider
+
+    assert (
+        "ConvolutionBackward" not in RocmBackend(FakeProvider(), {"ACL_KERNEL_CACHE": str(tmp_path)}).capabilities().ops
+    )
+    with_blas = RocmBackend(FakeProvider(blas=True), {"ACL_KERNEL_CACHE": str(tmp_path)})
+    assert "ConvolutionBackward" in with_blas.capabilities().ops
