@@ -18,7 +18,7 @@ from acl_rocm.driver import handle
 from acl_rocm.kernels.batch_norm_grad import BLOCK_THREADS, Apply, ChannelSums, Finish
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.elementwise import Prepared
-from acl_rocm.views import INT32_LIMIT
+from acl_rocm.views import INT32_LIMIT, coalesce
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
@@ -34,6 +34,15 @@ def _index_type(*tensors: AclTensor | None) -> str:
 
 def _address(t: AclTensor) -> ctypes.c_void_p:
     return KernelArgs.pointer(t.data + t.offset * (t.dtype.info.storage_bits // 8))
+
+
+def _others(*tensors: AclTensor) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """The dims around the channel (dim 0, then dims 2… coalesced where every tensor walks them contiguously):
+    their sizes and each tensor's strides over them (fewer dims, less index arithmetic per element)."""
+    x = tensors[0]
+    before = coalesce(x.view_dims[:1], [t.strides[:1] for t in tensors])
+    after = coalesce(x.view_dims[2:], [t.strides[2:] for t in tensors])
+    return before.shape + after.shape, [b + a for b, a in zip(before.strides, after.strides)]
 
 
 def _opt(launch: Launch, name: str) -> AclTensor | None:
@@ -82,10 +91,9 @@ class BatchNormGradRunner:
     ) -> None:
         """``scratch`` [splits, 2, C] fp32: the partial Σdy, Σdy·(x - mean) of each channel's splits."""
         c = x.view_dims[1]
-        others = [d for d in range(x.rank) if d != 1]
-        kernel = ChannelSums(x.dtype, mean.dtype if mean is not None else None, len(others), _index_type(dy, x))
-        meta = [c, x.numel // max(c, 1), dy.strides[1], x.strides[1], _stride(mean)]
-        meta += [x.view_dims[d] for d in others] + [dy.strides[d] for d in others] + [x.strides[d] for d in others]
+        sizes, (xs, dys) = _others(x, dy)
+        kernel = ChannelSums(x.dtype, mean.dtype if mean is not None else None, len(sizes), _index_type(dy, x))
+        meta = [c, x.numel // max(c, 1), dy.strides[1], x.strides[1], _stride(mean), *sizes, *dys, *xs]
         values = [
             _address(dy),
             _address(x),
@@ -141,8 +149,13 @@ class BatchNormGradRunner:
         self._launch(kernel, meta, values, LaunchConfig((grid, 1, 1), (BLOCK_THREADS, 1, 1)), stream)
 
     def _apply(self, dy: AclTensor, x: AclTensor, coef: int, dx: AclTensor, centred: bool, stream: int) -> None:
-        kernel = Apply(x.dtype, dx.dtype, x.rank, _index_type(dy, x, dx), centred)
-        meta = [x.numel, x.view_dims[1], *x.view_dims, *dy.strides, *x.strides, *dx.strides]
+        sizes, (xs, dys, dxs) = _others(x, dy, dx)
+        c = x.view_dims[1]
+        kernel = Apply(x.dtype, dx.dtype, len(sizes) + 1, _index_type(dy, x, dx), centred)
+        shape = (sizes[0], c, *sizes[1:])
+        meta = [x.numel, c, *shape]
+        for strides, t in ((dys, dy), (xs, x), (dxs, dx)):
+            meta += [strides[0], t.strides[1], *strides[1:]]
         values = [_address(dy), *([_address(x)] if centred else []), KernelArgs.pointer(coef), _address(dx)]
         self._launch(kernel, meta, values, self.backend.elementwise_config(x.numel, 1), stream)
 
