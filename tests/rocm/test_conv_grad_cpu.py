@@ -39,8 +39,10 @@ def test_small_chunks_give_the_same_gradients(emulated, reference: Backend, tran
     )  # fmt: skip
     backend.convolution.chunk_bytes = 300  # a few columns at a time: several partial slices to sum
     provider.gemms.clear()
+    provider.launches.clear()
     compare(backend, reference, args, note=f"transposed={transposed}")
     assert len(provider.gemms) > 6  # gradInput's and gradWeight's chunks
+    assert sum("sum_parts" in launch.name for launch in provider.launches) > 2  # a running sum, then the rounding
     assert all(g.batch in (1, 2) for g in provider.gemms)
 
 

@@ -79,8 +79,9 @@ SUM_ROWS: Final = ("SIZE", "OSTRIDE")
 
 @dataclass(frozen=True)
 class SumParts:
-    """``out[i] = Σ_p part[p·PART_STRIDE + i]`` over the chunks' fp32 partial weight gradients, in chunk order,
-    rounded once into ``out``'s (possibly strided) view of ``rank`` dims."""
+    """``out[i] = Σ_p part[p·PART_STRIDE + i]`` over fp32 partial weight gradients, in order, rounded once into
+    ``out``'s (possibly strided) view of ``rank`` dims. ``out`` may be ``part`` itself (a running sum: each
+    element is read before it is written, by the same thread)."""
 
     out: D
     rank: int
@@ -108,9 +109,9 @@ def _sum_parts_source(k: SumParts) -> str:
         f"for (int d = 0; d < {k.rank}; ++d) at += o[d] * OSTRIDE(d);",
         f"out[at] = {store('v', _F32, ctype(k.out))};",
     ]
-    params = ["const Meta m", "const float* __restrict__ part", f"{ctype(k.out).storage}* __restrict__ out"]
+    params = ["const Meta m", "const float* part", f"{ctype(k.out).storage}* out"]  # may alias: no __restrict__
     return _kernel(
-        f"sum of the chunks' partial weight gradients -> {k.out.short}, rank {k.rank}",
+        f"sum of partial weight gradients -> {k.out.short}, rank {k.rank}",
         _meta(idx, SUM_SCALARS, SUM_ROWS, k.rank),
         k.kernel_name,
         params,

@@ -9,8 +9,8 @@ plain convolution of gradOutput):
   (its im2col + GEMM + epilogue path), both cropped to the input's size by the geometry;
 * gradWeight: per chunk of (images, positions) of ``b``, the forward's im2col of ``a`` and a gather
   of ``b`` into ``[C_out, imgs, pc]``, then one GEMM batched over the groups, ``dW_g = b_g @ col_g^T``,
-  into that chunk's fp32 slice of a partials buffer; one elementwise kernel sums the chunks' slices in order
-  and rounds once into gradWeight's view;
+  into an fp32 slice; an elementwise kernel adds each chunk's slice to the running fp32 sum (in chunk
+  order, two slices of memory whatever the chunk count) and, at the end, rounds once into gradWeight's view;
 * gradBias: the reduction family's ``reduce`` row kernel summing gradOutput over every dim but the channel.
 
 Everything stays on the device, stream-ordered; ``cubeMathType`` acts as for the forward op.
@@ -133,7 +133,8 @@ class ConvolutionGradRunner:
             self.backend.elementwise.zero(gw, stream)
             return
         slice_elems = c.c_out * ck
-        partial = self.conv._temp(len(parts) * slice_elems * 4, stream, temps)
+        # two fp32 slices: the running sum and the latest chunk's GEMM result, added in chunk order
+        partial = self.conv._temp(min(len(parts), 2) * slice_elems * 4, stream, temps)
         for index, (n0, imgs, p0, pc) in enumerate(parts):
             cols = imgs * pc
             chunk_temps: list[int] = []
@@ -148,19 +149,35 @@ class ConvolutionGradRunner:
                     cols,
                     Operand(gathered, gdt, cols, 1, ocg * cols),
                     Operand(col, gdt, 1, cols, ck * cols),
-                    Operand(partial + index * slice_elems * 4, D.ACL_FLOAT, ck, 1, ocg * ck),
+                    Operand(partial + min(index, 1) * slice_elems * 4, D.ACL_FLOAT, ck, 1, ocg * ck),
                     c.groups,
                     fast,
                 )
                 self.conv._gemm(call, stream)
+                if index:  # running sum += this chunk's slice, in place
+                    self._sum_parts(partial, 2, slice_elems, partial, D.ACL_FLOAT, (slice_elems,), (1,), stream)
             finally:
                 for address in chunk_temps:
                     self.backend.provider.free_async(address, stream)
-        numel = gw.numel
-        kernel = SumParts(gw.dtype, gw.rank, _index_type(len(parts) * numel, _reach(gw)))
-        meta = [numel, len(parts), slice_elems, *gw.view_dims, *gw.strides]
         out = gw.data + gw.offset * _itemsize(gw.dtype)
-        self.conv._launch(kernel, meta, [KernelArgs.pointer(partial), KernelArgs.pointer(out)], numel, stream)
+        self._sum_parts(partial, 1, slice_elems, out, gw.dtype, tuple(gw.view_dims), tuple(gw.strides), stream)
+
+    def _sum_parts(
+        self,
+        part: int,
+        parts: int,
+        slice_elems: int,
+        out: int,
+        dtype: D,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        stream: int,
+    ) -> None:
+        """``out`` (a view of ``shape``/``strides``) = the sum of ``parts`` fp32 slices at ``part``, rounded once."""
+        reach = sum((d - 1) * abs(st) for d, st in zip(shape, strides) if d > 0)
+        kernel = SumParts(dtype, len(shape), _index_type(parts * slice_elems, reach))
+        meta = [slice_elems, parts, slice_elems, *shape, *strides]
+        self.conv._launch(kernel, meta, [KernelArgs.pointer(part), KernelArgs.pointer(out)], slice_elems, stream)
 
     def _gather(
         self, c: _Conv, b: AclTensor, chunk: tuple[int, int, int, int], gdt: D, hf32: bool, dst: int, stream: int
