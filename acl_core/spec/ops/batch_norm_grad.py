@@ -16,7 +16,8 @@ Choices where the CANN pages are silent or leave it to the chip:
 * dtypes FLOAT, FLOAT16, BFLOAT16; gradOut, input and gradInput share one; the per-channel vectors
   (weight, running and saved statistics, mean, invstd, sumDy, sumDyXmu) take that dtype or FLOAT32 (the
   Ascend 950's rule; A2/A3 want gradOut's); a null weight is 1, a null runningMean 0 and runningVar 1 (as
-  BatchNorm's inference does); training needs saveMean and saveInvstd (161001 when null);
+  BatchNorm's inference does); training needs saveMean and saveInvstd (161001 when null), inference
+  ignores them and takes them empty too;
 * BatchNormBackward's gradWeight and gradBias default to weight's dtype (gradOut's without weight) and
   may be FLOAT32; BatchNormReduceBackward's sumDy / sumDyXmu default to mean's dtype, its gradWeight /
   gradBias to weight's (mean's without weight), any float accepted; a false outputMask / inputG / weightG /
@@ -122,11 +123,14 @@ def _bn_infer(call: Call) -> Infos:
     out_t = _opt(call, "gradInput")
     if out_t is not None and out_t.format != x.format:
         raise invalid(f"gradInput has format {out_t.format.name}; it must match input's {x.format.name}")
-    vectors = {n: _vector(call, n, x, c) for n in ("weight", "runningMean", "runningVar", "saveMean", "saveInvstd")}
     training = bool(call.args["training"])
+    names = ["weight", "runningMean", "runningVar", "saveMean", "saveInvstd"]
+    if not training:  # inference may pass the saved statistics empty (CANN: "or length 0")
+        names = [n for n in names if not (n.startswith("save") and getattr(_opt(call, n), "shape", None) == (0,))]
+    vectors = {n: _vector(call, n, x, c) for n in names}
     if training:
         for name in ("saveMean", "saveInvstd"):
-            if vectors[name] is None:
+            if vectors.get(name) is None:
                 raise nullptr(f"{name} is null, but training needs the forward op's saved statistics")
     arr = call.args["outputMask"]
     assert isinstance(arr, AclBoolArray)
@@ -184,6 +188,10 @@ def _bn_samples(rng: np.random.Generator) -> Iterable[Sample]:
     yield Sample(bn_case(rng, (3, 4, 5), _BF16, True, mask=(True, False, False)), "gradInput only")
     yield Sample(bn_case(rng, (3, 4, 5), _F32, False, mask=(False, True, True)), "weight and bias gradients only")
     yield Sample(bn_case(rng, (0, 3, 4), _F32, True), "empty batch")
+    empty = np.zeros(0, np.float32)
+    yield Sample(
+        {**bn_case(rng, (2, 3, 4), _F32, False), "saveMean": empty, "saveInvstd": empty}, "inference, no saved"
+    )
 
 
 def _bn_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
