@@ -31,7 +31,16 @@ from acl_core.spec.opspec import OutInfo, Role
 from acl_core.spec.runtime import MemcpyKind
 from acl_core.spec.validate import check_inputs
 from acl_core.tensor import AclTensorList
-from acl_tools.bench import gemm_variants, host, kernel_profile, norm_rope_rows, quant_gemm, quant_rows, replay
+from acl_tools.bench import (
+    backward_rows,
+    gemm_variants,
+    host,
+    kernel_profile,
+    norm_rope_rows,
+    quant_gemm,
+    quant_rows,
+    replay,
+)
 from acl_tools.bench.timing import measure, measure_interleaved
 
 DTYPES = (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16)
@@ -89,6 +98,7 @@ OPS = (
     *("MoeTokenPermute", "ApplyTopKTopP"),
     *("ScatterPaKvCache", "RopeWithSinCosCacheV2"),
     *norm_rope_rows.OPS,
+    *backward_rows.OPS,
     *quant_rows.OPS,
     *("MoeGatingTopK", "MoeTokenUnpermute", "MoeInitRoutingV2", "AttentionUpdate"),
     *("MoeDistributeDispatchV2", "MoeDistributeCombineV2"),
@@ -1752,6 +1762,7 @@ class Suite:
             self.attention_update()
             self.norms()
             self.norm_quant()
+            backward_rows.run_cases(self)  # training backward ops (issue 16): convolution, BatchNorm
             quant_rows.run_cases(self)  # the quantisation ops vllm-ascend reaches (issue 16)
             self.matmul()
             self.attention()

@@ -17,6 +17,8 @@ FAMILIES: tuple[str, ...] = (
     "norm",
     "matmul",
     "convolution",
+    "conv_grad",
+    "batch_norm_grad",
     "attention",
     "linear_attention",
     "sparse_attention",

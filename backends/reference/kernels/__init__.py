@@ -15,6 +15,8 @@ FAMILIES: tuple[str, ...] = (
     "norm",
     "matmul",
     "convolution",
+    "conv_grad",
+    "batch_norm_grad",
     "attention",
     "linear_attention",
     "sparse_attention",

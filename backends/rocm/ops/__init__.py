@@ -18,6 +18,8 @@ FAMILIES: tuple[str, ...] = (
     "matmul",
     "mc2",
     "convolution",
+    "conv_grad",
+    "batch_norm_grad",
     "grouped_matmul",
     "attention",
     "linear_attention",

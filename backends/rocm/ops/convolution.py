@@ -209,8 +209,7 @@ class ConvolutionRunner:
         ck = c.cg * c.kprod
         ocg = c.c_out // c.groups
         chunking = plan_plain(c.batch, positions, c.c_in, c.kprod, c.c_out, _itemsize(gdt), self.chunk_bytes)
-        x_item, out_item = _itemsize(x.dtype), _itemsize(c.out.dtype)
-        x_base = x.data + x.offset * x_item
+        out_item = _itemsize(c.out.dtype)
         out_base = c.out.data + c.out.offset * out_item
         for n0, imgs, p0, pc in chunking.chunks(c.batch, positions):
             cols = imgs * pc
@@ -221,14 +220,7 @@ class ConvolutionRunner:
                 if ck == 0:
                     provider.memset(acc, 0, c.c_out * cols * 4, stream)
                 else:
-                    numel = c.c_in * c.kprod * cols
-                    extent = max(numel, _reach(x), imgs * cols)
-                    kernel = Im2col(x.dtype, gdt, c.spatial, _index_type(extent), hf32)
-                    meta = [numel, pc, p0, c.kprod, imgs, x.strides[0], x.strides[1]]
-                    meta += [*c.sizes, *c.kernel, *c.stride, *c.pad_begin, *c.dilation, *x.view_dims[2:]]
-                    meta += x.strides[2:]
-                    x_chunk = x_base + n0 * x.strides[0] * x_item
-                    self._launch(kernel, meta, [KernelArgs.pointer(x_chunk), KernelArgs.pointer(col)], numel, stream)
+                    self.im2col(c, x, (n0, imgs, p0, pc), gdt, hf32, col, stream)
                     call = gemm_call(
                         ocg,
                         cols,
@@ -251,6 +243,20 @@ class ConvolutionRunner:
             finally:
                 for address in chunk_temps:
                     provider.free_async(address, stream)
+
+    def im2col(
+        self, c: _Conv, x: AclTensor, chunk: tuple[int, int, int, int], gdt: D, hf32: bool, col: int, stream: int
+    ) -> None:
+        """The column buffer ``[C_in, Kprod, imgs, pc]`` (in ``gdt``) of one (first image, images, first position,
+        positions) chunk of a plain convolution of ``x``."""
+        n0, imgs, p0, pc = chunk
+        numel = c.c_in * c.kprod * imgs * pc
+        kernel = Im2col(x.dtype, gdt, c.spatial, _index_type(max(numel, _reach(x), imgs * pc)), hf32)
+        meta = [numel, pc, p0, c.kprod, imgs, x.strides[0], x.strides[1]]
+        meta += [*c.sizes, *c.kernel, *c.stride, *c.pad_begin, *c.dilation, *x.view_dims[2:]]
+        meta += x.strides[2:]
+        x_chunk = x.data + (x.offset + n0 * x.strides[0]) * _itemsize(x.dtype)
+        self._launch(kernel, meta, [KernelArgs.pointer(x_chunk), KernelArgs.pointer(col)], numel, stream)
 
     def _transposed(
         self,
