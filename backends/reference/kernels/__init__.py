@@ -39,6 +39,7 @@ FAMILIES: tuple[str, ...] = (
     "quant_vllm",
     "gmm_quant",
     "norm_rope_cache",
+    "pooling",
 )
 
 _KERNELS: dict[str, RefKernel] = {}

@@ -1,0 +1,488 @@
+"""The pooling family (issue 16): average and max pooling over 2 or 3 spatial dims, with their backward ops.
+
+Declared from one table (:data:`POOLS`): each row is a forward op and its backward twin, the
+official parameter names of both from tests/data/cann/aclnn-signatures.tsv. Layouts are
+channel-first: a 2-D pool takes ``[N, C, H, W]`` or an unbatched ``[C, H, W]`` (NCHW / NCL / ND, read
+the same way), a 3-D pool ``[N, C, D, H, W]`` or ``[C, D, H, W]`` (NCDHW / ND).
+
+Geometry, as the CANN pages and torch.nn.functional state it: ``kernelSize`` has one value (every
+dim) or one per spatial dim; a stride list may be empty (the kernel), one value or one per dim;
+padding one value or one per dim, ``0 <= pad <= kernel / 2``; dilation (max pools) one value or one
+per dim, > 0. An output size is ``floor((L + 2·pad - dilation·(k - 1) - 1) / stride) + 1``
+(``ceil`` under ``ceilMode``), less one where ``ceilMode`` would start the last window at or past
+``L + pad`` (the right padding). A size below 1 is refused.
+
+* Average pools: a window is ``[o·stride - pad, o·stride - pad + k)`` clipped to ``L + pad`` (the
+  windows ``ceilMode`` adds do not count the area past the right padding); the sum of the input
+  elements in it is divided by ``divisorOverride`` when it is not 0, else by the window's size
+  (``countIncludePad``) or by the number of input elements it covers. The backward op gives every
+  input element the sum, over the windows covering it, of ``gradOutput / divisor``.
+* Max pools: padding never wins; ``indices`` holds the position of the maximum in its plane,
+  flattened (``h·W + w``, ``d·H·W + h·W + w`` in 3-D), as torch's ``return_indices``: the first
+  maximum in window order, and where the window holds a NaN the position of its last NaN (the output
+  is NaN). The backward op adds each ``gradOutput`` element to the input position its index names
+  (an index outside its window, or outside the plane, is outside the contract: the reference refuses
+  it with 161002; CANN's pages say indices must lie in ``[0, H·W)``).
+
+Choices where the pages are silent or platform-dependent: NHWC (listed for MaxPool2dWithIndices,
+refused on Atlas A2/A3) is not declared; an empty input is refused (161002; the average pages say so);
+``cubeMathType`` (AvgPool2d and its backward) acts as it does for Convolution: on float32 operands
+1 and 3 round them to HF32, 2 to float16 (AvgPool2d refuses 3 and both refuse 2 for bfloat16, as the
+pages say); the sum is otherwise kept in float32 or wider. A nonzero ``divisorOverride`` of either
+sign is taken as torch takes it. Out-of-window indices are not checked by GPU kernels.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from acl_core.dtypes import DataType as D
+from acl_core.formats import Format
+from acl_core.spec import samples as S
+from acl_core.spec.accuracy import Accuracy, exact, reduction
+from acl_core.spec.opspec import (
+    INVALID,
+    Call,
+    ErrorSample,
+    Infos,
+    OpSpec,
+    Param,
+    Sample,
+    bool_attr,
+    int_array,
+    int_attr,
+    invalid,
+    out,
+    tensor,
+)
+from acl_core.spec.ops.matmul import USE_FP16, USE_HF32, operand_precision
+from acl_core.spec.plan import declare as declare_plan
+from acl_core.spec.rules import FLOATS, same, tensor_arg
+from acl_core.tensor import AclIntArray, AclTensor
+
+FAMILY = "pooling"
+_F32, _F16, _BF16 = D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16
+INDEX_DTYPES = (D.ACL_INT32, D.ACL_INT64)
+CUBE_MATH_TYPES = (0, 1, 2, 3)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """One validated pooling call's window geometry, per spatial dim."""
+
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    pad: tuple[int, ...]
+    dilation: tuple[int, ...]
+    lengths: tuple[int, ...]
+    """The input's spatial sizes."""
+    sizes: tuple[int, ...]
+    """The output's spatial sizes."""
+    lead: tuple[int, ...]
+    """The dims before the spatial ones (``[N, C]`` or ``[C]``)."""
+    count_include_pad: bool = True
+    divisor: int = 0
+    rounding: str | None = None
+    """What ``cubeMathType`` does to float32 operands of an average pool: "hf32", "fp16" or None."""
+
+    @property
+    def spatial(self) -> int:
+        """Spatial rank (2 or 3)."""
+        return len(self.kernel)
+
+
+declare_plan("pool", "Geometry", "a pooling call's window geometry (acl_core.spec.ops.pooling.Geometry)", Geometry)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One row of the table: a forward pooling op, its backward op, and their official names."""
+
+    name: str
+    backward: str
+    kind: str
+    """"avg" or "max"."""
+    spatial: int
+    stride: str
+    padding: str
+    forward_out: str
+    backward_out: str
+    cube: bool = False
+    refuse_hf32: bool = False
+
+    @property
+    def formats(self) -> frozenset[Format]:
+        """The layouts its tensors take."""
+        if self.spatial == 2:
+            return frozenset({Format.ACL_FORMAT_ND, Format.ACL_FORMAT_NCHW, Format.ACL_FORMAT_NCL})
+        return frozenset({Format.ACL_FORMAT_ND, Format.ACL_FORMAT_NCDHW})
+
+
+POOLS: tuple[Pool, ...] = (
+    Pool("AvgPool2d", "AvgPool2dBackward", "avg", 2, "strides", "paddings", "out", "gradInput", True, True),
+    Pool("MaxPool2dWithIndices", "MaxPool2dWithIndicesBackward", "max", 2, "stride", "padding", "out", "gradInput"),
+)
+"""Every declared pooling op pair (the forward's stride/padding names; backward ops say stride/padding)."""
+
+BY_NAME: dict[str, tuple[Pool, bool]] = {p.name: (p, False) for p in POOLS} | {p.backward: (p, True) for p in POOLS}
+"""Operator name to (its row, whether it is the backward op)."""
+
+
+# ----------------------------------------------------------------------------- geometry
+def _values(call: Call, name: str) -> tuple[int, ...]:
+    arr = call.args.get(name)
+    return tuple(int(v) for v in arr.values) if isinstance(arr, AclIntArray) else ()
+
+
+def _per_dim(values: Sequence[int], name: str, spatial: int, *, default: Sequence[int] | None = None) -> tuple[int, ...]:
+    """One value per spatial dim from a list of 1 or ``spatial`` values (or none, where ``default`` exists)."""
+    if not values and default is not None:
+        return tuple(default)
+    if len(values) == 1:
+        return tuple(values) * spatial
+    if len(values) != spatial:
+        allowed = [1, spatial] if default is None else [0, 1, spatial]
+        raise invalid(f"{name} has {len(values)} values; a {spatial}-D pool takes {allowed}")
+    return tuple(values)
+
+
+def output_size(length: int, k: int, s: int, p: int, d: int, ceil: bool) -> int:
+    """Pooled size of one dim (torch's rule, the CANN pages' formula)."""
+    span = length + 2 * p - d * (k - 1) - 1
+    size = (-(-span // s) if ceil else span // s) + 1
+    if ceil and (size - 1) * s >= length + p:
+        size -= 1
+    return size
+
+
+def geometry(call: Call, pool: Pool, x: AclTensor, stride_name: str, padding_name: str) -> Geometry:
+    """The window geometry of a call, 161002 where CANN refuses it."""
+    s = pool.spatial
+    if x.rank not in (s + 1, s + 2):
+        raise invalid(f"self has rank {x.rank}; a {s}-D pool takes rank {s + 1} or {s + 2}")
+    if x.numel == 0:
+        raise invalid(f"self {list(x.shape)} is empty; pooling takes no empty tensor")
+    kernel = _per_dim(_values(call, "kernelSize"), "kernelSize", s)
+    if any(k <= 0 for k in kernel):
+        raise invalid(f"kernelSize {list(kernel)} must be > 0")
+    stride = _per_dim(_values(call, stride_name), stride_name, s, default=kernel)
+    if any(v <= 0 for v in stride):
+        raise invalid(f"{stride_name} {list(stride)} must be > 0")
+    pad = _per_dim(_values(call, padding_name), padding_name, s)
+    if any(p < 0 or 2 * p > k for p, k in zip(pad, kernel)):
+        raise invalid(f"{padding_name} {list(pad)} must be >= 0 and at most half of kernelSize {list(kernel)}")
+    dilation = (1,) * s
+    if pool.kind == "max":
+        dilation = _per_dim(_values(call, "dilation"), "dilation", s)
+        if any(v <= 0 for v in dilation):
+            raise invalid(f"dilation {list(dilation)} must be > 0")
+    lengths = tuple(x.shape[-s:])
+    ceil = bool(call.args["ceilMode"])
+    sizes = tuple(output_size(*a, ceil) for a in zip(lengths, kernel, stride, pad, dilation))
+    if any(n <= 0 for n in sizes):
+        raise invalid(f"self's spatial sizes {list(lengths)} give an empty output {list(sizes)}")
+    rounding = None
+    divisor = 0
+    include = True
+    if pool.kind == "avg":
+        include = bool(call.args["countIncludePad"])
+        divisor = int(call.args["divisorOverride"])
+    if pool.cube:
+        cube = int(call.args["cubeMathType"])
+        if cube == USE_HF32 and pool.refuse_hf32:
+            raise invalid(f"aclnn{call.spec.name}: cubeMathType=3 (USE_HF32) is not supported")
+        if cube == USE_FP16 and x.dtype == _BF16:
+            raise invalid(f"aclnn{call.spec.name}: cubeMathType=2 (USE_FP16) does not support bfloat16")
+        rounding = operand_precision(x.dtype, cube, call.spec.name, strict=False)
+    return Geometry(kernel, stride, pad, dilation, lengths, sizes, tuple(x.shape[:-s]), include, divisor, rounding)
+
+
+def _infer(pool: Pool, backward: bool) -> Callable[[Call], Infos]:
+    def infer(call: Call) -> Infos:
+        x = tensor_arg(call, "self")
+        stride_name, padding_name = (("stride", "padding") if backward else (pool.stride, pool.padding))
+        geo = geometry(call, pool, x, stride_name, padding_name)
+        call.plan["pool"] = geo
+        pooled = (*geo.lead, *geo.sizes)
+        if not backward:
+            infos: dict[str, Any] = {pool.forward_out: same(pooled, x.dtype)}
+            if pool.kind == "max":
+                indices = call.args.get("indices")
+                idt = indices.dtype if isinstance(indices, AclTensor) else D.ACL_INT64
+                infos["indices"] = same(pooled, idt)
+            return infos
+        grad = tensor_arg(call, "gradOutput")
+        if tuple(grad.shape) != pooled:
+            raise invalid(f"gradOutput has shape {list(grad.shape)}; the forward's output is {list(pooled)}")
+        if grad.dtype != x.dtype:
+            raise invalid(f"gradOutput is {grad.dtype.short} but self is {x.dtype.short}; they must agree")
+        if pool.kind == "max":
+            idx = tensor_arg(call, "indices")
+            if tuple(idx.shape) != pooled:
+                raise invalid(f"indices has shape {list(idx.shape)}; it must equal gradOutput's {list(pooled)}")
+        return {pool.backward_out: same(tuple(x.shape), x.dtype)}
+
+    return infer
+
+
+# ----------------------------------------------------------------------------- conformance cases
+@dataclass(frozen=True)
+class Case:
+    """One sample's geometry: input shape and the attribute lists as the call passes them."""
+
+    shape: tuple[int, ...]
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    pad: tuple[int, ...]
+    dilation: tuple[int, ...] = (1,)
+    ceil: bool = False
+    include: bool = True
+    divisor: int = 0
+    note: str = ""
+
+
+_CASES_2D: tuple[Case, ...] = (
+    Case((2, 3, 7, 6), (3,), (2,), (1,), note="k3 s2 p1"),
+    Case((1, 2, 6, 7), (3, 2), (2, 1), (1, 0), ceil=True, include=False, note="ceilMode, countIncludePad false"),
+    Case((2, 2, 5, 5), (2,), (), (1,), ceil=True, note="default stride, ceilMode, padding 1"),
+    Case((3, 5, 6), (3, 3), (1, 2), (1, 1), (2, 1), divisor=5, note="unbatched, divisorOverride 5, dilation [2, 1]"),
+    Case((1, 1, 9, 11), (4, 3), (3, 2), (2, 1), ceil=True, include=False, note="ceilMode, partial last windows"),
+    Case((2, 4, 4, 4), (1,), (1,), (0,), note="1x1 window"),
+)
+_TIE_CASE = Case((1, 2, 6, 6), (3,), (1,), (1,), note="ties and NaN")
+_CASES: dict[int, tuple[Case, ...]] = {2: _CASES_2D}
+
+
+def _attrs(pool: Pool, backward: bool, c: Case) -> dict[str, Any]:
+    stride_name, padding_name = ("stride", "padding") if backward else (pool.stride, pool.padding)
+    args: dict[str, Any] = {
+        "kernelSize": list(c.kernel),
+        stride_name: list(c.stride),
+        padding_name: list(c.pad),
+        "ceilMode": c.ceil,
+    }
+    if pool.kind == "avg":
+        args.update(countIncludePad=c.include, divisorOverride=c.divisor)
+    else:
+        args["dilation"] = list(c.dilation)
+    if pool.cube:
+        args["cubeMathType"] = 0
+    return args
+
+
+def _pooled_shape(pool: Pool, c: Case) -> tuple[int, ...]:
+    s = pool.spatial
+    full = lambda v: tuple(v) * s if len(v) == 1 else tuple(v)  # noqa: E731
+    kernel, pad = full(c.kernel), full(c.pad)
+    stride = full(c.stride) if c.stride else kernel
+    dil = full(c.dilation) if pool.kind == "max" else (1,) * s
+    sizes = [output_size(n, *a, c.ceil) for n, a in zip(c.shape[-s:], zip(kernel, stride, pad, dil))]
+    return (*c.shape[:-s], *sizes)
+
+
+def window_indices(rng: np.random.Generator, pool: Pool, c: Case, dtype: D) -> np.ndarray:
+    """A valid ``indices`` array: for every output, a random input position inside its window."""
+    s = pool.spatial
+    pooled = _pooled_shape(pool, c)
+    full = lambda v: tuple(v) * s if len(v) == 1 else tuple(v)  # noqa: E731
+    kernel, pad, dil = full(c.kernel), full(c.pad), full(c.dilation)
+    stride = full(c.stride) if c.stride else kernel
+    lengths = c.shape[-s:]
+    choices = []  # per dim, per output position: the valid input positions
+    for d in range(s):
+        per = []
+        for o in range(pooled[-s + d]):
+            start = o * stride[d] - pad[d]
+            per.append([start + k * dil[d] for k in range(kernel[d]) if 0 <= start + k * dil[d] < lengths[d]])
+        choices.append(per)
+    result = np.empty(pooled, dtype=dtype.numpy)
+    for index in np.ndindex(*pooled):
+        flat = 0
+        for d in range(s):
+            flat = flat * lengths[d] + int(rng.choice(choices[d][index[-s + d]]))
+        result[index] = flat
+    return result
+
+
+def _ties(rng: np.random.Generator, shape: tuple[int, ...], dt: D) -> np.ndarray:
+    """Small integers (many ties), a -inf and two NaNs in one plane."""
+    x = rng.integers(-2, 3, shape).astype(np.float64)
+    x[(0,) * (len(shape) - 2) + (1, 1)] = np.nan
+    x[(0,) * (len(shape) - 2) + (1, 2)] = np.nan
+    x[(0,) * (len(shape) - 2) + (4, 4)] = -np.inf
+    x.reshape(-1)[-1] = np.inf
+    return x.astype(dt.numpy)
+
+
+def _case_args(rng: np.random.Generator, pool: Pool, backward: bool, c: Case, dt: D, idt: D) -> dict[str, Any]:
+    args = {"self": S.array(rng, c.shape, dt, low=-3, high=3), **_attrs(pool, backward, c)}
+    if c is _TIE_CASE:
+        args["self"] = _ties(rng, c.shape, dt)
+    if backward:
+        args["gradOutput"] = S.array(rng, _pooled_shape(pool, c), dt, low=-2, high=2)
+        if pool.kind == "max":
+            args["indices"] = window_indices(rng, pool, c, idt)
+    elif pool.kind == "max":
+        args["indices"] = np.zeros(_pooled_shape(pool, c), idt.numpy)
+    return args
+
+
+def _sample_cases(pool: Pool, backward: bool) -> list[Case]:
+    """The table's cases; a forward op also gets ties, NaN and infinities."""
+    return [*_CASES[pool.spatial], *(() if backward else (_TIE_CASE,))]
+
+
+def _samples(pool: Pool, backward: bool) -> Callable[[np.random.Generator], Iterable[Sample]]:
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        dts = (_F32, _F16, _BF16)
+        for i, c in enumerate(_sample_cases(pool, backward)):
+            dt = dts[i % len(dts)]
+            idt = INDEX_DTYPES[i % 2]
+            yield Sample(_case_args(rng, pool, backward, c, dt, idt), f"{dt.short} {list(c.shape)} {c.note}")
+        if pool.cube:
+            c = _CASES[pool.spatial][0]
+            for cube, label in ((1, "HF32"), (2, "float16")):
+                args = _case_args(rng, pool, backward, c, _F32, D.ACL_INT64)
+                args["cubeMathType"] = cube
+                yield Sample(args, f"float32, cubeMathType {cube} ({label} operands)")
+
+    return gen
+
+
+def _errors(pool: Pool, backward: bool) -> Callable[[np.random.Generator], Iterable[ErrorSample]]:
+    stride_name, padding_name = ("stride", "padding") if backward else (pool.stride, pool.padding)
+    base = _CASES[pool.spatial][0]
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        def good(**over: Any) -> dict[str, Any]:
+            args = _case_args(np.random.default_rng(0), pool, backward, base, _F32, D.ACL_INT64)
+            args.update(over)
+            return args
+
+        s = pool.spatial
+        yield ErrorSample(good(kernelSize=[3] * (s + 1)), INVALID, "kernelSize with too many values")
+        yield ErrorSample(good(kernelSize=[0]), INVALID, "kernelSize 0")
+        yield ErrorSample(good(**{stride_name: [0]}), INVALID, "stride 0")
+        yield ErrorSample(good(**{stride_name: [2] * (s + 1)}), INVALID, "stride with too many values")
+        yield ErrorSample(good(**{padding_name: [2]}), INVALID, "padding above half the kernel")
+        yield ErrorSample(good(**{padding_name: [-1]}), INVALID, "negative padding")
+        yield ErrorSample(good(self=S.array(rng, (2, 3, 0, 6), _F32)), INVALID, "empty self")
+        yield ErrorSample(good(self=S.array(rng, (3, 7), _F32)), INVALID, "self of too low a rank")
+        yield ErrorSample(
+            good(self=S.array(rng, (2, 3, 2, 2), _F32), kernelSize=[5], **{padding_name: [0]}),
+            INVALID,
+            "window larger than the padded input",
+        )
+        if pool.kind == "max":
+            yield ErrorSample(good(dilation=[0]), INVALID, "dilation 0")
+        if pool.cube:
+            if pool.refuse_hf32:
+                yield ErrorSample(good(cubeMathType=3), INVALID, "cubeMathType 3 (USE_HF32)")
+            yield ErrorSample(good(cubeMathType=5), INVALID, "unknown cubeMathType")
+            yield ErrorSample(
+                good(self=S.array(rng, base.shape, _BF16), cubeMathType=2, gradOutput=None)
+                if not backward
+                else good(
+                    self=S.array(rng, base.shape, _BF16),
+                    gradOutput=S.array(rng, _pooled_shape(pool, base), _BF16),
+                    cubeMathType=2,
+                ),
+                INVALID,
+                "USE_FP16 with bfloat16",
+            )
+        if backward:
+            pooled = _pooled_shape(pool, base)
+            wrong = (*pooled[:-1], pooled[-1] + 1)
+            yield ErrorSample(good(gradOutput=S.array(rng, wrong, _F32)), INVALID, "gradOutput of the wrong shape")
+            yield ErrorSample(
+                good(gradOutput=S.array(rng, pooled, _F16)), INVALID, "gradOutput's dtype differs from self's"
+            )
+            if pool.kind == "max":
+                yield ErrorSample(
+                    good(indices=np.zeros(wrong, np.int64)), INVALID, "indices of the wrong shape"
+                )
+        else:
+            out_name = pool.forward_out
+            yield ErrorSample(good(**{out_name: np.zeros((2, 3, 4, 4), np.float32)}), INVALID, "out of the wrong shape")
+            yield ErrorSample(
+                good(**{out_name: np.zeros(_pooled_shape(pool, base), np.float16)}), INVALID, "out's dtype differs"
+            )
+
+    return errors
+
+
+# ----------------------------------------------------------------------------- accuracy
+def _window_taps(spatial: int) -> Callable[[Mapping[str, Any], Mapping[str, Any]], int]:
+    """A window's element count (the terms one average sums, or one backward element gathers), plus the division."""
+
+    def length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
+        kernel = [int(v) for v in args.get("kernelSize") or [1]]
+        return math.prod(kernel * spatial if len(kernel) == 1 else kernel) + 1
+
+    return length
+
+
+def _accuracy(pool: Pool, backward: bool) -> Accuracy:
+    if pool.kind == "max" and not backward:
+        return exact("a selection: every output is an input element, every index a position")
+    if pool.kind == "max":
+        return reduction(
+            length_of=_window_taps(pool.spatial),
+            reason="each input's gradient sums the gradients of the windows that chose it (at most one per window)",
+        )
+    what = "the window's gradients over their divisors" if backward else "the window's elements, then one division"
+    return reduction(length_of=_window_taps(pool.spatial), reason=f"a sum of {what} in at least float32")
+
+
+# ----------------------------------------------------------------------------- the specs
+def _params(pool: Pool, backward: bool) -> tuple[Param, ...]:
+    rank = {"min_rank": pool.spatial + 1, "max_rank": pool.spatial + 2, "formats": pool.formats}
+    head: list[Param] = []
+    if backward:
+        head.append(tensor("gradOutput", FLOATS, **rank))  # type: ignore[arg-type]
+    head.append(tensor("self", FLOATS, **rank))  # type: ignore[arg-type]
+    if backward and pool.kind == "max":
+        head.append(tensor("indices", INDEX_DTYPES, **rank))  # type: ignore[arg-type]
+    stride_name, padding_name = ("stride", "padding") if backward else (pool.stride, pool.padding)
+    attrs = [int_array("kernelSize"), int_array(stride_name), int_array(padding_name)]
+    if pool.kind == "max":
+        attrs.append(int_array("dilation"))
+    attrs.append(bool_attr("ceilMode"))
+    if pool.kind == "avg":
+        attrs += [bool_attr("countIncludePad"), int_attr("divisorOverride")]
+    if pool.cube:
+        attrs.append(int_attr("cubeMathType", c_type="int8_t", choices=CUBE_MATH_TYPES))
+    outs = rank | {"max_rank": pool.spatial + 2}
+    outs.pop("min_rank")
+    if backward:
+        tail = [out(pool.backward_out, FLOATS, **outs)]  # type: ignore[arg-type]
+    else:
+        tail = [out(pool.forward_out, FLOATS, **outs)]  # type: ignore[arg-type]
+        if pool.kind == "max":
+            tail.append(out("indices", INDEX_DTYPES, **outs))  # type: ignore[arg-type]
+    return (*head, *attrs, *tail)
+
+
+def _spec(pool: Pool, backward: bool) -> OpSpec:
+    kind = "average" if pool.kind == "avg" else "max"
+    summary = f"{pool.spatial}-D {kind} pooling" + (" backward (the input's gradient)" if backward else "")
+    if pool.kind == "max" and not backward:
+        summary += " with the flat position of each maximum"
+    return OpSpec(
+        pool.backward if backward else pool.name,
+        FAMILY,
+        _params(pool, backward),
+        _infer(pool, backward),
+        samples=_samples(pool, backward),
+        error_samples=_errors(pool, backward),
+        summary=summary,
+        accuracy=_accuracy(pool, backward),
+    )
+
+
+SPECS: list[OpSpec] = [_spec(p, b) for p in POOLS for b in (False, True)]

@@ -1,0 +1,145 @@
+"""Reference kernels of the pooling family, written for obviousness: one strided slice per kernel offset.
+
+Every kernel offset ``k`` (a tuple over the spatial dims) meets, for all outputs at once, the input
+positions ``o·stride - pad + k·dilation``: a strided slice of the input padded on both sides (zeros
+for an average, ``-inf`` and an "outside" mark for a max). Sums run in float64 and round once. The
+backward ops add each output's share back through the same slices.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator
+
+import numpy as np
+
+from acl_core.spec.ops.pooling import BY_NAME, Geometry
+from acl_reference.call import RefCall
+from acl_reference.kernels import kernel
+from acl_reference.kernels.matmul import reduce_precision
+
+Array = np.ndarray
+
+
+def _padded_length(geo: Geometry, d: int) -> int:
+    """Room for every window of dim ``d``: the padded input, or past it where ``ceilMode`` adds a window."""
+    reach = (geo.sizes[d] - 1) * geo.stride[d] + geo.dilation[d] * (geo.kernel[d] - 1) + 1
+    return max(geo.lengths[d] + 2 * geo.pad[d], reach)
+
+
+def _pad(x: Array, geo: Geometry, fill: float) -> Array:
+    """``x`` with its spatial dims padded by ``pad`` before and as far as every window reaches after."""
+    s = geo.spatial
+    widths = [(0, 0)] * (x.ndim - s)
+    widths += [(p, _padded_length(geo, d) - p - n) for d, (p, n) in enumerate(zip(geo.pad, geo.lengths))]
+    return np.pad(x, widths, constant_values=fill)
+
+
+def _offsets(geo: Geometry) -> Iterator[tuple[tuple[int, ...], tuple[slice, ...]]]:
+    """Each kernel offset (in window order) and the slice of the padded input its outputs read."""
+    for k in itertools.product(*(range(n) for n in geo.kernel)):
+        window = tuple(
+            slice(kd * dd, kd * dd + sd * (od - 1) + 1, sd)
+            for kd, dd, sd, od in zip(k, geo.dilation, geo.stride, geo.sizes)
+        )
+        yield k, (Ellipsis, *window)
+
+
+def divisors(geo: Geometry) -> Array:
+    """Each output's divisor: ``divisorOverride``, the window's size (to the right padding) or its input count."""
+    if geo.divisor:
+        return np.full(geo.sizes, float(geo.divisor))
+    per_dim = []
+    for d in range(geo.spatial):
+        start = np.arange(geo.sizes[d]) * geo.stride[d] - geo.pad[d]
+        end = np.minimum(start + geo.kernel[d], geo.lengths[d] + geo.pad[d])
+        if not geo.count_include_pad:
+            start, end = np.maximum(start, 0), np.minimum(end, geo.lengths[d])
+        per_dim.append((end - start).astype(np.float64))
+    return math.prod(np.ix_(*per_dim))  # type: ignore[return-value]
+
+
+def avg_pool(x: Array, geo: Geometry) -> Array:
+    """The average of every window (x in float64)."""
+    padded = _pad(x, geo, 0.0)
+    total = np.zeros((*x.shape[: x.ndim - geo.spatial], *geo.sizes))
+    for _, window in _offsets(geo):
+        total += padded[window]
+    return total / divisors(geo)
+
+
+def avg_pool_backward(grad: Array, geo: Geometry) -> Array:
+    """Every input element's sum of ``grad / divisor`` over the windows covering it."""
+    share = grad / divisors(geo)
+    lead = grad.shape[: grad.ndim - geo.spatial]
+    padded = np.zeros((*lead, *(_padded_length(geo, d) for d in range(geo.spatial))))
+    for _, window in _offsets(geo):
+        padded[window] += share  # one offset's outputs meet distinct positions
+    crop = tuple(slice(p, p + n) for p, n in zip(geo.pad, geo.lengths))
+    return padded[(Ellipsis, *crop)]
+
+
+def max_pool(x: Array, geo: Geometry) -> tuple[Array, Array]:
+    """Every window's maximum and its flat position in the plane (torch's: first maximum, last NaN)."""
+    s = geo.spatial
+    padded = _pad(x, geo, -np.inf)
+    inside = _pad(np.ones(geo.lengths, bool), geo, False)
+    grids = np.meshgrid(*(np.arange(n) for n in geo.lengths), indexing="ij")
+    flat = _pad(np.ravel_multi_index(grids, geo.lengths), geo, -1)
+    lead = x.shape[: x.ndim - s]
+    best = np.full((*lead, *geo.sizes), -np.inf)
+    where = np.full((*lead, *geo.sizes), -1, np.int64)
+    for _, window in _offsets(geo):
+        value = padded[window]
+        valid = np.broadcast_to(inside[window[1:]], value.shape)
+        position = np.broadcast_to(flat[window[1:]], value.shape)
+        # torch's search: the first valid position starts it; a larger value, or any NaN, takes over
+        first = valid & (where < 0)
+        where = np.where(first, position, where)
+        better = valid & ((value > best) | np.isnan(value))
+        best = np.where(better, value, best)
+        where = np.where(better, position, where)
+    return best, where
+
+
+def max_pool_backward(grad: Array, indices: Array, geo: Geometry) -> Array:
+    """Each gradient added to the input position its index names (161002 for a position outside its plane)."""
+    plane = math.prod(geo.lengths)
+    lead = grad.shape[: grad.ndim - geo.spatial]
+    if indices.size and (indices.min() < 0 or indices.max() >= plane):
+        from acl_core.spec.opspec import invalid
+
+        raise invalid(f"indices must lie in [0, {plane}) (the plane's positions)")
+    rows = int(np.prod(lead, dtype=np.int64))
+    result = np.zeros((rows, plane))
+    np.add.at(
+        result,
+        (np.repeat(np.arange(rows), indices.size // max(rows, 1)), indices.reshape(-1)),
+        grad.reshape(-1),
+    )
+    return result.reshape(*lead, *geo.lengths)
+
+
+def _run(k: RefCall) -> None:
+    pool, backward = BY_NAME[k.launch.spec.name]
+    geo: Geometry = k.plan["pool"]
+    with np.errstate(invalid="ignore", over="ignore"):
+        if pool.kind == "avg":
+            if backward:
+                grad = reduce_precision(k.read("gradOutput"), geo.rounding)
+                k.write(pool.backward_out, avg_pool_backward(grad, geo))
+            else:
+                x = reduce_precision(k.read("self"), geo.rounding)
+                k.write(pool.forward_out, avg_pool(x, geo))
+        elif backward:
+            grad = k.read("gradOutput", np.float64)
+            k.write(pool.backward_out, max_pool_backward(grad, k.read("indices").astype(np.int64), geo))
+        else:
+            best, where = max_pool(k.read("self", np.float64), geo)
+            k.write(pool.forward_out, best)
+            k.write("indices", where)
+
+
+for _name in BY_NAME:
+    kernel(_name)(_run)
