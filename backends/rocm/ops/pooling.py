@@ -1,0 +1,136 @@
+"""Pooling on the GPU: one kernel launch per call (:mod:`acl_rocm.kernels.pooling`), no temporaries, no host copies.
+
+A forward op runs one thread per output element over its window; a backward op one thread per input
+element gathering from the windows that cover it (deterministic, no atomics). The kernel, its launch
+configuration and its ``Meta`` argument are planned once per validated signature (``launch.memo``);
+each call only binds the tensors' addresses.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from acl_core.backend import Kernel, Launch
+from acl_core.spec.ops.pooling import BY_NAME, Geometry, Pool
+from acl_core.tensor import AclTensor
+from acl_rocm.driver import handle
+from acl_rocm.kernels.pooling import PoolKernel
+from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.ops.elementwise import Prepared
+from acl_rocm.views import INT32_LIMIT
+
+if TYPE_CHECKING:
+    from acl_rocm.backend import RocmBackend
+
+OPS: tuple[str, ...] = tuple(sorted(BY_NAME))
+"""The aclnn operators this module runs."""
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One signature's launch: the loaded function, its configuration, the packed Meta, the tensors it binds."""
+
+    function: object
+    config: LaunchConfig
+    meta: ctypes.Array[Any]
+    tensors: tuple[str, ...]
+    """Official names of the tensor arguments, in the kernel's parameter order."""
+
+
+def _itemsize(t: AclTensor) -> int:
+    return t.dtype.info.storage_bits // 8
+
+
+def _address(t: AclTensor) -> int:
+    return t.data + t.offset * _itemsize(t)
+
+
+def _reach(t: AclTensor) -> int:
+    """The largest element offset a view reaches from its first element."""
+    return sum((d - 1) * abs(s) for d, s in zip(t.view_dims, t.strides) if d > 0)
+
+
+def _lead_strides(t: AclTensor, spatial: int) -> tuple[int, int]:
+    """(N stride, C stride) of a view; an unbatched view's N stride is 0."""
+    lead = t.strides[: len(t.view_dims) - spatial]
+    return (lead[0], lead[1]) if len(lead) == 2 else (0, lead[0])
+
+
+def plan_meta(geo: Geometry, read: AclTensor, written: AclTensor, indices: AclTensor | None) -> list[int]:
+    """The kernel's Meta fields in order: ``n``, the scalars, then the per-dim rows (kernels.pooling.SCALARS / ROWS)."""
+    s = geo.spatial
+    plane = written.view_dims[-s:]
+    count = 1
+    for n in written.view_dims:
+        count *= n
+    per_plane = 1
+    for n in plane:
+        per_plane *= n
+    channels = geo.lead[-1]
+    xs, os_ = _lead_strides(read, s), _lead_strides(written, s)
+    is_ = _lead_strides(indices, s) if indices is not None else (0, 0)
+    istride = list(indices.strides[-s:]) if indices is not None else [0] * s
+    meta = [count, per_plane, channels, *xs, *os_, *is_, geo.divisor, int(geo.count_include_pad)]
+    meta += [*geo.kernel, *geo.stride, *geo.pad, *geo.dilation, *geo.lengths, *geo.sizes]
+    meta += [*read.strides[-s:], *written.strides[-s:], *istride]
+    return meta
+
+
+class PoolingRunner:
+    """Turns pooling-family Launches into one kernel launch each."""
+
+    def __init__(self, backend: RocmBackend) -> None:
+        self.backend = backend
+
+    def kernels(self) -> dict[str, Kernel]:
+        """A kernel per pooling op."""
+        return {name: self._bind(name) for name in OPS}
+
+    def _bind(self, op: str) -> Kernel:
+        pool, backward = BY_NAME[op]
+
+        def kernel(launch: Launch) -> None:
+            key = f"rocm.pooling@{self.backend.provider.get_device()}"
+            planned = launch.memo.get(key)
+            if planned is None:
+                planned = launch.memo[key] = self.plan(pool, backward, launch)
+            if planned.config.grid[0] == 0:
+                return
+            values: list[Any] = [planned.meta]
+            values += [KernelArgs.pointer(_address(launch.args[name])) for name in planned.tensors]
+            prepared = Prepared(planned.function, planned.config, KernelArgs(values))
+            self.backend.elementwise.launch_prepared(prepared, handle(launch.stream))
+
+        kernel.__name__ = f"rocm_{op}"
+        return kernel
+
+    def plan(self, pool: Pool, backward: bool, launch: Launch) -> Planned:
+        """The kernel, configuration and Meta of one signature."""
+        args = launch.args
+        geo: Geometry = launch.plan["pool"]
+        x = args["gradOutput" if backward else "self"]
+        written = args[pool.backward_out if backward else pool.forward_out]
+        indices = args.get("indices") if pool.kind == "max" else None
+        assert isinstance(x, AclTensor) and isinstance(written, AclTensor)
+        assert indices is None or isinstance(indices, AclTensor)
+        meta = plan_meta(geo, x, written, indices)
+        extents = [meta[0], _reach(x), _reach(written), *([_reach(indices)] if indices is not None else [])]
+        index_type = "int" if max(extents) <= INT32_LIMIT // 2 else "long long"
+        mode = f"{pool.kind}_backward" if backward else pool.kind
+        kernel = PoolKernel(
+            mode, geo.spatial, x.dtype, index_type, indices.dtype if indices is not None else None, geo.rounding
+        )
+        function = self.backend.function(kernel.source(), kernel.kernel_name)
+        names = [("gradOutput" if backward else "self")]
+        if pool.kind == "max" and backward:
+            names.append("indices")
+        names.append(pool.backward_out if backward else pool.forward_out)
+        if pool.kind == "max" and not backward:
+            names.append("indices")
+        config = self.backend.elementwise_config(meta[0], 1)
+        return Planned(function, config, KernelArgs.index_array(meta, index_type), tuple(names))
+
+
+RUNNER = PoolingRunner

@@ -1,0 +1,84 @@
+"""Pooling on the rocm backend above the provider seam, on a CPU: the kernels built with g++ and run on host memory.
+
+Every spec sample of every pooling op is compared with the reference under the op's accuracy class
+(contiguous and under one non-contiguous layout), the max pool's indices exactly.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from acl_core import eager
+from acl_core.spec.ops import get_spec
+from acl_core.spec.ops.pooling import BY_NAME
+from acl_rocm.backend import RocmBackend
+from acl_rocm.kernels.pooling import PoolKernel
+from tests.conftest import assert_close
+from tests.rocm.kernel_emulator import EmulatedProvider, available
+
+
+@pytest.fixture
+def emulated(tmp_path: Path) -> RocmBackend:
+    """A backend whose kernels run on the CPU."""
+    reason = available()
+    if reason:
+        pytest.skip(reason)
+    build = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-{os.getuid()}"
+    build.mkdir(exist_ok=True)
+    EmulatedProvider.build_dir = build
+    backend = RocmBackend(EmulatedProvider(), {"ACL_KERNEL_CACHE": str(tmp_path)})
+    backend.runtime.ensure_device(0)
+    return backend
+
+
+def _compare(name: str, backend: RocmBackend, args: dict[str, Any], layout: str, note: str) -> None:
+    expected = eager.run(name, "reference", **args)
+    actual = eager.run(name, backend, layout=layout, **args)
+    for out, want in expected.items():
+        got = actual[out]
+        assert got.dtype == want.dtype, f"{note}: {out}"
+        try:
+            if got.dtype.kind in "iu":
+                np.testing.assert_array_equal(got, want)
+            else:
+                assert_close(got, want)
+        except AssertionError as exc:
+            raise AssertionError(f"{name} {note} layout={layout} output {out}\n{exc}") from None
+
+
+@pytest.mark.parametrize("name", sorted(BY_NAME))
+def test_every_sample_matches_the_reference_when_emulated(emulated: RocmBackend, name: str) -> None:
+    spec = get_spec(name)
+    assert spec.samples is not None
+    for i, sample in enumerate(spec.samples(np.random.default_rng(3))):
+        _compare(name, emulated, dict(sample.args), "contiguous", sample.note)
+        if i % 3 == 0:
+            _compare(name, emulated, dict(sample.args), ("transposed", "padded")[i % 2], sample.note)
+
+
+def test_max_pool_values_and_indices_are_bit_exact_with_ties_and_nan(emulated: RocmBackend) -> None:
+    x = np.array([[[[1, 3, 3, 0], [3, 0, 2, 2], [np.nan, 1, np.nan, -np.inf], [-np.inf, -np.inf, 5, 5]]]], np.float32)
+    args = {"self": x, "kernelSize": [2], "stride": [1], "padding": [1], "dilation": [1], "ceilMode": True}
+    want = eager.run("MaxPool2dWithIndices", "reference", **args)
+    got = eager.run("MaxPool2dWithIndices", emulated, **args)
+    np.testing.assert_array_equal(got["indices"], want["indices"])
+    np.testing.assert_array_equal(got["out"], want["out"])
+
+
+def test_one_template_generates_every_mode_and_rank() -> None:
+    from acl_core.dtypes import DataType as D
+
+    for mode in ("avg", "max", "avg_backward", "max_backward"):
+        for spatial in (2, 3):
+            indices = D.ACL_INT64 if mode.startswith("max") else None
+            k = PoolKernel(mode, spatial, D.ACL_BF16, "int", indices)
+            src = k.source()
+            assert k.kernel_name in src and "atomic" not in src
+    with pytest.raises(ValueError):
+        PoolKernel("min", 2, D.ACL_FLOAT, "int")
