@@ -106,8 +106,14 @@ def test_resnet_like_geometry_and_ceil_mode(dtype: Any, ceil: bool) -> None:
     for include in (False, True):
         _check_forward(
             "AvgPool2d",
-            {**common, "strides": [2], "paddings": [1], "countIncludePad": include, "divisorOverride": 0,
-             "cubeMathType": 0},
+            {
+                **common,
+                "strides": [2],
+                "paddings": [1],
+                "countIncludePad": include,
+                "divisorOverride": 0,
+                "cubeMathType": 0,
+            },
             "avg",
         )
     _check_forward("MaxPool2dWithIndices", {**common, "stride": [2], "padding": [1], "dilation": [1]}, "max")
@@ -137,8 +143,14 @@ def test_backward_refuses_an_index_outside_the_plane(idt: Any) -> None:
     bad = np.array([[[[0, 1], [2, 16]]]], idt.numpy)
     with pytest.raises(AclnnError) as info:
         ref(
-            "MaxPool2dWithIndicesBackward", gradOutput=g, self=x, indices=bad, kernelSize=[2], stride=[2],
-            padding=[0], dilation=[1], ceilMode=False,
+            "MaxPool2dWithIndicesBackward",
+            gradOutput=g,
+            self=x,
+            indices=bad,
+            kernelSize=[2],
+            stride=[2],
+            padding=[0],
+            dilation=[1],
+            ceilMode=False,
         )
     assert info.value.code == 161002
-

@@ -45,6 +45,7 @@ from acl_core.dtypes import DataType as D
 from acl_core.formats import Format
 from acl_core.spec import samples as S
 from acl_core.spec.accuracy import Accuracy, exact, reduction
+from acl_core.spec.ops.matmul import USE_FP16, USE_HF32, operand_precision
 from acl_core.spec.opspec import (
     INVALID,
     Call,
@@ -60,7 +61,6 @@ from acl_core.spec.opspec import (
     out,
     tensor,
 )
-from acl_core.spec.ops.matmul import USE_FP16, USE_HF32, operand_precision
 from acl_core.spec.plan import declare as declare_plan
 from acl_core.spec.rules import FLOATS, same, tensor_arg
 from acl_core.tensor import AclIntArray, AclTensor
@@ -112,20 +112,62 @@ class Pool:
     padding: str
     forward_out: str
     backward_out: str
+    formats: frozenset[Format]
     cube: bool = False
     refuse_hf32: bool = False
-
-    @property
-    def formats(self) -> frozenset[Format]:
-        """The layouts its tensors take."""
-        if self.spatial == 2:
-            return frozenset({Format.ACL_FORMAT_ND, Format.ACL_FORMAT_NCHW, Format.ACL_FORMAT_NCL})
-        return frozenset({Format.ACL_FORMAT_ND, Format.ACL_FORMAT_NCDHW})
+    kernel_within_input: bool = False
+    """AvgPool3d's page refuses a kernel larger than the input along a dim (padding aside)."""
 
 
+_ND, _NCL, _NCHW, _NCDHW = Format.ACL_FORMAT_ND, Format.ACL_FORMAT_NCL, Format.ACL_FORMAT_NCHW, Format.ACL_FORMAT_NCDHW
 POOLS: tuple[Pool, ...] = (
-    Pool("AvgPool2d", "AvgPool2dBackward", "avg", 2, "strides", "paddings", "out", "gradInput", True, True),
-    Pool("MaxPool2dWithIndices", "MaxPool2dWithIndicesBackward", "max", 2, "stride", "padding", "out", "gradInput"),
+    Pool(
+        "AvgPool2d",
+        "AvgPool2dBackward",
+        "avg",
+        2,
+        "strides",
+        "paddings",
+        "out",
+        "gradInput",
+        frozenset({_ND, _NCHW, _NCL}),
+        cube=True,
+        refuse_hf32=True,
+    ),
+    Pool(
+        "MaxPool2dWithIndices",
+        "MaxPool2dWithIndicesBackward",
+        "max",
+        2,
+        "stride",
+        "padding",
+        "out",
+        "gradInput",
+        frozenset({_ND, _NCHW}),
+    ),
+    Pool(
+        "AvgPool3d",
+        "AvgPool3dBackward",
+        "avg",
+        3,
+        "stride",
+        "padding",
+        "out",
+        "output",
+        frozenset({_ND}),
+        kernel_within_input=True,
+    ),
+    Pool(
+        "MaxPool3dWithArgmax",
+        "MaxPool3dWithArgmaxBackward",
+        "max",
+        3,
+        "stride",
+        "padding",
+        "out",
+        "gradInput",
+        frozenset({_ND, _NCDHW}),
+    ),
 )
 """Every declared pooling op pair (the forward's stride/padding names; backward ops say stride/padding)."""
 
@@ -139,7 +181,9 @@ def _values(call: Call, name: str) -> tuple[int, ...]:
     return tuple(int(v) for v in arr.values) if isinstance(arr, AclIntArray) else ()
 
 
-def _per_dim(values: Sequence[int], name: str, spatial: int, *, default: Sequence[int] | None = None) -> tuple[int, ...]:
+def _per_dim(
+    values: Sequence[int], name: str, spatial: int, *, default: Sequence[int] | None = None
+) -> tuple[int, ...]:
     """One value per spatial dim from a list of 1 or ``spatial`` values (or none, where ``default`` exists)."""
     if not values and default is not None:
         return tuple(default)
@@ -182,6 +226,8 @@ def geometry(call: Call, pool: Pool, x: AclTensor, stride_name: str, padding_nam
         if any(v <= 0 for v in dilation):
             raise invalid(f"dilation {list(dilation)} must be > 0")
     lengths = tuple(x.shape[-s:])
+    if pool.kernel_within_input and any(k > n for k, n in zip(kernel, lengths)):
+        raise invalid(f"kernelSize {list(kernel)} exceeds self's spatial sizes {list(lengths)}")
     ceil = bool(call.args["ceilMode"])
     sizes = tuple(output_size(*a, ceil) for a in zip(lengths, kernel, stride, pad, dilation))
     if any(n <= 0 for n in sizes):
@@ -205,7 +251,7 @@ def geometry(call: Call, pool: Pool, x: AclTensor, stride_name: str, padding_nam
 def _infer(pool: Pool, backward: bool) -> Callable[[Call], Infos]:
     def infer(call: Call) -> Infos:
         x = tensor_arg(call, "self")
-        stride_name, padding_name = (("stride", "padding") if backward else (pool.stride, pool.padding))
+        stride_name, padding_name = ("stride", "padding") if backward else (pool.stride, pool.padding)
         geo = geometry(call, pool, x, stride_name, padding_name)
         call.plan["pool"] = geo
         pooled = (*geo.lead, *geo.sizes)
@@ -246,16 +292,40 @@ class Case:
     note: str = ""
 
 
-_CASES_2D: tuple[Case, ...] = (
-    Case((2, 3, 7, 6), (3,), (2,), (1,), note="k3 s2 p1"),
-    Case((1, 2, 6, 7), (3, 2), (2, 1), (1, 0), ceil=True, include=False, note="ceilMode, countIncludePad false"),
-    Case((2, 2, 5, 5), (2,), (), (1,), ceil=True, note="default stride, ceilMode, padding 1"),
-    Case((3, 5, 6), (3, 3), (1, 2), (1, 1), (2, 1), divisor=5, note="unbatched, divisorOverride 5, dilation [2, 1]"),
-    Case((1, 1, 9, 11), (4, 3), (3, 2), (2, 1), ceil=True, include=False, note="ceilMode, partial last windows"),
-    Case((2, 4, 4, 4), (1,), (1,), (0,), note="1x1 window"),
-)
-_TIE_CASE = Case((1, 2, 6, 6), (3,), (1,), (1,), note="ties and NaN")
-_CASES: dict[int, tuple[Case, ...]] = {2: _CASES_2D}
+_CASES: dict[int, tuple[Case, ...]] = {
+    2: (
+        Case((2, 3, 7, 6), (3,), (2,), (1,)),
+        Case((1, 2, 6, 7), (3, 2), (2, 1), (1, 0), ceil=True, include=False),
+        Case((2, 2, 5, 5), (2,), (), (1,), ceil=True, note="default stride"),
+        Case((3, 5, 6), (3, 3), (1, 2), (1, 1), (2, 1), divisor=5, note="unbatched"),
+        Case((1, 1, 9, 11), (4, 3), (3, 2), (2, 1), ceil=True, include=False, note="partial last windows"),
+        Case((2, 4, 4, 4), (1,), (1,), (0,), note="1x1 window"),
+    ),
+    3: (
+        Case((1, 2, 4, 5, 4), (2,), (2,), (1,), ceil=True),
+        Case((2, 4, 5, 6), (3, 2, 2), (1, 2, 1), (1, 0, 1), (1, 2, 1), include=False, note="unbatched"),
+        Case((1, 1, 5, 6, 7), (3,), (2,), (1,), ceil=True, include=False, note="partial last windows"),
+        Case((2, 2, 3, 4, 4), (2, 3, 3), (), (0, 1, 1), divisor=7, note="default stride"),
+    ),
+}
+_TIES: dict[int, Case] = {
+    2: Case((1, 2, 6, 6), (3,), (1,), (1,), note="ties, NaN and infinities"),
+    3: Case((1, 1, 3, 5, 5), (3,), (1,), (1,), note="ties, NaN and infinities"),
+}
+
+
+def _note(pool: Pool, c: Case, dt: D) -> str:
+    """A sample's name: dtype, shape and the attributes that matter for ``pool``."""
+    parts = [dt.short, str(list(c.shape)), f"k{list(c.kernel)} s{list(c.stride)} p{list(c.pad)}"]
+    if pool.kind == "max" and c.dilation != (1,):
+        parts.append(f"dilation {list(c.dilation)}")
+    if c.ceil:
+        parts.append("ceilMode")
+    if pool.kind == "avg" and not c.include:
+        parts.append("countIncludePad false")
+    if pool.kind == "avg" and c.divisor:
+        parts.append(f"divisorOverride {c.divisor}")
+    return " ".join(parts + ([c.note] if c.note else []))
 
 
 def _attrs(pool: Pool, backward: bool, c: Case) -> dict[str, Any]:
@@ -277,7 +347,7 @@ def _attrs(pool: Pool, backward: bool, c: Case) -> dict[str, Any]:
 
 def _pooled_shape(pool: Pool, c: Case) -> tuple[int, ...]:
     s = pool.spatial
-    full = lambda v: tuple(v) * s if len(v) == 1 else tuple(v)  # noqa: E731
+    full = lambda v: tuple(v) * s if len(v) == 1 else tuple(v)
     kernel, pad = full(c.kernel), full(c.pad)
     stride = full(c.stride) if c.stride else kernel
     dil = full(c.dilation) if pool.kind == "max" else (1,) * s
@@ -289,7 +359,7 @@ def window_indices(rng: np.random.Generator, pool: Pool, c: Case, dtype: D) -> n
     """A valid ``indices`` array: for every output, a random input position inside its window."""
     s = pool.spatial
     pooled = _pooled_shape(pool, c)
-    full = lambda v: tuple(v) * s if len(v) == 1 else tuple(v)  # noqa: E731
+    full = lambda v: tuple(v) * s if len(v) == 1 else tuple(v)
     kernel, pad, dil = full(c.kernel), full(c.pad), full(c.dilation)
     stride = full(c.stride) if c.stride else kernel
     lengths = c.shape[-s:]
@@ -321,7 +391,7 @@ def _ties(rng: np.random.Generator, shape: tuple[int, ...], dt: D) -> np.ndarray
 
 def _case_args(rng: np.random.Generator, pool: Pool, backward: bool, c: Case, dt: D, idt: D) -> dict[str, Any]:
     args = {"self": S.array(rng, c.shape, dt, low=-3, high=3), **_attrs(pool, backward, c)}
-    if c is _TIE_CASE:
+    if c is _TIES[pool.spatial]:
         args["self"] = _ties(rng, c.shape, dt)
     if backward:
         args["gradOutput"] = S.array(rng, _pooled_shape(pool, c), dt, low=-2, high=2)
@@ -334,7 +404,7 @@ def _case_args(rng: np.random.Generator, pool: Pool, backward: bool, c: Case, dt
 
 def _sample_cases(pool: Pool, backward: bool) -> list[Case]:
     """The table's cases; a forward op also gets ties, NaN and infinities."""
-    return [*_CASES[pool.spatial], *(() if backward else (_TIE_CASE,))]
+    return [*_CASES[pool.spatial], *(() if backward else (_TIES[pool.spatial],))]
 
 
 def _samples(pool: Pool, backward: bool) -> Callable[[np.random.Generator], Iterable[Sample]]:
@@ -343,7 +413,7 @@ def _samples(pool: Pool, backward: bool) -> Callable[[np.random.Generator], Iter
         for i, c in enumerate(_sample_cases(pool, backward)):
             dt = dts[i % len(dts)]
             idt = INDEX_DTYPES[i % 2]
-            yield Sample(_case_args(rng, pool, backward, c, dt, idt), f"{dt.short} {list(c.shape)} {c.note}")
+            yield Sample(_case_args(rng, pool, backward, c, dt, idt), _note(pool, c, dt))
         if pool.cube:
             c = _CASES[pool.spatial][0]
             for cube, label in ((1, "HF32"), (2, "float16")):
@@ -371,15 +441,18 @@ def _errors(pool: Pool, backward: bool) -> Callable[[np.random.Generator], Itera
         yield ErrorSample(good(**{stride_name: [2] * (s + 1)}), INVALID, "stride with too many values")
         yield ErrorSample(good(**{padding_name: [2]}), INVALID, "padding above half the kernel")
         yield ErrorSample(good(**{padding_name: [-1]}), INVALID, "negative padding")
-        yield ErrorSample(good(self=S.array(rng, (2, 3, 0, 6), _F32)), INVALID, "empty self")
-        yield ErrorSample(good(self=S.array(rng, (3, 7), _F32)), INVALID, "self of too low a rank")
+        lead = base.shape[:-s]
+        yield ErrorSample(good(self=S.array(rng, (*lead, 0, *base.shape[-s + 1 :]), _F32)), INVALID, "empty self")
+        yield ErrorSample(good(self=S.array(rng, base.shape[-s:], _F32)), INVALID, "self of too low a rank")
         yield ErrorSample(
-            good(self=S.array(rng, (2, 3, 2, 2), _F32), kernelSize=[5], **{padding_name: [0]}),
+            good(self=S.array(rng, (*lead, *(2,) * s), _F32), kernelSize=[5], **{padding_name: [0]}),
             INVALID,
             "window larger than the padded input",
         )
         if pool.kind == "max":
             yield ErrorSample(good(dilation=[0]), INVALID, "dilation 0")
+        if pool.kernel_within_input:
+            yield ErrorSample(good(kernelSize=[5], **{padding_name: [2]}), INVALID, "kernel larger than the input")
         if pool.cube:
             if pool.refuse_hf32:
                 yield ErrorSample(good(cubeMathType=3), INVALID, "cubeMathType 3 (USE_HF32)")
@@ -403,12 +476,12 @@ def _errors(pool: Pool, backward: bool) -> Callable[[np.random.Generator], Itera
                 good(gradOutput=S.array(rng, pooled, _F16)), INVALID, "gradOutput's dtype differs from self's"
             )
             if pool.kind == "max":
-                yield ErrorSample(
-                    good(indices=np.zeros(wrong, np.int64)), INVALID, "indices of the wrong shape"
-                )
+                yield ErrorSample(good(indices=np.zeros(wrong, np.int64)), INVALID, "indices of the wrong shape")
         else:
             out_name = pool.forward_out
-            yield ErrorSample(good(**{out_name: np.zeros((2, 3, 4, 4), np.float32)}), INVALID, "out of the wrong shape")
+            pooled = _pooled_shape(pool, base)
+            wrong = np.zeros((*pooled[:-1], pooled[-1] + 1), np.float32)
+            yield ErrorSample(good(**{out_name: wrong}), INVALID, "out of the wrong shape")
             yield ErrorSample(
                 good(**{out_name: np.zeros(_pooled_shape(pool, base), np.float16)}), INVALID, "out's dtype differs"
             )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -36,14 +37,15 @@ def _pad(x: Array, geo: Geometry, fill: float) -> Array:
     return np.pad(x, widths, constant_values=fill)
 
 
-def _offsets(geo: Geometry) -> Iterator[tuple[tuple[int, ...], tuple[slice, ...]]]:
+def _offsets(geo: Geometry) -> Iterator[tuple[tuple[int, ...], tuple[Any, ...]]]:
     """Each kernel offset (in window order) and the slice of the padded input its outputs read."""
     for k in itertools.product(*(range(n) for n in geo.kernel)):
         window = tuple(
             slice(kd * dd, kd * dd + sd * (od - 1) + 1, sd)
             for kd, dd, sd, od in zip(k, geo.dilation, geo.stride, geo.sizes)
         )
-        yield k, (Ellipsis, *window)
+        index: tuple[Any, ...] = (Ellipsis, *window)
+        yield k, index
 
 
 def divisors(geo: Geometry) -> Array:
@@ -76,8 +78,8 @@ def avg_pool_backward(grad: Array, geo: Geometry) -> Array:
     padded = np.zeros((*lead, *(_padded_length(geo, d) for d in range(geo.spatial))))
     for _, window in _offsets(geo):
         padded[window] += share  # one offset's outputs meet distinct positions
-    crop = tuple(slice(p, p + n) for p, n in zip(geo.pad, geo.lengths))
-    return padded[(Ellipsis, *crop)]
+    crop: tuple[Any, ...] = (Ellipsis, *(slice(p, p + n) for p, n in zip(geo.pad, geo.lengths)))
+    return padded[crop]
 
 
 def max_pool(x: Array, geo: Geometry) -> tuple[Array, Array]:

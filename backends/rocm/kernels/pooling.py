@@ -114,7 +114,7 @@ def _forward_avg(k: PoolKernel, idx: str, s: int) -> list[str]:
         "}",
         "float acc = 0.0f;",
     ]
-    at = " + ".join([f"n * XS_N + c * XS_C", *(f"p{d} * XSTRIDE({d})" for d in range(s))])
+    at = " + ".join(["n * XS_N + c * XS_C", *(f"p{d} * XSTRIDE({d})" for d in range(s))])
     body += _nest(s, f"for ({idx} p{{d}} = lo[{{d}}]; p{{d}} < hi[{{d}}]; ++p{{d}})", [f"acc += {_value(k, at, 'x')};"])
     body += [
         "const float divisor = (float)(DIVISOR != 0 ? DIVISOR : (INCLUDE ? window : covered));",
@@ -130,11 +130,12 @@ def _at(base: str, coord: str, strides: str, s: int) -> str:
 def _forward_max(k: PoolKernel, idx: str, s: int) -> list[str]:
     assert k.indices is not None
     body = ["float best = __uint_as_float(0xff800000u);  // -inf", f"{idx} where = -1;"]
+    x_at = " + ".join(["n * XS_N + c * XS_C", *(f"p{d} * XSTRIDE({d})" for d in range(s))])
     inner = [
         f"const {idx} p{s - 1} = o[{s - 1}] * CSTRIDE({s - 1}) - PAD({s - 1}) + k{s - 1} * DIL({s - 1});",
         f"if (p{s - 1} < 0 || p{s - 1} >= LSIZE({s - 1})) continue;",
         f"const {idx} pos = {' + '.join(f'p{d} * span{d}' for d in range(s))};",
-        f"const float v = {_value(k, ' + '.join(['n * XS_N + c * XS_C', *(f'p{d} * XSTRIDE({d})' for d in range(s))]), 'x')};",
+        f"const float v = {_value(k, x_at, 'x')};",
         "if (where < 0) where = pos;",
         "if (v > best || acl_isnan(v)) { best = v; where = pos; }",
     ]
@@ -164,7 +165,7 @@ def _backward(k: PoolKernel, idx: str, s: int) -> list[str]:
     body = [f"{idx} olo[{s}], ohi[{s}];", "#pragma unroll", f"for (int d = 0; d < {s}; ++d) {{"]
     body += [
         f"  const {idx} reach = p[d] + PAD(d) - (KSIZE(d) - 1) * DIL(d);  // the first window start reaching p",
-        f"  olo[d] = reach <= 0 ? 0 : (reach + CSTRIDE(d) - 1) / CSTRIDE(d);",
+        "  olo[d] = reach <= 0 ? 0 : (reach + CSTRIDE(d) - 1) / CSTRIDE(d);",
         f"  ohi[d] = {_min('(p[d] + PAD(d)) / CSTRIDE(d) + 1', 'OSIZE(d)')};",
         "}",
         "float acc = 0.0f;",
