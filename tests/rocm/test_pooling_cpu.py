@@ -1,7 +1,8 @@
 """Pooling on the rocm backend above the provider seam, on a CPU: the kernels built with g++ and run on host memory.
 
 Every spec sample of every pooling op is compared with the reference under the op's accuracy class
-(contiguous and under one non-contiguous layout), the max pool's indices exactly.
+(the suite's own comparison: contiguous and under one non-contiguous layout; the max pool's values and
+indices exactly).
 """
 
 from __future__ import annotations
@@ -9,17 +10,17 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
 from acl_core import eager
+from acl_core.backend import Backend
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.pooling import BY_NAME
 from acl_rocm.backend import RocmBackend
 from acl_rocm.kernels.pooling import PoolKernel
-from tests.conftest import assert_close
+from tests.rocm.against_reference import assert_matches_reference
 from tests.rocm.kernel_emulator import EmulatedProvider, available
 
 
@@ -37,29 +38,15 @@ def emulated(tmp_path: Path) -> RocmBackend:
     return backend
 
 
-def _compare(name: str, backend: RocmBackend, args: dict[str, Any], layout: str, note: str) -> None:
-    expected = eager.run(name, "reference", **args)
-    actual = eager.run(name, backend, layout=layout, **args)
-    for out, want in expected.items():
-        got = actual[out]
-        assert got.dtype == want.dtype, f"{note}: {out}"
-        try:
-            if got.dtype.kind in "iu":
-                np.testing.assert_array_equal(got, want)
-            else:
-                assert_close(got, want)
-        except AssertionError as exc:
-            raise AssertionError(f"{name} {note} layout={layout} output {out}\n{exc}") from None
-
-
 @pytest.mark.parametrize("name", sorted(BY_NAME))
-def test_every_sample_matches_the_reference_when_emulated(emulated: RocmBackend, name: str) -> None:
+def test_every_sample_matches_the_reference_when_emulated(emulated: RocmBackend, reference: Backend, name: str) -> None:
     spec = get_spec(name)
     assert spec.samples is not None
     for i, sample in enumerate(spec.samples(np.random.default_rng(3))):
-        _compare(name, emulated, dict(sample.args), "contiguous", sample.note)
+        assert_matches_reference(emulated, reference, name, dict(sample.args), "contiguous", sample.note)
         if i % 3 == 0:
-            _compare(name, emulated, dict(sample.args), ("transposed", "padded")[i % 2], sample.note)
+            layout = ("transposed", "padded")[i % 2]
+            assert_matches_reference(emulated, reference, name, dict(sample.args), layout, sample.note)
 
 
 def test_max_pool_values_and_indices_are_bit_exact_with_ties_and_nan(emulated: RocmBackend) -> None:

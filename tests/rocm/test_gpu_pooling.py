@@ -1,0 +1,85 @@
+"""Pooling on the GPU against the reference, under each op's accuracy class (max pools exact, averages a reduction).
+
+Every sample in three layouts, every claimed dtype at ResNet-like and tile-crossing shapes, the max pools'
+backward fed by rocm's own forward indices, and the backward ops run twice bit for bit (a gather, no atomics).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from acl_core import eager
+from acl_core.backend import Backend
+from acl_core.spec.ops.pooling import BY_NAME
+from tests.rocm.against_reference import (
+    assert_errors_match_reference,
+    assert_every_sample_matches,
+    assert_matches_reference,
+)
+
+pytestmark = pytest.mark.gpu
+DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16]
+COLUMNS = ("note", "spatial", "shape", "kernel", "stride", "pad", "ceil")
+SHAPES = [
+    # (note, spatial rank, self shape, kernel, stride, padding, ceilMode)
+    ("resnet stem pool", 2, (8, 64, 56, 56), [3], [2], [1], False),
+    ("tile-crossing odd plane, ceilMode", 2, (3, 37, 33, 29), [3, 2], [2, 2], [1, 1], True),
+    ("unbatched wide", 2, (96, 65, 127), [2], [], [0], False),
+    ("3-D video", 3, (2, 16, 8, 28, 28), [3, 3, 3], [1, 2, 2], [1, 1, 1], False),
+    ("3-D ceilMode", 3, (1, 24, 9, 17, 15), [2], [2], [1], True),
+]
+
+
+@pytest.mark.parametrize("op", sorted(BY_NAME))
+def test_samples_and_errors_match_reference(rocm: Backend, reference: Backend, op: str) -> None:
+    assert_every_sample_matches(rocm, reference, op)
+    assert_errors_match_reference(rocm, reference, op)
+
+
+def _attrs(op: str, kernel: list[int], stride: list[int], pad: list[int], ceil: bool) -> dict[str, Any]:
+    pool, backward = BY_NAME[op]
+    names = ("stride", "padding") if backward else (pool.stride, pool.padding)
+    args: dict[str, Any] = {"kernelSize": kernel, names[0]: stride, names[1]: pad, "ceilMode": ceil}
+    if pool.kind == "avg":
+        args.update(countIncludePad=ceil, divisorOverride=0)
+    else:
+        args["dilation"] = [1]
+    if pool.cube:
+        args["cubeMathType"] = 0
+    return args
+
+
+def _ops(spatial: int, kind: str) -> tuple[str, str]:
+    pool = next(p for p, _ in BY_NAME.values() if p.spatial == spatial and p.kind == kind)
+    return pool.name, pool.backward
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize(
+    ("note", "spatial", "shape", "kernel", "stride", "pad", "ceil"), SHAPES, ids=[s[0] for s in SHAPES]
+)
+@pytest.mark.parametrize("kind", ["avg", "max"])
+def test_realistic_shapes(
+    rocm: Backend, reference: Backend, kind: str, note: str, spatial: int, shape, kernel, stride, pad, ceil, dtype
+) -> None:
+    forward, backward = _ops(spatial, kind)
+    rng = np.random.default_rng(17)
+    x = rng.uniform(-3, 3, shape).astype(dtype)
+    fwd_args = {"self": x, **_attrs(forward, kernel, stride, pad, ceil)}
+    if kind == "max":
+        fwd_args["indices"] = np.zeros(eager.run(forward, reference, **fwd_args)["indices"].shape, np.int64)
+    assert_matches_reference(rocm, reference, forward, fwd_args, "contiguous", note)
+    result = eager.run(forward, rocm, **fwd_args)
+    grad = rng.uniform(-2, 2, result["out"].shape).astype(dtype)
+    bwd_args: dict[str, Any] = {"gradOutput": grad, "self": x, **_attrs(backward, kernel, stride, pad, ceil)}
+    if kind == "max":
+        bwd_args["indices"] = result["indices"]  # rocm's own choice of maxima
+    assert_matches_reference(rocm, reference, backward, bwd_args, "contiguous", note)
+    first = eager.run(backward, rocm, **bwd_args)
+    second = eager.run(backward, rocm, **bwd_args)
+    for name, value in first.items():
+        np.testing.assert_array_equal(value.view(np.uint8), second[name].view(np.uint8), err_msg=f"{note}: {name}")
