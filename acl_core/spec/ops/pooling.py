@@ -2,8 +2,10 @@
 
 Declared from one table (:data:`POOLS`): each row is a forward op and its backward twin, the
 official parameter names of both from tests/data/cann/aclnn-signatures.tsv. Layouts are
-channel-first: a 2-D pool takes ``[N, C, H, W]`` or an unbatched ``[C, H, W]`` (NCHW / NCL / ND, read
-the same way), a 3-D pool ``[N, C, D, H, W]`` or ``[C, D, H, W]`` (NCDHW / ND).
+channel-first: a 2-D pool takes ``[N, C, H, W]`` or an unbatched ``[C, H, W]``, a 3-D pool
+``[N, C, D, H, W]`` or ``[C, D, H, W]``, in the formats each page lists (every format read the same
+way, channel-first): AvgPool2d NCHW / NCL, MaxPool2dWithIndices NCHW / ND, AvgPool3d ND,
+MaxPool3dWithArgmax NCDHW / ND (ND is accepted everywhere: a caller's tensor without a format label).
 
 Geometry, as the CANN pages and torch.nn.functional state it: ``kernelSize`` has one value (every
 dim) or one per spatial dim; a stride list may be empty (the kernel), one value or one per dim;
@@ -20,16 +22,18 @@ per dim, > 0. An output size is ``floor((L + 2·pad - dilation·(k - 1) - 1) / s
 * Max pools: padding never wins; ``indices`` holds the position of the maximum in its plane,
   flattened (``h·W + w``, ``d·H·W + h·W + w`` in 3-D), as torch's ``return_indices``: the first
   maximum in window order, and where the window holds a NaN the position of its last NaN (the output
-  is NaN). The backward op adds each ``gradOutput`` element to the input position its index names
-  (an index outside its window, or outside the plane, is outside the contract: the reference refuses
-  it with 161002; CANN's pages say indices must lie in ``[0, H·W)``).
+  is NaN). The backward op adds each ``gradOutput`` element to the input position its index names.
+  CANN's pages require indices in ``[0, H·W)``: the reference refuses one outside the plane with
+  161002 (rocm's kernels do not check it). An index inside the plane but outside its own window (no
+  forward gives one) is outside the contract: the reference adds there, rocm's gather, which reads
+  only the windows covering an element, drops it.
 
-Choices where the pages are silent or platform-dependent: NHWC (listed for MaxPool2dWithIndices,
-refused on Atlas A2/A3) is not declared; an empty input is refused (161002; the average pages say so);
+Choices where the pages are silent or platform-dependent: NHWC / NDHWC (listed for the max pools,
+refused on Atlas A2/A3) are not declared; an empty input is refused (161002; the average pages say so);
 ``cubeMathType`` (AvgPool2d and its backward) acts as it does for Convolution: on float32 operands
 1 and 3 round them to HF32, 2 to float16 (AvgPool2d refuses 3 and both refuse 2 for bfloat16, as the
 pages say); the sum is otherwise kept in float32 or wider. A nonzero ``divisorOverride`` of either
-sign is taken as torch takes it. Out-of-window indices are not checked by GPU kernels.
+sign is taken as torch takes it.
 """
 
 from __future__ import annotations
@@ -468,9 +472,9 @@ def _errors(pool: Pool, backward: bool) -> Callable[[np.random.Generator], Itera
                 INVALID,
                 "USE_FP16 with bfloat16",
             )
+        pooled = _pooled_shape(pool, base)
+        wrong = (*pooled[:-1], pooled[-1] + 1)
         if backward:
-            pooled = _pooled_shape(pool, base)
-            wrong = (*pooled[:-1], pooled[-1] + 1)
             yield ErrorSample(good(gradOutput=S.array(rng, wrong, _F32)), INVALID, "gradOutput of the wrong shape")
             yield ErrorSample(
                 good(gradOutput=S.array(rng, pooled, _F16)), INVALID, "gradOutput's dtype differs from self's"
@@ -479,12 +483,8 @@ def _errors(pool: Pool, backward: bool) -> Callable[[np.random.Generator], Itera
                 yield ErrorSample(good(indices=np.zeros(wrong, np.int64)), INVALID, "indices of the wrong shape")
         else:
             out_name = pool.forward_out
-            pooled = _pooled_shape(pool, base)
-            wrong = np.zeros((*pooled[:-1], pooled[-1] + 1), np.float32)
-            yield ErrorSample(good(**{out_name: wrong}), INVALID, "out of the wrong shape")
-            yield ErrorSample(
-                good(**{out_name: np.zeros(_pooled_shape(pool, base), np.float16)}), INVALID, "out's dtype differs"
-            )
+            yield ErrorSample(good(**{out_name: np.zeros(wrong, np.float32)}), INVALID, "out of the wrong shape")
+            yield ErrorSample(good(**{out_name: np.zeros(pooled, np.float16)}), INVALID, "out's dtype differs")
 
     return errors
 

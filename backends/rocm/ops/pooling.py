@@ -2,14 +2,13 @@
 
 A forward op runs one thread per output element over its window; a backward op one thread per input
 element gathering from the windows that cover it (deterministic, no atomics). The kernel, its launch
-configuration and its ``Meta`` argument are planned once per validated signature (``launch.memo``);
-each call only binds the tensors' addresses.
+configuration and its packed arguments (the ``Meta`` struct and the tensors' addresses, which a
+validated signature fixes) are planned once per signature and kept in ``launch.memo``; a repeated call
+is one provider launch.
 """
 
 from __future__ import annotations
 
-import ctypes
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
@@ -17,7 +16,7 @@ from acl_core.spec.ops.pooling import BY_NAME, Geometry, Pool
 from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels.pooling import PoolKernel
-from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.launch import KernelArgs
 from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.views import INT32_LIMIT
 
@@ -26,17 +25,6 @@ if TYPE_CHECKING:
 
 OPS: tuple[str, ...] = tuple(sorted(BY_NAME))
 """The aclnn operators this module runs."""
-
-
-@dataclass(frozen=True)
-class Planned:
-    """One signature's launch: the loaded function, its configuration, the packed Meta, the tensors it binds."""
-
-    function: object
-    config: LaunchConfig
-    meta: ctypes.Array[Any]
-    tensors: tuple[str, ...]
-    """Official names of the tensor arguments, in the kernel's parameter order."""
 
 
 def _itemsize(t: AclTensor) -> int:
@@ -93,21 +81,16 @@ class PoolingRunner:
 
         def kernel(launch: Launch) -> None:
             key = f"rocm.pooling@{self.backend.provider.get_device()}"
-            planned = launch.memo.get(key)
-            if planned is None:
-                planned = launch.memo[key] = self.plan(pool, backward, launch)
-            if planned.config.grid[0] == 0:
-                return
-            values: list[Any] = [planned.meta]
-            values += [KernelArgs.pointer(_address(launch.args[name])) for name in planned.tensors]
-            prepared = Prepared(planned.function, planned.config, KernelArgs(values))
-            self.backend.elementwise.launch_prepared(prepared, handle(launch.stream))
+            bound = launch.memo.get(key)
+            if bound is None:  # a signature holds the tensors' addresses: the launch is bound once for it
+                bound = launch.memo[key] = self.backend.elementwise.bind(self.plan(pool, backward, launch))
+            bound(handle(launch.stream))
 
         kernel.__name__ = f"rocm_{op}"
         return kernel
 
-    def plan(self, pool: Pool, backward: bool, launch: Launch) -> Planned:
-        """The kernel, configuration and Meta of one signature."""
+    def plan(self, pool: Pool, backward: bool, launch: Launch) -> Prepared:
+        """The kernel, its configuration and its packed arguments for one signature."""
         args = launch.args
         geo: Geometry = launch.plan["pool"]
         x = args["gradOutput" if backward else "self"]
@@ -116,21 +99,19 @@ class PoolingRunner:
         assert isinstance(x, AclTensor) and isinstance(written, AclTensor)
         assert indices is None or isinstance(indices, AclTensor)
         meta = plan_meta(geo, x, written, indices)
-        extents = [meta[0], _reach(x), _reach(written), *([_reach(indices)] if indices is not None else [])]
+        extents = [meta[0], abs(geo.divisor), _reach(x), _reach(written)]
+        extents += [_reach(indices)] if indices is not None else []
         index_type = "int" if max(extents) <= INT32_LIMIT // 2 else "long long"
         mode = f"{pool.kind}_backward" if backward else pool.kind
-        kernel = PoolKernel(
-            mode, geo.spatial, x.dtype, index_type, indices.dtype if indices is not None else None, geo.rounding
-        )
+        idt = indices.dtype if indices is not None else None
+        kernel = PoolKernel(mode, geo.spatial, x.dtype, index_type, idt, geo.rounding)
         function = self.backend.function(kernel.source(), kernel.kernel_name)
-        names = [("gradOutput" if backward else "self")]
-        if pool.kind == "max" and backward:
-            names.append("indices")
-        names.append(pool.backward_out if backward else pool.forward_out)
-        if pool.kind == "max" and not backward:
-            names.append("indices")
-        config = self.backend.elementwise_config(meta[0], 1)
-        return Planned(function, config, KernelArgs.index_array(meta, index_type), tuple(names))
+        # the kernel's parameter order: the read tensor, max backward's indices, the written one, max's indices
+        tensors = [x, *([indices] if backward and indices is not None else []), written]
+        tensors += [indices] if not backward and indices is not None else []
+        values: list[Any] = [KernelArgs.index_array(meta, index_type)]
+        values += [KernelArgs.pointer(_address(t)) for t in tensors if t is not None]
+        return Prepared(function, self.backend.elementwise_config(meta[0], 1), KernelArgs(values))
 
 
 RUNNER = PoolingRunner
