@@ -19,10 +19,23 @@ from tests.ops.torch_ref import check_samples_and_errors, ref
 BF16 = ml_dtypes.bfloat16
 AVG = {2: F.avg_pool2d, 3: F.avg_pool3d}
 MAX = {2: F.max_pool2d, 3: F.max_pool3d}
+ADAPTIVE_AVG = {2: F.adaptive_avg_pool2d, 3: F.adaptive_avg_pool3d}
+ADAPTIVE_MAX = {2: F.adaptive_max_pool2d, 3: F.adaptive_max_pool3d}
 
 
 def _f64(a: np.ndarray, grad: bool = False) -> torch.Tensor:
     return torch.from_numpy(np.asarray(a).astype(np.float64)).requires_grad_(grad)
+
+
+def _torch_pool(pool: Pool, args: dict[str, Any], backward: bool) -> Any:
+    """torch's function of ``pool`` with the call's attributes bound (adaptive: the output size)."""
+    if pool.adaptive:
+        fn = (ADAPTIVE_AVG if pool.kind == "avg" else ADAPTIVE_MAX)[pool.spatial]
+        size = list(np.shape(args["gradOutput"])[-pool.spatial :]) if backward else list(args["outputSize"])
+        return lambda x, **kw: fn(x, size, **kw)
+    fn = (AVG if pool.kind == "avg" else MAX)[pool.spatial]
+    kw = _torch_args(pool, args, backward)
+    return lambda x, **more: fn(x, **kw, **more)
 
 
 def _torch_args(pool: Pool, args: dict[str, Any], backward: bool) -> dict[str, Any]:
@@ -56,26 +69,26 @@ def _check_forward(name: str, args: dict[str, Any], note: str) -> None:
     pool, _ = BY_NAME[name]
     got = ref(name, **args)
     x = _f64(_rounded(pool, args, "self"))
-    kw = _torch_args(pool, args, False)
+    fn = _torch_pool(pool, args, False)
     if pool.kind == "avg":
-        expected = AVG[pool.spatial](x, **kw).numpy()
+        expected = fn(x).numpy()
         assert_close(got[pool.forward_out], expected.astype(args["self"].dtype))
         return
-    values, indices = MAX[pool.spatial](x, return_indices=True, **kw)
-    assert_close(got["out"], values.numpy().astype(args["self"].dtype))
-    np.testing.assert_array_equal(got["indices"], indices.numpy(), err_msg=note)
+    values, indices = fn(x, return_indices=True)
+    assert_close(got[pool.forward_out], values.numpy().astype(args["self"].dtype))
+    np.testing.assert_array_equal(got[pool.indices_out], indices.numpy(), err_msg=note)
 
 
 def _check_backward(name: str, args: dict[str, Any], note: str) -> None:
     pool, _ = BY_NAME[name]
     x = _f64(args["self"], grad=True)
-    kw = _torch_args(pool, args, True)
+    fn = _torch_pool(pool, args, True)
     grad = _f64(_rounded(pool, args, "gradOutput"))
     call = dict(args)
     if pool.kind == "avg":
-        AVG[pool.spatial](x, **kw).backward(grad)
+        fn(x).backward(grad)
     else:
-        y, idx = MAX[pool.spatial](x, return_indices=True, **kw)
+        y, idx = fn(x, return_indices=True)
         y.backward(grad)
         call["indices"] = idx.numpy().astype(np.asarray(args["indices"]).dtype)  # torch's own choice of maxima
     got = ref(name, **call)[pool.backward_out]

@@ -93,6 +93,8 @@ class Geometry:
     divisor: int = 0
     rounding: str | None = None
     """What ``cubeMathType`` does to float32 operands of an average pool: "hf32", "fp16" or None."""
+    adaptive: bool = False
+    """Adaptive windows: output ``o`` of a dim covers ``[floor(o·L / O), ceil((o + 1)·L / O))``."""
 
     @property
     def spatial(self) -> int:
@@ -121,6 +123,11 @@ class Pool:
     refuse_hf32: bool = False
     kernel_within_input: bool = False
     """AvgPool3d's page refuses a kernel larger than the input along a dim (padding aside)."""
+    adaptive: bool = False
+    """Windows from ``outputSize`` (torch's adaptive pools): no kernel, stride or padding attributes."""
+    indices_out: str = "indices"
+    """The forward max pool's indices output."""
+    index_dtypes: tuple[D, ...] = INDEX_DTYPES
 
 
 _ND, _NCL, _NCHW, _NCDHW = Format.ACL_FORMAT_ND, Format.ACL_FORMAT_NCL, Format.ACL_FORMAT_NCHW, Format.ACL_FORMAT_NCDHW
@@ -160,6 +167,58 @@ POOLS: tuple[Pool, ...] = (
         "output",
         frozenset({_ND}),
         kernel_within_input=True,
+    ),
+    Pool(
+        "AdaptiveAvgPool2d",
+        "AdaptiveAvgPool2dBackward",
+        "avg",
+        2,
+        "",
+        "",
+        "out",
+        "out",
+        frozenset({_ND, _NCHW, _NCL}),
+        adaptive=True,
+    ),
+    Pool(
+        "AdaptiveMaxPool2d",
+        "AdaptiveMaxPool2dBackward",
+        "max",
+        2,
+        "",
+        "",
+        "outputOut",
+        "gradInput",
+        frozenset({_ND, _NCHW, _NCL}),
+        adaptive=True,
+        indices_out="indicesOut",
+        index_dtypes=(D.ACL_INT64,),
+    ),
+    Pool(
+        "AdaptiveAvgPool3d",
+        "AdaptiveAvgPool3dBackward",
+        "avg",
+        3,
+        "",
+        "",
+        "out",
+        "out",
+        frozenset({_ND, _NCDHW}),
+        adaptive=True,
+    ),
+    Pool(
+        "AdaptiveMaxPool3d",
+        "AdaptiveMaxPool3dBackward",
+        "max",
+        3,
+        "",
+        "",
+        "outputOut",
+        "gradInput",
+        frozenset({_ND, _NCDHW}),
+        adaptive=True,
+        indices_out="indicesOut",
+        index_dtypes=(D.ACL_INT64,),
     ),
     Pool(
         "MaxPool3dWithArgmax",
@@ -208,13 +267,31 @@ def output_size(length: int, k: int, s: int, p: int, d: int, ceil: bool) -> int:
     return size
 
 
-def geometry(call: Call, pool: Pool, x: AclTensor, stride_name: str, padding_name: str) -> Geometry:
-    """The window geometry of a call, 161002 where CANN refuses it."""
+def adaptive_bounds(length: int, size: int) -> list[tuple[int, int]]:
+    """Each output's window ``[floor(o·L / O), ceil((o + 1)·L / O))`` along one dim (torch's adaptive pools)."""
+    return [(o * length // size, -(-(o + 1) * length // size)) for o in range(size)]
+
+
+def adaptive_geometry(pool: Pool, x: AclTensor, sizes: Sequence[int], what: str) -> Geometry:
+    """An adaptive pool's geometry: ``sizes`` (from ``what``) must give one size > 0 per spatial dim."""
+    s = pool.spatial
+    if len(sizes) != s or any(n <= 0 for n in sizes):
+        raise invalid(f"{what} {list(sizes)} must hold {s} sizes > 0")
+    lead, lengths = tuple(x.shape[:-s]), tuple(x.shape[-s:])
+    return Geometry((0,) * s, (0,) * s, (0,) * s, (1,) * s, lengths, tuple(sizes), lead, False, adaptive=True)
+
+
+def _check_self(pool: Pool, x: AclTensor) -> None:
     s = pool.spatial
     if x.rank not in (s + 1, s + 2):
         raise invalid(f"self has rank {x.rank}; a {s}-D pool takes rank {s + 1} or {s + 2}")
     if x.numel == 0:
         raise invalid(f"self {list(x.shape)} is empty; pooling takes no empty tensor")
+
+
+def geometry(call: Call, pool: Pool, x: AclTensor, stride_name: str, padding_name: str) -> Geometry:
+    """The window geometry of a call, 161002 where CANN refuses it."""
+    s = pool.spatial
     kernel = _per_dim(_values(call, "kernelSize"), "kernelSize", s)
     if any(k <= 0 for k in kernel):
         raise invalid(f"kernelSize {list(kernel)} must be > 0")
@@ -255,18 +332,26 @@ def geometry(call: Call, pool: Pool, x: AclTensor, stride_name: str, padding_nam
 def _infer(pool: Pool, backward: bool) -> Callable[[Call], Infos]:
     def infer(call: Call) -> Infos:
         x = tensor_arg(call, "self")
-        stride_name, padding_name = ("stride", "padding") if backward else (pool.stride, pool.padding)
-        geo = geometry(call, pool, x, stride_name, padding_name)
+        _check_self(pool, x)
+        grad = tensor_arg(call, "gradOutput") if backward else None
+        if not pool.adaptive:
+            stride_name, padding_name = ("stride", "padding") if backward else (pool.stride, pool.padding)
+            geo = geometry(call, pool, x, stride_name, padding_name)
+        elif grad is None:
+            geo = adaptive_geometry(pool, x, _values(call, "outputSize"), "outputSize")
+        else:
+            if grad.rank != x.rank:
+                raise invalid(f"gradOutput has rank {grad.rank}; it must equal self's {x.rank}")
+            geo = adaptive_geometry(pool, x, grad.shape[-pool.spatial :], "gradOutput's spatial sizes")
         call.plan["pool"] = geo
         pooled = (*geo.lead, *geo.sizes)
-        if not backward:
+        if grad is None:
             infos: dict[str, Any] = {pool.forward_out: same(pooled, x.dtype)}
             if pool.kind == "max":
-                indices = call.args.get("indices")
+                indices = call.args.get(pool.indices_out)
                 idt = indices.dtype if isinstance(indices, AclTensor) else D.ACL_INT64
-                infos["indices"] = same(pooled, idt)
+                infos[pool.indices_out] = same(pooled, idt)
             return infos
-        grad = tensor_arg(call, "gradOutput")
         if tuple(grad.shape) != pooled:
             raise invalid(f"gradOutput has shape {list(grad.shape)}; the forward's output is {list(pooled)}")
         if grad.dtype != x.dtype:
@@ -287,8 +372,9 @@ class Case:
 
     shape: tuple[int, ...]
     kernel: tuple[int, ...]
-    stride: tuple[int, ...]
-    pad: tuple[int, ...]
+    """The kernel size (adaptive pools: outputSize)."""
+    stride: tuple[int, ...] = ()
+    pad: tuple[int, ...] = (0,)
     dilation: tuple[int, ...] = (1,)
     ceil: bool = False
     include: bool = True
@@ -312,6 +398,20 @@ _CASES: dict[int, tuple[Case, ...]] = {
         Case((2, 2, 3, 4, 4), (2, 3, 3), (), (0, 1, 1), divisor=7, note="default stride"),
     ),
 }
+_ADAPTIVE: dict[int, tuple[Case, ...]] = {
+    # adaptive rows: ``kernel`` holds outputSize
+    2: (
+        Case((2, 3, 7, 6), (3, 4)),
+        Case((1, 2, 5, 9), (2, 2), note="overlapping windows"),
+        Case((3, 6, 5), (6, 7), note="unbatched, outputs beyond the input (repeated windows)"),
+        Case((2, 4, 8, 8), (1, 1), note="global"),
+    ),
+    3: (
+        Case((1, 2, 5, 6, 7), (2, 3, 4)),
+        Case((2, 3, 4, 5), (3, 2, 5), note="unbatched, overlapping windows"),
+        Case((2, 2, 3, 4, 4), (1, 1, 1), note="global"),
+    ),
+}
 _TIES: dict[int, Case] = {
     2: Case((1, 2, 6, 6), (3,), (1,), (1,), note="ties, NaN and infinities"),
     3: Case((1, 1, 3, 5, 5), (3,), (1,), (1,), note="ties, NaN and infinities"),
@@ -320,6 +420,8 @@ _TIES: dict[int, Case] = {
 
 def _note(pool: Pool, c: Case, dt: D) -> str:
     """A sample's name: dtype, shape and the attributes that matter for ``pool``."""
+    if pool.adaptive:
+        return " ".join([dt.short, str(list(c.shape)), f"outputSize {list(c.kernel)}", *([c.note] if c.note else [])])
     parts = [dt.short, str(list(c.shape)), f"k{list(c.kernel)} s{list(c.stride)} p{list(c.pad)}"]
     if pool.kind == "max" and c.dilation != (1,):
         parts.append(f"dilation {list(c.dilation)}")
@@ -333,6 +435,8 @@ def _note(pool: Pool, c: Case, dt: D) -> str:
 
 
 def _attrs(pool: Pool, backward: bool, c: Case) -> dict[str, Any]:
+    if pool.adaptive:
+        return {} if backward else {"outputSize": list(c.kernel)}
     stride_name, padding_name = ("stride", "padding") if backward else (pool.stride, pool.padding)
     args: dict[str, Any] = {
         "kernelSize": list(c.kernel),
@@ -351,6 +455,8 @@ def _attrs(pool: Pool, backward: bool, c: Case) -> dict[str, Any]:
 
 def _pooled_shape(pool: Pool, c: Case) -> tuple[int, ...]:
     s = pool.spatial
+    if pool.adaptive:
+        return (*c.shape[:-s], *c.kernel)
     full = lambda v: tuple(v) * s if len(v) == 1 else tuple(v)
     kernel, pad = full(c.kernel), full(c.pad)
     stride = full(c.stride) if c.stride else kernel
@@ -365,12 +471,15 @@ def window_indices(rng: np.random.Generator, pool: Pool, c: Case, dtype: D) -> n
     pooled = _pooled_shape(pool, c)
     full = lambda v: tuple(v) * s if len(v) == 1 else tuple(v)
     kernel, pad, dil = full(c.kernel), full(c.pad), full(c.dilation)
-    stride = full(c.stride) if c.stride else kernel
+    stride = full(c.stride) if c.stride and not pool.adaptive else kernel
     lengths = c.shape[-s:]
     choices = []  # per dim, per output position: the valid input positions
     for d in range(s):
         per = []
         for o in range(pooled[-s + d]):
+            if pool.adaptive:
+                per.append(list(range(*adaptive_bounds(lengths[d], pooled[-s + d])[o])))
+                continue
             start = o * stride[d] - pad[d]
             per.append([start + k * dil[d] for k in range(kernel[d]) if 0 <= start + k * dil[d] < lengths[d]])
         choices.append(per)
@@ -395,19 +504,22 @@ def _ties(rng: np.random.Generator, shape: tuple[int, ...], dt: D) -> np.ndarray
 
 def _case_args(rng: np.random.Generator, pool: Pool, backward: bool, c: Case, dt: D, idt: D) -> dict[str, Any]:
     args = {"self": S.array(rng, c.shape, dt, low=-3, high=3), **_attrs(pool, backward, c)}
-    if c is _TIES[pool.spatial]:
+    if c.note.startswith("ties"):
         args["self"] = _ties(rng, c.shape, dt)
     if backward:
         args["gradOutput"] = S.array(rng, _pooled_shape(pool, c), dt, low=-2, high=2)
         if pool.kind == "max":
             args["indices"] = window_indices(rng, pool, c, idt)
     elif pool.kind == "max":
-        args["indices"] = np.zeros(_pooled_shape(pool, c), idt.numpy)
+        args[pool.indices_out] = np.zeros(_pooled_shape(pool, c), idt.numpy)
     return args
 
 
 def _sample_cases(pool: Pool, backward: bool) -> list[Case]:
     """The table's cases; a forward op also gets ties, NaN and infinities."""
+    if pool.adaptive:
+        ties = Case(_TIES[pool.spatial].shape, (3,) * pool.spatial, (), (0,), note="ties, NaN and infinities")
+        return [*_ADAPTIVE[pool.spatial], *(() if backward else (ties,))]
     return [*_CASES[pool.spatial], *(() if backward else (_TIES[pool.spatial],))]
 
 
@@ -416,7 +528,7 @@ def _samples(pool: Pool, backward: bool) -> Callable[[np.random.Generator], Iter
         dts = (_F32, _F16, _BF16)
         for i, c in enumerate(_sample_cases(pool, backward)):
             dt = dts[i % len(dts)]
-            idt = INDEX_DTYPES[i % 2]
+            idt = pool.index_dtypes[i % len(pool.index_dtypes)]
             yield Sample(_case_args(rng, pool, backward, c, dt, idt), _note(pool, c, dt))
         if pool.cube:
             c = _CASES[pool.spatial][0]
@@ -430,7 +542,7 @@ def _samples(pool: Pool, backward: bool) -> Callable[[np.random.Generator], Iter
 
 def _errors(pool: Pool, backward: bool) -> Callable[[np.random.Generator], Iterable[ErrorSample]]:
     stride_name, padding_name = ("stride", "padding") if backward else (pool.stride, pool.padding)
-    base = _CASES[pool.spatial][0]
+    base = (_ADAPTIVE if pool.adaptive else _CASES)[pool.spatial][0]
 
     def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
         def good(**over: Any) -> dict[str, Any]:
@@ -439,15 +551,23 @@ def _errors(pool: Pool, backward: bool) -> Callable[[np.random.Generator], Itera
             return args
 
         s = pool.spatial
+        lead = base.shape[:-s]
+        yield ErrorSample(good(self=S.array(rng, (*lead, 0, *base.shape[-s + 1 :]), _F32)), INVALID, "empty self")
+        yield ErrorSample(good(self=S.array(rng, base.shape[-s:], _F32)), INVALID, "self of too low a rank")
+        pooled = _pooled_shape(pool, base)
+        wrong = (*pooled[:-1], pooled[-1] + 1) if not (pool.adaptive and backward) else (pooled[0] + 1, *pooled[1:])
+        yield from _shape_errors(pool, backward, good, rng, pooled, wrong)
+        if pool.adaptive:
+            if not backward:
+                yield ErrorSample(good(outputSize=[2] * (s + 1)), INVALID, "outputSize with too many values")
+                yield ErrorSample(good(outputSize=[0] * s), INVALID, "outputSize 0")
+            return
         yield ErrorSample(good(kernelSize=[3] * (s + 1)), INVALID, "kernelSize with too many values")
         yield ErrorSample(good(kernelSize=[0]), INVALID, "kernelSize 0")
         yield ErrorSample(good(**{stride_name: [0]}), INVALID, "stride 0")
         yield ErrorSample(good(**{stride_name: [2] * (s + 1)}), INVALID, "stride with too many values")
         yield ErrorSample(good(**{padding_name: [2]}), INVALID, "padding above half the kernel")
         yield ErrorSample(good(**{padding_name: [-1]}), INVALID, "negative padding")
-        lead = base.shape[:-s]
-        yield ErrorSample(good(self=S.array(rng, (*lead, 0, *base.shape[-s + 1 :]), _F32)), INVALID, "empty self")
-        yield ErrorSample(good(self=S.array(rng, base.shape[-s:], _F32)), INVALID, "self of too low a rank")
         yield ErrorSample(
             good(self=S.array(rng, (*lead, *(2,) * s), _F32), kernelSize=[5], **{padding_name: [0]}),
             INVALID,
@@ -462,7 +582,7 @@ def _errors(pool: Pool, backward: bool) -> Callable[[np.random.Generator], Itera
                 yield ErrorSample(good(cubeMathType=3), INVALID, "cubeMathType 3 (USE_HF32)")
             yield ErrorSample(good(cubeMathType=5), INVALID, "unknown cubeMathType")
             yield ErrorSample(
-                good(self=S.array(rng, base.shape, _BF16), cubeMathType=2, gradOutput=None)
+                good(self=S.array(rng, base.shape, _BF16), cubeMathType=2)
                 if not backward
                 else good(
                     self=S.array(rng, base.shape, _BF16),
@@ -472,21 +592,31 @@ def _errors(pool: Pool, backward: bool) -> Callable[[np.random.Generator], Itera
                 INVALID,
                 "USE_FP16 with bfloat16",
             )
-        pooled = _pooled_shape(pool, base)
-        wrong = (*pooled[:-1], pooled[-1] + 1)
-        if backward:
-            yield ErrorSample(good(gradOutput=S.array(rng, wrong, _F32)), INVALID, "gradOutput of the wrong shape")
-            yield ErrorSample(
-                good(gradOutput=S.array(rng, pooled, _F16)), INVALID, "gradOutput's dtype differs from self's"
-            )
-            if pool.kind == "max":
-                yield ErrorSample(good(indices=np.zeros(wrong, np.int64)), INVALID, "indices of the wrong shape")
-        else:
-            out_name = pool.forward_out
-            yield ErrorSample(good(**{out_name: np.zeros(wrong, np.float32)}), INVALID, "out of the wrong shape")
-            yield ErrorSample(good(**{out_name: np.zeros(pooled, np.float16)}), INVALID, "out's dtype differs")
 
     return errors
+
+
+def _shape_errors(
+    pool: Pool,
+    backward: bool,
+    good: Callable[..., dict[str, Any]],
+    rng: np.random.Generator,
+    pooled: tuple[int, ...],
+    wrong: tuple[int, ...],
+) -> Iterable[ErrorSample]:
+    """A gradient, indices or output of the wrong shape or dtype."""
+    if backward:
+        yield ErrorSample(good(gradOutput=S.array(rng, wrong, _F32)), INVALID, "gradOutput of the wrong shape")
+        yield ErrorSample(
+            good(gradOutput=S.array(rng, pooled, _F16)), INVALID, "gradOutput's dtype differs from self's"
+        )
+        if pool.kind == "max":
+            yield ErrorSample(
+                good(indices=np.zeros((*pooled[:-1], pooled[-1] + 1), np.int64)), INVALID, "indices of the wrong shape"
+            )
+        return
+    yield ErrorSample(good(**{pool.forward_out: np.zeros(wrong, np.float32)}), INVALID, "out of the wrong shape")
+    yield ErrorSample(good(**{pool.forward_out: np.zeros(pooled, np.float16)}), INVALID, "out's dtype differs")
 
 
 # ----------------------------------------------------------------------------- accuracy
@@ -500,16 +630,31 @@ def _window_taps(spatial: int) -> Callable[[Mapping[str, Any], Mapping[str, Any]
     return length
 
 
+def _adaptive_taps(spatial: int) -> Callable[[Mapping[str, Any], Mapping[str, Any]], int]:
+    """An adaptive window's (or an input's covering windows') largest count, plus the division."""
+
+    def length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
+        lengths = tuple(getattr(args.get("self"), "shape", ()))[-spatial:]
+        grad = args.get("gradOutput")
+        sizes = tuple(grad.shape)[-spatial:] if grad is not None else tuple(args.get("outputSize") or ())
+        if len(lengths) != spatial or len(sizes) != spatial or 0 in sizes or 0 in lengths:
+            return 1
+        return math.prod(max(-(-n // o), -(-o // n)) + 1 for n, o in zip(lengths, sizes)) + 1
+
+    return length
+
+
 def _accuracy(pool: Pool, backward: bool) -> Accuracy:
     if pool.kind == "max" and not backward:
         return exact("a selection: every output is an input element, every index a position")
+    taps = (_adaptive_taps if pool.adaptive else _window_taps)(pool.spatial)
     if pool.kind == "max":
         return reduction(
-            length_of=_window_taps(pool.spatial),
+            length_of=taps,
             reason="each input's gradient sums the gradients of the windows that chose it (at most one per window)",
         )
     what = "the window's gradients over their divisors" if backward else "the window's elements, then one division"
-    return reduction(length_of=_window_taps(pool.spatial), reason=f"a sum of {what} in at least float32")
+    return reduction(length_of=taps, reason=f"a sum of {what} in at least float32")
 
 
 # ----------------------------------------------------------------------------- the specs
@@ -520,16 +665,17 @@ def _params(pool: Pool, backward: bool) -> tuple[Param, ...]:
         head.append(tensor("gradOutput", FLOATS, **rank))  # type: ignore[arg-type]
     head.append(tensor("self", FLOATS, **rank))  # type: ignore[arg-type]
     if backward and pool.kind == "max":
-        head.append(tensor("indices", INDEX_DTYPES, **rank))  # type: ignore[arg-type]
-    stride_name, padding_name = ("stride", "padding") if backward else (pool.stride, pool.padding)
-    attrs = [int_array("kernelSize"), int_array(stride_name), int_array(padding_name)]
-    if pool.kind == "max":
-        attrs.append(int_array("dilation"))
-    attrs.append(bool_attr("ceilMode"))
-    if pool.kind == "avg":
-        attrs += [bool_attr("countIncludePad"), int_attr("divisorOverride")]
-    if pool.cube:
-        attrs.append(int_attr("cubeMathType", c_type="int8_t", choices=CUBE_MATH_TYPES))
+        head.append(tensor("indices", pool.index_dtypes, **rank))  # type: ignore[arg-type]
+    attrs: list[Param] = []
+    if pool.adaptive:
+        attrs += [] if backward else [int_array("outputSize")]
+    else:
+        stride_name, padding_name = ("stride", "padding") if backward else (pool.stride, pool.padding)
+        attrs += [int_array("kernelSize"), int_array(stride_name), int_array(padding_name)]
+        attrs += [int_array("dilation")] if pool.kind == "max" else []
+        attrs.append(bool_attr("ceilMode"))
+        attrs += [bool_attr("countIncludePad"), int_attr("divisorOverride")] if pool.kind == "avg" else []
+        attrs += [int_attr("cubeMathType", c_type="int8_t", choices=CUBE_MATH_TYPES)] if pool.cube else []
     outs = rank | {"max_rank": pool.spatial + 2}
     outs.pop("min_rank")
     if backward:
@@ -537,12 +683,12 @@ def _params(pool: Pool, backward: bool) -> tuple[Param, ...]:
     else:
         tail = [out(pool.forward_out, FLOATS, **outs)]  # type: ignore[arg-type]
         if pool.kind == "max":
-            tail.append(out("indices", INDEX_DTYPES, **outs))  # type: ignore[arg-type]
+            tail.append(out(pool.indices_out, pool.index_dtypes, **outs))  # type: ignore[arg-type]
     return (*head, *attrs, *tail)
 
 
 def _spec(pool: Pool, backward: bool) -> OpSpec:
-    kind = "average" if pool.kind == "avg" else "max"
+    kind = ("adaptive " if pool.adaptive else "") + ("average" if pool.kind == "avg" else "max")
     summary = f"{pool.spatial}-D {kind} pooling" + (" backward (the input's gradient)" if backward else "")
     if pool.kind == "max" and not backward:
         summary += " with the flat position of each maximum"

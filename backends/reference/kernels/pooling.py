@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from acl_core.spec.ops.pooling import BY_NAME, Geometry
+from acl_core.spec.ops.pooling import BY_NAME, Geometry, adaptive_bounds
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
 from acl_reference.kernels.matmul import reduce_precision
@@ -105,6 +105,55 @@ def max_pool(x: Array, geo: Geometry) -> tuple[Array, Array]:
     return best, where
 
 
+def _at(index: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``index`` over the trailing dims (every leading dim kept)."""
+    return (Ellipsis, *index)
+
+
+def _adaptive_windows(geo: Geometry) -> Iterator[tuple[tuple[int, ...], tuple[Any, ...], Array]]:
+    """Each output position of an adaptive pool, its window's slice, and the window's flat positions in the plane."""
+    bounds = [adaptive_bounds(n, o) for n, o in zip(geo.lengths, geo.sizes)]
+    for where in itertools.product(*(range(o) for o in geo.sizes)):
+        ranges = [np.arange(*bounds[d][o]) for d, o in enumerate(where)]
+        grid = np.meshgrid(*ranges, indexing="ij")
+        window: tuple[Any, ...] = (Ellipsis, *(slice(*bounds[d][o]) for d, o in enumerate(where)))
+        yield where, window, np.ravel_multi_index(grid, geo.lengths).reshape(-1)
+
+
+def adaptive_avg_pool(x: Array, geo: Geometry) -> Array:
+    """The mean of every adaptive window."""
+    s = geo.spatial
+    out = np.zeros((*x.shape[: x.ndim - s], *geo.sizes))
+    for where, window, _ in _adaptive_windows(geo):
+        out[_at(where)] = x[window].mean(axis=tuple(range(-s, 0)))
+    return out
+
+
+def adaptive_avg_pool_backward(grad: Array, geo: Geometry) -> Array:
+    """Every input element's sum of ``grad / window size`` over the adaptive windows covering it."""
+    s = geo.spatial
+    result = np.zeros((*grad.shape[: grad.ndim - s], *geo.lengths))
+    for where, window, flat in _adaptive_windows(geo):
+        result[window] += (grad[_at(where)] / flat.size)[_at((None,) * s)]
+    return result
+
+
+def adaptive_max_pool(x: Array, geo: Geometry) -> tuple[Array, Array]:
+    """Every adaptive window's maximum and its flat position (torch's: first maximum, last NaN)."""
+    s = geo.spatial
+    lead = x.shape[: x.ndim - s]
+    best = np.zeros((*lead, *geo.sizes))
+    index = np.zeros((*lead, *geo.sizes), np.int64)
+    for where, window, flat in _adaptive_windows(geo):
+        values = x[window].reshape(*lead, -1)
+        nan = np.isnan(values)
+        last_nan = values.shape[-1] - 1 - np.argmax(nan[..., ::-1], axis=-1)
+        pick = np.where(nan.any(axis=-1), last_nan, np.argmax(np.where(nan, -np.inf, values), axis=-1))
+        best[_at(where)] = np.take_along_axis(values, pick[..., None], axis=-1)[..., 0]
+        index[_at(where)] = flat[pick]
+    return best, index
+
+
 def max_pool_backward(grad: Array, indices: Array, geo: Geometry) -> Array:
     """Each gradient added to the input position its index names (161002 for a position outside its plane)."""
     plane = math.prod(geo.lengths)
@@ -127,7 +176,17 @@ def _run(k: RefCall) -> None:
     pool, backward = BY_NAME[k.launch.spec.name]
     geo: Geometry = k.plan["pool"]
     with np.errstate(invalid="ignore", over="ignore"):
-        if pool.kind == "avg":
+        if pool.adaptive and not backward:
+            x = k.read("self", np.float64)
+            if pool.kind == "avg":
+                k.write(pool.forward_out, adaptive_avg_pool(x, geo))
+                return
+            best, where = adaptive_max_pool(x, geo)
+            k.write(pool.forward_out, best)
+            k.write(pool.indices_out, where)
+        elif pool.adaptive and pool.kind == "avg":
+            k.write(pool.backward_out, adaptive_avg_pool_backward(k.read("gradOutput", np.float64), geo))
+        elif pool.kind == "avg":
             if backward:
                 grad = reduce_precision(k.read("gradOutput"), geo.rounding)
                 k.write(pool.backward_out, avg_pool_backward(grad, geo))
@@ -140,7 +199,7 @@ def _run(k: RefCall) -> None:
         else:
             best, where = max_pool(k.read("self", np.float64), geo)
             k.write(pool.forward_out, best)
-            k.write("indices", where)
+            k.write(pool.indices_out, where)
 
 
 for _name in BY_NAME:

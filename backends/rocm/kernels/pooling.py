@@ -47,6 +47,8 @@ class PoolKernel:
     index_type: str
     indices: D | None = None
     rounding: str | None = None
+    adaptive: bool = False
+    """Windows ``[floor(o·L / O), ceil((o + 1)·L / O))`` (torch's adaptive pools) instead of kernel/stride/padding."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -101,13 +103,25 @@ def _nest(s: int, header: str, inner: list[str]) -> list[str]:
     return lines
 
 
+def _window(k: PoolKernel, idx: str, o: str) -> list[str]:
+    """``start`` and ``end`` of output ``o``'s window along dim ``d`` (an average's clipped to the right padding)."""
+    if k.adaptive:
+        return [
+            f"  const {idx} start = ({o} * LSIZE(d)) / OSIZE(d);",
+            f"  const {idx} end = (({o} + 1) * LSIZE(d) + OSIZE(d) - 1) / OSIZE(d);",
+        ]
+    return [
+        f"  const {idx} start = {o} * CSTRIDE(d) - PAD(d);",
+        f"  const {idx} end = {_min('start + KSIZE(d)', 'LSIZE(d) + PAD(d)')};",
+    ]
+
+
 def _forward_avg(k: PoolKernel, idx: str, s: int) -> list[str]:
     body = [f"{idx} lo[{s}], hi[{s}];", f"{idx} window = 1, covered = 1;"]
     body += [
         "#pragma unroll",
         f"for (int d = 0; d < {s}; ++d) {{",
-        f"  const {idx} start = o[d] * CSTRIDE(d) - PAD(d);",
-        f"  const {idx} end = {_min('start + KSIZE(d)', 'LSIZE(d) + PAD(d)')};",
+        *_window(k, idx, "o[d]"),
         "  window *= end - start;",
         f"  lo[d] = {_max('start', '0')}; hi[d] = {_min('end', 'LSIZE(d)')};",
         "  covered *= hi[d] - lo[d];",
@@ -130,9 +144,14 @@ def _at(base: str, coord: str, strides: str, s: int) -> str:
 def _forward_max(k: PoolKernel, idx: str, s: int) -> list[str]:
     assert k.indices is not None
     body = ["float best = __uint_as_float(0xff800000u);  // -inf", f"{idx} where = -1;"]
+    body += [f"{idx} first[{s}], count[{s}], step[{s}];", "#pragma unroll", f"for (int d = 0; d < {s}; ++d) {{"]
+    if k.adaptive:
+        body += [*_window(k, idx, "o[d]"), "  first[d] = start; count[d] = end - start; step[d] = 1;", "}"]
+    else:
+        body += ["  first[d] = o[d] * CSTRIDE(d) - PAD(d); count[d] = KSIZE(d); step[d] = DIL(d);", "}"]
     x_at = " + ".join(["n * XS_N + c * XS_C", *(f"p{d} * XSTRIDE({d})" for d in range(s))])
     inner = [
-        f"const {idx} p{s - 1} = o[{s - 1}] * CSTRIDE({s - 1}) - PAD({s - 1}) + k{s - 1} * DIL({s - 1});",
+        f"const {idx} p{s - 1} = first[{s - 1}] + k{s - 1} * step[{s - 1}];",
         f"if (p{s - 1} < 0 || p{s - 1} >= LSIZE({s - 1})) continue;",
         f"const {idx} pos = {' + '.join(f'p{d} * span{d}' for d in range(s))};",
         f"const float v = {_value(k, x_at, 'x')};",
@@ -142,9 +161,9 @@ def _forward_max(k: PoolKernel, idx: str, s: int) -> list[str]:
     lines: list[str] = []
     for d in range(s):
         pad = "  " * d
-        lines.append(f"{pad}for ({idx} k{d} = 0; k{d} < KSIZE({d}); ++k{d}) {{")
+        lines.append(f"{pad}for ({idx} k{d} = 0; k{d} < count[{d}]; ++k{d}) {{")
         if d < s - 1:
-            lines.append(f"{pad}  const {idx} p{d} = o[{d}] * CSTRIDE({d}) - PAD({d}) + k{d} * DIL({d});")
+            lines.append(f"{pad}  const {idx} p{d} = first[{d}] + k{d} * step[{d}];")
             lines.append(f"{pad}  if (p{d} < 0 || p{d} >= LSIZE({d})) continue;")
     lines += ["  " * s + line for line in inner]
     lines += ["  " * (s - 1 - d) + "}" for d in range(s)]
@@ -163,13 +182,18 @@ def _forward_max(k: PoolKernel, idx: str, s: int) -> list[str]:
 def _backward(k: PoolKernel, idx: str, s: int) -> list[str]:
     """One input element ``p`` gathers from every output window covering it."""
     body = [f"{idx} olo[{s}], ohi[{s}];", "#pragma unroll", f"for (int d = 0; d < {s}; ++d) {{"]
-    body += [
-        f"  const {idx} reach = p[d] + PAD(d) - (KSIZE(d) - 1) * DIL(d);  // the first window start reaching p",
-        "  olo[d] = reach <= 0 ? 0 : (reach + CSTRIDE(d) - 1) / CSTRIDE(d);",
-        f"  ohi[d] = {_min('(p[d] + PAD(d)) / CSTRIDE(d) + 1', 'OSIZE(d)')};",
-        "}",
-        "float acc = 0.0f;",
-    ]
+    if k.adaptive:  # exactly the windows covering p
+        body += [
+            "  olo[d] = (p[d] * OSIZE(d)) / LSIZE(d);",
+            f"  ohi[d] = {_min('((p[d] + 1) * OSIZE(d) + LSIZE(d) - 1) / LSIZE(d)', 'OSIZE(d)')};",
+        ]
+    else:
+        body += [
+            f"  const {idx} reach = p[d] + PAD(d) - (KSIZE(d) - 1) * DIL(d);  // the first window start reaching p",
+            "  olo[d] = reach <= 0 ? 0 : (reach + CSTRIDE(d) - 1) / CSTRIDE(d);",
+            f"  ohi[d] = {_min('(p[d] + PAD(d)) / CSTRIDE(d) + 1', 'OSIZE(d)')};",
+        ]
+    body += ["}", "float acc = 0.0f;"]
     g_at = " + ".join(["n * XS_N + c * XS_C", *(f"o{d} * XSTRIDE({d})" for d in range(s))])
     if k.mode == "max_backward":
         spans = " + ".join(f"p[{d}] * span{d}" for d in range(s))
@@ -187,9 +211,15 @@ def _backward(k: PoolKernel, idx: str, s: int) -> list[str]:
             f"  {idx} window = 1, covered = 1;",
         ]
         for d in range(s):
+            if k.adaptive:
+                first = f"(o{d} * LSIZE({d})) / OSIZE({d})"
+                last = f"((o{d} + 1) * LSIZE({d}) + OSIZE({d}) - 1) / OSIZE({d})"
+            else:
+                first = f"o{d} * CSTRIDE({d}) - PAD({d})"
+                last = _min(f"s{d} + KSIZE({d})", f"LSIZE({d}) + PAD({d})")
             inner += [
-                f"  const {idx} s{d} = o{d} * CSTRIDE({d}) - PAD({d});",
-                f"  const {idx} e{d} = {_min(f's{d} + KSIZE({d})', f'LSIZE({d}) + PAD({d})')};",
+                f"  const {idx} s{d} = {first};",
+                f"  const {idx} e{d} = {last};",
                 f"  window *= e{d} - s{d};",
                 f"  covered *= {_min(f'e{d}', f'LSIZE({d})')} - {_max(f's{d}', '0')};",
             ]
@@ -219,7 +249,7 @@ def _source(k: PoolKernel) -> str:
         body += _forward_max(k, idx, s)
     else:
         body += _backward(k, idx, s)
-    rounding = f", operands {k.rounding}" if k.rounding else ""
+    rounding = (f", operands {k.rounding}" if k.rounding else "") + (", adaptive" if k.adaptive else "")
     return "\n".join(
         [
             PRELUDE,

@@ -95,7 +95,7 @@ class PoolingRunner:
         geo: Geometry = launch.plan["pool"]
         x = args["gradOutput" if backward else "self"]
         written = args[pool.backward_out if backward else pool.forward_out]
-        indices = args.get("indices") if pool.kind == "max" else None
+        indices = args.get("indices" if backward else pool.indices_out) if pool.kind == "max" else None
         assert isinstance(x, AclTensor) and isinstance(written, AclTensor)
         assert indices is None or isinstance(indices, AclTensor)
         meta = plan_meta(geo, x, written, indices)
@@ -104,7 +104,7 @@ class PoolingRunner:
         index_type = "int" if max(extents) <= INT32_LIMIT // 2 else "long long"
         mode = f"{pool.kind}_backward" if backward else pool.kind
         idt = indices.dtype if indices is not None else None
-        kernel = PoolKernel(mode, geo.spatial, x.dtype, index_type, idt, geo.rounding)
+        kernel = PoolKernel(mode, geo.spatial, x.dtype, index_type, idt, geo.rounding, geo.adaptive)
         function = self.backend.function(kernel.source(), kernel.kernel_name)
         # the kernel's parameter order: the read tensor, max backward's indices, the written one, max's indices
         tensors = [x, *([indices] if backward and indices is not None else []), written]
