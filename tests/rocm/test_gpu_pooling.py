@@ -53,8 +53,8 @@ def _attrs(op: str, kernel: list[int], stride: list[int], pad: list[int], ceil: 
     return args
 
 
-def _ops(spatial: int, kind: str) -> tuple[str, str]:
-    pool = next(p for p, _ in BY_NAME.values() if p.spatial == spatial and p.kind == kind)
+def _ops(spatial: int, kind: str, adaptive: bool = False) -> tuple[str, str]:
+    pool = next(p for p, _ in BY_NAME.values() if (p.spatial, p.kind, p.adaptive) == (spatial, kind, adaptive))
     return pool.name, pool.backward
 
 
@@ -73,13 +73,47 @@ def test_realistic_shapes(
     if kind == "max":
         fwd_args["indices"] = np.zeros(eager.run(forward, reference, **fwd_args)["indices"].shape, np.int64)
     assert_matches_reference(rocm, reference, forward, fwd_args, "contiguous", note)
+    _backward(rocm, reference, forward, backward, fwd_args, _attrs(backward, kernel, stride, pad, ceil), note)
+
+
+def _backward(
+    rocm: Backend, reference: Backend, forward: str, backward: str, fwd_args: dict, attrs: dict, note: str
+) -> None:
+    """The backward op fed by rocm's forward (its indices too) matches the reference and repeats bit for bit."""
+    pool, _ = BY_NAME[forward]
+    x = fwd_args["self"]
     result = eager.run(forward, rocm, **fwd_args)
-    grad = rng.uniform(-2, 2, result["out"].shape).astype(dtype)
-    bwd_args: dict[str, Any] = {"gradOutput": grad, "self": x, **_attrs(backward, kernel, stride, pad, ceil)}
-    if kind == "max":
-        bwd_args["indices"] = result["indices"]  # rocm's own choice of maxima
+    grad = np.random.default_rng(9).uniform(-2, 2, result[pool.forward_out].shape).astype(x.dtype)
+    bwd_args: dict[str, Any] = {"gradOutput": grad, "self": x, **attrs}
+    if pool.kind == "max":
+        bwd_args["indices"] = result[pool.indices_out]  # rocm's own choice of maxima
     assert_matches_reference(rocm, reference, backward, bwd_args, "contiguous", note)
     first = eager.run(backward, rocm, **bwd_args)
     second = eager.run(backward, rocm, **bwd_args)
     for name, value in first.items():
         np.testing.assert_array_equal(value.view(np.uint8), second[name].view(np.uint8), err_msg=f"{note}: {name}")
+
+
+ADAPTIVE = [
+    # (note, spatial rank, self shape, outputSize)
+    ("resnet head to 1x1", 2, (32, 512, 7, 7), [1, 1]),
+    ("odd plane to 7x7, overlapping", 2, (4, 33, 17, 23), [7, 7]),
+    ("upsampling 5x6 to 9x11", 2, (3, 40, 5, 6), [9, 11]),
+    ("3-D to 2x3x4", 3, (2, 16, 9, 14, 15), [2, 3, 4]),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize(("note", "spatial", "shape", "size"), ADAPTIVE, ids=[a[0] for a in ADAPTIVE])
+@pytest.mark.parametrize("kind", ["avg", "max"])
+def test_adaptive_shapes(
+    rocm: Backend, reference: Backend, kind: str, note: str, spatial: int, shape: tuple[int, ...], size, dtype
+) -> None:
+    forward, backward = _ops(spatial, kind, adaptive=True)
+    pool, _ = BY_NAME[forward]
+    x = np.random.default_rng(23).uniform(-3, 3, shape).astype(dtype)
+    fwd_args: dict[str, Any] = {"self": x, "outputSize": size}
+    if kind == "max":
+        fwd_args[pool.indices_out] = np.zeros((*shape[:-spatial], *size), np.int64)
+    assert_matches_reference(rocm, reference, forward, fwd_args, "contiguous", note)
+    _backward(rocm, reference, forward, backward, fwd_args, {}, note)

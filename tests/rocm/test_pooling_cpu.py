@@ -1,8 +1,10 @@
 """Pooling on the rocm backend above the provider seam, on a CPU: the kernels built with g++ and run on host memory.
 
-Every spec sample of every pooling op is compared with the reference under the op's accuracy class
-(the suite's own comparison: contiguous and under one non-contiguous layout; the max pool's values and
-indices exactly).
+Spec samples are compared with the reference under the op's accuracy class (the suite's own comparison:
+contiguous, and every third sample under a non-contiguous layout; max pools' values and indices exactly).
+The 2-D kernel-window ops run every sample (every dtype); the others, whose kernels come from the same
+template, run their float32 samples only: each further dtype is another g++ build of the same code, and
+the nvcc preflight compiles every one of them.
 """
 
 from __future__ import annotations
@@ -38,11 +40,18 @@ def emulated(tmp_path: Path) -> RocmBackend:
     return backend
 
 
+EVERY_DTYPE = frozenset({"AvgPool2d", "AvgPool2dBackward", "MaxPool2dWithIndices", "MaxPool2dWithIndicesBackward"})
+
+
 @pytest.mark.parametrize("name", sorted(BY_NAME))
-def test_every_sample_matches_the_reference_when_emulated(emulated: RocmBackend, reference: Backend, name: str) -> None:
+def test_samples_match_the_reference_when_emulated(emulated: RocmBackend, reference: Backend, name: str) -> None:
     spec = get_spec(name)
     assert spec.samples is not None
-    for i, sample in enumerate(spec.samples(np.random.default_rng(3))):
+    samples = list(spec.samples(np.random.default_rng(3)))
+    if name not in EVERY_DTYPE:
+        samples = [s for s in samples if np.asarray(s.args["self"]).dtype == np.float32]
+    assert samples
+    for i, sample in enumerate(samples):
         assert_matches_reference(emulated, reference, name, dict(sample.args), "contiguous", sample.note)
         if i % 3 == 0:
             layout = ("transposed", "padded")[i % 2]
@@ -61,11 +70,15 @@ def test_max_pool_values_and_indices_are_bit_exact_with_ties_and_nan(emulated: R
 def test_one_template_generates_every_mode_and_rank() -> None:
     from acl_core.dtypes import DataType as D
 
+    names = set()
     for mode in ("avg", "max", "avg_backward", "max_backward"):
         for spatial in (2, 3):
-            indices = D.ACL_INT64 if mode.startswith("max") else None
-            k = PoolKernel(mode, spatial, D.ACL_BF16, "int", indices)
-            src = k.source()
-            assert k.kernel_name in src and "atomic" not in src
+            for adaptive in (False, True):
+                indices = D.ACL_INT64 if mode.startswith("max") else None
+                k = PoolKernel(mode, spatial, D.ACL_BF16, "int", indices, adaptive=adaptive)
+                src = k.source()
+                assert k.kernel_name in src and "atomic" not in src  # backward ops gather: no atomics
+                names.add(k.kernel_name)
+    assert len(names) == 16
     with pytest.raises(ValueError):
         PoolKernel("min", 2, D.ACL_FLOAT, "int")
