@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from acl_core.errors import AclnnError
 from acl_core.spec.ops import get_spec
-from acl_core.spec.ops.pooling import BY_NAME, INDEX_DTYPES, Pool
+from acl_core.spec.ops.pooling import BY_NAME, GLOBAL, INDEX_DTYPES, Pool
 from tests.conftest import assert_close
 from tests.ops.torch_ref import check_samples_and_errors, ref
 
@@ -105,7 +105,21 @@ def test_every_sample_matches_torch(name: str) -> None:
         (_check_backward if backward else _check_forward)(name, dict(sample.args), sample.note)
 
 
-@pytest.mark.parametrize("name", sorted(BY_NAME))
+@pytest.mark.parametrize("name", sorted(GLOBAL))
+def test_global_pools_match_torch_mean_and_amax(name: str) -> None:
+    spec = get_spec(name)
+    assert spec.samples is not None
+    for sample in spec.samples(np.random.default_rng(11)):
+        x = np.asarray(sample.args["self"])
+        t = _f64(x)
+        dims = tuple(range(2, x.ndim))
+        expected = t.mean(dim=dims, keepdim=True) if GLOBAL[name][0] == "mean" else t.amax(dim=dims, keepdim=True)
+        got = ref(name, **sample.args)["out"]
+        assert got.dtype == x.dtype, sample.note
+        assert_close(got, expected.numpy().astype(x.dtype))
+
+
+@pytest.mark.parametrize("name", sorted(BY_NAME) + sorted(GLOBAL))
 def test_samples_run_and_errors_fail_with_their_codes(name: str) -> None:
     check_samples_and_errors(get_spec(name))
 

@@ -14,7 +14,7 @@ import pytest
 
 from acl_core import eager
 from acl_core.backend import Backend
-from acl_core.spec.ops.pooling import BY_NAME
+from acl_core.spec.ops.pooling import BY_NAME, GLOBAL
 from tests.rocm.against_reference import (
     assert_errors_match_reference,
     assert_every_sample_matches,
@@ -34,7 +34,7 @@ SHAPES = [
 ]
 
 
-@pytest.mark.parametrize("op", sorted(BY_NAME))
+@pytest.mark.parametrize("op", sorted(BY_NAME) + sorted(GLOBAL))
 def test_samples_and_errors_match_reference(rocm: Backend, reference: Backend, op: str) -> None:
     assert_every_sample_matches(rocm, reference, op)
     assert_errors_match_reference(rocm, reference, op)
@@ -117,3 +117,17 @@ def test_adaptive_shapes(
         fwd_args[pool.indices_out] = np.zeros((*shape[:-spatial], *size), np.int64)
     assert_matches_reference(rocm, reference, forward, fwd_args, "contiguous", note)
     _backward(rocm, reference, forward, backward, fwd_args, {}, note)
+
+
+GLOBAL_SHAPES = [(32, 2048, 7, 7), (8, 64, 112, 112), (2, 16, 8, 28, 28), (3, 5, 2, 3, 4, 5)]
+
+
+@pytest.mark.parametrize("shape", GLOBAL_SHAPES, ids=[str(list(s)) for s in GLOBAL_SHAPES])
+@pytest.mark.parametrize("op", sorted(GLOBAL))
+def test_global_pools_at_realistic_shapes(rocm: Backend, reference: Backend, op: str, shape: tuple[int, ...]) -> None:
+    from acl_core.spec.ops import get_spec
+
+    for p in get_spec(op).params[:1]:
+        for dtype in sorted(p.dtypes or (), key=int):
+            x = np.random.default_rng(31).uniform(-3, 3, shape).astype(dtype.numpy)
+            assert_matches_reference(rocm, reference, op, {"self": x}, "contiguous", f"{dtype.short} {list(shape)}")

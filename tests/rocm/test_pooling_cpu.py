@@ -2,9 +2,9 @@
 
 Spec samples are compared with the reference under the op's accuracy class (the suite's own comparison:
 contiguous, and every third sample under a non-contiguous layout; max pools' values and indices exactly).
-The 2-D kernel-window ops run every sample (every dtype); the others, whose kernels come from the same
-template, run their float32 samples only: each further dtype is another g++ build of the same code, and
-the nvcc preflight compiles every one of them.
+The 2-D kernel-window ops run every sample, so every dtype; the others (kernels of the same template, or
+the reduction family's row kernel for the global pools) run their float32 samples only: each further dtype
+is another g++ build of the same code, and the nvcc preflight compiles every one of them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.spec.ops import get_spec
-from acl_core.spec.ops.pooling import BY_NAME
+from acl_core.spec.ops.pooling import BY_NAME, GLOBAL
 from acl_rocm.backend import RocmBackend
 from acl_rocm.kernels.pooling import PoolKernel
 from tests.rocm.against_reference import assert_matches_reference
@@ -43,7 +43,7 @@ def emulated(tmp_path: Path) -> RocmBackend:
 EVERY_DTYPE = frozenset({"AvgPool2d", "AvgPool2dBackward", "MaxPool2dWithIndices", "MaxPool2dWithIndicesBackward"})
 
 
-@pytest.mark.parametrize("name", sorted(BY_NAME))
+@pytest.mark.parametrize("name", sorted(BY_NAME) + sorted(GLOBAL))
 def test_samples_match_the_reference_when_emulated(emulated: RocmBackend, reference: Backend, name: str) -> None:
     spec = get_spec(name)
     assert spec.samples is not None

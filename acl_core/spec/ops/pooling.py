@@ -704,4 +704,67 @@ def _spec(pool: Pool, backward: bool) -> OpSpec:
     )
 
 
-SPECS: list[OpSpec] = [_spec(p, b) for p in POOLS for b in (False, True)]
+# ----------------------------------------------------------------------------- global pools
+GLOBAL: dict[str, tuple[str, frozenset[D]]] = {
+    "GlobalAveragePool": ("mean", frozenset({_F32, _F16, _BF16, D.ACL_DOUBLE})),
+    "GlobalMaxPool": ("max", frozenset({_F32, _F16, D.ACL_DOUBLE})),
+}
+"""ONNX's global pools: every dim after the first two reduced to 1 (the mean, or the maximum with NaN winning)."""
+_GLOBAL_FORMATS = frozenset({_ND, _NCHW, _NCDHW})
+
+
+def _infer_global(call: Call) -> Infos:
+    x = tensor_arg(call, "self")
+    if x.numel == 0:
+        raise invalid(f"self {list(x.shape)} is empty; pooling takes no empty tensor")
+    return {"out": same((*x.shape[:2], *(1,) * (x.rank - 2)), x.dtype)}
+
+
+def _global_samples(op: str) -> Callable[[np.random.Generator], Iterable[Sample]]:
+    dtypes = sorted(GLOBAL[op][1], key=int)
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        shapes = [(2, 3, 5, 6), (1, 4, 3, 5, 7), (2, 2, 3, 2, 2, 3), (1, 2, 2, 1, 2, 1, 3, 2), (3, 5, 1, 1)]
+        for i, shape in enumerate(shapes):
+            dt = dtypes[i % len(dtypes)]
+            yield Sample({"self": S.array(rng, shape, dt)}, f"{dt.short} {list(shape)}")
+        x = S.array(rng, (2, 3, 4, 4), _F32)
+        x[0, 0, 1, 2], x[0, 1, 3, 3], x[1, 2, 0, 0], x[1, 2, 2, 1] = np.nan, np.inf, -np.inf, np.inf
+        yield Sample({"self": x}, "float32 NaN and infinities")
+
+    return gen
+
+
+def _global_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+    x = S.array(rng, (2, 3, 4, 5), _F32)
+    yield ErrorSample({"self": S.array(rng, (2, 3, 4), _F32)}, INVALID, "self of rank 3")
+    yield ErrorSample({"self": S.array(rng, (1,) * 9, _F32)}, INVALID, "self of rank 9")
+    yield ErrorSample({"self": S.array(rng, (2, 3, 0, 5), _F32)}, INVALID, "empty self")
+    yield ErrorSample({"self": x, "out": np.zeros((2, 3, 4, 1), np.float32)}, INVALID, "out keeps a spatial dim")
+    yield ErrorSample({"self": x, "out": np.zeros((2, 3, 1), np.float32)}, INVALID, "out of another rank")
+    yield ErrorSample({"self": x, "out": np.zeros((2, 3, 1, 1), np.float16)}, INVALID, "out's dtype differs")
+
+
+def _global_spec(op: str) -> OpSpec:
+    mode, dtypes = GLOBAL[op]
+    accuracy = (
+        exact("a selection: the maximum of the plane (NaN where the plane holds one)")
+        if mode == "max"
+        else reduction(reason="the mean of a plane: a sum in at least float32, then one division")
+    )
+    return OpSpec(
+        op,
+        FAMILY,
+        (
+            tensor("self", dtypes, min_rank=4, max_rank=8, formats=_GLOBAL_FORMATS),
+            out("out", dtypes, max_rank=8, formats=_GLOBAL_FORMATS),
+        ),
+        _infer_global,
+        samples=_global_samples(op),
+        error_samples=_global_errors,
+        summary=f"global {'average' if mode == 'mean' else 'max'} pooling over every dim after N and C",
+        accuracy=accuracy,
+    )
+
+
+SPECS: list[OpSpec] = [_spec(p, b) for p in POOLS for b in (False, True)] + [_global_spec(op) for op in GLOBAL]

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from acl_core.spec.ops.pooling import BY_NAME, Geometry, adaptive_bounds
+from acl_core.spec.ops.pooling import BY_NAME, GLOBAL, Geometry, adaptive_bounds
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
 from acl_reference.kernels.matmul import reduce_precision
@@ -204,3 +204,13 @@ def _run(k: RefCall) -> None:
 
 for _name in BY_NAME:
     kernel(_name)(_run)
+
+
+@kernel(*GLOBAL)
+def global_pool(k: RefCall) -> None:
+    """The mean or the maximum (NaN wins) of every plane, keeping its dims as 1."""
+    x = k.read("self", np.float64)
+    axes = tuple(range(2, x.ndim))
+    reduce = np.mean if GLOBAL[k.launch.spec.name][0] == "mean" else np.max
+    with np.errstate(invalid="ignore", over="ignore"):
+        k.write("out", reduce(x, axis=axes, keepdims=True))

@@ -12,18 +12,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
-from acl_core.spec.ops.pooling import BY_NAME, Geometry, Pool
+from acl_core.dtypes import DataType as D
+from acl_core.spec.ops.pooling import BY_NAME, GLOBAL, Geometry, Pool
 from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels.pooling import PoolKernel
+from acl_rocm.kernels.reduction import acc_dtype
 from acl_rocm.launch import KernelArgs
 from acl_rocm.ops.elementwise import Prepared
+from acl_rocm.ops.reduction import bind, reduced_strides, split
 from acl_rocm.views import INT32_LIMIT
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
 
-OPS: tuple[str, ...] = tuple(sorted(BY_NAME))
+OPS: tuple[str, ...] = tuple(sorted(BY_NAME)) + tuple(sorted(GLOBAL))
 """The aclnn operators this module runs."""
 
 
@@ -77,17 +80,34 @@ class PoolingRunner:
         return {name: self._bind(name) for name in OPS}
 
     def _bind(self, op: str) -> Kernel:
-        pool, backward = BY_NAME[op]
-
         def kernel(launch: Launch) -> None:
             key = f"rocm.pooling@{self.backend.provider.get_device()}"
             bound = launch.memo.get(key)
             if bound is None:  # a signature holds the tensors' addresses: the launch is bound once for it
-                bound = launch.memo[key] = self.backend.elementwise.bind(self.plan(pool, backward, launch))
+                prepared = self.plan_global(op, launch) if op in GLOBAL else self.plan(*BY_NAME[op], launch)
+                bound = launch.memo[key] = self.backend.elementwise.bind(prepared)
             bound(handle(launch.stream))
 
         kernel.__name__ = f"rocm_{op}"
         return kernel
+
+    def plan_global(self, op: str, launch: Launch) -> Prepared | None:
+        """A global pool: the reduction family's row kernel, one row per (n, c) plane (mean, or max with NaN)."""
+        x, out = launch.args["self"], launch.args["out"]
+        assert isinstance(x, AclTensor) and isinstance(out, AclTensor)
+        mode = GLOBAL[op][0]
+        dims = tuple(range(2, x.rank))
+        outer_shape, inner_shape, xo, xi = split(x, dims)
+        zeros = (0,) * len(inner_shape)
+        bound = [bind("self", x, xo, xi), bind("out", out, reduced_strides(out, x.rank, (0, 1)), zeros, write=True)]
+        acc = (
+            acc_dtype([x.dtype, out.dtype])
+            if mode == "mean"
+            else (D.ACL_DOUBLE if x.dtype == D.ACL_DOUBLE else D.ACL_FLOAT)
+        )
+        options: list[tuple[str, str | int | bool]] = [("op", mode), ("dtype", int(x.dtype))]
+        rows = self.backend.reduction
+        return rows.prepare(rows.plan(op, "reduce", bound, outer_shape, inner_shape, acc, options))
 
     def plan(self, pool: Pool, backward: bool, launch: Launch) -> Prepared:
         """The kernel, its configuration and its packed arguments for one signature."""
