@@ -1,11 +1,13 @@
-"""The pooling family (issue 16): average and max pooling over 2 or 3 spatial dims, with their backward ops.
+"""The pooling family (issue 16): average and max pooling over 2 or 3 spatial dims with their backward ops,
+their adaptive forms, and the global pools.
 
 Declared from one table (:data:`POOLS`): each row is a forward op and its backward twin, the
-official parameter names of both from tests/data/cann/aclnn-signatures.tsv. Layouts are
-channel-first: a 2-D pool takes ``[N, C, H, W]`` or an unbatched ``[C, H, W]``, a 3-D pool
-``[N, C, D, H, W]`` or ``[C, D, H, W]``, in the formats each page lists (every format read the same
-way, channel-first): AvgPool2d NCHW / NCL, MaxPool2dWithIndices NCHW / ND, AvgPool3d ND,
-MaxPool3dWithArgmax NCDHW / ND (ND is accepted everywhere: a caller's tensor without a format label).
+official parameter names of both from tests/data/cann/aclnn-signatures.tsv; :data:`GLOBAL` adds
+GlobalAveragePool and GlobalMaxPool. Layouts are channel-first: a 2-D pool takes ``[N, C, H, W]`` or
+an unbatched ``[C, H, W]``, a 3-D pool ``[N, C, D, H, W]`` or ``[C, D, H, W]``, in the formats each
+page lists (every format read the same way, channel-first): AvgPool2d and AdaptiveAvgPool2d NCHW /
+NCL, MaxPool2dWithIndices NCHW / ND, AdaptiveMaxPool2d NCHW / NCL, AvgPool3d ND, the other 3-D pools
+NCDHW / ND, the global pools ND / NCHW / NCDHW (ND is accepted everywhere: a tensor without a label).
 
 Geometry, as the CANN pages and torch.nn.functional state it: ``kernelSize`` has one value (every
 dim) or one per spatial dim; a stride list may be empty (the kernel), one value or one per dim;
@@ -27,13 +29,25 @@ per dim, > 0. An output size is ``floor((L + 2·pad - dilation·(k - 1) - 1) / s
   161002 (rocm's kernels do not check it). An index inside the plane but outside its own window (no
   forward gives one) is outside the contract: the reference adds there, rocm's gather, which reads
   only the windows covering an element, drops it.
+* Adaptive pools: ``outputSize`` gives one size > 0 per spatial dim (larger than the input too: the
+  windows then repeat); output ``o`` covers ``[floor(o·L / O), ceil((o + 1)·L / O))``, averaged or
+  searched as above; a backward op takes its output sizes from ``gradOutput``.
+* Global pools: the mean, or the maximum (NaN wins), over every dim after N and C; ``out`` keeps
+  them as 1 (ranks 4 to 8).
 
 Choices where the pages are silent or platform-dependent: NHWC / NDHWC (listed for the max pools,
-refused on Atlas A2/A3) are not declared; an empty input is refused (161002; the average pages say so);
-``cubeMathType`` (AvgPool2d and its backward) acts as it does for Convolution: on float32 operands
-1 and 3 round them to HF32, 2 to float16 (AvgPool2d refuses 3 and both refuse 2 for bfloat16, as the
-pages say); the sum is otherwise kept in float32 or wider. A nonzero ``divisorOverride`` of either
-sign is taken as torch takes it.
+refused on Atlas A2/A3) are not declared; DOUBLE (AdaptiveMaxPool2d's page) is not declared for the
+window pools, whose kernels compute in float32 (the global pools take it); the adaptive max pools'
+indices are INT64 only (the 2-D page; the 3-D one assumed alike); an empty input is refused (161002;
+the average pages say so, the others are silent); ``cubeMathType`` (AvgPool2d and its backward) acts
+as it does for Convolution: on float32 operands 1 and 3 round them to HF32, 2 to float16 (AvgPool2d
+refuses 3 and both refuse 2 for bfloat16, as the pages say); sums are otherwise kept in float32 or
+wider. A nonzero ``divisorOverride`` of either sign is taken as torch takes it.
+
+Not declared: MaxPool2dWithMask and its backward (the page gives the mask's shape,
+``[N, C, kH·kW, (ceil(Hout·Wout / 16) + 1)·32]``, but not which bit of which element marks which
+output, so no reference could be checked against it); MaxPool (ONNX's: asymmetric pads and integer
+dtypes, not done in the time).
 """
 
 from __future__ import annotations
