@@ -119,7 +119,36 @@ def test_global_pools_match_torch_mean_and_amax(name: str) -> None:
         assert_close(got, expected.numpy().astype(x.dtype))
 
 
-@pytest.mark.parametrize("name", sorted(BY_NAME) + sorted(GLOBAL))
+def test_max_pool_matches_torch_on_explicitly_padded_input() -> None:
+    spec = get_spec("MaxPool")
+    assert spec.samples is not None
+    for sample in spec.samples(np.random.default_rng(11)):
+        args = sample.args
+        x = np.asarray(args["self"])
+        if x.dtype == np.int64 and (x.max() > 1 << 52 or x.min() < -(1 << 52)):
+            continue  # the int64 extremes: checked exactly below
+        pads = list(args["pads"]) or [0]
+        if len(pads) == 4:  # [top, left, bottom, right]
+            top, left, bottom, right = pads
+        else:
+            top = bottom = pads[0]
+            left = right = pads[-1]
+        padded = F.pad(_f64(x), (left, right, top, bottom), value=-np.inf)
+        kernel = args["kernelShape"] * (3 - len(args["kernelShape"]))
+        stride = (args["strides"] or [1]) * (3 - len(args["strides"] or [1]))
+        expected = F.max_pool2d(padded, kernel, stride, ceil_mode=bool(args["ceilMode"])).numpy()
+        assert_close(ref("MaxPool", **args)["out"], expected.astype(x.dtype))
+
+
+def test_max_pool_keeps_int64_exact() -> None:
+    top, low = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    x = np.array([[[[top, top - 1, 3], [low, top - 1, -1], [0, low, top]]]], np.int64)
+    args = {"kernelShape": [2], "strides": [1], "autoPad": 0, "pads": [], "dilations": [1], "ceilMode": 0}
+    got = ref("MaxPool", self=x, **args)["out"]
+    np.testing.assert_array_equal(got, [[[[top, top - 1], [top - 1, top]]]])
+
+
+@pytest.mark.parametrize("name", sorted(BY_NAME) + sorted(GLOBAL) + ["MaxPool"])
 def test_samples_run_and_errors_fail_with_their_codes(name: str) -> None:
     check_samples_and_errors(get_spec(name))
 

@@ -34,7 +34,7 @@ SHAPES = [
 ]
 
 
-@pytest.mark.parametrize("op", sorted(BY_NAME) + sorted(GLOBAL))
+@pytest.mark.parametrize("op", [*sorted(BY_NAME), *sorted(GLOBAL), "MaxPool"])
 def test_samples_and_errors_match_reference(rocm: Backend, reference: Backend, op: str) -> None:
     assert_every_sample_matches(rocm, reference, op)
     assert_errors_match_reference(rocm, reference, op)
@@ -131,3 +131,16 @@ def test_global_pools_at_realistic_shapes(rocm: Backend, reference: Backend, op:
         for dtype in sorted(p.dtypes or (), key=int):
             x = np.random.default_rng(31).uniform(-3, 3, shape).astype(dtype.numpy)
             assert_matches_reference(rocm, reference, op, {"self": x}, "contiguous", f"{dtype.short} {list(shape)}")
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "int32", "int64", "float16", "bfloat16", "float32"])
+def test_onnx_max_pool_at_a_resnet_stem(rocm: Backend, reference: Backend, dtype: str) -> None:
+    rng = np.random.default_rng(41)
+    np_dtype = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    if np.dtype(np_dtype).kind in "iu":
+        info = np.iinfo(np_dtype)
+        x = rng.integers(info.min, info.max, (8, 64, 112, 112), dtype=np_dtype, endpoint=True)
+    else:
+        x = rng.uniform(-3, 3, (8, 64, 112, 112)).astype(np_dtype)
+    attrs = {"kernelShape": [3], "strides": [2], "autoPad": 0, "pads": [1, 1, 0, 0], "dilations": [1], "ceilMode": 1}
+    assert_matches_reference(rocm, reference, "MaxPool", {"self": x, **attrs}, "contiguous", f"{dtype} stem")

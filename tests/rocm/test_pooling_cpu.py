@@ -2,9 +2,9 @@
 
 Spec samples are compared with the reference under the op's accuracy class (the suite's own comparison:
 contiguous, and every third sample under a non-contiguous layout; max pools' values and indices exactly).
-The 2-D kernel-window ops run every sample, so every dtype; the others (kernels of the same template, or
-the reduction family's row kernel for the global pools) run their float32 samples only: each further dtype
-is another g++ build of the same code, and the nvcc preflight compiles every one of them.
+The 2-D kernel-window ops and MaxPool (integer dtypes too) run every sample, so every dtype; the others
+(the same template, or the reduction family's row kernel for the global pools) run their float32 samples
+only: each further dtype is another g++ build of the same code, and the nvcc preflight compiles them all.
 """
 
 from __future__ import annotations
@@ -40,10 +40,12 @@ def emulated(tmp_path: Path) -> RocmBackend:
     return backend
 
 
-EVERY_DTYPE = frozenset({"AvgPool2d", "AvgPool2dBackward", "MaxPool2dWithIndices", "MaxPool2dWithIndicesBackward"})
+EVERY_DTYPE = frozenset(
+    {"AvgPool2d", "AvgPool2dBackward", "MaxPool2dWithIndices", "MaxPool2dWithIndicesBackward", "MaxPool"}
+)
 
 
-@pytest.mark.parametrize("name", sorted(BY_NAME) + sorted(GLOBAL))
+@pytest.mark.parametrize("name", [*sorted(BY_NAME), *sorted(GLOBAL), "MaxPool"])
 def test_samples_match_the_reference_when_emulated(emulated: RocmBackend, reference: Backend, name: str) -> None:
     spec = get_spec(name)
     assert spec.samples is not None

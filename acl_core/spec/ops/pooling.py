@@ -44,10 +44,15 @@ as it does for Convolution: on float32 operands 1 and 3 round them to HF32, 2 to
 refuses 3 and both refuse 2 for bfloat16, as the pages say); sums are otherwise kept in float32 or
 wider. A nonzero ``divisorOverride`` of either sign is taken as torch takes it.
 
+MaxPool (ONNX's attributes, :func:`_max_pool_spec`): values only, ND rank 3-4, float and integer
+dtypes (integers compared exactly); ``pads`` none, one, ``[H, W]`` or ``[top, left, bottom, right]``,
+each pad below the kernel and a dim's two at most the kernel (a pad as large as the kernel would make
+a window of padding only; the page bounds only the sum); strides default 1; autoPad 0 and dilations of
+1 only (the page's limits); ``ceilMode`` any nonzero value is true.
+
 Not declared: MaxPool2dWithMask and its backward (the page gives the mask's shape,
 ``[N, C, kH·kW, (ceil(Hout·Wout / 16) + 1)·32]``, but not which bit of which element marks which
-output, so no reference could be checked against it); MaxPool (ONNX's: asymmetric pads and integer
-dtypes, not done in the time).
+output, so no reference could be checked against it).
 """
 
 from __future__ import annotations
@@ -781,4 +786,144 @@ def _global_spec(op: str) -> OpSpec:
     )
 
 
-SPECS: list[OpSpec] = [_spec(p, b) for p in POOLS for b in (False, True)] + [_global_spec(op) for op in GLOBAL]
+# ----------------------------------------------------------------------------- MaxPool (ONNX's)
+MAX_POOL = "MaxPool"
+MAX_POOL_DTYPES = frozenset(
+    {_F16, _F32, _BF16, D.ACL_INT32, D.ACL_INT64, D.ACL_UINT8, D.ACL_INT16, D.ACL_INT8, D.ACL_UINT16}
+)
+
+
+def _onnx_pads(values: Sequence[int]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(begin, end) pads of H and W from ``pads``: none, one for all, [H, W] or [top, left, bottom, right]."""
+    if len(values) == 0:
+        return (0, 0), (0, 0)
+    if len(values) == 1:
+        return (values[0], values[0]), (values[0], values[0])
+    if len(values) == 2:
+        return (values[0], values[0]), (values[1], values[1])
+    if len(values) == 4:
+        return (values[0], values[2]), (values[1], values[3])
+    raise invalid(f"pads has {len(values)} values; MaxPool takes 0, 1, 2 or 4")
+
+
+def _infer_max_pool(call: Call) -> Infos:
+    x = tensor_arg(call, "self")
+    if x.rank not in (3, 4):
+        raise invalid(f"self has rank {x.rank}; MaxPool takes rank 3 or 4")
+    if x.numel == 0:
+        raise invalid(f"self {list(x.shape)} is empty; pooling takes no empty tensor")
+    kernel = _per_dim(_values(call, "kernelShape"), "kernelShape", 2)
+    if any(k <= 0 for k in kernel):
+        raise invalid(f"kernelShape {list(kernel)} must be > 0")
+    stride = _per_dim(_values(call, "strides"), "strides", 2, default=(1, 1))
+    if any(v <= 0 for v in stride):
+        raise invalid(f"strides {list(stride)} must be > 0")
+    if int(call.args["autoPad"]) != 0:
+        raise invalid(f"autoPad {call.args['autoPad']} is not supported; only 0 (NOTSET)")
+    dilations = _values(call, "dilations")
+    if len(dilations) not in (0, 1, 2, 4) or any(d != 1 for d in dilations):
+        raise invalid(f"dilations {list(dilations)} must be 0, 1, 2 or 4 values of 1")
+    pads = _onnx_pads(_values(call, "pads"))
+    for (begin, end), k in zip(pads, kernel):
+        if begin < 0 or end < 0 or begin + end > k or max(begin, end) >= k:
+            raise invalid(
+                f"pads {list(pads)}: each must be >= 0 and below kernelShape {list(kernel)}, their sum at most it"
+            )
+    lengths = tuple(x.shape[-2:])
+    ceil = int(call.args["ceilMode"]) != 0
+    sizes = []
+    for n, k, st, (begin, end) in zip(lengths, kernel, stride, pads):
+        span = n + begin + end - k
+        size = (-(-span // st) if ceil else span // st) + 1
+        if ceil and (size - 1) * st >= n + begin:
+            size -= 1
+        sizes.append(size)
+    if any(n <= 0 for n in sizes):
+        raise invalid(f"self's spatial sizes {list(lengths)} give an empty output {sizes}")
+    begins = tuple(b for b, _ in pads)
+    lead = tuple(x.shape[:-2])
+    call.plan["pool"] = Geometry(kernel, stride, begins, (1, 1), lengths, tuple(sizes), lead)
+    return {"out": same((*lead, *sizes), x.dtype)}
+
+
+def _max_pool_args(rng: np.random.Generator, shape: tuple[int, ...], dt: D, **over: Any) -> dict[str, Any]:
+    args: dict[str, Any] = {
+        "self": S.array(rng, shape, dt, special=dt.is_float),
+        "kernelShape": [3],
+        "strides": [2],
+        "autoPad": 0,
+        "pads": [1],
+        "dilations": [1],
+        "ceilMode": 0,
+    }
+    return args | over
+
+
+def _max_pool_samples(rng: np.random.Generator) -> Iterable[Sample]:
+    for i, dt in enumerate(sorted(MAX_POOL_DTYPES, key=int)):
+        shape = ((2, 3, 7, 6), (3, 5, 9))[i % 2]
+        yield Sample(_max_pool_args(rng, shape, dt), f"{dt.short} {list(shape)} k3 s2 pads [1]")
+    yield Sample(
+        _max_pool_args(rng, (1, 2, 6, 7), _F32, kernelShape=[3, 2], strides=[], pads=[2, 0, 0, 1], ceilMode=1),
+        "float32 pads [top, left, bottom, right], default strides, ceilMode",
+    )
+    yield Sample(
+        _max_pool_args(rng, (2, 2, 9, 11), _F16, kernelShape=[4, 3], strides=[3, 2], pads=[1, 1], ceilMode=5),
+        "float16 pads [H, W], ceilMode 5 (any nonzero)",
+    )
+    x = np.iinfo(np.int64)
+    big = np.array([[[[x.max, x.max - 1, 3], [x.min, x.max - 1, -1], [0, x.min, x.max]]]], np.int64)
+    yield Sample(
+        _max_pool_args(rng, (1,), D.ACL_INT64, self=big, kernelShape=[2], strides=[1], pads=[]),
+        "int64 extremes (no float rounding)",
+    )
+
+
+def _max_pool_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+    shape = (2, 3, 7, 6)
+
+    def good(**over: Any) -> dict[str, Any]:
+        return _max_pool_args(np.random.default_rng(0), shape, _F32, **over)
+
+    yield ErrorSample(good(autoPad=1), INVALID, "autoPad other than NOTSET")
+    yield ErrorSample(good(dilations=[2]), INVALID, "dilation 2")
+    yield ErrorSample(good(dilations=[1, 1, 1]), INVALID, "three dilations")
+    yield ErrorSample(good(pads=[1, 1, 1]), INVALID, "three pads")
+    yield ErrorSample(good(pads=[3, 0, 0, 0]), INVALID, "a pad as large as the kernel")
+    yield ErrorSample(good(pads=[2, 0, 2, 0]), INVALID, "pads summing past the kernel")
+    yield ErrorSample(good(kernelShape=[0]), INVALID, "kernelShape 0")
+    yield ErrorSample(good(kernelShape=[2, 2, 2]), INVALID, "kernelShape of three values")
+    yield ErrorSample(good(strides=[0]), INVALID, "strides 0")
+    yield ErrorSample(good(self=S.array(rng, (6, 7), _F32)), INVALID, "self of rank 2")
+    yield ErrorSample(good(self=S.array(rng, (2, 3, 0, 6), _F32)), INVALID, "empty self")
+    yield ErrorSample(good(out=np.zeros((2, 3, 4, 4), np.float32)), INVALID, "out of the wrong shape")
+    yield ErrorSample(good(out=np.zeros((2, 3, 4, 3), np.float16)), INVALID, "out's dtype differs")
+
+
+def _max_pool_spec() -> OpSpec:
+    return OpSpec(
+        MAX_POOL,
+        FAMILY,
+        (
+            tensor("self", MAX_POOL_DTYPES, min_rank=3, max_rank=4, formats=frozenset({_ND})),
+            int_array("kernelShape"),
+            int_array("strides"),
+            int_attr("autoPad"),
+            int_array("pads"),
+            int_array("dilations"),
+            int_attr("ceilMode"),
+            out("out", MAX_POOL_DTYPES, max_rank=4, formats=frozenset({_ND})),
+        ),
+        _infer_max_pool,
+        samples=_max_pool_samples,
+        error_samples=_max_pool_errors,
+        summary="2-D max pooling with ONNX's attributes (asymmetric pads, integer dtypes; values only)",
+        accuracy=exact("a selection: every output is an input element"),
+    )
+
+
+SPECS: list[OpSpec] = [
+    *(_spec(p, b) for p in POOLS for b in (False, True)),
+    *(_global_spec(op) for op in GLOBAL),
+    _max_pool_spec(),
+]

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from acl_core.spec.ops.pooling import BY_NAME, GLOBAL, Geometry, adaptive_bounds
+from acl_core.spec.ops.pooling import BY_NAME, GLOBAL, MAX_POOL, Geometry, adaptive_bounds
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
 from acl_reference.kernels.matmul import reduce_precision
@@ -214,3 +214,31 @@ def global_pool(k: RefCall) -> None:
     reduce = np.mean if GLOBAL[k.launch.spec.name][0] == "mean" else np.max
     with np.errstate(invalid="ignore", over="ignore"):
         k.write("out", reduce(x, axis=axes, keepdims=True))
+
+
+def max_values(x: Array, geo: Geometry) -> Array:
+    """Every window's maximum in ``x``'s own dtype (integers exactly): the first in window order, NaN winning.
+
+    Padding holds the type's lowest value and is never taken over an input (a window always holds one).
+    """
+    integer = x.dtype.kind in "iu"
+    padded = _pad(x, geo, np.iinfo(x.dtype).min if integer else -np.inf)
+    best: Array | None = None
+    for _, window in _offsets(geo):
+        value = padded[window]
+        if best is None:
+            best = value
+            continue
+        take = value > best if integer else (value > best) | np.isnan(value)
+        best = np.where(take, value, best)
+    assert best is not None
+    return best
+
+
+@kernel(MAX_POOL)
+def onnx_max_pool(k: RefCall) -> None:
+    """ONNX's MaxPool: the window maxima (begin pads in the geometry; the end pads only shaped the output)."""
+    x = k.read("self")
+    with np.errstate(invalid="ignore"):
+        wide = x.astype(np.int64) if x.dtype.kind in "iu" else x.astype(np.float64)
+        k.write("out", max_values(wide, k.plan["pool"]))

@@ -35,6 +35,7 @@ SCALARS: Final = ("P", "CH", "XS_N", "XS_C", "OS_N", "OS_C", "IS_N", "IS_C", "DI
 ROWS: Final = ("KSIZE", "CSTRIDE", "PAD", "DIL", "LSIZE", "OSIZE", "XSTRIDE", "OSTRIDE", "ISTRIDE")
 """``LSIZE`` the input's spatial sizes, ``OSIZE`` the pooled ones; strides of the read, written and indices views."""
 _F32 = ctype(D.ACL_FLOAT)
+_I64 = ctype(D.ACL_INT64)
 
 
 @dataclass(frozen=True)
@@ -142,8 +143,11 @@ def _at(base: str, coord: str, strides: str, s: int) -> str:
 
 
 def _forward_max(k: PoolKernel, idx: str, s: int) -> list[str]:
-    assert k.indices is not None
-    body = ["float best = __uint_as_float(0xff800000u);  // -inf", f"{idx} where = -1;"]
+    """The window's maximum (and, with ``indices``, its flat position); integers compare exactly in 64 bits."""
+    integer = ctype(k.dtype).kind != "float"
+    vt = _I64 if integer else _F32
+    lowest = "(-9223372036854775807LL - 1LL)" if integer else "__uint_as_float(0xff800000u)"
+    body = [f"{vt.value} best = {lowest};  // the type's lowest (-inf)", f"{idx} where = -1;"]
     body += [f"{idx} first[{s}], count[{s}], step[{s}];", "#pragma unroll", f"for (int d = 0; d < {s}; ++d) {{"]
     if k.adaptive:
         body += [*_window(k, idx, "o[d]"), "  first[d] = start; count[d] = end - start; step[d] = 1;", "}"]
@@ -154,9 +158,11 @@ def _forward_max(k: PoolKernel, idx: str, s: int) -> list[str]:
         f"const {idx} p{s - 1} = first[{s - 1}] + k{s - 1} * step[{s - 1}];",
         f"if (p{s - 1} < 0 || p{s - 1} >= LSIZE({s - 1})) continue;",
         f"const {idx} pos = {' + '.join(f'p{d} * span{d}' for d in range(s))};",
-        f"const float v = {_value(k, x_at, 'x')};",
+        f"const {vt.value} v = {load(f'x[{x_at}]', ctype(k.dtype), vt) if integer else _value(k, x_at, 'x')};",
         "if (where < 0) where = pos;",
-        "if (v > best || acl_isnan(v)) { best = v; where = pos; }",
+        "if (v > best) { best = v; where = pos; }"
+        if integer
+        else "if (v > best || acl_isnan(v)) { best = v; where = pos; }",
     ]
     lines: list[str] = []
     for d in range(s):
@@ -171,11 +177,10 @@ def _forward_max(k: PoolKernel, idx: str, s: int) -> list[str]:
     for d in range(s - 2, -1, -1):
         spans.append(f"const {idx} span{d} = span{d + 1} * LSIZE({d + 1});")
     body = spans + body + lines
-    itype = ctype(k.indices).storage
-    body += [
-        f"out[{_at('n * OS_N + c * OS_C', 'o', 'OSTRIDE', s)}] = {store('best', _F32, ctype(k.dtype))};",
-        f"indices[{_at('n * IS_N + c * IS_C', 'o', 'ISTRIDE', s)}] = ({itype})where;",
-    ]
+    body.append(f"out[{_at('n * OS_N + c * OS_C', 'o', 'OSTRIDE', s)}] = {store('best', vt, ctype(k.dtype))};")
+    if k.indices is not None:
+        itype = ctype(k.indices).storage
+        body.append(f"indices[{_at('n * IS_N + c * IS_C', 'o', 'ISTRIDE', s)}] = ({itype})where;")
     return body
 
 
@@ -238,8 +243,7 @@ def _source(k: PoolKernel) -> str:
         assert k.indices is not None
         params.append(f"const {ctype(k.indices).storage}* __restrict__ indices")
     params.append(f"{data}* __restrict__ out")
-    if k.mode == "max":
-        assert k.indices is not None
+    if k.mode == "max" and k.indices is not None:
         params.append(f"{ctype(k.indices).storage}* __restrict__ indices")
     backward = k.mode.endswith("backward")
     body = _locate(idx, s, "p" if backward else "o", "LSIZE" if backward else "OSIZE")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
-from acl_core.spec.ops.pooling import BY_NAME, GLOBAL, Geometry, Pool
+from acl_core.spec.ops.pooling import BY_NAME, GLOBAL, MAX_POOL, Geometry, Pool
 from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels.pooling import PoolKernel
@@ -26,7 +26,9 @@ from acl_rocm.views import INT32_LIMIT
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
 
-OPS: tuple[str, ...] = tuple(sorted(BY_NAME)) + tuple(sorted(GLOBAL))
+OPS: tuple[str, ...] = (*sorted(BY_NAME), *sorted(GLOBAL), MAX_POOL)
+ONNX_MAX_POOL = Pool(MAX_POOL, "", "max", 2, "strides", "pads", "out", "", frozenset(), indices_out="")
+"""MaxPool as a row of the table: a 2-D max pool writing values only (its geometry holds the begin pads)."""
 """The aclnn operators this module runs."""
 
 
@@ -84,7 +86,10 @@ class PoolingRunner:
             key = f"rocm.pooling@{self.backend.provider.get_device()}"
             bound = launch.memo.get(key)
             if bound is None:  # a signature holds the tensors' addresses: the launch is bound once for it
-                prepared = self.plan_global(op, launch) if op in GLOBAL else self.plan(*BY_NAME[op], launch)
+                if op in GLOBAL:
+                    prepared = self.plan_global(op, launch)
+                else:
+                    prepared = self.plan(*BY_NAME.get(op, (ONNX_MAX_POOL, False)), launch)
                 bound = launch.memo[key] = self.backend.elementwise.bind(prepared)
             bound(handle(launch.stream))
 
@@ -115,7 +120,8 @@ class PoolingRunner:
         geo: Geometry = launch.plan["pool"]
         x = args["gradOutput" if backward else "self"]
         written = args[pool.backward_out if backward else pool.forward_out]
-        indices = args.get("indices" if backward else pool.indices_out) if pool.kind == "max" else None
+        named = "indices" if backward else pool.indices_out
+        indices = args.get(named) if pool.kind == "max" and named else None
         assert isinstance(x, AclTensor) and isinstance(written, AclTensor)
         assert indices is None or isinstance(indices, AclTensor)
         meta = plan_meta(geo, x, written, indices)
