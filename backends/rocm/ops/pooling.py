@@ -125,7 +125,9 @@ class PoolingRunner:
         assert isinstance(x, AclTensor) and isinstance(written, AclTensor)
         assert indices is None or isinstance(indices, AclTensor)
         meta = plan_meta(geo, x, written, indices)
-        extents = [meta[0], abs(geo.divisor), _reach(x), _reach(written)]
+        # adaptive windows multiply a position by a size: (o + 1)·L and (p + 1)·O must fit too
+        products = [(n + 1) * o for n, o in zip(geo.lengths, geo.sizes)] if geo.adaptive else []
+        extents = [meta[0], abs(geo.divisor), _reach(x), _reach(written), *products]
         extents += [_reach(indices)] if indices is not None else []
         index_type = "int" if max(extents) <= INT32_LIMIT // 2 else "long long"
         mode = f"{pool.kind}_backward" if backward else pool.kind
