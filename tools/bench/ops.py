@@ -37,6 +37,7 @@ from acl_tools.bench import (
     host,
     kernel_profile,
     norm_rope_rows,
+    pooling_rows,
     quant_gemm,
     quant_rows,
     replay,
@@ -99,6 +100,7 @@ OPS = (
     *("ScatterPaKvCache", "RopeWithSinCosCacheV2"),
     *norm_rope_rows.OPS,
     *backward_rows.OPS,
+    *pooling_rows.OPS,
     *quant_rows.OPS,
     *("MoeGatingTopK", "MoeTokenUnpermute", "MoeInitRoutingV2", "AttentionUpdate"),
     *("MoeDistributeDispatchV2", "MoeDistributeCombineV2"),
@@ -1751,6 +1753,7 @@ class Suite:
             self.activations()
             self.losses()
             self.gathers()
+            pooling_rows.run_cases(self)  # AvgPool2d and MaxPool2dWithIndices at a ResNet-like pool
             self.random_fills()
             self.foreach()
             self.optimizer()

@@ -45,6 +45,7 @@ FAMILIES: tuple[str, ...] = (
     "gmm_quant",
     "norm_rope_cache",
     "attention_grad",
+    "pooling",
 )
 
 _lock = threading.Lock()

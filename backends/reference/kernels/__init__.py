@@ -42,6 +42,7 @@ FAMILIES: tuple[str, ...] = (
     "gmm_quant",
     "norm_rope_cache",
     "attention_grad",
+    "pooling",
 )
 
 _KERNELS: dict[str, RefKernel] = {}

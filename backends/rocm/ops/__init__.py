@@ -48,6 +48,7 @@ FAMILIES: tuple[str, ...] = (
     "optim",
     "norm_rope_cache",
     "attention_grad",
+    "pooling",
 )
 
 

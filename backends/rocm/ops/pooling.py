@@ -1,0 +1,145 @@
+"""Pooling on the GPU: one kernel launch per call (:mod:`acl_rocm.kernels.pooling`), no temporaries, no host copies.
+
+A forward op runs one thread per output element over its window; a backward op one thread per input
+element gathering from the windows that cover it (deterministic, no atomics). The kernel, its launch
+configuration and its packed arguments (the ``Meta`` struct and the tensors' addresses, which a
+validated signature fixes) are planned once per signature and kept in ``launch.memo``; a repeated call
+is one provider launch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from acl_core.backend import Kernel, Launch
+from acl_core.dtypes import DataType as D
+from acl_core.spec.ops.pooling import BY_NAME, GLOBAL, MAX_POOL, Geometry, Pool
+from acl_core.tensor import AclTensor
+from acl_rocm.driver import handle
+from acl_rocm.kernels.pooling import PoolKernel
+from acl_rocm.kernels.reduction import acc_dtype
+from acl_rocm.launch import KernelArgs
+from acl_rocm.ops.elementwise import Prepared
+from acl_rocm.ops.reduction import bind, reduced_strides, split
+from acl_rocm.views import INT32_LIMIT
+
+if TYPE_CHECKING:
+    from acl_rocm.backend import RocmBackend
+
+OPS: tuple[str, ...] = (*sorted(BY_NAME), *sorted(GLOBAL), MAX_POOL)
+ONNX_MAX_POOL = Pool(MAX_POOL, "", "max", 2, "strides", "pads", "out", "", frozenset(), indices_out="")
+"""MaxPool as a row of the table: a 2-D max pool writing values only (its geometry holds the begin pads)."""
+"""The aclnn operators this module runs."""
+
+
+def _itemsize(t: AclTensor) -> int:
+    return t.dtype.info.storage_bits // 8
+
+
+def _address(t: AclTensor) -> int:
+    return t.data + t.offset * _itemsize(t)
+
+
+def _reach(t: AclTensor) -> int:
+    """The largest element offset a view reaches from its first element."""
+    return sum((d - 1) * abs(s) for d, s in zip(t.view_dims, t.strides) if d > 0)
+
+
+def _lead_strides(t: AclTensor, spatial: int) -> tuple[int, int]:
+    """(N stride, C stride) of a view; an unbatched view's N stride is 0."""
+    lead = t.strides[: len(t.view_dims) - spatial]
+    return (lead[0], lead[1]) if len(lead) == 2 else (0, lead[0])
+
+
+def plan_meta(geo: Geometry, read: AclTensor, written: AclTensor, indices: AclTensor | None) -> list[int]:
+    """The kernel's Meta fields in order: ``n``, the scalars, then the per-dim rows (kernels.pooling.SCALARS / ROWS)."""
+    s = geo.spatial
+    plane = written.view_dims[-s:]
+    count = 1
+    for n in written.view_dims:
+        count *= n
+    per_plane = 1
+    for n in plane:
+        per_plane *= n
+    channels = geo.lead[-1]
+    xs, os_ = _lead_strides(read, s), _lead_strides(written, s)
+    is_ = _lead_strides(indices, s) if indices is not None else (0, 0)
+    istride = list(indices.strides[-s:]) if indices is not None else [0] * s
+    meta = [count, per_plane, channels, *xs, *os_, *is_, geo.divisor, int(geo.count_include_pad)]
+    meta += [*geo.kernel, *geo.stride, *geo.pad, *geo.dilation, *geo.lengths, *geo.sizes]
+    meta += [*read.strides[-s:], *written.strides[-s:], *istride]
+    return meta
+
+
+class PoolingRunner:
+    """Turns pooling-family Launches into one kernel launch each."""
+
+    def __init__(self, backend: RocmBackend) -> None:
+        self.backend = backend
+
+    def kernels(self) -> dict[str, Kernel]:
+        """A kernel per pooling op."""
+        return {name: self._bind(name) for name in OPS}
+
+    def _bind(self, op: str) -> Kernel:
+        def kernel(launch: Launch) -> None:
+            key = f"rocm.pooling@{self.backend.provider.get_device()}"
+            bound = launch.memo.get(key)
+            if bound is None:  # a signature holds the tensors' addresses: the launch is bound once for it
+                if op in GLOBAL:
+                    prepared = self.plan_global(op, launch)
+                else:
+                    prepared = self.plan(*BY_NAME.get(op, (ONNX_MAX_POOL, False)), launch)
+                bound = launch.memo[key] = self.backend.elementwise.bind(prepared)
+            bound(handle(launch.stream))
+
+        kernel.__name__ = f"rocm_{op}"
+        return kernel
+
+    def plan_global(self, op: str, launch: Launch) -> Prepared | None:
+        """A global pool: the reduction family's row kernel, one row per (n, c) plane (mean, or max with NaN)."""
+        x, out = launch.args["self"], launch.args["out"]
+        assert isinstance(x, AclTensor) and isinstance(out, AclTensor)
+        mode = GLOBAL[op][0]
+        dims = tuple(range(2, x.rank))
+        outer_shape, inner_shape, xo, xi = split(x, dims)
+        zeros = (0,) * len(inner_shape)
+        bound = [bind("self", x, xo, xi), bind("out", out, reduced_strides(out, x.rank, (0, 1)), zeros, write=True)]
+        acc = (
+            acc_dtype([x.dtype, out.dtype])
+            if mode == "mean"
+            else (D.ACL_DOUBLE if x.dtype == D.ACL_DOUBLE else D.ACL_FLOAT)
+        )
+        options: list[tuple[str, str | int | bool]] = [("op", mode), ("dtype", int(x.dtype))]
+        rows = self.backend.reduction
+        return rows.prepare(rows.plan(op, "reduce", bound, outer_shape, inner_shape, acc, options))
+
+    def plan(self, pool: Pool, backward: bool, launch: Launch) -> Prepared:
+        """The kernel, its configuration and its packed arguments for one signature."""
+        args = launch.args
+        geo: Geometry = launch.plan["pool"]
+        x = args["gradOutput" if backward else "self"]
+        written = args[pool.backward_out if backward else pool.forward_out]
+        named = "indices" if backward else pool.indices_out
+        indices = args.get(named) if pool.kind == "max" and named else None
+        assert isinstance(x, AclTensor) and isinstance(written, AclTensor)
+        assert indices is None or isinstance(indices, AclTensor)
+        meta = plan_meta(geo, x, written, indices)
+        # adaptive windows multiply a position by a size: (o + 1)·L and (p + 1)·O must fit too
+        products = [(n + 1) * o for n, o in zip(geo.lengths, geo.sizes)] if geo.adaptive else []
+        extents = [meta[0], abs(geo.divisor), _reach(x), _reach(written), *products]
+        extents += [_reach(indices)] if indices is not None else []
+        index_type = "int" if max(extents) <= INT32_LIMIT // 2 else "long long"
+        mode = f"{pool.kind}_backward" if backward else pool.kind
+        idt = indices.dtype if indices is not None else None
+        kernel = PoolKernel(mode, geo.spatial, x.dtype, index_type, idt, geo.rounding, geo.adaptive)
+        function = self.backend.function(kernel.source(), kernel.kernel_name)
+        # the kernel's parameter order: the read tensor, max backward's indices, the written one, max's indices
+        tensors = [x, *([indices] if backward and indices is not None else []), written]
+        tensors += [indices] if not backward and indices is not None else []
+        values: list[Any] = [KernelArgs.index_array(meta, index_type)]
+        values += [KernelArgs.pointer(_address(t)) for t in tensors if t is not None]
+        return Prepared(function, self.backend.elementwise_config(meta[0], 1), KernelArgs(values))
+
+
+RUNNER = PoolingRunner
