@@ -42,6 +42,7 @@ FAMILIES: tuple[str, ...] = (
     "quant_vllm",
     "gmm_quant",
     "norm_rope_cache",
+    "index_shape",
 )
 
 _lock = threading.Lock()

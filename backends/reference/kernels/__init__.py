@@ -39,6 +39,7 @@ FAMILIES: tuple[str, ...] = (
     "quant_vllm",
     "gmm_quant",
     "norm_rope_cache",
+    "index_shape",
 )
 
 _KERNELS: dict[str, RefKernel] = {}

@@ -45,6 +45,7 @@ FAMILIES: tuple[str, ...] = (
     "mla",
     "optim",
     "norm_rope_cache",
+    "index_shape",
 )
 
 
