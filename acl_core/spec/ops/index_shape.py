@@ -140,14 +140,9 @@ def strided_slice_plan(
             plan.append((at, 1, 1))
             continue
         lo, hi = (0, size) if s > 0 else (-1, size - 1)
-
-        def canonical(x: int, masked: bool, is_end: bool, lo: int = lo, hi: int = hi, size: int = size) -> int:
-            if masked:
-                return (hi if is_end else lo) if s > 0 else (lo if is_end else hi)
-            x = x + size if x < 0 else x
-            return min(max(x, lo), hi)
-
-        start, stop = canonical(b, bm, False), canonical(e, em, True)
+        first, last = (lo, hi) if s > 0 else (hi, lo)  # a masked begin / end: the stride's direction
+        start = first if bm else min(max(b + size if b < 0 else b, lo), hi)
+        stop = last if em else min(max(e + size if e < 0 else e, lo), hi)
         span = stop - start
         length = 0 if span == 0 or (span < 0) != (s < 0) else -(-span // s)
         plan.append((start, length, s))

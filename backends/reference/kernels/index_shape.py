@@ -1,4 +1,4 @@
-"""Reference kernels of strided slicing, repeat-interleave and EmbeddingDenseBackward (acl_core/spec/ops/index_shape.py).
+"""Reference kernels of strided slicing, repeat-interleave and EmbeddingDenseBackward (spec: ops/index_shape.py).
 
 Slices index NumPy arrays with the plan's (start, length, step) per dim; repeats are ``np.repeat``; the two
 backward ops sum in float64 and round once. Device-only facts (repeat counts, index values) are checked
