@@ -122,7 +122,10 @@ class RepeatGather:
             *("  " + line for line in row_offsets(self.out_ndim, 1, "q")),
             "  const long long i = q % inner, j = (q / inner) % total, o = q / inner / total;",
             "  long long lo = 0, hi = groups - 1;  // the last group starting at or before j",
-            "  while (lo < hi) { const long long mid = (lo + hi + 1) / 2; if (starts[mid] <= j) lo = mid; else hi = mid - 1; }",
+            "  while (lo < hi) {",
+            "    const long long mid = (lo + hi + 1) / 2;",
+            "    if (starts[mid] <= j) lo = mid; else hi = mid - 1;",
+            "  }",
         ]
         if self.numbering is None:
             body += ["  " + line for line in unravel("s", self.src_ndim, "(o * groups + lo) * inner + i", "so")]

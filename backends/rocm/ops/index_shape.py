@@ -189,8 +189,10 @@ class IndexShapeRunner:
         starts = self._scan(prog, repeats, size, total)
         if out.numel == 0:
             return prog
+        src_shape: tuple[int, ...] = (1,)
+        src_strides: tuple[int, ...] = (0,)
         if op == "RepeatInterleaveTensor":
-            src, inner, src_shape, src_strides = out, 1, (1,), (0,)
+            src, inner = out, 1
             kernel = RepeatGather(0, out.rank, 1, numbering=out.dtype)
         else:
             src = launch.args["self"]
