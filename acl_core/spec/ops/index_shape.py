@@ -567,6 +567,11 @@ def _embedding_dense_backward() -> OpSpec:
         idx = _ints(rng, 0, 2, (300,), np.int64)  # long runs of one row: the sum order matters
         g = S.array(rng, (300, 33), D.ACL_BF16)
         yield Sample({"grad": g, "indices": idx, "numWeights": 4, "paddingIdx": 1, "scaleGradByFreq": False}, "runs")
+        idx = _ints(rng, 0, 9, (4, 6), np.int32)  # rows of 16 half-precision columns: 16-byte vectors on rocm
+        g = S.array(rng, (4, 6, 16), D.ACL_FLOAT16)
+        yield Sample(
+            {"grad": g, "indices": idx, "numWeights": 9, "paddingIdx": 1, "scaleGradByFreq": True}, "wide rows"
+        )
         idx = np.zeros((0,), np.int64)
         g = np.zeros((0, 4), np.float32)
         yield Sample({"grad": g, "indices": idx, "numWeights": 3, "paddingIdx": 0, "scaleGradByFreq": True}, "empty")

@@ -1,13 +1,14 @@
 """Kernel generators of repeat-interleave with a repeats tensor, its backward, and EmbeddingDenseBackward.
 
-:class:`RepeatScan` turns the repeat counts into start positions in one block (a shared-memory scan, tile
-by tile) and sets the flag on a negative count or a total other than the caller's. :class:`RepeatGather`
-finds each output element's source by binary search over the starts and copies its storage word (or, for
-RepeatInterleaveTensor, writes the group number). :class:`GroupSum` adds each group's slices in float32,
-in order. :class:`EmbedKeys` checks the indices and writes (index, position) keys that the row sorter
-orders; :class:`EmbedRows` gives each weight row to one block, which finds the row's run in the sorted
-keys by binary search and sums the run's grad rows in position order in float32: deterministic, no
-atomics. Every kernel after the check reads the flag first and writes nothing when it is set.
+:class:`RepeatScan` turns the repeat counts into start positions in one block (a chunk a thread, the
+chunk sums scanned in shared memory) and sets the flag on a negative count or a total other than the
+caller's. :class:`RepeatGather` finds each output element's source by binary search over the starts and
+copies its storage word (or, for RepeatInterleaveTensor, writes the group number). :class:`GroupSum`
+adds each group's slices in float32, in order. :class:`EmbedKeys` checks the indices and writes (index,
+position) keys that the row sorter orders; :class:`RowBounds` marks where each weight row's run of sorted
+keys begins and ends, and :class:`EmbedRows` gives each weight row to one block, which sums the run's
+grad rows in position order in float32 (16 bytes of columns a thread where rows allow): deterministic,
+no atomics. Every kernel after the check reads the flag first and writes nothing when it is set.
 """
 
 from __future__ import annotations
@@ -50,7 +51,10 @@ def _store(dtype: D, expr: str) -> str:
 
 @dataclass(frozen=True)
 class RepeatScan:
-    """starts[g] = repeats[0] + ... + repeats[g - 1] for g in [0, count], in one block; flag on a bad count."""
+    """starts[g] = repeats[0] + ... + repeats[g - 1] for g in [0, count], in one block; flag on a bad count.
+
+    Each thread sums a contiguous chunk, the block scans the chunk sums, and each thread writes its chunk's starts.
+    """
 
     repeats: D
 
@@ -67,26 +71,32 @@ class RepeatScan:
         body = [
             f"__shared__ long long part[{SCAN_THREADS}];",
             "const int t = threadIdx.x;",
-            "long long carry = 0;",
-            f"for (long long base = 0; base < count; base += {SCAN_THREADS}) {{",
-            "  const long long g = base + t;",
-            "  const long long v = g < count ? (long long)repeats[g * stride] : 0;",
-            "  if (v < 0) *flag = 1;",
-            "  part[t] = v;",
+            f"const long long per = (count + {SCAN_THREADS - 1}) / {SCAN_THREADS};  // a contiguous chunk a thread",
+            "const long long first = t * per, last = first + per < count ? first + per : count;",
+            "long long sum = 0;",
+            "bool bad = false;",
+            "for (long long g = first; g < last; ++g) {",
+            "  const long long v = (long long)repeats[g * stride];",
+            "  bad = bad || v < 0;",
+            "  sum += v;",
+            "}",
+            "if (bad) *flag = 1;",
+            "part[t] = sum;",
+            "__syncthreads();",
+            f"for (int step = 1; step < {SCAN_THREADS}; step *= 2) {{  // Hillis-Steele inclusive scan of the chunks",
+            "  const long long add = t >= step ? part[t - step] : 0;",
             "  __syncthreads();",
-            f"  for (int step = 1; step < {SCAN_THREADS}; step *= 2) {{  // Hillis-Steele inclusive scan",
-            "    const long long add = t >= step ? part[t - step] : 0;",
-            "    __syncthreads();",
-            "    part[t] += add;",
-            "    __syncthreads();",
-            "  }",
-            "  if (g < count) starts[g] = carry + part[t] - v;",
-            f"  carry += part[{SCAN_THREADS - 1}];",
+            "  part[t] += add;",
             "  __syncthreads();",
             "}",
-            "if (t == 0) {",
-            "  starts[count] = carry;",
-            "  if (carry != expect) *flag = 1;",
+            "long long run = part[t] - sum;",
+            "for (long long g = first; g < last; ++g) {",
+            "  starts[g] = run;",
+            "  run += (long long)repeats[g * stride];",
+            "}",
+            f"if (t == {SCAN_THREADS - 1}) {{",
+            f"  starts[count] = part[{SCAN_THREADS - 1}];",
+            f"  if (part[{SCAN_THREADS - 1}] != expect) *flag = 1;",
             "}",
         ]
         return source(f"repeat counts to starts ({self.repeats.short})", "", self.kernel_name, params, body)
@@ -228,14 +238,45 @@ class EmbedKeys:
 
 
 @dataclass(frozen=True)
+class RowBounds:
+    """For each run of equal sorted keys (one weight row w): first[w] = its start, last[w] = its end (others stay 0)."""
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("row_bounds", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = ["const unsigned long long* keys", "const long long n", "int* first", "int* last", "const int* flag"]
+        body = [
+            "if (*flag) return;",
+            "const long long step = (long long)gridDim.x * blockDim.x;",
+            "for (long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x; u < n; u += step) {",
+            "  const unsigned long long k = keys[u];",
+            f"  const long long w = (long long)(k ^ {SIGN});",
+            "  if (u == 0 || keys[u - 1] != k) first[w] = (int)u;",
+            "  if (u + 1 == n || keys[u + 1] != k) last[w] = (int)(u + 1);",
+            "}",
+        ]
+        return source("embedding backward: each weight row's run of sorted indices", "", self.kernel_name, params, body)
+
+
+VECTOR = "struct alignas(16) acl_is_vec { unsigned int w[4]; };"
+"""Sixteen bytes moved by one load or store."""
+
+
+@dataclass(frozen=True)
 class EmbedRows:
-    """One block per weight row w: out[w, :] = sum of grad rows whose index is w (sorted runs, position order).
+    """One block per weight row w: out[w, :] = sum of grad rows whose index is w (its sorted run, position order).
 
     ``Src``: grad's leading dims (a sorted position is a C-order row there); scale: each term times 1 / run length.
+    ``vector``: each thread moves 16 bytes of columns a step (contiguous, aligned rows), else one column.
     """
 
     dtype: D
     lead_ndim: int
+    vector: bool
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -245,31 +286,45 @@ class EmbedRows:
     def source(self) -> str:
         """The complete kernel source."""
         st = ctype(self.dtype).storage
+        width = 16 // (self.dtype.info.storage_bits // 8) if self.vector else 1
         params = ["const Src s", f"const {st}* grad", "const long long grad_col", f"{st}* out"]
-        params += ["const long long out_row", "const long long out_col", "const unsigned long long* keys"]
-        params += ["const int* pos", "const long long n", "const long long weights", "const long long hidden"]
-        params += ["const long long padding", "const int scale", "const int* flag"]
-        lower = (
-            "  {name} = 0; {{ long long top = n; while ({name} < top) {{ const long long mid = ({name} + top) / 2; "
-            "if (keys[mid] < {key}) {name} = mid + 1; else top = mid; }} }}"
-        )
+        params += ["const long long out_row", "const long long out_col", "const int* first", "const int* last"]
+        params += ["const int* pos", "const long long weights", "const long long hidden", "const long long padding"]
+        params += ["const int scale", "const int* flag"]
         body = [
             "if (*flag) return;",
             "for (long long w = blockIdx.x; w < weights; w += gridDim.x) {",
-            "  long long lo, hi;",
-            lower.format(name="lo", key=f"((unsigned long long)w ^ {SIGN})"),
-            lower.format(name="hi", key=f"((unsigned long long)(w + 1) ^ {SIGN})"),
-            "  if (w == padding) hi = lo;  // the padding row gets no gradient",
+            "  const long long lo = first[w], hi = w == padding ? lo : (long long)last[w];  // padding: no gradient",
             "  const float f = scale && hi > lo ? 1.0f / (float)(hi - lo) : 1.0f;",
-            "  for (long long c = threadIdx.x; c < hidden; c += blockDim.x) {",
-            "    float acc = 0.0f;",
+            f"  const long long stride = (long long)blockDim.x * {width};",
+            f"  for (long long c = (long long)threadIdx.x * {width}; c < hidden; c += stride) {{",
+            f"    float acc[{width}];",
+            f"    for (int k = 0; k < {width}; ++k) acc[k] = 0.0f;",
             "    for (long long u = lo; u < hi; ++u) {",
             *("      " + line for line in unravel("s", self.lead_ndim, "(long long)pos[u]", "go")),
-            f"      acc += {_float(self.dtype, 'grad[go + c * grad_col]')} * f;",
-            "    }",
-            f"    out[w * out_row + c * out_col] = {_store(self.dtype, 'acc')};",
-            "  }",
-            "}",
         ]
+        if self.vector:
+            body += [
+                "      const acl_is_vec raw = *reinterpret_cast<const acl_is_vec*>(grad + go + c);",
+                f"      const {st}* e = reinterpret_cast<const {st}*>(&raw);",
+                f"      for (int k = 0; k < {width}; ++k) acc[k] += {_float(self.dtype, 'e[k]')} * f;",
+                "    }",
+                "    acl_is_vec packed;",
+                f"    {st}* o = reinterpret_cast<{st}*>(&packed);",
+                f"    for (int k = 0; k < {width}; ++k) o[k] = {_store(self.dtype, 'acc[k]')};",
+                "    *reinterpret_cast<acl_is_vec*>(out + w * out_row + c) = packed;",
+                "  }",
+            ]
+        else:
+            body += [
+                f"      acc[0] += {_float(self.dtype, 'grad[go + c * grad_col]')} * f;",
+                "    }",
+                f"    out[w * out_row + c * out_col] = {_store(self.dtype, 'acc[0]')};",
+                "  }",
+            ]
+        body.append("}")
         structs = shape_struct("Src", self.lead_ndim)
-        return source(f"embedding backward: rows ({self.dtype.short})", structs, self.kernel_name, params, body)
+        helpers = VECTOR if self.vector else ""
+        return source(
+            f"embedding backward: rows ({self.dtype.short})", structs, self.kernel_name, params, body, helpers
+        )

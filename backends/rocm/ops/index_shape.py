@@ -10,7 +10,9 @@ repeats tensor (millions of counts) is scanned by that one block: correct, not f
 
 EmbeddingDenseBackward is deterministic: the indices are checked and sorted with their positions (the row
 sorter, stable), and one block per weight row sums its run of grad rows in position order in float32,
-rounding once; rows no index names are written as zeros, the padding row too. No atomics.
+rounding once (16 bytes of columns a thread where the rows are contiguous and aligned); each row finds its run
+from bounds a small kernel marks in the sorted keys; rows no index names are written as zeros, the padding row
+too. No atomics.
 """
 
 from __future__ import annotations
@@ -25,7 +27,15 @@ from acl_core.dtypes import DataType as D
 from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels.ctypes_map import SUPPORTED
-from acl_rocm.kernels.index_shape import SCAN_THREADS, EmbedKeys, EmbedRows, GroupSum, RepeatGather, RepeatScan
+from acl_rocm.kernels.index_shape import (
+    SCAN_THREADS,
+    EmbedKeys,
+    EmbedRows,
+    GroupSum,
+    RepeatGather,
+    RepeatScan,
+    RowBounds,
+)
 from acl_rocm.launch import KernelArgs, LaunchConfig, longs
 from acl_rocm.ops.movement import MovementProgram, View, itemsize, view_of
 from acl_rocm.ops.program import FLAG, Program, program_kernel
@@ -49,7 +59,6 @@ OPS: tuple[str, ...] = (
 """The aclnn operators this module runs."""
 
 ROW_THREADS = 256
-ROW_BLOCKS_PER_UNIT = 16
 
 
 def strided_view(src: View, plan: Sequence[tuple[int, int, int]]) -> View:
@@ -252,14 +261,28 @@ class IndexShapeRunner:
             keys, pos = s.sort_temp(prog, D.ACL_INT64, keys, pos, 1, n)
         if out.numel == 0:
             return prog
+        first, last = prog.temp(weights * 4), prog.temp(weights * 4)
+        prog.zeroed += [(first, weights * 4), (last, weights * 4)]  # rows no index names: empty runs
+        if n:
+            s.step(prog, RowBounds(), s.flat_config(n), [keys, *longs(n), first, last, FLAG])
         lead = coalesce(tuple(grad.view_dims[:-1]), [tuple(grad.strides[:-1])])
+        width = 16 // itemsize(op, grad.dtype)
+        vector = (
+            grad.strides[-1] == 1
+            and out.strides[1] == 1
+            and hidden % width == 0
+            and address(grad) % 16 == 0
+            and address(out) % 16 == 0
+            and all(x % width == 0 for x in (out.strides[0], *lead.strides[0]))
+        )
         p = self.backend.properties
-        grid = min(weights, p.compute_units * ROW_BLOCKS_PER_UNIT, p.max_grid_x)
-        block = min(ROW_THREADS, max(p.warp_size, -(-hidden // p.warp_size) * p.warp_size))
+        grid = min(weights, p.max_grid_x)
+        lanes = -(-hidden // width) if vector else hidden
+        block = min(ROW_THREADS, max(p.warp_size, -(-lanes // p.warp_size) * p.warp_size))
         values = [_view_struct(lead.shape, lead.strides[0]), _ptr(grad), *longs(grad.strides[-1]), _ptr(out)]
-        values += [*longs(out.strides[0], out.strides[1]), keys, pos, *longs(n, weights, hidden)]
+        values += [*longs(out.strides[0], out.strides[1]), first, last, pos, *longs(weights, hidden)]
         values += [*longs(launch.plan["padding"]), ctypes.c_int(int(bool(launch.args["scaleGradByFreq"]))), FLAG]
-        s.step(prog, EmbedRows(grad.dtype, lead.ndim), LaunchConfig((grid, 1, 1), (block, 1, 1)), values)
+        s.step(prog, EmbedRows(grad.dtype, lead.ndim, vector), LaunchConfig((grid, 1, 1), (block, 1, 1)), values)
         return prog
 
 
