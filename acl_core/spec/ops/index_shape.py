@@ -397,8 +397,13 @@ def _repeat_interleave(name: str) -> OpSpec:
         else:
             yield Sample({"self": x, "repeats": 0, **dim_arg, "outputSize": 0}, "zero repeats")
             yield Sample({"self": x, "repeats": 5, **dim_arg, "outputSize": 5 * size}, "five")
-        if not with_dim:
-            reps_arg: Any = np.array([4]) if tensor_repeats else 4
+        if with_dim:  # rows of 16 bytes: whole words on rocm
+            x = S.array(rng, (5, 8), D.ACL_BF16)
+            reps_arg: Any = _ints(rng, 0, 4, (5,)) if tensor_repeats else 3
+            total = int(np.sum(reps_arg)) if tensor_repeats else 15
+            yield Sample({"self": x, "repeats": reps_arg, "dim": 0, "outputSize": total}, "bf16 rows of 8")
+        else:
+            reps_arg = np.array([4]) if tensor_repeats else 4
             yield Sample({"self": np.array(1.5, np.float16), "repeats": reps_arg, "outputSize": 4}, "0-d self")
         empty = np.zeros((0, 3), np.float32)
         reps_arg = np.zeros((0,), np.int64) if tensor_repeats else 3

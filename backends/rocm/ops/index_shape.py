@@ -40,7 +40,7 @@ from acl_rocm.launch import KernelArgs, LaunchConfig, longs
 from acl_rocm.ops.movement import MovementProgram, View, itemsize, view_of
 from acl_rocm.ops.program import FLAG, Program, program_kernel
 from acl_rocm.ops.sort import Sorter, address, refuse
-from acl_rocm.views import coalesce
+from acl_rocm.views import broadcast_strides, coalesce
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
@@ -59,6 +59,8 @@ OPS: tuple[str, ...] = (
 """The aclnn operators this module runs."""
 
 ROW_THREADS = 256
+WORD = 16
+"""Bytes a copy moves per element where the views' last dims are contiguous, aligned and whole words."""
 
 
 def strided_view(src: View, plan: Sequence[tuple[int, int, int]]) -> View:
@@ -94,6 +96,24 @@ def repeated_views(src: View, dst: View, dim: int, repeats: int) -> tuple[View, 
     s_src = (*src.strides[: dim + 1], 0, *src.strides[dim + 1 :])
     s_dst = (*dst.strides[:dim], repeats * s, s, *dst.strides[dim + 1 :])
     return View(src.address, src.itemsize, shape, s_src), View(dst.address, dst.itemsize, shape, s_dst)
+
+
+def _wide(shape: Sequence[int], strides: Sequence[int], address: int, item: int) -> tuple[tuple[int, ...], ...] | None:
+    """(shape, strides) of a view in 16-byte words (its last dim contiguous and whole words, aligned), or None."""
+    k = WORD // item if item < WORD and WORD % item == 0 else 0
+    if not k or not shape or strides[-1] != 1 or shape[-1] % k or address % WORD or any(x % k for x in strides[:-1]):
+        return None
+    return (*shape[:-1], shape[-1] // k), (*(x // k for x in strides[:-1]), 1)
+
+
+def widened(src: View, dst: View) -> tuple[View, View]:
+    """The copy ``dst = src`` in 16-byte words where both views allow it (see :func:`_wide`), else as it is."""
+    g = coalesce(dst.shape, [broadcast_strides(src.shape, src.strides, dst.shape), dst.strides])
+    a = _wide(g.shape, g.strides[0], src.address, src.itemsize)
+    b = _wide(g.shape, g.strides[1], dst.address, dst.itemsize)
+    if a is None or b is None:
+        return src, dst
+    return View(src.address, WORD, a[0], a[1]), View(dst.address, WORD, b[0], b[1])
 
 
 def _ptr(t: AclTensor) -> ctypes.c_void_p:
@@ -155,14 +175,16 @@ class IndexShapeRunner:
         if out.numel == 0:
             return
         part = strided_view(view_of(op, t), launch.plan["strided"])
-        self.backend.movement.copy(reshaped(part, out.view_dims, launch.plan["gather"]), view_of(op, out), prog)
+        src, dst = widened(reshaped(part, out.view_dims, launch.plan["gather"]), view_of(op, out))
+        self.backend.movement.copy(src, dst, prog)
 
     def _strided_slice_assign(self, op: str, launch: Launch, prog: MovementProgram) -> None:
         var, value = launch.args["varRef"], launch.args["inputValue"]
         assert isinstance(var, AclTensor) and isinstance(value, AclTensor)
         if value.numel == 0:
             return
-        self.backend.movement.copy(view_of(op, value), strided_view(view_of(op, var), launch.plan["strided"]), prog)
+        src, dst = widened(view_of(op, value), strided_view(view_of(op, var), launch.plan["strided"]))
+        self.backend.movement.copy(src, dst, prog)
 
     def _repeat_int(self, op: str, launch: Launch, prog: MovementProgram) -> None:
         t, out = launch.args["self"], launch.args["out"]
@@ -170,7 +192,7 @@ class IndexShapeRunner:
         if out.numel == 0:
             return
         src, dst = repeated_views(view_of(op, t), view_of(op, out), launch.plan["dim"], int(launch.args["repeats"]))
-        self.backend.movement.copy(src, dst, prog)
+        self.backend.movement.copy(*widened(src, dst), prog)
 
     # ------------------------------------------------------------------ repeats on the device
     def _scan(self, prog: Program, repeats: AclTensor, count: int, expect: int) -> Any:
@@ -200,9 +222,10 @@ class IndexShapeRunner:
             return prog
         src_shape: tuple[int, ...] = (1,)
         src_strides: tuple[int, ...] = (0,)
+        out_shape, out_strides = tuple(out.view_dims), tuple(out.strides)
         if op == "RepeatInterleaveTensor":
             src, inner = out, 1
-            kernel = RepeatGather(0, out.rank, 1, numbering=out.dtype)
+            kernel = RepeatGather(0, len(out_shape), 1, numbering=out.dtype)
         else:
             src = launch.args["self"]
             assert isinstance(src, AclTensor)
@@ -210,12 +233,18 @@ class IndexShapeRunner:
                 raise refuse(op, f"a {src.dtype.short} self")
             dim: int = launch.plan["dim"]
             inner = math.prod(src.view_dims[dim + 1 :]) if dim >= 0 else 1
+            item = itemsize(op, src.dtype)
             src_shape, src_strides = tuple(src.view_dims) or (1,), tuple(src.strides) or (0,)
-            kernel = RepeatGather(itemsize(op, src.dtype), out.rank, len(src_shape))
-        meta = self.sorter.meta(out.numel, tuple(out.view_dims), [tuple(out.strides)])
+            wide_src = _wide(src_shape, src_strides, address(src), item) if dim >= 0 and inner > 1 else None
+            wide_out = _wide(out_shape, out_strides, address(out), item) if wide_src is not None else None
+            if wide_src is not None and wide_out is not None:  # rows of whole 16-byte words
+                inner //= WORD // item
+                (src_shape, src_strides), (out_shape, out_strides), item = wide_src, wide_out, WORD
+            kernel = RepeatGather(item, len(out_shape), len(src_shape))
+        meta = self.sorter.meta(math.prod(out_shape), out_shape, [out_strides])
         values = [meta, _view_struct(src_shape, src_strides), _ptr(src), _ptr(out), starts]
         values += [*longs(size, total, inner), FLAG]
-        self._step(prog, kernel, self.sorter.flat_config(out.numel), values)
+        self._step(prog, kernel, self.sorter.flat_config(math.prod(out_shape)), values)
         return prog
 
     def grad_plan(self, launch: Launch) -> Program:
