@@ -3,8 +3,9 @@
 Every spec sample runs through the real op code with the generated kernels built by g++ (``kernel_emulator.py``)
 and is compared with the reference under the op's accuracy class (exact for the copies), contiguous, padded and
 transposed, with sentinel-filled outputs; every error sample is refused with the reference's code (device-only
-facts, repeat counts and index values, through the flag at synchronisation) and leaves the output unwritten.
-The view arithmetic of slices and integer repeats is checked against NumPy on the host.
+facts, repeat counts and index values, through the flag at synchronisation) and a bad device value leaves the
+output unwritten; calls replay bit for bit under stream capture. The view arithmetic of integer repeats is
+checked against NumPy on the host.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import pytest
 
 from acl_core import eager
 from acl_core.backend import Backend
+from acl_core.dtypes import DataType as D
 from acl_core.errors import AclnnError
 from acl_core.spec.ops import get_spec
 from acl_rocm.backend import RocmBackend
 from acl_rocm.ops.index_shape import OPS, repeated_views
 from acl_rocm.ops.movement import View
 from tests.rocm.against_reference import assert_errors_match_reference, assert_matches_reference
+from tests.rocm.capture_harness import OpCall, compare_replay
 from tests.rocm.fake_provider import FakeProvider
 
 
@@ -53,25 +56,46 @@ def test_errors_match_the_reference(emulated: Backend, reference: Backend, op: s
     assert_errors_match_reference(emulated, reference, op)
 
 
-def test_a_bad_count_leaves_out_unwritten(emulated: Backend) -> None:
-    x = np.arange(6, dtype=np.float32).reshape(2, 3)
-    out = np.full((4,), 7.0, np.float32)
-    with pytest.raises(AclnnError) as err:
-        eager.run(
-            "RepeatInterleaveWithDim", emulated, self=x, repeats=np.array([1, 2, 0]), dim=1, outputSize=4, out=out
-        )
-    assert err.value.code == 161002
-    grad = np.ones((3, 2), np.float32)
-    with pytest.raises(AclnnError):
-        eager.run(
+@pytest.mark.parametrize(
+    "op,args",
+    [
+        ("RepeatInterleaveWithDim", {"self": np.ones((2, 3), np.float32), "repeats": np.array([1, 2, 0]), "dim": 1}),
+        ("RepeatInterleaveWithDim", {"self": np.ones((2, 3), np.float32), "repeats": np.array([3, -1, 2]), "dim": 1}),
+        (
             "EmbeddingDenseBackward",
-            emulated,
-            grad=grad,
-            indices=np.array([0, 9, 1]),
-            numWeights=4,
-            paddingIdx=0,
-            scaleGradByFreq=False,
-        )
+            {"grad": np.ones((3, 4), np.float32), "indices": np.array([0, 9, 1]), "numWeights": 2},
+        ),
+    ],
+)
+def test_a_bad_device_value_fails_and_leaves_out_unwritten(emulated: Backend, op: str, args: dict) -> None:
+    if op == "EmbeddingDenseBackward":
+        args = {**args, "paddingIdx": 0, "scaleGradByFreq": False}
+        out = eager.empty((2, 4), D.ACL_FLOAT, emulated)
+    else:
+        args = {**args, "outputSize": 4}
+        out = eager.empty((2, 4), D.ACL_FLOAT, emulated)
+    emulated.runtime.memset(out.address, out.nbytes, eager.SENTINEL, out.nbytes)
+    before = out.storage_bytes().copy()
+    with pytest.raises(AclnnError) as err:
+        eager.run(op, emulated, **args, out=out)
+    assert err.value.code == 161002
+    np.testing.assert_array_equal(out.storage_bytes(), before)
+
+
+def test_calls_replay_under_capture(emulated: RocmBackend) -> None:
+    """Scan, sort and flag programs and the view copies, captured once and replayed with new inputs."""
+    calls = []
+    for op in ("StridedSlice", "RepeatInterleaveWithDim", "RepeatInterleaveGrad", "EmbeddingDenseBackward"):
+        sample = next(iter(get_spec(op).samples(np.random.default_rng(3))))
+        calls.append(OpCall(emulated, op, dict(sample.args)))
+    stream = emulated.runtime.create_stream()
+    try:
+        graph = compare_replay(calls, stream)
+        emulated.driver.graph_destroy(graph)
+    finally:
+        for c in calls:
+            c.free()
+        emulated.runtime.destroy_stream(stream)
 
 
 def test_embedding_backward_sums_each_row_in_position_order(emulated: Backend, reference: Backend) -> None:
