@@ -35,6 +35,7 @@ from acl_tools.bench import (
     backward_rows,
     gemm_variants,
     host,
+    index_shape_rows,
     kernel_profile,
     norm_rope_rows,
     pooling_rows,
@@ -101,6 +102,7 @@ OPS = (
     *norm_rope_rows.OPS,
     *backward_rows.OPS,
     *pooling_rows.OPS,
+    *index_shape_rows.OPS,
     *quant_rows.OPS,
     *("MoeGatingTopK", "MoeTokenUnpermute", "MoeInitRoutingV2", "AttentionUpdate"),
     *("MoeDistributeDispatchV2", "MoeDistributeCombineV2"),
@@ -1754,6 +1756,7 @@ class Suite:
             self.losses()
             self.gathers()
             pooling_rows.run_cases(self)  # AvgPool2d and MaxPool2dWithIndices at a ResNet-like pool
+            index_shape_rows.run_cases(self)  # StridedSlice, RepeatInterleave, EmbeddingDenseBackward (issue 16)
             self.random_fills()
             self.foreach()
             self.optimizer()

@@ -46,6 +46,7 @@ FAMILIES: tuple[str, ...] = (
     "norm_rope_cache",
     "attention_grad",
     "pooling",
+    "index_shape",
 )
 
 _lock = threading.Lock()

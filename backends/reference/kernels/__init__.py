@@ -43,6 +43,7 @@ FAMILIES: tuple[str, ...] = (
     "norm_rope_cache",
     "attention_grad",
     "pooling",
+    "index_shape",
 )
 
 _KERNELS: dict[str, RefKernel] = {}

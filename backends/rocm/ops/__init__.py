@@ -49,6 +49,7 @@ FAMILIES: tuple[str, ...] = (
     "norm_rope_cache",
     "attention_grad",
     "pooling",
+    "index_shape",
 )
 
 

@@ -1,0 +1,330 @@
+"""Kernel generators of repeat-interleave with a repeats tensor, its backward, and EmbeddingDenseBackward.
+
+:class:`RepeatScan` turns the repeat counts into start positions in one block (a chunk a thread, the
+chunk sums scanned in shared memory) and sets the flag on a negative count or a total other than the
+caller's. :class:`RepeatGather` finds each output element's source by binary search over the starts and
+copies its storage word (or, for RepeatInterleaveTensor, writes the group number). :class:`GroupSum`
+adds each group's slices in float32, in order. :class:`EmbedKeys` checks the indices and writes (index,
+position) keys that the row sorter orders; :class:`RowBounds` marks where each weight row's run of sorted
+keys begins and ends, and :class:`EmbedRows` gives each weight row to one block, which sums the run's
+grad rows in position order in float32 (16 bytes of columns a thread where rows allow): deterministic,
+no atomics. Every kernel after the check reads the flag first and writes nothing when it is set.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Final
+
+from acl_core.dtypes import DataType as D
+from acl_rocm.kernels.ctypes_map import ctype
+from acl_rocm.kernels.movement import HELPERS, load_wide, word
+from acl_rocm.kernels.sort import kernel_name, meta, row_offsets, source
+
+SCAN_THREADS: Final = 256
+SIGN: Final = "0x8000000000000000ull"
+
+
+def shape_struct(name: str, ndim: int) -> str:
+    """A struct of one view's ``shape[ndim]`` and ``stride[ndim]`` (``long long``)."""
+    return f"struct {name} {{ long long shape[{ndim}]; long long stride[{ndim}]; }};"
+
+
+def unravel(struct: str, ndim: int, flat: str, out: str) -> list[str]:
+    """C lines setting ``out`` to the offset of C-order element ``flat`` of the view ``struct``."""
+    return [
+        f"long long {out} = 0;",
+        f"{{ long long r = {flat};",
+        f"  for (int d = {ndim - 1}; d >= 0; --d) {{ {out} += (r % {struct}.shape[d]) * {struct}.stride[d]; "
+        f"r /= {struct}.shape[d]; }} }}",
+    ]
+
+
+def _float(dtype: D, expr: str) -> str:
+    return ctype(dtype).decode.format(x=expr)
+
+
+def _store(dtype: D, expr: str) -> str:
+    return ctype(dtype).encode.format(v=expr)
+
+
+@dataclass(frozen=True)
+class RepeatScan:
+    """starts[g] = repeats[0] + ... + repeats[g - 1] for g in [0, count], in one block; flag on a bad count.
+
+    Each thread sums a contiguous chunk, the block scans the chunk sums, and each thread writes its chunk's starts.
+    """
+
+    repeats: D
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("repeat_scan", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        rt = ctype(self.repeats).storage
+        params = [f"const {rt}* repeats", "const long long stride", "const long long count", "const long long expect"]
+        params += ["long long* starts", "int* flag"]
+        body = [
+            f"__shared__ long long part[{SCAN_THREADS}];",
+            "const int t = threadIdx.x;",
+            f"const long long per = (count + {SCAN_THREADS - 1}) / {SCAN_THREADS};  // a contiguous chunk a thread",
+            "const long long first = t * per, last = first + per < count ? first + per : count;",
+            "long long sum = 0;",
+            "bool bad = false;",
+            "for (long long g = first; g < last; ++g) {",
+            "  const long long v = (long long)repeats[g * stride];",
+            "  bad = bad || v < 0;",
+            "  sum += v;",
+            "}",
+            "if (bad) *flag = 1;",
+            "part[t] = sum;",
+            "__syncthreads();",
+            f"for (int step = 1; step < {SCAN_THREADS}; step *= 2) {{  // Hillis-Steele inclusive scan of the chunks",
+            "  const long long add = t >= step ? part[t - step] : 0;",
+            "  __syncthreads();",
+            "  part[t] += add;",
+            "  __syncthreads();",
+            "}",
+            "long long run = part[t] - sum;",
+            "for (long long g = first; g < last; ++g) {",
+            "  starts[g] = run;",
+            "  run += (long long)repeats[g * stride];",
+            "}",
+            f"if (t == {SCAN_THREADS - 1}) {{",
+            f"  starts[count] = part[{SCAN_THREADS - 1}];",
+            f"  if (part[{SCAN_THREADS - 1}] != expect) *flag = 1;",
+            "}",
+        ]
+        return source(f"repeat counts to starts ({self.repeats.short})", "", self.kernel_name, params, body)
+
+
+@dataclass(frozen=True)
+class RepeatGather:
+    """out element (o, j, i) of an (outer, total, inner) space = source element (o, g, i), starts[g] <= j < starts[g+1].
+
+    Meta: out's view (row 0). ``Src``: self's view, whose C-order element (o * groups + g) * inner + i is read.
+    ``numbering``: RepeatInterleaveTensor, out = g in out's integer dtype (``source`` is then that dtype).
+    """
+
+    itemsize: int
+    out_ndim: int
+    src_ndim: int
+    numbering: D | None = None
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("repeat_gather", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        w = word(self.itemsize) if self.numbering is None else ctype(self.numbering).storage
+        params = ["const Meta m", "const Src s", f"const {w}* src", f"{w}* dst", "const long long* starts"]
+        params += ["const long long groups", "const long long total", "const long long inner", "const int* flag"]
+        body = [
+            "if (*flag) return;",
+            "const long long step = (long long)gridDim.x * blockDim.x;",
+            "for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < m.n; q += step) {",
+            *("  " + line for line in row_offsets(self.out_ndim, 1, "q")),
+            "  const long long i = q % inner, j = (q / inner) % total, o = q / inner / total;",
+            "  long long lo = 0, hi = groups - 1;  // the last group starting at or before j",
+            "  while (lo < hi) {",
+            "    const long long mid = (lo + hi + 1) / 2;",
+            "    if (starts[mid] <= j) lo = mid; else hi = mid - 1;",
+            "  }",
+        ]
+        if self.numbering is None:
+            body += ["  " + line for line in unravel("s", self.src_ndim, "(o * groups + lo) * inner + i", "so")]
+            body.append("  dst[o0] = src[so];")
+        else:
+            body.append(f"  dst[o0] = ({w})lo;")
+        body.append("}")
+        structs = "\n".join([meta(self.out_ndim, 1), shape_struct("Src", self.src_ndim)])
+        return source("repeat-interleave gather", structs, self.kernel_name, params, body, HELPERS)
+
+
+@dataclass(frozen=True)
+class GroupSum:
+    """out element (o, g, i) = sum over j in [starts[g], starts[g+1]) of y element (o, j, i), in float32, in order.
+
+    Meta: out's view (row 0; any shape holding outer x groups x inner elements). ``Src``: yGrad's view.
+    """
+
+    dtype: D
+    out_ndim: int
+    src_ndim: int
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("group_sum", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        st = ctype(self.dtype).storage
+        params = ["const Meta m", "const Src s", f"const {st}* y", f"{st}* out", "const long long* starts"]
+        params += ["const long long groups", "const long long length", "const long long inner", "const int* flag"]
+        body = [
+            "if (*flag) return;",
+            "const long long step = (long long)gridDim.x * blockDim.x;",
+            "for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < m.n; q += step) {",
+            *("  " + line for line in row_offsets(self.out_ndim, 1, "q")),
+            "  const long long i = q % inner, g = (q / inner) % groups, o = q / inner / groups;",
+            "  float acc = 0.0f;",
+            "  for (long long j = starts[g]; j < starts[g + 1]; ++j) {",
+            *("    " + line for line in unravel("s", self.src_ndim, "(o * length + j) * inner + i", "yo")),
+            f"    acc += {_float(self.dtype, 'y[yo]')};",
+            "  }",
+            f"  out[o0] = {_store(self.dtype, 'acc')};",
+            "}",
+        ]
+        structs = "\n".join([meta(self.out_ndim, 1), shape_struct("Src", self.src_ndim)])
+        return source(
+            f"repeat-interleave backward: group sums ({self.dtype.short})", structs, self.kernel_name, params, body
+        )
+
+
+@dataclass(frozen=True)
+class EmbedKeys:
+    """keys[q] = indices element q (sign bit flipped), pos[q] = q; flag on a value outside [0, weights)."""
+
+    index: D
+    ndim: int
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("embed_keys", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        c = ctype(self.index)
+        params = ["const Meta m", f"const {c.storage}* indices", "const long long weights"]
+        params += ["unsigned long long* keys", "int* pos", "int* flag"]
+        body = [
+            "const long long step = (long long)gridDim.x * blockDim.x;",
+            "for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < m.n; q += step) {",
+            *("  " + line for line in row_offsets(self.ndim, 1, "q")),
+        ]
+        if c.kind == "float":  # truncation toward zero; NaN and values past int64 are out of range too
+            body += [
+                f"  const double d = {load_wide('indices[o0]', self.index)};",
+                "  const bool ok = d > -1.0 && d < (double)weights;",
+                "  const long long v = ok ? (long long)d : 0;",
+            ]
+        else:
+            body += [
+                f"  const long long v = (long long){load_wide('indices[o0]', self.index)};",
+                "  const bool ok = v >= 0 && v < weights;",
+            ]
+        body += [
+            "  if (!ok) *flag = 1;",
+            f"  keys[q] = (unsigned long long)(ok ? v : 0) ^ {SIGN};",
+            "  pos[q] = (int)q;",
+            "}",
+        ]
+        return source(
+            f"embedding backward: keys of {self.index.short} indices",
+            meta(self.ndim, 1),
+            self.kernel_name,
+            params,
+            body,
+            HELPERS,
+        )
+
+
+@dataclass(frozen=True)
+class RowBounds:
+    """For each run of equal sorted keys (one weight row w): first[w] = its start, last[w] = its end (others stay 0)."""
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("row_bounds", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = ["const unsigned long long* keys", "const long long n", "int* first", "int* last", "const int* flag"]
+        body = [
+            "if (*flag) return;",
+            "const long long step = (long long)gridDim.x * blockDim.x;",
+            "for (long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x; u < n; u += step) {",
+            "  const unsigned long long k = keys[u];",
+            f"  const long long w = (long long)(k ^ {SIGN});",
+            "  if (u == 0 || keys[u - 1] != k) first[w] = (int)u;",
+            "  if (u + 1 == n || keys[u + 1] != k) last[w] = (int)(u + 1);",
+            "}",
+        ]
+        return source("embedding backward: each weight row's run of sorted indices", "", self.kernel_name, params, body)
+
+
+VECTOR = "struct alignas(16) acl_is_vec { unsigned int w[4]; };"
+"""Sixteen bytes moved by one load or store."""
+
+
+@dataclass(frozen=True)
+class EmbedRows:
+    """One block per weight row w: out[w, :] = sum of grad rows whose index is w (its sorted run, position order).
+
+    ``Src``: grad's leading dims (a sorted position is a C-order row there); scale: each term times 1 / run length.
+    ``vector``: each thread moves 16 bytes of columns a step (contiguous, aligned rows), else one column.
+    """
+
+    dtype: D
+    lead_ndim: int
+    vector: bool
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("embed_rows", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        st = ctype(self.dtype).storage
+        width = 16 // (self.dtype.info.storage_bits // 8) if self.vector else 1
+        params = ["const Src s", f"const {st}* grad", "const long long grad_col", f"{st}* out"]
+        params += ["const long long out_row", "const long long out_col", "const int* first", "const int* last"]
+        params += ["const int* pos", "const long long weights", "const long long hidden", "const long long padding"]
+        params += ["const int scale", "const int* flag"]
+        body = [
+            "if (*flag) return;",
+            "for (long long w = blockIdx.x; w < weights; w += gridDim.x) {",
+            "  const long long lo = first[w], hi = w == padding ? lo : (long long)last[w];  // padding: no gradient",
+            "  const float f = scale && hi > lo ? 1.0f / (float)(hi - lo) : 1.0f;",
+            f"  const long long stride = (long long)blockDim.x * {width};",
+            f"  for (long long c = (long long)threadIdx.x * {width}; c < hidden; c += stride) {{",
+            f"    float acc[{width}];",
+            f"    for (int k = 0; k < {width}; ++k) acc[k] = 0.0f;",
+            "    for (long long u = lo; u < hi; ++u) {",
+            *("      " + line for line in unravel("s", self.lead_ndim, "(long long)pos[u]", "go")),
+        ]
+        if self.vector:
+            body += [
+                "      const acl_is_vec raw = *reinterpret_cast<const acl_is_vec*>(grad + go + c);",
+                f"      const {st}* e = reinterpret_cast<const {st}*>(&raw);",
+                f"      for (int k = 0; k < {width}; ++k) acc[k] += {_float(self.dtype, 'e[k]')} * f;",
+                "    }",
+                "    acl_is_vec packed;",
+                f"    {st}* o = reinterpret_cast<{st}*>(&packed);",
+                f"    for (int k = 0; k < {width}; ++k) o[k] = {_store(self.dtype, 'acc[k]')};",
+                "    *reinterpret_cast<acl_is_vec*>(out + w * out_row + c) = packed;",
+                "  }",
+            ]
+        else:
+            body += [
+                f"      acc[0] += {_float(self.dtype, 'grad[go + c * grad_col]')} * f;",
+                "    }",
+                f"    out[w * out_row + c * out_col] = {_store(self.dtype, 'acc[0]')};",
+                "  }",
+            ]
+        body.append("}")
+        structs = shape_struct("Src", self.lead_ndim)
+        helpers = VECTOR if self.vector else ""
+        return source(
+            f"embedding backward: rows ({self.dtype.short})", structs, self.kernel_name, params, body, helpers
+        )
