@@ -42,6 +42,8 @@ FAMILIES: tuple[str, ...] = (
     "quant_vllm",
     "gmm_quant",
     "norm_rope_cache",
+    "bitwise",
+    "pointwise_ternary",
 )
 
 _lock = threading.Lock()

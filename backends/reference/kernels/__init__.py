@@ -39,6 +39,8 @@ FAMILIES: tuple[str, ...] = (
     "quant_vllm",
     "gmm_quant",
     "norm_rope_cache",
+    "bitwise",
+    "pointwise_ternary",
 )
 
 _KERNELS: dict[str, RefKernel] = {}
