@@ -38,9 +38,11 @@ import numpy as np
 
 from acl_core.dtypes import DataType as D
 from acl_core.spec import samples as S
+from acl_core.spec.ops.elementwise import FAMILY, tensor_scalar, tensor_tensor
 from acl_core.spec.opspec import (
     INVALID,
     Call,
+    ErrorGen,
     ErrorSample,
     Infos,
     OpSpec,
@@ -51,7 +53,6 @@ from acl_core.spec.opspec import (
     out,
     tensor,
 )
-from acl_core.spec.ops.elementwise import FAMILY, tensor_scalar, tensor_tensor
 from acl_core.spec.rules import COMPLEX, FLOATS64, SIGNED, same, tensor_arg
 
 UNSIGNED_WIDE = frozenset({D.ACL_UINT16, D.ACL_UINT32, D.ACL_UINT64})
@@ -99,9 +100,7 @@ ROWS: tuple[Binary, ...] = (
 )
 """Every binary bitwise and shift operator."""
 
-SAMPLE_DTYPES = (D.ACL_BOOL, D.ACL_INT8, D.ACL_UINT8, D.ACL_INT16, D.ACL_INT32, D.ACL_INT64) + tuple(
-    sorted(UNSIGNED_WIDE)
-)
+SAMPLE_DTYPES = (D.ACL_BOOL, D.ACL_INT8, D.ACL_UINT8, D.ACL_INT16, D.ACL_INT32, D.ACL_INT64, *sorted(UNSIGNED_WIDE))
 """Every dtype a row declares is sampled."""
 
 
@@ -152,7 +151,7 @@ def _samples(row: Binary) -> SampleGen:
     return gen
 
 
-def _errors(row: Binary) -> SampleGen:
+def _errors(row: Binary) -> ErrorGen:
     def gen(rng: np.random.Generator) -> Iterable[ErrorSample]:
         a = S.array(rng, (2, 3), D.ACL_INT32)
         b: object = 3 if row.scalar else S.array(rng, (2, 3), D.ACL_INT32)

@@ -39,6 +39,7 @@ from acl_core.spec.opspec import (
     INVALID,
     NULLPTR,
     Call,
+    ErrorGen,
     ErrorSample,
     Infos,
     OpSpec,
@@ -94,12 +95,12 @@ def _clamp_infer(row: Clamp) -> Any:
         compute, shape = t.dtype, tuple(t.shape)
         if row.tensors:
             bounds = [tensor_arg(call, b) for b in present]
-            shape = broadcast_shapes(t.shape, *(b.shape for b in bounds), names=("self", *present))
-            for b in bounds:
-                compute = promote_types(compute, b.dtype)
+            shape = broadcast_shapes(t.shape, *(bt.shape for bt in bounds), names=("self", *present))
+            for bt in bounds:
+                compute = promote_types(compute, bt.dtype)
         else:
-            for b in present:
-                s = call.args[b]
+            for name in present:
+                s = call.args[name]
                 assert isinstance(s, AclScalar)
                 compute = promote_with_scalar(compute, s.dtype)
         if compute not in CLAMP_SELF:
@@ -162,7 +163,7 @@ def _clamp_samples(row: Clamp) -> SampleGen:
     return gen
 
 
-def _clamp_errors(row: Clamp) -> SampleGen:
+def _clamp_errors(row: Clamp) -> ErrorGen:
     def gen(rng: np.random.Generator) -> Iterable[ErrorSample]:
         x = S.array(rng, (2, 3), D.ACL_FLOAT)
         bound: object = S.array(rng, (2, 3), D.ACL_FLOAT) if row.tensors else 1.0
@@ -290,7 +291,7 @@ def _addc_samples(name: str, dtypes: frozenset[D]) -> SampleGen:
     return gen
 
 
-def _addc_errors(name: str) -> SampleGen:
+def _addc_errors(name: str) -> ErrorGen:
     def gen(rng: np.random.Generator) -> Iterable[ErrorSample]:
         f = S.array(rng, (2, 3), D.ACL_FLOAT)
         base = {"self": f, "tensor1": f, "tensor2": f, "value": 1.0}
