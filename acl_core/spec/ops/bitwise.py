@@ -87,7 +87,7 @@ class Binary:
 
 
 ROWS: tuple[Binary, ...] = (
-    Binary("BitwiseAndTensor", "and", AND, AND, twin="selfRef"),
+    Binary("BitwiseAndTensor", "and", AND, INT_OUT, twin="selfRef"),
     Binary("BitwiseAndTensorOut", "and", AND, INT_OUT, twin="self"),
     Binary("BitwiseAndScalar", "and", AND, AND | FLOATS64, True, twin="selfRef"),
     Binary("BitwiseOrTensor", "or", OR_XOR, OR_XOR, twin="selfRef"),
