@@ -63,9 +63,9 @@ OR_XOR = BASE | UNSIGNED_WIDE
 SHIFT = SIGNED | {D.ACL_UINT8} | UNSIGNED_WIDE
 NOT = BASE
 INT_OUT = OR_XOR
-"""The tensor pages' outputs: BOOL and every integer type, UINT16/32/64 included (And's too, though its inputs stop at UINT16)."""
+"""The tensor pages' outputs: BOOL and every integer type (And's too, though its inputs stop at UINT16)."""
 SCALAR_OUT = OR_XOR | FLOATS64 | COMPLEX
-"""Or/Xor scalar pages' outputs: any dtype an integer result casts to (AndScalar's list has no UINT32/64 nor complex)."""
+"""Or/Xor scalar pages' outputs: any dtype an integer result casts to (AndScalar lists no UINT32/64, complex)."""
 
 OPERATORS: dict[str, str] = {"and": "&", "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>"}
 """Each binary row's operator (keys of the reference's and the rocm bodies' tables)."""
