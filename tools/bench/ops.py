@@ -83,6 +83,13 @@ POINTWISE: dict[str, tuple[tuple[str, ...], str]] = {
 }
 """Pointwise math rows (acl_core.spec.ops.pointwise_math), one per group, declared like :data:`ACTIVATIONS`."""
 
+BITWISE: dict[str, tuple[tuple[str, ...], str, D, dict[str, Any]]] = {
+    "BitwiseAndTensor": (("self", "other"), "bitwise_and", D.ACL_INT32, {}),
+    "Addcmul": (("self", "tensor1", "tensor2"), "addcmul", D.ACL_BF16, {"value": 0.5}),
+}
+"""Bitwise and pointwise-ternary rows (acl_core.spec.ops.bitwise, pointwise_ternary): aclnn op → (its input
+tensors in order, the torch aten op taking them, the dtype, its scalar arguments)."""
+
 OPS = (
     *("Add", "Copy", "Mul", "Silu", "Softmax", "LayerNorm", "RmsNorm", "Matmul", "FlashAttentionScore"),
     "FlashAttentionScoreV3",
@@ -93,6 +100,7 @@ OPS = (
     *("QuantMatmulV5", "QuantMatmulV3", "Replay", "GemmaRmsNorm"),
     *("Mish", "SiluBackward"),
     *POINTWISE,
+    *BITWISE,
     "AddRmsNormQuant",
     *("MseLoss", "SmoothL1Loss", "GatherNd", "Take", "ForeachAddList", "ApplyAdamWV2"),
     *("InplaceNormal", "InplaceUniform"),
@@ -627,6 +635,51 @@ class Suite:
                     note = "" if setting is None else f"{setting[0]}={setting[1]}"
                     case = Case(op, _mib(n * dtype.info.storage_bits // 8), dtype.short, "GB/s", nbytes, note=note)
                     self.case(case, functools.partial(self.with_env, setting, acl), torch_fn, op)
+
+    def bitwise(self) -> None:
+        """The :data:`BITWISE` rows at the elementwise size (integers drawn over their whole range)."""
+        for op, (inputs, torch_name, dtype, scalars) in BITWISE.items():
+            if not self.wanted(op):
+                continue
+            n = self.sizes.elementwise_bytes // dtype.info.storage_bits * 8
+
+            def acl(
+                op: str = op, dtype: D = dtype, n: int = n, inputs: tuple[str, ...] = inputs, scalars: dict = scalars
+            ) -> tuple[Callable[[], None], Any]:
+                args: dict[str, Any] = {name: self.bits((n,), dtype) for name in inputs}
+                args[get_spec(op).outputs[0].name] = empty((n,), dtype, self.backend)
+                values = {k: aclnn.aclCreateScalar(v, int(D.ACL_FLOAT)) for k, v in scalars.items()}
+                return self.prepared(op, {**args, **values})
+
+            def torch_fn(
+                dtype: D = dtype,
+                n: int = n,
+                inputs: tuple[str, ...] = inputs,
+                name: str = torch_name,
+                scalars: dict = scalars,
+            ) -> Callable[[], object]:
+                fn = getattr(self.torch.ops.aten, name)
+                tensors = [self.torch_bits((n,), dtype) for _ in inputs]
+                return lambda: fn(*tensors, **scalars)
+
+            nbytes = (len(inputs) + 1) * n * dtype.info.storage_bits // 8
+            case = Case(op, _mib(n * dtype.info.storage_bits // 8), dtype.short, "GB/s", nbytes)
+            self.case(case, acl, torch_fn, op)
+
+    def bits(self, shape: tuple[int, ...], dtype: D) -> DeviceArray:
+        """A device array: integers over their dtype's whole range, floats as :meth:`array`."""
+        if not dtype.is_integer:
+            return self.array(shape, dtype)
+        info = np.iinfo(dtype.numpy)
+        return to_device(self.rng.integers(info.min, info.max, shape, dtype=dtype.numpy), self.backend)
+
+    def torch_bits(self, shape: tuple[int, ...], dtype: D) -> Any:
+        """A torch tensor like :meth:`bits`."""
+        if not dtype.is_integer:
+            return self.tensor(shape, dtype)
+        info = np.iinfo(dtype.numpy)
+        torch_dtype = getattr(self.torch, np.dtype(dtype.numpy).name)
+        return self.torch.randint(int(info.min), int(info.max), shape, dtype=torch_dtype, device=self.device)
 
     def losses(self) -> None:
         """Mean-reduced losses (:data:`LOSSES`) over two inputs of ``elementwise_bytes`` each: read bandwidth."""
@@ -1753,6 +1806,7 @@ class Suite:
             copy_gbps = self.copy()
             self.elementwise()
             self.activations()
+            self.bitwise()
             self.losses()
             self.gathers()
             pooling_rows.run_cases(self)  # AvgPool2d and MaxPool2dWithIndices at a ResNet-like pool
@@ -1786,7 +1840,7 @@ class Suite:
         rows = [c.to_json() for c in self.cases]
         for row in rows:
             acl_gbps = row["metric"]["acl"]
-            if row["op"] in ("Add", "Mul", "Silu", *ACTIVATIONS, *POINTWISE) and copy_gbps and acl_gbps:
+            if row["op"] in ("Add", "Mul", "Silu", *ACTIVATIONS, *POINTWISE, *BITWISE) and copy_gbps and acl_gbps:
                 row["fraction_of_copy"] = acl_gbps / copy_gbps
         return {"copy_GBps": copy_gbps, "cases": rows}
 

@@ -47,6 +47,8 @@ FAMILIES: tuple[str, ...] = (
     "attention_grad",
     "pooling",
     "index_shape",
+    "bitwise",
+    "pointwise_ternary",
 )
 
 _lock = threading.Lock()

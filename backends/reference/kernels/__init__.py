@@ -44,6 +44,8 @@ FAMILIES: tuple[str, ...] = (
     "attention_grad",
     "pooling",
     "index_shape",
+    "bitwise",
+    "pointwise_ternary",
 )
 
 _KERNELS: dict[str, RefKernel] = {}

@@ -32,9 +32,12 @@ from typing import Final
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.activation import LOWP as ACTIVATION_LOWP
 from acl_rocm.kernels.activation import ROWS as ACTIVATION_ROWS
+from acl_rocm.kernels.bitwise import ROWS as BITWISE_ROWS
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.lowp import LOWP_PRELUDE
 from acl_rocm.kernels.pointwise_math import ROWS as POINTWISE_MATH_ROWS
+from acl_rocm.kernels.pointwise_ternary import ROWS as TERNARY_ROWS
+from acl_rocm.kernels.pointwise_ternary import VARIANTS as TERNARY_VARIANTS
 from acl_rocm.kernels.prelude import PRELUDE
 
 TOKENS: Final = frozenset({"T", "F", "B", "O", "W"})
@@ -191,14 +194,27 @@ UFUNCS: Final[dict[str, Ufunc]] = {
         ufunc("InplaceZero", "-> selfRef:O", "O(0)"),
         *(ufunc(name, sig, body, ACTIVATION_LOWP.get(name, "")) for name, sig, body in ACTIVATION_ROWS),
         *(ufunc(*row) for row in POINTWISE_MATH_ROWS),
+        *(ufunc(*row) for row in (*BITWISE_ROWS, *TERNARY_ROWS)),
     )
 }
 """Every elementwise op with a HIP kernel, by aclnn name (DivModTrue: DivMod with mode 0)."""
 
 INTERNAL: Final[dict[str, Ufunc]] = {
-    u.name: u for u in (ufunc("RoundHf32", "self:O -> out:O", "acl_round_hf32(self)"),)
+    u.name: u
+    for u in (ufunc("RoundHf32", "self:O -> out:O", "acl_round_hf32(self)"), *(ufunc(*r) for r in TERNARY_VARIANTS))
 }
-"""Helpers other op families use on the device (not aclnn operators)."""
+"""Helpers other op families use on the device, and forms of an op the runner picks per call (not aclnn operators)."""
+
+
+def dtype_constants(compute: D | None) -> dict[str, int]:
+    """Constants a body may name about the computation dtype (integers all travel as 64-bit values):
+    ``acl_width`` (its bits, 1 for BOOL), ``acl_signed`` (a signed integer) and ``acl_integral`` (an integer)."""
+    if compute is None:
+        return {}
+    integral = compute.is_integer
+    width = 1 if compute == D.ACL_BOOL else compute.info.storage_bits
+    signed = integral and compute.info.category == "int"
+    return {"acl_width": width, "acl_signed": int(signed), "acl_integral": int(integral)}
 
 
 # ----------------------------------------------------------------------------- instantiation

@@ -31,6 +31,7 @@ from acl_rocm.kernels.elementwise import (
     Operand,
     ScalarArg,
     Ufunc,
+    dtype_constants,
     generate,
     unroll_for,
     vector_width,
@@ -80,6 +81,8 @@ def host_scalar(value: bool | int | float | complex, dtype: D) -> bool | int | f
 def _select(op: str, launch: Launch) -> Ufunc:
     if op == "DivMod" and int(launch.args["mode"]) == 0:
         return UFUNCS["DivModTrue"]
+    if op == "ClampTensor" and (launch.args["clipValueMin"] is None or launch.args["clipValueMax"] is None):
+        return INTERNAL["ClampTensorUpper" if launch.args["clipValueMin"] is None else "ClampTensorLower"]
     return UFUNCS[op]
 
 
@@ -161,6 +164,7 @@ class ElementwiseRunner:
                 scalars.append((p.name, Scalar(float(value or 0.0), D.ACL_DOUBLE)))
             elif p.kind in (Kind.INT, Kind.BOOL) and u.uses(p.name):
                 constants.append((p.name, int(value or 0)))
+        constants += [(name, value) for name, value in dtype_constants(compute).items() if u.uses(name)]
         return self.instantiate(op, u, tokens, tensors, scalars, constants)
 
     def instantiate(
