@@ -310,9 +310,15 @@ def _compute(inst: Instance, values: Mapping[str, str]) -> list[str]:
     lines = [
         f"const {ctype(op.value).value} {op.name} = {values[op.name]};" for op in inst.operands if op.name in values
     ]
+    # integers travel as 64-bit values: a narrower result wraps to its own width before any wider ``out``
+    wrap = inst.result.is_integer and inst.result != D.ACL_BOOL and inst.result.info.storage_bits < 64
     if _ASSIGNS_R.search(body):
         lines.append(f"{result_c.value} r;")
         lines.append("{ " + body + " }")
+        if wrap:
+            lines.append(f"r = ({result_c.value})(({result_c.storage})(r));")
+    elif wrap:
+        lines.append(f"const {result_c.value} r = ({result_c.value})(({result_c.storage})({body}));")
     else:
         lines.append(f"const {result_c.value} r = ({result_c.value})({body});")
     return lines
