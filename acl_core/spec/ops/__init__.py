@@ -33,6 +33,7 @@ FAMILIES: tuple[str, ...] = (
     "norm_quant",
     "index_ops",
     "loss",
+    "class_loss",
     "foreach",
     "optim",
     "random",
