@@ -31,7 +31,16 @@ from acl_core.spec.opspec import OutInfo, Role
 from acl_core.spec.runtime import MemcpyKind
 from acl_core.spec.validate import check_inputs
 from acl_core.tensor import AclTensorList
-from acl_tools.bench import gemm_variants, host, kernel_profile, norm_rope_rows, quant_gemm, quant_rows, replay
+from acl_tools.bench import (
+    class_loss_rows,
+    gemm_variants,
+    host,
+    kernel_profile,
+    norm_rope_rows,
+    quant_gemm,
+    quant_rows,
+    replay,
+)
 from acl_tools.bench.timing import measure, measure_interleaved
 
 DTYPES = (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16)
@@ -86,6 +95,7 @@ OPS = (
     *("MoeTokenPermute", "ApplyTopKTopP"),
     *("ScatterPaKvCache", "RopeWithSinCosCacheV2"),
     *norm_rope_rows.OPS,
+    *class_loss_rows.OPS,
     *quant_rows.OPS,
     *("MoeGatingTopK", "MoeTokenUnpermute", "MoeInitRoutingV2", "AttentionUpdate"),
     *("MoeDistributeDispatchV2", "MoeDistributeCombineV2"),
@@ -1693,6 +1703,7 @@ class Suite:
             self.elementwise()
             self.activations()
             self.losses()
+            class_loss_rows.run_cases(self)  # CrossEntropyLoss over a Qwen3 vocabulary
             self.gathers()
             self.random_fills()
             self.foreach()
