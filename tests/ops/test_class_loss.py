@@ -124,6 +124,21 @@ def test_cross_entropy_grad_matches_autograd(reduction: str | None, ignore: int,
     _close(got, want, 1e-5)
 
 
+@pytest.mark.parametrize("normalised", [True, False])
+def test_softmax_cross_entropy_with_logits_matches_torch(normalised: bool) -> None:
+    x = RNG.uniform(-6, 6, (5, 11)).astype(np.float32)
+    y = RNG.random((5, 11))
+    y = (y / y.sum(1, keepdims=True) if normalised else y).astype(np.float32)
+    got = ref("SoftmaxCrossEntropyWithLogits", features=x, labels=y)
+    tx = _t(x).requires_grad_()
+    loss = F.cross_entropy(tx, _t(y), reduction="none")  # probability targets
+    _close(got["loss"], loss)
+    _close(got["backprop"], torch.softmax(_t(x), 1) - _t(y))  # the page's formula, whatever the label sums
+    if normalised:  # where the labels are distributions it is the gradient
+        (grad,) = torch.autograd.grad(loss.sum(), tx)
+        _close(got["backprop"], grad)
+
+
 def test_target_out_of_range_is_refused() -> None:
     x, t, w = _case((4, 5), ignore=-100)
     t[1] = 5
@@ -133,7 +148,16 @@ def test_target_out_of_range_is_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    "op", ["NLLLoss", "NLLLossBackward", "NLLLoss2d", "NLLLoss2dBackward", "CrossEntropyLoss", "CrossEntropyLossGrad"]
+    "op",
+    [
+        "NLLLoss",
+        "NLLLossBackward",
+        "NLLLoss2d",
+        "NLLLoss2dBackward",
+        "CrossEntropyLoss",
+        "CrossEntropyLossGrad",
+        "SoftmaxCrossEntropyWithLogits",
+    ],
 )
 def test_samples_and_errors(op: str) -> None:
     check_samples_and_errors(get_spec(op))

@@ -90,6 +90,14 @@ def test_cross_entropy_in_bfloat16_with_a_long_row(emulated: Backend) -> None:
     _check(emulated, "CrossEntropyLoss", _ce(2, 600, ml_dtypes.bfloat16, "mean", 0.1, False, False))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
+def test_softmax_cross_entropy_with_logits_matches_the_reference(emulated: Backend, dtype: Any) -> None:
+    x = RNG.uniform(-6, 6, (3, 300))
+    y = RNG.random((3, 300))
+    y[0] /= y[0].sum()
+    _check(emulated, "SoftmaxCrossEntropyWithLogits", {"features": x.astype(dtype), "labels": y.astype(dtype)})
+
+
 def test_a_target_out_of_range_fails_at_synchronisation(emulated: Backend) -> None:
     args = _nll((3, 4), np.float32, 1, False)
     args["target"] = np.array([0, 4, 1], np.int64)

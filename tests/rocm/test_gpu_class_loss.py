@@ -78,6 +78,9 @@ def test_long_rows_and_many_samples(rocm: Backend, reference: Backend, dtype: An
             "ignoreIndex": -100,
         }
         assert_matches_reference(rocm, reference, "NLLLoss", nll, "contiguous", f"[{n},{c}] {reduction}")
+        y = rng.random((n, c))
+        xent = {"features": x.astype(dtype), "labels": (y / y.sum(1, keepdims=True)).astype(dtype)}
+        assert_matches_reference(rocm, reference, "SoftmaxCrossEntropyWithLogits", xent, "contiguous", f"[{n},{c}]")
 
 
 @pytest.mark.parametrize("reduction", [0, 1, 2], ids=["none", "mean", "sum"])

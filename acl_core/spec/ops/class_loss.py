@@ -23,6 +23,9 @@ Choices where the CANN docs are silent, following torch (``torch.ops.aten.nll_lo
   lseForZlossOut are written with zeros. The zloss mode (``returnZloss`` true or a non-zero
   ``lseSquareScaleForZloss``; in the gradient also ``gradZlossOptional`` / ``lseForZlossOptional``) is
   refused with 161002: the page marks it unsupported ("不会生效"), so CANN defines no result to match;
+* SoftmaxCrossEntropyWithLogits (probability labels, TF's op): ``loss_n = -Σ_c y·log_softmax(x)``,
+  ``backprop = softmax(x) - y`` exactly as the page writes it (the true gradient when each row of labels
+  sums to 1); labels must have features' shape and dtype (161002), loss is ``[N]``;
 * CrossEntropyLossGrad accepts labelSmoothing in [0, 1] with the page's formula (CANN's kernel takes
   only 0.0 today; the formula defines the rest, and torch agrees with it).
 """
@@ -430,6 +433,10 @@ def _ce_grad_scale(args: Args, outputs: Args) -> dict[str, Any]:
     return {"out": np.broadcast_to(scale, np.shape(outputs["out"]))}
 
 
+def _classes_of_features(args: Args, outputs: Args) -> int:
+    return int(np.shape(args["features"])[-1]) if np.ndim(args["features"]) == 2 else 1
+
+
 def _classes(args: Args, outputs: Args) -> int:
     x = args.get("input", args.get("logProb"))
     return int(np.shape(x)[-1]) + int(np.shape(x)[0]) if np.ndim(x) == 2 else 1
@@ -581,6 +588,62 @@ def _nll_accuracy(row: NllRow) -> Accuracy:
     return _NLL_ACCURACY
 
 
+def _xent_infer(call: Call) -> Infos:
+    x, y = tensor_arg(call, "features"), tensor_arg(call, "labels")
+    if x.rank != 2:
+        raise invalid(f"features has shape {list(x.view_dims)}; it must be [N, C]")
+    if tuple(y.view_dims) != tuple(x.view_dims) or y.dtype != x.dtype:
+        raise invalid(
+            f"labels ({y.dtype.short} {list(y.view_dims)}) must match features ({x.dtype.short} {list(x.view_dims)})"
+        )
+    return {"loss": same(x.view_dims[:1], x.dtype), "backprop": same(x.view_dims, x.dtype)}
+
+
+def _xent_samples(rng: np.random.Generator) -> Iterable[Sample]:
+    for dt in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16):
+        for k, shape in enumerate(_CE_SHAPES):
+            x = _logits_of(rng, shape, dt, k)
+            y = rng.random(shape)
+            if k % 2 == 0 and y.size:  # rows that are distributions, and rows that are not
+                y = y / np.sum(y, axis=-1, keepdims=True)
+            yield Sample({"features": x, "labels": y.astype(dt.numpy)}, f"{dt.short} {list(shape)}")
+
+
+def _xent_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+    x = S.array(rng, (3, 4), D.ACL_FLOAT)
+    yield ErrorSample({"features": x, "labels": S.array(rng, (3, 5), D.ACL_FLOAT)}, INVALID, "labels of another shape")
+    yield ErrorSample({"features": x, "labels": S.array(rng, (3, 4), D.ACL_FLOAT16)}, INVALID, "labels dtype")
+    yield ErrorSample(
+        {"features": S.array(rng, (4,), D.ACL_FLOAT), "labels": S.array(rng, (4,), D.ACL_FLOAT)},
+        INVALID,
+        "1-d features",
+    )
+
+
+def _xent_scale(args: Args, outputs: Args) -> dict[str, Any]:
+    with np.errstate(all="ignore"):
+        x, y = _w(args, "features"), _w(args, "labels")
+        lp = _log_softmax(x)
+        scales = {
+            "loss": np.sum(np.abs(y) * (np.abs(x) + np.abs(x - lp)), axis=-1) if x.size else np.zeros(x.shape[:1]),
+            "backprop": np.exp(lp) + np.abs(y),
+        }
+    return {k: np.broadcast_to(v, np.shape(outputs[k])) for k, v in scales.items() if k in outputs}
+
+
+_XENT_ACCURACY = composite(
+    steps=6,
+    length_of=_classes_of_features,
+    scale_of=_xent_scale,
+    reason="logsumexp along the row in at least float32; the loss sums y·log p over the row (terms of either sign)",
+)
+_XENT_PARAMS = (
+    tensor("features", FLOATS),
+    tensor("labels", FLOATS, c_type="aclTensor*"),
+    out("loss", FLOATS),
+    out("backprop", FLOATS),
+)
+
 SPECS: list[OpSpec] = [
     *(
         _spec(
@@ -611,5 +674,14 @@ SPECS: list[OpSpec] = [
         _ce_errors(True),
         _CE_GRAD_ACCURACY,
         "cross entropy gradient",
+    ),
+    _spec(
+        "SoftmaxCrossEntropyWithLogits",
+        _XENT_PARAMS,
+        _xent_infer,
+        _xent_samples,
+        _xent_errors,
+        _XENT_ACCURACY,
+        "softmax cross entropy over probability labels, with its gradient",
     ),
 ]

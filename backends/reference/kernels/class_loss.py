@@ -138,3 +138,13 @@ def cross_entropy_grad(k: RefCall) -> None:
         np.put_along_axis(grad, t[:, None], _pick(grad, t)[:, None] - a[:, None], axis=-1)
         grad = s[:, None] * grad
     k.write("out", grad)
+
+
+@kernel("SoftmaxCrossEntropyWithLogits")
+def softmax_cross_entropy(k: RefCall) -> None:
+    """loss = -Σ y·log_softmax(x) per row; backprop = softmax(x) - y (the page's formulas)."""
+    x, y = k.read("features", np.float64), k.read("labels", np.float64)
+    with np.errstate(all="ignore"):
+        lp = log_softmax(x)
+        k.write("loss", -np.sum(y * lp, axis=-1))
+        k.write("backprop", np.exp(lp) - y)

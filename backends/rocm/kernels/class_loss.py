@@ -14,7 +14,9 @@ class axis, absent: 1) and ``flag`` (a 4-byte device flag, strides 0) are common
   loss, ``Σ tw`` into the total weight, zeros where asked;
 * ``nll_grad``: ``out = -w[t]·g·scale`` where the element's class is the sample's target, else 0;
 * ``weight_sums`` (one block): ``Σ_n w[t_n]`` and ``Σ_c w_c`` for the CE gradient;
-* ``ce_grad``: ``out = s·(exp(lp)·(a + b) - ε/C·w_j - a·[j = t])`` with ``a = (1-ε)·w[t]``, ``b = ε/C·Σ w``.
+* ``ce_grad``: ``out = s·(exp(lp)·(a + b) - ε/C·w_j - a·[j = t])`` with ``a = (1-ε)·w[t]``, ``b = ε/C·Σ w``;
+* ``softmax_xent`` (a block per row of probability labels ``y``): the online max/sum pass, then
+  ``backprop = exp(x - lse) - y`` written while ``-Σ y·(x - lse)`` accumulates into ``loss``.
 """
 
 from __future__ import annotations
@@ -87,26 +89,7 @@ def _nll_rows(kernel: RowKernel) -> str:
 
 def _ce_rows(kernel: RowKernel) -> str:
     x = _v(kernel, "x")
-    body = [
-        "const AclMax mx;",
-        "const AclSum add;",
-        "acc_t top = -acl_inf((acc_t)0), s = (acc_t)0;",
-    ]
-    # one pass: a running max, the running sum rescaled when the max grows
-    body += element_loop(
-        kernel,
-        [
-            f"const acc_t v = {x};",
-            "if (v > top) { s = s * acl_exp(top - v) + (acc_t)1; top = v; } else { s += acl_exp(v - top); }",
-        ],
-    )
-    body += [
-        "const acc_t row_top = acl_block_reduce(top, mx);",
-        "s = top == -acl_inf((acc_t)0) ? (acc_t)0 : s * acl_exp(top - row_top);",
-        "s = acl_block_reduce(s, add);",
-        "const acc_t lse = row_top + acl_log(s);",
-        "acc_t sw = (acc_t)0;",
-    ]
+    body = [*_online_lse(kernel), "acc_t sw = (acc_t)0;"]
     body += element_loop(
         kernel,
         [f"const acc_t lp = {x} - lse;", _store(kernel, "lp", "o", "lp"), f"sw += {_w(kernel, 'o')} * lp;"],
@@ -125,6 +108,39 @@ def _ce_rows(kernel: RowKernel) -> str:
         "}",
     ]
     return _with_t(kernel, assemble(kernel, body))
+
+
+def _online_lse(kernel: RowKernel) -> list[str]:
+    """Lines leaving ``lse``, the row's logsumexp of ``x``: a running max and a rescaled running sum, one pass."""
+    body = ["const AclMax mx;", "const AclSum add;", "acc_t top = -acl_inf((acc_t)0), s = (acc_t)0;"]
+    body += element_loop(
+        kernel,
+        [
+            f"const acc_t v = {_v(kernel, 'x')};",
+            "if (v > top) { s = s * acl_exp(top - v) + (acc_t)1; top = v; } else { s += acl_exp(v - top); }",
+        ],
+    )
+    return [
+        *body,
+        "const acc_t row_top = acl_block_reduce(top, mx);",
+        "s = top == -acl_inf((acc_t)0) ? (acc_t)0 : s * acl_exp(top - row_top);",
+        "s = acl_block_reduce(s, add);",
+        "const acc_t lse = row_top + acl_log(s);",
+    ]
+
+
+def _softmax_xent(kernel: RowKernel) -> str:
+    body = [*_online_lse(kernel), "acc_t sl = (acc_t)0;"]
+    body += element_loop(
+        kernel,
+        [
+            f"const acc_t lp = {_v(kernel, 'x')} - lse, y = {_v(kernel, 'y')};",
+            _store(kernel, "bp", "o", "acl_exp(lp) - y"),
+            "sl -= y * lp;",
+        ],
+    )
+    body += ["sl = acl_block_reduce(sl, add);", "if (threadIdx.x == 0) " + _store(kernel, "loss", "base", "sl")]
+    return assemble(kernel, body)
 
 
 def _class_total(kernel: RowKernel) -> str:
@@ -202,6 +218,7 @@ GENERATORS.update(
         "nll_grad": _nll_grad,
         "weight_sums": _weight_sums,
         "ce_grad": _ce_grad,
+        "softmax_xent": _softmax_xent,
     }
 )
 

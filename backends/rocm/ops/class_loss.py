@@ -9,7 +9,8 @@ Each call is a :class:`~acl_rocm.ops.program.Program` recorded once per signatur
   writing pass, then the smoothed term), then ``class_total``;
 * the backward ops: ``nll_grad`` writes every element of the gradient (0 off the target class), reading
   the given totalWeight for a mean; CrossEntropyLossGrad runs ``weight_sums`` (one block: Σ w[t_n] and
-  Σ w_c into a temporary) then ``ce_grad``.
+  Σ w_c into a temporary) then ``ce_grad``;
+* SoftmaxCrossEntropyWithLogits: ``softmax_xent`` alone (a block per row: loss and backprop together).
 
 A target outside [0, C) other than ignoreIndex sets the program's device flag, which the driver reports as
 161002 at synchronisation (no host round trip). Nothing passes through the host.
@@ -42,6 +43,7 @@ OPS: tuple[str, ...] = (
     "NLLLoss2d",
     "NLLLoss2dBackward",
     "NLLLossBackward",
+    "SoftmaxCrossEntropyWithLogits",
 )
 """The aclnn operators this module runs."""
 
@@ -98,6 +100,10 @@ class ClassLossRunner(RowRunner):
 
     def _planner(self, op: str) -> Any:
         def plan(launch: Launch) -> Program:
+            if op == "SoftmaxCrossEntropyWithLogits":  # no class index: nothing to check on the device
+                prog = Program()
+                self._xent(prog, launch)
+                return prog
             prog = Program(report=f"{op}: target values must lie in [0, C) or equal ignoreIndex")
             if op == "CrossEntropyLossGrad":
                 self._ce_grad(prog, launch)
@@ -296,6 +302,18 @@ class ClassLossRunner(RowRunner):
         options = [("mean", reduction == MEAN)]
         acc = self._acc(g, lp, w)
         self._record(prog, op, "ce_grad", bound, (n,), (c,), options, main, {"sums": sums, "flag": FLAG}, acc)
+
+    def _xent(self, prog: Program, launch: Launch) -> None:
+        x, y = _need(launch, "features"), _need(launch, "labels")
+        loss, bp = _need(launch, "loss"), _need(launch, "backprop")
+        bound = [
+            bind("x", x, (x.strides[0],), (x.strides[1],)),
+            bind("y", y, (y.strides[0],), (y.strides[1],)),
+            bind("loss", loss, (loss.strides[0],), (0,), write=True),
+            bind("bp", bp, (bp.strides[0],), (bp.strides[1],), write=True),
+        ]
+        op = "SoftmaxCrossEntropyWithLogits"
+        self._record(prog, op, "softmax_xent", bound, (x.view_dims[0],), (x.view_dims[1],), (), [], {}, self._acc(x))
 
 
 RUNNER = ClassLossRunner
