@@ -430,7 +430,7 @@ def _indexed_size(args: Args, name: str, mark: IndexOf) -> int | None:
         return None
     if target.ndim == 0 or target.size == 0:
         return None
-    dim = int(args.get(mark.dim, 0)) if mark.dim else 0
+    dim = int(args.get(mark.dim, 0)) if mark.dim else mark.axis
     if not -target.ndim <= dim < target.ndim:
         return None
     dim %= target.ndim

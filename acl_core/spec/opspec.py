@@ -86,6 +86,8 @@ class IndexOf:
     negative: str = "refuse"
     each: bool = False
     span: int = 1
+    axis: int = 0
+    """The indexed dimension when ``dim`` is None (the class axis 1 of a loss's ``[N, C, ...]`` input)."""
 
 
 @dataclass(frozen=True)

@@ -176,3 +176,49 @@ def test_integer_inputs_are_refused() -> None:
     with pytest.raises(AclnnError) as err:
         ref("Mish", self=np.arange(4, dtype=np.int32))
     assert err.value.code == 161002
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_backward_v2_matches_autograd(approximate: str, dtype: Any) -> None:
+    x, g = _x(dtype), _x(dtype, seed=1)
+    t = torch.from_numpy(x.astype(np.float64)).requires_grad_()
+    (want,) = torch.autograd.grad(F.gelu(t, approximate=approximate), t, torch.from_numpy(g.astype(np.float64)))
+    got = ref("GeluBackwardV2", gradOutput=g, self=x, approximate=approximate)["gradInput"]
+    _close(got, want, dtype)
+
+
+def test_gelu_backward_v2_refuses_an_unknown_mode() -> None:
+    x = _x(np.float32)
+    with pytest.raises(AclnnError) as info:
+        ref("GeluBackwardV2", gradOutput=x, self=x, approximate="erf")
+    assert info.value.code == 161002
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp32", "fp16", "bf16"])
+def test_log_sigmoid_backward_matches_autograd_and_ignores_the_buffer(dtype: Any) -> None:
+    x, g = _x(dtype) * 10, _x(dtype, seed=1)
+    t = torch.from_numpy(x.astype(np.float64)).requires_grad_()
+    (want,) = torch.autograd.grad(F.logsigmoid(t), t, torch.from_numpy(g.astype(np.float64)))
+    for buffer in (x, np.full_like(x, np.nan)):
+        got = ref("LogSigmoidBackward", gradOutput=g, self=x, buffer=buffer)["gradInput"]
+        _close(got, want, dtype)
+
+
+@pytest.mark.parametrize("eps", [-1.0, 0.0, 0.125])
+def test_logit_grad_matches_autograd(eps: float) -> None:
+    x = np.concatenate([np.linspace(0.0, 1.0, 33), [-0.5, 1.5, np.nan]]).astype(np.float32)
+    g = np.random.default_rng(2).uniform(-2, 2, x.shape).astype(np.float32)
+    t = torch.from_numpy(x.astype(np.float64)).requires_grad_()
+    (want,) = torch.autograd.grad(
+        torch.logit(t, eps=None if eps < 0 else eps), t, torch.from_numpy(g.astype(np.float64))
+    )
+    got = ref("LogitGrad", x=x, dy=g, eps=eps)["out"]
+    inside = (x > 0) & (x < 1)  # at 0 and 1 torch's clamp routes the gradient differently; the page's rule is checked
+    np.testing.assert_allclose(got[inside], want.numpy()[inside].astype(np.float32), rtol=2e-6)
+    outside = ~((x >= max(eps, 0.0)) & (x <= 1.0 - max(eps, 0.0)))
+    if eps < 0:
+        assert np.isnan(got[(x < 0) | (x > 1) | np.isnan(x)]).all()
+        assert np.isinf(got[(x == 0) | (x == 1)]).all()
+    else:
+        assert (got[outside & ~np.isnan(x)] == 0.0).all()

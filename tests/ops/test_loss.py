@@ -228,3 +228,35 @@ def test_invalid_calls_are_161002(op: str, args: dict[str, Any]) -> None:
     with pytest.raises(AclnnError) as info:
         ref(op, **args)
     assert info.value.code == 161002
+
+
+TARGET_BACKWARD = {
+    "BinaryCrossEntropyWithLogits": "BinaryCrossEntropyWithLogitsTargetBackward",
+    "KlDiv": "KlDivTargetBackward",
+}
+
+
+@pytest.mark.parametrize("variant", [False, True], ids=["plain", "weights-or-log-target"])
+@pytest.mark.parametrize("reduction", [0, 1, 2], ids=["none", "mean", "sum"])
+@pytest.mark.parametrize("op", sorted(TARGET_BACKWARD))
+def test_target_backward_matches_autograd(op: str, reduction: int, variant: bool) -> None:
+    _, _, fn, attrs, _, _ = LOSSES[op]
+    x, t = _inputs(op, np.float32)
+    args, extras = _extras(op, variant, 5)
+    if op == "KlDiv":
+        attrs = {"logTarget": variant}
+        extras = {"logt": variant}
+        if variant:
+            t = np.log(t).astype(np.float32)
+        else:
+            t[0, :2] = 0.0  # xlogy(0, 0): the target gradient is 0 there (torch masks it)
+    g = np.random.default_rng(4).uniform(-1, 2, (3, 5) if reduction == 0 else ()).astype(np.float32)
+    tt = _torch(t).requires_grad_()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y = fn(_torch(x), tt, {"logt": False, **extras}, REDUCTION[reduction])
+    (want,) = torch.autograd.grad(y, tt, _torch(g))
+    got = ref(TARGET_BACKWARD[op], gradOutput=g, self=x, target=t, reduction=reduction, **attrs, **args)["gradTarget"]
+    if op == "KlDiv" and not variant:
+        want = torch.where(_torch(t) == 0.0, torch.zeros_like(want), want)  # autograd's log(0) gives -inf·0 there
+    _close(got, want, np.float32)

@@ -21,7 +21,7 @@ from acl_core import aclnn, eager
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
 from acl_core.spec.ops import get_spec
-from acl_core.spec.ops.loss import MEAN, NONE, POINTWISE, ROW_OF, SUM
+from acl_core.spec.ops.loss import MEAN, NONE, POINTWISE, ROW_OF, SUM, params_of
 from acl_core.spec.opspec import Kind
 from acl_core.tensor import AclTensor
 from acl_rocm.ops import loss as loss_ops
@@ -53,8 +53,8 @@ def test_every_loss_is_claimed(rocm: Backend) -> None:
 
 def _loss_args(op: str, shape: tuple[int, ...], dtype: Any, reduction: int, rng: np.random.Generator) -> dict:
     """Inputs of ``op`` at ``shape`` in its declared domain (weights over the last dim, gradOutput as required)."""
-    row, backward = ROW_OF[op]
-    params = row.backward if backward else row.forward
+    row, _ = ROW_OF[op]
+    params = params_of(op)
     args: dict[str, Any] = {"reduction": reduction, **row.values[-1]}
     for p in params:
         if p.writes or p.kind is not Kind.TENSOR:

@@ -15,7 +15,7 @@ import pytest
 from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
-from acl_core.spec.ops.loss import MEAN, NONE, POINTWISE, SUM
+from acl_core.spec.ops.loss import MEAN, NONE, POINTWISE, SUM, WRT_TARGET, params_of
 from acl_rocm.kernels.loss import BODIES, Variant, loss_ufunc
 from acl_rocm.ops.loss import SLICE, terms_dtype
 from tests.rocm.against_reference import class_problems
@@ -27,9 +27,11 @@ def _check(backend: Backend, op: str, args: dict[str, Any]) -> None:
     assert not problems, f"{op} {args.get('reduction')}: " + "; ".join(p.message for p in problems)
 
 
-def _args(row: Any, backward: bool, shape: tuple[int, ...], dtype: Any, reduction: int, seed: int) -> dict:
+def _args(
+    row: Any, backward: bool, shape: tuple[int, ...], dtype: Any, reduction: int, seed: int, op: str = ""
+) -> dict:
     rng = np.random.default_rng(seed)
-    params = row.backward if backward else row.forward
+    params = params_of(op) if op else row.backward if backward else row.forward
     args: dict[str, Any] = {"reduction": reduction, **row.values[-1]}
     for p in params:
         if p.writes or p.kind.name != "TENSOR":
@@ -49,6 +51,18 @@ def test_every_loss_and_gradient_matches_the_reference(emulated: Backend, row: A
         for backward in (False, True):
             op = row.backward_name if backward else row.name
             _check(emulated, op, _args(row, backward, (2, 3, 5), np.float32, reduction, reduction))
+
+
+@pytest.mark.parametrize("op", sorted(WRT_TARGET))
+def test_the_target_gradients_match_the_reference(emulated: Backend, op: str) -> None:
+    row = next(r for r in POINTWISE if r.target_name == op)
+    for reduction in (NONE, MEAN, SUM):
+        args = _args(row, True, (2, 3, 5), np.float32, reduction, reduction + 7, op)
+        _check(emulated, op, args)
+        if "posWeightOptional" in args:  # without the pos weight: -w·x
+            _check(emulated, op, {**args, "posWeightOptional": None})
+        if "logTarget" in args:
+            _check(emulated, op, {**args, "logTarget": not args["logTarget"], "target": np.abs(args["target"]) + 0.1})
 
 
 @pytest.mark.parametrize("reduction", [MEAN, SUM], ids=["mean", "sum"])

@@ -33,6 +33,7 @@ from acl_core.spec.validate import check_inputs
 from acl_core.tensor import AclTensorList
 from acl_tools.bench import (
     backward_rows,
+    class_loss_rows,
     gemm_variants,
     host,
     index_shape_rows,
@@ -111,6 +112,7 @@ OPS = (
     *backward_rows.OPS,
     *pooling_rows.OPS,
     *index_shape_rows.OPS,
+    *class_loss_rows.OPS,
     *quant_rows.OPS,
     *("MoeGatingTopK", "MoeTokenUnpermute", "MoeInitRoutingV2", "AttentionUpdate"),
     *("MoeDistributeDispatchV2", "MoeDistributeCombineV2"),
@@ -1808,6 +1810,7 @@ class Suite:
             self.activations()
             self.bitwise()
             self.losses()
+            class_loss_rows.run_cases(self)  # CrossEntropyLoss over a Qwen3 vocabulary
             self.gathers()
             pooling_rows.run_cases(self)  # AvgPool2d and MaxPool2dWithIndices at a ResNet-like pool
             index_shape_rows.run_cases(self)  # StridedSlice, RepeatInterleave, EmbeddingDenseBackward (issue 16)

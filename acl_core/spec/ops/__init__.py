@@ -35,6 +35,7 @@ FAMILIES: tuple[str, ...] = (
     "norm_quant",
     "index_ops",
     "loss",
+    "class_loss",
     "foreach",
     "optim",
     "random",

@@ -19,9 +19,15 @@ Choices where the CANN docs are silent or not transcribed here:
   does not determine the input when alpha < 0. LeakyReluBackward's ``selfIsResult`` does not change the
   result (the sign of the result is the sign of the input for a non-negative slope).
 
-Not declared yet: LogSigmoidForward / LogSigmoidBackward (their ``buffer`` is an implementation
-detail CANN does not specify), Prelu(Backward) (weight along dim 1), Glu(Backward), GeluMul,
-GeluBackwardV2 (a ``char*`` mode), HardswishBackwardV2, and the row ops (SoftmaxBackward, ...).
+* GeluBackwardV2: ``approximate`` "none" (erf) or "tanh" (torch's two gelu_backward formulas); any other
+  string is 161002;
+* LogSigmoidBackward: ``buffer`` is read by nobody (the page: "intermediate result, not used yet"); it
+  takes part in the shape and dtype rules like the other inputs, and the gradient is
+  ``gradOutput / (1 + e^x)``, evaluated as torch's log_sigmoid_backward does (no overflow on either side).
+
+Not declared yet: LogSigmoidForward (its ``buffer`` output is an implementation detail CANN does not
+specify), Prelu(Backward) (weight along dim 1), Glu(Backward), GeluMul, HardswishBackwardV2, and the row
+ops (SoftmaxBackward, ...).
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from acl_core.spec.opspec import (
     invalid,
     out,
     scalar,
+    string_attr,
     tensor,
 )
 from acl_core.spec.promotion import promote_types
@@ -150,6 +157,13 @@ BACKWARD: tuple[Row, ...] = (
     Row("TanhBackward", (_t("gradOutput"), _t("output"), _o("gradInput")), _EXACT, ranges={"output": (-1.0, 1.0)}),
     Row("SiluBackward", (*_GRAD_SELF, _o("gradInput")), _LIBM),
     Row("GeluBackward", (*_GRAD_SELF, _o("gradInput", "const aclTensor*")), _LIBM),
+    Row(
+        "GeluBackwardV2",
+        (*_GRAD_SELF, string_attr("approximate", choices=("none", "tanh")), _o("gradInput")),
+        _LIBM,
+        ({"approximate": "none"}, {"approximate": "tanh"}),
+    ),
+    Row("LogSigmoidBackward", (*_GRAD_SELF, _t("buffer"), _o("gradInput")), _LIBM),
     Row("FastGeluBackward", (*_GRAD_SELF, _o("gradInput")), _LIBM),
     Row(
         "SwishBackward",
@@ -250,10 +264,11 @@ def _spec(row: Row) -> OpSpec:
             for k, values in enumerate(row.values):
                 for combo in shapes:
                     args: dict[str, object] = dict(values)
-                    for name, shape in zip(inputs, combo):
+                    padded = (*combo, *(combo[-1],) * (len(inputs) - len(combo)))  # a buffer takes self's shape
+                    for name, shape in zip(inputs, padded):
                         low, high = (row.ranges or {}).get(name, (-4.0, 4.0))
                         # specials in the activation's own input; the gradient keeps finite values
-                        special = name == inputs[-1] or len(inputs) == 1
+                        special = name == inputs[min(1, len(inputs) - 1)]
                         args[name] = S.array(rng, shape, dt, low=low, high=high, special=special)
                     yield Sample(args, f"{dt.short} {[list(s) for s in combo]} setting {k}")
 

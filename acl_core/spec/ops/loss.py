@@ -2,7 +2,9 @@
 
 Each ``POINTWISE`` row is a loss whose value is a sum of per-element terms (MseLoss, L1Loss, SmoothL1Loss,
 SoftMarginLoss, BinaryCrossEntropy, BinaryCrossEntropyWithLogits, KlDiv) together with its backward
-op; the official parameters of both come from tests/data/cann/aclnn-signatures.tsv. ``reduction`` is
+op (and, for BinaryCrossEntropyWithLogits and KlDiv, the gradient in the target: ``…TargetBackward``,
+``gradTarget = gradOutput · ∂term/∂target``, torch's ``*_target_backward``); the official parameters of
+each come from tests/data/cann/aclnn-signatures.tsv. ``reduction`` is
 CANN's enum: 0 none (one term per element), 1 mean, 2 sum (a 0-d result; CANN's ``[1]`` is accepted
 too). The terms follow torch's definitions (torch.nn.functional), which the CANN pages mirror.
 
@@ -118,6 +120,9 @@ class LossRow:
     values: tuple[Mapping[str, object], ...] = ({},)
     magnitude: Callable[[Mapping[str, Any]], np.ndarray] | None = None
     special: bool = True
+    target_name: str = ""
+    """The op of the gradient in the target ("" where none is declared); its parameters are ``target_params``."""
+    target_params: tuple[Param, ...] = ()
 
 
 def _t(name: str, optional: bool = False) -> Param:
@@ -181,6 +186,8 @@ POINTWISE: tuple[LossRow, ...] = (
         _LIBM,
         {"target": (0.0, 1.0), "weightOptional": (0.1, 2.0), "posWeightOptional": (0.1, 3.0)},
         magnitude=_logits_magnitude,
+        target_name="BinaryCrossEntropyWithLogitsTargetBackward",
+        target_params=(*_GXT, _t("weightOptional", True), _t("posWeightOptional", True), _R, _o("gradTarget")),
     ),
     LossRow(
         "KlDiv",
@@ -193,6 +200,8 @@ POINTWISE: tuple[LossRow, ...] = (
         {"target": (0.05, 2.0)},
         ({"logTarget": False}, {"logTarget": True}),
         magnitude=_kl_magnitude,
+        target_name="KlDivTargetBackward",
+        target_params=(*_GXT, _R, _LOGT, _o("gradTarget")),
     ),
 )
 """Pointwise losses: the forward sums terms f(x, t, w, ...); the backward is gradOutput · ∂f/∂x."""
@@ -263,8 +272,17 @@ def _arrays(
     return args
 
 
-def _samples(row: LossRow, backward: bool) -> Callable[[np.random.Generator], Iterable[Sample]]:
-    params = row.backward if backward else row.forward
+def params_of(op: str) -> tuple[Param, ...]:
+    """The official parameters of loss op ``op`` (a forward, backward or target-gradient op)."""
+    row, backward = ROW_OF[op]
+    if op in WRT_TARGET:
+        return row.target_params
+    return row.backward if backward else row.forward
+
+
+def _samples(
+    row: LossRow, params: tuple[Param, ...], backward: bool
+) -> Callable[[np.random.Generator], Iterable[Sample]]:
 
     def gen(rng: np.random.Generator) -> Iterable[Sample]:
         for dt in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16):
@@ -291,8 +309,9 @@ def _samples(row: LossRow, backward: bool) -> Callable[[np.random.Generator], It
     return gen
 
 
-def _errors(row: LossRow, backward: bool) -> Callable[[np.random.Generator], Iterable[ErrorSample]]:
-    params = row.backward if backward else row.forward
+def _errors(
+    row: LossRow, params: tuple[Param, ...], backward: bool
+) -> Callable[[np.random.Generator], Iterable[ErrorSample]]:
     result = _result(params)
 
     def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
@@ -332,24 +351,30 @@ def _accuracy(row: LossRow, backward: bool) -> Accuracy:
     )
 
 
-def _spec(row: LossRow, backward: bool) -> OpSpec:
-    params = row.backward if backward else row.forward
+def _spec(row: LossRow, name: str) -> OpSpec:
+    params = params_of(name)
+    backward = ROW_OF[name][1]
+    what = "target gradient" if name in WRT_TARGET else "gradient" if backward else "loss"
     return OpSpec(
-        row.backward_name if backward else row.name,
+        name,
         FAMILY,
         params,
         _infer(params, backward),
-        samples=_samples(row, backward),
-        error_samples=_errors(row, backward),
+        samples=_samples(row, params, backward),
+        error_samples=_errors(row, params, backward),
         accuracy=_accuracy(row, backward),
-        summary=f"{row.name} {'gradient' if backward else 'loss'}",
+        summary=f"{row.name} {what}",
     )
 
+
+WRT_TARGET: frozenset[str] = frozenset(r.target_name for r in POINTWISE if r.target_name)
+"""The gradients in the target (``gradTarget``) rather than in the input."""
 
 ROW_OF: dict[str, tuple[LossRow, bool]] = {
     **{r.name: (r, False) for r in POINTWISE},
     **{r.backward_name: (r, True) for r in POINTWISE},
+    **{r.target_name: (r, True) for r in POINTWISE if r.target_name},
 }
-"""Every pointwise loss op: its row and whether it is the backward op."""
+"""Every pointwise loss op: its row and whether it is a backward op (in the input, or in the target)."""
 
-SPECS: list[OpSpec] = [_spec(r, b) for r in POINTWISE for b in (False, True)]
+SPECS: list[OpSpec] = [_spec(row, name) for name, (row, _) in ROW_OF.items()]

@@ -38,7 +38,7 @@ from acl_core.spec import samples as S
 from acl_core.spec.accuracy import Accuracy, composite, exact, ulp
 from acl_core.spec.ops.elementwise import tensor_tensor, unary
 from acl_core.spec.opspec import OpSpec, Param, Sample, SampleGen, bool_attr, float_attr, inplace_twin, int_attr
-from acl_core.spec.rules import FLOATS64, INTEGERS, REAL, REAL_BOOL, float_result
+from acl_core.spec.rules import FLOATS, FLOATS64, INTEGERS, REAL, REAL_BOOL, float_result
 
 FAMILY = "elementwise"
 
@@ -241,6 +241,18 @@ MISC: tuple[Pointwise, ...] = (
         REAL_BOOL,
         ulp(2, float64=4, reason="log(x/(1-x)) evaluated in double, rounded once; float64: log's and the quotient's"),
         result=float_result,
+        extra=(float_attr("eps"),),
+        settings=_CLAMP_EPS,
+        low=0.0,
+        high=1.0,
+    ),
+    Pointwise(
+        "LogitGrad",
+        ("x", "dy"),
+        FLOATS,
+        ulp(
+            1, reason="dy / (x·(1-x)) in double (two roundings of 2^-53), rounded once; 0 or NaN outside the eps range"
+        ),
         extra=(float_attr("eps"),),
         settings=_CLAMP_EPS,
         low=0.0,

@@ -32,6 +32,7 @@ FAMILIES: tuple[str, ...] = (
     "norm_quant",
     "index_ops",
     "loss",
+    "class_loss",
     "foreach",
     "serving",
     "optim",

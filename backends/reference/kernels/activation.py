@@ -42,6 +42,21 @@ def _sigmoid(x: Array) -> Array:
     return 1.0 / (1.0 + np.exp(-x))
 
 
+def _gelu_backward_v2(v: V) -> Array:
+    g, x = v["gradOutput"], v["self"]
+    if v["approximate"] == "none":
+        return g * (0.5 * _erfc(-x * _INV_SQRT2) + x * (np.exp(-0.5 * x * x) * _INV_SQRT_2PI))
+    beta, kappa = 0.79788456080286535588, 0.044715  # sqrt(2/pi), torch's tanh-approximation constants
+    t = np.tanh(beta * (x + kappa * x * x * x))
+    return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * beta * (1.0 + 3.0 * kappa * x * x))
+
+
+def _log_sigmoid_backward(v: V) -> Array:
+    x = v["self"]
+    z = np.exp(-np.abs(x))
+    return v["gradOutput"] * np.where(x < 0.0, 1.0 / (1.0 + z), z / (1.0 + z))
+
+
 def _elu_backward(v: V) -> Array:
     g, x, a, sc, inp = v["gradOutput"], v["selfOrResult"], v["alpha"], v["scale"], v["inputScale"]
     if v["isResult"]:
@@ -110,6 +125,8 @@ FUNCTIONS: dict[str, Callable[[V], Array]] = {
         v["gradOutput"]
         * (0.5 * _erfc(-v["self"] * _INV_SQRT2) + v["self"] * (np.exp(-0.5 * v["self"] * v["self"]) * _INV_SQRT_2PI))
     ),
+    "GeluBackwardV2": _gelu_backward_v2,
+    "LogSigmoidBackward": _log_sigmoid_backward,
     "FastGeluBackward": lambda v: (lambda s: v["gradOutput"] * (s + 1.702 * v["self"] * s * (1.0 - s)))(
         1.0 / (1.0 + np.exp(-1.702 * v["self"]))
     ),
@@ -153,6 +170,8 @@ def _activation(k: RefCall) -> None:
             values[p.name] = k.read(p.name, np.float64)
         elif p.kind is Kind.SCALAR:
             values[p.name] = _scalar(k.value(p.name), compute)
+        elif p.kind is Kind.STRING:
+            values[p.name] = k.value(p.name)
         else:
             values[p.name] = bool(k.value(p.name))
     with np.errstate(all="ignore"):

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from acl_core.spec.ops.loss import MEAN, NONE, ROLES, ROW_OF
+from acl_core.spec.ops.loss import MEAN, NONE, ROLES, ROW_OF, WRT_TARGET
 from acl_core.spec.opspec import Kind
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
@@ -78,6 +78,31 @@ def _kl_grad(v: V) -> Array:
     return -np.exp(t) if v["logt"] else -t
 
 
+def _softplus(x: Array) -> Array:
+    return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
+
+
+def _logits_target_grad(v: V) -> Array:
+    x = _f(v, "x")
+    if not v["has_pw"]:
+        return -x * _f(v, "w")
+    return _f(v, "w") * (_f(v, "pw") * _softplus(-x) - _softplus(x))  # torch: log_sigmoid(-x) - pw·log_sigmoid(x)
+
+
+def _kl_target_grad(v: V) -> Array:
+    x, t = _f(v, "x"), _f(v, "t")
+    if v["logt"]:
+        return np.exp(t) * (t + 1.0 - x)
+    return np.where(t == 0.0, 0.0, np.log(np.where(t == 0.0, 1.0, t)) + 1.0 - x)
+
+
+TARGET_GRADS: dict[str, Callable[[V], Array]] = {
+    "BinaryCrossEntropyWithLogits": _logits_target_grad,
+    "KlDiv": _kl_target_grad,
+}
+"""Per loss with a ``…TargetBackward`` op: ∂term/∂target (torch's ``*_target_backward``)."""
+
+
 TERMS: dict[str, tuple[Callable[[V], Array], Callable[[V], Array]]] = {
     "MseLoss": (lambda v: (_f(v, "x") - _f(v, "t")) ** 2, lambda v: 2.0 * (_f(v, "x") - _f(v, "t"))),
     "L1Loss": (lambda v: np.abs(_f(v, "x") - _f(v, "t")), lambda v: np.sign(_f(v, "x") - _f(v, "t"))),
@@ -96,6 +121,8 @@ TERMS: dict[str, tuple[Callable[[V], Array], Callable[[V], Array]]] = {
 def _pointwise(k: RefCall) -> None:
     row, backward = ROW_OF[k.launch.spec.name]
     term, grad = TERMS[row.name]
+    if k.launch.spec.name in WRT_TARGET:
+        grad = TARGET_GRADS[row.name]
     values: dict[str, Array | float | bool] = {"w": np.float64(1.0), "pw": np.float64(1.0)}
     result = ""
     for p in k.launch.spec.params:
@@ -105,6 +132,7 @@ def _pointwise(k: RefCall) -> None:
             values[ROLES[p.name]] = k.read(p.name, np.float64)
     values["beta"] = float(np.float32(k.value("beta"))) if "beta" in k.args else 0.0
     values["logt"] = bool(k.args.get("logTarget", False))
+    values["has_pw"] = k.args.get("posWeightOptional") is not None
     reduction = int(k.value("reduction"))
     terms = np.broadcast_shapes(*(np.shape(values[r]) for r in ("x", "t", "w", "pw")))
     count = int(np.prod(terms))

@@ -149,6 +149,15 @@ def _logit(x: Array, eps: float) -> Array:
         return np.log(c / (1.0 - c))
 
 
+def _logit_grad(x: Array, dy: Array, eps: float) -> Array:
+    """torch's logit_backward: NaN outside [0, 1] (eps < 0), else 0 outside [eps, 1 - eps]."""
+    with np.errstate(all="ignore"):
+        grad = dy / (x * (1.0 - x))
+        if eps < 0:
+            return np.where((x < 0.0) | (x > 1.0), np.nan, grad)
+        return np.where((x < eps) | (x > 1.0 - eps), 0.0, grad)
+
+
 def _nan_to_num(k: RefCall, x: Array) -> Array:
     nan, pos, neg = (_attr(k, n) for n in ("nan", "posinf", "neginf"))
     return np.where(np.isnan(x), nan, np.where(x == np.inf, pos, np.where(x == -np.inf, neg, x)))
@@ -167,6 +176,7 @@ MISC: dict[str, Callable[[RefCall, list[Array]], Array]] = {
     ),
     "NanToNum": lambda k, v: _nan_to_num(k, v[0]),
     "Logit": lambda k, v: _logit(v[0], _attr(k, "eps")),
+    "LogitGrad": lambda k, v: _logit_grad(v[0], v[1], _attr(k, "eps")),
     "LogAddExp": lambda k, v: _logaddexp(math.e)(v[0], v[1]),
     "LogAddExp2": lambda k, v: _logaddexp(2.0)(v[0], v[1]),
     "RoundDecimals": lambda k, v: _round_decimals(v[0], int(k.value("decimals"))),

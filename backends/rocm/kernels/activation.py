@@ -79,6 +79,22 @@ ROWS: Final[tuple[tuple[str, str, str], ...]] = (
         _GX + "r = g * (0.5 * erfc(-x * 0.70710678118654752440) + x * (exp(-0.5 * x * x) * 0.39894228040143267794));",
     ),
     (
+        "GeluBackwardV2",
+        _GRAD,
+        _GX + "r = g * (0.5 * erfc(-x * 0.70710678118654752440) + x * (exp(-0.5 * x * x) * 0.39894228040143267794));",
+    ),
+    (
+        "GeluBackwardV2Tanh",  # approximate "tanh": picked by the op's runner
+        _GRAD,
+        _GX + "const double b = 0.79788456080286535588, k = 0.044715; const double t = tanh(b * (x + k * x * x * x)); "
+        "r = g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * b * (1.0 + 3.0 * k * x * x));",
+    ),
+    (
+        "LogSigmoidBackward",  # buffer is not read (CANN's page: not used yet)
+        _GRAD,
+        _GX + "const double z = exp(-fabs(x)); r = g * (x < 0.0 ? 1.0 / (1.0 + z) : z / (1.0 + z));",
+    ),
+    (
         "FastGeluBackward",
         _GRAD,
         _GX + "const double s = 1.0 / (1.0 + exp(-1.702 * x)); r = g * (s + 1.702 * x * s * (1.0 - s));",

@@ -49,6 +49,11 @@ _LOGITS_GRAD = f"const double pt = pw * t; q = w * ((pt + 1.0 - t) * {_sigmoid('
 _KL = "q = logt ? exp(t) * (t - x) : (t == 0.0 ? 0.0 : t * log(t)) - t * x;"
 _KL_GRAD = "q = logt ? -exp(t) : -t;"
 _NZ = "const double z = -t * x; "
+_SOFTPLUS = "(({z}) > 0.0 ? ({z}) : 0.0) + log1p(exp(-fabs({z})))"
+_LOGITS_TARGET = "const double sn = {sn}, sp = {sp}; q = w * (pw * sn - sp);".format(
+    sn=_SOFTPLUS.format(z="-x"), sp=_SOFTPLUS.format(z="x")
+)
+_KL_TARGET = "q = logt ? exp(t) * (t + 1.0 - x) : (t == 0.0 ? 0.0 : log(t) + 1.0 - x);"
 
 BODIES: Final[dict[str, tuple[str, str]]] = {
     "MseLoss": ("const double d = x - t; q = d * d;", "q = 2.0 * (x - t);"),
@@ -60,6 +65,12 @@ BODIES: Final[dict[str, tuple[str, str]]] = {
     "KlDiv": (_KL, _KL_GRAD),
 }
 """Per pointwise loss (by forward name): (term statements, derivative statements), each assigning ``q``."""
+
+TARGET_BODIES: Final[dict[str, str]] = {
+    "BinaryCrossEntropyWithLogits": _LOGITS_TARGET,
+    "KlDiv": _KL_TARGET,
+}
+"""∂term/∂target of the losses with a ``…TargetBackward`` op (without a pos weight the logits loss's is ``-w·x``)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,8 @@ class Variant:
     divide: bool = False
     """True: the result is divided by ``count`` (the mean's terms, or a mean's gradient)."""
     log_target: bool = False
+    wrt_target: bool = False
+    """The gradient in the target (``gradTarget``) rather than in the input."""
 
 
 @functools.cache
@@ -84,7 +97,10 @@ def loss_ufunc(v: Variant) -> Ufunc:
     decls += [f"{keep} double {role} = 1.0;" for role in ("w", "pw") if role not in present]
     decls.append(f"{keep} bool logt = {'true' if v.log_target else 'false'};")
     forward, backward = BODIES[v.loss]
-    lines = [*decls, "double q;", "{ " + (backward if v.backward else forward) + " }"]
+    body = backward if v.backward else forward
+    if v.wrt_target:
+        body = TARGET_BODIES[v.loss] if "pw" in present or v.loss != "BinaryCrossEntropyWithLogits" else "q = -w * x;"
+    lines = [*decls, "double q;", "{ " + body + " }"]
     if v.backward:
         lines.append("q = q * g;")
     if v.divide:
@@ -96,5 +112,5 @@ def loss_ufunc(v: Variant) -> Ufunc:
     if v.divide:
         items.append("count:W")
     signature = ", ".join(items) + f" -> {v.output}:O"
-    name = f"{v.loss}{'Backward' if v.backward else ''}"
+    name = f"{v.loss}{'Target' if v.wrt_target else ''}{'Backward' if v.backward else ''}"
     return Ufunc(name, signature, " ".join(lines))

@@ -37,6 +37,11 @@ _LOGIT = (
     "const double x = input, e = eps; const double c = e < 0.0 ? x : (x < e ? e : (x > 1.0 - e ? 1.0 - e : x)); "
     "r = log(c / (1.0 - c));"
 )
+_LOGIT_GRAD = (
+    "const double a = x, g = dy, e = eps; const double q = g / (a * (1.0 - a)); "
+    # 0 / (a - a): a NaN built at run time (a is finite or infinite on that branch), no NaN helper needed
+    "r = e < 0.0 ? ((a < 0.0 || a > 1.0) ? 0.0 / (a - a) : q) : ((a < e || a > 1.0 - e) ? 0.0 : q);"
+)
 # the power of ten by exact multiplications (10^k is exact in double up to k = 22), as the reference builds it
 _ROUND_DECIMALS = (
     "const double x = self; double p = 1.0; const long long n = decimals < 0 ? -decimals : decimals; "
@@ -83,6 +88,7 @@ ROWS: Final[tuple[tuple[str, str, str], ...]] = (
     ("IsClose", "self:T, other:T, rtol:F, atol:F -> out:B", _ISCLOSE),
     ("NanToNum", "self:T, nan:T, posinf:T, neginf:T -> out:T", _NAN_TO_NUM),
     ("Logit", "input:F, eps:F -> out:F", _LOGIT),
+    ("LogitGrad", "x:F, dy:F, eps:F -> out:F", _LOGIT_GRAD),
     ("LogAddExp", "self:T, other:T -> out:T", _logaddexp("exp", "")),
     ("LogAddExp2", "self:T, other:T -> out:T", _logaddexp("exp2", " / 0.69314718055994530942")),
     ("RoundDecimals", "self:T -> out:T", _ROUND_DECIMALS),

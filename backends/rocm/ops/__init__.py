@@ -28,6 +28,7 @@ FAMILIES: tuple[str, ...] = (
     "index_ops",
     "reduction",
     "loss",
+    "class_loss",
     "norm",
     "grad",
     "sort",

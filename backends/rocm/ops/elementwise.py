@@ -43,7 +43,9 @@ from acl_rocm.views import Geometry, broadcast_strides, coalesce, index_type
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
 
-OPS: tuple[str, ...] = tuple(sorted(n for n in UFUNCS if n != "DivModTrue"))
+VARIANTS = frozenset({"DivModTrue", "GeluBackwardV2Tanh"})
+"""Ufuncs that are another op's mode (DivMod's mode 0, GeluBackwardV2's approximate "tanh"), not ops."""
+OPS: tuple[str, ...] = tuple(sorted(n for n in UFUNCS if n not in VARIANTS))
 """The aclnn operators this module runs (in-place twins reuse their base op's kernel)."""
 
 
@@ -83,6 +85,8 @@ def _select(op: str, launch: Launch) -> Ufunc:
         return UFUNCS["DivModTrue"]
     if op == "ClampTensor" and (launch.args["clipValueMin"] is None or launch.args["clipValueMax"] is None):
         return INTERNAL["ClampTensorUpper" if launch.args["clipValueMin"] is None else "ClampTensorLower"]
+    if op == "GeluBackwardV2" and launch.args.get("approximate") == "tanh":
+        return UFUNCS["GeluBackwardV2Tanh"]
     return UFUNCS[op]
 
 

@@ -24,7 +24,7 @@ from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
 from acl_core.formats import Format
 from acl_core.spec.kernel_args import Scalar
-from acl_core.spec.ops.loss import MEAN, NONE, ROLES, ROW_OF
+from acl_core.spec.ops.loss import MEAN, NONE, ROLES, ROW_OF, WRT_TARGET
 from acl_core.spec.opspec import Kind
 from acl_core.spec.rules import broadcast_shapes
 from acl_core.tensor import AclTensor
@@ -118,7 +118,7 @@ class LossRunner:
         logt = bool(args.get("logTarget", False))
         ew = self.backend.elementwise
         if backward or reduction == NONE:
-            u = loss_ufunc(Variant(row.name, backward, roles, result, divide, logt))
+            u = loss_ufunc(Variant(row.name, backward, roles, result, divide, logt, op in WRT_TARGET))
             planned = ew.instantiate(op, u, _tokens(compute, out.dtype), [*tensors, (result, out)], scalars)
             return ew.bind(ew.prepare(planned))
         prog = Program()

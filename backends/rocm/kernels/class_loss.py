@@ -1,0 +1,226 @@
+"""Row kernels of the class-index losses (acl_core.spec.ops.class_loss) on the template of ``kernels/reduction.py``.
+
+The iteration space is the template's ``outer × inner``: the samples outside, the class axis inside (the
+gradient of a ``[N, C, H, W]`` input walks ``(N, C) × (H, W)`` instead, a row per class plane, so its
+reads and writes are coalesced). Operands ``t`` (class indices), ``w`` (class weights, strided along the
+class axis, absent: 1) and ``flag`` (a 4-byte device flag, strides 0) are common; a target outside
+``[0, C)`` other than ``ignore`` sets the flag and contributes nothing.
+
+* ``nll_rows`` (a thread per sample): ``term = -w[t]·x[t]``, ``tw = w[t]`` (0 for an ignored sample);
+* ``ce_rows`` (a block per sample): the row's max and Σ exp(x - max) in one online pass, then ``lp = x -
+  lse`` written while ``Σ w·lp`` accumulates; thread 0 writes the smoothed term, the weight, and zeros
+  to the zloss outputs;
+* ``class_total`` (one row of the per-sample ``term`` / ``tw``): ``Σ term`` (mean: ``/ Σ tw``) into the
+  loss, ``Σ tw`` into the total weight, zeros where asked;
+* ``nll_grad``: ``out = -w[t]·g·scale`` where the element's class is the sample's target, else 0;
+* ``weight_sums`` (one block): ``Σ_n w[t_n]`` and ``Σ_c w_c`` for the CE gradient;
+* ``ce_grad``: ``out = s·(exp(lp)·(a + b) - ε/C·w_j - a·[j = t])`` with ``a = (1-ε)·w[t]``, ``b = ε/C·Σ w``;
+* ``softmax_xent`` (a block per row of probability labels ``y``): the online max/sum pass, then
+  ``backprop = exp(x - lse) - y`` written while ``-Σ y·(x - lse)`` accumulates into ``loss``.
+"""
+
+from __future__ import annotations
+
+from acl_core.dtypes import DataType as D
+from acl_rocm.kernels.reduction import GENERATORS, RowKernel, assemble, at, element_loop, load_as, store_as
+
+CLASS_KINDS = ("nll_rows", "ce_rows", "class_total", "nll_grad", "weight_sums", "ce_grad")
+
+
+def _v(kernel: RowKernel, name: str, where: str = "o") -> str:
+    """Operand ``name`` at ``where`` (an offsets array) as an ``acc_t`` value."""
+    return f"(acc_t)({load_as(kernel, name, at(kernel, name, where), kernel.acc)})"
+
+
+def _w(kernel: RowKernel, where: str) -> str:
+    return _v(kernel, "w", where) if kernel.has("w") else "(acc_t)1"
+
+
+def _target(where: str = "base", classes: str = "(long long)len") -> list[str]:
+    """Lines defining ``tt`` (the sample's class index), ``keep`` (not ignored) and ``ok`` (keep, in range)."""
+    return [
+        f"const long long tt = (long long)(p_t[{where}[ACL_T]]);",
+        "const bool keep = tt != ignore;",
+        f"const bool ok = keep && tt >= 0 && tt < {classes};",
+        "if (keep && !ok) p_flag[0] = 1;",
+    ]
+
+
+def _at_target(kernel: RowKernel) -> list[str]:
+    """Lines defining ``ot``: every operand's offset at the sample's target class (class 0 when not ``ok``)."""
+    return [
+        "idx_t ot[ACL_NOPS];",
+        "for (int k = 0; k < ACL_NOPS; ++k) ot[k] = base[k];",
+        "acl_offsets(m, ok ? (idx_t)tt : (idx_t)0, ACL_OUTER, ACL_INNER, ot);",
+    ]
+
+
+def _with_t(kernel: RowKernel, source: str) -> str:
+    """``source`` with ``ACL_T`` (the target operand's stride row) defined."""
+    anchor = f"typedef {kernel.index_type} idx_t;"
+    assert anchor in source
+    return source.replace(anchor, f"#define ACL_T {kernel.index('t')}\n{anchor}", 1)
+
+
+def _store(kernel: RowKernel, name: str, where: str, value: str) -> str:
+    return store_as(kernel, name, at(kernel, name, where), value, kernel.acc)
+
+
+def _nll_rows(kernel: RowKernel) -> str:
+    step = [
+        "idx_t base[ACL_NOPS];",
+        "for (int k = 0; k < ACL_NOPS; ++k) base[k] = 0;",
+        "acl_offsets(m, row, 0, ACL_OUTER, base);",
+        *_target(),
+        *_at_target(kernel),
+        f"const acc_t w = ok ? {_w(kernel, 'ot')} : (acc_t)0;",
+        f"const acc_t term = ok ? -w * {_v(kernel, 'x', 'ot')} : (acc_t)0;",
+        _store(kernel, "term", "base", "term"),
+        _store(kernel, "tw", "base", "w"),
+    ]
+    body = [
+        "const idx_t threads = (idx_t)gridDim.x * (idx_t)blockDim.x;",
+        "for (idx_t row = (idx_t)blockIdx.x * (idx_t)blockDim.x + (idx_t)threadIdx.x; row < m.n; row += threads) {",
+        *("  " + line for line in step),
+        "}",
+    ]
+    return _with_t(kernel, assemble(kernel, body, row_loop=False))
+
+
+def _ce_rows(kernel: RowKernel) -> str:
+    x = _v(kernel, "x")
+    body = [*_online_lse(kernel), "acc_t sw = (acc_t)0;"]
+    body += element_loop(
+        kernel,
+        [f"const acc_t lp = {x} - lse;", _store(kernel, "lp", "o", "lp"), f"sw += {_w(kernel, 'o')} * lp;"],
+    )
+    body += [
+        "sw = acl_block_reduce(sw, add);",
+        "if (threadIdx.x == 0) {",
+        *("  " + line for line in _target()),
+        *("  " + line for line in _at_target(kernel)),
+        f"  const acc_t w = ok ? {_w(kernel, 'ot')} : (acc_t)0;",
+        f"  const acc_t lpt = {_v(kernel, 'x', 'ot')} - lse;",
+        "  const acc_t term = ok ? ((acc_t)1 - (acc_t)eps) * (-w * lpt) - (acc_t)eps / (acc_t)len * sw : (acc_t)0;",
+        "  " + _store(kernel, "term", "base", "term"),
+        "  " + _store(kernel, "tw", "base", "w"),
+        *("  " + _store(kernel, name, "base", "(acc_t)0") for name in ("lse0", "z0") if kernel.has(name)),
+        "}",
+    ]
+    return _with_t(kernel, assemble(kernel, body))
+
+
+def _online_lse(kernel: RowKernel) -> list[str]:
+    """Lines leaving ``lse``, the row's logsumexp of ``x``: a running max and a rescaled running sum, one pass."""
+    body = ["const AclMax mx;", "const AclSum add;", "acc_t top = -acl_inf((acc_t)0), s = (acc_t)0;"]
+    body += element_loop(
+        kernel,
+        [
+            f"const acc_t v = {_v(kernel, 'x')};",
+            "if (v > top) { s = s * acl_exp(top - v) + (acc_t)1; top = v; } else { s += acl_exp(v - top); }",
+        ],
+    )
+    return [
+        *body,
+        "const acc_t row_top = acl_block_reduce(top, mx);",
+        "s = top == -acl_inf((acc_t)0) ? (acc_t)0 : s * acl_exp(top - row_top);",
+        "s = acl_block_reduce(s, add);",
+        "const acc_t lse = row_top + acl_log(s);",
+    ]
+
+
+def _softmax_xent(kernel: RowKernel) -> str:
+    body = [*_online_lse(kernel), "acc_t sl = (acc_t)0;"]
+    body += element_loop(
+        kernel,
+        [
+            f"const acc_t lp = {_v(kernel, 'x')} - lse, y = {_v(kernel, 'y')};",
+            _store(kernel, "bp", "o", "acl_exp(lp) - y"),
+            "sl -= y * lp;",
+        ],
+    )
+    body += ["sl = acl_block_reduce(sl, add);", "if (threadIdx.x == 0) " + _store(kernel, "loss", "base", "sl")]
+    return assemble(kernel, body)
+
+
+def _class_total(kernel: RowKernel) -> str:
+    mode = str(kernel.option("mode"))
+    body = ["const AclSum add;", "acc_t st = (acc_t)0, sw = (acc_t)0;"]
+    loop = [f"sw += {_v(kernel, 'tw')};"]
+    if kernel.has("term"):
+        loop.append(f"st += {_v(kernel, 'term')};")
+    body += element_loop(kernel, loop)
+    body += ["sw = acl_block_reduce(sw, add);"]
+    if kernel.has("term"):
+        body += ["st = acl_block_reduce(st, add);"]
+    body += ["if (threadIdx.x == 0) {"]
+    if kernel.has("out"):
+        body.append("  " + _store(kernel, "out", "base", "st / sw" if mode == "mean" else "st"))
+    body.append("  " + _store(kernel, "total", "base", "(acc_t)0" if kernel.option("zero_total") else "sw"))
+    if kernel.has("z0"):
+        body.append("  " + _store(kernel, "z0", "base", "(acc_t)0"))
+    body.append("}")
+    return assemble(kernel, body)
+
+
+def _nll_grad(kernel: RowKernel) -> str:
+    cls = "(long long)j" if kernel.option("class_of") == "j" else "(long long)(row % (idx_t)classes)"
+    scale = f" / {_v(kernel, 'tot', 'base')}" if kernel.has("tot") else ""
+    step = [
+        *_target("o", "classes"),
+        f"const acc_t r = (ok && tt == {cls}) ? -{_w(kernel, 'o')} * {_v(kernel, 'g')}{scale} : (acc_t)0;",
+        _store(kernel, "out", "o", "r"),
+    ]
+    return _with_t(kernel, assemble(kernel, element_loop(kernel, step)))
+
+
+def _weight_sums(kernel: RowKernel) -> str:
+    w_at = f"(acc_t)({load_as(kernel, 'w', '(idx_t)tt * (idx_t)wstride', kernel.acc)})" if kernel.has("w") else "1"
+    w_c = f"(acc_t)({load_as(kernel, 'w', 'j * (idx_t)wstride', kernel.acc)})" if kernel.has("w") else "(acc_t)1"
+    body = ["const AclSum add;", "acc_t tw = (acc_t)0, sw = (acc_t)0;"]
+    body += element_loop(kernel, [*_target("o", "classes"), f"if (ok) tw += {w_at};"])
+    body += element_loop(kernel, [f"sw += {w_c};"], stop="(idx_t)classes")
+    body += [
+        "tw = acl_block_reduce(tw, add);",
+        "sw = acl_block_reduce(sw, add);",
+        "if (threadIdx.x == 0) { p_sums[0] = (double)tw; p_sums[1] = (double)sw; }",
+    ]
+    return _with_t(kernel, assemble(kernel, body))
+
+
+def _ce_grad(kernel: RowKernel) -> str:
+    g = _v(kernel, "g", "base")
+    body = [
+        *_target(),
+        *_at_target(kernel),
+        "const acc_t c = (acc_t)len, e = (acc_t)eps;",
+        f"const acc_t wt = ok ? {_w(kernel, 'ot')} : (acc_t)0;",
+        "const acc_t a = ((acc_t)1 - e) * wt;",
+        "const acc_t b = e / c * (acc_t)p_sums[1];",
+        f"acc_t sc = ok ? {g} : (acc_t)0;",
+    ]
+    if kernel.option("mean"):
+        body.append("sc = sc / (acc_t)p_sums[0];")
+    step = [
+        f"const acc_t v = acl_exp({_v(kernel, 'lp')}) * (a + b) - e / c * {_w(kernel, 'o')}"
+        " - ((long long)j == tt ? a : (acc_t)0);",
+        _store(kernel, "out", "o", "sc * v"),
+    ]
+    body += element_loop(kernel, step)
+    return _with_t(kernel, assemble(kernel, body))
+
+
+GENERATORS.update(
+    {
+        "nll_rows": _nll_rows,
+        "ce_rows": _ce_rows,
+        "class_total": _class_total,
+        "nll_grad": _nll_grad,
+        "weight_sums": _weight_sums,
+        "ce_grad": _ce_grad,
+        "softmax_xent": _softmax_xent,
+    }
+)
+
+FLAG_DTYPE = D.ACL_INT32
+"""The flag operand's element type (a 4-byte device flag)."""
