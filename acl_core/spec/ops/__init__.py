@@ -47,6 +47,7 @@ FAMILIES: tuple[str, ...] = (
     "attention_grad",
     "pooling",
     "index_shape",
+    "padding",
 )
 
 _lock = threading.Lock()

@@ -44,6 +44,7 @@ FAMILIES: tuple[str, ...] = (
     "attention_grad",
     "pooling",
     "index_shape",
+    "padding",
 )
 
 _KERNELS: dict[str, RefKernel] = {}
