@@ -245,10 +245,10 @@ def _errors(pad: Pad, backward: bool) -> Callable[[np.random.Generator], Iterabl
                 args["gradOutput"] = S.array(rng, _padded(shape, padding), _F32)
             return args | over
 
-        yield ErrorSample(good(padding=list(padding) + [1, 1]), INVALID, "padding for one more dim")
+        yield ErrorSample(good(padding=[*list(padding), 1, 1]), INVALID, "padding for one more dim")
         yield ErrorSample(good(padding=list(padding)[:-1]), INVALID, "padding of odd length")
-        yield ErrorSample(good(padding=[-1] + list(padding)[1:]), INVALID, "negative pad")
-        yield ErrorSample(good(padding=[shape[-1]] + list(padding)[1:]), INVALID, "pad as large as the dim")
+        yield ErrorSample(good(padding=[-1, *list(padding)[1:]]), INVALID, "negative pad")
+        yield ErrorSample(good(padding=[shape[-1], *list(padding)[1:]]), INVALID, "pad as large as the dim")
         top = [0] * (2 * s)
         top[-1] = shape[-s]
         yield ErrorSample(good(padding=top), INVALID, "outermost pad as large as its dim")

@@ -50,6 +50,7 @@ FAMILIES: tuple[str, ...] = (
     "attention_grad",
     "pooling",
     "index_shape",
+    "padding",
 )
 
 
