@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
 from acl_core.spec.ops import get_spec
@@ -64,3 +65,18 @@ def test_one_template_generates_every_mode_direction_and_rank() -> None:
     assert len(names) == 18
     with pytest.raises(ValueError):
         PadKernel("constant", False, 2, D.ACL_FLOAT, "int")
+
+
+@pytest.mark.parametrize(
+    ("op", "x", "padding"),
+    [
+        ("ReplicationPad1d", np.array([[np.iinfo(np.int64).min, 5, np.iinfo(np.int64).max]], np.int64), [2, 2]),
+        ("ReflectionPad2d", np.array([[[True, False, False], [False, True, True]]]), [2, 1, 1, 0]),
+    ],
+    ids=["int64 extremes", "bool"],
+)
+def test_forward_copies_other_element_sizes_bit_exactly(
+    emulated: RocmBackend, reference: Backend, op: str, x: np.ndarray, padding: list[int]
+) -> None:
+    got = eager.run(op, emulated, self=x, padding=padding)["out"]
+    np.testing.assert_array_equal(got, eager.run(op, reference, self=x, padding=padding)["out"])
