@@ -87,3 +87,14 @@ def test_table_declares_sixteen_ops() -> None:
 @pytest.mark.parametrize("name", sorted(BY_NAME))
 def test_samples_run_and_errors_fail(name: str) -> None:
     check_samples_and_errors(get_spec(name))
+
+
+def test_an_empty_batch_gives_an_empty_output_and_other_empty_inputs_are_refused() -> None:
+    got = _ref("CircularPad2d", self=np.zeros((0, 2, 3, 4), np.float32), padding=[1, 2, 0, 2])["out"]
+    assert got.shape == (0, 2, 5, 7)
+    grad = np.zeros((0, 2, 5, 7), np.float32)
+    back = _ref("CircularPad2dBackward", gradOutput=grad, self=np.zeros((0, 2, 3, 4), np.float32), padding=[1, 2, 0, 2])
+    assert back["gradInput"].shape == (0, 2, 3, 4)
+    with pytest.raises(AclnnError) as err:
+        _ref("ReflectionPad2d", self=np.zeros((0, 3, 4), np.float32), padding=[1, 1, 1, 1])
+    assert err.value.code == 161002

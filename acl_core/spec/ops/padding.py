@@ -17,8 +17,8 @@ A backward op gives every input element the sum of the ``gradOutput`` elements w
 
 Choices and limits, from the CANN pages where they speak: every pad value must be ``0 <= pad < L`` of its
 dim, for all three modes (the pages say ``< L``; torch also allows a replication pad of any size and a
-circular pad of ``L``, CANN does not); negative pads (torch crops) are refused. Empty inputs are refused
-(161002; the pages refuse most empty shapes and allow an empty batch, which is not declared here). Dtypes
+circular pad of ``L``, CANN does not); negative pads (torch crops) are refused. Of the empty inputs only an
+empty batch (``N = 0`` at rank ``s + 2``: an empty output, nothing launched) is taken, as the pages say. Dtypes
 are the Atlas A2/A3 lists: reflection forward BOOL, INT8, UINT8, INT16, INT32, INT64, FLOAT16, BFLOAT16,
 FLOAT32, DOUBLE; replication the same without BOOL; circular FLOAT16, BFLOAT16, FLOAT32, INT8, INT32;
 reflection and replication backward FLOAT16, BFLOAT16, FLOAT32, DOUBLE; circular backward FLOAT16,
@@ -146,8 +146,8 @@ def geometry(call: Call, pad: Pad) -> PadGeometry:
     s = pad.spatial
     if x.rank not in (s + 1, s + 2):
         raise invalid(f"self has rank {x.rank}; a {s}-D pad takes rank {s + 1} or {s + 2}")
-    if x.numel == 0:
-        raise invalid(f"self {list(x.shape)} is empty; padding takes no empty tensor")
+    if x.numel == 0 and (x.rank != s + 2 or 0 in x.shape[1:]):
+        raise invalid(f"self {list(x.shape)} is empty; padding takes an empty batch (N = 0) only")
     arr = call.args.get("padding")
     values = tuple(int(v) for v in arr.values) if isinstance(arr, AclIntArray) else ()
     if len(values) != 2 * s:
@@ -230,6 +230,12 @@ def _samples(pad: Pad, backward: bool) -> Callable[[np.random.Generator], Iterab
                 args["gradOutput"] = S.array(rng, _padded(shape, padding), dt, low=-2, high=2)
             text = " ".join([dt.short, str(list(shape)), f"padding {list(padding)}", *([note] if note else [])])
             yield Sample(args, text)
+        shape, padding, _ = cases[0]
+        empty = (0, *shape[1:])
+        args = {"self": np.zeros(empty, np.float32), "padding": list(padding)}
+        if backward:
+            args["gradOutput"] = np.zeros(_padded(empty, padding), np.float32)
+        yield Sample(args, f"float32 {list(empty)} empty batch")
 
     return gen
 
@@ -254,7 +260,10 @@ def _errors(pad: Pad, backward: bool) -> Callable[[np.random.Generator], Iterabl
         yield ErrorSample(good(padding=top), INVALID, "outermost pad as large as its dim")
         yield ErrorSample(good(self=S.array(rng, shape[-s:], _F32)), INVALID, "self without a channel dim")
         yield ErrorSample(good(self=S.array(rng, (1, *shape), _F32)), INVALID, "self of rank s + 3")
-        yield ErrorSample(good(self=np.zeros((0, *shape[1:]), np.float32)), INVALID, "empty self")
+        empty = (*shape[:-1], 0)
+        yield ErrorSample(good(self=np.zeros(empty, np.float32)), INVALID, "self empty along a padded dim")
+        unbatched = np.zeros((0, *shape[2:]), np.float32)
+        yield ErrorSample(good(self=unbatched), INVALID, "unbatched self with no channels")
         wrong = (*shape[:-1], shape[-1] + 1)
         if backward:
             yield ErrorSample(good(gradOutput=S.array(rng, wrong, _F32)), INVALID, "gradOutput of the wrong shape")

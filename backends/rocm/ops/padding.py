@@ -60,13 +60,15 @@ class PaddingRunner:
         kernel.__name__ = f"rocm_{op}"
         return kernel
 
-    def plan(self, pad: Pad, backward: bool, launch: Launch) -> Prepared:
-        """The kernel, its configuration and its packed arguments for one signature."""
+    def plan(self, pad: Pad, backward: bool, launch: Launch) -> Prepared | None:
+        """The kernel, its configuration and its packed arguments for one signature (None: an empty batch)."""
         geo: PadGeometry = launch.plan["pad_geometry"]
         read = launch.args["gradOutput" if backward else "self"]
         written = launch.args["gradInput" if backward else "out"]
         assert isinstance(read, AclTensor) and isinstance(written, AclTensor)
         meta = plan_meta(geo, read, written)
+        if meta[0] == 0:
+            return None
         index_type = "int" if max(meta[0], _reach(read), _reach(written)) <= INT32_LIMIT // 2 else "long long"
         kernel = PadKernel(pad.mode, backward, geo.spatial, read.dtype, index_type)
         function = self.backend.function(kernel.source(), kernel.kernel_name)
