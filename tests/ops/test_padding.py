@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -22,7 +24,7 @@ CASES = {
 }
 
 
-def _ref(op: str, **args: object) -> dict[str, np.ndarray]:
+def _ref(op: str, **args: Any) -> dict[str, np.ndarray]:
     return eager.run(op, "reference", **args)
 
 
