@@ -39,6 +39,7 @@ from acl_tools.bench import (
     index_shape_rows,
     kernel_profile,
     norm_rope_rows,
+    padding_rows,
     pooling_rows,
     quant_gemm,
     quant_rows,
@@ -113,6 +114,7 @@ OPS = (
     *pooling_rows.OPS,
     *index_shape_rows.OPS,
     *class_loss_rows.OPS,
+    *padding_rows.OPS,
     *quant_rows.OPS,
     *("MoeGatingTopK", "MoeTokenUnpermute", "MoeInitRoutingV2", "AttentionUpdate"),
     *("MoeDistributeDispatchV2", "MoeDistributeCombineV2"),
@@ -1814,6 +1816,7 @@ class Suite:
             self.gathers()
             pooling_rows.run_cases(self)  # AvgPool2d and MaxPool2dWithIndices at a ResNet-like pool
             index_shape_rows.run_cases(self)  # StridedSlice, RepeatInterleave, EmbeddingDenseBackward (issue 16)
+            padding_rows.run_cases(self)  # ReflectionPad2d at N32 C256 56x56 pad 3
             self.random_fills()
             self.foreach()
             self.optimizer()

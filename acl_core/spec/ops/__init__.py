@@ -50,6 +50,7 @@ FAMILIES: tuple[str, ...] = (
     "index_shape",
     "bitwise",
     "pointwise_ternary",
+    "padding",
 )
 
 _lock = threading.Lock()

@@ -47,6 +47,7 @@ FAMILIES: tuple[str, ...] = (
     "index_shape",
     "bitwise",
     "pointwise_ternary",
+    "padding",
 )
 
 _KERNELS: dict[str, RefKernel] = {}

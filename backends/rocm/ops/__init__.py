@@ -51,6 +51,7 @@ FAMILIES: tuple[str, ...] = (
     "attention_grad",
     "pooling",
     "index_shape",
+    "padding",
 )
 
 

@@ -1,0 +1,80 @@
+"""Padding on the GPU: one kernel launch per call (:mod:`acl_rocm.kernels.padding`), no temporaries, no host copies.
+
+A forward op runs one thread per output element copying the input element it maps to; a backward op one
+thread per input element gathering the gradients that read it (deterministic, no atomics). The kernel, its
+launch configuration and its packed arguments are planned once per signature and kept in ``launch.memo``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from acl_core.backend import Kernel, Launch
+from acl_core.spec.ops.padding import BY_NAME, Pad, PadGeometry
+from acl_core.tensor import AclTensor
+from acl_rocm.driver import handle
+from acl_rocm.kernels.padding import PadKernel
+from acl_rocm.launch import KernelArgs
+from acl_rocm.ops.elementwise import Prepared
+from acl_rocm.ops.pooling import _address, _lead_strides, _reach
+from acl_rocm.views import INT32_LIMIT
+
+if TYPE_CHECKING:
+    from acl_rocm.backend import RocmBackend
+
+OPS: tuple[str, ...] = tuple(sorted(BY_NAME))
+"""The aclnn operators this module runs."""
+
+
+def plan_meta(geo: PadGeometry, read: AclTensor, written: AclTensor) -> list[int]:
+    """The kernel's Meta fields in order: ``n``, the scalars, then the per-dim rows (kernels.padding.SCALARS / ROWS)."""
+    s = geo.spatial
+    count = per_plane = 1
+    for n in written.view_dims:
+        count *= n
+    for n in written.view_dims[-s:]:
+        per_plane *= n
+    meta = [count, per_plane, geo.lead[-1], *_lead_strides(read, s), *_lead_strides(written, s)]
+    meta += [*geo.before, *geo.after, *geo.lengths, *geo.sizes, *read.strides[-s:], *written.strides[-s:]]
+    return meta
+
+
+class PaddingRunner:
+    """Turns padding-family Launches into one kernel launch each."""
+
+    def __init__(self, backend: RocmBackend) -> None:
+        self.backend = backend
+
+    def kernels(self) -> dict[str, Kernel]:
+        """A kernel per padding op."""
+        return {name: self._bind(name) for name in OPS}
+
+    def _bind(self, op: str) -> Kernel:
+        def kernel(launch: Launch) -> None:
+            key = f"rocm.padding@{self.backend.provider.get_device()}"
+            bound = launch.memo.get(key)
+            if bound is None:  # a signature holds the tensors' addresses: the launch is bound once for it
+                bound = launch.memo[key] = self.backend.elementwise.bind(self.plan(*BY_NAME[op], launch))
+            bound(handle(launch.stream))
+
+        kernel.__name__ = f"rocm_{op}"
+        return kernel
+
+    def plan(self, pad: Pad, backward: bool, launch: Launch) -> Prepared | None:
+        """The kernel, its configuration and its packed arguments for one signature (None: an empty batch)."""
+        geo: PadGeometry = launch.plan["pad_geometry"]
+        read = launch.args["gradOutput" if backward else "self"]
+        written = launch.args["gradInput" if backward else "out"]
+        assert isinstance(read, AclTensor) and isinstance(written, AclTensor)
+        meta = plan_meta(geo, read, written)
+        if meta[0] == 0:
+            return None
+        index_type = "int" if max(meta[0], _reach(read), _reach(written)) <= INT32_LIMIT // 2 else "long long"
+        kernel = PadKernel(pad.mode, backward, geo.spatial, read.dtype, index_type)
+        function = self.backend.function(kernel.source(), kernel.kernel_name)
+        values: list[Any] = [KernelArgs.index_array(meta, index_type)]
+        values += [KernelArgs.pointer(_address(read)), KernelArgs.pointer(_address(written))]
+        return Prepared(function, self.backend.elementwise_config(meta[0], 1), KernelArgs(values))
+
+
+RUNNER = PaddingRunner
