@@ -5,6 +5,13 @@ documentation and the checks its ``op_api`` performs. Reduction dims arrive as a
 array means "every dim" (ReduceSum, Mean, Amax, Amin and the Var/Std family); only the Var/Std family
 also accepts a null ``dim`` for that. None of these operators has an ``aclnnInplaceXxx`` twin in the
 official prototype table.
+
+The V2 reductions (MeanV2, MaxV2) add ``noopWithEmptyAxes`` / ``noopWithEmptyDims``: set, an empty dim
+array reduces nothing and out equals self (ONNX's flag); unset, it reduces every dim. MeanV2 has no
+``dtype``: it computes in self's dtype, so an integer self truncates its mean toward zero (as Mean with an
+integer dtype; torch refuses integer means). MaxV2, like Amax, refuses a reduction over a size-0 dim (its
+page: "不支持reduce轴为0"). Min and MinDim mirror Max and MaxDim (NaN wins; MinDim reports the first
+index of the minimum, torch's rule).
 """
 
 from __future__ import annotations
@@ -319,51 +326,121 @@ def _mean() -> OpSpec:
     return OpSpec("Mean", FAMILY, params, infer, samples=gen, error_samples=errors, summary="mean over dims")
 
 
-def _amax_amin(name: str) -> OpSpec:
+def _mean_v2() -> OpSpec:
     params = (
-        tensor("self", EXTREMA_DTYPES),
+        tensor("self", MEAN_DTYPES),
         int_array("dim"),
         bool_attr("keepDim"),
-        out("out", EXTREMA_DTYPES),
+        bool_attr("noopWithEmptyAxes"),
+        out("out", MEAN_DTYPES),
     )
 
     def infer(call: Call) -> Infos:
         t = tensor_arg(call, "self")
-        dims = _reduce_dims(call, "dim", t.rank)
-        _no_empty_reduction(t, dims, name)
+        dims = _noop_dims(call, "dim", "noopWithEmptyAxes", t.rank)
+        _no_empty_complex(t, t.dtype)
         call.plan["dims"] = dims
         return {"out": same(reduced_shape(t.shape, dims, call.args["keepDim"]), t.dtype)}
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        for shape, dims, keep in _REDUCE_CASES:
+            args = {"dim": dims, "keepDim": keep, "noopWithEmptyAxes": False}
+            yield Sample(
+                {"self": _x(rng, shape, D.ACL_FLOAT), **args}, f"float32 {list(shape)} dims {dims} keep={keep}"
+            )
+        for noop_dims, keep in (([], False), ([1], True)):
+            args = {"dim": noop_dims, "keepDim": keep, "noopWithEmptyAxes": True}
+            yield Sample({"self": _x(rng, (2, 3), D.ACL_FLOAT), **args}, f"float32 noop dims {noop_dims}")
+        for dt in (D.ACL_FLOAT16, D.ACL_BF16, D.ACL_DOUBLE, D.ACL_INT32, D.ACL_INT16, D.ACL_UINT8, D.ACL_INT64):
+            shape, dims, keep = _SHORT_CASES[0]  # the kernel is Mean's: one case a dtype
+            args = {"dim": dims, "keepDim": keep, "noopWithEmptyAxes": False}
+            yield Sample({"self": _x(rng, shape, dt), **args}, f"{dt.short} {list(shape)} dims {dims}")
+        for dt in (D.ACL_FLOAT16, D.ACL_BF16):  # long rows: a 16-bit accumulator fails the class
+            args = {"dim": [1], "keepDim": False, "noopWithEmptyAxes": False}
+            yield Sample({"self": _x(rng, (3, 1000), dt), **args}, f"{dt.short} [3, 1000] rows")
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        base = {"self": _x(rng, (2, 3), D.ACL_FLOAT), "keepDim": False, "noopWithEmptyAxes": False}
+        yield ErrorSample({**base, "dim": [2]}, INVALID, "dim out of range")
+        yield ErrorSample({**base, "dim": [0, -2]}, INVALID, "repeated dim")
+        yield ErrorSample({**base, "dim": None}, NULLPTR, "null dim")
+        yield ErrorSample({**base, "dim": [0], "out": np.zeros((3,), np.float16)}, INVALID, "out dtype differs")
+        yield ErrorSample({**base, "self": _x(rng, (2, 3), D.ACL_BOOL), "dim": [0]}, INVALID, "bool self")
+        yield ErrorSample(
+            {**base, "self": _x(rng, (0, 3), D.ACL_COMPLEX64), "dim": [0]}, INVALID, "empty self, complex result"
+        )
+
+    return OpSpec("MeanV2", FAMILY, params, infer, samples=gen, error_samples=errors, summary="mean over dims (V2)")
+
+
+def _noop_dims(call: Call, name: str, noop: str | None, rank: int) -> tuple[int, ...]:
+    """Reduction dims of a V2 reduction: with ``noop`` set, an empty array reduces nothing."""
+    arr = call.args[name]
+    if noop is not None and call.args[noop] and isinstance(arr, AclIntArray) and not arr.values:
+        return ()
+    return _reduce_dims(call, name, rank)
+
+
+_V2_NAMES = {"Amax": ("dim", "keepDim", None), "Amin": ("dim", "keepDim", None)}
+_V2_NAMES["MaxV2"] = ("dims", "keepDims", "noopWithEmptyDims")
+
+
+def _amax_amin(name: str) -> OpSpec:
+    dim_p, keep_p, noop = _V2_NAMES[name]
+    params = (
+        tensor("self", EXTREMA_DTYPES),
+        int_array(dim_p),
+        bool_attr(keep_p),
+        *((bool_attr(noop),) if noop else ()),
+        out("out", EXTREMA_DTYPES),
+    )
+    extra: dict[str, object] = {noop: False} if noop else {}
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, "self")
+        dims = _noop_dims(call, dim_p, noop, t.rank)
+        _no_empty_reduction(t, dims, name)
+        call.plan["dims"] = dims
+        return {"out": same(reduced_shape(t.shape, dims, call.args[keep_p]), t.dtype)}
 
     def gen(rng: np.random.Generator) -> Iterable[Sample]:
         for shape, dims, keep in _REDUCE_CASES:
             if shape == (0, 3) and dims == [0]:
                 continue  # refused: no identity
             x = _x(rng, shape, D.ACL_FLOAT)
-            yield Sample({"self": x, "dim": dims, "keepDim": keep}, f"float32 {list(shape)} dims {dims} keep={keep}")
+            yield Sample(
+                {"self": x, dim_p: dims, keep_p: keep, **extra}, f"float32 {list(shape)} dims {dims} keep={keep}"
+            )
         yield Sample(
-            {"self": S.array(rng, (3, 8), D.ACL_FLOAT, special=True), "dim": [1], "keepDim": False},
+            {"self": S.array(rng, (3, 8), D.ACL_FLOAT, special=True), dim_p: [1], keep_p: False, **extra},
             "float32 NaN / ±Inf / ±0 / extremes",
         )
         for dt in (D.ACL_FLOAT16, D.ACL_BF16, D.ACL_DOUBLE, D.ACL_INT8, D.ACL_UINT8, D.ACL_INT32, D.ACL_INT64):
-            for shape, dims, keep in _SHORT_CASES:
+            for shape, dims, keep in _SHORT_CASES if not noop else _SHORT_CASES[:1]:  # V2: Amax's rows
                 yield Sample(
-                    {"self": S.array(rng, shape, dt, special=True), "dim": dims, "keepDim": keep},
+                    {"self": S.array(rng, shape, dt, special=True), dim_p: dims, keep_p: keep, **extra},
                     f"{dt.short} {list(shape)} dims {dims}",
                 )
-        yield Sample({"self": _x(rng, (4, 5), D.ACL_BOOL), "dim": [0], "keepDim": False}, "bool")
+        yield Sample({"self": _x(rng, (4, 5), D.ACL_BOOL), dim_p: [0], keep_p: False, **extra}, "bool")
+        if noop:
+            x = _x(rng, (2, 3), D.ACL_FLOAT)
+            yield Sample({"self": x, dim_p: [], keep_p: False, noop: True}, "float32 empty dims, noop: out = self")
+            yield Sample(
+                {"self": _x(rng, (2, 3), D.ACL_INT16), dim_p: [0], keep_p: True, noop: True}, "int16 noop, dim 0"
+            )
 
     def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
-        base = {"self": _x(rng, (2, 3), D.ACL_FLOAT), "keepDim": False}
-        yield ErrorSample({**base, "dim": [2]}, INVALID, "dim out of range")
-        yield ErrorSample({**base, "dim": [-1, 1]}, INVALID, "repeated dim")
-        yield ErrorSample({**base, "dim": [1], "out": np.zeros((2,), np.float16)}, INVALID, "out dtype differs")
-        yield ErrorSample({**base, "self": _x(rng, (0, 3), D.ACL_FLOAT), "dim": [0]}, INVALID, "reduce a size-0 dim")
-        yield ErrorSample({**base, "self": _x(rng, (0, 3), D.ACL_FLOAT), "dim": []}, INVALID, "reduce an empty tensor")
+        base = {"self": _x(rng, (2, 3), D.ACL_FLOAT), keep_p: False, **extra}
+        yield ErrorSample({**base, dim_p: [2]}, INVALID, "dim out of range")
+        yield ErrorSample({**base, dim_p: [-1, 1]}, INVALID, "repeated dim")
+        yield ErrorSample({**base, dim_p: [1], "out": np.zeros((2,), np.float16)}, INVALID, "out dtype differs")
+        yield ErrorSample({**base, "self": _x(rng, (0, 3), D.ACL_FLOAT), dim_p: [0]}, INVALID, "reduce a size-0 dim")
+        yield ErrorSample({**base, "self": _x(rng, (0, 3), D.ACL_FLOAT), dim_p: []}, INVALID, "reduce an empty tensor")
 
     return OpSpec(name, FAMILY, params, infer, samples=gen, error_samples=errors, summary=f"{name} over dims")
 
 
-def _max() -> OpSpec:
+def _max(name: str) -> OpSpec:
     params = (tensor("self", EXTREMA_DTYPES), out("out", EXTREMA_DTYPES))
 
     def infer(call: Call) -> Infos:
@@ -383,7 +460,8 @@ def _max() -> OpSpec:
         yield ErrorSample({"self": x, "out": np.zeros((2,), np.float32)}, INVALID, "out of the wrong shape")
         yield ErrorSample({"self": x, "out": np.zeros((), np.complex64)}, INVALID, "complex out")
 
-    return OpSpec("Max", FAMILY, params, infer, samples=gen, error_samples=errors, summary="max of every element")
+    summary = f"{name.lower()} of every element"
+    return OpSpec(name, FAMILY, params, infer, samples=gen, error_samples=errors, summary=summary)
 
 
 # ----------------------------------------------------------------------------- one-dim extrema and arg-extrema
@@ -409,7 +487,7 @@ def _dim_errors(rng: np.random.Generator, out_name: str, extra: Mapping[str, obj
     )
 
 
-def _max_dim() -> OpSpec:
+def _max_dim(name: str) -> OpSpec:
     params = (
         tensor("self", MAX_DIM_DTYPES, min_rank=1),
         int_attr("dim"),
@@ -421,7 +499,7 @@ def _max_dim() -> OpSpec:
     def infer(call: Call) -> Infos:
         t = tensor_arg(call, "self")
         dim = normalize_dim(call.args["dim"], t.rank)
-        _no_empty_reduction(t, (dim,), "MaxDim")
+        _no_empty_reduction(t, (dim,), name)
         call.plan["dim"] = dim
         shape = reduced_shape(t.shape, (dim,), call.args["keepdim"])
         return {"out": same(shape, t.dtype), "indices": listed(shape, D.ACL_INT64)}
@@ -435,9 +513,8 @@ def _max_dim() -> OpSpec:
         yield from _dim_errors(rng, "indices", {})
         yield ErrorSample({"self": _x(rng, (), D.ACL_FLOAT), "dim": 0, "keepdim": False}, INVALID, "0-d self")
 
-    return OpSpec(
-        "MaxDim", FAMILY, params, infer, samples=gen, error_samples=errors, summary="max along dim with indices"
-    )
+    summary = f"{name[:3].lower()} along dim with indices"
+    return OpSpec(name, FAMILY, params, infer, samples=gen, error_samples=errors, summary=summary)
 
 
 def _arg_extremum(name: str) -> OpSpec:
@@ -793,9 +870,25 @@ def _var_family(name: str, corr: str, outs: tuple[str, ...]) -> OpSpec:
 
 _ORDER_FREE = exact("selection: the result is one of the inputs; ±0 tie unspecified", signed_zero=False)
 ACCURACY: dict[str, Accuracy] = {
-    **{op: reduction() for op in ("ReduceSum", "Mean", "Prod", "ProdDim")},
+    **{op: reduction() for op in ("ReduceSum", "Mean", "MeanV2", "Prod", "ProdDim")},
     "Cumsum": reduction(length_of=dim_length()),
-    **{op: _ORDER_FREE for op in ("Amax", "Amin", "Max", "MaxDim", "ArgMax", "ArgMin", "Topk", "Sort", "Argsort")},
+    **{
+        op: _ORDER_FREE
+        for op in (
+            "Amax",
+            "Amin",
+            "MaxV2",
+            "Max",
+            "Min",
+            "MaxDim",
+            "MinDim",
+            "ArgMax",
+            "ArgMin",
+            "Topk",
+            "Sort",
+            "Argsort",
+        )
+    },
     # x - max, exp (2 ulp), the row sum, the division (Softmax) or the log and a subtraction (LogSoftmax)
     "Softmax": composite(steps=4, length_of=dim_length(), scale_of=softmax_scale(log=False)),
     "LogSoftmax": composite(steps=4, length_of=dim_length(), scale_of=softmax_scale(log=True)),
@@ -816,10 +909,14 @@ SPECS: list[OpSpec] = [
     _softmax("LogSoftmax", 1),
     _reduce_sum(),
     _mean(),
+    _mean_v2(),
     _amax_amin("Amax"),
     _amax_amin("Amin"),
-    _max(),
-    _max_dim(),
+    _amax_amin("MaxV2"),
+    _max("Max"),
+    _max("Min"),
+    _max_dim("MaxDim"),
+    _max_dim("MinDim"),
     _arg_extremum("ArgMax"),
     _arg_extremum("ArgMin"),
     _prod(),

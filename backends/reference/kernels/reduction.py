@@ -63,10 +63,10 @@ def reduce_sum(k: RefCall) -> None:
     k.write("out", np.sum(x, axis=_axes(x, k.plan["dims"]), keepdims=k["keepDims"]))
 
 
-@kernel("Mean")
+@kernel("Mean", "MeanV2")
 def mean(k: RefCall) -> None:
-    """Mean over dims after casting self to dtype; an integer dtype truncates the mean toward zero."""
-    dtype = DataType(k["dtype"])
+    """Mean over dims after casting self to dtype (MeanV2: self's); an integer dtype truncates toward zero."""
+    dtype = DataType(k["dtype"]) if "dtype" in k.launch.args else k.dtype("self")
     x = _as_dtype(k, "self", dtype)
     axes = _axes(x, k.plan["dims"])
     acc = x.astype(np.complex128 if dtype.is_complex else np.float64)
@@ -95,23 +95,24 @@ def cumsum(k: RefCall) -> None:
 
 
 # ----------------------------------------------------------------------------- extrema
-@kernel("Amax", "Amin")
+@kernel("Amax", "Amin", "MaxV2")
 def amax_amin(k: RefCall) -> None:
-    """Max / min over dims, NaN-propagating."""
+    """Max / min over dims (MaxV2: none with noopWithEmptyDims and empty dims), NaN-propagating."""
     x = _wide_read(k, "self")
     if x.size == 0:
         return  # the reduced dims are non-empty (checked), so the result is empty too
-    fn = np.max if k.launch.spec.name == "Amax" else np.min
-    k.write("out", fn(x, axis=_axes(x, k.plan["dims"]), keepdims=k["keepDim"]))
+    fn = np.min if k.launch.spec.name == "Amin" else np.max
+    keep = k["keepDims"] if "keepDims" in k.launch.args else k["keepDim"]
+    k.write("out", fn(x, axis=_axes(x, k.plan["dims"]), keepdims=keep))
 
 
-@kernel("Max")
+@kernel("Max", "Min")
 def max_all(k: RefCall) -> None:
-    """Max of every element, NaN-propagating; an empty self leaves out untouched, as CANN's aclnnMax does."""
+    """Max / min of every element, NaN-propagating; an empty self leaves out untouched, as CANN's aclnnMax does."""
     x = _wide_read(k, "self")
     if x.size == 0:
         return
-    k.write("out", np.max(x))
+    k.write("out", np.max(x) if k.launch.spec.name == "Max" else np.min(x))
 
 
 def _order_keys(x: Array) -> tuple[Array, Array]:
@@ -142,14 +143,24 @@ def _first_extreme(x: Array, axis: int, largest: bool) -> Array:
     return first if x.ndim else first.reshape(())
 
 
-@kernel("MaxDim")
+def _first_min(x: Array, dim: int) -> Array:
+    """Index of the first minimum along dim, kept; ascending order puts NaN last, but torch reports a NaN."""
+    moved = np.atleast_1d(x)
+    axis = dim if x.ndim else 0
+    rank, nan = _order_keys(np.moveaxis(moved, axis, -1))
+    order = np.lexsort((rank, ~nan), axis=-1)
+    idx = np.moveaxis(order[..., :1], -1, axis).astype(np.int64)
+    return idx.reshape(()) if x.ndim == 0 else idx
+
+
+@kernel("MaxDim", "MinDim")
 def max_dim(k: RefCall) -> None:
-    """Max along dim with the index of its first occurrence (a NaN wins)."""
+    """Max / min along dim with the index of its first occurrence (a NaN wins)."""
     x = k.read("self")
     if x.size == 0:
         return
     dim, keep = k.plan["dim"], k["keepdim"]
-    idx = _first_extreme(x, dim, True)
+    idx = _first_extreme(x, dim, True) if k.launch.spec.name == "MaxDim" else _first_min(x, dim)
     values = np.take_along_axis(x, idx, axis=dim)
     k.write("out", values if keep else np.squeeze(values, axis=dim))
     k.write("indices", idx if keep else np.squeeze(idx, axis=dim))
@@ -162,17 +173,7 @@ def arg_extremum(k: RefCall) -> None:
     if x.size == 0:
         return
     dim, keep = k.plan["dim"], k["keepdim"]
-    if k.launch.spec.name == "ArgMax":
-        idx = _first_extreme(x, dim, True)
-    else:
-        # ascending order puts NaN last, but torch's argmin reports a NaN too: rank NaN first instead
-        moved = np.atleast_1d(x)
-        axis = dim if x.ndim else 0
-        rank, nan = _order_keys(np.moveaxis(moved, axis, -1))
-        order = np.lexsort((rank, ~nan), axis=-1)
-        idx = np.moveaxis(order[..., :1], -1, axis).astype(np.int64)
-        if x.ndim == 0:
-            idx = idx.reshape(())
+    idx = _first_extreme(x, dim, True) if k.launch.spec.name == "ArgMax" else _first_min(x, dim)
     if x.ndim and not keep:
         idx = np.squeeze(idx, axis=dim)
     k.write("out", idx)

@@ -56,7 +56,11 @@ OPS: tuple[str, ...] = (
     "LogSoftmax",
     "Max",
     "MaxDim",
+    "MaxV2",
     "Mean",
+    "MeanV2",
+    "Min",
+    "MinDim",
     "Prod",
     "ProdDim",
     "ReduceSum",
@@ -320,6 +324,11 @@ class RowRunner:
 _SCALAR: dict[str, type[ctypes._SimpleCData]] = {"double": ctypes.c_double, "long long": ctypes.c_longlong}
 
 
+_REDUCE_OPS = {"ReduceSum": "sum", "Mean": "mean", "MeanV2": "mean", "Amax": "max", "Amin": "min", "Max": "max"}
+_REDUCE_OPS |= {"MaxV2": "max", "Min": "min"}
+"""The row kernel's ``op`` of each reduction over dims (the rest: ``prod``)."""
+
+
 def _tensor(launch: Launch, name: str) -> AclTensor:
     t = launch.args.get(name)
     assert isinstance(t, AclTensor), f"{launch.spec.name}: {name} is not a tensor"
@@ -385,7 +394,7 @@ class ReductionRunner(RowRunner):
         """The row kernel of one call (a one-launch program for the split arg path)."""
         if op in ("Softmax", "LogSoftmax", "Cumsum"):
             return self._along(op, launch)
-        if op in ("MaxDim", "ArgMax", "ArgMin"):
+        if op in ("MaxDim", "MinDim", "ArgMax", "ArgMin"):
             return self._arg(op, launch)
         if op in ("Var", "VarCorrection", "VarMean", "Std", "StdMeanCorrection"):
             return self._moments(op, launch)
@@ -396,7 +405,7 @@ class ReductionRunner(RowRunner):
         x, out = _tensor(launch, "self"), _tensor(launch, "out")
         args, plan = launch.args, launch.plan
         dims = _dims(x, plan["dims"]) if "dims" in plan else tuple(range(x.rank))
-        reduce_op = {"ReduceSum": "sum", "Mean": "mean", "Amax": "max", "Amin": "min", "Max": "max"}.get(op, "prod")
+        reduce_op = _REDUCE_OPS.get(op, "prod")
         if "dtype" in args and args["dtype"] is not None:
             dtype = _supported(op, D(args["dtype"]))
         else:
@@ -472,15 +481,16 @@ class ReductionRunner(RowRunner):
             dim = 0
         outer_shape, inner_shape, xo, xi = split(x, (dim,))
         kept = [d for d in range(x.rank) if d != dim]
-        index_name = "indices" if op == "MaxDim" else "out"
+        with_values = op in ("MaxDim", "MinDim")
+        index_name = "indices" if with_values else "out"
         indices = _tensor(launch, index_name)
         bound = [bind("self", x, xo, xi)]
-        if op == "MaxDim":
+        if with_values:
             values = _tensor(launch, "out")
             bound.append(bind("out", values, reduced_strides(values, x.rank, kept), (0,), write=True))
         bound.append(bind("indices", indices, reduced_strides(indices, x.rank, kept), (0,), write=True))
         acc = _compare_acc(x.dtype)
-        options: list[tuple[str, str | int | bool]] = [("largest", op != "ArgMin")]
+        options: list[tuple[str, str | int | bool]] = [("largest", op not in ("ArgMin", "MinDim"))]
         rows, length = math.prod(outer_shape), math.prod(inner_shape)
         slices = arg_slices(rows, length, self.backend.properties.compute_units)
         if slices < 2:
