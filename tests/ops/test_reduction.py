@@ -525,3 +525,16 @@ def test_v2_noop_with_empty_dims_copies_self_and_integer_means_truncate(rng: np.
     ints = np.array([[-7, 0], [5, 2]], np.int32)
     got = ref("MeanV2", self=ints, dim=[1], keepDim=False, noopWithEmptyAxes=False)["out"]
     np.testing.assert_array_equal(got, np.array([-3, 3], np.int32))
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=name_of)
+@pytest.mark.parametrize(("dims", "keep"), DIM_CASES, ids=str)
+def test_reduce_log_sum_matches_torch(dtype: type, dims: list[int], keep: bool, rng: np.random.Generator):
+    x = _data(rng, (2, 3, 4), dtype, 0, 4)
+    got = ref("ReduceLogSum", data=x, axes=dims, keepDims=keep, noopWithEmptyAxes=False)["reduce"]
+    want = to_numpy(torch.log(torch.sum(to_torch(x).float(), dim=dims, keepdim=keep)).to(to_torch(x).dtype))
+    assert got.dtype == x.dtype
+    assert_close(got, want)
+    # the noop flag with no axes copies data (no log)
+    same = ref("ReduceLogSum", data=x, axes=[], keepDims=keep, noopWithEmptyAxes=True)["reduce"]
+    np.testing.assert_array_equal(same, x)

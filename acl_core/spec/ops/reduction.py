@@ -6,10 +6,12 @@ array means "every dim" (ReduceSum, Mean, Amax, Amin and the Var/Std family); on
 also accepts a null ``dim`` for that. None of these operators has an ``aclnnInplaceXxx`` twin in the
 official prototype table.
 
-The V2 reductions (MeanV2, MaxV2) add ``noopWithEmptyAxes`` / ``noopWithEmptyDims``: set, an empty dim
-array reduces nothing and out equals self (ONNX's flag); unset, it reduces every dim. MeanV2 has no
-``dtype``: it computes in self's dtype, so an integer self truncates its mean toward zero (as Mean with an
-integer dtype; torch refuses integer means). MaxV2, like Amax, refuses a reduction over a size-0 dim (its
+The V2 reductions (MeanV2, MaxV2, ReduceLogSum) add ``noopWithEmptyAxes`` / ``noopWithEmptyDims``:
+set, an empty dim array reduces nothing and out equals self (ONNX's flag; ReduceLogSum's page says the
+output then equals the input, so no log is taken); unset, it reduces every dim. MeanV2 has no
+``dtype``: it computes in self's dtype, so an integer self truncates its mean toward zero (as Mean with
+an integer dtype; torch refuses integer means). ReduceLogSum is log(ReduceSum) in data's dtype (a zero
+sum gives -Inf, a negative one NaN). MaxV2, like Amax, refuses a reduction over a size-0 dim (its
 page: "不支持reduce轴为0"). Min and MinDim mirror Max and MaxDim (NaN wins; MinDim reports the first
 index of the minimum, torch's rule).
 """
@@ -17,6 +19,7 @@ index of the minimum, torch's rule).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -326,51 +329,75 @@ def _mean() -> OpSpec:
     return OpSpec("Mean", FAMILY, params, infer, samples=gen, error_samples=errors, summary="mean over dims")
 
 
-def _mean_v2() -> OpSpec:
-    params = (
-        tensor("self", MEAN_DTYPES),
-        int_array("dim"),
-        bool_attr("keepDim"),
-        bool_attr("noopWithEmptyAxes"),
-        out("out", MEAN_DTYPES),
-    )
+_V2Sum = tuple[str, tuple[str, str, str, str, str], frozenset[D], tuple[D, ...], float]
+"""(op, (input, dims, keep, noop, output) names, dtypes, sample dtypes beyond float32, the samples' low)."""
+_V2_SUMS: tuple[_V2Sum, ...] = (
+    (
+        "MeanV2",
+        ("self", "dim", "keepDim", "noopWithEmptyAxes", "out"),
+        MEAN_DTYPES,
+        (D.ACL_FLOAT16, D.ACL_BF16, D.ACL_DOUBLE, D.ACL_INT32, D.ACL_INT16, D.ACL_UINT8, D.ACL_INT64),
+        -4.0,
+    ),
+    (
+        "ReduceLogSum",
+        ("data", "axes", "keepDims", "noopWithEmptyAxes", "reduce"),
+        FLOATS,
+        (D.ACL_FLOAT16, D.ACL_BF16),
+        0.0,
+    ),
+)
+
+
+def _v2_sum(
+    name: str, names: tuple[str, str, str, str, str], dtypes: frozenset[D], extra: tuple[D, ...], low: float
+) -> OpSpec:
+    """A sum-like V2 reduction (MeanV2, ReduceLogSum): the result in the input's dtype, empty dims per ``noop``."""
+    x_p, dim_p, keep_p, noop_p, out_p = names
+    params = (tensor(x_p, dtypes), int_array(dim_p), bool_attr(keep_p), bool_attr(noop_p), out(out_p, dtypes))
 
     def infer(call: Call) -> Infos:
-        t = tensor_arg(call, "self")
-        dims = _noop_dims(call, "dim", "noopWithEmptyAxes", t.rank)
+        t = tensor_arg(call, x_p)
+        dims = _noop_dims(call, dim_p, noop_p, t.rank)
         _no_empty_complex(t, t.dtype)
         call.plan["dims"] = dims
-        return {"out": same(reduced_shape(t.shape, dims, call.args["keepDim"]), t.dtype)}
+        return {out_p: same(reduced_shape(t.shape, dims, call.args[keep_p]), t.dtype)}
+
+    def sample(x: np.ndarray, dims: list[int], keep: bool, note: str, noop: bool = False) -> Sample:
+        return Sample({x_p: x, dim_p: dims, keep_p: keep, noop_p: noop}, note)
 
     def gen(rng: np.random.Generator) -> Iterable[Sample]:
         for shape, dims, keep in _REDUCE_CASES:
-            args = {"dim": dims, "keepDim": keep, "noopWithEmptyAxes": False}
-            yield Sample(
-                {"self": _x(rng, shape, D.ACL_FLOAT), **args}, f"float32 {list(shape)} dims {dims} keep={keep}"
-            )
+            x = _x(rng, shape, D.ACL_FLOAT, low=low)
+            yield sample(x, dims, keep, f"float32 {list(shape)} dims {dims} keep={keep}")
         for noop_dims, keep in (([], False), ([1], True)):
-            args = {"dim": noop_dims, "keepDim": keep, "noopWithEmptyAxes": True}
-            yield Sample({"self": _x(rng, (2, 3), D.ACL_FLOAT), **args}, f"float32 noop dims {noop_dims}")
-        for dt in (D.ACL_FLOAT16, D.ACL_BF16, D.ACL_DOUBLE, D.ACL_INT32, D.ACL_INT16, D.ACL_UINT8, D.ACL_INT64):
-            shape, dims, keep = _SHORT_CASES[0]  # the kernel is Mean's: one case a dtype
-            args = {"dim": dims, "keepDim": keep, "noopWithEmptyAxes": False}
-            yield Sample({"self": _x(rng, shape, dt), **args}, f"{dt.short} {list(shape)} dims {dims}")
+            yield sample(_x(rng, (2, 3), D.ACL_FLOAT, low=low), noop_dims, keep, f"noop dims {noop_dims}", True)
+        for dt in extra:
+            shape, dims, keep = _SHORT_CASES[0]  # the kernel is ReduceSum's: one case a dtype
+            yield sample(_x(rng, shape, dt, low=low), dims, keep, f"{dt.short} {list(shape)} dims {dims}")
         for dt in (D.ACL_FLOAT16, D.ACL_BF16):  # long rows: a 16-bit accumulator fails the class
-            args = {"dim": [1], "keepDim": False, "noopWithEmptyAxes": False}
-            yield Sample({"self": _x(rng, (3, 1000), dt), **args}, f"{dt.short} [3, 1000] rows")
+            yield sample(_x(rng, (3, 1000), dt, low=low), [1], False, f"{dt.short} [3, 1000] rows")
+        if low >= 0:
+            x = _x(rng, (2, 4), D.ACL_FLOAT, low=low)
+            x[0] = 0.0
+            x[1, 1] = np.inf
+            yield sample(x, [1], False, "float32 a zero row (-Inf) and +Inf")
 
     def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
-        base = {"self": _x(rng, (2, 3), D.ACL_FLOAT), "keepDim": False, "noopWithEmptyAxes": False}
-        yield ErrorSample({**base, "dim": [2]}, INVALID, "dim out of range")
-        yield ErrorSample({**base, "dim": [0, -2]}, INVALID, "repeated dim")
-        yield ErrorSample({**base, "dim": None}, NULLPTR, "null dim")
-        yield ErrorSample({**base, "dim": [0], "out": np.zeros((3,), np.float16)}, INVALID, "out dtype differs")
-        yield ErrorSample({**base, "self": _x(rng, (2, 3), D.ACL_BOOL), "dim": [0]}, INVALID, "bool self")
-        yield ErrorSample(
-            {**base, "self": _x(rng, (0, 3), D.ACL_COMPLEX64), "dim": [0]}, INVALID, "empty self, complex result"
-        )
+        base = {x_p: _x(rng, (2, 3), D.ACL_FLOAT), keep_p: False, noop_p: False}
+        yield ErrorSample({**base, dim_p: [2]}, INVALID, "dim out of range")
+        yield ErrorSample({**base, dim_p: [0, -2]}, INVALID, "repeated dim")
+        yield ErrorSample({**base, dim_p: None}, NULLPTR, "null dims")
+        yield ErrorSample({**base, dim_p: [0], out_p: np.zeros((3,), np.float16)}, INVALID, "out dtype differs")
+        yield ErrorSample({**base, dim_p: [0], out_p: np.zeros((2,), np.float32)}, INVALID, "out of the wrong shape")
+        yield ErrorSample({**base, x_p: _x(rng, (2, 3), D.ACL_BOOL), dim_p: [0]}, INVALID, "bool input")
+        if D.ACL_COMPLEX64 in dtypes:
+            bad = {**base, x_p: _x(rng, (0, 3), D.ACL_COMPLEX64), dim_p: [0]}
+            yield ErrorSample(bad, INVALID, "empty self, complex result")
+        else:
+            yield ErrorSample({**base, x_p: _x(rng, (2, 3), D.ACL_INT32), dim_p: [0]}, INVALID, "int32 input")
 
-    return OpSpec("MeanV2", FAMILY, params, infer, samples=gen, error_samples=errors, summary="mean over dims (V2)")
+    return OpSpec(name, FAMILY, params, infer, samples=gen, error_samples=errors, summary=f"{name} over dims")
 
 
 def _noop_dims(call: Call, name: str, noop: str | None, rank: int) -> tuple[int, ...]:
@@ -868,6 +895,12 @@ def _var_family(name: str, corr: str, outs: tuple[str, ...]) -> OpSpec:
     return OpSpec(name, FAMILY, params, infer, samples=gen, error_samples=errors, summary=f"{name} over dims")
 
 
+def _log_sum_scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """``S = 1 + |y|``: the log turns the sum's relative error into an absolute one, and rounds once."""
+    y = np.abs(np.asarray(outputs["reduce"]).astype(np.float64))
+    return {"reduce": 1.0 + y}
+
+
 _ORDER_FREE = exact("selection: the result is one of the inputs; ±0 tie unspecified", signed_zero=False)
 ACCURACY: dict[str, Accuracy] = {
     **{op: reduction() for op in ("ReduceSum", "Mean", "MeanV2", "Prod", "ProdDim")},
@@ -889,6 +922,8 @@ ACCURACY: dict[str, Accuracy] = {
             "Argsort",
         )
     },
+    # the row sum, then a log: the sum's relative error γ_n becomes an absolute one (positive terms)
+    "ReduceLogSum": composite(steps=2, scale_of=_log_sum_scale, reason="log of a row sum in at least float32"),
     # x - max, exp (2 ulp), the row sum, the division (Softmax) or the log and a subtraction (LogSoftmax)
     "Softmax": composite(steps=4, length_of=dim_length(), scale_of=softmax_scale(log=False)),
     "LogSoftmax": composite(steps=4, length_of=dim_length(), scale_of=softmax_scale(log=True)),
@@ -909,7 +944,7 @@ SPECS: list[OpSpec] = [
     _softmax("LogSoftmax", 1),
     _reduce_sum(),
     _mean(),
-    _mean_v2(),
+    *(_v2_sum(*row) for row in _V2_SUMS),
     _amax_amin("Amax"),
     _amax_amin("Amin"),
     _amax_amin("MaxV2"),

@@ -75,6 +75,17 @@ def mean(k: RefCall) -> None:
     k.write("out", cast(result, dtype))
 
 
+@kernel("ReduceLogSum")
+def reduce_log_sum(k: RefCall) -> None:
+    """log of the sum over axes; with noopWithEmptyAxes and no axes, data itself (no log)."""
+    x = _floats(k, "data")
+    if k["noopWithEmptyAxes"] and not list(k["axes"]):
+        k.write("reduce", x)
+        return
+    with np.errstate(all="ignore"):
+        k.write("reduce", np.log(np.sum(x, axis=_axes(x, k.plan["dims"]), keepdims=k["keepDims"])))
+
+
 @kernel("Prod", "ProdDim")
 def prod(k: RefCall) -> None:
     """Product over every element (Prod) or one dim (ProdDim) after casting self to dtype; empty → 1."""

@@ -554,7 +554,7 @@ def identity(op: str, acc: D) -> str:
 
 
 def _reduce(kernel: RowKernel) -> str:
-    """out[row] = op over the row of self (cast to ``dtype`` first); ``mean`` divides by the count.
+    """out[row] = op over the row of self (cast to ``dtype`` first); ``mean`` divides by the count, ``log`` logs.
 
     The count is the row's length, or the kernel's ``count`` scalar when it has one (a loss's mean over
     terms that a first pass summed into partials).
@@ -570,6 +570,8 @@ def _reduce(kernel: RowKernel) -> str:
     if op == "mean":
         divisor = "count" if any(name == "count" for name, _ in kernel.scalars) else "len"
         body.append(f"  a = a / (acc_t){divisor};")
+    if kernel.option("log"):  # ReduceLogSum: the log of the row sum
+        body.append("  a = acl_log(a);")
     if kernel.option("round_to_dtype") and dtype != kernel.operand("out").dtype:
         result = round_to("a", ctype(acc), ctype(dtype))
         source = dtype

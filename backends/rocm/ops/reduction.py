@@ -63,6 +63,7 @@ OPS: tuple[str, ...] = (
     "MinDim",
     "Prod",
     "ProdDim",
+    "ReduceLogSum",
     "ReduceSum",
     "Softmax",
     "Std",
@@ -325,7 +326,7 @@ _SCALAR: dict[str, type[ctypes._SimpleCData]] = {"double": ctypes.c_double, "lon
 
 
 _REDUCE_OPS = {"ReduceSum": "sum", "Mean": "mean", "MeanV2": "mean", "Amax": "max", "Amin": "min", "Max": "max"}
-_REDUCE_OPS |= {"MaxV2": "max", "Min": "min"}
+_REDUCE_OPS |= {"MaxV2": "max", "Min": "min", "ReduceLogSum": "sum"}
 """The row kernel's ``op`` of each reduction over dims (the rest: ``prod``)."""
 
 
@@ -402,7 +403,12 @@ class ReductionRunner(RowRunner):
 
     # ------------------------------------------------------------------ over dims
     def _reduce(self, op: str, launch: Launch) -> RowPlan | None:
-        x, out = _tensor(launch, "self"), _tensor(launch, "out")
+        logs = op == "ReduceLogSum"
+        x, out = (
+            (_tensor(launch, "data"), _tensor(launch, "reduce"))
+            if logs
+            else (_tensor(launch, "self"), _tensor(launch, "out"))
+        )
         args, plan = launch.args, launch.plan
         dims = _dims(x, plan["dims"]) if "dims" in plan else tuple(range(x.rank))
         reduce_op = _REDUCE_OPS.get(op, "prod")
@@ -430,6 +436,8 @@ class ReductionRunner(RowRunner):
         options: list[tuple[str, str | int | bool]] = [("op", reduce_op), ("dtype", int(dtype))]
         if reduce_op == "mean":
             options.append(("round_to_dtype", True))
+        if logs and not (args["noopWithEmptyAxes"] and not args["axes"]):  # the noop copy takes no log
+            options.append(("log", True))
         return self.plan(op, "reduce", bound, outer_shape, inner_shape, acc, options)
 
     def _moments(self, op: str, launch: Launch) -> RowPlan | None:
