@@ -538,3 +538,22 @@ def test_reduce_log_sum_matches_torch(dtype: type, dims: list[int], keep: bool, 
     # the noop flag with no axes copies data (no log)
     same = ref("ReduceLogSum", data=x, axes=[], keepDims=keep, noopWithEmptyAxes=True)["reduce"]
     np.testing.assert_array_equal(same, x)
+
+
+@pytest.mark.parametrize("dtype", [*FLOATS64, np.int8, np.int32, np.int64, np.uint8], ids=name_of)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cumprod_matches_torch(dtype: type, dim: int, rng: np.random.Generator):
+    x = _data(rng, (3, 4, 5), dtype, -2, 3)
+    want = to_numpy(torch.cumprod(to_torch(x), dim=dim))
+    got = ref("Cumprod", input=x, dim=dim, dtype=int(D.ACL_DT_UNDEFINED))["out"]
+    assert got.dtype == x.dtype
+    assert_close(got, want)
+    assert_close(ref("InplaceCumprod", input=x.copy(), dim=dim)["input"], want)
+
+
+def test_cumprod_dtype_casts_first_and_in_place_refuses_empty():
+    x = np.array([[1.5, 2.5, -2.0]], np.float16)
+    got = ref("Cumprod", input=x, dim=1, dtype=int(D.ACL_FLOAT))["out"]
+    assert got.dtype == np.float32
+    assert_close(got, torch.cumprod(torch.from_numpy(x), dim=1, dtype=torch.float32).numpy())
+    assert _code("InplaceCumprod", input=np.zeros((0, 2), np.float32), dim=0) == 161002

@@ -18,7 +18,7 @@ index of the minimum, torch's rule).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,8 @@ from acl_core.spec.opspec import (
     int_attr,
     invalid,
     out,
+    ref,
+    scalar,
     tensor,
 )
 from acl_core.spec.plan import declare as declare_plan
@@ -68,7 +70,7 @@ from acl_core.spec.rules import (
     same,
     tensor_arg,
 )
-from acl_core.tensor import AclIntArray, AclTensor
+from acl_core.tensor import AclIntArray, AclScalar, AclTensor
 
 # the plan keys this family's rules write (acl_core.spec.plan; docs/KERNELS.md)
 declare_plan("correction", "int", "the variance's degrees-of-freedom correction (1: unbiased)", int)
@@ -85,6 +87,7 @@ MAX_DIM_DTYPES = frozenset({D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16, D.ACL_INT32,
 ARG_DTYPES = FLOATS64 | INTEGERS
 PROD_DTYPES = REAL_BOOL | COMPLEX
 CUMSUM_DTYPES = FLOATS64 | INTEGERS | COMPLEX
+CUMPROD_DTYPES = FLOATS64 | INTEGERS | _UNSIGNED_WIDE
 TOPK_DTYPES = FLOATS64 | INTEGERS | _UNSIGNED_WIDE
 SORT_DTYPES = FLOATS | INTEGERS | _UNSIGNED_WIDE | {D.ACL_BOOL}
 SORT_VALUES_DTYPES = SORT_DTYPES | {D.ACL_DOUBLE}
@@ -694,6 +697,128 @@ def _cumsum() -> OpSpec:
     return OpSpec("Cumsum", FAMILY, params, infer, samples=gen, error_samples=errors, summary="inclusive prefix sum")
 
 
+def _cumprod_dtype(call: Call, t: AclTensor) -> D:
+    """Cumprod's compute dtype: ``dtype``, or input's where it is ACL_DT_UNDEFINED (or absent: the in-place twin)."""
+    raw = call.args.get("dtype")
+    dtype = t.dtype if raw is None or D(raw) == D.ACL_DT_UNDEFINED else D(raw)
+    _check_castable(t.dtype, dtype, "input to dtype")
+    return dtype
+
+
+def _scalar_dim(call: Call, rank: int) -> int:
+    s = call.args["dim"]
+    value = s.value if isinstance(s, AclScalar) else s
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise invalid(f"dim must be an integer scalar, not {value!r}")
+    return normalize_dim(int(value), rank)
+
+
+def _cumprod_samples(inplace: bool) -> Callable[[np.random.Generator], Iterable[Sample]]:
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        undefined = D.ACL_DT_UNDEFINED
+        pairs = (
+            (D.ACL_FLOAT, undefined),
+            (D.ACL_FLOAT16, D.ACL_FLOAT16),
+            (D.ACL_BF16, D.ACL_BF16),
+            (D.ACL_FLOAT16, D.ACL_FLOAT),
+            (D.ACL_DOUBLE, D.ACL_DOUBLE),
+            (D.ACL_INT32, D.ACL_INT64),
+            (D.ACL_INT8, D.ACL_INT8),
+            (D.ACL_INT16, undefined),
+            (D.ACL_UINT8, D.ACL_UINT8),
+            (D.ACL_UINT16, D.ACL_UINT16),
+            (D.ACL_UINT32, D.ACL_UINT32),
+            (D.ACL_UINT64, D.ACL_UINT64),
+        )
+        for src, dst in pairs:
+            if inplace and dst not in (D.ACL_DT_UNDEFINED, src):
+                continue
+            x = _x(rng, (2, 3, 4), src, low=-2, high=2)
+            extra = {} if inplace else {"dtype": int(dst)}
+            yield Sample({"input": x, "dim": 1, **extra}, f"{src.short}→{dst.short} dim 1")
+            yield Sample({"input": x, "dim": -1, **extra}, f"{src.short}→{dst.short} dim -1")
+        extra = {} if inplace else {"dtype": int(D.ACL_DT_UNDEFINED)}
+        x = _with_nan_inf(_x(rng, (2, 8), D.ACL_FLOAT, low=0.5, high=1.5))
+        x[1, 2] = 0.0
+        yield Sample({"input": x, "dim": 1, **extra}, "NaN, +Inf and a zero")
+        yield Sample({"input": _x(rng, (3, 40), D.ACL_FLOAT, low=0.9, high=1.1), "dim": 1, **extra}, "long rows")
+        yield Sample({"input": _x(rng, (), D.ACL_FLOAT), "dim": 0, **extra}, "float32 0-d")
+        if not inplace:
+            yield Sample({"input": _x(rng, (0, 3), D.ACL_INT32), "dim": 0, **extra}, "int32 empty")
+
+    return gen
+
+
+def _cumprod() -> OpSpec:
+    params = (
+        tensor("input", CUMPROD_DTYPES),
+        scalar("dim", INTEGERS),
+        dtype_attr("dtype", dtypes=CUMPROD_DTYPES | {D.ACL_DT_UNDEFINED}, c_type="const aclDataType"),
+        out("out", CUMPROD_DTYPES),
+    )
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, "input")
+        dtype = _cumprod_dtype(call, t)
+        call.plan["dim"] = _scalar_dim(call, t.rank)
+        return {"out": same(t.shape, dtype)}
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        x = _x(rng, (2, 3), D.ACL_FLOAT)
+        undefined = int(D.ACL_DT_UNDEFINED)
+        yield ErrorSample({"input": x, "dim": 2, "dtype": undefined}, INVALID, "dim out of range")
+        yield ErrorSample({"input": x, "dim": 1.5, "dtype": undefined}, INVALID, "a float dim")
+        yield ErrorSample({"input": x, "dim": 0, "dtype": int(D.ACL_INT32)}, INVALID, "float input to int dtype")
+        yield ErrorSample({"input": _x(rng, (2, 3), D.ACL_BOOL), "dim": 0, "dtype": undefined}, INVALID, "bool input")
+        yield ErrorSample(
+            {"input": x, "dim": 0, "dtype": undefined, "out": np.zeros((2, 3), np.float16)},
+            INVALID,
+            "out dtype differs",
+        )
+
+    return OpSpec(
+        "Cumprod",
+        FAMILY,
+        params,
+        infer,
+        samples=_cumprod_samples(False),
+        error_samples=errors,
+        summary="prefix product",
+    )
+
+
+def _inplace_cumprod(base: OpSpec) -> OpSpec:
+    """aclnnInplaceCumprod: input = cumprod(input, dim) in input's dtype; an empty input is refused (its page)."""
+    params = (ref("input", CUMPROD_DTYPES), scalar("dim", INTEGERS))
+
+    def to_base(args: Mapping[str, object]) -> dict[str, object]:
+        return {"input": args["input"], "dim": args["dim"], "dtype": int(D.ACL_DT_UNDEFINED), "out": args["input"]}
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, "input")
+        if t.numel == 0:
+            raise invalid("InplaceCumprod does not take an empty input")
+        call.plan["dim"] = _scalar_dim(call, t.rank)
+        return {"input": same(t.shape, t.dtype)}
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        yield ErrorSample({"input": _x(rng, (2, 3), D.ACL_FLOAT), "dim": -3}, INVALID, "dim out of range")
+        yield ErrorSample({"input": _x(rng, (0, 3), D.ACL_FLOAT), "dim": 0}, INVALID, "empty input")
+
+    return OpSpec(
+        "InplaceCumprod",
+        FAMILY,
+        params,
+        infer,
+        alias_ok=True,
+        samples=_cumprod_samples(True),
+        error_samples=errors,
+        base=base.name,
+        base_args=to_base,
+        summary="prefix product in place",
+    )
+
+
 # ----------------------------------------------------------------------------- top-k and sorting
 def _topk() -> OpSpec:
     params = (
@@ -905,6 +1030,8 @@ _ORDER_FREE = exact("selection: the result is one of the inputs; ±0 tie unspeci
 ACCURACY: dict[str, Accuracy] = {
     **{op: reduction() for op in ("ReduceSum", "Mean", "MeanV2", "Prod", "ProdDim")},
     "Cumsum": reduction(length_of=dim_length()),
+    # a product's rounding is relative: the suite's M (the op on |input|) is Π|x|, the γ_n·Π|x| bound
+    **{op: reduction(length_of=dim_length("input")) for op in ("Cumprod", "InplaceCumprod")},
     **{
         op: _ORDER_FREE
         for op in (
@@ -957,9 +1084,11 @@ SPECS: list[OpSpec] = [
     _prod(),
     _prod_dim(),
     _cumsum(),
+    _cumprod(),
     _topk(),
     _sort(),
     _argsort(),
     *(_var_family(*op) for op in _VAR_OPS),
 ]
+SPECS.append(_inplace_cumprod(next(s for s in SPECS if s.name == "Cumprod")))
 SPECS = with_accuracy(SPECS, ACCURACY)

@@ -105,6 +105,16 @@ def cumsum(k: RefCall) -> None:
         k.write("out", np.cumsum(np.atleast_1d(x), axis=k.plan["dim"]).reshape(x.shape))
 
 
+@kernel("Cumprod")
+def cumprod(k: RefCall) -> None:
+    """Inclusive prefix product along dim after casting input to dtype (ACL_DT_UNDEFINED: input's own)."""
+    raw = DataType(k["dtype"])
+    dtype = k.dtype("input") if raw == DataType.ACL_DT_UNDEFINED else raw
+    x = _as_dtype(k, "input", dtype)
+    with np.errstate(all="ignore"):
+        k.write("out", np.cumprod(np.atleast_1d(x), axis=k.plan["dim"]).reshape(x.shape))
+
+
 # ----------------------------------------------------------------------------- extrema
 @kernel("Amax", "Amin", "MaxV2")
 def amax_amin(k: RefCall) -> None:

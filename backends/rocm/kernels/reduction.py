@@ -852,17 +852,19 @@ def _softmax(kernel: RowKernel) -> str:
 
 
 def _cumsum(kernel: RowKernel) -> str:
-    """Inclusive prefix sums, one thread per row (rows of a non-last dim are read coalesced across threads)."""
+    """Inclusive prefix sums (or products: op ``prod``), one thread per row (rows of a non-last dim are read
+    coalesced across threads)."""
     dtype = D(int(kernel.option("dtype") or 0))
+    op = str(kernel.option("op") or "sum")
     value = load_as(kernel, "self", at(kernel, "self"), kernel.acc, via=dtype)
     body = [
-        "const AclSum add;",
+        f"const {REDUCE_OPS[op]} add;",
         "const idx_t threads = (idx_t)gridDim.x * (idx_t)blockDim.x;",
         "for (idx_t row = (idx_t)blockIdx.x * (idx_t)blockDim.x + (idx_t)threadIdx.x; row < m.n; row += threads) {",
         "  idx_t base[ACL_NOPS];",
         "  for (int k = 0; k < ACL_NOPS; ++k) base[k] = 0;",
         "  acl_offsets(m, row, 0, ACL_OUTER, base);",
-        "  acc_t a = (acc_t)0;",
+        f"  acc_t a = {identity(op, kernel.acc)};",
         *(
             "  " + line
             for line in element_loop(

@@ -52,6 +52,7 @@ OPS: tuple[str, ...] = (
     "Amin",
     "ArgMax",
     "ArgMin",
+    "Cumprod",
     "Cumsum",
     "LogSoftmax",
     "Max",
@@ -393,7 +394,7 @@ class ReductionRunner(RowRunner):
 
     def plan_call(self, op: str, launch: Launch) -> RowPlan | Program | None:
         """The row kernel of one call (a one-launch program for the split arg path)."""
-        if op in ("Softmax", "LogSoftmax", "Cumsum"):
+        if op in ("Softmax", "LogSoftmax", "Cumsum", "Cumprod"):
             return self._along(op, launch)
         if op in ("MaxDim", "MinDim", "ArgMax", "ArgMin"):
             return self._arg(op, launch)
@@ -459,7 +460,7 @@ class ReductionRunner(RowRunner):
 
     # ------------------------------------------------------------------ along one dim
     def _along(self, op: str, launch: Launch) -> RowPlan | None:
-        x, out = _tensor(launch, "self"), _tensor(launch, "out")
+        x, out = _tensor(launch, "input" if op == "Cumprod" else "self"), _tensor(launch, "out")
         dim = launch.plan["dim"]
         if x.rank == 0:  # a 0-d tensor is one row of one element
             x = _as_1d(x)
@@ -468,13 +469,21 @@ class ReductionRunner(RowRunner):
         outer_shape, inner_shape, xo, xi = split(x, (dim,))
         _, _, oo, oi = split(out, (dim,))
         bound = [bind("self", x, xo, xi), bind("out", out, oo, oi, write=True)]
-        if op == "Cumsum":
-            dtype = _supported(op, D(launch.args["dtype"]))
+        if op in ("Cumsum", "Cumprod"):
+            dtype = D(launch.args["dtype"])
+            dtype = _supported(op, x.dtype if dtype == D.ACL_DT_UNDEFINED else dtype)
             acc = int_acc(dtype)
             if ctype(acc).kind == "float":
                 acc = acc_dtype([dtype, out.dtype])
             return self.plan(
-                op, "cumsum", bound, outer_shape, inner_shape, acc, [("dtype", int(dtype))], per_thread_rows=True
+                op,
+                "cumsum",
+                bound,
+                outer_shape,
+                inner_shape,
+                acc,
+                [("dtype", int(dtype)), *((("op", "prod"),) if op == "Cumprod" else ())],
+                per_thread_rows=True,
             )
         acc = acc_dtype([x.dtype, out.dtype])
         return self.plan(op, "softmax", bound, outer_shape, inner_shape, acc, [("log", op == "LogSoftmax")])
