@@ -557,3 +557,17 @@ def test_cumprod_dtype_casts_first_and_in_place_refuses_empty():
     assert got.dtype == np.float32
     assert_close(got, torch.cumprod(torch.from_numpy(x), dim=1, dtype=torch.float32).numpy())
     assert _code("InplaceCumprod", input=np.zeros((0, 2), np.float32), dim=0) == 161002
+
+
+@pytest.mark.parametrize("op", ["Cummax", "Cummin"])
+@pytest.mark.parametrize("dtype", [*FLOATS64, np.int8, np.uint8, np.int32, np.int64, np.bool_], ids=name_of)
+@pytest.mark.parametrize("dim", [0, -1])
+def test_cummax_cummin_match_torch(op: str, dtype: type, dim: int, rng: np.random.Generator):
+    x = _data(rng, (6, 7), dtype, -2, 3)  # ties: torch moves the index to the later element
+    if np.dtype(dtype).kind == "f" or dtype is BF16:
+        x[[1, 3], [2, 2]] = np.nan
+    got = ref(op, self=x, dim=dim)
+    fn = torch.cummax if op == "Cummax" else torch.cummin
+    values, indices = fn(to_torch(x), dim=dim)
+    assert_close(got["valuesOut"], to_numpy(values))
+    np.testing.assert_array_equal(got["indicesOut"], indices.numpy())

@@ -13,7 +13,9 @@ output then equals the input, so no log is taken); unset, it reduces every dim. 
 an integer dtype; torch refuses integer means). ReduceLogSum is log(ReduceSum) in data's dtype (a zero
 sum gives -Inf, a negative one NaN). MaxV2, like Amax, refuses a reduction over a size-0 dim (its
 page: "不支持reduce轴为0"). Min and MinDim mirror Max and MaxDim (NaN wins; MinDim reports the first
-index of the minimum, torch's rule).
+index of the minimum, torch's rule). Cummax / Cummin follow torch where the pages are silent: a tie moves
+the index to the later element, a NaN takes over and only a later NaN replaces it; a 0-d self takes
+dim -1 or 0 (the page names both a [1, 8] rank and that case; we accept 0-d, as torch does).
 """
 
 from __future__ import annotations
@@ -819,6 +821,43 @@ def _inplace_cumprod(base: OpSpec) -> OpSpec:
     )
 
 
+def _cum_extremum(name: str) -> OpSpec:
+    params = (
+        tensor("self", EXTREMA_DTYPES),
+        int_attr("dim"),
+        out("valuesOut", EXTREMA_DTYPES),
+        out("indicesOut", INDEX_OUT),
+    )
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, "self")
+        call.plan["dim"] = normalize_dim(call.args["dim"], t.rank)
+        return {"valuesOut": same(t.shape, t.dtype), "indicesOut": listed(t.shape, D.ACL_INT64)}
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        for dt in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16, D.ACL_DOUBLE, D.ACL_INT8, D.ACL_UINT8, D.ACL_INT16):
+            yield Sample({"self": S.array(rng, (3, 7), dt, special=dt.is_float), "dim": 1}, f"{dt.short} dim 1")
+        for dt in (D.ACL_INT32, D.ACL_INT64, D.ACL_FLOAT):
+            yield Sample({"self": _x(rng, (5, 2, 3), dt, low=-2, high=2), "dim": -3}, f"{dt.short} ties dim -3")
+        yield Sample({"self": _x(rng, (4, 6), D.ACL_BOOL), "dim": 1}, "bool")
+        nan = np.array([[1.0, np.nan, 5.0, np.nan, -np.inf, 2.0]], np.float32)
+        yield Sample({"self": nan, "dim": 1}, "float32 NaN sticks, a later NaN moves the index")
+        yield Sample({"self": _x(rng, (), D.ACL_FLOAT), "dim": -1}, "float32 0-d")
+        yield Sample({"self": _x(rng, (0, 3), D.ACL_FLOAT), "dim": 0}, "float32 empty")
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        x = _x(rng, (2, 3), D.ACL_FLOAT)
+        yield ErrorSample({"self": x, "dim": 2}, INVALID, "dim out of range")
+        yield ErrorSample({"self": _x(rng, (), D.ACL_FLOAT), "dim": 1}, INVALID, "0-d dim out of [-1, 0]")
+        yield ErrorSample({"self": x, "dim": 0, "indicesOut": np.zeros((2, 3), np.float32)}, INVALID, "float indices")
+        yield ErrorSample({"self": x, "dim": 0, "valuesOut": np.zeros((2, 3), np.float16)}, INVALID, "values dtype")
+        yield ErrorSample({"self": x, "dim": 0, "valuesOut": np.zeros((3, 2), np.float32)}, INVALID, "values shape")
+
+    return OpSpec(
+        name, FAMILY, params, infer, samples=gen, error_samples=errors, summary=f"running {name[3:]} with indices"
+    )
+
+
 # ----------------------------------------------------------------------------- top-k and sorting
 def _topk() -> OpSpec:
     params = (
@@ -1046,6 +1085,8 @@ ACCURACY: dict[str, Accuracy] = {
             "ArgMin",
             "Topk",
             "Sort",
+            "Cummax",
+            "Cummin",
             "Argsort",
         )
     },
@@ -1085,6 +1126,8 @@ SPECS: list[OpSpec] = [
     _prod_dim(),
     _cumsum(),
     _cumprod(),
+    _cum_extremum("Cummax"),
+    _cum_extremum("Cummin"),
     _topk(),
     _sort(),
     _argsort(),

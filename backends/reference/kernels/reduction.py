@@ -115,6 +115,28 @@ def cumprod(k: RefCall) -> None:
         k.write("out", np.cumprod(np.atleast_1d(x), axis=k.plan["dim"]).reshape(x.shape))
 
 
+@kernel("Cummax", "Cummin")
+def cum_extremum(k: RefCall) -> None:
+    """Running max / min along dim and the index of its latest occurrence; a NaN takes over and sticks (torch)."""
+    x = k.read("self")
+    if x.size == 0:
+        return
+    axis = k.plan["dim"] if x.ndim else 0
+    moved = np.moveaxis(np.atleast_1d(x), axis, 0)
+    wide = moved.astype(np.float64) if moved.dtype.kind in "fV" else moved.astype(np.int64)
+    better = np.greater_equal if k.launch.spec.name == "Cummax" else np.less_equal
+    best, at = wide[0].copy(), np.zeros(wide.shape[1:], np.int64)
+    values, indices = np.empty(wide.shape, wide.dtype), np.empty(wide.shape, np.int64)
+    for i in range(wide.shape[0]):
+        v = wide[i]
+        with np.errstate(invalid="ignore"):
+            take = np.isnan(v) | (~np.isnan(best) & better(v, best)) if v.dtype.kind == "f" else better(v, best)
+        best, at = np.where(take, v, best), np.where(take, i, at)
+        values[i], indices[i] = best, at
+    k.write("valuesOut", np.moveaxis(values, 0, axis).reshape(x.shape))
+    k.write("indicesOut", np.moveaxis(indices, 0, axis).reshape(x.shape))
+
+
 # ----------------------------------------------------------------------------- extrema
 @kernel("Amax", "Amin", "MaxV2")
 def amax_amin(k: RefCall) -> None:

@@ -52,6 +52,8 @@ OPS: tuple[str, ...] = (
     "Amin",
     "ArgMax",
     "ArgMin",
+    "Cummax",
+    "Cummin",
     "Cumprod",
     "Cumsum",
     "LogSoftmax",
@@ -394,6 +396,8 @@ class ReductionRunner(RowRunner):
 
     def plan_call(self, op: str, launch: Launch) -> RowPlan | Program | None:
         """The row kernel of one call (a one-launch program for the split arg path)."""
+        if op in ("Cummax", "Cummin"):
+            return self._cum_extremum(op, launch)
         if op in ("Softmax", "LogSoftmax", "Cumsum", "Cumprod"):
             return self._along(op, launch)
         if op in ("MaxDim", "MinDim", "ArgMax", "ArgMin"):
@@ -487,6 +491,22 @@ class ReductionRunner(RowRunner):
             )
         acc = acc_dtype([x.dtype, out.dtype])
         return self.plan(op, "softmax", bound, outer_shape, inner_shape, acc, [("log", op == "LogSoftmax")])
+
+    def _cum_extremum(self, op: str, launch: Launch) -> RowPlan | None:
+        """Cummax / Cummin: Cumsum's thread-per-row scan with a running extremum and its index."""
+        x, values, indices = (_tensor(launch, n) for n in ("self", "valuesOut", "indicesOut"))
+        dim = launch.plan["dim"]
+        if x.rank == 0:
+            x, values, indices, dim = _as_1d(x), _as_1d(values), _as_1d(indices), 0
+        outer_shape, inner_shape, xo, xi = split(x, (dim,))
+        bound = [bind("self", x, xo, xi)]
+        for name, t in (("out", values), ("indices", indices)):
+            _, _, to, ti = split(t, (dim,))
+            bound.append(bind(name, t, to, ti, write=True))
+        options: list[tuple[str, str | int | bool]] = [("largest", op == "Cummax")]
+        return self.plan(
+            op, "cumext", bound, outer_shape, inner_shape, _compare_acc(x.dtype), options, per_thread_rows=True
+        )
 
     def _arg(self, op: str, launch: Launch) -> RowPlan | Program | None:
         x = _tensor(launch, "self")
