@@ -169,8 +169,8 @@ def arg_dtypes(spec: OpSpec, args: Args) -> set[D]:
     for _, arr in tensor_arrays(spec, args):
         found.add(from_numpy(arr.dtype))
     for p in spec.params:
-        if p.kind is Kind.DTYPE and args.get(p.name) is not None:
-            found.add(D(int(args[p.name])))
+        if p.kind is Kind.DTYPE and args.get(p.name) is not None and int(args[p.name]) != D.ACL_DT_UNDEFINED:
+            found.add(D(int(args[p.name])))  # ACL_DT_UNDEFINED (Cumprod's "input's own dtype") names no dtype
     return found
 
 

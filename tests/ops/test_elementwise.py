@@ -266,3 +266,51 @@ def test_inplace_add_v3_updates_its_tensor() -> None:
     other = np.arange(4, dtype=np.float32)
     got = ref("InplaceAddV3", selfRef=1.5, other=other, alpha=2)["other"]
     assert_close(got, (torch.add(torch.tensor(1.5), torch.from_numpy(other), alpha=2)).numpy())
+
+
+# ----------------------------------------------------------------------------- FloorDivide, LogicalXor, XLogY
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16, np.float64, np.int8, np.int32, np.int64], ids=str)
+def test_floor_divide_matches_torch(dtype: type, rng: np.random.Generator):
+    a = (rng.uniform(-20, 20, (4, 6))).astype(dtype)
+    b = rng.choice([-7, -3, -1.5, 2, 2.5, 5], size=(6,)).astype(dtype)
+    b[b == 0] = 1
+    want = to_numpy(torch.floor_divide(to_torch(a), to_torch(b)))
+    assert_close(ref("FloorDivide", self=a, other=b)["out"], want)
+    assert_close(ref("InplaceFloorDivide", selfRef=a.copy(), other=b)["selfRef"], want)
+    scalar = -3 if np.dtype(dtype).kind == "i" else -2.5
+    want = to_numpy(torch.floor_divide(to_torch(a), scalar))
+    assert_close(ref("FloorDivides", self=a, other=scalar)["out"], want)
+
+
+def test_floor_divide_promotes_and_refuses_bool():
+    got = ref("FloorDivides", self=np.array([7, -7], np.int32), other=2.0)["out"]
+    assert got.dtype == np.float32 and list(got) == [3.0, -4.0]
+    with pytest.raises(AclnnError):
+        ref("FloorDivide", self=np.array([True]), other=np.array([True]))
+
+
+def test_logical_xor_matches_torch(rng: np.random.Generator):
+    a = rng.integers(-1, 2, (3, 4)).astype(np.int32)
+    b = rng.random((4,)) < 0.5
+    got = ref("LogicalXor", self=a, other=b)["out"]
+    np.testing.assert_array_equal(got, torch.logical_xor(torch.from_numpy(a), torch.from_numpy(b)).numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16, np.float64, np.int32, np.bool_], ids=str)
+def test_xlogy_matches_torch(dtype: type, rng: np.random.Generator):
+    x = rng.uniform(-3, 3, (3, 5)).astype(np.float64)
+    x[0, :2] = 0
+    y = rng.uniform(0, 4, (3, 5))
+    y[0, 1], y[1, 0], y[2, 0] = np.nan, 0.0, -1.0
+    if np.dtype(dtype).kind in "ib":
+        x, y = x.astype(dtype), np.abs(y[:, :]).round().astype(np.float32)
+    else:
+        x, y = x.astype(dtype), y.astype(dtype)
+    want = to_numpy(torch.xlogy(to_torch(x), to_torch(y)))
+    got = ref("XLogYTensor", self=x, other=y)["out"]
+    assert got.dtype == want.dtype
+    assert_close(got, want)
+    assert_close(ref("XLogYScalarOther", self=x, other=0.0)["out"], to_numpy(torch.xlogy(to_torch(x), 0.0)))
+    yf = y.astype(np.float32)
+    assert_close(ref("XLogYScalarSelf", self=0.0, other=yf)["out"], torch.xlogy(0.0, torch.from_numpy(yf)).numpy())
+    assert_close(ref("XLogYScalarSelf", self=2.5, other=yf)["out"], torch.xlogy(2.5, torch.from_numpy(yf)).numpy())

@@ -475,3 +475,99 @@ def test_topk_and_sort_signatures_keep_the_official_order():
 @pytest.mark.parametrize("spec", reduction.SPECS, ids=lambda s: s.name)
 def test_conformance_samples_run_and_error_samples_fail_as_declared(spec):
     check_samples_and_errors(spec, 7)
+
+
+# ----------------------------------------------------------------------------- Min, MinDim and the V2 reductions
+@pytest.mark.parametrize("dtype", [*FLOATS64, *INTS, np.bool_], ids=name_of)
+def test_min_matches_torch(dtype: type, rng: np.random.Generator):
+    x = _data(rng, (3, 5), dtype)
+    assert_close(ref("Min", self=x)["out"], to_numpy(torch.min(to_torch(x))))
+    assert np.isnan(ref("Min", self=np.array([1.0, np.nan, -np.inf], np.float32))["out"])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16, np.int32, np.int64], ids=name_of)
+@pytest.mark.parametrize(("dim", "keep"), [(1, False), (-3, True), (2, False)])
+def test_min_dim_matches_torch(dtype: type, dim: int, keep: bool, rng: np.random.Generator):
+    x = _data(rng, (2, 3, 4), dtype, -2, 2)  # ties: torch reports the first index
+    if np.dtype(dtype).kind == "f" or dtype is BF16:
+        x.reshape(-1)[[3, 7]] = np.array([np.nan, -np.inf]).astype(dtype)
+    got = ref("MinDim", self=x, dim=dim, keepdim=keep)
+    values, indices = torch.min(to_torch(x), dim=dim, keepdim=keep)
+    assert_close(got["out"], to_numpy(values))
+    np.testing.assert_array_equal(got["indices"], indices.numpy())
+
+
+@pytest.mark.parametrize("dtype", [*FLOATS64, np.int16, np.int64, np.bool_], ids=name_of)
+@pytest.mark.parametrize(("dims", "keep"), DIM_CASES, ids=str)
+def test_max_v2_matches_torch_amax(dtype: type, dims: list[int], keep: bool, rng: np.random.Generator):
+    x = _data(rng, (2, 3, 4), dtype)
+    got = ref("MaxV2", self=x, dims=dims, keepDims=keep, noopWithEmptyDims=False)["out"]
+    assert_close(got, to_numpy(torch.amax(to_torch(x), dim=dims, keepdim=keep)))
+
+
+@pytest.mark.parametrize("dtype", FLOATS64, ids=name_of)
+@pytest.mark.parametrize(("dims", "keep"), DIM_CASES, ids=str)
+def test_mean_v2_matches_torch(dtype: type, dims: list[int], keep: bool, rng: np.random.Generator):
+    x = _data(rng, (2, 3, 4), dtype)
+    got = ref("MeanV2", self=x, dim=dims, keepDim=keep, noopWithEmptyAxes=False)["out"]
+    assert got.dtype == x.dtype
+    assert_close(got, to_numpy(torch.mean(to_torch(x), dim=dims, keepdim=keep)))
+
+
+def test_v2_noop_with_empty_dims_copies_self_and_integer_means_truncate(rng: np.random.Generator):
+    x = _data(rng, (2, 3), np.float32)
+    np.testing.assert_array_equal(ref("MeanV2", self=x, dim=[], keepDim=False, noopWithEmptyAxes=True)["out"], x)
+    np.testing.assert_array_equal(ref("MaxV2", self=x, dims=[], keepDims=True, noopWithEmptyDims=True)["out"], x)
+    assert ref("MeanV2", self=x, dim=[], keepDim=False, noopWithEmptyAxes=False)["out"].shape == ()
+    # a set flag changes nothing where dims are given
+    got = ref("MaxV2", self=x, dims=[1], keepDims=False, noopWithEmptyDims=True)["out"]
+    assert_close(got, x.max(axis=1))
+    ints = np.array([[-7, 0], [5, 2]], np.int32)
+    got = ref("MeanV2", self=ints, dim=[1], keepDim=False, noopWithEmptyAxes=False)["out"]
+    np.testing.assert_array_equal(got, np.array([-3, 3], np.int32))
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=name_of)
+@pytest.mark.parametrize(("dims", "keep"), DIM_CASES, ids=str)
+def test_reduce_log_sum_matches_torch(dtype: type, dims: list[int], keep: bool, rng: np.random.Generator):
+    x = _data(rng, (2, 3, 4), dtype, 0, 4)
+    got = ref("ReduceLogSum", data=x, axes=dims, keepDims=keep, noopWithEmptyAxes=False)["reduce"]
+    want = to_numpy(torch.log(torch.sum(to_torch(x).float(), dim=dims, keepdim=keep)).to(to_torch(x).dtype))
+    assert got.dtype == x.dtype
+    assert_close(got, want)
+    # the noop flag with no axes copies data (no log)
+    same = ref("ReduceLogSum", data=x, axes=[], keepDims=keep, noopWithEmptyAxes=True)["reduce"]
+    np.testing.assert_array_equal(same, x)
+
+
+@pytest.mark.parametrize("dtype", [*FLOATS64, np.int8, np.int32, np.int64, np.uint8], ids=name_of)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cumprod_matches_torch(dtype: type, dim: int, rng: np.random.Generator):
+    x = _data(rng, (3, 4, 5), dtype, -2, 3)
+    want = to_numpy(torch.cumprod(to_torch(x), dim=dim))
+    got = ref("Cumprod", input=x, dim=dim, dtype=int(D.ACL_DT_UNDEFINED))["out"]
+    assert got.dtype == x.dtype
+    assert_close(got, want)
+    assert_close(ref("InplaceCumprod", input=x.copy(), dim=dim)["input"], want)
+
+
+def test_cumprod_dtype_casts_first_and_in_place_refuses_empty():
+    x = np.array([[1.5, 2.5, -2.0]], np.float16)
+    got = ref("Cumprod", input=x, dim=1, dtype=int(D.ACL_FLOAT))["out"]
+    assert got.dtype == np.float32
+    assert_close(got, torch.cumprod(torch.from_numpy(x), dim=1, dtype=torch.float32).numpy())
+    assert _code("InplaceCumprod", input=np.zeros((0, 2), np.float32), dim=0) == 161002
+
+
+@pytest.mark.parametrize("op", ["Cummax", "Cummin"])
+@pytest.mark.parametrize("dtype", [*FLOATS64, np.int8, np.uint8, np.int32, np.int64, np.bool_], ids=name_of)
+@pytest.mark.parametrize("dim", [0, -1])
+def test_cummax_cummin_match_torch(op: str, dtype: type, dim: int, rng: np.random.Generator):
+    x = _data(rng, (6, 7), dtype, -2, 3)  # ties: torch moves the index to the later element
+    if np.dtype(dtype).kind == "f" or dtype is BF16:
+        x[[1, 3], [2, 2]] = np.nan
+    got = ref(op, self=x, dim=dim)
+    fn = torch.cummax if op == "Cummax" else torch.cummin
+    values, indices = fn(to_torch(x), dim=dim)
+    assert_close(got["valuesOut"], to_numpy(values))
+    np.testing.assert_array_equal(got["indicesOut"], indices.numpy())

@@ -50,7 +50,7 @@ def fake(tmp_path_factory: pytest.TempPathFactory) -> tuple[RocmBackend, FakePro
 
 def _dtypes(args: dict) -> set[D]:
     found = {from_numpy(v.dtype) for v in args.values() if isinstance(v, np.ndarray)}
-    if "dtype" in args:
+    if "dtype" in args and D(args["dtype"]) != D.ACL_DT_UNDEFINED:  # undefined: the input's own dtype
         found.add(D(args["dtype"]))
     return found
 
@@ -68,6 +68,11 @@ def _compare(backend: Backend, reference: Backend, op: str, args: dict, layout: 
             raise AssertionError(f"{op} [{note}] layout={layout}: {name}\n{exc}") from None
 
 
+LAYOUTS_BY_NEIGHBOUR = frozenset({"Min", "MinDim", "MaxV2", "MeanV2", "ReduceLogSum", "Cumprod", "InplaceCumprod"})
+"""Rows of a kernel whose strided layouts the neighbour op proves (Max, MaxDim, Amax, Mean, ReduceSum, Cumsum: the
+same source up to its ``op`` option); they run contiguous here to keep the emulator's compile budget."""
+
+
 @pytest.mark.parametrize("op", OPS)
 def test_every_sample_matches_the_reference_when_emulated(emulated: RocmBackend, reference: Backend, op: str) -> None:
     samples = list(get_spec(op).samples(np.random.default_rng(2024)))  # type: ignore[misc]
@@ -79,7 +84,7 @@ def test_every_sample_matches_the_reference_when_emulated(emulated: RocmBackend,
             assert err.value.code == 161002, sample.note
             continue
         _compare(emulated, reference, op, dict(sample.args), "contiguous", sample.note)
-        if i % 3 == 0:
+        if i % 3 == 0 and op not in LAYOUTS_BY_NEIGHBOUR:
             for layout in ("padded", "transposed"):
                 _compare(emulated, reference, op, dict(sample.args), layout, sample.note)
 

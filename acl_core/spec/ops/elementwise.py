@@ -2,6 +2,11 @@
 
 Where CANN's documents are silent: the Pow operators follow C99 / IEEE 754 ``pow`` at every exponent
 (an exponent of 0.5 is not ``sqrt``: pow(-inf, 0.5) is +inf and pow(-0.0, 0.5) is +0.0).
+FloorDivide / FloorDivides compute floor(self / other) in the promoted dtype (DivMod's mode 2; floats
+through a float64 quotient); bool inputs are refused (161002): torch has no bool floor division and a
+bool ⊕ bool pair would promote to a bool result, which CANN's out list lacks; complex outs (listed on the
+page) are not claimed, as no real floor quotient needs one. XLogY* follow torch.xlogy: 0 where self is
+0 and other is not NaN, else self·log(other); integer and bool inputs give float32.
 """
 
 from __future__ import annotations
@@ -236,13 +241,20 @@ def tensor_scalar(
 
 
 def scalar_tensor(
-    name: str, dtypes: frozenset[D], *, s: str = "self", t: str = "other", alpha: str | None = None
+    name: str,
+    dtypes: frozenset[D],
+    *,
+    s: str = "self",
+    t: str = "other",
+    alpha: str | None = None,
+    result: Result = _same,
+    positive: bool = False,
 ) -> OpSpec:
     """An aclScalar ⊕ tensor op (AddV3, PowScalarTensor)."""
     params: list[Param] = [scalar(s), tensor(t, dtypes)]
     if alpha:
         params.append(scalar(alpha))
-    params.append(out("out", dtypes))
+    params.append(out("out", dtypes | {result(d) for d in dtypes}))
 
     def infer(call: Call) -> Infos:
         tt = tensor_arg(call, t)
@@ -251,12 +263,13 @@ def scalar_tensor(
         compute = promote_with_scalar(tt.dtype, sdt)
         _check_alpha(call, compute, alpha)
         call.plan["compute"] = compute
-        return {"out": castable(tt.shape, compute)}
+        return {"out": castable(tt.shape, result(compute))}
 
     def gen(rng: np.random.Generator) -> Iterable[Sample]:
         for dt in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_INT32):
             for shape in S.ELEMENTWISE_SHAPES:
-                args: dict[str, object] = {s: 1.5 if dt.is_float else 2, t: S.array(rng, shape, dt, low=-2, high=2)}
+                x = S.positive(rng, shape, dt) if positive else S.array(rng, shape, dt, low=-2, high=2)
+                args: dict[str, object] = {s: 1.5 if dt.is_float else 2, t: x}
                 if alpha:
                     args[alpha] = 2
                 yield Sample(args, f"{dt.short} {list(shape)}")
@@ -339,6 +352,11 @@ _Muls = tensor_scalar("Muls", ALL)
 _Divs = tensor_scalar("Divs", ALL, result=float_result)
 _PowTS = tensor_scalar("PowTensorScalar", REAL, s="exponent", scalar_values=(2, 0.5, 3.0), positive=True)
 _AddV3 = scalar_tensor("AddV3", REAL, alpha="alpha")
+_FloorDivide = tensor_tensor("FloorDivide", REAL, positive_b=True, sample_dtypes=(*SAMPLE_DTYPES, D.ACL_INT8))
+_FloorDivides = tensor_scalar("FloorDivides", REAL, scalar_values=(2.5, 3, -2))
+_XLogYTensor = tensor_tensor("XLogYTensor", REAL_BOOL, result=float_result, positive_b=True)
+_XLogYScalarSelf = scalar_tensor("XLogYScalarSelf", REAL_BOOL, result=float_result, positive=True)
+_XLogYScalarOther = tensor_scalar("XLogYScalarOther", REAL_BOOL, result=float_result, scalar_values=(2.5, 3, 0.0))
 _PowST = scalar_tensor("PowScalarTensor", REAL, t="exponent")
 
 _COMPARE = ("Eq", "Ne", "Gt", "Ge", "Lt", "Le")
@@ -349,6 +367,7 @@ _compare_scalar = [
 ]
 _LogicalAnd = tensor_tensor("LogicalAnd", REAL_BOOL, result=_bool, out_dtypes=REAL_BOOL)
 _LogicalOr = tensor_tensor("LogicalOr", REAL_BOOL, result=_bool, out_dtypes=REAL_BOOL)
+_LogicalXor = tensor_tensor("LogicalXor", REAL_BOOL, result=_bool, out_dtypes=REAL_BOOL)
 _LogicalNot = unary("LogicalNot", REAL_BOOL, result=_bool)
 
 _SIGNED_REAL = FLOATS64 | frozenset({D.ACL_INT8, D.ACL_INT16, D.ACL_INT32, D.ACL_INT64})
@@ -587,10 +606,16 @@ _base: list[OpSpec] = [
     _PowTS,
     _AddV3,
     _PowST,
+    _FloorDivide,
+    _FloorDivides,
+    _XLogYTensor,
+    _XLogYScalarSelf,
+    _XLogYScalarOther,
     *_compare_tensor,
     *_compare_scalar,
     _LogicalAnd,
     _LogicalOr,
+    _LogicalXor,
     _LogicalNot,
     *_unaries,
     _clamp(),
@@ -602,6 +627,7 @@ _base: list[OpSpec] = [
     _inplace_fill_scalar(),
     _inplace_zero(),
 ]
+_XLOGY = ("XLogYTensor", "XLogYScalarSelf", "XLogYScalarOther")
 _UNSIGNED_ZERO = exact(
     "exactly rounded; the sign of a zero result is not specified (max/min/relu of ±0)", signed_zero=False
 )
@@ -619,6 +645,7 @@ ACCURACY: dict[str, Accuracy] = {
     "Erf": ulp(2),
     "Rsqrt": ulp(2, reason="1/sqrt: two correctly rounded steps (CUDA's rsqrtf bound is 2 ulp)"),
     **{op: ulp(4) for op in ("PowTensorTensor", "PowTensorScalar", "PowScalarTensor")},
+    **{op: ulp(2, reason="self·log(other): logf's 1 ulp and one multiplication") for op in _XLOGY},
     "Sigmoid": ulp(4, reason="1/(1+exp(-x)): expf's 2 ulp, then an add and a division"),
     "Silu": ulp(5, reason="x·sigmoid(x): sigmoid's 4 ulp and one multiplication"),
     "Gelu": ulp(
@@ -647,6 +674,10 @@ _TWINS: dict[str, str] = {
     "Subs": "selfRef",
     "Muls": "selfRef",
     "Divs": "selfRef",
+    "FloorDivide": "selfRef",
+    "FloorDivides": "selfRef",
+    "XLogYTensor": "selfRef",
+    "XLogYScalarOther": "selfRef",
     "PowTensorScalar": "self",
     "LogicalAnd": "selfRef",
     "LogicalOr": "selfRef",

@@ -5,11 +5,23 @@ documentation and the checks its ``op_api`` performs. Reduction dims arrive as a
 array means "every dim" (ReduceSum, Mean, Amax, Amin and the Var/Std family); only the Var/Std family
 also accepts a null ``dim`` for that. None of these operators has an ``aclnnInplaceXxx`` twin in the
 official prototype table.
+
+The V2 reductions (MeanV2, MaxV2, ReduceLogSum) add ``noopWithEmptyAxes`` / ``noopWithEmptyDims``:
+set, an empty dim array reduces nothing and out equals self (ONNX's flag; ReduceLogSum's page says the
+output then equals the input, so no log is taken); unset, it reduces every dim. MeanV2 has no
+``dtype``: it computes in self's dtype, so an integer self truncates its mean toward zero (as Mean with
+an integer dtype; torch refuses integer means). ReduceLogSum is log(ReduceSum) in data's dtype (a zero
+sum gives -Inf, a negative one NaN). MaxV2, like Amax, refuses a reduction over a size-0 dim (its
+page: "不支持reduce轴为0"). Min and MinDim mirror Max and MaxDim (NaN wins; MinDim reports the first
+index of the minimum, torch's rule). Cummax / Cummin follow torch where the pages are silent: a tie moves
+the index to the later element, a NaN takes over and only a later NaN replaces it; a 0-d self takes
+dim -1 or 0 (the page names both a [1, 8] rank and that case; we accept 0-d, as torch does).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -40,6 +52,8 @@ from acl_core.spec.opspec import (
     int_attr,
     invalid,
     out,
+    ref,
+    scalar,
     tensor,
 )
 from acl_core.spec.plan import declare as declare_plan
@@ -58,7 +72,7 @@ from acl_core.spec.rules import (
     same,
     tensor_arg,
 )
-from acl_core.tensor import AclIntArray, AclTensor
+from acl_core.tensor import AclIntArray, AclScalar, AclTensor
 
 # the plan keys this family's rules write (acl_core.spec.plan; docs/KERNELS.md)
 declare_plan("correction", "int", "the variance's degrees-of-freedom correction (1: unbiased)", int)
@@ -75,6 +89,7 @@ MAX_DIM_DTYPES = frozenset({D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16, D.ACL_INT32,
 ARG_DTYPES = FLOATS64 | INTEGERS
 PROD_DTYPES = REAL_BOOL | COMPLEX
 CUMSUM_DTYPES = FLOATS64 | INTEGERS | COMPLEX
+CUMPROD_DTYPES = FLOATS64 | INTEGERS | _UNSIGNED_WIDE
 TOPK_DTYPES = FLOATS64 | INTEGERS | _UNSIGNED_WIDE
 SORT_DTYPES = FLOATS | INTEGERS | _UNSIGNED_WIDE | {D.ACL_BOOL}
 SORT_VALUES_DTYPES = SORT_DTYPES | {D.ACL_DOUBLE}
@@ -319,51 +334,149 @@ def _mean() -> OpSpec:
     return OpSpec("Mean", FAMILY, params, infer, samples=gen, error_samples=errors, summary="mean over dims")
 
 
+_V2Sum = tuple[str, tuple[str, str, str, str, str], frozenset[D], tuple[D, ...], float]
+"""(op, (input, dims, keep, noop, output) names, dtypes, sample dtypes beyond float32, the samples' low)."""
+_V2_SUMS: tuple[_V2Sum, ...] = (
+    (
+        "MeanV2",
+        ("self", "dim", "keepDim", "noopWithEmptyAxes", "out"),
+        MEAN_DTYPES,
+        (D.ACL_FLOAT16, D.ACL_BF16, D.ACL_DOUBLE, D.ACL_INT32, D.ACL_INT16, D.ACL_UINT8, D.ACL_INT64),
+        -4.0,
+    ),
+    (
+        "ReduceLogSum",
+        ("data", "axes", "keepDims", "noopWithEmptyAxes", "reduce"),
+        FLOATS,
+        (D.ACL_FLOAT16, D.ACL_BF16),
+        0.0,
+    ),
+)
+
+
+def _v2_sum(
+    name: str, names: tuple[str, str, str, str, str], dtypes: frozenset[D], extra: tuple[D, ...], low: float
+) -> OpSpec:
+    """A sum-like V2 reduction (MeanV2, ReduceLogSum): the result in the input's dtype, empty dims per ``noop``."""
+    x_p, dim_p, keep_p, noop_p, out_p = names
+    params = (tensor(x_p, dtypes), int_array(dim_p), bool_attr(keep_p), bool_attr(noop_p), out(out_p, dtypes))
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, x_p)
+        dims = _noop_dims(call, dim_p, noop_p, t.rank)
+        _no_empty_complex(t, t.dtype)
+        call.plan["dims"] = dims
+        return {out_p: same(reduced_shape(t.shape, dims, call.args[keep_p]), t.dtype)}
+
+    def sample(x: np.ndarray, dims: list[int], keep: bool, note: str, noop: bool = False) -> Sample:
+        return Sample({x_p: x, dim_p: dims, keep_p: keep, noop_p: noop}, note)
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        for shape, dims, keep in _REDUCE_CASES:
+            x = _x(rng, shape, D.ACL_FLOAT, low=low)
+            yield sample(x, dims, keep, f"float32 {list(shape)} dims {dims} keep={keep}")
+        for noop_dims, keep in (([], False), ([1], True)):
+            yield sample(_x(rng, (2, 3), D.ACL_FLOAT, low=low), noop_dims, keep, f"noop dims {noop_dims}", True)
+        for dt in extra:
+            shape, dims, keep = _SHORT_CASES[0]  # the kernel is ReduceSum's: one case a dtype
+            yield sample(_x(rng, shape, dt, low=low), dims, keep, f"{dt.short} {list(shape)} dims {dims}")
+        for dt in (D.ACL_FLOAT16, D.ACL_BF16):  # long rows: a 16-bit accumulator fails the class
+            yield sample(_x(rng, (3, 1000), dt, low=low), [1], False, f"{dt.short} [3, 1000] rows")
+        if low >= 0:
+            x = _x(rng, (2, 4), D.ACL_FLOAT, low=low)
+            x[0] = 0.0
+            x[1, 1] = np.inf
+            yield sample(x, [1], False, "float32 a zero row (-Inf) and +Inf")
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        base = {x_p: _x(rng, (2, 3), D.ACL_FLOAT), keep_p: False, noop_p: False}
+        yield ErrorSample({**base, dim_p: [2]}, INVALID, "dim out of range")
+        yield ErrorSample({**base, dim_p: [0, -2]}, INVALID, "repeated dim")
+        yield ErrorSample({**base, dim_p: None}, NULLPTR, "null dims")
+        yield ErrorSample({**base, dim_p: [0], out_p: np.zeros((3,), np.float16)}, INVALID, "out dtype differs")
+        yield ErrorSample({**base, dim_p: [0], out_p: np.zeros((2,), np.float32)}, INVALID, "out of the wrong shape")
+        yield ErrorSample({**base, x_p: _x(rng, (2, 3), D.ACL_BOOL), dim_p: [0]}, INVALID, "bool input")
+        if D.ACL_COMPLEX64 in dtypes:
+            bad = {**base, x_p: _x(rng, (0, 3), D.ACL_COMPLEX64), dim_p: [0]}
+            yield ErrorSample(bad, INVALID, "empty self, complex result")
+        else:
+            yield ErrorSample({**base, x_p: _x(rng, (2, 3), D.ACL_INT32), dim_p: [0]}, INVALID, "int32 input")
+
+    return OpSpec(name, FAMILY, params, infer, samples=gen, error_samples=errors, summary=f"{name} over dims")
+
+
+def _noop_dims(call: Call, name: str, noop: str | None, rank: int) -> tuple[int, ...]:
+    """Reduction dims of a V2 reduction: with ``noop`` set, an empty array reduces nothing."""
+    arr = call.args[name]
+    if noop is not None and call.args[noop] and isinstance(arr, AclIntArray) and not arr.values:
+        return ()
+    return _reduce_dims(call, name, rank)
+
+
+_V2_NAMES: dict[str, tuple[str, str, str | None]] = {
+    "Amax": ("dim", "keepDim", None),
+    "Amin": ("dim", "keepDim", None),
+    "MaxV2": ("dims", "keepDims", "noopWithEmptyDims"),
+}
+"""(dims, keep, noop flag) parameter names of the over-dims extrema."""
+
+
 def _amax_amin(name: str) -> OpSpec:
+    dim_p, keep_p, noop = _V2_NAMES[name]
     params = (
         tensor("self", EXTREMA_DTYPES),
-        int_array("dim"),
-        bool_attr("keepDim"),
+        int_array(dim_p),
+        bool_attr(keep_p),
+        *((bool_attr(noop),) if noop else ()),
         out("out", EXTREMA_DTYPES),
     )
+    extra: dict[str, object] = {noop: False} if noop else {}
 
     def infer(call: Call) -> Infos:
         t = tensor_arg(call, "self")
-        dims = _reduce_dims(call, "dim", t.rank)
+        dims = _noop_dims(call, dim_p, noop, t.rank)
         _no_empty_reduction(t, dims, name)
         call.plan["dims"] = dims
-        return {"out": same(reduced_shape(t.shape, dims, call.args["keepDim"]), t.dtype)}
+        return {"out": same(reduced_shape(t.shape, dims, call.args[keep_p]), t.dtype)}
 
     def gen(rng: np.random.Generator) -> Iterable[Sample]:
         for shape, dims, keep in _REDUCE_CASES:
             if shape == (0, 3) and dims == [0]:
                 continue  # refused: no identity
             x = _x(rng, shape, D.ACL_FLOAT)
-            yield Sample({"self": x, "dim": dims, "keepDim": keep}, f"float32 {list(shape)} dims {dims} keep={keep}")
+            yield Sample(
+                {"self": x, dim_p: dims, keep_p: keep, **extra}, f"float32 {list(shape)} dims {dims} keep={keep}"
+            )
         yield Sample(
-            {"self": S.array(rng, (3, 8), D.ACL_FLOAT, special=True), "dim": [1], "keepDim": False},
+            {"self": S.array(rng, (3, 8), D.ACL_FLOAT, special=True), dim_p: [1], keep_p: False, **extra},
             "float32 NaN / ±Inf / ±0 / extremes",
         )
         for dt in (D.ACL_FLOAT16, D.ACL_BF16, D.ACL_DOUBLE, D.ACL_INT8, D.ACL_UINT8, D.ACL_INT32, D.ACL_INT64):
-            for shape, dims, keep in _SHORT_CASES:
+            for shape, dims, keep in _SHORT_CASES if not noop else _SHORT_CASES[:1]:  # V2: Amax's rows
                 yield Sample(
-                    {"self": S.array(rng, shape, dt, special=True), "dim": dims, "keepDim": keep},
+                    {"self": S.array(rng, shape, dt, special=True), dim_p: dims, keep_p: keep, **extra},
                     f"{dt.short} {list(shape)} dims {dims}",
                 )
-        yield Sample({"self": _x(rng, (4, 5), D.ACL_BOOL), "dim": [0], "keepDim": False}, "bool")
+        yield Sample({"self": _x(rng, (4, 5), D.ACL_BOOL), dim_p: [0], keep_p: False, **extra}, "bool")
+        if noop:
+            x = _x(rng, (2, 3), D.ACL_FLOAT)
+            yield Sample({"self": x, dim_p: [], keep_p: False, noop: True}, "float32 empty dims, noop: out = self")
+            yield Sample(
+                {"self": _x(rng, (2, 3), D.ACL_INT16), dim_p: [0], keep_p: True, noop: True}, "int16 noop, dim 0"
+            )
 
     def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
-        base = {"self": _x(rng, (2, 3), D.ACL_FLOAT), "keepDim": False}
-        yield ErrorSample({**base, "dim": [2]}, INVALID, "dim out of range")
-        yield ErrorSample({**base, "dim": [-1, 1]}, INVALID, "repeated dim")
-        yield ErrorSample({**base, "dim": [1], "out": np.zeros((2,), np.float16)}, INVALID, "out dtype differs")
-        yield ErrorSample({**base, "self": _x(rng, (0, 3), D.ACL_FLOAT), "dim": [0]}, INVALID, "reduce a size-0 dim")
-        yield ErrorSample({**base, "self": _x(rng, (0, 3), D.ACL_FLOAT), "dim": []}, INVALID, "reduce an empty tensor")
+        base = {"self": _x(rng, (2, 3), D.ACL_FLOAT), keep_p: False, **extra}
+        yield ErrorSample({**base, dim_p: [2]}, INVALID, "dim out of range")
+        yield ErrorSample({**base, dim_p: [-1, 1]}, INVALID, "repeated dim")
+        yield ErrorSample({**base, dim_p: [1], "out": np.zeros((2,), np.float16)}, INVALID, "out dtype differs")
+        yield ErrorSample({**base, "self": _x(rng, (0, 3), D.ACL_FLOAT), dim_p: [0]}, INVALID, "reduce a size-0 dim")
+        yield ErrorSample({**base, "self": _x(rng, (0, 3), D.ACL_FLOAT), dim_p: []}, INVALID, "reduce an empty tensor")
 
     return OpSpec(name, FAMILY, params, infer, samples=gen, error_samples=errors, summary=f"{name} over dims")
 
 
-def _max() -> OpSpec:
+def _max(name: str) -> OpSpec:
     params = (tensor("self", EXTREMA_DTYPES), out("out", EXTREMA_DTYPES))
 
     def infer(call: Call) -> Infos:
@@ -383,7 +496,8 @@ def _max() -> OpSpec:
         yield ErrorSample({"self": x, "out": np.zeros((2,), np.float32)}, INVALID, "out of the wrong shape")
         yield ErrorSample({"self": x, "out": np.zeros((), np.complex64)}, INVALID, "complex out")
 
-    return OpSpec("Max", FAMILY, params, infer, samples=gen, error_samples=errors, summary="max of every element")
+    summary = f"{name.lower()} of every element"
+    return OpSpec(name, FAMILY, params, infer, samples=gen, error_samples=errors, summary=summary)
 
 
 # ----------------------------------------------------------------------------- one-dim extrema and arg-extrema
@@ -409,7 +523,7 @@ def _dim_errors(rng: np.random.Generator, out_name: str, extra: Mapping[str, obj
     )
 
 
-def _max_dim() -> OpSpec:
+def _max_dim(name: str) -> OpSpec:
     params = (
         tensor("self", MAX_DIM_DTYPES, min_rank=1),
         int_attr("dim"),
@@ -421,7 +535,7 @@ def _max_dim() -> OpSpec:
     def infer(call: Call) -> Infos:
         t = tensor_arg(call, "self")
         dim = normalize_dim(call.args["dim"], t.rank)
-        _no_empty_reduction(t, (dim,), "MaxDim")
+        _no_empty_reduction(t, (dim,), name)
         call.plan["dim"] = dim
         shape = reduced_shape(t.shape, (dim,), call.args["keepdim"])
         return {"out": same(shape, t.dtype), "indices": listed(shape, D.ACL_INT64)}
@@ -435,9 +549,8 @@ def _max_dim() -> OpSpec:
         yield from _dim_errors(rng, "indices", {})
         yield ErrorSample({"self": _x(rng, (), D.ACL_FLOAT), "dim": 0, "keepdim": False}, INVALID, "0-d self")
 
-    return OpSpec(
-        "MaxDim", FAMILY, params, infer, samples=gen, error_samples=errors, summary="max along dim with indices"
-    )
+    summary = f"{name[:3].lower()} along dim with indices"
+    return OpSpec(name, FAMILY, params, infer, samples=gen, error_samples=errors, summary=summary)
 
 
 def _arg_extremum(name: str) -> OpSpec:
@@ -588,6 +701,167 @@ def _cumsum() -> OpSpec:
         )
 
     return OpSpec("Cumsum", FAMILY, params, infer, samples=gen, error_samples=errors, summary="inclusive prefix sum")
+
+
+def _cumprod_dtype(call: Call, t: AclTensor) -> D:
+    """Cumprod's compute dtype: ``dtype``, or input's where it is ACL_DT_UNDEFINED (or absent: the in-place twin)."""
+    raw = call.args.get("dtype")
+    dtype = t.dtype if raw is None or D(raw) == D.ACL_DT_UNDEFINED else D(raw)
+    _check_castable(t.dtype, dtype, "input to dtype")
+    return dtype
+
+
+def _scalar_dim(call: Call, rank: int) -> int:
+    s = call.args["dim"]
+    value = s.value if isinstance(s, AclScalar) else s
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise invalid(f"dim must be an integer scalar, not {value!r}")
+    return normalize_dim(int(value), rank)
+
+
+def _cumprod_samples(inplace: bool) -> Callable[[np.random.Generator], Iterable[Sample]]:
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        undefined = D.ACL_DT_UNDEFINED
+        pairs = (
+            (D.ACL_FLOAT, undefined),
+            (D.ACL_FLOAT16, D.ACL_FLOAT16),
+            (D.ACL_BF16, D.ACL_BF16),
+            (D.ACL_FLOAT16, D.ACL_FLOAT),
+            (D.ACL_DOUBLE, D.ACL_DOUBLE),
+            (D.ACL_INT32, D.ACL_INT64),
+            (D.ACL_INT8, D.ACL_INT8),
+            (D.ACL_INT16, undefined),
+            (D.ACL_UINT8, D.ACL_UINT8),
+            (D.ACL_UINT16, D.ACL_UINT16),
+            (D.ACL_UINT32, D.ACL_UINT32),
+            (D.ACL_UINT64, D.ACL_UINT64),
+        )
+        for src, dst in pairs:
+            if inplace and dst not in (D.ACL_DT_UNDEFINED, src):
+                continue
+            x = _x(rng, (2, 3, 4), src, low=-2, high=2)
+            extra = {} if inplace else {"dtype": int(dst)}
+            # the scan's stride across rows (dim 1) for every pair; the unit-stride last dim for float ones
+            yield Sample({"input": x, "dim": 1, **extra}, f"{src.short}→{dst.short} dim 1")
+            if src.is_float:
+                yield Sample({"input": x, "dim": -1, **extra}, f"{src.short}→{dst.short} dim -1")
+        extra = {} if inplace else {"dtype": int(D.ACL_DT_UNDEFINED)}
+        x = _with_nan_inf(_x(rng, (2, 8), D.ACL_FLOAT, low=0.5, high=1.5))
+        x[1, 2] = 0.0
+        yield Sample({"input": x, "dim": 1, **extra}, "NaN, +Inf and a zero")
+        yield Sample({"input": _x(rng, (3, 40), D.ACL_FLOAT, low=0.9, high=1.1), "dim": 1, **extra}, "long rows")
+        yield Sample({"input": _x(rng, (), D.ACL_FLOAT), "dim": 0, **extra}, "float32 0-d")
+        if not inplace:
+            yield Sample({"input": _x(rng, (0, 3), D.ACL_INT32), "dim": 0, **extra}, "int32 empty")
+
+    return gen
+
+
+def _cumprod() -> OpSpec:
+    params = (
+        tensor("input", CUMPROD_DTYPES),
+        scalar("dim", INTEGERS),
+        dtype_attr("dtype", dtypes=CUMPROD_DTYPES | {D.ACL_DT_UNDEFINED}, c_type="const aclDataType"),
+        out("out", CUMPROD_DTYPES),
+    )
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, "input")
+        dtype = _cumprod_dtype(call, t)
+        call.plan["dim"] = _scalar_dim(call, t.rank)
+        return {"out": same(t.shape, dtype)}
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        x = _x(rng, (2, 3), D.ACL_FLOAT)
+        undefined = int(D.ACL_DT_UNDEFINED)
+        yield ErrorSample({"input": x, "dim": 2, "dtype": undefined}, INVALID, "dim out of range")
+        yield ErrorSample({"input": x, "dim": 1.5, "dtype": undefined}, INVALID, "a float dim")
+        yield ErrorSample({"input": x, "dim": 0, "dtype": int(D.ACL_INT32)}, INVALID, "float input to int dtype")
+        yield ErrorSample({"input": _x(rng, (2, 3), D.ACL_BOOL), "dim": 0, "dtype": undefined}, INVALID, "bool input")
+        yield ErrorSample(
+            {"input": x, "dim": 0, "dtype": undefined, "out": np.zeros((2, 3), np.float16)},
+            INVALID,
+            "out dtype differs",
+        )
+
+    return OpSpec(
+        "Cumprod",
+        FAMILY,
+        params,
+        infer,
+        samples=_cumprod_samples(False),
+        error_samples=errors,
+        summary="prefix product",
+    )
+
+
+def _inplace_cumprod(base: OpSpec) -> OpSpec:
+    """aclnnInplaceCumprod: input = cumprod(input, dim) in input's dtype; an empty input is refused (its page)."""
+    params = (ref("input", CUMPROD_DTYPES), scalar("dim", INTEGERS))
+
+    def to_base(args: Mapping[str, object]) -> dict[str, object]:
+        return {"input": args["input"], "dim": args["dim"], "dtype": int(D.ACL_DT_UNDEFINED), "out": args["input"]}
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, "input")
+        if t.numel == 0:
+            raise invalid("InplaceCumprod does not take an empty input")
+        call.plan["dim"] = _scalar_dim(call, t.rank)
+        return {"input": same(t.shape, t.dtype)}
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        yield ErrorSample({"input": _x(rng, (2, 3), D.ACL_FLOAT), "dim": -3}, INVALID, "dim out of range")
+        yield ErrorSample({"input": _x(rng, (0, 3), D.ACL_FLOAT), "dim": 0}, INVALID, "empty input")
+
+    return OpSpec(
+        "InplaceCumprod",
+        FAMILY,
+        params,
+        infer,
+        alias_ok=True,
+        samples=_cumprod_samples(True),
+        error_samples=errors,
+        base=base.name,
+        base_args=to_base,
+        summary="prefix product in place",
+    )
+
+
+def _cum_extremum(name: str) -> OpSpec:
+    params = (
+        tensor("self", EXTREMA_DTYPES),
+        int_attr("dim"),
+        out("valuesOut", EXTREMA_DTYPES),
+        out("indicesOut", INDEX_OUT),
+    )
+
+    def infer(call: Call) -> Infos:
+        t = tensor_arg(call, "self")
+        call.plan["dim"] = normalize_dim(call.args["dim"], t.rank)
+        return {"valuesOut": same(t.shape, t.dtype), "indicesOut": listed(t.shape, D.ACL_INT64)}
+
+    def gen(rng: np.random.Generator) -> Iterable[Sample]:
+        for dt in (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16, D.ACL_DOUBLE, D.ACL_INT8, D.ACL_UINT8, D.ACL_INT16):
+            yield Sample({"self": S.array(rng, (3, 7), dt, special=dt.is_float), "dim": 1}, f"{dt.short} dim 1")
+        for dt in (D.ACL_INT32, D.ACL_INT64, D.ACL_FLOAT):
+            yield Sample({"self": _x(rng, (5, 2, 3), dt, low=-2, high=2), "dim": -3}, f"{dt.short} ties dim -3")
+        yield Sample({"self": _x(rng, (4, 6), D.ACL_BOOL), "dim": 1}, "bool")
+        nan = np.array([[1.0, np.nan, 5.0, np.nan, -np.inf, 2.0]], np.float32)
+        yield Sample({"self": nan, "dim": 1}, "float32 NaN sticks, a later NaN moves the index")
+        yield Sample({"self": _x(rng, (), D.ACL_FLOAT), "dim": -1}, "float32 0-d")
+        yield Sample({"self": _x(rng, (0, 3), D.ACL_FLOAT), "dim": 0}, "float32 empty")
+
+    def errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+        x = _x(rng, (2, 3), D.ACL_FLOAT)
+        yield ErrorSample({"self": x, "dim": 2}, INVALID, "dim out of range")
+        yield ErrorSample({"self": _x(rng, (), D.ACL_FLOAT), "dim": 1}, INVALID, "0-d dim out of [-1, 0]")
+        yield ErrorSample({"self": x, "dim": 0, "indicesOut": np.zeros((2, 3), np.float32)}, INVALID, "float indices")
+        yield ErrorSample({"self": x, "dim": 0, "valuesOut": np.zeros((2, 3), np.float16)}, INVALID, "values dtype")
+        yield ErrorSample({"self": x, "dim": 0, "valuesOut": np.zeros((3, 2), np.float32)}, INVALID, "values shape")
+
+    return OpSpec(
+        name, FAMILY, params, infer, samples=gen, error_samples=errors, summary=f"running {name[3:]} with indices"
+    )
 
 
 # ----------------------------------------------------------------------------- top-k and sorting
@@ -791,11 +1065,39 @@ def _var_family(name: str, corr: str, outs: tuple[str, ...]) -> OpSpec:
     return OpSpec(name, FAMILY, params, infer, samples=gen, error_samples=errors, summary=f"{name} over dims")
 
 
+def _log_sum_scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """``S = 1 + |y|``: the log turns the sum's relative error into an absolute one, and rounds once."""
+    y = np.abs(np.asarray(outputs["reduce"]).astype(np.float64))
+    return {"reduce": 1.0 + y}
+
+
 _ORDER_FREE = exact("selection: the result is one of the inputs; ±0 tie unspecified", signed_zero=False)
 ACCURACY: dict[str, Accuracy] = {
-    **{op: reduction() for op in ("ReduceSum", "Mean", "Prod", "ProdDim")},
+    **{op: reduction() for op in ("ReduceSum", "Mean", "MeanV2", "Prod", "ProdDim")},
     "Cumsum": reduction(length_of=dim_length()),
-    **{op: _ORDER_FREE for op in ("Amax", "Amin", "Max", "MaxDim", "ArgMax", "ArgMin", "Topk", "Sort", "Argsort")},
+    # a product's rounding is relative: the suite's M (the op on |input|) is Π|x|, the γ_n·Π|x| bound
+    **{op: reduction(length_of=dim_length("input")) for op in ("Cumprod", "InplaceCumprod")},
+    **{
+        op: _ORDER_FREE
+        for op in (
+            "Amax",
+            "Amin",
+            "MaxV2",
+            "Max",
+            "Min",
+            "MaxDim",
+            "MinDim",
+            "ArgMax",
+            "ArgMin",
+            "Topk",
+            "Sort",
+            "Cummax",
+            "Cummin",
+            "Argsort",
+        )
+    },
+    # the row sum, then a log: the sum's relative error γ_n becomes an absolute one (positive terms)
+    "ReduceLogSum": composite(steps=2, scale_of=_log_sum_scale, reason="log of a row sum in at least float32"),
     # x - max, exp (2 ulp), the row sum, the division (Softmax) or the log and a subtraction (LogSoftmax)
     "Softmax": composite(steps=4, length_of=dim_length(), scale_of=softmax_scale(log=False)),
     "LogSoftmax": composite(steps=4, length_of=dim_length(), scale_of=softmax_scale(log=True)),
@@ -816,18 +1118,26 @@ SPECS: list[OpSpec] = [
     _softmax("LogSoftmax", 1),
     _reduce_sum(),
     _mean(),
+    *(_v2_sum(*row) for row in _V2_SUMS),
     _amax_amin("Amax"),
     _amax_amin("Amin"),
-    _max(),
-    _max_dim(),
+    _amax_amin("MaxV2"),
+    _max("Max"),
+    _max("Min"),
+    _max_dim("MaxDim"),
+    _max_dim("MinDim"),
     _arg_extremum("ArgMax"),
     _arg_extremum("ArgMin"),
     _prod(),
     _prod_dim(),
     _cumsum(),
+    _cumprod(),
+    _cum_extremum("Cummax"),
+    _cum_extremum("Cummin"),
     _topk(),
     _sort(),
     _argsort(),
     *(_var_family(*op) for op in _VAR_OPS),
 ]
+SPECS.append(_inplace_cumprod(next(s for s in SPECS if s.name == "Cumprod")))
 SPECS = with_accuracy(SPECS, ACCURACY)

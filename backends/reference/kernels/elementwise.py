@@ -149,23 +149,41 @@ def div(k: RefCall) -> None:
         k.write("out", a / b)
 
 
+def _rounded_div(a: Array, b: Array, mode: int, integer: bool) -> Array:
+    """a / b rounded by mode 0 (none), 1 (trunc) or 2 (floor); integers exactly, floats through float64."""
+    with np.errstate(all="ignore"):
+        if mode == 0:
+            return a.astype(np.float64) / b.astype(np.float64)
+        if integer:
+            q = np.floor_divide(a, b)
+            return np.where((q < 0) & (q * b != a), q + 1, q) if mode == 1 else q
+        q = a / b
+        return np.trunc(q) if mode == 1 else np.floor(q)
+
+
 @kernel("DivMod")
 def div_mod(k: RefCall) -> None:
     """Division with rounding mode 0 (none), 1 (trunc) or 2 (floor)."""
-    mode = k.value("mode")
-    compute: DataType = k.plan["compute"]
     a, b = _inputs(k, "self", "other")
+    k.write("out", _rounded_div(a, b, k.value("mode"), k.plan["compute"].is_integer))
+
+
+@kernel("FloorDivide", "FloorDivides")
+def floor_divide(k: RefCall) -> None:
+    """floor(self / other) in the promoted dtype (DivMod's mode 2)."""
+    (a,) = _inputs(k, "self")
+    b = _inputs(k, "other")[0] if k.launch.spec.name == "FloorDivide" else _scalar(k, "other")
+    k.write("out", _rounded_div(a, np.asarray(b), 2, k.plan["compute"].is_integer))
+
+
+@kernel("XLogYTensor", "XLogYScalarSelf", "XLogYScalarOther")
+def xlogy(k: RefCall) -> None:
+    """self·log(other), 0 where self is 0 and other is not NaN (torch.xlogy), in float64."""
+    name = k.launch.spec.name
+    x = np.asarray(k.value("self"), np.float64) if name == "XLogYScalarSelf" else k.read("self", np.float64)
+    y = np.asarray(k.value("other"), np.float64) if name == "XLogYScalarOther" else k.read("other", np.float64)
     with np.errstate(all="ignore"):
-        if mode == 0:
-            k.write("out", a.astype(np.float64) / b.astype(np.float64))
-        elif compute.is_integer:
-            q = np.floor_divide(a, b)
-            if mode == 1:
-                q = np.where((q < 0) & (q * b != a), q + 1, q)
-            k.write("out", q)
-        else:
-            q = a / b
-            k.write("out", np.trunc(q) if mode == 1 else np.floor(q))
+        k.write("out", np.where((x == 0) & ~np.isnan(y), 0.0, x * np.log(y)))
 
 
 def ieee_power(base: Any, exponent: Any) -> Array:
@@ -220,11 +238,11 @@ for _stem in _COMPARE:
     kernel(f"{_stem}Tensor", f"{_stem}Scalar")(_compare)
 
 
-@kernel("LogicalAnd", "LogicalOr")
+@kernel("LogicalAnd", "LogicalOr", "LogicalXor")
 def logical(k: RefCall) -> None:
-    """Truth of both / either input."""
+    """Truth of both / either / exactly one input."""
     a, b = (k.read(n) != 0 for n in ("self", "other"))
-    k.write("out", a & b if k.launch.spec.name == "LogicalAnd" else a | b)
+    k.write("out", {"LogicalAnd": a & b, "LogicalOr": a | b, "LogicalXor": a ^ b}[k.launch.spec.name])
 
 
 @kernel("LogicalNot")

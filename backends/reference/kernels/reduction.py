@@ -63,16 +63,27 @@ def reduce_sum(k: RefCall) -> None:
     k.write("out", np.sum(x, axis=_axes(x, k.plan["dims"]), keepdims=k["keepDims"]))
 
 
-@kernel("Mean")
+@kernel("Mean", "MeanV2")
 def mean(k: RefCall) -> None:
-    """Mean over dims after casting self to dtype; an integer dtype truncates the mean toward zero."""
-    dtype = DataType(k["dtype"])
+    """Mean over dims after casting self to dtype (MeanV2: self's); an integer dtype truncates toward zero."""
+    dtype = DataType(k["dtype"]) if "dtype" in k.launch.args else k.dtype("self")
     x = _as_dtype(k, "self", dtype)
     axes = _axes(x, k.plan["dims"])
     acc = x.astype(np.complex128 if dtype.is_complex else np.float64)
     with np.errstate(all="ignore"):
         result = np.sum(acc, axis=axes, keepdims=k["keepDim"]) / _count(x, axes)  # an empty reduction gives NaN
     k.write("out", cast(result, dtype))
+
+
+@kernel("ReduceLogSum")
+def reduce_log_sum(k: RefCall) -> None:
+    """log of the sum over axes; with noopWithEmptyAxes and no axes, data itself (no log)."""
+    x = _floats(k, "data")
+    if k["noopWithEmptyAxes"] and not list(k["axes"]):
+        k.write("reduce", x)
+        return
+    with np.errstate(all="ignore"):
+        k.write("reduce", np.log(np.sum(x, axis=_axes(x, k.plan["dims"]), keepdims=k["keepDims"])))
 
 
 @kernel("Prod", "ProdDim")
@@ -94,24 +105,57 @@ def cumsum(k: RefCall) -> None:
         k.write("out", np.cumsum(np.atleast_1d(x), axis=k.plan["dim"]).reshape(x.shape))
 
 
+@kernel("Cumprod")
+def cumprod(k: RefCall) -> None:
+    """Inclusive prefix product along dim after casting input to dtype (ACL_DT_UNDEFINED: input's own)."""
+    raw = DataType(k["dtype"])
+    dtype = k.dtype("input") if raw == DataType.ACL_DT_UNDEFINED else raw
+    x = _as_dtype(k, "input", dtype)
+    with np.errstate(all="ignore"):
+        k.write("out", np.cumprod(np.atleast_1d(x), axis=k.plan["dim"]).reshape(x.shape))
+
+
+@kernel("Cummax", "Cummin")
+def cum_extremum(k: RefCall) -> None:
+    """Running max / min along dim and the index of its latest occurrence; a NaN takes over and sticks (torch)."""
+    x = k.read("self")
+    if x.size == 0:
+        return
+    axis = k.plan["dim"] if x.ndim else 0
+    moved = np.moveaxis(np.atleast_1d(x), axis, 0)
+    wide = moved.astype(np.float64) if moved.dtype.kind in "fV" else moved.astype(np.int64)
+    better = np.greater_equal if k.launch.spec.name == "Cummax" else np.less_equal
+    best, at = wide[0].copy(), np.zeros(wide.shape[1:], np.int64)
+    values, indices = np.empty(wide.shape, wide.dtype), np.empty(wide.shape, np.int64)
+    for i in range(wide.shape[0]):
+        v = wide[i]
+        with np.errstate(invalid="ignore"):
+            take = np.isnan(v) | (~np.isnan(best) & better(v, best)) if v.dtype.kind == "f" else better(v, best)
+        best, at = np.where(take, v, best), np.where(take, i, at)
+        values[i], indices[i] = best, at
+    k.write("valuesOut", np.moveaxis(values, 0, axis).reshape(x.shape))
+    k.write("indicesOut", np.moveaxis(indices, 0, axis).reshape(x.shape))
+
+
 # ----------------------------------------------------------------------------- extrema
-@kernel("Amax", "Amin")
+@kernel("Amax", "Amin", "MaxV2")
 def amax_amin(k: RefCall) -> None:
-    """Max / min over dims, NaN-propagating."""
+    """Max / min over dims (MaxV2: none with noopWithEmptyDims and empty dims), NaN-propagating."""
     x = _wide_read(k, "self")
     if x.size == 0:
         return  # the reduced dims are non-empty (checked), so the result is empty too
-    fn = np.max if k.launch.spec.name == "Amax" else np.min
-    k.write("out", fn(x, axis=_axes(x, k.plan["dims"]), keepdims=k["keepDim"]))
+    fn = np.min if k.launch.spec.name == "Amin" else np.max
+    keep = k["keepDims"] if "keepDims" in k.launch.args else k["keepDim"]
+    k.write("out", fn(x, axis=_axes(x, k.plan["dims"]), keepdims=keep))
 
 
-@kernel("Max")
+@kernel("Max", "Min")
 def max_all(k: RefCall) -> None:
-    """Max of every element, NaN-propagating; an empty self leaves out untouched, as CANN's aclnnMax does."""
+    """Max / min of every element, NaN-propagating; an empty self leaves out untouched, as CANN's aclnnMax does."""
     x = _wide_read(k, "self")
     if x.size == 0:
         return
-    k.write("out", np.max(x))
+    k.write("out", np.max(x) if k.launch.spec.name == "Max" else np.min(x))
 
 
 def _order_keys(x: Array) -> tuple[Array, Array]:
@@ -142,14 +186,24 @@ def _first_extreme(x: Array, axis: int, largest: bool) -> Array:
     return first if x.ndim else first.reshape(())
 
 
-@kernel("MaxDim")
+def _first_min(x: Array, dim: int) -> Array:
+    """Index of the first minimum along dim, kept; ascending order puts NaN last, but torch reports a NaN."""
+    moved = np.atleast_1d(x)
+    axis = dim if x.ndim else 0
+    rank, nan = _order_keys(np.moveaxis(moved, axis, -1))
+    order = np.lexsort((rank, ~nan), axis=-1)
+    idx = np.moveaxis(order[..., :1], -1, axis).astype(np.int64)
+    return idx.reshape(()) if x.ndim == 0 else idx
+
+
+@kernel("MaxDim", "MinDim")
 def max_dim(k: RefCall) -> None:
-    """Max along dim with the index of its first occurrence (a NaN wins)."""
+    """Max / min along dim with the index of its first occurrence (a NaN wins)."""
     x = k.read("self")
     if x.size == 0:
         return
     dim, keep = k.plan["dim"], k["keepdim"]
-    idx = _first_extreme(x, dim, True)
+    idx = _first_extreme(x, dim, True) if k.launch.spec.name == "MaxDim" else _first_min(x, dim)
     values = np.take_along_axis(x, idx, axis=dim)
     k.write("out", values if keep else np.squeeze(values, axis=dim))
     k.write("indices", idx if keep else np.squeeze(idx, axis=dim))
@@ -162,17 +216,7 @@ def arg_extremum(k: RefCall) -> None:
     if x.size == 0:
         return
     dim, keep = k.plan["dim"], k["keepdim"]
-    if k.launch.spec.name == "ArgMax":
-        idx = _first_extreme(x, dim, True)
-    else:
-        # ascending order puts NaN last, but torch's argmin reports a NaN too: rank NaN first instead
-        moved = np.atleast_1d(x)
-        axis = dim if x.ndim else 0
-        rank, nan = _order_keys(np.moveaxis(moved, axis, -1))
-        order = np.lexsort((rank, ~nan), axis=-1)
-        idx = np.moveaxis(order[..., :1], -1, axis).astype(np.int64)
-        if x.ndim == 0:
-            idx = idx.reshape(())
+    idx = _first_extreme(x, dim, True) if k.launch.spec.name == "ArgMax" else _first_min(x, dim)
     if x.ndim and not keep:
         idx = np.squeeze(idx, axis=dim)
     k.write("out", idx)

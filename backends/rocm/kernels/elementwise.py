@@ -124,6 +124,7 @@ _ALPHA = "self:T, other:T, alpha:T -> out:T"
 _COMPARE = "self:T, other:T -> out:B"
 _FLOAT_UNARY = "self:F -> out:F"
 _SAME_UNARY = "self:T -> out:T"
+_XLOGY = "(self == F(0) && other == other) ? F(0) : self * acl_log(other)"  # torch.xlogy: 0·log(y) is 0 unless y is NaN
 _GELU_ERF = "acl_gelu_erf(self)"  # 0.5·x·erfc(-x/√2): see the prelude (1 + erf cancels for x < 0)
 _GELU_TANH = (
     "acl_isinf(x) ? (x > F(0) ? x : F(0)) : "
@@ -144,6 +145,8 @@ UFUNCS: Final[dict[str, Ufunc]] = {
         ufunc("Divs", "self:F, other:F -> out:F", "self / other"),
         ufunc("DivModTrue", "self:F, other:F -> out:F", "self / other"),
         ufunc("DivMod", _BINARY, "mode == 1 ? acl_truncdiv(self, other) : acl_floordiv(self, other)"),
+        *(ufunc(f"FloorDivide{k}", _BINARY, "acl_floordiv(self, other)") for k in ("", "s")),
+        *(ufunc(f"XLogY{k}", "self:F, other:F -> out:F", _XLOGY) for k in ("Tensor", "ScalarSelf", "ScalarOther")),
         ufunc("PowTensorTensor", "self:T, exponent:T -> out:T", "acl_pow(self, exponent)"),
         ufunc("PowTensorScalar", "self:T, exponent:T -> out:T", "acl_pow(self, exponent)"),
         ufunc("PowScalarTensor", "self:T, exponent:T -> out:T", "acl_pow(self, exponent)"),
@@ -157,6 +160,7 @@ UFUNCS: Final[dict[str, Ufunc]] = {
         *(ufunc(f"Le{k}", _COMPARE, "self <= other") for k in ("Tensor", "Scalar")),
         ufunc("LogicalAnd", _COMPARE, "(self != 0) && (other != 0)"),
         ufunc("LogicalOr", _COMPARE, "(self != 0) || (other != 0)"),
+        ufunc("LogicalXor", _COMPARE, "(self != 0) != (other != 0)"),
         ufunc("LogicalNot", "self:T -> out:B", "self == 0"),
         ufunc("Exp", _FLOAT_UNARY, "acl_exp(self)"),
         ufunc("Log", _FLOAT_UNARY, "acl_log(self)"),

@@ -554,7 +554,7 @@ def identity(op: str, acc: D) -> str:
 
 
 def _reduce(kernel: RowKernel) -> str:
-    """out[row] = op over the row of self (cast to ``dtype`` first); ``mean`` divides by the count.
+    """out[row] = op over the row of self (cast to ``dtype`` first); ``mean`` divides by the count, ``log`` logs.
 
     The count is the row's length, or the kernel's ``count`` scalar when it has one (a loss's mean over
     terms that a first pass summed into partials).
@@ -570,6 +570,8 @@ def _reduce(kernel: RowKernel) -> str:
     if op == "mean":
         divisor = "count" if any(name == "count" for name, _ in kernel.scalars) else "len"
         body.append(f"  a = a / (acc_t){divisor};")
+    if kernel.option("log"):  # ReduceLogSum: the log of the row sum
+        body.append("  a = acl_log(a);")
     if kernel.option("round_to_dtype") and dtype != kernel.operand("out").dtype:
         result = round_to("a", ctype(acc), ctype(dtype))
         source = dtype
@@ -850,17 +852,19 @@ def _softmax(kernel: RowKernel) -> str:
 
 
 def _cumsum(kernel: RowKernel) -> str:
-    """Inclusive prefix sums, one thread per row (rows of a non-last dim are read coalesced across threads)."""
+    """Inclusive prefix sums (or products: op ``prod``), one thread per row (rows of a non-last dim are read
+    coalesced across threads)."""
     dtype = D(int(kernel.option("dtype") or 0))
+    op = str(kernel.option("op") or "sum")
     value = load_as(kernel, "self", at(kernel, "self"), kernel.acc, via=dtype)
     body = [
-        "const AclSum add;",
+        f"const {REDUCE_OPS[op]} add;",
         "const idx_t threads = (idx_t)gridDim.x * (idx_t)blockDim.x;",
         "for (idx_t row = (idx_t)blockIdx.x * (idx_t)blockDim.x + (idx_t)threadIdx.x; row < m.n; row += threads) {",
         "  idx_t base[ACL_NOPS];",
         "  for (int k = 0; k < ACL_NOPS; ++k) base[k] = 0;",
         "  acl_offsets(m, row, 0, ACL_OUTER, base);",
-        "  acc_t a = (acc_t)0;",
+        f"  acc_t a = {identity(op, kernel.acc)};",
         *(
             "  " + line
             for line in element_loop(
@@ -875,12 +879,40 @@ def _cumsum(kernel: RowKernel) -> str:
     return assemble(kernel, body, row_loop=False)
 
 
+def _cum_extremum(kernel: RowKernel) -> str:
+    """Running max (``largest``) or min with the index of its latest occurrence, one thread per row.
+
+    torch's cummax / cummin rule: a NaN always takes over (and then only a later NaN), and a tie moves the
+    index forward (``>=`` / ``<=``)."""
+    better = ">=" if kernel.option("largest") else "<="
+    value = load_as(kernel, "self", at(kernel, "self"), kernel.acc)
+    step = [
+        f"const acc_t v = (acc_t)({value});",
+        f"if (j == 0 || v != v || (best == best && v {better} best)) {{ best = v; best_at = j; }}",
+        store_as(kernel, "out", at(kernel, "out"), "best", kernel.acc),
+        store_as(kernel, "indices", at(kernel, "indices"), "(long long)best_at", D.ACL_INT64),
+    ]
+    body = [
+        "const idx_t threads = (idx_t)gridDim.x * (idx_t)blockDim.x;",
+        "for (idx_t row = (idx_t)blockIdx.x * (idx_t)blockDim.x + (idx_t)threadIdx.x; row < m.n; row += threads) {",
+        "  idx_t base[ACL_NOPS];",
+        "  for (int k = 0; k < ACL_NOPS; ++k) base[k] = 0;",
+        "  acl_offsets(m, row, 0, ACL_OUTER, base);",
+        "  acc_t best = (acc_t)0;",
+        "  idx_t best_at = 0;",
+        *("  " + line for line in element_loop(kernel, step, start="0", step="1")),
+        "}",
+    ]
+    return assemble(kernel, body, row_loop=False)
+
+
 GENERATORS: dict[str, Callable[[RowKernel], str]] = {
     "reduce": _reduce,
     "arg": _arg,
     "moments": _moments,
     "softmax": _softmax,
     "cumsum": _cumsum,
+    "cumext": _cum_extremum,
 }
 """Source generator of each row-kernel kind (kernels/norm.py adds the norms)."""
 

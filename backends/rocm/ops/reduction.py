@@ -52,13 +52,21 @@ OPS: tuple[str, ...] = (
     "Amin",
     "ArgMax",
     "ArgMin",
+    "Cummax",
+    "Cummin",
+    "Cumprod",
     "Cumsum",
     "LogSoftmax",
     "Max",
     "MaxDim",
+    "MaxV2",
     "Mean",
+    "MeanV2",
+    "Min",
+    "MinDim",
     "Prod",
     "ProdDim",
+    "ReduceLogSum",
     "ReduceSum",
     "Softmax",
     "Std",
@@ -320,6 +328,11 @@ class RowRunner:
 _SCALAR: dict[str, type[ctypes._SimpleCData]] = {"double": ctypes.c_double, "long long": ctypes.c_longlong}
 
 
+_REDUCE_OPS = {"ReduceSum": "sum", "Mean": "mean", "MeanV2": "mean", "Amax": "max", "Amin": "min", "Max": "max"}
+_REDUCE_OPS |= {"MaxV2": "max", "Min": "min", "ReduceLogSum": "sum"}
+"""The row kernel's ``op`` of each reduction over dims (the rest: ``prod``)."""
+
+
 def _tensor(launch: Launch, name: str) -> AclTensor:
     t = launch.args.get(name)
     assert isinstance(t, AclTensor), f"{launch.spec.name}: {name} is not a tensor"
@@ -383,9 +396,11 @@ class ReductionRunner(RowRunner):
 
     def plan_call(self, op: str, launch: Launch) -> RowPlan | Program | None:
         """The row kernel of one call (a one-launch program for the split arg path)."""
-        if op in ("Softmax", "LogSoftmax", "Cumsum"):
+        if op in ("Cummax", "Cummin"):
+            return self._cum_extremum(op, launch)
+        if op in ("Softmax", "LogSoftmax", "Cumsum", "Cumprod"):
             return self._along(op, launch)
-        if op in ("MaxDim", "ArgMax", "ArgMin"):
+        if op in ("MaxDim", "MinDim", "ArgMax", "ArgMin"):
             return self._arg(op, launch)
         if op in ("Var", "VarCorrection", "VarMean", "Std", "StdMeanCorrection"):
             return self._moments(op, launch)
@@ -393,10 +408,15 @@ class ReductionRunner(RowRunner):
 
     # ------------------------------------------------------------------ over dims
     def _reduce(self, op: str, launch: Launch) -> RowPlan | None:
-        x, out = _tensor(launch, "self"), _tensor(launch, "out")
+        logs = op == "ReduceLogSum"
+        x, out = (
+            (_tensor(launch, "data"), _tensor(launch, "reduce"))
+            if logs
+            else (_tensor(launch, "self"), _tensor(launch, "out"))
+        )
         args, plan = launch.args, launch.plan
         dims = _dims(x, plan["dims"]) if "dims" in plan else tuple(range(x.rank))
-        reduce_op = {"ReduceSum": "sum", "Mean": "mean", "Amax": "max", "Amin": "min", "Max": "max"}.get(op, "prod")
+        reduce_op = _REDUCE_OPS.get(op, "prod")
         if "dtype" in args and args["dtype"] is not None:
             dtype = _supported(op, D(args["dtype"]))
         else:
@@ -421,6 +441,8 @@ class ReductionRunner(RowRunner):
         options: list[tuple[str, str | int | bool]] = [("op", reduce_op), ("dtype", int(dtype))]
         if reduce_op == "mean":
             options.append(("round_to_dtype", True))
+        if logs and not (args["noopWithEmptyAxes"] and not args["axes"]):  # the noop copy takes no log
+            options.append(("log", True))
         return self.plan(op, "reduce", bound, outer_shape, inner_shape, acc, options)
 
     def _moments(self, op: str, launch: Launch) -> RowPlan | None:
@@ -442,7 +464,7 @@ class ReductionRunner(RowRunner):
 
     # ------------------------------------------------------------------ along one dim
     def _along(self, op: str, launch: Launch) -> RowPlan | None:
-        x, out = _tensor(launch, "self"), _tensor(launch, "out")
+        x, out = _tensor(launch, "input" if op == "Cumprod" else "self"), _tensor(launch, "out")
         dim = launch.plan["dim"]
         if x.rank == 0:  # a 0-d tensor is one row of one element
             x = _as_1d(x)
@@ -451,16 +473,40 @@ class ReductionRunner(RowRunner):
         outer_shape, inner_shape, xo, xi = split(x, (dim,))
         _, _, oo, oi = split(out, (dim,))
         bound = [bind("self", x, xo, xi), bind("out", out, oo, oi, write=True)]
-        if op == "Cumsum":
-            dtype = _supported(op, D(launch.args["dtype"]))
+        if op in ("Cumsum", "Cumprod"):
+            dtype = D(launch.args["dtype"])
+            dtype = _supported(op, x.dtype if dtype == D.ACL_DT_UNDEFINED else dtype)
             acc = int_acc(dtype)
             if ctype(acc).kind == "float":
                 acc = acc_dtype([dtype, out.dtype])
             return self.plan(
-                op, "cumsum", bound, outer_shape, inner_shape, acc, [("dtype", int(dtype))], per_thread_rows=True
+                op,
+                "cumsum",
+                bound,
+                outer_shape,
+                inner_shape,
+                acc,
+                [("dtype", int(dtype)), *((("op", "prod"),) if op == "Cumprod" else ())],
+                per_thread_rows=True,
             )
         acc = acc_dtype([x.dtype, out.dtype])
         return self.plan(op, "softmax", bound, outer_shape, inner_shape, acc, [("log", op == "LogSoftmax")])
+
+    def _cum_extremum(self, op: str, launch: Launch) -> RowPlan | None:
+        """Cummax / Cummin: Cumsum's thread-per-row scan with a running extremum and its index."""
+        x, values, indices = (_tensor(launch, n) for n in ("self", "valuesOut", "indicesOut"))
+        dim = launch.plan["dim"]
+        if x.rank == 0:
+            x, values, indices, dim = _as_1d(x), _as_1d(values), _as_1d(indices), 0
+        outer_shape, inner_shape, xo, xi = split(x, (dim,))
+        bound = [bind("self", x, xo, xi)]
+        for name, t in (("out", values), ("indices", indices)):
+            _, _, to, ti = split(t, (dim,))
+            bound.append(bind(name, t, to, ti, write=True))
+        options: list[tuple[str, str | int | bool]] = [("largest", op == "Cummax")]
+        return self.plan(
+            op, "cumext", bound, outer_shape, inner_shape, _compare_acc(x.dtype), options, per_thread_rows=True
+        )
 
     def _arg(self, op: str, launch: Launch) -> RowPlan | Program | None:
         x = _tensor(launch, "self")
@@ -472,15 +518,16 @@ class ReductionRunner(RowRunner):
             dim = 0
         outer_shape, inner_shape, xo, xi = split(x, (dim,))
         kept = [d for d in range(x.rank) if d != dim]
-        index_name = "indices" if op == "MaxDim" else "out"
+        with_values = op in ("MaxDim", "MinDim")
+        index_name = "indices" if with_values else "out"
         indices = _tensor(launch, index_name)
         bound = [bind("self", x, xo, xi)]
-        if op == "MaxDim":
+        if with_values:
             values = _tensor(launch, "out")
             bound.append(bind("out", values, reduced_strides(values, x.rank, kept), (0,), write=True))
         bound.append(bind("indices", indices, reduced_strides(indices, x.rank, kept), (0,), write=True))
         acc = _compare_acc(x.dtype)
-        options: list[tuple[str, str | int | bool]] = [("largest", op != "ArgMin")]
+        options: list[tuple[str, str | int | bool]] = [("largest", op not in ("ArgMin", "MinDim"))]
         rows, length = math.prod(outer_shape), math.prod(inner_shape)
         slices = arg_slices(rows, length, self.backend.properties.compute_units)
         if slices < 2:
