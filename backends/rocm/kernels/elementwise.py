@@ -304,6 +304,10 @@ def lowp_results(inst: Instance) -> bool:
     return bool(written) and all(d in LOWP for d in written) and ctype(inst.result).value == "float"
 
 
+_NARROW_INTS = frozenset({D.ACL_INT8, D.ACL_UINT8, D.ACL_INT16, D.ACL_UINT16, D.ACL_INT32, D.ACL_UINT32})
+"""Integer results held in a C integer narrower than the 64-bit value type (packed INT4 has its own codec)."""
+
+
 def _compute(inst: Instance, values: Mapping[str, str]) -> list[str]:
     """Lines computing ``r`` (the result type) from each loaded operand's value expression."""
     u = inst.ufunc
@@ -315,7 +319,7 @@ def _compute(inst: Instance, values: Mapping[str, str]) -> list[str]:
         f"const {ctype(op.value).value} {op.name} = {values[op.name]};" for op in inst.operands if op.name in values
     ]
     # integers travel as 64-bit values: a narrower result wraps to its own width before any wider ``out``
-    wrap = inst.result.is_integer and inst.result != D.ACL_BOOL and inst.result.info.storage_bits < 64
+    wrap = inst.result in _NARROW_INTS
     if _ASSIGNS_R.search(body):
         lines.append(f"{result_c.value} r;")
         lines.append("{ " + body + " }")
