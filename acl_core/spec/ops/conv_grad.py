@@ -126,6 +126,7 @@ def case(
     **geometry: Any,
 ) -> dict[str, object]:
     """A ConvolutionBackward call: the forward op's sample arguments plus gradOutput of the output's shape."""
+    geometry.pop("bias", None)  # the backward call has no bias tensor: biasSizes below
     fwd = conv._case(rng, x_shape, w_shape, dt, bias=False, w_dt=w_dt, **geometry)
     shape = _output_shape(fwd)
     channels = shape[1]
@@ -155,63 +156,8 @@ def _output_shape(fwd: Mapping[str, Any]) -> tuple[int, ...]:
 
 
 def _samples(rng: np.random.Generator) -> Iterable[Sample]:
-    for dt in (_F32, _F16, _BF16):
-        yield Sample(
-            case(rng, (2, 4, 6, 5), (4, 2, 3, 3), dt, stride=[1, 2], padding=[1, 1], dilation=[2, 1], groups=2),
-            f"{dt.short} 2-D, groups 2, stride [1, 2], dilation [2, 1]",
-        )
-    yield Sample(case(rng, (2, 4, 9), (6, 4, 3), _F32, stride=[2], padding=[1], dilation=[1]), "1-D, stride 2")
-    yield Sample(
-        case(rng, (1, 3, 8), (2, 3, 2), _F16, stride=[1], padding=[2, 1], dilation=[3]),
-        "1-D, asymmetric padding [2, 1], dilation 3",
-    )
-    yield Sample(
-        case(rng, (1, 2, 5, 6), (3, 2, 2, 3), _F32, stride=[2, 1], padding=[1, 0, 2, 1], dilation=[1, 1]),
-        "2-D, padding [top, bottom, left, right]",
-    )
-    yield Sample(
-        case(rng, (2, 3, 5, 5), (3, 1, 3, 3), _BF16, stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=3),
-        "2-D depthwise",
-    )
-    yield Sample(
-        case(rng, (1, 2, 4, 5, 4), (3, 2, 2, 2, 3), _F32, stride=[1, 2, 1], padding=[0, 1, 1], dilation=[1, 1, 2]),
-        "3-D",
-    )
-    yield Sample(
-        case(
-            rng, (2, 4, 5), (4, 3, 3), _F32, stride=[2], padding=[1], dilation=[1], transposed=True, output_padding=[1]
-        ),
-        "transposed 1-D, stride 2, outputPadding 1",
-    )
-    yield Sample(
-        case(
-            rng,
-            (1, 4, 3, 4),
-            (4, 2, 3, 3),
-            _F16,
-            stride=[2, 2],
-            padding=[1, 0],
-            dilation=[1, 2],
-            groups=2,
-            transposed=True,
-            output_padding=[1, 1],
-        ),
-        "transposed 2-D, groups 2, dilation [1, 2]",
-    )
-    yield Sample(
-        case(
-            rng,
-            (1, 2, 2, 3, 2),
-            (2, 1, 2, 2, 2),
-            _F32,
-            stride=[2, 1, 2],
-            padding=[0, 0, 1],
-            dilation=[1, 1, 1],
-            transposed=True,
-            output_padding=[1, 0, 0],
-        ),
-        "transposed 3-D",
-    )
+    for args, label in conv.geometry_cases(rng, case):
+        yield Sample(args, label)
     geometry: dict[str, Any] = {"stride": [1, 1], "padding": [1, 1], "dilation": [1, 1]}
     yield Sample(case(rng, (2, 3, 4, 4), (2, 3, 3, 3), _F32, (True, False, False), **geometry), "gradInput only")
     yield Sample(case(rng, (2, 3, 4, 4), (2, 3, 3, 3), _F16, (False, True, True), **geometry), "no gradInput")

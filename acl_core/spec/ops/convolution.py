@@ -8,7 +8,7 @@ transposed one, as in PyTorch. ``padding`` may also be asymmetric where CANN all
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -188,37 +188,42 @@ def _case(
     return args
 
 
-def _samples(rng: np.random.Generator) -> Iterable[Sample]:
+def geometry_cases(
+    rng: np.random.Generator, make: Callable[..., dict[str, object]]
+) -> Iterator[tuple[dict[str, object], str]]:
+    """The geometries every convolution op samples (1-3-D, groups, dilation, asymmetric padding, transposed), one
+    call each built by ``make(rng, input shape, weight shape, dtype, **geometry)``; ``bias=False`` marks a call
+    without a bias."""
     for dt in (_F32, _F16, _BF16):
-        yield Sample(
-            _case(rng, (2, 4, 6, 5), (4, 2, 3, 3), dt, stride=[1, 2], padding=[1, 1], dilation=[2, 1], groups=2),
+        yield (
+            make(rng, (2, 4, 6, 5), (4, 2, 3, 3), dt, stride=[1, 2], padding=[1, 1], dilation=[2, 1], groups=2),
             f"{dt.short} 2-D, groups 2, stride [1, 2], dilation [2, 1]",
         )
-    yield Sample(_case(rng, (2, 4, 9), (6, 4, 3), _F32, stride=[2], padding=[1], dilation=[1]), "1-D, stride 2")
-    yield Sample(
-        _case(rng, (1, 3, 8), (2, 3, 2), _F16, stride=[1], padding=[2, 1], dilation=[3], bias=False),
-        "1-D, asymmetric padding [2, 1], dilation 3, no bias",
+    yield (make(rng, (2, 4, 9), (6, 4, 3), _F32, stride=[2], padding=[1], dilation=[1]), "1-D, stride 2")
+    yield (
+        make(rng, (1, 3, 8), (2, 3, 2), _F16, stride=[1], padding=[2, 1], dilation=[3], bias=False),
+        "1-D, asymmetric padding [2, 1], dilation 3",
     )
-    yield Sample(
-        _case(rng, (1, 2, 5, 6), (3, 2, 2, 3), _F32, stride=[2, 1], padding=[1, 0, 2, 1], dilation=[1, 1]),
+    yield (
+        make(rng, (1, 2, 5, 6), (3, 2, 2, 3), _F32, stride=[2, 1], padding=[1, 0, 2, 1], dilation=[1, 1]),
         "2-D, padding [top, bottom, left, right]",
     )
-    yield Sample(
-        _case(rng, (2, 3, 5, 5), (3, 1, 3, 3), _BF16, stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=3),
+    yield (
+        make(rng, (2, 3, 5, 5), (3, 1, 3, 3), _BF16, stride=[1, 1], padding=[1, 1], dilation=[1, 1], groups=3),
         "2-D depthwise",
     )
-    yield Sample(
-        _case(rng, (1, 2, 4, 5, 4), (3, 2, 2, 2, 3), _F32, stride=[1, 2, 1], padding=[0, 1, 1], dilation=[1, 1, 2]),
+    yield (
+        make(rng, (1, 2, 4, 5, 4), (3, 2, 2, 2, 3), _F32, stride=[1, 2, 1], padding=[0, 1, 1], dilation=[1, 1, 2]),
         "3-D",
     )
-    yield Sample(
-        _case(
+    yield (
+        make(
             rng, (2, 4, 5), (4, 3, 3), _F32, stride=[2], padding=[1], dilation=[1], transposed=True, output_padding=[1]
         ),
         "transposed 1-D, stride 2, outputPadding 1",
     )
-    yield Sample(
-        _case(
+    yield (
+        make(
             rng,
             (1, 4, 3, 4),
             (4, 2, 3, 3),
@@ -232,8 +237,8 @@ def _samples(rng: np.random.Generator) -> Iterable[Sample]:
         ),
         "transposed 2-D, groups 2, dilation [1, 2]",
     )
-    yield Sample(
-        _case(
+    yield (
+        make(
             rng,
             (1, 2, 2, 3, 2),
             (2, 1, 2, 2, 2),
@@ -247,6 +252,11 @@ def _samples(rng: np.random.Generator) -> Iterable[Sample]:
         ),
         "transposed 3-D",
     )
+
+
+def _samples(rng: np.random.Generator) -> Iterable[Sample]:
+    for args, label in geometry_cases(rng, _case):
+        yield Sample(args, label if args["bias"] is not None else f"{label}, no bias")
     yield Sample(
         _case(rng, (0, 2, 4, 4), (3, 2, 3, 3), _F32, stride=[1, 1], padding=[1, 1], dilation=[1, 1]), "empty batch"
     )
