@@ -800,7 +800,7 @@ def _inplace_cumprod(base: OpSpec) -> OpSpec:
     params = (ref("input", CUMPROD_DTYPES), scalar("dim", INTEGERS))
 
     def to_base(args: Mapping[str, object]) -> dict[str, object]:
-        return {"input": args["input"], "dim": args["dim"], "dtype": int(D.ACL_DT_UNDEFINED), "out": args["input"]}
+        return {"input": args["input"], "dim": args["dim"], "dtype": D.ACL_DT_UNDEFINED, "out": args["input"]}
 
     def infer(call: Call) -> Infos:
         t = tensor_arg(call, "input")
