@@ -24,14 +24,13 @@ from typing import Final
 
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.attention import PackedMeta, meta_struct
+from acl_rocm.kernels.attention_softmax import _ZERO4, Strides
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.prelude import PRELUDE
 from acl_rocm.kernels.reduction import block_reduce_source
 
 GRAD_THREADS: Final = 256
 ELEMENT_THREADS: Final = 256
-Strides = tuple[int, int, int, int]
-_ZERO4: Strides = (0, 0, 0, 0)
 
 
 @dataclass(frozen=True)
