@@ -8,7 +8,7 @@
 # processes of one call;
 # CONFORMANCE_MODE=--quick and QWEN=short make a shorter run when device time is scarce; BENCH=0 and
 # QWEN=none leave out the benchmarks and Qwen3 (a correctness-only run); BENCH_ONLY=Op1,Op2 times only those rows;
-# DECODE_BENCH=0 the decode-shape rows; TESTS=0 leaves out the test tier and
+# DECODE_BENCH=0 the decode-shape rows; TEST_PATHS="file ..." narrows the test tier; FP8_ACC=0 skips the fp8 accumulation probe; TESTS=0 leaves out the test tier and
 # conformance (the second call of a run split in two: correctness first, then speed); SWEEP=file runs its shell
 # lines after the benchmarks (variant timings, each under SWEEP_LINE_TIMEOUT; $OUT and $WORK are set); STARTUP=0
 # skips the cold/warm start bench.
@@ -65,11 +65,15 @@ MXFP8_FORCE_HW=1 python3 -m acl_core caps rocm; echo "exit: $?"
 if [ "${TESTS:-1}" = 1 ]; then  # TESTS=0 skips the test tier and conformance
 # The figure rocm's AccumulationAllowance records as `measured` (backends/rocm/plugin.py): worst |err|/M of
 # random fp8 QuantMatmulV5 calls at K = 16..4096, signed and one-signed operands, float32 out.
+if [ "${FP8_ACC:-1}" = 1 ]; then  # FP8_ACC=0 skips it (a call about other operators)
 step "fp8 accumulation: worst |err|/M of rocm's fp8 QuantMatmulV5 (python -m tests.rocm.fp8_accumulation)"
 timeout "${FP8_ACC_TIMEOUT:-90}" python3 -m tests.rocm.fp8_accumulation rocm | tee "$WORK/fp8_accumulation.jsonl"
+fi
 # The test tier and conformance share the GPU; both are correctness runs, so they go side by side.
-step "GPU test tier (pytest -m gpu tests/rocm) beside conformance rocm ${CONFORMANCE_MODE:---full}"
-timeout "${TESTS_TIMEOUT:-220}" python3 -m pytest -m gpu tests/rocm -q -rfEs -n "${PYTEST_WORKERS:-8}" \
+step "GPU test tier (pytest -m gpu ${TEST_PATHS:-tests/rocm}) beside conformance rocm ${CONFORMANCE_MODE:---full}"
+# TEST_PATHS="tests/rocm/test_gpu_a.py ..." narrows the tier to those files
+# shellcheck disable=SC2086
+timeout "${TESTS_TIMEOUT:-220}" python3 -m pytest -m gpu ${TEST_PATHS:-tests/rocm} -q -rfEs -n "${PYTEST_WORKERS:-8}" \
   -p no:cacheprovider --junitxml="$WORK/pytest_gpu.xml" "$@" > "$WORK/pytest_gpu.log" 2>&1 &
 tests=$!
 select=()  # CONFORMANCE_SHARD=K/N runs one of N balanced parts (a full run is longer than one call); CONFORMANCE_OPS narrows
