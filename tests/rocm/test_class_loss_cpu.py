@@ -84,6 +84,14 @@ def test_cross_entropy_and_its_gradient_match_the_reference(
     _check(emulated, "CrossEntropyLossGrad", _ce(4, 37, np.float32, reduction, eps, weighted, True))
 
 
+def test_the_mean_gradient_is_zero_when_every_sample_is_ignored(emulated: Backend) -> None:
+    args = _ce(3, 37, np.float32, "mean", 0.1, True, True)
+    args["target"] = np.full(3, 2, np.int64)  # 2 is the ignoreIndex: the total weight is 0
+    out = eager.run("CrossEntropyLossGrad", emulated, **args)["out"]
+    assert not np.isnan(out).any()
+    _check(emulated, "CrossEntropyLossGrad", args)
+
+
 def test_cross_entropy_in_bfloat16_with_a_long_row(emulated: Backend) -> None:
     import ml_dtypes
 

@@ -523,6 +523,19 @@ def _ce_samples(backward: bool) -> Callable[[np.random.Generator], Iterable[Samp
                     else:
                         args.update(input=x, returnZloss=False)
                     yield Sample(args, f"{dt.short} {list(shape)} {reduction} ignore {ignore} smoothing {eps}")
+        if backward:  # every sample ignored under a mean: the total weight is 0, the gradient 0 (not 0/0)
+            x = _logits_of(rng, (3, 1025), D.ACL_FLOAT, 0)
+            args = {
+                "target": np.full(3, -100, np.int64),
+                "weightOptional": S.array(rng, (1025,), D.ACL_FLOAT, low=0.1, high=2.0),
+                "reductionOptional": "mean",
+                "ignoreIndex": -100,
+                "labelSmoothing": 0.1,
+                "lseSquareScaleForZloss": 0.0,
+                "logProb": _log_softmax(x.astype(np.float64)).astype(np.float32),
+                "gradLoss": S.array(rng, (), D.ACL_FLOAT, low=-2.0, high=2.0),
+            }
+            yield Sample(args, "every sample ignored, mean (a zero gradient)")
 
     return gen
 

@@ -200,7 +200,7 @@ def _ce_grad(kernel: RowKernel) -> str:
         f"acc_t sc = ok ? {g} : (acc_t)0;",
     ]
     if kernel.option("mean"):
-        body.append("sc = sc / (acc_t)p_sums[0];")
+        body.append("if (ok) sc = sc / (acc_t)p_sums[0];  // an ignored row stays 0 when every row is ignored")
     step = [
         f"const acc_t v = acl_exp({_v(kernel, 'lp')}) * (a + b) - e / c * {_w(kernel, 'o')}"
         " - ((long long)j == tt ? a : (acc_t)0);",
