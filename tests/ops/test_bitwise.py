@@ -134,6 +134,26 @@ def test_addc_matches_torch_in_float64(op: str, value: float) -> None:
     assert np.all(np.abs(got - want) <= 4 * np.finfo(np.float64).eps * scale)
 
 
+@pytest.mark.parametrize(
+    ("op", "value", "c"),
+    [("Addcdiv", 0.25, 0.5), ("Addcmul", 4.0, 0.1), ("Addcmul", 0.5, np.inf)],
+    ids=["quotient-overflows", "product-overflows", "product-underflows"],
+)
+def test_float32_intermediates_overflow_and_underflow_as_torch(op: str, value: float, c: float) -> None:
+    """The intermediate is out of float32's range, the float64 result would be back inside it (or not NaN)."""
+    big, tiny = np.finfo(np.float32).max, np.finfo(np.float32).smallest_subnormal
+    a = np.float32([0, 1])
+    b = np.float32([big, tiny]) if c != np.inf else np.float32([tiny, tiny])
+    t2 = np.float32([c, c])
+    got = ref(op, self=a, tensor1=b, tensor2=t2, value=value)["out"]
+    if op == "Addcdiv":  # torch's CUDA kernel's order, value·(t1/t2) (its CPU kernel forms (value·t1)/t2)
+        np.testing.assert_array_equal(got, np.float32([np.inf, 1]))
+        return
+    want = torch.addcmul(torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(t2), value=value).numpy()
+    assert not np.isfinite(want[0])
+    np.testing.assert_array_equal(got, want)
+
+
 def test_integer_addcmul_wraps_as_torch() -> None:
     a, b, c = np.int8([100, -3]), np.int8([100, 7]), np.int8([3, -9])
     got = ref("Addcmul", self=a, tensor1=b, tensor2=c, value=2)["out"]

@@ -16,7 +16,10 @@ Choices where the pages are silent or disagree with torch:
 * Addcmul / Addcdiv compute ``self + value·t1·t2`` / ``self + value·(t1/t2)`` in the promoted dtype of the
   three tensors (fp16/bf16 in float32, as CANN's kernel); ``value`` is rounded to float32 for float32 and
   narrower calls (CANN keeps a float32 value for fp16/bf16), to float64 for float64; a float ``value`` with
-  an integer computation is 161002 (not castable). Integer Addcmul wraps in its dtype.
+  an integer computation is 161002 (not castable). Integer Addcmul wraps in its dtype. The order is torch's
+  CUDA kernels' (``(value·t1)·t2``; ``t1/t2`` first), each intermediate a value of the computation type: one
+  that overflows is infinite even where ``value`` would scale it back, one that underflows is 0 (CANN's pages
+  are silent).
 * Addcdiv's page lists INT64 too; it is not declared: CANN runs integer Addcdiv on the AI CPU, whose
   rounding of ``t1/t2`` is documented nowhere, and torch refuses integer addcdiv.
 * Accuracy: Addcmul and Addcdiv are three roundings in float32 (float64 for float64), measured against
