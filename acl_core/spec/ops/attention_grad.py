@@ -32,7 +32,8 @@ Choices where CANN's documents are silent:
   qStartIdx/kvStartIdx and the reserved sinkInOptional must be null, dqRopeOut/dkRopeOut too; outDtype 0 or 1
   (it names the FP8 mode's output); seed and offset only seed dropout, which must be off; softmaxInLayout and
   dsinkOut are reserved (accepted, ignored / left untouched).
-* Both accuracy classes are the table (their forwards' reasons, given with each class below). Not declared
+* Accuracy: a float32 call is held to the composite bound of its products (:func:`_grad_scale`); fp16/bf16
+  calls and RotaryPositionEmbeddingGrad stay under the table (reasons with each class below). Not declared
   here: the varlen (TND) backwards, FlashAttentionUnpaddingScoreGrad and its versions.
 
 RotaryPositionEmbeddingGrad is the backward of RotaryPositionEmbedding (``y = x·cos + R(x)·sin``, R the mode's
@@ -53,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from acl_core.dtypes import DataType as D
-from acl_core.spec.accuracy import table, with_accuracy
+from acl_core.spec.accuracy import by_call, composite, table, with_accuracy
 from acl_core.spec.ops import attention as A
 from acl_core.spec.opspec import (
     INVALID,
@@ -242,10 +243,84 @@ def _grad_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
     yield ErrorSample({**base, "attenMaskOptional": np.zeros((4, 5), bool)}, INVALID, "mask shape")
 
 
-_GRAD_TABLE = table(
-    "dQ/dK/dV = products of P = softmax(QKᵀ) with dO, V, Q and K: the bound needs P from the unchanged Q and K,"
-    " while the magnitudes run takes every float input's absolute value (FlashAttentionScore's reason); needs a"
-    " per-input selection"
+def _grad_scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """First-order error scales of dQ, dK, dV (and dsink) of a float32 call, P recomputed from the given statistics.
+
+    ``S`` (scores) carries ``e_S = scale·|Q||K|ᵀ (+|pse|)`` into P as a relative error, ``dP − D`` carries
+    ``|dO||V|ᵀ + rowsum|dO∘O|``; so ``dS = P∘(dP − D)`` is off by ``P∘(|dP − D|·e_S + that) + |dS|`` (its own
+    rounding), and each output is its product's scale: ``scale·M_dS·|K|``, ``scale·M_dSᵀ·|Q|``, ``(P∘(1 + e_S))ᵀ|dO|``.
+    The mask is not applied: a masked P only makes the bound larger (P is capped at 1, its true ceiling).
+    """
+    layout, nq = str(args["inputLayout"]), int(args["headNum"])
+    q = _bnsd(args["query"], layout, nq)
+    d = q.shape[-1]
+    nkv = np.shape(args["keyIn"])[-1] // d if layout in ("BSH", "SBH") else 0
+    key, value = _bnsd(args["keyIn"], layout, nkv), _bnsd(args["value"], layout, nkv)
+    dout, out = _bnsd(args["dy"], layout, nq), _bnsd(args["attentionInOptional"], layout, nq)
+    group = nq // key.shape[1]
+    kx, vx = np.repeat(key, group, axis=1), np.repeat(value, group, axis=1)
+    scale = float(args["scaleValue"])
+    scores = np.einsum("bnqd,bnkd->bnqk", q, kx)
+    e_s = scale * np.einsum("bnqd,bnkd->bnqk", np.abs(q), np.abs(kx))
+    pse = args.get("pseShiftOptional")
+    if pse is not None:
+        scores = scores + np.asarray(pse, np.float64)
+        e_s = e_s + np.abs(np.asarray(pse, np.float64))
+    row_max = np.asarray(args["softmaxMaxOptional"], np.float64)[..., :1]
+    row_sum = np.asarray(args["softmaxSumOptional"], np.float64)[..., :1]
+    with np.errstate(all="ignore"):
+        p = np.where(row_sum > 0, np.exp(scale * scores - np.where(np.isfinite(row_max), row_max, 0.0)), 0.0)
+        p = np.minimum(np.nan_to_num(p / np.where(row_sum > 0, row_sum, 1.0), nan=1.0), 1.0)
+    dp = np.einsum("bnqd,bnkd->bnqk", dout, vx)
+    delta = np.einsum("bnqd,bnqd->bnq", dout, out)[..., None]
+    m_dp = (
+        np.einsum("bnqd,bnkd->bnqk", np.abs(dout), np.abs(vx))
+        + np.einsum("bnqd,bnqd->bnq", np.abs(dout), np.abs(out))[..., None]
+    )
+    m_ds = p * (np.abs(dp - delta) * (1.0 + e_s) + m_dp)
+    kv_shape = (q.shape[0], key.shape[1], group, *key.shape[2:])
+    scales = {
+        "dqOut": scale * np.einsum("bnqk,bnkd->bnqd", m_ds, np.abs(kx)),
+        "dkOut": (scale * np.einsum("bnqk,bnqd->bnkd", m_ds, np.abs(q))).reshape(kv_shape).sum(axis=2),
+        "dvOut": np.einsum("bnqk,bnqd->bnkd", p * (1.0 + e_s), np.abs(dout)).reshape(kv_shape).sum(axis=2),
+    }
+    found = {name: _layout(v, layout) for name, v in scales.items()}
+    sink = args.get("sinkInOptional")
+    if sink is not None and "dsinkOut" in outputs:
+        with np.errstate(all="ignore"):
+            p_sink = np.where(row_sum > 0, np.exp(np.asarray(sink, np.float64)[None, :, None, None] - row_max), 0.0)
+            p_sink = np.minimum(p_sink / np.where(row_sum > 0, row_sum, 1.0), 1.0)
+        m_delta = np.abs(delta) + np.einsum("bnqd,bnqd->bnq", np.abs(dout), np.abs(out))[..., None]
+        found["dsinkOut"] = (p_sink * m_delta).sum(axis=(0, 2, 3))
+    return found
+
+
+def _grad_length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
+    """The longest sum of one output element: D (the scores), Skv (dQ, D) or Sq·group (dK, dV, dsink)."""
+    layout, nq = str(args["inputLayout"]), int(args["headNum"])
+    q = _bnsd(args["query"], layout, nq)
+    d = q.shape[-1]
+    nkv = np.shape(args["keyIn"])[-1] // d if layout in ("BSH", "SBH") else 0
+    key = _bnsd(args["keyIn"], layout, nkv)
+    group = nq // key.shape[1]
+    return int(max(d, key.shape[2], q.shape[0] * q.shape[2] * group))
+
+
+_GRAD_F32 = composite(
+    steps=6,
+    length_of=_grad_length,
+    scale_of=_grad_scale,
+    reason="float32 products and row sums of P = softmax(QKᵀ) with dO, V, Q and K (dS = P∘(dP − D) cancels):"
+    " the first-order scale of each output (_grad_scale)",
+)
+_GRAD_16 = table(
+    "fp16/bf16: fused backward kernels (FlashAttention's, cuDNN's) round P and dS to the input type before the"
+    " second products; a bound on two intermediate roundings in the input type is not a class yet"
+)
+_GRAD_CLASS = by_call(
+    lambda args: _GRAD_F32 if np.asarray(args["query"]).dtype == np.float32 else _GRAD_16,
+    (_GRAD_F32, _GRAD_16),
+    "float32 under the composite bound of its products; fp16/bf16 under the table (see each choice)",
 )
 
 _BASE = OpSpec(
@@ -473,5 +548,8 @@ _ROPE_GRAD = OpSpec(
 
 SPECS: list[OpSpec] = with_accuracy(
     [_BASE, _V2, _v3(), _v4(), _ROPE_GRAD],
-    {"FlashAttentionScoreGrad": _GRAD_TABLE, "RotaryPositionEmbeddingGrad": _ROPE_GRAD_TABLE},
+    {
+        **{f"FlashAttentionScoreGrad{v}": _GRAD_CLASS for v in ("", "V2", "V3", "V4")},
+        "RotaryPositionEmbeddingGrad": _ROPE_GRAD_TABLE,
+    },
 )
