@@ -292,6 +292,24 @@ def test_calls_it_cannot_run_take_the_mma_sync_kernel_with_a_logged_reason(
             assert f"ACL_FLASH_CONFIG=wg2k128 refused: {flash.last_refusal}" in caplog.text
 
 
+@pytest.mark.parametrize(("d", "config"), [(128, "wg2k128s"), (64, "wg2k64b2ps")])
+def test_it_is_the_sm_90_default_at_head_dims_64_and_128(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, d: int, config: str
+) -> None:
+    backend = _backend(tmp_path, setting="")
+    flash = backend.attention.flash  # type: ignore[attr-defined]
+    rng = _rng("wg-default", d)
+    eager.run("FlashAttentionScore", backend, **_args(rng, "bfloat16", "BSND", 1, 4, 2, 200, 300, d, 3))
+    inst = flash.last_instance
+    assert isinstance(inst, WgmmaInstance) and str(inst.config) == config
+    mask = rng.uniform(size=(1, 1, 100, 100)) < 0.3
+    with caplog.at_level(logging.DEBUG, logger="acl_rocm.attention"):
+        eager.run("FlashAttentionScore", backend, **_args(rng, "bfloat16", "BNSD", 1, 2, 2, 100, 100, d, 0,
+                                                          attenMaskOptional=mask))  # fmt: skip
+    assert not isinstance(flash.last_instance, WgmmaInstance)
+    assert f"the sm_90 table's {config} refused: an explicit mask" in caplog.text
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_100"])
 def test_other_archs_refuse_it(tmp_path: Path, arch: str) -> None:
     backend = _backend(tmp_path, arch=arch, setting="wg2k128")

@@ -49,8 +49,10 @@ def _run_rows(backend: RocmBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     flash = backend.attention.flash  # type: ignore[attr-defined]
     rows = [case for case in suite.cases if "flash path forced" in case.note]
     assert [case.status for case in rows] == ["ok"] * (1 + len(flash.alternatives(64)))
-    default = str(config_for(64, D.ACL_BF16, 1))  # the fake GPU is an sm_90: NVIDIA's entry
-    assert default == "w4m1k64s2-efiu" and f"(block shape {default})" in rows[0].note
+    default = "wg2k64b2ps"  # the fake GPU is an sm_90: the wgmma kernel is its default at D 64
+    assert f"(block shape {default})" in rows[0].note
+    table = str(config_for(64, D.ACL_BF16, 1))  # NVIDIA's mma.sync entry, timed as the first alternative
+    assert table == "w4m1k64s2-efiu" and flash.alternatives(64)[0] == table and default not in flash.alternatives(64)
     assert [case.note.rsplit("=", 1)[1] for case in rows[1:]] == list(flash.alternatives(64))
     launched = [launch.name for launch in backend.provider.launches if launch.name.startswith("acl_flash")]  # type: ignore[attr-defined]
     for config in (default, *flash.alternatives(64)):

@@ -6,9 +6,11 @@ of (query tile, head, batch) blocks instead of one block per query row. :func:`f
 which calls it cannot run (pse, fp32, head dims other than 64/128/256: the other paths take them);
 :func:`flash_slow` says where it is correct but not the default (no matrix instructions: the kernel's
 software path). Q/K/V move as 16-byte ``cp.async`` chunks where their rows allow it, else element by element.
-``ACL_FLASH_CONFIG=wg...`` (:func:`parse_setting`) picks the sm_90a warpgroup-MMA kernel of
-:mod:`acl_rocm.kernels.attention_wgmma` instead, on sm_90 only; calls it cannot run take the table's kernel, the reason
-logged and kept in :attr:`FlashAttention.last_refusal`.
+On sm_90 the sm_90a warpgroup-MMA kernel of :mod:`acl_rocm.kernels.attention_wgmma` is the default at head dims
+64 and 128 (:data:`WGMMA_TABLE`); ``ACL_FLASH_CONFIG`` (:func:`parse_setting`) names another wgmma shape
+(``wg...``) or an mma.sync one, which then runs instead. Calls the wgmma kernel cannot run (an explicit mask, rows
+not in 16-byte runs, other archs) take the mma.sync table's kernel, the reason logged and kept in
+:attr:`FlashAttention.last_refusal`.
 """
 
 from __future__ import annotations
@@ -53,6 +55,13 @@ if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
 
 MAX_GRID_X: Final = 2**31 - 1
+WGMMA_TABLE: Final[dict[int, WgmmaConfig]] = {
+    128: WgmmaConfig(2, 128, swizzle=True),
+    64: WgmmaConfig(2, 64, 2, pipelined=True, swizzle=True),
+}
+"""The sm_90 default per head dim: ``wg2k128s`` (0.53x SDPA's TFLOP/s at B4 N32 S4096 D128 causal on an H100,
+2026-12-07, where the mma.sync table's kernel gave 0.40) and ``wg2k64b2ps`` (0.47 at S1024 D64 against 0.42); both
+passed every wgmma GPU-tier case (fp16 / bf16, GQA, BSND, odd lengths, windows, sinks) there."""
 log = logging.getLogger("acl_rocm.attention")
 
 
@@ -128,8 +137,12 @@ class FlashAttention:
         """Block shapes worth timing beside the table's at ``head_dim`` (the ops bench's extra forced-flash rows)."""
         shapes = [str(config) for config in ALTERNATIVES.get(head_dim, ())]
         if self.wgmma_unavailable() is None:  # sm_90: the wgmma kernel's shapes beside the mma.sync ones
-            shapes += [str(config) for config in WGMMA_DEFAULTS.get(head_dim, ())]
-        return tuple(shapes)
+            default = WGMMA_TABLE.get(head_dim)
+            if default is not None:  # the mma.sync table's entry is then an alternative too
+                layout = hardware_layout(self.backend.policy.arch)
+                shapes.insert(0, str(config_for(head_dim, D.ACL_BF16, layout)))
+            shapes += [str(c) for c in WGMMA_DEFAULTS.get(head_dim, ()) if c != default]
+        return tuple(dict.fromkeys(shapes))
 
     def wgmma_unavailable(self) -> str | None:
         """Why this device cannot run the wgmma kernel at all (None where it can: sm_90 with an sm_90a target)."""
@@ -186,22 +199,21 @@ class FlashAttention:
         if isinstance(overrides, str):
             raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, overrides)
         override = overrides.get(inst.head_dim, overrides.get(None))
-        if isinstance(override, WgmmaConfig):
+        wanted_wg = override if override is not None else WGMMA_TABLE.get(inst.head_dim)
+        if isinstance(wanted_wg, WgmmaConfig):
+            source = f"ACL_FLASH_CONFIG={wanted_wg}" if override is not None else f"the sm_90 table's {wanted_wg}"
             why = self.wgmma_unavailable() or wgmma_refusal(
                 inst.dtype, inst.head_dim, props.arch, vec, bool(meta.has_mask)
             )
             if why is None:
                 self.last_refusal = None
-                c = override
-                wg = c.instance(inst.dtype, inst.head_dim, inst.sink)
+                wg = wanted_wg.instance(inst.dtype, inst.head_dim, inst.sink)
                 if wg.shared_bytes * wg.blocks > props.max_shared_memory:
                     need = f"{wg.shared_bytes} B of shared memory a block, {wg.blocks} blocks a multiprocessor"
-                    raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"ACL_FLASH_CONFIG {c} needs {need}")
-                return self._launch(wg, meta, grid, scale, pointers, sink, "ACL_FLASH_CONFIG")
+                    raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{source} needs {need}")
+                return self._launch(wg, meta, grid, scale, pointers, sink, source)
             if why != self.last_refusal:
-                log.debug(
-                    "flash kernel: ACL_FLASH_CONFIG=%s refused: %s; the table's mma.sync kernel runs", override, why
-                )
+                log.debug("flash kernel: %s refused: %s; the table's mma.sync kernel runs", source, why)
             self.last_refusal = why
             override = None
         layout = hardware_layout(self.backend.policy.arch)
