@@ -358,7 +358,7 @@ def test_window_bounds_reproduce_sparse_keep(mode: int, sq: int, skv: int, pre: 
     from acl_reference.kernels import all_kernels
 
     all_kernels()  # load every family first: importing one family alone would leave the registry partial
-    from acl_reference.kernels.attention import sparse_keep
+    from acl_core.spec.ops.attention import sparse_keep
 
     bounds = window_bounds(mode, sq, skv, pre, nxt, skv - sq)
     assert bounds is not None

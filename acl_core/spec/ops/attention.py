@@ -308,6 +308,39 @@ def _training_attrs(call: Call) -> None:
         raise invalid(f"innerPrecise={call.args['innerPrecise']} is not supported; expected 0, 1 or 2")
 
 
+# ----------------------------------------------------------------------------- mask geometry
+def window(sq: int, skv: int, pre: int, nxt: int, shift: int) -> np.ndarray:
+    """Keep query i / key j when ``-pre <= j - i - shift <= nxt`` ([Sq, Skv] bool)."""
+    offset = np.arange(skv)[None, :] - np.arange(sq)[:, None] - shift
+    return (offset <= nxt) & (offset >= -pre)
+
+
+def sparse_keep(mode: int, sq: int, skv: int, pre: int, nxt: int, shift: int) -> np.ndarray | None:
+    """The geometric part of sparseMode (None for allMask, whose mask is all there is).
+
+    ``shift`` = Skv - Sq places the lower-right diagonal that modes 3 and 4 start from; mode 0's
+    window and mode 2's causal mask start from the upper-left corner.
+    """
+    if mode == 0:
+        return window(sq, skv, pre, nxt, 0)
+    if mode == 2:
+        return window(sq, skv, sq + skv, 0, 0)
+    if mode == 3:
+        return window(sq, skv, sq + skv, 0, shift)
+    if mode == 4:
+        return window(sq, skv, pre, nxt, shift)
+    return None
+
+
+def as_4d(mask: np.ndarray, *, decode: bool = False) -> np.ndarray:
+    """A mask as [B|1, N|1, Sq', Skv']: [X,Y] is [1,1,X,Y] ([B,1,1,S] for decode masks), [A,X,Y] is [A,1,X,Y]."""
+    if mask.ndim == 2:
+        return mask[:, None, None, :] if decode else mask[None, None]
+    if mask.ndim == 3:
+        return mask[:, None]
+    return mask
+
+
 # ----------------------------------------------------------------------------- FlashAttentionScore
 FA_LAYOUTS = ("BSH", "SBH", "BSND", "BNSD")
 

@@ -249,7 +249,7 @@ def _grad_scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str
     ``S`` (scores) carries ``e_S = scale·|Q||K|ᵀ (+|pse|)`` into P as a relative error, ``dP − D`` carries
     ``|dO||V|ᵀ + rowsum|dO∘O|``; so ``dS = P∘(dP − D)`` is off by ``P∘(|dP − D|·e_S + that) + |dS|`` (its own
     rounding), and each output is its product's scale: ``scale·M_dS·|K|``, ``scale·M_dSᵀ·|Q|``, ``(P∘(1 + e_S))ᵀ|dO|``.
-    The mask is not applied: a masked P only makes the bound larger (P is capped at 1, its true ceiling).
+    P is the one the call's statistics give (above 1 where they do not match Q and K, as a stride-0 case's).
     """
     layout, nq = str(args["inputLayout"]), int(args["headNum"])
     q = _bnsd(args["query"], layout, nq)
@@ -268,9 +268,10 @@ def _grad_scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str
         e_s = e_s + np.abs(np.asarray(pse, np.float64))
     row_max = np.asarray(args["softmaxMaxOptional"], np.float64)[..., :1]
     row_sum = np.asarray(args["softmaxSumOptional"], np.float64)[..., :1]
+    keep = _keep(args, q.shape[2], key.shape[2]) & (row_sum > 0)
     with np.errstate(all="ignore"):
-        p = np.where(row_sum > 0, np.exp(scale * scores - np.where(np.isfinite(row_max), row_max, 0.0)), 0.0)
-        p = np.minimum(np.nan_to_num(p / np.where(row_sum > 0, row_sum, 1.0), nan=1.0), 1.0)
+        p = np.exp(np.where(keep, scale * scores - np.where(np.isfinite(row_max), row_max, 0.0), -np.inf))
+        p = p / np.where(row_sum > 0, row_sum, 1.0)
     dp = np.einsum("bnqd,bnkd->bnqk", dout, vx)
     delta = np.einsum("bnqd,bnqd->bnq", dout, out)[..., None]
     m_dp = (
@@ -289,10 +290,24 @@ def _grad_scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str
     if sink is not None and "dsinkOut" in outputs:
         with np.errstate(all="ignore"):
             p_sink = np.where(row_sum > 0, np.exp(np.asarray(sink, np.float64)[None, :, None, None] - row_max), 0.0)
-            p_sink = np.minimum(p_sink / np.where(row_sum > 0, row_sum, 1.0), 1.0)
+            p_sink = p_sink / np.where(row_sum > 0, row_sum, 1.0)
         m_delta = np.abs(delta) + np.einsum("bnqd,bnqd->bnq", np.abs(dout), np.abs(out))[..., None]
         found["dsinkOut"] = (p_sink * m_delta).sum(axis=(0, 2, 3))
     return found
+
+
+def _keep(args: Mapping[str, Any], sq: int, skv: int) -> np.ndarray:
+    """The keys each query row keeps ([B|1, N|1, Sq, Skv]): the mask, then the sparse mode's geometry."""
+    keep = np.ones((1, 1, sq, skv), dtype=bool)
+    mask = args.get("attenMaskOptional")
+    if mask is not None:
+        mode = int(args["sparseMode"])
+        if mode in (0, 1):
+            keep = ~A.as_4d(np.asarray(mask) != 0)
+        geo = A.sparse_keep(mode, sq, skv, int(args["preTokens"]), int(args["nextTokens"]), skv - sq)
+        if geo is not None:
+            keep = keep & geo
+    return keep
 
 
 def _grad_length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:

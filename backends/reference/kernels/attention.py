@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from acl_core.errors import AclnnError, AclnnStatus
+from acl_core.spec.ops.attention import as_4d, sparse_keep
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
 
@@ -38,38 +39,6 @@ def from_bnsd(x: Array, layout: str) -> Array:
         return bsnd
     bsh = bsnd.reshape(bsnd.shape[0], bsnd.shape[1], -1)
     return bsh if layout == "BSH" else bsh.transpose(1, 0, 2)
-
-
-def window(sq: int, skv: int, pre: int, nxt: int, shift: int) -> Array:
-    """Keep query i / key j when ``-pre <= j - i - shift <= nxt`` ([Sq, Skv] bool)."""
-    offset = np.arange(skv)[None, :] - np.arange(sq)[:, None] - shift
-    return (offset <= nxt) & (offset >= -pre)
-
-
-def sparse_keep(mode: int, sq: int, skv: int, pre: int, nxt: int, shift: int) -> Array | None:
-    """The geometric part of sparseMode (None for allMask, whose mask is all there is).
-
-    ``shift`` = Skv - Sq places the lower-right diagonal that modes 3 and 4 start from; mode 0's
-    window and mode 2's causal mask start from the upper-left corner.
-    """
-    if mode == 0:
-        return window(sq, skv, pre, nxt, 0)
-    if mode == 2:
-        return window(sq, skv, sq + skv, 0, 0)
-    if mode == 3:
-        return window(sq, skv, sq + skv, 0, shift)
-    if mode == 4:
-        return window(sq, skv, pre, nxt, shift)
-    return None
-
-
-def as_4d(mask: Array, *, decode: bool = False) -> Array:
-    """A mask as [B|1, N|1, Sq', Skv']: [X,Y] is [1,1,X,Y] ([B,1,1,S] for decode masks), [A,X,Y] is [A,1,X,Y]."""
-    if mask.ndim == 2:
-        return mask[:, None, None, :] if decode else mask[None, None]
-    if mask.ndim == 3:
-        return mask[:, None]
-    return mask
 
 
 def attend(
