@@ -109,6 +109,7 @@ inline long long __double_as_longlong(double d) { long long v; memcpy(&v, &d, 8)
 inline double __dadd_rn(double a, double b) { return a + b; }
 inline double __dsub_rn(double a, double b) { return a - b; }
 inline double __dmul_rn(double a, double b) { return a * b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
 // sin(πx) and cos(πx) in float (the device's within 1 ulp): evaluated in double, rounded once
 inline void sincospif(float x, float* s, float* c) {
   const double t = (double)x * 3.14159265358979323846;

@@ -83,3 +83,13 @@ def test_the_clamp_rules_on_known_values() -> None:
         out=np.zeros(1, np.int32),
     )["out"]
     assert wrapped.tolist() == [-56]  # 200 wraps in int8 before widening
+
+
+def test_addc_intermediates_are_rounded_on_their_own() -> None:
+    """Every float product is ``acl_mul_rn`` (never contracted into an FMA with the add that follows): the H100
+    run of 2026-12-07 gave a finite bf16 Addcmul where the float32 product overflows, which the spec makes inf."""
+    from acl_rocm.kernels.pointwise_ternary import ROWS
+
+    bodies = {name: body for name, _, body in ROWS if name in ("Addcmul", "Addcdiv")}
+    assert "acl_mul_rn(acl_mul_rn(value, tensor1), tensor2)" in bodies["Addcmul"]
+    assert bodies["Addcdiv"] == "self + acl_mul_rn(value, tensor1 / tensor2)"

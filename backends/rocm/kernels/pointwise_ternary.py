@@ -36,9 +36,10 @@ _WRAPPED = (
 
 ROWS: Final[tuple[tuple[str, str, str], ...]] = (
     *(_clamp(r) for r in CLAMPS),
-    # integers wrap in their own width (two's complement, no signed overflow), floats in T (float for fp16/bf16)
-    ("Addcmul", _ADDC, f"acl_integral ? {fit(_WRAPPED)} : (T)(self + value * tensor1 * tensor2)"),
-    ("Addcdiv", _ADDC, "self + value * (tensor1 / tensor2)"),
+    # integers wrap in their own width (two's complement, no signed overflow), floats in T (float for fp16/bf16),
+    # each intermediate rounded on its own (no fused multiply-add: the spec's intermediates are values of T)
+    ("Addcmul", _ADDC, f"acl_integral ? {fit(_WRAPPED)} : (T)(self + acl_mul_rn(acl_mul_rn(value, tensor1), tensor2))"),
+    ("Addcdiv", _ADDC, "self + acl_mul_rn(value, tensor1 / tensor2)"),
 )
 """Every op's ufunc row."""
 

@@ -227,6 +227,11 @@ ACL_DEV float acl_round(float x) { return rintf(x); }  // half to even, like num
 ACL_DEV double acl_round(double x) { return rint(x); }
 ACL_DEV long long acl_round(long long x) { return x; }
 
+// a product rounded on its own, never fused into a following add (an intermediate the spec says is a value)
+template <class T> ACL_DEV T acl_mul_rn(T a, T b) { return a * b; }
+ACL_DEV float acl_mul_rn(float a, float b) { return __fmul_rn(a, b); }
+ACL_DEV double acl_mul_rn(double a, double b) { return __dmul_rn(a, b); }
+
 // sign, magnitude, extrema (NaN propagates like numpy.maximum)
 ACL_DEV float acl_abs(float x) { return fabsf(x); }
 ACL_DEV double acl_abs(double x) { return fabs(x); }
