@@ -13,11 +13,16 @@ plain convolution of gradOutput):
   order, two slices of memory whatever the chunk count) and, at the end, rounds once into gradWeight's view;
 * gradBias: the reduction family's ``reduce`` row kernel summing gradOutput over every dim but the channel.
 
-Everything stays on the device, stream-ordered; ``cubeMathType`` acts as for the forward op.
+Everything stays on the device, stream-ordered; ``cubeMathType`` acts as for the forward op. On NVIDIA,
+``ACL_CONV_GRAD_PATH=cudnn`` (opt-in) computes gradInput and gradWeight with cuDNN where
+:func:`~acl_rocm.ops.conv_grad_cudnn.cudnn_refusal` and cuDNN's own support allow
+(:mod:`acl_rocm.ops.conv_grad_cudnn`); the debug logger ``acl_rocm.conv_grad`` names each gradient's path and
+why the GEMM path ran.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +34,7 @@ from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels.conv_grad import GatherOut, SumParts
 from acl_rocm.launch import KernelArgs
+from acl_rocm.ops.conv_grad_cudnn import PATH_ENV, PATHS, CudnnConv, cudnn_refusal, unknown_path
 from acl_rocm.ops.convolution import (
     ConvolutionRunner,
     Operand,
@@ -45,6 +51,7 @@ if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
 
 OP = "ConvolutionBackward"
+LOG = logging.getLogger("acl_rocm.conv_grad")
 
 
 def geometry(a: AclTensor, b: AclTensor, w: AclTensor, plan: dict[str, Any], out: AclTensor) -> _Conv:
@@ -71,6 +78,18 @@ class ConvolutionGradRunner:
 
     def __init__(self, backend: RocmBackend) -> None:
         self.backend = backend
+        self.cudnn = CudnnConv(backend)
+        self.path_override: str | None = None
+        """A path over ``ACL_CONV_GRAD_PATH``'s for calls made while set (tests, bench A/B)."""
+        self.last_path: dict[str, str] = {}
+        """The path each gradient of the latest call took ("cudnn" or "gemm")."""
+
+    def path(self) -> str:
+        """The asked-for path: the override, else ``ACL_CONV_GRAD_PATH``, else "gemm"."""
+        value = self.path_override or str(self.backend.environ.get(PATH_ENV, "")).strip() or "gemm"
+        if value not in PATHS:
+            raise unknown_path(value)
+        return value
 
     def kernels(self) -> dict[str, Kernel]:
         """ConvolutionBackward, when the provider's GEMM works here."""
@@ -98,10 +117,15 @@ class ConvolutionGradRunner:
         stream = handle(launch.stream)
         transposed = bool(plan["transposed"])
         a, b = (dy, x) if transposed else (x, dy)
+        gx, gw, gb = (args.get(n) for n in ("gradInput", "gradWeight", "gradBias"))
+        gx = gx if want_input and isinstance(gx, AclTensor) and gx.numel else None
+        gw = gw if want_weight and isinstance(gw, AclTensor) and gw.numel else None
+        why = self._cudnn_refusal(launch, precision, gx, gw)
+        paths: dict[str, str] = {}
         temps: list[int] = []
         try:
-            gx = args.get("gradInput")
-            if want_input and isinstance(gx, AclTensor) and gx.numel:
+            op = "fprop" if transposed else "dgrad"
+            if gx is not None and not self._cudnn(op, (dy, w, gx), plan, fast, stream, why, paths, "gradInput"):
                 weight = self.conv._dense(w, gdt, "RoundHf32" if hf32 else None, stream, temps)
                 c = geometry(dy, x, w, plan, gx)
                 if transposed:
@@ -109,15 +133,56 @@ class ConvolutionGradRunner:
                 else:
                     rounding = "RoundHf32" if hf32 else None
                     self.conv._transposed(c, dy, weight, gdt, rounding, fast, stream, temps)
-            gw = args.get("gradWeight")
-            if want_weight and isinstance(gw, AclTensor) and gw.numel:
+            if gw is not None and not self._cudnn("wgrad", (a, b, gw), plan, fast, stream, why, paths, "gradWeight"):
                 self._weight(geometry(a, b, w, plan, gw), a, b, gdt, hf32, fast, stream, temps)
-            gb = args.get("gradBias")
             if want_bias and isinstance(gb, AclTensor) and gb.numel:
                 self._sum(dy, gb, (1,), stream)
         finally:
             for address in temps:
                 self.backend.provider.free_async(address, stream)
+        self.last_path = paths
+        if paths and LOG.isEnabledFor(logging.DEBUG):
+            chosen = ", ".join(f"{name} {path}" for name, path in paths.items())
+            LOG.debug("%s %s x%s w%s: %s (%s)", OP, dy.dtype.short, list(x.view_dims), list(w.view_dims), chosen, why)
+
+    def _cudnn_refusal(self, launch: Launch, precision: str | None, gx: Any, gw: Any) -> str:
+        """Why the call's gradients take the GEMM path, or "cuDNN" when they may try cuDNN."""
+        path = self.path()
+        if path != "cudnn":
+            return f"{PATH_ENV}={path}"
+        why = self.cudnn.refusal()
+        if why is None:
+            args, plan = launch.args, launch.plan
+            tensors = {name: args[name] for name in ("gradOutput", "input", "weight")}
+            tensors |= {name: t for name, t in (("gradInput", gx), ("gradWeight", gw)) if t is not None}
+            padding = tuple(plan.get("output_padding", ()))
+            why = cudnn_refusal(tensors, precision, bool(plan["transposed"]), tuple(plan["stride"]), padding)
+        return "cuDNN" if why is None else f"cuDNN: {why}"
+
+    def _cudnn(
+        self,
+        op: str,
+        tensors: tuple[AclTensor, AclTensor, AclTensor],
+        plan: dict[str, Any],
+        tf32: bool,
+        stream: int,
+        why: str,
+        paths: dict[str, str],
+        name: str,
+    ) -> bool:
+        """Run one gradient's cuDNN graph when the call may and cuDNN builds it; record the path taken."""
+        paths[name] = "gemm"
+        if why != "cuDNN":
+            return False
+        a, b, out = tensors
+        key = self.cudnn.key(op, a, b, out, tuple(plan["pads"]), tuple(plan["stride"]), tuple(plan["dilation"]), tf32)
+        built = self.cudnn.graph(key)
+        if isinstance(built, str):
+            paths[name] = f"gemm ({built})"
+            return False
+        self.cudnn.run(built, key, tensors, stream)
+        paths[name] = f"cudnn {op}"
+        return True
 
     def _weight(
         self, c: _Conv, a: AclTensor, b: AclTensor, gdt: D, hf32: bool, fast: bool, stream: int, temps: list[int]
