@@ -31,6 +31,7 @@ from tests.rocm.test_gpu_conv_grad import compare, grad_args
 from tests.rocm.test_gpu_conv_grad_cudnn import CASES, DTYPES, case_id, spec_args
 
 NP = {"BFLOAT16": np.dtype(ml_dtypes.bfloat16), "HALF": np.dtype(np.float16), "FLOAT": np.dtype(np.float32)}
+Dims = tuple[int, ...]
 NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION", "FFT", "WINOGRAD")
 
 
@@ -80,7 +81,7 @@ class FakeGraph:
         self.node = (op, a, b, out, geometry)
         return out
 
-    def conv_dgrad(self, loss: FakeTensor, filter: FakeTensor, **geometry: Any) -> FakeTensor:  # noqa: A002
+    def conv_dgrad(self, loss: FakeTensor, filter: FakeTensor, **geometry: Any) -> FakeTensor:
         return self._node("dgrad", loss, filter, geometry)
 
     def conv_wgrad(self, image: FakeTensor, loss: FakeTensor, **geometry: Any) -> FakeTensor:
@@ -165,7 +166,7 @@ def _view(address: int, t: FakeTensor, dtype: np.dtype) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(base, t.dim, [s * dtype.itemsize for s in t.stride])
 
 
-def _taps(src: tuple[int, ...], dst: tuple[int, ...], kernel: tuple[int, ...], pre: list[int], stride: list[int], dil: list[int]) -> Any:  # fmt: skip
+def _taps(src: Dims, dst: Dims, kernel: Dims, pre: list[int], stride: list[int], dil: list[int]) -> Any:
     """(kernel offset, source indices, destination indices) per tap: dst position o reads src o*stride - pre + k*dil."""
     for off in itertools.product(*map(range, kernel)):
         idx = [np.arange(o) * s - p + f * d for o, s, p, f, d in zip(dst, stride, pre, off, dil)]
@@ -211,7 +212,7 @@ def _wgrad(x: np.ndarray, dy: np.ndarray, shape: tuple[int, ...], *geometry: Any
 @pytest.fixture
 def faked(emulated):  # noqa: F811
     """The emulated backend with the fake frontend loaded and the cuDNN path asked for."""
-    backend, provider = emulated
+    backend, _ = emulated
     module = FakeCudnn()
     runner = backend.conv_grad  # type: ignore[attr-defined]
     runner.cudnn = CudnnConv(backend, loader=lambda: module)
@@ -220,21 +221,22 @@ def faked(emulated):  # noqa: F811
 
 
 # ----------------------------------------------------------------------------- eligibility
-def _t(shape: tuple[int, ...], dtype: D = D.ACL_BF16, strides: tuple[int, ...] | None = None, at: int = 1 << 20) -> AclTensor:  # fmt: skip
+def _t(shape: Dims, dtype: D = D.ACL_BF16, strides: Dims | None = None, at: int = 1 << 20) -> AclTensor:
     return AclTensor(shape, dtype, strides or contiguous_strides(shape), 0, Format.ACL_FORMAT_ND, shape, at)
 
 
 def test_cudnn_takes_only_calls_it_computes_under_the_contract() -> None:
     x, w, dy = _t((2, 4, 6, 6)), _t((8, 4, 3, 3)), _t((2, 8, 6, 6))
 
-    def why(precision: str | None = None, transposed: bool = False, out_pad: tuple[int, ...] = (0, 0), **over: AclTensor) -> str | None:  # fmt: skip
+    def why(precision: str | None = None, transposed: bool = False, out_pad: Dims = (0, 0), **over: AclTensor) -> Any:
         tensors = {"gradOutput": dy, "input": x, "weight": w, **over}
         return cudnn_refusal(tensors, precision, transposed, (2, 2), out_pad)
 
     assert why() is None and why(gradInput=_t((2, 4, 6, 6))) is None
     assert why(transposed=True, out_pad=(1, 0)) is None
     assert "mixed dtypes" in str(why(weight=_t((8, 4, 3, 3), D.ACL_FLOAT)))
-    assert "float64" in str(why(**{n: _t(t.view_dims, D.ACL_DOUBLE) for n, t in (("gradOutput", dy), ("input", x), ("weight", w))}))  # fmt: skip
+    doubles = {n: _t(t.view_dims, D.ACL_DOUBLE) for n, t in (("gradOutput", dy), ("input", x), ("weight", w))}
+    assert "float64" in str(why(**doubles))
     assert "hf32 operands" in str(why("hf32"))
     assert "outputPadding [2, 0]" in str(why(transposed=True, out_pad=(2, 0)))
     assert "input is empty" in str(why(input=_t((0, 4, 6, 6))))
@@ -320,9 +322,7 @@ def test_refusals_keep_the_gemm_path_and_say_why(faked, reference: Backend, capl
     assert set(runner.last_path) == {"gradWeight"} and module.executed == ["dgrad"]  # the refusal was cached
 
 
-def test_without_the_frontend_the_gemm_path_runs(
-    emulated, reference: Backend, caplog: pytest.LogCaptureFixture
-) -> None:  # noqa: F811
+def test_no_frontend_keeps_the_gemm_path(emulated, reference: Backend, caplog: pytest.LogCaptureFixture) -> None:  # noqa: F811
     backend, _ = emulated
     runner = backend.conv_grad  # type: ignore[attr-defined]
 
