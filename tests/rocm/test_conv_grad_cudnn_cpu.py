@@ -10,6 +10,7 @@ row sum run on the kernel emulator as in test_conv_grad_cpu.py.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import itertools
 import logging
 from types import SimpleNamespace
@@ -338,3 +339,41 @@ def test_no_frontend_keeps_the_gemm_path(emulated, reference: Backend, caplog: p
     assert "the cuDNN frontend did not load (ModuleNotFoundError" in caplog.text
     backend.provider.platform = "amd"  # type: ignore[misc]
     assert "NVIDIA-only" in str(CudnnConv(backend, loader=missing).refusal())
+
+
+# ----------------------------------------------------------------------------- the bench row
+def test_the_bench_times_a_forced_cudnn_row_beside_the_default(
+    bench_rocm: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ConvolutionBackward's ops-suite rows: the default path, then cuDNN forced while timed (skipped without it)."""
+    torch = pytest.importorskip("torch")
+    from acl_tools.bench import backward_rows
+    from acl_tools.bench.ops import SIZES, Suite
+
+    runner = bench_rocm.conv_grad  # type: ignore[attr-defined]
+    module = FakeCudnn()
+    paths: list[str | None] = []
+
+    def pygraph(**kw: Any) -> FakeGraph:  # the fake provider's memory is not host memory: nothing is computed
+        paths.append(runner.path_override)
+        return FakeGraph(module, kw["io_data_type"])
+
+    module.pygraph = pygraph  # type: ignore[method-assign]
+    monkeypatch.setattr(FakeGraph, "execute", lambda self, pack, workspace, handle=None: module.executed.append("run"))
+    lines: list[str] = []
+    sizes = dataclasses.replace(SIZES["small"], rounds=1)
+    for loader in (lambda: module, None):
+        runner.cudnn = CudnnConv(bench_rocm, loader=loader) if loader else CudnnConv(bench_rocm, loader=_missing)
+        suite = Suite(bench_rocm, sizes, progress=lines.append, only={"ConvolutionBackward"})
+        suite.device = torch.device("cpu")
+        backward_rows.run_cases(suite)
+        ops = [(c.op, c.status) for c in suite.cases]
+        if loader:
+            assert ops == [("ConvolutionBackward", "ok"), ("ConvolutionBackward cudnn", "ok")]
+            assert paths == ["cudnn", "cudnn"] and module.executed and runner.path_override is None
+        else:
+            assert ops == [("ConvolutionBackward", "ok")] and "cudnn: skipped (the cuDNN frontend" in lines[-1]
+
+
+def _missing() -> Any:
+    raise ModuleNotFoundError("No module named 'cudnn'")
