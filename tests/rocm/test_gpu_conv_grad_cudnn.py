@@ -104,3 +104,19 @@ def test_cudnn_masks_and_hf32(rocm: Backend, reference: Backend, forced: Any) ->
     args = spec_args(rng, LAYERS[0], D.ACL_FLOAT, cube=1)
     compare(rocm, reference, args, "contiguous", "HF32 keeps the GEMM path")
     assert forced.last_path == {"gradInput": "gemm", "gradWeight": "gemm"}
+
+
+def test_cudnn_gradients_replay_bit_for_bit_under_capture(rocm: Backend, forced: Any) -> None:
+    """The cuDNN graphs (workspace from stream-ordered allocation) captured once and replayed give the eager bits."""
+    from tests.rocm.capture_harness import OpCall, compare_replay
+
+    if not rocm.capabilities().stream_capture:
+        pytest.skip("rocm does not capture here")
+    call = OpCall(rocm, OP, spec_args(np.random.default_rng(15), LAYERS[1], D.ACL_BF16))
+    stream = rocm.runtime.create_stream()
+    try:
+        rocm.driver.graph_destroy(compare_replay([call], stream))  # type: ignore[attr-defined]
+        assert forced.last_path == {"gradInput": "cudnn dgrad", "gradWeight": "cudnn wgrad"}
+    finally:
+        call.free()
+        rocm.runtime.destroy_stream(stream)
