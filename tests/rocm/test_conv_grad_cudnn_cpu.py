@@ -238,7 +238,10 @@ def test_cudnn_takes_only_calls_it_computes_under_the_contract() -> None:
     assert "mixed dtypes" in str(why(weight=_t((8, 4, 3, 3), D.ACL_FLOAT)))
     doubles = {n: _t(t.view_dims, D.ACL_DOUBLE) for n, t in (("gradOutput", dy), ("input", x), ("weight", w))}
     assert "float64" in str(why(**doubles))
-    assert "hf32 operands" in str(why("hf32"))
+    assert why("hf32") is None and "fp16 operands" in str(why("fp16"))
+    unaligned = _t((8, 4, 3, 3), at=(1 << 20) + 4)
+    assert why("hf32", weight=unaligned) is None  # read through an HF32 copy
+    assert "gradInput is not" in str(why("hf32", gradInput=_t((2, 4, 6, 6), at=(1 << 20) + 4)))
     assert "outputPadding [2, 0]" in str(why(transposed=True, out_pad=(2, 0)))
     assert "input is empty" in str(why(input=_t((0, 4, 6, 6))))
     assert "zero or negative stride" in str(why(gradOutput=_t((2, 8, 6, 6), strides=(0, 36, 6, 1))))
@@ -303,14 +306,29 @@ def test_tf32_is_allowed_only_where_the_forward_allows_it(faked) -> None:
     assert all(k.tf32 for k in runner.cudnn._graphs) and not any("TENSOR_CORE" in g.notes for g in module.built)
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+def test_hf32_operands_reach_cudnn_rounded(faked, reference: Backend, transposed: bool) -> None:
+    """cubeMathType 1: gradOutput, input and weight HF32-rounded once into dense copies, float32 graphs without TF32."""
+    backend, runner, module = faked
+    args = spec_args(np.random.default_rng(7), CASES[5 if transposed else 1], D.ACL_FLOAT, cube=1)
+    args["input"] = np.asarray(args["input"]) * np.float32(1 + 2**-13)  # values HF32 rounds differently from fp32
+    compare(backend, reference, args, "transposed", "HF32")
+    op = "fprop" if transposed else "dgrad"
+    assert runner.last_path == {"gradInput": f"cudnn {op} hf32", "gradWeight": "cudnn wgrad hf32"}
+    keys = list(runner.cudnn._graphs)
+    assert all(k.dtype == D.ACL_FLOAT and not k.tf32 for k in keys)
+    assert all(k.a[1] == contiguous_strides(k.a[0]) and k.b[1] == contiguous_strides(k.b[0]) for k in keys)
+    assert all("TENSOR_CORE" in g.notes for g in module.built)
+
+
 def test_refusals_keep_the_gemm_path_and_say_why(faked, reference: Backend, caplog: pytest.LogCaptureFixture) -> None:
     backend, runner, module = faked
     rng = np.random.default_rng(5)
-    args = grad_args(rng, (2, 4, 5, 5), (4, 4, 3, 3), np.float32, stride=[1, 1], padding=[1, 1], cube=1)
+    args = grad_args(rng, (2, 4, 5, 5), (4, 4, 3, 3), np.float32, stride=[1, 1], padding=[1, 1], cube=2)
     with caplog.at_level(logging.DEBUG, logger="acl_rocm.conv_grad"):
-        compare(backend, reference, args, note="HF32")
+        compare(backend, reference, args, note="fp16 operands")
     assert runner.last_path == {"gradInput": "gemm", "gradWeight": "gemm"} and not module.built
-    assert "cuDNN: float32 with hf32 operands" in caplog.text
+    assert "cuDNN: float32 with fp16 operands" in caplog.text
     module.unsupported.add("wgrad")
     args = grad_args(rng, (2, 4, 5, 5), (4, 4, 3, 3), np.float16, stride=[1, 1], padding=[1, 1])
     caplog.clear()

@@ -95,14 +95,18 @@ def test_cudnn_strided_views(rocm: Backend, reference: Backend, forced: Any, lay
     assert set(forced.last_path) == {"gradInput", "gradWeight"}  # cuDNN, or the GEMM path where cuDNN refused
 
 
-def test_cudnn_masks_and_hf32(rocm: Backend, reference: Backend, forced: Any) -> None:
+def test_cudnn_masks_and_cube_math_types(rocm: Backend, reference: Backend, forced: Any) -> None:
     rng = np.random.default_rng(14)
     args = spec_args(rng, LAYERS[0], D.ACL_FLOAT16)
     args["outputMask"] = [False, True, True]
     compare(rocm, reference, args, "contiguous", "no gradInput")
     assert forced.last_path == {"gradWeight": "cudnn wgrad"}
-    args = spec_args(rng, LAYERS[0], D.ACL_FLOAT, cube=1)
-    compare(rocm, reference, args, "contiguous", "HF32 keeps the GEMM path")
+    for cube in (1, 3):
+        args = spec_args(rng, LAYERS[0], D.ACL_FLOAT, cube=cube)
+        compare(rocm, reference, args, "transposed", f"cubeMathType {cube}: HF32-rounded copies, no TF32")
+        assert forced.last_path == {"gradInput": "cudnn dgrad hf32", "gradWeight": "cudnn wgrad hf32"}
+    args = spec_args(rng, LAYERS[0], D.ACL_FLOAT, cube=2)
+    compare(rocm, reference, args, "contiguous", "cubeMathType 2 (fp16 operands) keeps the GEMM path")
     assert forced.last_path == {"gradInput": "gemm", "gradWeight": "gemm"}
 
 

@@ -22,8 +22,10 @@ why the GEMM path ran.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
@@ -34,7 +36,7 @@ from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels.conv_grad import GatherOut, SumParts
 from acl_rocm.launch import KernelArgs
-from acl_rocm.ops.conv_grad_cudnn import PATH_ENV, PATHS, CudnnConv, cudnn_refusal, unknown_path
+from acl_rocm.ops.conv_grad_cudnn import INPUTS, PATH_ENV, PATHS, CudnnConv, cudnn_refusal, dense_like, unknown_path
 from acl_rocm.ops.convolution import (
     ConvolutionRunner,
     Operand,
@@ -124,8 +126,12 @@ class ConvolutionGradRunner:
         paths: dict[str, str] = {}
         temps: list[int] = []
         try:
-            op = "fprop" if transposed else "dgrad"
-            if gx is not None and not self._cudnn(op, (dy, w, gx), plan, fast, stream, why, paths, "gradInput"):
+            rounded: dict[int, AclTensor] = {}
+            hf32_copy = (lambda t: self._hf32_copy(t, stream, temps, rounded)) if hf32 else None
+            route = functools.partial(
+                self._cudnn, plan=plan, tf32=fast, stream=stream, why=why, paths=paths, hf32=hf32_copy
+            )
+            if gx is not None and not route("fprop" if transposed else "dgrad", (dy, w, gx), "gradInput"):
                 weight = self.conv._dense(w, gdt, "RoundHf32" if hf32 else None, stream, temps)
                 c = geometry(dy, x, w, plan, gx)
                 if transposed:
@@ -133,7 +139,7 @@ class ConvolutionGradRunner:
                 else:
                     rounding = "RoundHf32" if hf32 else None
                     self.conv._transposed(c, dy, weight, gdt, rounding, fast, stream, temps)
-            if gw is not None and not self._cudnn("wgrad", (a, b, gw), plan, fast, stream, why, paths, "gradWeight"):
+            if gw is not None and not route("wgrad", (a, b, gw), "gradWeight"):
                 self._weight(geometry(a, b, w, plan, gw), a, b, gdt, hf32, fast, stream, temps)
             if want_bias and isinstance(gb, AclTensor) and gb.numel:
                 self._sum(dy, gb, (1,), stream)
@@ -153,7 +159,7 @@ class ConvolutionGradRunner:
         why = self.cudnn.refusal()
         if why is None:
             args, plan = launch.args, launch.plan
-            tensors = {name: args[name] for name in ("gradOutput", "input", "weight")}
+            tensors = {name: args[name] for name in INPUTS}
             tensors |= {name: t for name, t in (("gradInput", gx), ("gradWeight", gw)) if t is not None}
             padding = tuple(plan.get("output_padding", ()))
             why = cudnn_refusal(tensors, precision, bool(plan["transposed"]), tuple(plan["stride"]), padding)
@@ -163,26 +169,44 @@ class ConvolutionGradRunner:
         self,
         op: str,
         tensors: tuple[AclTensor, AclTensor, AclTensor],
+        name: str,
+        *,
         plan: dict[str, Any],
         tf32: bool,
         stream: int,
         why: str,
         paths: dict[str, str],
-        name: str,
+        hf32: Callable[[AclTensor], AclTensor] | None,
     ) -> bool:
-        """Run one gradient's cuDNN graph when the call may and cuDNN builds it; record the path taken."""
+        """Run one gradient's cuDNN graph when the call may and cuDNN builds it; record the path taken.
+
+        ``hf32``: the operands go to cuDNN HF32-rounded in dense float32 copies (made once the graph is built), as the
+        GEMM path rounds them; the graph then runs them in float32 without TF32.
+        """
         paths[name] = "gemm"
         if why != "cuDNN":
             return False
         a, b, out = tensors
-        key = self.cudnn.key(op, a, b, out, tuple(plan["pads"]), tuple(plan["stride"]), tuple(plan["dilation"]), tf32)
+        operands = (a, b) if hf32 is None else (dense_like(a), dense_like(b))
+        pads, stride, dilation = tuple(plan["pads"]), tuple(plan["stride"]), tuple(plan["dilation"])
+        key = self.cudnn.key(op, *operands, out, pads, stride, dilation, tf32)
         built = self.cudnn.graph(key)
         if isinstance(built, str):
             paths[name] = f"gemm ({built})"
             return False
-        self.cudnn.run(built, key, tensors, stream)
-        paths[name] = f"cudnn {op}"
+        if hf32 is not None:
+            a, b = hf32(a), hf32(b)
+        self.cudnn.run(built, key, (a, b, out), stream)
+        paths[name] = f"cudnn {op}" + (" hf32" if hf32 is not None else "")
         return True
+
+    def _hf32_copy(self, t: AclTensor, stream: int, temps: list[int], made: dict[int, AclTensor]) -> AclTensor:
+        """``t`` HF32-rounded into a dense float32 temporary, once per call (gradOutput serves both gradients)."""
+        found = made.get(id(t))
+        if found is None:
+            at = self.conv._dense(t, D.ACL_FLOAT, "RoundHf32", stream, temps)
+            found = made[id(t)] = dense_like(t, at)
+        return found
 
     def _weight(
         self, c: _Conv, a: AclTensor, b: AclTensor, gdt: D, hf32: bool, fast: bool, stream: int, temps: list[int]

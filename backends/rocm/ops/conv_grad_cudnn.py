@@ -11,9 +11,10 @@ unit height. gradBias stays the reduction family's row sum. One graph per gradie
 Numerics follow the spec's accuracy class (sums of products in at least float32, one rounding): engines
 whose notes say reduced-precision reduction, FFT or Winograd transforms are deselected, and for float32 the
 tensor-core (TF32) and down-converting engines too unless ``CANN_FAST_TF32`` allows TF32, the rule the
-forward's GEMMs follow with ``cubeMathType`` 0. Float32 with cubeMathType 1-3 (HF32 or fp16 operands) keeps
-the GEMM path, as do mixed dtypes, empty or overlapping views, unaligned addresses and a transposed call whose
-outputPadding reaches its stride (:func:`cudnn_refusal`).
+forward's GEMMs follow with ``cubeMathType`` 0. Float32 with cubeMathType 1 or 3 reaches cuDNN as the GEMM
+path computes it: operands HF32-rounded into dense float32 temporaries, float32 sums without TF32. cubeMathType 2
+(fp16 operands) keeps the GEMM path, as do mixed dtypes, empty or overlapping views, unaligned addresses and a
+transposed call whose outputPadding reaches its stride (:func:`cudnn_refusal`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from typing import Any, Final
 
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclError, RtErrorCode
-from acl_core.tensor import AclTensor
+from acl_core.formats import Format
+from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.ops.cudnn_graphs import CudnnGraphs, _Built, address
 
 PATH_ENV: Final = "ACL_CONV_GRAD_PATH"
@@ -48,6 +50,7 @@ TF32_NOTES: Final = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS")
 """Numeric notes of float32 engines that round the operands (TF32 tensor cores)."""
 CUDNN_DTYPES: Final = frozenset({D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16})
 ALIGN: Final = 16
+INPUTS: Final = ("gradOutput", "input", "weight")
 OPS: Final = ("dgrad", "wgrad", "fprop")
 
 Dims = tuple[int, ...]
@@ -87,6 +90,12 @@ def spatial_2d(values: tuple[int, ...], fill: int) -> Dims:
     return (fill, *values) if len(values) == 1 else tuple(values)
 
 
+def dense_like(t: AclTensor, at: int = 0) -> AclTensor:
+    """A contiguous float32 tensor of ``t``'s shape at ``at`` (0: a descriptor for the graph key, no storage)."""
+    shape = tuple(t.view_dims)
+    return AclTensor(shape, D.ACL_FLOAT, contiguous_strides(shape), 0, Format.ACL_FORMAT_ND, shape, at)
+
+
 def overlap_refusal(name: str, t: AclTensor) -> str | None:
     """Why cuDNN should not read or write ``t`` (None when its elements are distinct and its address aligned)."""
     dims = [(d, s) for d, s in zip(t.view_dims, t.strides) if d > 1]
@@ -111,7 +120,8 @@ def cudnn_refusal(
 ) -> str | None:
     """Why cuDNN cannot compute this call under the spec's contract (None when it can).
 
-    ``tensors``: gradOutput, input, weight and each output the mask asks for.
+    ``tensors``: gradOutput, input, weight and each output the mask asks for. With HF32 operands (cubeMathType 1
+    or 3) cuDNN reads rounded dense copies of the inputs, so only the outputs' views matter.
     """
     dtypes = {t.dtype for t in tensors.values()}
     if len(dtypes) != 1:
@@ -119,13 +129,15 @@ def cudnn_refusal(
     (dtype,) = dtypes
     if dtype not in CUDNN_DTYPES:
         return f"{dtype.short} tensors"
-    if precision is not None:
-        return f"float32 with {precision} operands (cubeMathType): the GEMM path rounds them"
+    if precision == "fp16":
+        return "float32 with fp16 operands (cubeMathType 2): the GEMM path converts them"
     if transposed and any(p >= s for p, s in zip(output_padding, stride)):
         return f"transposed with outputPadding {list(output_padding)} not below the stride {list(stride)}"
     for name, t in tensors.items():
         if t.numel == 0:
             return f"{name} is empty"
+        if precision == "hf32" and name in INPUTS:  # read through the rounding copies, whatever their layout
+            continue
         why = overlap_refusal(name, t)
         if why is not None:
             return why
