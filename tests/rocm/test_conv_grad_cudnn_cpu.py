@@ -33,7 +33,7 @@ from tests.rocm.test_gpu_conv_grad_cudnn import CASES, DTYPES, case_id, spec_arg
 
 NP = {"BFLOAT16": np.dtype(ml_dtypes.bfloat16), "HALF": np.dtype(np.float16), "FLOAT": np.dtype(np.float32)}
 Dims = tuple[int, ...]
-NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION", "FFT", "WINOGRAD")
+NOTES = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION", "FFT", "WINOGRAD", "NONDETERMINISTIC")
 
 
 class FakeTensor:
@@ -281,7 +281,7 @@ def test_cudnn_graphs_compute_both_gradients(faked, reference: Backend, dtype: D
     fp32 = dtype == D.ACL_FLOAT
     for graph in module.built:
         assert graph.engines == ["frost_conv"]
-        assert set(graph.notes) == {n for n in EXACT_NOTES + TF32_NOTES * fp32 if n in NOTES}
+        assert set(graph.notes) == {n for n in (*EXACT_NOTES, *TF32_NOTES * fp32, "NONDETERMINISTIC") if n in NOTES}
 
 
 def test_graphs_are_keyed_without_addresses_and_reused(faked, reference: Backend) -> None:
@@ -295,7 +295,11 @@ def test_graphs_are_keyed_without_addresses_and_reused(faked, reference: Backend
     dgrad = keys[0]
     assert dgrad.a == ((2, 5, 1, 5), (25, 5, 5, 1)) and dgrad.b == ((5, 3, 1, 4), (12, 4, 4, 1))
     assert dgrad.out == ((2, 3, 1, 11), (33, 11, 11, 1)) and dgrad.pre == (0, 1) and dgrad.stride == (1, 2)
-    assert dgrad.dtype == D.ACL_FLOAT16 and not dgrad.tf32
+    assert dgrad.dtype == D.ACL_FLOAT16 and not dgrad.tf32 and dgrad.deterministic
+    runner.path_override = "cudnn-nondet"  # atomic-sum engines allowed: other graphs
+    eager.run("ConvolutionBackward", backend, **args)
+    assert len(module.built) == 4 and not any(k.deterministic for k in list(runner.cudnn._graphs)[2:])
+    assert all("NONDETERMINISTIC" not in g.notes for g in module.built[2:])
 
 
 def test_tf32_is_allowed_only_where_the_forward_allows_it(faked) -> None:
@@ -387,10 +391,11 @@ def test_the_bench_times_a_forced_cudnn_row_beside_the_default(
         backward_rows.run_cases(suite)
         ops = [(c.op, c.status) for c in suite.cases]
         if loader:
-            assert ops == [("ConvolutionBackward", "ok"), ("ConvolutionBackward cudnn", "ok")]
-            assert paths == ["cudnn", "cudnn"] and module.executed and runner.path_override is None
+            expected = ["ConvolutionBackward", "ConvolutionBackward cudnn", "ConvolutionBackward cudnn-nondet"]
+            assert ops == [(op, "ok") for op in expected] and runner.path_override is None
+            assert paths == ["cudnn", "cudnn", "cudnn-nondet", "cudnn-nondet"] and module.executed
         else:
-            assert ops == [("ConvolutionBackward", "ok")] and "cudnn: skipped (the cuDNN frontend" in lines[-1]
+            assert ops == [("ConvolutionBackward", "ok")] and "cudnn-nondet: skipped (the cuDNN frontend" in lines[-1]
 
 
 def _missing() -> Any:

@@ -88,6 +88,13 @@ def test_cudnn_realistic_layers(rocm: Backend, reference: Backend, forced: Any, 
     _check(rocm, reference, forced, args, "contiguous", str(case))
 
 
+@pytest.mark.parametrize("case", LAYERS[:3], ids=case_id)
+def test_cudnn_nondeterministic_engines(rocm: Backend, reference: Backend, forced: Any, case: tuple) -> None:
+    """``cudnn-nondet``: engines that sum with atomics are allowed; the accuracy class still holds."""
+    forced.path_override = "cudnn-nondet"
+    _check(rocm, reference, forced, spec_args(np.random.default_rng(16), case, D.ACL_BF16), "contiguous", str(case))
+
+
 @pytest.mark.parametrize("layout", ["transposed", "padded"])
 def test_cudnn_strided_views(rocm: Backend, reference: Backend, forced: Any, layout: str) -> None:
     args = spec_args(np.random.default_rng(13), LAYERS[1], D.ACL_BF16)

@@ -3,8 +3,8 @@
 ConvolutionBackward at a ResNet-like 3x3 layer (N32 C256 56x56 -> 256, stride 1, padding 1, bf16; ``--sizes full``,
 a small layer otherwise), all three gradients, against ``aten.convolution_backward`` (what autograd calls for
 ``F.conv2d``; cuDNN on NVIDIA). Its metric is TFLOP/s over the two GEMM-shaped gradients (``2·2·N·P·Cout·Cin·taps``).
-On rocm a second row forces the cuDNN path (``ACL_CONV_GRAD_PATH=cudnn``, ``ConvolutionBackward cudnn``) beside
-the default one.
+On rocm two more rows force the cuDNN path beside the default one: ``ConvolutionBackward cudnn`` (its
+deterministic engines, ``ACL_CONV_GRAD_PATH=cudnn``) and ``ConvolutionBackward cudnn-nondet`` (atomic-sum ones too).
 
 BatchNormBackward in training at N32 C256 56x56 bf16 (float32 weight and statistics, as mixed-precision training
 keeps them), all three gradients, against ``aten.native_batch_norm_backward``; GB/s over the bytes a fused
@@ -33,9 +33,9 @@ def run_cases(suite: Suite) -> None:
     if suite.wanted("ConvolutionBackward"):
         full = suite.sizes.norm[0] >= 8192
         runner = suite.runner("conv_grad")
-        for path in suite.choices("conv_grad", "path_override", ("cudnn",)):
-            if path == "cudnn" and runner.cudnn.refusal() is not None:
-                suite.progress(f"ConvolutionBackward cudnn: skipped ({runner.cudnn.refusal()})")
+        for path in suite.choices("conv_grad", "path_override", ("cudnn", "cudnn-nondet")):
+            if path is not None and runner.cudnn.refusal() is not None:
+                suite.progress(f"ConvolutionBackward {path}: skipped ({runner.cudnn.refusal()})")
                 continue
             _convolution(suite, (32, 256, 56, 56, 256) if full else (2, 16, 8, 8, 16), path)
     if suite.wanted("BatchNormBackward"):

@@ -122,14 +122,22 @@ class ConvolutionGradRunner:
         gx, gw, gb = (args.get(n) for n in ("gradInput", "gradWeight", "gradBias"))
         gx = gx if want_input and isinstance(gx, AclTensor) and gx.numel else None
         gw = gw if want_weight and isinstance(gw, AclTensor) and gw.numel else None
-        why = self._cudnn_refusal(launch, precision, gx, gw)
+        path = self.path()
+        why = self._cudnn_refusal(launch, path, precision, gx, gw)
         paths: dict[str, str] = {}
         temps: list[int] = []
         try:
             rounded: dict[int, AclTensor] = {}
             hf32_copy = (lambda t: self._hf32_copy(t, stream, temps, rounded)) if hf32 else None
             route = functools.partial(
-                self._cudnn, plan=plan, tf32=fast, stream=stream, why=why, paths=paths, hf32=hf32_copy
+                self._cudnn,
+                plan=plan,
+                tf32=fast,
+                deterministic=path != "cudnn-nondet",
+                stream=stream,
+                why=why,
+                paths=paths,
+                hf32=hf32_copy,
             )
             if gx is not None and not route("fprop" if transposed else "dgrad", (dy, w, gx), "gradInput"):
                 weight = self.conv._dense(w, gdt, "RoundHf32" if hf32 else None, stream, temps)
@@ -151,10 +159,9 @@ class ConvolutionGradRunner:
             chosen = ", ".join(f"{name} {path}" for name, path in paths.items())
             LOG.debug("%s %s x%s w%s: %s (%s)", OP, dy.dtype.short, list(x.view_dims), list(w.view_dims), chosen, why)
 
-    def _cudnn_refusal(self, launch: Launch, precision: str | None, gx: Any, gw: Any) -> str:
+    def _cudnn_refusal(self, launch: Launch, path: str, precision: str | None, gx: Any, gw: Any) -> str:
         """Why the call's gradients take the GEMM path, or "cuDNN" when they may try cuDNN."""
-        path = self.path()
-        if path != "cudnn":
+        if not path.startswith("cudnn"):
             return f"{PATH_ENV}={path}"
         why = self.cudnn.refusal()
         if why is None:
@@ -173,6 +180,7 @@ class ConvolutionGradRunner:
         *,
         plan: dict[str, Any],
         tf32: bool,
+        deterministic: bool,
         stream: int,
         why: str,
         paths: dict[str, str],
@@ -189,7 +197,7 @@ class ConvolutionGradRunner:
         a, b, out = tensors
         operands = (a, b) if hf32 is None else (dense_like(a), dense_like(b))
         pads, stride, dilation = tuple(plan["pads"]), tuple(plan["stride"]), tuple(plan["dilation"])
-        key = self.cudnn.key(op, *operands, out, pads, stride, dilation, tf32)
+        key = self.cudnn.key(op, *operands, out, pads, stride, dilation, tf32, deterministic)
         built = self.cudnn.graph(key)
         if isinstance(built, str):
             paths[name] = f"gemm ({built})"

@@ -14,7 +14,9 @@ tensor-core (TF32) and down-converting engines too unless ``CANN_FAST_TF32`` all
 forward's GEMMs follow with ``cubeMathType`` 0. Float32 with cubeMathType 1 or 3 reaches cuDNN as the GEMM
 path computes it: operands HF32-rounded into dense float32 temporaries, float32 sums without TF32. cubeMathType 2
 (fp16 operands) keeps the GEMM path, as do mixed dtypes, empty or overlapping views, unaligned addresses and a
-transposed call whose outputPadding reaches its stride (:func:`cudnn_refusal`).
+transposed call whose outputPadding reaches its stride (:func:`cudnn_refusal`). ``cudnn`` keeps to deterministic
+engines (the GEMM path is deterministic, and captured replays repeat eager bits); ``cudnn-nondet`` lets cuDNN pick
+engines that sum with atomics too.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.ops.cudnn_graphs import CudnnGraphs, _Built, address
 
 PATH_ENV: Final = "ACL_CONV_GRAD_PATH"
-PATHS: Final = ("gemm", "cudnn")
-"""``gemm``: im2col / col2im + GEMM (the default); ``cudnn``: cuDNN where :func:`cudnn_refusal` allows."""
+PATHS: Final = ("gemm", "cudnn", "cudnn-nondet")
+"""``gemm``: im2col / col2im + GEMM (the default); ``cudnn``: cuDNN's deterministic engines where
+:func:`cudnn_refusal` allows; ``cudnn-nondet``: its non-deterministic ones (atomic split sums) too."""
 PLAN_KIND: Final = "cudnn_conv"
 CONV_RECIPE: Final = 1
 """Version of how :meth:`CudnnConv._build` makes a graph (options, heuristics, deselected notes)."""
@@ -75,6 +78,7 @@ class ConvKey:
     stride: Dims
     dilation: Dims
     tf32: bool
+    deterministic: bool
 
 
 def as_2d(t: AclTensor) -> tuple[Dims, Dims]:
@@ -169,6 +173,7 @@ class CudnnConv(CudnnGraphs[ConvKey]):
         stride: tuple[int, ...],
         dilation: tuple[int, ...],
         tf32: bool,
+        deterministic: bool,
     ) -> ConvKey:
         """The key of one gradient's graph (1-D calls as 2-D)."""
         return ConvKey(
@@ -183,6 +188,7 @@ class CudnnConv(CudnnGraphs[ConvKey]):
             stride=spatial_2d(stride, 1),
             dilation=spatial_2d(dilation, 1),
             tf32=tf32,
+            deterministic=deterministic,
         )
 
     def _build(self, key: ConvKey) -> _Built:
@@ -209,7 +215,8 @@ class CudnnConv(CudnnGraphs[ConvKey]):
         else:
             out = g.conv_fprop(image=a, weight=b, **geometry)
         out.set_output(True).set_dim(list(key.out[0])).set_stride(list(key.out[1])).set_data_type(io)
-        notes = EXACT_NOTES if key.dtype != D.ACL_FLOAT or key.tf32 else EXACT_NOTES + TF32_NOTES
+        notes: tuple[str, ...] = EXACT_NOTES if key.dtype != D.ACL_FLOAT or key.tf32 else EXACT_NOTES + TF32_NOTES
+        notes += ("NONDETERMINISTIC",) if key.deterministic else ()
         self._finish(g, PYTHON_ENGINES, notes)
         return _Built(g, {"a": a, "b": b, "out": out}, int(g.get_workspace_size()))
 
