@@ -400,3 +400,36 @@ def test_the_bench_times_a_forced_cudnn_row_beside_the_default(
 
 def _missing() -> Any:
     raise ModuleNotFoundError("No module named 'cudnn'")
+
+
+# ----------------------------------------------------------------------------- plan persistence
+def test_conv_plans_persist_by_key_and_role_uids(tmp_path: Any) -> None:
+    """With ACL_PLAN_CACHE_CUDNN=1 a later instance deserialises a stored convolution plan (nested-tuple key fields,
+    roles a / b / out by uid) instead of building one; another key is built."""
+    from acl_rocm.ops.conv_grad_cudnn import PLAN_KIND
+    from acl_rocm.ops.cudnn_graphs import _Built
+    from acl_rocm.plan_cache import PlanCache
+    from tests.rocm import test_cudnn_plan_store_cpu as store
+
+    module = store.FakeCudnn()
+    built: list[ConvKey] = []
+
+    def instance() -> CudnnConv:
+        provider = store.NamedFake(device_name="NVIDIA H100 80GB HBM3")
+        backend = SimpleNamespace(provider=provider, plans=PlanCache(tmp_path), environ={"ACL_PLAN_CACHE_CUDNN": "1"})
+        conv = CudnnConv(backend, loader=lambda: module)  # type: ignore[arg-type]
+        assert conv.refusal() is None
+        roles = {"a": store.FakeTensor(3), "b": store.FakeTensor(5), "out": store.FakeTensor(8)}
+        conv._build = lambda key: (built.append(key), _Built(store.FakeGraph(module, 128), roles, 128))[1]  # type: ignore[method-assign]
+        return conv
+
+    key = ConvKey(0, "wgrad", D.ACL_BF16, ((2, 4, 6, 6), (144, 36, 6, 1)), ((2, 8, 6, 6), (288, 36, 6, 1)),
+                  ((8, 4, 3, 3), (36, 9, 3, 1)), (1, 1), (1, 1), (1, 1), (1, 1), False, True)  # fmt: skip
+    first = instance().graph(key)
+    assert isinstance(first, _Built) and not first.restored and built == [key]
+    again = instance().graph(key)
+    assert isinstance(again, _Built) and again.restored and again.tensors == {"a": 3, "b": 5, "out": 8}
+    assert again.workspace == 128 and built == [key]
+    other = dataclasses.replace(key, deterministic=False)
+    assert not instance().graph(other).restored and built == [key, other]  # type: ignore[union-attr]
+    assert len(list((tmp_path / PLAN_KIND).rglob("*.plan"))) == 2
