@@ -69,8 +69,14 @@ def forced(rocm: Backend) -> Iterator[Any]:
 
 
 def _check(rocm: Backend, reference: Backend, runner: Any, args: dict[str, Any], layout: str, note: str) -> None:
+    """rocm against the reference, then: both gradients went to cuDNN. A graph cuDNN refused for asymmetric padding
+    (which some engines lack) skips with the reason, after the GEMM path's results passed."""
     compare(rocm, reference, args, layout, note)
     op = "fprop" if args["transposed"] else "dgrad"
+    if len(args["padding"]) == 2 * len(args["stride"]):
+        refused = [p for p in runner.last_path.values() if p.startswith("gemm (cuDNN refused")]
+        if refused:
+            pytest.skip(f"asymmetric padding: {refused[0]}")
     assert runner.last_path == {"gradInput": f"cudnn {op}", "gradWeight": "cudnn wgrad"}, (note, runner.last_path)
 
 
@@ -119,15 +125,9 @@ def test_cudnn_masks_and_cube_math_types(rocm: Backend, reference: Backend, forc
 
 def test_cudnn_gradients_replay_bit_for_bit_under_capture(rocm: Backend, forced: Any) -> None:
     """The cuDNN graphs (workspace from stream-ordered allocation) captured once and replayed give the eager bits."""
-    from tests.rocm.capture_harness import OpCall, compare_replay
+    from tests.rocm.capture_harness import replays_like_eager
 
     if not rocm.capabilities().stream_capture:
         pytest.skip("rocm does not capture here")
-    call = OpCall(rocm, OP, spec_args(np.random.default_rng(15), LAYERS[1], D.ACL_BF16))
-    stream = rocm.runtime.create_stream()
-    try:
-        rocm.driver.graph_destroy(compare_replay([call], stream))  # type: ignore[attr-defined]
-        assert forced.last_path == {"gradInput": "cudnn dgrad", "gradWeight": "cudnn wgrad"}
-    finally:
-        call.free()
-        rocm.runtime.destroy_stream(stream)
+    replays_like_eager(rocm, OP, spec_args(np.random.default_rng(15), LAYERS[1], D.ACL_BF16))
+    assert forced.last_path == {"gradInput": "cudnn dgrad", "gradWeight": "cudnn wgrad"}
