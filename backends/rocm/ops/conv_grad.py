@@ -84,7 +84,8 @@ class ConvolutionGradRunner:
         self.path_override: str | None = None
         """A path over ``ACL_CONV_GRAD_PATH``'s for calls made while set (tests, bench A/B)."""
         self.last_path: dict[str, str] = {}
-        """The path each gradient of the latest call took ("cudnn" or "gemm")."""
+        """The path each computed gradient of the latest call took ("cudnn dgrad", "cudnn wgrad hf32", "gemm", or
+        "gemm (<why cuDNN refused the graph>)")."""
 
     def path(self) -> str:
         """The asked-for path: the override, else ``ACL_CONV_GRAD_PATH``, else "gemm"."""
@@ -156,11 +157,12 @@ class ConvolutionGradRunner:
                 self.backend.provider.free_async(address, stream)
         self.last_path = paths
         if paths and LOG.isEnabledFor(logging.DEBUG):
-            chosen = ", ".join(f"{name} {path}" for name, path in paths.items())
-            LOG.debug("%s %s x%s w%s: %s (%s)", OP, dy.dtype.short, list(x.view_dims), list(w.view_dims), chosen, why)
+            chosen = ", ".join(f"{name} {taken}" for name, taken in paths.items())
+            shapes = (list(x.view_dims), list(w.view_dims))
+            LOG.debug("%s %s x%s w%s: %s (%s)", OP, dy.dtype.short, *shapes, chosen, why or "cuDNN takes the call")
 
-    def _cudnn_refusal(self, launch: Launch, path: str, precision: str | None, gx: Any, gw: Any) -> str:
-        """Why the call's gradients take the GEMM path, or "cuDNN" when they may try cuDNN."""
+    def _cudnn_refusal(self, launch: Launch, path: str, precision: str | None, gx: Any, gw: Any) -> str | None:
+        """Why the call's gradients take the GEMM path (None: they may try cuDNN)."""
         if not path.startswith("cudnn"):
             return f"{PATH_ENV}={path}"
         why = self.cudnn.refusal()
@@ -170,7 +172,7 @@ class ConvolutionGradRunner:
             tensors |= {name: t for name, t in (("gradInput", gx), ("gradWeight", gw)) if t is not None}
             padding = tuple(plan.get("output_padding", ()))
             why = cudnn_refusal(tensors, precision, bool(plan["transposed"]), tuple(plan["stride"]), padding)
-        return "cuDNN" if why is None else f"cuDNN: {why}"
+        return None if why is None else f"cuDNN: {why}"
 
     def _cudnn(
         self,
@@ -182,7 +184,7 @@ class ConvolutionGradRunner:
         tf32: bool,
         deterministic: bool,
         stream: int,
-        why: str,
+        why: str | None,
         paths: dict[str, str],
         hf32: Callable[[AclTensor], AclTensor] | None,
     ) -> bool:
@@ -192,7 +194,7 @@ class ConvolutionGradRunner:
         GEMM path rounds them; the graph then runs them in float32 without TF32.
         """
         paths[name] = "gemm"
-        if why != "cuDNN":
+        if why is not None:
             return False
         a, b, out = tensors
         operands = (a, b) if hf32 is None else (dense_like(a), dense_like(b))
