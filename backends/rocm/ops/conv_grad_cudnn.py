@@ -54,7 +54,6 @@ TF32_NOTES: Final = ("TENSOR_CORE", "DOWN_CONVERT_INPUTS")
 CUDNN_DTYPES: Final = frozenset({D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16})
 ALIGN: Final = 16
 INPUTS: Final = ("gradOutput", "input", "weight")
-OPS: Final = ("dgrad", "wgrad", "fprop")
 
 Dims = tuple[int, ...]
 
