@@ -31,7 +31,9 @@ ACL_ATTENTION_PATH=flash (read from the process environment): the flash kernel's
 ``wg2k128wop``: the wgmma kernels, warp-specialised too, compiled for sm_90a to a cubin); ACL_RANDOM_LAYOUT is read
 from the process environment by every backend;
 ACL_CMO_CONFIG: aclrtCmoAsync's prefetch, whose kernels of every method compile under the pattern ``aclrtCmoAsync`` or
-with no pattern); the ops of :data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the short norm
+with no pattern); ACL_CONV_GRAD_PATH=cudnn: ConvolutionBackward's cuDNN path (no kernel of its own: where cuDNN
+loads, only gradBias's row sum is compiled; here, without it, the GEMM path's kernels as before); the ops of
+:data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the short norm
 rows, the down projection's GEMV).
 ``ACL_PREFLIGHT_ARCHS`` (default ``sm_90``, e.g. ``sm_80,sm_90``): the architectures each source is compiled for.
 Exit status 1 when a source fails to compile (its log is printed), 2 without nvcc.
@@ -84,6 +86,7 @@ ARCHS: tuple[str, ...] = tuple(
     a.strip() for a in os.environ.get("ACL_PREFLIGHT_ARCHS", "sm_90").split(",") if a.strip()
 )
 SWITCHES = (
+    "ACL_CONV_GRAD_PATH",
     "ACL_GEMV",
     "ACL_GEMV_CONFIG",
     "ACL_ROWNORM_CONFIG",

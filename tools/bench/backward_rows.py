@@ -3,6 +3,8 @@
 ConvolutionBackward at a ResNet-like 3x3 layer (N32 C256 56x56 -> 256, stride 1, padding 1, bf16; ``--sizes full``,
 a small layer otherwise), all three gradients, against ``aten.convolution_backward`` (what autograd calls for
 ``F.conv2d``; cuDNN on NVIDIA). Its metric is TFLOP/s over the two GEMM-shaped gradients (``2·2·N·P·Cout·Cin·taps``).
+On rocm two more rows force the cuDNN path beside the default one: ``ConvolutionBackward cudnn`` (its
+deterministic engines, ``ACL_CONV_GRAD_PATH=cudnn``) and ``ConvolutionBackward cudnn-nondet`` (atomic-sum ones too).
 
 BatchNormBackward in training at N32 C256 56x56 bf16 (float32 weight and statistics, as mixed-precision training
 keeps them), all three gradients, against ``aten.native_batch_norm_backward``; GB/s over the bytes a fused
@@ -30,13 +32,18 @@ def run_cases(suite: Suite) -> None:
     """Add every row (only where ``--only`` lets it run)."""
     if suite.wanted("ConvolutionBackward"):
         full = suite.sizes.norm[0] >= 8192
-        _convolution(suite, (32, 256, 56, 56, 256) if full else (2, 16, 8, 8, 16))
+        runner = suite.runner("conv_grad")
+        for path in suite.choices("conv_grad", "path_override", ("cudnn", "cudnn-nondet")):
+            if path is not None and runner.cudnn.refusal() is not None:
+                suite.progress(f"ConvolutionBackward {path}: skipped ({runner.cudnn.refusal()})")
+                continue
+            _convolution(suite, (32, 256, 56, 56, 256) if full else (2, 16, 8, 8, 16), path)
     if suite.wanted("BatchNormBackward"):
         full = suite.sizes.norm[0] >= 8192
         _batch_norm(suite, (32, 256, 56, 56) if full else (2, 16, 8, 8))
 
 
-def _convolution(suite: Suite, shape: tuple[int, int, int, int, int]) -> None:
+def _convolution(suite: Suite, shape: tuple[int, int, int, int, int], path: str | None) -> None:
     from acl_tools.bench.ops import Case
 
     n, c, h, w, k = shape
@@ -58,7 +65,7 @@ def _convolution(suite: Suite, shape: tuple[int, int, int, int, int]) -> None:
             "outputMask": aclnn.aclCreateBoolArray([True, True, True]),
             "cubeMathType": 0,
         }
-        return suite.prepared("ConvolutionBackward", args)
+        return suite.forced("conv_grad", "path_override", path, lambda: suite.prepared("ConvolutionBackward", args))
 
     def torch_fn() -> Callable[[], object]:
         dy, x, wt = suite.tensor(y_shape, dtype), suite.tensor(x_shape, dtype), suite.tensor(w_shape, dtype)
@@ -69,8 +76,9 @@ def _convolution(suite: Suite, shape: tuple[int, int, int, int, int]) -> None:
     flops = 2.0 * 2.0 * n * h * w * k * c * kernel * kernel
     label = f"N{n} C{c} {h}x{w} -> {k}, 3x3"
     note = "torch: aten.convolution_backward (autograd's conv2d backward)"
+    op = "ConvolutionBackward" if path is None else f"ConvolutionBackward {path}"
     suite.case(
-        Case("ConvolutionBackward", label, dtype.short, "TFLOP/s", flops, note=note),
+        Case(op, label, dtype.short, "TFLOP/s", flops, note=note),
         acl,
         torch_fn,
         "ConvolutionBackward",

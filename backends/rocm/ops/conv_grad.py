@@ -13,12 +13,19 @@ plain convolution of gradOutput):
   order, two slices of memory whatever the chunk count) and, at the end, rounds once into gradWeight's view;
 * gradBias: the reduction family's ``reduce`` row kernel summing gradOutput over every dim but the channel.
 
-Everything stays on the device, stream-ordered; ``cubeMathType`` acts as for the forward op.
+Everything stays on the device, stream-ordered; ``cubeMathType`` acts as for the forward op. On NVIDIA,
+``ACL_CONV_GRAD_PATH=cudnn`` (opt-in) computes gradInput and gradWeight with cuDNN where
+:func:`~acl_rocm.ops.conv_grad_cudnn.cudnn_refusal` and cuDNN's own support allow
+(:mod:`acl_rocm.ops.conv_grad_cudnn`); the debug logger ``acl_rocm.conv_grad`` names each gradient's path and
+why the GEMM path ran.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
@@ -29,6 +36,7 @@ from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels.conv_grad import GatherOut, SumParts
 from acl_rocm.launch import KernelArgs
+from acl_rocm.ops.conv_grad_cudnn import INPUTS, PATH_ENV, PATHS, CudnnConv, cudnn_refusal, dense_like, unknown_path
 from acl_rocm.ops.convolution import (
     ConvolutionRunner,
     Operand,
@@ -45,6 +53,7 @@ if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
 
 OP = "ConvolutionBackward"
+LOG = logging.getLogger("acl_rocm.conv_grad")
 
 
 def geometry(a: AclTensor, b: AclTensor, w: AclTensor, plan: dict[str, Any], out: AclTensor) -> _Conv:
@@ -71,6 +80,19 @@ class ConvolutionGradRunner:
 
     def __init__(self, backend: RocmBackend) -> None:
         self.backend = backend
+        self.cudnn = CudnnConv(backend)
+        self.path_override: str | None = None
+        """A path over ``ACL_CONV_GRAD_PATH``'s for calls made while set (tests, bench A/B)."""
+        self.last_path: dict[str, str] = {}
+        """The path each computed gradient of the latest call took ("cudnn dgrad", "cudnn wgrad hf32", "gemm", or
+        "gemm (<why cuDNN refused the graph>)")."""
+
+    def path(self) -> str:
+        """The asked-for path: the override, else ``ACL_CONV_GRAD_PATH``, else "gemm"."""
+        value = self.path_override or str(self.backend.environ.get(PATH_ENV, "")).strip() or "gemm"
+        if value not in PATHS:
+            raise unknown_path(value)
+        return value
 
     def kernels(self) -> dict[str, Kernel]:
         """ConvolutionBackward, when the provider's GEMM works here."""
@@ -98,10 +120,27 @@ class ConvolutionGradRunner:
         stream = handle(launch.stream)
         transposed = bool(plan["transposed"])
         a, b = (dy, x) if transposed else (x, dy)
+        gx, gw, gb = (args.get(n) for n in ("gradInput", "gradWeight", "gradBias"))
+        gx = gx if want_input and isinstance(gx, AclTensor) and gx.numel else None
+        gw = gw if want_weight and isinstance(gw, AclTensor) and gw.numel else None
+        path = self.path()
+        why = self._cudnn_refusal(launch, path, precision, gx, gw)
+        paths: dict[str, str] = {}
         temps: list[int] = []
         try:
-            gx = args.get("gradInput")
-            if want_input and isinstance(gx, AclTensor) and gx.numel:
+            rounded: dict[int, AclTensor] = {}
+            hf32_copy = (lambda t: self._hf32_copy(t, stream, temps, rounded)) if hf32 else None
+            route = functools.partial(
+                self._cudnn,
+                plan=plan,
+                tf32=fast,
+                deterministic=path != "cudnn-nondet",
+                stream=stream,
+                why=why,
+                paths=paths,
+                hf32=hf32_copy,
+            )
+            if gx is not None and not route("fprop" if transposed else "dgrad", (dy, w, gx), "gradInput"):
                 weight = self.conv._dense(w, gdt, "RoundHf32" if hf32 else None, stream, temps)
                 c = geometry(dy, x, w, plan, gx)
                 if transposed:
@@ -109,15 +148,75 @@ class ConvolutionGradRunner:
                 else:
                     rounding = "RoundHf32" if hf32 else None
                     self.conv._transposed(c, dy, weight, gdt, rounding, fast, stream, temps)
-            gw = args.get("gradWeight")
-            if want_weight and isinstance(gw, AclTensor) and gw.numel:
+            if gw is not None and not route("wgrad", (a, b, gw), "gradWeight"):
                 self._weight(geometry(a, b, w, plan, gw), a, b, gdt, hf32, fast, stream, temps)
-            gb = args.get("gradBias")
             if want_bias and isinstance(gb, AclTensor) and gb.numel:
                 self._sum(dy, gb, (1,), stream)
         finally:
             for address in temps:
                 self.backend.provider.free_async(address, stream)
+        self.last_path = paths
+        if paths and LOG.isEnabledFor(logging.DEBUG):
+            chosen = ", ".join(f"{name} {taken}" for name, taken in paths.items())
+            shapes = (list(x.view_dims), list(w.view_dims))
+            LOG.debug("%s %s x%s w%s: %s (%s)", OP, dy.dtype.short, *shapes, chosen, why or "cuDNN takes the call")
+
+    def _cudnn_refusal(self, launch: Launch, path: str, precision: str | None, gx: Any, gw: Any) -> str | None:
+        """Why the call's gradients take the GEMM path (None: they may try cuDNN)."""
+        if not path.startswith("cudnn"):
+            return f"{PATH_ENV}={path}"
+        why = self.cudnn.refusal()
+        if why is None:
+            args, plan = launch.args, launch.plan
+            tensors = {name: args[name] for name in INPUTS}
+            tensors |= {name: t for name, t in (("gradInput", gx), ("gradWeight", gw)) if t is not None}
+            padding = tuple(plan.get("output_padding", ()))
+            why = cudnn_refusal(tensors, precision, bool(plan["transposed"]), tuple(plan["stride"]), padding)
+        return None if why is None else f"cuDNN: {why}"
+
+    def _cudnn(
+        self,
+        op: str,
+        tensors: tuple[AclTensor, AclTensor, AclTensor],
+        name: str,
+        *,
+        plan: dict[str, Any],
+        tf32: bool,
+        deterministic: bool,
+        stream: int,
+        why: str | None,
+        paths: dict[str, str],
+        hf32: Callable[[AclTensor], AclTensor] | None,
+    ) -> bool:
+        """Run one gradient's cuDNN graph when the call may and cuDNN builds it; record the path taken.
+
+        ``hf32``: the operands go to cuDNN HF32-rounded in dense float32 copies (made once the graph is built), as the
+        GEMM path rounds them; the graph then runs them in float32 without TF32.
+        """
+        paths[name] = "gemm"
+        if why is not None:
+            return False
+        a, b, out = tensors
+        operands = (a, b) if hf32 is None else (dense_like(a), dense_like(b))
+        pads, stride, dilation = tuple(plan["pads"]), tuple(plan["stride"]), tuple(plan["dilation"])
+        key = self.cudnn.key(op, *operands, out, pads, stride, dilation, tf32, deterministic)
+        built = self.cudnn.graph(key)
+        if isinstance(built, str):
+            paths[name] = f"gemm ({built})"
+            return False
+        if hf32 is not None:
+            a, b = hf32(a), hf32(b)
+        self.cudnn.run(built, key, (a, b, out), stream)
+        paths[name] = f"cudnn {op}" + (" hf32" if hf32 is not None else "")
+        return True
+
+    def _hf32_copy(self, t: AclTensor, stream: int, temps: list[int], made: dict[int, AclTensor]) -> AclTensor:
+        """``t`` HF32-rounded into a dense float32 temporary, once per call (gradOutput serves both gradients)."""
+        found = made.get(id(t))
+        if found is None:
+            at = self.conv._dense(t, D.ACL_FLOAT, "RoundHf32", stream, temps)
+            found = made[id(t)] = dense_like(t, at)
+        return found
 
     def _weight(
         self, c: _Conv, a: AclTensor, b: AclTensor, gdt: D, hf32: bool, fast: bool, stream: int, temps: list[int]
