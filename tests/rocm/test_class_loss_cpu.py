@@ -7,6 +7,7 @@ target out of range reported at synchronisation. ``tests/rocm/test_gpu_class_los
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -104,3 +105,66 @@ def test_a_target_out_of_range_fails_at_synchronisation(emulated: Backend) -> No
     with pytest.raises(AclnnError) as info:
         eager.run("NLLLoss", emulated, **args)
     assert int(info.value.code) == 161002
+
+
+def _vec_case(
+    backend: Backend, n: int, c: int, dtype: Any, stride: int, offset: int, lp_offset: int, eps: float
+) -> None:
+    """CrossEntropyLoss through the vector row kernel (``ACL_CE_ROWS=vec``) on logits rows ``stride`` apart starting
+    ``offset`` into their allocation, logProbOut ``lp_offset`` into its own; compared with the reference."""
+    from tests.rocm.offset_views import empty_placed, rows_placed
+
+    x = RNG.uniform(-6, 6, (n, c))
+    x[0, 3] = -np.inf  # a thread's first element -inf: exp(-inf - -inf) must not reach the sum
+    t = np.where(RNG.random(n) < 0.25, 2, RNG.integers(0, c, n)).astype(np.int64)
+    args: dict[str, Any] = {
+        "target": t,
+        "weightOptional": RNG.uniform(0.2, 2, c).astype(np.float32) if eps else None,
+        "reductionOptional": "none" if eps else "mean",
+        "ignoreIndex": 2,
+        "labelSmoothing": eps,
+        "lseSquareScaleForZloss": 0.0,
+        "input": x.astype(dtype),
+        "returnZloss": False,
+    }
+    expected = eager.run("CrossEntropyLoss", "reference", **args)
+    saved = backend.environ  # type: ignore[attr-defined]
+    backend.environ = {**saved, "ACL_CE_ROWS": "vec"}  # type: ignore[attr-defined]
+    try:
+        placed = {
+            **args,
+            "input": rows_placed(backend, args["input"], stride, offset),
+            "logProbOut": empty_placed(backend, (n, c), np.dtype(args["input"].dtype), lp_offset),
+        }
+        actual = {**eager.run("CrossEntropyLoss", backend, **placed), "logProbOut": placed["logProbOut"].numpy()}
+    finally:
+        backend.environ = saved  # type: ignore[attr-defined]
+    problems = class_problems("CrossEntropyLoss", args, actual, expected)
+    assert not problems, "CrossEntropyLoss: " + "; ".join(p.message for p in problems)
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "stride", "offset", "lp_offset", "eps"),
+    [
+        (3, 4104, 4104, 0, 0, 0.0),  # rows longer than the block's 512 x 8 elements, vector stores
+        (3, 1000, 1000, 8, 1, 0.1),  # logProbOut misaligned: element stores
+        (2, 333, 336, 8, 0, 0.2),  # odd rows: a 5-element tail after the vectors
+        (2, 90, 92, 4, 3, 0.1),  # 8-byte aligned rows: 4-element vectors
+    ],
+)
+def test_cross_entropy_vector_rows_match_the_reference(
+    emulated: Backend,
+    caplog: pytest.LogCaptureFixture,
+    n: int,
+    c: int,
+    stride: int,
+    offset: int,
+    lp_offset: int,
+    eps: float,
+) -> None:
+    import ml_dtypes
+
+    with caplog.at_level(logging.DEBUG, logger="acl_rocm.class_loss"):
+        _vec_case(emulated, n, c, ml_dtypes.bfloat16, stride, offset, lp_offset, eps)
+    vec, lpvec = (8, lp_offset == 0 and c % 8 == 0) if offset % 8 == 0 else (4, False)
+    assert f"vector rows of {c}, {vec} elements a load, logProbOut {lpvec}" in caplog.text
