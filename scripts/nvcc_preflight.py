@@ -130,6 +130,7 @@ def _decode_calls() -> dict[str, list[dict[str, Any]]]:
         return rng.standard_normal(shape).astype(np.float32).astype(dtype)
 
     arg = [{"self": x(r, 9000, dtype=d), "dim": -1, "keepdim": False} for r in (1, 8) for d in (bf16, np.float32)]
+    reps = rng.integers(1, 4, 64)
     return {
         "ArgMax": arg,
         "ArgMin": arg[:1],
@@ -172,6 +173,11 @@ def _decode_calls() -> dict[str, list[dict[str, Any]]]:
             | {"labelSmoothing": eps, "lseSquareScaleForZloss": 0.0, "returnZloss": False}
             for d in (bf16, np.float16, np.float32)
             for eps in (0.0, 0.1)
+        ],
+        # the bench's repeat rows (ACL_REPEAT_ROWS=rows: 16-byte words, 32 lanes a slice; one item a slice)
+        "RepeatInterleaveWithDim": [
+            {"self": x(64, 2048), "repeats": reps, "dim": 0, "outputSize": int(reps.sum())},
+            {"self": x(64, 3), "repeats": reps, "dim": 0, "outputSize": int(reps.sum())},
         ],
         "ScatterPaKvCache": [
             {"key": x(b, 8, 128), "value": x(b, 8, 128), "slotMapping": np.arange(b, dtype=np.int32) * 3}

@@ -17,6 +17,7 @@ from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.errors import AclnnError
 from tests.rocm.against_reference import class_problems
+from tests.rocm.switched import switched
 
 RNG = np.random.default_rng(5)
 
@@ -128,17 +129,13 @@ def _vec_case(
         "returnZloss": False,
     }
     expected = eager.run("CrossEntropyLoss", "reference", **args)
-    saved = backend.environ  # type: ignore[attr-defined]
-    backend.environ = {**saved, "ACL_CE_ROWS": "vec"}  # type: ignore[attr-defined]
-    try:
+    with switched(backend, "ACL_CE_ROWS", "vec"):
         placed = {
             **args,
             "input": rows_placed(backend, args["input"], stride, offset),
             "logProbOut": empty_placed(backend, (n, c), np.dtype(args["input"].dtype), lp_offset),
         }
         actual = {**eager.run("CrossEntropyLoss", backend, **placed), "logProbOut": placed["logProbOut"].numpy()}
-    finally:
-        backend.environ = saved  # type: ignore[attr-defined]
     problems = class_problems("CrossEntropyLoss", args, actual, expected)
     assert not problems, "CrossEntropyLoss: " + "; ".join(p.message for p in problems)
 
