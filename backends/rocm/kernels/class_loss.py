@@ -9,7 +9,8 @@ class axis, absent: 1) and ``flag`` (a 4-byte device flag, strides 0) are common
 * ``nll_rows`` (a thread per sample): ``term = -w[t]·x[t]``, ``tw = w[t]`` (0 for an ignored sample);
 * ``ce_rows`` (a block per sample): the row's max and Σ exp(x - max) in one online pass, then ``lp = x -
   lse`` written while ``Σ w·lp`` accumulates; thread 0 writes the smoothed term, the weight, and zeros
-  to the zloss outputs;
+  to the zloss outputs; with option ``vec`` the vector kernel (:func:`_ce_rows_vec`, 16-byte loads, the
+  smoothing sums gathered in the statistics read);
 * ``class_total`` (one row of the per-sample ``term`` / ``tw``): ``Σ term`` (mean: ``/ Σ tw``) into the
   loss, ``Σ tw`` into the total weight, zeros where asked;
 * ``nll_grad``: ``out = -w[t]·g·scale`` where the element's class is the sample's target, else 0;

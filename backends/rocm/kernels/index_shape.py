@@ -1,9 +1,11 @@
 """Kernel generators of repeat-interleave with a repeats tensor, its backward, and EmbeddingDenseBackward.
 
 :class:`RepeatScan` turns the repeat counts into start positions in one block (a chunk a thread, the
-chunk sums scanned in shared memory) and sets the flag on a negative count or a total other than the
-caller's. :class:`RepeatGather` finds each output element's source by binary search over the starts and
-copies its storage word (or, for RepeatInterleaveTensor, writes the group number). :class:`GroupSum`
+chunk sums scanned in shared memory; or coalesced tiles scanned by warp shuffles) and sets the flag on a
+negative count or a total other than the caller's. :class:`RepeatGather` finds each output element's source by
+binary search over the starts and copies its storage word (or, for RepeatInterleaveTensor, writes the group
+number); :class:`RepeatRows` instead reads each source slice once and stores it into its group's out slices.
+:class:`GroupSum`
 adds each group's slices in float32, in order. :class:`EmbedKeys` checks the indices and writes (index,
 position) keys that the row sorter orders; :class:`RowBounds` marks where each weight row's run of sorted
 keys begins and ends, and :class:`EmbedRows` gives each weight row to one block, which sums the run's

@@ -6,7 +6,8 @@ Each call is a :class:`~acl_rocm.ops.program.Program` recorded once per signatur
   a batched 'none'), then ``class_total`` (one block) sums them into the loss (mean: divided by the total
   weight) and totalWeightOut; the per-sample values live in float64 temporaries;
 * CrossEntropyLoss: ``ce_rows`` (a block per sample: the log-softmax in one online max/sum pass and one
-  writing pass, then the smoothed term), then ``class_total``;
+  writing pass, then the smoothed term; ``ACL_CE_ROWS=vec``, opt-in: the 16-byte vector kernel where rows allow),
+  then ``class_total``;
 * the backward ops: ``nll_grad`` writes every element of the gradient (0 off the target class), reading
   the given totalWeight for a mean; CrossEntropyLossGrad runs ``weight_sums`` (one block: Σ w[t_n] and
   Σ w_c into a temporary) then ``ce_grad``;

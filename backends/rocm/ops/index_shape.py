@@ -5,8 +5,10 @@ each dim (a negative step runs backwards) and inserts or drops dims of one; a re
 repeated dim into (n, r) with the source at stride 0 along r. A repeats tensor needs its counts, which live
 on the device: one block scans them into start positions (checking each count and their total against
 outputSize, 161002 at synchronisation), then each output element finds its source by binary search
-(``kernels/index_shape.py``). RepeatInterleaveGrad sums each group's slices in float32 in order. A long
-repeats tensor (millions of counts) is scanned by that one block: correct, not fast.
+(``kernels/index_shape.py``); under ``ACL_REPEAT_ROWS=rows`` (opt-in) the block scans in coalesced tiles and each
+source slice is read once and stored into its group's out slices (RepeatRows). RepeatInterleaveGrad sums each
+group's slices in float32 in order. A long repeats tensor (millions of counts) is scanned by that one block: correct,
+not fast.
 
 EmbeddingDenseBackward is deterministic: the indices are checked and sorted with their positions (the row
 sorter, stable), and one block per weight row sums its run of grad rows in position order in float32,
