@@ -135,6 +135,7 @@ REPEAT_ROWS = [
     ((3, 5), None, "int64"),  # self flattened
     ((4, 3, 130), 1, "bfloat16"),  # a slice longer than one segment of 32 lanes x 4 items
     ((4500, 2), 0, "float32"),  # counts across the tiled scan's 4,096-count tiles
+    ((4, 3, 5, 6), 2, "int16"),  # transposed: leading dims that do not coalesce (slices found by unravelling)
 ]
 
 
@@ -156,7 +157,9 @@ def test_repeat_rows_match_the_reference(
     with switched(emulated, "ACL_REPEAT_ROWS", "rows"), caplog.at_level(logging.DEBUG, "acl_rocm.index_shape"):
         for layout in layouts:
             assert_matches_reference(emulated, reference, op, dict(args), layout, f"{shape} dim {dim}")
-    assert "lanes a slice" in caplog.text
+    assert "lanes a slice, direct" in caplog.text  # the contiguous layout's slices start at o * s0 + g * s1
+    if len(shape) == 4:
+        assert "lanes a slice\n" in caplog.text  # the transposed one's leading dims are unravelled
 
 
 @pytest.mark.parametrize("op", ["RepeatInterleave", "RepeatInterleaveWithDim", "RepeatInterleaveTensor"])

@@ -219,6 +219,11 @@ class RepeatRows:
     out_ndim: int
     lanes: int
     unroll: int
+    direct: bool = False
+    """``Src`` / ``Dst`` are 2-d, (outer, groups) and (outer, total): a slice starts at o * stride[0] + g (or j0) *
+    stride[1], no unravelling."""
+    narrow: bool = False
+    """Units fit 32 bits: the unit's (o, g, segment) split in 32-bit unsigned arithmetic."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -237,12 +242,7 @@ class RepeatRows:
             f"const long long step = (long long)gridDim.x * (blockDim.x / {self.lanes}u);",
             f"for (long long u = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / {self.lanes}; u < units;"
             " u += step) {",
-            "  const long long og = u / segs, g = og % groups, o = og / groups;",
-            "  const long long j0 = starts[g], j1 = starts[g + 1];",
-            "  if (j1 <= j0) continue;",
-            f"  const long long first = (u % segs) * {per} + lane;",
-            *("  " + line for line in unravel("s", self.src_ndim, "(o * groups + g) * inner", "so")),
-            *("  " + line for line in unravel("ov", self.out_ndim, "(o * total + j0) * inner", "dn")),
+            *("  " + line for line in self._unit(per)),
             f"  {w} v[{self.unroll}];",
             "  #pragma unroll",
             f"  for (int k = 0; k < {self.unroll}; ++k) {{",
@@ -260,7 +260,37 @@ class RepeatRows:
         ]
         structs = "\n".join([shape_struct("Src", self.src_ndim), shape_struct("Dst", self.out_ndim)])
         comment = "repeat-interleave rows, a source slice read once"
+        if self.direct:
+            structs = "\n".join([shape_struct("Src", 2), shape_struct("Dst", 2)])
         return source(comment, structs, self.kernel_name, params, body, HELPERS)
+
+    def _unit(self, per: int) -> list[str]:
+        """Lines splitting unit ``u`` into (o, g, segment): ``j0`` / ``j1`` its out slices, ``first`` its lane's first
+        item, ``so`` / ``dn`` where its source slice and first out slice start."""
+        if self.narrow:
+            split = [
+                "  const unsigned uu = (unsigned)u, us = (unsigned)segs, og = uu / us;",
+                "  const long long g = (long long)(og % (unsigned)groups), o = (long long)(og / (unsigned)groups);",
+                f"  const long long first = (long long)(uu % us) * {per} + lane;",
+            ]
+        else:
+            split = [
+                "  const long long og = u / segs, g = og % groups, o = og / groups;",
+                f"  const long long first = (u % segs) * {per} + lane;",
+            ]
+        lines = [*(line[2:] for line in split), "const long long j0 = starts[g], j1 = starts[g + 1];"]
+        lines.append("if (j1 <= j0) continue;")
+        if self.direct:
+            return [
+                *lines,
+                "const long long so = o * s.stride[0] + g * s.stride[1];",
+                "long long dn = o * ov.stride[0] + j0 * ov.stride[1];",
+            ]
+        return [
+            *lines,
+            *unravel("s", self.src_ndim, "(o * groups + g) * inner", "so"),
+            *unravel("ov", self.out_ndim, "(o * total + j0) * inner", "dn"),
+        ]
 
 
 @dataclass(frozen=True)

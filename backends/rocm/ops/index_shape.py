@@ -296,8 +296,15 @@ class IndexShapeRunner:
                 return False
             sis, dis = (run.strides[0][0], run.strides[1][0]) if run.ndim else (1, 1)
             jstride, outer = out_strides[dim], math.prod(src_shape[:dim])
+            lead = coalesce(src_shape[:dim], [src_strides[:dim], out_strides[:dim]])
+            direct = lead.ndim <= 1
+            o_src, o_out = (lead.strides[0][0], lead.strides[1][0]) if lead.ndim else (0, 0)
+            g_src = src_strides[dim]
         else:  # self flattened: a slice is one element, out is 1-D
             sis, dis, jstride, outer = 1, 1, out_strides[0], 1
+            flat = coalesce(src_shape, [src_strides])
+            direct, o_src, o_out = flat.ndim <= 1, 0, 0
+            g_src = flat.strides[0][0] if flat.ndim else 0
         lanes = 1
         while lanes < ROW_LANES and lanes * ROW_UNROLL < inner:
             lanes *= 2
@@ -307,10 +314,17 @@ class IndexShapeRunner:
         grid = min(-(-units * lanes // ROW_THREADS), p.compute_units * ROW_BLOCKS_PER_UNIT, p.max_grid_x)
         src, out = launch.args["self"], launch.args["out"]
         assert isinstance(src, AclTensor) and isinstance(out, AclTensor)
-        values = [_view_struct(src_shape, src_strides), _view_struct(out_shape, out_strides), _ptr(src), _ptr(out)]
-        values += [starts, *longs(groups, total, inner, segs, units, sis, dis, jstride), FLAG]
-        kernel = RepeatRows(item, len(src_shape), len(out_shape), lanes, ROW_UNROLL)
-        LOG.debug("%s: %d slices of %d %d-byte items, %d lanes a slice", op, outer * groups, inner, item, lanes)
+        if direct:  # a slice starts at o * stride[0] + g * stride[1]: no unravelling
+            views = ((outer, groups), (o_src, g_src), (outer, total), (o_out, jstride))
+        structs = [_view_struct(views[0], views[1]), _view_struct(views[2], views[3])]
+        values = [*structs, _ptr(src), _ptr(out), starts, *longs(groups, total, inner, segs, units, sis, dis, jstride)]
+        values.append(FLAG)
+        narrow = units * lanes + ROW_THREADS * grid < 1 << 31 and groups < 1 << 31
+        kernel = RepeatRows(item, len(src_shape), len(out_shape), lanes, ROW_UNROLL, direct, narrow)
+        LOG.debug(
+            "%s: %d slices of %d %d-byte items, %d lanes a slice%s",
+            *(op, outer * groups, inner, item, lanes, ", direct" if direct else ""),
+        )
         self._step(prog, kernel, LaunchConfig((max(grid, 1), 1, 1), (ROW_THREADS, 1, 1)), values)
         return True
 
