@@ -23,8 +23,9 @@ def vector_rows_case(
     lp_offset: int,
     eps: float,
     rng: np.random.Generator,
+    config: str = "vec",
 ) -> None:
-    """CrossEntropyLoss through the vector row kernel (``ACL_CE_ROWS=vec``) on logits rows ``stride`` apart starting
+    """CrossEntropyLoss through the vector row kernel (``ACL_CE_ROWS=config``) on logits rows ``stride`` apart starting
     ``offset`` into their allocation, logProbOut ``lp_offset`` into its own; compared with the reference."""
     x = rng.uniform(-6, 6, (n, c))
     x[0, 3] = -np.inf  # a thread's first element -inf: exp(-inf - -inf) must not reach the sum
@@ -40,7 +41,7 @@ def vector_rows_case(
         "returnZloss": False,
     }
     expected = eager.run("CrossEntropyLoss", "reference", **args)
-    with switched(backend, "ACL_CE_ROWS", "vec"):
+    with switched(backend, "ACL_CE_ROWS", config):
         placed = {
             **args,
             "input": rows_placed(backend, args["input"], stride, offset),

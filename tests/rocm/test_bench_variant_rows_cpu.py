@@ -158,11 +158,12 @@ def test_cross_entropy_and_repeat_rows_env_rows(fake: Sequence[RocmBackend]) -> 
     assert rows == [
         ("CrossEntropyLoss", "reduction mean", "ok"),
         ("CrossEntropyLoss", "reduction mean, ACL_CE_ROWS=vec", "ok"),
+        ("CrossEntropyLoss", "reduction mean, ACL_CE_ROWS=vec1024", "ok"),
         ("RepeatInterleaveWithDim", "", "ok"),
         ("RepeatInterleaveWithDim", "ACL_REPEAT_ROWS=rows", "ok"),
     ]
     compiled = backend.provider.compiled  # type: ignore[attr-defined]
     assert any(n.startswith("acl_sort_repeat_rows_") for n in compiled)
     sources = backend.runners["class_loss"]._sources.values()  # type: ignore[attr-defined]
-    assert any("vec=8" in s for s in sources)
+    assert any("block=512, vec=8" in s for s in sources) and any("block=1024, vec=8" in s for s in sources)
     assert dict(backend.environ) == before

@@ -115,6 +115,7 @@ def test_a_target_out_of_range_fails_at_synchronisation(emulated: Backend) -> No
         (3, 1000, 1000, 8, 1, 0.1),  # logProbOut misaligned: element stores
         (2, 333, 336, 8, 0, 0.2),  # odd rows: a 5-element tail after the vectors
         (2, 90, 92, 4, 3, 0.1),  # 8-byte aligned rows: 4-element vectors
+        (2, 9000, 9000, 0, 0, 0.1),  # ACL_CE_ROWS=vec1024: a 1,024-thread block
     ],
 )
 def test_cross_entropy_vector_rows_match_the_reference(
@@ -130,7 +131,8 @@ def test_cross_entropy_vector_rows_match_the_reference(
     import ml_dtypes
 
     with caplog.at_level(logging.DEBUG, logger="acl_rocm.class_loss"):
-        vector_rows_case(emulated, n, c, ml_dtypes.bfloat16, stride, offset, lp_offset, eps, RNG)
+        config = "vec1024" if c == 9000 else "vec"
+        vector_rows_case(emulated, n, c, ml_dtypes.bfloat16, stride, offset, lp_offset, eps, RNG, config)
     vec, lpvec = (8, lp_offset == 0 and c % 8 == 0) if offset % 8 == 0 else (4, False)
     assert f"vector rows of {c}, {vec} elements a load, logProbOut {lpvec}" in caplog.text
 

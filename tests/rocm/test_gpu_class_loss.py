@@ -146,13 +146,14 @@ VECTOR_ROWS = [
 ]
 
 
+@pytest.mark.parametrize("config", ["vec", "vec1024"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f16", "bf16"])
 @pytest.mark.parametrize(("n", "c", "stride", "offset", "lp_offset", "eps"), VECTOR_ROWS)
 def test_cross_entropy_vector_rows(
-    rocm: Backend, dtype: Any, n: int, c: int, stride: int, offset: int, lp_offset: int, eps: float
+    rocm: Backend, dtype: Any, n: int, c: int, stride: int, offset: int, lp_offset: int, eps: float, config: str
 ) -> None:
-    """``ACL_CE_ROWS=vec`` (opt-in): the vector row kernel against the reference, -inf logits included."""
-    vector_rows_case(rocm, n, c, dtype, stride, offset, lp_offset, eps, np.random.default_rng(n + c))
+    """``ACL_CE_ROWS=vec|vec1024`` (opt-in): the vector row kernel against the reference, -inf logits included."""
+    vector_rows_case(rocm, n, c, dtype, stride, offset, lp_offset, eps, np.random.default_rng(n + c), config)
 
 
 @pytest.mark.parametrize("op", ["CrossEntropyLoss"])

@@ -54,10 +54,14 @@ Scalars = list[tuple[str, str, Any]]
 
 LOG = logging.getLogger("acl_rocm.class_loss")
 CE_ENV = "ACL_CE_ROWS"
-"""``vec`` (opt-in until a GPU run has timed it): CrossEntropyLoss's rows through the vector kernel
-(``kernels/class_loss.py`` ``_ce_rows_vec``: 16-byte loads, one statistics pass, the writing pass in reverse)."""
+"""``vec`` or ``vec1024`` (opt-in until a GPU run has timed them): CrossEntropyLoss's rows through the vector kernel
+(``kernels/class_loss.py`` ``_ce_rows_vec``: 16-byte loads, one statistics pass, the writing pass in reverse); other
+values: the element kernel."""
 CE_BLOCK = 512
 """Threads of the vector kernel's block (a row each)."""
+CE_CONFIGS = {"vec": CE_BLOCK, "vec1024": 1024}
+"""The :data:`CE_ENV` values and their blocks (``vec1024``: one 1,024-thread block an SM, half the rows in flight of
+``vec``'s two, so more of a row is still in L2 when its logProbOut pass reads it again)."""
 CE_UNROLL = 4
 """Vectors each thread of the vector kernel loads before using them."""
 
@@ -168,7 +172,8 @@ class ClassLossRunner(RowRunner):
         """(options, block) of CrossEntropyLoss's rows: the vector kernel (:data:`CE_ENV` = ``vec``, where the logits'
         rows are aligned unit-stride runs of at least two vectors; logProbOut stored as vectors where its rows allow
         the same width) or the element kernel ((), None)."""
-        if self._ce_rows() != "vec" or lp is None:
+        block = CE_CONFIGS.get(self._ce_rows() or "")
+        if block is None or lp is None:
             return (), None
         vec = unit_vector(x, xs, c_stride, c, whole=False)
         if vec < 2 or c < 2 * vec:
@@ -176,7 +181,7 @@ class ClassLossRunner(RowRunner):
             return (), None
         lpvec = unit_vector(lp, lp.strides[:-1], lp.strides[-1:], c, whole=False) >= vec
         LOG.debug("CrossEntropyLoss: vector rows of %d, %d elements a load, logProbOut %s", c, vec, lpvec)
-        return (("block", CE_BLOCK), ("vec", vec), ("unroll", CE_UNROLL), ("lpvec", lpvec)), CE_BLOCK
+        return (("block", block), ("vec", vec), ("unroll", CE_UNROLL), ("lpvec", lpvec)), block
 
     @staticmethod
     def _flag(rank_outer: int, rank_inner: int) -> Bound:
