@@ -105,9 +105,10 @@ def _ce_rows(kernel: RowKernel) -> str:
 def _ce_rows_vec(kernel: RowKernel) -> str:
     """``ce_rows`` over rows of unit-stride logits whose starts are aligned to ``vec`` elements (option ``vec``).
 
-    One read of the row gathers the online max / Σ exp, and, when ``eps`` != 0, ``Σ w·(x - x0)`` and ``Σ w`` (x0: the
-    row's first logit, a shift that keeps the float sum away from cancellation), so ``Σ w·lp = Σ w·(x - x0) + (x0 -
-    lse)·Σ w`` needs no second statistics pass; the writing pass walks the vectors last-read-first (their lines are
+    One read of the row gathers the online max / Σ exp, ``Σ w·(x - x0)`` and ``Σ w`` (x0: the row's first logit, a
+    shift that keeps the float sum away from cancellation), so ``Σ w·lp = Σ w·(x - x0) + (x0 - lse)·Σ w`` needs no
+    second statistics pass (gathered whatever ``eps``: a non-finite logit makes the reference's ``eps/C·Σ w·lp`` NaN
+    at ``eps`` = 0 too); the writing pass walks the vectors last-read-first (their lines are
     likeliest still in L2). ``unroll`` vectors a thread are loaded before any arithmetic; a row's last ``len % vec``
     elements go one at a time. ``lpvec``: logProbOut is stored a vector at a time too (else element by element).
     """
@@ -121,16 +122,17 @@ def _ce_rows_vec(kernel: RowKernel) -> str:
         w_at = f"(acc_t)({load_as(kernel, 'w', f'base[{kw}] + jj * m.stride[{kw}][ACL_OUTER]', kernel.acc)})"
     value = convert(src.decode.format(x="t[u].v[e]"), src, ctype(kernel.acc))
     scalar = convert(src.decode.format(x=f"p_x[base[{kx}] + jj]"), src, ctype(kernel.acc))
+    sums = f"{{ const acc_t wc = {w_at}; sx += wc * (v - x0); sw1 += wc; }}" if kernel.has("w") else "sx += v - x0;"
     step = [
         "if (v > top) { s = top == -acl_inf((acc_t)0) ? (acc_t)0 : s * acl_exp(top - v); top = v; }",
         "if (top != -acl_inf((acc_t)0) || v != v) s += acl_exp(v - top);",
-        f"if (smooth) {{ const acc_t wc = {w_at}; sx += wc * (v - x0); sw1 += wc; }}",
+        sums,
     ]
     body = [
         "const AclMax mx;",
         "const AclSum add;",
-        "const bool smooth = eps != 0.0;",
-        f"const acc_t x0 = {convert(src.decode.format(x=f'p_x[base[{kx}]]'), src, ctype(kernel.acc))};",
+        f"acc_t x0 = {convert(src.decode.format(x=f'p_x[base[{kx}]]'), src, ctype(kernel.acc))};",
+        "if (!(x0 - x0 == (acc_t)0)) x0 = (acc_t)0;  // a masked (-inf) first logit shifts nothing",
         "acc_t top = -acl_inf((acc_t)0), s = (acc_t)0, sx = (acc_t)0, sw1 = (acc_t)0;",
         f"const idx_t whole = len / (idx_t){vec};",
         f"const {vt}* rowv = reinterpret_cast<const {vt}*>(p_x + base[{kx}]);",
@@ -153,11 +155,10 @@ def _ce_rows_vec(kernel: RowKernel) -> str:
         f"      for (int e = 0; e < {vec}; ++e) {{",
         f"        const acc_t v = ({value});",
         "        if (top != -acl_inf((acc_t)0) || v != v) s += acl_exp(v - top);",
-        "        if (smooth) {",
+        "        {",
         f"          const idx_t jj = c * (idx_t){vec} + (idx_t)e;",
-        f"          const acc_t wc = {w_at};",
-        "          sx += wc * (v - x0);",
-        "          sw1 += wc;",
+        "          (void)jj;",
+        f"          {sums}",
         "        }",
         "      }",
         "    }",
@@ -172,12 +173,9 @@ def _ce_rows_vec(kernel: RowKernel) -> str:
         "s = acl_block_reduce(s, add);",
         "const acc_t lse = row_top + acl_log(s);",
         *_ce_vec_store(kernel, vt, value, scalar),
-        "acc_t sw = (acc_t)0;",
-        "if (smooth) {",
-        "  sx = acl_block_reduce(sx, add);",
-        "  sw1 = acl_block_reduce(sw1, add);",
-        "  sw = sx + (x0 - lse) * sw1;",
-        "}",
+        "sx = acl_block_reduce(sx, add);",
+        "sw1 = acl_block_reduce(sw1, add);" if kernel.has("w") else "sw1 = (acc_t)len;",
+        "const acc_t sw = sx + (x0 - lse) * sw1;",
     ]
     return _with_t(kernel, assemble(kernel, [*body, *_ce_term(kernel)]))
 
