@@ -24,8 +24,9 @@ ACL_FOREACH_CONFIG=scan|grid2d: how a Foreach block finds its slot; ACL_MC2_ROUT
 routing kernels; ACL_MC2_ROWS=row: its block-a-row expandX copy; ACL_TAKE_CHECK=fused|vec: Take's in-gather
 index check or its 16-byte Check launch; ACL_LI_PATH=tiled|sort: LightningIndexer's key-tile scores before the row
 sorter, or the first path;
-ACL_MISH_CONFIG=poly: Mish's float32 polynomial body; ACL_SFA_PATH=gemm: SparseFlashAttention's GEMM path's
-kernels (default: its block kernel); ACL_FLATQUANT_KERNEL=slice|simt|dmma|dmma16:
+ACL_MISH_CONFIG=poly: Mish's float32 polynomial body; ACL_CE_ROWS=vec: CrossEntropyLoss's vector row kernel;
+ACL_REPEAT_ROWS=rows: RepeatInterleave(WithDim)'s block-a-source-row copy; ACL_SFA_PATH=gemm:
+SparseFlashAttention's GEMM path's kernels (default: its block kernel); ACL_FLATQUANT_KERNEL=slice|simt|dmma|dmma16:
 FlatQuant's kernel (its [2, 64, 64] call below reaches the token tiles); ACL_FLASH_CONFIG with
 ACL_ATTENTION_PATH=flash (read from the process environment): the flash kernel's block shapes (``wg2k128``,
 ``wg2k128wop``: the wgmma kernels, warp-specialised too, compiled for sm_90a to a cubin); ACL_RANDOM_LAYOUT is read
@@ -114,6 +115,8 @@ SWITCHES = (
     "ACL_FLATQUANT_KERNEL",
     "ACL_FLASH_CONFIG",
     "ACL_SFA_PATH",
+    "ACL_CE_ROWS",
+    "ACL_REPEAT_ROWS",
 )
 
 
@@ -130,6 +133,7 @@ def _decode_calls() -> dict[str, list[dict[str, Any]]]:
         return rng.standard_normal(shape).astype(np.float32).astype(dtype)
 
     arg = [{"self": x(r, 9000, dtype=d), "dim": -1, "keepdim": False} for r in (1, 8) for d in (bf16, np.float32)]
+    reps = rng.integers(1, 4, 64)
     return {
         "ArgMax": arg,
         "ArgMin": arg[:1],
@@ -164,6 +168,19 @@ def _decode_calls() -> dict[str, list[dict[str, Any]]]:
             | {"attenMaskOptional": compressed_mask()}
             for d in (64, 128)
             for t in (bf16, np.float16)
+        ],
+        # rows the vector kernels take (ACL_CE_ROWS=vec): bf16 / fp16 / fp32 logits, weighted and smoothed or not
+        "CrossEntropyLoss": [
+            {"input": x(2, 4104, dtype=d), "target": np.array([1, 7], np.int64), "ignoreIndex": -100}
+            | {"weightOptional": x(4104, dtype=np.float32) if eps else None, "reductionOptional": "mean"}
+            | {"labelSmoothing": eps, "lseSquareScaleForZloss": 0.0, "returnZloss": False}
+            for d in (bf16, np.float16, np.float32)
+            for eps in (0.0, 0.1)
+        ],
+        # the bench's repeat rows (ACL_REPEAT_ROWS=rows: 16-byte words, 32 lanes a slice; one item a slice)
+        "RepeatInterleaveWithDim": [
+            {"self": x(64, 2048), "repeats": reps, "dim": 0, "outputSize": int(reps.sum())},
+            {"self": x(64, 3), "repeats": reps, "dim": 0, "outputSize": int(reps.sum())},
         ],
         "ScatterPaKvCache": [
             {"key": x(b, 8, 128), "value": x(b, 8, 128), "slotMapping": np.arange(b, dtype=np.int32) * 3}

@@ -33,3 +33,21 @@ def placed(backend: Backend, values: np.ndarray, offset: int) -> DeviceArray:
 def empty_placed(backend: Backend, shape: tuple[int, ...], dtype: np.dtype, offset: int) -> DeviceArray:
     """An output array (zeros) of ``shape`` starting ``offset`` elements into its allocation."""
     return placed(backend, np.zeros(shape, dtype), offset)
+
+
+def rows_placed(backend: Backend, values: np.ndarray, row_stride: int, offset: int) -> DeviceArray:
+    """2-D ``values`` whose rows start ``row_stride`` elements apart, the first ``offset`` into the allocation."""
+    rows, cols = values.shape
+    assert row_stride >= cols
+    storage = np.zeros(offset + rows * row_stride, values.dtype)
+    for r in range(rows):
+        storage[offset + r * row_stride : offset + r * row_stride + cols] = values[r]
+    da = DeviceArray(backend, values.shape, from_numpy(values.dtype), storage.size, (row_stride, 1), offset)
+    raw = storage.view(np.uint8)
+    rt = backend.runtime
+    rt.register_host(raw.ctypes.data, raw.nbytes, raw)
+    try:
+        rt.memcpy(da.address, da.nbytes, raw.ctypes.data, raw.nbytes, MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
+    finally:
+        rt.unregister(raw.ctypes.data)
+    return da

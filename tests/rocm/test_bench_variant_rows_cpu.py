@@ -142,3 +142,28 @@ def test_grouped_matmul_v5_wgmma_rows(fake: Sequence[RocmBackend]) -> None:
     ]
     runner = backend.grouped_matmul  # type: ignore[attr-defined]
     assert runner.forced_kernel is None and runner.forced_wgmma_config is None
+
+
+def test_cross_entropy_and_repeat_rows_env_rows(fake: Sequence[RocmBackend]) -> None:
+    """CrossEntropyLoss's ACL_CE_ROWS=vec and RepeatInterleaveWithDim's ACL_REPEAT_ROWS=rows rows beside the
+    default ones (unchanged), each planning its kernel under the setting; the environ restored after."""
+    from acl_tools.bench import class_loss_rows, index_shape_rows
+
+    (backend,) = fake
+    before = dict(backend.environ)
+    suite = _suite(backend, {"CrossEntropyLoss", "RepeatInterleave"})
+    class_loss_rows.run_cases(suite)  # type: ignore[arg-type]
+    index_shape_rows.run_cases(suite)  # type: ignore[arg-type]
+    rows = [(c.op, c.note, c.status) for c in suite.cases if c.op != "RepeatInterleaveIntWithDim"]  # type: ignore[attr-defined]
+    assert rows == [
+        ("CrossEntropyLoss", "reduction mean", "ok"),
+        ("CrossEntropyLoss", "reduction mean, ACL_CE_ROWS=vec", "ok"),
+        ("CrossEntropyLoss", "reduction mean, ACL_CE_ROWS=vec1024", "ok"),
+        ("RepeatInterleaveWithDim", "", "ok"),
+        ("RepeatInterleaveWithDim", "ACL_REPEAT_ROWS=rows", "ok"),
+    ]
+    compiled = backend.provider.compiled  # type: ignore[attr-defined]
+    assert any(n.startswith("acl_sort_repeat_rows_") for n in compiled)
+    sources = backend.runners["class_loss"]._sources.values()  # type: ignore[attr-defined]
+    assert any("block=512, vec=8" in s for s in sources) and any("block=1024, vec=8" in s for s in sources)
+    assert dict(backend.environ) == before

@@ -7,6 +7,7 @@ target out of range reported at synchronisation. ``tests/rocm/test_gpu_class_los
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.errors import AclnnError
 from tests.rocm.against_reference import class_problems
+from tests.rocm.class_loss_cases import vector_rows_case
 
 RNG = np.random.default_rng(5)
 
@@ -112,3 +114,42 @@ def test_a_target_out_of_range_fails_at_synchronisation(emulated: Backend) -> No
     with pytest.raises(AclnnError) as info:
         eager.run("NLLLoss", emulated, **args)
     assert int(info.value.code) == 161002
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "stride", "offset", "lp_offset", "eps"),
+    [
+        (3, 4104, 4104, 0, 0, 0.0),  # rows longer than the block's 512 x 8 elements, vector stores
+        (3, 1000, 1000, 8, 1, 0.1),  # logProbOut misaligned: element stores
+        (2, 333, 336, 8, 0, 0.2),  # odd rows: a 5-element tail after the vectors
+        (2, 90, 92, 4, 3, 0.1),  # 8-byte aligned rows: 4-element vectors
+        (2, 9000, 9000, 0, 0, 0.1),  # ACL_CE_ROWS=vec1024: a 1,024-thread block
+    ],
+)
+def test_cross_entropy_vector_rows_match_the_reference(
+    emulated: Backend,
+    caplog: pytest.LogCaptureFixture,
+    n: int,
+    c: int,
+    stride: int,
+    offset: int,
+    lp_offset: int,
+    eps: float,
+) -> None:
+    import ml_dtypes
+
+    with caplog.at_level(logging.DEBUG, logger="acl_rocm.class_loss"):
+        config = "vec1024" if c == 9000 else "vec"
+        vector_rows_case(emulated, n, c, ml_dtypes.bfloat16, stride, offset, lp_offset, eps, RNG, config)
+    vec, lpvec = (8, lp_offset == 0 and c % 8 == 0) if offset % 8 == 0 else (4, False)
+    assert f"vector rows of {c}, {vec} elements a load, logProbOut {lpvec}" in caplog.text
+
+
+def test_cross_entropy_with_minus_infinity_logits(emulated: Backend) -> None:
+    """A masked logit (-inf) as a thread's first element of the element kernel adds nothing (it gave NaN rows)."""
+    args = _ce(3, 300, np.float32, "none", 0.0, False, False)
+    x = args["input"].copy()
+    x[:, :7] = -np.inf
+    args["input"] = x
+    args["target"] = np.array([10, 2, 299], np.int64)
+    _check(emulated, "CrossEntropyLoss", args)

@@ -3,7 +3,8 @@
 Cases: the op specs' own samples (every dtype, reduction, ignored samples, weights, smoothing, 0-sample and
 one-class inputs, large logits) contiguous and, every third, as padded, transposed and offset views; long
 rows that cross the block (C up to a Qwen3 vocabulary) and many samples; the [N, C, H, W] layout at a
-tile-crossing size; the error cases; a bad target reported at synchronisation; stream capture.
+tile-crossing size; the error cases; a bad target reported at synchronisation; stream capture; CrossEntropyLoss's
+opt-in vector row kernel (``ACL_CE_ROWS=vec``: aligned, misaligned and odd rows, -inf logits, the samples).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from acl_core.spec.ops import get_spec
 from acl_rocm.ops import class_loss as class_ops
 from tests.rocm.against_reference import assert_errors_match_reference, assert_matches_reference
 from tests.rocm.capture_harness import replays_like_eager
+from tests.rocm.class_loss_cases import vector_rows_case
+from tests.rocm.switched import switched
 
 pytestmark = pytest.mark.gpu
 
@@ -131,3 +134,39 @@ def test_a_reduced_cross_entropy_replays_bit_for_bit(rocm: Backend) -> None:
     args["input"] = args.pop("_x").astype(np.float32)
     args["returnZloss"] = False
     replays_like_eager(rocm, "CrossEntropyLoss", args)
+
+
+VECTOR_ROWS = [
+    (3, 151936, 151936, 0, 0, 0.0),  # a Qwen3 vocabulary, vector stores
+    (3, 151936, 151936, 0, 0, 0.1),  # smoothed and weighted: the one-pass Σ w·(x - x0)
+    (256, 151936, 151936, 0, 0, 0.0),  # many rows a block's grid-stride loop takes in turn
+    (5, 4097, 4104, 8, 0, 0.1),  # odd rows on aligned starts: a one-element tail, element stores
+    (7, 1000, 1000, 8, 1, 0.0),  # logProbOut misaligned: element stores
+    (4, 998, 1000, 4, 0, 0.2),  # 8-byte aligned rows: 4-element bf16 vectors, a 2-element tail
+]
+
+
+@pytest.mark.parametrize("config", ["vec", "vec1024"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f16", "bf16"])
+@pytest.mark.parametrize(("n", "c", "stride", "offset", "lp_offset", "eps"), VECTOR_ROWS)
+def test_cross_entropy_vector_rows(
+    rocm: Backend, dtype: Any, n: int, c: int, stride: int, offset: int, lp_offset: int, eps: float, config: str
+) -> None:
+    """``ACL_CE_ROWS=vec|vec1024`` (opt-in): the vector row kernel against the reference, -inf logits included."""
+    vector_rows_case(rocm, n, c, dtype, stride, offset, lp_offset, eps, np.random.default_rng(n + c), config)
+
+
+@pytest.mark.parametrize("op", ["CrossEntropyLoss"])
+def test_cross_entropy_vector_rows_samples(rocm: Backend, reference: Backend, op: str) -> None:
+    """The spec's samples and the long-row cases with ``ACL_CE_ROWS=vec`` (where rows allow it)."""
+    with switched(rocm, "ACL_CE_ROWS", "vec"):
+        for sample in get_spec(op).samples(np.random.default_rng(2025)):  # type: ignore[misc]
+            for layout in ("contiguous", "padded", "transposed", "offset"):
+                assert_matches_reference(rocm, reference, op, dict(sample.args), layout, sample.note)
+        for dtype in DTYPES:
+            rng = np.random.default_rng(9)
+            for reduction, eps, weighted in (("mean", 0.0, False), ("none", 0.1, True), ("sum", 0.0, True)):
+                args = _ce_args(64, 4096, dtype, reduction, eps, weighted, rng)
+                x = args.pop("_x")
+                fwd = {**args, "input": x.astype(dtype), "returnZloss": False}
+                assert_matches_reference(rocm, reference, op, fwd, "contiguous", f"[64,4096] {reduction}")

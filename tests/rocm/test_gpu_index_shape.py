@@ -4,7 +4,9 @@ Against the reference under each op's accuracy class (exact for the copies, the 
 backward ops): the spec's samples in three layouts, every claimed dtype, shapes that cross blocks and the scan's
 256-count tiles, realistic embedding shapes (vocabulary 32000, hidden 1024, tokens that repeat), and the error
 cases (device-only counts and indices through the flag). EmbeddingDenseBackward must also be deterministic: two
-runs agree bit for bit. ``ACL_ROCM_EMULATE=1`` runs it on the CPU (slow: the realistic shapes dominate).
+runs agree bit for bit. The opt-in RepeatRows path (``ACL_REPEAT_ROWS=rows``: the tiled scan, a source slice
+copied once) runs the samples, errors, every dtype and the bench's [32768, 2048] rows. ``ACL_ROCM_EMULATE=1`` runs
+it on the CPU (slow: the realistic shapes dominate).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
+from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.index_shape import EMBEDDING_INDEX
 from acl_core.spec.rules import FLOATS
 from acl_rocm.ops.index_shape import OPS
@@ -25,6 +28,7 @@ from tests.rocm.against_reference import (
     assert_every_sample_matches,
     assert_matches_reference,
 )
+from tests.rocm.switched import switched
 
 pytestmark = pytest.mark.gpu
 NO_MASKS = {"beginMask": 0, "endMask": 0, "ellipsisMask": 0, "newAxisMask": 0, "shrinkAxisMask": 0}
@@ -129,3 +133,56 @@ def test_embedding_backward_every_index_dtype_and_determinism(rocm: Backend, ref
     first = eager.run("EmbeddingDenseBackward", rocm, **args)["out"]
     again = eager.run("EmbeddingDenseBackward", rocm, **args)["out"]
     np.testing.assert_array_equal(first.view(np.uint16), again.view(np.uint16))
+
+
+@pytest.mark.parametrize("op", ["RepeatInterleave", "RepeatInterleaveWithDim", "RepeatInterleaveTensor"])
+def test_repeat_rows_samples_and_errors(rocm: Backend, reference: Backend, op: str) -> None:
+    """``ACL_REPEAT_ROWS=rows`` (opt-in): the tiled scan and RepeatRows on the spec's samples and error cases."""
+    with switched(rocm, "ACL_REPEAT_ROWS", "rows"):
+        for sample in get_spec(op).samples(np.random.default_rng(2026)):  # type: ignore[misc]
+            for layout in ("contiguous", "padded", "transposed", "offset"):
+                assert_matches_reference(rocm, reference, op, dict(sample.args), layout, sample.note)
+        assert_errors_match_reference(rocm, reference, op)
+
+
+REPEAT_ROW_SHAPES = [
+    ((32768, 2048), 0, "contiguous"),  # the bench's rows: 16-byte words, two 32-lane segments a row
+    ((1000, 2047), 0, "offset"),  # odd rows, an unaligned start: item copies
+    ((8, 300, 130), 1, "contiguous"),  # outer dims, 130-item slices: more than one 128-item segment
+    ((8, 300, 136), 1, "transposed"),  # strided slices
+    ((70000, 3), 0, "padded"),  # 3-item slices (1 lane), counts across many scan tiles
+]
+
+
+@pytest.mark.parametrize(("shape", "dim", "layout"), REPEAT_ROW_SHAPES)
+def test_repeat_rows_at_size(rocm: Backend, reference: Backend, shape: tuple, dim: int, layout: str) -> None:
+    rng = np.random.default_rng(shape[-1])
+    x = _values(rng, shape, D.ACL_BF16)
+    reps = rng.integers(0 if shape[0] < 32768 else 1, 4, shape[dim])
+    args = {"self": x, "repeats": reps, "dim": dim, "outputSize": int(reps.sum())}
+    with switched(rocm, "ACL_REPEAT_ROWS", "rows"):
+        assert_matches_reference(rocm, reference, "RepeatInterleaveWithDim", args, layout, f"{shape} dim {dim}")
+
+
+def test_repeat_rows_every_dtype_and_the_tiled_scan(rocm: Backend, reference: Backend) -> None:
+    """Every claimed dtype (items of 1 to 8 bytes, 16-byte words), then the Tensor and Grad ops' tiled scans."""
+    rng = np.random.default_rng(5)
+    with switched(rocm, "ACL_REPEAT_ROWS", "rows"):
+        for op in ("RepeatInterleave", "RepeatInterleaveWithDim"):
+            for dt in _claimed(rocm, op):
+                x = _values(rng, (3000, 17) if op == "RepeatInterleave" else (3000, 64), dt)
+                if op == "RepeatInterleave":
+                    reps = rng.integers(0, 4, (x.size,))
+                    args: dict[str, Any] = {"self": x, "repeats": reps, "outputSize": int(reps.sum())}
+                else:
+                    reps = rng.integers(0, 5, (3000,)).astype(np.int32)
+                    args = {"self": x, "repeats": reps, "dim": 0, "outputSize": int(reps.sum())}
+                for layout in ("contiguous", "padded"):
+                    assert_matches_reference(rocm, reference, op, args, layout, dt.short)
+        reps = rng.integers(0, 6, (100_003,))
+        args = {"repeats": reps, "outputSize": int(reps.sum())}
+        assert_matches_reference(rocm, reference, "RepeatInterleaveTensor", args, "contiguous", "100003 counts")
+        reps = rng.integers(0, 9, (1000,))
+        y = _values(rng, (8, int(reps.sum()), 64), D.ACL_FLOAT)
+        args = {"yGrad": y, "repeats": reps, "axis": 1}
+        assert_matches_reference(rocm, reference, "RepeatInterleaveGrad", args, "padded", "float32")

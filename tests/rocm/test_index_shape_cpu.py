@@ -24,6 +24,7 @@ from acl_rocm.ops.movement import View
 from tests.rocm.against_reference import assert_errors_match_reference, assert_matches_reference
 from tests.rocm.capture_harness import OpCall, compare_replay
 from tests.rocm.fake_provider import FakeProvider
+from tests.rocm.switched import switched
 
 
 def test_rocm_claims_every_op(tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -124,3 +125,59 @@ def test_integer_repeat_views_match_numpy(dim: int) -> None:
     for coords in np.ndindex(*s.shape):
         flat_dst[np.dot(coords, d.strides)] = flat_src[np.dot(coords, s.strides)]
     np.testing.assert_array_equal(out, np.repeat(x.reshape(-1) if dim < 0 else x, 3, axis=0 if dim < 0 else dim))
+
+
+REPEAT_ROWS = [
+    ((6, 64), 0, "bfloat16"),  # 16-byte words, 8 a slice
+    ((5, 300), 0, "float32"),  # words contiguous; padded / transposed / offset views item by item
+    ((3, 7, 5), 1, "int32"),  # outer dims, a 5-item slice (2 lanes)
+    ((4, 9), 1, "float16"),  # one item a slice
+    ((3, 5), None, "int64"),  # self flattened
+    ((4, 3, 130), 1, "bfloat16"),  # a slice longer than one segment of 32 lanes x 4 items
+    ((4500, 2), 0, "float32"),  # counts across the tiled scan's 4,096-count tiles
+    ((4, 3, 5, 6), 2, "int16"),  # transposed: leading dims that do not coalesce (slices found by unravelling)
+]
+
+
+@pytest.mark.parametrize(("shape", "dim", "dtype"), REPEAT_ROWS)
+def test_repeat_rows_match_the_reference(
+    emulated: Backend, reference: Backend, caplog: pytest.LogCaptureFixture, shape: tuple, dim: int | None, dtype: str
+) -> None:
+    """``ACL_REPEAT_ROWS=rows``: the tiled scan and a source slice copied once into its group's out slices."""
+    import logging
+
+    import ml_dtypes  # noqa: F401 - registers the bfloat16 NumPy dtype
+
+    rng = np.random.default_rng(len(shape) + shape[-1])
+    x = rng.standard_normal(shape).astype(np.float32).astype(dtype)
+    reps = rng.integers(0, 4, x.size if dim is None else shape[dim]).astype(np.int64)
+    op = "RepeatInterleave" if dim is None else "RepeatInterleaveWithDim"
+    args = {"self": x, "repeats": reps, "outputSize": int(reps.sum()), **({} if dim is None else {"dim": dim})}
+    layouts = ("contiguous", "padded", "transposed", "offset") if x.size < 2000 else ("contiguous",)
+    with switched(emulated, "ACL_REPEAT_ROWS", "rows"), caplog.at_level(logging.DEBUG, "acl_rocm.index_shape"):
+        for layout in layouts:
+            assert_matches_reference(emulated, reference, op, dict(args), layout, f"{shape} dim {dim}")
+    assert "lanes a slice, direct" in caplog.text  # the contiguous layout's slices start at o * s0 + g * s1
+    if len(shape) == 4:
+        assert "lanes a slice\n" in caplog.text  # the transposed one's leading dims are unravelled
+
+
+@pytest.mark.parametrize("op", ["RepeatInterleave", "RepeatInterleaveWithDim", "RepeatInterleaveTensor"])
+def test_repeat_rows_samples_and_errors_match_the_reference(emulated: Backend, reference: Backend, op: str) -> None:
+    with switched(emulated, "ACL_REPEAT_ROWS", "rows"):
+        for sample in get_spec(op).samples(np.random.default_rng(7)):  # type: ignore[misc]
+            for layout in ("contiguous", "padded", "transposed"):
+                assert_matches_reference(emulated, reference, op, dict(sample.args), layout, sample.note)
+        assert_errors_match_reference(emulated, reference, op)
+
+
+def test_repeat_rows_bad_counts_leave_out_unwritten(emulated: Backend) -> None:
+    for reps in (np.array([1, 2, 0]), np.array([3, -1, 2])):
+        args = {"self": np.ones((2, 3), np.float32), "repeats": reps, "dim": 1, "outputSize": 4}
+        out = eager.empty((2, 4), D.ACL_FLOAT, emulated)
+        emulated.runtime.memset(out.address, out.nbytes, eager.SENTINEL, out.nbytes)
+        before = out.storage_bytes().copy()
+        with switched(emulated, "ACL_REPEAT_ROWS", "rows"), pytest.raises(AclnnError) as err:
+            eager.run("RepeatInterleaveWithDim", emulated, **args, out=out)
+        assert err.value.code == 161002
+        np.testing.assert_array_equal(out.storage_bytes(), before)

@@ -8,6 +8,7 @@ the logits and write one [N, C] tensor: GB/s over 2·N·C·2 bytes.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -59,5 +60,7 @@ def run_cases(suite: Suite) -> None:
         return lambda: suite.torch.nn.functional.cross_entropy(x, t, reduction="mean")
 
     nbytes = 2 * tokens * VOCAB * dtype.info.storage_bits // 8
-    case = Case("CrossEntropyLoss", f"[{tokens},{VOCAB}]", dtype.short, "GB/s", nbytes, note="reduction mean")
-    suite.case(case, acl, torch_fn, "CrossEntropyLoss")
+    for setting in suite.env_rows("CrossEntropyLoss", dtype):  # the default row, then ACL_CE_ROWS=vec's
+        note = "reduction mean" + ("" if setting is None else f", {setting[0]}={setting[1]}")
+        case = Case("CrossEntropyLoss", f"[{tokens},{VOCAB}]", dtype.short, "GB/s", nbytes, note=note)
+        suite.case(case, functools.partial(suite.with_env, setting, acl), torch_fn, "CrossEntropyLoss")

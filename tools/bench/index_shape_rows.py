@@ -11,6 +11,7 @@ shape for a CPU run.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -88,7 +89,11 @@ def _repeat_rows(suite: Suite, shape: tuple[int, int]) -> None:
 
     nbytes = (rows + total) * cols * 2 + rows * 8
     label = f"{_mib(rows * cols * 2)} [{rows},{cols}] rows x1..3 -> {_mib(total * cols * 2)}"
-    suite.case(Case("RepeatInterleaveWithDim", label, "bf16", "GB/s", nbytes), acl, torch_fn, "RepeatInterleaveWithDim")
+    op = "RepeatInterleaveWithDim"
+    for setting in suite.env_rows(op, dtype):  # the default row, then ACL_REPEAT_ROWS=rows'
+        note = "" if setting is None else f"{setting[0]}={setting[1]}"
+        case = Case(op, label, "bf16", "GB/s", nbytes, note=note)
+        suite.case(case, functools.partial(suite.with_env, setting, acl), torch_fn, op)
 
 
 def _repeat_heads(suite: Suite, shape: tuple[int, int, int, int]) -> None:

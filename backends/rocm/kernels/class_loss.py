@@ -9,7 +9,8 @@ class axis, absent: 1) and ``flag`` (a 4-byte device flag, strides 0) are common
 * ``nll_rows`` (a thread per sample): ``term = -w[t]·x[t]``, ``tw = w[t]`` (0 for an ignored sample);
 * ``ce_rows`` (a block per sample): the row's max and Σ exp(x - max) in one online pass, then ``lp = x -
   lse`` written while ``Σ w·lp`` accumulates; thread 0 writes the smoothed term, the weight, and zeros
-  to the zloss outputs;
+  to the zloss outputs; with option ``vec`` the vector kernel (:func:`_ce_rows_vec`, 16-byte loads, the
+  smoothing sums gathered in the statistics read);
 * ``class_total`` (one row of the per-sample ``term`` / ``tw``): ``Σ term`` (mean: ``/ Σ tw``) into the
   loss, ``Σ tw`` into the total weight, zeros where asked;
 * ``nll_grad``: ``out = -w[t]·g·scale`` where the element's class is the sample's target, else 0;
@@ -22,6 +23,7 @@ class axis, absent: 1) and ``flag`` (a 4-byte device flag, strides 0) are common
 from __future__ import annotations
 
 from acl_core.dtypes import DataType as D
+from acl_rocm.kernels.ctypes_map import convert, ctype, store
 from acl_rocm.kernels.reduction import GENERATORS, RowKernel, assemble, at, element_loop, load_as, store_as
 
 CLASS_KINDS = ("nll_rows", "ce_rows", "class_total", "nll_grad", "weight_sums", "ce_grad")
@@ -88,14 +90,143 @@ def _nll_rows(kernel: RowKernel) -> str:
 
 
 def _ce_rows(kernel: RowKernel) -> str:
+    if kernel.option("vec"):
+        return _ce_rows_vec(kernel)
     x = _v(kernel, "x")
     body = [*_online_lse(kernel), "acc_t sw = (acc_t)0;"]
     body += element_loop(
         kernel,
         [f"const acc_t lp = {x} - lse;", _store(kernel, "lp", "o", "lp"), f"sw += {_w(kernel, 'o')} * lp;"],
     )
-    body += [
-        "sw = acl_block_reduce(sw, add);",
+    body += ["sw = acl_block_reduce(sw, add);", *_ce_term(kernel)]
+    return _with_t(kernel, assemble(kernel, body))
+
+
+def _ce_rows_vec(kernel: RowKernel) -> str:
+    """``ce_rows`` over rows of unit-stride logits whose starts are aligned to ``vec`` elements (option ``vec``).
+
+    One read of the row gathers the online max / Σ exp, ``Σ w·(x - x0)`` and ``Σ w`` (x0: the row's first logit, a
+    shift that keeps the float sum away from cancellation), so ``Σ w·lp = Σ w·(x - x0) + (x0 - lse)·Σ w`` needs no
+    second statistics pass (gathered whatever ``eps``: a non-finite logit makes the reference's ``eps/C·Σ w·lp`` NaN
+    at ``eps`` = 0 too); the writing pass walks the vectors last-read-first (their lines are
+    likeliest still in L2). ``unroll`` vectors a thread are loaded before any arithmetic; a row's last ``len % vec``
+    elements go one at a time. ``lpvec``: logProbOut is stored a vector at a time too (else element by element).
+    """
+    vec, unroll = int(kernel.option("vec") or 1), int(kernel.option("unroll") or 1)
+    src = ctype(kernel.operand("x").dtype)
+    vt = f"AclVec<{src.storage}, {vec}>"
+    kx = kernel.index("x")
+    w_at = "(acc_t)1"
+    if kernel.has("w"):
+        kw = kernel.index("w")
+        w_at = f"(acc_t)({load_as(kernel, 'w', f'base[{kw}] + jj * m.stride[{kw}][ACL_OUTER]', kernel.acc)})"
+    value = convert(src.decode.format(x="t[u].v[e]"), src, ctype(kernel.acc))
+    scalar = convert(src.decode.format(x=f"p_x[base[{kx}] + jj]"), src, ctype(kernel.acc))
+    sums = f"{{ const acc_t wc = {w_at}; sx += wc * (v - x0); sw1 += wc; }}" if kernel.has("w") else "sx += v - x0;"
+    step = [
+        "if (v > top) { s = top == -acl_inf((acc_t)0) ? (acc_t)0 : s * acl_exp(top - v); top = v; }",
+        "if (top != -acl_inf((acc_t)0) || v != v) s += acl_exp(v - top);",
+        sums,
+    ]
+    body = [
+        "const AclMax mx;",
+        "const AclSum add;",
+        f"acc_t x0 = {convert(src.decode.format(x=f'p_x[base[{kx}]]'), src, ctype(kernel.acc))};",
+        "if (!(x0 - x0 == (acc_t)0)) x0 = (acc_t)0;  // a masked (-inf) first logit shifts nothing",
+        "acc_t top = -acl_inf((acc_t)0), s = (acc_t)0, sx = (acc_t)0, sw1 = (acc_t)0;",
+        f"const idx_t whole = len / (idx_t){vec};",
+        f"const {vt}* rowv = reinterpret_cast<const {vt}*>(p_x + base[{kx}]);",
+        f"for (idx_t c0 = (idx_t)threadIdx.x; c0 < whole; c0 += (idx_t){unroll} * (idx_t)blockDim.x) {{",
+        f"  {vt} t[{unroll}];",
+        "  #pragma unroll",
+        f"  for (int u = 0; u < {unroll}; ++u) {{",
+        "    const idx_t c = c0 + (idx_t)u * (idx_t)blockDim.x;",
+        "    if (c < whole) t[u] = rowv[c];",
+        "  }",
+        "  #pragma unroll",
+        f"  for (int u = 0; u < {unroll}; ++u) {{",
+        "    const idx_t c = c0 + (idx_t)u * (idx_t)blockDim.x;",
+        "    if (c < whole) {",
+        f"      acc_t lm = ({value.replace('[e]', '[0]')});",
+        "      #pragma unroll",
+        f"      for (int e = 1; e < {vec}; ++e) lm = mx(lm, ({value}));",
+        "      if (lm > top) { s = top == -acl_inf((acc_t)0) ? (acc_t)0 : s * acl_exp(top - lm); top = lm; }",
+        "      #pragma unroll",
+        f"      for (int e = 0; e < {vec}; ++e) {{",
+        f"        const acc_t v = ({value});",
+        "        if (top != -acl_inf((acc_t)0) || v != v) s += acl_exp(v - top);",
+        "        {",
+        f"          const idx_t jj = c * (idx_t){vec} + (idx_t)e;",
+        "          (void)jj;",
+        f"          {sums}",
+        "        }",
+        "      }",
+        "    }",
+        "  }",
+        "}",
+        f"for (idx_t jj = whole * (idx_t){vec} + (idx_t)threadIdx.x; jj < len; jj += (idx_t)blockDim.x) {{",
+        f"  const acc_t v = {scalar};",
+        *("  " + line for line in step),
+        "}",
+        "const acc_t row_top = acl_block_reduce(top, mx);",
+        "s = top == -acl_inf((acc_t)0) && s == s ? (acc_t)0 : s * acl_exp(top - row_top);",
+        "s = acl_block_reduce(s, add);",
+        "const acc_t lse = row_top + acl_log(s);",
+        *_ce_vec_store(kernel, vt, value, scalar),
+        "sx = acl_block_reduce(sx, add);",
+        "sw1 = acl_block_reduce(sw1, add);" if kernel.has("w") else "sw1 = (acc_t)len;",
+        "const acc_t sw = sx + (x0 - lse) * sw1;",
+    ]
+    return _with_t(kernel, assemble(kernel, [*body, *_ce_term(kernel)]))
+
+
+def _ce_vec_store(kernel: RowKernel, vt: str, value: str, scalar: str) -> list[str]:
+    """The writing pass of :func:`_ce_rows_vec`: ``lp = x - lse``, vectors in reverse order, then the tail."""
+    vec, unroll = int(kernel.option("vec") or 1), int(kernel.option("unroll") or 1)
+    dst = ctype(kernel.operand("lp").dtype)
+    kl = kernel.index("lp")
+    lp_at = f"base[{kl}] + (jj) * m.stride[{kl}][ACL_OUTER]"
+    if kernel.option("lpvec"):
+        lt = f"AclVec<{dst.storage}, {vec}>"
+        put = [
+            f"{lt} r;",
+            "#pragma unroll",
+            f"for (int e = 0; e < {vec}; ++e) r.v[e] = {store(f'({value}) - lse', ctype(kernel.acc), dst)};",
+            f"*reinterpret_cast<{lt}*>(p_lp + base[{kl}] + c * (idx_t){vec}) = r;",
+        ]
+    else:
+        put = [
+            "#pragma unroll",
+            f"for (int e = 0; e < {vec}; ++e) {{",
+            f"  const idx_t jj = c * (idx_t){vec} + (idx_t)e;",
+            f"  p_lp[{lp_at}] = {store(f'({value}) - lse', ctype(kernel.acc), dst)};",
+            "}",
+        ]
+    return [
+        f"for (idx_t k0 = (idx_t)threadIdx.x; k0 < whole; k0 += (idx_t){unroll} * (idx_t)blockDim.x) {{",
+        f"  {vt} t[{unroll}];",
+        "  #pragma unroll",
+        f"  for (int u = 0; u < {unroll}; ++u) {{",
+        "    const idx_t k = k0 + (idx_t)u * (idx_t)blockDim.x;",
+        "    if (k < whole) t[u] = rowv[whole - 1 - k];",
+        "  }",
+        "  #pragma unroll",
+        f"  for (int u = 0; u < {unroll}; ++u) {{",
+        "    const idx_t k = k0 + (idx_t)u * (idx_t)blockDim.x;",
+        "    if (k < whole) {",
+        "      const idx_t c = whole - 1 - k;",
+        *("      " + line for line in put),
+        "    }",
+        "  }",
+        "}",
+        f"for (idx_t jj = whole * (idx_t){vec} + (idx_t)threadIdx.x; jj < len; jj += (idx_t)blockDim.x)",
+        f"  p_lp[{lp_at}] = {store(f'{scalar} - lse', ctype(kernel.acc), dst)};",
+    ]
+
+
+def _ce_term(kernel: RowKernel) -> list[str]:
+    """Thread 0's sample term (smoothed by ``sw`` = Σ w·lp), weight and zeroed zloss outputs."""
+    return [
         "if (threadIdx.x == 0) {",
         *("  " + line for line in _target()),
         *("  " + line for line in _at_target(kernel)),
@@ -107,7 +238,6 @@ def _ce_rows(kernel: RowKernel) -> str:
         *("  " + _store(kernel, name, "base", "(acc_t)0") for name in ("lse0", "z0") if kernel.has(name)),
         "}",
     ]
-    return _with_t(kernel, assemble(kernel, body))
 
 
 def _online_lse(kernel: RowKernel) -> list[str]:
@@ -117,13 +247,15 @@ def _online_lse(kernel: RowKernel) -> list[str]:
         kernel,
         [
             f"const acc_t v = {_v(kernel, 'x')};",
-            "if (v > top) { s = s * acl_exp(top - v) + (acc_t)1; top = v; } else { s += acl_exp(v - top); }",
+            # a -inf seen first adds nothing (exp(-inf - -inf) would be NaN); a NaN always reaches s
+            "if (v > top) { s = s * acl_exp(top - v) + (acc_t)1; top = v; }",
+            "else if (top != -acl_inf((acc_t)0) || v != v) s += acl_exp(v - top);",
         ],
     )
     return [
         *body,
         "const acc_t row_top = acl_block_reduce(top, mx);",
-        "s = top == -acl_inf((acc_t)0) ? (acc_t)0 : s * acl_exp(top - row_top);",
+        "s = top == -acl_inf((acc_t)0) && s == s ? (acc_t)0 : s * acl_exp(top - row_top);",
         "s = acl_block_reduce(s, add);",
         "const acc_t lse = row_top + acl_log(s);",
     ]

@@ -1,9 +1,11 @@
 """Kernel generators of repeat-interleave with a repeats tensor, its backward, and EmbeddingDenseBackward.
 
 :class:`RepeatScan` turns the repeat counts into start positions in one block (a chunk a thread, the
-chunk sums scanned in shared memory) and sets the flag on a negative count or a total other than the
-caller's. :class:`RepeatGather` finds each output element's source by binary search over the starts and
-copies its storage word (or, for RepeatInterleaveTensor, writes the group number). :class:`GroupSum`
+chunk sums scanned in shared memory; or coalesced tiles scanned by warp shuffles) and sets the flag on a
+negative count or a total other than the caller's. :class:`RepeatGather` finds each output element's source by
+binary search over the starts and copies its storage word (or, for RepeatInterleaveTensor, writes the group
+number); :class:`RepeatRows` instead reads each source slice once and stores it into its group's out slices.
+:class:`GroupSum`
 adds each group's slices in float32, in order. :class:`EmbedKeys` checks the indices and writes (index,
 position) keys that the row sorter orders; :class:`RowBounds` marks where each weight row's run of sorted
 keys begins and ends, and :class:`EmbedRows` gives each weight row to one block, which sums the run's
@@ -20,6 +22,7 @@ from typing import Final
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.ctypes_map import ctype
 from acl_rocm.kernels.movement import HELPERS, load_wide, word
+from acl_rocm.kernels.reduction import SHUFFLE
 from acl_rocm.kernels.sort import kernel_name, meta, row_offsets, source
 
 SCAN_THREADS: Final = 256
@@ -57,6 +60,9 @@ class RepeatScan:
     """
 
     repeats: D
+    items: int = 0
+    """With ``items`` = K > 0 the tiled layout: tiles of K x SCAN_THREADS counts, thread t the K adjacent counts at
+    t * K (a warp's loads one contiguous run), scanned by warp shuffles and one shared exchange a tile."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -68,6 +74,9 @@ class RepeatScan:
         rt = ctype(self.repeats).storage
         params = [f"const {rt}* repeats", "const long long stride", "const long long count", "const long long expect"]
         params += ["long long* starts", "int* flag"]
+        if self.items:
+            comment = f"repeat counts to starts, tiled ({self.repeats.short})"
+            return source(comment, "", self.kernel_name, params, self._tiled(), SHUFFLE)
         body = [
             f"__shared__ long long part[{SCAN_THREADS}];",
             "const int t = threadIdx.x;",
@@ -100,6 +109,53 @@ class RepeatScan:
             "}",
         ]
         return source(f"repeat counts to starts ({self.repeats.short})", "", self.kernel_name, params, body)
+
+    def _tiled(self) -> list[str]:
+        """The tiled layout's body: per tile, suffix sums by ``ACL_SHFL_DOWN`` give each lane's exclusive prefix
+        within its warp (warp total minus the lane's inclusive suffix), warp totals meet in shared memory."""
+        k, tile = self.items, self.items * SCAN_THREADS
+        return [
+            f"__shared__ long long wsum[2][{SCAN_THREADS}];  // a tile's warp totals (two tiles alternate)",
+            "const int t = threadIdx.x, lane = t % ACL_WARP_SIZE, warp = t / ACL_WARP_SIZE;",
+            f"const int warps = {SCAN_THREADS} / ACL_WARP_SIZE;",
+            "long long carry = 0;",
+            "bool bad = false;",
+            f"for (long long base = 0, parity = 0; base < count; base += {tile}, parity ^= 1) {{",
+            f"  long long v[{k}], sum = 0;",
+            "  #pragma unroll",
+            f"  for (int q = 0; q < {k}; ++q) {{",
+            f"    const long long g = base + (long long)t * {k} + q;",
+            "    v[q] = g < count ? (long long)repeats[g * stride] : 0;",
+            "    bad = bad || v[q] < 0;",
+            "    sum += v[q];",
+            "  }",
+            "  long long suffix = sum;  // inclusive suffix sum over this warp's lanes",
+            "  for (int off = 1; off < ACL_WARP_SIZE; off *= 2) {",
+            "    const long long y = ACL_SHFL_DOWN(suffix, off);",
+            "    if (lane + off < ACL_WARP_SIZE) suffix += y;",
+            "  }",
+            "  if (lane == 0) wsum[parity][warp] = suffix;",
+            "  __syncthreads();",
+            "  long long run = carry, tile_total = 0;",
+            "  for (int w = 0; w < warps; ++w) {",
+            "    if (w < warp) run += wsum[parity][w];",
+            "    tile_total += wsum[parity][w];",
+            "  }",
+            "  run += wsum[parity][warp] - suffix;  // the lanes before this one in its warp",
+            "  #pragma unroll",
+            f"  for (int q = 0; q < {k}; ++q) {{",
+            f"    const long long g = base + (long long)t * {k} + q;",
+            "    if (g < count) starts[g] = run;",
+            "    run += v[q];",
+            "  }",
+            "  carry += tile_total;",
+            "}",
+            "if (bad) *flag = 1;",
+            "if (t == 0) {",
+            "  starts[count] = carry;",
+            "  if (carry != expect) *flag = 1;",
+            "}",
+        ]
 
 
 @dataclass(frozen=True)
@@ -145,6 +201,96 @@ class RepeatGather:
         body.append("}")
         structs = "\n".join([meta(self.out_ndim, 1), shape_struct("Src", self.src_ndim)])
         return source("repeat-interleave gather", structs, self.kernel_name, params, body, HELPERS)
+
+
+@dataclass(frozen=True)
+class RepeatRows:
+    """out slice (o, j, :) = source slice (o, g, :) for starts[g] <= j < starts[g+1], a source slice read once.
+
+    A unit is (o, g, segment): ``lanes`` adjacent threads (a power of two, at most a warp) load the segment's
+    ``lanes * unroll`` items of source slice (o, g), every load issued before the first store, then store them
+    into each of the group's out slices. Slices are single strided runs (``sis`` / ``dis`` items apart); ``Src`` /
+    ``Dst`` are the views whose C-order element (o * groups + g) * inner (source) and (o * total + j0) * inner (out)
+    starts a slice, and out slice j + 1 starts ``jstride`` items after slice j.
+    """
+
+    itemsize: int
+    src_ndim: int
+    out_ndim: int
+    lanes: int
+    unroll: int
+    direct: bool = False
+    """``Src`` / ``Dst`` are 2-d, (outer, groups) and (outer, total): a slice starts at o * stride[0] + g (or j0) *
+    stride[1], no unravelling."""
+    narrow: bool = False
+    """Units fit 32 bits: the unit's (o, g, segment) split in 32-bit unsigned arithmetic."""
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("repeat_rows", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        w, per = word(self.itemsize), self.lanes * self.unroll
+        params = ["const Src s", "const Dst ov", f"const {w}* src", f"{w}* dst", "const long long* starts"]
+        params += [f"const long long {n}" for n in ("groups", "total", "inner", "segs", "units", "sis", "dis")]
+        params += ["const long long jstride", "const int* flag"]
+        body = [
+            "if (*flag) return;",
+            f"const long long lane = (long long)(threadIdx.x % {self.lanes}u);",
+            f"const long long step = (long long)gridDim.x * (blockDim.x / {self.lanes}u);",
+            f"for (long long u = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / {self.lanes}; u < units;"
+            " u += step) {",
+            *("  " + line for line in self._unit(per)),
+            f"  {w} v[{self.unroll}];",
+            "  #pragma unroll",
+            f"  for (int k = 0; k < {self.unroll}; ++k) {{",
+            f"    const long long i = first + (long long)k * {self.lanes};",
+            "    if (i < inner) v[k] = src[so + i * sis];",
+            "  }",
+            "  for (long long j = j0; j < j1; ++j, dn += jstride) {",
+            "    #pragma unroll",
+            f"    for (int k = 0; k < {self.unroll}; ++k) {{",
+            f"      const long long i = first + (long long)k * {self.lanes};",
+            "      if (i < inner) dst[dn + i * dis] = v[k];",
+            "    }",
+            "  }",
+            "}",
+        ]
+        structs = "\n".join([shape_struct("Src", self.src_ndim), shape_struct("Dst", self.out_ndim)])
+        comment = "repeat-interleave rows, a source slice read once"
+        if self.direct:
+            structs = "\n".join([shape_struct("Src", 2), shape_struct("Dst", 2)])
+        return source(comment, structs, self.kernel_name, params, body, HELPERS)
+
+    def _unit(self, per: int) -> list[str]:
+        """Lines splitting unit ``u`` into (o, g, segment): ``j0`` / ``j1`` its out slices, ``first`` its lane's first
+        item, ``so`` / ``dn`` where its source slice and first out slice start."""
+        if self.narrow:
+            split = [
+                "  const unsigned uu = (unsigned)u, us = (unsigned)segs, og = uu / us;",
+                "  const long long g = (long long)(og % (unsigned)groups), o = (long long)(og / (unsigned)groups);",
+                f"  const long long first = (long long)(uu % us) * {per} + lane;",
+            ]
+        else:
+            split = [
+                "  const long long og = u / segs, g = og % groups, o = og / groups;",
+                f"  const long long first = (u % segs) * {per} + lane;",
+            ]
+        lines = [*(line[2:] for line in split), "const long long j0 = starts[g], j1 = starts[g + 1];"]
+        lines.append("if (j1 <= j0) continue;")
+        if self.direct:
+            return [
+                *lines,
+                "const long long so = o * s.stride[0] + g * s.stride[1];",
+                "long long dn = o * ov.stride[0] + j0 * ov.stride[1];",
+            ]
+        return [
+            *lines,
+            *unravel("s", self.src_ndim, "(o * groups + g) * inner", "so"),
+            *unravel("ov", self.out_ndim, "(o * total + j0) * inner", "dn"),
+        ]
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ Each call is a :class:`~acl_rocm.ops.program.Program` recorded once per signatur
   a batched 'none'), then ``class_total`` (one block) sums them into the loss (mean: divided by the total
   weight) and totalWeightOut; the per-sample values live in float64 temporaries;
 * CrossEntropyLoss: ``ce_rows`` (a block per sample: the log-softmax in one online max/sum pass and one
-  writing pass, then the smoothed term), then ``class_total``;
+  writing pass, then the smoothed term; ``ACL_CE_ROWS=vec``, opt-in: the 16-byte vector kernel where rows allow),
+  then ``class_total``;
 * the backward ops: ``nll_grad`` writes every element of the gradient (0 off the target class), reading
   the given totalWeight for a mean; CrossEntropyLossGrad runs ``weight_sums`` (one block: Σ w[t_n] and
   Σ w_c into a temporary) then ``ce_grad``;
@@ -18,6 +19,7 @@ A target outside [0, C) other than ignoreIndex sets the program's device flag, w
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -29,9 +31,10 @@ from acl_core.tensor import AclTensor
 from acl_rocm.kernels import class_loss as _kinds  # noqa: F401 - registers the row kinds
 from acl_rocm.kernels.class_loss import FLAG_DTYPE
 from acl_rocm.kernels.reduction import acc_dtype
+from acl_rocm.launch import LaunchConfig
 from acl_rocm.ops.loss import _placeholder
 from acl_rocm.ops.program import FLAG, Program, Step, Temp, program_kernel
-from acl_rocm.ops.reduction import Bound, RowRunner, bind
+from acl_rocm.ops.reduction import Bound, RowPlan, RowRunner, bind, unit_vector
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
@@ -48,6 +51,19 @@ OPS: tuple[str, ...] = (
 """The aclnn operators this module runs."""
 
 Scalars = list[tuple[str, str, Any]]
+
+LOG = logging.getLogger("acl_rocm.class_loss")
+CE_ENV = "ACL_CE_ROWS"
+"""``vec`` or ``vec1024`` (opt-in until a GPU run has timed them): CrossEntropyLoss's rows through the vector kernel
+(``kernels/class_loss.py`` ``_ce_rows_vec``: 16-byte loads, one statistics pass, the writing pass in reverse); other
+values: the element kernel."""
+CE_BLOCK = 512
+"""Threads of the vector kernel's block (a row each)."""
+CE_CONFIGS = {"vec": CE_BLOCK, "vec1024": 1024}
+"""The :data:`CE_ENV` values and their blocks (``vec1024``: one 1,024-thread block an SM, half the rows in flight of
+``vec``'s two, so more of a row is still in L2 when its logProbOut pass reads it again)."""
+CE_UNROLL = 4
+"""Vectors each thread of the vector kernel loads before using them."""
 
 
 def _t(launch: Launch, name: str) -> AclTensor | None:
@@ -96,7 +112,13 @@ class ClassLossRunner(RowRunner):
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per supported op name."""
-        return {name: program_kernel(self.backend, "class_loss", name, self._planner(name)) for name in OPS}
+        return {
+            name: program_kernel(self.backend, "class_loss", name, self._planner(name), self._ce_rows) for name in OPS
+        }
+
+    def _ce_rows(self) -> str | None:
+        """The :data:`CE_ENV` setting (plans under it are kept apart from the default's), or None when unset."""
+        return self.backend.environ.get(CE_ENV, "").strip().lower() or None
 
     def _planner(self, op: str) -> Any:
         def plan(launch: Launch) -> Program:
@@ -129,10 +151,13 @@ class ClassLossRunner(RowRunner):
         temps: dict[str, Temp | object],
         acc: D,
         per_thread_rows: bool = False,
+        block: int | None = None,
     ) -> None:
         planned = self.plan(op, kind, bound, outer, inner, acc, options, scalars, per_thread_rows)
         if planned is None:
             return
+        if block is not None:
+            planned = RowPlan(planned.kernel, LaunchConfig(planned.config.grid, (block, 1, 1)), planned.values)
         prepared = self.prepare(planned)
         assert prepared is not None
         values: list[Any] = list(planned.values)
@@ -140,6 +165,23 @@ class ClassLossRunner(RowRunner):
             if b.operand.name in temps:
                 values[1 + k] = temps[b.operand.name]
         prog.steps.append(Step(prepared.function, prepared.config, tuple(values)))
+
+    def _ce_vector(
+        self, x: AclTensor, xs: Sequence[int], c_stride: Sequence[int], c: int, lp: AclTensor | None
+    ) -> tuple[tuple[tuple[str, str | int | bool], ...], int | None]:
+        """(options, block) of CrossEntropyLoss's rows: the vector kernel (:data:`CE_ENV` = ``vec``, where the logits'
+        rows are aligned unit-stride runs of at least two vectors; logProbOut stored as vectors where its rows allow
+        the same width) or the element kernel ((), None)."""
+        block = CE_CONFIGS.get(self._ce_rows() or "")
+        if block is None or lp is None:
+            return (), None
+        vec = unit_vector(x, xs, c_stride, c, whole=False)
+        if vec < 2 or c < 2 * vec:
+            LOG.debug("CrossEntropyLoss: logits rows of %d (strides %s, %s) not aligned vector runs", c, xs, c_stride)
+            return (), None
+        lpvec = unit_vector(lp, lp.strides[:-1], lp.strides[-1:], c, whole=False) >= vec
+        LOG.debug("CrossEntropyLoss: vector rows of %d, %d elements a load, logProbOut %s", c, vec, lpvec)
+        return (("block", block), ("vec", vec), ("unroll", CE_UNROLL), ("lpvec", lpvec)), block
 
     @staticmethod
     def _flag(rank_outer: int, rank_inner: int) -> Bound:
@@ -182,6 +224,7 @@ class ClassLossRunner(RowRunner):
             temps["term"] = term_buf
         scalars: Scalars = [("ignore", "long long", int(launch.args["ignoreIndex"]))]
         acc = self._acc(x, w)
+        lp: AclTensor | None = None
         if ce:
             lp, lse0 = _need(launch, "logProbOut"), _need(launch, "lseForZlossOut")
             bound.insert(3, bind("lp", lp, (lp.strides[0],), (lp.strides[1],), write=True))
@@ -194,7 +237,8 @@ class ClassLossRunner(RowRunner):
         else:
             kind = "nll_rows"
         bound.append(self._flag(n_out, 1))
-        self._record(prog, op, kind, bound, samples, (c,), (), scalars, temps, acc, per_thread_rows=not ce)
+        options, block = self._ce_vector(x, xs, c_stride, c, lp) if ce else ((), None)
+        self._record(prog, op, kind, bound, samples, (c,), options, scalars, temps, acc, not ce, block)
         self._total(prog, op, launch, reduction, direct, rows, loss, total, term_buf, tw_buf, x.rank == 1)
 
     def _total(

@@ -5,8 +5,10 @@ each dim (a negative step runs backwards) and inserts or drops dims of one; a re
 repeated dim into (n, r) with the source at stride 0 along r. A repeats tensor needs its counts, which live
 on the device: one block scans them into start positions (checking each count and their total against
 outputSize, 161002 at synchronisation), then each output element finds its source by binary search
-(``kernels/index_shape.py``). RepeatInterleaveGrad sums each group's slices in float32 in order. A long
-repeats tensor (millions of counts) is scanned by that one block: correct, not fast.
+(``kernels/index_shape.py``); under ``ACL_REPEAT_ROWS=rows`` (opt-in) the block scans in coalesced tiles and each
+source slice is read once and stored into its group's out slices (RepeatRows). RepeatInterleaveGrad sums each
+group's slices in float32 in order. A long repeats tensor (millions of counts) is scanned by that one block: correct,
+not fast.
 
 EmbeddingDenseBackward is deterministic: the indices are checked and sorted with their positions (the row
 sorter, stable), and one block per weight row sums its run of grad rows in position order in float32,
@@ -18,6 +20,7 @@ too. No atomics.
 from __future__ import annotations
 
 import ctypes
+import logging
 import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -33,6 +36,7 @@ from acl_rocm.kernels.index_shape import (
     EmbedRows,
     GroupSum,
     RepeatGather,
+    RepeatRows,
     RepeatScan,
     RowBounds,
 )
@@ -59,6 +63,19 @@ OPS: tuple[str, ...] = (
 """The aclnn operators this module runs."""
 
 ROW_THREADS = 256
+REPEAT_ENV = "ACL_REPEAT_ROWS"
+"""``rows`` (opt-in until a GPU run has timed it): RepeatInterleave(WithDim) with a repeats tensor copies each source
+slice once into its group's out slices (``kernels/index_shape.py`` RepeatRows) instead of a binary search over the
+starts per out element, and every repeats-tensor op scans its counts in coalesced tiles (RepeatScan ``items``)."""
+SCAN_ITEMS = 16
+"""Counts a thread of the tiled scan (``ACL_REPEAT_ROWS=rows``) loads a tile."""
+ROW_LANES = 32
+"""The most threads that share one source slice of RepeatRows (a segment of ``lanes * ROW_UNROLL`` items each)."""
+ROW_UNROLL = 4
+"""Items each RepeatRows lane loads before its first store."""
+ROW_BLOCKS_PER_UNIT = 16
+"""RepeatRows' most blocks a compute unit (more units are taken in a grid-stride loop)."""
+LOG = logging.getLogger("acl_rocm.index_shape")
 WORD = 16
 """Bytes a copy moves per element where the views' last dims are contiguous, aligned and whole words."""
 
@@ -150,7 +167,7 @@ class IndexShapeRunner:
             "EmbeddingDenseBackward": self.embedding_plan,
         }
         for op, plan in programs.items():
-            made[op] = program_kernel(self.backend, "index_shape", op, plan)
+            made[op] = program_kernel(self.backend, "index_shape", op, plan, self._repeat_rows)
         return made
 
     # ------------------------------------------------------------------ copies through the movement family
@@ -200,7 +217,8 @@ class IndexShapeRunner:
         starts = prog.temp((count + 1) * 8)
         stride = repeats.strides[0] if repeats.numel > 1 else 0
         values = [_ptr(repeats), *longs(stride, count, expect), starts, FLAG]
-        self._step(prog, RepeatScan(repeats.dtype), LaunchConfig((1, 1, 1), (SCAN_THREADS, 1, 1)), values)
+        items = SCAN_ITEMS if self._repeat_rows() == "rows" else 0
+        self._step(prog, RepeatScan(repeats.dtype, items), LaunchConfig((1, 1, 1), (SCAN_THREADS, 1, 1)), values)
         return starts
 
     def _step(self, prog: Program, kernel: Any, config: LaunchConfig, values: Sequence[Any]) -> None:
@@ -240,12 +258,75 @@ class IndexShapeRunner:
             if wide_src is not None and wide_out is not None:  # rows of whole 16-byte words
                 inner //= WORD // item
                 (src_shape, src_strides), (out_shape, out_strides), item = wide_src, wide_out, WORD
+            if self._repeat_rows() == "rows":
+                views = (src_shape, src_strides, out_shape, out_strides)
+                if self._rows_step(prog, launch, views, item, size, total, inner, starts):
+                    return prog
             kernel = RepeatGather(item, len(out_shape), len(src_shape))
         meta = self.sorter.meta(math.prod(out_shape), out_shape, [out_strides])
         values = [meta, _view_struct(src_shape, src_strides), _ptr(src), _ptr(out), starts]
         values += [*longs(size, total, inner), FLAG]
         self._step(prog, kernel, self.sorter.flat_config(math.prod(out_shape)), values)
         return prog
+
+    def _repeat_rows(self) -> str | None:
+        """The :data:`REPEAT_ENV` setting (plans under it are kept apart from the default's), or None when unset."""
+        return self.backend.environ.get(REPEAT_ENV, "").strip().lower() or None
+
+    def _rows_step(
+        self,
+        prog: Program,
+        launch: Launch,
+        views: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]],
+        item: int,
+        groups: int,
+        total: int,
+        inner: int,
+        starts: Any,
+    ) -> bool:
+        """Record RepeatRows (a source slice read once, stored into each of its group's out slices); False, with
+        the reason logged, where a slice is not one strided run in both views (the gather takes the call)."""
+        op = launch.spec.name
+        src_shape, src_strides, out_shape, out_strides = views
+        dim: int = launch.plan["dim"]
+        if dim >= 0:
+            run = coalesce(src_shape[dim + 1 :], [src_strides[dim + 1 :], out_strides[dim + 1 :]])
+            if run.ndim > 1:
+                LOG.debug("%s: slices of %s are not one strided run; the gather path", op, src_shape[dim + 1 :])
+                return False
+            sis, dis = (run.strides[0][0], run.strides[1][0]) if run.ndim else (1, 1)
+            jstride, outer = out_strides[dim], math.prod(src_shape[:dim])
+            lead = coalesce(src_shape[:dim], [src_strides[:dim], out_strides[:dim]])
+            direct = lead.ndim <= 1
+            o_src, o_out = (lead.strides[0][0], lead.strides[1][0]) if lead.ndim else (0, 0)
+            g_src = src_strides[dim]
+        else:  # self flattened: a slice is one element, out is 1-D
+            sis, dis, jstride, outer = 1, 1, out_strides[0], 1
+            flat = coalesce(src_shape, [src_strides])
+            direct, o_src, o_out = flat.ndim <= 1, 0, 0
+            g_src = flat.strides[0][0] if flat.ndim else 0
+        lanes = 1
+        while lanes < ROW_LANES and lanes * ROW_UNROLL < inner:
+            lanes *= 2
+        segs = -(-inner // (lanes * ROW_UNROLL))
+        units = outer * groups * segs
+        p = self.backend.properties
+        grid = min(-(-units * lanes // ROW_THREADS), p.compute_units * ROW_BLOCKS_PER_UNIT, p.max_grid_x)
+        src, out = launch.args["self"], launch.args["out"]
+        assert isinstance(src, AclTensor) and isinstance(out, AclTensor)
+        if direct:  # a slice starts at o * stride[0] + g * stride[1]: no unravelling
+            views = ((outer, groups), (o_src, g_src), (outer, total), (o_out, jstride))
+        structs = [_view_struct(views[0], views[1]), _view_struct(views[2], views[3])]
+        values = [*structs, _ptr(src), _ptr(out), starts, *longs(groups, total, inner, segs, units, sis, dis, jstride)]
+        values.append(FLAG)
+        narrow = units * lanes + ROW_THREADS * grid < 1 << 31 and groups < 1 << 31
+        kernel = RepeatRows(item, len(src_shape), len(out_shape), lanes, ROW_UNROLL, direct, narrow)
+        LOG.debug(
+            "%s: %d slices of %d %d-byte items, %d lanes a slice%s",
+            *(op, outer * groups, inner, item, lanes, ", direct" if direct else ""),
+        )
+        self._step(prog, kernel, LaunchConfig((max(grid, 1), 1, 1), (ROW_THREADS, 1, 1)), values)
+        return True
 
     def grad_plan(self, launch: Launch) -> Program:
         """RepeatInterleaveGrad: scan the counts against the axis' size, then one float32 sum per out element."""

@@ -148,6 +148,21 @@ def bind(name: str, t: AclTensor, outer: Sequence[int], inner: Sequence[int], *,
     return Bound(RowOperand(name, t.dtype, write), t, tuple(outer), tuple(inner))
 
 
+def unit_vector(t: AclTensor, outer: Sequence[int], inner: Sequence[int], length: int, whole: bool = True) -> int:
+    """Elements of ``t`` a row moves as one aligned access of at most 16 bytes: its row is one unit-stride run whose
+    every start (address and ``outer`` strides) is aligned to the width (``whole``: the row length a multiple of it
+    too); 1 when none is."""
+    size = t.dtype.info.storage_bits // 8
+    vec = max(1, VECTOR_BYTES // size)
+    address = t.data + t.offset * size
+    unit = len(inner) == 1 and inner[0] == 1
+    while vec > 1 and not (
+        unit and (length % vec == 0 or not whole) and address % (vec * size) == 0 and all(s % vec == 0 for s in outer)
+    ):
+        vec //= 2
+    return vec
+
+
 def row_config(rows: int, length: int, warp: int, units: int, max_grid: int, per_thread_rows: bool) -> LaunchConfig:
     """Block per row (whole warps, up to 256 threads, no wider than the row) or thread per row (scans)."""
     if per_thread_rows:
@@ -559,15 +574,8 @@ class ReductionRunner(RowRunner):
     ) -> RowPlan | None:
         """One 1024-thread block per row; rows that are one aligned unit-stride run load 16 bytes at a time."""
         x = bound[0]
-        size = x.tensor.dtype.info.storage_bits // 8
-        vec = max(1, VECTOR_BYTES // size)
-        length = math.prod(inner_shape)
-        address = x.tensor.data + x.tensor.offset * size
-        unit = len(inner_shape) == 1 and x.inner[0] == 1
-        while vec > 1 and not (
-            unit and length % vec == 0 and address % (vec * size) == 0 and all(s % vec == 0 for s in x.outer)
-        ):
-            vec //= 2
+        unit = len(inner_shape) == 1
+        vec = unit_vector(x.tensor, x.outer, x.inner if unit else (0,), math.prod(inner_shape))
         wide = [*options, ("block", WIDE_ARG_THREADS), ("wide", vec), ("unroll", WIDE_ARG_UNROLL)]
         planned = self.plan(op, "arg", bound, outer_shape, inner_shape, acc, wide)
         if planned is None:
