@@ -145,8 +145,8 @@ def test_grouped_matmul_v5_wgmma_rows(fake: Sequence[RocmBackend]) -> None:
 
 
 def test_cross_entropy_and_repeat_rows_env_rows(fake: Sequence[RocmBackend]) -> None:
-    """CrossEntropyLoss's ACL_CE_ROWS=vec and RepeatInterleaveWithDim's ACL_REPEAT_ROWS=rows rows beside the
-    default ones (unchanged), each planning its kernel under the setting; the environ restored after."""
+    """CrossEntropyLoss's ACL_CE_ROWS=vec / element and RepeatInterleaveWithDim's ACL_REPEAT_ROWS=search rows beside
+    the default ones (vec1024, rows), each planning its kernel under the setting; the environ restored after."""
     from acl_tools.bench import class_loss_rows, index_shape_rows
 
     (backend,) = fake
@@ -158,9 +158,9 @@ def test_cross_entropy_and_repeat_rows_env_rows(fake: Sequence[RocmBackend]) -> 
     assert rows == [
         ("CrossEntropyLoss", "reduction mean", "ok"),
         ("CrossEntropyLoss", "reduction mean, ACL_CE_ROWS=vec", "ok"),
-        ("CrossEntropyLoss", "reduction mean, ACL_CE_ROWS=vec1024", "ok"),
+        ("CrossEntropyLoss", "reduction mean, ACL_CE_ROWS=element", "ok"),
         ("RepeatInterleaveWithDim", "", "ok"),
-        ("RepeatInterleaveWithDim", "ACL_REPEAT_ROWS=rows", "ok"),
+        ("RepeatInterleaveWithDim", "ACL_REPEAT_ROWS=search", "ok"),
     ]
     compiled = backend.provider.compiled  # type: ignore[attr-defined]
     assert any(n.startswith("acl_sort_repeat_rows_") for n in compiled)

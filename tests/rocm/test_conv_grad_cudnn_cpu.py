@@ -251,17 +251,17 @@ def test_cudnn_takes_only_calls_it_computes_under_the_contract() -> None:
     assert why(input=nhwc) is None and why(input=_t((2, 4, 6, 6), strides=(300, 72, 12, 1))) is None
 
 
-def test_the_path_is_gemm_unless_asked_and_unknown_values_are_refused(emulated, reference: Backend) -> None:  # noqa: F811
+def test_the_path_is_cudnn_unless_asked_and_unknown_values_are_refused(emulated, reference: Backend) -> None:  # noqa: F811
     backend, _ = emulated
     runner = backend.conv_grad  # type: ignore[attr-defined]
-    assert runner.path() == "gemm"
+    assert runner.path() == "cudnn"
     module = FakeCudnn()
     runner.cudnn = CudnnConv(backend, loader=lambda: module)
+    backend.environ = {**backend.environ, "ACL_CONV_GRAD_PATH": "gemm"}  # type: ignore[misc]
     args = grad_args(np.random.default_rng(1), (2, 4, 5, 5), (6, 4, 3, 3), np.float32, stride=[1, 1], padding=[1, 1])
     eager.run("ConvolutionBackward", backend, **args)
     assert not module.built and runner.last_path == {"gradInput": "gemm", "gradWeight": "gemm"}
-    backend.environ = {**backend.environ, "ACL_CONV_GRAD_PATH": "cudnn"}  # type: ignore[misc]
-    assert runner.path() == "cudnn"
+    assert runner.path() == "gemm"
     runner.path_override = "numpy"
     with pytest.raises(AclError) as info:
         eager.run("ConvolutionBackward", backend, **args)
@@ -274,7 +274,7 @@ def test_the_path_is_gemm_unless_asked_and_unknown_values_are_refused(emulated, 
 def test_cudnn_graphs_compute_both_gradients(faked, reference: Backend, dtype: D, case: tuple) -> None:
     backend, runner, module = faked
     args = spec_args(np.random.default_rng(2), case, dtype)
-    compare(backend, reference, args, "transposed" if len(case[0]) == 4 else "contiguous", str(case))
+    compare(backend, reference, args, "contiguous", str(case))
     op = "fprop" if case[6] else "dgrad"
     assert runner.last_path == {"gradInput": f"cudnn {op}", "gradWeight": "cudnn wgrad"}
     assert module.executed == [op, "wgrad"]
@@ -316,7 +316,7 @@ def test_hf32_operands_reach_cudnn_rounded(faked, reference: Backend, transposed
     backend, runner, module = faked
     args = spec_args(np.random.default_rng(7), CASES[5 if transposed else 1], D.ACL_FLOAT, cube=1)
     args["input"] = np.asarray(args["input"]) * np.float32(1 + 2**-13)  # values HF32 rounds differently from fp32
-    compare(backend, reference, args, "transposed", "HF32")
+    compare(backend, reference, args, "contiguous", "HF32")
     op = "fprop" if transposed else "dgrad"
     assert runner.last_path == {"gradInput": f"cudnn {op} hf32", "gradWeight": "cudnn wgrad hf32"}
     keys = list(runner.cudnn._graphs)
@@ -390,12 +390,13 @@ def test_the_bench_times_a_forced_cudnn_row_beside_the_default(
         suite.device = torch.device("cpu")
         backward_rows.run_cases(suite)
         ops = [(c.op, c.status) for c in suite.cases]
-        if loader:
-            expected = ["ConvolutionBackward", "ConvolutionBackward cudnn", "ConvolutionBackward cudnn-nondet"]
+        if loader:  # the default (cuDNN's deterministic engines), then the atomic-sum ones, then the GEMM path
+            expected = ["ConvolutionBackward", "ConvolutionBackward cudnn-nondet", "ConvolutionBackward gemm"]
             assert ops == [(op, "ok") for op in expected] and runner.path_override is None
-            assert paths == ["cudnn", "cudnn", "cudnn-nondet", "cudnn-nondet"] and module.executed
+            assert paths == [None, None, "cudnn-nondet", "cudnn-nondet"] and module.executed
         else:
-            assert ops == [("ConvolutionBackward", "ok")] and "cudnn-nondet: skipped (the cuDNN frontend" in lines[-1]
+            assert ops == [("ConvolutionBackward", "ok"), ("ConvolutionBackward gemm", "ok")]
+            assert any("cudnn-nondet: skipped (the cuDNN frontend" in line for line in lines)
 
 
 def _missing() -> Any:
@@ -433,3 +434,25 @@ def test_conv_plans_persist_by_key_and_role_uids(tmp_path: Any) -> None:
     other = dataclasses.replace(key, deterministic=False)
     assert not instance().graph(other).restored and built == [key, other]  # type: ignore[union-attr]
     assert len(list((tmp_path / PLAN_KIND).rglob("*.plan"))) == 2
+
+
+def test_only_channel_first_or_channel_last_strides_reach_cudnn() -> None:
+    """Padded NCHW / NHWC views go to cuDNN; other stride orders (the transposed layout) do not (misread on an H100)."""
+    from acl_rocm.ops.conv_grad_cudnn import order_refusal
+
+    def view(dims: tuple[int, ...], strides: tuple[int, ...]) -> AclTensor:
+        return AclTensor(dims, D.ACL_BF16, strides, 0, Format.ACL_FORMAT_ND, (10_000,), 0)
+
+    assert order_refusal("x", view((2, 4, 5, 6), (120, 30, 6, 1))) is None  # NCHW
+    assert order_refusal("x", view((2, 4, 5, 6), (160, 40, 8, 1))) is None  # NCHW, rows padded
+    assert order_refusal("x", view((2, 4, 5, 6), (120, 1, 24, 4))) is None  # NHWC
+    assert order_refusal("x", view((2, 1, 5, 6), (30, 1, 1, 5))) is not None  # W before H
+    assert "neither" in (order_refusal("x", view((2, 4, 5, 6), (120, 30, 1, 5))) or "")
+    assert order_refusal("x", view((2, 6, 4, 3), (1, 2, 12, 48))) is not None  # every dim reversed (eager's transposed)
+
+
+def test_a_reversed_view_takes_the_gemm_path(faked, reference: Backend) -> None:
+    backend, runner, module = faked
+    args = spec_args(np.random.default_rng(2), CASES[0], D.ACL_BF16)
+    compare(backend, reference, args, "transposed", "reversed strides")
+    assert runner.last_path == {"gradInput": "gemm", "gradWeight": "gemm"} and not module.executed

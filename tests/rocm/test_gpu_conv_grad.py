@@ -70,11 +70,14 @@ def compare(
 
 @pytest.fixture
 def conv(rocm: Backend) -> Iterator[Backend]:
-    """The rocm backend, skipped without a BLAS; the convolution chunk budget is restored afterwards."""
+    """The rocm backend on its GEMM path (what runs where cuDNN is absent: test_gpu_conv_grad_cudnn.py proves the
+    NVIDIA default), skipped without a BLAS; the chunk budget and the path are restored afterwards."""
     if OP not in rocm.capabilities().ops:
         pytest.skip(f"{OP} not claimed: {rocm.matmul.unavailable()}")  # type: ignore[attr-defined]
     budget = rocm.convolution.chunk_bytes  # type: ignore[attr-defined]
+    rocm.conv_grad.path_override = "gemm"  # type: ignore[attr-defined]
     yield rocm
+    rocm.conv_grad.path_override = None  # type: ignore[attr-defined]
     rocm.convolution.chunk_bytes = budget  # type: ignore[attr-defined]
 
 

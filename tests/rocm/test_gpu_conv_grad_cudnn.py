@@ -105,7 +105,9 @@ def test_cudnn_nondeterministic_engines(rocm: Backend, reference: Backend, force
 def test_cudnn_strided_views(rocm: Backend, reference: Backend, forced: Any, layout: str) -> None:
     args = spec_args(np.random.default_rng(13), LAYERS[1], D.ACL_BF16)
     compare(rocm, reference, args, layout, f"{layout}: {forced.last_path}")
-    assert set(forced.last_path) == {"gradInput", "gradWeight"}  # cuDNN, or the GEMM path where cuDNN refused
+    assert set(forced.last_path) == {"gradInput", "gradWeight"}
+    if layout == "transposed":  # every stride reversed: cuDNN misread such views on the H100 (2026-12-07)
+        assert forced.last_path == {"gradInput": "gemm", "gradWeight": "gemm"}
 
 
 def test_cudnn_masks_and_cube_math_types(rocm: Backend, reference: Backend, forced: Any) -> None:
@@ -116,7 +118,7 @@ def test_cudnn_masks_and_cube_math_types(rocm: Backend, reference: Backend, forc
     assert forced.last_path == {"gradWeight": "cudnn wgrad"}
     for cube in (1, 3):
         args = spec_args(rng, LAYERS[0], D.ACL_FLOAT, cube=cube)
-        compare(rocm, reference, args, "transposed", f"cubeMathType {cube}: HF32-rounded copies, no TF32")
+        compare(rocm, reference, args, "contiguous", f"cubeMathType {cube}: HF32-rounded copies, no TF32")
         assert forced.last_path == {"gradInput": "cudnn dgrad hf32", "gradWeight": "cudnn wgrad hf32"}
     args = spec_args(rng, LAYERS[0], D.ACL_FLOAT, cube=2)
     compare(rocm, reference, args, "contiguous", "cubeMathType 2 (fp16 operands) keeps the GEMM path")

@@ -3,8 +3,9 @@
 ConvolutionBackward at a ResNet-like 3x3 layer (N32 C256 56x56 -> 256, stride 1, padding 1, bf16; ``--sizes full``,
 a small layer otherwise), all three gradients, against ``aten.convolution_backward`` (what autograd calls for
 ``F.conv2d``; cuDNN on NVIDIA). Its metric is TFLOP/s over the two GEMM-shaped gradients (``2·2·N·P·Cout·Cin·taps``).
-On rocm two more rows force the cuDNN path beside the default one: ``ConvolutionBackward cudnn`` (its
-deterministic engines, ``ACL_CONV_GRAD_PATH=cudnn``) and ``ConvolutionBackward cudnn-nondet`` (atomic-sum ones too).
+On rocm two more rows force the other paths beside the default (cuDNN's deterministic engines):
+``ConvolutionBackward cudnn-nondet`` (atomic-sum engines too) and ``ConvolutionBackward gemm`` (im2col + GEMM, what
+runs where cuDNN is absent).
 
 BatchNormBackward in training at N32 C256 56x56 bf16 (float32 weight and statistics, as mixed-precision training
 keeps them), all three gradients, against ``aten.native_batch_norm_backward``; GB/s over the bytes a fused
@@ -33,8 +34,8 @@ def run_cases(suite: Suite) -> None:
     if suite.wanted("ConvolutionBackward"):
         full = suite.sizes.norm[0] >= 8192
         runner = suite.runner("conv_grad")
-        for path in suite.choices("conv_grad", "path_override", ("cudnn", "cudnn-nondet")):
-            if path is not None and runner.cudnn.refusal() is not None:
+        for path in suite.choices("conv_grad", "path_override", ("cudnn-nondet", "gemm")):
+            if path is not None and path.startswith("cudnn") and runner.cudnn.refusal() is not None:
                 suite.progress(f"ConvolutionBackward {path}: skipped ({runner.cudnn.refusal()})")
                 continue
             _convolution(suite, (32, 256, 56, 56, 256) if full else (2, 16, 8, 8, 16), path)

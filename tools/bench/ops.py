@@ -147,8 +147,8 @@ ENV_ROWS: dict[str, tuple[str, tuple[str, ...], frozenset[D] | None]] = {
     "Take": ("ACL_TAKE_CHECK", ("vec", "fused"), None),
     "LightningIndexer": ("ACL_LI_PATH", ("tiled", "sort"), None),
     "SparseFlashAttention": ("ACL_SFA_PATH", ("block",), None),
-    "CrossEntropyLoss": ("ACL_CE_ROWS", ("vec", "vec1024"), None),
-    "RepeatInterleaveWithDim": ("ACL_REPEAT_ROWS", ("rows",), None),
+    "CrossEntropyLoss": ("ACL_CE_ROWS", ("vec", "element"), None),
+    "RepeatInterleaveWithDim": ("ACL_REPEAT_ROWS", ("search",), None),
 }
 """rocm settings timed as extra rows beside an op's default row: op → (variable, values, dtypes or None for all).
 

@@ -13,8 +13,8 @@ plain convolution of gradOutput):
   order, two slices of memory whatever the chunk count) and, at the end, rounds once into gradWeight's view;
 * gradBias: the reduction family's ``reduce`` row kernel summing gradOutput over every dim but the channel.
 
-Everything stays on the device, stream-ordered; ``cubeMathType`` acts as for the forward op. On NVIDIA,
-``ACL_CONV_GRAD_PATH=cudnn`` (opt-in) computes gradInput and gradWeight with cuDNN where
+Everything stays on the device, stream-ordered; ``cubeMathType`` acts as for the forward op. On NVIDIA, by default
+(``ACL_CONV_GRAD_PATH=cudnn``; ``gemm`` for the path above) gradInput and gradWeight run on cuDNN where
 :func:`~acl_rocm.ops.conv_grad_cudnn.cudnn_refusal` and cuDNN's own support allow
 (:mod:`acl_rocm.ops.conv_grad_cudnn`); the debug logger ``acl_rocm.conv_grad`` names each gradient's path and
 why the GEMM path ran.
@@ -88,8 +88,8 @@ class ConvolutionGradRunner:
         "gemm (<why cuDNN refused the graph>)")."""
 
     def path(self) -> str:
-        """The asked-for path: the override, else ``ACL_CONV_GRAD_PATH``, else "gemm"."""
-        value = self.path_override or str(self.backend.environ.get(PATH_ENV, "")).strip() or "gemm"
+        """The asked-for path: the override, else ``ACL_CONV_GRAD_PATH``, else "cudnn" (where it refuses: the GEMMs)."""
+        value = self.path_override or str(self.backend.environ.get(PATH_ENV, "")).strip() or "cudnn"
         if value not in PATHS:
             raise unknown_path(value)
         return value
