@@ -1,0 +1,240 @@
+"""cuDNN frontend graphs for one backend: the frontend's loading, handles, a graph LRU, the plan cache, execution.
+
+Shared by the cuDNN paths of FlashAttentionScore (:mod:`acl_rocm.ops.attention_cudnn`) and FlashAttentionScoreGrad
+(:mod:`acl_rocm.ops.attention_grad_cudnn`); each subclass says how a graph of its key is built and which tensors its
+variant pack names. The frontend (module ``cudnn``, pip ``nvidia-cudnn-frontend``) is imported on first use, after
+libcudnn 9 has been made loadable: the frontend's own loader looks in ``LD_LIBRARY_PATH`` and the interpreter's
+site-packages, and when ``cuda.pathfinder`` is installed it first loads the library from wherever the NVIDIA wheels
+put it. A missing package or library makes :meth:`CudnnGraphs.refusal` say why, and the op takes another path. One
+graph per key (a frozen dataclass: dtype, dims, strides, mask, scale, device) is built once and kept in a small LRU.
+A cuDNN handle may not be used by two host threads at once (and its stream is state), so building a graph and
+setting the stream then executing hold one lock per instance.
+
+A built graph's execution plan may persist in the backend's plan cache (``backends/rocm/plan_cache.py``, the
+subclass's :attr:`CudnnGraphs.plan_kind`) through the frontend's ``serialize()``, keyed by the device's name and
+architecture, the cuDNN and frontend versions and every key field but the device index; a later process loads it
+with ``deserialize()`` into a fresh graph and addresses its tensors by uid. A stored plan that fails to deserialize,
+or whose execution raises, is logged, counted as refused and built afresh.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from acl_rocm.backend import RocmBackend
+
+GRAPH_LIMIT: Final = 32
+"""Built graphs kept per instance (least recently used dropped first)."""
+LOG = logging.getLogger("acl_rocm.plan_cache")
+ENV_PERSIST = "ACL_PLAN_CACHE_CUDNN"
+"""``1``: store cuDNN plans in the plan cache too (off by default: see :meth:`CudnnGraphs._persist`)."""
+K = TypeVar("K")
+
+
+def load_frontend() -> Any:
+    """Import the cuDNN frontend with libcudnn loaded (raises ImportError/OSError with the reason)."""
+    try:
+        pathfinder = importlib.import_module("cuda.pathfinder")
+        pathfinder.load_nvidia_dynamic_lib("cudnn")  # the frontend's soname fallback then finds it
+    except Exception:  # optional helper: the frontend's own search still runs
+        pass
+    module = importlib.import_module("cudnn")
+    module.backend_version()  # raises when no libcudnn was loaded
+    return module
+
+
+@dataclass
+class _Built:
+    graph: Any
+    tensors: dict[str, Any]
+    """Variant-pack keys by role: the graph's tensors when built here, their uids when deserialised."""
+    workspace: int
+    restored: bool = False
+    """Deserialised from the plan cache (an execution that raises then rebuilds it)."""
+
+
+class CudnnGraphs(Generic[K]):
+    """cuDNN graphs of one kind for one backend (built lazily by :meth:`_build`, cached by key)."""
+
+    plan_kind: ClassVar[str] = ""
+    """The plan cache kind of this class's serialised plans."""
+    tensor_names: ClassVar[tuple[str, ...]] = ()
+    """The roles of a built graph's variant pack (their uids are stored with a plan)."""
+    recipe: ClassVar[int] = 1
+    """Version of how :meth:`_build` makes the graph: part of the stored plans' key, bumped whenever that changes."""
+    label: ClassVar[str] = "cuDNN"
+    """What the logs call this class's graphs."""
+
+    def __init__(self, backend: RocmBackend, loader: Any = load_frontend) -> None:
+        self.backend = backend
+        self._loader = loader
+        self._module: Any = None
+        self._why: str | None = None
+        self._loaded = False
+        self._lock = threading.Lock()
+        self._use = threading.Lock()
+        """Held while a handle is used: a graph build, or set_stream then execute (the stream is handle state)."""
+        self._handles: dict[int, Any] = {}
+        self._graphs: OrderedDict[K, _Built | str] = OrderedDict()
+
+    def refusal(self) -> str | None:
+        """None when the frontend and libcudnn load on this platform, else why not."""
+        if self.backend.provider.platform != "nvidia":
+            return f"cuDNN is NVIDIA-only (platform {self.backend.provider.platform})"
+        with self._lock:
+            if not self._loaded:
+                self._loaded = True
+                try:
+                    self._module = self._loader()
+                except Exception as exc:  # any failure means "not here", with the reason
+                    self._why = f"the cuDNN frontend did not load ({type(exc).__name__}: {exc})"
+            return self._why
+
+    def version(self) -> str:
+        """The loaded libcudnn's version string (empty when not loaded)."""
+        if self.refusal() is not None:
+            return ""
+        return str(self._module.backend_version_string())
+
+    def graph(self, key: K) -> _Built | str:
+        """The built graph for ``key``, or why cuDNN refused it (both cached)."""
+        with self._lock:
+            found = self._graphs.get(key)
+            if found is not None:
+                self._graphs.move_to_end(key)
+                return found
+        try:
+            with self._use:
+                built: _Built | str = self._restore(key) or self._build_and_store(key)
+        except Exception as exc:  # unsupported graphs surface as exceptions
+            built = f"cuDNN refused the graph ({type(exc).__name__}: {exc})"
+        with self._lock:
+            self._graphs[key] = built
+            while len(self._graphs) > GRAPH_LIMIT:
+                self._graphs.popitem(last=False)
+        return built
+
+    def _build(self, key: K) -> _Built:
+        """Build, check and plan the graph of ``key`` (raises when cuDNN cannot run it)."""
+        raise NotImplementedError
+
+    def _plan_fields(self, key: K) -> dict[str, Any]:
+        """Everything a stored plan depends on (the device by name and architecture, not by index)."""
+        cudnn = self._module
+        record: Any = key
+        fields = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name != "device"}
+        fields["dtype"] = int(fields["dtype"])
+        for name, value in fields.items():
+            if isinstance(value, tuple):
+                fields[name] = list(value)
+        return {
+            "device": self.backend.provider.device_tag(record.device),
+            "cudnn": str(cudnn.backend_version()),
+            "frontend": str(getattr(cudnn, "__version__", "")),
+            "recipe": self.recipe,
+            "graph": fields,
+        }
+
+    def _persist(self) -> bool:
+        """Whether plans go to disk: opt-in (``ACL_PLAN_CACHE_CUDNN=1``).
+
+        On the H100 (2026-12-06, frontend 1.32, cuDNN 9.19) three pytest workers sharing one cache died of a
+        segmentation fault inside the frontend's ``deserialize`` of a plan another process had stored, and a
+        warm process refused one (``cuda_stream_is_capturing(fake_stream) failed with context is destroyed``):
+        a crash cannot be caught, so the plans stay in memory unless asked for.
+        """
+        return str(getattr(self.backend, "environ", {}).get(ENV_PERSIST, "")).strip() == "1"
+
+    def _restore(self, key: K) -> _Built | None:
+        """The stored plan of ``key`` deserialised into a fresh graph, or None (absent, or refused and logged)."""
+        cache = getattr(self.backend, "plans", None)
+        if cache is None or cache.directory is None or not self._persist():
+            return None
+        try:
+            fields = self._plan_fields(key)
+        except Exception as exc:  # a frontend without these queries: nothing is persisted
+            LOG.debug("cuDNN plans are not persisted: %s: %s", type(exc).__name__, exc)
+            return None
+        entry = cache.load(self.plan_kind, fields)
+        if entry is None:
+            return None
+        try:
+            uids = {name: int(entry.meta["uids"][name]) for name in self.tensor_names}
+            handle = self._handle()
+            graph = self._module.pygraph(handle=handle)
+            try:
+                graph.deserialize(handle, entry.payload)
+            except TypeError:  # a frontend that takes the list-of-byte-values form only
+                graph.deserialize(handle, list(entry.payload))
+            workspace = int(graph.get_workspace_size())
+        except Exception as exc:  # another cuDNN build, a plan this device cannot run: build afresh
+            cache.refused(self.plan_kind, f"{type(exc).__name__}: {exc}")
+            return None
+        LOG.debug("%s plan loaded from %s", self.label, cache.directory)
+        return _Built(graph, uids, workspace, restored=True)
+
+    def _build_and_store(self, key: K) -> _Built:
+        """Build the graph of ``key`` (counted as made) and store its serialised plan."""
+        built = self._build(key)
+        cache = getattr(self.backend, "plans", None)
+        if cache is None:
+            return built
+        cache.made(self.plan_kind)
+        if cache.directory is None or not self._persist():
+            return built
+        try:
+            fields = self._plan_fields(key)
+            uids = {name: _uid(built.tensors[name]) for name in self.tensor_names}
+            try:
+                blob = built.graph.serialize(as_bytes=True)
+            except TypeError:  # a frontend whose serialize() only returns a list of byte values
+                blob = built.graph.serialize()
+            cache.store(self.plan_kind, fields, bytes(blob), {"uids": uids, "workspace": built.workspace})
+        except Exception as exc:  # this plan cannot be serialised: it is kept in memory only
+            LOG.debug("%s plan not stored (%s: %s)", self.label, type(exc).__name__, exc)
+        return built
+
+    def _handle(self) -> Any:
+        device = self.backend.provider.get_device()
+        with self._lock:
+            if device not in self._handles:
+                self._handles[device] = self._module.create_handle()
+            return self._handles[device]
+
+    def _execute(self, built: _Built, pack: dict[Any, int], workspace: int, stream: int) -> bool:
+        """Execute ``built`` on ``stream``; False (logged, counted) when a deserialised plan's execution raised."""
+        handle = self._handle()
+        with self._use:  # another thread's set_stream must not land between these two
+            self._module.set_stream(handle, stream)
+            try:
+                built.graph.execute(pack, workspace, handle=handle)
+            except Exception as exc:
+                if not built.restored:
+                    raise
+                cache = getattr(self.backend, "plans", None)
+                if cache is not None:
+                    cache.refused(self.plan_kind, f"its execution raised ({type(exc).__name__}: {exc})")
+                return False
+        return True
+
+    def _rebuild(self, key: K, restored: _Built) -> _Built:
+        """Replace a deserialised plan whose execution raised by a freshly built (and stored) one."""
+        with self._use:
+            built = self._build_and_store(key)
+        with self._lock:
+            if self._graphs.get(key) is restored:
+                self._graphs[key] = built
+        return built
+
+
+def _uid(tensor: Any) -> int:
+    """A frontend tensor's uid (the python IR's ``uid`` attribute, or the classic ``get_uid()``)."""
+    uid = getattr(tensor, "uid", None)
+    return int(uid if uid is not None else tensor.get_uid())
