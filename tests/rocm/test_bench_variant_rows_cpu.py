@@ -142,3 +142,16 @@ def test_grouped_matmul_v5_wgmma_rows(fake: Sequence[RocmBackend]) -> None:
     ]
     runner = backend.grouped_matmul  # type: ignore[attr-defined]
     assert runner.forced_kernel is None and runner.forced_wgmma_config is None
+
+
+def test_attention_grad_cudnn_row(fake: Sequence[RocmBackend]) -> None:
+    """FlashAttentionScoreGrad's default row, then one under ACL_ATTENTION_GRAD_PATH=cudnn (the composed path where
+    the frontend is absent, as here); the backend's environ is restored after."""
+    (backend,) = fake
+    before = dict(backend.environ)
+    suite = _suite(backend, {"FlashAttentionScoreGrad"})
+    suite.attention_grad()  # type: ignore[attr-defined]
+    rows = [(c.note, c.status) for c in suite.cases]  # type: ignore[attr-defined]
+    assert rows == [("", "ok"), ("ACL_ATTENTION_GRAD_PATH=cudnn", "ok")]
+    assert backend.attention_grad.last_path == "blas"  # type: ignore[attr-defined]
+    assert dict(backend.environ) == before
