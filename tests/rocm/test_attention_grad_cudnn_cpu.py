@@ -12,6 +12,7 @@ mask mapping are all checked end to end.
 from __future__ import annotations
 
 import ctypes
+import json
 import logging
 from typing import Any
 
@@ -331,7 +332,7 @@ def test_cudnn_is_nvidia_only(cudnn_on, monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_graphs_are_cached_per_signature_and_counted_as_made(cudnn_on, reference: Backend) -> None:
-    backend, _, module = cudnn_on
+    backend, runner, module = cudnn_on
     [(note, args)] = _samples("FlashAttentionScoreGrad", (16,))
     for _ in range(2):
         _compare(backend, reference, "FlashAttentionScoreGrad", args, note, "contiguous")
@@ -343,6 +344,10 @@ def test_graphs_are_cached_per_signature_and_counted_as_made(cudnn_on, reference
     assert graph.tensors["dK"].dim == [1, 2, 6, 8] and graph.tensors["dK"].stride == [96, 8, 16, 1]
     assert graph.options["attn_scale"] == args["scaleValue"] and graph.io == "bf16"
     assert backend.plans.stats.made.get(PLAN_KIND, 0) >= 1
+    [key] = list(runner.cudnn._graphs)
+    fields = runner.cudnn._plan_fields(key)  # a stored plan's key: plain JSON (the mask as a mapping)
+    assert json.loads(json.dumps(fields))["graph"]["mask"] == {"kind": "none", "left": None, "right": None}
+    assert fields["graph"]["dq"] == [192, 8, 32, 1] and fields["cudnn"] == "91900"
 
 
 # ----------------------------------------------------------------------------- pure rules

@@ -134,6 +134,8 @@ class CudnnGraphs(Generic[K]):
         for name, value in fields.items():
             if isinstance(value, tuple):
                 fields[name] = list(value)
+            elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+                fields[name] = dataclasses.asdict(value)
         return {
             "device": self.backend.provider.device_tag(record.device),
             "cudnn": str(cudnn.backend_version()),
