@@ -385,11 +385,11 @@ def test_grad_refusal_keeps_the_forwards_rules() -> None:
     none = GradMask("none")
     assert grad_refusal(ok, "BNSD", dims, none, False, False) is None
     assert grad_refusal(ok, "BNSD", dims, "why not", False, False) == "why not"
+    f32 = {r: _tensor((1, 2, 64, 64), D.ACL_FLOAT) for r in roles}
+    assert "float32" in str(grad_refusal(f32, "BNSD", dims, "why not", False, False))  # the dtype is said first
     assert "pse" in str(grad_refusal(ok, "BNSD", dims, none, True, False))
     assert "sink" in str(grad_refusal(ok, "BNSD", dims, none, False, True))
     assert "empty" in str(grad_refusal(ok, "BNSD", (1, 2, 2, 0, 64, 64), none, False, False))
-    f32 = {r: _tensor((1, 2, 64, 64), D.ACL_FLOAT) for r in roles}
-    assert "float32" in str(grad_refusal(f32, "BNSD", dims, none, False, False))
     odd = {**ok, "dk": _tensor((1, 2, 64, 64), offset=1)}
     assert "dkOut is not 16-byte aligned" in str(grad_refusal(odd, "BNSD", dims, none, False, False))
     wide = {**ok, "do": _tensor((1, 2, 64, 64), strides=(8192, 4096, 68, 1))}

@@ -134,14 +134,15 @@ def grad_refusal(
     ``tensors`` by role (:data:`OPERANDS`), ``dims`` (B, Nq, Nkv, Sq, Skv, D); the dtype, pse, sink, head dim,
     stride and alignment rules are the forward's (:func:`~acl_rocm.ops.attention_plan.cudnn_refusal`).
     """
-    if isinstance(mask, str):
-        return mask
-    if min(dims) == 0:
-        return "an empty dimension"
     q, sq, skv, d = tensors["q"], dims[3], dims[4], dims[5]
     strides = {OPERANDS[r]: bnsd_strides(t.strides, layout, d) for r, t in tensors.items()}
     addresses = {OPERANDS[r]: _address(t) for r, t in tensors.items()}
-    return cudnn_refusal(q.dtype, d, 0, False, has_pse, sq, skv, strides, addresses, has_sink)
+    why = cudnn_refusal(q.dtype, d, 0, False, has_pse, sq, skv, strides, addresses, has_sink)
+    if why is not None:
+        return why
+    if isinstance(mask, str):
+        return mask
+    return "an empty dimension" if min(dims) == 0 else None
 
 
 def grad_key(
