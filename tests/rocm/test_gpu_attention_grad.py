@@ -10,7 +10,8 @@ under its class. ``ACL_ROCM_EMULATE=1`` runs the samples on the CPU kernel emula
 
 The ``cudnn`` tests force ``ACL_ATTENTION_GRAD_PATH=cudnn`` (cuDNN's SDPA backward, opt-in) and assert it ran:
 causal (top-left and bottom-right), no mask, the sparseMode 4 band, GQA, D 64 / 128, BSND / BNSD / BSH, fp16 and
-bf16, under the same normwise bounds; then every sample under the op's class with that path on (the samples it
+bf16, under the same normwise bounds (the band xfails where the installed cuDNN refuses its graph: the composed path
+then ran, and was checked); then every sample under the op's class with that path on (the samples it
 cannot take fall back to the composed path), the check that decides whether it may become the default.
 """
 
@@ -193,8 +194,13 @@ def test_cudnn_path_matches_the_reference(
         args = relayout(args)
     cudnn_grad.last_path = None
     _check(rocm, reference, op, args, f"cudnn {case}")
-    assert cudnn_grad.last_path == "cudnn", f"{case}: the cuDNN path did not run (see acl_rocm.attention_grad)"
+    refused = [why for why in cudnn_grad.cudnn._graphs.values() if isinstance(why, str)]
+    if cudnn_grad.last_path != "cudnn" and case.startswith("band") and refused:
+        pytest.xfail(f"this cuDNN refuses the band's graph (the composed path ran, correctly): {refused[0]}")
+    assert cudnn_grad.last_path == "cudnn", f"{case}: the cuDNN path did not run ({refused or 'see the debug log'})"
 
 
 def test_every_sample_under_the_cudnn_path(rocm: Backend, reference: Backend, cudnn_grad: Any) -> None:
     assert_every_sample_matches(rocm, reference, "FlashAttentionScoreGrad")
+    built = [b for b in cudnn_grad.cudnn._graphs.values() if not isinstance(b, str)]
+    assert built, "no sample ran on cuDNN"
