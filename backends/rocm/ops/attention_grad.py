@@ -11,7 +11,8 @@ dtype and layout, and with a sink the per-row terms are summed per head into dsi
 cannot read are first copied to contiguous [B, N, S, D] temporaries; fp16/bf16 calls also widen Q, K and dO to fp32
 temporaries once, for the fp32 ``Pᵀ dO``, ``dS K`` and ``dSᵀ Q`` products (only ``Q Kᵀ`` and ``dO Vᵀ`` run in the
 input dtype). Every temporary is a stream-ordered allocation freed after the call's work; nothing is read back to
-the host.
+the host. Under ``ACL_ATTENTION_GRAD_PATH=cudnn`` (opt-in) a call cuDNN takes runs its fused SDPA backward instead
+(:mod:`acl_rocm.ops.attention_grad_cudnn`); the path is chosen once per signature and logged.
 """
 
 from __future__ import annotations
@@ -221,6 +222,7 @@ class AttentionGradRunner:
         return functools.partial(self._run_blas, p)
 
     def _log(self, p: GradProblem, mode: int, path: str, why: str) -> None:
+        """Record the path a signature took and say why on the debug logger."""
         self.last_path = path
         LOG.debug(
             "FlashAttentionScoreGrad %s %s B=%d N=%d/%d Sq=%d Skv=%d D=%d sparse=%d: %s path (%s)",
