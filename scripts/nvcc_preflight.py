@@ -33,9 +33,10 @@ ACL_ATTENTION_PATH=flash (read from the process environment): the flash kernel's
 from the process environment by every backend;
 ACL_CMO_CONFIG: aclrtCmoAsync's prefetch, whose kernels of every method compile under the pattern ``aclrtCmoAsync`` or
 with no pattern); ACL_CONV_GRAD_PATH=cudnn: ConvolutionBackward's cuDNN path (no kernel of its own: where cuDNN
-loads, only gradBias's row sum is compiled; here, without it, the GEMM path's kernels as before); the ops of
-:data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the short norm
-rows, the down projection's GEMV).
+loads, only gradBias's row sum is compiled; here, without it, the GEMM path's kernels as before);
+ACL_ATTENTION_GRAD_PATH=cudnn: FlashAttentionScoreGrad's log-sum-exp kernel (cuDNN itself does not load here, so the
+calls take the composed path); the ops of :data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the
+short norm rows, the down projection's GEMV).
 ``ACL_PREFLIGHT_ARCHS`` (default ``sm_90``, e.g. ``sm_80,sm_90``): the architectures each source is compiled for.
 Exit status 1 when a source fails to compile (its log is printed), 2 without nvcc.
 """
@@ -117,6 +118,7 @@ SWITCHES = (
     "ACL_SFA_PATH",
     "ACL_CE_ROWS",
     "ACL_REPEAT_ROWS",
+    "ACL_ATTENTION_GRAD_PATH",
 )
 
 
@@ -217,7 +219,31 @@ def collect(patterns: list[str]) -> list[str]:
                     odd.append(f"{name} [{note}] {layout}: {type(exc).__name__}: {exc}")
     if not patterns or any(fnmatch.fnmatch(PREFETCH_NAME, p) for p in patterns):
         odd += _prefetch_kernels(backend)
+    grad = "FlashAttentionScoreGrad"
+    if switches.get("ACL_ATTENTION_GRAD_PATH") == "cudnn" and (
+        not patterns or any(fnmatch.fnmatch(grad, p) for p in patterns)
+    ):
+        odd += _grad_lse_kernel(backend)
     return odd
+
+
+def _grad_lse_kernel(backend: RocmBackend) -> list[str]:
+    """Enqueue the cuDNN backward's log-sum-exp launch, so that its elementwise kernel is compiled."""
+    from acl_core.dtypes import DataType
+    from acl_core.formats import Format
+    from acl_core.tensor import AclTensor, contiguous_strides
+
+    rt = backend.runtime
+    dev = rt.malloc(1 << 12)
+    shape = (1, 2, 8, 8)
+    stats = AclTensor(shape, DataType.ACL_FLOAT, contiguous_strides(shape), 0, Format.ACL_FORMAT_ND, shape, dev)
+    try:
+        backend.attention_grad.cudnn.lse(stats, stats, dev + 2048, 0)  # type: ignore[attr-defined]
+    except Exception as exc:
+        return [f"FlashAttentionScoreGrad log-sum-exp: {type(exc).__name__}: {exc}"]
+    finally:
+        rt.free(dev)
+    return []
 
 
 PREFETCH_NAME = "aclrtCmoAsync"

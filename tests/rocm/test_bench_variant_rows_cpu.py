@@ -167,3 +167,16 @@ def test_cross_entropy_and_repeat_rows_env_rows(fake: Sequence[RocmBackend]) -> 
     sources = backend.runners["class_loss"]._sources.values()  # type: ignore[attr-defined]
     assert any("block=512, vec=8" in s for s in sources) and any("block=1024, vec=8" in s for s in sources)
     assert dict(backend.environ) == before
+
+
+def test_attention_grad_cudnn_row(fake: Sequence[RocmBackend]) -> None:
+    """FlashAttentionScoreGrad's default row, then one under ACL_ATTENTION_GRAD_PATH=cudnn (the composed path where
+    the frontend is absent, as here); the backend's environ is restored after."""
+    (backend,) = fake
+    before = dict(backend.environ)
+    suite = _suite(backend, {"FlashAttentionScoreGrad"})
+    suite.attention_grad()  # type: ignore[attr-defined]
+    rows = [(c.note, c.status) for c in suite.cases]  # type: ignore[attr-defined]
+    assert rows == [("", "ok"), ("ACL_ATTENTION_GRAD_PATH=cudnn", "ok")]
+    assert backend.attention_grad.last_path == "blas"  # type: ignore[attr-defined]
+    assert dict(backend.environ) == before

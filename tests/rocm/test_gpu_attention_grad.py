@@ -7,6 +7,12 @@ GPU's fp32 GEMMs and the reference's float64 sums differ by fp32's rounding of t
 elementwise relative check cannot grant where dS's terms cancel. Outputs start as sentinels, so a kernel
 that writes nothing cannot pass. RotaryPositionEmbeddingGrad also runs at a prefill's size in every mode and dtype
 under its class. ``ACL_ROCM_EMULATE=1`` runs the samples on the CPU kernel emulator.
+
+The ``cudnn`` tests force ``ACL_ATTENTION_GRAD_PATH=cudnn`` (cuDNN's SDPA backward, opt-in) and assert it ran:
+causal (top-left and bottom-right), no mask, the sparseMode 4 band, GQA, D 64 / 128, BSND / BNSD / BSH, fp16 and
+bf16, under the same normwise bounds (the band xfails where the installed cuDNN refuses its graph: the composed path
+then ran, and was checked); then every sample under the op's class with that path on (the samples it
+cannot take fall back to the composed path), the check that decides whether it may become the default.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from acl_core.dtypes import DataType as D
 from acl_core.spec.ops import all_specs
 from acl_core.spec.ops.attention import UNBOUNDED, compressed_mask
 from acl_rocm.ops.attention_grad import GradProblem
+from acl_rocm.ops.attention_grad_cudnn import PATH_ENV
 from tests.conftest import assert_close
 from tests.rocm.against_reference import assert_every_sample_matches, assert_matches_reference
 from tests.rocm.prefill import sentinel_outputs
@@ -131,3 +138,69 @@ def test_rope_grad_at_prefill_size(rocm: Backend, reference: Backend, mode: int,
     args = {"dy": dy, "cos": np.cos(angles).astype(dtype), "sin": np.sin(angles).astype(dtype), "xOptional": x}
     assert_matches_reference(rocm, reference, "RotaryPositionEmbeddingGrad", {**args, "mode": mode}, "contiguous",
                              f"BSND 2x1024x16x128 mode {mode}")  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- the cuDNN path (opt-in)
+@pytest.fixture
+def cudnn_grad(rocm: Backend, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The backward's runner with ``ACL_ATTENTION_GRAD_PATH=cudnn`` on ``rocm`` (skipped where cuDNN is absent)."""
+    runner = rocm.attention_grad  # type: ignore[attr-defined]
+    why = runner.cudnn.refusal()
+    if why is not None:
+        pytest.skip(f"no cuDNN here: {why}")
+    monkeypatch.setattr(rocm, "environ", {**rocm.environ, PATH_ENV: "cudnn"})  # type: ignore[attr-defined]
+    return runner
+
+
+def _as_bnsd(args: dict[str, Any]) -> dict[str, Any]:
+    """A BSND call of :func:`_call` laid out as BNSD."""
+    out = dict(args, inputLayout="BNSD")
+    for name in ("query", "keyIn", "value", "dy", "attentionInOptional"):
+        out[name] = np.ascontiguousarray(np.swapaxes(args[name], 1, 2))
+    return out
+
+
+def _as_bsh(args: dict[str, Any]) -> dict[str, Any]:
+    """A BSND call of :func:`_call` laid out as BSH."""
+    out = dict(args, inputLayout="BSH")
+    for name in ("query", "keyIn", "value", "dy", "attentionInOptional"):
+        b, s, n, d = args[name].shape
+        out[name] = args[name].reshape(b, s, n * d)
+    return out
+
+
+CUDNN_CASES = {
+    "causal bottom-right BNSD GQA 8/2 1024x1024 D128": (
+        (1, 8, 2, 1024, 1024, 128), {"attenMaskOptional": compressed_mask(), "sparseMode": 3}, _as_bnsd),
+    "causal top-left BSND GQA 4/1 520x384 D128": (
+        (1, 4, 1, 520, 384, 128), {"attenMaskOptional": compressed_mask(), "sparseMode": 2}, None),
+    "no mask BSND 384x512 D64": ((2, 4, 4, 384, 512, 64), {}, None),
+    "band BSND 300x420 D64 pre 64 next 16": (
+        (2, 4, 4, 300, 420, 64),
+        {"attenMaskOptional": compressed_mask(), "sparseMode": 4, "preTokens": 64, "nextTokens": 16}, None),
+    "causal bottom-right BSH 256x256 D128": (
+        (2, 4, 4, 256, 256, 128), {"attenMaskOptional": compressed_mask(), "sparseMode": 3}, _as_bsh),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(CUDNN_CASES))
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bf16"])
+def test_cudnn_path_matches_the_reference(
+    rocm: Backend, reference: Backend, cudnn_grad: Any, case: str, dtype: Any
+) -> None:
+    dims, extra, relayout = CUDNN_CASES[case]
+    op, args = _call(np.random.default_rng(11), dtype, *dims, **extra)
+    if relayout is not None:
+        args = relayout(args)
+    cudnn_grad.last_path = None
+    _check(rocm, reference, op, args, f"cudnn {case}")
+    refused = [why for why in cudnn_grad.cudnn._graphs.values() if isinstance(why, str)]
+    if cudnn_grad.last_path != "cudnn" and case.startswith("band") and refused:
+        pytest.xfail(f"this cuDNN refuses the band's graph (the composed path ran, correctly): {refused[0]}")
+    assert cudnn_grad.last_path == "cudnn", f"{case}: the cuDNN path did not run ({refused or 'see the debug log'})"
+
+
+def test_every_sample_under_the_cudnn_path(rocm: Backend, reference: Backend, cudnn_grad: Any) -> None:
+    assert_every_sample_matches(rocm, reference, "FlashAttentionScoreGrad")
+    built = [b for b in cudnn_grad.cudnn._graphs.values() if not isinstance(b, str)]
+    assert built, "no sample ran on cuDNN"

@@ -11,13 +11,16 @@ dtype and layout, and with a sink the per-row terms are summed per head into dsi
 cannot read are first copied to contiguous [B, N, S, D] temporaries; fp16/bf16 calls also widen Q, K and dO to fp32
 temporaries once, for the fp32 ``Pᵀ dO``, ``dS K`` and ``dSᵀ Q`` products (only ``Q Kᵀ`` and ``dO Vᵀ`` run in the
 input dtype). Every temporary is a stream-ordered allocation freed after the call's work; nothing is read back to
-the host.
+the host. Under ``ACL_ATTENTION_GRAD_PATH=cudnn`` (opt-in) a call cuDNN takes runs its fused SDPA backward instead
+(:mod:`acl_rocm.ops.attention_grad_cudnn`); the path is chosen once per signature and logged.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +49,16 @@ from acl_rocm.ops.attention import (
     window_bounds,
 )
 from acl_rocm.ops.attention_blas import Operand, rowmajor_gemm
+from acl_rocm.ops.attention_grad_cudnn import (
+    LOG,
+    OPERANDS,
+    PATH_ENV,
+    CudnnSdpaGrad,
+    grad_key,
+    grad_mask,
+    grad_path,
+    grad_refusal,
+)
 from acl_rocm.ops.attention_plan import BUDGET_BYTES, Chunk, plan_chunks
 from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.ops.matmul import WORKSPACE_BYTES, blas_view
@@ -122,6 +135,9 @@ class AttentionGradRunner:
         self.backend = backend
         self.budget = budget
         """Bytes of fp32 S and dP plus P and dS temporaries one chunk may hold."""
+        self.cudnn = CudnnSdpaGrad(backend)
+        self.last_path: str | None = None
+        """The path the latest newly planned FlashAttentionScoreGrad signature took ("blas" or "cudnn")."""
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op (FlashAttentionScoreGrad only where the platform has a GEMM)."""
@@ -147,6 +163,8 @@ class AttentionGradRunner:
         bounds = None if mask is None else window_bounds(mode, sq, skv, plan["pre"], plan["next"], skv - sq)
         names = {"q": "query", "k": "keyIn", "v": "value", "do": "dy", "o": "attentionInOptional"}
         names.update(smax="softmaxMaxOptional", ssum="softmaxSumOptional", dq="dqOut", dk="dkOut", dv="dvOut")
+        if args.get("dsink") is not None:
+            names["dsink"] = "dsink"
         return GradProblem(
             b=b,
             nq=nq,
@@ -170,9 +188,49 @@ class AttentionGradRunner:
         return plan_chunks(p.b, p.nq, p.nkv, p.sq, p.skv, p.bounds, per_score, self.budget)
 
     def run(self, launch: Launch) -> None:
-        """Enqueue the whole backward on the launch's stream (temporaries freed stream-ordered)."""
+        """Enqueue the whole backward on the launch's stream: the signature's path is chosen once (memo), then run."""
+        path = grad_path(self.backend.environ)
+        key = f"rocm.attention_grad@{self.backend.provider.get_device()}:{path}"
+        enqueue = launch.memo.get(key)
+        if enqueue is None:
+            enqueue = launch.memo[key] = self._route(launch, path)
+        enqueue(handle(launch.stream))
+
+    def _route(self, launch: Launch, path: str) -> Callable[[int], None]:
+        """What enqueues the call: cuDNN's SDPA backward where asked for and it fits, else the composed BLAS path."""
         p = self.problem(launch)
-        stream = handle(launch.stream)
+        plan = launch.plan
+        why = f"{PATH_ENV}={path}"
+        if path == "cudnn":
+            has_mask = launch.args["attenMaskOptional"] is not None
+            mask = grad_mask(plan["mode"], has_mask, p.sq, p.skv, plan["pre"], plan["next"])
+            tensors = {role: p.tensors[role] for role in OPERANDS}
+            dims = (p.b, p.nq, p.nkv, p.sq, p.skv, p.d)
+            refused = self.cudnn.refusal() or grad_refusal(
+                tensors, p.layout, dims, mask, p.pse is not None, p.sink is not None
+            )
+            if refused is None and not isinstance(mask, str):
+                key = grad_key(self.backend.provider.get_device(), tensors, p.layout, dims, mask, p.scale)
+                built = self.cudnn.graph(key)
+                if not isinstance(built, str):
+                    self._log(p, plan["mode"], "cudnn", f"cuDNN {self.cudnn.version()}, mask {mask.kind}")
+                    stats = {"smax": p.tensors["smax"], "ssum": p.tensors["ssum"]}
+                    return functools.partial(self.cudnn.run, built, key, {**tensors, **stats})
+                refused = built
+            why = f"cuDNN: {refused}"
+        self._log(p, plan["mode"], "blas", why)
+        return functools.partial(self._run_blas, p)
+
+    def _log(self, p: GradProblem, mode: int, path: str, why: str) -> None:
+        """Record the path a signature took and say why on the debug logger."""
+        self.last_path = path
+        LOG.debug(
+            "FlashAttentionScoreGrad %s %s B=%d N=%d/%d Sq=%d Skv=%d D=%d sparse=%d: %s path (%s)",
+            p.dtype.short, p.layout, p.b, p.nq, p.nkv, p.sq, p.skv, p.d, mode, path, why,
+        )  # fmt: skip
+
+    def _run_blas(self, p: GradProblem, stream: int) -> None:
+        """Enqueue the composed backward on ``stream`` (temporaries freed stream-ordered)."""
         provider = self.backend.provider
         buffers: list[int] = []
 
@@ -210,7 +268,7 @@ class AttentionGradRunner:
                     bnsd_strides(out.strides, p.layout, p.d), stream,
                 )  # fmt: skip
             if p.sink is not None:
-                self._sink_sum(p, terms, launch.args["dsink"], stream)
+                self._sink_sum(p, terms, p.tensors["dsink"], stream)
         finally:
             for address in reversed(buffers):
                 provider.free_async(address, stream)

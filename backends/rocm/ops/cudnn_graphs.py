@@ -259,11 +259,13 @@ class CudnnGraphs(Generic[K]):
 
 
 def _plain(value: Any) -> Any:
-    """A key field as JSON: enums as ints, tuples as lists (nested too)."""
+    """A key field as JSON: enums as ints, tuples as lists, dataclasses as dicts (nested too)."""
     if isinstance(value, IntEnum):
         return int(value)
     if isinstance(value, tuple):
         return [_plain(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     return value
 
 

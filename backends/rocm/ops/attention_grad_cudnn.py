@@ -1,0 +1,245 @@
+"""The cuDNN path of FlashAttentionScoreGrad on NVIDIA: cuDNN's fused SDPA backward through the frontend graph API.
+
+:data:`PATH_ENV` picks the path: ``blas`` (the default, the composed path of :mod:`acl_rocm.ops.attention_grad`,
+what AMD runs) or ``cudnn``: cuDNN's ``sdpa_backward`` graph wherever :func:`grad_refusal` and cuDNN itself accept
+the call (fp16/bf16, no pse, no sink, no explicit mask: none, top-left / bottom-right causal (sparseMode 2 / 3),
+the bottom-right band of sparseMode 4 as cuDNN's diagonal bounds, GQA, head dims multiple of 8 up to 256,
+every layout as strides with a unit head-dim stride, 16-byte aligned operands), else the BLAS path with the reason
+on the debug logger ``acl_rocm.attention_grad``. The frontend's loading, handles, graph LRU and plan cache are
+:mod:`acl_rocm.ops.cudnn_graphs`'s; plans persist (opt-in) under the plan cache kind :data:`PLAN_KIND`.
+
+cuDNN recomputes P from a log-sum-exp per row ([B,N,Sq,1] fp32): one elementwise launch (:data:`LSE`) forms it
+from softmaxMax / softmaxSum's first column as ``max + log(sum)`` into a stream-ordered temporary, so
+``exp(scale·s − lse)`` is the reference's ``exp(scale·s − max) / sum``; a row whose sum is not positive (nothing
+kept) gets +inf, so its P is 0, and a non-finite max counts as 0, as the composed row kernel reads them. cuDNN
+reads Q, K, V, O and dO and writes dQ, dK and dV in the caller's layouts and dtype (its dQ accumulates in fp32).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+from acl_core.dtypes import DataType as D
+from acl_core.errors import AclError, AclErrorCode
+from acl_core.formats import Format
+from acl_core.tensor import AclTensor, contiguous_strides
+from acl_rocm.kernels.elementwise import ufunc
+from acl_rocm.ops.attention import bnsd_strides
+from acl_rocm.ops.attention_plan import cudnn_refusal
+from acl_rocm.ops.cudnn_graphs import CudnnGraphs, _Built, address
+
+Strides = tuple[int, int, int, int]
+LOG = logging.getLogger("acl_rocm.attention_grad")
+PATH_ENV: Final = "ACL_ATTENTION_GRAD_PATH"
+PATHS: Final = ("blas", "cudnn")
+DEFAULT_PATH: Final = "blas"
+"""Opt-in until a GPU run proves the cuDNN path (then ``cudnn``: it falls back to BLAS where it does not fit)."""
+PLAN_KIND: Final = "cudnn_sdpa_bwd"
+"""The plan cache kind of serialised SDPA backward plans."""
+TENSORS: Final = ("q", "k", "v", "o", "do", "stats", "dq", "dk", "dv")
+PYTHON_ENGINES: Final = ("sdpa_bwd",)
+"""Name part of the frontend's python (CuTe DSL) SDPA backward engines, deselected: they import torch."""
+OPERANDS: Final = {
+    "q": "query", "k": "keyIn", "v": "value", "o": "attentionInOptional", "do": "dy",
+    "dq": "dqOut", "dk": "dkOut", "dv": "dvOut",
+}  # fmt: skip
+"""The graph's operands by role, and the op's argument of each."""
+LSE = ufunc(
+    "AttentionGradLse",
+    "smax:F, ssum:F -> out:F",
+    "ssum > F(0) ? (acl_isinf(smax) || acl_isnan(smax) ? F(0) : smax) + acl_log(ssum) : __uint_as_float(0x7f800000u)",
+)
+"""The log-sum-exp cuDNN's backward reads, from the forward's max and sum (+inf where the row kept nothing)."""
+
+
+def grad_path(environ: Mapping[str, str]) -> str:
+    """The :data:`PATH_ENV` setting (:data:`DEFAULT_PATH` unless set; a bad value: ACL_ERROR_INVALID_PARAM)."""
+    value = (environ.get(PATH_ENV, "") or DEFAULT_PATH).strip().lower()
+    if value not in PATHS:
+        raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{PATH_ENV}={value!r}: not one of {PATHS}")
+    return value
+
+
+@dataclass(frozen=True)
+class GradMask:
+    """cuDNN's mask of a call: "none", "top_left" / "bottom_right" (causal) or "band" (bottom-right bounds)."""
+
+    kind: str
+    left: int | None = None
+    """cuDNN's left bound (keys up to ``left - 1`` left of the diagonal); None: unbounded."""
+    right: int | None = None
+    """cuDNN's right bound (keys up to ``right`` right of the diagonal); None: unbounded."""
+
+
+def grad_mask(mode: int, has_mask: bool, sq: int, skv: int, pre: int, nxt: int) -> GradMask | str:
+    """The cuDNN mask equal to the call's mask and sparse mode, or why there is none.
+
+    Sparse modes 2 and 3 are the forward's causal mappings (3 without fully masked rows: Sq <= Skv); mode 4
+    keeps ``-pre <= j - i - (Skv - Sq) <= next``, cuDNN's bottom-right band with left bound ``pre + 1`` and right
+    bound ``next`` (both at least 0, and no row without a key); modes 0 and 1 with a mask read it: refused.
+    """
+    if not has_mask:
+        return GradMask("none")
+    if mode == 2:
+        return GradMask("top_left")
+    if mode == 3:
+        return "bottom-right causal with Sq > Skv (fully masked rows)" if sq > skv else GradMask("bottom_right")
+    if mode == 4:
+        if pre < 0 or nxt < 0:
+            return f"a band with preTokens {pre} / nextTokens {nxt} (cuDNN's bounds are at least 0)"
+        if nxt < sq - skv:
+            return "a band whose first rows keep no key"
+        reach = sq + skv  # a bound this far reaches every key: unbounded
+        return GradMask("band", pre + 1 if pre < reach else None, nxt if nxt < reach else None)
+    return f"sparseMode {mode} with a mask (cuDNN takes no mask tensor)"
+
+
+@dataclass(frozen=True)
+class GradKey:
+    """Everything one cuDNN SDPA backward graph depends on (no addresses: alignment is checked before routing)."""
+
+    device: int
+    dtype: D
+    b: int
+    nq: int
+    nkv: int
+    sq: int
+    skv: int
+    d: int
+    q: Strides
+    k: Strides
+    v: Strides
+    o: Strides
+    do: Strides
+    dq: Strides
+    dk: Strides
+    dv: Strides
+    mask: GradMask
+    scale: float
+
+
+def grad_refusal(
+    tensors: Mapping[str, AclTensor],
+    layout: str,
+    dims: tuple[int, int, int, int, int, int],
+    mask: GradMask | str,
+    has_pse: bool,
+    has_sink: bool,
+) -> str | None:
+    """Why cuDNN's SDPA backward cannot run this call exactly (None when it may: cuDNN itself has the last word).
+
+    ``tensors`` by role (:data:`OPERANDS`), ``dims`` (B, Nq, Nkv, Sq, Skv, D); the dtype, pse, sink, head dim,
+    stride and alignment rules are the forward's (:func:`~acl_rocm.ops.attention_plan.cudnn_refusal`).
+    """
+    q, sq, skv, d = tensors["q"], dims[3], dims[4], dims[5]
+    strides = {OPERANDS[r]: bnsd_strides(t.strides, layout, d) for r, t in tensors.items()}
+    addresses = {OPERANDS[r]: address(t) for r, t in tensors.items()}
+    why = cudnn_refusal(q.dtype, d, 0, False, has_pse, sq, skv, strides, addresses, has_sink)
+    if why is not None:
+        return why
+    if isinstance(mask, str):
+        return mask
+    return "an empty dimension" if min(dims) == 0 else None
+
+
+def grad_key(
+    device: int,
+    tensors: Mapping[str, AclTensor],
+    layout: str,
+    dims: tuple[int, int, int, int, int, int],
+    mask: GradMask,
+    scale: float,
+) -> GradKey:
+    """The graph key of a call :func:`grad_refusal` accepted."""
+    b, nq, nkv, sq, skv, d = dims
+    st = {role: bnsd_strides(t.strides, layout, d) for role, t in tensors.items()}
+    return GradKey(
+        device, tensors["q"].dtype, b, nq, nkv, sq, skv, d,
+        st["q"], st["k"], st["v"], st["o"], st["do"], st["dq"], st["dk"], st["dv"], mask, scale,
+    )  # fmt: skip
+
+
+class CudnnSdpaGrad(CudnnGraphs[GradKey]):
+    """cuDNN SDPA backward graphs for one backend (built lazily, cached by :class:`GradKey`)."""
+
+    plan_kind = PLAN_KIND
+    recipe = 1
+    roles = TENSORS
+    label = "SDPA backward"
+
+    def _build(self, key: GradKey) -> _Built:
+        cudnn = self._module
+        handle = self._handle()
+        io = cudnn.data_type.BFLOAT16 if key.dtype == D.ACL_BF16 else cudnn.data_type.HALF
+        f32 = cudnn.data_type.FLOAT
+        g = cudnn.pygraph(io_data_type=io, intermediate_data_type=f32, compute_data_type=f32, handle=handle)
+        query = [key.b, key.nq, key.sq, key.d]
+        keys = [key.b, key.nkv, key.skv, key.d]
+        stats = [key.b, key.nq, key.sq, 1]
+        t = {
+            "q": g.tensor(name="q", dim=query, stride=list(key.q), data_type=io),
+            "k": g.tensor(name="k", dim=keys, stride=list(key.k), data_type=io),
+            "v": g.tensor(name="v", dim=keys, stride=list(key.v), data_type=io),
+            "o": g.tensor(name="o", dim=query, stride=list(key.o), data_type=io),
+            "do": g.tensor(name="dO", dim=query, stride=list(key.do), data_type=io),
+            "stats": g.tensor(name="stats", dim=stats, stride=list(contiguous_strides(tuple(stats))), data_type=f32),
+        }
+        options = _mask_options(cudnn, key.mask)
+        dq, dk, dv = g.sdpa_backward(
+            t["q"], t["k"], t["v"], t["o"], t["do"], t["stats"], attn_scale=key.scale, name="sdpa_bwd", **options
+        )
+        for role, tensor, dims in (("dq", dq, query), ("dk", dk, keys), ("dv", dv, keys)):
+            tensor.set_output(True).set_dim(dims).set_stride(list(getattr(key, role))).set_data_type(io)
+            t[role] = tensor
+        self._finish(g, PYTHON_ENGINES)
+        return _Built(g, t, int(g.get_workspace_size()))
+
+    def run(self, built: _Built, key: GradKey, tensors: dict[str, AclTensor], stream: int) -> None:
+        """Execute ``built`` on ``stream``: the log-sum-exp from smax / ssum, then dQ, dK, dV."""
+        if not self._run_once(built, key, tensors, stream):  # a deserialised plan failed: built afresh, once
+            self._run_once(self._rebuild(key, built), key, tensors, stream)
+
+    def _run_once(self, built: _Built, key: GradKey, tensors: dict[str, AclTensor], stream: int) -> bool:
+        provider = self.backend.provider
+        stats = provider.malloc_async(max(key.b * key.nq * key.sq * 4, 4), stream)
+        try:
+            self.lse(tensors["smax"], tensors["ssum"], stats, stream)
+            pack = {built.tensors[role]: address(tensors[role]) for role in OPERANDS}
+            pack[built.tensors["stats"]] = stats
+            return self._execute(built, pack, stream)
+        finally:
+            provider.free_async(stats, stream)
+
+    def lse(self, smax: AclTensor, ssum: AclTensor, address: int, stream: int) -> None:
+        """``lse[b, n, s] = max + log(sum)`` of the statistics' first column into the contiguous [B,N,Sq,1] fp32."""
+        b, n, s, _ = smax.view_dims
+        shape = (b, n, s, 1)
+        out = AclTensor(shape, D.ACL_FLOAT, contiguous_strides(shape), 0, Format.ACL_FORMAT_ND, shape, address)
+        ew = self.backend.elementwise
+        tensors = [("smax", _column(smax)), ("ssum", _column(ssum)), ("out", out)]
+        ew.enqueue(ew.instantiate(LSE.name, LSE, {"F": D.ACL_FLOAT}, tensors), stream)
+
+
+def _mask_options(cudnn: Any, mask: GradMask) -> dict[str, Any]:
+    """sdpa_backward's mask arguments: the forward's causal flags, or the diagonal band's alignment and bounds."""
+    if mask.kind == "top_left":
+        return {"use_causal_mask": True}
+    if mask.kind == "bottom_right":
+        return {"use_causal_mask_bottom_right": True}
+    if mask.kind == "band":
+        options: dict[str, Any] = {"diagonal_alignment": cudnn.diagonal_alignment.BOTTOM_RIGHT}
+        if mask.left is not None:
+            options["diagonal_band_left_bound"] = mask.left
+        if mask.right is not None:
+            options["diagonal_band_right_bound"] = mask.right
+        return options
+    return {}
+
+
+def _column(stats: AclTensor) -> AclTensor:
+    """The first of the eight columns of a [B,N,Sq,8] statistic, as a [B,N,Sq,1] view."""
+    b, n, s, _ = stats.view_dims
+    return replace(stats, view_dims=(b, n, s, 1))
