@@ -40,6 +40,7 @@ from acl_rocm.kernels.wgmma import (
     make_desc,
     swizzled_offset,
     tile_kernel_name,
+    tile_regions,
     tile_source,
 )
 from acl_rocm.ops.attention_flash import parse_setting
@@ -381,6 +382,22 @@ def test_wgmma_tile_kernels_build_for_sm_90a(tmp_path: Path) -> None:
         name = tile_kernel_name(n, bf16, form, tb, ks, True)
         report = _cubin(tmp_path, name, tile_source(n, bf16, form, tb, ks, True))
         assert " 0 bytes spill stores" in report, report
+
+
+@pytest.mark.parametrize("swizzle", [False, True])
+def test_tile_operands_stay_inside_their_shared_regions(swizzle: bool) -> None:
+    """Every element the tile kernel stages lands inside its operand's region (K 16 swizzled overran A's into B's
+    and past the array: an illegal address on the H100, 2026-12-07)."""
+    for n, _, _, tb, ks in SWIZZLED_TILE_CASES if swizzle else TILE_CASES:
+        kd = 16 * ks
+        a_elems, b_elems = tile_regions(n, tb, ks, swizzle)
+        b_rows, b_cols = (kd, n) if tb else (n, kd)
+
+        def at(r: int, c: int, rows: int, cols: int) -> int:
+            return swizzled_offset(r, c, rows) if swizzle else interleaved_offset(r, c, cols)
+
+        assert max(at(r, c, 64, kd) for r in range(64) for c in range(kd)) < a_elems, (n, tb, ks)
+        assert max(at(r, c, b_rows, b_cols) for r in range(b_rows) for c in range(b_cols)) < b_elems, (n, tb, ks)
 
 
 def test_tile_source_refuses_what_it_lacks() -> None:

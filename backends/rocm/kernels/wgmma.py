@@ -266,6 +266,14 @@ def tile_kernel_name(n: int, bf16: bool, form: str, trans_b: int, ksteps: int, s
     return f"acl_wg_tile_{form}_n{n}_{'bf16' if bf16 else 'f16'}_tb{trans_b}_k{16 * ksteps}{sw}"
 
 
+def tile_regions(n: int, trans_b: int, ksteps: int, swizzle: bool) -> tuple[int, int]:
+    """(A's, B's) shared elements in :func:`tile_source`: a swizzled K-major operand's rows are whole 128-byte
+    atoms, so one with K under 64 still spans 64 columns (K 16 in 64 x 16 elements would overrun into B)."""
+    kd = 16 * ksteps
+    k_major = max(kd, 64) if swizzle else kd
+    return 64 * k_major, n * (kd if trans_b else k_major)
+
+
 def tile_source(n: int, bf16: bool, form: str, trans_b: int, ksteps: int, swizzle: bool = False) -> str:
     """A one-warpgroup kernel computing ``D[64 x n] = A[64 x 16 ksteps] B`` with one wgmma per k16 step (tests).
 
@@ -284,7 +292,8 @@ def tile_source(n: int, bf16: bool, form: str, trans_b: int, ksteps: int, swizzl
     allowed = (1, 2, 4, 8) if swizzle else (1, 2, 4)
     if form not in ("ss", "rs") or trans_b not in (0, 1) or ksteps not in allowed:
         raise ValueError(f"no wgmma tile kernel for {form} trans_b={trans_b} ksteps={ksteps} swizzle={swizzle}")
-    if (64 + n) * 16 * ksteps * 2 + 1024 > 48 * 1024:
+    a_elems, b_elems = tile_regions(n, trans_b, ksteps, swizzle)
+    if (a_elems + b_elems) * 2 + 1024 > 48 * 1024:
         raise ValueError(f"the wgmma tile kernel n={n} ksteps={ksteps} needs more than 48 KiB of static shared memory")
     t = "bf16" if bf16 else "f16"
     call = (
@@ -296,6 +305,7 @@ def tile_source(n: int, bf16: bool, form: str, trans_b: int, ksteps: int, swizzl
 #define N {n}
 #define KS {ksteps}
 #define KD (16 * KS)
+#define A_ELEMS {a_elems}
 #define SW {int(swizzle)}
 #define TB {trans_b}
 #if SW  // 128-byte swizzle: K-major steps 32 bytes inside a 64-column block, rows * 128 bytes a block
@@ -317,10 +327,10 @@ def tile_source(n: int, bf16: bool, form: str, trans_b: int, ksteps: int, swizzl
 extern "C" __global__ void __launch_bounds__(128, 1) {tile_kernel_name(n, bf16, form, trans_b, ksteps, swizzle)}(
     const unsigned short* __restrict__ a, const unsigned short* __restrict__ b, float* __restrict__ out,
     const int lbo_b, const int sbo_b) {{
-  __shared__ alignas(128) unsigned short raw[64 * KD + N * KD + 512];
+  __shared__ alignas(128) unsigned short raw[A_ELEMS + {b_elems} + 512];
   // 1024-byte aligned (the swizzle pattern follows address bits 4-9)
   unsigned short* const as = raw + ((1024u - (acl_wg_smem(raw) & 1023u)) & 1023u) / 2;
-  unsigned short* const bs = as + 64 * KD;
+  unsigned short* const bs = as + A_ELEMS;
   const int tid = threadIdx.x;
   if (tid >= 128) return;
   for (int i = tid; i < 64 * KD; i += 128) {{  // A: rows along M, columns along K
