@@ -54,15 +54,16 @@ STILL_ON_THE_TABLE = {
     "RopeWithSinCosCacheV2",
     "RopeWithSinCosCache",
     "QkvRmsNormRopeCache",  # the same rotation after RmsNorm, beside INT8 quantised caches
-    # the attention backward: dQ/dK/dV are products of P = softmax(QKᵀ), whose bound needs the unchanged Q and K
-    # (FlashAttentionScore's reason); its versions take its class
-    "FlashAttentionScoreGrad",
-    *(f"FlashAttentionScoreGradV{v}" for v in (2, 3, 4)),
     "RotaryPositionEmbeddingGrad",  # the rotation negates half of dy·sin and of x, as RotaryPositionEmbedding's
 }
 """TODO.md's issue-14 section lists these with their reasons (each spec's ``table(reason)``)."""
 
-BY_CALL = {"QuantMatmulV5": {"reduction", "table"}, "QuantMatmulWeightNz": {"reduction", "table"}}
+BY_CALL = {
+    "QuantMatmulV5": {"reduction", "table"},
+    "QuantMatmulWeightNz": {"reduction", "table"},
+    # float32 under the composite bound of its products; fp16/bf16 rounding P and dS to the input type: the table
+    **{f"FlashAttentionScoreGrad{v}": {"composite", "table"} for v in ("", "V2", "V3", "V4")},
+}
 """Ops whose class depends on the call (``by_call``), with the kinds it may resolve to."""
 
 
