@@ -19,15 +19,9 @@ def placed(backend: Backend, values: np.ndarray, offset: int) -> DeviceArray:
     values = np.ascontiguousarray(values)
     storage = np.zeros(values.size + offset, values.dtype)
     storage[offset:] = values.reshape(-1)
-    da = DeviceArray(backend, values.shape, from_numpy(values.dtype), storage.size, None, offset)
-    raw = storage.view(np.uint8)
-    rt = backend.runtime
-    rt.register_host(raw.ctypes.data, raw.nbytes, raw)
-    try:
-        rt.memcpy(da.address, da.nbytes, raw.ctypes.data, raw.nbytes, MemcpyKind.ACL_MEMCPY_HOST_TO_DEVICE)
-    finally:
-        rt.unregister(raw.ctypes.data)
-    return da
+    return _upload(
+        backend, DeviceArray(backend, values.shape, from_numpy(values.dtype), storage.size, None, offset), storage
+    )
 
 
 def empty_placed(backend: Backend, shape: tuple[int, ...], dtype: np.dtype, offset: int) -> DeviceArray:
@@ -43,6 +37,11 @@ def rows_placed(backend: Backend, values: np.ndarray, row_stride: int, offset: i
     for r in range(rows):
         storage[offset + r * row_stride : offset + r * row_stride + cols] = values[r]
     da = DeviceArray(backend, values.shape, from_numpy(values.dtype), storage.size, (row_stride, 1), offset)
+    return _upload(backend, da, storage)
+
+
+def _upload(backend: Backend, da: DeviceArray, storage: np.ndarray) -> DeviceArray:
+    """``da`` with its whole allocation filled from ``storage`` (registered host memory, then one copy)."""
     raw = storage.view(np.uint8)
     rt = backend.runtime
     rt.register_host(raw.ctypes.data, raw.nbytes, raw)

@@ -700,10 +700,23 @@ def _wide_scan(kernel: RowKernel, step: list[str]) -> list[str]:
     src = ctype(kernel.operand("self").dtype)
     vt = f"AclVec<{src.storage}, {vec}>"
     value = convert(src.decode.format(x="t[u].v[e]"), src, ctype(kernel.acc))
-    k = kernel.index("self")
+    use = [
+        "#pragma unroll",
+        f"for (int e = 0; e < {vec}; ++e) {{",
+        f"  const acc_t v = (acc_t)({value});",
+        f"  const long long j = (long long)(c * {vec} + e);",
+        "  if (acl_arg_better(v, j, best, at)) { best = v; at = j; }",
+        "}",
+    ]
+    return vector_walk(vt, f"p_self + base[{kernel.index('self')}]", vec, unroll, use)
+
+
+def vector_walk(vt: str, row: str, vec: int, unroll: int, use: Sequence[str]) -> list[str]:
+    """A block's walk over the whole vectors of a row at ``row`` (``len / vec`` of type ``vt``): each thread loads
+    ``unroll`` vectors into ``t[u]`` before ``use`` runs on each (``c``: the vector's index; ``whole`` is defined)."""
     return [
         f"const idx_t whole = len / (idx_t){vec};",
-        f"const {vt}* rowv = reinterpret_cast<const {vt}*>(p_self + base[{k}]);",
+        f"const {vt}* rowv = reinterpret_cast<const {vt}*>({row});",
         f"for (idx_t c0 = (idx_t)threadIdx.x; c0 < whole; c0 += (idx_t){unroll} * (idx_t)blockDim.x) {{",
         f"  {vt} t[{unroll}];",
         "  #pragma unroll",
@@ -715,12 +728,7 @@ def _wide_scan(kernel: RowKernel, step: list[str]) -> list[str]:
         f"  for (int u = 0; u < {unroll}; ++u) {{",
         "    const idx_t c = c0 + (idx_t)u * (idx_t)blockDim.x;",
         "    if (c < whole) {",
-        "      #pragma unroll",
-        f"      for (int e = 0; e < {vec}; ++e) {{",
-        f"        const acc_t v = (acc_t)({value});",
-        f"        const long long j = (long long)(c * {vec} + e);",
-        "        if (acl_arg_better(v, j, best, at)) { best = v; at = j; }",
-        "      }",
+        *("      " + line for line in use),
         "    }",
         "  }",
         "}",
