@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from acl_core.dtypes import DataType as D
-from acl_rocm.kernels.convolution import _kernel, _meta, _name, _unflatten
+from acl_rocm.kernels.convolution import Im2col, _kernel, _meta, _name, _unflatten
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 
 GATHER_SCALARS: Final = ("PC", "P0", "IMGS", "YS_N", "YS_C")
@@ -24,14 +24,8 @@ _F32 = ctype(D.ACL_FLOAT)
 
 
 @dataclass(frozen=True)
-class GatherOut:
-    """``dst[oc, img, pp] = y[img, oc, p0 + pp]`` converted to ``dst`` (HF32-rounded when asked)."""
-
-    src: D
-    dst: D
-    spatial: int
-    index_type: str
-    hf32: bool = False
+class GatherOut(Im2col):
+    """``dst[oc, img, pp] = y[img, oc, p0 + pp]`` converted to ``dst`` (HF32-rounded when asked): Im2col's fields."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
