@@ -39,6 +39,7 @@ from acl_rocm.ops.attention_grad_cudnn import (
     grad_refusal,
 )
 from tests.rocm.against_reference import class_problems
+from tests.rocm.fake_cudnn_frontend import FakeFrontend
 from tests.rocm.prefill import sentinel_outputs
 from tests.rocm.test_attention_cpu import reference as reference
 from tests.rocm.test_attention_grad_cpu import _samples
@@ -163,31 +164,17 @@ class FakeGraph:
         return keep
 
 
-class FakeCudnn:
+class FakeCudnn(FakeFrontend):
     """The frontend module surface the backward's cuDNN path uses."""
 
-    __version__ = "1.32.0"
     data_type = _Enum(BFLOAT16="bf16", HALF="half", FLOAT="float")
-    heur_mode = _Enum(A="A", FALLBACK="FALLBACK")
     diagonal_alignment = _Enum(BOTTOM_RIGHT="BOTTOM_RIGHT", TOP_LEFT="TOP_LEFT")
 
     def __init__(self) -> None:
+        super().__init__()
         self.graphs: list[FakeGraph] = []
         self.executed = 0
-        self.streams: list[int] = []
         self.refuse = ""
-
-    def backend_version(self) -> int:
-        return 91900
-
-    def backend_version_string(self) -> str:
-        return "9.19.0"
-
-    def create_handle(self) -> object:
-        return object()
-
-    def set_stream(self, handle: object, stream: int) -> None:
-        self.streams.append(stream)
 
     def pygraph(self, io_data_type: Any = None, handle: Any = None, **_: Any) -> FakeGraph:
         self.graphs.append(FakeGraph(self, io_data_type))

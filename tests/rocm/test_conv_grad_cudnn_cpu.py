@@ -27,6 +27,7 @@ from acl_core.errors import AclError, RtErrorCode
 from acl_core.formats import Format
 from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.ops.conv_grad_cudnn import EXACT_NOTES, TF32_NOTES, ConvKey, CudnnConv, cudnn_refusal
+from tests.rocm.fake_cudnn_frontend import FakeFrontend
 from tests.rocm.test_convolution_cpu import emulated  # noqa: F401 - the fixture
 from tests.rocm.test_gpu_conv_grad import compare, grad_args
 from tests.rocm.test_gpu_conv_grad_cudnn import CASES, DTYPES, case_id, spec_args
@@ -131,30 +132,17 @@ class FakeGraph:
         self.module.executed.append(op)
 
 
-class FakeCudnn:
+class FakeCudnn(FakeFrontend):
     """The frontend module surface the convolution path uses."""
 
-    __version__ = "1.32.0"
     data_type = SimpleNamespace(BFLOAT16="BFLOAT16", HALF="HALF", FLOAT="FLOAT")
-    heur_mode = SimpleNamespace(A="A", FALLBACK="FALLBACK")
     numerical_note = SimpleNamespace(**{n: n for n in NOTES})  # the WINOGRAD_TILE_* notes absent: skipped
 
     def __init__(self) -> None:
+        super().__init__()
         self.built: list[FakeGraph] = []
         self.executed: list[str] = []
         self.unsupported: set[str] = set()
-
-    def backend_version(self) -> int:
-        return 91900
-
-    def backend_version_string(self) -> str:
-        return "9.19.0"
-
-    def create_handle(self) -> object:
-        return object()
-
-    def set_stream(self, handle: object, stream: int) -> None:
-        pass
 
     def pygraph(self, io_data_type: str, intermediate_data_type: str, compute_data_type: str, handle: Any) -> FakeGraph:
         assert intermediate_data_type == compute_data_type == "FLOAT"
