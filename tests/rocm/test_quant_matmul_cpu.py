@@ -324,10 +324,15 @@ def emulated_vec(tmp_path_factory: pytest.TempPathFactory) -> tuple[RocmBackend,
     return _backend(tmp_path_factory.mktemp("kcv"), env={"ACL_QMM_EPILOGUE": "vec4"})
 
 
+@pytest.fixture(scope="module")
+def emulated_scalar(tmp_path_factory: pytest.TempPathFactory) -> tuple[RocmBackend, FakeProvider]:
+    return _backend(tmp_path_factory.mktemp("kcs"), env={"ACL_QMM_EPILOGUE": "scalar"})
+
+
 @pytest.mark.parametrize("op", OPS)
-def test_vec4_epilogue_writes_what_the_scalar_one_writes(emulated, emulated_vec, op: str) -> None:
+def test_vec4_epilogue_writes_what_the_scalar_one_writes(emulated_scalar, emulated_vec, op: str) -> None:
     """ACL_QMM_EPILOGUE=vec4: every sample bit-identical to the scalar epilogue; layouts it refuses run scalar."""
-    scalar, _ = emulated
+    scalar, _ = emulated_scalar
     vec, provider = emulated_vec
     provider.launches.clear()
     for sample in _samples(op):
@@ -341,9 +346,9 @@ def test_vec4_epilogue_writes_what_the_scalar_one_writes(emulated, emulated_vec,
         assert any(name.endswith("_v4") for name in names), names
 
 
-def test_vec4_epilogue_crosses_its_edges_bit_for_bit(emulated, emulated_vec, reference: Backend) -> None:
+def test_vec4_epilogue_crosses_its_edges_bit_for_bit(emulated_scalar, emulated_vec, reference: Backend) -> None:
     """n = 276 (a partial 1024-column block), m = 41 (a partial 8-row block), a batch of 2, every parameter."""
-    scalar, _ = emulated
+    scalar, _ = emulated_scalar
     vec, provider = emulated_vec
     rng = np.random.default_rng(8)
     args = {

@@ -86,7 +86,7 @@ MX_DECODE_ENV = "ACL_QMM_MX_DECODE"
 ``pair`` (both in one launch, 16-byte loads and stores, where the layout allows; else ``tiled``, logged)."""
 MX_DECODES = ("tiled", "pair")
 EPILOGUE_ENV = "ACL_QMM_EPILOGUE"
-"""The int32 / fp32 epilogue: ``scalar`` (default: a column a thread) or ``vec4`` (4 columns, 16-byte loads)."""
+"""The int32 / fp32 epilogue: ``vec4`` (default: 4 columns a thread, 16-byte loads) or ``scalar`` (a column each)."""
 EPILOGUES = ("scalar", "vec4")
 MAX_GRID_YZ = 65535
 """Grid y / z limit (CUDA and HIP alike)."""
@@ -620,8 +620,8 @@ class QuantMatmulRunner:
         self._launch(function, (_blocks(n, columns), _blocks(m, EPI_ROWS), count), values, stream)
 
     def epilogue_choice(self) -> str:
-        """``ACL_QMM_EPILOGUE`` (scalar or vec4; anything else: ACL_ERROR_INVALID_PARAM)."""
-        value = str(self.backend.environ.get(EPILOGUE_ENV, "") or "scalar").strip().lower()
+        """``ACL_QMM_EPILOGUE`` (vec4, the default, or scalar; anything else: ACL_ERROR_INVALID_PARAM)."""
+        value = str(self.backend.environ.get(EPILOGUE_ENV, "") or "vec4").strip().lower()
         if value not in EPILOGUES:
             expected = ", ".join(EPILOGUES)
             raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{EPILOGUE_ENV}={value!r}: expected {expected}")
