@@ -70,20 +70,3 @@ def test_within_the_accuracy_class(rocm: Backend, op: str) -> None:
     failed = [o for o in report.outcomes if o.status == "failed"]
     assert not failed, "\n".join(f"{o.case}: {o.message}" for o in failed[:5])
     assert any(o.status == "passed" for o in report.outcomes)
-
-
-def test_no_host_copies(rocm: Backend) -> None:
-    """dx and both weight gradients come from device launches only (no device-to-host copy)."""
-    provider = getattr(rocm, "provider", None)
-    if provider is None or not hasattr(provider, "launches"):
-        pytest.skip("the provider records no launches")
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((8, 32)).astype(np.float32)
-    mean = x.mean(-1, keepdims=True)
-    rstd = (1 / np.sqrt(x.var(-1, keepdims=True) + 1e-5)).astype(np.float32)
-    args = {"gradOut": x, "input": x, "normalizedShape": [32], "mean": mean, "rstd": rstd}
-    eager.run("LayerNormBackward", rocm, **args, outputMask=[True, True, True])
-    provider.launches.clear()
-    eager.run("LayerNormBackward", rocm, **args, outputMask=[True, True, True])
-    names = [launch.name for launch in provider.launches]
-    assert sum("norm_grad" in n for n in names) == 1 and sum("col_grad" in n for n in names) == 1
