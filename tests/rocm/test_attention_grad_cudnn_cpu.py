@@ -25,6 +25,7 @@ from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclError
 from acl_core.formats import Format
+from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.attention import compressed_mask
 from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.ops.attention_grad import AttentionGradRunner
@@ -137,6 +138,8 @@ class FakeGraph:
             p = np.where(keep, np.exp(self.options["attn_scale"] * (q @ k.swapaxes(-1, -2)) - lse), 0.0)
         dp = do @ v.swapaxes(-1, -2)
         ds = p * (dp - (do * o).sum(-1, keepdims=True))
+        if self.module.rounds:  # cuDNN's numerics: P and dS in the io type before the second products
+            p, ds = (x.astype(_NUMPY[self.io]).astype(np.float64) for x in (p, ds))
         scale = self.options["attn_scale"]
         grads = {"dQ": scale * ds @ k, "dK": scale * ds.swapaxes(-1, -2) @ q, "dV": p.swapaxes(-1, -2) @ do}
         for name in ("dK", "dV"):
@@ -175,6 +178,8 @@ class FakeCudnn(FakeFrontend):
         self.graphs: list[FakeGraph] = []
         self.executed = 0
         self.refuse = ""
+        self.rounds = False
+        """Round P and dS to the io type before the second products, as cuDNN does (float64 throughout if not)."""
 
     def pygraph(self, io_data_type: Any = None, handle: Any = None, **_: Any) -> FakeGraph:
         self.graphs.append(FakeGraph(self, io_data_type))
@@ -224,6 +229,23 @@ def test_half_samples_take_cudnn_and_match_the_reference(cudnn_on, reference: Ba
     assert module.executed == len(picks) and all(g.deselected == ["sdpa_bwd"] for g in module.graphs)
     lines = _paths(caplog)
     assert len(lines) == len(picks) and all("cudnn path (cuDNN 9.19.0" in line for line in lines)
+
+
+def test_cudnn_numerics_pass_every_half_sample_under_the_class(cudnn_on, reference: Backend) -> None:
+    """With P and dS rounded to the io type (what cuDNN does), every fp16/bf16 sample the path takes is inside
+    the op's 16-bit class: the CPU stand-in of the GPU's test_every_sample_under_the_cudnn_path."""
+    backend, runner, module = cudnn_on
+    module.rounds = True
+    spec_samples = list(get_spec("FlashAttentionScoreGrad").samples(np.random.default_rng(2026)))  # type: ignore[misc]
+    ran = 0
+    for sample in spec_samples:
+        args = dict(sample.args)
+        if np.asarray(args["query"]).dtype == np.float32:
+            continue
+        runner.last_path = None
+        _compare(backend, reference, "FlashAttentionScoreGrad", args, sample.note, "contiguous")
+        ran += runner.last_path == "cudnn"
+    assert ran >= 10 and module.executed == ran
 
 
 def test_sparse_modes_map_onto_cudnn_masks(cudnn_on, reference: Backend) -> None:
