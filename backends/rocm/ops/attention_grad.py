@@ -57,6 +57,7 @@ from acl_rocm.ops.attention_grad_cudnn import (
     grad_key,
     grad_mask,
     grad_path,
+    grad_plan,
     grad_refusal,
 )
 from acl_rocm.ops.attention_plan import BUDGET_BYTES, Chunk, plan_chunks
@@ -190,7 +191,8 @@ class AttentionGradRunner:
     def run(self, launch: Launch) -> None:
         """Enqueue the whole backward on the launch's stream: the signature's path is chosen once (memo), then run."""
         path = grad_path(self.backend.environ)
-        key = f"rocm.attention_grad@{self.backend.provider.get_device()}:{path}"
+        choice = grad_plan(self.backend.environ) if path == "cudnn" else ""
+        key = f"rocm.attention_grad@{self.backend.provider.get_device()}:{path}:{choice}"
         enqueue = launch.memo.get(key)
         if enqueue is None:
             enqueue = launch.memo[key] = self._route(launch, path)
@@ -210,7 +212,8 @@ class AttentionGradRunner:
                 tensors, p.layout, dims, mask, p.pse is not None, p.sink is not None
             )
             if refused is None and not isinstance(mask, str):
-                key = grad_key(self.backend.provider.get_device(), tensors, p.layout, dims, mask, p.scale)
+                device = self.backend.provider.get_device()
+                key = grad_key(device, tensors, p.layout, dims, mask, p.scale, grad_plan(self.backend.environ))
                 built = self.cudnn.graph(key)
                 if not isinstance(built, str):
                     self._log(p, plan["mode"], "cudnn", f"cuDNN {self.cudnn.version()}, mask {mask.kind}")
