@@ -35,7 +35,8 @@ Choices where CANN's documents are silent:
 * Accuracy: a float32 call is held to the composite bound of its products (:func:`_grad_scale`); an fp16/bf16
   call to that bound plus the first-order effect of rounding P and dS to the input type before the second
   products, as every fused flash backward does (:func:`_grad_scale_16`); RotaryPositionEmbeddingGrad stays
-  under the table (its reason below). Not declared here: the varlen (TND) backwards, FlashAttentionUnpaddingScoreGrad and its versions.
+  under the table (its reason below). Not declared here: the varlen (TND) backwards,
+  FlashAttentionUnpaddingScoreGrad and its versions.
 
 RotaryPositionEmbeddingGrad is the backward of RotaryPositionEmbedding (``y = x·cos + R(x)·sin``, R the mode's
 rotation: 0 half, 1 interleave, 2 quarter, 3 interleave-half): ``dx = dy·cos + Rᵀ(dy·sin)`` (mode 3 through
