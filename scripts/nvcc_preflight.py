@@ -35,7 +35,7 @@ ACL_CMO_CONFIG: aclrtCmoAsync's prefetch, whose kernels of every method compile 
 with no pattern); ACL_CONV_GRAD_PATH=cudnn: ConvolutionBackward's cuDNN path (no kernel of its own: where cuDNN
 loads, only gradBias's row sum is compiled; here, without it, the GEMM path's kernels as before);
 ACL_ATTENTION_GRAD_PATH=cudnn: FlashAttentionScoreGrad's log-sum-exp kernel (cuDNN itself does not load here, so the
-calls take the composed path; ACL_ATTENTION_GRAD_CUDNN_PLAN=tune picks among cuDNN's plans and adds no source);
+calls take the composed path; ACL_ATTENTION_GRAD_CUDNN_PLAN / _SQUARE pick cuDNN's plan / mask and add no source);
 the ops of :data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the
 short norm rows, the down projection's GEMV).
 ``ACL_PREFLIGHT_ARCHS`` (default ``sm_90``, e.g. ``sm_80,sm_90``): the architectures each source is compiled for.
@@ -121,6 +121,7 @@ SWITCHES = (
     "ACL_REPEAT_ROWS",
     "ACL_ATTENTION_GRAD_PATH",
     "ACL_ATTENTION_GRAD_CUDNN_PLAN",
+    "ACL_ATTENTION_GRAD_CUDNN_SQUARE",
 )
 
 

@@ -25,6 +25,8 @@ from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclError
 from acl_core.formats import Format
+from acl_core.spec.ops import attention as A
+from acl_core.spec.ops import attention_grad as G
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.attention import compressed_mask
 from acl_core.tensor import AclTensor, contiguous_strides
@@ -32,15 +34,19 @@ from acl_rocm.ops.attention_grad import AttentionGradRunner
 from acl_rocm.ops.attention_grad_cudnn import (
     DEFAULT_PATH,
     DEFAULT_PLAN,
+    DEFAULT_SQUARE,
     PATH_ENV,
     PLAN_ENV,
     PLAN_KIND,
+    SQUARE_ENV,
     CudnnSdpaGrad,
     GradMask,
     grad_mask,
     grad_path,
     grad_plan,
     grad_refusal,
+    grad_square,
+    square_mask,
 )
 from acl_rocm.ops.cudnn_graphs import TUNE_CALLS
 from tests.rocm.against_reference import class_problems
@@ -302,6 +308,23 @@ def test_the_default_plan_is_the_heuristics_first(cudnn_on, reference: Backend) 
     assert grad_plan({}) == DEFAULT_PLAN == "heuristic" and grad_plan({PLAN_ENV: " Tune-All "}) == "tune-all"
     with pytest.raises(AclError):
         grad_plan({PLAN_ENV: "fastest"})
+
+
+def test_square_bottom_right_causal_may_go_as_top_left(
+    cudnn_on, reference: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend, runner, module = cudnn_on
+    monkeypatch.setattr(backend, "environ", {**backend.environ, SQUARE_ENV: "top-left"})
+    rng, causal = np.random.default_rng(4), {"attenMaskOptional": compressed_mask(), "sparseMode": 3}
+    for sq, skv in ((6, 6), (5, 8)):
+        fwd = A._fa_case(rng, D.ACL_BF16, "BNSD", 1, 2, 2, sq, skv, 8, **causal)
+        _compare(backend, reference, "FlashAttentionScoreGrad", G.grad_case(rng, fwd), f"{sq}x{skv}", "contiguous")
+        assert runner.last_path == "cudnn"
+    square, other = module.graphs
+    masks = [{k: v for k, v in g.options.items() if "causal" in k} for g in (square, other)]
+    assert masks == [{"use_causal_mask": True}, {"use_causal_mask_bottom_right": True}]  # the same keys where Sq = Skv
+    assert grad_square({}) == DEFAULT_SQUARE == "bottom-right"
+    assert square_mask(GradMask("bottom_right"), 4, 4, "bottom-right") == GradMask("bottom_right")
 
 
 def test_sparse_modes_map_onto_cudnn_masks(cudnn_on, reference: Backend) -> None:

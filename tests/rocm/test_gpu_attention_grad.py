@@ -14,8 +14,9 @@ causal (top-left and bottom-right), no mask, the sparseMode 4 band, GQA, D 64 / 
 bf16, under the same normwise bounds (the band xfails where the installed cuDNN refuses its graph: the composed path
 then ran, and was checked); then every sample under the op's class with that path on (the samples it
 cannot take fall back to the composed path), the check that decides whether it may become the default; and the
-bench's causal shape with ``ACL_ATTENTION_GRAD_CUDNN_PLAN=tune`` (every plan timed, the fastest kept) under the
-same normwise bound and the op's class.
+bench's causal layout with ``ACL_ATTENTION_GRAD_CUDNN_PLAN=tune`` (every plan timed, the fastest kept), its square
+bottom-right mask as given and as top-left (``ACL_ATTENTION_GRAD_CUDNN_SQUARE``), under the same normwise bound and
+the op's class.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from acl_core.dtypes import DataType as D
 from acl_core.spec.ops import all_specs
 from acl_core.spec.ops.attention import UNBOUNDED, compressed_mask
 from acl_rocm.ops.attention_grad import GradProblem
-from acl_rocm.ops.attention_grad_cudnn import PATH_ENV, PLAN_ENV
+from acl_rocm.ops.attention_grad_cudnn import PATH_ENV, PLAN_ENV, SQUARE_ENV
 from tests.conftest import assert_close
 from tests.rocm.against_reference import assert_every_sample_matches, assert_matches_reference, class_problems
 from tests.rocm.prefill import sentinel_outputs
@@ -209,15 +210,17 @@ def test_every_sample_under_the_cudnn_path(rocm: Backend, reference: Backend, cu
     assert built, "no sample ran on cuDNN"
 
 
+@pytest.mark.parametrize("square", ["bottom-right", "top-left"])
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bf16"])
 def test_cudnn_tuned_plan_matches_the_reference(
-    rocm: Backend, reference: Backend, cudnn_grad: Any, monkeypatch: pytest.MonkeyPatch, dtype: Any
+    rocm: Backend, reference: Backend, cudnn_grad: Any, monkeypatch: pytest.MonkeyPatch, dtype: Any, square: str
 ) -> None:
-    monkeypatch.setattr(rocm, "environ", {**rocm.environ, PLAN_ENV: "tune"})  # type: ignore[attr-defined]
+    switches = {PLAN_ENV: "tune", SQUARE_ENV: square}
+    monkeypatch.setattr(rocm, "environ", {**rocm.environ, **switches})  # type: ignore[attr-defined]
     op, args = _call(np.random.default_rng(12), dtype, 1, 8, 8, 1024, 1024, 128)
     args = _as_bnsd(args | {"attenMaskOptional": compressed_mask(), "sparseMode": 3})  # the bench row's layout
     cudnn_grad.last_path = None
-    _check(rocm, reference, op, args, "cudnn tuned causal BNSD 1024x1024 D128")
+    _check(rocm, reference, op, args, f"cudnn tuned causal BNSD 1024x1024 D128, square as {square}")
     assert cudnn_grad.last_path == "cudnn"
     tuned = [b for b in cudnn_grad.cudnn._graphs.values() if not isinstance(b, str) and b.plans]
     assert tuned and all(b.index is not None for b in tuned)

@@ -43,6 +43,11 @@ DEFAULT_PLAN: Final = "heuristic"
 """The cuDNN path's plan: heuristics A's first (default); ``tune``: every plan built and timed on a signature's first
 call, the fastest kept (opt-in until a GPU run times it); ``tune-all``: the frontend's python (CuTe DSL) engines
 among them too (they import torch: a measurement, not a deployment choice)."""
+SQUARE_ENV: Final = "ACL_ATTENTION_GRAD_CUDNN_SQUARE"
+SQUARES: Final = ("bottom-right", "top-left")
+DEFAULT_SQUARE: Final = "bottom-right"
+"""How a square (Sq = Skv) bottom-right causal call (sparseMode 3) reaches cuDNN: as given (default) or as the
+top-left causal mask, the same keys there, which torch's ``is_causal`` uses (opt-in until a GPU run times it)."""
 PLAN_KIND: Final = "cudnn_sdpa_bwd"
 """The plan cache kind of serialised SDPA backward plans."""
 TENSORS: Final = ("q", "k", "v", "o", "do", "stats", "dq", "dk", "dv")
@@ -63,17 +68,23 @@ LSE = ufunc(
 
 def grad_path(environ: Mapping[str, str]) -> str:
     """The :data:`PATH_ENV` setting (:data:`DEFAULT_PATH` unless set; a bad value: ACL_ERROR_INVALID_PARAM)."""
-    value = (environ.get(PATH_ENV, "") or DEFAULT_PATH).strip().lower()
-    if value not in PATHS:
-        raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{PATH_ENV}={value!r}: not one of {PATHS}")
-    return value
+    return _choice(environ, PATH_ENV, PATHS, DEFAULT_PATH)
 
 
 def grad_plan(environ: Mapping[str, str]) -> str:
     """The :data:`PLAN_ENV` setting (:data:`DEFAULT_PLAN` unless set; a bad value: ACL_ERROR_INVALID_PARAM)."""
-    value = (environ.get(PLAN_ENV, "") or DEFAULT_PLAN).strip().lower()
-    if value not in PLANS:
-        raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{PLAN_ENV}={value!r}: not one of {PLANS}")
+    return _choice(environ, PLAN_ENV, PLANS, DEFAULT_PLAN)
+
+
+def grad_square(environ: Mapping[str, str]) -> str:
+    """The :data:`SQUARE_ENV` setting (:data:`DEFAULT_SQUARE` unless set; a bad value: ACL_ERROR_INVALID_PARAM)."""
+    return _choice(environ, SQUARE_ENV, SQUARES, DEFAULT_SQUARE)
+
+
+def _choice(environ: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    value = (environ.get(name, "") or default).strip().lower()
+    if value not in choices:
+        raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{name}={value!r}: not one of {choices}")
     return value
 
 
@@ -109,6 +120,13 @@ def grad_mask(mode: int, has_mask: bool, sq: int, skv: int, pre: int, nxt: int) 
         reach = sq + skv  # a bound this far reaches every key: unbounded
         return GradMask("band", pre + 1 if pre < reach else None, nxt if nxt < reach else None)
     return f"sparseMode {mode} with a mask (cuDNN takes no mask tensor)"
+
+
+def square_mask(mask: GradMask, sq: int, skv: int, square: str) -> GradMask:
+    """``mask``, or top-left causal for a square bottom-right causal call under ``square`` = "top-left"."""
+    if square == "top-left" and mask.kind == "bottom_right" and sq == skv:
+        return GradMask("top_left")
+    return mask
 
 
 @dataclass(frozen=True)
