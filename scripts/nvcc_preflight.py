@@ -35,7 +35,8 @@ ACL_CMO_CONFIG: aclrtCmoAsync's prefetch, whose kernels of every method compile 
 with no pattern); ACL_CONV_GRAD_PATH=cudnn: ConvolutionBackward's cuDNN path (no kernel of its own: where cuDNN
 loads, only gradBias's row sum is compiled; here, without it, the GEMM path's kernels as before);
 ACL_ATTENTION_GRAD_PATH=cudnn: FlashAttentionScoreGrad's log-sum-exp kernel (cuDNN itself does not load here, so the
-calls take the composed path); the ops of :data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the
+calls take the composed path; ACL_ATTENTION_GRAD_CUDNN_PLAN / _SQUARE pick cuDNN's plan / mask and add no source);
+the ops of :data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the
 short norm rows, the down projection's GEMV).
 ``ACL_PREFLIGHT_ARCHS`` (default ``sm_90``, e.g. ``sm_80,sm_90``): the architectures each source is compiled for.
 Exit status 1 when a source fails to compile (its log is printed), 2 without nvcc.
@@ -119,6 +120,8 @@ SWITCHES = (
     "ACL_CE_ROWS",
     "ACL_REPEAT_ROWS",
     "ACL_ATTENTION_GRAD_PATH",
+    "ACL_ATTENTION_GRAD_CUDNN_PLAN",
+    "ACL_ATTENTION_GRAD_CUDNN_SQUARE",
 )
 
 

@@ -61,8 +61,8 @@ STILL_ON_THE_TABLE = {
 BY_CALL = {
     "QuantMatmulV5": {"reduction", "table"},
     "QuantMatmulWeightNz": {"reduction", "table"},
-    # float32 under the composite bound of its products; fp16/bf16 rounding P and dS to the input type: the table
-    **{f"FlashAttentionScoreGrad{v}": {"composite", "table"} for v in ("", "V2", "V3", "V4")},
+    # float32 under the composite bound of its products; fp16/bf16 under it plus P's and dS's roundings to 16 bits
+    **{f"FlashAttentionScoreGrad{v}": {"composite"} for v in ("", "V2", "V3", "V4")},
 }
 """Ops whose class depends on the call (``by_call``), with the kinds it may resolve to."""
 

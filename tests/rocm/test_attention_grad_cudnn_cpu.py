@@ -25,19 +25,30 @@ from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclError
 from acl_core.formats import Format
+from acl_core.spec.ops import attention as A
+from acl_core.spec.ops import attention_grad as G
+from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.attention import compressed_mask
 from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.ops.attention_grad import AttentionGradRunner
 from acl_rocm.ops.attention_grad_cudnn import (
     DEFAULT_PATH,
+    DEFAULT_PLAN,
+    DEFAULT_SQUARE,
     PATH_ENV,
+    PLAN_ENV,
     PLAN_KIND,
+    SQUARE_ENV,
     CudnnSdpaGrad,
     GradMask,
     grad_mask,
     grad_path,
+    grad_plan,
     grad_refusal,
+    grad_square,
+    square_mask,
 )
+from acl_rocm.ops.cudnn_graphs import TUNE_CALLS
 from tests.rocm.against_reference import class_problems
 from tests.rocm.fake_cudnn_frontend import FakeFrontend
 from tests.rocm.prefill import sentinel_outputs
@@ -99,6 +110,7 @@ class FakeGraph:
         self.options: dict[str, Any] = {}
         self.deselected: list[str] = []
         self.selected_engine = None
+        self.policy: Any = None
 
     def tensor(self, name: str, dim: list[int], stride: list[int], data_type: Any) -> FakeTensor:
         self.tensors[name] = FakeTensor(name, list(dim), list(stride), data_type)
@@ -116,7 +128,25 @@ class FakeGraph:
     def build_operation_graph(self) -> None: ...
     def create_execution_plans(self, modes: list[Any]) -> None: ...
     def check_support(self) -> None: ...
-    def build_plans(self) -> None: ...
+
+    def build_plans(self, policy: Any = None) -> None:
+        self.policy = policy
+
+    def get_execution_plan_count(self) -> int:
+        return self.module.plan_count
+
+    def get_workspace_size_plan_at_index(self, index: int) -> int:
+        return 256 + index
+
+    def get_plan_name_at_index(self, index: int) -> str:
+        return f"eng{index}"
+
+    def execute_plan_at_index(self, pack: dict[Any, int], workspace: int, index: int, handle: Any = None) -> None:
+        if index == self.module.broken_plan:
+            raise RuntimeError("cudnnBackendExecute: CUDNN_STATUS_EXECUTION_FAILED")
+        self.module.plan_runs[index] = self.module.plan_runs.get(index, 0) + 1
+        self.module.last_plan = index
+        self.execute(pack, workspace, handle)
 
     def deselect_engines(self, names: list[str]) -> None:
         self.deselected = list(names)
@@ -137,6 +167,8 @@ class FakeGraph:
             p = np.where(keep, np.exp(self.options["attn_scale"] * (q @ k.swapaxes(-1, -2)) - lse), 0.0)
         dp = do @ v.swapaxes(-1, -2)
         ds = p * (dp - (do * o).sum(-1, keepdims=True))
+        if self.module.rounds:  # cuDNN's numerics: P and dS in the io type before the second products
+            p, ds = (x.astype(_NUMPY[self.io]).astype(np.float64) for x in (p, ds))
         scale = self.options["attn_scale"]
         grads = {"dQ": scale * ds @ k, "dK": scale * ds.swapaxes(-1, -2) @ q, "dV": p.swapaxes(-1, -2) @ do}
         for name in ("dK", "dV"):
@@ -168,6 +200,7 @@ class FakeCudnn(FakeFrontend):
     """The frontend module surface the backward's cuDNN path uses."""
 
     data_type = _Enum(BFLOAT16="bf16", HALF="half", FLOAT="float")
+    build_plan_policy = _Enum(ALL="ALL", HEURISTICS_CHOICE="HEURISTICS_CHOICE")
     diagonal_alignment = _Enum(BOTTOM_RIGHT="BOTTOM_RIGHT", TOP_LEFT="TOP_LEFT")
 
     def __init__(self) -> None:
@@ -175,6 +208,10 @@ class FakeCudnn(FakeFrontend):
         self.graphs: list[FakeGraph] = []
         self.executed = 0
         self.refuse = ""
+        self.rounds = False
+        self.plan_count, self.broken_plan, self.last_plan = 3, -1, -1
+        self.plan_runs: dict[int, int] = {}
+        """Round P and dS to the io type before the second products, as cuDNN does (float64 throughout if not)."""
 
     def pygraph(self, io_data_type: Any = None, handle: Any = None, **_: Any) -> FakeGraph:
         self.graphs.append(FakeGraph(self, io_data_type))
@@ -224,6 +261,70 @@ def test_half_samples_take_cudnn_and_match_the_reference(cudnn_on, reference: Ba
     assert module.executed == len(picks) and all(g.deselected == ["sdpa_bwd"] for g in module.graphs)
     lines = _paths(caplog)
     assert len(lines) == len(picks) and all("cudnn path (cuDNN 9.19.0" in line for line in lines)
+
+
+def test_cudnn_numerics_pass_every_half_sample_under_the_class(cudnn_on, reference: Backend) -> None:
+    """With P and dS rounded to the io type (what cuDNN does), every fp16/bf16 sample the path takes is inside
+    the op's 16-bit class: the CPU stand-in of the GPU's test_every_sample_under_the_cudnn_path."""
+    backend, runner, module = cudnn_on
+    module.rounds = True
+    spec_samples = list(get_spec("FlashAttentionScoreGrad").samples(np.random.default_rng(2026)))  # type: ignore[misc]
+    ran = 0
+    for sample in spec_samples:
+        args = dict(sample.args)
+        if np.asarray(args["query"]).dtype == np.float32:
+            continue
+        runner.last_path = None
+        _compare(backend, reference, "FlashAttentionScoreGrad", args, sample.note, "contiguous")
+        ran += runner.last_path == "cudnn"
+    assert ran >= 10 and module.executed == ran
+
+
+def test_tuned_plans_are_timed_on_the_first_call_and_the_fastest_kept(
+    cudnn_on, reference: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend, runner, module = cudnn_on
+    monkeypatch.setattr(backend, "environ", {**backend.environ, PLAN_ENV: "tune"})
+    module.broken_plan = 2  # a plan that cannot run these operands is skipped
+    per_call = {0: 2.0, 1: 0.7}
+    monkeypatch.setattr(backend.provider, "event_elapsed_ms", lambda s, e: per_call[module.last_plan] * TUNE_CALLS)
+    note, args = _samples("FlashAttentionScoreGrad", (6,))[0]
+    for _ in range(2):
+        _compare(backend, reference, "FlashAttentionScoreGrad", args, note, "contiguous")
+        assert runner.last_path == "cudnn"
+    (graph,) = module.graphs
+    assert graph.policy == "ALL" and graph.deselected == ["sdpa_bwd"]
+    (built,) = runner.cudnn._graphs.values()
+    assert built.plans == 3 and built.index == 1 and built.workspace == 258
+    # each plan once untimed then TUNE_CALLS timed; plan 1 then ran the first call's own execution and the second's
+    assert module.plan_runs == {0: 1 + TUNE_CALLS, 1: 1 + TUNE_CALLS + 2}
+
+
+def test_the_default_plan_is_the_heuristics_first(cudnn_on, reference: Backend) -> None:
+    backend, _, module = cudnn_on
+    note, args = _samples("FlashAttentionScoreGrad", (6,))[0]
+    _compare(backend, reference, "FlashAttentionScoreGrad", args, note, "contiguous")
+    assert module.graphs[0].policy is None and module.plan_runs == {}
+    assert grad_plan({}) == DEFAULT_PLAN == "heuristic" and grad_plan({PLAN_ENV: " Tune-All "}) == "tune-all"
+    with pytest.raises(AclError):
+        grad_plan({PLAN_ENV: "fastest"})
+
+
+def test_square_bottom_right_causal_may_go_as_top_left(
+    cudnn_on, reference: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend, runner, module = cudnn_on
+    monkeypatch.setattr(backend, "environ", {**backend.environ, SQUARE_ENV: "top-left"})
+    rng, causal = np.random.default_rng(4), {"attenMaskOptional": compressed_mask(), "sparseMode": 3}
+    for sq, skv in ((6, 6), (5, 8)):
+        fwd = A._fa_case(rng, D.ACL_BF16, "BNSD", 1, 2, 2, sq, skv, 8, **causal)
+        _compare(backend, reference, "FlashAttentionScoreGrad", G.grad_case(rng, fwd), f"{sq}x{skv}", "contiguous")
+        assert runner.last_path == "cudnn"
+    square, other = module.graphs
+    masks = [{k: v for k, v in g.options.items() if "causal" in k} for g in (square, other)]
+    assert masks == [{"use_causal_mask": True}, {"use_causal_mask_bottom_right": True}]  # the same keys where Sq = Skv
+    assert grad_square({}) == DEFAULT_SQUARE == "bottom-right"
+    assert square_mask(GradMask("bottom_right"), 4, 4, "bottom-right") == GradMask("bottom_right")
 
 
 def test_sparse_modes_map_onto_cudnn_masks(cudnn_on, reference: Backend) -> None:

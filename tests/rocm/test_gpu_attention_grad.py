@@ -1,6 +1,7 @@
 """FlashAttentionScoreGrad (and V2-V4) and RotaryPositionEmbeddingGrad on the GPU, against the reference (GPU tier).
 
-Every sample of every version under the op's accuracy class (the table's per-dtype defaults), contiguous,
+Every sample of every version under the op's accuracy class (fp16/bf16: the float32 bound plus P's and dS's
+roundings to the input type, what fused flash backwards do), contiguous,
 padded and transposed; then tile-crossing shapes in every dtype (hundreds of rows and keys, D 64/128, GQA,
 causal, band, a full mask with fully masked rows, pse, a sink) compared normwise: at hundreds of keys the
 GPU's fp32 GEMMs and the reference's float64 sums differ by fp32's rounding of the largest terms, which an
@@ -12,7 +13,10 @@ The ``cudnn`` tests force ``ACL_ATTENTION_GRAD_PATH=cudnn`` (cuDNN's SDPA backwa
 causal (top-left and bottom-right), no mask, the sparseMode 4 band, GQA, D 64 / 128, BSND / BNSD / BSH, fp16 and
 bf16, under the same normwise bounds (the band xfails where the installed cuDNN refuses its graph: the composed path
 then ran, and was checked); then every sample under the op's class with that path on (the samples it
-cannot take fall back to the composed path), the check that decides whether it may become the default.
+cannot take fall back to the composed path), the check that decides whether it may become the default; and the
+bench's causal layout with ``ACL_ATTENTION_GRAD_CUDNN_PLAN=tune`` (every plan timed, the fastest kept), its square
+bottom-right mask as given and as top-left (``ACL_ATTENTION_GRAD_CUDNN_SQUARE``), under the same normwise bound and
+the op's class.
 """
 
 from __future__ import annotations
@@ -29,9 +33,9 @@ from acl_core.dtypes import DataType as D
 from acl_core.spec.ops import all_specs
 from acl_core.spec.ops.attention import UNBOUNDED, compressed_mask
 from acl_rocm.ops.attention_grad import GradProblem
-from acl_rocm.ops.attention_grad_cudnn import PATH_ENV
+from acl_rocm.ops.attention_grad_cudnn import PATH_ENV, PLAN_ENV, SQUARE_ENV
 from tests.conftest import assert_close
-from tests.rocm.against_reference import assert_every_sample_matches, assert_matches_reference
+from tests.rocm.against_reference import assert_every_sample_matches, assert_matches_reference, class_problems
 from tests.rocm.prefill import sentinel_outputs
 
 pytestmark = pytest.mark.gpu
@@ -204,3 +208,23 @@ def test_every_sample_under_the_cudnn_path(rocm: Backend, reference: Backend, cu
     assert_every_sample_matches(rocm, reference, "FlashAttentionScoreGrad")
     built = [b for b in cudnn_grad.cudnn._graphs.values() if not isinstance(b, str)]
     assert built, "no sample ran on cuDNN"
+
+
+@pytest.mark.parametrize("square", ["bottom-right", "top-left"])
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16], ids=["float16", "bf16"])
+def test_cudnn_tuned_plan_matches_the_reference(
+    rocm: Backend, reference: Backend, cudnn_grad: Any, monkeypatch: pytest.MonkeyPatch, dtype: Any, square: str
+) -> None:
+    switches = {PLAN_ENV: "tune", SQUARE_ENV: square}
+    monkeypatch.setattr(rocm, "environ", {**rocm.environ, **switches})  # type: ignore[attr-defined]
+    op, args = _call(np.random.default_rng(12), dtype, 1, 8, 8, 1024, 1024, 128)
+    args = _as_bnsd(args | {"attenMaskOptional": compressed_mask(), "sparseMode": 3})  # the bench row's layout
+    cudnn_grad.last_path = None
+    _check(rocm, reference, op, args, f"cudnn tuned causal BNSD 1024x1024 D128, square as {square}")
+    assert cudnn_grad.last_path == "cudnn"
+    tuned = [b for b in cudnn_grad.cudnn._graphs.values() if not isinstance(b, str) and b.plans]
+    assert tuned and all(b.index is not None for b in tuned)
+    expected = eager.run(op, reference, **args)
+    actual = eager.run(op, rocm, **args)
+    problems = class_problems(op, args, actual, expected)
+    assert not problems, "; ".join(p.message for p in problems)

@@ -32,9 +32,11 @@ Choices where CANN's documents are silent:
   qStartIdx/kvStartIdx and the reserved sinkInOptional must be null, dqRopeOut/dkRopeOut too; outDtype 0 or 1
   (it names the FP8 mode's output); seed and offset only seed dropout, which must be off; softmaxInLayout and
   dsinkOut are reserved (accepted, ignored / left untouched).
-* Accuracy: a float32 call is held to the composite bound of its products (:func:`_grad_scale`); fp16/bf16
-  calls and RotaryPositionEmbeddingGrad stay under the table (reasons with each class below). Not declared
-  here: the varlen (TND) backwards, FlashAttentionUnpaddingScoreGrad and its versions.
+* Accuracy: a float32 call is held to the composite bound of its products (:func:`_grad_scale`); an fp16/bf16
+  call to that bound plus the first-order effect of rounding P and dS to the input type before the second
+  products, as every fused flash backward does (:func:`_grad_scale_16`); RotaryPositionEmbeddingGrad stays
+  under the table (its reason below). Not declared here: the varlen (TND) backwards,
+  FlashAttentionUnpaddingScoreGrad and its versions.
 
 RotaryPositionEmbeddingGrad is the backward of RotaryPositionEmbedding (``y = x·cos + R(x)·sin``, R the mode's
 rotation: 0 half, 1 interleave, 2 quarter, 3 interleave-half): ``dx = dy·cos + Rᵀ(dy·sin)`` (mode 3 through
@@ -48,13 +50,14 @@ computed); the broadcast sums are formed in float64 on the reference and in doub
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from acl_core.dtypes import DataType as D
-from acl_core.spec.accuracy import by_call, composite, table, with_accuracy
+from acl_core.dtypes import from_numpy
+from acl_core.spec.accuracy import PRECISION, by_call, composite, table, with_accuracy
 from acl_core.spec.ops import attention as A
 from acl_core.spec.opspec import (
     INVALID,
@@ -243,14 +246,31 @@ def _grad_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
     yield ErrorSample({**base, "attenMaskOptional": np.zeros((4, 5), bool)}, INVALID, "mask shape")
 
 
-def _grad_scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
-    """First-order error scales of dQ, dK, dV (and dsink) of a float32 call, P recomputed from the given statistics.
+@dataclass(frozen=True)
+class _Terms:
+    """The float64 quantities both classes' scales are built from, in [B,N,S,·] with K and V repeated per group."""
 
-    ``S`` (scores) carries ``e_S = scale·|Q||K|ᵀ (+|pse|)`` into P as a relative error, ``dP − D`` carries
-    ``|dO||V|ᵀ + rowsum|dO∘O|``; so ``dS = P∘(dP − D)`` is off by ``P∘(|dP − D|·e_S + that) + |dS|`` (its own
-    rounding), and each output is its product's scale: ``scale·M_dS·|K|``, ``scale·M_dSᵀ·|Q|``, ``(P∘(1 + e_S))ᵀ|dO|``.
-    P is the one the call's statistics give (above 1 where they do not match Q and K, as a stride-0 case's).
-    """
+    layout: str
+    scale: float
+    q: np.ndarray
+    kx: np.ndarray
+    dout: np.ndarray
+    kv_shape: tuple[int, ...]
+    p: np.ndarray
+    """P from the call's statistics (0 where masked or in a row that kept nothing)."""
+    dp_delta: np.ndarray
+    """dP − D."""
+    delta: np.ndarray
+    m_dp: np.ndarray
+    """|dO||V|ᵀ + rowsum|dO∘O|: the scale of dP − D's error."""
+    e_s: np.ndarray
+    """scale·|Q||K|ᵀ (+|pse|): the scores' error scale, a relative error of P."""
+    row_max: np.ndarray
+    row_sum: np.ndarray
+
+
+def _terms(args: Mapping[str, Any]) -> _Terms:
+    """P, dP − D and the error scales of the scores and of dP − D, recomputed in float64 from the call."""
     layout, nq = str(args["inputLayout"]), int(args["headNum"])
     q = _bnsd(args["query"], layout, nq)
     d = q.shape[-1]
@@ -278,22 +298,92 @@ def _grad_scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str
         np.einsum("bnqd,bnkd->bnqk", np.abs(dout), np.abs(vx))
         + np.einsum("bnqd,bnqd->bnq", np.abs(dout), np.abs(out))[..., None]
     )
-    m_ds = p * (np.abs(dp - delta) * (1.0 + e_s) + m_dp)
     kv_shape = (q.shape[0], key.shape[1], group, *key.shape[2:])
+    return _Terms(layout, scale, q, kx, dout, kv_shape, p, dp - delta, delta, m_dp, e_s, row_max, row_sum)
+
+
+def _products(t: _Terms, m_ds: np.ndarray, m_p: np.ndarray) -> dict[str, np.ndarray]:
+    """dQ, dK, dV's scales in the call's layout from per-element bounds on dS (``m_ds``) and on P (``m_p``)."""
     scales = {
-        "dqOut": scale * np.einsum("bnqk,bnkd->bnqd", m_ds, np.abs(kx)),
-        "dkOut": (scale * np.einsum("bnqk,bnqd->bnkd", m_ds, np.abs(q))).reshape(kv_shape).sum(axis=2),
-        "dvOut": np.einsum("bnqk,bnqd->bnkd", p * (1.0 + e_s), np.abs(dout)).reshape(kv_shape).sum(axis=2),
+        "dqOut": t.scale * np.einsum("bnqk,bnkd->bnqd", m_ds, np.abs(t.kx)),
+        "dkOut": (t.scale * np.einsum("bnqk,bnqd->bnkd", m_ds, np.abs(t.q))).reshape(t.kv_shape).sum(axis=2),
+        "dvOut": np.einsum("bnqk,bnqd->bnkd", m_p, np.abs(t.dout)).reshape(t.kv_shape).sum(axis=2),
     }
-    found = {name: _layout(v, layout) for name, v in scales.items()}
+    return {name: _layout(v, t.layout) for name, v in scales.items()}
+
+
+def _float32_scales(t: _Terms, e_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(dS's, P's) first-order float32 error scales, with ``e_s`` P's relative error scale."""
+    return t.p * (np.abs(t.dp_delta) * (1.0 + e_s) + t.m_dp), t.p * (1.0 + e_s)
+
+
+def _grad_scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """First-order error scales of dQ, dK, dV (and dsink) of a float32 call, P recomputed from the given statistics.
+
+    ``S`` (scores) carries ``e_S = scale·|Q||K|ᵀ (+|pse|)`` into P as a relative error, ``dP − D`` carries
+    ``|dO||V|ᵀ + rowsum|dO∘O|``; so ``dS = P∘(dP − D)`` is off by ``P∘(|dP − D|·e_S + that) + |dS|`` (its own
+    rounding), and each output is its product's scale: ``scale·M_dS·|K|``, ``scale·M_dSᵀ·|Q|``, ``(P∘(1 + e_S))ᵀ|dO|``.
+    P is the one the call's statistics give (above 1 where they do not match Q and K, as a stride-0 case's).
+    """
+    t = _terms(args)
+    return _products(t, *_float32_scales(t, t.e_s)) | _dsink_scale(args, outputs, t)
+
+
+def _dsink_scale(args: Mapping[str, Any], outputs: Mapping[str, Any], t: _Terms) -> dict[str, Any]:
+    """dsink's scale ``Σ p_sink·(|D| + rowsum|dO∘O|)`` where the call has a sink and asks for dsinkOut."""
     sink = args.get("sinkInOptional")
-    if sink is not None and "dsinkOut" in outputs:
-        with np.errstate(all="ignore"):
-            p_sink = np.where(row_sum > 0, np.exp(np.asarray(sink, np.float64)[None, :, None, None] - row_max), 0.0)
-            p_sink = p_sink / np.where(row_sum > 0, row_sum, 1.0)
-        m_delta = np.abs(delta) + np.einsum("bnqd,bnqd->bnq", np.abs(dout), np.abs(out))[..., None]
-        found["dsinkOut"] = (p_sink * m_delta).sum(axis=(0, 2, 3))
-    return found
+    if sink is None or "dsinkOut" not in outputs:
+        return {}
+    row_max, row_sum = t.row_max, t.row_sum
+    with np.errstate(all="ignore"):
+        p_sink = np.where(row_sum > 0, np.exp(np.asarray(sink, np.float64)[None, :, None, None] - row_max), 0.0)
+        p_sink = p_sink / np.where(row_sum > 0, row_sum, 1.0)
+    o_abs = np.abs(_bnsd(args["attentionInOptional"], t.layout, int(args["headNum"])))
+    m_delta = np.abs(t.delta) + np.einsum("bnqd,bnqd->bnq", np.abs(t.dout), o_abs)[..., None]
+    return {"dsinkOut": (p_sink * m_delta).sum(axis=(0, 2, 3))}
+
+
+_SMALLEST_NORMAL = {D.ACL_FLOAT16: 2.0**-14, D.ACL_BF16: 2.0**-126}
+
+
+def _grad_scale_16(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The fp16/bf16 scale: what every fused flash backward computes, bounded to first order.
+
+    The model (FlashAttention-2/3, cuDNN's and torch's SDPA backwards): S = QKᵀ, dP = dO·Vᵀ and
+    D = rowsum(dO∘O) in fp32 from the 16-bit inputs; P = exp(scale·S − lse) (or exp(scale·S − max) / sum) in
+    fp32; P₁₆ = fl16(P) and dV = P₁₆ᵀ·dO; dS = P∘(dP − D) (P or P₁₆) in fp32, dS₁₆ = fl16(dS), dQ = scale·dS₁₆·K
+    and dK = scale·dS₁₆ᵀ·Q, all accumulated in fp32 and rounded once to the output. With u = 2^-p of the input
+    type (fp16 2^-11, bf16 2^-8) and τ its smallest normal (fp16 2^-14, bf16 2^-126), a rounding fl16(x) is off
+    by at most u·|x| where |x| >= τ and by at most |x| below τ (round to nearest into the subnormals, or flushed
+    to 0), so:
+
+    * |P₁₆ − P| <= r_P = u·P + [P < 2τ]·P, P the exact one (the float32 P is off from it by a relative error far
+      below 1/2, so it is under τ only where P < 2τ);
+    * |dS₁₆ − dS| <= r_dS = u·(|dS| + E) + r_P·|dP − D| + [|dS| < τ + E]·(|dS| + E), E = γ·M_dS the float32 class's
+      bound on the computed dS's error (so |computed dS| <= |dS| + E), r_P·|dP − D| where dS is formed from P₁₆;
+    * they reach the outputs linearly: dV by r_Pᵀ·|dO|, dQ by scale·r_dS·|K|, dK by scale·r_dSᵀ·|Q| (GQA groups
+      summed), on top of the float32 class's first-order scale, whose P error scale e_S also takes the log-sum-exp's
+      roundings (2·(|max| + |log sum|): lse = max + log sum rounded, then scale·S − lse rounded).
+
+    The bound per output element is ``γ·S32 + R + 1 ulp`` (R the sum above, γ = γ_(n+6) the class's own); it is
+    returned as one composite scale ``S16 = S32 + R/γ``, so the suite's ``γ·S16 + 1 ulp`` is exactly that. dsink
+    (V3) has no 16-bit intermediate: it keeps its float32 scale.
+    """
+    t = _terms(args)
+    dtype = from_numpy(np.asarray(args["query"]).dtype)
+    u, tiny = 2.0 ** -PRECISION[dtype], _SMALLEST_NORMAL[dtype]
+    gamma = _GRAD_16.gamma(_grad_length(args, outputs) + _GRAD_16.steps, dtype)
+    with np.errstate(all="ignore"):
+        log_sum = np.abs(np.log(np.where(t.row_sum > 0, t.row_sum, 1.0)))
+    lse = np.where(np.isfinite(t.row_max), np.abs(t.row_max), 0.0) + log_sum
+    m_ds, m_p = _float32_scales(t, t.e_s + 2.0 * lse)
+    ds = np.abs(t.p * t.dp_delta)
+    err_ds = gamma * m_ds  # what the float32 steps may leave in the dS that gets rounded
+    r_p = u * t.p + np.where(t.p < 2.0 * tiny, t.p, 0.0)
+    r_ds = u * (ds + err_ds) + r_p * np.abs(t.dp_delta) + np.where(ds < tiny + err_ds, ds + err_ds, 0.0)
+    rounded = _products(t, r_ds, r_p)
+    found = {name: v + rounded[name] / gamma for name, v in _products(t, m_ds, m_p).items()}
+    return found | _dsink_scale(args, outputs, t)
 
 
 def _keep(args: Mapping[str, Any], sq: int, skv: int) -> np.ndarray:
@@ -328,16 +418,19 @@ _GRAD_F32 = composite(
     reason="float32 products and row sums of P = softmax(QKᵀ) with dO, V, Q and K (dS = P∘(dP − D) cancels):"
     " the first-order scale of each output (_grad_scale)",
 )
-_GRAD_16 = table(
-    "fp16/bf16: fused backward kernels (FlashAttention's, cuDNN's) round P and dS to the input type before the"
-    " second products; a bound on two intermediate roundings in the input type is not a class yet"
+_GRAD_16 = composite(
+    steps=6,
+    length_of=_grad_length,
+    scale_of=_grad_scale_16,
+    reason="fp16/bf16: the float32 bound, plus P and dS rounded to the input type before the second products"
+    " (FlashAttention's, cuDNN's and torch's fused backwards) (_grad_scale_16 derives the bound)",
 )
 _GRAD_CLASS = by_call(
     lambda args: _GRAD_F32 if np.asarray(args["query"]).dtype == np.float32 else _GRAD_16,
     (_GRAD_F32, _GRAD_16),
-    "float32 under the composite bound of its products; fp16/bf16 under the table (see each choice)",
+    "float32 under the composite bound of its products; fp16/bf16 under that bound plus P's and dS's roundings to"
+    " the input type",
 )
-
 _BASE = OpSpec(
     "FlashAttentionScoreGrad",
     FAMILY,

@@ -8,6 +8,9 @@ P is recomputed from Q, K, the forward's keep rules (:func:`fa_keep`) and the sa
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 
 from acl_reference.call import RefCall
@@ -26,43 +29,93 @@ def probabilities(scores: Array, keep: Array, row_max: Array, row_sum: Array) ->
     return np.where(live, e / np.where(row_sum > 0, row_sum, 1.0)[..., None], 0.0)
 
 
-@kernel("FlashAttentionScoreGrad")
-def flash_attention_score_grad(k: RefCall) -> None:
-    """dqOut, dkOut, dvOut (and dsink with a sink) of one training attention call; dpseOut is left untouched."""
+Rounding = Callable[[Array], Array]
+"""What a backward does to an intermediate before its next product (the reference: nothing)."""
+
+
+def _exact(x: Array) -> Array:
+    return x
+
+
+@dataclass(frozen=True)
+class GradCall:
+    """One backward call's operands in float64 [B,N,S,·] (K and V repeated per query head) and its P's inputs."""
+
+    layout: str
+    q: Array
+    kx: Array
+    vx: Array
+    dout: Array
+    out: Array
+    scores: Array
+    """QKᵀ (+ pse), before the scale."""
+    scale: float
+    keep: Array
+    row_max: Array
+    row_sum: Array
+    kv_shape: tuple[int, ...]
+    """[B, Nkv, group, Skv, D]: dK and dV before the group sum."""
+
+    def probabilities(self, keep: Array | None = None) -> Array:
+        """P from the statistics (``keep`` in place of the call's mask where given)."""
+        return probabilities(self.scale * self.scores, self.keep if keep is None else keep, self.row_max, self.row_sum)
+
+
+def grad_call(k: RefCall) -> GradCall:
+    """The operands of one FlashAttentionScoreGrad call, read in float64."""
     plan = k.plan
     layout, nq, nkv = plan["layout"], plan["nq"], plan["nkv"]
     q = to_bnsd(k.read("query", F64), layout, nq)
     key = to_bnsd(k.read("keyIn", F64), layout, nkv)
     value = to_bnsd(k.read("value", F64), layout, nkv)
-    dout = to_bnsd(k.read("dy", F64), layout, nq)
-    out = to_bnsd(k.read("attentionInOptional", F64), layout, nq)
-    row_max = k.read("softmaxMaxOptional", F64)[..., 0]
-    row_sum = k.read("softmaxSumOptional", F64)[..., 0]
-    b, _, sq, _ = q.shape
     group = nq // nkv
     kx, vx = np.repeat(key, group, axis=1), np.repeat(value, group, axis=1)  # query head h reads kv head h // group
     scores = np.einsum("bnqd,bnkd->bnqk", q, kx)
     if k["pseShiftOptional"] is not None:
         scores = scores + k.read("pseShiftOptional", F64)
-    scale = k.value("scaleValue")
-    keep = np.broadcast_to(fa_keep(k, sq, key.shape[2]), scores.shape)
-    p = probabilities(scale * scores, keep, row_max, row_sum)
-    dp = np.einsum("bnqd,bnkd->bnqk", dout, vx)
-    delta = np.einsum("bnqd,bnqd->bnq", dout, out)
-    ds = p * (dp - delta[..., None])
-    dq = scale * np.einsum("bnqk,bnkd->bnqd", ds, kx)
-    dk = scale * np.einsum("bnqk,bnqd->bnkd", ds, q)
-    dv = np.einsum("bnqk,bnqd->bnkd", p, dout)
-    kv_shape = (b, nkv, group, *key.shape[2:])
-    k.write("dqOut", from_bnsd(dq, layout))
-    k.write("dkOut", from_bnsd(dk.reshape(kv_shape).sum(axis=2), layout))
-    k.write("dvOut", from_bnsd(dv.reshape(kv_shape).sum(axis=2), layout))
+    keep = np.broadcast_to(fa_keep(k, q.shape[2], key.shape[2]), scores.shape)
+    return GradCall(
+        layout, q, kx, vx,
+        to_bnsd(k.read("dy", F64), layout, nq), to_bnsd(k.read("attentionInOptional", F64), layout, nq),
+        scores, k.value("scaleValue"), keep,
+        k.read("softmaxMaxOptional", F64)[..., 0], k.read("softmaxSumOptional", F64)[..., 0],
+        (q.shape[0], nkv, group, *key.shape[2:]),
+    )  # fmt: skip
+
+
+def grad_products(c: GradCall, p: Array, rounded: Rounding = _exact) -> dict[str, Array]:
+    """dS, dQ, dK, dV (per query head) and D from P, ``rounded`` applied to P before dV and to dS before dQ / dK."""
+    dp = np.einsum("bnqd,bnkd->bnqk", c.dout, c.vx)
+    delta = np.einsum("bnqd,bnqd->bnq", c.dout, c.out)
+    ds = rounded(p * (dp - delta[..., None]))
+    return {
+        "ds": ds,
+        "dq": c.scale * np.einsum("bnqk,bnkd->bnqd", ds, c.kx),
+        "dk": c.scale * np.einsum("bnqk,bnqd->bnkd", ds, c.q),
+        "dv": np.einsum("bnqk,bnqd->bnkd", rounded(p), c.dout),
+        "delta": delta,
+    }
+
+
+def write_grads(k: RefCall, c: GradCall, grads: dict[str, Array]) -> None:
+    """dqOut, dkOut, dvOut (dK and dV summed over each GQA group) and dsink where the call has a sink."""
+    k.write("dqOut", from_bnsd(grads["dq"], c.layout))
+    k.write("dkOut", from_bnsd(grads["dk"].reshape(c.kv_shape).sum(axis=2), c.layout))
+    k.write("dvOut", from_bnsd(grads["dv"].reshape(c.kv_shape).sum(axis=2), c.layout))
     sink = k.args.get("sink")
     if sink is not None and sink.numel and k.args.get("dsink") is not None:
+        row_max, row_sum = c.row_max, c.row_sum
         logit = k.read("sink", F64)[None, :, None]
         with np.errstate(over="ignore", invalid="ignore"):
             p_sink = np.where(row_sum > 0, np.exp(logit - row_max) / np.where(row_sum > 0, row_sum, 1.0), 0.0)
-        k.write("dsink", -(p_sink * delta).sum(axis=(0, 2)))
+        k.write("dsink", -(p_sink * grads["delta"]).sum(axis=(0, 2)))
+
+
+@kernel("FlashAttentionScoreGrad")
+def flash_attention_score_grad(k: RefCall) -> None:
+    """dqOut, dkOut, dvOut (and dsink with a sink) of one training attention call; dpseOut is left untouched."""
+    c = grad_call(k)
+    write_grads(k, c, grad_products(c, c.probabilities()))
 
 
 def _unrotate(u: Array, mode: int) -> Array:

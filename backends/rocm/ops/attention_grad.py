@@ -57,7 +57,10 @@ from acl_rocm.ops.attention_grad_cudnn import (
     grad_key,
     grad_mask,
     grad_path,
+    grad_plan,
     grad_refusal,
+    grad_square,
+    square_mask,
 )
 from acl_rocm.ops.attention_plan import BUDGET_BYTES, Chunk, plan_chunks
 from acl_rocm.ops.elementwise import Prepared
@@ -190,7 +193,9 @@ class AttentionGradRunner:
     def run(self, launch: Launch) -> None:
         """Enqueue the whole backward on the launch's stream: the signature's path is chosen once (memo), then run."""
         path = grad_path(self.backend.environ)
-        key = f"rocm.attention_grad@{self.backend.provider.get_device()}:{path}"
+        env = self.backend.environ
+        choice = f"{grad_plan(env)}:{grad_square(env)}" if path == "cudnn" else ""
+        key = f"rocm.attention_grad@{self.backend.provider.get_device()}:{path}:{choice}"
         enqueue = launch.memo.get(key)
         if enqueue is None:
             enqueue = launch.memo[key] = self._route(launch, path)
@@ -204,13 +209,16 @@ class AttentionGradRunner:
         if path == "cudnn":
             has_mask = launch.args["attenMaskOptional"] is not None
             mask = grad_mask(plan["mode"], has_mask, p.sq, p.skv, plan["pre"], plan["next"])
+            if not isinstance(mask, str):
+                mask = square_mask(mask, p.sq, p.skv, grad_square(self.backend.environ))
             tensors = {role: p.tensors[role] for role in OPERANDS}
             dims = (p.b, p.nq, p.nkv, p.sq, p.skv, p.d)
             refused = self.cudnn.refusal() or grad_refusal(
                 tensors, p.layout, dims, mask, p.pse is not None, p.sink is not None
             )
             if refused is None and not isinstance(mask, str):
-                key = grad_key(self.backend.provider.get_device(), tensors, p.layout, dims, mask, p.scale)
+                device = self.backend.provider.get_device()
+                key = grad_key(device, tensors, p.layout, dims, mask, p.scale, grad_plan(self.backend.environ))
                 built = self.cudnn.graph(key)
                 if not isinstance(built, str):
                     self._log(p, plan["mode"], "cudnn", f"cuDNN {self.cudnn.version()}, mask {mask.kind}")

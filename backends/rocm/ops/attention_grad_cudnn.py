@@ -37,6 +37,17 @@ PATH_ENV: Final = "ACL_ATTENTION_GRAD_PATH"
 PATHS: Final = ("blas", "cudnn")
 DEFAULT_PATH: Final = "blas"
 """Opt-in until a GPU run proves the cuDNN path (then ``cudnn``: it falls back to BLAS where it does not fit)."""
+PLAN_ENV: Final = "ACL_ATTENTION_GRAD_CUDNN_PLAN"
+PLANS: Final = ("heuristic", "tune", "tune-all")
+DEFAULT_PLAN: Final = "heuristic"
+"""The cuDNN path's plan: heuristics A's first (default); ``tune``: every plan built and timed on a signature's first
+call, the fastest kept (opt-in until a GPU run times it); ``tune-all``: the frontend's python (CuTe DSL) engines
+among them too (they import torch: a measurement, not a deployment choice)."""
+SQUARE_ENV: Final = "ACL_ATTENTION_GRAD_CUDNN_SQUARE"
+SQUARES: Final = ("bottom-right", "top-left")
+DEFAULT_SQUARE: Final = "bottom-right"
+"""How a square (Sq = Skv) bottom-right causal call (sparseMode 3) reaches cuDNN: as given (default) or as the
+top-left causal mask, the same keys there, which torch's ``is_causal`` uses (opt-in until a GPU run times it)."""
 PLAN_KIND: Final = "cudnn_sdpa_bwd"
 """The plan cache kind of serialised SDPA backward plans."""
 TENSORS: Final = ("q", "k", "v", "o", "do", "stats", "dq", "dk", "dv")
@@ -57,9 +68,23 @@ LSE = ufunc(
 
 def grad_path(environ: Mapping[str, str]) -> str:
     """The :data:`PATH_ENV` setting (:data:`DEFAULT_PATH` unless set; a bad value: ACL_ERROR_INVALID_PARAM)."""
-    value = (environ.get(PATH_ENV, "") or DEFAULT_PATH).strip().lower()
-    if value not in PATHS:
-        raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{PATH_ENV}={value!r}: not one of {PATHS}")
+    return _choice(environ, PATH_ENV, PATHS, DEFAULT_PATH)
+
+
+def grad_plan(environ: Mapping[str, str]) -> str:
+    """The :data:`PLAN_ENV` setting (:data:`DEFAULT_PLAN` unless set; a bad value: ACL_ERROR_INVALID_PARAM)."""
+    return _choice(environ, PLAN_ENV, PLANS, DEFAULT_PLAN)
+
+
+def grad_square(environ: Mapping[str, str]) -> str:
+    """The :data:`SQUARE_ENV` setting (:data:`DEFAULT_SQUARE` unless set; a bad value: ACL_ERROR_INVALID_PARAM)."""
+    return _choice(environ, SQUARE_ENV, SQUARES, DEFAULT_SQUARE)
+
+
+def _choice(environ: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    value = (environ.get(name, "") or default).strip().lower()
+    if value not in choices:
+        raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{name}={value!r}: not one of {choices}")
     return value
 
 
@@ -97,6 +122,13 @@ def grad_mask(mode: int, has_mask: bool, sq: int, skv: int, pre: int, nxt: int) 
     return f"sparseMode {mode} with a mask (cuDNN takes no mask tensor)"
 
 
+def square_mask(mask: GradMask, sq: int, skv: int, square: str) -> GradMask:
+    """``mask``, or top-left causal for a square bottom-right causal call under ``square`` = "top-left"."""
+    if square == "top-left" and mask.kind == "bottom_right" and sq == skv:
+        return GradMask("top_left")
+    return mask
+
+
 @dataclass(frozen=True)
 class GradKey:
     """Everything one cuDNN SDPA backward graph depends on (no addresses: alignment is checked before routing)."""
@@ -119,6 +151,8 @@ class GradKey:
     dv: Strides
     mask: GradMask
     scale: float
+    plan: str = DEFAULT_PLAN
+    """:data:`PLAN_ENV`'s choice: a tuned graph is another graph (its plans built for timing)."""
 
 
 def grad_refusal(
@@ -152,13 +186,14 @@ def grad_key(
     dims: tuple[int, int, int, int, int, int],
     mask: GradMask,
     scale: float,
+    plan: str = DEFAULT_PLAN,
 ) -> GradKey:
     """The graph key of a call :func:`grad_refusal` accepted."""
     b, nq, nkv, sq, skv, d = dims
     st = {role: bnsd_strides(t.strides, layout, d) for role, t in tensors.items()}
     return GradKey(
         device, tensors["q"].dtype, b, nq, nkv, sq, skv, d,
-        st["q"], st["k"], st["v"], st["o"], st["do"], st["dq"], st["dk"], st["dv"], mask, scale,
+        st["q"], st["k"], st["v"], st["o"], st["do"], st["dq"], st["dk"], st["dv"], mask, scale, plan,
     )  # fmt: skip
 
 
@@ -194,8 +229,13 @@ class CudnnSdpaGrad(CudnnGraphs[GradKey]):
         for role, tensor, dims in (("dq", dq, query), ("dk", dk, keys), ("dv", dv, keys)):
             tensor.set_output(True).set_dim(dims).set_stride(list(getattr(key, role))).set_data_type(io)
             t[role] = tensor
-        self._finish(g, PYTHON_ENGINES)
-        return _Built(g, t, int(g.get_workspace_size()))
+        if key.plan == DEFAULT_PLAN:
+            self._finish(g, PYTHON_ENGINES)
+            return _Built(g, t, int(g.get_workspace_size()))
+        self._finish(g, () if key.plan == "tune-all" else PYTHON_ENGINES, every_plan=True)
+        plans = int(g.get_execution_plan_count())
+        workspace = max((int(g.get_workspace_size_plan_at_index(i)) for i in range(plans)), default=0)
+        return _Built(g, t, workspace, plans=plans)
 
     def run(self, built: _Built, key: GradKey, tensors: dict[str, AclTensor], stream: int) -> None:
         """Execute ``built`` on ``stream``: the log-sum-exp from smax / ssum, then dQ, dK, dV."""
@@ -209,6 +249,8 @@ class CudnnSdpaGrad(CudnnGraphs[GradKey]):
             self.lse(tensors["smax"], tensors["ssum"], stats, stream)
             pack = {built.tensors[role]: address(tensors[role]) for role in OPERANDS}
             pack[built.tensors["stats"]] = stats
+            if built.plans and built.index is None:
+                self._tune(built, pack, stream)
             return self._execute(built, pack, stream)
         finally:
             provider.free_async(stats, stream)

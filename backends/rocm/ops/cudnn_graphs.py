@@ -40,6 +40,8 @@ ENV_PERSIST = "ACL_PLAN_CACHE_CUDNN"
 """``1``: store cuDNN plans in the plan cache too (off by default: see :meth:`CudnnGraphs._persist`)."""
 
 K = TypeVar("K")
+TUNE_CALLS: Final = 3
+"""Timed executions of each plan when a graph's plans are tuned (after one untimed warm-up each)."""
 
 
 def load_frontend() -> Any:
@@ -62,6 +64,10 @@ class _Built:
     workspace: int
     restored: bool = False
     """Deserialised from the plan cache (an execution that raises then rebuilds it)."""
+    plans: int = 0
+    """Plans built to be timed (:meth:`CudnnGraphs._finish` with ``every_plan``); 0: the heuristic's one plan."""
+    index: int | None = None
+    """The plan executed (its index among ``plans``) once timed; None: the graph's own plan."""
 
 
 class CudnnGraphs(Generic[K]):
@@ -185,8 +191,8 @@ class CudnnGraphs(Generic[K]):
         if cache is None:
             return built
         cache.made(self.plan_kind)
-        if cache.directory is None or not self._persist():
-            return built
+        if cache.directory is None or not self._persist() or built.plans:
+            return built  # a tuned graph's plan is chosen at its first call: not stored
         try:
             fields = self._plan_fields(key)
             uids = {name: _uid(built.tensors[name]) for name in self.roles}
@@ -206,10 +212,13 @@ class CudnnGraphs(Generic[K]):
                 self._handles[device] = self._module.create_handle()
             return self._handles[device]
 
-    def _finish(self, g: Any, python_engines: tuple[str, ...], numeric_notes: tuple[str, ...] = ()) -> None:
+    def _finish(
+        self, g: Any, python_engines: tuple[str, ...], numeric_notes: tuple[str, ...] = (), every_plan: bool = False
+    ) -> None:
         """Plan and build ``g`` on heuristics A then FALLBACK, without the named python engines and numeric notes.
 
-        Python (CuTe DSL) engines import torch, so a graph only such an engine can run is refused.
+        Python (CuTe DSL) engines import torch, so a graph only such an engine can run is refused (unless none
+        are named). ``every_plan`` builds every supported plan (to be timed) instead of the first.
         """
         cudnn = self._module
         g.validate()
@@ -221,8 +230,11 @@ class CudnnGraphs(Generic[K]):
         if notes:
             g.deselect_numeric_notes(notes)
         g.check_support()
-        g.build_plans()
-        if getattr(g, "selected_engine", None) is not None:
+        if every_plan:
+            g.build_plans(cudnn.build_plan_policy.ALL)
+        else:
+            g.build_plans()
+        if python_engines and getattr(g, "selected_engine", None) is not None:
             raise RuntimeError("only a python engine (which needs torch) can run this graph")
 
     def _execute(self, built: _Built, pack: dict[Any, int], stream: int) -> bool:
@@ -235,7 +247,10 @@ class CudnnGraphs(Generic[K]):
             with self._use:  # another thread's set_stream must not land between these two
                 self._module.set_stream(handle, stream)
                 try:
-                    built.graph.execute(pack, workspace, handle=handle)
+                    if built.index is None:
+                        built.graph.execute(pack, workspace, handle=handle)
+                    else:
+                        built.graph.execute_plan_at_index(pack, workspace, index=built.index, handle=handle)
                 except Exception as exc:
                     if not built.restored:
                         raise
@@ -247,6 +262,51 @@ class CudnnGraphs(Generic[K]):
             if workspace:
                 provider.free_async(workspace, stream)
         return True
+
+    def _tune(self, built: _Built, pack: dict[Any, int], stream: int) -> None:
+        """Time every plan of ``built`` on this call's operands and keep the fastest (``built.index``).
+
+        Each plan runs once untimed, then :data:`TUNE_CALLS` times between two events on ``stream``; a plan whose
+        execution raises is skipped. The times and plan names go to the debug log. The last execution is
+        followed by the kept plan's own (the caller's), so the call's outputs are that plan's.
+        """
+        provider = self.backend.provider
+        capturing = getattr(provider, "_capturing", None)
+        if capturing is not None and capturing(stream):
+            built.index = 0  # nothing may be waited on while the stream is captured: the heuristics' first plan
+            LOG.debug("cuDNN %s: planned during stream capture, heuristics' first plan kept untimed", self.label)
+            return
+        handle = self._handle()
+        workspace = provider.malloc_async(built.workspace, stream) if built.workspace else 0
+        start, end = provider.event_create(), provider.event_create()
+        times: dict[int, float] = {}
+        try:
+            with self._use:
+                self._module.set_stream(handle, stream)
+                for i in range(built.plans):
+                    try:
+                        built.graph.execute_plan_at_index(pack, workspace, index=i, handle=handle)
+                        provider.event_record(start, stream)
+                        for _ in range(TUNE_CALLS):
+                            built.graph.execute_plan_at_index(pack, workspace, index=i, handle=handle)
+                        provider.event_record(end, stream)
+                        provider.event_synchronize(end)
+                        times[i] = provider.event_elapsed_ms(start, end) / TUNE_CALLS
+                    except Exception as exc:  # a plan that cannot run these operands: not a candidate
+                        LOG.debug("cuDNN %s plan %d did not run (%s: %s)", self.label, i, type(exc).__name__, exc)
+        finally:
+            provider.event_destroy(start)
+            provider.event_destroy(end)
+            if workspace:
+                provider.free_async(workspace, stream)
+        if not times:
+            raise RuntimeError(f"none of the {built.plans} cuDNN {self.label} plans ran")
+        built.index = min(times, key=lambda i: times[i])
+        names = {i: str(built.graph.get_plan_name_at_index(i)) for i in times}
+        LOG.debug(
+            "cuDNN %s: plan %d of %d kept (%s)", self.label, built.index, built.plans,
+            ", ".join(f"{i} {names[i]} {ms:.3f} ms" for i, ms in sorted(times.items(), key=lambda t: t[1])),
+        )  # fmt: skip
 
     def _rebuild(self, key: K, restored: _Built) -> _Built:
         """Replace a deserialised plan whose execution raised by a freshly built (and stored) one."""
