@@ -1,6 +1,7 @@
 """The wgmma flash kernel (sm_90a) on the CPU: its layout bookkeeping, its selection and refusals, and nvcc.
 
-Nothing here runs a wgmma (the emulator cannot): the fragment-ownership and descriptor twins are checked
+Nothing here runs a wgmma (the whole kernel runs on the emulator in ``test_attention_wgmma_emulated_cpu.py``, through
+wgmma.py's software steps): the fragment-ownership and descriptor twins are checked
 against each other and against the no-swizzle layout; the backend over the fake provider (an sm_90) must
 compile the kernel for ``sm_90a`` only when ``ACL_FLASH_CONFIG`` names a wgmma shape, and fall back to the
 mma.sync kernel with a logged reason where it cannot run (an explicit mask, head dim 256, another arch, the

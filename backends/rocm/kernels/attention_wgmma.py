@@ -355,9 +355,13 @@ ACL_DEV void wg_block(const FlashGrid& g, long long& bh, long long& qt) {
 }
 
 ACL_DEV float wg_exp2(float x) {
+#if defined(ACL_EMULATOR)
+  return exp2f(x);
+#else
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
   return r;
+#endif
 }
 
 template <int N> ACL_DEV void wg_keep(float (&x)[N]) {
