@@ -30,6 +30,7 @@ CASES = [
     ("bfloat16", 64, 3, "wg3k64psl", "BNSD", 1, 2, 1, 210, 150),  # 192-row blocks; Sq > Skv: empty rows
     ("float16", 64, 0, "wg3k128sl", "BSND", 1, 1, 1, 100, 300),  # no mask, three 128-key tiles, rows < one block
     ("bfloat16", 64, 3, "wg1k64b4psl", "BNSD", 1, 2, 2, 150, 150),
+    ("float16", 64, 2, "wg2k64b2slx3", "BSND", 1, 2, 1, 300, 300),  # three K/V buffers, five tiles
     ("bfloat16", 128, 3, "wg2k128s", "BNSD", 1, 2, 1, 140, 140),  # the D 128 default
     ("bfloat16", 128, 3, "wg2k128psl", "BSND", 2, 1, 1, 140, 200),
 ]

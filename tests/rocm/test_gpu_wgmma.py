@@ -218,6 +218,7 @@ CASES = [
     ("float16", 64, 3, "wg1k64b4sl", "BNSD", 1, 4, 2, 300, 530),
     ("bfloat16", 64, 2, "wg1k128b3sl", "BNSD", 2, 4, 1, 777, 777),
     ("bfloat16", 64, 3, "wg2k128sl", "BSND", 2, 4, 2, 1000, 1250),
+    ("bfloat16", 64, 3, "wg2k64b2slx3", "BSND", 2, 4, 2, 1000, 1250),
     ("bfloat16", 128, 3, "wg2k128sl", "BSND", 2, 4, 2, 1000, 1250),
     ("float16", 128, 0, "wg2k128psl", "BNSD", 1, 2, 2, 700, 900),
     ("bfloat16", 128, 3, "wg2k128wopsl", "BSND", 2, 4, 2, 1000, 1250),  # the warp-specialised kernel's order too

@@ -177,22 +177,23 @@ CANDIDATES: Final = {
         WgmmaConfig.parse(t)
         for t in (
             "wg2k64b2psl wg2k64b2sl wg1k64b4psl wg1k64b4sl wg1k128b3sl wg4k64psl wg4k64sl wg3k64psl wg3k64sl wg3k128sl "
-            "wg2k128sl"
+            "wg2k128sl wg2k64b2slx3"
         ).split()
     ),
     128: (WgmmaConfig.parse("wg2k128sl"), WgmmaConfig.parse("wg2k128psl")),
 }
 """Issue 18's shapes for the D 64 bar (opt-in, not yet timed; the bench times them when ``ACL_BENCH_FLASH_CONFIGS``
-names them): the causal grid ordered longest first across heads (``l``), and the warpgroups a multiprocessor holds
-split other ways than two blocks of two: four blocks of one (``wg1k64b4``), three of one on 128-key tiles
-(``wg1k128b3``), one block of four or three (256 / 192 query rows sharing each K/V tile). Why ``l``: at the bench's
-D 64 row (B 4, N 32, S 1024, causal) ``wg2k64b2`` is 1,024 blocks of 1-16 key tiles over 264 slots; in a
-list-scheduling model (a block's time its key tiles, two slots a multiprocessor) the head-after-head order keeps the
-slots busy 76% of the makespan, longest first across the grid 97% (``wg2k128`` at D 128, S 4096: 97% and 100%).
-Registers (``nvcc -Xptxas -v``, sm_90a, bf16 and fp16 + sink): ``wg2k64b2psl`` 118, ``wg2k64b2sl`` 118,
-``wg1k64b4psl`` 118, ``wg1k64b4sl`` 120, ``wg1k128b3sl`` 165, ``wg4k64psl`` 118, ``wg4k64sl`` 120, ``wg3k64psl`` 132,
-``wg3k64sl`` 123, ``wg3k128sl`` 167, ``wg2k128sl`` 171 (D 128: 204); no spills, no serialised wgmma. Not listed
-(spills): ``wg3k128psl`` (168 registers, 44 bytes), ``wg2k128b2sl`` and ``wg4k128sl`` (128, 28 bytes)."""
+names them): the causal grid ordered longest first across heads (``l``), and the warpgroups a multiprocessor holds split
+other ways than two blocks of two (and the default's order with three K/V buffers, ``wg2k64b2slx3``): four blocks of one
+(``wg1k64b4``), three of one on 128-key tiles (``wg1k128b3``), one block of four or three (256 / 192 query rows sharing
+each K/V tile). Why ``l``: at the bench's D 64 row (B 4, N 32, S 1024, causal) ``wg2k64b2`` is 1,024 blocks of 1-16 key
+tiles over 264 slots; in a list-scheduling model (a block's time its key tiles, two slots a multiprocessor) the
+head-after-head order keeps the slots busy 76% of the makespan, longest first across the grid 97% (``wg2k128`` at D 128,
+S 4096: 97% and 100%). Registers (``nvcc -Xptxas -v``, sm_90a, bf16 and fp16 + sink): ``wg2k64b2psl`` 118,
+``wg2k64b2sl`` 120, ``wg1k64b4psl`` 118, ``wg1k64b4sl`` 120, ``wg1k128b3sl`` 165, ``wg4k64psl`` 118, ``wg4k64sl`` 120,
+``wg3k64psl`` 132, ``wg3k64sl`` 123, ``wg3k128sl`` 167, ``wg2k128sl`` 171 (D 128: 204), ``wg2k64b2slx3`` 120 (three K/V
+buffers); no spills, no serialised wgmma. Not listed (spills): ``wg3k128psl`` (168 registers, 44 bytes), ``wg2k128b2sl``
+and ``wg4k128sl`` (128, 28 bytes)."""
 
 
 def block_of(x: int, tiles: int, blocks: int, longest: bool) -> tuple[int, int]:
