@@ -8,8 +8,9 @@ warp barriers, ``ACL_WARP_SYNC`` to a warp barrier and
 ``ACL_WARP_ALLGATHER`` (the software matrix path of ``kernels/mma.py``: every lane's fragment words to
 every lane) to one exchange between two warp barriers (``-DACL_EMU_PLAIN_SHUFFLES`` leaves it to
 mma.py's indexed shuffles); the prelude then takes its portable (software fp16/bf16) path. ``ACL_EMULATOR`` is
-defined and the dynamic shared array's address kept in ``emu_shared_base``: ``kernels/wgmma.py``'s software SS step
-reads its operands there (the stock provider still refuses sm_90a kernels; a test's subclass may claim the target).
+defined and the dynamic shared array's address kept in ``emu_shared_base``: ``kernels/wgmma.py``'s software SS and RS
+steps read their shared operands there (RS gathers a warp's A fragments by ``ACL_WARP_ALLGATHER``; the stock
+provider still refuses sm_90a kernels; a test's subclass may claim the target).
 A missing barrier on some thread deadlocks here as it would misbehave on a GPU, and a shuffle reads exactly the
 lane a GPU would. It checks what the kernels compute, not how the vendor compilers treat them (nvcc
 checks those where it is installed).

@@ -1,6 +1,7 @@
 """The wgmma flash kernel (sm_90a) on the CPU: its layout bookkeeping, its selection and refusals, and nvcc.
 
-Nothing here runs a wgmma (the emulator cannot): the fragment-ownership and descriptor twins are checked
+Nothing here runs a wgmma (the whole kernel runs on the emulator in ``test_attention_wgmma_emulated_cpu.py``, through
+wgmma.py's software steps): the fragment-ownership and descriptor twins are checked
 against each other and against the no-swizzle layout; the backend over the fake provider (an sm_90) must
 compile the kernel for ``sm_90a`` only when ``ACL_FLASH_CONFIG`` names a wgmma shape, and fall back to the
 mma.sync kernel with a logged reason where it cannot run (an explicit mask, head dim 256, another arch, the
@@ -11,8 +12,10 @@ operands there, which ``-ptx`` alone would not). The GPU tier (``test_gpu_wgmma.
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import subprocess
+from dataclasses import replace as dataclass_replace
 from pathlib import Path
 
 import pytest
@@ -23,9 +26,12 @@ from acl_core.dtypes import DataType as D
 from acl_core.errors import AclError, AclErrorCode
 from acl_rocm.compiler import KernelCache
 from acl_rocm.kernels.attention_wgmma import (
+    _HELPERS,
+    CANDIDATES,
     DEFAULTS,
     WgmmaConfig,
     WgmmaInstance,
+    block_of,
     wgmma_flash_source,
     wgmma_refusal,
 )
@@ -131,7 +137,7 @@ def test_swizzled_offsets_and_descriptor_steps(cols: int) -> None:
 # ----------------------------------------------------------------------------- configs and selection
 def test_config_parsing() -> None:
     assert str(WgmmaConfig.parse("wg2k128")) == "wg2k128" and WgmmaConfig.parse(" wg1k64 ") == WgmmaConfig(1, 64)
-    for bad in ("wg3k128", "wg2k32", "wg2", "w4m1k64s2"):
+    for bad in ("wg5k128", "wg2k32", "wg2", "w4m1k64s2"):
         with pytest.raises(ValueError, match="wg"):
             WgmmaConfig.parse(bad)
     setting = parse_setting("128=wg2k128,64=w4m1k64s2-efiu")
@@ -144,7 +150,7 @@ def test_config_parsing() -> None:
     assert (
         WgmmaConfig.parse("wg2k64b2p") == WgmmaConfig(2, 64, 2, True) and str(WgmmaConfig(1, 64, 1, True)) == "wg1k64p"
     )
-    with pytest.raises(ValueError, match="blocks 1/2"):
+    with pytest.raises(ValueError, match="at most 4 warpgroups"):
         WgmmaConfig.parse("wg2k64b3")
     assert WgmmaConfig.parse("wg2k64b2ps") == WgmmaConfig(2, 64, 2, True, True)
     assert str(WgmmaConfig(2, 128, swizzle=True)) == "wg2k128s" and str(WgmmaConfig.parse("wg2k128ps")) == "wg2k128ps"
@@ -172,13 +178,93 @@ def test_config_parsing() -> None:
         wgmma_flash_source(WgmmaInstance(D.ACL_BF16, 128, None, 2, 128, 2))  # 2 x 160 KiB
 
 
+def test_issue_18_shapes_parse_and_fit() -> None:
+    """``l`` (longest first across the grid), 3-4 warpgroups a block, 3-4 blocks of one; at most 4 warpgroups a
+    multiprocessor (128 registers a thread), the shared memory of every candidate's blocks within the limit."""
+    longest = WgmmaConfig.parse("wg2k64b2psl")
+    assert longest == WgmmaConfig(2, 64, 2, True, True, longest=True) and str(longest) == "wg2k64b2psl"
+    assert str(WgmmaConfig.parse("wg2k128wopsl")) == "wg2k128wopsl" and str(WgmmaConfig.parse("wg2k64b2slx3")) == (
+        "wg2k64b2slx3"
+    )
+    assert WgmmaConfig.parse("wg4k64sl").instance(D.ACL_BF16, 64).threads == 512
+    assert WgmmaConfig.parse("wg1k64b4s").blocks == 4 and WgmmaConfig.parse("wg3k128s").groups == 3
+    for bad in ("wg2k64ls", "wg4k64b2", "wg3k64b2", "wg1k64b5", "wg4k128wop"):
+        with pytest.raises(ValueError, match="wg"):
+            WgmmaConfig.parse(bad)
+    plain = WgmmaInstance(D.ACL_BF16, 64, None, 2, 64, 2, True, True)
+    assert plain.kernel_name != dataclass_replace(plain, longest=True).kernel_name
+    for d, configs in CANDIDATES.items():
+        for c in configs:
+            inst = c.instance(D.ACL_BF16, d)
+            assert inst.config == c and (inst.shared_bytes + 1024) * c.blocks <= 228 * 1024
+            assert "#define LONGEST 1" in wgmma_flash_source(inst)
+    assert "#define LONGEST 0" in wgmma_flash_source(plain)
+
+
+@pytest.mark.parametrize(("tiles", "heads"), [(8, 128), (6, 5), (1, 3), (4, 1)])
+def test_block_order_twin_and_device_code(tmp_path: Path, tiles: int, heads: int) -> None:
+    """Both orders visit every (batch x head, query tile) once, each head's longest tile first; ``l`` hands out
+    every head's tile q before any tile q - 1. ``wg_block`` (the device code, built with g++) gives the same pairs."""
+    blocks = tiles * heads
+    for longest in (False, True):
+        order = [block_of(x, tiles, blocks, longest) for x in range(blocks)]
+        assert sorted(order) == [(bh, qt) for bh in range(heads) for qt in range(tiles)]
+        for bh in range(heads):
+            assert [qt for b, qt in order if b == bh] == list(range(tiles - 1, -1, -1))
+        if longest:
+            assert [qt for _, qt in order] == sorted((qt for _, qt in order), reverse=True)
+    if shutil.which("g++") is None:
+        pytest.skip("no g++ for the device code")
+    found = re.search(r"ACL_DEV void wg_block\(.*?\n}\n", _HELPERS, re.S)
+    assert found is not None
+    for longest in (0, 1):
+        program = (
+            "#include <stdio.h>\n#define ACL_DEV inline\n"
+            f"#define LONGEST {longest}\n"
+            "struct dim3 { unsigned x; } blockIdx, gridDim;\nstruct FlashGrid { long long sq, heads, tiles; };\n"
+            + found.group(0)
+            + f"int main() {{ FlashGrid g{{0, 0, {tiles}}}; gridDim.x = {blocks};\n"
+            f"  for (unsigned x = 0; x < {blocks}; ++x) {{ long long bh, qt; blockIdx.x = x; wg_block(g, bh, qt);\n"
+            '    printf("%lld %lld\\n", bh, qt); } }\n'
+        )
+        src, exe = tmp_path / f"order{longest}.cpp", tmp_path / f"order{longest}"
+        src.write_text(program)
+        subprocess.run(["g++", "-O0", str(src), "-o", str(exe)], check=True, capture_output=True)
+        out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split("\n")
+        pairs = [tuple(map(int, line.split())) for line in out if line]
+        assert pairs == [block_of(x, tiles, blocks, bool(longest)) for x in range(blocks)]
+
+
+@pytest.mark.parametrize("groups", [1, 2, 3, 4])
+@pytest.mark.parametrize("d", [64, 128])
+def test_swizzled_q_of_every_warpgroup_in_a_wider_block(groups: int, d: int) -> None:
+    """A block of 64-``groups`` Q rows (192 and 256 included): warpgroup w's descriptor (base + 64 x 64 w elements,
+    1024-byte aligned) and its k16 steps over ``BR`` rows read exactly its rows 64 w .. 64 w + 63, and the K tiles
+    after Q start 1024-byte aligned."""
+    rows = 64 * groups
+
+    def swz(byte: int) -> int:
+        return byte ^ (((byte >> 7) & 7) << 4)
+
+    assert (rows * d * 2) % 1024 == 0  # K's base
+    for wg in range(groups):
+        base = 2 * 64 * 64 * wg  # Q_WG_OFFSET in bytes
+        assert base % 1024 == 0
+        for kk in range(d // 16):
+            start = base + 16 * kmajor_step(kk, rows, True)
+            for r in range(64):
+                for c in range(16):
+                    canonical = start + (r // 8) * 1024 + (r % 8) * 128 + 2 * c
+                    assert swz(canonical) == 2 * swizzled_offset(64 * wg + r, 16 * kk + c, rows)
+
+
 def test_warp_specialised_configs() -> None:
     """Suffixes w (producer warpgroup), o (ping-pong, with w and p); their instances, shared memory and registers."""
     c = WgmmaConfig.parse("wg2k128wopsx3")
     assert c == WgmmaConfig(2, 128, 1, True, True, 3, True, True) and str(c) == "wg2k128wopsx3"
     assert str(WgmmaConfig(2, 128, specialised=True)) == "wg2k128w" and WgmmaConfig.parse("wg3k64wp").groups == 3
     assert WgmmaConfig.parse("wg2k128wpx3").stages == 3  # x3 with p: only warp-specialised
-    for bad in ("wg2k128o", "wg2k128wo", "wg1k128wop", "wg2k128b2w", "wg3k128", "wg2k128ow", "wg2k128px3"):
+    for bad in ("wg2k128o", "wg2k128wo", "wg1k128wop", "wg2k128b2w", "wg5k128", "wg2k128ow", "wg2k128px3"):
         with pytest.raises(ValueError, match="wg"):
             WgmmaConfig.parse(bad)
     inst = c.instance(D.ACL_BF16, 128)
@@ -256,6 +342,11 @@ def _backend(tmp_path: Path, arch: str = "sm_90", setting: str = "") -> Backend:
         (64, "bfloat16", "wg2k128ps"),
         (128, "bfloat16", "wg2k128wop"),
         (64, "float16", "wg2k128wopsx3"),
+        (64, "bfloat16", "wg2k64b2psl"),  # issue 18's D 64 shapes: longest first, 4 / 3 warpgroups, 4 blocks of 1
+        (64, "float16", "wg4k64sl"),
+        (64, "bfloat16", "wg3k128sl"),
+        (64, "bfloat16", "wg1k64b4psl"),
+        (128, "bfloat16", "wg2k128sl"),
     ],
 )
 def test_a_wgmma_setting_compiles_it_for_sm_90a(tmp_path: Path, d: int, dtype: str, config: str) -> None:
@@ -268,10 +359,13 @@ def test_a_wgmma_setting_compiles_it_for_sm_90a(tmp_path: Path, d: int, dtype: s
     assert targets[inst.kernel_name] == "sm_90a"
     assert all(t == "sm_90" for name, t in targets.items() if name != inst.kernel_name)
     launch = [lc for lc in backend.provider.launches if lc.name == inst.kernel_name][-1]  # type: ignore[attr-defined]
-    threads = 384 if inst.specialised else 256  # a producer warpgroup beside the two consumers
-    assert launch.block == (threads, 1, 1) and launch.grid == (2 * 4, 1, 1)  # 200 rows: 2 tiles of 128, 4 heads
-    assert backend.provider.dynamic_shared[inst.kernel_name] == inst.shared_bytes  # type: ignore[attr-defined]
-    assert config in flash.alternatives(d)  # the bench times it on sm_90
+    threads = 128 * (inst.groups + int(inst.specialised))  # a producer warpgroup beside the consumers
+    tiles = -(-200 // inst.rows)  # 200 rows: 2 tiles of 128 (1 of 192 / 256, 4 of 64), 4 heads
+    assert launch.block == (threads, 1, 1) and launch.grid == (tiles * 4, 1, 1)
+    opted = backend.provider.dynamic_shared  # type: ignore[attr-defined]  # opted in above 48 KiB only
+    assert opted.get(inst.kernel_name, inst.shared_bytes if inst.shared_bytes <= 48 * 1024 else 0) == inst.shared_bytes
+    # the bench times it on sm_90 (issue 18's candidates where ACL_BENCH_FLASH_CONFIGS names them)
+    assert config in flash.alternatives(d) or WgmmaConfig.parse(config) in CANDIDATES[d]
 
 
 def test_calls_it_cannot_run_take_the_mma_sync_kernel_with_a_logged_reason(
@@ -374,6 +468,16 @@ def test_wgmma_flash_sources_build_for_sm_90a_without_spills(tmp_path: Path) -> 
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
+@pytest.mark.parametrize("d", sorted(CANDIDATES))
+def test_issue_18_candidates_build_for_sm_90a_without_spills(tmp_path: Path, d: int) -> None:
+    for dtype, sink in ((D.ACL_BF16, None), (D.ACL_FLOAT16, D.ACL_FLOAT)):
+        for n, config in enumerate(CANDIDATES[d]):
+            report = _cubin(tmp_path, f"c{n}", wgmma_flash_source(config.instance(dtype, d, sink)))
+            assert " 0 bytes spill stores" in report, report
+            assert "serialized" not in report and "warning" not in report, report
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
 def test_wgmma_tile_kernels_build_for_sm_90a(tmp_path: Path) -> None:
     for n, bf16, form, tb, ks in TILE_CASES[::3]:  # a third of them: each N, dtype, form and transposition
         report = _cubin(tmp_path, tile_kernel_name(n, bf16, form, tb, ks), tile_source(n, bf16, form, tb, ks))
@@ -410,7 +514,7 @@ def test_tile_source_refuses_what_it_lacks() -> None:
 
 
 def test_invalid_wgmma_setting_is_a_typed_error(tmp_path: Path) -> None:
-    backend = _backend(tmp_path, setting="wg4k128")
-    with pytest.raises(AclError, match="warpgroups 1/2") as info:
+    backend = _backend(tmp_path, setting="wg5k128")
+    with pytest.raises(AclError, match="warpgroups 1-4") as info:
         eager.run("FlashAttentionScore", backend, **_args(_rng("bad"), "bfloat16", "BNSD", 1, 2, 2, 100, 100, 128, 3))
     assert info.value.code == AclErrorCode.ACL_ERROR_INVALID_PARAM

@@ -65,3 +65,9 @@ def _run_rows(backend: RocmBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     rows = [case for case in suite.cases if "flash path forced" in case.note]
     assert [case.note.rsplit("=", 1)[1] for case in rows[1:]] == ["wg2k128wop", "wg2k128"]
     assert [case.status for case in rows] == ["ok"] * 3
+    monkeypatch.setenv("ACL_BENCH_FLASH_CONFIGS", "64=wg2k64b2psl,64=wg4k64psl,64=wg1k64b4psl")  # issue 18's shapes
+    suite.cases.clear()
+    suite.attention()
+    rows = [case for case in suite.cases if "flash path forced" in case.note]
+    assert [case.note.rsplit("=", 1)[1] for case in rows[1:]] == ["wg2k64b2psl", "wg4k64psl", "wg1k64b4psl"]
+    assert [case.status for case in rows] == ["ok"] * 4

@@ -24,7 +24,7 @@ import pytest
 
 from acl_core import eager
 from acl_core.backend import Backend
-from acl_rocm.kernels.attention_wgmma import DEFAULTS, WgmmaInstance
+from acl_rocm.kernels.attention_wgmma import CANDIDATES, DEFAULTS, WgmmaInstance
 from acl_rocm.kernels.wgmma import tile_kernel_name, tile_source
 from acl_rocm.launch import KernelArgs
 from tests.rocm.test_attention_wgmma_cpu import SWIZZLED_TILE_CASES, TILE_CASES
@@ -203,6 +203,25 @@ CASES = [
     ("bfloat16", 128, 0, "wg2k64wop", "BSND", 1, 2, 1, 200, 130),  # three tiles: every stage once (x2: wraps)
     ("bfloat16", 64, 0, "wg2k64wopx3", "BSND", 1, 2, 1, 200, 260),  # five tiles over three stages
     ("float16", 64, 3, "wg3k128wop", "BSND", 1, 4, 2, 610, 610),  # three consumers (spills: not benched)
+    # issue 18 (D 64): blocks longest first across the grid (l; batches and heads > 1 so the order is exercised),
+    # 3-4 warpgroups a block (192 / 256 query rows), 3-4 one-warpgroup blocks a multiprocessor
+    ("bfloat16", 64, 3, "wg2k64b2psl", "BSND", 2, 4, 2, 1000, 1250),  # causal bottom-right, GQA, ragged tiles
+    ("float16", 64, 2, "wg2k64b2sl", "BNSD", 2, 4, 1, 777, 777),  # causal top-left, MQA
+    ("bfloat16", 64, 3, "wg4k64sl", "BSND", 2, 4, 2, 1000, 1250),
+    ("float16", 64, 0, "wg4k64psl", "BNSD", 1, 2, 2, 700, 900),  # no mask
+    ("bfloat16", 64, 2, "wg4k64psl", "BNSD", 2, 3, 1, 1100, 1100),  # 5 tiles of 256, the last ragged
+    ("bfloat16", 64, 2, "wg3k64sl", "BNSD", 2, 4, 1, 777, 777),
+    ("bfloat16", 64, 3, "wg3k64psl", "BSND", 1, 4, 2, 610, 610),
+    ("float16", 64, 3, "wg3k128sl", "BNSD", 1, 2, 2, 900, 400),  # Sq > Skv: empty rows
+    ("bfloat16", 64, 0, "wg3k128sl", "BNSD", 1, 2, 2, 50, 70),  # one tile; two of three warpgroups past the rows
+    ("bfloat16", 64, 3, "wg1k64b4psl", "BSND", 2, 4, 2, 1000, 1250),
+    ("float16", 64, 3, "wg1k64b4sl", "BNSD", 1, 4, 2, 300, 530),
+    ("bfloat16", 64, 2, "wg1k128b3sl", "BNSD", 2, 4, 1, 777, 777),
+    ("bfloat16", 64, 3, "wg2k128sl", "BSND", 2, 4, 2, 1000, 1250),
+    ("bfloat16", 64, 3, "wg2k64b2slx3", "BSND", 2, 4, 2, 1000, 1250),
+    ("bfloat16", 128, 3, "wg2k128sl", "BSND", 2, 4, 2, 1000, 1250),
+    ("float16", 128, 0, "wg2k128psl", "BNSD", 1, 2, 2, 700, 900),
+    ("bfloat16", 128, 3, "wg2k128wopsl", "BSND", 2, 4, 2, 1000, 1250),  # the warp-specialised kernel's order too
 ]
 
 
@@ -227,8 +246,20 @@ def test_wgmma_flash_matches_reference(
 
 @pytest.mark.parametrize("d", [64, 128])
 def test_wgmma_flash_windows_scales_and_sink(hopper: Backend, reference: Backend, d: int) -> None:
+    configs = ("wg2k128", "wg2k128p", "wg2k128ps", "wg2k128sx3", "wg2k128w", "wg2k128wop", "wg2k128wopsx3")
+    _windows_scales_and_sink(hopper, reference, d, configs)
+
+
+@pytest.mark.parametrize("d", sorted(CANDIDATES))
+def test_issue18_windows_scales_and_sink(hopper: Backend, reference: Backend, d: int) -> None:
+    """Issue 18's shapes (``CANDIDATES``) under a band window, negative and zero scales and a sink."""
+    _windows_scales_and_sink(hopper, reference, d, tuple(str(c) for c in CANDIDATES[d]))
+
+
+def _windows_scales_and_sink(hopper: Backend, reference: Backend, d: int, configs: tuple[str, ...]) -> None:
+    """A band window, scales -0.3 and 0 under the causal mask, and a sink, for each of ``configs`` at ``d``."""
     rng = _rng("wg-more", d)
-    for config in ("wg2k128", "wg2k128p", "wg2k128ps", "wg2k128sx3", "wg2k128w", "wg2k128wop", "wg2k128wopsx3"):
+    for config in configs:
         band = _args(rng, "float16", "BSND", 1, 2, 2, 600, 650, d, 4, preTokens=150, nextTokens=20)
         check_wgmma(hopper, reference, config, d, band, "sparse 4 band 150/20")
         for scale in (-0.3, 0.0):
@@ -258,3 +289,12 @@ def test_wgmma_flash_at_prefill_size(hopper: Backend, reference: Backend, d: int
     args = _args(_rng("wg-prefill", d), "bfloat16", "BNSD", 1, 2, 2, sq, sq, d, 3)
     for config in DEFAULTS[d]:
         check_wgmma(hopper, reference, str(config), d, args, f"bf16 causal {sq}")
+
+
+@pytest.mark.parametrize(("d", "sq"), [(128, 4096), (64, 1024)])
+def test_issue18_candidates_at_prefill_size(hopper: Backend, reference: Backend, d: int, sq: int) -> None:
+    """The bench's lengths and head dims with 2 batches x 2 heads, so the longest-first order spans heads and
+    batches, for every shape of ``CANDIDATES``."""
+    args = _args(_rng("wg-prefill-18", d), "bfloat16", "BNSD", 2, 2, 2, sq, sq, d, 3)
+    for config in CANDIDATES[d]:
+        check_wgmma(hopper, reference, str(config), d, args, f"bf16 causal {sq}, 2 x 2 heads")

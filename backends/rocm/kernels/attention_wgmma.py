@@ -25,6 +25,10 @@ dynamic shared base aligned up to 1024 bytes at run time, 1 KiB more requested);
 K K-major (SBO 1024, a k16 step 32 bytes inside a block), V N-major (LBO ``block_keys * 128``: the next 64 dims, SBO
 1024: the next 8 keys). The loaders' consecutive threads take consecutive 16-byte chunks of a row.
 
+The ``l`` shapes (``wg2k64b2psl``) order the grid longest key range first across all heads (``wg_block``; the others
+head after head, each head's longest first); blocks may also be 3-4 warpgroups (192 / 256 query rows sharing a K/V
+tile) or 3-4 one-warpgroup blocks a multiprocessor (:data:`CANDIDATES`, issue 18's D 64 shapes).
+
 The ``w`` shapes (``wg2k128wop``: a producer warpgroup on mbarriers, ``setmaxnreg``, ping-pong ``o``) are the
 warp-specialised kernel of :mod:`acl_rocm.kernels.attention_wgmma_ws`, built on this module's device functions
 (``_HELPERS``).
@@ -52,6 +56,8 @@ from acl_rocm.ops.attention_plan import KEY_RANGE_SOURCE
 
 HEAD_DIMS: Final = (64, 128)
 DTYPES: Final = frozenset({D.ACL_FLOAT16, D.ACL_BF16})
+MAX_GROUPS: Final = 4
+"""Warpgroups a multiprocessor at most (blocks x warpgroups): 4 x 128 threads leave 128 registers a thread."""
 ARCHS: Final = frozenset({"sm_90"})
 """Device architectures whose arch-specific target (``sm_90a``) has ``wgmma.mma_async``."""
 
@@ -80,29 +86,35 @@ class WgmmaConfig:
     pingpong: bool = False
     """Suffix ``o`` (with ``w`` and ``p``): the consumer warpgroups issue their products in turn (named barriers), one's
     softmax under the other's wgmma."""
+    longest: bool = False
+    """Suffix ``l``: blocks ordered longest key range first across the whole grid (every head's last query tile, then
+    the next), not head after head: a causal grid's last wave holds its shortest blocks (longest-first scheduling)."""
 
     def __str__(self) -> str:
         blocks = f"b{self.blocks}" if self.blocks != 1 else ""
         flags = "".join(f for f, on in (("w", self.specialised), ("o", self.pingpong), ("p", self.pipelined),
-                                        ("s", self.swizzle)) if on)  # fmt: skip
+                                        ("s", self.swizzle), ("l", self.longest)) if on)  # fmt: skip
         return f"wg{self.groups}k{self.block_keys}{blocks}{flags}{f'x{self.stages}' if self.stages != 2 else ''}"
 
     @classmethod
     def parse(cls, text: str) -> WgmmaConfig:
-        """``wg<groups>k<keys>[b<blocks>][w][o][p][s][x3]`` (groups 1/2, 3 with ``w``; keys 64/128, blocks 1/2, 1 with
-        ``w``; ``w`` warp-specialised, ``o`` ping-pong (with ``wp``), ``p`` pipelined, ``s`` 128-byte swizzle, ``x3``
-        three K/V buffers, with ``p`` only when ``w``); ValueError for anything else."""
-        found = re.fullmatch(r"wg(\d+)k(\d+)(?:b(\d+))?(w?)(o?)(p?)(s?)(?:x(\d+))?", text.strip())
+        """``wg<groups>k<keys>[b<blocks>][w][o][p][s][l][x3]`` (groups 1-4, 1-3 with ``w``; keys 64/128;
+        blocks 1-4, 1 with ``w``; groups x blocks at most 4; ``w`` warp-specialised, ``o`` ping-pong (with ``wp``),
+        ``p`` pipelined, ``s`` 128-byte swizzle, ``l`` longest first across the grid, ``x3`` three K/V buffers, with
+        ``p`` only when ``w``); ValueError for anything else."""
+        found = re.fullmatch(r"wg(\d+)k(\d+)(?:b(\d+))?(w?)(o?)(p?)(s?)(l?)(?:x(\d+))?", text.strip())
         if found is None:
             raise ValueError(
-                f"wgmma config {text!r} is not wg<warpgroups>k<keys>[b<blocks>][w][o][p][s][x3] (e.g. wg2k128)"
+                f"wgmma config {text!r} is not wg<warpgroups>k<keys>[b<blocks>][w][o][p][s][l][x3] (e.g. wg2k128)"
             )
         groups, keys, blocks = int(found.group(1)), int(found.group(2)), int(found.group(3) or 1)
-        stages = int(found.group(8) or 2)
-        ws, pp, pipe, swz = (found.group(i) != "" for i in (4, 5, 6, 7))
-        config = cls(groups, keys, blocks, pipe, swz, stages, ws, pp)
-        if config.groups not in ((1, 2, 3) if ws else (1, 2)) or keys not in (64, 128) or blocks not in (1, 2):
-            raise ValueError(f"wgmma config {text!r}: warpgroups 1/2 (3 with w), keys a tile 64/128, blocks 1/2")
+        stages = int(found.group(9) or 2)
+        ws, pp, pipe, swz, longest = (found.group(i) != "" for i in (4, 5, 6, 7, 8))
+        config = cls(groups, keys, blocks, pipe, swz, stages, ws, pp, longest)
+        if groups not in ((1, 2, 3) if ws else (1, 2, 3, 4)) or keys not in (64, 128) or blocks not in range(1, 5):
+            raise ValueError(f"wgmma config {text!r}: warpgroups 1-4 (1-3 with w), keys a tile 64/128, blocks 1-4")
+        if groups * blocks > MAX_GROUPS:  # the register file: 64K / (128 threads x 4 warpgroups) = 128 a thread
+            raise ValueError(f"wgmma config {text!r}: at most {MAX_GROUPS} warpgroups a multiprocessor")
         if stages not in (2, 3) or (stages == 3 and pipe and not ws):
             raise ValueError(f"wgmma config {text!r}: K/V buffers 2 or 3 (x3 with p only when w)")
         if (ws and blocks != 1) or (pp and not (ws and pipe and groups > 1)):
@@ -112,7 +124,7 @@ class WgmmaConfig:
     def instance(self, dtype: D, head_dim: int, sink: D | None = None) -> WgmmaInstance:
         """The kernel instance of this shape for ``dtype`` / ``head_dim`` / ``sink``."""
         return WgmmaInstance(dtype, head_dim, sink, self.groups, self.block_keys, self.blocks, self.pipelined,
-                             self.swizzle, self.stages, self.specialised, self.pingpong)  # fmt: skip
+                             self.swizzle, self.stages, self.specialised, self.pingpong, self.longest)  # fmt: skip
 
 
 _FA3: Final = (WgmmaConfig(2, 128), WgmmaConfig(2, 128, pipelined=True))
@@ -160,6 +172,38 @@ launch, the producer ``setmaxnreg``'d to 40 and the consumers to 232; no spills 
 Not listed: ``wg3k128wop`` (three consumers get 152 registers: spills at D 64 and D 128)."""
 
 
+CANDIDATES: Final = {
+    64: tuple(
+        WgmmaConfig.parse(t)
+        for t in (
+            "wg2k64b2psl wg2k64b2sl wg1k64b4psl wg1k64b4sl wg1k128b3sl wg4k64psl wg4k64sl wg3k64psl wg3k64sl wg3k128sl "
+            "wg2k128sl wg2k64b2slx3"
+        ).split()
+    ),
+    128: (WgmmaConfig.parse("wg2k128sl"), WgmmaConfig.parse("wg2k128psl")),
+}
+"""Issue 18's shapes for the D 64 bar (opt-in, not yet timed; the bench times them when ``ACL_BENCH_FLASH_CONFIGS``
+names them): the causal grid ordered longest first across heads (``l``), and the warpgroups a multiprocessor holds split
+other ways than two blocks of two (and the default's order with three K/V buffers, ``wg2k64b2slx3``): four blocks of one
+(``wg1k64b4``), three of one on 128-key tiles (``wg1k128b3``), one block of four or three (256 / 192 query rows sharing
+each K/V tile). Why ``l``: at the bench's D 64 row (B 4, N 32, S 1024, causal) ``wg2k64b2`` is 1,024 blocks of 1-16 key
+tiles over 264 slots; in a list-scheduling model (a block's time its key tiles, two slots a multiprocessor) the
+head-after-head order keeps the slots busy 76% of the makespan, longest first across the grid 97% (``wg2k128`` at D 128,
+S 4096: 97% and 100%). Registers (``nvcc -Xptxas -v``, sm_90a, bf16 and fp16 + sink): ``wg2k64b2psl`` 118,
+``wg2k64b2sl`` 120, ``wg1k64b4psl`` 118, ``wg1k64b4sl`` 120, ``wg1k128b3sl`` 165, ``wg4k64psl`` 118, ``wg4k64sl`` 120,
+``wg3k64psl`` 132, ``wg3k64sl`` 123, ``wg3k128sl`` 167, ``wg2k128sl`` 171 (D 128: 204), ``wg2k64b2slx3`` 120 (three K/V
+buffers); no spills, no serialised wgmma. Not listed (spills): ``wg3k128psl`` (168 registers, 44 bytes), ``wg2k128b2sl``
+and ``wg4k128sl`` (128, 28 bytes)."""
+
+
+def block_of(x: int, tiles: int, blocks: int, longest: bool) -> tuple[int, int]:
+    """(batch x head, query tile) of block ``x`` of ``blocks`` (``tiles`` a head): the Python twin of ``wg_block``."""
+    if longest:
+        heads = blocks // tiles
+        return x % heads, tiles - 1 - x // heads
+    return x // tiles, tiles - 1 - x % tiles
+
+
 @dataclass(frozen=True)
 class WgmmaInstance:
     """One compiled wgmma flash kernel: dtype, head dim, sink dtype, warpgroups, keys a tile."""
@@ -181,6 +225,8 @@ class WgmmaInstance:
     """A producer warpgroup beside the ``groups`` consumers (:attr:`WgmmaConfig.specialised`)."""
     pingpong: bool = False
     """The consumers' products issued in turn (:attr:`WgmmaConfig.pingpong`)."""
+    longest: bool = False
+    """Blocks ordered longest first across the grid (:attr:`WgmmaConfig.longest`)."""
 
     @property
     def rows(self) -> int:
@@ -205,7 +251,7 @@ class WgmmaInstance:
     def config(self) -> WgmmaConfig:
         """Its block shape."""
         return WgmmaConfig(self.groups, self.block_keys, self.blocks, self.pipelined, self.swizzle, self.stages,
-                           self.specialised, self.pingpong)  # fmt: skip
+                           self.specialised, self.pingpong, self.longest)  # fmt: skip
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -240,6 +286,7 @@ _HELPERS: Final = r"""
 #define PIPE @PIPE@
 #define STAGES @STAGES@
 #define SWZ @SWZ@
+#define LONGEST @LONGEST@
 #define SREGS (BC / 2)
 #define OREGS (HEAD_DIM / 2)
 #define ROW_BYTES (HEAD_DIM * 16)  // an 8-row group of a tile: HEAD_DIM / 8 core matrices of 128 bytes
@@ -294,10 +341,28 @@ ACL_DEV void wg_load(unsigned short* dst, const elem_t* src, long long s_row, lo
   wg_load_by(dst, src, s_row, row0, rows, limit, threadIdx.x, THREADS);
 }
 
+// this block's (batch x head, query tile), the longest key ranges first: within each head (heads in turn), or with
+// LONGEST across the grid (every head's longest tile, then the next: a causal grid's last wave its shortest blocks)
+ACL_DEV void wg_block(const FlashGrid& g, long long& bh, long long& qt) {
+  const long long x = blockIdx.x;
+#if LONGEST
+  const long long heads = gridDim.x / g.tiles;
+  bh = x % heads;
+  qt = g.tiles - 1 - x / heads;
+#else
+  bh = x / g.tiles;
+  qt = g.tiles - 1 - x % g.tiles;
+#endif
+}
+
 ACL_DEV float wg_exp2(float x) {
+#if defined(ACL_EMULATOR)
+  return exp2f(x);
+#else
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
   return r;
+#endif
 }
 
 template <int N> ACL_DEV void wg_keep(float (&x)[N]) {
@@ -452,8 +517,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, @MINB@) @NAME@(
   unsigned short* const vs = ks + STAGES * BC * HEAD_DIM;   // STAGES V tiles
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
   const float inf = __uint_as_float(0x7f800000u);
-  const long long x = blockIdx.x;
-  const long long bh = x / g.tiles, qt = g.tiles - 1 - x % g.tiles;  // the longest key ranges first
+  long long bh, qt;
+  wg_block(g, bh, qt);
   const long long h = bh % g.heads, b = bh / g.heads, hk = h / m.group;
   const long long row0 = qt * BR;
   // this thread's two rows (slot s: row r_lo + 8 s of the block) in the accumulator layout
@@ -611,6 +676,7 @@ def shape_tokens(inst: WgmmaInstance) -> dict[str, str]:
         "@PIPE@": "1" if inst.pipelined else "0",
         "@STAGES@": str(inst.stages),
         "@SWZ@": "1" if inst.swizzle else "0",
+        "@LONGEST@": "1" if inst.longest else "0",
         "@BC@": str(inst.block_keys),
         "@T@": "bf16" if inst.dtype == D.ACL_BF16 else "f16",
         "@SOFTMAX_STATE@": _SOFTMAX_STATE,
@@ -626,9 +692,10 @@ def wgmma_flash_source(inst: WgmmaInstance) -> str:
     if (
         inst.dtype not in DTYPES
         or inst.head_dim not in HEAD_DIMS
-        or inst.groups not in (1, 2)
+        or inst.groups not in (1, 2, 3, 4)
+        or inst.groups * inst.blocks > MAX_GROUPS
         or inst.block_keys not in (64, 128)
-        or inst.blocks not in (1, 2)
+        or inst.blocks not in (1, 2, 3, 4)
         or inst.stages not in (2, 3)
         or (inst.stages == 3 and inst.pipelined)
     ):

@@ -83,8 +83,8 @@ extern "C" __global__ void __launch_bounds__(KTHREADS, 1) @NAME@(
   unsigned long long* const full = qbar + 1;
   unsigned long long* const empty = full + 2 * STAGES;
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
-  const long long x = blockIdx.x;
-  const long long bh = x / g.tiles, qt = g.tiles - 1 - x % g.tiles;  // the longest key ranges first
+  long long bh, qt;
+  wg_block(g, bh, qt);
   const long long h = bh % g.heads, b = bh / g.heads, hk = h / m.group;
   const long long row0 = qt * BR;
   const long long valid_rows = m.rows - row0 < BR ? m.rows - row0 : BR;

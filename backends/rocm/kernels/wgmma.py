@@ -33,7 +33,8 @@ A from registers (the RS form). :func:`wgmma_source` (after the prelude and ``MM
 On the CPU kernel emulator (``ACL_EMULATOR``, ``tests/rocm/kernel_emulator.py``) the SS step is software: each thread
 computes its own accumulator elements from the operands' shared-memory addresses as the descriptors give them (the
 layouts above, the swizzle XOR on address bits 4-9), fences / commit / wait are no-ops and shared addresses are offsets
-into the block's dynamic array; the RS step is not emulated (a compile error there).
+into the block's dynamic array; the RS step gathers a warp's A fragments by the emulator's warp exchange
+(``ACL_WARP_ALLGATHER``) and computes the same way.
 
 Fragment ownership (PTX ISA, "Register Fragments", m64nNk16): thread ``t`` of the warpgroup is lane
 ``t % 32`` of warp ``w = t / 32``; with ``g = lane / 4``, ``q = lane % 4``, accumulator element ``i`` holds
@@ -169,6 +170,34 @@ ACL_DEV void acl_wg_soft_ss(float (&d)[N / 2], unsigned long long da, unsigned l
     d[i] = s;
   }
 }
+#if defined(ACL_WARP_ALLGATHER)
+// the software RS step: A (64 x 16) in the warpgroup's registers, a warp's 16 rows in its own lanes (a_owner's
+// layout), so one warp exchange gives each thread its rows: (row r of the warp, k) in lane (r % 8) * 4 + (k % 8) / 2,
+// register r / 8 + 2 (k / 8), half k % 2
+template <int N, bool BF16, int TB>
+ACL_DEV void acl_wg_soft_rs(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long db, int accumulate) {
+  unsigned all[32 * 4];
+  ACL_WARP_ALLGATHER(a, all, 4);
+  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+  for (int i = 0; i < N / 2; ++i) {
+    const int r = lane / 4 + 8 * ((i / 2) % 2), col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+    float s = accumulate ? d[i] : 0.0f;
+    for (int k = 0; k < 16; ++k) {
+      const unsigned word = all[((r % 8) * 4 + (k % 8) / 2) * 4 + r / 8 + 2 * (k / 8)];
+      const unsigned short av = (unsigned short)(k % 2 ? word >> 16 : word & 0xffffu);
+      const unsigned short b = *acl_wg_soft_at(db, col, k, TB);
+      s = fmaf(BF16 ? acl_b2f(av) : acl_h2f(av), BF16 ? acl_b2f(b) : acl_h2f(b), s);
+    }
+    d[i] = s;
+  }
+  (void)warp;
+}
+#else
+template <int N, bool BF16, int TB>
+ACL_DEV void acl_wg_soft_rs(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long db, int accumulate) {
+  static_assert(TB < 0, "the emulator's RS step needs its warp exchange (ACL_WARP_ALLGATHER)");
+}
+#endif
 #else
 ACL_DEV void acl_wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 ACL_DEV void acl_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
@@ -243,8 +272,8 @@ def _mma_function(form: str, n: int, bf16: bool) -> str:
     )
     if form == "ss":  # the emulator's software step
         soft = f"acl_wg_soft_ss<{n}, {'true' if bf16 else 'false'}, TA, TB>(d, da, db, accumulate);"
-    else:  # the A fragments live in other threads' registers: not emulated
-        soft = 'static_assert(TB < 0, "the kernel emulator has no register-A (RS) wgmma");'
+    else:  # the A fragments live in the warp's lanes: one warp exchange (the emulator's ACL_WARP_ALLGATHER)
+        soft = f"acl_wg_soft_rs<{n}, {'true' if bf16 else 'false'}, TB>(d, a, db, accumulate);"
     asm_call = f"asm volatile(\n      {asm}\n      : {out_ops}\n      : {ins});"
     return f"{head} {{\n#if defined(ACL_EMULATOR)\n  {soft}\n#else\n  {asm_call}\n#endif\n}}\n"
 
