@@ -35,6 +35,7 @@ from acl_rocm.kernels.index_shape import (
     EmbedKeys,
     EmbedRows,
     GroupSum,
+    RepeatChunks,
     RepeatGather,
     RepeatRows,
     RepeatScan,
@@ -68,7 +69,15 @@ REPEAT_ENV = "ACL_REPEAT_ROWS"
 group's out slices (``kernels/index_shape.py`` RepeatRows) instead of a binary search over the starts per out element,
 and every repeats-tensor op scans its counts in coalesced tiles (RepeatScan ``items``); ``search``: the search kernel
 and the plain scan. On an H100 (2026-12-07, a 128 MiB bf16 [32768, 2048], rows x1..3) ``rows`` moved 1.83 TB/s, the
-search 0.78, torch 2.47."""
+search 0.78, torch 2.47. Opt-in (unproven on a GPU): ``blocks``: the counts scanned by chunks, a block each
+(:class:`RepeatChunks`, two launches), then the ``rows`` copy; ``gather``: that scan also fills a row index and the
+copy runs output-major, each out slice loading its source slice through the index (one store per load);
+``gather8``: that with 8 items a lane in flight (a 4 KiB slice of 16-byte words a warp)."""
+CHUNKED = ("blocks", "gather", "gather8")
+"""The :data:`REPEAT_ENV` settings that scan the counts by chunks."""
+MAX_CHUNKS = 1024
+"""The most chunks (blocks) of the chunked scan; longer counts take longer chunks (each block adds the totals
+ahead of it, so their number stays small)."""
 SCAN_ITEMS = 16
 """Counts a thread of the tiled scan (``ACL_REPEAT_ROWS=rows``) loads a tile."""
 ROW_LANES = 32
@@ -214,12 +223,26 @@ class IndexShapeRunner:
         self.backend.movement.copy(*widened(src, dst), prog)
 
     # ------------------------------------------------------------------ repeats on the device
-    def _scan(self, prog: Program, repeats: AclTensor, count: int, expect: int) -> Any:
-        """Launch the scan of ``count`` counts (one value broadcast when repeats holds one) into starts."""
+    def _scan(self, prog: Program, repeats: AclTensor, count: int, expect: int, fill: bool = False) -> Any:
+        """Launch the scan of ``count`` counts (one value broadcast when repeats holds one) into starts; ``fill``
+        (the chunked scan only): also the row index of ``expect`` ints, returned as (starts, rows)."""
         starts = prog.temp((count + 1) * 8)
         stride = repeats.strides[0] if repeats.numel > 1 else 0
+        variant = self._repeat_rows()
+        if variant in CHUNKED:
+            tile = SCAN_ITEMS * SCAN_THREADS
+            chunk = tile * max(1, -(-count // (tile * MAX_CHUNKS)))
+            chunks = max(1, -(-count // chunk))  # one block even for no counts: it writes starts[0] and checks
+            LOG.debug("%d counts scanned in %d chunks of %d%s", count, chunks, chunk, ", row index" if fill else "")
+            totals = prog.temp(chunks * 8)
+            rows: Any = prog.temp(expect * 4) if fill else KernelArgs.pointer(0)
+            values = [_ptr(repeats), *longs(stride, count, expect), totals, starts, rows, FLAG]
+            config = LaunchConfig((chunks, 1, 1), (SCAN_THREADS, 1, 1))
+            self._step(prog, RepeatChunks(repeats.dtype, SCAN_ITEMS, chunk, True), config, values)
+            self._step(prog, RepeatChunks(repeats.dtype, SCAN_ITEMS, chunk, False, fill), config, values)
+            return (starts, rows) if fill else starts
         values = [_ptr(repeats), *longs(stride, count, expect), starts, FLAG]
-        items = SCAN_ITEMS if self._repeat_rows() == "rows" else 0
+        items = SCAN_ITEMS if variant == "rows" else 0
         self._step(prog, RepeatScan(repeats.dtype, items), LaunchConfig((1, 1, 1), (SCAN_THREADS, 1, 1)), values)
         return starts
 
@@ -237,7 +260,13 @@ class IndexShapeRunner:
             return prog
         total = int(launch.args["outputSize"])
         prog.report = f"{op}: repeats holds a negative count, or counts adding up to other than outputSize={total}"
-        starts = self._scan(prog, repeats, size, total)
+        gather = self._repeat_rows() in ("gather", "gather8") and op != "RepeatInterleaveTensor" and out.numel > 0
+        gather = gather and size < 1 << 31 and total < 1 << 31
+        rows: Any = None
+        if gather:
+            starts, rows = self._scan(prog, repeats, size, total, fill=True)
+        else:
+            starts = self._scan(prog, repeats, size, total)
         if out.numel == 0:
             return prog
         src_shape: tuple[int, ...] = (1,)
@@ -260,9 +289,9 @@ class IndexShapeRunner:
             if wide_src is not None and wide_out is not None:  # rows of whole 16-byte words
                 inner //= WORD // item
                 (src_shape, src_strides), (out_shape, out_strides), item = wide_src, wide_out, WORD
-            if self._repeat_rows() == "rows":
+            if self._repeat_rows() in ("rows", *CHUNKED):
                 views = (src_shape, src_strides, out_shape, out_strides)
-                if self._rows_step(prog, launch, views, item, size, total, inner, starts):
+                if self._rows_step(prog, launch, views, item, size, total, inner, starts, rows):
                     return prog
             kernel = RepeatGather(item, len(out_shape), len(src_shape))
         meta = self.sorter.meta(math.prod(out_shape), out_shape, [out_strides])
@@ -285,9 +314,11 @@ class IndexShapeRunner:
         total: int,
         inner: int,
         starts: Any,
+        rows: Any = None,
     ) -> bool:
-        """Record RepeatRows (a source slice read once, stored into each of its group's out slices); False, with
-        the reason logged, where a slice is not one strided run in both views (the gather takes the call)."""
+        """Record RepeatRows (a source slice read once, stored into each of its group's out slices; with the row
+        index ``rows``, output-major: each out slice loads its source slice); False, with the reason logged, where a
+        slice is not one strided run in both views (the gather takes the call)."""
         op = launch.spec.name
         src_shape, src_strides, out_shape, out_strides = views
         dim: int = launch.plan["dim"]
@@ -307,11 +338,12 @@ class IndexShapeRunner:
             flat = coalesce(src_shape, [src_strides])
             direct, o_src, o_out = flat.ndim <= 1, 0, 0
             g_src = flat.strides[0][0] if flat.ndim else 0
+        unroll = 8 if self._repeat_rows() == "gather8" else ROW_UNROLL
         lanes = 1
-        while lanes < ROW_LANES and lanes * ROW_UNROLL < inner:
+        while lanes < ROW_LANES and lanes * unroll < inner:
             lanes *= 2
-        segs = -(-inner // (lanes * ROW_UNROLL))
-        units = outer * groups * segs
+        segs = -(-inner // (lanes * unroll))
+        units = outer * (total if rows is not None else groups) * segs
         p = self.backend.properties
         grid = min(-(-units * lanes // ROW_THREADS), p.compute_units * ROW_BLOCKS_PER_UNIT, p.max_grid_x)
         src, out = launch.args["self"], launch.args["out"]
@@ -319,13 +351,15 @@ class IndexShapeRunner:
         if direct:  # a slice starts at o * stride[0] + g * stride[1]: no unravelling
             views = ((outer, groups), (o_src, g_src), (outer, total), (o_out, jstride))
         structs = [_view_struct(views[0], views[1]), _view_struct(views[2], views[3])]
-        values = [*structs, _ptr(src), _ptr(out), starts, *longs(groups, total, inner, segs, units, sis, dis, jstride)]
+        index = starts if rows is None else rows
+        values = [*structs, _ptr(src), _ptr(out), index, *longs(groups, total, inner, segs, units, sis, dis, jstride)]
         values.append(FLAG)
-        narrow = units * lanes + ROW_THREADS * grid < 1 << 31 and groups < 1 << 31
-        kernel = RepeatRows(item, len(src_shape), len(out_shape), lanes, ROW_UNROLL, direct, narrow)
+        narrow = units * lanes + ROW_THREADS * grid < 1 << 31 and max(groups, total) < 1 << 31
+        indexed = rows is not None
+        kernel = RepeatRows(item, len(src_shape), len(out_shape), lanes, unroll, direct, narrow, indexed)
         LOG.debug(
-            "%s: %d slices of %d %d-byte items, %d lanes a slice%s",
-            *(op, outer * groups, inner, item, lanes, ", direct" if direct else ""),
+            "%s: %d slices of %d %d-byte items, %d lanes a slice%s%s",
+            *(op, outer * groups, inner, item, lanes, ", direct" if direct else "", ", indexed" if indexed else ""),
         )
         self._step(prog, kernel, LaunchConfig((max(grid, 1), 1, 1), (ROW_THREADS, 1, 1)), values)
         return True
