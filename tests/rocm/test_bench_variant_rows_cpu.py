@@ -145,8 +145,9 @@ def test_grouped_matmul_v5_wgmma_rows(fake: Sequence[RocmBackend]) -> None:
 
 
 def test_cross_entropy_and_repeat_rows_env_rows(fake: Sequence[RocmBackend]) -> None:
-    """CrossEntropyLoss's ACL_CE_ROWS=vec / element and RepeatInterleaveWithDim's ACL_REPEAT_ROWS=search rows beside
-    the default ones (vec1024, rows), each planning its kernel under the setting; the environ restored after."""
+    """CrossEntropyLoss's ACL_CE_ROWS=vec / element and RepeatInterleaveWithDim's ACL_REPEAT_ROWS=search / blocks /
+    gather / gather8 rows beside the default ones (vec1024, rows), each planning its kernel under the setting; the
+    environ restored after."""
     from acl_tools.bench import class_loss_rows, index_shape_rows
 
     (backend,) = fake
@@ -161,9 +162,14 @@ def test_cross_entropy_and_repeat_rows_env_rows(fake: Sequence[RocmBackend]) -> 
         ("CrossEntropyLoss", "reduction mean, ACL_CE_ROWS=element", "ok"),
         ("RepeatInterleaveWithDim", "", "ok"),
         ("RepeatInterleaveWithDim", "ACL_REPEAT_ROWS=search", "ok"),
+        *(
+            ("RepeatInterleaveWithDim", f"ACL_REPEAT_ROWS={v}", "ok")
+            for v in ("blocks", "gather", "gather8", "gather,pdl")
+        ),
     ]
     compiled = backend.provider.compiled  # type: ignore[attr-defined]
     assert any(n.startswith("acl_sort_repeat_rows_") for n in compiled)
+    assert any(n.startswith("acl_sort_repeat_chunks_") for n in compiled)
     sources = backend.runners["class_loss"]._sources.values()  # type: ignore[attr-defined]
     assert any("block=512, vec=8" in s for s in sources) and any("block=1024, vec=8" in s for s in sources)
     assert dict(backend.environ) == before

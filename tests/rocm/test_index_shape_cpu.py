@@ -139,9 +139,9 @@ REPEAT_ROWS = [
 ]
 
 
-ROW_VARIANTS = ("rows", "blocks", "gather", "gather8")
+ROW_VARIANTS = ("rows", "blocks", "gather", "gather8", "gather,pdl")
 """The ``ACL_REPEAT_ROWS`` settings that copy slices (RepeatRows): the one-block tiled scan, the chunked scan, and the
-chunked scan with its row index and the output-major copy."""
+chunked scan with its row index and the output-major copy (programmatic launches too)."""
 
 
 @pytest.mark.parametrize("variant", ROW_VARIANTS)
@@ -217,6 +217,19 @@ def test_repeat_rows_samples_and_errors_match_the_reference(
             for layout in ("contiguous", "padded", "transposed"):
                 assert_matches_reference(emulated, reference, op, dict(sample.args), layout, sample.note)
         assert_errors_match_reference(emulated, reference, op)
+
+
+@pytest.mark.parametrize("suffix", ["", ",pdl"])
+def test_chunked_launches_are_programmatic_only_with_pdl(emulated: Backend, suffix: str) -> None:
+    """``gather,pdl``: the scan's two kernels and the copy launched programmatically (each waits first); plain
+    ``gather``: none."""
+    provider = emulated.provider  # type: ignore[attr-defined]
+    provider.programmatic_launches.clear()
+    args = {"self": np.ones((40, 8), np.float32), "repeats": np.arange(40) % 3, "dim": 0, "outputSize": 39}
+    with switched(emulated, "ACL_REPEAT_ROWS", "gather" + suffix):
+        eager.run("RepeatInterleaveWithDim", emulated, **args)
+    names = provider.programmatic_launches
+    assert [n.split("_")[3] for n in names] == (["chunks", "chunks", "rows"] if suffix else [])
 
 
 @pytest.mark.parametrize("variant", ROW_VARIANTS)

@@ -148,7 +148,7 @@ ENV_ROWS: dict[str, tuple[str, tuple[str, ...], frozenset[D] | None]] = {
     "LightningIndexer": ("ACL_LI_PATH", ("tiled", "sort"), None),
     "SparseFlashAttention": ("ACL_SFA_PATH", ("block",), None),
     "CrossEntropyLoss": ("ACL_CE_ROWS", ("vec", "element"), None),
-    "RepeatInterleaveWithDim": ("ACL_REPEAT_ROWS", ("search",), None),
+    "RepeatInterleaveWithDim": ("ACL_REPEAT_ROWS", ("search", "blocks", "gather", "gather8", "gather,pdl"), None),
     "FlashAttentionScoreGrad": ("ACL_ATTENTION_GRAD_PATH", ("cudnn",), None),
 }
 """rocm settings timed as extra rows beside an op's default row: op → (variable, values, dtypes or None for all).

@@ -195,6 +195,8 @@ class RepeatChunks:
     chunk: int
     totals: bool
     fill: bool = False
+    pdl: bool = False
+    """Launched programmatically: wait for the predecessor, then let the successor launch."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -209,7 +211,8 @@ class RepeatChunks:
         c = self.chunk
         begin, end = f"(long long)blockIdx.x * {c}", f"(long long)blockIdx.x * {c} + {c} < count ? "
         end += f"(long long)blockIdx.x * {c} + {c} : count"
-        body = ["const long long first = " + begin + ", last = " + end + ";"]
+        body = ["ACL_PDL_WAIT();", "ACL_PDL_LAUNCH_DEPENDENTS();"] if self.pdl else []
+        body += ["const long long first = " + begin + ", last = " + end + ";"]
         if self.totals:
             body += [*tiled_scan(self.items, "first", "last", "0", write=False)]
             body += ["if (bad) *flag = 1;", "if (t == 0) totals[blockIdx.x] = carry;"]
@@ -303,6 +306,8 @@ class RepeatRows:
     indexed: bool = False
     """Output-major: a unit is (o, j, segment) over out slices, its group ``rows[j]`` (the row index
     :class:`RepeatChunks` fills), each load stored once; ``units`` counts outer x total x segs."""
+    pdl: bool = False
+    """Launched programmatically: wait for the predecessor (the scan) before the first read."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -317,6 +322,7 @@ class RepeatRows:
         params += [f"const long long {n}" for n in ("groups", "total", "inner", "segs", "units", "sis", "dis")]
         params += ["const long long jstride", "const int* flag"]
         body = [
+            *(["ACL_PDL_WAIT();"] if self.pdl else []),
             "if (*flag) return;",
             f"const long long lane = (long long)(threadIdx.x % {self.lanes}u);",
             f"const long long step = (long long)gridDim.x * (blockDim.x / {self.lanes}u);",

@@ -43,7 +43,7 @@ from acl_rocm.kernels.index_shape import (
 )
 from acl_rocm.launch import KernelArgs, LaunchConfig, longs
 from acl_rocm.ops.movement import MovementProgram, View, itemsize, view_of
-from acl_rocm.ops.program import FLAG, Program, program_kernel
+from acl_rocm.ops.program import FLAG, Program, Step, program_kernel
 from acl_rocm.ops.sort import Sorter, address, refuse
 from acl_rocm.views import broadcast_strides, coalesce
 
@@ -72,7 +72,9 @@ and the plain scan. On an H100 (2026-12-07, a 128 MiB bf16 [32768, 2048], rows x
 search 0.78, torch 2.47. Opt-in (unproven on a GPU): ``blocks``: the counts scanned by chunks, a block each
 (:class:`RepeatChunks`, two launches), then the ``rows`` copy; ``gather``: that scan also fills a row index and the
 copy runs output-major, each out slice loading its source slice through the index (one store per load);
-``gather8``: that with 8 items a lane in flight (a 4 KiB slice of 16-byte words a warp)."""
+``gather8``: that with 8 items a lane in flight (a 4 KiB slice of 16-byte words a warp). A ``,pdl`` suffix on these
+launches the scan's two kernels and the copy with programmatic stream serialization (each waits for its predecessor
+first; the scans let their successor launch at once): the launch gaps overlap."""
 CHUNKED = ("blocks", "gather", "gather8")
 """The :data:`REPEAT_ENV` settings that scan the counts by chunks."""
 MAX_CHUNKS = 1024
@@ -228,7 +230,7 @@ class IndexShapeRunner:
         (the chunked scan only): also the row index of ``expect`` ints, returned as (starts, rows)."""
         starts = prog.temp((count + 1) * 8)
         stride = repeats.strides[0] if repeats.numel > 1 else 0
-        variant = self._repeat_rows()
+        variant, pdl = self._setting()
         if variant in CHUNKED:
             tile = SCAN_ITEMS * SCAN_THREADS
             chunk = tile * max(1, -(-count // (tile * MAX_CHUNKS)))
@@ -238,16 +240,23 @@ class IndexShapeRunner:
             rows: Any = prog.temp(expect * 4) if fill else KernelArgs.pointer(0)
             values = [_ptr(repeats), *longs(stride, count, expect), totals, starts, rows, FLAG]
             config = LaunchConfig((chunks, 1, 1), (SCAN_THREADS, 1, 1))
-            self._step(prog, RepeatChunks(repeats.dtype, SCAN_ITEMS, chunk, True), config, values)
-            self._step(prog, RepeatChunks(repeats.dtype, SCAN_ITEMS, chunk, False, fill), config, values)
+            self._step(prog, RepeatChunks(repeats.dtype, SCAN_ITEMS, chunk, True, pdl=pdl), config, values, pdl)
+            scan = RepeatChunks(repeats.dtype, SCAN_ITEMS, chunk, False, fill, pdl)
+            self._step(prog, scan, config, values, pdl)
             return (starts, rows) if fill else starts
         values = [_ptr(repeats), *longs(stride, count, expect), starts, FLAG]
         items = SCAN_ITEMS if variant == "rows" else 0
         self._step(prog, RepeatScan(repeats.dtype, items), LaunchConfig((1, 1, 1), (SCAN_THREADS, 1, 1)), values)
         return starts
 
-    def _step(self, prog: Program, kernel: Any, config: LaunchConfig, values: Sequence[Any]) -> None:
-        self.sorter.step(prog, kernel, config, values)
+    def _step(self, prog: Program, kernel: Any, config: LaunchConfig, values: Sequence[Any], pdl: bool = False) -> None:
+        """Record a launch; ``pdl``: with programmatic stream serialization where the provider offers it (the
+        kernel waits for its predecessor before touching memory)."""
+        if not pdl or self.backend.provider.programmatic_unavailable() is not None:
+            self.sorter.step(prog, kernel, config, values)
+            return
+        function = self.backend.function(kernel.source(), kernel.kernel_name)
+        prog.steps.append(Step(function, config, tuple(values), programmatic=True))
 
     def repeat_plan(self, launch: Launch) -> Program:
         """RepeatInterleave(WithDim) and RepeatInterleaveTensor: scan the counts, then gather through the starts."""
@@ -260,7 +269,7 @@ class IndexShapeRunner:
             return prog
         total = int(launch.args["outputSize"])
         prog.report = f"{op}: repeats holds a negative count, or counts adding up to other than outputSize={total}"
-        gather = self._repeat_rows() in ("gather", "gather8") and op != "RepeatInterleaveTensor" and out.numel > 0
+        gather = self._setting()[0] in ("gather", "gather8") and op != "RepeatInterleaveTensor" and out.numel > 0
         gather = gather and size < 1 << 31 and total < 1 << 31
         rows: Any = None
         if gather:
@@ -289,7 +298,7 @@ class IndexShapeRunner:
             if wide_src is not None and wide_out is not None:  # rows of whole 16-byte words
                 inner //= WORD // item
                 (src_shape, src_strides), (out_shape, out_strides), item = wide_src, wide_out, WORD
-            if self._repeat_rows() in ("rows", *CHUNKED):
+            if self._setting()[0] in ("rows", *CHUNKED):
                 views = (src_shape, src_strides, out_shape, out_strides)
                 if self._rows_step(prog, launch, views, item, size, total, inner, starts, rows):
                     return prog
@@ -303,6 +312,11 @@ class IndexShapeRunner:
     def _repeat_rows(self) -> str | None:
         """The :data:`REPEAT_ENV` setting, ``rows`` when unset (plans under each setting are kept apart)."""
         return self.backend.environ.get(REPEAT_ENV, "").strip().lower() or "rows"
+
+    def _setting(self) -> tuple[str, bool]:
+        """(the copy / scan choice, whether the chunked launches are programmatic: a ``,pdl`` suffix)."""
+        name, *rest = (part.strip() for part in self._repeat_rows().split(","))  # type: ignore[union-attr]
+        return name, name in CHUNKED and "pdl" in rest
 
     def _rows_step(
         self,
@@ -338,7 +352,8 @@ class IndexShapeRunner:
             flat = coalesce(src_shape, [src_strides])
             direct, o_src, o_out = flat.ndim <= 1, 0, 0
             g_src = flat.strides[0][0] if flat.ndim else 0
-        unroll = 8 if self._repeat_rows() == "gather8" else ROW_UNROLL
+        variant, pdl = self._setting()
+        unroll = 8 if variant == "gather8" else ROW_UNROLL
         lanes = 1
         while lanes < ROW_LANES and lanes * unroll < inner:
             lanes *= 2
@@ -356,12 +371,12 @@ class IndexShapeRunner:
         values.append(FLAG)
         narrow = units * lanes + ROW_THREADS * grid < 1 << 31 and max(groups, total) < 1 << 31
         indexed = rows is not None
-        kernel = RepeatRows(item, len(src_shape), len(out_shape), lanes, unroll, direct, narrow, indexed)
+        kernel = RepeatRows(item, len(src_shape), len(out_shape), lanes, unroll, direct, narrow, indexed, pdl)
         LOG.debug(
             "%s: %d slices of %d %d-byte items, %d lanes a slice%s%s",
             *(op, outer * groups, inner, item, lanes, ", direct" if direct else "", ", indexed" if indexed else ""),
         )
-        self._step(prog, kernel, LaunchConfig((max(grid, 1), 1, 1), (ROW_THREADS, 1, 1)), values)
+        self._step(prog, kernel, LaunchConfig((max(grid, 1), 1, 1), (ROW_THREADS, 1, 1)), values, pdl)
         return True
 
     def grad_plan(self, launch: Launch) -> Program:
