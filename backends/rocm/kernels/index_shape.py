@@ -2,9 +2,12 @@
 
 :class:`RepeatScan` turns the repeat counts into start positions in one block (a chunk a thread, the
 chunk sums scanned in shared memory; or coalesced tiles scanned by warp shuffles) and sets the flag on a
-negative count or a total other than the caller's. :class:`RepeatGather` finds each output element's source by
+negative count or a total other than the caller's; :class:`RepeatChunks` does it a chunk a block in two launches
+(chunk totals, then each chunk's scan from the totals ahead of it), optionally filling a row index (out slice to
+group). :class:`RepeatGather` finds each output element's source by
 binary search over the starts and copies its storage word (or, for RepeatInterleaveTensor, writes the group
-number); :class:`RepeatRows` instead reads each source slice once and stores it into its group's out slices.
+number); :class:`RepeatRows` instead reads each source slice once and stores it into its group's out slices (or,
+indexed, loads each out slice's source through the row index).
 :class:`GroupSum`
 adds each group's slices in float32, in order. :class:`EmbedKeys` checks the indices and writes (index,
 position) keys that the row sorter orders; :class:`RowBounds` marks where each weight row's run of sorted

@@ -8,7 +8,8 @@ outputSize, 161002 at synchronisation), then each output element finds its sourc
 (``kernels/index_shape.py``); by default (``ACL_REPEAT_ROWS=rows``) the block scans in coalesced tiles and each
 source slice is read once and stored into its group's out slices (RepeatRows). RepeatInterleaveGrad sums each
 group's slices in float32 in order. A long repeats tensor (millions of counts) is scanned by that one block: correct,
-not fast.
+not fast; the opt-in chunked settings (``blocks``, ``gather``) scan a chunk a block, and ``gather`` copies
+output-major through a row index that scan fills.
 
 EmbeddingDenseBackward is deterministic: the indices are checked and sorted with their positions (the row
 sorter, stable), and one block per weight row sums its run of grad rows in position order in float32,
