@@ -74,8 +74,8 @@ search 0.78, torch 2.47. Opt-in (unproven on a GPU): ``blocks``: the counts scan
 (:class:`RepeatChunks`, two launches), then the ``rows`` copy; ``gather``: that scan also fills a row index and the
 copy runs output-major, each out slice loading its source slice through the index (one store per load);
 ``gather8``: that with 8 items a lane in flight (a 4 KiB slice of 16-byte words a warp). A ``,pdl`` suffix on these
-launches the scan's two kernels and the copy with programmatic stream serialization (each waits for its predecessor
-first; the scans let their successor launch at once): the launch gaps overlap."""
+launches the chunk scan and the copy with programmatic stream serialization (each waits for its predecessor first;
+both scans let their successor launch at once): the launch gaps overlap."""
 CHUNKED = ("blocks", "gather", "gather8")
 """The :data:`REPEAT_ENV` settings that scan the counts by chunks."""
 MAX_CHUNKS = 1024
@@ -241,7 +241,8 @@ class IndexShapeRunner:
             rows: Any = prog.temp(expect * 4) if fill else KernelArgs.pointer(0)
             values = [_ptr(repeats), *longs(stride, count, expect), totals, starts, rows, FLAG]
             config = LaunchConfig((chunks, 1, 1), (SCAN_THREADS, 1, 1))
-            self._step(prog, RepeatChunks(repeats.dtype, SCAN_ITEMS, chunk, True, pdl=pdl), config, values, pdl)
+            # the first kernel after the flag's memset launches plainly (only kernels overlap); it lets the scan launch
+            self._step(prog, RepeatChunks(repeats.dtype, SCAN_ITEMS, chunk, True, pdl=pdl), config, values)
             scan = RepeatChunks(repeats.dtype, SCAN_ITEMS, chunk, False, fill, pdl)
             self._step(prog, scan, config, values, pdl)
             return (starts, rows) if fill else starts
