@@ -162,10 +162,7 @@ def test_cross_entropy_and_repeat_rows_env_rows(fake: Sequence[RocmBackend]) -> 
         ("CrossEntropyLoss", "reduction mean, ACL_CE_ROWS=element", "ok"),
         ("RepeatInterleaveWithDim", "", "ok"),
         ("RepeatInterleaveWithDim", "ACL_REPEAT_ROWS=search", "ok"),
-        *(
-            ("RepeatInterleaveWithDim", f"ACL_REPEAT_ROWS={v}", "ok")
-            for v in ("blocks", "gather", "gather8", "gather,pdl")
-        ),
+        *(("RepeatInterleaveWithDim", f"ACL_REPEAT_ROWS={v}", "ok") for v in ("blocks", "gather", "gather,pdl,grid")),
     ]
     compiled = backend.provider.compiled  # type: ignore[attr-defined]
     assert any(n.startswith("acl_sort_repeat_rows_") for n in compiled)
@@ -186,3 +183,15 @@ def test_attention_grad_cudnn_row(fake: Sequence[RocmBackend]) -> None:
     assert rows == [("", "ok"), ("ACL_ATTENTION_GRAD_PATH=cudnn", "ok")]
     assert backend.attention_grad.last_path == "blas"  # type: ignore[attr-defined]
     assert dict(backend.environ) == before
+
+
+def test_bench_env_rows_listed(fake: Sequence[RocmBackend], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ACL_BENCH_ENV_ROWS`` (``;``-separated) replaces the table's settings: a sweep line times a few at a time."""
+    from acl_tools.bench import index_shape_rows
+
+    (backend,) = fake
+    monkeypatch.setenv("ACL_BENCH_ENV_ROWS", "gather8; gather,grid ;")
+    suite = _suite(backend, {"RepeatInterleave"})
+    index_shape_rows.run_cases(suite)  # type: ignore[arg-type]
+    rows = [c.note for c in suite.cases if c.op == "RepeatInterleaveWithDim"]  # type: ignore[attr-defined]
+    assert rows == ["", "ACL_REPEAT_ROWS=gather8", "ACL_REPEAT_ROWS=gather,grid"]

@@ -6,8 +6,8 @@ backward ops): the spec's samples in three layouts, every claimed dtype, shapes 
 cases (device-only counts and indices through the flag). EmbeddingDenseBackward must also be deterministic: two
 runs agree bit for bit. The opt-in RepeatRows path (``ACL_REPEAT_ROWS=rows``: the tiled scan, a source slice
 copied once) runs the samples, errors, every dtype and the bench's [32768, 2048] rows; so do the opt-in chunked
-scans (``blocks``, ``gather``, ``gather8``, ``gather,pdl``), with zero counts around a huge one and 5 million counts.
-``ACL_ROCM_EMULATE=1`` runs it on the CPU (slow: the realistic shapes dominate).
+scans (``blocks``, ``gather``, ``gather8``, ``,pdl``, ``,grid``), with zero counts around a huge one and 5 million
+counts. ``ACL_ROCM_EMULATE=1`` runs it on the CPU (slow: the realistic shapes dominate).
 """
 
 from __future__ import annotations
@@ -189,9 +189,9 @@ def test_repeat_rows_every_dtype_and_the_tiled_scan(rocm: Backend, reference: Ba
         assert_matches_reference(rocm, reference, "RepeatInterleaveGrad", args, "padded", "float32")
 
 
-CHUNKED = ("blocks", "gather", "gather8", "gather,pdl")
+CHUNKED = ("blocks", "gather", "gather8", "gather,pdl", "gather,grid", "gather8,pdl,grid")
 """``ACL_REPEAT_ROWS`` settings of the chunked scan (opt-in): with the source-major copy, or the row index and the
-output-major copy (4 or 8 items a lane; programmatic launches)."""
+output-major copy (4 or 8 items a lane; programmatic launches; the copy's grid sized to its slices)."""
 
 
 @pytest.mark.parametrize("variant", CHUNKED)

@@ -139,7 +139,7 @@ REPEAT_ROWS = [
 ]
 
 
-ROW_VARIANTS = ("rows", "blocks", "gather", "gather8", "gather,pdl")
+ROW_VARIANTS = ("rows", "blocks", "gather", "gather8", "gather,pdl", "gather8,grid")
 """The ``ACL_REPEAT_ROWS`` settings that copy slices (RepeatRows): the one-block tiled scan, the chunked scan, and the
 chunked scan with its row index and the output-major copy (programmatic launches too)."""
 

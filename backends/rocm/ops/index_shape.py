@@ -75,7 +75,8 @@ search 0.78, torch 2.47. Opt-in (unproven on a GPU): ``blocks``: the counts scan
 copy runs output-major, each out slice loading its source slice through the index (one store per load);
 ``gather8``: that with 8 items a lane in flight (a 4 KiB slice of 16-byte words a warp). A ``,pdl`` suffix on these
 launches the chunk scan and the copy with programmatic stream serialization (each waits for its predecessor first;
-both scans let their successor launch at once): the launch gaps overlap."""
+both scans let their successor launch at once): the launch gaps overlap; ``,grid``: the copy's grid sized to its
+units (each block one pass, no partial last wave of long grid-stride blocks) instead of 16 blocks a compute unit."""
 CHUNKED = ("blocks", "gather", "gather8")
 """The :data:`REPEAT_ENV` settings that scan the counts by chunks."""
 MAX_CHUNKS = 1024
@@ -231,7 +232,8 @@ class IndexShapeRunner:
         (the chunked scan only): also the row index of ``expect`` ints, returned as (starts, rows)."""
         starts = prog.temp((count + 1) * 8)
         stride = repeats.strides[0] if repeats.numel > 1 else 0
-        variant, pdl = self._setting()
+        variant, flags = self._setting()
+        pdl = "pdl" in flags
         if variant in CHUNKED:
             tile = SCAN_ITEMS * SCAN_THREADS
             chunk = tile * max(1, -(-count // (tile * MAX_CHUNKS)))
@@ -315,10 +317,10 @@ class IndexShapeRunner:
         """The :data:`REPEAT_ENV` setting, ``rows`` when unset (plans under each setting are kept apart)."""
         return self.backend.environ.get(REPEAT_ENV, "").strip().lower() or "rows"
 
-    def _setting(self) -> tuple[str, bool]:
-        """(the copy / scan choice, whether the chunked launches are programmatic: a ``,pdl`` suffix)."""
+    def _setting(self) -> tuple[str, frozenset[str]]:
+        """(the copy / scan choice, its suffixes: ``pdl``, ``grid``; the chunked settings only)."""
         name, *rest = (part.strip() for part in self._repeat_rows().split(","))  # type: ignore[union-attr]
-        return name, name in CHUNKED and "pdl" in rest
+        return name, frozenset(rest) if name in CHUNKED else frozenset()
 
     def _rows_step(
         self,
@@ -354,7 +356,8 @@ class IndexShapeRunner:
             flat = coalesce(src_shape, [src_strides])
             direct, o_src, o_out = flat.ndim <= 1, 0, 0
             g_src = flat.strides[0][0] if flat.ndim else 0
-        variant, pdl = self._setting()
+        variant, flags = self._setting()
+        pdl = "pdl" in flags
         unroll = 8 if variant == "gather8" else ROW_UNROLL
         lanes = 1
         while lanes < ROW_LANES and lanes * unroll < inner:
@@ -362,7 +365,8 @@ class IndexShapeRunner:
         segs = -(-inner // (lanes * unroll))
         units = outer * (total if rows is not None else groups) * segs
         p = self.backend.properties
-        grid = min(-(-units * lanes // ROW_THREADS), p.compute_units * ROW_BLOCKS_PER_UNIT, p.max_grid_x)
+        cap = p.max_grid_x if "grid" in flags else p.compute_units * ROW_BLOCKS_PER_UNIT  # grid: a block per units
+        grid = min(-(-units * lanes // ROW_THREADS), cap, p.max_grid_x)
         src, out = launch.args["self"], launch.args["out"]
         assert isinstance(src, AclTensor) and isinstance(out, AclTensor)
         if direct:  # a slice starts at o * stride[0] + g * stride[1]: no unravelling
