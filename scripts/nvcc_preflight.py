@@ -25,7 +25,8 @@ routing kernels; ACL_MC2_ROWS=row: its block-a-row expandX copy; ACL_TAKE_CHECK=
 index check or its 16-byte Check launch; ACL_LI_PATH=tiled|sort: LightningIndexer's key-tile scores before the row
 sorter, or the first path;
 ACL_MISH_CONFIG=poly: Mish's float32 polynomial body; ACL_CE_ROWS=vec: CrossEntropyLoss's vector row kernel;
-ACL_REPEAT_ROWS=rows: RepeatInterleave(WithDim)'s block-a-source-row copy; ACL_SFA_PATH=gemm:
+ACL_REPEAT_ROWS=rows|search|blocks|gather|gather8: RepeatInterleave(WithDim)'s copy (source-row copy, binary search,
+the chunked scan, its row index with the output-major copy); ACL_SFA_PATH=gemm:
 SparseFlashAttention's GEMM path's kernels (default: its block kernel); ACL_FLATQUANT_KERNEL=slice|simt|dmma|dmma16:
 FlatQuant's kernel (its [2, 64, 64] call below reaches the token tiles); ACL_FLASH_CONFIG with
 ACL_ATTENTION_PATH=flash (read from the process environment): the flash kernel's block shapes (``wg2k128``,

@@ -145,8 +145,9 @@ def test_grouped_matmul_v5_wgmma_rows(fake: Sequence[RocmBackend]) -> None:
 
 
 def test_cross_entropy_and_repeat_rows_env_rows(fake: Sequence[RocmBackend]) -> None:
-    """CrossEntropyLoss's ACL_CE_ROWS=vec / element and RepeatInterleaveWithDim's ACL_REPEAT_ROWS=search rows beside
-    the default ones (vec1024, rows), each planning its kernel under the setting; the environ restored after."""
+    """CrossEntropyLoss's ACL_CE_ROWS=vec / element and RepeatInterleaveWithDim's ACL_REPEAT_ROWS=search / blocks /
+    gather / gather8 rows beside the default ones (vec1024, rows), each planning its kernel under the setting; the
+    environ restored after."""
     from acl_tools.bench import class_loss_rows, index_shape_rows
 
     (backend,) = fake
@@ -161,9 +162,11 @@ def test_cross_entropy_and_repeat_rows_env_rows(fake: Sequence[RocmBackend]) -> 
         ("CrossEntropyLoss", "reduction mean, ACL_CE_ROWS=element", "ok"),
         ("RepeatInterleaveWithDim", "", "ok"),
         ("RepeatInterleaveWithDim", "ACL_REPEAT_ROWS=search", "ok"),
+        *(("RepeatInterleaveWithDim", f"ACL_REPEAT_ROWS={v}", "ok") for v in ("blocks", "gather", "gather,pdl,grid")),
     ]
     compiled = backend.provider.compiled  # type: ignore[attr-defined]
     assert any(n.startswith("acl_sort_repeat_rows_") for n in compiled)
+    assert any(n.startswith("acl_sort_repeat_chunks_") for n in compiled)
     sources = backend.runners["class_loss"]._sources.values()  # type: ignore[attr-defined]
     assert any("block=512, vec=8" in s for s in sources) and any("block=1024, vec=8" in s for s in sources)
     assert dict(backend.environ) == before
@@ -180,3 +183,15 @@ def test_attention_grad_cudnn_row(fake: Sequence[RocmBackend]) -> None:
     assert rows == [("", "ok"), ("ACL_ATTENTION_GRAD_PATH=cudnn", "ok")]
     assert backend.attention_grad.last_path == "blas"  # type: ignore[attr-defined]
     assert dict(backend.environ) == before
+
+
+def test_bench_env_rows_listed(fake: Sequence[RocmBackend], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ACL_BENCH_ENV_ROWS`` (``;``-separated) replaces the table's settings: a sweep line times a few at a time."""
+    from acl_tools.bench import index_shape_rows
+
+    (backend,) = fake
+    monkeypatch.setenv("ACL_BENCH_ENV_ROWS", "gather8; gather,grid ;")
+    suite = _suite(backend, {"RepeatInterleave"})
+    index_shape_rows.run_cases(suite)  # type: ignore[arg-type]
+    rows = [c.note for c in suite.cases if c.op == "RepeatInterleaveWithDim"]  # type: ignore[attr-defined]
+    assert rows == ["", "ACL_REPEAT_ROWS=gather8", "ACL_REPEAT_ROWS=gather,grid"]

@@ -5,8 +5,9 @@ backward ops): the spec's samples in three layouts, every claimed dtype, shapes 
 256-count tiles, realistic embedding shapes (vocabulary 32000, hidden 1024, tokens that repeat), and the error
 cases (device-only counts and indices through the flag). EmbeddingDenseBackward must also be deterministic: two
 runs agree bit for bit. The opt-in RepeatRows path (``ACL_REPEAT_ROWS=rows``: the tiled scan, a source slice
-copied once) runs the samples, errors, every dtype and the bench's [32768, 2048] rows. ``ACL_ROCM_EMULATE=1`` runs
-it on the CPU (slow: the realistic shapes dominate).
+copied once) runs the samples, errors, every dtype and the bench's [32768, 2048] rows; so do the opt-in chunked
+scans (``blocks``, ``gather``, ``gather8``, ``,pdl``, ``,grid``), with zero counts around a huge one and 5 million
+counts. ``ACL_ROCM_EMULATE=1`` runs it on the CPU (slow: the realistic shapes dominate).
 """
 
 from __future__ import annotations
@@ -186,3 +187,55 @@ def test_repeat_rows_every_dtype_and_the_tiled_scan(rocm: Backend, reference: Ba
         y = _values(rng, (8, int(reps.sum()), 64), D.ACL_FLOAT)
         args = {"yGrad": y, "repeats": reps, "axis": 1}
         assert_matches_reference(rocm, reference, "RepeatInterleaveGrad", args, "padded", "float32")
+
+
+CHUNKED = ("blocks", "gather", "gather8", "gather,pdl", "gather,grid", "gather8,pdl,grid")
+"""``ACL_REPEAT_ROWS`` settings of the chunked scan (opt-in): with the source-major copy, or the row index and the
+output-major copy (4 or 8 items a lane; programmatic launches; the copy's grid sized to its slices)."""
+
+
+@pytest.mark.parametrize("variant", CHUNKED)
+@pytest.mark.parametrize(
+    "op", ["RepeatInterleave", "RepeatInterleaveWithDim", "RepeatInterleaveTensor", "RepeatInterleaveGrad"]
+)
+def test_chunked_samples_and_errors(rocm: Backend, reference: Backend, op: str, variant: str) -> None:
+    """The chunked scan (and its row index) on the spec's samples and error cases, every layout."""
+    with switched(rocm, "ACL_REPEAT_ROWS", variant):
+        for sample in get_spec(op).samples(np.random.default_rng(2026)):  # type: ignore[misc]
+            for layout in ("contiguous", "padded", "transposed", "offset"):
+                assert_matches_reference(rocm, reference, op, dict(sample.args), layout, sample.note)
+        assert_errors_match_reference(rocm, reference, op)
+
+
+@pytest.mark.parametrize("variant", CHUNKED)
+@pytest.mark.parametrize(("shape", "dim", "layout"), REPEAT_ROW_SHAPES)
+def test_chunked_at_size(rocm: Backend, reference: Backend, shape: tuple, dim: int, layout: str, variant: str) -> None:
+    rng = np.random.default_rng(shape[-1])
+    x = _values(rng, shape, D.ACL_BF16)
+    reps = rng.integers(0 if shape[0] < 32768 else 1, 4, shape[dim])
+    args = {"self": x, "repeats": reps, "dim": dim, "outputSize": int(reps.sum())}
+    with switched(rocm, "ACL_REPEAT_ROWS", variant):
+        assert_matches_reference(rocm, reference, "RepeatInterleaveWithDim", args, layout, f"{shape} dim {dim}")
+
+
+@pytest.mark.parametrize("variant", CHUNKED)
+def test_chunked_zero_huge_and_many_counts(rocm: Backend, reference: Backend, variant: str) -> None:
+    """Zero counts around one huge count (its row index filled by one thread), all-zero runs across chunk edges,
+    and 5 million counts (more than 1,024 chunks of 4,096: longer chunks)."""
+    rng = np.random.default_rng(8)
+    x = _values(rng, (6, 256), D.ACL_BF16)
+    reps = np.array([0, 100_000, 0, 1, 0, 5])
+    args: dict[str, Any] = {"self": x, "repeats": reps, "dim": 0, "outputSize": int(reps.sum())}
+    with switched(rocm, "ACL_REPEAT_ROWS", variant):
+        assert_matches_reference(rocm, reference, "RepeatInterleaveWithDim", args, "contiguous", "huge count")
+        reps = rng.integers(0, 3, 20_000)
+        reps[4000:12300] = 0
+        x = _values(rng, (20_000, 64), D.ACL_FLOAT16)
+        args = {"self": x, "repeats": reps, "dim": 0, "outputSize": int(reps.sum())}
+        assert_matches_reference(rocm, reference, "RepeatInterleaveWithDim", args, "padded", "zero runs")
+        x = _values(rng, (5_000_000,), D.ACL_INT32)
+        reps = rng.integers(0, 3, x.size)
+        args = {"self": x, "repeats": reps, "outputSize": int(reps.sum())}
+        assert_matches_reference(rocm, reference, "RepeatInterleave", args, "contiguous", "5M counts")
+        args = {"repeats": reps, "outputSize": int(reps.sum())}
+        assert_matches_reference(rocm, reference, "RepeatInterleaveTensor", args, "contiguous", "5M counts")

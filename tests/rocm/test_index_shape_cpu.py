@@ -134,16 +134,29 @@ REPEAT_ROWS = [
     ((4, 9), 1, "float16"),  # one item a slice
     ((3, 5), None, "int64"),  # self flattened
     ((4, 3, 130), 1, "bfloat16"),  # a slice longer than one segment of 32 lanes x 4 items
-    ((4500, 2), 0, "float32"),  # counts across the tiled scan's 4,096-count tiles
+    ((4500, 2), 0, "float32"),  # counts across the tiled scan's 4,096-count tiles (the chunked scan's blocks)
     ((4, 3, 5, 6), 2, "int16"),  # transposed: leading dims that do not coalesce (slices found by unravelling)
 ]
 
 
+ROW_VARIANTS = ("rows", "blocks", "gather", "gather8", "gather,pdl", "gather8,grid")
+"""The ``ACL_REPEAT_ROWS`` settings that copy slices (RepeatRows): the one-block tiled scan, the chunked scan, and the
+chunked scan with its row index and the output-major copy (programmatic launches too)."""
+
+
+@pytest.mark.parametrize("variant", ROW_VARIANTS)
 @pytest.mark.parametrize(("shape", "dim", "dtype"), REPEAT_ROWS)
 def test_repeat_rows_match_the_reference(
-    emulated: Backend, reference: Backend, caplog: pytest.LogCaptureFixture, shape: tuple, dim: int | None, dtype: str
+    emulated: Backend,
+    reference: Backend,
+    caplog: pytest.LogCaptureFixture,
+    shape: tuple,
+    dim: int | None,
+    dtype: str,
+    variant: str,
 ) -> None:
-    """``ACL_REPEAT_ROWS=rows``: the tiled scan and a source slice copied once into its group's out slices."""
+    """``ACL_REPEAT_ROWS=rows`` (the tiled scan and a source slice copied once into its group's out slices),
+    ``blocks`` (the chunked scan) and ``gather`` (its row index, each out slice loading its source)."""
     import logging
 
     import ml_dtypes  # noqa: F401 - registers the bfloat16 NumPy dtype
@@ -154,30 +167,79 @@ def test_repeat_rows_match_the_reference(
     op = "RepeatInterleave" if dim is None else "RepeatInterleaveWithDim"
     args = {"self": x, "repeats": reps, "outputSize": int(reps.sum()), **({} if dim is None else {"dim": dim})}
     layouts = ("contiguous", "padded", "transposed", "offset") if x.size < 2000 else ("contiguous",)
-    with switched(emulated, "ACL_REPEAT_ROWS", "rows"), caplog.at_level(logging.DEBUG, "acl_rocm.index_shape"):
+    with switched(emulated, "ACL_REPEAT_ROWS", variant), caplog.at_level(logging.DEBUG, "acl_rocm.index_shape"):
         for layout in layouts:
             assert_matches_reference(emulated, reference, op, dict(args), layout, f"{shape} dim {dim}")
-    assert "lanes a slice, direct" in caplog.text  # the contiguous layout's slices start at o * s0 + g * s1
+    tail = ", indexed" if variant.startswith("gather") else ""
+    assert "lanes a slice, direct" + tail in caplog.text  # the contiguous layout's slices start at o * s0 + g * s1
     if len(shape) == 4:
-        assert "lanes a slice\n" in caplog.text  # the transposed one's leading dims are unravelled
+        assert f"lanes a slice{tail}\n" in caplog.text  # the transposed one's leading dims are unravelled
 
 
-@pytest.mark.parametrize("op", ["RepeatInterleave", "RepeatInterleaveWithDim", "RepeatInterleaveTensor"])
-def test_repeat_rows_samples_and_errors_match_the_reference(emulated: Backend, reference: Backend, op: str) -> None:
-    with switched(emulated, "ACL_REPEAT_ROWS", "rows"):
+@pytest.mark.parametrize("variant", ["blocks", "gather"])
+def test_chunked_scan_crosses_tiles_and_chunks(
+    emulated: Backend,
+    reference: Backend,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    variant: str,
+) -> None:
+    """Counts over several chunks and, with one chunk allowed, several tiles of one chunk; zero counts and one
+    large count among them (the row index filled across chunk edges)."""
+    import logging
+
+    import acl_rocm.ops.index_shape as module
+
+    rng = np.random.default_rng(5)
+    reps = rng.integers(0, 3, 9000).astype(np.int64)
+    reps[4095], reps[4096], reps[8191:8200] = 0, 700, 0
+    x = rng.integers(-100, 100, (9000, 1)).astype(np.int32)
+    args = {"self": x, "repeats": reps, "dim": 0, "outputSize": int(reps.sum())}
+    for most in (module.MAX_CHUNKS, 1):  # 3 chunks of one tile; 1 chunk of 3 tiles
+        monkeypatch.setattr(module, "MAX_CHUNKS", most)
+        with switched(emulated, "ACL_REPEAT_ROWS", variant), caplog.at_level(logging.DEBUG, "acl_rocm.index_shape"):
+            assert_matches_reference(
+                emulated, reference, "RepeatInterleaveWithDim", dict(args), "contiguous", str(most)
+            )
+        chunks = "3 chunks of 4096" if most > 1 else "1 chunks of 12288"
+        assert f"9000 counts scanned in {chunks}" in caplog.text
+
+
+@pytest.mark.parametrize("variant", ROW_VARIANTS)
+@pytest.mark.parametrize(
+    "op", ["RepeatInterleave", "RepeatInterleaveWithDim", "RepeatInterleaveTensor", "RepeatInterleaveGrad"]
+)
+def test_repeat_rows_samples_and_errors_match_the_reference(
+    emulated: Backend, reference: Backend, op: str, variant: str
+) -> None:
+    with switched(emulated, "ACL_REPEAT_ROWS", variant):
         for sample in get_spec(op).samples(np.random.default_rng(7)):  # type: ignore[misc]
             for layout in ("contiguous", "padded", "transposed"):
                 assert_matches_reference(emulated, reference, op, dict(sample.args), layout, sample.note)
         assert_errors_match_reference(emulated, reference, op)
 
 
-def test_repeat_rows_bad_counts_leave_out_unwritten(emulated: Backend) -> None:
+@pytest.mark.parametrize("suffix", ["", ",pdl"])
+def test_chunked_launches_are_programmatic_only_with_pdl(emulated: Backend, suffix: str) -> None:
+    """``gather,pdl``: the chunk scan and the copy launched programmatically (each waits first; the totals, after the
+    flag's memset, plainly); plain ``gather``: none."""
+    provider = emulated.provider  # type: ignore[attr-defined]
+    provider.programmatic_launches.clear()
+    args = {"self": np.ones((40, 8), np.float32), "repeats": np.arange(40) % 3, "dim": 0, "outputSize": 39}
+    with switched(emulated, "ACL_REPEAT_ROWS", "gather" + suffix):
+        eager.run("RepeatInterleaveWithDim", emulated, **args)
+    names = provider.programmatic_launches
+    assert [n.split("_")[3] for n in names] == (["chunks", "rows"] if suffix else [])
+
+
+@pytest.mark.parametrize("variant", ROW_VARIANTS)
+def test_repeat_rows_bad_counts_leave_out_unwritten(emulated: Backend, variant: str) -> None:
     for reps in (np.array([1, 2, 0]), np.array([3, -1, 2])):
         args = {"self": np.ones((2, 3), np.float32), "repeats": reps, "dim": 1, "outputSize": 4}
         out = eager.empty((2, 4), D.ACL_FLOAT, emulated)
         emulated.runtime.memset(out.address, out.nbytes, eager.SENTINEL, out.nbytes)
         before = out.storage_bytes().copy()
-        with switched(emulated, "ACL_REPEAT_ROWS", "rows"), pytest.raises(AclnnError) as err:
+        with switched(emulated, "ACL_REPEAT_ROWS", variant), pytest.raises(AclnnError) as err:
             eager.run("RepeatInterleaveWithDim", emulated, **args, out=out)
         assert err.value.code == 161002
         np.testing.assert_array_equal(out.storage_bytes(), before)

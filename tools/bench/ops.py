@@ -148,7 +148,7 @@ ENV_ROWS: dict[str, tuple[str, tuple[str, ...], frozenset[D] | None]] = {
     "LightningIndexer": ("ACL_LI_PATH", ("tiled", "sort"), None),
     "SparseFlashAttention": ("ACL_SFA_PATH", ("block",), None),
     "CrossEntropyLoss": ("ACL_CE_ROWS", ("vec", "element"), None),
-    "RepeatInterleaveWithDim": ("ACL_REPEAT_ROWS", ("search",), None),
+    "RepeatInterleaveWithDim": ("ACL_REPEAT_ROWS", ("search", "blocks", "gather", "gather,pdl,grid"), None),
     "FlashAttentionScoreGrad": ("ACL_ATTENTION_GRAD_PATH", ("cudnn",), None),
 }
 """rocm settings timed as extra rows beside an op's default row: op → (variable, values, dtypes or None for all).
@@ -503,11 +503,14 @@ class Suite:
                 self.progress(line)
 
     def env_rows(self, op: str, dtype: D) -> list[tuple[str, str] | None]:
-        """The default row (None) then one (variable, value) per :data:`ENV_ROWS` setting of ``op`` at ``dtype``."""
+        """The default row (None) then one (variable, value) per :data:`ENV_ROWS` setting of ``op`` at ``dtype``
+        (``ACL_BENCH_ENV_ROWS``: ``;``-separated values instead of the table's)."""
         found = ENV_ROWS.get(op)
         if found is None or not hasattr(self.backend, "environ"):
             return [None]
         name, values, dtypes = found
+        listed = [v.strip() for v in os.environ.get("ACL_BENCH_ENV_ROWS", "").split(";") if v.strip()]
+        values = tuple(listed) or values  # a sweep line times a few settings at a time
         return [None, *((name, v) for v in values if dtypes is None or dtype in dtypes)]
 
     def with_env(

@@ -2,9 +2,12 @@
 
 :class:`RepeatScan` turns the repeat counts into start positions in one block (a chunk a thread, the
 chunk sums scanned in shared memory; or coalesced tiles scanned by warp shuffles) and sets the flag on a
-negative count or a total other than the caller's. :class:`RepeatGather` finds each output element's source by
+negative count or a total other than the caller's; :class:`RepeatChunks` does it a chunk a block in two launches
+(chunk totals, then each chunk's scan from the totals ahead of it), optionally filling a row index (out slice to
+group). :class:`RepeatGather` finds each output element's source by
 binary search over the starts and copies its storage word (or, for RepeatInterleaveTensor, writes the group
-number); :class:`RepeatRows` instead reads each source slice once and stores it into its group's out slices.
+number); :class:`RepeatRows` instead reads each source slice once and stores it into its group's out slices (or,
+indexed, loads each out slice's source through the row index).
 :class:`GroupSum`
 adds each group's slices in float32, in order. :class:`EmbedKeys` checks the indices and writes (index,
 position) keys that the row sorter orders; :class:`RowBounds` marks where each weight row's run of sorted
@@ -111,51 +114,130 @@ class RepeatScan:
         return source(f"repeat counts to starts ({self.repeats.short})", "", self.kernel_name, params, body)
 
     def _tiled(self) -> list[str]:
-        """The tiled layout's body: per tile, suffix sums by ``ACL_SHFL_DOWN`` give each lane's exclusive prefix
-        within its warp (warp total minus the lane's inclusive suffix), warp totals meet in shared memory."""
-        k, tile = self.items, self.items * SCAN_THREADS
+        """The tiled layout's body: :func:`tiled_scan` over every count, then the total and its check."""
         return [
-            f"__shared__ long long wsum[2][{SCAN_THREADS}];  // a tile's warp totals (two tiles alternate)",
-            "const int t = threadIdx.x, lane = t % ACL_WARP_SIZE, warp = t / ACL_WARP_SIZE;",
-            f"const int warps = {SCAN_THREADS} / ACL_WARP_SIZE;",
-            "long long carry = 0;",
-            "bool bad = false;",
-            f"for (long long base = 0, parity = 0; base < count; base += {tile}, parity ^= 1) {{",
-            f"  long long v[{k}], sum = 0;",
-            "  #pragma unroll",
-            f"  for (int q = 0; q < {k}; ++q) {{",
-            f"    const long long g = base + (long long)t * {k} + q;",
-            "    v[q] = g < count ? (long long)repeats[g * stride] : 0;",
-            "    bad = bad || v[q] < 0;",
-            "    sum += v[q];",
-            "  }",
-            "  long long suffix = sum;  // inclusive suffix sum over this warp's lanes",
-            "  for (int off = 1; off < ACL_WARP_SIZE; off *= 2) {",
-            "    const long long y = ACL_SHFL_DOWN(suffix, off);",
-            "    if (lane + off < ACL_WARP_SIZE) suffix += y;",
-            "  }",
-            "  if (lane == 0) wsum[parity][warp] = suffix;",
-            "  __syncthreads();",
-            "  long long run = carry, tile_total = 0;",
-            "  for (int w = 0; w < warps; ++w) {",
-            "    if (w < warp) run += wsum[parity][w];",
-            "    tile_total += wsum[parity][w];",
-            "  }",
-            "  run += wsum[parity][warp] - suffix;  // the lanes before this one in its warp",
-            "  #pragma unroll",
-            f"  for (int q = 0; q < {k}; ++q) {{",
-            f"    const long long g = base + (long long)t * {k} + q;",
-            "    if (g < count) starts[g] = run;",
-            "    run += v[q];",
-            "  }",
-            "  carry += tile_total;",
-            "}",
+            *tiled_scan(self.items, "0", "count", "0"),
             "if (bad) *flag = 1;",
             "if (t == 0) {",
             "  starts[count] = carry;",
             "  if (carry != expect) *flag = 1;",
             "}",
         ]
+
+
+def tiled_scan(k: int, begin: str, end: str, carry: str, write: bool = True, fill: bool = False) -> list[str]:
+    """C lines scanning counts [begin, end) (``repeats[g * stride]``) in tiles of ``k`` x SCAN_THREADS, from ``carry``.
+
+    Per tile, suffix sums by ``ACL_SHFL_DOWN`` give each lane's exclusive prefix within its warp (warp total minus the
+    lane's inclusive suffix), warp totals meet in shared memory. Leaves ``carry`` (every thread: ``carry`` plus the
+    counts' sum) and ``bad`` (a negative count seen by this thread); ``write``: ``starts[g]``; ``fill``: also
+    ``rows[j] = g`` for each out slice j of group g inside [0, expect).
+    """
+    tile = k * SCAN_THREADS
+    lines = [
+        f"__shared__ long long wsum[2][{SCAN_THREADS}];  // a tile's warp totals (two tiles alternate)",
+        "const int t = threadIdx.x, lane = t % ACL_WARP_SIZE, warp = t / ACL_WARP_SIZE;",
+        f"const int warps = {SCAN_THREADS} / ACL_WARP_SIZE;",
+        f"long long carry = {carry};",
+        "bool bad = false;",
+        f"for (long long base = {begin}, parity = 0; base < {end}; base += {tile}, parity ^= 1) {{",
+        f"  long long v[{k}], sum = 0;",
+        "  #pragma unroll",
+        f"  for (int q = 0; q < {k}; ++q) {{",
+        f"    const long long g = base + (long long)t * {k} + q;",
+        f"    v[q] = g < {end} ? (long long)repeats[g * stride] : 0;",
+        "    bad = bad || v[q] < 0;",
+        "    sum += v[q];",
+        "  }",
+        "  long long suffix = sum;  // inclusive suffix sum over this warp's lanes",
+        "  for (int off = 1; off < ACL_WARP_SIZE; off *= 2) {",
+        "    const long long y = ACL_SHFL_DOWN(suffix, off);",
+        "    if (lane + off < ACL_WARP_SIZE) suffix += y;",
+        "  }",
+        "  if (lane == 0) wsum[parity][warp] = suffix;",
+        "  __syncthreads();",
+        "  long long run = carry, tile_total = 0;",
+        "  for (int w = 0; w < warps; ++w) {",
+        "    if (w < warp) run += wsum[parity][w];",
+        "    tile_total += wsum[parity][w];",
+        "  }",
+        "  run += wsum[parity][warp] - suffix;  // the lanes before this one in its warp",
+    ]
+    if write:
+        lines += [
+            "  #pragma unroll",
+            f"  for (int q = 0; q < {k}; ++q) {{",
+            f"    const long long g = base + (long long)t * {k} + q;",
+            f"    if (g < {end}) starts[g] = run;",
+        ]
+        if fill:  # a group's out slices by its thread: a huge single count is filled serially
+            lines += [
+                f"    if (g < {end}) {{",
+                "      const long long j1 = run + v[q] < expect ? run + v[q] : expect;",
+                "      for (long long j = run > 0 ? run : 0; j < j1; ++j) rows[j] = (int)g;",
+                "    }",
+            ]
+        lines += ["    run += v[q];", "  }"]
+    lines += ["  carry += tile_total;", "}"]
+    return lines
+
+
+@dataclass(frozen=True)
+class RepeatChunks:
+    """The multi-block scan of the counts: chunks of ``chunk`` counts (whole tiles of ``items`` x SCAN_THREADS), a
+    block each, in two launches.
+
+    ``totals``: block c writes the sum of chunk c to ``totals[c]`` (flag on a negative count). Otherwise block c adds
+    ``totals[0 .. c)`` (a warp-shuffle block reduce) and scans its chunk from there into the global ``starts``; the last
+    block writes ``starts[count]`` and checks it against ``expect``. ``fill``: the scan also writes ``rows[j] = g``
+    (int) for each out slice j of group g (the row index an output-major copy reads).
+    """
+
+    repeats: D
+    items: int
+    chunk: int
+    totals: bool
+    fill: bool = False
+    pdl: bool = False
+    """Launched programmatically: wait for the predecessor, then let the successor launch."""
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("repeat_chunks", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        rt = ctype(self.repeats).storage
+        params = [f"const {rt}* repeats", "const long long stride", "const long long count", "const long long expect"]
+        params += ["long long* totals", "long long* starts", "int* rows", "int* flag"]
+        c = self.chunk
+        begin, end = f"(long long)blockIdx.x * {c}", f"(long long)blockIdx.x * {c} + {c} < count ? "
+        end += f"(long long)blockIdx.x * {c} + {c} : count"
+        body = ["ACL_PDL_WAIT();", "ACL_PDL_LAUNCH_DEPENDENTS();"] if self.pdl else []
+        body += ["const long long first = " + begin + ", last = " + end + ";"]
+        if self.totals:
+            body += [*tiled_scan(self.items, "first", "last", "0", write=False)]
+            body += ["if (bad) *flag = 1;", "if (t == 0) totals[blockIdx.x] = carry;"]
+            comment = f"repeat counts: chunk totals ({self.repeats.short})"
+        else:
+            body += [
+                f"__shared__ long long wpart[{SCAN_THREADS} / ACL_WARP_SIZE];",
+                "long long before = 0;  // the chunks ahead of this one",
+                f"for (long long q = threadIdx.x; q < blockIdx.x; q += {SCAN_THREADS}) before += totals[q];",
+                "for (int off = ACL_WARP_SIZE / 2; off > 0; off /= 2) before += ACL_SHFL_DOWN(before, off);",
+                "if (threadIdx.x % ACL_WARP_SIZE == 0) wpart[threadIdx.x / ACL_WARP_SIZE] = before;",
+                "__syncthreads();",
+                "before = 0;",
+                f"for (int w = 0; w < {SCAN_THREADS} / ACL_WARP_SIZE; ++w) before += wpart[w];",
+                *tiled_scan(self.items, "first", "last", "before", fill=self.fill),
+                "if (t == 0 && blockIdx.x == gridDim.x - 1) {",
+                "  starts[count] = carry;",
+                "  if (carry != expect) *flag = 1;",
+                "}",
+            ]
+            comment = f"repeat counts to starts by chunks{', row index' if self.fill else ''} ({self.repeats.short})"
+        return source(comment, "", self.kernel_name, params, body, SHUFFLE)
 
 
 @dataclass(frozen=True)
@@ -224,6 +306,11 @@ class RepeatRows:
     stride[1], no unravelling."""
     narrow: bool = False
     """Units fit 32 bits: the unit's (o, g, segment) split in 32-bit unsigned arithmetic."""
+    indexed: bool = False
+    """Output-major: a unit is (o, j, segment) over out slices, its group ``rows[j]`` (the row index
+    :class:`RepeatChunks` fills), each load stored once; ``units`` counts outer x total x segs."""
+    pdl: bool = False
+    """Launched programmatically: wait for the predecessor (the scan) before the first read."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -233,10 +320,12 @@ class RepeatRows:
     def source(self) -> str:
         """The complete kernel source."""
         w, per = word(self.itemsize), self.lanes * self.unroll
-        params = ["const Src s", "const Dst ov", f"const {w}* src", f"{w}* dst", "const long long* starts"]
+        index = "const int* rows" if self.indexed else "const long long* starts"
+        params = ["const Src s", "const Dst ov", f"const {w}* src", f"{w}* dst", index]
         params += [f"const long long {n}" for n in ("groups", "total", "inner", "segs", "units", "sis", "dis")]
         params += ["const long long jstride", "const int* flag"]
         body = [
+            *(["ACL_PDL_WAIT();"] if self.pdl else []),
             "if (*flag) return;",
             f"const long long lane = (long long)(threadIdx.x % {self.lanes}u);",
             f"const long long step = (long long)gridDim.x * (blockDim.x / {self.lanes}u);",
@@ -267,19 +356,23 @@ class RepeatRows:
     def _unit(self, per: int) -> list[str]:
         """Lines splitting unit ``u`` into (o, g, segment): ``j0`` / ``j1`` its out slices, ``first`` its lane's first
         item, ``so`` / ``dn`` where its source slice and first out slice start."""
+        x, span = ("j", "total") if self.indexed else ("g", "groups")  # what a unit enumerates
         if self.narrow:
             split = [
                 "  const unsigned uu = (unsigned)u, us = (unsigned)segs, og = uu / us;",
-                "  const long long g = (long long)(og % (unsigned)groups), o = (long long)(og / (unsigned)groups);",
+                f"  const long long {x} = (long long)(og % (unsigned){span}), o = (long long)(og / (unsigned){span});",
                 f"  const long long first = (long long)(uu % us) * {per} + lane;",
             ]
         else:
             split = [
-                "  const long long og = u / segs, g = og % groups, o = og / groups;",
+                f"  const long long og = u / segs, {x} = og % {span}, o = og / {span};",
                 f"  const long long first = (u % segs) * {per} + lane;",
             ]
-        lines = [*(line[2:] for line in split), "const long long j0 = starts[g], j1 = starts[g + 1];"]
-        lines.append("if (j1 <= j0) continue;")
+        lines = [line[2:] for line in split]
+        if self.indexed:
+            lines.append("const long long g = rows[j], j0 = j, j1 = j + 1;")
+        else:
+            lines += ["const long long j0 = starts[g], j1 = starts[g + 1];", "if (j1 <= j0) continue;"]
         if self.direct:
             return [
                 *lines,

@@ -8,7 +8,8 @@ outputSize, 161002 at synchronisation), then each output element finds its sourc
 (``kernels/index_shape.py``); by default (``ACL_REPEAT_ROWS=rows``) the block scans in coalesced tiles and each
 source slice is read once and stored into its group's out slices (RepeatRows). RepeatInterleaveGrad sums each
 group's slices in float32 in order. A long repeats tensor (millions of counts) is scanned by that one block: correct,
-not fast.
+not fast; the opt-in chunked settings (``blocks``, ``gather``) scan a chunk a block, and ``gather`` copies
+output-major through a row index that scan fills.
 
 EmbeddingDenseBackward is deterministic: the indices are checked and sorted with their positions (the row
 sorter, stable), and one block per weight row sums its run of grad rows in position order in float32,
@@ -35,6 +36,7 @@ from acl_rocm.kernels.index_shape import (
     EmbedKeys,
     EmbedRows,
     GroupSum,
+    RepeatChunks,
     RepeatGather,
     RepeatRows,
     RepeatScan,
@@ -42,7 +44,7 @@ from acl_rocm.kernels.index_shape import (
 )
 from acl_rocm.launch import KernelArgs, LaunchConfig, longs
 from acl_rocm.ops.movement import MovementProgram, View, itemsize, view_of
-from acl_rocm.ops.program import FLAG, Program, program_kernel
+from acl_rocm.ops.program import FLAG, Program, Step, program_kernel
 from acl_rocm.ops.sort import Sorter, address, refuse
 from acl_rocm.views import broadcast_strides, coalesce
 
@@ -68,7 +70,18 @@ REPEAT_ENV = "ACL_REPEAT_ROWS"
 group's out slices (``kernels/index_shape.py`` RepeatRows) instead of a binary search over the starts per out element,
 and every repeats-tensor op scans its counts in coalesced tiles (RepeatScan ``items``); ``search``: the search kernel
 and the plain scan. On an H100 (2026-12-07, a 128 MiB bf16 [32768, 2048], rows x1..3) ``rows`` moved 1.83 TB/s, the
-search 0.78, torch 2.47."""
+search 0.78, torch 2.47. Opt-in (unproven on a GPU): ``blocks``: the counts scanned by chunks, a block each
+(:class:`RepeatChunks`, two launches), then the ``rows`` copy; ``gather``: that scan also fills a row index and the
+copy runs output-major, each out slice loading its source slice through the index (one store per load);
+``gather8``: that with 8 items a lane in flight (a 4 KiB slice of 16-byte words a warp). A ``,pdl`` suffix on these
+launches the chunk scan and the copy with programmatic stream serialization (each waits for its predecessor first;
+both scans let their successor launch at once): the launch gaps overlap; ``,grid``: the copy's grid sized to its
+units (each block one pass, no partial last wave of long grid-stride blocks) instead of 16 blocks a compute unit."""
+CHUNKED = ("blocks", "gather", "gather8")
+"""The :data:`REPEAT_ENV` settings that scan the counts by chunks."""
+MAX_CHUNKS = 1024
+"""The most chunks (blocks) of the chunked scan; longer counts take longer chunks (each block adds the totals
+ahead of it, so their number stays small)."""
 SCAN_ITEMS = 16
 """Counts a thread of the tiled scan (``ACL_REPEAT_ROWS=rows``) loads a tile."""
 ROW_LANES = 32
@@ -214,17 +227,40 @@ class IndexShapeRunner:
         self.backend.movement.copy(*widened(src, dst), prog)
 
     # ------------------------------------------------------------------ repeats on the device
-    def _scan(self, prog: Program, repeats: AclTensor, count: int, expect: int) -> Any:
-        """Launch the scan of ``count`` counts (one value broadcast when repeats holds one) into starts."""
+    def _scan(self, prog: Program, repeats: AclTensor, count: int, expect: int, fill: bool = False) -> Any:
+        """Launch the scan of ``count`` counts (one value broadcast when repeats holds one) into starts; ``fill``
+        (the chunked scan only): also the row index of ``expect`` ints, returned as (starts, rows)."""
         starts = prog.temp((count + 1) * 8)
         stride = repeats.strides[0] if repeats.numel > 1 else 0
+        variant, flags = self._setting()
+        pdl = "pdl" in flags
+        if variant in CHUNKED:
+            tile = SCAN_ITEMS * SCAN_THREADS
+            chunk = tile * max(1, -(-count // (tile * MAX_CHUNKS)))
+            chunks = max(1, -(-count // chunk))  # one block even for no counts: it writes starts[0] and checks
+            LOG.debug("%d counts scanned in %d chunks of %d%s", count, chunks, chunk, ", row index" if fill else "")
+            totals = prog.temp(chunks * 8)
+            rows: Any = prog.temp(expect * 4) if fill else KernelArgs.pointer(0)
+            values = [_ptr(repeats), *longs(stride, count, expect), totals, starts, rows, FLAG]
+            config = LaunchConfig((chunks, 1, 1), (SCAN_THREADS, 1, 1))
+            # the first kernel after the flag's memset launches plainly (only kernels overlap); it lets the scan launch
+            self._step(prog, RepeatChunks(repeats.dtype, SCAN_ITEMS, chunk, True, pdl=pdl), config, values)
+            scan = RepeatChunks(repeats.dtype, SCAN_ITEMS, chunk, False, fill, pdl)
+            self._step(prog, scan, config, values, pdl)
+            return (starts, rows) if fill else starts
         values = [_ptr(repeats), *longs(stride, count, expect), starts, FLAG]
-        items = SCAN_ITEMS if self._repeat_rows() == "rows" else 0
+        items = SCAN_ITEMS if variant == "rows" else 0
         self._step(prog, RepeatScan(repeats.dtype, items), LaunchConfig((1, 1, 1), (SCAN_THREADS, 1, 1)), values)
         return starts
 
-    def _step(self, prog: Program, kernel: Any, config: LaunchConfig, values: Sequence[Any]) -> None:
-        self.sorter.step(prog, kernel, config, values)
+    def _step(self, prog: Program, kernel: Any, config: LaunchConfig, values: Sequence[Any], pdl: bool = False) -> None:
+        """Record a launch; ``pdl``: with programmatic stream serialization where the provider offers it (the
+        kernel waits for its predecessor before touching memory)."""
+        if not pdl or self.backend.provider.programmatic_unavailable() is not None:
+            self.sorter.step(prog, kernel, config, values)
+            return
+        function = self.backend.function(kernel.source(), kernel.kernel_name)
+        prog.steps.append(Step(function, config, tuple(values), programmatic=True))
 
     def repeat_plan(self, launch: Launch) -> Program:
         """RepeatInterleave(WithDim) and RepeatInterleaveTensor: scan the counts, then gather through the starts."""
@@ -237,7 +273,13 @@ class IndexShapeRunner:
             return prog
         total = int(launch.args["outputSize"])
         prog.report = f"{op}: repeats holds a negative count, or counts adding up to other than outputSize={total}"
-        starts = self._scan(prog, repeats, size, total)
+        gather = self._setting()[0] in ("gather", "gather8") and op != "RepeatInterleaveTensor" and out.numel > 0
+        gather = gather and size < 1 << 31 and total < 1 << 31
+        rows: Any = None
+        if gather:
+            starts, rows = self._scan(prog, repeats, size, total, fill=True)
+        else:
+            starts = self._scan(prog, repeats, size, total)
         if out.numel == 0:
             return prog
         src_shape: tuple[int, ...] = (1,)
@@ -260,9 +302,9 @@ class IndexShapeRunner:
             if wide_src is not None and wide_out is not None:  # rows of whole 16-byte words
                 inner //= WORD // item
                 (src_shape, src_strides), (out_shape, out_strides), item = wide_src, wide_out, WORD
-            if self._repeat_rows() == "rows":
+            if self._setting()[0] in ("rows", *CHUNKED):
                 views = (src_shape, src_strides, out_shape, out_strides)
-                if self._rows_step(prog, launch, views, item, size, total, inner, starts):
+                if self._rows_step(prog, launch, views, item, size, total, inner, starts, rows):
                     return prog
             kernel = RepeatGather(item, len(out_shape), len(src_shape))
         meta = self.sorter.meta(math.prod(out_shape), out_shape, [out_strides])
@@ -275,6 +317,11 @@ class IndexShapeRunner:
         """The :data:`REPEAT_ENV` setting, ``rows`` when unset (plans under each setting are kept apart)."""
         return self.backend.environ.get(REPEAT_ENV, "").strip().lower() or "rows"
 
+    def _setting(self) -> tuple[str, frozenset[str]]:
+        """(the copy / scan choice, its suffixes: ``pdl``, ``grid``; the chunked settings only)."""
+        name, *rest = (part.strip() for part in self._repeat_rows().split(","))  # type: ignore[union-attr]
+        return name, frozenset(rest) if name in CHUNKED else frozenset()
+
     def _rows_step(
         self,
         prog: Program,
@@ -285,9 +332,11 @@ class IndexShapeRunner:
         total: int,
         inner: int,
         starts: Any,
+        rows: Any = None,
     ) -> bool:
-        """Record RepeatRows (a source slice read once, stored into each of its group's out slices); False, with
-        the reason logged, where a slice is not one strided run in both views (the gather takes the call)."""
+        """Record RepeatRows (a source slice read once, stored into each of its group's out slices; with the row
+        index ``rows``, output-major: each out slice loads its source slice); False, with the reason logged, where a
+        slice is not one strided run in both views (the gather takes the call)."""
         op = launch.spec.name
         src_shape, src_strides, out_shape, out_strides = views
         dim: int = launch.plan["dim"]
@@ -307,27 +356,33 @@ class IndexShapeRunner:
             flat = coalesce(src_shape, [src_strides])
             direct, o_src, o_out = flat.ndim <= 1, 0, 0
             g_src = flat.strides[0][0] if flat.ndim else 0
+        variant, flags = self._setting()
+        pdl = "pdl" in flags
+        unroll = 8 if variant == "gather8" else ROW_UNROLL
         lanes = 1
-        while lanes < ROW_LANES and lanes * ROW_UNROLL < inner:
+        while lanes < ROW_LANES and lanes * unroll < inner:
             lanes *= 2
-        segs = -(-inner // (lanes * ROW_UNROLL))
-        units = outer * groups * segs
+        segs = -(-inner // (lanes * unroll))
+        units = outer * (total if rows is not None else groups) * segs
         p = self.backend.properties
-        grid = min(-(-units * lanes // ROW_THREADS), p.compute_units * ROW_BLOCKS_PER_UNIT, p.max_grid_x)
+        cap = p.max_grid_x if "grid" in flags else p.compute_units * ROW_BLOCKS_PER_UNIT  # grid: a block per units
+        grid = min(-(-units * lanes // ROW_THREADS), cap, p.max_grid_x)
         src, out = launch.args["self"], launch.args["out"]
         assert isinstance(src, AclTensor) and isinstance(out, AclTensor)
         if direct:  # a slice starts at o * stride[0] + g * stride[1]: no unravelling
             views = ((outer, groups), (o_src, g_src), (outer, total), (o_out, jstride))
         structs = [_view_struct(views[0], views[1]), _view_struct(views[2], views[3])]
-        values = [*structs, _ptr(src), _ptr(out), starts, *longs(groups, total, inner, segs, units, sis, dis, jstride)]
+        index = starts if rows is None else rows
+        values = [*structs, _ptr(src), _ptr(out), index, *longs(groups, total, inner, segs, units, sis, dis, jstride)]
         values.append(FLAG)
-        narrow = units * lanes + ROW_THREADS * grid < 1 << 31 and groups < 1 << 31
-        kernel = RepeatRows(item, len(src_shape), len(out_shape), lanes, ROW_UNROLL, direct, narrow)
+        narrow = units * lanes + ROW_THREADS * grid < 1 << 31 and max(groups, total) < 1 << 31
+        indexed = rows is not None
+        kernel = RepeatRows(item, len(src_shape), len(out_shape), lanes, unroll, direct, narrow, indexed, pdl)
         LOG.debug(
-            "%s: %d slices of %d %d-byte items, %d lanes a slice%s",
-            *(op, outer * groups, inner, item, lanes, ", direct" if direct else ""),
+            "%s: %d slices of %d %d-byte items, %d lanes a slice%s%s",
+            *(op, outer * groups, inner, item, lanes, ", direct" if direct else "", ", indexed" if indexed else ""),
         )
-        self._step(prog, kernel, LaunchConfig((max(grid, 1), 1, 1), (ROW_THREADS, 1, 1)), values)
+        self._step(prog, kernel, LaunchConfig((max(grid, 1), 1, 1), (ROW_THREADS, 1, 1)), values, pdl)
         return True
 
     def grad_plan(self, launch: Launch) -> Program:
