@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from acl_core.dtypes import DataType as D
-from acl_rocm.kernels.convolution import Im2col, _kernel, _name
+from acl_rocm.kernels.convolution import Im2col, _kernel, _name, chunk_position
 from acl_rocm.kernels.ctypes_map import ctype, load, store
 from acl_rocm.kernels.grid_stride import meta_struct, unflatten
 
@@ -46,14 +46,7 @@ def _gather_source(k: GatherOut) -> str:
     if k.hf32:
         value = f"acl_round_hf32({value})"
     body = [
-        f"const {idx} pp = i % PC;",
-        f"{idx} r = i / PC;",
-        f"const {idx} img = r % IMGS;",
-        f"const {idx} oc = r / IMGS;",
-        *unflatten(idx, "P0 + pp", "o", "OSIZE", s),
-        f"{idx} at = img * YS_N + oc * YS_C;",
-        "#pragma unroll",
-        f"for (int d = 0; d < {s}; ++d) at += o[d] * YSTRIDE(d);",
+        *chunk_position(idx, s, "Y"),
         f"const float v = {value};",
         f"dst[i] = {store('v', _F32, dst)};",
     ]

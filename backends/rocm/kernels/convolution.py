@@ -104,6 +104,27 @@ def _im2col_source(k: Im2col) -> str:
     )
 
 
+def _view_offset(idx: str, s: int, view: str) -> list[str]:
+    """``at``: element (``img``, ``oc``, ``o``)'s offset in view ``view`` (its ``S_N``, ``S_C``, ``STRIDE`` fields)."""
+    return [
+        f"{idx} at = img * {view}S_N + oc * {view}S_C;",
+        "#pragma unroll",
+        f"for (int d = 0; d < {s}; ++d) at += o[d] * {view}STRIDE(d);",
+    ]
+
+
+def chunk_position(idx: str, s: int, view: str) -> list[str]:
+    """Element ``i`` of a ``[C_out, imgs, pc]`` chunk: ``img``, ``oc``, ``o`` and ``at`` in the view ``view``."""
+    return [
+        f"const {idx} pp = i % PC;",
+        f"{idx} r = i / PC;",
+        f"const {idx} img = r % IMGS;",
+        f"const {idx} oc = r / IMGS;",
+        *unflatten(idx, "P0 + pp", "o", "OSIZE", s),
+        *_view_offset(idx, s, view),
+    ]
+
+
 @dataclass(frozen=True)
 class Epilogue:
     """``out[img, oc, p0 + pp] = acc[oc, img, pp] + bias[oc]`` rounded once to ``out``'s dtype."""
@@ -143,14 +164,7 @@ def _bias_and_store(out: D, bias: D | None, index_type: str) -> list[str]:
 def _epilogue_source(k: Epilogue) -> str:
     idx, s = k.index_type, k.spatial
     body = [
-        f"const {idx} pp = i % PC;",
-        f"{idx} r = i / PC;",
-        f"const {idx} img = r % IMGS;",
-        f"const {idx} oc = r / IMGS;",
-        *unflatten(idx, "P0 + pp", "o", "OSIZE", s),
-        f"{idx} at = img * OS_N + oc * OS_C;",
-        "#pragma unroll",
-        f"for (int d = 0; d < {s}; ++d) at += o[d] * OSTRIDE(d);",
+        *chunk_position(idx, s, "O"),
         "float v = acc[i];",
         *_bias_and_store(k.out, k.bias, idx),
     ]
@@ -214,9 +228,7 @@ def _col2im_source(k: Col2im) -> str:
         "  if (hit) v += col[((base + kpos) * IMGS + img) * LPROD + l];",
         "}",
         f"const {idx} oc = (G0 + g) * OCG + OC0 + ocl;",
-        f"{idx} at = img * OS_N + oc * OS_C;",
-        "#pragma unroll",
-        f"for (int d = 0; d < {s}; ++d) at += o[d] * OSTRIDE(d);",
+        *_view_offset(idx, s, "O"),
         *_bias_and_store(k.out, k.bias, idx),
     ]
     return _kernel(
