@@ -1,8 +1,9 @@
 """The frame the convolution, pooling and padding kernels share: a grid-stride loop over ``m.n`` elements.
 
 Integer arguments travel in one ``Meta`` struct (``n``, ``shape[A]`` scalars, ``stride[R][S]`` per-spatial-dim
-rows) whose fields ``#define`` lines name; the helpers below write that struct, the kernel around a loop body,
-and the index expressions the bodies use over ``[N, C, spatial...]`` views.
+rows) whose fields ``#define`` lines name (the batch-norm backward's kernels use it too); the helpers below write
+that struct, the kernel around a loop body, and the index expressions the bodies use over ``[N, C, spatial...]``
+views.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ BLOCK_THREADS: Final = 256
 
 
 def meta_struct(index_type: str, scalars: tuple[str, ...], rows: tuple[str, ...], spatial: int) -> list[str]:
-    """The Meta struct and one ``#define`` per field name."""
+    """The Meta struct (no array of length 0) and one ``#define`` per field name."""
     lines = [
-        f"struct Meta {{ {index_type} n; {index_type} shape[{len(scalars)}]; "
-        f"{index_type} stride[{len(rows)}][{spatial}]; }};"
+        f"struct Meta {{ {index_type} n; {index_type} shape[{max(len(scalars), 1)}]; "
+        f"{index_type} stride[{max(len(rows), 1)}][{max(spatial, 1)}]; }};"
     ]
     lines += [f"#define {name} m.shape[{i}]" for i, name in enumerate(scalars)]
     lines += [f"#define {name}(d) m.stride[{i}][d]" for i, name in enumerate(rows)]
