@@ -1,5 +1,5 @@
-"""What a grid-stride kernel (kernels.grid_stride) needs of a view besides its strides: where it starts, how
-far it reaches, the index type covering that, and an ``[N, C, spatial...]`` view's plane fields.
+"""What a kernel needs of a view besides its strides: where it starts, how far it reaches, the index type
+covering that, and (for the grid-stride kernels of kernels.grid_stride) an ``[N, C, spatial...]`` view's plane fields.
 """
 
 from __future__ import annotations
