@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
-from acl_core.backend import Launch
+from acl_core import register_plugin
+from acl_core.backend import BackendRegistration, Launch
+from acl_core.plugin import hookimpl
 from acl_reference.backend import ReferenceBackend
 from acl_reference.call import RefCall
 
@@ -32,3 +35,20 @@ def compute_when(backend: ReferenceBackend, op: str, fn: Callable[[RefCall], boo
         return kernel
 
     replace_kernel(backend, op, make)
+
+
+class PlantedPlugin:
+    """A plugin offering test backends, every one registered at :data:`PLANTED_PRIORITY`."""
+
+    def __init__(self, registrations: list[BackendRegistration]) -> None:
+        self.registrations = [dataclasses.replace(r, priority=PLANTED_PRIORITY) for r in registrations]
+
+    @hookimpl
+    def acl_core_backends(self) -> list[BackendRegistration]:
+        """The planted backends."""
+        return self.registrations
+
+
+def register_planted(plugin_name: str, registrations: list[BackendRegistration]) -> None:
+    """Register test backends in this process under ``plugin_name``, below the reference's priority."""
+    register_plugin(PlantedPlugin(registrations), plugin_name)

@@ -20,11 +20,11 @@ from acl_conformance import Session
 from acl_conformance.runner import Outcome
 from acl_conformance.suite import plugin_accumulation_allowances
 from acl_conformance.tolerances import MAX_ACCUMULATION_EXTRA, AccumulationAllowance, check_accumulation_allowances
-from acl_core import lowp, register_plugin
+from acl_core import lowp
 from acl_core.backend import BackendRegistration, Launch
 from acl_core.capabilities import Capabilities
 from acl_core.dtypes import DataType as D
-from acl_core.plugin import get_backend, hookimpl
+from acl_core.plugin import get_backend
 from acl_core.spec.accuracy import accuracy_of
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops import quant as Q
@@ -32,6 +32,7 @@ from acl_reference.backend import ReferenceBackend
 from acl_reference.call import RefCall
 from acl_reference.kernels.quant import mx_expand
 from acl_rocm.plugin import FP8_ACCUMULATION_EXTRA, FP8_GEMM_OPS, HOPPER, conformance_entries
+from tests.conformance.planted import register_planted
 
 
 # ----------------------------------------------------------------------------- the allowance's own checks
@@ -172,23 +173,18 @@ VARIANTS = {
 }
 
 
-class _Plugin:
-    @hookimpl
-    def acl_core_backends(self) -> list[BackendRegistration]:
-        return [
-            BackendRegistration(
-                name=name,
-                factory=type(name, (ShortAccumulator,), {"name": name, "architecture": arch, "mode": mode}),
-                summary=f"{mode} fp8 accumulator on {arch}",
-                tolerance_overrides=conformance_entries if ships else (),
-            )
-            for name, (arch, mode, ships) in VARIANTS.items()
-        ]
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _registered() -> None:
-    register_plugin(_Plugin(), "accumulation-allowance")
+    registrations = [
+        BackendRegistration(
+            name=name,
+            factory=type(name, (ShortAccumulator,), {"name": name, "architecture": arch, "mode": mode}),
+            summary=f"{mode} fp8 accumulator on {arch}",
+            tolerance_overrides=conformance_entries if ships else (),
+        )
+        for name, (arch, mode, ships) in VARIANTS.items()
+    ]
+    register_planted("accumulation-allowance", registrations)
 
 
 _RUNS: dict[str, Any] = {}

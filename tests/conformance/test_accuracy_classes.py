@@ -11,17 +11,15 @@ import numpy as np
 import pytest
 
 from acl_conformance import run
-from acl_core import register_plugin
 from acl_core.backend import BackendRegistration
 from acl_core.dtypes import DataType as D
-from acl_core.plugin import hookimpl
 from acl_core.spec.accuracy import accuracy_of
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.matmul import GEMM_REASON
 from acl_reference.backend import ReferenceBackend
 from acl_reference.call import RefCall
 from acl_reference.kernels.layout import read_nz
-from tests.conformance.planted import PLANTED_PRIORITY, compute_when
+from tests.conformance.planted import compute_when, register_planted
 
 _F32 = (D.ACL_FLOAT, D.ACL_FLOAT16, D.ACL_BF16)
 
@@ -83,22 +81,12 @@ class Float32Backend(ReferenceBackend):
         return True
 
 
-class _Plugin:
-    @hookimpl
-    def acl_core_backends(self) -> list[BackendRegistration]:
-        return [
-            BackendRegistration(
-                name=Float32Backend.name,
-                factory=Float32Backend,
-                summary="float32 like a GPU",
-                priority=PLANTED_PRIORITY,
-            )
-        ]
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _registered() -> None:
-    register_plugin(_Plugin(), "float32-like-gpu")
+    register_planted(
+        "float32-like-gpu",
+        [BackendRegistration(name=Float32Backend.name, factory=Float32Backend, summary="float32 like a GPU")],
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -15,15 +15,13 @@ import pytest
 
 from acl_conformance import run
 from acl_conformance.tolerances import from_class
-from acl_core import register_plugin
 from acl_core.backend import BackendRegistration
 from acl_core.dtypes import DataType as D
-from acl_core.plugin import hookimpl
 from acl_core.spec.accuracy import accuracy_of, composite, layer_norm_scale, softmax_scale
 from acl_core.spec.ops import get_spec
 from acl_reference.backend import ReferenceBackend
 from acl_reference.call import RefCall
-from tests.conformance.planted import PLANTED_PRIORITY, compute_when
+from tests.conformance.planted import compute_when, register_planted
 
 _F32 = np.float32
 
@@ -107,22 +105,12 @@ class Float32RowOpsBackend(ReferenceBackend):
         return True
 
 
-class _Plugin:
-    @hookimpl
-    def acl_core_backends(self) -> list[BackendRegistration]:
-        return [
-            BackendRegistration(
-                name=Float32RowOpsBackend.name,
-                factory=Float32RowOpsBackend,
-                summary="float32 row ops like a GPU",
-                priority=PLANTED_PRIORITY,
-            )
-        ]
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _registered() -> None:
-    register_plugin(_Plugin(), "float32-row-ops")
+    registration = BackendRegistration(
+        name=Float32RowOpsBackend.name, factory=Float32RowOpsBackend, summary="float32 row ops like a GPU"
+    )
+    register_planted("float32-row-ops", [registration])
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

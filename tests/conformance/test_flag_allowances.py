@@ -18,14 +18,13 @@ from acl_conformance import Session
 from acl_conformance.flags import FP8_NOTE, FP8_SHAPE
 from acl_conformance.suite import plugin_allowances
 from acl_conformance.tolerances import FlagAllowance, check_allowances
-from acl_core import register_plugin
 from acl_core.backend import BackendRegistration, Launch
 from acl_core.capabilities import Capabilities
-from acl_core.plugin import get_backend, get_registration, hookimpl
+from acl_core.plugin import get_backend, get_registration
 from acl_reference.backend import ReferenceBackend
 from acl_reference.call import RefCall
 from acl_rocm.plugin import conformance_entries
-from tests.conformance.planted import PLANTED_PRIORITY
+from tests.conformance.planted import register_planted
 
 
 class Fp8Accumulator(ReferenceBackend):
@@ -71,24 +70,18 @@ VARIANTS = {
 }
 
 
-class _Plugin:
-    @hookimpl
-    def acl_core_backends(self) -> list[BackendRegistration]:
-        return [
-            BackendRegistration(
-                name=name,
-                factory=_variant(name, arch),
-                summary=f"fp8 accumulator on {arch}",
-                tolerance_overrides=conformance_entries if ships else (),
-                priority=PLANTED_PRIORITY,
-            )
-            for name, (arch, ships) in VARIANTS.items()
-        ]
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _registered() -> None:
-    register_plugin(_Plugin(), "fp8-allowance")
+    registrations = [
+        BackendRegistration(
+            name=name,
+            factory=_variant(name, arch),
+            summary=f"fp8 accumulator on {arch}",
+            tolerance_overrides=conformance_entries if ships else (),
+        )
+        for name, (arch, ships) in VARIANTS.items()
+    ]
+    register_planted("fp8-allowance", registrations)
 
 
 def _flag(name: str, ratio: float) -> tuple[Any, Any]:

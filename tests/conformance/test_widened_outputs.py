@@ -14,14 +14,12 @@ import pytest
 from acl_conformance import run
 from acl_conformance.compare import compare_array, measured_dtype, worst_ulps
 from acl_conformance.tolerances import lookup
-from acl_core import register_plugin
 from acl_core.backend import BackendRegistration
 from acl_core.dtypes import DataType as D
-from acl_core.plugin import hookimpl
 from acl_core.spec import accuracy as A
 from acl_reference.backend import ReferenceBackend
 from acl_reference.call import RefCall
-from tests.conformance.planted import PLANTED_PRIORITY, compute_when
+from tests.conformance.planted import compute_when, register_planted
 
 POW = ("PowTensorTensor", "PowTensorScalar", "PowScalarTensor")
 
@@ -83,18 +81,10 @@ class Float64PowInFloat32(ReferenceBackend):
 BACKENDS = (Powf2Ulp, Powf6Ulp, Float64PowInFloat32)
 
 
-class _Plugin:
-    @hookimpl
-    def acl_core_backends(self) -> list[BackendRegistration]:
-        return [
-            BackendRegistration(name=b.name, factory=b, summary=b.__doc__ or b.name, priority=PLANTED_PRIORITY)
-            for b in BACKENDS
-        ]
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _registered() -> None:
-    register_plugin(_Plugin(), "widened-pow")
+    registrations = [BackendRegistration(name=b.name, factory=b, summary=b.__doc__ or b.name) for b in BACKENDS]
+    register_planted("widened-pow", registrations)
 
 
 def _failed(backend: str, seed: int) -> list[str]:

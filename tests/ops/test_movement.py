@@ -14,33 +14,12 @@ from acl_core import acl, aclnn, eager
 from acl_core.errors import AclnnError
 from acl_core.spec.ops import all_specs
 from tests.conftest import assert_close
+from tests.ops.exact import data, fails, same
 from tests.ops.torch_ref import ref, to_numpy, to_torch
 
 BF16 = ml_dtypes.bfloat16
 DTYPES = [np.float32, np.float16, BF16, np.int32, np.int8, np.bool_]
 IDX = [np.int32, np.int64]
-
-
-def data(rng: np.random.Generator, shape: tuple[int, ...], dtype: type) -> np.ndarray:
-    """Random values of ``dtype`` (small integers, so every dtype holds them exactly)."""
-    if dtype is np.bool_:
-        return rng.random(shape) < 0.5
-    return rng.integers(-8, 9, size=shape).astype(dtype)
-
-
-def same(got: np.ndarray, want: torch.Tensor | np.ndarray) -> None:
-    """Exact equality (movement copies values; nothing is rounded) with the dtype checked too."""
-    want_np = to_numpy(want) if isinstance(want, torch.Tensor) else np.asarray(want)
-    assert got.dtype == want_np.dtype, f"{got.dtype} != {want_np.dtype}"
-    assert_close(got, want_np, atol=0, rtol=0)
-
-
-def fails(code: int, op: str, **kwargs: object) -> AclnnError:
-    """Run ``op`` and return the AclnnError it must raise with ``code``."""
-    with pytest.raises(AclnnError) as exc:
-        ref(op, **kwargs)
-    assert exc.value.code == code, exc.value.message
-    return exc.value
 
 
 # ----------------------------------------------------------------------------- gathers

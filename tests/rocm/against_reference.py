@@ -19,6 +19,7 @@ from acl_conformance.tolerances import lookup
 from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
+from acl_core.dtypes import from_numpy
 from acl_core.errors import AclCoreError
 from acl_core.spec.accuracy import accuracy_of, elements_per_output, relative_scale
 from acl_core.spec.ops import get_spec
@@ -93,14 +94,23 @@ def assert_errors_match_reference(rocm: Backend, reference: Backend, op: str) ->
 
 
 def compare_run(
-    backend: Backend, reference: Backend, op: str, args: dict[str, Any], layout: str, note: str, exact: Any = ()
+    backend: Backend,
+    reference: Backend,
+    op: str,
+    args: dict[str, Any],
+    layout: str,
+    note: str,
+    exact: Any = (),
+    prefill: bool = False,
 ) -> None:
     """One call on ``backend`` (placed in ``layout``) against the reference: same outputs, dtypes and shapes,
-    values within ``assert_close`` (bit for bit for the outputs named in ``exact``)."""
+    values within ``assert_close`` (bit for bit for the outputs named in ``exact``); with ``prefill`` the
+    backend's outputs start as sentinels (another layout's run may have left the result in memory)."""
     from tests.conftest import assert_close
 
     want = eager.run(op, reference, **args)
-    got = eager.run(op, backend, layout=layout, **args)
+    outs = sentinel_outputs(op, args, want) if prefill else {}
+    got = eager.run(op, backend, layout=layout, **args, **outs)
     assert got.keys() == want.keys()
     for name, value in want.items():
         where = f"{op} [{note}] layout={layout}: {name}"
@@ -112,3 +122,11 @@ def compare_run(
             assert_close(got[name], value)
         except AssertionError as exc:
             raise AssertionError(f"{where}\n{exc}") from None
+
+
+def sample_dtypes(args: dict[str, Any]) -> set[D]:
+    """The dtypes a sample names: its arrays' and its ``dtype`` argument's (unless undefined: the input's own)."""
+    found = {from_numpy(v.dtype) for v in args.values() if isinstance(v, np.ndarray)}
+    if "dtype" in args and D(args["dtype"]) != D.ACL_DT_UNDEFINED:
+        found.add(D(args["dtype"]))
+    return found

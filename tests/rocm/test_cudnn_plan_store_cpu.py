@@ -18,6 +18,7 @@ from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.ops.attention_cudnn import PLAN_KIND, CudnnSdpa, SdpaKey, _Built
 from acl_rocm.plan_cache import PlanCache
 from acl_rocm.providers.base import DeviceProperties
+from tests.rocm.fake_cudnn_frontend import FakeFrontend
 from tests.rocm.fake_provider import FakeProvider
 
 UIDS = {"q": 1, "k": 2, "v": 3, "max": 4, "sum": 5, "o": 9}
@@ -71,25 +72,15 @@ class FakeGraph:
         self.module.executed.append((self, dict(pack), workspace))
 
 
-class FakeCudnn:
+class FakeCudnn(FakeFrontend):
     """The frontend module surface CudnnSdpa's persistence uses."""
 
-    __version__ = "1.32.0"
-
     def __init__(self) -> None:
+        super().__init__()
         self.deserialised = 0
         self.executed: list[tuple[FakeGraph, dict[Any, int], int]] = []
         self.unserialisable = False
         self.restored_fails = False
-
-    def backend_version(self) -> int:
-        return 91300
-
-    def create_handle(self) -> object:
-        return object()
-
-    def set_stream(self, handle: object, stream: int) -> None:
-        pass
 
     def pygraph(self, handle: Any = None) -> FakeGraph:
         return FakeGraph(self)

@@ -17,30 +17,11 @@ from acl_core.errors import AclnnError
 from acl_core.spec.ops import all_specs, get_spec
 from acl_rocm.ops.elementwise import OPS
 from tests.conftest import assert_close
+from tests.rocm.against_reference import compare_run, sample_dtypes
 
 pytestmark = pytest.mark.gpu
 
 ELEMENTWISE = sorted(n for n, s in all_specs().items() if s.family == "elementwise" and s.kernel_name in OPS)
-
-
-def _compare(rocm: Backend, reference: Backend, op: str, args: dict, layout: str, note: str) -> None:
-    expected = eager.run(op, reference, layout="contiguous", **args)
-    actual = eager.run(op, rocm, layout=layout, **args)
-    assert actual.keys() == expected.keys()
-    for name, value in expected.items():
-        got = actual[name]
-        assert got.dtype == value.dtype, f"{op} {note}: {name} dtype {got.dtype} != {value.dtype}"
-        try:
-            assert_close(got, value)
-        except AssertionError as exc:
-            raise AssertionError(f"{op} [{note}] layout={layout}: {name}\n{exc}") from None
-
-
-def _dtypes(args: dict) -> set[D]:
-    found = {from_numpy(v.dtype) for v in args.values() if isinstance(v, np.ndarray)}
-    if "dtype" in args:
-        found.add(D(args["dtype"]))
-    return found
 
 
 @pytest.mark.parametrize("op", ELEMENTWISE)
@@ -51,15 +32,15 @@ def test_matches_reference(rocm: Backend, reference: Backend, op: str) -> None:
     assert samples, f"{op} produced no samples"
     claimed = set(rocm.capabilities().dtypes)
     for i, sample in enumerate(samples):
-        if not _dtypes(sample.args) <= claimed:  # a dtype the kernels lack is refused, never computed wrongly
+        if not sample_dtypes(sample.args) <= claimed:  # a dtype the kernels lack is refused, never computed wrongly
             with pytest.raises(AclnnError) as err:
                 eager.run(op, rocm, **sample.args)
             assert err.value.code == 161002, sample.note
             continue
-        _compare(rocm, reference, op, dict(sample.args), "contiguous", sample.note)
+        compare_run(rocm, reference, op, dict(sample.args), "contiguous", sample.note)
         if i % 3 == 0:
             for layout in ("padded", "transposed"):
-                _compare(rocm, reference, op, dict(sample.args), layout, sample.note)
+                compare_run(rocm, reference, op, dict(sample.args), layout, sample.note)
 
 
 def test_every_declared_elementwise_op_has_a_kernel(rocm: Backend) -> None:
@@ -100,8 +81,6 @@ def test_rounded_division_rounds_the_exact_quotient(rocm: Backend, mode: int) ->
 
 
 def _acl(dtype: np.dtype) -> int:
-    from acl_core.dtypes import from_numpy
-
     return int(from_numpy(dtype))
 
 

@@ -14,40 +14,18 @@ import pytest
 from acl_core import aclnn, eager
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
-from acl_core.dtypes import from_numpy
 from acl_core.errors import AclnnError
 from acl_core.spec.ops import all_specs, get_spec
 from acl_core.tensor import AclIntArray, AclTensor
 from acl_rocm.ops import norm as norm_ops
 from acl_rocm.ops import reduction as reduction_ops
 from tests.conftest import assert_close
-from tests.rocm.prefill import sentinel_outputs
+from tests.rocm.against_reference import compare_run, sample_dtypes
 
 pytestmark = pytest.mark.gpu
 
 CLAIMED = sorted(set(reduction_ops.OPS) | set(norm_ops.OPS))
 OPS = sorted(n for n, s in all_specs().items() if s.kernel_name in CLAIMED)
-
-
-def _compare(rocm: Backend, reference: Backend, op: str, args: dict, layout: str, note: str) -> None:
-    expected = eager.run(op, reference, layout="contiguous", **args)
-    outs = sentinel_outputs(op, args, expected)  # another layout's run may have left this result in memory
-    actual = eager.run(op, rocm, layout=layout, **args, **outs)
-    assert actual.keys() == expected.keys()
-    for name, value in expected.items():
-        got = actual[name]
-        assert got.dtype == value.dtype, f"{op} {note}: {name} dtype {got.dtype} != {value.dtype}"
-        try:
-            assert_close(got, value)
-        except AssertionError as exc:
-            raise AssertionError(f"{op} [{note}] layout={layout}: {name}\n{exc}") from None
-
-
-def _dtypes(args: dict) -> set[D]:
-    found = {from_numpy(v.dtype) for v in args.values() if isinstance(v, np.ndarray)}
-    if "dtype" in args and D(args["dtype"]) != D.ACL_DT_UNDEFINED:  # undefined: the input's own dtype
-        found.add(D(args["dtype"]))
-    return found
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -56,15 +34,15 @@ def test_matches_reference(rocm: Backend, reference: Backend, op: str) -> None:
     assert samples, f"{op} produced no samples"
     claimed = set(rocm.capabilities().dtypes)
     for i, sample in enumerate(samples):
-        if not _dtypes(sample.args) <= claimed:
+        if not sample_dtypes(sample.args) <= claimed:
             with pytest.raises(AclnnError) as err:
                 eager.run(op, rocm, **sample.args)
             assert err.value.code == 161002, sample.note
             continue
-        _compare(rocm, reference, op, dict(sample.args), "contiguous", sample.note)
+        compare_run(rocm, reference, op, dict(sample.args), "contiguous", sample.note, prefill=True)
         if i % 3 == 0:
             for layout in ("padded", "transposed"):
-                _compare(rocm, reference, op, dict(sample.args), layout, sample.note)
+                compare_run(rocm, reference, op, dict(sample.args), layout, sample.note, prefill=True)
 
 
 def test_claimed_ops_are_in_the_capabilities(rocm: Backend) -> None:
@@ -94,7 +72,7 @@ def test_long_rows(rocm: Backend, reference: Backend, op: str, shapes: dict) -> 
     if op == "BatchNorm":
         args["runningMean"] = np.zeros(32, np.float32)
         args["runningVar"] = np.ones(32, np.float32)
-    _compare(rocm, reference, op, args, "contiguous", "long rows")
+    compare_run(rocm, reference, op, args, "contiguous", "long rows", prefill=True)
 
 
 def test_int64_sum_wraps_like_the_reference(rocm: Backend, reference: Backend) -> None:
@@ -163,7 +141,7 @@ def test_cached_rows_every_length_and_layout(rocm: Backend, reference: Backend, 
     for shape in ROW_SHAPES:
         args = _row_args(op, shape, dtype, rng)
         for layout in ("contiguous", "padded", "transposed"):
-            _compare(rocm, reference, op, dict(args), layout, f"rows {shape}")
+            compare_run(rocm, reference, op, dict(args), layout, f"rows {shape}", prefill=True)
 
 
 @pytest.mark.parametrize("offset", [1, 2, 4])
@@ -205,7 +183,7 @@ def test_row_norm_layouts_at_decode_shapes(rocm: Backend, reference: Backend, op
             for shape in DECODE_ROWS:
                 args = _row_args(op, shape, dtype, rng)
                 for view in ("contiguous", "padded"):
-                    _compare(rocm, reference, op, dict(args), view, f"{layout} rows {shape}")
+                    compare_run(rocm, reference, op, dict(args), view, f"{layout} rows {shape}", prefill=True)
     finally:
         runner.forced_layout = None
 
@@ -239,7 +217,9 @@ def test_warps_layout_on_wide_decode_rows(rocm: Backend, reference: Backend, op:
             for shape in WIDE_DECODE_ROWS:
                 args = _rms_family_args(op, shape, dtype, rng)
                 for view in ("contiguous", "padded"):
-                    _compare(rocm, reference, op, dict(args), view, f"{layout} {np.dtype(dtype)} rows {shape}")
+                    compare_run(
+                        rocm, reference, op, dict(args), view, f"{layout} {np.dtype(dtype)} rows {shape}", prefill=True
+                    )
     finally:
         runner.forced_layout = None
 

@@ -8,10 +8,6 @@ the same template with another element type, compiled by the nvcc preflight and 
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -23,21 +19,6 @@ from acl_core.spec.ops.padding import BY_NAME
 from acl_rocm.backend import RocmBackend
 from acl_rocm.kernels.padding import MODES, PadKernel
 from tests.rocm.against_reference import assert_matches_reference
-from tests.rocm.kernel_emulator import EmulatedProvider, available
-
-
-@pytest.fixture
-def emulated(tmp_path: Path) -> RocmBackend:
-    """A backend whose kernels run on the CPU."""
-    reason = available()
-    if reason:
-        pytest.skip(reason)
-    build = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-{os.getuid()}"
-    build.mkdir(exist_ok=True)
-    EmulatedProvider.build_dir = build
-    backend = RocmBackend(EmulatedProvider(), {"ACL_KERNEL_CACHE": str(tmp_path)})
-    backend.runtime.ensure_device(0)
-    return backend
 
 
 @pytest.mark.parametrize("name", sorted(BY_NAME))

@@ -9,10 +9,6 @@ only: each further dtype is another g++ build of the same code, and the nvcc pre
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -23,22 +19,6 @@ from acl_core.spec.ops.pooling import BY_NAME, GLOBAL
 from acl_rocm.backend import RocmBackend
 from acl_rocm.kernels.pooling import PoolKernel
 from tests.rocm.against_reference import assert_matches_reference
-from tests.rocm.kernel_emulator import EmulatedProvider, available
-
-
-@pytest.fixture
-def emulated(tmp_path: Path) -> RocmBackend:
-    """A backend whose kernels run on the CPU."""
-    reason = available()
-    if reason:
-        pytest.skip(reason)
-    build = Path(tempfile.gettempdir()) / f"acl-rocm-emulated-{os.getuid()}"
-    build.mkdir(exist_ok=True)
-    EmulatedProvider.build_dir = build
-    backend = RocmBackend(EmulatedProvider(), {"ACL_KERNEL_CACHE": str(tmp_path)})
-    backend.runtime.ensure_device(0)
-    return backend
-
 
 EVERY_DTYPE = frozenset(
     {"AvgPool2d", "AvgPool2dBackward", "MaxPool2dWithIndices", "MaxPool2dWithIndicesBackward", "MaxPool"}

@@ -21,7 +21,6 @@ import pytest
 from acl_core import eager
 from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
-from acl_core.dtypes import from_numpy
 from acl_core.errors import AclnnError
 from acl_core.spec.ops import all_specs, get_spec
 from acl_rocm.backend import RocmBackend
@@ -32,7 +31,7 @@ from acl_rocm.ops import reduction as reduction_ops
 from acl_rocm.ops.program import Scratch
 from acl_rocm.ops.reduction import row_config
 from acl_rocm.providers.base import DeviceProperties
-from tests.conftest import assert_close
+from tests.rocm.against_reference import compare_run, sample_dtypes
 from tests.rocm.fake_provider import FakeProvider
 from tests.rocm.kernel_emulator import EmulatedProvider, emulated_backend
 
@@ -48,26 +47,6 @@ def fake(tmp_path_factory: pytest.TempPathFactory) -> tuple[RocmBackend, FakePro
     return backend, provider
 
 
-def _dtypes(args: dict) -> set[D]:
-    found = {from_numpy(v.dtype) for v in args.values() if isinstance(v, np.ndarray)}
-    if "dtype" in args and D(args["dtype"]) != D.ACL_DT_UNDEFINED:  # undefined: the input's own dtype
-        found.add(D(args["dtype"]))
-    return found
-
-
-def _compare(backend: Backend, reference: Backend, op: str, args: dict, layout: str, note: str) -> None:
-    expected = eager.run(op, reference, layout="contiguous", **args)
-    actual = eager.run(op, backend, layout=layout, **args)
-    assert actual.keys() == expected.keys()
-    for name, value in expected.items():
-        got = actual[name]
-        assert got.dtype == value.dtype, f"{op} {note}: {name} dtype {got.dtype} != {value.dtype}"
-        try:
-            assert_close(got, value)
-        except AssertionError as exc:
-            raise AssertionError(f"{op} [{note}] layout={layout}: {name}\n{exc}") from None
-
-
 LAYOUTS_BY_NEIGHBOUR = frozenset({"Min", "MinDim", "MaxV2", "MeanV2", "ReduceLogSum", "Cumprod", "InplaceCumprod"})
 """Rows of a kernel whose strided layouts the neighbour op proves (Max, MaxDim, Amax, Mean, ReduceSum, Cumsum: the
 same source up to its ``op`` option); they run contiguous here to keep the emulator's compile budget."""
@@ -78,15 +57,15 @@ def test_every_sample_matches_the_reference_when_emulated(emulated: RocmBackend,
     samples = list(get_spec(op).samples(np.random.default_rng(2024)))  # type: ignore[misc]
     assert samples
     for i, sample in enumerate(samples):
-        if not _dtypes(sample.args) <= SUPPORTED:
+        if not sample_dtypes(sample.args) <= SUPPORTED:
             with pytest.raises(AclnnError) as err:
                 eager.run(op, emulated, **sample.args)
             assert err.value.code == 161002, sample.note
             continue
-        _compare(emulated, reference, op, dict(sample.args), "contiguous", sample.note)
+        compare_run(emulated, reference, op, dict(sample.args), "contiguous", sample.note)
         if i % 3 == 0 and op not in LAYOUTS_BY_NEIGHBOUR:
             for layout in ("padded", "transposed"):
-                _compare(emulated, reference, op, dict(sample.args), layout, sample.note)
+                compare_run(emulated, reference, op, dict(sample.args), layout, sample.note)
 
 
 def test_claimed_ops_are_in_the_capabilities(fake: tuple[RocmBackend, FakeProvider]) -> None:
@@ -259,7 +238,7 @@ def test_long_rows_on_a_wave64_device(
     assert "-DACL_WARP_SIZE=64" in backend.options
     rng = np.random.default_rng(7)
     args = {k: rng.integers(-3, 4, v).astype(np.float32) if isinstance(v, tuple) else v for k, v in shapes.items()}
-    _compare(backend, reference, op, args, "contiguous", "long rows, wave64")
+    compare_run(backend, reference, op, args, "contiguous", "long rows, wave64")
 
 
 class _TwoUnits(EmulatedProvider):
@@ -350,12 +329,12 @@ def test_every_rms_sample_matches_the_reference_on_the_warps_layout(
         samples = list(get_spec(op).samples(np.random.default_rng(2024)))  # type: ignore[misc]
         assert samples
         for i, sample in enumerate(samples):
-            if not _dtypes(sample.args) <= SUPPORTED:
+            if not sample_dtypes(sample.args) <= SUPPORTED:
                 continue
-            _compare(emulated, reference, op, dict(sample.args), "contiguous", f"{layout} {sample.note}")
+            compare_run(emulated, reference, op, dict(sample.args), "contiguous", f"{layout} {sample.note}")
             if i % 3 == 0:
                 for view in ("padded", "transposed"):
-                    _compare(emulated, reference, op, dict(sample.args), view, f"{layout} {sample.note}")
+                    compare_run(emulated, reference, op, dict(sample.args), view, f"{layout} {sample.note}")
     finally:
         runner.forced_layout = None
 

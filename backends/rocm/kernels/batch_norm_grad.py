@@ -23,6 +23,7 @@ from typing import Final
 
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.ctypes_map import ctype, load, store
+from acl_rocm.kernels.grid_stride import meta_struct
 from acl_rocm.kernels.prelude import PRELUDE
 
 BLOCK_THREADS: Final = 256
@@ -33,16 +34,6 @@ VECTORS: Final = ("sumDy", "sumDyXmu", "gradWeight", "gradBias")
 
 def _name(kind: str, key: object) -> str:
     return f"acl_bngrad_{kind}_{hashlib.sha1(repr(key).encode()).hexdigest()[:12]}"
-
-
-def _meta(index_type: str, scalars: tuple[str, ...], rows: tuple[str, ...], dims: int) -> list[str]:
-    lines = [
-        f"struct Meta {{ {index_type} n; {index_type} shape[{max(len(scalars), 1)}]; "
-        f"{index_type} stride[{max(len(rows), 1)}][{max(dims, 1)}]; }};"
-    ]
-    lines += [f"#define {name} m.shape[{i}]" for i, name in enumerate(scalars)]
-    lines += [f"#define {name}(d) m.stride[{i}][d]" for i, name in enumerate(rows)]
-    return lines
 
 
 def _vec_param(name: str, dtype: D | None, const: bool = True) -> list[str]:
@@ -126,7 +117,7 @@ def _sums_source(k: ChannelSums) -> str:
         [
             PRELUDE,
             f"// BatchNorm backward: per-channel sums of dy and dy·(x - mean), {k.dtype.short}",
-            *_meta(idx, SUMS_SCALARS, SUMS_ROWS, k.dims),
+            *meta_struct(idx, SUMS_SCALARS, SUMS_ROWS, k.dims),
             f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {k.kernel_name}(',
             "    " + ",\n    ".join(params) + ") {",
             *("  " + line for line in body),
@@ -243,7 +234,7 @@ def _finish_source(k: Finish) -> str:
         [
             PRELUDE,
             "// BatchNorm backward: per-channel outputs and the apply pass's coefficients",
-            *_meta(idx, FINISH_SCALARS, FINISH_ROWS, max(k.counter_dims, 1)),
+            *meta_struct(idx, FINISH_SCALARS, FINISH_ROWS, k.counter_dims),
             f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {k.kernel_name}(',
             "    " + ",\n    ".join(params) + ") {",
             *("  " + line for line in body),
@@ -308,7 +299,7 @@ def _apply_source(k: Apply) -> str:
         [
             PRELUDE,
             f"// BatchNorm backward: dx = alpha·dy + beta·(x - mean) + gamma, {k.dtype.short} -> {k.out.short}",
-            *_meta(idx, APPLY_SCALARS, APPLY_ROWS, k.rank),
+            *meta_struct(idx, APPLY_SCALARS, APPLY_ROWS, k.rank),
             f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {k.kernel_name}(',
             "    " + ",\n    ".join(params) + ") {",
             *("  " + line for line in body),

@@ -5,7 +5,7 @@ output positions) at a time: ``col`` is the forward's im2col buffer ``[C_in, Kpr
 ``dY_g`` the chunk of the output-shaped operand, gathered from its (possibly strided) view into
 ``[C_out, imgs, pc]`` in the GEMM's dtype by this kernel: the forward epilogue's indexing, read
 instead of written. Its integer arguments travel in the family's ``Meta`` struct
-(acl_rocm.kernels.convolution).
+(acl_rocm.kernels.grid_stride).
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from acl_core.dtypes import DataType as D
-from acl_rocm.kernels.convolution import Im2col, _kernel, _meta, _name, _unflatten
+from acl_rocm.kernels.convolution import Im2col, _kernel, _name, chunk_position
 from acl_rocm.kernels.ctypes_map import ctype, load, store
+from acl_rocm.kernels.grid_stride import meta_struct, unflatten
 
 GATHER_SCALARS: Final = ("PC", "P0", "IMGS", "YS_N", "YS_C")
 GATHER_ROWS: Final = ("OSIZE", "YSTRIDE")
@@ -45,21 +46,14 @@ def _gather_source(k: GatherOut) -> str:
     if k.hf32:
         value = f"acl_round_hf32({value})"
     body = [
-        f"const {idx} pp = i % PC;",
-        f"{idx} r = i / PC;",
-        f"const {idx} img = r % IMGS;",
-        f"const {idx} oc = r / IMGS;",
-        *_unflatten(idx, "P0 + pp", "o", "OSIZE", s),
-        f"{idx} at = img * YS_N + oc * YS_C;",
-        "#pragma unroll",
-        f"for (int d = 0; d < {s}; ++d) at += o[d] * YSTRIDE(d);",
+        *chunk_position(idx, s, "Y"),
         f"const float v = {value};",
         f"dst[i] = {store('v', _F32, dst)};",
     ]
     params = ["const Meta m", f"const {src.storage}* __restrict__ y", f"{dst.storage}* __restrict__ dst"]
     return _kernel(
         f"gather of an output-shaped operand {k.src.short} -> {k.dst.short}{' (HF32)' if k.hf32 else ''}, {s}-D",
-        _meta(idx, GATHER_SCALARS, GATHER_ROWS, s),
+        meta_struct(idx, GATHER_SCALARS, GATHER_ROWS, s),
         k.kernel_name,
         params,
         idx,
@@ -97,7 +91,7 @@ def _sum_parts_source(k: SumParts) -> str:
     body = [
         "float v = 0.0f;",
         f"for ({idx} p = 0; p < PARTS; ++p) v += part[p * PART_STRIDE + i];",
-        *_unflatten(idx, "i", "o", "SIZE", k.rank),
+        *unflatten(idx, "i", "o", "SIZE", k.rank),
         f"{idx} at = 0;",
         "#pragma unroll",
         f"for (int d = 0; d < {k.rank}; ++d) at += o[d] * OSTRIDE(d);",
@@ -106,7 +100,7 @@ def _sum_parts_source(k: SumParts) -> str:
     params = ["const Meta m", "const float* part", f"{ctype(k.out).storage}* out"]  # may alias: no __restrict__
     return _kernel(
         f"sum of partial weight gradients -> {k.out.short}, rank {k.rank}",
-        _meta(idx, SUM_SCALARS, SUM_ROWS, k.rank),
+        meta_struct(idx, SUM_SCALARS, SUM_ROWS, k.rank),
         k.kernel_name,
         params,
         idx,

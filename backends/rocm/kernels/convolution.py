@@ -26,9 +26,8 @@ from typing import Final
 
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.ctypes_map import ctype, load, store
-from acl_rocm.kernels.prelude import PRELUDE
+from acl_rocm.kernels.grid_stride import grid_stride_kernel, meta_struct, unflatten
 
-BLOCK_THREADS: Final = 256
 IM2COL_SCALARS: Final = ("PC", "P0", "KPROD", "IMGS", "XS_N", "XS_C")
 IM2COL_ROWS: Final = ("OSIZE", "KSIZE", "CSTRIDE", "PAD", "DIL", "LSIZE", "XSTRIDE")
 EPILOGUE_SCALARS: Final = ("PC", "P0", "IMGS", "COUT", "OS_N", "OS_C", "BS")
@@ -42,44 +41,8 @@ def _name(kind: str, key: object) -> str:
     return f"acl_conv_{kind}_{hashlib.sha1(repr(key).encode()).hexdigest()[:12]}"
 
 
-def _meta(index_type: str, scalars: tuple[str, ...], rows: tuple[str, ...], spatial: int) -> list[str]:
-    """The Meta struct and one ``#define`` per field name."""
-    lines = [
-        f"struct Meta {{ {index_type} n; {index_type} shape[{len(scalars)}]; "
-        f"{index_type} stride[{len(rows)}][{spatial}]; }};"
-    ]
-    lines += [f"#define {name} m.shape[{i}]" for i, name in enumerate(scalars)]
-    lines += [f"#define {name}(d) m.stride[{i}][d]" for i, name in enumerate(rows)]
-    return lines
-
-
 def _kernel(comment: str, meta: list[str], name: str, params: list[str], index_type: str, body: list[str]) -> str:
-    idx = index_type
-    return "\n".join(
-        [
-            PRELUDE,
-            f"// convolution: {comment}",
-            *meta,
-            f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {name}(',
-            "    " + ",\n    ".join(params) + ") {",
-            f"  const {idx} grid_step = ({idx})gridDim.x * ({idx})blockDim.x;",
-            f"  for ({idx} i = ({idx})blockIdx.x * ({idx})blockDim.x + ({idx})threadIdx.x; i < m.n; i += grid_step) {{",
-            *("    " + line for line in body),
-            "  }",
-            "}",
-            "",
-        ]
-    )
-
-
-def _unflatten(index_type: str, flat: str, out: str, size: str, spatial: int) -> list[str]:
-    """``out[d]`` = row-major coordinates of ``flat`` over the sizes ``size(d)``."""
-    return [
-        f"{index_type} {out}[{spatial}];",
-        f"{{ {index_type} rest = {flat};",
-        "  #pragma unroll",
-        f"  for (int d = {spatial - 1}; d >= 0; --d) {{ {out}[d] = rest % {size}(d); rest /= {size}(d); }} }}",
-    ]
+    return grid_stride_kernel(f"convolution: {comment}", meta, name, params, index_type, body)
 
 
 @dataclass(frozen=True)
@@ -116,8 +79,8 @@ def _im2col_source(k: Im2col) -> str:
         f"const {idx} kpos = r % KPROD;",
         f"const {idx} c = r / KPROD;",
         f"const {idx} p = P0 + pp;",
-        *_unflatten(idx, "p", "o", "OSIZE", s),
-        *_unflatten(idx, "kpos", "kk", "KSIZE", s),
+        *unflatten(idx, "p", "o", "OSIZE", s),
+        *unflatten(idx, "kpos", "kk", "KSIZE", s),
         f"{idx} at = img * XS_N + c * XS_C;",
         "bool inside = true;",
         "#pragma unroll",
@@ -133,12 +96,33 @@ def _im2col_source(k: Im2col) -> str:
     params = ["const Meta m", f"const {src.storage}* __restrict__ x", f"{dst.storage}* __restrict__ col"]
     return _kernel(
         f"im2col {k.src.short} -> {k.dst.short}{' (HF32)' if k.hf32 else ''}, {s}-D",
-        _meta(idx, IM2COL_SCALARS, IM2COL_ROWS, s),
+        meta_struct(idx, IM2COL_SCALARS, IM2COL_ROWS, s),
         k.kernel_name,
         params,
         idx,
         body,
     )
+
+
+def _view_offset(idx: str, s: int, view: str) -> list[str]:
+    """``at``: element (``img``, ``oc``, ``o``)'s offset in view ``view`` (its ``S_N``, ``S_C``, ``STRIDE`` fields)."""
+    return [
+        f"{idx} at = img * {view}S_N + oc * {view}S_C;",
+        "#pragma unroll",
+        f"for (int d = 0; d < {s}; ++d) at += o[d] * {view}STRIDE(d);",
+    ]
+
+
+def chunk_position(idx: str, s: int, view: str) -> list[str]:
+    """Element ``i`` of a ``[C_out, imgs, pc]`` chunk: ``img``, ``oc``, ``o`` and ``at`` in the view ``view``."""
+    return [
+        f"const {idx} pp = i % PC;",
+        f"{idx} r = i / PC;",
+        f"const {idx} img = r % IMGS;",
+        f"const {idx} oc = r / IMGS;",
+        *unflatten(idx, "P0 + pp", "o", "OSIZE", s),
+        *_view_offset(idx, s, view),
+    ]
 
 
 @dataclass(frozen=True)
@@ -180,20 +164,13 @@ def _bias_and_store(out: D, bias: D | None, index_type: str) -> list[str]:
 def _epilogue_source(k: Epilogue) -> str:
     idx, s = k.index_type, k.spatial
     body = [
-        f"const {idx} pp = i % PC;",
-        f"{idx} r = i / PC;",
-        f"const {idx} img = r % IMGS;",
-        f"const {idx} oc = r / IMGS;",
-        *_unflatten(idx, "P0 + pp", "o", "OSIZE", s),
-        f"{idx} at = img * OS_N + oc * OS_C;",
-        "#pragma unroll",
-        f"for (int d = 0; d < {s}; ++d) at += o[d] * OSTRIDE(d);",
+        *chunk_position(idx, s, "O"),
         "float v = acc[i];",
         *_bias_and_store(k.out, k.bias, idx),
     ]
     return _kernel(
         f"epilogue fp32 -> {k.out.short}, bias {k.bias.short if k.bias else 'none'}, {s}-D",
-        _meta(idx, EPILOGUE_SCALARS, EPILOGUE_ROWS, s),
+        meta_struct(idx, EPILOGUE_SCALARS, EPILOGUE_ROWS, s),
         k.kernel_name,
         _params(k.out, k.bias, "acc"),
         idx,
@@ -233,7 +210,7 @@ def _col2im_source(k: Col2im) -> str:
         f"const {idx} ocl = r % OCC; r /= OCC;",
         f"const {idx} g = r % GC;",
         f"const {idx} img = r / GC;",
-        *_unflatten(idx, "op", "o", "OSIZE", s),
+        *unflatten(idx, "op", "o", "OSIZE", s),
         f"const {idx} base = (g * OCC + ocl) * KPROD;",
         "float v = 0.0f;",
         f"for ({idx} kpos = 0; kpos < KPROD; ++kpos) {{",
@@ -251,14 +228,12 @@ def _col2im_source(k: Col2im) -> str:
         "  if (hit) v += col[((base + kpos) * IMGS + img) * LPROD + l];",
         "}",
         f"const {idx} oc = (G0 + g) * OCG + OC0 + ocl;",
-        f"{idx} at = img * OS_N + oc * OS_C;",
-        "#pragma unroll",
-        f"for (int d = 0; d < {s}; ++d) at += o[d] * OSTRIDE(d);",
+        *_view_offset(idx, s, "O"),
         *_bias_and_store(k.out, k.bias, idx),
     ]
     return _kernel(
         f"col2im fp32 -> {k.out.short}, bias {k.bias.short if k.bias else 'none'}, {s}-D",
-        _meta(idx, COL2IM_SCALARS, COL2IM_ROWS, s),
+        meta_struct(idx, COL2IM_SCALARS, COL2IM_ROWS, s),
         k.kernel_name,
         _params(k.out, k.bias, "col"),
         idx,

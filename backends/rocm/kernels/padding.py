@@ -10,7 +10,7 @@ Every kernel is a grid-stride loop with one thread per element it writes, and no
   or wrapped copies; replication's edge elements one run over their whole padding), so the sum walks
   ``3^s`` runs in a fixed order: deterministic, in float32 (float64 for DOUBLE).
 
-Integer arguments travel in the convolution family's ``Meta`` struct (``n``, ``shape[A]`` scalars,
+Integer arguments travel in the ``Meta`` struct of kernels.grid_stride (``n``, ``shape[A]`` scalars,
 ``stride[R][S]`` rows). The leading dims are ``[N, C]`` (an unbatched input passes N's stride 0); ``P`` is
 a plane's written element count; ``LSIZE`` the input's padded-dim sizes, ``OSIZE`` the output's.
 """
@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from acl_core.dtypes import DataType as D
-from acl_rocm.kernels.convolution import BLOCK_THREADS, _meta, _unflatten
 from acl_rocm.kernels.ctypes_map import ctype, load, store
-from acl_rocm.kernels.prelude import PRELUDE
+from acl_rocm.kernels.grid_stride import grid_stride_kernel, locate_in_plane, meta_struct, strided_at
 
 MODES: Final = ("reflect", "replicate", "circular")
 SCALARS: Final = ("P", "CH", "XS_N", "XS_C", "OS_N", "OS_C")
@@ -96,18 +95,15 @@ def _runs(mode: str) -> list[str]:
     ]
 
 
-def _at(base: str, coord: str, strides: str, s: int) -> str:
-    return " + ".join([base, *(f"{coord}[{d}] * {strides}({d})" for d in range(s))])
-
-
 def _forward(k: PadKernel, idx: str, s: int) -> list[str]:
+    x_at = strided_at("n * XS_N + c * XS_C", "src", "XSTRIDE", s)
     return [
         f"{idx} src[{s}];",
         "#pragma unroll",
         f"for (int d = 0; d < {s}; ++d) {{",
         *_source_position(k.mode, idx),
         "}",
-        f"out[{_at('n * OS_N + c * OS_C', 'o', 'OSTRIDE', s)}] = x[{_at('n * XS_N + c * XS_C', 'src', 'XSTRIDE', s)}];",
+        f"out[{strided_at('n * OS_N + c * OS_C', 'o', 'OSTRIDE', s)}] = x[{x_at}];",
     ]
 
 
@@ -134,7 +130,7 @@ def _backward(k: PadKernel, idx: str, s: int) -> list[str]:
     lines += ["  " * (2 * s) + line for line in inner]
     lines += ["  " * (2 * (s - 1 - d)) + "}}" for d in range(s)]
     body += lines
-    body.append(f"out[{_at('n * OS_N + c * OS_C', 'p', 'OSTRIDE', s)}] = {store('acc', acc, ctype(k.dtype))};")
+    body.append(f"out[{strided_at('n * OS_N + c * OS_C', 'p', 'OSTRIDE', s)}] = {store('acc', acc, ctype(k.dtype))};")
     return body
 
 
@@ -144,27 +140,8 @@ def _source(k: PadKernel) -> str:
     data = ctype(k.dtype).storage
     params = ["const Meta m", f"const {data}* __restrict__ x", f"{data}* __restrict__ out"]
     coord, size = ("p", "LSIZE") if k.backward else ("o", "OSIZE")
-    body = [
-        f"const {idx} flat = i % P;",
-        f"const {idx} plane = i / P;",
-        f"const {idx} c = plane % CH;",
-        f"const {idx} n = plane / CH;",
-        *_unflatten(idx, "flat", coord, size, s),
-    ]
+    body = locate_in_plane(idx, s, coord, size)
     body += _backward(k, idx, s) if k.backward else _forward(k, idx, s)
     direction = "backward" if k.backward else "forward"
-    return "\n".join(
-        [
-            PRELUDE,
-            f"// padding: {k.mode} {direction} {s}-D, {k.dtype.short}",
-            *_meta(idx, SCALARS, ROWS, s),
-            f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {k.kernel_name}(',
-            "    " + ",\n    ".join(params) + ") {",
-            f"  const {idx} grid_step = ({idx})gridDim.x * ({idx})blockDim.x;",
-            f"  for ({idx} i = ({idx})blockIdx.x * ({idx})blockDim.x + ({idx})threadIdx.x; i < m.n; i += grid_step) {{",
-            *("    " + line for line in body),
-            "  }",
-            "}",
-            "",
-        ]
-    )
+    comment = f"padding: {k.mode} {direction} {s}-D, {k.dtype.short}"
+    return grid_stride_kernel(comment, meta_struct(idx, SCALARS, ROWS, s), k.kernel_name, params, idx, body)

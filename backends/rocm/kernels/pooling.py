@@ -11,7 +11,7 @@ Every kernel is a grid-stride loop with one thread per element it writes, and no
   names this element), so a result never depends on thread timing.
 
 Sums run in float32 (the inputs' values as loaded, rounded to HF32 or float16 where ``cubeMathType``
-asks). Integer arguments travel in the convolution family's ``Meta`` struct (``n``, ``shape[A]``
+asks). Integer arguments travel in the ``Meta`` struct of kernels.grid_stride (``n``, ``shape[A]``
 scalars, ``stride[R][S]`` per-spatial-dim rows), named by the ``#define`` lines. The leading dims are
 ``[N, C]`` (an unbatched input passes N's stride 0); ``P`` is a plane's output (forward) or input
 (backward) element count.
@@ -25,9 +25,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from acl_core.dtypes import DataType as D
-from acl_rocm.kernels.convolution import BLOCK_THREADS, _meta, _unflatten
 from acl_rocm.kernels.ctypes_map import ctype, load, store
-from acl_rocm.kernels.prelude import PRELUDE
+from acl_rocm.kernels.grid_stride import grid_stride_kernel, locate_in_plane, meta_struct, strided_at
 
 MODES: Final = ("avg", "max", "avg_backward", "max_backward")
 SCALARS: Final = ("P", "CH", "XS_N", "XS_C", "OS_N", "OS_C", "IS_N", "IS_C", "DIVISOR", "INCLUDE")
@@ -83,17 +82,6 @@ def _value(k: PoolKernel, at: str, array: str) -> str:
     return v
 
 
-def _locate(idx: str, s: int, coord: str, size: str) -> list[str]:
-    """The thread's plane (``n``, ``c``) and spatial coordinates ``coord[d]`` within it."""
-    return [
-        f"const {idx} flat = i % P;",
-        f"const {idx} plane = i / P;",
-        f"const {idx} c = plane % CH;",
-        f"const {idx} n = plane / CH;",
-        *_unflatten(idx, "flat", coord, size, s),
-    ]
-
-
 def _nest(s: int, header: str, inner: list[str]) -> list[str]:
     """``s`` nested loops (``header.format(d=d)`` each, outermost dim first) around ``inner``."""
     lines: list[str] = []
@@ -131,15 +119,12 @@ def _forward_avg(k: PoolKernel, idx: str, s: int) -> list[str]:
     ]
     at = " + ".join(["n * XS_N + c * XS_C", *(f"p{d} * XSTRIDE({d})" for d in range(s))])
     body += _nest(s, f"for ({idx} p{{d}} = lo[{{d}}]; p{{d}} < hi[{{d}}]; ++p{{d}})", [f"acc += {_value(k, at, 'x')};"])
+    out_at = strided_at("n * OS_N + c * OS_C", "o", "OSTRIDE", s)
     body += [
         "const float divisor = (float)(DIVISOR != 0 ? DIVISOR : (INCLUDE ? window : covered));",
-        f"out[{_at('n * OS_N + c * OS_C', 'o', 'OSTRIDE', s)}] = {store('acc / divisor', _F32, ctype(k.dtype))};",
+        f"out[{out_at}] = {store('acc / divisor', _F32, ctype(k.dtype))};",
     ]
     return body
-
-
-def _at(base: str, coord: str, strides: str, s: int) -> str:
-    return " + ".join([base, *(f"{coord}[{d}] * {strides}({d})" for d in range(s))])
 
 
 def _forward_max(k: PoolKernel, idx: str, s: int) -> list[str]:
@@ -177,10 +162,10 @@ def _forward_max(k: PoolKernel, idx: str, s: int) -> list[str]:
     for d in range(s - 2, -1, -1):
         spans.append(f"const {idx} span{d} = span{d + 1} * LSIZE({d + 1});")
     body = spans + body + lines
-    body.append(f"out[{_at('n * OS_N + c * OS_C', 'o', 'OSTRIDE', s)}] = {store('best', vt, ctype(k.dtype))};")
+    body.append(f"out[{strided_at('n * OS_N + c * OS_C', 'o', 'OSTRIDE', s)}] = {store('best', vt, ctype(k.dtype))};")
     if k.indices is not None:
         itype = ctype(k.indices).storage
-        body.append(f"indices[{_at('n * IS_N + c * IS_C', 'o', 'ISTRIDE', s)}] = ({itype})where;")
+        body.append(f"indices[{strided_at('n * IS_N + c * IS_C', 'o', 'ISTRIDE', s)}] = ({itype})where;")
     return body
 
 
@@ -230,7 +215,7 @@ def _backward(k: PoolKernel, idx: str, s: int) -> list[str]:
             ]
         inner += ["  divisor = (float)(INCLUDE ? window : covered);", "}", f"acc += {_value(k, g_at, 'x')} / divisor;"]
     body += _nest(s, f"for ({idx} o{{d}} = olo[{{d}}]; o{{d}} < ohi[{{d}}]; ++o{{d}})", inner)
-    body.append(f"out[{_at('n * OS_N + c * OS_C', 'p', 'OSTRIDE', s)}] = {store('acc', _F32, ctype(k.dtype))};")
+    body.append(f"out[{strided_at('n * OS_N + c * OS_C', 'p', 'OSTRIDE', s)}] = {store('acc', _F32, ctype(k.dtype))};")
     return body
 
 
@@ -246,7 +231,7 @@ def _source(k: PoolKernel) -> str:
     if k.mode == "max" and k.indices is not None:
         params.append(f"{ctype(k.indices).storage}* __restrict__ indices")
     backward = k.mode.endswith("backward")
-    body = _locate(idx, s, "p" if backward else "o", "LSIZE" if backward else "OSIZE")
+    body = locate_in_plane(idx, s, "p" if backward else "o", "LSIZE" if backward else "OSIZE")
     if k.mode == "avg":
         body += _forward_avg(k, idx, s)
     elif k.mode == "max":
@@ -254,18 +239,5 @@ def _source(k: PoolKernel) -> str:
     else:
         body += _backward(k, idx, s)
     rounding = (f", operands {k.rounding}" if k.rounding else "") + (", adaptive" if k.adaptive else "")
-    return "\n".join(
-        [
-            PRELUDE,
-            f"// pooling: {k.mode} {s}-D, {k.dtype.short}{rounding}",
-            *_meta(idx, SCALARS, ROWS, s),
-            f'extern "C" __global__ void __launch_bounds__({BLOCK_THREADS}) {k.kernel_name}(',
-            "    " + ",\n    ".join(params) + ") {",
-            f"  const {idx} grid_step = ({idx})gridDim.x * ({idx})blockDim.x;",
-            f"  for ({idx} i = ({idx})blockIdx.x * ({idx})blockDim.x + ({idx})threadIdx.x; i < m.n; i += grid_step) {{",
-            *("    " + line for line in body),
-            "  }",
-            "}",
-            "",
-        ]
-    )
+    comment = f"pooling: {k.mode} {s}-D, {k.dtype.short}{rounding}"
+    return grid_stride_kernel(comment, meta_struct(idx, SCALARS, ROWS, s), k.kernel_name, params, idx, body)

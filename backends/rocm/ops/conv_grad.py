@@ -41,13 +41,12 @@ from acl_rocm.ops.convolution import (
     ConvolutionRunner,
     Operand,
     _Conv,
-    _index_type,
     _itemsize,
-    _reach,
     gemm_call,
     plan_plain,
 )
 from acl_rocm.ops.reduction import bind
+from acl_rocm.ops.view_args import index_type, reach
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
@@ -273,8 +272,8 @@ class ConvolutionGradRunner:
         stream: int,
     ) -> None:
         """``out`` (a view of ``shape``/``strides``) = the sum of ``parts`` fp32 slices at ``part``, rounded once."""
-        reach = sum((d - 1) * abs(st) for d, st in zip(shape, strides) if d > 0)
-        kernel = SumParts(dtype, len(shape), _index_type(parts * slice_elems, reach))
+        extent = sum((d - 1) * abs(st) for d, st in zip(shape, strides) if d > 0)
+        kernel = SumParts(dtype, len(shape), index_type(parts * slice_elems, extent))
         meta = [slice_elems, parts, slice_elems, *shape, *strides]
         self.conv._launch(kernel, meta, [KernelArgs.pointer(part), KernelArgs.pointer(out)], slice_elems, stream)
 
@@ -284,7 +283,7 @@ class ConvolutionGradRunner:
         """``dst[oc, img, pp] = b[n0 + img, oc, p0 + pp]`` in ``gdt``: one chunk of ``b`` in the GEMM's layout."""
         n0, imgs, p0, pc = chunk
         numel = c.c_out * imgs * pc
-        kernel = GatherOut(b.dtype, gdt, c.spatial, _index_type(numel, _reach(b)), hf32)
+        kernel = GatherOut(b.dtype, gdt, c.spatial, index_type(numel, reach(b)), hf32)
         meta = [numel, pc, p0, imgs, b.strides[0], b.strides[1], *c.sizes, *b.strides[2:]]
         src = b.data + (b.offset + n0 * b.strides[0]) * _itemsize(b.dtype)
         self.conv._launch(kernel, meta, [KernelArgs.pointer(src), KernelArgs.pointer(dst)], numel, stream)

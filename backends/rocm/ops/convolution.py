@@ -30,8 +30,8 @@ from acl_rocm.kernels.convolution import Col2im, Epilogue, Im2col
 from acl_rocm.launch import KernelArgs
 from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.ops.matmul import WORKSPACE_BYTES, blas_view
+from acl_rocm.ops.view_args import index_type, reach
 from acl_rocm.providers.base import GemmCall, Matrix
-from acl_rocm.views import INT32_LIMIT
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
@@ -120,10 +120,6 @@ def plan_transposed(
         return TransposedChunks(1, max(1, budget // per_group), ocg)
     room = budget - cg * lprod * gemm_bytes
     return TransposedChunks(1, 1, max(1, min(ocg, room // max(kprod * lprod * 4, 1))))
-
-
-def _index_type(*extents: int) -> str:
-    return "int" if max(extents, default=0) <= INT32_LIMIT // 2 else "long long"
 
 
 def _itemsize(dtype: D) -> int:
@@ -233,7 +229,7 @@ class ConvolutionRunner:
                     )
                     self._gemm(call, stream)
                 numel = c.c_out * cols
-                epilogue = Epilogue(c.out.dtype, c.bias_dtype, c.spatial, _index_type(numel, _reach(c.out)))
+                epilogue = Epilogue(c.out.dtype, c.bias_dtype, c.spatial, index_type(numel, reach(c.out)))
                 meta = [numel, pc, p0, imgs, c.c_out, c.out.strides[0], c.out.strides[1], c.bias_stride]
                 meta += [*c.sizes, *c.out.strides[2:]]
                 out_chunk = out_base + n0 * c.out.strides[0] * out_item
@@ -251,7 +247,7 @@ class ConvolutionRunner:
         positions) chunk of a plain convolution of ``x``."""
         n0, imgs, p0, pc = chunk
         numel = c.c_in * c.kprod * imgs * pc
-        kernel = Im2col(x.dtype, gdt, c.spatial, _index_type(max(numel, _reach(x), imgs * pc)), hf32)
+        kernel = Im2col(x.dtype, gdt, c.spatial, index_type(max(numel, reach(x), imgs * pc)), hf32)
         meta = [numel, pc, p0, c.kprod, imgs, x.strides[0], x.strides[1]]
         meta += [*c.sizes, *c.kernel, *c.stride, *c.pad_begin, *c.dilation, *x.view_dims[2:]]
         meta += x.strides[2:]
@@ -315,9 +311,7 @@ class ConvolutionRunner:
                     )
                     self._gemm(call, stream)
                 numel = imgs * gc * occ * oprod
-                kernel = Col2im(
-                    c.out.dtype, c.bias_dtype, c.spatial, _index_type(numel, gc * rows * cols, _reach(c.out))
-                )
+                kernel = Col2im(c.out.dtype, c.bias_dtype, c.spatial, index_type(numel, gc * rows * cols, reach(c.out)))
                 meta = [numel, oprod, occ, gc, imgs, c.kprod, lprod, ocg, g0, o0, c.out.strides[0], c.out.strides[1]]
                 meta += [c.bias_stride, *c.sizes, *c.out.strides[2:], *c.kernel, *c.stride, *c.pad_begin]
                 meta += [*c.dilation, *spatial_in]
@@ -328,11 +322,6 @@ class ConvolutionRunner:
             finally:
                 for address in chunk_temps:
                     provider.free_async(address, stream)
-
-
-def _reach(t: AclTensor) -> int:
-    """The largest element offset a view reaches from its first element."""
-    return sum((d - 1) * abs(s) for d, s in zip(t.view_dims, t.strides) if d > 0)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels import norm_quant as _kernels  # noqa: F401 - registers the rmsnormquant kind
 from acl_rocm.ops.reduction import Bound, RowPlan, RowRunner, bind
+from acl_rocm.ops.view_args import address
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
@@ -56,10 +57,6 @@ def _t(launch: Launch, name: str) -> AclTensor | None:
     return t if isinstance(t, AclTensor) else None
 
 
-def _address(t: AclTensor) -> int:
-    return int(t.data + t.offset * (t.dtype.info.storage_bits // 8))
-
-
 class NormQuantRunner(RowRunner):
     """Turns the fused norm-quant Launches into row-kernel launches (and memsets of invalid outputs)."""
 
@@ -79,8 +76,8 @@ class NormQuantRunner(RowRunner):
                 planned, clear = self.plan_call(op, launch)
                 prepared, clear = launch.memo[key] = (self.prepare(planned), clear)
             stream = handle(launch.stream)
-            for address, nbytes in clear:
-                self.backend.provider.memset(address, 0, nbytes, stream)
+            for at, nbytes in clear:
+                self.backend.provider.memset(at, 0, nbytes, stream)
             self.launch_prepared(prepared, stream)
 
         kernel.__name__ = f"rocm_{op}"
@@ -121,7 +118,7 @@ class NormQuantRunner(RowRunner):
                     # a row scale's dims are x1's leading dims
                     bound.append(bind(f"sc{i}", scale, tuple(scale.strides), zeros_in, write=True))
                 else:
-                    clear += [(_address(y), 1), (_address(scale), 4)]
+                    clear += [(address(y), 1), (address(scale), 4)]
         if op == "AddRmsNormCast":
             rstd = _t(launch, "rstdOut")
             assert rstd is not None

@@ -16,8 +16,7 @@ from acl_rocm.driver import handle
 from acl_rocm.kernels.padding import PadKernel
 from acl_rocm.launch import KernelArgs
 from acl_rocm.ops.elementwise import Prepared
-from acl_rocm.ops.pooling import _address, _lead_strides, _reach
-from acl_rocm.views import INT32_LIMIT
+from acl_rocm.ops.view_args import address, index_type, plane_meta, reach
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
@@ -29,12 +28,7 @@ OPS: tuple[str, ...] = tuple(sorted(BY_NAME))
 def plan_meta(geo: PadGeometry, read: AclTensor, written: AclTensor) -> list[int]:
     """The kernel's Meta fields in order: ``n``, the scalars, then the per-dim rows (kernels.padding.SCALARS / ROWS)."""
     s = geo.spatial
-    count = per_plane = 1
-    for n in written.view_dims:
-        count *= n
-    for n in written.view_dims[-s:]:
-        per_plane *= n
-    meta = [count, per_plane, geo.lead[-1], *_lead_strides(read, s), *_lead_strides(written, s)]
+    meta = plane_meta(read, written, s, geo.lead[-1])
     meta += [*geo.before, *geo.after, *geo.lengths, *geo.sizes, *read.strides[-s:], *written.strides[-s:]]
     return meta
 
@@ -69,11 +63,11 @@ class PaddingRunner:
         meta = plan_meta(geo, read, written)
         if meta[0] == 0:
             return None
-        index_type = "int" if max(meta[0], _reach(read), _reach(written)) <= INT32_LIMIT // 2 else "long long"
-        kernel = PadKernel(pad.mode, backward, geo.spatial, read.dtype, index_type)
+        idx = index_type(meta[0], reach(read), reach(written))
+        kernel = PadKernel(pad.mode, backward, geo.spatial, read.dtype, idx)
         function = self.backend.function(kernel.source(), kernel.kernel_name)
-        values: list[Any] = [KernelArgs.index_array(meta, index_type)]
-        values += [KernelArgs.pointer(_address(read)), KernelArgs.pointer(_address(written))]
+        values: list[Any] = [KernelArgs.index_array(meta, idx)]
+        values += [KernelArgs.pointer(address(read)), KernelArgs.pointer(address(written))]
         return Prepared(function, self.backend.elementwise_config(meta[0], 1), KernelArgs(values))
 
 

@@ -21,51 +21,23 @@ from acl_rocm.kernels.reduction import acc_dtype
 from acl_rocm.launch import KernelArgs
 from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.ops.reduction import bind, reduced_strides, split
-from acl_rocm.views import INT32_LIMIT
+from acl_rocm.ops.view_args import address, index_type, lead_strides, plane_meta, reach
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
 
 OPS: tuple[str, ...] = (*sorted(BY_NAME), *sorted(GLOBAL), MAX_POOL)
+"""The aclnn operators this module runs."""
 ONNX_MAX_POOL = Pool(MAX_POOL, "", "max", 2, "strides", "pads", "out", "", frozenset(), indices_out="")
 """MaxPool as a row of the table: a 2-D max pool writing values only (its geometry holds the begin pads)."""
-"""The aclnn operators this module runs."""
-
-
-def _itemsize(t: AclTensor) -> int:
-    return t.dtype.info.storage_bits // 8
-
-
-def _address(t: AclTensor) -> int:
-    return t.data + t.offset * _itemsize(t)
-
-
-def _reach(t: AclTensor) -> int:
-    """The largest element offset a view reaches from its first element."""
-    return sum((d - 1) * abs(s) for d, s in zip(t.view_dims, t.strides) if d > 0)
-
-
-def _lead_strides(t: AclTensor, spatial: int) -> tuple[int, int]:
-    """(N stride, C stride) of a view; an unbatched view's N stride is 0."""
-    lead = t.strides[: len(t.view_dims) - spatial]
-    return (lead[0], lead[1]) if len(lead) == 2 else (0, lead[0])
 
 
 def plan_meta(geo: Geometry, read: AclTensor, written: AclTensor, indices: AclTensor | None) -> list[int]:
     """The kernel's Meta fields in order: ``n``, the scalars, then the per-dim rows (kernels.pooling.SCALARS / ROWS)."""
     s = geo.spatial
-    plane = written.view_dims[-s:]
-    count = 1
-    for n in written.view_dims:
-        count *= n
-    per_plane = 1
-    for n in plane:
-        per_plane *= n
-    channels = geo.lead[-1]
-    xs, os_ = _lead_strides(read, s), _lead_strides(written, s)
-    is_ = _lead_strides(indices, s) if indices is not None else (0, 0)
+    is_ = lead_strides(indices, s) if indices is not None else (0, 0)
     istride = list(indices.strides[-s:]) if indices is not None else [0] * s
-    meta = [count, per_plane, channels, *xs, *os_, *is_, geo.divisor, int(geo.count_include_pad)]
+    meta = [*plane_meta(read, written, s, geo.lead[-1]), *is_, geo.divisor, int(geo.count_include_pad)]
     meta += [*geo.kernel, *geo.stride, *geo.pad, *geo.dilation, *geo.lengths, *geo.sizes]
     meta += [*read.strides[-s:], *written.strides[-s:], *istride]
     return meta
@@ -127,18 +99,18 @@ class PoolingRunner:
         meta = plan_meta(geo, x, written, indices)
         # adaptive windows multiply a position by a size: (o + 1)·L and (p + 1)·O must fit too
         products = [(n + 1) * o for n, o in zip(geo.lengths, geo.sizes)] if geo.adaptive else []
-        extents = [meta[0], abs(geo.divisor), _reach(x), _reach(written), *products]
-        extents += [_reach(indices)] if indices is not None else []
-        index_type = "int" if max(extents) <= INT32_LIMIT // 2 else "long long"
+        extents = [meta[0], abs(geo.divisor), reach(x), reach(written), *products]
+        extents += [reach(indices)] if indices is not None else []
+        idx = index_type(*extents)
         mode = f"{pool.kind}_backward" if backward else pool.kind
         idt = indices.dtype if indices is not None else None
-        kernel = PoolKernel(mode, geo.spatial, x.dtype, index_type, idt, geo.rounding, geo.adaptive)
+        kernel = PoolKernel(mode, geo.spatial, x.dtype, idx, idt, geo.rounding, geo.adaptive)
         function = self.backend.function(kernel.source(), kernel.kernel_name)
         # the kernel's parameter order: the read tensor, max backward's indices, the written one, max's indices
         tensors = [x, *([indices] if backward and indices is not None else []), written]
         tensors += [indices] if not backward and indices is not None else []
-        values: list[Any] = [KernelArgs.index_array(meta, index_type)]
-        values += [KernelArgs.pointer(_address(t)) for t in tensors if t is not None]
+        values: list[Any] = [KernelArgs.index_array(meta, idx)]
+        values += [KernelArgs.pointer(address(t)) for t in tensors if t is not None]
         return Prepared(function, self.backend.elementwise_config(meta[0], 1), KernelArgs(values))
 
 

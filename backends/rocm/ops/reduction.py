@@ -328,12 +328,8 @@ class RowRunner:
         return Prepared(function, planned.config, KernelArgs(planned.values))
 
     def launch_prepared(self, prepared: Prepared | None, stream: int) -> None:
-        """Launch a prepared row kernel on ``stream``."""
-        if prepared is not None:
-            cfg = prepared.config
-            self.backend.provider.launch(
-                prepared.function, cfg.grid, cfg.block, cfg.shared_bytes, stream, prepared.args.address
-            )
+        """Launch a prepared row kernel on ``stream`` (the elementwise runner's launch: a Prepared is a Prepared)."""
+        self.backend.elementwise.launch_prepared(prepared, stream)
 
     def enqueue(self, planned: RowPlan | None, stream: int) -> None:
         """Launch a planned row kernel on ``stream`` (compiling or loading it the first time)."""

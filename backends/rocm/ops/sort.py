@@ -23,6 +23,7 @@ from acl_rocm.kernels.ctypes_map import SUPPORTED
 from acl_rocm.kernels.sort import BLOCK_THREADS, TILE, EmitSorted, MergePass, TileSort, key_type
 from acl_rocm.launch import KernelArgs, LaunchConfig, longs
 from acl_rocm.ops.program import Program, Step, Temp, program_kernel
+from acl_rocm.ops.view_args import address as address  # the index-op runners import it from here
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
@@ -40,11 +41,6 @@ Address: TypeAlias = int | Temp
 def refuse(op: str, what: str) -> AclnnError:
     """161002 naming what the rocm kernels cannot do."""
     return AclnnError(AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"the rocm backend cannot run {op} with {what}")
-
-
-def address(t: AclTensor) -> int:
-    """Device address of a tensor's first element."""
-    return t.data + t.offset * (t.dtype.info.storage_bits // 8)
 
 
 def _ptr(a: Address) -> Any:
