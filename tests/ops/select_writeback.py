@@ -9,10 +9,13 @@ from acl_core import aclnn, eager
 from acl_core.backend import Backend
 
 
-def nonzero_writeback(backend: Backend, x: np.ndarray) -> tuple[list[int], list[int], np.ndarray]:
-    """(out's view dims after phase 2, after aclrtSynchronizeStream, the written rows) of aclnnNonzero on ``x``."""
+def nonzero_writeback(
+    backend: Backend, x: np.ndarray, registered: str | None = None
+) -> tuple[list[int], list[int], np.ndarray]:
+    """(out's view dims after phase 2, after aclrtSynchronizeStream, the written rows) of aclnnNonzero on ``x``;
+    the front end reaches ``backend`` as ``registered`` (default: its name)."""
     rt = backend.runtime
-    acl_core.use_backend(backend.name)
+    acl_core.use_backend(registered or backend.name)
     src = eager.to_device(x, backend)
     out = eager.empty((x.size, x.ndim), 9, backend)  # ACL_INT64
     stream = rt.create_stream()
