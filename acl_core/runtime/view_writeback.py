@@ -29,10 +29,14 @@ _CACHED = ("layout", "layout_id", "numel", "overlaps_itself")
 
 
 def set_view_dims(tensor: AclTensor, dims: Sequence[int]) -> None:
-    """Give ``tensor`` the view dims ``dims`` (same rank, each at most the current one), strides and offset kept."""
+    """Give ``tensor`` the view dims ``dims`` (same rank), strides and offset kept.
+
+    The operator keeps them within the maximal dims phase 1 validated (a repeatable executor may run again
+    on an out its last run shrank, and grow it back up to those).
+    """
     new = tuple(int(d) for d in dims)
-    if len(new) != len(tensor.view_dims) or any(n < 0 or n > d for n, d in zip(new, tensor.view_dims)):
-        raise ValueError(f"written-back view dims {list(new)} do not fit within {list(tensor.view_dims)}")
+    if len(new) != len(tensor.view_dims) or any(n < 0 for n in new):
+        raise ValueError(f"written-back view dims {list(new)} do not fit a rank-{len(tensor.view_dims)} view")
     tensor.view_dims = new
     for name in _CACHED:
         tensor.__dict__.pop(name, None)

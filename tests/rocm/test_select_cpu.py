@@ -77,3 +77,39 @@ def test_count_is_written_back_at_synchronisation(small_tiles: Backend) -> None:
 def test_capture_is_refused(small_tiles: Backend) -> None:
     caps = small_tiles.capabilities()
     assert {"Nonzero", "NonzeroV2", "MaskedSelect"} <= set(caps.capture_refused_ops)
+
+
+def test_phase_two_copies_nothing_and_synchronisation_reads_eight_bytes(
+    small_tiles: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from acl_core import aclnn
+
+    provider: Any = small_tiles.provider  # type: ignore[attr-defined]
+    rt = small_tiles.runtime
+    x, out = eager.to_device(_X, small_tiles), eager.empty((_X.size, 2), D.ACL_INT64, small_tiles)
+    copies: list[int] = []
+    original = provider.memcpy
+
+    def counted(dst: int, src: int, nbytes: int, *rest: Any) -> None:
+        copies.append(nbytes)
+        original(dst, src, nbytes, *rest)
+
+    stream = rt.create_stream()
+    acl_core.reset_plugins()
+    acl_core.register_plugin(_Plugin(small_tiles))
+    acl_core.use_backend("emulated-select")
+    try:
+        size, executor, ret = aclnn.aclnnNonzeroGetWorkspaceSize(x.tensor(), out.tensor())
+        assert ret == 0 and size == 0
+        monkeypatch.setattr(provider, "memcpy", counted)
+        assert rt.view_writeback.pending(rt.stream(stream)) == 0
+        assert aclnn.aclnnNonzero(0, 0, executor, stream) == 0
+        assert copies == [] and rt.view_writeback.pending(rt.stream(stream)) == 1
+        rt.synchronize_stream(stream)
+        assert copies == [8] and out.tensor().view_dims == (int(np.count_nonzero(_X)), 2)
+    finally:
+        monkeypatch.undo()
+        acl_core.reset_plugins()
+        rt.destroy_stream(stream)
+        x.free()
+        out.free()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
-from acl_core.spec.ops.select import TRANSPOSED
+from acl_core.spec.ops.select import TRANSPOSED, nonzero_shape
 from acl_core.spec.runtime import CopyDirection
 from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.driver import handle
@@ -135,10 +135,13 @@ class SelectRunner:
         plan = launch.memo.get(key)
         if plan is None and key not in launch.memo:
             plan = launch.memo[key] = self.plan(launch)
-        rows = 1 if launch.spec.name == "NonzeroV2" else 0  # the dim that shrinks
+        op = launch.spec.name
+        rows = 1 if op == "NonzeroV2" else 0  # the dim that shrinks
+        shape = tuple(launch.plan["select_shape"])
+        maximal = nonzero_shape(shape, TRANSPOSED[op]) if op in TRANSPOSED else (math.prod(shape),)
         writeback = self.backend.runtime.view_writeback
         if plan is None:
-            dims = list(out.view_dims)
+            dims = list(maximal)
             dims[rows] = 0
             writeback.defer(launch.stream, out, lambda: dims)
             return
@@ -157,9 +160,9 @@ class SelectRunner:
         def read() -> list[int]:
             total = ctypes.c_int64(0)
             self.backend.driver.copy(ctypes.addressof(total), word, 8, CopyDirection.DEVICE_TO_HOST, None)
-            dims = list(out.view_dims)
-            dims[rows] = total.value
-            return dims
+            written = list(maximal)
+            written[rows] = total.value
+            return written
 
         writeback.defer(launch.stream, out, read, lambda: provider.free_async(word, stream))
 
