@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from acl_core.backend import Launch
+from acl_core.capabilities import Capabilities
 from acl_core.runtime.view_writeback import set_view_dims
 from acl_core.tensor import AclTensor
 from acl_reference.backend import ReferenceBackend
@@ -75,8 +76,21 @@ class NoWritebackBackend(ReferenceBackend):
         self._kernels["Nonzero"] = kernel
 
 
+class CapturesNonzeroBackend(ReferenceBackend):
+    """Nonzero is captured like any op (its refusal missing from the capabilities, so the runtime records it)."""
+
+    name = "mutant-nonzero-captured"
+
+    def capabilities(self) -> Capabilities:
+        """The reference's, without the capture refusals."""
+        return super().capabilities().model_copy(update={"capture_refused_ops": ()})
+
+
 MUTANTS = [
     Mutant("masked-select-short-count", "values", "one element fewer written back", ShortCountBackend, "MaskedSelect"),
     Mutant("nonzero-reversed", "values", "coordinates in reverse order", ReversedBackend, "Nonzero"),
     Mutant("nonzero-no-writeback", "values", "out's view shape never written back", NoWritebackBackend, "Nonzero"),
+    Mutant(
+        "nonzero-captured", "runtime", "a capturing stream records Nonzero", CapturesNonzeroBackend, "Nonzero", "full"
+    ),
 ]
