@@ -59,7 +59,8 @@ class Capabilities(BaseModel):
         default=False, description="the driver records and replays streams (aclmdlRICapture*, aclmdlRIExecuteAsync)"
     )
     capture_refused_ops: tuple[str, ...] = Field(
-        default=(), description="operators whose phase 2 needs the host and so refuses a capturing stream"
+        default=(),
+        description="operators whose phase 2 needs the host, or that write back a view shape, so refuse capture",
     )
     attention_path: str = Field(description="how FlashAttentionScore runs, e.g. 'fused', 'blas', 'numpy'")
     nz_fidelity: Literal["none", "structural", "bit-exact"] = Field(

@@ -158,6 +158,11 @@ class DeviceArray:
             )
         return self._tensor
 
+    def follow_view(self) -> None:
+        """Take the view dims an operator wrote back into this array's tensor (acl_core.runtime.view_writeback)."""
+        if self._tensor is not None and self._tensor.view_dims != self.shape:
+            self.shape = self._tensor.view_dims
+
     def storage_bytes(self) -> np.ndarray:
         """A host copy of the whole storage as bytes, once the device's queued work has run.
 
@@ -523,6 +528,10 @@ def run(
             try:
                 execute(spec, workspace, size, executor, stream)
                 b.runtime.synchronize_stream(stream)
+                for p in spec.outputs:
+                    item = conv.arrays.get(p.name)
+                    if isinstance(item, DeviceArray):
+                        item.follow_view()  # an output whose real size the op wrote back (Nonzero)
             finally:
                 b.runtime.destroy_stream(stream)
         finally:

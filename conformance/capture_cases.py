@@ -7,7 +7,9 @@ payload vary with a CPU's SIMD path), what the same backend computes eagerly for
 The first replay gets the sample's inputs, the second the same with every float input reversed.
 A replay that read its inputs when it was captured, or that wrote somewhere else, fails. An
 operator in ``capabilities().capture_refused_ops`` is reported as refusing capture (a skip whose
-reason starts "refuses capture"); a backend that cannot capture skips these cases. The call is
+reason starts "refuses capture"), except one that writes back a view shape (``OpSpec.writeback``), whose
+refusal is its contract: its case passes when the capturing stream refuses it with 107041 and the capture
+ends invalidated (507903). A backend that cannot capture skips these cases. The call is
 placed as ``acl_core.eager.run`` places it (0-d, packed and tensor-list arguments alike).
 """
 
@@ -64,9 +66,11 @@ def run_capture_case(runner: Runner, case: Case) -> Outcome:
     backend, caps = runner.backend, runner.caps
     if not caps.stream_capture:
         return runner._skip(case, f"backend {backend.name} does not capture streams (stream_capture false)")
+    spec = runner.spec(case.op)
+    if spec.writeback:  # refusing capture is these ops' contract on every backend: check the refusal itself
+        return _refused(runner, case, spec, dict(runner.catalog.sample(case.op, case.sample).args))
     if case.op in caps.capture_refused_ops:
         return runner._skip(case, f"{REFUSES}: {case.op} is in capture_refused_ops")
-    spec = runner.spec(case.op)
     sample = runner.catalog.sample(case.op, case.sample)
     inputs = [dict(sample.args), _changed(spec, dict(sample.args))]
     try:
@@ -88,34 +92,21 @@ def _captured(
     runner: Runner, case: Case, spec: Any, inputs: list[dict[str, Any]], expected: list[dict[str, Any]]
 ) -> Outcome:
     """Place the call as eager.run does (inputs zeroed, outputs by the output rule), capture, replay, compare."""
-    from acl_core.aclnn import execute, get_workspace_size
-    from acl_core.eager import _Arguments, _collect, check_inputs, empty
+    from acl_core.aclnn import execute
+    from acl_core.eager import _Arguments, _collect
 
     backend = runner.backend
     rt = backend.runtime
     rt.ensure_device()
-    readable = [p for p in spec.params if p.role is not Role.OUT and p.kind in (Kind.TENSOR, Kind.TENSOR_LIST)]
+    readable = _readable(spec)
     conv = _Arguments(backend, "contiguous")
     staged: list[Any] = []
     stream = rt.create_stream()
     model = workspace = 0
     try:
-        args = conv.convert(
-            spec, {k: _zeroed(v) if any(p.name == k for p in readable) else v for k, v in inputs[0].items()}
+        size, executor = _place(
+            backend, spec, conv, {k: _zeroed(v) if k in readable else v for k, v in inputs[0].items()}
         )
-        infos = check_inputs(spec, args, rt, outputs_required=False).plan["outputs"]
-        for p in spec.params:
-            info = infos.get(p.name)
-            if p.role is not Role.OUT or args[p.name] is not None or info is None:
-                continue
-            if isinstance(info, list):
-                arrays = [empty(i.shape, i.dtype, backend) for i in info]
-                conv.arrays[p.name] = arrays
-                args[p.name] = AclTensorList.create([a.tensor() for a in arrays])
-            else:
-                conv.arrays[p.name] = empty(info.shape, info.dtype, backend)
-                args[p.name] = conv.arrays[p.name].tensor()  # type: ignore[union-attr]
-        size, executor = get_workspace_size(spec, [], args, backend=backend)
         workspace = rt.malloc(size) if size else 0
         rt.ri_capture_begin(stream, CaptureMode.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL)
         try:
@@ -128,9 +119,9 @@ def _captured(
             placed_new = _Arguments(backend, "contiguous")
             staged.append(placed_new)
             placed_new.convert(spec, values)
-            for p in readable:
-                placed = conv.arrays.get(p.name)
-                fresh = placed_new.arrays.get(p.name)
+            for name in readable:
+                placed = conv.arrays.get(name)
+                fresh = placed_new.arrays.get(name)
                 if placed is None or fresh is None:
                     continue
                 targets = placed if isinstance(placed, list) else [placed]
@@ -167,4 +158,75 @@ def _captured(
         for placed_new in staged:
             placed_new.free()
         conv.free()
+    return runner._pass(case)
+
+
+def _readable(spec: Any) -> set[str]:
+    """The names of the tensor and tensor-list parameters the call reads."""
+    return {p.name for p in spec.params if p.role is not Role.OUT and p.kind in (Kind.TENSOR, Kind.TENSOR_LIST)}
+
+
+def _place(backend: Any, spec: Any, conv: Any, values: dict[str, Any]) -> tuple[int, Any]:
+    """Convert ``values`` into ``conv`` as eager.run does, outputs by the output rule; (workspace size, executor)."""
+    from acl_core.aclnn import get_workspace_size
+    from acl_core.eager import check_inputs, empty
+
+    args = conv.convert(spec, values)
+    infos = check_inputs(spec, args, backend.runtime, outputs_required=False).plan["outputs"]
+    for p in spec.params:
+        info = infos.get(p.name)
+        if p.role is not Role.OUT or args[p.name] is not None or info is None:
+            continue
+        if isinstance(info, list):
+            arrays = [empty(i.shape, i.dtype, backend) for i in info]
+            conv.arrays[p.name] = arrays
+            args[p.name] = AclTensorList.create([a.tensor() for a in arrays])
+        else:
+            conv.arrays[p.name] = empty(info.shape, info.dtype, backend)
+            args[p.name] = conv.arrays[p.name].tensor()
+    return get_workspace_size(spec, [], args, backend=backend)
+
+
+def _refused(runner: Runner, case: Case, spec: Any, values: dict[str, Any]) -> Outcome:
+    """An op that writes back a view shape must refuse a capturing stream with 107041 and invalidate the capture."""
+    from acl_core.aclnn import execute
+    from acl_core.eager import _Arguments
+    from acl_core.errors import RtErrorCode
+
+    backend = runner.backend
+    rt = backend.runtime
+    rt.ensure_device()
+    conv = _Arguments(backend, "contiguous")
+    stream = rt.create_stream()
+    try:
+        size, executor = _place(backend, spec, conv, values)
+        workspace = rt.malloc(size) if size else 0
+        rt.ri_capture_begin(stream, CaptureMode.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL)
+        try:
+            execute(spec, workspace, size, executor, stream)
+            code = 0
+        except AclCoreError as exc:
+            code = int(exc.code)
+        try:
+            rt.ri_destroy(rt.ri_capture_end(stream))
+            ended = 0
+        except AclCoreError as exc:
+            ended = int(exc.code)
+        if workspace:
+            rt.free(workspace)
+    except AclCoreError as exc:
+        return runner._fail(case, "capture", f"placing the refused call failed with {exc.code}: {exc.message}")
+    finally:
+        rt.destroy_stream(stream)
+        conv.free()
+    block, invalid = (
+        RtErrorCode.ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC,
+        RtErrorCode.ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED,
+    )
+    if code != block or ended != invalid:
+        message = (
+            f"{case.op} writes back out's view shape, so a capturing stream must refuse it with {int(block)} and the "
+            f"capture end with {int(invalid)}; got {code} and {ended}"
+        )
+        return runner._fail(case, "capture", message)
     return runner._pass(case)

@@ -419,12 +419,14 @@ class Runner:
         """Run ``op`` on ``backend`` with inputs placed as ``layout``, guarded against writes it does not own.
 
         Contiguous and transposed cases give the outputs that layout too (filled with 77, shaped like
-        ``shapes``); padded cases let ``eager.run(guard=True)`` allocate outputs inside sentinel-filled
+        ``shapes``); padded cases, and outputs whose view shape the op writes back (allocated at the output rule's
+        maximal shape), let ``eager.run(guard=True)`` allocate outputs inside sentinel-filled
         storage with gaps, so a write beside the view is caught. Inputs are always snapshotted:
         changing one is caught as well.
         """
-        if layout != "padded":
-            args = {**args, **sentinel_outputs(self.spec(op), shapes)}
+        spec = self.spec(op)
+        if layout != "padded" and not spec.writeback:  # a written-back output is allocated at its maximal size
+            args = {**args, **sentinel_outputs(spec, shapes)}
         return eager.run(op, backend, layout=layout, op_args=args, guard=True)
 
     def run_on_backend(self, op: str, args: dict[str, Any], layout: str, expected: Outputs) -> Outputs:

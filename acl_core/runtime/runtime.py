@@ -20,6 +20,7 @@ from acl_core.errors import AclError, AclErrorCode, RtErrorCode
 from acl_core.runtime.c_args import HANDLE, CEnum, CStr, Handle, Int32, Ptr, SizeT, UInt32, acl_entry
 from acl_core.runtime.capture import CaptureRules, ModelRI
 from acl_core.runtime.memory_map import MemoryMap, Range, RangeKind
+from acl_core.runtime.view_writeback import ViewWriteback
 from acl_core.spec.runtime import (
     MALLOC_POLICY_FLAGS,
     CmoType,
@@ -124,6 +125,8 @@ class Runtime(ModelRI):
         self._registered_host: OrderedDict[int, None] = OrderedDict()
         self._local = threading.local()
         self.capture = CaptureRules(self)
+        self.view_writeback = ViewWriteback()
+        """View shapes operators write back at completion (:mod:`acl_core.runtime.view_writeback`)."""
 
     # ----------------------------------------------------------------- lifecycle
     @acl_entry("aclInit", needs_init=False)
@@ -235,6 +238,7 @@ class Runtime(ModelRI):
     def _release_device(self, device_id: int) -> None:
         self.driver.open_device(device_id)
         self.driver.synchronize_device()
+        self._complete_device(device_id)
         for h in [h for h, s in self._streams.items() if s.device == device_id]:
             self.driver.destroy_stream(self._streams.pop(h).driver_stream)
         for h in [h for h, e in self._events.items() if e.device == device_id]:
@@ -257,6 +261,14 @@ class Runtime(ModelRI):
         if self.capture.recording:
             self.capture.check_device_blocking(device, "aclrtSynchronizeDevice")
         self.driver.synchronize_device()
+        self._complete_device(device)
+
+    def _complete_device(self, device: int) -> None:
+        """Apply the view write-backs of the streams of ``device`` (its default stream too), all synchronised."""
+        with self._lock:
+            mine = [s.driver_stream for s in self._streams.values() if s.device == device]
+        mine.append(self.driver.default_stream())
+        self.view_writeback.complete_all(lambda stream: any(stream == m for m in mine))
 
     def _new_context(self, device_id: int, default: bool) -> int:
         handle = next(self._handles)
@@ -619,6 +631,7 @@ class Runtime(ModelRI):
             s = self._lookup(self._streams, handle, "stream")
             self.capture.check_destroy_stream(s.handle)
             self.driver.synchronize_stream(s.driver_stream)
+            self.view_writeback.complete(s.driver_stream)
             self.driver.destroy_stream(s.driver_stream)
             del self._streams[s.handle]
 
@@ -629,6 +642,7 @@ class Runtime(ModelRI):
         if self.capture.recording:
             self.capture.check_blocking(handle, "aclrtSynchronizeStream")
         self.driver.synchronize_stream(s)
+        self.view_writeback.complete(s)
 
     @acl_entry("aclrtStreamQuery")
     def stream_query(self, handle: Handle) -> StreamStatus:

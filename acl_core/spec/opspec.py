@@ -352,7 +352,8 @@ class OpSpec:
     (elementwise ops computing in place); any other overlap between an output and another argument
     is refused. ``base`` is set on generated in-place twins: the twin's call is turned into a call of
     the base op, whose kernel does the work. ``accuracy`` is the op's accuracy class
-    (:mod:`acl_core.spec.accuracy`); None takes the base's or the family's default.
+    (:mod:`acl_core.spec.accuracy`); None takes the base's or the family's default. ``writeback`` names
+    outputs whose real size the op writes back into their view shape.
     """
 
     name: str
@@ -367,6 +368,9 @@ class OpSpec:
     base_args: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     summary: str = ""
     accuracy: Accuracy | None = None
+    writeback: tuple[str, ...] = ()
+    """Outputs whose view shape the op writes back at completion (the caller allocates the maximal size;
+    :mod:`acl_core.runtime.view_writeback`). Such an op refuses stream capture."""
 
     @functools.cached_property
     def param_names(self) -> tuple[str, ...]:

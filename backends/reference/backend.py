@@ -16,6 +16,7 @@ from acl_core.backend import Backend, Kernel, Launch
 from acl_core.capabilities import Capabilities, Platform, declared_formats, derive_op_dtypes
 from acl_core.dtypes import DataType
 from acl_core.formats import Format
+from acl_core.runtime.view_writeback import set_view_dims
 from acl_core.spec.ops import all_specs
 from acl_core.tensor import AclTensor
 from acl_reference.call import RefCall
@@ -123,6 +124,7 @@ class ReferenceBackend(Backend):
             tf32_hw=False,
             tf32_enabled=False,
             stream_capture=True,
+            capture_refused_ops=tuple(n for n in ops if specs[n].writeback),
             attention_path="numpy",
             nz_fidelity="none",
             collective_engine=self.collectives.name,
@@ -205,8 +207,11 @@ def snapshot(call: Launch) -> tuple[Launch, _Pairs]:
 
 
 def _keep_rewrites(pairs: _Pairs) -> None:
-    """A kernel that rewrote a tensor's storage descriptor (TransMatmulWeight marks it NZ) rewrote the caller's."""
+    """A kernel that rewrote a tensor's storage descriptor (TransMatmulWeight marks it NZ) or wrote back its view
+    shape (Nonzero, :mod:`acl_core.runtime.view_writeback`) rewrote the caller's."""
     for original, used, (fmt, dims) in pairs:
+        if used.view_dims != original.view_dims:
+            set_view_dims(original, used.view_dims)
         if (used.format, used.storage_dims) != (fmt, dims):
             original.format, original.storage_dims = used.format, used.storage_dims
             original.__dict__.pop("layout", None)  # the cached layout key describes the old storage

@@ -34,8 +34,11 @@ def filled(like: np.ndarray) -> np.ndarray:
 def sentinel_outputs(op: str, args: Mapping[str, Any], expected: Mapping[str, Any]) -> dict[str, Any]:
     """``op``'s pure outputs that ``args`` does not give, filled (see :func:`filled`) in ``expected``'s shapes."""
     outs: dict[str, Any] = {}
-    for p in get_spec(op).params:
+    spec = get_spec(op)
+    for p in spec.params:
         if p.role is not Role.OUT or args.get(p.name) is not None or p.name not in expected:
+            continue
+        if p.name in spec.writeback:  # allocated at its maximal size, which ``expected`` (written back) is not
             continue
         want = expected[p.name]
         outs[p.name] = [filled(w) for w in want] if isinstance(want, list) else filled(want)

@@ -75,10 +75,11 @@ def _replay_ok(b: Backend, calls: list[OpCall]) -> None:
 def test_one_op_of_every_family_replays_bit_for_bit(b: Backend, request: pytest.FixtureRequest, family: str) -> None:
     if family == "mc2":
         request.getfixturevalue("comm")
-    claimed = set(b.capabilities().ops)
+    caps = b.capabilities()
+    claimed = set(caps.ops) - set(caps.capture_refused_ops)  # those refuse capture by design (107041)
     ops = sorted(n for n, s in all_specs().items() if s.family == family and n in claimed and s.samples)
     if not ops:
-        pytest.skip(f"rocm claims no {family} op with samples")
+        pytest.skip(f"rocm claims no capturable {family} op with samples")
     why: list[str] = []
     for op in ops[:TRIES]:
         call = _first_placeable(b, op, why)

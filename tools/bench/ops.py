@@ -44,6 +44,7 @@ from acl_tools.bench import (
     quant_gemm,
     quant_rows,
     replay,
+    select_rows,
 )
 from acl_tools.bench.timing import measure, measure_interleaved
 
@@ -115,6 +116,7 @@ OPS = (
     *index_shape_rows.OPS,
     *class_loss_rows.OPS,
     *padding_rows.OPS,
+    *select_rows.OPS,
     *quant_rows.OPS,
     *("MoeGatingTopK", "MoeTokenUnpermute", "MoeInitRoutingV2", "AttentionUpdate"),
     *("MoeDistributeDispatchV2", "MoeDistributeCombineV2"),
@@ -1827,6 +1829,7 @@ class Suite:
             pooling_rows.run_cases(self)  # AvgPool2d and MaxPool2dWithIndices at a ResNet-like pool
             index_shape_rows.run_cases(self)  # StridedSlice, RepeatInterleave, EmbeddingDenseBackward (issue 16)
             padding_rows.run_cases(self)  # ReflectionPad2d at N32 C256 56x56 pad 3
+            select_rows.run_cases(self)  # Nonzero and MaskedSelect over a 64 MiB float32 matrix
             self.random_fills()
             self.foreach()
             self.optimizer()

@@ -51,6 +51,7 @@ FAMILIES: tuple[str, ...] = (
     "bitwise",
     "pointwise_ternary",
     "padding",
+    "select",
 )
 
 _lock = threading.Lock()

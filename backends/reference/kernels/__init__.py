@@ -48,6 +48,7 @@ FAMILIES: tuple[str, ...] = (
     "bitwise",
     "pointwise_ternary",
     "padding",
+    "select",
 )
 
 _KERNELS: dict[str, RefKernel] = {}

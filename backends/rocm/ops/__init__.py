@@ -52,6 +52,7 @@ FAMILIES: tuple[str, ...] = (
     "pooling",
     "index_shape",
     "padding",
+    "select",
 )
 
 
