@@ -57,10 +57,11 @@ if TYPE_CHECKING:
 MAX_GRID_X: Final = 2**31 - 1
 WGMMA_TABLE: Final[dict[int, WgmmaConfig]] = {
     128: WgmmaConfig(2, 128, swizzle=True),
-    64: WgmmaConfig(2, 64, 2, pipelined=True, swizzle=True),
+    64: WgmmaConfig(2, 64, 2, pipelined=True, swizzle=True, longest=True),
 }
 """The sm_90 default per head dim: ``wg2k128s`` (0.53x SDPA's TFLOP/s at B4 N32 S4096 D128 causal on an H100,
-2026-12-07, where the mma.sync table's kernel gave 0.40) and ``wg2k64b2ps`` (0.47 at S1024 D64 against 0.42); both
+2026-12-07, where the mma.sync table's kernel gave 0.40) and ``wg2k64b2psl`` (at S1024 D64 0.504 and 0.495 in two
+runs of 2026-12-07 13:04, against ``wg2k64b2ps``'s 0.47 / 0.48 in the same runs: the grid longest first); both
 passed every wgmma GPU-tier case (fp16 / bf16, GQA, BSND, odd lengths, windows, sinks) there."""
 log = logging.getLogger("acl_rocm.attention")
 
