@@ -25,7 +25,7 @@ from typing import Final
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.ctypes_map import ctype
 from acl_rocm.kernels.movement import HELPERS, load_wide, word
-from acl_rocm.kernels.reduction import SHUFFLE
+from acl_rocm.kernels.reduction import SHUFFLE, block_scan_lines
 from acl_rocm.kernels.sort import kernel_name, meta, row_offsets, source
 
 SCAN_THREADS: Final = 256
@@ -95,12 +95,7 @@ class RepeatScan:
             "if (bad) *flag = 1;",
             "part[t] = sum;",
             "__syncthreads();",
-            f"for (int step = 1; step < {SCAN_THREADS}; step *= 2) {{  // Hillis-Steele inclusive scan of the chunks",
-            "  const long long add = t >= step ? part[t - step] : 0;",
-            "  __syncthreads();",
-            "  part[t] += add;",
-            "  __syncthreads();",
-            "}",
+            *block_scan_lines("part", "t", SCAN_THREADS),  # the chunks' running sums
             "long long run = part[t] - sum;",
             "for (long long g = first; g < last; ++g) {",
             "  starts[g] = run;",

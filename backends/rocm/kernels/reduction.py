@@ -117,6 +117,19 @@ def block_reduce_source(name: str, threads: int | str, value: str = "float") -> 
 """
 
 
+def block_scan_lines(array: str, thread: str, threads: int | str) -> list[str]:
+    """C lines turning the shared ``long long array[threads]`` into its inclusive running sums in place
+    (Hillis-Steele: log2(threads) steps); every one of the block's ``threads`` runs them, ``thread`` its index."""
+    return [
+        f"for (int step = 1; step < {threads}; step <<= 1) {{  // Hillis-Steele inclusive scan",
+        f"  const long long add = {thread} >= step ? {array}[{thread} - step] : 0;",
+        "  __syncthreads();",
+        f"  {array}[{thread}] += add;",
+        "  __syncthreads();",
+        "}",
+    ]
+
+
 def acc_dtype(dtypes: Sequence[D]) -> D:
     """The float accumulator for floats: float64 when any operand is float32/float64, else float32."""
     return D.ACL_DOUBLE if any(d in FLOAT64_ACC for d in dtypes) else D.ACL_FLOAT

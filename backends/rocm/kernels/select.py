@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from acl_rocm.kernels.prelude import PRELUDE
+from acl_rocm.kernels.reduction import block_scan_lines
 
 BLOCK: Final = 256
 """Threads of every compaction kernel."""
@@ -160,12 +161,7 @@ class Compact:
             "  }",
             "  scan[t] = c;",
             "  __syncthreads();",
-            f"  for (int step = 1; step < {BLOCK}; step <<= 1) {{  // Hillis-Steele inclusive scan",
-            "    const long long add = t >= step ? scan[t - step] : 0;",
-            "    __syncthreads();",
-            "    scan[t] += add;",
-            "    __syncthreads();",
-            "  }",
+            *("  " + line for line in block_scan_lines("scan", "t", BLOCK)),
             "  long long row = base + scan[t] - c;",
             f"  for (int q = 0; q < {k}; ++q) {{",
             "    if (!((hits >> q) & 1u)) continue;",
@@ -200,12 +196,7 @@ class BlockScan:
             "for (long long j = first; j < last; ++j) sum += blocks[j];",
             "part[t] = sum;",
             "__syncthreads();",
-            f"for (int step = 1; step < {BLOCK}; step <<= 1) {{",
-            "  const long long add = t >= step ? part[t - step] : 0;",
-            "  __syncthreads();",
-            "  part[t] += add;",
-            "  __syncthreads();",
-            "}",
+            *block_scan_lines("part", "t", BLOCK),
             "long long run = part[t] - sum;",
             "for (long long j = first; j < last; ++j) { const long long v = blocks[j]; blocks[j] = run; run += v; }",
             f"if (t == {BLOCK - 1}) *total = part[{BLOCK - 1}];",
