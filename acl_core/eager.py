@@ -463,6 +463,38 @@ def _check_guards(op: str, guarded: dict[str, DeviceArray], inputs: dict[str, tu
             raise OutOfBoundsWrite(f"{op} changed its input {name}")
 
 
+def allocate_outputs(
+    spec: OpSpec,
+    args: dict[str, Any],
+    backend: Backend,
+    *,
+    out_dtypes: Mapping[str, DataType] | None = None,
+    make: Callable[[Sequence[int], DataType, Backend], DeviceArray] = empty,
+) -> dict[str, DeviceArray | list[DeviceArray]]:
+    """Allocate each output ``args`` leaves None by the operator's output rule and put its tensor into ``args``.
+
+    ``out_dtypes`` overrides an output's dtype, ``make`` allocates (e.g. in sentinel-filled storage); returns the new
+    arrays by parameter name, for the caller to free.
+    """
+    infos = check_inputs(spec, args, backend.runtime, outputs_required=False).plan["outputs"]
+    made: dict[str, DeviceArray | list[DeviceArray]] = {}
+    for p in spec.params:
+        info = infos.get(p.name)
+        if p.role is not Role.OUT or args[p.name] is not None or info is None:
+            continue
+        override = (out_dtypes or {}).get(p.name)
+        if isinstance(info, list):
+            arrays = [make(i.shape, i.dtype if override is None else override, backend) for i in info]
+            args[p.name] = AclTensorList.create([a.tensor() for a in arrays])
+            made[p.name] = arrays
+        else:
+            assert isinstance(info, OutInfo)
+            da = make(info.shape, info.dtype if override is None else override, backend)
+            args[p.name] = da.tensor()
+            made[p.name] = da
+    return made
+
+
 def run(
     op: str,
     backend: Backend | str | None = None,
@@ -494,26 +526,14 @@ def run(
     guarded: dict[str, DeviceArray] = {}
     try:
         args = conv.convert(spec, kwargs)
-        plan = check_inputs(spec, args, b.runtime, outputs_required=False)
-        infos = plan.plan["outputs"]
-        for p in spec.params:
-            if p.role is not Role.OUT or args[p.name] is not None or infos.get(p.name) is None:
-                continue
-            info = infos[p.name]
-            override = (out_dtypes or {}).get(p.name)
-            make = _guarded_empty if guard else empty
-            if isinstance(info, list):
-                arrays = [make(i.shape, i.dtype if override is None else override, b) for i in info]
-                conv.arrays[p.name] = arrays
-                args[p.name] = AclTensorList.create([a.tensor() for a in arrays])
-                guarded.update({f"{p.name}[{i}]": a for i, a in enumerate(arrays)} if guard else {})
-            else:
-                assert isinstance(info, OutInfo)
-                da = make(info.shape, info.dtype if override is None else override, b)
-                conv.arrays[p.name] = da
-                args[p.name] = da.tensor()
-                if guard:
-                    guarded[p.name] = da
+        made = allocate_outputs(spec, args, b, out_dtypes=out_dtypes, make=_guarded_empty if guard else empty)
+        conv.arrays.update(made)
+        if guard:
+            for name, new in made.items():
+                if isinstance(new, list):
+                    guarded.update({f"{name}[{i}]": a for i, a in enumerate(new)})
+                else:
+                    guarded[name] = new
         inputs = {}
         if guard:
             for p in spec.params:

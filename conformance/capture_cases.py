@@ -24,7 +24,6 @@ from acl_core import eager
 from acl_core.errors import AclCoreError
 from acl_core.spec.opspec import Kind, Role
 from acl_core.spec.runtime import CaptureMode, MemcpyKind
-from acl_core.tensor import AclTensorList
 
 if TYPE_CHECKING:
     from acl_conformance.runner import Outcome, Runner
@@ -169,21 +168,10 @@ def _readable(spec: Any) -> set[str]:
 def _place(backend: Any, spec: Any, conv: Any, values: dict[str, Any]) -> tuple[int, Any]:
     """Convert ``values`` into ``conv`` as eager.run does, outputs by the output rule; (workspace size, executor)."""
     from acl_core.aclnn import get_workspace_size
-    from acl_core.eager import check_inputs, empty
+    from acl_core.eager import allocate_outputs
 
     args = conv.convert(spec, values)
-    infos = check_inputs(spec, args, backend.runtime, outputs_required=False).plan["outputs"]
-    for p in spec.params:
-        info = infos.get(p.name)
-        if p.role is not Role.OUT or args[p.name] is not None or info is None:
-            continue
-        if isinstance(info, list):
-            arrays = [empty(i.shape, i.dtype, backend) for i in info]
-            conv.arrays[p.name] = arrays
-            args[p.name] = AclTensorList.create([a.tensor() for a in arrays])
-        else:
-            conv.arrays[p.name] = empty(info.shape, info.dtype, backend)
-            args[p.name] = conv.arrays[p.name].tensor()
+    conv.arrays.update(allocate_outputs(spec, args, backend))
     return get_workspace_size(spec, [], args, backend=backend)
 
 

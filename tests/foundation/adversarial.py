@@ -24,8 +24,7 @@ from acl_core import aclnn, eager
 from acl_core.aclnn import get_workspace_size
 from acl_core.backend import Backend
 from acl_core.errors import AclnnStatus
-from acl_core.spec.opspec import OpSpec, OutInfo, Role
-from acl_core.spec.validate import check_inputs
+from acl_core.spec.opspec import OpSpec
 from acl_core.tensor import AclTensor, AclTensorList
 
 INTERNAL = (int(AclnnStatus.ACLNN_ERR_INNER), 500000)
@@ -67,20 +66,8 @@ class Baseline:
 
 
 def _allocate_outputs(spec: OpSpec, args: dict[str, Any], backend: Backend, arrays: list[eager.DeviceArray]) -> None:
-    infos = check_inputs(spec, args, backend.runtime, outputs_required=False).plan["outputs"]
-    for p in spec.params:
-        info = infos.get(p.name)
-        if p.role is not Role.OUT or args[p.name] is not None or info is None:
-            continue
-        if isinstance(info, list):
-            made = [eager.empty(i.shape, i.dtype, backend) for i in info]
-            arrays.extend(made)
-            args[p.name] = AclTensorList.create([a.tensor() for a in made])
-        else:
-            assert isinstance(info, OutInfo)
-            da = eager.empty(info.shape, info.dtype, backend)
-            arrays.append(da)
-            args[p.name] = da.tensor()
+    for item in eager.allocate_outputs(spec, args, backend).values():
+        arrays.extend(item if isinstance(item, list) else [item])
 
 
 def _free(arrays: list[eager.DeviceArray]) -> None:
