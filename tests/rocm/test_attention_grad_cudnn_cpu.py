@@ -323,7 +323,7 @@ def test_square_bottom_right_causal_may_go_as_top_left(
     square, other = module.graphs
     masks = [{k: v for k, v in g.options.items() if "causal" in k} for g in (square, other)]
     assert masks == [{"use_causal_mask": True}, {"use_causal_mask_bottom_right": True}]  # the same keys where Sq = Skv
-    assert grad_square({}) == DEFAULT_SQUARE == "bottom-right"
+    assert grad_square({}) == DEFAULT_SQUARE == "top-left"
     assert square_mask(GradMask("bottom_right"), 4, 4, "bottom-right") == GradMask("bottom_right")
 
 
@@ -397,16 +397,21 @@ def test_calls_cudnn_cannot_take_run_the_composed_path_with_the_reason(cudnn_on,
     assert module.executed == 0
 
 
-def test_the_default_path_is_blas_and_never_loads_cudnn(emulated, reference: Backend, caplog, monkeypatch) -> None:
+def test_the_default_path_is_cudnn_and_blas_never_loads_it(emulated, reference: Backend, caplog, monkeypatch) -> None:
     backend, _ = emulated
     runner = backend.attention_grad
-    loads: list[int] = []
-    monkeypatch.setattr(runner, "cudnn", CudnnSdpaGrad(backend, loader=lambda: loads.append(1)))
+    module = FakeCudnn()
+    monkeypatch.setattr(runner, "cudnn", CudnnSdpaGrad(backend, loader=lambda: module))
     monkeypatch.setattr(backend, "environ", {k: v for k, v in backend.environ.items() if k != PATH_ENV})
     [(note, args)] = _samples("FlashAttentionScoreGrad", (16,))
+    _compare(backend, reference, "FlashAttentionScoreGrad", args, note, "contiguous")
+    assert DEFAULT_PATH == "cudnn" and runner.last_path == "cudnn" and module.executed == 1
+    loads: list[int] = []
+    monkeypatch.setattr(runner, "cudnn", CudnnSdpaGrad(backend, loader=lambda: loads.append(1)))
+    monkeypatch.setattr(backend, "environ", {**backend.environ, PATH_ENV: "blas"})
     with caplog.at_level(logging.DEBUG, logger="acl_rocm.attention_grad"):
         _compare(backend, reference, "FlashAttentionScoreGrad", args, note, "contiguous")
-    assert DEFAULT_PATH == "blas" and runner.last_path == "blas" and not loads
+    assert runner.last_path == "blas" and not loads
     assert f"blas path ({PATH_ENV}=blas)" in _paths(caplog)[0]
     monkeypatch.setattr(backend, "environ", {**backend.environ, PATH_ENV: "flash"})
     with pytest.raises(AclError, match="ACL_ATTENTION_GRAD_PATH='flash'"):
@@ -440,7 +445,7 @@ def test_graphs_are_cached_per_signature_and_counted_as_made(cudnn_on, reference
 
 # ----------------------------------------------------------------------------- pure rules
 def test_grad_path_reads_the_switch() -> None:
-    assert grad_path({}) == "blas" and grad_path({PATH_ENV: " CUDNN "}) == "cudnn"
+    assert grad_path({}) == "cudnn" and grad_path({PATH_ENV: " BLAS "}) == "blas"
     with pytest.raises(AclError):
         grad_path({PATH_ENV: "kernel"})
 

@@ -387,7 +387,7 @@ def test_calls_it_cannot_run_take_the_mma_sync_kernel_with_a_logged_reason(
             assert f"ACL_FLASH_CONFIG=wg2k128 refused: {flash.last_refusal}" in caplog.text
 
 
-@pytest.mark.parametrize(("d", "config"), [(128, "wg2k128s"), (64, "wg2k64b2psl")])
+@pytest.mark.parametrize(("d", "config"), [(128, "wg2k128ps"), (64, "wg2k64b2slx3")])
 def test_it_is_the_sm_90_default_at_head_dims_64_and_128(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, d: int, config: str
 ) -> None:

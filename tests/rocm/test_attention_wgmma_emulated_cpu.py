@@ -25,13 +25,13 @@ def emulated(tmp_path_factory: pytest.TempPathFactory) -> Backend:
 CASES = [
     # dtype, d, mode, config, layout, b, n, nkv, sq, skv
     ("bfloat16", 64, 3, "wg2k64b2ps", "BSND", 1, 2, 1, 200, 260),  # the former D 64 default: causal bottom-right, GQA
-    ("bfloat16", 64, 3, "wg2k64b2psl", "BSND", 2, 2, 1, 200, 260),  # the D 64 default: 2 batches x 2 heads
+    ("bfloat16", 64, 3, "wg2k64b2psl", "BSND", 2, 2, 1, 200, 260),  # the former D 64 default: 2 batches x 2 heads
     ("float16", 64, 2, "wg4k64sl", "BNSD", 1, 2, 2, 300, 300),  # 256-row blocks, the second ragged
     ("bfloat16", 64, 3, "wg3k64psl", "BNSD", 1, 2, 1, 210, 150),  # 192-row blocks; Sq > Skv: empty rows
     ("float16", 64, 0, "wg3k128sl", "BSND", 1, 1, 1, 100, 300),  # no mask, three 128-key tiles, rows < one block
     ("bfloat16", 64, 3, "wg1k64b4psl", "BNSD", 1, 2, 2, 150, 150),
-    ("float16", 64, 2, "wg2k64b2slx3", "BSND", 1, 2, 1, 300, 300),  # three K/V buffers, five tiles
-    ("bfloat16", 128, 3, "wg2k128s", "BNSD", 1, 2, 1, 140, 140),  # the D 128 default
+    ("float16", 64, 2, "wg2k64b2slx3", "BSND", 1, 2, 1, 300, 300),  # the D 64 default: three K/V buffers, five tiles
+    ("bfloat16", 128, 3, "wg2k128ps", "BNSD", 1, 2, 1, 140, 140),  # the D 128 default
     ("bfloat16", 128, 3, "wg2k128psl", "BSND", 2, 1, 1, 140, 200),
 ]
 

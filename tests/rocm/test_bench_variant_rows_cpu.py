@@ -173,14 +173,14 @@ def test_cross_entropy_and_repeat_rows_env_rows(fake: Sequence[RocmBackend]) -> 
 
 
 def test_attention_grad_cudnn_row(fake: Sequence[RocmBackend]) -> None:
-    """FlashAttentionScoreGrad's default row, then one under ACL_ATTENTION_GRAD_PATH=cudnn (the composed path where
-    the frontend is absent, as here); the backend's environ is restored after."""
+    """FlashAttentionScoreGrad's default row (cuDNN where it loads; the composed path here, where the frontend is
+    absent), then one under ACL_ATTENTION_GRAD_PATH=blas; the backend's environ is restored after."""
     (backend,) = fake
     before = dict(backend.environ)
     suite = _suite(backend, {"FlashAttentionScoreGrad"})
     suite.attention_grad()  # type: ignore[attr-defined]
     rows = [(c.note, c.status) for c in suite.cases]  # type: ignore[attr-defined]
-    assert rows == [("", "ok"), ("ACL_ATTENTION_GRAD_PATH=cudnn", "ok")]
+    assert rows == [("", "ok"), ("ACL_ATTENTION_GRAD_PATH=blas", "ok")]
     assert backend.attention_grad.last_path == "blas"  # type: ignore[attr-defined]
     assert dict(backend.environ) == before
 

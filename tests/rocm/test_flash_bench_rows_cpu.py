@@ -49,7 +49,7 @@ def _run_rows(backend: RocmBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     flash = backend.attention.flash  # type: ignore[attr-defined]
     rows = [case for case in suite.cases if "flash path forced" in case.note]
     assert [case.status for case in rows] == ["ok"] * (1 + len(flash.alternatives(64)))
-    default = "wg2k64b2psl"  # the fake GPU is an sm_90: the wgmma kernel is its default at D 64
+    default = "wg2k64b2slx3"  # the fake GPU is an sm_90: the wgmma kernel is its default at D 64
     assert f"(block shape {default})" in rows[0].note
     table = str(config_for(64, D.ACL_BF16, 1))  # NVIDIA's mma.sync entry, timed as the first alternative
     assert table == "w4m1k64s2-efiu" and flash.alternatives(64)[0] == table and default not in flash.alternatives(64)

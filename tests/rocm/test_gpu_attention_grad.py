@@ -9,14 +9,16 @@ elementwise relative check cannot grant where dS's terms cancel. Outputs start a
 that writes nothing cannot pass. RotaryPositionEmbeddingGrad also runs at a prefill's size in every mode and dtype
 under its class. ``ACL_ROCM_EMULATE=1`` runs the samples on the CPU kernel emulator.
 
-The ``cudnn`` tests force ``ACL_ATTENTION_GRAD_PATH=cudnn`` (cuDNN's SDPA backward, opt-in) and assert it ran:
+The first tests force the composed path (``ACL_ATTENTION_GRAD_PATH=blas``: what AMD runs, and NVIDIA where cuDNN
+refuses a call). The ``cudnn`` tests force ``ACL_ATTENTION_GRAD_PATH=cudnn`` (cuDNN's SDPA backward, the NVIDIA
+default) and assert it ran:
 causal (top-left and bottom-right), no mask, the sparseMode 4 band, GQA, D 64 / 128, BSND / BNSD / BSH, fp16 and
 bf16, under the same normwise bounds (the band xfails where the installed cuDNN refuses its graph: the composed path
 then ran, and was checked); then every sample under the op's class with that path on (the samples it
 cannot take fall back to the composed path), the check that decides whether it may become the default; and the
 bench's causal layout with ``ACL_ATTENTION_GRAD_CUDNN_PLAN=tune`` (every plan timed, the fastest kept), its square
-bottom-right mask as given and as top-left (``ACL_ATTENTION_GRAD_CUDNN_SQUARE``), under the same normwise bound and
-the op's class.
+bottom-right mask as given and as top-left (``ACL_ATTENTION_GRAD_CUDNN_SQUARE``, top-left the default), under the
+same normwise bound and the op's class.
 """
 
 from __future__ import annotations
@@ -45,6 +47,13 @@ REL = {np.dtype(np.float32): 2e-5, np.dtype(np.float16): 4e-3, np.dtype(ml_dtype
 """Normwise bound per output dtype: a few of its roundings of the output's largest magnitude."""
 
 
+@pytest.fixture
+def composed(rocm: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The composed (BLAS) path on ``rocm`` for the test's duration."""
+    monkeypatch.setattr(rocm, "environ", {**rocm.environ, PATH_ENV: "blas"})  # type: ignore[attr-defined]
+
+
+@pytest.mark.usefixtures("composed")
 @pytest.mark.parametrize("op", OPS)
 def test_every_sample_matches_the_reference(rocm: Backend, reference: Backend, op: str) -> None:
     assert_every_sample_matches(rocm, reference, op)
@@ -90,6 +99,7 @@ def _check(rocm: Backend, reference: Backend, op: str, args: dict[str, Any], not
 DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16]
 
 
+@pytest.mark.usefixtures("composed")
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float16", "bf16"])
 def test_causal_gqa_across_many_row_blocks(rocm: Backend, reference: Backend, dtype: Any) -> None:
     op, args = _call(np.random.default_rng(1), dtype, 1, 8, 2, 1100, 1300, 128)
@@ -97,6 +107,7 @@ def test_causal_gqa_across_many_row_blocks(rocm: Backend, reference: Backend, dt
     _check(rocm, reference, op, args, "causal 1100x1300 D=128 GQA 8/2")
 
 
+@pytest.mark.usefixtures("composed")
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float16", "bf16"])
 def test_masks_band_pse_and_sink(rocm: Backend, reference: Backend, dtype: Any) -> None:
     rng = np.random.default_rng(2)
@@ -113,6 +124,7 @@ def test_masks_band_pse_and_sink(rocm: Backend, reference: Backend, dtype: Any) 
         _check(rocm, reference, op, args, note)
 
 
+@pytest.mark.usefixtures("composed")
 def test_a_small_budget_gives_the_same_gradients(rocm: Backend, reference: Backend) -> None:
     runner = rocm.attention_grad  # type: ignore[attr-defined]
     op, args = _call(np.random.default_rng(3), ml_dtypes.bfloat16, 1, 4, 2, 700, 700, 64)

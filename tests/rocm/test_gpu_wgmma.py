@@ -219,6 +219,11 @@ CASES = [
     ("bfloat16", 64, 2, "wg1k128b3sl", "BNSD", 2, 4, 1, 777, 777),
     ("bfloat16", 64, 3, "wg2k128sl", "BSND", 2, 4, 2, 1000, 1250),
     ("bfloat16", 64, 3, "wg2k64b2slx3", "BSND", 2, 4, 2, 1000, 1250),
+    # the D 64 default since 2026-12-07 14:50: no mask, top-left MQA, Sq > Skv, one tile
+    ("float16", 64, 0, "wg2k64b2slx3", "BNSD", 1, 2, 2, 700, 900),
+    ("bfloat16", 64, 2, "wg2k64b2slx3", "BNSD", 2, 4, 1, 777, 777),
+    ("float16", 64, 3, "wg2k64b2slx3", "BNSD", 1, 2, 2, 900, 400),
+    ("bfloat16", 64, 0, "wg2k64b2slx3", "BNSD", 1, 2, 2, 50, 70),
     ("bfloat16", 128, 3, "wg2k128sl", "BSND", 2, 4, 2, 1000, 1250),
     ("float16", 128, 0, "wg2k128psl", "BNSD", 1, 2, 2, 700, 900),
     ("bfloat16", 128, 3, "wg2k128wopsl", "BSND", 2, 4, 2, 1000, 1250),  # the warp-specialised kernel's order too

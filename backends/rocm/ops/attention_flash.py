@@ -56,13 +56,15 @@ if TYPE_CHECKING:
 
 MAX_GRID_X: Final = 2**31 - 1
 WGMMA_TABLE: Final[dict[int, WgmmaConfig]] = {
-    128: WgmmaConfig(2, 128, swizzle=True),
-    64: WgmmaConfig(2, 64, 2, pipelined=True, swizzle=True, longest=True),
+    128: WgmmaConfig.parse("wg2k128ps"),
+    64: WgmmaConfig.parse("wg2k64b2slx3"),
 }
-"""The sm_90 default per head dim: ``wg2k128s`` (0.53x SDPA's TFLOP/s at B4 N32 S4096 D128 causal on an H100,
-2026-12-07, where the mma.sync table's kernel gave 0.40) and ``wg2k64b2psl`` (at S1024 D64 0.504 and 0.495 in two
-runs of 2026-12-07 13:04, against ``wg2k64b2ps``'s 0.47 / 0.48 in the same runs: the grid longest first); both
-passed every wgmma GPU-tier case (fp16 / bf16, GQA, BSND, odd lengths, windows, sinks) there."""
+"""The sm_90 default per head dim, from H100 runs beside SDPA (B4 N32 causal bf16; results/RESULTS.md):
+``wg2k128ps`` at S4096 D128 (0.509, 0.509, 0.510 and 0.508 of SDPA's TFLOP/s in four runs of 2026-12-07 14:46-14:49,
+where the former default ``wg2k128s`` read 0.498, 0.497, 0.502 and 0.503; the mma.sync table's kernel 0.40) and
+``wg2k64b2slx3`` at S1024 D64 (0.504, 0.512 and 0.510 in three runs, where the former default ``wg2k64b2psl`` read
+0.488 / 0.505, 0.493 and 0.495: three K/V buffers, the grid longest first, no software pipelining). Both passed every
+wgmma GPU-tier case of their shapes (fp16 / bf16, GQA, BSND, odd lengths, windows)."""
 log = logging.getLogger("acl_rocm.attention")
 
 

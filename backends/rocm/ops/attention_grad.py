@@ -11,8 +11,9 @@ dtype and layout, and with a sink the per-row terms are summed per head into dsi
 cannot read are first copied to contiguous [B, N, S, D] temporaries; fp16/bf16 calls also widen Q, K and dO to fp32
 temporaries once, for the fp32 ``Pᵀ dO``, ``dS K`` and ``dSᵀ Q`` products (only ``Q Kᵀ`` and ``dO Vᵀ`` run in the
 input dtype). Every temporary is a stream-ordered allocation freed after the call's work; nothing is read back to
-the host. Under ``ACL_ATTENTION_GRAD_PATH=cudnn`` (opt-in) a call cuDNN takes runs its fused SDPA backward instead
-(:mod:`acl_rocm.ops.attention_grad_cudnn`); the path is chosen once per signature and logged.
+the host. On NVIDIA a call cuDNN takes runs its fused SDPA backward instead (:mod:`acl_rocm.ops.attention_grad_cudnn`,
+the default ``ACL_ATTENTION_GRAD_PATH=cudnn``; ``blas`` keeps this path); the path is chosen once per signature and
+logged.
 """
 
 from __future__ import annotations
