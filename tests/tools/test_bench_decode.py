@@ -35,9 +35,10 @@ def test_unknown_op_is_refused(tmp_path: Path) -> None:
 def test_small_suite_on_the_reference(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     out = tmp_path / "decode.json"
-    assert main(["--backend", "reference", "--suite", "decode", "--sizes", "small", "--out", str(out)]) == 0
+    quick = ["--rounds", "1", "--min-time", "0.001"]  # every row runs; the figures are not the point here
+    assert main(["--backend", "reference", "--suite", "decode", "--sizes", "small", *quick, "--out", str(out)]) == 0
     report = json.loads(out.read_text())
-    assert "--suite decode" in report["command"]
+    assert "--suite decode" in report["command"] and "--rounds 1" in report["command"]
     ops = {c["op"] for c in report["cases"]}
     assert ops == {
         "ArgMax",
@@ -157,7 +158,8 @@ def test_decode_configs_and_paged_modes_become_rows(monkeypatch: pytest.MonkeyPa
     for its row and reset afterwards."""
     pytest.importorskip("torch")
     backend, runner = _stand_in(monkeypatch)
-    body = decode.run(backend, "small", progress=lambda _line: None, only={"IncreFlashAttention", "PagedAttention"})
+    only = {"IncreFlashAttention", "PagedAttention"}
+    body = decode.run(backend, "small", progress=lambda _line: None, only=only, min_time=0.001, rounds=1)
     ops = [c["op"] for c in body["cases"]]
     assert ops[: 1 + len(decode.DECODE_CONFIGS)] == ["IncreFlashAttention decode"] + [
         f"IncreFlashAttention decode {s}" for s in decode.DECODE_CONFIGS
@@ -174,7 +176,7 @@ def test_decode_split_settings_become_rows(monkeypatch: pytest.MonkeyPatch) -> N
     pskip rows; the whole suite leaves it out (test_small_suite_on_the_reference)."""
     pytest.importorskip("torch")
     backend, runner = _stand_in(monkeypatch)
-    body = decode.run(backend, "small", progress=lambda _line: None, only={"DecodeSplit"})
+    body = decode.run(backend, "small", progress=lambda _line: None, only={"DecodeSplit"}, min_time=0.001, rounds=1)
     rows = [(c["op"], c["shape"]) for c in body["cases"]]
     skv = decode.SMALL_SHAPES["config_lengths"][0]
     plain = f"Skv{skv} N16/8 D128"
@@ -194,7 +196,7 @@ def test_decode_split_settings_from_the_environment(monkeypatch: pytest.MonkeyPa
     pytest.importorskip("torch")
     monkeypatch.setenv("ACL_BENCH_DECODE_SPLIT", " two,pipe,pcomb ; fused,pipe ;")
     backend, _ = _stand_in(monkeypatch)
-    body = decode.run(backend, "small", progress=lambda _line: None, only={"DecodeSplit"})
+    body = decode.run(backend, "small", progress=lambda _line: None, only={"DecodeSplit"}, min_time=0.001, rounds=1)
     ops = [c["op"] for c in body["cases"] if "masked" not in c["shape"]]
     assert ops == ["IncreFlashAttention split", "IncreFlashAttention split two,pipe,pcomb",
                    "IncreFlashAttention split fused,pipe"]  # fmt: skip

@@ -25,7 +25,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def small(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
     out = tmp_path_factory.mktemp("bench") / "ops.json"
-    assert main(["--backend", "reference", "--suite", "ops", "--sizes", "small", "--out", str(out)]) == 0
+    quick = ["--rounds", "1", "--min-time", "0.001"]  # every row runs; the figures are not the point here
+    assert main(["--backend", "reference", "--suite", "ops", "--sizes", "small", *quick, "--out", str(out)]) == 0
     return json.loads(out.read_text()), out
 
 
@@ -85,6 +86,9 @@ def test_full_sizes_are_refused_on_a_cpu_backend(tmp_path: Path, capsys: pytest.
     assert "--sizes full is for a GPU" in capsys.readouterr().err and not out.exists()
     assert SIZES["full"].matmul == 8192 and SIZES["full"].attention == (4, 32, 4096, 128)
     assert SIZES["full"].elementwise_bytes == 256 << 20
+    quick = SIZES["full"].timed(0.001, 1)
+    assert (quick.min_time, quick.rounds, quick.full, quick.matmul) == (0.001, 1, True, 8192)
+    assert SIZES["small"].timed() == SIZES["small"] and not SIZES["small"].full
 
 
 class _Plugin:

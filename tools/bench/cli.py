@@ -66,6 +66,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="ops suite shapes: small (seconds on a CPU) or full (the speed targets' shapes: 256 MiB elementwise, "
         "8192^3 Matmul, B=4 N=32 S=4096 D=128 attention; GPU only, refused on a CPU backend such as the reference)",
     )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="ops / decode suites: timed rounds a side (default: the size's, 5); 1 with a small --min-time makes a "
+        "quick check that every row runs, whose figures mean little",
+    )
+    p.add_argument(
+        "--min-time",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="ops / decode suites: the length of one timed round (default: the size's, 0.05 small, 0.1 full)",
+    )
     p.add_argument("--plot", type=Path, default=None, help="PNG of the host or ops suite (default: --out with .png)")
     p.add_argument(
         "--only",
@@ -138,7 +152,7 @@ def _ops(args: argparse.Namespace, backend: Backend, argv: Sequence[str] | None)
     only = set(resolve(split(args.only), OPS)) if args.only else None
     require("torch", purpose="acl-core bench --suite ops")
     print(f"acl-core bench: backend {backend.name} ({caps.device_name}); ops suite ({args.sizes}) beside PyTorch")
-    body = ops.run(backend, args.sizes, only=only, kernels=args.kernels)
+    body = ops.run(backend, args.sizes, only=only, kernels=args.kernels, min_time=args.min_time, rounds=args.rounds)
     cache = getattr(backend, "cache", None)
     stats = getattr(cache, "stats", None)
     report = {
@@ -166,7 +180,7 @@ def _decode(args: argparse.Namespace, backend: Backend, argv: Sequence[str] | No
     only = set(resolve(split(args.only), decode.OPS)) if args.only else None
     require("torch", purpose="acl-core bench --suite decode")
     print(f"acl-core bench: backend {backend.name} ({caps.device_name}); decode suite ({args.sizes}) beside PyTorch")
-    body = decode.run(backend, args.sizes, only=only)
+    body = decode.run(backend, args.sizes, only=only, min_time=args.min_time, rounds=args.rounds)
     report = {**_header(backend, argv), "platform": caps.platform.value, "sizes": args.sizes, **body}
     return _write(report, args.out or Path("reports") / f"bench-decode-{backend.name}.json", args.plot, "ops")
 

@@ -662,11 +662,18 @@ def _also_free(free: Callable[[], None], *arrays: DeviceArray) -> Callable[[], N
 
 
 def run(
-    backend: Backend, size: str = "small", progress: Callable[[str], None] = print, only: set[str] | None = None
+    backend: Backend,
+    size: str = "small",
+    progress: Callable[[str], None] = print,
+    only: set[str] | None = None,
+    min_time: float | None = None,
+    rounds: int | None = None,
 ) -> dict[str, Any]:
-    """Run the decode suite of ``size`` on ``backend`` beside PyTorch; returns the JSON body (no header)."""
+    """Run the decode suite of ``size`` on ``backend`` beside PyTorch; returns the JSON body (no header).
+
+    ``min_time`` / ``rounds`` replace the size's timing budget (seconds a round, rounds a side)."""
     shapes = FULL_SHAPES if size == "full" else SMALL_SHAPES
-    suite = DecodeSuite(backend, SIZES[size], shapes, progress, only)
+    suite = DecodeSuite(backend, SIZES[size].timed(min_time, rounds), shapes, progress, only)
     body = suite.run_decode()
     torch = suite.torch
     name = torch.cuda.get_device_name() if suite.device.type == "cuda" else "cpu"

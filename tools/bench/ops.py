@@ -13,7 +13,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -79,6 +79,16 @@ class Sizes:
     forced_attention: tuple[tuple[str, tuple[int, int, int, int]], ...] = (("flash", (1, 2, 256, 64)),)
     """Causal FlashAttentionScore rows with the backend's attention path forced (a rocm setting, the one
     ``ACL_ATTENTION_PATH`` sets): (path, (B, N, S, D)); backends without selectable paths skip them."""
+    full: bool = False
+    """The speed targets' shapes (a GPU's): rows with size tables of their own take their ``full`` entry."""
+
+    def timed(self, min_time: float | None = None, rounds: int | None = None) -> Sizes:
+        """These sizes with another timing budget (``--min-time`` / ``--rounds``; None keeps the size's)."""
+        return replace(
+            self,
+            min_time=self.min_time if min_time is None else min_time,
+            rounds=self.rounds if rounds is None else rounds,
+        )
 
 
 POINTWISE: dict[str, tuple[tuple[str, ...], str]] = {
@@ -151,7 +161,7 @@ ENV_ROWS: dict[str, tuple[str, tuple[str, ...], frozenset[D] | None]] = {
     "SparseFlashAttention": ("ACL_SFA_PATH", ("block",), None),
     "CrossEntropyLoss": ("ACL_CE_ROWS", ("vec", "element"), None),
     "RepeatInterleaveWithDim": ("ACL_REPEAT_ROWS", ("search", "blocks", "gather", "gather,pdl,grid"), None),
-    "FlashAttentionScoreGrad": ("ACL_ATTENTION_GRAD_PATH", ("cudnn",), None),
+    "FlashAttentionScoreGrad": ("ACL_ATTENTION_GRAD_PATH", ("blas",), None),
 }
 """rocm settings timed as extra rows beside an op's default row: op → (variable, values, dtypes or None for all).
 
@@ -214,6 +224,7 @@ SIZES = {
         rope_tokens=4096,
         attention_grad=(4, 32, 2048, 128),
         forced_attention=(("flash", (4, 32, 4096, 128)), ("flash", (4, 32, 1024, 64)), ("flash", (4, 16, 2048, 256))),
+        full=True,
     ),
 }
 """``small``: seconds on a CPU, for tests; ``full``: the shapes of issue 4's targets, for a GPU."""
@@ -939,7 +950,7 @@ class Suite:
         op = "MoeTokenPermute"
         if not self.wanted(op):
             return
-        tokens, hidden, top_k, experts = PERMUTE["full" if self.sizes is SIZES["full"] else "small"]
+        tokens, hidden, top_k, experts = PERMUTE["full" if self.sizes.full else "small"]
         dtype = D.ACL_BF16
         idx = np.stack([self.rng.choice(experts, top_k, replace=False) for _ in range(tokens)]).astype(np.int32)
 
@@ -964,7 +975,7 @@ class Suite:
 
     def moe_pipeline(self) -> None:
         """MoeGatingTopK, MoeInitRoutingV2 and MoeTokenUnpermute beside torch's usual formulations of them."""
-        full = self.sizes is SIZES["full"]
+        full = self.sizes.full
         self._gating_top_k(full)
         tokens, hidden, top_k, experts = PERMUTE["full" if full else "small"]
         idx = np.stack([self.rng.choice(experts, top_k, replace=False) for _ in range(tokens)]).astype(np.int32)
@@ -1198,7 +1209,7 @@ class Suite:
         op = "AttentionUpdate"
         if not self.wanted(op):
             return
-        rows, head_dim, sp = ATTENTION_UPDATE["full" if self.sizes is SIZES["full"] else "small"]
+        rows, head_dim, sp = ATTENTION_UPDATE["full" if self.sizes.full else "small"]
         dtype = D.ACL_BF16
 
         def acl() -> tuple[Callable[[], None], Any]:
@@ -1231,7 +1242,7 @@ class Suite:
         op = "ApplyTopKTopP"
         if not self.wanted(op):
             return
-        batch, vocab = TOP_K_TOP_P["full" if self.sizes is SIZES["full"] else "small"]
+        batch, vocab = TOP_K_TOP_P["full" if self.sizes.full else "small"]
         for dtype in (D.ACL_FLOAT, D.ACL_BF16):
             p_host = self.rng.uniform(0.5, 0.95, batch)
             k_host = self.rng.integers(20, 1000, batch).astype(np.int32)
@@ -1885,12 +1896,15 @@ def run(
     progress: Callable[[str], None] = print,
     only: set[str] | None = None,
     kernels: bool = False,
+    min_time: float | None = None,
+    rounds: int | None = None,
 ) -> dict[str, Any]:
     """Run the ops suite of ``size`` on ``backend`` beside PyTorch; returns the JSON body (no header).
 
-    ``kernels``: each acl row also keeps where its GPU time went (torch.profiler, ``extra.profile``).
+    ``kernels``: each acl row also keeps where its GPU time went (torch.profiler, ``extra.profile``);
+    ``min_time`` / ``rounds`` replace the size's timing budget (seconds a round, rounds a side).
     """
-    suite = Suite(backend, SIZES[size], progress, only, kernels)
+    suite = Suite(backend, SIZES[size].timed(min_time, rounds), progress, only, kernels)
     body = suite.run()
     torch = suite.torch
     name = torch.cuda.get_device_name() if suite.device.type == "cuda" else "cpu"
