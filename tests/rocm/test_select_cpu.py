@@ -53,6 +53,35 @@ def test_matches_the_reference(small_tiles: Backend, op: str, args: dict[str, An
     np.testing.assert_array_equal(actual, expected)
 
 
+WHOLE_TILES: list[tuple[str, dict[str, Any]]] = [
+    ("Nonzero", {"self": sparse(_RNG, (5000,), D.ACL_FLOAT, 0.3)}),  # 16-byte loads, a ragged last tile
+    ("Nonzero", {"self": sparse(_RNG, (3, 41, 37), D.ACL_FLOAT16, 0.4)}),  # coordinates stepped across rows
+    ("NonzeroV2", {"self": sparse(_RNG, (4100,), D.ACL_INT8, 0.5)}),  # 8-byte loads
+    ("MaskedSelect", {"self": _RNG.random((2, 2100)), "mask": _RNG.random((2, 2100)) < 0.3}),
+]
+
+
+@pytest.mark.parametrize(("op", "args"), WHOLE_TILES, ids=[f"{k}-{op}" for k, (op, _) in enumerate(WHOLE_TILES)])
+def test_whole_tiles_read_by_vector_loads_match_the_reference(
+    emulated: Backend, op: str, args: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default 8 positions a thread: tiles inside the chunk take the vector loads, the last one the element path."""
+    monkeypatch.setattr(emulated.select, "items", 8)  # type: ignore[attr-defined]  # small_tiles may have set 1
+    sources: list[str] = []
+    compile_ = emulated.function  # type: ignore[attr-defined]
+
+    def recorded(source: str, *rest: Any, **kw: Any) -> Any:
+        sources.append(source)
+        return compile_(source, *rest, **kw)
+
+    monkeypatch.setattr(emulated, "function", recorded)
+    expected = eager.run(op, "reference", **args)["out"]
+    actual = eager.run(op, emulated, **args)["out"]
+    np.testing.assert_array_equal(actual, expected)
+    passes = [s for s in sources if "compaction count" in s or "compaction scatter" in s]
+    assert len(passes) == 2 and all("vec=True" in s and "AclVec<" in s for s in passes)
+
+
 class _Plugin:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend

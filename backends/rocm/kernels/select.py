@@ -7,7 +7,10 @@ into out's view); :class:`Compact` ``scatter`` has each block walk its chunk aga
 consecutive positions a thread, scan the per-thread counts in shared memory and write each hit at its row:
 Nonzero's coordinates (int64, one column each) or MaskedSelect's element. Rows come out in position order,
 with no atomics. The test is on the element's bits: an integer or bool element is a hit when non-zero, a float
-element when any bit but the sign is set (so NaN is a hit and -0.0 is not).
+element when any bit but the sign is set (so NaN is a hit and -0.0 is not). Both passes read a thread's ``items``
+consecutive test elements as a tile; with ``vec`` (a contiguous test operand whose address is aligned to the load)
+a whole tile inside the chunk is read by 8- or 16-byte loads. Nonzero's coordinates are divided out once a thread
+and tile that has hits, then stepped along with the position.
 """
 
 from __future__ import annotations
@@ -84,6 +87,8 @@ class Compact:
     value: Operand | None = None
     coords: int = 0
     items: int = 8
+    vec: bool = False
+    """Whole tiles read by :func:`vector_width`-byte loads (the test operand contiguous and aligned to it)."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -99,9 +104,38 @@ class Compact:
             "ACL_DEV bool hit(const Meta& m, const void* test, long long i) {",
             f"  return (((const {word}*)test)[off0(m, i)] & {mask}) != 0;",
             "}",
+            *self._tile_hits(word, mask),
         ]
         if self.value is not None:
             lines += _offset(self.ndim, 1, self.value)
+        return lines
+
+    def _tile_hits(self, word: str, mask: str) -> list[str]:
+        """``tile_hits(m, test, mine, last)``: bit q set where position ``mine + q`` (< ``last``) is a hit."""
+        k = self.items
+        lines = ["ACL_DEV unsigned int tile_hits(const Meta& m, const void* test, long long mine, long long last) {"]
+        lines.append("  unsigned int hits = 0u;")
+        if self.vec:
+            per = vector_width(self.test.item, k) // self.test.item
+            vec = f"AclVec<{word}, {per}>"
+            lines += [
+                f"  if (mine + {k} <= last) {{",
+                f"    const {vec}* p = (const {vec}*)((const {word}*)test + mine);",
+                f"    for (int v = 0; v < {k // per}; ++v) {{",
+                f"      const {vec} w = p[v];",
+                f"      for (int j = 0; j < {per}; ++j) hits |= ((w.v[j] & {mask}) != 0 ? 1u : 0u) << (v * {per} + j);",
+                "    }",
+                "    return hits;",
+                "  }",
+            ]
+        lines += [
+            f"  for (int q = 0; q < {k}; ++q) {{",
+            "    const long long i = mine + q;",
+            "    if (i < last && hit(m, test, i)) hits |= 1u << q;",
+            "  }",
+            "  return hits;",
+            "}",
+        ]
         return lines
 
     def _emit(self) -> list[str]:
@@ -111,13 +145,23 @@ class Compact:
             return [f"(({word}*)out)[row * out_row] = ((const {word}*)value)[off1(m, i)];"]
         if not self.coords:
             return []
+        return [f"for (int d = 0; d < {self.ndim}; ++d) ((long long*)out)[row * out_row + d * out_col] = cd[d];"]
+
+    def _coords_start(self) -> list[str]:
+        """C lines: ``cd``, the coordinates of position ``mine`` (Nonzero only)."""
+        if not self.coords:
+            return []
         return [
-            "long long r = i;",
-            f"for (int d = {self.ndim - 1}; d >= 0; --d) {{",
-            "  ((long long*)out)[row * out_row + d * out_col] = r % m.shape[d];",
-            "  r /= m.shape[d];",
-            "}",
+            f"long long cd[{self.ndim}];",
+            "long long r = mine;",
+            f"for (int d = {self.ndim - 1}; d >= 0; --d) {{ cd[d] = r % m.shape[d]; r /= m.shape[d]; }}",
         ]
+
+    def _coords_step(self) -> list[str]:
+        """C lines: ``cd`` one position on (the last dimension fastest)."""
+        if not self.coords:
+            return []
+        return [f"for (int d = {self.ndim - 1}; d >= 0; --d) {{ if (++cd[d] < m.shape[d]) break; cd[d] = 0; }}"]
 
     def source(self) -> str:
         """The complete kernel source."""
@@ -134,11 +178,15 @@ class Compact:
         return _source(comment, self._helpers(), self.kernel_name, params, head + self._body())
 
     def _body(self) -> list[str]:
+        k = self.items
         if self.phase == "count":
             return [
                 f"__shared__ long long part[{BLOCK}];",
                 "long long c = 0;",
-                f"for (long long i = first + t; i < last; i += {BLOCK}) c += hit(m, test, i) ? 1 : 0;",
+                f"for (long long mine = first + (long long)t * {k}; mine < last; mine += {BLOCK * k}) {{",
+                "  const unsigned int hits = tile_hits(m, test, mine, last);",
+                f"  for (int q = 0; q < {k}; ++q) c += (hits >> q) & 1u;",
+                "}",
                 "part[t] = c;",
                 "__syncthreads();",
                 f"for (int half = {BLOCK // 2}; half > 0; half >>= 1) {{",
@@ -147,32 +195,38 @@ class Compact:
                 "}",
                 "if (t == 0) blocks[blockIdx.x] = part[0];",
             ]
-        k = self.items
         return [
             f"__shared__ long long scan[{BLOCK}];",
             "long long base = blocks[blockIdx.x];  // this block's first row (BlockScan)",
             f"for (long long tile = first; tile < last; tile += {BLOCK * k}) {{",
             f"  const long long mine = tile + (long long)t * {k};",
-            "  unsigned int hits = 0u;",
+            "  const unsigned int hits = tile_hits(m, test, mine, last);",
             "  long long c = 0;",
-            f"  for (int q = 0; q < {k}; ++q) {{",
-            "    const long long i = mine + q;",
-            "    if (i < last && hit(m, test, i)) { hits |= 1u << q; ++c; }",
-            "  }",
+            f"  for (int q = 0; q < {k}; ++q) c += (hits >> q) & 1u;",
             "  scan[t] = c;",
             "  __syncthreads();",
             *("  " + line for line in block_scan_lines("scan", "t", BLOCK)),
-            "  long long row = base + scan[t] - c;",
-            f"  for (int q = 0; q < {k}; ++q) {{",
-            "    if (!((hits >> q) & 1u)) continue;",
-            "    const long long i = mine + q;",
-            *("    " + line for line in self._emit()),
-            "    ++row;",
+            "  if (hits) {",
+            "    long long row = base + scan[t] - c;",
+            *("    " + line for line in self._coords_start()),
+            f"    for (int q = 0; q < {k}; ++q) {{",
+            "      if ((hits >> q) & 1u) {",
+            "        const long long i = mine + q;",
+            *("        " + line for line in self._emit()),
+            "        ++row;",
+            "      }",
+            *("      " + line for line in self._coords_step()),
+            "    }",
             "  }",
             f"  base += scan[{BLOCK - 1}];",
             "  __syncthreads();  // every thread read the scan before the next tile rewrites it",
             "}",
         ]
+
+
+def vector_width(item: int, items: int) -> int:
+    """Bytes of one load of a tile of ``items`` elements of ``item`` bytes: up to 16, at most the tile."""
+    return min(16, item * items)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from acl_core.spec.ops.select import TRANSPOSED, nonzero_shape
 from acl_core.spec.runtime import CopyDirection
 from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.driver import handle
-from acl_rocm.kernels.select import BLOCK, BlockScan, Compact, Operand
+from acl_rocm.kernels.select import BLOCK, BlockScan, Compact, Operand, vector_width
 from acl_rocm.launch import KernelArgs, LaunchConfig, longs
 from acl_rocm.ops.sort import address
 from acl_rocm.views import broadcast_strides
@@ -89,6 +89,14 @@ class SelectRunner:
 
         return {op: make(op) for op in OPS}
 
+    def vectorized(self, launch: Launch) -> bool:
+        """Whether the passes read whole tiles by vector loads: the test operand contiguous and its address aligned."""
+        t = launch.args["mask" if launch.spec.name == "MaskedSelect" else "self"]
+        assert isinstance(t, AclTensor)
+        shape = tuple(launch.plan["select_shape"]) or (1,)
+        operand, _ = _operand(t, shape)
+        return operand.contiguous and address(t) % vector_width(operand.item, self.items) == 0
+
     def plan(self, launch: Launch) -> Plan | None:
         """The launches of ``launch``'s signature; None when there are no positions."""
         op = launch.spec.name
@@ -118,7 +126,8 @@ class SelectRunner:
         chunk = -(-math.ceil(n / limit) // tile) * tile  # whole tiles a block
         blocks = -(-n // chunk)
         function = self.backend.function
-        kernels = [Compact(phase, len(shape), test, items=self.items, **kind) for phase in ("count", "scatter")]
+        vec = self.vectorized(launch)
+        kernels = [Compact(p, len(shape), test, items=self.items, vec=vec, **kind) for p in ("count", "scatter")]
         count, scatter = (function(k.source(), k.kernel_name) for k in kernels)
         scan = BlockScan()
         meta = KernelArgs.index_array([n, *shape, *test_strides, *value_strides], "long long")
@@ -131,7 +140,7 @@ class SelectRunner:
         """Enqueue the compaction and register the count's write-back into out's view."""
         out = launch.args["out"]
         assert isinstance(out, AclTensor)
-        key = f"rocm.select@{self.backend.provider.get_device()}:{self.items}"
+        key = f"rocm.select@{self.backend.provider.get_device()}:{self.items}:{self.vectorized(launch)}"
         plan = launch.memo.get(key)
         if plan is None and key not in launch.memo:
             plan = launch.memo[key] = self.plan(launch)
