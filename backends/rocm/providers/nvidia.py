@@ -22,8 +22,14 @@ from acl_core.errors import AclError, AclErrorCode
 from acl_core.spec.runtime import CopyDirection
 from acl_rocm.errors import error_name, is_success, vendor_error
 from acl_rocm.plan_cache import PlanCache
-from acl_rocm.providers import blaslt_tune
-from acl_rocm.providers.base import DeviceProperties, GemmCall, RuntimeProvider, pool_release_threshold
+from acl_rocm.providers import blaslt_grouped, blaslt_tune
+from acl_rocm.providers.base import (
+    DeviceProperties,
+    GemmCall,
+    GroupedGemmCall,
+    RuntimeProvider,
+    pool_release_threshold,
+)
 from acl_rocm.providers.nccl import CollectiveLibrary, open_nccl
 
 _NOT_READY = frozenset({"cudaErrorNotReady", "CUDA_ERROR_NOT_READY"})
@@ -500,6 +506,14 @@ class NvidiaProvider(RuntimeProvider):
             self._set_scale_pointers(plan, call)
             self._matmul(handle, plan, call, plan.algo.ptr, workspace, workspace_size, stream)
 
+    def grouped_gemm_unavailable(self) -> str | None:
+        """None where cuBLASLt's device-sized grouped GEMM is bound for this device (:mod:`blaslt_grouped`)."""
+        return blaslt_grouped.unavailable(self)
+
+    def grouped_gemm(self, call: GroupedGemmCall, workspace: int, workspace_size: int, stream: int) -> str | None:
+        """cublasLtMatmul over grouped layouts (:mod:`blaslt_grouped`); the heuristic's refusal, nothing enqueued."""
+        return blaslt_grouped.grouped_gemm(self, call, workspace, workspace_size, stream)
+
     def _matmul(
         self, handle: int, plan: _GemmPlan, call: GemmCall, algo: int, workspace: int, workspace_size: int, stream: int
     ) -> None:
@@ -807,6 +821,7 @@ class NvidiaProvider(RuntimeProvider):
         if self._blas is None:
             return
         with self._gemm_lock:
+            blaslt_grouped.close(self)
             while self._gemm_plans:
                 _, plan = self._gemm_plans.popitem(last=False)
                 self._destroy_gemm_plan(plan)
