@@ -78,6 +78,7 @@ def test_m_groups(lt_backend: RocmBackend, dtype: Any, list_type: int, weight_la
     call = provider.grouped_gemms[-1]
     assert (call.groups, call.n, call.k, call.rows_hint) == (len(counts), n, k, sum(counts) + 7)
     assert call.transpose_a == (weight_layout == "nk") and provider.grouped_rows[-1] == counts
+    assert call.alignments == (256, 16, 32)  # W_g 6,912 bytes apart; x rows 144 bytes, out rows 96
     x, w = args["x"][0].astype(np.float64), args["weight"][0].astype(np.float64)
     want, start = np.full(got.shape, -7.0), 0
     for g, rows in enumerate(counts):
@@ -209,7 +210,7 @@ def _grouped_provider(lt: GroupedLt, tmp_path: Path, arch: str = "sm_90") -> Nvi
 
 
 def _grouped_call(transpose_a: bool = False, rows: int = 16384) -> GroupedGemmCall:
-    return GroupedGemmCall(27, 27, 64, 1408, 2048, rows, transpose_a, 0x10000, 0x20000, 0x30000)
+    return GroupedGemmCall(27, 27, 64, 1408, 2048, rows, transpose_a, 0x10000, 0x20000, 0x30000, (256, 64, 32))
 
 
 def test_the_provider_makes_layouts_per_call_and_a_plan_per_signature(tmp_path: Path) -> None:
@@ -227,6 +228,7 @@ def test_the_provider_makes_layouts_per_call_and_a_plan_per_signature(tmp_path: 
     desc, pref, layout = (lt.attributes(kind) for kind in ("matmul_desc", "matmul_preference", "matrix_layout"))
     assert desc[20] == 1 and desc[21] == desc[22] == 0 and desc[1] == 1  # device mode, one alpha / beta, TRANSA
     assert pref[30] == 1408 and pref[31] == 16384 // 64 and pref[32] == 2048 and layout[40] == layout[41] == 0
+    assert [pref[key] for key in (6, 7, 8, 9)] == [256, 64, 32, 32]  # MIN_ALIGNMENT_A / B / C / D_BYTES
     args = [a for name, a in lt.calls if name == "matmul"][-1]
     assert args[2] == 0x30000 and args[7] == 0x30004 and args[3] == 0x10000
     assert args[5] == 0x10000 + 64 * 8 and args[8] == args[10] == 0x10000 + 128 * 8 and args[-1] == 7

@@ -66,6 +66,12 @@ def _lda(row: dict[str, int]) -> int:
     return row["WSK"] if row.get("WSN", 0) == 1 else row.get("WSN", 0)
 
 
+def _alignment(*values: int) -> int:
+    """The largest power of two (at most 256) dividing every value: what an address plus any multiple of the strides
+    among ``values`` keeps."""
+    return min(min(v & -v, 256) if v else 256 for v in values)
+
+
 def report_gemm(gemm: GroupedGemm) -> GmmBlaslt:
     """The stand-in the runner's path report names for a call the library computed."""
     return GmmBlaslt(gemm.dtype, gemm.bias, gemm.out)
@@ -85,6 +91,13 @@ def enqueue(
     values += [KernelArgs.pointer(arrays), KernelArgs.pointer(arrays + sizes), KernelArgs.pointer(arrays + scalars)]
     config = LaunchConfig((-(-groups // THREADS), 1, 1), (THREADS, 1, 1), 0)
     runner._launch(GmmBlasltArrays(), config, values, stream)
+    in_bytes, out_bytes = meta[2], meta[3]
+    x_at = first["X"] + first.get("K0", 0) * first["XSC"] * in_bytes
+    alignments = (
+        _alignment(*(r["W"] for r in p.rows)),
+        _alignment(x_at, first["XSR"] * in_bytes),
+        _alignment(first["OUT"], first["OSR"] * out_bytes),
+    )
     call = GroupedGemmCall(
         dtype=int(gemm.dtype),
         out_dtype=int(out),
@@ -96,6 +109,7 @@ def enqueue(
         pointers=arrays,
         sizes=arrays + sizes,
         scalars=arrays + scalars,
+        alignments=alignments,
     )
     workspace = runner._temp(WORKSPACE_BYTES, temps, stream)
     return runner.backend.provider.grouped_gemm(call, workspace, WORKSPACE_BYTES, stream)

@@ -119,6 +119,7 @@ class GroupedGemmCall:
     M_g, N, K, lda, ldb, ldd: one block of ``groups`` each); ``scalars`` two device float32 (alpha 1, beta 0).
     ``dtype`` (A, B) and ``out_dtype`` (D) are aclDataType numbers; products accumulate in fp32. ``rows_hint``
     (the rows all groups can cover) guides the library's choice of algorithm: the sizes stay on the device.
+    ``alignments``: the bytes (a power of two, 16 to 256) every group's A, B and D address is a multiple of.
     """
 
     dtype: int
@@ -131,6 +132,7 @@ class GroupedGemmCall:
     pointers: int
     sizes: int
     scalars: int
+    alignments: tuple[int, int, int] = (16, 16, 16)
 
 
 class RuntimeProvider(ABC):

@@ -130,6 +130,9 @@ def _plan(
         _set(provider, *pref_attr, plan.pref, pref.GROUPED_DESC_D_AVERAGE_ROWS, call.n)
         _set(provider, *pref_attr, plan.pref, pref.GROUPED_DESC_D_AVERAGE_COLS, max(call.rows_hint // call.groups, 1))
         _set(provider, *pref_attr, plan.pref, pref.GROUPED_AVERAGE_REDUCTION_DIM, call.k)
+        a_align, b_align, d_align = call.alignments  # the heuristic cannot see the per-group pointers
+        for name, value in (("A", a_align), ("B", b_align), ("C", d_align), ("D", d_align)):
+            _set(provider, *pref_attr, plan.pref, getattr(pref, f"MIN_ALIGNMENT_{name}_BYTES"), value)
         results = lt.MatmulHeuristicResult(1)
         found = np.zeros(1, dtype=np.int32)
         a, b, d = layouts
@@ -175,7 +178,7 @@ def grouped_gemm(
     """Enqueue ``call`` with its signature's plan (None), or the heuristic's refusal (nothing enqueued)."""
     handle = provider._lt_handle()
     key: tuple[object, ...] = (provider.get_device(), call.dtype, call.out_dtype, call.groups, call.n, call.k)
-    key += (call.rows_hint, call.transpose_a, workspace_size)
+    key += (call.rows_hint, call.transpose_a, call.alignments, workspace_size)
     plans: OrderedDict[tuple[object, ...], GroupedPlan] = provider.__dict__.setdefault("_grouped_plans", OrderedDict())
     with provider._gemm_lock:  # held across the matmul: an eviction never destroys a plan in use
         layouts = _layouts(provider, call)
