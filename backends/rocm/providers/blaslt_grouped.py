@@ -59,14 +59,6 @@ def unavailable(provider: NvidiaProvider) -> str | None:
     return None
 
 
-def _set(provider: NvidiaProvider, setter: Any, dtype_of: Any, obj: int, key: Any, value: int) -> None:
-    """One cuBLASLt attribute, typed as the binding says."""
-    import numpy as np
-
-    buf = np.array([value], dtype=dtype_of(key))
-    provider._lt_call(setter.__name__, setter, obj, key, buf.ctypes.data, buf.nbytes)
-
-
 def _layouts(provider: NvidiaProvider, call: GroupedGemmCall) -> list[int]:
     """A, B and D grouped layouts over the call's size arrays (rows M_g, N, K, lda, ldb, ldd blocks of int32)."""
     lt = provider.lt
@@ -90,7 +82,7 @@ def _layouts(provider: NvidiaProvider, call: GroupedGemmCall) -> list[int]:
             )
             made.append(layout)
             for key in ("GROUPED_ROWS_COLS_ARRAY_INTEGER_WIDTH", "GROUPED_LD_ARRAY_INTEGER_WIDTH"):
-                _set(provider, *attr, layout, getattr(lt.MatrixLayoutAttribute, key), width)
+                provider._lt_set(*attr, layout, getattr(lt.MatrixLayoutAttribute, key), width)
     except BaseException:
         _destroy_layouts(provider, made)
         raise
@@ -117,22 +109,22 @@ def _plan(
         plan.desc = provider._lt_call("cublasLtMatmulDescCreate", lt.matmul_desc_create, _COMPUTE_32F, _R_32F)
         desc_attr = lt.matmul_desc_set_attribute, lt.get_matmul_desc_attribute_dtype
         key = lt.MatmulDescAttribute
-        _set(provider, *desc_attr, plan.desc, key.TRANSA, _OP_T if call.transpose_a else 0)
-        _set(provider, *desc_attr, plan.desc, key.TRANSB, 0)
-        _set(provider, *desc_attr, plan.desc, key.POINTER_MODE, int(lt.PointerMode.DEVICE))
-        _set(provider, *desc_attr, plan.desc, key.ALPHA_BATCH_STRIDE, 0)
-        _set(provider, *desc_attr, plan.desc, key.BETA_BATCH_STRIDE, 0)
+        provider._lt_set(*desc_attr, plan.desc, key.TRANSA, _OP_T if call.transpose_a else 0)
+        provider._lt_set(*desc_attr, plan.desc, key.TRANSB, 0)
+        provider._lt_set(*desc_attr, plan.desc, key.POINTER_MODE, int(lt.PointerMode.DEVICE))
+        provider._lt_set(*desc_attr, plan.desc, key.ALPHA_BATCH_STRIDE, 0)
+        provider._lt_set(*desc_attr, plan.desc, key.BETA_BATCH_STRIDE, 0)
         plan.pref = provider._lt_call("cublasLtMatmulPreferenceCreate", lt.matmul_preference_create)
         pref_attr = lt.matmul_preference_set_attribute, lt.get_matmul_preference_attribute_dtype
         pref = lt.MatmulPreferenceAttribute
-        _set(provider, *pref_attr, plan.pref, pref.MAX_WORKSPACE_BYTES, workspace_size)
-        _set(provider, *pref_attr, plan.pref, pref.REDUCTION_SCHEME_MASK, int(lt.ReductionScheme.COMPUTE_TYPE))
-        _set(provider, *pref_attr, plan.pref, pref.GROUPED_DESC_D_AVERAGE_ROWS, call.n)
-        _set(provider, *pref_attr, plan.pref, pref.GROUPED_DESC_D_AVERAGE_COLS, max(call.rows_hint // call.groups, 1))
-        _set(provider, *pref_attr, plan.pref, pref.GROUPED_AVERAGE_REDUCTION_DIM, call.k)
+        provider._lt_set(*pref_attr, plan.pref, pref.MAX_WORKSPACE_BYTES, workspace_size)
+        provider._lt_set(*pref_attr, plan.pref, pref.REDUCTION_SCHEME_MASK, int(lt.ReductionScheme.COMPUTE_TYPE))
+        provider._lt_set(*pref_attr, plan.pref, pref.GROUPED_DESC_D_AVERAGE_ROWS, call.n)
+        provider._lt_set(*pref_attr, plan.pref, pref.GROUPED_DESC_D_AVERAGE_COLS, max(call.rows_hint // call.groups, 1))
+        provider._lt_set(*pref_attr, plan.pref, pref.GROUPED_AVERAGE_REDUCTION_DIM, call.k)
         a_align, b_align, d_align = call.alignments  # the heuristic cannot see the per-group pointers
         for name, value in (("A", a_align), ("B", b_align), ("C", d_align), ("D", d_align)):
-            _set(provider, *pref_attr, plan.pref, getattr(pref, f"MIN_ALIGNMENT_{name}_BYTES"), value)
+            provider._lt_set(*pref_attr, plan.pref, getattr(pref, f"MIN_ALIGNMENT_{name}_BYTES"), value)
         results = lt.MatmulHeuristicResult(1)
         found = np.zeros(1, dtype=np.int32)
         a, b, d = layouts
@@ -154,7 +146,10 @@ def _plan(
         destroy(provider, plan)
         raise
     if found[0] == 0:
-        plan.refusal = f"cublasLtMatmulAlgoGetHeuristic found no grouped algorithm (cuBLASLt {lt.get_version()})"
+        plan.refusal = (
+            f"cublasLtMatmulAlgoGetHeuristic found no grouped algorithm (cuBLASLt {lt.get_version()}; preferences:"
+            f" {workspace_size} workspace bytes, fp32 split-K reduction only, A / B / D alignments {call.alignments})"
+        )
     else:
         plan.algo = results
     return plan

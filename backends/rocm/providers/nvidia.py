@@ -484,6 +484,13 @@ class NvidiaProvider(RuntimeProvider):
             label = self.lt.get_status_name(status) if status is not None else type(exc).__name__
             raise vendor_error(name, label, str(exc)) from None
 
+    def _lt_set(self, setter: Any, dtype_of: Any, obj: int, key: Any, value: Any) -> None:
+        """One cuBLASLt attribute through ``setter``, typed as the binding's ``dtype_of`` says."""
+        import numpy as np
+
+        buf = np.array([value], dtype=dtype_of(key))
+        self._lt_call(setter.__name__, setter, obj, key, buf.ctypes.data, buf.nbytes)
+
     def gemm(self, call: GemmCall, workspace: int, workspace_size: int, stream: int) -> None:
         """cublasLtMatmul with a plan (descriptors, layouts, heuristic algorithm) made once per GEMM shape.
 
@@ -663,7 +670,6 @@ class NvidiaProvider(RuntimeProvider):
         ``tune``: the fastest of the heuristic's candidates instead, timed on ``call`` with ``target``'s
         (workspace, stream) unless the stream is being captured (:mod:`blaslt_tune`).
         """
-        import numpy as np
 
         lt = self.lt
         if _is_integer(call):
@@ -671,11 +677,7 @@ class NvidiaProvider(RuntimeProvider):
         else:
             compute, scale_type = (_COMPUTE_32F_FAST_TF32 if call.fast_tf32 else _COMPUTE_32F), _R_32F
         plan = _GemmPlan()
-
-        def attr(setter: Any, dtype_of: Any, obj: int, key: Any, value: Any) -> None:
-            buf = np.array([value], dtype=dtype_of(key))
-            self._lt_call(setter.__name__, setter, obj, key, buf.ctypes.data, buf.nbytes)
-
+        attr = self._lt_set
         try:
             plan.desc = self._lt_call("cublasLtMatmulDescCreate", lt.matmul_desc_create, compute, scale_type)
             desc_attr = lt.matmul_desc_set_attribute, lt.get_matmul_desc_attribute_dtype
