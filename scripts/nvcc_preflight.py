@@ -10,7 +10,8 @@ The switches in :data:`SWITCHES` reach the backend from the environment (``ACL_G
 the GEMV kernels; ``ACL_GEMV_CONFIG=deep``: in that shape policy; ACL_ROWNORM_CONFIG, ACL_ARGMAX_CONFIG and
 ACL_ROPE_CONFIG: row-norm layout, long-row arg path, rotary kernel; ACL_KV_SCATTER_CONFIG=vec: ScatterPaKvCache's
 vector copy; ACL_GMM_CONFIG: the grouped GEMM's block shape; ACL_GMM_KERNEL=simt|mma: its kernel (INT8 included),
-=wgmma: the fp16 / bf16 groups on the warpgroup-MMA kernel (sm_90a, a cubin), ACL_GMM_WGMMA_CONFIG its block shape;
+=wgmma: the fp16 / bf16 groups on the warpgroup-MMA kernel (sm_90a, a cubin), ACL_GMM_WGMMA_CONFIG its block shape,
+=blaslt: the library grouped GEMM's arrays kernel (the fake provider offers the grouped GEMM, computing nothing);
 ACL_DECODE_CONFIG=fused: the one-launch decode kernels, two: the split path at every length, block: the short-cache
 kernel (,bpdl: its programmatic wait), two,pipe: the pipelined split kernel (,pdyn / ,pskip / ,pmma / ,pcomb / ,ppdl:
 its opt-in items);
@@ -202,7 +203,7 @@ DECODE_CALLS = _decode_calls()
 def collect(patterns: list[str]) -> list[str]:
     """Run the samples of the claimed ops matching ``patterns``; the ops whose calls raised something odd."""
     switches = {k: os.environ[k] for k in SWITCHES if k in os.environ}  # e.g. ACL_GEMV=1: the GEMV kernels
-    backend = RocmBackend(Recording(blas=True), {"ACL_KERNEL_CACHE": tempfile.mkdtemp(), **switches})
+    backend = RocmBackend(Recording(blas=True, grouped_blas=True), {"ACL_KERNEL_CACHE": tempfile.mkdtemp(), **switches})
     backend.runtime.ensure_device(0)
     claimed = set(backend.capabilities().ops)
     odd: list[str] = []

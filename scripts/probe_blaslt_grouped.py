@@ -4,7 +4,9 @@ Issue 18 point 4 allows "the library's grouped GEMM where it has one". cuBLASLt 
 (``cublasLtGroupedMatrixLayoutCreate``: per-group rows / cols / ld arrays, ``BatchMode.GROUPED``); nothing here
 says whether Hopper runs it. This times it on the issue's MoE shape (64 groups, K 2048, N 1408, uneven M summing
 to 16k / 32k rows) beside one torch GEMM of the same FLOPs (and ``torch._grouped_mm`` where torch has it), and
-checks one group's values. Column-major view: D_g (N x M_g) = W_g^T (N x K) . A_g^T (K x M_g).
+checks one group's values. Column-major view: D_g (N x M_g) = W_g^T (N x K) . A_g^T (K x M_g). Alpha and beta are
+one device float each (device pointer mode, batch strides 0: the sm_90 form PyTorch's cuBLASLt ``_grouped_mm`` uses;
+the op path ``ACL_GMM_KERNEL=blaslt``, ``acl_rocm/providers/blaslt_grouped.py``, follows the same recipe).
 Usage: ``python3 scripts/probe_blaslt_grouped.py`` (needs torch, nvmath-python and a CUDA GPU).
 """
 
@@ -67,8 +69,9 @@ def grouped_layouts(sizes: np.ndarray, width: str) -> tuple[dict[str, int], list
     return layouts, [t for group in arrays.values() for t in group]
 
 
-def probe(handle: int, total: int, width: str) -> bool:
-    """Heuristic, values and time of the grouped GEMM at ``total`` rows; False where it cannot run."""
+def probe(handle: int, total: int, width: str, mode: str = "DEVICE") -> bool:
+    """Heuristic, values and time of the grouped GEMM at ``total`` rows with alpha / beta in ``mode`` (``DEVICE``:
+    one device float each; ``HOST``); False where no algorithm ran."""
     rng = np.random.default_rng(0)
     w = rng.uniform(0.5, 1.5, G)
     sizes = np.floor(w / w.sum() * total).astype(np.int64)
@@ -80,28 +83,37 @@ def probe(handle: int, total: int, width: str) -> bool:
     flops = 2.0 * total * K * N
     layouts, _keep = grouped_layouts(sizes, width)
     desc = lt.matmul_desc_create(C32F, R32F)
+    desc_attr = lt.matmul_desc_set_attribute, lt.get_matmul_desc_attribute_dtype
+    if mode == "DEVICE":
+        set_attr(*desc_attr, desc, lt.MatmulDescAttribute.POINTER_MODE, int(lt.PointerMode.DEVICE))
+        for key in ("ALPHA_BATCH_STRIDE", "BETA_BATCH_STRIDE"):
+            set_attr(*desc_attr, desc, getattr(lt.MatmulDescAttribute, key), 0)
     pref = lt.matmul_preference_create()
     pref_attr = lt.matmul_preference_set_attribute, lt.get_matmul_preference_attribute_dtype
     set_attr(*pref_attr, pref, lt.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES, WORKSPACE)
-    for key, value in (("GROUPED_DESC_D_AVERAGE_ROWS", N), ("GROUPED_DESC_D_AVERAGE_COLS", total // G)):
+    hints = (("GROUPED_DESC_D_AVERAGE_ROWS", N), ("GROUPED_DESC_D_AVERAGE_COLS", total // G))
+    for key, value in (*hints, ("GROUPED_AVERAGE_REDUCTION_DIM", K)):
         set_attr(*pref_attr, pref, getattr(lt.MatmulPreferenceAttribute, key), value)
     results = lt.MatmulHeuristicResult(8)
     found = np.zeros(1, dtype=np.int32)
     a, b, d = layouts["a"], layouts["b"], layouts["d"]
     lt.matmul_algo_get_heuristic(handle, desc, a, b, d, d, pref, 8, results.ptr, found.ctypes.data)
-    print(f"rows {total}, {width}: the heuristic found {int(found[0])} algorithms")
+    print(f"rows {total}, {width}, alpha / beta {mode}: the heuristic found {int(found[0])} algorithms")
     if not found[0]:
         return False
     pa = on_device([weights.data_ptr() + g * K * N * 2 for g in range(G)])
     pb = on_device([x.data_ptr() + int(o) * K * 2 for o in offsets])
     pd = on_device([out.data_ptr() + int(o) * N * 2 for o in offsets])
-    alpha, beta = np.array([1.0], np.float32), np.array([0.0], np.float32)
+    scalars = torch.tensor([1.0, 0.0], dtype=torch.float32, device="cuda")
+    host = np.array([1.0, 0.0], np.float32)
+    base = scalars.data_ptr() if mode == "DEVICE" else host.ctypes.data
+    alpha, beta = base, base + 4
     workspace = torch.empty(WORKSPACE, dtype=torch.uint8, device="cuda")
     stream = torch.cuda.current_stream().cuda_stream
     best = float("inf")
     for i in range(int(found[0])):
         algo = results.ptr + HEURISTIC_RESULT_BYTES * i
-        args = (handle, desc, alpha.ctypes.data, pa.data_ptr(), a, pb.data_ptr(), b, beta.ctypes.data,
+        args = (handle, desc, alpha, pa.data_ptr(), a, pb.data_ptr(), b, beta,
                 pd.data_ptr(), d, pd.data_ptr(), d, algo, workspace.data_ptr(), WORKSPACE, stream)  # fmt: skip
         try:
             out.zero_()
@@ -129,20 +141,20 @@ def probe(handle: int, total: int, width: str) -> bool:
             print(f"  torch._grouped_mm: {flops / t_g / 1e12:6.1f} TFLOP/s")
         except Exception as exc:
             print(f"  torch._grouped_mm failed: {exc}")
-    return True
+    return best < float("inf")
 
 
 def main() -> None:
-    """Probe both sizes, trying 64-bit then 32-bit group arrays."""
+    """Probe both sizes: 32-bit arrays with device alpha / beta (the op path's form), then 64-bit, then host scalars."""
     print("cuBLASLt", lt.get_version(), "torch", torch.__version__, torch.cuda.get_device_name())
     handle = lt.create()
     for total in (16384, 32768):
-        for width in ("WIDTH_64", "WIDTH_32"):
+        for width, mode in (("WIDTH_32", "DEVICE"), ("WIDTH_64", "DEVICE"), ("WIDTH_32", "HOST")):
             try:
-                if probe(handle, total, width):
+                if probe(handle, total, width, mode):
                     break
             except Exception as exc:
-                print(f"rows {total}, {width}: {type(exc).__name__}: {exc}")
+                print(f"rows {total}, {width}, alpha / beta {mode}: {type(exc).__name__}: {exc}")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from acl_core.dtypes import DataType
 from acl_core.errors import AclError, RtErrorCode
 from acl_core.spec.ops.matmul import round_to_hf32
 from acl_core.spec.runtime import CopyDirection
-from acl_rocm.providers.base import DeviceProperties, GemmCall, Matrix, RuntimeProvider
+from acl_rocm.providers.base import DeviceProperties, GemmCall, GroupedGemmCall, Matrix, RuntimeProvider
 
 
 @dataclass
@@ -74,6 +74,15 @@ class FakeProvider(RuntimeProvider):
     """Whether the device offers programmatic dependent launch (an sm_90 does; False: as the amd provider)."""
     programmatic_launches: list[str] = field(default_factory=list)
     """Names of the kernels launched (or captured) with the programmatic attribute, in order."""
+    grouped_blas: bool = False
+    """Whether the provider offers the device-sized grouped GEMM (:meth:`grouped_gemm`, in NumPy)."""
+    grouped_refusal: str | None = None
+    """A refusal :meth:`grouped_gemm` answers instead of computing (as a library heuristic finding no algorithm)."""
+    grouped_gemms: list[GroupedGemmCall] = field(default_factory=list)
+    grouped_rows: list[list[int]] = field(default_factory=list)
+    """Each computed grouped GEMM's rows per group, as its size array held them."""
+    runs_kernels: ClassVar[bool] = False
+    """Whether launches execute (the kernel emulator's subclass): the grouped GEMM then computes from its arrays."""
 
     def __post_init__(self) -> None:
         self._buffers: dict[int, ctypes.Array[ctypes.c_char]] = {}
@@ -363,6 +372,44 @@ class FakeProvider(RuntimeProvider):
                 if address:
                     scale *= float(np.frombuffer((ctypes.c_char * 4).from_address(address), dtype=np.float32)[0])
             d[...] = (scale * (a.astype(np.float64) @ b.astype(np.float64))).astype(d.dtype)
+
+    def grouped_gemm_unavailable(self) -> str | None:
+        return None if self.grouped_blas else "the fake provider was made without a grouped GEMM"
+
+    def grouped_gemm(self, call: GroupedGemmCall, workspace: int, workspace_size: int, stream: int) -> str | None:
+        """The library's grouped GEMM in float64 on the host, reading its arrays back when it runs (a replay reads
+        them then); rounds once to D's dtype."""
+        assert self.grouped_blas and workspace and workspace_size
+        if self.grouped_refusal is not None:
+            return self.grouped_refusal
+        if stream in self._capture_of:
+            self._capture_of[stream].work.append(lambda s: self._grouped_now(call))
+        else:
+            self._grouped_now(call)
+        return None
+
+    def _grouped_now(self, call: GroupedGemmCall) -> None:
+        self.grouped_gemms.append(call)
+        if not self.runs_kernels:  # the arrays kernel only ran where launches execute (the kernel emulator)
+            return
+        g = call.groups
+        pointers = np.frombuffer((ctypes.c_char * (24 * g)).from_address(call.pointers), dtype=np.int64)
+        sizes = np.frombuffer((ctypes.c_char * (24 * g)).from_address(call.sizes), dtype=np.int32).reshape(6, g)
+        scalars = np.frombuffer((ctypes.c_char * 8).from_address(call.scalars), dtype=np.float32)
+        assert scalars.tolist() == [1.0, 0.0], scalars
+        self.grouped_rows.append(sizes[0].tolist())
+        for i in range(g):
+            rows, n, k, lda, ldb, ldd = (int(v) for v in sizes[:, i])
+            a_at, b_at, d_at = (int(pointers[j * g + i]) for j in range(3))
+            assert (n, k) == (call.n, call.k)
+            assert all(v % 16 == 0 for v in (a_at, b_at, d_at, 2 * lda, 2 * ldb, 2 * ldd)), "off the 16-byte grid"
+            if rows == 0:
+                continue
+            a = _matrix(Matrix(a_at, call.dtype, *((k, n) if call.transpose_a else (n, k)), lda), 0)
+            a = a.T if call.transpose_a else a
+            b = _matrix(Matrix(b_at, call.dtype, k, rows, ldb), 0)
+            d = _matrix(Matrix(d_at, call.out_dtype, n, rows, ldd), 0)
+            d[...] = (a.astype(np.float64) @ b.astype(np.float64)).astype(d.dtype)
 
 
 def _matrix(m: Matrix, index: int) -> np.ndarray:

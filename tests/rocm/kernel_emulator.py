@@ -180,6 +180,7 @@ class EmulatedProvider(FakeProvider):
     """The fake provider whose launches run: each kernel built with g++ against the shim and executed."""
 
     compiler_name: ClassVar[str] = "g++-emulation"
+    runs_kernels: ClassVar[bool] = True
     build_dir: ClassVar[Path | None] = None
 
     def module_function(self, module: object, name: str) -> object:

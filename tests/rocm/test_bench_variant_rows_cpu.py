@@ -195,3 +195,20 @@ def test_bench_env_rows_listed(fake: Sequence[RocmBackend], monkeypatch: pytest.
     index_shape_rows.run_cases(suite)  # type: ignore[arg-type]
     rows = [c.note for c in suite.cases if c.op == "RepeatInterleaveWithDim"]  # type: ignore[attr-defined]
     assert rows == ["", "ACL_REPEAT_ROWS=gather8", "ACL_REPEAT_ROWS=gather,grid"]
+
+
+def test_grouped_matmul_v5_blaslt_rows(bench_rocm: RocmBackend) -> None:
+    """GroupedMatmulV5Blaslt: the default row and the library one (the fake provider offering a grouped GEMM), each
+    naming the path that ran; without the binding the library row is left out; the runner's switch cleared after."""
+    from acl_tools.bench import gemm_variants
+
+    provider = bench_rocm.provider
+    runner = bench_rocm.grouped_matmul  # type: ignore[attr-defined]
+    for grouped, want in ((True, ["path mma", "path blaslt"]), (False, ["path mma"])):
+        provider.grouped_blas = grouped  # type: ignore[attr-defined]
+        suite = _suite(bench_rocm, {"GroupedMatmulV5Blaslt"})
+        gemm_variants.run_cases(suite)  # type: ignore[arg-type]
+        rows = [(c.op, c.status, c.note.split(";")[0]) for c in suite.cases]  # type: ignore[attr-defined]
+        names = ["GroupedMatmulV5", "GroupedMatmulV5 blaslt kernel"][: len(want)]
+        assert rows == [(name, "ok", note) for name, note in zip(names, want)]
+        assert runner.forced_kernel is None

@@ -22,6 +22,10 @@
   once a size, the group counts the same for every configuration; each row's note names the configuration that ran.
 * ``GroupedMatmulV5Wgmma`` (likewise, rocm on sm_90 only): the same rows for the warpgroup-MMA kernel's
   configurations (``ACL_GMM_WGMMA_CONFIG``: its default and alternatives, or ``ACL_BENCH_GMM_WGMMA_CONFIGS``).
+* ``GroupedMatmulV5Blaslt`` (likewise, rocm where the provider binds a library grouped GEMM: cuBLASLt's on sm_90):
+  the 16,384- and 32,768-row layers on the default path and through it (``ACL_GMM_KERNEL=blaslt``), and the
+  32,768-row one with the weight stored transposed, each beside torch's one GEMM of the same FLOPs
+  (:data:`BLASLT_ROWS`; the rows of one size share their group counts).
 * ``GroupedMatmulSwigluQuantV2``: a W8A8 MoE expert's gate/up projection, 64 groups of uneven M (8,192
   tokens), K = 2,048, N = 2 x 1,408, int8 x and weight, per-channel and per-token float32 scales,
   SwiGLU and per-row dynamic int8 quantisation, beside torch doing the same with ``torch._grouped_mm``
@@ -58,6 +62,7 @@ OPS: tuple[str, ...] = (
     "GroupedMatmulV5",
     "GroupedMatmulV5Configs",
     "GroupedMatmulV5Wgmma",
+    "GroupedMatmulV5Blaslt",
     "GroupedMatmulSwigluQuantV2",
     "QuantMatmulWeightNz",
 )
@@ -85,6 +90,11 @@ def run_cases(suite: Suite) -> None:
         if suite.wanted(name):
             for tokens_v5 in (16384, 32768) if full else (tokens,):
                 _grouped_v5_configs(suite, groups, tokens_v5, k, n, kernel)
+    if suite.wanted("GroupedMatmulV5Blaslt"):
+        drawn: dict[int, list[int]] = {}  # one draw of group counts a size: the rows compare paths, not draws
+        for tokens_v5, layout, kernel in BLASLT_ROWS if full else ((tokens, "kn", None), (tokens, "kn", "blaslt")):
+            counts = drawn.setdefault(tokens_v5, _uneven(suite, groups, tokens_v5))
+            _grouped_v5(suite, groups, tokens_v5, k, n, layout, kernel, counts)
     if suite.wanted("GroupedMatmulSwigluQuantV2"):
         for kernel, config in SWIGLU_QUANT_ROWS:
             _grouped_swiglu_quant(suite, groups, tokens, k, 2 * n, kernel, config)
@@ -181,9 +191,26 @@ V5_ROWS: tuple[tuple[int, str, str | None], ...] = (
 )
 """The full GroupedMatmulV5 rows: (rows in all, weight layout ``kn`` [g, K, N] / ``nk`` stored [g, N, K], the
 grouped GEMM forced or None)."""
+BLASLT_ROWS: tuple[tuple[int, str, str | None], ...] = (
+    (16384, "kn", None),
+    (16384, "kn", "blaslt"),
+    (32768, "kn", None),
+    (32768, "kn", "blaslt"),
+    (32768, "nk", "blaslt"),
+)
+"""The GroupedMatmulV5Blaslt rows (as :data:`V5_ROWS`): the default path beside the library's grouped GEMM."""
 
 
-def _grouped_v5(suite: Suite, groups: int, tokens: int, k: int, n: int, layout: str, kernel: str | None) -> None:
+def _grouped_v5(
+    suite: Suite,
+    groups: int,
+    tokens: int,
+    k: int,
+    n: int,
+    layout: str,
+    kernel: str | None,
+    counts: list[int] | None = None,
+) -> None:
     from acl_tools.bench.ops import Case
 
     runner = getattr(suite.backend, "grouped_matmul", None)  # the rocm backend's runner (path and switch)
@@ -191,9 +218,11 @@ def _grouped_v5(suite: Suite, groups: int, tokens: int, k: int, n: int, layout: 
         return
     if kernel == "wgmma" and getattr(runner, "wgmma_unavailable", lambda: "no wgmma kernel")() is not None:
         return  # sm_90 only
+    if kernel == "blaslt" and getattr(runner, "blaslt_unavailable", lambda: "no library path")() is not None:
+        return  # a provider binding a library grouped GEMM only
     torch = suite.torch
     dtype = D.ACL_BF16
-    counts = _uneven(suite, groups, tokens)
+    counts = counts or _uneven(suite, groups, tokens)
 
     def acl() -> tuple[Callable[[], None], Any]:
         args, stored = _v5_args(suite, counts, tokens, k, n, dtype, layout)
@@ -221,7 +250,9 @@ def _grouped_v5(suite: Suite, groups: int, tokens: int, k: int, n: int, layout: 
         if runner is not None:
             runner.forced_kernel = None
     path = runner.last_path if runner is not None else None
-    case.note = f"path {path or 'n/a'}; uneven M groups (device counts); torch: one [M, K] x [K, N] matmul, same FLOPs"
+    refused = getattr(runner, "last_refusal", None) if kernel is not None and path != kernel else None
+    case.note = f"path {path or 'n/a'}" + (f" ({kernel} refused: {refused})" if refused else "")
+    case.note += "; uneven M groups (device counts); torch: one [M, K] x [K, N] matmul, same FLOPs"
 
 
 def _v5_args(

@@ -46,6 +46,7 @@ from acl_rocm.kernels.grouped_matmul import (
     GmmKernel,
     GmmPrep,
 )
+from acl_rocm.kernels.grouped_matmul_blaslt import GmmBlaslt
 from acl_rocm.kernels.grouped_matmul_mma import ALTERNATIVES as MMA_ALTERNATIVES
 from acl_rocm.kernels.grouped_matmul_mma import BASE as MMA_BASE
 from acl_rocm.kernels.grouped_matmul_mma import BIAS_DTYPES as MMA_BIAS
@@ -60,6 +61,7 @@ from acl_rocm.kernels.grouped_matmul_wgmma import parse_config as parse_wgmma_co
 from acl_rocm.kernels.grouped_matmul_wgmma import refusal as wgmma_refusal
 from acl_rocm.kernels.mma import hardware_layout
 from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.ops import grouped_matmul_blaslt as blaslt
 from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.ops.quant_matmul import k_operand, mx_scale_strides
 from acl_rocm.views import coalesce
@@ -74,7 +76,10 @@ the matrix-instruction kernel where the architecture has matrix instructions, IN
 layer's int8 one (NVIDIA sm_80+) while :data:`INT8_AUTO_MMA` is on; ``mma``: wherever they fit (the layer's
 software path elsewhere); ``wgmma``: fp16 / bf16 operands on the warpgroup-MMA kernel
 (:mod:`acl_rocm.kernels.grouped_matmul_wgmma`, sm_90 only, opt-in until a GPU run has proven and timed it), other
-calls and other devices as ``auto`` would, the reason on the debug log and in ``last_refusal``."""
+calls and other devices as ``auto`` would, the reason on the debug log and in ``last_refusal``; ``blaslt``: M-axis
+groups of a device list (fp16 / bf16, no bias) through the provider's library grouped GEMM (cuBLASLt's
+device-sized one, :mod:`acl_rocm.ops.grouped_matmul_blaslt`; opt-in until a GPU run has proven and timed it),
+other calls as ``auto`` would, the reason on the debug log and in ``last_refusal``."""
 INT8_AUTO_MMA = True
 """Whether ``auto`` takes the int8 matrix kernel (NVIDIA m16n8k32). On since its GPU tier and `conformance rocm
 --full` of the grouped int8 ops passed on an H100 (2026-12-07 03:32), where GroupedMatmulSwigluQuantV2's layer ran in
@@ -149,9 +154,11 @@ class GroupedMatmulRunner:
     def __init__(self, backend: RocmBackend) -> None:
         self.backend = backend
         self.forced_kernel: str | None = None
-        """``wgmma`` / ``mma`` / ``simt`` / ``auto`` over :data:`GMM_ENV` for calls made while set (the bench's A/B)."""
+        """``blaslt`` / ``wgmma`` / ``mma`` / ``simt`` / ``auto`` over :data:`GMM_ENV` for calls made while set (the
+        bench's A/B)."""
         self.last_path: str | None = None
-        """The grouped GEMM the last call launched: ``wgmma`` (warpgroup MMA), ``mma`` (warp MMA) or ``simt``."""
+        """The grouped GEMM the last call ran: ``blaslt`` (the library's), ``wgmma`` (warpgroup MMA), ``mma`` (warp MMA)
+        or ``simt``."""
         self.forced_config: str | None = None
         """A :data:`CONFIG_ENV` setting over the environment's for calls made while set (the bench's rows)."""
         self.last_config: str | None = None
@@ -161,7 +168,7 @@ class GroupedMatmulRunner:
         self.forced_wgmma_config: str | None = None
         """A :data:`WGMMA_CONFIG_ENV` setting over the environment's for calls made while set (the bench's rows)."""
         self.last_refusal: str | None = None
-        """Why the last call under ``ACL_GMM_KERNEL=wgmma`` did not take the wgmma kernel (None: it did)."""
+        """Why the last call under ``ACL_GMM_KERNEL=wgmma`` / ``blaslt`` did not take that path (None: it did)."""
 
     def config(self) -> GmmConfig:
         """The matrix-instruction kernel's configuration (:data:`CONFIG_ENV`, or :attr:`forced_config`)."""
@@ -194,9 +201,28 @@ class GroupedMatmulRunner:
         return MMA_ALTERNATIVES
 
     def kernel_mode(self) -> str:
-        """``mma``, ``simt``, ``wgmma`` or ``auto``: the :data:`GMM_ENV` switch of this backend."""
+        """``mma``, ``simt``, ``wgmma``, ``blaslt`` or ``auto``: the :data:`GMM_ENV` switch of this backend."""
         value = self.forced_kernel or self.backend.environ.get(GMM_ENV, "auto").strip().lower()
-        return value if value in ("mma", "simt", "wgmma") else "auto"
+        return value if value in ("mma", "simt", "wgmma", "blaslt") else "auto"
+
+    def blaslt_unavailable(self) -> str | None:
+        """Why the library's grouped GEMM cannot run on this backend's provider and device (None where it can)."""
+        return self.backend.provider.grouped_gemm_unavailable()
+
+    def _blaslt(
+        self, p: GroupPlan, gemm: GroupedGemm, table: int, flag: int, temps: list[int], stream: int
+    ) -> GmmBlaslt | None:
+        """Enqueue the library's grouped GEMM for ``p`` (its report stand-in), or None, the reason logged and kept."""
+        why = blaslt.refusal(p, gemm, self.blaslt_unavailable())
+        if why is None:
+            why = blaslt.enqueue(self, p, gemm, table, flag, temps, stream)
+        if why is None:
+            self.last_refusal = None
+            return blaslt.report_gemm(gemm)
+        if why != self.last_refusal:
+            LOG.debug("grouped GEMM: %s=blaslt refused: %s; the kernel auto picks runs", GMM_ENV, why)
+        self.last_refusal = why
+        return None
 
     def wgmma_config(self) -> WgGmmConfig:
         """The warpgroup-MMA kernel's configuration (:data:`WGMMA_CONFIG_ENV`, or :attr:`forced_wgmma_config`)."""
@@ -241,6 +267,8 @@ class GroupedMatmulRunner:
         forces them elsewhere too: the layer's software path) unless the switch says ``simt``; otherwise the
         SIMT kernel (fp32: no TF32)."""
         mode = self.kernel_mode()
+        if mode == "blaslt":  # the kernel a call the library refuses runs (execute decides after planning)
+            mode = "auto"
         if mode == "wgmma":
             wgmma = self._wgmma(operands, bias, out)
             if wgmma is not None:
@@ -573,8 +601,11 @@ class GroupedMatmulRunner:
             prep = GmmPrep(gemm.tile_m, gemm.tile_n)
             self._launch(prep, self.backend.elementwise_config(1, 1), values, stream)
             grid = p.grid(gemm.tile_m, gemm.tile_n)
-            self._report(message, gemm, groups, grid)
-            if grid:
+            library = None
+            if grid and self.kernel_mode() == "blaslt":
+                library = self._blaslt(p, gemm, table, flag, temps, stream)
+            self._report(message, gemm if library is None else library, groups, grid)
+            if grid and library is None:
                 values = [
                     KernelArgs.index_array([groups, 0, 0], "long long"),
                     KernelArgs.pointer(table),
@@ -597,7 +628,7 @@ class GroupedMatmulRunner:
             for address in temps:
                 provider.free_async(address, stream)
 
-    def _report(self, message: str, gemm: GroupedGemm, groups: int, grid: int) -> None:
+    def _report(self, message: str, gemm: GroupedGemm | GmmBlaslt, groups: int, grid: int) -> None:
         self.last_path = gemm.path
         self.last_config = str(gemm.config) if isinstance(gemm, GmmMmaKernel | GmmWgmmaKernel) else None
         if LOG.isEnabledFor(logging.DEBUG):

@@ -350,6 +350,10 @@ class AmdProvider(RuntimeProvider):
         """HIP has no programmatic dependent launch (:meth:`launch_programmatic` launches plainly)."""
         return "HIP has no programmatic dependent launch"
 
+    def grouped_gemm_unavailable(self) -> str | None:
+        """Why there is no device-sized grouped GEMM here: hipBLASLt's grouped GEMM is not bound."""
+        return "hipBLASLt's grouped GEMM is not bound (the amd provider has no grouped GEMM)"
+
     # ------------------------------------------------------------------ collectives
     def collective_library(self) -> tuple[CollectiveLibrary | None, str]:
         """RCCL through ctypes on librccl.so.1 (same C API as NCCL; untested: no AMD GPU was available)."""

@@ -109,6 +109,32 @@ class GemmCall:
     b_scale: int = 0
 
 
+@dataclass(frozen=True)
+class GroupedGemmCall:
+    """``D_g = op(A_g) @ B_g`` for ``g < groups`` in column-major (BLAS) terms, every size and address on the device.
+
+    The M-axis grouped GEMM of GroupedMatmulV5: A_g the weight (N x K; stored K x N and ``transpose_a`` when the
+    weight is [g, N, K]), B_g the group's x rows (K x M_g), D_g its out rows (N x M_g). ``pointers`` is a device
+    array of ``3 * groups`` int64 addresses (A's, then B's, then D's); ``sizes`` one of ``6 * groups`` int32 (rows
+    M_g, N, K, lda, ldb, ldd: one block of ``groups`` each); ``scalars`` two device float32 (alpha 1, beta 0).
+    ``dtype`` (A, B) and ``out_dtype`` (D) are aclDataType numbers; products accumulate in fp32. ``rows_hint``
+    (the rows all groups can cover) guides the library's choice of algorithm: the sizes stay on the device.
+    ``alignments``: the bytes (a power of two, 16 to 256) every group's A, B and D address is a multiple of.
+    """
+
+    dtype: int
+    out_dtype: int
+    groups: int
+    n: int
+    k: int
+    rows_hint: int
+    transpose_a: bool
+    pointers: int
+    sizes: int
+    scalars: int
+    alignments: tuple[int, int, int] = (16, 16, 16)
+
+
 class RuntimeProvider(ABC):
     """Vendor runtime primitives for one platform (one instance per process)."""
 
@@ -361,6 +387,17 @@ class RuntimeProvider(ABC):
     def gemm(self, call: GemmCall, workspace: int, workspace_size: int, stream: int) -> None:
         """Enqueue one (batched) GEMM through the vendor BLAS (hipBLASLt / cuBLASLt) on ``stream``."""
         raise AclError(RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, self.gemm_unavailable() or "no GEMM")
+
+    def grouped_gemm_unavailable(self) -> str | None:
+        """None when :meth:`grouped_gemm` works here, else why not."""
+        return f"{self.platform} provider has no grouped GEMM library binding"
+
+    def grouped_gemm(self, call: GroupedGemmCall, workspace: int, workspace_size: int, stream: int) -> str | None:
+        """Enqueue one device-sized grouped GEMM on ``stream`` (None), or say why the library has no algorithm for
+        it (nothing enqueued)."""
+        raise AclError(
+            RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, self.grouped_gemm_unavailable() or "no grouped GEMM"
+        )
 
     # ------------------------------------------------------------------ collectives
     def collective_library(self) -> tuple[CollectiveLibrary | None, str]:

@@ -22,8 +22,14 @@ from acl_core.errors import AclError, AclErrorCode
 from acl_core.spec.runtime import CopyDirection
 from acl_rocm.errors import error_name, is_success, vendor_error
 from acl_rocm.plan_cache import PlanCache
-from acl_rocm.providers import blaslt_tune
-from acl_rocm.providers.base import DeviceProperties, GemmCall, RuntimeProvider, pool_release_threshold
+from acl_rocm.providers import blaslt_grouped, blaslt_tune
+from acl_rocm.providers.base import (
+    DeviceProperties,
+    GemmCall,
+    GroupedGemmCall,
+    RuntimeProvider,
+    pool_release_threshold,
+)
 from acl_rocm.providers.nccl import CollectiveLibrary, open_nccl
 
 _NOT_READY = frozenset({"cudaErrorNotReady", "CUDA_ERROR_NOT_READY"})
@@ -478,6 +484,13 @@ class NvidiaProvider(RuntimeProvider):
             label = self.lt.get_status_name(status) if status is not None else type(exc).__name__
             raise vendor_error(name, label, str(exc)) from None
 
+    def _lt_set(self, setter: Any, dtype_of: Any, obj: int, key: Any, value: Any) -> None:
+        """One cuBLASLt attribute through ``setter``, typed as the binding's ``dtype_of`` says."""
+        import numpy as np
+
+        buf = np.array([value], dtype=dtype_of(key))
+        self._lt_call(setter.__name__, setter, obj, key, buf.ctypes.data, buf.nbytes)
+
     def gemm(self, call: GemmCall, workspace: int, workspace_size: int, stream: int) -> None:
         """cublasLtMatmul with a plan (descriptors, layouts, heuristic algorithm) made once per GEMM shape.
 
@@ -499,6 +512,14 @@ class NvidiaProvider(RuntimeProvider):
                 self._gemm_plans.move_to_end(key)
             self._set_scale_pointers(plan, call)
             self._matmul(handle, plan, call, plan.algo.ptr, workspace, workspace_size, stream)
+
+    def grouped_gemm_unavailable(self) -> str | None:
+        """None where cuBLASLt's device-sized grouped GEMM is bound for this device (:mod:`blaslt_grouped`)."""
+        return blaslt_grouped.unavailable(self)
+
+    def grouped_gemm(self, call: GroupedGemmCall, workspace: int, workspace_size: int, stream: int) -> str | None:
+        """cublasLtMatmul over grouped layouts (:mod:`blaslt_grouped`); the heuristic's refusal, nothing enqueued."""
+        return blaslt_grouped.grouped_gemm(self, call, workspace, workspace_size, stream)
 
     def _matmul(
         self, handle: int, plan: _GemmPlan, call: GemmCall, algo: int, workspace: int, workspace_size: int, stream: int
@@ -649,7 +670,6 @@ class NvidiaProvider(RuntimeProvider):
         ``tune``: the fastest of the heuristic's candidates instead, timed on ``call`` with ``target``'s
         (workspace, stream) unless the stream is being captured (:mod:`blaslt_tune`).
         """
-        import numpy as np
 
         lt = self.lt
         if _is_integer(call):
@@ -657,11 +677,7 @@ class NvidiaProvider(RuntimeProvider):
         else:
             compute, scale_type = (_COMPUTE_32F_FAST_TF32 if call.fast_tf32 else _COMPUTE_32F), _R_32F
         plan = _GemmPlan()
-
-        def attr(setter: Any, dtype_of: Any, obj: int, key: Any, value: Any) -> None:
-            buf = np.array([value], dtype=dtype_of(key))
-            self._lt_call(setter.__name__, setter, obj, key, buf.ctypes.data, buf.nbytes)
-
+        attr = self._lt_set
         try:
             plan.desc = self._lt_call("cublasLtMatmulDescCreate", lt.matmul_desc_create, compute, scale_type)
             desc_attr = lt.matmul_desc_set_attribute, lt.get_matmul_desc_attribute_dtype
@@ -807,6 +823,7 @@ class NvidiaProvider(RuntimeProvider):
         if self._blas is None:
             return
         with self._gemm_lock:
+            blaslt_grouped.close(self)
             while self._gemm_plans:
                 _, plan = self._gemm_plans.popitem(last=False)
                 self._destroy_gemm_plan(plan)
