@@ -1,7 +1,7 @@
 """The cuDNN path of FlashAttentionScoreGrad on NVIDIA: cuDNN's fused SDPA backward through the frontend graph API.
 
 :data:`PATH_ENV` picks the path: ``blas`` (the default, the composed path of :mod:`acl_rocm.ops.attention_grad`,
-what AMD runs) or ``cudnn``: cuDNN's ``sdpa_backward`` graph wherever :func:`grad_refusal` and cuDNN itself accept
+what AMD runs), ``flash`` (the portable fused kernels of :mod:`acl_rocm.ops.attention_flash_grad`) or ``cudnn``: cuDNN's ``sdpa_backward`` graph wherever :func:`grad_refusal` and cuDNN itself accept
 the call (fp16/bf16, no pse, no sink, no explicit mask: none, top-left / bottom-right causal (sparseMode 2 / 3),
 the bottom-right band of sparseMode 4 as cuDNN's diagonal bounds, GQA, head dims multiple of 8 up to 256,
 every layout as strides with a unit head-dim stride, 16-byte aligned operands), else the BLAS path with the reason
@@ -34,9 +34,11 @@ from acl_rocm.ops.cudnn_graphs import CudnnGraphs, _Built, address
 Strides = tuple[int, int, int, int]
 LOG = logging.getLogger("acl_rocm.attention_grad")
 PATH_ENV: Final = "ACL_ATTENTION_GRAD_PATH"
-PATHS: Final = ("blas", "cudnn")
+PATHS: Final = ("blas", "cudnn", "flash")
 DEFAULT_PATH: Final = "blas"
-"""Opt-in until a GPU run proves the cuDNN path (then ``cudnn``: it falls back to BLAS where it does not fit)."""
+"""Opt-in until a GPU run proves the cuDNN path (then ``cudnn``: it falls back to BLAS where it does not fit).
+``flash`` (opt-in, not yet run on a GPU): the fused backward kernels of :mod:`acl_rocm.ops.attention_flash_grad`
+where they fit, else BLAS with the reason logged."""
 PLAN_ENV: Final = "ACL_ATTENTION_GRAD_CUDNN_PLAN"
 PLANS: Final = ("heuristic", "tune", "tune-all")
 DEFAULT_PLAN: Final = "heuristic"

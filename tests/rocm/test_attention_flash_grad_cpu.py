@@ -1,0 +1,78 @@
+"""FlashAttentionScoreGrad's flash path (``ACL_ATTENTION_GRAD_PATH=flash``) on the CPU kernel emulator.
+
+The pre-pass, the key-major dK / dV kernel and the query-major dQ kernel of
+:mod:`acl_rocm.kernels.attention_flash_grad` run on the emulator (the matrix layer's software path in layout 1,
+and layout 2's 64-lane bookkeeping once) over small shapes with ragged tails: D 64 and 128, fp16 and bf16, GQA,
+causal (top-left and bottom-right), a band, no mask, an explicit mask with a fully masked row, BSND / BNSD / BSH,
+compared with the reference under the op's accuracy class (the fp16/bf16 class allows P and dS rounded to 16 bits).
+The refusals (fp32, pse, sink, D 256) take the composed path, the reason on the debug log.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from acl_core import eager
+from acl_core.backend import Backend
+from acl_core.spec.ops.attention import compressed_mask
+from acl_rocm.ops.attention_grad_cudnn import PATH_ENV
+from tests.rocm.against_reference import class_problems
+from tests.rocm.prefill import sentinel_outputs
+from tests.rocm.test_attention_cpu import reference as reference
+from tests.rocm.test_attention_flash_cpu import _backend
+from tests.rocm.test_attention_grad_cpu import _samples
+from tests.rocm.test_gpu_attention_grad import _as_bnsd, _as_bsh, _call
+
+
+@pytest.fixture(scope="module")
+def flash_backend(tmp_path_factory: pytest.TempPathFactory) -> Backend:
+    """An emulated backend (layout 1, host BLAS for the composed fallbacks) with the flash backward switched on."""
+    backend = _backend(tmp_path_factory, 1)
+    backend.environ = {**backend.environ, PATH_ENV: "flash"}  # type: ignore[attr-defined]
+    return backend
+
+
+def check_flash_grad(backend: Backend, reference: Backend, op: str, args: dict[str, Any], note: str) -> None:
+    """The flash path ran and its outputs pass the op's accuracy class against the reference."""
+    runner = backend.attention_grad  # type: ignore[attr-defined]
+    runner.last_path = None
+    expected = eager.run(op, reference, **args)
+    actual = eager.run(op, backend, **args, **sentinel_outputs(op, args, expected))
+    assert runner.last_path == "flash", f"{note}: the {runner.last_path} path ran"
+    problems = class_problems(op, args, actual, expected)
+    assert not problems, f"{op} [{note}]: " + "; ".join(p.message for p in problems)
+
+
+CASES = {
+    "no mask GQA 4/2 BSND 40x75 D64 bf16": (ml_dtypes.bfloat16, (1, 4, 2, 40, 75, 64), {}, None),
+    "causal top-left BNSD 70x70 D64 fp16": (
+        np.float16, (1, 2, 1, 70, 70, 64), {"attenMaskOptional": compressed_mask(), "sparseMode": 2}, _as_bnsd),
+    "causal bottom-right BSND 33x80 D128 bf16": (
+        ml_dtypes.bfloat16, (1, 2, 2, 33, 80, 128), {"attenMaskOptional": compressed_mask(), "sparseMode": 3}, None),
+    "band BSH 50x66 D64 fp16 pre 9 next 4": (
+        np.float16, (2, 2, 2, 50, 66, 64),
+        {"attenMaskOptional": compressed_mask(), "sparseMode": 4, "preTokens": 9, "nextTokens": 4}, _as_bsh),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_flash_grad_matches_the_reference(flash_backend: Backend, reference: Backend, case: str) -> None:
+    dtype, dims, extra, relayout = CASES[case]
+    op, args = _call(np.random.default_rng(7), dtype, *dims, **extra)
+    if relayout is not None:
+        args = relayout(args)
+    check_flash_grad(flash_backend, reference, op, args, case)
+
+
+def test_flash_grad_explicit_mask_and_window(flash_backend: Backend, reference: Backend) -> None:
+    rng = np.random.default_rng(8)
+    mask = rng.uniform(size=(1, 1, 37, 45)) < 0.3
+    mask[:, :, 5, :] = True  # a fully masked row: dQ 0 there, P 0 in dK / dV
+    extra = {"attenMaskOptional": mask, "preTokens": 20, "nextTokens": 6}
+    op, args = _call(rng, np.float16, 1, 2, 1, 37, 45, 128, **extra)
+    check_flash_grad(flash_backend, reference, op, args, "mask + window, GQA 2/1, D128 fp16")
