@@ -76,3 +76,79 @@ def test_flash_grad_explicit_mask_and_window(flash_backend: Backend, reference: 
     extra = {"attenMaskOptional": mask, "preTokens": 20, "nextTokens": 6}
     op, args = _call(rng, np.float16, 1, 2, 1, 37, 45, 128, **extra)
     check_flash_grad(flash_backend, reference, op, args, "mask + window, GQA 2/1, D128 fp16")
+
+
+def test_flash_grad_in_the_64_lane_layout(tmp_path_factory: pytest.TempPathFactory, reference: Backend) -> None:
+    backend = _backend(tmp_path_factory, 2)  # AMD CDNA's bookkeeping: 64 lanes, P / dS through the warp's scratch
+    backend.environ = {**backend.environ, PATH_ENV: "flash"}  # type: ignore[attr-defined]
+    extra = {"attenMaskOptional": compressed_mask(), "sparseMode": 3}
+    op, args = _call(np.random.default_rng(9), ml_dtypes.bfloat16, 1, 2, 1, 30, 41, 64, **extra)
+    check_flash_grad(backend, reference, op, args, "layout 2, causal bottom-right GQA 2/1")
+
+
+@pytest.mark.parametrize("layout", ["padded", "transposed"])
+def test_flash_grad_on_views_with_element_loads(flash_backend: Backend, reference: Backend, layout: str) -> None:
+    op, args = _call(np.random.default_rng(10), np.float16, 1, 2, 2, 21, 35, 32)
+    runner = flash_backend.attention_grad  # type: ignore[attr-defined]
+    runner.last_path = None
+    expected = eager.run(op, reference, op_args=dict(args))
+    actual = eager.run(op, flash_backend, layout=layout, guard=True, op_args=dict(args))
+    assert runner.last_path == "flash"
+    problems = class_problems(op, args, actual, expected)
+    assert not problems, f"{layout}: " + "; ".join(p.message for p in problems)
+
+
+def test_flash_grad_agrees_with_the_composed_path(flash_backend: Backend) -> None:
+    """The log-sum-exp convention (lse = max + log sum; +inf where the sum is 0): the two paths agree normwise."""
+    mask = np.zeros((1, 1, 24, 30), bool)
+    mask[:, :, 3, :] = True  # max -inf, sum 0: P 0 on both paths
+    op, args = _call(np.random.default_rng(11), ml_dtypes.bfloat16, 1, 2, 2, 24, 30, 64, attenMaskOptional=mask)
+    runner = flash_backend.attention_grad  # type: ignore[attr-defined]
+    flash = eager.run(op, flash_backend, **args)
+    assert runner.last_path == "flash"
+    saved = flash_backend.environ  # type: ignore[attr-defined]
+    flash_backend.environ = {**saved, PATH_ENV: "blas"}  # type: ignore[attr-defined]
+    try:
+        composed = eager.run(op, flash_backend, **args)
+        assert runner.last_path == "blas"
+    finally:
+        flash_backend.environ = saved  # type: ignore[attr-defined]
+    for name, value in composed.items():
+        c, f = np.asarray(value, np.float64), np.asarray(flash[name], np.float64)
+        assert np.max(np.abs(c - f)) <= 2e-2 * np.max(np.abs(c)), name  # bf16: P and dS rounded on the flash path
+    assert not np.any(np.asarray(flash["dqOut"])[0, 3]), "dQ of the fully masked row (BSND row 3)"
+
+
+def test_samples_under_the_switch(flash_backend: Backend, reference: Backend, caplog: pytest.LogCaptureFixture) -> None:
+    """Every FlashAttentionScoreGrad sample with the switch on: the ones the kernels take (fp16 / bf16, D a multiple
+    of 16) run flash, the rest (fp32, D 8, pse) the composed path with the reason logged; all under the class."""
+    runner = flash_backend.attention_grad  # type: ignore[attr-defined]
+    paths: dict[str, str] = {}
+    with caplog.at_level(logging.DEBUG, logger="acl_rocm.attention_grad"):
+        for note, args in _samples("FlashAttentionScoreGrad", tuple(range(31))):
+            runner.last_path = None
+            expected = eager.run("FlashAttentionScoreGrad", reference, **args)
+            actual = eager.run("FlashAttentionScoreGrad", flash_backend, **args)
+            problems = class_problems("FlashAttentionScoreGrad", args, actual, expected)
+            assert not problems, f"[{note}] ({runner.last_path}): " + "; ".join(p.message for p in problems)
+            paths[note] = runner.last_path
+    assert paths["bf16 GQA 4/2, Sq=33 Skv=40 D=16"] == "flash"
+    assert paths["float32 GQA 4/2"] == "blas" and paths["pse [B,N,Sq,Skv]"] == "blas"
+    assert "blas path (flash: float32 inputs" in caplog.text and "blas path (flash: head dim 8" in caplog.text
+
+
+def test_refusals_take_the_composed_path(flash_backend: Backend, reference: Backend) -> None:
+    runner = flash_backend.attention_grad  # type: ignore[attr-defined]
+    rng = np.random.default_rng(12)
+    sink = rng.uniform(-2, 2, 2).astype(np.float32)
+    for note, (dtype, d, extra) in {
+        "sink": (np.float16, 64, {"sink": sink}),
+        "D 256": (ml_dtypes.bfloat16, 256, {}),
+    }.items():
+        op, args = _call(rng, dtype, 1, 2, 2, 9, 12, d, **extra)
+        runner.last_path = None
+        expected = eager.run(op, reference, **args)
+        actual = eager.run(op, flash_backend, **args)
+        assert runner.last_path == "blas", note
+        problems = class_problems(op, args, actual, expected)
+        assert not problems, f"{note}: " + "; ".join(p.message for p in problems)

@@ -39,13 +39,17 @@ from acl_rocm.kernels.mma import MMA_SOURCE
 from acl_rocm.kernels.prelude import PRELUDE
 from acl_rocm.ops.attention_plan import KEY_RANGE_SOURCE
 
-HEAD_DIMS: Final = (64, 128)
-"""Head dims the kernels take (D 256 would hold 2 x 16 fp32 accumulator fragments a warp: refused, the composed
-path runs it)."""
+HEAD_DIMS: Final = (16, 32, 48, 64, 80, 96, 112, 128)
+"""Head dims the kernels take: multiples of the matrix tile's 16 up to 128 (D 256 would hold 2 x 16 fp32 accumulator
+fragments a warp in the dK/dV kernel: refused, the composed path runs it)."""
 WARPS: Final = 4
-TILES: Final = {64: (64, 64), 128: (64, 32)}
-"""Head dim -> (BCQ: keys a dQ tile, BRK: query rows a dK/dV step); ``nvcc -Xptxas -v`` decides (module docstring
-of :mod:`acl_rocm.ops.attention_flash_grad`)."""
+
+
+def tiles(head_dim: int) -> tuple[int, int]:
+    """(BCQ: keys a dQ tile, BRK: query rows a dK/dV step) at ``head_dim``: 64 / 64 up to D 64, 64 / 32 above (the
+    dK/dV kernel's two D-wide accumulators leave room for 2 x 32-row S / dP tiles there; registers in
+    :mod:`acl_rocm.ops.attention_flash_grad`'s docstring)."""
+    return (64, 64) if head_dim <= 64 else (64, 32)
 
 
 @dataclass(frozen=True)
@@ -118,8 +122,8 @@ class FlashGradInstance:
 
 
 def grad_instance(dtype: D, head_dim: int, vec: bool) -> FlashGradInstance:
-    """The instance for a call (:data:`TILES`' shape for ``head_dim``, one of :data:`HEAD_DIMS`)."""
-    bcq, brk = TILES[head_dim]
+    """The instance for a call (:func:`tiles`' shape for ``head_dim``, one of :data:`HEAD_DIMS`)."""
+    bcq, brk = tiles(head_dim)
     return FlashGradInstance(dtype, head_dim, vec, bcq, brk)
 
 

@@ -66,7 +66,7 @@ class FlashAttentionGrad:
         if p.dtype not in DTYPES:
             return f"{p.dtype.short} inputs (the flash backward runs fp16/bf16)"
         if p.d not in HEAD_DIMS:
-            return f"head dim {p.d} (the flash backward has {', '.join(map(str, HEAD_DIMS))}; D 256 would spill)"
+            return f"head dim {p.d} (the flash backward takes multiples of 16 up to 128; D 256 would spill)"
         if p.pse is not None:
             return "a pse input (the composed path adds it)"
         if p.sink is not None:
