@@ -280,8 +280,10 @@ def flash_instance(
     return inst
 
 
-ROWS_SOURCE: Final = r"""// rows row0 .. row0+rows of a [row][dim] operand into dst[r * DP + d]; rows at or past limit are zeros
-ACL_DEV void flash_load(unsigned short* dst, const elem_t* src, long long s_row, long long s_dim, long long row0,
+ROWS_SOURCE: Final = (
+    "// rows row0 .. row0+rows of a [row][dim] operand into dst[r * DP + d]; rows at or past limit are zeros\n"
+    "ACL_DEV void "
+    + r"""flash_load(unsigned short* dst, const elem_t* src, long long s_row, long long s_dim, long long row0,
                         int rows, long long limit) {
 #if VEC
   const int chunks = HEAD_DIM / 8;
@@ -309,6 +311,7 @@ ACL_DEV float flash_exp2(float x) {
 #endif
 }
 """
+)
 """Row staging (``flash_load``: ``cp.async`` 16-byte chunks where ``VEC``, else element loads; zeros past the limit)
 and ``flash_exp2``, shared by the forward and backward flash kernels (they define ``HEAD_DIM``, ``DP``, ``THREADS``,
 ``VEC``, ``FAST_EXP`` and ``elem_t`` first)."""

@@ -1,4 +1,4 @@
-"""The flash path of FlashAttentionScoreGrad: the fused backward kernels of :mod:`acl_rocm.kernels.attention_flash_grad`.
+"""FlashAttentionScoreGrad's flash path: the fused backward kernels of :mod:`acl_rocm.kernels.attention_flash_grad`.
 
 Opt-in as ``ACL_ATTENTION_GRAD_PATH=flash`` (:mod:`acl_rocm.ops.attention_grad_cudnn`'s switch). Per call, on the
 launch's stream: two fp32 [B, Nq, Sq] temporaries (Di and the log2-unit log-sum-exp) from the pre-pass, then the
@@ -160,4 +160,3 @@ class FlashAttentionGrad:
         config = LaunchConfig(grid, block, shared)
         prepared = Prepared(self.function(inst, kernel), config, KernelArgs(values))
         self.backend.elementwise.launch_prepared(prepared, stream)
-

@@ -1,12 +1,13 @@
 """The cuDNN path of FlashAttentionScoreGrad on NVIDIA: cuDNN's fused SDPA backward through the frontend graph API.
 
-:data:`PATH_ENV` picks the path: ``blas`` (the default, the composed path of :mod:`acl_rocm.ops.attention_grad`,
-what AMD runs), ``flash`` (the portable fused kernels of :mod:`acl_rocm.ops.attention_flash_grad`) or ``cudnn``: cuDNN's ``sdpa_backward`` graph wherever :func:`grad_refusal` and cuDNN itself accept
-the call (fp16/bf16, no pse, no sink, no explicit mask: none, top-left / bottom-right causal (sparseMode 2 / 3),
-the bottom-right band of sparseMode 4 as cuDNN's diagonal bounds, GQA, head dims multiple of 8 up to 256,
-every layout as strides with a unit head-dim stride, 16-byte aligned operands), else the BLAS path with the reason
-on the debug logger ``acl_rocm.attention_grad``. The frontend's loading, handles, graph LRU and plan cache are
-:mod:`acl_rocm.ops.cudnn_graphs`'s; plans persist (opt-in) under the plan cache kind :data:`PLAN_KIND`.
+:data:`PATH_ENV` picks the path: ``blas`` (the default, the composed path of :mod:`acl_rocm.ops.attention_grad`, what
+AMD runs), ``flash`` (the portable fused kernels of :mod:`acl_rocm.ops.attention_flash_grad`) or ``cudnn``: cuDNN's
+``sdpa_backward`` graph wherever :func:`grad_refusal` and cuDNN itself accept the call (fp16/bf16, no pse, no sink, no
+explicit mask: none, top-left / bottom-right causal (sparseMode 2 / 3), the bottom-right band of sparseMode 4 as cuDNN's
+diagonal bounds, GQA, head dims multiple of 8 up to 256, every layout as strides with a unit head-dim stride, 16-byte
+aligned operands), else the BLAS path with the reason on the debug logger ``acl_rocm.attention_grad``. The frontend's
+loading, handles, graph LRU and plan cache are :mod:`acl_rocm.ops.cudnn_graphs`'s; plans persist (opt-in) under the plan
+cache kind :data:`PLAN_KIND`.
 
 cuDNN recomputes P from a log-sum-exp per row ([B,N,Sq,1] fp32): one elementwise launch (:data:`LSE`) forms it
 from softmaxMax / softmaxSum's first column as ``max + log(sum)`` into a stream-ordered temporary, so
