@@ -19,7 +19,9 @@ import pytest
 
 from acl_core import eager
 from acl_core.backend import Backend
+from acl_core.errors import AclError, AclErrorCode
 from acl_core.spec.ops.attention import compressed_mask
+from acl_rocm.ops.attention_flash_grad import STAGES_ENV
 from acl_rocm.ops.attention_grad_cudnn import PATH_ENV
 from tests.rocm.against_reference import class_problems
 from tests.rocm.prefill import sentinel_outputs
@@ -152,3 +154,23 @@ def test_refusals_take_the_composed_path(flash_backend: Backend, reference: Back
         assert runner.last_path == "blas", note
         problems = class_problems(op, args, actual, expected)
         assert not problems, f"{note}: " + "; ".join(p.message for p in problems)
+
+
+@pytest.mark.parametrize("stages", ["1", "2"])
+def test_flash_grad_walks_many_tiles_in_either_stage_count(
+    flash_backend: Backend, reference: Backend, monkeypatch: pytest.MonkeyPatch, stages: str
+) -> None:
+    """Three dQ key tiles and six dK/dV steps (three row tiles of two query heads): every buffer reused."""
+    monkeypatch.setattr(flash_backend, "environ", {**flash_backend.environ, STAGES_ENV: stages})  # type: ignore[attr-defined]
+    extra = {"attenMaskOptional": compressed_mask(), "sparseMode": 3}
+    op, args = _call(np.random.default_rng(13), ml_dtypes.bfloat16, 1, 2, 1, 70, 150, 128, **extra)
+    check_flash_grad(flash_backend, reference, op, args, f"{stages} stages")
+    assert flash_backend.attention_grad.flash.last_instance.stages == int(stages)  # type: ignore[attr-defined]
+
+
+def test_a_bad_stage_count_is_a_typed_error(flash_backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(flash_backend, "environ", {**flash_backend.environ, STAGES_ENV: "3"})  # type: ignore[attr-defined]
+    op, args = _call(np.random.default_rng(14), np.float16, 1, 1, 1, 8, 8, 64)
+    with pytest.raises(AclError) as err:
+        eager.run(op, flash_backend, **args)
+    assert err.value.code == AclErrorCode.ACL_ERROR_INVALID_PARAM

@@ -98,6 +98,8 @@ class FlashGradInstance:
     """Keys a dQ tile."""
     brk: int = 64
     """Query rows a dK/dV step."""
+    stages: int = 2
+    """Buffers of the walked operand (Q / dO in dK/dV, K / V in dQ): 2 copies tile t + 1 while tile t is computed."""
 
     @property
     def rows(self) -> int:
@@ -110,21 +112,23 @@ class FlashGradInstance:
         return 32 * WARPS
 
     def shared_bytes(self, kernel: str) -> int:
-        """Dynamic shared memory of ``kernel`` ("dq" or "dkv"): two operands of each tile, 16-byte padded rows."""
+        """Dynamic shared memory of ``kernel`` ("dq" or "dkv"): the block's two resident operands and ``stages``
+        buffers of the two walked ones, 16-byte padded rows."""
         tile = self.bcq if kernel == "dq" else self.brk
-        return 2 * (self.rows + tile) * (self.head_dim + 8) * 2
+        return 2 * (self.rows + self.stages * tile) * (self.head_dim + 8) * 2
 
     @functools.cached_property
     def kernel_name(self) -> str:
         """The stable stem of the three kernels' names (``_prep``, ``_dkv``, ``_dq`` appended)."""
         digest = hashlib.sha1(repr((self, GRAD_STRUCT)).encode()).hexdigest()[:12]
-        return f"acl_flash_grad_{self.dtype.short}_d{self.head_dim}_q{self.bcq}k{self.brk}_{digest}"
+        shape = f"q{self.bcq}k{self.brk}s{self.stages}"
+        return f"acl_flash_grad_{self.dtype.short}_d{self.head_dim}_{shape}_{digest}"
 
 
-def grad_instance(dtype: D, head_dim: int, vec: bool) -> FlashGradInstance:
+def grad_instance(dtype: D, head_dim: int, vec: bool, stages: int = 2) -> FlashGradInstance:
     """The instance for a call (:func:`tiles`' shape for ``head_dim``, one of :data:`HEAD_DIMS`)."""
     bcq, brk = tiles(head_dim)
-    return FlashGradInstance(dtype, head_dim, vec, bcq, brk)
+    return FlashGradInstance(dtype, head_dim, vec, bcq, brk, stages)
 
 
 _COMMON: Final = r"""
@@ -141,6 +145,7 @@ _COMMON: Final = r"""
 #define BKV (16 * WARPS)
 #define BCQ @BCQ@
 #define BRK @BRK@
+#define STAGES @STAGES@
 #define LOG2E 1.4426950408889634f
 typedef @S@ elem_t;
 @GRAD_STRUCT@
@@ -160,6 +165,31 @@ ACL_DEV bool fg_keep(const FgMeta& m, const unsigned char* __restrict__ mask, lo
 ACL_DEV bool fg_full(const FgMeta& m, long long r0, int nr, long long j0, int nk) {
   if (m.has_mask || j0 + nk > m.kv_len) return false;
   return !m.has_window || (j0 - (r0 + nr - 1) - m.shift >= m.win_lo && j0 + nk - 1 - r0 - m.shift <= m.win_hi);
+}
+
+// the dK/dV walk's step n (query head n / steps of the group, rows r_first + (n % steps) BRK ..): Q and dO into
+// qs (dO BRK rows after it) by cp.async (one commit group), the rows' lse2 / Di into rl / rd by plain stores
+ACL_DEV void fg_dkv_issue(const FgMeta& m, const elem_t* __restrict__ q, const elem_t* __restrict__ dout,
+                          const float* __restrict__ delta, const float* __restrict__ lse2, long long b, long long hk,
+                          long long r_first, long long steps, long long n, unsigned short* qs, float* rl, float* rd) {
+  const long long h = hk * m.group + n / steps, r0 = r_first + (n % steps) * BRK;
+  flash_load(qs, q + b * m.q[0] + h * m.q[1], m.q[2], m.q[3], r0, BRK, m.rows);
+  flash_load(qs + BRK * DP, dout + b * m.dout[0] + h * m.dout[1], m.dout[2], m.dout[3], r0, BRK, m.rows);
+  acl_cp_async_commit();
+  const long long stats = (b * m.heads + h) * m.rows;
+  for (int c = threadIdx.x; c < BRK; c += THREADS) {
+    const bool ok = r0 + c < m.rows;
+    rl[c] = ok ? lse2[stats + r0 + c] : __uint_as_float(0x7f800000u);
+    rd[c] = ok ? delta[stats + r0 + c] : 0.0f;
+  }
+}
+
+// the dQ walk's key tile from j0: K and V into ks (V BCQ rows after it) by cp.async (one commit group)
+ACL_DEV void fg_dq_issue(const FgMeta& m, const elem_t* __restrict__ kh, const elem_t* __restrict__ vh, long long j0,
+                         unsigned short* ks) {
+  flash_load(ks, kh, m.k[2], m.k[3], j0, BCQ, m.kv_len);
+  flash_load(ks + BCQ * DP, vh, m.v[2], m.v[3], j0, BCQ, m.kv_len);
+  acl_cp_async_commit();
 }
 
 #if ACL_MMA_SCRATCH
@@ -205,13 +235,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@_dkv(
     const elem_t* __restrict__ v, const elem_t* __restrict__ dout, const unsigned char* __restrict__ mask,
     const float* __restrict__ delta, const float* __restrict__ lse2, elem_t* __restrict__ dk,
     elem_t* __restrict__ dv) {
-  extern __shared__ AclVec<unsigned, 4> smem_raw[];  // K, V (BKV rows each), Q, dO (BRK rows each)
-  __shared__ float rls[BRK], rds[BRK];
+  extern __shared__ AclVec<unsigned, 4> smem_raw[];  // K, V (BKV rows each), STAGES x (Q, dO) (BRK rows each)
+  __shared__ float rls_all[STAGES][BRK], rds_all[STAGES][BRK];
   FG_SCRATCH
   unsigned short* const ks = (unsigned short*)smem_raw;
   unsigned short* const vs = ks + BKV * DP;
-  unsigned short* const qs = vs + BKV * DP;
-  unsigned short* const dos = qs + BRK * DP;
+  unsigned short* const qs_all = vs + BKV * DP;  // stage s: Q at qs_all + 2 s BRK DP, dO after it
   const int warp = threadIdx.x / ACL_WARP_SIZE, lane = acl_lane();
   const long long x = blockIdx.x;
   const long long bh = x / m.k_tiles, kt = x % m.k_tiles;  // causal: the first key tiles have the most rows
@@ -236,23 +265,25 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@_dkv(
 #pragma unroll
     for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) dka[dt].x[e] = dva[dt].x[e] = 0.0f;
 
-  for (long long hh = 0; hh < m.group; ++hh) {
-    const long long h = hk * m.group + hh;
-    const elem_t* qh = q + b * m.q[0] + h * m.q[1];
-    const elem_t* doh = dout + b * m.dout[0] + h * m.dout[1];
-    const long long stats = (b * m.heads + h) * m.rows;
-    for (long long st = 0; st < steps; ++st) {
-      const long long r0 = r_first + st * BRK;
-      __syncthreads();  // every warp is done with the previous Q / dO tile
-      flash_load(qs, qh, m.q[2], m.q[3], r0, BRK, m.rows);
-      flash_load(dos, doh, m.dout[2], m.dout[3], r0, BRK, m.rows);
-      acl_cp_async_commit();
-      for (int c = threadIdx.x; c < BRK; c += THREADS) {
-        const bool ok = r0 + c < m.rows;
-        rls[c] = ok ? lse2[stats + r0 + c] : __uint_as_float(0x7f800000u);
-        rds[c] = ok ? delta[stats + r0 + c] : 0.0f;
-      }
-      acl_cp_async_wait_all();
+  // one walk over (query head of the group, query tile): step n is head n / steps, tile n % steps
+  const long long total = m.group * steps;
+  if (STAGES == 2 && total > 0) fg_dkv_issue(m, q, dout, delta, lse2, b, hk, r_first, steps, 0, qs_all, rls_all[0],
+                                             rds_all[0]);
+  for (long long n = 0; n < total; ++n) {
+    const long long h = hk * m.group + n / steps, r0 = r_first + (n % steps) * BRK;
+    const int buf = STAGES == 2 ? (int)(n & 1) : 0;
+    unsigned short* const qs = qs_all + 2 * buf * BRK * DP;
+    unsigned short* const dos = qs + BRK * DP;
+    const float* const rls = rls_all[buf];
+    const float* const rds = rds_all[buf];
+    {
+      __syncthreads();  // every warp is done with the buffers the next copy fills
+      const long long next = STAGES == 2 ? n + 1 : n;
+      const int nb = STAGES == 2 ? (int)(next & 1) : 0;
+      if (next < total) fg_dkv_issue(m, q, dout, delta, lse2, b, hk, r_first, steps, next,
+                                     qs_all + 2 * nb * BRK * DP, rls_all[nb], rds_all[nb]);
+      if (STAGES == 2 && next < total) acl_cp_async_wait<1>();  // all but step n + 1's copy have landed
+      else acl_cp_async_wait<0>();
       __syncthreads();
       // S^T = K Q^T and dP^T = V dO^T: this warp's 16 keys by BRK rows
       AclMmaC sc[BRK / 16], dp[BRK / 16];
@@ -320,12 +351,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@_dq(
     const FgMeta m, const double scale_arg, const elem_t* __restrict__ q, const elem_t* __restrict__ k,
     const elem_t* __restrict__ v, const elem_t* __restrict__ dout, const unsigned char* __restrict__ mask,
     const float* __restrict__ delta, const float* __restrict__ lse2, elem_t* __restrict__ dq) {
-  extern __shared__ AclVec<unsigned, 4> smem_raw[];  // Q, dO (BQ rows each), K, V (BCQ rows each)
+  extern __shared__ AclVec<unsigned, 4> smem_raw[];  // Q, dO (BQ rows each), STAGES x (K, V) (BCQ rows each)
   FG_SCRATCH
   unsigned short* const qs = (unsigned short*)smem_raw;
   unsigned short* const dos = qs + BQ * DP;
-  unsigned short* const ks = dos + BQ * DP;
-  unsigned short* const vs = ks + BCQ * DP;
+  unsigned short* const ks_all = dos + BQ * DP;  // stage s: K at ks_all + 2 s BCQ DP, V after it
   const int warp = threadIdx.x / ACL_WARP_SIZE, lane = acl_lane();
   const long long x = blockIdx.x;
   const long long bh = x / m.q_tiles, qt = m.q_tiles - 1 - x % m.q_tiles;  // the longest key ranges first
@@ -355,13 +385,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@_dq(
     for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) acc[dt].x[e] = 0.0f;
 
   const long long tiles = kv1 > kv0 ? (kv1 - kv0 + BCQ - 1) / BCQ : 0;
+  if (STAGES == 2 && tiles > 0) fg_dq_issue(m, kh, vh, kv0, ks_all);
   for (long long t = 0; t < tiles; ++t) {
     const long long j0 = kv0 + t * BCQ;
-    __syncthreads();  // every warp is done with the previous K / V tile
-    flash_load(ks, kh, m.k[2], m.k[3], j0, BCQ, m.kv_len);
-    flash_load(vs, vh, m.v[2], m.v[3], j0, BCQ, m.kv_len);
-    acl_cp_async_commit();
-    acl_cp_async_wait_all();
+    unsigned short* const ks = ks_all + 2 * (STAGES == 2 ? (int)(t & 1) : 0) * BCQ * DP;  // tile t's buffers
+    unsigned short* const vs = ks + BCQ * DP;
+    __syncthreads();  // every warp is done with the buffers the next copy fills
+    const long long next = STAGES == 2 ? t + 1 : t;
+    const int nb = STAGES == 2 ? (int)(next & 1) : 0;
+    if (next < tiles) fg_dq_issue(m, kh, vh, kv0 + next * BCQ, ks_all + 2 * nb * BCQ * DP);
+    if (STAGES == 2 && next < tiles) acl_cp_async_wait<1>();  // all but tile t + 1's copy have landed
+    else acl_cp_async_wait<0>();
     __syncthreads();
     // S = Q K^T and dP = dO V^T: this warp's 16 rows by BCQ keys
     AclMmaC sc[BCQ / 16], dp[BCQ / 16];
@@ -423,7 +457,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@_dq(
 
 def flash_grad_source(inst: FlashGradInstance, kernel: str) -> str:
     """The complete source (prelude, matrix layer, key range included) of ``kernel`` ("prep", "dkv" or "dq")."""
-    if inst.dtype not in DTYPES or inst.head_dim not in HEAD_DIMS or inst.bcq % 16 or inst.brk % 16:
+    if (
+        inst.dtype not in DTYPES
+        or inst.head_dim not in HEAD_DIMS
+        or inst.bcq % 16
+        or inst.brk % 16
+        or inst.stages not in (1, 2)
+    ):
         raise ValueError(f"no flash backward kernel for {inst}")
     c, f32 = ctype(inst.dtype), ctype(D.ACL_FLOAT)
     tokens = {
@@ -433,6 +473,7 @@ def flash_grad_source(inst: FlashGradInstance, kernel: str) -> str:
         "@VEC@": "1" if inst.vec else "0",
         "@BCQ@": str(inst.bcq),
         "@BRK@": str(inst.brk),
+        "@STAGES@": str(inst.stages),
         "@GRAD_STRUCT@": GRAD_STRUCT,
         "@ROWS_SOURCE@": ROWS_SOURCE,
         "@LOAD_DO@": load("drow[d * m.dout[3]]", c, f32),

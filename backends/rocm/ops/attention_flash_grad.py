@@ -21,6 +21,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from acl_core.errors import AclError, AclErrorCode
 from acl_rocm.kernels.attention_flash import DTYPES
 from acl_rocm.kernels.attention_flash_grad import (
     HEAD_DIMS,
@@ -40,6 +41,10 @@ if TYPE_CHECKING:
     from acl_rocm.ops.attention_grad import GradProblem
 
 MAX_GRID_X: Final = 2**31 - 1
+STAGES_ENV: Final = "ACL_FLASH_GRAD_STAGES"
+DEFAULT_STAGES: Final = 2
+"""Buffers of the walked tiles (:attr:`~acl_rocm.kernels.attention_flash_grad.FlashGradInstance.stages`): 2 copies the
+next Q / dO (dK/dV) or K / V (dQ) tile while one is computed; ``1`` (opt-in) the one-buffer loop, for a timing."""
 log = logging.getLogger("acl_rocm.attention_grad")
 
 
@@ -73,7 +78,7 @@ class FlashAttentionGrad:
             return "a sink (the composed path sums dsink)"
         if min(p.b, p.nq, p.sq, p.skv) == 0:
             return "an empty dimension"
-        inst = grad_instance(p.dtype, p.d, True)
+        inst = self.instance(p, True)
         shared = max(inst.shared_bytes("dq"), inst.shared_bytes("dkv"))
         if shared > self.backend.properties.max_shared_memory:
             return f"{shared} B of shared memory a block (the device has {self.backend.properties.max_shared_memory})"
@@ -81,6 +86,17 @@ class FlashAttentionGrad:
         if blocks > MAX_GRID_X:
             return f"{blocks} blocks exceed the grid's x limit"
         return None
+
+    def instance(self, p: GradProblem, vec: bool) -> FlashGradInstance:
+        """The instance for ``p``: :data:`STAGES_ENV`'s buffers (one where two exceed the device's shared memory)."""
+        text = self.backend.environ.get(STAGES_ENV, "") or str(DEFAULT_STAGES)
+        if text.strip() not in ("1", "2"):
+            raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{STAGES_ENV}={text!r}: not 1 or 2")
+        inst = grad_instance(p.dtype, p.d, vec, int(text))
+        limit = self.backend.properties.max_shared_memory
+        if inst.stages == 2 and max(inst.shared_bytes("dq"), inst.shared_bytes("dkv")) > limit:
+            inst = grad_instance(p.dtype, p.d, vec, 1)
+        return inst
 
     def function(self, inst: FlashGradInstance, kernel: str) -> object:
         """The loaded kernel ``kernel`` ("prep", "dkv" or "dq") of ``inst`` (a source each)."""
@@ -119,7 +135,7 @@ class FlashAttentionGrad:
         vec = rows_aligned(
             [bnsd_strides(t[r].strides, p.layout, p.d) for r in roles], [address(t[r]) for r in roles], item
         )
-        inst = grad_instance(p.dtype, p.d, vec)
+        inst = self.instance(p, vec)
         if inst != self.last_instance:
             log.debug("flash backward kernels %s (%s loads)", inst.kernel_name, "16-byte" if vec else "element")
         self.last_instance = inst
