@@ -11,6 +11,9 @@ The refusals (fp32, pse, sink, D 256) take the composed path, the reason on the 
 from __future__ import annotations
 
 import logging
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import ml_dtypes
@@ -19,8 +22,11 @@ import pytest
 
 from acl_core import eager
 from acl_core.backend import Backend
+from acl_core.dtypes import DataType as D
 from acl_core.errors import AclError, AclErrorCode
 from acl_core.spec.ops.attention import compressed_mask
+from acl_rocm.kernels.attention_flash_grad import flash_grad_source, grad_instance
+from acl_rocm.kernels.prelude import compile_options
 from acl_rocm.ops.attention_flash_grad import STAGES_ENV
 from acl_rocm.ops.attention_grad_cudnn import PATH_ENV
 from tests.rocm.against_reference import class_problems
@@ -174,3 +180,29 @@ def test_a_bad_stage_count_is_a_typed_error(flash_backend: Backend, monkeypatch:
     with pytest.raises(AclError) as err:
         eager.run(op, flash_backend, **args)
     assert err.value.code == AclErrorCode.ACL_ERROR_INVALID_PARAM
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_flash_grad_sources_compile_without_spills(tmp_path: Path, head_dim: int) -> None:
+    """sm_90 cubins of the three kernels (both stage counts, element loads once): matrix instructions, no spills."""
+    instances = [grad_instance(D.ACL_BF16, head_dim, True, stages) for stages in (1, 2)]
+    instances.append(grad_instance(D.ACL_FLOAT16, head_dim, False))
+    for n, inst in enumerate(instances):
+        for kernel in ("prep", "dkv", "dq"):
+            path = tmp_path / f"g{n}{kernel}.cu"
+            path.write_text(flash_grad_source(inst, kernel))
+            cubin = tmp_path / f"g{n}{kernel}.cubin"
+            cmd = ["nvcc", "-cubin", "-arch=sm_90", "-Xptxas", "-v", *compile_options(32), str(path), "-o", str(cubin)]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, done.stderr
+            assert " 0 bytes spill stores" in done.stderr, f"{inst} {kernel}: {done.stderr}"
+            if kernel != "prep":
+                ptx = subprocess.run(
+                    ["nvcc", "-ptx", "-arch=sm_90", *compile_options(32), str(path), "-o", "-"],
+                    capture_output=True,
+                    text=True,
+                    timeout=300,
+                ).stdout
+                assert "mma.sync.aligned.m16n8k16" in ptx and "ldmatrix" in ptx
+                assert ("cp.async.cg.shared.global" in ptx) == inst.vec

@@ -1,22 +1,22 @@
 """The fused flash-attention backward kernels on warp matrix instructions (:mod:`acl_rocm.kernels.mma`).
 
 FlashAttention-2's backward split into two deterministic kernels (no atomics, no partial buffers), after a
-pre-pass, all in one source:
+pre-pass; one source a kernel (:func:`flash_grad_source`), sharing :data:`_COMMON` and the forward's row staging:
 
 * ``_prep``: a warp per (batch, query head, row) forms ``Di = rowsum(dO ∘ O)`` and the row's log-sum-exp in log2
   units, ``lse2 = (max + log sum)·log2 e`` from the forward's softmaxMax / softmaxSum (+inf where the sum is not
   positive: the row kept nothing and its P is 0; a non-finite max counts as 0, as the composed row kernel reads
   them), both into fp32 [B, N, Sq] temporaries.
-* ``_dkv`` (key-major): a block owns ``16 * WARPS`` keys of one (batch, KV head), each warp 16 of them, K and V
-  staged in shared memory once; it walks every query head of the GQA group and, per head, the query tiles of
-  ``BRK`` rows that may keep its keys (the window's inverse of ``acl_key_range``), staging Q and dO by
-  ``cp.async``. Per tile and warp: Sᵀ = K Qᵀ and dPᵀ = V dOᵀ on matrix instructions, P = exp2(Sᵀ·scale·log2 e −
-  lse2) (masked; rows past the query length have lse2 = +inf), dS = P ∘ (dP − Di), both rounded to the input
-  dtype as A operands (the accuracy class's P₁₆ / dS₁₆), dV += P₁₆ᵀ dO and dK += dS₁₆ᵀ Q in fp32 registers for the
-  whole group; stored once, dK times the scale.
+* ``_dkv`` (key-major): a block owns ``16 * WARPS`` keys of one (batch, KV head), each warp 16 of them, K and V staged
+  in shared memory once; it walks every query head of the GQA group and, per head, the query tiles of ``BRK`` rows that
+  may keep its keys (the window's inverse of ``acl_key_range``), staging Q and dO by ``cp.async`` (two stages: step n +
+  1's tile lands while step n is computed). Per tile and warp: Sᵀ = K Qᵀ and dPᵀ = V dOᵀ on matrix instructions, P =
+  exp2(Sᵀ·scale·log2 e − lse2) (masked; rows past the query length have lse2 = +inf), dS = P ∘ (dP − Di), both rounded
+  to the input dtype as A operands (the accuracy class's P₁₆ / dS₁₆), dV += P₁₆ᵀ dO and dK += dS₁₆ᵀ Q in fp32 registers
+  for the whole group; stored once, dK times the scale.
 * ``_dq`` (query-major): a block owns ``16 * WARPS`` query rows of one (batch, query head), walks the key tiles of
-  ``BCQ`` keys its rows may keep (``acl_key_range``, the forward's), recomputes S and dP, and accumulates
-  dQ += dS₁₆ K; stored once times the scale.
+  ``BCQ`` keys its rows may keep (``acl_key_range``, the forward's; K / V double-buffered alike), recomputes S and dP,
+  and accumulates dQ += dS₁₆ K; stored once times the scale.
 
 Row and column ownership are the matrix layer's (``acl_mma_c_row`` / ``_col`` / ``_slot_row``), so every layout of
 :mod:`~acl_rocm.kernels.mma` runs it (the software path on the CPU kernel emulator). Shared memory is dynamic (the
@@ -288,19 +288,21 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@_dkv(
       // S^T = K Q^T and dP^T = V dO^T: this warp's 16 keys by BRK rows
       AclMmaC sc[BRK / 16], dp[BRK / 16];
 #pragma unroll
-      for (int nr = 0; nr < BRK / 16; ++nr) {
+      for (int nr = 0; nr < BRK / 16; ++nr)
 #pragma unroll
         for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) sc[nr].x[e] = dp[nr].x[e] = 0.0f;
 #pragma unroll
-        for (int kk = 0; kk < KT; ++kk) {
-          AclMmaA a;
+      for (int kk = 0; kk < KT; ++kk) {  // each K / V fragment read once per step, for every row tile
+        AclMmaA ka, va;
+        acl_mma_load_a(ka, ks + 16 * warp * DP + 16 * kk, DP);
+        acl_mma_load_a(va, vs + 16 * warp * DP + 16 * kk, DP);
+#pragma unroll
+        for (int nr = 0; nr < BRK / 16; ++nr) {
           AclMmaB bq;
-          acl_mma_load_a(a, ks + 16 * warp * DP + 16 * kk, DP);
           acl_mma_load_b_nk(bq, qs + 16 * nr * DP + 16 * kk, DP);
-          acl_mma<IS_BF16>(sc[nr], a, bq);
-          acl_mma_load_a(a, vs + 16 * warp * DP + 16 * kk, DP);
+          acl_mma<IS_BF16>(sc[nr], ka, bq);
           acl_mma_load_b_nk(bq, dos + 16 * nr * DP + 16 * kk, DP);
-          acl_mma<IS_BF16>(dp[nr], a, bq);
+          acl_mma<IS_BF16>(dp[nr], va, bq);
         }
       }
       const bool full = fg_full(m, r0, BRK, j0, BKV);
@@ -400,19 +402,21 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@_dq(
     // S = Q K^T and dP = dO V^T: this warp's 16 rows by BCQ keys
     AclMmaC sc[BCQ / 16], dp[BCQ / 16];
 #pragma unroll
-    for (int nt = 0; nt < BCQ / 16; ++nt) {
+    for (int nt = 0; nt < BCQ / 16; ++nt)
 #pragma unroll
       for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) sc[nt].x[e] = dp[nt].x[e] = 0.0f;
 #pragma unroll
-      for (int kk = 0; kk < KT; ++kk) {
-        AclMmaA a;
+    for (int kk = 0; kk < KT; ++kk) {  // each Q / dO fragment read once per tile, for every key block
+      AclMmaA qa, da;
+      acl_mma_load_a(qa, qs + 16 * warp * DP + 16 * kk, DP);
+      acl_mma_load_a(da, dos + 16 * warp * DP + 16 * kk, DP);
+#pragma unroll
+      for (int nt = 0; nt < BCQ / 16; ++nt) {
         AclMmaB bk;
-        acl_mma_load_a(a, qs + 16 * warp * DP + 16 * kk, DP);
         acl_mma_load_b_nk(bk, ks + 16 * nt * DP + 16 * kk, DP);
-        acl_mma<IS_BF16>(sc[nt], a, bk);
-        acl_mma_load_a(a, dos + 16 * warp * DP + 16 * kk, DP);
+        acl_mma<IS_BF16>(sc[nt], qa, bk);
         acl_mma_load_b_nk(bk, vs + 16 * nt * DP + 16 * kk, DP);
-        acl_mma<IS_BF16>(dp[nt], a, bk);
+        acl_mma<IS_BF16>(dp[nt], da, bk);
       }
     }
     const bool full = j0 + BCQ <= kv1 && fg_full(m, row0, BQ, j0, BCQ);

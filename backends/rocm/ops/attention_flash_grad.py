@@ -2,14 +2,16 @@
 
 Opt-in as ``ACL_ATTENTION_GRAD_PATH=flash`` (:mod:`acl_rocm.ops.attention_grad_cudnn`'s switch). Per call, on the
 launch's stream: two fp32 [B, Nq, Sq] temporaries (Di and the log2-unit log-sum-exp) from the pre-pass, then the
-key-major dK / dV kernel and the query-major dQ kernel, then the temporaries freed stream-ordered. Nothing is
-atomic and every output element is written once, so results are deterministic. :meth:`FlashAttentionGrad.refusal`
-names what it does not take (fp32, head dims other than 64 / 128, a pse, a sink, an empty dimension, a device with
-too little shared memory): the runner then takes the composed path and logs why.
+key-major dK / dV kernel and the query-major dQ kernel, then the temporaries freed stream-ordered. Nothing is atomic and
+every output element is written once, so results are deterministic. :meth:`FlashAttentionGrad.refusal` names what it
+does not take (fp32, head dims not a multiple of 16 up to 128, a pse, a sink, an empty dimension, a device with too
+little shared memory): the runner then takes the composed path and logs why.
 
-Registers (``nvcc -Xptxas -v``, sm_90, 2026-12-07, fp16 and bf16 alike): D 64 (dQ 64-key tiles, dK/dV 64-row
-steps) dQ 228, dK/dV 246; D 128 (32-row steps) dQ 228, dK/dV 222; the pre-pass 32; no spills. D 256 would hold
-2 x 16 fp32 accumulator fragments a warp in the dK/dV kernel (256 registers before S and dP): refused.
+Registers (``nvcc -Xptxas -v``, sm_90, 2026-12-07, fp16 and bf16 alike, two stages): D 64 (dQ 64-key tiles, dK/dV
+64-row steps) dQ 219, dK/dV 238; D 128 (32-row steps) dQ 240, dK/dV 236; D 16 131 / 148; D 96 234 / 234; the pre-pass
+32; no spills at any multiple of 16 up to 128. D 256 would hold 2 x 16 fp32 accumulator fragments a warp in the dK/dV
+kernel (256 registers before S and dP): refused. Shared memory at two stages: D 128 dQ 104,448 B, dK/dV 69,632 B;
+D 64 55,296 B each (two blocks a multiprocessor either way on sm_90).
 """
 
 from __future__ import annotations
