@@ -206,3 +206,4 @@ def test_flash_grad_sources_compile_without_spills(tmp_path: Path, head_dim: int
                 ).stdout
                 assert "mma.sync.aligned.m16n8k16" in ptx and "ldmatrix" in ptx
                 assert ("cp.async.cg.shared.global" in ptx) == inst.vec
+                assert "ex2.approx.ftz.f32" in ptx

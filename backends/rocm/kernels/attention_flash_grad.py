@@ -139,7 +139,7 @@ _COMMON: Final = r"""
 #define MIN_BLOCKS @MINB@
 #define IS_BF16 @BF16@
 #define VEC @VEC@
-#define FAST_EXP 0
+#define FAST_EXP 1  // exp2 on ex2.approx.ftz (NVIDIA; exp2f elsewhere): P is rounded to 16 bits next
 #define KT (HEAD_DIM / 16)
 #define BQ (16 * WARPS)
 #define BKV (16 * WARPS)

@@ -8,7 +8,7 @@ does not take (fp32, head dims not a multiple of 16 up to 128, a pse, a sink, an
 little shared memory): the runner then takes the composed path and logs why.
 
 Registers (``nvcc -Xptxas -v``, sm_90, 2026-12-07, fp16 and bf16 alike, two stages): D 64 (dQ 64-key tiles, dK/dV
-64-row steps) dQ 219, dK/dV 238; D 128 (32-row steps) dQ 240, dK/dV 236; D 16 131 / 148; D 96 234 / 234; the pre-pass
+64-row steps) dQ 219, dK/dV 241; D 128 (32-row steps) dQ 240, dK/dV 241; D 16 133 / 146; D 96 234 / 236; the pre-pass
 32; no spills at any multiple of 16 up to 128. D 256 would hold 2 x 16 fp32 accumulator fragments a warp in the dK/dV
 kernel (256 registers before S and dP): refused. Shared memory at two stages: D 128 dQ 104,448 B, dK/dV 69,632 B;
 D 64 55,296 B each (two blocks a multiprocessor either way on sm_90).
