@@ -5,7 +5,8 @@ The pre-pass, the key-major dK / dV kernel and the query-major dQ kernel of
 and layout 2's 64-lane bookkeeping once) over small shapes with ragged tails: D 64 and 128, fp16 and bf16, GQA,
 causal (top-left and bottom-right), a band, no mask, an explicit mask with a fully masked row, BSND / BNSD / BSH,
 compared with the reference under the op's accuracy class (the fp16/bf16 class allows P and dS rounded to 16 bits).
-The refusals (fp32, pse, sink, D 256) take the composed path, the reason on the debug log.
+A sink (FlashAttentionScoreGradV3) runs the kernels too (dsink from the pre-pass's terms); the refusals (fp32, pse,
+D 256) take the composed path, the reason on the debug log.
 """
 
 from __future__ import annotations
@@ -148,9 +149,8 @@ def test_samples_under_the_switch(flash_backend: Backend, reference: Backend, ca
 def test_refusals_take_the_composed_path(flash_backend: Backend, reference: Backend) -> None:
     runner = flash_backend.attention_grad  # type: ignore[attr-defined]
     rng = np.random.default_rng(12)
-    sink = rng.uniform(-2, 2, 2).astype(np.float32)
     for note, (dtype, d, extra) in {
-        "sink": (np.float16, 64, {"sink": sink}),
+        "pse": (np.float16, 64, {"pse": rng.uniform(-1, 1, (1, 2, 9, 12)).astype(np.float16)}),
         "D 256": (ml_dtypes.bfloat16, 256, {}),
     }.items():
         op, args = _call(rng, dtype, 1, 2, 2, 9, 12, d, **extra)
@@ -207,3 +207,13 @@ def test_flash_grad_sources_compile_without_spills(tmp_path: Path, head_dim: int
                 assert "mma.sync.aligned.m16n8k16" in ptx and "ldmatrix" in ptx
                 assert ("cp.async.cg.shared.global" in ptx) == inst.vec
                 assert "ex2.approx.ftz.f32" in ptx
+
+
+def test_flash_grad_with_a_sink(flash_backend: Backend, reference: Backend) -> None:
+    """V3's sink: the statistics include it, the pre-pass writes each row's -p_sink Di, the composed sum makes dsink."""
+    rng = np.random.default_rng(15)
+    sink = rng.uniform(-2, 2, 4).astype(np.float32)
+    extra = {"sink": sink, "attenMaskOptional": compressed_mask(), "sparseMode": 2}
+    op, args = _call(rng, np.float16, 1, 4, 2, 29, 35, 64, **extra)
+    assert op == "FlashAttentionScoreGradV3"
+    check_flash_grad(flash_backend, reference, op, args, "sink, causal, GQA 4/2")

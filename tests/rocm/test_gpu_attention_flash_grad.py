@@ -1,10 +1,10 @@
 """FlashAttentionScoreGrad's flash path (``ACL_ATTENTION_GRAD_PATH=flash``, opt-in) on the GPU (GPU tier).
 
-Every sample of every version with the switch on under the op's accuracy class (the samples the kernels take run
-them; fp32, D 8, pse and sinks fall back to the composed path), contiguous, padded and transposed; tile-crossing
-shapes against the reference normwise (causal, band, an explicit mask with a fully masked row, GQA, BSND / BNSD /
-BSH, fp16 / bf16, D 64 / 128); the bench's large shapes (B2 N8 S1024, D 128 causal, GQA 8/2, D 64) against the
-composed path on the same device, normwise; and determinism (two runs bit for bit). Each asserts the flash path ran.
+Every sample of every version with the switch on under the op's accuracy class (the samples the kernels take run them;
+fp32, D 8 and pse fall back to the composed path), contiguous, padded and transposed; tile-crossing shapes against the
+reference normwise (causal, band, an explicit mask with a fully masked row, GQA, a sink, BSND / BNSD / BSH, fp16 / bf16,
+D 64 / 96 / 128); the bench's large shapes (B2 N8 S1024, D 128 causal, GQA 8/2, D 64) against the composed path on the
+same device, normwise; and determinism (two runs bit for bit). Each asserts the flash path ran.
 ``ACL_ROCM_EMULATE=1`` runs the samples on the CPU kernel emulator.
 """
 
@@ -52,6 +52,10 @@ SHAPES = {
         {"attenMaskOptional": compressed_mask(), "sparseMode": 4, "preTokens": 64, "nextTokens": 16}, _as_bsh),
     "no mask BSND GQA 4/1 257x129 D128": ((1, 4, 1, 257, 129, 128), {}, None),
     "no mask BSND 100x90 D96": ((1, 2, 2, 100, 90, 96), {}, None),
+    "sink causal BSND GQA 8/2 300x300 D64": (
+        (1, 8, 2, 300, 300, 64),
+        {"sink": np.linspace(-2, 2, 8).astype(np.float32), "attenMaskOptional": compressed_mask(), "sparseMode": 2},
+        None),
 }  # fmt: skip
 
 

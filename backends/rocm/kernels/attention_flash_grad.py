@@ -6,7 +6,8 @@ pre-pass; one source a kernel (:func:`flash_grad_source`), sharing :data:`_COMMO
 * ``_prep``: a warp per (batch, query head, row) forms ``Di = rowsum(dO ∘ O)`` and the row's log-sum-exp in log2
   units, ``lse2 = (max + log sum)·log2 e`` from the forward's softmaxMax / softmaxSum (+inf where the sum is not
   positive: the row kept nothing and its P is 0; a non-finite max counts as 0, as the composed row kernel reads
-  them), both into fp32 [B, N, Sq] temporaries.
+  them), both into fp32 [B, N, Sq] temporaries; with a sink also the row's dsink term ``−p_sink·Di`` (the statistics
+  include the sink, so P needs nothing more), summed per head by the composed path's sink kernel.
 * ``_dkv`` (key-major): a block owns ``16 * WARPS`` keys of one (batch, KV head), each warp 16 of them, K and V staged
   in shared memory once; it walks every query head of the GQA group and, per head, the query tiles of ``BRK`` rows that
   may keep its keys (the window's inverse of ``acl_key_range``), staging Q and dO by ``cp.async`` (two stages: step n +
@@ -78,6 +79,9 @@ class FlashGradMeta(PackedMeta):
     win_lo: int = 0
     win_hi: int = 0
     shift: int = 0
+    has_sink: int = 0
+    sink_step: int = 0
+    """Element stride between query heads' sinks (fp32)."""
     q_tiles: int = 1
     """Query tiles of ``16 * WARPS`` rows per (batch, head): the dQ kernel's blocks per head."""
     k_tiles: int = 1
@@ -209,7 +213,9 @@ extern "C" __global__ void __launch_bounds__(THREADS) @NAME@_prep(const FgMeta m
                                                                const elem_t* __restrict__ dout,
                                                                const float* __restrict__ smax,
                                                                const float* __restrict__ ssum,
-                                                               float* __restrict__ delta, float* __restrict__ lse2) {
+                                                               float* __restrict__ delta, float* __restrict__ lse2,
+                                                               const float* __restrict__ sink,
+                                                               float* __restrict__ terms) {
   const long long r = (long long)blockIdx.x * WARPS + threadIdx.x / ACL_WARP_SIZE;
   const int lane = acl_lane();
   if (r >= m.batches * m.heads * m.rows) return;  // the whole warp leaves
@@ -223,8 +229,13 @@ extern "C" __global__ void __launch_bounds__(THREADS) @NAME@_prep(const FgMeta m
   if (lane == 0) {
     const float mx = smax[b * m.smax[0] + h * m.smax[1] + i * m.smax[2]];
     const float sm = ssum[b * m.ssum[0] + h * m.ssum[1] + i * m.ssum[2]];
+    const float base = isfinite(mx) ? mx : 0.0f;
     delta[r] = part;
-    lse2[r] = sm > 0.0f ? (isfinite(mx) ? mx : 0.0f) * LOG2E + log2f(sm) : __uint_as_float(0x7f800000u);
+    lse2[r] = sm > 0.0f ? base * LOG2E + log2f(sm) : __uint_as_float(0x7f800000u);
+    if (m.has_sink) {  // the row's dsink term (the composed row kernel's): -p_sink Di, p_sink = exp(sink - max) / sum
+      const float p_sink = sm > 0.0f ? expf(sink[h * m.sink_step] - base) * (1.0f / sm) : 0.0f;
+      terms[r] = -p_sink * part;
+    }
   }
 }
 """,

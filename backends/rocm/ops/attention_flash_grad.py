@@ -4,7 +4,7 @@ Opt-in as ``ACL_ATTENTION_GRAD_PATH=flash`` (:mod:`acl_rocm.ops.attention_grad_c
 launch's stream: two fp32 [B, Nq, Sq] temporaries (Di and the log2-unit log-sum-exp) from the pre-pass, then the
 key-major dK / dV kernel and the query-major dQ kernel, then the temporaries freed stream-ordered. Nothing is atomic and
 every output element is written once, so results are deterministic. :meth:`FlashAttentionGrad.refusal` names what it
-does not take (fp32, head dims not a multiple of 16 up to 128, a pse, a sink, an empty dimension, a device with too
+does not take (fp32, head dims not a multiple of 16 up to 128, a pse, an empty dimension, a device with too
 little shared memory): the runner then takes the composed path and logs why.
 
 Registers (``nvcc -Xptxas -v``, sm_90, 2026-12-07, fp16 and bf16 alike, two stages): D 64 (dQ 64-key tiles, dK/dV
@@ -20,10 +20,11 @@ import ctypes
 import logging
 import math
 import threading
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from acl_core.errors import AclError, AclErrorCode
+from acl_core.tensor import AclTensor
 from acl_rocm.kernels.attention_flash import DTYPES
 from acl_rocm.kernels.attention_flash_grad import (
     HEAD_DIMS,
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
     from acl_rocm.ops.attention_grad import GradProblem
 
+SinkSum: TypeAlias = Callable[["GradProblem", int, AclTensor, int], None]
+"""The composed path's dsink sum: (problem, terms address, dsinkOut, stream)."""
 MAX_GRID_X: Final = 2**31 - 1
 STAGES_ENV: Final = "ACL_FLASH_GRAD_STAGES"
 DEFAULT_STAGES: Final = 2
@@ -76,8 +79,6 @@ class FlashAttentionGrad:
             return f"head dim {p.d} (the flash backward takes multiples of 16 up to 128; D 256 would spill)"
         if p.pse is not None:
             return "a pse input (the composed path adds it)"
-        if p.sink is not None:
-            return "a sink (the composed path sums dsink)"
         if min(p.b, p.nq, p.sq, p.skv) == 0:
             return "an empty dimension"
         inst = self.instance(p, True)
@@ -126,11 +127,13 @@ class FlashAttentionGrad:
             batches=p.b, heads=p.nq, kv_heads=p.nkv, group=p.group, rows=p.sq, kv_len=p.skv,
             has_mask=int(p.mask is not None), has_window=int(p.bounds is not None),
             win_lo=bounds[0], win_hi=bounds[1], shift=bounds[2],
+            has_sink=int(p.sink is not None), sink_step=0 if p.sink is None else p.sink.strides[0],
             q_tiles=math.ceil(p.sq / inst.rows), k_tiles=math.ceil(p.skv / inst.rows),
         )  # fmt: skip
 
-    def enqueue(self, p: GradProblem, stream: int) -> None:
-        """Enqueue the pre-pass, dK / dV and dQ on ``stream`` (the two temporaries freed stream-ordered)."""
+    def enqueue(self, p: GradProblem, sink_sum: SinkSum, stream: int) -> None:
+        """Enqueue the pre-pass, dK / dV and dQ on ``stream`` (the temporaries freed stream-ordered); with a sink,
+        ``sink_sum`` (the composed path's per-head sum) turns the pre-pass's terms into dsinkOut."""
         t = p.tensors
         roles = ("q", "k", "v", "do")
         item = p.dtype.info.storage_bits // 8
@@ -146,12 +149,14 @@ class FlashAttentionGrad:
         rows = p.b * p.nq * p.sq
         delta = provider.malloc_async(rows * 4, stream)
         lse2 = provider.malloc_async(rows * 4, stream)
+        terms = provider.malloc_async(rows * 4, stream) if p.sink is not None else 0
         try:
             warp = self.backend.properties.warp_size
             threads = (WARPS * warp, 1, 1)
             packed = KernelArgs.index_array(meta.values(), "long long")
             prep = [packed, *(KernelArgs.pointer(a) for a in (address(t["o"]), address(t["do"])))]
             prep += [KernelArgs.pointer(a) for a in (address(t["smax"]), address(t["ssum"]), delta, lse2)]
+            prep += [KernelArgs.pointer(0 if p.sink is None else address(p.sink)), KernelArgs.pointer(terms)]
             self._launch(inst, "prep", (math.ceil(rows / WARPS), 1, 1), threads, prep, stream)
             mask = 0 if p.mask is None else address(p.mask)
             common: list[Any] = [packed, ctypes.c_double(p.scale)]
@@ -161,7 +166,11 @@ class FlashAttentionGrad:
             self._launch(inst, "dkv", (meta.k_tiles * p.nkv * p.b, 1, 1), threads, [*common, *outs], stream)
             dq = [KernelArgs.pointer(address(t["dq"]))]
             self._launch(inst, "dq", (meta.q_tiles * p.nq * p.b, 1, 1), threads, [*common, *dq], stream)
+            if p.sink is not None:
+                sink_sum(p, terms, t["dsink"], stream)
         finally:
+            if terms:
+                provider.free_async(terms, stream)
             provider.free_async(lse2, stream)
             provider.free_async(delta, stream)
 

@@ -214,7 +214,7 @@ class AttentionGradRunner:
             refused = self.flash.refusal(p)
             if refused is None:
                 self._log(p, plan["mode"], "flash", "the fused flash backward kernels")
-                return functools.partial(self.flash.enqueue, p)
+                return functools.partial(self.flash.enqueue, p, self._sink_sum)
             why = f"flash: {refused}"
         if path == "cudnn":
             has_mask = launch.args["attenMaskOptional"] is not None
