@@ -26,9 +26,9 @@ from acl_core.backend import Backend
 from acl_core.dtypes import DataType as D
 from acl_core.errors import AclError, AclErrorCode
 from acl_core.spec.ops.attention import compressed_mask
-from acl_rocm.kernels.attention_flash_grad import flash_grad_source, grad_instance
+from acl_rocm.kernels.attention_flash_grad import flash_grad_source, grad_instance, parse_config, tiles
 from acl_rocm.kernels.prelude import compile_options
-from acl_rocm.ops.attention_flash_grad import STAGES_ENV
+from acl_rocm.ops.attention_flash_grad import CONFIG_ENV
 from acl_rocm.ops.attention_grad_cudnn import PATH_ENV
 from tests.rocm.against_reference import class_problems
 from tests.rocm.prefill import sentinel_outputs
@@ -166,16 +166,18 @@ def test_refusals_take_the_composed_path(flash_backend: Backend, reference: Back
 def test_flash_grad_walks_many_tiles_in_either_stage_count(
     flash_backend: Backend, reference: Backend, monkeypatch: pytest.MonkeyPatch, stages: str
 ) -> None:
-    """Three dQ key tiles and six dK/dV steps (three row tiles of two query heads): every buffer reused."""
-    monkeypatch.setattr(flash_backend, "environ", {**flash_backend.environ, STAGES_ENV: stages})  # type: ignore[attr-defined]
+    """ACL_FLASH_GRAD_CONFIG's 32-key dQ tiles and 16-row dK/dV steps: five key tiles, ten steps (five row tiles of two
+    query heads), every buffer reused, in one stage and in two."""
+    monkeypatch.setattr(flash_backend, "environ", {**flash_backend.environ, CONFIG_ENV: f"128=q32k16s{stages}"})  # type: ignore[attr-defined]
     extra = {"attenMaskOptional": compressed_mask(), "sparseMode": 3}
     op, args = _call(np.random.default_rng(13), ml_dtypes.bfloat16, 1, 2, 1, 70, 150, 128, **extra)
     check_flash_grad(flash_backend, reference, op, args, f"{stages} stages")
-    assert flash_backend.attention_grad.flash.last_instance.stages == int(stages)  # type: ignore[attr-defined]
+    inst = flash_backend.attention_grad.flash.last_instance  # type: ignore[attr-defined]
+    assert (inst.bcq, inst.brk, inst.stages) == (32, 16, int(stages))  # type: ignore[attr-defined]
 
 
-def test_a_bad_stage_count_is_a_typed_error(flash_backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(flash_backend, "environ", {**flash_backend.environ, STAGES_ENV: "3"})  # type: ignore[attr-defined]
+def test_a_bad_config_is_a_typed_error(flash_backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(flash_backend, "environ", {**flash_backend.environ, CONFIG_ENV: "q64k32s3"})  # type: ignore[attr-defined]
     op, args = _call(np.random.default_rng(14), np.float16, 1, 1, 1, 8, 8, 64)
     with pytest.raises(AclError) as err:
         eager.run(op, flash_backend, **args)
@@ -186,7 +188,7 @@ def test_a_bad_stage_count_is_a_typed_error(flash_backend: Backend, monkeypatch:
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_flash_grad_sources_compile_without_spills(tmp_path: Path, head_dim: int) -> None:
     """sm_90 cubins of the three kernels (both stage counts, element loads once): matrix instructions, no spills."""
-    instances = [grad_instance(D.ACL_BF16, head_dim, True, stages) for stages in (1, 2)]
+    instances = [grad_instance(D.ACL_BF16, head_dim, True, (*tiles(head_dim), stages)) for stages in (1, 2)]
     instances.append(grad_instance(D.ACL_FLOAT16, head_dim, False))
     for n, inst in enumerate(instances):
         for kernel in ("prep", "dkv", "dq"):
@@ -217,3 +219,12 @@ def test_flash_grad_with_a_sink(flash_backend: Backend, reference: Backend) -> N
     op, args = _call(rng, np.float16, 1, 4, 2, 29, 35, 64, **extra)
     assert op == "FlashAttentionScoreGradV3"
     check_flash_grad(flash_backend, reference, op, args, "sink, causal, GQA 4/2")
+
+
+def test_config_parsing() -> None:
+    assert parse_config("") == {}
+    assert parse_config("q64k32s1") == {None: (64, 32, 1)}
+    assert parse_config("128=q64k32s1, 64=q32k64s2") == {128: (64, 32, 1), 64: (32, 64, 2)}
+    for bad in ("q64k32", "q48k32s2", "q64k128s2", "256=q64k32s2", "x=q64k32s2"):
+        with pytest.raises(ValueError):
+            parse_config(bad)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -129,10 +130,30 @@ class FlashGradInstance:
         return f"acl_flash_grad_{self.dtype.short}_d{self.head_dim}_{shape}_{digest}"
 
 
-def grad_instance(dtype: D, head_dim: int, vec: bool, stages: int = 2) -> FlashGradInstance:
-    """The instance for a call (:func:`tiles`' shape for ``head_dim``, one of :data:`HEAD_DIMS`)."""
-    bcq, brk = tiles(head_dim)
+Shape = tuple[int, int, int]
+"""(BCQ, BRK, stages): keys a dQ tile, query rows a dK/dV step, buffers of the walked tiles."""
+
+
+def grad_instance(dtype: D, head_dim: int, vec: bool, shape: Shape | None = None) -> FlashGradInstance:
+    """The instance for a call: ``shape``, else :func:`tiles`' for ``head_dim`` (one of :data:`HEAD_DIMS`), 2 stages."""
+    bcq, brk, stages = shape if shape is not None else (*tiles(head_dim), 2)
     return FlashGradInstance(dtype, head_dim, vec, bcq, brk, stages)
+
+
+def parse_config(text: str) -> dict[int | None, Shape]:
+    """``ACL_FLASH_GRAD_CONFIG``: ``q<BCQ>k<BRK>s<stages>`` for every head dim (``q64k32s2``) or ``D=shape`` pairs
+    (``128=q64k32s1,64=q64k64s2``); BCQ 16/32/64/128, BRK 16/32/64, stages 1/2; ValueError for anything else."""
+    out: dict[int | None, Shape] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        dim, _, shape = part.rpartition("=")
+        found = re.fullmatch(r"q(\d+)k(\d+)s(\d+)", shape.strip())
+        if found is None or (dim and (not dim.strip().isdigit() or int(dim) not in HEAD_DIMS)):
+            raise ValueError(f"{part!r} is not [D=]q<keys>k<rows>s<stages> (D one of {HEAD_DIMS})")
+        bcq, brk, stages = (int(g) for g in found.groups())
+        if bcq not in (16, 32, 64, 128) or brk not in (16, 32, 64) or stages not in (1, 2):
+            raise ValueError(f"{part!r}: keys 16/32/64/128, rows 16/32/64, stages 1/2")
+        out[int(dim) if dim else None] = (bcq, brk, stages)
+    return out
 
 
 _COMMON: Final = r"""
@@ -194,6 +215,32 @@ ACL_DEV void fg_dq_issue(const FgMeta& m, const elem_t* __restrict__ kh, const e
   flash_load(ks, kh, m.k[2], m.k[3], j0, BCQ, m.kv_len);
   flash_load(ks + BCQ * DP, vh, m.v[2], m.v[3], j0, BCQ, m.kv_len);
   acl_cp_async_commit();
+}
+
+// both kernels' score products: sc[t] = A0 B0[t]^T and dp[t] = A1 B1[t]^T, A0 / A1 the warp's 16 rows (K and V in
+// dK/dV, Q and dO in dQ), B0[t] / B1[t] the walked tile's rows 16 t .. 16 t + 15 (Q and dO, K and V); each A fragment
+// read from shared memory once for all N tiles
+template <int N>
+ACL_DEV void fg_scores(AclMmaC (&sc)[N], AclMmaC (&dp)[N], const unsigned short* a0, const unsigned short* a1,
+                       const unsigned short* b0, const unsigned short* b1) {
+#pragma unroll
+  for (int t = 0; t < N; ++t)
+#pragma unroll
+    for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) sc[t].x[e] = dp[t].x[e] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < KT; ++kk) {
+    AclMmaA f0, f1;
+    acl_mma_load_a(f0, a0 + 16 * kk, DP);
+    acl_mma_load_a(f1, a1 + 16 * kk, DP);
+#pragma unroll
+    for (int t = 0; t < N; ++t) {
+      AclMmaB bt;
+      acl_mma_load_b_nk(bt, b0 + 16 * t * DP + 16 * kk, DP);
+      acl_mma<IS_BF16>(sc[t], f0, bt);
+      acl_mma_load_b_nk(bt, b1 + 16 * t * DP + 16 * kk, DP);
+      acl_mma<IS_BF16>(dp[t], f1, bt);
+    }
+  }
 }
 
 #if ACL_MMA_SCRATCH
@@ -298,24 +345,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@_dkv(
       __syncthreads();
       // S^T = K Q^T and dP^T = V dO^T: this warp's 16 keys by BRK rows
       AclMmaC sc[BRK / 16], dp[BRK / 16];
-#pragma unroll
-      for (int nr = 0; nr < BRK / 16; ++nr)
-#pragma unroll
-        for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) sc[nr].x[e] = dp[nr].x[e] = 0.0f;
-#pragma unroll
-      for (int kk = 0; kk < KT; ++kk) {  // each K / V fragment read once per step, for every row tile
-        AclMmaA ka, va;
-        acl_mma_load_a(ka, ks + 16 * warp * DP + 16 * kk, DP);
-        acl_mma_load_a(va, vs + 16 * warp * DP + 16 * kk, DP);
-#pragma unroll
-        for (int nr = 0; nr < BRK / 16; ++nr) {
-          AclMmaB bq;
-          acl_mma_load_b_nk(bq, qs + 16 * nr * DP + 16 * kk, DP);
-          acl_mma<IS_BF16>(sc[nr], ka, bq);
-          acl_mma_load_b_nk(bq, dos + 16 * nr * DP + 16 * kk, DP);
-          acl_mma<IS_BF16>(dp[nr], va, bq);
-        }
-      }
+      fg_scores<BRK / 16>(sc, dp, ks + 16 * warp * DP, vs + 16 * warp * DP, qs, dos);
       const bool full = fg_full(m, r0, BRK, j0, BKV);
 #pragma unroll
       for (int nr = 0; nr < BRK / 16; ++nr) {
@@ -412,24 +442,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) @NAME@_dq(
     __syncthreads();
     // S = Q K^T and dP = dO V^T: this warp's 16 rows by BCQ keys
     AclMmaC sc[BCQ / 16], dp[BCQ / 16];
-#pragma unroll
-    for (int nt = 0; nt < BCQ / 16; ++nt)
-#pragma unroll
-      for (int e = 0; e < ACL_MMA_C_ELEMS; ++e) sc[nt].x[e] = dp[nt].x[e] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < KT; ++kk) {  // each Q / dO fragment read once per tile, for every key block
-      AclMmaA qa, da;
-      acl_mma_load_a(qa, qs + 16 * warp * DP + 16 * kk, DP);
-      acl_mma_load_a(da, dos + 16 * warp * DP + 16 * kk, DP);
-#pragma unroll
-      for (int nt = 0; nt < BCQ / 16; ++nt) {
-        AclMmaB bk;
-        acl_mma_load_b_nk(bk, ks + 16 * nt * DP + 16 * kk, DP);
-        acl_mma<IS_BF16>(sc[nt], qa, bk);
-        acl_mma_load_b_nk(bk, vs + 16 * nt * DP + 16 * kk, DP);
-        acl_mma<IS_BF16>(dp[nt], da, bk);
-      }
-    }
+    fg_scores<BCQ / 16>(sc, dp, qs + 16 * warp * DP, dos + 16 * warp * DP, ks, vs);
     const bool full = j0 + BCQ <= kv1 && fg_full(m, row0, BQ, j0, BCQ);
 #pragma unroll
     for (int nt = 0; nt < BCQ / 16; ++nt) {

@@ -33,6 +33,7 @@ from acl_rocm.kernels.attention_flash_grad import (
     FlashGradMeta,
     flash_grad_source,
     grad_instance,
+    parse_config,
 )
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.attention import bnsd_strides, broadcast4, mask_strides
@@ -46,10 +47,9 @@ if TYPE_CHECKING:
 SinkSum: TypeAlias = Callable[["GradProblem", int, AclTensor, int], None]
 """The composed path's dsink sum: (problem, terms address, dsinkOut, stream)."""
 MAX_GRID_X: Final = 2**31 - 1
-STAGES_ENV: Final = "ACL_FLASH_GRAD_STAGES"
-DEFAULT_STAGES: Final = 2
-"""Buffers of the walked tiles (:attr:`~acl_rocm.kernels.attention_flash_grad.FlashGradInstance.stages`): 2 copies the
-next Q / dO (dK/dV) or K / V (dQ) tile while one is computed; ``1`` (opt-in) the one-buffer loop, for a timing."""
+CONFIG_ENV: Final = "ACL_FLASH_GRAD_CONFIG"
+"""Block shapes instead of the table's (:func:`~acl_rocm.kernels.attention_flash_grad.parse_config`: ``q64k32s1`` is
+D 128's shape with one buffer of the walked tiles instead of two), for a timing; unset: the table, two stages."""
 log = logging.getLogger("acl_rocm.attention_grad")
 
 
@@ -91,14 +91,17 @@ class FlashAttentionGrad:
         return None
 
     def instance(self, p: GradProblem, vec: bool) -> FlashGradInstance:
-        """The instance for ``p``: :data:`STAGES_ENV`'s buffers (one where two exceed the device's shared memory)."""
-        text = self.backend.environ.get(STAGES_ENV, "") or str(DEFAULT_STAGES)
-        if text.strip() not in ("1", "2"):
-            raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{STAGES_ENV}={text!r}: not 1 or 2")
-        inst = grad_instance(p.dtype, p.d, vec, int(text))
+        """The instance for ``p``: :data:`CONFIG_ENV`'s shape if set, else the table's (one stage where two exceed the
+        device's shared memory); a bad setting is ACL_ERROR_INVALID_PARAM."""
+        text = self.backend.environ.get(CONFIG_ENV, "")
+        try:
+            shapes = parse_config(text)
+        except ValueError as exc:
+            raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{CONFIG_ENV}={text!r}: {exc}") from None
+        inst = grad_instance(p.dtype, p.d, vec, shapes.get(p.d, shapes.get(None)))
         limit = self.backend.properties.max_shared_memory
         if inst.stages == 2 and max(inst.shared_bytes("dq"), inst.shared_bytes("dkv")) > limit:
-            inst = grad_instance(p.dtype, p.d, vec, 1)
+            inst = grad_instance(p.dtype, p.d, vec, (inst.bcq, inst.brk, 1))
         return inst
 
     def function(self, inst: FlashGradInstance, kernel: str) -> object:
