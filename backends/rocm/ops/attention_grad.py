@@ -50,7 +50,7 @@ from acl_rocm.ops.attention import (
     window_bounds,
 )
 from acl_rocm.ops.attention_blas import Operand, rowmajor_gemm
-from acl_rocm.ops.attention_flash_grad import FlashAttentionGrad
+from acl_rocm.ops.attention_flash_grad import CONFIG_ENV, FlashAttentionGrad
 from acl_rocm.ops.attention_grad_cudnn import (
     LOG,
     OPERANDS,
@@ -198,6 +198,8 @@ class AttentionGradRunner:
         path = grad_path(self.backend.environ)
         env = self.backend.environ
         choice = f"{grad_plan(env)}:{grad_square(env)}" if path == "cudnn" else ""
+        if path == "flash":
+            choice = env.get(CONFIG_ENV, "")
         key = f"rocm.attention_grad@{self.backend.provider.get_device()}:{path}:{choice}"
         enqueue = launch.memo.get(key)
         if enqueue is None:
