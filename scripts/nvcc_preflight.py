@@ -38,6 +38,8 @@ with no pattern); ACL_CONV_GRAD_PATH=cudnn: ConvolutionBackward's cuDNN path (no
 loads, only gradBias's row sum is compiled; here, without it, the GEMM path's kernels as before);
 ACL_ATTENTION_GRAD_PATH=cudnn: FlashAttentionScoreGrad's log-sum-exp kernel (cuDNN itself does not load here, so the
 calls take the composed path; ACL_ATTENTION_GRAD_CUDNN_PLAN / _SQUARE pick cuDNN's plan / mask and add no source);
+ACL_ATTENTION_GRAD_PATH=flash: its fused flash backward kernels (pre-pass, dK / dV, dQ) for the samples they take
+(fp16 / bf16, D a multiple of 16), the composed path's for the rest, ACL_FLASH_GRAD_CONFIG their block shapes;
 the ops of :data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the
 short norm rows, the down projection's GEMV).
 ``ACL_PREFLIGHT_ARCHS`` (default ``sm_90``, e.g. ``sm_80,sm_90``): the architectures each source is compiled for.
@@ -122,6 +124,7 @@ SWITCHES = (
     "ACL_CE_ROWS",
     "ACL_REPEAT_ROWS",
     "ACL_ATTENTION_GRAD_PATH",
+    "ACL_FLASH_GRAD_CONFIG",
     "ACL_ATTENTION_GRAD_CUDNN_PLAN",
     "ACL_ATTENTION_GRAD_CUDNN_SQUARE",
 )

@@ -413,8 +413,8 @@ def test_the_default_path_is_cudnn_and_blas_never_loads_it(emulated, reference: 
         _compare(backend, reference, "FlashAttentionScoreGrad", args, note, "contiguous")
     assert runner.last_path == "blas" and not loads
     assert f"blas path ({PATH_ENV}=blas)" in _paths(caplog)[0]
-    monkeypatch.setattr(backend, "environ", {**backend.environ, PATH_ENV: "flash"})
-    with pytest.raises(AclError, match="ACL_ATTENTION_GRAD_PATH='flash'"):
+    monkeypatch.setattr(backend, "environ", {**backend.environ, PATH_ENV: "fused"})
+    with pytest.raises(AclError, match="ACL_ATTENTION_GRAD_PATH='fused'"):
         eager.run("FlashAttentionScoreGrad", backend, **args)
 
 

@@ -174,14 +174,17 @@ def test_cross_entropy_and_repeat_rows_env_rows(fake: Sequence[RocmBackend]) -> 
 
 def test_attention_grad_cudnn_row(fake: Sequence[RocmBackend]) -> None:
     """FlashAttentionScoreGrad's default row (cuDNN where it loads; the composed path here, where the frontend is
-    absent), then one under ACL_ATTENTION_GRAD_PATH=blas; the backend's environ is restored after."""
+    absent), then one under ACL_ATTENTION_GRAD_PATH=blas and one under =flash (the fused kernels); the backend's
+    environ is restored after."""
     (backend,) = fake
     before = dict(backend.environ)
     suite = _suite(backend, {"FlashAttentionScoreGrad"})
     suite.attention_grad()  # type: ignore[attr-defined]
     rows = [(c.note, c.status) for c in suite.cases]  # type: ignore[attr-defined]
-    assert rows == [("", "ok"), ("ACL_ATTENTION_GRAD_PATH=blas", "ok")]
-    assert backend.attention_grad.last_path == "blas"  # type: ignore[attr-defined]
+    assert rows == [("", "ok"), ("ACL_ATTENTION_GRAD_PATH=blas", "ok"), ("ACL_ATTENTION_GRAD_PATH=flash", "ok")]
+    assert backend.attention_grad.last_path == "flash"  # type: ignore[attr-defined]
+    compiled = backend.provider.compiled  # type: ignore[attr-defined]
+    assert any(n.startswith("acl_flash_grad_bf16_d64_") and n.endswith("_dkv") for n in compiled)
     assert dict(backend.environ) == before
 
 

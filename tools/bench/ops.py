@@ -161,7 +161,7 @@ ENV_ROWS: dict[str, tuple[str, tuple[str, ...], frozenset[D] | None]] = {
     "SparseFlashAttention": ("ACL_SFA_PATH", ("block",), None),
     "CrossEntropyLoss": ("ACL_CE_ROWS", ("vec", "element"), None),
     "RepeatInterleaveWithDim": ("ACL_REPEAT_ROWS", ("search", "blocks", "gather", "gather,pdl,grid"), None),
-    "FlashAttentionScoreGrad": ("ACL_ATTENTION_GRAD_PATH", ("blas",), None),
+    "FlashAttentionScoreGrad": ("ACL_ATTENTION_GRAD_PATH", ("blas", "flash"), None),
 }
 """rocm settings timed as extra rows beside an op's default row: op → (variable, values, dtypes or None for all).
 
@@ -1623,7 +1623,7 @@ class Suite:
             return lambda: self.torch.autograd.grad(out, (q, k, v), dy, retain_graph=True)
 
         flops = 10.0 * b * n * s * s * d / 2  # five GEMMs (S recomputed, dP, dV, dQ, dK), half under the causal mask
-        for setting in self.env_rows("FlashAttentionScoreGrad", dtype):  # the default path, then cuDNN's
+        for setting in self.env_rows("FlashAttentionScoreGrad", dtype):  # the default path, then cuDNN's, then flash
             note = "" if setting is None else f"{setting[0]}={setting[1]}"
             case = Case(
                 "FlashAttentionScoreGrad causal", f"B{b} N{n} S{s} D{d}", dtype.short, "TFLOP/s", flops, note=note

@@ -280,6 +280,43 @@ def flash_instance(
     return inst
 
 
+ROWS_SOURCE: Final = (
+    "// rows row0 .. row0+rows of a [row][dim] operand into dst[r * DP + d]; rows at or past limit are zeros\n"
+    "ACL_DEV void "
+    + r"""flash_load(unsigned short* dst, const elem_t* src, long long s_row, long long s_dim, long long row0,
+                        int rows, long long limit) {
+#if VEC
+  const int chunks = HEAD_DIM / 8;
+  for (int i = threadIdx.x; i < rows * chunks; i += THREADS) {
+    const int r = i / chunks, c = (i % chunks) * 8;
+    const bool ok = row0 + r < limit;
+    acl_cp_async16(dst + r * DP + c, src + (ok ? row0 + r : 0) * s_row + c, ok);
+  }
+#else
+  for (int i = threadIdx.x; i < rows * HEAD_DIM; i += THREADS) {
+    const int r = i / HEAD_DIM, c = i % HEAD_DIM;
+    dst[r * DP + c] = row0 + r < limit ? (unsigned short)src[(row0 + r) * s_row + c * s_dim] : (unsigned short)0;
+  }
+#endif
+}
+
+// exp2: the hardware's flush-to-zero approximation where FAST_EXP (NVIDIA: one MUFU.EX2), else exp2f
+ACL_DEV float flash_exp2(float x) {
+#if FAST_EXP && defined(__CUDA_ARCH__)
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+#else
+  return exp2f(x);
+#endif
+}
+"""
+)
+"""Row staging (``flash_load``: ``cp.async`` 16-byte chunks where ``VEC``, else element loads; zeros past the limit)
+and ``flash_exp2``, shared by the forward and backward flash kernels (they define ``HEAD_DIM``, ``DP``, ``THREADS``,
+``VEC``, ``FAST_EXP`` and ``elem_t`` first)."""
+
+
 _BODY: Final = r"""
 #define HEAD_DIM @D@
 #define WARPS @WARPS@
@@ -310,35 +347,7 @@ typedef @S@ elem_t;
 @ATTN_STRUCT@
 @GRID_STRUCT@
 
-// rows row0 .. row0+rows of a [row][dim] operand into dst[r * DP + d]; rows at or past limit are zeros
-ACL_DEV void flash_load(unsigned short* dst, const elem_t* src, long long s_row, long long s_dim, long long row0,
-                        int rows, long long limit) {
-#if VEC
-  const int chunks = HEAD_DIM / 8;
-  for (int i = threadIdx.x; i < rows * chunks; i += THREADS) {
-    const int r = i / chunks, c = (i % chunks) * 8;
-    const bool ok = row0 + r < limit;
-    acl_cp_async16(dst + r * DP + c, src + (ok ? row0 + r : 0) * s_row + c, ok);
-  }
-#else
-  for (int i = threadIdx.x; i < rows * HEAD_DIM; i += THREADS) {
-    const int r = i / HEAD_DIM, c = i % HEAD_DIM;
-    dst[r * DP + c] = row0 + r < limit ? (unsigned short)src[(row0 + r) * s_row + c * s_dim] : (unsigned short)0;
-  }
-#endif
-}
-
-// exp2: the hardware's flush-to-zero approximation where FAST_EXP (NVIDIA: one MUFU.EX2), else exp2f
-ACL_DEV float flash_exp2(float x) {
-#if FAST_EXP && defined(__CUDA_ARCH__)
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-#else
-  return exp2f(x);
-#endif
-}
-
+@ROWS_SOURCE@
 // The online softmax's first half on one m-tile's scores sc (rows mrow0 .. mrow0 + 15, keys j0 .. j0 + BC - 1):
 // the mask, the tile's row maxima, the running max updated; base (what exp2's argument subtracts) and alpha
 // (the old terms' factor) out. MODE 0: the mask evaluated per element where !full (64-bit indices; the
@@ -763,6 +772,7 @@ def flash_source(inst: FlashInstance) -> str:
         "@MINB@": str((3 if "o" in inst.inner else MIN_BLOCKS) if inst.warps <= 4 else 1),
         "@BC@": str(inst.block_keys),
         "@VEC@": "1" if inst.vec else "0",
+        "@ROWS_SOURCE@": ROWS_SOURCE,
     }
     body = fill_body(_BODY, inst.dtype, inst.sink, inst.kernel_name, tokens)
     shape = f"{inst.warps} warps x {16 * inst.mtiles} rows, {inst.block_keys}-key tiles"

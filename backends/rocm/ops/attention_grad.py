@@ -12,7 +12,8 @@ cannot read are first copied to contiguous [B, N, S, D] temporaries; fp16/bf16 c
 temporaries once, for the fp32 ``Pᵀ dO``, ``dS K`` and ``dSᵀ Q`` products (only ``Q Kᵀ`` and ``dO Vᵀ`` run in the
 input dtype). Every temporary is a stream-ordered allocation freed after the call's work; nothing is read back to
 the host. On NVIDIA a call cuDNN takes runs its fused SDPA backward instead (:mod:`acl_rocm.ops.attention_grad_cudnn`,
-the default ``ACL_ATTENTION_GRAD_PATH=cudnn``; ``blas`` keeps this path); the path is chosen once per signature and
+the default ``ACL_ATTENTION_GRAD_PATH=cudnn``; ``blas`` keeps this path); under ``=flash`` (opt-in) a call the portable
+fused kernels take runs them (:mod:`acl_rocm.ops.attention_flash_grad`); the path is chosen once per signature and
 logged.
 """
 
@@ -50,6 +51,7 @@ from acl_rocm.ops.attention import (
     window_bounds,
 )
 from acl_rocm.ops.attention_blas import Operand, rowmajor_gemm
+from acl_rocm.ops.attention_flash_grad import CONFIG_ENV, FlashAttentionGrad
 from acl_rocm.ops.attention_grad_cudnn import (
     LOG,
     OPERANDS,
@@ -140,8 +142,9 @@ class AttentionGradRunner:
         self.budget = budget
         """Bytes of fp32 S and dP plus P and dS temporaries one chunk may hold."""
         self.cudnn = CudnnSdpaGrad(backend)
+        self.flash = FlashAttentionGrad(backend)
         self.last_path: str | None = None
-        """The path the latest newly planned FlashAttentionScoreGrad signature took ("blas" or "cudnn")."""
+        """The path the latest newly planned FlashAttentionScoreGrad signature took ("blas", "cudnn" or "flash")."""
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op (FlashAttentionScoreGrad only where the platform has a GEMM)."""
@@ -196,6 +199,8 @@ class AttentionGradRunner:
         path = grad_path(self.backend.environ)
         env = self.backend.environ
         choice = f"{grad_plan(env)}:{grad_square(env)}" if path == "cudnn" else ""
+        if path == "flash":
+            choice = env.get(CONFIG_ENV, "")
         key = f"rocm.attention_grad@{self.backend.provider.get_device()}:{path}:{choice}"
         enqueue = launch.memo.get(key)
         if enqueue is None:
@@ -203,10 +208,17 @@ class AttentionGradRunner:
         enqueue(handle(launch.stream))
 
     def _route(self, launch: Launch, path: str) -> Callable[[int], None]:
-        """What enqueues the call: cuDNN's SDPA backward where asked for and it fits, else the composed BLAS path."""
+        """What enqueues the call: cuDNN's SDPA backward or the flash kernels where asked for and they fit, else the
+        composed BLAS path."""
         p = self.problem(launch)
         plan = launch.plan
         why = f"{PATH_ENV}={path}"
+        if path == "flash":
+            refused = self.flash.refusal(p)
+            if refused is None:
+                self._log(p, plan["mode"], "flash", "the fused flash backward kernels")
+                return functools.partial(self.flash.enqueue, p, self._sink_sum)
+            why = f"flash: {refused}"
         if path == "cudnn":
             has_mask = launch.args["attenMaskOptional"] is not None
             mask = grad_mask(plan["mode"], has_mask, p.sq, p.skv, plan["pre"], plan["next"])

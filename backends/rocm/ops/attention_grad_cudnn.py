@@ -6,8 +6,10 @@ the call (fp16/bf16, no pse, no sink, no explicit mask: none, top-left / bottom-
 the bottom-right band of sparseMode 4 as cuDNN's diagonal bounds, GQA, head dims multiple of 8 up to 256,
 every layout as strides with a unit head-dim stride, 16-byte aligned operands), else the composed path of
 :mod:`acl_rocm.ops.attention_grad` (what AMD runs) with the reason on the debug logger ``acl_rocm.attention_grad``;
-``blas`` keeps every call on the composed path. The frontend's loading, handles, graph LRU and plan cache are
-:mod:`acl_rocm.ops.cudnn_graphs`'s; plans persist (opt-in) under the plan cache kind :data:`PLAN_KIND`.
+``blas`` keeps every call on the composed path; ``flash`` (opt-in) takes the portable fused kernels of
+:mod:`acl_rocm.ops.attention_flash_grad` where they fit, else the composed path with the reason logged. The
+frontend's loading, handles, graph LRU and plan cache are :mod:`acl_rocm.ops.cudnn_graphs`'s; plans persist (opt-in)
+under the plan cache kind :data:`PLAN_KIND`.
 
 cuDNN recomputes P from a log-sum-exp per row ([B,N,Sq,1] fp32): one elementwise launch (:data:`LSE`) forms it
 from softmaxMax / softmaxSum's first column as ``max + log(sum)`` into a stream-ordered temporary, so
@@ -35,7 +37,7 @@ from acl_rocm.ops.cudnn_graphs import CudnnGraphs, _Built, address
 Strides = tuple[int, int, int, int]
 LOG = logging.getLogger("acl_rocm.attention_grad")
 PATH_ENV: Final = "ACL_ATTENTION_GRAD_PATH"
-PATHS: Final = ("blas", "cudnn")
+PATHS: Final = ("blas", "cudnn", "flash")
 DEFAULT_PATH: Final = "cudnn"
 """cuDNN where it fits, the composed BLAS path elsewhere. The default since an H100 run (2026-12-07 14:46,
 results/RESULTS.md): `conformance rocm --full` of the four versions 0 failed and the GPU tier passed under it, and
