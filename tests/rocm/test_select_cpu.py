@@ -16,8 +16,10 @@ import acl_core
 from acl_core import eager
 from acl_core.backend import Backend, BackendRegistration
 from acl_core.dtypes import DataType as D
+from acl_core.errors import AclError
 from acl_core.plugin import hookimpl
 from acl_core.spec.ops.select import sparse
+from acl_rocm.ops.select import DEFAULT_LOADS, LOADS_ENV
 from tests.ops.select_writeback import nonzero_writeback
 
 _RNG = np.random.default_rng(5)
@@ -65,8 +67,10 @@ WHOLE_TILES: list[tuple[str, dict[str, Any]]] = [
 def test_whole_tiles_read_by_vector_loads_match_the_reference(
     emulated: Backend, op: str, args: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The default 8 positions a thread: tiles inside the chunk take the vector loads, the last one the element path."""
+    """The default 8 positions a thread under ``ACL_SELECT_LOADS=vec``: tiles inside the chunk take the vector loads,
+    the last one the element path."""
     monkeypatch.setattr(emulated.select, "items", 8)  # type: ignore[attr-defined]  # small_tiles may have set 1
+    monkeypatch.setattr(emulated, "environ", {**emulated.environ, LOADS_ENV: "vec"})  # type: ignore[attr-defined]
     sources: list[str] = []
     compile_ = emulated.function  # type: ignore[attr-defined]
 
@@ -80,6 +84,20 @@ def test_whole_tiles_read_by_vector_loads_match_the_reference(
     np.testing.assert_array_equal(actual, expected)
     passes = [s for s in sources if "compaction count" in s or "compaction scatter" in s]
     assert len(passes) == 2 and all("vec=True" in s and "AclVec<" in s for s in passes)
+
+
+def test_element_loads_by_default_and_a_bad_setting_is_refused(
+    emulated: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = WHOLE_TILES[0][1]
+    monkeypatch.setattr(emulated, "environ", {k: v for k, v in emulated.environ.items() if k != LOADS_ENV})  # type: ignore[attr-defined]
+    np.testing.assert_array_equal(
+        eager.run("Nonzero", emulated, **args)["out"], eager.run("Nonzero", "reference", **args)["out"]
+    )
+    assert DEFAULT_LOADS == "element"
+    monkeypatch.setattr(emulated, "environ", {**emulated.environ, LOADS_ENV: "wide"})  # type: ignore[attr-defined]
+    with pytest.raises(AclError, match="ACL_SELECT_LOADS='wide'"):
+        eager.run("Nonzero", emulated, **args)
 
 
 class _Plugin:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
+from acl_core.errors import AclError, AclErrorCode
 from acl_core.spec.ops.select import TRANSPOSED, nonzero_shape
 from acl_core.spec.runtime import CopyDirection
 from acl_core.tensor import AclTensor, contiguous_strides
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
 
 OPS: tuple[str, ...] = (*TRANSPOSED, "MaskedSelect")
 """The aclnn operators this module runs."""
+LOADS_ENV = "ACL_SELECT_LOADS"
+DEFAULT_LOADS = "element"
+"""``vec``: whole tiles of a contiguous, aligned test operand read by 8- / 16-byte loads (CPU-proven, opt-in until a
+GPU run times it against Nonzero's 0.90x torch); ``element``, the default: one element a load, the GPU-proven form."""
 ITEMS = 8
 """Consecutive positions a thread of the scatter takes per tile (a tile is ``BLOCK * ITEMS`` positions)."""
 BLOCKS_PER_UNIT = 4
@@ -90,7 +95,13 @@ class SelectRunner:
         return {op: make(op) for op in OPS}
 
     def vectorized(self, launch: Launch) -> bool:
-        """Whether the passes read whole tiles by vector loads: the test operand contiguous and its address aligned."""
+        """Whether the passes read whole tiles by vector loads: :data:`LOADS_ENV` says ``vec`` and the test operand is
+        contiguous with its address aligned to the load."""
+        setting = self.backend.environ.get(LOADS_ENV, "").strip().lower() or DEFAULT_LOADS
+        if setting not in ("vec", "element"):
+            raise AclError(AclErrorCode.ACL_ERROR_INVALID_PARAM, f"{LOADS_ENV}={setting!r}: expected vec or element")
+        if setting == "element":
+            return False
         t = launch.args["mask" if launch.spec.name == "MaskedSelect" else "self"]
         assert isinstance(t, AclTensor)
         shape = tuple(launch.plan["select_shape"]) or (1,)
