@@ -40,6 +40,7 @@ ACL_ATTENTION_GRAD_PATH=cudnn: FlashAttentionScoreGrad's log-sum-exp kernel (cuD
 calls take the composed path; ACL_ATTENTION_GRAD_CUDNN_PLAN / _SQUARE pick cuDNN's plan / mask and add no source);
 ACL_ATTENTION_GRAD_PATH=flash: its fused flash backward kernels (pre-pass, dK / dV, dQ) for the samples they take
 (fp16 / bf16, D a multiple of 16), the composed path's for the rest, ACL_FLASH_GRAD_CONFIG their block shapes;
+ACL_SELECT_LOADS=vec: the select family's compaction passes with whole tiles read by vector loads;
 the ops of :data:`DECODE_CALLS` also run at decode's shapes (the split arg path, the
 short norm rows, the down projection's GEMV).
 ``ACL_PREFLIGHT_ARCHS`` (default ``sm_90``, e.g. ``sm_80,sm_90``): the architectures each source is compiled for.
@@ -127,6 +128,7 @@ SWITCHES = (
     "ACL_FLASH_GRAD_CONFIG",
     "ACL_ATTENTION_GRAD_CUDNN_PLAN",
     "ACL_ATTENTION_GRAD_CUDNN_SQUARE",
+    "ACL_SELECT_LOADS",
 )
 
 

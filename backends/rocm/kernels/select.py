@@ -180,13 +180,19 @@ class Compact:
     def _body(self) -> list[str]:
         k = self.items
         if self.phase == "count":
-            return [
-                f"__shared__ long long part[{BLOCK}];",
-                "long long c = 0;",
+            # element loads: lanes read consecutive elements (coalesced); vector loads: a thread's tile a load
+            walk = [
                 f"for (long long mine = first + (long long)t * {k}; mine < last; mine += {BLOCK * k}) {{",
                 "  const unsigned int hits = tile_hits(m, test, mine, last);",
                 f"  for (int q = 0; q < {k}; ++q) c += (hits >> q) & 1u;",
                 "}",
+            ]
+            if not self.vec:
+                walk = [f"for (long long i = first + t; i < last; i += {BLOCK}) c += hit(m, test, i) ? 1 : 0;"]
+            return [
+                f"__shared__ long long part[{BLOCK}];",
+                "long long c = 0;",
+                *walk,
                 "part[t] = c;",
                 "__syncthreads();",
                 f"for (int half = {BLOCK // 2}; half > 0; half >>= 1) {{",
