@@ -418,6 +418,23 @@ def test_the_default_path_is_cudnn_and_blas_never_loads_it(emulated, reference: 
         eager.run("FlashAttentionScoreGrad", backend, **args)
 
 
+def test_without_cudnn_the_default_takes_the_flash_kernels(
+    emulated, reference: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On AMD (no cuDNN) the default path runs the portable fused kernels where they fit, the composed path else."""
+    backend, _ = emulated
+    runner = backend.attention_grad
+    monkeypatch.setattr(backend.provider, "platform", "amd")
+    monkeypatch.setattr(backend, "environ", {k: v for k, v in backend.environ.items() if k != PATH_ENV})
+    rng = np.random.default_rng(12)
+    fwd = A._fa_case(rng, D.ACL_BF16, "BNSD", 1, 2, 2, 24, 40, 32, attenMaskOptional=compressed_mask(), sparseMode=3)
+    _compare(backend, reference, "FlashAttentionScoreGrad", G.grad_case(rng, fwd), "bf16 causal D32", "contiguous")
+    assert runner.last_path == "flash"
+    fwd = A._fa_case(rng, D.ACL_FLOAT, "BNSD", 1, 2, 2, 24, 40, 32)
+    _compare(backend, reference, "FlashAttentionScoreGrad", G.grad_case(rng, fwd), "float32 D32", "contiguous")
+    assert runner.last_path == "blas"
+
+
 def test_cudnn_is_nvidia_only(cudnn_on, monkeypatch: pytest.MonkeyPatch) -> None:
     backend, _, _ = cudnn_on
     monkeypatch.setattr(backend.provider, "platform", "amd")

@@ -40,6 +40,7 @@ from acl_rocm.kernels.attention_grad import (
     RopeGradMeta,
     Strides,
 )
+from acl_rocm.kernels.mma import hardware_layout
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops.attention import (
     ATTENTION_DTYPES,
@@ -213,6 +214,9 @@ class AttentionGradRunner:
         p = self.problem(launch)
         plan = launch.plan
         why = f"{PATH_ENV}={path}"
+        if path == "cudnn" and self.backend.provider.platform != "nvidia":
+            if hardware_layout(self.backend.policy.arch) is not None:  # AMD: no cuDNN, the portable fused kernels
+                path, why = "flash", f"no cuDNN on {self.backend.provider.platform}"
         if path == "flash":
             refused = self.flash.refusal(p)
             if refused is None:

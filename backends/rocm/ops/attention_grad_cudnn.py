@@ -41,7 +41,9 @@ PATHS: Final = ("blas", "cudnn", "flash")
 DEFAULT_PATH: Final = "cudnn"
 """cuDNN where it fits, the composed BLAS path elsewhere. The default since an H100 run (2026-12-07 14:46,
 results/RESULTS.md): `conformance rocm --full` of the four versions 0 failed and the GPU tier passed under it, and
-beside torch's SDPA backward 0.99-1.01x its throughput (square causal calls as top-left, :data:`DEFAULT_SQUARE`)."""
+beside torch's SDPA backward 0.99-1.01x its throughput (square causal calls as top-left, :data:`DEFAULT_SQUARE`).
+Where cuDNN is absent (AMD) and the device has matrix instructions it means ``flash``: the portable fused kernels
+(H100, 2026-12-07 16:25: GPU tier and conformance passed, 0.34x torch where the composed path gives 0.08x)."""
 PLAN_ENV: Final = "ACL_ATTENTION_GRAD_CUDNN_PLAN"
 PLANS: Final = ("heuristic", "tune", "tune-all")
 DEFAULT_PLAN: Final = "heuristic"
