@@ -78,6 +78,7 @@ SPLIT_OPT_CONFIGS = (
     "two,pipe=6,pkeys=32,pdyn,pbpu=2,pcomb,ppdl",
     "two,pipe=3,pkeys=64,pmma,pbpu=2,pcomb,ppdl",
     "fused,pipe=3,pkeys=64,pmma,pbpu=2,pcomb,ppdl",
+    "auto,pipe=3,pkeys=64,pmma,bpdl",
 )
 """``--only DecodeSplit``: settings timed beside rocm's default and torch at the ``config_lengths`` (4k, 32k keys):
 the split path's opt-in items (``pcomb``: the faster combine, partials in stream scratch; ``ppdl``: programmatic
@@ -93,9 +94,10 @@ SPLIT_MORE_CONFIGS = (
 )
 """A second ``DecodeSplit`` run's settings (``ACL_BENCH_DECODE_SPLIT``, joined by ``;``): ``pmma`` alone, at one and
 three blocks a unit, and the lane layout twelve stages deep."""
-MASKED_SPLIT_CONFIGS = ("two,pipe,pskip,pcomb,ppdl", "two,pipe=3,pkeys=64,pmma,pskip,pbpu=2,pcomb,ppdl")
+MASKED_SPLIT_CONFIGS = ("auto,pipe,bpdl", "auto,pipe=3,pkeys=64,pmma,bpdl,pskip")
 """``--only DecodeSplit``'s masked row (a 32k cache with 4k keys written, the rest masked: the Qwen3 runner's cache
-past its position) beside the default: ``pskip`` copies only the kept rows."""
+past its position) beside the default (``pskip`` since 2026-12-07: only the kept rows copied): the default before
+it, and the matrix-unit tiles on top."""
 MASKED_SPLIT: Final = (32_768, 4096)
 """The masked row's capacity and written keys (full size; small: the ``config_lengths`` entry and a quarter)."""
 SHORT_CONFIGS = ("auto",)

@@ -86,6 +86,9 @@ def run_cases(suite: Suite) -> None:
         small = ((tokens, "kn", None), (tokens, "nk", None), (tokens, "kn", "simt"), (tokens, "kn", "wgmma"))
         for tokens_v5, layout, kernel in V5_ROWS if full else small:
             _grouped_v5(suite, groups, tokens_v5, k, n, layout, kernel)
+        if full and hasattr(suite.torch, "_grouped_mm"):  # torch's own grouped GEMM (CUTLASS on sm_90) beside it
+            for tokens_v5 in (16384, 32768):
+                _grouped_v5(suite, groups, tokens_v5, k, n, "kn", None, versus_grouped=True)
     for name, kernel in (("GroupedMatmulV5Configs", "mma"), ("GroupedMatmulV5Wgmma", "wgmma")):
         if suite.wanted(name):
             for tokens_v5 in (16384, 32768) if full else (tokens,):
@@ -210,7 +213,10 @@ def _grouped_v5(
     layout: str,
     kernel: str | None,
     counts: list[int] | None = None,
+    versus_grouped: bool = False,
 ) -> None:
+    """One MoE layer's GroupedMatmulV5 row beside one torch GEMM of the same FLOPs (the issue's bar) or, with
+    ``versus_grouped``, beside ``torch._grouped_mm`` on the same groups."""
     from acl_tools.bench.ops import Case
 
     runner = getattr(suite.backend, "grouped_matmul", None)  # the rocm backend's runner (path and switch)
@@ -239,20 +245,28 @@ def _grouped_v5(
         x, w, o = suite.tensor((tokens, k), dtype), suite.tensor((k, n), dtype), suite.tensor((tokens, n), dtype)
         return lambda: torch.matmul(x, w, out=o)
 
+    def torch_grouped() -> Callable[[], object]:
+        x, w = suite.tensor((tokens, k), dtype), suite.tensor((groups, k, n), dtype)
+        ends = torch.tensor(np.cumsum(counts), dtype=torch.int32, device=x.device)
+        return lambda: torch._grouped_mm(x, w, offs=ends)
+
     name = "GroupedMatmulV5" + {"kn": "", "nk": " [N,K] weight"}[layout] + (f" {kernel} kernel" if kernel else "")
+    name += " vs torch._grouped_mm" if versus_grouped else ""
     case = Case(name, f"G{groups} M{tokens} K{k} N{n}", dtype.short, "TFLOP/s", 2.0 * tokens * k * n)
     if runner is not None:
         runner.last_path = None
         runner.forced_kernel = kernel
     try:
-        suite.case(case, acl, torch_fn, "GroupedMatmulV5")
+        suite.case(case, acl, torch_grouped if versus_grouped else torch_fn, "GroupedMatmulV5")
     finally:
         if runner is not None:
             runner.forced_kernel = None
     path = runner.last_path if runner is not None else None
     refused = getattr(runner, "last_refusal", None) if kernel is not None and path != kernel else None
     case.note = f"path {path or 'n/a'}" + (f" ({kernel} refused: {refused})" if refused else "")
-    case.note += "; uneven M groups (device counts); torch: one [M, K] x [K, N] matmul, same FLOPs"
+    case.note += "; uneven M groups (device counts); torch: " + (
+        "torch._grouped_mm on the same groups" if versus_grouped else "one [M, K] x [K, N] matmul, same FLOPs"
+    )
 
 
 def _v5_args(

@@ -82,11 +82,13 @@ PIPE_BLOCKS_PER_UNIT: Final = 2
 """Split blocks per compute unit where the pipelined kernel takes a call (``pbpu``): on the H100 (2026-12-06
 21:45, results/h100-2026-12-06i, N16/8 D128 bf16, graph µs) 54.4 at 32k keys and 12.5 at 4k, against 57.8 / 13.6
 at 4 a unit and the register-tile kernel's 72.6 / 16.0 (torch SDPA 50.2 / 9.3)."""
-DEFAULT_DECODE_SETTING: Final = "auto,pipe,bpdl"
+DEFAULT_DECODE_SETTING: Final = "auto,pipe,bpdl,pskip"
 """What runs where ``ACL_DECODE_CONFIG`` is unset or empty: short caches on the block kernel launched
-programmatically, longer ones on the pipelined split kernel (:data:`PIPE_BLOCKS_PER_UNIT`); chosen from the H100
-figures of 2026-12-06 21:45. A setting of one's own starts from the plain kernels (:class:`DecodeConfig`'s field
-defaults) and names every choice it wants."""
+programmatically, longer ones on the pipelined split kernel (:data:`PIPE_BLOCKS_PER_UNIT`), a masked call copying
+only the rows some head keeps (``pskip``); chosen from the H100 figures of 2026-12-06 21:45 and, for ``pskip``, of
+2026-12-07 08:44 and 17:38 (a 32k cache with 4k keys written: 58.8 / 57.8 graph µs against 70.6 / 71.1 without it,
+torch 57.7 / 58.9; unmasked calls do not change). A setting of one's own starts from the plain kernels
+(:class:`DecodeConfig`'s field defaults) and names every choice it wants."""
 PIPE_SMEM: Final = 40 * 1024
 """Shared bytes the pipelined kernel's stages may take (static shared memory stays under 48 KiB with the merge's)."""
 
