@@ -1,3 +1,3 @@
-# 2026-12-07 session 15, NVIDIA H100 80GB HBM3 (no H200 lent). Three failed starts before run 1; times are the device log's clock.
+# 2026-12-07 session 15, NVIDIA H100 80GB HBM3 (no H200 lent). Three failed starts before run 1 (17:22-17:31).
 # run 1 (17:34-17:38, cold machine):
 TEST_PATHS="tests/rocm/test_gpu_wgmma.py tests/rocm/test_gpu_flash_attention.py" CONFORMANCE_OPS='FlashAttentionScore,PromptFlashAttention*,FusedInferAttentionScore*' CONFORMANCE_PARALLEL=4 TESTS_TIMEOUT=200 CONFORMANCE_TIMEOUT=200 PYTEST_WORKERS=10 BENCH_ONLY=GroupedMatmulV5,GroupedMatmulV5Wgmma,FlashAttentionScore DECODE_BENCH=0 BENCH_TIMEOUT=150 SWEEP=results/sweeps/s15-call1.txt SWEEP_LINE_TIMEOUT=90 QWEN=none STARTUP=0 FP8_ACC=0 bash scripts/gpu_run.sh
