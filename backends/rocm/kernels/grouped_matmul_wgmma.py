@@ -381,10 +381,10 @@ ACL_DEV void wgg_prologue_any(wg_u16* smem, const WgTile& t) {
 }
 
 // the K loop of one tile, its prologue issued (wgg_prologue): WG_AHEAD slices in flight, one multiplied and (WG_PENDING
-// 1) the previous one's products may still run, or (0, ``-d``) every step waits for its own products. Warpgroup w multiplies rows 64 w .. 64 w + 63 by columns 0 .. WN - 1 (WN =
-// WG_BN, or WG_BN / 2 for a tile whose columns end in its first half) or, SPLIT (a tile of at most 64 rows), rows
-// 0 .. 63 by columns w WN .. w WN + WN - 1. Nothing here depends on the thread's warpgroup but descriptor addresses:
-// ptxas serialises wgmma in divergent code.
+// 1) the previous one's products may still run, or (0, -d) every step waits for its own products. Warpgroup w
+// multiplies rows 64 w .. 64 w + 63 by columns 0 .. WN - 1 (WN = WG_BN, or WG_BN / 2 for a tile whose columns end in
+// its first half) or, SPLIT (a tile of at most 64 rows), rows 0 .. 63 by columns w WN .. w WN + WN - 1. Nothing here
+// depends on the thread's warpgroup but descriptor addresses: ptxas serialises wgmma in divergent code.
 template <bool NK, bool VEC, int WN, bool SPLIT>
 ACL_DEV void wgg_loop(float (&d)[WN / 2], wg_u16* smem, const WgTile& t) {
   const long long steps = t.k1 > t.k0 ? (t.k1 - t.k0 + WG_BK - 1) / WG_BK : 0;
