@@ -55,7 +55,7 @@ from acl_rocm.providers.base import DeviceProperties
 from tests.rocm.fake_provider import FakeProvider
 from tests.rocm.gemm_tolerance import gemm_tolerance
 from tests.rocm.kernel_emulator import EmulatedProvider, emulated_backend
-from tests.rocm.test_gpu_grouped_matmul import _transposed_weight
+from tests.rocm.test_gpu_grouped_matmul import _transposed_weight, moe_counts
 
 OP = "GroupedMatmulV5"
 BF16 = ml_dtypes.bfloat16
@@ -420,14 +420,6 @@ def test_v5_samples_under_the_weight_bound_choices(emulated_wgmma: RocmBackend, 
         runner.forced_wgmma_config = None
 
 
-def moe_rows(rng: np.random.Generator, groups: int, total: int) -> list[int]:
-    """The bench's uneven MoE rows (a multinomial over gamma(0.6) popularities), with one group emptied."""
-    weights = rng.gamma(0.6, size=groups)
-    counts = rng.multinomial(total, weights / weights.sum())
-    counts[1] = 0
-    return [int(c) for c in counts]
-
-
 @pytest.mark.parametrize("weight_layout", ["kn", "nk"])
 @pytest.mark.parametrize(
     "config", [str(DEFAULT), "128x256-s4-m-sw", "128x256-s4-d-sw", "128x256-s4-p-m-sw", *WEIGHT_BOUND]
@@ -436,7 +428,9 @@ def test_uneven_moe_lists_on_the_emulator(emulated_wgmma: RocmBackend, config: s
     """An uneven MoE-shaped list (groups of 0 to several row tiles, one empty) at N 384 (a narrow N-tail tile at bn
     256) and K 200 (a K tail): every tile once, whatever its order; rows past the last group keep their sentinel."""
     rng = np.random.default_rng(11)
-    rows = moe_rows(rng, 12, 900)
+    counts = moe_counts(rng, 12, 900)
+    counts[1] = 0
+    rows = [int(c) for c in counts]
     k, n, m = 200, 384, sum(rows) + 3
     x, w = rng.uniform(-1, 1, (m, k)).astype(BF16), rng.uniform(-1, 1, (len(rows), k, n)).astype(BF16)
     args = {**_moe_args(rng), "x": [x], "weight": [w], "out": [np.full((m, n), -7, BF16)]}
