@@ -1,13 +1,14 @@
 """The wgmma grouped GEMM (``ACL_GMM_KERNEL=wgmma``, sm_90a) against the reference (GPU tier, sm_90 only).
 
 Every GroupedMatmulV5 sample (contiguous, padded and transposed views: the 16-byte copy path and the element one) in
-the default configuration and the no-swizzle one. In every configuration the bench times: the tile shapes the kernel
-specialises (rows per group 0, 1, 63, 64, 65, 127, 128, 129: split, full and partial tiles; N 1,408 / 320 / 100 /
-64: the n/2 and n/4 forms, element copies; K with a tail past the last 64-deep slice), both weight layouts, bias in
-the op's dtypes; the MoE expert layer itself (64 uneven groups with empty ones, K 2,048, N 1,408, bf16; rows past
-the last group must keep their sentinel). In the default: the other grouped ops that reach the fp16 / bf16 grouped
-GEMM (GroupedMatmul V1, GroupedMatmulWeightNz, MX mode, K groups) with the kernel forced. Each case asserts that
-the wgmma kernel ran where it should.
+the default configuration, the no-swizzle one and the weight-bound choices (``-m`` row tiles fastest, ``-d`` a slice
+more in flight). In every configuration the bench times: the tile shapes the kernel specialises (rows per group 0,
+1, 63, 64, 65, 127, 128, 129: split, full and partial tiles; N 1,408 / 320 / 100 / 64: the n/2 and n/4 forms,
+element copies; K with a tail past the last 64-deep slice), both weight layouts, bias in the op's dtypes; the MoE
+expert layer itself (64 uneven groups with empty ones, K 2,048, N 1,408, bf16; rows past the last group must keep
+their sentinel), also under ``128x256-s4-p-m-d-sw`` (not timed). In the default: the other grouped ops that reach
+the fp16 / bf16 grouped GEMM (GroupedMatmul V1, GroupedMatmulWeightNz, MX mode, K groups) with the kernel forced.
+Each case asserts that the wgmma kernel ran where it should.
 
 Skipped on the CPU emulator (it cannot run wgmma PTX) and on devices other than sm_90, with the reason.
 """
@@ -64,7 +65,7 @@ def _sixteen_bit(args: dict[str, Any]) -> bool:
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "padded", "transposed"])
-@pytest.mark.parametrize("config", [str(DEFAULT), "128x256-s4"])
+@pytest.mark.parametrize("config", [str(DEFAULT), "128x256-s4", "128x256-s4-m-d-sw"])
 def test_v5_samples(hopper: Backend, reference: Backend, config: str, layout: str) -> None:
     """Every sample: the dtype, bias, output and stride paths (the configurations differ in tiles and layouts, which
     the tile-shape and MoE tests cover in each; the samples run in the swizzled default and the no-swizzle layout)."""
@@ -150,7 +151,7 @@ def _moe_case(groups: int, m: int, k: int, n: int) -> tuple[dict[str, Any], np.n
 
 
 @pytest.mark.parametrize("weight_layout", ["kn", "nk"])
-@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("config", [*CONFIGS, "128x256-s4-p-m-d-sw"])
 def test_moe_layer(hopper: Backend, config: str, weight_layout: str) -> None:
     """64 experts of uneven M, K 2,048, N 1,408, bf16: the op's accuracy class and a K-term sum's bound."""
     groups, m, k, n = v5.MOE

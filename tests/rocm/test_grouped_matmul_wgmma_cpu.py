@@ -55,7 +55,7 @@ from acl_rocm.providers.base import DeviceProperties
 from tests.rocm.fake_provider import FakeProvider
 from tests.rocm.gemm_tolerance import gemm_tolerance
 from tests.rocm.kernel_emulator import EmulatedProvider, emulated_backend
-from tests.rocm.test_gpu_grouped_matmul import _transposed_weight
+from tests.rocm.test_gpu_grouped_matmul import _transposed_weight, moe_counts
 
 OP = "GroupedMatmulV5"
 BF16 = ml_dtypes.bfloat16
@@ -172,6 +172,9 @@ def test_config_parsing_and_shared_memory() -> None:
     assert parse_config("128x256-s4").shared_bytes == 4 * 384 * 128
     assert parse_config("128x256-s4-p-sw") == WgGmmConfig(256, 4, 1, True, True)
     assert str(WgGmmConfig(128, 3, 2, False, True)) == "128x128-s3-b2-p"
+    assert parse_config("128x256-s4-p-m-d-sw") == WgGmmConfig(256, 4, 1, True, True, True, True)
+    assert parse_config("128x128-s3-b2-m") == WgGmmConfig(128, 3, 2, False, False, True)
+    assert (DEFAULT.ahead, parse_config("128x256-s4-d-sw").ahead, parse_config("128x128-s3-d").ahead) == (2, 3, 2)
     for name in CONFIGS:
         config = parse_config(name)
         assert str(config) == name and config.shared_bytes * config.blocks <= 227 * 1024
@@ -184,6 +187,11 @@ def test_config_parsing_and_shared_memory() -> None:
         "128x256-s4-sw-p",
         "wg2k128",
         "128x128x32-w2x2-s4",
+        "128x256-s4-d-m-sw",
+        "128x256-s4-m-p-sw",
+        "128x256-s4-sw-m",
+        "128x256-s4-mm",
+        "128x256-s4-x-sw",
     ):
         with pytest.raises(ValueError, match=r"wgmma grouped GEMM configuration|not 128x"):
             parse_config(bad)
@@ -223,7 +231,9 @@ def _moe_args(rng: np.random.Generator, dtype: object = BF16, n: int = 300, tran
     }
 
 
-@pytest.mark.parametrize("setting", ["", "128x256-s4", "128x128-s3-b2-sw", "128x256-s4-p-sw"])
+@pytest.mark.parametrize(
+    "setting", ["", "128x256-s4", "128x128-s3-b2-sw", "128x256-s4-p-sw", "128x256-s4-m-d-sw", "128x256-s4-p-m-d-sw"]
+)
 def test_the_switch_compiles_it_for_sm_90a(tmp_path: Path, setting: str) -> None:
     backend, provider = _backend(tmp_path, ACL_GMM_WGMMA_CONFIG=setting)
     runner = backend.grouped_matmul
@@ -384,6 +394,67 @@ def test_v5_samples_on_the_emulator(emulated_wgmma: RocmBackend, layout: str) ->
             assert runner.last_path in ("wgmma", None), sample.note
 
 
+WEIGHT_BOUND = ("128x256-s4-m-d-sw", "128x256-s4-p-m-d-sw", "128x128-s3-b2-m-d-sw")
+"""The tile-order / copies-in-flight choices (``-m``, ``-d``; alone they are :data:`CONFIGS` rows): both, both on
+persistent blocks, and on two 128-column blocks an SM with three stages (``-d``: two slices in flight, not one)."""
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "padded", "transposed"])
+@pytest.mark.parametrize("config", WEIGHT_BOUND)
+def test_v5_samples_under_the_weight_bound_choices(emulated_wgmma: RocmBackend, config: str, layout: str) -> None:
+    """Every GroupedMatmulV5 sample with ``-m`` / ``-d`` forced, in every layout, against the reference."""
+    from acl_core.spec.ops import get_spec
+    from tests.rocm.test_gpu_grouped_matmul import _check
+
+    reference = __import__("acl_core").get_backend("reference")
+    runner = emulated_wgmma.grouped_matmul
+    runner.forced_wgmma_config = config
+    try:
+        for sample in get_spec(OP).samples(np.random.default_rng(8)):  # type: ignore[misc]
+            runner.last_path = None
+            _check(emulated_wgmma, reference, dict(sample.args), layout)
+            if np.dtype(sample.args["x"][0].dtype) != np.float32:
+                assert runner.last_path in ("wgmma", None), sample.note
+                assert runner.last_path is None or runner.last_config == config
+    finally:
+        runner.forced_wgmma_config = None
+
+
+@pytest.mark.parametrize("weight_layout", ["kn", "nk"])
+@pytest.mark.parametrize(
+    "config", [str(DEFAULT), "128x256-s4-m-sw", "128x256-s4-d-sw", "128x256-s4-p-m-sw", *WEIGHT_BOUND]
+)
+def test_uneven_moe_lists_on_the_emulator(emulated_wgmma: RocmBackend, config: str, weight_layout: str) -> None:
+    """An uneven MoE-shaped list (groups of 0 to several row tiles, one empty) at N 384 (a narrow N-tail tile at bn
+    256) and K 200 (a K tail): every tile once, whatever its order; rows past the last group keep their sentinel."""
+    rng = np.random.default_rng(11)
+    counts = moe_counts(rng, 12, 900)
+    counts[1] = 0
+    rows = [int(c) for c in counts]
+    k, n, m = 200, 384, sum(rows) + 3
+    x, w = rng.uniform(-1, 1, (m, k)).astype(BF16), rng.uniform(-1, 1, (len(rows), k, n)).astype(BF16)
+    args = {**_moe_args(rng), "x": [x], "weight": [w], "out": [np.full((m, n), -7, BF16)]}
+    args["groupListOptional"] = np.array(rows, np.int64)
+    keep = None
+    if weight_layout == "nk":
+        args["weight"], keep = _transposed_weight(emulated_wgmma, w)
+    runner = emulated_wgmma.grouped_matmul
+    runner.forced_wgmma_config = config
+    try:
+        got = eager.run(OP, emulated_wgmma, **args)["out"][0]
+    finally:
+        runner.forced_wgmma_config = None
+    del keep
+    assert runner.last_path == "wgmma" and runner.last_config == config
+    ends = np.cumsum(rows)
+    want = np.concatenate(
+        [x[e - r : e].astype(np.float64) @ w[g].astype(np.float64) for g, (r, e) in enumerate(zip(rows, ends))]
+    )
+    assert np.all(got[ends[-1] :] == -7)
+    atol, rtol = gemm_tolerance(want.astype(BF16), k)
+    np.testing.assert_allclose(got[: ends[-1]].astype(np.float64), want, atol=atol, rtol=rtol)
+
+
 # ----------------------------------------------------------------------------- nvcc
 def _cubin(tmp_path: Path, kernel: GmmWgmmaKernel) -> str:
     """nvcc to an sm_90a cubin (ptxas checks the wgmma operands); ptxas' -v report."""
@@ -402,7 +473,7 @@ def test_every_configuration_builds_for_sm_90a(tmp_path: Path) -> None:
     """Every configuration in bf16, and the default in fp16 with an fp32 bias and output and in bf16 with a bf16 bias:
     no serialised wgmma (C7515 / C7518); no spills in one-tile-a-block shapes of one block an SM, a few dozen bytes at
     most in the others (``-b2``: 128 registers; ``-p``: the next tile set up beside the accumulators)."""
-    kernels = [GmmWgmmaKernel(D.ACL_BF16, None, config=parse_config(c)) for c in CONFIGS]
+    kernels = [GmmWgmmaKernel(D.ACL_BF16, None, config=parse_config(c)) for c in (*CONFIGS, WEIGHT_BOUND[2])]
     kernels += [GmmWgmmaKernel(D.ACL_FLOAT16, D.ACL_FLOAT, D.ACL_FLOAT), GmmWgmmaKernel(D.ACL_BF16, D.ACL_BF16)]
     with ThreadPoolExecutor(2) as pool:
         reports = list(pool.map(lambda k: _cubin(tmp_path, k), kernels))

@@ -27,6 +27,23 @@ up to the device's count, each issuing its next tile's first copies before the c
   through the output's strides (pairs of columns as one access where the rows allow); rows past the last group are
   never touched.
 
+Two opt-in choices aim at the weight-bound time of the MoE shape (64 groups, K 2,048, N 1,408: 5.77 MB of weight a
+group, 369 MB in all, 7x the L2; on an H100 16k rows took ~530 us and 32k ~554 us, so the time follows the weight
+bytes, not the FLOPs), neither measured yet:
+
+* ``-m``, the tile order: by default tile ``t_in`` of a group is row tile ``t_in / tiles_n``, column tile
+  ``t_in % tiles_n`` (N fastest), so the ``tiles_m`` blocks reading one 1 MB weight tile are ``tiles_n`` (6) blocks
+  apart and start ~6 / 132 of a tile's time apart; ``-m`` numbers row tiles fastest (row ``t_in % tiles_m``, column
+  ``t_in / tiles_m``, ``tiles_m`` from the group's M0 / M1 as GmmPrep counts them), so they are adjacent and ask for
+  each weight slice together: one HBM read a weight byte while the wave's other reads cannot evict it in between.
+* ``-d``, the copies in flight: a step waits (``wgmma.wait_group 0``) for its own products instead of keeping them
+  running into the next step, so the slice refilled at step s is the one of step s - 1 and ``stages - 1`` slices are
+  in flight instead of ``stages - 2`` (144 KiB instead of 96 at 128 x 256, s4). The reasoning: at the dense rate a
+  128 x 256 x 64 step is ~0.56 us (989 TFLOP/s over 132 SMs), so two slices give each copy ~1.1 us from issue to use,
+  less than HBM's latency under the load the weight stream puts on it; the cost is one issue gap a step (the
+  warpgroups meet at the barrier with their tensor cores idle), small beside a memory-bound step. The 16k rows' steps
+  took ~2 us (530 us over ~1,000 tiles of 32 steps in ~7.5 waves), i.e. the copies, not the products, set the pace.
+
 Compiled for the arch-specific target (``RocmBackend.function``'s ``arch_specific``); the runner takes it only under
 ``ACL_GMM_KERNEL=wgmma`` on an sm_90 device (``ACL_GMM_WGMMA_CONFIG`` picks a :class:`WgGmmConfig`) and logs why it
 does not elsewhere.
@@ -69,6 +86,17 @@ class WgGmmConfig:
     persistent: bool = False
     """Suffix ``-p``: a grid of ``blocks`` x SMs blocks walking the tiles, each issuing its next tile's first copies
     before the current tile's stores (the grid otherwise: one block a tile of the host's bound, extra ones return)."""
+    m_fastest: bool = False
+    """Suffix ``-m``: a group's tiles numbered row tile fastest (the blocks reading one weight tile adjacent) instead of
+    column tile fastest."""
+    deep: bool = False
+    """Suffix ``-d``: each step waits for its own products, so ``stages - 1`` slices are in flight instead of
+    ``stages - 2``."""
+
+    @property
+    def ahead(self) -> int:
+        """K slices in flight while one is multiplied."""
+        return self.stages - 1 if self.deep else self.stages - 2
 
     @property
     def stage_elements(self) -> int:
@@ -82,7 +110,8 @@ class WgGmmConfig:
 
     def __str__(self) -> str:
         blocks = f"-b{self.blocks}" if self.blocks != 1 else ""
-        return f"{BM}x{self.bn}-s{self.stages}{blocks}{'-p' if self.persistent else ''}{'-sw' if self.swizzle else ''}"
+        flags = "".join(f for f, on in (("-p", self.persistent), ("-m", self.m_fastest), ("-d", self.deep)) if on)
+        return f"{BM}x{self.bn}-s{self.stages}{blocks}{flags}{'-sw' if self.swizzle else ''}"
 
     def check(self) -> None:
         """Raise ValueError where the shape cannot run."""
@@ -101,12 +130,13 @@ class WgGmmConfig:
 
 
 def parse_config(text: str) -> WgGmmConfig:
-    """``128x<bn>-s<stages>[-b<blocks>][-p][-sw]`` (e.g. ``128x256-s4-sw``) as a checked configuration."""
-    found = re.fullmatch(r"128x(\d+)-s(\d+)(?:-b(\d+))?(-p)?(-sw)?", text.strip().lower())
+    """``128x<bn>-s<stages>[-b<blocks>][-p][-m][-d][-sw]`` (e.g. ``128x256-s4-m-sw``) as a checked configuration."""
+    found = re.fullmatch(r"128x(\d+)-s(\d+)(?:-b(\d+))?(-p)?(-m)?(-d)?(-sw)?", text.strip().lower())
     if found is None:
-        raise ValueError(f"{text!r} is not 128x<bn>-s<stages>[-b<blocks>][-p][-sw] (e.g. {DEFAULT})")
+        raise ValueError(f"{text!r} is not 128x<bn>-s<stages>[-b<blocks>][-p][-m][-d][-sw] (e.g. {DEFAULT})")
     bn, stages, blocks = int(found.group(1)), int(found.group(2)), int(found.group(3) or 1)
-    config = WgGmmConfig(bn, stages, blocks, bool(found.group(5)), bool(found.group(4)))
+    persistent, m_fastest, deep, swizzle = (bool(found.group(i)) for i in (4, 5, 6, 7))
+    config = WgGmmConfig(bn, stages, blocks, swizzle, persistent, m_fastest, deep)
     config.check()
     return config
 
@@ -114,12 +144,24 @@ def parse_config(text: str) -> WgGmmConfig:
 DEFAULT: Final = WgGmmConfig(256, 4, 1, True)
 """``ACL_GMM_KERNEL=wgmma`` without ``ACL_GMM_WGMMA_CONFIG``: CUTLASS's Hopper shape (two consumer warpgroups of
 64 x 256), four 48 KiB slices (193 KiB), swizzled. Not measured yet."""
-ALTERNATIVES: Final = ("128x256-s4-p-sw", "128x256-s4", "128x128-s4-sw", "128x128-s3-b2-sw")
+ALTERNATIVES: Final = (
+    "128x256-s4-p-sw",
+    "128x256-s4",
+    "128x128-s4-sw",
+    "128x128-s3-b2-sw",
+    "128x256-s4-m-sw",
+    "128x256-s4-d-sw",
+    "128x256-s4-m-d-sw",
+    "128x256-s4-p-m-sw",
+)
 """The shapes the ops bench times beside the default: persistent blocks (the next tile's first copies under this one's
 stores), the no-swizzle layout (its primitive proven on an H100), 128-column tiles (no half-empty tail at N 1,408),
-and two such blocks an SM (one's epilogue beside the other's loop). Registers (``nvcc -Xptxas -v``, sm_90a, bf16): the
-default 242, ``-p`` 255 with 24 bytes spilled, ``128x128-s4-sw`` 198, ``-b2`` 128 with 16 bytes spilled; no
-serialised wgmma in any. ``128x128-s3-b2-p-sw`` parses but spills ~200 bytes (not timed)."""
+two such blocks an SM (one's epilogue beside the other's loop), and the weight-bound choices (module docstring): row
+tiles fastest (``-m``), a slice more in flight (``-d``), both, and row tiles fastest on persistent blocks. Registers
+(``nvcc -Xptxas -v``, sm_90a, bf16): the default 242, ``-p`` 255 with 24 bytes spilled, ``128x128-s4-sw`` 198,
+``-b2`` 128 with 16 bytes spilled; no serialised wgmma in any. ``128x128-s3-b2-p-sw`` parses but spills ~200 bytes
+(not timed). ``-m`` and ``-d`` change neither count, except ``-d`` on persistent blocks (``128x256-s4-p-m-d-sw``: 66
+bytes spilled; proven on the emulator, not timed)."""
 
 
 # ----------------------------------------------------------------------------- layout bookkeeping (Python twins)
@@ -314,11 +356,7 @@ template <int N> ACL_DEV void wgg_keep(float (&x)[N]) {
   for (int i = 0; i < N; ++i) acl_wg_keep(x[i]);
 }
 
-// the K loop of one tile: WG_STAGES - 2 slices in flight, one multiplied, the previous one's products may still run.
-// Warpgroup w multiplies rows 64 w .. 64 w + 63 by columns 0 .. WN - 1 (WN = WG_BN, or WG_BN / 2 for a tile whose
-// columns end in its first half) or, SPLIT (a tile of at most 64 rows), rows 0 .. 63 by columns w WN .. w WN + WN - 1.
-// Nothing here depends on the thread's warpgroup but descriptor addresses: ptxas serialises wgmma in divergent code.
-// the first WG_STAGES - 2 slices of a tile in flight (one cp.async group each, empty ones included)
+// the first WG_AHEAD slices of a tile in flight (one cp.async group each, empty ones included)
 template <bool NK, bool VEC> ACL_DEV void wgg_prologue(wg_u16* smem, const WgTile& t) {
   const long long steps = t.k1 > t.k0 ? (t.k1 - t.k0 + WG_BK - 1) / WG_BK : 0;
   WgCopies ca, cb;
@@ -327,7 +365,7 @@ template <bool NK, bool VEC> ACL_DEV void wgg_prologue(wg_u16* smem, const WgTil
     cb = wgg_copies_b<NK>(t);
   }
 #pragma unroll
-  for (int s = 0; s < WG_STAGES - 2; ++s) {
+  for (int s = 0; s < WG_AHEAD; ++s) {
     if (s < steps) {
       if (VEC) wgg_load_vec<NK>(smem + s * WG_STAGE, ca, cb, t, t.k0 + s * WG_BK);
       else wgg_load_elements<NK>(smem + s * WG_STAGE, t, t.k0 + s * WG_BK);
@@ -342,11 +380,11 @@ ACL_DEV void wgg_prologue_any(wg_u16* smem, const WgTile& t) {
   else wgg_prologue<false, false>(smem, t);
 }
 
-// the K loop of one tile, its prologue issued (wgg_prologue): WG_STAGES - 2 slices in flight, one multiplied, the
-// previous one's products may still run. Warpgroup w multiplies rows 64 w .. 64 w + 63 by columns 0 .. WN - 1 (WN =
-// WG_BN, or WG_BN / 2 for a tile whose columns end in its first half) or, SPLIT (a tile of at most 64 rows), rows
-// 0 .. 63 by columns w WN .. w WN + WN - 1. Nothing here depends on the thread's warpgroup but descriptor addresses:
-// ptxas serialises wgmma in divergent code.
+// the K loop of one tile, its prologue issued (wgg_prologue): WG_AHEAD slices in flight, one multiplied and (WG_PENDING
+// 1) the previous one's products may still run, or (0, -d) every step waits for its own products. Warpgroup w
+// multiplies rows 64 w .. 64 w + 63 by columns 0 .. WN - 1 (WN = WG_BN, or WG_BN / 2 for a tile whose columns end in
+// its first half) or, SPLIT (a tile of at most 64 rows), rows 0 .. 63 by columns w WN .. w WN + WN - 1. Nothing here
+// depends on the thread's warpgroup but descriptor addresses: ptxas serialises wgmma in divergent code.
 template <bool NK, bool VEC, int WN, bool SPLIT>
 ACL_DEV void wgg_loop(float (&d)[WN / 2], wg_u16* smem, const WgTile& t) {
   const long long steps = t.k1 > t.k0 ? (t.k1 - t.k0 + WG_BK - 1) / WG_BK : 0;
@@ -361,13 +399,14 @@ ACL_DEV void wgg_loop(float (&d)[WN / 2], wg_u16* smem, const WgTile& t) {
   // swizzled column blocks, or WN / 8 core matrices along N)
   const int a_at = SPLIT ? 0 : wg * WG_A_WG;
   const int b_at = WG_A_ELEMS + (SPLIT ? wg * WN * (NK ? WG_NK_SPLIT : WG_KN_SPLIT) : 0);
-  int read = 0, write = WG_STAGES - 2;
+  int read = 0, write = WG_AHEAD;
   for (long long s = 0; s < steps; ++s) {
-    acl_cp_async_wait<WG_STAGES - 3>();  // this thread's copies of slice s landed
+    acl_cp_async_wait<WG_AHEAD - 1>();  // this thread's copies of slice s landed
     acl_fence_proxy_async();              // ... and are visible to the async proxy (wgmma's operand reads)
-    __syncthreads();  // everyone's; every warpgroup has finished the products of slice s - 2 (waited at step s - 1)
-    const long long next = s + WG_STAGES - 2;
-    if (next < steps) {  // into slice s - 2's buffer
+    // everyone's; every warpgroup has finished the products of slice s - 1 - WG_PENDING (waited at step s - 1)
+    __syncthreads();
+    const long long next = s + WG_AHEAD;
+    if (next < steps) {  // into slice s - 1 - WG_PENDING's buffer (WG_AHEAD + 1 + WG_PENDING == WG_STAGES)
       if (VEC) wgg_load_vec<NK>(smem + write * WG_STAGE, ca, cb, t, t.k0 + next * WG_BK);
       else wgg_load_elements<NK>(smem + write * WG_STAGE, t, t.k0 + next * WG_BK);
     }
@@ -380,7 +419,7 @@ ACL_DEV void wgg_loop(float (&d)[WN / 2], wg_u16* smem, const WgTile& t) {
     for (int ks = 0; ks < WG_BK / 16; ++ks)
       wgg_mma<NK ? 0 : 1>(d, da + WG_A_STEP * ks, db + (NK ? WG_NK_STEP : WG_KN_STEP) * ks);
     acl_wg_commit();
-    acl_wg_wait<1>();  // the products of slice s - 1 are done (their buffer is refilled at step s + 1)
+    acl_wg_wait<WG_PENDING>();  // the products of slice s - WG_PENDING are done (refilled from step s + 1 on)
     read = read + 1 == WG_STAGES ? 0 : read + 1;
     write = write + 1 == WG_STAGES ? 0 : write + 1;
   }
@@ -470,6 +509,8 @@ def _defines(k: GmmWgmmaKernel) -> str:
     lines = {
         "WG_BN": c.bn,
         "WG_STAGES": c.stages,
+        "WG_AHEAD": c.ahead,
+        "WG_PENDING": 0 if c.deep else 1,
         "WG_SWZ": int(c.swizzle),
         "WG_THREADS": THREADS,
         # a warpgroup's 64 rows of x: 64 rows of the one column block (swizzled) or 8 core-matrix rows
@@ -514,6 +555,21 @@ def _spell(line: str) -> str:
     return re.sub(r"\bNFIELDS\b", str(len(FIELD)), line)
 
 
+def _tile_order(c: WgGmmConfig) -> list[str]:
+    """``wgg_setup``'s lines placing tile ``t_in`` of a group: column tile fastest, or (``-m``) row tile fastest."""
+    if c.m_fastest:  # the group's row tiles as GmmPrep counts them (a group with a tile has at least one row)
+        return [
+            f"  const long long tiles_m = (e[F_M1] - e[F_M0] + {BM - 1}) / {BM};",
+            f"  t.row0 = e[F_M0] + (t_in % tiles_m) * {BM};",
+            f"  t.col0 = (t_in / tiles_m) * {c.bn};",
+        ]
+    return [
+        f"  const long long tiles_n = (n + {c.bn - 1}) / {c.bn};",
+        f"  t.row0 = e[F_M0] + (t_in / tiles_n) * {BM};",
+        f"  t.col0 = (t_in % tiles_n) * {c.bn};",
+    ]
+
+
 @functools.lru_cache(maxsize=64)
 def _source(k: GmmWgmmaKernel) -> str:
     c = k.config
@@ -534,14 +590,12 @@ def _source(k: GmmWgmmaKernel) -> str:
         "// tile b of group row e: its operands, ranges and path",
         "ACL_DEV void wgg_setup(const long long* e, long long b, WgTile& t) {",
         "  const long long n = e[F_N];",
-        f"  const long long tiles_n = (n + {c.bn - 1}) / {c.bn};",
         "  const long long t_in = b - e[F_TILE];",
         "  t.e = e;",
         "  t.x = (const wg_u16*)e[F_X];",
         "  t.w = (const wg_u16*)e[F_W];",
-        f"  t.row0 = e[F_M0] + (t_in / tiles_n) * {BM};",
+        *_tile_order(c),
         "  t.m1 = e[F_M1];",
-        f"  t.col0 = (t_in % tiles_n) * {c.bn};",
         "  t.n = n;",
         *("  " + _tile_fields(line) for line in _SETUP_16),
         "  // a tile of at most 64 rows: the warpgroups split its columns (no warpgroup multiplies only rows past m1)",

@@ -90,9 +90,10 @@ CONFIG_ENV = "ACL_GMM_CONFIG"
 ``BMxBNxBK-wMxN-sS``; unset: :data:`~acl_rocm.kernels.grouped_matmul_mma.DEFAULT` (``base`` where the device's
 shared memory is too small for it); an invalid setting fails the call (ACL_ERROR_INVALID_PARAM)."""
 WGMMA_CONFIG_ENV = "ACL_GMM_WGMMA_CONFIG"
-"""The warpgroup-MMA kernel's block shape under ``ACL_GMM_KERNEL=wgmma``: ``128x<bn>-s<stages>[-b<blocks>][-sw]``
-(:func:`~acl_rocm.kernels.grouped_matmul_wgmma.parse_config`); unset:
-:data:`~acl_rocm.kernels.grouped_matmul_wgmma.DEFAULT`; an invalid setting fails the call (ACL_ERROR_INVALID_PARAM)."""
+"""The warpgroup-MMA kernel's block shape under ``ACL_GMM_KERNEL=wgmma``:
+``128x<bn>-s<stages>[-b<blocks>][-p][-m][-d][-sw]`` (:func:`~acl_rocm.kernels.grouped_matmul_wgmma.parse_config`);
+unset: :data:`~acl_rocm.kernels.grouped_matmul_wgmma.DEFAULT`; an invalid setting fails the call
+(ACL_ERROR_INVALID_PARAM)."""
 
 
 def _itemsize(dtype: D) -> int:
