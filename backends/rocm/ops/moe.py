@@ -95,10 +95,7 @@ class MoeRunner:
             "MoeInitRoutingV2": self._init_routing_v2,
             "MoeInitRoutingV3": self._init_routing_v3,
         }
-        return {name: self._bind(name, plan) for name, plan in plans.items()}
-
-    def _bind(self, op: str, plan: Any) -> Kernel:
-        return program_kernel(self.backend, "moe", op, plan)
+        return {name: program_kernel(self.backend, "moe", name, plan) for name, plan in plans.items()}
 
     def _row_block(self, rows: int) -> LaunchConfig:
         p = self.backend.properties

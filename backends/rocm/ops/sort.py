@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import math
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from acl_core.backend import Kernel, Launch
@@ -155,10 +156,7 @@ class SortRunner:
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""
-        return {name: self._bind(name) for name in OPS}
-
-    def _bind(self, op: str) -> Kernel:
-        return program_kernel(self.backend, "sort", op, lambda launch: self.plan(op, launch))
+        return {op: program_kernel(self.backend, "sort", op, partial(self.plan, op)) for op in OPS}
 
     def plan(self, op: str, launch: Launch) -> Program:
         """The launches of one call."""
