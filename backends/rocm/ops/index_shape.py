@@ -44,7 +44,7 @@ from acl_rocm.kernels.index_shape import (
 from acl_rocm.launch import KernelArgs, LaunchConfig, longs
 from acl_rocm.ops.binding import family_key, memo_plan, named_kernels
 from acl_rocm.ops.movement import MovementProgram, View, itemsize, view_of
-from acl_rocm.ops.program import FLAG, Program, Step, program_kernel
+from acl_rocm.ops.program import FLAG, Program, Step, program_kernels
 from acl_rocm.ops.sort import Sorter, address, refuse
 from acl_rocm.views import broadcast_strides, coalesce
 
@@ -186,9 +186,7 @@ class IndexShapeRunner:
             "RepeatInterleaveGrad": self.grad_plan,
             "EmbeddingDenseBackward": self.embedding_plan,
         }
-        for op, plan in programs.items():
-            made[op] = program_kernel(self.backend, "index_shape", op, plan, self._repeat_rows)
-        return made
+        return made | program_kernels(self.backend, "index_shape", programs, self._repeat_rows)
 
     # ------------------------------------------------------------------ copies through the movement family
     def _copy(self, op: str, method: Callable[[str, Launch, MovementProgram], None], launch: Launch) -> None:

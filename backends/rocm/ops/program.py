@@ -12,7 +12,7 @@ kernel set it (no host round trip inside the op).
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -158,3 +158,13 @@ def program_kernel(
         run_program(backend, memo_plan(launch, key, lambda: plan(launch)), handle(launch.stream))
 
     return named_kernel(op, run)
+
+
+def program_kernels(
+    backend: RocmBackend,
+    family: str,
+    plans: Mapping[str, Callable[[Launch], Program]],
+    variant: Callable[[], str | None] | None = None,
+) -> dict[str, Kernel]:
+    """A :func:`program_kernel` per op of ``plans`` (op name to its planner), all of one family."""
+    return {op: program_kernel(backend, family, op, plan, variant) for op, plan in plans.items()}

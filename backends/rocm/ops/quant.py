@@ -32,7 +32,7 @@ from acl_rocm.kernels.quant import (
     DynamicQuant,
 )
 from acl_rocm.launch import KernelArgs, LaunchConfig, longs
-from acl_rocm.ops.program import Program, Step, program_kernel
+from acl_rocm.ops.program import Program, Step, program_kernels
 from acl_rocm.ops.sort import refuse
 from acl_rocm.views import broadcast_strides
 
@@ -93,7 +93,7 @@ class QuantRunner:
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""
-        return {op: program_kernel(self.backend, "quant", op, partial(self.plan, op)) for op in OPS}
+        return program_kernels(self.backend, "quant", {op: partial(self.plan, op) for op in OPS})
 
     # ------------------------------------------------------------------ helpers
     def _meta(self, n: int, shape: Shape, rows: list[list[int]], bases: list[int]) -> list[Any]:

@@ -23,7 +23,7 @@ from acl_core.tensor import AclTensor
 from acl_rocm.kernels.ctypes_map import SUPPORTED
 from acl_rocm.kernels.sort import BLOCK_THREADS, TILE, EmitSorted, MergePass, TileSort, key_type
 from acl_rocm.launch import KernelArgs, LaunchConfig, longs
-from acl_rocm.ops.program import Program, Step, Temp, program_kernel
+from acl_rocm.ops.program import Program, Step, Temp, program_kernels
 from acl_rocm.ops.view_args import address as address  # the index-op runners import it from here
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ class SortRunner:
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""
-        return {op: program_kernel(self.backend, "sort", op, partial(self.plan, op)) for op in OPS}
+        return program_kernels(self.backend, "sort", {op: partial(self.plan, op) for op in OPS})
 
     def plan(self, op: str, launch: Launch) -> Program:
         """The launches of one call."""
