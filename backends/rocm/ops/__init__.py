@@ -2,7 +2,8 @@
 
 Each family module defines ``RUNNER``, a class built with the backend whose ``kernels()`` maps
 operator names to kernels. The backend builds every family listed in ``FAMILIES``, in order, so a
-later family may use an earlier one (matmul uses elementwise for its gathers).
+later family may use an earlier one (matmul uses elementwise for its gathers). A family names its kernels
+``rocm_<op>`` and keeps a signature's plan in ``launch.memo`` through :mod:`acl_rocm.ops.binding`.
 """
 
 from __future__ import annotations

@@ -58,6 +58,7 @@ from acl_rocm.ops.attention_decode import DecodeAttention, DecodeCall, decode_re
 from acl_rocm.ops.attention_flash import FlashAttention, flash_refusal
 from acl_rocm.ops.attention_paged import direct_call, gather_plan, paged_refusal, paged_setup, with_dense
 from acl_rocm.ops.attention_plan import LARGE_WORK, choose_path, cudnn_mask, cudnn_refusal, is_large
+from acl_rocm.ops.binding import family_key, memo_plan, named_kernel
 from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.ops.program import Program, run_program
 from acl_rocm.views import broadcast_strides
@@ -254,18 +255,12 @@ class AttentionRunner:
         return " > ".join(paths) + "; " + decode + extra
 
     def _bind(self, build: Callable[[Launch], list[Prepared]]) -> Kernel:
-        def kernel(launch: Launch) -> None:
-            key = f"rocm.attention@{self.backend.provider.get_device()}"
-            if self.forced_rope is not None:  # a forced rotary path plans apart from the environment's
-                key += f":{self.forced_rope}"
-            steps = launch.memo.get(key)
-            if steps is None:  # nothing here is allocated per call: the launches are the signature's
-                steps = launch.memo[key] = build(launch)
-            for step in steps:
+        def run(launch: Launch) -> None:
+            key = family_key(self.backend, "attention", self.forced_rope)  # a forced rotary path plans apart
+            for step in memo_plan(launch, key, lambda: build(launch)):  # nothing allocated per call
                 self.backend.elementwise.launch_prepared(step, handle(launch.stream))
 
-        kernel.__name__ = f"rocm_{build.__name__}"
-        return kernel
+        return named_kernel(build.__name__, run)
 
     # ------------------------------------------------------------------ kernels and launches
     def _function(self, inst: AttentionInstance | RopeInstance) -> object:
@@ -356,10 +351,7 @@ class AttentionRunner:
     def _flash_kernel(self, launch: Launch) -> None:
         """FlashAttentionScore: the signature's path is chosen once (memo), then run on the launch's stream."""
         key = f"rocm.attention.fa@{self.backend.provider.get_device()}/{self.path_override}"
-        run = launch.memo.get(key)
-        if run is None:
-            run = launch.memo[key] = self._route(launch)
-        run(handle(launch.stream))
+        memo_plan(launch, key, lambda: self._route(launch))(handle(launch.stream))
 
     def _problem(self, launch: Launch) -> BlasProblem:
         """The call's tensors, dims and strides in (batch, head, row, dim) terms."""
@@ -537,10 +529,7 @@ class AttentionRunner:
         key = f"rocm.attention.infer@{self.backend.provider.get_device()}/{self.path_override}/{self.decode.config_key}"
         if launch.plan.get("page"):
             key += f"/paged-{self.paged_mode}"
-        run = launch.memo.get(key)
-        if run is None:
-            run = launch.memo[key] = self._route_inference(launch)
-        run(handle(launch.stream))
+        memo_plan(launch, key, lambda: self._route_inference(launch))(handle(launch.stream))
 
     def _decode_call(self, launch: Launch) -> tuple[DecodeCall | None, str | None]:
         """The call as the decode path reads it, or (None, why it cannot take it)."""

@@ -67,6 +67,7 @@ from acl_rocm.ops.attention_grad_cudnn import (
     square_mask,
 )
 from acl_rocm.ops.attention_plan import BUDGET_BYTES, Chunk, plan_chunks
+from acl_rocm.ops.binding import family_key, memo_plan
 from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.ops.matmul import WORKSPACE_BYTES, blas_view
 
@@ -202,11 +203,8 @@ class AttentionGradRunner:
         choice = f"{grad_plan(env)}:{grad_square(env)}" if path == "cudnn" else ""
         if path == "flash":
             choice = env.get(CONFIG_ENV, "")
-        key = f"rocm.attention_grad@{self.backend.provider.get_device()}:{path}:{choice}"
-        enqueue = launch.memo.get(key)
-        if enqueue is None:
-            enqueue = launch.memo[key] = self._route(launch, path)
-        enqueue(handle(launch.stream))
+        key = family_key(self.backend, "attention_grad", path, choice)
+        memo_plan(launch, key, lambda: self._route(launch, path))(handle(launch.stream))
 
     def _route(self, launch: Launch, path: str) -> Callable[[int], None]:
         """What enqueues the call: cuDNN's SDPA backward or the flash kernels where asked for and they fit, else the

@@ -32,6 +32,7 @@ from acl_rocm.kernels.foreach import (
     vector_width,
 )
 from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.ops.binding import named_kernels
 from acl_rocm.ops.elementwise import Prepared
 
 if TYPE_CHECKING:
@@ -114,14 +115,7 @@ class ForeachRunner:
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per Foreach operator."""
-        return {name: self._bind(name) for name in OPS}
-
-    def _bind(self, op: str) -> Kernel:
-        def kernel(launch: Launch) -> None:
-            self.run(ROW_BY_NAME[op], launch)
-
-        kernel.__name__ = f"rocm_{op}"
-        return kernel
+        return named_kernels(OPS, lambda op, launch: self.run(ROW_BY_NAME[op], launch))
 
     # ------------------------------------------------------------------ helpers
     def _temp_like(self, t: AclTensor, temps: list[int], stream: int) -> AclTensor:

@@ -16,6 +16,7 @@ from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels import grad as _grad_kernels  # noqa: F401 - registers the grad kinds
 from acl_rocm.kernels.reduction import acc_dtype
+from acl_rocm.ops.binding import family_key, memo_plan, named_kernels
 from acl_rocm.ops.reduction import Bound, RowPlan, RowRunner, bind, split
 
 if TYPE_CHECKING:
@@ -95,21 +96,14 @@ class GradRunner(RowRunner):
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per supported op name."""
-        return {name: self._bind(name) for name in OPS}
+        return named_kernels(OPS, self._run)
 
-    def _bind(self, op: str) -> Kernel:
-        def kernel(launch: Launch) -> None:
-            key = f"rocm.grad@{self.backend.provider.get_device()}"
-            if key in launch.memo:  # a repeated signature: the plans and packed arguments are reused
-                prepared = launch.memo[key]
-            else:
-                prepared = launch.memo[key] = [self.prepare(p) for p in self.plan_call(op, launch)]
-            stream = handle(launch.stream)
-            for step in prepared:
-                self.launch_prepared(step, stream)
-
-        kernel.__name__ = f"rocm_{op}"
-        return kernel
+    def _run(self, op: str, launch: Launch) -> None:
+        key = family_key(self.backend, "grad")
+        prepared = memo_plan(launch, key, lambda: [self.prepare(p) for p in self.plan_call(op, launch)])
+        stream = handle(launch.stream)
+        for step in prepared:
+            self.launch_prepared(step, stream)
 
     def plan_call(self, op: str, launch: Launch) -> list[RowPlan | None]:
         """The row kernels of one call, in launch order."""

@@ -37,6 +37,7 @@ from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.kernels.ctypes_map import SUPPORTED
 from acl_rocm.kernels.index_ops import CheckVec, Fill, Linspace, OneHot, Roll, TakeFlat
 from acl_rocm.launch import KernelArgs
+from acl_rocm.ops.binding import named_kernels
 from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.ops.movement import MovementProgram, MovementRunner, View, view_of
 from acl_rocm.ops.sort import refuse
@@ -84,7 +85,7 @@ class IndexOpsRunner(MovementRunner):
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""
-        return {name: self._bind(name) for name in OPS}
+        return named_kernels(OPS, self._call)
 
     def take_check(self) -> str:
         """The :data:`TAKE_CHECK_ENV` setting (``launch`` unless set; bad values are refused)."""

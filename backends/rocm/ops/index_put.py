@@ -28,7 +28,7 @@ from acl_rocm.kernels.ctypes_map import SUPPORTED
 from acl_rocm.kernels.index_put import Apply, MaskKeys, MaskPut, MaskRank, Positions
 from acl_rocm.kernels.movement import Check
 from acl_rocm.launch import KernelArgs, longs
-from acl_rocm.ops.program import FLAG, Program, program_kernel
+from acl_rocm.ops.program import FLAG, Program, program_kernels
 from acl_rocm.ops.sort import Sorter, address, refuse
 from acl_rocm.views import broadcast_strides
 
@@ -48,10 +48,9 @@ class IndexPutRunner:
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""
-        return {
-            "IndexPutImpl": program_kernel(self.backend, "index_put", "IndexPutImpl", self.plan),
-            "ScatterNdUpdate": program_kernel(self.backend, "index_put", "ScatterNdUpdate", self.scatter_nd_plan),
-        }
+        return program_kernels(
+            self.backend, "index_put", {"IndexPutImpl": self.plan, "ScatterNdUpdate": self.scatter_nd_plan}
+        )
 
     def plan(self, launch: Launch) -> Program:
         """The launches of one call."""

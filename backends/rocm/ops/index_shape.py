@@ -42,8 +42,9 @@ from acl_rocm.kernels.index_shape import (
     RowBounds,
 )
 from acl_rocm.launch import KernelArgs, LaunchConfig, longs
+from acl_rocm.ops.binding import family_key, memo_plan, named_kernels
 from acl_rocm.ops.movement import MovementProgram, View, itemsize, view_of
-from acl_rocm.ops.program import FLAG, Program, Step, program_kernel
+from acl_rocm.ops.program import FLAG, Program, Step, program_kernels
 from acl_rocm.ops.sort import Sorter, address, refuse
 from acl_rocm.views import broadcast_strides, coalesce
 
@@ -177,7 +178,7 @@ class IndexShapeRunner:
             "RepeatInterleaveInt": self._repeat_int,
             "RepeatInterleaveIntWithDim": self._repeat_int,
         }
-        made = {op: self._copy_kernel(op, method) for op, method in copies.items()}
+        made = named_kernels(copies, lambda op, launch: self._copy(op, copies[op], launch))
         programs: dict[str, Callable[[Launch], Program]] = {
             "RepeatInterleave": self.repeat_plan,
             "RepeatInterleaveWithDim": self.repeat_plan,
@@ -185,25 +186,17 @@ class IndexShapeRunner:
             "RepeatInterleaveGrad": self.grad_plan,
             "EmbeddingDenseBackward": self.embedding_plan,
         }
-        for op, plan in programs.items():
-            made[op] = program_kernel(self.backend, "index_shape", op, plan, self._repeat_rows)
-        return made
+        return made | program_kernels(self.backend, "index_shape", programs, self._repeat_rows)
 
     # ------------------------------------------------------------------ copies through the movement family
-    def _copy_kernel(self, op: str, method: Callable[[str, Launch, MovementProgram], None]) -> Kernel:
-        movement = self.backend.movement
+    def _copy(self, op: str, method: Callable[[str, Launch, MovementProgram], None], launch: Launch) -> None:
+        def record() -> MovementProgram:
+            prog = MovementProgram()
+            method(op, launch, prog)
+            return prog
 
-        def kernel(launch: Launch) -> None:
-            key = f"rocm.index_shape@{self.backend.provider.get_device()}"
-            prog = launch.memo.get(key)
-            if prog is None:
-                prog = MovementProgram()
-                method(op, launch, prog)
-                launch.memo[key] = prog
-            movement.run(prog, handle(launch.stream))
-
-        kernel.__name__ = f"rocm_{op}"
-        return kernel
+        prog = memo_plan(launch, family_key(self.backend, "index_shape"), record)
+        self.backend.movement.run(prog, handle(launch.stream))
 
     def _strided_slice(self, op: str, launch: Launch, prog: MovementProgram) -> None:
         t, out = launch.args["self"], launch.args["out"]

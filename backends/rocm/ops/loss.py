@@ -32,6 +32,7 @@ from acl_rocm.driver import handle
 from acl_rocm.kernels.elementwise import BLOCK_THREADS, UNROLL
 from acl_rocm.kernels.loss import Variant, loss_ufunc
 from acl_rocm.kernels.reduction import acc_dtype
+from acl_rocm.ops.binding import family_key, memo_plan, named_kernels
 from acl_rocm.ops.elementwise import Planned
 from acl_rocm.ops.program import Program, Step, Temp, run_program
 from acl_rocm.ops.reduction import Bound, bind, reduced_strides
@@ -75,21 +76,14 @@ class LossRunner:
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per supported op name."""
-        return {name: self._bind(name) for name in OPS}
+        return named_kernels(OPS, self._run)
 
-    def _bind(self, op: str) -> Kernel:
-        def kernel(launch: Launch) -> None:
-            key = f"rocm.loss@{self.backend.provider.get_device()}"
-            planned = launch.memo.get(key)
-            if planned is None:
-                planned = launch.memo[key] = self.plan(op, launch)
-            if isinstance(planned, Program):
-                run_program(self.backend, planned, handle(launch.stream))
-            else:
-                planned(handle(launch.stream))
-
-        kernel.__name__ = f"rocm_{op}"
-        return kernel
+    def _run(self, op: str, launch: Launch) -> None:
+        planned = memo_plan(launch, family_key(self.backend, "loss"), lambda: self.plan(op, launch))
+        if isinstance(planned, Program):
+            run_program(self.backend, planned, handle(launch.stream))
+        else:
+            planned(handle(launch.stream))
 
     def plan(self, op: str, launch: Launch) -> Program | Callable[[int], None]:
         """One call's work: a bound elementwise launch (none, backward) or a program (mean, sum)."""

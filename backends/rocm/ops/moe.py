@@ -53,7 +53,7 @@ from acl_rocm.kernels.moe import (
 )
 from acl_rocm.kernels.movement import Check
 from acl_rocm.launch import KernelArgs, LaunchConfig, launch_tensor, longs
-from acl_rocm.ops.program import FLAG, Program, program_kernel
+from acl_rocm.ops.program import FLAG, Program, program_kernels
 from acl_rocm.ops.sort import BLOCKS_PER_UNIT, Sorter, address
 
 if TYPE_CHECKING:
@@ -95,10 +95,7 @@ class MoeRunner:
             "MoeInitRoutingV2": self._init_routing_v2,
             "MoeInitRoutingV3": self._init_routing_v3,
         }
-        return {name: self._bind(name, plan) for name, plan in plans.items()}
-
-    def _bind(self, op: str, plan: Any) -> Kernel:
-        return program_kernel(self.backend, "moe", op, plan)
+        return program_kernels(self.backend, "moe", plans)
 
     def _row_block(self, rows: int) -> LaunchConfig:
         p = self.backend.properties

@@ -36,6 +36,7 @@ from acl_rocm.kernels.ctypes_map import SUPPORTED
 from acl_rocm.kernels.elementwise import UFUNCS
 from acl_rocm.kernels.movement import Arange, Check, Copy, InlineChecks, Scatter, ScatterUpdate, Take, wide
 from acl_rocm.launch import KernelArgs
+from acl_rocm.ops.binding import family_key, memo_plan, named_kernels
 from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.views import Geometry, broadcast_strides, coalesce, index_type
 
@@ -179,23 +180,17 @@ class MovementRunner:
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""
-        return {name: self._bind(name) for name in OPS}
+        return named_kernels(OPS, self._call)
 
-    def _bind(self, op: str) -> Kernel:
-        method = getattr(self, f"_{op.lower()}")
+    def _call(self, op: str, launch: Launch) -> None:
+        prog = memo_plan(launch, family_key(self.backend, "movement"), lambda: self._record(op, launch))
+        self.run(prog, handle(launch.stream))
 
-        def kernel(launch: Launch) -> None:
-            key = f"rocm.movement@{self.backend.provider.get_device()}"
-            prog = launch.memo.get(key)
-            if prog is None:
-                prog = MovementProgram()
-                method(op, launch, prog)
-                self._flush_checks(prog)  # a check no kernel took still runs
-                launch.memo[key] = prog
-            self.run(prog, handle(launch.stream))
-
-        kernel.__name__ = f"rocm_{op}"
-        return kernel
+    def _record(self, op: str, launch: Launch) -> MovementProgram:
+        prog = MovementProgram()
+        getattr(self, f"_{op.lower()}")(op, launch, prog)
+        self._flush_checks(prog)  # a check no kernel took still runs
+        return prog
 
     # ------------------------------------------------------------------ launching
     def run(self, prog: MovementProgram, stream: int) -> None:

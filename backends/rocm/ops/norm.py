@@ -20,6 +20,7 @@ from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels import norm as _norm_kernels  # noqa: F401 - registers the norm kinds
 from acl_rocm.kernels.reduction import acc_dtype
+from acl_rocm.ops.binding import family_key, memo_plan, named_kernels
 from acl_rocm.ops.reduction import Bound, RowPlan, RowRunner, bind
 
 if TYPE_CHECKING:
@@ -113,21 +114,12 @@ class NormRunner(RowRunner):
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per supported op name."""
-        return {name: self._bind(name) for name in OPS}
+        return named_kernels(OPS, self._run)
 
-    def _bind(self, op: str) -> Kernel:
-        def kernel(launch: Launch) -> None:
-            key = f"rocm.norm@{self.backend.provider.get_device()}"
-            if self.forced_layout is not None:  # a forced layout plans apart from the environment's
-                key += f":{self.forced_layout}"
-            if key in launch.memo:  # a repeated signature: the plan and packed arguments are reused
-                prepared = launch.memo[key]
-            else:
-                prepared = launch.memo[key] = self.prepare(self.plan_call(op, launch))
-            self.launch_prepared(prepared, handle(launch.stream))
-
-        kernel.__name__ = f"rocm_{op}"
-        return kernel
+    def _run(self, op: str, launch: Launch) -> None:
+        key = family_key(self.backend, "norm", self.forced_layout)  # a forced layout plans apart
+        prepared = memo_plan(launch, key, lambda: self.prepare(self.plan_call(op, launch)))
+        self.launch_prepared(prepared, handle(launch.stream))
 
     def plan_call(self, op: str, launch: Launch) -> RowPlan | None:
         """The row kernel of one call."""

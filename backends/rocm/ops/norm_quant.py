@@ -16,6 +16,8 @@ from acl_core.spec.ops.norm_quant import dynamic_outputs
 from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels import norm_quant as _kernels  # noqa: F401 - registers the rmsnormquant kind
+from acl_rocm.ops.binding import family_key, memo_plan, named_kernels
+from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.ops.reduction import Bound, RowPlan, RowRunner, bind
 from acl_rocm.ops.view_args import address
 
@@ -65,23 +67,18 @@ class NormQuantRunner(RowRunner):
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per supported op name."""
-        return {name: self._bind(name) for name in OPS}
+        return named_kernels(OPS, self._run)
 
-    def _bind(self, op: str) -> Kernel:
-        def kernel(launch: Launch) -> None:
-            key = f"rocm.norm_quant@{self.backend.provider.get_device()}"
-            if key in launch.memo:  # a repeated signature: the plan and packed arguments are reused
-                prepared, clear = launch.memo[key]
-            else:
-                planned, clear = self.plan_call(op, launch)
-                prepared, clear = launch.memo[key] = (self.prepare(planned), clear)
-            stream = handle(launch.stream)
-            for at, nbytes in clear:
-                self.backend.provider.memset(at, 0, nbytes, stream)
-            self.launch_prepared(prepared, stream)
+    def _run(self, op: str, launch: Launch) -> None:
+        prepared, clear = memo_plan(launch, family_key(self.backend, "norm_quant"), lambda: self._prepared(op, launch))
+        stream = handle(launch.stream)
+        for at, nbytes in clear:
+            self.backend.provider.memset(at, 0, nbytes, stream)
+        self.launch_prepared(prepared, stream)
 
-        kernel.__name__ = f"rocm_{op}"
-        return kernel
+    def _prepared(self, op: str, launch: Launch) -> tuple[Prepared | None, list[tuple[int, int]]]:
+        planned, clear = self.plan_call(op, launch)
+        return self.prepare(planned), clear
 
     def plan_call(self, op: str, launch: Launch) -> tuple[RowPlan | None, list[tuple[int, int]]]:
         """The row kernel of one call and the (address, bytes) of the outputs to zero."""

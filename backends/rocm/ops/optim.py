@@ -15,7 +15,7 @@ from acl_core.errors import AclnnError, AclnnStatus
 from acl_core.tensor import AclTensor
 from acl_rocm.kernels.optim import OPERANDS, V1_SCALARS, AdamW
 from acl_rocm.launch import KernelArgs, launch_tensor
-from acl_rocm.ops.program import Program, program_kernel
+from acl_rocm.ops.program import Program, program_kernels
 from acl_rocm.ops.sort import Sorter, address
 from acl_rocm.views import coalesce
 
@@ -67,9 +67,7 @@ class OptimRunner:
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""
-        return {
-            name: program_kernel(self.backend, "optim", name, self._adamw, lambda: self.forced_config) for name in OPS
-        }
+        return program_kernels(self.backend, "optim", dict.fromkeys(OPS, self._adamw), lambda: self.forced_config)
 
     def _adamw(self, launch: Launch) -> Program:
         op = launch.spec.name

@@ -15,6 +15,7 @@ from acl_core.tensor import AclTensor
 from acl_rocm.driver import handle
 from acl_rocm.kernels.padding import PadKernel
 from acl_rocm.launch import KernelArgs
+from acl_rocm.ops.binding import family_key, memo_plan, named_kernels
 from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.ops.view_args import address, index_type, plane_meta, reach
 
@@ -41,18 +42,12 @@ class PaddingRunner:
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per padding op."""
-        return {name: self._bind(name) for name in OPS}
+        return named_kernels(OPS, self._run)
 
-    def _bind(self, op: str) -> Kernel:
-        def kernel(launch: Launch) -> None:
-            key = f"rocm.padding@{self.backend.provider.get_device()}"
-            bound = launch.memo.get(key)
-            if bound is None:  # a signature holds the tensors' addresses: the launch is bound once for it
-                bound = launch.memo[key] = self.backend.elementwise.bind(self.plan(*BY_NAME[op], launch))
-            bound(handle(launch.stream))
-
-        kernel.__name__ = f"rocm_{op}"
-        return kernel
+    def _run(self, op: str, launch: Launch) -> None:
+        key = family_key(self.backend, "padding")
+        bound = memo_plan(launch, key, lambda: self.backend.elementwise.bind(self.plan(*BY_NAME[op], launch)))
+        bound(handle(launch.stream))  # a signature holds the tensors' addresses: its launch is bound once
 
     def plan(self, pad: Pad, backward: bool, launch: Launch) -> Prepared | None:
         """The kernel, its configuration and its packed arguments for one signature (None: an empty batch)."""

@@ -9,6 +9,7 @@ is one provider launch.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
@@ -19,6 +20,7 @@ from acl_rocm.driver import handle
 from acl_rocm.kernels.pooling import PoolKernel
 from acl_rocm.kernels.reduction import acc_dtype
 from acl_rocm.launch import KernelArgs
+from acl_rocm.ops.binding import family_key, memo_plan, named_kernels
 from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.ops.reduction import bind, reduced_strides, split
 from acl_rocm.ops.view_args import address, index_type, lead_strides, plane_meta, reach
@@ -51,22 +53,18 @@ class PoolingRunner:
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per pooling op."""
-        return {name: self._bind(name) for name in OPS}
+        return named_kernels(OPS, self._run)
 
-    def _bind(self, op: str) -> Kernel:
-        def kernel(launch: Launch) -> None:
-            key = f"rocm.pooling@{self.backend.provider.get_device()}"
-            bound = launch.memo.get(key)
-            if bound is None:  # a signature holds the tensors' addresses: the launch is bound once for it
-                if op in GLOBAL:
-                    prepared = self.plan_global(op, launch)
-                else:
-                    prepared = self.plan(*BY_NAME.get(op, (ONNX_MAX_POOL, False)), launch)
-                bound = launch.memo[key] = self.backend.elementwise.bind(prepared)
-            bound(handle(launch.stream))
+    def _run(self, op: str, launch: Launch) -> None:
+        bound = memo_plan(launch, family_key(self.backend, "pooling"), lambda: self._bound(op, launch))
+        bound(handle(launch.stream))  # a signature holds the tensors' addresses: its launch is bound once
 
-        kernel.__name__ = f"rocm_{op}"
-        return kernel
+    def _bound(self, op: str, launch: Launch) -> Callable[[int], None]:
+        if op in GLOBAL:
+            prepared = self.plan_global(op, launch)
+        else:
+            prepared = self.plan(*BY_NAME.get(op, (ONNX_MAX_POOL, False)), launch)
+        return self.backend.elementwise.bind(prepared)
 
     def plan_global(self, op: str, launch: Launch) -> Prepared | None:
         """A global pool: the reduction family's row kernel, one row per (n, c) plane (mean, or max with NaN)."""

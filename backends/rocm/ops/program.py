@@ -12,13 +12,14 @@ kernel set it (no host round trip inside the op).
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from acl_core.backend import Kernel, Launch
 from acl_rocm.driver import handle
 from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.ops.binding import family_key, memo_plan, named_kernel
 
 if TYPE_CHECKING:
     from acl_rocm.backend import RocmBackend
@@ -152,15 +153,18 @@ def program_kernel(
     """The Kernel of ``op``: its program planned once per signature and device (``launch.memo``), then run;
     ``variant`` names a forced kernel choice (tests, bench A/B) whose plans are kept apart."""
 
-    def kernel(launch: Launch) -> None:
-        key = f"rocm.{family}@{backend.provider.get_device()}"
-        forced = variant() if variant is not None else None
-        if forced is not None:
-            key += f":{forced}"
-        prog = launch.memo.get(key)
-        if prog is None:
-            prog = launch.memo[key] = plan(launch)
-        run_program(backend, prog, handle(launch.stream))
+    def run(launch: Launch) -> None:
+        key = family_key(backend, family, variant() if variant is not None else None)
+        run_program(backend, memo_plan(launch, key, lambda: plan(launch)), handle(launch.stream))
 
-    kernel.__name__ = f"rocm_{op}"
-    return kernel
+    return named_kernel(op, run)
+
+
+def program_kernels(
+    backend: RocmBackend,
+    family: str,
+    plans: Mapping[str, Callable[[Launch], Program]],
+    variant: Callable[[], str | None] | None = None,
+) -> dict[str, Kernel]:
+    """A :func:`program_kernel` per op of ``plans`` (op name to its planner), all of one family."""
+    return {op: program_kernel(backend, family, op, plan, variant) for op, plan in plans.items()}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from acl_core.backend import Kernel, Launch
@@ -31,7 +32,7 @@ from acl_rocm.kernels.quant import (
     DynamicQuant,
 )
 from acl_rocm.launch import KernelArgs, LaunchConfig, longs
-from acl_rocm.ops.program import Program, Step, program_kernel
+from acl_rocm.ops.program import Program, Step, program_kernels
 from acl_rocm.ops.sort import refuse
 from acl_rocm.views import broadcast_strides
 
@@ -92,10 +93,7 @@ class QuantRunner:
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""
-        return {name: self._bind(name) for name in OPS}
-
-    def _bind(self, op: str) -> Kernel:
-        return program_kernel(self.backend, "quant", op, lambda launch: self.plan(op, launch))
+        return program_kernels(self.backend, "quant", {op: partial(self.plan, op) for op in OPS})
 
     # ------------------------------------------------------------------ helpers
     def _meta(self, n: int, shape: Shape, rows: list[list[int]], bases: list[int]) -> list[Any]:

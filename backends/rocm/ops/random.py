@@ -23,7 +23,7 @@ from acl_core.spec.ops.random import fill_layout
 from acl_core.tensor import AclTensor
 from acl_rocm.kernels.random import NORMAL_TRIG, DoMask, Fill, GenMask, Multinomial, round_keys
 from acl_rocm.launch import KernelArgs, launch_tensor, longs
-from acl_rocm.ops.program import FLAG, Program, Step, program_kernel
+from acl_rocm.ops.program import FLAG, Program, Step, program_kernels
 from acl_rocm.ops.sort import address
 from acl_rocm.views import coalesce
 
@@ -100,7 +100,7 @@ class RandomRunner:
             "DropoutDoMask": self._do_mask,
             "Multinomial": self._multinomial,
         }
-        return {op: program_kernel(self.backend, "random", op, plan) for op, plan in plans.items()}
+        return program_kernels(self.backend, "random", plans)
 
     def _meta(self, t: AclTensor, *others: AclTensor) -> tuple[ctypes.Array[ctypes.c_longlong], int]:
         """Meta over the coalesced geometry (a contiguous view is rank 1: no index unravel), and its rank."""

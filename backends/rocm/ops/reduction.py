@@ -40,6 +40,7 @@ from acl_rocm.kernels.reduction import (
     warp_cache,
 )
 from acl_rocm.launch import KernelArgs, LaunchConfig
+from acl_rocm.ops.binding import family_key, memo_plan, named_kernels
 from acl_rocm.ops.elementwise import Prepared
 from acl_rocm.ops.program import Program, Scratch, Step, Temp, run_program
 from acl_rocm.views import Geometry, coalesce, index_type
@@ -384,26 +385,19 @@ class ReductionRunner(RowRunner):
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per supported op name."""
-        return {name: self._bind(name) for name in OPS}
+        return named_kernels(OPS, self._run)
 
-    def _bind(self, op: str) -> Kernel:
-        def kernel(launch: Launch) -> None:
-            key = f"rocm.reduction@{self.backend.provider.get_device()}"
-            if self.forced_arg is not None:  # a forced arg path plans apart from the environment's
-                key += f":{self.forced_arg}"
-            if key in launch.memo:  # a repeated signature: the plan and packed arguments are reused
-                prepared = launch.memo[key]
-            else:
-                planned = self.plan_call(op, launch)
-                prepared = planned if isinstance(planned, Program) else self.prepare(planned)
-                launch.memo[key] = prepared
-            if isinstance(prepared, Program):
-                run_program(self.backend, prepared, handle(launch.stream))
-            else:
-                self.launch_prepared(prepared, handle(launch.stream))
+    def _run(self, op: str, launch: Launch) -> None:
+        key = family_key(self.backend, "reduction", self.forced_arg)  # a forced arg path plans apart
+        prepared = memo_plan(launch, key, lambda: self._prepared(op, launch))
+        if isinstance(prepared, Program):
+            run_program(self.backend, prepared, handle(launch.stream))
+        else:
+            self.launch_prepared(prepared, handle(launch.stream))
 
-        kernel.__name__ = f"rocm_{op}"
-        return kernel
+    def _prepared(self, op: str, launch: Launch) -> Program | Prepared | None:
+        planned = self.plan_call(op, launch)
+        return planned if isinstance(planned, Program) else self.prepare(planned)
 
     def plan_call(self, op: str, launch: Launch) -> RowPlan | Program | None:
         """The row kernel of one call (a one-launch program for the split arg path)."""

@@ -24,6 +24,7 @@ from acl_core.tensor import AclTensor, contiguous_strides
 from acl_rocm.driver import handle
 from acl_rocm.kernels.select import BLOCK, BlockScan, Compact, Operand, vector_width
 from acl_rocm.launch import KernelArgs, LaunchConfig, longs
+from acl_rocm.ops.binding import family_key, memo_plan, named_kernels
 from acl_rocm.ops.sort import address
 from acl_rocm.views import broadcast_strides
 
@@ -85,15 +86,7 @@ class SelectRunner:
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""
-
-        def make(op: str) -> Kernel:
-            def kernel(launch: Launch) -> None:
-                self.run(launch)
-
-            kernel.__name__ = f"rocm_{op}"
-            return kernel
-
-        return {op: make(op) for op in OPS}
+        return named_kernels(OPS, lambda _, launch: self.run(launch))
 
     def vectorized(self, launch: Launch) -> bool:
         """Whether the passes read whole tiles by vector loads: :data:`LOADS_ENV` says ``vec`` and the test operand is
@@ -152,10 +145,8 @@ class SelectRunner:
         """Enqueue the compaction and register the count's write-back into out's view."""
         out = launch.args["out"]
         assert isinstance(out, AclTensor)
-        key = f"rocm.select@{self.backend.provider.get_device()}:{self.items}:{self.vectorized(launch)}"
-        plan = launch.memo.get(key)
-        if plan is None and key not in launch.memo:
-            plan = launch.memo[key] = self.plan(launch)
+        key = family_key(self.backend, "select", self.items, self.vectorized(launch))
+        plan = memo_plan(launch, key, lambda: self.plan(launch))
         op = launch.spec.name
         rows = 1 if op == "NonzeroV2" else 0  # the dim that shrinks
         shape = tuple(launch.plan["select_shape"])

@@ -16,7 +16,7 @@ from acl_core.backend import Kernel, Launch
 from acl_core.tensor import AclTensor
 from acl_rocm.kernels.serving import AttentionUpdate, TopKCheck, TopKTopP
 from acl_rocm.launch import KernelArgs, LaunchConfig, launch_tensor, longs
-from acl_rocm.ops.program import FLAG, Program, program_kernel
+from acl_rocm.ops.program import FLAG, Program, program_kernels
 from acl_rocm.ops.sort import BLOCKS_PER_UNIT, Sorter, address
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ class ServingRunner:
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""
         plans = {"ApplyTopKTopP": self._top_k_top_p, "AttentionUpdate": self._attention_update}
-        return {name: program_kernel(self.backend, "serving", name, plan) for name, plan in plans.items()}
+        return program_kernels(self.backend, "serving", plans)
 
     def _rows(self, rows: int) -> int:
         p = self.backend.properties

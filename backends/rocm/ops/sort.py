@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import math
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from acl_core.backend import Kernel, Launch
@@ -22,7 +23,7 @@ from acl_core.tensor import AclTensor
 from acl_rocm.kernels.ctypes_map import SUPPORTED
 from acl_rocm.kernels.sort import BLOCK_THREADS, TILE, EmitSorted, MergePass, TileSort, key_type
 from acl_rocm.launch import KernelArgs, LaunchConfig, longs
-from acl_rocm.ops.program import Program, Step, Temp, program_kernel
+from acl_rocm.ops.program import Program, Step, Temp, program_kernels
 from acl_rocm.ops.view_args import address as address  # the index-op runners import it from here
 
 if TYPE_CHECKING:
@@ -155,10 +156,7 @@ class SortRunner:
 
     def kernels(self) -> dict[str, Kernel]:
         """A kernel per op name."""
-        return {name: self._bind(name) for name in OPS}
-
-    def _bind(self, op: str) -> Kernel:
-        return program_kernel(self.backend, "sort", op, lambda launch: self.plan(op, launch))
+        return program_kernels(self.backend, "sort", {op: partial(self.plan, op) for op in OPS})
 
     def plan(self, op: str, launch: Launch) -> Program:
         """The launches of one call."""

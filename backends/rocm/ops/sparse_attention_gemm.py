@@ -39,6 +39,7 @@ from acl_rocm.kernels.sparse_attention_gemm import (
 )
 from acl_rocm.launch import LaunchConfig
 from acl_rocm.ops.attention_blas import Operand, rowmajor_gemm
+from acl_rocm.ops.binding import family_key, memo_plan, named_kernel
 from acl_rocm.ops.matmul import WORKSPACE_BYTES
 from acl_rocm.ops.program import FLAG, Enqueue, Program, Step, Temp, run_program
 from acl_rocm.providers.base import GemmCall
@@ -279,13 +280,9 @@ def sfa_kernel(runner: SparseAttentionRunner) -> Kernel:
             LOG.debug("SparseFlashAttention: block kernel (%s=block)", PATH_ENV)
         return runner.sfa_block(call)
 
-    def kernel(launch: Launch) -> None:
+    def run(launch: Launch) -> None:
         path = sfa_path(backend.environ)
-        key = f"rocm.sparse_attention@{backend.provider.get_device()}:sfa-{path}"
-        prog = launch.memo.get(key)
-        if prog is None:
-            prog = launch.memo[key] = plan(launch, path)
-        run_program(backend, prog, handle(launch.stream))
+        key = family_key(backend, "sparse_attention", f"sfa-{path}")
+        run_program(backend, memo_plan(launch, key, lambda: plan(launch, path)), handle(launch.stream))
 
-    kernel.__name__ = "rocm_SparseFlashAttention"
-    return kernel
+    return named_kernel("SparseFlashAttention", run)
