@@ -121,8 +121,9 @@ def test_flat_quant_kernel_rows(fake: Sequence[RocmBackend]) -> None:
 
 
 def test_grouped_matmul_v5_wgmma_rows(fake: Sequence[RocmBackend]) -> None:
-    """GroupedMatmulV5's forced-wgmma row beside the default and SIMT ones, and a GroupedMatmulV5Wgmma row per wgmma
-    configuration, each reporting the path and configuration that ran; the runner's settings cleared after."""
+    """GroupedMatmulV5's forced-mma row beside the default (wgmma on sm_90) and SIMT ones, and a GroupedMatmulV5Wgmma
+    row per wgmma configuration, each reporting the path and configuration that ran; the runner's settings cleared
+    after."""
     from acl_rocm.kernels.grouped_matmul_wgmma import ALTERNATIVES, DEFAULT
     from acl_tools.bench import gemm_variants
 
@@ -130,11 +131,11 @@ def test_grouped_matmul_v5_wgmma_rows(fake: Sequence[RocmBackend]) -> None:
     suite = _suite(backend, {"GroupedMatmulV5", "GroupedMatmulV5Wgmma"})
     gemm_variants.run_cases(suite)  # type: ignore[arg-type]
     rows = [(c.op, c.status, c.note.split(";")[0]) for c in suite.cases]  # type: ignore[attr-defined]
-    assert rows[:4] == [
-        ("GroupedMatmulV5", "ok", "path mma"),
-        ("GroupedMatmulV5 [N,K] weight", "ok", "path mma"),
+    assert rows[:4] == [  # the fake provider is an sm_90 one: auto takes the wgmma kernel there
+        ("GroupedMatmulV5", "ok", "path wgmma"),
+        ("GroupedMatmulV5 [N,K] weight", "ok", "path wgmma"),
         ("GroupedMatmulV5 simt kernel", "ok", "path simt"),
-        ("GroupedMatmulV5 wgmma kernel", "ok", "path wgmma"),
+        ("GroupedMatmulV5 mma kernel", "ok", "path mma"),
     ]
     configs = (str(DEFAULT), *ALTERNATIVES)
     assert rows[4:] == [
@@ -207,7 +208,7 @@ def test_grouped_matmul_v5_blaslt_rows(bench_rocm: RocmBackend) -> None:
 
     provider = bench_rocm.provider
     runner = bench_rocm.grouped_matmul  # type: ignore[attr-defined]
-    for grouped, want in ((True, ["path mma", "path blaslt"]), (False, ["path mma"])):
+    for grouped, want in ((True, ["path wgmma", "path blaslt"]), (False, ["path wgmma"])):
         provider.grouped_blas = grouped  # type: ignore[attr-defined]
         suite = _suite(bench_rocm, {"GroupedMatmulV5Blaslt"})
         gemm_variants.run_cases(suite)  # type: ignore[arg-type]

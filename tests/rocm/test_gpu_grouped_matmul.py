@@ -268,11 +268,11 @@ def test_moe_layer_on_the_matrix_kernel(rocm: Backend, reference: Backend, weigh
         run_args["weight"], keep = _transposed_weight(rocm, args["weight"][0])
     runner = rocm.grouped_matmul  # type: ignore[attr-defined]
     runner.last_path = None
-    runner.forced_config = config
+    runner.forced_kernel, runner.forced_config = "mma", config  # auto takes the wgmma kernel on sm_90
     try:
         got = eager.run(OP, rocm, **run_args)["out"][0]
     finally:
-        runner.forced_config = None
+        runner.forced_kernel = runner.forced_config = None
     del keep
     assert runner.last_path == "mma" and runner.last_config == config
     assert got.dtype == want.dtype and got.shape == want.shape

@@ -405,7 +405,7 @@ def test_each_operand_dtype_compiles_with_nvcc(tmp_path: Path, arch: str) -> Non
 
 # ----------------------------------------------------------------------------- launches (fake provider)
 def test_launch_shape_and_kernel_choice(tmp_path: Path) -> None:
-    provider = FakeProvider()
+    provider = FakeProvider(arch="sm_80")  # sm_90's auto takes the wgmma kernel (test_grouped_matmul_wgmma_cpu.py)
     backend = RocmBackend(provider, {"ACL_KERNEL_CACHE": str(tmp_path)})
     backend.runtime.ensure_device(0)
     rng = np.random.default_rng(0)
@@ -431,7 +431,7 @@ def test_launch_shape_and_kernel_choice(tmp_path: Path) -> None:
     assert isinstance(runner.gemm(D.ACL_INT8, None, D.ACL_INT32), GmmMmaKernel)
     assert isinstance(runner.gemm(D.ACL_FLOAT16, D.ACL_FLOAT16, D.ACL_FLOAT16), GmmMmaKernel)
     backend.grouped_matmul.forced_kernel = "mma"
-    assert isinstance(runner.gemm(D.ACL_INT8, None, D.ACL_INT32), GmmMmaKernel)  # sm_90: m16n8k32.s8
+    assert isinstance(runner.gemm(D.ACL_INT8, None, D.ACL_INT32), GmmMmaKernel)  # sm_80: m16n8k32.s8
     backend.grouped_matmul.forced_kernel = "simt"
     assert isinstance(runner.gemm(D.ACL_INT8, None, D.ACL_INT32), GmmKernel)
     backend.grouped_matmul.forced_kernel = None
@@ -448,7 +448,7 @@ def test_configurations_parse_launch_and_refuse(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match=r"neither a name|grouped GEMM configuration"):
             parse_config(bad)
     provider = FakeProvider()
-    env = {"ACL_KERNEL_CACHE": str(tmp_path), "ACL_GMM_CONFIG": "128x128x32-w2x4-s4-b2"}
+    env = {"ACL_KERNEL_CACHE": str(tmp_path), "ACL_GMM_CONFIG": "128x128x32-w2x4-s4-b2", "ACL_GMM_KERNEL": "mma"}
     backend = RocmBackend(provider, env)
     backend.runtime.ensure_device(0)
     rng = np.random.default_rng(0)
@@ -485,7 +485,7 @@ def test_the_default_configuration_and_its_fallback(tmp_path: Path, caplog: pyte
     )
     for opt_in, want in ((232448, DEFAULT), (DEFAULT.shared_bytes, DEFAULT), (DEFAULT.shared_bytes - 1, BASE)):
         provider = FakeProvider(shared_opt_in=opt_in)
-        backend = RocmBackend(provider, {"ACL_KERNEL_CACHE": str(tmp_path)})
+        backend = RocmBackend(provider, {"ACL_KERNEL_CACHE": str(tmp_path), "ACL_GMM_KERNEL": "mma"})
         backend.runtime.ensure_device(0)
         runner = backend.grouped_matmul
         assert runner.default() == "128x128x32-w2x2-s4"

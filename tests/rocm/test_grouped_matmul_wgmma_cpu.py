@@ -264,6 +264,21 @@ def test_forced_kernel_and_config_override_the_environment(tmp_path: Path) -> No
     assert runner.last_path == "wgmma" and runner.last_config == "128x128-s4-sw"
 
 
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
+def test_auto_takes_it_on_sm_90_quietly_elsewhere(tmp_path: Path, arch: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Unset switch: fp16 / bf16 groups on sm_90 run the wgmma kernel (AUTO_WGMMA); elsewhere, and for int8 or fp32,
+    the kernel they ran before, with no refusal kept or logged (nothing was asked for)."""
+    backend, _ = _backend(tmp_path, arch=arch, ACL_GMM_KERNEL="")
+    runner = backend.grouped_matmul
+    with caplog.at_level(logging.DEBUG, logger="acl_rocm.grouped_matmul"):
+        eager.run(OP, backend, **_moe_args(np.random.default_rng(5)))
+        assert runner.last_path == ("wgmma" if arch == "sm_90" else "mma") and runner.last_refusal is None
+        eager.run(OP, backend, **_moe_args(np.random.default_rng(6), np.float32))
+        assert runner.last_path == "simt" and runner.last_refusal is None
+        assert isinstance(runner.gemm(D.ACL_INT8, None, D.ACL_INT32), GmmMmaKernel)
+    assert "refused" not in caplog.text
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_100"])
 def test_other_archs_take_auto_with_a_logged_reason(
     tmp_path: Path, arch: str, caplog: pytest.LogCaptureFixture

@@ -13,9 +13,10 @@
   N = 1,408, bf16 in and out, beside one ``torch.matmul`` of [M, K] x [K, N] (the same FLOPs): the
   grouped GEMM's target is at least 0.8x that GEMM's throughput. Also with the weight stored transposed
   ([g, N, K]) and, on the rocm backend, with the grouped GEMM forced onto the SIMT kernel
-  (``ACL_GMM_KERNEL=simt``'s path, the kernel before the matrix-instruction one) and, where the device runs it
-  (sm_90), onto the warpgroup-MMA kernel (``ACL_GMM_KERNEL=wgmma``, its default configuration, both weight
-  layouts); each row's note names the path the runner took.
+  (``ACL_GMM_KERNEL=simt``'s path, the kernel before the matrix-instruction one) and onto the mma.sync
+  matrix-instruction kernel (``ACL_GMM_KERNEL=mma``: the default's alternative on sm_90, where the default runs the
+  warpgroup-MMA kernel); each row's note names the path the runner took. In the full size, where torch has it,
+  the default path at both sizes beside ``torch._grouped_mm`` on the same groups (PyTorch's own grouped GEMM).
 * ``GroupedMatmulV5Configs`` (a ``--only`` name of its own, rocm only): the 16,384- and 32,768-row layers on the
   matrix kernel in each of its block configurations (``ACL_GMM_CONFIG``: the default, then the kernel's
   alternatives, ``base`` among them, or the comma-separated list in ``ACL_BENCH_GMM_CONFIGS``), the operands made
@@ -83,7 +84,7 @@ def run_cases(suite: Suite) -> None:
         if suite.wanted(op):
             _grouped(suite, op, groups, tokens, k, n)
     if suite.wanted("GroupedMatmulV5"):
-        small = ((tokens, "kn", None), (tokens, "nk", None), (tokens, "kn", "simt"), (tokens, "kn", "wgmma"))
+        small = ((tokens, "kn", None), (tokens, "nk", None), (tokens, "kn", "simt"), (tokens, "kn", "mma"))
         for tokens_v5, layout, kernel in V5_ROWS if full else small:
             _grouped_v5(suite, groups, tokens_v5, k, n, layout, kernel)
         if full and hasattr(suite.torch, "_grouped_mm"):  # torch's own grouped GEMM (CUTLASS on sm_90) beside it
@@ -188,9 +189,9 @@ V5_ROWS: tuple[tuple[int, str, str | None], ...] = (
     (32768, "kn", None),
     (32768, "nk", None),
     (32768, "kn", "simt"),
-    (16384, "kn", "wgmma"),
-    (32768, "kn", "wgmma"),
-    (32768, "nk", "wgmma"),
+    (16384, "kn", "mma"),
+    (32768, "kn", "mma"),
+    (32768, "nk", "mma"),
 )
 """The full GroupedMatmulV5 rows: (rows in all, weight layout ``kn`` [g, K, N] / ``nk`` stored [g, N, K], the
 grouped GEMM forced or None)."""

@@ -71,20 +71,26 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("acl_rocm.grouped_matmul")
 GMM_ENV = "ACL_GMM_KERNEL"
-"""``simt`` keeps every grouped GEMM on the shared-memory SIMT kernel; unset (auto): fp16 / bf16 operands take
-the matrix-instruction kernel where the architecture has matrix instructions, INT8 (into INT32) where it has the
-layer's int8 one (NVIDIA sm_80+) while :data:`INT8_AUTO_MMA` is on; ``mma``: wherever they fit (the layer's
-software path elsewhere); ``wgmma``: fp16 / bf16 operands on the warpgroup-MMA kernel
-(:mod:`acl_rocm.kernels.grouped_matmul_wgmma`, sm_90 only, opt-in until a GPU run has proven and timed it), other
-calls and other devices as ``auto`` would, the reason on the debug log and in ``last_refusal``; ``blaslt``: M-axis
-groups of a device list (fp16 / bf16, no bias) through the provider's library grouped GEMM (cuBLASLt's
-device-sized one, :mod:`acl_rocm.ops.grouped_matmul_blaslt`; opt-in until a GPU run has proven and timed it),
-other calls as ``auto`` would, the reason on the debug log and in ``last_refusal``."""
+"""``simt`` keeps every grouped GEMM on the shared-memory SIMT kernel; unset (auto): fp16 / bf16 operands take the
+warpgroup-MMA kernel on sm_90 (:data:`AUTO_WGMMA`) and the matrix-instruction kernel elsewhere where the architecture
+has matrix instructions, INT8 (into INT32) where it has the layer's int8 one (NVIDIA sm_80+) while
+:data:`INT8_AUTO_MMA` is on; ``mma``: the matrix-instruction kernel wherever it fits (the layer's software path
+elsewhere); ``wgmma``: fp16 / bf16 operands on the warpgroup-MMA kernel
+(:mod:`acl_rocm.kernels.grouped_matmul_wgmma`, sm_90 only), other calls and other devices as ``auto`` would, the
+reason on the debug log and in ``last_refusal``; ``blaslt``: M-axis groups of a device list (fp16 / bf16, no bias)
+through the provider's library grouped GEMM (cuBLASLt's device-sized one, :mod:`acl_rocm.ops.grouped_matmul_blaslt`;
+opt-in until a GPU run has proven and timed it), other calls as ``auto`` would, the reason on the debug log and in
+``last_refusal``."""
 INT8_AUTO_MMA = True
 """Whether ``auto`` takes the int8 matrix kernel (NVIDIA m16n8k32). On since its GPU tier and `conformance rocm
 --full` of the grouped int8 ops passed on an H100 (2026-12-07 03:32), where GroupedMatmulSwigluQuantV2's layer ran in
 0.12x torch's time against the SIMT kernel's 1.51x (results/RESULTS.md); ``ACL_GMM_KERNEL=simt`` keeps the SIMT
 kernel."""
+AUTO_WGMMA = True
+"""Whether ``auto`` takes the warpgroup-MMA kernel for fp16 / bf16 operands where it runs (sm_90). On since it was
+faster than the mma.sync kernel in every row of two H100 runs (2026-12-07 08:38 and 17:38, results/RESULTS.md: 173 /
+329 TFLOP/s at 16k / 32k rows against 163 / 226) after its GPU tier passed there (08:38); ``ACL_GMM_KERNEL=mma`` keeps
+the mma.sync kernel."""
 CONFIG_ENV = "ACL_GMM_CONFIG"
 """The matrix-instruction kernel's block shape: a name of :data:`~acl_rocm.kernels.grouped_matmul_mma.CONFIGS` or
 ``BMxBNxBK-wMxN-sS``; unset: :data:`~acl_rocm.kernels.grouped_matmul_mma.DEFAULT` (``base`` where the device's
@@ -246,8 +252,9 @@ class GroupedMatmulRunner:
         arch = self.backend.properties.arch
         return wgmma_refusal(operands, out, bias, arch, self.backend.provider.arch_specific(arch))
 
-    def _wgmma(self, operands: D, bias: D | None, out: D) -> GmmWgmmaKernel | None:
-        """The wgmma kernel for this call, or None with the reason logged (once a reason) and kept."""
+    def _wgmma(self, operands: D, bias: D | None, out: D, forced: bool = True) -> GmmWgmmaKernel | None:
+        """The wgmma kernel for this call, or None; where the switch forced it (``forced``), the reason logged (once a
+        reason) and kept."""
         why = self.wgmma_unavailable(operands, out, bias)
         config = self.wgmma_config() if why is None else None
         limit = self.backend.properties.max_shared_memory
@@ -257,6 +264,8 @@ class GroupedMatmulRunner:
         if why is None and config is not None:
             self.last_refusal = None
             return GmmWgmmaKernel(operands, bias, out, config=config)
+        if not forced:
+            return None
         if why != self.last_refusal:
             LOG.debug("grouped GEMM: %s=wgmma refused: %s; the kernel auto picks runs", GMM_ENV, why)
         self.last_refusal = why
@@ -270,8 +279,8 @@ class GroupedMatmulRunner:
         mode = self.kernel_mode()
         if mode == "blaslt":  # the kernel a call the library refuses runs (execute decides after planning)
             mode = "auto"
-        if mode == "wgmma":
-            wgmma = self._wgmma(operands, bias, out)
+        if mode == "wgmma" or (mode == "auto" and AUTO_WGMMA):
+            wgmma = self._wgmma(operands, bias, out, forced=mode == "wgmma")
             if wgmma is not None:
                 return wgmma
             mode = "auto"
