@@ -342,6 +342,22 @@ class WgmmaEmulated(EmulatedProvider):
         return dataclasses.replace(super().device_properties(index), compute_units=2)
 
 
+def _run_config(backend: RocmBackend, args: dict, w: np.ndarray, weight_layout: str, config: str) -> np.ndarray:
+    """``args`` on the emulated wgmma kernel in ``config`` (the weight ``w`` stored [g, N, K] for ``nk``); its out."""
+    keep = None
+    if weight_layout == "nk":
+        args["weight"], keep = _transposed_weight(backend, w)
+    runner = backend.grouped_matmul
+    runner.forced_wgmma_config = config
+    try:
+        got = eager.run(OP, backend, **args)["out"][0]
+    finally:
+        runner.forced_wgmma_config = None
+    del keep
+    assert runner.last_path == "wgmma" and runner.last_config == config
+    return got
+
+
 @pytest.fixture(scope="module")
 def emulated_wgmma(tmp_path_factory: pytest.TempPathFactory) -> RocmBackend:
     backend: RocmBackend = emulated_backend(tmp_path_factory.mktemp("kc"), WgmmaEmulated(blas=True))
@@ -369,17 +385,7 @@ def test_the_kernel_on_the_emulator(
     bias = rng.uniform(-1, 1, (len(ROWS), n)).astype(np.float32 if dtype == "bf16" else np.float16)
     args = {**_moe_args(rng), "x": [x], "weight": [w], "biasOptional": [bias], "out": [np.full((m, n), -7, dt)]}
     args["groupListOptional"] = np.array(ROWS, np.int64)
-    keep = None
-    if weight_layout == "nk":
-        args["weight"], keep = _transposed_weight(emulated_wgmma, w)
-    runner = emulated_wgmma.grouped_matmul
-    runner.forced_wgmma_config = config
-    try:
-        got = eager.run(OP, emulated_wgmma, **args)["out"][0]
-    finally:
-        runner.forced_wgmma_config = None
-    del keep
-    assert runner.last_path == "wgmma" and runner.last_config == config
+    got = _run_config(emulated_wgmma, args, w, weight_layout, config)
     gemm = emulated_wgmma.provider.launches[-1]  # type: ignore[attr-defined]
     assert gemm.grid[0] == (2 * parse_config(config).blocks if "-p" in config else gemm.grid[0])
     want = np.full((m, n), np.nan)
@@ -450,17 +456,7 @@ def test_uneven_moe_lists_on_the_emulator(emulated_wgmma: RocmBackend, config: s
     x, w = rng.uniform(-1, 1, (m, k)).astype(BF16), rng.uniform(-1, 1, (len(rows), k, n)).astype(BF16)
     args = {**_moe_args(rng), "x": [x], "weight": [w], "out": [np.full((m, n), -7, BF16)]}
     args["groupListOptional"] = np.array(rows, np.int64)
-    keep = None
-    if weight_layout == "nk":
-        args["weight"], keep = _transposed_weight(emulated_wgmma, w)
-    runner = emulated_wgmma.grouped_matmul
-    runner.forced_wgmma_config = config
-    try:
-        got = eager.run(OP, emulated_wgmma, **args)["out"][0]
-    finally:
-        runner.forced_wgmma_config = None
-    del keep
-    assert runner.last_path == "wgmma" and runner.last_config == config
+    got = _run_config(emulated_wgmma, args, w, weight_layout, config)
     ends = np.cumsum(rows)
     want = np.concatenate(
         [x[e - r : e].astype(np.float64) @ w[g].astype(np.float64) for g, (r, e) in enumerate(zip(rows, ends))]
