@@ -76,7 +76,7 @@ def test_adamw_and_kv_scatter_variant_rows(fake: Sequence[RocmBackend]) -> None:
 
 
 def test_mish_and_take_env_rows(fake: Sequence[RocmBackend]) -> None:
-    """ENV_ROWS: Mish float32 gets an ACL_MISH_CONFIG=libm row, Take an ACL_TAKE_CHECK=vec and =fused row per dtype;
+    """ENV_ROWS: Mish float32 gets an ACL_MISH_CONFIG=libm row, Take an ACL_TAKE_CHECK=launch and =vec row per dtype;
     each plans its kernel under the setting, and the backend's environ is restored after every row."""
     from acl_rocm.kernels.activation import MISH_POLY
 
@@ -90,7 +90,7 @@ def test_mish_and_take_env_rows(fake: Sequence[RocmBackend]) -> None:
     assert any(MISH_POLY in s for s in sources)
     suite.gathers()  # type: ignore[attr-defined]
     take = [c.note for c in suite.cases if c.op == "Take"]  # type: ignore[attr-defined]
-    assert take == ["", "ACL_TAKE_CHECK=vec", "ACL_TAKE_CHECK=fused"] * 3
+    assert take == ["", "ACL_TAKE_CHECK=launch", "ACL_TAKE_CHECK=vec"] * 3
     assert {c.status for c in suite.cases} == {"ok"}  # type: ignore[attr-defined]
     assert any(n.startswith("acl_mv_check_vec") for n in backend.provider.compiled)  # type: ignore[attr-defined]
     assert dict(backend.environ) == before

@@ -1,4 +1,4 @@
-"""ACL_TAKE_CHECK on the fake provider: ``fused`` gathers without a Check launch, ``vec`` checks contiguous indices
+"""ACL_TAKE_CHECK on the fake provider: ``fused`` (the default) gathers without a Check launch, ``vec`` checks contiguous indices
 with 16-byte loads (strided ones through the Check launch); a bad setting is a typed error.
 
 The values under each setting are the GPU tier's (tests/rocm/test_gpu_index_ops.py, also on the CPU emulator).
@@ -37,6 +37,15 @@ def test_fused_gathers_in_one_launch(tmp_path: Path) -> None:
     assert any(name.startswith("acl_mv_take_flat") for name in fused)
     assert TakeFlat(2, D.ACL_INT64, 1, "int", True).source().count("*flag = 1;") == 1
     assert "*flag = 1;" not in TakeFlat(2, D.ACL_INT64, 1, "int", False).source()
+    # fused: no early return on the flag, so every good element is written whatever the thread order
+    assert "if (*flag) return;" not in TakeFlat(2, D.ACL_INT64, 1, "int", True).source()
+    assert "if (*flag) return;" in TakeFlat(2, D.ACL_INT64, 1, "int", False).source()
+
+
+def test_the_default_checks_inside_the_gather(tmp_path: Path) -> None:
+    """Unset, ACL_TAKE_CHECK is ``fused``: the one gather launch, no Check launch before it."""
+    assert _take(tmp_path, "") == _take(tmp_path, "fused")
+    assert len(_take(tmp_path, "")) == len(_take(tmp_path, "launch")) - 1
 
 
 def test_a_bad_setting_is_refused(tmp_path: Path) -> None:

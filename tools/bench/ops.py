@@ -156,7 +156,7 @@ ADAMW_CONFIGS = ("scalar",)
 """rocm's ACL_ADAMW_CONFIG choices timed beside the default ApplyAdamWV2 row."""
 ENV_ROWS: dict[str, tuple[str, tuple[str, ...], frozenset[D] | None]] = {
     "Mish": ("ACL_MISH_CONFIG", ("libm",), frozenset({D.ACL_FLOAT})),
-    "Take": ("ACL_TAKE_CHECK", ("vec", "fused"), None),
+    "Take": ("ACL_TAKE_CHECK", ("launch", "vec"), None),
     "LightningIndexer": ("ACL_LI_PATH", ("tiled", "sort"), None),
     "SparseFlashAttention": ("ACL_SFA_PATH", ("block",), None),
     "CrossEntropyLoss": ("ACL_CE_ROWS", ("vec", "element"), None),

@@ -247,9 +247,10 @@ class TakeFlat:
     ndim: int
     index_type: str
     fused: bool = False
-    """``ACL_TAKE_CHECK=fused``: no Check launch before (the indices are read once, not twice); an element whose
-    index is outside [-numel, numel) sets the flag and is not written (the call fails with 161002 as before, but
-    ``out`` then holds the other elements where the Check launch leaves it untouched)."""
+    """``ACL_TAKE_CHECK=fused`` (the default): no Check launch before (the indices are read once, not twice); an
+    element whose index is outside [-numel, numel) sets the flag and is not written, and every other element is
+    (no early return on the flag: what ``out`` holds after a failed call does not depend on thread order). The call
+    fails with 161002 as under the Check launch, which leaves ``out`` untouched instead."""
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -282,5 +283,5 @@ class TakeFlat:
             meta_struct(idx, self.ndim, 4),
             self.kernel_name,
             params,
-            grid_loop(idx, self.ndim, 2, body, flag=True),
+            grid_loop(idx, self.ndim, 2, body, flag=not self.fused),
         )

@@ -14,7 +14,9 @@ views, the copy and take kernels, the device check flag, programs recorded once 
 * Take reads self in C order through its own kernel (the flat position unravelled over self's
   strides); Roll and OneHot have their own kernels too.
 
-Index values are range-checked on the device before any gather writes (161002 at synchronisation).
+Index values are range-checked on the device (161002 at synchronisation). Every op but Take checks them before
+any gather writes, so a bad index leaves ``out`` as it was; Take checks each index inside its gather by default
+(:data:`TAKE_CHECK_ENV`), so after a failed Take ``out`` holds every element whose index was good.
 """
 
 from __future__ import annotations
@@ -58,11 +60,13 @@ OPS: tuple[str, ...] = (
 """The aclnn operators this module runs."""
 LOG = logging.getLogger("acl_rocm.index_ops")
 TAKE_CHECK_ENV = "ACL_TAKE_CHECK"
-"""Take's index range check: ``launch`` (the default: a Check launch before the gather, so a bad index leaves
-``out`` untouched), ``vec`` (the same, its launch :class:`CheckVec`'s 16-byte loads where the indices are contiguous
-int32/int64, else the Check launch, logged) or ``fused`` (each element checks its own index in the gather, which
-then reads the indices once; a bad index still fails the call with 161002 but the other elements of ``out`` are
-written)."""
+"""Take's index range check: ``fused`` (the default: each element checks its own index in the gather, which then reads
+the indices once; a bad index fails the call with 161002, and ``out`` then holds every element whose index was good,
+the others as they were), ``launch`` (a Check launch before the gather, so a bad index leaves ``out`` untouched, at
+the cost of reading the indices twice) or ``vec`` (as ``launch``, its launch :class:`CheckVec`'s 16-byte loads where
+the indices are contiguous int32/int64, else the Check launch, logged). ``fused`` is the default since the H100 run
+of 2026-12-06 21:46 (results/RESULTS.md): 1.02-1.05x torch's time at 256 MiB where ``launch`` took 1.10-1.13x; CANN
+documents no content for ``out`` after a failed call, and torch's CUDA take stops the context on a bad index."""
 TAKE_CHECKS = ("launch", "vec", "fused")
 
 
@@ -88,8 +92,8 @@ class IndexOpsRunner(MovementRunner):
         return named_kernels(OPS, self._call)
 
     def take_check(self) -> str:
-        """The :data:`TAKE_CHECK_ENV` setting (``launch`` unless set; bad values are refused)."""
-        value = (self.backend.environ.get(TAKE_CHECK_ENV, "") or "launch").strip().lower()
+        """The :data:`TAKE_CHECK_ENV` setting (``fused`` unless set; bad values are refused)."""
+        value = (self.backend.environ.get(TAKE_CHECK_ENV, "") or "fused").strip().lower()
         if value not in TAKE_CHECKS:
             raise AclnnError(
                 AclnnStatus.ACLNN_ERR_PARAM_INVALID, f"{TAKE_CHECK_ENV}={value!r}: expected one of {TAKE_CHECKS}"
