@@ -74,7 +74,7 @@ step "GPU test tier (pytest -m gpu ${TEST_PATHS:-tests/rocm}) beside conformance
 # TEST_PATHS="tests/rocm/test_gpu_a.py ..." narrows the tier to those files
 # shellcheck disable=SC2086
 timeout -s INT -k 30 "${TESTS_TIMEOUT:-220}" python3 -m pytest -m gpu ${TEST_PATHS:-tests/rocm} -q -rfEs -n "${PYTEST_WORKERS:-8}" \
-  -p no:cacheprovider --junitxml="$WORK/pytest_gpu.xml" "$@" > "$WORK/pytest_gpu.log" 2>&1 &
+  -p no:cacheprovider --durations=40 --junitxml="$WORK/pytest_gpu.xml" "$@" > "$WORK/pytest_gpu.log" 2>&1 &
 tests=$!
 select=()  # CONFORMANCE_SHARD=K/N runs one of N balanced parts (a full run is longer than one call); CONFORMANCE_OPS narrows
 [ -n "${CONFORMANCE_OPS:-}" ] && select+=(--ops "$CONFORMANCE_OPS")
