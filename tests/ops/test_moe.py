@@ -82,13 +82,25 @@ def test_gating_ties_go_to_the_lower_expert() -> None:
     np.testing.assert_array_equal(got["expertIdxOut"], [[1, 2]])
 
 
+def _exp_tie() -> tuple[float, float]:
+    """A float32 maximum and a tiny float32 logit whose float64 probabilities (``exp(x - max)``) this NumPy rounds to
+    one double while the exact ones differ: exp's slope is about 0.5 there, so neighbouring inputs often tie, but
+    which pairs tie depends on the build's exp (its SIMD path), so the pair is searched for, not fixed."""
+    tiny = 2.0**-53  # one ulp of a float64 near 0.67 below the maximum
+    top = np.float32(0.6722354)
+    for _ in range(256):
+        if np.exp(np.float64(0.0) - np.float64(top)) == np.exp(np.float64(tiny) - np.float64(top)):
+            return float(top), tiny
+        top = np.nextafter(top, np.float32(1))
+    raise AssertionError("no exp rounding tie near 0.67 in 256 float32 steps")
+
+
 def test_gating_ranks_by_the_logits_where_exp_rounding_would_tie() -> None:
-    # 0 and 2**-52 below a maximum of 0.6722354: NumPy's exp rounds both probabilities to the same
-    # double, the exact ones differ, so the larger logit (expert 3) must come first.
+    # expert 0 (logit 0) and expert 3 (logit tiny) below the maximum: their float64 probabilities round to the same
+    # double, the exact ones differ, so the larger logit (expert 3) must come first
+    top, tiny = _exp_tie()
     x = np.zeros((1, 8), np.float32)
-    x[0, 3], x[0, 5] = 2.0**-52, 0.6722354
-    top = np.float64(x[0, 5])
-    assert np.exp(np.float64(x[0, 0]) - top) == np.exp(np.float64(x[0, 3]) - top)
+    x[0, 3], x[0, 5] = tiny, top
     np.testing.assert_array_equal(ref("MoeGatingTopKSoftmax", x=x, k=3)["expertIdxOut"], [[5, 3, 0]])
 
 

@@ -1,5 +1,5 @@
-"""ACL_TAKE_CHECK on the fake provider: ``fused`` (the default) gathers without a Check launch, ``vec`` checks contiguous indices
-with 16-byte loads (strided ones through the Check launch); a bad setting is a typed error.
+"""ACL_TAKE_CHECK on the fake provider: ``fused`` (the default) gathers without a Check launch, ``vec`` checks
+contiguous indices with 16-byte loads (strided ones through the Check launch); a bad setting is a typed error.
 
 The values under each setting are the GPU tier's (tests/rocm/test_gpu_index_ops.py, also on the CPU emulator).
 """
