@@ -10,8 +10,11 @@ import torch
 from acl_core.dtypes import DataType as D
 from acl_core.dtypes import from_numpy
 from acl_core.errors import AclnnError
+from acl_core.formats import Format
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.moe import distinct_logits, init_v2_args, routing_indices, unpermute_args
+from acl_core.spec.validate import check_inputs
+from acl_core.tensor import AclTensor
 from acl_reference.kernels.moe import ranking_exp, tree_sum
 from tests.conftest import assert_close
 from tests.ops.torch_ref import check_samples_and_errors, ref, to_numpy, to_torch
@@ -605,6 +608,30 @@ def test_token_unpermute_grad_keeps_float32_probs_beside_bf16_tokens(rng: np.ran
     tokens = args["permutedTokens"].astype(np.float64)[args["sortedIndices"]].reshape(4, 2, 6)
     want = np.einsum("th,tkh->tk", grad.astype(np.float64), tokens).astype(np.float32)
     np.testing.assert_array_equal(got["probsGradOut"], want)  # one rounding of the float64 dot product
+
+
+def test_token_unpermute_grad_probs_grad_out_is_required_only_with_probs() -> None:
+    def handle(shape: tuple[int, ...], dtype: D, address: int) -> AclTensor:
+        return AclTensor.create(shape, dtype, None, 0, Format.ACL_FORMAT_ND, None, address)
+
+    args: dict[str, object] = {
+        "permutedTokens": handle((6, 3), D.ACL_FLOAT, 0x1000),
+        "unpermutedTokensGrad": handle((3, 3), D.ACL_FLOAT, 0x2000),
+        "sortedIndices": handle((6,), D.ACL_INT32, 0x3000),
+        "probsOptional": handle((3, 2), D.ACL_FLOAT16, 0x4000),
+        "paddedMode": False,
+        "restoreShapeOptional": None,
+        "permutedTokensGradOut": handle((6, 3), D.ACL_FLOAT, 0x5000),
+        "probsGradOut": None,
+    }
+    spec = get_spec("MoeTokenUnpermuteGrad")
+    with pytest.raises(AclnnError) as exc:
+        check_inputs(spec, dict(args), None)
+    assert exc.value.code == 161001
+    outputs = check_inputs(spec, {**args, "probsGradOut": handle((3, 2), D.ACL_FLOAT16, 0x6000)}, None)
+    assert outputs.plan["outputs"]["probsGradOut"].dtype == D.ACL_FLOAT16  # probs' dtype, not the tokens'
+    plain = {**args, "probsOptional": None, "unpermutedTokensGrad": handle((6, 3), D.ACL_FLOAT, 0x2000)}
+    assert check_inputs(spec, plain, None).plan["outputs"]["probsGradOut"] is None  # null is fine without probs
 
 
 def test_token_grads_codes(rng: np.random.Generator) -> None:
