@@ -10,8 +10,11 @@ import torch
 from acl_core.dtypes import DataType as D
 from acl_core.dtypes import from_numpy
 from acl_core.errors import AclnnError
+from acl_core.formats import Format
 from acl_core.spec.ops import get_spec
 from acl_core.spec.ops.moe import distinct_logits, init_v2_args, routing_indices, unpermute_args
+from acl_core.spec.validate import check_inputs
+from acl_core.tensor import AclTensor
 from acl_reference.kernels.moe import ranking_exp, tree_sum
 from tests.conftest import assert_close
 from tests.ops.torch_ref import check_samples_and_errors, ref, to_numpy, to_torch
@@ -306,7 +309,16 @@ def test_gate_route_compute_combine_equals_the_direct_mixture(rng: np.random.Gen
 
 
 @pytest.mark.parametrize(
-    "op", ["MoeGatingTopKSoftmax", "MoeInitRouting", "MoeFinalizeRouting", "MoeInitRoutingV2", "MoeInitRoutingV3"]
+    "op",
+    [
+        "MoeGatingTopKSoftmax",
+        "MoeInitRouting",
+        "MoeFinalizeRouting",
+        "MoeInitRoutingV2",
+        "MoeInitRoutingV3",
+        "MoeTokenPermuteGrad",
+        "MoeTokenUnpermuteGrad",
+    ],
 )
 def test_conformance_samples_run_and_error_samples_fail_as_declared(op: str) -> None:
     check_samples_and_errors(get_spec(op), 11)
@@ -526,6 +538,130 @@ def test_token_unpermute_codes(rng: np.random.Generator) -> None:
     bad = args["sortedIndices"].copy()
     bad[0] = 8
     assert code_of("MoeTokenUnpermute", **{**args, "sortedIndices": bad}) == INVALID
+
+
+# ----------------------------------------------------------------------------- MoeTokenPermuteGrad / UnpermuteGrad
+@pytest.mark.parametrize("num_out", [0, 13, -9])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_token_permute_grad_is_torch_autograd_of_the_forward(
+    num_out: int, dtype: type, rng: np.random.Generator
+) -> None:
+    tokens = rng.standard_normal((8, 5)).astype(dtype)
+    indices = rng.integers(0, 4, (8, 3)).astype(np.int32)  # many equal experts: stable order matters
+    fwd = ref("MoeTokenPermute", tokens=tokens, indices=indices, numOutTokens=num_out, paddedMode=False)
+    kept = fwd["permuteTokensOut"].shape[0]
+    grad = rng.standard_normal((kept, 5)).astype(dtype)
+    got = ref(
+        "MoeTokenPermuteGrad",
+        permutedOutputGrad=grad,
+        sortedIndices=fwd["sortedIndicesOut"],
+        numTopk=3,
+        paddedMode=False,
+    )["out"]
+    x = torch.from_numpy(tokens.astype(np.float64)).requires_grad_()
+    order = torch.argsort(torch.from_numpy(indices.astype(np.int64)).reshape(-1), stable=True)[:kept]
+    torch.index_select(x, 0, order // 3).backward(torch.from_numpy(grad.astype(np.float64)))
+    assert got.dtype == np.dtype(dtype)
+    assert x.grad is not None
+    np.testing.assert_array_equal(got, x.grad.numpy().astype(dtype))  # float64 sums of ≤ 3 terms, rounded once
+
+
+def test_token_permute_grad_documented_example() -> None:
+    grad = np.float32([[1, 2], [3, 4]])
+    order = np.int32([0, 1])
+    got = ref("MoeTokenPermuteGrad", permutedOutputGrad=grad, sortedIndices=order, numTopk=2, paddedMode=False)
+    np.testing.assert_array_equal(got["out"], [[4, 6]])  # the page's example: one token, top-2
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("with_probs", [True, False])
+def test_token_unpermute_grad_is_torch_autograd_of_the_forward(
+    dtype: type, with_probs: bool, rng: np.random.Generator
+) -> None:
+    d = from_numpy(np.dtype(dtype))
+    args = unpermute_args(rng, 7, 3 if with_probs else 1, 5, d, d if with_probs else None)
+    rows = 7 if with_probs else 7 * 1
+    grad = rng.standard_normal((rows, 5)).astype(dtype)
+    got = ref("MoeTokenUnpermuteGrad", **args, unpermutedTokensGrad=grad)
+    t = to_torch(args["permutedTokens"]).double().requires_grad_()
+    index = torch.from_numpy(args["sortedIndices"].astype(np.int64))
+    picked = torch.index_select(t, 0, index).reshape(rows, -1, 5)
+    if with_probs:
+        p = to_torch(args["probsOptional"]).double().requires_grad_()
+        out = (picked * p[..., None]).sum(1)
+    else:
+        out = picked.sum(1)
+    out.backward(torch.from_numpy(grad.astype(np.float64)))
+    assert t.grad is not None
+    np.testing.assert_array_equal(got["permutedTokensGradOut"], t.grad.numpy().astype(dtype))  # exact products
+    if with_probs:
+        assert p.grad is not None
+        assert got["probsGradOut"].dtype == np.dtype(dtype)
+        assert_close(got["probsGradOut"], p.grad.numpy().astype(dtype))
+    else:
+        assert "probsGradOut" not in got or got["probsGradOut"] is None
+
+
+def test_token_unpermute_grad_documented_example() -> None:
+    ones = np.ones((3, 2), np.float32)
+    args = {"permutedTokens": ones, "unpermutedTokensGrad": np.ones((1, 2), np.float32)}
+    args |= {"sortedIndices": np.int32([0, 1, 2]), "probsOptional": np.ones((1, 3), np.float32)}
+    got = ref("MoeTokenUnpermuteGrad", **args, paddedMode=False, restoreShapeOptional=None)
+    np.testing.assert_array_equal(got["permutedTokensGradOut"], ones)
+    np.testing.assert_array_equal(got["probsGradOut"], [[2, 2, 2]])  # each a sum over hidden 2
+
+
+def test_token_unpermute_grad_keeps_float32_probs_beside_bf16_tokens(rng: np.random.Generator) -> None:
+    args = unpermute_args(rng, 4, 2, 6, D.ACL_BF16, D.ACL_FLOAT)
+    grad = rng.standard_normal((4, 6)).astype(BF16)
+    got = ref("MoeTokenUnpermuteGrad", **args, unpermutedTokensGrad=grad)
+    assert got["permutedTokensGradOut"].dtype == np.dtype(BF16)
+    assert got["probsGradOut"].dtype == np.float32
+    tokens = args["permutedTokens"].astype(np.float64)[args["sortedIndices"]].reshape(4, 2, 6)
+    want = np.einsum("th,tkh->tk", grad.astype(np.float64), tokens).astype(np.float32)
+    np.testing.assert_array_equal(got["probsGradOut"], want)  # one rounding of the float64 dot product
+
+
+def test_token_unpermute_grad_probs_grad_out_is_required_only_with_probs() -> None:
+    def handle(shape: tuple[int, ...], dtype: D, address: int) -> AclTensor:
+        return AclTensor.create(shape, dtype, None, 0, Format.ACL_FORMAT_ND, None, address)
+
+    args: dict[str, object] = {
+        "permutedTokens": handle((6, 3), D.ACL_FLOAT, 0x1000),
+        "unpermutedTokensGrad": handle((3, 3), D.ACL_FLOAT, 0x2000),
+        "sortedIndices": handle((6,), D.ACL_INT32, 0x3000),
+        "probsOptional": handle((3, 2), D.ACL_FLOAT16, 0x4000),
+        "paddedMode": False,
+        "restoreShapeOptional": None,
+        "permutedTokensGradOut": handle((6, 3), D.ACL_FLOAT, 0x5000),
+        "probsGradOut": None,
+    }
+    spec = get_spec("MoeTokenUnpermuteGrad")
+    with pytest.raises(AclnnError) as exc:
+        check_inputs(spec, dict(args), None)
+    assert exc.value.code == 161001
+    outputs = check_inputs(spec, {**args, "probsGradOut": handle((3, 2), D.ACL_FLOAT16, 0x6000)}, None)
+    assert outputs.plan["outputs"]["probsGradOut"].dtype == D.ACL_FLOAT16  # probs' dtype, not the tokens'
+    plain = {**args, "probsOptional": None, "unpermutedTokensGrad": handle((6, 3), D.ACL_FLOAT, 0x2000)}
+    assert check_inputs(spec, plain, None).plan["outputs"]["probsGradOut"] is None  # null is fine without probs
+
+
+def test_token_grads_codes(rng: np.random.Generator) -> None:
+    args = unpermute_args(rng, 4, 2, 3, D.ACL_FLOAT, D.ACL_FLOAT)
+    args["unpermutedTokensGrad"] = np.ones((4, 3), np.float32)
+    assert code_of("MoeTokenUnpermuteGrad", **{**args, "paddedMode": True}) == INVALID
+    repeated = args["sortedIndices"].copy()
+    repeated[repeated == 3] = 5
+    assert code_of("MoeTokenUnpermuteGrad", **{**args, "sortedIndices": repeated}) == INVALID
+    past = args["sortedIndices"].copy()
+    past[past == 7] = 8
+    assert code_of("MoeTokenUnpermuteGrad", **{**args, "sortedIndices": past}) == INVALID
+    assert code_of("MoeTokenUnpermuteGrad", **{**args, "unpermutedTokensGrad": np.ones((4, 3), np.float16)}) == INVALID
+    grad = {"permutedOutputGrad": np.ones((8, 3), np.float32), "sortedIndices": np.arange(8, dtype=np.int32)}
+    assert code_of("MoeTokenPermuteGrad", **grad, numTopk=3, paddedMode=False) == TILING
+    assert code_of("MoeTokenPermuteGrad", **grad, numTopk=2, paddedMode=True) == INVALID
+    bad = {**grad, "sortedIndices": np.int32([0, 1, 2, 3, 4, 5, 6, -1])}
+    assert code_of("MoeTokenPermuteGrad", **bad, numTopk=2, paddedMode=False) == INVALID
 
 
 # ----------------------------------------------------------------------------- MoeInitRoutingV2

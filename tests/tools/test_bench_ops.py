@@ -53,6 +53,7 @@ def test_small_suite_writes_a_well_formed_report(small: tuple[dict[str, Any], Pa
     expected |= {"ScatterPaKvCache", "RopeWithSinCosCacheV2"}
     expected |= {"MoeTokenPermute", "ApplyTopKTopP", "MoeGatingTopK", "MoeTokenUnpermute", "MoeInitRoutingV2"}
     expected |= {"AttentionUpdate", "MoeDistributeDispatchV2", "MoeDistributeCombineV2"}
+    expected |= {"MoeTokenPermuteGrad", "MoeTokenUnpermuteGrad"}
     expected |= {"ScatterPaKvCache", "RopeWithSinCosCacheV2", "MlaPrologV2WeightNz decode"}
     expected |= {"ConvolutionBackward", "BatchNormBackward"}
     assert expected | {"FlashAttentionScore causal", "Add host two-phase", "Add host phase 2 only"} <= ops

@@ -129,6 +129,7 @@ OPS = (
     *select_rows.OPS,
     *quant_rows.OPS,
     *("MoeGatingTopK", "MoeTokenUnpermute", "MoeInitRoutingV2", "AttentionUpdate"),
+    *("MoeTokenPermuteGrad", "MoeTokenUnpermuteGrad"),
     *("MoeDistributeDispatchV2", "MoeDistributeCombineV2"),
     "MlaPrologV2WeightNz",
 )
@@ -189,6 +190,9 @@ RANDOM_FILLS: dict[str, tuple[dict[str, float], str, tuple[float, float]]] = {
 
 PERMUTE: dict[str, tuple[int, int, int, int]] = {"small": (256, 256, 8, 64), "full": (4096, 2048, 8, 64)}
 """MoeTokenPermute rows: (tokens, hidden, top-k, experts) per suite size (full: a prefill batch of an MoE layer)."""
+MOE_GRAD: dict[str, tuple[int, int, int]] = {"small": (256, 256, 8), "full": (4096, 4096, 8)}
+"""MoeTokenPermuteGrad / MoeTokenUnpermuteGrad rows: (tokens, hidden, top-k) per suite size (full: a training
+step's MoE layer backward, bf16)."""
 GATING: dict[str, tuple[int, int, int, int, int]] = {"small": (64, 64, 8, 4, 8), "full": (4096, 256, 8, 4, 8)}
 """MoeGatingTopK rows: (tokens, experts, groups, kept groups, k) per suite size (full: DeepSeek-V3's router)."""
 ATTENTION_UPDATE: dict[str, tuple[int, int, int]] = {"small": (64, 128, 2), "full": (4096, 128, 8)}
@@ -982,6 +986,8 @@ class Suite:
         self._init_routing_v2(tokens, hidden, top_k, experts, idx)
         self._unpermute(tokens, hidden, top_k)
         self._distribute(tokens, hidden, top_k, experts, idx)
+        self._permute_grad(*MOE_GRAD["full" if full else "small"])
+        self._unpermute_grad(*MOE_GRAD["full" if full else "small"])
 
     def _gating_top_k(self, full: bool) -> None:
         """DeepSeek-V3 routing (sigmoid + bias, top-2-sum group scores, kept groups, top-k, scaled) vs vLLM's torch."""
@@ -1203,6 +1209,72 @@ class Suite:
         label = f"{tokens}x{hidden} top-{top_k}"
         note = "torch: index_select, multiply by probs, sum over top-k"
         self.case(Case(op, label, dtype.short, "GB/s", nbytes, note=note), acl, torch_fn, op)
+
+    def _permute_grad(self, tokens: int, hidden: int, top_k: int) -> None:
+        """MoeTokenPermuteGrad (bf16 rows) vs torch's index_select, reshape and sum over the top-k."""
+        op = "MoeTokenPermuteGrad"
+        if not self.wanted(op):
+            return
+        dtype = D.ACL_BF16
+        rows = tokens * top_k
+        order = self.rng.permutation(rows).astype(np.int32)
+
+        def acl() -> tuple[Callable[[], None], Any]:
+            args = {
+                "permutedOutputGrad": self.array((rows, hidden), dtype),
+                "sortedIndices": to_device(order, self.backend),
+            }
+            return self.prepared(op, {**args, "numTopk": top_k, "paddedMode": False})
+
+        def torch_fn() -> Callable[[], object]:
+            grad = self.tensor((rows, hidden), dtype)
+            index = self.torch.from_numpy(order).to(self.device).long()
+
+            def run() -> object:
+                return grad.index_select(0, index).view(tokens, top_k, hidden).sum(dim=1)
+
+            return run
+
+        item = dtype.info.storage_bits // 8
+        nbytes = (rows + tokens) * hidden * item + rows * 4
+        note = "torch: index_select, reshape, sum over top-k"
+        self.case(Case(op, f"{tokens}x{hidden} top-{top_k}", dtype.short, "GB/s", nbytes, note=note), acl, torch_fn, op)
+
+    def _unpermute_grad(self, tokens: int, hidden: int, top_k: int) -> None:
+        """MoeTokenUnpermuteGrad (bf16 rows and probs) vs torch: the weighted rows put back, probs' dot products."""
+        op = "MoeTokenUnpermuteGrad"
+        if not self.wanted(op):
+            return
+        dtype = D.ACL_BF16
+        rows = tokens * top_k
+        order = self.rng.permutation(rows).astype(np.int32)
+
+        def acl() -> tuple[Callable[[], None], Any]:
+            args: dict[str, Any] = {
+                "permutedTokens": self.array((rows, hidden), dtype),
+                "unpermutedTokensGrad": self.array((tokens, hidden), dtype),
+                "sortedIndices": to_device(order, self.backend),
+            }
+            args |= {"probsOptional": self.array((tokens, top_k), dtype), "paddedMode": False}
+            return self.prepared(op, {**args, "restoreShapeOptional": None})
+
+        def torch_fn() -> Callable[[], object]:
+            permuted, grad = self.tensor((rows, hidden), dtype), self.tensor((tokens, hidden), dtype)
+            probs = self.tensor((tokens, top_k), dtype)
+            index = self.torch.from_numpy(order).to(self.device).long()
+
+            def run() -> object:
+                picked = permuted.index_select(0, index).view(tokens, top_k, hidden)
+                probs_grad = self.torch.bmm(picked, grad.unsqueeze(-1)).squeeze(-1)
+                weighted = (grad.unsqueeze(1) * probs.unsqueeze(-1)).view(rows, hidden)
+                return self.torch.empty_like(permuted).index_copy_(0, index, weighted), probs_grad
+
+            return run
+
+        item = dtype.info.storage_bits // 8
+        nbytes = (2 * rows + tokens) * hidden * item + rows * (4 + 2 * item)
+        note = "torch: index_select + bmm (probs grad), multiply + index_copy_ (rows)"
+        self.case(Case(op, f"{tokens}x{hidden} top-{top_k}", dtype.short, "GB/s", nbytes, note=note), acl, torch_fn, op)
 
     def attention_update(self) -> None:
         """AttentionUpdate (sp bf16 partial outputs and float32 lse, lseOut written) vs torch's logsumexp combine."""

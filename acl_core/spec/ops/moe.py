@@ -1,5 +1,5 @@
 """Mixture-of-experts routing: MoeGatingTopKSoftmax, MoeGatingTopK, MoeInitRouting(V2, V3), MoeFinalizeRouting,
-MoeTokenPermute and MoeTokenUnpermute.
+MoeTokenPermute and MoeTokenUnpermute, and the last two's backwards (MoeTokenPermuteGrad, MoeTokenUnpermuteGrad).
 
 The first operators form one pipeline. With ``numRows`` tokens, ``E`` experts and ``k`` experts per token:
 
@@ -49,6 +49,29 @@ The first operators form one pipeline. With ``numRows`` tokens, ``E`` experts an
   float64. ``permutedTokens`` has as many rows as ``sortedIndices`` (the document's shapes; 561002
   otherwise); ``probs`` may have another float dtype than the tokens (the document lists each alone);
   sortedIndices values outside [0, rows) are refused when the operator runs.
+* MoeTokenPermuteGrad (MoeTokenPermute's backward; ops-transformer's aclnnMoeTokenPermuteGrad.md): ``out[t] =
+  Σ_j permutedOutputGrad[sortedIndices[t·numTopk + j]]`` over the numTopk copies of token t, summed in float64
+  in j order and rounded once. ``permutedOutputGrad`` is 2-D with at most ``tokens·numTopk`` rows (the rows of
+  ``sortedIndices``): as the forward's numOutTokens keeps the first rows, a copy whose sorted position lies at or
+  past them was dropped and adds nothing (CANN's tiling reads numOutTokens from this tensor's rows too).
+  ``sortedIndices`` values outside ``[0, tokens·numTopk)`` are refused when the operator runs (161002); the
+  document asks for distinct values, but a gather is defined for repeats and reads them as named. Choices where
+  the page is silent: numTopk in [1, 512] and dividing sortedIndices' length, 2-D/1-D ranks and more grad rows
+  than copies are 561002 (the forward's tiling code); paddedMode true is 161002 (the op_api's check).
+* MoeTokenUnpermuteGrad (MoeTokenUnpermute's backward; aclnnMoeTokenUnpermuteGrad.md, CANN 8.1's
+  aclnn_moe_token_unpermute_grad.h): with ``i = t·topK + j``, ``permutedTokensGradOut[sortedIndices[i]] =
+  unpermutedTokensGrad[t] · probs[t, j]`` (a copy of row t without probs, topK 1) and ``probsGradOut[t, j] =
+  Σ_h unpermutedTokensGrad[t, h] · permutedTokens[sortedIndices[i], h]``, a dot product over the hidden axis in
+  float64 (any order: the bound is the reduction class's), rounded once to probs' dtype; the products are exact
+  in float64, so permutedTokensGradOut is rounded once. topK is probs' second axis (1 without it, <= 512).
+  ``sortedIndices`` must be a permutation of ``0 .. tokens·topK - 1`` (the document's "no repeated index"): a
+  value out of range or repeated is refused when the operator runs (161002), since a repeat would leave rows of
+  the output unwritten. ``permutedTokens`` has as many rows as ``sortedIndices`` (as the forward here requires),
+  ``unpermutedTokensGrad`` is [tokens, hidden] of permutedTokens' dtype (161002 otherwise); probs may have
+  another float dtype and probsGradOut takes probs' (CANN's infer-dtype rule). probsGradOut is ignored without
+  probs and may then be null (the document calls it optional); with probs a null one is 161001. paddedMode true
+  and a restore shape are refused with 161002, as the forward refuses them; empty tensors run (CANN's tiling
+  refuses a zero dimension: acl-core accepts the empty call as every MoE op here does).
 * MoeInitRoutingV2: the flattened ``expertIdx`` (its flat positions, not MoeInitRouting's rowIdx) is
   sorted stably. Dropless (dropPadMode 0): ``expandedRowIdxOut[sorted[i]] = i``, ``expandedXOut[i] =
   x[sorted[i] // k]`` for the first ``min(activeNum, rows·k)`` positions (all when activeNum is 0), and
@@ -690,6 +713,184 @@ _MoeTokenUnpermute = OpSpec(
 )
 
 
+# ----------------------------------------------------------------------------- MoeTokenPermuteGrad / UnpermuteGrad
+def sorted_positions(indices: np.ndarray) -> np.ndarray:
+    """MoeTokenPermute's sortedIndicesOut of ``indices``: the stable sorted position of each flat entry (int32)."""
+    flat = np.asarray(indices).reshape(-1)
+    order = np.argsort(flat, kind="stable")
+    positions = np.empty(flat.size, np.int32)
+    positions[order] = np.arange(flat.size, dtype=np.int32)
+    return positions
+
+
+def _permute_grad_infer(call: Call) -> Infos:
+    grad, order = tensor_arg(call, "permutedOutputGrad"), tensor_arg(call, "sortedIndices")
+    top_k = int(call.args["numTopk"])
+    if call.args["paddedMode"]:
+        raise invalid("paddedMode=true is not supported (CANN supports only false)")
+    if grad.rank != 2:
+        raise tiling_error(f"permutedOutputGrad must be 2-D (tokens × numTopk, hidden), not {list(grad.shape)}")
+    if order.rank != 1:
+        raise tiling_error(f"sortedIndices must be 1-D (tokens × numTopk), not {list(order.shape)}")
+    if not 1 <= top_k <= MAX_TOP_K:
+        raise tiling_error(f"numTopk={top_k} must lie in [1, {MAX_TOP_K}]")
+    total = order.shape[0]
+    if total % top_k:
+        raise tiling_error(f"sortedIndices holds {total} entries, not a multiple of numTopk={top_k}")
+    if grad.shape[0] > total:
+        raise tiling_error(f"permutedOutputGrad has {grad.shape[0]} rows; the forward keeps at most {total}")
+    return {"out": same((total // top_k, grad.shape[1]), grad.dtype)}
+
+
+def permute_grad_args(rng: np.random.Generator, rows: int, k: int, hidden: int, dt: D, kept: int | None = None) -> dict:
+    """Arguments of a MoeTokenPermuteGrad call after a permute of ``rows`` tokens to ``k`` of 8 experts."""
+    expert, _ = routing_indices(rng, rows, max(8, k), k)
+    kept = rows * k if kept is None else kept
+    grad = S.array(rng, (kept, hidden), dt)
+    return {"permutedOutputGrad": grad, "sortedIndices": sorted_positions(expert), "numTopk": k, "paddedMode": False}
+
+
+def _permute_grad_samples(rng: np.random.Generator) -> Iterable[Sample]:
+    for dt in _DTYPES:
+        yield Sample(permute_grad_args(rng, 6, 2, 5, dt), f"{dt.short} 6 tokens, top-2")
+    yield Sample(permute_grad_args(rng, 9, 4, 7, D.ACL_FLOAT, kept=20), "20 of 36 copies kept (numOutTokens)")
+    yield Sample(permute_grad_args(rng, 7, 1, 33, D.ACL_FLOAT16), "topK 1")
+    repeated = rng.integers(0, 3, (70, 3)).astype(np.int32)  # many equal experts, as the forward's sample
+    args = {"permutedOutputGrad": S.array(rng, (210, 33), D.ACL_BF16), "sortedIndices": sorted_positions(repeated)}
+    yield Sample({**args, "numTopk": 3, "paddedMode": False}, "210 copies over 3 experts")
+    args = {"permutedOutputGrad": np.zeros((0, 4), np.float32), "sortedIndices": np.zeros(0, np.int32)}
+    yield Sample({**args, "numTopk": 2, "paddedMode": False}, "no tokens")
+
+
+def _permute_grad_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+    base = permute_grad_args(rng, 4, 2, 3, D.ACL_FLOAT)
+    order = np.asarray(base["sortedIndices"])
+    yield ErrorSample({**base, "paddedMode": True}, INVALID, "paddedMode true")
+    yield ErrorSample({**base, "numTopk": 0}, TILING, "numTopk 0")
+    yield ErrorSample({**base, "numTopk": 3}, TILING, "numTopk not dividing the copies")
+    big = {"permutedOutputGrad": np.zeros((513, 2), np.float32), "sortedIndices": np.arange(513, dtype=np.int32)}
+    yield ErrorSample({**base, **big, "numTopk": 513}, TILING, "numTopk 513")
+    yield ErrorSample({**base, "permutedOutputGrad": S.array(rng, (8, 3, 1), D.ACL_FLOAT)}, TILING, "3-D grad")
+    grad = S.array(rng, (9, 3), D.ACL_FLOAT)
+    yield ErrorSample({**base, "permutedOutputGrad": grad}, TILING, "more rows than copies")
+    yield ErrorSample({**base, "sortedIndices": order.reshape(4, 2)}, TILING, "2-D sortedIndices")
+    yield ErrorSample({**base, "sortedIndices": order.astype(np.int64)}, INVALID, "int64 sortedIndices")
+    yield ErrorSample({**base, "permutedOutputGrad": S.array(rng, (8, 3), D.ACL_INT32)}, INVALID, "int32 grad")
+    yield ErrorSample({**base, "out": np.zeros((4, 3), np.float16)}, INVALID, "out of another dtype")
+    bad = order.copy()
+    bad[5] = 8
+    yield ErrorSample({**base, "sortedIndices": bad}, INVALID, "a position of tokens × topK (when the operator runs)")
+
+
+_MoeTokenPermuteGrad = OpSpec(
+    "MoeTokenPermuteGrad",
+    FAMILY,
+    (
+        tensor("permutedOutputGrad", FLOATS),
+        tensor("sortedIndices", I32, index_of=IndexOf("permutedOutputGrad")),
+        int_attr("numTopk"),
+        bool_attr("paddedMode"),
+        out("out", FLOATS),
+    ),
+    _permute_grad_infer,
+    samples=_permute_grad_samples,
+    error_samples=_permute_grad_errors,
+    summary="MoeTokenPermute's backward: sum each token's numTopk permuted gradient rows (dropped copies add 0)",
+)
+
+
+def _unpermute_grad_infer(call: Call) -> Infos:
+    tokens, grad = tensor_arg(call, "permutedTokens"), tensor_arg(call, "unpermutedTokensGrad")
+    order = tensor_arg(call, "sortedIndices")
+    probs = call.args.get("probsOptional")
+    if call.args["paddedMode"]:
+        raise invalid("paddedMode=true is not supported (CANN supports only false)")
+    if call.args.get("restoreShapeOptional") is not None:
+        raise invalid("restoreShapeOptional must be null (it only applies to paddedMode=true)")
+    if grad.dtype != tokens.dtype:
+        raise invalid(f"unpermutedTokensGrad has dtype {grad.dtype.short}; permutedTokens has {tokens.dtype.short}")
+    if tokens.rank != 2 or grad.rank != 2:
+        raise tiling_error(
+            f"permutedTokens and unpermutedTokensGrad must be 2-D, not {list(tokens.shape)} and {list(grad.shape)}"
+        )
+    total, hidden = tokens.shape
+    if order.rank != 1 or order.shape[0] != total:
+        raise tiling_error(f"sortedIndices has shape {list(order.shape)}; expected [{total}] (permutedTokens' rows)")
+    if isinstance(probs, AclTensor):
+        if probs.rank != 2 or probs.shape[0] * probs.shape[1] != total:
+            raise tiling_error(f"probsOptional has shape {list(probs.shape)}; expected [tokens, topK] of {total}")
+        rows, top_k = probs.shape
+    else:
+        rows, top_k = total, 1
+    if top_k > MAX_TOP_K:
+        raise tiling_error(f"topK={top_k} exceeds {MAX_TOP_K}")
+    if tuple(grad.shape) != (rows, hidden):
+        raise tiling_error(f"unpermutedTokensGrad has shape {list(grad.shape)}; expected [{rows}, {hidden}]")
+    probs_grad = None
+    if isinstance(probs, AclTensor):
+        probs_grad = same((rows, top_k), probs.dtype)
+        if call.args.get("probsGradOut") is None and call.outputs_required:
+            raise nullptr("probsGradOut is null, but probsOptional is given")
+    return {"permutedTokensGradOut": same((total, hidden), tokens.dtype), "probsGradOut": probs_grad}
+
+
+def unpermute_grad_args(rng: np.random.Generator, rows: int, k: int, hidden: int, dt: D, probs: D | None) -> dict:
+    """Arguments of a MoeTokenUnpermuteGrad call: a forward's inputs plus the gradient of its ``out``."""
+    forward = unpermute_args(rng, rows, k, hidden, dt, probs)
+    grad = S.array(rng, (rows * k if probs is None else rows, hidden), dt)
+    return {**forward, "unpermutedTokensGrad": grad}
+
+
+def _unpermute_grad_samples(rng: np.random.Generator) -> Iterable[Sample]:
+    for dt in _DTYPES:
+        yield Sample(unpermute_grad_args(rng, 5, 2, 6, dt, dt), f"{dt.short} 5 tokens, top-2")
+    yield Sample(unpermute_grad_args(rng, 9, 4, 3, D.ACL_BF16, D.ACL_FLOAT), "bf16 tokens, float32 probs")
+    yield Sample(unpermute_grad_args(rng, 6, 3, 40, D.ACL_FLOAT, D.ACL_FLOAT16), "float32 tokens, fp16 probs")
+    yield Sample(unpermute_grad_args(rng, 6, 1, 33, D.ACL_FLOAT16, None), "without probs (topK 1)")
+    yield Sample(unpermute_grad_args(rng, 40, 8, 7, D.ACL_FLOAT, D.ACL_FLOAT), "40 tokens, top-8")
+    yield Sample(unpermute_grad_args(rng, 0, 2, 4, D.ACL_FLOAT, D.ACL_FLOAT), "no tokens")
+
+
+def _unpermute_grad_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+    base = unpermute_grad_args(rng, 4, 2, 3, D.ACL_FLOAT, D.ACL_FLOAT)
+    order = np.asarray(base["sortedIndices"])
+    yield ErrorSample({**base, "paddedMode": True}, INVALID, "paddedMode true")
+    yield ErrorSample({**base, "restoreShapeOptional": [4, 3]}, INVALID, "a restore shape")
+    yield ErrorSample({**base, "probsOptional": S.array(rng, (4, 3), D.ACL_FLOAT)}, TILING, "probs of another topK")
+    yield ErrorSample({**base, "sortedIndices": np.arange(7, dtype=np.int32)}, TILING, "sortedIndices too short")
+    yield ErrorSample({**base, "permutedTokens": S.array(rng, (8, 3, 1), D.ACL_FLOAT)}, TILING, "3-D permutedTokens")
+    grad = S.array(rng, (4, 5), D.ACL_FLOAT)
+    yield ErrorSample({**base, "unpermutedTokensGrad": grad}, TILING, "a grad of another width")
+    yield ErrorSample({**base, "unpermutedTokensGrad": S.array(rng, (3, 3), D.ACL_FLOAT)}, TILING, "grad rows")
+    grad = S.array(rng, (4, 3), D.ACL_BF16)
+    yield ErrorSample({**base, "unpermutedTokensGrad": grad}, INVALID, "a grad of another dtype than the tokens")
+    yield ErrorSample({**base, "sortedIndices": order.astype(np.int64)}, INVALID, "int64 sortedIndices")
+    yield ErrorSample({**base, "probsGradOut": np.zeros((4, 2), np.float16)}, INVALID, "probsGradOut not probs' dtype")
+    bad = order.copy()
+    bad[bad == 0] = 1  # position 1 named twice, 0 never
+    yield ErrorSample({**base, "sortedIndices": bad}, INVALID, "a repeated position (when the operator runs)")
+
+
+_MoeTokenUnpermuteGrad = OpSpec(
+    "MoeTokenUnpermuteGrad",
+    FAMILY,
+    (
+        tensor("permutedTokens", FLOATS),
+        tensor("unpermutedTokensGrad", FLOATS),
+        tensor("sortedIndices", I32, index_of=IndexOf("permutedTokens")),
+        tensor("probsOptional", FLOATS, optional=True),
+        bool_attr("paddedMode"),
+        int_array("restoreShapeOptional", optional=True),
+        out("permutedTokensGradOut", FLOATS),
+        out("probsGradOut", FLOATS, optional=True),
+    ),
+    _unpermute_grad_infer,
+    samples=_unpermute_grad_samples,
+    error_samples=_unpermute_grad_errors,
+    summary="MoeTokenUnpermute's backward: scatter the weighted gradient rows back, and the probs' dot products",
+)
+
+
 # ----------------------------------------------------------------------------- MoeInitRoutingV2
 I32_64 = frozenset({D.ACL_INT32, D.ACL_INT64})
 
@@ -1064,6 +1265,17 @@ def _unpermute_length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> in
     return 2 * (int(shape[-1]) if len(shape) == 2 else 1)
 
 
+def _permute_grad_length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
+    """MoeTokenPermuteGrad's roundings per output: one sum per copy of the token."""
+    return max(int(args.get("numTopk", 1) or 1), 1)
+
+
+def _unpermute_grad_length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
+    """MoeTokenUnpermuteGrad's roundings per output: probsGrad's product and sum per hidden element (the longest)."""
+    shape = tuple(getattr(args.get("permutedTokens"), "shape", ()))
+    return 2 * (int(shape[-1]) if len(shape) == 2 else 1)
+
+
 def _gating_k_length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
     """MoeGatingTopK's summed terms: the experts of a row (softmax) plus the k chosen weights (renorm)."""
     shape = getattr(args.get("x"), "shape", ())
@@ -1105,6 +1317,11 @@ ACCURACY: dict[str, Accuracy] = {
         " or float16 (static) steps every backend rounds alike"
     ),
     "MoeTokenUnpermute": reduction(length_of=_unpermute_length, reason="Σ_k probs·permutedTokens: γ_n·Σ|p||t|"),
+    "MoeTokenPermuteGrad": reduction(length_of=_permute_grad_length, reason="Σ_j of numTopk gradient rows: γ_n·Σ|g|"),
+    # permutedTokensGradOut is one exact product rounded once (within the class's 1 ulp); probsGradOut a dot product
+    "MoeTokenUnpermuteGrad": reduction(
+        length_of=_unpermute_grad_length, reason="Σ_h grad·permutedTokens over the hidden axis: γ_n·Σ|g||t|"
+    ),
 }
 """Accuracy classes of the MoE pipeline."""
 
@@ -1116,6 +1333,8 @@ SPECS: list[OpSpec] = with_accuracy(
         _MoeGatingTopK,
         _MoeTokenPermute,
         _MoeTokenUnpermute,
+        _MoeTokenPermuteGrad,
+        _MoeTokenUnpermuteGrad,
         _MoeInitRoutingV2,
         _MoeInitRoutingV3,
     ],

@@ -237,6 +237,40 @@ def token_unpermute(k: RefCall) -> None:
     k.write("out", np.einsum("rk,rkh->rh", probs, gathered))
 
 
+@kernel("MoeTokenPermuteGrad")
+def token_permute_grad(k: RefCall) -> None:
+    """out[t] = Σ_j permutedOutputGrad[sortedIndices[t*numTopk + j]]; positions past the grad's rows add 0."""
+    grad = k.read("permutedOutputGrad", np.float64)
+    order = k.read("sortedIndices").astype(np.int64)
+    top_k = int(k.value("numTopk"))
+    if order.size and (order.min() < 0 or order.max() >= order.size):
+        raise _launch_error(f"sortedIndices values must lie in [0, {order.size - 1}]")
+    kept = grad.shape[0]
+    padded = np.concatenate([grad, np.zeros((order.size - kept, grad.shape[1]))])  # dropped copies: zero rows
+    k.write("out", padded[order].reshape(order.size // top_k, top_k, grad.shape[1]).sum(axis=1))
+
+
+@kernel("MoeTokenUnpermuteGrad")
+def token_unpermute_grad(k: RefCall) -> None:
+    """permutedTokensGradOut[sortedIndices[t*K + j]] = grad[t]·probs[t, j]; probsGradOut[t, j] = grad[t]·tokens[...]."""
+    tokens = k.read("permutedTokens", np.float64)
+    grad = k.read("unpermutedTokensGrad", np.float64)
+    order = k.read("sortedIndices").astype(np.int64)
+    total, hidden = tokens.shape
+    if not np.array_equal(np.sort(order), np.arange(total)):
+        raise _launch_error(f"sortedIndices must hold each of 0..{total - 1} exactly once")
+    with_probs = k["probsOptional"] is not None
+    probs = k.read("probsOptional", np.float64) if with_probs else np.ones((total, 1))
+    rows, top_k = probs.shape
+    weighted = (grad[:, None, :] * probs[:, :, None]).reshape(total, hidden)  # row i = t*K + j
+    result = np.empty((total, hidden))
+    result[order] = weighted
+    k.write("permutedTokensGradOut", result)
+    if with_probs:
+        gathered = tokens[order].reshape(rows, top_k, hidden)
+        k.write("probsGradOut", np.einsum("th,tkh->tk", grad, gathered))
+
+
 # ----------------------------------------------------------------------------- MoeInitRoutingV2
 @kernel("MoeInitRoutingV2")
 def init_routing_v2(k: RefCall) -> None:

@@ -591,10 +591,15 @@ class RowGather:
 
 @dataclass(frozen=True)
 class Unpermute:
-    """``out[i, h] = Σ_j src[order[i·K + j], h] · probs[i, j]`` in double (flag-gated; probs 1 without it)."""
+    """``out[i, h] = Σ_j src[order[i·K + j], h] · probs[i, j]`` in double (flag-gated; probs 1 without it).
+
+    ``bounded``: positions at or past ``kept`` (a trailing parameter) add nothing: MoeTokenPermuteGrad's copies
+    that the forward's numOutTokens dropped.
+    """
 
     dtype: D
     probs: D | None
+    bounded: bool = False
 
     @functools.cached_property
     def kernel_name(self) -> str:
@@ -609,6 +614,8 @@ class Unpermute:
             params.append(f"const {ctype(self.probs).storage}* probs")
         params += [f"{st}* out", "const int* flag"]
         params += [f"const long long {n}" for n in ("k", "hidden", "ss0", "ss1", "os", "ps0", "ps1", "out0", "out1")]
+        if self.bounded:
+            params.append("const long long kept")
         weight = "1.0" if self.probs is None else _as_double("probs[i * ps0 + j * ps1]", self.probs)
         body = [
             "if (*flag) return;",
@@ -618,12 +625,145 @@ class Unpermute:
             "  double acc = 0.0;",
             "  for (long long j = 0; j < k; ++j) {",
             "    const long long at = (long long)order[(i * k + j) * os];",
+            *(["    if (at >= kept) continue;"] if self.bounded else []),
             f"    acc += {_as_double('src[at * ss0 + h * ss1]', self.dtype)} * {weight};",
             "  }",
             f"  out[i * out0 + h * out1] = {store_narrow('acc', self.dtype)};",
             "}",
         ]
-        return source(f"moe: unpermute into {self.dtype.short}", meta(1, 1), self.kernel_name, params, body, HELPERS)
+        what = "permute grad" if self.bounded else "unpermute"
+        return source(f"moe: {what} into {self.dtype.short}", meta(1, 1), self.kernel_name, params, body, HELPERS)
+
+
+@dataclass(frozen=True)
+class InverseScatter:
+    """``inverse[order[i]] = i`` (flag-gated, after the range check): each position learns who names it."""
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("inverse_scatter", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = ["const Meta m", "const int* order", "int* inverse", "const int* flag", "const long long os"]
+        body = [
+            "if (*flag) return;",
+            _GRID_LOOP,
+            _loop("m.n"),
+            "  inverse[(long long)order[e * os]] = (int)e;",
+            "}",
+        ]
+        return source("moe: inverse of sortedIndices", meta(1, 1), self.kernel_name, params, body)
+
+
+@dataclass(frozen=True)
+class InverseCheck:
+    """``*flag = 1`` where ``inverse[order[i]] != i``: a position named twice (one of its writers lost)."""
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("inverse_check", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        params = ["const Meta m", "const int* order", "const int* inverse", "int* flag", "const long long os"]
+        body = [
+            "if (*flag) return;",
+            _GRID_LOOP,
+            _loop("m.n"),
+            "  if ((long long)inverse[(long long)order[e * os]] != e) *flag = 1;",
+            "}",
+        ]
+        return source("moe: sortedIndices is a permutation", meta(1, 1), self.kernel_name, params, body)
+
+
+@dataclass(frozen=True)
+class UnpermuteGradRows:
+    """``out[p, h] = grad[t, h] · probs[t, j]`` with ``t·K + j = inverse[p]`` (a copy of grad without probs).
+
+    One rounding of the exact double product (flag-gated; Meta n = rows × hidden of out).
+    """
+
+    dtype: D
+    probs: D | None
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("unpermute_grad_rows", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        st = ctype(self.dtype).storage
+        params = ["const Meta m", f"const {st}* grad", "const int* inverse"]
+        if self.probs is not None:
+            params.append(f"const {ctype(self.probs).storage}* probs")
+        params += [f"{st}* out", "const int* flag"]
+        params += [f"const long long {n}" for n in ("k", "hidden", "gs0", "gs1", "ps0", "ps1", "out0", "out1")]
+        value = _as_double("grad[t * gs0 + h * gs1]", self.dtype)
+        if self.probs is not None:
+            value += " * " + _as_double("probs[t * ps0 + j * ps1]", self.probs)
+        body = [
+            "if (*flag) return;",
+            _GRID_LOOP,
+            _loop("m.n"),
+            "  const long long p = e / hidden, h = e % hidden;",
+            "  const long long i = (long long)inverse[p];",
+            "  const long long t = i / k, j = i % k;",
+            f"  const double v = {value};",
+            f"  out[p * out0 + h * out1] = {store_narrow('v', self.dtype)};",
+            "}",
+        ]
+        return source(
+            f"moe: unpermute grad rows into {self.dtype.short}", meta(1, 1), self.kernel_name, params, body, HELPERS
+        )
+
+
+@dataclass(frozen=True)
+class UnpermuteProbsGrad:
+    """``probsGrad[t, j] = Σ_h grad[t, h] · src[order[t·K + j], h]`` in double, one block per (t, j) (flag-gated).
+
+    Meta n = tokens × K; the block size must be a power of two at most 256 (a tree reduction in shared memory).
+    """
+
+    dtype: D
+    probs: D
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("unpermute_probs_grad", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        st = ctype(self.dtype).storage
+        params = ["const Meta m", f"const {st}* grad", f"const {st}* src", "const int* order"]
+        params += [f"{ctype(self.probs).storage}* out", "const int* flag"]
+        params += [f"const long long {n}" for n in ("k", "hidden", "gs0", "gs1", "ss0", "ss1", "os", "out0", "out1")]
+        g = _as_double("grad[t * gs0 + h * gs1]", self.dtype)
+        x = _as_double("src[at * ss0 + h * ss1]", self.dtype)
+        body = [
+            "if (*flag) return;",
+            "__shared__ double red[256];",
+            "for (long long r = blockIdx.x; r < m.n; r += gridDim.x) {",
+            "  const long long t = r / k, j = r % k;",
+            "  const long long at = (long long)order[r * os];",
+            "  double acc = 0.0;",
+            f"  for (long long h = threadIdx.x; h < hidden; h += blockDim.x) acc += {g} * {x};",
+            "  red[threadIdx.x] = acc;",
+            "  __syncthreads();",
+            "  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {",
+            "    if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];",
+            "    __syncthreads();",
+            "  }",
+            f"  if (threadIdx.x == 0) out[t * out0 + j * out1] = {store_narrow('red[0]', self.probs)};",
+            "  __syncthreads();",
+            "}",
+        ]
+        comment = f"moe: unpermute probs grad, {self.dtype.short} rows into {self.probs.short}"
+        return source(comment, meta(1, 1), self.kernel_name, params, body, HELPERS)
 
 
 # ----------------------------------------------------------------------------- MoeInitRoutingV2

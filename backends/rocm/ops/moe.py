@@ -1,4 +1,4 @@
-"""The MoE family on the GPU: MoeGatingTopKSoftmax, MoeInitRouting, MoeFinalizeRouting.
+"""The MoE family on the GPU: MoeGatingTopKSoftmax, MoeInitRouting, MoeFinalizeRouting, the token (un)permutes.
 
 Gating: a softmax kernel writes each row's probabilities in double to a temporary beside its ranking
 keys (the logits, or zeros for a row of NaN probabilities), the row sorter orders the keys descending
@@ -13,6 +13,10 @@ the active expert range in the sorted keys (so no host sync), then kernels write
 scatter), gather the routed rows (16-byte words where they can) or quantise them to int8 one block per
 row (float16 steps for static, float32 for dynamic with a block max), and count tokens per expert (one
 thread each, or one block's prefix sum for key-value rows); drop/pad reuses MoeInitRoutingV2's kernels.
+MoeTokenPermuteGrad is MoeTokenUnpermute's kernel without probs, skipping copies past the kept rows, after a range
+check. MoeTokenUnpermuteGrad range-checks sortedIndices, scatters its inverse into a temporary and flags any
+position whose writer is not the one naming it (a repeat), then writes each gradient row from its inverse
+(grad · prob, one rounding) and each probsGrad entry as one block's double dot product over the hidden axis.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from acl_rocm.kernels.moe import (
     GatingSoftmax,
     GatingTopKEmit,
     GatingTopKPrep,
+    InverseCheck,
+    InverseScatter,
     KeyValueCounts,
     PermuteCheck,
     PermuteIndices,
@@ -49,6 +55,8 @@ from acl_rocm.kernels.moe import (
     RoutingGather,
     RowGather,
     Unpermute,
+    UnpermuteGradRows,
+    UnpermuteProbsGrad,
     ZeroFill,
 )
 from acl_rocm.kernels.movement import Check
@@ -67,7 +75,9 @@ OPS: tuple[str, ...] = (
     "MoeInitRoutingV2",
     "MoeInitRoutingV3",
     "MoeTokenPermute",
+    "MoeTokenPermuteGrad",
     "MoeTokenUnpermute",
+    "MoeTokenUnpermuteGrad",
 )
 """The aclnn operators this module runs."""
 
@@ -92,6 +102,8 @@ class MoeRunner:
             "MoeGatingTopK": self._gating_top_k,
             "MoeTokenPermute": self._permute,
             "MoeTokenUnpermute": self._unpermute,
+            "MoeTokenPermuteGrad": self._permute_grad,
+            "MoeTokenUnpermuteGrad": self._unpermute_grad,
             "MoeInitRoutingV2": self._init_routing_v2,
             "MoeInitRoutingV3": self._init_routing_v3,
         }
@@ -467,6 +479,55 @@ class MoeRunner:
         p_strides = probs.strides if isinstance(probs, AclTensor) else (0, 0)
         args += [_p(out), FLAG, *longs(k, hidden, *src.strides, order.strides[0], *p_strides, *out.strides)]
         s.step(prog, kernel, s.flat_config(rows * hidden), args)
+        return prog
+
+    def _permute_grad(self, launch: Launch) -> Program:
+        """out[t] = Σ_j grad[order[t·K + j]] in double (Unpermute without probs, dropped copies skipped)."""
+        grad, order, out = (launch_tensor(launch, n) for n in ("permutedOutputGrad", "sortedIndices", "out"))
+        prog = Program()
+        rows, hidden = out.view_dims
+        if rows * hidden == 0:
+            return prog
+        s = self.sorter
+        total = order.view_dims[0]
+        prog.report = f"MoeTokenPermuteGrad: sortedIndices values must lie in [0, {total - 1}]"
+        self._check(prog, order, total)
+        k = int(launch.args["numTopk"])
+        args: list[Any] = [s.meta(rows * hidden, (1,), [(0,)]), _p(grad), _p(order), _p(out), FLAG]
+        args += longs(k, hidden, *grad.strides, order.strides[0], 0, 0, *out.strides, grad.view_dims[0])
+        s.step(prog, Unpermute(out.dtype, None, bounded=True), s.flat_config(rows * hidden), args)
+        return prog
+
+    def _unpermute_grad(self, launch: Launch) -> Program:
+        """A range check, the inverse of sortedIndices and its check, the gradient rows, then probs' dot products."""
+        src, grad = launch_tensor(launch, "permutedTokens"), launch_tensor(launch, "unpermutedTokensGrad")
+        order, out = launch_tensor(launch, "sortedIndices"), launch_tensor(launch, "permutedTokensGradOut")
+        probs = launch.args.get("probsOptional")
+        prog = Program()
+        total, hidden = out.view_dims
+        if total == 0:
+            return prog
+        s = self.sorter
+        prog.report = f"MoeTokenUnpermuteGrad: sortedIndices must hold each of 0..{total - 1} exactly once"
+        self._check(prog, order, total)
+        inverse = prog.temp(total * 4)
+        flat = s.meta(total, (1,), [(0,)])
+        s.step(prog, InverseScatter(), s.flat_config(total), [flat, _p(order), inverse, FLAG, *longs(order.strides[0])])
+        s.step(prog, InverseCheck(), s.flat_config(total), [flat, _p(order), inverse, FLAG, *longs(order.strides[0])])
+        p_dtype = probs.dtype if isinstance(probs, AclTensor) else None
+        k = probs.view_dims[1] if isinstance(probs, AclTensor) else 1
+        if hidden:
+            args: list[Any] = [s.meta(total * hidden, (1,), [(0,)]), _p(grad), inverse]
+            if isinstance(probs, AclTensor):
+                args.append(_p(probs))
+            p_strides = probs.strides if isinstance(probs, AclTensor) else (0, 0)
+            args += [_p(out), FLAG, *longs(k, hidden, *grad.strides, *p_strides, *out.strides)]
+            s.step(prog, UnpermuteGradRows(out.dtype, p_dtype), s.flat_config(total * hidden), args)
+        if isinstance(probs, AclTensor):
+            probs_grad = launch_tensor(launch, "probsGradOut")
+            args = [flat, _p(grad), _p(src), _p(order), _p(probs_grad), FLAG]
+            args += longs(k, hidden, *grad.strides, *src.strides, order.strides[0], *probs_grad.strides)
+            s.step(prog, UnpermuteProbsGrad(src.dtype, probs.dtype), self._row_block(total), args)
         return prog
 
     def _check(self, prog: Program, index: AclTensor, high: int) -> None:
