@@ -112,6 +112,8 @@ class _Packed:
         self.slots: list[tuple[ctypes.c_void_p, Any]] = []
         self.runs: list[Callable[[int], None] | Enqueue] = []
         self.lock = threading.Lock()
+        self.bound: tuple[list[int], int, int] | None = None
+        """The (temporaries, flag, scratch) addresses the slots hold now."""
         for step in steps:
             if isinstance(step.function, Enqueue):
                 self.runs.append(step.function)
@@ -181,8 +183,10 @@ def run_program(
             flag = backend.driver.check_flag(stream)
         packed = prog.packed(provider)
         with packed.lock:
-            for slot, where in packed.slots:
-                slot.value = _address(where, bases, flag, scratch)
+            if packed.slots and packed.bound != (bases, flag, scratch):  # the pool often hands the same block back
+                for slot, where in packed.slots:
+                    slot.value = _address(where, bases, flag, scratch)
+                packed.bound = (bases, flag, scratch)
             for run in packed.runs:
                 if isinstance(run, Enqueue):
                     run.enqueue(lambda v: _resolve(v, bases, flag, scratch), stream)
