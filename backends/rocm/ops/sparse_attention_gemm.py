@@ -233,12 +233,14 @@ class GemmPath:
         prog.steps.append(Step(self._function(inst, "store"), config, store))
 
     def _gemm_step(self, build: Callable[[int], GemmCall | None], workspace: int) -> Enqueue:
-        """An Enqueue of the GEMM ``build(base)`` describes for the run's temporary at ``base`` (the last base's call
-        kept: the stream-ordered pool mostly hands the same address back)."""
-        last: list[tuple[int, GemmCall]] = []
+        """An Enqueue of the GEMM ``build(base)`` describes for the run's temporary at ``base``, bound through the
+        provider's :meth:`gemm_launcher` (the last base's kept: the stream-ordered pool mostly hands the same address
+        back)."""
+        last: list[tuple[int, Callable[[int], None]]] = []
+        where = Temp(0)
 
         def enqueue(resolve: Callable[[Any], Any], stream: int) -> None:
-            base = _at(resolve, Temp(0))
+            base = _at(resolve, where)
             entry = last[0] if last else None
             if entry is None or entry[0] != base:
                 call = build(base)
@@ -246,9 +248,9 @@ class GemmPath:
                     raise AclError(
                         RtErrorCode.ACL_ERROR_RT_INTERNAL_ERROR, "SparseFlashAttention: a GEMM view not mapped"
                     )
-                entry = (base, call)
+                entry = (base, self.backend.provider.gemm_launcher(call, base + workspace, WORKSPACE_BYTES))
                 last[:] = [entry]
-            self.backend.provider.gemm(entry[1], base + workspace, WORKSPACE_BYTES, stream)
+            entry[1](stream)
 
         return Enqueue(enqueue)
 
