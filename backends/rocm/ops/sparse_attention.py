@@ -2,14 +2,14 @@
 
 Each call is one program per signature (:mod:`acl_rocm.ops.program`), starting with the check kernel
 of :mod:`acl_rocm.kernels.sparse_attention` (device lengths and block table, 161002 at
-synchronisation). LightningIndexer: the score kernel writes every (query row, key head)'s scores over
-the key capacity into a stream-ordered temporary, the row sorter (:class:`acl_rocm.ops.sort.Sorter`)
-orders each row descending with ties to the lower key, and the emit kernel writes the first
-``sparseCount`` (``ACL_LI_PATH=sort``; the default ``select`` path: the key-tile score kernel and a top-k select
-per row, :mod:`acl_rocm.kernels.lightning_indexer`). SparseFlashAttention: by default the GEMM path of
-:mod:`acl_rocm.ops.sparse_attention_gemm` (the selected rows gathered once, two vendor GEMMs around a softmax kernel;
-where it refuses, the block kernel); under ``ACL_SFA_PATH=block`` one attend launch, a block per (query row,
-query head).
+synchronisation; a SparseFlashAttention call with neither has nothing to check and skips it).
+LightningIndexer: the score kernel writes every (query row, key head)'s scores over the key capacity into a
+stream-ordered temporary, the row sorter (:class:`acl_rocm.ops.sort.Sorter`) orders each row descending with
+ties to the lower key, and the emit kernel writes the first ``sparseCount`` (``ACL_LI_PATH=sort``; the default
+``select`` path: the key-tile score kernel and a top-k select per row, :mod:`acl_rocm.kernels.lightning_indexer`).
+SparseFlashAttention: by default the GEMM path of :mod:`acl_rocm.ops.sparse_attention_gemm` (the selected rows
+gathered once, two vendor GEMMs around a softmax kernel; where it refuses, the block kernel); under
+``ACL_SFA_PATH=block`` one attend launch, a block per (query row, query head).
 The layouts are described to the kernels by strides (:func:`strides4`); nothing is read back to the host.
 """
 
