@@ -128,6 +128,16 @@ def test_a_call_without_lengths_launches_no_check(on_path: Backend, reference: B
     assert any("_check_" in launch.name for launch in launches[before:])
 
 
+@pytest.mark.parametrize("on_path", ["gemm", "block"], indirect=True)
+def test_a_call_without_lengths_replays_like_eager(on_path: Backend) -> None:
+    """Captured on a stream, the unchecked call (its flag a word of the capture's scratch, its launches packed once)
+    replays bit for bit like its eager runs."""
+    from tests.rocm.capture_harness import replays_like_eager
+
+    args = sfa_case(np.random.default_rng(15), D.ACL_BF16, 2, 1, 40, 4, 1, 16, 8, 12, 1, mode=0, lse=True)
+    replays_like_eager(on_path, OP, args)
+
+
 @pytest.mark.parametrize("on_path", ["gemm"], indirect=True)
 def test_rows_over_the_budget_run_in_chunks(
     on_path: Backend, reference: Backend, caplog: pytest.LogCaptureFixture
