@@ -156,3 +156,27 @@ def test_a_failed_heuristic_destroys_what_it_made() -> None:
     with pytest.raises(Exception, match="no algorithm"):
         provider.gemm(_call(0x1000, 0x2000, 0x3000), 0x9000, 1 << 20, 7)
     assert not lt.live and not provider._gemm_plans
+
+
+def test_a_bound_gemm_runs_its_plan_as_gemm_does_and_plans_again_after_an_eviction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lt = FakeLt()
+    provider = _provider(lt)
+    monkeypatch.setattr(nvidia, "GEMM_PLAN_LIMIT", 1)
+    call = _call(0x1000, 0x2000, 0x3000)
+    provider.gemm(call, 0x9000, 1 << 20, 7)
+    bound = provider.gemm_launcher(call, 0x9000, 1 << 20)
+    bound(8)
+    bound(9)
+    assert lt.count("heuristic") == 1  # the plan gemm made
+    plain, first, second = (args for name, args in lt.calls if name == "matmul")
+    assert first[:15] == plain[:15] and first[15] == 8 and second[15] == 9  # the same matmul on each stream
+    provider.gemm(_call(0x1000, 0x2000, 0x3000, 32), 0x9000, 1 << 20, 7)  # evicts (and destroys) call's plan
+    assert len(provider._gemm_plans) == 1 and lt.count("heuristic") == 2
+    bound(10)  # not found under its key: planned again through gemm, never the destroyed descriptor
+    assert lt.count("heuristic") == 3
+    last = [args for name, args in lt.calls if name == "matmul"][-1]
+    assert last[1] in lt.live and last[15] == 10 and (last[3], last[5], last[8]) == (0x1000, 0x2000, 0x3000)
+    provider.close()
+    assert not lt.live

@@ -110,6 +110,34 @@ def test_value_passed_as_key(on_path: Backend, reference: Backend, caplog: pytes
     assert not problems, "; ".join(p.message for p in problems)
 
 
+@pytest.mark.parametrize("on_path", ["gemm", "block"], indirect=True)
+def test_a_call_without_lengths_launches_no_check(on_path: Backend, reference: Backend) -> None:
+    """The bench's decode form (BSND, no lengths, no table): nothing for the check kernel to read, so no check launch;
+    the kernels read the unchecked scratch word as their flag and the result is the reference's. With lengths the
+    check comes back."""
+    launches = on_path.provider.launches  # type: ignore[attr-defined]
+    args = sfa_case(np.random.default_rng(5), D.ACL_BF16, 2, 1, 48, 8, 1, 32, 8, 20, 1, mode=0)
+    assert "actualSeqLengthsKv" not in args and "actualSeqLengthsQuery" not in args
+    before = len(launches)
+    assert_matches_reference(on_path, reference, OP, args, "contiguous", "no lengths")
+    names = [launch.name for launch in launches[before:]]
+    assert names and not any("_check_" in n for n in names), names
+    before = len(launches)
+    lengths = {"actualSeqLengthsKv": np.asarray([48, 30], np.int32)}
+    assert_matches_reference(on_path, reference, OP, {**args, **lengths}, "contiguous", "kv lengths")
+    assert any("_check_" in launch.name for launch in launches[before:])
+
+
+@pytest.mark.parametrize("on_path", ["gemm", "block"], indirect=True)
+def test_a_call_without_lengths_replays_like_eager(on_path: Backend) -> None:
+    """Captured on a stream, the unchecked call (its flag a word of the capture's scratch, its launches packed once)
+    replays bit for bit like its eager runs."""
+    from tests.rocm.capture_harness import replays_like_eager
+
+    args = sfa_case(np.random.default_rng(15), D.ACL_BF16, 2, 1, 40, 4, 1, 16, 8, 12, 1, mode=0, lse=True)
+    replays_like_eager(on_path, OP, args)
+
+
 @pytest.mark.parametrize("on_path", ["gemm"], indirect=True)
 def test_rows_over_the_budget_run_in_chunks(
     on_path: Backend, reference: Backend, caplog: pytest.LogCaptureFixture

@@ -12,6 +12,7 @@ kernel set it (no host round trip inside the op).
 from __future__ import annotations
 
 import ctypes
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -85,11 +86,70 @@ class Program:
     scratch_region: str = ""
     """Which of the stream's scratch buffers (:meth:`RocmDriver.stream_scratch`'s ``region``): a family whose
     data would land on another family's counters takes its own."""
+    _packed: _Packed | None = field(default=None, init=False, repr=False, compare=False)
 
     def temp(self, nbytes: int) -> Temp:
         """A new temporary of ``nbytes`` (allocated for every run)."""
         self.temps.append(max(int(nbytes), 1))
         return Temp(len(self.temps) - 1)
+
+    def packed(self, provider: Any) -> _Packed:
+        """The steps packed once for ``provider`` (again when steps were added since): see :class:`_Packed`."""
+        packed = self._packed
+        if packed is None or packed.count != len(self.steps):
+            packed = self._packed = _Packed(self.steps, provider)
+        return packed
+
+
+class _Packed:
+    """A program's launches with their arguments packed once (issue 16: the per-run resolving and packing was
+    most of a small program's host time). Each :class:`Temp`, :class:`Scratch` or :data:`FLAG` argument is a
+    ``c_void_p`` slot of its own, set to this run's address before the launches (under :attr:`lock`: one run's
+    values at a time; a launch copies its arguments, so the next run may set them again)."""
+
+    def __init__(self, steps: list[Step], provider: Any) -> None:
+        self.count = len(steps)
+        self.slots: list[tuple[ctypes.c_void_p, Any]] = []
+        self.runs: list[Callable[[int], None] | Enqueue] = []
+        self.lock = threading.Lock()
+        self.bound: tuple[list[int], int, int] | None = None
+        """The (temporaries, flag, scratch) addresses the slots hold now."""
+        for step in steps:
+            if isinstance(step.function, Enqueue):
+                self.runs.append(step.function)
+                continue
+            args = KernelArgs([self._slot(v) for v in step.values])
+            cfg = step.config
+            if step.programmatic:
+                self.runs.append(_programmatic(provider, step.function, cfg, args))
+            else:
+                self.runs.append(
+                    provider.launcher(step.function, cfg.grid, cfg.block, cfg.shared_bytes, args.address, args)
+                )
+
+    def _slot(self, value: Any) -> Any:
+        if isinstance(value, (Temp, Scratch)) or value is FLAG:
+            slot = ctypes.c_void_p(0)
+            self.slots.append((slot, value))
+            return slot
+        return value
+
+
+def _programmatic(provider: Any, function: object, cfg: LaunchConfig, args: KernelArgs) -> Callable[[int], None]:
+    """A programmatic launch of ``function`` with ``args`` (kept alive by the callable), given the stream."""
+
+    def enqueue(stream: int, _keep: KernelArgs = args) -> None:
+        provider.launch_programmatic(function, cfg.grid, cfg.block, cfg.shared_bytes, stream, args.address)
+
+    return enqueue
+
+
+def _address(value: Any, bases: list[int], flag: int, scratch: int) -> int:
+    if isinstance(value, Temp):
+        return bases[value.slot] + value.offset
+    if isinstance(value, Scratch):
+        return scratch + value.offset
+    return flag
 
 
 def _resolve(value: Any, bases: list[int], flag: int, scratch: int) -> Any:
@@ -121,14 +181,17 @@ def run_program(
             provider.memset(bases[where.slot] + where.offset, 0, nbytes, stream)
         if prog.report is not None:
             flag = backend.driver.check_flag(stream)
-        for step in prog.steps:
-            if isinstance(step.function, Enqueue):
-                step.function.enqueue(lambda v: _resolve(v, bases, flag, scratch), stream)
-                continue
-            args = KernelArgs([_resolve(v, bases, flag, scratch) for v in step.values])
-            cfg = step.config
-            launch = provider.launch_programmatic if step.programmatic else provider.launch
-            launch(step.function, cfg.grid, cfg.block, cfg.shared_bytes, stream, args.address)
+        packed = prog.packed(provider)
+        with packed.lock:
+            if packed.slots and packed.bound != (bases, flag, scratch):  # the pool often hands the same block back
+                for slot, where in packed.slots:
+                    slot.value = _address(where, bases, flag, scratch)
+                packed.bound = (bases, flag, scratch)
+            for run in packed.runs:
+                if isinstance(run, Enqueue):
+                    run.enqueue(lambda v: _resolve(v, bases, flag, scratch), stream)
+                else:
+                    run(stream)
         if then is not None:
             then(bases)
     except BaseException:

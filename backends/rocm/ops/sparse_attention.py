@@ -2,14 +2,14 @@
 
 Each call is one program per signature (:mod:`acl_rocm.ops.program`), starting with the check kernel
 of :mod:`acl_rocm.kernels.sparse_attention` (device lengths and block table, 161002 at
-synchronisation). LightningIndexer: the score kernel writes every (query row, key head)'s scores over
-the key capacity into a stream-ordered temporary, the row sorter (:class:`acl_rocm.ops.sort.Sorter`)
-orders each row descending with ties to the lower key, and the emit kernel writes the first
-``sparseCount`` (``ACL_LI_PATH=sort``; the default ``select`` path: the key-tile score kernel and a top-k select
-per row, :mod:`acl_rocm.kernels.lightning_indexer`). SparseFlashAttention: by default the GEMM path of
-:mod:`acl_rocm.ops.sparse_attention_gemm` (the selected rows gathered once, two vendor GEMMs around a softmax kernel;
-where it refuses, the block kernel); under ``ACL_SFA_PATH=block`` one attend launch, a block per (query row,
-query head).
+synchronisation; a SparseFlashAttention call with neither has nothing to check and skips it).
+LightningIndexer: the score kernel writes every (query row, key head)'s scores over the key capacity into a
+stream-ordered temporary, the row sorter (:class:`acl_rocm.ops.sort.Sorter`) orders each row descending with
+ties to the lower key, and the emit kernel writes the first ``sparseCount`` (``ACL_LI_PATH=sort``; the default
+``select`` path: the key-tile score kernel and a top-k select per row, :mod:`acl_rocm.kernels.lightning_indexer`).
+SparseFlashAttention: by default the GEMM path of :mod:`acl_rocm.ops.sparse_attention_gemm` (the selected rows
+gathered once, two vendor GEMMs around a softmax kernel; where it refuses, the block kernel); under
+``ACL_SFA_PATH=block`` one attend launch, a block per (query row, query head).
 The layouts are described to the kernels by strides (:func:`strides4`); nothing is read back to the host.
 """
 
@@ -46,7 +46,7 @@ from acl_rocm.kernels.sparse_attention import (
     sa_source,
 )
 from acl_rocm.launch import KernelArgs, LaunchConfig
-from acl_rocm.ops.program import FLAG, Program, Step, program_kernel
+from acl_rocm.ops.program import FLAG, Program, Scratch, Step, program_kernel
 from acl_rocm.ops.sort import Sorter
 from acl_rocm.ops.sparse_attention_gemm import GemmPath, sfa_kernel
 
@@ -63,6 +63,9 @@ LI_PATHS = ("select", "tiled", "sort")
 KV_MODES = {"BSND": 0, "TND": 1, "PA_BSND": 2}
 POINTER_NAMES = ("q", "k", "v", "qr", "kr", "idx", "lq", "lk", "table", "out", "smax", "ssum")
 """SparseFlashAttention's operand pointers, in the attend kernel's order."""
+UNCHECKED_REGION = "sparse_attention.unchecked"
+"""The stream scratch region whose first word (zeroed once, written by nothing) SparseFlashAttention's kernels read as
+their flag where the call has no device lengths or block table to check."""
 
 
 def _refuse(op: str, what: str) -> AclnnError:
@@ -285,7 +288,12 @@ class SparseAttentionRunner:
         )
 
     def sfa_program(self, call: SfaCall) -> Program:
-        """A program starting with the check kernel (the device lengths and block table)."""
+        """A program starting with the check kernel (the device lengths and block table), or, where the call has
+        neither (the check could never fail), none: its kernels then read :meth:`sfa_flag`'s zero word (issue 16:
+        the check launch, the flag's allocation and zeroing, and its read back at synchronisation were host time
+        of every decode call)."""
+        if not _checks(call.meta):
+            return Program(scratch=4, scratch_region=UNCHECKED_REGION)
         prog = Program(report="SparseFlashAttention: actual lengths or block table out of range")
         t = call.tensors
         self._check(prog, call.inst, call.packed, t["lq"], t["lk"], t["table"])
@@ -299,9 +307,19 @@ class SparseAttentionRunner:
         if blocks == 0:
             return prog
         config = LaunchConfig((blocks, 1, 1), (SFA_THREADS, 1, 1))
-        values_a = (call.packed, ctypes.c_double(call.scale), *(p[n] for n in POINTER_NAMES), FLAG)
+        values_a = (call.packed, ctypes.c_double(call.scale), *(p[n] for n in POINTER_NAMES), self.sfa_flag(prog))
         prog.steps.append(Step(self._function(call.inst, "attend"), config, values_a))
         return prog
+
+    @staticmethod
+    def sfa_flag(prog: Program) -> Any:
+        """The flag argument of ``prog``'s kernels: the run's checked flag, or the unchecked region's zero word."""
+        return FLAG if prog.report is not None else Scratch(0)
+
+
+def _checks(m: SaMeta) -> bool:
+    """Whether the check kernel can set the flag: it reads device lengths (given, or TND's ends) or a block table."""
+    return bool(m.q_tnd or m.kv_mode != 0 or m.has_lq or m.has_lk)
 
 
 @dataclass(frozen=True)

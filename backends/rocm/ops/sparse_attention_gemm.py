@@ -41,7 +41,7 @@ from acl_rocm.launch import LaunchConfig
 from acl_rocm.ops.attention_blas import Operand, rowmajor_gemm
 from acl_rocm.ops.binding import family_key, memo_plan, named_kernel
 from acl_rocm.ops.matmul import WORKSPACE_BYTES
-from acl_rocm.ops.program import FLAG, Enqueue, Program, Step, Temp, run_program
+from acl_rocm.ops.program import Enqueue, Program, Step, Temp, run_program
 from acl_rocm.providers.base import GemmCall
 
 if TYPE_CHECKING:
@@ -171,8 +171,9 @@ class GemmPath:
         return self.backend.function(sfa_gemm_source(inst, which), inst.name(which))
 
     def program(self, call: SfaCall) -> Program:
-        """The check launch, then per chunk of query rows: the gather launch, GEMM ``S = Q·Kᵀ``, the softmax launch,
-        GEMM ``O = P·V``, the store launch (one temporary, reused chunk after chunk)."""
+        """The check launch (where the call has lengths or a block table to check), then per chunk of query rows:
+        the gather launch, GEMM ``S = Q·Kᵀ``, the softmax launch, GEMM ``O = P·V``, the store launch (one temporary,
+        reused chunk after chunk)."""
         inst = self.instance(call)
         chunk = self.chunk_rows(call)
         off = self.temp_bytes(call, chunk)
@@ -190,13 +191,14 @@ class GemmPath:
         dtype = inst.dtype
         n1, rn, cp, ep = m.n2 * m.group, rows * m.n2, self.slots(call), padded(m.d + m.dr)
         qc, kc, vc, toks, scores, probs, acc, workspace = temps
+        flag = self.runner.sfa_flag(prog)
         first, count = ctypes.c_longlong(r0), ctypes.c_longlong(rows)
         kv_blocks = rn * -(-cp // GATHER_SLOTS)
         q_blocks = -(-(rows * n1) // QUERY_ROWS)
         gather = (
             call.packed, ctypes.c_longlong(cp), ctypes.c_longlong(kv_blocks), first, count,
             p["q"], p["k"], p["v"], p["qr"], p["kr"], p["idx"], p["lq"], p["lk"], p["table"],
-            qc, kc, vc if inst.separate_v else _NULL, toks, FLAG,
+            qc, kc, vc if inst.separate_v else _NULL, toks, flag,
         )  # fmt: skip
         config = LaunchConfig((kv_blocks + q_blocks, 1, 1), (GATHER_THREADS, 1, 1))
         prog.steps.append(Step(self._function(inst, "gather"), config, gather))
@@ -221,22 +223,24 @@ class GemmPath:
         prog.steps.append(Step(self._gemm_step(scores_gemm, workspace.offset), none, ()))
         softmax = (
             call.packed, ctypes.c_longlong(cp), first, ctypes.c_double(call.scale), scores, toks, p["lq"], probs,
-            p["smax"], p["ssum"], FLAG,
+            p["smax"], p["ssum"], flag,
         )  # fmt: skip
         config = LaunchConfig((rows * n1, 1, 1), (SOFTMAX_THREADS, 1, 1))
         prog.steps.append(Step(self._function(inst, "softmax"), config, softmax))
         prog.steps.append(Step(self._gemm_step(values_gemm, workspace.offset), none, ()))
         config = LaunchConfig((rows * n1, 1, 1), (STORE_THREADS, 1, 1))
-        store = (call.packed, first, acc, p["lq"], p["out"], FLAG)
+        store = (call.packed, first, acc, p["lq"], p["out"], flag)
         prog.steps.append(Step(self._function(inst, "store"), config, store))
 
     def _gemm_step(self, build: Callable[[int], GemmCall | None], workspace: int) -> Enqueue:
-        """An Enqueue of the GEMM ``build(base)`` describes for the run's temporary at ``base`` (the last base's call
-        kept: the stream-ordered pool mostly hands the same address back)."""
-        last: list[tuple[int, GemmCall]] = []
+        """An Enqueue of the GEMM ``build(base)`` describes for the run's temporary at ``base``, bound through the
+        provider's :meth:`gemm_launcher` (the last base's kept: the stream-ordered pool mostly hands the same address
+        back)."""
+        last: list[tuple[int, Callable[[int], None]]] = []
+        where = Temp(0)
 
         def enqueue(resolve: Callable[[Any], Any], stream: int) -> None:
-            base = _at(resolve, Temp(0))
+            base = _at(resolve, where)
             entry = last[0] if last else None
             if entry is None or entry[0] != base:
                 call = build(base)
@@ -244,9 +248,9 @@ class GemmPath:
                     raise AclError(
                         RtErrorCode.ACL_ERROR_RT_INTERNAL_ERROR, "SparseFlashAttention: a GEMM view not mapped"
                     )
-                entry = (base, call)
+                entry = (base, self.backend.provider.gemm_launcher(call, base + workspace, WORKSPACE_BYTES))
                 last[:] = [entry]
-            self.backend.provider.gemm(entry[1], base + workspace, WORKSPACE_BYTES, stream)
+            entry[1](stream)
 
         return Enqueue(enqueue)
 

@@ -388,6 +388,16 @@ class RuntimeProvider(ABC):
         """Enqueue one (batched) GEMM through the vendor BLAS (hipBLASLt / cuBLASLt) on ``stream``."""
         raise AclError(RtErrorCode.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, self.gemm_unavailable() or "no GEMM")
 
+    def gemm_launcher(self, call: GemmCall, workspace: int, workspace_size: int) -> Callable[[int], None]:
+        """A callable enqueueing :meth:`gemm` of ``call`` with everything but the stream fixed (a plan's repeated
+        GEMM, as :meth:`launcher` is a plan's repeated launch). Providers override it to find the library's plan
+        without rebuilding its key every call."""
+
+        def enqueue(stream: int) -> None:
+            self.gemm(call, workspace, workspace_size, stream)
+
+        return enqueue
+
     def grouped_gemm_unavailable(self) -> str | None:
         """None when :meth:`grouped_gemm` works here, else why not."""
         return f"{self.platform} provider has no grouped GEMM library binding"

@@ -513,6 +513,35 @@ class NvidiaProvider(RuntimeProvider):
             self._set_scale_pointers(plan, call)
             self._matmul(handle, plan, call, plan.algo.ptr, workspace, workspace_size, stream)
 
+    def gemm_launcher(self, call: GemmCall, workspace: int, workspace_size: int) -> Callable[[int], None]:
+        """:meth:`gemm` of ``call`` bound once (issue 16: the key, handle and scalars cost a decode call some 10 us a
+        GEMM): each call looks its plan up by the keys made here, under the plan lock as :meth:`gemm` does; a plan
+        not there (never made, or evicted since) is made through :meth:`gemm`."""
+        handle = self._lt_handle()
+        shape = _gemm_key(call, workspace_size, self.get_device())
+        keys = {False: (*shape, False), True: (*shape, True)}
+        alpha, beta = self._alpha_beta(_is_integer(call))
+        scaled = bool(call.a_scale or call.b_scale)
+        a, b, d = call.a.address, call.b.address, call.d.address
+
+        def enqueue(stream: int) -> None:
+            key = keys[self._tune_wanted(call)]
+            with self._gemm_lock:
+                plan = self._gemm_plans.get(key)
+                if plan is not None:
+                    self._gemm_plans.move_to_end(key)
+                    if scaled:
+                        self._set_scale_pointers(plan, call)
+                    a_layout, b_layout, d_layout = plan.layouts
+                    self._lt_call(
+                        "cublasLtMatmul", self.lt.matmul, handle, plan.desc, alpha, a, a_layout, b, b_layout, beta,
+                        d, d_layout, d, d_layout, plan.algo.ptr, workspace, workspace_size, stream,
+                    )  # fmt: skip
+                    return
+            self.gemm(call, workspace, workspace_size, stream)
+
+        return enqueue
+
     def grouped_gemm_unavailable(self) -> str | None:
         """None where cuBLASLt's device-sized grouped GEMM is bound for this device (:mod:`blaslt_grouped`)."""
         return blaslt_grouped.unavailable(self)
