@@ -47,6 +47,7 @@ BACKWARD: dict[str, tuple[str, str, dict[str, Any], Fn, bool]] = {
     "SwishBackward": ("gradOutput", "self", {"betaOptional": 1.5}, lambda t: t * torch.sigmoid(1.5 * t), False),
     "SeluBackward": ("gradOutput", "result", {}, F.selu, True),
     "HardswishBackward": ("gradOutput", "self", {}, F.hardswish, False),
+    "HardswishBackwardV2": ("gradOutput", "self", {}, F.hardswish, False),
     "HardsigmoidBackward": ("gradOutput", "self", {}, F.hardsigmoid, False),
     "HardtanhBackward": ("gradOutput", "self", {"min": -0.5, "max": 2.0}, lambda t: F.hardtanh(t, -0.5, 2.0), False),
     "HardshrinkBackward": ("gradOutput", "self", {"lambd": 0.75}, lambda t: F.hardshrink(t, 0.75), False),
@@ -222,3 +223,15 @@ def test_logit_grad_matches_autograd(eps: float) -> None:
         assert np.isinf(got[(x == 0) | (x == 1)]).all()
     else:
         assert (got[outside & ~np.isnan(x)] == 0.0).all()
+
+
+def test_hardswish_backward_v2_takes_its_pages_branches_at_minus_3_and_3() -> None:
+    x = np.array([-3.5, -3.0, -2.9990234375, 0.0, 2.9990234375, 3.0, 3.5, np.nan], np.float32)
+    g = np.full_like(x, 2.0)
+    got = ref("HardswishBackwardV2", gradOutput=g, self=x)["out"]
+    # 0 at self <= -3, gradOutput at self >= 3 (V1's page had -1/2 and 3/2 times gradOutput there); a NaN
+    # self fails both comparisons and takes gradOutput, as torch's hardswish_backward does
+    inner = [2 * (float(v) / 3 + 0.5) for v in (x[2], x[4])]
+    want = np.array([0.0, 0.0, inner[0], 1.0, inner[1], 2.0, 2.0, 2.0], np.float32)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, ref("HardswishBackward", gradOutput=g, self=x)["out"])

@@ -1,4 +1,4 @@
-"""GeluBackwardV2 (both approximations), LogSigmoidBackward and LogitGrad on the kernel emulator, against the reference.
+"""GeluBackwardV2 (both approximations), LogSigmoidBackward, LogitGrad and HardswishBackwardV2 on the kernel emulator.
 
 Their bodies are rows of the elementwise tables; a few samples of each (specials included) run under the op's
 accuracy class. ``tests/rocm/test_gpu_elementwise.py`` runs every sample of every elementwise op on a GPU.
@@ -17,7 +17,7 @@ from acl_core.spec.ops import get_spec
 from tests.rocm.against_reference import class_problems
 
 
-@pytest.mark.parametrize("op", ["GeluBackwardV2", "LogSigmoidBackward", "LogitGrad"])
+@pytest.mark.parametrize("op", ["GeluBackwardV2", "LogSigmoidBackward", "LogitGrad", "HardswishBackwardV2"])
 def test_samples_match_the_reference(emulated: Backend, op: str) -> None:
     samples = list(get_spec(op).samples(np.random.default_rng(3)))  # type: ignore[misc]
     picked = [s for s in samples if all(np.size(v) <= 64 for v in s.args.values() if isinstance(v, np.ndarray))]

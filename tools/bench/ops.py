@@ -111,7 +111,7 @@ OPS = (
     "SparseFlashAttention",
     "LightningIndexer",
     *("QuantMatmulV5", "QuantMatmulV3", "Replay", "GemmaRmsNorm"),
-    *("Mish", "SiluBackward"),
+    *("Mish", "SiluBackward", "HardswishBackwardV2"),
     *POINTWISE,
     *BITWISE,
     "AddRmsNormQuant",
@@ -139,6 +139,7 @@ captured chain of small Adds replayed beside the same chain launched eagerly, :m
 ACTIVATIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "Mish": (("self",), "mish"),
     "SiluBackward": (("gradOutput", "self"), "silu_backward"),
+    "HardswishBackwardV2": (("gradOutput", "self"), "hardswish_backward"),
 }
 """Activation rows: aclnn op → (its input tensors in order, the torch aten op taking the same inputs)."""
 

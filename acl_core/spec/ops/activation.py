@@ -15,6 +15,10 @@ Choices where the CANN docs are silent or not transcribed here:
 * NaN: Hardshrink, Hardtanh, Threshold, Softshrink and every backward op keep torch's NaN behaviour (the
   comparisons written as torch writes them, so a NaN input goes down the same branch);
 * HardswishBackward's branch points follow current torch: 0 for x <= -3, gradOutput for x >= 3;
+* HardswishBackwardV2: its page (hicann/ops-nn activation/hard_swish_grad_v2) moves V1's page's branch
+  points (V1's page: x/3 + 1/2 on the closed interval [-3, 3], so -1/2 at -3 and 3/2 at 3) to 0 at x <= -3
+  and 1 at x >= 3: the branches HardswishBackward here already computes. It is declared as V1's twin
+  (:data:`SAME_FORMULA`): same parameters, rules, samples and formula, its own name and kernel;
 * EluBackward with ``isResult`` true refuses a negative ``alpha`` (161002), as torch does: the result
   does not determine the input when alpha < 0. LeakyReluBackward's ``selfIsResult`` does not change the
   result (the sign of the result is the sign of the input for a non-negative slope).
@@ -26,14 +30,14 @@ Choices where the CANN docs are silent or not transcribed here:
   ``gradOutput / (1 + e^x)``, evaluated as torch's log_sigmoid_backward does (no overflow on either side).
 
 Not declared yet: LogSigmoidForward (its ``buffer`` output is an implementation detail CANN does not
-specify), Prelu(Backward) (weight along dim 1), Glu(Backward), GeluMul, HardswishBackwardV2, and the row
+specify), Prelu(Backward) (weight along dim 1), Glu(Backward), GeluMul, and the row
 ops (SoftmaxBackward, ...).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -152,7 +156,7 @@ def _elu_backward_check(call: Call) -> None:
 
 
 _GRAD_SELF = (_t("gradOutput"), _t("self"))
-BACKWARD: tuple[Row, ...] = (
+_BACKWARD_V1: tuple[Row, ...] = (
     Row("SigmoidBackward", (_t("gradOutput"), _t("output"), _o("gradInput")), _EXACT, ranges={"output": (0.0, 1.0)}),
     Row("TanhBackward", (_t("gradOutput"), _t("output"), _o("gradInput")), _EXACT, ranges={"output": (-1.0, 1.0)}),
     Row("SiluBackward", (*_GRAD_SELF, _o("gradInput")), _LIBM),
@@ -221,6 +225,12 @@ BACKWARD: tuple[Row, ...] = (
         ({"threshold": 0.5}, {"threshold": -1.0}),
     ),
 )
+
+SAME_FORMULA: dict[str, str] = {"HardswishBackwardV2": "HardswishBackward"}
+"""Versioned ops whose page gives the formula an op declared here already computes: the twin → that op."""
+
+_V1_BY_NAME = {r.name: r for r in _BACKWARD_V1}
+BACKWARD: tuple[Row, ...] = (*_BACKWARD_V1, *(replace(_V1_BY_NAME[v1], name=v2) for v2, v1 in SAME_FORMULA.items()))
 """Two-input gradients: gradInput = gradOutput · f'(input or result)."""
 
 _TWINS: dict[str, str] = {

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from acl_core.dtypes import DataType
-from acl_core.spec.ops.activation import BACKWARD, FORWARD
+from acl_core.spec.ops.activation import BACKWARD, FORWARD, SAME_FORMULA
 from acl_core.spec.opspec import Kind
 from acl_reference.call import RefCall
 from acl_reference.kernels import kernel
@@ -149,6 +149,7 @@ FUNCTIONS: dict[str, Callable[[V], Array]] = {
     "ThresholdBackward": lambda v: np.where(v["self"] <= v["threshold"], 0.0, v["gradOutput"]),
 }
 """Each op's float64 formula over its values by official name."""
+FUNCTIONS.update({v2: FUNCTIONS[v1] for v2, v1 in SAME_FORMULA.items()})
 
 
 def _scalar(value: Any, compute: DataType) -> float | None:

@@ -118,10 +118,10 @@ ROWS: Final[tuple[tuple[str, str, str], ...]] = (
         f"const double g = gradOutput, y = result; r = y <= 0.0 ? g * (y + {_SELU_ALPHA} * {_SELU_SCALE}) "
         f": g * {_SELU_SCALE};",
     ),
-    (
-        "HardswishBackward",
-        "gradOutput:T, self:T -> out:T",
-        _GX + "r = x <= -3.0 ? 0.0 : (x < 3.0 ? g * (x / 3.0 + 0.5) : g);",
+    # V2's page gives the branches V1 already follows here (acl_core.spec.ops.activation.SAME_FORMULA)
+    *(
+        (name, "gradOutput:T, self:T -> out:T", _GX + "r = x <= -3.0 ? 0.0 : (x < 3.0 ? g * (x / 3.0 + 0.5) : g);")
+        for name in ("HardswishBackward", "HardswishBackwardV2")
     ),
     ("HardsigmoidBackward", "gradOutput:T, self:T -> out:T", _GX + "r = (x > -3.0 && x < 3.0) ? g / 6.0 : 0.0;"),
     (
