@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -318,6 +320,7 @@ def test_gate_route_compute_combine_equals_the_direct_mixture(rng: np.random.Gen
         "MoeInitRoutingV3",
         "MoeTokenPermuteGrad",
         "MoeTokenUnpermuteGrad",
+        "MoeGatingTopKBackward",
     ],
 )
 def test_conformance_samples_run_and_error_samples_fail_as_declared(op: str) -> None:
@@ -467,6 +470,74 @@ def test_gating_top_k_codes(rng: np.random.Generator) -> None:
     assert code_of("MoeGatingTopK", x=x, **{**attrs, "normType": 2}) == TILING
     assert code_of("MoeGatingTopK", x=x[None], **attrs) == TILING
     assert code_of("MoeGatingTopK", x=x, biasOptional=np.zeros(16, np.float16), **attrs) == INVALID
+
+
+# ----------------------------------------------------------------------------- MoeGatingTopKBackward
+def _sigmoid_gating_grad(logits: np.ndarray, idx: np.ndarray, grad_y: np.ndarray, scaling: float, eps: float) -> Any:
+    """d(loss)/d(logits) by autograd through MoeGatingTopK's sigmoid forward: s·sel/(Σ sel + eps), sel = σ(x)[idx]."""
+    x = torch.from_numpy(logits.astype(np.float64)).requires_grad_()
+    chosen = torch.sigmoid(x).gather(1, torch.from_numpy(idx.astype(np.int64)))
+    y = scaling * chosen / (chosen.sum(dim=1, keepdim=True) + eps)
+    (grad,) = torch.autograd.grad(y, x, torch.from_numpy(grad_y.astype(np.float64)))
+    return grad.numpy()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize(("rows", "experts", "k"), [(7, 256, 8), (4, 8, 2), (3, 16, 16)], ids=str)
+def test_gating_top_k_backward_is_the_sigmoid_forwards_gradient(
+    rows: int, experts: int, k: int, dtype: type, rng: np.random.Generator
+) -> None:
+    logits = rng.uniform(-4, 4, (rows, experts))
+    x_norm = (1.0 / (1.0 + np.exp(-logits))).astype(np.float32)
+    idx = np.stack([rng.permutation(experts)[:k] for _ in range(rows)]).astype(np.int32)
+    grad_y = rng.uniform(-2, 2, (rows, k)).astype(dtype)
+    got = ref(
+        "MoeGatingTopKBackward",
+        xNorm=x_norm,
+        gradY=grad_y,
+        expertIdx=idx,
+        renorm=0,
+        normType=1,
+        routedScalingFactor=2.5,
+        eps=1e-20,
+    )["out"]
+    assert got.dtype == np.dtype(dtype) and got.shape == (rows, experts)
+    # the gradient through the float64 sigmoid of the logits differs from the float32 xNorm's by ~1e-7 relative
+    want = _sigmoid_gating_grad(np.log(x_norm / (1.0 - x_norm)).astype(np.float64), idx, grad_y, 2.5, 1e-20)
+    tol = {np.float32: 2e-6, np.float16: 2e-3, BF16: 1.6e-2}[dtype]
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol * np.abs(want).max())
+    unchosen = np.ones((rows, experts), bool)
+    np.put_along_axis(unchosen, idx.astype(np.int64), False, axis=1)
+    assert (got[unchosen] == 0).all()
+
+
+def test_gating_top_k_backward_adds_repeated_experts_and_ignores_renorm(rng: np.random.Generator) -> None:
+    x_norm = rng.uniform(0.05, 0.95, (2, 6)).astype(np.float32)
+    grad_y = rng.uniform(-1, 1, (2, 3)).astype(np.float32)
+    idx = np.array([[4, 4, 1], [0, 2, 5]], np.int32)
+    attrs = dict(normType=1, routedScalingFactor=1.5, eps=1e-6)
+    got = ref("MoeGatingTopKBackward", xNorm=x_norm, gradY=grad_y, expertIdx=idx, renorm=0, **attrs)["out"]
+    again = ref("MoeGatingTopKBackward", xNorm=x_norm, gradY=grad_y, expertIdx=idx, renorm=1, **attrs)["out"]
+    np.testing.assert_array_equal(got, again)
+    x = x_norm.astype(np.float64)[0]
+    d = 2 * x[4] + x[1] + float(np.float32(1e-6))
+    g = 1.5 * grad_y.astype(np.float64)[0]
+    beta = (x[4] * g[0] + x[4] * g[1] + x[1] * g[2]) / d
+    want4 = x[4] * (1 - x[4]) * ((g[0] - beta) + (g[1] - beta)) / d
+    np.testing.assert_allclose(got[0, 4], want4, rtol=1e-6)
+    assert got[0, 0] == 0 and got[0, 2] == 0
+
+
+def test_gating_top_k_backward_codes(rng: np.random.Generator) -> None:
+    x_norm = rng.uniform(0.1, 0.9, (3, 8)).astype(np.float32)
+    base = dict(xNorm=x_norm, gradY=np.ones((3, 2), np.float32), renorm=0, normType=1, routedScalingFactor=1.0)
+    for bad in ([[0, 8], [1, 2], [3, 4]], [[0, 1], [-1, 2], [3, 4]]):
+        assert code_of("MoeGatingTopKBackward", expertIdx=np.array(bad, np.int32), eps=1e-20, **base) == INVALID
+    good = np.array([[0, 1], [2, 3], [4, 5]], np.int32)
+    assert code_of("MoeGatingTopKBackward", expertIdx=good, eps=1e-20, **{**base, "normType": 0}) == INVALID
+    assert code_of("MoeGatingTopKBackward", expertIdx=good, eps=1e-20, out=np.zeros((3, 8), np.float16), **base) == (
+        INVALID
+    )
 
 
 # ----------------------------------------------------------------------------- MoeTokenPermute / Unpermute

@@ -1,5 +1,6 @@
-"""Mixture-of-experts routing: MoeGatingTopKSoftmax, MoeGatingTopK, MoeInitRouting(V2, V3), MoeFinalizeRouting,
-MoeTokenPermute and MoeTokenUnpermute, and the last two's backwards (MoeTokenPermuteGrad, MoeTokenUnpermuteGrad).
+"""Mixture-of-experts routing: MoeGatingTopKSoftmax, MoeGatingTopK(Backward), MoeInitRouting(V2, V3),
+MoeFinalizeRouting, MoeTokenPermute and MoeTokenUnpermute, and the last two's backwards (MoeTokenPermuteGrad,
+MoeTokenUnpermuteGrad).
 
 The first operators form one pipeline. With ``numRows`` tokens, ``E`` experts and ``k`` experts per token:
 
@@ -39,6 +40,18 @@ The first operators form one pipeline. With ``numRows`` tokens, ``E`` experts an
   than groupSelectMode, k <= kGroup × group size, the 32-aligned group bound, normType / groupSelectMode
   / renorm in {0, 1} (normType 2, softplus, is in CANN's code but not its interface document: refused);
   a bias or yOut of another dtype than x is 161002.
+* MoeGatingTopKBackward (aclnnMoeGatingTopKBackward.md, hicann/ops-transformer moe/moe_gating_top_k_backward):
+  the sigmoid mode (normType 1, the only one the page supports; 0 is refused, 161002 — the page names no
+  code) of MoeGatingTopK's backward. Per row, with ``s = routedScalingFactor`` and ``eps`` as float32 (the
+  forward's rule): ``D = Σ_p xNorm[expertIdx_p] + eps``, ``beta = Σ_p (xNorm[expertIdx_p]/D)·s·gradY_p``,
+  ``gradNorm[j] = Σ_{p: expertIdx_p = j} (s·gradY_p - beta)/D`` (repeated experts add up, as the page's sum
+  says) and ``out = xNorm·(1 - xNorm)·gradNorm`` over every expert (0 where no p reaches j, NaN where xNorm
+  is). Evaluated in float64 and rounded once to ``out``, which takes gradY's dtype and xNorm's shape (the
+  parameter table; the error table says "out's dtype differs from xNorm" — the table and the page's test
+  golden agree on gradY's, followed here). ``renorm`` is reserved: 0 or 1, either gives the same result
+  (the forward always renormalises in sigmoid mode); others are 161002 (a choice). Shapes: xNorm [M, N]
+  float32 with 2 <= N <= 2048, gradY [M, K] with 1 <= K <= N, expertIdx int32 of gradY's shape, no empty
+  tensor: else 161002. expertIdx values outside [0, N) are refused when the operator runs (161002).
 * MoeTokenPermute (paddedMode false, the only mode CANN supports; true is 561002): the flattened
   ``indices`` [tokens, topK] (or [tokens]) are sorted stably; ``permuteTokensOut[p] = tokens[sorted[p] //
   topK]`` for the first ``numOutTokens`` positions (0: all; negative: a Python slice end) and
@@ -544,6 +557,106 @@ _MoeGatingTopK = OpSpec(
     samples=_gating_k_samples,
     error_samples=_gating_k_errors,
     summary="softmax or sigmoid gating, bias, group-limited top-k experts, renormalised and scaled weights",
+)
+
+
+# ----------------------------------------------------------------------------- MoeGatingTopKBackward
+def _gating_k_backward_infer(call: Call) -> Infos:
+    x_norm, grad_y, idx = (tensor_arg(call, n) for n in ("xNorm", "gradY", "expertIdx"))
+    if x_norm.rank != 2 or grad_y.rank != 2 or idx.rank != 2:
+        raise invalid("xNorm, gradY and expertIdx must be 2-D")
+    rows, experts = x_norm.shape
+    if not 2 <= experts <= MAX_EXPERTS:
+        raise invalid(f"xNorm has {experts} experts; the last axis must lie in [2, {MAX_EXPERTS}]")
+    if rows == 0:
+        raise invalid("empty tensors are not supported (xNorm has no rows)")
+    if tuple(idx.shape) != tuple(grad_y.shape):
+        raise invalid(f"expertIdx has shape {list(idx.shape)}; gradY has {list(grad_y.shape)}")
+    if grad_y.shape[0] != rows:
+        raise invalid(f"gradY has {grad_y.shape[0]} rows; xNorm has {rows}")
+    if not 1 <= grad_y.shape[1] <= experts:
+        raise invalid(f"gradY's k = {grad_y.shape[1]} must lie in [1, {experts}] (xNorm's experts)")
+    if int(call.args["normType"]) != 1:
+        raise invalid(f"normType={int(call.args['normType'])}: only 1 (sigmoid) is supported")
+    if int(call.args["renorm"]) not in (0, 1):
+        raise invalid(f"renorm={int(call.args['renorm'])} must be 0 or 1")
+    return {"out": same((rows, experts), grad_y.dtype)}
+
+
+def _unique_experts(rng: np.random.Generator, rows: int, experts: int, k: int) -> np.ndarray:
+    """Each row: k distinct expert numbers in random order (what the forward's top-k gives)."""
+    if rows == 0:
+        return np.zeros((0, k), np.int32)
+    return np.stack([rng.permutation(experts)[:k] for _ in range(rows)]).astype(np.int32)
+
+
+def gating_k_backward_args(
+    rng: np.random.Generator, rows: int, experts: int, k: int, dt: D, **attrs: Any
+) -> dict[str, Any]:
+    """MoeGatingTopKBackward arguments: sigmoid outputs, a gradient of ``dt`` and distinct experts per row."""
+    x_norm = (1.0 / (1.0 + np.exp(-rng.uniform(-4.0, 4.0, (rows, experts))))).astype(np.float32)
+    args: dict[str, Any] = {"xNorm": x_norm, "gradY": S.array(rng, (rows, k), dt, low=-2.0, high=2.0)}
+    args["expertIdx"] = _unique_experts(rng, rows, experts, k)
+    defaults: dict[str, Any] = {"renorm": 0, "normType": 1, "routedScalingFactor": 1.0, "eps": 1e-20}
+    return {**args, **defaults, **attrs}
+
+
+def _gating_k_backward_samples(rng: np.random.Generator) -> Iterable[Sample]:
+    for dt in _DTYPES:
+        args = gating_k_backward_args(rng, 5, 256, 8, dt, routedScalingFactor=2.5)
+        yield Sample(args, f"{dt.short} DeepSeek-V3 router [5, 256], k 8")
+        yield Sample(gating_k_backward_args(rng, 4, 8, 2, dt), f"{dt.short} top-2 of 8")
+    yield Sample(gating_k_backward_args(rng, 3, 40, 4, D.ACL_FLOAT, renorm=1, eps=1e-6), "renorm 1, eps 1e-6")
+    yield Sample(gating_k_backward_args(rng, 2, 16, 16, D.ACL_BF16), "k = E")
+    yield Sample(gating_k_backward_args(rng, 2, 2048, 8, D.ACL_FLOAT16, routedScalingFactor=0.5), "2048 experts")
+    yield Sample(gating_k_backward_args(rng, 3, 2, 1, D.ACL_FLOAT), "two experts, k 1")
+    dup = gating_k_backward_args(rng, 3, 12, 4, D.ACL_FLOAT)
+    dup["expertIdx"] = np.array([[3, 3, 0, 7], [5, 1, 5, 5], [11, 2, 9, 4]], np.int32)
+    yield Sample(dup, "repeated experts in a row: their gradients add up")
+    wide = gating_k_backward_args(rng, 2, 64, 6, D.ACL_FLOAT)
+    wide["xNorm"] = np.where(rng.random((2, 64)) < 0.1, np.float32(np.nan), wide["xNorm"])
+    yield Sample(wide, "NaN scores: the rows they reach are NaN")
+
+
+def _gating_k_backward_errors(rng: np.random.Generator) -> Iterable[ErrorSample]:
+    base = gating_k_backward_args(rng, 4, 16, 4, D.ACL_FLOAT)
+    yield ErrorSample({**base, "xNorm": base["xNorm"].astype(np.float16)}, INVALID, "float16 xNorm")
+    yield ErrorSample({**base, "gradY": base["gradY"].astype(np.int32)}, INVALID, "int32 gradY")
+    yield ErrorSample({**base, "expertIdx": base["expertIdx"].astype(np.int64)}, INVALID, "int64 expertIdx")
+    yield ErrorSample({**base, "out": np.zeros((4, 16), np.float16)}, INVALID, "out of another dtype than gradY")
+    yield ErrorSample({**base, "out": np.zeros((4, 15), np.float32)}, INVALID, "out of another shape than xNorm")
+    yield ErrorSample({**base, "xNorm": base["xNorm"][None]}, INVALID, "3-D xNorm")
+    yield ErrorSample({**base, "expertIdx": base["expertIdx"][:, :3]}, INVALID, "expertIdx of another shape")
+    yield ErrorSample({**base, "gradY": base["gradY"][:3], "expertIdx": base["expertIdx"][:3]}, INVALID, "3 of 4 rows")
+    one = gating_k_backward_args(rng, 4, 1, 1, D.ACL_FLOAT)
+    yield ErrorSample(one, INVALID, "one expert")
+    yield ErrorSample(gating_k_backward_args(rng, 1, 2049, 4, D.ACL_FLOAT), INVALID, "2049 experts")
+    empty = gating_k_backward_args(rng, 4, 16, 0, D.ACL_FLOAT)
+    yield ErrorSample(empty, INVALID, "k = 0")
+    yield ErrorSample(gating_k_backward_args(rng, 0, 16, 4, D.ACL_FLOAT), INVALID, "no rows")
+    wide = {**base, "gradY": S.array(rng, (4, 17), D.ACL_FLOAT), "expertIdx": np.zeros((4, 17), np.int32)}
+    yield ErrorSample(wide, INVALID, "k above the expert count")
+    yield ErrorSample({**base, "normType": 0}, INVALID, "normType 0 (softmax)")
+    yield ErrorSample({**base, "renorm": 2}, INVALID, "renorm 2")
+
+
+_MoeGatingTopKBackward = OpSpec(
+    "MoeGatingTopKBackward",
+    FAMILY,
+    (
+        tensor("xNorm", {D.ACL_FLOAT}),
+        tensor("gradY", FLOATS),
+        tensor("expertIdx", I32, index_of=IndexOf("xNorm", axis=1)),
+        int_attr("renorm"),
+        int_attr("normType"),
+        float_attr("routedScalingFactor"),
+        float_attr("eps"),
+        out("out", FLOATS, c_type="const aclTensor*"),
+    ),
+    _gating_k_backward_infer,
+    samples=_gating_k_backward_samples,
+    error_samples=_gating_k_backward_errors,
+    summary="MoeGatingTopK's sigmoid-mode backward: the renormalisation's and the sigmoid's gradients, scattered",
 )
 
 
@@ -1289,6 +1402,29 @@ def _gating_k_scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict
     return {**scale, **norm}
 
 
+def _gating_k_backward_length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
+    """MoeGatingTopKBackward's summed terms: a row's k chosen scores (D) and k products (beta), plus repeats."""
+    shape = getattr(args.get("gradY"), "shape", ())
+    return 2 * (int(shape[-1]) if len(shape) == 2 else 1)
+
+
+def _gating_k_backward_scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """``|x(1 - x)|/D · Σ_p s(|gradY_p| + Σ_q w_q|gradY_q|)`` over the p reaching each expert (cancellation)."""
+    x = np.asarray(args["xNorm"], np.float64)
+    g = np.abs(np.asarray(args["gradY"]).astype(np.float64)) * abs(as_float32(float(args["routedScalingFactor"])))
+    idx = np.asarray(args["expertIdx"]).astype(np.int64)
+    if x.size == 0 or g.size == 0 or idx.min() < 0 or idx.max() >= x.shape[1]:
+        return {}
+    with np.errstate(all="ignore"):
+        chosen = np.take_along_axis(x, idx, axis=1)
+        d = np.abs(chosen.sum(axis=1, keepdims=True) + as_float32(float(args["eps"])))
+        beta = (np.abs(chosen) / d * g).sum(axis=1, keepdims=True)
+        terms = (g + beta) / d
+        acc = np.zeros_like(x)
+        np.add.at(acc, (np.arange(x.shape[0])[:, None], idx), terms)
+        return {"out": np.abs(x * (1.0 - x)) * acc}
+
+
 def _finalize_length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
     """MoeFinalizeRouting's roundings per output: x1 + x2, then per expert a bias add, a product and a sum."""
     shape = getattr(args.get("scales"), "shape", ())
@@ -1309,6 +1445,14 @@ ACCURACY: dict[str, Accuracy] = {
     # division and the scaling; the experts are chosen without rounding (docstring: ranking keys)
     "MoeGatingTopK": composite(
         steps=8, length_of=_gating_k_length, scale_of=_gating_k_scale, reason="a row softmax or sigmoid, then renorm"
+    ),
+    # D = Σ x + eps and beta = Σ w·s·g over a row's k experts; (s·g - beta)/D, the scatter's sums (repeats) and
+    # x(1 - x)·: a handful of roundings after the two sums, whose cancellation the scale carries
+    "MoeGatingTopKBackward": composite(
+        steps=8,
+        length_of=_gating_k_backward_length,
+        scale_of=_gating_k_backward_scale,
+        reason="two row sums over the k chosen experts, then (s·g - beta)/D scattered and times x(1 - x)",
     ),
     "MoeTokenPermute": exact("routing: every permuteTokensOut element is a copy of a tokens element"),
     "MoeInitRoutingV2": exact("routing: every expandedXOut element is a copy of an x element or a padding zero"),
@@ -1331,6 +1475,7 @@ SPECS: list[OpSpec] = with_accuracy(
         _MoeInitRouting,
         _MoeFinalizeRouting,
         _MoeGatingTopK,
+        _MoeGatingTopKBackward,
         _MoeTokenPermute,
         _MoeTokenUnpermute,
         _MoeTokenPermuteGrad,

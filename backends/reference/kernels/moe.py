@@ -203,6 +203,27 @@ def gating_top_k_kernel(k: RefCall) -> None:
     k.write("outOut", norm)
 
 
+@kernel("MoeGatingTopKBackward")
+def gating_top_k_backward(k: RefCall) -> None:
+    """out = xNorm(1 - xNorm)·gradNorm, gradNorm the renormalisation's gradient scattered to the chosen experts."""
+    x = k.read("xNorm", np.float64)
+    g = k.read("gradY", np.float64)
+    idx = k.read("expertIdx").astype(np.int64)
+    rows, experts = x.shape
+    if idx.size and (idx.min() < 0 or idx.max() >= experts):
+        raise _launch_error(f"expertIdx values must lie in [0, {experts - 1}]")
+    scaling = float(np.float32(k.value("routedScalingFactor")))
+    eps = float(np.float32(k.value("eps")))
+    with np.errstate(all="ignore"):
+        chosen = np.take_along_axis(x, idx, axis=1)
+        d = chosen.sum(axis=1, keepdims=True) + eps
+        scaled = g * scaling
+        beta = (chosen / d * scaled).sum(axis=1, keepdims=True)
+        grad_norm = np.zeros_like(x)
+        np.add.at(grad_norm, (np.arange(rows)[:, None], idx), (scaled - beta) / d)
+        k.write("out", x * (1.0 - x) * grad_norm)
+
+
 # ----------------------------------------------------------------------------- permute / unpermute
 @kernel("MoeTokenPermute")
 def token_permute(k: RefCall) -> None:
