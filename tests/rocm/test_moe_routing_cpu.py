@@ -1,4 +1,4 @@
-"""MoeGatingTopK, MoeTokenPermute and MoeTokenUnpermute above the provider seam, on the CPU kernel emulator.
+"""MoeGatingTopK(Backward), MoeTokenPermute and MoeTokenUnpermute above the provider seam, on the CPU kernel emulator.
 
 Every sample runs contiguous and transposed against the reference; the ranking arithmetic
 (``acl_rank_exp``) is compared with the reference's ``ranking_exp`` bit for bit; rows longer than a
@@ -31,7 +31,14 @@ from tests.rocm.against_reference import compare_run
 from tests.rocm.fake_provider import FakeProvider
 from tests.rocm.kernel_emulator import SHIM, available
 
-OPS = ["MoeGatingTopK", "MoeTokenPermute", "MoeTokenUnpermute", "MoeInitRoutingV2", "MoeInitRoutingV3"]
+OPS = [
+    "MoeGatingTopK",
+    "MoeTokenPermute",
+    "MoeTokenUnpermute",
+    "MoeInitRoutingV2",
+    "MoeInitRoutingV3",
+    "MoeGatingTopKBackward",
+]
 EXACT = (
     "expertIdxOut",
     "permuteTokensOut",
@@ -181,6 +188,25 @@ def test_device_index_errors_are_reported_at_synchronisation(emulated: RocmBacke
     broken["sortedIndices"][3] = -1
     for backend in (reference, emulated):
         _refused(backend, "MoeTokenUnpermute", broken)
+
+
+def test_gating_top_k_backward_index_errors_and_repeats(emulated: RocmBackend, reference: Backend) -> None:
+    rng = np.random.default_rng(12)
+    x_norm = rng.uniform(0.01, 0.99, (5, 40)).astype(np.float32)
+    base = {"xNorm": x_norm, "gradY": rng.uniform(-1, 1, (5, 6)).astype(np.float16), "renorm": 0, "normType": 1}
+    base |= {"routedScalingFactor": 2.5, "eps": 1e-20}
+    idx = np.stack([rng.permutation(40)[:6] for _ in range(5)]).astype(np.int32)
+    for bad in (40, -1):
+        broken = idx.copy()
+        broken[3, 2] = bad
+        for backend in (reference, emulated):
+            _refused(backend, "MoeGatingTopKBackward", {**base, "expertIdx": broken})
+    repeats = idx.copy()
+    repeats[0] = 7  # one expert six times: its gradients add up in p order
+    repeats[2, 3:] = repeats[2, :3]
+    repeats[4, 1] = repeats[4, 5]
+    for layout in ("contiguous", "transposed", "padded"):
+        compare_run(emulated, reference, "MoeGatingTopKBackward", {**base, "expertIdx": repeats}, layout, "repeats")
 
 
 def test_sources(tmp_path: Path) -> None:

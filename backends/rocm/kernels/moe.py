@@ -504,6 +504,89 @@ class GatingTopKEmit:
         )
 
 
+# ----------------------------------------------------------------------------- MoeGatingTopKBackward
+GATING_BACKWARD_MAX = 2048
+"""The largest expert count and k of MoeGatingTopKBackward (its shared arrays' length)."""
+
+
+@dataclass(frozen=True)
+class GatingTopKBackward:
+    """MoeGatingTopKBackward, one block of 256 threads per row (grid-stride over rows), flag-gated, in double.
+
+    Threads take the row's k chosen experts: ``D = Σ x + eps`` and ``Σ x·s·g`` by one tree reduction each
+    (``beta`` is the second over ``D``), then ``(s·g - beta)/D`` per chosen expert into shared memory and
+    ``slot[expert] = p``. A row whose experts repeat (``slot`` names another p) is marked; every thread then
+    writes its experts' ``x(1 - x)·gradNorm``: 0 where no p reaches the expert, the one p's value, or, in a
+    marked row, the sum over the p reaching it in increasing p (the reference's order). No atomics.
+    """
+
+    grad: D
+
+    @functools.cached_property
+    def kernel_name(self) -> str:
+        """The kernel's extern "C" name."""
+        return kernel_name("gating_k_backward", self)
+
+    def source(self) -> str:
+        """The complete kernel source."""
+        st = ctype(self.grad).storage
+        params = ["const Meta m", "const float* x", f"const {st}* g", "const int* idx", f"{st}* out", "const int* flag"]
+        params += [f"const long long {n}" for n in ("experts", "k", "xs0", "xs1", "gs0", "gs1", "is0", "is1")]
+        params += ["const long long os0", "const long long os1", "const double scaling", "const double eps"]
+        n = GATING_BACKWARD_MAX
+        tree = [
+            "  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {",
+            "    if (threadIdx.x < s) {",
+            "      red[threadIdx.x] += red[threadIdx.x + s];",
+            "      red2[threadIdx.x] += red2[threadIdx.x + s];",
+            "    }",
+            "    __syncthreads();",
+            "  }",
+        ]
+        body = [
+            "if (*flag) return;",
+            "__shared__ double red[256], red2[256];",
+            f"__shared__ double gw[{n}];",
+            f"__shared__ int chosen[{n}], slot[{n}];",
+            "__shared__ int repeated;",
+            "for (long long row = blockIdx.x; row < m.n; row += gridDim.x) {",
+            "  double a = 0.0, b = 0.0;",
+            "  for (long long p = threadIdx.x; p < k; p += blockDim.x) {",
+            "    const int j = idx[row * is0 + p * is1];",
+            "    const double xv = (double)x[row * xs0 + j * xs1];",
+            f"    const double gv = {_as_double('g[row * gs0 + p * gs1]', self.grad)} * scaling;",
+            "    chosen[p] = j; gw[p] = gv;",
+            "    a += xv; b += xv * gv;",
+            "  }",
+            "  for (long long j = threadIdx.x; j < experts; j += blockDim.x) slot[j] = -1;",
+            "  if (threadIdx.x == 0) repeated = 0;",
+            "  red[threadIdx.x] = a; red2[threadIdx.x] = b;",
+            "  __syncthreads();",
+            *tree,
+            "  const double d = red[0] + eps, beta = red2[0] / d;",
+            "  for (long long p = threadIdx.x; p < k; p += blockDim.x) {",
+            "    gw[p] = (gw[p] - beta) / d;",
+            "    slot[chosen[p]] = (int)p;  // of repeated experts one p stays: the row is marked below",
+            "  }",
+            "  __syncthreads();",
+            "  for (long long p = threadIdx.x; p < k; p += blockDim.x) if (slot[chosen[p]] != (int)p) repeated = 1;",
+            "  __syncthreads();",
+            "  for (long long j = threadIdx.x; j < experts; j += blockDim.x) {",
+            "    const int q = slot[j];",
+            "    double acc = 0.0;",
+            "    if (q >= 0 && !repeated) acc += gw[q];  // 0 + gw, as the reference's scatter adds (-0 becomes 0)",
+            "    else if (q >= 0) for (long long p = 0; p < k; ++p) if (chosen[p] == j) acc += gw[p];",
+            "    const double xv = (double)x[row * xs0 + j * xs1];",
+            f"    out[row * os0 + j * os1] = {store_narrow('xv * (1.0 - xv) * acc', self.grad)};",
+            "  }",
+            "  __syncthreads();",
+            "}",
+        ]
+        return source(
+            f"moe: gating top-k backward into {self.grad.short}", meta(1, 1), self.kernel_name, params, body, HELPERS
+        )
+
+
 # ----------------------------------------------------------------------------- MoeTokenPermute / Unpermute
 @dataclass(frozen=True)
 class PermuteCheck:

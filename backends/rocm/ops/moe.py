@@ -1,4 +1,5 @@
-"""The MoE family on the GPU: MoeGatingTopKSoftmax, MoeInitRouting, MoeFinalizeRouting, the token (un)permutes.
+"""The MoE family on the GPU: MoeGatingTopKSoftmax, MoeInitRouting, MoeFinalizeRouting, the token (un)permutes,
+MoeGatingTopKBackward.
 
 Gating: a softmax kernel writes each row's probabilities in double to a temporary beside its ranking
 keys (the logits, or zeros for a row of NaN probabilities), the row sorter orders the keys descending
@@ -8,6 +9,8 @@ Routing: the flattened expertIdx is sorted stably (equal experts keep their row-
 is sorted too, and a check kernel sets the device flag unless it is a permutation of 0..n-1, which
 the driver reports as 161002 at synchronisation (the table and gather kernels write nothing then).
 Finalize: one kernel per output element, in double, after range checks of both index tensors.
+MoeGatingTopKBackward: a range check of expertIdx (the flag), then one block per row in double
+(:class:`acl_rocm.kernels.moe.GatingTopKBackward`).
 MoeInitRoutingV3: the row sorter orders the expert numbers; one thread finds the routed span [lo, hi) of
 the active expert range in the sorted keys (so no host sync), then kernels write the row index (gather or
 scatter), gather the routed rows (16-byte words where they can) or quantise them to int8 one block per
@@ -38,6 +41,7 @@ from acl_rocm.kernels.moe import (
     Finalize,
     GatingEmit,
     GatingSoftmax,
+    GatingTopKBackward,
     GatingTopKEmit,
     GatingTopKPrep,
     InverseCheck,
@@ -70,6 +74,7 @@ if TYPE_CHECKING:
 OPS: tuple[str, ...] = (
     "MoeFinalizeRouting",
     "MoeGatingTopK",
+    "MoeGatingTopKBackward",
     "MoeGatingTopKSoftmax",
     "MoeInitRouting",
     "MoeInitRoutingV2",
@@ -100,6 +105,7 @@ class MoeRunner:
             "MoeInitRouting": self._init_routing,
             "MoeFinalizeRouting": self._finalize,
             "MoeGatingTopK": self._gating_top_k,
+            "MoeGatingTopKBackward": self._gating_top_k_backward,
             "MoeTokenPermute": self._permute,
             "MoeTokenUnpermute": self._unpermute,
             "MoeTokenPermuteGrad": self._permute_grad,
@@ -236,6 +242,23 @@ class MoeRunner:
         args = [s.meta(rows, (rows,), [(0,)]), norm, idx, _p(y), _p(expert)]
         args += [*longs(experts, k, *y.strides, *expert.strides), ctypes.c_double(scaling), ctypes.c_double(eps)]
         s.step(prog, emit, s.flat_config(rows), args)
+        return prog
+
+    def _gating_top_k_backward(self, launch: Launch) -> Program:
+        x, grad, idx, out = (launch_tensor(launch, n) for n in ("xNorm", "gradY", "expertIdx", "out"))
+        a = launch.args
+        prog = Program()
+        rows, experts = x.view_dims
+        s = self.sorter
+        prog.report = f"MoeGatingTopKBackward: expertIdx values must lie in [0, {experts - 1}]"
+        self._check(prog, idx, experts)
+        scaling, eps = (float(np.float32(a[n])) for n in ("routedScalingFactor", "eps"))
+        args: list[Any] = [s.meta(rows, (rows,), [(0,)]), _p(x), _p(grad), _p(idx), _p(out), FLAG]
+        args += longs(experts, idx.view_dims[1], *x.strides, *grad.strides, *idx.strides, *out.strides)
+        args += [ctypes.c_double(scaling), ctypes.c_double(eps)]
+        p = self.backend.properties
+        grid = min(rows, p.compute_units * BLOCKS_PER_UNIT, p.max_grid_x)
+        s.step(prog, GatingTopKBackward(grad.dtype), LaunchConfig((grid, 1, 1), (256, 1, 1)), args)
         return prog
 
     # ------------------------------------------------------------------ token permute / unpermute
