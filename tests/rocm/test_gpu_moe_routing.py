@@ -7,7 +7,8 @@ tokens × top-8 over 64 experts with 2,048-wide bf16 rows (the 16-byte word path
 element path), its unpermute and the round trip; MoeInitRoutingV2 dropless (counts, cumsum, activeNum)
 and drop/pad at the same scale; MoeInitRoutingV3 as expert parallelism uses it (the experts of one
 rank of eight, DeepSeek-V3's 7,168-wide rows, dynamic int8 with smooth scales, scatter indices) and
-unquantised with key-value counts; the kernel-side index errors.
+unquantised with key-value counts; MoeGatingTopKBackward from the DeepSeek-V3 forward's outputs and over 2,048
+experts with repeated ones; the kernel-side index errors.
 ``ACL_ROCM_EMULATE=1`` runs it on the CPU kernel emulator (the serving shapes shrink).
 """
 
@@ -29,7 +30,14 @@ from tests.rocm.against_reference import (
 
 pytestmark = pytest.mark.gpu
 
-OPS = ("MoeGatingTopK", "MoeTokenPermute", "MoeTokenUnpermute", "MoeInitRoutingV2", "MoeInitRoutingV3")
+OPS = (
+    "MoeGatingTopK",
+    "MoeTokenPermute",
+    "MoeTokenUnpermute",
+    "MoeInitRoutingV2",
+    "MoeInitRoutingV3",
+    "MoeGatingTopKBackward",
+)
 EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
 
 
@@ -75,6 +83,27 @@ def test_gating_top_k_near_ties(rocm: Backend, reference: Backend) -> None:
         for norm in (0, 1):
             args = _gating(x, b, normType=norm)
             assert_matches_reference(rocm, reference, "MoeGatingTopK", args, "contiguous", f"ties norm {norm}")
+
+
+def test_gating_top_k_backward_at_serving_shapes(rocm: Backend, reference: Backend) -> None:
+    """DeepSeek-V3's router backward (256 experts, top-8) from the forward's own outputs, 2,048 experts, repeats."""
+    rng = np.random.default_rng(4)
+    tokens = 64 if EMULATED else 4096
+    x = rng.standard_normal((tokens, 256)).astype(np.float32)
+    bias = (rng.standard_normal(256) * 0.1).astype(np.float32)
+    fwd = eager.run("MoeGatingTopK", rocm, **_gating(x, bias))
+    attrs = {"renorm": 0, "normType": 1, "routedScalingFactor": 2.5, "eps": 1e-20}
+    for dtype in (np.float32, ml_dtypes.bfloat16):
+        grad = rng.standard_normal((tokens, 8)).astype(dtype)
+        args = {"xNorm": fwd["outOut"], "gradY": grad, "expertIdx": fwd["expertIdxOut"], **attrs}
+        assert_matches_reference(rocm, reference, "MoeGatingTopKBackward", args, "contiguous", f"DeepSeek-V3 {dtype}")
+    rows = 8 if EMULATED else 512
+    wide = rng.uniform(0.01, 0.99, (rows, 2048)).astype(np.float32)
+    idx = np.stack([rng.permutation(2048)[:64] for _ in range(rows)]).astype(np.int32)
+    idx[::3, 32:] = idx[::3, :32]  # every third row names each expert twice
+    grad = rng.standard_normal((rows, 64)).astype(np.float16)
+    args = {"xNorm": wide, "gradY": grad, "expertIdx": idx, **attrs}
+    assert_matches_reference(rocm, reference, "MoeGatingTopKBackward", args, "transposed", "2048 experts, repeats")
 
 
 def test_permute_and_unpermute_at_serving_shapes(rocm: Backend, reference: Backend) -> None:

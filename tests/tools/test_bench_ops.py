@@ -55,7 +55,7 @@ def test_small_suite_writes_a_well_formed_report(small: tuple[dict[str, Any], Pa
     expected |= {"AttentionUpdate", "MoeDistributeDispatchV2", "MoeDistributeCombineV2"}
     expected |= {"MoeTokenPermuteGrad", "MoeTokenUnpermuteGrad"}
     expected |= {"ScatterPaKvCache", "RopeWithSinCosCacheV2", "MlaPrologV2WeightNz decode"}
-    expected |= {"ConvolutionBackward", "BatchNormBackward", "HardswishBackwardV2"}
+    expected |= {"ConvolutionBackward", "BatchNormBackward", "HardswishBackwardV2", "MoeGatingTopKBackward"}
     assert expected | {"FlashAttentionScore causal", "Add host two-phase", "Add host phase 2 only"} <= ops
     chains = [c for c in report["cases"] if c["op"].startswith("Chain of")]
     assert [c["op"] for c in chains] == ["Chain of 16 eager", "Chain of 16 replayed"]

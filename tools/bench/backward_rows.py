@@ -10,6 +10,11 @@ runs where cuDNN is absent).
 BatchNormBackward in training at N32 C256 56x56 bf16 (float32 weight and statistics, as mixed-precision training
 keeps them), all three gradients, against ``aten.native_batch_norm_backward``; GB/s over the bytes a fused
 kernel must move (read gradOut and input, write gradInput), so the figure is a fraction of the memory's speed.
+
+MoeGatingTopKBackward at DeepSeek-V3's router in training (16,384 tokens, 256 experts, top-8; ``--sizes full``):
+float32 scores, bf16 gradients, against the page's formula in torch ops (what autograd runs through the sigmoid
+forward's renormalisation: gather, two row sums, scatter_add, x(1 - x)); GB/s over xNorm, gradY and expertIdx read
+and the gradient written.
 """
 
 from __future__ import annotations
@@ -21,11 +26,12 @@ import numpy as np
 
 from acl_core import aclnn
 from acl_core.dtypes import DataType as D
+from acl_core.eager import to_device
 
 if TYPE_CHECKING:
     from acl_tools.bench.ops import Suite
 
-OPS: tuple[str, ...] = ("ConvolutionBackward", "BatchNormBackward")
+OPS: tuple[str, ...] = ("ConvolutionBackward", "BatchNormBackward", "MoeGatingTopKBackward")
 """The ``--only`` names of these rows."""
 
 
@@ -42,6 +48,8 @@ def run_cases(suite: Suite) -> None:
     if suite.wanted("BatchNormBackward"):
         full = suite.sizes.norm[0] >= 8192
         _batch_norm(suite, (32, 256, 56, 56) if full else (2, 16, 8, 8))
+    if suite.wanted("MoeGatingTopKBackward"):
+        _gating_backward(suite, (16384, 256, 8) if suite.sizes.full else (64, 64, 8))
 
 
 def _convolution(suite: Suite, shape: tuple[int, int, int, int, int], path: str | None) -> None:
@@ -109,3 +117,39 @@ def _batch_norm(suite: Suite, shape: tuple[int, int, int, int]) -> None:
     note = "training; torch: aten.native_batch_norm_backward; GB/s over dy + x read, dx written"
     case = Case("BatchNormBackward", f"N{shape[0]} C{c} {shape[2]}x{shape[3]}", dtype.short, "GB/s", nbytes, note=note)
     suite.case(case, acl, torch_fn, "BatchNormBackward")
+
+
+def _gating_backward(suite: Suite, shape: tuple[int, int, int]) -> None:
+    from acl_tools.bench.ops import Case
+
+    tokens, experts, k = shape
+    dtype, scale, eps = D.ACL_BF16, 2.5, 1e-20
+    x_host = suite.rng.uniform(0.01, 0.99, (tokens, experts)).astype(np.float32)
+    idx_host = np.argsort(suite.rng.random((tokens, experts)), axis=1)[:, :k].astype(np.int32)  # distinct per row
+
+    def acl() -> tuple[Callable[[], None], Any]:
+        args: dict[str, Any] = {"xNorm": to_device(x_host, suite.backend), "gradY": suite.array((tokens, k), dtype)}
+        args |= {"expertIdx": to_device(idx_host, suite.backend), "renorm": 0, "normType": 1}
+        args |= {"routedScalingFactor": scale, "eps": eps}
+        return suite.prepared("MoeGatingTopKBackward", args)
+
+    def torch_fn() -> Callable[[], object]:
+        torch = suite.torch
+        x = torch.from_numpy(x_host).to(suite.device)
+        idx = torch.from_numpy(idx_host).to(suite.device).long()
+        grad = suite.tensor((tokens, k), dtype)
+
+        def run() -> object:
+            chosen = x.gather(1, idx)
+            d = chosen.sum(1, keepdim=True) + eps
+            g = grad.float() * scale
+            beta = (chosen / d * g).sum(1, keepdim=True)
+            norm = torch.zeros_like(x).scatter_add_(1, idx, (g - beta) / d)
+            return (x * (1 - x) * norm).to(grad.dtype)
+
+        return run
+
+    nbytes = tokens * experts * (4 + dtype.info.storage_bits // 8) + tokens * k * (dtype.info.storage_bits // 8 + 4)
+    note = "torch: gather, row sums, scatter_add, x(1 - x) (the page's formula; autograd's ops)"
+    case = Case("MoeGatingTopKBackward", f"[{tokens},{experts}] top-{k}", dtype.short, "GB/s", nbytes, note=note)
+    suite.case(case, acl, torch_fn, "MoeGatingTopKBackward")

@@ -1403,9 +1403,9 @@ def _gating_k_scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict
 
 
 def _gating_k_backward_length(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> int:
-    """MoeGatingTopKBackward's summed terms: a row's k chosen scores (D) and k products (beta), plus repeats."""
-    shape = getattr(args.get("gradY"), "shape", ())
-    return 2 * (int(shape[-1]) if len(shape) == 2 else 1)
+    """MoeGatingTopKBackward's summed terms: k chosen scores (D), k products (beta), up to k repeats scattered."""
+    shape: tuple[int, ...] = tuple(getattr(args.get("gradY"), "shape", ()))
+    return 3 * (int(shape[-1]) if len(shape) == 2 else 1)
 
 
 def _gating_k_backward_scale(args: Mapping[str, Any], outputs: Mapping[str, Any]) -> dict[str, Any]:
