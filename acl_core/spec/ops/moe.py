@@ -610,6 +610,7 @@ def _gating_k_backward_samples(rng: np.random.Generator) -> Iterable[Sample]:
     yield Sample(gating_k_backward_args(rng, 2, 16, 16, D.ACL_BF16), "k = E")
     yield Sample(gating_k_backward_args(rng, 2, 2048, 8, D.ACL_FLOAT16, routedScalingFactor=0.5), "2048 experts")
     yield Sample(gating_k_backward_args(rng, 3, 2, 1, D.ACL_FLOAT), "two experts, k 1")
+    yield Sample(gating_k_backward_args(rng, 3, 600, 300, D.ACL_BF16), "k 300 of 600: more than a block's threads")
     dup = gating_k_backward_args(rng, 3, 12, 4, D.ACL_FLOAT)
     dup["expertIdx"] = np.array([[3, 3, 0, 7], [5, 1, 5, 5], [11, 2, 9, 4]], np.int32)
     yield Sample(dup, "repeated experts in a row: their gradients add up")

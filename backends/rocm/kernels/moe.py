@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from acl_core.dtypes import DataType as D
 from acl_rocm.kernels.ctypes_map import ctype, load
 from acl_rocm.kernels.movement import HELPERS, store_narrow, word
+from acl_rocm.kernels.reduction import SHUFFLE
 from acl_rocm.kernels.sort import kernel_name, meta, row_offsets, source
 
 _DOUBLE = ctype(D.ACL_DOUBLE)
@@ -505,19 +506,22 @@ class GatingTopKEmit:
 
 
 # ----------------------------------------------------------------------------- MoeGatingTopKBackward
-GATING_BACKWARD_MAX = 2048
-"""The largest expert count and k of MoeGatingTopKBackward (its shared arrays' length)."""
+def gating_backward_shared(experts: int, k: int) -> int:
+    """Dynamic shared bytes of :class:`GatingTopKBackward`: k doubles, k ints and one int per expert."""
+    return k * 8 + k * 4 + experts * 4
 
 
 @dataclass(frozen=True)
 class GatingTopKBackward:
-    """MoeGatingTopKBackward, one block of 256 threads per row (grid-stride over rows), flag-gated, in double.
+    """MoeGatingTopKBackward, one block per row (grid-stride over rows), flag-gated, in double.
 
-    Threads take the row's k chosen experts: ``D = Σ x + eps`` and ``Σ x·s·g`` by one tree reduction each
-    (``beta`` is the second over ``D``), then ``(s·g - beta)/D`` per chosen expert into shared memory and
-    ``slot[expert] = p``. A row whose experts repeat (``slot`` names another p) is marked; every thread then
+    Threads take the row's k chosen experts: ``D = Σ x + eps`` and ``Σ x·s·g`` (``beta`` is it over ``D``)
+    by warp shuffles, then every thread adds the warps' partials in warp order (fixed orders: deterministic).
+    ``(s·g - beta)/D`` per chosen expert goes to shared memory (sized by :func:`gating_backward_shared`) and
+    ``slot[expert] = p``; a row whose experts repeat (``slot`` names another p) is marked. Every thread then
     writes its experts' ``x(1 - x)·gradNorm``: 0 where no p reaches the expert, the one p's value, or, in a
-    marked row, the sum over the p reaching it in increasing p (the reference's order). No atomics.
+    marked row, the sum over the p reaching it in increasing p (the reference's order). No atomics; four
+    barriers a row.
     """
 
     grad: D
@@ -533,23 +537,18 @@ class GatingTopKBackward:
         params = ["const Meta m", "const float* x", f"const {st}* g", "const int* idx", f"{st}* out", "const int* flag"]
         params += [f"const long long {n}" for n in ("experts", "k", "xs0", "xs1", "gs0", "gs1", "is0", "is1")]
         params += ["const long long os0", "const long long os1", "const double scaling", "const double eps"]
-        n = GATING_BACKWARD_MAX
-        tree = [
-            "  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {",
-            "    if (threadIdx.x < s) {",
-            "      red[threadIdx.x] += red[threadIdx.x + s];",
-            "      red2[threadIdx.x] += red2[threadIdx.x + s];",
-            "    }",
-            "    __syncthreads();",
-            "  }",
-        ]
         body = [
             "if (*flag) return;",
-            "__shared__ double red[256], red2[256];",
-            f"__shared__ double gw[{n}];",
-            f"__shared__ int chosen[{n}], slot[{n}];",
+            "extern __shared__ double gating_bw_raw[];  // gw[k], then chosen[k] and slot[experts] as ints",
+            "double* gw = gating_bw_raw;",
+            "int* chosen = (int*)(gating_bw_raw + k);",
+            "int* slot = chosen + k;",
+            "__shared__ double wa[32], wb[32];",
             "__shared__ int repeated;",
+            "const int lane = threadIdx.x % ACL_WARP_SIZE, warp = threadIdx.x / ACL_WARP_SIZE;",
+            "const int warps = blockDim.x / ACL_WARP_SIZE;",
             "for (long long row = blockIdx.x; row < m.n; row += gridDim.x) {",
+            "  const double x_own = threadIdx.x < experts ? (double)x[row * xs0 + threadIdx.x * xs1] : 0.0;",
             "  double a = 0.0, b = 0.0;",
             "  for (long long p = threadIdx.x; p < k; p += blockDim.x) {",
             "    const int j = idx[row * is0 + p * is1];",
@@ -560,10 +559,15 @@ class GatingTopKBackward:
             "  }",
             "  for (long long j = threadIdx.x; j < experts; j += blockDim.x) slot[j] = -1;",
             "  if (threadIdx.x == 0) repeated = 0;",
-            "  red[threadIdx.x] = a; red2[threadIdx.x] = b;",
+            "  for (int off = ACL_WARP_SIZE / 2; off > 0; off /= 2) {",
+            "    a += ACL_SHFL_DOWN(a, off);",
+            "    b += ACL_SHFL_DOWN(b, off);",
+            "  }",
+            "  if (lane == 0) { wa[warp] = a; wb[warp] = b; }",
             "  __syncthreads();",
-            *tree,
-            "  const double d = red[0] + eps, beta = red2[0] / d;",
+            "  double sa = 0.0, sb = 0.0;",
+            "  for (int w = 0; w < warps; ++w) { sa += wa[w]; sb += wb[w]; }",
+            "  const double d = sa + eps, beta = sb / d;",
             "  for (long long p = threadIdx.x; p < k; p += blockDim.x) {",
             "    gw[p] = (gw[p] - beta) / d;",
             "    slot[chosen[p]] = (int)p;  // of repeated experts one p stays: the row is marked below",
@@ -576,14 +580,19 @@ class GatingTopKBackward:
             "    double acc = 0.0;",
             "    if (q >= 0 && !repeated) acc += gw[q];  // 0 + gw, as the reference's scatter adds (-0 becomes 0)",
             "    else if (q >= 0) for (long long p = 0; p < k; ++p) if (chosen[p] == j) acc += gw[p];",
-            "    const double xv = (double)x[row * xs0 + j * xs1];",
+            "    const double xv = j == threadIdx.x ? x_own : (double)x[row * xs0 + j * xs1];",
             f"    out[row * os0 + j * os1] = {store_narrow('xv * (1.0 - xv) * acc', self.grad)};",
             "  }",
-            "  __syncthreads();",
+            "  __syncthreads();  // the next row rewrites the shared arrays and partials",
             "}",
         ]
         return source(
-            f"moe: gating top-k backward into {self.grad.short}", meta(1, 1), self.kernel_name, params, body, HELPERS
+            f"moe: gating top-k backward into {self.grad.short}",
+            meta(1, 1),
+            self.kernel_name,
+            params,
+            body,
+            HELPERS + SHUFFLE,
         )
 
 

@@ -10,7 +10,7 @@ is sorted too, and a check kernel sets the device flag unless it is a permutatio
 the driver reports as 161002 at synchronisation (the table and gather kernels write nothing then).
 Finalize: one kernel per output element, in double, after range checks of both index tensors.
 MoeGatingTopKBackward: a range check of expertIdx (the flag), then one block per row in double
-(:class:`acl_rocm.kernels.moe.GatingTopKBackward`).
+(:class:`acl_rocm.kernels.moe.GatingTopKBackward`; dynamic shared memory by experts and k, 32 KiB at most).
 MoeInitRoutingV3: the row sorter orders the expert numbers; one thread finds the routed span [lo, hi) of
 the active expert range in the sorted keys (so no host sync), then kernels write the row index (gather or
 scatter), gather the routed rows (16-byte words where they can) or quantise them to int8 one block per
@@ -62,6 +62,7 @@ from acl_rocm.kernels.moe import (
     UnpermuteGradRows,
     UnpermuteProbsGrad,
     ZeroFill,
+    gating_backward_shared,
 )
 from acl_rocm.kernels.movement import Check
 from acl_rocm.launch import KernelArgs, LaunchConfig, launch_tensor, longs
@@ -258,7 +259,8 @@ class MoeRunner:
         args += [ctypes.c_double(scaling), ctypes.c_double(eps)]
         p = self.backend.properties
         grid = min(rows, p.compute_units * BLOCKS_PER_UNIT, p.max_grid_x)
-        s.step(prog, GatingTopKBackward(grad.dtype), LaunchConfig((grid, 1, 1), (256, 1, 1)), args)
+        shared = gating_backward_shared(experts, idx.view_dims[1])
+        s.step(prog, GatingTopKBackward(grad.dtype), LaunchConfig((grid, 1, 1), (256, 1, 1), shared), args)
         return prog
 
     # ------------------------------------------------------------------ token permute / unpermute
