@@ -11,8 +11,10 @@ a graph arms at each replay, and a side stream for its own synchronous copies wh
 (a legacy-stream copy would break the capture of a blocking stream).
 
 A deferred device check is a 4-byte device flag that an op's kernels set when its device data is bad
-(:meth:`RocmDriver.check_flag`, :meth:`RocmDriver.defer_check`). Outside a capture each call gets a
-fresh stream-ordered flag, read at the next synchronisation. Inside a capture the flag is a slot of the
+(:meth:`RocmDriver.check_flag`, :meth:`RocmDriver.defer_check`). Outside a capture each call gets the
+next slot of its stream's eager slab (zeroed when the slab is made); the next synchronisation reads the
+slots used since the last one with one copy a slab, reports the first set slot whose check was deferred,
+zeroes them again only if one was set, and hands the slab out again. Inside a capture the flag is a slot of the
 capture's slab: persistent, zero when handed out, only ever set by kernels; the graph owns the slab,
 each replay arms it on its stream, and the next synchronisation reads the whole slab with one copy,
 reports the first set slot and zeroes the slab again. A replay therefore needs no flag allocation,
@@ -41,7 +43,7 @@ SCRATCH_MIN = 4096
 """Bytes of the smallest stream scratch (requests round up to a power of two)."""
 
 SLAB_SLOTS = 1024
-"""Check flags per slab (4 bytes each): a capture takes another slab when one is used up."""
+"""Check flags per slab (4 bytes each): a capture (or an eager stream) takes another slab when one is used up."""
 
 
 @dataclass
@@ -50,10 +52,22 @@ class CheckSlab:
 
     base: int
     messages: list[str] = field(default_factory=list)
+    deferred: list[int] = field(default_factory=list)
+    """Eager slabs only: per handed-out slot, when its check was deferred (the stream's count; 0: not deferred)."""
 
     def holds(self, flag: int) -> bool:
         """True when ``flag`` is a slot of this slab that was handed out."""
         return self.base <= flag < self.base + 4 * len(self.messages)
+
+
+@dataclass
+class _EagerSlabs:
+    """One eager stream's check slabs: those handing out slots since its last synchronisation, and zeroed spares."""
+
+    active: list[CheckSlab] = field(default_factory=list)
+    spare: list[CheckSlab] = field(default_factory=list)
+    deferred: int = 0
+    """Checks deferred on the stream so far (orders failures as they were deferred: the first one wins)."""
 
 
 @dataclass
@@ -104,8 +118,8 @@ class RocmDriver(Driver):
         self._pinned_starts: list[int] = []
         self._pinned: dict[int, int] = {}
         self._count: int | None = None
-        self._checks: dict[int, list[tuple[int, str]]] = {}
-        """Per stream: (flag, message) of eager calls, each flag stream-ordered memory freed once read."""
+        self._eager: dict[int, _EagerSlabs] = {}
+        """Per eager stream: its check slabs (:meth:`check_flag`), read at its next synchronisation."""
         self._armed: dict[int, list[RocmGraph]] = {}
         """Per stream: the graphs replayed on it since its last synchronisation (their slabs are read then)."""
         self._scratch: dict[tuple[int, str], tuple[int, int]] = {}
@@ -139,7 +153,9 @@ class RocmDriver(Driver):
     def synchronize_device(self) -> None:
         """Wait for all work on the current device (then report what deferred checks found)."""
         self.provider.synchronize_device()
-        for stream in {*self._checks, *self._armed}:
+        with self._lock:
+            streams = {*(s for s, e in self._eager.items() if e.active), *self._armed}
+        for stream in streams:
             self._drain(stream, report=True)
 
     # ------------------------------------------------------------------ memory
@@ -241,10 +257,11 @@ class RocmDriver(Driver):
         return self.provider.default_stream()
 
     def destroy_stream(self, stream: object) -> None:
-        """Release a stream (and the flags of checks nobody synchronised for)."""
-        if handle(stream) in self._checks or handle(stream) in self._armed:
+        """Release a stream (and its check slabs, read without reporting: nobody synchronised for them)."""
+        if handle(stream) in self._eager or handle(stream) in self._armed:
             self.provider.stream_synchronize(handle(stream))
             self._drain(handle(stream), report=False)
+            self._free_eager(handle(stream))
         if any(key[0] == handle(stream) for key in self._scratch):
             self.provider.stream_synchronize(handle(stream))
             self._free_scratch(handle(stream))
@@ -259,18 +276,13 @@ class RocmDriver(Driver):
     def check_flag(self, stream: int) -> int:
         """A zeroed 4-byte device flag for one call's device checks, to pass to :meth:`defer_check` (or drop_check).
 
-        Outside a capture: stream-ordered memory zeroed on ``stream``. On a capturing stream: the next slot
-        of the capture's slab (already zero, persistent; nothing is recorded into the graph for it).
+        Outside a capture: the next slot of the stream's eager slab (zero; read, and zeroed again if set, at
+        the stream's next synchronisation, then handed out again). On a capturing stream: the next slot of the
+        capture's slab (already zero, persistent; nothing is recorded into the graph for it).
         """
         capture = self._capture_of.get(stream)
         if capture is None:
-            flag = self.provider.malloc_async(4, stream)
-            try:
-                self.provider.memset(flag, 0, 4, stream)
-            except BaseException:
-                self.provider.free_async(flag, stream)
-                raise
-            return flag
+            return self._eager_flag(stream)
         if not capture.slabs or len(capture.slabs[-1].messages) == SLAB_SLOTS:
             base = self.provider.malloc(4 * SLAB_SLOTS)  # persistent: relaxed capture mode allows it
             try:
@@ -293,8 +305,14 @@ class RocmDriver(Driver):
         capture = self._capture_of.get(stream)
         if capture is None:
             with self._lock:
-                self._checks.setdefault(stream, []).append((flag, message))
-            return
+                eager = self._eager.get(stream)
+                slab = None if eager is None else next((s for s in reversed(eager.active) if s.holds(flag)), None)
+                if eager is not None and slab is not None:
+                    eager.deferred += 1
+                    slab.messages[(flag - slab.base) // 4] = message
+                    slab.deferred[(flag - slab.base) // 4] = eager.deferred
+                    return
+            raise AclError(RtErrorCode.ACL_ERROR_RT_PARAM_INVALID, "a check's flag must come from check_flag")
         for slab in capture.slabs:
             if slab.holds(flag):
                 slab.messages[(flag - slab.base) // 4] = message
@@ -302,9 +320,48 @@ class RocmDriver(Driver):
         raise AclError(RtErrorCode.ACL_ERROR_RT_PARAM_INVALID, "a captured check's flag must come from check_flag")
 
     def drop_check(self, stream: int, flag: int) -> None:
-        """Give back a flag from :meth:`check_flag` whose call failed before deferring its check."""
-        if stream not in self._capture_of:
-            self.provider.free_async(flag, stream)
+        """Give back a flag from :meth:`check_flag` whose call failed before deferring its check.
+
+        Nothing to do: the slot reports nothing (no message), and the stream's next synchronisation zeroes it
+        if a kernel set it before handing it out again (a capture's slot stays unused in its graph's slab).
+        """
+
+    def _eager_flag(self, stream: int) -> int:
+        """The next zero slot of ``stream``'s eager slabs (a spare slab, or a new one, when the last is full)."""
+        while True:
+            with self._lock:
+                eager = self._eager.setdefault(stream, _EagerSlabs())
+                if not eager.active or len(eager.active[-1].messages) == SLAB_SLOTS:
+                    if eager.spare:
+                        eager.active.append(eager.spare.pop())
+                if eager.active and len(eager.active[-1].messages) < SLAB_SLOTS:
+                    slab = eager.active[-1]
+                    slab.messages.append("")  # handed out; a slot whose call never defers its check reports nothing
+                    slab.deferred.append(0)
+                    return slab.base + 4 * (len(slab.messages) - 1)
+            base = self.provider.malloc(4 * SLAB_SLOTS)
+            try:
+                self._zero(base, 4 * SLAB_SLOTS, stream)
+            except BaseException:
+                self.provider.free(base)
+                raise
+            with self._lock:
+                self._eager.setdefault(stream, _EagerSlabs()).spare.append(CheckSlab(base))
+
+    def _zero(self, address: int, nbytes: int, stream: int) -> None:
+        """Zero device bytes ordered before ``stream``'s later work (synchronously, on the side stream, while a
+        capture runs: a legacy-stream memset would break it)."""
+        if self._capture_of:
+            self._sync_memset(address, nbytes)
+        else:
+            self.provider.memset(address, 0, nbytes, stream)
+
+    def _free_eager(self, stream: int) -> None:
+        """Free an eager stream's check slabs (the caller has synchronised and drained the stream)."""
+        with self._lock:
+            eager = self._eager.pop(stream, None)
+        for slab in [] if eager is None else eager.active + eager.spare:
+            self.provider.free(slab.base)
 
     def stream_scratch(self, stream: int, nbytes: int, region: str = "") -> int:
         """Persistent device bytes (zeroed once) that the kernels enqueued on ``stream`` share, one after another.
@@ -362,15 +419,32 @@ class RocmDriver(Driver):
     def _drain(self, stream: int, report: bool) -> None:
         """Read (and release) the checks armed on ``stream``, which the caller has synchronised."""
         with self._lock:
-            checks = self._checks.pop(stream, [])
+            eager = self._eager.get(stream)
+            used: list[CheckSlab] = []
+            if eager is not None:  # detached: slots another thread takes meanwhile come from another slab
+                used, eager.active = eager.active, []
             graphs = self._armed.pop(stream, [])
         failed: str | None = None
-        for flag, message in checks:
-            value = ctypes.c_int32(0)
-            self._sync_copy(ctypes.addressof(value), flag, 4, CopyDirection.DEVICE_TO_HOST)
-            self.provider.free_async(flag, stream)
-            if value.value and failed is None:
-                failed = message
+        first = 0
+        try:
+            for slab in used:
+                n = len(slab.messages)
+                values = (ctypes.c_int32 * n)()
+                self._sync_copy(ctypes.addressof(values), slab.base, 4 * n, CopyDirection.DEVICE_TO_HOST)
+                set_at = [i for i in range(n) if values[i]]
+                if set_at:  # set slots (dropped ones too) are zeroed before the slab is handed out again
+                    self._zero(slab.base, 4 * n, stream)
+                    for i in set_at:
+                        if slab.deferred[i] and (not first or slab.deferred[i] < first):
+                            first, failed = slab.deferred[i], slab.messages[i]
+                slab.messages.clear()
+                slab.deferred.clear()
+        finally:
+            if used:
+                with self._lock:
+                    home = self._eager.setdefault(stream, _EagerSlabs())
+                    home.spare.extend(slab for slab in reversed(used) if not slab.messages)
+                    home.active[:0] = [slab for slab in used if slab.messages]  # a failed read: read again next time
         for graph in graphs:
             for slab in graph.slabs:
                 n = len(slab.messages)

@@ -17,6 +17,7 @@ from acl_core.eager import to_device
 from acl_core.formats import Format
 from acl_core.spec.ops import get_spec
 from acl_rocm.backend import RocmBackend
+from acl_rocm.driver import handle
 from tests.rocm.fake_provider import FakeProvider
 
 
@@ -95,16 +96,19 @@ def test_an_index_op_reuses_its_launches_with_a_fresh_check_flag_per_call(fake) 
     out = to_device(np.zeros((3, 4), np.float32), backend)
     spec = get_spec("Embedding")
     size, executor = _repeatable("Embedding", [weight.tensor(), ids.tensor(), out.tensor()], backend)
+    stream = handle(backend.runtime.stream(None))
     flags = []
-    for _ in range(2):
+    for _ in range(2):  # no synchronisation between: the second call takes the next slot of the stream's slab
         before = len(provider.launches)
         execute(spec, None, size, executor, None)
-        flags.append(provider.allocated[-1])
-        backend.driver.synchronize_stream(backend.runtime.stream(None))
+        slab = backend.driver._eager[stream].active[-1]
+        flags.append(slab.base + 4 * (len(slab.messages) - 1))
         (take,) = provider.launches[before:]  # three ids: checked inside the gather's blocks
         assert flags[-1] in _pointers(take.args)
         assert out.address in _pointers(take.args)
-    assert len(provider.allocated) == 2 and sorted(provider.allocated) == sorted(provider.released)
+    assert flags[1] == flags[0] + 4
+    assert provider.allocated == [], "no stream-ordered allocation per call: the flag is a slab slot"
+    backend.driver.synchronize_stream(stream)
     first, second = provider.launches[-2].args, provider.launches[-1].args
     at = first.index(flags[0].to_bytes(8, "little"))
     assert second[at] == flags[1].to_bytes(8, "little")
