@@ -53,6 +53,14 @@ def hopper(rocm: Backend) -> Backend:
     return rocm
 
 
+@pytest.fixture
+def movement_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Backend:
+    """A rocm backend on the fake provider whose movement kernels run on the host model (``movement_model.py``)."""
+    from tests.rocm.movement_model import model_backend
+
+    return model_backend(tmp_path, monkeypatch)
+
+
 @pytest.fixture(scope="module")
 def emulated(tmp_path_factory: pytest.TempPathFactory) -> Backend:
     """A rocm backend whose kernels run on the CPU (``kernel_emulator.py``); one per test module."""

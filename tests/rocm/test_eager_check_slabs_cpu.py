@@ -1,14 +1,13 @@
 """Eager device-check flags from per-stream slabs on the fake provider: one read per synchronisation, not per call.
 
 Driver-level cases set a slot by hand where a kernel would; the Embedding cases run the gather's host model
-(:class:`tests.rocm.test_movement_cpu.ModelProvider`), whose bad index sets the flag as the kernel does.
+(the ``movement_model`` fixture: :mod:`tests.rocm.movement_model`), whose bad index sets the flag as the kernel does.
 """
 
 from __future__ import annotations
 
 import ctypes
 from collections.abc import Collection
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,9 +20,7 @@ from acl_core.spec.ops import get_spec
 from acl_core.spec.runtime import CopyDirection
 from acl_rocm.backend import RocmBackend
 from acl_rocm.driver import SLAB_SLOTS, RocmDriver, handle
-from acl_rocm.ops import movement as mv
 from tests.rocm.fake_provider import FakeProvider
-from tests.rocm.test_movement_cpu import ModelProvider
 
 
 class CopyCounting(FakeProvider):
@@ -165,39 +162,22 @@ def test_a_flag_not_from_check_flag_is_refused(driver: RocmDriver) -> None:
         driver.defer_check(stream, 16, "stray")
 
 
-@pytest.fixture
-def model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RocmBackend:
-    kernels: dict[str, Any] = {}
-    original = mv._source
-
-    def recording(kernel: Any) -> str:
-        kernels[kernel.kernel_name] = kernel
-        return original(kernel)
-
-    monkeypatch.setattr(mv, "_source", recording)
-    provider = ModelProvider()
-    provider.kernels = kernels
-    backend = RocmBackend(provider, {"ACL_KERNEL_CACHE": str(tmp_path)})
-    backend.runtime.ensure_device(0)
-    return backend
-
-
-def test_a_bad_index_in_call_7_of_20_reports_once_at_the_sync(model: RocmBackend) -> None:
-    weight = to_device(np.arange(12, dtype=np.float32).reshape(4, 3), model)
-    out = to_device(np.zeros((2, 3), np.float32), model)
+def test_a_bad_index_in_call_7_of_20_reports_once_at_the_sync(movement_model: RocmBackend) -> None:
+    weight = to_device(np.arange(12, dtype=np.float32).reshape(4, 3), movement_model)
+    out = to_device(np.zeros((2, 3), np.float32), movement_model)
     spec = get_spec("Embedding")
-    for i in range(20):
-        ids = to_device(np.array([1, 4 if i == 6 else 3], np.int64), model)  # call 7 (i = 6) indexes row 4 of 4
-        size, executor = get_workspace_size(spec, [weight.tensor(), ids.tensor(), out.tensor()], backend=model)
+    for i in range(20):  # call 7 (i = 6) indexes row 4 of 4
+        ids = to_device(np.array([1, 4 if i == 6 else 3], np.int64), movement_model)
+        size, executor = get_workspace_size(spec, [weight.tensor(), ids.tensor(), out.tensor()], backend=movement_model)
         execute(spec, None, size, executor, None)
-    stream = handle(model.runtime.stream(None))
+    stream = handle(movement_model.runtime.stream(None))
     with pytest.raises(AclnnError) as err:
-        model.driver.synchronize_stream(stream)
+        movement_model.driver.synchronize_stream(stream)
     assert err.value.code == 161002 and "Embedding" in err.value.message
-    model.driver.synchronize_stream(stream)  # reported once
-    ids = to_device(np.array([3, 0], np.int64), model)
-    size, executor = get_workspace_size(spec, [weight.tensor(), ids.tensor(), out.tensor()], backend=model)
+    movement_model.driver.synchronize_stream(stream)  # reported once
+    ids = to_device(np.array([3, 0], np.int64), movement_model)
+    size, executor = get_workspace_size(spec, [weight.tensor(), ids.tensor(), out.tensor()], backend=movement_model)
     execute(spec, None, size, executor, None)
-    model.driver.synchronize_stream(stream)  # the reused slot was zero: a good call is clean
+    movement_model.driver.synchronize_stream(stream)  # the reused slot was zero: a good call is clean
     got = np.frombuffer(ctypes.string_at(out.address, 24), np.float32).reshape(2, 3)
     np.testing.assert_array_equal(got, np.arange(12, dtype=np.float32).reshape(4, 3)[[3, 0]])

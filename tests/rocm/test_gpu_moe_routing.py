@@ -27,26 +27,19 @@ from tests.rocm.against_reference import (
     assert_every_sample_matches,
     assert_matches_reference,
 )
+from tests.rocm.moe_routing_cases import ROUTING_OPS
 
 pytestmark = pytest.mark.gpu
 
-OPS = (
-    "MoeGatingTopK",
-    "MoeTokenPermute",
-    "MoeTokenUnpermute",
-    "MoeInitRoutingV2",
-    "MoeInitRoutingV3",
-    "MoeGatingTopKBackward",
-)
 EMULATED = os.environ.get("ACL_ROCM_EMULATE") == "1"
 
 
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("op", ROUTING_OPS)
 def test_every_sample_matches_the_reference(rocm: Backend, reference: Backend, op: str) -> None:
     assert_every_sample_matches(rocm, reference, op, emulated_stride=4)
 
 
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("op", ROUTING_OPS)
 def test_errors_match_the_reference(rocm: Backend, reference: Backend, op: str) -> None:
     assert_errors_match_reference(rocm, reference, op)
 

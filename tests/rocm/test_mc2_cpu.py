@@ -832,6 +832,7 @@ def test_the_bench_times_each_dispatch_route_beside_the_default(emulated: Any, m
     """The ops bench's MoeDistributeDispatchV2 rows: the default, then ACL_MC2_ROUTE=block and grid forced (and
     released after), each running the forced routing kernels on the emulator."""
     torch = pytest.importorskip("torch")
+    from acl_tools.bench import moe_rows
     from tests.rocm.test_bench_variant_rows_cpu import _suite
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the emulated GPU's torch side runs on the CPU
@@ -840,7 +841,7 @@ def test_the_bench_times_each_dispatch_route_beside_the_default(emulated: Any, m
     idx = np.stack([np.random.default_rng(i).choice(8, 2, replace=False) for i in range(16)]).astype(np.int32)
     for route in suite.choices("mc2", "forced_route", ("block", "grid")):  # type: ignore[attr-defined]
         provider.events.clear()
-        suite._dispatch_row(16, 32, 2, 8, idx, route)  # type: ignore[attr-defined]
+        moe_rows._dispatch_row(suite, 16, 32, 2, 8, idx, route)  # type: ignore[arg-type]
         names = {e[3].split("_")[4] for e in provider.events if e[0] == "kernel" and "_mc2_dispatch_" in e[3]}
         assert names == ({"count", "scan", "place"} if route == "grid" else {"route"}), (route, names)
     rows = suite.cases  # type: ignore[attr-defined]

@@ -10,7 +10,6 @@ would gather the first call's rows and ids).
 from __future__ import annotations
 
 import struct
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -254,23 +253,24 @@ def test_the_bench_times_acl_mc2_rows_row_beside_the_default(emulated: Any, monk
     """The ops bench's DispatchV2 rows at both sizes: the routes, then ACL_MC2_ROWS=row forced (and released after),
     the row kernel running on the emulator only in its row."""
     torch = pytest.importorskip("torch")
+    from acl_tools.bench import moe_rows
     from tests.rocm.test_bench_variant_rows_cpu import _suite
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the emulated GPU's torch side runs on the CPU
     backend, provider = emulated
     suite = _suite(backend, {OP})
-    monkeypatch.setattr(sys.modules[type(suite).__module__], "DISPATCH_DECODE_TOKENS", 4)
+    monkeypatch.setattr(moe_rows, "DISPATCH_DECODE_TOKENS", 4)
     idx = np.stack([np.random.default_rng(i).choice(8, 2, replace=False) for i in range(16)]).astype(np.int32)
     ran: list[bool] = []
-    real = suite._dispatch_row  # type: ignore[attr-defined]
+    real = moe_rows._dispatch_row
 
     def watched(*args: Any) -> None:
         provider.events.clear()
         real(*args)
         ran.append(any("_mc2_dispatch_rows_" in e[3] for e in provider.events if e[0] == "kernel"))
 
-    suite._dispatch_row = watched  # type: ignore[attr-defined]
-    suite._distribute(16, 32, 2, 8, idx)  # type: ignore[attr-defined]
+    monkeypatch.setattr(moe_rows, "_dispatch_row", watched)
+    moe_rows._distribute(suite, 16, 32, 2, 8, idx)  # type: ignore[arg-type]
     notes = [c.note.split(";")[0] for c in suite.cases if c.op == OP]  # type: ignore[attr-defined]
     routes = ["", "ACL_MC2_ROUTE=block", "ACL_MC2_ROUTE=grid"]
     assert [n if n.startswith("ACL_") else "" for n in notes] == [*routes, "ACL_MC2_ROWS=row"] * 2

@@ -30,15 +30,8 @@ from acl_rocm.kernels.prelude import PRELUDE
 from tests.rocm.against_reference import compare_run
 from tests.rocm.fake_provider import FakeProvider
 from tests.rocm.kernel_emulator import SHIM, available
+from tests.rocm.moe_routing_cases import ROUTING_OPS
 
-OPS = [
-    "MoeGatingTopK",
-    "MoeTokenPermute",
-    "MoeTokenUnpermute",
-    "MoeInitRoutingV2",
-    "MoeInitRoutingV3",
-    "MoeGatingTopKBackward",
-]
 EXACT = (
     "expertIdxOut",
     "permuteTokensOut",
@@ -58,7 +51,7 @@ def small_tile(emulated: RocmBackend) -> Iterator[RocmBackend]:
     sorter.tile = 2048
 
 
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("op", ROUTING_OPS)
 def test_every_sample_matches_the_reference_when_emulated(emulated: RocmBackend, reference: Backend, op: str) -> None:
     samples = list(get_spec(op).samples(np.random.default_rng(2024)))  # type: ignore[misc]
     assert samples
@@ -211,7 +204,7 @@ def test_gating_top_k_backward_index_errors_and_repeats(emulated: RocmBackend, r
 
 def test_sources(tmp_path: Path) -> None:
     backend = RocmBackend(FakeProvider(), {"ACL_KERNEL_CACHE": str(tmp_path)})
-    assert set(OPS) <= set(backend.capabilities().ops)
+    assert set(ROUTING_OPS) <= set(backend.capabilities().ops)
     prep = GatingTopKPrep(D.ACL_FLOAT, True, 0, 1).source()
     assert "__dadd_rn(buf[i], buf[i + s])" in prep and "acl_rank_exp(" in prep
     assert "fma" not in ranking_exp_source() and " + " not in ranking_exp_source().split("(long long)n")[0]

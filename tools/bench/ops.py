@@ -38,6 +38,7 @@ from acl_tools.bench import (
     host,
     index_shape_rows,
     kernel_profile,
+    moe_rows,
     norm_rope_rows,
     padding_rows,
     pooling_rows,
@@ -118,7 +119,8 @@ OPS = (
     *("MseLoss", "SmoothL1Loss", "GatherNd", "Take", "ForeachAddList", "ApplyAdamWV2"),
     *("InplaceNormal", "InplaceUniform"),
     *gemm_variants.OPS,
-    *("MoeTokenPermute", "ApplyTopKTopP"),
+    *moe_rows.OPS,
+    "ApplyTopKTopP",
     *("ScatterPaKvCache", "RopeWithSinCosCacheV2"),
     *norm_rope_rows.OPS,
     *backward_rows.OPS,
@@ -128,9 +130,7 @@ OPS = (
     *padding_rows.OPS,
     *select_rows.OPS,
     *quant_rows.OPS,
-    *("MoeGatingTopK", "MoeTokenUnpermute", "MoeInitRoutingV2", "AttentionUpdate"),
-    *("MoeTokenPermuteGrad", "MoeTokenUnpermuteGrad"),
-    *("MoeDistributeDispatchV2", "MoeDistributeCombineV2"),
+    "AttentionUpdate",
     "MlaPrologV2WeightNz",
 )
 """The names ``--only`` picks from: the operators the suite times (Copy is the D2D memcpy; Replay is a
@@ -171,12 +171,6 @@ Each value gets a row of its own with the variable set on the backend's ``enviro
 timed (the note names it), torch timed again beside it; backends without ``environ`` take the default row only."""
 KV_SCATTER_CONFIGS = ("vec", "row")
 """rocm's ACL_KV_SCATTER_CONFIG choices timed beside the default ScatterPaKvCache row."""
-MC2_ROUTES = ("block", "grid")
-"""rocm's ACL_MC2_ROUTE choices timed beside the default (forced on its mc2 runner): a DispatchV2 row each."""
-MC2_ROWS = ("row",)
-"""rocm's ACL_MC2_ROWS choices timed beside the default (forced on its mc2 runner, default routing): a row each."""
-DISPATCH_DECODE_TOKENS = 64
-"""The decode-sized MoeDistributeDispatchV2 rows' tokens (each ACL_MC2_ROUTE and ACL_MC2_ROWS timed there too)."""
 KV_DECODE = (64, 8, 128, 16)
 """The ScatterPaKvCache row's decode step: tokens, KV heads, head dim, block size (bf16, key and value)."""
 ROPE_HEADS = (32, 8, 128, 8192)
@@ -189,13 +183,6 @@ RANDOM_FILLS: dict[str, tuple[dict[str, float], str, tuple[float, float]]] = {
 }
 """Random fill rows: aclnn op → (its attributes, the torch.Tensor method, that method's two arguments)."""
 
-PERMUTE: dict[str, tuple[int, int, int, int]] = {"small": (256, 256, 8, 64), "full": (4096, 2048, 8, 64)}
-"""MoeTokenPermute rows: (tokens, hidden, top-k, experts) per suite size (full: a prefill batch of an MoE layer)."""
-MOE_GRAD: dict[str, tuple[int, int, int]] = {"small": (256, 256, 8), "full": (4096, 4096, 8)}
-"""MoeTokenPermuteGrad / MoeTokenUnpermuteGrad rows: (tokens, hidden, top-k) per suite size (full: a training
-step's MoE layer backward, bf16)."""
-GATING: dict[str, tuple[int, int, int, int, int]] = {"small": (64, 64, 8, 4, 8), "full": (4096, 256, 8, 4, 8)}
-"""MoeGatingTopK rows: (tokens, experts, groups, kept groups, k) per suite size (full: DeepSeek-V3's router)."""
 ATTENTION_UPDATE: dict[str, tuple[int, int, int]] = {"small": (64, 128, 2), "full": (4096, 128, 8)}
 """AttentionUpdate rows: (rows = batch × heads, headDim, sp) per suite size (full: 128 sequences × 32 heads
 of a decode step whose KV is split eight ways)."""
@@ -947,336 +934,6 @@ class Suite:
             note += f", ACL_RANDOM_NORMAL={trig}"
         self.case(Case(op, _mib(n * 4), dtype.short, "GB/s", n * 4, note=note), acl, torch_fn, op)
 
-    def moe_routing(self) -> None:
-        """MoeTokenPermute (bf16 tokens, top-k of E experts, none dropped) vs torch's stable argsort + index_select.
-
-        The metric counts the permuted rows read and written and the indices: what both sides must move.
-        """
-        op = "MoeTokenPermute"
-        if not self.wanted(op):
-            return
-        tokens, hidden, top_k, experts = PERMUTE["full" if self.sizes.full else "small"]
-        dtype = D.ACL_BF16
-        idx = np.stack([self.rng.choice(experts, top_k, replace=False) for _ in range(tokens)]).astype(np.int32)
-
-        def acl() -> tuple[Callable[[], None], Any]:
-            args = {"tokens": self.array((tokens, hidden), dtype), "indices": to_device(idx, self.backend)}
-            return self.prepared(op, {**args, "numOutTokens": 0, "paddedMode": False})
-
-        def torch_fn() -> Callable[[], object]:
-            x = self.tensor((tokens, hidden), dtype)
-            flat = self.torch.from_numpy(idx).to(self.device).reshape(-1)
-
-            def run() -> object:
-                order = self.torch.argsort(flat, stable=True)
-                return x.index_select(0, order // top_k), self.torch.argsort(order)
-
-            return run
-
-        rows = tokens * top_k
-        nbytes = 2 * rows * hidden * dtype.info.storage_bits // 8 + 2 * rows * 4
-        label = f"{tokens}x{hidden} top-{top_k}/{experts}"
-        self.case(Case(op, label, dtype.short, "GB/s", nbytes, note="torch: argsort + index_select"), acl, torch_fn, op)
-
-    def moe_pipeline(self) -> None:
-        """MoeGatingTopK, MoeInitRoutingV2 and MoeTokenUnpermute beside torch's usual formulations of them."""
-        full = self.sizes.full
-        self._gating_top_k(full)
-        tokens, hidden, top_k, experts = PERMUTE["full" if full else "small"]
-        idx = np.stack([self.rng.choice(experts, top_k, replace=False) for _ in range(tokens)]).astype(np.int32)
-        self._init_routing_v2(tokens, hidden, top_k, experts, idx)
-        self._unpermute(tokens, hidden, top_k)
-        self._distribute(tokens, hidden, top_k, experts, idx)
-        self._permute_grad(*MOE_GRAD["full" if full else "small"])
-        self._unpermute_grad(*MOE_GRAD["full" if full else "small"])
-
-    def _gating_top_k(self, full: bool) -> None:
-        """DeepSeek-V3 routing (sigmoid + bias, top-2-sum group scores, kept groups, top-k, scaled) vs vLLM's torch."""
-        op = "MoeGatingTopK"
-        if not self.wanted(op):
-            return
-        tokens, experts, groups, kept, k = GATING["full" if full else "small"]
-        dtype = D.ACL_FLOAT
-        scale, eps = 2.5, 1e-20
-        bias_host = (self.rng.standard_normal(experts) * 0.1).astype(np.float32)
-
-        def acl() -> tuple[Callable[[], None], Any]:
-            args: dict[str, Any] = {
-                "x": self.array((tokens, experts), dtype),
-                "biasOptional": to_device(bias_host, self.backend),
-            }
-            args |= {"k": k, "kGroup": kept, "groupCount": groups, "groupSelectMode": 1, "renorm": 0}
-            args |= {"normType": 1, "outFlag": False, "routedScalingFactor": scale, "eps": eps}
-            return self.prepared(op, args)
-
-        def torch_fn() -> Callable[[], object]:
-            torch = self.torch
-            x = self.tensor((tokens, experts), dtype)
-            bias = torch.from_numpy(bias_host).to(self.device)
-
-            def run() -> object:
-                scores = x.sigmoid()
-                biased = scores + bias
-                grouped = biased.view(tokens, groups, -1).topk(2, dim=-1).values.sum(-1)
-                chosen = grouped.topk(kept, dim=-1).indices
-                mask = torch.zeros_like(grouped).scatter_(1, chosen, 1.0)
-                mask = mask.unsqueeze(-1).expand(tokens, groups, experts // groups).reshape(tokens, experts)
-                top = biased.masked_fill(mask == 0, float("-inf")).topk(k, dim=-1).indices
-                weights = scores.gather(1, top)
-                return weights / (weights.sum(-1, keepdim=True) + eps) * scale, top
-
-            return run
-
-        nbytes = tokens * experts * 4 + tokens * k * 8
-        note = "torch: sigmoid, group top-2 sums, topk, mask, topk, gather, renorm (vLLM's grouped_topk)"
-        label = f"[{tokens},{experts}] {groups} groups top-{kept}, top-{k}"
-        self.case(Case(op, label, dtype.short, "GB/s", nbytes, note=note), acl, torch_fn, op)
-
-    def _init_routing_v2(self, tokens: int, hidden: int, top_k: int, experts: int, idx: np.ndarray) -> None:
-        """MoeInitRoutingV2 dropless with the expert cumsum vs torch's stable argsort, index_select and bincount."""
-        op = "MoeInitRoutingV2"
-        if not self.wanted(op):
-            return
-        dtype = D.ACL_BF16
-
-        def acl() -> tuple[Callable[[], None], Any]:
-            args: dict[str, Any] = {"x": self.array((tokens, hidden), dtype), "expertIdx": to_device(idx, self.backend)}
-            args |= {"activeNum": 0, "expertCapacity": 0, "expertNum": experts, "dropPadMode": 0}
-            return self.prepared(
-                op, {**args, "expertTokensCountOrCumsumFlag": 1, "expertTokensBeforeCapacityFlag": False}
-            )
-
-        def torch_fn() -> Callable[[], object]:
-            torch = self.torch
-            x = self.tensor((tokens, hidden), dtype)
-            flat = torch.from_numpy(idx).to(self.device).reshape(-1)
-
-            def run() -> object:
-                order = torch.argsort(flat, stable=True)
-                cumsum = torch.bincount(flat, minlength=experts).cumsum(0)
-                return x.index_select(0, order // top_k), torch.argsort(order), cumsum
-
-            return run
-
-        rows = tokens * top_k
-        nbytes = 2 * rows * hidden * dtype.info.storage_bits // 8 + 2 * rows * 4
-        label = f"{tokens}x{hidden} top-{top_k}/{experts} dropless"
-        note = "torch: argsort, index_select, argsort, bincount + cumsum"
-        self.case(Case(op, label, dtype.short, "GB/s", nbytes, note=note), acl, torch_fn, op)
-
-    def _ep_args(self, experts: int) -> dict[str, Any]:
-        """The EP attributes of a one-rank (acl_core_self) MoeDistribute call."""
-        from acl_core.spec.collective import SELF_GROUP_NAME
-
-        args: dict[str, Any] = {"groupEp": SELF_GROUP_NAME, "epWorldSize": 1, "epRankId": 0, "moeExpertNum": experts}
-        args |= {"groupTp": "", "tpWorldSize": 0, "tpRankId": 0, "expertShardType": 0, "sharedExpertNum": 0}
-        return args | {"sharedExpertRankNum": 0, "globalBs": 0, "commAlg": None}
-
-    def _distribute(self, tokens: int, hidden: int, top_k: int, experts: int, idx: np.ndarray) -> None:
-        """MoeDistributeDispatchV2 / CombineV2 on one rank (the all-gather is a copy) vs torch's routing and sum."""
-        weights = self.rng.uniform(0, 1, (tokens, top_k)).astype(np.float32)
-        op = "MoeDistributeDispatchV2"
-        for route in self.choices("mc2", "forced_route", MC2_ROUTES) if self.wanted(op) else []:
-            self._dispatch_row(tokens, hidden, top_k, experts, idx, route)
-        for rows in self.choices("mc2", "forced_rows", MC2_ROWS)[1:] if self.wanted(op) else []:
-            self._dispatch_row(tokens, hidden, top_k, experts, idx, None, rows)
-        decode = DISPATCH_DECODE_TOKENS
-        for route in self.choices("mc2", "forced_route", MC2_ROUTES) if self.wanted(op) and tokens > decode else []:
-            self._dispatch_row(decode, hidden, top_k, experts, idx[:decode], route)  # where the one block may win
-        for rows in self.choices("mc2", "forced_rows", MC2_ROWS)[1:] if self.wanted(op) and tokens > decode else []:
-            self._dispatch_row(decode, hidden, top_k, experts, idx[:decode], None, rows)
-        self._combine_row(tokens, hidden, top_k, experts, idx, weights)
-
-    def _dispatch_row(
-        self,
-        tokens: int,
-        hidden: int,
-        top_k: int,
-        experts: int,
-        idx: np.ndarray,
-        route: str | None,
-        rows_copy: str | None = None,
-    ) -> None:
-        """One MoeDistributeDispatchV2 row; ``route`` (``ACL_MC2_ROUTE``) and ``rows_copy`` (``ACL_MC2_ROWS``) forced
-        on rocm's mc2 runner while timed (None: as set)."""
-        dtype = D.ACL_BF16
-        rows = tokens * top_k
-        label = f"{tokens}x{hidden} top-{top_k}/{experts}, 1 rank"
-        op = "MoeDistributeDispatchV2"
-
-        def make() -> tuple[Callable[[], None], Any]:
-            args: dict[str, Any] = {"x": self.array((tokens, hidden), dtype)}
-            args |= {"expertIds": to_device(idx, self.backend), "scalesOptional": None}
-            args |= {"xActiveMaskOptional": None, "expertScalesOptional": None}
-            args |= {"quantMode": 0, "expertTokenNumsType": 0}
-            return self.prepared(op, args | self._ep_args(experts))
-
-        def acl() -> tuple[Callable[[], None], Any]:
-            return self.forced("mc2", "forced_rows", rows_copy, lambda: self.forced("mc2", "forced_route", route, make))
-
-        def torch_fn() -> Callable[[], object]:
-            torch = self.torch
-            x = self.tensor((tokens, hidden), dtype)
-            flat = torch.from_numpy(idx).to(self.device).reshape(-1)
-
-            def run() -> object:
-                gathered = x.clone()  # a one-rank all-gather
-                order = torch.argsort(flat, stable=True)
-                counts = torch.bincount(flat, minlength=experts)
-                return gathered.index_select(0, order // top_k), counts.cumsum(0), counts
-
-            return run
-
-        nbytes = (tokens + rows) * hidden * dtype.info.storage_bits // 8 + 2 * tokens * hidden * 2
-        note = "torch: clone (the all-gather), stable argsort, index_select, bincount + cumsum"
-        note = note if route is None else f"ACL_MC2_ROUTE={route}; {note}"
-        note = note if rows_copy is None else f"ACL_MC2_ROWS={rows_copy}; {note}"
-        self.case(Case(op, label, dtype.short, "GB/s", nbytes, note=note), acl, torch_fn, op)
-
-    def _combine_row(
-        self, tokens: int, hidden: int, top_k: int, experts: int, idx: np.ndarray, weights: np.ndarray
-    ) -> None:
-        """The MoeDistributeCombineV2 row on the one-rank dispatch's tables."""
-        from acl_core.spec.ops.mc2 import one_rank_dispatch_tables
-
-        dtype = D.ACL_BF16
-        rows = tokens * top_k
-        label = f"{tokens}x{hidden} top-{top_k}/{experts}, 1 rank"
-        op = "MoeDistributeCombineV2"
-        if not self.wanted(op):
-            return
-        tables = one_rank_dispatch_tables(idx, None, experts)
-
-        def acl_combine() -> tuple[Callable[[], None], Any]:
-            args: dict[str, Any] = {"expandX": self.array((rows, hidden), dtype)}
-            args |= {
-                "expertIds": to_device(idx, self.backend),
-                "assistInfoForCombine": to_device(tables["assist"], self.backend),
-            }
-            args |= {"epSendCounts": to_device(tables["counts"], self.backend)}
-            args |= {"expertScales": to_device(weights, self.backend), "tpSendCountsOptional": None}
-            args |= {"xActiveMaskOptional": None, "activationScaleOptional": None, "weightScaleOptional": None}
-            args |= {"groupListOptional": None, "expandScalesOptional": None, "sharedExpertXOptional": None}
-            args |= {"outDtype": 0, "commQuantMode": 0, "groupListType": 0}
-            return self.prepared(op, args | self._ep_args(experts))
-
-        def torch_combine() -> Callable[[], object]:
-            torch = self.torch
-            y = self.tensor((rows, hidden), dtype)
-            flat = torch.from_numpy(idx).to(self.device).reshape(-1)
-            w = torch.from_numpy(weights).to(self.device)
-
-            def run() -> object:
-                gathered = y.clone()  # a one-rank all-gather
-                where = torch.argsort(torch.argsort(flat, stable=True))  # each copy's row
-                picked = gathered.index_select(0, where).view(tokens, top_k, hidden).double()
-                return (picked * w.double().unsqueeze(-1)).sum(1).to(y.dtype)
-
-            return run
-
-        nbytes = 2 * rows * hidden * dtype.info.storage_bits // 8 + tokens * hidden * dtype.info.storage_bits // 8
-        note = "torch: clone (the all-gather), argsort twice, index_select, float64 weighted sum"
-        self.case(Case(op, label, dtype.short, "GB/s", nbytes, note=note), acl_combine, torch_combine, op)
-
-    def _unpermute(self, tokens: int, hidden: int, top_k: int) -> None:
-        """MoeTokenUnpermute (bf16 rows, bf16 probs) vs torch's index_select, multiply and sum over the top-k."""
-        op = "MoeTokenUnpermute"
-        if not self.wanted(op):
-            return
-        dtype = D.ACL_BF16
-        rows = tokens * top_k
-        order = self.rng.permutation(rows).astype(np.int32)
-
-        def acl() -> tuple[Callable[[], None], Any]:
-            args: dict[str, Any] = {
-                "permutedTokens": self.array((rows, hidden), dtype),
-                "sortedIndices": to_device(order, self.backend),
-            }
-            args |= {"probsOptional": self.array((tokens, top_k), dtype), "paddedMode": False}
-            return self.prepared(op, {**args, "restoreShapeOptional": None})
-
-        def torch_fn() -> Callable[[], object]:
-            permuted, probs = self.tensor((rows, hidden), dtype), self.tensor((tokens, top_k), dtype)
-            index = self.torch.from_numpy(order).to(self.device).long()
-
-            def run() -> object:
-                picked = permuted.index_select(0, index).view(tokens, top_k, hidden)
-                return (picked * probs.unsqueeze(-1)).sum(dim=1)
-
-            return run
-
-        item = dtype.info.storage_bits // 8
-        nbytes = (rows + tokens) * hidden * item + rows * (4 + item)
-        label = f"{tokens}x{hidden} top-{top_k}"
-        note = "torch: index_select, multiply by probs, sum over top-k"
-        self.case(Case(op, label, dtype.short, "GB/s", nbytes, note=note), acl, torch_fn, op)
-
-    def _permute_grad(self, tokens: int, hidden: int, top_k: int) -> None:
-        """MoeTokenPermuteGrad (bf16 rows) vs torch's index_select, reshape and sum over the top-k."""
-        op = "MoeTokenPermuteGrad"
-        if not self.wanted(op):
-            return
-        dtype = D.ACL_BF16
-        rows = tokens * top_k
-        order = self.rng.permutation(rows).astype(np.int32)
-
-        def acl() -> tuple[Callable[[], None], Any]:
-            args = {
-                "permutedOutputGrad": self.array((rows, hidden), dtype),
-                "sortedIndices": to_device(order, self.backend),
-            }
-            return self.prepared(op, {**args, "numTopk": top_k, "paddedMode": False})
-
-        def torch_fn() -> Callable[[], object]:
-            grad = self.tensor((rows, hidden), dtype)
-            index = self.torch.from_numpy(order).to(self.device).long()
-
-            def run() -> object:
-                return grad.index_select(0, index).view(tokens, top_k, hidden).sum(dim=1)
-
-            return run
-
-        item = dtype.info.storage_bits // 8
-        nbytes = (rows + tokens) * hidden * item + rows * 4
-        note = "torch: index_select, reshape, sum over top-k"
-        self.case(Case(op, f"{tokens}x{hidden} top-{top_k}", dtype.short, "GB/s", nbytes, note=note), acl, torch_fn, op)
-
-    def _unpermute_grad(self, tokens: int, hidden: int, top_k: int) -> None:
-        """MoeTokenUnpermuteGrad (bf16 rows and probs) vs torch: the weighted rows put back, probs' dot products."""
-        op = "MoeTokenUnpermuteGrad"
-        if not self.wanted(op):
-            return
-        dtype = D.ACL_BF16
-        rows = tokens * top_k
-        order = self.rng.permutation(rows).astype(np.int32)
-
-        def acl() -> tuple[Callable[[], None], Any]:
-            args: dict[str, Any] = {
-                "permutedTokens": self.array((rows, hidden), dtype),
-                "unpermutedTokensGrad": self.array((tokens, hidden), dtype),
-                "sortedIndices": to_device(order, self.backend),
-            }
-            args |= {"probsOptional": self.array((tokens, top_k), dtype), "paddedMode": False}
-            return self.prepared(op, {**args, "restoreShapeOptional": None})
-
-        def torch_fn() -> Callable[[], object]:
-            permuted, grad = self.tensor((rows, hidden), dtype), self.tensor((tokens, hidden), dtype)
-            probs = self.tensor((tokens, top_k), dtype)
-            index = self.torch.from_numpy(order).to(self.device).long()
-
-            def run() -> object:
-                picked = permuted.index_select(0, index).view(tokens, top_k, hidden)
-                probs_grad = self.torch.bmm(picked, grad.unsqueeze(-1)).squeeze(-1)
-                weighted = (grad.unsqueeze(1) * probs.unsqueeze(-1)).view(rows, hidden)
-                return self.torch.empty_like(permuted).index_copy_(0, index, weighted), probs_grad
-
-            return run
-
-        item = dtype.info.storage_bits // 8
-        nbytes = (2 * rows + tokens) * hidden * item + rows * (4 + 2 * item)
-        note = "torch: index_select + bmm (probs grad), multiply + index_copy_ (rows)"
-        self.case(Case(op, f"{tokens}x{hidden} top-{top_k}", dtype.short, "GB/s", nbytes, note=note), acl, torch_fn, op)
-
     def attention_update(self) -> None:
         """AttentionUpdate (sp bf16 partial outputs and float32 lse, lseOut written) vs torch's logsumexp combine."""
         op = "AttentionUpdate"
@@ -1917,8 +1574,7 @@ class Suite:
             self.random_fills()
             self.foreach()
             self.optimizer()
-            self.moe_routing()
-            self.moe_pipeline()
+            moe_rows.run_cases(self)  # MoE routing: permute, gating, init routing, unpermute, dispatch/combine, grads
             self.sampling()
             self.kv_cache()
             norm_rope_rows.run_cases(self)  # QkvRmsNormRopeCache: Qwen3's attention prologue in one call
