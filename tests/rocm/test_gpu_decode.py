@@ -10,7 +10,8 @@ crosses those boundaries at sizes the CPU kernel emulator runs in seconds (``ACL
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -124,11 +125,38 @@ def test_arg_paths_on_misaligned_and_strided_rows(
     np.testing.assert_array_equal(actual["out"], expected["out"])
 
 
+def _watch(provider: Any, monkeypatch: pytest.MonkeyPatch, names: Iterable[str], log: list[str]) -> None:
+    """Log each named provider call (the outermost only: a method calling another logs once), and each call of a
+    bound launcher (``provider.launcher``'s callable, which the NVIDIA provider enqueues without :meth:`launch`)
+    as ``launch``."""
+    depth = [0]
+
+    def wrap(name: str, real: Any) -> Any:
+        def logged(*args: object, **kwargs: object) -> object:
+            if not depth[0]:
+                log.append(name)
+            depth[0] += 1
+            try:
+                return real(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+
+        return logged
+
+    for name in names:
+        real = getattr(provider, name)
+        if name == "launcher":
+            monkeypatch.setattr(provider, name, lambda *a, _real=real, **k: wrap("launch", _real(*a, **k)))
+        else:
+            monkeypatch.setattr(provider, name, wrap(name, real))
+
+
 def test_persist_and_block_paths_enqueue_one_launch_alone(rocm: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
     """ACL_ARGMAX_CONFIG=persist / block: after the first call (which plans), a call is one launch, with no
     allocation, memset or free on the stream (issue 15: no per-call scratch)."""
     provider = rocm.provider  # type: ignore[attr-defined]
     runner = rocm.runners["reduction"]  # type: ignore[attr-defined]
+    watched = ("launcher", "launch", "malloc_async", "memset", "free_async", "malloc", "free")
     for mode in ("persist", "block"):
         runner.forced_arg = mode
         try:
@@ -137,18 +165,16 @@ def test_persist_and_block_paths_enqueue_one_launch_alone(rocm: Backend, monkeyp
             x = eager.to_device(values[None, :], rocm)
             try:
                 out = eager.empty((1,), D.ACL_INT64, rocm)
+                log: list[str] = []
+                _watch(provider, monkeypatch, watched, log)  # before planning: a plan binds its launchers
                 spec = get_spec("ArgMax")
                 size, executor = aclnn.get_workspace_size(spec, (x.tensor(), -1, False, out.tensor()), None, rocm)
                 assert size == 0
                 executor.repeatable = True
                 aclnn.execute(spec, None, 0, executor, None)  # plans (persist: its scratch, zeroed once)
                 rocm.runtime.synchronize_device()  # type: ignore[attr-defined]
-                log: list[str] = []
-                for name in ("launch", "malloc_async", "memset", "free_async", "malloc", "free"):
-                    real = getattr(provider, name)
-                    monkeypatch.setattr(
-                        provider, name, lambda *a, _n=name, _r=real, _log=log, **k: (_log.append(_n), _r(*a, **k))[1]
-                    )
+                assert "launch" in log, f"{mode}: the planning call launched nothing the watch saw: {log}"
+                log.clear()
                 for _ in range(3):
                     aclnn.execute(spec, None, 0, executor, None)
                 monkeypatch.undo()
@@ -168,21 +194,12 @@ def test_split_path_is_one_launch_and_no_host_work(rocm: Backend, monkeypatch: p
     the stream."""
     provider = rocm.provider  # type: ignore[attr-defined]
     log: list[str] = []
-    depth = [0]  # a provider method calling another (the base malloc_async) logs only the outer call
-    watched = [n for n in dir(provider) if not n.startswith("_") and callable(getattr(provider, n))]
-    for name in watched:
-        real = getattr(provider, name)
-
-        def logged(*args: object, _name: str = name, _real: object = real, **kwargs: object) -> object:
-            if not depth[0]:
-                log.append(_name)
-            depth[0] += 1
-            try:
-                return _real(*args, **kwargs)  # type: ignore[operator]
-            finally:
-                depth[0] -= 1
-
-        monkeypatch.setattr(provider, name, logged)
+    _watch(
+        provider,
+        monkeypatch,
+        [n for n in dir(provider) if not n.startswith("_") and callable(getattr(provider, n))],
+        log,
+    )
     values = np.arange(20_000, dtype=np.float32)
     values[[777, 15_000]] = 20_000  # the first of two maxima, in different slices
     runner = rocm.runners["reduction"]  # type: ignore[attr-defined]
