@@ -1,7 +1,7 @@
 """Fixtures of the HIP backend's tests: the live backend (GPU tests skip, with the reason, without one).
 
 ``ACL_ROCM_EMULATE=1`` hands the GPU tier a backend whose kernels run on the CPU (``kernel_emulator.py``:
-g++, one thread per GPU thread, host BLAS): slow, but it checks what a GPU-tier test asserts, and the
+g++, one fiber per GPU thread, host BLAS): slow, but it checks what a GPU-tier test asserts, and the
 test itself, on a machine without a GPU.
 """
 
