@@ -4,8 +4,9 @@ The bench's row (tools/bench/gemm_variants.py ``_grouped_v5``: 64 groups of unev
 counts, K 2,048, N 1,408, bf16, one x, one [g, K, N] weight) runs on profile_mc2_dispatch's host-only provider
 (tests/rocm's fake provider with kernel launches dropped, large stream-ordered temporaries handed out from kept
 blocks), so what a call costs here is acl-core's host path: aclnn's phase 2, the plan, the descriptor table, the
-launches' argument packing. The fake provider refuses sm_90a, so the mma kernel stands in for wgmma (the host path
-is the same). It times ``--repeat`` phase-2 calls of a repeatable executor and prints a cProfile of them;
+launches' argument packing. ``--kernel`` forces the grouped GEMM (``ACL_GMM_KERNEL``; default: auto, the wgmma
+kernel on the fake's sm_90, as on the H100). It times ``--repeat`` phase-2 calls of a repeatable executor and
+prints a cProfile of them (``--profile-other``: of the ``--runner`` file's);
 ``--runner FILE`` loads another backends/rocm/ops/grouped_matmul.py as the runner (a before/after figure, the two
 timed in alternating rounds since the machine is shared)::
 
@@ -90,7 +91,7 @@ def load_runner(path: Path) -> type:
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
-    return module.GroupedMatmulRunner  # type: ignore[no-any-return]
+    return module.GroupedMatmulRunner
 
 
 def round_us(call: Any, repeat: int) -> float:
@@ -108,12 +109,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="groups, rows, K, N (the bench's 16k row)")  # fmt: skip
     p.add_argument("--repeat", type=int, default=100)
     p.add_argument("--rounds", type=int, default=9)
+    p.add_argument("--kernel", default="auto", help="ACL_GMM_KERNEL (auto, wgmma, mma, simt)")
     p.add_argument("--runner", type=Path, help="another grouped_matmul.py, timed beside this checkout's")
+    p.add_argument("--profile-other", action="store_true", help="profile the --runner file's calls instead")
     p.add_argument("--top", type=int, default=25, help="profile rows printed")
     args = p.parse_args(argv)
     cache = Path(tempfile.gettempdir()) / "acl-gmm-profile-cache"
     provider = CountingProvider(blas=True, memory=1 << 32)
-    backend = RocmBackend(provider, {"ACL_KERNEL_CACHE": str(cache), "ACL_GMM_KERNEL": "mma"})
+    backend = RocmBackend(provider, {"ACL_KERNEL_CACHE": str(cache), "ACL_GMM_KERNEL": args.kernel})
     backend.runtime.ensure_device(0)
     acl_core.reset_plugins()
     acl_core.register_plugin(Plugin(backend, NAME))
@@ -134,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                 call()
             provider.counts.clear()
             call()
-            print(f"{label}: provider calls a call {dict(sorted(provider.counts.items()))}")
+            print(f"{label}: path {runner.last_path}, provider calls a call {dict(sorted(provider.counts.items()))}")
         for i in range(args.rounds):
             for label, runner in sides if i % 2 == 0 else sides[::-1]:
                 backend.grouped_matmul = runner
@@ -142,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         for label, _ in sides:
             print(f"GroupedMatmulV5 {args.shape}, {label}: {best[label]:.1f} us/call host "
                   f"(fastest of {args.rounds} rounds of {args.repeat})")  # fmt: skip
-        backend.grouped_matmul = ours
+        backend.grouped_matmul = sides[-1][1] if args.profile_other else ours
         prof = cProfile.Profile()
         prof.enable()
         for _ in range(args.repeat):
