@@ -39,17 +39,19 @@ SPEC = get_spec(OP)
 class _Call:
     """One GroupedMatmulV5 call of M-axis groups (device counts) after phase 1, its executor repeatable."""
 
-    def __init__(self, backend: RocmBackend, counts: list[int], k: int, n: int, seed: int = 0) -> None:
+    def __init__(
+        self, backend: RocmBackend, counts: list[int], k: int, n: int, seed: int = 0, dtype: Any = np.float16
+    ) -> None:
         rng = np.random.default_rng(seed)
         m = sum(counts) + 3  # the last 3 rows no group covers
         self.backend = backend
-        self.x = rng.uniform(-1, 1, (m, k)).astype(np.float16)
-        self.w = rng.uniform(-1, 1, (len(counts), k, n)).astype(np.float16)
+        self.x = rng.uniform(-1, 1, (m, k)).astype(dtype)
+        self.w = rng.uniform(-1, 1, (len(counts), k, n)).astype(dtype)
         self.arrays = {
             "x": to_device(self.x, backend),
             "weight": to_device(self.w, backend),
             "list": to_device(np.array(counts, np.int64), backend),
-            "out": to_device(np.zeros((m, n), np.float16), backend),
+            "out": to_device(np.zeros((m, n), dtype), backend),
         }
         self.lists = {name: AclTensorList.create([self.arrays[name].tensor()]) for name in ("x", "weight", "out")}
         args: dict[str, Any] = dict.fromkeys(p.name for p in SPEC.params)
@@ -157,6 +159,29 @@ def test_a_repeated_call_plans_and_packs_nothing_again(tmp_path: Path, monkeypat
         assert gemm.grid == first.grid and gemm.args[0] == first.args[0]
         assert runner.last_path == path
     assert len(set(flags)) == len(flags)  # a fresh slot of the stream's slab every call
+    call.sync()
+
+
+def test_a_forced_kernels_refusal_is_reported_by_every_call(tmp_path: Path) -> None:
+    backend = RocmBackend(FakeProvider(), {"ACL_KERNEL_CACHE": str(tmp_path)})
+    backend.runtime.ensure_device(0)
+    runner = backend.grouped_matmul
+    call = _Call(backend, [4, 4], 8, 16, dtype=np.float32)  # fp32: no wgmma kernel
+    runner.forced_kernel = "wgmma"
+    try:
+        call()
+        why = runner.last_refusal
+        assert runner.last_path == "simt" and why
+        for _ in range(2):
+            runner.last_refusal = None
+            call()  # the kept launches
+            assert runner.last_path == "simt" and runner.last_refusal == why
+        runner.forced_kernel = None
+        runner.last_refusal = "left alone"
+        call()
+        assert runner.last_path == "simt" and runner.last_refusal == "left alone"  # auto reports no refusal
+    finally:
+        runner.forced_kernel = None
     call.sync()
 
 

@@ -129,7 +129,9 @@ class _Repeat:
     groups: int
     grid: int
     refusal: str | None
-    """The forced kernel's refusal when it was built (``last_refusal`` of every call)."""
+    """The forced kernel's refusal when it was built (``last_refusal`` of every call that forces it)."""
+    forced: bool = False
+    """Whether the kernel switch forced a kernel (``wgmma``) whose refusal a call reports."""
 
 
 def _itemsize(dtype: D) -> int:
@@ -623,7 +625,8 @@ class GroupedMatmulRunner:
         if kept is None:
             self._run_once(launch, stream)
             return
-        self.last_refusal = kept.refusal
+        if kept.forced:
+            self.last_refusal = kept.refusal
         if kept.program is None:  # no groups: nothing to launch
             return
         self._report(V5_MESSAGE, kept.gemm, kept.groups, kept.grid)
@@ -669,9 +672,9 @@ class GroupedMatmulRunner:
             for address in temps:
                 self.backend.provider.free_async(address, stream)
             return None
-        refusal = self.last_refusal
+        refusal, forced = self.last_refusal, self.kernel_mode() == "wgmma"
         if not p.rows:
-            return _Repeat(None, gemm, 0, 0, refusal)
+            return _Repeat(None, gemm, 0, 0, refusal, forced)
         group_list = args.get("groupListOptional")
         assert group_list is None or isinstance(group_list, AclTensor)
         rows = p.table()
@@ -687,7 +690,7 @@ class GroupedMatmulRunner:
         program.temp((groups + 1) * len(FIELDS) * 8)
         for kernel, config, values in calls:
             program.steps.append(Step(self._function(kernel, config), config, tuple(values)))
-        return _Repeat(program, gemm, groups, grid, refusal)
+        return _Repeat(program, gemm, groups, grid, refusal, forced)
 
     def execute(
         self,
