@@ -12,6 +12,11 @@ timed in alternating rounds since the machine is shared)::
 
     git show main:backends/rocm/ops/grouped_matmul.py > /tmp/gmm_main.py
     .venv/bin/python scripts/profile_grouped_matmul.py --runner /tmp/gmm_main.py
+
+Measured on the 2-core helper machine (2026-12-08, shared, load 30-40: the fastest of 9 rounds of 100 calls, the two
+runners alternated, three runs): main a477a05 783 / 798 / 869 us a call (wgmma path; 1,314 with ``--kernel mma`` in a
+noisier minute), with a signature's launches kept (branch h17-gmmhost) 25 / 25 / 27 (39). main's figure is the
+~800 us a call the H100 bench row spent outside the GEMM kernel (issue 18).
 """
 
 from __future__ import annotations

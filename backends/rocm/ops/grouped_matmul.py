@@ -15,7 +15,9 @@ Which paths exist (groupType -1, 0, 2; groupListType 0, 1; actType 0; of the qua
 with M-axis groups) is decided by the spec, which refuses the others with 161002 before anything is
 enqueued. MX operands are first decoded to bfloat16 with their block scales applied, by the quantised
 matmuls' operand kernel (:meth:`QuantMatmulRunner.enqueue_operand`); the same grouped GEMM then runs
-on them with its output in the caller's dtype.
+on them with its output in the caller's dtype. A repeated GroupedMatmulV5 call (one signature: the same addresses)
+launches what its first call built (:meth:`GroupedMatmulRunner.repeatable`): a fresh table and check flag per call,
+nothing planned, looked up or packed again.
 """
 
 from __future__ import annotations
