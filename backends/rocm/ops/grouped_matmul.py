@@ -15,16 +15,19 @@ Which paths exist (groupType -1, 0, 2; groupListType 0, 1; actType 0; of the qua
 with M-axis groups) is decided by the spec, which refuses the others with 161002 before anything is
 enqueued. MX operands are first decoded to bfloat16 with their block scales applied, by the quantised
 matmuls' operand kernel (:meth:`QuantMatmulRunner.enqueue_operand`); the same grouped GEMM then runs
-on them with its output in the caller's dtype.
+on them with its output in the caller's dtype. A repeated GroupedMatmulV5 call (one signature: the same addresses)
+launches what its first call built (:meth:`GroupedMatmulRunner.repeatable`): a fresh table and check flag per call,
+nothing planned, looked up or packed again.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from acl_core.backend import Kernel, Launch
 from acl_core.dtypes import DataType as D
@@ -62,7 +65,9 @@ from acl_rocm.kernels.grouped_matmul_wgmma import refusal as wgmma_refusal
 from acl_rocm.kernels.mma import hardware_layout
 from acl_rocm.launch import KernelArgs, LaunchConfig
 from acl_rocm.ops import grouped_matmul_blaslt as blaslt
+from acl_rocm.ops.binding import family_key, memo_plan
 from acl_rocm.ops.elementwise import Prepared
+from acl_rocm.ops.program import FLAG, Program, Step, Temp, run_program
 from acl_rocm.ops.quant_matmul import k_operand, mx_scale_strides
 from acl_rocm.views import coalesce
 
@@ -101,6 +106,34 @@ WGMMA_CONFIG_ENV = "ACL_GMM_WGMMA_CONFIG"
 ``128x<bn>-s<stages>[-b<blocks>][-p][-m][-d][-sw]`` (:func:`~acl_rocm.kernels.grouped_matmul_wgmma.parse_config`);
 unset: :data:`~acl_rocm.kernels.grouped_matmul_wgmma.DEFAULT`; an invalid setting fails the call
 (ACL_ERROR_INVALID_PARAM)."""
+
+
+V5_MESSAGE: Final = "GroupedMatmulV5: groupListOptional is inconsistent with the grouped axis"
+"""The 161002 message of a GroupedMatmulV5 call whose device group list the group-list pass refused."""
+_FILL: Final = GmmFill()
+_Call: TypeAlias = tuple[Any, LaunchConfig, list[Any]]
+"""One launch of a call: (kernel, configuration, argument values)."""
+
+
+@functools.cache
+def _prep_kernel(tile_m: int, tile_n: int) -> GmmPrep:
+    """The group-list pass numbering ``tile_m`` × ``tile_n`` tiles (one instance: its name is hashed once)."""
+    return GmmPrep(tile_m, tile_n)
+
+
+@dataclass(frozen=True)
+class _Repeat:
+    """A GroupedMatmulV5 signature's launches, built once (:meth:`GroupedMatmulRunner.repeatable`)."""
+
+    program: Program | None
+    """The fills, the group-list pass and the GEMM over a per-run table (None: no groups, nothing launched)."""
+    gemm: GroupedGemm
+    groups: int
+    grid: int
+    refusal: str | None
+    """The forced kernel's refusal when it was built (``last_refusal`` of every call that forces it)."""
+    forced: bool = False
+    """Whether the kernel switch forced a kernel (``wgmma``) whose refusal a call reports."""
 
 
 def _itemsize(dtype: D) -> int:
@@ -537,28 +570,129 @@ class GroupedMatmulRunner:
         return address
 
     # ------------------------------------------------------------------ launching
-    def _launch(self, kernel: Any, config: LaunchConfig, values: Sequence[Any], stream: int) -> None:
+    def _function(self, kernel: Any, config: LaunchConfig) -> object:
         specific = getattr(kernel, "arch_specific", False)  # the wgmma kernel: sm_90a
-        function = self.backend.function(kernel.source(), kernel.kernel_name, config.shared_bytes, specific)
+        return self.backend.function(kernel.source(), kernel.kernel_name, config.shared_bytes, specific)
+
+    def _launch(self, kernel: Any, config: LaunchConfig, values: Sequence[Any], stream: int) -> None:
+        function = self._function(kernel, config)
         self.backend.elementwise.launch_prepared(Prepared(function, config, KernelArgs(values)), stream)
 
+    def _fills(self, rows: list[list[int]], table: Any) -> list[_Call]:
+        """The descriptor fills of ``rows`` into the table (``table``: its pointer argument or placeholder)."""
+        calls: list[_Call] = []
+        for g0 in range(0, len(rows), FILL_GROUPS):
+            chunk = rows[g0 : g0 + FILL_GROUPS]
+            meta = [len(chunk) * len(FIELDS), g0, len(chunk)]
+            for f in range(len(FIELDS)):
+                meta += [r[f] for r in chunk] + [0] * (FILL_GROUPS - len(chunk))
+            config = self.backend.elementwise_config(meta[0], 1)
+            calls.append((_FILL, config, [KernelArgs.index_array(meta, "long long"), table]))
+        return calls
+
+    def _prep(
+        self, p: GroupPlan, gemm: GroupedGemm, group_list: AclTensor | None, list_type: int, table: Any, flag: Any
+    ) -> tuple[_Call, bool]:
+        """The group-list pass of ``p`` (``table`` / ``flag``: pointer arguments or placeholders), and whether it reads
+        a device group list (a check to defer)."""
+        has_list = group_list is not None and p.mode != MODE_HOST
+        list_address = _address(group_list) if has_list and group_list is not None else 0
+        list_stride = group_list.strides[0] if has_list and group_list is not None else 0
+        meta = [1, len(p.rows), p.mode, list_type, p.axis, list_stride, int(has_list), 0]
+        values = [KernelArgs.index_array(meta, "long long"), KernelArgs.pointer(list_address), table, flag]
+        return (_prep_kernel(gemm.tile_m, gemm.tile_n), self.backend.elementwise_config(1, 1), values), has_list
+
+    def _gemm_call(self, gemm: GroupedGemm, groups: int, grid: int, table: Any, flag: Any) -> _Call:
+        """The grouped GEMM's launch over ``grid`` (the plan's tile bound) output tiles."""
+        values = [KernelArgs.index_array([groups, 0, 0], "long long"), table, flag]
+        shared = gemm.shared_bytes if isinstance(gemm, GmmMmaKernel | GmmWgmmaKernel) else 0
+        if isinstance(gemm, GmmWgmmaKernel):  # persistent configurations: a block an SM walks the tiles
+            grid = gemm.grid(grid, self.backend.properties.compute_units)
+        return gemm, LaunchConfig((grid, 1, 1), (gemm.threads, 1, 1), shared), values
+
+    def variant(self) -> str:
+        """What picks a call's grouped GEMM besides its signature: the switches, settings and defaults (a repeated
+        call's launches are kept per variant)."""
+        env = self.backend.environ
+        config = self.forced_config or env.get(CONFIG_ENV, "")
+        wgmma = self.forced_wgmma_config or env.get(WGMMA_CONFIG_ENV, "")
+        return f"{self.kernel_mode()}|{config}|{wgmma}|{int(AUTO_WGMMA)}{int(INT8_AUTO_MMA)}"
+
     def run(self, launch: Launch) -> None:
-        """Enqueue one GroupedMatmulV5 call on the launch's stream."""
-        args = launch.args
+        """Enqueue one GroupedMatmulV5 call on the launch's stream (its launches built once per signature where
+        they are the same every call: :meth:`repeatable`)."""
         stream = handle(launch.stream)
-        group_list = args.get("groupListOptional")
-        assert group_list is None or isinstance(group_list, AclTensor)
-        bias = _members(args.get("biasOptional"))
+        key = family_key(self.backend, "grouped_matmul", self.variant())
+        kept: _Repeat | None = memo_plan(launch, key, lambda: self.repeatable(launch, stream))
+        if kept is None:
+            self._run_once(launch, stream)
+            return
+        if kept.forced:
+            self.last_refusal = kept.refusal
+        if kept.program is None:  # no groups: nothing to launch
+            return
+        self._report(V5_MESSAGE, kept.gemm, kept.groups, kept.grid)
+        run_program(self.backend, kept.program, stream)
+
+    def _gemm_of(self, launch: Launch) -> GroupedGemm:
+        bias = _members(launch.args.get("biasOptional"))
         dtype: D = launch.plan["compute"]
         operands = D.ACL_BF16 if launch.plan["gmm"].get("mx") else dtype  # MX: decoded to bf16
+        return self.gemm(operands, bias[0].dtype if bias else None, dtype)
+
+    def _run_once(self, launch: Launch, stream: int) -> None:
+        """One call planned and enqueued from scratch (MX operands, dense copies, the library's GEMM)."""
+        group_list = launch.args.get("groupListOptional")
+        assert group_list is None or isinstance(group_list, AclTensor)
         self.execute(
             stream,
             lambda temps: self.plan(launch, temps, stream),
-            self.gemm(operands, bias[0].dtype if bias else None, dtype),
+            self._gemm_of(launch),
             group_list,
-            int(args["groupListType"]),
-            "GroupedMatmulV5: groupListOptional is inconsistent with the grouped axis",
+            int(launch.args["groupListType"]),
+            V5_MESSAGE,
         )
+
+    def repeatable(self, launch: Launch, stream: int) -> _Repeat | None:
+        """A signature's launches built once (issue 18: the plan, descriptor rows, kernel lookups and argument
+        packing were most of a call's host time): the descriptor fills, the group-list pass and the GEMM as a
+        program run every call with a fresh stream-ordered table and check flag. None where a call needs more than
+        that: MX operands (decoded into temporaries each call), operands whose rows need dense copies, the
+        library's GEMM (``blaslt``, which decides per call)."""
+        args, gmm = launch.args, launch.plan["gmm"]
+        if gmm.get("mx") or self.kernel_mode() == "blaslt":
+            return None
+        if int(gmm["group_type"]) == -1:
+            for x, out in zip(_members(args["x"]), _members(args["out"])):
+                lead = tuple(x.view_dims[:-1])
+                if coalesce(lead, [x.strides[:-1], out.strides[:-1]]).ndim != 1:
+                    return None  # dense copies of x and of the result: temporaries every call
+        gemm = self._gemm_of(launch)
+        temps: list[int] = []
+        p = self.plan(launch, temps, stream)
+        if temps or p.copies:  # not expected after the checks above; such a call is planned every time
+            for address in temps:
+                self.backend.provider.free_async(address, stream)
+            return None
+        refusal, forced = self.last_refusal, self.kernel_mode() == "wgmma"
+        if not p.rows:
+            return _Repeat(None, gemm, 0, 0, refusal, forced)
+        group_list = args.get("groupListOptional")
+        assert group_list is None or isinstance(group_list, AclTensor)
+        rows = p.table()
+        groups = len(rows)
+        table: Any = Temp(0)
+        calls = self._fills(rows, table)
+        prep, has_list = self._prep(p, gemm, group_list, int(args["groupListType"]), table, FLAG)
+        calls.append(prep)
+        grid = p.grid(gemm.tile_m, gemm.tile_n)
+        if grid:
+            calls.append(self._gemm_call(gemm, groups, grid, table, FLAG))
+        program = Program(report=V5_MESSAGE if has_list else None, flagged=True)
+        program.temp((groups + 1) * len(FIELDS) * 8)
+        for kernel, config, values in calls:
+            program.steps.append(Step(self._function(kernel, config), config, tuple(values)))
+        return _Repeat(program, gemm, groups, grid, refusal, forced)
 
     def execute(
         self,
@@ -589,43 +723,18 @@ class GroupedMatmulRunner:
             rows = p.table()
             groups = len(rows)
             table = self._temp((groups + 1) * len(FIELDS) * 8, temps, stream)
-            fill = GmmFill()
-            for g0 in range(0, groups, FILL_GROUPS):
-                chunk = rows[g0 : g0 + FILL_GROUPS]
-                meta = [len(chunk) * len(FIELDS), g0, len(chunk)]
-                for f in range(len(FIELDS)):
-                    meta += [r[f] for r in chunk] + [0] * (FILL_GROUPS - len(chunk))
-                config = self.backend.elementwise_config(meta[0], 1)
-                self._launch(
-                    fill, config, [KernelArgs.index_array(meta, "long long"), KernelArgs.pointer(table)], stream
-                )
-            has_list = group_list is not None and p.mode != MODE_HOST
-            list_address = _address(group_list) if has_list and group_list is not None else 0
-            list_stride = group_list.strides[0] if has_list and group_list is not None else 0
-            meta = [1, groups, p.mode, list_type, p.axis, list_stride, int(has_list), 0]
-            values = [
-                KernelArgs.index_array(meta, "long long"),
-                KernelArgs.pointer(list_address),
-                KernelArgs.pointer(table),
-                KernelArgs.pointer(flag),
-            ]
-            prep = GmmPrep(gemm.tile_m, gemm.tile_n)
-            self._launch(prep, self.backend.elementwise_config(1, 1), values, stream)
+            table_arg, flag_arg = KernelArgs.pointer(table), KernelArgs.pointer(flag)
+            for kernel, config, values in self._fills(rows, table_arg):
+                self._launch(kernel, config, values, stream)
+            (kernel, config, values), has_list = self._prep(p, gemm, group_list, list_type, table_arg, flag_arg)
+            self._launch(kernel, config, values, stream)
             grid = p.grid(gemm.tile_m, gemm.tile_n)
             library = None
             if grid and self.kernel_mode() == "blaslt":
                 library = self._blaslt(p, gemm, table, flag, temps, stream)
             self._report(message, gemm if library is None else library, groups, grid)
             if grid and library is None:
-                values = [
-                    KernelArgs.index_array([groups, 0, 0], "long long"),
-                    KernelArgs.pointer(table),
-                    KernelArgs.pointer(flag),
-                ]
-                shared = gemm.shared_bytes if isinstance(gemm, GmmMmaKernel | GmmWgmmaKernel) else 0
-                if isinstance(gemm, GmmWgmmaKernel):  # persistent configurations: a block an SM walks the tiles
-                    grid = gemm.grid(grid, self.backend.properties.compute_units)
-                self._launch(gemm, LaunchConfig((grid, 1, 1), (gemm.threads, 1, 1), shared), values, stream)
+                self._launch(*self._gemm_call(gemm, groups, grid, table_arg, flag_arg), stream)
             for dense, out in p.copies:
                 self.backend.elementwise.convert(dense, out, stream)
             if after is not None:

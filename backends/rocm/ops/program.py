@@ -86,6 +86,9 @@ class Program:
     scratch_region: str = ""
     """Which of the stream's scratch buffers (:meth:`RocmDriver.stream_scratch`'s ``region``): a family whose
     data would land on another family's counters takes its own."""
+    flagged: bool = False
+    """A flag for every run, even without a :attr:`report` (kernels that read it whether or not a check is armed);
+    without a report it is dropped after the run, never checked."""
     _packed: _Packed | None = field(default=None, init=False, repr=False, compare=False)
 
     def temp(self, nbytes: int) -> Temp:
@@ -179,7 +182,7 @@ def run_program(
             bases.append(provider.malloc_async(size, stream))
         for where, nbytes in prog.zeroed:
             provider.memset(bases[where.slot] + where.offset, 0, nbytes, stream)
-        if prog.report is not None:
+        if prog.report is not None or prog.flagged:
             flag = backend.driver.check_flag(stream)
         packed = prog.packed(provider)
         with packed.lock:
@@ -202,8 +205,10 @@ def run_program(
         for base in bases:
             provider.free_async(base, stream)
     if flag:
-        assert prog.report is not None
-        backend.driver.defer_check(stream, flag, prog.report)
+        if prog.report is None:
+            backend.driver.drop_check(stream, flag)
+        else:
+            backend.driver.defer_check(stream, flag, prog.report)
 
 
 def program_kernel(
