@@ -1,0 +1,7 @@
+# H100 80GB HBM3, 2026-12-08 00:12-00:32 UTC, session 17, commit a477a05; carry [".whl"] (the wheels at the top of scripts/gpu_run.sh)
+# run 1 (cold): the first half of the GPU tier, Take's conformance, then results/sweeps/s16-call1.txt (session 16's rows with --kernels; ncu of the grouped GEMM)
+TEST_PATHS="$(cat results/sweeps/s16-tierA.txt)" TESTS_TIMEOUT=330 PYTEST_WORKERS=14 CONFORMANCE_OPS=Take CONFORMANCE_TIMEOUT=60 BENCH=0 QWEN=none STARTUP=0 FP8_ACC=0 SWEEP=results/sweeps/s16-call1.txt SWEEP_LINE_TIMEOUT=110 bash scripts/gpu_run.sh
+# run 2 (warm): the second half beside the whole conformance rocm --full in 10 processes
+export PYTHONPATH=/tmp/acl-site:$(pwd):$(pwd)/backends ACL_KERNEL_CACHE=/tmp/acl-kernel-cache; TEST_PATHS="$(cat results/sweeps/s16-tierB.txt)" TESTS_TIMEOUT=450 PYTEST_WORKERS=6 CONFORMANCE_PARALLEL=10 CONFORMANCE_TIMEOUT=450 BENCH=0 QWEN=none STARTUP=0 FP8_ACC=0 bash scripts/gpu_run.sh
+# run 3 (warm): the two failed ArgMax tests again (run3-decode-argmax-tests.txt), then Qwen3 and the bars' bench rows
+export PYTHONPATH=/tmp/acl-site:$(pwd):$(pwd)/backends ACL_KERNEL_CACHE=/tmp/acl-kernel-cache; timeout 90 python3 -m pytest -m gpu tests/rocm/test_gpu_decode.py -k "enqueue_one_launch_alone or split_path_is_one_launch" -q -p no:cacheprovider 2>&1 | tail -80 > $OUT/decode_fail.txt; TESTS=0 QWEN=short DECODE_BENCH=1 STARTUP=0 BENCH_ONLY=Take,SparseFlashAttention,FlashAttentionScore,GroupedMatmulV5 bash scripts/gpu_run.sh
