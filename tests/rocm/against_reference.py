@@ -70,7 +70,7 @@ def assert_every_sample_matches(rocm: Backend, reference: Backend, op: str, emul
     """``op`` is claimed and every sample matches the reference contiguous, padded and transposed.
 
     On the CPU emulator (``ACL_ROCM_EMULATE=1``) only every ``emulated_stride``-th sample runs all three
-    layouts, the rest contiguous only (the emulator runs a thread per GPU thread).
+    layouts, the rest contiguous only (the emulator runs a fiber per GPU thread).
     """
     assert op in rocm.capabilities().ops
     emulated = os.environ.get("ACL_ROCM_EMULATE") == "1"

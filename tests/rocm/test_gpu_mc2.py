@@ -191,7 +191,7 @@ def test_moe_distribute_every_sample_matches_the_reference(b: Backend, reference
 def _dispatch_sizes(v1: bool, quant: bool) -> dict[str, Any]:
     """A serving-sized one-rank dispatch: 256 tokens, H 2048, top-8 of 64 experts (2,048 rows received).
 
-    On the emulator (a thread per GPU thread) 64 tokens of H 256.
+    On the emulator (a fiber per GPU thread) 64 tokens of H 256.
     """
     from acl_core.spec.ops.mc2 import _names, dispatch_args
 

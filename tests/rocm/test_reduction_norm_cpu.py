@@ -1,7 +1,7 @@
 """The reduction and norm families above the provider seam, on a CPU.
 
 The generated row kernels are built with g++ against a small shim (``kernel_emulator.py``: one
-std::thread per GPU thread, barriers for ``__syncthreads`` and warp shuffles) and run on host memory,
+a fiber per GPU thread, barriers for ``__syncthreads`` and warp shuffles) and run on host memory,
 so every sample of every claimed op is compared with the reference, contiguous and as padded /
 transposed views, without a GPU. The source structure, the launch shape and the accumulator choices
 are checked directly; the sources are compiled with nvcc where it is installed.
